@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print tables (speed and memory are measured here, not in tests)."""

@@ -1,0 +1,52 @@
+"""The ``posbias`` command line: everything the suites do that makes sense without pytest.
+
+Each subcommand lives in a small function; heavy modules are imported inside it so
+``posbias --help`` stays fast and needs no optional extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from . import __version__
+from .errors import PosbiasError
+
+Handler = Callable[[argparse.Namespace], int]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def _register(sub: argparse._SubParsersAction, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
+    _HANDLERS[name] = handler
+    p.set_defaults(_cmd=name)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="posbias", description="pytest-posbias: video LLM robustness gates")
+    parser.add_argument("--version", action="version", version=f"pytest-posbias {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from . import cli_commands
+
+    cli_commands.register_all(sub, _register)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``posbias`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_cmd", None):
+        parser.print_help()
+        return 2
+    try:
+        return _HANDLERS[args._cmd](args)
+    except PosbiasError as exc:
+        print(f"posbias {args._cmd}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

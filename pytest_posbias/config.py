@@ -1,0 +1,260 @@
+"""``[tool.posbias]`` settings: schema, defaults, validation and the effective run config.
+
+Precedence, lowest to highest: built-in defaults < ``[tool.posbias]`` in the project's
+pyproject.toml < ``[tool.posbias.models."<model>"]`` overrides for the model under test
+< command-line options. Unknown keys are errors that name the key and the known ones.
+
+Default gate thresholds and why (numbers from the papers' tables):
+
+* ``dpb = 0.05``  — |DPB| <= 5 points. The multi-video paper calls +8.13% and +13.89%
+  "strong" directional bias and −14.97% a case study; near-zero settings sit within
+  ±1.1%. 5 points separates the two groups.
+* ``meg = 0.02``  — |MEG| <= 2 points. The paper's highlighted middle weaknesses are
+  −2.65% to −3.68%; cyclic vs full-permutation designs differ by 0.7–1.2 points
+  (appendix C.6), so 2 points sits above the design's own wobble.
+* ``coverage = 0.25`` — mean coverage >= 25% (a floor, not a position test).
+* ``contamination = 0.10`` — at most 10% of slots more similar to another video's reference.
+* ``flip = 0.15``, ``phase = 0.15``, ``order = 0.15`` — the phase paper's H0: flip <= 15%
+  (table S4), which every audited model exceeds (order 40.8–66.4%, phase 15.2–20.1%,
+  left vs midpoint 23.6%).
+* ``fusion = 0.0`` — PhaseFusion must not change more answers under an origin shift
+  than a single pass (the paper: 10.1% vs 18.2%).
+* ``repetition = 0.15`` — RR <= 15%: VideoSTF table 1's well-behaved models sit at
+  3–16% (LLaVA-Video-7B 3–10, InternVL3.5 7–11, Qwen3-VL 8–13, VideoLLaMA2 13–16),
+  the looping ones at 58–91%.
+* ``stressor = 0.10`` — stressors may raise RR by at most 10 points over clean
+  (VideoSTF: +9 points for 2 foreign frames on LLaVA-Video-7B, relative +67–205%).
+* ``attack = 0.25`` — ASR <= 25% within the query cap; every model in VideoSTF figure 5
+  exceeds it (InternVL3.5-8B 28–72%, VideoLLaMA2 40–83%).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+GATES: tuple[str, ...] = (
+    "dpb", "meg", "coverage", "contamination",
+    "flip", "phase", "order", "fusion",
+    "repetition", "stressor", "attack",
+)
+MARKERS: dict[str, str] = {
+    "dpb": "positional suite: Directional Positional Bias gate (|DPB| <= threshold)",
+    "meg": "positional suite: Middle-Edge Gap gate, P = 4 (|MEG| <= threshold)",
+    "coverage": "positional suite: mean per-video coverage floor",
+    "contamination": "positional suite: slot contamination rate (TF-IDF proxy)",
+    "flip": "phase/order suite: answer flips between deployed frame samplers",
+    "phase": "phase/order suite: answer flips between sampling phases of one grid",
+    "order": "phase/order suite: answer flips across option orderings",
+    "fusion": "phase/order suite: PhaseFusion vs single pass under an origin shift",
+    "repetition": "stressor suite: output repetition rate on clean videos",
+    "stressor": "stressor suite: repetition amplification under temporal stressors",
+    "attack": "stressor suite: black-box repetition attack success rate",
+    "slow": "long end-to-end check; runs in CI, deselect with -m 'not slow'",
+}
+
+# sides: "both" |x| <= t, "upper" x <= t, "lower" x >= t
+GATE_SIDES: dict[str, str] = {
+    "dpb": "both", "meg": "both", "coverage": "lower", "contamination": "upper",
+    "flip": "upper", "phase": "upper", "order": "upper", "fusion": "upper",
+    "repetition": "upper", "stressor": "upper", "attack": "upper",
+}
+DEFAULT_THRESHOLDS: dict[str, float] = {
+    "dpb": 0.05, "meg": 0.02, "coverage": 0.25, "contamination": 0.10,
+    "flip": 0.15, "phase": 0.15, "order": 0.15, "fusion": 0.0,
+    "repetition": 0.15, "stressor": 0.10, "attack": 0.25,
+}
+# Non-inferiority margins against --baseline (candidate may be worse by at most this).
+DEFAULT_BASELINE_MARGINS: dict[str, float] = {
+    "dpb": 0.02, "meg": 0.01, "coverage": 0.05, "contamination": 0.05,
+    "flip": 0.05, "phase": 0.05, "order": 0.05, "fusion": 0.05,
+    "repetition": 0.05, "stressor": 0.05, "attack": 0.10,
+}
+JUDGES: tuple[str, ...] = ("embed", "fragment", "openai", "auto")
+
+
+def _str(key: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise ConfigError(f"[tool.posbias] `{key}` must be a non-empty string; got {v!r}")
+    return v
+
+
+def _mode(key: str, v: Any) -> str:
+    if v not in ("detect", "certify"):
+        raise ConfigError(f"[tool.posbias] `{key}` must be 'detect' or 'certify'; got {v!r}")
+    return str(v)
+
+
+def _alpha(key: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < 0.5:
+        raise ConfigError(f"[tool.posbias] `{key}` must be a number in (0, 0.5); got {v!r}")
+    return float(v)
+
+
+def _seed(key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ConfigError(f"[tool.posbias] `{key}` must be an integer >= 0; got {v!r}")
+    return int(v)
+
+
+def _judge(key: str, v: Any) -> str:
+    if v not in JUDGES:
+        raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(JUDGES)}; got {v!r}")
+    return str(v)
+
+
+def _models(key: str, v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [_str(key, v)]
+    if isinstance(v, list) and v and all(isinstance(x, str) and x for x in v):
+        return list(v)
+    raise ConfigError(f"[tool.posbias] `{key}` must be a model spec string or a list of them; got {v!r}")
+
+
+def _pos_int(key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"[tool.posbias] `{key}` must be an integer >= 1; got {v!r}")
+    return int(v)
+
+
+def _bool(key: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(f"[tool.posbias] `{key}` must be true or false; got {v!r}")
+    return v
+
+
+_SCALARS: dict[str, Any] = {
+    "model": _models,
+    "baseline": _str,
+    "judge": _judge,
+    "mode": _mode,
+    "alpha": _alpha,
+    "seed": _seed,
+    "cache": _str,
+    "report": _str,
+    "report_dir": _str,
+    "data": _str,
+    "device": _str,
+    "api_base": _str,
+    "n_resamples": _pos_int,
+    "batch_size": _pos_int,
+    "concurrency": _pos_int,
+    "sequential": _bool,
+}
+_TABLES = ("thresholds", "baseline_margins", "models", "probes")
+
+
+def validate_thresholds(where: str, table: Any) -> dict[str, float]:
+    """Check a thresholds table: known gate names, finite numbers, rates within [0, 1]."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where} must be a table of gate = number; got {table!r}")
+    out: dict[str, float] = {}
+    for k, v in table.items():
+        if k not in GATES:
+            raise ConfigError(f"{where}: unknown gate {k!r}; known gates: {', '.join(GATES)}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+            raise ConfigError(f"{where}.{k} must be a finite number; got {v!r}")
+        if GATE_SIDES[k] != "lower" and k != "fusion" and v < 0:
+            raise ConfigError(f"{where}.{k} must be >= 0; got {v!r}")
+        out[k] = float(v)
+    return out
+
+
+@dataclass(frozen=True)
+class PosbiasConfig:
+    """The validated ``[tool.posbias]`` table (before command-line overrides)."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    baseline_margins: Mapping[str, float] = field(default_factory=dict)
+    model_thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    probes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    source: str = "<defaults>"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def thresholds_for(self, model: str | None, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+        """Effective thresholds: defaults < [tool.posbias.thresholds] < per-model < command line."""
+        out = dict(DEFAULT_THRESHOLDS)
+        out.update(self.thresholds)
+        if model is not None and model in self.model_thresholds:
+            out.update(self.model_thresholds[model])
+        out.update(overrides or {})
+        return out
+
+    def margins(self) -> dict[str, float]:
+        out = dict(DEFAULT_BASELINE_MARGINS)
+        out.update(self.baseline_margins)
+        return out
+
+
+def parse_config(table: Mapping[str, Any], *, source: str = "[tool.posbias]") -> PosbiasConfig:
+    """Validate a ``[tool.posbias]`` table; raise ConfigError naming the bad key."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{source} must be a table")
+    values: dict[str, Any] = {}
+    for k, v in table.items():
+        if k in _TABLES:
+            continue
+        if k not in _SCALARS:
+            known = ", ".join(sorted([*_SCALARS, *_TABLES]))
+            raise ConfigError(f"{source}: unknown key {k!r}; known keys: {known}")
+        values[k] = _SCALARS[k](k, v)
+    thresholds = validate_thresholds(f"{source}.thresholds", table.get("thresholds", {}))
+    margins = validate_thresholds(f"{source}.baseline_margins", table.get("baseline_margins", {}))
+    per_model: dict[str, dict[str, float]] = {}
+    models_tbl = table.get("models", {})
+    if not isinstance(models_tbl, Mapping):
+        raise ConfigError(f"{source}.models must be a table of model name = {{ thresholds = {{...}} }}")
+    for name, sub in models_tbl.items():
+        if not isinstance(sub, Mapping):
+            raise ConfigError(f"{source}.models.{name!r} must be a table")
+        for sk in sub:
+            if sk != "thresholds":
+                raise ConfigError(f"{source}.models.{name!r}: unknown key {sk!r}; known keys: thresholds")
+        per_model[name] = validate_thresholds(f"{source}.models.{name!r}.thresholds", sub.get("thresholds", {}))
+    probes = table.get("probes", {})
+    if not isinstance(probes, Mapping):
+        raise ConfigError(f"{source}.probes must be a table of probe name = {{ settings }}")
+    from .probes.settings import validate_probe_settings  # local: keeps config import light
+
+    probe_settings = {name: validate_probe_settings(name, sub, where=f"{source}.probes.{name}") for name, sub in probes.items()}
+    return PosbiasConfig(values, thresholds, margins, per_model, probe_settings, source)
+
+
+def load_pyproject(path: Path) -> PosbiasConfig:
+    """Read ``[tool.posbias]`` from a pyproject.toml; defaults when the file or table is absent."""
+    if not path.is_file():
+        return PosbiasConfig()
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    table = data.get("tool", {}).get("posbias")
+    if table is None:
+        return PosbiasConfig(source=str(path))
+    return parse_config(table, source=f"{path} [tool.posbias]")
+
+
+def parse_threshold_override(text: str) -> tuple[str, float]:
+    """Parse ``NAME=VALUE`` from ``--posbias-threshold``."""
+    if "=" not in text:
+        raise ConfigError(f"--posbias-threshold expects GATE=VALUE (gates: {', '.join(GATES)}); got {text!r}")
+    name, _, value = text.partition("=")
+    name = name.strip()
+    if name not in GATES:
+        raise ConfigError(f"--posbias-threshold: unknown gate {name!r}; known gates: {', '.join(GATES)}")
+    try:
+        v = float(value)
+    except ValueError as exc:
+        raise ConfigError(f"--posbias-threshold {name}: value must be a number; got {value!r}") from exc
+    validate_thresholds("--posbias-threshold", {name: v})
+    return name, v

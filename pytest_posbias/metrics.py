@@ -1,0 +1,383 @@
+"""Exact metric definitions of DESIGN.md section 4.
+
+Every function here is the single implementation the probes, the CLI and the
+report use. Inputs are validated first; errors name the parameter and what it
+must be (scipy style). Definitions and the paper section each one implements are
+in the docstrings.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .errors import ConfigError
+
+__all__ = [
+    "FragmentMatch",
+    "consensus",
+    "cyclic_orders",
+    "dpb",
+    "dpb_per_instance",
+    "flip_rate",
+    "fragment_coverage",
+    "fragment_tokens",
+    "fragments",
+    "full_orders",
+    "information_density",
+    "information_entropy",
+    "length_matched_repetition_rate",
+    "max_ngram_count",
+    "meg",
+    "meg_per_instance",
+    "position_weights",
+    "repetition_intensity",
+    "repetition_rate",
+    "severity",
+    "spr_margin",
+]
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _coverage_matrix(coverage: ArrayLike, *, name: str = "coverage") -> NDArray[np.float64]:
+    try:
+        arr = np.asarray(coverage, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"`{name}` must be a numeric (N, P) array; got {type(coverage).__name__}") from exc
+    if arr.ndim != 2:
+        raise ConfigError(f"`{name}` must be a 2-D (N, P) array (rows = instances, columns = slots); got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ConfigError(f"`{name}` must have at least one row (instance); got shape {arr.shape}")
+    if arr.shape[1] < 2:
+        raise ConfigError(f"`{name}` must have at least 2 columns (slots P >= 2); got P = {arr.shape[1]}")
+    if not np.all(np.isfinite(arr)):
+        raise ConfigError(f"`{name}` must contain only finite values; found NaN or inf")
+    if np.any(arr < 0):
+        raise ConfigError(f"`{name}` must be non-negative (coverage is a share of reference content)")
+    return arr
+
+
+def _check_n(n: int, *, name: str = "n") -> None:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ConfigError(f"`{name}` must be an integer >= 1; got {n!r}")
+
+
+def _check_text(text: object, *, name: str = "text") -> str:
+    if not isinstance(text, str):
+        raise ConfigError(f"`{name}` must be a str; got {type(text).__name__}")
+    return text
+
+
+def _ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+# --------------------------------------------------------------------------- positional (multi-video paper, eq. 3-7)
+
+
+def position_weights(P: int) -> NDArray[np.float64]:
+    """Linear slot weights α_p = (2p − P − 1)/(P − 1), p = 1..P (multi-video paper eq. 3)."""
+    _check_n(P, name="P")
+    if P < 2:
+        raise ConfigError(f"`P` must be >= 2 for directional weights; got {P}")
+    p = np.arange(1, P + 1, dtype=float)
+    return (2 * p - P - 1) / (P - 1)
+
+
+def dpb_per_instance(coverage: ArrayLike, *, eps: float = 1e-8) -> NDArray[np.float64]:
+    """Per-instance Directional Positional Bias (multi-video paper eq. 4).
+
+    DPB_i = Σ_p α_p C_{i,p} / (Σ_p C_{i,p} + ε), α_p = (2p − P − 1)/(P − 1).
+    Negative = earlier slots covered better (primacy), positive = recency.
+    """
+    cov = _coverage_matrix(coverage)
+    if not (isinstance(eps, (int, float)) and eps >= 0 and math.isfinite(eps)):
+        raise ConfigError(f"`eps` must be a finite float >= 0; got {eps!r}")
+    alpha = position_weights(cov.shape[1])
+    out: NDArray[np.float64] = (cov @ alpha) / (cov.sum(axis=1) + eps)
+    return out
+
+
+def dpb(coverage: ArrayLike, *, eps: float = 1e-8) -> float:
+    """Directional Positional Bias: mean over rows of DPB_i (multi-video paper eq. 5)."""
+    return float(np.mean(dpb_per_instance(coverage, eps=eps)))
+
+
+def meg_per_instance(coverage: ArrayLike) -> NDArray[np.float64]:
+    """Per-instance Middle-Edge Gap, P = 4 only (multi-video paper eq. 6).
+
+    MEG_i = (C_{i,2} + C_{i,3})/2 − (C_{i,1} + C_{i,4})/2. Negative = middle slots weaker.
+    """
+    cov = _coverage_matrix(coverage)
+    if cov.shape[1] != 4:
+        raise ConfigError(f"`coverage` must have P = 4 columns for MEG (defined for four-video inputs only); got P = {cov.shape[1]}")
+    out: NDArray[np.float64] = (cov[:, 1] + cov[:, 2]) / 2 - (cov[:, 0] + cov[:, 3]) / 2
+    return out
+
+
+def meg(coverage: ArrayLike) -> float:
+    """Middle-Edge Gap: mean over rows of MEG_i (multi-video paper eq. 7)."""
+    return float(np.mean(meg_per_instance(coverage)))
+
+
+def cyclic_orders(P: int) -> list[tuple[int, ...]]:
+    """The P rotations of (0, …, P−1): each video sits at each slot exactly once (paper §3.2)."""
+    _check_n(P, name="P")
+    base = tuple(range(P))
+    return [base[k:] + base[:k] for k in range(P)]
+
+
+def full_orders(P: int) -> list[tuple[int, ...]]:
+    """All P! permutations of (0, …, P−1) in lexicographic order (paper appendix C.6)."""
+    _check_n(P, name="P")
+    if P > 8:
+        raise ConfigError(f"`P` must be <= 8 for full permutations ({P}! orders is too many); got {P}")
+    return list(itertools.permutations(range(P)))
+
+
+# --------------------------------------------------------------------------- News fragment coverage (NEWSROOM)
+
+_FRAGMENT_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+class FragmentMatch(NamedTuple):
+    """One greedy extractive fragment: start in the reference, start in the summary, length."""
+
+    reference_start: int
+    summary_start: int
+    length: int
+
+
+def fragment_tokens(text: str) -> list[str]:
+    """Tokens for fragment coverage: ``re.findall(r"\\w+|[^\\w\\s]", text.lower())``."""
+    return _FRAGMENT_TOKEN.findall(_check_text(text).lower())
+
+
+def fragments(reference: str, summary: str) -> list[FragmentMatch]:
+    """NEWSROOM greedy fragments (lil-lab/newsroom ``analyze/fragments.py`` ``_match``).
+
+    The reference plays NEWSROOM's "summary" argument and the generated summary its
+    "article". For each reference position the longest match in the summary is kept,
+    but after any match the summary scan jumps past it (``b_start = b_end``), exactly
+    as the original, so a later, longer overlapping match can be missed.
+    """
+    a = fragment_tokens(_check_text(reference, name="reference"))
+    b = fragment_tokens(_check_text(summary, name="summary"))
+    matches: list[FragmentMatch] = []
+    a_start = 0
+    while a_start < len(a):
+        best: FragmentMatch | None = None
+        best_len = 0
+        b_start = 0
+        while b_start < len(b):
+            if a[a_start] == b[b_start]:
+                a_end, b_end = a_start, b_start
+                while a_end < len(a) and b_end < len(b) and b[b_end] == a[a_end]:
+                    a_end += 1
+                    b_end += 1
+                length = a_end - a_start
+                if length > best_len:
+                    best = FragmentMatch(a_start, b_start, length)
+                    best_len = length
+                b_start = b_end
+            else:
+                b_start += 1
+        if best is not None:
+            matches.append(best)
+            a_start += best_len
+        else:
+            a_start += 1
+    return matches
+
+
+def fragment_coverage(reference: str, summary: str) -> float:
+    """Reference-fragment coverage (multi-video paper eq. 2): |matched reference tokens| / |reference tokens|.
+
+    0 for an empty reference.
+    """
+    n_ref = len(fragment_tokens(_check_text(reference, name="reference")))
+    if n_ref == 0:
+        return 0.0
+    return sum(m.length for m in fragments(reference, summary)) / n_ref
+
+
+# --------------------------------------------------------------------------- repetition (VideoSTF §3.1, official conventions)
+
+
+def max_ngram_count(text: str, n: int = 5) -> int:
+    """Largest count of any n-gram of ``text.split()``; 0 when there are fewer than n tokens (VideoSTF §3.1, R(Y))."""
+    _check_text(text)
+    _check_n(n)
+    grams = _ngrams(text.split(), n)
+    if not grams:
+        return 0
+    return max(Counter(grams).values())
+
+
+def repetition_rate(texts: Iterable[str], *, n: int = 5, tau: int = 1) -> float:
+    """RR = (1/K) Σ_k 1[R(Y_k) > τ], R = max n-gram count (VideoSTF §3.1; defaults n = 5, τ = 1)."""
+    _check_n(n)
+    if isinstance(tau, bool) or not isinstance(tau, (int, np.integer)) or tau < 0:
+        raise ConfigError(f"`tau` must be an integer >= 0; got {tau!r}")
+    if isinstance(texts, str):
+        raise ConfigError("`texts` must be a sequence of strings, not a single str")
+    items = list(texts)
+    if not items:
+        raise ConfigError("`texts` must contain at least one text; got an empty sequence")
+    flags = [max_ngram_count(_check_text(t, name="texts[i]"), n) > tau for t in items]
+    return float(np.mean(flags))
+
+
+def repetition_intensity(text: str, *, n: int = 1) -> float:
+    """RI = Rep-n = 1 − |unique n-grams| / (M − n + 1); 0 when M < n (VideoSTF §3.1, default n = 1)."""
+    _check_text(text)
+    _check_n(n)
+    tokens = text.split()
+    total = len(tokens) - n + 1
+    if total <= 0:
+        return 0.0
+    return 1.0 - len(set(_ngrams(tokens, n))) / total
+
+
+def information_entropy(text: str, *, n: int = 1) -> float:
+    """IE = H(p) / log2(M − n + 1), H in bits over the n-gram frequency distribution (VideoSTF §3.1).
+
+    0 when there are no n-grams or only one. Lies in [0, 1]; 1 = every n-gram distinct.
+    """
+    _check_text(text)
+    _check_n(n)
+    grams = _ngrams(text.split(), n)
+    total = len(grams)
+    if total <= 1:
+        return 0.0
+    counts = np.fromiter(Counter(grams).values(), dtype=float)
+    p = counts / total
+    h = float(-(p * np.log2(p)).sum())
+    return min(1.0, max(0.0, h / math.log2(total)))
+
+
+def severity(text: str, finish_reason: str | None = None) -> str:
+    """Severity class of one output (VideoSTF appendix C.1, max 5-gram count R):
+
+    ``benign`` (R <= 1), ``ordinary`` (2 <= R <= 4), ``severe`` (R > 4 or finish reason ``length``).
+    """
+    _check_text(text)
+    if finish_reason is not None and finish_reason not in ("stop", "length"):
+        raise ConfigError(f"`finish_reason` must be None, 'stop' or 'length'; got {finish_reason!r}")
+    r = max_ngram_count(text, 5)
+    if finish_reason == "length" or r > 4:
+        return "severe"
+    if r >= 2:
+        return "ordinary"
+    return "benign"
+
+
+# A fixed English stop-word list (the NLTK list), so information density is reproducible.
+_STOPWORDS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+    she her hers herself it its itself they them their theirs themselves what which who whom this
+    that these those am is are was were be been being have has had having do does did doing a an
+    the and but if or because as until while of at by for with about against between into through
+    during before after above below to from up down in out on off over under again further then
+    once here there when where why how all any both each few more most other some such no nor not
+    only own same so than too very s t can will just don should now d ll m o re ve y ain aren
+    couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn weren won wouldn
+    also one two onto""".split()
+)
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+def information_density(text: str) -> float:
+    """Distinct content words per 100 words (VideoSTF appendix C.2).
+
+    Words = ``[a-z0-9]+('[a-z]+)?`` on the lower-cased text; content words = words not in
+    the NLTK English stop-word list. 0 for a text without words.
+    """
+    words = _WORD.findall(_check_text(text).lower())
+    if not words:
+        return 0.0
+    content = {w for w in words if w not in _STOPWORDS}
+    return 100.0 * len(content) / len(words)
+
+
+def length_matched_repetition_rate(texts: Iterable[str], *, words: int, n: int = 5, tau: int = 1) -> tuple[float, int]:
+    """Length-matched RR (VideoSTF appendix C.5, table 12): keep texts with at least ``words``
+    whitespace tokens, truncate each to its first ``words`` tokens, return (RR, number kept).
+
+    RR is NaN when no text reaches the length.
+    """
+    _check_n(words, name="words")
+    kept = [" ".join(t.split()[:words]) for t in texts if len(_check_text(t, name="texts[i]").split()) >= words]
+    if not kept:
+        return float("nan"), 0
+    return repetition_rate(kept, n=n, tau=tau), len(kept)
+
+
+# --------------------------------------------------------------------------- answer stability (phase paper)
+
+
+def _answers_matrix(answers: ArrayLike) -> NDArray[np.int64]:
+    try:
+        arr = np.asarray(answers)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("`answers` must be an (N, K) integer array") from exc
+    if arr.ndim != 2:
+        raise ConfigError(f"`answers` must be a 2-D (N, K) array (rows = items, columns = conditions); got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] < 2:
+        raise ConfigError(f"`answers` must have at least one row and at least 2 columns (conditions); got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise ConfigError(f"`answers` must hold integer content indices; got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def flip_rate(answers: ArrayLike) -> float:
+    """Share of items (rows) whose answer is not constant across conditions (columns) (phase paper §3)."""
+    arr = _answers_matrix(answers)
+    return float(np.mean(np.any(arr != arr[:, :1], axis=1)))
+
+
+def consensus(answers_row: ArrayLike) -> int:
+    """Plurality content index over an item's option orderings; ties go to the lowest index.
+
+    Negative values code "no parseable answer" and win only when the row has nothing else.
+    """
+    arr = np.asarray(answers_row)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ConfigError(f"`answers_row` must be a non-empty 1-D sequence of content indices; got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ConfigError(f"`answers_row` must hold integer content indices; got dtype {arr.dtype}")
+    valid = arr[arr >= 0]
+    if valid.size == 0:
+        return int(arr.min())
+    values, counts = np.unique(valid, return_counts=True)  # values sorted ascending
+    return int(values[int(np.argmax(counts))])  # argmax returns the first (lowest) of ties
+
+
+def spr_margin(letter_logprobs: Mapping[str, float]) -> float:
+    """Single-pass margin: top-1 minus top-2 probability of the letter distribution
+    renormalised over the live letters (phase paper §4.3). 1.0 with one live letter.
+    """
+    if not isinstance(letter_logprobs, Mapping) or not letter_logprobs:
+        raise ConfigError("`letter_logprobs` must be a non-empty mapping letter -> log-probability")
+    lp = np.array([float(v) for v in letter_logprobs.values()], dtype=float)
+    if np.any(np.isnan(lp)) or np.any(lp == np.inf):
+        raise ConfigError("`letter_logprobs` values must be log-probabilities (finite or -inf); found NaN or +inf")
+    if np.all(lp == -np.inf):
+        raise ConfigError("`letter_logprobs` must give at least one letter a finite log-probability")
+    p = np.exp(lp - lp.max())
+    p /= p.sum()
+    if p.size == 1:
+        return 1.0
+    top = np.sort(p)[::-1]
+    return float(top[0] - top[1])

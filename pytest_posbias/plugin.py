@@ -1,0 +1,379 @@
+"""The pytest plugin: options, markers, the ``posbias`` fixture, verdict transport and summary.
+
+This is the only module of the package that imports pytest. Everything it does is
+delegated to core modules that also run from the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .config import GATES, MARKERS, PosbiasConfig, load_pyproject, parse_threshold_override
+from .errors import ConfigError, PosbiasError
+from .stats import Verdict, benjamini_hochberg
+
+VERDICT_KEY = "posbias_verdict"
+CALLS_KEY = "posbias_calls"
+_STASH_CONFIG = pytest.StashKey[PosbiasConfig]()
+_STASH_STATE = pytest.StashKey["_SessionState"]()
+
+
+# --------------------------------------------------------------------------- option types
+
+
+def _usage(option: str, problem: str) -> pytest.UsageError:
+    return pytest.UsageError(f"{option}: {problem}")
+
+
+def _model_type(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise _usage("--model", "expects a registry alias (see `posbias models`), a checkpoint directory, sim:PROFILE or openai:NAME; got an empty value")
+    if value.startswith("sim:"):
+        from .models.sim import PROFILES
+
+        profile = value[4:]
+        if profile not in PROFILES:
+            raise _usage("--model", f"unknown sim profile {profile!r}; allowed: {', '.join('sim:' + p for p in PROFILES)}")
+    return value
+
+
+def _alpha_type(value: str) -> float:
+    try:
+        a = float(value)
+    except ValueError:
+        raise _usage("--posbias-alpha", f"expects a number in (0, 0.5); got {value!r}") from None
+    if not 0 < a < 0.5:
+        raise _usage("--posbias-alpha", f"expects a number in (0, 0.5); got {value!r}")
+    return a
+
+
+def _seed_type(value: str) -> int:
+    try:
+        s = int(value)
+    except ValueError:
+        raise _usage("--posbias-seed", f"expects an integer >= 0; got {value!r}") from None
+    if s < 0:
+        raise _usage("--posbias-seed", f"expects an integer >= 0; got {value!r}")
+    return s
+
+
+def _mode_type(value: str) -> str:
+    if value not in ("detect", "certify"):
+        raise _usage("--posbias-mode", f"expects 'detect' or 'certify'; got {value!r}")
+    return value
+
+
+def _judge_type(value: str) -> str:
+    from .config import JUDGES
+
+    if value not in JUDGES and not value.startswith("openai:"):
+        raise _usage("--judge", f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
+    return value
+
+
+def _path_type(option: str) -> Any:
+    def check(value: str) -> str:
+        if not value.strip():
+            raise _usage(option, "expects a path; got an empty value")
+        return value
+
+    check.__name__ = option.lstrip("-").replace("-", "_")
+    return check
+
+
+def _existing_file_type(option: str) -> Any:
+    def check(value: str) -> str:
+        if not Path(value).is_file():
+            raise _usage(option, f"no such file: {value!r}")
+        return value
+
+    check.__name__ = option.lstrip("-").replace("-", "_")
+    return check
+
+
+def _threshold_type(value: str) -> tuple[str, float]:
+    try:
+        return parse_threshold_override(value)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _device_type(value: str) -> str:
+    if value in ("auto", "cpu") or value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit()):
+        return value
+    raise _usage("--posbias-device", f"expects auto, cpu, cuda or cuda:N; got {value!r}")
+
+
+def _int_ge1_type(option: str) -> Any:
+    def check(value: str) -> int:
+        try:
+            v = int(value)
+        except ValueError:
+            raise _usage(option, f"expects an integer >= 1; got {value!r}") from None
+        if v < 1:
+            raise _usage(option, f"expects an integer >= 1; got {value!r}")
+        return v
+
+    check.__name__ = option.lstrip("-").replace("-", "_")
+    return check
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("posbias", "video LLM robustness gates (pytest-posbias)")
+    group.addoption("--model", action="append", type=_model_type, default=None, metavar="MODEL",
+                    help="model under test: registry alias (qwen3vl8b, ...), checkpoint directory, sim:PROFILE "
+                         "or openai:NAME; repeatable. Default: [tool.posbias] model.")
+    group.addoption("--baseline", type=_model_type, default=None, metavar="MODEL",
+                    help="previous release: every gate becomes a paired non-inferiority comparison against it")
+    group.addoption("--judge", type=_judge_type, default=None, metavar="JUDGE",
+                    help="coverage judge: embed (offline default), fragment, openai[:MODEL], auto")
+    group.addoption("--posbias-report", type=_path_type("--posbias-report"), default=None, metavar="PATH",
+                    help="HTML report path (default reports/<model>-<UTC timestamp>.html and reports/latest.html)")
+    group.addoption("--posbias-json", type=_path_type("--posbias-json"), default=None, metavar="PATH",
+                    help="machine-readable summary of every verdict")
+    group.addoption("--posbias-cache", type=_path_type("--posbias-cache"), default=None, metavar="DIR",
+                    help="generation cache and run logs (default .posbias/)")
+    group.addoption("--posbias-seed", type=_seed_type, default=None, metavar="INT",
+                    help="seed for sampling, orderings, stressors and bootstraps (default 0)")
+    group.addoption("--posbias-mode", type=_mode_type, default=None, metavar="detect|certify",
+                    help="detect: fail when a violation is shown at level alpha; certify: pass only when compliance is shown")
+    group.addoption("--posbias-alpha", type=_alpha_type, default=None, metavar="FLOAT",
+                    help="per-gate level alpha in (0, 0.5) (default 0.05; CIs are 1-2*alpha two-sided)")
+    group.addoption("--posbias-threshold", type=_threshold_type, action="append", default=None, metavar="GATE=VALUE",
+                    help=f"override a gate threshold; gates: {', '.join(GATES)}")
+    group.addoption("--posbias-data", type=_existing_file_type("--posbias-data"), default=None, metavar="MANIFEST",
+                    help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
+    group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
+                    help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
+    group.addoption("--api-base", type=_path_type("--api-base"), default=None, metavar="URL",
+                    help="base URL of an OpenAI-compatible endpoint for openai:NAME models and judges")
+    group.addoption("--posbias-batch-size", type=_int_ge1_type("--posbias-batch-size"), default=None, metavar="N",
+                    help="requests per backend batch (default: the backend's own)")
+    group.addoption("--posbias-concurrency", type=_int_ge1_type("--posbias-concurrency"), default=None, metavar="N",
+                    help="concurrent requests for API backends (default 4)")
+    group.addoption("--posbias-fixed", action="store_true", default=False,
+                    help="use the fixed-sample design instead of sequential early stopping")
+
+
+# --------------------------------------------------------------------------- configure
+
+
+class _SessionState:
+    """Controller-side collection of verdicts and call counts from every test report."""
+
+    def __init__(self) -> None:
+        self.verdicts: list[tuple[str, Verdict]] = []
+        self.calls = {"made": 0, "cache_hits": 0, "failed": 0, "model_seconds": 0.0}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+    try:
+        pcfg = load_pyproject(Path(str(config.rootpath)) / "pyproject.toml")
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_STASH_CONFIG] = pcfg
+    config.stash[_STASH_STATE] = _SessionState()
+
+
+def posbias_config(config: pytest.Config) -> PosbiasConfig:
+    return config.stash[_STASH_CONFIG]
+
+
+def _options(config: pytest.Config) -> dict[str, Any]:
+    """Command-line options merged over [tool.posbias] (CLI wins)."""
+    pcfg = posbias_config(config)
+    models = config.getoption("--model") or pcfg.get("model") or ["sim:unbiased"]
+    if isinstance(models, str):
+        models = [models]
+    overrides = dict(config.getoption("--posbias-threshold") or [])
+    return {
+        "models": list(models),
+        "baseline": config.getoption("--baseline") or pcfg.get("baseline"),
+        "judge": config.getoption("--judge") or pcfg.get("judge", "embed"),
+        "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
+        "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
+        "seed": config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None else pcfg.get("seed", 0),
+        "cache": config.getoption("--posbias-cache") or pcfg.get("cache", ".posbias"),
+        "report": config.getoption("--posbias-report") or pcfg.get("report"),
+        "report_dir": pcfg.get("report_dir", "reports"),
+        "json": config.getoption("--posbias-json"),
+        "data": config.getoption("--posbias-data") or pcfg.get("data"),
+        "device": config.getoption("--posbias-device") or pcfg.get("device", "auto"),
+        "api_base": config.getoption("--api-base") or pcfg.get("api_base"),
+        "batch_size": config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
+        "concurrency": config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
+        "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
+        "threshold_overrides": overrides,
+        "n_resamples": pcfg.get("n_resamples", 9999),
+    }
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def _worker_id(config: pytest.Config) -> str:
+    wi = getattr(config, "workerinput", None)
+    return str(wi["workerid"]) if wi else "main"
+
+
+@pytest.fixture(scope="session")
+def posbias_run(request: pytest.FixtureRequest) -> Any:
+    """The run context every suite test uses: models, engine, data, thresholds, rng seeds."""
+    from .session import RunContext  # type: ignore[attr-defined]
+
+    config = request.config
+    opts = _options(config)
+    ctx = RunContext.create(
+        opts,
+        posbias_config(config),
+        rootdir=Path(str(config.rootpath)),
+        worker=_worker_id(config),
+        invocation=list(config.invocation_params.args),
+        quiet=config.get_verbosity() < 0,
+        progress=_progress_writer(config),
+    )
+    yield ctx
+    ctx.close()
+
+
+def _progress_writer(config: pytest.Config) -> Any:
+    """A callback that prints probe progress on its own line, or None when quiet or on a worker."""
+    if config.get_verbosity() < 0 or getattr(config, "workerinput", None) is not None:
+        return None
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return None
+
+    def write(line: str) -> None:
+        tr.write_line(f"[posbias] {line}")
+
+    return write
+
+
+@pytest.fixture
+def posbias_gate(request: pytest.FixtureRequest) -> Any:
+    """``posbias_gate(verdict)``: record a verdict on this test's report and fail on it."""
+
+    def gate(verdict: Verdict, *, calls: dict[str, Any] | None = None) -> Verdict:
+        record_verdict(request.node, verdict, calls=calls)
+        if not verdict.passed:
+            pytest.fail(verdict.message(), pytrace=False)
+        return verdict
+
+    return gate
+
+
+def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any] | None = None) -> None:
+    """Attach a verdict (JSON plus flat properties for --junitxml) to a test's report."""
+    d = verdict.to_dict()
+    item.user_properties.append((VERDICT_KEY, json.dumps(d, sort_keys=True)))
+    for key in ("name", "estimate", "ci_low", "ci_high", "threshold", "n", "p_value", "passed", "mode"):
+        item.user_properties.append((f"posbias.{key}", d[key]))
+    if calls:
+        item.user_properties.append((CALLS_KEY, json.dumps(calls, sort_keys=True)))
+
+
+# --------------------------------------------------------------------------- collection of verdicts (controller)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    config = getattr(report, "config", None)  # not set on reports from xdist workers
+    state = _STATE_HOLDER.get("state") if config is None else config.stash.get(_STASH_STATE, None)
+    if state is None:
+        return
+    if report.when != "call":  # user properties ride on every phase's report; count them once
+        return
+    for key, value in getattr(report, "user_properties", []):
+        if key == VERDICT_KEY:
+            state.verdicts.append((report.nodeid, Verdict.from_dict(json.loads(value))))
+        elif key == CALLS_KEY:
+            c = json.loads(value)
+            for k in state.calls:
+                state.calls[k] += c.get(k, 0)
+
+
+_STATE_HOLDER: dict[str, _SessionState] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
+
+
+def collected_verdicts(config: pytest.Config) -> list[tuple[str, Verdict]]:
+    """Verdicts in the order their reports arrived (test node id, verdict)."""
+    return list(config.stash[_STASH_STATE].verdicts)
+
+
+def _summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
+    state = config.stash[_STASH_STATE]
+    rows = sorted(state.verdicts, key=lambda x: x[0])  # node id order: same serial and with -n
+    if not rows:
+        return []
+    adj = benjamini_hochberg([min(1.0, max(0.0, v.p_value)) for _, v in rows])
+    return [{"nodeid": nid, "verdict": v, "p_bh": float(p)} for (nid, v), p in zip(rows, adj, strict=True)]
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None:
+        return
+    rows = _summary_rows(config)
+    state = config.stash[_STASH_STATE]
+    if rows:
+        tr = terminalreporter
+        tr.section("posbias verdicts")
+        if config.get_verbosity() >= 0:
+            tr.write_line(f"{'gate':<54} {'result':<6} {'estimate':>9} {'CI':>21} {'thr':>7} {'n':>5} {'p':>9} {'p_BH':>9}")
+        for r in sorted(rows, key=lambda r: (r["verdict"].passed, r["nodeid"])):
+            v: Verdict = r["verdict"]
+            status = "PASS" if v.passed else "FAIL"
+            ci = "—" if math.isnan(v.ci_low) else f"[{v.ci_low:.3f}, {v.ci_high:.3f}]"
+            label = r["nodeid"].split("::")[-1]
+            tr.write_line(
+                f"{label[:54]:<54} {status:<6} {v.estimate:>9.4f} {ci:>21} {v.threshold:>7.3g} {v.n:>5d} "
+                f"{v.p_value:>9.3g} {r['p_bh']:>9.3g}",
+                red=not v.passed, green=v.passed,
+            )
+        c = state.calls
+        tr.write_line(
+            f"model calls: {int(c['made'])} made, {int(c['cache_hits'])} cache hits, {int(c['failed'])} failed; "
+            f"model time {c['model_seconds']:.1f} s; p_BH = Benjamini-Hochberg over the {len(rows)} gates above"
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if getattr(config, "workerinput", None) is not None:
+        return
+    rows = _summary_rows(config)
+    path = config.getoption("--posbias-json", None)
+    if path and rows:
+        state = config.stash[_STASH_STATE]
+        out = {
+            "schema_version": 1,
+            "exitstatus": int(exitstatus),
+            "calls": state.calls,
+            "verdicts": [{"nodeid": r["nodeid"], "p_bh": r["p_bh"], **r["verdict"].to_dict()} for r in rows],
+        }
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(out, indent=2, sort_keys=True))
+    if not rows:
+        return
+    try:
+        from .session import finish_run
+
+        finish_run(config_rootdir=Path(str(config.rootpath)), options=_options(config),
+                   verdict_rows=rows, calls=config.stash[_STASH_STATE].calls,
+                   terminal=config.pluginmanager.get_plugin("terminalreporter"))
+    except PosbiasError as exc:  # the report must never turn a finished run into a crash
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"[posbias] report not written: {exc}", red=True)

@@ -1,0 +1,141 @@
+"""Probe settings: the defaults of each probe and the validation of ``[tool.posbias.probes.*]``.
+
+Defaults follow the papers: the multi-video paper (16 frames short / 24 long, 448×448,
+temperature 0.9, top-p 1.0, 4/2 sentences), the phase paper (S = 3 phases × b = 8,
+ten option orderings, greedy, 4 new tokens) and VideoSTF (500 new tokens, greedy,
+30 trials, attack cap 30). Sample sizes (groups, items, videos) are the suites'
+defaults chosen from the calibration table in the README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import ConfigError
+
+
+def _int_ge(lo: int) -> Callable[[str, Any], int]:
+    def check(where: str, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ConfigError(f"{where} must be an integer >= {lo}; got {v!r}")
+        return int(v)
+
+    return check
+
+
+def _float_in(lo: float, hi: float) -> Callable[[str, Any], float]:
+    def check(where: str, v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= float(v) <= hi:
+            raise ConfigError(f"{where} must be a number in [{lo}, {hi}]; got {v!r}")
+        return float(v)
+
+    return check
+
+
+def _choice(*allowed: str) -> Callable[[str, Any], str]:
+    def check(where: str, v: Any) -> str:
+        if v not in allowed:
+            raise ConfigError(f"{where} must be one of {', '.join(map(repr, allowed))}; got {v!r}")
+        return str(v)
+
+    return check
+
+
+def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1) -> Callable[[str, Any], list[int]]:
+    def check(where: str, v: Any) -> list[int]:
+        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in v):
+            raise ConfigError(f"{where} must be a non-empty list of integers >= {lo}; got {v!r}")
+        if allowed is not None and any(x not in allowed for x in v):
+            raise ConfigError(f"{where} values must be among {allowed}; got {v!r}")
+        return [int(x) for x in v]
+
+    return check
+
+
+def _str_list(allowed: tuple[str, ...] | None = None) -> Callable[[str, Any], list[str]]:
+    def check(where: str, v: Any) -> list[str]:
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
+            raise ConfigError(f"{where} must be a non-empty list of strings; got {v!r}")
+        if allowed is not None and any(x not in allowed for x in v):
+            raise ConfigError(f"{where} values must be among {', '.join(allowed)}; got {v!r}")
+        return list(v)
+
+    return check
+
+
+SAMPLERS = ("left", "midpoint", "endpoint", "fps")
+PRESETS = ("qwen-vl-utils", "lmms-eval", "videostf", "internvl", "vlmevalkit")
+
+SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
+    "positional": {
+        "groups": _int_ge(2),
+        "scales": _int_list((2, 4)),
+        "frames_short": _int_ge(1),
+        "frames_long": _int_ge(1),
+        "resolution": _int_ge(16),
+        "temperature": _float_in(0.0, 2.0),
+        "top_p": _float_in(0.0, 1.0),
+        "max_new_tokens": _int_ge(8),
+        "boundary": _choice("black", "text"),
+        "placement": _choice("prompt-first", "video-first"),
+        "budget": _choice("short", "base", "long"),
+        "orders": _choice("cyclic", "full"),
+        "label_base": _int_list((0, 1), lo=0),
+    },
+    "phase": {
+        "items": _int_ge(2),
+        "budgets": _int_list((4, 8, 16, 32)),
+        "phases": _int_ge(2),
+        "budget": _int_ge(1),
+        "orderings": _int_ge(1),
+        "samplers": _str_list(SAMPLERS + PRESETS),
+        "resolution": _int_ge(16),
+        "max_new_tokens": _int_ge(1),
+    },
+    "stressor": {
+        "videos": _int_ge(2),
+        "frames": _int_list((1, 2, 4, 8, 16, 24, 32)),
+        "trials": _int_ge(1),
+        "attack_cap": _int_ge(1),
+        "max_new_tokens": _int_ge(8),
+        "resolution": _int_ge(16),
+    },
+}
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "positional": {
+        "groups": 12, "scales": [2, 4], "frames_short": 16, "frames_long": 24, "resolution": 448,
+        "temperature": 0.9, "top_p": 1.0, "max_new_tokens": 512, "boundary": "black",
+        "placement": "prompt-first", "budget": "base", "orders": "cyclic", "label_base": [0],
+    },
+    "phase": {
+        "items": 40, "budgets": [8], "phases": 3, "budget": 8, "orderings": 10,
+        "samplers": list(SAMPLERS), "resolution": 360, "max_new_tokens": 4,
+    },
+    "stressor": {
+        "videos": 12, "frames": [16], "trials": 30, "attack_cap": 30, "max_new_tokens": 500,
+        "resolution": 448,
+    },
+}
+
+
+def validate_probe_settings(name: str, table: Any, *, where: str) -> dict[str, Any]:
+    """Validate one ``[tool.posbias.probes.<name>]`` table against the probe's schema."""
+    if name not in SCHEMA:
+        raise ConfigError(f"{where}: unknown probe {name!r}; known probes: {', '.join(SCHEMA)}")
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        if k not in SCHEMA[name]:
+            raise ConfigError(f"{where}: unknown key {k!r}; known keys: {', '.join(SCHEMA[name])}")
+        out[k] = SCHEMA[name][k](f"{where}.{k}", v)
+    return out
+
+
+def settings_for(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Defaults of probe ``name`` updated with validated overrides."""
+    out = dict(DEFAULTS[name])
+    out.update(overrides or {})
+    return out

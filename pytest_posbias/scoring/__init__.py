@@ -1,0 +1,1 @@
+"""scoring layer of pytest-posbias."""

@@ -1,0 +1,1 @@
+"""video layer of pytest-posbias."""

