@@ -11,8 +11,15 @@ Register = Callable[[Any, str, Callable[[argparse.Namespace], int], str], argpar
 
 def register_all(sub: Any, register: Register) -> None:
     """Add every subcommand to the parser."""
-    p = register(sub, "gates", _gates, "list the gates, their default thresholds and compliance regions")
-    del p
+    register(sub, "gates", _gates, "list the gates, their default thresholds and compliance regions")
+
+    p = register(sub, "fixtures", _fixtures, "build the synthetic video set (clips, scene specs, manifest)")
+    p.add_argument("action", choices=["build"], help="what to do")
+    p.add_argument("--out", default="fixtures/synthetic", help="output directory (default fixtures/synthetic)")
+    p.add_argument("--count", type=int, default=8, help="clips per domain x bucket configuration (default 8)")
+    p.add_argument("--groups", type=int, default=12, help="groups per configuration and scale (default 12)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the whole set (default 0)")
+    p.add_argument("--overwrite", action="store_true", help="re-render clips even when unchanged")
 
 
 def _gates(args: argparse.Namespace) -> int:
@@ -22,4 +29,17 @@ def _gates(args: argparse.Namespace) -> int:
     for name, t in DEFAULT_THRESHOLDS.items():
         region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[GATE_SIDES[name]]
         print(f"{name:<14} {t:>9g}  {region:<12} {DEFAULT_BASELINE_MARGINS[name]:>15g}  {MARKERS[name]}")
+    return 0
+
+
+def _fixtures(args: argparse.Namespace) -> int:
+    import time
+
+    from .video.synthetic import build_set
+
+    t0 = time.perf_counter()
+    manifest = build_set(args.out, videos_per_config=args.count, groups_per_config=args.groups, seed=args.seed,
+                         overwrite=args.overwrite, progress=lambda m: print(m, flush=True))
+    n = sum(1 for _ in manifest.open())
+    print(f"wrote {manifest} ({n} manifest lines) in {time.perf_counter() - t0:.1f} s")
     return 0

@@ -1,0 +1,296 @@
+"""Video decoding: decord first, PyAV as fallback; content hashes; frames resized to a target.
+
+Every error is a :class:`~pytest_posbias.errors.VideoError` naming the path and the
+problem. decord raises ``RuntimeError`` and ``decord._ffi.base.DECORDError`` (not a
+RuntimeError subclass); both are caught, as are PyAV's ``FFmpegError``/``OSError``.
+
+Resizing policy (recorded with every frame request):
+
+* ``stretch`` — resize to exactly ``size × size`` (the multi-video paper's 448×448);
+* ``pad`` — keep the aspect ratio, fit inside ``size × size``, pad with black;
+* ``max-side`` — keep the aspect ratio, longer side at most ``size`` px, never upscale
+  (the phase paper's 360 px);
+* ``none`` — keep the decoded resolution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import FrameRangeError, VideoDecodeError, VideoError, VideoNotFoundError
+
+ASPECTS = ("stretch", "pad", "max-side", "none")
+DEFAULT_SIZE = 448
+
+_hash_lock = threading.Lock()
+_hash_memo: dict[tuple[str, int, int], str] = {}
+
+
+def content_hash(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of the file's bytes (hex); identifies a video in cache keys and run logs.
+
+    Memoised per (absolute path, size, mtime) so a file is read once per process.
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise VideoNotFoundError(p, "file does not exist") from None
+    except OSError as exc:
+        raise VideoDecodeError(p, f"cannot stat file ({exc})") from None
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    with _hash_lock:
+        if key in _hash_memo:
+            return _hash_memo[key]
+    h = hashlib.sha256()
+    try:
+        with p.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        raise VideoDecodeError(p, f"cannot read file ({exc})") from None
+    digest = h.hexdigest()
+    with _hash_lock:
+        _hash_memo[key] = digest
+    return digest
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What a decoder reports about a clip."""
+
+    path: str
+    sha256: str
+    frame_count: int
+    fps: float
+    duration: float
+    width: int
+    height: int
+    backend: str
+
+
+def _decord() -> Any | None:
+    try:
+        import decord
+    except ImportError:
+        return None
+    return decord
+
+
+def _decord_errors(decord: Any) -> tuple[type[BaseException], ...]:
+    errs: list[type[BaseException]] = [RuntimeError, OSError, ValueError, IndexError]
+    try:
+        from decord._ffi.base import DECORDError
+
+        errs.append(DECORDError)
+    except ImportError:  # pragma: no cover - depends on decord version
+        pass
+    return tuple(errs)
+
+
+def _av() -> Any | None:
+    try:
+        import av
+    except ImportError:
+        return None
+    return av
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise VideoNotFoundError(path, "file does not exist")
+    if not path.is_file():
+        raise VideoDecodeError(path, "not a regular file")
+    if path.stat().st_size == 0:
+        raise VideoDecodeError(path, "file is empty (0 bytes)")
+
+
+def _probe_decord(path: Path) -> tuple[int, float, int, int] | None:
+    decord = _decord()
+    if decord is None:
+        return None
+    try:
+        vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1)
+        n = len(vr)
+        fps = float(vr.get_avg_fps())
+        h, w = vr[0].shape[:2] if n > 0 else (0, 0)
+        del vr
+        return n, fps, int(w), int(h)
+    except _decord_errors(decord):
+        return None
+
+
+def _probe_av(path: Path) -> tuple[int, float, int, int]:
+    av = _av()
+    if av is None:
+        raise VideoDecodeError(path, "no decoder available: install the `video` extra (decord, av)")
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise VideoDecodeError(path, "file has no video stream")
+            stream = container.streams.video[0]
+            fps = float(stream.average_rate or stream.guessed_rate or 0.0)
+            n = int(stream.frames or 0)
+            if n == 0:  # container without a frame count: count packets (no decoding)
+                n = sum(1 for pkt in container.demux(stream) if pkt.size)
+            return n, fps, int(stream.codec_context.width), int(stream.codec_context.height)
+    except VideoError:
+        raise
+    except (av.error.FFmpegError, OSError, ValueError) as exc:
+        raise VideoDecodeError(path, f"not a readable video ({type(exc).__name__}: {exc})") from None
+
+
+def probe(path: str | os.PathLike[str]) -> VideoInfo:
+    """Frame count, fps, duration and size of a clip (decord, else PyAV)."""
+    p = Path(path)
+    _check_file(p)
+    sha = content_hash(p)
+    got = _probe_decord(p)
+    backend = "decord"
+    if got is None:
+        got = _probe_av(p)
+        backend = "av"
+    n, fps, w, h = got
+    if n <= 0:
+        raise VideoDecodeError(p, "video stream has no frames")
+    if fps <= 0:
+        raise VideoDecodeError(p, "video stream reports no frame rate")
+    return VideoInfo(str(p), sha, n, fps, n / fps, w, h, backend)
+
+
+def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> NDArray[np.uint8]:
+    """Resize (N, H, W, 3) uint8 frames by the named aspect policy (bilinear, PIL)."""
+    from PIL import Image
+
+    if aspect not in ASPECTS:
+        raise VideoError("<frames>", f"`aspect` must be one of {', '.join(ASPECTS)}; got {aspect!r}")
+    if aspect == "none" or size is None or frames.shape[0] == 0:
+        return frames
+    n, h, w = frames.shape[:3]
+    if aspect == "stretch":
+        tw, th = size, size
+    else:
+        scale = size / max(h, w)
+        if aspect == "max-side" and scale >= 1.0:
+            return frames
+        tw, th = max(1, round(w * scale)), max(1, round(h * scale))
+    out = np.empty((n, th, tw, 3), dtype=np.uint8)
+    for i in range(n):
+        out[i] = np.asarray(Image.fromarray(frames[i]).resize((tw, th), Image.Resampling.BILINEAR))
+    if aspect == "pad":
+        canvas = np.zeros((n, size, size, 3), dtype=np.uint8)
+        y0, x0 = (size - th) // 2, (size - tw) // 2
+        canvas[:, y0 : y0 + th, x0 : x0 + tw] = out
+        return canvas
+    return out
+
+
+def _read_decord(path: Path, indices: list[int]) -> NDArray[np.uint8] | None:
+    decord = _decord()
+    if decord is None:
+        return None
+    try:
+        vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1)
+        if max(indices) >= len(vr):
+            return None
+        arr = vr.get_batch(indices).asnumpy()
+        del vr
+        return np.ascontiguousarray(arr, dtype=np.uint8)
+    except _decord_errors(decord):
+        return None
+
+
+def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
+    """Exact frame indices with PyAV: sequential decode, seeking to a keyframe for long gaps."""
+    av = _av()
+    if av is None:
+        raise VideoDecodeError(path, "decord could not read the file and PyAV is not installed")
+    wanted = sorted(set(indices))
+    got: dict[int, NDArray[np.uint8]] = {}
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            tb = float(stream.time_base)
+            start = float(stream.start_time or 0) * tb
+            idx = -1
+            it = None
+            for target in wanted:
+                if it is None or target - idx > 2 * max(1, int(fps * 2)):
+                    # seek to the keyframe at or before the target and decode forward
+                    ts = int((start + target / fps) / tb)
+                    container.seek(max(0, ts), stream=stream, backward=True, any_frame=False)
+                    it = container.decode(stream)
+                    idx = -1
+                for frame in it:
+                    if frame.pts is None:
+                        idx += 1
+                    else:
+                        idx = round((frame.pts * tb - start) * fps)
+                    if idx == target:
+                        got[target] = frame.to_ndarray(format="rgb24")
+                        break
+                    if idx > target:
+                        break
+    except (av.error.FFmpegError, OSError, ValueError) as exc:
+        if not got:
+            raise VideoDecodeError(path, f"decoding failed ({type(exc).__name__}: {exc})") from None
+    missing = [i for i in wanted if i not in got]
+    if missing:
+        raise VideoDecodeError(path, f"truncated or damaged: frames {missing[:5]}{'...' if len(missing) > 5 else ''} could not be decoded")
+    return np.stack([got[i] for i in indices]).astype(np.uint8)
+
+
+class DecodeCounter:
+    """Counts real decodes (cache misses) so benchmarks and tests can check reuse."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def bump(self) -> None:
+        with self._lock:
+            self.count += 1
+
+
+DECODES = DecodeCounter()
+
+
+def read_frames(
+    path: str | os.PathLike[str],
+    indices: list[int] | tuple[int, ...],
+    *,
+    size: int | None = DEFAULT_SIZE,
+    aspect: str = "stretch",
+    info: VideoInfo | None = None,
+    backend: str = "auto",
+) -> NDArray[np.uint8]:
+    """Frames at exactly ``indices`` as (N, H, W, 3) uint8, resized by ``aspect``/``size``.
+
+    ``backend``: ``auto`` (decord, PyAV when decord is missing or refuses), ``decord`` or ``av``.
+    """
+    p = Path(path)
+    if backend not in ("auto", "decord", "av"):
+        raise VideoError(p, f"`backend` must be 'auto', 'decord' or 'av'; got {backend!r}")
+    idx = [int(i) for i in indices]
+    if not idx:
+        raise FrameRangeError(p, "no frame indices requested")
+    info = info or probe(p)
+    bad = [i for i in idx if i < 0 or i >= info.frame_count]
+    if bad:
+        raise FrameRangeError(p, f"clip has {info.frame_count} frames; requested indices outside [0, {info.frame_count - 1}]: {bad[:5]}")
+    DECODES.bump()
+    frames = None if backend == "av" else _read_decord(p, idx)
+    if frames is None:
+        if backend == "decord":
+            raise VideoDecodeError(p, "decord could not decode the requested frames")
+        frames = _read_av(p, idx, info.fps)
+    return resize_frames(frames, size, aspect)

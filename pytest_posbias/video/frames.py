@@ -1,0 +1,287 @@
+"""Frame specs and the frame store: what a model sees, named exactly and decoded once.
+
+A :class:`FrameSpec` says which frames a request shows: for every output frame the
+source clip (by content hash) and its frame index, the resize policy, and any pixel
+operation a stressor applied (with its seed). It is JSON-serialisable, goes into the
+request key and the run log, and can be materialised again at any time; so a request
+whose generation is cached needs no decoding at all.
+
+The :class:`FrameStore` decodes frames on demand: an in-memory LRU per frame
+(hash, index, size, aspect) plus an optional lossless on-disk cache (PNG per frame).
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import VideoError
+from .decode import VideoInfo, probe, read_frames
+
+SPECIAL_SOURCES = ("black", "noise", "static")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A frame source: a clip (path + content hash) or a synthetic one (black / noise)."""
+
+    kind: str  # "video" | "black" | "noise"
+    sha256: str
+    path: str = ""
+    seed: int = 0
+
+    def key(self) -> str:
+        if self.kind == "video":
+            return self.sha256
+        return f"{self.kind}:{self.seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "sha256": self.sha256, "path": self.path, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Source:
+        return cls(str(d["kind"]), str(d["sha256"]), str(d.get("path", "")), int(d.get("seed", 0)))
+
+
+@dataclass(frozen=True)
+class PixelOp:
+    """A pixel operation applied at output positions (blur, noise, jpeg, cutout)."""
+
+    name: str
+    positions: tuple[int, ...]
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return dict(self.params).get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "positions": list(self.positions), "params": dict(self.params)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PixelOp:
+        return cls(str(d["name"]), tuple(int(p) for p in d["positions"]), tuple(sorted(dict(d.get("params", {})).items())))
+
+
+@dataclass(frozen=True)
+class FrameSpec:
+    """Exactly which pixels a model sees: output frame j = ``sources[frames[j][0]]`` at
+    frame index ``frames[j][1]``, resized by ``aspect``/``size``, then ``ops`` applied."""
+
+    sources: tuple[Source, ...]
+    frames: tuple[tuple[int, int], ...]
+    size: int | None = 448
+    aspect: str = "stretch"
+    ops: tuple[PixelOp, ...] = ()
+    fps: float = 0.0  # the source clip's frame rate (timestamps = index / fps)
+    frame_count: int = 0  # frames in the primary source clip
+    records: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+
+    @classmethod
+    def from_video(cls, path: str | Path, indices: Sequence[int], *, size: int | None = 448,
+                   aspect: str = "stretch", info: VideoInfo | None = None) -> FrameSpec:
+        info = info or probe(path)
+        src = Source("video", info.sha256, str(path))
+        return cls((src,), tuple((0, int(i)) for i in indices), size, aspect, (), info.fps, info.frame_count)
+
+    @classmethod
+    def synthetic(cls, kind: str, count: int, *, size: int = 448, seed: int = 0) -> FrameSpec:
+        """``count`` black or noise frames (the visual-input controls of VideoSTF table 2)."""
+        if kind not in ("black", "noise"):
+            raise VideoError(f"<{kind}>", "synthetic frame kind must be 'black' or 'noise'")
+        src = Source(kind, kind, "", seed)
+        return cls((src,), tuple((0, i) for i in range(count)), size, "stretch", (), 1.0, count)
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    @property
+    def indices(self) -> list[int]:
+        """Frame indices of the output frames (in their own source clip)."""
+        return [i for _, i in self.frames]
+
+    @property
+    def primary(self) -> Source:
+        return self.sources[0]
+
+    def timestamps(self) -> list[float]:
+        """Seconds of each output frame in its clip (index / fps of the primary clip)."""
+        if self.fps <= 0:
+            return [float(j) for j in range(len(self.frames))]
+        return [i / self.fps for i in self.indices]
+
+    def with_frames(self, frames: Iterable[tuple[int, int]], *, sources: tuple[Source, ...] | None = None,
+                    ops: tuple[PixelOp, ...] | None = None, record: Mapping[str, Any] | None = None) -> FrameSpec:
+        recs = self.records + ((dict(record),) if record else ())
+        return replace(self, frames=tuple((int(a), int(b)) for a, b in frames),
+                       sources=self.sources if sources is None else sources,
+                       ops=self.ops if ops is None else ops, records=recs)
+
+    def key(self) -> dict[str, Any]:
+        """What identifies the pixels (content hashes, not paths): goes into request keys."""
+        return {
+            "sources": [s.key() for s in self.sources],
+            "frames": [list(f) for f in self.frames],
+            "size": self.size,
+            "aspect": self.aspect,
+            "ops": [o.to_dict() for o in self.ops],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sources": [s.to_dict() for s in self.sources],
+            "frames": [list(f) for f in self.frames],
+            "size": self.size,
+            "aspect": self.aspect,
+            "ops": [o.to_dict() for o in self.ops],
+            "fps": self.fps,
+            "frame_count": self.frame_count,
+            "records": [dict(r) for r in self.records],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FrameSpec:
+        return cls(
+            tuple(Source.from_dict(s) for s in d["sources"]),
+            tuple((int(a), int(b)) for a, b in d["frames"]),
+            d.get("size"),
+            str(d.get("aspect", "stretch")),
+            tuple(PixelOp.from_dict(o) for o in d.get("ops", [])),
+            float(d.get("fps", 0.0)),
+            int(d.get("frame_count", 0)),
+            tuple(d.get("records", [])),
+        )
+
+
+class FrameStore:
+    """Decodes frames once: per-frame in-memory LRU (bounded in bytes) + optional PNG disk cache.
+
+    ``decodes`` counts decoder calls (one call may fetch many frames of one clip).
+    """
+
+    def __init__(self, *, max_bytes: int = 1 << 30, disk_dir: str | Path | None = None) -> None:
+        self.max_bytes = int(max_bytes)
+        self.disk_dir = Path(disk_dir) if disk_dir else None
+        self._lru: OrderedDict[tuple[str, int, int | None, str], NDArray[np.uint8]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.RLock()
+        self._info: dict[str, VideoInfo] = {}
+        self.decodes = 0
+        self.memory_hits = 0
+        self.disk_hits = 0
+
+    # -- clip metadata
+    def info(self, path: str | Path) -> VideoInfo:
+        key = str(path)
+        with self._lock:
+            if key not in self._info:
+                self._info[key] = probe(path)
+            return self._info[key]
+
+    # -- caches
+    def _disk_path(self, key: tuple[str, int, int | None, str]) -> Path | None:
+        if self.disk_dir is None:
+            return None
+        sha, idx, size, aspect = key
+        return self.disk_dir / sha[:2] / sha / f"{size}-{aspect}" / f"{idx}.png"
+
+    def _remember(self, key: tuple[str, int, int | None, str], frame: NDArray[np.uint8]) -> None:
+        with self._lock:
+            if key in self._lru:
+                self._lru.move_to_end(key)
+                return
+            self._lru[key] = frame
+            self._bytes += frame.nbytes
+            while self._bytes > self.max_bytes and self._lru:
+                _, old = self._lru.popitem(last=False)
+                self._bytes -= old.nbytes
+
+    def frames(self, path: str | Path, sha: str, indices: Sequence[int], *, size: int | None, aspect: str) -> NDArray[np.uint8]:
+        """Frames of one clip at ``indices`` (any order, repeats allowed)."""
+        from PIL import Image
+
+        out: dict[int, NDArray[np.uint8]] = {}
+        missing: list[int] = []
+        for i in dict.fromkeys(int(x) for x in indices):
+            key = (sha, i, size, aspect)
+            with self._lock:
+                hit = self._lru.get(key)
+                if hit is not None:
+                    self._lru.move_to_end(key)
+                    self.memory_hits += 1
+                    out[i] = hit
+                    continue
+            dp = self._disk_path(key)
+            if dp is not None and dp.is_file():
+                try:
+                    arr = np.asarray(Image.open(dp).convert("RGB"), dtype=np.uint8)
+                    self.disk_hits += 1
+                    self._remember(key, arr)
+                    out[i] = arr
+                    continue
+                except OSError:
+                    pass  # damaged cache file: decode again
+            missing.append(i)
+        if missing:
+            with self._lock:
+                self.decodes += 1
+            decoded = read_frames(path, missing, size=size, aspect=aspect, info=self.info(path))
+            for i, arr in zip(missing, decoded, strict=True):
+                key = (sha, i, size, aspect)
+                self._remember(key, arr)
+                out[i] = arr
+                dp = self._disk_path(key)
+                if dp is not None:
+                    dp.parent.mkdir(parents=True, exist_ok=True)
+                    buf = io.BytesIO()
+                    Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
+                    tmp = dp.with_suffix(".tmp")
+                    tmp.write_bytes(buf.getvalue())
+                    tmp.replace(dp)
+        return np.stack([out[int(i)] for i in indices])
+
+    def materialize(self, spec: FrameSpec) -> NDArray[np.uint8]:
+        """The exact (N, H, W, 3) uint8 frames a spec names."""
+        from .stressors import apply_pixel_op
+
+        if not spec.frames:
+            raise VideoError("<spec>", "frame spec names no frames")
+        per_source: dict[int, list[int]] = {}
+        for s, i in spec.frames:
+            per_source.setdefault(s, []).append(i)
+        decoded: dict[int, dict[int, NDArray[np.uint8]]] = {}
+        for s, idx in per_source.items():
+            src = spec.sources[s]
+            if src.kind == "video":
+                arr = self.frames(src.path, src.sha256, idx, size=spec.size, aspect=spec.aspect)
+                decoded[s] = dict(zip(idx, arr, strict=True))
+            else:
+                decoded[s] = {i: _synthetic_frame(src, i, spec.size or 448) for i in idx}
+        shapes = {f.shape for d in decoded.values() for f in d.values()}
+        if len(shapes) > 1:
+            # mixing clips of different aspect under max-side/none: bring all to the first shape
+            from .decode import resize_frames
+
+            target = next(iter(decoded[spec.frames[0][0]].values())).shape
+            for d in decoded.values():
+                for k, f in d.items():
+                    if f.shape != target:
+                        d[k] = resize_frames(f[None], max(target[:2]), "stretch")[0][: target[0], : target[1]]
+        frames = np.stack([decoded[s][i] for s, i in spec.frames]).copy()
+        for op in spec.ops:
+            frames = apply_pixel_op(frames, op)
+        return frames
+
+
+def _synthetic_frame(src: Source, index: int, size: int) -> NDArray[np.uint8]:
+    if src.kind == "black":
+        return np.zeros((size, size, 3), dtype=np.uint8)
+    rng = np.random.default_rng([src.seed, index])
+    return rng.integers(0, 256, size=(size, size, 3), dtype=np.uint8)

@@ -1,0 +1,337 @@
+"""Temporal stressors and controls (VideoSTF §3.3, appendix C.4; DESIGN.md section 4).
+
+Every stressor works on the *sampled* frame list of length T, given either as a
+(T, H, W, 3) uint8 array or as a :class:`~.frames.FrameSpec` (then nothing is decoded:
+the spec records the new frame order and any pixel operation with its seed). Each
+takes an explicit ``numpy.random.Generator`` (never the global one) and returns a
+:class:`StressResult` whose ``record`` says exactly what was done (positions, source
+positions), so the run log can say which frames the model saw.
+
+Decisions where VideoSTF is silent:
+
+* ``replace(k)`` copies *other sampled frames* of the same clip over k positions
+  (source ≠ target); ``replace_foreign(k)`` copies frames of another clip's sample.
+* ``shuffle`` never returns the identity permutation for T >= 2.
+* ``speed(2)`` plays the clip at 2× (every 2nd frame kept) and re-samples it at the same
+  count with the clean convention: real order, no jump.
+* ``resample(count)`` re-samples the clip uniformly at ``count`` frames (the
+  count-matched control of Add/Delete).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import ConfigError
+from .frames import FrameSpec, PixelOp
+from .sampling import frame_indices
+
+Frames = NDArray[np.uint8] | FrameSpec
+
+STRESSORS = ("add1", "add2", "delete1", "delete2", "replace1", "replace2", "reverse", "shuffle")
+CONTROLS = ("resample", "blur", "noise", "jpeg", "cutout", "speed2", "foreign")
+
+__all__ = [
+    "CONTROLS",
+    "STRESSORS",
+    "StressResult",
+    "add",
+    "apply_pixel_op",
+    "blur",
+    "cutout",
+    "delete",
+    "delete_all",
+    "jpeg",
+    "noise",
+    "replace",
+    "replace_foreign",
+    "resample",
+    "reverse",
+    "shuffle",
+    "speed",
+    "variants",
+]
+
+
+@dataclass(frozen=True)
+class StressResult:
+    """New frames (array or spec) and the record of what the stressor did."""
+
+    frames: Frames
+    record: dict[str, Any]
+
+
+def _check_rng(rng: Any) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError(f"`rng` must be a numpy.random.Generator; got {type(rng).__name__}")
+    return rng
+
+
+def _length(frames: Frames) -> int:
+    if isinstance(frames, FrameSpec):
+        return len(frames)
+    arr = np.asarray(frames)
+    if arr.ndim != 4 or arr.shape[-1] != 3:
+        raise ConfigError(f"`frames` must be a (T, H, W, 3) array or a FrameSpec; got shape {arr.shape}")
+    return int(arr.shape[0])
+
+
+def _check_k(k: int, T: int, *, name: str, need: int = 0) -> None:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"`k` must be an integer >= 1; got {k!r}")
+    if k > T - need:
+        raise ConfigError(f"`k` = {k} is too large for {name} on {T} frames")
+
+
+def _gather(frames: Frames, order: Sequence[int | tuple[str, int]], foreign: Frames | None, record: dict[str, Any]) -> StressResult:
+    """Output frame j = frames[order[j]] or foreign[q] for order[j] = ("foreign", q)."""
+    if isinstance(frames, FrameSpec):
+        sources = frames.sources
+        out: list[tuple[int, int]] = []
+        offset = None
+        if foreign is not None:
+            if not isinstance(foreign, FrameSpec):
+                raise ConfigError("`foreign` must be a FrameSpec when `frames` is a FrameSpec")
+            offset = len(sources)
+            sources = sources + foreign.sources
+        for o in order:
+            if isinstance(o, tuple):
+                assert foreign is not None and isinstance(foreign, FrameSpec) and offset is not None
+                s, i = foreign.frames[o[1]]
+                out.append((s + offset, i))
+            else:
+                out.append(frames.frames[o])
+        return StressResult(frames.with_frames(out, sources=sources, record=record), record)
+    arr = np.asarray(frames)
+    far = None if foreign is None else np.asarray(foreign)
+    pieces = [far[o[1]] if isinstance(o, tuple) else arr[o] for o in order]  # type: ignore[index]
+    return StressResult(np.stack(pieces).astype(np.uint8), record)
+
+
+def add(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
+    """Add(k): insert copies of k distinct random sampled frames at random positions (T → T + k)."""
+    _check_rng(rng)
+    T = _length(frames)
+    _check_k(k, T, name="add")
+    src = [int(x) for x in rng.choice(T, size=k, replace=False)]
+    order: list[int | tuple[str, int]] = list(range(T))
+    inserted_at = []
+    for s in src:
+        pos = int(rng.integers(0, len(order) + 1))
+        order.insert(pos, s)
+        inserted_at.append(pos)
+    # final positions of the copies: recompute from the order (later inserts shift earlier ones)
+    rec = {"stressor": f"add{k}", "k": k, "source_positions": src, "insert_positions": inserted_at,
+           "order": [o for o in order]}
+    return _gather(frames, order, None, rec)
+
+
+def delete(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
+    """Delete(k): remove k distinct random positions (T → T − k)."""
+    _check_rng(rng)
+    T = _length(frames)
+    _check_k(k, T, name="delete", need=1)
+    gone = sorted(int(x) for x in rng.choice(T, size=k, replace=False))
+    order = [i for i in range(T) if i not in gone]
+    return _gather(frames, order, None, {"stressor": f"delete{k}", "k": k, "deleted_positions": gone, "order": order})
+
+
+def delete_all(frames: Frames) -> list[StressResult]:
+    """Delete(1), exhaustive: the T variants that each remove one sampled frame."""
+    T = _length(frames)
+    _check_k(1, T, name="delete", need=1)
+    out = []
+    for p in range(T):
+        order = [i for i in range(T) if i != p]
+        out.append(_gather(frames, order, None, {"stressor": "delete1", "k": 1, "deleted_positions": [p], "order": order}))
+    return out
+
+
+def replace(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
+    """Replace(k): overwrite k distinct random positions with copies of other sampled frames."""
+    _check_rng(rng)
+    T = _length(frames)
+    _check_k(k, T, name="replace", need=1)
+    targets = sorted(int(x) for x in rng.choice(T, size=k, replace=False))
+    order: list[int | tuple[str, int]] = list(range(T))
+    sources = []
+    for t in targets:
+        s = int(rng.integers(0, T - 1))
+        s = s if s < t else s + 1  # any position but t
+        order[t] = s
+        sources.append(s)
+    return _gather(frames, order, None, {"stressor": f"replace{k}", "k": k, "positions": targets,
+                                         "source_positions": sources, "order": order})
+
+
+def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.Generator,
+                    positions: Sequence[int] | None = None) -> StressResult:
+    """Replace k positions with frames of another video's sample (VideoSTF appendix C.4).
+
+    ``positions`` fixes the target positions (so pixel controls can use the same ones).
+    """
+    _check_rng(rng)
+    T = _length(frames)
+    F = _length(foreign)
+    _check_k(k, T, name="replace_foreign")
+    targets = sorted(int(p) for p in positions) if positions is not None else sorted(int(x) for x in rng.choice(T, size=k, replace=False))
+    if len(targets) != k or any(not 0 <= p < T for p in targets):
+        raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
+    order: list[int | tuple[str, int]] = list(range(T))
+    used = []
+    for t in targets:
+        q = int(rng.integers(0, F))
+        order[t] = ("foreign", q)
+        used.append(q)
+    return _gather(frames, order, foreign, {"stressor": "foreign", "k": k, "positions": targets, "foreign_positions": used,
+                                            "order": [o if isinstance(o, int) else f"foreign:{o[1]}" for o in order]})
+
+
+def reverse(frames: Frames) -> StressResult:
+    """Reverse: the sampled frames in reverse order."""
+    T = _length(frames)
+    order = list(range(T - 1, -1, -1))
+    return _gather(frames, order, None, {"stressor": "reverse", "order": order})
+
+
+def shuffle(frames: Frames, *, rng: np.random.Generator) -> StressResult:
+    """Shuffle: a random permutation of the sampled frames (never the identity for T >= 2)."""
+    _check_rng(rng)
+    T = _length(frames)
+    perm = [int(x) for x in rng.permutation(T)]
+    tries = 0
+    while T >= 2 and perm == list(range(T)) and tries < 100:
+        perm = [int(x) for x in rng.permutation(T)]
+        tries += 1
+    return _gather(frames, perm, None, {"stressor": "shuffle", "order": perm})
+
+
+# --------------------------------------------------------------------------- controls
+
+
+def resample(spec: FrameSpec, count: int, *, convention: str = "videostf") -> StressResult:
+    """Count-matched control: re-sample the clip uniformly at ``count`` frames (VideoSTF table 8)."""
+    if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
+        raise ConfigError("`spec` must be a FrameSpec of a clip (resample needs the clip's frame count)")
+    idx = frame_indices(spec.frame_count, count, convention=convention)
+    rec = {"stressor": "resample", "count": count, "convention": convention, "indices": idx}
+    return StressResult(spec.with_frames([(0, i) for i in idx], sources=spec.sources[:1], ops=(), record=rec), rec)
+
+
+def speed(spec: FrameSpec, factor: int = 2, *, convention: str = "videostf") -> StressResult:
+    """2× speed re-sample: keep every ``factor``-th clip frame, re-sample at the same count."""
+    if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
+        raise ConfigError("`spec` must be a FrameSpec of a clip (speed needs the clip's frame count)")
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
+        raise ConfigError(f"`factor` must be an integer >= 2; got {factor!r}")
+    fast_len = (spec.frame_count + factor - 1) // factor
+    idx = [factor * i for i in frame_indices(fast_len, len(spec), convention=convention)]
+    rec = {"stressor": f"speed{factor}", "factor": factor, "indices": idx}
+    return StressResult(spec.with_frames([(0, i) for i in idx], sources=spec.sources[:1], ops=(), record=rec), rec)
+
+
+def _pixel(frames: Frames, op: PixelOp) -> StressResult:
+    T = _length(frames)
+    if any(not 0 <= p < T for p in op.positions):
+        raise ConfigError(f"`positions` must lie in [0, {T - 1}]; got {list(op.positions)}")
+    rec = {"stressor": op.name, "positions": list(op.positions), **dict(op.params)}
+    if isinstance(frames, FrameSpec):
+        return StressResult(frames.with_frames(frames.frames, ops=(*frames.ops, op), record=rec), rec)
+    return StressResult(apply_pixel_op(np.asarray(frames).copy(), op), rec)
+
+
+def _positions(positions: Sequence[int]) -> tuple[int, ...]:
+    pos = tuple(sorted({int(p) for p in positions}))
+    if not pos:
+        raise ConfigError("`positions` must name at least one frame position")
+    return pos
+
+
+def blur(frames: Frames, positions: Sequence[int], *, sigma: float = 2.0) -> StressResult:
+    """Gaussian blur (radius ``sigma`` px) on the frames at ``positions``."""
+    return _pixel(frames, PixelOp("blur", _positions(positions), (("sigma", float(sigma)),)))
+
+
+def noise(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator, std: float = 25.0) -> StressResult:
+    """Additive Gaussian noise (σ = ``std`` grey levels, seeded) on the frames at ``positions``."""
+    seed = int(_check_rng(rng).integers(0, 2**31 - 1))
+    return _pixel(frames, PixelOp("noise", _positions(positions), (("seed", seed), ("std", float(std)))))
+
+
+def jpeg(frames: Frames, positions: Sequence[int], *, quality: int = 10) -> StressResult:
+    """JPEG re-compression at ``quality`` (VideoSTF: 10) of the frames at ``positions``."""
+    if not 1 <= int(quality) <= 95:
+        raise ConfigError(f"`quality` must be in [1, 95]; got {quality!r}")
+    return _pixel(frames, PixelOp("jpeg", _positions(positions), (("quality", int(quality)),)))
+
+
+def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator, fraction: float = 0.25) -> StressResult:
+    """Cutout (DeVries & Taylor 2017): a random square of side ``fraction``·min(H, W) zeroed."""
+    seed = int(_check_rng(rng).integers(0, 2**31 - 1))
+    return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", float(fraction)), ("seed", seed))))
+
+
+def apply_pixel_op(frames: NDArray[np.uint8], op: PixelOp) -> NDArray[np.uint8]:
+    """Apply a recorded pixel operation to a (T, H, W, 3) uint8 array (deterministic)."""
+    from PIL import Image, ImageFilter
+
+    out = frames.copy()
+    for p in op.positions:
+        f = out[p]
+        if op.name == "blur":
+            out[p] = np.asarray(Image.fromarray(f).filter(ImageFilter.GaussianBlur(op.param("sigma", 2.0))))
+        elif op.name == "noise":
+            r = np.random.default_rng([int(op.param("seed", 0)), p])
+            out[p] = np.clip(f.astype(np.float32) + r.normal(0, op.param("std", 25.0), f.shape), 0, 255).astype(np.uint8)
+        elif op.name == "jpeg":
+            buf = io.BytesIO()
+            Image.fromarray(f).save(buf, format="JPEG", quality=int(op.param("quality", 10)))
+            out[p] = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
+        elif op.name == "cutout":
+            r = np.random.default_rng([int(op.param("seed", 0)), p])
+            h, w = f.shape[:2]
+            side = max(1, round(op.param("fraction", 0.25) * min(h, w)))
+            y = int(r.integers(0, h - side + 1))
+            x = int(r.integers(0, w - side + 1))
+            g = f.copy()
+            g[y : y + side, x : x + side] = 0
+            out[p] = g
+        else:
+            raise ConfigError(f"unknown pixel operation {op.name!r}")
+    return out
+
+
+# --------------------------------------------------------------------------- attack variants
+
+
+def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int = 30,
+             foreign: Frames | None = None) -> list[StressResult]:
+    """Up to ``count`` seeded variants of one stressor for the attack and the stress test.
+
+    Delete 1 is exhaustive (T variants, capped at ``count`` only if count < T is asked for
+    explicitly by the caller), Reverse has one variant, the others ``count`` random trials.
+    """
+    _check_rng(rng)
+    if name == "reverse":
+        return [reverse(frames)]
+    if name == "delete1":
+        return delete_all(frames)
+    if name in ("add1", "add2"):
+        return [add(frames, int(name[-1]), rng=rng) for _ in range(count)]
+    if name in ("delete2",):
+        return [delete(frames, 2, rng=rng) for _ in range(count)]
+    if name in ("replace1", "replace2"):
+        return [replace(frames, int(name[-1]), rng=rng) for _ in range(count)]
+    if name == "shuffle":
+        return [shuffle(frames, rng=rng) for _ in range(count)]
+    if name == "foreign":
+        if foreign is None:
+            raise ConfigError("`foreign` frames are required for the 'foreign' variant")
+        return [replace_foreign(frames, foreign, 2, rng=rng) for _ in range(count)]
+    raise ConfigError(f"`name` must be one of {', '.join((*STRESSORS, 'foreign'))}; got {name!r}")

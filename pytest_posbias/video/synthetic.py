@@ -1,0 +1,441 @@
+"""The synthetic video set (DESIGN.md section 6): clips rendered by code with a fixed seed.
+
+Each clip shows 2–3 coloured shapes (circle, square, triangle) that move, may change
+colour, and sometimes a *brief event* (a white flash or a blackout lasting a few frames,
+so some sampling phases see it and others miss it). A scene spec per clip drives
+everything else: 3–4 reference sentences (ActivityNet style) or 1–2 (News style), and
+multiple-choice questions with five options, some about the brief events, some that
+cannot be answered from the frames (the simulated model is unsure there).
+
+Four domains with their own scene style, named like the multi-video paper's settings:
+``cooking`` (cream), ``domestic`` (grey), ``leisure`` (sky blue), ``news`` (navy, a ticker
+bar, News-style references). Buckets: short (20–58 s) and long (62–110 s; domestic and
+leisure only, as in the paper). Every frame carries a 16-block barcode strip at the
+bottom encoding its index (12 bits + a 4-bit check), so decoding can be verified.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import ConfigError
+
+WIDTH, HEIGHT = 256, 192
+BARCODE_ROWS = 12  # bottom rows hold the frame-index barcode
+SCENE_ROWS = HEIGHT - BARCODE_ROWS
+FPS = 6
+EVENT_FRAMES = 2
+
+PALETTE: dict[str, tuple[int, int, int]] = {
+    "red": (220, 30, 30),
+    "green": (30, 170, 60),
+    "blue": (40, 80, 230),
+    "yellow": (235, 205, 20),
+    "purple": (140, 50, 190),
+    "orange": (250, 130, 20),
+}
+DOMAINS: dict[str, dict[str, Any]] = {
+    "cooking": {"background": (240, 228, 205), "bg_name": "cream", "buckets": ("short",), "style": "sentences"},
+    "domestic": {"background": (205, 205, 215), "bg_name": "light grey", "buckets": ("short", "long"), "style": "sentences"},
+    "leisure": {"background": (165, 215, 235), "bg_name": "sky blue", "buckets": ("short", "long"), "style": "sentences"},
+    "news": {"background": (25, 30, 60), "bg_name": "dark blue", "buckets": ("short",), "style": "news"},
+}
+SHAPES = ("circle", "square", "triangle")
+MOTIONS = ("left-to-right", "right-to-left", "top-to-bottom", "bottom-to-top", "static")
+EVENTS = ("flash", "blackout")
+BUCKETS = {"short": (20.0, 58.0), "long": (62.0, 110.0)}
+
+# Phrases shared by the references, the questions and the simulated model's answers.
+MOTION_PHRASE = {
+    "left-to-right": "from left to right",
+    "right-to-left": "from right to left",
+    "top-to-bottom": "from top to bottom",
+    "bottom-to-top": "from bottom to top",
+    "static": "it does not move",
+}
+EVENT_OPTION = {
+    "flash": "a white flash fills the screen",
+    "blackout": "the screen goes black for a moment",
+    None: "nothing unusual happens",
+}
+EVENT_DISTRACTORS = ("a shape disappears for good", "the camera zooms in")
+WHY_OPTIONS = ("it is following a fixed path", "it is being pushed", "it is chasing another shape",
+               "it is blown by the wind", "it is sliding downhill")
+
+
+@dataclass(frozen=True)
+class ObjectSpec:
+    shape: str
+    colour: str
+    radius: float  # px at WIDTH×HEIGHT
+    motion: str
+    start: tuple[float, float]  # normalised (x, y) in the scene area
+    end: tuple[float, float]
+    change_to: str | None = None
+    change_at: float | None = None  # fraction of the duration
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    kind: str
+    frame: int
+    length: int = EVENT_FRAMES
+
+
+@dataclass(frozen=True)
+class SceneSpec:
+    id: str
+    domain: str
+    bucket: str
+    duration: float
+    fps: int
+    frame_count: int
+    objects: tuple[ObjectSpec, ...]
+    events: tuple[EventSpec, ...] = ()
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SceneSpec:
+        objs = tuple(ObjectSpec(o["shape"], o["colour"], o["radius"], o["motion"], tuple(o["start"]), tuple(o["end"]),
+                                o.get("change_to"), o.get("change_at")) for o in d["objects"])
+        evs = tuple(EventSpec(e["kind"], e["frame"], e.get("length", EVENT_FRAMES)) for e in d.get("events", []))
+        return cls(d["id"], d["domain"], d["bucket"], d["duration"], d["fps"], d["frame_count"], objs, evs, d.get("seed", 0))
+
+
+# --------------------------------------------------------------------------- scene generation
+
+
+def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_probability: float = 0.5) -> SceneSpec:
+    """A random scene for one clip (all randomness from ``seed``)."""
+    if domain not in DOMAINS:
+        raise ConfigError(f"`domain` must be one of {', '.join(DOMAINS)}; got {domain!r}")
+    if bucket not in BUCKETS:
+        raise ConfigError(f"`bucket` must be 'short' or 'long'; got {bucket!r}")
+    rng = random.Random(seed)
+    lo, hi = BUCKETS[bucket]
+    duration = round(rng.uniform(lo, hi), 1)
+    frame_count = round(duration * FPS)
+    n_obj = rng.choice((2, 3, 3))
+    shapes = rng.sample(SHAPES, n_obj)
+    colours = rng.sample(list(PALETTE), n_obj + 1)  # the extra colour is free for a change
+    vertical_slot = rng.random() < 0.3
+    objects = []
+    change_obj = rng.randrange(n_obj) if rng.random() < 0.5 else None
+    for i, (shape, colour) in enumerate(zip(shapes, colours, strict=False)):
+        lane_y = (i + 0.5) / n_obj
+        if vertical_slot and i == n_obj - 1:
+            motion = rng.choice(("top-to-bottom", "bottom-to-top"))
+            x = 0.9
+            start, end = ((x, 0.15), (x, 0.85)) if motion == "top-to-bottom" else ((x, 0.85), (x, 0.15))
+        else:
+            motion = rng.choice(("left-to-right", "right-to-left", "static"))
+            if motion == "left-to-right":
+                start, end = (0.1, lane_y), (0.72, lane_y)
+            elif motion == "right-to-left":
+                start, end = (0.72, lane_y), (0.1, lane_y)
+            else:
+                x = rng.uniform(0.3, 0.6)
+                start, end = (x, lane_y), (x, lane_y)
+        radius = rng.uniform(13.0, 18.0) if n_obj == 3 else rng.uniform(15.0, 22.0)
+        change_to = colours[-1] if change_obj == i else None
+        change_at = round(rng.uniform(0.35, 0.65), 3) if change_to else None
+        objects.append(ObjectSpec(shape, colour, round(radius, 2), motion, start, end, change_to, change_at))
+    events: list[EventSpec] = []
+    if rng.random() < event_probability:
+        kind = rng.choice(EVENTS)
+        frame = rng.randrange(int(0.15 * frame_count), int(0.85 * frame_count))
+        events.append(EventSpec(kind, frame, EVENT_FRAMES))
+    return SceneSpec(scene_id, domain, bucket, duration, FPS, frame_count, tuple(objects), tuple(events), seed)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float32], xx: NDArray[np.float32]) -> NDArray[np.bool_]:
+    if shape == "circle":
+        return (xx - cx) ** 2 + (yy - cy) ** 2 <= r * r
+    if shape == "square":
+        h = r * 0.886  # same area as the circle
+        return (np.abs(xx - cx) <= h) & (np.abs(yy - cy) <= h)
+    # upward triangle inside a (2a × 2a) box: half the box area
+    a = r * 1.2
+    top = cy - a
+    frac = (yy - top) / (2 * a)
+    return (frac >= 0) & (frac <= 1) & (np.abs(xx - cx) <= frac * a)
+
+
+def object_position(obj: ObjectSpec, t: float) -> tuple[float, float]:
+    """Pixel centre of an object at normalised time t in [0, 1]."""
+    x = obj.start[0] + (obj.end[0] - obj.start[0]) * t
+    y = obj.start[1] + (obj.end[1] - obj.start[1]) * t
+    return x * WIDTH, y * SCENE_ROWS
+
+
+def object_colour(obj: ObjectSpec, t: float) -> str:
+    if obj.change_to is not None and obj.change_at is not None and t >= obj.change_at:
+        return obj.change_to
+    return obj.colour
+
+
+def event_at(scene: SceneSpec, index: int) -> str | None:
+    for e in scene.events:
+        if e.frame <= index < e.frame + e.length:
+            return e.kind
+    return None
+
+
+def draw_barcode(frame: NDArray[np.uint8], index: int) -> None:
+    """Write ``index`` into the bottom strip: 12 bits (MSB first) + 4 check bits (index mod 16)."""
+    bits = [(index >> (11 - k)) & 1 for k in range(12)] + [((index % 16) >> (3 - k)) & 1 for k in range(4)]
+    bw = WIDTH // 16
+    frame[SCENE_ROWS:, :] = 0
+    for k, bit in enumerate(bits):
+        if bit:
+            frame[SCENE_ROWS + 2 : HEIGHT - 2, k * bw + 2 : (k + 1) * bw - 2] = 255
+
+
+def read_barcode(frame: NDArray[np.uint8]) -> int | None:
+    """Read the frame index back from a (possibly resized) frame; None when the check fails."""
+    h, w = frame.shape[:2]
+    y0 = round((SCENE_ROWS + 4) / HEIGHT * h)
+    y1 = max(y0 + 1, round((HEIGHT - 4) / HEIGHT * h))
+    bits = []
+    for k in range(16):
+        x0 = round((k + 0.35) / 16 * w)
+        x1 = max(x0 + 1, round((k + 0.65) / 16 * w))
+        bits.append(1 if frame[y0:y1, x0:x1].mean() > 127 else 0)
+    value = int("".join(map(str, bits[:12])), 2)
+    check = int("".join(map(str, bits[12:])), 2)
+    return value if value % 16 == check else None
+
+
+def render_frame(scene: SceneSpec, index: int, *, yy: NDArray[np.float32] | None = None,
+                 xx: NDArray[np.float32] | None = None) -> NDArray[np.uint8]:
+    """One RGB frame of a scene at ``index``."""
+    if yy is None or xx is None:
+        yy, xx = np.mgrid[0:SCENE_ROWS, 0:WIDTH].astype(np.float32)
+    style = DOMAINS[scene.domain]
+    frame = np.empty((HEIGHT, WIDTH, 3), dtype=np.uint8)
+    frame[:] = style["background"]
+    if scene.domain == "news":
+        frame[SCENE_ROWS - 16 : SCENE_ROWS - 4, :] = (180, 180, 180)  # static ticker bar
+    t = index / max(1, scene.frame_count - 1)
+    scene_area = frame[:SCENE_ROWS]
+    for obj in scene.objects:
+        cx, cy = object_position(obj, t)
+        mask = _shape_mask(obj.shape, cx, cy, obj.radius, yy, xx)
+        scene_area[mask] = PALETTE[object_colour(obj, t)]
+    ev = event_at(scene, index)
+    if ev == "flash":
+        frame[:SCENE_ROWS] = 255
+    elif ev == "blackout":
+        frame[:SCENE_ROWS] = 0
+    draw_barcode(frame, index)
+    return frame
+
+
+def render_clip(scene: SceneSpec, path: str | Path, *, crf: int = 18, gop: int = 250) -> Path:
+    """Encode a scene as H.264 mp4 (PyAV, libx264, yuv420p)."""
+    import av
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".part.mp4")
+    yy, xx = np.mgrid[0:SCENE_ROWS, 0:WIDTH].astype(np.float32)
+    with av.open(str(tmp), "w") as container:
+        stream = container.add_stream("libx264", rate=scene.fps)
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        stream.options = {"crf": str(crf), "preset": "ultrafast", "g": str(gop), "tune": "animation"}
+        for i in range(scene.frame_count):
+            frame = av.VideoFrame.from_ndarray(render_frame(scene, i, yy=yy, xx=xx), format="rgb24")
+            for pkt in stream.encode(frame):
+                container.mux(pkt)
+        for pkt in stream.encode():
+            container.mux(pkt)
+    tmp.replace(out)
+    return out
+
+
+# --------------------------------------------------------------------------- text from the spec
+
+
+def _article(word: str) -> str:
+    return "An" if word[0] in "aeiou" else "A"
+
+
+def motion_sentence_ref(obj: ObjectSpec) -> str:
+    c, s = obj.colour, obj.shape
+    if obj.motion == "static":
+        return f"{_article(c)} {c} {s} sits still in the same spot the whole time."
+    return f"{_article(c)} {c} {s} slides across the screen {MOTION_PHRASE[obj.motion]}."
+
+
+def references(scene: SceneSpec) -> list[str]:
+    """Reference sentences: 3–4 for ActivityNet-style domains, 1–2 for News (paraphrase wording)."""
+    style = DOMAINS[scene.domain]
+    if style["style"] == "news":
+        objs = scene.objects
+        names = " and ".join(f"a {o.colour} {o.shape}" for o in objs[:2])
+        first = f"Footage shows {names} on a {style['bg_name']} backdrop with a news ticker."
+        movers = [o for o in objs if o.motion != "static"]
+        if scene.events:
+            ev = "a white flash" if scene.events[0].kind == "flash" else "a sudden blackout"
+            second = f"Midway through the report there is {ev}."
+        elif movers:
+            second = f"The {movers[0].colour} {movers[0].shape} moves {MOTION_PHRASE[movers[0].motion]}."
+        else:
+            return [first]
+        return [first, second]
+    sents = [motion_sentence_ref(o) for o in scene.objects]
+    for o in scene.objects:
+        if o.change_to:
+            sents.append(f"Partway through, the {o.shape} changes its colour from {o.colour} to {o.change_to}.")
+    for e in scene.events:
+        sents.append("At one moment a bright white flash lights up the whole frame." if e.kind == "flash"
+                     else "For an instant the whole screen goes completely dark.")
+    sents.append(f"The shapes are shown against a plain {style['bg_name']} background.")
+    rng = random.Random(scene.seed + 1)
+    while len(sents) > 4:  # keep the event and colour-change sentences, drop an object or the background
+        drop = [i for i, s in enumerate(sents) if s.endswith("background.") or "slides" in s or "sits still" in s]
+        sents.pop(rng.choice(drop))
+    return sents
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    question: str
+    options: tuple[str, ...]
+    answer: int
+    kind: str
+    tags: tuple[str, ...] = field(default=())
+
+
+def questions(scene: SceneSpec) -> list[Question]:
+    """Five-option questions from the spec: colour, direction, count, brief event, and one
+    that the frames cannot answer (why something moves)."""
+    rng = random.Random(scene.seed + 2)
+    out: list[Question] = []
+
+    def mk(kind: str, q: str, correct: str, distractors: Sequence[str], tags: tuple[str, ...] = ()) -> None:
+        opts = [correct, *[d for d in distractors if d != correct][:4]]
+        rng.shuffle(opts)
+        out.append(Question(f"{scene.id}-{kind}", q, tuple(opts), opts.index(correct), kind, tags))
+
+    obj = scene.objects[0]
+    mk("colour", f"What colour is the {obj.shape} at the start of the video?", obj.colour,
+       rng.sample([c for c in PALETTE if c != obj.colour], 4))
+    mover = next((o for o in scene.objects if o.motion != "static"), scene.objects[-1])
+    mk("direction", f"In which direction does the {mover.colour} {mover.shape} move?", MOTION_PHRASE[mover.motion],
+       [MOTION_PHRASE[m] for m in MOTIONS if m != mover.motion])
+    mk("count", "How many coloured shapes appear in the video?", str(len(scene.objects)),
+       [str(k) for k in (1, 2, 3, 4, 5) if k != len(scene.objects)])
+    ev = scene.events[0].kind if scene.events else None
+    mk("event", "What brief event happens during the video?", EVENT_OPTION[ev],
+       [v for k, v in EVENT_OPTION.items() if k != ev] + list(EVENT_DISTRACTORS),
+       ("brief-event",) if ev else ())
+    mk("why", f"Why does the {mover.colour} {mover.shape} move the way it does?", WHY_OPTIONS[0], WHY_OPTIONS[1:],
+       ("unanswerable",))
+    return out
+
+
+# --------------------------------------------------------------------------- the set
+
+
+@dataclass(frozen=True)
+class SetLayout:
+    """How many clips per domain × bucket configuration, and groups per scale."""
+
+    videos_per_config: int = 8
+    groups_per_config: int = 12
+    scales: tuple[int, ...] = (2, 4)
+
+
+def configurations() -> list[tuple[str, str]]:
+    return [(d, b) for d, s in DOMAINS.items() for b in s["buckets"]]
+
+
+def build_set(out_dir: str | Path, *, videos_per_config: int = 8, groups_per_config: int = 12, seed: int = 0,
+              scales: Sequence[int] = (2, 4), overwrite: bool = False, progress: Any = None) -> Path:
+    """Render the synthetic set into ``out_dir`` and write ``manifest.jsonl``; returns its path.
+
+    Existing clips whose spec is unchanged are kept (the build is incremental and
+    deterministic for a seed). Groups of P videos are drawn per configuration with a
+    seeded ``random.Random``; a video may appear in several groups of the set but never
+    twice in one group (documented decision for the synthetic set).
+    """
+    if videos_per_config < max(scales):
+        raise ConfigError(f"`videos_per_config` must be >= the largest scale ({max(scales)}); got {videos_per_config}")
+    root = Path(out_dir)
+    (root / "videos").mkdir(parents=True, exist_ok=True)
+    lines: list[dict[str, Any]] = []
+    scenes: list[SceneSpec] = []
+    for ci, (domain, bucket) in enumerate(configurations()):
+        ids = []
+        for k in range(videos_per_config):
+            vid = f"syn-{domain}-{bucket}-{k:02d}"
+            scene = make_scene(vid, domain, bucket, seed=seed * 1_000_003 + ci * 1009 + k)
+            path = root / "videos" / f"{vid}.mp4"
+            spec_path = root / "videos" / f"{vid}.json"
+            spec_json = json.dumps(scene.to_dict(), sort_keys=True)
+            if overwrite or not path.exists() or not spec_path.exists() or spec_path.read_text() != spec_json:
+                render_clip(scene, path)
+                spec_path.write_text(spec_json)
+                if progress:
+                    progress(f"rendered {vid} ({scene.frame_count} frames)")
+            scenes.append(scene)
+            ids.append(vid)
+            style = DOMAINS[domain]["style"]
+            lines.append({"type": "video", "id": vid, "path": f"videos/{vid}.mp4", "domain": domain, "bucket": bucket,
+                          "duration": scene.duration, "references": references(scene), "reference_style": style,
+                          "scene": f"videos/{vid}.json"})
+            for q in questions(scene):
+                lines.append({"type": "mcq", "id": q.id, "video": vid, "question": q.question, "options": list(q.options),
+                              "answer": q.answer, "kind": q.kind, "tags": list(q.tags)})
+        for P in scales:
+            rng = random.Random(seed * 7919 + ci * 31 + P)
+            seen: set[tuple[str, ...]] = set()
+            g = 0
+            tries = 0
+            while g < groups_per_config and tries < 1000:
+                tries += 1
+                members = tuple(rng.sample(ids, P))
+                if tuple(sorted(members)) in seen:
+                    continue
+                seen.add(tuple(sorted(members)))
+                lines.append({"type": "group", "id": f"syn-{domain}-{bucket}-P{P}-g{g:02d}", "domain": domain,
+                              "bucket": bucket, "P": P, "videos": list(members)})
+                g += 1
+    manifest = root / "manifest.jsonl"
+    tmp = manifest.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
+    tmp.replace(manifest)
+    return manifest
+
+
+def default_set_dir(rootdir: str | Path) -> Path:
+    return Path(rootdir) / "fixtures" / "synthetic"
+
+
+def scene_for_video(manifest_dir: Path, video_entry: dict[str, Any]) -> SceneSpec | None:
+    sp = video_entry.get("scene")
+    if not sp:
+        return None
+    p = manifest_dir / sp
+    return SceneSpec.from_dict(json.loads(p.read_text())) if p.is_file() else None
+
+
+def brief_event_grid_hits(scene: SceneSpec, indices: Sequence[int]) -> bool:
+    """Whether a set of sampled frame indices shows the scene's brief event (for docs/tests)."""
+    return any(event_at(scene, int(i)) is not None for i in indices)
