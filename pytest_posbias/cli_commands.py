@@ -18,6 +18,7 @@ def register_all(sub: Any, register: Register) -> None:
     p.add_argument("--out", default="fixtures/synthetic", help="output directory (default fixtures/synthetic)")
     p.add_argument("--count", type=int, default=8, help="clips per domain x bucket configuration (default 8)")
     p.add_argument("--groups", type=int, default=12, help="groups per configuration and scale (default 12)")
+    p.add_argument("--scales", type=int, nargs="+", default=[2, 4], choices=[2, 4], help="group sizes P (default 2 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the whole set (default 0)")
     p.add_argument("--overwrite", action="store_true", help="re-render clips even when unchanged")
 
@@ -38,7 +39,7 @@ def _fixtures(args: argparse.Namespace) -> int:
     from .video.synthetic import build_set
 
     t0 = time.perf_counter()
-    manifest = build_set(args.out, videos_per_config=args.count, groups_per_config=args.groups, seed=args.seed,
+    manifest = build_set(args.out, videos_per_config=args.count, groups_per_config=args.groups, seed=args.seed, scales=tuple(args.scales),
                          overwrite=args.overwrite, progress=lambda m: print(m, flush=True))
     n = sum(1 for _ in manifest.open())
     print(f"wrote {manifest} ({n} manifest lines) in {time.perf_counter() - t0:.1f} s")

@@ -329,7 +329,7 @@ def test_cli_fixtures_build(tmp_path):
     import sys
 
     out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "fixtures", "build", "--out", str(tmp_path / "s"),
-                          "--count", "2", "--groups", "1"], capture_output=True, text=True, timeout=300)
+                          "--count", "2", "--groups", "1", "--scales", "2"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "wrote" in out.stdout and (tmp_path / "s" / "manifest.jsonl").is_file()
     n_videos = sum(1 for line in (tmp_path / "s" / "manifest.jsonl").read_text().splitlines() if '"type": "video"' in line)
