@@ -21,6 +21,7 @@ VERDICT_KEY = "posbias_verdict"
 CALLS_KEY = "posbias_calls"
 _STASH_CONFIG = pytest.StashKey[PosbiasConfig]()
 _STASH_STATE = pytest.StashKey["_SessionState"]()
+_STASH_RUN_ID = pytest.StashKey[str]()
 
 
 # --------------------------------------------------------------------------- option types
@@ -181,6 +182,36 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_STASH_CONFIG] = pcfg
     config.stash[_STASH_STATE] = _SessionState()
+    wi = getattr(config, "workerinput", None)
+    if wi is not None and "posbias_run_id" in wi:
+        config.stash[_STASH_RUN_ID] = str(wi["posbias_run_id"])
+    else:
+        from .session import new_run_id
+
+        config.stash[_STASH_RUN_ID] = new_run_id()
+    if not config.getoption("--help", False) and not config.getoption("--markers", False):
+        _check_models(config, pcfg)
+
+
+def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
+    """Resolve every --model/--baseline now: a model that cannot be loaded fails at start."""
+    from .errors import ModelLoadError
+    from .models.registry import resolve
+
+    specs = list(config.getoption("--model") or [])
+    if config.getoption("--baseline"):
+        specs.append(config.getoption("--baseline"))
+    for spec in specs:
+        try:
+            resolve(spec)
+        except ModelLoadError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: every worker writes into the controller's run directory."""
+    node.workerinput["posbias_run_id"] = node.config.stash[_STASH_RUN_ID]
 
 
 def posbias_config(config: pytest.Config) -> PosbiasConfig:
@@ -227,19 +258,25 @@ def _worker_id(config: pytest.Config) -> str:
 @pytest.fixture(scope="session")
 def posbias_run(request: pytest.FixtureRequest) -> Any:
     """The run context every suite test uses: models, engine, data, thresholds, rng seeds."""
-    from .session import RunContext  # type: ignore[attr-defined]
+    from .errors import ModelLoadError
+    from .session import RunContext
 
     config = request.config
     opts = _options(config)
-    ctx = RunContext.create(
-        opts,
-        posbias_config(config),
-        rootdir=Path(str(config.rootpath)),
-        worker=_worker_id(config),
-        invocation=list(config.invocation_params.args),
-        quiet=config.get_verbosity() < 0,
-        progress=_progress_writer(config),
-    )
+    try:
+        ctx = RunContext.create(
+            opts,
+            posbias_config(config),
+            rootdir=Path(str(config.rootpath)),
+            worker=_worker_id(config),
+            run_id=config.stash[_STASH_RUN_ID],
+            invocation=list(config.invocation_params.args),
+            quiet=config.get_verbosity() < 0,
+            progress=_progress_writer(config),
+        )
+        ctx.load_models()
+    except ModelLoadError as exc:
+        pytest.exit(f"posbias: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     yield ctx
     ctx.close()
 
@@ -365,13 +402,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(out, indent=2, sort_keys=True))
-    if not rows:
-        return
     try:
         from .session import finish_run
 
         finish_run(config_rootdir=Path(str(config.rootpath)), options=_options(config),
-                   verdict_rows=rows, calls=config.stash[_STASH_STATE].calls,
+                   verdict_rows=rows, calls=config.stash[_STASH_STATE].calls, run_id=config.stash.get(_STASH_RUN_ID, None),
                    terminal=config.pluginmanager.get_plugin("terminalreporter"))
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         tr = config.pluginmanager.get_plugin("terminalreporter")

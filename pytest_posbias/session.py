@@ -1,14 +1,311 @@
 """The run context shared by the suites, and what happens when a run finishes.
 
-The plugin creates one :class:`RunContext` per pytest process (the controller, or
-each xdist worker) and calls :func:`finish_run` on the controller at the end.
+The plugin creates one :class:`RunContext` per pytest process (the controller, or each
+xdist worker); it owns the generation cache, the frame store, this process's run log and
+the loaded backends. :func:`finish_run` runs on the controller at the end: it merges the
+workers' logs into one run log (header first, deterministic order), appends the verdicts
+with their Benjamini–Hochberg p-values, and renders the report from that log alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from . import SCHEMA_VERSION
+from .config import GATE_SIDES, PosbiasConfig
+from .engine import Backend, Engine, GenerationCache, RunLog, read_run_log
+from .errors import ConfigError, ModelLoadError
+from .models.registry import ResolvedModel, resolve
+from .probes.settings import settings_for
+from .stats import Verdict, mean_verdict, rate_verdict
+from .video.frames import FrameStore
+
+
+def new_run_id() -> str:
+    """UTC timestamp plus a short random suffix: sortable and unique."""
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{now}-{os.urandom(3).hex()}"
+
+
+def environment() -> dict[str, Any]:
+    """Versions, torch/CUDA/GPU (only when torch is already importable), platform, git commit."""
+    import importlib.metadata as md
+
+    def ver(name: str) -> str | None:
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            return None
+
+    env: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": {n: ver(n) for n in ("pytest-posbias", "pytest", "numpy", "scipy", "transformers", "torch",
+                                         "torchvision", "openai", "sentence-transformers", "decord", "av", "jinja2", "matplotlib")},
+    }
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        env["cuda"] = getattr(torch.version, "cuda", None)
+        if torch.cuda.is_available():
+            env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    try:
+        env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                                           check=False).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        env["git_commit"] = None
+    return env
+
+
+class RunContext:
+    """Models, engine, data, thresholds and seeds for one pytest process."""
+
+    def __init__(self, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str,
+                 run_id: str, invocation: Sequence[str] = (), quiet: bool = False,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.options = dict(options)
+        self.pcfg = pcfg
+        self.rootdir = rootdir
+        self.worker = worker
+        self.run_id = run_id
+        self.quiet = quiet
+        self._progress = progress
+        self.seed = int(self.options.get("seed", 0))
+        self.mode = str(self.options.get("mode", "detect"))
+        self.alpha = float(self.options.get("alpha", 0.05))
+        self.n_resamples = int(self.options.get("n_resamples", 9999))
+        cache_dir = Path(self.options.get("cache", ".posbias"))
+        self.cache_dir = cache_dir if cache_dir.is_absolute() else rootdir / cache_dir
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.models: list[str] = list(self.options.get("models") or ["sim:unbiased"])
+        self.baseline: str | None = self.options.get("baseline")
+        self.resolved: dict[str, ResolvedModel] = {m: resolve(m) for m in [*self.models, *([self.baseline] if self.baseline else [])]}
+        self.store = FrameStore(disk_dir=self.cache_dir / "frames")
+        self.cache = GenerationCache(self.cache_dir / "generations.sqlite")
+        self.run_dir = self.cache_dir / "runs" / run_id
+        header = {
+            "run_id": run_id,
+            "worker": worker,
+            "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "models": self.models,
+            "baseline": self.baseline,
+            "seed": self.seed,
+            "mode": self.mode,
+            "alpha": self.alpha,
+            "judge": self.options.get("judge"),
+            "config": {k: v for k, v in self.options.items() if k not in ("threshold_overrides",)},
+            "thresholds": {m: self.thresholds(m) for m in self.models},
+            "command": ["pytest", *invocation],
+            "environment": environment(),
+        }
+        self.runlog = RunLog(self.run_dir / f"log-{worker}.jsonl", header)
+        self._backends: dict[str, Backend] = {}
+        self._backend_lock = threading.Lock()
+        self._memo: dict[str, Any] = {}
+        self._memo_lock = threading.Lock()
+        self._last_progress = 0.0
+        self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
+                             batch_size=self.options.get("batch_size"), progress=self._on_progress)
+
+    @classmethod
+    def create(cls, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str, run_id: str,
+               invocation: Sequence[str] = (), quiet: bool = False, progress: Callable[[str], None] | None = None) -> RunContext:
+        return cls(options, pcfg, rootdir=rootdir, worker=worker, run_id=run_id, invocation=invocation, quiet=quiet,
+                   progress=progress)
+
+    # -- backends
+    def backend(self, spec: str) -> Backend:
+        with self._backend_lock:
+            if spec not in self._backends:
+                r = self.resolved.get(spec) or resolve(spec)
+                b: Backend
+                if r.backend == "sim":
+                    from .models.sim import SimBackend
+
+                    b = SimBackend(r.target, self.store)
+                elif r.backend == "openai":
+                    from .models.openai_backend import OpenAIBackend
+
+                    base = self.options.get("api_base") or (r.entry.api_base if r.entry else None)
+                    b = OpenAIBackend(r.target, self.store, api_base=base, concurrency=int(self.options.get("concurrency") or 4))
+                else:
+                    from .models.hf import HFBackend
+
+                    b = HFBackend(r, self.store, device=str(self.options.get("device", "auto")), worker=self.worker,
+                                  batch_size=int(self.options.get("batch_size") or 4))
+                self._backends[spec] = b
+                self.runlog.write({"kind": "model", "spec": spec, "identity": dict(b.identity())})
+            return self._backends[spec]
+
+    def load_models(self) -> None:
+        """Load every model now so a failure stops the run before any probe (not midway)."""
+        for spec in self.resolved:
+            self.backend(spec)
+
+    # -- progress
+    def _on_progress(self, done: int, total: int, hits: int, elapsed: float) -> None:
+        if self._progress is None or total == 0:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last_progress < 2.0:
+            return
+        self._last_progress = now
+        eta = elapsed / done * (total - done) if done else 0.0
+        self._progress(f"model calls {done}/{total} (+{hits} cache hits), ETA {eta:.0f} s")
+
+    def note(self, message: str) -> None:
+        if self._progress is not None:
+            self._progress(message)
+
+    # -- thresholds, seeds, memo
+    def thresholds(self, model: str) -> dict[str, float]:
+        return self.pcfg.thresholds_for(model, self.options.get("threshold_overrides"))
+
+    def threshold(self, gate: str, model: str) -> float:
+        return self.thresholds(model)[gate]
+
+    def probe_settings(self, name: str) -> dict[str, Any]:
+        return settings_for(name, self.pcfg.probes.get(name))
+
+    def rng(self, *keys: Any) -> np.random.Generator:
+        """A generator seeded by the run seed and ``keys`` (never the global one)."""
+        h = hashlib.sha256(json.dumps([self.seed, *map(str, keys)]).encode()).digest()
+        return np.random.default_rng(int.from_bytes(h[:8], "little"))
+
+    def memo(self, key: str, fn: Callable[[], Any]) -> Any:
+        """Compute once per process: probes shared by several tests (DPB and MEG of one config)."""
+        with self._memo_lock:
+            if key in self._memo:
+                return self._memo[key]
+        value = fn()
+        with self._memo_lock:
+            return self._memo.setdefault(key, value)
+
+    def calls(self) -> dict[str, Any]:
+        return self.engine.stats.snapshot()
+
+    # -- verdicts
+    def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
+                  extra: Mapping[str, Any] | None = None) -> Verdict:
+        return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=GATE_SIDES[gate],
+                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
+                            rng=self.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
+
+    def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,
+                  extra: Mapping[str, Any] | None = None) -> Verdict:
+        return rate_verdict(k, n, name=name, threshold=self.threshold(gate, model), mode=self.mode, alpha=self.alpha,
+                            unit=unit, extra={"gate": gate, "model": model, **(extra or {})})
+
+    def baseline_gate(self, gate: str, model: str, cand: Any, base: Any, clusters: Any, *, name: str, unit: str,
+                      worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
+        """Paired non-inferiority against ``--baseline`` on the same instances.
+
+        d_i = candidate_i − baseline_i, oriented so positive = worse (``worse='higher'``)
+        or negated for ``worse='lower'``/``'abs'``; compliant when mean d <= margin.
+        """
+        c = np.asarray(cand, dtype=float)
+        b = np.asarray(base, dtype=float)
+        if worse == "higher":
+            d = c - b
+        elif worse == "lower":
+            d = b - c
+        else:
+            d = np.abs(c) - np.abs(b)
+        margin = self.pcfg.margins()[gate]
+        return mean_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper", mode=self.mode,
+                            alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
+                            rng=self.rng("baseline", gate, name, model),
+                            extra={"gate": gate, "model": model, "baseline": self.baseline, "comparison": "non-inferiority",
+                                   "margin": margin, **(extra or {})})
+
+    def observe(self, probe: str, data: Mapping[str, Any]) -> None:
+        """Append a probe observation (per-instance values, figures' data) to the run log."""
+        self.runlog.write({"kind": "observation", "probe": probe, "worker": self.worker, **data})
+
+    def close(self) -> None:
+        for b in self._backends.values():
+            with contextlib.suppress(Exception):
+                b.close()
+        self.runlog.close()
+        self.cache.close()
+
+
+# --------------------------------------------------------------------------- data
+
+
+def synthetic_manifest(rootdir: Path, *, progress: Callable[[str], None] | None = None) -> Path:
+    """The default synthetic set, built on first use (a file lock serialises xdist workers)."""
+    from .video.synthetic import build_set, default_set_dir
+
+    out = default_set_dir(rootdir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = out / "manifest.jsonl"
+    with (out / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if progress:
+                progress(f"checking the synthetic set in {out} (built once, then reused)")
+            build_set(out, progress=progress)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return manifest
+
+
+# --------------------------------------------------------------------------- finish
+
+
+def _started(h: dict[str, Any]) -> str:
+    return str(h.get("started", ""))
+
+
+def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Headers and records of every worker log of one run, in a deterministic order."""
+    headers: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    for path in sorted(run_dir.glob("log-*.jsonl")):
+        h, recs = read_run_log(path)
+        headers.append(h)
+        records += recs
+    if not headers:
+        raise ConfigError(f"{run_dir}: no run logs to merge")
+    first: dict[str, Any] = min(headers, key=_started)
+    header = dict(first)
+    header["workers"] = sorted(h.get("worker", "?") for h in headers)
+    header.pop("worker", None)
+
+    def order(r: dict[str, Any]) -> tuple[Any, ...]:
+        kind = r.get("kind", "")
+        rank = {"model": 0, "request": 1, "observation": 2}.get(kind, 3)
+        return (rank, r.get("spec", ""), r.get("probe", ""), r.get("key", ""), json.dumps(r, sort_keys=True))
+
+    models: dict[str, dict[str, Any]] = {}
+    seen_requests: set[tuple[str, bool]] = set()
+    out = []
+    for r in sorted(records, key=order):
+        if r.get("kind") == "model":
+            models.setdefault(r["spec"], r)
+            continue
+        if r.get("kind") == "request":
+            sig = (r["key"], bool(r.get("cache_hit")))
+            if sig in seen_requests:
+                continue
+            seen_requests.add(sig)
+        out.append(r)
+    return header, list(models.values()) + out
 
 
 def finish_run(
@@ -17,7 +314,51 @@ def finish_run(
     options: Mapping[str, Any],
     verdict_rows: Sequence[Mapping[str, Any]],
     calls: Mapping[str, Any],
+    run_id: str | None,
     terminal: Any = None,
-) -> None:
-    """Merge the run logs of this run and render the report (nothing to do without a run)."""
-    return None
+) -> Path | None:
+    """Merge the workers' logs into ``run.jsonl`` (+ verdicts) and render the report.
+
+    Returns the run log path, or None when no run context was created in this run.
+    """
+    cache_dir = Path(options.get("cache", ".posbias"))
+    cache_dir = cache_dir if cache_dir.is_absolute() else config_rootdir / cache_dir
+    if run_id is None:
+        return None
+    run_dir = cache_dir / "runs" / run_id
+    if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
+        return None
+    header, records = merge_run_logs(run_dir)
+    header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    header["calls"] = dict(calls)
+    path = run_dir / "run.jsonl"
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True) + "\n")
+        for r in records:
+            fh.write(json.dumps(r, sort_keys=True) + "\n")
+        for row in verdict_rows:
+            v: Verdict = row["verdict"]
+            fh.write(json.dumps({"kind": "verdict", "nodeid": row["nodeid"], "p_bh": row["p_bh"], **v.to_dict()},
+                                sort_keys=True) + "\n")
+    tmp.replace(path)
+    if terminal is not None:
+        terminal.write_line(f"[posbias] run log: {path}")
+    try:
+        from .report.render import write_reports
+    except ImportError:
+        return path
+    try:
+        written = write_reports([path], rootdir=config_rootdir, explicit=options.get("report"),
+                                report_dir=options.get("report_dir", "reports"))
+    except (OSError, ValueError, ModelLoadError) as exc:
+        if terminal is not None:
+            terminal.write_line(f"[posbias] report not written: {exc}", red=True)
+        return path
+    if terminal is not None:
+        for w in written:
+            terminal.write_line(f"[posbias] report: {w}")
+    return path
+
+
+__all__ = ["RunContext", "finish_run", "merge_run_logs", "new_run_id", "synthetic_manifest"]

@@ -12,3 +12,30 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 pytest_plugins = ["pytester"]
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def synthetic_clips(tmp_path_factory) -> list[Path]:
+    """Three short synthetic clips (rendered once per test session)."""
+    from pytest_posbias.video import synthetic as SY
+
+    root = tmp_path_factory.mktemp("synthetic-clips")
+    out = []
+    for k, domain in enumerate(("cooking", "leisure", "news")):
+        scene = SY.make_scene(f"clip{k}", domain, "short", seed=40 + k, event_probability=1.0)
+        out.append(SY.render_clip(scene, root / f"clip{k}.mp4"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """A tiny random-weight checkpoint directory of every supported family (built offline)."""
+    pytest.importorskip("transformers")
+    from pytest_posbias.models.tiny import FAMILIES, build_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    return {f: build_tiny_checkpoint(f, root / f) for f in FAMILIES}

@@ -1,6 +1,52 @@
-"""Simulated video LLMs (DESIGN.md section 7)."""
+"""Simulated video LLMs with known, injected biases (DESIGN.md section 7).
+
+The simulated model really looks at the frames it is given (``sim_vision``): it detects
+the synthetic scene's objects, colours, motions and brief events from pixels and writes
+summaries and answers from what it saw, so sampling, phase, stressors and composition
+change its output for real. Profiles inject known effects on top:
+
+===============  ==========================================================================
+profile          effect (documented sizes; ``t`` = temperature)
+===============  ==========================================================================
+``unbiased``     keeps every perceived fact; at t > 0 drops each with probability 0.08·t in
+                 every slot alike; loops on 2% of descriptions whatever the input
+``primacy``      keeps a fact in slot p with probability 1 − 0.7·(p − 1)/(P − 1)
+                 (slot 1 full, last slot 30%): DPB < 0
+``recency``      the mirror image: DPB > 0
+``middle-weak``  keeps a fact in the middle slots of a four-video input (slots 2, 3) with
+                 probability 0.35: MEG ≈ −0.3 on the synthetic set; P = 2 unaffected
+``looping``      a description loops with probability min(0.95, 0.40 + 1.5·d), d = share of
+                 adjacent frame pairs with a jump the motion does not explain (0 on clean
+                 clips, ~0.2–0.4 under Add/Foreign/Shuffle); 40% of loops run to the token cap
+``letter-bias``  when unsure of a multiple-choice answer, adds 1.5·(K − 1 − k) to the logit
+                 of the k-th letter (early letters preferred); sure answers are unaffected
+===============  ==========================================================================
+
+Every profile answers multiple-choice questions from what it perceived (sure: 0.85 on the
+perceived option), and is unsure on questions the frames cannot answer (their content
+distribution depends on the options' text only, so it is the same in every ordering).
+Randomness comes from a hash of the request (and its seed when sampling), never from a
+global generator, so a request always gets the same output.
+"""
 
 from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..engine import Generation, Request
+from ..errors import ConfigError
+from ..video.compose import TextPart, VideoPart
+from ..video.frames import FrameStore
+from ..video.synthetic import EVENT_OPTION, MOTION_PHRASE
+from .sim_vision import VideoView, view_video
 
 PROFILES: dict[str, str] = {
     "unbiased": "describes every slot and answers from what it saw",
@@ -10,3 +56,259 @@ PROFILES: dict[str, str] = {
     "looping": "enters n-gram loops, more often under temporal discontinuity",
     "letter-bias": "prefers early option letters when unsure",
 }
+SIM_VERSION = 1
+
+# documented effect sizes
+UNBIASED_DROP_PER_TEMPERATURE = 0.08
+PRIMACY_SLOPE = 0.7
+MIDDLE_KEEP = 0.35
+LOOP_BASE = {"looping": 0.40, "unbiased": 0.02}
+LOOP_PER_DISCONTINUITY = 1.5
+LOOP_SEVERE_SHARE = 0.4
+LETTER_BIAS = 1.5
+SURE_PROB = 0.85
+
+_BG_PHRASE = {"cream": "cream", "light grey": "light grey", "sky blue": "sky blue", "dark blue": "dark blue"}
+
+
+def _rng(*parts: Any) -> np.random.Generator:
+    h = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return np.random.default_rng(int.from_bytes(h[:8], "little"))
+
+
+def _article(word: str) -> str:
+    return "An" if word[0] in "aeiou" else "A"
+
+
+@dataclass(frozen=True)
+class Fact:
+    kind: str
+    text: str
+    news_text: str
+
+
+def facts(view: VideoView) -> list[Fact]:
+    """What the model can say about a video, most important first."""
+    out: list[Fact] = []
+    for o in view.objects:
+        c, s = o.first_colour, o.shape
+        if o.motion == "static":
+            t = f"{_article(c)} {c} {s} stays still in the same place."
+        else:
+            t = f"{_article(c)} {c} {s} moves {MOTION_PHRASE[o.motion]}."
+        out.append(Fact("object", t, t))
+    for o in view.objects:
+        if o.last_colour != o.first_colour:
+            t = f"The {o.shape} turns from {o.first_colour} to {o.last_colour} partway through."
+            out.append(Fact("change", t, t))
+    for e in view.events:
+        t = "A white flash briefly fills the screen." if e == "flash" else "The screen briefly goes black."
+        news = "There is a white flash." if e == "flash" else "There is a sudden blackout."
+        out.append(Fact("event", t, news))
+    if view.background:
+        t = f"The shapes are shown on a plain {_BG_PHRASE.get(view.background, view.background)} background."
+        out.append(Fact("background", t, f"The shapes appear on a {view.background} backdrop."))
+    return out
+
+
+_SENTENCES = re.compile(r"in (\d+) sentences?")
+_MARKER = re.compile(r"\[video(\d+)\]")
+_LABEL = re.compile(r"^Video (\d+):")
+_TARGET = re.compile(r"labelled Video (\d+)")
+_OPTION = re.compile(r"^\s*([A-Z])[.)]\s+(.*\S)\s*$", re.M)
+
+
+class SimBackend:
+    """Backend protocol implementation for ``sim:PROFILE`` (reads frames via a FrameStore)."""
+
+    name = "sim"
+    max_batch_size = 64
+    supports_letter_logprobs = True
+
+    def __init__(self, profile: str, store: FrameStore) -> None:
+        if profile not in PROFILES:
+            raise ConfigError(f"unknown sim profile {profile!r}; allowed: {', '.join('sim:' + p for p in PROFILES)}")
+        self.profile = profile
+        self.store = store
+        self._views: dict[str, VideoView] = {}
+
+    def identity(self) -> Mapping[str, Any]:
+        return {"backend": "sim", "model_id": f"sim:{self.profile}", "revision": f"sim-v{SIM_VERSION}"}
+
+    def close(self) -> None:
+        self._views.clear()
+
+    # -- perception
+    def _view(self, part: VideoPart) -> VideoView:
+        import json
+
+        key = hashlib.sha256(json.dumps(part.frames.key(), sort_keys=True).encode()).hexdigest()
+        if key not in self._views:
+            self._views[key] = view_video(self.store.materialize(part.frames))
+        return self._views[key]
+
+    # -- protocol
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        out = []
+        for r in requests:
+            t0 = time.perf_counter()
+            text, finish = self._text(r)
+            lp = self._letters(r) if r.want == "both" else None
+            tokens = text.split()
+            if len(tokens) > r.decoding.max_new_tokens:
+                text = " ".join(tokens[: r.decoding.max_new_tokens])
+                finish = "length"
+            out.append(Generation(text, min(len(tokens), r.decoding.max_new_tokens), finish, lp, time.perf_counter() - t0))
+        return out
+
+    def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
+        return [self._letters(r) for r in requests]
+
+    # -- behaviour
+    def _request_rng(self, r: Request, *extra: Any) -> np.random.Generator:
+        import json
+
+        frames = json.dumps([p.frames.key() for p in r.parts if isinstance(p, VideoPart)], sort_keys=True)
+        seed = r.seed if not r.decoding.greedy else "greedy"
+        return _rng(self.profile, frames, r.prompt_text, seed, r.decoding.temperature, *extra)
+
+    def _text(self, r: Request) -> tuple[str, str]:
+        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        prompt = r.prompt_text
+        if _OPTION.search(prompt) and re.search(r"option", prompt, re.I):
+            probs = self._content_probs(r)
+            letters = r.letters or tuple(m.group(1) for m in _OPTION.finditer(prompt))
+            lp = self._letters(r, probs)
+            return max(letters, key=lambda k: lp.get(k, -math.inf)), "stop"
+        if len(videos) <= 1 and ("[video" not in prompt):
+            return self._describe(r, videos[0] if videos else None)
+        return self._summaries(r, videos), "stop"
+
+    def _slot_keep(self, slot: int, P: int, temperature: float) -> float:
+        base = 1.0 - UNBIASED_DROP_PER_TEMPERATURE * temperature
+        if self.profile == "primacy" and P > 1:
+            return base * (1.0 - PRIMACY_SLOPE * slot / (P - 1))
+        if self.profile == "recency" and P > 1:
+            return base * (1.0 - PRIMACY_SLOPE * (P - 1 - slot) / (P - 1))
+        if self.profile == "middle-weak" and P == 4 and slot in (1, 2):
+            return base * MIDDLE_KEEP
+        return base
+
+    def _summaries(self, r: Request, videos: list[VideoPart]) -> str:
+        prompt = r.prompt_text
+        m = _SENTENCES.search(prompt)
+        n_sent = int(m.group(1)) if m else 3
+        news = "news video" in prompt
+        labels = []
+        for p in r.parts:
+            if isinstance(p, TextPart):
+                lm = _LABEL.match(p.text)
+                if lm:
+                    labels.append(int(lm.group(1)))
+        if len(labels) != len(videos):
+            labels = list(range(len(videos)))
+        target = _TARGET.search(prompt)
+        rng = self._request_rng(r)
+        P = len(videos)
+        chunks = []
+        for slot, (label, part) in enumerate(zip(labels, videos, strict=True)):
+            if target and int(target.group(1)) != label:
+                continue
+            fs = facts(self._view(part))
+            keep = self._slot_keep(slot, P, r.decoding.temperature)
+            kept = [f for f in fs if rng.random() < keep]
+            sents = [(f.news_text if news else f.text) for f in kept][:n_sent]
+            if not sents:
+                sents = ["The video shows a simple scene."]
+            chunks.append(f"[video{label}] " + " ".join(sents))
+        return " ".join(chunks)
+
+    def _describe(self, r: Request, video: VideoPart | None) -> tuple[str, str]:
+        if video is None:
+            return "I cannot see a video, so I cannot describe it.", "stop"
+        view = self._view(video)
+        fs = facts(view)
+        sents = [f.text for f in fs] or ["The video shows an empty scene."]
+        rng = self._request_rng(r, "loop")
+        p_loop = 0.0
+        if self.profile in LOOP_BASE:
+            base = LOOP_BASE[self.profile]
+            slope = LOOP_PER_DISCONTINUITY if self.profile == "looping" else 0.0
+            p_loop = min(0.95, base + slope * view.discontinuity)
+        if rng.random() >= p_loop or not view.objects:
+            return " ".join(sents), "stop"
+        o = view.objects[int(rng.integers(len(view.objects)))]
+        verb = "stays still in the same place" if o.motion == "static" else f"keeps moving {MOTION_PHRASE[o.motion]}"
+        loop = f"The {o.first_colour} {o.shape} {verb} and the scene continues to show it."
+        reps = 10_000 if rng.random() < LOOP_SEVERE_SHARE else int(rng.integers(2, 4))  # 10_000: to the token cap
+        body = " ".join(sents[:2] + [loop] * min(reps, 2000))
+        return body, ("length" if reps >= 10_000 else "stop")
+
+    # -- multiple choice
+    def _parse_mcq(self, prompt: str) -> tuple[str, list[tuple[str, str]]]:
+        opts = [(m.group(1), m.group(2)) for m in _OPTION.finditer(prompt)]
+        first = _OPTION.search(prompt)
+        question = prompt[: first.start()] if first else prompt
+        q_lines = [line.strip() for line in question.strip().splitlines() if line.strip().endswith("?")]
+        return (q_lines[-1] if q_lines else question.strip()), opts
+
+    def _perceived(self, question: str, view: VideoView | None) -> str | None:
+        """The option text the model believes is right, or None when the frames cannot tell."""
+        if view is None:
+            return None
+        q = question.lower()
+        if q.startswith("what colour is the"):
+            m = re.search(r"what colour is the (\w+)", q)
+            shape = m.group(1) if m else ""
+            o = next((o for o in view.objects if o.shape == shape), None)
+            return o.first_colour if o else None
+        if q.startswith("in which direction does the"):
+            m = re.search(r"does the (\w+) (\w+) move", q)
+            if not m:
+                return None
+            o = next((o for o in view.objects if o.shape == m.group(2)), None)
+            return MOTION_PHRASE[o.motion] if o else None
+        if q.startswith("how many coloured shapes"):
+            return str(len(view.objects))
+        if q.startswith("what brief event"):
+            return EVENT_OPTION[view.events[0] if view.events else None]
+        return None
+
+    def _content_probs(self, r: Request) -> dict[str, float]:
+        """Probability of each option *text* (independent of the letters it sits under)."""
+        question, opts = self._parse_mcq(r.prompt_text)
+        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        view = self._view(videos[0]) if videos else None
+        texts = [t for _, t in opts]
+        if not texts:
+            return {}
+        believed = self._perceived(question, view)
+        # content-seeded: the same options give the same distribution in every ordering
+        base = _rng(self.profile, question, *sorted(texts)).dirichlet(np.ones(len(texts)))
+        by_text = dict(zip(sorted(texts), base, strict=True))
+        if believed is not None and believed in by_text:
+            rest = 1.0 - SURE_PROB
+            others = {t: v for t, v in by_text.items() if t != believed}
+            z = sum(others.values()) or 1.0
+            probs = {t: rest * v / z for t, v in others.items()}
+            probs[believed] = SURE_PROB
+            return probs
+        return by_text
+
+    def _letters(self, r: Request, probs: dict[str, float] | None = None) -> dict[str, float]:
+        _question, opts = self._parse_mcq(r.prompt_text)
+        probs = self._content_probs(r) if probs is None else probs
+        letters = list(r.letters) or [k for k, _ in opts]
+        by_letter = dict(opts)
+        logits = []
+        sure = max(probs.values(), default=0.0) >= SURE_PROB - 1e-9
+        for k, letter in enumerate(letters):
+            p = probs.get(by_letter.get(letter, ""), 0.0)
+            z = math.log(p) if p > 0 else -30.0
+            if self.profile == "letter-bias" and not sure:
+                z += LETTER_BIAS * (len(letters) - 1 - k)
+            logits.append(z)
+        arr = np.array(logits)
+        arr = arr - arr.max()
+        lse = math.log(float(np.exp(arr).sum()))
+        return {letter: float(v - lse) for letter, v in zip(letters, arr, strict=True)}

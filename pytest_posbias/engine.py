@@ -1,0 +1,414 @@
+"""The engine: every model call goes through here (DESIGN.md section 2).
+
+* :class:`Request` names everything that can change a model's output; its key is the
+  SHA-256 of exactly that (model identity and revision, backend settings, the frames by
+  content hash + indices + stressor/composition spec + resolution, the prompt text,
+  decoding parameters, and the seed when sampling).
+* :class:`GenerationCache` maps key → :class:`Generation` in SQLite (WAL mode, busy
+  timeout) so concurrent pytest-xdist workers share it; a finished request is never sent
+  again, and a run killed midway keeps every batch it finished (each batch is committed
+  as soon as the backend returns it).
+* :class:`RunLog` is the versioned JSONL run log: a header first, then one record per
+  request (frames, composition, generation, cache hit or miss), probe observations and
+  verdicts. The report is rendered from it alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import SCHEMA_VERSION
+from .errors import BackendError, ConfigError
+from .video.compose import Part, VideoPart, part_from_dict, parts_key
+
+WANTS = ("text", "letters", "both")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Decoding parameters; ``temperature == 0`` means greedy."""
+
+    max_new_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ConfigError(f"`max_new_tokens` must be an integer >= 1; got {self.max_new_tokens!r}")
+        if not (0.0 <= self.temperature <= 5.0):
+            raise ConfigError(f"`temperature` must lie in [0, 5]; got {self.temperature!r}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise ConfigError(f"`top_p` must lie in (0, 1]; got {self.top_p!r}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ConfigError(f"`top_k` must be an integer >= 0; got {self.top_k!r}")
+        if not (0.5 <= self.repetition_penalty <= 3.0):
+            raise ConfigError(f"`repetition_penalty` must lie in [0.5, 3]; got {self.repetition_penalty!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model call. ``meta`` (probe name, item ids, slot order, ...) goes to the run log
+    but not into the key: it cannot change the output."""
+
+    model: str
+    parts: tuple[Part, ...]
+    decoding: Decoding = field(default_factory=Decoding)
+    seed: int = 0
+    want: str = "text"
+    letters: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.want not in WANTS:
+            raise ConfigError(f"`want` must be one of {WANTS}; got {self.want!r}")
+        if self.want != "text" and not self.letters:
+            raise ConfigError("`letters` must be given when `want` asks for letter log-probabilities")
+
+    @property
+    def prompt_text(self) -> str:
+        return "\n".join(p.text for p in self.parts if p.kind == "text")  # type: ignore[union-attr]
+
+    def key_dict(self, identity: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "v": SCHEMA_VERSION,
+            "model": dict(identity),
+            "parts": parts_key(self.parts),
+            "decoding": self.decoding.to_dict(),
+            "seed": None if self.decoding.greedy else int(self.seed),
+            "want": self.want,
+            "letters": list(self.letters),
+        }
+
+    def key(self, identity: Mapping[str, Any]) -> str:
+        """SHA-256 of everything that can change the output (seed only when sampling)."""
+        blob = json.dumps(self.key_dict(identity), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def to_log(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "parts": [p.to_dict() for p in self.parts],
+            "decoding": self.decoding.to_dict(),
+            "seed": self.seed,
+            "want": self.want,
+            "letters": list(self.letters),
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_log(cls, d: Mapping[str, Any]) -> Request:
+        return cls(d["model"], tuple(part_from_dict(p) for p in d["parts"]), Decoding(**d["decoding"]), int(d["seed"]),
+                   d["want"], tuple(d.get("letters", ())), dict(d.get("meta", {})))
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A backend's answer. ``finish_reason`` is ``stop``, ``length`` or ``error``."""
+
+    text: str = ""
+    n_tokens: int = 0
+    finish_reason: str = "stop"
+    letter_logprobs: Mapping[str, float] | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.finish_reason != "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        lp = None if self.letter_logprobs is None else {k: (None if v == -math.inf else v) for k, v in self.letter_logprobs.items()}
+        return {"text": self.text, "n_tokens": self.n_tokens, "finish_reason": self.finish_reason,
+                "letter_logprobs": lp, "seconds": self.seconds, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Generation:
+        lp = d.get("letter_logprobs")
+        lp2 = None if lp is None else {k: (-math.inf if v is None else float(v)) for k, v in lp.items()}
+        return cls(d.get("text", ""), int(d.get("n_tokens", 0)), d.get("finish_reason", "stop"), lp2,
+                   float(d.get("seconds", 0.0)), d.get("error"))
+
+
+class Backend(Protocol):
+    """What the engine needs from a model backend (one per file under ``models/``)."""
+
+    name: str
+    max_batch_size: int
+    supports_letter_logprobs: bool
+
+    def identity(self) -> Mapping[str, Any]:
+        """Model id, revision and settings: everything of the backend that can change an output."""
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        """Text (and, for ``want='both'``, letter log-probs) for each request, in order."""
+
+    def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
+        """Log-probabilities of each option letter at the answer position, one forward pass each."""
+
+    def close(self) -> None:
+        """Release the model."""
+
+
+# --------------------------------------------------------------------------- cache
+
+
+class GenerationCache:
+    """SQLite (WAL) key → Generation; safe for several processes (pytest-xdist workers)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA busy_timeout=60000")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, created REAL NOT NULL, payload TEXT NOT NULL)"
+        )
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, Generation] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                q = f"SELECT key, payload FROM generations WHERE key IN ({','.join('?' * len(chunk))})"
+                for k, payload in self._conn.execute(q, chunk):
+                    out[k] = Generation.from_dict(json.loads(payload))
+        return out
+
+    def put_many(self, items: Iterable[tuple[str, str, Generation]]) -> None:
+        rows = [(k, m, time.time(), json.dumps(g.to_dict(), sort_keys=True)) for k, m, g in items]
+        if not rows:
+            return
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany("INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?)", rows)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+# --------------------------------------------------------------------------- run log
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def _clean(o: Any) -> Any:
+    """Replace NaN/inf floats by None (strict JSON) recursively."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+class RunLog:
+    """Append-only JSONL run log: ``{"kind": "header", "schema_version": ...}`` first, then records.
+
+    Every line is flushed and fsynced in batches, so a crash loses at most the line in flight.
+    """
+
+    def __init__(self, path: str | Path, header: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fh = self.path.open("a", encoding="utf-8")
+        if self.path.stat().st_size == 0:
+            self.write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(_clean(dict(record)), sort_keys=True, default=_json_default, allow_nan=False)
+        with self._lock:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+
+
+def read_run_log(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Header and records of a run log; a line that is not JSON (a torn last line) is skipped."""
+    header: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if rec.get("kind") == "header" and header is None:
+                header = rec
+            else:
+                records.append(rec)
+    if header is None:
+        raise ConfigError(f"{path}: not a posbias run log (no header line)")
+    if header.get("schema_version") != SCHEMA_VERSION:
+        raise ConfigError(f"{path}: run log schema version {header.get('schema_version')} is not supported (expected {SCHEMA_VERSION})")
+    return header, records
+
+
+# --------------------------------------------------------------------------- engine
+
+
+@dataclass
+class CallStats:
+    made: int = 0
+    cache_hits: int = 0
+    failed: int = 0
+    model_seconds: float = 0.0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"made": self.made, "cache_hits": self.cache_hits, "failed": self.failed, "model_seconds": round(self.model_seconds, 6)}
+
+    def since(self, before: Mapping[str, Any]) -> dict[str, Any]:
+        now = self.snapshot()
+        return {k: now[k] - before.get(k, 0) for k in now}
+
+
+class Engine:
+    """Deduplicates against the cache, batches by backend, calls, caches, logs.
+
+    ``backends`` resolves a model spec to a loaded backend (done once per spec).
+    ``progress(done, total, hits)`` is called after each batch when given.
+    """
+
+    def __init__(self, cache: GenerationCache, *, backend_for: Callable[[str], Backend],
+                 runlog: RunLog | None = None, batch_size: int | None = None,
+                 progress: Callable[[int, int, int, float], None] | None = None) -> None:
+        self.cache = cache
+        self._backend_for = backend_for
+        self.runlog = runlog
+        self.batch_size = batch_size
+        self.progress = progress
+        self.stats = CallStats()
+        self._lock = threading.Lock()
+
+    def backend(self, model: str) -> Backend:
+        return self._backend_for(model)
+
+    def keys(self, requests: Sequence[Request]) -> list[str]:
+        return [r.key(self.backend(r.model).identity()) for r in requests]
+
+    def run(self, requests: Sequence[Request], *, probe: str = "") -> list[Generation]:
+        """Generations for ``requests`` in order; cached ones are not sent again."""
+        if not requests:
+            return []
+        keys = self.keys(requests)
+        cached = self.cache.get_many(keys)
+        results: dict[str, Generation] = dict(cached)
+        todo: dict[str, Request] = {}
+        for k, r in zip(keys, requests, strict=True):
+            if k not in results and k not in todo:
+                todo[k] = r
+        hits = sum(1 for k in keys if k in cached)
+        with self._lock:
+            self.stats.cache_hits += hits
+        for k, r in zip(keys, requests, strict=True):
+            if k in cached:
+                self._log(probe, k, r, cached[k], cache_hit=True)
+        total = len(todo)
+        done = 0
+        t_start = time.perf_counter()
+        by_model: dict[tuple[str, str, tuple[str, ...]], list[tuple[str, Request]]] = {}
+        for k, r in todo.items():
+            by_model.setdefault((r.model, r.want, r.letters), []).append((k, r))
+        for (model, _want, _letters), items in by_model.items():
+            backend = self.backend(model)
+            size = max(1, self.batch_size or backend.max_batch_size)
+            for i in range(0, len(items), size):
+                chunk = items[i : i + size]
+                gens = self._call(backend, [r for _, r in chunk])
+                good = [(k, model, g) for (k, _), g in zip(chunk, gens, strict=True) if g.ok]
+                self.cache.put_many(good)  # committed now: a kill after this loses nothing
+                with self._lock:
+                    self.stats.made += len(chunk)
+                    self.stats.failed += sum(1 for g in gens if not g.ok)
+                    self.stats.model_seconds += sum(g.seconds for g in gens)
+                for (k, r), g in zip(chunk, gens, strict=True):
+                    results[k] = g
+                    self._log(probe, k, r, g, cache_hit=False)
+                done += len(chunk)
+                if self.progress:
+                    self.progress(done, total, hits, time.perf_counter() - t_start)
+        return [results[k] for k in keys]
+
+    def _call(self, backend: Backend, batch: list[Request]) -> list[Generation]:
+        try:
+            want_letters = [r for r in batch if r.want == "letters"]
+            if len(want_letters) == len(batch):
+                t0 = time.perf_counter()
+                scores = backend.score_options(batch, batch[0].letters)
+                dt = (time.perf_counter() - t0) / max(1, len(batch))
+                return [Generation("", 0, "stop", dict(s), dt) for s in scores]
+            return backend.generate(batch)
+        except BackendError as exc:
+            if len(batch) > 1:  # isolate the failing request: retry one by one
+                return [self._call(backend, [r])[0] for r in batch]
+            return [Generation(finish_reason="error", error=f"{type(exc).__name__}: {exc}")]
+
+    def _log(self, probe: str, key: str, req: Request, gen: Generation, *, cache_hit: bool) -> None:
+        if self.runlog is None:
+            return
+        self.runlog.write({"kind": "request", "probe": probe, "key": key, "cache_hit": cache_hit,
+                           "request": req.to_log(), "generation": gen.to_dict()})
+
+
+def video_parts(req: Request) -> list[VideoPart]:
+    return [p for p in req.parts if isinstance(p, VideoPart)]

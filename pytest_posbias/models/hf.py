@@ -1,0 +1,324 @@
+"""Hugging Face transformers backend (torch and transformers are imported lazily, here only).
+
+Inputs go through the model's own processor and chat template. Parts keep the order the
+probe gave: the user turn is rendered by the model's chat template with a single text
+item, and that item is replaced by the interleaved body (text, then the family's video or
+image placeholder, in the probe's order). This matters because some templates move all
+media before the text (LLaVA-OneVision's does), which would erase the position effects
+this project measures. Videos are passed as frame arrays with their metadata (fps, source
+frame indices, duration) and ``do_sample_frames=False``, so the model sees exactly the
+probe's frames and models that print timestamps print the right ones.
+
+Greedy requests are batched with left padding; sampled requests run one by one under
+``torch.manual_seed(seed)`` so a result never depends on its batch. Letter log-probs come
+from one forward pass at the answer position (the empty think block is prefilled for
+reasoning models). bf16 on CUDA, float32 on CPU; the device comes from
+``--posbias-device`` or the xdist worker id (worker gwN → cuda:N mod device count).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..engine import Generation, Request
+from ..errors import BackendError, ModelLoadError
+from ..video.compose import ImagePart, TextPart, VideoPart
+from ..video.frames import FrameStore
+from .registry import ResolvedModel
+
+_SENTINEL = "\u0000POSBIAS_BODY\u0000"
+_THINK = re.compile(r"<think>.*?</think>\s*", re.S)
+
+
+@dataclass(frozen=True)
+class FamilyAdapter:
+    """How one family writes a video or an image into the user turn of its template."""
+
+    video: str  # format string with {video}
+    image: str  # format string with {image}
+    default_video_token: str
+    default_image_token: str
+    separator_as_video: bool = False  # the family cannot mix images and videos in one input
+
+
+ADAPTERS: dict[str, FamilyAdapter] = {
+    "qwen2_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
+    "qwen2_5_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
+    "qwen3_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
+    "qwen3_vl_moe": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
+    "internvl": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<IMG_CONTEXT>"),
+    "llava_onevision": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>"),
+    "llava_next_video": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>"),
+    # GLM-4.1V encodes video frames with image tokens, so an image beside a video confuses its
+    # placeholder masks: its black separator goes in as a two-frame black video instead.
+    "glm4v": FamilyAdapter("<|begin_of_video|>{video}<|end_of_video|>", "<|begin_of_image|>{image}<|end_of_image|>", "<|video|>", "<|image|>",
+                           separator_as_video=True),
+}
+
+
+def pick_device(option: str, worker: str) -> str:
+    """``auto``: cuda:(N mod device count) for xdist worker gwN, cuda:0 serially, cpu without CUDA."""
+    import torch
+
+    if option == "cpu":
+        return "cpu"
+    if option.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"--posbias-device {option}: CUDA is not available on this machine")
+        return "cuda:0" if option == "cuda" else option
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        idx = int(worker[2:]) % n if worker.startswith("gw") and worker[2:].isdigit() else 0
+        return f"cuda:{idx}"
+    return "cpu"
+
+
+def _dir_revision(path: Path) -> str:
+    """Content revision of a local checkpoint: config.json and the safetensors headers."""
+    h = hashlib.sha256()
+    for f in sorted(path.iterdir()):
+        if f.name == "config.json" or (f.suffix in (".json", ".jinja") and "token" in f.name) or f.name == "chat_template.jinja":
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+        elif f.suffix == ".safetensors":
+            h.update(f.name.encode())
+            with f.open("rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                h.update(fh.read(min(n, 1 << 24)))
+            h.update(str(f.stat().st_size).encode())
+    return h.hexdigest()[:16]
+
+
+class HFBackend:
+    """Backend protocol implementation for transformers image-text-to-text video models."""
+
+    name = "hf"
+    supports_letter_logprobs = True
+
+    def __init__(self, resolved: ResolvedModel, store: FrameStore, *, device: str = "auto", worker: str = "main",
+                 batch_size: int = 4) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForImageTextToText, AutoProcessor
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:
+            raise ModelLoadError(f"--model {resolved.spec}: the `hf` extra is not installed (pip install 'pytest-posbias[hf]'): {exc}") from None
+        hf_logging.set_verbosity_error()
+        self.resolved = resolved
+        self.store = store
+        self.family = resolved.family
+        if self.family not in ADAPTERS:
+            raise ModelLoadError(f"--model {resolved.spec}: no input adapter for family {self.family!r}")
+        self.adapter = ADAPTERS[self.family]
+        self.device = pick_device(device, worker)
+        self.dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.max_batch_size = int(batch_size)
+        try:
+            self.processor = AutoProcessor.from_pretrained(resolved.target)
+            self.model = AutoModelForImageTextToText.from_pretrained(resolved.target, dtype=self.dtype).to(self.device).eval()
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise ModelLoadError(f"--model {resolved.spec}: transformers could not load {resolved.target} ({type(exc).__name__}: {exc})") from None
+        tok = self.processor.tokenizer
+        tok.padding_side = "left"
+        self.tokenizer = tok
+        self.video_token = getattr(self.processor, "video_token", None) or self.adapter.default_video_token
+        self.image_token = getattr(self.processor, "image_token", None) or self.adapter.default_image_token
+        gc = self.model.generation_config
+        eos = gc.eos_token_id if gc.eos_token_id is not None else tok.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else next(iter(self.eos_ids), 0)
+        path = Path(resolved.target)
+        revision = _dir_revision(path) if path.is_dir() else str(getattr(self.model.config, "_commit_hash", None) or "unknown")
+        self._identity = {
+            "backend": "hf",
+            "model_id": resolved.entry.hf_id if resolved.entry and not path.is_dir() else (path.name if path.is_dir() else resolved.target),
+            "revision": revision,
+            "family": self.family,
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "device_type": self.device.split(":")[0],
+            "prefill": resolved.prefill,
+        }
+        self._letter_ids: dict[str, int] = {}
+
+    def identity(self) -> Mapping[str, Any]:
+        return self._identity
+
+    def close(self) -> None:
+        import gc
+
+        del self.model
+        gc.collect()
+
+    # -- input building
+    def render(self, request: Request, *, prefill: str = "") -> tuple[str, list[np.ndarray], list[Any], list[np.ndarray]]:
+        """Prompt text (the model's chat template, parts interleaved in order), videos, their
+        metadata, and images (black separators)."""
+        from transformers.video_utils import VideoMetadata
+
+        body: list[str] = []
+        videos: list[np.ndarray] = []
+        metas: list[Any] = []
+        images: list[np.ndarray] = []
+        for p in request.parts:
+            if isinstance(p, TextPart):
+                body.append(p.text + "\n")
+            elif isinstance(p, VideoPart):
+                frames = self.store.materialize(p.frames)
+                videos.append(frames)
+                spec = p.frames
+                fps = spec.fps if spec.fps > 0 else 1.0
+                metas.append(VideoMetadata(total_num_frames=max(spec.frame_count, len(spec)), fps=fps,
+                                           frames_indices=spec.indices, duration=max(spec.frame_count, len(spec)) / fps,
+                                           width=int(frames.shape[2]), height=int(frames.shape[1])))
+                body.append(self.adapter.video.format(video=self.video_token))
+            elif isinstance(p, ImagePart) and self.adapter.separator_as_video:
+                videos.append(np.zeros((2, p.size, p.size, 3), dtype=np.uint8))
+                metas.append(VideoMetadata(total_num_frames=2, fps=1.0, frames_indices=[0, 1], duration=2.0,
+                                           width=p.size, height=p.size))
+                body.append(self.adapter.video.format(video=self.video_token))
+            elif isinstance(p, ImagePart):
+                images.append(np.zeros((p.size, p.size, 3), dtype=np.uint8))
+                body.append(self.adapter.image.format(image=self.image_token))
+        text = "".join(body).rstrip("\n")
+        messages = [{"role": "user", "content": [{"type": "text", "text": _SENTINEL}]}]
+        try:
+            rendered = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise BackendError(f"chat template of {self.resolved.spec} failed: {exc}") from None
+        if isinstance(rendered, list):
+            rendered = rendered[0]
+        if _SENTINEL not in rendered:
+            raise BackendError(f"chat template of {self.resolved.spec} does not render user text verbatim")
+        return rendered.replace(_SENTINEL, text) + prefill, videos, metas, images
+
+    def _inputs(self, batch: Sequence[Request], *, prefill: str = "") -> Any:
+        texts, videos, metas, images = [], [], [], []
+        for r in batch:
+            t, v, m, i = self.render(r, prefill=prefill)
+            texts.append(t)
+            videos += v
+            metas += m
+            images += i
+        kwargs: dict[str, Any] = {"text": texts, "padding": True, "return_tensors": "pt"}
+        if videos:
+            kwargs.update(videos=videos, video_metadata=metas, do_sample_frames=False)
+        if images:
+            kwargs["images"] = images
+        try:
+            inputs = self.processor(**kwargs)
+        except (ValueError, TypeError, RuntimeError, IndexError) as exc:
+            raise BackendError(f"processor of {self.resolved.spec} rejected the input: {exc}") from None
+        inputs.pop("video_metadata", None)
+        return inputs.to(self.device, dtype=self.dtype)
+
+    @staticmethod
+    def _signature(r: Request) -> tuple[Any, ...]:
+        return (*tuple((len(p.frames), p.frames.size, p.frames.aspect) for p in r.parts if isinstance(p, VideoPart)), sum(1 for p in r.parts if isinstance(p, ImagePart)))
+
+    def _groups(self, requests: Sequence[Request], *, forward_only: bool = False) -> list[list[int]]:
+        """Indices grouped so a batch holds requests whose videos have the same shapes (processors
+        of some families stack videos) and only greedy requests (sampled ones run alone; a
+        forward pass for letter scores never samples)."""
+        groups: dict[Any, list[int]] = {}
+        out: list[list[int]] = []
+        for i, r in enumerate(requests):
+            if not forward_only and not r.decoding.greedy:
+                out.append([i])
+                continue
+            groups.setdefault(self._signature(r), []).append(i)
+        for idx in groups.values():
+            out += [idx[k : k + self.max_batch_size] for k in range(0, len(idx), self.max_batch_size)]
+        return sorted(out)
+
+    def letter_ids(self, letters: Sequence[str]) -> list[int]:
+        out = []
+        for letter in letters:
+            if letter not in self._letter_ids:
+                ids = self.tokenizer.encode(letter, add_special_tokens=False)
+                if len(ids) != 1:
+                    raise BackendError(f"option letter {letter!r} is not a single token for {self.resolved.spec} ({ids}); letter scoring needs single-token letters")
+                self._letter_ids[letter] = int(ids[0])
+            out.append(self._letter_ids[letter])
+        return out
+
+    # -- protocol
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        import torch
+
+        results: list[Generation | None] = [None] * len(requests)
+        for idx in self._groups(requests):
+            batch = [requests[i] for i in idx]
+            dec = batch[0].decoding
+            t0 = time.perf_counter()
+            inputs = self._inputs(batch)
+            kw: dict[str, Any] = {"max_new_tokens": dec.max_new_tokens, "do_sample": not dec.greedy,
+                                  "pad_token_id": self.pad_id, "return_dict_in_generate": True,
+                                  "output_logits": any(r.want == "both" for r in batch)}
+            if not dec.greedy:
+                kw.update(temperature=dec.temperature, top_p=dec.top_p)
+                if dec.top_k:
+                    kw["top_k"] = dec.top_k
+                torch.manual_seed(batch[0].seed)
+            else:
+                kw.update(temperature=None, top_p=None, top_k=None)
+            if dec.repetition_penalty != 1.0:
+                kw["repetition_penalty"] = dec.repetition_penalty
+            try:
+                with torch.inference_mode():
+                    out = self.model.generate(**inputs, **kw)
+            except (RuntimeError, ValueError, IndexError) as exc:
+                raise BackendError(f"generate failed for {self.resolved.spec}: {type(exc).__name__}: {exc}") from None
+            dt = (time.perf_counter() - t0) / len(batch)
+            n_in = inputs["input_ids"].shape[1]
+            seqs = out.sequences[:, n_in:].tolist()
+            first_logits = out.logits[0].float().log_softmax(-1) if kw["output_logits"] else None
+            for row, (i, r) in enumerate(zip(idx, batch, strict=True)):
+                toks = seqs[row]
+                n = next((k for k, t in enumerate(toks) if t in self.eos_ids), None)
+                finish = "stop" if n is not None else ("length" if len(toks) >= dec.max_new_tokens else "stop")
+                body = toks if n is None else toks[:n]
+                body = [t for t in body if t != self.pad_id]
+                text = _THINK.sub("", self.tokenizer.decode(body, skip_special_tokens=True)).strip()
+                lp = None
+                if r.want == "both" and first_logits is not None:
+                    ids = self.letter_ids(r.letters)
+                    lp = {letter: float(first_logits[row, tid]) for letter, tid in zip(r.letters, ids, strict=True)}
+                results[i] = Generation(text, len(body), finish, lp, dt)
+        return [g for g in results if g is not None]
+
+    def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
+        import torch
+
+        ids = self.letter_ids(letters)
+        results: list[dict[str, float] | None] = [None] * len(requests)
+        for idx in self._groups(requests, forward_only=True):
+            batch = [requests[i] for i in idx]
+            inputs = self._inputs(batch, prefill=self.resolved.prefill)
+            try:
+                with torch.inference_mode():
+                    logits = self.model(**inputs).logits[:, -1, :].float().log_softmax(-1)
+            except (RuntimeError, ValueError, IndexError) as exc:
+                raise BackendError(f"forward pass failed for {self.resolved.spec}: {type(exc).__name__}: {exc}") from None
+            for row, i in enumerate(idx):
+                results[i] = {letter: float(logits[row, tid]) for letter, tid in zip(letters, ids, strict=True)}
+        return [r for r in results if r is not None]
+
+
+def token_layout(backend: HFBackend, request: Request) -> dict[str, Any]:
+    """Token ids of a request and where each video's tokens and each text label sit (for tests
+    and for users checking that the interleaving survived into the token sequence)."""
+    inputs = backend._inputs([request])
+    ids = inputs["input_ids"][0].tolist()
+    video_id = backend.tokenizer.convert_tokens_to_ids(backend.video_token)
+    image_id = backend.tokenizer.convert_tokens_to_ids(backend.image_token)
+    return {"input_ids": ids, "video_token_id": int(video_id), "image_token_id": int(image_id),
+            "text": backend.tokenizer.decode(ids, skip_special_tokens=False), "json": json.dumps(ids)}

@@ -1,0 +1,147 @@
+"""Model registry: aliases → Hugging Face ids and family, and resolution of ``--model`` specs.
+
+``--model`` accepts:
+
+* a registry alias (``qwen3vl8b``; ``posbias models`` lists them);
+* a local checkpoint directory (the family comes from its ``config.json``);
+* ``sim:PROFILE`` (the simulated models);
+* ``openai:NAME`` (any OpenAI-compatible endpoint, with ``--api-base``).
+
+A model transformers cannot load natively fails at start with a message saying so and
+what to do, never midway through a run. Resolution reads ``config.json`` only: it
+imports neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ModelLoadError
+
+# model_type in config.json → adapter family
+NATIVE_FAMILIES: dict[str, str] = {
+    "qwen2_vl": "qwen2_vl",
+    "qwen2_5_vl": "qwen2_5_vl",
+    "qwen3_vl": "qwen3_vl",
+    "qwen3_vl_moe": "qwen3_vl_moe",
+    "internvl": "internvl",
+    "llava_onevision": "llava_onevision",
+    "llava_next_video": "llava_next_video",
+    "glm4v": "glm4v",
+    "glm4v_moe": "glm4v",
+}
+EMPTY_THINK = "<think>\n\n</think>\n\n"
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    alias: str
+    hf_id: str
+    family: str  # adapter family, or "openai", or "unsupported"
+    reasoning: bool = False
+    prefill: str = ""  # assistant prefill for letter scoring (empty think block for reasoning models)
+    api_base: str = ""
+    note: str = ""
+
+
+REGISTRY: dict[str, ModelEntry] = {e.alias: e for e in [
+    ModelEntry("qwen3vl8b", "Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl", note="phase paper core model; VideoSTF; multi-video paper"),
+    ModelEntry("qwen3vl30b", "Qwen/Qwen3-VL-30B-A3B-Instruct", "qwen3_vl_moe", note="MoE; multi-video paper"),
+    ModelEntry("qwen25vl7b", "Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_5_vl", note="phase paper core model"),
+    ModelEntry("qwen2vl7b", "Qwen/Qwen2-VL-7B-Instruct", "qwen2_vl"),
+    ModelEntry("internvl35-8b", "OpenGVLab/InternVL3_5-8B-HF", "internvl", note="multi-video paper; VideoSTF; phase paper replication"),
+    ModelEntry("internvl35-14b", "OpenGVLab/InternVL3_5-14B-HF", "internvl", note="multi-video paper"),
+    ModelEntry("internvl25-8b", "OpenGVLab/InternVL2_5-8B", "unsupported",
+               note="the public checkpoint is remote code (InternVLChatModel); convert it with transformers' "
+                    "convert_internvl_weights_to_hf.py and pass the converted directory to --model, or serve it "
+                    "with vLLM and use --model openai:NAME --api-base URL"),
+    ModelEntry("minicpm-o-45", "openbmb/MiniCPM-o-4_5", "unsupported",
+               note="needs trust_remote_code, which transformers does not load natively; serve it with vLLM "
+                    "(vllm serve openbmb/MiniCPM-o-4_5 --trust-remote-code) and use --model openai:NAME --api-base URL"),
+    ModelEntry("glm41v-9b-thinking", "zai-org/GLM-4.1V-9B-Thinking", "glm4v", reasoning=True, prefill=EMPTY_THINK,
+               note="reasoning model: empty think block prefilled for letter scoring"),
+    ModelEntry("mimo-vl-7b-rl", "XiaomiMiMo/MiMo-VL-7B-RL", "qwen2_5_vl", reasoning=True, prefill=EMPTY_THINK,
+               note="reasoning model (Qwen2.5-VL architecture): empty think block prefilled for letter scoring"),
+    ModelEntry("llava-video-7b", "llava-hf/LLaVA-Video-7B-Qwen2-hf", "llava_onevision", note="VideoSTF"),
+    ModelEntry("llava-next-video-7b", "llava-hf/LLaVA-NeXT-Video-7B-hf", "llava_next_video", note="VideoSTF"),
+    ModelEntry("llava-ov-7b", "llava-hf/llava-onevision-qwen2-7b-ov-hf", "llava_onevision"),
+    ModelEntry("molmo2-8b", "allenai/Molmo2-8B", "unsupported",
+               note="no adapter in this release; serve it with vLLM and use --model openai:NAME --api-base URL"),
+    ModelEntry("sharegpt4video-8b", "Lin-Chen/sharegpt4video-8b", "unsupported",
+               note="remote-code LLaVA variant not loadable by transformers natively; serve it and use --model openai:NAME"),
+    ModelEntry("videollama2-7b", "DAMO-NLP-SG/VideoLLaMA2-7B", "unsupported",
+               note="remote code (videollama2 package), not loadable by transformers natively; serve it and use --model openai:NAME"),
+    ModelEntry("gpt-5.4", "gpt-5.4", "openai", note="OpenAI API; key from OPENAI_API_KEY"),
+    ModelEntry("gemini-3.1-pro", "gemini-3.1-pro", "openai", api_base="https://generativelanguage.googleapis.com/v1beta/openai/",
+               note="Gemini's OpenAI-compatible API; key from OPENAI_API_KEY (or GEMINI_API_KEY)"),
+]}
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What a ``--model`` spec names: the backend, what to load, and the registry entry if any."""
+
+    spec: str
+    backend: str  # "hf" | "openai" | "sim"
+    target: str  # hf id or directory, endpoint model name, or sim profile
+    family: str = ""
+    entry: ModelEntry | None = None
+
+    @property
+    def prefill(self) -> str:
+        return self.entry.prefill if self.entry else ""
+
+
+def _family_from_dir(path: Path) -> tuple[str, str]:
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        raise ModelLoadError(f"--model {path}: the directory has no config.json, so it is not a transformers checkpoint")
+    try:
+        data = json.loads(cfg.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"--model {path}: config.json is not readable JSON ({exc})") from None
+    mt = str(data.get("model_type", ""))
+    if mt not in NATIVE_FAMILIES:
+        arch = data.get("architectures") or []
+        hint = " (it needs trust_remote_code)" if data.get("auto_map") else ""
+        raise ModelLoadError(
+            f"--model {path}: model_type {mt!r} {arch} is not a video family this plugin drives natively{hint}; "
+            f"supported: {', '.join(sorted(NATIVE_FAMILIES))}. Serve the model with vLLM and use "
+            f"--model openai:NAME --api-base URL instead."
+        )
+    return NATIVE_FAMILIES[mt], str(data.get("_name_or_path", ""))
+
+
+def resolve(spec: str) -> ResolvedModel:
+    """Resolve a ``--model`` value without loading anything; raise ModelLoadError at start."""
+    if spec.startswith("sim:"):
+        from .sim import PROFILES
+
+        profile = spec[4:]
+        if profile not in PROFILES:
+            raise ModelLoadError(f"--model {spec}: unknown sim profile; allowed: {', '.join('sim:' + p for p in PROFILES)}")
+        return ResolvedModel(spec, "sim", profile)
+    if spec.startswith("openai:"):
+        name = spec[7:]
+        if not name:
+            raise ModelLoadError("--model openai:NAME needs the endpoint's model name after the colon")
+        entry = REGISTRY.get(name)
+        return ResolvedModel(spec, "openai", entry.hf_id if entry and entry.family == "openai" else name, "openai", entry)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        family, name = _family_from_dir(path)
+        entry = next((e for e in REGISTRY.values() if name and name.rstrip("/").endswith(e.hf_id.split("/")[-1])), None)
+        return ResolvedModel(spec, "hf", str(path.resolve()), family, entry)
+    entry = REGISTRY.get(spec)
+    if entry is None:
+        if "/" in spec or spec.startswith((".", "~")):
+            raise ModelLoadError(f"--model {spec}: no such checkpoint directory")
+        raise ModelLoadError(f"--model {spec}: unknown model; use a registry alias ({', '.join(sorted(REGISTRY))}), "
+                             "a checkpoint directory, sim:PROFILE or openai:NAME (`posbias models` lists the registry)")
+    if entry.family == "unsupported":
+        raise ModelLoadError(f"--model {spec} ({entry.hf_id}) cannot be loaded by transformers natively: {entry.note}")
+    if entry.family == "openai":
+        return ResolvedModel(spec, "openai", entry.hf_id, "openai", entry)
+    return ResolvedModel(spec, "hf", entry.hf_id, entry.family, entry)

@@ -1,0 +1,168 @@
+"""What the simulated model sees: objects, colours, motions and brief events read from pixels.
+
+Works on any frames of the synthetic set, at any resolution and aspect policy: pixels are
+classified to the nearest palette colour, each colour blob gives a centroid and a shape
+(from its fill of the bounding box: square ≈ 1, circle ≈ π/4, triangle ≈ 1/2), and a
+frame whose scene area is almost all white or all black is a brief event. Across the
+frames of one video, a shape's first and last positions give its motion, its first and
+last colours a colour change. Sampling, phase, stressors and composition therefore change
+what the simulated model perceives, for real.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..video.synthetic import BARCODE_ROWS, DOMAINS, HEIGHT, PALETTE
+
+_NAMES = list(PALETTE)
+_COLOURS = np.array([PALETTE[n] for n in _NAMES], dtype=np.float32)
+_BACKGROUNDS = {v["bg_name"]: np.array(v["background"], dtype=np.float32) for v in DOMAINS.values()}
+_SCENE_FRACTION = (HEIGHT - BARCODE_ROWS) / HEIGHT
+_MAX_DIST = 70.0
+
+
+@dataclass(frozen=True)
+class Blob:
+    colour: str
+    shape: str
+    x: float  # centroid, fraction of width
+    y: float  # centroid, fraction of scene height
+    area: float  # fraction of the scene area
+
+
+@dataclass(frozen=True)
+class FrameView:
+    blobs: tuple[Blob, ...]
+    event: str | None  # "flash" | "blackout" | None
+    background: str | None
+
+
+@dataclass(frozen=True)
+class ObjectTrack:
+    shape: str
+    first_colour: str
+    last_colour: str
+    motion: str  # left-to-right, right-to-left, top-to-bottom, bottom-to-top, static
+    frames_seen: int
+
+
+@dataclass(frozen=True)
+class VideoView:
+    objects: tuple[ObjectTrack, ...]
+    events: tuple[str, ...]
+    background: str | None
+    discontinuity: float  # share of adjacent frame pairs with a jump the motion does not explain
+    n_frames: int
+    frames: tuple[FrameView, ...] = field(default=(), repr=False)
+
+
+def _shape(fill: float) -> str:
+    if fill > 0.9:
+        return "square"
+    if fill > 0.64:
+        return "circle"
+    return "triangle"
+
+
+def view_frame(frame: NDArray[np.uint8]) -> FrameView:
+    """Read one RGB frame (any size) of the synthetic set."""
+    h, w = frame.shape[:2]
+    scene_h = max(1, int(h * _SCENE_FRACTION) - max(1, h // 64))
+    step = max(1, min(h, w) // 112)
+    px = frame[:scene_h:step, ::step].astype(np.float32)
+    mean = float(px.mean())
+    if mean > 235.0:
+        return FrameView((), "flash", None)
+    if mean < 10.0:
+        return FrameView((), "blackout", None)
+    flat = px.reshape(-1, 3)
+    d = np.linalg.norm(flat[:, None, :] - _COLOURS[None, :, :], axis=2)
+    nearest = d.argmin(axis=1)
+    ok = d[np.arange(d.shape[0]), nearest] < _MAX_DIST
+    labels = np.where(ok, nearest, -1).reshape(px.shape[:2])
+    total = labels.size
+    blobs = []
+    for ci, name in enumerate(_NAMES):
+        ys, xs = np.nonzero(labels == ci)
+        if ys.size < max(6, total // 2000):
+            continue
+        bw = xs.max() - xs.min() + 1
+        bh = ys.max() - ys.min() + 1
+        fill = ys.size / float(bw * bh)
+        blobs.append(Blob(name, _shape(fill), float(xs.mean() / px.shape[1]), float(ys.mean() / px.shape[0]),
+                          float(ys.size / total)))
+    bg = flat[~ok]
+    background = None
+    if bg.shape[0]:
+        med = np.median(bg, axis=0)
+        name, dist = min(((n, float(np.linalg.norm(med - c))) for n, c in _BACKGROUNDS.items()), key=lambda t: t[1])
+        background = name if dist < 60 else None
+    return FrameView(tuple(blobs), None, background)
+
+
+def _motion(xs: list[float], ys: list[float]) -> str:
+    dx = xs[-1] - xs[0]
+    dy = ys[-1] - ys[0]
+    if max(abs(dx), abs(dy)) < 0.12:
+        return "static"
+    if abs(dx) >= abs(dy):
+        return "left-to-right" if dx > 0 else "right-to-left"
+    return "top-to-bottom" if dy > 0 else "bottom-to-top"
+
+
+def view_video(frames: NDArray[np.uint8]) -> VideoView:
+    """Read a video's frames: object tracks (by shape), events, background, discontinuity."""
+    views = [view_frame(f) for f in frames]
+    n = len(views)
+    tracks: dict[str, list[tuple[int, Blob]]] = {}
+    for i, v in enumerate(views):
+        for b in v.blobs:
+            tracks.setdefault(b.shape, []).append((i, b))
+    scene_frames = sum(1 for v in views if v.event is None)
+    objects = []
+    for shape, obs in tracks.items():
+        if len(obs) < max(2, int(0.25 * scene_frames)):
+            continue  # a shape seen in one or two frames only (a foreign frame) is not an object of the video
+        xs = [b.x for _, b in obs]
+        ys = [b.y for _, b in obs]
+        objects.append(ObjectTrack(shape, obs[0][1].colour, obs[-1][1].colour, _motion(xs, ys), len(obs)))
+    objects.sort(key=lambda o: (o.shape != "circle", o.shape != "square", o.shape))
+    events = tuple(sorted({v.event for v in views if v.event}))
+    bgs = [v.background for v in views if v.background]
+    background = max(set(bgs), key=bgs.count) if bgs else None
+    return VideoView(tuple(objects), events, background, _discontinuity(views), n, tuple(views))
+
+
+def _discontinuity(views: list[FrameView]) -> float:
+    """Share of adjacent frame pairs that break the clip's own motion (jumps, reversals,
+    another clip's content): the "local temporal disruption" VideoSTF links to repetition."""
+    if len(views) < 3:
+        return 0.0
+    steps: dict[str, list[tuple[float, float]]] = {}
+    pos: list[dict[str, tuple[float, float]]] = [{b.shape: (b.x, b.y) for b in v.blobs} for v in views]
+    for p0, p1 in itertools.pairwise(pos):
+        for s in p0.keys() & p1.keys():
+            steps.setdefault(s, []).append((p1[s][0] - p0[s][0], p1[s][1] - p0[s][1]))
+    med = {s: (float(np.median([d[0] for d in v])), float(np.median([d[1] for d in v]))) for s, v in steps.items()}
+    bad = 0
+    for i in range(len(views) - 1):
+        a, b = views[i], views[i + 1]
+        if a.event or b.event:
+            continue
+        if a.background != b.background or {x.shape for x in a.blobs} != {x.shape for x in b.blobs}:
+            bad += 1
+            continue
+        for s in pos[i].keys() & pos[i + 1].keys():
+            dx = pos[i + 1][s][0] - pos[i][s][0]
+            dy = pos[i + 1][s][1] - pos[i][s][1]
+            mx, my = med.get(s, (0.0, 0.0))
+            tol = max(0.04, 2.5 * max(abs(mx), abs(my)))
+            if abs(dx - mx) > tol or abs(dy - my) > tol:
+                bad += 1
+                break
+    return bad / (len(views) - 1)

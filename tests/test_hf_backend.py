@@ -1,0 +1,153 @@
+"""The transformers backend on tiny random-weight checkpoints of every supported family.
+
+Each checkpoint is built offline, saved with save_pretrained, and loaded back through the
+same ``--model <dir>`` path a real checkpoint takes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request
+from pytest_posbias.models.hf import HFBackend
+from pytest_posbias.models.registry import resolve
+from pytest_posbias.models.tiny import FAMILIES
+from pytest_posbias.video.compose import TextPart, VideoPart, compose
+from pytest_posbias.video.frames import FrameSpec, FrameStore
+
+
+@pytest.fixture(scope="module")
+def store() -> FrameStore:
+    return FrameStore()
+
+
+@pytest.fixture(scope="module")
+def clip_specs(synthetic_clips) -> list[FrameSpec]:
+    return [FrameSpec.from_video(p, [0, 20, 40, 60], size=56) for p in synthetic_clips[:2]]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def backend(request, tiny_checkpoints, store) -> HFBackend:
+    path = tiny_checkpoints[request.param]
+    resolved = resolve(str(path))
+    assert resolved.backend == "hf" and resolved.family == request.param
+    b = HFBackend(resolved, store, device="cpu", batch_size=4)
+    yield b
+    b.close()
+
+
+def _two_video_request(backend, specs, prompt="Summarize each video.", want="text", letters=()):
+    parts = compose([VideoPart(specs[0], video_id="a"), VideoPart(specs[1], video_id="b")], prompt=prompt)
+    return Request(backend.resolved.spec, tuple(parts), Decoding(max_new_tokens=6), want=want, letters=letters)
+
+
+def test_loads_by_path_and_generates_for_two_interleaved_videos(backend, clip_specs):
+    req = _two_video_request(backend, clip_specs)
+    [gen] = backend.generate([req])
+    assert gen.finish_reason in ("stop", "length") and gen.error is None
+    assert 0 <= gen.n_tokens <= 6
+    ident = backend.identity()
+    assert ident["backend"] == "hf" and ident["dtype"] == "float32" and len(ident["revision"]) == 16
+
+
+def test_order_of_parts_survives_into_the_token_sequence(backend, clip_specs):
+    """Label 0 < video 0's tokens < separator < label 1 < video 1's tokens, whatever the template does."""
+    req = _two_video_request(backend, clip_specs, prompt="Describe them.")
+    text, videos, _, images = backend.render(req)
+    if backend.adapter.separator_as_video:
+        assert len(videos) == 3 and len(images) == 0 and videos[1].max() == 0  # the black separator as a video
+    else:
+        assert len(videos) == 2 and len(images) == 1
+    inputs = backend._inputs([req])
+    ids = inputs["input_ids"][0].tolist()
+    decoded = backend.tokenizer.decode(ids, skip_special_tokens=False)
+    vid = backend.tokenizer.convert_tokens_to_ids(backend.video_token)
+    img = backend.tokenizer.convert_tokens_to_ids(backend.image_token)
+    p_prompt = decoded.index("Describe them.")
+    p_l0 = decoded.index("Video 0:")
+    p_l1 = decoded.index("Video 1:")
+    assert p_prompt < p_l0 < p_l1
+    # the media tokens of the first video sit between the two labels, the second's after label 1
+    between = decoded[p_l0:p_l1]
+    after = decoded[p_l1:]
+    vtok = backend.tokenizer.convert_ids_to_tokens(vid)
+    itok = backend.tokenizer.convert_ids_to_tokens(img)
+    media_first = between.count(vtok) + between.count(itok)
+    assert media_first > 0, f"no media tokens between the labels: {between[:200]!r}"
+    assert after.count(vtok) + after.count(itok) > 0
+    # nothing visual before the first label: a media-first template (LLaVA-OneVision's) did not win
+    before = decoded[:p_l0]
+    assert before.count(vtok) == 0 and before.count(itok) == 0
+    # and the token ids agree with the string: positions of media ids split around the label tokens
+    media_pos = [i for i, t in enumerate(ids) if t in (vid, img)]
+    assert media_pos and media_pos == sorted(media_pos)
+
+
+def test_scores_option_letters_and_batched_equals_unbatched(backend, clip_specs):
+    letters = ("A", "B", "C", "D", "E")
+    prompt = "What colour is the circle?\nA. red\nB. green\nC. blue\nD. yellow\nE. purple\nAnswer with the option letter only."
+    reqs = [
+        _two_video_request(backend, clip_specs, prompt=prompt, want="letters", letters=letters),
+        _two_video_request(backend, clip_specs[::-1], prompt=prompt, want="letters", letters=letters),
+        _two_video_request(backend, clip_specs, prompt="Summarize.", want="letters", letters=letters),
+    ]
+    batched = backend.score_options(reqs, letters)
+    single = [backend.score_options([r], letters)[0] for r in reqs]
+    for b, s in zip(batched, single, strict=True):
+        assert set(b) == set(letters)
+        assert all(v <= 0 and math.isfinite(v) for v in b.values())
+        for letter in letters:
+            assert b[letter] == pytest.approx(s[letter], abs=1e-4)
+    # greedy generation: batched equals unbatched
+    gens = [_two_video_request(backend, clip_specs, prompt=p) for p in ("Summarize.", "Describe the videos.", "Tell me.")]
+    together = backend.generate(gens)
+    alone = [backend.generate([g])[0] for g in gens]
+    assert [g.text for g in together] == [g.text for g in alone]
+    assert [g.n_tokens for g in together] == [g.n_tokens for g in alone]
+
+
+def test_generate_with_letters_in_one_pass(backend, clip_specs):
+    req = _two_video_request(backend, clip_specs, prompt="Pick.\nA. x\nB. y", want="both", letters=("A", "B"))
+    [gen] = backend.generate([req])
+    assert gen.letter_logprobs is not None and set(gen.letter_logprobs) == {"A", "B"}
+
+
+def test_engine_caches_hf_generations(tmp_path, backend, clip_specs):
+    cache = GenerationCache(tmp_path / "g.sqlite")
+    engine = Engine(cache, backend_for=lambda spec: backend)
+    reqs = [_two_video_request(backend, clip_specs, prompt=p) for p in ("one", "two")]
+    first = engine.run(reqs)
+    assert engine.stats.made == 2
+    again = engine.run(reqs)
+    assert engine.stats.made == 2 and engine.stats.cache_hits == 2
+    assert [g.text for g in first] == [g.text for g in again]
+
+
+def test_video_metadata_carries_the_source_indices(tiny_checkpoints, store, synthetic_clips):
+    b = HFBackend(resolve(str(tiny_checkpoints["qwen3_vl"])), store, device="cpu")
+    spec = FrameSpec.from_video(synthetic_clips[0], [12, 24, 36, 48], size=56)
+    req = Request(b.resolved.spec, (TextPart("x"), VideoPart(spec)), Decoding(max_new_tokens=2))
+    _, _, metas, _ = b.render(req)
+    assert metas[0].frames_indices == [12, 24, 36, 48]
+    assert metas[0].fps == pytest.approx(spec.fps)
+    text = b.tokenizer.decode(b._inputs([req])["input_ids"][0])
+    # Qwen3-VL prints timestamps: mean of each temporal pair at 6 fps -> 3.0 s and 7.0 s
+    assert "<3.0 seconds>" in text and "<7.0 seconds>" in text
+    b.close()
+
+
+def test_sampling_is_seeded(tiny_checkpoints, store, synthetic_clips):
+    b = HFBackend(resolve(str(tiny_checkpoints["qwen2_vl"])), store, device="cpu")
+    spec = FrameSpec.from_video(synthetic_clips[0], [0, 30], size=56)
+    mk = lambda seed: Request(b.resolved.spec, (TextPart("Describe."), VideoPart(spec)), Decoding(8, temperature=1.5), seed=seed)  # noqa: E731
+    a, a2, c = b.generate([mk(1)])[0], b.generate([mk(1)])[0], b.generate([mk(2)])[0]
+    assert a.text == a2.text
+    assert (a.text, a.n_tokens) != (c.text, c.n_tokens) or a.text == ""  # different seeds usually differ
+    assert np.isfinite(a.seconds)
+    b.close()

@@ -1,0 +1,193 @@
+"""The openai backend against a local chat-completions server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("openai")
+
+from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog
+from pytest_posbias.errors import BackendError
+from pytest_posbias.models.openai_backend import OpenAIBackend, sanitize_url, with_retries
+from pytest_posbias.video.compose import VideoPart, compose
+from pytest_posbias.video.frames import FrameSpec, FrameStore
+
+SECRET = "sk-test-SECRET-4f9a1c"
+
+
+def _completion(text: str, top: list[tuple[str, float]] | None, finish: str = "stop") -> dict:
+    lp = None
+    if top is not None:
+        lp = {"content": [{"token": top[0][0], "logprob": top[0][1], "bytes": None,
+                           "top_logprobs": [{"token": t, "logprob": v, "bytes": None} for t, v in top]}], "refusal": None}
+    return {"id": "cmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish, "logprobs": lp}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": len(text.split()), "total_tokens": 5 + len(text.split())}}
+
+
+class Server:
+    """Scripted chat-completions endpoint: each request pops the next behaviour."""
+
+    def __init__(self) -> None:
+        self.script: list[str] = []
+        self.requests: list[dict] = []
+        self.auth: list[str] = []
+        self.lock = threading.Lock()
+        self.text = "B"
+        self.top: list[tuple[str, float]] | None = [("B", -0.2), (" A", -1.9), ("C", -3.0)]
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.requests.append(body)
+                    server.auth.append(self.headers.get("Authorization", ""))
+                    action = server.script.pop(0) if server.script else "ok"
+                if action == "timeout":
+                    time.sleep(1.5)
+                    action = "ok"
+                if action in ("429", "500", "503", "400", "401"):
+                    payload = json.dumps({"error": {"message": f"scripted {action}", "type": "x", "code": action}}).encode()
+                    self.send_response(int(action))
+                elif action == "malformed":
+                    payload = b"this is not json {"
+                    self.send_response(200)
+                else:
+                    top = None if action == "nologprobs" else server.top
+                    payload = json.dumps(_completion(server.text, top)).encode()
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def backend(server, monkeypatch):
+    monkeypatch.setenv("POSBIAS_API_KEY", SECRET)
+    b = OpenAIBackend("test-model", FrameStore(), api_base=server.url, concurrency=2, retries=3, timeout=1.0, base_delay=0.01)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def two_videos(synthetic_clips):
+    return [VideoPart(FrameSpec.from_video(p, [0, 30, 60], size=64), video_id=f"v{k}") for k, p in enumerate(synthetic_clips[:2])]
+
+
+def test_frames_are_interleaved_jpeg_image_parts_in_order(backend, server, two_videos):
+    parts = compose(two_videos, prompt="Summarize each video.")
+    [gen] = backend.generate([Request("openai:test-model", tuple(parts), Decoding(16))])
+    assert gen.ok and gen.text == "B"
+    content = server.requests[0]["messages"][0]["content"]
+    kinds = [c["type"] for c in content]
+    assert kinds == ["text", "text", "image_url", "image_url", "image_url", "image_url", "text", "image_url", "image_url", "image_url"]
+    assert content[0]["text"] == "Summarize each video." and content[1]["text"].startswith("Video 0:")
+    assert content[6]["text"].startswith("Video 1:")
+    assert all(c["image_url"]["url"].startswith("data:image/jpeg;base64,") for c in content if c["type"] == "image_url")
+    assert server.requests[0]["temperature"] == 0.0 and "seed" not in server.requests[0]
+
+
+@pytest.mark.parametrize("script", [["429", "ok"], ["500", "503", "ok"], ["timeout", "ok"], ["malformed", "ok"]])
+def test_transient_failures_are_retried(backend, server, two_videos, script):
+    server.script = list(script)
+    [gen] = backend.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
+    assert gen.ok, gen.error
+    assert len(server.requests) == len(script)
+
+
+def test_retries_are_bounded_and_end_in_a_recorded_error(backend, server, two_videos):
+    server.script = ["500"] * 10
+    [gen] = backend.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
+    assert not gen.ok and gen.finish_reason == "error"
+    assert "after 4 attempts" in gen.error and "InternalServerError" in gen.error
+    assert len(server.requests) == 4
+
+
+def test_client_errors_are_not_retried(backend, server, two_videos):
+    server.script = ["400"]
+    [gen] = backend.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
+    assert not gen.ok and "HTTP 400" in gen.error
+    assert len(server.requests) == 1
+
+
+def test_backoff_delays_grow_with_jitter():
+    import openai
+
+    delays: list[float] = []
+    calls = {"n": 0}
+
+    def fail():
+        calls["n"] += 1
+        raise openai.APIConnectionError(request=None)  # type: ignore[arg-type]
+
+    with pytest.raises(BackendError, match="after 5 attempts"):
+        with_retries(fail, retries=4, base_delay=1.0, max_delay=5.0, rng=random.Random(3), sleep=delays.append)
+    assert calls["n"] == 5 and len(delays) == 4
+    for k, d in enumerate(delays):
+        nominal = min(5.0, 2.0**k)
+        assert 0.5 * nominal <= d <= 1.5 * nominal
+
+
+def test_letter_scores_from_top_logprobs(backend, server, two_videos):
+    letters = ("A", "B", "C", "D")
+    r = Request("openai:test-model", (two_videos[0],), Decoding(1), want="letters", letters=letters)
+    [scores] = backend.score_options([r], letters)
+    assert scores["B"] == pytest.approx(-0.2) and scores["A"] == pytest.approx(-1.9) and scores["C"] == pytest.approx(-3.0)
+    assert scores["D"] == float("-inf")
+    assert server.requests[0]["logprobs"] is True and server.requests[0]["max_tokens"] == 1
+
+
+def test_endpoint_without_logprobs_is_a_clear_error(backend, server, two_videos, tmp_path):
+    server.script = ["nologprobs"]
+    letters = ("A", "B")
+    r = Request("openai:test-model", (two_videos[0],), Decoding(1), want="letters", letters=letters)
+    eng = Engine(GenerationCache(tmp_path / "c.sqlite"), backend_for=lambda m: backend)
+    [gen] = eng.run([r])
+    assert not gen.ok and "returned no logprobs" in gen.error
+
+
+def test_the_key_is_never_written_anywhere(backend, server, two_videos, tmp_path):
+    server.script = ["500", "ok"]
+    cache = GenerationCache(tmp_path / "c.sqlite")
+    log = RunLog(tmp_path / "run.jsonl", {"model": "openai:test-model"})
+    eng = Engine(cache, backend_for=lambda m: backend, runlog=log)
+    eng.run([Request("openai:test-model", tuple(compose(two_videos, prompt="Summarize.")), Decoding(8)),
+             Request("openai:test-model", (two_videos[1],), Decoding(8), want="both", letters=("A", "B"))])
+    log.write({"kind": "model", "identity": dict(backend.identity())})
+    log.close()
+    cache.close()
+    assert server.auth and all(a == f"Bearer {SECRET}" for a in server.auth)  # the key did reach the endpoint ...
+    for f in tmp_path.rglob("*"):  # ... and nothing we wrote holds it
+        if f.is_file():
+            assert SECRET.encode() not in f.read_bytes(), f
+    assert SECRET not in json.dumps(backend.identity())
+
+
+def test_sanitize_url_drops_credentials():
+    assert sanitize_url("https://user:pw@host.example:8443/v1?key=abc#x") == "https://host.example:8443/v1"
