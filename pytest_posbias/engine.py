@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import SCHEMA_VERSION
-from .errors import BackendError, ConfigError
+from .errors import ConfigError, PosbiasError
 from .video.compose import Part, VideoPart, part_from_dict, parts_key
 
 WANTS = ("text", "letters", "both")
@@ -398,7 +398,7 @@ class Engine:
                 dt = (time.perf_counter() - t0) / max(1, len(batch))
                 return [Generation("", 0, "stop", dict(s), dt) for s in scores]
             return backend.generate(batch)
-        except BackendError as exc:
+        except PosbiasError as exc:  # endpoint errors, unreadable videos: recorded per request, the run goes on
             if len(batch) > 1:  # isolate the failing request: retry one by one
                 return [self._call(backend, [r])[0] for r in batch]
             return [Generation(finish_reason="error", error=f"{type(exc).__name__}: {exc}")]

@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from .errors import ConfigError
 
 __all__ = [
+    "STOPWORDS",
     "FragmentMatch",
     "consensus",
     "cyclic_orders",
@@ -281,7 +282,7 @@ def severity(text: str, finish_reason: str | None = None) -> str:
 
 
 # A fixed English stop-word list (the NLTK list), so information density is reproducible.
-_STOPWORDS = frozenset(
+STOPWORDS = frozenset(
     """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
     she her hers herself it its itself they them their theirs themselves what which who whom this
     that these those am is are was were be been being have has had having do does did doing a an
@@ -304,7 +305,7 @@ def information_density(text: str) -> float:
     words = _WORD.findall(_check_text(text).lower())
     if not words:
         return 0.0
-    content = {w for w in words if w not in _STOPWORDS}
+    content = {w for w in words if w not in STOPWORDS}
     return 100.0 * len(content) / len(words)
 
 

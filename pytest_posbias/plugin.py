@@ -206,6 +206,36 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
             resolve(spec)
         except ModelLoadError as exc:
             raise pytest.UsageError(str(exc)) from None
+    # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` (with a
+    # space) it takes /ckpt for a test path and may root the run elsewhere, missing the project's
+    # configuration (thresholds, testpaths, markers). Say so rather than run the wrong setup.
+    args = list(config.invocation_params.args)
+    here = Path(str(config.invocation_params.dir)).resolve()
+    expected = _expected_inifile(here)
+    for i, a in enumerate(args[:-1]):
+        if a in ("--model", "--baseline") and Path(args[i + 1]).expanduser().is_dir():
+            got = Path(str(config.inipath)).resolve() if config.inipath else None
+            if got != expected:
+                raise pytest.UsageError(
+                    f"pytest took the checkpoint directory {args[i + 1]} for a test path, so it did not use "
+                    f"{expected or 'the project configuration'}; write {a}={args[i + 1]} (with '=')"
+                )
+
+
+def _expected_inifile(start: Path) -> Path | None:
+    """The pytest configuration file pytest would find from ``start`` (pytest's own search order)."""
+    for d in (start, *start.parents):
+        for name in ("pytest.ini", ".pytest.ini"):
+            if (d / name).is_file():
+                return (d / name).resolve()
+        for name, marker in (("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]")):
+            f = d / name
+            try:
+                if f.is_file() and marker in f.read_text(errors="replace"):
+                    return f.resolve()
+            except OSError:
+                continue
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -218,6 +248,11 @@ def posbias_config(config: pytest.Config) -> PosbiasConfig:
     return config.stash[_STASH_CONFIG]
 
 
+def suite_options(config: pytest.Config) -> dict[str, Any]:
+    """The run's options (command line over [tool.posbias]) for the suites' parametrization."""
+    return _options(config)
+
+
 def _options(config: pytest.Config) -> dict[str, Any]:
     """Command-line options merged over [tool.posbias] (CLI wins)."""
     pcfg = posbias_config(config)
@@ -228,7 +263,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
     return {
         "models": list(models),
         "baseline": config.getoption("--baseline") or pcfg.get("baseline"),
-        "judge": config.getoption("--judge") or pcfg.get("judge", "embed"),
+        "judge": config.getoption("--judge") or pcfg.get("judge", "auto"),
         "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
         "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
         "seed": config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None else pcfg.get("seed", 0),
@@ -289,8 +324,15 @@ def _progress_writer(config: pytest.Config) -> Any:
     if tr is None:
         return None
 
+    capman = config.pluginmanager.get_plugin("capturemanager")
+
     def write(line: str) -> None:
-        tr.write_line(f"[posbias] {line}")
+        # print past pytest's output capture, on a line of its own
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                tr.write_line(f"[posbias] {line}")
+        else:
+            tr.write_line(f"[posbias] {line}")
 
     return write
 

@@ -28,10 +28,13 @@ import numpy as np
 
 from . import SCHEMA_VERSION
 from .config import GATE_SIDES, PosbiasConfig
+from .data.manifest import Manifest, load_manifest
 from .engine import Backend, Engine, GenerationCache, RunLog, read_run_log
 from .errors import ConfigError, ModelLoadError
 from .models.registry import ResolvedModel, resolve
+from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
+from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
 
@@ -197,6 +200,27 @@ class RunContext:
 
     def calls(self) -> dict[str, Any]:
         return self.engine.stats.snapshot()
+
+    # -- data, judges, probes (each computed once per process and shared by the tests)
+    def manifest(self) -> Manifest:
+        return self.memo("manifest", self._load_manifest)
+
+    def _load_manifest(self) -> Manifest:
+        data = self.options.get("data")
+        path = Path(data) if data else synthetic_manifest(self.rootdir, progress=self.note)
+        m = load_manifest(path)
+        for problem in m.problems:
+            self.note(f"manifest: {problem} (skipped)")
+        self.observe("data", {"type": "manifest", "path": str(path), "videos": len(m.videos), "groups": len(m.groups),
+                              "mcq": len(m.mcq), "problems": [str(p) for p in m.problems]})
+        return m
+
+    def judges(self) -> JudgeSet:
+        return self.memo("judges", lambda: JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine))
+
+    def positional(self, model: str, spec: PositionalSpec) -> PositionalResult:
+        return self.memo(f"positional|{model}|{spec.key()}",
+                         lambda: run_positional(self, model, spec, self.manifest(), self.judges()))
 
     # -- verdicts
     def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,

@@ -39,3 +39,11 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("tiny-models")
     return {f: build_tiny_checkpoint(f, root / f) for f in FAMILIES}
+
+
+@pytest.fixture(scope="session")
+def small_set(tmp_path_factory) -> Path:
+    """A small synthetic set (5 clips per configuration, 3 groups per scale): its manifest."""
+    from pytest_posbias.video.synthetic import build_set
+
+    return build_set(tmp_path_factory.mktemp("small-set"), videos_per_config=5, groups_per_config=3)

