@@ -47,3 +47,22 @@ def small_set(tmp_path_factory) -> Path:
     from pytest_posbias.video.synthetic import build_set
 
     return build_set(tmp_path_factory.mktemp("small-set"), videos_per_config=5, groups_per_config=3)
+
+
+@pytest.fixture(scope="session")
+def heavy_modules() -> None:
+    """pytester's in-process runs drop modules first imported inside them, and re-importing torch
+    in one process crashes it: import everything the suites use once, before the first run."""
+    import contextlib
+    import importlib
+
+    for name in ("torch", "transformers", "sentence_transformers", "decord", "av", "openai",
+                 "pytest_posbias.session", "pytest_posbias.gates", "pytest_posbias.suite_support",
+                 "pytest_posbias.models.sim", "pytest_posbias.models.hf", "pytest_posbias.models.openai_backend",
+                 "pytest_posbias.report.render"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    from pytest_posbias.scoring.judges import load_embedder
+
+    with contextlib.suppress(Exception):
+        load_embedder()

@@ -14,22 +14,7 @@ import pytest
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _import_heavy_modules_once():
-    """pytester's in-process runs drop modules first imported inside them; re-importing torch
-    in one process crashes it. Import everything the suites use before the first run."""
-    import importlib
-
-    for name in ("torch", "transformers", "sentence_transformers", "decord", "av", "openai",
-                 "pytest_posbias.session", "pytest_posbias.gates", "pytest_posbias.suite_support",
-                 "pytest_posbias.models.sim", "pytest_posbias.models.hf", "pytest_posbias.models.openai_backend"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    from pytest_posbias.scoring.judges import load_embedder
-
-    load_embedder()
+pytestmark = pytest.mark.usefixtures("heavy_modules")
 
 
 def make_project(pytester: pytest.Pytester, manifest: Path, extra_toml: str = "", positional: str = "groups = 3") -> None:
