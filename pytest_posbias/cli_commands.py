@@ -13,6 +13,24 @@ def register_all(sub: Any, register: Register) -> None:
     """Add every subcommand to the parser."""
     register(sub, "gates", _gates, "list the gates, their default thresholds and compliance regions")
 
+    p = register(sub, "models", _models, "list the model registry, or build a tiny offline checkpoint")
+    p.add_argument("action", nargs="?", choices=["list", "tiny"], default="list")
+    p.add_argument("family", nargs="?", help="with 'tiny': the family to build")
+    p.add_argument("out", nargs="?", help="with 'tiny': the output directory")
+
+    p = register(sub, "text-audit", _text_audit, "repetition metrics (RR, RI, IE, length-matched RR) of a caption corpus")
+    p.add_argument("file", help="JSONL (field text/caption/output) or plain text, one caption per line")
+    p.add_argument("--words", type=int, nargs="+", default=[150, 300], help="length-matched RR at these word counts")
+    p.add_argument("--n", type=int, default=5, help="n-gram size for RR (default 5)")
+    p.add_argument("--tau", type=int, default=1, help="RR threshold tau (default 1)")
+    p.add_argument("--json", action="store_true", help="print the numbers as JSON")
+
+    p = register(sub, "judge-agreement", _judge_agreement, "agreement of a coverage judge with human labels (CSV)")
+    p.add_argument("labels", help="CSV with reference, summary and human* columns")
+    p.add_argument("--judge", default="embed", help="embed (default), fragment, or openai:MODEL")
+    p.add_argument("--api-base", default=None, help="endpoint for an openai judge")
+    p.add_argument("--cache", default=".posbias", help="cache directory for judge calls")
+
     p = register(sub, "fixtures", _fixtures, "build the synthetic video set (clips, scene specs, manifest)")
     p.add_argument("action", choices=["build"], help="what to do")
     p.add_argument("--out", default="fixtures/synthetic", help="output directory (default fixtures/synthetic)")
@@ -43,4 +61,120 @@ def _fixtures(args: argparse.Namespace) -> int:
                          overwrite=args.overwrite, progress=lambda m: print(m, flush=True))
     n = sum(1 for _ in manifest.open())
     print(f"wrote {manifest} ({n} manifest lines) in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    from .models.registry import REGISTRY
+
+    if args.action == "tiny":
+        from .models.tiny import FAMILIES, build_tiny_checkpoint
+
+        if not args.family or not args.out:
+            print(f"usage: posbias models tiny FAMILY OUT_DIR (families: {', '.join(FAMILIES)})")
+            return 2
+        print(build_tiny_checkpoint(args.family, args.out))
+        return 0
+    print(f"{'alias':<20} {'backend/family':<18} {'checkpoint':<40} notes")
+    for e in REGISTRY.values():
+        fam = "openai" if e.family == "openai" else ("NOT NATIVE" if e.family == "unsupported" else e.family)
+        print(f"{e.alias:<20} {fam:<18} {e.hf_id:<40} {e.note}")
+    from .models.sim import PROFILES
+
+    print(f"also: sim:PROFILE ({', '.join(PROFILES)}), openai:NAME with --api-base URL, or a checkpoint directory")
+    return 0
+
+
+def _judge_agreement(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .scoring.agreement import agreement
+    from .scoring.judges import EmbedJudge, FragmentJudge, OpenAIJudge
+
+    judge: Any
+    if args.judge == "embed":
+        judge = EmbedJudge()
+    elif args.judge == "fragment":
+        judge = FragmentJudge()
+    elif args.judge.startswith("openai:"):
+        from .engine import Engine, GenerationCache
+        from .models.openai_backend import OpenAIBackend
+        from .video.frames import FrameStore
+
+        backend = OpenAIBackend(args.judge.split(":", 1)[1], FrameStore(), api_base=args.api_base)
+        engine = Engine(GenerationCache(Path(args.cache) / "generations.sqlite"), backend_for=lambda m: backend)
+        judge = OpenAIJudge(engine, args.judge)
+    else:
+        print(f"posbias judge-agreement: --judge must be embed, fragment or openai:MODEL; got {args.judge!r}")
+        return 2
+    rows = agreement(args.labels, judge)
+    print(f"{'pair':<40} {'n':>5} {'Pearson':>9} {'Spearman':>9}")
+    for r in rows:
+        print(f"{r.pair:<40} {r.n:>5d} {r.pearson:>9.3f} {r.spearman:>9.3f}")
+    return 0
+
+
+def read_captions(path: str) -> list[str]:
+    """Captions of a JSONL file (field text, caption or output) or of a plain file, one per line."""
+    import json
+    from pathlib import Path
+
+    from .errors import ConfigError
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such file")
+    out = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("{"):
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                raise ConfigError(f"{p}:{n}: a line that starts with '{{' must be a JSON object") from None
+            text = next((d[k] for k in ("text", "caption", "output") if isinstance(d.get(k), str)), None)
+            if text is None:
+                raise ConfigError(f"{p}:{n}: JSON line has no text, caption or output string field")
+            out.append(text)
+        else:
+            out.append(line)
+    return out
+
+
+def _text_audit(args: argparse.Namespace) -> int:
+    import json
+
+    import numpy as np
+
+    from .metrics import (
+        information_entropy,
+        length_matched_repetition_rate,
+        repetition_intensity,
+        repetition_rate,
+    )
+
+    texts = read_captions(args.file)
+    if not texts:
+        print("posbias text-audit: the file holds no captions")
+        return 2
+    result: dict[str, Any] = {
+        "n": len(texts),
+        "mean_words": float(np.mean([len(t.split()) for t in texts])),
+        "rr": repetition_rate(texts, n=args.n, tau=args.tau),
+        "ri": float(np.mean([repetition_intensity(t) for t in texts])),
+        "ie": float(np.mean([information_entropy(t) for t in texts])),
+        "length_matched": {},
+    }
+    for w in args.words:
+        rr, kept = length_matched_repetition_rate(texts, words=w, n=args.n, tau=args.tau)
+        result["length_matched"][str(w)] = {"rr": None if rr != rr else rr, "kept": kept}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"captions {result['n']}, mean words {result['mean_words']:.1f}")
+    print(f"RR (n={args.n}, tau={args.tau}) {result['rr']:.4f}   RI (n=1) {result['ri']:.4f}   IE (n=1) {result['ie']:.4f}")
+    for w, v in result["length_matched"].items():
+        rr_txt = "-" if v["rr"] is None else f"{v['rr']:.4f}"
+        print(f"RR at {w} words: {rr_txt} ({v['kept']} captions reach {w} words)")
     return 0

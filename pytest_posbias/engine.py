@@ -76,6 +76,7 @@ class Request:
     want: str = "text"
     letters: tuple[str, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    replicate: int = 0  # > 0: decode the same input again as a separate call (the re-run floor)
 
     def __post_init__(self) -> None:
         if self.want not in WANTS:
@@ -96,6 +97,7 @@ class Request:
             "seed": None if self.decoding.greedy else int(self.seed),
             "want": self.want,
             "letters": list(self.letters),
+            **({"replicate": int(self.replicate)} if self.replicate else {}),
         }
 
     def key(self, identity: Mapping[str, Any]) -> str:
@@ -112,12 +114,13 @@ class Request:
             "want": self.want,
             "letters": list(self.letters),
             "meta": dict(self.meta),
+            "replicate": self.replicate,
         }
 
     @classmethod
     def from_log(cls, d: Mapping[str, Any]) -> Request:
         return cls(d["model"], tuple(part_from_dict(p) for p in d["parts"]), Decoding(**d["decoding"]), int(d["seed"]),
-                   d["want"], tuple(d.get("letters", ())), dict(d.get("meta", {})))
+                   d["want"], tuple(d.get("letters", ())), dict(d.get("meta", {})), int(d.get("replicate", 0)))
 
 
 @dataclass(frozen=True)

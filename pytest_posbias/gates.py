@@ -61,3 +61,135 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
         clusters = np.array([c[0] for c in common])
         return ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=_WORSE[gate], extra=extra)
     return ctx.mean_gate(gate, model, values, r.clusters, name=name, unit="groups", extra=extra)
+
+
+# --------------------------------------------------------------------------- phase / order
+
+
+def _paired_rate(ctx: Any, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
+                 unit: str, extra: dict[str, Any]) -> Verdict:
+    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse="higher", extra=extra)
+
+
+def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
+    """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion."""
+    from .probes.phase import (
+        any_flips,
+        fusion_changes,
+        margin_auroc,
+        order_accuracy,
+        order_flips,
+        pair_flips,
+    )
+    from .stats import mcnemar_exact, paired_change_verdict
+
+    spec = ctx.phase_spec()
+    budget = which[0] if gate == "flip" else None
+    r = ctx.phase(model, gate, budget)
+    base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
+    S = spec.phases
+    floor = None
+    if "rerun:0" in r.condition_answers and r.items:
+        floor = float(pair_flips(r, "phase:0", "rerun:0").mean())
+    extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
+                             "rerun_floor": floor, "deterministic_backend": r.deterministic_backend,
+                             "n_items": len(r.items), "problems": r.problems[:5]}
+
+    def cond(sampler: str) -> str:
+        return f"sampler:{sampler}" if budget in (None, spec.budget) else f"budget:{sampler}@{budget}"
+
+    if gate == "flip":
+        _, a, b = which
+        flips = pair_flips(r, cond(a), cond(b))
+        name = f"{a} vs {b} sampler flip rate at {budget} frames"
+        def ref(res: Any) -> np.ndarray:
+            return np.asarray(pair_flips(res, cond(a), cond(b)))
+    elif gate == "phase":
+        if which == "any":
+            conds = [f"phase:{s}" for s in range(S)]
+            flips = any_flips(r, conds)
+            name = f"any-of-{S} phase flip rate ({S}x{spec.budget})"
+            def ref(res: Any) -> np.ndarray:
+                return np.asarray(any_flips(res, conds))
+        else:
+            s0, s1 = (int(x) for x in str(which).split("-"))
+            flips = pair_flips(r, f"phase:{s0}", f"phase:{s1}")
+            name = f"phase {s0} vs {s1} flip rate ({S}x{spec.budget})"
+            def ref(res: Any) -> np.ndarray:
+                return np.asarray(pair_flips(res, f"phase:{s0}", f"phase:{s1}"))
+    elif gate == "order":
+        flips = order_flips(r)
+        name = f"option-order flip rate ({spec.orderings} orderings)"
+        extra.update(order_accuracy(r) if r.items else {})
+        extra["margin"] = margin_auroc(r)
+        def ref(res: Any) -> np.ndarray:
+            return np.asarray(order_flips(res))
+    elif gate == "fusion":
+        ch = fusion_changes(r)
+        name = f"PhaseFusion minus single-pass changed-answer rate under an origin shift ({S}x{spec.budget})"
+        if ch["fusion"] is None:
+            return inconclusive_verdict(name=name, threshold=ctx.threshold("fusion", model), sides="upper", n=len(r.items),
+                                        mode=ctx.mode, alpha=ctx.alpha, unit="items",
+                                        why="PhaseFusion needs option-letter log-probs, which this backend does not give",
+                                        extra=extra)
+        extra.update({"single_changed": float(ch["single"].mean()), "union_changed": float(ch["union"].mean()),
+                      "fusion_changed": float(ch["fusion"].mean()),
+                      "fusion_vs_union_mcnemar_p": mcnemar_exact(
+                          int(np.sum((ch["fusion"] == 1) & (ch["union"] == 0))), int(np.sum((ch["fusion"] == 0) & (ch["union"] == 1))))})
+        if base is not None:
+            bch = fusion_changes(base)
+            if bch["fusion"] is not None:
+                return _paired_rate(ctx, "fusion", model, ch["fusion"], bch["fusion"], [i.id for i in r.items], name=name,
+                                    unit="items", extra=extra)
+        return paired_change_verdict(ch["fusion"], ch["single"], name=name, threshold=ctx.threshold("fusion", model),
+                                     mode=ctx.mode, alpha=ctx.alpha, unit="items",
+                                     extra={"gate": "fusion", "model": model, **extra})
+    else:
+        raise ConfigError(f"`gate` must be flip, phase, order or fusion; got {gate!r}")
+    brief = np.array(["brief-event" in i.tags for i in r.items], dtype=bool)
+    if brief.size:
+        extra.update({"brief_event_items": int(brief.sum()), "brief_event_flips": int(flips[brief].sum()),
+                      "other_flips": int(flips[~brief].sum()),
+                      "flipped_items": [i.id for i, f in zip(r.items, flips, strict=True) if f][:20]})
+    if base is not None:
+        return _paired_rate(ctx, gate, model, flips, ref(base), [i.id for i in r.items], name=name, unit="items", extra=extra)
+    return ctx.rate_gate(gate, model, int(flips.sum()), int(flips.size), name=name, unit="items", extra=extra)
+
+
+# --------------------------------------------------------------------------- stressors
+
+
+def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str | None = None) -> Verdict:
+    """repetition (clean RR), stressor (paired amplification), attack (ASR) at a frame count."""
+    r = ctx.stressor(model, frames)
+    base = ctx.stressor(ctx.baseline, frames) if ctx.baseline else None
+    extra: dict[str, Any] = {"probe": "stressor", "frames": frames, "errors": r.errors, "n_videos": len(r.videos),
+                             "problems": r.problems[:5]}
+    if gate == "repetition":
+        flags = r.clean.flags.astype(int)
+        extra.update(r.clean.summary())
+        name = f"clean repetition rate at {frames} frames"
+        if base is not None:
+            return _paired_rate(ctx, gate, model, flags, base.clean.flags.astype(int), r.videos, name=name, unit="videos", extra=extra)
+        return ctx.rate_gate(gate, model, int(flags.sum()), int(flags.size), name=name, unit="videos", extra=extra)
+    if stressor is None:
+        raise ConfigError("`stressor` is required for the stressor and attack gates")
+    if gate == "stressor":
+        d = r.amplification(stressor)
+        ok = ~np.isnan(d)
+        extra.update({"stressor": stressor, "stressed_rr": float(np.mean([s.flags.mean() for s in r.variants[stressor] if s.texts])),
+                      "clean_rr": float(r.clean.flags.mean()), "variants_per_video": [len(s.texts) for s in r.variants[stressor]][:1]})
+        name = f"{stressor} repetition amplification at {frames} frames"
+        if base is not None:
+            bd = base.amplification(stressor)
+            both = ok & ~np.isnan(bd)
+            return ctx.baseline_gate(gate, model, d[both], bd[both], np.array(r.videos)[both], name=name, unit="videos",
+                                     worse="higher", extra=extra)
+        return ctx.mean_gate(gate, model, d[ok], np.array(r.videos)[ok], name=name, unit="videos", extra=extra)
+    if gate == "attack":
+        a = r.attack(stressor)
+        extra.update({"stressor": stressor, "asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"],
+                      "cap": r.spec.attack_cap})
+        name = f"{stressor} attack success rate at {frames} frames (AQ {a['aq']:.3g})"
+        return ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
+    raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")

@@ -32,8 +32,10 @@ from .data.manifest import Manifest, load_manifest
 from .engine import Backend, Engine, GenerationCache, RunLog, read_run_log
 from .errors import ConfigError, ModelLoadError
 from .models.registry import ResolvedModel, resolve
+from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
+from .probes.stressor import StressorResult, StressorSpec, run_stressor
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
@@ -217,6 +219,45 @@ class RunContext:
 
     def judges(self) -> JudgeSet:
         return self.memo("judges", lambda: JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine))
+
+    def phase_spec(self) -> PhaseSpec:
+        st = self.probe_settings("phase")
+        return PhaseSpec(items=st["items"], budget=st["budget"], phases=st["phases"], orderings=st["orderings"],
+                         samplers=tuple(st["samplers"]), resolution=st["resolution"], max_new_tokens=st["max_new_tokens"])
+
+    def phase(self, model: str, gate: str, budget: int | None = None) -> PhaseResult:
+        """The phase/order probe with exactly the conditions a gate needs (shared requests are cached):
+        order: phase 0 in every ordering; phase: every phase in every ordering plus the re-run of
+        phase 0; flip: every sampler at a budget; fusion: the S phases, their origin-shifted grids
+        and the union passes, identity ordering only."""
+        spec = self.phase_spec()
+        S = spec.phases
+        b = budget or spec.budget
+        conds: list[str] = []
+        ident: list[str] = []
+        rerun = False
+        if gate == "order":
+            conds = ["phase:0"]
+        elif gate == "phase":
+            conds, rerun = [f"phase:{s}" for s in range(S)], True
+        elif gate == "flip":
+            conds = [f"sampler:{s}" if b == spec.budget else f"budget:{s}@{b}" for s in spec.samplers]
+        elif gate == "fusion":
+            ident = [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
+        else:
+            raise ConfigError(f"`gate` must be order, phase, flip or fusion; got {gate!r}")
+        key = f"phase|{model}|{spec.key()}|{gate}|{b}"
+        return self.memo(key, lambda: run_phase(self, model, spec, self.manifest(), conditions=conds, identity=ident,
+                                                rerun=rerun))
+
+    def stressor_spec(self, frames: int) -> StressorSpec:
+        st = self.probe_settings("stressor")
+        return StressorSpec(videos=st["videos"], frames=frames, trials=st["trials"], attack_cap=st["attack_cap"],
+                            max_new_tokens=st["max_new_tokens"], resolution=st["resolution"])
+
+    def stressor(self, model: str, frames: int) -> StressorResult:
+        spec = self.stressor_spec(frames)
+        return self.memo(f"stressor|{model}|{spec.key()}", lambda: run_stressor(self, model, spec, self.manifest()))
 
     def positional(self, model: str, spec: PositionalSpec) -> PositionalResult:
         return self.memo(f"positional|{model}|{spec.key()}",

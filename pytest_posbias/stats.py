@@ -41,6 +41,7 @@ __all__ = [
     "inconclusive_verdict",
     "mcnemar_exact",
     "mean_verdict",
+    "paired_change_verdict",
     "rate_verdict",
     "tost_paired",
     "wilson_interval",
@@ -521,6 +522,55 @@ def rate_verdict(
     return _decide(name=name, estimate=k / n, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(threshold),
                    threshold=threshold, n=n, unit=unit, mode=mode, alpha=a,
                    p_detect=p_detect, p_certify=p_certify, extra=ex)
+
+
+def paired_change_verdict(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    name: str,
+    threshold: float = 0.0,
+    mode: str = "detect",
+    alpha: float = 0.05,
+    unit: str = "items",
+    extra: Mapping[str, Any] | None = None,
+) -> Verdict:
+    """Gate on δ = rate(a) − rate(b) for paired binary outcomes (e.g. answers changed by
+    PhaseFusion vs by a single pass on the same items); compliant when δ <= threshold.
+
+    Exact and conditional on the m discordant pairs (exact McNemar): with n10 = #(a=1, b=0),
+    n10 ~ Bin(m, θ) and δ = (2θ − 1)·m/n, so the Clopper–Pearson (1 − 2α) interval of θ
+    maps to the CI of δ and H0: δ <= t is H0: θ <= 1/2 + t·n/(2m).
+    """
+    x = np.asarray(a, dtype=int)
+    y = np.asarray(b, dtype=int)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ConfigError(f"`a` and `b` must be 1-D arrays of the same length; got {x.shape} and {y.shape}")
+    al = _check_alpha(alpha)
+    n = int(x.size)
+    if n == 0:
+        return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=0, mode=mode, alpha=al, unit=unit,
+                                    why="no paired observations", extra=extra)
+    n10 = int(np.sum((x == 1) & (y == 0)))
+    n01 = int(np.sum((x == 0) & (y == 1)))
+    m = n10 + n01
+    delta = (n10 - n01) / n
+    ex = {"n10": n10, "n01": n01, "rate_a": float(x.mean()), "rate_b": float(y.mean()),
+          "mcnemar_two_sided_p": mcnemar_exact(n10, n01), "method": "exact conditional (McNemar)"}
+    ex.update(extra or {})
+    if m == 0:
+        lo = hi = 0.0
+        p_detect = 1.0 if threshold >= 0.0 else 0.0
+        p_certify = 0.0 if threshold > 0.0 else 1.0
+    else:
+        tlo, thi = exact_interval(n10, m, confidence_level=1 - 2 * al)
+        lo, hi = (2 * tlo - 1) * m / n, (2 * thi - 1) * m / n
+        theta0 = 0.5 + threshold * n / (2 * m)
+        p_detect = binomial_test(n10, m, min(1.0, max(0.0, theta0)), alternative="greater") if theta0 < 1 else 1.0
+        p_certify = binomial_test(n10, m, min(1.0, max(0.0, theta0)), alternative="less") if theta0 > 0 else 1.0
+    return _decide(name=name, estimate=delta, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(threshold),
+                   threshold=threshold, n=n, unit=unit, mode=mode, alpha=al, p_detect=p_detect, p_certify=p_certify,
+                   extra=ex)
 
 
 def inconclusive_verdict(

@@ -57,3 +57,17 @@ def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, 
 
         spec = replace(spec, **variant)
     return spec
+
+
+def sampler_pairs(samplers: list[str], budgets: list[int]) -> list[tuple[int, str, str]]:
+    """(budget, sampler a, sampler b) for every pair of the configured samplers."""
+    import itertools
+
+    return [(b, x, y) for b in budgets for x, y in itertools.combinations(samplers, 2)]
+
+
+def phase_pairs(S: int) -> list[str]:
+    """"s-t" for every pair of the S phases, then "any" (the consensus changes under some phase)."""
+    import itertools
+
+    return [f"{a}-{b}" for a, b in itertools.combinations(range(S), 2)] + ["any"]

@@ -117,7 +117,11 @@ def _motion(xs: list[float], ys: list[float]) -> str:
 
 def view_video(frames: NDArray[np.uint8]) -> VideoView:
     """Read a video's frames: object tracks (by shape), events, background, discontinuity."""
-    views = [view_frame(f) for f in frames]
+    return summarize([view_frame(f) for f in frames])
+
+
+def summarize(views: list[FrameView]) -> VideoView:
+    """A video's view from its frames' views (in the order shown)."""
     n = len(views)
     tracks: dict[str, list[tuple[int, Blob]]] = {}
     for i, v in enumerate(views):

@@ -32,7 +32,7 @@ WIDTH, HEIGHT = 256, 192
 BARCODE_ROWS = 12  # bottom rows hold the frame-index barcode
 SCENE_ROWS = HEIGHT - BARCODE_ROWS
 FPS = 6
-EVENT_FRAMES = 2
+EVENT_FRAMES = 5  # 0.8 s at 6 fps: shorter than the spacing of S = 3 phase grids of 8 frames
 
 PALETTE: dict[str, tuple[int, int, int]] = {
     "red": (220, 30, 30),
@@ -69,6 +69,8 @@ EVENT_OPTION = {
 EVENT_DISTRACTORS = ("a shape disappears for good", "the camera zooms in")
 WHY_OPTIONS = ("it is following a fixed path", "it is being pushed", "it is chasing another shape",
                "it is blown by the wind", "it is sliding downhill")
+NEXT_OPTIONS = ("the shapes keep doing the same", "the screen fades to black", "a new shape appears",
+                "the video starts over", "all the shapes stop")
 
 
 @dataclass(frozen=True)
@@ -323,8 +325,8 @@ class Question:
 
 
 def questions(scene: SceneSpec) -> list[Question]:
-    """Five-option questions from the spec: colour, direction, count, brief event, and one
-    that the frames cannot answer (why something moves)."""
+    """Five-option questions from the spec: colour, direction, count, brief event, and two
+    that the frames cannot answer (why something moves, what happens after the end)."""
     rng = random.Random(scene.seed + 2)
     out: list[Question] = []
 
@@ -346,6 +348,8 @@ def questions(scene: SceneSpec) -> list[Question]:
        [v for k, v in EVENT_OPTION.items() if k != ev] + list(EVENT_DISTRACTORS),
        ("brief-event",) if ev else ())
     mk("why", f"Why does the {mover.colour} {mover.shape} move the way it does?", WHY_OPTIONS[0], WHY_OPTIONS[1:],
+       ("unanswerable",))
+    mk("next", "What will most likely happen right after the video ends?", NEXT_OPTIONS[0], NEXT_OPTIONS[1:],
        ("unanswerable",))
     return out
 

@@ -1,0 +1,343 @@
+"""The phase and option-order probe on multiple-choice items (the phase paper).
+
+Protocol (``phase-paper-protocol-notes.md``): the frames and the question with its options
+(letters A–E, possibly permuted) go through the model's own chat template; the instruction
+asks for the option letter only; greedy decoding, at most 4 new tokens. The answer is read
+from the option-letter log-probs at the answer position when the backend gives them, else
+parsed from the generated text. Reasoning models get the empty think block prefilled (the
+backend does it). Orderings: the identity plus nine permutations from a generator seeded
+by (question id, ordering index), identical across models; letters map back to content
+through the inverse permutation. The consensus answer of an item is the plurality content
+over its orderings, ties to the lowest index.
+
+Measured:
+
+* sampler pairs: consensus answers under the four deployed samplers (left, midpoint,
+  endpoint, fps) and any harness preset, pairwise disagreement;
+* phase sweep: S phase grids of budget b (polyphase, default 3 × 8); pairwise and any-of-S
+  consensus flips; the re-run floor (phase 0 decoded again as a separate call: 0 for a
+  deterministic backend, which the result says);
+* option order: flip rate over the orderings (chosen content not constant), accuracy swing
+  (max − min over orderings), CircularEval unanimity (correct in every ordering);
+* PhaseFusion vs a single pass and vs the union pass over the same S·b frames under an
+  origin shift of half the spacing between adjacent phases (1/(2S) of a grid step):
+  changed-answer rates and exact McNemar; fusion averages the S content-space
+  distributions (letter log-probs renormalised over the live letters) and takes the argmax;
+* the one-pass margin (SPR) as an order-flip predictor: AUROC and risk–coverage points.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from scipy import stats as st
+
+from ..data.manifest import Manifest, McqItem
+from ..engine import Decoding, Generation, Request
+from ..errors import PosbiasError
+from ..metrics import consensus, spr_margin
+from ..video.compose import TextPart, VideoPart
+from ..video.frames import FrameSpec
+from ..video.sampling import frame_indices, polyphase_grids
+
+INSTRUCTION = "Answer with the option's letter from the given choices directly."
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LETTER_RE = re.compile(r"\b([A-Z])\b")
+
+
+@dataclass(frozen=True)
+class PhaseSpec:
+    items: int = 40
+    budget: int = 8
+    phases: int = 3
+    orderings: int = 10
+    samplers: tuple[str, ...] = ("left", "midpoint", "endpoint", "fps")
+    resolution: int = 360
+    max_new_tokens: int = 4
+
+    def key(self) -> str:
+        return repr(asdict(self))
+
+
+def orderings(item: McqItem, k: int) -> list[tuple[int, ...]]:
+    """Identity plus k − 1 permutations, each from a generator seeded by (question id, index)."""
+    import hashlib
+
+    n = len(item.options)
+    out = [tuple(range(n))]
+    for j in range(1, k):
+        seed = int.from_bytes(hashlib.sha256(f"{item.id}|{j}".encode()).digest()[:8], "little")
+        out.append(tuple(int(x) for x in np.random.default_rng(seed).permutation(n)))
+    return out
+
+
+def mcq_prompt(item: McqItem, perm: Sequence[int]) -> str:
+    """Question, options in the permuted order (position j shows content perm[j]), instruction."""
+    lines = [item.question, *[f"{LETTERS[j]}. {item.options[c]}" for j, c in enumerate(perm)], INSTRUCTION]
+    return "\n".join(lines)
+
+
+def parse_letter(text: str, letters: str) -> int | None:
+    """Index of the first standalone option letter in a generated answer, or None."""
+    t = text.strip().lstrip("(").strip()
+    if t[:1] in letters and (len(t) == 1 or not t[1:2].isalpha()):
+        return letters.index(t[0])
+    for m in _LETTER_RE.finditer(text):
+        if m.group(1) in letters:
+            return letters.index(m.group(1))
+    return None
+
+
+@dataclass
+class Answer:
+    content: int  # chosen content index, -1 when unparseable
+    probs: np.ndarray | None  # content-space distribution (renormalised over live letters), None in text mode
+    margin: float | None
+
+
+@dataclass
+class PhaseResult:
+    model: str
+    spec: PhaseSpec
+    items: list[McqItem]
+    mode: str  # "logprobs" | "text"
+    condition_answers: dict[str, np.ndarray] = field(default_factory=dict)  # condition -> (N, K) content indices
+    condition_probs: dict[str, np.ndarray] = field(default_factory=dict)  # condition -> (N, K, n_opt) (identity: K=1)
+    unparseable: int = 0
+    errors: int = 0
+    deterministic_backend: bool = False
+    problems: list[str] = field(default_factory=list)
+    calls: dict[str, Any] = field(default_factory=dict)
+
+    def consensus(self, condition: str) -> np.ndarray:
+        return np.array([consensus(row) for row in self.condition_answers[condition]], dtype=int)
+
+    def correct(self) -> np.ndarray:
+        return np.array([it.answer for it in self.items], dtype=int)
+
+
+def _frames(ctx: Any, item: McqItem, indices: Sequence[int], spec: PhaseSpec) -> FrameSpec:
+    info = ctx.store.info(item.path)
+    return FrameSpec.from_video(item.path, indices, size=spec.resolution, aspect="max-side", info=info)
+
+
+def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]:
+    """Frame indices of a condition: ``sampler:NAME``, ``phase:s``, ``shift:s``, ``union``, ``union-shift``."""
+    info = ctx.store.info(item.path)
+    T, fps = info.frame_count, info.fps
+    kind, _, arg = condition.partition(":")
+    if item.start is not None or item.end is not None:
+        lo = max(0, round((item.start or 0) * fps))
+        hi = min(T - 1, round(item.end * fps)) if item.end is not None else T - 1
+    else:
+        lo, hi = 0, T - 1
+    n = hi - lo + 1
+    S, b = spec.phases, spec.budget
+    if kind == "sampler":
+        return frame_indices(T, b, convention=arg, fps=fps, start=item.start, end=item.end)
+    if kind == "budget":
+        sampler, _, bb = arg.partition("@")
+        return frame_indices(T, int(bb), convention=sampler, fps=fps, start=item.start, end=item.end)
+    origin = Fraction(1, 2 * S) if kind in ("shift", "union-shift") else Fraction(0)
+    if kind in ("phase", "shift"):
+        return [lo + i for i in polyphase_grids(n, b, S, origin=origin)[int(arg)]]
+    if kind in ("union", "union-shift"):
+        grids = polyphase_grids(n, b, S, origin=origin)
+        return [lo + grids[k % S][k // S] for k in range(S * b)]
+    raise ValueError(f"unknown condition {condition!r}")
+
+
+def _requests(ctx: Any, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]], spec: PhaseSpec,
+              want: str, replicate: int = 0) -> list[Request]:
+    frames = _frames(ctx, item, _grid(ctx, item, condition, spec), spec)
+    letters = tuple(LETTERS[: len(item.options)])
+    out = []
+    for oi, perm in enumerate(perms):
+        parts = (VideoPart(frames, video_id=item.video), TextPart(mcq_prompt(item, perm)))
+        out.append(Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens), want=want,
+                           letters=letters if want != "text" else (), replicate=replicate,
+                           meta={"probe": "phase", "item": item.id, "condition": condition, "ordering": oi, "perm": list(perm)}))
+    return out
+
+
+def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
+    n = len(perm)
+    letters = LETTERS[:n]
+    if not gen.ok:
+        return Answer(-1, None, None)
+    if gen.letter_logprobs:
+        lp = {k: v for k, v in gen.letter_logprobs.items() if k in letters}
+        arr = np.array([lp.get(letters[j], -math.inf) for j in range(n)], dtype=float)
+        if np.all(np.isneginf(arr)):
+            return Answer(-1, None, None)
+        p = np.exp(arr - arr.max())
+        p /= p.sum()
+        content = np.zeros(n)
+        for j, c in enumerate(perm):
+            content[c] = p[j]
+        return Answer(int(perm[int(np.argmax(p))]), content, spr_margin(lp))
+    parsed = parse_letter(gen.text, letters)
+    return Answer(-1 if parsed is None else int(perm[parsed]), None, None)
+
+
+def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, conditions: Sequence[str] = (),
+              identity: Sequence[str] = (), rerun: bool = False) -> PhaseResult:
+    """Run ``conditions`` in all orderings, ``identity`` conditions in the identity ordering only,
+    and (``rerun``) phase 0 again as separate calls. Requests shared between gates are cached,
+    so each gate asks only for what it needs."""
+    before = ctx.engine.stats.snapshot()
+    backend = ctx.engine.backend(model)
+    mode = "logprobs" if getattr(backend, "supports_letter_logprobs", False) else "text"
+    want = "letters" if mode == "logprobs" else "text"
+    pool = list(manifest.mcq)
+    rng = ctx.rng("phase-items")
+    items = [pool[i] for i in sorted(rng.choice(len(pool), size=min(spec.items, len(pool)), replace=False))] if pool else []
+    ordered = list(conditions)
+    identity_only = [c for c in identity if c not in ordered]
+    res = PhaseResult(model, spec, [], mode, deterministic_backend=getattr(backend, "name", "") == "sim")
+    plan: list[tuple[int, str, int, tuple[int, ...]]] = []
+    reqs: list[Request] = []
+    kept: list[McqItem] = []
+    for item in items:
+        try:
+            perms = orderings(item, spec.orderings)
+            item_reqs: list[tuple[str, int, tuple[int, ...], Request]] = []
+            for cond in ordered:
+                for oi, r in enumerate(_requests(ctx, model, item, cond, perms, spec, want)):
+                    item_reqs.append((cond, oi, tuple(perms[oi]), r))
+            if rerun:
+                for oi, r in enumerate(_requests(ctx, model, item, "phase:0", perms, spec, want, replicate=1)):
+                    item_reqs.append(("rerun:0", oi, tuple(perms[oi]), r))
+            for cond in identity_only:
+                r = _requests(ctx, model, item, cond, perms[:1], spec, want)[0]
+                item_reqs.append((cond, 0, tuple(perms[0]), r))
+        except PosbiasError as exc:
+            res.problems.append(f"item {item.id}: {exc}")
+            continue
+        ii = len(kept)
+        kept.append(item)
+        for cond, oi, perm, r in item_reqs:
+            plan.append((ii, cond, oi, perm))
+            reqs.append(r)
+    res.items = kept
+    gens = ctx.engine.run(reqs, probe="phase")
+    N = len(kept)
+    answers: dict[str, np.ndarray] = {}
+    probs: dict[str, list[list[np.ndarray | None]]] = {}
+    margins: dict[str, np.ndarray] = {}
+    for (ii, cond, oi, perm), g in zip(plan, gens, strict=True):
+        n_orders = spec.orderings if cond in ordered or cond == "rerun:0" else 1
+        if cond not in answers:
+            answers[cond] = np.full((N, n_orders), -1, dtype=int)
+            probs[cond] = [[None] * n_orders for _ in range(N)]
+            margins[cond] = np.full((N, n_orders), np.nan)
+        a = _answer(g, perm)
+        res.errors += int(not g.ok)
+        res.unparseable += int(g.ok and a.content < 0)
+        answers[cond][ii, oi] = a.content
+        probs[cond][ii][oi] = a.probs
+        if a.margin is not None:
+            margins[cond][ii, oi] = a.margin
+    res.condition_answers = answers
+    for cond, rows in probs.items():
+        if all(p is not None for row in rows for p in row) and rows:
+            res.condition_probs[cond] = np.array([[p for p in row] for row in rows], dtype=float)
+    res.condition_probs.update({f"margin:{c}": m for c, m in margins.items()})
+    res.calls = ctx.engine.stats.since(before)
+    _log(ctx, res)
+    return res
+
+
+# --------------------------------------------------------------------------- derived measures
+
+
+def pair_flips(res: PhaseResult, a: str, b: str) -> np.ndarray:
+    """Per item: 1 when the consensus answers of conditions a and b differ."""
+    return (res.consensus(a) != res.consensus(b)).astype(int)
+
+
+def any_flips(res: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
+    cons = np.stack([res.consensus(c) for c in conditions], axis=1)
+    return np.any(cons != cons[:, :1], axis=1).astype(int)
+
+
+def order_flips(res: PhaseResult, condition: str = "phase:0") -> np.ndarray:
+    ans = res.condition_answers[condition]
+    return np.any(ans != ans[:, :1], axis=1).astype(int)
+
+
+def order_accuracy(res: PhaseResult, condition: str = "phase:0") -> dict[str, float]:
+    ans = res.condition_answers[condition]
+    correct = ans == res.correct()[:, None]
+    per_order = correct.mean(axis=0)
+    return {"accuracy_identity": float(per_order[0]), "swing": float(per_order.max() - per_order.min()),
+            "circular_unanimity": float(np.all(correct, axis=1).mean()), "consensus_accuracy":
+            float((res.consensus(condition) == res.correct()).mean())}
+
+
+def fused(res: PhaseResult, conditions: Sequence[str]) -> np.ndarray | None:
+    """PhaseFusion answers: argmax of the mean content-space distribution over the S grids (identity ordering)."""
+    if not all(c in res.condition_probs for c in conditions):
+        return None
+    stack = np.stack([res.condition_probs[c][:, 0, :] for c in conditions], axis=0)  # (S, N, n_opt)
+    return np.asarray(np.argmax(stack.mean(axis=0), axis=1), dtype=int)
+
+
+def identity_answer(res: PhaseResult, condition: str) -> np.ndarray:
+    """Answers at the identity ordering (ordering 0)."""
+    return np.asarray(res.condition_answers[condition][:, 0], dtype=int)
+
+
+def fusion_changes(res: PhaseResult) -> dict[str, Any]:
+    """Changed-answer indicators under the origin shift: single pass, union pass, fusion."""
+    S = res.spec.phases
+    single = (identity_answer(res, "phase:0") != identity_answer(res, "shift:0")).astype(int)
+    union = (identity_answer(res, "union") != identity_answer(res, "union-shift")).astype(int)
+    f0 = fused(res, [f"phase:{s}" for s in range(S)])
+    f1 = fused(res, [f"shift:{s}" for s in range(S)])
+    fusion = None if f0 is None or f1 is None else (f0 != f1).astype(int)
+    return {"single": single, "union": union, "fusion": fusion}
+
+
+def margin_auroc(res: PhaseResult, condition: str = "phase:0") -> dict[str, Any]:
+    """AUROC of the single-pass margin (identity ordering) for predicting an order flip
+    (low margin = flip predicted), via the Mann–Whitney U statistic; risk–coverage points."""
+    key = f"margin:{condition}"
+    if key not in res.condition_probs:
+        return {"auroc": None}
+    m = res.condition_probs[key][:, 0]
+    flips = order_flips(res, condition).astype(bool)
+    ok = ~np.isnan(m)
+    m, flips = m[ok], flips[ok]
+    out: dict[str, Any] = {"n": int(ok.sum()), "auroc": None}
+    if 0 < flips.sum() < flips.size:
+        u = st.mannwhitneyu(-m[flips], -m[~flips], alternative="two-sided").statistic
+        out["auroc"] = float(u / (flips.sum() * (~flips).sum()))
+    correct = (identity_answer(res, condition)[ok] == res.correct()[ok])
+    order = np.argsort(-m, kind="stable")
+    points = []
+    for cov in (0.2, 0.4, 0.6, 0.8, 1.0):
+        k = max(1, round(cov * m.size))
+        points.append({"coverage": cov, "accuracy": float(correct[order[:k]].mean()) if m.size else None})
+    out["risk_coverage"] = points
+    return out
+
+
+def _log(ctx: Any, res: PhaseResult) -> None:
+    for i, item in enumerate(res.items):
+        ctx.observe("phase", {"type": "item", "model": res.model, "item": item.id, "video": item.video, "kind": item.kind,
+                              "tags": list(item.tags), "answer": item.answer,
+                              "answers": {c: a[i].tolist() for c, a in res.condition_answers.items()}})
+    ctx.observe("phase", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "mode": res.mode,
+                          "n_items": len(res.items), "unparseable": res.unparseable, "errors": res.errors,
+                          "deterministic_backend": res.deterministic_backend, "problems": res.problems, "calls": res.calls})
+
+
+def mapping_str(d: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items())

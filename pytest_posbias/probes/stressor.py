@@ -1,0 +1,301 @@
+"""The temporal-stressor probe: output repetition under clean and stressed frames (VideoSTF).
+
+Protocol (VideoSTF §4): the prompt "Please describe this video in detail.", deterministic
+decoding, 500 new tokens, frames sampled with ``np.linspace(0, T−1, n, dtype=int)``
+(the ``videostf`` preset). Repetition is counted on the text: RR (n = 5, τ = 1), RI and IE
+(n = 1), severity, information density.
+
+* clean repetition at each frame count;
+* the eight stressor variants (Add 1/2, Delete 1/2, Replace 1/2, Reverse, Shuffle): Delete 1
+  exhaustive (one variant per sampled frame), Reverse once, the others ``trials`` (30)
+  seeded trials; per video, amplification = share of its variants that repeat − its clean
+  repetition (a paired difference in [−1, 1]);
+* controls: count-matched uniform re-sample (T + 2, T − 2), blur / noise / JPEG q10 /
+  cutout on 2 frames and replacement of the same 2 frames with another video's frames,
+  2× speed;
+* visual-input controls: text only, black frames, noise frames, one frame repeated, and
+  1/2/4/8/16/24/32 genuine frames;
+* the black-box attack: for each clean-benign video and stressor, the walk over the
+  stressor's variants (cap 30; Delete 1 capped at T; Reverse 1) stops at the first
+  repetitive output; ASR = successes / attacked videos, AQ = mean queries over successes.
+  Every variant is generated once, shared with the stress test (and cached), and the
+  attack's walk is replayed over them;
+* decoding sweep and the re-query remedy (cascade Shuffle → Reverse → 2× speed →
+  Delete 2 on flagged outputs: recovery rate and mean queries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data.manifest import Manifest, VideoItem
+from ..engine import Decoding, Generation, Request
+from ..errors import PosbiasError
+from ..metrics import (
+    information_density,
+    information_entropy,
+    max_ngram_count,
+    repetition_intensity,
+    severity,
+)
+from ..video import stressors as ST
+from ..video.compose import TextPart, VideoPart
+from ..video.frames import FrameSpec
+from ..video.sampling import frame_indices
+
+PROMPT = "Please describe this video in detail."
+CONTROL_NAMES = ("resample+2", "resample-2", "blur", "noise", "jpeg", "cutout", "foreign", "speed2")
+INPUT_CONTROLS = ("text-only", "black", "noise-frames", "static", "genuine-1", "genuine-2", "genuine-4", "genuine-8",
+                  "genuine-16", "genuine-24", "genuine-32")
+REMEDY_CASCADE = ("shuffle", "reverse", "speed2", "delete2")
+DECODING_SWEEP: dict[str, dict[str, Any]] = {
+    "greedy": {},
+    "T0.7-p0.9": {"temperature": 0.7, "top_p": 0.9},
+    "T0.7-k50": {"temperature": 0.7, "top_k": 50},
+    "r1.1": {"repetition_penalty": 1.1},
+    "r1.2": {"repetition_penalty": 1.2},
+    "r1.3": {"repetition_penalty": 1.3},
+}
+
+
+def _fs(r: ST.StressResult) -> FrameSpec:
+    """The stressed frames as a spec (the probe always stresses specs, never pixel arrays)."""
+    if not isinstance(r.frames, FrameSpec):
+        raise TypeError("stressor probe expects FrameSpec results")
+    return r.frames
+
+
+def repeats(text: str) -> bool:
+    """RR's indicator: the largest 5-gram count exceeds τ = 1."""
+    return max_ngram_count(text, 5) > 1
+
+
+@dataclass(frozen=True)
+class StressorSpec:
+    videos: int = 12
+    frames: int = 16
+    trials: int = 30
+    attack_cap: int = 30
+    max_new_tokens: int = 500
+    resolution: int = 448
+
+    def key(self) -> str:
+        return repr(asdict(self))
+
+
+@dataclass
+class TextStats:
+    texts: list[str]
+    finish: list[str]
+
+    @property
+    def flags(self) -> np.ndarray:
+        return np.array([repeats(t) for t in self.texts], dtype=bool)
+
+    def summary(self) -> dict[str, Any]:
+        if not self.texts:
+            return {"n": 0}
+        sev = [severity(t, f if f in ("stop", "length") else None) for t, f in zip(self.texts, self.finish, strict=True)]
+        return {"n": len(self.texts), "rr": float(self.flags.mean()),
+                "ri": float(np.mean([repetition_intensity(t) for t in self.texts])),
+                "ie": float(np.mean([information_entropy(t) for t in self.texts])),
+                "density": float(np.mean([information_density(t) for t in self.texts])),
+                "severity": {s: sev.count(s) / len(sev) for s in ("benign", "ordinary", "severe")},
+                "mean_words": float(np.mean([len(t.split()) for t in self.texts]))}
+
+
+@dataclass
+class StressorResult:
+    model: str
+    spec: StressorSpec
+    videos: list[str]
+    clean: TextStats
+    variants: dict[str, list[TextStats]] = field(default_factory=dict)  # stressor -> per video
+    controls: dict[str, TextStats] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    errors: int = 0
+    calls: dict[str, Any] = field(default_factory=dict)
+
+    def amplification(self, stressor: str) -> np.ndarray:
+        """Per video: share of its variants that repeat − its clean repetition indicator."""
+        clean = self.clean.flags.astype(float)
+        return np.array([s.flags.mean() if s.texts else np.nan for s in self.variants[stressor]]) - clean
+
+    def attack(self, stressor: str) -> dict[str, Any]:
+        """Replay the attack walk over the variants of each clean-benign video."""
+        cap = self.spec.attack_cap
+        attacked = successes = 0
+        queries: list[int] = []
+        for v, flag in enumerate(self.clean.flags):
+            if flag:
+                continue  # only videos whose clean output is benign are attacked
+            attacked += 1
+            walk = self.variants[stressor][v].flags[: (len(self.variants[stressor][v].flags) if stressor == "delete1" else cap)]
+            hit = np.flatnonzero(walk)
+            if hit.size:
+                successes += 1
+                queries.append(int(hit[0]) + 1)
+        return {"attacked": attacked, "successes": successes, "asr": successes / attacked if attacked else float("nan"),
+                "aq": float(np.mean(queries)) if queries else float("nan"), "queries": queries}
+
+
+def _clean_spec(ctx: Any, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
+    info = ctx.store.info(item.path)
+    return FrameSpec.from_video(item.path, frame_indices(info.frame_count, count, convention="videostf"),
+                                size=spec.resolution, info=info)
+
+
+def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dict[str, Any], **decoding: Any) -> Request:
+    parts: tuple[Any, ...] = (TextPart(PROMPT),) if frames is None else (VideoPart(frames), TextPart(PROMPT))
+    return Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens, **decoding),
+                   seed=int(meta.get("seed", 0)), meta={"probe": "stressor", **meta})
+
+
+def select_videos(ctx: Any, manifest: Manifest, n: int) -> list[VideoItem]:
+    pool = sorted(manifest.videos)
+    rng = ctx.rng("stressor-videos")
+    pick = sorted(rng.choice(len(pool), size=min(n, len(pool)), replace=False)) if pool else []
+    return [manifest.videos[pool[i]] for i in pick]
+
+
+def _stats(gens: Sequence[Generation]) -> TextStats:
+    return TextStats([g.text for g in gens], [g.finish_reason for g in gens])
+
+
+def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
+                 controls: bool = True) -> StressorResult:
+    """Clean outputs, every stressor's variants (and the controls) for the selected videos."""
+    before = ctx.engine.stats.snapshot()
+    videos = select_videos(ctx, manifest, spec.videos)
+    res = StressorResult(model, spec, [], TextStats([], []))
+    cleans: list[FrameSpec] = []
+    for item in videos:
+        try:
+            cleans.append(_clean_spec(ctx, item, spec.frames, spec))
+            res.videos.append(item.id)
+        except PosbiasError as exc:
+            res.problems.append(f"video {item.id}: {exc}")
+    kept = [manifest.videos[v] for v in res.videos]
+    # plan every request, run them in one engine call
+    plan: list[tuple[str, int]] = []
+    reqs: list[Request] = []
+    for v, (item, clean) in enumerate(zip(kept, cleans, strict=True)):
+        plan.append(("clean", v))
+        reqs.append(_request(model, clean, spec, {"video": item.id, "condition": "clean", "frames": spec.frames}))
+        foreign = cleans[(v + 1) % len(cleans)] if len(cleans) > 1 else clean
+        for name in stressors:
+            variants = ST.variants(clean, name, rng=ctx.rng("variants", item.id, name, spec.frames), count=spec.trials,
+                                   foreign=foreign)
+            for k, var in enumerate(variants):
+                plan.append((name, v))
+                reqs.append(_request(model, _fs(var), spec, {"video": item.id, "condition": name, "variant": k,
+                                                               "record": var.record}))
+        if controls:
+            for name, frames in _controls(ctx, item, clean, foreign, spec):
+                plan.append((name, v))
+                reqs.append(_request(model, frames, spec, {"video": item.id, "condition": name}))
+    gens = ctx.engine.run(reqs, probe="stressor")
+    per: dict[str, list[list[Generation]]] = {}
+    for (name, v), g in zip(plan, gens, strict=True):
+        res.errors += int(not g.ok)
+        per.setdefault(name, [[] for _ in kept])[v].append(g)
+    res.clean = _stats([gs[0] for gs in per.get("clean", [])])
+    for name in stressors:
+        res.variants[name] = [_stats(gs) for gs in per.get(name, [[] for _ in kept])]
+    for name in [*CONTROL_NAMES, *INPUT_CONTROLS]:
+        if name in per:
+            res.controls[name] = _stats([g for gs in per[name] for g in gs])
+    res.calls = ctx.engine.stats.since(before)
+    _log(ctx, res)
+    return res
+
+
+def _controls(ctx: Any, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
+    T = len(clean)
+    rng = ctx.rng("controls", item.id, spec.frames)
+    positions = sorted(int(x) for x in rng.choice(T, size=min(2, T), replace=False))
+    out: list[tuple[str, FrameSpec | None]] = [
+        ("resample+2", _fs(ST.resample(clean, T + 2, convention="videostf"))),
+        ("resample-2", _fs(ST.resample(clean, max(1, T - 2), convention="videostf")) if T > 2 else clean),
+        ("blur", _fs(ST.blur(clean, positions))),
+        ("noise", _fs(ST.noise(clean, positions, rng=rng))),
+        ("jpeg", _fs(ST.jpeg(clean, positions, quality=10))),
+        ("cutout", _fs(ST.cutout(clean, positions, rng=rng))),
+        ("foreign", _fs(ST.replace_foreign(clean, foreign, len(positions), rng=rng, positions=positions))),
+        ("speed2", _fs(ST.speed(clean, 2, convention="videostf"))),
+        ("text-only", None),
+        ("black", FrameSpec.synthetic("black", T, size=spec.resolution)),
+        ("noise-frames", FrameSpec.synthetic("noise", T, size=spec.resolution, seed=int(rng.integers(1 << 30)))),
+        ("static", clean.with_frames([clean.frames[T // 2]] * T, record={"stressor": "static", "frame": T // 2})),
+    ]
+    info = ctx.store.info(item.path)
+    for c in (1, 2, 4, 8, 16, 24, 32):
+        out.append((f"genuine-{c}", FrameSpec.from_video(item.path, frame_indices(info.frame_count, c, convention="videostf"),
+                                                          size=spec.resolution, info=info)))
+    return out
+
+
+def remedy(ctx: Any, model: str, res: StressorResult, manifest: Manifest) -> dict[str, Any]:
+    """Re-query flagged clean outputs with alternative temporal views, in cascade order."""
+    flagged = [v for v, f in enumerate(res.clean.flags) if f]
+    recovered = 0
+    queries: list[int] = []
+    by_view = dict.fromkeys(REMEDY_CASCADE, 0)
+    for v in flagged:
+        item = manifest.videos[res.videos[v]]
+        clean = _clean_spec(ctx, item, res.spec.frames, res.spec)
+        rng = ctx.rng("remedy", item.id)
+        views = {"shuffle": _fs(ST.shuffle(clean, rng=rng)), "reverse": _fs(ST.reverse(clean)),
+                 "speed2": _fs(ST.speed(clean, 2, convention="videostf")), "delete2": _fs(ST.delete(clean, 2, rng=rng))}
+        for q, name in enumerate(REMEDY_CASCADE, start=1):
+            g = ctx.engine.run([_request(model, views[name], res.spec, {"video": item.id, "condition": f"remedy:{name}"})],
+                               probe="stressor")[0]
+            if g.ok and not repeats(g.text):
+                recovered += 1
+                queries.append(q)
+                by_view[name] += 1
+                break
+        else:
+            queries.append(len(REMEDY_CASCADE))
+    out = {"flagged": len(flagged), "recovered": recovered,
+           "recovery_rate": recovered / len(flagged) if flagged else float("nan"),
+           "mean_queries": float(np.mean(queries)) if queries else float("nan"), "recovered_by_view": by_view}
+    ctx.observe("stressor", {"type": "remedy", "model": model, **out})
+    return out
+
+
+def decoding_sweep(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, setting: str) -> TextStats:
+    """Clean outputs under one decoding setting of the VideoSTF sweep (seeded when sampling)."""
+    kw = DECODING_SWEEP[setting]
+    reqs = []
+    for item in select_videos(ctx, manifest, spec.videos):
+        try:
+            clean = _clean_spec(ctx, item, spec.frames, spec)
+        except PosbiasError:
+            continue
+        seed = int(ctx.rng("decoding", item.id, setting).integers(1 << 30))
+        reqs.append(_request(model, clean, spec, {"video": item.id, "condition": f"decoding:{setting}", "seed": seed}, **kw))
+    stats = _stats(ctx.engine.run(reqs, probe="stressor"))
+    ctx.observe("stressor", {"type": "decoding", "model": model, "setting": setting, **stats.summary()})
+    return stats
+
+
+def _log(ctx: Any, res: StressorResult) -> None:
+    ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
+                             "clean": res.clean.summary(), "clean_flags": res.clean.flags.tolist(),
+                             "stressors": {n: {"rr": float(np.mean([s.flags.mean() for s in sts if s.texts])) if sts else None,
+                                               "amplification": np.nanmean(res.amplification(n)).item() if sts else None,
+                                               "ri": float(np.mean([np.mean([repetition_intensity(t) for t in s.texts]) for s in sts if s.texts])) if sts else None,
+                                               "ie": float(np.mean([np.mean([information_entropy(t) for t in s.texts]) for s in sts if s.texts])) if sts else None,
+                                               "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
+                                           for n, sts in res.variants.items()},
+                             "controls": {n: s.summary() for n, s in res.controls.items()},
+                             "errors": res.errors, "problems": res.problems, "calls": res.calls})
+    worst = [v for v, f in enumerate(res.clean.flags) if f][:2]
+    for v in worst:
+        ctx.observe("stressor", {"type": "example", "model": res.model, "video": res.videos[v], "condition": "clean",
+                                 "text": res.clean.texts[v], "finish": res.clean.finish[v]})

@@ -1,0 +1,87 @@
+"""Model resolution (fails at start, never midway) and the small CLI commands."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pytest_posbias.errors import ModelLoadError
+from pytest_posbias.models.registry import REGISTRY, resolve
+
+
+def test_registry_aliases_resolve_without_loading_anything():
+    r = resolve("qwen3vl8b")
+    assert (r.backend, r.target, r.family) == ("hf", "Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl")
+    assert resolve("mimo-vl-7b-rl").prefill == "<think>\n\n</think>\n\n"
+    assert resolve("gpt-5.4").backend == "openai"
+    assert resolve("sim:looping").target == "looping"
+    assert resolve("openai:my-vllm-model").target == "my-vllm-model"
+    for alias in ("qwen3vl8b", "qwen3vl30b", "qwen25vl7b", "internvl35-8b", "internvl35-14b", "internvl25-8b",
+                  "minicpm-o-45", "glm41v-9b-thinking", "mimo-vl-7b-rl", "llava-video-7b", "llava-next-video-7b",
+                  "llava-ov-7b", "molmo2-8b", "sharegpt4video-8b", "videollama2-7b", "gpt-5.4", "gemini-3.1-pro"):
+        assert alias in REGISTRY
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("minicpm-o-45", "cannot be loaded by transformers natively: needs trust_remote_code"),
+        ("videollama2-7b", "cannot be loaded by transformers natively"),
+        ("qwen9000", "unknown model; use a registry alias"),
+        ("./no/such/dir", "no such checkpoint directory"),
+        ("sim:sloppy", "unknown sim profile"),
+        ("openai:", "needs the endpoint's model name"),
+    ],
+)
+def test_unloadable_models_fail_at_start_with_what_to_do(spec, message):
+    with pytest.raises(ModelLoadError, match=message):
+        resolve(spec)
+
+
+def test_checkpoint_dir_family_comes_from_config_json(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", "_name_or_path": "XiaomiMiMo/MiMo-VL-7B-RL"}))
+    r = resolve(str(tmp_path))
+    assert r.family == "qwen2_5_vl" and r.prefill.startswith("<think>")  # a local MiMo copy keeps its prefill
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "minicpmo", "auto_map": {"AutoModel": "x"}}))
+    with pytest.raises(ModelLoadError, match="needs trust_remote_code"):
+        resolve(str(tmp_path))
+
+
+def test_pytest_refuses_an_unsupported_model_before_running(pytester):
+    pytester.makepyfile(test_x="def test_a():\n    pass\n")
+    res = pytester.runpytest("--model", "minicpm-o-45")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "cannot be loaded by transformers natively" in res.stderr.str()
+
+
+def test_cli_models_lists_the_registry():
+    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "models"], capture_output=True, text=True, check=True).stdout
+    assert "qwen3vl8b" in out and "Qwen/Qwen3-VL-8B-Instruct" in out and "NOT NATIVE" in out
+
+
+def test_cli_judge_agreement(tmp_path):
+    path = tmp_path / "labels.csv"
+    rows = [
+        ("A red circle moves from left to right.\nThe background is cream.", "A red circle moves from left to right. The background is cream.", 1.0, 1.0),
+        ("A blue square stays still.\nA white flash fills the screen.", "A blue square stays still in the same place.", 0.5, 0.5),
+        ("A green triangle sinks to the bottom.\nThe screen goes black.", "Nothing is visible.", 0.0, 0.0),
+        ("A purple circle rises.\nThe background is grey.", "The background is grey.", 0.5, 0.0),
+    ]
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["reference", "summary", "human_1", "human_2"])
+        w.writerows(rows)
+    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "judge-agreement", str(path), "--judge", "fragment"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:2] == ["pair", "n"]
+    from scipy import stats
+
+    h = stats.pearsonr([1.0, 0.5, 0.0, 0.5], [1.0, 0.5, 0.0, 0.0]).statistic
+    assert f"{h:.3f}" in lines[1]  # human_1 vs human_2, computed independently
+    assert "fragment judge vs mean human" in lines[2]
