@@ -163,6 +163,9 @@ class BootstrapResult:
         return float((np.count_nonzero(d >= value) + 1) / (d.size + 1))
 
 
+MIN_CLUSTERS = 5  # below this a cluster bootstrap has too few distinct resamples to trust
+
+
 def cluster_bootstrap(
     values: ArrayLike,
     clusters: ArrayLike | None = None,
@@ -170,6 +173,7 @@ def cluster_bootstrap(
     confidence_level: float = 0.90,
     n_resamples: int = 9999,
     rng: np.random.Generator,
+    expand: bool = True,
 ) -> BootstrapResult:
     """Seeded cluster bootstrap CI for the mean of per-instance values.
 
@@ -177,6 +181,11 @@ def cluster_bootstrap(
     percentile method) and the statistic is the instance mean of the resample,
     Σ_g S_g / Σ_g n_g with S_g, n_g the sum and size of cluster g. Without
     ``clusters`` every instance is its own cluster. At least two clusters are needed.
+
+    ``expand`` (default): the expanded percentile interval (Hesterberg 2015): the bootstrap
+    distribution is widened about the estimate by sqrt(G/(G − 1)), which undoes the
+    (G − 1)/G variance shrinkage of resampling G clusters, so small-G intervals keep their
+    coverage. The p-values use the same widened distribution.
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size == 0:
@@ -217,15 +226,14 @@ def cluster_bootstrap(
         method="percentile",
         rng=rng,
     )
-    return BootstrapResult(
-        estimate,
-        float(res.confidence_interval.low),
-        float(res.confidence_interval.high),
-        level,
-        int(v.size),
-        int(sums.size),
-        np.asarray(res.bootstrap_distribution, dtype=float),
-    )
+    dist = np.asarray(res.bootstrap_distribution, dtype=float)
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if expand:
+        g = sums.size
+        f = math.sqrt(g / (g - 1))
+        dist = estimate + f * (dist - estimate)
+        lo, hi = estimate + f * (lo - estimate), estimate + f * (hi - estimate)
+    return BootstrapResult(estimate, lo, hi, level, int(v.size), int(sums.size), dist)
 
 
 @dataclass(frozen=True)
@@ -467,14 +475,16 @@ def mean_verdict(
     the larger of the two one-sided shares (TOST).
     """
     a = _check_alpha(alpha)
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
     lower, upper = _bounds(threshold, sides)
     v = np.asarray(values, dtype=float)
     clusters_arr = None if clusters is None else np.asarray(clusters)
     n_clusters = v.size if clusters_arr is None else np.unique(clusters_arr).size
-    if v.size == 0 or n_clusters < 2:
+    if v.size == 0 or n_clusters < MIN_CLUSTERS:
         return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
-                                    alpha=a, unit=unit, why="fewer than 2 independent units", estimate=float(v.mean()) if v.size else math.nan,
-                                    extra=extra)
+                                    alpha=a, unit=unit, why=f"fewer than {MIN_CLUSTERS} independent units for a cluster bootstrap",
+                                    estimate=float(v.mean()) if v.size else math.nan, extra=extra)
     bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng)
     p_above = bs.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
     p_below = bs.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower

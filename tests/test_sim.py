@@ -66,11 +66,11 @@ def test_middle_weak_lowers_middle_slot_coverage(tmp_path, small_set):
     opts = {"models": ["sim:unbiased", "sim:middle-weak"], "data": str(small_set), "cache": str(tmp_path / "c"), "seed": 0,
             "judge": "auto"}
     ctx = RunContext.create(opts, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="t")
-    spec = PositionalSpec("domestic", "short", 4, groups=3)
+    spec = PositionalSpec("domestic", "short", 4, groups=5)
     un = ctx.positional("sim:unbiased", spec).coverage
     mw = ctx.positional("sim:middle-weak", spec).coverage
     ctx.close()
-    assert un.shape == mw.shape == (12, 4)
+    assert un.shape == mw.shape == (20, 4)
     middle_drop = un[:, 1:3].mean() - mw[:, 1:3].mean()
     edge_drop = un[:, [0, 3]].mean() - mw[:, [0, 3]].mean()
     assert middle_drop > 0.25  # documented keep probability 0.35 in the middle slots
