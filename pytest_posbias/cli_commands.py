@@ -18,6 +18,10 @@ def register_all(sub: Any, register: Register) -> None:
     p.add_argument("family", nargs="?", help="with 'tiny': the family to build")
     p.add_argument("out", nargs="?", help="with 'tiny': the output directory")
 
+    p = register(sub, "report", _report, "render the HTML report from one or more run logs (no model needed)")
+    p.add_argument("run_logs", nargs="+", help="run.jsonl files (several: one comparative report)")
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+
     p = register(sub, "text-audit", _text_audit, "repetition metrics (RR, RI, IE, length-matched RR) of a caption corpus")
     p.add_argument("file", help="JSONL (field text/caption/output) or plain text, one caption per line")
     p.add_argument("--words", type=int, nargs="+", default=[150, 300], help="length-matched RR at these word counts")
@@ -177,4 +181,16 @@ def _text_audit(args: argparse.Namespace) -> int:
     for w, v in result["length_matched"].items():
         rr_txt = "-" if v["rr"] is None else f"{v['rr']:.4f}"
         print(f"RR at {w} words: {rr_txt} ({v['kept']} captions reach {w} words)")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .report.render import render
+
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(args.run_logs), encoding="utf-8")
+    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
     return 0

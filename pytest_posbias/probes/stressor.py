@@ -294,6 +294,13 @@ def _log(ctx: Any, res: StressorResult) -> None:
                                                "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
                                            for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
+                             "ri_values": {"clean": [repetition_intensity(t) for t in res.clean.texts],
+                                           **{n: [repetition_intensity(t) for s in sts for t in s.texts] for n, sts in res.variants.items()}},
+                             "ie_values": {"clean": [information_entropy(t) for t in res.clean.texts],
+                                           **{n: [information_entropy(t) for s in sts for t in s.texts] for n, sts in res.variants.items()}},
+                             "severity": {"clean": res.clean.summary().get("severity", {}),
+                                          **{n: TextStats([t for s in sts for t in s.texts], [f for s in sts for f in s.finish]).summary().get("severity", {})
+                                             for n, sts in res.variants.items()}},
                              "errors": res.errors, "problems": res.problems, "calls": res.calls})
     worst = [v for v, f in enumerate(res.clean.flags) if f][:2]
     for v in worst:

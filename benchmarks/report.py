@@ -1,0 +1,71 @@
+"""Report benchmark: size and render time of the report of a ~600-request run; prints a table.
+
+Builds a small synthetic set, runs the three suites against sim:looping with settings that
+make about 600 model requests, then renders the report from the run log alone.
+
+Run: python benchmarks/report.py
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from pytest_posbias.report.render import render
+from pytest_posbias.video.synthetic import build_set
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        manifest = build_set(tmp / "set", videos_per_config=6, groups_per_config=6)
+        (tmp / "suites").mkdir()
+        for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
+            shutil.copy(ROOT / "suites" / f, tmp / "suites" / f)
+        (tmp / "pyproject.toml").write_text(f"""
+[tool.pytest.ini_options]
+testpaths = ["suites"]
+[tool.posbias]
+data = "{manifest}"
+cache = ".posbias"
+[tool.posbias.probes.positional]
+groups = 6
+[tool.posbias.probes.phase]
+items = 6
+orderings = 2
+samplers = ["left", "midpoint"]
+[tool.posbias.probes.stressor]
+videos = 5
+trials = 2
+""")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow", "--model", "sim:looping", "-q", "-p", "no:randomly",
+                        "-p", "no:cacheprovider"], cwd=tmp, capture_output=True, text=True, check=False)
+        run_s = time.perf_counter() - t0
+        [log] = list((tmp / ".posbias" / "runs").glob("*/run.jsonl"))
+        n_req = sum(1 for line in log.read_text().splitlines() if '"kind": "request"' in line)
+        t0 = time.perf_counter()
+        html = render([log])
+        render_s = time.perf_counter() - t0
+        size = len(html.encode())
+        print(f"{'measure':<34} {'value':>12} {'limit':>10}")
+        print(f"{'request records in the run log':<34} {n_req:>12d} {'~600':>10}")
+        print(f"{'run log size':<34} {log.stat().st_size / 1e6:>10.2f} MB {'':>10}")
+        print(f"{'suite run (sim, wall)':<34} {run_s:>10.1f} s {'':>10}")
+        print(f"{'report render time':<34} {render_s:>10.2f} s {'10 s':>10}")
+        print(f"{'report size':<34} {size / 1e6:>10.2f} MB {'5 MB':>10}")
+        print(f"{'render time / limit':<34} {render_s / 10:>12.3f}")
+        print(f"{'size / limit':<34} {size / 5e6:>12.3f}")
+
+
+if __name__ == "__main__":
+    main()

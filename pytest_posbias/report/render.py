@@ -1,0 +1,343 @@
+"""The HTML robustness report, rendered from run logs alone.
+
+``render(paths)`` reads one or more run logs (several models, or a candidate and its
+baseline) and returns one self-contained HTML page: inline CSS, inline SVG figures, frame
+thumbnails as small inline JPEGs; nothing is fetched when it is opened. Model text,
+references and judge reasons are untrusted and escaped by jinja2's autoescape; figures
+draw text as paths. Rendering is deterministic: the same logs give the same bytes apart
+from the render timestamp.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..engine import read_run_log
+from ..metrics import consensus, dpb_per_instance, meg_per_instance
+from . import figures
+
+SECTION_CAPTIONS = {
+    "coverage": "Mean coverage at each slot position, with a 90% cluster-bootstrap band over video groups. "
+                "A position-invariant model draws flat lines: the same coverage in every slot.",
+    "sampler": "Share of items whose consensus answer differs between two frame samplers at the same budget. "
+               "A phase-robust model is near 0 everywhere, at the level of its re-run floor.",
+    "flips": "Flip rates of each gate with the threshold and the measured re-run floor. A robust model stays at the floor.",
+    "fusion": "Share of answers that change when every grid moves by half the phase spacing. "
+              "PhaseFusion should change fewer answers than one pass.",
+    "risk": "Accuracy on the answered items as low-margin items are abstained on. A useful margin makes the curve rise "
+            "as coverage falls.",
+    "repetition": "Repetition rate (share of outputs with a repeated 5-gram) on clean and stressed frames per frame count. "
+                  "A stable model is low in every cell and no stressor row is darker than the clean row.",
+    "ri": "Repetition intensity (1 − distinct unigrams / unigrams) per output. Lower and tighter is better.",
+    "ie": "Normalised unigram entropy per output. Higher is better (more distinct words).",
+    "severity": "Share of outputs that are benign (no repeated 5-gram), ordinary (2–4 repeats) or severe (> 4 or token cap).",
+}
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, str):
+        return {"inf": "∞", "-inf": "−∞"}.get(v, v)
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "∞" if v > 0 else "−∞"
+        return f"{v:.{digits}g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
+    return str(v)
+
+
+class Run:
+    """One run log, split by record kind."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.header, records = read_run_log(path)
+        self.models = {r["spec"]: r.get("identity", {}) for r in records if r.get("kind") == "model"}
+        self.verdicts = [r for r in records if r.get("kind") == "verdict"]
+        self.obs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.requests = 0
+        self.hits = 0
+        for r in records:
+            if r.get("kind") == "observation":
+                self.obs[r.get("probe", "")].append(r)
+            elif r.get("kind") == "request":
+                self.requests += 1
+                self.hits += bool(r.get("cache_hit"))
+
+
+def _slot_ci(cov: np.ndarray, clusters: np.ndarray, rng: np.random.Generator) -> tuple[list[float], list[float], list[float]]:
+    """Per-slot mean and 90% cluster-bootstrap percentile band (999 resamples, fixed seed)."""
+    if cov.size == 0:
+        return [], [], []
+    groups = np.unique(clusters)
+    means = cov.mean(axis=0)
+    if groups.size < 2:
+        return means.tolist(), means.tolist(), means.tolist()
+    sums = np.stack([cov[clusters == g].sum(axis=0) for g in groups])
+    counts = np.array([(clusters == g).sum() for g in groups], dtype=float)
+    idx = rng.integers(0, groups.size, size=(999, groups.size))
+    boot = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)[:, None]
+    lo, hi = np.percentile(boot, [5, 95], axis=0)
+    return means.tolist(), lo.tolist(), hi.tolist()
+
+
+def _positional(runs: Sequence[Run]) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    summaries = [(run, o) for run in runs for o in run.obs.get("positional", []) if o.get("type") == "summary"]
+    if not summaries:
+        return {}
+    main = [(r, o) for r, o in summaries if o.get("variant") == "main"]
+    panels: dict[str, dict[str, Any]] = {}
+    table = []
+    alloc = []
+    for run, o in sorted(main, key=lambda x: (x[1]["P"], x[1]["domain"], x[1]["bucket"], x[1]["model"])):
+        title = f"{o['domain'].capitalize()}-{o['P']} {o['bucket'].capitalize()}"
+        cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
+        clusters = np.array(o["clusters"])
+        mean, lo, hi = _slot_ci(cov, clusters, rng)
+        panels.setdefault(title, {"title": title, "series": []})["series"].append(
+            {"model": o["model"], "mean": mean, "low": lo, "high": hi})
+        dpb = float(np.mean(dpb_per_instance(cov))) if cov.size else None
+        meg = float(np.mean(meg_per_instance(cov))) if cov.size and o["P"] == 4 else None
+        fails = {k: sum(v) for k, v in o["failures"].items()}
+        contam = np.array(o["contamination"], dtype=float).reshape(-1, o["P"])
+        table.append({"config": title, "model": o["model"], "n": int(np.unique(clusters).size), "instances": int(cov.shape[0]),
+                      "coverage": float(cov.mean()) if cov.size else None, "dpb": dpb, "meg": meg,
+                      "failures": fails, "excluded": o["excluded"], "leaks": o.get("n_leak_candidates", 0),
+                      "contamination": [float(x) for x in contam.mean(axis=0)] if contam.size else []})
+        alloc.append({"config": title, "model": o["model"], **o["allocation"]})
+    variants = []
+    for run, o in summaries:
+        if o.get("variant") != "main":
+            cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
+            variants.append({"config": o["spec"], "model": o["model"], "variant": o["variant"],
+                             "dpb": float(np.mean(dpb_per_instance(cov))) if cov.size else None,
+                             "meg": float(np.mean(meg_per_instance(cov))) if cov.size and o["P"] == 4 else None,
+                             "coverage": float(cov.mean()) if cov.size else None, "target": o.get("target") or {}})
+    return {"figure": figures.coverage_curves(list(panels.values())) if panels else "", "table": table, "alloc": alloc,
+            "variants": sorted(variants, key=lambda v: (v["config"], v["model"]))}
+
+
+def _phase(runs: Sequence[Run]) -> dict[str, Any]:
+    out: dict[str, Any] = {"heatmaps": [], "flip_figure": "", "fusion_figure": "", "risk_figure": "", "margins": []}
+    for run in runs:
+        items = [o for o in run.obs.get("phase", []) if o.get("type") == "item"]
+        by_model: dict[str, dict[str, dict[str, list[int]]]] = defaultdict(dict)
+        for it in items:
+            by_model[it["model"]].setdefault(it["item"], {}).update(it["answers"])
+        for model, answers in sorted(by_model.items()):
+            samplers = sorted({c for a in answers.values() for c in a if c.startswith("sampler:")})
+            if len(samplers) < 2:
+                continue
+            names = [s.split(":", 1)[1] for s in samplers]
+            m = np.full((len(samplers), len(samplers)), np.nan)
+            for i, j in itertools.product(range(len(samplers)), repeat=2):
+                pairs = [(consensus(a[samplers[i]]), consensus(a[samplers[j]])) for a in answers.values()
+                         if samplers[i] in a and samplers[j] in a]
+                if pairs:
+                    m[i, j] = float(np.mean([x != y for x, y in pairs]))
+            out["heatmaps"].append(figures.heatmap(m.tolist(), names, names, title=f"{model}: sampler disagreement"))
+    verdicts = [v for run in runs for v in run.verdicts if v.get("extra", {}).get("probe") == "phase"]
+    flips = [v for v in verdicts if v["extra"].get("gate") in ("flip", "phase", "order")]
+    if flips:
+        models = sorted({v["extra"]["model"] for v in flips})
+        groups = sorted({v["name"] for v in flips})
+        series = {m: [next((v["estimate"] for v in flips if v["name"] == g and v["extra"]["model"] == m), None) for g in groups]
+                  for m in models}
+        floors = {f"re-run floor ({m})": v["extra"]["rerun_floor"] for m in models for v in flips
+                  if v["extra"]["model"] == m and v["extra"].get("rerun_floor") is not None}
+        thr = {"threshold": float(flips[0]["threshold"])}
+        out["flip_figure"] = figures.bars([re.sub(r" \(.*\)", "", g).replace(" flip rate", "") for g in groups], series,
+                                          title="Flip rates", ylabel="share of items", ref={**thr, **dict(list(floors.items())[:1])})
+    fusion = [v for v in verdicts if v["extra"].get("gate") == "fusion" and "single_changed" in v["extra"]]
+    if fusion:
+        models = [v["extra"]["model"] for v in fusion]
+        out["fusion_figure"] = figures.bars(
+            ["single pass", "union pass", "PhaseFusion"],
+            {m: [v["extra"]["single_changed"], v["extra"]["union_changed"], v["extra"]["fusion_changed"]] for m, v in zip(models, fusion, strict=True)},
+            title="Answers changed by an origin shift", ylabel="share of items")
+    order = [v for v in verdicts if v["extra"].get("gate") == "order"]
+    curves = {}
+    for v in order:
+        mg = v["extra"].get("margin") or {}
+        out["margins"].append({"model": v["extra"]["model"], "auroc": mg.get("auroc"), "n": mg.get("n"),
+                               "swing": v["extra"].get("swing"), "unanimity": v["extra"].get("circular_unanimity"),
+                               "accuracy": v["extra"].get("accuracy_identity")})
+        pts = mg.get("risk_coverage") or []
+        if pts:
+            curves[v["extra"]["model"]] = ([p["coverage"] for p in pts], [p["accuracy"] for p in pts])
+    if curves:
+        out["risk_figure"] = figures.lines(curves, title="Risk–coverage of the one-pass margin", xlabel="coverage (answered share)",
+                                           ylabel="accuracy on answered")
+    return out
+
+
+def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
+    summaries = [o for run in runs for o in run.obs.get("stressor", []) if o.get("type") == "summary"]
+    if not summaries:
+        return {}
+    out: dict[str, Any] = {"heatmaps": [], "ri": [], "ie": [], "severity": [], "attack": [], "controls": [], "remedy": [],
+                           "decoding": []}
+    for model in sorted({o["model"] for o in summaries}):
+        mine = sorted((o for o in summaries if o["model"] == model), key=lambda o: o["settings"]["frames"])
+        frames = [o["settings"]["frames"] for o in mine]
+        names = ["clean", *sorted({n for o in mine for n in o["stressors"]})]
+        matrix = [[(o["clean"].get("rr") if n == "clean" else (o["stressors"].get(n) or {}).get("rr")) for o in mine] for n in names]
+        out["heatmaps"].append(figures.heatmap(matrix, names, [f"{f} frames" for f in frames], title=f"{model}: repetition rate",
+                                               vmax=1.0, cmap="magma"))
+        last = mine[-1]
+        out["ri"].append(figures.distributions(last.get("ri_values", {}), title=f"{model}: RI at {last['settings']['frames']} frames",
+                                               ylabel="repetition intensity"))
+        out["ie"].append(figures.distributions(last.get("ie_values", {}), title=f"{model}: IE at {last['settings']['frames']} frames",
+                                               ylabel="information entropy"))
+        sev = last.get("severity", {})
+        if sev:
+            conds = list(sev)
+            out["severity"].append(figures.stacked(conds, {k: [sev[c].get(k, 0.0) for c in conds] for k in ("benign", "ordinary", "severe")},
+                                                   title=f"{model}: severity shares"))
+        for o in mine:
+            for n, s in sorted(o["stressors"].items()):
+                a = s.get("attack") or {}
+                out["attack"].append({"model": model, "frames": o["settings"]["frames"], "stressor": n, "rr": s.get("rr"),
+                                      "amplification": s.get("amplification"), "asr": a.get("asr"), "aq": a.get("aq"),
+                                      "attacked": a.get("attacked")})
+            for n, c in sorted(o.get("controls", {}).items()):
+                out["controls"].append({"model": model, "frames": o["settings"]["frames"], "control": n, "rr": c.get("rr"),
+                                        "ri": c.get("ri"), "n": c.get("n")})
+    for run in runs:
+        for o in run.obs.get("stressor", []):
+            if o.get("type") == "remedy":
+                out["remedy"].append(o)
+            if o.get("type") == "decoding":
+                out["decoding"].append(o)
+    return out
+
+
+def highlight_repeats(text: str, n: int = 5) -> list[tuple[str, bool]]:
+    """Whitespace tokens of ``text`` with a flag for tokens inside a repeated n-gram."""
+    toks = text.split()
+    grams = Counter(tuple(toks[i : i + n]) for i in range(len(toks) - n + 1))
+    marked = [False] * len(toks)
+    for i in range(len(toks) - n + 1):
+        if grams[tuple(toks[i : i + n])] > 1:
+            for k in range(i, i + n):
+                marked[k] = True
+    return list(zip(toks, marked, strict=True))
+
+
+def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"positional": [], "stressor": [], "phase": []}
+    for run in runs:
+        for o in run.obs.get("positional", []):
+            if o.get("type") == "instance" and o.get("thumbnails") and o["spec"] in failing:
+                slots = []
+                for k, s in enumerate(o["slots"]):
+                    covered = s.get("covered") or []
+                    refs = [{"text": r, "covered": bool(covered[i]) if i < len(covered) else None,
+                             "reason": (s.get("reasons") or [""] * len(s["references"]))[i] if i < len(s.get("reasons") or []) else ""}
+                            for i, r in enumerate(s["references"])]
+                    slots.append({"slot": k + 1, "video": s["video"], "thumb": o["thumbnails"][k] if k < len(o["thumbnails"]) else "",
+                                  "summary": s.get("summary", ""), "status": s.get("status"), "coverage": s.get("coverage"),
+                                  "judge": s.get("judge"), "refs": refs})
+                out["positional"].append({"model": o["model"], "spec": o["spec"], "group": o["group"], "order": o["order"],
+                                          "slots": slots, "raw": o.get("text", [])})
+        for o in run.obs.get("stressor", []):
+            if o.get("type") == "example" and o["model"] in failing:
+                out["stressor"].append({"model": o["model"], "video": o["video"], "finish": o.get("finish"),
+                                        "tokens": highlight_repeats(o["text"])})
+    for v in (v for run in runs for v in run.verdicts):
+        ex = v.get("extra", {})
+        if ex.get("probe") == "phase" and not v["passed"] and ex.get("flipped_items"):
+            out["phase"].append({"model": ex.get("model"), "gate": v["name"], "items": ex["flipped_items"][:10]})
+    out["positional"] = out["positional"][:6]
+    out["stressor"] = out["stressor"][:4]
+    return out
+
+
+def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    out = []
+    for run in runs:
+        h = run.header
+        env = h.get("environment", {})
+        problems = [p for o in run.obs.get("data", []) for p in o.get("problems", [])]
+        out.append({"path": run.path.name, "run_id": h.get("run_id"), "started": h.get("started"), "finished": h.get("finished"),
+                    "seed": h.get("seed"), "mode": h.get("mode"), "alpha": h.get("alpha"), "judge": h.get("judge"),
+                    "command": " ".join(h.get("command", [])), "workers": h.get("workers", []),
+                    "models": [{"spec": s, **i} for s, i in run.models.items()], "calls": h.get("calls", {}),
+                    "requests": run.requests, "hits": run.hits, "packages": {k: v for k, v in env.get("packages", {}).items() if v},
+                    "python": env.get("python"), "platform": env.get("platform"), "cuda": env.get("cuda"),
+                    "gpus": env.get("gpus", []), "git_commit": env.get("git_commit"), "problems": problems[:20],
+                    "n_problems": len(problems)})
+    return out
+
+
+def render(paths: Iterable[str | Path], *, rendered_at: str | None = None) -> str:
+    """The report for one or more run logs."""
+    import jinja2
+
+    runs = [Run(Path(p)) for p in paths]
+    verdicts = []
+    for run in runs:
+        for v in run.verdicts:
+            verdicts.append({**v, "model": v.get("extra", {}).get("model") or (run.header.get("models") or ["?"])[0],
+                             "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None else "–"})
+    verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
+    failing = {v.get("extra", {}).get("spec") for v in verdicts if not v["passed"]} | {
+        v["model"] for v in verdicts if not v["passed"] and v.get("extra", {}).get("probe") == "stressor"}
+    env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_posbias", "report/templates"),
+                             autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _fmt
+    env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}%"
+    tmpl = env.get_template("report.html.j2")
+    models = sorted({m for run in runs for m in (run.header.get("models") or [])})
+    return tmpl.render(
+        title="pytest-posbias robustness report: " + ", ".join(models),
+        version=__version__,
+        rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        verdicts=verdicts,
+        n_fail=sum(not v["passed"] for v in verdicts),
+        positional=_positional(runs),
+        phase=_phase(runs),
+        stressor=_stressor(runs),
+        examples=_examples(runs, failing),
+        details=_details(runs),
+        captions=SECTION_CAPTIONS,
+    )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80] or "model"
+
+
+def write_reports(paths: Sequence[str | Path], *, rootdir: Path, explicit: str | None = None,
+                  report_dir: str = "reports") -> list[Path]:
+    """Write the report: to ``explicit``, or to reports/<model>-<UTC timestamp>.html plus reports/latest.html."""
+    html = render(paths)
+    if explicit:
+        out = Path(explicit)
+        out = out if out.is_absolute() else rootdir / out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(html, encoding="utf-8")
+        return [out]
+    d = Path(report_dir)
+    d = d if d.is_absolute() else rootdir / d
+    d.mkdir(parents=True, exist_ok=True)
+    run = Run(Path(paths[0]))
+    models = "+".join(_slug(m) for m in run.header.get("models") or ["model"])
+    stamp = str(run.header.get("started", "")).replace(":", "").replace("-", "").replace("+0000", "Z") or "run"
+    main = d / f"{_slug(models)}-{_slug(stamp)}.html"
+    main.write_text(html, encoding="utf-8")
+    latest = d / "latest.html"
+    latest.write_text(html, encoding="utf-8")
+    return [main, latest]
