@@ -92,7 +92,7 @@ def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols:
     return _svg(fig)
 
 
-def bars(groups: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, ylabel: str,
+def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *, title: str, ylabel: str,
          ref: Mapping[str, float] | None = None, errors: Mapping[str, Sequence[tuple[float, float]]] | None = None,
          percent: bool = True) -> str:
     """Grouped bars (one colour per series), optional horizontal reference lines (e.g. re-run floor)."""

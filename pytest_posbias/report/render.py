@@ -100,7 +100,7 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
     panels: dict[str, dict[str, Any]] = {}
     table = []
     alloc = []
-    for run, o in sorted(main, key=lambda x: (x[1]["P"], x[1]["domain"], x[1]["bucket"], x[1]["model"])):
+    for _run, o in sorted(main, key=lambda x: (x[1]["P"], x[1]["domain"], x[1]["bucket"], x[1]["model"])):
         title = f"{o['domain'].capitalize()}-{o['P']} {o['bucket'].capitalize()}"
         cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
         clusters = np.array(o["clusters"])
@@ -117,7 +117,7 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
                       "contamination": [float(x) for x in contam.mean(axis=0)] if contam.size else []})
         alloc.append({"config": title, "model": o["model"], **o["allocation"]})
     variants = []
-    for run, o in summaries:
+    for _run, o in summaries:
         if o.get("variant") != "main":
             cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
             variants.append({"config": o["spec"], "model": o["model"], "variant": o["variant"],
