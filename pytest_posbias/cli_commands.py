@@ -18,6 +18,18 @@ def register_all(sub: Any, register: Register) -> None:
     p.add_argument("family", nargs="?", help="with 'tiny': the family to build")
     p.add_argument("out", nargs="?", help="with 'tiny': the output directory")
 
+    p = register(sub, "data", _data, "import a dataset's annotations into a manifest (or validate a manifest)")
+    p.add_argument("action", choices=["import", "validate"])
+    p.add_argument("format", nargs="?", help="with import: activitynet, news, mvbench, videomme, egoschema, nextqa")
+    p.add_argument("--videos", help="directory of the dataset's videos (or frame folders)")
+    p.add_argument("--annotations", help="the dataset's annotation file (news: the folder of vid.<id>.info.json)")
+    p.add_argument("--out", help="manifest to write (JSONL); with validate: the manifest to check")
+    p.add_argument("--classes", help="activitynet: activity_net.v1-3.min.json, to map activities to domains")
+    p.add_argument("--answers", help="egoschema: subset_answers.json (default: beside questions.json)")
+    p.add_argument("--groups", type=int, default=27, help="summarization groups per domain x duration and scale (default 27)")
+    p.add_argument("--sample", type=int, default=None, help="multiple choice: keep a random.Random(seed).sample of N items")
+    p.add_argument("--seed", type=int, default=42, help="seed for --sample and group sampling (default 42)")
+
     p = register(sub, "report", _report, "render the HTML report from one or more run logs (no model needed)")
     p.add_argument("run_logs", nargs="+", help="run.jsonl files (several: one comparative report)")
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
@@ -193,4 +205,31 @@ def _report(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(args.run_logs), encoding="utf-8")
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
+    return 0
+
+
+def _data(args: argparse.Namespace) -> int:
+    from .data.manifest import load_manifest
+
+    if args.action == "validate":
+        if not args.out:
+            print("posbias data validate --out MANIFEST")
+            return 2
+        m = load_manifest(args.out)
+        print(f"{args.out}: {len(m.videos)} videos, {len(m.groups)} groups, {len(m.mcq)} multiple-choice items; "
+              f"{len(m.problems)} bad lines")
+        for p in m.problems:
+            print(f"  {p}")
+        return 1 if m.problems else 0
+    from .data.importers import run_import
+
+    missing = [n for n in ("format", "videos", "annotations", "out") if not getattr(args, n)]
+    if missing:
+        print("posbias data import: missing " + ", ".join(f"--{n}" if n != "format" else "FORMAT" for n in missing))
+        return 2
+    rep = run_import(args.format, videos=args.videos, annotations=args.annotations, out=args.out, classes=args.classes,
+                     answers=args.answers, groups=args.groups, sample=args.sample, seed=args.seed)
+    for line in rep.lines():
+        print(line)
+    print(f"wrote {args.out} (summary: {args.out}.import.json)")
     return 0

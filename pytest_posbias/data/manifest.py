@@ -176,7 +176,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             if isinstance(item, VideoItem):
                 if item.id in m.videos:
                     m.problems.append(ManifestError(p, n, f"duplicate video id {item.id!r}"))
-                elif check_files and not item.path.is_file():
+                elif check_files and not item.path.exists():
                     m.problems.append(ManifestError(p, n, f"video {item.id!r}: file not found: {item.path}"))
                 else:
                     m.videos[item.id] = item
@@ -193,7 +193,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     for n, q in pending_mcq:
         if q.video in m.videos:
             q = McqItem(q.id, q.video, m.videos[q.video].path, q.question, q.options, q.answer, q.start, q.end, q.tags, q.kind, q.source)
-        elif check_files and not q.path.is_file():
+        elif check_files and not q.path.exists():
             m.problems.append(ManifestError(p, n, f"mcq {q.id!r}: video not found: {q.video}"))
             continue
         m.mcq.append(q)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,16 @@ from ..errors import FrameRangeError, VideoDecodeError, VideoError, VideoNotFoun
 
 ASPECTS = ("stretch", "pad", "max-side", "none")
 DEFAULT_SIZE = 448
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+FRAME_FOLDER_FPS = 3.0  # MVBench stores some tasks as JPEG frames at 3 fps; override with an fps.txt in the folder
+
+
+def frame_files(folder: Path) -> list[Path]:
+    """Image files of a frame folder, in natural order (frame 2 before frame 10)."""
+    def key(p: Path) -> tuple[Any, ...]:
+        return tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", p.name))
+
+    return sorted((f for f in folder.iterdir() if f.suffix.lower() in IMAGE_EXTS), key=key)
 
 _hash_lock = threading.Lock()
 _hash_memo: dict[tuple[str, int, int], str] = {}
@@ -46,6 +57,12 @@ def content_hash(path: str | os.PathLike[str]) -> str:
         raise VideoNotFoundError(p, "file does not exist") from None
     except OSError as exc:
         raise VideoDecodeError(p, f"cannot stat file ({exc})") from None
+    if p.is_dir():  # a frame folder: names, sizes and the bytes of every frame
+        h = hashlib.sha256(b"frame-folder")
+        for f in frame_files(p):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+        return h.hexdigest()
     key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
     with _hash_lock:
         if key in _hash_memo:
@@ -107,6 +124,10 @@ def _av() -> Any | None:
 def _check_file(path: Path) -> None:
     if not path.exists():
         raise VideoNotFoundError(path, "file does not exist")
+    if path.is_dir():
+        if not frame_files(path):
+            raise VideoDecodeError(path, "folder holds no frame images")
+        return
     if not path.is_file():
         raise VideoDecodeError(path, "not a regular file")
     if path.stat().st_size == 0:
@@ -153,6 +174,17 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
     p = Path(path)
     _check_file(p)
     sha = content_hash(p)
+    if p.is_dir():
+        from PIL import Image
+
+        files = frame_files(p)
+        fps_file = p / "fps.txt"
+        fps = float(fps_file.read_text().strip()) if fps_file.is_file() else FRAME_FOLDER_FPS
+        try:
+            w, h = Image.open(files[0]).size
+        except OSError as exc:
+            raise VideoDecodeError(files[0], f"not a readable image ({exc})") from None
+        return VideoInfo(str(p), sha, len(files), fps, len(files) / fps, w, h, "frames")
     got = _probe_decord(p)
     backend = "decord"
     if got is None:
@@ -288,6 +320,17 @@ def read_frames(
     if bad:
         raise FrameRangeError(p, f"clip has {info.frame_count} frames; requested indices outside [0, {info.frame_count - 1}]: {bad[:5]}")
     DECODES.bump()
+    if p.is_dir():
+        from PIL import Image
+
+        files = frame_files(p)
+        try:
+            imgs = [np.asarray(Image.open(files[i]).convert("RGB"), dtype=np.uint8) for i in idx]
+        except OSError as exc:
+            raise VideoDecodeError(p, f"a frame image is not readable ({exc})") from None
+        if len({a.shape for a in imgs}) > 1:
+            imgs = [resize_frames(a[None], max(imgs[0].shape[:2]), "stretch")[0] for a in imgs]
+        return resize_frames(np.stack(imgs), size, aspect)
     frames = None if backend == "av" else _read_decord(p, idx)
     if frames is None:
         if backend == "decord":
