@@ -47,11 +47,21 @@ def register_all(sub: Any, register: Register) -> None:
     p.add_argument("--api-base", default=None, help="endpoint for an openai judge")
     p.add_argument("--cache", default=".posbias", help="cache directory for judge calls")
 
+    p = register(sub, "calibrate", _calibrate, "measure every gate's error rates, power and sequential savings on the sim models")
+    p.add_argument("--quick", action="store_true", help="200 repetitions per cell (minutes on two cores)")
+    p.add_argument("--reps", type=int, default=None, help="repetitions per cell (default 1000, 200 with --quick)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
+    p.add_argument("--gates", default=None, help="comma-separated gates (default: dpb,meg,flip,phase,order,repetition,stressor,attack)")
+    p.add_argument("--data", default=None, help="manifest to measure sim:unbiased on (default: the synthetic set)")
+    p.add_argument("--cache", default=".posbias", help="generation cache directory (default .posbias)")
+    p.add_argument("--json", default=None, help="also write the numbers as JSON")
+
     p = register(sub, "fixtures", _fixtures, "build the synthetic video set (clips, scene specs, manifest)")
     p.add_argument("action", choices=["build"], help="what to do")
     p.add_argument("--out", default="fixtures/synthetic", help="output directory (default fixtures/synthetic)")
-    p.add_argument("--count", type=int, default=8, help="clips per domain x bucket configuration (default 8)")
-    p.add_argument("--groups", type=int, default=12, help="groups per configuration and scale (default 12)")
+    p.add_argument("--count", type=int, default=10, help="clips per domain x bucket configuration (default 10)")
+    p.add_argument("--groups", type=int, default=40, help="groups per configuration and scale (default 40)")
     p.add_argument("--scales", type=int, nargs="+", default=[2, 4], choices=[2, 4], help="group sizes P (default 2 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the whole set (default 0)")
     p.add_argument("--overwrite", action="store_true", help="re-render clips even when unchanged")
@@ -64,6 +74,22 @@ def _gates(args: argparse.Namespace) -> int:
     for name, t in DEFAULT_THRESHOLDS.items():
         region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[GATE_SIDES[name]]
         print(f"{name:<14} {t:>9g}  {region:<12} {DEFAULT_BASELINE_MARGINS[name]:>15g}  {MARKERS[name]}")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    import json
+    import os
+    from pathlib import Path
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from .calibration import GATES, run_calibration
+
+    gates = args.gates.split(",") if args.gates else list(GATES)
+    rows = run_calibration(reps=args.reps or (200 if args.quick else 1000), alpha=args.alpha, seed=args.seed, gates=gates,
+                           data=args.data, cache=args.cache, rootdir=Path.cwd(), print_fn=lambda m: print(m, flush=True))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2, default=float))
     return 0
 
 

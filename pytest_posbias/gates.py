@@ -9,14 +9,51 @@ positive is worse, must have mean <= the gate's baseline margin.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from .config import GATE_SIDES
 from .errors import ConfigError
 from .metrics import dpb_per_instance, meg_per_instance
 from .probes.positional import PositionalResult, PositionalSpec
-from .stats import Verdict, inconclusive_verdict
+from .sequential import gsd_sizes, gsd_step
+from .stats import Verdict, _bounds, _fmt, _region, inconclusive_verdict
+
+LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
+
+
+def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
+                       name: str, unit: str, extra: dict[str, Any]) -> Verdict:
+    """A gate under the group-sequential design (:mod:`~.sequential`): the probe draws the first
+    third of the maximum sample, then more only while the decision is open."""
+    threshold = ctx.threshold(gate, model)
+    lower, upper = _bounds(threshold, GATE_SIDES[gate])
+    d = None
+    for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
+        d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
+                     alpha=ctx.alpha, kind=kind)
+        if d is not None:
+            break
+    assert d is not None
+    level = round(100 * (1 - 2 * ctx.alpha))
+    reason = (f"{name} = {_fmt(d.estimate)} ({level}% repeated CI [{_fmt(d.ci_low)}, {_fmt(d.ci_high)}], threshold "
+              f"{_region(lower, upper)}, n = {d.stopped_at} of at most {n_max} {unit}, p = {_fmt(d.p_value)}): {d.reason} "
+              f"({ctx.mode} mode, group-sequential, α = {ctx.alpha:g}).")
+    ex = {**extra, "gate": gate, "model": model, "design": d.method, "looks": d.looks, "n_max": n_max,
+          "stopped_at": d.stopped_at}
+    est = d.estimate if math.isfinite(d.estimate) else math.nan
+    return Verdict(name=name, estimate=est, ci_low=d.ci_low, ci_high=d.ci_high, threshold=threshold, n=d.stopped_at,
+                   p_value=d.p_value, passed=d.passed, mode=ctx.mode, reason=reason, alpha=ctx.alpha, lower=lower,
+                   upper=upper, unit=unit, extra=ex)
+
+
+def _group_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
+    """Per-group mean of per-instance values, groups in order of first appearance."""
+    order = list(dict.fromkeys(clusters.tolist()))
+    return np.array([values[clusters == g].mean() for g in order], dtype=float)
 
 
 def _positional_values(gate: str, r: PositionalResult) -> np.ndarray:
@@ -40,10 +77,22 @@ _WORSE = {"dpb": "abs", "meg": "abs", "coverage": "lower", "contamination": "hig
 def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) -> Verdict:
     """DPB / MEG / coverage / contamination gate for one configuration (paired with the
     baseline on the same (group, order) instances when ``--baseline`` is set)."""
-    r = ctx.positional(model, spec)
     name = f"{_NAMES[gate]} {spec.label()}"
-    extra = {"probe": "positional", "spec": spec.label(), "excluded": r.excluded,
-             "failures": {k: sum(v) for k, v in r.failures.items()}, "n_instances": int(r.coverage.shape[0])}
+
+    def describe(res: PositionalResult) -> dict[str, Any]:
+        return {"probe": "positional", "spec": spec.label(), "excluded": res.excluded,
+                "failures": {k: sum(v) for k, v in res.failures.items()}, "n_instances": int(res.coverage.shape[0])}
+
+    if ctx.sequential and not ctx.baseline:
+        def at(n: int) -> np.ndarray:
+            rr = ctx.positional(model, spec, n)
+            return _group_means(_positional_values(gate, rr), rr.clusters) if rr.coverage.size else np.zeros(0)
+
+        v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
+                               extra={})
+        return _with_extra(v, describe(ctx.positional(model, spec, v.extra["looks"][-1])))
+    r = ctx.positional(model, spec)
+    extra = describe(r)
     values = _positional_values(gate, r)
     if ctx.baseline:
         b = ctx.positional(ctx.baseline, spec)
@@ -71,6 +120,25 @@ def _paired_rate(ctx: Any, gate: str, model: str, cand: np.ndarray, base: np.nda
     return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse="higher", extra=extra)
 
 
+def _phase_extra(r: Any, flips: np.ndarray, gate: str) -> dict[str, Any]:
+    """Diagnostics of a phase/order decision on the items it used."""
+    from .probes.phase import margin_auroc, order_accuracy, pair_flips
+
+    extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
+                             "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
+                             "rerun_floor": float(pair_flips(r, "phase:0", "rerun:0").mean())
+                             if "rerun:0" in r.condition_answers and r.items else None}
+    if gate == "order" and r.items:
+        extra.update(order_accuracy(r))
+        extra["margin"] = margin_auroc(r)
+    brief = np.array(["brief-event" in i.tags for i in r.items], dtype=bool)
+    if brief.size and len(flips) == brief.size:
+        extra.update({"brief_event_items": int(brief.sum()), "brief_event_flips": int(flips[brief].sum()),
+                      "other_flips": int(flips[~brief].sum()),
+                      "flipped_items": [i.id for i, f in zip(r.items, flips, strict=True) if f][:20]})
+    return extra
+
+
 def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
     """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion."""
     from .probes.phase import (
@@ -85,7 +153,8 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
 
     spec = ctx.phase_spec()
     budget = which[0] if gate == "flip" else None
-    r = ctx.phase(model, gate, budget)
+    seq = ctx.sequential and not ctx.baseline and gate != "fusion"
+    r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
     base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
     S = spec.phases
     floor = None
@@ -153,15 +222,30 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
                       "flipped_items": [i.id for i, f in zip(r.items, flips, strict=True) if f][:20]})
     if base is not None:
         return _paired_rate(ctx, gate, model, flips, ref(base), [i.id for i in r.items], name=name, unit="items", extra=extra)
+    if seq:
+        def at(n: int) -> np.ndarray:
+            return np.asarray(ref(ctx.phase(model, gate, budget, n=n)), dtype=float)
+
+        v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.items, kind="rate", name=name, unit="items", extra={})
+        final = ctx.phase(model, gate, budget, n=v.extra["looks"][-1])
+        return _with_extra(v, _phase_extra(final, ref(final), gate))
     return ctx.rate_gate(gate, model, int(flips.sum()), int(flips.size), name=name, unit="items", extra=extra)
 
 
 # --------------------------------------------------------------------------- stressors
 
 
+def _with_extra(v: Verdict, more: dict[str, Any]) -> Verdict:
+    from dataclasses import replace
+
+    return replace(v, extra={**v.extra, **more})
+
+
 def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str | None = None) -> Verdict:
     """repetition (clean RR), stressor (paired amplification), attack (ASR) at a frame count."""
-    r = ctx.stressor(model, frames)
+    spec = ctx.stressor_spec(frames)
+    seq = ctx.sequential and not ctx.baseline
+    r = ctx.stressor(model, frames, max(1, spec.videos // LOOKS) if seq else None)
     base = ctx.stressor(ctx.baseline, frames) if ctx.baseline else None
     extra: dict[str, Any] = {"probe": "stressor", "frames": frames, "errors": r.errors, "n_videos": len(r.videos),
                              "problems": r.problems[:5]}
@@ -171,6 +255,10 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
         name = f"clean repetition rate at {frames} frames"
         if base is not None:
             return _paired_rate(ctx, gate, model, flags, base.clean.flags.astype(int), r.videos, name=name, unit="videos", extra=extra)
+        if seq:
+            v = sequential_verdict(ctx, gate, model, values_at=lambda n: ctx.stressor(model, frames, n).clean.flags.astype(float),
+                                   n_max=spec.videos, kind="rate", name=name, unit="videos", extra=extra)
+            return _with_extra(v, ctx.stressor(model, frames, v.n).clean.summary())
         return ctx.rate_gate(gate, model, int(flags.sum()), int(flags.size), name=name, unit="videos", extra=extra)
     if stressor is None:
         raise ConfigError("`stressor` is required for the stressor and attack gates")
@@ -185,11 +273,42 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
             both = ok & ~np.isnan(bd)
             return ctx.baseline_gate(gate, model, d[both], bd[both], np.array(r.videos)[both], name=name, unit="videos",
                                      worse="higher", extra=extra)
-        return ctx.mean_gate(gate, model, d[ok], np.array(r.videos)[ok], name=name, unit="videos", extra=extra)
+        # fixed design with the BCa bootstrap: the per-video amplification (a share minus a rare 0/1 clean
+        # flag) has a long negative tail, which makes the t-test and the percentile interval reject a
+        # compliant model too often (calibration table); BCa keeps the false-failure rate <= α
+        full = ctx.stressor(model, frames)
+        d = full.amplification(stressor)
+        ok = ~np.isnan(d)
+        extra.update({"stressed_rr": float(np.mean([s.flags.mean() for s in full.variants[stressor] if s.texts])),
+                      "clean_rr": float(full.clean.flags.mean()), "n_videos": len(full.videos), "design": "fixed"})
+        return ctx.mean_gate(gate, model, d[ok], np.array(full.videos)[ok], name=name, unit="videos", method="bca",
+                             extra=extra)
     if gate == "attack":
         a = r.attack(stressor)
         extra.update({"stressor": stressor, "asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"],
                       "cap": r.spec.attack_cap})
-        name = f"{stressor} attack success rate at {frames} frames (AQ {a['aq']:.3g})"
-        return ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
+        name = f"{stressor} attack success rate at {frames} frames"
+        if seq:
+            def successes(n: int) -> np.ndarray:
+                res = ctx.stressor(model, frames, n)
+                out = []
+                for v, flag in enumerate(res.clean.flags):
+                    if not flag:
+                        walk = res.variants[stressor][v].flags
+                        walk = walk if stressor == "delete1" else walk[: res.spec.attack_cap]
+                        out.append(float(walk.any()))
+                return np.array(out)
+
+            v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
+                                   unit="benign videos", extra=extra)
+            drawn = ctx.stressor(model, frames, v.extra["looks"][-1]).attack(stressor)
+            from dataclasses import replace
+
+            v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(drawn['aq'])}.")
+            return _with_extra(v, {"asr": drawn["asr"], "aq": drawn["aq"], "attacked": drawn["attacked"],
+                                   "videos_drawn": v.extra["looks"][-1]})
+        v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
+        from dataclasses import replace
+
+        return replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")

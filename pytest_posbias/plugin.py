@@ -206,20 +206,24 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
             resolve(spec)
         except ModelLoadError as exc:
             raise pytest.UsageError(str(exc)) from None
-    # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` (with a
-    # space) it takes /ckpt for a test path and may root the run elsewhere, missing the project's
-    # configuration (thresholds, testpaths, markers). Say so rather than run the wrong setup.
+    # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
+    # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and
+    # may root the run elsewhere, missing the project's configuration (thresholds, probe
+    # settings, testpaths, markers). Say so rather than run the wrong setup.
     args = list(config.invocation_params.args)
     here = Path(str(config.invocation_params.dir)).resolve()
     expected = _expected_inifile(here)
     for i, a in enumerate(args[:-1]):
-        if a in ("--model", "--baseline") and Path(args[i + 1]).expanduser().is_dir():
+        if a in PATH_OPTIONS and Path(args[i + 1]).expanduser().exists():
             got = Path(str(config.inipath)).resolve() if config.inipath else None
             if got != expected:
                 raise pytest.UsageError(
-                    f"pytest took the checkpoint directory {args[i + 1]} for a test path, so it did not use "
+                    f"pytest took {args[i + 1]} (the value of {a}) for a test path, so it did not use "
                     f"{expected or 'the project configuration'}; write {a}={args[i + 1]} (with '=')"
                 )
+
+
+PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache")
 
 
 def _expected_inifile(start: Path) -> Path | None:
@@ -342,6 +346,10 @@ def posbias_gate(request: pytest.FixtureRequest) -> Any:
     """``posbias_gate(verdict)``: record a verdict on this test's report and fail on it."""
 
     def gate(verdict: Verdict, *, calls: dict[str, Any] | None = None) -> Verdict:
+        if calls is not None:  # the decision's cost travels with the verdict (JSON summary, report)
+            from dataclasses import replace
+
+            verdict = replace(verdict, extra={**verdict.extra, "calls": dict(calls)})
         record_verdict(request.node, verdict, calls=calls)
         if not verdict.passed:
             pytest.fail(verdict.message(), pytrace=False)

@@ -30,7 +30,7 @@ from . import SCHEMA_VERSION
 from .config import GATE_SIDES, PosbiasConfig
 from .data.manifest import Manifest, load_manifest
 from .engine import Backend, Engine, GenerationCache, RunLog, read_run_log
-from .errors import ConfigError, ModelLoadError
+from .errors import ConfigError
 from .models.registry import ResolvedModel, resolve
 from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
@@ -93,6 +93,7 @@ class RunContext:
         self.mode = str(self.options.get("mode", "detect"))
         self.alpha = float(self.options.get("alpha", 0.05))
         self.n_resamples = int(self.options.get("n_resamples", 9999))
+        self.sequential = bool(self.options.get("sequential", True))
         cache_dir = Path(self.options.get("cache", ".posbias"))
         self.cache_dir = cache_dir if cache_dir.is_absolute() else rootdir / cache_dir
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -225,7 +226,7 @@ class RunContext:
         return PhaseSpec(items=st["items"], budget=st["budget"], phases=st["phases"], orderings=st["orderings"],
                          samplers=tuple(st["samplers"]), resolution=st["resolution"], max_new_tokens=st["max_new_tokens"])
 
-    def phase(self, model: str, gate: str, budget: int | None = None) -> PhaseResult:
+    def phase(self, model: str, gate: str, budget: int | None = None, n: int | None = None) -> PhaseResult:
         """The phase/order probe with exactly the conditions a gate needs (shared requests are cached):
         order: phase 0 in every ordering; phase: every phase in every ordering plus the re-run of
         phase 0; flip: every sampler at a budget; fusion: the S phases, their origin-shifted grids
@@ -246,28 +247,32 @@ class RunContext:
             ident = [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
         else:
             raise ConfigError(f"`gate` must be order, phase, flip or fusion; got {gate!r}")
-        key = f"phase|{model}|{spec.key()}|{gate}|{b}"
+        n = min(n or spec.items, spec.items)
+        key = f"phase|{model}|{spec.key()}|{gate}|{b}|{n}"
         return self.memo(key, lambda: run_phase(self, model, spec, self.manifest(), conditions=conds, identity=ident,
-                                                rerun=rerun))
+                                                rerun=rerun, n_items=n))
 
     def stressor_spec(self, frames: int) -> StressorSpec:
         st = self.probe_settings("stressor")
         return StressorSpec(videos=st["videos"], frames=frames, trials=st["trials"], attack_cap=st["attack_cap"],
                             max_new_tokens=st["max_new_tokens"], resolution=st["resolution"])
 
-    def stressor(self, model: str, frames: int) -> StressorResult:
+    def stressor(self, model: str, frames: int, n: int | None = None) -> StressorResult:
         spec = self.stressor_spec(frames)
-        return self.memo(f"stressor|{model}|{spec.key()}", lambda: run_stressor(self, model, spec, self.manifest()))
+        n = min(n or spec.videos, spec.videos)
+        return self.memo(f"stressor|{model}|{spec.key()}|{n}",
+                         lambda: run_stressor(self, model, spec, self.manifest(), n_videos=n))
 
-    def positional(self, model: str, spec: PositionalSpec) -> PositionalResult:
-        return self.memo(f"positional|{model}|{spec.key()}",
-                         lambda: run_positional(self, model, spec, self.manifest(), self.judges()))
+    def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:
+        n = min(n or spec.groups, spec.groups)
+        return self.memo(f"positional|{model}|{spec.key()}|{n}",
+                         lambda: run_positional(self, model, spec, self.manifest(), self.judges(), n_groups=n))
 
     # -- verdicts
     def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
-                  extra: Mapping[str, Any] | None = None) -> Verdict:
+                  method: str = "percentile", extra: Mapping[str, Any] | None = None) -> Verdict:
         return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=GATE_SIDES[gate],
-                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
+                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples, method=method,
                             rng=self.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
 
     def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,
@@ -416,9 +421,10 @@ def finish_run(
     try:
         written = write_reports([path], rootdir=config_rootdir, explicit=options.get("report"),
                                 report_dir=options.get("report_dir", "reports"))
-    except (OSError, ValueError, ModelLoadError) as exc:
+    except Exception as exc:
         if terminal is not None:
-            terminal.write_line(f"[posbias] report not written: {exc}", red=True)
+            terminal.write_line(f"[posbias] report not written ({type(exc).__name__}: {exc}); "
+                                f"re-render with: posbias report {path} -o report.html", red=True)
         return path
     if terminal is not None:
         for w in written:

@@ -15,6 +15,7 @@ Conventions (stated once, used everywhere):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -92,8 +93,20 @@ def wilson_interval(k: int, n: int, *, confidence_level: float = 0.95) -> tuple[
 def exact_interval(k: int, n: int, *, confidence_level: float = 0.95) -> tuple[float, float]:
     """Clopper–Pearson (exact) two-sided interval for a binomial rate k/n."""
     _check_counts(k, n)
-    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=_check_confidence(confidence_level), method="exact")
+    return _clopper_pearson(int(k), int(n), float(_check_confidence(confidence_level)))
+
+
+@functools.lru_cache(maxsize=65536)
+def _clopper_pearson(k: int, n: int, confidence_level: float) -> tuple[float, float]:
+    # Memoized: calibration and sequential looks ask for the same (k, n) thousands of times,
+    # and scipy finds each bound by root search.
+    ci = _st.binomtest(k, n).proportion_ci(confidence_level=confidence_level, method="exact")
     return float(ci.low), float(ci.high)
+
+
+@functools.lru_cache(maxsize=65536)
+def _binomtest_p(k: int, n: int, p0: float, alternative: str) -> float:
+    return float(_st.binomtest(k, n, p0, alternative=alternative).pvalue)
 
 
 def binomial_test(k: int, n: int, p0: float, *, alternative: str = "greater") -> float:
@@ -106,7 +119,7 @@ def binomial_test(k: int, n: int, p0: float, *, alternative: str = "greater") ->
         raise ConfigError(f"`p0` must lie in [0, 1]; got {p0!r}")
     if alternative not in ("greater", "less", "two-sided"):
         raise ConfigError(f"`alternative` must be 'greater', 'less' or 'two-sided'; got {alternative!r}")
-    return float(_st.binomtest(int(k), int(n), float(p0), alternative=alternative).pvalue)
+    return _binomtest_p(int(k), int(n), float(p0), alternative)
 
 
 def mcnemar_exact(b: int, c: int, *, alternative: str = "two-sided") -> float:
@@ -152,15 +165,43 @@ class BootstrapResult:
     n_clusters: int
     distribution: NDArray[np.float64] = field(repr=False, compare=False)
 
+    expanded: bool = field(default=False, compare=False)
+    method: str = field(default="percentile", compare=False)
+    z0: float = field(default=0.0, compare=False)  # BCa bias correction
+    accel: float = field(default=0.0, compare=False)  # BCa acceleration
+
+    def _adjust(self, p: float, *, upper_tail: bool) -> float:
+        """Map a bootstrap tail share to the p-value of the interval's method, so that p < α
+        exactly when the matching (1 − 2α) bound excludes the value.
+
+        Expanded percentile: the normal-to-t correction of the interval. BCa: invert
+        α₁ = Φ(z0 + (z0 + z_α)/(1 − a(z0 + z_α))) for the lower tail (Efron 1987), the mirror
+        image for the upper tail.
+        """
+        if self.method == "bca":
+            q = min(max(p, 1e-300), 1 - 1e-16)
+            z0 = -self.z0 if upper_tail else self.z0
+            a = -self.accel if upper_tail else self.accel
+            w = float(_st.norm.ppf(q)) - z0
+            denom = 1 + a * w
+            if denom <= 0:
+                return 1.0 if w > 0 else 0.0
+            return float(_st.norm.cdf(w / denom - z0))
+        if not self.expanded or self.n_clusters < 3:
+            return p
+        g = self.n_clusters
+        z = float(_st.norm.ppf(min(max(p, 1e-300), 1.0)))
+        return float(_st.t.cdf(z / math.sqrt(g / (g - 1)), g - 1))
+
     def p_greater(self, value: float) -> float:
         """Bootstrap p-value of H0: θ <= value (share of θ* <= value, +1 corrected)."""
         d = self.distribution
-        return float((np.count_nonzero(d <= value) + 1) / (d.size + 1))
+        return self._adjust(float((np.count_nonzero(d <= value) + 1) / (d.size + 1)), upper_tail=False)
 
     def p_less(self, value: float) -> float:
         """Bootstrap p-value of H0: θ >= value (share of θ* >= value, +1 corrected)."""
         d = self.distribution
-        return float((np.count_nonzero(d >= value) + 1) / (d.size + 1))
+        return self._adjust(float((np.count_nonzero(d >= value) + 1) / (d.size + 1)), upper_tail=True)
 
 
 MIN_CLUSTERS = 5  # below this a cluster bootstrap has too few distinct resamples to trust
@@ -174,6 +215,7 @@ def cluster_bootstrap(
     n_resamples: int = 9999,
     rng: np.random.Generator,
     expand: bool = True,
+    method: str = "percentile",
 ) -> BootstrapResult:
     """Seeded cluster bootstrap CI for the mean of per-instance values.
 
@@ -182,10 +224,16 @@ def cluster_bootstrap(
     Σ_g S_g / Σ_g n_g with S_g, n_g the sum and size of cluster g. Without
     ``clusters`` every instance is its own cluster. At least two clusters are needed.
 
-    ``expand`` (default): the expanded percentile interval (Hesterberg 2015): the bootstrap
-    distribution is widened about the estimate by sqrt(G/(G − 1)), which undoes the
-    (G − 1)/G variance shrinkage of resampling G clusters, so small-G intervals keep their
-    coverage. The p-values use the same widened distribution.
+    ``expand`` (default): the expanded percentile interval (Hesterberg 2015, "What teachers
+    should know about the bootstrap", §3.6): the percentiles are taken at
+    α' = Φ(−sqrt(G/(G − 1)) · t_{1−α, G−1}) instead of α, which matches the t interval for
+    normal data and keeps the coverage of small-G intervals (the plain percentile interval is
+    too narrow for few clusters). The p-values use the same correction.
+
+    ``method='bca'``: the bias-corrected and accelerated interval of ``scipy.stats.bootstrap``
+    (Efron 1987; acceleration from the leave-one-cluster-out jackknife) instead, for skewed
+    unit values where the percentile interval is too short on the long-tail side; ``expand``
+    is then ignored.
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size == 0:
@@ -196,6 +244,8 @@ def cluster_bootstrap(
     level = _check_confidence(confidence_level)
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 99:
         raise ConfigError(f"`n_resamples` must be an integer >= 99; got {n_resamples!r}")
+    if method not in ("percentile", "bca"):
+        raise ConfigError(f"`method` must be 'percentile' or 'bca'; got {method!r}")
     if clusters is None:
         c = np.arange(v.size)
     else:
@@ -203,7 +253,7 @@ def cluster_bootstrap(
         if c.shape != v.shape:
             raise ConfigError(f"`clusters` must have the same shape as `values`; got {c.shape} vs {v.shape}")
     _, inverse = np.unique(c, return_inverse=True)
-    sums = np.bincount(inverse, weights=v)
+    sums = np.asarray(np.bincount(inverse, weights=v), dtype=float)
     counts = np.bincount(inverse).astype(float)
     if sums.size < 2:
         raise ConfigError(f"`clusters` must hold at least 2 distinct clusters to bootstrap; got {sums.size}")
@@ -215,25 +265,43 @@ def cluster_bootstrap(
 
     if np.allclose(sums / counts, estimate, rtol=0, atol=1e-15):
         dist = np.full(int(n_resamples), estimate)
-        return BootstrapResult(estimate, estimate, estimate, level, v.size, sums.size, dist)
+        return BootstrapResult(estimate, estimate, estimate, level, v.size, sums.size, dist, expanded=False)
+    g = int(sums.size)
+    tail = (1 - level) / 2
+    if method == "bca":
+        return _bca(sums, counts, estimate, level, int(v.size), int(n_resamples), rng, ratio)
+    if expand and g >= 3:
+        tail = float(_st.norm.cdf(-math.sqrt(g / (g - 1)) * _st.t.ppf(1 - tail, g - 1)))
     res = _st.bootstrap(
         (sums, counts),
         ratio,
         paired=True,
         vectorized=True,
         n_resamples=int(n_resamples),
-        confidence_level=level,
+        confidence_level=1 - 2 * tail,
         method="percentile",
         rng=rng,
     )
     dist = np.asarray(res.bootstrap_distribution, dtype=float)
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if expand:
-        g = sums.size
-        f = math.sqrt(g / (g - 1))
-        dist = estimate + f * (dist - estimate)
-        lo, hi = estimate + f * (lo - estimate), estimate + f * (hi - estimate)
-    return BootstrapResult(estimate, lo, hi, level, int(v.size), int(sums.size), dist)
+    return BootstrapResult(estimate, lo, hi, level, int(v.size), g, dist, expanded=expand and g >= 3)
+
+
+def _bca(sums: NDArray[np.float64], counts: NDArray[np.float64], estimate: float, level: float, n: int,
+         n_resamples: int, rng: np.random.Generator, ratio: Any) -> BootstrapResult:
+    """The BCa branch of :func:`cluster_bootstrap`: scipy's interval, and z0 and a for the p-values."""
+    res = _st.bootstrap((sums, counts), ratio, paired=True, vectorized=True, n_resamples=n_resamples,
+                        confidence_level=level, method="BCa", rng=rng)
+    dist = np.asarray(res.bootstrap_distribution, dtype=float)
+    share = float((np.count_nonzero(dist < estimate) + np.count_nonzero(dist <= estimate)) / (2 * dist.size))  # as scipy
+    z0 = float(_st.norm.ppf(min(max(share, 1e-12), 1 - 1e-12)))
+    g = sums.size
+    loo = (sums.sum() - sums) / (counts.sum() - counts)  # leave-one-cluster-out means
+    dev = loo.mean() - loo
+    den = 6.0 * float(np.sum(dev**2)) ** 1.5
+    accel = float(np.sum(dev**3)) / den if den > 0 else 0.0
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return BootstrapResult(estimate, lo, hi, level, n, int(g), dist, expanded=False, method="bca", z0=z0, accel=accel)
 
 
 @dataclass(frozen=True)
@@ -465,6 +533,7 @@ def mean_verdict(
     unit: str = "instances",
     n_resamples: int = 9999,
     rng: np.random.Generator,
+    method: str = "percentile",
     extra: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """Gate on the mean of per-instance values with a cluster-bootstrap (1 − 2α) CI.
@@ -472,7 +541,8 @@ def mean_verdict(
     ``sides='both'``: compliant when −threshold <= θ <= threshold (DPB, MEG);
     ``'upper'``: θ <= threshold; ``'lower'``: θ >= threshold. Detect p-value: the
     bootstrap share on the compliant side of the nearer violated bound; certify:
-    the larger of the two one-sided shares (TOST).
+    the larger of the two one-sided shares (TOST). ``method``: ``percentile`` (expanded
+    percentile, the default) or ``bca`` (for skewed units, e.g. the stressor amplification).
     """
     a = _check_alpha(alpha)
     if mode not in MODES:
@@ -485,14 +555,15 @@ def mean_verdict(
         return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
                                     alpha=a, unit=unit, why=f"fewer than {MIN_CLUSTERS} independent units for a cluster bootstrap",
                                     estimate=float(v.mean()) if v.size else math.nan, extra=extra)
-    bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng)
+    bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng, method=method)
     p_above = bs.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
     p_below = bs.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower
     p_detect = min(p_above, p_below)
     p_cert_hi = bs.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
     p_cert_lo = bs.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
     p_certify = max(p_cert_hi, p_cert_lo)
-    ex = {"n_instances": int(v.size), "n_resamples": int(n_resamples), "method": "cluster bootstrap (percentile)"}
+    ex = {"n_instances": int(v.size), "n_resamples": int(n_resamples), "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
+                                                                             "cluster bootstrap (expanded percentile)")}
     ex.update(extra or {})
     return _decide(name=name, estimate=bs.estimate, ci_low=bs.ci_low, ci_high=bs.ci_high, lower=lower, upper=upper,
                    threshold=threshold, n=bs.n_clusters, unit=unit, mode=mode, alpha=a,

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from pytest_posbias.models.registry import model_label
 from pytest_posbias.plugin import posbias_config, suite_options
 from pytest_posbias.probes.settings import settings_for
 from pytest_posbias.suite_support import (
@@ -24,7 +25,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     opts = suite_options(metafunc.config)
     names = metafunc.fixturenames
     if "posbias_model" in names:
-        metafunc.parametrize("posbias_model", opts["models"], ids=[_id(m) for m in opts["models"]], scope="session")
+        metafunc.parametrize("posbias_model", opts["models"], ids=[_id(model_label(m)) for m in opts["models"]], scope="session")
     pos_settings = settings_for("positional", posbias_config(metafunc.config).probes.get("positional"))
     scales = pos_settings["scales"]
     if "positional_config" in names:

@@ -43,10 +43,10 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def small_set(tmp_path_factory) -> Path:
-    """A small synthetic set (5 clips per configuration, 5 groups per scale): its manifest."""
+    """A small synthetic set (6 clips per configuration, 12 groups per scale): its manifest."""
     from pytest_posbias.video.synthetic import build_set
 
-    return build_set(tmp_path_factory.mktemp("small-set"), videos_per_config=5, groups_per_config=5)
+    return build_set(tmp_path_factory.mktemp("small-set"), videos_per_config=6, groups_per_config=12)
 
 
 @pytest.fixture(scope="session")

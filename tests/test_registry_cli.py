@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from pytest_posbias.errors import ModelLoadError
-from pytest_posbias.models.registry import REGISTRY, resolve
+from pytest_posbias.models.registry import REGISTRY, model_label, resolve
 
 
 def test_registry_aliases_resolve_without_loading_anything():
@@ -24,6 +24,17 @@ def test_registry_aliases_resolve_without_loading_anything():
                   "minicpm-o-45", "glm41v-9b-thinking", "mimo-vl-7b-rl", "llava-video-7b", "llava-next-video-7b",
                   "llava-ov-7b", "molmo2-8b", "sharegpt4video-8b", "videollama2-7b", "gpt-5.4", "gemini-3.1-pro"):
         assert alias in REGISTRY
+
+
+@pytest.mark.parametrize(("spec", "label"), [
+    ("/runners/ckpt/qwen3-vl-8b-sft/", "qwen3-vl-8b-sft"),
+    ("./ckpt/step-1000", "step-1000"),
+    ("qwen3vl8b", "qwen3vl8b"),
+    ("sim:middle-weak", "sim:middle-weak"),
+    ("openai:org/model", "openai:org/model"),
+])
+def test_model_label_shortens_checkpoint_paths_only(spec, label):
+    assert model_label(spec) == label
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,17 @@ def test_report_is_self_contained_and_has_every_section(run_dir):
     assert not re.search(r"""(src|href)=["'](https?:)?//""", html)  # nothing fetched from the network
     assert "<mark>" in html  # repeated n-grams of a looping output highlighted
     assert "Reproduce: <code>pytest -m not slow --model sim:looping" in html
+    # each verdict states its cost (model calls, cache hits, model time); a sequential gate says where it stopped
+    costs = re.findall(r'<td class="num cost">(\d+) calls, (\d+) cached, ([0-9.e+-]+) s', html)
+    assert len(costs) == html.count('<td class="num cost">') - html.count('<td class="num cost">–')
+    assert costs and any(int(made) > 0 for made, _, _ in costs)
+    assert re.search(r"stopped at \d+ of \d+ (groups|items|videos)", html)
+    # a sequential gate runs its probe on growing prefixes: the positional table keeps one row per
+    # configuration and model (the final look), not one per look
+    table = html[html.index("<h3>DPB and MEG</h3>"):html.index("<h3>Output allocation per slot</h3>")]
+    rows = re.findall(r"<tr><td>([A-Z][a-z]+-[24] (?:Short|Long))</td><td>sim:looping</td>", table)
+    assert rows and len(rows) == len(set(rows))
+    assert "frame 1 of" in html  # thumbnails of the frames behind a looping description
 
 
 def test_untrusted_text_stays_inert(run_dir, tmp_path):

@@ -120,6 +120,36 @@ def test_bootstrap_ci_of_a_mean_covers_truth_about_95_percent():
     assert 0.88 <= hits / reps <= 0.99
 
 
+def test_bca_interval_is_scipys_and_its_p_values_invert_it():
+    x = np.random.default_rng(11).exponential(1.0, size=50) - 1.0
+    r = S.cluster_bootstrap(x, None, confidence_level=0.90, n_resamples=4999, rng=np.random.default_rng(4), method="bca")
+    ref = st.bootstrap((x,), np.mean, confidence_level=0.90, n_resamples=4999, method="BCa", rng=np.random.default_rng(4))
+    assert (r.ci_low, r.ci_high) == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high), abs=1e-12)
+    # the p-value of H0: theta <= bound is the one-sided level at which the bound sits (5% each side)
+    assert r.p_greater(r.ci_low) == pytest.approx(0.05, abs=0.004)
+    assert r.p_less(r.ci_high) == pytest.approx(0.05, abs=0.004)
+    # acceleration by hand from the jackknife (Efron and Tibshirani 1993, eq. 14.15)
+    loo = (x.sum() - x) / (x.size - 1)
+    d = loo.mean() - loo
+    assert r.accel == pytest.approx((d**3).sum() / (6 * ((d**2).sum()) ** 1.5))
+
+
+def test_bca_keeps_the_false_failure_rate_where_the_percentile_interval_does_not():
+    # per-video amplification of the stressor gate at its boundary: share of 30 stressed outputs that
+    # repeat (rate 0.20) minus a rare clean flag (rate 0.10); true mean 0.10 = the threshold
+    rng = np.random.default_rng(7)
+    fails = {"percentile": 0, "bca": 0}
+    reps = 300
+    for _ in range(reps):
+        x = rng.binomial(30, 0.2, size=64) / 30 - (rng.random(64) < 0.1)
+        for method in fails:
+            v = S.mean_verdict(x, None, name="amp", threshold=0.10, sides="upper", method=method, n_resamples=999, rng=rng)
+            fails[method] += not v.passed
+    # one-sided alpha = 0.05; 300 reps: binomial sd 1.3 points
+    assert fails["bca"] / reps <= 0.07
+    assert fails["percentile"] > fails["bca"]
+
+
 # --------------------------------------------------------------------------- verdicts
 
 

@@ -17,7 +17,7 @@ SETTINGS = """
 items = 60
 
 [tool.posbias.probes.stressor]
-videos = 8
+videos = 16
 trials = 6
 """
 
@@ -58,7 +58,9 @@ def test_order_fails_on_letter_bias_and_passes_on_unbiased(pytester, small_set):
 
 def test_phase_on_unbiased_reports_brief_event_flips_and_the_rerun_floor(pytester, small_set):
     make_project(pytester, small_set, SETTINGS.replace("items = 60", "items = 180"))
-    res = pytester.runpytest("-m", "phase or fusion", "--model", "sim:unbiased", "-p", "no:randomly", "--posbias-json=ph.json")
+    # the fixed design draws all 180 items (the sequential one would stop at the first look here)
+    res = pytester.runpytest("-m", "phase or fusion", "--model", "sim:unbiased", "-p", "no:randomly", "--posbias-fixed",
+                             "--posbias-json=ph.json")
     data = json.loads((pytester.path / "ph.json").read_text())
     phase = [v for v in data["verdicts"] if v["extra"].get("gate") == "phase"]
     assert len(phase) == 4
@@ -74,9 +76,16 @@ def test_phase_on_unbiased_reports_brief_event_flips_and_the_rerun_floor(pyteste
 
 def test_repetition_and_stressor_fail_on_looping_and_pass_on_unbiased(pytester, small_set):
     make_project(pytester, small_set)
-    bad = pytester.runpytest("-m", "(repetition or stressor) and not slow", "--model", "sim:looping", "-p", "no:randomly")
+    bad = pytester.runpytest("-m", "(repetition or stressor) and not slow", "--model", "sim:looping", "-p", "no:randomly",
+                             "--posbias-json=loop.json")
     assert bad.ret == 1
-    assert "clean repetition rate at 16 frames = 0." in bad.stdout.str()
+    assert re.search(r"clean repetition rate at 16 frames = [0-9.]+ \(90% repeated CI", bad.stdout.str())
+    verdicts = {v["extra"].get("stressor", "clean"): v for v in json.loads((pytester.path / "loop.json").read_text())["verdicts"]}
+    assert not verdicts["clean"]["passed"]  # documented clean loop probability 0.30 > 0.15
+    # Shuffle breaks the motion in about half of the frame pairs: loop probability 0.30 -> 0.95
+    assert not verdicts["shuffle"]["passed"] and verdicts["shuffle"]["estimate"] > 0.2
+    # Delete and Reverse leave the motion steady, so the sim's loop probability does not move
+    assert verdicts["delete1"]["passed"] and verdicts["reverse"]["passed"]
     good = pytester.runpytest("-m", "(repetition or stressor) and not slow", "--model", "sim:unbiased", "-p", "no:randomly")
     assert good.ret == 0, good.stdout.str()[-3000:]
 
@@ -85,7 +94,7 @@ def test_attack_reports_asr_and_aq_and_reuses_cached_generations(pytester, small
     make_project(pytester, small_set)
     first = pytester.runpytest("-m", "stressor or attack", "--model", "sim:looping", "-p", "no:randomly", "--posbias-json=a.json")
     out = first.stdout.str()
-    assert re.search(r"shuffle attack success rate at 16 frames \(AQ [0-9.]+\) = ", out)
+    assert re.search(r"shuffle attack success rate at 16 frames = [0-9.]+ \(90% repeated CI .*; average queries AQ = [0-9.]+\.", out)
     made, hits = calls(out)
     assert made > 0
     data = json.loads((pytester.path / "a.json").read_text())
@@ -124,4 +133,6 @@ resolution = 56
     order = next(v for v in data["verdicts"] if v["extra"].get("gate") == "order")
     assert order["extra"]["mode_scoring"] == "logprobs"  # letters scored through real log-probs
     rep = next(v for v in data["verdicts"] if v["extra"].get("gate") == "repetition")
-    assert rep["extra"]["n"] == 3  # repetition measured on real generations
+    # repetition measured on real generations; the sequential design may stop before all 3 videos
+    assert rep["extra"]["n_max"] == 3 and 1 <= rep["n"] <= 3 and rep["extra"]["n"] == rep["n"]
+    assert "[qwen3_vl" in res.stdout.str()  # test ids name a checkpoint directory by its last component

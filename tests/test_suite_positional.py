@@ -17,7 +17,7 @@ SUITES = Path(__file__).resolve().parent.parent / "suites"
 pytestmark = pytest.mark.usefixtures("heavy_modules")
 
 
-def make_project(pytester: pytest.Pytester, manifest: Path, extra_toml: str = "", positional: str = "groups = 5") -> None:
+def make_project(pytester: pytest.Pytester, manifest: Path, extra_toml: str = "", positional: str = "groups = 12") -> None:
     dest = pytester.path / "suites"
     dest.mkdir()
     for f in ("conftest.py", "test_positional.py"):
@@ -49,8 +49,9 @@ def test_meg_fails_on_middle_weak_and_passes_on_unbiased(pytester, small_set):
     bad = pytester.runpytest("-m", "meg and not slow", "--model", "sim:middle-weak", "-p", "no:randomly")
     assert bad.ret == 1
     out = bad.stdout.str()
-    assert re.search(r"MEG domestic-short-P4 = -0\.\d+ \(90% CI \[-0\.\d+, -0\.\d+\], threshold within ±0\.02, n = 5 groups, p = ", out)
-    assert "the whole CI lies below the allowed region" in out
+    assert re.search(r"MEG domestic-short-P4 = -0\.\d+ \(90% repeated CI \[-0\.\d+, -0\.\d+\], threshold within ±0\.02, "
+                     r"n = \d+ of at most 12 groups, p = ", out), out[-3000:]
+    assert "the repeated CI lies wholly outside the allowed region" in out
     good = pytester.runpytest("-m", "meg and not slow", "--model", "sim:unbiased", "-p", "no:randomly")
     assert good.ret == 0, good.stdout.str()[-3000:]
     good.assert_outcomes(passed=6)
@@ -73,7 +74,7 @@ def test_second_run_makes_zero_calls_and_xdist_gives_the_same_verdicts(pytester,
     assert made > 0
     second = pytester.runpytest(*args, "--posbias-json=second.json")
     made2, hits2 = calls_line(second.stdout.str())
-    assert made2 == 0 and hits2 == made
+    assert made2 == 0 and hits2 >= made  # (sequential looks re-read earlier groups: more hits than calls)
     par = pytester.runpytest_subprocess(*args, "-n", "2", "--posbias-json=par.json")
     assert par.ret == first.ret == second.ret == 1
     verdicts = []

@@ -114,6 +114,16 @@ def _family_from_dir(path: Path) -> tuple[str, str]:
     return NATIVE_FAMILIES[mt], str(data.get("_name_or_path", ""))
 
 
+def model_label(spec: str) -> str:
+    """A short name for a ``--model`` value in test ids and report file names: a checkpoint
+    directory's last path component, anything else as given."""
+    if spec.startswith(("sim:", "openai:")) or spec in REGISTRY:
+        return spec
+    if "/" in spec or spec.startswith((".", "~")):
+        return Path(spec).expanduser().name or spec
+    return spec
+
+
 def resolve(spec: str) -> ResolvedModel:
     """Resolve a ``--model`` value without loading anything; raise ModelLoadError at start."""
     if spec.startswith("sim:"):

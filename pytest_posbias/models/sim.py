@@ -16,9 +16,11 @@ profile          effect (documented sizes; ``t`` = temperature)
 ``middle-weak``  keeps a fact in the middle slots of a four-video input (slots 2, 3) with
                  probability 0.35: MEG ≈ −0.4 to −0.55 on the synthetic set's ActivityNet-style
                  domains (−0.1 on News, where fragment coverage is partial anyway); P = 2 unaffected
-``looping``      a description loops with probability min(0.95, 0.50 + 1.5·d), d = share of
+``looping``      a description loops with probability min(0.95, 0.30 + 4·d), d = share of
                  adjacent frame pairs with a jump the motion does not explain (0 on clean
-                 clips, ~0.2–0.4 under Add/Foreign/Shuffle); 40% of loops run to the token cap
+                 synthetic clips; ~0.08 under Add, ~0.10 under Replace, ~0.55 under Shuffle;
+                 0 under Delete and Reverse: a skipped frame is a step within tolerance and
+                 reversed motion is still steady motion); 40% of loops run to the token cap
 ``letter-bias``  when unsure of a multiple-choice answer, adds 0.8·(K − 1 − k) to the logit
                  of the k-th letter (early letters preferred); sure answers are unaffected
 ===============  ==========================================================================
@@ -32,12 +34,14 @@ global generator, so a request always gets the same output.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,14 +61,26 @@ PROFILES: dict[str, str] = {
     "looping": "enters n-gram loops, more often under temporal discontinuity",
     "letter-bias": "prefers early option letters when unsure",
 }
-SIM_VERSION = 1
+SIM_VERSION = 2
+
+
+@functools.cache
+def _code_digest() -> str:
+    """Digest of the simulator's source (this module and ``sim_vision``): part of the
+    revision, so the generation cache never serves outputs of an older simulator."""
+    from . import sim_vision
+
+    h = hashlib.sha256()
+    for mod in (__file__, sim_vision.__file__):
+        h.update(Path(mod).read_bytes())
+    return h.hexdigest()[:12]
 
 # documented effect sizes
 UNBIASED_DROP_PER_TEMPERATURE = 0.08
 PRIMACY_SLOPE = 0.7
 MIDDLE_KEEP = 0.35
-LOOP_BASE = {"looping": 0.50}
-LOOP_PER_DISCONTINUITY = 1.5
+LOOP_BASE = {"looping": 0.30}
+LOOP_PER_DISCONTINUITY = 4.0
 LOOP_SEVERE_SHARE = 0.4
 LETTER_BIAS = 0.8
 UNSURE_CONCENTRATION = 5.0  # Dirichlet concentration of an unsure content distribution (near-flat)
@@ -147,7 +163,7 @@ class SimBackend:
         self._frame_views: dict[tuple[str, int, int | None, str], FrameView] = {}
 
     def identity(self) -> Mapping[str, Any]:
-        return {"backend": "sim", "model_id": f"sim:{self.profile}", "revision": f"sim-v{SIM_VERSION}"}
+        return {"backend": "sim", "model_id": f"sim:{self.profile}", "revision": f"sim-v{SIM_VERSION}-{_code_digest()}"}
 
     def close(self) -> None:
         self._views.clear()

@@ -186,8 +186,16 @@ def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
     return Answer(-1 if parsed is None else int(perm[parsed]), None, None)
 
 
+def item_order(ctx: Any, manifest: Manifest) -> list[McqItem]:
+    """The multiple-choice pool in a seeded random order; a sample of n is its first n items, so a
+    sequential gate that draws more items extends the sample it already has."""
+    pool = list(manifest.mcq)
+    perm = ctx.rng("phase-items").permutation(len(pool)) if pool else []
+    return [pool[int(i)] for i in perm]
+
+
 def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, conditions: Sequence[str] = (),
-              identity: Sequence[str] = (), rerun: bool = False) -> PhaseResult:
+              identity: Sequence[str] = (), rerun: bool = False, n_items: int | None = None) -> PhaseResult:
     """Run ``conditions`` in all orderings, ``identity`` conditions in the identity ordering only,
     and (``rerun``) phase 0 again as separate calls. Requests shared between gates are cached,
     so each gate asks only for what it needs."""
@@ -195,9 +203,7 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
     backend = ctx.engine.backend(model)
     mode = "logprobs" if getattr(backend, "supports_letter_logprobs", False) else "text"
     want = "letters" if mode == "logprobs" else "text"
-    pool = list(manifest.mcq)
-    rng = ctx.rng("phase-items")
-    items = [pool[i] for i in sorted(rng.choice(len(pool), size=min(spec.items, len(pool)), replace=False))] if pool else []
+    items = item_order(ctx, manifest)[: min(spec.items, n_items or spec.items)]
     ordered = list(conditions)
     identity_only = [c for c in identity if c not in ordered]
     res = PhaseResult(model, spec, [], mode, deterministic_backend=getattr(backend, "name", "") == "sim")

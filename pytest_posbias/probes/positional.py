@@ -16,8 +16,6 @@ judge failures (the instance is excluded from DPB/MEG and counted).
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -35,6 +33,7 @@ from ..scoring.slots import allocation, leakage_candidates, slot_similarity, tar
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
+from .thumbnails import video_thumbnails
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
@@ -119,16 +118,6 @@ class PositionalResult:
         return int(np.unique(self.clusters).size) if self.clusters.size else 0
 
 
-def _thumb(frame: np.ndarray, width: int = 96) -> str:
-    from PIL import Image
-
-    img = Image.fromarray(frame)
-    img.thumbnail((width, width))
-    buf = io.BytesIO()
-    img.save(buf, format="JPEG", quality=70)
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
 def _orders(spec: PositionalSpec) -> list[tuple[int, ...]]:
     return cyclic_orders(spec.P) if spec.orders == "cyclic" else full_orders(spec.P)
 
@@ -175,10 +164,12 @@ def build_requests(ctx: Any, model: str, spec: PositionalSpec, groups: Sequence[
     return reqs, plan, problems
 
 
-def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifest, judges: JudgeSet) -> PositionalResult:
-    """Run the probe for one model and configuration and score it."""
+def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifest, judges: JudgeSet,
+                   n_groups: int | None = None) -> PositionalResult:
+    """Run the probe for one model and configuration and score it (the first ``n_groups`` of the
+    configuration's groups, at most ``spec.groups``: a sequential gate grows this prefix)."""
     before = ctx.engine.stats.snapshot()
-    groups = manifest.groups_for(spec.domain, spec.bucket, spec.P)[: spec.groups]
+    groups = manifest.groups_for(spec.domain, spec.bucket, spec.P)[: min(spec.groups, n_groups or spec.groups)]
     reqs, plan, problems = build_requests(ctx, model, spec, groups, manifest)
     problems = [str(p) for p in manifest.problems] + problems
     gens = ctx.engine.run(reqs, probe="positional")
@@ -312,16 +303,7 @@ def _log(ctx: Any, r: PositionalResult, gens: Sequence[Generation]) -> None:
 
 
 def _thumbnails(ctx: Any, inst: Mapping[str, Any]) -> list[str]:
-    out = []
-    for vid in inst["videos"]:
-        try:
-            item = ctx.manifest().videos[vid]
-            info = ctx.store.info(item.path)
-            spec = FrameSpec.from_video(item.path, [info.frame_count // 2], size=160, info=info)
-            out.append(_thumb(ctx.store.materialize(spec)[0]))
-        except PosbiasError:
-            out.append("")
-    return out
+    return [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
 
 
 def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> PositionalSpec:

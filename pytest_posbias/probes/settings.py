@@ -3,8 +3,9 @@
 Defaults follow the papers: the multi-video paper (16 frames short / 24 long, 448×448,
 temperature 0.9, top-p 1.0, 4/2 sentences), the phase paper (S = 3 phases × b = 8,
 ten option orderings, greedy, 4 new tokens) and VideoSTF (500 new tokens, greedy,
-30 trials, attack cap 30). Sample sizes (groups, items, videos) are the suites'
-defaults chosen from the calibration table in the README.
+30 trials, attack cap 30). Sample sizes (groups, items, videos) are maximum sample sizes of
+the group-sequential design, chosen from the calibration table in the README (80% power at
+twice the default threshold); a gate usually stops at 1/4 or 1/2 of them.
 """
 
 from __future__ import annotations
@@ -105,16 +106,16 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "positional": {
-        "groups": 12, "scales": [2, 4], "frames_short": 16, "frames_long": 24, "resolution": 448,
+        "groups": 48, "scales": [2, 4], "frames_short": 16, "frames_long": 24, "resolution": 448,
         "temperature": 0.9, "top_p": 1.0, "max_new_tokens": 512, "boundary": "black",
         "placement": "prompt-first", "budget": "base", "orders": "cyclic", "label_base": [0],
     },
     "phase": {
-        "items": 40, "budgets": [8], "phases": 3, "budget": 8, "orderings": 10,
+        "items": 60, "budgets": [8], "phases": 3, "budget": 8, "orderings": 10,
         "samplers": list(SAMPLERS), "resolution": 360, "max_new_tokens": 4,
     },
     "stressor": {
-        "videos": 12, "frames": [16], "trials": 30, "attack_cap": 30, "max_new_tokens": 500,
+        "videos": 64, "frames": [16], "trials": 30, "attack_cap": 30, "max_new_tokens": 500,
         "resolution": 448,
     },
 }

@@ -46,6 +46,7 @@ from ..video import stressors as ST
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
+from .thumbnails import video_thumbnails
 
 PROMPT = "Please describe this video in detail."
 CONTROL_NAMES = ("resample+2", "resample-2", "blur", "noise", "jpeg", "cutout", "foreign", "speed2")
@@ -156,10 +157,11 @@ def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dic
 
 
 def select_videos(ctx: Any, manifest: Manifest, n: int) -> list[VideoItem]:
+    """The first n videos of a seeded random order of the manifest's videos (a prefix, so a
+    sequential gate that draws more videos extends the sample it already has)."""
     pool = sorted(manifest.videos)
-    rng = ctx.rng("stressor-videos")
-    pick = sorted(rng.choice(len(pool), size=min(n, len(pool)), replace=False)) if pool else []
-    return [manifest.videos[pool[i]] for i in pick]
+    perm = ctx.rng("stressor-videos").permutation(len(pool)) if pool else []
+    return [manifest.videos[pool[int(i)]] for i in perm[: min(n, len(pool))]]
 
 
 def _stats(gens: Sequence[Generation]) -> TextStats:
@@ -167,10 +169,10 @@ def _stats(gens: Sequence[Generation]) -> TextStats:
 
 
 def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
-                 controls: bool = True) -> StressorResult:
+                 controls: bool = True, n_videos: int | None = None) -> StressorResult:
     """Clean outputs, every stressor's variants (and the controls) for the selected videos."""
     before = ctx.engine.stats.snapshot()
-    videos = select_videos(ctx, manifest, spec.videos)
+    videos = select_videos(ctx, manifest, min(spec.videos, n_videos or spec.videos))
     res = StressorResult(model, spec, [], TextStats([], []))
     cleans: list[FrameSpec] = []
     for item in videos:
@@ -305,4 +307,5 @@ def _log(ctx: Any, res: StressorResult) -> None:
     worst = [v for v, f in enumerate(res.clean.flags) if f][:2]
     for v in worst:
         ctx.observe("stressor", {"type": "example", "model": res.model, "video": res.videos[v], "condition": "clean",
-                                 "text": res.clean.texts[v], "finish": res.clean.finish[v]})
+                                 "text": res.clean.texts[v], "finish": res.clean.finish[v],
+                                 "thumbnails": video_thumbnails(ctx, res.videos[v], (0.125, 0.375, 0.625, 0.875))})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import json
 import math
 import re
 from collections import Counter, defaultdict
@@ -24,6 +25,7 @@ import numpy as np
 from .. import __version__
 from ..engine import read_run_log
 from ..metrics import consensus, dpb_per_instance, meg_per_instance
+from ..models.registry import model_label
 from . import figures
 
 SECTION_CAPTIONS = {
@@ -91,9 +93,22 @@ def _slot_ci(cov: np.ndarray, clusters: np.ndarray, rng: np.random.Generator) ->
     return means.tolist(), lo.tolist(), hi.tolist()
 
 
+def _final_looks(items: Iterable[Any], key: Any, size: Any) -> list[Any]:
+    """A sequential gate runs its probe on growing prefixes of the instances and each run logs a
+    summary; keep, per ``key``, the largest one (the look the decision stopped at), in log order."""
+    best: dict[Any, tuple[int, Any]] = {}
+    for pos, it in enumerate(items):
+        k = key(it)
+        if k not in best or size(it) >= size(best[k][1]):
+            best[k] = (best[k][0] if k in best else pos, it)
+    return [it for _, it in sorted(best.values(), key=lambda b: b[0])]
+
+
 def _positional(runs: Sequence[Run]) -> dict[str, Any]:
     rng = np.random.default_rng(0)
-    summaries = [(run, o) for run in runs for o in run.obs.get("positional", []) if o.get("type") == "summary"]
+    summaries = _final_looks(((run, o) for run in runs for o in run.obs.get("positional", []) if o.get("type") == "summary"),
+                             key=lambda ro: (str(ro[0].path), ro[1]["model"], ro[1]["spec"], ro[1].get("variant")),
+                             size=lambda ro: len(ro[1]["coverage"]))
     if not summaries:
         return {}
     main = [(r, o) for r, o in summaries if o.get("variant") == "main"]
@@ -183,7 +198,10 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
 
 
 def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
-    summaries = [o for run in runs for o in run.obs.get("stressor", []) if o.get("type") == "summary"]
+    summaries = _final_looks((o for run in runs for o in run.obs.get("stressor", []) if o.get("type") == "summary"),
+                             key=lambda o: (o["model"], json.dumps({k: v for k, v in o["settings"].items() if k != "videos"},
+                                                                   sort_keys=True)),
+                             size=lambda o: len(o["videos"]))
     if not summaries:
         return {}
     out: dict[str, Any] = {"heatmaps": [], "ri": [], "ie": [], "severity": [], "attack": [], "controls": [], "remedy": [],
@@ -238,8 +256,13 @@ def highlight_repeats(text: str, n: int = 5) -> list[tuple[str, bool]]:
 def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"positional": [], "stressor": [], "phase": []}
     for run in runs:
+        seen: set[tuple[Any, ...]] = set()
         for o in run.obs.get("positional", []):
             if o.get("type") == "instance" and o.get("thumbnails") and o["spec"] in failing:
+                key = (o["model"], o["spec"], o.get("group"), tuple(o.get("order") or ()))
+                if key in seen:  # the same instance logged again by a later sequential look
+                    continue
+                seen.add(key)
                 slots = []
                 for k, s in enumerate(o["slots"]):
                     covered = s.get("covered") or []
@@ -252,13 +275,15 @@ def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
                 out["positional"].append({"model": o["model"], "spec": o["spec"], "group": o["group"], "order": o["order"],
                                           "slots": slots, "raw": o.get("text", [])})
         for o in run.obs.get("stressor", []):
-            if o.get("type") == "example" and o["model"] in failing:
+            if o.get("type") == "example" and o["model"] in failing and (o["model"], o["video"], o.get("condition")) not in seen:
+                seen.add((o["model"], o["video"], o.get("condition")))
                 out["stressor"].append({"model": o["model"], "video": o["video"], "finish": o.get("finish"),
+                                        "thumbs": [t for t in o.get("thumbnails", []) if t],
                                         "tokens": highlight_repeats(o["text"])})
     for v in (v for run in runs for v in run.verdicts):
         ex = v.get("extra", {})
         if ex.get("probe") == "phase" and not v["passed"] and ex.get("flipped_items"):
-            out["phase"].append({"model": ex.get("model"), "gate": v["name"], "items": ex["flipped_items"][:10]})
+            out["phase"].append({"model": ex.get("model"), "gate": v["name"], "item_ids": ex["flipped_items"][:10]})
     out["positional"] = out["positional"][:6]
     out["stressor"] = out["stressor"][:4]
     return out
@@ -334,7 +359,7 @@ def write_reports(paths: Sequence[str | Path], *, rootdir: Path, explicit: str |
     d = d if d.is_absolute() else rootdir / d
     d.mkdir(parents=True, exist_ok=True)
     run = Run(Path(paths[0]))
-    models = "+".join(_slug(m) for m in run.header.get("models") or ["model"])
+    models = "+".join(_slug(model_label(m)) for m in run.header.get("models") or ["model"])
     stamp = str(run.header.get("started", "")).replace(":", "").replace("-", "").replace("+0000", "Z") or "run"
     main = d / f"{_slug(models)}-{_slug(stamp)}.html"
     main.write_text(html, encoding="utf-8")

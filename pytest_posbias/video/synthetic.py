@@ -361,8 +361,8 @@ def questions(scene: SceneSpec) -> list[Question]:
 class SetLayout:
     """How many clips per domain × bucket configuration, and groups per scale."""
 
-    videos_per_config: int = 8
-    groups_per_config: int = 12
+    videos_per_config: int = 10
+    groups_per_config: int = 40
     scales: tuple[int, ...] = (2, 4)
 
 
@@ -370,7 +370,7 @@ def configurations() -> list[tuple[str, str]]:
     return [(d, b) for d, s in DOMAINS.items() for b in s["buckets"]]
 
 
-def build_set(out_dir: str | Path, *, videos_per_config: int = 8, groups_per_config: int = 12, seed: int = 0,
+def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_config: int = 40, seed: int = 0,
               scales: Sequence[int] = (2, 4), overwrite: bool = False, progress: Any = None) -> Path:
     """Render the synthetic set into ``out_dir`` and write ``manifest.jsonl``; returns its path.
 
@@ -412,7 +412,7 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 8, groups_per_con
             seen: set[tuple[str, ...]] = set()
             g = 0
             tries = 0
-            while g < groups_per_config and tries < 1000:
+            while g < groups_per_config and tries < 20000:
                 tries += 1
                 members = tuple(rng.sample(ids, P))
                 if tuple(sorted(members)) in seen:

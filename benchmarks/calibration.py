@@ -1,0 +1,44 @@
+"""Calibration of every gate on the simulated models; prints a table (see pytest_posbias.calibration).
+
+First measures sim:unbiased through the real probes on the synthetic set (positional
+residuals per group, null flip/repetition/attack rates), then simulates each gate many
+times. ``--quick`` uses fewer repetitions (minutes here); the README's table comes from the
+full run: ``python benchmarks/calibration.py --reps 1000``.
+
+Run: python benchmarks/calibration.py [--quick] [--reps N] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from pytest_posbias.calibration import GATES, run_calibration
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="200 repetitions (minutes here)")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions per cell (default 1000, 200 with --quick)")
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="also write the numbers as JSON")
+    ap.add_argument("--gates", default=",".join(GATES), help="comma-separated gates (default: all)")
+    args = ap.parse_args(argv)
+    reps = args.reps or (200 if args.quick else 1000)
+    rows = run_calibration(reps=reps, alpha=args.alpha, seed=args.seed, gates=args.gates.split(","),
+                           cache=str(ROOT / ".posbias"), rootdir=ROOT)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

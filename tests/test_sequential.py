@@ -1,0 +1,93 @@
+"""Sequential decisions: group-sequential boundaries, error rates after early stopping, the CS."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_posbias.sequential import (
+    asymptotic_cs,
+    confidence_sequence,
+    gsd_boundaries,
+    gsd_decide,
+    gsd_sizes,
+    gsd_step,
+    obf_spending,
+)
+
+
+def test_obf_boundaries_match_the_textbook():
+    # Lan-DeMets O'Brien-Fleming spending, one-sided 0.025, three equally spaced looks:
+    # Jennison & Turnbull (2000) table 7.6 gives 3.71, 2.51, 1.99
+    assert gsd_boundaries([1 / 3, 2 / 3, 1], 0.025) == pytest.approx([3.710, 2.511, 1.993], abs=2e-3)
+    assert obf_spending(1.0, 0.05) == pytest.approx(0.05)
+    assert obf_spending(0.25, 0.05) < 1e-4
+    four = gsd_boundaries([0.25, 0.5, 0.75, 1.0], 0.05)
+    assert four == sorted(four, reverse=True) and four[-1] > 1.6449  # the last look pays a little for the early ones
+
+
+def test_sizes():
+    assert gsd_sizes(60, 4) == [15, 30, 45, 60]
+    assert gsd_sizes(5, 4) == [2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("kind", ["rate", "mean"])
+def test_false_failure_rate_at_the_boundary_stays_below_alpha_with_early_stopping(kind):
+    rng = np.random.default_rng(7)
+    reps, n, t = 600, 60, 0.15
+    fails = 0
+    used = []
+    for _ in range(reps):
+        x = (rng.random(n) < t).astype(float) if kind == "rate" else rng.normal(t, 0.2, n)
+        d = gsd_decide(x, n_max=n, looks=4, lower=-math.inf, upper=t, mode="detect", alpha=0.05, kind=kind)
+        fails += not d.passed
+        used.append(d.stopped_at)
+    # binomial 95% upper bound of the observed rate must reach 0.05 or be below it
+    from scipy.stats import binomtest
+
+    assert binomtest(fails, reps).proportion_ci(0.95).low <= 0.05
+    assert min(used) < n  # early looks did stop some runs
+
+
+def test_false_pass_rate_in_certify_mode():
+    rng = np.random.default_rng(8)
+    reps, n = 500, 60
+    passes = sum(gsd_decide((rng.random(n) < 0.15).astype(float), n_max=n, looks=4, lower=-math.inf, upper=0.15,
+                            mode="certify", alpha=0.05, kind="rate").passed for _ in range(reps))
+    assert passes / reps <= 0.07
+
+
+def test_early_stop_for_a_large_violation_and_for_futility():
+    rng = np.random.default_rng(9)
+    strong = (rng.random(60) < 0.7).astype(float)
+    d = gsd_decide(strong, n_max=60, looks=4, lower=-math.inf, upper=0.15, mode="detect", alpha=0.05, kind="rate")
+    assert not d.passed and d.stopped_at <= 30 and "outside" in d.reason and d.p_value < 0.05
+    clean = np.zeros(60)
+    d0 = gsd_decide(clean, n_max=60, looks=4, lower=-math.inf, upper=0.15, mode="detect", alpha=0.05, kind="rate")
+    assert d0.passed and d0.stopped_at < 60 and ("futility" in d0.reason or "inside" in d0.reason)
+
+
+def test_step_returns_none_while_undecided():
+    x = np.array([0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0], dtype=float)
+    assert gsd_step(x, look=0, n_max=60, looks=4, lower=-math.inf, upper=0.15, mode="detect", alpha=0.05,
+                    kind="rate", futility=0.0) is None
+    last = gsd_step(x, look=3, n_max=60, looks=4, lower=-math.inf, upper=0.15, mode="detect", alpha=0.05, kind="rate")
+    assert last is not None and last.stopped_at == 15
+
+
+def test_betting_confidence_sequence_covers_uniformly():
+    rng = np.random.default_rng(1)
+    miss = 0
+    for _ in range(200):
+        x = (rng.random(150) < 0.3).astype(float)
+        lo, hi = confidence_sequence(x, 0.05)
+        miss += bool(np.any((lo > 0.3) | (hi < 0.3)))
+    assert miss / 200 <= 0.12  # time-uniform: at most 2 alpha = 0.1 in expectation
+
+
+def test_asymptotic_cs_has_no_bound_before_burn_in():
+    lo, hi = asymptotic_cs(np.random.default_rng(2).normal(0, 1, 40), 0.05)
+    assert np.isinf(lo[:9]).all() and np.isfinite(lo[9:]).all() and np.all(np.diff(lo[9:]) >= 0)
+    assert np.isinf(hi[:9]).all() and np.isfinite(hi[9:]).all() and np.all(np.diff(hi[9:]) <= 0)
