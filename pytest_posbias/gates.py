@@ -74,6 +74,13 @@ _NAMES = {"dpb": "DPB", "meg": "MEG", "coverage": "mean coverage", "contaminatio
 _WORSE = {"dpb": "abs", "meg": "abs", "coverage": "lower", "contamination": "higher"}
 
 
+def _news_style(ctx: Any, spec: PositionalSpec) -> bool:
+    """Whether the configuration's references are news descriptions (``reference_style: news``)."""
+    m = ctx.manifest()
+    vids = {v for g in m.groups_for(spec.domain, spec.bucket, spec.P) for v in g.videos}
+    return bool(vids) and all(m.videos[v].reference_style == "news" for v in vids if v in m.videos)
+
+
 def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) -> Verdict:
     """DPB / MEG / coverage / contamination gate for one configuration (paired with the
     baseline on the same (group, order) instances when ``--baseline`` is set)."""
@@ -83,6 +90,14 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
         return {"probe": "positional", "spec": spec.label(), "excluded": res.excluded,
                 "failures": {k: sum(v) for k, v in res.failures.items()}, "n_instances": int(res.coverage.shape[0])}
 
+    if gate == "contamination" and _news_style(ctx, spec):
+        r = ctx.positional(model, spec)
+        est = float(r.contamination.mean()) if r.contamination.size else math.nan
+        return inconclusive_verdict(
+            name=name, threshold=ctx.threshold(gate, model), sides=GATE_SIDES[gate], n=len(set(r.clusters.tolist())),
+            mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est, extra={**describe(r), "gate": gate, "model": model},
+            why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
+                "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
     if ctx.sequential and not ctx.baseline:
         def at(n: int) -> np.ndarray:
             rr = ctx.positional(model, spec, n)

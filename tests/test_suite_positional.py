@@ -62,8 +62,17 @@ def test_dpb_fails_on_primacy_and_passes_on_unbiased(pytester, small_set):
     bad = pytester.runpytest("-m", "dpb and not slow", "--model", "sim:primacy", "-p", "no:randomly")
     assert bad.ret == 1
     assert "DPB cooking-short-P2 = -0." in bad.stdout.str()
-    good = pytester.runpytest("-m", "dpb and not slow", "--model", "sim:unbiased", "-p", "no:randomly")
+    good = pytester.runpytest("-m", "(dpb or contamination) and not slow", "--model", "sim:unbiased", "-p", "no:randomly",
+                              "--posbias-json=good.json")
     assert good.ret == 0, good.stdout.str()[-3000:]
+    contamination = [v for v in json.loads((pytester.path / "good.json").read_text())["verdicts"]
+                     if v["name"].startswith("contaminated-slot rate")]
+    news = [v for v in contamination if "news-" in v["name"]]
+    other = [v for v in contamination if "news-" not in v["name"]]
+    assert news and other
+    # news descriptions are not exhaustive: the rate is reported, not gated
+    assert all("news descriptions" in v["reason"] and v["p_value"] == 1.0 and v["estimate"] == v["estimate"] for v in news)
+    assert all("news descriptions" not in v["reason"] for v in other)
 
 
 def test_second_run_makes_zero_calls_and_xdist_gives_the_same_verdicts(pytester, small_set):
