@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from .probes.positional import PositionalResult, PositionalSpec
 from .sequential import gsd_sizes, gsd_step
 from .stats import Verdict, _bounds, _fmt, _region, inconclusive_verdict
 
+VALUE_RANGE = {"dpb": (-1.0, 1.0), "meg": (-1.0, 1.0), "coverage": (0.0, 1.0), "contamination": (0.0, 1.0)}
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
 
 
@@ -38,6 +40,11 @@ def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[
         if d is not None:
             break
     assert d is not None
+    # the t-based repeated CI can reach past the values' range (coverage above 1, a rate below 0)
+    # and, for constant values, spans a rounding error around them; the decision is taken on the
+    # unclipped interval, where clipping to the range could not change it, so clip for the record
+    lo_v, hi_v = VALUE_RANGE.get(gate, (-math.inf, math.inf))
+    d = replace(d, ci_low=min(max(d.ci_low, lo_v), hi_v), ci_high=max(min(d.ci_high, hi_v), lo_v))
     level = round(100 * (1 - 2 * ctx.alpha))
     reason = (f"{name} = {_fmt(d.estimate)} ({level}% repeated CI [{_fmt(d.ci_low)}, {_fmt(d.ci_high)}], threshold "
               f"{_region(lower, upper)}, n = {d.stopped_at} of at most {n_max} {unit}, p = {_fmt(d.p_value)}): {d.reason} "
@@ -251,8 +258,6 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
 
 
 def _with_extra(v: Verdict, more: dict[str, Any]) -> Verdict:
-    from dataclasses import replace
-
     return replace(v, extra={**v.extra, **more})
 
 
@@ -317,13 +322,9 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
             v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
                                    unit="benign videos", extra=extra)
             drawn = ctx.stressor(model, frames, v.extra["looks"][-1]).attack(stressor)
-            from dataclasses import replace
-
             v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(drawn['aq'])}.")
             return _with_extra(v, {"asr": drawn["asr"], "aq": drawn["aq"], "attacked": drawn["attacked"],
                                    "videos_drawn": v.extra["looks"][-1]})
         v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
-        from dataclasses import replace
-
         return replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")

@@ -73,6 +73,8 @@ def test_dpb_fails_on_primacy_and_passes_on_unbiased(pytester, small_set):
     # news descriptions are not exhaustive: the rate is reported, not gated
     assert all("news descriptions" in v["reason"] and v["p_value"] == 1.0 and v["estimate"] == v["estimate"] for v in news)
     assert all("news descriptions" not in v["reason"] for v in other)
+    # a rate's repeated CI stays in [0, 1] (the t-based looks can reach past it; the record is clipped)
+    assert all(0.0 <= v["ci_low"] <= v["estimate"] <= v["ci_high"] <= 1.0 for v in other if v["ci_low"] is not None)
 
 
 def test_second_run_makes_zero_calls_and_xdist_gives_the_same_verdicts(pytester, small_set):
