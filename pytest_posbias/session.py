@@ -76,6 +76,10 @@ def environment() -> dict[str, Any]:
     return env
 
 
+
+PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
+PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
+
 class RunContext:
     """Models, engine, data, thresholds and seeds for one pytest process."""
 
@@ -166,8 +170,10 @@ class RunContext:
     def _on_progress(self, done: int, total: int, hits: int, elapsed: float) -> None:
         if self._progress is None or total == 0:
             return
+        if elapsed < PROGRESS_AFTER_S:  # a short batch prints nothing: lines only where a wait needs explaining
+            return
         now = time.monotonic()
-        if done < total and now - self._last_progress < 2.0:
+        if done < total and now - self._last_progress < PROGRESS_EVERY_S:
             return
         self._last_progress = now
         eta = elapsed / done * (total - done) if done else 0.0

@@ -180,3 +180,18 @@ def test_bad_data_is_recorded_counted_and_the_run_completes(pytester, small_set)
     assert by_config["domestic-short-P2"]["extra"]["excluded"] > 0
     # News references use fragment coverage and need no judge call: that configuration still decides
     assert by_config["news-short-P2"]["extra"]["failures"]["judge_failure"] == 0
+
+
+def test_progress_lines_are_whole_lines_and_quiet_mode_drops_them(pytester, small_set, monkeypatch):
+    from pytest_posbias import session
+
+    monkeypatch.setattr(session, "PROGRESS_AFTER_S", 0.0)  # the synthetic probe is fast: show every batch
+    make_project(pytester, small_set)
+    args = ["-m", "dpb and not slow", "-k", "cooking-short-P2", "--model", "sim:recency", "-p", "no:randomly"]
+    loud = pytester.runpytest(*args).stdout.lines
+    lines = [ln for ln in loud if "[posbias] model calls" in ln]
+    assert lines and all(re.fullmatch(r"\[posbias\] model calls \d+/\d+ \(\+\d+ cache hits\), ETA \d+ s", ln) for ln in lines)
+    done, total = (int(x) for x in re.search(r"(\d+)/(\d+)", lines[-1]).groups())
+    assert done == total > 0
+    quiet = pytester.runpytest(*args, "-q", f"--posbias-cache={pytester.path / 'fresh-cache'}").stdout.lines
+    assert not any("[posbias] model calls" in ln for ln in quiet)
