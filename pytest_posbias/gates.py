@@ -30,7 +30,8 @@ LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all o
 def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
                        name: str, unit: str, extra: dict[str, Any]) -> Verdict:
     """A gate under the group-sequential design (:mod:`~.sequential`): the probe draws the first
-    third of the maximum sample, then more only while the decision is open."""
+    quarter of the maximum sample, then a quarter more at each look while the decision is open
+    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~.sequential.gsd_step`)."""
     threshold = ctx.threshold(gate, model)
     lower, upper = _bounds(threshold, GATE_SIDES[gate])
     d = None
