@@ -3,8 +3,7 @@
 Two anytime-valid designs live here. The suites use the group-sequential design
 (:func:`gsd_step`: four planned looks, Lan–DeMets O'Brien–Fleming α spending, exact
 binomial tests for rates and t-tests for means at each look's spent level, a non-binding
-futility stop), which spends less of the sample near the boundary than a confidence
-sequence does. The confidence-sequence design (:func:`decide`) checks after every batch:
+futility stop). The confidence-sequence design (:func:`decide`) checks after every batch:
 
 The interval is an anytime-valid confidence sequence for the mean of bounded i.i.d. units
 (the per-group mean for positional gates, the per-item or per-video value for the
