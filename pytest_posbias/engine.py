@@ -316,9 +316,11 @@ class CallStats:
     cache_hits: int = 0
     failed: int = 0
     model_seconds: float = 0.0
+    shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"made": self.made, "cache_hits": self.cache_hits, "failed": self.failed, "model_seconds": round(self.model_seconds, 6)}
+        return {"made": self.made, "cache_hits": self.cache_hits, "failed": self.failed,
+                "model_seconds": round(self.model_seconds, 6), "shared": self.shared}
 
     def since(self, before: Mapping[str, Any]) -> dict[str, Any]:
         now = self.snapshot()

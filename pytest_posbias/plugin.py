@@ -170,7 +170,7 @@ class _SessionState:
 
     def __init__(self) -> None:
         self.verdicts: list[tuple[str, Verdict]] = []
-        self.calls = {"made": 0, "cache_hits": 0, "failed": 0, "model_seconds": 0.0}
+        self.calls = {"made": 0, "cache_hits": 0, "failed": 0, "model_seconds": 0.0, "shared": 0}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -430,8 +430,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 red=not v.passed, green=v.passed,
             )
         c = state.calls
+        shared = f", {int(c['shared'])} shared between gates" if c.get("shared") else ""
         tr.write_line(
-            f"model calls: {int(c['made'])} made, {int(c['cache_hits'])} cache hits, {int(c['failed'])} failed; "
+            f"model calls: {int(c['made'])} made, {int(c['cache_hits'])} cache hits, {int(c['failed'])} failed{shared}; "
             f"model time {c['model_seconds']:.1f} s; p_BH = Benjamini-Hochberg over the {len(rows)} gates above"
         )
 

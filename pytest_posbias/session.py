@@ -77,6 +77,14 @@ def environment() -> dict[str, Any]:
 
 
 
+def _requests_behind(result: Any) -> int:
+    """How many model requests a probe result rests on (made, from the cache, or shared)."""
+    calls = getattr(result, "calls", None)
+    if not isinstance(calls, dict):
+        return 0
+    return int(calls.get("made", 0)) + int(calls.get("cache_hits", 0)) + int(calls.get("shared", 0))
+
+
 PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
 PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
 
@@ -202,6 +210,8 @@ class RunContext:
         """Compute once per process: probes shared by several tests (DPB and MEG of one config)."""
         with self._memo_lock:
             if key in self._memo:
+                # the decision rests on these requests too: count them as shared, not as new calls
+                self.engine.stats.shared += _requests_behind(self._memo[key])
                 return self._memo[key]
         value = fn()
         with self._memo_lock:

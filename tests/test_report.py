@@ -79,6 +79,8 @@ def test_report_is_self_contained_and_has_every_section(run_dir):
     costs = re.findall(r'<td class="num cost">(\d+) calls, (\d+) cached, ([0-9.e+-]+) s', html)
     assert len(costs) == html.count('<td class="num cost">') - html.count('<td class="num cost">–')
     assert costs and any(int(made) > 0 for made, _, _ in costs)
+    # a gate deciding on a probe an earlier gate already ran says how many requests it shares
+    assert re.search(r"\+ [1-9]\d* shared with an earlier gate", html)
     assert re.search(r"stopped at \d+ of \d+ (groups|items|videos)", html)
     # a sequential gate runs its probe on growing prefixes: the positional table keeps one row per
     # configuration and model (the final look), not one per look
