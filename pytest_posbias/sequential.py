@@ -250,19 +250,14 @@ def _p_value(seg: NDArray[np.float64], *, mode: str, lower: float, upper: float,
         w_hi = wealth_at(seg, alpha, upper, lo=lo, hi=hi)[1] if math.isfinite(upper) else math.inf
         w_lo = wealth_at(seg, alpha, lower, lo=lo, hi=hi)[0] if math.isfinite(lower) else math.inf
         return min(1.0, 1.0 / max(min(w_hi, w_lo), 1e-300))
-    if mode == "detect":
-        ps = []
-        if math.isfinite(upper):
-            ps.append(_normal_p(seg, upper, "upper", alpha))
-        if math.isfinite(lower):
-            ps.append(_normal_p(seg, lower, "lower", alpha))
-        return min(ps) if ps else 1.0
-    ps = []
-    if math.isfinite(upper):
-        ps.append(_normal_p(seg, upper, "lower", alpha))
-    if math.isfinite(lower):
-        ps.append(_normal_p(seg, lower, "upper", alpha))
-    return max(ps) if ps else 1.0
+    # detect: evidence of a violation past either bound (the smaller p decides); certify:
+    # evidence of lying inside both bounds (the larger p decides, TOST)
+    detect = mode == "detect"
+    ps = [_normal_p(seg, bound, side if detect else ("lower" if side == "upper" else "upper"), alpha)
+          for bound, side in ((upper, "upper"), (lower, "lower")) if math.isfinite(bound)]
+    if not ps:
+        return 1.0
+    return min(ps) if detect else max(ps)
 
 
 def look_schedule(n_max: int, *, first: int, step: int) -> list[int]:
