@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from .config import DEFAULT_THRESHOLDS
+from .config import BOOTSTRAP_METHOD, DEFAULT_THRESHOLDS
 from .errors import ConfigError
 from .sequential import decide, gsd_decide, look_schedule
-from .stats import exact_interval, mean_verdict, rate_verdict
+from .stats import _bounds, exact_interval, mean_verdict, rate_verdict
 
 STRESSOR_P0 = 0.10
 STRESSOR_TRIALS = 30
@@ -86,18 +86,12 @@ def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float], defa
     return out
 
 
-def _bounds(g: GateModel) -> tuple[float, float]:
-    if g.sides == "both":
-        return -g.threshold, g.threshold
-    return -math.inf, g.threshold
-
-
 def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np.random.Generator, n_resamples: int) -> bool:
     """The suites' fixed-sample gate on units ``x``: returns passed."""
     if g.kind == "rate":
         return rate_verdict(int(x.sum()), int(x.size), name=g.name, threshold=g.threshold, mode=mode, alpha=alpha).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                        n_resamples=n_resamples, rng=rng, method="bca" if g.name == "stressor" else "percentile").passed
+                        n_resamples=n_resamples, rng=rng, method=BOOTSTRAP_METHOD.get(g.name, "percentile")).passed
 
 
 SEQUENTIAL_LOOKS = 4
@@ -108,7 +102,7 @@ def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, de
 
     ``gsd``: four-look group-sequential design with O'Brien–Fleming spending (the default);
     ``cs``: an anytime-valid confidence sequence checked after every tenth of the sample."""
-    lower, upper = _bounds(g)
+    lower, upper = _bounds(g.threshold, g.sides)
     if design == "gsd":
         d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
                        kind="rate" if g.kind == "rate" else "mean")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import GATE_SIDES
+from .config import BOOTSTRAP_METHOD, GATE_SIDES
 from .errors import ConfigError
 from .metrics import dpb_per_instance, meg_per_instance
 from .probes.positional import PositionalResult, PositionalSpec
@@ -302,7 +302,7 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
         ok = ~np.isnan(d)
         extra.update({"stressed_rr": float(np.mean([s.flags.mean() for s in full.variants[stressor] if s.texts])),
                       "clean_rr": float(full.clean.flags.mean()), "n_videos": len(full.videos), "design": "fixed"})
-        return ctx.mean_gate(gate, model, d[ok], np.array(full.videos)[ok], name=name, unit="videos", method="bca",
+        return ctx.mean_gate(gate, model, d[ok], np.array(full.videos)[ok], name=name, unit="videos", method=BOOTSTRAP_METHOD.get(gate, "percentile"),
                              extra=extra)
     if gate == "attack":
         a = r.attack(stressor)
