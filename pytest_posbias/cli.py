@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_commands
 
     cli_commands.register_all(sub, _register)
+    from . import sim_check
+
+    sim_check.register(sub, _register)  # posbias sim check|calibrate
     return parser
 
 

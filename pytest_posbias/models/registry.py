@@ -127,11 +127,14 @@ def model_label(spec: str) -> str:
 def resolve(spec: str) -> ResolvedModel:
     """Resolve a ``--model`` value without loading anything; raise ModelLoadError at start."""
     if spec.startswith("sim:"):
-        from .sim import PROFILES
+        from ..errors import ConfigError
+        from .sim import check_profile
 
         profile = spec[4:]
-        if profile not in PROFILES:
-            raise ModelLoadError(f"--model {spec}: unknown sim profile; allowed: {', '.join('sim:' + p for p in PROFILES)}")
+        try:
+            check_profile(profile)  # a profile, or a dose sim:dose,GATE=VALUE[,...]
+        except ConfigError as exc:
+            raise ModelLoadError(f"--model {spec}: {exc}") from None
         return ResolvedModel(spec, "sim", profile)
     if spec.startswith("openai:"):
         name = spec[7:]

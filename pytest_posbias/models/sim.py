@@ -23,6 +23,9 @@ profile          effect (documented sizes; ``t`` = temperature)
                  reversed motion is still steady motion); 40% of loops run to the token cap
 ``letter-bias``  when unsure of a multiple-choice answer, adds 0.8·(K − 1 − k) to the logit
                  of the k-th letter (early letters preferred); sure answers are unaffected
+``dose,…``       ``sim:dose,GATE=VALUE[,…]``: built to produce a chosen population value of
+                 any gate's metric through the same pipeline (``sim_dose`` has the formulas);
+                 every other behaviour is exactly ``unbiased``
 ===============  ==========================================================================
 
 Every profile answers multiple-choice questions from what it perceived (sure: 0.85 on the
@@ -51,6 +54,22 @@ from ..errors import ConfigError
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameStore
 from ..video.synthetic import EVENT_OPTION, MOTION_PHRASE
+from .sim_dose import (
+    ORIGINAL_PROB,
+    SHIFTED_PROB,
+    Dose,
+    confusion_prob,
+    dosed_share,
+    grid_class,
+    is_dose,
+    mu_for,
+    parse_dose,
+    slot_keep,
+    stressor_params,
+    temporally_irregular,
+    unit_index,
+    unit_uniform,
+)
 from .sim_vision import FrameView, VideoView, summarize, view_frame
 
 PROFILES: dict[str, str] = {
@@ -60,18 +79,28 @@ PROFILES: dict[str, str] = {
     "middle-weak": "drops detail in middle slots",
     "looping": "enters n-gram loops, more often under temporal discontinuity",
     "letter-bias": "prefers early option letters when unsure",
+    "dose,GATE=VALUE[,...]": "produces a chosen population value of the named gates' metrics (e.g. sim:dose,meg=-0.05)",
 }
 SIM_VERSION = 2
+
+
+def check_profile(profile: str) -> None:
+    """Raise ConfigError unless ``profile`` (after ``sim:``) is a profile of ``PROFILES`` or a valid
+    dose ``dose,GATE=VALUE[,...]`` (``sim_dose.parse_dose`` names the bad gate or value)."""
+    if is_dose(profile):
+        parse_dose(profile)
+    elif profile not in PROFILES or profile.startswith("dose"):
+        raise ConfigError(f"unknown sim profile {profile!r}; allowed: {', '.join('sim:' + p for p in PROFILES)}")
 
 
 @functools.cache
 def _code_digest() -> str:
     """Digest of the simulator's source (this module and ``sim_vision``): part of the
     revision, so the generation cache never serves outputs of an older simulator."""
-    from . import sim_vision
+    from . import sim_dose, sim_vision
 
     h = hashlib.sha256()
-    for mod in (__file__, sim_vision.__file__):
+    for mod in (__file__, sim_vision.__file__, sim_dose.__file__):
         h.update(Path(mod).read_bytes())
     return h.hexdigest()[:12]
 
@@ -155,15 +184,19 @@ class SimBackend:
     supports_letter_logprobs = True
 
     def __init__(self, profile: str, store: FrameStore) -> None:
-        if profile not in PROFILES:
-            raise ConfigError(f"unknown sim profile {profile!r}; allowed: {', '.join('sim:' + p for p in PROFILES)}")
+        check_profile(profile)
+        self.dose: Dose | None = parse_dose(profile) if is_dose(profile) else None
         self.profile = profile
+        # a dose draws the unbiased model's randomness (same texts where no dose acts) plus its own streams
+        self._rng_profile = "unbiased" if self.dose is not None else profile
+        self._stress = stressor_params(self.dose) if self.dose is not None else None
         self.store = store
         self._views: dict[str, VideoView] = {}
         self._frame_views: dict[tuple[str, int, int | None, str], FrameView] = {}
 
     def identity(self) -> Mapping[str, Any]:
-        return {"backend": "sim", "model_id": f"sim:{self.profile}", "revision": f"sim-v{SIM_VERSION}-{_code_digest()}"}
+        rev = f"sim-v{SIM_VERSION}-{_code_digest()}" + (f"-{self.dose.canonical()}" if self.dose is not None else "")
+        return {"backend": "sim", "model_id": f"sim:{self.profile}", "revision": rev}
 
     def close(self) -> None:
         self._views.clear()
@@ -216,7 +249,7 @@ class SimBackend:
 
         frames = json.dumps([p.frames.key() for p in r.parts if isinstance(p, VideoPart)], sort_keys=True)
         seed = r.seed if not r.decoding.greedy else "greedy"
-        return _rng(self.profile, frames, r.prompt_text, seed, r.decoding.temperature, *extra)
+        return _rng(self._rng_profile, frames, r.prompt_text, seed, r.decoding.temperature, *extra)
 
     def _text(self, r: Request) -> tuple[str, str]:
         videos = [p for p in r.parts if isinstance(p, VideoPart)]
@@ -256,18 +289,40 @@ class SimBackend:
         target = _TARGET.search(prompt)
         rng = self._request_rng(r)
         P = len(videos)
+        keep_slot, confuse = self._dose_slots(videos)
+        drng = self._request_rng(r, "dose-slots")
         chunks = []
         for slot, (label, part) in enumerate(zip(labels, videos, strict=True)):
             if target and int(target.group(1)) != label:
                 continue
+            u_keep, u_conf, pick = drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))
             fs = facts(self._view(part))
+            if u_conf < confuse:  # the slot describes another slot's video
+                fs = facts(self._view(videos[[k for k in range(P) if k != slot][pick]]))
             keep = self._slot_keep(slot, P, r.decoding.temperature)
             kept = [f for f in fs if rng.random() < keep]
             sents = [(f.news_text if news else f.text) for f in kept][:n_sent]
             if not sents:
                 sents = ["The video shows a simple scene."]
+            if u_keep >= keep_slot[slot]:  # the slot's detail is dropped entirely: a placeholder
+                sents = ["..."]
             chunks.append(f"[video{label}] " + " ".join(sents))
         return " ".join(chunks)
+
+    def _dose_slots(self, videos: list[VideoPart]) -> tuple[list[float], float]:
+        """Per-slot keep-probabilities w_p and the confusion probability q of a dose
+        (``sim_dose.slot_keep`` / ``confusion_prob``; all 1 and 0 without a dose)."""
+        P = len(videos)
+        if self.dose is None or not videos:
+            return [1.0] * P, 0.0
+        from ..video.synthetic import DOMAINS
+
+        view = self._view(videos[0])
+        domain = next((d for d, v in DOMAINS.items() if v["bg_name"] == view.background), None)
+        spec = videos[0].frames
+        seconds = spec.frame_count / spec.fps if spec.fps > 0 else 0.0
+        bucket = "long" if seconds > 60.0 else "short"
+        return slot_keep(self.dose, P, mu_for(domain, bucket, P)), confusion_prob(self.dose, domain, bucket, P)
 
     def _describe(self, r: Request, video: VideoPart | None) -> tuple[str, str]:
         if video is None:
@@ -281,14 +336,36 @@ class SimBackend:
             base = LOOP_BASE[self.profile]
             slope = LOOP_PER_DISCONTINUITY if self.profile == "looping" else 0.0
             p_loop = min(0.95, base + slope * view.discontinuity)
-        if rng.random() >= p_loop or not view.objects:
+        dosed = self._dose_loops(r, video)
+        if not dosed and (rng.random() >= p_loop or not view.objects):
             return " ".join(sents), "stop"
-        o = view.objects[int(rng.integers(len(view.objects)))]
-        verb = "stays still in the same place" if o.motion == "static" else f"keeps moving {MOTION_PHRASE[o.motion]}"
-        loop = f"The {o.first_colour} {o.shape} {verb} and the scene continues to show it."
+        if view.objects:
+            o = view.objects[int(rng.integers(len(view.objects)))]
+            verb = "stays still in the same place" if o.motion == "static" else f"keeps moving {MOTION_PHRASE[o.motion]}"
+            loop = f"The {o.first_colour} {o.shape} {verb} and the scene continues to show it."
+        else:
+            loop = "The picture stays the same and the scene continues to show it."
         reps = 10_000 if rng.random() < LOOP_SEVERE_SHARE else int(rng.integers(2, 4))  # 10_000: to the token cap
         body = " ".join(sents[:2] + [loop] * min(reps, 2000))
         return body, ("length" if reps >= 10_000 else "stop")
+
+    def _dose_loops(self, r: Request, video: VideoPart) -> bool:
+        """Whether a dose makes this description loop: the video's clean-loop share r, or a
+        susceptible video (share σ) on temporally irregular frames with probability ρ."""
+        if self._stress is None:
+            return False
+        spec = video.frames
+        src = spec.primary
+        if src.kind != "video":
+            return False
+        index = unit_index(src.path)
+        if unit_uniform("repetition", index, src.key()) < self._stress.r:
+            return True
+        if unit_uniform("susceptible", index, src.key()) >= self._stress.sigma:
+            return False
+        if not temporally_irregular(spec.indices, spec.frame_count, len(spec.sources)):
+            return False
+        return bool(self._request_rng(r, "dose-stress").random() < self._stress.rho)
 
     # -- multiple choice
     def _parse_mcq(self, prompt: str) -> tuple[str, list[tuple[str, str]]]:
@@ -330,7 +407,7 @@ class SimBackend:
             return {}
         believed = self._perceived(question, view)
         # content-seeded: the same options give the same distribution in every ordering
-        base = _rng(self.profile, question, *sorted(texts)).dirichlet(np.full(len(texts), UNSURE_CONCENTRATION))
+        base = _rng(self._rng_profile, question, *sorted(texts)).dirichlet(np.full(len(texts), UNSURE_CONCENTRATION))
         by_text = dict(zip(sorted(texts), base, strict=True))
         if believed is not None and believed in by_text:
             rest = 1.0 - SURE_PROB
@@ -338,14 +415,55 @@ class SimBackend:
             z = sum(others.values()) or 1.0
             probs = {t: rest * v / z for t, v in others.items()}
             probs[believed] = SURE_PROB
+            return self._dose_shift(question, videos[0] if videos else None, probs)
+        return self._dose_shift(question, videos[0] if videos else None, by_text)
+
+    def _dose_shift(self, question: str, video: VideoPart | None, probs: dict[str, float]) -> dict[str, float]:
+        """A flip/phase dose: a dosed item's answer moves by the grid's sampler/phase shift in the
+        sorted option texts (``sim_dose.grid_class``); the shifted answer gets SHIFTED_PROB, the
+        original ORIGINAL_PROB, the rest share what is left in proportion."""
+        if self.dose is None or video is None or not probs:
             return probs
-        return by_text
+        spec = video.frames
+        index = unit_index(spec.primary.path, question)
+        key = f"{spec.primary.key()}|{question}"
+        s_phase, s_sampler = grid_class(spec.indices, spec.frame_count, spec.fps, len(spec.sources))
+        shift = 0
+        if s_phase and unit_uniform("phase", index, key) < dosed_share(self.dose, "phase"):
+            shift += s_phase
+        if s_sampler and unit_uniform("flip", index, key) < dosed_share(self.dose, "flip"):
+            shift += s_sampler
+        order = sorted(probs)
+        if shift % len(order) == 0:
+            return probs
+        orig = max(order, key=lambda t: probs[t])
+        return _move(probs, orig, order[(order.index(orig) + shift) % len(order)])
+
+    def _dose_order(self, r: Request, probs: dict[str, float], letters: list[str], by_letter: dict[str, str]) -> dict[str, float]:
+        """An order dose: a dosed item whose believed option sits under one of the last two
+        letters picks the option under the first letter instead."""
+        if self.dose is None or not probs or len(letters) < 3:
+            return probs
+        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        question, _ = self._parse_mcq(r.prompt_text)
+        src = videos[0].frames.primary if videos else None
+        index = unit_index(src.path, question) if src is not None else None
+        key = f"{src.key() if src is not None else ''}|{question}"
+        if unit_uniform("order", index, key) >= dosed_share(self.dose, "order"):
+            return probs
+        believed = max(sorted(probs), key=lambda t: probs[t])
+        pos = next((j for j, k in enumerate(letters) if by_letter.get(k) == believed), None)
+        first = by_letter.get(letters[0])
+        if pos is None or pos < len(letters) - 2 or first is None or first not in probs:
+            return probs
+        return _move(probs, believed, first)
 
     def _letters(self, r: Request, probs: dict[str, float] | None = None) -> dict[str, float]:
         _question, opts = self._parse_mcq(r.prompt_text)
         probs = self._content_probs(r) if probs is None else probs
         letters = list(r.letters) or [k for k, _ in opts]
         by_letter = dict(opts)
+        probs = self._dose_order(r, probs, letters, by_letter)
         logits = []
         sure = max(probs.values(), default=0.0) >= SURE_PROB - 1e-9
         for k, letter in enumerate(letters):
@@ -358,3 +476,15 @@ class SimBackend:
         arr = arr - arr.max()
         lse = math.log(float(np.exp(arr).sum()))
         return {letter: float(v - lse) for letter, v in zip(letters, arr, strict=True)}
+
+
+def _move(probs: dict[str, float], orig: str, target: str) -> dict[str, float]:
+    """The distribution with ``target`` at SHIFTED_PROB, ``orig`` at ORIGINAL_PROB and the other
+    options sharing 1 − SHIFTED_PROB − ORIGINAL_PROB in proportion to their old mass."""
+    rest = {t: v for t, v in probs.items() if t not in (orig, target)}
+    z = sum(rest.values())
+    left = 1.0 - SHIFTED_PROB - ORIGINAL_PROB
+    out = {t: (left * v / z if z > 0 else left / max(1, len(rest))) for t, v in rest.items()}
+    out[orig] = ORIGINAL_PROB
+    out[target] = SHIFTED_PROB
+    return out

@@ -1,0 +1,410 @@
+"""Dose-controlled simulated models: ``sim:dose,GATE=VALUE[,GATE=VALUE…]`` (DESIGN.md section 7).
+
+A dose names, for one or more gates, the population value of the gate's metric that the
+simulated model is built to produce on the synthetic set. The effect always arises through
+the real pipeline (frames → text → judge/parse → metric); this module only turns the targets
+into the behaviour parameters the simulator (``sim.py``) acts on, with the formulas below.
+Gates not named behave as ``sim:unbiased`` (``sim:dose,meg=0`` writes exactly what
+``sim:unbiased`` writes: the dose draws its randomness from separate streams).
+
+Positional gates (per slot p = 1..P of a multi-video answer). The slot keeps its whole
+summary with probability w_p and otherwise writes a placeholder (``...``, scored zero
+coverage by the alignment), so E[C_p] = μ·w_p exactly, μ = the unbiased model's mean slot
+coverage on that configuration (``MU``, measured):
+
+* ``meg`` m (P = 4): m < 0: w_2 = w_3 = 1 + m/μ; m > 0: w_1 = w_4 = 1 − m/μ; so
+  E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m;
+* ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ);
+  with ``meg`` the middle and edge coverages are c ± m/2;
+* ``dpb`` d: a linear slope w_p ← w_p·(1 − |γ|·(1 − sign(γ)·α_p)/2), α_p = (2p − P − 1)/(P − 1),
+  γ solved by bisection so that E[Σ α_p B_p / Σ B_p] = d over independent B_p ~ Bernoulli(w_p)
+  (the kept slots' coverage taken as equal, so μ cancels); a linear slope leaves MEG at 0;
+* ``contamination`` x: a kept slot describes another slot's video (chosen uniformly) with
+  probability q = (x − x0)/(κ − x0), x0 the unbiased contaminated-slot rate and κ the rate
+  among such confused slots (``CONTAMINATION``, measured); this also lowers that slot's own
+  coverage (a confused slot covers little of its own reference).
+
+Multiple-choice gates. A share of the items, chosen by a low-discrepancy sequence over the
+item (so the share on the set is the target, not a random draw), answers differently by
+condition. The answer is moved in content space (the options' texts sorted) by a shift:
+
+* ``flip`` f: the item's answer is shifted by k under sampler k of (left, midpoint,
+  endpoint, fps) at any budget, so every sampler pair disagrees; share (f − f0)/(1 − f0);
+* ``phase`` f: shifted by s under phase grid s of the S = 3 grids (grid 0 is the left
+  sampler, unshifted), so every phase pair disagrees; the shifted answer gets 0.55, the
+  original 0.40, so PhaseFusion (mean over the grids) keeps the original answer;
+* ``order`` f: when the believed option sits under one of the last two letters, the model
+  picks the option under letter A (0.55 vs 0.40), so its answers change with the option
+  order (in at least one of ten orderings with probability 1 − 0.6^10 ≈ 0.994, ``ORDER_HIT``)
+  while the plurality over orderings stays the believed option; share f/ORDER_HIT.
+
+Description gates (``Please describe this video``), per video v (by a low-discrepancy
+sequence over the synthetic set's videos, a hash elsewhere):
+
+* ``repetition`` r: the video's descriptions loop on every input (clean or stressed) with
+  share r, so clean RR = r and its stressed outputs loop too (amplification 0);
+* ``stressor`` s and ``attack`` a: a share σ of the videos is susceptible; on temporally
+  irregular frames (a stressor's variant: not one clip's increasing, evenly spaced frames
+  from the first to the last, which the model reads from the frames' index barcode) a
+  susceptible video's description loops with probability ρ per variant. Over the benign
+  videos E[amplification] = (1 − r)·σ·ρ = s and ASR within the cap K = 30 is
+  σ·(1 − (1 − ρ)^K) = a (ρ solved by bisection). Only ``attack``: ρ = 0.15 (the walk
+  almost always finds a loop; amplification leaks 0.15·σ·(1 − r)); only ``stressor``: ρ = 1,
+  σ = s/(1 − r), so ASR = σ. The attack target holds for the stressors walked to the cap
+  (Add, Replace, Shuffle, Delete 2); Delete 1 is walked over its T variants and Reverse has one
+  (ASR = σ·ρ).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise, product
+from typing import Any
+
+from ..errors import ConfigError
+
+DOSE_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack")
+# allowed targets (inclusive); the positional limits keep every keep-probability in [0, 1]
+DOSE_RANGE: dict[str, tuple[float, float]] = {
+    "dpb": (-0.6, 0.6), "meg": (-0.4, 0.4), "coverage": (0.0, 0.47), "contamination": (0.0, 0.5),
+    "flip": (0.0, 1.0), "phase": (0.0, 1.0), "order": (0.0, 0.99), "repetition": (0.0, 0.95),
+    "stressor": (0.0, 0.95), "attack": (0.0, 1.0),
+}
+
+# --------------------------------------------------------------------------- calibration constants
+# Measured on sim:unbiased on the synthetic set (default layout, seed 0) with
+#   posbias sim calibrate            (40 groups per configuration, seed 0; prints these tables)
+# MU: mean slot coverage per (domain, bucket, P) at the positional defaults (embed judge for the
+# sentence references, fragment coverage for News; temperature 0.9, 16/24 frames, base budget).
+MU: dict[tuple[str, str, int], float] = {
+    ('cooking', 'short', 2): 0.8682,
+    ('domestic', 'short', 2): 0.8344,
+    ('domestic', 'long', 2): 0.7594,
+    ('leisure', 'short', 2): 0.8734,
+    ('leisure', 'long', 2): 0.8547,
+    ('news', 'short', 2): 0.4741,
+    ('cooking', 'short', 4): 0.8839,
+    ('domestic', 'short', 4): 0.827,
+    ('domestic', 'long', 4): 0.752,
+    ('leisure', 'short', 4): 0.8733,
+    ('leisure', 'long', 4): 0.8438,
+    ('news', 'short', 4): 0.4768,
+}
+MU_DEFAULT = 0.78  # any other data: the mean over the synthetic configurations
+# contaminated-slot rate of sim:unbiased (x0) and among confused slots (κ), per (domain, bucket, P)
+CONTAMINATION: dict[tuple[str, str, int], tuple[float, float]] = {
+    ('cooking', 'short', 2): (0.0187, 0.725),
+    ('domestic', 'short', 2): (0.0, 0.7063),
+    ('domestic', 'long', 2): (0.0125, 0.6),
+    ('leisure', 'short', 2): (0.0312, 0.5687),
+    ('leisure', 'long', 2): (0.05, 0.55),
+    ('news', 'short', 2): (0.0938, 0.525),
+    ('cooking', 'short', 4): (0.0125, 0.6969),
+    ('domestic', 'short', 4): (0.0078, 0.6734),
+    ('domestic', 'long', 4): (0.0234, 0.6078),
+    ('leisure', 'short', 4): (0.0219, 0.5156),
+    ('leisure', 'long', 4): (0.0922, 0.6016),
+    ('news', 'short', 4): (0.1953, 0.6297),
+}
+# unbiased rates of the canonical metric of each rate gate (the calibration's: flip left vs
+# midpoint at 8 frames, phase 0 vs 1, order over 10 orderings, clean RR, Shuffle ASR)
+NULL_RATE: dict[str, float] = {"flip": 0.0, "phase": 0.017, "order": 0.0, "repetition": 0.0, "attack": 0.0}
+ORDER_HIT = 1.0 - 0.6 ** 10  # P(an order-dosed item changes its answer in some of 10 orderings)
+ATTACK_CAP = 30
+ATTACK_ONLY_RHO = 0.15
+SHIFTED_PROB, ORIGINAL_PROB = 0.55, 0.40  # a shifted answer's mass and the original's
+
+SAMPLER_SHIFT = ("left", "midpoint", "endpoint", "fps")
+PHASES = 3
+
+
+@dataclass(frozen=True)
+class Dose:
+    """Targets per gate, in ``DOSE_GATES`` order."""
+
+    targets: tuple[tuple[str, float], ...]
+
+    def get(self, gate: str) -> float | None:
+        return dict(self.targets).get(gate)
+
+    def canonical(self) -> str:
+        """``dose,GATE=VALUE,…`` in a fixed order with exact float reprs (part of the revision)."""
+        return "dose," + ",".join(f"{g}={v!r}" for g, v in self.targets) if self.targets else "dose"
+
+
+def _allowed() -> str:
+    return ", ".join(f"{g} in [{lo:g}, {hi:g}]" for g, (lo, hi) in DOSE_RANGE.items())
+
+
+def is_dose(profile: str) -> bool:
+    """Whether a sim profile string is a dose (``dose`` or ``dose,…``)."""
+    return profile == "dose" or profile.startswith("dose,")
+
+
+def parse_dose(profile: str) -> Dose:
+    """Parse ``dose,GATE=VALUE[,GATE=VALUE…]`` (without the ``sim:`` prefix); ConfigError names
+    the bad part, the allowed gates and their ranges; the ``stressor``/``attack`` pair is
+    checked for feasibility (:func:`stressor_params`)."""
+    if not is_dose(profile):
+        raise ConfigError(f"sim profile {profile!r} is not a dose; write sim:dose,GATE=VALUE[,GATE=VALUE...]")
+    parts = [p.strip() for p in profile.split(",")[1:]]
+    seen: dict[str, float] = {}
+    for part in parts:
+        m = re.fullmatch(r"([a-z]+)\s*=\s*(\S+)", part)
+        if not m:
+            raise ConfigError(f"sim:{profile}: {part!r} is not GATE=VALUE; gates: {', '.join(DOSE_GATES)}")
+        gate, raw = m.group(1), m.group(2)
+        if gate not in DOSE_RANGE:
+            raise ConfigError(f"sim:{profile}: unknown gate {gate!r}; allowed gates: {', '.join(DOSE_GATES)}")
+        if gate in seen:
+            raise ConfigError(f"sim:{profile}: gate {gate!r} is given twice")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"sim:{profile}: {gate}={raw!r} is not a number; allowed: {_allowed()}") from None
+        lo, hi = DOSE_RANGE[gate]
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise ConfigError(f"sim:{profile}: {gate}={raw} is outside [{lo:g}, {hi:g}]; allowed: {_allowed()}")
+        seen[gate] = value + 0.0  # -0.0 -> 0.0
+    dose = Dose(tuple((g, seen[g]) for g in DOSE_GATES if g in seen))
+    stressor_params(dose)  # raises when infeasible
+    return dose
+
+
+# --------------------------------------------------------------------------- positional
+
+
+def alphas(P: int) -> list[float]:
+    """α_p = (2p − P − 1)/(P − 1), p = 1..P (DPB weights)."""
+    return [(2 * p - P - 1) / (P - 1) for p in range(1, P + 1)] if P > 1 else [0.0]
+
+
+def expected_dpb(w: Sequence[float]) -> float:
+    """E[Σ α_p B_p / Σ B_p] over independent B_p ~ Bernoulli(w_p) (0 when no slot is kept):
+    the DPB of slots that keep their summary with probability w_p and equal coverage."""
+    P = len(w)
+    a = alphas(P)
+    total = 0.0
+    for bits in product((0, 1), repeat=P):
+        k = sum(bits)
+        if k == 0:
+            continue
+        prob = math.prod(wp if b else 1.0 - wp for wp, b in zip(w, bits, strict=True))
+        total += prob * sum(ap for ap, b in zip(a, bits, strict=True) if b) / k
+    return total
+
+
+def _slope(P: int, gamma: float) -> list[float]:
+    """w_p = 1 − |γ|·(1 − sign(γ)·α_p)/2: γ > 0 keeps the last slot, γ < 0 the first."""
+    s = 1.0 if gamma >= 0 else -1.0
+    return [1.0 - abs(gamma) * (1.0 - s * ap) / 2.0 for ap in alphas(P)]
+
+
+def mu_for(domain: str | None, bucket: str | None, P: int) -> float:
+    """The unbiased mean slot coverage μ of a configuration (``MU_DEFAULT`` when not measured)."""
+    return MU.get((domain or "", bucket or "", P), MU_DEFAULT)
+
+
+def slot_keep(dose: Dose, P: int, mu: float) -> list[float]:
+    """Keep-probabilities w_1..w_P of the slots (formulas in the module docstring)."""
+    w = [1.0] * P
+    meg, cov = dose.get("meg"), dose.get("coverage")
+    if P == 4 and meg is not None:
+        if cov is not None:
+            mid, edge = (cov + meg / 2) / mu, (cov - meg / 2) / mu
+        elif meg < 0:
+            mid, edge = 1.0 + meg / mu, 1.0
+        else:
+            mid, edge = 1.0, 1.0 - meg / mu
+        w = [edge, mid, mid, edge]
+    elif cov is not None:
+        w = [cov / mu] * P
+    w = [min(1.0, max(0.0, x)) for x in w]
+    d = dose.get("dpb")
+    if d is not None and P > 1 and d != 0.0:
+        base = list(w)
+
+        def f(g: float) -> float:
+            return expected_dpb([b * s for b, s in zip(base, _slope(P, g), strict=True)])
+
+        lo, hi = (0.0, 1.0) if d > 0 else (-1.0, 0.0)
+        for _ in range(60):
+            mid_g = (lo + hi) / 2
+            if (f(mid_g) < d) == (d > 0):
+                lo, hi = (mid_g, hi) if d > 0 else (lo, mid_g)
+            else:
+                lo, hi = (lo, mid_g) if d > 0 else (mid_g, hi)
+        w = [b * s for b, s in zip(base, _slope(P, (lo + hi) / 2), strict=True)]
+    return w
+
+
+def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -> float:
+    """q = (x − x0)/(κ − x0), clipped to [0, 1]: the probability that a kept slot describes
+    another slot's video (a target below the configuration's unbiased rate x0 stays at x0)."""
+    x = dose.get("contamination")
+    if x is None or P < 2:
+        return 0.0
+    x0, kappa = CONTAMINATION.get((domain or "", bucket or "", P), (0.0, 1.0))
+    return min(1.0, max(0.0, (x - x0) / (kappa - x0))) if kappa > x0 else 0.0
+
+
+# --------------------------------------------------------------------------- multiple choice
+
+
+# Weyl sequences frac(n·θ + β) with badly approximable θ (continued fractions of small terms), so any
+# share of the first N units below a dose is the dose up to about 2/N; the two video streams and the
+# three item streams use different θ so their selections are not nested
+_WEYL = {"flip": (math.sqrt(2) - 1, 0.11), "phase": (math.sqrt(3) - 1, 0.37), "order": ((math.sqrt(5) - 1) / 2, 0.73),
+         "repetition": ((math.sqrt(5) - 1) / 2, 0.19), "susceptible": (math.sqrt(3) - 1, 0.53)}
+_SYN = re.compile(r"syn-([a-z]+)-(short|long)-(\d+)$")
+_QUESTION_KINDS = ("what colour", "in which direction", "how many", "what brief event", "why does", "what will")
+
+
+def unit_index(video_path: str, question: str | None = None) -> int | None:
+    """An integer index of a synthetic-set video, n = clip number · configurations + configuration
+    (consecutive over the set for any clips per configuration), or of one of its questions,
+    n·6 + question kind; None outside the synthetic set's naming and question kinds."""
+    from pathlib import PurePath
+
+    from ..video.synthetic import configurations
+
+    m = _SYN.fullmatch(PurePath(video_path).stem)
+    if not m:
+        return None
+    cfgs = configurations()
+    if (m.group(1), m.group(2)) not in cfgs:
+        return None
+    n = int(m.group(3)) * len(cfgs) + cfgs.index((m.group(1), m.group(2)))
+    if question is None:
+        return n
+    q = question.lower()
+    kind = next((k for k, prefix in enumerate(_QUESTION_KINDS) if q.startswith(prefix)), None)
+    return None if kind is None else n * len(_QUESTION_KINDS) + kind
+
+
+def unit_uniform(stream: str, index: int | None, fallback: str) -> float:
+    """A uniform in [0, 1) per unit: the Weyl sequence frac(n·θ + β) of the stream over the
+    synthetic set's unit index n (equidistributed, so the share below a dose on the set is the
+    dose up to O(log N / N)); a SHA-256 hash of ``fallback`` for any other unit."""
+    if index is not None:
+        theta, beta = _WEYL[stream]
+        return (index * theta + beta) % 1.0
+    h = hashlib.sha256(f"{stream}|{fallback}".encode()).digest()
+    return int.from_bytes(h[:8], "little") / 2.0**64
+
+
+def dosed_share(dose: Dose, gate: str) -> float:
+    """Share of items that carry the effect: (f − f0)/(1 − f0) for flip/phase/repetition,
+    f/ORDER_HIT for order (0 when the gate is not named)."""
+    f = dose.get(gate)
+    if f is None:
+        return 0.0
+    if gate == "order":
+        return min(1.0, f / ORDER_HIT)
+    f0 = NULL_RATE.get(gate, 0.0)
+    return min(1.0, max(0.0, (f - f0) / (1.0 - f0)))
+
+
+def grid_class(indices: Sequence[int], frame_count: int, fps: float, n_sources: int) -> tuple[int, int]:
+    """(phase shift, sampler shift) of a frame grid: s for phase grid s of ``PHASES`` grids,
+    k for sampler k of ``SAMPLER_SHIFT`` at the grid's budget; 0 for anything else."""
+    from ..video.sampling import frame_indices, polyphase_grids
+
+    b = len(indices)
+    idx = [int(i) for i in indices]
+    if n_sources != 1 or frame_count < b or b < 1:
+        return 0, 0
+    for s, g in enumerate(polyphase_grids(frame_count, b, PHASES)):
+        if g == idx:
+            return s, 0
+    for k, conv in enumerate(SAMPLER_SHIFT):
+        try:
+            if frame_indices(frame_count, b, convention=conv, fps=fps or None) == idx:
+                return 0, k
+        except (ConfigError, ValueError):
+            continue
+    return 0, 0
+
+
+# --------------------------------------------------------------------------- descriptions
+
+
+def temporally_irregular(indices: Sequence[int], frame_count: int, n_sources: int) -> bool:
+    """True unless the frames are one clip's strictly increasing, evenly spaced frames (gaps
+    differing by at most one) from the first frame to the last: what a stressor's variant
+    breaks (Add/Replace repeat a frame, Delete leaves a gap or cuts an end, Reverse and
+    Shuffle break the order, a foreign frame adds a source)."""
+    idx = [int(i) for i in indices]
+    if n_sources != 1:
+        return True
+    if len(idx) < 2:
+        return False
+    gaps = [b - a for a, b in pairwise(idx)]
+    if min(gaps) <= 0 or max(gaps) - min(gaps) > 1:
+        return True
+    return idx[0] != 0 or idx[-1] != frame_count - 1
+
+
+@dataclass(frozen=True)
+class StressorParams:
+    """r: clean loop share; sigma: susceptible share; rho: loop probability per stressed variant."""
+
+    r: float
+    sigma: float
+    rho: float
+
+
+def stressor_params(dose: Dose) -> StressorParams:
+    """Solve (r, σ, ρ) from the repetition, stressor and attack targets (module docstring);
+    ConfigError when the stressor/attack pair is infeasible."""
+    r = dosed_share(dose, "repetition")
+    s, a = dose.get("stressor"), dose.get("attack")
+    K = ATTACK_CAP
+    if not s and not a:
+        return StressorParams(r, 0.0, 0.0)
+    m = (s or 0.0) / (1.0 - r)
+    if s and not a:
+        if m > 1.0:
+            raise ConfigError(f"sim:dose: stressor={s:g} with repetition={r:g} needs more than every benign video to loop")
+        return StressorParams(r, m, 1.0)
+    assert a is not None
+    hit = 1.0 - (1.0 - ATTACK_ONLY_RHO) ** K
+    if not s:
+        if a > hit:
+            raise ConfigError(f"sim:dose: attack={a:g} above {hit:.3f} needs the stressor gate too (e.g. stressor=0.5)")
+        return StressorParams(r, a / hit, ATTACK_ONLY_RHO)
+    # σ = m/ρ and σ·(1 − (1 − ρ)^K) = a  <=>  g(ρ) = (1 − (1 − ρ)^K)/ρ = a/m, g decreasing from K to 1
+
+    def g(rho: float) -> float:
+        return (1.0 - (1.0 - rho) ** K) / rho
+
+    ratio = a / m
+    if not (1.0 <= ratio <= g(max(m, 1e-9))):
+        raise ConfigError(f"sim:dose: stressor={s:g} and attack={a:g} cannot hold together: the attack rate must lie "
+                          f"between stressor/(1 - repetition) = {m:.3f} and 1 - (1 - that)^{K} = "
+                          f"{1.0 - (1.0 - m) ** K:.3f}")
+    lo, hi = max(m, 1e-9), 1.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if g(mid) > ratio:
+            lo = mid
+        else:
+            hi = mid
+    rho = (lo + hi) / 2
+    return StressorParams(r, min(1.0, m / rho), rho)
+
+
+def describe(dose: Dose) -> dict[str, Any]:
+    """The behaviour parameters of a dose (for the run log and ``posbias sim check``)."""
+    sp = stressor_params(dose)
+    out: dict[str, Any] = {"targets": dict(dose.targets)}
+    for gate in ("flip", "phase", "order"):
+        if dose.get(gate) is not None:
+            out[f"{gate}_share"] = dosed_share(dose, gate)
+    if dose.get("repetition") is not None or dose.get("stressor") is not None or dose.get("attack") is not None:
+        out.update({"clean_loop_share": sp.r, "susceptible_share": sp.sigma, "rho": sp.rho})
+    return out

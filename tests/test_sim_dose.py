@@ -1,0 +1,235 @@
+"""Dose-controlled simulated models (``sim:dose,GATE=VALUE``): parsing, the formulas behind the
+doses, and the achieved metric through the real probes."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pytest_posbias.errors import ConfigError, ModelLoadError
+from pytest_posbias.models import sim_dose as SD
+from pytest_posbias.models.registry import resolve
+from pytest_posbias.models.sim import SimBackend, check_profile
+from pytest_posbias.video import stressors as ST
+from pytest_posbias.video.frames import FrameSpec, FrameStore, Source
+from pytest_posbias.video.sampling import frame_indices, polyphase_grids
+
+# --------------------------------------------------------------------------- parsing
+
+
+def test_parse_orders_the_gates_and_gives_a_canonical_string():
+    d = SD.parse_dose("dose,order=0.3, meg = -0.05,dpb=-0")
+    assert d.targets == (("dpb", 0.0), ("meg", -0.05), ("order", 0.3))
+    assert d.canonical() == "dose,dpb=0.0,meg=-0.05,order=0.3"
+    assert d.get("flip") is None and d.get("meg") == -0.05
+    assert SD.parse_dose(d.canonical()) == d
+
+
+@pytest.mark.parametrize(("profile", "needle"), [
+    ("dose,foo=0.1", "unknown gate 'foo'; allowed gates: dpb, meg"),
+    ("dose,meg=abc", "meg='abc' is not a number"),
+    ("dose,meg=-0.5", "meg=-0.5 is outside [-0.4, 0.4]"),
+    ("dose,flip=1.5", "flip=1.5 is outside [0, 1]"),
+    ("dose,coverage=0.9", "coverage=0.9 is outside [0, 0.47]"),
+    ("dose,phase=nan", "phase=nan is outside"),
+    ("dose,meg", "'meg' is not GATE=VALUE"),
+    ("dose,meg=0.1,meg=0.2", "gate 'meg' is given twice"),
+    ("dose,stressor=0.5,attack=0.2", "stressor=0.5 and attack=0.2 cannot hold together"),
+    ("dose,attack=0.995", "needs the stressor gate too"),
+])
+def test_bad_doses_name_the_gate_and_what_is_allowed(profile, needle):
+    with pytest.raises(ConfigError) as exc:
+        SD.parse_dose(profile)
+    assert needle in str(exc.value)
+    with pytest.raises(ConfigError):
+        SimBackend(profile, FrameStore())
+    with pytest.raises(ModelLoadError) as exc2:  # --model resolution stops the run at start
+        resolve(f"sim:{profile}")
+    assert needle in str(exc2.value) and f"--model sim:{profile}" in str(exc2.value)
+
+
+def test_profiles_and_doses_resolve_and_the_placeholder_entry_does_not():
+    assert resolve("sim:dose,meg=-0.05").target == "dose,meg=-0.05"
+    assert resolve("sim:middle-weak").target == "middle-weak"
+    for bad in ("dose,GATE=VALUE[,...]", "nonsense", "dosex"):
+        with pytest.raises(ConfigError):
+            check_profile(bad)
+
+
+def test_the_revision_carries_the_dose_so_the_cache_never_mixes_doses():
+    store = FrameStore()
+    a = SimBackend("dose,meg=-0.05", store).identity()
+    b = SimBackend("dose,meg=-0.1", store).identity()
+    a2 = SimBackend("dose,meg=-0.05", store).identity()
+    u = SimBackend("unbiased", store).identity()
+    assert a == a2
+    assert a["revision"] != b["revision"] and a["revision"].endswith("-dose,meg=-0.05")
+    assert a["model_id"] == "sim:dose,meg=-0.05" and u["revision"] != a["revision"]
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def test_expected_dpb_matches_a_direct_enumeration_and_the_p2_closed_form():
+    # P = 2: E[DPB] = w2(1 − w1) − w1(1 − w2) = w2 − w1
+    assert SD.expected_dpb([0.7, 0.9]) == pytest.approx(0.2)
+    # P = 4 against a Monte Carlo draw of the Bernoulli slots
+    w = [0.5, 0.7, 0.8, 1.0]
+    rng = np.random.default_rng(1)
+    B = rng.random((200_000, 4)) < np.array(w)
+    alpha = np.array([-1, -1 / 3, 1 / 3, 1])
+    k = B.sum(axis=1)
+    mc = np.where(k > 0, (B * alpha).sum(axis=1) / np.maximum(k, 1), 0.0).mean()
+    assert SD.expected_dpb(w) == pytest.approx(mc, abs=0.003)
+
+
+@pytest.mark.parametrize("target", [-0.3, -0.05, 0.08, 0.15, 0.5])
+@pytest.mark.parametrize("P", [2, 4])
+def test_dpb_keep_probabilities_solve_the_target_and_leave_meg_at_zero(target, P):
+    w = SD.slot_keep(SD.parse_dose(f"dose,dpb={target}"), P, 0.8)
+    assert SD.expected_dpb(w) == pytest.approx(target, abs=1e-9)
+    assert max(w) == pytest.approx(1.0) and min(w) >= 0.0
+    if P == 2:
+        assert w == pytest.approx([1 - target, 1.0] if target > 0 else [1.0, 1 + target])
+    else:  # a linear slope: (w2 + w3)/2 − (w1 + w4)/2 = 0
+        assert (w[1] + w[2]) / 2 - (w[0] + w[3]) / 2 == pytest.approx(0.0, abs=1e-12)
+
+
+def test_meg_and_coverage_keep_probabilities():
+    mu = 0.8
+    assert SD.slot_keep(SD.parse_dose("dose,meg=-0.2"), 4, mu) == pytest.approx([1, 0.75, 0.75, 1])
+    assert SD.slot_keep(SD.parse_dose("dose,meg=0.2"), 4, mu) == pytest.approx([0.75, 1, 1, 0.75])
+    assert SD.slot_keep(SD.parse_dose("dose,meg=-0.2"), 2, mu) == [1.0, 1.0]  # MEG is P = 4 only
+    assert SD.slot_keep(SD.parse_dose("dose,coverage=0.4"), 2, mu) == pytest.approx([0.5, 0.5])
+    # coverage 0.4 and MEG −0.1: middle 0.35, edges 0.45 → w = 0.35/0.8, 0.45/0.8
+    assert SD.slot_keep(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 4, mu) == pytest.approx([0.5625, 0.4375, 0.4375, 0.5625])
+
+
+@pytest.mark.parametrize("dose", ["dose,stressor=0.25,attack=0.5", "dose,stressor=0.1,attack=0.9,repetition=0.2",
+                                  "dose,attack=0.5", "dose,stressor=0.3", "dose,repetition=0.4"])
+def test_stressor_parameters_satisfy_both_equations(dose):
+    d = SD.parse_dose(dose)
+    p = SD.stressor_params(d)
+    r = d.get("repetition") or 0.0
+    assert p.r == pytest.approx(r)
+    amp = (1 - r) * p.sigma * p.rho
+    asr = p.sigma * (1 - (1 - p.rho) ** SD.ATTACK_CAP)
+    if d.get("stressor") is not None:
+        assert amp == pytest.approx(d.get("stressor"), abs=1e-9)
+    if d.get("attack") is not None:
+        assert asr == pytest.approx(d.get("attack"), abs=1e-9)
+    if d.get("stressor") is None and d.get("attack") is None:
+        assert p.sigma == 0.0
+    assert 0 <= p.sigma <= 1 and 0 <= p.rho <= 1
+
+
+def test_unit_uniforms_put_the_dose_share_of_the_synthetic_set_below_the_dose():
+    from pytest_posbias.video.synthetic import configurations, make_scene, questions
+
+    names = [f"syn-{d}-{b}-{k:02d}" for d, b in configurations() for k in range(10)]
+    vids = [SD.unit_index(f"/x/videos/{n}.mp4") for n in names]
+    assert None not in vids and len(set(vids)) == len(names) == 60
+    for stream in ("repetition", "susceptible"):
+        for share in (0.1, 0.25, 0.5):
+            got = np.mean([SD.unit_uniform(stream, i, "") < share for i in vids])
+            assert abs(got - share) <= 3 / 60  # equidistributed, not a binomial draw (sd 0.056 at 60)
+    qs = [q.question for q in questions(make_scene("s", "cooking", "short", seed=3))]
+    items = [SD.unit_index(f"/x/{n}.mp4", q) for n in names for q in qs]
+    assert len(set(items)) == 360
+    for stream in ("flip", "phase", "order"):
+        got = np.mean([SD.unit_uniform(stream, i, "") < 0.3 for i in items])
+        assert abs(got - 0.3) <= 3 / 360
+    assert SD.unit_index("/x/my-video.mp4") is None and SD.unit_index(f"/x/{names[0]}.mp4", "Is it red?") is None
+    u = SD.unit_uniform("flip", None, "abc")
+    assert 0 <= u < 1 and u == SD.unit_uniform("flip", None, "abc") != SD.unit_uniform("flip", None, "abd")
+
+
+def _spec(T: int, idx, sources=1) -> FrameSpec:
+    src = tuple(Source("video", f"h{k}", f"/x/v{k}.mp4") for k in range(sources))
+    return FrameSpec(src, tuple((0, int(i)) for i in idx), fps=6.0, frame_count=T)
+
+
+@pytest.mark.parametrize("T", [150, 331, 600])
+def test_grid_class_names_phase_grids_and_samplers(T):
+    for s, g in enumerate(polyphase_grids(T, 8, 3)):
+        assert SD.grid_class(g, T, 6.0, 1) == (s, 0)
+    for k, conv in enumerate(SD.SAMPLER_SHIFT):
+        idx = frame_indices(T, 8, convention=conv, fps=6.0)
+        assert SD.grid_class(idx, T, 6.0, 1) == ((0, 0) if conv == "left" else (0, k))
+    assert SD.grid_class(polyphase_grids(T, 8, 3, origin="1/6")[0], T, 6.0, 1) == (0, 0)  # fusion's shifted grid
+
+
+def test_every_stressor_variant_is_irregular_and_clean_or_resampled_frames_are_not():
+    T = 240
+    clean = _spec(T, frame_indices(T, 16, convention="videostf"))
+    assert not SD.temporally_irregular(clean.indices, T, 1)
+    rng = np.random.default_rng(0)
+    foreign = FrameSpec((Source("video", "f", "/x/f.mp4"),), tuple((0, i) for i in range(16)), fps=6.0, frame_count=100)
+    for name in ST.STRESSORS:
+        for v in ST.variants(clean, name, rng=rng, count=30):
+            f = v.frames
+            assert SD.temporally_irregular(f.indices, T, len(f.sources)), (name, f.indices)
+    fv = ST.replace_foreign(clean, foreign, 2, rng=rng).frames
+    assert SD.temporally_irregular(fv.indices, T, len(fv.sources))
+    for count in (14, 18, 8):
+        r = ST.resample(clean, count).frames
+        assert not SD.temporally_irregular(r.indices, T, 1)
+
+
+def test_order_hit_is_the_chance_that_ten_orderings_put_the_answer_in_the_last_two_letters_once():
+    # independent: every way the believed option's letter can fall in 10 orderings of 5 letters
+    hits = sum(1 for pos in itertools.product(range(5), repeat=4) if any(p >= 3 for p in pos))
+    assert 1 - (1 - hits / 5**4) ** 2.5 == pytest.approx(SD.ORDER_HIT)  # 10 orderings = 2.5 blocks of 4
+    assert math.isclose(SD.dosed_share(SD.parse_dose("dose,order=0.5"), "order"), 0.5 / SD.ORDER_HIT)
+    f0 = SD.NULL_RATE["phase"]
+    assert SD.dosed_share(SD.parse_dose("dose,phase=0.3"), "phase") == pytest.approx((0.3 - f0) / (1 - f0))
+    assert SD.dosed_share(SD.parse_dose("dose,meg=0.1"), "phase") == 0.0
+
+
+# --------------------------------------------------------------------------- through the real probes
+
+
+@pytest.fixture(scope="module")
+def ctx_factory(tmp_path_factory, small_set):
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.session import RunContext
+
+    made = []
+
+    def make(models, **probes):
+        tmp = tmp_path_factory.mktemp("dose")
+        opts = {"models": models, "data": str(small_set), "cache": str(tmp / "c"), "seed": 0, "judge": "auto",
+                "sequential": False}
+        ctx = RunContext.create(opts, PosbiasConfig(probes=probes), rootdir=tmp, worker="main", run_id="t")
+        made.append(ctx)
+        return ctx
+
+    yield make
+    for c in made:
+        c.close()
+
+
+# every gate at its no-effect value 0 (coverage has none: coverage=0 asks for zero coverage)
+ZERO = "sim:dose," + ",".join(f"{g}=0" for g in SD.DOSE_GATES if g != "coverage")
+
+
+def test_dose_zero_writes_exactly_what_unbiased_writes(ctx_factory):
+    from pytest_posbias.probes.positional import PositionalSpec
+
+    ctx = ctx_factory(["sim:unbiased", ZERO], phase={"items": 8}, stressor={"videos": 2})
+    spec = PositionalSpec("leisure", "long", 4, groups=2)
+    pu, pz = ctx.positional("sim:unbiased", spec), ctx.positional(ZERO, spec)
+    assert [i["text"] for i in pu.instances] == [i["text"] for i in pz.instances]
+    assert np.array_equal(pu.coverage, pz.coverage)
+    for gate in ("order", "phase", "flip"):
+        a, b = ctx.phase("sim:unbiased", gate, 8), ctx.phase(ZERO, gate, 8)
+        assert a.condition_answers.keys() == b.condition_answers.keys()
+        for c in a.condition_answers:
+            assert np.array_equal(a.condition_answers[c], b.condition_answers[c])
+            assert np.allclose(a.condition_probs[c], b.condition_probs[c], equal_nan=True)
+    su, sz = ctx.stressor("sim:unbiased", 16), ctx.stressor(ZERO, 16)
+    assert su.clean.texts == sz.clean.texts
+    assert all(x.texts == y.texts for n in su.variants for x, y in zip(su.variants[n], sz.variants[n], strict=True))
