@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -125,7 +125,11 @@ class Request:
 
 @dataclass(frozen=True)
 class Generation:
-    """A backend's answer. ``finish_reason`` is ``stop``, ``length`` or ``error``."""
+    """A backend's answer. ``finish_reason`` is ``stop``, ``length`` or ``error``.
+
+    A failed call (``ok`` false) has ``error`` saying what failed and never carries text
+    to be scored. ``attempts`` is how many times the backend sent it (retries of transient
+    endpoint errors included; 0 when it was never sent)."""
 
     text: str = ""
     n_tokens: int = 0
@@ -133,6 +137,7 @@ class Generation:
     letter_logprobs: Mapping[str, float] | None = None
     seconds: float = 0.0
     error: str | None = None
+    attempts: int = 1
 
     @property
     def ok(self) -> bool:
@@ -141,14 +146,14 @@ class Generation:
     def to_dict(self) -> dict[str, Any]:
         lp = None if self.letter_logprobs is None else {k: (None if v == -math.inf else v) for k, v in self.letter_logprobs.items()}
         return {"text": self.text, "n_tokens": self.n_tokens, "finish_reason": self.finish_reason,
-                "letter_logprobs": lp, "seconds": self.seconds, "error": self.error}
+                "letter_logprobs": lp, "seconds": self.seconds, "error": self.error, "attempts": self.attempts}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Generation:
         lp = d.get("letter_logprobs")
         lp2 = None if lp is None else {k: (-math.inf if v is None else float(v)) for k, v in lp.items()}
         return cls(d.get("text", ""), int(d.get("n_tokens", 0)), d.get("finish_reason", "stop"), lp2,
-                   float(d.get("seconds", 0.0)), d.get("error"))
+                   float(d.get("seconds", 0.0)), d.get("error"), int(d.get("attempts", 1)))
 
 
 class Backend(Protocol):
@@ -312,15 +317,20 @@ def read_run_log(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
 
 @dataclass
 class CallStats:
+    """Counters of one engine: requests sent (``made``), served from the cache, failed (no
+    usable answer after the backend's retries), extra attempts the backend made for transient
+    errors (``retries``), model time, and requests shared between gates."""
+
     made: int = 0
     cache_hits: int = 0
     failed: int = 0
     model_seconds: float = 0.0
     shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)
+    retries: int = 0
 
     def snapshot(self) -> dict[str, Any]:
         return {"made": self.made, "cache_hits": self.cache_hits, "failed": self.failed,
-                "model_seconds": round(self.model_seconds, 6), "shared": self.shared}
+                "model_seconds": round(self.model_seconds, 6), "shared": self.shared, "retries": self.retries}
 
     def since(self, before: Mapping[str, Any]) -> dict[str, Any]:
         now = self.snapshot()
@@ -385,6 +395,7 @@ class Engine:
                 with self._lock:
                     self.stats.made += len(chunk)
                     self.stats.failed += sum(1 for g in gens if not g.ok)
+                    self.stats.retries += sum(max(0, g.attempts - 1) for g in gens)
                     self.stats.model_seconds += sum(g.seconds for g in gens)
                 for (k, r), g in zip(chunk, gens, strict=True):
                     results[k] = g
@@ -395,18 +406,39 @@ class Engine:
         return [results[k] for k in keys]
 
     def _call(self, backend: Backend, batch: list[Request]) -> list[Generation]:
+        """The backend's Generations for ``batch``; a backend error is recorded per request.
+
+        Letter scoring goes through ``backend.score_generations(batch)`` where the backend has
+        it (per-request outcomes, so one failed request fails alone); else ``score_options``."""
         try:
             want_letters = [r for r in batch if r.want == "letters"]
             if len(want_letters) == len(batch):
+                per_request = getattr(backend, "score_generations", None)
+                if per_request is not None:
+                    return self._checked(batch, per_request(batch))
                 t0 = time.perf_counter()
                 scores = backend.score_options(batch, batch[0].letters)
                 dt = (time.perf_counter() - t0) / max(1, len(batch))
                 return [Generation("", 0, "stop", dict(s), dt) for s in scores]
-            return backend.generate(batch)
+            return self._checked(batch, backend.generate(batch))
         except PosbiasError as exc:  # endpoint errors, unreadable videos: recorded per request, the run goes on
             if len(batch) > 1:  # isolate the failing request: retry one by one
                 return [self._call(backend, [r])[0] for r in batch]
             return [Generation(finish_reason="error", error=f"{type(exc).__name__}: {exc}")]
+
+    @staticmethod
+    def _checked(batch: Sequence[Request], gens: Sequence[Generation]) -> list[Generation]:
+        """The backend's answers, made fail-closed: one per request, and a failed one carries no text."""
+        if len(gens) != len(batch):
+            raise PosbiasError(f"backend returned {len(gens)} generations for {len(batch)} requests")
+        out = []
+        for g in gens:
+            if not g.ok and (g.text or g.letter_logprobs):
+                g = replace(g, text="", letter_logprobs=None, error=g.error or "failed call")
+            elif not g.ok and not g.error:
+                g = replace(g, error="failed call (the backend gave no reason)")
+            out.append(g)
+        return out
 
     def _log(self, probe: str, key: str, req: Request, gen: Generation, *, cache_hit: bool) -> None:
         if self.runlog is None:

@@ -151,27 +151,46 @@ class RunContext:
             if spec not in self._backends:
                 r = self.resolved.get(spec) or resolve(spec)
                 b: Backend
+                extra: dict[str, Any] = {}
                 if r.backend == "sim":
                     from .models.sim import SimBackend
 
                     b = SimBackend(r.target, self.store)
                 elif r.backend == "openai":
-                    from .models.openai_backend import OpenAIBackend
+                    from .models.openai_backend import OpenAIBackend, settings_from_env
 
                     base = self.options.get("api_base") or (r.entry.api_base if r.entry else None)
-                    b = OpenAIBackend(r.target, self.store, api_base=base, concurrency=int(self.options.get("concurrency") or 4))
+                    ob = OpenAIBackend(r.target, self.store, api_base=base, concurrency=int(self.options.get("concurrency") or 4),
+                                       **settings_from_env())
+                    try:  # fail at start, naming the URL and the server's message (issue 15)
+                        extra["check"] = ob.check()
+                    except BaseException:
+                        ob.close()
+                        raise
+                    b = ob
                 else:
                     from .models.hf import HFBackend
 
                     b = HFBackend(r, self.store, device=str(self.options.get("device", "auto")), worker=self.worker,
                                   batch_size=int(self.options.get("batch_size") or 4))
                 self._backends[spec] = b
-                self.runlog.write({"kind": "model", "spec": spec, "identity": dict(b.identity())})
+                self.runlog.write({"kind": "model", "spec": spec, "identity": dict(b.identity()), **extra})
             return self._backends[spec]
 
+    def judge_model(self) -> str | None:
+        """The model spec of an LLM judge (``--judge openai[:MODEL]``), or None for offline judges."""
+        judge = str(self.options.get("judge") or "")
+        if judge == "openai":
+            from .scoring.judges import JUDGE_MODEL_DEFAULT
+
+            return f"openai:{JUDGE_MODEL_DEFAULT}"
+        return judge if judge.startswith("openai:") else None
+
     def load_models(self) -> None:
-        """Load every model now so a failure stops the run before any probe (not midway)."""
-        for spec in self.resolved:
+        """Load every model (and an LLM judge) now so a failure stops the run before any probe (not
+        midway): endpoints are checked here (raises ModelLoadError naming the URL and the cause)."""
+        judge = self.judge_model()
+        for spec in [*self.resolved, *([judge] if judge and judge not in self.resolved else [])]:
             self.backend(spec)
 
     # -- progress
@@ -359,7 +378,15 @@ def _started(h: dict[str, Any]) -> str:
 
 
 def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Headers and records of every worker log of one run, in a deterministic order."""
+    """Headers and records of every worker log of one run, in a deterministic order.
+
+    Requests: one ``request`` record per (key, cache hit or not). A key sent more than once
+    (a failed call re-sent later in the run, or by another worker) keeps a successful record
+    as its ``request`` when there is one; every failed send of that key is kept as an
+    ``attempt`` record (same fields, ``kind: "attempt"``), and further successful duplicates
+    are dropped. A key that never succeeded keeps its last failed send (in the deterministic
+    order) as the ``request``, so the failure is counted once, and the others as attempts.
+    """
     headers: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
     for path in sorted(run_dir.glob("log-*.jsonl")):
@@ -375,21 +402,36 @@ def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
 
     def order(r: dict[str, Any]) -> tuple[Any, ...]:
         kind = r.get("kind", "")
-        rank = {"model": 0, "request": 1, "observation": 2}.get(kind, 3)
+        rank = {"model": 0, "request": 1, "attempt": 1, "observation": 2}.get(kind, 3)
         return (rank, r.get("spec", ""), r.get("probe", ""), r.get("key", ""), json.dumps(r, sort_keys=True))
 
+    def failed(r: dict[str, Any]) -> bool:
+        g = r.get("generation") or {}
+        return g.get("finish_reason") == "error" or bool(g.get("error"))
+
+    # per (key, cache hit): the record that stays the request
+    chosen: dict[tuple[str, bool], dict[str, Any]] = {}
+    for r in sorted(records, key=order):
+        if r.get("kind") in ("request", "attempt"):
+            sig = (str(r.get("key", "")), bool(r.get("cache_hit")))
+            best = chosen.get(sig)
+            if best is None or (failed(best) and (not failed(r) or r.get("kind") == "request")):
+                chosen[sig] = r
+
     models: dict[str, dict[str, Any]] = {}
-    seen_requests: set[tuple[str, bool]] = set()
     out = []
     for r in sorted(records, key=order):
         if r.get("kind") == "model":
             models.setdefault(r["spec"], r)
             continue
-        if r.get("kind") == "request":
-            sig = (r["key"], bool(r.get("cache_hit")))
-            if sig in seen_requests:
-                continue
-            seen_requests.add(sig)
+        if r.get("kind") in ("request", "attempt"):
+            sig = (str(r.get("key", "")), bool(r.get("cache_hit")))
+            if chosen[sig] is r:
+                r = {**r, "kind": "request"}
+            elif failed(r):
+                r = {**r, "kind": "attempt"}
+            else:
+                continue  # the same successful answer twice (two workers): once is enough
         out.append(r)
     return header, list(models.values()) + out
 
