@@ -1,0 +1,236 @@
+"""A small OpenAI-compatible server on 127.0.0.1 that injects faults at seeded rates.
+
+A real ``ThreadingHTTPServer`` in a thread (not a mock): ``POST /v1/chat/completions`` and
+``GET /v1/models``. A correct answer is derived from the prompt alone (so a run with faults
+and one without see the same answers; see :func:`completion`): one option letter, and when
+``logprobs``/``top_logprobs`` are asked for, the first token's ``top_logprobs`` rank the letters.
+
+Faults (``rates`` maps a fault to its probability per attempt):
+
+* ``429``: Too Many Requests with ``Retry-After`` (seconds, ``retry_after``);
+* ``500`` / ``503``: server errors with an OpenAI-style error body;
+* ``hang``: answers only after ``hang_s`` seconds (past the client's timeout);
+* ``malformed``: a 200 whose body is not JSON;
+* ``empty_choices``: a 200 completion with ``choices: []``;
+* ``truncated``: a 200 whose ``Content-Length`` promises more than is sent before the
+  connection closes;
+* ``cut_json``: a 200 whose JSON body stops midway (length consistent).
+
+Which attempt gets which fault is a function of (seed, request body, how many times that
+body was seen): the same under any thread interleaving. At most ``max_faults_per_request``
+attempts of one body are faulted, so bounded retries always get through; ``reject`` (a
+predicate on the prompt text) answers 400 for good, ``status`` answers every chat request
+with a fixed (code, message), ``served`` lists the model names (others get vLLM's 404),
+``max_logprobs`` rejects larger ``top_logprobs`` with vLLM's 400, ``logprobs=False`` never
+returns logprobs, and ``video_only_faults`` spares text-only requests (the start-up check) from
+faults and ``reject``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULTS = ("429", "500", "503", "hang", "malformed", "empty_choices", "truncated", "cut_json")
+LETTERS = "ABCDE"
+
+
+def _h(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).digest()[:8], "little")
+
+
+def prompt_text(body: Mapping[str, Any]) -> str:
+    """The text parts of a chat request's messages, joined."""
+    out = []
+    for m in body.get("messages", []):
+        c = m.get("content")
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, list):
+            out += [p.get("text", "") for p in c if isinstance(p, dict) and p.get("type") == "text"]
+    return "\n".join(out)
+
+
+def has_images(body: Mapping[str, Any]) -> bool:
+    """Whether any message part is an image."""
+    return any(isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
+               for m in body.get("messages", []))
+
+
+def completion(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The correct answer to ``body``: a function of its prompt text (and logprob settings) only.
+
+    A multiple-choice prompt (lines ``A. option``) is answered by content: the option whose
+    text hashes highest wins, wherever it is listed, and each letter's logprob is a hash of
+    its option's text (an order-robust model). Other prompts get a letter hashed from the text.
+    """
+    prompt = prompt_text(body)
+    options = dict(re.findall(r"^([A-E])\. (.*)$", prompt, re.M))
+    if options:
+        raw = {c: -((_h("lp", text) % 1000) / 250.0) for c, text in options.items()}
+    else:
+        raw = {c: -((_h("lp", prompt, c) % 1000) / 250.0) for c in LETTERS}
+    answer = max(raw, key=lambda c: (raw[c], c))
+    lp = None
+    if body.get("logprobs"):
+        k = int(body.get("top_logprobs") or 1)
+        scores = sorted(((0.0 if c == answer else v - 4.0, c) for c, v in raw.items()), reverse=True)
+        top = [{"token": c, "logprob": v, "bytes": None} for v, c in scores[:k]]
+        lp = {"content": [{"token": answer, "logprob": 0.0, "bytes": None, "top_logprobs": top}], "refusal": None}
+    return {"id": "cmpl-fault", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop",
+                         "logprobs": lp}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+
+
+class FaultServer:
+    """The server; ``url`` is its ``.../v1`` base; counters say what it answered."""
+
+    def __init__(self, *, seed: int = 0, rates: Mapping[str, float] | None = None, max_faults_per_request: int = 2,
+                 hang_s: float = 3.0, retry_after: str = "0", served: tuple[str, ...] = ("x",), max_logprobs: int = 20,
+                 logprobs: bool = True, status: tuple[int, str] | None = None,
+                 reject: Callable[[str], bool] | None = None, video_only_faults: bool = True) -> None:
+        self.seed = seed
+        self.rates = dict(rates or {})
+        unknown = set(self.rates) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}; known: {FAULTS}")
+        if sum(self.rates.values()) > 1:
+            raise ValueError("fault rates must sum to at most 1")
+        self.max_faults = max_faults_per_request
+        self.hang_s = hang_s
+        self.retry_after = retry_after
+        self.served = served
+        self.max_logprobs = max_logprobs
+        self.logprobs = logprobs
+        self.status = status
+        self.reject = reject
+        self.video_only_faults = video_only_faults
+        self.lock = threading.Lock()
+        self.seen: Counter[str] = Counter()  # body hash -> attempts
+        self.outcomes: Counter[str] = Counter()  # "ok", each fault, "404", "400", ...
+        self.chat_requests = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a: Any) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    data = {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "test"}
+                                                       for m in server.served]}
+                    self._send(200, json.dumps(data).encode())
+                else:
+                    self._send(404, b'{"error": {"message": "not found"}}')
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                    server.handle(self, json.loads(raw))
+
+            def _send(self, code: int, payload: bytes, headers: Mapping[str, str] | None = None,
+                      length: int | None = None) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload) if length is None else length))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(payload)
+                self.wfile.flush()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.port = int(self.httpd.server_address[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    # ------------------------------------------------------------------ behaviour
+    def _fault(self, body: Mapping[str, Any]) -> str | None:
+        if self.video_only_faults and not has_images(body):
+            return None
+        bh = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        with self.lock:
+            n = self.seen[bh]
+            self.seen[bh] += 1
+        if n >= self.max_faults:
+            return None
+        u = (_h("fault", self.seed, bh, n) % 1_000_000) / 1_000_000
+        acc = 0.0
+        for f in FAULTS:
+            acc += self.rates.get(f, 0.0)
+            if u < acc:
+                return f
+        return None
+
+    def handle(self, h: Any, body: Mapping[str, Any]) -> None:
+        """Answer one chat request (called in the handler's thread)."""
+        with self.lock:
+            self.chat_requests += 1
+
+        def error(code: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+            with self.lock:
+                self.outcomes[str(code)] += 1
+            payload = json.dumps({"error": {"message": message, "type": "error", "code": code}}).encode()
+            h._send(code, payload, headers)
+
+        if self.status is not None:
+            return error(*self.status)
+        if body.get("model") not in self.served:
+            return error(404, f"The model `{body.get('model')}` does not exist.")
+        if body.get("logprobs") and int(body.get("top_logprobs") or 0) > self.max_logprobs:
+            return error(400, f"top_logprobs must be less than or equal to max_logprobs ({self.max_logprobs}); "
+                              f"got {body.get('top_logprobs')}")
+        if self.reject is not None and (has_images(body) or not self.video_only_faults) and self.reject(prompt_text(body)):
+            return error(400, "this request is rejected on purpose")
+        fault = self._fault(body)
+        if fault is not None:
+            with self.lock:
+                self.outcomes[fault] += 1
+        if fault in ("429", "500", "503"):
+            headers = {"Retry-After": self.retry_after} if fault in ("429", "503") else None
+            payload = json.dumps({"error": {"message": f"injected {fault}", "type": "error", "code": int(fault)}}).encode()
+            return h._send(int(fault), payload, headers)
+        answer = completion(body)
+        if not self.logprobs:
+            answer["choices"][0]["logprobs"] = None
+        payload = json.dumps(answer).encode()
+        if fault == "hang":
+            time.sleep(self.hang_s)
+        elif fault == "malformed":
+            return h._send(200, b"<html>502 Bad Gateway</html> this is not json {")
+        elif fault == "empty_choices":
+            return h._send(200, json.dumps({**answer, "choices": []}).encode())
+        elif fault == "truncated":
+            h._send(200, payload[: len(payload) // 2], length=len(payload))
+            h.close_connection = True
+            return None
+        elif fault == "cut_json":
+            return h._send(200, payload[: len(payload) // 2])
+        else:
+            with self.lock:
+                self.outcomes["ok"] += 1
+        return h._send(200, payload)
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> FaultServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
