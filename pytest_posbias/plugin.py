@@ -393,6 +393,23 @@ _STATE_HOLDER: dict[str, _SessionState] = {}
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
+    _check_endpoints_before_workers(session.config)
+
+
+def _check_endpoints_before_workers(config: pytest.Config) -> None:
+    """xdist controller: check openai endpoints before any worker starts (a worker's failure
+    would be lost as a crash); serial runs check them in the ``posbias_run`` fixture."""
+    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
+        return
+    if config.getoption("--collect-only", False):
+        return
+    from .errors import ModelLoadError
+    from .models.openai_backend import check_endpoints
+
+    try:
+        check_endpoints(_options(config))
+    except ModelLoadError as exc:
+        raise pytest.UsageError(f"posbias: {exc}") from None
 
 
 def collected_verdicts(config: pytest.Config) -> list[tuple[str, Verdict]]:

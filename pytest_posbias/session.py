@@ -179,12 +179,11 @@ class RunContext:
 
     def judge_model(self) -> str | None:
         """The model spec of an LLM judge (``--judge openai[:MODEL]``), or None for offline judges."""
-        judge = str(self.options.get("judge") or "")
-        if judge == "openai":
-            from .scoring.judges import JUDGE_MODEL_DEFAULT
+        if not str(self.options.get("judge") or "").startswith("openai"):
+            return None
+        from .models.openai_backend import judge_spec
 
-            return f"openai:{JUDGE_MODEL_DEFAULT}"
-        return judge if judge.startswith("openai:") else None
+        return judge_spec(self.options.get("judge"))
 
     def load_models(self) -> None:
         """Load every model (and an LLM judge) now so a failure stops the run before any probe (not

@@ -293,7 +293,8 @@ orderings = 4
 """
 
 
-def make_project(pytester: pytest.Pytester, manifest: Path, cache: str = ".posbias") -> None:
+def make_project(pytester: pytest.Pytester, manifest: Path | None, cache: str = ".posbias") -> None:
+    """The order suite and a small phase config; ``manifest`` None where no probe must run."""
     dest = pytester.path / "suites"
     if not dest.exists():
         dest.mkdir()
@@ -304,7 +305,7 @@ def make_project(pytester: pytest.Pytester, manifest: Path, cache: str = ".posbi
 testpaths = ["suites"]
 
 [tool.posbias]
-data = "{manifest}"
+{f'data = "{manifest}"' if manifest else ""}
 cache = "{cache}"
 {PHASE_SETTINGS}
 """)
@@ -415,8 +416,8 @@ def test_permanent_endpoint_errors_stop_the_run_at_start(pytester, small_set, ap
     assert "PASS" not in out and "passed" not in out
 
 
-def test_unreachable_endpoint_exits_non_zero_within_30_s_naming_the_url(pytester, small_set, monkeypatch):
-    make_project(pytester, small_set)
+def test_unreachable_endpoint_exits_non_zero_within_30_s_naming_the_url(pytester):
+    make_project(pytester, None)
     url = f"http://127.0.0.1:{closed_port()}/v1"
     t0 = time.monotonic()
     res = pytester.runpytest_subprocess("suites", "-m", "order", "--posbias-fixed", "--model", "openai:x",
@@ -427,3 +428,14 @@ def test_unreachable_endpoint_exits_non_zero_within_30_s_naming_the_url(pytester
     assert elapsed < 30, f"took {elapsed:.1f} s"
     assert url in out and "cannot be reached" in out and "refused" in out.lower()
     assert "model calls" not in out  # no probe started
+
+
+def test_with_xdist_the_controller_checks_the_endpoint_before_workers_start(pytester, api_env):
+    make_project(pytester, None)
+    with FaultServer(served=("qwen3-vl-8b",)) as srv:
+        res = pytester.runpytest_subprocess("suites", "-m", "order", "--model", "openai:x", f"--api-base={srv.url}",
+                                            "-p", "no:randomly", "-n", "2", timeout=120)
+        assert srv.chat_requests == 1  # the controller's check; no worker got as far as a probe
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert "The model `x` does not exist." in out and srv.url in out and "INTERNALERROR" not in out

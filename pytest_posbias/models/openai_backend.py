@@ -233,6 +233,39 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return out
 
 
+def judge_spec(judge: str | None) -> str | None:
+    """The model spec of an LLM judge (``--judge openai[:MODEL]``), or None for the offline judges."""
+    judge = str(judge or "")
+    if judge == "openai":
+        from ..scoring.judges import JUDGE_MODEL_DEFAULT
+
+        return f"openai:{JUDGE_MODEL_DEFAULT}"
+    return judge if judge.startswith("openai:") else None
+
+
+def check_endpoints(options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Run the start-up check of every ``openai:`` model, baseline and LLM judge that ``options``
+    (the run's merged options) name, without loading anything else; raises ModelLoadError on the
+    first that fails. For the controller of a pytest-xdist run, which loads no models itself."""
+    from ..models.registry import resolve
+
+    specs = [*(options.get("models") or []), *([options["baseline"]] if options.get("baseline") else [])]
+    judge = judge_spec(options.get("judge"))
+    specs += [judge] if judge else []
+    out = []
+    for spec in dict.fromkeys(specs):
+        r = resolve(spec)
+        if r.backend != "openai":
+            continue
+        base = options.get("api_base") or (r.entry.api_base if r.entry else None)
+        b = OpenAIBackend(r.target, FrameStore(), api_base=base, **settings_from_env())
+        try:
+            out.append(b.check())
+        finally:
+            b.close()
+    return out
+
+
 def jpeg_data_url(frame: np.ndarray, quality: int = 90) -> str:
     from PIL import Image
 
