@@ -49,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PosbiasError as exc:
         print(f"posbias {args._cmd}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file the user named: missing, unreadable, a folder, no space left
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"posbias {args._cmd}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,10 +3,39 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
+
 Register = Callable[[Any, str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
+
+
+def read_text_file(path: str, what: str) -> str:
+    """The text of a UTF-8 file the user named (a leading BOM is dropped); ConfigError naming the
+    file and what is wrong when it is missing, a folder, binary or not UTF-8."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p}: no such file")
+    if not p.is_file():
+        raise ConfigError(f"{p}: not a regular file (expected {what})")
+    data = p.read_bytes()
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise ConfigError(f"{p}: a binary file (NUL byte at byte offset {nul}), not {what}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte offset {exc.start}); "
+                          f"expected {what}") from None
+
+
+def _fail(command: str, message: str) -> int:
+    """One line on stderr, exit status 2 (a usage error)."""
+    print(f"posbias {command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 def register_all(sub: Any, register: Register) -> None:
@@ -80,12 +109,23 @@ def _gates(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     import json
     import os
-    from pathlib import Path
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from .calibration import GATES, run_calibration
 
     gates = args.gates.split(",") if args.gates else list(GATES)
+    # every argument is checked before the measurement (which takes a minute or more)
+    if not 0 < args.alpha < 0.5:
+        return _fail("calibrate", f"--alpha must be a number in (0, 0.5); got {args.alpha:g}")
+    if args.reps is not None and args.reps < 10:
+        return _fail("calibrate", f"--reps must be an integer >= 10; got {args.reps}")
+    unknown = [g for g in gates if g not in GATES]
+    if unknown:
+        return _fail("calibrate", f"--gates: unknown gates {unknown}; allowed: {', '.join(GATES)}")
+    if args.data and not Path(args.data).is_file():
+        return _fail("calibrate", f"--data: no such manifest file: {args.data}")
+    if args.json and not Path(args.json).parent.is_dir():
+        return _fail("calibrate", f"--json: the folder of {args.json} does not exist")
     rows = run_calibration(reps=args.reps or (200 if args.quick else 1000), alpha=args.alpha, seed=args.seed, gates=gates,
                            data=args.data, cache=args.cache, rootdir=Path.cwd(), print_fn=lambda m: print(m, flush=True))
     if args.json:
@@ -113,8 +153,11 @@ def _models(args: argparse.Namespace) -> int:
         from .models.tiny import FAMILIES, build_tiny_checkpoint
 
         if not args.family or not args.out:
-            print(f"usage: posbias models tiny FAMILY OUT_DIR (families: {', '.join(FAMILIES)})")
-            return 2
+            return _fail("models", f"usage: posbias models tiny FAMILY OUT_DIR (families: {', '.join(FAMILIES)})")
+        if args.family not in FAMILIES:
+            return _fail("models", f"unknown family {args.family!r}; families: {', '.join(FAMILIES)}")
+        if Path(args.out).exists() and not Path(args.out).is_dir():
+            return _fail("models", f"{args.out}: exists and is not a directory")
         print(build_tiny_checkpoint(args.family, args.out))
         return 0
     print(f"{'alias':<20} {'backend/family':<18} {'checkpoint':<40} notes")
@@ -159,15 +202,10 @@ def _judge_agreement(args: argparse.Namespace) -> int:
 def read_captions(path: str) -> list[str]:
     """Captions of a JSONL file (field text, caption or output) or of a plain file, one per line."""
     import json
-    from pathlib import Path
-
-    from .errors import ConfigError
 
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{p}: no such file")
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(read_text_file(path, "UTF-8 text or JSONL captions").splitlines(), start=1):
         if not line.strip():
             continue
         if line.lstrip().startswith("{"):
@@ -198,8 +236,7 @@ def _text_audit(args: argparse.Namespace) -> int:
 
     texts = read_captions(args.file)
     if not texts:
-        print("posbias text-audit: the file holds no captions")
-        return 2
+        return _fail("text-audit", f"{args.file}: the file holds no captions")
     result: dict[str, Any] = {
         "n": len(texts),
         "mean_words": float(np.mean([len(t.split()) for t in texts])),
@@ -223,10 +260,12 @@ def _text_audit(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .report.render import render
 
+    for log in args.run_logs:
+        if not Path(log).is_file():
+            return _fail("report", f"{log}: no such run log (expected a run.jsonl under .posbias/runs/)")
+        read_text_file(log, "a run log (run.jsonl)")  # binary or not UTF-8: one line naming the file
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(args.run_logs), encoding="utf-8")
@@ -239,20 +278,19 @@ def _data(args: argparse.Namespace) -> int:
 
     if args.action == "validate":
         if not args.out:
-            print("posbias data validate --out MANIFEST")
-            return 2
+            return _fail("data", "usage: posbias data validate --out MANIFEST")
         m = load_manifest(args.out)
-        print(f"{args.out}: {len(m.videos)} videos, {len(m.groups)} groups, {len(m.mcq)} multiple-choice items; "
-              f"{len(m.problems)} bad lines")
+        print(f"{args.out}: {m.counts()}; {len(m.problems)} bad lines")
         for p in m.problems:
             print(f"  {p}")
-        return 1 if m.problems else 0
+        if not (m.videos or m.groups or m.mcq):
+            print(f"{args.out}: no usable item: a run on this manifest stops with a usage error", file=sys.stderr)
+        return 1 if m.problems or not (m.videos or m.groups or m.mcq) else 0
     from .data.importers import run_import
 
     missing = [n for n in ("format", "videos", "annotations", "out") if not getattr(args, n)]
     if missing:
-        print("posbias data import: missing " + ", ".join(f"--{n}" if n != "format" else "FORMAT" for n in missing))
-        return 2
+        return _fail("data", "import needs " + ", ".join(f"--{n}" if n != "format" else "FORMAT" for n in missing))
     rep = run_import(args.format, videos=args.videos, annotations=args.annotations, out=args.out, classes=args.classes,
                      answers=args.answers, groups=args.groups, sample=args.sample, seed=args.seed)
     for line in rep.lines():

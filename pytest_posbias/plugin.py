@@ -171,6 +171,7 @@ class _SessionState:
     def __init__(self) -> None:
         self.verdicts: list[tuple[str, Verdict]] = []
         self.calls = {"made": 0, "cache_hits": 0, "failed": 0, "model_seconds": 0.0, "shared": 0}
+        self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -201,11 +202,16 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     specs = list(config.getoption("--model") or [])
     if config.getoption("--baseline"):
         specs.append(config.getoption("--baseline"))
+    baseline = config.getoption("--baseline")
     for spec in specs:
         try:
             resolve(spec)
         except ModelLoadError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            msg = str(exc)
+            if spec == baseline and spec not in (config.getoption("--model") or []):
+                msg = msg.replace(f"--model {spec}", f"--baseline {spec}", 1)  # name the option the user gave
+            raise pytest.UsageError(msg) from None
+    _check_data(config, pcfg)
     # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
     # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and
     # may root the run elsewhere, missing the project's configuration (thresholds, probe
@@ -221,6 +227,20 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
                     f"pytest took {args[i + 1]} (the value of {a}) for a test path, so it did not use "
                     f"{expected or 'the project configuration'}; write {a}={args[i + 1]} (with '=')"
                 )
+
+
+def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
+    """A manifest (--posbias-data or [tool.posbias] data) with no usable item at all is a usage error
+    naming the file; one that lacks only some kinds of item runs, and the suites without data skip."""
+    from .data.manifest import require_usable
+
+    data = config.getoption("--posbias-data") or pcfg.get("data")
+    if not data:
+        return
+    try:
+        require_usable(str(data))
+    except PosbiasError as exc:
+        raise pytest.UsageError(f"--posbias-data: {exc}") from None
 
 
 PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache")
@@ -431,6 +451,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     rows = _summary_rows(config)
     state = config.stash[_STASH_STATE]
+    _problem_summary(terminalreporter, config, state.problems)
     if rows:
         tr = terminalreporter
         tr.section("posbias verdicts")
@@ -454,29 +475,64 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
 
 
+def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> None:
+    """The run's data problems on the terminal: per kind, the count and an example (every one with -v)."""
+    if not problems:
+        return
+    from .data.manifest import summarize_problems
+
+    tr.section("posbias data problems")
+    tr.write_line(f"{len(problems)} data problems; the units that need them are not measured and count as lost:")
+    for g in summarize_problems(problems):
+        tr.write_line(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", yellow=True)
+    if config.get_verbosity() > 0:
+        for p in problems:
+            tr.write_line(f"    {p}")
+
+
+def _run_problems(run_log: Path | None) -> list[Any]:
+    """The data problems a finished run log records (none when there is no log)."""
+    if run_log is None:
+        return []
+    from .data.manifest import problems_in_records
+    from .engine import read_run_log
+
+    try:
+        _, records = read_run_log(run_log)
+    except (OSError, ValueError, PosbiasError):
+        return []
+    return problems_in_records(records)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if getattr(config, "workerinput", None) is not None:
         return
     rows = _summary_rows(config)
+    state = config.stash[_STASH_STATE]
+    run_log = None
+    try:
+        from .session import finish_run
+
+        run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=_options(config),
+                             verdict_rows=rows, calls=state.calls, run_id=config.stash.get(_STASH_RUN_ID, None),
+                             terminal=config.pluginmanager.get_plugin("terminalreporter"))
+    except PosbiasError as exc:  # the report must never turn a finished run into a crash
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"[posbias] report not written: {exc}", red=True)
+    state.problems = _run_problems(run_log)
     path = config.getoption("--posbias-json", None)
-    if path and rows:
-        state = config.stash[_STASH_STATE]
+    if path and (rows or state.problems):
+        from .data.manifest import summarize_problems
+
         out = {
             "schema_version": 1,
             "exitstatus": int(exitstatus),
             "calls": state.calls,
             "verdicts": [{"nodeid": r["nodeid"], "p_bh": r["p_bh"], **r["verdict"].to_dict()} for r in rows],
+            "data_problems": {"count": len(state.problems), "by_kind": summarize_problems(state.problems),
+                              "problems": [p.to_dict() for p in state.problems]},
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(out, indent=2, sort_keys=True))
-    try:
-        from .session import finish_run
-
-        finish_run(config_rootdir=Path(str(config.rootpath)), options=_options(config),
-                   verdict_rows=rows, calls=config.stash[_STASH_STATE].calls, run_id=config.stash.get(_STASH_RUN_ID, None),
-                   terminal=config.pluginmanager.get_plugin("terminalreporter"))
-    except PosbiasError as exc:  # the report must never turn a finished run into a crash
-        tr = config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None:
-            tr.write_line(f"[posbias] report not written: {exc}", red=True)

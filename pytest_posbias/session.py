@@ -112,7 +112,9 @@ class RunContext:
         self.models: list[str] = list(self.options.get("models") or ["sim:unbiased"])
         self.baseline: str | None = self.options.get("baseline")
         self.resolved: dict[str, ResolvedModel] = {m: resolve(m) for m in [*self.models, *([self.baseline] if self.baseline else [])]}
-        self.store = FrameStore(disk_dir=self.cache_dir / "frames")
+        # an unusable video (empty, not a video, truncated, too short) is logged as a data problem when found
+        self.store = FrameStore(disk_dir=self.cache_dir / "frames",
+                                on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
         self.cache = GenerationCache(self.cache_dir / "generations.sqlite")
         self.run_dir = self.cache_dir / "runs" / run_id
         header = {
@@ -249,7 +251,7 @@ class RunContext:
         for problem in m.problems:
             self.note(f"manifest: {problem} (skipped)")
         self.observe("data", {"type": "manifest", "path": str(path), "videos": len(m.videos), "groups": len(m.groups),
-                              "mcq": len(m.mcq), "problems": [str(p) for p in m.problems]})
+                              "mcq": len(m.mcq), "problems": [p.to_dict() for p in m.problems]})
         return m
 
     def judges(self) -> JudgeSet:

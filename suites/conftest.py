@@ -1,8 +1,16 @@
-"""Parametrization of the ready-made suites from the run's options and data."""
+"""Parametrization of the ready-made suites from the run's options and data.
+
+With ``--posbias-data`` the suites are parametrized from the validated manifest; a suite whose
+kind of item the manifest lacks (summarization groups, multiple-choice items, videos) is
+skipped with a reason naming the file. A manifest with no usable item at all never gets here:
+the plugin stops with a usage error at configure time.
+"""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,9 +24,54 @@ from pytest_posbias.suite_support import (
     sampler_pairs,
 )
 
+SUITE_OF_MODULE = {"test_positional.py": "positional", "test_phase_order.py": "phase", "test_stressors.py": "stressor"}
+_MANIFESTS: dict[tuple[str, int, int], Any] = {}
+
 
 def _id(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.:-]+", "-", text)
+
+
+def _manifest(config: pytest.Config) -> Any:
+    """The validated ``--posbias-data`` manifest (loaded once per file version), or None for the synthetic set."""
+    from pytest_posbias.data.manifest import load_manifest
+    from pytest_posbias.errors import PosbiasError
+
+    data = suite_options(config)["data"]
+    if not data:
+        return None
+    p = Path(str(data))
+    try:
+        st = p.stat()
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _MANIFESTS:
+            _MANIFESTS[key] = load_manifest(p)
+        return _MANIFESTS[key]
+    except (OSError, PosbiasError):
+        return None  # the plugin has already stopped the run with a usage error naming the file
+
+
+def _skipped(name: str, reason: str) -> list[Any]:
+    return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id=f"no-{name}")]
+
+
+def _positional_configs(metafunc: pytest.Metafunc, scales: list[int]) -> list[tuple[str, str, int]]:
+    m = _manifest(metafunc.config)
+    if m is None:
+        return positional_configs(suite_options(metafunc.config)["data"], scales)
+    return [c for c in m.configurations() if c[2] in scales]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip, with the reason, every suite test whose kind of data the manifest does not hold."""
+    m = _manifest(config)
+    if m is None:
+        return
+    for item in items:
+        suite = SUITE_OF_MODULE.get(Path(str(item.path)).name)
+        reason = m.missing(suite) if suite else None
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -28,16 +81,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("posbias_model", opts["models"], ids=[_id(model_label(m)) for m in opts["models"]], scope="session")
     pos_settings = settings_for("positional", posbias_config(metafunc.config).probes.get("positional"))
     scales = pos_settings["scales"]
+    data = opts["data"]
     if "positional_config" in names:
-        configs = positional_configs(opts["data"], scales)
-        metafunc.parametrize("positional_config", configs, ids=[f"{d}-{b}-P{P}" for d, b, P in configs])
+        configs = _positional_configs(metafunc, scales)
+        if configs:
+            metafunc.parametrize("positional_config", configs, ids=[f"{d}-{b}-P{P}" for d, b, P in configs])
+        else:
+            metafunc.parametrize("positional_config", _skipped("groups", f"{data}: no usable summarization group of "
+                                                                         f"size {' or '.join(map(str, scales))}"))
     if "positional_config_p4" in names:
-        configs = [c for c in positional_configs(opts["data"], scales) if c[2] == 4]
-        metafunc.parametrize("positional_config_p4", configs, ids=[f"{d}-{b}-P{P}" for d, b, P in configs])
+        configs = [c for c in _positional_configs(metafunc, scales) if c[2] == 4]
+        if configs:
+            metafunc.parametrize("positional_config_p4", configs, ids=[f"{d}-{b}-P{P}" for d, b, P in configs])
+        else:
+            metafunc.parametrize("positional_config_p4", _skipped("groups", f"{data}: no usable group of 4 videos (MEG needs P = 4)"))
     if "positional_variant_config" in names:
-        configs = [c for c in positional_configs(opts["data"], scales) if c[2] == 4 and c[1] == "short"]
+        configs = [c for c in _positional_configs(metafunc, scales) if c[2] == 4 and c[1] == "short"]
         grid = [(c, v) for c in configs for v in POSITIONAL_VARIANTS]
-        metafunc.parametrize("positional_variant_config", grid, ids=[f"{d}-{b}-P{P}-{v}" for (d, b, P), v in grid])
+        if grid:
+            metafunc.parametrize("positional_variant_config", grid, ids=[f"{d}-{b}-P{P}-{v}" for (d, b, P), v in grid])
+        else:
+            metafunc.parametrize("positional_variant_config",
+                                 _skipped("groups", f"{data}: no usable short group of 4 videos for the layout variants"))
     ph = settings_for("phase", posbias_config(metafunc.config).probes.get("phase"))
     if "sampler_pair" in names:
         pairs = sampler_pairs(ph["samplers"], ph["budgets"])

@@ -11,19 +11,133 @@ Line types::
     {"type": "group", "id": ..., "domain": ..., "bucket": ..., "P": 2|4, "videos": [video ids]}
     {"type": "mcq", "id": ..., "video": video id or path, "question": ..., "options": [...],
      "answer": index, "start": seconds|null, "end": seconds|null, "tags": [...]}
+
+The file must be UTF-8 (a leading byte-order mark is accepted); a line with bytes that are not
+UTF-8 is reported with its byte offset. The loader enforces every constraint of the shipped
+JSON Schema by hand (``jsonschema`` is a development dependency only; a test checks that the two
+agree) plus what a schema cannot say: ``answer`` indexes the options, a group lists ``P``
+distinct known videos, ``start < end``, and ids are unique per line type (a duplicate is
+reported with both line numbers and skipped).
+
+Every problem with the data, here and later in the run (a video that cannot be decoded or is
+too short for the frames a probe asks for), is a :class:`DataProblem`: a kind, the item or file
+it is about, a message, and the manifest line when there is one. :func:`summarize_problems`
+groups them by kind with a count and an example, for the terminal summary, ``--posbias-json``
+and the report.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ManifestError
+from ..errors import ConfigError, ManifestError
 
 SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
+
+
+# Kinds of data problem, in the order the summaries list them.
+PROBLEM_KINDS = {
+    "encoding": "manifest line not UTF-8",
+    "bad-line": "malformed manifest line",
+    "duplicate-id": "duplicate id",
+    "unknown-video": "reference to an unknown or unusable video",
+    "missing-video": "video file not found",
+    "empty-video": "empty video file (0 bytes)",
+    "unreadable-video": "not a readable video",
+    "truncated-video": "truncated or damaged video",
+    "too-short": "video too short for the frames asked for",
+    "other": "other data problem",
+}
+
+
+@dataclass(frozen=True)
+class DataProblem:
+    """One problem with the data: what kind, which item or file, what is wrong, where.
+
+    ``item`` names the manifest item (``video 'v3'``, ``group 'g1'``) or, for a video found bad
+    while decoding, its file; ``file``/``line`` locate it (``line`` is 1-based, None when the
+    problem is not about one manifest line).
+    """
+
+    kind: str
+    item: str
+    message: str
+    file: str = ""
+    line: int | None = None
+
+    def __str__(self) -> str:
+        if self.file and self.line is not None:
+            return f"{self.file}:{self.line}: {self.message}"
+        if self.file and self.file != self.item:
+            return f"{self.item} ({self.file}): {self.message}"
+        return f"{self.item}: {self.message}"
+
+    def key(self) -> tuple[str, str, str, int | None]:
+        """What makes two records the same problem (one run logs a problem once per worker or look)."""
+        return (self.kind, self.item, self.file, self.line)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (run log, ``--posbias-json``)."""
+        return {"kind": self.kind, "item": self.item, "message": self.message, "file": self.file, "line": self.line}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DataProblem:
+        """Inverse of :meth:`to_dict`; unknown kinds are kept as they are."""
+        line = d.get("line")
+        return cls(str(d.get("kind") or "other"), str(d.get("item", "")), str(d.get("message", "")), str(d.get("file") or ""),
+                   int(line) if isinstance(line, int) and not isinstance(line, bool) else None)
+
+    @classmethod
+    def coerce(cls, value: Any) -> DataProblem:
+        """A problem from a run-log entry: a dict (:meth:`to_dict`) or a plain message (older logs, probe strings)."""
+        if isinstance(value, DataProblem):
+            return value
+        if isinstance(value, Mapping):
+            return cls.from_dict(value)
+        text = str(value)
+        return cls("other", text.split(": ", 1)[0], text.split(": ", 1)[-1])
+
+
+def unique_problems(problems: Iterable[Any]) -> list[DataProblem]:
+    """Problems (records or plain messages) without repeats, in first-seen order."""
+    out: dict[tuple[str, str, str, int | None], DataProblem] = {}
+    for p in problems:
+        dp = DataProblem.coerce(p)
+        out.setdefault(dp.key(), dp)
+    return list(out.values())
+
+
+def summarize_problems(problems: Iterable[Any]) -> list[dict[str, Any]]:
+    """Per kind: ``kind``, ``label`` (plain words), ``count`` (distinct problems) and ``example`` (the first one, as text),
+    kinds in :data:`PROBLEM_KINDS` order, unknown kinds last."""
+    by_kind: dict[str, list[DataProblem]] = {}
+    for p in unique_problems(problems):
+        by_kind.setdefault(p.kind, []).append(p)
+    order = list(PROBLEM_KINDS)
+    kinds = sorted(by_kind, key=lambda k: (order.index(k) if k in order else len(order), k))
+    return [{"kind": k, "label": PROBLEM_KINDS.get(k, k), "count": len(by_kind[k]), "example": str(by_kind[k][0])}
+            for k in kinds]
+
+
+def problems_in_records(records: Iterable[Mapping[str, Any]]) -> list[DataProblem]:
+    """Every data problem a run log holds: the manifest's (``data`` observations) and those found
+    later in the run (``data`` observations of type ``problem``), without repeats."""
+    found: list[Any] = []
+    for r in records:
+        if r.get("kind") != "observation" or r.get("probe") != "data":
+            continue
+        if r.get("type") == "problem":
+            found.append(r.get("problem") or {})
+        else:
+            found.extend(r.get("problems") or [])
+    return unique_problems(found)
 
 
 @dataclass(frozen=True)
@@ -68,7 +182,7 @@ class Manifest:
     videos: dict[str, VideoItem] = field(default_factory=dict)
     groups: list[GroupItem] = field(default_factory=list)
     mcq: list[McqItem] = field(default_factory=list)
-    problems: list[ManifestError] = field(default_factory=list)
+    problems: list[DataProblem] = field(default_factory=list)
 
     def configurations(self, P: int | None = None) -> list[tuple[str, str, int]]:
         """(domain, bucket, P) of the groups, in first-seen order."""
@@ -80,7 +194,35 @@ class Manifest:
         return out
 
     def groups_for(self, domain: str, bucket: str, P: int) -> list[GroupItem]:
+        """The groups of one configuration, in manifest order."""
         return [g for g in self.groups if (g.domain, g.bucket, g.P) == (domain, bucket, P)]
+
+    def counts(self) -> str:
+        """What the manifest holds, in words (for messages)."""
+        return f"{len(self.videos)} videos, {len(self.groups)} groups, {len(self.mcq)} multiple-choice items"
+
+    def missing(self, suite: str) -> str | None:
+        """Why ``suite`` (``positional``, ``phase`` or ``stressor``) has no data here, or None when it has some."""
+        need = {"positional": (self.groups, "summarization groups"), "phase": (self.mcq, "multiple-choice items"),
+                "stressor": (self.videos, "videos")}
+        if suite not in need:
+            raise ValueError(f"`suite` must be positional, phase or stressor; got {suite!r}")
+        items, what = need[suite]
+        if items:
+            return None
+        return f"{self.path} has no usable {what} ({self.counts()}; {len(self.problems)} data problems)"
+
+
+def require_usable(path: str | Path) -> Manifest:
+    """Load a manifest and raise :class:`~pytest_posbias.errors.ConfigError` naming the file when
+    it holds no usable item at all (no video, group or multiple-choice item survived validation)."""
+    m = load_manifest(path)
+    if m.videos or m.groups or m.mcq:
+        return m
+    first = "; ".join(str(x) for x in m.problems[:3])
+    more = f" (+{len(m.problems) - 3} more)" if len(m.problems) > 3 else ""
+    why = f"{len(m.problems)} bad lines: {first}{more}" if m.problems else "the file holds no item lines"
+    raise ConfigError(f"{m.path}: no usable item in the manifest ({why}); check it with `posbias data validate --out {m.path}`")
 
 
 def _need(d: Mapping[str, Any], key: str, types: type | tuple[type, ...], what: str) -> Any:
@@ -92,68 +234,110 @@ def _need(d: Mapping[str, Any], key: str, types: type | tuple[type, ...], what: 
     return v
 
 
+def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bool = False) -> str:
+    """A string field (schema ``"type": "string"``, with ``"minLength": 1`` when ``nonempty``)."""
+    if key not in d and not required:
+        return ""
+    v = _need(d, key, str, "a non-empty string" if nonempty else "a string")
+    if nonempty and not v:
+        raise ValueError(f"field {key!r} must be a non-empty string; got ''")
+    return str(v)
+
+
 def _strings(v: Any, key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
     if not isinstance(v, list) or (not v and not allow_empty) or not all(isinstance(x, str) for x in v):
         raise ValueError(f"field {key!r} must be a {'' if allow_empty else 'non-empty '}list of strings")
     return tuple(v)
 
 
-def _opt_num(d: Mapping[str, Any], key: str) -> float | None:
+def _opt_num(d: Mapping[str, Any], key: str, *, minimum: float | None = None) -> float | None:
     v = d.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"field {key!r} must be a number or null; got {type(v).__name__}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"field {key!r} must be a number or null; got {v!r}")
+    if minimum is not None and v < minimum:
+        raise ValueError(f"field {key!r} must be >= {minimum:g}; got {v!r}")
     return float(v)
 
 
 def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
-    """Validate one decoded manifest line; raise ValueError naming the field and the problem."""
+    """Validate one decoded manifest line against the schema (and the constraints a schema cannot
+    express); raise ValueError naming the field and the problem."""
     if not isinstance(d, dict):
         raise ValueError("a manifest line must be a JSON object")
     kind = d.get("type")
     if kind == "video":
-        vid = _need(d, "id", str, "a string")
-        path = Path(_need(d, "path", str, "a string"))
+        vid = _text(d, "id", nonempty=True)
+        path = Path(_text(d, "path", nonempty=True))
+        domain = _text(d, "domain", nonempty=True)
         bucket = _need(d, "bucket", str, "'short' or 'long'")
         if bucket not in ("short", "long"):
             raise ValueError(f"field 'bucket' must be 'short' or 'long'; got {bucket!r}")
         style = d.get("reference_style", "sentences")
         if style not in ("sentences", "news"):
             raise ValueError(f"field 'reference_style' must be 'sentences' or 'news'; got {style!r}")
+        duration = _opt_num(d, "duration", minimum=0)
+        references = _strings(_need(d, "references", list, "a list"), "references")
+        _text(d, "source", required=False)
         known = {"type", "id", "path", "domain", "bucket", "duration", "references", "reference_style"}
-        return VideoItem(vid, path if path.is_absolute() else base / path, _need(d, "domain", str, "a string"), bucket,
-                         _opt_num(d, "duration"), _strings(_need(d, "references", list, "a list"), "references"), style,
+        return VideoItem(vid, path if path.is_absolute() else base / path, domain, bucket, duration, references, style,
                          {k: v for k, v in d.items() if k not in known})
     if kind == "group":
+        gid = _text(d, "id", nonempty=True)
         P = _need(d, "P", int, "an integer")
         if P not in (2, 4):
             raise ValueError(f"field 'P' must be 2 or 4; got {P!r}")
         videos = _strings(_need(d, "videos", list, "a list"), "videos")
         if len(videos) != P or len(set(videos)) != P:
             raise ValueError(f"field 'videos' must list {P} distinct video ids; got {list(videos)}")
-        return GroupItem(_need(d, "id", str, "a string"), _need(d, "domain", str, "a string"),
-                         _need(d, "bucket", str, "a string"), P, videos)
+        return GroupItem(gid, _text(d, "domain"), _text(d, "bucket"), P, videos)
     if kind == "mcq":
+        qid = _text(d, "id", nonempty=True)
         options = _strings(_need(d, "options", list, "a list"), "options")
         if not 2 <= len(options) <= 26:
             raise ValueError(f"field 'options' must hold 2 to 26 options; got {len(options)}")
         answer = _need(d, "answer", int, "an integer index")
         if not 0 <= answer < len(options):
             raise ValueError(f"field 'answer' must index the options (0..{len(options) - 1}); got {answer}")
-        video = _need(d, "video", str, "a string")
+        video = _text(d, "video", nonempty=True)
+        question = _text(d, "question")
         start, end = _opt_num(d, "start"), _opt_num(d, "end")
         if start is not None and end is not None and end <= start:
             raise ValueError(f"fields 'start'/'end' must satisfy start < end; got {start}, {end}")
+        tags = _strings(d.get("tags", []), "tags", allow_empty=True)
+        item_kind, source = _text(d, "kind", required=False), _text(d, "source", required=False)
         p = Path(video)
-        return McqItem(_need(d, "id", str, "a string"), video, p if p.is_absolute() else base / p,
-                       _need(d, "question", str, "a string"), options, answer, start, end,
-                       _strings(d.get("tags", []), "tags", allow_empty=True), str(d.get("kind", "")), str(d.get("source", "")))
+        return McqItem(qid, video, p if p.is_absolute() else base / p, question, options, answer, start, end, tags,
+                       item_kind, source)
     raise ValueError(f"field 'type' must be 'video', 'group' or 'mcq'; got {kind!r}")
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file read as bytes; a leading BOM is dropped, and a line with
+    bytes that are not UTF-8 is reported (with the file's byte offset of the first bad byte) and skipped."""
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ManifestError(p, 0, f"cannot read the manifest ({exc.strerror or exc})") from None
+    offset = 0
+    if data.startswith(BOM):
+        data, offset = data[len(BOM):], len(BOM)
+    for n, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            yield n, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(DataProblem(
+                "encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset {offset + exc.start} "
+                f"cannot be decoded (save the manifest as UTF-8)", str(p), n))
+        offset += len(raw) + 1
+
+
 def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
-    """Read and validate a manifest; bad lines are recorded in ``problems`` and skipped."""
+    """Read and validate a manifest; bad lines are recorded in ``problems`` (as :class:`DataProblem`) and skipped."""
     p = Path(path)
     if not p.is_file():
         raise ManifestError(p, 0, "manifest file does not exist")
@@ -161,40 +345,53 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     base = p.parent
     pending_groups: list[tuple[int, GroupItem]] = []
     pending_mcq: list[tuple[int, McqItem]] = []
-    with p.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip() or line.lstrip().startswith("#"):
+    first_line: dict[tuple[str, str], int] = {}
+
+    def problem(kind: str, item: str, n: int, message: str) -> None:
+        m.problems.append(DataProblem(kind, item, message, str(p), n))
+
+    def duplicate(what: str, item_id: str, n: int) -> bool:
+        first = first_line.setdefault((what, item_id), n)
+        if first != n:
+            problem("duplicate-id", f"{what} {item_id!r}", n, f"duplicate {what} id {item_id!r} (first on line {first}, "
+                    f"again on line {n}); line {n} skipped")
+            return True
+        return False
+
+    for n, line in _decoded_lines(p, m.problems):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            item = parse_line(json.loads(line), base)
+        except json.JSONDecodeError as exc:
+            problem("bad-line", f"line {n}", n, f"not valid JSON ({exc.msg})")
+            continue
+        except ValueError as exc:
+            problem("bad-line", f"line {n}", n, str(exc))
+            continue
+        if isinstance(item, VideoItem):
+            if duplicate("video", item.id, n):
                 continue
-            try:
-                item = parse_line(json.loads(line), base)
-            except json.JSONDecodeError as exc:
-                m.problems.append(ManifestError(p, n, f"not valid JSON ({exc.msg})"))
-                continue
-            except ValueError as exc:
-                m.problems.append(ManifestError(p, n, str(exc)))
-                continue
-            if isinstance(item, VideoItem):
-                if item.id in m.videos:
-                    m.problems.append(ManifestError(p, n, f"duplicate video id {item.id!r}"))
-                elif check_files and not item.path.exists():
-                    m.problems.append(ManifestError(p, n, f"video {item.id!r}: file not found: {item.path}"))
-                else:
-                    m.videos[item.id] = item
-            elif isinstance(item, GroupItem):
-                pending_groups.append((n, item))
+            if check_files and not item.path.exists():
+                problem("missing-video", f"video {item.id!r}", n, f"video {item.id!r}: file not found: {item.path}")
             else:
-                pending_mcq.append((n, item))
+                m.videos[item.id] = item
+        elif isinstance(item, GroupItem):
+            if not duplicate("group", item.id, n):
+                pending_groups.append((n, item))
+        elif not duplicate("mcq", item.id, n):
+            pending_mcq.append((n, item))
     for n, g in pending_groups:
         missing = [v for v in g.videos if v not in m.videos]
         if missing:
-            m.problems.append(ManifestError(p, n, f"group {g.id!r}: unknown or unusable videos {missing}"))
+            problem("unknown-video", f"group {g.id!r}", n, f"group {g.id!r}: unknown or unusable videos {missing}")
         else:
             m.groups.append(g)
     for n, q in pending_mcq:
         if q.video in m.videos:
             q = McqItem(q.id, q.video, m.videos[q.video].path, q.question, q.options, q.answer, q.start, q.end, q.tags, q.kind, q.source)
         elif check_files and not q.path.exists():
-            m.problems.append(ManifestError(p, n, f"mcq {q.id!r}: video not found: {q.video}"))
+            problem("missing-video", f"mcq {q.id!r}", n, f"mcq {q.id!r}: video not found: {q.video}")
             continue
         m.mcq.append(q)
     return m
@@ -204,7 +401,12 @@ def write_manifest(path: str | Path, lines: Sequence[Mapping[str, Any]]) -> Path
     """Write manifest lines atomically (sorted keys, one JSON object per line)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text("".join(json.dumps(dict(x), sort_keys=True) + "\n" for x in lines), encoding="utf-8")
-    tmp.replace(out)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(dict(x), sort_keys=True) + "\n" for x in lines))
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return out

@@ -43,6 +43,7 @@ from ..engine import Decoding, Generation, Request
 from ..errors import PosbiasError
 from ..metrics import consensus, spr_margin
 from ..video.compose import TextPart, VideoPart
+from ..video.decode import TooShortError
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices, polyphase_grids
 
@@ -108,7 +109,9 @@ class PhaseResult:
     items: list[McqItem]
     mode: str  # "logprobs" | "text"
     condition_answers: dict[str, np.ndarray] = field(default_factory=dict)  # condition -> (N, K) content indices
-    condition_probs: dict[str, np.ndarray] = field(default_factory=dict)  # condition -> (N, K, n_opt) (identity: K=1)
+    # condition -> one (K, n_opt) array per item (identity conditions: K = 1; n_opt differs between items when the
+    # manifest mixes 3- and 5-option questions); "margin:<condition>" -> one (K,) array of single-pass margins per item
+    condition_probs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     unparseable: int = 0
     errors: int = 0
     deterministic_backend: bool = False
@@ -123,8 +126,15 @@ class PhaseResult:
 
 
 def _frames(ctx: Any, item: McqItem, indices: Sequence[int], spec: PhaseSpec) -> FrameSpec:
-    info = ctx.store.info(item.path)
-    return FrameSpec.from_video(item.path, indices, size=spec.resolution, aspect="max-side", info=info)
+    return ctx.store.clip(item.path, indices, size=spec.resolution, aspect="max-side")
+
+
+def _needed(condition: str, spec: PhaseSpec) -> int:
+    """Frames a condition shows: the budget, or S x budget for the union passes."""
+    kind, _, arg = condition.partition(":")
+    if kind == "budget":
+        return int(arg.partition("@")[2])
+    return spec.phases * spec.budget if kind in ("union", "union-shift") else spec.budget
 
 
 def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]:
@@ -139,6 +149,12 @@ def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]
         lo, hi = 0, T - 1
     n = hi - lo + 1
     S, b = spec.phases, spec.budget
+    if n < _needed(condition, spec):
+        where = (f"item {item.id}'s window {item.start}-{item.end} s holds {max(n, 0)} of the clip's {T} frames"
+                 if item.start is not None or item.end is not None else f"the clip has {T}")
+        exc = TooShortError(item.path, f"too short for {_needed(condition, spec)} frames: {where}")
+        ctx.store.report(exc)
+        raise exc
     if kind == "sampler":
         return frame_indices(T, b, convention=arg, fps=fps, start=item.start, end=item.end)
     if kind == "budget":
@@ -253,8 +269,9 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
     res.condition_answers = answers
     for cond, rows in probs.items():
         if all(p is not None for row in rows for p in row) and rows:
-            res.condition_probs[cond] = np.array([[p for p in row] for row in rows], dtype=float)
-    res.condition_probs.update({f"margin:{c}": m for c, m in margins.items()})
+            # per item: its questions may have different option counts, so no (N, K, n_opt) stack
+            res.condition_probs[cond] = [np.array(row, dtype=float) for row in rows]
+    res.condition_probs.update({f"margin:{c}": list(m) for c, m in margins.items()})
     res.calls = ctx.engine.stats.since(before)
     _log(ctx, res)
     return res
@@ -291,8 +308,9 @@ def fused(res: PhaseResult, conditions: Sequence[str]) -> np.ndarray | None:
     """PhaseFusion answers: argmax of the mean content-space distribution over the S grids (identity ordering)."""
     if not all(c in res.condition_probs for c in conditions):
         return None
-    stack = np.stack([res.condition_probs[c][:, 0, :] for c in conditions], axis=0)  # (S, N, n_opt)
-    return np.asarray(np.argmax(stack.mean(axis=0), axis=1), dtype=int)
+    # per item (option counts may differ between items): mean of the S identity-ordering distributions
+    return np.array([int(np.argmax(np.mean([res.condition_probs[c][i][0] for c in conditions], axis=0)))
+                     for i in range(len(res.items))], dtype=int)
 
 
 def identity_answer(res: PhaseResult, condition: str) -> np.ndarray:
@@ -317,7 +335,7 @@ def margin_auroc(res: PhaseResult, condition: str = "phase:0") -> dict[str, Any]
     key = f"margin:{condition}"
     if key not in res.condition_probs:
         return {"auroc": None}
-    m = res.condition_probs[key][:, 0]
+    m = np.array([row[0] for row in res.condition_probs[key]], dtype=float)
     flips = order_flips(res, condition).astype(bool)
     ok = ~np.isnan(m)
     m, flips = m[ok], flips[ok]

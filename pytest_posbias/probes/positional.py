@@ -31,7 +31,6 @@ from ..scoring.alignment import SLOT_FALLBACK, align
 from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
-from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
 from .thumbnails import video_thumbnails
 
@@ -136,7 +135,7 @@ def build_requests(ctx: Any, model: str, spec: PositionalSpec, groups: Sequence[
                 item = manifest.videos[vid]
                 info = ctx.store.info(item.path)
                 idx = frame_indices(info.frame_count, spec.n_frames, convention=spec.sampler, fps=info.fps)
-                parts_by_video[vid] = VideoPart(FrameSpec.from_video(item.path, idx, size=spec.resolution, info=info), video_id=vid)
+                parts_by_video[vid] = VideoPart(ctx.store.clip(item.path, idx, size=spec.resolution), video_id=vid)
         except PosbiasError as exc:
             problems.append(f"group {g.id}: {exc}")
             continue

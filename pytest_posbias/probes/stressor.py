@@ -146,8 +146,7 @@ class StressorResult:
 
 def _clean_spec(ctx: Any, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
     info = ctx.store.info(item.path)
-    return FrameSpec.from_video(item.path, frame_indices(info.frame_count, count, convention="videostf"),
-                                size=spec.resolution, info=info)
+    return ctx.store.clip(item.path, frame_indices(info.frame_count, count, convention="videostf"), size=spec.resolution)
 
 
 def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dict[str, Any], **decoding: Any) -> Request:
@@ -235,7 +234,7 @@ def _controls(ctx: Any, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, s
         ("static", clean.with_frames([clean.frames[T // 2]] * T, record={"stressor": "static", "frame": T // 2})),
     ]
     info = ctx.store.info(item.path)
-    for c in (1, 2, 4, 8, 16, 24, 32):
+    for c in (c for c in (1, 2, 4, 8, 16, 24, 32) if c <= info.frame_count):  # never padded with repeats
         out.append((f"genuine-{c}", FrameSpec.from_video(item.path, frame_indices(info.frame_count, c, convention="videostf"),
                                                           size=spec.resolution, info=info)))
     return out

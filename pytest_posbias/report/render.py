@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..data.manifest import problems_in_records, summarize_problems
 from ..engine import read_run_log
 from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
@@ -44,6 +45,9 @@ SECTION_CAPTIONS = {
     "ie": "Normalised unigram entropy per output. Higher is better (more distinct words).",
     "severity": "Share of outputs that are benign (no repeated 5-gram), ordinary (2–4 repeats) or severe (> 4 or token cap).",
 }
+
+
+MAX_LISTED_PROBLEMS = 200  # data problems listed one by one per run (all are counted by kind)
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -294,15 +298,16 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
     for run in runs:
         h = run.header
         env = h.get("environment", {})
-        problems = [p for o in run.obs.get("data", []) for p in o.get("problems", [])]
+        problems = problems_in_records(run.obs.get("data", []))
         out.append({"path": run.path.name, "run_id": h.get("run_id"), "started": h.get("started"), "finished": h.get("finished"),
                     "seed": h.get("seed"), "mode": h.get("mode"), "alpha": h.get("alpha"), "judge": h.get("judge"),
                     "command": " ".join(h.get("command", [])), "workers": h.get("workers", []),
                     "models": [{"spec": s, **i} for s, i in run.models.items()], "calls": h.get("calls", {}),
                     "requests": run.requests, "hits": run.hits, "packages": {k: v for k, v in env.get("packages", {}).items() if v},
                     "python": env.get("python"), "platform": env.get("platform"), "cuda": env.get("cuda"),
-                    "gpus": env.get("gpus", []), "git_commit": env.get("git_commit"), "problems": problems[:20],
-                    "n_problems": len(problems)})
+                    "gpus": env.get("gpus", []), "git_commit": env.get("git_commit"),
+                    "problems": [str(p) for p in problems[:MAX_LISTED_PROBLEMS]], "n_problems": len(problems),
+                    "problem_kinds": summarize_problems(problems)})
     return out
 
 

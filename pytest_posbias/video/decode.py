@@ -28,6 +28,45 @@ from numpy.typing import NDArray
 
 from ..errors import FrameRangeError, VideoDecodeError, VideoError, VideoNotFoundError
 
+
+class EmptyVideoError(VideoDecodeError):
+    """The video file has no bytes."""
+
+
+class TruncatedVideoError(VideoDecodeError):
+    """The file starts like a video container but cannot be read to the end (cut short or damaged)."""
+
+
+class TooShortError(FrameRangeError):
+    """The clip has fewer frames than a request asks for (DESIGN.md section 8: never padded with repeats)."""
+
+
+def problem_kind(exc: VideoError) -> str:
+    """The data-problem kind of a video error (see :data:`pytest_posbias.data.manifest.PROBLEM_KINDS`)."""
+    for cls, kind in ((VideoNotFoundError, "missing-video"), (EmptyVideoError, "empty-video"),
+                      (TruncatedVideoError, "truncated-video"), (TooShortError, "too-short"),
+                      (VideoDecodeError, "unreadable-video")):
+        if isinstance(exc, cls):
+            return kind
+    return "other"
+
+
+def has_container_signature(path: Path) -> bool:
+    """Whether the file starts with the signature of a video container (MP4/MOV, Matroska/WebM,
+    AVI, FLV, MPEG-PS/TS, Ogg): a file that has one but cannot be read is truncated or damaged,
+    one that has none is not a video at all."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+            fh.seek(188)
+            ts = fh.read(1)
+    except OSError:
+        return False
+    return (head[4:8] in (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
+            or head.startswith((b"\x1a\x45\xdf\xa3", b"FLV", b"OggS", b"\x00\x00\x01\xba"))
+            or (head.startswith(b"RIFF") and head[8:12] == b"AVI ")
+            or (head[:1] == b"\x47" and ts == b"\x47"))
+
 ASPECTS = ("stretch", "pad", "max-side", "none")
 DEFAULT_SIZE = 448
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -131,7 +170,7 @@ def _check_file(path: Path) -> None:
     if not path.is_file():
         raise VideoDecodeError(path, "not a regular file")
     if path.stat().st_size == 0:
-        raise VideoDecodeError(path, "file is empty (0 bytes)")
+        raise EmptyVideoError(path, "file is empty (0 bytes)")
 
 
 def _probe_decord(path: Path) -> tuple[int, float, int, int] | None:
@@ -166,7 +205,11 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
     except VideoError:
         raise
     except (av.error.FFmpegError, OSError, ValueError) as exc:
-        raise VideoDecodeError(path, f"not a readable video ({type(exc).__name__}: {exc})") from None
+        if has_container_signature(path):
+            raise TruncatedVideoError(path, f"truncated or damaged: the file starts like a video container but cannot be "
+                                            f"read ({type(exc).__name__}: {exc})") from None
+        raise VideoDecodeError(path, f"not a readable video: no known container signature "
+                                     f"({type(exc).__name__}: {exc})") from None
 
 
 def probe(path: str | os.PathLike[str]) -> VideoInfo:
@@ -274,10 +317,10 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
                         break
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if not got:
-            raise VideoDecodeError(path, f"decoding failed ({type(exc).__name__}: {exc})") from None
+            raise TruncatedVideoError(path, f"truncated or damaged: decoding failed ({type(exc).__name__}: {exc})") from None
     missing = [i for i in wanted if i not in got]
     if missing:
-        raise VideoDecodeError(path, f"truncated or damaged: frames {missing[:5]}{'...' if len(missing) > 5 else ''} could not be decoded")
+        raise TruncatedVideoError(path, f"truncated or damaged: frames {missing[:5]}{'...' if len(missing) > 5 else ''} could not be decoded")
     return np.stack([got[i] for i in indices]).astype(np.uint8)
 
 

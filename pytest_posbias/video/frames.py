@@ -7,15 +7,27 @@ request key and the run log, and can be materialised again at any time; so a req
 whose generation is cached needs no decoding at all.
 
 The :class:`FrameStore` decodes frames on demand: an in-memory LRU per frame
-(hash, index, size, aspect) plus an optional lossless on-disk cache (PNG per frame).
+(hash, index, size, aspect) plus an optional lossless on-disk cache (PNG per frame). The
+disk cache is safe for concurrent readers and writers (threads of one process, xdist workers,
+several runs sharing a cache): each frame is written to a uniquely named temporary file in its
+folder and moved into place with :func:`os.replace`, so a reader sees the old file, no file, or
+the whole new one.
+
+Short clips: a clip with fewer frames than a request asks for is not padded with repeated
+frames; :meth:`FrameSpec.from_video` raises :class:`~.decode.TooShortError` ("too short for 16
+frames") and the probe drops the unit, which is counted as unusable data. The store records
+every video it finds unusable (:attr:`FrameStore.problems`, and ``on_problem`` as they happen)
+as a :class:`~pytest_posbias.data.manifest.DataProblem`.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,8 +35,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..data.manifest import DataProblem
 from ..errors import VideoError
-from .decode import VideoInfo, probe, read_frames
+from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames
 
 SPECIAL_SOURCES = ("black", "noise", "static")
 
@@ -88,6 +101,9 @@ class FrameSpec:
     def from_video(cls, path: str | Path, indices: Sequence[int], *, size: int | None = 448,
                    aspect: str = "stretch", info: VideoInfo | None = None) -> FrameSpec:
         info = info or probe(path)
+        if len(indices) > info.frame_count:
+            raise TooShortError(path, f"too short for {len(indices)} frames: the clip has {info.frame_count} "
+                                      f"(a short clip is not padded with repeated frames)")
         src = Source("video", info.sha256, str(path))
         return cls((src,), tuple((0, int(i)) for i in indices), size, aspect, (), info.fps, info.frame_count)
 
@@ -166,8 +182,11 @@ class FrameStore:
     ``decodes`` counts decoder calls (one call may fetch many frames of one clip).
     """
 
-    def __init__(self, *, max_bytes: int = 1 << 30, disk_dir: str | Path | None = None) -> None:
+    def __init__(self, *, max_bytes: int = 1 << 30, disk_dir: str | Path | None = None,
+                 on_problem: Callable[[DataProblem], None] | None = None) -> None:
         self.max_bytes = int(max_bytes)
+        self.on_problem = on_problem
+        self.problems: dict[tuple[str, str], DataProblem] = {}  # (kind, path) -> the first problem of that kind
         self.disk_dir = Path(disk_dir) if disk_dir else None
         self._lru: OrderedDict[tuple[str, int, int | None, str], NDArray[np.uint8]] = OrderedDict()
         self._bytes = 0
@@ -177,13 +196,42 @@ class FrameStore:
         self.memory_hits = 0
         self.disk_hits = 0
 
+    # -- problems
+    def report(self, exc: VideoError) -> None:
+        """Record an unusable video once per (kind, file) and pass it to ``on_problem``."""
+        kind = problem_kind(exc)
+        problem = DataProblem(kind, exc.path, exc.problem, exc.path)
+        with self._lock:
+            if (kind, exc.path) in self.problems:
+                return
+            self.problems[(kind, exc.path)] = problem
+        if self.on_problem is not None:
+            self.on_problem(problem)
+
     # -- clip metadata
     def info(self, path: str | Path) -> VideoInfo:
+        """Frame count, fps and content hash of a clip (probed once); an unusable clip is reported and raises."""
         key = str(path)
         with self._lock:
-            if key not in self._info:
-                self._info[key] = probe(path)
-            return self._info[key]
+            if key in self._info:
+                return self._info[key]
+        try:
+            got = probe(path)
+        except VideoError as exc:
+            self.report(exc)
+            raise
+        with self._lock:
+            return self._info.setdefault(key, got)
+
+    def clip(self, path: str | Path, indices: Sequence[int], *, size: int | None = 448, aspect: str = "stretch") -> FrameSpec:
+        """:meth:`FrameSpec.from_video` with the clip's info from this store; a clip that is unusable
+        or too short for ``indices`` is reported (:meth:`report`) and raises."""
+        info = self.info(path)
+        try:
+            return FrameSpec.from_video(path, indices, size=size, aspect=aspect, info=info)
+        except VideoError as exc:
+            self.report(exc)
+            raise
 
     # -- caches
     def _disk_path(self, key: tuple[str, int, int | None, str]) -> Path | None:
@@ -232,19 +280,20 @@ class FrameStore:
         if missing:
             with self._lock:
                 self.decodes += 1
-            decoded = read_frames(path, missing, size=size, aspect=aspect, info=self.info(path))
+            try:
+                decoded = read_frames(path, missing, size=size, aspect=aspect, info=self.info(path))
+            except VideoError as exc:
+                self.report(exc)
+                raise
             for i, arr in zip(missing, decoded, strict=True):
                 key = (sha, i, size, aspect)
                 self._remember(key, arr)
                 out[i] = arr
                 dp = self._disk_path(key)
                 if dp is not None:
-                    dp.parent.mkdir(parents=True, exist_ok=True)
                     buf = io.BytesIO()
                     Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
-                    tmp = dp.with_suffix(".tmp")
-                    tmp.write_bytes(buf.getvalue())
-                    tmp.replace(dp)
+                    atomic_write_bytes(dp, buf.getvalue())
         return np.stack([out[int(i)] for i in indices])
 
     def materialize(self, spec: FrameSpec) -> NDArray[np.uint8]:
@@ -278,6 +327,21 @@ class FrameStore:
         for op in spec.ops:
             frames = apply_pixel_op(frames, op)
         return frames
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that concurrent readers never see a partial file and concurrent
+    writers never collide: a uniquely named temporary file in the same folder, then :func:`os.replace`
+    (atomic on POSIX and Windows; the last writer wins, and every writer writes the same bytes here)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _synthetic_frame(src: Source, index: int, size: int) -> NDArray[np.uint8]:
