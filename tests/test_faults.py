@@ -439,3 +439,22 @@ def test_with_xdist_the_controller_checks_the_endpoint_before_workers_start(pyte
     out = res.stdout.str() + res.stderr.str()
     assert res.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
     assert "The model `x` does not exist." in out and srv.url in out and "INTERNALERROR" not in out
+
+
+def test_load_models_checks_the_openai_judge_too_and_logs_the_check(tmp_path, api_env):
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.engine import read_run_log
+    from pytest_posbias.session import RunContext
+
+    with FaultServer(served=("x",)) as srv:
+        opts = {"models": ["openai:x"], "judge": "openai:judge-7", "api_base": srv.url, "cache": str(tmp_path / "c")}
+        ctx = RunContext.create(opts, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="t")
+        with pytest.raises(ModelLoadError, match=r"openai:judge-7: the endpoint .* \(HTTP 404\): The model `judge-7` does not exist"):
+            ctx.load_models()
+        ctx.close()
+        ok = RunContext.create({**opts, "judge": "embed"}, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="u")
+        ok.load_models()
+        ok.close()
+    _h, records = read_run_log(tmp_path / "c" / "runs" / "u" / "log-main.jsonl")
+    [model] = [r for r in records if r["kind"] == "model"]
+    assert model["check"]["scoring"] == "logprobs" and model["check"]["url"] == srv.url

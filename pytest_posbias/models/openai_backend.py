@@ -335,7 +335,8 @@ class OpenAIBackend:
 
         One chat completion of one token, with ``logprobs``/``top_logprobs=TOP_LOGPROBS`` when
         letters are to be scored from logprobs (so a server that rejects them is caught here),
-        each attempt limited to ``timeout`` seconds and all of them to ``budget_s``. Transient
+        each attempt limited to ``timeout`` seconds (or the backend's own timeout when shorter) and
+        all of them to ``budget_s``. Transient
         failures (429, 5xx, timeouts, refused connections) are retried twice with backoff; a
         permanent one (400, 401, 403, 404, 422) stops at once. When the endpoint answers but
         returns no logprobs, letter scoring falls back to text mode (recorded in the result,
@@ -344,7 +345,7 @@ class OpenAIBackend:
         """
         t0 = time.monotonic()
         deadline = t0 + budget_s
-        client = self.client.with_options(timeout=timeout, max_retries=0)
+        client = self.client.with_options(timeout=min(timeout, self.timeout), max_retries=0)
         kwargs: dict[str, Any] = {"model": self.model_name, "max_tokens": 1, "temperature": 0.0,
                                   "messages": [{"role": "user", "content": "Reply with the single letter A."}]}
         if self.supports_letter_logprobs:
