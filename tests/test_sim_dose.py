@@ -233,3 +233,69 @@ def test_dose_zero_writes_exactly_what_unbiased_writes(ctx_factory):
     su, sz = ctx.stressor("sim:unbiased", 16), ctx.stressor(ZERO, 16)
     assert su.clean.texts == sz.clean.texts
     assert all(x.texts == y.texts for n in su.variants for x, y in zip(su.variants[n], sz.variants[n], strict=True))
+
+
+def _check(small_set, tmp_path, model, **kw):
+    from pytest_posbias.sim_check import measure
+
+    return {a.gate: a for a in measure(model, data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path, **kw)}
+
+
+@pytest.mark.parametrize(("dose", "gate", "configs"), [
+    ("meg=-0.2", "meg", ["domestic-short-P4"]),
+    ("dpb=-0.25", "dpb", ["leisure-short"]),
+    ("coverage=0.3", "coverage", ["news-short-P2", "domestic-long-P2"]),
+    ("contamination=0.3", "contamination", ["cooking-short-P4"]),
+])
+def test_positional_doses_reach_the_target_through_the_probe_and_judge(small_set, tmp_path, dose, gate, configs):
+    got = _check(small_set, tmp_path, f"sim:dose,{dose}", groups=10, configs=configs)[gate]
+    base = _check(small_set, tmp_path, "sim:unbiased", gates=[gate], groups=10, configs=configs)[gate]
+    half = (got.ci_high - got.ci_low) / 2
+    assert got.target is not None and got.n >= 12
+    assert abs(got.estimate - got.target) <= 1.5 * half + 0.01, (got, base)
+    assert abs(base.estimate - got.target) > 2 * half  # the dose made the difference, not the unbiased model
+
+
+@pytest.mark.parametrize("dose", ["flip=0.5,order=0.3", "phase=0.4"])
+def test_answer_stability_doses_reach_the_target_through_the_phase_probe(small_set, tmp_path, dose):
+    got = _check(small_set, tmp_path, f"sim:dose,{dose}", items=120)
+    for gate, a in got.items():
+        assert a.target is not None and a.n == 120
+        assert a.ci_low <= a.target <= a.ci_high, a
+        if gate in ("flip", "phase"):  # every sampler / phase pair disagrees on a dosed item
+            assert all(abs(v - a.estimate) <= 0.12 for v in a.parts.values()), a.parts
+
+
+def test_description_doses_reach_their_targets_through_the_stressor_probe(small_set, tmp_path):
+    got = _check(small_set, tmp_path, "sim:dose,repetition=0.25,stressor=0.3,attack=0.6", videos=24)
+    rep, amp, att = got["repetition"], got["stressor"], got["attack"]
+    assert abs(rep.estimate - 0.25) <= 2 / 24 + 0.05  # per-video shares of a low-discrepancy sequence
+    assert amp.ci_low <= 0.3 <= amp.ci_high, amp
+    assert att.ci_low <= 0.6 <= att.ci_high, att
+    # the stressor target holds for every stressor (Reverse has one variant per video: noisier)
+    assert all(abs(v - 0.3) <= 0.15 for k, v in amp.parts.items() if k != "reverse"), amp.parts
+
+
+def test_same_request_same_output(small_set):
+    from pytest_posbias.data.manifest import load_manifest
+    from pytest_posbias.engine import Decoding, Request
+    from pytest_posbias.probes.phase import mcq_prompt
+    from pytest_posbias.video.compose import TextPart, VideoPart
+
+    m = load_manifest(small_set)
+    item = m.mcq[0]
+    store = FrameStore()
+    info = store.info(item.path)
+    spec = FrameSpec.from_video(item.path, frame_indices(info.frame_count, 8, convention="midpoint"), size=160, info=info)
+    dose = "dose,flip=1,order=0.9,repetition=0.5,stressor=0.4,attack=0.7"
+    r_mcq = Request(f"sim:{dose}", (VideoPart(spec), TextPart(mcq_prompt(item, [4, 3, 2, 1, 0]))), Decoding(4), want="both",
+                    letters=tuple("ABCDE"))
+    clean = FrameSpec.from_video(item.path, frame_indices(info.frame_count, 16, convention="videostf"), size=160, info=info)
+    stressed = ST.shuffle(clean, rng=np.random.default_rng(3)).frames
+    r_desc = [Request(f"sim:{dose}", (VideoPart(f), TextPart("Please describe this video in detail.")), Decoding(500))
+              for f in (clean, stressed)]
+    a = SimBackend(dose, FrameStore()).generate([r_mcq, *r_desc])
+    b = SimBackend(dose, store).generate([r_mcq, *r_desc])
+    assert [(g.text, g.finish_reason, g.letter_logprobs) for g in a] == [(g.text, g.finish_reason, g.letter_logprobs) for g in b]
+    u = SimBackend("unbiased", store).generate([r_mcq])
+    assert u[0].letter_logprobs != a[0].letter_logprobs  # flip=1: the midpoint grid moves every item's answer
