@@ -142,6 +142,29 @@ def wealth_at(x: ArrayLike, alpha: float, value: float, *, lo: float = 0.0, hi: 
     return float(np.exp(up.max())) if up.size else 1.0, float(np.exp(dn.max())) if dn.size else 1.0
 
 
+def violation_alternative(lower: float, upper: float, estimate: float) -> float:
+    """The futility rule's alternative θ1: a violation as far past the violated bound as the
+    bound lies from zero, always on the *violating* side of the region.
+
+    * upper bound only (rates, x <= t): θ1 = 2t (``t + |t|``; ``t + 0.05`` when t = 0);
+    * lower bound only (a floor, x >= f): θ1 = f/2 (``f − |f|/2``: halfway from the floor to 0;
+      ``f − 0.05`` when f = 0);
+    * two-sided (|x| <= t): θ1 = ±2t on the side of the current estimate.
+
+    Futility stops a detect gate with PASS only when even θ1 could no longer be shown by the last
+    look, so θ1 must violate the region; an alternative on the compliant side (the old
+    ``2 × lower`` for a floor) made futility stop a violating gate with PASS.
+    """
+    up, lo = math.isfinite(upper), math.isfinite(lower)
+    if up and lo:
+        return upper + max(abs(upper), 0.05) if estimate >= (lower + upper) / 2 else lower - max(abs(lower), 0.05)
+    if up:
+        return upper + (abs(upper) if upper != 0 else 0.05)
+    if lo:
+        return lower - (abs(lower) / 2 if lower != 0 else 0.05)
+    raise ConfigError("a region with no finite bound has no violation to look for")
+
+
 @dataclass
 class SequentialDecision:
     """Where a sequential gate stopped and why."""
@@ -198,8 +221,8 @@ def decide(x: ArrayLike, *, looks: Sequence[int], lower: float, upper: float, mo
     range), ``asymptotic`` (variance-adaptive, for means in a wide nominal range), ``auto``
     (betting for 0/1 data, asymptotic otherwise). The asymptotic CS gives no bound before
     ``BURN_IN`` units, so a look earlier than that cannot stop the gate. In detect mode a look also stops with PASS
-    when the conditional power to show a violation of size ``theta1`` (default: twice the
-    threshold) by the maximum sample is below ``futility``.
+    when the conditional power to show a violation of size ``theta1`` (default:
+    :func:`violation_alternative`, on the violating side) by the maximum sample is below ``futility``.
     """
     xs = np.asarray(x, dtype=float)
     if mode not in ("detect", "certify"):
@@ -211,23 +234,21 @@ def decide(x: ArrayLike, *, looks: Sequence[int], lower: float, upper: float, mo
         cs_lo, cs_hi = confidence_sequence(xs, alpha, lo=lo, hi=hi)
     else:
         cs_lo, cs_hi = asymptotic_cs(xs, alpha)
-    if theta1 is None:
-        theta1 = 2 * upper if math.isfinite(upper) else 2 * lower
     done: list[int] = []
     for k in looks:
         done.append(k)
         L, U = float(cs_lo[k - 1]), float(cs_hi[k - 1])
         outside = upper < L or lower > U
         inside = lower < L and upper > U
+        th1 = theta1 if theta1 is not None else violation_alternative(lower, upper, float(xs[:k].mean()))
         futile = (mode == "detect" and not outside and k < looks[-1] and k >= 5
-                  and conditional_power(xs[:k], looks[-1], theta1 if (math.isfinite(upper) and float(xs[:k].mean()) >= 0) or not math.isfinite(lower) else -abs(theta1),
-                                        upper, lower, alpha, method, lo, hi) < futility)
+                  and conditional_power(xs[:k], looks[-1], th1, upper, lower, alpha, method, lo, hi) < futility)
         if outside or inside or futile or k == looks[-1]:
             if mode == "detect":
                 passed = not outside
                 why = ("the CS lies wholly outside the allowed region" if outside else
                        "the CS lies wholly inside the allowed region" if inside else
-                       f"futility: under {theta1:.3g} a violation could no longer be shown by n = {looks[-1]}" if futile else
+                       f"futility: under {th1:.3g} a violation could no longer be shown by n = {looks[-1]}" if futile else
                        "no violation shown at the maximum sample")
             else:
                 passed = inside
@@ -335,8 +356,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     or ``mean`` (Student-t tests on the unit values at the same nominal levels). Early FAIL in
     detect mode needs the look's one-sided test of "compliant" to reject at its spent level, so
     the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies inside the
-    region or when the conditional power to show a violation of size θ1 (default: twice the
-    threshold) by the last look drops below ``futility`` (non-binding: it can only lower the
+    region or when the conditional power to show a violation of size θ1 (default:
+    :func:`violation_alternative`, on the violating side) by the last look drops below ``futility`` (non-binding: it can only lower the
     false-failure rate). In certify mode a PASS needs the repeated CI wholly inside the region.
     """
     from scipy import stats as st
@@ -351,8 +372,6 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     cs = gsd_boundaries([s_ / n_max for s_ in sizes], alpha)
     a_k = float(st.norm.sf(cs[k]))
     last = k == len(sizes) - 1
-    if theta1 is None:
-        theta1 = 2 * upper if math.isfinite(upper) else 2 * lower
     n_k = int(xs.size)
     if n_k == 0 or (kind == "mean" and n_k < MIN_MEAN_UNITS):
         if not last:
@@ -364,6 +383,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         return SequentialDecision(mode == "detect", n_k, n_max, math.nan, math.nan, est0, 1.0, why, sizes[: k + 1],
                                   "group-sequential (OBF)")
     est = float(xs.mean())
+    if theta1 is None:
+        theta1 = violation_alternative(lower, upper, est)
     df = max(n_k - 1, 1)
     if kind == "rate":
         succ = round(float(xs.sum()))
@@ -385,8 +406,7 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         from scipy.stats import norm
 
         m = max(sizes[-1] - n_k, 0)
-        direction = theta1 if (est >= 0 or not math.isfinite(lower)) else -abs(theta1)
-        mean_final = (n_k * est + m * direction) / sizes[-1]
+        mean_final = (n_k * est + m * theta1) / sizes[-1]
         sd_final = max(sd * math.sqrt(m) / sizes[-1], 1e-12)
         half = cs[-1] * sd / math.sqrt(sizes[-1])
         cp = 0.0
