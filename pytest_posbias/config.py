@@ -129,6 +129,13 @@ def _pos_int(key: str, v: Any) -> int:
     return int(v)
 
 
+def _floor(key: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) <= 1:
+        raise ConfigError(f"[tool.posbias] `{key}` must be a number in (0, 1] (the share of planned units a gate "
+                          f"must measure); got {v!r}")
+    return float(v)
+
+
 def _bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise ConfigError(f"[tool.posbias] `{key}` must be true or false; got {v!r}")
@@ -152,6 +159,7 @@ _SCALARS: dict[str, Any] = {
     "batch_size": _pos_int,
     "concurrency": _pos_int,
     "sequential": _bool,
+    "measurement_floor": _floor,
 }
 _TABLES = ("thresholds", "baseline_margins", "models", "probes")
 

@@ -10,7 +10,7 @@ positive is worse, must have mean <= the gate's baseline margin.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +18,7 @@ import numpy as np
 
 from .config import BOOTSTRAP_METHOD, GATE_SIDES
 from .errors import ConfigError
+from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
 from .metrics import dpb_per_instance, meg_per_instance
 from .probes.positional import PositionalResult, PositionalSpec
 from .sequential import gsd_sizes, gsd_step
@@ -89,9 +90,24 @@ def _news_style(ctx: Any, spec: PositionalSpec) -> bool:
     return bool(vids) and all(m.videos[v].reference_style == "news" for v in vids if v in m.videos)
 
 
+def positional_measurement(r: PositionalResult) -> Measurement:
+    """Instances (group × order) planned, measured (scored) and lost, by cause."""
+    measured = int(r.coverage.shape[0])
+    lost = {k: int(v) for k, v in r.lost.items() if v}
+    examples = [f"group {i['group']} order {i['order']}: {i.get('lost', 'lost')}" for i in r.instances if not i["valid"]]
+    return Measurement("instances (group x order)", max(r.planned, measured), measured, lost, examples=examples[:5])
+
+
+def _floored(ctx: Any, v: Verdict, m: Measurement) -> Verdict:
+    return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
+
+
 def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) -> Verdict:
     """DPB / MEG / coverage / contamination gate for one configuration (paired with the
-    baseline on the same (group, order) instances when ``--baseline`` is set)."""
+    baseline on the same (group, order) instances when ``--baseline`` is set: DPB and MEG on
+    |mean candidate| − |mean baseline|, coverage and contamination on the mean difference).
+    Lost instances (failed calls, judge failures, unalignable answers, unreadable videos) are
+    never scored; below the measurement floor the gate does not pass."""
     name = f"{_NAMES[gate]} {spec.label()}"
 
     def describe(res: PositionalResult) -> dict[str, Any]:
@@ -101,11 +117,12 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
     if gate == "contamination" and _news_style(ctx, spec):
         r = ctx.positional(model, spec)
         est = float(r.contamination.mean()) if r.contamination.size else math.nan
-        return inconclusive_verdict(
+        v = inconclusive_verdict(
             name=name, threshold=ctx.threshold(gate, model), sides=GATE_SIDES[gate], n=len(set(r.clusters.tolist())),
             mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est, extra={**describe(r), "gate": gate, "model": model},
             why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
                 "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
+        return _floored(ctx, v, positional_measurement(r))
     if ctx.sequential and not ctx.baseline:
         def at(n: int) -> np.ndarray:
             rr = ctx.positional(model, spec, n)
@@ -113,26 +130,31 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
                                extra={})
-        return _with_extra(v, describe(ctx.positional(model, spec, v.extra["looks"][-1])))
+        final = ctx.positional(model, spec, v.extra["looks"][-1])
+        return _floored(ctx, _with_extra(v, describe(final)), positional_measurement(final))
     r = ctx.positional(model, spec)
     extra = describe(r)
+    m = positional_measurement(r)
     values = _positional_values(gate, r)
     if ctx.baseline:
         b = ctx.positional(ctx.baseline, spec)
+        both = combine(m, positional_measurement(b), prefix_b="baseline")
         key = lambda inst: (inst["group"], tuple(inst["order"]))  # noqa: E731
         cand_rows = {key(i): k for k, i in enumerate(x for x in r.instances if x["valid"])}
         base_rows = {key(i): k for k, i in enumerate(x for x in b.instances if x["valid"])}
         common = sorted(cand_rows.keys() & base_rows.keys())
         if len({c[0] for c in common}) < 2:
-            return inconclusive_verdict(name=f"{name} vs baseline", threshold=ctx.pcfg.margins()[gate], sides="upper",
-                                        n=len({c[0] for c in common}), mode=ctx.mode, alpha=ctx.alpha, unit="groups",
-                                        why="fewer than 2 groups with both candidate and baseline", extra=extra)
+            v = inconclusive_verdict(name=f"{name} vs baseline", threshold=ctx.pcfg.margins()[gate], sides="upper",
+                                     n=len({c[0] for c in common}), mode=ctx.mode, alpha=ctx.alpha, unit="groups",
+                                     why="fewer than 2 groups with both candidate and baseline", extra=extra)
+            return _floored(ctx, v, both)
         bvals = _positional_values(gate, b)
         cand = np.array([values[cand_rows[c]] for c in common])
         base = np.array([bvals[base_rows[c]] for c in common])
         clusters = np.array([c[0] for c in common])
-        return ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=_WORSE[gate], extra=extra)
-    return ctx.mean_gate(gate, model, values, r.clusters, name=name, unit="groups", extra=extra)
+        v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=_WORSE[gate], extra=extra)
+        return _floored(ctx, v, both)
+    return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters, name=name, unit="groups", extra=extra), m)
 
 
 # --------------------------------------------------------------------------- phase / order
@@ -140,11 +162,51 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
 
 def _paired_rate(ctx: Any, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
                  unit: str, extra: dict[str, Any]) -> Verdict:
-    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse="higher", extra=extra)
+    """Binary outcomes of candidate and baseline on the same units: exact McNemar."""
+    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse="binary", extra=extra)
 
 
-def _phase_extra(r: Any, flips: np.ndarray, gate: str) -> dict[str, Any]:
-    """Diagnostics of a phase/order decision on the items it used."""
+def answered(r: Any, conditions: Sequence[str]) -> np.ndarray:
+    """Per item: True when every answer the gate uses (each condition, each ordering) was measured:
+    the call succeeded and the answer parsed. Other items are lost units, never counted as flips
+    or as stable answers."""
+    ok = np.ones(len(r.items), dtype=bool)
+    for c in conditions:
+        a = r.condition_answers.get(c)
+        if a is None:
+            ok[:] = False
+            continue
+        ok &= np.all(np.asarray(a).reshape(len(r.items), -1) >= 0, axis=1)
+    return ok
+
+
+def phase_measurement(r: Any, conditions: Sequence[str]) -> Measurement:
+    """Items planned, measured and lost (failed or unparseable answers, unusable videos)."""
+    ok = answered(r, conditions)
+    planned = max(int(getattr(r, "planned", 0)), len(r.items))
+    lost = {"failed_or_unparseable_answers": int((~ok).sum()), "unusable_data": planned - len(r.items)}
+    return Measurement("items", planned, int(ok.sum()), lost,
+                       examples=[i.id for i, o in zip(r.items, ok, strict=True) if not o][:5])
+
+
+def _phase_conditions(gate: str, which: Any, spec: Any, cond: Callable[[str], str]) -> list[str]:
+    S = spec.phases
+    if gate == "flip":
+        return [cond(which[1]), cond(which[2])]
+    if gate == "phase":
+        if which == "any":
+            return [f"phase:{s}" for s in range(S)]
+        s0, s1 = (int(x) for x in str(which).split("-"))
+        return [f"phase:{s0}", f"phase:{s1}"]
+    if gate == "order":
+        return ["phase:0"]
+    if gate == "fusion":
+        return [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
+    raise ConfigError(f"`gate` must be flip, phase, order or fusion; got {gate!r}")
+
+
+def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[str, Any]:
+    """Diagnostics of a phase/order decision on the items it used (``flips`` over the measured items)."""
     from .probes.phase import margin_auroc, order_accuracy, pair_flips
 
     extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
@@ -154,24 +216,22 @@ def _phase_extra(r: Any, flips: np.ndarray, gate: str) -> dict[str, Any]:
     if gate == "order" and r.items:
         extra.update(order_accuracy(r))
         extra["margin"] = margin_auroc(r)
-    brief = np.array(["brief-event" in i.tags for i in r.items], dtype=bool)
+    items = [i for i, o in zip(r.items, ok, strict=True) if o]
+    brief = np.array(["brief-event" in i.tags for i in items], dtype=bool)
     if brief.size and len(flips) == brief.size:
         extra.update({"brief_event_items": int(brief.sum()), "brief_event_flips": int(flips[brief].sum()),
                       "other_flips": int(flips[~brief].sum()),
-                      "flipped_items": [i.id for i, f in zip(r.items, flips, strict=True) if f][:20]})
+                      "flipped_items": [i.id for i, f in zip(items, flips, strict=True) if f][:20]})
     return extra
 
 
 def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
-    """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion."""
-    from .probes.phase import (
-        any_flips,
-        fusion_changes,
-        margin_auroc,
-        order_accuracy,
-        order_flips,
-        pair_flips,
-    )
+    """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion.
+
+    Items with a failed call or an unparseable answer in any condition the gate uses are lost
+    units: excluded from the flip rate (never counted as a flip or as a stable answer), counted,
+    and below the measurement floor the gate does not pass."""
+    from .probes.phase import any_flips, fusion_changes, order_flips, pair_flips
     from .stats import mcnemar_exact, paired_change_verdict
 
     spec = ctx.phase_spec()
@@ -180,79 +240,82 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
     r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
     base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
     S = spec.phases
-    floor = None
-    if "rerun:0" in r.condition_answers and r.items:
-        floor = float(pair_flips(r, "phase:0", "rerun:0").mean())
-    extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
-                             "rerun_floor": floor, "deterministic_backend": r.deterministic_backend,
-                             "n_items": len(r.items), "problems": r.problems[:5]}
 
     def cond(sampler: str) -> str:
         return f"sampler:{sampler}" if budget in (None, spec.budget) else f"budget:{sampler}@{budget}"
 
+    conds = _phase_conditions(gate, which, spec, cond)
+
+    def all_flips(res: Any) -> np.ndarray:
+        """Per item (all items of ``res``): 1 when the gate's answers differ."""
+        if gate == "flip" or (gate == "phase" and which != "any"):
+            return np.asarray(pair_flips(res, conds[0], conds[1]))
+        if gate == "phase":
+            return np.asarray(any_flips(res, conds))
+        return np.asarray(order_flips(res))
+
+    def ref(res: Any) -> np.ndarray:
+        """Flips over the measured items only."""
+        return all_flips(res)[answered(res, conds)] if res.items else np.zeros(0, dtype=int)
+
     if gate == "flip":
-        _, a, b = which
-        flips = pair_flips(r, cond(a), cond(b))
-        name = f"{a} vs {b} sampler flip rate at {budget} frames"
-        def ref(res: Any) -> np.ndarray:
-            return np.asarray(pair_flips(res, cond(a), cond(b)))
+        name = f"{which[1]} vs {which[2]} sampler flip rate at {budget} frames"
     elif gate == "phase":
-        if which == "any":
-            conds = [f"phase:{s}" for s in range(S)]
-            flips = any_flips(r, conds)
-            name = f"any-of-{S} phase flip rate ({S}x{spec.budget})"
-            def ref(res: Any) -> np.ndarray:
-                return np.asarray(any_flips(res, conds))
-        else:
-            s0, s1 = (int(x) for x in str(which).split("-"))
-            flips = pair_flips(r, f"phase:{s0}", f"phase:{s1}")
-            name = f"phase {s0} vs {s1} flip rate ({S}x{spec.budget})"
-            def ref(res: Any) -> np.ndarray:
-                return np.asarray(pair_flips(res, f"phase:{s0}", f"phase:{s1}"))
+        name = (f"any-of-{S} phase flip rate ({S}x{spec.budget})" if which == "any" else
+                f"phase {conds[0].split(':')[1]} vs {conds[1].split(':')[1]} flip rate ({S}x{spec.budget})")
     elif gate == "order":
-        flips = order_flips(r)
         name = f"option-order flip rate ({spec.orderings} orderings)"
-        extra.update(order_accuracy(r) if r.items else {})
-        extra["margin"] = margin_auroc(r)
-        def ref(res: Any) -> np.ndarray:
-            return np.asarray(order_flips(res))
-    elif gate == "fusion":
-        ch = fusion_changes(r)
+    else:
         name = f"PhaseFusion minus single-pass changed-answer rate under an origin shift ({S}x{spec.budget})"
+    m = phase_measurement(r, conds)
+    ok = answered(r, conds)
+    if base is not None:
+        ok_b = answered(base, conds)
+        m = combine(m, phase_measurement(base, conds), prefix_b="baseline")
+        ok = ok & ok_b if ok_b.size == ok.size else ok
+    if gate == "fusion":
+        ch = fusion_changes(r)
+        extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable,
+                                 "errors": r.errors, "n_items": len(r.items), "problems": r.problems[:5]}
         if ch["fusion"] is None:
-            return inconclusive_verdict(name=name, threshold=ctx.threshold("fusion", model), sides="upper", n=len(r.items),
-                                        mode=ctx.mode, alpha=ctx.alpha, unit="items",
-                                        why="PhaseFusion needs option-letter log-probs, which this backend does not give",
-                                        extra=extra)
-        extra.update({"single_changed": float(ch["single"].mean()), "union_changed": float(ch["union"].mean()),
-                      "fusion_changed": float(ch["fusion"].mean()),
+            v = inconclusive_verdict(name=name, threshold=ctx.threshold("fusion", model), sides="upper", n=len(r.items),
+                                     mode=ctx.mode, alpha=ctx.alpha, unit="items",
+                                     why="PhaseFusion needs option-letter log-probs, which this backend does not give",
+                                     extra=extra)
+            return _floored(ctx, v, m)
+        fus, single, union = ch["fusion"][ok], ch["single"][ok], ch["union"][ok]
+        extra.update({"single_changed": float(single.mean()) if single.size else None,
+                      "union_changed": float(union.mean()) if union.size else None,
+                      "fusion_changed": float(fus.mean()) if fus.size else None,
                       "fusion_vs_union_mcnemar_p": mcnemar_exact(
-                          int(np.sum((ch["fusion"] == 1) & (ch["union"] == 0))), int(np.sum((ch["fusion"] == 0) & (ch["union"] == 1))))})
+                          int(np.sum((fus == 1) & (union == 0))), int(np.sum((fus == 0) & (union == 1))))})
         if base is not None:
             bch = fusion_changes(base)
             if bch["fusion"] is not None:
-                return _paired_rate(ctx, "fusion", model, ch["fusion"], bch["fusion"], [i.id for i in r.items], name=name,
-                                    unit="items", extra=extra)
-        return paired_change_verdict(ch["fusion"], ch["single"], name=name, threshold=ctx.threshold("fusion", model),
-                                     mode=ctx.mode, alpha=ctx.alpha, unit="items",
-                                     extra={"gate": "fusion", "model": model, **extra})
-    else:
-        raise ConfigError(f"`gate` must be flip, phase, order or fusion; got {gate!r}")
-    brief = np.array(["brief-event" in i.tags for i in r.items], dtype=bool)
-    if brief.size:
-        extra.update({"brief_event_items": int(brief.sum()), "brief_event_flips": int(flips[brief].sum()),
-                      "other_flips": int(flips[~brief].sum()),
-                      "flipped_items": [i.id for i, f in zip(r.items, flips, strict=True) if f][:20]})
+                return _floored(ctx, _paired_rate(ctx, "fusion", model, fus, bch["fusion"][ok],
+                                                  [i.id for i, o in zip(r.items, ok, strict=True) if o], name=name,
+                                                  unit="items", extra=extra), m)
+        v = paired_change_verdict(fus, single, name=name, threshold=ctx.threshold("fusion", model), mode=ctx.mode,
+                                  alpha=ctx.alpha, unit="items", extra={"gate": "fusion", "model": model, **extra})
+        return _floored(ctx, v, m)
     if base is not None:
-        return _paired_rate(ctx, gate, model, flips, ref(base), [i.id for i in r.items], name=name, unit="items", extra=extra)
+        flips, bflips = all_flips(r)[ok], all_flips(base)[ok]
+        extra = _phase_extra(r, flips, ok, gate)
+        ids = [i.id for i, o in zip(r.items, ok, strict=True) if o]
+        return _floored(ctx, _paired_rate(ctx, gate, model, flips, bflips, ids, name=name, unit="items", extra=extra), m)
     if seq:
         def at(n: int) -> np.ndarray:
             return np.asarray(ref(ctx.phase(model, gate, budget, n=n)), dtype=float)
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.items, kind="rate", name=name, unit="items", extra={})
         final = ctx.phase(model, gate, budget, n=v.extra["looks"][-1])
-        return _with_extra(v, _phase_extra(final, ref(final), gate))
-    return ctx.rate_gate(gate, model, int(flips.sum()), int(flips.size), name=name, unit="items", extra=extra)
+        ok_f = answered(final, conds)
+        v = _with_extra(v, _phase_extra(final, all_flips(final)[ok_f], ok_f, gate))
+        return _floored(ctx, v, phase_measurement(final, conds))
+    flips = all_flips(r)[ok]
+    extra = _phase_extra(r, flips, ok, gate)
+    v = ctx.rate_gate(gate, model, int(flips.sum()), int(flips.size), name=name, unit="items", extra=extra)
+    return _floored(ctx, v, m)
 
 
 # --------------------------------------------------------------------------- stressors
@@ -262,8 +325,58 @@ def _with_extra(v: Verdict, more: dict[str, Any]) -> Verdict:
     return replace(v, extra={**v.extra, **more})
 
 
+def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Measurement:
+    """Videos planned, measured and lost for a stressor-suite gate, and the model calls behind it.
+
+    * repetition: a video is lost when its clean call failed;
+    * stressor: lost when its clean call failed or none of its variants was measured; failed
+      variant calls are excluded from the share and counted;
+    * attack: the clean-benign videos are attacked; a video is lost when its clean call failed
+      or its walk reached a failed call before a repetitive output.
+    """
+    planned = max(int(getattr(r, "planned", 0)), len(r.videos))
+    unusable = planned - len(r.videos)
+    clean_ok = r.clean.valid
+    clean_failed = int((~clean_ok).sum())
+    if gate == "repetition":
+        return Measurement("videos", planned, int(clean_ok.sum()),
+                           {"generation_errors": clean_failed, "unusable_data": unusable}, calls=len(clean_ok),
+                           failed_calls=clean_failed,
+                           examples=[v for v, o in zip(r.videos, clean_ok, strict=True) if not o][:5])
+    if stressor is None:
+        raise ConfigError("`stressor` is required for the stressor and attack gates")
+    variants = r.variants.get(stressor, [])
+    if gate == "stressor":
+        d = r.amplification(stressor)
+        no_variant = int(sum(1 for v, s in enumerate(variants) if clean_ok[v] and not s.valid.any()))
+        calls = len(clean_ok) + sum(len(s.ok) for s in variants)
+        failed = clean_failed + sum(s.failed for s in variants)
+        return Measurement("videos", planned, int((~np.isnan(d)).sum()),
+                           {"clean_call_failed": clean_failed, "every_variant_failed": no_variant, "unusable_data": unusable},
+                           calls=calls, failed_calls=failed,
+                           examples=[v for v, x in zip(r.videos, d, strict=True) if np.isnan(x)][:5])
+    if gate == "attack":
+        outcomes, walk_lost = r.attack_outcomes(stressor)
+        repetitive_clean = int((r.clean.flags & clean_ok).sum())  # not attacked by design: not lost
+        calls = clean_failed
+        failed = clean_failed
+        for v in range(len(r.videos)):
+            if clean_ok[v] and not r.clean.flags[v]:
+                _, ok = r.walk(stressor, v)
+                calls += len(ok)
+                failed += int((~ok).sum())
+        return Measurement("clean-benign videos", planned - repetitive_clean, len(outcomes),
+                           {"clean_call_failed": clean_failed, "walk_hit_a_failed_call": walk_lost,
+                            "unusable_data": unusable}, calls=calls, failed_calls=failed)
+    raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")
+
+
 def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str | None = None) -> Verdict:
-    """repetition (clean RR), stressor (paired amplification), attack (ASR) at a frame count."""
+    """repetition (clean RR), stressor (paired amplification), attack (ASR) at a frame count.
+
+    Failed calls are lost units, never clean outputs: excluded from numerator and denominator,
+    counted, and above the failure share (1 − measurement floor, default 5%) or below the floor of
+    measured videos the gate does not pass in either mode. Every attack walk stops at the cap."""
     spec = ctx.stressor_spec(frames)
     seq = ctx.sequential and not ctx.baseline
     r = ctx.stressor(model, frames, max(1, spec.videos // LOOKS) if seq else None)
@@ -271,61 +384,71 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
     extra: dict[str, Any] = {"probe": "stressor", "frames": frames, "errors": r.errors, "n_videos": len(r.videos),
                              "problems": r.problems[:5]}
     if gate == "repetition":
-        flags = r.clean.flags.astype(int)
-        extra.update(r.clean.summary())
         name = f"clean repetition rate at {frames} frames"
+        extra.update(r.clean.summary())
         if base is not None:
-            return _paired_rate(ctx, gate, model, flags, base.clean.flags.astype(int), r.videos, name=name, unit="videos", extra=extra)
+            both = r.clean.valid & base.clean.valid
+            m = combine(stressor_measurement(r, gate), stressor_measurement(base, gate), prefix_b="baseline")
+            v = _paired_rate(ctx, gate, model, r.clean.flags[both].astype(int), base.clean.flags[both].astype(int),
+                             [x for x, o in zip(r.videos, both, strict=True) if o], name=name, unit="videos", extra=extra)
+            return _floored(ctx, v, m)
         if seq:
-            v = sequential_verdict(ctx, gate, model, values_at=lambda n: ctx.stressor(model, frames, n).clean.flags.astype(float),
-                                   n_max=spec.videos, kind="rate", name=name, unit="videos", extra=extra)
-            return _with_extra(v, ctx.stressor(model, frames, v.n).clean.summary())
-        return ctx.rate_gate(gate, model, int(flags.sum()), int(flags.size), name=name, unit="videos", extra=extra)
+            def rep_at(n: int) -> np.ndarray:
+                res = ctx.stressor(model, frames, n)
+                return res.clean.flags[res.clean.valid].astype(float)
+
+            v = sequential_verdict(ctx, gate, model, values_at=rep_at, n_max=spec.videos, kind="rate", name=name,
+                                   unit="videos", extra=extra)
+            final = ctx.stressor(model, frames, v.extra["looks"][-1])
+            return _floored(ctx, _with_extra(v, final.clean.summary()), stressor_measurement(final, gate))
+        flags = r.clean.flags[r.clean.valid].astype(int)
+        v = ctx.rate_gate(gate, model, int(flags.sum()), int(flags.size), name=name, unit="videos", extra=extra)
+        return _floored(ctx, v, stressor_measurement(r, gate))
     if stressor is None:
         raise ConfigError("`stressor` is required for the stressor and attack gates")
     if gate == "stressor":
-        d = r.amplification(stressor)
-        ok = ~np.isnan(d)
-        extra.update({"stressor": stressor, "stressed_rr": float(np.mean([s.flags.mean() for s in r.variants[stressor] if s.texts])),
-                      "clean_rr": float(r.clean.flags.mean()), "variants_per_video": [len(s.texts) for s in r.variants[stressor]][:1]})
         name = f"{stressor} repetition amplification at {frames} frames"
+        extra["stressor"] = stressor
         if base is not None:
-            bd = base.amplification(stressor)
-            both = ok & ~np.isnan(bd)
-            return ctx.baseline_gate(gate, model, d[both], bd[both], np.array(r.videos)[both], name=name, unit="videos",
-                                     worse="higher", extra=extra)
+            d, bd = r.amplification(stressor), base.amplification(stressor)
+            both = ~np.isnan(d) & ~np.isnan(bd)
+            m = combine(stressor_measurement(r, gate, stressor), stressor_measurement(base, gate, stressor),
+                        prefix_b="baseline")
+            v = ctx.baseline_gate(gate, model, d[both], bd[both], np.array(r.videos)[both], name=name, unit="videos",
+                                  worse="higher", extra=extra)
+            return _floored(ctx, v, m)
         # fixed design with the BCa bootstrap: the per-video amplification (a share minus a rare 0/1 clean
         # flag) has a long negative tail, which makes the t-test and the percentile interval reject a
         # compliant model too often (calibration table); BCa keeps the false-failure rate <= α
         full = ctx.stressor(model, frames)
         d = full.amplification(stressor)
         ok = ~np.isnan(d)
-        extra.update({"stressed_rr": float(np.mean([s.flags.mean() for s in full.variants[stressor] if s.texts])),
-                      "clean_rr": float(full.clean.flags.mean()), "n_videos": len(full.videos), "design": "fixed"})
-        return ctx.mean_gate(gate, model, d[ok], np.array(full.videos)[ok], name=name, unit="videos", method=BOOTSTRAP_METHOD.get(gate, "percentile"),
-                             extra=extra)
+        stressed = [s.flags[s.valid].mean() for s in full.variants[stressor] if s.valid.any()]
+        extra.update({"stressed_rr": float(np.mean(stressed)) if stressed else None,
+                      "clean_rr": float(full.clean.flags[full.clean.valid].mean()) if full.clean.valid.any() else None,
+                      "n_videos": len(full.videos), "design": "fixed",
+                      "variants_per_video": [len(s.texts) for s in full.variants[stressor]][:1]})
+        v = ctx.mean_gate(gate, model, d[ok], np.array(full.videos)[ok], name=name, unit="videos",
+                          method=BOOTSTRAP_METHOD.get(gate, "percentile"), extra=extra)
+        return _floored(ctx, v, stressor_measurement(full, gate, stressor))
     if gate == "attack":
-        a = r.attack(stressor)
-        extra.update({"stressor": stressor, "asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"],
-                      "cap": r.spec.attack_cap})
         name = f"{stressor} attack success rate at {frames} frames"
+        extra.update({"stressor": stressor, "cap": r.spec.attack_cap})
         if seq:
             def successes(n: int) -> np.ndarray:
-                res = ctx.stressor(model, frames, n)
-                out = []
-                for v, flag in enumerate(res.clean.flags):
-                    if not flag:
-                        walk = res.variants[stressor][v].flags
-                        walk = walk if stressor == "delete1" else walk[: res.spec.attack_cap]
-                        out.append(float(walk.any()))
-                return np.array(out)
+                return np.array(ctx.stressor(model, frames, n).attack_outcomes(stressor)[0], dtype=float)
 
             v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
                                    unit="benign videos", extra=extra)
-            drawn = ctx.stressor(model, frames, v.extra["looks"][-1]).attack(stressor)
+            final = ctx.stressor(model, frames, v.extra["looks"][-1])
+            drawn = final.attack(stressor)
             v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(drawn['aq'])}.")
-            return _with_extra(v, {"asr": drawn["asr"], "aq": drawn["aq"], "attacked": drawn["attacked"],
-                                   "videos_drawn": v.extra["looks"][-1]})
+            v = _with_extra(v, {"asr": drawn["asr"], "aq": drawn["aq"], "attacked": drawn["attacked"],
+                                "videos_drawn": v.extra["looks"][-1]})
+            return _floored(ctx, v, stressor_measurement(final, gate, stressor))
+        a = r.attack(stressor)
+        extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
         v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
-        return replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
+        v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
+        return _floored(ctx, v, stressor_measurement(r, gate, stressor))
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")

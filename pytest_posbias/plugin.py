@@ -98,6 +98,16 @@ def _existing_file_type(option: str) -> Any:
     return check
 
 
+def _floor_type(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        raise _usage("--posbias-floor", f"expected a number in (0, 1], got {value!r}") from None
+    if not 0 < f <= 1:
+        raise _usage("--posbias-floor", f"expected a number in (0, 1], got {value!r}")
+    return f
+
+
 def _threshold_type(value: str) -> tuple[str, float]:
     try:
         return parse_threshold_override(value)
@@ -158,6 +168,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="requests per backend batch (default: the backend's own)")
     group.addoption("--posbias-concurrency", type=_int_ge1_type("--posbias-concurrency"), default=None, metavar="N",
                     help="concurrent requests for API backends (default 4)")
+    group.addoption("--posbias-floor", type=_floor_type, default=None, metavar="SHARE",
+                    help="measurement floor: a gate passes in neither mode when it measured less than this share of its "
+                         "planned units, or when more than 1 - SHARE of its model calls failed (default 0.95)")
     group.addoption("--posbias-fixed", action="store_true", default=False,
                     help="use the fixed-sample design instead of sequential early stopping")
 
@@ -303,6 +316,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
         "threshold_overrides": overrides,
         "n_resamples": pcfg.get("n_resamples", 9999),
+        "measurement_floor": config.getoption("--posbias-floor") or pcfg.get("measurement_floor", 0.95),
     }
 
 

@@ -31,6 +31,7 @@ from .config import GATE_SIDES, PosbiasConfig
 from .data.manifest import Manifest, load_manifest
 from .engine import Backend, Engine, GenerationCache, RunLog, read_run_log
 from .errors import ConfigError
+from .measurement import DEFAULT_FLOOR, check_floor
 from .models.registry import ResolvedModel, resolve
 from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
@@ -106,6 +107,7 @@ class RunContext:
         self.alpha = float(self.options.get("alpha", 0.05))
         self.n_resamples = int(self.options.get("n_resamples", 9999))
         self.sequential = bool(self.options.get("sequential", True))
+        self.floor = check_floor(self.options.get("measurement_floor", DEFAULT_FLOOR))
         cache_dir = Path(self.options.get("cache", ".posbias"))
         self.cache_dir = cache_dir if cache_dir.is_absolute() else rootdir / cache_dir
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -318,25 +320,40 @@ class RunContext:
 
     def baseline_gate(self, gate: str, model: str, cand: Any, base: Any, clusters: Any, *, name: str, unit: str,
                       worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
-        """Paired non-inferiority against ``--baseline`` on the same instances.
+        """Paired non-inferiority against ``--baseline`` on the same instances; compliant when the
+        candidate is worse by at most the gate's margin.
 
-        d_i = candidate_i − baseline_i, oriented so positive = worse (``worse='higher'``)
-        or negated for ``worse='lower'``/``'abs'``; compliant when mean d <= margin.
+        * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, paired cluster bootstrap
+          (:func:`~.paired.paired_abs_mean_verdict`);
+        * ``worse='binary'`` (flip, phase, order, fusion, repetition): exact McNemar on the
+          discordant units (:func:`~.stats.paired_change_verdict`), Δ = rate cand − rate base;
+        * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative),
+          cluster bootstrap of mean d.
         """
+        from .paired import paired_abs_mean_verdict
+        from .stats import paired_change_verdict
+
         c = np.asarray(cand, dtype=float)
         b = np.asarray(base, dtype=float)
+        margin = self.pcfg.margins()[gate]
+        ex = {"gate": gate, "model": model, "baseline": self.baseline, "comparison": "non-inferiority",
+              "margin": margin, **(extra or {})}
+        if worse == "abs":
+            return paired_abs_mean_verdict(c, b, clusters, name=f"{name} vs baseline", margin=margin, mode=self.mode,
+                                           alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
+                                           rng=self.rng("baseline", gate, name, model), extra=ex)
+        if worse == "binary":
+            return paired_change_verdict(c.astype(int), b.astype(int), name=f"{name} vs baseline", threshold=margin,
+                                         mode=self.mode, alpha=self.alpha, unit=unit, extra=ex)
         if worse == "higher":
             d = c - b
         elif worse == "lower":
             d = b - c
         else:
-            d = np.abs(c) - np.abs(b)
-        margin = self.pcfg.margins()[gate]
+            raise ConfigError(f"`worse` must be abs, binary, higher or lower; got {worse!r}")
         return mean_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper", mode=self.mode,
                             alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
-                            rng=self.rng("baseline", gate, name, model),
-                            extra={"gate": gate, "model": model, "baseline": self.baseline, "comparison": "non-inferiority",
-                                   "margin": margin, **(extra or {})})
+                            rng=self.rng("baseline", gate, name, model), extra=ex)
 
     def observe(self, probe: str, data: Mapping[str, Any]) -> None:
         """Append a probe observation (per-instance values, figures' data) to the run log."""

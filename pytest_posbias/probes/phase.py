@@ -117,6 +117,7 @@ class PhaseResult:
     deterministic_backend: bool = False
     problems: list[str] = field(default_factory=list)
     calls: dict[str, Any] = field(default_factory=dict)
+    planned: int = 0  # items drawn for this run (kept + those whose video could not be used)
 
     def consensus(self, condition: str) -> np.ndarray:
         return np.array([consensus(row) for row in self.condition_answers[condition]], dtype=int)
@@ -222,7 +223,8 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
     items = item_order(ctx, manifest)[: min(spec.items, n_items or spec.items)]
     ordered = list(conditions)
     identity_only = [c for c in identity if c not in ordered]
-    res = PhaseResult(model, spec, [], mode, deterministic_backend=getattr(backend, "name", "") == "sim")
+    res = PhaseResult(model, spec, [], mode, deterministic_backend=getattr(backend, "name", "") == "sim",
+                      planned=len(items))
     plan: list[tuple[int, str, int, tuple[int, ...]]] = []
     reqs: list[Request] = []
     kept: list[McqItem] = []

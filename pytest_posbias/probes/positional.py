@@ -10,8 +10,11 @@ its video's references by the judge, and the instance row of the coverage matrix
 coverage at slots 1..P. Rows carry their group as the cluster for the bootstrap.
 
 Failure modes are counted per slot and never crash the run: marker failures (scored 0),
-fallbacks, placeholder or empty slots (scored 0, appendix C.1), generation errors and
-judge failures (the instance is excluded from DPB/MEG and counted).
+fallbacks, placeholder or empty slots (scored 0, appendix C.1, when the rest of the answer
+aligns). Lost instances are never scored: generation errors, judge failures, and answers that
+are empty as a whole or cannot be aligned at all (no marker and no sentence to assign); groups
+whose videos cannot be read lose all their instances. ``planned`` and ``lost`` state them for the
+gates' measurement floor (:mod:`~pytest_posbias.measurement`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ from .thumbnails import video_thumbnails
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
-FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure")
+FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure", "unalignable")
+# causes that make an instance a lost unit (never scored): the call failed, the judge failed, or the
+# answer as a whole is empty or has neither markers nor sentences to assign (nothing to score)
+LOST_CAUSES = ("generation_error", "judge_failure", "unalignable", "unusable_data")
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,9 @@ class PositionalResult:
     target: dict[str, list[float]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     calls: dict[str, Any] = field(default_factory=dict)
+    planned: int = 0  # instances planned: groups drawn × orders
+    lost: dict[str, int] = field(default_factory=dict)  # lost instances by cause (LOST_CAUSES)
+    groups_planned: int = 0
 
     @property
     def n_groups(self) -> int:
@@ -123,7 +132,8 @@ def _orders(spec: PositionalSpec) -> list[tuple[int, ...]]:
 
 def build_requests(ctx: Any, model: str, spec: PositionalSpec, groups: Sequence[GroupItem], manifest: Manifest
                    ) -> tuple[list[Request], list[dict[str, Any]], list[str]]:
-    """One request per (group, order[, target]); the meta says which video sits where."""
+    """One request per (group, order[, target]); the meta says which video sits where. A group whose
+    videos cannot be read is skipped and named in the returned problems (its instances are lost)."""
     news_n, anet_n = BUDGET_SENTENCES[spec.budget]
     reqs: list[Request] = []
     plan: list[dict[str, Any]] = []
@@ -186,6 +196,10 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
             al = align(gen.text, P, label_base=spec.label_base, references=refs, similarity=embed_sim)
         except PosbiasError:
             al = align(gen.text, P, label_base=spec.label_base, references=refs)
+        if al.mode == "empty" or all(st == "marker_failure" for st in al.status):
+            # nothing to score: an empty answer, or no marker and no sentence to assign
+            slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs, "cause": "unalignable"})
+            continue
         if pl["target"] is not None and al.mode == "fallback":
             # single-target: an unmarked answer is the target's summary as a whole
             t = pl["target"]
@@ -229,9 +243,11 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
         for k in slots:
             slot: dict[str, Any] = {"video": pl["videos"][k], "references": row["refs"][k], "requested": pl["sentences"]}
             if al is None:
-                failures["generation_error"][k] += 1
-                slot.update(status="generation_error", summary="", coverage=None)
+                cause = row.get("cause", "generation_error")
+                failures[cause][k] += 1
+                slot.update(status=cause, summary="", coverage=None)
                 inst["valid"] = False
+                inst["lost"] = cause
             else:
                 status = al.status[k]
                 slot.update(status=status, summary=al.summaries[k])
@@ -244,6 +260,7 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
                     failures["judge_failure"][k] += 1
                     slot.update(coverage=None, judge=judged.judge, judge_error=judged.error)
                     inst["valid"] = False
+                    inst.setdefault("lost", "judge_failure")
                 else:
                     slot.update(coverage=judged.value, judge=judged.judge, covered=judged.covered, reasons=judged.reasons)
                 a = allocation(al.summaries[k], pl["sentences"])
@@ -276,8 +293,16 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
         target["hit_rate"] = [float(np.mean([inst["slots"][k].get("target_hit", False) for inst in valid])) for k in range(P)]
         target["margin_confusion_rate"] = [float(np.mean([inst["slots"][k].get("margin_confusion", False) for inst in valid]))
                                            for k in range(P)]
+    n_orders = len(_orders(spec))
+    usable = {pl["group"] for pl in plan}
+    lost = dict.fromkeys(LOST_CAUSES, 0)
+    lost["unusable_data"] = sum(n_orders for g in groups if g.id not in usable)
+    for inst in instances:
+        if not inst["valid"]:
+            lost[inst.get("lost", "generation_error")] += 1
     result = PositionalResult(spec, model, cov, clusters, instances, failures, excluded, contam, alloc, leaks, target,
-                              problems, ctx.engine.stats.since(before))
+                              problems, ctx.engine.stats.since(before), planned=len(groups) * n_orders, lost=lost,
+                              groups_planned=len(groups))
     _log(ctx, result, gens)
     return result
 

@@ -90,23 +90,48 @@ class StressorSpec:
 
 @dataclass
 class TextStats:
+    """Outputs of one condition, in request order. ``ok[i]`` is False for a failed call (backend
+    error, timeout, empty or malformed response): such an output is a lost unit, never a clean one,
+    so every rate below is computed over the ok outputs only and the failures are counted."""
+
     texts: list[str]
     finish: list[str]
+    ok: list[bool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.ok:
+            self.ok = [True] * len(self.texts)
+
+    @property
+    def valid(self) -> np.ndarray:
+        """Which outputs are measured (the call succeeded)."""
+        return np.array(self.ok, dtype=bool)
+
+    @property
+    def failed(self) -> int:
+        return int(len(self.ok) - sum(self.ok))
 
     @property
     def flags(self) -> np.ndarray:
-        return np.array([repeats(t) for t in self.texts], dtype=bool)
+        """RR indicator per output; False for a failed call (use with :attr:`valid`)."""
+        return np.array([ok and repeats(t) for t, ok in zip(self.texts, self.ok, strict=True)], dtype=bool)
+
+    def measured(self) -> TextStats:
+        """The ok outputs only."""
+        keep = [i for i, ok in enumerate(self.ok) if ok]
+        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep], [True] * len(keep))
 
     def summary(self) -> dict[str, Any]:
-        if not self.texts:
-            return {"n": 0}
-        sev = [severity(t, f if f in ("stop", "length") else None) for t, f in zip(self.texts, self.finish, strict=True)]
-        return {"n": len(self.texts), "rr": float(self.flags.mean()),
-                "ri": float(np.mean([repetition_intensity(t) for t in self.texts])),
-                "ie": float(np.mean([information_entropy(t) for t in self.texts])),
-                "density": float(np.mean([information_density(t) for t in self.texts])),
+        m = self.measured()
+        if not m.texts:
+            return {"n": 0, "failed": self.failed}
+        sev = [severity(t, f if f in ("stop", "length") else None) for t, f in zip(m.texts, m.finish, strict=True)]
+        return {"n": len(m.texts), "failed": self.failed, "rr": float(m.flags.mean()),
+                "ri": float(np.mean([repetition_intensity(t) for t in m.texts])),
+                "ie": float(np.mean([information_entropy(t) for t in m.texts])),
+                "density": float(np.mean([information_density(t) for t in m.texts])),
                 "severity": {s: sev.count(s) / len(sev) for s in ("benign", "ordinary", "severe")},
-                "mean_words": float(np.mean([len(t.split()) for t in self.texts]))}
+                "mean_words": float(np.mean([len(t.split()) for t in m.texts]))}
 
 
 @dataclass
@@ -120,28 +145,69 @@ class StressorResult:
     problems: list[str] = field(default_factory=list)
     errors: int = 0
     calls: dict[str, Any] = field(default_factory=dict)
+    planned: int = 0  # videos drawn (kept + those that could not be used)
 
     def amplification(self, stressor: str) -> np.ndarray:
-        """Per video: share of its variants that repeat − its clean repetition indicator."""
-        clean = self.clean.flags.astype(float)
-        return np.array([s.flags.mean() if s.texts else np.nan for s in self.variants[stressor]]) - clean
+        """Per video: share of its *measured* variants that repeat − its clean repetition indicator;
+        nan (a lost video) when the clean call failed or none of its variants was measured."""
+        out = []
+        for v, s in enumerate(self.variants[stressor]):
+            ok = s.valid
+            if not self.clean.ok[v] or not ok.any():
+                out.append(np.nan)
+            else:
+                out.append(float(s.flags[ok].mean()) - float(self.clean.flags[v]))
+        return np.array(out, dtype=float)
+
+    def walk(self, stressor: str, v: int) -> tuple[np.ndarray, np.ndarray]:
+        """The attack walk of video ``v``: (RR flags, ok) of its first ``attack_cap`` variants
+        (every stressor, Delete 1 included, is capped as in VideoSTF)."""
+        s = self.variants[stressor][v]
+        cap = self.spec.attack_cap
+        return s.flags[:cap], s.valid[:cap]
+
+    def attack_outcomes(self, stressor: str) -> tuple[list[float], int]:
+        """Per attacked (clean-benign, measured) video: 1.0 when its capped walk hits a repetitive
+        output before any failed call, 0.0 when it ends without one; and the number of clean-benign
+        videos lost because a failed call came first in their walk (the walk cannot go on past a
+        query whose answer is unknown)."""
+        out: list[float] = []
+        lost = 0
+        for v, flag in enumerate(self.clean.flags):
+            if flag or not self.clean.ok[v]:
+                continue  # only videos whose clean output is measured and benign are attacked
+            flags, ok = self.walk(stressor, v)
+            first_fail = int(np.argmin(ok)) if not ok.all() else len(ok)
+            hit = np.flatnonzero(flags[:first_fail])
+            if hit.size:
+                out.append(1.0)
+            elif first_fail < len(ok):
+                lost += 1
+            else:
+                out.append(0.0)
+        return out, lost
 
     def attack(self, stressor: str) -> dict[str, Any]:
-        """Replay the attack walk over the variants of each clean-benign video."""
-        cap = self.spec.attack_cap
-        attacked = successes = 0
+        """Replay the attack walk (capped at ``attack_cap`` queries) over each clean-benign video:
+        ASR = successes / attacked, AQ = mean queries over successes (VideoSTF §4.4)."""
+        attacked = successes = lost = 0
         queries: list[int] = []
         for v, flag in enumerate(self.clean.flags):
-            if flag:
-                continue  # only videos whose clean output is benign are attacked
-            attacked += 1
-            walk = self.variants[stressor][v].flags[: (len(self.variants[stressor][v].flags) if stressor == "delete1" else cap)]
-            hit = np.flatnonzero(walk)
+            if flag or not self.clean.ok[v]:
+                continue
+            flags, ok = self.walk(stressor, v)
+            first_fail = int(np.argmin(ok)) if not ok.all() else len(ok)
+            hit = np.flatnonzero(flags[:first_fail])
             if hit.size:
+                attacked += 1
                 successes += 1
                 queries.append(int(hit[0]) + 1)
+            elif first_fail < len(ok):
+                lost += 1
+            else:
+                attacked += 1
         return {"attacked": attacked, "successes": successes, "asr": successes / attacked if attacked else float("nan"),
-                "aq": float(np.mean(queries)) if queries else float("nan"), "queries": queries}
+                "aq": float(np.mean(queries)) if queries else float("nan"), "queries": queries, "lost": lost}
 
 
 def _clean_spec(ctx: Any, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
@@ -164,7 +230,7 @@ def select_videos(ctx: Any, manifest: Manifest, n: int) -> list[VideoItem]:
 
 
 def _stats(gens: Sequence[Generation]) -> TextStats:
-    return TextStats([g.text for g in gens], [g.finish_reason for g in gens])
+    return TextStats([g.text if g.ok else "" for g in gens], [g.finish_reason for g in gens], [bool(g.ok) for g in gens])
 
 
 def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
@@ -172,7 +238,7 @@ def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *
     """Clean outputs, every stressor's variants (and the controls) for the selected videos."""
     before = ctx.engine.stats.snapshot()
     videos = select_videos(ctx, manifest, min(spec.videos, n_videos or spec.videos))
-    res = StressorResult(model, spec, [], TextStats([], []))
+    res = StressorResult(model, spec, [], TextStats([], []), planned=len(videos))
     cleans: list[FrameSpec] = []
     for item in videos:
         try:
@@ -285,22 +351,31 @@ def decoding_sweep(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest,
     return stats
 
 
+def _mean_or_none(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
 def _log(ctx: Any, res: StressorResult) -> None:
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
                              "clean": res.clean.summary(), "clean_flags": res.clean.flags.tolist(),
-                             "stressors": {n: {"rr": float(np.mean([s.flags.mean() for s in sts if s.texts])) if sts else None,
-                                               "amplification": np.nanmean(res.amplification(n)).item() if sts else None,
-                                               "ri": float(np.mean([np.mean([repetition_intensity(t) for t in s.texts]) for s in sts if s.texts])) if sts else None,
-                                               "ie": float(np.mean([np.mean([information_entropy(t) for t in s.texts]) for s in sts if s.texts])) if sts else None,
+                             "stressors": {n: {"rr": float(np.mean([s.flags[s.valid].mean() for s in sts if s.valid.any()]))
+                                               if any(s.valid.any() for s in sts) else None,
+                                               "failed": int(sum(s.failed for s in sts)),
+                                               "amplification": (np.nanmean(amp).item() if (amp := res.amplification(n)).size
+                                                                 and not np.isnan(amp).all() else None),
+                                               "ri": _mean_or_none([float(np.mean([repetition_intensity(t) for t in s.texts]))
+                                                                    for s in (x.measured() for x in sts) if s.texts]),
+                                               "ie": _mean_or_none([float(np.mean([information_entropy(t) for t in s.texts]))
+                                                                    for s in (x.measured() for x in sts) if s.texts]),
                                                "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
                                            for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
-                             "ri_values": {"clean": [repetition_intensity(t) for t in res.clean.texts],
-                                           **{n: [repetition_intensity(t) for s in sts for t in s.texts] for n, sts in res.variants.items()}},
-                             "ie_values": {"clean": [information_entropy(t) for t in res.clean.texts],
-                                           **{n: [information_entropy(t) for s in sts for t in s.texts] for n, sts in res.variants.items()}},
+                             "ri_values": {"clean": [repetition_intensity(t) for t in res.clean.measured().texts],
+                                           **{n: [repetition_intensity(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
+                             "ie_values": {"clean": [information_entropy(t) for t in res.clean.measured().texts],
+                                           **{n: [information_entropy(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
                              "severity": {"clean": res.clean.summary().get("severity", {}),
-                                          **{n: TextStats([t for s in sts for t in s.texts], [f for s in sts for f in s.finish]).summary().get("severity", {})
+                                          **{n: TextStats([t for s in (x.measured() for x in sts) for t in s.texts], [f for s in (x.measured() for x in sts) for f in s.finish]).summary().get("severity", {})
                                              for n, sts in res.variants.items()}},
                              "errors": res.errors, "problems": res.problems, "calls": res.calls})
     worst = [v for v, f in enumerate(res.clean.flags) if f][:2]
