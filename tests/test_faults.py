@@ -45,7 +45,10 @@ def video(synthetic_clips):
 
 def requests_for(video, n: int, want: str = "text") -> list[Request]:
     letters = ("A", "B", "C", "D") if want != "text" else ()
-    return [Request("openai:x", (video, TextPart(f"Question {i}: which letter? A, B, C or D.")), Decoding(4),
+    opts = ("red", "blue", "green", "cyan", "black", "white")
+    return [Request("openai:x", (video, TextPart(f"Question {i}: which colour is the disc?\n"
+                                                 + "\n".join(f"{c}. {opts[(i + j) % 6]}" for j, c in enumerate("ABCD")))),
+                    Decoding(4),
                     want=want, letters=letters) for i in range(n)]
 
 
