@@ -183,7 +183,7 @@ class _SessionState:
 
     def __init__(self) -> None:
         self.verdicts: list[tuple[str, Verdict]] = []
-        self.calls = {"made": 0, "cache_hits": 0, "failed": 0, "model_seconds": 0.0, "shared": 0}
+        self.calls = {"made": 0, "cache_hits": 0, "failed": 0, "model_seconds": 0.0, "shared": 0, "retries": 0}
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
 
 
@@ -483,6 +483,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
         c = state.calls
         shared = f", {int(c['shared'])} shared between gates" if c.get("shared") else ""
+        if c.get("retries"):  # transient endpoint errors the backend retried (issue 15)
+            shared += f", {int(c['retries'])} retries"
         tr.write_line(
             f"model calls: {int(c['made'])} made, {int(c['cache_hits'])} cache hits, {int(c['failed'])} failed{shared}; "
             f"model time {c['model_seconds']:.1f} s; p_BH = Benjamini-Hochberg over the {len(rows)} gates above"

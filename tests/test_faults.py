@@ -352,6 +352,7 @@ def test_suite_verdicts_with_retried_faults_equal_the_fault_free_run_and_resume_
         assert injected >= 8, faulty.outcomes  # the faults really happened
         assert data1["calls"]["failed"] == 0
         assert data1["verdicts"][0]["extra"]["calls"]["retries"] == injected  # every retry counted by the engine
+        assert data1["calls"]["retries"] == injected and f", {injected} retries;" in res1.stdout.str()
         [log] = sorted(pytester.path.glob(".faulty/runs/*/run.jsonl"))
         sent = [json.loads(line) for line in log.read_text().splitlines()]
         sent = [r for r in sent if r.get("kind") == "request"]
