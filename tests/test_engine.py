@@ -213,3 +213,36 @@ def test_bad_decoding_parameters_are_named():
         Decoding(top_p=0)
     with pytest.raises(ConfigError, match="`letters` must be given"):
         Request("sim:unbiased", (), want="letters")
+
+
+class SloppyBackend:
+    """A backend that reports a failure but still hands back text and letter scores."""
+
+    name = "sloppy"
+    supports_letter_logprobs = True
+    max_batch_size = 8
+
+    def identity(self):
+        return {"backend": "sloppy"}
+
+    def generate(self, requests):
+        return [Generation("B", 1, "error", {"A": -1.0, "B": -0.1}, 0.0, None, attempts=3) if "fail" in r.prompt_text
+                else Generation("A", 1, "stop", None, 0.0, attempts=2) for r in requests]
+
+    def score_options(self, requests, letters):
+        raise AssertionError("not used")
+
+    def close(self):
+        pass
+
+
+def test_a_failed_generation_never_carries_text_and_retries_are_counted(tmp_path):
+    eng = Engine(GenerationCache(tmp_path / "c.sqlite"), backend_for=lambda m: SloppyBackend())
+    reqs = [Request("sloppy", (TextPart(t),)) for t in ("ok one", "fail this", "ok two")]
+    gens = eng.run(reqs)
+    assert [g.ok for g in gens] == [True, False, True]
+    bad = gens[1]
+    assert bad.text == "" and bad.letter_logprobs is None and bad.error  # fail closed: nothing to score
+    assert eng.stats.failed == 1 and eng.stats.retries == 1 + 2 + 1  # attempts beyond the first, all requests
+    assert len(eng.cache) == 2
+    assert Generation.from_dict(gens[0].to_dict()).attempts == 2
