@@ -19,6 +19,9 @@ Default gate thresholds and why (numbers from the papers' tables):
   left vs midpoint 23.6%).
 * ``fusion = 0.0`` — PhaseFusion must not change more answers under an origin shift
   than a single pass (the paper: 10.1% vs 18.2%).
+* ``equivalence = 0.025`` — PhaseFusion (S = 3 × b = 8) accuracy within ±2.5 points of a
+  single pass at 4b = 32 frames (the phase paper's confirmatory TOST margin); certify-type:
+  passes only when equivalence is shown, in either mode.
 * ``repetition = 0.15`` — RR <= 15%: VideoSTF table 1's well-behaved models sit at
   3–16% (LLaVA-Video-7B 3–10, InternVL3.5 7–11, Qwen3-VL 8–13, VideoLLaMA2 13–16),
   the looping ones at 58–91%.
@@ -41,7 +44,7 @@ from .errors import ConfigError
 
 GATES: tuple[str, ...] = (
     "dpb", "meg", "coverage", "contamination",
-    "flip", "phase", "order", "fusion",
+    "flip", "phase", "order", "fusion", "equivalence",
     "repetition", "stressor", "attack",
 )
 MARKERS: dict[str, str] = {
@@ -53,6 +56,7 @@ MARKERS: dict[str, str] = {
     "phase": "phase/order suite: answer flips between sampling phases of one grid",
     "order": "phase/order suite: answer flips across option orderings",
     "fusion": "phase/order suite: PhaseFusion vs single pass under an origin shift",
+    "equivalence": "phase/order suite: PhaseFusion (S x b) accuracy equivalent to one pass at 4b frames (TOST, certify-type)",
     "repetition": "stressor suite: output repetition rate on clean videos",
     "stressor": "stressor suite: repetition amplification under temporal stressors",
     "attack": "stressor suite: black-box repetition attack success rate",
@@ -68,18 +72,18 @@ BOOTSTRAP_METHOD: dict[str, str] = {"stressor": "bca"}
 # sides: "both" |x| <= t, "upper" x <= t, "lower" x >= t
 GATE_SIDES: dict[str, str] = {
     "dpb": "both", "meg": "both", "coverage": "lower", "contamination": "upper",
-    "flip": "upper", "phase": "upper", "order": "upper", "fusion": "upper",
+    "flip": "upper", "phase": "upper", "order": "upper", "fusion": "upper", "equivalence": "both",
     "repetition": "upper", "stressor": "upper", "attack": "upper",
 }
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "dpb": 0.05, "meg": 0.02, "coverage": 0.25, "contamination": 0.10,
-    "flip": 0.15, "phase": 0.15, "order": 0.15, "fusion": 0.0,
+    "flip": 0.15, "phase": 0.15, "order": 0.15, "fusion": 0.0, "equivalence": 0.025,
     "repetition": 0.15, "stressor": 0.10, "attack": 0.25,
 }
 # Non-inferiority margins against --baseline (candidate may be worse by at most this).
 DEFAULT_BASELINE_MARGINS: dict[str, float] = {
     "dpb": 0.02, "meg": 0.01, "coverage": 0.05, "contamination": 0.05,
-    "flip": 0.05, "phase": 0.05, "order": 0.05, "fusion": 0.05,
+    "flip": 0.05, "phase": 0.05, "order": 0.05, "fusion": 0.05, "equivalence": 0.025,
     "repetition": 0.05, "stressor": 0.05, "attack": 0.10,
 }
 JUDGES: tuple[str, ...] = ("embed", "fragment", "openai", "auto")
@@ -160,6 +164,7 @@ _SCALARS: dict[str, Any] = {
     "concurrency": _pos_int,
     "sequential": _bool,
     "measurement_floor": _floor,
+    "confirmatory": _bool,
 }
 _TABLES = ("thresholds", "baseline_margins", "models", "probes")
 

@@ -202,7 +202,55 @@ def _phase_conditions(gate: str, which: Any, spec: Any, cond: Callable[[str], st
         return ["phase:0"]
     if gate == "fusion":
         return [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
-    raise ConfigError(f"`gate` must be flip, phase, order or fusion; got {gate!r}")
+    if gate == "equivalence":
+        from .session import EQUIVALENCE_BUDGET_FACTOR
+
+        return [f"phase:{s}" for s in range(S)] + [f"budget:left@{EQUIVALENCE_BUDGET_FACTOR * spec.budget}"]
+    raise ConfigError(f"`gate` must be flip, phase, order, fusion or equivalence; got {gate!r}")
+
+
+def fused_or_voted(r: Any, conditions: Sequence[str]) -> np.ndarray:
+    """PhaseFusion answers over ``conditions`` (identity ordering): the argmax of the mean
+    content-space distribution (phase paper); in text mode, where no distribution is given, the
+    mean of one-hot answers (a plurality vote, ties to the lowest content index)."""
+    from .probes.phase import fused, identity_answer
+
+    f = fused(r, conditions)
+    if f is not None:
+        return f
+    votes = np.stack([identity_answer(r, c) for c in conditions], axis=1)
+    out = []
+    for row in votes:
+        vals = row[row >= 0]
+        out.append(int(np.bincount(vals).argmax()) if vals.size else -1)
+    return np.array(out, dtype=int)
+
+
+def equivalence_verdict(ctx: Any, model: str, r: Any, conds: Sequence[str], m: Measurement) -> Verdict:
+    """The phase paper's confirmatory equivalence: PhaseFusion (S × b) accuracy against one pass at
+    4b frames, d_i = correct_fused − correct_single per item, TOST on mean d with ±threshold
+    (default 2.5 points), cluster bootstrap over videos. Certify-type in either mode: it passes
+    only when the whole (1 − 2α) CI lies inside ±threshold."""
+    from .probes.phase import identity_answer
+    from .stats import mean_verdict
+
+    spec = ctx.phase_spec()
+    ok = answered(r, conds)
+    truth = r.correct()
+    fused_ans = fused_or_voted(r, conds[:-1])
+    single = identity_answer(r, conds[-1])
+    d = ((fused_ans == truth).astype(float) - (single == truth).astype(float))[ok]
+    videos = np.array([i.video for i in r.items])[ok]
+    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {conds[-1].split('@')[1]} frames "
+            f"accuracy")
+    extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
+             "fusion_accuracy": float((fused_ans == truth)[ok].mean()) if ok.any() else None,
+             "single_accuracy": float((single == truth)[ok].mean()) if ok.any() else None,
+             "design": "TOST (certify-type)", "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
+    v = mean_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both", mode="certify",
+                     alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
+                     rng=ctx.rng("bootstrap", "equivalence", name, model), extra=extra)
+    return _floored(ctx, v, m)
 
 
 def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[str, Any]:
@@ -236,7 +284,7 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
 
     spec = ctx.phase_spec()
     budget = which[0] if gate == "flip" else None
-    seq = ctx.sequential and not ctx.baseline and gate != "fusion"
+    seq = ctx.sequential and not ctx.baseline and gate not in ("fusion", "equivalence")
     r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
     base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
     S = spec.phases
@@ -265,9 +313,13 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
                 f"phase {conds[0].split(':')[1]} vs {conds[1].split(':')[1]} flip rate ({S}x{spec.budget})")
     elif gate == "order":
         name = f"option-order flip rate ({spec.orderings} orderings)"
+    elif gate == "equivalence":
+        name = "equivalence"
     else:
         name = f"PhaseFusion minus single-pass changed-answer rate under an origin shift ({S}x{spec.budget})"
     m = phase_measurement(r, conds)
+    if gate == "equivalence":
+        return equivalence_verdict(ctx, model, r, conds, m)
     ok = answered(r, conds)
     if base is not None:
         ok_b = answered(base, conds)

@@ -10,6 +10,7 @@ with their Benjamini–Hochberg p-values, and renders the report from that log a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import fcntl
 import hashlib
@@ -86,6 +87,7 @@ def _requests_behind(result: Any) -> int:
     return int(calls.get("made", 0)) + int(calls.get("cache_hits", 0)) + int(calls.get("shared", 0))
 
 
+EQUIVALENCE_BUDGET_FACTOR = 4  # the equivalence gate's single pass sees 4b frames (phase paper)
 PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
 PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
 
@@ -268,7 +270,8 @@ class RunContext:
         """The phase/order probe with exactly the conditions a gate needs (shared requests are cached):
         order: phase 0 in every ordering; phase: every phase in every ordering plus the re-run of
         phase 0; flip: every sampler at a budget; fusion: the S phases, their origin-shifted grids
-        and the union passes, identity ordering only."""
+        and the union passes, identity ordering only; equivalence: the S phases and one left-sampler
+        pass at 4b frames, identity ordering only."""
         spec = self.phase_spec()
         S = spec.phases
         b = budget or spec.budget
@@ -283,8 +286,12 @@ class RunContext:
             conds = [f"sampler:{s}" if b == spec.budget else f"budget:{s}@{b}" for s in spec.samplers]
         elif gate == "fusion":
             ident = [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
+        elif gate == "equivalence":
+            ident = [f"phase:{s}" for s in range(S)] + [f"budget:left@{EQUIVALENCE_BUDGET_FACTOR * b}"]
         else:
-            raise ConfigError(f"`gate` must be order, phase, flip or fusion; got {gate!r}")
+            raise ConfigError(f"`gate` must be order, phase, flip, fusion or equivalence; got {gate!r}")
+        if gate == "equivalence":  # a confirmatory TOST needs far more items than a flip rate
+            spec = dataclasses.replace(spec, items=int(self.probe_settings("phase")["equivalence_items"]))
         n = min(n or spec.items, spec.items)
         key = f"phase|{model}|{spec.key()}|{gate}|{b}|{n}"
         return self.memo(key, lambda: run_phase(self, model, spec, self.manifest(), conditions=conds, identity=ident,

@@ -7,7 +7,9 @@
   any-of-S), reported beside the measured re-run floor;
 * ``order``: the chosen content changes across the ten option orderings;
 * ``fusion``: PhaseFusion changes no more answers than a single pass under an origin
-  shift of half the phase spacing (exact McNemar).
+  shift of half the phase spacing (exact McNemar);
+* ``equivalence`` (also marked ``fusion``): PhaseFusion (S x b) accuracy is within ±2.5
+  points of one pass at 4b frames (TOST clustered by video; passes only when shown).
 """
 
 from __future__ import annotations
@@ -40,3 +42,11 @@ def test_order_flip(posbias_run, posbias_model, posbias_gate):
 @pytest.mark.fusion
 def test_phasefusion_under_origin_shift(posbias_run, posbias_model, posbias_gate):
     _gate(posbias_run, "fusion", posbias_model, None, posbias_gate)
+
+
+@pytest.mark.fusion
+@pytest.mark.equivalence
+def test_phasefusion_accuracy_equivalent_to_one_pass_at_4b(posbias_run, posbias_model, posbias_gate):
+    if not posbias_run.options.get("confirmatory"):
+        pytest.skip("confirmatory TOST (certify-type, ~240 items): opt in with --posbias-confirmatory")
+    _gate(posbias_run, "equivalence", posbias_model, None, posbias_gate)

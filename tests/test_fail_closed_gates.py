@@ -280,3 +280,54 @@ def test_a_few_failed_calls_past_the_floor_fail_and_below_it_pass(tmp_path, smal
     finally:
         clean_ctx.close()
         flaky_ctx.close()
+
+
+# --------------------------------------------------------------------------- PhaseFusion equivalence (TOST)
+
+
+class _Ctx:
+    """The few RunContext members the equivalence gate reads."""
+
+    alpha, mode, n_resamples, floor = 0.05, "detect", 1999, 0.95
+
+    def phase_spec(self):
+        from pytest_posbias.probes.phase import PhaseSpec
+
+        return PhaseSpec(items=240, budget=8, phases=3, orderings=1, samplers=("left",), resolution=64, max_new_tokens=4)
+
+    def threshold(self, gate, model):
+        return 0.025
+
+    def rng(self, *keys):
+        return np.random.default_rng(0)
+
+
+def _phase_result(n_items, fused_wrong, single_wrong):
+    """Text-mode result: the three phase answers vote; ``fused_wrong``/``single_wrong`` items answer 1
+    (the truth is 0) in every phase / in the single pass at 32 frames."""
+    from types import SimpleNamespace
+
+    items = [SimpleNamespace(id=f"q{i}", video=f"v{i // 5}", answer=0) for i in range(n_items)]
+    ph = np.zeros((n_items, 1), dtype=int)
+    ph[list(fused_wrong)] = 1
+    single = np.zeros((n_items, 1), dtype=int)
+    single[list(single_wrong)] = 1
+    answers = {f"phase:{s}": ph.copy() for s in range(3)} | {"budget:left@32": single}
+    return SimpleNamespace(items=items, condition_answers=answers, condition_probs={}, mode="text", planned=n_items,
+                           correct=lambda: np.zeros(n_items, dtype=int))
+
+
+def test_equivalence_is_certified_only_when_shown_in_either_mode():
+    from pytest_posbias.gates import _phase_conditions, equivalence_verdict, phase_measurement
+
+    ctx = _Ctx()
+    conds = _phase_conditions("equivalence", None, ctx.phase_spec(), lambda s: s)
+    assert conds[-1] == "budget:left@32"
+    same = _phase_result(240, fused_wrong=range(0, 240, 10), single_wrong=range(0, 240, 10))
+    v = equivalence_verdict(ctx, "m", same, conds, phase_measurement(same, conds))
+    assert v.passed and v.estimate == 0.0
+    # fusion loses 5 points (12 of 240 items right in one pass only): equivalence not shown, in detect mode too
+    worse = _phase_result(240, fused_wrong=range(0, 240, 20), single_wrong=())
+    v = equivalence_verdict(ctx, "m", worse, conds, phase_measurement(worse, conds))
+    assert not v.passed and v.estimate == pytest.approx(-12 / 240)
+    assert v.extra["fusion_by"] == "plurality vote" and v.n == 48  # clustered by video

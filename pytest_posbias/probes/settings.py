@@ -86,6 +86,7 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
     },
     "phase": {
         "items": _int_ge(2),
+        "equivalence_items": _int_ge(2),
         "budgets": _int_list((4, 8, 16, 32)),
         "phases": _int_ge(2),
         "budget": _int_ge(1),
@@ -111,7 +112,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "placement": "prompt-first", "budget": "base", "orders": "cyclic", "label_base": [0],
     },
     "phase": {
-        "items": 60, "budgets": [8], "phases": 3, "budget": 8, "orderings": 10,
+        "items": 60, "equivalence_items": 240, "budgets": [8], "phases": 3, "budget": 8, "orderings": 10,
         "samplers": list(SAMPLERS), "resolution": 360, "max_new_tokens": 4,
     },
     "stressor": {
