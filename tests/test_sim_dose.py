@@ -251,7 +251,7 @@ def test_positional_doses_reach_the_target_through_the_probe_and_judge(small_set
     got = _check(small_set, tmp_path, f"sim:dose,{dose}", groups=10, configs=configs)[gate]
     base = _check(small_set, tmp_path, "sim:unbiased", gates=[gate], groups=10, configs=configs)[gate]
     half = (got.ci_high - got.ci_low) / 2
-    assert got.target is not None and got.n >= 12
+    assert got.target is not None and got.n >= 10
     assert abs(got.estimate - got.target) <= 1.5 * half + 0.01, (got, base)
     assert abs(base.estimate - got.target) > 2 * half  # the dose made the difference, not the unbiased model
 
@@ -287,7 +287,7 @@ def test_same_request_same_output(small_set):
     store = FrameStore()
     info = store.info(item.path)
     spec = FrameSpec.from_video(item.path, frame_indices(info.frame_count, 8, convention="midpoint"), size=160, info=info)
-    dose = "dose,flip=1,order=0.9,repetition=0.5,stressor=0.4,attack=0.7"
+    dose = "dose,flip=1,order=0.9,repetition=0.5,stressor=0.2,attack=0.7"
     r_mcq = Request(f"sim:{dose}", (VideoPart(spec), TextPart(mcq_prompt(item, [4, 3, 2, 1, 0]))), Decoding(4), want="both",
                     letters=tuple("ABCDE"))
     clean = FrameSpec.from_video(item.path, frame_indices(info.frame_count, 16, convention="videostf"), size=160, info=info)

@@ -291,11 +291,14 @@ class SimBackend:
         P = len(videos)
         keep_slot, confuse = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
+        strata = _rotation_strata(videos)
         chunks = []
         for slot, (label, part) in enumerate(zip(labels, videos, strict=True)):
             if target and int(target.group(1)) != label:
                 continue
             u_keep, u_conf, pick = drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))
+            if strata is not None:
+                u_keep, u_conf = strata(slot, "keep"), strata(slot, "confuse")
             fs = facts(self._view(part))
             if u_conf < confuse:  # the slot describes another slot's video
                 fs = facts(self._view(videos[[k for k in range(P) if k != slot][pick]]))
@@ -488,3 +491,26 @@ def _move(probs: dict[str, float], orig: str, target: str) -> dict[str, float]:
     out[orig] = ORIGINAL_PROB
     out[target] = SHIFTED_PROB
     return out
+
+
+def _rotation_strata(videos: Sequence[VideoPart]) -> Any:
+    """Stratified uniforms for a dose's slot decisions over the cyclic orders of one group.
+
+    The group is the set of its videos (content hashes) and the order's rotation index j is
+    the slot of the video with the smallest hash; slot p of rotation j gets
+    u = frac(V(group, p) + j/P) with V(group, p) uniform from a hash. Over the P rotations a
+    slot's uniforms are then one per stratum [k/P, (k+1)/P), so the number of dropped slots
+    at p in a group is P·(1 − w_p) rounded up or down (expectation exact), not a binomial
+    draw. None (plain per-request draws) when the videos are not P distinct clips."""
+    keys = [p.frames.primary.key() for p in videos]
+    P = len(keys)
+    if P < 2 or len(set(keys)) != P:
+        return None
+    j = keys.index(min(keys))
+    group = "|".join(sorted(keys))
+
+    def u(slot: int, what: str) -> float:
+        h = hashlib.sha256(f"dose-strata|{what}|{group}|{slot}".encode()).digest()
+        return (int.from_bytes(h[:8], "little") / 2.0**64 + j / P) % 1.0
+
+    return u
