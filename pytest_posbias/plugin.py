@@ -186,6 +186,7 @@ class _SessionState:
 
     def __init__(self) -> None:
         self.verdicts: list[tuple[str, Verdict]] = []
+        self.errored: list[dict[str, Any]] = []
         self.calls = {"made": 0, "cache_hits": 0, "failed": 0, "model_seconds": 0.0, "shared": 0, "retries": 0}
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
 
@@ -414,9 +415,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     state = _STATE_HOLDER.get("state") if config is None else config.stash.get(_STASH_STATE, None)
     if state is None:
         return
+    props = getattr(report, "user_properties", [])
+    if report.failed and not any(k == VERDICT_KEY for k, _ in props):
+        # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
+        # the report must not read "ALL PASSED" for the gates that did
+        state.errored.append({"nodeid": report.nodeid, "when": report.when,
+                              "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
     if report.when != "call":  # user properties ride on every phase's report; count them once
         return
-    for key, value in getattr(report, "user_properties", []):
+    for key, value in props:
         if key == VERDICT_KEY:
             state.verdicts.append((report.nodeid, Verdict.from_dict(json.loads(value))))
         elif key == CALLS_KEY:
@@ -536,7 +543,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=_options(config),
                              verdict_rows=rows, calls=state.calls, run_id=config.stash.get(_STASH_RUN_ID, None),
-                             terminal=config.pluginmanager.get_plugin("terminalreporter"))
+                             terminal=config.pluginmanager.get_plugin("terminalreporter"), exitstatus=int(exitstatus),
+                             errored=state.errored)
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:

@@ -469,6 +469,8 @@ def finish_run(
     calls: Mapping[str, Any],
     run_id: str | None,
     terminal: Any = None,
+    exitstatus: int | None = None,
+    errored: Sequence[Mapping[str, Any]] = (),
 ) -> Path | None:
     """Merge the workers' logs into ``run.jsonl`` (+ verdicts) and render the report.
 
@@ -484,6 +486,9 @@ def finish_run(
     header, records = merge_run_logs(run_dir)
     header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     header["calls"] = dict(calls)
+    if exitstatus is not None:
+        header["exitstatus"] = int(exitstatus)  # the report says when a run did not finish (errors, usage, interrupt)
+    header["errored_tests"] = [dict(e) for e in errored]
     path = run_dir / "run.jsonl"
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as fh:

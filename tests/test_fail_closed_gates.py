@@ -331,3 +331,37 @@ def test_equivalence_is_certified_only_when_shown_in_either_mode():
     v = equivalence_verdict(ctx, "m", worse, conds, phase_measurement(worse, conds))
     assert not v.passed and v.estimate == pytest.approx(-12 / 240)
     assert v.extra["fusion_by"] == "plurality vote" and v.n == 48  # clustered by video
+
+
+# --------------------------------------------------------------------------- the report never reads "ALL PASSED" by default
+
+
+def _report_text(tmp_path, header_extra, verdicts=()):
+    import json
+    import re
+
+    from pytest_posbias import SCHEMA_VERSION
+    from pytest_posbias.report.render import render
+
+    log = tmp_path / "run.jsonl"
+    header = {"kind": "header", "schema_version": SCHEMA_VERSION, "run_id": "r", "models": ["openai:x"], "seed": 0,
+              "mode": "detect", "alpha": 0.05, "started": "2026-11-30T00:00:00+00:00", "command": ["pytest"],
+              "calls": {}, "environment": {}, **header_extra}
+    log.write_text("\n".join(json.dumps(r) for r in [header, *verdicts]) + "\n")
+    html = re.sub(r"<style.*?</style>", "", render([log]), flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_a_run_that_decided_nothing_is_not_reported_as_passed(tmp_path):
+    """The run stopped at start (exit 4, endpoint unreachable): 0 gates must not read ALL PASSED."""
+    txt = _report_text(tmp_path, {"exitstatus": 4})
+    assert "ALL PASSED" not in txt
+    assert "RUN DID NOT FINISH (pytest exit 4)" in txt and "NO GATE DECIDED" in txt
+
+
+def test_tests_that_ended_without_a_verdict_are_named(tmp_path):
+    v = _verdict().to_dict() | {"kind": "verdict", "nodeid": "suites/t.py::test_order", "p_bh": 1.0}
+    txt = _report_text(tmp_path, {"exitstatus": 1, "errored_tests": [
+        {"nodeid": "suites/t.py::test_dpb[x]", "when": "call", "message": ["KeyError: 'phase:0'"]}]}, [v])
+    assert "ALL PASSED" not in txt
+    assert "1 TESTS ENDED WITHOUT A VERDICT" in txt and "test_dpb[x]" in txt and "KeyError" in txt

@@ -337,6 +337,8 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None) -> st
         rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         verdicts=verdicts,
         n_fail=sum(not v["passed"] for v in verdicts),
+        unfinished=[int(x) for run in runs if (x := run.header.get("exitstatus")) not in (None, 0, 1)],
+        errored=[e for run in runs for e in (run.header.get("errored_tests") or [])],
         positional=_positional(runs),
         phase=_phase(runs),
         stressor=_stressor(runs),
