@@ -299,3 +299,20 @@ def test_same_request_same_output(small_set):
     assert [(g.text, g.finish_reason, g.letter_logprobs) for g in a] == [(g.text, g.finish_reason, g.letter_logprobs) for g in b]
     u = SimBackend("unbiased", store).generate([r_mcq])
     assert u[0].letter_logprobs != a[0].letter_logprobs  # flip=1: the midpoint grid moves every item's answer
+
+
+def test_posbias_sim_check_prints_target_achieved_and_interval(small_set, tmp_path):
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-m", "pytest_posbias.cli", "sim", "check"]
+    proc = subprocess.run([*run, "sim:dose,order=0.5", "--items", "20", "--data", str(small_set), "--cache",
+                           str(tmp_path / "c")], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("order"))
+    target, achieved = (float(v) for v in line.split()[1:3])
+    assert target == 0.5 and 0.2 <= achieved <= 0.8 and "20  items" in line
+    bad = subprocess.run([*run, "sim:dose,bogus=1"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert bad.returncode == 2 and "unknown gate 'bogus'" in bad.stderr
+    none = subprocess.run([*run, "sim:unbiased"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert none.returncode == 2 and "name the gates to measure" in none.stderr
