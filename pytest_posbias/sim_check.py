@@ -197,6 +197,13 @@ def measure(model: str, *, gates: Sequence[str] | None = None, groups: int = 12,
     if print_fn is not None:
         for line in format_rows(model, out):
             print_fn(line)
+        if targets:
+            from .models.sim_dose import describe
+
+            params = describe(parse_dose(resolved.target))
+            params.pop("targets", None)
+            if params:
+                print_fn("behaviour: " + ", ".join(f"{k} {v:.4g}" for k, v in params.items()))
     return out
 
 

@@ -24,6 +24,10 @@ coverage on that configuration (``MU``, measured):
   among such confused slots (``CONTAMINATION``, measured); this also lowers that slot's own
   coverage (a confused slot covers little of its own reference).
 
+The keep and confusion decisions of a slot are stratified over the cyclic orders of its group
+(``sim._rotation_strata``): over the P orders a slot is dropped P·(1 − w_p) times rounded up
+or down, not a binomial number of times, so a finite set shows the target closely.
+
 Multiple-choice gates. A share of the items, chosen by a low-discrepancy sequence over the
 item (so the share on the set is the target, not a random draw), answers differently by
 condition. The answer is moved in content space (the options' texts sorted) by a shift:
