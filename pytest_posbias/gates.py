@@ -65,13 +65,25 @@ def _group_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
     return np.array([values[clusters == g].mean() for g in order], dtype=float)
 
 
+def _informative(gate: str, r: PositionalResult) -> np.ndarray:
+    """Which measured instances a gate can use. DPB and MEG compare slots, so an instance with zero
+    coverage in every slot carries no positional information (DPB = 0/(0 + ε), MEG = 0 by
+    construction): it is a lost unit for them (``no slot covered``), not a compliant 0. Coverage and
+    contamination use every measured instance."""
+    if gate in ("dpb", "meg") and r.coverage.size:
+        return np.asarray(r.coverage.sum(axis=1) > 0, dtype=bool)
+    return np.ones(r.coverage.shape[0], dtype=bool)
+
+
 def _positional_values(gate: str, r: PositionalResult) -> np.ndarray:
-    if r.coverage.shape[0] == 0:
+    """Per informative instance (see :func:`_informative`): the gate's value."""
+    keep = _informative(gate, r)
+    if not keep.any():
         return np.zeros(0)
     if gate == "dpb":
-        return dpb_per_instance(r.coverage)
+        return dpb_per_instance(r.coverage[keep])
     if gate == "meg":
-        return meg_per_instance(r.coverage)
+        return meg_per_instance(r.coverage[keep])
     if gate == "coverage":
         return np.asarray(r.coverage.mean(axis=1), dtype=float)
     if gate == "contamination":
@@ -90,10 +102,13 @@ def _news_style(ctx: Any, spec: PositionalSpec) -> bool:
     return bool(vids) and all(m.videos[v].reference_style == "news" for v in vids if v in m.videos)
 
 
-def positional_measurement(r: PositionalResult) -> Measurement:
+def positional_measurement(r: PositionalResult, gate: str = "coverage") -> Measurement:
     """Instances (group × order) planned, measured (scored) and lost, by cause."""
-    measured = int(r.coverage.shape[0])
+    keep = _informative(gate, r)
+    measured = int(keep.sum())
     lost = {k: int(v) for k, v in r.lost.items() if v}
+    if (~keep).any():
+        lost["no_slot_covered"] = int((~keep).sum())
     examples = [f"group {i['group']} order {i['order']}: {i.get('lost', 'lost')}" for i in r.instances if not i["valid"]]
     return Measurement("instances (group x order)", max(r.planned, measured), measured, lost, examples=examples[:5])
 
@@ -122,26 +137,32 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
             mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est, extra={**describe(r), "gate": gate, "model": model},
             why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
                 "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
-        return _floored(ctx, v, positional_measurement(r))
+        return _floored(ctx, v, positional_measurement(r, gate))
     if ctx.sequential and not ctx.baseline:
         def at(n: int) -> np.ndarray:
             rr = ctx.positional(model, spec, n)
-            return _group_means(_positional_values(gate, rr), rr.clusters) if rr.coverage.size else np.zeros(0)
+            return (_group_means(_positional_values(gate, rr), rr.clusters[_informative(gate, rr)]) if rr.coverage.size
+                    else np.zeros(0))
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
                                extra={})
         final = ctx.positional(model, spec, v.extra["looks"][-1])
-        return _floored(ctx, _with_extra(v, describe(final)), positional_measurement(final))
+        return _floored(ctx, _with_extra(v, describe(final)), positional_measurement(final, gate))
     r = ctx.positional(model, spec)
     extra = describe(r)
-    m = positional_measurement(r)
+    m = positional_measurement(r, gate)
     values = _positional_values(gate, r)
     if ctx.baseline:
         b = ctx.positional(ctx.baseline, spec)
-        both = combine(m, positional_measurement(b), prefix_b="baseline")
+        both = combine(m, positional_measurement(b, gate), prefix_b="baseline")
         key = lambda inst: (inst["group"], tuple(inst["order"]))  # noqa: E731
-        cand_rows = {key(i): k for k, i in enumerate(x for x in r.instances if x["valid"])}
-        base_rows = {key(i): k for k, i in enumerate(x for x in b.instances if x["valid"])}
+
+        def rows(res: PositionalResult) -> dict[Any, int]:
+            valid = [x for x in res.instances if x["valid"]]
+            used = [x for x, k in zip(valid, _informative(gate, res), strict=True) if k]
+            return {key(i): k for k, i in enumerate(used)}
+
+        cand_rows, base_rows = rows(r), rows(b)
         common = sorted(cand_rows.keys() & base_rows.keys())
         if len({c[0] for c in common}) < 2:
             v = inconclusive_verdict(name=f"{name} vs baseline", threshold=ctx.pcfg.margins()[gate], sides="upper",
@@ -154,7 +175,8 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
         clusters = np.array([c[0] for c in common])
         v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=_WORSE[gate], extra=extra)
         return _floored(ctx, v, both)
-    return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters, name=name, unit="groups", extra=extra), m)
+    return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
+                                       extra=extra), m)
 
 
 # --------------------------------------------------------------------------- phase / order

@@ -365,3 +365,46 @@ def test_tests_that_ended_without_a_verdict_are_named(tmp_path):
         {"nodeid": "suites/t.py::test_dpb[x]", "when": "call", "message": ["KeyError: 'phase:0'"]}]}, [v])
     assert "ALL PASSED" not in txt
     assert "1 TESTS ENDED WITHOUT A VERDICT" in txt and "test_dpb[x]" in txt and "KeyError" in txt
+
+
+class _Garbage(_Flaky):
+    """Answers every request with ``text`` (an empty answer, or words that match no reference)."""
+
+    def __init__(self, inner, text):
+        super().__init__(inner, 0.0)
+        self.text = text
+
+    def identity(self):
+        return {**self.inner.identity(), "garbage": self.text}
+
+    def generate(self, reqs):
+        from pytest_posbias.engine import Generation
+
+        return [Generation(self.text, len(self.text.split()), "stop") for _ in reqs]
+
+
+@pytest.mark.parametrize("text", ["", "Lorem ipsum dolor sit amet. Consectetur adipiscing elit."])
+def test_a_model_writing_garbage_does_not_pass_meg_or_dpb(tmp_path, small_set, text):
+    """Issue 15: every multi-video output empty or unalignable gave 6 x MEG PASS (MEG = 0, CI ±5e-12)."""
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.gates import positional_verdict
+    from pytest_posbias.session import RunContext
+    from pytest_posbias.suite_support import positional_spec
+
+    ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "c"), "data": str(small_set),
+                             "sequential": True, "judge": "auto"},
+                            PosbiasConfig(probes={"positional": {"groups": 8, "scales": [4]}}), rootdir=tmp_path,
+                            worker="t", run_id="garbage")
+    ctx._backends["sim:unbiased"] = _Garbage(ctx.backend("sim:unbiased"), text)
+    try:
+        spec = positional_spec(ctx.probe_settings("positional"), "cooking", "short", 4)
+        for gate in ("meg", "dpb"):
+            v = positional_verdict(ctx, gate, "sim:unbiased", spec)
+            assert not v.passed, v.reason
+            assert "no measurement" in v.reason
+            lost = v.extra["measurement"]["lost"]
+            assert lost.get("unalignable", 0) + lost.get("no_slot_covered", 0) == v.extra["measurement"]["planned"]
+        cov = positional_verdict(ctx, "coverage", "sim:unbiased", spec)
+        assert not cov.passed  # empty answers are lost; garbage answers are measured at zero coverage
+    finally:
+        ctx.close()

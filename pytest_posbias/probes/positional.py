@@ -20,6 +20,7 @@ gates' measurement floor (:mod:`~pytest_posbias.measurement`).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -309,8 +310,11 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
 
 def _log(ctx: Any, r: PositionalResult, gens: Sequence[Generation]) -> None:
     """Observations for the report: one per instance plus a summary; thumbnails for the worst."""
-    worst = sorted(range(len(r.instances)), key=lambda i: np.nanmean(
-        [s["coverage"] if s["coverage"] is not None else np.nan for s in r.instances[i]["slots"]] or [0]))[:2]
+    def mean_coverage(i: int) -> float:
+        vals = [s["coverage"] for s in r.instances[i]["slots"] if s["coverage"] is not None]
+        return float(np.mean(vals)) if vals else math.inf  # lost instances are not "worst" examples
+
+    worst = sorted(range(len(r.instances)), key=mean_coverage)[:2]
     for i, inst in enumerate(r.instances):
         rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
                "P": r.spec.P, "variant": r.spec.variant(), **inst}
