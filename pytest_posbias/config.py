@@ -140,6 +140,15 @@ def _floor(key: str, v: Any) -> float:
     return float(v)
 
 
+PAIRED_TESTS: tuple[str, ...] = ("bootstrap", "permutation")
+
+
+def _paired_test(key: str, v: Any) -> str:
+    if v not in PAIRED_TESTS:
+        raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(PAIRED_TESTS)}; got {v!r}")
+    return str(v)
+
+
 def _bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise ConfigError(f"[tool.posbias] `{key}` must be true or false; got {v!r}")
@@ -165,6 +174,7 @@ _SCALARS: dict[str, Any] = {
     "sequential": _bool,
     "measurement_floor": _floor,
     "confirmatory": _bool,
+    "paired_test": _paired_test,
 }
 _TABLES = ("thresholds", "baseline_margins", "models", "probes")
 

@@ -269,9 +269,16 @@ def equivalence_verdict(ctx: Any, model: str, r: Any, conds: Sequence[str], m: M
              "fusion_accuracy": float((fused_ans == truth)[ok].mean()) if ok.any() else None,
              "single_accuracy": float((single == truth)[ok].mean()) if ok.any() else None,
              "design": "TOST (certify-type)", "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
-    v = mean_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both", mode="certify",
-                     alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
-                     rng=ctx.rng("bootstrap", "equivalence", name, model), extra=extra)
+    if getattr(ctx, "paired_test", "bootstrap") == "permutation":
+        from .paired import paired_permutation_verdict
+
+        v = paired_permutation_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both",
+                                       mode="certify", alpha=ctx.alpha, unit="videos", seed=getattr(ctx, "seed", 0),
+                                       extra=extra)
+    else:
+        v = mean_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both",
+                         mode="certify", alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
+                         rng=ctx.rng("bootstrap", "equivalence", name, model), extra=extra)
     return _floored(ctx, v, m)
 
 

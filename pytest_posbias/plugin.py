@@ -171,6 +171,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--posbias-floor", type=_floor_type, default=None, metavar="SHARE",
                     help="measurement floor: a gate passes in neither mode when it measured less than this share of its "
                          "planned units, or when more than 1 - SHARE of its model calls failed (default 0.95)")
+    group.addoption("--posbias-paired-test", choices=("bootstrap", "permutation"), default=None,
+                    help="paired mean differences (baseline comparisons of means, the equivalence TOST): cluster "
+                         "bootstrap (default) or a sign-flip permutation test with 20,000 seeded flips")
     group.addoption("--posbias-confirmatory", action="store_true", default=False,
                     help="also run the confirmatory certify-type gates (the PhaseFusion equivalence TOST), "
                          "which need several hundred items and pass only when equivalence is shown")
@@ -322,6 +325,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "n_resamples": pcfg.get("n_resamples", 9999),
         "measurement_floor": config.getoption("--posbias-floor") or pcfg.get("measurement_floor", 0.95),
         "confirmatory": bool(config.getoption("--posbias-confirmatory") or pcfg.get("confirmatory", False)),
+        "paired_test": config.getoption("--posbias-paired-test") or pcfg.get("paired_test", "bootstrap"),
     }
 
 

@@ -110,6 +110,9 @@ class RunContext:
         self.n_resamples = int(self.options.get("n_resamples", 9999))
         self.sequential = bool(self.options.get("sequential", True))
         self.floor = check_floor(self.options.get("measurement_floor", DEFAULT_FLOOR))
+        self.paired_test = str(self.options.get("paired_test") or "bootstrap")
+        if self.paired_test not in ("bootstrap", "permutation"):
+            raise ConfigError(f"`paired_test` must be bootstrap or permutation; got {self.paired_test!r}")
         cache_dir = Path(self.options.get("cache", ".posbias"))
         self.cache_dir = cache_dir if cache_dir.is_absolute() else rootdir / cache_dir
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -335,7 +338,8 @@ class RunContext:
         * ``worse='binary'`` (flip, phase, order, fusion, repetition): exact McNemar on the
           discordant units (:func:`~.stats.paired_change_verdict`), Δ = rate cand − rate base;
         * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative),
-          cluster bootstrap of mean d.
+          cluster bootstrap of mean d, or the sign-flip permutation test with ``paired_test =
+          "permutation"`` (:func:`~.paired.paired_permutation_verdict`).
         """
         from .paired import paired_abs_mean_verdict
         from .stats import paired_change_verdict
@@ -358,6 +362,11 @@ class RunContext:
             d = b - c
         else:
             raise ConfigError(f"`worse` must be abs, binary, higher or lower; got {worse!r}")
+        if self.paired_test == "permutation":
+            from .paired import paired_permutation_verdict
+
+            return paired_permutation_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper",
+                                              mode=self.mode, alpha=self.alpha, unit=unit, seed=self.seed, extra=ex)
         return mean_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper", mode=self.mode,
                             alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
                             rng=self.rng("baseline", gate, name, model), extra=ex)

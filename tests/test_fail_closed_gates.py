@@ -408,3 +408,30 @@ def test_a_model_writing_garbage_does_not_pass_meg_or_dpb(tmp_path, small_set, t
         assert not cov.passed  # empty answers are lost; garbage answers are measured at zero coverage
     finally:
         ctx.close()
+
+
+# --------------------------------------------------------------------------- paired sign-flip permutation test
+
+
+def test_sign_flip_p_is_exact_on_a_hand_worked_case():
+    """Four clusters, d = (1, 2, 3, −1): of the 2^4 sign patterns of (1, 2, 3, 1), the sums >= 5
+    are (1,2,3,±1) → 7, 5 and (−1,2,3,1) → 5: 3 of 16, so p = 3/16 for 'greater' at δ0 = 0."""
+    from pytest_posbias.paired import sign_flip_p
+
+    assert sign_flip_p([1.0, 2.0, 3.0, -1.0], [0, 1, 2, 3], 0.0, alternative="greater") == pytest.approx(3 / 16)
+
+
+def test_permutation_verdict_agrees_with_its_inverted_interval():
+    from pytest_posbias.paired import paired_permutation_verdict
+
+    rng = np.random.default_rng(4)
+    d = rng.normal(0.08, 0.1, 120)
+    g = np.repeat(np.arange(30), 4)
+    v = paired_permutation_verdict(d, g, name="Δ coverage", threshold=0.02, sides="upper", n_resamples=2000)
+    assert not v.passed and v.ci_low > 0.02 and v.p_value < 0.05  # a clear violation, CI and p agree
+    ok = paired_permutation_verdict(d - 0.08, g, name="Δ coverage", threshold=0.02, sides="upper", n_resamples=2000)
+    assert ok.passed and ok.ci_low <= 0.02
+    # the interval brackets the estimate and is close to the t interval on cluster means (symmetric data)
+    means = d.reshape(30, 4).mean(axis=1)
+    t_lo = means.mean() - st.t.ppf(0.95, 29) * means.std(ddof=1) / math.sqrt(30)
+    assert v.ci_low < v.estimate < v.ci_high and v.ci_low == pytest.approx(t_lo, abs=0.01)
