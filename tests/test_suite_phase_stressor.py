@@ -69,9 +69,14 @@ def test_phase_on_unbiased_reports_brief_event_flips_and_the_rerun_floor(pyteste
         assert v["extra"]["other_flips"] == 0
         assert v["extra"]["rerun_floor"] == 0.0 and v["extra"]["deterministic_backend"] is True
     assert sum(v["extra"]["brief_event_flips"] for v in phase) > 0
-    assert res.ret == (0 if all(v["passed"] for v in data["verdicts"]) else 1)
+    assert res.ret == 0  # sim:unbiased passes every phase and fusion gate (the equivalence TOST is opt-in: skipped)
+    assert all(v["passed"] for v in data["verdicts"])
     fusion = next(v for v in data["verdicts"] if v["extra"].get("gate") == "fusion")
-    assert {"single_changed", "union_changed", "fusion_changed", "n10", "n01"} <= set(fusion["extra"])
+    # the sim is phase-sensitive on brief events: a single pass changes answers under the origin shift,
+    # PhaseFusion (mean of the three grids' distributions) changes fewer
+    e = fusion["extra"]
+    assert e["single_changed"] > 0 and e["fusion_changed"] < e["single_changed"]
+    assert e["n01"] > e["n10"]  # discordant items: changed by the single pass only outnumber fusion only
 
 
 def test_repetition_and_stressor_fail_on_looping_and_pass_on_unbiased(pytester, small_set):
