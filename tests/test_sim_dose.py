@@ -216,6 +216,7 @@ def ctx_factory(tmp_path_factory, small_set):
 ZERO = "sim:dose," + ",".join(f"{g}=0" for g in SD.DOSE_GATES if g != "coverage")
 
 
+@pytest.mark.slow  # through the real probes (about a minute each on two cores)
 def test_dose_zero_writes_exactly_what_unbiased_writes(ctx_factory):
     from pytest_posbias.probes.positional import PositionalSpec
 
@@ -241,6 +242,7 @@ def _check(small_set, tmp_path, model, **kw):
     return {a.gate: a for a in measure(model, data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path, **kw)}
 
 
+@pytest.mark.slow  # through the real probes (about a minute each on two cores)
 @pytest.mark.parametrize(("dose", "gate", "configs"), [
     ("meg=-0.2", "meg", ["domestic-short-P4"]),
     ("dpb=-0.25", "dpb", ["leisure-short"]),
@@ -256,6 +258,7 @@ def test_positional_doses_reach_the_target_through_the_probe_and_judge(small_set
     assert abs(base.estimate - got.target) > 2 * half  # the dose made the difference, not the unbiased model
 
 
+@pytest.mark.slow  # through the real probes (about a minute each on two cores)
 @pytest.mark.parametrize("dose", ["flip=0.5,order=0.3", "phase=0.4"])
 def test_answer_stability_doses_reach_the_target_through_the_phase_probe(small_set, tmp_path, dose):
     got = _check(small_set, tmp_path, f"sim:dose,{dose}", items=120)
@@ -266,6 +269,7 @@ def test_answer_stability_doses_reach_the_target_through_the_phase_probe(small_s
             assert all(abs(v - a.estimate) <= 0.12 for v in a.parts.values()), a.parts
 
 
+@pytest.mark.slow  # through the real probes (about a minute each on two cores)
 def test_description_doses_reach_their_targets_through_the_stressor_probe(small_set, tmp_path):
     got = _check(small_set, tmp_path, "sim:dose,repetition=0.25,stressor=0.3,attack=0.6", videos=24)
     rep, amp, att = got["repetition"], got["stressor"], got["attack"]
@@ -301,6 +305,7 @@ def test_same_request_same_output(small_set):
     assert u[0].letter_logprobs != a[0].letter_logprobs  # flip=1: the midpoint grid moves every item's answer
 
 
+@pytest.mark.slow  # through the real probes (about a minute each on two cores)
 def test_posbias_sim_check_prints_target_achieved_and_interval(small_set, tmp_path):
     import subprocess
     import sys
