@@ -74,16 +74,20 @@ def test_the_revision_carries_the_dose_so_the_cache_never_mixes_doses():
 
 
 def test_expected_dpb_matches_a_direct_enumeration_and_the_p2_closed_form():
-    # P = 2: E[DPB] = w2(1 − w1) − w1(1 − w2) = w2 − w1
-    assert SD.expected_dpb([0.7, 0.9]) == pytest.approx(0.2)
-    # P = 4 against a Monte Carlo draw of the Bernoulli slots
-    w = [0.5, 0.7, 0.8, 1.0]
-    rng = np.random.default_rng(1)
-    B = rng.random((200_000, 4)) < np.array(w)
-    alpha = np.array([-1, -1 / 3, 1 / 3, 1])
-    k = B.sum(axis=1)
-    mc = np.where(k > 0, (B * alpha).sum(axis=1) / np.maximum(k, 1), 0.0).mean()
-    assert SD.expected_dpb(w) == pytest.approx(mc, abs=0.003)
+    # P = 2: E[DPB] = w2(1 − w1) − w1(1 − w2) + (1 − w1)(1 − w2)·(+1: slot 2, the larger w, is rescued)
+    assert SD.expected_dpb([0.7, 0.9]) == pytest.approx(0.2 + 0.03)
+    assert SD.kept_share([0.7, 0.9]) == pytest.approx([0.7, 0.93])
+    # P = 4 against a Monte Carlo draw of the Bernoulli slots with the rescue of the largest-w slots
+    for w in ([0.5, 0.7, 0.8, 1.0], [0.3, 0.3, 0.6, 0.6]):
+        rng = np.random.default_rng(1)
+        B = rng.random((200_000, 4)) < np.array(w)
+        none = ~B.any(axis=1)
+        best = np.flatnonzero(np.array(w) == max(w))
+        B[np.flatnonzero(none), rng.choice(best, size=int(none.sum()))] = True
+        alpha = np.array([-1, -1 / 3, 1 / 3, 1])
+        mc = ((B * alpha).sum(axis=1) / B.sum(axis=1)).mean()
+        assert SD.expected_dpb(w) == pytest.approx(mc, abs=0.004)
+        assert SD.kept_share(w) == pytest.approx(B.mean(axis=0), abs=0.004)
 
 
 @pytest.mark.parametrize("target", [-0.3, -0.05, 0.08, 0.15, 0.5])
@@ -103,9 +107,14 @@ def test_meg_and_coverage_keep_probabilities():
     assert SD.slot_keep(SD.parse_dose("dose,meg=-0.2"), 4, mu) == pytest.approx([1, 0.75, 0.75, 1])
     assert SD.slot_keep(SD.parse_dose("dose,meg=0.2"), 4, mu) == pytest.approx([0.75, 1, 1, 0.75])
     assert SD.slot_keep(SD.parse_dose("dose,meg=-0.2"), 2, mu) == [1.0, 1.0]  # MEG is P = 4 only
+    # coverage alone: no rescue, w = c/μ
+    assert not SD.uses_rescue(SD.parse_dose("dose,coverage=0.4"))
     assert SD.slot_keep(SD.parse_dose("dose,coverage=0.4"), 2, mu) == pytest.approx([0.5, 0.5])
-    # coverage 0.4 and MEG −0.1: middle 0.35, edges 0.45 → w = 0.35/0.8, 0.45/0.8
-    assert SD.slot_keep(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 4, mu) == pytest.approx([0.5625, 0.4375, 0.4375, 0.5625])
+    assert SD.slot_keep(SD.parse_dose("dose,coverage=0.3"), 4, mu) == pytest.approx([0.375] * 4)
+    # coverage 0.4 and MEG −0.1: middle 0.35, edges 0.45 → kept shares (rescue included) 0.35/0.8, 0.45/0.8
+    assert SD.uses_rescue(SD.parse_dose("dose,coverage=0.4,meg=-0.1"))
+    w = SD.slot_keep(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 4, mu)
+    assert SD.kept_share(w) == pytest.approx([0.5625, 0.4375, 0.4375, 0.5625])
 
 
 @pytest.mark.parametrize("dose", ["dose,stressor=0.25,attack=0.5", "dose,stressor=0.1,attack=0.9,repetition=0.2",

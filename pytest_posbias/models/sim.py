@@ -64,11 +64,13 @@ from .sim_dose import (
     is_dose,
     mu_for,
     parse_dose,
+    rescued,
     slot_keep,
     stressor_params,
     temporally_irregular,
     unit_index,
     unit_uniform,
+    uses_rescue,
 )
 from .sim_vision import FrameView, VideoView, summarize, view_frame
 
@@ -292,13 +294,17 @@ class SimBackend:
         keep_slot, confuse = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
         strata = _rotation_strata(videos)
+        draws = [(drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))) for _ in range(P)]
+        if strata is not None:
+            draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
+        dropped = [d[0] >= keep_slot[k] for k, d in enumerate(draws)]
+        if P and all(dropped) and self.dose is not None and uses_rescue(self.dose):  # else a lost DPB/MEG unit
+            dropped[max(rescued(keep_slot), key=lambda k: draws[k][0])] = False
         chunks = []
         for slot, (label, part) in enumerate(zip(labels, videos, strict=True)):
             if target and int(target.group(1)) != label:
                 continue
-            u_keep, u_conf, pick = drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))
-            if strata is not None:
-                u_keep, u_conf = strata(slot, "keep"), strata(slot, "confuse")
+            _u_keep, u_conf, pick = draws[slot]
             fs = facts(self._view(part))
             if u_conf < confuse:  # the slot describes another slot's video
                 fs = facts(self._view(videos[[k for k in range(P) if k != slot][pick]]))
@@ -307,7 +313,7 @@ class SimBackend:
             sents = [(f.news_text if news else f.text) for f in kept][:n_sent]
             if not sents:
                 sents = ["The video shows a simple scene."]
-            if u_keep >= keep_slot[slot]:  # the slot's detail is dropped entirely: a placeholder
+            if dropped[slot]:  # the slot's detail is dropped entirely: a placeholder
                 sents = ["..."]
             chunks.append(f"[video{label}] " + " ".join(sents))
         return " ".join(chunks)

@@ -10,7 +10,11 @@ Gates not named behave as ``sim:unbiased`` (``sim:dose,meg=0`` writes exactly wh
 Positional gates (per slot p = 1..P of a multi-video answer). The slot keeps its whole
 summary with probability w_p and otherwise writes a placeholder (``...``, scored zero
 coverage by the alignment), so E[C_p] = μ·w_p exactly, μ = the unbiased model's mean slot
-coverage on that configuration (``MU``, measured):
+coverage on that configuration (``MU``, measured). With a ``dpb`` or ``meg`` target, an answer
+that would drop every slot keeps one of the slots of largest w_p (an answer with no slot
+covered is a lost unit for DPB and MEG); the w_p below are then the kept shares
+E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities are solved
+(:func:`kept_share`, :func:`uses_rescue`):
 
 * ``meg`` m (P = 4): m < 0: w_2 = w_3 = 1 + m/μ; m > 0: w_1 = w_4 = 1 − m/μ; so
   E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m;
@@ -61,6 +65,7 @@ sequence over the synthetic set's videos, a hash elsewhere):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -187,19 +192,55 @@ def alphas(P: int) -> list[float]:
     return [(2 * p - P - 1) / (P - 1) for p in range(1, P + 1)] if P > 1 else [0.0]
 
 
+def rescued(w: Sequence[float]) -> list[int]:
+    """The slots one of which keeps its summary when every slot would drop it (an answer with no
+    slot covered is a lost unit for DPB/MEG): those of the largest w_p, one of them uniformly."""
+    best = max(w)
+    return [p for p, x in enumerate(w) if x == best]
+
+
+def uses_rescue(dose: Dose) -> bool:
+    """Whether an all-dropped answer keeps one slot: when the dose names ``dpb`` or ``meg``, whose
+    gates count an answer with no slot covered as a lost unit. A ``coverage`` or ``contamination``
+    dose alone does not rescue (its target holds exactly; its DPB/MEG gates then see
+    ∏(1 − w_p) of the answers as lost units, a fail-closed outcome of very low coverage)."""
+    return dose.get("dpb") is not None or dose.get("meg") is not None
+
+
+def kept_share(w: Sequence[float]) -> list[float]:
+    """E[B_p] with the rescue: w_p + ∏_q (1 − w_q) / |rescued| for the rescued slots."""
+    none = math.prod(1.0 - x for x in w)
+    res = rescued(w)
+    return [x + (none / len(res) if p in res else 0.0) for p, x in enumerate(w)]
+
+
 def expected_dpb(w: Sequence[float]) -> float:
-    """E[Σ α_p B_p / Σ B_p] over independent B_p ~ Bernoulli(w_p) (0 when no slot is kept):
-    the DPB of slots that keep their summary with probability w_p and equal coverage."""
+    """E[Σ α_p B_p / Σ B_p] over independent B_p ~ Bernoulli(w_p), an all-dropped draw replaced
+    by one rescued slot (:func:`rescued`): the DPB of slots that keep their summary with
+    probability w_p and equal coverage."""
     P = len(w)
     a = alphas(P)
     total = 0.0
     for bits in product((0, 1), repeat=P):
         k = sum(bits)
-        if k == 0:
-            continue
         prob = math.prod(wp if b else 1.0 - wp for wp, b in zip(w, bits, strict=True))
+        if k == 0:
+            res = rescued(w)
+            total += prob * sum(a[p] for p in res) / len(res)
+            continue
         total += prob * sum(ap for ap, b in zip(a, bits, strict=True) if b) / k
     return total
+
+
+def _solve_rescue(target: Sequence[float]) -> list[float]:
+    """w with :func:`kept_share` (w) = target (fixed-point iteration; target in [0, 1])."""
+    w = [min(1.0, max(0.0, t)) for t in target]
+    for _ in range(20_000):
+        share = kept_share(w)
+        if max(abs(t - sh) for t, sh in zip(target, share, strict=True)) < 1e-9:
+            break
+        w = [min(1.0, max(0.0, x + t - sh)) for x, t, sh in zip(w, target, share, strict=True)]
+    return w
 
 
 def _slope(P: int, gamma: float) -> list[float]:
@@ -215,6 +256,11 @@ def mu_for(domain: str | None, bucket: str | None, P: int) -> float:
 
 def slot_keep(dose: Dose, P: int, mu: float) -> list[float]:
     """Keep-probabilities w_1..w_P of the slots (formulas in the module docstring)."""
+    return list(_slot_keep(dose, P, mu))
+
+
+@functools.lru_cache(maxsize=256)
+def _slot_keep(dose: Dose, P: int, mu: float) -> tuple[float, ...]:
     w = [1.0] * P
     meg, cov = dose.get("meg"), dose.get("coverage")
     if P == 4 and meg is not None:
@@ -228,6 +274,8 @@ def slot_keep(dose: Dose, P: int, mu: float) -> list[float]:
     elif cov is not None:
         w = [cov / mu] * P
     w = [min(1.0, max(0.0, x)) for x in w]
+    if uses_rescue(dose):
+        w = _solve_rescue(w)
     d = dose.get("dpb")
     if d is not None and P > 1 and d != 0.0:
         base = list(w)
@@ -243,7 +291,7 @@ def slot_keep(dose: Dose, P: int, mu: float) -> list[float]:
             else:
                 lo, hi = (lo, mid_g) if d > 0 else (mid_g, hi)
         w = [b * s for b, s in zip(base, _slope(P, (lo + hi) / 2), strict=True)]
-    return w
+    return tuple(w)
 
 
 def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -> float:
