@@ -5,7 +5,11 @@ residuals per group, null flip/repetition/attack rates), then simulates each gat
 times. ``--quick`` uses fewer repetitions (minutes here); the README's table comes from the
 full run: ``python benchmarks/calibration.py --reps 1000``.
 
-Run: python benchmarks/calibration.py [--quick] [--reps N] [--json OUT]
+``--end-to-end`` instead runs the real gates (the suites' code path) against the dose models
+``sim:dose,GATE=VALUE`` at 0, t and 3t over R run seeds (pytest_posbias.calibration_e2e);
+with ``--quick``: 2 seeds at smaller probe sizes (under 15 minutes on two cores).
+
+Run: python benchmarks/calibration.py [--end-to-end] [--quick] [--reps N] [--json OUT]
 """
 
 from __future__ import annotations
@@ -30,10 +34,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write the numbers as JSON")
-    ap.add_argument("--gates", default=",".join(GATES), help="comma-separated gates (default: all)")
+    ap.add_argument("--gates", default=None, help="comma-separated gates (default: all)")
+    ap.add_argument("--end-to-end", action="store_true", help="the real gates against sim:dose models at 0, t and 3t")
     args = ap.parse_args(argv)
+    if args.end_to_end:
+        from pytest_posbias.calibration_e2e import (
+            DEFAULT_REPS,
+            E2E_GATES,
+            QUICK_REPS,
+            cells_to_json,
+            run_end_to_end,
+        )
+
+        cells = run_end_to_end(reps=args.reps or (QUICK_REPS if args.quick else DEFAULT_REPS), quick=args.quick,
+                               alpha=args.alpha, seed=args.seed,
+                               gates=args.gates.split(",") if args.gates else list(E2E_GATES),
+                               cache=str(ROOT / ".posbias"), rootdir=ROOT)
+        if args.json:
+            Path(args.json).write_text(json.dumps(cells_to_json(cells), indent=2, default=float))
+        return 0
     reps = args.reps or (200 if args.quick else 1000)
-    rows = run_calibration(reps=reps, alpha=args.alpha, seed=args.seed, gates=args.gates.split(","),
+    rows = run_calibration(reps=reps, alpha=args.alpha, seed=args.seed, gates=args.gates.split(",") if args.gates else GATES,
                            cache=str(ROOT / ".posbias"), rootdir=ROOT)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2, default=float))

@@ -85,6 +85,9 @@ def register_all(sub: Any, register: Register) -> None:
     p.add_argument("--data", default=None, help="manifest to measure sim:unbiased on (default: the synthetic set)")
     p.add_argument("--cache", default=".posbias", help="generation cache directory (default .posbias)")
     p.add_argument("--json", default=None, help="also write the numbers as JSON")
+    p.add_argument("--end-to-end", action="store_true",
+                   help="run the real gates against sim:dose models at 0, t and 3t over --reps run seeds "
+                        "(default 20; --quick: 2 seeds at smaller probe sizes)")
 
     p = register(sub, "fixtures", _fixtures, "build the synthetic video set (clips, scene specs, manifest)")
     p.add_argument("action", choices=["build"], help="what to do")
@@ -113,6 +116,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from .calibration import GATES, run_calibration
 
+    if args.end_to_end:
+        return _calibrate_end_to_end(args)
     gates = args.gates.split(",") if args.gates else list(GATES)
     # every argument is checked before the measurement (which takes a minute or more)
     if not 0 < args.alpha < 0.5:
@@ -130,6 +135,31 @@ def _calibrate(args: argparse.Namespace) -> int:
                            data=args.data, cache=args.cache, rootdir=Path.cwd(), print_fn=lambda m: print(m, flush=True))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2, default=float))
+    return 0
+
+
+def _calibrate_end_to_end(args: argparse.Namespace) -> int:
+    import json
+
+    from .calibration_e2e import DEFAULT_REPS, E2E_GATES, QUICK_REPS, cells_to_json, run_end_to_end
+
+    gates = args.gates.split(",") if args.gates else list(E2E_GATES)
+    unknown = [g for g in gates if g not in E2E_GATES]
+    if unknown:
+        return _fail("calibrate", f"--gates: unknown gates {unknown}; allowed: {', '.join(E2E_GATES)}")
+    if args.reps is not None and args.reps < 1:
+        return _fail("calibrate", f"--reps must be an integer >= 1; got {args.reps}")
+    if not 0 < args.alpha < 0.5:
+        return _fail("calibrate", f"--alpha must be a number in (0, 0.5); got {args.alpha:g}")
+    if args.data and not Path(args.data).is_file():
+        return _fail("calibrate", f"--data: no such manifest file: {args.data}")
+    if args.json and not Path(args.json).parent.is_dir():
+        return _fail("calibrate", f"--json: the folder of {args.json} does not exist")
+    cells = run_end_to_end(reps=args.reps or (QUICK_REPS if args.quick else DEFAULT_REPS), quick=args.quick,
+                           alpha=args.alpha, seed=args.seed, gates=gates, data=args.data, cache=args.cache,
+                           rootdir=Path.cwd(), print_fn=lambda m: print(m, flush=True))
+    if args.json:
+        Path(args.json).write_text(json.dumps(cells_to_json(cells), indent=2, default=float))
     return 0
 
 
