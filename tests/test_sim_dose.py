@@ -112,7 +112,9 @@ def test_meg_and_coverage_keep_probabilities():
     assert SD.slot_keep(SD.parse_dose("dose,coverage=0.4"), 2, mu) == pytest.approx([0.5, 0.5])
     assert SD.slot_keep(SD.parse_dose("dose,coverage=0.3"), 4, mu) == pytest.approx([0.375] * 4)
     # coverage 0.4 and MEG −0.1: middle 0.35, edges 0.45 → kept shares (rescue included) 0.35/0.8, 0.45/0.8
-    assert SD.uses_rescue(SD.parse_dose("dose,coverage=0.4,meg=-0.1"))
+    assert SD.uses_rescue(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 4)
+    assert not SD.uses_rescue(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 2)  # MEG is P = 4 only
+    assert SD.slot_keep(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 2, mu) == pytest.approx([0.5, 0.5])
     w = SD.slot_keep(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 4, mu)
     assert SD.kept_share(w) == pytest.approx([0.5625, 0.4375, 0.4375, 0.5625])
 

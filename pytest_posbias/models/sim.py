@@ -298,7 +298,7 @@ class SimBackend:
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
         dropped = [d[0] >= keep_slot[k] for k, d in enumerate(draws)]
-        if P and all(dropped) and self.dose is not None and uses_rescue(self.dose):  # else a lost DPB/MEG unit
+        if P and all(dropped) and self.dose is not None and uses_rescue(self.dose, P):  # else a lost DPB/MEG unit
             dropped[max(rescued(keep_slot), key=lambda k: draws[k][0])] = False
         chunks = []
         for slot, (label, part) in enumerate(zip(labels, videos, strict=True)):

@@ -199,12 +199,13 @@ def rescued(w: Sequence[float]) -> list[int]:
     return [p for p, x in enumerate(w) if x == best]
 
 
-def uses_rescue(dose: Dose) -> bool:
-    """Whether an all-dropped answer keeps one slot: when the dose names ``dpb`` or ``meg``, whose
+def uses_rescue(dose: Dose, P: int = 4) -> bool:
+    """Whether an all-dropped answer keeps one slot: when the dose names ``dpb`` (or ``meg`` and
+    P = 4), whose
     gates count an answer with no slot covered as a lost unit. A ``coverage`` or ``contamination``
     dose alone does not rescue (its target holds exactly; its DPB/MEG gates then see
     ∏(1 − w_p) of the answers as lost units, a fail-closed outcome of very low coverage)."""
-    return dose.get("dpb") is not None or dose.get("meg") is not None
+    return dose.get("dpb") is not None or (dose.get("meg") is not None and P == 4)
 
 
 def kept_share(w: Sequence[float]) -> list[float]:
@@ -274,8 +275,8 @@ def _slot_keep(dose: Dose, P: int, mu: float) -> tuple[float, ...]:
     elif cov is not None:
         w = [cov / mu] * P
     w = [min(1.0, max(0.0, x)) for x in w]
-    if uses_rescue(dose):
-        w = _solve_rescue(w)
+    if uses_rescue(dose, P):
+        w = _solve_rescue(w)  # infeasible (kept share below 1/P) stays at the lowest share, w = 0
     d = dose.get("dpb")
     if d is not None and P > 1 and d != 0.0:
         base = list(w)
