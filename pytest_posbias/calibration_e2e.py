@@ -74,7 +74,7 @@ def dose_value(gate: str, level: str, threshold: float | None = None) -> float |
     t = DEFAULT_THRESHOLDS[gate] if threshold is None else threshold
     if GATE_SIDES[gate] == "lower":
         return t if level == "t" else round(t - COVERAGE_SHORTFALL, 10)
-    return SIGN.get(gate, 1.0) * (t if level == "t" else 3 * t)
+    return round(SIGN.get(gate, 1.0) * (t if level == "t" else 3 * t), 10)  # 3 * 0.15 = 0.45, not 0.44999999999999996
 
 
 def dose_model(gate: str, level: str, threshold: float | None = None) -> str:

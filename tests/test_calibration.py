@@ -78,3 +78,14 @@ def test_posbias_calibrate_prints_the_table_for_the_chosen_gates(small_set, tmp_
     assert "measured sim:unbiased" in out and "null rates flip" in out
     assert "flip        fixed" in out and "flip        sequential" in out
     assert "meg " not in out  # only the gates asked for
+
+
+def test_posbias_calibrate_end_to_end_checks_its_arguments_before_running(tmp_path):
+    bad = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "calibrate", "--end-to-end", "--gates", "meg,megg"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert bad.returncode != 0
+    assert "--gates: unknown gates ['megg']" in bad.stderr + bad.stdout
+    assert "coverage" in bad.stderr + bad.stdout  # the end-to-end gate list, not the residual one
+    zero = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "calibrate", "--end-to-end", "--reps", "0"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert zero.returncode != 0 and "--reps must be an integer >= 1; got 0" in zero.stderr + zero.stdout

@@ -70,7 +70,7 @@ def test_dose_values_are_zero_t_and_3t_on_the_violating_side():
     assert dose_model("meg", "0") == "sim:unbiased"
     assert dose_model("meg", "t") == "sim:dose,meg=-0.02"
     assert dose_model("meg", "3t") == "sim:dose,meg=-0.06"
-    assert dose_model("dpb", "3t") == "sim:dose,dpb=0.15000000000000002"  # 3 * 0.05 in binary floating point
+    assert dose_model("dpb", "3t") == "sim:dose,dpb=0.15"  # rounded: not 0.15000000000000002
     assert dose_value("flip", "3t") == pytest.approx(0.45)
     assert dose_value("coverage", "t") == 0.25 and dose_value("coverage", "3t") == pytest.approx(0.15)
     assert COVERAGE_SHORTFALL == 0.10
@@ -155,14 +155,16 @@ groups = 12
 """)
 
 
+@pytest.mark.slow  # about 85 s: six configurations, two models, two runs
 @pytest.mark.usefixtures("heavy_modules")
 def test_meg_baseline_fails_a_worse_candidate_and_passes_a_better_one(pytester, small_set):
     _project(pytester, small_set)
-    # one P = 4 configuration keeps the run short; the other configurations behave alike
-    sel = ["-m", "meg and not slow", "-k", "domestic-short", "-p", "no:randomly"]
+    # every P = 4 configuration of the small set (12 groups each): the paired |MEG| difference of
+    # about 0.08 is shown in at least one of them; the reverse comparison passes them all
+    sel = ["-m", "meg and not slow", "-p", "no:randomly"]
     worse = pytester.runpytest(*sel, "--model", "sim:dose,meg=-0.08", "--baseline", "sim:unbiased")
     assert worse.ret == 1, worse.stdout.str()[-3000:]
-    worse.assert_outcomes(failed=1)
+    assert worse.parseoutcomes().get("failed", 0) >= 1
     better = pytester.runpytest(*sel, "--model", "sim:unbiased", "--baseline", "sim:dose,meg=-0.08")
     assert better.ret == 0, better.stdout.str()[-3000:]
-    better.assert_outcomes(passed=1)
+    better.assert_outcomes(passed=6)
