@@ -68,9 +68,10 @@ def _group_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
 def _informative(gate: str, r: PositionalResult) -> np.ndarray:
     """Which measured instances a gate can use. DPB and MEG compare slots, so an instance with zero
     coverage in every slot carries no positional information (DPB = 0/(0 + ε), MEG = 0 by
-    construction): it is a lost unit for them (``no slot covered``), not a compliant 0. Coverage and
-    contamination use every measured instance."""
-    if gate in ("dpb", "meg") and r.coverage.size:
+    construction): it is a lost unit for them (``no slot covered``), not a compliant 0; likewise for
+    contamination (a summary that matches no reference cannot be closer to another video's).
+    Coverage uses every measured instance (zero coverage is its evidence)."""
+    if gate in ("dpb", "meg", "contamination") and r.coverage.size:
         return np.asarray(r.coverage.sum(axis=1) > 0, dtype=bool)
     return np.ones(r.coverage.shape[0], dtype=bool)
 
@@ -87,7 +88,7 @@ def _positional_values(gate: str, r: PositionalResult) -> np.ndarray:
     if gate == "coverage":
         return np.asarray(r.coverage.mean(axis=1), dtype=float)
     if gate == "contamination":
-        return np.asarray(r.contamination.mean(axis=1), dtype=float)
+        return np.asarray(r.contamination[keep].mean(axis=1), dtype=float)
     raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
 
 
@@ -154,7 +155,6 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
     values = _positional_values(gate, r)
     if ctx.baseline:
         b = ctx.positional(ctx.baseline, spec)
-        both = combine(m, positional_measurement(b, gate), prefix_b="baseline")
         key = lambda inst: (inst["group"], tuple(inst["order"]))  # noqa: E731
 
         def rows(res: PositionalResult) -> dict[Any, int]:
@@ -164,6 +164,7 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
 
         cand_rows, base_rows = rows(r), rows(b)
         common = sorted(cand_rows.keys() & base_rows.keys())
+        both = combine(m, positional_measurement(b, gate), prefix_b="baseline", measured=len(common))
         if len({c[0] for c in common}) < 2:
             v = inconclusive_verdict(name=f"{name} vs baseline", threshold=ctx.pcfg.margins()[gate], sides="upper",
                                      n=len({c[0] for c in common}), mode=ctx.mode, alpha=ctx.alpha, unit="groups",
@@ -352,18 +353,19 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
     ok = answered(r, conds)
     if base is not None:
         ok_b = answered(base, conds)
-        m = combine(m, phase_measurement(base, conds), prefix_b="baseline")
-        ok = ok & ok_b if ok_b.size == ok.size else ok
+        ok = ok & ok_b if ok_b.size == ok.size else ok & False
+        m = combine(m, phase_measurement(base, conds), prefix_b="baseline", measured=int(ok.sum()))
     if gate == "fusion":
         ch = fusion_changes(r)
         extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable,
                                  "errors": r.errors, "n_items": len(r.items), "problems": r.problems[:5]}
+        extra["fusion_by"] = "distributions"
         if ch["fusion"] is None:
-            v = inconclusive_verdict(name=name, threshold=ctx.threshold("fusion", model), sides="upper", n=len(r.items),
-                                     mode=ctx.mode, alpha=ctx.alpha, unit="items",
-                                     why="PhaseFusion needs option-letter log-probs, which this backend does not give",
-                                     extra=extra)
-            return _floored(ctx, v, m)
+            # text mode (no letter log-probs): PhaseFusion over one-hot answers, a plurality vote of the S grids
+            grids = [f"phase:{s}" for s in range(S)]
+            shifted = [f"shift:{s}" for s in range(S)]
+            ch["fusion"] = (fused_or_voted(r, grids) != fused_or_voted(r, shifted)).astype(int)
+            extra["fusion_by"] = "plurality vote (no letter log-probs)"
         fus, single, union = ch["fusion"][ok], ch["single"][ok], ch["union"][ok]
         extra.update({"single_changed": float(single.mean()) if single.size else None,
                       "union_changed": float(union.mean()) if union.size else None,
@@ -372,7 +374,10 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
                           int(np.sum((fus == 1) & (union == 0))), int(np.sum((fus == 0) & (union == 1))))})
         if base is not None:
             bch = fusion_changes(base)
-            if bch["fusion"] is not None:
+            if bch["fusion"] is None:
+                bch["fusion"] = (fused_or_voted(base, [f"phase:{s}" for s in range(S)])
+                                 != fused_or_voted(base, [f"shift:{s}" for s in range(S)])).astype(int)
+            if bch["fusion"].size == ok.size:
                 return _floored(ctx, _paired_rate(ctx, "fusion", model, fus, bch["fusion"][ok],
                                                   [i.id for i, o in zip(r.items, ok, strict=True) if o], name=name,
                                                   unit="items", extra=extra), m)
@@ -427,18 +432,19 @@ def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Meas
     if stressor is None:
         raise ConfigError("`stressor` is required for the stressor and attack gates")
     variants = r.variants.get(stressor, [])
+    repetitive_clean = int((r.clean.flags & clean_ok).sum())  # not eligible by design: not lost
     if gate == "stressor":
         d = r.amplification(stressor)
-        no_variant = int(sum(1 for v, s in enumerate(variants) if clean_ok[v] and not s.valid.any()))
-        calls = len(clean_ok) + sum(len(s.ok) for s in variants)
-        failed = clean_failed + sum(s.failed for s in variants)
-        return Measurement("videos", planned, int((~np.isnan(d)).sum()),
+        eligible = [v for v in range(len(r.videos)) if clean_ok[v] and not r.clean.flags[v]]
+        no_variant = sum(1 for v in eligible if not variants[v].valid.any())
+        calls = len(clean_ok) + sum(len(variants[v].ok) for v in eligible)
+        failed = clean_failed + sum(variants[v].failed for v in eligible)
+        return Measurement("clean-benign videos", planned - repetitive_clean, int((~np.isnan(d)).sum()),
                            {"clean_call_failed": clean_failed, "every_variant_failed": no_variant, "unusable_data": unusable},
                            calls=calls, failed_calls=failed,
-                           examples=[v for v, x in zip(r.videos, d, strict=True) if np.isnan(x)][:5])
+                           examples=[r.videos[v] for v in eligible if not variants[v].valid.any()][:5])
     if gate == "attack":
         outcomes, walk_lost = r.attack_outcomes(stressor)
-        repetitive_clean = int((r.clean.flags & clean_ok).sum())  # not attacked by design: not lost
         calls = clean_failed
         failed = clean_failed
         for v in range(len(r.videos)):
@@ -469,7 +475,8 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
         extra.update(r.clean.summary())
         if base is not None:
             both = r.clean.valid & base.clean.valid
-            m = combine(stressor_measurement(r, gate), stressor_measurement(base, gate), prefix_b="baseline")
+            m = combine(stressor_measurement(r, gate), stressor_measurement(base, gate), prefix_b="baseline",
+                        measured=int(both.sum()))
             v = _paired_rate(ctx, gate, model, r.clean.flags[both].astype(int), base.clean.flags[both].astype(int),
                              [x for x, o in zip(r.videos, both, strict=True) if o], name=name, unit="videos", extra=extra)
             return _floored(ctx, v, m)
@@ -494,7 +501,7 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
             d, bd = r.amplification(stressor), base.amplification(stressor)
             both = ~np.isnan(d) & ~np.isnan(bd)
             m = combine(stressor_measurement(r, gate, stressor), stressor_measurement(base, gate, stressor),
-                        prefix_b="baseline")
+                        prefix_b="baseline", measured=int(both.sum()))
             v = ctx.baseline_gate(gate, model, d[both], bd[both], np.array(r.videos)[both], name=name, unit="videos",
                                   worse="higher", extra=extra)
             return _floored(ctx, v, m)

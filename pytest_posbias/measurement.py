@@ -73,14 +73,17 @@ class Measurement:
                 "failed_calls": self.failed_calls, "examples": list(self.examples)[:5]}
 
 
-def combine(a: Measurement, b: Measurement, *, prefix_b: str) -> Measurement:
+def combine(a: Measurement, b: Measurement, *, prefix_b: str, measured: int | None = None) -> Measurement:
     """Two measurements of the same units (candidate and baseline): the lost causes of ``b``
-    are prefixed, the measured count is the smaller one, calls add up."""
+    are prefixed and calls add up. ``measured`` is the number of units measured in *both* arms
+    that the paired decision uses (a unit lost in either arm is lost); without it, the smaller
+    count (an upper bound)."""
     lost = dict(a.lost)
     for k, v in b.lost.items():
         lost[f"{prefix_b} {k}"] = lost.get(f"{prefix_b} {k}", 0) + v
     planned = max(a.planned, b.planned)
-    return Measurement(a.unit, planned, min(a.measured, b.measured, planned), lost, a.calls + b.calls,
+    both = min(a.measured, b.measured, planned) if measured is None else min(int(measured), planned)
+    return Measurement(a.unit, planned, both, lost, a.calls + b.calls,
                        a.failed_calls + b.failed_calls, [*a.examples, *b.examples][:5])
 
 

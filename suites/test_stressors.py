@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_posbias.gates import stressor_verdict
+from pytest_posbias.measurement import Measurement, apply_floor
 
 
 def _gate(run, posbias_gate, *args, **kw):
@@ -45,12 +46,14 @@ def test_repetition_under_decoding_setting(posbias_run, posbias_model, decoding_
     before = posbias_run.calls()
     spec = posbias_run.stressor_spec(posbias_run.probe_settings("stressor")["frames"][0])
     stats = decoding_sweep(posbias_run, posbias_model, spec, posbias_run.manifest(), decoding_setting)
-    flags = stats.flags
+    flags = stats.flags[stats.valid]  # failed or empty outputs are lost units, never non-repetitive ones
     v = rate_verdict(int(flags.sum()), int(flags.size), name=f"repetition rate under {decoding_setting}",
                      threshold=posbias_run.threshold("repetition", posbias_model), mode=posbias_run.mode,
                      alpha=posbias_run.alpha, unit="videos", extra={"gate": "repetition", "setting": decoding_setting,
                                                                     **stats.summary()})
-    posbias_gate(v, calls=posbias_run.engine.stats.since(before))
+    m = Measurement("videos", len(stats.ok), int(stats.valid.sum()), {"failed_or_empty_outputs": stats.failed},
+                    calls=len(stats.ok), failed_calls=stats.failed)
+    posbias_gate(apply_floor(v, m, floor=posbias_run.floor), calls=posbias_run.engine.stats.since(before))
 
 
 @pytest.mark.slow

@@ -158,8 +158,14 @@ class FaultServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
     # ------------------------------------------------------------------ behaviour
+    @staticmethod
+    def is_startup_check(body: Mapping[str, Any]) -> bool:
+        """The backend's start-up request (one token, one tiny frame)."""
+        return body.get("max_tokens") == 1 and "Reply with the single letter A." in prompt_text(body)
+
     def _fault(self, body: Mapping[str, Any]) -> str | None:
-        if self.video_only_faults and not has_images(body):
+        # with video_only_faults the start-up check is never faulted or rejected: tests count the run's faults
+        if self.video_only_faults and (not has_images(body) or self.is_startup_check(body)):
             return None
         bh = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         with self.lock:
@@ -193,7 +199,8 @@ class FaultServer:
         if body.get("logprobs") and int(body.get("top_logprobs") or 0) > self.max_logprobs:
             return error(400, f"top_logprobs must be less than or equal to max_logprobs ({self.max_logprobs}); "
                               f"got {body.get('top_logprobs')}")
-        if self.reject is not None and (has_images(body) or not self.video_only_faults) and self.reject(prompt_text(body)):
+        probe_request = has_images(body) and not self.is_startup_check(body)
+        if self.reject is not None and (probe_request or not self.video_only_faults) and self.reject(prompt_text(body)):
             return error(400, "this request is rejected on purpose")
         fault = self._fault(body)
         if fault is not None:

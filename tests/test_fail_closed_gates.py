@@ -406,6 +406,8 @@ def test_a_model_writing_garbage_does_not_pass_meg_or_dpb(tmp_path, small_set, t
             assert lost.get("unalignable", 0) + lost.get("no_slot_covered", 0) == v.extra["measurement"]["planned"]
         cov = positional_verdict(ctx, "coverage", "sim:unbiased", spec)
         assert not cov.passed  # empty answers are lost; garbage answers are measured at zero coverage
+        contam = positional_verdict(ctx, "contamination", "sim:unbiased", spec)
+        assert not contam.passed and "no measurement" in contam.reason  # no slot matches any reference
     finally:
         ctx.close()
 
@@ -435,3 +437,49 @@ def test_permutation_verdict_agrees_with_its_inverted_interval():
     means = d.reshape(30, 4).mean(axis=1)
     t_lo = means.mean() - st.t.ppf(0.95, 29) * means.std(ddof=1) / math.sqrt(30)
     assert v.ci_low < v.estimate < v.ci_high and v.ci_low == pytest.approx(t_lo, abs=0.01)
+
+
+def test_empty_descriptions_are_lost_not_clean(tmp_path, small_set):
+    """Review of issue 15: a server answering "" to every description gave repetition and attack PASS."""
+    from pytest_posbias.gates import stressor_verdict
+
+    ctx = _context(tmp_path, small_set, 0.0)
+    ctx._backends["sim:unbiased"] = _Garbage(ctx.backend("sim:unbiased"), "")
+    try:
+        for gate, s in (("repetition", None), ("attack", "add1"), ("stressor", "add1")):
+            v = stressor_verdict(ctx, gate, "sim:unbiased", 16, s)
+            assert not v.passed and "no measurement" in v.reason, v.reason
+    finally:
+        ctx.close()
+
+
+def test_amplification_is_over_clean_benign_videos():
+    """A video whose clean output already repeats cannot show an amplification (d <= 0): not eligible,
+    so a model that loops everywhere is not scored as compliant zeros."""
+    r = _result([(LOOP, True), (PLAIN, True)], [[(LOOP, True)] * 2, [(LOOP, True), (PLAIN, True)]])
+    amp = r.amplification("shuffle")
+    assert math.isnan(amp[0]) and amp[1] == pytest.approx(0.5)
+    from pytest_posbias.gates import stressor_measurement
+
+    m = stressor_measurement(r, "stressor", "shuffle")
+    assert (m.planned, m.measured, sum(m.lost.values())) == (1, 1, 0)  # the looping video is not eligible, not lost
+
+
+def test_paired_measurement_counts_the_units_both_arms_measured():
+    """Candidate loses item 1, baseline item 2 (of 20): the paired decision rests on 18, below the floor."""
+    m = combine(Measurement("items", 20, 19, {"f": 1}), Measurement("items", 20, 19, {"f": 1}), prefix_b="baseline",
+                measured=18)
+    assert m.measured == 18 and floor_problem(m, 0.95) is not None
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("[" * 100000 + "]" * 100000, "nested too deeply"),
+    ('{"type": "video", "id": "v\\ud800", "path": "x.mp4"}', "lone surrogate"),  # the JSON escape \ud800
+])
+def test_hostile_manifest_lines_are_reported_not_raised(tmp_path, line, why):
+    from pytest_posbias.data.manifest import load_manifest
+
+    p = tmp_path / "m.jsonl"
+    p.write_text(line + "\n", encoding="utf-8")
+    m = load_manifest(p, check_files=False)
+    assert any(why in str(x) for x in m.problems), [str(x) for x in m.problems]

@@ -179,6 +179,17 @@ def test_server_rejecting_top_logprobs_fails_the_check():
     assert "HTTP 400" in msg and "max_logprobs (5)" in msg and "--max-logprobs 20" in msg
 
 
+def test_endpoint_rejecting_image_input_fails_the_check():
+    """A text-only model behind the endpoint: the check sends one tiny frame, as the probes do, so the
+    run stops at start with the server's message instead of failing every call (review of issue 15)."""
+    with FaultServer(reject=lambda p: True, video_only_faults=False) as srv:
+        b = backend(srv.url)
+        with pytest.raises(ModelLoadError) as ei:
+            b.check()
+        assert srv.chat_requests == 1
+    assert "HTTP 400" in str(ei.value) and "rejected on purpose" in str(ei.value) and srv.url in str(ei.value)
+
+
 def test_bad_key_fails_the_check():
     with FaultServer(status=(401, "Incorrect API key provided")) as srv, \
             pytest.raises(ModelLoadError, match=r"HTTP 401\): Incorrect API key provided; set POSBIAS_API_KEY"):
@@ -393,7 +404,7 @@ def test_failed_calls_are_resent_on_resume_and_nothing_finished_is_lost(pytester
 @pytestmark_suite
 def test_every_call_failing_never_passes(pytester, small_set, api_env):
     make_project(pytester, small_set)
-    with FaultServer(reject=lambda p: True) as srv:  # the start-up check has no video part: it passes
+    with FaultServer(reject=lambda p: True) as srv:  # the start-up check is exempt: it passes
         res, data = run_order(pytester, srv.url, "dead")
     out = res.stdout.str()
     m = re.search(r"model calls: (\d+) made, (\d+) cache hits, (\d+) failed", out)

@@ -362,9 +362,18 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            item = parse_line(json.loads(line), base)
+            obj = json.loads(line)
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")  # a lone surrogate (\ud800) is not text
+            item = parse_line(obj, base)
         except json.JSONDecodeError as exc:
             problem("bad-line", f"line {n}", n, f"not valid JSON ({exc.msg})")
+            continue
+        except RecursionError:
+            problem("bad-line", f"line {n}", n, "not valid JSON (nested too deeply)")
+            continue
+        except UnicodeEncodeError as exc:
+            problem("bad-line", f"line {n}", n, f"a string holds {exc.object[exc.start:exc.end]!r}, which is not "
+                    "valid Unicode text (a lone surrogate escape)")
             continue
         except ValueError as exc:
             problem("bad-line", f"line {n}", n, str(exc))

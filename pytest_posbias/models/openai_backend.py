@@ -347,7 +347,11 @@ class OpenAIBackend:
         deadline = t0 + budget_s
         client = self.client.with_options(timeout=min(timeout, self.timeout), max_retries=0)
         kwargs: dict[str, Any] = {"model": self.model_name, "max_tokens": 1, "temperature": 0.0,
-                                  "messages": [{"role": "user", "content": "Reply with the single letter A."}]}
+                                  "messages": [{"role": "user", "content": [
+                                      # one tiny frame, sent as the probes send frames: an endpoint that rejects
+                                      # image input (a text-only model) stops the run here, not after every call
+                                      {"type": "image_url", "image_url": {"url": jpeg_data_url(np.zeros((16, 16, 3), np.uint8))}},
+                                      {"type": "text", "text": "Reply with the single letter A."}]}]}
         if self.supports_letter_logprobs:
             kwargs.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         attempts = {"n": 0}

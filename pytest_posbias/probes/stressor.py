@@ -149,11 +149,14 @@ class StressorResult:
 
     def amplification(self, stressor: str) -> np.ndarray:
         """Per video: share of its *measured* variants that repeat − its clean repetition indicator;
-        nan (a lost video) when the clean call failed or none of its variants was measured."""
+        nan when the video cannot show an amplification: its clean output was not measured or none of
+        its variants was (lost), or its clean output already repeats (not eligible: the difference
+        could only be <= 0, so such videos would pull a looping model toward PASS; the repetition
+        gate judges them). The mean over eligible videos is the stressed RR of clean-benign videos."""
         out = []
         for v, s in enumerate(self.variants[stressor]):
             ok = s.valid
-            if not self.clean.ok[v] or not ok.any():
+            if not self.clean.ok[v] or not ok.any() or self.clean.flags[v]:
                 out.append(np.nan)
             else:
                 out.append(float(s.flags[ok].mean()) - float(self.clean.flags[v]))
@@ -229,8 +232,15 @@ def select_videos(ctx: Any, manifest: Manifest, n: int) -> list[VideoItem]:
     return [manifest.videos[pool[int(i)]] for i in perm[: min(n, len(pool))]]
 
 
+def measured_output(g: Generation) -> bool:
+    """A description is measured when the call succeeded and the text is not empty: an empty
+    answer is a lost unit (DESIGN.md section 8), never a clean, non-repeating output."""
+    return bool(g.ok) and bool(g.text.strip())
+
+
 def _stats(gens: Sequence[Generation]) -> TextStats:
-    return TextStats([g.text if g.ok else "" for g in gens], [g.finish_reason for g in gens], [bool(g.ok) for g in gens])
+    return TextStats([g.text if g.ok else "" for g in gens], [g.finish_reason for g in gens],
+                     [measured_output(g) for g in gens])
 
 
 def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
@@ -321,7 +331,7 @@ def remedy(ctx: Any, model: str, res: StressorResult, manifest: Manifest) -> dic
         for q, name in enumerate(REMEDY_CASCADE, start=1):
             g = ctx.engine.run([_request(model, views[name], res.spec, {"video": item.id, "condition": f"remedy:{name}"})],
                                probe="stressor")[0]
-            if g.ok and not repeats(g.text):
+            if measured_output(g) and not repeats(g.text):
                 recovered += 1
                 queries.append(q)
                 by_view[name] += 1
