@@ -36,8 +36,8 @@ BASE = {"positional": {"groups": 12}, "phase": {"items": 24, "orderings": 3}}
 # its 90% lower bound clears 0.10 only from about 24 videos; 2 trials suffice (a susceptible video
 # loops on every variant)
 STRESSOR = {**BASE, "stressor": {"videos": 24, "trials": 2, "attack_cap": 2}}
-# the attack walk needs length: ASR at the 3t dose with cap 12 is 0.75/0.992 * (1 - 0.85^12) = 0.65
-ATTACK = {**BASE, "stressor": {"videos": 16, "trials": 12, "attack_cap": 12}}
+# the attack walk needs length: ASR at the 3t dose with cap 20 is 0.75/0.992 * (1 - 0.85^20) = 0.73
+ATTACK = {**BASE, "stressor": {"videos": 16, "trials": 20, "attack_cap": 20}}
 PROBES = {"repetition": STRESSOR, "stressor": STRESSOR, "attack": ATTACK}
 PROBES_SMALL = {**BASE, "stressor": {"videos": 8, "trials": 4, "attack_cap": 4}}
 
