@@ -248,7 +248,8 @@ def decide(x: ArrayLike, *, looks: Sequence[int], lower: float, upper: float, mo
                 passed = not outside
                 why = ("the CS lies wholly outside the allowed region" if outside else
                        "the CS lies wholly inside the allowed region" if inside else
-                       f"futility: under {th1:.3g} a violation could no longer be shown by n = {looks[-1]}" if futile else
+                       f"futility: under {th1:.3g} a violation is unlikely to be shown by n = {looks[-1]} "
+                       f"(conditional power < {futility:g})" if futile else
                        "no violation shown at the maximum sample")
             else:
                 passed = inside
@@ -426,7 +427,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         p = rescale(min(p_up, p_lo))
         why = ("the repeated CI lies wholly outside the allowed region" if outside else
                "the repeated CI lies wholly inside the allowed region" if inside else
-               f"futility: a violation of {theta1:.3g} could no longer be shown by n = {sizes[-1]}" if futile else
+               f"futility: a violation of {theta1:.3g} is unlikely to be shown by n = {sizes[-1]} "
+               f"(conditional power < {futility:g})" if futile else
                "no violation shown at the last look")
     else:
         passed = inside
