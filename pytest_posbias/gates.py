@@ -426,21 +426,22 @@ def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Meas
     clean_failed = int((~clean_ok).sum())
     if gate == "repetition":
         return Measurement("videos", planned, int(clean_ok.sum()),
-                           {"generation_errors": clean_failed, "unusable_data": unusable}, calls=len(clean_ok),
+                           {"generation_errors": clean_failed - r.clean.empty, "empty_outputs": r.clean.empty,
+                            "unusable_data": unusable}, calls=len(clean_ok),
                            failed_calls=clean_failed,
                            examples=[v for v, o in zip(r.videos, clean_ok, strict=True) if not o][:5])
     if stressor is None:
         raise ConfigError("`stressor` is required for the stressor and attack gates")
     variants = r.variants.get(stressor, [])
-    repetitive_clean = int((r.clean.flags & clean_ok).sum())  # not eligible by design: not lost
+    repetitive_clean = int((r.clean.flags & clean_ok).sum())  # not attacked by design: not lost
     if gate == "stressor":
         d = r.amplification(stressor)
-        eligible = [v for v in range(len(r.videos)) if clean_ok[v] and not r.clean.flags[v]]
+        eligible = [v for v in range(len(r.videos)) if clean_ok[v]]
         no_variant = sum(1 for v in eligible if not variants[v].valid.any())
-        calls = len(clean_ok) + sum(len(variants[v].ok) for v in eligible)
-        failed = clean_failed + sum(variants[v].failed for v in eligible)
-        return Measurement("clean-benign videos", planned - repetitive_clean, int((~np.isnan(d)).sum()),
-                           {"clean_call_failed": clean_failed, "every_variant_failed": no_variant, "unusable_data": unusable},
+        calls = len(clean_ok) + sum(len(s.ok) for s in variants)
+        failed = clean_failed + sum(s.failed for s in variants)
+        return Measurement("videos", planned, int((~np.isnan(d)).sum()),
+                           {"clean_output_lost": clean_failed, "every_variant_lost": no_variant, "unusable_data": unusable},
                            calls=calls, failed_calls=failed,
                            examples=[r.videos[v] for v in eligible if not variants[v].valid.any()][:5])
     if gate == "attack":
@@ -453,7 +454,7 @@ def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Meas
                 calls += len(ok)
                 failed += int((~ok).sum())
         return Measurement("clean-benign videos", planned - repetitive_clean, len(outcomes),
-                           {"clean_call_failed": clean_failed, "walk_hit_a_failed_call": walk_lost,
+                           {"clean_output_lost": clean_failed, "walk_hit_a_lost_output": walk_lost,
                             "unusable_data": unusable}, calls=calls, failed_calls=failed)
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")
 

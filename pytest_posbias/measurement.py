@@ -93,7 +93,7 @@ def floor_problem(m: Measurement, floor: float) -> str | None:
     if m.planned == 0:
         return f"no measurement: no {m.unit} planned (the data hold none usable for this gate)"
     if m.measured == 0:
-        calls = f"{m.failed_calls} of {m.calls} model calls failed; " if m.calls else ""
+        calls = f"{m.failed_calls} of {m.calls} model calls failed or returned nothing; " if m.calls else ""
         return (f"no measurement: {calls}0 of {m.planned} planned {m.unit} measured "
                 f"(lost: {m.lost_text()})")
     if m.share < f - 1e-12:

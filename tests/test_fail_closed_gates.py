@@ -112,7 +112,7 @@ def test_no_unit_measured_never_passes_in_either_mode():
         v = rate_verdict(0, 1, name="x", threshold=0.15, mode=mode)
         out = apply_floor(v, m)
         assert not out.passed
-        assert "no measurement: 8 of 8 model calls failed" in out.reason
+        assert "no measurement: 8 of 8 model calls failed or returned nothing" in out.reason
         assert out.extra["measurement"]["floor_met"] is False
 
 
@@ -453,16 +453,17 @@ def test_empty_descriptions_are_lost_not_clean(tmp_path, small_set):
         ctx.close()
 
 
-def test_amplification_is_over_clean_benign_videos():
-    """A video whose clean output already repeats cannot show an amplification (d <= 0): not eligible,
-    so a model that loops everywhere is not scored as compliant zeros."""
-    r = _result([(LOOP, True), (PLAIN, True)], [[(LOOP, True)] * 2, [(LOOP, True), (PLAIN, True)]])
+def test_amplification_counts_videos_whose_clean_output_repeats():
+    """RR stressed − RR clean over every measured video (VideoSTF). Restricting to clean-benign videos
+    selects on the clean outcome and, for loops that are random per request, reads regression to
+    the mean as amplification; so a clean-repetitive video counts, with d = share − 1."""
+    r = _result([(LOOP, True), (PLAIN, True)], [[(LOOP, True), (PLAIN, True)], [(LOOP, True), (PLAIN, True)]])
     amp = r.amplification("shuffle")
-    assert math.isnan(amp[0]) and amp[1] == pytest.approx(0.5)
+    assert amp[0] == pytest.approx(-0.5) and amp[1] == pytest.approx(0.5)
     from pytest_posbias.gates import stressor_measurement
 
     m = stressor_measurement(r, "stressor", "shuffle")
-    assert (m.planned, m.measured, sum(m.lost.values())) == (1, 1, 0)  # the looping video is not eligible, not lost
+    assert (m.planned, m.measured, sum(m.lost.values())) == (2, 2, 0)
 
 
 def test_paired_measurement_counts_the_units_both_arms_measured():

@@ -109,7 +109,13 @@ class TextStats:
 
     @property
     def failed(self) -> int:
+        """Outputs not measured: failed calls and empty answers."""
         return int(len(self.ok) - sum(self.ok))
+
+    @property
+    def empty(self) -> int:
+        """Outputs whose call succeeded but returned no text (a lost unit, counted apart from errors)."""
+        return int(sum(1 for ok, f in zip(self.ok, self.finish, strict=True) if not ok and f != "error"))
 
     @property
     def flags(self) -> np.ndarray:
@@ -148,15 +154,19 @@ class StressorResult:
     planned: int = 0  # videos drawn (kept + those that could not be used)
 
     def amplification(self, stressor: str) -> np.ndarray:
-        """Per video: share of its *measured* variants that repeat − its clean repetition indicator;
-        nan when the video cannot show an amplification: its clean output was not measured or none of
-        its variants was (lost), or its clean output already repeats (not eligible: the difference
-        could only be <= 0, so such videos would pull a looping model toward PASS; the repetition
-        gate judges them). The mean over eligible videos is the stressed RR of clean-benign videos."""
+        """Per video: share of its *measured* variants that repeat − its clean repetition indicator
+        (VideoSTF: RR stressed − RR clean, over every video); nan (a lost video) when its clean output
+        was not measured or none of its variants was.
+
+        Every measured video counts, also one whose clean output repeats (its d is <= 0). Keeping only
+        clean-benign videos would select on the clean outcome: for a model whose loops are random per
+        request the stressed RR of those videos exceeds their clean RR of 0 by regression to the mean,
+        a spurious amplification (sim:looping under Delete and Reverse). A model that loops
+        everywhere shows no amplification here; the repetition gate fails it."""
         out = []
         for v, s in enumerate(self.variants[stressor]):
             ok = s.valid
-            if not self.clean.ok[v] or not ok.any() or self.clean.flags[v]:
+            if not self.clean.ok[v] or not ok.any():
                 out.append(np.nan)
             else:
                 out.append(float(s.flags[ok].mean()) - float(self.clean.flags[v]))
