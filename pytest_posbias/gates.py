@@ -353,7 +353,7 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
     ok = answered(r, conds)
     if base is not None:
         ok_b = answered(base, conds)
-        ok = ok & ok_b if ok_b.size == ok.size else ok & False
+        ok = ok & ok_b if ok_b.size == ok.size else np.zeros_like(ok)  # different item sets: nothing paired
         m = combine(m, phase_measurement(base, conds), prefix_b="baseline", measured=int(ok.sum()))
     if gate == "fusion":
         ch = fusion_changes(r)
