@@ -129,7 +129,14 @@ class Generation:
 
     A failed call (``ok`` false) has ``error`` saying what failed and never carries text
     to be scored. ``attempts`` is how many times the backend sent it (retries of transient
-    endpoint errors included; 0 when it was never sent)."""
+    endpoint errors included; 0 when it was never sent).
+
+    Token accounting: ``n_tokens`` is the output tokens; ``prompt_tokens`` the whole prompt
+    (from the processor on ``hf``, from the server's ``usage`` on ``openai``), of which
+    ``visual_tokens`` are image/video tokens where the backend can tell them apart (``None``
+    when unknown). ``input_form`` records how the frames were sent (``video``: one video
+    input; ``images``: one image per frame; ``None`` for backends with no choice).
+    ``server_seconds`` is the server-side time where the endpoint reports it."""
 
     text: str = ""
     n_tokens: int = 0
@@ -138,6 +145,10 @@ class Generation:
     seconds: float = 0.0
     error: str | None = None
     attempts: int = 1
+    prompt_tokens: int | None = None
+    visual_tokens: int | None = None
+    input_form: str | None = None
+    server_seconds: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -146,14 +157,23 @@ class Generation:
     def to_dict(self) -> dict[str, Any]:
         lp = None if self.letter_logprobs is None else {k: (None if v == -math.inf else v) for k, v in self.letter_logprobs.items()}
         return {"text": self.text, "n_tokens": self.n_tokens, "finish_reason": self.finish_reason,
-                "letter_logprobs": lp, "seconds": self.seconds, "error": self.error, "attempts": self.attempts}
+                "letter_logprobs": lp, "seconds": self.seconds, "error": self.error, "attempts": self.attempts,
+                "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
+                "input_form": self.input_form, "server_seconds": self.server_seconds}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Generation:
         lp = d.get("letter_logprobs")
         lp2 = None if lp is None else {k: (-math.inf if v is None else float(v)) for k, v in lp.items()}
+
+        def opt_int(v: Any) -> int | None:
+            return None if v is None else int(v)
+
+        ss = d.get("server_seconds")
         return cls(d.get("text", ""), int(d.get("n_tokens", 0)), d.get("finish_reason", "stop"), lp2,
-                   float(d.get("seconds", 0.0)), d.get("error"), int(d.get("attempts", 1)))
+                   float(d.get("seconds", 0.0)), d.get("error"), int(d.get("attempts", 1)),
+                   opt_int(d.get("prompt_tokens")), opt_int(d.get("visual_tokens")), d.get("input_form"),
+                   None if ss is None else float(ss))
 
 
 class Backend(Protocol):
@@ -319,7 +339,12 @@ def read_run_log(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
 class CallStats:
     """Counters of one engine: requests sent (``made``), served from the cache, failed (no
     usable answer after the backend's retries), extra attempts the backend made for transient
-    errors (``retries``), model time, and requests shared between gates."""
+    errors (``retries``), model time, and requests shared between gates.
+
+    ``model_seconds`` sums per-call client time (concurrent calls overlap, so it can exceed
+    the wall time); ``wall_seconds`` is the elapsed time spent waiting on the backend;
+    ``server_seconds`` sums server-side time where the endpoint reports it. Token counters
+    add up the calls made (not cache hits): prompt, visual (where known) and output tokens."""
 
     made: int = 0
     cache_hits: int = 0
@@ -327,10 +352,30 @@ class CallStats:
     model_seconds: float = 0.0
     shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)
     retries: int = 0
+    wall_seconds: float = 0.0
+    server_seconds: float = 0.0
+    prompt_tokens: int = 0
+    visual_tokens: int = 0
+    output_tokens: int = 0
 
     def snapshot(self) -> dict[str, Any]:
         return {"made": self.made, "cache_hits": self.cache_hits, "failed": self.failed,
-                "model_seconds": round(self.model_seconds, 6), "shared": self.shared, "retries": self.retries}
+                "model_seconds": round(self.model_seconds, 6), "shared": self.shared, "retries": self.retries,
+                "wall_seconds": round(self.wall_seconds, 6), "server_seconds": round(self.server_seconds, 6),
+                "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
+                "output_tokens": self.output_tokens}
+
+    def add_calls(self, gens: Sequence[Generation], *, wall: float) -> None:
+        """Count a finished batch of calls (caller holds the engine lock)."""
+        self.made += len(gens)
+        self.failed += sum(1 for g in gens if not g.ok)
+        self.retries += sum(max(0, g.attempts - 1) for g in gens)
+        self.model_seconds += sum(g.seconds for g in gens)
+        self.wall_seconds += wall
+        self.server_seconds += sum(g.server_seconds or 0.0 for g in gens)
+        self.prompt_tokens += sum(g.prompt_tokens or 0 for g in gens)
+        self.visual_tokens += sum(g.visual_tokens or 0 for g in gens)
+        self.output_tokens += sum(g.n_tokens for g in gens)
 
     def since(self, before: Mapping[str, Any]) -> dict[str, Any]:
         now = self.snapshot()
@@ -389,14 +434,13 @@ class Engine:
             size = max(1, self.batch_size or backend.max_batch_size)
             for i in range(0, len(items), size):
                 chunk = items[i : i + size]
+                t_call = time.perf_counter()
                 gens = self._call(backend, [r for _, r in chunk])
+                wall = time.perf_counter() - t_call
                 good = [(k, model, g) for (k, _), g in zip(chunk, gens, strict=True) if g.ok]
                 self.cache.put_many(good)  # committed now: a kill after this loses nothing
                 with self._lock:
-                    self.stats.made += len(chunk)
-                    self.stats.failed += sum(1 for g in gens if not g.ok)
-                    self.stats.retries += sum(max(0, g.attempts - 1) for g in gens)
-                    self.stats.model_seconds += sum(g.seconds for g in gens)
+                    self.stats.add_calls(gens, wall=wall)
                 for (k, r), g in zip(chunk, gens, strict=True):
                     results[k] = g
                     self._log(probe, k, r, g, cache_hit=False)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from .config import GATES, MARKERS, PosbiasConfig, load_pyproject, parse_threshold_override
+from .engine import CallStats
 from .errors import ConfigError, PosbiasError
 from .stats import Verdict, benjamini_hochberg
 
@@ -200,7 +201,7 @@ class _SessionState:
     def __init__(self) -> None:
         self.verdicts: list[tuple[str, Verdict]] = []
         self.errored: list[dict[str, Any]] = []
-        self.calls = {"made": 0, "cache_hits": 0, "failed": 0, "model_seconds": 0.0, "shared": 0, "retries": 0}
+        self.calls: dict[str, float] = dict.fromkeys(CallStats().snapshot(), 0)
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
 
 
