@@ -61,6 +61,18 @@ def test_n80_is_the_first_grid_size_with_80_percent_power():
     assert n80 in (first, *[n for n in exact if abs(exact[n] - 0.8) < 0.06])
 
 
+def test_n80_at_3t_uses_the_3t_effect_and_is_no_larger_than_at_2t():
+    g = _flip_gate(60)
+    grid = (10, 20, 30, 40, 60, 80, 120)
+    n80_3t = n_for_power(g, alpha=0.05, seed=2, reps=400, grid=grid, multiple=3.0)
+    exact = {n: _exact_size(n, 0.15, 0.45) for n in grid}  # power of the exact test at 3t = 0.45
+    first = next(n for n, p in exact.items() if p >= 0.8)
+    assert n80_3t in (first, *[n for n in exact if abs(exact[n] - 0.8) < 0.06])
+    assert n80_3t <= n_for_power(g, alpha=0.05, seed=2, reps=400, grid=grid)
+    with pytest.raises(ConfigError, match="`multiple` must be > 1"):
+        n_for_power(g, alpha=0.05, seed=2, reps=10, grid=grid, multiple=1.0)
+
+
 def test_run_calibration_rejects_unknown_gates_and_too_few_repetitions():
     with pytest.raises(ConfigError, match="`gates` holds unknown gates \\['megg'\\]"):
         run_calibration(reps=100, gates=["megg"])
