@@ -157,6 +157,11 @@ SCHEMA_REJECTS = [
 # what a JSON Schema cannot say, which the loader checks on top (valid for the schema, rejected by the loader)
 LOADER_ONLY = [
     ("answer past the options", mcq_line("q", "v", n_options=3, answer=3), "'answer'"),
+    ("mcq id with surrounding whitespace", mcq_line(" q ", "v"), "'id' must not begin or end with whitespace"),
+    ("whitespace-only video id", {"type": "video", "id": "  ", "path": "a.mp4", "domain": "d", "bucket": "short",
+                                  "references": ["x"]}, "'id' must be a non-empty string"),
+    ("blank option", mcq_line("q", "v") | {"options": ["red", " ", "blue"]}, "option 1 is empty"),
+    ("the same option twice", mcq_line("q", "v") | {"options": ["red", "Blue", "blue "]}, "options 1 and 2 are the same text"),
     ("group of 2 listing 3 videos", {"type": "group", "id": "g", "domain": "d", "bucket": "s", "P": 2, "videos": ["a", "b", "c"]},
      "'videos'"),
     ("end before start", mcq_line("q", "v") | {"start": 5, "end": 2}, "'start'/'end'"),
@@ -197,6 +202,19 @@ def test_loader_agrees_with_the_shipped_schema():
         assert validator.is_valid(line) and not loader_ok(line), name
     for line in BOTH_ACCEPT:
         assert validator.is_valid(line) and loader_ok(line), line
+
+
+def test_a_line_with_a_repeated_key_is_a_data_problem_and_the_rest_loads(tmp_path, synthetic_clips):
+    a = synthetic_clips[0]
+    p = tmp_path / "dupkey.jsonl"
+    good = json.dumps(mcq_line("q1", str(a)))
+    video = json.dumps(str(a))
+    p.write_text(good + "\n" + '{"type": "mcq", "id": "q2", "video": ' + video
+                 + ', "question": "?", "options": ["a", "b"], "answer": 0, "answer": 1}\n')
+    m = load_manifest(p)
+    (prob,) = m.problems
+    assert (prob.kind, prob.line) == ("bad-line", 2) and "'answer' appears twice" in prob.message
+    assert [q.id for q in m.mcq] == ["q1"]
 
 
 def test_manifest_without_any_usable_item_names_the_file(tmp_path):

@@ -96,3 +96,12 @@ def test_cli_judge_agreement(tmp_path):
     h = stats.pearsonr([1.0, 0.5, 0.0, 0.5], [1.0, 0.5, 0.0, 0.0]).statistic
     assert f"{h:.3f}" in lines[1]  # human_1 vs human_2, computed independently
     assert "fragment judge vs mean human" in lines[2]
+
+
+def test_cli_judge_agreement_names_a_labels_file_that_is_not_utf8(tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_bytes("reference,summary,human_1\nCaf\u00e9 scene,Caf\u00e9,1\n".encode("latin-1"))
+    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "judge-agreement", str(path), "--judge", "fragment"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert f"{path}: not UTF-8 text (byte b'\\xe9' at offset" in out.stderr and "save the labels file as UTF-8" in out.stderr

@@ -225,6 +225,17 @@ def require_usable(path: str | Path) -> Manifest:
     raise ConfigError(f"{m.path}: no usable item in the manifest ({why}); check it with `posbias data validate --out {m.path}`")
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: ``{"answer": 0, "answer": 2}`` is ambiguous (JSON
+    parsers keep either one), so the line is rejected naming the key."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"field {k!r} appears twice in one object; keep one")
+        out[k] = v
+    return out
+
+
 def _need(d: Mapping[str, Any], key: str, types: type | tuple[type, ...], what: str) -> Any:
     if key not in d:
         raise ValueError(f"missing field {key!r}")
@@ -239,8 +250,10 @@ def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bo
     if key not in d and not required:
         return ""
     v = _need(d, key, str, "a non-empty string" if nonempty else "a string")
-    if nonempty and not v:
-        raise ValueError(f"field {key!r} must be a non-empty string; got ''")
+    if nonempty and not v.strip():
+        raise ValueError(f"field {key!r} must be a non-empty string; got {v!r}")
+    if key == "id" and v != v.strip():
+        raise ValueError(f"field 'id' must not begin or end with whitespace; got {v!r}")
     return str(v)
 
 
@@ -297,6 +310,15 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
         options = _strings(_need(d, "options", list, "a list"), "options")
         if not 2 <= len(options) <= 26:
             raise ValueError(f"field 'options' must hold 2 to 26 options; got {len(options)}")
+        blank = [i for i, o in enumerate(options) if not o.strip()]
+        if blank:
+            raise ValueError(f"field 'options': option {blank[0]} is empty (an unanswerable choice)")
+        seen: dict[str, int] = {}
+        for i, o in enumerate(options):
+            j = seen.setdefault(o.strip().casefold(), i)
+            if j != i:
+                raise ValueError(f"field 'options': options {j} and {i} are the same text ({o!r}); "
+                                 "a reordering could not be told apart")
         answer = _need(d, "answer", int, "an integer index")
         if not 0 <= answer < len(options):
             raise ValueError(f"field 'answer' must index the options (0..{len(options) - 1}); got {answer}")
@@ -362,7 +384,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_no_duplicate_keys)
             json.dumps(obj, ensure_ascii=False).encode("utf-8")  # a lone surrogate (\ud800) is not text
             item = parse_line(obj, base)
         except json.JSONDecodeError as exc:

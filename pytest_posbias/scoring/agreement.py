@@ -32,6 +32,16 @@ def read_labels(path: str | Path) -> tuple[list[list[str]], list[str], dict[str,
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: no such labels file")
+    try:
+        return _read_label_rows(p)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start}); "
+                          "save the labels file as UTF-8 CSV") from None
+    except csv.Error as exc:
+        raise ConfigError(f"{p}: not a readable CSV file ({exc})") from None
+
+
+def _read_label_rows(p: Path) -> tuple[list[list[str]], list[str], dict[str, list[float]]]:
     with p.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         fields = reader.fieldnames or []
