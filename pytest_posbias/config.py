@@ -29,6 +29,9 @@ Default gate thresholds and why (numbers from the papers' tables):
   (VideoSTF: +9 points for 2 foreign frames on LLaVA-Video-7B, relative +67–205%).
 * ``attack = 0.25`` — ASR <= 25% within the query cap; every model in VideoSTF figure 5
   exceeds it (InternVL3.5-8B 28–72%, VideoLLaMA2 40–83%).
+* ``search = 0.25`` — at most 25% of items broken by the property search within its query
+  budget (30 = VideoSTF's attack cap): the attack gate's bound, applied to a search that
+  also shrinks what it finds (issue 16).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from .errors import ConfigError
 GATES: tuple[str, ...] = (
     "dpb", "meg", "coverage", "contamination",
     "flip", "phase", "order", "fusion", "equivalence",
-    "repetition", "stressor", "attack",
+    "repetition", "stressor", "attack", "search",
 )
 MARKERS: dict[str, str] = {
     "dpb": "positional suite: Directional Positional Bias gate (|DPB| <= threshold)",
@@ -60,6 +63,7 @@ MARKERS: dict[str, str] = {
     "repetition": "stressor suite: output repetition rate on clean videos",
     "stressor": "stressor suite: repetition amplification under temporal stressors",
     "attack": "stressor suite: black-box repetition attack success rate",
+    "search": "search suite: share of items a hypothesis property search breaks within its query budget (minimal counterexamples)",
     "slow": "long end-to-end check; runs in CI, deselect with -m 'not slow'",
 }
 
@@ -73,18 +77,18 @@ BOOTSTRAP_METHOD: dict[str, str] = {"stressor": "bca"}
 GATE_SIDES: dict[str, str] = {
     "dpb": "both", "meg": "both", "coverage": "lower", "contamination": "upper",
     "flip": "upper", "phase": "upper", "order": "upper", "fusion": "upper", "equivalence": "both",
-    "repetition": "upper", "stressor": "upper", "attack": "upper",
+    "repetition": "upper", "stressor": "upper", "attack": "upper", "search": "upper",
 }
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "dpb": 0.05, "meg": 0.02, "coverage": 0.25, "contamination": 0.10,
     "flip": 0.15, "phase": 0.15, "order": 0.15, "fusion": 0.0, "equivalence": 0.025,
-    "repetition": 0.15, "stressor": 0.10, "attack": 0.25,
+    "repetition": 0.15, "stressor": 0.10, "attack": 0.25, "search": 0.25,
 }
 # Non-inferiority margins against --baseline (candidate may be worse by at most this).
 DEFAULT_BASELINE_MARGINS: dict[str, float] = {
     "dpb": 0.02, "meg": 0.01, "coverage": 0.05, "contamination": 0.05,
     "flip": 0.05, "phase": 0.05, "order": 0.05, "fusion": 0.05, "equivalence": 0.025,
-    "repetition": 0.05, "stressor": 0.05, "attack": 0.10,
+    "repetition": 0.05, "stressor": 0.05, "attack": 0.10, "search": 0.10,
 }
 JUDGES: tuple[str, ...] = ("embed", "fragment", "openai", "auto")
 

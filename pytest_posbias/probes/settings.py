@@ -103,6 +103,18 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "max_new_tokens": _int_ge(8),
         "resolution": _int_ge(16),
     },
+    # property search (issue 16): items per property, query budgets, the stressor space
+    "search": {
+        "items": _int_ge(1),
+        "videos": _int_ge(2),
+        "groups": _int_ge(1),
+        "budget": _int_ge(1),
+        "shrink_budget": _int_ge(0),
+        "slow_budget": _int_ge(1),
+        "max_edits": _int_ge(1),
+        "max_frames": _int_ge(1),
+        "max_denominator": _int_ge(1),
+    },
 }
 
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -118,6 +130,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "stressor": {
         "videos": 64, "frames": [16], "trials": 30, "attack_cap": 30, "max_new_tokens": 500,
         "resolution": 448,
+    },
+    "search": {
+        "items": 12, "videos": 8, "groups": 4, "budget": 30, "shrink_budget": 60, "slow_budget": 100,
+        "max_edits": 2, "max_frames": 4, "max_denominator": 12,
     },
 }
 

@@ -1,0 +1,289 @@
+"""Property search: the least change that breaks a model, found by hypothesis, per item.
+
+For one item and one property (:class:`ItemProperty`: option order, sampling phase, stressor
+repetition, slot coverage) the search runs in three steps, every query through the engine
+(cached and counted):
+
+1. **reference** — the unperturbed input is queried once (not counted as a search query, as
+   VideoSTF's AQ does not count the clean query). An item whose reference output is lost is a
+   lost unit; one that already violates the property unperturbed (a repetitive clean output,
+   a coverage below the floor) is not searchable, like VideoSTF's clean-repetitive videos.
+2. **replay** — the regression corpus (:mod:`.search_corpus`) holds the counterexamples earlier
+   runs found on *other* models (or in earlier runs); each is queried first, in a fixed order.
+   The first that still breaks the item ends the search (``replayed``); the others are listed
+   as survived.
+3. **search** — ``hypothesis.find`` over the property's strategy, seeded by (run seed,
+   property, item) so the same model and data give the same search, with the explain,
+   explicit and database phases off. A *query* is a distinct perturbed request; an example
+   hypothesis draws twice, or one that maps to the reference, costs nothing. At most
+   ``budget`` queries (VideoSTF's 30 by default) are spent before the first break: past it the
+   search stops with the item unbroken. After the first break the shrinker may spend at most
+   ``shrink_budget`` further queries; the minimal counterexample is the last (smallest) failing
+   example it reached. Queries to the first break and total queries (replay + search +
+   shrinking) are reported separately.
+
+A failed or unparseable query before the first break makes the item a lost unit (the search
+cannot go on past an answer it does not know, as the attack walk); after the first break a
+failed query counts as "does not fail" for the shrinker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+from ..engine import Generation, Request
+from ..errors import ConfigError
+
+DEFAULT_BUDGET = 30  # VideoSTF's attack cap
+DEFAULT_SHRINK_BUDGET = 60
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One query's result: ``ok`` (measured), ``broken`` (the property fails), the answer in
+    JSON form (content index, text, coverage per video) and what the report shows of it."""
+
+    ok: bool
+    broken: bool
+    answer: Any = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    why_lost: str = ""
+
+
+class ItemProperty(ABC):
+    """A property of one item under a space of perturbations (subclasses: one per property)."""
+
+    property: str  # e.g. "order", "phase", "stressor", "coverage"
+    item_id: str
+    model: str
+
+    @abstractmethod
+    def strategy(self) -> Any:
+        """The hypothesis strategy of perturbations (shrinks toward no change)."""
+
+    @abstractmethod
+    def request(self, value: Any) -> Request:
+        """The model request that shows the item perturbed by ``value``."""
+
+    @abstractmethod
+    def reference_value(self) -> Any:
+        """The perturbation that changes nothing (identity ordering, phase 0, no stressor)."""
+
+    @abstractmethod
+    def score(self, value: Any, gen: Generation, reference: Outcome | None) -> Outcome:
+        """Score one answer; ``reference`` is None when scoring the reference itself."""
+
+    @abstractmethod
+    def encode(self, value: Any) -> dict[str, Any]:
+        """JSON form of a perturbation (the corpus and the report store it)."""
+
+    @abstractmethod
+    def decode(self, data: Mapping[str, Any]) -> Any:
+        """A perturbation from its JSON form (raises ConfigError when it does not fit the item)."""
+
+    @abstractmethod
+    def size(self, value: Any) -> float:
+        """How much ``value`` changes (transpositions, phase, stressed frames)."""
+
+    def searchable(self, reference: Outcome) -> str | None:
+        """Why the item cannot be searched given its reference outcome, or None."""
+        return "the unperturbed input already violates the property" if reference.broken else None
+
+    def describe(self, value: Any, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
+        """What the report shows of a counterexample (JSON)."""
+        return {"perturbation": self.encode(value), "size": self.size(value), "answer": outcome.answer,
+                "reference_answer": reference.answer, **dict(outcome.detail)}
+
+    def corpus_key(self) -> str:
+        """The regression corpus key: property (with its space's parameters) and item."""
+        return f"{self.property}|{self.item_id}"
+
+
+@dataclass
+class ItemSearch:
+    """The search of one item: ``status`` is ``broken``, ``held`` (no break within the budget),
+    ``lost`` (the reference or a query before the first break failed) or ``excluded`` (the
+    unperturbed input already violates the property)."""
+
+    property: str
+    item: str
+    model: str
+    status: str
+    why: str = ""
+    queries_to_first_break: int | None = None
+    queries: int = 0  # distinct perturbed queries: replay + search + shrinking
+    replay_queries: int = 0
+    search_queries: int = 0
+    shrink_queries: int = 0
+    failed_queries: int = 0
+    replayed: bool = False  # the break came from a stored counterexample
+    minimal: dict[str, Any] | None = None  # describe() of the minimal counterexample
+    replay: list[dict[str, Any]] = field(default_factory=list)  # stored counterexamples and their outcome here
+    reference: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"property": self.property, "item": self.item, "model": self.model, "status": self.status, "why": self.why,
+                "queries_to_first_break": self.queries_to_first_break, "queries": self.queries,
+                "replay_queries": self.replay_queries, "search_queries": self.search_queries,
+                "shrink_queries": self.shrink_queries, "failed_queries": self.failed_queries,
+                "replayed": self.replayed, "minimal": self.minimal, "replay": self.replay, "reference": self.reference}
+
+
+class _Stop(BaseException):
+    """Ends a hypothesis run from inside the property (a BaseException passes through hypothesis)."""
+
+
+def item_seed(run_seed: int, *keys: Any) -> int:
+    """The search's seed: SHA-256 of (run seed, keys), so every item has its own fixed search."""
+    h = hashlib.sha256(json.dumps([int(run_seed), *map(str, keys)]).encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
+
+class _Runner:
+    """Counts queries by request key and enforces the budgets (one instance per item search)."""
+
+    def __init__(self, ctx: Any, prop: ItemProperty, reference: Outcome, ref_key: str) -> None:
+        self.ctx = ctx
+        self.prop = prop
+        self.reference = reference
+        self.seen: dict[str, Outcome] = {ref_key: reference}
+        self.order: list[str] = []  # query keys in the order they were first asked
+        self.failed = 0
+        self.first_break: int | None = None
+        self.last_failing: Any = None
+        self.last_outcome: Outcome | None = None
+        self.lost: str = ""
+
+    def key(self, req: Request) -> str:
+        return str(self.ctx.engine.keys([req])[0])
+
+    def query(self, value: Any) -> tuple[Outcome, bool]:
+        """The outcome of ``value`` and whether it was a new query."""
+        req = self.prop.request(value)
+        k = self.key(req)
+        if k in self.seen:
+            return self.seen[k], False
+        gen = self.ctx.engine.run([req], probe="search")[0]
+        out = self.prop.score(value, gen, self.reference)
+        self.seen[k] = out
+        self.order.append(k)
+        self.failed += int(not out.ok)
+        return out, True
+
+
+def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, shrink_budget: int = DEFAULT_SHRINK_BUDGET,
+               corpus: Any = None, seed: int = 0) -> ItemSearch:
+    """Search one item (module docstring): reference, replay of the corpus, hypothesis search
+    with shrinking. ``corpus`` (:class:`~.search_corpus.Corpus`) is read for replay and gets the
+    new minimal counterexample."""
+    from hypothesis import Phase, Verbosity, find, settings
+    from hypothesis.errors import NoSuchExample
+
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ConfigError(f"`budget` must be an integer >= 1 (queries before the first break); got {budget!r}")
+    if isinstance(shrink_budget, bool) or not isinstance(shrink_budget, int) or shrink_budget < 0:
+        raise ConfigError(f"`shrink_budget` must be an integer >= 0; got {shrink_budget!r}")
+    res = ItemSearch(prop.property, prop.item_id, prop.model, "held")
+    ref_value = prop.reference_value()
+    ref_req = prop.request(ref_value)
+    ref_gen = ctx.engine.run([ref_req], probe="search")[0]
+    reference = prop.score(ref_value, ref_gen, None)
+    res.reference = reference.answer
+    if not reference.ok:
+        res.status, res.why = "lost", f"reference query lost: {reference.why_lost or 'failed call'}"
+        return res
+    why = prop.searchable(reference)
+    if why:
+        res.status, res.why = "excluded", why
+        return res
+    runner = _Runner(ctx, prop, reference, str(ctx.engine.keys([ref_req])[0]))
+
+    # 2. replay the stored counterexamples of other models / earlier runs
+    for entry in corpus.replayable(prop, ctx) if corpus is not None else []:
+        try:
+            value = prop.decode(entry["value"])
+        except (ConfigError, KeyError, TypeError, ValueError) as exc:
+            res.replay.append({**entry, "outcome": "unusable", "why": str(exc)})
+            continue
+        out, new = runner.query(value)
+        res.replay_queries += int(new)
+        row = {**entry, "answer": out.answer, "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived")}
+        res.replay.append(row)
+        if out.ok and out.broken and runner.first_break is None:
+            runner.first_break = max(1, len(runner.order))
+            res.replayed = True
+            res.minimal = prop.describe(value, out, reference)
+            break
+    if res.replayed:
+        res.status = "broken"
+    else:
+        # 3. hypothesis search + shrinking under the budgets
+        def condition(value: Any) -> bool:
+            if runner.first_break is None and len(runner.order) - res.replay_queries >= budget:
+                req = prop.request(value)  # a repeat of a known query still answers; a new one is past the budget
+                if runner.key(req) not in runner.seen:
+                    raise _Stop
+            if runner.first_break is not None and len(runner.order) - res.replay_queries - res.search_queries >= shrink_budget:
+                req = prop.request(value)
+                if runner.key(req) not in runner.seen:
+                    raise _Stop
+            out, _new = runner.query(value)
+            if not out.ok:
+                if runner.first_break is None:
+                    runner.lost = out.why_lost or "failed call"
+                    raise _Stop
+                return False
+            if out.broken:
+                if runner.first_break is None:
+                    runner.first_break = len(runner.order)
+                    res.search_queries = len(runner.order) - res.replay_queries
+                runner.last_failing, runner.last_outcome = value, out
+            return out.broken
+
+        cfg = settings(max_examples=max(4 * budget, 100), database=None, deadline=None, derandomize=False,
+                       phases=[Phase.generate, Phase.shrink], verbosity=Verbosity.quiet, print_blob=False)
+        with contextlib.suppress(_Stop, NoSuchExample):
+            find(prop.strategy(), condition, settings=cfg,
+                 random=Random(item_seed(seed, "search", prop.corpus_key(), prop.model)))
+        if runner.first_break is None:
+            res.search_queries = len(runner.order) - res.replay_queries
+            if runner.lost:
+                res.status, res.why = "lost", f"query {len(runner.order)} lost before any break: {runner.lost}"
+            else:
+                res.why = f"no counterexample within {budget} queries"
+        else:
+            res.status = "broken"
+            res.shrink_queries = len(runner.order) - res.replay_queries - res.search_queries
+            assert runner.last_outcome is not None
+            res.minimal = prop.describe(runner.last_failing, runner.last_outcome, reference)
+            if corpus is not None:
+                corpus.add(prop, ctx, prop.encode(runner.last_failing))
+    res.queries = len(runner.order)
+    res.failed_queries = runner.failed
+    if runner.first_break is not None:
+        res.queries_to_first_break = runner.first_break
+    return res
+
+
+def search_items(ctx: Any, props: list[ItemProperty], *, budget: int, shrink_budget: int, corpus: Any,
+                 progress: Callable[[str], None] | None = None) -> list[ItemSearch]:
+    """:func:`run_search` over items in turn, each observed in the run log (``search`` probe)."""
+    out = []
+    for i, p in enumerate(props):
+        r = run_search(ctx, p, budget=budget, shrink_budget=shrink_budget, corpus=corpus, seed=ctx.seed)
+        out.append(r)
+        ctx.observe("search", {"type": "item", **r.to_dict()})
+        if progress:
+            progress(f"search {p.property}: item {i + 1}/{len(props)} {r.status}")
+    return out
+
+
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_SHRINK_BUDGET", "ItemProperty", "ItemSearch", "Outcome", "item_seed",
+           "run_search", "search_items"]

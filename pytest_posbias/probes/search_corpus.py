@@ -1,0 +1,101 @@
+"""The regression corpus of the property search: every minimal counterexample, kept for replay.
+
+Stored in hypothesis's example database (``DirectoryBasedExampleDatabase`` under
+``<cache>/hypothesis``: one directory per key, one file per value, written atomically, so
+pytest-xdist workers can add to it at once and the directory can be copied between machines).
+The key is ``posbias-search|<property>|<item>``; a value is the canonical JSON of
+``{"value": <perturbation>, "model": <spec>, "identity": <hash of the backend identity>,
+"run": <run id>}`` — the perturbation itself, not hypothesis's choice sequence, so it stays
+readable and replays on any model whatever the strategy's internals.
+
+Replay order and scope (decisions): a run replays, before searching, every stored
+perturbation of the key that no backend with the *same identity* found (the same model's own
+counterexamples are found again by its deterministic search, so a second run is the same search
+and makes 0 model calls) and that no model found *in this run* (so a run with several models
+gives the same result serially and with ``-n 2``). Entries are replayed in the order of their
+canonical JSON. Nothing is ever deleted: a counterexample a candidate survives stays in the
+corpus for the next release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+
+def _canon(d: Any) -> str:
+    return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def identity_hash(ctx: Any, model: str) -> str:
+    """SHA-256 (16 hex) of the backend identity (model id, revision, settings) of ``model``."""
+    ident = dict(ctx.engine.backend(model).identity())
+    return hashlib.sha256(_canon(ident).encode()).hexdigest()[:16]
+
+
+class Corpus:
+    """Counterexamples by (property, item) in a hypothesis example database under ``root``."""
+
+    def __init__(self, root: str | Path) -> None:
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.db = DirectoryBasedExampleDatabase(str(self.root))
+
+    @staticmethod
+    def key(prop: Any) -> bytes:
+        return f"posbias-search|{prop.corpus_key()}".encode()
+
+    def entries(self, prop: Any) -> list[dict[str, Any]]:
+        """Every stored entry of the property's key (unreadable files are skipped)."""
+        out = []
+        for raw in self.db.fetch(self.key(prop)):
+            try:
+                d = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(d, dict) and isinstance(d.get("value"), dict):
+                out.append(d)
+        return sorted(out, key=_canon)
+
+    def replayable(self, prop: Any, ctx: Any) -> list[dict[str, Any]]:
+        """Distinct stored perturbations to replay for ``prop`` (see the module docstring):
+        ``{"value", "found_by": [model specs], "runs": [run ids]}`` in canonical order."""
+        mine = identity_hash(ctx, prop.model)
+        groups: dict[str, dict[str, Any]] = {}
+        for e in self.entries(prop):
+            g = groups.setdefault(_canon(e["value"]), {"value": e["value"], "found_by": set(), "identities": set(),
+                                                        "runs": set()})
+            g["found_by"].add(str(e.get("model", "?")))
+            g["identities"].add(str(e.get("identity", "")))
+            g["runs"].add(str(e.get("run", "")))
+        out = []
+        for k in sorted(groups):
+            g = groups[k]
+            if mine in g["identities"] or getattr(ctx, "run_id", None) in g["runs"]:
+                continue
+            out.append({"value": g["value"], "found_by": sorted(g["found_by"]), "runs": sorted(g["runs"])})
+        return out
+
+    def add(self, prop: Any, ctx: Any, value: dict[str, Any]) -> None:
+        """Store a minimal counterexample found on ``prop.model`` in this run."""
+        if not isinstance(value, dict):
+            raise ConfigError(f"a corpus value must be a JSON object; got {type(value).__name__}")
+        ident = identity_hash(ctx, prop.model)
+        if any(e.get("identity") == ident and _canon(e["value"]) == _canon(value) for e in self.entries(prop)):
+            return  # this model's counterexample is stored already (a re-run finds the same one)
+        entry = {"value": value, "model": prop.model, "identity": ident, "run": str(getattr(ctx, "run_id", ""))}
+        self.db.save(self.key(prop), _canon(entry).encode("utf-8"))
+
+
+def corpus_for(ctx: Any) -> Corpus:
+    """The run's corpus: ``<cache>/hypothesis``."""
+    return Corpus(Path(ctx.cache_dir) / "hypothesis")
+
+
+__all__ = ["Corpus", "corpus_for", "identity_hash"]

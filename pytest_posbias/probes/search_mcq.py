@@ -1,0 +1,144 @@
+"""Search properties of a multiple-choice item (the phase paper's two invariances).
+
+* ``order``: the chosen *content* is the same under every reordering of the options
+  (perturbations: :func:`~pytest_posbias.strategies.option_orderings`, shrinking toward
+  fewer transpositions);
+* ``phase``: the chosen content is the same under every phase p/q of the item's uniform
+  ``left`` grid of b frames, ⌊(i + p/q)·T/b⌋ over its window
+  (:func:`~pytest_posbias.strategies.sampling_phases`, shrinking toward phase 0).
+
+The requests are the phase probe's (same frames, prompt, decoding and letter scoring), so the
+reference query — phase 0, identity ordering — is the phase probe's ``phase:0`` identity
+request and comes from the cache when that suite ran. An unparseable answer is a lost query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from ..data.manifest import McqItem
+from ..engine import Decoding, Generation, Request
+from ..errors import ConfigError
+from ..strategies import cayley_distance, option_orderings, sampling_phases
+from ..video.compose import TextPart, VideoPart
+from ..video.sampling import frame_indices
+from .phase import LETTERS, PhaseSpec, _answer, mcq_prompt
+from .search import ItemProperty, Outcome
+
+MCQ_PROPERTIES = ("order", "phase")
+
+
+class McqProperty(ItemProperty):
+    """``order`` or ``phase`` invariance of one multiple-choice item (module docstring)."""
+
+    def __init__(self, ctx: Any, model: str, item: McqItem, kind: str, spec: PhaseSpec, *,
+                 max_denominator: int = 12) -> None:
+        if kind not in MCQ_PROPERTIES:
+            raise ConfigError(f"`kind` must be one of {', '.join(MCQ_PROPERTIES)}; got {kind!r}")
+        self.ctx, self.model, self.item, self.spec = ctx, model, item, spec
+        self.property = kind
+        self.item_id = item.id
+        self.k = len(item.options)
+        self.max_denominator = int(max_denominator)
+        backend = ctx.engine.backend(model)
+        self.want = "letters" if getattr(backend, "supports_letter_logprobs", False) else "text"
+        info = ctx.store.info(item.path)
+        self.T, self.fps = info.frame_count, info.fps
+        self._clips: dict[Fraction, Any] = {}
+
+    def corpus_key(self) -> str:
+        extra = f"K{self.k}" if self.property == "order" else f"b{self.spec.budget}"
+        return f"{self.property}[{extra}]|{self.item_id}"
+
+    def strategy(self) -> Any:
+        if self.property == "order":
+            return option_orderings(self.k)
+        return sampling_phases(max_denominator=self.max_denominator)
+
+    def reference_value(self) -> Any:
+        return tuple(range(self.k)) if self.property == "order" else Fraction(0)
+
+    def _perm_phase(self, value: Any) -> tuple[tuple[int, ...], Fraction]:
+        if self.property == "order":
+            return tuple(value), Fraction(0)
+        return tuple(range(self.k)), Fraction(value)
+
+    def indices(self, phase: Fraction) -> list[int]:
+        """The item's ``left`` grid at ``phase`` (absolute frame indices)."""
+        return frame_indices(self.T, self.spec.budget, convention="left", phase=phase, fps=self.fps,
+                             start=self.item.start, end=self.item.end)
+
+    def _clip(self, phase: Fraction) -> Any:
+        if phase not in self._clips:
+            self._clips[phase] = self.ctx.store.clip(self.item.path, self.indices(phase), size=self.spec.resolution,
+                                                     aspect="max-side")
+        return self._clips[phase]
+
+    def request(self, value: Any) -> Request:
+        perm, phase = self._perm_phase(value)
+        parts = (VideoPart(self._clip(phase), video_id=self.item.video), TextPart(mcq_prompt(self.item, perm)))
+        letters = tuple(LETTERS[: self.k])
+        return Request(self.model, parts, Decoding(max_new_tokens=self.spec.max_new_tokens), want=self.want,
+                       letters=letters if self.want != "text" else (),
+                       meta={"probe": "search", "property": self.property, "item": self.item.id, "perm": list(perm),
+                             "phase": str(phase)})
+
+    def score(self, value: Any, gen: Generation, reference: Outcome | None) -> Outcome:
+        perm, phase = self._perm_phase(value)
+        a = _answer(gen, perm)
+        if not gen.ok or a.content < 0:
+            why = gen.error or "failed call" if not gen.ok else f"unparseable answer {gen.text[:40]!r}"
+            return Outcome(False, False, None, why_lost=why)
+        broken = reference is not None and a.content != reference.answer
+        pos = list(perm).index(a.content)
+        detail = {"answer_text": self.item.options[a.content], "answer_letter": LETTERS[pos],
+                  "option_order": list(perm), "phase": str(phase), "frames": self.indices(phase),
+                  "correct": a.content == self.item.answer}
+        return Outcome(True, broken, int(a.content), detail)
+
+    def encode(self, value: Any) -> dict[str, Any]:
+        if self.property == "order":
+            return {"order": [int(x) for x in value]}
+        return {"phase": str(Fraction(value))}
+
+    def decode(self, data: Mapping[str, Any]) -> Any:
+        if self.property == "order":
+            perm = tuple(int(x) for x in data["order"])
+            if sorted(perm) != list(range(self.k)):
+                raise ConfigError(f"stored ordering {list(perm)} is not a permutation of {self.k} options")
+            return perm
+        ph = Fraction(str(data["phase"]))
+        if not 0 <= ph < 1:
+            raise ConfigError(f"stored phase {ph} is not in [0, 1)")
+        return ph
+
+    def size(self, value: Any) -> float:
+        return float(cayley_distance(value)) if self.property == "order" else float(Fraction(value))
+
+    def describe(self, value: Any, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
+        perm, phase = self._perm_phase(value)
+        ref_frames = self.indices(Fraction(0))
+        new_frames = self.indices(phase)
+        return {
+            "perturbation": self.encode(value), "size": self.size(value),
+            "transpositions": cayley_distance(perm), "option_order": list(perm), "phase": str(phase),
+            "question": self.item.question, "options": list(self.item.options), "correct": int(self.item.answer),
+            "reference_answer": reference.answer, "reference_text": reference.detail.get("answer_text"),
+            "reference_letter": reference.detail.get("answer_letter"),
+            "answer": outcome.answer, "answer_text": outcome.detail.get("answer_text"),
+            "answer_letter": outcome.detail.get("answer_letter"),
+            "video": self.item.video, "video_path": str(self.item.path),
+            "frames": {"original": [{"source": "clip", "index": i} for i in ref_frames],
+                       "perturbed": [{"source": "clip", "index": i, "changed": i not in ref_frames} for i in new_frames]},
+        }
+
+
+def mcq_properties(ctx: Any, model: str, items: Sequence[McqItem], kind: str, spec: PhaseSpec, **kw: Any
+                   ) -> list[McqProperty]:
+    """One property per item (``kind`` = order or phase)."""
+    return [McqProperty(ctx, model, it, kind, spec, **kw) for it in items]
+
+
+__all__ = ["MCQ_PROPERTIES", "McqProperty", "mcq_properties"]

@@ -1,0 +1,112 @@
+"""Which items each search property runs on, with what budget: the suites' entry point.
+
+Items are prefixes of the probes' own seeded orders (multiple-choice items as the phase
+probe, videos as the stressor probe, groups of four videos in a seeded order), so a search
+shares its reference queries with those probes' cache entries where the requests coincide.
+Sizes and budgets come from ``[tool.posbias.probes.search]`` (defaults: 12 items, 8 videos,
+4 groups, budget 30, shrink budget 60); ``slow`` runs the heavier variant (``slow_budget``
+queries, twice the items). An item whose data cannot be used is a lost unit, named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError, PosbiasError
+from .search import ItemProperty, ItemSearch, search_items
+from .search_corpus import corpus_for
+
+PROPERTIES = ("order", "phase", "stressor", "coverage")
+
+
+@dataclass
+class PropertySearch:
+    """The searches of one property on one model."""
+
+    property: str
+    model: str
+    results: list[ItemSearch]
+    planned: int
+    budget: int
+    shrink_budget: int
+    unusable: list[str] = field(default_factory=list)
+    unit: str = "items"
+    calls: dict[str, Any] = field(default_factory=dict)
+
+
+def _props(ctx: Any, model: str, kind: str, n: int, st: dict[str, Any]) -> tuple[list[ItemProperty], int, list[str], str]:
+    manifest = ctx.manifest()
+    props: list[ItemProperty] = []
+    unusable: list[str] = []
+    if kind in ("order", "phase"):
+        from .phase import item_order
+        from .search_mcq import McqProperty
+
+        items = item_order(ctx, manifest)[:n]
+        for it in items:
+            try:
+                props.append(McqProperty(ctx, model, it, kind, ctx.phase_spec(), max_denominator=st["max_denominator"]))
+            except PosbiasError as exc:
+                unusable.append(f"item {it.id}: {exc}")
+        return props, len(items), unusable, "items"
+    if kind == "stressor":
+        from .search_stressor import StressorProperty
+        from .stressor import select_videos
+
+        frames = ctx.probe_settings("stressor")["frames"][0]
+        spec = ctx.stressor_spec(frames)
+        videos = select_videos(ctx, manifest, n)
+        for i, v in enumerate(videos):
+            foreign = videos[(i + 1) % len(videos)] if len(videos) > 1 else None
+            try:
+                props.append(StressorProperty(ctx, model, v, foreign, spec, max_edits=st["max_edits"],
+                                              max_frames=st["max_frames"]))
+            except PosbiasError as exc:
+                unusable.append(f"video {v.id}: {exc}")
+        return props, len(videos), unusable, "videos"
+    if kind == "coverage":
+        from ..suite_support import positional_spec
+        from .search_coverage import CoverageProperty
+
+        groups = [g for g in manifest.groups if g.P == 4] or list(manifest.groups)
+        order = ctx.rng("search-groups").permutation(len(groups)) if groups else []
+        chosen = [groups[int(i)] for i in order[:n]]
+        pos = ctx.probe_settings("positional")
+        for g in chosen:
+            try:
+                spec = positional_spec(pos, g.domain, g.bucket, g.P)
+                props.append(CoverageProperty(ctx, model, g, manifest, spec, floor=ctx.threshold("coverage", model)))
+            except PosbiasError as exc:
+                unusable.append(f"group {g.id}: {exc}")
+        return props, len(chosen), unusable, "groups"
+    raise ConfigError(f"`property` must be one of {', '.join(PROPERTIES)}; got {kind!r}")
+
+
+def property_search(ctx: Any, model: str, kind: str, *, slow: bool = False) -> PropertySearch:
+    """Search every item of ``kind`` for ``model`` (memoised per process)."""
+    if kind not in PROPERTIES:
+        raise ConfigError(f"`property` must be one of {', '.join(PROPERTIES)}; got {kind!r}")
+    st = ctx.probe_settings("search")
+    budget = st["slow_budget"] if slow else st["budget"]
+    per = {"order": "items", "phase": "items", "stressor": "videos", "coverage": "groups"}[kind]
+    n = st[per] * (2 if slow else 1)
+
+    def run() -> PropertySearch:
+        before = ctx.engine.stats.snapshot()
+        props, planned, unusable, unit = _props(ctx, model, kind, n, st)
+        results: list[ItemSearch] = []
+        for p in props:
+            try:
+                results.extend(search_items(ctx, [p], budget=budget, shrink_budget=st["shrink_budget"],
+                                            corpus=corpus_for(ctx)))
+            except PosbiasError as exc:
+                unusable.append(f"{p.item_id}: {exc}")
+        return PropertySearch(kind, model, results, planned, budget, st["shrink_budget"], unusable, unit,
+                              ctx.engine.stats.since(before))
+
+    result: PropertySearch = ctx.memo(f"search|{model}|{kind}|{slow}|{sorted(st.items())}", run)
+    return result
+
+
+__all__ = ["PROPERTIES", "PropertySearch", "property_search"]
