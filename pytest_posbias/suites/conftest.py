@@ -1,5 +1,10 @@
 """Parametrization of the ready-made suites from the run's options and data.
 
+This is the one copy of the suites' hooks. pytest loads it as a conftest when it collects this
+package (``pytest --pyargs pytest_posbias.suites``); a folder made by ``posbias init`` (and this
+repository's top-level ``suites/``) re-exports ``pytest_generate_tests`` and
+``pytest_collection_modifyitems`` from its own ``conftest.py``.
+
 With ``--posbias-data`` the suites are parametrized from the validated manifest; a suite whose
 kind of item the manifest lacks (summarization groups, multiple-choice items, videos) is
 skipped with a reason naming the file. A manifest with no usable item at all never gets here:
@@ -24,7 +29,7 @@ from pytest_posbias.suite_support import (
     sampler_pairs,
 )
 
-SUITE_OF_MODULE = {"test_positional.py": "positional", "test_phase_order.py": "phase", "test_stressors.py": "stressor"}
+SUITE_OF_MODULE = {"test_positional": "positional", "test_phase_order": "phase", "test_stressors": "stressor"}
 _MANIFESTS: dict[tuple[str, int, int], Any] = {}
 
 
@@ -62,13 +67,23 @@ def _positional_configs(metafunc: pytest.Metafunc, scales: list[int]) -> list[tu
     return [c for c in m.configurations() if c[2] in scales]
 
 
+def suite_of(item: pytest.Item) -> str | None:
+    """The suite a collected test belongs to: by the module that defines its function (a scaffolded
+    ``test_*.py`` imports the suites' functions), else by its file name."""
+    fn = getattr(item, "function", None)
+    module = str(getattr(fn, "__module__", "") or "")
+    if module.startswith("pytest_posbias.suites."):
+        return SUITE_OF_MODULE.get(module.rsplit(".", 1)[-1])
+    return SUITE_OF_MODULE.get(Path(str(item.path)).stem)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip, with the reason, every suite test whose kind of data the manifest does not hold."""
     m = _manifest(config)
     if m is None:
         return
     for item in items:
-        suite = SUITE_OF_MODULE.get(Path(str(item.path)).name)
+        suite = suite_of(item)
         reason = m.missing(suite) if suite else None
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))

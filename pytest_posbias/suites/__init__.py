@@ -1,0 +1,21 @@
+"""The ready-made robustness suites, shipped in the wheel: ``pytest --pyargs pytest_posbias.suites``.
+
+**Where suite files live.** Every suite's code lives here, in ``pytest_posbias/suites/``, and
+only here (one copy): ``conftest.py`` (the parametrization hooks) and one ``test_<suite>.py``
+module per suite. A new suite is a new ``test_<name>.py`` in this package (add its module name
+to ``conftest.SUITE_OF_MODULE`` when it needs a kind of manifest item).
+
+They are reached three ways, all running this same code:
+
+* ``pytest --pyargs pytest_posbias.suites -m meg --model ...`` from any directory (pytest loads
+  this package's ``conftest.py`` because it collects this directory);
+* a folder scaffolded by ``posbias init`` in the user's repository: a ``conftest.py`` that
+  re-exports this package's hooks and ``test_*.py`` modules that import the suites' test
+  functions (``from pytest_posbias.suites.test_positional import *``), so pytest collects them
+  under the user's folder with the user's ``[tool.posbias]`` table;
+* this repository's top-level ``suites/`` folder, which is exactly such a scaffolded folder
+  (its ``pytest`` testpaths and ``scripts/main`` run it).
+
+This package is test code: its modules import pytest (the one exception to "only plugin.py
+imports pytest") and ``import pytest_posbias`` never imports it.
+"""
