@@ -60,7 +60,10 @@ def register_all(sub: Any, register: Register) -> None:
     p.add_argument("--seed", type=int, default=42, help="seed for --sample and group sampling (default 42)")
 
     p = register(sub, "report", _report, "render the HTML report from one or more run logs (no model needed)")
-    p.add_argument("run_logs", nargs="+", help="run.jsonl files (several: one comparative report)")
+    p.add_argument("run_logs", nargs="*", help="run.jsonl files; two (RUN_LOG_A RUN_LOG_B): candidate A vs baseline B "
+                                               "with paired differences; more: one comparative report")
+    p.add_argument("--history", metavar="DIR", default=None,
+                   help="trends across releases: every run log under DIR, per gate the estimate and CI by release")
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
 
     p = register(sub, "text-audit", _text_audit, "repetition metrics (RR, RI, IE, length-matched RR) of a caption corpus")
@@ -292,6 +295,19 @@ def _text_audit(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from .report.render import render
 
+    if args.history is not None:
+        if args.run_logs:
+            return _fail("report", "--history DIR reads every run log under DIR; give no RUN_LOG with it")
+        from .report.history import render_history
+
+        html = render_history(args.history)
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(html, encoding="utf-8")
+        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
+        return 0
+    if not args.run_logs:
+        return _fail("report", "give one or more run logs (run.jsonl), or --history DIR")
     for log in args.run_logs:
         if not Path(log).is_file():
             return _fail("report", f"{log}: no such run log (expected a run.jsonl under .posbias/runs/)")

@@ -79,8 +79,19 @@ def test_report_is_self_contained_and_has_every_section(run_dir):
     costs = re.findall(r'<td class="num cost">(\d+) calls, (\d+) cached, ([0-9.e+-]+) s', html)
     assert len(costs) == html.count('<td class="num cost">') - html.count('<td class="num cost">–')
     assert costs and any(int(made) > 0 for made, _, _ in costs)
-    # a gate deciding on a probe an earlier gate already ran says how many requests it shares
-    assert re.search(r"\+ [1-9]\d* shared with an earlier gate", html)
+    # a gate deciding on a probe an earlier gate already ran says how many requests that saved
+    assert re.search(r"reused another gate's probe result: saved [1-9]\d* requests", html)
+    # one cache-hit count in the run details: the session totals, the same numbers as the terminal
+    [log] = list((run_dir / ".posbias" / "runs").glob("*/run.jsonl"))
+    calls = json.loads(log.read_text().splitlines()[0])["calls"]
+    line = re.search(r'<td class="calls">([^<]+)<', html).group(1)
+    assert line.startswith(f"model calls: {calls['made']} made, {calls['cache_hits']} served from the cache, "
+                           f"{calls['failed']} failed")
+    assert "wall time" in line and "request records (" not in html and html.count("served from the cache") == 1
+    # the front page: a decision, one card per suite, failing configurations open and passing ones closed
+    assert 'class="decision noship"' in html and html.count('<div class="card ') == 3
+    opened = re.findall(r'<details class="config"( open)?><summary><span class="badge (fail|pass)">', html)
+    assert opened and all((o == " open") == (b == "fail") for o, b in opened)
     assert re.search(r"stopped at \d+ of \d+ (groups|items|videos)", html)
     # a sequential gate runs its probe on growing prefixes: the positional table keeps one row per
     # configuration and model (the final look), not one per look
@@ -147,3 +158,133 @@ def test_highlight_repeats_marks_only_repeated_5grams():
     marks = highlight_repeats("a b c d e x a b c d e y")
     assert [t for t, m in marks if m] == ["a", "b", "c", "d", "e", "a", "b", "c", "d", "e"]
     assert dict(marks)["x"] is False
+
+
+# --------------------------------------------------------------------------- terminal summary (issue 18)
+
+
+def _verdict(name: str, *, passed: bool, est: float = 0.1, calls: dict | None = None):
+    from pytest_posbias.stats import Verdict
+
+    return Verdict(name=name, estimate=est, ci_low=est - 0.05, ci_high=est + 0.05, threshold=0.1, n=12, p_value=0.01,
+                   passed=passed, mode="detect", reason="r", lower=-0.1, upper=0.1, unit="groups",
+                   extra={"calls": calls or {}})
+
+
+def test_terminal_summary_keeps_full_gate_ids_grouped_by_suite():
+    from pytest_posbias.summary import verdict_lines
+
+    long = "test_meg[sim:middle-weak-cooking-short-P4-with-a-very-long-configuration-name-that-goes-on-and-on-"
+    ids = [f"suites/test_positional.py::{long}{k}]" for k in range(3)] + ["suites/test_stressors.py::test_rr[8]"]
+    rows = [{"nodeid": n, "verdict": _verdict(n, passed=k != 1), "p_bh": 0.02} for k, n in enumerate(ids)]
+    lines = verdict_lines(rows, width=60)
+    assert all(len(t) <= 60 for t, p in lines if p is not None and not t.lstrip().startswith("estimate"))
+    heads = [t for t, p in lines if p is None]
+    assert heads == ["suites/test_positional.py — positional bias (DPB, MEG, coverage): 3 gates, 1 failed",
+                     "suites/test_stressors.py — temporal stressors and repetition: 1 gates, 0 failed"]
+    # every gate's full id can be read back from its wrapped lines (never cut), the failure first
+    names, cur = [], None
+    for t, p in lines:
+        if p is None:
+            continue
+        if t.startswith(("  PASS ", "  FAIL ")):
+            cur = [t[7:]]
+            names.append(cur)
+        elif not t.lstrip().startswith("estimate"):
+            cur.append(t.strip())
+    got = ["".join(parts) for parts in names]
+    assert got == [ids[1].split("::")[1], ids[0].split("::")[1], ids[2].split("::")[1], "test_rr[8]"]
+    assert len(set(got)) == 4
+
+
+def test_calls_line_one_cache_count_wall_time_tokens_and_reuse_wording():
+    from pytest_posbias.summary import calls_line
+
+    calls = {"made": 120, "cache_hits": 30, "failed": 2, "retries": 1, "model_seconds": 99.0, "wall_seconds": 12.34,
+             "prompt_tokens": 50_000, "visual_tokens": 40_000, "output_tokens": 7_000, "shared": 40}
+    one = calls_line(calls, verdict_calls=[{"shared": 40}])
+    assert one.startswith("model calls: 120 made, 30 served from the cache, 2 failed (1 retries of transient errors)")
+    assert "wall time 12.3 s" in one and "99" not in one  # wall time, not the summed client time
+    assert "tokens 50k in (40k visual), 7000 out" in one
+    assert "reused" not in one and "shared" not in one  # a single gate cannot share between gates
+    two = calls_line(calls, verdict_calls=[{"shared": 0}, {"shared": 25}, {"shared": 15}], workers=2)
+    assert "2 gates reused another gate's probe result, saving 40 requests" in two
+    assert "summed over 2 workers" in two
+    assert two.count("cache") == 1
+
+
+PROGRESS_TESTS = """
+import time
+
+from pytest_posbias.plugin import _progress_writer
+
+
+def test_one(request):
+    w = _progress_writer(request.config)
+    w("model calls 3/6, ETA 1 s")
+    w("model calls 6/6, ETA 0 s")
+
+
+def test_two():
+    pass
+
+
+def test_three():
+    pass
+"""
+
+
+def test_progress_lines_do_not_repeat_the_file_header(pytester):
+    pytester.makepyfile(test_progress_probe=PROGRESS_TESTS)
+    res = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    out = res.stdout.str()
+    assert res.ret == 0, out
+    assert "[posbias] model calls 3/6, ETA 1 s" in out and "[posbias] model calls 6/6, ETA 0 s" in out
+    assert out.count("test_progress_probe.py") == 1, out  # the header once: results continue below the lines
+
+
+XDIST_PROGRESS_TESTS = """
+import time
+
+import pytest
+
+from pytest_posbias.plugin import _progress_writer
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_slow(request, k):
+    w = _progress_writer(request.config)
+    w(f"model calls {k + 1}/4, ETA 1 s")
+    time.sleep(3)
+"""
+
+
+@pytest.mark.slow
+def test_xdist_controller_prints_the_workers_progress(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_xdist_probe=XDIST_PROGRESS_TESTS)
+    res = pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly", "-p", "no:cacheprovider", timeout=120)
+    out = res.stdout.str()
+    assert res.ret == 0, out
+    lines = [ln for ln in out.splitlines() if ln.startswith("[posbias] ")]
+    assert lines, out
+    assert any(re.search(r"\d/4 tests · gw[01]: model calls \d/4, ETA 1 s", ln) for ln in lines), lines
+
+
+def test_severity_legend_does_not_cover_the_bars():
+    from pytest_posbias.report.figures import stacked_figure
+
+    fig = stacked_figure(["clean", "Delete", "Insert", "Replace", "Reverse", "Shuffle"],
+                         {"benign": [0.5, 0.2, 0.1, 0.0, 0.3, 0.9], "ordinary": [0.3, 0.3, 0.1, 0.2, 0.3, 0.1],
+                          "severe": [0.2, 0.5, 0.8, 0.8, 0.4, 0.0]}, title="severity shares")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    bars = [p.get_window_extent(renderer) for p in ax.patches]
+    assert len(bars) == 18
+    assert not any(legend.overlaps(b) for b in bars)
+    assert legend.x0 >= ax.get_window_extent(renderer).x1  # right of the axes
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -161,6 +161,11 @@ def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: st
 
 def stacked(groups: Sequence[str], parts: Mapping[str, Sequence[float]], *, title: str) -> str:
     """100% stacked bars (severity shares: benign, ordinary, severe)."""
+    return _svg(stacked_figure(groups, parts, title=title))
+
+
+def stacked_figure(groups: Sequence[str], parts: Mapping[str, Sequence[float]], *, title: str) -> Any:
+    """The matplotlib figure of :func:`stacked` (its legend lies outside the axes)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(3.2, 0.5 * len(groups) + 1.5), 2.5))
     bottom = np.zeros(len(groups))
@@ -172,5 +177,78 @@ def stacked(groups: Sequence[str], parts: Mapping[str, Sequence[float]], *, titl
     ax.set_ylim(0, 1)
     ax.set_title(title, fontsize=9)
     ax.tick_params(axis="x", rotation=30)
-    ax.legend(frameon=False, fontsize=7, loc="upper right")
+    # the legend sits right of the axes: inside it covered the top of the bars (all shares reach 1)
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return fig
+
+
+def _bound_lines(ax: Any, lower: float | None, upper: float | None, *, vertical: bool) -> None:
+    """Dashed lines at the finite bounds of the compliant region (labelled 'allowed')."""
+    first = True
+    for b in (lower, upper):
+        if b is None or not np.isfinite(b):
+            continue
+        line = ax.axvline if vertical else ax.axhline
+        line(b, color="black", linestyle="--", linewidth=1, label="allowed bound" if first else None)
+        first = False
+
+
+def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower: float | None = None,
+           upper: float | None = None, ref: float | None = None, width: float = 5.6) -> str:
+    """Estimates with their CIs as horizontal bars, one row per gate (or configuration), the
+    compliant bounds as dashed lines (``ref``: a solid reference line, e.g. 0 for a difference).
+
+    ``rows``: {"label", "estimate", "low", "high", "passed" (True/False/None)}; failing rows are
+    drawn in vermillion with a filled marker, passing ones in blue with an open marker."""
+    plt = _plt()
+    n = max(1, len(rows))
+    fig, ax = plt.subplots(figsize=(width, 0.55 + 0.24 * n))
+    ys = np.arange(len(rows))[::-1]
+    for y, r in zip(ys, rows, strict=True):
+        est = r.get("estimate")
+        if est is None or not np.isfinite(est):
+            continue
+        bad = r.get("passed") is False
+        c = OKABE_ITO[3] if bad else OKABE_ITO[0]
+        lo, hi = r.get("low"), r.get("high")
+        if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi):
+            ax.plot([lo, hi], [y, y], color=c, linewidth=2, solid_capstyle="butt")
+        ax.plot([est], [y], marker="D" if bad else "o", color=c, markersize=5, markerfacecolor=c if bad else "white")
+    _bound_lines(ax, lower, upper, vertical=True)
+    if ref is not None:
+        ax.axvline(ref, color="#555555", linewidth=0.8)
+    ax.set_yticks(ys, labels=[str(r["label"]) for r in rows], fontsize=7)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    ax.tick_params(axis="x", labelsize=7)
+    return _svg(fig)
+
+
+def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower: float | None = None,
+          upper: float | None = None) -> str:
+    """One gate across releases: the estimate with its CI per release (x, in release order) and
+    the compliant bounds as dashed lines. ``points``: {"release", "estimate", "low", "high", "passed"}."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(max(3.0, 1.2 + 0.7 * len(points)), 2.3))
+    xs = np.arange(len(points))
+    est = np.array([np.nan if p.get("estimate") is None else p["estimate"] for p in points], dtype=float)
+    ax.plot(xs, est, color=OKABE_ITO[0], linewidth=1, alpha=0.6)
+    for x, p, e in zip(xs, points, est, strict=True):
+        if not np.isfinite(e):
+            continue
+        bad = p.get("passed") is False
+        c = OKABE_ITO[3] if bad else OKABE_ITO[0]
+        lo, hi = p.get("low"), p.get("high")
+        if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi):
+            ax.plot([x, x], [lo, hi], color=c, linewidth=2)
+        ax.plot([x], [e], marker="D" if bad else "o", color=c, markersize=5, markerfacecolor=c if bad else "white")
+    _bound_lines(ax, lower, upper, vertical=False)
+    ax.set_xticks(xs, labels=[str(p["release"]) for p in points], rotation=25, ha="right", fontsize=7)
+    ax.set_xlim(-0.5, len(points) - 0.5)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_title(title, fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    if (lower is not None and np.isfinite(lower)) or (upper is not None and np.isfinite(upper)):
+        ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _svg(fig)

@@ -27,7 +27,8 @@ from ..data.manifest import problems_in_records, summarize_problems
 from ..engine import read_run_log
 from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
-from . import figures
+from ..summary import calls_line
+from . import compare, figures, front
 
 SECTION_CAPTIONS = {
     "coverage": "Mean coverage at each slot position, with a 90% cluster-bootstrap band over video groups. "
@@ -71,14 +72,28 @@ class Run:
         self.models = {r["spec"]: r.get("identity", {}) for r in records if r.get("kind") == "model"}
         self.verdicts = [r for r in records if r.get("kind") == "verdict"]
         self.obs: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        self.requests = 0
-        self.hits = 0
+        self.requests = 0  # distinct request records in the log (calls are counted from the header's totals)
         for r in records:
             if r.get("kind") == "observation":
                 self.obs[r.get("probe", "")].append(r)
             elif r.get("kind") == "request":
                 self.requests += 1
-                self.hits += bool(r.get("cache_hit"))
+
+    def relabel(self, suffix: str) -> None:
+        """Append ``suffix`` to every model name of this run (two runs of one model side by side)."""
+        def new(m: Any) -> Any:
+            return f"{m} {suffix}" if isinstance(m, str) else m
+
+        self.header["models"] = [new(m) for m in self.header.get("models") or []]
+        if self.header.get("baseline"):
+            self.header["baseline"] = new(self.header["baseline"])
+        for recs in self.obs.values():
+            for o in recs:
+                if "model" in o:
+                    o["model"] = new(o["model"])
+        for v in self.verdicts:
+            if "model" in (v.get("extra") or {}):
+                v["extra"] = {**v["extra"], "model": new(v["extra"]["model"])}
 
 
 def _slot_ci(cov: np.ndarray, clusters: np.ndarray, rng: np.random.Generator) -> tuple[list[float], list[float], list[float]]:
@@ -299,11 +314,14 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
         h = run.header
         env = h.get("environment", {})
         problems = problems_in_records(run.obs.get("data", []))
-        out.append({"path": run.path.name, "run_id": h.get("run_id"), "started": h.get("started"), "finished": h.get("finished"),
+        gate_calls = [dict((v.get("extra") or {}).get("calls") or {}) for v in run.verdicts]
+        out.append({"path": run.path.name, "run_id": h.get("run_id"),
+                    "calls_line": calls_line(h.get("calls") or {}, verdict_calls=gate_calls,
+                                             workers=max(1, len(h.get("workers") or []))), "started": h.get("started"), "finished": h.get("finished"),
                     "seed": h.get("seed"), "mode": h.get("mode"), "alpha": h.get("alpha"), "judge": h.get("judge"),
                     "command": " ".join(h.get("command", [])), "workers": h.get("workers", []),
                     "models": [{"spec": s, **i} for s, i in run.models.items()], "calls": h.get("calls", {}),
-                    "requests": run.requests, "hits": run.hits, "packages": {k: v for k, v in env.get("packages", {}).items() if v},
+                    "requests": run.requests, "packages": {k: v for k, v in env.get("packages", {}).items() if v},
                     "python": env.get("python"), "platform": env.get("platform"), "cuda": env.get("cuda"),
                     "gpus": env.get("gpus", []), "git_commit": env.get("git_commit"),
                     "problems": [str(p) for p in problems[:MAX_LISTED_PROBLEMS]], "n_problems": len(problems),
@@ -316,12 +334,20 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None) -> st
     import jinja2
 
     runs = [Run(Path(p)) for p in paths]
+    if len(runs) == 2 and set(runs[0].header.get("models") or []) & set(runs[1].header.get("models") or []):
+        for run, tag in zip(runs, ("A", "B"), strict=True):  # two releases of one model: keep them apart
+            run.relabel(f"({tag})")
     verdicts = []
     for run in runs:
         for v in run.verdicts:
             verdicts.append({**v, "model": v.get("extra", {}).get("model") or (run.header.get("models") or ["?"])[0],
+                             "anchor": front.anchor(f"{run.header.get('run_id')}-{v['nodeid']}" if len(runs) > 1 else v["nodeid"]),
                              "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None else "–"})
     verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
+    unfinished = [int(x) for run in runs if (x := run.header.get("exitstatus")) not in (None, 0, 1)]
+    errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]
+    arms = compare.arms_for(runs)
+    alpha = float(runs[0].header.get("alpha") or 0.05) if runs else 0.05
     failing = {v.get("extra", {}).get("spec") for v in verdicts if not v["passed"]} | {
         v["model"] for v in verdicts if not v["passed"] and v.get("extra", {}).get("probe") == "stressor"}
     env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_posbias", "report/templates"),
@@ -337,8 +363,12 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None) -> st
         rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         verdicts=verdicts,
         n_fail=sum(not v["passed"] for v in verdicts),
-        unfinished=[int(x) for run in runs if (x := run.header.get("exitstatus")) not in (None, 0, 1)],
-        errored=[e for run in runs for e in (run.header.get("errored_tests") or [])],
+        unfinished=unfinished,
+        errored=errored,
+        decision=front.decision(verdicts, unfinished=unfinished, errored=errored),
+        cards=front.suite_cards(verdicts),
+        table=front.grouped_table(verdicts),
+        comparison=compare.compare(*arms, alpha=alpha) if arms else None,
         positional=_positional(runs),
         phase=_phase(runs),
         stressor=_stressor(runs),

@@ -1,0 +1,190 @@
+"""Candidate vs. baseline in the report: paired differences from two arms' run-log records.
+
+An arm is one model's records in one run log: the candidate and the ``--baseline`` model of one
+run, or the first model of ``posbias report RUN_LOG_A RUN_LOG_B`` (A = candidate, B = baseline).
+
+* DPB and MEG, per configuration: instances are paired by (configuration, group, order) —
+  the same videos in the same slots — and compared with
+  :func:`pytest_posbias.paired.paired_abs_mean_verdict` (Δ = |mean cand| − |mean base|, paired
+  cluster bootstrap over groups, both arms resampled together); margin 0.
+* Clean repetition rate, per frame count: the per-video repetition flags are paired by video and
+  compared with the exact McNemar interval (:func:`pytest_posbias.stats.paired_change_verdict`).
+* Every other gate: the two verdicts side by side (each with its own CI); no paired CI, since
+  the run log does not keep the gate's per-unit outcomes.
+
+"Worse" means the whole (1 − 2α) CI of Δ lies above 0 (the candidate's statistic is further from
+0, or repeats more); "better" the whole CI below 0; otherwise "no clear change".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..metrics import dpb_per_instance, meg_per_instance
+from ..paired import paired_abs_mean_verdict
+from ..stats import paired_change_verdict
+from . import figures
+
+N_RESAMPLES = 4999  # paired bootstrap resamples per configuration (seeded by the configuration's name)
+
+
+class Arm:
+    """One model's observations and verdicts in one run log (``run``: a render.Run)."""
+
+    def __init__(self, run: Any, model: str, label: str) -> None:
+        self.run = run
+        self.model = model
+        self.label = label
+
+    def instances(self) -> dict[tuple[str, int], dict[tuple[str, tuple[Any, ...]], list[float]]]:
+        """(spec, P) -> {(group, order): coverage per slot} over the valid main-variant instances
+        (the last record of an instance logged again by a later sequential look wins)."""
+        out: dict[tuple[str, int], dict[tuple[str, tuple[Any, ...]], list[float]]] = {}
+        for o in self.run.obs.get("positional", []):
+            if o.get("type") != "instance" or o.get("model") != self.model or o.get("variant", "main") != "main":
+                continue
+            if not o.get("valid", True):
+                continue
+            cov = [s.get("coverage") for s in o.get("slots", [])]
+            if len(cov) != o["P"] or any(c is None for c in cov):
+                continue
+            out.setdefault((o["spec"], int(o["P"])), {})[(str(o.get("group")), tuple(o.get("order") or ()))] = [float(c) for c in cov]
+        return out
+
+    def clean_flags(self) -> dict[int, dict[str, int]]:
+        """frames -> {video: clean repetition flag} from the final look of each stressor summary."""
+        best: dict[int, Mapping[str, Any]] = {}
+        for o in self.run.obs.get("stressor", []):
+            if o.get("type") != "summary" or o.get("model") != self.model:
+                continue
+            f = int(o["settings"]["frames"])
+            if f not in best or len(o.get("videos", [])) >= len(best[f].get("videos", [])):
+                best[f] = o
+        out = {}
+        for f, o in best.items():
+            vids, flags = o.get("videos") or [], o.get("clean_flags") or []
+            if len(vids) == len(flags):
+                out[f] = {str(v): int(bool(x)) for v, x in zip(vids, flags, strict=True)}
+        return out
+
+    def verdicts(self) -> dict[tuple[str, str], Mapping[str, Any]]:
+        """(test function, gate name) -> verdict, for this arm's model."""
+        out = {}
+        for v in self.run.verdicts:
+            if (v.get("extra") or {}).get("model", self.model) == self.model:
+                func = v["nodeid"].split("::", 1)[-1].split("[", 1)[0]
+                out[(func, str(v.get("name")))] = v
+        return out
+
+
+def _direction(lo: float, hi: float) -> str:
+    if math.isfinite(lo) and lo > 0:
+        return "worse"
+    if math.isfinite(hi) and hi < 0:
+        return "better"
+    return "no clear change"
+
+
+def _seed(*keys: Any) -> int:
+    return zlib.crc32(json.dumps([str(k) for k in keys]).encode())
+
+
+def positional_differences(cand: Arm, base: Arm, *, alpha: float) -> list[dict[str, Any]]:
+    """Per configuration and statistic (DPB; MEG at P = 4): both arms' means on the paired
+    instances, Δ = |c̄| − |b̄| with its paired cluster-bootstrap CI, and the direction."""
+    ci, bi = cand.instances(), base.instances()
+    rows = []
+    for key in sorted(set(ci) & set(bi)):
+        spec, P = key
+        common = sorted(set(ci[key]) & set(bi[key]))
+        if not common:
+            continue
+        c = np.array([ci[key][k] for k in common], dtype=float)
+        b = np.array([bi[key][k] for k in common], dtype=float)
+        groups = np.array([k[0] for k in common])
+        stats = [("DPB", dpb_per_instance)] + ([("MEG", meg_per_instance)] if P == 4 else [])
+        for stat, fn in stats:
+            xc, xb = fn(c), fn(b)
+            v = paired_abs_mean_verdict(xc, xb, groups, name=f"{stat} {spec}", margin=0.0, alpha=alpha, unit="groups",
+                                        n_resamples=N_RESAMPLES, rng=np.random.default_rng(_seed(stat, spec)))
+            rows.append({"config": spec, "stat": stat, "cand": float(xc.mean()), "base": float(xb.mean()),
+                         "delta": v.estimate, "low": v.ci_low, "high": v.ci_high, "n_groups": int(np.unique(groups).size),
+                         "n_instances": len(common), "direction": _direction(v.ci_low, v.ci_high),
+                         "method": "Δ = |mean cand| − |mean base|, paired cluster bootstrap over groups"})
+    return rows
+
+
+def repetition_differences(cand: Arm, base: Arm, *, alpha: float) -> list[dict[str, Any]]:
+    """Per frame count: clean repetition rates of both arms on the videos both measured, and
+    δ = rate(cand) − rate(base) with the exact McNemar (1 − 2α) interval."""
+    cf, bf = cand.clean_flags(), base.clean_flags()
+    rows = []
+    for f in sorted(set(cf) & set(bf)):
+        vids = sorted(set(cf[f]) & set(bf[f]))
+        if not vids:
+            continue
+        a = np.array([cf[f][v] for v in vids])
+        b = np.array([bf[f][v] for v in vids])
+        v = paired_change_verdict(a, b, name=f"clean repetition rate at {f} frames", threshold=0.0, alpha=alpha,
+                                  unit="videos")
+        rows.append({"config": f"{f} frames", "stat": "clean repetition rate", "cand": float(a.mean()),
+                     "base": float(b.mean()), "delta": v.estimate, "low": v.ci_low, "high": v.ci_high,
+                     "n_groups": len(vids), "n_instances": len(vids), "direction": _direction(v.ci_low, v.ci_high),
+                     "method": "δ = rate cand − rate base, exact McNemar interval"})
+    return rows
+
+
+def side_by_side(cand: Arm, base: Arm) -> list[dict[str, Any]]:
+    """Every gate both arms decided: the two verdicts (estimate, CI, pass/fail) side by side."""
+    cv, bv = cand.verdicts(), base.verdicts()
+    out = []
+    for key in sorted(set(cv) | set(bv)):
+        c, b = cv.get(key), bv.get(key)
+        out.append({"gate": key[1], "test": key[0], "cand": c, "base": b,
+                    "change": None if c is None or b is None else ("now fails" if b["passed"] and not c["passed"] else
+                                                                  "now passes" if c["passed"] and not b["passed"] else "")})
+    return out
+
+
+def compare(cand: Arm, base: Arm, *, alpha: float) -> dict[str, Any]:
+    """The comparison section: paired differences, their figure, the side-by-side verdicts and
+    the front page's better/worse lists."""
+    diffs = positional_differences(cand, base, alpha=alpha) + repetition_differences(cand, base, alpha=alpha)
+    figs = []
+    for stat in sorted({d["stat"] for d in diffs}):
+        mine = [d for d in diffs if d["stat"] == stat]
+        figs.append(figures.forest([{"label": d["config"], "estimate": d["delta"], "low": d["low"], "high": d["high"],
+                                     "passed": None if d["direction"] != "worse" else False} for d in mine],
+                                   title=f"{stat}: {cand.label} − {base.label} (paired, {100 * (1 - 2 * alpha):.0f}% CI)",
+                                   xlabel="Δ (> 0: candidate worse)", ref=0.0, width=5.6))
+    gates = side_by_side(cand, base)
+    worse = [d for d in diffs if d["direction"] == "worse"] + [g for g in gates if g["change"] == "now fails"]
+    better = [d for d in diffs if d["direction"] == "better"] + [g for g in gates if g["change"] == "now passes"]
+    return {"cand": cand.label, "base": base.label, "diffs": diffs, "figures": figs, "gates": gates,
+            "worse": worse, "better": better, "alpha": alpha}
+
+
+def arms_for(runs: Sequence[Any]) -> tuple[Arm, Arm] | None:
+    """The candidate and baseline arms: a run with ``--baseline`` compares its model with its
+    baseline; two run logs compare the first model of A (candidate) with that of B (baseline)."""
+    if len(runs) == 1:
+        h = runs[0].header
+        if h.get("baseline") and h.get("models"):
+            return Arm(runs[0], h["models"][0], f"{h['models'][0]}"), Arm(runs[0], h["baseline"], f"{h['baseline']} (baseline)")
+        return None
+    if len(runs) == 2:
+        a, b = runs
+        ma, mb = (a.header.get("models") or ["?"])[0], (b.header.get("models") or ["?"])[0]
+        if ma == mb:  # two releases under one name: tell them apart by their run ids
+            return Arm(a, ma, f"{ma} (A, run {a.header.get('run_id')})"), Arm(b, mb, f"{mb} (B, run {b.header.get('run_id')})")
+        return Arm(a, ma, ma), Arm(b, mb, mb)
+    return None
+
+
+__all__ = ["Arm", "arms_for", "compare", "positional_differences", "repetition_differences", "side_by_side"]

@@ -1,0 +1,152 @@
+"""The report's front page: the release decision, one card per suite, the grouped verdict table.
+
+Built from the verdict records of the run logs alone:
+
+* decision — ``do not ship`` when any gate failed, a test ended without a verdict, the run did
+  not finish, or no gate decided; ``ship`` otherwise (with the run's mode and α: in detect mode a
+  pass means no violation was shown at level α, in certify mode that compliance was shown).
+* a card per suite (the test file of the gate's node id): gates passed/failed, the worst effect
+  (the gate whose CI reaches furthest past its allowed bound, relative to the bound's scale)
+  with its CI against the bound, and a small forest plot of that gate kind over the suite's
+  configurations; links to every failing gate's row.
+* the table grouped by suite and configuration (``extra.spec``, else "N frames" from the name).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..summary import allowed, suite_of, suite_order, suite_title
+from . import figures
+
+MAX_CARD_LINKS = 12  # failing gates linked on a card (the rest are counted, and all are in the table)
+MAX_FOREST_ROWS = 8  # configurations in a card's figure (worst first)
+
+
+def num(v: Any) -> float:
+    """A verdict field as a float (``"inf"``/``"-inf"`` strings, None -> nan)."""
+    if v is None:
+        return math.nan
+    if v in ("inf", "-inf"):
+        return math.inf if v == "inf" else -math.inf
+    return float(v)
+
+
+def anchor(nodeid: str) -> str:
+    """A stable HTML id for a gate's row (node ids hold spaces, brackets, colons)."""
+    return "gate-" + re.sub(r"[^A-Za-z0-9_-]+", "-", nodeid).strip("-")
+
+
+def configuration(v: Mapping[str, Any]) -> str:
+    """The configuration a verdict belongs to: the positional spec, else ``N frames`` from its
+    name, else its gate kind."""
+    ex = v.get("extra") or {}
+    if ex.get("spec"):
+        return str(ex["spec"])
+    m = re.search(r"at (\d+) frames", str(v.get("name", "")))
+    if m:
+        return f"{m.group(1)} frames"
+    return str(ex.get("gate") or v.get("name") or "other")
+
+
+def exceedance(v: Mapping[str, Any]) -> float:
+    """How far the CI reaches past the allowed region, relative to the bound's magnitude
+    (max over the finite bounds of (ci_high − upper) or (lower − ci_low), divided by
+    max(|bound|, 0.01)); larger is worse, negative means the CI lies inside the region."""
+    lo, hi = num(v.get("ci_low")), num(v.get("ci_high"))
+    est = num(v.get("estimate"))
+    lo = est if math.isnan(lo) else lo
+    hi = est if math.isnan(hi) else hi
+    worst = -math.inf
+    up, low = num(v.get("upper")), num(v.get("lower"))
+    if math.isfinite(up) and not math.isnan(hi):
+        worst = max(worst, (hi - up) / max(abs(up), 0.01))
+    if math.isfinite(low) and not math.isnan(lo):
+        worst = max(worst, (low - lo) / max(abs(low), 0.01))
+    return worst
+
+
+def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int], errored: Sequence[Any]) -> dict[str, Any]:
+    """``{"ship": bool, "why": str}``: ship only when every gate decided and passed in a finished run."""
+    n_fail = sum(not v["passed"] for v in verdicts)
+    why = []
+    if unfinished:
+        why.append(f"the run did not finish (pytest exit {', '.join(map(str, unfinished))})")
+    if errored:
+        why.append(f"{len(errored)} tests ended without a verdict")
+    if not verdicts:
+        why.append("no gate decided")
+    if n_fail:
+        why.append(f"{n_fail} of {len(verdicts)} gates failed")
+    ship = not why
+    return {"ship": ship, "why": "; ".join(why) if why else f"all {len(verdicts)} gates passed",
+            "n_fail": n_fail, "n": len(verdicts)}
+
+
+def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, title: str) -> str:
+    gate = (worst.get("extra") or {}).get("gate")
+    same = [v for v in mine if (v.get("extra") or {}).get("gate") == gate and num(v.get("upper")) == num(worst.get("upper"))
+            and num(v.get("lower")) == num(worst.get("lower"))] or [worst]
+    same = sorted(same, key=exceedance, reverse=True)[:MAX_FOREST_ROWS]
+    rows = [{"label": (configuration(v) + (f" · {v['model']}" if len({x['model'] for x in mine}) > 1 else ""))[:34],
+             "estimate": num(v.get("estimate")), "low": num(v.get("ci_low")), "high": num(v.get("ci_high")),
+             "passed": v["passed"]} for v in same]
+    low, up = num(worst.get("lower")), num(worst.get("upper"))
+    return figures.forest(rows, title=title, xlabel="estimate with its (1 − 2α) CI; dashed: allowed bound",
+                          lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None, width=5.2)
+
+
+def suite_cards(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One card per suite: counts, the worst effect with its CI and bound, a small forest plot,
+    and the failing gates (anchor, label)."""
+    by_suite: dict[str, list[Mapping[str, Any]]] = {}
+    for v in sorted(verdicts, key=lambda v: v["nodeid"]):
+        by_suite.setdefault(suite_of(v["nodeid"]), []).append(v)
+    multi_model = len({v.get("model") for v in verdicts}) > 1
+    cards = []
+    for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
+        decided = [v for v in mine if not math.isnan(num(v.get("estimate")))]
+        worst = max(decided or mine, key=lambda v: (not v["passed"], exceedance(v)))
+        gate_name = re.sub(r"\s+\S+-\S+-P\d(\[.*\])?$", "", str(worst.get("name", "")))
+        fails = [v for v in mine if not v["passed"]]
+        cards.append({
+            "suite": suite, "title": suite_title(suite).split(" — ", 1)[-1], "file": suite,
+            "n": len(mine), "n_fail": len(fails), "n_pass": len(mine) - len(fails),
+            "worst": {"name": worst.get("name"), "model": worst.get("model"), "estimate": num(worst.get("estimate")),
+                      "ci_low": num(worst.get("ci_low")), "ci_high": num(worst.get("ci_high")),
+                      "allowed": allowed(num(worst.get("lower")), num(worst.get("upper"))), "passed": worst["passed"],
+                      "anchor": worst.get("anchor") or anchor(worst["nodeid"])},
+            "figure": _forest_for(mine, worst, title=f"{gate_name}: worst configurations"),
+            "failing": [{"anchor": v.get("anchor") or anchor(v["nodeid"]),
+                         "label": str(v.get("name")) + (f" · {v.get('model')}" if multi_model else "")}
+                        for v in sorted(fails, key=exceedance, reverse=True)[:MAX_CARD_LINKS]],
+            "more_failing": max(0, len(fails) - MAX_CARD_LINKS),
+        })
+    return cards
+
+
+def grouped_table(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Suites -> configurations -> verdict rows; a configuration with a failure is ``open``.
+    Failing configurations come first, then by name; rows failures first."""
+    out = []
+    by_suite: dict[str, list[Mapping[str, Any]]] = {}
+    for v in sorted(verdicts, key=lambda v: v["nodeid"]):
+        by_suite.setdefault(suite_of(v["nodeid"]), []).append(v)
+    multi_model = len({v["model"] for v in verdicts}) > 1
+    for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
+        confs: dict[str, list[Mapping[str, Any]]] = {}
+        for v in mine:
+            key = configuration(v) + (f" · {v['model']}" if multi_model else "")
+            confs.setdefault(key, []).append(v)
+        groups: list[dict[str, Any]] = [{"config": k, "open": any(not v["passed"] for v in rows), "n_fail": sum(not v["passed"] for v in rows),
+                   "rows": sorted(rows, key=lambda v: (v["passed"], v["nodeid"]))} for k, rows in confs.items()]
+        groups.sort(key=lambda g: (not g["open"], g["config"]))
+        out.append({"suite": suite, "title": suite_title(suite), "groups": groups,
+                    "n_fail": sum(int(g["n_fail"]) for g in groups), "n": len(mine)})
+    return out
+
+
+__all__ = ["anchor", "configuration", "decision", "exceedance", "grouped_table", "num", "suite_cards"]

@@ -1,0 +1,102 @@
+"""Trends across releases: ``posbias report --history DIR``.
+
+Every run log under DIR (``*.jsonl`` with a posbias header, searched recursively, e.g. the CI
+artifacts of past releases) is one release, ordered by its start time. A gate is identified
+across releases by (suite file, gate name) — the gate name holds the configuration but not the
+model, so a renamed model still lines up. Per gate the page draws the estimate with its CI by
+release and the allowed bound(s) as dashed lines (matplotlib, inline SVG), failing releases in
+vermillion.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import ConfigError
+from ..summary import suite_of, suite_title
+from . import figures
+from .front import anchor, num
+
+
+def find_run_logs(directory: str | Path) -> list[Path]:
+    """Run logs under ``directory`` (recursively): ``*.jsonl`` files whose first line is a posbias
+    run-log header. Worker logs (``log-*.jsonl``) beside a merged ``run.jsonl`` are skipped."""
+    import json
+
+    root = Path(directory)
+    if not root.is_dir():
+        raise ConfigError(f"--history: {directory}: not a directory")
+    out = []
+    for p in sorted(root.rglob("*.jsonl")):
+        if p.name.startswith("log-") and (p.parent / "run.jsonl").is_file():
+            continue
+        try:
+            with p.open(encoding="utf-8") as fh:
+                first = json.loads(fh.readline() or "{}")
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(first, dict) and first.get("kind") == "header" and "schema_version" in first:
+            out.append(p)
+    return out
+
+
+def _release_label(header: dict[str, Any], path: Path) -> str:
+    models = "+".join(header.get("models") or ["?"])
+    started = str(header.get("started") or "")[:16].replace("T", " ")
+    return f"{models} {started}".strip() or path.parent.name
+
+
+def history(runs: Sequence[Any]) -> dict[str, Any]:
+    """Releases (in start order) and per gate the points and the trend figure."""
+    runs = sorted(runs, key=lambda r: (str(r.header.get("started") or ""), str(r.path)))
+    releases = [{"label": _release_label(r.header, r.path), "path": str(r.path), "run_id": r.header.get("run_id"),
+                 "n_fail": sum(not v["passed"] for v in r.verdicts), "n": len(r.verdicts)} for r in runs]
+    gates: dict[tuple[str, str], list[dict[str, Any] | None]] = {}
+    meta: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, r in enumerate(runs):
+        for v in r.verdicts:
+            key = (suite_of(v["nodeid"]), str(v.get("name")))
+            gates.setdefault(key, [None] * len(runs))[i] = v
+            meta[key] = v
+    out = []
+    for key in sorted(gates, key=lambda k: (k[0], k[1])):
+        pts = []
+        for i, v in enumerate(gates[key]):
+            if v is None:
+                continue
+            pts.append({"release": f"{i + 1}. {releases[i]['label']}", "estimate": num(v.get("estimate")),
+                        "low": num(v.get("ci_low")), "high": num(v.get("ci_high")), "passed": v["passed"]})
+        last = meta[key]
+        low, up = num(last.get("lower")), num(last.get("upper"))
+        fig = figures.trend(pts, title=key[1][:70], ylabel="estimate (CI)",
+                            lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None)
+        out.append({"suite": key[0], "suite_title": suite_title(key[0]), "gate": key[1], "figure": fig,
+                    "anchor": anchor(f"{key[0]}::{key[1]}"), "points": pts,
+                    "failing_last": bool(pts) and pts[-1]["passed"] is False})
+    return {"releases": releases, "gates": out}
+
+
+def render_history(directory: str | Path, *, rendered_at: str | None = None) -> str:
+    """The history page for every run log under ``directory``."""
+    import jinja2
+
+    from .render import Run
+
+    paths = find_run_logs(directory)
+    if not paths:
+        raise ConfigError(f"--history: no posbias run log (*.jsonl with a run-log header) under {directory}")
+    data = history([Run(p) for p in paths])
+    env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_posbias", "report/templates"),
+                             autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template("history.html.j2").render(
+        title=f"pytest-posbias trends: {len(data['releases'])} releases", version=__version__, directory=str(directory),
+        rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), **data)
+
+
+__all__ = ["find_run_logs", "history", "render_history"]

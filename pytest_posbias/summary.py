@@ -1,0 +1,166 @@
+"""The terminal summary of a run, as plain lines (the plugin prints them; the CLI could too).
+
+* :func:`verdict_lines` — every gate grouped by suite (the test file), failures first; the full
+  test id on its own line, wrapped at the terminal width and never cut, then its numbers.
+* :func:`calls_line` — one line of model-call accounting from the session's :class:`CallStats`
+  totals: calls made, served from the cache, failed, wall time waiting on the models, tokens,
+  and the requests saved by gates that reused another gate's probe result.
+* :func:`worker_progress_line` — the controller's line for ``-n`` runs from the workers' progress
+  files (``progress-<worker>.txt`` in the run directory, each the worker's latest progress).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SUITE_TITLES = {
+    "test_positional.py": "positional bias (DPB, MEG, coverage)",
+    "test_phase_order.py": "frame phase and option order",
+    "test_stressors.py": "temporal stressors and repetition",
+}
+
+
+def suite_order(suite: str) -> tuple[int, str]:
+    """Sort key: the ready-made suites in SUITE_TITLES order (positional first), then by name."""
+    names = list(SUITE_TITLES)
+    name = suite.rsplit("/", 1)[-1]
+    return (names.index(name) if name in names else len(names), suite)
+
+
+def suite_of(nodeid: str) -> str:
+    """The suite of a test: the file part of its node id (``suites/test_positional.py``)."""
+    return nodeid.split("::", 1)[0]
+
+
+def suite_title(suite: str) -> str:
+    """``suites/test_positional.py`` -> ``suites/test_positional.py — positional bias (...)``."""
+    name = suite.rsplit("/", 1)[-1]
+    return f"{suite} — {SUITE_TITLES[name]}" if name in SUITE_TITLES else suite
+
+
+def _num(v: float, fmt: str = ".4g") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    return format(v, fmt)
+
+
+def allowed(lower: float, upper: float) -> str:
+    """The compliant region of a gate as text: ``≤ u``, ``≥ l`` or ``[l, u]``."""
+    if lower is None or math.isinf(lower) or (isinstance(lower, float) and math.isnan(lower)):
+        return f"≤ {_num(upper)}"
+    if upper is None or math.isinf(upper) or (isinstance(upper, float) and math.isnan(upper)):
+        return f"≥ {_num(lower)}"
+    return f"[{_num(lower)}, {_num(upper)}]"
+
+
+def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> list[tuple[str, bool | None]]:
+    """Lines (text, passed or None for a heading) for the verdict rows ``{"nodeid", "verdict", "p_bh"}``.
+
+    Grouped by suite in node id order, failures first within a suite. The gate's test name (the
+    node id after the file) is wrapped at ``width`` with a hanging indent and never truncated, so
+    two gates are always told apart; its numbers follow on the next line.
+    """
+    width = max(40, int(width))
+    by_suite: dict[str, list[Mapping[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["nodeid"]):
+        by_suite.setdefault(suite_of(r["nodeid"]), []).append(r)
+    out: list[tuple[str, bool | None]] = []
+    for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
+        n_fail = sum(not r["verdict"].passed for r in mine)
+        out.append((f"{suite_title(suite)}: {len(mine)} gates, {n_fail} failed", None))
+        for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
+            v = r["verdict"]
+            status = "PASS" if v.passed else "FAIL"
+            name = r["nodeid"].split("::", 1)[1] if "::" in r["nodeid"] else r["nodeid"]
+            wrapped = textwrap.wrap(name, width=width - 7, break_long_words=True, break_on_hyphens=False) or [name]
+            out.append((f"  {status} {wrapped[0]}", v.passed))
+            out += [(f"       {w}", v.passed) for w in wrapped[1:]]
+            ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
+            out.append((f"       estimate {_num(v.estimate)}  CI {ci}  allowed {allowed(v.lower, v.upper)}  "
+                        f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}  p_BH {_num(r['p_bh'], '.3g')}", v.passed))
+    return out
+
+
+def _count(n: float) -> str:
+    n = int(n)
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1e3:.0f}k"
+    return str(n)
+
+
+def reuse(verdict_calls: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(gates that reused a probe result computed for another gate, requests that saved).
+
+    ``verdict_calls`` are the per-gate call counters (``shared`` = requests behind a reused
+    probe result, served from memory instead of being requested again)."""
+    gates = [c for c in verdict_calls if int(c.get("shared", 0) or 0) > 0]
+    return len(gates), int(sum(int(c.get("shared", 0) or 0) for c in gates))
+
+
+def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str, Any]] = (), workers: int = 1) -> str:
+    """One line: calls made, served from the cache, failed (+ retries), wall time, tokens, reuse.
+
+    The numbers are the session totals of :class:`~pytest_posbias.engine.CallStats` summed over
+    the gates (the same numbers the report and the JSON summary show). The wall time is the time
+    spent waiting on the backends (summed over ``workers`` processes when there are several),
+    not the summed per-call client time. Reuse is reported only when at least one gate reused
+    another gate's probe result and more than one gate decided."""
+    made, hits, failed = int(calls.get("made", 0)), int(calls.get("cache_hits", 0)), int(calls.get("failed", 0))
+    parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
+    if calls.get("retries"):
+        parts[-1] += f" ({int(calls['retries'])} retries of transient errors)"
+    wall = float(calls.get("wall_seconds", 0) or 0)
+    parts.append(f"wall time {wall:.1f} s" + (f" (summed over {workers} workers)" if workers > 1 else ""))
+    prompt, visual, output = (int(calls.get(k, 0) or 0) for k in ("prompt_tokens", "visual_tokens", "output_tokens"))
+    if prompt or output:
+        vis = f" ({_count(visual)} visual)" if visual else ""
+        parts.append(f"tokens {_count(prompt)} in{vis}, {_count(output)} out")
+    n_gates, saved = reuse(verdict_calls)
+    if n_gates and len(verdict_calls) > 1 and saved:
+        parts.append(f"{n_gates} gates reused another gate's probe result, saving {saved} requests")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- -n progress
+
+
+def progress_file(run_dir: Path, worker: str) -> Path:
+    return run_dir / f"progress-{worker}.txt"
+
+
+def write_progress(path: Path, message: str) -> None:
+    """Replace the worker's progress file atomically (a reader never sees half a line)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(message, encoding="utf-8")
+        tmp.replace(path)
+    except OSError:  # progress is best-effort: a full disk never fails a run
+        pass
+
+
+def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) -> str:
+    """``12/40 tests · gw0: model calls 30/120 (+0 cache hits), ETA 12 s · gw1: ...`` from the
+    workers' progress files (missing or unreadable files are left out)."""
+    parts = [f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"]
+    for f in sorted(run_dir.glob("progress-*.txt")):
+        try:
+            msg = f.read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if msg:
+            parts.append(f"{f.stem.removeprefix('progress-')}: {msg}")
+    return " · ".join(parts)
+
+
+__all__ = ["allowed", "calls_line", "progress_file", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
+           "worker_progress_line", "write_progress"]
