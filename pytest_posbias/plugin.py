@@ -7,7 +7,7 @@ delegated to core modules that also run from the CLI.
 from __future__ import annotations
 
 import json
-import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +159,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="HTML report path (default reports/<model>-<UTC timestamp>.html and reports/latest.html)")
     group.addoption("--posbias-json", type=_path_type("--posbias-json"), default=None, metavar="PATH",
                     help="machine-readable summary of every verdict")
+    group.addoption("--posbias-markdown", type=_path_type("--posbias-markdown"), default=None, metavar="PATH",
+                    help="short Markdown verdict table (failures first, link to the HTML report) for CI job "
+                         "summaries and PR comments, e.g. $GITHUB_STEP_SUMMARY")
     group.addoption("--posbias-cache", type=_path_type("--posbias-cache"), default=None, metavar="DIR",
                     help="generation cache and run logs (default .posbias/)")
     group.addoption("--posbias-seed", type=_seed_type, default=None, metavar="INT",
@@ -203,6 +206,9 @@ class _SessionState:
         self.errored: list[dict[str, Any]] = []
         self.calls: dict[str, float] = dict.fromkeys(CallStats().snapshot(), 0)
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
+        self.tests_planned = 0  # -n progress (controller)
+        self.tests_done = 0
+        self.stop = threading.Event()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -274,7 +280,8 @@ def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
         raise pytest.UsageError(f"--posbias-data: {exc}") from None
 
 
-PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache")
+PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache",
+                "--posbias-markdown")
 
 
 def _expected_inifile(start: Path) -> Path | None:
@@ -375,9 +382,17 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
 
 
 def _progress_writer(config: pytest.Config) -> Any:
-    """A callback that prints probe progress on its own line, or None when quiet or on a worker."""
-    if config.get_verbosity() < 0 or getattr(config, "workerinput", None) is not None:
+    """A callback that shows probe progress: on the controller, a line of its own that does not make
+    pytest print the test file's header again; on an xdist worker (no terminal), the worker's
+    latest progress in ``progress-<worker>.txt`` of the run directory, which the controller prints
+    (:func:`_start_worker_progress`). None when quiet."""
+    if config.get_verbosity() < 0:
         return None
+    if getattr(config, "workerinput", None) is not None:
+        from .summary import progress_file, write_progress
+
+        path = progress_file(_run_dir(config), _worker_id(config))
+        return lambda line: write_progress(path, line)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None:
         return None
@@ -388,11 +403,68 @@ def _progress_writer(config: pytest.Config) -> Any:
         # print past pytest's output capture, on a line of its own
         if capman is not None:
             with capman.global_and_fixture_disabled():
-                tr.write_line(f"[posbias] {line}")
+                _write_keeping_prefix(tr, config, f"[posbias] {line}")
         else:
-            tr.write_line(f"[posbias] {line}")
+            _write_keeping_prefix(tr, config, f"[posbias] {line}")
 
     return write
+
+
+def _write_keeping_prefix(tr: Any, config: pytest.Config, line: str) -> None:
+    """``tr.write_line`` forgets the file whose results are being printed, so pytest would print
+    the file's header again after the line; at default verbosity keep it (results continue on
+    the next line without repeating the header)."""
+    prefix = getattr(tr, "currentfspath", None)
+    tw = getattr(tr, "_tw", None)
+    if prefix in (None, -2) and tw is not None and int(getattr(tw, "width_of_current_line", 0) or 0):
+        tw.line()  # xdist writes result letters without a prefix: start a line of our own
+    tr.write_line(line)
+    if config.get_verbosity() <= 0 and prefix not in (None, -2):
+        tr.currentfspath = prefix
+
+
+def _run_dir(config: pytest.Config) -> Path:
+    cache = Path(str(_options(config)["cache"]))
+    cache = cache if cache.is_absolute() else Path(str(config.rootpath)) / cache
+    return cache / "runs" / config.stash[_STASH_RUN_ID]
+
+
+PROGRESS_POLL_S = 5.0  # the controller of an -n run prints the workers' progress at most this often
+
+
+def _start_worker_progress(config: pytest.Config) -> None:
+    """xdist controller: a daemon thread that prints the workers' progress (tests done / planned,
+    each worker's model calls done / planned with its ETA) when it changed, every PROGRESS_POLL_S."""
+    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
+        return
+    if config.get_verbosity() < 0 or config.getoption("--collect-only", False):
+        return
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
+    from .summary import worker_progress_line
+
+    state = config.stash[_STASH_STATE]
+    run_dir = _run_dir(config)
+
+    def loop() -> None:
+        last = ""
+        while not state.stop.wait(PROGRESS_POLL_S):
+            line = worker_progress_line(run_dir, tests_done=state.tests_done, tests_planned=state.tests_planned)
+            if line != last and (state.tests_done or ":" in line):
+                last = line
+                _write_keeping_prefix(tr, config, f"[posbias] {line}")
+
+    state.stop.clear()
+    threading.Thread(target=loop, name="posbias-progress", daemon=True).start()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """xdist controller: the tests planned (every worker collects the same ids)."""
+    state = node.config.stash.get(_STASH_STATE, None)
+    if state is not None:
+        state.tests_planned = max(state.tests_planned, len(ids))
 
 
 @pytest.fixture
@@ -436,6 +508,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         # the report must not read "ALL PASSED" for the gates that did
         state.errored.append({"nodeid": report.nodeid, "when": report.when,
                               "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
+    if report.when == "teardown":
+        state.tests_done += 1
     if report.when != "call":  # user properties ride on every phase's report; count them once
         return
     for key, value in props:
@@ -454,6 +528,7 @@ _STATE_HOLDER: dict[str, _SessionState] = {}
 def pytest_sessionstart(session: pytest.Session) -> None:
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
     _check_endpoints_before_workers(session.config)
+    _start_worker_progress(session.config)
 
 
 def _check_endpoints_before_workers(config: pytest.Config) -> None:
@@ -489,32 +564,30 @@ def _summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None:
         return
+    from .summary import calls_line, verdict_lines
+
     rows = _summary_rows(config)
     state = config.stash[_STASH_STATE]
+    state.stop.set()
     _problem_summary(terminalreporter, config, state.problems)
     if rows:
         tr = terminalreporter
         tr.section("posbias verdicts")
-        if config.get_verbosity() >= 0:
-            tr.write_line(f"{'gate':<54} {'result':<6} {'estimate':>9} {'CI':>21} {'thr':>7} {'n':>5} {'p':>9} {'p_BH':>9}")
-        for r in sorted(rows, key=lambda r: (r["verdict"].passed, r["nodeid"])):
-            v: Verdict = r["verdict"]
-            status = "PASS" if v.passed else "FAIL"
-            ci = "—" if math.isnan(v.ci_low) else f"[{v.ci_low:.3f}, {v.ci_high:.3f}]"
-            label = r["nodeid"].split("::")[-1]
-            tr.write_line(
-                f"{label[:54]:<54} {status:<6} {v.estimate:>9.4f} {ci:>21} {v.threshold:>7.3g} {v.n:>5d} "
-                f"{v.p_value:>9.3g} {r['p_bh']:>9.3g}",
-                red=not v.passed, green=v.passed,
-            )
-        c = state.calls
-        shared = f", {int(c['shared'])} shared between gates" if c.get("shared") else ""
-        if c.get("retries"):  # transient endpoint errors the backend retried (issue 15)
-            shared += f", {int(c['retries'])} retries"
-        tr.write_line(
-            f"model calls: {int(c['made'])} made, {int(c['cache_hits'])} cache hits, {int(c['failed'])} failed{shared}; "
-            f"model time {c['model_seconds']:.1f} s; p_BH = Benjamini-Hochberg over the {len(rows)} gates above"
-        )
+        width = int(getattr(tr, "_screen_width", 0) or 100)
+        for text, passed in verdict_lines(rows, width=width):
+            if passed is None:
+                tr.write_line(text, bold=True)
+            else:
+                tr.write_line(text, red=not passed, green=passed)
+        workers = 1
+        if getattr(config.option, "dist", "no") != "no":
+            try:
+                workers = int(getattr(config.option, "numprocesses", 1) or 1)
+            except (TypeError, ValueError):
+                workers = 1
+        tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
+                                 workers=max(1, workers)))
+        tr.write_line(f"p_BH = Benjamini-Hochberg over the {len(rows)} gates above")
 
 
 def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> None:
@@ -552,6 +625,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     rows = _summary_rows(config)
     state = config.stash[_STASH_STATE]
+    state.stop.set()  # no -n progress line after this point
     run_log = None
     try:
         from .session import finish_run
@@ -579,3 +653,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(out, indent=2, sort_keys=True))
+    md = config.getoption("--posbias-markdown", None)
+    if md:  # also written when no gate decided (the job summary says so)
+        from .report.markdown import write_markdown
+
+        write_markdown(md, rows, rootdir=Path(str(config.rootpath)), options=_options(config), run_log=run_log,
+                       errored=state.errored, exitstatus=int(exitstatus))
