@@ -416,7 +416,10 @@ def _write_keeping_prefix(tr: Any, config: pytest.Config, line: str) -> None:
     the next line without repeating the header)."""
     prefix = getattr(tr, "currentfspath", None)
     tw = getattr(tr, "_tw", None)
-    if prefix in (None, -2) and tw is not None and int(getattr(tw, "width_of_current_line", 0) or 0):
+    at_line_start = tw is not None and not int(getattr(tw, "width_of_current_line", 0) or 0)
+    if at_line_start:
+        tr.currentfspath = None  # already on a fresh line: no blank line before ours
+    elif prefix in (None, -2) and tw is not None:
         tw.line()  # xdist writes result letters without a prefix: start a line of our own
     tr.write_line(line)
     if config.get_verbosity() <= 0 and prefix not in (None, -2):

@@ -228,9 +228,10 @@ def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower:
 def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower: float | None = None,
           upper: float | None = None) -> str:
     """One gate across releases: the estimate with its CI per release (x, in release order) and
-    the compliant bounds as dashed lines. ``points``: {"release", "estimate", "low", "high", "passed"}."""
+    the compliant bounds as dashed lines. ``points``: {"release" (a short tick label), "estimate",
+    "low", "high", "passed"}; failing releases in vermillion with a filled marker."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(3.0, 1.2 + 0.7 * len(points)), 2.3))
+    fig, ax = plt.subplots(figsize=(max(2.9, 1.6 + 0.35 * len(points)), 1.9))
     xs = np.arange(len(points))
     est = np.array([np.nan if p.get("estimate") is None else p["estimate"] for p in points], dtype=float)
     ax.plot(xs, est, color=OKABE_ITO[0], linewidth=1, alpha=0.6)
@@ -244,11 +245,11 @@ def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower
             ax.plot([x, x], [lo, hi], color=c, linewidth=2)
         ax.plot([x], [e], marker="D" if bad else "o", color=c, markersize=5, markerfacecolor=c if bad else "white")
     _bound_lines(ax, lower, upper, vertical=False)
-    ax.set_xticks(xs, labels=[str(p["release"]) for p in points], rotation=25, ha="right", fontsize=7)
+    ax.set_xticks(xs, labels=[str(p["release"]) for p in points], fontsize=7)
     ax.set_xlim(-0.5, len(points) - 0.5)
-    ax.set_ylabel(ylabel, fontsize=8)
-    ax.set_title(title, fontsize=8)
+    ax.set_xlabel("release", fontsize=7)
+    ax.set_ylabel(ylabel, fontsize=7)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_title(title, fontsize=7.5)
     ax.grid(axis="y", alpha=0.3)
-    if (lower is not None and np.isfinite(lower)) or (upper is not None and np.isfinite(upper)):
-        ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _svg(fig)

@@ -91,7 +91,7 @@ def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, 
     same = [v for v in mine if (v.get("extra") or {}).get("gate") == gate and num(v.get("upper")) == num(worst.get("upper"))
             and num(v.get("lower")) == num(worst.get("lower"))] or [worst]
     same = sorted(same, key=exceedance, reverse=True)[:MAX_FOREST_ROWS]
-    rows = [{"label": (configuration(v) + (f" · {v['model']}" if len({x['model'] for x in mine}) > 1 else ""))[:34],
+    rows = [{"label": (configuration(v) + (f" · {v['model']}" if len({x['model'] for x in mine}) > 1 else ""))[:44],
              "estimate": num(v.get("estimate")), "low": num(v.get("ci_low")), "high": num(v.get("ci_high")),
              "passed": v["passed"]} for v in same]
     low, up = num(worst.get("lower")), num(worst.get("upper"))

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError
-from ..summary import suite_of, suite_title
+from ..summary import suite_of, suite_order, suite_title
 from . import figures
 from .front import anchor, num
 
@@ -64,16 +64,16 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
             gates.setdefault(key, [None] * len(runs))[i] = v
             meta[key] = v
     out = []
-    for key in sorted(gates, key=lambda k: (k[0], k[1])):
+    for key in sorted(gates, key=lambda k: (suite_order(k[0]), k[1])):
         pts = []
         for i, v in enumerate(gates[key]):
             if v is None:
                 continue
-            pts.append({"release": f"{i + 1}. {releases[i]['label']}", "estimate": num(v.get("estimate")),
+            pts.append({"release": f"#{i + 1}", "label": releases[i]["label"], "estimate": num(v.get("estimate")),
                         "low": num(v.get("ci_low")), "high": num(v.get("ci_high")), "passed": v["passed"]})
         last = meta[key]
         low, up = num(last.get("lower")), num(last.get("upper"))
-        fig = figures.trend(pts, title=key[1][:70], ylabel="estimate (CI)",
+        fig = figures.trend(pts, title=key[1] if len(key[1]) <= 56 else key[1][:55] + "…", ylabel="estimate (CI)",
                             lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None)
         out.append({"suite": key[0], "suite_title": suite_title(key[0]), "gate": key[1], "figure": fig,
                     "anchor": anchor(f"{key[0]}::{key[1]}"), "points": pts,

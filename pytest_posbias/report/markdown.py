@@ -1,0 +1,134 @@
+"""``--posbias-markdown PATH``: a short Markdown verdict table for CI job summaries and PR comments.
+
+One table, failures first (then node id order): result, gate (the test id), estimate, the
+two-sided 1 − 2α CI, the allowed region with the configured threshold, n and its unit, the
+Benjamini-Hochberg adjusted p (over the run's gates, as on the terminal). Tests that ended
+without a verdict (an exception, a setup error) are listed under it: they decided nothing.
+A link to the run's HTML report follows, relative to the Markdown file. The file is written
+even when no gate decided, so a job summary always says what happened.
+
+GitHub renders it in ``$GITHUB_STEP_SUMMARY`` (the recipe in examples/ci appends it there);
+GitLab shows it as an artifact or in a merge-request note.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..stats import Verdict
+
+
+def _num(v: float | None, fmt: str = ".4g") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    return format(v, fmt)
+
+
+def _allowed(v: Verdict) -> str:
+    """The compliance region: ``≤ u``, ``≥ l`` or ``[l, u]`` (threshold as configured beside it)."""
+    lo, hi = v.lower, v.upper
+    if lo is None or math.isinf(lo) or math.isnan(lo):
+        region = f"≤ {_num(hi)}"
+    elif hi is None or math.isinf(hi) or math.isnan(hi):
+        region = f"≥ {_num(lo)}"
+    else:
+        region = f"[{_num(lo)}, {_num(hi)}]"
+    return f"{region} (threshold {_num(v.threshold)})"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell (pipes escaped, one line)."""
+    return " ".join(str(text).replace("|", "\\|").split())
+
+
+def _gate_id(nodeid: str) -> str:
+    return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
+
+
+def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Mapping[str, Any]] = (),
+                     models: Sequence[str] = (), mode: str = "", alpha: float | None = None,
+                     exitstatus: int | None = None, report_link: str | None = None) -> str:
+    """The Markdown text for verdict rows ``{"nodeid", "verdict", "p_bh"}`` (see the module doc)."""
+    n = len(rows)
+    failed = sum(not r["verdict"].passed for r in rows)
+    if n == 0:
+        title = "no gate decided"
+    elif failed:
+        title = f"{failed} of {n} gates failed"
+    else:
+        title = f"all {n} gates passed"
+    if errored:
+        title += f", {len(errored)} tests ended without a verdict"
+    icon = "❌" if failed or errored or n == 0 else "✅"
+    lines = [f"## {icon} pytest-posbias: {title}", ""]
+    facts = []
+    if models:
+        facts.append("model " + ", ".join(f"`{_cell(m)}`" for m in models))
+    if mode:
+        facts.append(f"mode {mode}")
+    if alpha is not None:
+        facts.append(f"α = {_num(alpha)} (CI {_num(100 * (1 - 2 * alpha), '.0f')}% two-sided)")
+    if exitstatus is not None:
+        facts.append(f"pytest exit status {exitstatus}")
+    if facts:
+        lines += [" · ".join(facts), ""]
+    if rows:
+        lines += ["| result | gate | estimate | CI | allowed | n | p (BH) |",
+                  "|---|---|---:|---|---|---:|---:|"]
+        for r in sorted(rows, key=lambda r: (r["verdict"].passed, r["nodeid"])):
+            v: Verdict = r["verdict"]
+            ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
+            lines.append(f"| {'✅ PASS' if v.passed else '❌ FAIL'} | `{_cell(_gate_id(r['nodeid']))}` | "
+                         f"{_num(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
+                         f"{_num(r.get('p_bh'), '.3g')} |")
+        lines.append("")
+    if errored:
+        lines += ["Ended without a verdict (decided nothing):", ""]
+        for e in errored:
+            msg = " ".join(str(m) for m in (e.get("message") or []))
+            lines.append(f"- `{_cell(e.get('nodeid', '?'))}` ({_cell(str(e.get('when', '')))}): {_cell(msg)}")
+        lines.append("")
+    if report_link:
+        lines += [f"[HTML report]({report_link.replace(' ', '%20')})", ""]
+    return "\n".join(lines)
+
+
+def find_report(*, rootdir: Path, options: Mapping[str, Any], run_log: Path | None) -> Path | None:
+    """The HTML report this run wrote: ``--posbias-report`` when given, else the newest
+    ``<report_dir>/*.html`` (other than latest.html) written after the run log; None if none was."""
+    if run_log is None or not run_log.is_file():
+        return None
+    since = run_log.stat().st_mtime - 1.0
+    explicit = options.get("report")
+    if explicit:
+        p = Path(str(explicit))
+        p = p if p.is_absolute() else rootdir / p
+        return p if p.is_file() and p.stat().st_mtime >= since else None
+    d = Path(str(options.get("report_dir", "reports")))
+    d = d if d.is_absolute() else rootdir / d
+    if not d.is_dir():
+        return None
+    found = [p for p in d.glob("*.html") if p.name != "latest.html" and p.stat().st_mtime >= since]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def write_markdown(path: str | Path, rows: Sequence[Mapping[str, Any]], *, rootdir: Path, options: Mapping[str, Any],
+                   run_log: Path | None, errored: Sequence[Mapping[str, Any]] = (), exitstatus: int | None = None) -> Path:
+    """Write :func:`markdown_summary` to ``path`` (relative paths under the current folder)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    report = find_report(rootdir=rootdir, options=options, run_log=run_log)
+    link = None
+    if report is not None:
+        link = os.path.relpath(report.resolve(), out.resolve().parent).replace(os.sep, "/")
+    text = markdown_summary(rows, errored=errored, models=list(options.get("models") or []),
+                            mode=str(options.get("mode", "")), alpha=options.get("alpha"),
+                            exitstatus=exitstatus, report_link=link)
+    out.write_text(text, encoding="utf-8")
+    return out
