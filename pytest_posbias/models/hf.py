@@ -9,11 +9,17 @@ this project measures. Videos are passed as frame arrays with their metadata (fp
 frame indices, duration) and ``do_sample_frames=False``, so the model sees exactly the
 probe's frames and models that print timestamps print the right ones.
 
-Greedy requests are batched with left padding; sampled requests run one by one under
-``torch.manual_seed(seed)`` so a result never depends on its batch. Letter log-probs come
-from one forward pass at the answer position (the empty think block is prefilled for
-reasoning models). bf16 on CUDA, float32 on CPU; the device comes from
-``--posbias-device`` or the xdist worker id (worker gwN → cuda:N mod device count).
+Requests are batched with left padding, greedy and sampled alike (a batch holds requests of
+one decoding setting whose videos have the same shapes). Sampled requests stay
+batch-independent: sampling is greedy decoding over Gumbel-perturbed scores drawn from a
+generator seeded by (request seed, step) (:mod:`.hf_sampling`), so a request's tokens are a
+function of its own seed, never of its batch. Letter log-probs come from one forward pass at
+the answer position (the empty think block is prefilled for reasoning models). bf16 on CUDA,
+float32 on CPU; device, sharding over a node's GPUs and the attention kernel are chosen by
+:mod:`.hf_loading` and recorded in the backend identity (hence in the cache key and the run
+log). Every Generation carries its prompt tokens (the non-padding tokens of its row of
+``input_ids``), of which visual tokens (the image/video placeholder tokens the processor
+expanded), and its output tokens.
 """
 
 from __future__ import annotations
@@ -33,6 +39,14 @@ from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError
 from ..video.compose import ImagePart, TextPart, VideoPart
 from ..video.frames import FrameStore
+from .hf_loading import (
+    input_device,
+    load_model,
+    pick_attn_implementation,
+    pick_device,
+    plan_placement,
+)
+from .hf_sampling import GUMBEL_SAMPLER, make_processor
 from .registry import ResolvedModel
 
 _SENTINEL = "\u0000POSBIAS_BODY\u0000"
@@ -65,23 +79,6 @@ ADAPTERS: dict[str, FamilyAdapter] = {
 }
 
 
-def pick_device(option: str, worker: str) -> str:
-    """``auto``: cuda:(N mod device count) for xdist worker gwN, cuda:0 serially, cpu without CUDA."""
-    import torch
-
-    if option == "cpu":
-        return "cpu"
-    if option.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ModelLoadError(f"--posbias-device {option}: CUDA is not available on this machine")
-        return "cuda:0" if option == "cuda" else option
-    if torch.cuda.is_available():
-        n = torch.cuda.device_count()
-        idx = int(worker[2:]) % n if worker.startswith("gw") and worker[2:].isdigit() else 0
-        return f"cuda:{idx}"
-    return "cpu"
-
-
 def _dir_revision(path: Path) -> str:
     """Content revision of a local checkpoint: config.json and the safetensors headers."""
     h = hashlib.sha256()
@@ -105,10 +102,10 @@ class HFBackend:
     supports_letter_logprobs = True
 
     def __init__(self, resolved: ResolvedModel, store: FrameStore, *, device: str = "auto", worker: str = "main",
-                 batch_size: int = 4) -> None:
+                 batch_size: int = 4, attn_implementation: str = "auto", device_map: str = "fit") -> None:
         try:
             import torch
-            from transformers import AutoModelForImageTextToText, AutoProcessor
+            from transformers import AutoProcessor
             from transformers.utils import logging as hf_logging
         except ImportError as exc:
             raise ModelLoadError(f"--model {resolved.spec}: the `hf` extra is not installed (pip install 'pytest-posbias[hf]'): {exc}") from None
@@ -119,14 +116,16 @@ class HFBackend:
         if self.family not in ADAPTERS:
             raise ModelLoadError(f"--model {resolved.spec}: no input adapter for family {self.family!r}")
         self.adapter = ADAPTERS[self.family]
-        self.device = pick_device(device, worker)
-        self.dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.placement = plan_placement(resolved, device=pick_device(device, worker), option=device_map, worker=worker)
+        self.attn_implementation = pick_attn_implementation(attn_implementation, self.placement.device)
+        self.dtype = torch.bfloat16 if self.placement.device.startswith("cuda") else torch.float32
         self.max_batch_size = int(batch_size)
         try:
             self.processor = AutoProcessor.from_pretrained(resolved.target)
-            self.model = AutoModelForImageTextToText.from_pretrained(resolved.target, dtype=self.dtype).to(self.device).eval()
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            self.model = load_model(resolved, self.placement, dtype=self.dtype, attn=self.attn_implementation)
+        except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
             raise ModelLoadError(f"--model {resolved.spec}: transformers could not load {resolved.target} ({type(exc).__name__}: {exc})") from None
+        self.device = input_device(self.model, self.placement)
         tok = self.processor.tokenizer
         tok.padding_side = "left"
         self.tokenizer = tok
@@ -146,7 +145,14 @@ class HFBackend:
             "dtype": str(self.dtype).replace("torch.", ""),
             "device_type": self.device.split(":")[0],
             "prefill": resolved.prefill,
+            "attn_implementation": self.attn_implementation,
+            "sampler": GUMBEL_SAMPLER,
         }
+        # how the weights were placed: in the run log's model record, not in the cache key (it does not change outputs)
+        self.placement_info = {"device": self.placement.device, "sharded": self.placement.sharded,
+                               "device_map": self.placement.device_map if isinstance(self.placement.device_map, str) else None,
+                               "devices": sorted({str(d) for d in getattr(self.model, "hf_device_map", {}).values()}) or [self.device],
+                               "reason": self.placement.reason}
         self._letter_ids: dict[str, int] = {}
 
     def identity(self) -> Mapping[str, Any]:
@@ -226,18 +232,40 @@ class HFBackend:
 
     def _groups(self, requests: Sequence[Request], *, forward_only: bool = False) -> list[list[int]]:
         """Indices grouped so a batch holds requests whose videos have the same shapes (processors
-        of some families stack videos) and only greedy requests (sampled ones run alone; a
-        forward pass for letter scores never samples)."""
+        of some families stack videos) and, for generation, one decoding setting (greedy or
+        sampled alike: sampled rows are seeded per row, see :mod:`.hf_sampling`)."""
         groups: dict[Any, list[int]] = {}
         out: list[list[int]] = []
         for i, r in enumerate(requests):
-            if not forward_only and not r.decoding.greedy:
-                out.append([i])
-                continue
-            groups.setdefault(self._signature(r), []).append(i)
+            key = self._signature(r) if forward_only else (self._signature(r), r.decoding, r.want == "both")
+            groups.setdefault(key, []).append(i)
         for idx in groups.values():
             out += [idx[k : k + self.max_batch_size] for k in range(0, len(idx), self.max_batch_size)]
         return sorted(out)
+
+    def _media_ids(self) -> set[int]:
+        """Token ids of the image and video placeholders (what the processor expands per frame/patch)."""
+        ids = set()
+        for t in (self.video_token, self.image_token):
+            i = self.tokenizer.convert_tokens_to_ids(t)
+            if isinstance(i, int) and i >= 0 and i != self.tokenizer.unk_token_id:
+                ids.add(int(i))
+        return ids
+
+    def token_counts(self, inputs: Any) -> list[tuple[int, int]]:
+        """(prompt tokens, visual tokens) of each row of a processed batch: the non-padding
+        tokens (attention mask) and, of those, the image/video placeholder tokens."""
+        import torch
+
+        ids = inputs["input_ids"]
+        mask = inputs.get("attention_mask")
+        mask = torch.ones_like(ids) if mask is None else mask
+        media = torch.zeros_like(ids, dtype=torch.bool)
+        for m in self._media_ids():
+            media |= ids == m
+        prompt = mask.sum(dim=1).tolist()
+        visual = (media & mask.bool()).sum(dim=1).tolist()
+        return [(int(p), int(v)) for p, v in zip(prompt, visual, strict=True)]
 
     def letter_ids(self, letters: Sequence[str]) -> list[int]:
         out = []
@@ -260,16 +288,14 @@ class HFBackend:
             dec = batch[0].decoding
             t0 = time.perf_counter()
             inputs = self._inputs(batch)
-            kw: dict[str, Any] = {"max_new_tokens": dec.max_new_tokens, "do_sample": not dec.greedy,
+            n_in = int(inputs["input_ids"].shape[1])
+            kw: dict[str, Any] = {"max_new_tokens": dec.max_new_tokens, "do_sample": False,
+                                  "temperature": None, "top_p": None, "top_k": None,
                                   "pad_token_id": self.pad_id, "return_dict_in_generate": True,
                                   "output_logits": any(r.want == "both" for r in batch)}
-            if not dec.greedy:
-                kw.update(temperature=dec.temperature, top_p=dec.top_p)
-                if dec.top_k:
-                    kw["top_k"] = dec.top_k
-                torch.manual_seed(batch[0].seed)
-            else:
-                kw.update(temperature=None, top_p=None, top_k=None)
+            if not dec.greedy:  # seeded per row: greedy over Gumbel-perturbed, filtered scores
+                kw["logits_processor"] = [make_processor([r.seed for r in batch], n_in, temperature=dec.temperature,
+                                                         top_k=dec.top_k, top_p=dec.top_p)]
             if dec.repetition_penalty != 1.0:
                 kw["repetition_penalty"] = dec.repetition_penalty
             try:
@@ -278,7 +304,7 @@ class HFBackend:
             except (RuntimeError, ValueError, IndexError) as exc:
                 raise BackendError(f"generate failed for {self.resolved.spec}: {type(exc).__name__}: {exc}") from None
             dt = (time.perf_counter() - t0) / len(batch)
-            n_in = inputs["input_ids"].shape[1]
+            counts = self.token_counts(inputs)
             seqs = out.sequences[:, n_in:].tolist()
             first_logits = out.logits[0].float().log_softmax(-1) if kw["output_logits"] else None
             for row, (i, r) in enumerate(zip(idx, batch, strict=True)):
@@ -292,7 +318,35 @@ class HFBackend:
                 if r.want == "both" and first_logits is not None:
                     ids = self.letter_ids(r.letters)
                     lp = {letter: float(first_logits[row, tid]) for letter, tid in zip(r.letters, ids, strict=True)}
-                results[i] = Generation(text, len(body), finish, lp, dt)
+                results[i] = Generation(text, len(body), finish, lp, dt, prompt_tokens=counts[row][0],
+                                        visual_tokens=counts[row][1], input_form="video")
+        return [g for g in results if g is not None]
+
+    def score_generations(self, requests: Sequence[Request]) -> list[Generation]:
+        """Letter scores as Generations (one forward pass per batch), with prompt and visual token counts."""
+        import torch
+
+        results: list[Generation | None] = [None] * len(requests)
+        for idx in self._groups(requests, forward_only=True):
+            by_letters: dict[tuple[str, ...], list[int]] = {}
+            for i in idx:
+                by_letters.setdefault(tuple(requests[i].letters), []).append(i)
+            for letters, sub in by_letters.items():
+                ids = self.letter_ids(letters)
+                batch = [requests[i] for i in sub]
+                t0 = time.perf_counter()
+                inputs = self._inputs(batch, prefill=self.resolved.prefill)
+                try:
+                    with torch.inference_mode():
+                        logits = self.model(**inputs).logits[:, -1, :].float().log_softmax(-1)
+                except (RuntimeError, ValueError, IndexError) as exc:
+                    raise BackendError(f"forward pass failed for {self.resolved.spec}: {type(exc).__name__}: {exc}") from None
+                dt = (time.perf_counter() - t0) / len(batch)
+                counts = self.token_counts(inputs)
+                for row, i in enumerate(sub):
+                    lp = {letter: float(logits[row, tid]) for letter, tid in zip(letters, ids, strict=True)}
+                    results[i] = Generation("", 0, "stop", lp, dt, prompt_tokens=counts[row][0],
+                                            visual_tokens=counts[row][1], input_form="video")
         return [g for g in results if g is not None]
 
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:

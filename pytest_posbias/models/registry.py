@@ -44,15 +44,20 @@ class ModelEntry:
     prefill: str = ""  # assistant prefill for letter scoring (empty think block for reasoning models)
     api_base: str = ""
     note: str = ""
+    video_form: str = "auto"  # openai backend: "video" (one video_url), "images" (image-only APIs), "auto" (probe)
+    params_b: float = 0.0  # parameters in billions (bf16 weights = 2 bytes each): decides sharding on `hf`
+    shard: bool = False  # always shard over the node's GPUs (device_map="auto"), whatever one device holds
 
 
 REGISTRY: dict[str, ModelEntry] = {e.alias: e for e in [
-    ModelEntry("qwen3vl8b", "Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl", note="phase paper core model; VideoSTF; multi-video paper"),
-    ModelEntry("qwen3vl30b", "Qwen/Qwen3-VL-30B-A3B-Instruct", "qwen3_vl_moe", note="MoE; multi-video paper"),
-    ModelEntry("qwen25vl7b", "Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_5_vl", note="phase paper core model"),
-    ModelEntry("qwen2vl7b", "Qwen/Qwen2-VL-7B-Instruct", "qwen2_vl"),
-    ModelEntry("internvl35-8b", "OpenGVLab/InternVL3_5-8B-HF", "internvl", note="multi-video paper; VideoSTF; phase paper replication"),
-    ModelEntry("internvl35-14b", "OpenGVLab/InternVL3_5-14B-HF", "internvl", note="multi-video paper"),
+    ModelEntry("qwen3vl8b", "Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl", note="phase paper core model; VideoSTF; multi-video paper", params_b=8.8),
+    ModelEntry("qwen3vl30b", "Qwen/Qwen3-VL-30B-A3B-Instruct", "qwen3_vl_moe", note="MoE; multi-video paper", params_b=31.1),
+    ModelEntry("qwen25vl7b", "Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_5_vl", note="phase paper core model", params_b=8.3),
+    ModelEntry("qwen25vl72b", "Qwen/Qwen2.5-VL-72B-Instruct", "qwen2_5_vl", params_b=73.4,
+               note="72B class: 147 GB of bf16 weights, sharded over the node's GPUs (device_map=auto)"),
+    ModelEntry("qwen2vl7b", "Qwen/Qwen2-VL-7B-Instruct", "qwen2_vl", params_b=8.3),
+    ModelEntry("internvl35-8b", "OpenGVLab/InternVL3_5-8B-HF", "internvl", note="multi-video paper; VideoSTF; phase paper replication", params_b=8.5),
+    ModelEntry("internvl35-14b", "OpenGVLab/InternVL3_5-14B-HF", "internvl", note="multi-video paper", params_b=15.1),
     ModelEntry("internvl25-8b", "OpenGVLab/InternVL2_5-8B", "unsupported",
                note="the public checkpoint is remote code (InternVLChatModel); convert it with transformers' "
                     "convert_internvl_weights_to_hf.py and pass the converted directory to --model, or serve it "
@@ -61,21 +66,21 @@ REGISTRY: dict[str, ModelEntry] = {e.alias: e for e in [
                note="needs trust_remote_code, which transformers does not load natively; serve it with vLLM "
                     "(vllm serve openbmb/MiniCPM-o-4_5 --trust-remote-code) and use --model openai:NAME --api-base URL"),
     ModelEntry("glm41v-9b-thinking", "zai-org/GLM-4.1V-9B-Thinking", "glm4v", reasoning=True, prefill=EMPTY_THINK,
-               note="reasoning model: empty think block prefilled for letter scoring"),
+               note="reasoning model: empty think block prefilled for letter scoring", params_b=10.3),
     ModelEntry("mimo-vl-7b-rl", "XiaomiMiMo/MiMo-VL-7B-RL", "qwen2_5_vl", reasoning=True, prefill=EMPTY_THINK,
-               note="reasoning model (Qwen2.5-VL architecture): empty think block prefilled for letter scoring"),
-    ModelEntry("llava-video-7b", "llava-hf/LLaVA-Video-7B-Qwen2-hf", "llava_onevision", note="VideoSTF"),
-    ModelEntry("llava-next-video-7b", "llava-hf/LLaVA-NeXT-Video-7B-hf", "llava_next_video", note="VideoSTF"),
-    ModelEntry("llava-ov-7b", "llava-hf/llava-onevision-qwen2-7b-ov-hf", "llava_onevision"),
+               note="reasoning model (Qwen2.5-VL architecture): empty think block prefilled for letter scoring", params_b=8.3),
+    ModelEntry("llava-video-7b", "llava-hf/LLaVA-Video-7B-Qwen2-hf", "llava_onevision", note="VideoSTF", params_b=8.0),
+    ModelEntry("llava-next-video-7b", "llava-hf/LLaVA-NeXT-Video-7B-hf", "llava_next_video", note="VideoSTF", params_b=7.1),
+    ModelEntry("llava-ov-7b", "llava-hf/llava-onevision-qwen2-7b-ov-hf", "llava_onevision", params_b=8.0),
     ModelEntry("molmo2-8b", "allenai/Molmo2-8B", "unsupported",
                note="no adapter in this release; serve it with vLLM and use --model openai:NAME --api-base URL"),
     ModelEntry("sharegpt4video-8b", "Lin-Chen/sharegpt4video-8b", "unsupported",
                note="remote-code LLaVA variant not loadable by transformers natively; serve it and use --model openai:NAME"),
     ModelEntry("videollama2-7b", "DAMO-NLP-SG/VideoLLaMA2-7B", "unsupported",
                note="remote code (videollama2 package), not loadable by transformers natively; serve it and use --model openai:NAME"),
-    ModelEntry("gpt-5.4", "gpt-5.4", "openai", note="OpenAI API; key from OPENAI_API_KEY"),
+    ModelEntry("gpt-5.4", "gpt-5.4", "openai", note="OpenAI API; key from OPENAI_API_KEY", video_form="images"),
     ModelEntry("gemini-3.1-pro", "gemini-3.1-pro", "openai", api_base="https://generativelanguage.googleapis.com/v1beta/openai/",
-               note="Gemini's OpenAI-compatible API; key from OPENAI_API_KEY (or GEMINI_API_KEY)"),
+               note="Gemini's OpenAI-compatible API; key from OPENAI_API_KEY (or GEMINI_API_KEY)", video_form="images"),
 ]}
 
 
