@@ -13,7 +13,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -29,6 +29,8 @@ __all__ = [
     "dpb_per_instance",
     "flip_rate",
     "fragment_coverage",
+    "fragment_density",
+    "fragment_tokenizer",
     "fragment_tokens",
     "fragments",
     "full_orders",
@@ -147,6 +149,8 @@ def full_orders(P: int) -> list[tuple[int, ...]]:
 # --------------------------------------------------------------------------- News fragment coverage (NEWSROOM)
 
 _FRAGMENT_TOKEN = re.compile(r"\w+|[^\w\s]")
+FRAGMENT_TOKENIZERS = ("auto", "spacy", "regex")
+_SPACY_EN: Any = None
 
 
 class FragmentMatch(NamedTuple):
@@ -157,12 +161,46 @@ class FragmentMatch(NamedTuple):
     length: int
 
 
-def fragment_tokens(text: str) -> list[str]:
-    """Tokens for fragment coverage: ``re.findall(r"\\w+|[^\\w\\s]", text.lower())``."""
-    return _FRAGMENT_TOKEN.findall(_check_text(text).lower())
+def fragment_tokenizer(tokenizer: str = "auto") -> str:
+    """The tokenizer fragments use: ``"spacy"`` (NEWSROOM's, via ``spacy.blank("en")``) when
+    the ``spacy`` extra is installed, else ``"regex"``; an explicit choice is checked."""
+    if tokenizer not in FRAGMENT_TOKENIZERS:
+        raise ConfigError(f"`tokenizer` must be one of {', '.join(FRAGMENT_TOKENIZERS)}; got {tokenizer!r}")
+    if tokenizer == "regex":
+        return "regex"
+    try:
+        import spacy  # noqa: F401
+    except ImportError:
+        if tokenizer == "spacy":
+            raise ConfigError("`tokenizer` 'spacy' needs the spacy extra: pip install 'pytest-posbias[spacy]'") from None
+        return "regex"
+    return "spacy"
 
 
-def fragments(reference: str, summary: str) -> list[FragmentMatch]:
+def fragment_tokens(text: str, *, tokenizer: str = "auto") -> list[str]:
+    r"""Lower-cased tokens for fragments.
+
+    * ``spacy`` (default when installed): the tokens of spaCy's English tokenizer
+      (``spacy.blank("en")``, rule-based, no model download), ``str(token).lower()``, as
+      lil-lab/newsroom ``Fragments._tokenize``/``_normalize`` do (its ``en_core_web_sm``
+      pipeline tokenizes with the same English rules; whitespace tokens are kept, as there).
+      "U.S.", "3.14", "5,000", "10:30", "COVID-19" and URLs stay whole; "don't" → "do", "n't".
+    * ``regex`` (fallback without spaCy, DESIGN.md section 4):
+      ``re.findall(r"\w+|[^\w\s]", text.lower())``; it splits those, so coverage can differ
+      from NEWSROOM's on punctuation-heavy text.
+    """
+    global _SPACY_EN
+    text = _check_text(text)
+    if fragment_tokenizer(tokenizer) == "regex":
+        return _FRAGMENT_TOKEN.findall(text.lower())
+    if _SPACY_EN is None:
+        import spacy
+
+        _SPACY_EN = spacy.blank("en")
+    return [str(t).lower() for t in _SPACY_EN.tokenizer(text)]
+
+
+def fragments(reference: str, summary: str, *, tokenizer: str = "auto") -> list[FragmentMatch]:
     """NEWSROOM greedy fragments (lil-lab/newsroom ``analyze/fragments.py`` ``_match``).
 
     The reference plays NEWSROOM's "summary" argument and the generated summary its
@@ -170,8 +208,8 @@ def fragments(reference: str, summary: str) -> list[FragmentMatch]:
     but after any match the summary scan jumps past it (``b_start = b_end``), exactly
     as the original, so a later, longer overlapping match can be missed.
     """
-    a = fragment_tokens(_check_text(reference, name="reference"))
-    b = fragment_tokens(_check_text(summary, name="summary"))
+    a = fragment_tokens(_check_text(reference, name="reference"), tokenizer=tokenizer)
+    b = fragment_tokens(_check_text(summary, name="summary"), tokenizer=tokenizer)
     matches: list[FragmentMatch] = []
     a_start = 0
     while a_start < len(a):
@@ -199,15 +237,22 @@ def fragments(reference: str, summary: str) -> list[FragmentMatch]:
     return matches
 
 
-def fragment_coverage(reference: str, summary: str) -> float:
-    """Reference-fragment coverage (multi-video paper eq. 2): |matched reference tokens| / |reference tokens|.
-
-    0 for an empty reference.
-    """
-    n_ref = len(fragment_tokens(_check_text(reference, name="reference")))
+def fragment_coverage(reference: str, summary: str, *, tokenizer: str = "auto") -> float:
+    """Reference-fragment coverage (multi-video paper eq. 2; NEWSROOM ``Fragments.coverage``):
+    Σ|f| / |reference tokens| over the greedy fragments f. 0 for an empty reference."""
+    n_ref = len(fragment_tokens(_check_text(reference, name="reference"), tokenizer=tokenizer))
     if n_ref == 0:
         return 0.0
-    return sum(m.length for m in fragments(reference, summary)) / n_ref
+    return sum(m.length for m in fragments(reference, summary, tokenizer=tokenizer)) / n_ref
+
+
+def fragment_density(reference: str, summary: str, *, tokenizer: str = "auto") -> float:
+    """Fragment density (NEWSROOM ``Fragments.density``, Grusky et al. 2018 §4.1):
+    Σ|f|² / |reference tokens| over the greedy fragments f. 0 for an empty reference."""
+    n_ref = len(fragment_tokens(_check_text(reference, name="reference"), tokenizer=tokenizer))
+    if n_ref == 0:
+        return 0.0
+    return sum(m.length ** 2 for m in fragments(reference, summary, tokenizer=tokenizer)) / n_ref
 
 
 # --------------------------------------------------------------------------- repetition (VideoSTF §3.1, official conventions)

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import ConfigError, JudgeError
-from ..metrics import fragment_coverage
+from ..metrics import fragment_coverage, fragment_tokenizer
 from .text import sentences
 
 EMBED_THRESHOLD = 0.60
@@ -73,10 +73,12 @@ class Coverage:
     covered: tuple[bool, ...] | None = None
     reasons: tuple[str, ...] = ()
     error: str | None = None
+    tokenizer: str | None = None  # fragment judge: "spacy" or "regex" (metrics.fragment_tokenizer)
 
     def to_dict(self) -> dict[str, Any]:
         return {"value": self.value, "judge": self.judge, "covered": None if self.covered is None else list(self.covered),
-                "reasons": list(self.reasons), "error": self.error}
+                "reasons": list(self.reasons), "error": self.error,
+                **({"tokenizer": self.tokenizer} if self.tokenizer else {})}
 
 
 class Judge(Protocol):
@@ -161,7 +163,9 @@ class FragmentJudge:
     name = "fragment"
 
     def score(self, items: Sequence[tuple[Sequence[str], str]]) -> list[Coverage]:
-        return [Coverage(fragment_coverage(" ".join(refs), summary), self.name) for refs, summary in items]
+        tok = fragment_tokenizer()
+        return [Coverage(fragment_coverage(" ".join(refs), summary, tokenizer=tok), self.name, tokenizer=tok)
+                for refs, summary in items]
 
 
 def validate_judge_json(text: str, n: int) -> tuple[tuple[bool, ...], tuple[str, ...]]:
