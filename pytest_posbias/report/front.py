@@ -87,24 +87,35 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
 
 
 def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, title: str) -> str:
+    """The worst gate's kind over the suite's configurations (worst first); with several models
+    (candidate and baseline) each configuration shows every model's row, on the same axis."""
     gate = (worst.get("extra") or {}).get("gate")
     same = [v for v in mine if (v.get("extra") or {}).get("gate") == gate and num(v.get("upper")) == num(worst.get("upper"))
             and num(v.get("lower")) == num(worst.get("lower"))] or [worst]
-    same = sorted(same, key=exceedance, reverse=True)[:MAX_FOREST_ROWS]
-    rows = [{"label": (configuration(v) + (f" · {v['model']}" if len({x['model'] for x in mine}) > 1 else ""))[:44],
+    models = sorted({str(v.get("model")) for v in same})
+    by_conf: dict[str, list[Mapping[str, Any]]] = {}
+    for v in same:
+        by_conf.setdefault(configuration(v), []).append(v)
+    confs = sorted(by_conf, key=lambda c: max(exceedance(v) for v in by_conf[c]), reverse=True)
+    confs = confs[:max(1, MAX_FOREST_ROWS // len(models))] if len(models) > 1 else confs[:MAX_FOREST_ROWS]
+    rows = [{"label": (configuration(v) + (f" · {v['model']}" if len(models) > 1 else ""))[:44],
              "estimate": num(v.get("estimate")), "low": num(v.get("ci_low")), "high": num(v.get("ci_high")),
-             "passed": v["passed"]} for v in same]
+             "passed": v["passed"]} for c in confs for v in sorted(by_conf[c], key=lambda v: str(v.get("model")))]
     low, up = num(worst.get("lower")), num(worst.get("upper"))
     return figures.forest(rows, title=title, xlabel="estimate with its (1 − 2α) CI; dashed: allowed bound",
                           lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None, width=5.2)
 
 
-def suite_cards(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def suite_cards(verdicts: Sequence[Mapping[str, Any]], *, also: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """One card per suite: counts, the worst effect with its CI and bound, a small forest plot,
-    and the failing gates (anchor, label)."""
+    and the failing gates (anchor, label). ``also``: verdicts drawn beside them in the figure but
+    not counted (the baseline's, in a candidate-vs-baseline report)."""
     by_suite: dict[str, list[Mapping[str, Any]]] = {}
     for v in sorted(verdicts, key=lambda v: v["nodeid"]):
         by_suite.setdefault(suite_of(v["nodeid"]), []).append(v)
+    extra: dict[str, list[Mapping[str, Any]]] = {}
+    for v in also:
+        extra.setdefault(suite_of(v["nodeid"]), []).append(v)
     multi_model = len({v.get("model") for v in verdicts}) > 1
     cards = []
     for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
@@ -119,7 +130,7 @@ def suite_cards(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                       "ci_low": num(worst.get("ci_low")), "ci_high": num(worst.get("ci_high")),
                       "allowed": allowed(num(worst.get("lower")), num(worst.get("upper"))), "passed": worst["passed"],
                       "anchor": worst.get("anchor") or anchor(worst["nodeid"])},
-            "figure": _forest_for(mine, worst, title=f"{gate_name}: worst configurations"),
+            "figure": _forest_for([*mine, *extra.get(suite, [])], worst, title=f"{gate_name}: worst configurations"),
             "failing": [{"anchor": v.get("anchor") or anchor(v["nodeid"]),
                          "label": str(v.get("name")) + (f" · {v.get('model')}" if multi_model else "")}
                         for v in sorted(fails, key=exceedance, reverse=True)[:MAX_CARD_LINKS]],

@@ -348,6 +348,8 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None) -> st
     errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]
     arms = compare.arms_for(runs)
     alpha = float(runs[0].header.get("alpha") or 0.05) if runs else 0.05
+    # candidate vs baseline: the release decision and the cards' counts are the candidate's gates
+    decided = [v for v in verdicts if v["model"] == arms[0].model] if arms else verdicts
     failing = {v.get("extra", {}).get("spec") for v in verdicts if not v["passed"]} | {
         v["model"] for v in verdicts if not v["passed"] and v.get("extra", {}).get("probe") == "stressor"}
     env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_posbias", "report/templates"),
@@ -365,8 +367,9 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None) -> st
         n_fail=sum(not v["passed"] for v in verdicts),
         unfinished=unfinished,
         errored=errored,
-        decision=front.decision(verdicts, unfinished=unfinished, errored=errored),
-        cards=front.suite_cards(verdicts),
+        decision=front.decision(decided, unfinished=unfinished, errored=errored),
+        decided_for=arms[0].label if arms else None,
+        cards=front.suite_cards(decided, also=[v for v in verdicts if v not in decided]),
         table=front.grouped_table(verdicts),
         comparison=compare.compare(*arms, alpha=alpha) if arms else None,
         positional=_positional(runs),
