@@ -168,3 +168,36 @@ def test_meg_baseline_fails_a_worse_candidate_and_passes_a_better_one(pytester, 
     better = pytester.runpytest(*sel, "--model", "sim:unbiased", "--baseline", "sim:dose,meg=-0.08")
     assert better.ret == 0, better.stdout.str()[-3000:]
     better.assert_outcomes(passed=6)
+
+
+# Just past the threshold: a dose of 1.5t on the MCQ rate gates, with enough items that the
+# group-sequential exact-binomial gate has about 94% power there (2,000 simulated Bernoulli
+# samples at n = 300, rate 0.225, t = 0.15: 0.941 fail rate; `calibration.sequential_decision`).
+# The dose models pick the dosed items by a Weyl sequence, so the realised rate sits next to the
+# dose (not a binomial draw). DPB/MEG are not in this test: their per-group sd (~0.18 on
+# sim:unbiased) needs thousands of groups to separate 1.5t from t.
+NEAR_ITEMS = 300
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gate", ["order", "flip", "phase"])
+def test_dose_just_past_the_threshold_fails_and_zero_passes(gate, tmp_path):
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.session import RunContext, synthetic_manifest
+
+    root = Path(__file__).resolve().parents[1]
+    data = synthetic_manifest(root)  # the full synthetic set (360 questions): built once, reused
+    ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "cache"), "seed": 0, "judge": "auto",
+                             "data": str(data)}, PosbiasConfig(probes={"phase": {"items": NEAR_ITEMS}}),
+                            rootdir=tmp_path, worker="test", run_id=f"near-{gate}", quiet=True)
+    try:
+        t = DEFAULT_THRESHOLDS[gate]
+        near = f"sim:dose,{gate}={1.5 * t:g}"
+        bad = gate_verdict(ctx, gate, near)
+        assert not bad.passed, bad.reason
+        assert bad.extra["measurement"]["floor_met"], bad.reason
+        assert t < bad.estimate < 2 * t, bad.reason  # the effect really sits just past t, not far beyond
+        good = gate_verdict(ctx, gate, "sim:unbiased")
+        assert good.passed and good.extra["measurement"]["floor_met"], good.reason
+    finally:
+        ctx.close()
