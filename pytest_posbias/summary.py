@@ -4,7 +4,7 @@
   test id on its own line, wrapped at the terminal width and never cut, then its numbers.
 * :func:`calls_line` — one line of model-call accounting from the session's :class:`CallStats`
   totals: calls made, served from the cache, failed, wall time waiting on the models, tokens,
-  and the requests saved by gates that reused another gate's probe result.
+  and the requests saved by gates that reused probe results already computed in the run.
 * :func:`worker_progress_line` — the controller's line for ``-n`` runs from the workers' progress
   files (``progress-<worker>.txt`` in the run directory, each the worker's latest progress).
 """
@@ -98,7 +98,7 @@ def _count(n: float) -> str:
 
 
 def reuse(verdict_calls: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-    """(gates that reused a probe result computed for another gate, requests that saved).
+    """(gates that reused a probe result already computed in this run, requests that saved).
 
     ``verdict_calls`` are the per-gate call counters (``shared`` = requests behind a reused
     probe result, served from memory instead of being requested again)."""
@@ -112,8 +112,8 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     The numbers are the session totals of :class:`~pytest_posbias.engine.CallStats` summed over
     the gates (the same numbers the report and the JSON summary show). The wall time is the time
     spent waiting on the backends (summed over ``workers`` processes when there are several),
-    not the summed per-call client time. Reuse is reported only when at least one gate reused
-    another gate's probe result and more than one gate decided."""
+    not the summed per-call client time. Reuse is reported only when at least one gate reused a
+    probe result already computed in the run and more than one gate decided."""
     made, hits, failed = int(calls.get("made", 0)), int(calls.get("cache_hits", 0)), int(calls.get("failed", 0))
     parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
     if calls.get("retries"):
@@ -121,12 +121,16 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     wall = float(calls.get("wall_seconds", 0) or 0)
     parts.append(f"wall time {wall:.1f} s" + (f" (summed over {workers} workers)" if workers > 1 else ""))
     prompt, visual, output = (int(calls.get(k, 0) or 0) for k in ("prompt_tokens", "visual_tokens", "output_tokens"))
-    if prompt or output:
-        vis = f" ({_count(visual)} visual)" if visual else ""
-        parts.append(f"tokens {_count(prompt)} in{vis}, {_count(output)} out")
+    tokens = []  # a backend that does not report a count (e.g. prompt tokens of sim:) leaves it out
+    if prompt:
+        tokens.append(f"{_count(prompt)} in" + (f" ({_count(visual)} visual)" if visual else ""))
+    if output:
+        tokens.append(f"{_count(output)} out")
+    if tokens:
+        parts.append("tokens " + ", ".join(tokens))
     n_gates, saved = reuse(verdict_calls)
     if n_gates and len(verdict_calls) > 1 and saved:
-        parts.append(f"{n_gates} gates reused another gate's probe result, saving {saved} requests")
+        parts.append(f"{n_gates} gates reused probe results already computed in this run, saving {saved} requests")
     return "; ".join(parts)
 
 

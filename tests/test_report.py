@@ -80,7 +80,7 @@ def test_report_is_self_contained_and_has_every_section(run_dir):
     assert len(costs) == html.count('<td class="num cost">') - html.count('<td class="num cost">–')
     assert costs and any(int(made) > 0 for made, _, _ in costs)
     # a gate deciding on a probe an earlier gate already ran says how many requests that saved
-    assert re.search(r"reused another gate's probe result: saved [1-9]\d* requests", html)
+    assert re.search(r"reused probe results computed earlier in the run: saved [1-9]\d* requests", html)
     # one cache-hit count in the run details: the session totals, the same numbers as the terminal
     [log] = list((run_dir / ".posbias" / "runs").glob("*/run.jsonl"))
     calls = json.loads(log.read_text().splitlines()[0])["calls"]
@@ -227,9 +227,10 @@ def test_calls_line_one_cache_count_wall_time_tokens_and_reuse_wording():
     assert one.startswith("model calls: 120 made, 30 served from the cache, 2 failed (1 retries of transient errors)")
     assert "wall time 12.3 s" in one and "99" not in one  # wall time, not the summed client time
     assert "tokens 50k in (40k visual), 7000 out" in one
+    assert "tokens 900 out" in calls_line({"made": 3, "output_tokens": 900})  # an unreported count is left out
     assert "reused" not in one and "shared" not in one  # a single gate cannot share between gates
     two = calls_line(calls, verdict_calls=[{"shared": 0}, {"shared": 25}, {"shared": 15}], workers=2)
-    assert "2 gates reused another gate's probe result, saving 40 requests" in two
+    assert "2 gates reused probe results already computed in this run, saving 40 requests" in two
     assert "summed over 2 workers" in two
     assert two.count("cache") == 1
 
