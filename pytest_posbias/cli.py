@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import sim_check
 
     sim_check.register(sub, _register)  # posbias sim check|calibrate
+    from .video.samplers import listing as samplers_listing
+
+    samplers_listing.register(sub, _register)  # posbias samplers
     return parser
 
 

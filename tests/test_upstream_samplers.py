@@ -342,3 +342,44 @@ def test_preset_spec_errors_name_preset_and_knob():
     with pytest.raises(FrameRangeError, match="internvl.*outside the clip"):
         frame_indices(300, 8, convention="internvl", fps=30, start=20.0, end=25.0)
     assert parse_spec("qwen-vl-utils:fps=1,max_frames=64")[1] == {"fps": 1.0, "max_frames": 64}
+
+
+def test_preset_record_reaches_the_run_log_frame_spec():
+    from pytest_posbias.video.decode import VideoInfo
+    from pytest_posbias.video.frames import FrameSpec
+
+    info = VideoInfo("clip.mp4", "ab" * 32, 300, 29.97, 10.01, 64, 48, "fake")
+    idx = frame_indices(300, 8, convention="qwen-vl-utils:fps=1,max_frames=64", fps=29.97)
+    spec = FrameSpec.from_video("clip.mp4", idx, info=info)
+    rec = spec.to_dict()["records"][0]
+    assert rec["sampler"] == "qwen-vl-utils" and rec["knobs"] == {"fps": 1.0, "max_frames": 64}
+    assert rec["arithmetic"] in ("torch", "emulation") and "0.0.14" in rec["upstream"]
+    assert spec.indices == list(idx) and "records" not in spec.key()
+    plain = FrameSpec.from_video("clip.mp4", frame_indices(300, 8, convention="left"), info=info)
+    assert plain.records == ()
+
+
+def test_posbias_samplers_cli_lists_presets_knobs_and_sources(capsys):
+    from pytest_posbias.cli import main
+
+    assert main(["samplers", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d["presets"]) == set(PRESETS)
+    assert set(d["presets"]["qwen-vl-utils"]["knobs"]) == {"nframes", "fps", "min_frames", "max_frames"}
+    assert set(d["presets"]["lmms-eval"]["knobs"]) == {"backend", "fps", "force_include_last_frame"}
+    assert "0.7.3" in d["presets"]["lmms-eval"]["upstream"]
+    assert "e8e78f05f3080fe28154f2130321f17951c3be94" in d["presets"]["vlmevalkit"]["upstream"]
+    assert main(["samplers"]) == 0
+    assert "qwen-vl-utils 0.0.14" in capsys.readouterr().out
+
+
+def test_phase_settings_accept_preset_specs():
+    from pytest_posbias.probes.settings import validate_probe_settings
+
+    ok = validate_probe_settings("phase", {"samplers": ["left", "qwen-vl-utils", "qwen-vl-utils:fps=1,max_frames=64"]},
+                                 where="[tool.posbias.probes.phase]")
+    assert ok["samplers"][2] == "qwen-vl-utils:fps=1,max_frames=64"
+    with pytest.raises(ConfigError, match=r"samplers: sampler 'qwen-vl-utils': unknown knob 'frames'"):
+        validate_probe_settings("phase", {"samplers": ["qwen-vl-utils:frames=3"]}, where="[tool.posbias.probes.phase]")
+    with pytest.raises(ConfigError, match="values must be among"):
+        validate_probe_settings("phase", {"samplers": ["uniform"]}, where="[tool.posbias.probes.phase]")

@@ -68,6 +68,29 @@ def _str_list(allowed: tuple[str, ...] | None = None) -> Callable[[str, Any], li
 SAMPLERS = ("left", "midpoint", "endpoint", "fps")
 PRESETS = ("qwen-vl-utils", "lmms-eval", "videostf", "internvl", "vlmevalkit")
 
+
+def _sampler_list() -> Callable[[str, Any], list[str]]:
+    """Conventions, or preset specs ``"name"`` / ``"name:knob=value,..."`` (checked by the preset)."""
+    names = _str_list()
+
+    def check(where: str, v: Any) -> list[str]:
+        from ..video.samplers import is_preset_spec, parse_spec
+
+        out = names(where, v)
+        for x in out:
+            if x in SAMPLERS:
+                continue
+            if not is_preset_spec(x):
+                raise ConfigError(f"{where} values must be among {', '.join(SAMPLERS + PRESETS)} "
+                                  f"(a preset may add ':knob=value,...'); got {x!r}")
+            try:
+                parse_spec(x)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+        return out
+
+    return check
+
 SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
     "positional": {
         "groups": _int_ge(2),
@@ -91,7 +114,7 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "phases": _int_ge(2),
         "budget": _int_ge(1),
         "orderings": _int_ge(1),
-        "samplers": _str_list(SAMPLERS + PRESETS),
+        "samplers": _sampler_list(),
         "resolution": _int_ge(16),
         "max_new_tokens": _int_ge(1),
     },
