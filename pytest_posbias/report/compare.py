@@ -44,7 +44,9 @@ class Arm:
 
     def instances(self) -> dict[tuple[str, int], dict[tuple[str, tuple[Any, ...]], list[float]]]:
         """(spec, P) -> {(group, order): coverage per slot} over the valid main-variant instances
-        (the last record of an instance logged again by a later sequential look wins)."""
+        with some slot covered, as the DPB/MEG gates use them (an instance with zero coverage in
+        every slot is a lost unit there); the last record of an instance logged again by a later
+        sequential look wins."""
         out: dict[tuple[str, int], dict[tuple[str, tuple[Any, ...]], list[float]]] = {}
         for o in self.run.obs.get("positional", []):
             if o.get("type") != "instance" or o.get("model") != self.model or o.get("variant", "main") != "main":
@@ -52,8 +54,8 @@ class Arm:
             if not o.get("valid", True):
                 continue
             cov = [s.get("coverage") for s in o.get("slots", [])]
-            if len(cov) != o["P"] or any(c is None for c in cov):
-                continue
+            if len(cov) != o["P"] or any(c is None for c in cov) or not any(cov):
+                continue  # unmeasured, or no slot covered (no positional information: a lost unit for DPB/MEG)
             out.setdefault((o["spec"], int(o["P"])), {})[(str(o.get("group")), tuple(o.get("order") or ()))] = [float(c) for c in cov]
         return out
 
