@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .video.samplers import listing as samplers_listing
 
     samplers_listing.register(sub, _register)  # posbias samplers
+    from . import scaffold
+
+    scaffold.register(sub, _register)  # posbias init
     return parser
 
 

@@ -71,3 +71,24 @@ def phase_pairs(S: int) -> list[str]:
     import itertools
 
     return [f"{a}-{b}" for a, b in itertools.combinations(range(S), 2)] + ["any"]
+
+
+def with_thresholds(run: Any, **thresholds: float) -> Any:
+    """The run context ``run`` (the ``posbias_run`` fixture) with some gates' thresholds replaced,
+    for a custom gate that is stricter (or looser) than the suites: e.g.
+    ``positional_verdict(with_thresholds(posbias_run, meg=0.01), "meg", model, spec)``.
+
+    The copy shares everything else with ``run`` (engine, generation cache, probe results
+    memoized in this process), so the probe behind the stricter gate is not run again. The given
+    thresholds take precedence over ``[tool.posbias.thresholds]``, the per-model tables and
+    ``--posbias-threshold`` (config.PosbiasConfig.thresholds_for). Unknown gates or values out of
+    range are a ConfigError naming them.
+    """
+    import copy
+
+    from .config import validate_thresholds
+
+    checked = validate_thresholds("with_thresholds()", thresholds)
+    out = copy.copy(run)
+    out.options = {**run.options, "threshold_overrides": {**(run.options.get("threshold_overrides") or {}), **checked}}
+    return out

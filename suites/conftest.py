@@ -1,8 +1,10 @@
-"""This repository's run of the ready-made suites: a thin folder, as ``posbias init`` makes one.
+"""Robustness gates (pytest-posbias), scaffolded by `posbias init`.
 
-The suites' code lives in the package, ``pytest_posbias/suites/`` (shipped in the wheel); this
-folder only brings it in: the hooks below and one ``test_<suite>.py`` per suite that imports the
-suite's test functions. Edit suites there, never here.
+The ready-made suites' code is in the installed package, ``pytest_posbias/suites/``; this
+folder brings it in: the hooks below parametrize the suites from ``[tool.posbias]`` and the
+command line, and each ``test_<suite>.py`` here imports that suite's tests. Put your own gates
+in further ``test_*.py`` files beside them (fixtures ``posbias_run``, ``posbias_model``,
+``posbias_gate``; see the README's "Writing your own gate").
 """
 
 from pytest_posbias.suites.conftest import pytest_collection_modifyitems, pytest_generate_tests

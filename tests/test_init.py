@@ -1,0 +1,161 @@
+"""``posbias init``: the scaffolded folder, the [tool.posbias] merge, --force, and this repository's suites/."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_posbias import scaffold
+from pytest_posbias.cli import main
+from pytest_posbias.errors import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
+EXISTING = """# my project
+[project]
+name = "acme-vlm"   # keep this comment
+version = "1.2.3"
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+markers = ["gpu: needs a GPU"]
+
+[tool.ruff]
+line-length = 120
+"""
+
+
+def _suites() -> list[str]:
+    return sorted(p.stem for p in (REPO / "pytest_posbias" / "suites").glob("test_*.py"))
+
+
+def test_init_in_an_empty_folder_writes_the_folder_and_a_new_pyproject(tmp_path, capsys):
+    assert main(["init", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    folder = tmp_path / "tests" / "robustness"
+    expected = {"conftest.py", "README.md", *(f"{s}.py" for s in _suites())}
+    assert {p.name for p in folder.iterdir()} == expected
+    for name in expected:  # says what it wrote, one line per path
+        assert f"created     {folder / name}" in out
+    assert f"created     {tmp_path / 'pyproject.toml'}" in out
+    cfg = tomllib.loads((tmp_path / "pyproject.toml").read_text())
+    assert set(cfg) == {"tool"} and set(cfg["tool"]) == {"posbias"}
+    assert cfg["tool"]["posbias"]["mode"] == "detect" and "model" not in cfg["tool"]["posbias"]
+    # the suites' own sizes stay the package defaults unless --quick
+    assert all(t == {} for t in cfg["tool"]["posbias"]["probes"].values())
+    from pytest_posbias.config import parse_config
+
+    parse_config(cfg["tool"]["posbias"])  # the plugin accepts the table
+    text = (folder / "test_positional.py").read_text()
+    assert "from pytest_posbias.suites.test_positional import *" in text
+
+
+def test_init_merges_into_an_existing_pyproject_keeping_the_rest_byte_for_byte(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text(EXISTING)
+    assert main(["init", str(tmp_path), "--tests-dir", "tests/robustness", "--model", "qwen3vl8b"]) == 0
+    out = capsys.readouterr().out
+    assert f"merged      {tmp_path / 'pyproject.toml'}" in out
+    new = (tmp_path / "pyproject.toml").read_text()
+    assert new.startswith(EXISTING)  # the user's text, comments included, is untouched
+    cfg = tomllib.loads(new)
+    before = tomllib.loads(EXISTING)
+    assert cfg["project"] == before["project"] and cfg["tool"]["ruff"] == before["tool"]["ruff"]
+    assert cfg["tool"]["pytest"] == before["tool"]["pytest"]
+    assert cfg["tool"]["posbias"]["model"] == "qwen3vl8b"
+    assert "note:" not in out  # testpaths ["tests"] already collects tests/robustness
+
+
+def test_init_never_overwrites_without_force(tmp_path, capsys):
+    assert main(["init", str(tmp_path)]) == 0
+    conftest = tmp_path / "tests" / "robustness" / "conftest.py"
+    conftest.write_text("# mine\n")
+    py = tmp_path / "pyproject.toml"
+    py.write_text(py.read_text().replace('mode = "detect"', 'mode = "certify"'))
+    mine = py.read_text()
+    capsys.readouterr()
+    assert main(["init", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert conftest.read_text() == "# mine\n" and py.read_text() == mine
+    assert f"kept        {conftest} (exists; --force to overwrite)" in out
+    assert "already has [tool.posbias]; --force to replace that table" in out
+    assert main(["init", str(tmp_path), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert f"overwritten {conftest}" in out and f"replaced    {py}" in out
+    assert conftest.read_text() == scaffold._CONFTEST
+    assert tomllib.loads(py.read_text())["tool"]["posbias"]["mode"] == "detect"
+
+
+def test_force_replaces_only_the_posbias_tables(tmp_path):
+    text = EXISTING + '\n[tool.posbias]\nmode = "certify"\n\n[tool.posbias.thresholds]\nmeg = 0.5\n\n[tool.black]\nline-length = 88\n'
+    new, action = scaffold.merge_pyproject(text, scaffold.posbias_table(quick=True), force=True)
+    assert action == "replaced" and new is not None
+    cfg = tomllib.loads(new)
+    assert cfg["tool"]["black"] == {"line-length": 88} and cfg["tool"]["ruff"] == {"line-length": 120}
+    assert cfg["tool"]["posbias"]["mode"] == "detect" and "meg" not in cfg["tool"]["posbias"].get("thresholds", {})
+    assert cfg["tool"]["posbias"]["probes"]["positional"] == scaffold.QUICK_PROBES["positional"]
+    # a table the text merge cannot remove is refused, naming the problem
+    with pytest.raises(ConfigError, match="dotted keys or an inline table"):
+        scaffold.merge_pyproject('[tool]\nposbias = { mode = "certify" }\n', scaffold.posbias_table(), force=True)
+
+
+def test_init_errors_name_the_problem(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text("[project\nname = 1\n")
+    assert main(["init", str(tmp_path)]) == 2
+    assert "pyproject.toml is not valid TOML" in capsys.readouterr().err
+    assert main(["init", str(tmp_path), "--tests-dir", "../elsewhere"]) == 2
+    assert "--tests-dir must be a relative path inside the project" in capsys.readouterr().err
+    f = tmp_path / "file"
+    f.write_text("")
+    assert main(["init", str(f)]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_init_warns_when_testpaths_miss_the_folder(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["unit"]\n')
+    assert main(["init", str(tmp_path)]) == 0
+    assert "does not include tests/robustness" in capsys.readouterr().out
+
+
+def test_this_repositorys_suites_folder_is_what_init_writes(tmp_path):
+    """One copy of the suites: the repo's suites/ holds exactly the scaffold's thin files."""
+    scaffold.scaffold(tmp_path, tests_dir="s")
+    made = {p.name: p.read_text() for p in (tmp_path / "s").glob("*.py")}
+    ours = {p.name: p.read_text() for p in (REPO / "suites").glob("*.py")}
+    assert ours == made
+    assert {f"{s}.py" for s in _suites()} <= set(ours)
+
+
+def test_suite_of_follows_the_defining_module_not_the_file_name():
+    from pytest_posbias.suites import conftest as hooks
+    from pytest_posbias.suites import test_phase_order, test_positional
+
+    item = SimpleNamespace(function=test_positional.test_meg, path=Path("tests/robustness/test_gates_we_like.py"))
+    assert hooks.suite_of(item) == "positional"
+    item = SimpleNamespace(function=test_phase_order.test_order_flip, path=Path("x/test_positional.py"))
+    assert hooks.suite_of(item) == "phase"
+
+    def test_own():  # a user's own gate: by its file name
+        pass
+
+    assert hooks.suite_of(SimpleNamespace(function=test_own, path=Path("r/test_stressors.py"))) == "stressor"
+    assert hooks.suite_of(SimpleNamespace(function=test_own, path=Path("r/test_mine.py"))) is None
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_scaffolded_folder_collects_the_suites(pytester):
+    scaffold.scaffold(pytester.path)
+    res = pytester.runpytest("-m", "meg and not slow", "--model", "sim:middle-weak", "--collect-only", "-q", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    from pytest_posbias.video.synthetic import configurations
+
+    p4 = [f"{d}-{b}-P4" for d, b in configurations()]
+    ids = [ln for ln in res.stdout.lines if "::test_meg[" in ln]
+    assert sorted(ids) == sorted(f"tests/robustness/test_positional.py::test_meg[sim:middle-weak-{c}]" for c in p4)
+    # and through the shipped package alone (the suites' own conftest parametrizes them)
+    res = pytester.runpytest("--pyargs", "pytest_posbias.suites", "-m", "order and not slow", "--collect-only", "-q",
+                             "--model", "sim:letter-bias", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    collected = [ln for ln in res.stdout.lines if "::test_" in ln]
+    assert len(collected) == 1 and collected[0].endswith("test_phase_order.py::test_order_flip[sim:letter-bias]"), collected
