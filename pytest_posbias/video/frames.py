@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 from ..data.manifest import DataProblem
 from ..errors import VideoError
 from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames
+from .pixel_ops import PixelOp, apply_pixel_op
 
 SPECIAL_SOURCES = ("black", "noise", "static")
 
@@ -65,25 +66,6 @@ class Source:
 
 
 @dataclass(frozen=True)
-class PixelOp:
-    """A pixel operation applied at output positions (blur, noise, jpeg, cutout)."""
-
-    name: str
-    positions: tuple[int, ...]
-    params: tuple[tuple[str, Any], ...] = ()
-
-    def param(self, key: str, default: Any = None) -> Any:
-        return dict(self.params).get(key, default)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "positions": list(self.positions), "params": dict(self.params)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> PixelOp:
-        return cls(str(d["name"]), tuple(int(p) for p in d["positions"]), tuple(sorted(dict(d.get("params", {})).items())))
-
-
-@dataclass(frozen=True)
 class FrameSpec:
     """Exactly which pixels a model sees: output frame j = ``sources[frames[j][0]]`` at
     frame index ``frames[j][1]``, resized by ``aspect``/``size``, then ``ops`` applied."""
@@ -105,7 +87,12 @@ class FrameSpec:
             raise TooShortError(path, f"too short for {len(indices)} frames: the clip has {info.frame_count} "
                                       f"(a short clip is not padded with repeated frames)")
         src = Source("video", info.sha256, str(path))
-        return cls((src,), tuple((0, int(i)) for i in indices), size, aspect, (), info.fps, info.frame_count)
+        # a harness preset's indices carry their provenance (preset, knobs, upstream version,
+        # torch/emulation): it goes into the run log with the indices, not into request keys
+        rec = getattr(indices, "record", None)
+        recs = (dict(rec),) if isinstance(rec, Mapping) else ()
+        return cls((src,), tuple((0, int(i)) for i in indices), size, aspect, (), info.fps, info.frame_count,
+                   records=recs)
 
     @classmethod
     def synthetic(cls, kind: str, count: int, *, size: int = 448, seed: int = 0) -> FrameSpec:
@@ -298,8 +285,6 @@ class FrameStore:
 
     def materialize(self, spec: FrameSpec) -> NDArray[np.uint8]:
         """The exact (N, H, W, 3) uint8 frames a spec names."""
-        from .stressors import apply_pixel_op
-
         if not spec.frames:
             raise VideoError("<spec>", "frame spec names no frames")
         per_source: dict[int, list[int]] = {}

@@ -20,7 +20,6 @@ Decisions where VideoSTF is silent:
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ConfigError
-from .frames import FrameSpec, PixelOp
+from .frames import FrameSpec
+from .pixel_ops import PixelOp, apply_pixel_op
 from .sampling import frame_indices
 
 Frames = NDArray[np.uint8] | FrameSpec
@@ -275,36 +275,6 @@ def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator
     """Cutout (DeVries & Taylor 2017): a random square of side ``fraction``·min(H, W) zeroed."""
     seed = int(_check_rng(rng).integers(0, 2**31 - 1))
     return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", float(fraction)), ("seed", seed))))
-
-
-def apply_pixel_op(frames: NDArray[np.uint8], op: PixelOp) -> NDArray[np.uint8]:
-    """Apply a recorded pixel operation to a (T, H, W, 3) uint8 array (deterministic)."""
-    from PIL import Image, ImageFilter
-
-    out = frames.copy()
-    for p in op.positions:
-        f = out[p]
-        if op.name == "blur":
-            out[p] = np.asarray(Image.fromarray(f).filter(ImageFilter.GaussianBlur(op.param("sigma", 2.0))))
-        elif op.name == "noise":
-            r = np.random.default_rng([int(op.param("seed", 0)), p])
-            out[p] = np.clip(f.astype(np.float32) + r.normal(0, op.param("std", 25.0), f.shape), 0, 255).astype(np.uint8)
-        elif op.name == "jpeg":
-            buf = io.BytesIO()
-            Image.fromarray(f).save(buf, format="JPEG", quality=int(op.param("quality", 10)))
-            out[p] = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
-        elif op.name == "cutout":
-            r = np.random.default_rng([int(op.param("seed", 0)), p])
-            h, w = f.shape[:2]
-            side = max(1, round(op.param("fraction", 0.25) * min(h, w)))
-            y = int(r.integers(0, h - side + 1))
-            x = int(r.integers(0, w - side + 1))
-            g = f.copy()
-            g[y : y + side, x : x + side] = 0
-            out[p] = g
-        else:
-            raise ConfigError(f"unknown pixel operation {op.name!r}")
-    return out
 
 
 # --------------------------------------------------------------------------- attack variants
