@@ -154,6 +154,18 @@ def side_by_side(cand: Arm, base: Arm) -> list[dict[str, Any]]:
     return out
 
 
+def _changes(diffs: Sequence[Mapping[str, Any]], gates: Sequence[Mapping[str, Any]], *, direction: str,
+             change: str) -> list[dict[str, str]]:
+    """The front page's list: paired differences in ``direction`` and gates whose verdict flipped
+    (``change``), one entry per gate name (a positional difference and its gate share a name)."""
+    flipped = {str(g["gate"]) for g in gates if g["change"] == change}
+    out = [{"label": f"{d['stat']} {d['config']}", "note": change if f"{d['stat']} {d['config']}" in flipped else ""}
+           for d in diffs if d["direction"] == direction]
+    seen = {o["label"] for o in out}
+    out += [{"label": name, "note": change} for name in sorted(flipped - seen)]
+    return out
+
+
 def compare(cand: Arm, base: Arm, *, alpha: float) -> dict[str, Any]:
     """The comparison section: paired differences, their figure, the side-by-side verdicts and
     the front page's better/worse lists."""
@@ -166,8 +178,8 @@ def compare(cand: Arm, base: Arm, *, alpha: float) -> dict[str, Any]:
                                    title=f"{stat}: {cand.label} − {base.label} (paired, {100 * (1 - 2 * alpha):.0f}% CI)",
                                    xlabel="Δ (> 0: candidate worse)", ref=0.0, width=5.6))
     gates = side_by_side(cand, base)
-    worse = [d for d in diffs if d["direction"] == "worse"] + [g for g in gates if g["change"] == "now fails"]
-    better = [d for d in diffs if d["direction"] == "better"] + [g for g in gates if g["change"] == "now passes"]
+    worse = _changes(diffs, gates, direction="worse", change="now fails")
+    better = _changes(diffs, gates, direction="better", change="now passes")
     return {"cand": cand.label, "base": base.label, "diffs": diffs, "figures": figs, "gates": gates,
             "worse": worse, "better": better, "alpha": alpha}
 
