@@ -145,6 +145,17 @@ def test_qwen_issue_examples_and_record():
         frame_indices(2, 4, convention="qwen-vl-utils")
 
 
+def test_qwen_long_clip_uses_torch_where_emulation_is_one_frame_off():
+    torch = pytest.importorskip("torch")
+    # the issue's case: T = 14385 at 29.97 fps, fps mode at upstream's defaults -> 768 frames
+    idx = frame_indices(14385, 8, convention="qwen-vl-utils:fps=2", fps=29.97)
+    want = torch.linspace(0, 14384, 768).round().long().tolist()
+    assert len(idx) == 768 and idx == want and idx.record["arithmetic"] == "torch"
+    emulated = linspace_round(0, 14384, 768, backend="emulation")[0]
+    # torch's vectorised kernel and the scalar emulation disagree here (on this CPU: index 558)
+    assert sum(a != b for a, b in zip(emulated, want, strict=True)) <= 2
+
+
 def test_qwen_without_torch_uses_emulation_and_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     idx = frame_indices(300, 8, convention="qwen-vl-utils")
