@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import sim_check
 
     sim_check.register(sub, _register)  # posbias sim check|calibrate
+    from . import plan_cli
+
+    plan_cli.register(sub, _register)  # posbias plan
     from .video.samplers import listing as samplers_listing
 
     samplers_listing.register(sub, _register)  # posbias samplers
@@ -46,7 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``posbias`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["plan"]:  # posbias plan passes pytest's options through: parse only its own
+        args, rest = parser.parse_known_args(argv)
+        args.pytest_args = [*rest, *[a for a in args.pytest_args if a not in rest]]
+    else:
+        args = parser.parse_args(argv)
     if not getattr(args, "_cmd", None):
         parser.print_help()
         return 2

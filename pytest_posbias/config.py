@@ -159,6 +159,20 @@ def _bool(key: str, v: Any) -> bool:
     return v
 
 
+def _attn(key: str, v: Any) -> str:
+    allowed = ("auto", "sdpa", "flash_attention_2", "eager")
+    if v not in allowed:
+        raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(allowed)}; got {v!r}")
+    return str(v)
+
+
+def _device_map(key: str, v: Any) -> str:
+    allowed = ("fit", "auto", "balanced", "balanced_low_0", "sequential", "none")
+    if v not in allowed:
+        raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(allowed)}; got {v!r}")
+    return str(v)
+
+
 _SCALARS: dict[str, Any] = {
     "model": _models,
     "baseline": _str,
@@ -179,6 +193,8 @@ _SCALARS: dict[str, Any] = {
     "measurement_floor": _floor,
     "confirmatory": _bool,
     "paired_test": _paired_test,
+    "attn_implementation": _attn,
+    "device_map": _device_map,
 }
 _TABLES = ("thresholds", "baseline_margins", "models", "probes")
 

@@ -193,6 +193,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "which need several hundred items and pass only when equivalence is shown")
     group.addoption("--posbias-fixed", action="store_true", default=False,
                     help="use the fixed-sample design instead of sequential early stopping")
+    group.addoption("--posbias-attn-implementation", choices=("auto", "sdpa", "flash_attention_2", "eager"), default=None,
+                    help="attention kernel of hf models: auto (default: flash_attention_2 on CUDA when flash_attn is "
+                         "installed, else sdpa), sdpa, flash_attention_2 or eager; recorded in the run log")
+    group.addoption("--posbias-device-map", choices=("fit", "auto", "balanced", "balanced_low_0", "sequential", "none"),
+                    default=None,
+                    help="hf models: fit (default: one GPU when the checkpoint fits it, else shard over the node's "
+                         "GPUs), a transformers device_map strategy (auto, balanced, ...: always shard), or none")
+    group.addoption("--posbias-plan", default=None, metavar="DIR", help=argparse_suppress())
 
 
 # --------------------------------------------------------------------------- configure
@@ -339,6 +347,9 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "batch_size": config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
         "concurrency": config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
         "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
+        "attn_implementation": config.getoption("--posbias-attn-implementation") or pcfg.get("attn_implementation", "auto"),
+        "device_map": config.getoption("--posbias-device-map") or pcfg.get("device_map", "fit"),
+        **_plan_options(config),
         "threshold_overrides": overrides,
         "n_resamples": pcfg.get("n_resamples", 9999),
         "measurement_floor": config.getoption("--posbias-floor") or pcfg.get("measurement_floor", 0.95),
@@ -528,6 +539,33 @@ _STATE_HOLDER: dict[str, _SessionState] = {}
 
 
 @pytest.hookimpl(tryfirst=True)
+def argparse_suppress() -> str:
+    """Help text that hides an internal option from ``pytest --help``."""
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def _plan_options(config: pytest.Config) -> dict[str, Any]:
+    """``posbias plan`` mode (internal ``--posbias-plan DIR``): record requests in DIR, call no model;
+    measured output lengths come from DIR/output_lengths.json when ``--measure`` wrote it."""
+    d = config.getoption("--posbias-plan", None)
+    if not d:
+        return {}
+    lengths = Path(d) / "output_lengths.json"
+    return {"plan": str(d), "plan_output_lengths": json.loads(lengths.read_text()) if lengths.is_file() else None}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Plan mode: requests made during a test belong to that gate test."""
+    if item.config.getoption("--posbias-plan", None):
+        from .plan import set_current_test
+
+        set_current_test(item.nodeid)
+    yield
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
     _check_endpoints_before_workers(session.config)
@@ -539,7 +577,7 @@ def _check_endpoints_before_workers(config: pytest.Config) -> None:
     would be lost as a crash); serial runs check them in the ``posbias_run`` fixture."""
     if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
         return
-    if config.getoption("--collect-only", False):
+    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
         return
     from .errors import ModelLoadError
     from .models.openai_backend import check_endpoints

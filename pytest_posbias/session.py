@@ -161,7 +161,12 @@ class RunContext:
                 r = self.resolved.get(spec) or resolve(spec)
                 b: Backend
                 extra: dict[str, Any] = {}
-                if r.backend == "sim":
+                if self.options.get("plan"):  # posbias plan: record the requests, call no model
+                    from .plan import PlanBackend
+
+                    b = PlanBackend(r, self.store, str(self.options["plan"]), worker=self.worker,
+                                    output_lengths=self.options.get("plan_output_lengths"))
+                elif r.backend == "sim":
                     from .models.sim import SimBackend
 
                     b = SimBackend(r.target, self.store)
@@ -180,8 +185,12 @@ class RunContext:
                 else:
                     from .models.hf import HFBackend
 
-                    b = HFBackend(r, self.store, device=str(self.options.get("device", "auto")), worker=self.worker,
-                                  batch_size=int(self.options.get("batch_size") or 4))
+                    hb = HFBackend(r, self.store, device=str(self.options.get("device", "auto")), worker=self.worker,
+                                   batch_size=int(self.options.get("batch_size") or 4),
+                                   attn_implementation=str(self.options.get("attn_implementation") or "auto"),
+                                   device_map=str(self.options.get("device_map") or "fit"))
+                    extra["placement"] = hb.placement_info
+                    b = hb
                 self._backends[spec] = b
                 self.runlog.write({"kind": "model", "spec": spec, "identity": dict(b.identity()), **extra})
             return self._backends[spec]

@@ -161,11 +161,13 @@ def test_verdicts_reach_the_summary_junitxml_and_json_same_with_xdist(pytester: 
     assert "MEG = " in text and "threshold within ±0.02" in text  # failure message has the numbers
     s_lines = _summary_lines(text)
     assert any("FAIL" in line and "test_meg[-0.2]" in line for line in s_lines)
-    assert s_lines[-1].startswith("model calls: 6 made, 2 cache hits")
+    assert s_lines[-1].startswith("model calls: 6 made, 2 served from the cache")
 
     parallel = pytester.runpytest("-n", "2", "--posbias-json=par.json", "-p", "no:randomly")
     parallel.assert_outcomes(passed=2, failed=2)
-    assert _summary_lines(parallel.stdout.str()) == s_lines
+    p_lines = _summary_lines(parallel.stdout.str())
+    assert p_lines[:-1] == s_lines[:-1]  # the same gates; the calls line names the workers its wall time sums over
+    assert p_lines[-1].split(";")[0] == s_lines[-1].split(";")[0]
 
     a = json.loads((pytester.path / "serial.json").read_text())
     b = json.loads((pytester.path / "par.json").read_text())

@@ -39,7 +39,7 @@ cache = ".posbias"
 
 
 def calls(output: str) -> tuple[int, int]:
-    m = re.search(r"model calls: (\d+) made, (\d+) cache hits", output)
+    m = re.search(r"model calls: (\d+) made, (\d+) (?:cache hits|served from the cache)", output)
     assert m, output[-2000:]
     return int(m.group(1)), int(m.group(2))
 

@@ -1,13 +1,7 @@
 """Hugging Face transformers backend (torch and transformers are imported lazily, here only).
 
-Inputs go through the model's own processor and chat template. Parts keep the order the
-probe gave: the user turn is rendered by the model's chat template with a single text
-item, and that item is replaced by the interleaved body (text, then the family's video or
-image placeholder, in the probe's order). This matters because some templates move all
-media before the text (LLaVA-OneVision's does), which would erase the position effects
-this project measures. Videos are passed as frame arrays with their metadata (fps, source
-frame indices, duration) and ``do_sample_frames=False``, so the model sees exactly the
-probe's frames and models that print timestamps print the right ones.
+Inputs go through the model's own processor and chat template (:mod:`.hf_inputs`, parts
+interleaved in the probe's order).
 
 Requests are batched with left padding, greedy and sampled alike (a batch holds requests of
 one decoding setting whose videos have the same shapes). Sampled requests stay
@@ -26,19 +20,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError
-from ..video.compose import ImagePart, TextPart, VideoPart
+from ..video.compose import ImagePart, VideoPart
 from ..video.frames import FrameStore
+from .hf_inputs import _THINK, ADAPTERS, FamilyAdapter, InputBuilder
 from .hf_loading import (
     input_device,
     load_model,
@@ -49,34 +40,7 @@ from .hf_loading import (
 from .hf_sampling import GUMBEL_SAMPLER, make_processor
 from .registry import ResolvedModel
 
-_SENTINEL = "\u0000POSBIAS_BODY\u0000"
-_THINK = re.compile(r"<think>.*?</think>\s*", re.S)
-
-
-@dataclass(frozen=True)
-class FamilyAdapter:
-    """How one family writes a video or an image into the user turn of its template."""
-
-    video: str  # format string with {video}
-    image: str  # format string with {image}
-    default_video_token: str
-    default_image_token: str
-    separator_as_video: bool = False  # the family cannot mix images and videos in one input
-
-
-ADAPTERS: dict[str, FamilyAdapter] = {
-    "qwen2_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
-    "qwen2_5_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
-    "qwen3_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
-    "qwen3_vl_moe": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
-    "internvl": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<IMG_CONTEXT>"),
-    "llava_onevision": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>"),
-    "llava_next_video": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>"),
-    # GLM-4.1V encodes video frames with image tokens, so an image beside a video confuses its
-    # placeholder masks: its black separator goes in as a two-frame black video instead.
-    "glm4v": FamilyAdapter("<|begin_of_video|>{video}<|end_of_video|>", "<|begin_of_image|>{image}<|end_of_image|>", "<|video|>", "<|image|>",
-                           separator_as_video=True),
-}
+__all__ = ["ADAPTERS", "FamilyAdapter", "HFBackend", "token_layout"]
 
 
 def _dir_revision(path: Path) -> str:
@@ -95,7 +59,7 @@ def _dir_revision(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-class HFBackend:
+class HFBackend(InputBuilder):
     """Backend protocol implementation for transformers image-text-to-text video models."""
 
     name = "hf"
@@ -110,27 +74,19 @@ class HFBackend:
         except ImportError as exc:
             raise ModelLoadError(f"--model {resolved.spec}: the `hf` extra is not installed (pip install 'pytest-posbias[hf]'): {exc}") from None
         hf_logging.set_verbosity_error()
-        self.resolved = resolved
-        self.store = store
-        self.family = resolved.family
-        if self.family not in ADAPTERS:
-            raise ModelLoadError(f"--model {resolved.spec}: no input adapter for family {self.family!r}")
-        self.adapter = ADAPTERS[self.family]
+        if resolved.family not in ADAPTERS:
+            raise ModelLoadError(f"--model {resolved.spec}: no input adapter for family {resolved.family!r}")
         self.placement = plan_placement(resolved, device=pick_device(device, worker), option=device_map, worker=worker)
         self.attn_implementation = pick_attn_implementation(attn_implementation, self.placement.device)
-        self.dtype = torch.bfloat16 if self.placement.device.startswith("cuda") else torch.float32
+        dtype = torch.bfloat16 if self.placement.device.startswith("cuda") else torch.float32
         self.max_batch_size = int(batch_size)
         try:
-            self.processor = AutoProcessor.from_pretrained(resolved.target)
-            self.model = load_model(resolved, self.placement, dtype=self.dtype, attn=self.attn_implementation)
+            processor = AutoProcessor.from_pretrained(resolved.target)
+            self.model = load_model(resolved, self.placement, dtype=dtype, attn=self.attn_implementation)
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
             raise ModelLoadError(f"--model {resolved.spec}: transformers could not load {resolved.target} ({type(exc).__name__}: {exc})") from None
-        self.device = input_device(self.model, self.placement)
-        tok = self.processor.tokenizer
-        tok.padding_side = "left"
-        self.tokenizer = tok
-        self.video_token = getattr(self.processor, "video_token", None) or self.adapter.default_video_token
-        self.image_token = getattr(self.processor, "image_token", None) or self.adapter.default_image_token
+        super().__init__(resolved, store, processor, device=input_device(self.model, self.placement), dtype=dtype)
+        tok = self.tokenizer
         gc = self.model.generation_config
         eos = gc.eos_token_id if gc.eos_token_id is not None else tok.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
@@ -165,67 +121,6 @@ class HFBackend:
         gc.collect()
 
     # -- input building
-    def render(self, request: Request, *, prefill: str = "") -> tuple[str, list[np.ndarray], list[Any], list[np.ndarray]]:
-        """Prompt text (the model's chat template, parts interleaved in order), videos, their
-        metadata, and images (black separators)."""
-        from transformers.video_utils import VideoMetadata
-
-        body: list[str] = []
-        videos: list[np.ndarray] = []
-        metas: list[Any] = []
-        images: list[np.ndarray] = []
-        for p in request.parts:
-            if isinstance(p, TextPart):
-                body.append(p.text + "\n")
-            elif isinstance(p, VideoPart):
-                frames = self.store.materialize(p.frames)
-                videos.append(frames)
-                spec = p.frames
-                fps = spec.fps if spec.fps > 0 else 1.0
-                metas.append(VideoMetadata(total_num_frames=max(spec.frame_count, len(spec)), fps=fps,
-                                           frames_indices=spec.indices, duration=max(spec.frame_count, len(spec)) / fps,
-                                           width=int(frames.shape[2]), height=int(frames.shape[1])))
-                body.append(self.adapter.video.format(video=self.video_token))
-            elif isinstance(p, ImagePart) and self.adapter.separator_as_video:
-                videos.append(np.zeros((2, p.size, p.size, 3), dtype=np.uint8))
-                metas.append(VideoMetadata(total_num_frames=2, fps=1.0, frames_indices=[0, 1], duration=2.0,
-                                           width=p.size, height=p.size))
-                body.append(self.adapter.video.format(video=self.video_token))
-            elif isinstance(p, ImagePart):
-                images.append(np.zeros((p.size, p.size, 3), dtype=np.uint8))
-                body.append(self.adapter.image.format(image=self.image_token))
-        text = "".join(body).rstrip("\n")
-        messages = [{"role": "user", "content": [{"type": "text", "text": _SENTINEL}]}]
-        try:
-            rendered = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise BackendError(f"chat template of {self.resolved.spec} failed: {exc}") from None
-        if isinstance(rendered, list):
-            rendered = rendered[0]
-        if _SENTINEL not in rendered:
-            raise BackendError(f"chat template of {self.resolved.spec} does not render user text verbatim")
-        return rendered.replace(_SENTINEL, text) + prefill, videos, metas, images
-
-    def _inputs(self, batch: Sequence[Request], *, prefill: str = "") -> Any:
-        texts, videos, metas, images = [], [], [], []
-        for r in batch:
-            t, v, m, i = self.render(r, prefill=prefill)
-            texts.append(t)
-            videos += v
-            metas += m
-            images += i
-        kwargs: dict[str, Any] = {"text": texts, "padding": True, "return_tensors": "pt"}
-        if videos:
-            kwargs.update(videos=videos, video_metadata=metas, do_sample_frames=False)
-        if images:
-            kwargs["images"] = images
-        try:
-            inputs = self.processor(**kwargs)
-        except (ValueError, TypeError, RuntimeError, IndexError) as exc:
-            raise BackendError(f"processor of {self.resolved.spec} rejected the input: {exc}") from None
-        inputs.pop("video_metadata", None)
-        return inputs.to(self.device, dtype=self.dtype)
-
     @staticmethod
     def _signature(r: Request) -> tuple[Any, ...]:
         return (*tuple((len(p.frames), p.frames.size, p.frames.aspect) for p in r.parts if isinstance(p, VideoPart)), sum(1 for p in r.parts if isinstance(p, ImagePart)))
@@ -242,30 +137,6 @@ class HFBackend:
         for idx in groups.values():
             out += [idx[k : k + self.max_batch_size] for k in range(0, len(idx), self.max_batch_size)]
         return sorted(out)
-
-    def _media_ids(self) -> set[int]:
-        """Token ids of the image and video placeholders (what the processor expands per frame/patch)."""
-        ids = set()
-        for t in (self.video_token, self.image_token):
-            i = self.tokenizer.convert_tokens_to_ids(t)
-            if isinstance(i, int) and i >= 0 and i != self.tokenizer.unk_token_id:
-                ids.add(int(i))
-        return ids
-
-    def token_counts(self, inputs: Any) -> list[tuple[int, int]]:
-        """(prompt tokens, visual tokens) of each row of a processed batch: the non-padding
-        tokens (attention mask) and, of those, the image/video placeholder tokens."""
-        import torch
-
-        ids = inputs["input_ids"]
-        mask = inputs.get("attention_mask")
-        mask = torch.ones_like(ids) if mask is None else mask
-        media = torch.zeros_like(ids, dtype=torch.bool)
-        for m in self._media_ids():
-            media |= ids == m
-        prompt = mask.sum(dim=1).tolist()
-        visual = (media & mask.bool()).sum(dim=1).tolist()
-        return [(int(p), int(v)) for p, v in zip(prompt, visual, strict=True)]
 
     def letter_ids(self, letters: Sequence[str]) -> list[int]:
         out = []
