@@ -162,8 +162,8 @@ def _sampler(draw: Any, budget: int, budgets: tuple[int, ...], conventions: tupl
              max_denominator: int) -> SamplerChoice:
     conv = draw(st.sampled_from(conventions))
     b = draw(st.sampled_from(budgets))
-    phase = draw(sampling_phases(max_denominator=max_denominator)) if conv == "left" else Fraction(0)
-    return SamplerChoice(conv, b, phase)
+    phase = draw(sampling_phases(max_denominator=max_denominator))  # drawn always: the same shape for every
+    return SamplerChoice(conv, b, phase if conv == "left" else Fraction(0))  # convention, so "left" is the least
 
 
 def samplers(budget: int, *, budgets: Sequence[int] = (), conventions: Sequence[str] = SAMPLER_NAMES,

@@ -19,7 +19,11 @@ repetition, slot coverage) the search runs in three steps, every query through t
    ``budget`` queries (VideoSTF's 30 by default) are spent before the first break: past it the
    search stops with the item unbroken. After the first break the shrinker may spend at most
    ``shrink_budget`` further queries; the minimal counterexample is the last (smallest) failing
-   example it reached. Queries to the first break and total queries (replay + search +
+   example it reached. Because hypothesis's shrinker is local (and a model's answers may change
+   at random from one input to the next), the search then looks again, within the same shrink
+   budget, for a failing example of strictly smaller :meth:`ItemProperty.size` (only those are
+   queried), until it finds none: the minimum of the size is reached whenever an example of
+   that size fails among those drawn. Queries to the first break and total queries (replay + search +
    shrinking) are reported separately.
 
 A failed or unparseable query before the first break makes the item a lost unit (the search
@@ -91,6 +95,8 @@ class ItemProperty(ABC):
     @abstractmethod
     def size(self, value: Any) -> float:
         """How much ``value`` changes (transpositions, phase, stressed frames)."""
+
+    smallest_change: float = 0.0  # no perturbation changes less (1 for counts: transpositions, frames)
 
     def searchable(self, reference: Outcome) -> str | None:
         """Why the item cannot be searched given its reference outcome, or None."""
@@ -252,6 +258,25 @@ def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, sh
         with contextlib.suppress(_Stop, NoSuchExample):
             find(prop.strategy(), condition, settings=cfg,
                  random=Random(item_seed(seed, "search", prop.corpus_key(), prop.model)))
+        # refine: hypothesis's shrinker is local, and on a model whose answers flip at random per input it can
+        # stop at a counterexample larger than needed; search again for a strictly smaller one (only smaller
+        # examples are queried) until none is found or the shrink budget is spent
+        rounds = 0
+        while runner.first_break is not None and not runner.lost:
+            best = prop.size(runner.last_failing)
+            if best <= prop.smallest_change:
+                break
+            rounds += 1
+            before = len(runner.order)
+
+            def smaller(value: Any, best: float = best) -> bool:
+                return prop.size(value) < best and condition(value)
+
+            with contextlib.suppress(_Stop, NoSuchExample):
+                find(prop.strategy(), smaller, settings=cfg,
+                     random=Random(item_seed(seed, "refine", rounds, prop.corpus_key(), prop.model)))
+            if prop.size(runner.last_failing) >= best or len(runner.order) == before:
+                break
         if runner.first_break is None:
             res.search_queries = len(runner.order) - res.replay_queries
             if runner.lost:

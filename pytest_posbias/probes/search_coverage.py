@@ -33,6 +33,7 @@ class CoverageProperty(ItemProperty):
     """Per-video coverage of one group stays >= ``floor`` under any layout (module docstring)."""
 
     property = "coverage"
+    smallest_change = 1.0  # one transposition of two videos, or one layout switch
 
     def __init__(self, ctx: Any, model: str, group: GroupItem, manifest: Manifest, spec: PositionalSpec, *,
                  floor: float) -> None:

@@ -42,6 +42,7 @@ class McqProperty(ItemProperty):
         self.item_id = item.id
         self.k = len(item.options)
         self.max_denominator = int(max_denominator)
+        self.smallest_change = 1.0 if kind == "order" else 1.0 / self.max_denominator
         backend = ctx.engine.backend(model)
         self.want = "letters" if getattr(backend, "supports_letter_logprobs", False) else "text"
         info = ctx.store.info(item.path)

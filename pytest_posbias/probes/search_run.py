@@ -3,7 +3,7 @@
 Items are prefixes of the probes' own seeded orders (multiple-choice items as the phase
 probe, videos as the stressor probe, groups of four videos in a seeded order), so a search
 shares its reference queries with those probes' cache entries where the requests coincide.
-Sizes and budgets come from ``[tool.posbias.probes.search]`` (defaults: 12 items, 8 videos,
+Sizes and budgets come from ``[tool.posbias.probes.search]`` (defaults: 24 items, 8 videos,
 4 groups, budget 30, shrink budget 60); ``slow`` runs the heavier variant (``slow_budget``
 queries, twice the items). An item whose data cannot be used is a lost unit, named.
 """
@@ -83,6 +83,20 @@ def _props(ctx: Any, model: str, kind: str, n: int, st: dict[str, Any]) -> tuple
     raise ConfigError(f"`property` must be one of {', '.join(PROPERTIES)}; got {kind!r}")
 
 
+def _note(ctx: Any, ps: PropertySearch) -> None:
+    """One progress line per search: broken items, and the replay of stored counterexamples."""
+    rows = [row for r in ps.results for row in r.replay]
+    broken = sum(r.status == "broken" for r in ps.results)
+    searched = sum(r.status in ("broken", "held") for r in ps.results)
+    line = f"search {ps.property} on {ps.model}: {broken}/{searched} {ps.unit} broken within {ps.budget} queries"
+    if rows:
+        found_by = sorted({m for row in rows for m in row.get("found_by", [])})
+        line += (f"; replayed {len(rows)} stored counterexamples first (found by {', '.join(found_by)}): "
+                 f"{sum(row['outcome'] == 'broken' for row in rows)} still break, "
+                 f"{sum(row['outcome'] == 'survived' for row in rows)} survived")
+    ctx.note(line)
+
+
 def property_search(ctx: Any, model: str, kind: str, *, slow: bool = False) -> PropertySearch:
     """Search every item of ``kind`` for ``model`` (memoised per process)."""
     if kind not in PROPERTIES:
@@ -102,8 +116,10 @@ def property_search(ctx: Any, model: str, kind: str, *, slow: bool = False) -> P
                                             corpus=corpus_for(ctx)))
             except PosbiasError as exc:
                 unusable.append(f"{p.item_id}: {exc}")
-        return PropertySearch(kind, model, results, planned, budget, st["shrink_budget"], unusable, unit,
-                              ctx.engine.stats.since(before))
+        out = PropertySearch(kind, model, results, planned, budget, st["shrink_budget"], unusable, unit,
+                             ctx.engine.stats.since(before))
+        _note(ctx, out)
+        return out
 
     result: PropertySearch = ctx.memo(f"search|{model}|{kind}|{slow}|{sorted(st.items())}", run)
     return result

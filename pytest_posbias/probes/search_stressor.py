@@ -98,6 +98,7 @@ class StressorProperty(ItemProperty):
     """A video's description does not become repetitive under a composition of stressors."""
 
     property = "stressor"
+    smallest_change = 1.0  # one stressed frame
 
     def __init__(self, ctx: Any, model: str, item: VideoItem, foreign: VideoItem | None, spec: StressorSpec, *,
                  max_edits: int = 2, max_frames: int = 4) -> None:

@@ -155,7 +155,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "resolution": 448,
     },
     "search": {
-        "items": 12, "videos": 8, "groups": 4, "budget": 30, "shrink_budget": 60, "slow_budget": 100,
+        "items": 24, "videos": 8, "groups": 4, "budget": 30, "shrink_budget": 60, "slow_budget": 100,
         "max_edits": 2, "max_frames": 4, "max_denominator": 12,
     },
 }
