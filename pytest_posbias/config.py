@@ -153,6 +153,36 @@ def _paired_test(key: str, v: Any) -> str:
     return str(v)
 
 
+def _api_bases(key: str, v: Any) -> str | list[str]:
+    """``api_base``: one URL, or a list of data-parallel replicas of one served model."""
+    if isinstance(v, str) and v:
+        return v
+    if isinstance(v, list) and v and all(isinstance(x, str) and x for x in v):
+        return list(v)
+    raise ConfigError(f"[tool.posbias] `{key}` must be a URL or a non-empty list of URLs; got {v!r}")
+
+
+def _api_setting(key: str, v: Any) -> Any:
+    """``api_timeout`` (seconds in (0, 3600]), ``api_retries`` (0..10), ``video_form``, ``letter_scoring``."""
+    from .errors import ModelLoadError
+    from .models.openai_retry import LETTER_SCORINGS, VIDEO_FORMS
+
+    allowed = {"video_form": VIDEO_FORMS, "letter_scoring": LETTER_SCORINGS}.get(key)
+    if allowed is not None:
+        if v not in allowed:
+            raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(allowed)}; got {v!r}")
+        return str(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError(f"[tool.posbias] `{key}` must be a number; got {v!r}")
+    from .models.openai_retry import api_settings
+
+    try:
+        api_settings({key: v}, env={})
+    except ModelLoadError as exc:
+        raise ConfigError(f"[tool.posbias] `{key}`: {exc}") from None
+    return v
+
+
 def _bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise ConfigError(f"[tool.posbias] `{key}` must be true or false; got {v!r}")
@@ -185,7 +215,12 @@ _SCALARS: dict[str, Any] = {
     "report_dir": _str,
     "data": _str,
     "device": _str,
-    "api_base": _str,
+    "api_base": _api_bases,
+    "api_timeout": _api_setting,
+    "api_retries": _api_setting,
+    "video_form": _api_setting,
+    "letter_scoring": _api_setting,
+    "no_request_seed": _bool,
     "n_resamples": _pos_int,
     "batch_size": _pos_int,
     "concurrency": _pos_int,

@@ -7,7 +7,8 @@
 * :class:`GenerationCache` maps key → :class:`Generation` in SQLite (WAL mode, busy
   timeout) so concurrent pytest-xdist workers share it; a finished request is never sent
   again, and a run killed midway keeps every batch it finished (each batch is committed
-  as soon as the backend returns it).
+  as soon as the backend returns it; a backend with ``generate_stream`` streams its
+  answers, and each one is committed as it arrives).
 * :class:`RunLog` is the versioned JSONL run log: a header first, then one record per
   request (frames, composition, generation, cache hit or miss), probe observations and
   verdicts. The report is rendered from it alone.
@@ -194,6 +195,10 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release the model."""
+
+    # Optional: ``generate_stream(requests) -> Iterator[tuple[int, Generation]]`` yields each
+    # request's index and answer as it completes (any order, each index once); the engine then
+    # sends all of a model's requests in one stream instead of batches of ``max_batch_size``.
 
 
 # --------------------------------------------------------------------------- cache
@@ -429,8 +434,12 @@ class Engine:
         by_model: dict[tuple[str, str, tuple[str, ...]], list[tuple[str, Request]]] = {}
         for k, r in todo.items():
             by_model.setdefault((r.model, r.want, r.letters), []).append((k, r))
+        streamed: dict[str, list[tuple[str, Request]]] = {}
         for (model, _want, _letters), items in by_model.items():
             backend = self.backend(model)
+            if getattr(backend, "generate_stream", None) is not None:
+                streamed.setdefault(model, []).extend(items)  # one stream per model, whatever each request wants
+                continue
             size = max(1, self.batch_size or backend.max_batch_size)
             for i in range(0, len(items), size):
                 chunk = items[i : i + size]
@@ -447,7 +456,51 @@ class Engine:
                 done += len(chunk)
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
+        for model, items in streamed.items():
+            done = self._stream(self.backend(model), model, items, results, probe=probe, done=done, total=total,
+                                hits=hits, t_start=t_start)
         return [results[k] for k in keys]
+
+    def _stream(self, backend: Backend, model: str, items: list[tuple[str, Request]], results: dict[str, Generation], *,
+                probe: str, done: int, total: int, hits: int, t_start: float) -> int:
+        """Send ``items`` through ``backend.generate_stream`` (requests issued as slots free up) and
+        cache, count and log each generation the moment it completes, so a kill loses only the
+        calls in flight. The wall time added is the elapsed time of the whole stream (concurrent
+        calls overlap; their summed client time goes to ``model_seconds``). Returns ``done``."""
+        reqs = [r for _, r in items]
+        seen: set[int] = set()
+        t_call = time.perf_counter()
+        try:
+            for i, g in backend.generate_stream(reqs):  # type: ignore[attr-defined]
+                if i in seen or not 0 <= i < len(items):
+                    raise PosbiasError(f"backend stream returned request {i} twice or out of range")
+                seen.add(i)
+                [g] = self._checked([reqs[i]], [g])
+                k = items[i][0]
+                if g.ok:
+                    self.cache.put_many([(k, model, g)])  # committed now: a kill after this loses nothing
+                with self._lock:
+                    self.stats.add_calls([g], wall=0.0)
+                results[k] = g
+                self._log(probe, k, reqs[i], g, cache_hit=False)
+                done += 1
+                if self.progress:
+                    self.progress(done, total, hits, time.perf_counter() - t_start)
+        except PosbiasError as exc:  # a broken stream: every request it did not answer is a failed call
+            why = f"{type(exc).__name__}: {exc}"
+        else:
+            why = "the backend's stream ended without answering this request"
+        finally:
+            with self._lock:
+                self.stats.add_calls([], wall=time.perf_counter() - t_call)
+        unseen = [items[i] for i in range(len(items)) if i not in seen]
+        lost = [Generation(finish_reason="error", error=why, attempts=0) for _ in unseen]
+        with self._lock:
+            self.stats.add_calls(lost, wall=0.0)
+        for (k, r), g in zip(unseen, lost, strict=True):
+            results[k] = g
+            self._log(probe, k, r, g, cache_hit=False)
+        return done + len(lost)
 
     def _call(self, backend: Backend, batch: list[Request]) -> list[Generation]:
         """The backend's Generations for ``batch``; a backend error is recorded per request.

