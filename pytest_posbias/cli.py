@@ -51,8 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plan"]:  # posbias plan passes pytest's options through: parse only its own
-        args, rest = parser.parse_known_args(argv)
-        args.pytest_args = [*rest, *[a for a in args.pytest_args if a not in rest]]
+        from .plan_cli import split_args
+
+        own, rest = split_args(argv[1:])
+        args = parser.parse_args(["plan", *own])
+        args.pytest_args = rest
     else:
         args = parser.parse_args(argv)
     if not getattr(args, "_cmd", None):

@@ -51,7 +51,28 @@ def register(sub: Any, register_fn: Any) -> None:
     p.add_argument("--measure", action="store_true",
                    help="measure output lengths (and, on hf, prefill/decode tok/s) with a short warm-up on the model")
     p.add_argument("--plan-json", default=None, metavar="PATH", help="also write the plan as JSON")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="pytest options and test paths")
+    p.add_argument("pytest_args", nargs="*", help="pytest options and test paths (anything not named above)")
+
+
+OWN_VALUE_OPTIONS = ("--prefill-tps", "--decode-tps", "--plan-json")
+
+
+def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(plan's own options, pytest's arguments in their order) of ``posbias plan ARGS``."""
+    own: list[str] = []
+    rest: list[str] = []
+    it = iter(argv)
+    for a in it:
+        name = a.partition("=")[0]
+        if name in OWN_VALUE_OPTIONS:
+            own.append(a)
+            if "=" not in a:
+                own.append(next(it, ""))
+        elif a in ("--measure", "-h", "--help"):
+            own.append(a)
+        else:
+            rest.append(a)
+    return own, rest
 
 
 def _plan(args: argparse.Namespace) -> int:

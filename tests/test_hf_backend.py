@@ -152,3 +152,61 @@ def test_sampling_is_seeded(tiny_checkpoints, store, synthetic_clips):
     assert (a.text, a.n_tokens) != (c.text, c.n_tokens) or a.text == ""  # different seeds usually differ
     assert np.isfinite(a.seconds)
     b.close()
+
+
+def test_attention_and_placement_choices_on_cpu(tiny_checkpoints):
+    from pytest_posbias.errors import ModelLoadError
+    from pytest_posbias.models.hf_loading import (
+        pick_attn_implementation,
+        plan_placement,
+        weight_bytes,
+    )
+
+    assert pick_attn_implementation("auto", "cpu") == "sdpa"
+    assert pick_attn_implementation("eager", "cpu") == "eager"
+    with pytest.raises(ModelLoadError, match="flash_attention_2"):
+        pick_attn_implementation("flash_attention_2", "cpu")
+    with pytest.raises(ModelLoadError, match="must be one of"):
+        pick_attn_implementation("xformers", "cpu")
+    r = resolve(str(tiny_checkpoints["qwen2_vl"]))
+    # a local directory's weights are its safetensors bytes
+    assert weight_bytes(r) == sum(f.stat().st_size for f in tiny_checkpoints["qwen2_vl"].glob("*.safetensors"))
+    assert plan_placement(r, device="cpu", option="fit", worker="main").device_map is None
+    with pytest.raises(ModelLoadError, match="sharding needs CUDA"):
+        plan_placement(r, device="cpu", option="auto", worker="main")
+    # the 72B registry entry: 2 bytes per parameter, more than one 141 GB GPU holds with headroom
+    big = resolve("qwen25vl72b")
+    assert weight_bytes(big) == int(73.4e9 * 2) and weight_bytes(big) * 1.3 > 141e9
+
+
+def test_identity_records_attention_and_sampler_and_runlog_records_placement(tiny_checkpoints, store, tmp_path):
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.engine import read_run_log
+    from pytest_posbias.session import RunContext
+
+    spec = str(tiny_checkpoints["qwen2_vl"])
+    ctx = RunContext.create({"models": [spec], "cache": str(tmp_path / "c"), "device": "cpu",
+                             "attn_implementation": "eager"}, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="r")
+    try:
+        ident = ctx.backend(spec).identity()
+        assert ident["attn_implementation"] == "eager" and ident["sampler"].startswith("gumbel-max")
+        assert ctx.backend(spec).model.config._attn_implementation == "eager"
+    finally:
+        ctx.close()
+    _, records = read_run_log(tmp_path / "c" / "runs" / "r" / "log-main.jsonl")
+    model = next(r for r in records if r.get("kind") == "model")
+    assert model["identity"]["attn_implementation"] == "eager"
+    assert model["placement"]["sharded"] is False and model["placement"]["devices"] == ["cpu"]
+
+
+def test_letter_scores_carry_prompt_and_visual_tokens(backend, clip_specs):
+    letters = ("A", "B")
+    reqs = [_two_video_request(backend, clip_specs, prompt=p, want="letters", letters=letters) for p in ("Pick.\nA. x\nB. y", "Q?")]
+    gens = backend.score_generations(reqs)
+    vid = backend.tokenizer.convert_tokens_to_ids(backend.video_token)
+    img = backend.tokenizer.convert_tokens_to_ids(backend.image_token)
+    for r, g in zip(reqs, gens, strict=True):
+        ids = backend._inputs([r], prefill=backend.resolved.prefill)["input_ids"][0].tolist()
+        assert g.prompt_tokens == len(ids)
+        assert g.visual_tokens == sum(1 for t in ids if t in (vid, img)) > 0
+        assert set(g.letter_logprobs) == set(letters)
