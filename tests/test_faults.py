@@ -388,7 +388,7 @@ def test_failed_calls_are_resent_on_resume_and_nothing_finished_is_lost(pytester
     def reject(prompt: str) -> bool:  # the prompts whose correct answer is A fail for good in the first run
         return completion({"messages": [{"content": prompt}]})["choices"][0]["message"]["content"] == "A"
 
-    with FaultServer(reject=reject) as srv:  # (the same server both times: its URL is part of the cache key)
+    with FaultServer(reject=reject) as srv:  # (the URL is not part of the cache key: another server would do)
         res1, data1 = run_order(pytester, srv.url, "first")
         n_bad = srv.outcomes["400"]
         assert data1 is not None, res1.stdout.str()[-3000:]
@@ -475,3 +475,25 @@ def test_load_models_checks_the_openai_judge_too_and_logs_the_check(tmp_path, ap
     _h, records = read_run_log(tmp_path / "c" / "runs" / "u" / "log-main.jsonl")
     [model] = [r for r in records if r["kind"] == "model"]
     assert model["check"]["scoring"] == "logprobs" and model["check"]["url"] == srv.url
+
+
+@pytestmark_suite
+def test_replicas_video_form_and_no_seed_options_reach_the_run_log(pytester, small_set, api_env):
+    """Issue 17 through pytest: two --api-base replicas share the calls, frames go as one video_url,
+    and --posbias-no-request-seed is in the run log header and the model's identity."""
+    make_project(pytester, small_set)
+    with FaultServer() as a, FaultServer() as b:
+        res, data = run_order(pytester, a.url, "replicas", f"--api-base={b.url}", "--posbias-video-form=video",
+                              "--posbias-no-request-seed", "--posbias-api-retries=2", "--posbias-concurrency=8")
+        assert data is not None, res.stdout.str()[-3000:]
+        assert a.outcomes["ok"] > 1 and b.outcomes["ok"] > 1  # both replicas answered probe calls
+    [log] = sorted(pytester.path.glob(".posbias/runs/*/run.jsonl"))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    header = records[0]
+    assert header["config"]["no_request_seed"] is True and header["config"]["video_form"] == "video"
+    assert header["config"]["api_base"] == [a.url, b.url] and header["config"]["api_retries"] == 2
+    [model] = [r for r in records if r.get("kind") == "model"]
+    assert model["identity"]["request_seed"] is False and model["identity"]["input_form"] == "video"
+    assert "api_base" not in model["identity"]
+    sent = [r for r in records if r.get("kind") == "request"]
+    assert len(sent) == 32 and all(r["generation"]["input_form"] == "video" for r in sent)
