@@ -29,7 +29,6 @@ the cache, the run log or the report.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import random
@@ -39,13 +38,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError, PosbiasError
 from ..video.frames import FrameStore
-from .openai_encode import FrameEncoder, content, has_video, jpeg_b64, jpeg_data_url, video_data_url
-from .openai_pool import Replica, ReplicaRouter, stream
+from .openai_encode import FrameEncoder, content, has_video, jpeg_data_url
+from .openai_pool import Replica, ReplicaRouter, send, stream
 from .openai_retry import (
     LETTER_SCORINGS,
     TOP_LOGPROBS,
@@ -56,14 +53,12 @@ from .openai_retry import (
     sanitize_url,
     server_hint,
     settings_from_env,
+    validate,
     with_retries,
 )
 
 __all__ = ["EndpointError", "OpenAIBackend", "api_settings", "check_endpoints", "jpeg_data_url", "judge_spec",
            "make_backend", "sanitize_url", "settings_from_env", "with_retries"]
-
-PROCESSING_MS_HEADER = "openai-processing-ms"  # server-side time of a call (OpenAI's API sends it; vLLM does not)
-
 
 def judge_spec(judge: str | None) -> str | None:
     """The model spec of an LLM judge (``--judge openai[:MODEL]``), or None for the offline judges."""
@@ -205,105 +200,10 @@ class OpenAIBackend:
 
     # -- start-up check
     def check(self, *, timeout: float = 8.0, budget_s: float = 25.0) -> dict[str, Any]:
-        """Probe the endpoint before the first test; raise ModelLoadError naming URL, model and cause.
+        """The start-up check (:func:`.openai_check.check`): raises ModelLoadError naming URL, model and cause."""
+        from .openai_check import check
 
-        One chat completion of one token on every replica, with ``logprobs``/``top_logprobs=TOP_LOGPROBS``
-        when letters are to be scored from logprobs (so a server that rejects them is caught
-        here), showing frames in the input form (a 2-frame ``video_url``, or one ``image_url``),
-        each attempt limited to ``timeout`` seconds (or the backend's own timeout when shorter)
-        and all of them to ``budget_s``. With ``video_form='auto'`` the video form is tried first
-        and the image form used when the endpoint refuses it. Transient failures (429, 5xx,
-        timeouts, refused connections) are retried twice with backoff; a permanent one (400, 401,
-        403, 404, 422) stops at once. When the endpoint answers but returns no logprobs, letter
-        scoring falls back to text mode (``letter_scoring='auto'``) or the check fails
-        (``'logprobs'``). Returns what was found: ``{"url", "model", "scoring", "input_form",
-        "attempts", "seconds"}`` (the run log keeps it).
-        """
-        t0 = time.monotonic()
-        result: dict[str, Any] = {"url": self.url, "model": self.model_name, "attempts": 0}
-        forms = ["video", "images"] if self.video_form == "auto" else [self.video_form]
-        resp: Any = None
-        for rep in self.router.replicas:
-            for k, form in enumerate(forms):
-                try:
-                    resp, n = self._check_one(rep, form, timeout=timeout, deadline=t0 + budget_s)
-                    result["attempts"] += n
-                    break
-                except EndpointError as exc:
-                    result["attempts"] += exc.attempts
-                    if k + 1 < len(forms) and not exc.transient and exc.status in (400, 415, 422) \
-                            and "logprob" not in exc.server_message.lower():  # the video refused: try images
-                        result["video_refused"] = exc.server_message[:300]
-                        continue
-                    raise ModelLoadError(self._check_message(exc, rep, form)) from None
-            forms = [form]  # every replica must take the form the first one took
-        self.input_form = forms[0]
-        result["input_form"] = self.input_form
-        if self.supports_letter_logprobs:
-            lp = getattr(resp.choices[0], "logprobs", None)
-            if not getattr(lp, "content", None):
-                if self.letter_scoring == "logprobs":
-                    raise ModelLoadError(f"--model openai:{self.model_name}: the endpoint {self.url} returned no logprobs "
-                                         f"for a request asking for top_logprobs={TOP_LOGPROBS}, and "
-                                         "--posbias-letter-scoring logprobs was asked for; use --posbias-letter-scoring "
-                                         "text (or auto) to score answers from text")
-                self.supports_letter_logprobs = False
-                self.scoring = "text"
-                result["fallback"] = ("the endpoint returned no logprobs for a request asking for "
-                                      f"top_logprobs={TOP_LOGPROBS}: answers are scored from text")
-        result["scoring"] = self.scoring
-        result["request_seed"] = self.request_seed
-        if len(self.router.replicas) > 1:
-            result["replicas"] = [r.url for r in self.router.replicas]
-        result["seconds"] = round(time.monotonic() - t0, 3)
-        return result
-
-    def _check_one(self, rep: Replica, form: str, *, timeout: float, deadline: float) -> tuple[Any, int]:
-        client = rep.client.with_options(timeout=min(timeout, self.timeout), max_retries=0)
-        frame = np.zeros((32, 32, 3), np.uint8)
-        # frames sent as the probes send them: an endpoint that rejects image input (a text-only model) stops here
-        media = ({"type": "video_url", "video_url": {"url": video_data_url([jpeg_b64(frame)] * 2)}} if form == "video"
-                 else {"type": "image_url", "image_url": {"url": jpeg_data_url(frame[:16, :16])}})
-        kwargs: dict[str, Any] = {"model": self.model_name, "max_tokens": 1, "temperature": 0.0,
-                                  "messages": [{"role": "user", "content": [
-                                      media, {"type": "text", "text": "Reply with the single letter A."}]}]}
-        if self.supports_letter_logprobs:
-            kwargs.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-        attempts = {"n": 0}
-
-        def call() -> Any:
-            attempts["n"] += 1
-            resp = client.chat.completions.create(**kwargs)
-            _validate(resp)
-            return resp
-
-        resp = with_retries(call, retries=2, base_delay=0.5, max_delay=2.0, deadline=deadline,
-                            rng=random.Random(1), secret=self._key)
-        return resp, attempts["n"]
-
-    def _check_message(self, exc: EndpointError, rep: Replica, form: str) -> str:
-        head = f"--model openai:{self.model_name}: the endpoint {rep.url} "
-        if exc.status is None or exc.transient:
-            return head + f"cannot be reached or does not answer ({exc}); is the server running at this URL?"
-        msg = head + f"refused the start-up request (HTTP {exc.status}): {exc.server_message}"
-        if exc.status == 404:
-            served = self._served_models(rep.client)
-            if served is not None:
-                msg += f"; models served there: {', '.join(served) or '(none)'}"
-        elif exc.status in (401, 403):
-            msg += "; set POSBIAS_API_KEY (or OPENAI_API_KEY) to a key this endpoint accepts"
-        elif exc.status in (400, 422) and self.supports_letter_logprobs and "logprob" in exc.server_message.lower():
-            msg += (f"; letter scoring asks for logprobs with top_logprobs={TOP_LOGPROBS} (vLLM: serve with "
-                    "--max-logprobs 20), or use --posbias-letter-scoring text to score answers from text")
-        elif form == "video" and self.video_form == "video":
-            msg += "; the frames were sent as one video_url (--posbias-video-form video): use images for image-only endpoints"
-        return msg
-
-    def _served_models(self, client: Any) -> list[str] | None:
-        """The model names the endpoint lists (GET /models), or None when it does not say."""
-        with contextlib.suppress(Exception):
-            return sorted(str(m.id) for m in client.models.list())[:20]
-        return None
+        return check(self, timeout=timeout, budget_s=budget_s)
 
     # -- requests
     def messages(self, request: Request) -> list[dict[str, Any]]:
@@ -354,45 +254,8 @@ class OpenAIBackend:
                     self._breaker_open_since = self._breaker_last_trial = time.monotonic()
 
     def _send(self, kwargs: Mapping[str, Any]) -> tuple[Any, float | None]:
-        """One attempt: the validated response and the server's time (seconds, or None), from the
-        replica with the fewest requests in flight; a refused connection or a replica taken out
-        sends the request at once to another live replica (not counted as a retry)."""
-        import openai
-
-        tried: list[Replica] = []
-        while True:
-            rep = self.router.acquire(exclude=tried)
-            try:
-                raw = rep.client.chat.completions.with_raw_response.create(**kwargs)
-                resp = raw.parse()
-                _validate(resp)
-            except openai.APITimeoutError:
-                self.router.release(rep, ok=None)
-                raise
-            except openai.APIConnectionError as exc:
-                refused = _refused(exc)
-                out = self.router.release(rep, ok=False, down=refused, error=_short(exc))
-                tried.append(rep)
-                if out and self.router.has_alive(exclude=tried):
-                    continue
-                raise
-            except openai.APIStatusError as exc:
-                server_error = exc.status_code >= 500
-                out = self.router.release(rep, ok=False if server_error else None, error=f"HTTP {exc.status_code}")
-                tried.append(rep)
-                if server_error and out and self.router.has_alive(exclude=tried):
-                    continue
-                raise
-            except BaseException:
-                self.router.release(rep, ok=None)
-                raise
-            self.router.release(rep, ok=True)
-            ms = raw.headers.get(PROCESSING_MS_HEADER)
-            try:
-                server = float(ms) / 1000.0 if ms is not None else None
-            except ValueError:
-                server = None
-            return resp, server
+        """One attempt through the replicas (:func:`.openai_pool.send`)."""
+        return send(self.router, kwargs, validate=validate)
 
     def _complete(self, request: Request, *, max_tokens: int, logprobs: bool,
                   messages: list[dict[str, Any]] | None = None) -> tuple[Any, int, float | None]:
@@ -503,35 +366,3 @@ class OpenAIBackend:
             if not g.ok:
                 raise BackendError(g.error or f"{self.label}: request failed")
         return [dict(g.letter_logprobs or {}) for g in gens]
-
-
-def _refused(exc: BaseException) -> bool:
-    """Whether a connection error is a refused/unreachable connection (the replica is down), not a
-    dropped or truncated answer."""
-    cause: BaseException | None = exc
-    for _ in range(6):
-        if cause is None:
-            return False
-        if isinstance(cause, ConnectionRefusedError) or type(cause).__name__ == "ConnectError":
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-def _short(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    return f"{type(exc).__name__}" + (f": {type(cause).__name__}: {cause}" if cause is not None else "")
-
-
-def _validate(resp: Any) -> None:
-    """Raise ValueError (a malformed answer: retried) unless ``resp`` has a usable first choice."""
-    choices = getattr(resp, "choices", None)
-    if not choices:
-        raise ValueError("the response has no choices")
-    choice = choices[0]
-    message = getattr(choice, "message", None)
-    if message is None:
-        raise ValueError("the response's first choice has no message")
-    text = getattr(message, "content", None)
-    if text is not None and not isinstance(text, str):
-        raise ValueError(f"the response's message content is {type(text).__name__}, not text")

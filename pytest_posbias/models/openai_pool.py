@@ -4,6 +4,7 @@
   (several ``--api-base``) by least outstanding requests; a replica that refuses connections,
   or answers ``fail_after`` consecutive 5xx, is taken out (never the last one standing) and
   the request goes at once to another; a replica taken out is tried again after ``revive_s``.
+  :func:`send` makes one attempt of a request through the router.
 * :func:`stream` runs ``prepare`` (frame loading, JPEG/base64 encoding) ahead of the network
   on its own threads and ``send`` on up to ``concurrency`` threads, issuing a request as soon
   as a slot frees up, and yields each result as it completes: the slowest call never holds
@@ -15,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -159,3 +160,67 @@ def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fai
     finally:
         prep_pool.shutdown(wait=False, cancel_futures=True)
         net_pool.shutdown(wait=False, cancel_futures=True)
+
+
+PROCESSING_MS_HEADER = "openai-processing-ms"  # server-side time of a call (OpenAI's API sends it; vLLM does not)
+
+
+def send(router: ReplicaRouter, kwargs: Mapping[str, Any], *, validate: Callable[[Any], None]) -> tuple[Any, float | None]:
+    """One attempt: the validated response and the server's time (seconds, from OpenAI's
+    ``openai-processing-ms`` header; None when absent, as on vLLM), from the replica with the
+    fewest requests in flight; a refused connection or a replica taken out sends the request at
+    once to another live replica (not counted as a retry)."""
+    import openai
+
+    tried: list[Replica] = []
+    while True:
+        rep = router.acquire(exclude=tried)
+        try:
+            raw = rep.client.chat.completions.with_raw_response.create(**kwargs)
+            resp = raw.parse()
+            validate(resp)
+        except openai.APITimeoutError:
+            router.release(rep, ok=None)
+            raise
+        except openai.APIConnectionError as exc:
+            refused = _refused(exc)
+            out = router.release(rep, ok=False, down=refused, error=_short(exc))
+            tried.append(rep)
+            if out and router.has_alive(exclude=tried):
+                continue
+            raise
+        except openai.APIStatusError as exc:
+            server_error = exc.status_code >= 500
+            out = router.release(rep, ok=False if server_error else None, error=f"HTTP {exc.status_code}")
+            tried.append(rep)
+            if server_error and out and router.has_alive(exclude=tried):
+                continue
+            raise
+        except BaseException:
+            router.release(rep, ok=None)
+            raise
+        router.release(rep, ok=True)
+        ms = raw.headers.get(PROCESSING_MS_HEADER)
+        try:
+            server = float(ms) / 1000.0 if ms is not None else None
+        except ValueError:
+            server = None
+        return resp, server
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection error is a refused/unreachable connection (the replica is down), not a
+    dropped or truncated answer."""
+    cause: BaseException | None = exc
+    for _ in range(6):
+        if cause is None:
+            return False
+        if isinstance(cause, ConnectionRefusedError) or type(cause).__name__ == "ConnectError":
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _short(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return f"{type(exc).__name__}" + (f": {type(cause).__name__}: {cause}" if cause is not None else "")

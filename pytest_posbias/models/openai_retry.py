@@ -253,3 +253,17 @@ def server_hint(message: str, *, seeded: bool) -> str | None:
     if seeded and ("HTTP 500" in message or "InternalServerError" in message or "EngineDead" in message):
         return "if the server is vLLM on CPU: " + CHUNKED_PREFILL_HINT
     return None
+
+
+def validate(resp: Any) -> None:
+    """Raise ValueError (a malformed answer: retried) unless ``resp`` has a usable first choice."""
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        raise ValueError("the response has no choices")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise ValueError("the response's first choice has no message")
+    text = getattr(message, "content", None)
+    if text is not None and not isinstance(text, str):
+        raise ValueError(f"the response's message content is {type(text).__name__}, not text")
