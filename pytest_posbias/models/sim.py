@@ -61,6 +61,7 @@ from .sim_dose import (
     confusion_prob,
     dosed_share,
     grid_class,
+    group_rank,
     is_dose,
     mu_for,
     parse_dose,
@@ -504,19 +505,28 @@ def _rotation_strata(videos: Sequence[VideoPart]) -> Any:
 
     The group is the set of its videos (content hashes) and the order's rotation index j is
     the slot of the video with the smallest hash; slot p of rotation j gets
-    u = frac(V(group, p) + j/P) with V(group, p) uniform from a hash. Over the P rotations a
-    slot's uniforms are then one per stratum [k/P, (k+1)/P), so the number of dropped slots
-    at p in a group is P·(1 − w_p) rounded up or down (expectation exact), not a binomial
-    draw. None (plain per-request draws) when the videos are not P distinct clips."""
+
+        u(p, j) = frac(V(group) + j/P + p/P²)
+
+    with V(group) one uniform per group. Over the P rotations a slot's uniforms are one per
+    stratum [k/P, (k+1)/P), so the number of dropped slots at p in a group is P·(1 − w_p)
+    rounded up or down (expectation exact), not a binomial draw; and over all P² (slot,
+    rotation) cells of the group they are one per stratum [k/P², (k+1)/P²), so with equal w_p
+    (a coverage dose) the group's kept cells are P²·w rounded up or down. V(group) is the
+    Weyl value of the group's rank among all P-subsets of its configuration's clips (the
+    combinatorial number system over the synthetic clip numbers), so a set's groups spread V
+    evenly; a SHA-256 hash of the group outside the synthetic set. None (plain per-request
+    draws) when the videos are not P distinct clips."""
     keys = [p.frames.primary.key() for p in videos]
     P = len(keys)
     if P < 2 or len(set(keys)) != P:
         return None
     j = keys.index(min(keys))
     group = "|".join(sorted(keys))
+    rank = group_rank([p.frames.primary.path for p in videos])
 
     def u(slot: int, what: str) -> float:
-        h = hashlib.sha256(f"dose-strata|{what}|{group}|{slot}".encode()).digest()
-        return (int.from_bytes(h[:8], "little") / 2.0**64 + j / P) % 1.0
+        base = unit_uniform(f"group-{what}", rank, f"dose-strata|{what}|{group}")
+        return (base + j / P + slot / P**2) % 1.0
 
     return u

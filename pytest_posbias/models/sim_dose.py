@@ -312,7 +312,8 @@ def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -
 # share of the first N units below a dose is the dose up to about 2/N; the two video streams and the
 # three item streams use different θ so their selections are not nested
 _WEYL = {"flip": (math.sqrt(2) - 1, 0.11), "phase": (math.sqrt(3) - 1, 0.37), "order": ((math.sqrt(5) - 1) / 2, 0.73),
-         "repetition": ((math.sqrt(5) - 1) / 2, 0.19), "susceptible": (math.sqrt(3) - 1, 0.53)}
+         "repetition": ((math.sqrt(5) - 1) / 2, 0.19), "susceptible": (math.sqrt(3) - 1, 0.53),
+         "group-keep": (math.sqrt(2) - 1, 0.29), "group-confuse": ((math.sqrt(5) - 1) / 2, 0.61)}
 _SYN = re.compile(r"syn-([a-z]+)-(short|long)-(\d+)$")
 _QUESTION_KINDS = ("what colour", "in which direction", "how many", "what brief event", "why does", "what will")
 
@@ -337,6 +338,31 @@ def unit_index(video_path: str, question: str | None = None) -> int | None:
     q = question.lower()
     kind = next((k for k, prefix in enumerate(_QUESTION_KINDS) if q.startswith(prefix)), None)
     return None if kind is None else n * len(_QUESTION_KINDS) + kind
+
+
+def group_rank(video_paths: Sequence[str]) -> int | None:
+    """The rank of a group of synthetic clips among all P-subsets of clip numbers of its
+    configuration, by the combinatorial number system: Σ_i C(c_i, i + 1) over the sorted clip
+    numbers c_0 < c_1 < …, so ranks are consecutive over every possible group; times the number
+    of configurations plus the configuration, so configurations do not share a rank. None when a
+    video is not a synthetic clip or the clips come from different configurations."""
+    from pathlib import PurePath
+
+    from ..video.synthetic import configurations
+
+    cfgs = configurations()
+    clips: list[int] = []
+    cfg: tuple[str, str] | None = None
+    for path in video_paths:
+        m = _SYN.fullmatch(PurePath(path).stem)
+        if not m or (m.group(1), m.group(2)) not in cfgs or (cfg is not None and cfg != (m.group(1), m.group(2))):
+            return None
+        cfg = (m.group(1), m.group(2))
+        clips.append(int(m.group(3)))
+    if cfg is None or len(set(clips)) != len(clips):
+        return None
+    rank = sum(math.comb(c, i + 1) for i, c in enumerate(sorted(clips)))
+    return rank * len(cfgs) + cfgs.index(cfg)
 
 
 def unit_uniform(stream: str, index: int | None, fallback: str) -> float:
