@@ -76,10 +76,10 @@ def make_processor(seeds: Sequence[int], prompt_len: int, *, temperature: float,
             if scores.shape[0] != len(seeds_t):
                 raise ValueError(f"seeded sampler: {scores.shape[0]} rows for {len(seeds_t)} seeds")
             step = int(input_ids.shape[1]) - prompt_len
-            s = scores.to(torch.float64)
-            for w in warpers:
+            s = scores
+            for w in warpers:  # in the scores' dtype, as generate(do_sample=True) filters them
                 s = w(input_ids, s)
             noise = torch.stack([gumbel_noise(seed, step, s.shape[1], device=s.device) for seed in seeds_t])
-            return s + noise
+            return s.to(torch.float64) + noise
 
     return SeededGumbelProcessor()
