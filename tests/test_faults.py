@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from fault_server import FAULTS, FaultServer, completion
+from fault_server import FAULTS, FaultServer, _h, completion, has_images, prompt_text
 
 from pytest_posbias import SCHEMA_VERSION
 from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog
@@ -497,3 +497,23 @@ def test_replicas_video_form_and_no_seed_options_reach_the_run_log(pytester, sma
     assert "api_base" not in model["identity"]
     sent = [r for r in records if r.get("kind") == "request"]
     assert len(sent) == 32 and all(r["generation"]["input_form"] == "video" for r in sent)
+
+
+@pytestmark_suite
+@pytest.mark.parametrize("scoring, where", [("logprobs", "among the top-20 logprobs"),
+                                             ("text", "parseable from the answer text")])
+def test_answers_without_an_option_letter_are_counted_in_the_verdict_reason(pytester, small_set, api_env, scoring, where):
+    """Issue 17: the share of answers with no option letter is in the verdict's reason (terminal,
+    report), in both scoring modes, not only in the JSON."""
+    make_project(pytester, small_set)
+    with FaultServer(no_letter=lambda p: _h("no-letter", p) % 4 == 0) as srv:
+        res, data = run_order(pytester, srv.url, f"noletter-{scoring}", f"--posbias-letter-scoring={scoring}")
+        n_bad = sum(1 for b in srv.bodies if srv.no_letter is not None and has_images(b)
+                    and not srv.is_startup_check(b) and srv.no_letter(prompt_text(b)))
+    assert data is not None, res.stdout.str()[-3000:]
+    [v] = data["verdicts"]
+    assert v["extra"]["mode_scoring"] == scoring and v["extra"]["answers"] == 32
+    assert 0 < n_bad < 32
+    note = f"{n_bad} of 32 answers ({n_bad / 32:.1%}) had no option letter {where}"
+    assert note in v["reason"] and v["extra"]["no_option_letter"]["without_letter"] == n_bad
+    assert note in res.stdout.str()  # the failing gate's reason is printed
