@@ -464,11 +464,12 @@ class Engine:
     def _stream(self, backend: Backend, model: str, items: list[tuple[str, Request]], results: dict[str, Generation], *,
                 probe: str, done: int, total: int, hits: int, t_start: float) -> int:
         """Send ``items`` through ``backend.generate_stream`` (requests issued as slots free up) and
-        cache, count and log each generation the moment it completes, so a kill loses only the
-        calls in flight. The wall time added is the elapsed time of the whole stream (concurrent
+        cache, count and log each generation the moment it completes (cache writes are group
+        commits on a writer thread), so a kill loses only the calls in flight. The wall time added is the elapsed time of the whole stream (concurrent
         calls overlap; their summed client time goes to ``model_seconds``). Returns ``done``."""
         reqs = [r for _, r in items]
         seen: set[int] = set()
+        writer = _GroupCommit(self.cache)
         t_call = time.perf_counter()
         try:
             for i, g in backend.generate_stream(reqs):  # type: ignore[attr-defined]
@@ -478,7 +479,7 @@ class Engine:
                 [g] = self._checked([reqs[i]], [g])
                 k = items[i][0]
                 if g.ok:
-                    self.cache.put_many([(k, model, g)])  # committed now: a kill after this loses nothing
+                    writer.put((k, model, g))  # committed at once (with whatever else arrived meanwhile)
                 with self._lock:
                     self.stats.add_calls([g], wall=0.0)
                 results[k] = g
@@ -491,6 +492,7 @@ class Engine:
         else:
             why = "the backend's stream ended without answering this request"
         finally:
+            writer.close()  # every answer received is committed before this returns (or raises)
             with self._lock:
                 self.stats.add_calls([], wall=time.perf_counter() - t_call)
         unseen = [items[i] for i in range(len(items)) if i not in seen]
@@ -542,6 +544,55 @@ class Engine:
             return
         self.runlog.write({"kind": "request", "probe": probe, "key": key, "cache_hit": cache_hit,
                            "request": req.to_log(), "generation": gen.to_dict()})
+
+
+class _GroupCommit:
+    """Cache writes of a stream on their own thread, in group commits: each transaction takes
+    every answer queued since the previous one, so a commit never waits for the next answer
+    and the caller's thread never waits for the disk. :meth:`close` commits what is queued
+    (also on KeyboardInterrupt) and re-raises a write error."""
+
+    def __init__(self, cache: GenerationCache) -> None:
+        self.cache = cache
+        self._items: list[tuple[str, str, Generation]] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="posbias-cache-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, item: tuple[str, str, Generation]) -> None:
+        with self._cond:
+            if self._error is not None:
+                raise self._error
+            self._items.append(item)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items and not self._closed:
+                    self._cond.wait()
+                batch, self._items = self._items, []
+                if not batch and self._closed:
+                    return
+            try:
+                self.cache.put_many(batch)
+            except BaseException as exc:  # reported to the caller by put/close
+                with self._cond:
+                    self._error = exc
+                return
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join()
+        if self._items and self._error is None:  # the writer stopped early: commit here
+            self.cache.put_many(self._items)
+            self._items = []
+        if self._error is not None:
+            raise self._error
 
 
 def video_parts(req: Request) -> list[VideoPart]:
