@@ -15,7 +15,10 @@
    stops at look 2 of 4 (half its maximum sample) for a model well inside its threshold (the
    median stop under ``sim:unbiased`` in ``benchmarks/calibration.py``, README "Calibration"),
    and at look 1 (a quarter) at best; the stressor-amplification, fusion and equivalence gates,
-   ``--baseline`` comparisons and ``--posbias-fixed`` runs are fixed-sample.
+   ``--baseline`` comparisons and ``--posbias-fixed`` runs are fixed-sample, and so are the
+   requests of a probe whose results a fixed-sample gate shares (the stressor probe behind the
+   repetition and attack gates when the amplification gate is selected). Requests are counted
+   once, on the gate test that made them (``shared``: those it reused from an earlier gate).
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ from .errors import ConfigError
 SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model
 SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
 FIXED_GATES = ("stressor", "fusion", "equivalence")
+GATE_PROBE = {"dpb": "positional", "meg": "positional", "coverage": "positional", "contamination": "positional",
+              "flip": "phase", "phase": "phase", "order": "phase", "fusion": "phase-fusion", "equivalence": "phase-fusion",
+              "repetition": "stressor", "stressor": "stressor", "attack": "stressor"}
 MEASURE_PER_KIND = 4  # requests of each kind (probe, output, cap, temperature) in the warm-up
 
 
@@ -151,10 +157,15 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
         extra = v.get("extra") or {}
         g["gate"] = extra.get("gate", "")
         g["shared"] = int((extra.get("calls") or {}).get("shared", 0))
+    # requests are counted once, on the gate that made them; a fixed-design gate that shares a
+    # probe's results (the stressor amplification shares the stressor probe) needs all of them
+    fixed_probes = {GATE_PROBE.get(g.get("gate") or _gate_from_nodeid(g["test"]), "")
+                    for g in by_test.values()
+                    if (g.get("gate") or _gate_from_nodeid(g["test"])) in FIXED_GATES and (g["requests"] or g.get("shared"))}
     out = []
     for g in by_test.values():
         gate = g.get("gate") or _gate_from_nodeid(g["test"])
-        seq = sequential and gate not in FIXED_GATES
+        seq = sequential and gate not in FIXED_GATES and GATE_PROBE.get(gate) not in fixed_probes
         out.append({**g, "gate": gate, "shared": g.get("shared", 0), "models": sorted(g["models"]),
                     "sequential_expected": SEQUENTIAL_EXPECTED if seq else 1.0,
                     "sequential_best": SEQUENTIAL_BEST if seq else 1.0})
