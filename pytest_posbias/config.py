@@ -29,9 +29,10 @@ Default gate thresholds and why (numbers from the papers' tables):
   (VideoSTF: +9 points for 2 foreign frames on LLaVA-Video-7B, relative +67–205%).
 * ``attack = 0.25`` — ASR <= 25% within the query cap; every model in VideoSTF figure 5
   exceeds it (InternVL3.5-8B 28–72%, VideoLLaMA2 40–83%).
-* ``search = 0.25`` — at most 25% of items broken by the property search within its query
-  budget (30 = VideoSTF's attack cap): the attack gate's bound, applied to a search that
-  also shrinks what it finds (issue 16).
+* ``search = 0.15`` — at most 15% of items broken by the property search within its query
+  budget (30 = VideoSTF's attack cap): the phase paper's flip bound (an item the search breaks
+  is an item some option order / phase / stressor flips, and the search tries more of them than
+  the fixed grids), stricter than the attack gate's 25% (issue 16).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ GATE_SIDES: dict[str, str] = {
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "dpb": 0.05, "meg": 0.02, "coverage": 0.25, "contamination": 0.10,
     "flip": 0.15, "phase": 0.15, "order": 0.15, "fusion": 0.0, "equivalence": 0.025,
-    "repetition": 0.15, "stressor": 0.10, "attack": 0.25, "search": 0.25,
+    "repetition": 0.15, "stressor": 0.10, "attack": 0.25, "search": 0.15,
 }
 # Non-inferiority margins against --baseline (candidate may be worse by at most this).
 DEFAULT_BASELINE_MARGINS: dict[str, float] = {
