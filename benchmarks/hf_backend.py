@@ -57,9 +57,13 @@ def main() -> None:
     ap.add_argument("--model", action="append", default=None, help="checkpoint directories instead of tiny ones")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--size", type=int, default=56, help="frame side in pixels")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     args = ap.parse_args()
 
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from pytest_posbias.models.hf import HFBackend
 
