@@ -62,6 +62,7 @@ from .sim_dose import (
     dosed_share,
     grid_class,
     group_rank,
+    group_uniform,
     is_dose,
     mu_for,
     parse_dose,
@@ -294,7 +295,7 @@ class SimBackend:
         P = len(videos)
         keep_slot, confuse = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
-        strata = _rotation_strata(videos)
+        strata = _rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
         draws = [(drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))) for _ in range(P)]
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
@@ -500,23 +501,26 @@ def _move(probs: dict[str, float], orig: str, target: str) -> dict[str, float]:
     return out
 
 
-def _rotation_strata(videos: Sequence[VideoPart]) -> Any:
+def _rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) -> Any:
     """Stratified uniforms for a dose's slot decisions over the cyclic orders of one group.
 
     The group is the set of its videos (content hashes) and the order's rotation index j is
-    the slot of the video with the smallest hash; slot p of rotation j gets
+    the slot of the video with the smallest hash. Slot p of rotation j gets
 
-        u(p, j) = frac(V(group) + j/P + p/P²)
+        u(p, j) = frac(V_p(group) + j/P)
 
-    with V(group) one uniform per group. Over the P rotations a slot's uniforms are one per
-    stratum [k/P, (k+1)/P), so the number of dropped slots at p in a group is P·(1 − w_p)
-    rounded up or down (expectation exact), not a binomial draw; and over all P² (slot,
-    rotation) cells of the group they are one per stratum [k/P², (k+1)/P²), so with equal w_p
-    (a coverage dose) the group's kept cells are P²·w rounded up or down. V(group) is the
-    Weyl value of the group's rank among all P-subsets of its configuration's clips (the
-    combinatorial number system over the synthetic clip numbers), so a set's groups spread V
-    evenly; a SHA-256 hash of the group outside the synthetic set. None (plain per-request
-    draws) when the videos are not P distinct clips."""
+    so over the P rotations a slot's uniforms are one per stratum [k/P, (k+1)/P): the number
+    of dropped slots at p in a group is P·(1 − w_p) rounded up or down (expectation exact), not
+    a binomial draw, and V_p is uniform from a hash per (group, slot), independent across slots
+    (the DPB/MEG dose formulas average over independent B_p).
+
+    Where only the marginals matter (the confusion draw, and the keep draw when every slot has
+    the same w: a coverage or contamination dose), the group's P² (slot, rotation) cells are
+    stratified jointly, u(p, j) = frac(V(group) + j/P + p/P²), one per stratum [k/P², (k+1)/P²),
+    so the group's kept cells are P²·w rounded up or down; V(group) is then a Weyl value of the
+    group's rank among the P-subsets of its configuration's clips (``sim_dose.group_uniform``),
+    so a set's groups spread it evenly (the set's share is the dose up to about one cell).
+    None (plain per-request draws) when the videos are not P distinct clips."""
     keys = [p.frames.primary.key() for p in videos]
     P = len(keys)
     if P < 2 or len(set(keys)) != P:
@@ -526,7 +530,10 @@ def _rotation_strata(videos: Sequence[VideoPart]) -> Any:
     rank = group_rank([p.frames.primary.path for p in videos])
 
     def u(slot: int, what: str) -> float:
-        base = unit_uniform(f"group-{what}", rank, f"dose-strata|{what}|{group}")
-        return (base + j / P + slot / P**2) % 1.0
+        if what == "confuse" or joint_keep:
+            v = group_uniform(what, rank, f"dose-strata|{what}|{group}")
+            return (v + j / P + slot / P**2) % 1.0
+        h = hashlib.sha256(f"dose-strata|{what}|{group}|{slot}".encode()).digest()
+        return (int.from_bytes(h[:8], "little") / 2.0**64 + j / P) % 1.0
 
     return u

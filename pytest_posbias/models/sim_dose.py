@@ -312,8 +312,9 @@ def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -
 # share of the first N units below a dose is the dose up to about 2/N; the two video streams and the
 # three item streams use different θ so their selections are not nested
 _WEYL = {"flip": (math.sqrt(2) - 1, 0.11), "phase": (math.sqrt(3) - 1, 0.37), "order": ((math.sqrt(5) - 1) / 2, 0.73),
-         "repetition": ((math.sqrt(5) - 1) / 2, 0.19), "susceptible": (math.sqrt(3) - 1, 0.53),
-         "group-keep": (math.sqrt(2) - 1, 0.29), "group-confuse": ((math.sqrt(5) - 1) / 2, 0.61)}
+         "repetition": ((math.sqrt(5) - 1) / 2, 0.19), "susceptible": (math.sqrt(3) - 1, 0.53)}
+# steps of the group streams (jointly stratified keep / confusion decisions of a group)
+_GROUP_STEPS = {"keep": math.sqrt(2) - 1, "confuse": (math.sqrt(5) - 1) / 2}
 _SYN = re.compile(r"syn-([a-z]+)-(short|long)-(\d+)$")
 _QUESTION_KINDS = ("what colour", "in which direction", "how many", "what brief event", "why does", "what will")
 
@@ -363,6 +364,17 @@ def group_rank(video_paths: Sequence[str]) -> int | None:
         return None
     rank = sum(math.comb(c, i + 1) for i, c in enumerate(sorted(clips)))
     return rank * len(cfgs) + cfgs.index(cfg)
+
+
+def group_uniform(what: str, rank: int | None, fallback: str) -> float:
+    """V(group) = frac(rank·θ + β) for the ``keep`` or ``confuse`` decisions of a group (θ from
+    ``_GROUP_STEPS``, β = 0.5 / 0.25): over consecutive ranks the values are equidistributed; a
+    SHA-256 hash of ``fallback`` when the group has no rank (not synthetic clips)."""
+    step = _GROUP_STEPS.get(what)
+    if rank is not None and step is not None:
+        return (rank * step + (0.5 if what == "keep" else 0.25)) % 1.0
+    h = hashlib.sha256(fallback.encode()).digest()
+    return int.from_bytes(h[:8], "little") / 2.0**64
 
 
 def unit_uniform(stream: str, index: int | None, fallback: str) -> float:
