@@ -352,7 +352,8 @@ class CallStats:
     add up the calls made (not cache hits): prompt, visual (where known) and output tokens."""
 
     made: int = 0
-    cache_hits: int = 0
+    cache_hits: int = 0  # first answers of this run found in the cache (made by an earlier run or another worker)
+    rereads: int = 0  # requests repeated within this run (a later sequential look), answered from this run's own answers
     failed: int = 0
     model_seconds: float = 0.0
     shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)
@@ -364,7 +365,7 @@ class CallStats:
     output_tokens: int = 0
 
     def snapshot(self) -> dict[str, Any]:
-        return {"made": self.made, "cache_hits": self.cache_hits, "failed": self.failed,
+        return {"made": self.made, "cache_hits": self.cache_hits, "rereads": self.rereads, "failed": self.failed,
                 "model_seconds": round(self.model_seconds, 6), "shared": self.shared, "retries": self.retries,
                 "wall_seconds": round(self.wall_seconds, 6), "server_seconds": round(self.server_seconds, 6),
                 "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
@@ -404,6 +405,7 @@ class Engine:
         self.progress = progress
         self.stats = CallStats()
         self._lock = threading.Lock()
+        self._answered: set[str] = set()  # keys this engine already answered in this run (made or read)
 
     def backend(self, model: str) -> Backend:
         return self._backend_for(model)
@@ -424,7 +426,10 @@ class Engine:
                 todo[k] = r
         hits = sum(1 for k in keys if k in cached)
         with self._lock:
-            self.stats.cache_hits += hits
+            repeat = sum(1 for k in keys if k in cached and k in self._answered)
+            self.stats.rereads += repeat
+            self.stats.cache_hits += hits - repeat
+            self._answered.update(k for k in keys if k in cached)
         for k, r in zip(keys, requests, strict=True):
             if k in cached:
                 self._log(probe, k, r, cached[k], cache_hit=True)
@@ -450,6 +455,7 @@ class Engine:
                 self.cache.put_many(good)  # committed now: a kill after this loses nothing
                 with self._lock:
                     self.stats.add_calls(gens, wall=wall)
+                    self._answered.update(k for k, _m, _g in good)
                 for (k, r), g in zip(chunk, gens, strict=True):
                     results[k] = g
                     self._log(probe, k, r, g, cache_hit=False)
@@ -482,6 +488,8 @@ class Engine:
                     writer.put((k, model, g))  # committed at once (with whatever else arrived meanwhile)
                 with self._lock:
                     self.stats.add_calls([g], wall=0.0)
+                    if g.ok:
+                        self._answered.add(k)
                 results[k] = g
                 self._log(probe, k, reqs[i], g, cache_hit=False)
                 done += 1

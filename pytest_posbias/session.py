@@ -84,7 +84,8 @@ def _requests_behind(result: Any) -> int:
     calls = getattr(result, "calls", None)
     if not isinstance(calls, dict):
         return 0
-    return int(calls.get("made", 0)) + int(calls.get("cache_hits", 0)) + int(calls.get("shared", 0))
+    return (int(calls.get("made", 0)) + int(calls.get("cache_hits", 0)) + int(calls.get("rereads", 0))
+            + int(calls.get("shared", 0)))
 
 
 EQUIVALENCE_BUDGET_FACTOR = 4  # the equivalence gate's single pass sees 4b frames (phase paper)

@@ -118,6 +118,9 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
     if calls.get("retries"):
         parts[-1] += f" ({int(calls['retries'])} retries of transient errors)"
+    rereads = int(calls.get("rereads", 0) or 0)
+    if rereads:  # not cache hits of an earlier run: this run's own answers asked for again (later looks)
+        parts.append(f"{rereads} repeated requests answered from this run's own calls")
     wall = float(calls.get("wall_seconds", 0) or 0)
     parts.append(f"wall time {wall:.1f} s" + (f" (summed over {workers} workers)" if workers > 1 else ""))
     prompt, visual, output = (int(calls.get(k, 0) or 0) for k in ("prompt_tokens", "visual_tokens", "output_tokens"))

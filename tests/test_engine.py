@@ -95,6 +95,12 @@ def test_rerun_makes_zero_backend_calls(tmp_path, synthetic_clips):
     e3 = Engine(GenerationCache(tmp_path / "d.sqlite"), backend_for=lambda m: backend)
     e3.run([reqs[0], reqs[0], reqs[1]])
     assert e3.stats.made == 2
+    # asked again in the same run (a later sequential look): a repeat of this run's answers, not a
+    # hit on an earlier run's cache; a key first read from the cache counts once as a hit
+    e3.run([reqs[0], reqs[1], reqs[2]])
+    assert (e3.stats.made, e3.stats.rereads, e3.stats.cache_hits) == (3, 2, 0)
+    e2.run(reqs[:2])
+    assert (e2.stats.cache_hits, e2.stats.rereads) == (len(reqs), 2)
 
 
 def test_failed_requests_are_recorded_not_cached(tmp_path, synthetic_clips):

@@ -233,6 +233,9 @@ def test_calls_line_one_cache_count_wall_time_tokens_and_reuse_wording():
     assert "2 gates reused probe results already computed in this run, saving 40 requests" in two
     assert "summed over 2 workers" in two
     assert two.count("cache") == 1
+    three = calls_line({"made": 216, "cache_hits": 0, "rereads": 216, "failed": 0})
+    assert three.startswith("model calls: 216 made, 0 served from the cache, 0 failed")  # a cold cache reads as cold
+    assert "216 repeated requests answered from this run's own calls" in three
 
 
 PROGRESS_TESTS = """

@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import re
+import shlex
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -319,7 +320,7 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
                     "calls_line": calls_line(h.get("calls") or {}, verdict_calls=gate_calls,
                                              workers=max(1, len(h.get("workers") or []))), "started": h.get("started"), "finished": h.get("finished"),
                     "seed": h.get("seed"), "mode": h.get("mode"), "alpha": h.get("alpha"), "judge": h.get("judge"),
-                    "command": " ".join(h.get("command", [])), "workers": h.get("workers", []),
+                    "command": shlex.join(str(a) for a in h.get("command", [])), "workers": h.get("workers", []),
                     "models": [{"spec": s, **i} for s, i in run.models.items()], "calls": h.get("calls", {}),
                     "requests": run.requests, "packages": {k: v for k, v in env.get("packages", {}).items() if v},
                     "python": env.get("python"), "platform": env.get("platform"), "cuda": env.get("cuda"),
