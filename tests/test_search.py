@@ -316,3 +316,71 @@ def test_looping_breaks_with_one_stressed_frame(tmp_path, small_set):
         assert max_ngram_count(again.text, 5) > 1 and again.text.startswith(m["answer_text"][:200])
         assert sum(f["changed"] or f["gap_before"] for f in m["frames"]["perturbed"]) >= 1
     ctx.close()
+
+
+# --------------------------------------------------------------------------- the suite as a user runs it
+
+
+def _project(pytester: Any, manifest: Path) -> None:
+    import shutil
+
+    suites = Path(__file__).resolve().parent.parent / "suites"
+    dest = pytester.path / "suites"
+    dest.mkdir()
+    shutil.copy(suites / "conftest.py", dest / "conftest.py")
+    # another basename than this file's: pytest imports both into one process
+    shutil.copy(suites / "test_search.py", dest / "test_search_suite.py")
+    pytester.makepyprojecttoml(f"""
+[tool.pytest.ini_options]
+testpaths = ["suites"]
+
+[tool.posbias]
+data = "{manifest}"
+cache = ".posbias"
+""")
+
+
+def _made(output: str) -> int:
+    import re
+
+    m = re.search(r"model calls: (\d+) made", output)
+    assert m, output[-2000:]
+    return int(m.group(1))
+
+
+def _verdicts(path: Path) -> dict[str, Any]:
+    return {v["nodeid"].split("::")[-1]: v for v in json.loads(path.read_text())["verdicts"]}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("heavy_modules")
+def test_suite_fails_letter_bias_rerun_is_free_candidate_replays_and_xdist_agrees(pytester, small_set):
+    _project(pytester, small_set)
+    quick = ("-m", "search and not slow", "-p", "no:randomly", "--posbias-threshold", "search=0.1")
+    bad = pytester.runpytest(*quick, "--model", "sim:letter-bias", "--posbias-json=lb.json")
+    assert bad.ret == 1
+    v = _verdicts(pytester.path / "lb.json")
+    order = v["test_search_option_order[sim:letter-bias]"]
+    assert not order["passed"] and order["extra"]["broken"] == len(order["extra"]["counterexamples"]) > 0
+    assert all(c["transpositions"] == 1 for c in order["extra"]["counterexamples"])
+    assert v["test_search_stressor_repetition[sim:letter-bias]"]["passed"]  # letter bias never loops
+    again = pytester.runpytest(*quick, "--model", "sim:letter-bias", "--posbias-json=lb2.json")
+    assert again.ret == 1 and _made(again.stdout.str()) == 0
+    assert _verdicts(pytester.path / "lb2.json")["test_search_option_order[sim:letter-bias]"]["extra"]["items"] == \
+        order["extra"]["items"]
+    cand = pytester.runpytest(*quick, "--model", "sim:unbiased", "--posbias-json=ub.json")
+    assert cand.ret == 0
+    rep = _verdicts(pytester.path / "ub.json")["test_search_option_order[sim:unbiased]"]["extra"]["replay"]
+    assert len(rep["survived"]) == order["extra"]["broken"] and rep["still_break"] == []
+    assert f"replayed {order['extra']['broken']} stored counterexamples first (found by sim:letter-bias)" in cand.stdout.str()
+    # sim:looping serially and with -n 2, each on a fresh cache: the same searches
+    loop = (*quick, "--model", "sim:looping")
+    ser = pytester.runpytest_subprocess(*loop, "--posbias-cache=c1", "--posbias-json=s.json", timeout=600)
+    par = pytester.runpytest_subprocess(*loop, "--posbias-cache=c2", "--posbias-json=p.json", "-n", "2", timeout=600)
+    assert ser.ret == par.ret == 1  # the stressor search breaks every clean-benign video
+    s, p = _verdicts(pytester.path / "s.json"), _verdicts(pytester.path / "p.json")
+    for name in s:
+        assert s[name]["extra"]["items"] == p[name]["extra"]["items"]
+        assert s[name]["extra"]["counterexamples"] == p[name]["extra"]["counterexamples"]
+    stress = s["test_search_stressor_repetition[sim:looping]"]["extra"]
+    assert stress["broken"] > 0 and all(c["stressed_frames"] == 1 for c in stress["counterexamples"])
