@@ -24,8 +24,10 @@ the project's root, where ``pytest`` is run.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -93,13 +95,22 @@ def _suite_modules() -> list[str]:
     return sorted(p.name[:-3] for p in root.iterdir() if p.name.startswith("test_") and p.name.endswith(".py"))
 
 
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string (TOML 1.0 "Basic strings").
+
+    JSON's escapes (``\\"``, ``\\\\``, ``\\b``, ``\\f``, ``\\n``, ``\\r``, ``\\t``, ``\\uXXXX``) are all
+    valid TOML escapes; TOML also forbids a raw DEL (U+007F), which JSON leaves as is.
+    """
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007F")
+
+
 def posbias_table(*, model: str | None = None, quick: bool = False) -> str:
     """The ``[tool.posbias]`` TOML text ``posbias init`` writes (config.py documents every key)."""
     lines = [
         "[tool.posbias]",
         "# pytest-posbias settings (written by `posbias init`; every key: README \"Configuration\").",
         "# Command-line options override them: --model, --posbias-mode, --posbias-threshold GATE=VALUE, ...",
-        f'model = "{model}"' if model else '# model = "qwen3vl8b"            # default for --model',
+        f"model = {toml_string(model)}" if model else '# model = "qwen3vl8b"            # default for --model',
         'mode = "detect"                   # detect: fail when a violation is shown; certify: pass only when compliance is shown',
         "alpha = 0.05",
         "seed = 0",
@@ -129,17 +140,80 @@ def _is_posbias(name: str) -> bool:
     return parts[:2] == ["tool", "posbias"]
 
 
-def _without_posbias_tables(text: str) -> str:
-    """``text`` with every ``[tool.posbias]`` / ``[tool.posbias.*]`` section removed (header to next header)."""
+def _is_comment(line: str) -> bool:
+    return line.strip().startswith("#")
+
+
+def _replace_posbias_tables(text: str, table: str) -> str | None:
+    """``text`` with its ``[tool.posbias]`` / ``[tool.posbias.*]`` sections replaced by ``table``.
+
+    A section runs from its header to the next header. Its lines are removed, except a block of
+    comment lines after the section's last blank line that directly precedes a non-posbias header:
+    that comment belongs to the next table and stays with it. ``table`` goes where the first
+    posbias header was, followed by one blank line when more text follows, so replacing twice
+    gives the same bytes. None when ``text`` has no posbias header (dotted keys, inline table).
+    """
+    nl = _newline(text)
     out: list[str] = []
-    skipping = False
+    insert_at: int | None = None
+    pending: list[str] | None = None  # the lines of the posbias section being skipped
+
+    def close(next_is_other_table: bool) -> None:
+        if pending is None:
+            return
+        blanks = [i for i, ln in enumerate(pending) if not ln.strip()]
+        tail = pending[blanks[-1] + 1:] if blanks else []
+        if next_is_other_table and tail and all(_is_comment(ln) for ln in tail):
+            out.extend(tail)
+
     for line in text.splitlines(keepends=True):
         m = _HEADER.match(line)
         if m:
-            skipping = _is_posbias(m.group(1))
-        if not skipping:
+            posbias = _is_posbias(m.group(1))
+            close(next_is_other_table=not posbias)
+            pending = None
+            if posbias:
+                if insert_at is None:
+                    insert_at = len(out)
+                pending = [line]
+                continue
+        if pending is not None:
+            pending.append(line)
+        else:
             out.append(line)
-    return "".join(out)
+    close(next_is_other_table=False)
+    if insert_at is None:
+        return None
+    before, after = out[:insert_at], out[insert_at:]
+    while after and not after[0].strip():
+        after.pop(0)
+    rest = "".join(after)
+    return "".join(before) + table + (nl + rest if rest.strip() else "")
+
+
+def _newline(text: str) -> str:
+    """The file's own line ending: that of its first line (``\\r\\n`` or ``\\n``)."""
+    m = re.search(r"\r?\n", text)
+    return m.group(0) if m else "\n"
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def replaced_values(old: str, new: str) -> list[str]:
+    """``key: old -> new`` for every ``[tool.posbias]`` value ``--force`` changed or removed (both texts valid TOML)."""
+    was = _flatten(tomllib.loads(old).get("tool", {}).get("posbias", {}))
+    now = _flatten(tomllib.loads(new).get("tool", {}).get("posbias", {}))
+    return [f"{key}: {was[key]!r} -> {now[key]!r}" if key in now else f"{key}: {was[key]!r} -> (removed)"
+            for key in was if now.get(key, object()) != was[key]]
 
 
 def merge_pyproject(existing: str | None, table: str, *, force: bool) -> tuple[str | None, str]:
@@ -149,19 +223,30 @@ def merge_pyproject(existing: str | None, table: str, *, force: bool) -> tuple[s
     everything outside ``tool.posbias`` must parse to exactly what it was. Returns ``(None, "kept")``
     when the file already has a ``[tool.posbias]`` table and ``force`` is false.
     """
+    try:
+        tomllib.loads(table)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the [tool.posbias] table posbias init would write is not valid TOML ({exc}); "
+                          "check the --model value") from None
     if existing is None:
         return table, "created"
     try:
         before = tomllib.loads(existing)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"pyproject.toml is not valid TOML ({exc}); fix it, then run posbias init again") from None
+    nl = _newline(existing)
+    table = table.replace("\n", nl)
     had = "posbias" in before.get("tool", {})
     if had and not force:
         return None, "kept"
-    base = _without_posbias_tables(existing) if had else existing
-    if base and not base.endswith("\n"):
-        base += "\n"
-    new = base + ("\n" if base.strip() else "") + table
+    replaced = _replace_posbias_tables(existing, table) if had else None
+    if replaced is not None:
+        new = replaced
+    else:
+        base = existing
+        if base and not base.endswith("\n"):
+            base += nl
+        new = base + (nl if base.strip() else "") + table
     cannot = ConfigError("pyproject.toml defines tool.posbias in a form posbias init cannot replace "
                          "(dotted keys or an inline table); remove it by hand, then run posbias init again")
     try:
@@ -187,11 +272,18 @@ class Written:
 
     path: Path
     action: str  # created | overwritten | merged | replaced | kept
+    details: tuple[str, ...] = ()  # for "replaced": the [tool.posbias] values it changed or removed
 
 
 def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str | None = None,
-             quick: bool = False, force: bool = False) -> list[Written]:
-    """Write the robustness folder and the ``[tool.posbias]`` table under ``root`` (see module doc)."""
+             quick: bool = False, force: bool = False,
+             progress: Callable[[str], None] | None = None) -> list[Written]:
+    """Write the robustness folder and the ``[tool.posbias]`` table under ``root`` (see module doc).
+
+    Everything is validated before anything is written: an invalid pyproject.toml (or a table
+    the merge cannot place) raises ConfigError with the folder untouched. ``progress`` gets a
+    line before the slow step (rendering the quick synthetic set).
+    """
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"{root}: not a directory (posbias init DIR expects the project's root folder)")
@@ -207,6 +299,9 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
 
     markers = ", ".join(f"`{m}`" for m in MARKERS if m != "slow")
     files[folder / "README.md"] = _README.format(pyproject="pyproject.toml", root=".", markers=markers)
+    # pyproject first (validation): read as bytes so its own line endings survive
+    existing = pyproject.read_bytes().decode("utf-8") if pyproject.exists() else None
+    new, py_action = merge_pyproject(existing, posbias_table(model=model, quick=quick), force=force)
     out: list[Written] = []
     folder.mkdir(parents=True, exist_ok=True)
     for path, text in files.items():
@@ -216,11 +311,12 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
         action = "overwritten" if path.exists() else "created"
         path.write_text(text, encoding="utf-8")
         out.append(Written(path, action))
-    existing = pyproject.read_text(encoding="utf-8") if pyproject.exists() else None
-    new, action = merge_pyproject(existing, posbias_table(model=model, quick=quick), force=force)
+    details: tuple[str, ...] = ()
     if new is not None:
-        pyproject.write_text(new, encoding="utf-8")
-    out.append(Written(pyproject, action))
+        if existing is not None and py_action == "replaced":
+            details = tuple(replaced_values(existing, new))
+        pyproject.write_bytes(new.encode("utf-8"))
+    out.append(Written(pyproject, py_action, details))
     if quick:
         manifest = root / QUICK_SET / "manifest.jsonl"
         if manifest.is_file() and not force:
@@ -229,6 +325,8 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
             from .video.synthetic import build_set
 
             action = "overwritten" if manifest.exists() else "created"
+            if progress is not None:
+                progress(f"rendering the quick synthetic set under {root / QUICK_SET} (about a minute) ...")
             build_set(root / QUICK_SET, videos_per_config=QUICK_VIDEOS, groups_per_config=QUICK_GROUPS)
             out.append(Written(manifest, action))
     return out
@@ -265,14 +363,21 @@ def register(sub: Any, register_command: Any) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    written = scaffold(args.dir, tests_dir=args.tests_dir, model=args.model, quick=args.quick, force=args.force)
+    written = scaffold(args.dir, tests_dir=args.tests_dir, model=args.model, quick=args.quick, force=args.force,
+                       progress=lambda line: print(line, flush=True))
     for w in written:
         note = " (exists; --force to overwrite)" if w.action == "kept" and w.path.name != "pyproject.toml" else ""
         if w.action == "kept" and w.path.name == "pyproject.toml":
             note = " (already has [tool.posbias]; --force to replace that table)"
         print(f"{w.action:<11} {w.path}{note}")
+        for detail in w.details:
+            print(f"            was {detail}")
     hint = testpaths_hint(Path(args.dir), args.tests_dir)
     if hint:
         print(hint)
-    print("next: pytest -m meg --model qwen3vl8b   (from the project root; `posbias gates` lists the gates)")
+    if args.quick:
+        print('next: pytest -m "meg and not slow" --model sim:middle-weak   (from the project root; a smoke run '
+              "on the quick set; `posbias gates` lists the gates)")
+    else:
+        print("next: pytest -m meg --model qwen3vl8b   (from the project root; `posbias gates` lists the gates)")
     return 0

@@ -159,3 +159,82 @@ def test_scaffolded_folder_collects_the_suites(pytester):
     assert res.ret == 0, res.stdout.str()[-2000:]
     collected = [ln for ln in res.stdout.lines if "::test_" in ln]
     assert len(collected) == 1 and collected[0].endswith("test_phase_order.py::test_order_flip[sim:letter-bias]"), collected
+
+
+@pytest.mark.parametrize("model", ["C:\\models\\qwen", 'say "hi"', "tab\there", "del\x7f", "Qwen/Qwen3-VL-8B-Instruct"])
+def test_model_values_are_written_as_escaped_toml_strings(tmp_path, model):
+    new_dir, merge_dir = tmp_path / "new", tmp_path / "merge"
+    merge_dir.mkdir()
+    (merge_dir / "pyproject.toml").write_text(EXISTING)
+    for root in (new_dir, merge_dir):
+        assert main(["init", str(root), "--model", model]) == 0
+        assert tomllib.loads((root / "pyproject.toml").read_text())["tool"]["posbias"]["model"] == model
+    # the new-file case is validated with tomllib too, and the error names the table, not the user's file
+    with pytest.raises(ConfigError, match="table posbias init would write is not valid TOML"):
+        scaffold.merge_pyproject(None, '[tool.posbias]\nmodel = "C:\\m"\n', force=False)
+    with pytest.raises(ConfigError, match="table posbias init would write is not valid TOML"):
+        scaffold.merge_pyproject(EXISTING, '[tool.posbias]\nmodel = "C:\\m"\n', force=True)
+
+
+def test_crlf_pyproject_keeps_its_line_endings(tmp_path):
+    py = tmp_path / "pyproject.toml"
+    crlf = EXISTING.replace("\n", "\r\n").encode()
+    py.write_bytes(crlf)
+    assert main(["init", str(tmp_path)]) == 0
+    merged = py.read_bytes()
+    assert merged.startswith(crlf) and merged.count(b"\n") == merged.count(b"\r\n") > crlf.count(b"\n")
+    assert main(["init", str(tmp_path), "--force", "--model", "m"]) == 0
+    replaced = py.read_bytes()
+    assert replaced.count(b"\n") == replaced.count(b"\r\n") and replaced.startswith(crlf)
+    assert tomllib.loads(replaced.decode())["tool"]["posbias"]["model"] == "m"
+
+
+def test_force_keeps_the_next_tables_comment_and_is_idempotent(tmp_path, capsys):
+    py = tmp_path / "pyproject.toml"
+    mine = ('[project]\nname = "x"\n\n[tool.posbias]\nmode = "certify"\nmodel = "old"\n\n'
+            '[tool.posbias.thresholds]\nmeg = 0.5\n\n# ruff config below\n[tool.ruff]\nline-length = 120\n')
+    py.write_text(mine)
+    assert main(["init", str(tmp_path), "--force"]) == 0
+    out = capsys.readouterr().out
+    first = py.read_text()
+    assert "\n\n# ruff config below\n[tool.ruff]\nline-length = 120\n" in first
+    assert first.startswith('[project]\nname = "x"\n\n[tool.posbias]\n') and "\n\n\n" not in first
+    cfg = tomllib.loads(first)
+    assert cfg["tool"]["ruff"] == {"line-length": 120} and cfg["tool"]["posbias"]["mode"] == "detect"
+    # it says which values it replaced
+    assert "was mode: 'certify' -> 'detect'" in out and "was model: 'old' -> (removed)" in out
+    assert "was thresholds.meg: 0.5 -> (removed)" in out
+    for _ in range(2):  # --force again: the same bytes, no blank line added
+        assert main(["init", str(tmp_path), "--force"]) == 0
+        assert py.read_text() == first
+    assert "was " not in capsys.readouterr().out  # nothing changed the second time
+
+
+def test_invalid_pyproject_writes_nothing(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text("[project\nname = 1\n")
+    assert main(["init", str(tmp_path), "--quick"]) == 2
+    assert "pyproject.toml is not valid TOML" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
+    assert (tmp_path / "pyproject.toml").read_text() == "[project\nname = 1\n"
+
+
+def test_quick_announces_the_rendering_and_hints_the_sim_command(tmp_path, capsys, monkeypatch):
+    from pytest_posbias.video import synthetic
+
+    calls = []
+
+    def fake_build_set(dest, *, videos_per_config, groups_per_config):
+        calls.append((videos_per_config, groups_per_config))
+        Path(dest).mkdir(parents=True)
+        (Path(dest) / "manifest.jsonl").write_text("")
+
+    monkeypatch.setattr(synthetic, "build_set", fake_build_set)
+    assert main(["init", str(tmp_path), "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert calls == [(scaffold.QUICK_VIDEOS, scaffold.QUICK_GROUPS)]
+    announce = out.index("rendering the quick synthetic set")
+    assert "(about a minute)" in out and announce < out.index(f"created     {tmp_path / scaffold.QUICK_SET}")
+    assert 'next: pytest -m "meg and not slow" --model sim:middle-weak' in out
+    assert main(["init", str(tmp_path)]) == 0  # without --quick: the registry-model hint
+    out = capsys.readouterr().out
+    assert "next: pytest -m meg --model qwen3vl8b" in out and "rendering" not in out
