@@ -313,3 +313,34 @@ def test_severity_legend_does_not_cover_the_bars():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def _tiny_run_log(path, run_id, started, verdicts):
+    from pytest_posbias.engine import SCHEMA_VERSION
+
+    lines = [{"kind": "header", "schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started,
+              "models": ["sim:unbiased"]}]
+    for name, est, passed in verdicts:
+        lines.append({"kind": "verdict", "nodeid": f"suites/test_positional.py::test_meg[{name}]", "name": name,
+                      "estimate": est, "ci_low": est - 0.01, "ci_high": est + 0.01, "lower": -0.02, "upper": 0.02,
+                      "passed": passed})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_history_flags_undecided_runs_duplicate_run_ids_and_skipped_files(tmp_path):
+    from pytest_posbias.report.history import find_run_logs, history
+    from pytest_posbias.report.render import Run
+
+    _tiny_run_log(tmp_path / "r1" / "run.jsonl", "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, True)])
+    _tiny_run_log(tmp_path / "r2" / "run.jsonl", "b", "2026-02-01T00:00:00", [])  # a crashed run: no verdict
+    _tiny_run_log(tmp_path / "r3" / "copy.jsonl", "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, True)])
+    (tmp_path / "junk.jsonl").write_text('{"not": "a run log"}\n')
+    skipped: list[str] = []
+    paths = find_run_logs(tmp_path, skipped)
+    assert len(paths) == 3 and skipped == [f"{tmp_path / 'junk.jsonl'}: not a posbias run log (no run-log header on its first line)"]
+    data = history([Run(p) for p in paths])
+    assert [r["run_id"] for r in data["releases"]] == ["a", "b"]  # the copy of run a is not a release
+    assert data["duplicates"] == [{"path": str(tmp_path / "r3" / "copy.jsonl"), "run_id": "a",
+                                   "same_as": str(tmp_path / "r1" / "run.jsonl")}]
+    assert [r["undecided"] for r in data["releases"]] == [False, True]

@@ -180,8 +180,15 @@ def compare(cand: Arm, base: Arm, *, alpha: float) -> dict[str, Any]:
     gates = side_by_side(cand, base)
     worse = _changes(diffs, gates, direction="worse", change="now fails")
     better = _changes(diffs, gates, direction="better", change="now passes")
+    both = sum(1 for g in gates if g["cand"] is not None and g["base"] is not None)
     return {"cand": cand.label, "base": base.label, "diffs": diffs, "figures": figs, "gates": gates,
-            "worse": worse, "better": better, "alpha": alpha}
+            "worse": worse, "better": better, "alpha": alpha, "common": both,
+            "only_cand": sum(1 for g in gates if g["base"] is None), "only_base": sum(1 for g in gates if g["cand"] is None),
+            "same_run": cand.model == base.model and _run_id(cand) is not None and _run_id(cand) == _run_id(base)}
+
+
+def _run_id(arm: Arm) -> Any:
+    return (getattr(arm.run, "header", None) or {}).get("run_id")
 
 
 def arms_for(runs: Sequence[Any]) -> tuple[Arm, Arm] | None:

@@ -23,9 +23,10 @@ from . import figures
 from .front import anchor, num
 
 
-def find_run_logs(directory: str | Path) -> list[Path]:
+def find_run_logs(directory: str | Path, skipped: list[str] | None = None) -> list[Path]:
     """Run logs under ``directory`` (recursively): ``*.jsonl`` files whose first line is a posbias
-    run-log header. Worker logs (``log-*.jsonl``) beside a merged ``run.jsonl`` are skipped."""
+    run-log header. Worker logs (``log-*.jsonl``) beside a merged ``run.jsonl`` are skipped
+    silently; any other ``*.jsonl`` that is not a run log is appended to ``skipped`` with why."""
     import json
 
     root = Path(directory)
@@ -38,10 +39,14 @@ def find_run_logs(directory: str | Path) -> list[Path]:
         try:
             with p.open(encoding="utf-8") as fh:
                 first = json.loads(fh.readline() or "{}")
-        except (OSError, ValueError, UnicodeDecodeError):
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            if skipped is not None:
+                skipped.append(f"{p}: unreadable ({type(exc).__name__})")
             continue
         if isinstance(first, dict) and first.get("kind") == "header" and "schema_version" in first:
             out.append(p)
+        elif skipped is not None:
+            skipped.append(f"{p}: not a posbias run log (no run-log header on its first line)")
     return out
 
 
@@ -52,10 +57,25 @@ def _release_label(header: dict[str, Any], path: Path) -> str:
 
 
 def history(runs: Sequence[Any]) -> dict[str, Any]:
-    """Releases (in start order) and per gate the points and the trend figure."""
+    """Releases (in start order) and per gate the points and the trend figure.
+
+    A run log whose run id an earlier file already had (a copied artifact) is left out and
+    listed in ``duplicates``; a run with no verdict is a release marked "no gate decided"."""
     runs = sorted(runs, key=lambda r: (str(r.header.get("started") or ""), str(r.path)))
+    seen: dict[str, str] = {}
+    kept, duplicates = [], []
+    for r in runs:
+        rid = r.header.get("run_id")
+        if rid is not None and rid in seen:
+            duplicates.append({"path": str(r.path), "run_id": rid, "same_as": seen[rid]})
+            continue
+        if rid is not None:
+            seen[rid] = str(r.path)
+        kept.append(r)
+    runs = kept
     releases = [{"label": _release_label(r.header, r.path), "path": str(r.path), "run_id": r.header.get("run_id"),
-                 "n_fail": sum(not v["passed"] for v in r.verdicts), "n": len(r.verdicts)} for r in runs]
+                 "n_fail": sum(not v["passed"] for v in r.verdicts), "n": len(r.verdicts),
+                 "undecided": not r.verdicts} for r in runs]
     gates: dict[tuple[str, str], list[dict[str, Any] | None]] = {}
     meta: dict[tuple[str, str], dict[str, Any]] = {}
     for i, r in enumerate(runs):
@@ -78,7 +98,7 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
         out.append({"suite": key[0], "suite_title": suite_title(key[0]), "gate": key[1], "figure": fig,
                     "anchor": anchor(f"{key[0]}::{key[1]}"), "points": pts,
                     "failing_last": bool(pts) and pts[-1]["passed"] is False})
-    return {"releases": releases, "gates": out}
+    return {"releases": releases, "gates": out, "duplicates": duplicates}
 
 
 def render_history(directory: str | Path, *, rendered_at: str | None = None) -> str:
@@ -87,7 +107,8 @@ def render_history(directory: str | Path, *, rendered_at: str | None = None) -> 
 
     from .render import Run
 
-    paths = find_run_logs(directory)
+    skipped: list[str] = []
+    paths = find_run_logs(directory, skipped)
     if not paths:
         raise ConfigError(f"--history: no posbias run log (*.jsonl with a run-log header) under {directory}")
     data = history([Run(p) for p in paths])
@@ -96,7 +117,7 @@ def render_history(directory: str | Path, *, rendered_at: str | None = None) -> 
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     return env.get_template("history.html.j2").render(
         title=f"pytest-posbias trends: {len(data['releases'])} releases", version=__version__, directory=str(directory),
-        rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), **data)
+        rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), skipped=skipped, **data)
 
 
 __all__ = ["find_run_logs", "history", "render_history"]
