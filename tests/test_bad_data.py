@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from suite_project import write_suite_project
 
 from pytest_posbias.data.manifest import (
     SCHEMA_PATH,
@@ -27,9 +28,6 @@ from pytest_posbias.data.manifest import (
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.video import decode as D
 from pytest_posbias.video.frames import FrameSpec, FrameStore
-
-SUITES = Path(__file__).resolve().parent.parent / "suites"
-
 
 # --------------------------------------------------------------------------- the corpus
 
@@ -458,13 +456,7 @@ def test_run_calibration_validates_alpha_first(tmp_path):
 
 
 def make_project(pytester: pytest.Pytester, manifest: Path | None, suites: tuple[str, ...], settings: str = "") -> None:
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", *suites):
-        shutil.copy(SUITES / f, dest / f)
-    data = f'data = "{manifest}"\n' if manifest else ""
-    pytester.makepyprojecttoml(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n[tool.posbias]\n{data}cache = ".posbias"\n'
-                               f'{settings}')
+    write_suite_project(pytester.path, manifest, suites, settings)
 
 
 @pytest.mark.parametrize("content", ["", "\n# only a comment\n", '{"type": "video", "id": ""}\n{oops\n'])

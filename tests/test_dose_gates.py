@@ -9,10 +9,10 @@ on the violating side of the threshold.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from suite_project import write_suite_project
 
 from pytest_posbias.calibration_e2e import (
     COVERAGE_SHORTFALL,
@@ -134,25 +134,10 @@ def test_run_end_to_end_counts_each_seed_once(small_set, tmp_path):
 
 # --------------------------------------------------------------------------- --baseline via the suite
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 def _project(pytester: pytest.Pytester, manifest: Path) -> None:
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", "test_positional.py"):
-        shutil.copy(SUITES / f, dest / f)
-    pytester.makepyprojecttoml(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-data = "{manifest}"
-cache = ".posbias"
-
-[tool.posbias.probes.positional]
-groups = 12
-""")
+    write_suite_project(pytester.path, manifest, ("test_positional.py",), "\n[tool.posbias.probes.positional]\ngroups = 12")
 
 
 @pytest.mark.slow  # about 85 s: six configurations, two models, two runs

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats as sst
+from suite_project import write_suite_project
 
 from pytest_posbias import strategies as S
 from pytest_posbias.probes.search import ItemProperty, ItemSearch, Outcome, run_search
@@ -322,22 +323,8 @@ def test_looping_breaks_with_one_stressed_frame(tmp_path, small_set):
 
 
 def _project(pytester: Any, manifest: Path) -> None:
-    import shutil
-
-    suites = Path(__file__).resolve().parent.parent / "suites"
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    shutil.copy(suites / "conftest.py", dest / "conftest.py")
     # another basename than this file's: pytest imports both into one process
-    shutil.copy(suites / "test_search.py", dest / "test_search_suite.py")
-    pytester.makepyprojecttoml(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-data = "{manifest}"
-cache = ".posbias"
-""")
+    write_suite_project(pytester.path, manifest, ("test_search.py",), rename={"test_search.py": "test_search_suite.py"})
 
 
 def _made(output: str) -> int:

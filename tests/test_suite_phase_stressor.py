@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+from suite_project import write_suite_project
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 pytestmark = pytest.mark.usefixtures("heavy_modules")
 
 SETTINGS = """
@@ -23,19 +22,7 @@ trials = 6
 
 
 def make_project(pytester: pytest.Pytester, manifest: Path, settings: str = SETTINGS) -> None:
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", "test_phase_order.py", "test_stressors.py"):
-        shutil.copy(SUITES / f, dest / f)
-    pytester.makepyprojecttoml(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-data = "{manifest}"
-cache = ".posbias"
-{settings}
-""")
+    write_suite_project(pytester.path, manifest, ("test_phase_order.py", "test_stressors.py"), settings)
 
 
 def calls(output: str) -> tuple[int, int]:
