@@ -22,6 +22,7 @@ SUITE_TITLES = {
     "test_positional.py": "positional bias (DPB, MEG, coverage)",
     "test_phase_order.py": "frame phase and option order",
     "test_stressors.py": "temporal stressors and repetition",
+    "test_search.py": "property search (minimal counterexamples)",
 }
 
 
