@@ -74,9 +74,9 @@ def test_report_is_self_contained_and_has_every_section(run_dir):
     assert "data:image/jpeg;base64," in html  # frame thumbnails inline
     assert not re.search(r"""(src|href)=["'](https?:)?//""", html)  # nothing fetched from the network
     assert "<mark>" in html  # repeated n-grams of a looping output highlighted
-    assert "Reproduce: <code>pytest -m not slow --model sim:looping" in html
+    assert "Reproduce: <code>pytest -m &#39;not slow&#39; --model sim:looping" in html  # shell-quoted (shlex.join)
     # each verdict states its cost (model calls, cache hits, model time); a sequential gate says where it stopped
-    costs = re.findall(r'<td class="num cost">(\d+) calls, (\d+) cached, ([0-9.e+-]+) s', html)
+    costs = re.findall(r'<td class="num cost">(\d+) calls, (\d+) cached, (?:\d+ repeated, )?([0-9.e+-]+) s', html)
     assert len(costs) == html.count('<td class="num cost">') - html.count('<td class="num cost">–')
     assert costs and any(int(made) > 0 for made, _, _ in costs)
     # a gate deciding on a probe an earlier gate already ran says how many requests that saved
