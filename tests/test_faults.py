@@ -258,7 +258,7 @@ def test_run_log_keeps_the_success_and_the_failed_attempts(video, tmp_path):
         b.close()
     log.close()
     assert not any(g.ok for g in first) and all(g.ok for g in second) and all(g.ok for g in third)
-    assert eng.stats.made == 6 and eng.stats.failed == 3 and eng.stats.cache_hits == 3
+    assert eng.stats.made == 6 and eng.stats.failed == 3 and eng.stats.rereads == 3 and eng.stats.cache_hits == 0
     _header, records = merge_run_logs(run_dir)
     sent = [r for r in records if r["kind"] == "request" and not r["cache_hit"]]
     attempts = [r for r in records if r["kind"] == "attempt"]
