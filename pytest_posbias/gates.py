@@ -267,7 +267,7 @@ def equivalence_verdict(ctx: Any, model: str, r: Any, conds: Sequence[str], m: M
     name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {conds[-1].split('@')[1]} frames "
             f"accuracy")
     extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
-             "unparseable": r.unparseable, "answers": answers_returned(r),
+             "unparseable": getattr(r, "unparseable", 0), "answers": answers_returned(r),
              "fusion_accuracy": float((fused_ans == truth)[ok].mean()) if ok.any() else None,
              "single_accuracy": float((single == truth)[ok].mean()) if ok.any() else None,
              "design": "TOST (certify-type)", "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
@@ -306,7 +306,7 @@ def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[s
 
 def answers_returned(r: Any) -> int:
     """Answers the model returned for a phase result (calls planned minus failed calls)."""
-    return int(sum(np.asarray(a).size for a in r.condition_answers.values())) - int(r.errors)
+    return int(sum(np.asarray(a).size for a in r.condition_answers.values())) - int(getattr(r, "errors", 0))
 
 
 def no_letter_note(extra: Mapping[str, Any]) -> str:
