@@ -28,8 +28,10 @@ import numpy as np
 
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 from .probes.search import ItemSearch
+from .probes.search_strips import MAX_WITH_THUMBNAILS
 from .stats import Verdict
 
+SHOWN = ("answer_letter", "answer_text", "reference_letter", "reference_text")  # of a replayed multiple-choice query
 TEXT_LIMIT = 1000  # characters of an answer text kept in the verdict (the run log keeps it whole)
 
 
@@ -39,12 +41,28 @@ def _short(x: Any) -> Any:
     return x
 
 
-def counterexample_record(r: ItemSearch) -> dict[str, Any]:
-    """One broken item's minimal counterexample for the report (texts cut at TEXT_LIMIT)."""
+def counterexample_record(r: ItemSearch, ctx: Any = None) -> dict[str, Any]:
+    """One broken item's minimal counterexample for the report (texts cut at TEXT_LIMIT); with
+    ``ctx``, the thumbnails of its original and perturbed frame strips
+    (:func:`~.probes.search_strips.strip_thumbnails`), as the report reads the run log alone."""
     m = {k: _short(v) for k, v in (r.minimal or {}).items()}
-    return {"item": r.item, "property": r.property, "model": r.model, "replayed": r.replayed,
-            "queries_to_first_break": r.queries_to_first_break, "queries": r.queries,
-            "shrink_queries": r.shrink_queries, **m}
+    rec = {"item": r.item, "property": r.property, "model": r.model, "replayed": r.replayed,
+           "queries_to_first_break": r.queries_to_first_break, "queries": r.queries,
+           "shrink_queries": r.shrink_queries, **m}
+    if r.replayed:
+        rec["found_by"] = next((row.get("found_by", []) for row in r.replay if row.get("outcome") == "broken"), [])
+    if ctx is not None and r.minimal:
+        from .probes.search_strips import strip_thumbnails
+
+        rec["thumbnails"] = strip_thumbnails(ctx, r.minimal)
+    return rec
+
+
+def _replay_answer(answer: Any) -> Any:
+    """What the summary keeps of a replayed query's answer: a content index as is, a text cut short."""
+    if isinstance(answer, Mapping):
+        return {k: _short(v) for k, v in answer.items()}
+    return answer
 
 
 def search_summary(results: Sequence[ItemSearch]) -> dict[str, Any]:
@@ -53,7 +71,7 @@ def search_summary(results: Sequence[ItemSearch]) -> dict[str, Any]:
     held = [r for r in results if r.status == "held"]
     q = [int(r.queries_to_first_break) for r in broken if r.queries_to_first_break is not None]
     n = len(broken) + len(held)
-    replayed_rows = [dict(row, item=r.item) for r in results for row in r.replay]
+    replayed_rows = [dict(row, item=r.item, reference=r.reference) for r in results for row in r.replay]
     return {
         "searched": n, "broken": len(broken), "held": len(held),
         "excluded": sum(r.status == "excluded" for r in results), "lost": sum(r.status == "lost" for r in results),
@@ -64,12 +82,32 @@ def search_summary(results: Sequence[ItemSearch]) -> dict[str, Any]:
         "total_queries": int(sum(r.queries for r in results)),
         "shrink_queries": int(sum(r.shrink_queries for r in results)),
         "replay": {"queried": sum(1 for row in replayed_rows if row.get("outcome") in ("broken", "survived", "lost")),
-                   "still_break": [{"item": row["item"], "value": row["value"], "found_by": row.get("found_by", [])}
+                   "still_break": [{"item": row["item"], "value": row["value"], "found_by": row.get("found_by", []),
+                                    "answer": _replay_answer(row.get("answer")),
+                                    "reference": _replay_answer(row.get("reference")),
+                                    **{k: row[k] for k in SHOWN if k in row}}
                                    for row in replayed_rows if row.get("outcome") == "broken"],
-                   "survived": [{"item": row["item"], "value": row["value"], "found_by": row.get("found_by", [])}
+                   "survived": [{"item": row["item"], "value": row["value"], "found_by": row.get("found_by", []),
+                                 "answer": _replay_answer(row.get("answer")),
+                                    "reference": _replay_answer(row.get("reference")),
+                                    **{k: row[k] for k in SHOWN if k in row}}
                                 for row in replayed_rows if row.get("outcome") == "survived"],
+                   "lost": [{"item": row["item"], "value": row["value"], "found_by": row.get("found_by", [])}
+                            for row in replayed_rows if row.get("outcome") in ("lost", "unusable")],
+                   "found_by": sorted({m for row in replayed_rows for m in row.get("found_by", [])}),
                    "broken_by_replay": sum(r.replayed for r in results)},
     }
+
+
+def replay_line(summary: Mapping[str, Any]) -> str:
+    """The replay of stored counterexamples in words (empty when none was replayed), e.g.
+    ``replayed 5 stored counterexamples first (found by sim:letter-bias): 0 still break, 5 survived``."""
+    rp = summary.get("replay") or {}
+    if not rp.get("queried"):
+        return ""
+    lost = f", {len(rp.get('lost', []))} lost or not applicable here" if rp.get("lost") else ""
+    return (f"replayed {rp['queried']} stored counterexamples first (found by {', '.join(rp.get('found_by', [])) or '?'}): "
+            f"{len(rp.get('still_break', []))} still break, {len(rp.get('survived', []))} survived{lost}")
 
 
 def search_measurement(results: Sequence[ItemSearch], *, planned: int, unusable: Sequence[str] = (), unit: str = "items"
@@ -98,16 +136,23 @@ def search_verdict(ctx: Any, model: str, prop: str, results: Sequence[ItemSearch
     ex: dict[str, Any] = {
         "property": prop, "budget": budget, "shrink_budget": shrink_budget, **s,
         "items": [{k: v for k, v in r.to_dict().items() if k not in ("minimal", "replay", "reference")} for r in results],
-        "counterexamples": [counterexample_record(r) for r in results if r.status == "broken"],
+        "counterexamples": [counterexample_record(r, ctx if i < MAX_WITH_THUMBNAILS else None)
+                            for i, r in enumerate(r for r in results if r.status == "broken")],
         **(extra or {}),
     }
+    if replay_line(s):
+        ex["summary_line"] = replay_line(s)  # printed under the gate in the terminal summary
     v = ctx.rate_gate("search", model, s["broken"], s["searched"], name=name, unit=f"searched {unit}", extra=ex)
+    notes = []
     if s["median_queries_to_first_break"] is not None:
+        notes.append(f"Median queries to the first break {s['median_queries_to_first_break']:g} "
+                     f"(AQ {s['mean_queries_to_first_break']:.3g}).")
+    if replay_line(s):
+        notes.append(replay_line(s) + ".")
+    if notes:
         from dataclasses import replace
 
-        v = replace(v, reason=f"{v.reason} Median queries to the first break {s['median_queries_to_first_break']:g} "
-                              f"(AQ {s['mean_queries_to_first_break']:.3g}); {s['replay']['broken_by_replay']} broken by "
-                              f"a stored counterexample, {len(s['replay']['survived'])} stored ones survived.")
+        v = replace(v, reason=" ".join([v.reason, *notes]))
     m = search_measurement(results, planned=planned, unusable=unusable, unit=unit)
     return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
 
@@ -124,4 +169,4 @@ def search_gate(ctx: Any, model: str, prop: str, *, slow: bool = False) -> Verdi
                           extra={"slow": slow})
 
 
-__all__ = ["counterexample_record", "search_gate", "search_measurement", "search_summary", "search_verdict"]
+__all__ = ["counterexample_record", "replay_line", "search_gate", "search_measurement", "search_summary", "search_verdict"]

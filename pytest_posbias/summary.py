@@ -86,6 +86,9 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
             ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
             out.append((f"       estimate {_num(v.estimate)}  CI {ci}  allowed {allowed(v.lower, v.upper)}  "
                         f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}  p_BH {_num(r['p_bh'], '.3g')}", v.passed))
+            note = (getattr(v, "extra", None) or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
+            if note:
+                out += [(f"       {w}", v.passed) for w in textwrap.wrap(str(note), width=width - 7) or [str(note)]]
     return out
 
 

@@ -142,6 +142,17 @@ class ItemSearch:
                 "replayed": self.replayed, "minimal": self.minimal, "replay": self.replay, "reference": self.reference}
 
 
+def _shown(out: Outcome, reference: Outcome) -> dict[str, Any]:
+    """What the report shows of a replayed query beside its answer: the chosen option's letter and
+    text here and unperturbed (multiple-choice properties; empty for the others)."""
+    d: dict[str, Any] = {}
+    for name, o in (("answer", out), ("reference", reference)):
+        for k in ("letter", "text"):
+            if f"answer_{k}" in o.detail:
+                d[f"{name}_{k}"] = o.detail[f"answer_{k}"]
+    return d
+
+
 class _Stop(BaseException):
     """Ends a hypothesis run from inside the property (a BaseException passes through hypothesis)."""
 
@@ -220,7 +231,8 @@ def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, sh
             continue
         out, new = runner.query(value)
         res.replay_queries += int(new)
-        row = {**entry, "answer": out.answer, "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived")}
+        row = {**entry, "answer": out.answer, "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived"),
+               **_shown(out, reference)}
         res.replay.append(row)
         if out.ok and out.broken and runner.first_break is None:
             runner.first_break = max(1, len(runner.order))

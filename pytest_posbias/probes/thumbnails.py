@@ -35,3 +35,20 @@ def video_thumbnails(ctx: Any, video_id: str, positions: Sequence[float] = (0.5,
         return [thumbnail(f, width) for f in ctx.store.materialize(spec)]
     except (PosbiasError, KeyError):
         return ["" for _ in positions]
+
+
+def frame_thumbnails(ctx: Any, path: str, indices: Sequence[int], *, width: int = 64) -> dict[int, str]:
+    """Thumbnails of frames ``indices`` (absolute frame indices) of the clip at ``path``, one per
+    distinct index: ``{index: JPEG data URI}``; an unreadable clip (or an index past its end) gives
+    ``{}`` (the report then shows the frame index without an image, the run goes on)."""
+    idx = sorted({int(i) for i in indices})
+    if not idx:
+        return {}
+    try:
+        info = ctx.store.info(path)
+        if idx[0] < 0 or idx[-1] >= info.frame_count:
+            return {}
+        spec = FrameSpec.from_video(path, idx, size=2 * width, info=info)
+        return {i: thumbnail(f, width) for i, f in zip(idx, ctx.store.materialize(spec), strict=True)}
+    except (PosbiasError, OSError, ValueError):
+        return {}

@@ -30,6 +30,7 @@ from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
 from ..summary import calls_line
 from . import compare, figures, front
+from . import search as search_section
 
 SECTION_CAPTIONS = {
     "coverage": "Mean coverage at each slot position, with a 90% cluster-bootstrap band over video groups. "
@@ -376,6 +377,7 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None) -> st
         positional=_positional(runs),
         phase=_phase(runs),
         stressor=_stressor(runs),
+        search=search_section.search_gates(verdicts, anchor=lambda v: str(v["anchor"])),
         examples=_examples(runs, failing),
         details=_details(runs),
         captions=SECTION_CAPTIONS,

@@ -1,0 +1,46 @@
+"""Frame thumbnails of a minimal counterexample, recorded when the search gate decides.
+
+The report is rendered from the run log alone, so what it shows of a counterexample's frames
+is recorded here: small JPEG data URIs (:func:`~.thumbnails.frame_thumbnails`, 64 px on the
+long side) keyed ``"<source>:<frame index>"``, one per distinct frame of the original and the
+perturbed strip (``source`` is ``clip`` for the item's own video, ``foreign`` for the other
+video a ``foreign`` stressor edit draws from), or ``"video:<id>"`` (the middle frame) for the
+videos of a slot-coverage group. Only the minimal counterexample of each broken item gets
+thumbnails, at most :data:`MAX_WITH_THUMBNAILS` per gate; an unreadable clip gives no image
+(the report still lists the frame indices).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .thumbnails import frame_thumbnails, video_thumbnails
+
+THUMB_WIDTH = 64
+MAX_WITH_THUMBNAILS = 24  # counterexamples per gate that carry thumbnails (the suites search 24 items)
+
+
+def strip_thumbnails(ctx: Any, minimal: Mapping[str, Any], *, width: int = THUMB_WIDTH) -> dict[str, str]:
+    """``{"clip:<i>" | "foreign:<i>" | "video:<id>": data URI}`` for the frames of ``minimal``
+    (a ``describe()`` record of :mod:`.search_mcq`, :mod:`.search_stressor` or :mod:`.search_coverage`)."""
+    out: dict[str, str] = {}
+    frames = minimal.get("frames")
+    if isinstance(frames, Mapping):
+        wanted: dict[str, set[int]] = {}
+        for f in [*frames.get("original", []), *frames.get("perturbed", [])]:
+            wanted.setdefault(str(f.get("source", "clip")), set()).add(int(f["index"]))
+        paths = {"clip": minimal.get("video_path"), "foreign": minimal.get("foreign_path")}
+        for source, idx in sorted(wanted.items()):
+            path = paths.get(source)
+            if path:
+                out.update({f"{source}:{i}": uri for i, uri in frame_thumbnails(ctx, str(path), sorted(idx),
+                                                                                 width=width).items()})
+    for vid in minimal.get("videos") or []:
+        uri = video_thumbnails(ctx, str(vid), (0.5,), width=width)[0]
+        if uri:
+            out[f"video:{vid}"] = uri
+    return out
+
+
+__all__ = ["MAX_WITH_THUMBNAILS", "THUMB_WIDTH", "strip_thumbnails"]
