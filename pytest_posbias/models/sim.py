@@ -39,20 +39,22 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..engine import Generation, Request
 from ..errors import ConfigError
 from ..video.compose import TextPart, VideoPart
-from ..video.frames import FrameStore
+from ..video.frames import FrameSpec, FrameStore
 from ..video.synthetic import EVENT_OPTION, MOTION_PHRASE
 from .sim_dose import (
     ORIGINAL_PROB,
@@ -86,6 +88,8 @@ PROFILES: dict[str, str] = {
     "dose,GATE=VALUE[,...]": "produces a chosen population value of the named gates' metrics (e.g. sim:dose,meg=-0.05)",
 }
 SIM_VERSION = 2
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def check_profile(profile: str) -> None:
@@ -120,6 +124,37 @@ UNSURE_CONCENTRATION = 5.0  # Dirichlet concentration of an unsure content distr
 SURE_PROB = 0.85
 
 _BG_PHRASE = {"cream": "cream", "light grey": "light grey", "sky blue": "sky blue", "dark blue": "dark blue"}
+
+
+class _BoundedCache(OrderedDict[K, V]):
+    """A dict that forgets its oldest entries past ``limit`` (insertion order; a view is never
+    stale, only recomputed when evicted)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+# what the simulator saw, shared by every SimBackend of the process (a view is a pure function of
+# the pixels a spec names, and a spec names them by content hash): a calibration run asks seven
+# models about the same stressed frames, so each spec is read once, not once per model
+_VIDEO_VIEWS: _BoundedCache[str, VideoView] = _BoundedCache(200_000)
+_FRAME_VIEWS: _BoundedCache[tuple[str, int, int | None, str], FrameView] = _BoundedCache(500_000)
+
+
+def _spec_digest(spec: FrameSpec) -> str:
+    """SHA-256 of a spec's pixel key (``FrameSpec.key``, JSON with sorted keys)."""
+    return hashlib.sha256(json.dumps(spec.key(), sort_keys=True).encode()).hexdigest()
+
+
+def _frames_json(r: Request) -> str:
+    """The frame keys of a request's video parts as JSON (sorted keys): part of its random stream's seed."""
+    return json.dumps([p.frames.key() for p in r.parts if isinstance(p, VideoPart)], sort_keys=True)
 
 
 def _rng(*parts: Any) -> np.random.Generator:
@@ -195,40 +230,57 @@ class SimBackend:
         self._rng_profile = "unbiased" if self.dose is not None else profile
         self._stress = stressor_params(self.dose) if self.dose is not None else None
         self.store = store
-        self._views: dict[str, VideoView] = {}
-        self._frame_views: dict[tuple[str, int, int | None, str], FrameView] = {}
+        # process-wide: a view depends on the pixels only (content hashes), so every backend
+        # (each dose model of a calibration run) and every run of the process shares it
+        self._views = _VIDEO_VIEWS
+        self._frame_views = _FRAME_VIEWS
 
     def identity(self) -> Mapping[str, Any]:
         rev = f"sim-v{SIM_VERSION}-{_code_digest()}" + (f"-{self.dose.canonical()}" if self.dose is not None else "")
         return {"backend": "sim", "model_id": f"sim:{self.profile}", "revision": rev}
 
     def close(self) -> None:
-        self._views.clear()
-        self._frame_views.clear()
+        """Nothing to release: the view caches are process-wide and bounded (``_BoundedCache``)."""
 
     # -- perception
     def _view(self, part: VideoPart) -> VideoView:
-        """The video's view; each frame is read once per process (variants reuse frames)."""
-        import json
-
+        """The video's view; each frame is read once per process (variants reuse frames, and
+        every backend of the process shares the views: they depend on the pixels only)."""
         spec = part.frames
-        key = hashlib.sha256(json.dumps(spec.key(), sort_keys=True).encode()).hexdigest()
-        if key in self._views:
-            return self._views[key]
+        key = _spec_digest(spec)
+        hit = self._views.get(key)
+        if hit is not None:
+            return hit
         touched = {p for op in spec.ops for p in op.positions}
         fkeys: list[tuple[str, int, int | None, str] | None] = [
             None if j in touched else (spec.sources[s].key(), i, spec.size, spec.aspect) for j, (s, i) in enumerate(spec.frames)]
         views: list[FrameView | None] = [self._frame_views.get(k) if k is not None else None for k in fkeys]
         missing = [j for j, v in enumerate(views) if v is None]
-        if missing:
+        if missing and spec.size is not None and spec.aspect == "stretch" and all(fkeys[j] is not None for j in missing):
+            # only untouched frames are new: decode just those (each once), not the whole spec; with a
+            # fixed square size every frame is size x size, so no frame depends on another's shape
+            todo: dict[tuple[str, int, int | None, str], tuple[int, int]] = {}
+            for j in missing:
+                fk = fkeys[j]
+                if fk is not None:
+                    todo.setdefault(fk, spec.frames[j])
+            sub = replace(spec, frames=tuple(todo.values()), ops=(), records=())
+            got = {fk: view_frame(frame) for fk, frame in zip(todo, self.store.materialize(sub), strict=True)}
+            self._frame_views.update(got)
+            for j in missing:
+                fk = fkeys[j]
+                if fk is not None:
+                    views[j] = got[fk]
+        elif missing:
             frames = self.store.materialize(spec)
             for j in missing:
                 views[j] = view_frame(frames[j])
                 fk = fkeys[j]
                 if fk is not None:
                     self._frame_views[fk] = views[j]  # type: ignore[assignment]
-        self._views[key] = summarize([v for v in views if v is not None])
-        return self._views[key]
+        view = summarize([v for v in views if v is not None])
+        self._views[key] = view
+        return view
 
     # -- protocol
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
@@ -249,9 +301,7 @@ class SimBackend:
 
     # -- behaviour
     def _request_rng(self, r: Request, *extra: Any) -> np.random.Generator:
-        import json
-
-        frames = json.dumps([p.frames.key() for p in r.parts if isinstance(p, VideoPart)], sort_keys=True)
+        frames = _frames_json(r)
         seed = r.seed if not r.decoding.greedy else "greedy"
         return _rng(self._rng_profile, frames, r.prompt_text, seed, r.decoding.temperature, *extra)
 

@@ -26,6 +26,7 @@ decoding, 500 new tokens, frames sampled with ``np.linspace(0, T−1, n, dtype=i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -70,9 +71,40 @@ def _fs(r: ST.StressResult) -> FrameSpec:
     return r.frames
 
 
+# The text metrics below are pure functions of the text; a run scores the same texts many times
+# (each sequential look re-reads earlier videos, the attack replays the variants, several doses
+# share a description), so each is memoized on the text (a bounded LRU, same values).
+_TEXT_CACHE = 1 << 16
+
+
+@functools.lru_cache(maxsize=_TEXT_CACHE)
 def repeats(text: str) -> bool:
     """RR's indicator: the largest 5-gram count exceeds τ = 1."""
     return max_ngram_count(text, 5) > 1
+
+
+@functools.lru_cache(maxsize=_TEXT_CACHE)
+def _ri(text: str) -> float:
+    """:func:`~..metrics.repetition_intensity` (n = 1), memoized on the text."""
+    return repetition_intensity(text)
+
+
+@functools.lru_cache(maxsize=_TEXT_CACHE)
+def _ie(text: str) -> float:
+    """:func:`~..metrics.information_entropy` (n = 1), memoized on the text."""
+    return information_entropy(text)
+
+
+@functools.lru_cache(maxsize=_TEXT_CACHE)
+def _density(text: str) -> float:
+    """:func:`~..metrics.information_density`, memoized on the text."""
+    return information_density(text)
+
+
+@functools.lru_cache(maxsize=_TEXT_CACHE)
+def _severity(text: str, finish: str | None) -> str:
+    """:func:`~..metrics.severity`, memoized on (text, finish reason)."""
+    return severity(text, finish)
 
 
 @dataclass(frozen=True)
@@ -131,11 +163,11 @@ class TextStats:
         m = self.measured()
         if not m.texts:
             return {"n": 0, "failed": self.failed}
-        sev = [severity(t, f if f in ("stop", "length") else None) for t, f in zip(m.texts, m.finish, strict=True)]
+        sev = [_severity(t, f if f in ("stop", "length") else None) for t, f in zip(m.texts, m.finish, strict=True)]
         return {"n": len(m.texts), "failed": self.failed, "rr": float(m.flags.mean()),
-                "ri": float(np.mean([repetition_intensity(t) for t in m.texts])),
-                "ie": float(np.mean([information_entropy(t) for t in m.texts])),
-                "density": float(np.mean([information_density(t) for t in m.texts])),
+                "ri": float(np.mean([_ri(t) for t in m.texts])),
+                "ie": float(np.mean([_ie(t) for t in m.texts])),
+                "density": float(np.mean([_density(t) for t in m.texts])),
                 "severity": {s: sev.count(s) / len(sev) for s in ("benign", "ordinary", "severe")},
                 "mean_words": float(np.mean([len(t.split()) for t in m.texts]))}
 
@@ -383,17 +415,17 @@ def _log(ctx: Any, res: StressorResult) -> None:
                                                "failed": int(sum(s.failed for s in sts)),
                                                "amplification": (np.nanmean(amp).item() if (amp := res.amplification(n)).size
                                                                  and not np.isnan(amp).all() else None),
-                                               "ri": _mean_or_none([float(np.mean([repetition_intensity(t) for t in s.texts]))
+                                               "ri": _mean_or_none([float(np.mean([_ri(t) for t in s.texts]))
                                                                     for s in (x.measured() for x in sts) if s.texts]),
-                                               "ie": _mean_or_none([float(np.mean([information_entropy(t) for t in s.texts]))
+                                               "ie": _mean_or_none([float(np.mean([_ie(t) for t in s.texts]))
                                                                     for s in (x.measured() for x in sts) if s.texts]),
                                                "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
                                            for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
-                             "ri_values": {"clean": [repetition_intensity(t) for t in res.clean.measured().texts],
-                                           **{n: [repetition_intensity(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
-                             "ie_values": {"clean": [information_entropy(t) for t in res.clean.measured().texts],
-                                           **{n: [information_entropy(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
+                             "ri_values": {"clean": [_ri(t) for t in res.clean.measured().texts],
+                                           **{n: [_ri(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
+                             "ie_values": {"clean": [_ie(t) for t in res.clean.measured().texts],
+                                           **{n: [_ie(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
                              "severity": {"clean": res.clean.summary().get("severity", {}),
                                           **{n: TextStats([t for s in (x.measured() for x in sts) for t in s.texts], [f for s in (x.measured() for x in sts) for f in s.finish]).summary().get("severity", {})
                                              for n, sts in res.variants.items()}},
