@@ -269,6 +269,70 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_STASH_RUN_ID] = new_run_id()
     if not config.getoption("--help", False) and not config.getoption("--markers", False):
         _check_models(config, pcfg)
+    _xdist_configure(config)
+
+
+# --------------------------------------------------------------------------- xdist: one probe, one worker
+
+
+def _dist_given(config: pytest.Config) -> bool:
+    """Whether the user chose an xdist distribution mode (``--dist``/``-d``, also in addopts)."""
+    import contextlib
+    import os
+    import shlex
+
+    args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    with contextlib.suppress(ValueError, TypeError):
+        args += shlex.split(" ".join(config.getini("addopts")))
+    return any(str(a) == "-d" or str(a).startswith("--dist") for a in args)
+
+
+def _xdist_configure(config: pytest.Config) -> None:
+    """``pytest -n N``: schedule by probe (xdist ``loadgroup``; :func:`~.suite_support.probe_group`)
+    unless a ``--dist`` mode was given, and give each worker its share of the CPU threads (torch
+    reads OMP_NUM_THREADS when the embed judge first imports it): N workers each running
+    all-core torch kernels on the same cores only slow each other down."""
+    import os
+    import sys
+
+    wi = getattr(config, "workerinput", None)
+    if wi is None:
+        if getattr(config.option, "dist", "no") == "load" and not _dist_given(config):
+            config.option.dist = "loadgroup"
+        return
+    workers = int(wi.get("workercount", 1) or 1)
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ and "torch" not in sys.modules:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cpus = os.cpu_count() or 1
+        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // workers))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """xdist worker under ``loadgroup``: mark each suite test with its probe's group (before xdist
+    reads the marks), so the gates that share a probe run on one worker."""
+    if getattr(config, "workerinput", None) is None or not config.getvalue("loadgroup"):
+        return
+    from .suite_support import probe_group
+
+    for item in items:
+        if any(True for _ in item.iter_markers("xdist_group")):
+            continue  # the test chose its own group
+        fn = getattr(item, "function", None)
+        callspec = getattr(item, "callspec", None)
+        group = probe_group(str(getattr(fn, "__module__", "") or ""), str(getattr(fn, "__name__", "")),
+                            dict(callspec.params) if callspec is not None else {})
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _plain_nodeid(nodeid: str) -> str:
+    """A node id without the ``@posbias:...`` group suffix xdist's loadgroup appends (same as serial)."""
+    from .suite_support import XDIST_GROUP_PREFIX
+
+    return nodeid.split("@" + XDIST_GROUP_PREFIX, 1)[0]
 
 
 def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
@@ -562,7 +626,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.failed and not any(k == VERDICT_KEY for k, _ in props):
         # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
         # the report must not read "ALL PASSED" for the gates that did
-        state.errored.append({"nodeid": report.nodeid, "when": report.when,
+        state.errored.append({"nodeid": _plain_nodeid(report.nodeid), "when": report.when,
                               "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
     if report.when == "teardown":
         state.tests_done += 1
@@ -570,7 +634,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     for key, value in props:
         if key == VERDICT_KEY:
-            state.verdicts.append((report.nodeid, Verdict.from_dict(json.loads(value))))
+            state.verdicts.append((_plain_nodeid(report.nodeid), Verdict.from_dict(json.loads(value))))
         elif key == CALLS_KEY:
             c = json.loads(value)
             for k in state.calls:

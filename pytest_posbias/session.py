@@ -91,6 +91,7 @@ def _requests_behind(result: Any) -> int:
 EQUIVALENCE_BUDGET_FACTOR = 4  # the equivalence gate's single pass sees 4b frames (phase paper)
 PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
 PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
+SHARED_MEMO_PREFIXES = ("positional|", "phase|", "stressor|")  # probe results shared across xdist workers
 
 class RunContext:
     """Models, engine, data, thresholds and seeds for one pytest process."""
@@ -145,6 +146,8 @@ class RunContext:
         self._backend_lock = threading.Lock()
         self._memo: dict[str, Any] = {}
         self._memo_lock = threading.Lock()
+        self._memo_holding = False
+        self.memo_from_workers = 0  # probe results this worker read from another worker (xdist)
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
                              batch_size=self.options.get("batch_size"), progress=self._on_progress)
@@ -242,15 +245,63 @@ class RunContext:
         return np.random.default_rng(int.from_bytes(h[:8], "little"))
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Any:
-        """Compute once per process: probes shared by several tests (DPB and MEG of one config)."""
+        """Compute once per run: probes shared by several tests (DPB and MEG of one config).
+
+        In one process the result is kept in memory. Under pytest-xdist a probe result
+        (keys ``positional|``, ``phase|``, ``stressor|``) is also shared across workers: the
+        first worker to need it computes it holding a file lock keyed on the memo key under the
+        run directory and leaves it there (pickled); a worker that needs it meanwhile waits on
+        the lock and reads it, making no model call (:meth:`_across_workers`)."""
         with self._memo_lock:
             if key in self._memo:
                 # the decision rests on these requests too: count them as shared, not as new calls
                 self.engine.stats.shared += _requests_behind(self._memo[key])
                 return self._memo[key]
-        value = fn()
+        if self.worker != "main" and key.startswith(SHARED_MEMO_PREFIXES) and not self._memo_holding:
+            value = self._across_workers(key, fn)
+        else:
+            value = fn()
         with self._memo_lock:
             return self._memo.setdefault(key, value)
+
+    def _across_workers(self, key: str, fn: Callable[[], Any]) -> Any:
+        """``fn()`` computed once across the run's xdist workers: under an exclusive ``fcntl`` lock
+        on ``<run dir>/memo/<sha256(key)>.lock``, read the result another worker stored there
+        (counted as ``shared`` requests, like an in-process memo hit), or compute it and store it
+        (written to a temporary file, then renamed). A result that cannot be stored is simply
+        recomputed by the next worker (its requests then come from the generation cache)."""
+        import pickle
+
+        folder = self.run_dir / "memo"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(key.encode()).hexdigest()[:32]
+        stored = folder / f"{name}.pkl"
+        with (folder / f"{name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when a killed worker exits
+            try:
+                if stored.is_file():
+                    try:
+                        value = pickle.loads(stored.read_bytes())
+                    except Exception:  # a truncated or foreign file: compute it here instead
+                        value = None
+                    if value is not None:
+                        self.engine.stats.shared += _requests_behind(value)
+                        self.memo_from_workers += 1
+                        return value
+                self._memo_holding = True  # a probe that needs another probe computes that one itself (no lock order)
+                try:
+                    value = fn()
+                finally:
+                    self._memo_holding = False
+                tmp = folder / f"{name}.{self.worker}.tmp"
+                try:
+                    tmp.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+                    tmp.replace(stored)
+                except (pickle.PicklingError, TypeError, AttributeError, OSError):
+                    tmp.unlink(missing_ok=True)
+                return value
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def calls(self) -> dict[str, Any]:
         return self.engine.stats.snapshot()
@@ -500,6 +551,9 @@ def finish_run(
     run_dir = cache_dir / "runs" / run_id
     if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
         return None
+    import shutil
+
+    shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see RunContext.memo)
     header, records = merge_run_logs(run_dir)
     header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     header["calls"] = dict(calls)

@@ -92,3 +92,49 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
     out = copy.copy(run)
     out.options = {**run.options, "threshold_overrides": {**(run.options.get("threshold_overrides") or {}), **checked}}
     return out
+
+
+# --------------------------------------------------------------------------- xdist groups
+
+XDIST_GROUP_PREFIX = "posbias:"  # the plugin strips "@posbias:..." from node ids (verdicts read as serially)
+
+
+def probe_group(module: str, function: str, params: dict[str, Any]) -> str | None:
+    """The xdist group of a suite test: the tests that share a probe (or its videos) run on one worker.
+
+    Under ``pytest -n N`` the plugin schedules with xdist's ``loadgroup``: a group is one unit of
+    work, so a probe shared by several gates (DPB, MEG, coverage and contamination of one
+    configuration; the stressor probe behind repetition, amplification and attack at a frame
+    count; the phase probe's conditions shared by the order, phase and flip gates) is computed
+    by one worker, once, and the worker's in-process caches (decoded frames, the simulated
+    model's frame analyses, sentence embeddings) serve every gate of the group. Groups:
+
+    * positional: ``(model, domain, bucket)`` -- P = 2 and P = 4 of a configuration show the same
+      videos; a layout variant is a group of its own (its probe shares nothing with the others);
+    * phase / order / flip / fusion: ``(model, "phase")``;
+    * stressor suite: ``(model, frames)``;
+    * anything else (search, users' own tests): no group (xdist balances it test by test).
+
+    ``module`` is the defining module's name (``pytest_posbias.suites.test_positional`` or a
+    scaffolded ``test_positional``), ``params`` the test's parameters (``item.callspec.params``).
+    Returns None for a test that shares no probe with another.
+    """
+    suite = module.rsplit(".", 1)[-1]
+    model = str(params.get("posbias_model", ""))
+    if suite == "test_positional":
+        if "positional_variant_config" in params:
+            (d, b, _P), variant = params["positional_variant_config"]
+            return f"{XDIST_GROUP_PREFIX}positional|{model}|{d}-{b}|{variant}"
+        cfg = params.get("positional_config") or params.get("positional_config_p4")
+        if not cfg:
+            return None
+        d, b, _P = cfg
+        return f"{XDIST_GROUP_PREFIX}positional|{model}|{d}-{b}"
+    if suite == "test_phase_order":
+        return f"{XDIST_GROUP_PREFIX}phase|{model}"
+    if suite == "test_stressors":
+        if "decoding_setting" in params:  # a decoding sweep setting is a probe of its own
+            return None
+        frames = params.get("stressor_frames")
+        return f"{XDIST_GROUP_PREFIX}stressor|{model}|{frames if frames is not None else 'first'}"
+    return None

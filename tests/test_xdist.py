@@ -1,0 +1,124 @@
+"""``pytest -n N``: gates that share a probe run on one worker, a probe is computed once across
+workers, and the verdicts equal the serial run's (issue 17, item 7)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from suite_project import write_suite_project
+
+from pytest_posbias.config import PosbiasConfig
+from pytest_posbias.session import RunContext
+from pytest_posbias.suite_support import XDIST_GROUP_PREFIX, probe_group
+
+POS = "pytest_posbias.suites.test_positional"
+
+
+def test_gates_of_one_configuration_share_a_group_and_other_probes_do_not():
+    cfg = {"posbias_model": "sim:primacy"}
+    dpb2 = probe_group(POS, "test_dpb", {**cfg, "positional_config": ("cooking", "short", 2)})
+    dpb4 = probe_group(POS, "test_dpb", {**cfg, "positional_config": ("cooking", "short", 4)})
+    meg4 = probe_group("test_positional", "test_meg", {**cfg, "positional_config_p4": ("cooking", "short", 4)})
+    other = probe_group(POS, "test_dpb", {**cfg, "positional_config": ("cooking", "long", 2)})
+    model2 = probe_group(POS, "test_dpb", {"posbias_model": "sim:unbiased", "positional_config": ("cooking", "short", 2)})
+    variant = probe_group(POS, "test_meg_variant", {**cfg, "positional_variant_config": (("cooking", "short", 4), "8-frames")})
+    assert dpb2 == dpb4 == meg4 and dpb2 is not None and dpb2.startswith(XDIST_GROUP_PREFIX)
+    assert len({dpb2, other, model2, variant}) == 4
+    phase = {probe_group("pytest_posbias.suites.test_phase_order", f, {**cfg, **p})
+             for f, p in [("test_order_flip", {}), ("test_phase_flip", {"phase_pair": "0-1"}),
+                          ("test_sampler_flip", {"sampler_pair": (8, "left", "midpoint")})]}
+    assert len(phase) == 1 and None not in phase
+    st = "pytest_posbias.suites.test_stressors"
+    s16 = {probe_group(st, f, {**cfg, "stressor_frames": 16, **p})
+           for f, p in [("test_clean_repetition", {}), ("test_stressor_amplification", {"stressor_name": "add1"}),
+                        ("test_attack_success_rate", {"stressor_name": "reverse"})]}
+    assert len(s16) == 1 and probe_group(st, "test_clean_repetition", {**cfg, "stressor_frames": 32}) not in s16
+    assert probe_group("pytest_posbias.suites.test_search", "test_search_option_order", cfg) is None
+    assert probe_group("test_mine", "test_x", cfg) is None
+    assert probe_group(POS, "test_dpb", {**cfg, "positional_config": None}) is None  # the skipped "no groups" param
+
+
+def _context(root: Path, worker: str) -> RunContext:
+    return RunContext({"models": ["sim:unbiased"], "cache": str(root / "cache")}, PosbiasConfig(), rootdir=root,
+                      worker=worker, run_id="run-1")
+
+
+def test_a_probe_result_is_computed_once_across_workers(tmp_path):
+    a, b = _context(tmp_path, "gw0"), _context(tmp_path, "gw1")
+    computed: list[str] = []
+
+    def probe(who: str) -> SimpleNamespace:
+        computed.append(who)
+        return SimpleNamespace(value=[1.5, 2.5], calls={"made": 7, "cache_hits": 2, "rereads": 0, "shared": 0})
+
+    try:
+        first = a.memo("positional|sim:unbiased|spec|12", lambda: probe("gw0"))
+        second = b.memo("positional|sim:unbiased|spec|12", lambda: probe("gw1"))
+        assert computed == ["gw0"] and second.value == first.value
+        assert (a.engine.stats.shared, b.engine.stats.shared) == (0, 9)  # gw1's gate rests on 9 requests it did not make
+        assert (a.memo_from_workers, b.memo_from_workers) == (0, 1)
+        # other looks, the manifest and judges stay per process; a serial run ("main") stores nothing
+        b.memo("positional|sim:unbiased|spec|24", lambda: probe("gw1"))
+        b.memo("judges-like", lambda: probe("gw1-local"))
+        assert computed == ["gw0", "gw1", "gw1-local"]
+        assert len(list((tmp_path / "cache" / "runs" / "run-1" / "memo").glob("*.pkl"))) == 2
+    finally:
+        a.close()
+        b.close()
+    main = _context(tmp_path, "main")
+    try:
+        main.memo("stressor|x", lambda: probe("main"))
+        main.memo("stressor|x", lambda: probe("main-again"))
+        assert computed[-1] == "main" and main.engine.stats.shared == 9
+    finally:
+        main.close()
+
+
+def _verdicts(path: Path) -> list[tuple]:
+    data = json.loads(path.read_text())
+    return [(v["nodeid"], v["passed"], v["estimate"], v["ci_low"], v["ci_high"], v["n"], v["p_value"], v["p_bh"])
+            for v in data["verdicts"]]
+
+
+def _made(output: str) -> int:
+    m = re.search(r"model calls: (\d+) made", output)
+    assert m, output[-2000:]
+    return int(m.group(1))
+
+
+@pytest.mark.slow
+def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(pytester, small_set):
+    """One configuration's DPB, MEG, coverage and contamination gates (P = 2 and 4) on sim:primacy:
+    serially, with ``-n 2`` (probe groups) and with ``-n 2 --dist load`` (xdist spreads the gates of
+    one probe over both workers: the probe is still computed once, the other worker reads it), each
+    on a fresh cache: the same verdict numbers, and the same number of model calls made."""
+    pytest.importorskip("xdist")
+    write_suite_project(pytester.path, small_set, ("test_positional.py",),
+                        "\n[tool.posbias.probes.positional]\ngroups = 12")
+    args = ["-m", "not slow", "-k", "cooking-short", "--model", "sim:primacy", "-p", "no:randomly",
+            "-p", "no:cacheprovider"]
+    runs = {"serial": [], "n2": ["-n", "2"], "n2-load": ["-n", "2", "--dist", "load"]}
+    made = {}
+    for name, extra in runs.items():
+        res = pytester.runpytest_subprocess(*args, *extra, f"--posbias-cache=c-{name}", f"--posbias-json={name}.json",
+                                            timeout=600)
+        assert res.ret == 1, res.stdout.str()[-3000:]  # primacy fails DPB
+        made[name] = _made(res.stdout.str())
+    serial = _verdicts(pytester.path / "serial.json")
+    assert len(serial) == 7  # dpb x2, coverage x2, contamination x2, meg
+    assert all("@" not in v[0] for v in serial)
+    assert _verdicts(pytester.path / "n2.json") == serial
+    assert _verdicts(pytester.path / "n2-load.json") == serial
+    assert made["serial"] > 0 and made["n2"] == made["serial"] and made["n2-load"] == made["serial"]
+    # with --dist load both workers ran gates of the probe: the merged run log holds each request once
+    [log] = (pytester.path / "c-n2-load" / "runs").glob("*/run.jsonl")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    header = records[0]
+    assert header["workers"] == ["gw0", "gw1"]
+    made_keys = [r["key"] for r in records if r.get("kind") == "request" and not r.get("cache_hit")]
+    assert len(made_keys) == len(set(made_keys)) == made["serial"]
+    assert not list((pytester.path / "c-n2-load" / "runs").glob("*/memo"))  # the shared results are removed at the end
