@@ -156,7 +156,7 @@ def search_gates(verdicts: Sequence[Mapping[str, Any]], anchor: Callable[[Mappin
                                     "found_by": ", ".join(row.get("found_by") or []),
                                     "answer": _shown(row, "answer", c), "reference": _shown(row, "reference", c)})
         out.append({"name": v.get("name"), "model": v.get("model") or ex.get("model"), "passed": bool(v.get("passed")),
-                    "anchor": anchor(v) if anchor else "", "property": prop, "title": PROPERTY_TITLES.get(prop, prop),
+                    "anchor": anchor(v) if anchor else "", "property": prop, "unit": v.get("unit") or "searched items", "title": PROPERTY_TITLES.get(prop, prop),
                     "estimate": v.get("estimate"), "ci_low": v.get("ci_low"), "ci_high": v.get("ci_high"),
                     "threshold": v.get("threshold"), "budget": ex.get("budget"), "shrink_budget": ex.get("shrink_budget"),
                     "searched": ex.get("searched"), "broken": ex.get("broken"), "held": ex.get("held"),
