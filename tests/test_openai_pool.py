@@ -152,6 +152,63 @@ def test_stream_turns_errors_into_failures_of_their_own_request():
     assert out == {**{i: "ok" for i in range(8)}, 3: "failed: unreadable video", 5: "failed: boom"}
 
 
+def test_stream_issues_requests_while_the_caller_is_busy_with_an_answer():
+    """The next request starts when a call returns, not when the caller has consumed an answer."""
+    lock, ends = threading.Lock(), []
+    t0 = time.monotonic()
+
+    def send(i: int, payload: int) -> int:
+        time.sleep(0.1)
+        with lock:
+            ends.append(time.monotonic() - t0)
+        return payload
+
+    got = []
+    for i, _v in stream(16, lambda i: i, send, lambda i, e: -1, concurrency=8):
+        time.sleep(0.1)  # the caller caches and logs each answer: slow here
+        got.append(i)
+    assert sorted(got) == list(range(16)) and len(ends) == 16
+    # two waves of 8 calls end by ~0.2 s; issuing from the caller's loop would end the last near 16 x 0.1 s
+    assert max(ends) < 0.8, ends
+
+
+def test_closing_a_stream_stops_issuing_requests():
+    started = []
+
+    def send(i: int, payload: int) -> int:
+        started.append(i)
+        time.sleep(0.05)
+        return payload
+
+    it = stream(50, lambda i: i, send, lambda i, e: -1, concurrency=4)
+    first = [next(it) for _ in range(3)]
+    it.close()
+    n_at_close = len(started)
+    time.sleep(0.3)
+    assert len(first) == 3 and len(started) <= n_at_close + 4 < 50  # at most the calls that were being taken
+
+
+def test_threads_asking_for_the_same_spec_encode_it_once():
+    class SlowStore:
+        calls = 0
+
+        def materialize(self, spec: FrameSpec) -> np.ndarray:
+            SlowStore.calls += 1
+            time.sleep(0.2)
+            return np.zeros((len(spec), 16, 16, 3), np.uint8)
+
+    enc = FrameEncoder(SlowStore())  # type: ignore[arg-type]
+    spec = FrameSpec.synthetic("noise", 3, size=16, seed=1)
+    out: list[list[str]] = []
+    threads = [threading.Thread(target=lambda: out.append(enc.frames(spec))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert SlowStore.calls == 1 and enc.encoded == 3 and enc.hits == 9
+    assert len(out) == 4 and all(o == out[0] for o in out)
+
+
 def test_engine_caches_each_answer_as_it_arrives_and_counts_wall_time(video, tmp_path):
     with FaultServer(delay_s=0.2, processing_ms=150) as srv:
         b = backend(srv.url, concurrency=8)

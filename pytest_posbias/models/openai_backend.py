@@ -225,6 +225,14 @@ class OpenAIBackend:
             kwargs.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         return kwargs
 
+    def request_kwargs(self, request: Request, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The ``chat.completions.create`` arguments :meth:`generate` sends for ``request``: one
+        token with top logprobs for ``want='letters'``, ``max_new_tokens`` otherwise (logprobs too
+        for ``want='both'``); ``messages`` when given (already encoded), else built here."""
+        want_lp = request.want in ("letters", "both")
+        max_tokens = 1 if request.want == "letters" else request.decoding.max_new_tokens
+        return self._kwargs(request, max_tokens=max_tokens, logprobs=want_lp, messages=messages)
+
     def _breaker_admits(self) -> bool:
         """False while the breaker is open, except for one trial request per ``breaker_probe_s``."""
         with self._lock:
@@ -257,10 +265,9 @@ class OpenAIBackend:
         """One attempt through the replicas (:func:`.openai_pool.send`)."""
         return send(self.router, kwargs, validate=validate)
 
-    def _complete(self, request: Request, *, max_tokens: int, logprobs: bool,
-                  messages: list[dict[str, Any]] | None = None) -> tuple[Any, int, float | None]:
+    def _complete(self, request: Request, messages: list[dict[str, Any]] | None = None) -> tuple[Any, int, float | None]:
         """The validated response, the number of attempts it took and the server's time (raises EndpointError)."""
-        kwargs = self._kwargs(request, max_tokens=max_tokens, logprobs=logprobs, messages=messages)
+        kwargs = self.request_kwargs(request, messages)
         with self._lock:
             rng = random.Random(self._rng.random())
         attempts = {"n": 0}
@@ -290,9 +297,8 @@ class OpenAIBackend:
             if want_lp and not self.supports_letter_logprobs:
                 raise BackendError(f"{self.label}: letter log-probabilities asked for, but this endpoint is scored from "
                                    "text (it returns no logprobs, or --posbias-letter-scoring text)")
-            max_tokens = 1 if letters_only else request.decoding.max_new_tokens
             try:
-                resp, attempts, server = self._complete(request, max_tokens=max_tokens, logprobs=want_lp, messages=messages)
+                resp, attempts, server = self._complete(request, messages)
             except EndpointError as exc:
                 attempts = exc.attempts
                 raise

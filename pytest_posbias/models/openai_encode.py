@@ -78,21 +78,38 @@ class FrameEncoder:
         self._lru: OrderedDict[Hashable, str] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._inflight: dict[tuple[Hashable, ...], threading.Event] = {}
         self.encoded = 0
         self.hits = 0
 
     def frames(self, spec: FrameSpec) -> list[str]:
-        """The base64 JPEG of every frame of ``spec``, in order (frames decoded only when one is missing)."""
+        """The base64 JPEG of every frame of ``spec``, in order (frames decoded only when one is
+        missing). Threads asking for the same spec at once decode and encode it once: the others
+        wait for the first and read its frames from the LRU."""
         keys = _frame_keys(spec, self.quality)
-        with self._lock:
-            got = [self._lru.get(k) for k in keys]
-            for k, g in zip(keys, got, strict=True):
-                if g is not None:
-                    self._lru.move_to_end(k)
-        if all(g is not None for g in got):
+        group = tuple(keys)
+        while True:
             with self._lock:
-                self.hits += len(keys)
-            return [g for g in got if g is not None]
+                got = [self._lru.get(k) for k in keys]
+                for k, g in zip(keys, got, strict=True):
+                    if g is not None:
+                        self._lru.move_to_end(k)
+                if all(g is not None for g in got):
+                    self.hits += len(keys)
+                    return [g for g in got if g is not None]
+                busy = self._inflight.get(group)
+                if busy is None:
+                    mine = self._inflight[group] = threading.Event()
+                    break
+            busy.wait()  # another thread is encoding this spec; then look again (evicted meanwhile: encode here)
+        try:
+            return self._encode(spec, keys, got)
+        finally:
+            with self._lock:
+                del self._inflight[group]
+            mine.set()
+
+    def _encode(self, spec: FrameSpec, keys: list[Hashable], got: list[str | None]) -> list[str]:
         pixels = self.store.materialize(spec)
         out: list[str] = []
         fresh = 0

@@ -6,18 +6,20 @@
   the request goes at once to another; a replica taken out is tried again after ``revive_s``.
   :func:`send` makes one attempt of a request through the router.
 * :func:`stream` runs ``prepare`` (frame loading, JPEG/base64 encoding) ahead of the network
-  on its own threads and ``send`` on up to ``concurrency`` threads, issuing a request as soon
-  as a slot frees up, and yields each result as it completes: the slowest call never holds
-  up the others, and the caller can cache every answer the moment it arrives.
+  on its own threads and ``send`` on ``concurrency`` worker threads, each taking the next
+  request as soon as its call returns, and yields each result as it completes: the slowest
+  call never holds up the others, and the caller can cache every answer the moment it
+  arrives without holding up the next request.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -120,44 +122,62 @@ def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fai
     """``(i, send(i, prepare(i)))`` for i in 0..n-1, in completion order.
 
     ``prepare`` runs on ``prepare_workers`` threads, in index order, at most ``lookahead``
-    (default 2 x concurrency) requests ahead of the network; ``send`` runs on ``concurrency``
-    threads, each request issued as soon as its payload is ready and a slot is free. An
-    exception from ``prepare`` or ``send`` becomes ``fail(i, exc)``: every index is yielded
-    exactly once. Closing the iterator early cancels what has not started."""
-    conc = max(1, int(concurrency))
+    (default 2 x concurrency) requests ahead of the network. ``send`` runs on ``concurrency``
+    worker threads that each take the next prepared request the moment their previous call
+    returns: issuing a request never waits for the caller to consume an answer (the caller
+    caches and logs each answer on its own thread meanwhile). An exception from ``prepare``
+    or ``send`` becomes ``fail(i, exc)`` (called on the caller's thread): every index is
+    yielded exactly once. Closing the iterator early stops the workers from taking more
+    requests and cancels the preparations not started; calls in flight run to their end and
+    their answers are dropped."""
+    conc = max(1, min(int(concurrency), n))
     ahead = max(conc, int(lookahead if lookahead is not None else 2 * conc))
     prep_pool = ThreadPoolExecutor(max_workers=max(1, prepare_workers), thread_name_prefix="posbias-encode")
     net_pool = ThreadPoolExecutor(max_workers=conc, thread_name_prefix="posbias-request")
-    prepared: deque[tuple[int, Future[P]]] = deque()
-    inflight: dict[Future[G], int] = {}
-    next_i = 0
-    done = 0
-    try:
-        while done < n:
-            while next_i < n and len(prepared) + len(inflight) < ahead + conc:
-                prepared.append((next_i, prep_pool.submit(prepare, next_i)))
-                next_i += 1
-            while prepared and len(inflight) < conc and prepared[0][1].done():
-                i, fut = prepared.popleft()
-                exc = fut.exception()
-                if exc is not None:
-                    done += 1
-                    yield i, fail(i, exc)
-                    continue
-                inflight[net_pool.submit(send, i, fut.result())] = i
-            waiting: list[Future[Any]] = list(inflight)
-            if prepared and len(inflight) < conc:
-                waiting.append(prepared[0][1])
-            if not waiting:
+    answers: queue.SimpleQueue[tuple[int, bool, Any]] = queue.SimpleQueue()
+    lock = threading.Lock()
+    pending: deque[tuple[int, Future[P]]] = deque()  # submitted for preparing, not taken by a worker yet
+    submitted = 0
+    stopped = False
+
+    def take() -> tuple[int, Future[P]] | None:
+        """The next request in index order (None: all taken, or the stream was closed); tops up the preparations."""
+        nonlocal submitted
+        with lock:
+            if stopped or not pending:
+                return None
+            item = pending.popleft()
+            while submitted < n and len(pending) < ahead:
+                pending.append((submitted, prep_pool.submit(prepare, submitted)))
+                submitted += 1
+            return item
+
+    def worker() -> None:
+        while (item := take()) is not None:
+            i, fut = item
+            try:
+                payload = fut.result()
+            except BaseException as exc:  # an unreadable video, or cancelled by close
+                answers.put((i, False, exc))
                 continue
-            finished, _ = wait(waiting, return_when=FIRST_COMPLETED)
-            for f in finished:
-                if f in inflight:
-                    i = inflight.pop(f)
-                    exc = f.exception()
-                    done += 1
-                    yield i, (fail(i, exc) if exc is not None else f.result())
+            try:
+                answers.put((i, True, send(i, payload)))
+            except BaseException as exc:
+                answers.put((i, False, exc))
+
+    try:
+        with lock:
+            while submitted < n and len(pending) < ahead:
+                pending.append((submitted, prep_pool.submit(prepare, submitted)))
+                submitted += 1
+        for _ in range(conc if n else 0):
+            net_pool.submit(worker)
+        for _ in range(n):
+            i, ok, value = answers.get()
+            yield i, (value if ok else fail(i, value))
     finally:
+        with lock:
+            stopped = True
         prep_pool.shutdown(wait=False, cancel_futures=True)
         net_pool.shutdown(wait=False, cancel_futures=True)
 
