@@ -159,14 +159,59 @@ def search_verdict(ctx: Any, model: str, prop: str, results: Sequence[ItemSearch
 
 
 
+def paired_search_verdict(ctx: Any, model: str, baseline: str, prop: str, results: Sequence[ItemSearch],
+                          base_results: Sequence[ItemSearch], *, planned: int, budget: int, shrink_budget: int,
+                          unusable: Sequence[str] = (), base_unusable: Sequence[str] = (), unit: str = "items",
+                          extra: Mapping[str, Any] | None = None) -> Verdict:
+    """The ``search`` gate against ``--baseline``: on the items searched for both models (broken
+    or held in both), Δ = share broken (candidate) − share broken (baseline), exact McNemar on the
+    discordant items (:meth:`~pytest_posbias.session.RunContext.baseline_gate`, ``worse='binary'``),
+    compliant when the candidate is worse by at most the ``search`` margin (default 0.10). The
+    extra keeps the candidate's counterexamples and names the items only the candidate breaks
+    (``newly_broken``) and those only the baseline breaks (``fixed``)."""
+    from .measurement import combine
+
+    base = {r.item: r for r in base_results if r.status in ("broken", "held")}
+    paired = [r for r in results if r.status in ("broken", "held") and r.item in base]
+    cand = np.array([int(r.status == "broken") for r in paired], dtype=int)
+    bas = np.array([int(base[r.item].status == "broken") for r in paired], dtype=int)
+    s = search_summary(results)
+    ex: dict[str, Any] = {
+        "property": prop, "budget": budget, "shrink_budget": shrink_budget, **s, "baseline_model": baseline,
+        "baseline_broken": int(bas.sum()), "paired": len(paired),
+        "newly_broken": [r.item for r, a, b in zip(paired, cand, bas, strict=True) if a and not b],
+        "fixed": [r.item for r, a, b in zip(paired, cand, bas, strict=True) if b and not a],
+        "items": [{k: v for k, v in r.to_dict().items() if k not in ("minimal", "replay", "reference")} for r in results],
+        "counterexamples": [counterexample_record(r, ctx if i < MAX_WITH_THUMBNAILS else None)
+                            for i, r in enumerate(r for r in results if r.status == "broken")],
+        **(extra or {}),
+    }
+    if replay_line(s):
+        ex["summary_line"] = replay_line(s)
+    name = f"{prop} search success rate (budget {budget} queries) vs baseline"
+    v = ctx.baseline_gate("search", model, cand, bas, np.array([r.item for r in paired]), name=name,
+                          unit=f"searched {unit}", worse="binary", extra=ex)
+    m = combine(search_measurement(results, planned=planned, unusable=unusable, unit=unit),
+                search_measurement(base_results, planned=planned, unusable=base_unusable, unit=unit),
+                prefix_b="baseline", measured=len(paired))
+    return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
+
+
 def search_gate(ctx: Any, model: str, prop: str, *, slow: bool = False) -> Verdict:
-    """Run (or reuse) the property search of ``prop`` on ``model`` and gate it."""
+    """Run (or reuse) the property search of ``prop`` on ``model`` and gate it; with
+    ``--baseline``, search the baseline too and gate the paired change (:func:`paired_search_verdict`)."""
     from .probes.search_run import property_search
 
     ps = property_search(ctx, model, prop, slow=slow)
+    baseline = getattr(ctx, "baseline", None)
+    if baseline and baseline != model:
+        bs = property_search(ctx, baseline, prop, slow=slow)
+        return paired_search_verdict(ctx, model, baseline, prop, ps.results, bs.results, planned=ps.planned,
+                                     budget=ps.budget, shrink_budget=ps.shrink_budget, unusable=ps.unusable,
+                                     base_unusable=bs.unusable, unit=ps.unit, extra={"slow": slow})
     return search_verdict(ctx, model, prop, ps.results, planned=ps.planned, budget=ps.budget,
                           shrink_budget=ps.shrink_budget, unusable=ps.unusable, unit=ps.unit,
                           extra={"slow": slow})
 
 
-__all__ = ["counterexample_record", "replay_line", "search_gate", "search_measurement", "search_summary", "search_verdict"]
+__all__ = ["counterexample_record", "paired_search_verdict", "replay_line", "search_gate", "search_measurement", "search_summary", "search_verdict"]

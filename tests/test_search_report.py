@@ -228,3 +228,34 @@ def test_perturbation_in_words(prop, value, text):
     from pytest_posbias.report.search import perturbation_text
 
     assert perturbation_text(prop, value) == text
+
+
+@pytest.mark.slow  # about 30 s (two models searched through the suite's settings)
+def test_baseline_pairs_the_searched_items_with_exact_mcnemar_and_names_newly_broken_ones(tmp_path, small_set):
+    """``--baseline``: both models searched on the same items, Δ = broken share (candidate) − (baseline)."""
+    from scipy import stats as sst
+
+    from pytest_posbias.config import parse_config
+    from pytest_posbias.report.render import render
+    from pytest_posbias.search_gates import search_gate
+    from pytest_posbias.session import RunContext
+
+    cfg = parse_config({"probes": {"search": {"items": 4, "budget": 10}}})
+    ctx = RunContext({"models": ["sim:letter-bias"], "baseline": "sim:unbiased", "data": str(small_set),
+                      "cache": str(tmp_path / ".posbias"), "seed": 0}, cfg, rootdir=tmp_path, worker="main", run_id="b1")
+    v = search_gate(ctx, "sim:letter-bias", "order")
+    ctx.close()
+    ex = v.extra
+    items = {r["item"]: r["status"] for r in ex["items"]}
+    assert ex["paired"] == sum(s in ("broken", "held") for s in items.values()) == v.n == 4
+    n10 = len(ex["newly_broken"])
+    n01 = len(ex["fixed"])
+    assert ex["newly_broken"] == [i for i, s in items.items() if s == "broken"] and ex["baseline_broken"] == n01 == 0
+    assert n10 == ex["broken"] > 0 and v.estimate == pytest.approx((n10 - n01) / 4)
+    ci = sst.binomtest(n10, n10 + n01).proportion_ci(confidence_level=0.90, method="exact")
+    assert (v.ci_low, v.ci_high) == pytest.approx(((2 * ci.low - 1) * (n10 + n01) / 4, (2 * ci.high - 1) * (n10 + n01) / 4))
+    assert v.threshold == pytest.approx(0.10) and ex["baseline_model"] == "sim:unbiased" and ex["budget"] == 10
+    html = render([_log(tmp_path / "b.jsonl", "sim:letter-bias", [v])])
+    assert "Against the baseline sim:unbiased on the 4 items searched for both" in html
+    assert "Newly broken: " + ", ".join(ex["newly_broken"]) in html and "Fixed: none" in html
+    assert set(_cards(html)) == set(ex["newly_broken"])

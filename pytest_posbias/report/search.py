@@ -166,6 +166,9 @@ def search_gates(verdicts: Sequence[Mapping[str, Any]], anchor: Callable[[Mappin
                     "replay_line": ex.get("summary_line", ""), "replay_rows": replay_rows,
                     "replay_survived": len(rp.get("survived") or []), "replay_still": len(rp.get("still_break") or []),
                     "broken_by_replay": rp.get("broken_by_replay", 0),
+                    "baseline_model": ex.get("baseline_model"), "baseline_broken": ex.get("baseline_broken"),
+                    "paired": ex.get("paired"), "newly_broken": list(ex.get("newly_broken") or []),
+                    "fixed": list(ex.get("fixed") or []),
                     "counterexamples": [counterexample_view(c) for c in cx]})
     return out
 
