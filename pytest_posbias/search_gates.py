@@ -188,7 +188,7 @@ def paired_search_verdict(ctx: Any, model: str, baseline: str, prop: str, result
     }
     if replay_line(s):
         ex["summary_line"] = replay_line(s)
-    name = f"{prop} search success rate (budget {budget} queries) vs baseline"
+    name = f"{prop} search success rate (budget {budget} queries)"  # baseline_gate appends " vs baseline"
     v = ctx.baseline_gate("search", model, cand, bas, np.array([r.item for r in paired]), name=name,
                           unit=f"searched {unit}", worse="binary", extra=ex)
     m = combine(search_measurement(results, planned=planned, unusable=unusable, unit=unit),
