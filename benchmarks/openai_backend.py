@@ -1,11 +1,11 @@
 """openai backend benchmark: the project's request path against the bare openai client.
 
 The same requests (N questions over 4 videos of F frames at S px: rendered synthetic clips, or
-noise frames with ``--source noise``; greedy, or sampled
-with per-request seeds under ``--temperature``) go
+noise frames with ``--source noise``; greedy, or sampled with per-request seeds under
+``--temperature``) go
 
 * through the project: ``Engine.run`` with a fresh cache, run log, FrameStore and
-  ``OpenAIBackend`` per run: frame synthesis and JPEG/base64 encoding, the streaming pool,
+  ``OpenAIBackend`` per run: frame decoding and JPEG/base64 encoding, the streaming pool,
   retries, cache writes and run-log lines are all inside the clock;
 * through the bare client: ``client.chat.completions.create`` on a ``ThreadPoolExecutor`` of
   ``concurrency`` threads (a fresh ``openai.OpenAI`` per run), the request arguments built
@@ -13,7 +13,9 @@ with per-request seeds under ``--temperature``) go
   same bytes; against the stub server this is checked on every run from the server's digest
   of the bodies it received);
 
-at each concurrency (default 1, 8, 32). Runs are interleaved A B B A ... (the first of each
+at each concurrency (default 1, 8, 32). With ``--decoded`` the project's FrameStore holds the
+decoded frames before the clock starts (as after an earlier probe on the same videos); the
+JPEG/base64 encoding stays inside it. Runs are interleaved A B B A ... (the first of each
 pair alternates) after one warm-up run of each, ``--repeats`` pairs per concurrency; the table
 gives the median requests/s and tokens/s (prompt + output, the server's ``usage``) of each
 side and the median and range of the per-pair ratio project time / bare time.
