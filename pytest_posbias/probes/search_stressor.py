@@ -144,6 +144,7 @@ class StressorProperty(ItemProperty):
         edits = tuple(StressorEdit.from_json(d) for d in data["edits"])
         if any(e.kind == "foreign" for e in edits) and self.foreign is None:
             raise ConfigError("stored counterexample uses a foreign video, and this run has none")
+        self.frames(edits)  # a corrupted entry (positions without their sources, ...) is unusable, not a crash
         return edits
 
     def size(self, value: Any) -> float:
