@@ -13,9 +13,37 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 pytest_plugins = ["pytester"]
 
+import fcntl  # noqa: E402
+import json  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
+
+
+def _built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Any]) -> Any:
+    """Build a session fixture's files once per test run, also under pytest-xdist: workers share
+    the parent of their base temp dirs, the first one builds under an exclusive file lock and
+    records what ``build(root)`` returned (paths: a Path, a list or a dict of them); the others
+    wait on the lock and read that record back (the recipe of xdist's docs)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / f"shared-{name}"
+    record = shared / f"shared-{name}.json"
+    with open(shared / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            root.mkdir(exist_ok=True)
+            value = build(root)
+            encoded = ({k: str(v) for k, v in value.items()} if isinstance(value, dict)
+                       else [str(v) for v in value] if isinstance(value, list) else str(value))
+            record.write_text(json.dumps(encoded))
+            return value
+    data = json.loads(record.read_text())
+    if isinstance(data, dict):
+        return {k: Path(v) for k, v in data.items()}
+    return [Path(v) for v in data] if isinstance(data, list) else Path(data)
 
 
 @pytest.fixture(scope="session")
@@ -23,12 +51,14 @@ def synthetic_clips(tmp_path_factory) -> list[Path]:
     """Three short synthetic clips (rendered once per test session)."""
     from pytest_posbias.video import synthetic as SY
 
-    root = tmp_path_factory.mktemp("synthetic-clips")
-    out = []
-    for k, domain in enumerate(("cooking", "leisure", "news")):
-        scene = SY.make_scene(f"clip{k}", domain, "short", seed=40 + k, event_probability=1.0)
-        out.append(SY.render_clip(scene, root / f"clip{k}.mp4"))
-    return out
+    def build(root: Path) -> list[Path]:
+        out = []
+        for k, domain in enumerate(("cooking", "leisure", "news")):
+            scene = SY.make_scene(f"clip{k}", domain, "short", seed=40 + k, event_probability=1.0)
+            out.append(SY.render_clip(scene, root / f"clip{k}.mp4"))
+        return out
+
+    return _built_once(tmp_path_factory, "synthetic-clips", build)
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +67,8 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("transformers")
     from pytest_posbias.models.tiny import FAMILIES, build_tiny_checkpoint
 
-    root = tmp_path_factory.mktemp("tiny-models")
-    return {f: build_tiny_checkpoint(f, root / f) for f in FAMILIES}
+    return _built_once(tmp_path_factory, "tiny-models",
+                       lambda root: {f: build_tiny_checkpoint(f, root / f) for f in FAMILIES})
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +76,8 @@ def small_set(tmp_path_factory) -> Path:
     """A small synthetic set (6 clips per configuration, 12 groups per scale): its manifest."""
     from pytest_posbias.video.synthetic import build_set
 
-    return build_set(tmp_path_factory.mktemp("small-set"), videos_per_config=6, groups_per_config=12)
+    return _built_once(tmp_path_factory, "small-set",
+                       lambda root: build_set(root, videos_per_config=6, groups_per_config=12))
 
 
 @pytest.fixture(scope="session")

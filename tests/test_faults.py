@@ -340,7 +340,9 @@ def verdict_core(data: dict) -> list[tuple]:
 
 @pytest.fixture
 def api_env(monkeypatch):
-    monkeypatch.setenv("POSBIAS_API_TIMEOUT", "1")
+    # 3 s: a loaded 2-core runner can take over 1 s to answer a call the server did not delay, and that
+    # timeout would be a retry the fault server did not inject (the hang fault below sleeps longer)
+    monkeypatch.setenv("POSBIAS_API_TIMEOUT", "3")
     monkeypatch.setenv("POSBIAS_API_BACKOFF", "0.01")
     monkeypatch.setenv("POSBIAS_API_KEY", "sk-test")
 
@@ -358,7 +360,7 @@ def test_suite_verdicts_with_retried_faults_equal_the_fault_free_run_and_resume_
     make_project(pytester, small_set, cache=".faulty")
     rates = {"429": 0.08, "500": 0.06, "503": 0.06, "hang": 0.03, "malformed": 0.05, "empty_choices": 0.05,
              "truncated": 0.05, "cut_json": 0.05}
-    with FaultServer(seed=7, rates=rates, hang_s=2.0) as faulty:
+    with FaultServer(seed=7, rates=rates, hang_s=4.0) as faulty:
         res1, data1 = run_order(pytester, faulty.url, "faulty")
         assert data1 is not None, res1.stdout.str()[-3000:]
         injected = sum(faulty.outcomes[f] for f in rates)
