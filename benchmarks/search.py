@@ -110,11 +110,22 @@ def stressor_rows(ctx: Any, model: str, n: int, budget: int) -> list[dict[str, A
     return rows
 
 
+def _positive(text: str) -> int:
+    """An argparse type: an integer >= 1 (items, videos and budgets)."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
+    return v
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--budget", type=int, default=30)
-    ap.add_argument("--items", type=int, default=24)
-    ap.add_argument("--videos", type=int, default=8)
+    ap.add_argument("--budget", type=_positive, default=30)
+    ap.add_argument("--items", type=_positive, default=24)
+    ap.add_argument("--videos", type=_positive, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default=None, help="a manifest (default: the synthetic set, built on first use)")
     args = ap.parse_args()
@@ -138,8 +149,11 @@ def main() -> None:
     for r in rows:
         base = search_aq.get((r["profile"], r["property"]), float("nan"))
         ratio = r["aq"] / base if r["method"] != "search" and base and not np.isnan(base) else float("nan")
+        def g(x: float, w: int) -> str:  # undefined (no break) as a dash, as in the README's table
+            return f"{'–' if np.isnan(x) else format(x, '.3g'):>{w}}"
+
         print(f"{r['profile']:<16} {r['property']:<9} {r['method']:<26} {r['attacked']:>5} {r['broken']:>6} {r['asr']:>6.2f} "
-              f"{r['median']:>8.3g} {r['aq']:>6.3g} {ratio:>14.3g}  {r['extra']}")
+              f"{g(r['median'], 8)} {g(r['aq'], 6)} {g(ratio, 14)}  {r['extra']}")
 
 
 if __name__ == "__main__":
