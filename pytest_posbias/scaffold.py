@@ -46,6 +46,7 @@ QUICK_PROBES: dict[str, dict[str, int]] = {
     "positional": {"groups": 12},
     "phase": {"items": 24, "orderings": 4},
     "stressor": {"videos": 8, "trials": 4},
+    "search": {"items": 8, "videos": 3, "budget": 30},  # budget: queries per item (VideoSTF's 30)
 }
 
 _CONFTEST = '''"""Robustness gates (pytest-posbias), scaffolded by `posbias init`.

@@ -104,6 +104,9 @@ def replay_line(summary: Mapping[str, Any]) -> str:
     ``replayed 5 stored counterexamples first (found by sim:letter-bias): 0 still break, 5 survived``."""
     rp = summary.get("replay") or {}
     if not rp.get("queried"):
+        if rp.get("lost"):  # every stored entry was unusable here: say so rather than nothing
+            return (f"{len(rp['lost'])} stored counterexamples (found by {', '.join(rp.get('found_by', [])) or '?'}) "
+                    "could not be replayed: lost or not applicable here")
         return ""
     lost = f", {len(rp.get('lost', []))} lost or not applicable here" if rp.get("lost") else ""
     return (f"replayed {rp['queried']} stored counterexamples first (found by {', '.join(rp.get('found_by', [])) or '?'}): "

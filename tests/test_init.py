@@ -240,3 +240,15 @@ def test_quick_announces_the_rendering_and_hints_the_sim_command(tmp_path, capsy
     assert main(["init", str(tmp_path)]) == 0  # without --quick: the registry-model hint
     out = capsys.readouterr().out
     assert "next: pytest -m meg --model qwen3vl8b" in out and "rendering" not in out
+
+
+def test_scaffolded_probe_tables_validate_and_name_the_search_budget():
+    """Every `[tool.posbias.probes.*]` table `posbias init --quick` writes passes the probes' own
+    validation, and the search suite's sizes and query budget are there for a user to find."""
+    from pytest_posbias.probes.settings import validate_probe_settings
+
+    probes = tomllib.loads(scaffold.posbias_table(quick=True))["tool"]["posbias"]["probes"]
+    for name, table in probes.items():
+        assert validate_probe_settings(name, table, where=f"probes.{name}") == table
+    assert probes["search"]["budget"] == 30
+    assert "# budget = 30" in scaffold.posbias_table(quick=False)

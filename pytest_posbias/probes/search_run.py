@@ -108,12 +108,13 @@ def property_search(ctx: Any, model: str, kind: str, *, slow: bool = False) -> P
 
     def run() -> PropertySearch:
         before = ctx.engine.stats.snapshot()
+        corpus = corpus_for(ctx)  # an unusable corpus folder stops the gate here, naming it (not once per item)
         props, planned, unusable, unit = _props(ctx, model, kind, n, st)
         results: list[ItemSearch] = []
         for p in props:
             try:
                 results.extend(search_items(ctx, [p], budget=budget, shrink_budget=st["shrink_budget"],
-                                            corpus=corpus_for(ctx)))
+                                            corpus=corpus))
             except PosbiasError as exc:
                 unusable.append(f"{p.item_id}: {exc}")
         out = PropertySearch(kind, model, results, planned, budget, st["shrink_budget"], unusable, unit,
