@@ -97,3 +97,15 @@ def heavy_modules() -> None:
 
     with contextlib.suppress(Exception):
         load_embedder()
+
+
+# The longest test files (minutes each in CI: a real vLLM server, the front page, a wheel install,
+# plan on a tiny checkpoint, the xdist agreement runs) start first, so under `-n 2 --dist loadfile`
+# they overlap with the many short files instead of running alone at the end.
+_LONG_FILES = ("test_vllm_server.py", "test_report_front.py", "test_packaging.py", "test_plan.py", "test_xdist.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the items of ``_LONG_FILES`` to the front, in that order (stable otherwise)."""
+    rank = {name: k for k, name in enumerate(_LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
