@@ -561,7 +561,7 @@ def finish_run(
         header["exitstatus"] = int(exitstatus)  # the report says when a run did not finish (errors, usage, interrupt)
     header["errored_tests"] = [dict(e) for e in errored]
     path = run_dir / "run.jsonl"
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"run.jsonl.{os.getpid()}.tmp")  # unique per process, then an atomic rename
     with tmp.open("w", encoding="utf-8") as fh:
         fh.write(json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True) + "\n")
         for r in records:
