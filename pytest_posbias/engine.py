@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -212,12 +213,21 @@ class GenerationCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA busy_timeout=60000")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, created REAL NOT NULL, payload TEXT NOT NULL)"
-        )
+        # Switching a new database to WAL takes an exclusive lock that SQLite does not wait for
+        # (no busy handler): two xdist workers opening a fresh cache at once got "database is
+        # locked". The switch and the schema are made under an exclusive flock on a sidecar file.
+        with open(self.path.with_name(self.path.name + ".open-lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self._conn.execute("PRAGMA busy_timeout=60000")
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                    "created REAL NOT NULL, payload TEXT NOT NULL)"
+                )
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
         keys = list(dict.fromkeys(keys))

@@ -252,3 +252,31 @@ def test_a_failed_generation_never_carries_text_and_retries_are_counted(tmp_path
     assert eng.stats.failed == 1 and eng.stats.retries == 1 + 2 + 1  # attempts beyond the first, all requests
     assert len(eng.cache) == 2
     assert Generation.from_dict(gens[0].to_dict()).attempts == 2
+
+
+OPEN_AT_ONCE = """
+import sys, time
+from pathlib import Path
+from pytest_posbias.engine import GenerationCache
+start, root = float(sys.argv[1]), Path(sys.argv[2])
+for i in range(15):  # fifteen fresh caches, each opened by every process at the same instant
+    while time.time() < start + 0.25 * i:
+        pass
+    GenerationCache(root / f"c{{i}}.sqlite").close()
+print("ok")
+"""
+
+
+def test_workers_opening_a_fresh_cache_at_the_same_moment_all_get_it(tmp_path):
+    """Switching a new SQLite file to WAL takes a lock SQLite does not wait for: two xdist workers
+    opening a fresh cache at once got ``database is locked`` (seen under ``pytest -n 2``)."""
+    start = time.time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE.format(), str(start), str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
+    for i in range(15):
+        c = GenerationCache(tmp_path / f"c{i}.sqlite")
+        assert len(c) == 0
+        c.close()
