@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +301,11 @@ def _xdist_configure(config: pytest.Config) -> None:
         if getattr(config.option, "dist", "no") == "load" and not _dist_given(config):
             config.option.dist = "loadgroup"
         return
+    if wi.get("posbias_loadgroup"):
+        # A worker re-parses the command line, which has no --dist when the plugin chose
+        # loadgroup, so xdist's worker setup leaves ``loadgroup`` False: it would neither read
+        # the group marks nor suffix the node ids, and the controller would spread a probe's gates.
+        config.option.loadgroup = True
     workers = int(wi.get("workercount", 1) or 1)
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ and "torch" not in sys.modules:
         try:
@@ -309,12 +315,29 @@ def _xdist_configure(config: pytest.Config) -> None:
         os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // workers))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """xdist worker under ``loadgroup``: mark each suite test with its probe's group (before xdist
-    reads the marks), so the gates that share a probe run on one worker."""
-    if getattr(config, "workerinput", None) is None or not config.getvalue("loadgroup"):
-        return
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
+    """xdist worker under ``loadgroup``: mark each suite test with its probe's group before xdist
+    reads the marks (so the gates that share a probe run on one worker), then, after every other
+    implementation, make sure each grouped test carries the ``@group`` node-id suffix that the
+    controller's LoadGroupScheduling groups by.
+
+    pytest-xdist 3.8 writes that suffix into ``item._nodeid``; pytest 9.2 keeps node ids in a
+    structured ``item._id``, so the write is lost and loadgroup silently schedules test by test
+    (pytest-dev/pytest-xdist#1386, open). Where the suffix is missing it is set the same way
+    (``nodeid@`` + the sorted group names joined by ``_``); where xdist set it, nothing changes.
+    """
+    grouping = getattr(config, "workerinput", None) is not None and bool(config.getvalue("loadgroup"))
+    if grouping:
+        _mark_probe_groups(items)
+    result = yield
+    if grouping:
+        _suffix_group_nodeids(items)
+    return result
+
+
+def _mark_probe_groups(items: list[pytest.Item]) -> None:
+    """An ``xdist_group`` mark per suite test, from :func:`~.suite_support.probe_group`."""
     from .suite_support import probe_group
 
     for item in items:
@@ -326,6 +349,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                             dict(callspec.params) if callspec is not None else {})
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _suffix_group_nodeids(items: list[pytest.Item]) -> None:
+    """The ``@group`` suffix xdist's worker hook means to add, on pytest versions where it is lost."""
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if not names or item.nodeid.endswith("@" + "_".join(names)):
+            continue
+        suffixed = f"{item.nodeid}@{'_'.join(names)}"
+        node_id = getattr(item, "_id", None)
+        if node_id is not None and hasattr(type(node_id), "parse"):  # pytest >= 9.2: structured ids
+            item._id = type(node_id).parse(suffixed)
+        else:
+            item._nodeid = suffixed  # type: ignore[attr-defined]  # pytest < 9.2
+        if item.nodeid != suffixed:
+            raise pytest.UsageError(f"posbias: cannot set the xdist group of {item.nodeid} under pytest "
+                                    f"{pytest.__version__}; run with --dist load, or without -n")
 
 
 def _plain_nodeid(nodeid: str) -> str:
@@ -408,6 +449,7 @@ def _expected_inifile(start: Path) -> Path | None:
 def pytest_configure_node(node: Any) -> None:
     """xdist: every worker writes into the controller's run directory."""
     node.workerinput["posbias_run_id"] = node.config.stash[_STASH_RUN_ID]
+    node.workerinput["posbias_loadgroup"] = getattr(node.config.option, "dist", "no") == "loadgroup"
 
 
 def posbias_config(config: pytest.Config) -> PosbiasConfig:

@@ -99,7 +99,7 @@ def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(p
     pytest.importorskip("xdist")
     write_suite_project(pytester.path, small_set, ("test_positional.py",),
                         "\n[tool.posbias.probes.positional]\ngroups = 12")
-    args = ["-m", "not slow", "-k", "cooking-short-P2", "--model", "sim:primacy", "-p", "no:randomly",
+    args = ["-v", "-m", "not slow", "-k", "cooking-short-P2", "--model", "sim:primacy", "-p", "no:randomly",
             "-p", "no:cacheprovider"]
     runs = {"serial": [], "n2": ["-n", "2"], "n2-load": ["-n", "2", "--dist", "load"]}
     made = {}
@@ -108,6 +108,10 @@ def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(p
                                             timeout=600)
         assert res.ret == 1, res.stdout.str()[-3000:]  # primacy fails DPB
         made[name] = _made(res.stdout.str())
+        if name == "n2":  # the probe's three gates ran on one worker, under its probe group
+            ran = _workers_by_test(res.stdout.str())
+            assert len(ran) == 3 and len(set(ran.values())) == 1, ran
+            assert all(k.endswith("@" + XDIST_GROUP_PREFIX + "positional|sim:primacy|cooking-short") for k in ran), ran
     serial = _verdicts(pytester.path / "serial.json")
     assert len(serial) == 3  # dpb, coverage, contamination of one probe
     assert all("@" not in v[0] for v in serial)
@@ -122,3 +126,44 @@ def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(p
     made_keys = [r["key"] for r in records if r.get("kind") == "request" and not r.get("cache_hit")]
     assert len(made_keys) == len(set(made_keys)) == made["serial"]
     assert not list((pytester.path / "c-n2-load" / "runs").glob("*/memo"))  # the shared results are removed at the end
+
+
+def _workers_by_test(output: str) -> dict[str, str]:
+    """``-v`` lines ``[gw0] [ 50%] PASSED test_x.py::test_a[1]@group`` → {node id: worker}."""
+    return {m.group(2): m.group(1) for m in re.finditer(r"^\[(gw\d+)\] \[\s*\d+%\] \w+ (\S+)", output, re.M)}
+
+
+def test_plain_minus_n_groups_by_mark_on_every_worker(pytester):
+    """``pytest -n 2`` without ``--dist``: the plugin picks loadgroup for the controller and tells the
+    workers (they re-parse a command line without ``--dist``), and a test's ``xdist_group`` reaches
+    the scheduler as the ``@group`` node-id suffix on this pytest too (pytest-dev/pytest-xdist#1386):
+    every test of a group runs on one worker, the ungrouped ones spread."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_grouped="""
+        import time
+        import pytest
+
+        @pytest.mark.xdist_group("one")
+        @pytest.mark.parametrize("i", range(6))
+        def test_one(i):
+            time.sleep(0.2)
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_free(i):
+            time.sleep(0.2)
+    """)
+    res = pytester.runpytest_subprocess("-n", "2", "-v", "-p", "no:randomly", "-p", "no:cacheprovider", timeout=300)
+    res.assert_outcomes(passed=12)
+    out = res.stdout.str()
+    assert "LoadGroupScheduling" in out
+    workers = _workers_by_test(out)
+    grouped = {k: w for k, w in workers.items() if "::test_one[" in k}
+    assert len(grouped) == 6 and all(k.endswith("@one") for k in grouped), out[-3000:]
+    assert len(set(grouped.values())) == 1, grouped
+    free = {k: w for k, w in workers.items() if "::test_free[" in k}
+    assert len(free) == 6 and not any("@" in k for k in free)
+    # with --dist load the marks are not groups: the plugin leaves the user's choice alone
+    res = pytester.runpytest_subprocess("-n", "2", "-v", "--dist", "load", "-p", "no:randomly",
+                                        "-p", "no:cacheprovider", timeout=300)
+    res.assert_outcomes(passed=12)
+    assert "LoadGroupScheduling" not in res.stdout.str() and "@one" not in res.stdout.str()
