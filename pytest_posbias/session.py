@@ -30,7 +30,7 @@ import numpy as np
 from . import SCHEMA_VERSION
 from .config import GATE_SIDES, PosbiasConfig
 from .data.manifest import Manifest, load_manifest
-from .engine import Backend, Engine, GenerationCache, RunLog, read_run_log
+from .engine import Backend, Engine, GenerationCache, RunLog, gc_paused, read_run_log
 from .errors import ConfigError
 from .measurement import DEFAULT_FLOOR, check_floor
 from .models.registry import ResolvedModel, resolve
@@ -493,18 +493,34 @@ def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     header["workers"] = sorted(h.get("worker", "?") for h in headers)
     header.pop("worker", None)
 
-    def order(r: dict[str, Any]) -> tuple[Any, ...]:
-        kind = r.get("kind", "")
-        rank = {"model": 0, "request": 1, "attempt": 1, "observation": 2}.get(kind, 3)
-        return (rank, r.get("spec", ""), r.get("probe", ""), r.get("key", ""), json.dumps(r, sort_keys=True))
+    def prefix(r: dict[str, Any]) -> tuple[Any, ...]:
+        rank = {"model": 0, "request": 1, "attempt": 1, "observation": 2}.get(r.get("kind", ""), 3)
+        hit = {False: 0, True: 1}.get(r.get("cache_hit"), 2)  # type: ignore[arg-type]  # a key's answer and its re-reads tie on the rest
+        return (rank, r.get("spec", ""), r.get("probe", ""), r.get("key", ""), hit)
+
+    def in_order(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Sorted by (rank, spec, probe, key, cache hit, the record's canonical JSON); the JSON, the
+        costly part, is computed only for records whose prefix ties (a key sent twice, observations)."""
+        keyed = sorted(((prefix(r), i) for i, r in enumerate(recs)), key=lambda t: t[0])
+        out: list[dict[str, Any]] = []
+        i = 0
+        while i < len(keyed):
+            j = i + 1
+            while j < len(keyed) and keyed[j][0] == keyed[i][0]:
+                j += 1
+            run = [recs[idx] for _, idx in keyed[i:j]]
+            out += sorted(run, key=lambda r: json.dumps(r, sort_keys=True)) if len(run) > 1 else run
+            i = j
+        return out
 
     def failed(r: dict[str, Any]) -> bool:
         g = r.get("generation") or {}
         return g.get("finish_reason") == "error" or bool(g.get("error"))
 
+    ordered = in_order(records)
     # per (key, cache hit): the record that stays the request
     chosen: dict[tuple[str, bool], dict[str, Any]] = {}
-    for r in sorted(records, key=order):
+    for r in ordered:
         if r.get("kind") in ("request", "attempt"):
             sig = (str(r.get("key", "")), bool(r.get("cache_hit")))
             best = chosen.get(sig)
@@ -513,7 +529,7 @@ def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
 
     models: dict[str, dict[str, Any]] = {}
     out = []
-    for r in sorted(records, key=order):
+    for r in ordered:
         if r.get("kind") == "model":
             models.setdefault(r["spec"], r)
             continue
@@ -554,7 +570,8 @@ def finish_run(
     import shutil
 
     shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see RunContext.memo)
-    header, records = merge_run_logs(run_dir)
+    with gc_paused():
+        header, records = merge_run_logs(run_dir)
     header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     header["calls"] = dict(calls)
     if exitstatus is not None:

@@ -294,7 +294,7 @@ def test_problems_are_grouped_by_kind_with_count_and_example():
 
 def _decode_into(args: tuple[str, str, list[int]]) -> list[bytes]:
     clip, disk, idx = args
-    store = FrameStore(disk_dir=disk)  # a store per writer: nothing shared but the folder
+    store = FrameStore(disk_dir=disk, disk_write_min_s=0)  # a store per writer: nothing shared but the folder
     return [f.tobytes() for f in store.frames(clip, D.content_hash(clip), idx, size=32, aspect="stretch")]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -129,12 +130,42 @@ def test_frame_store_decodes_each_video_once_in_a_cyclic_probe(tmp_path):
     assert store.decodes == 4  # not 16
     # the on-disk cache: a new process (new store) decodes nothing
     disk = tmp_path / "frames"
-    first = FrameStore(disk_dir=disk)
+    first = FrameStore(disk_dir=disk, disk_write_min_s=0)
     a = first.materialize(specs[0])
     second = FrameStore(disk_dir=disk)
     b = second.materialize(specs[0])
-    assert second.decodes == 0 and second.disk_hits == 16
+    assert first.disk_writes == 16 and second.decodes == 0 and second.disk_hits == 16
     assert np.array_equal(a, b)
+
+
+def test_the_disk_cache_keeps_only_frames_that_were_slow_to_decode(tmp_path, monkeypatch, synthetic_clips):
+    """A frame goes to the PNG cache only when decoding it cost at least ``disk_write_min_s``: a
+    short clip decodes faster than its PNG is written and read back, a seek into a long HD clip
+    does not (``benchmarks/decode.py``)."""
+    import pytest_posbias.video.frames as F
+
+    clip = synthetic_clips[0]
+    spec = FrameSpec.from_video(clip, [0, 5, 9], info=probe(clip))
+    fast = FrameStore(disk_dir=tmp_path / "fast", disk_write_min_s=60.0)  # no decode takes a minute per frame
+    fast.materialize(spec)
+    assert fast.decodes == 1 and fast.disk_writes == 0 and not list((tmp_path / "fast").rglob("*.png"))
+    real = F.read_frames
+
+    def slow(*args, **kw):
+        t = time.perf_counter()
+        out = real(*args, **kw)
+        while time.perf_counter() - t < 0.1 * len(out):  # 100 ms per frame, like a seek in a long HD clip
+            pass
+        return out
+
+    monkeypatch.setattr(F, "read_frames", slow)
+    kept = FrameStore(disk_dir=tmp_path / "slow", disk_write_min_s=0.05)
+    a = kept.materialize(spec)
+    assert kept.disk_writes == 3 and len(list((tmp_path / "slow").rglob("*.png"))) == 3
+    again = FrameStore(disk_dir=tmp_path / "slow")
+    assert np.array_equal(again.materialize(spec), a) and again.decodes == 0 and again.disk_hits == 3
+    with pytest.raises(ValueError, match="disk_write_min_s"):
+        FrameStore(disk_write_min_s=-1)
 
 
 # --------------------------------------------------------------------------- stressors

@@ -26,6 +26,7 @@ import io
 import os
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -163,14 +164,27 @@ class FrameSpec:
         )
 
 
+DISK_WRITE_MIN_SECONDS = 0.02  # per decoded frame: below it the PNG cache costs more than it saves
+
+
 class FrameStore:
     """Decodes frames once: per-frame in-memory LRU (bounded in bytes) + optional PNG disk cache.
 
-    ``decodes`` counts decoder calls (one call may fetch many frames of one clip).
+    ``decodes`` counts decoder calls (one call may fetch many frames of one clip). A decoded frame
+    is written to the disk cache only when decoding cost at least ``disk_write_min_s`` seconds per
+    frame: writing a 448-px PNG and reading it back costs about 5 ms each here, as much as decoding
+    a frame of a short clip (the synthetic set: ~6 ms), so caching those doubled the decode time of
+    a fresh run; a seek into a long HD clip (tens of ms per frame) is still cached. 0 caches every
+    frame. ``disk_writes`` counts the frames written.
     """
 
     def __init__(self, *, max_bytes: int = 1 << 30, disk_dir: str | Path | None = None,
-                 on_problem: Callable[[DataProblem], None] | None = None) -> None:
+                 on_problem: Callable[[DataProblem], None] | None = None,
+                 disk_write_min_s: float = DISK_WRITE_MIN_SECONDS) -> None:
+        if not disk_write_min_s >= 0:
+            raise ValueError(f"`disk_write_min_s` must be >= 0 seconds per frame; got {disk_write_min_s!r}")
+        self.disk_write_min_s = float(disk_write_min_s)
+        self.disk_writes = 0
         self.max_bytes = int(max_bytes)
         self.on_problem = on_problem
         self.problems: dict[tuple[str, str], DataProblem] = {}  # (kind, path) -> the first problem of that kind
@@ -267,17 +281,22 @@ class FrameStore:
         if missing:
             with self._lock:
                 self.decodes += 1
+            info = self.info(path)
+            started = time.perf_counter()
             try:
-                decoded = read_frames(path, missing, size=size, aspect=aspect, info=self.info(path))
+                decoded = read_frames(path, missing, size=size, aspect=aspect, info=info)
             except VideoError as exc:
                 self.report(exc)
                 raise
+            worth_storing = (time.perf_counter() - started) / len(missing) >= self.disk_write_min_s
             for i, arr in zip(missing, decoded, strict=True):
                 key = (sha, i, size, aspect)
                 self._remember(key, arr)
                 out[i] = arr
-                dp = self._disk_path(key)
+                dp = self._disk_path(key) if worth_storing else None
                 if dp is not None:
+                    with self._lock:
+                        self.disk_writes += 1
                     buf = io.BytesIO()
                     Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
                     atomic_write_bytes(dp, buf.getvalue())
