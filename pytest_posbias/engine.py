@@ -343,8 +343,31 @@ def gc_paused() -> Iterator[None]:
 
 def read_run_log(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Header and records of a run log; a line that is not JSON (a torn last line) is skipped."""
+    header, pairs = read_run_log_lines(path)
+    return header, [r for r, _ in pairs]
+
+
+def read_run_header(path: str | Path) -> dict[str, Any]:
+    """The header of a run log (its first line), without parsing the records; a log whose first
+    line is not a supported header is read whole, so it fails as :func:`read_run_log` does."""
+    with Path(path).open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    break
+                if isinstance(rec, dict) and rec.get("kind") == "header" and rec.get("schema_version") == SCHEMA_VERSION:
+                    return rec
+                break
+    return read_run_log(path)[0]
+
+
+def read_run_log_lines(path: str | Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
+    """:func:`read_run_log` with each record's line as written (the merge copies unchanged lines
+    instead of serialising the records again)."""
     header: dict[str, Any] | None = None
-    records: list[dict[str, Any]] = []
+    records: list[tuple[dict[str, Any], str]] = []
     with Path(path).open(encoding="utf-8") as fh, gc_paused():
         for line in fh:
             line = line.strip()
@@ -357,7 +380,7 @@ def read_run_log(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
             if rec.get("kind") == "header" and header is None:
                 header = rec
             else:
-                records.append(rec)
+                records.append((rec, line))
     if header is None:
         raise ConfigError(f"{path}: not a posbias run log (no header line)")
     if header.get("schema_version") != SCHEMA_VERSION:

@@ -813,7 +813,11 @@ def _run_problems(run_log: Path | None) -> list[Any]:
     return problems_in_records(records)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Merge the run log and write the report. First among the implementations: under ``-n N`` the
+    workers have closed their logs when they report finished, and xdist's own sessionfinish then
+    waits for each worker process to exit, which can overlap with this."""
     config = session.config
     if getattr(config, "workerinput", None) is not None:
         return

@@ -30,7 +30,14 @@ import numpy as np
 from . import SCHEMA_VERSION
 from .config import GATE_SIDES, PosbiasConfig
 from .data.manifest import Manifest, load_manifest
-from .engine import Backend, Engine, GenerationCache, RunLog, gc_paused, read_run_log
+from .engine import (
+    Backend,
+    Engine,
+    GenerationCache,
+    RunLog,
+    gc_paused,
+    read_run_log_lines,
+)
 from .errors import ConfigError
 from .measurement import DEFAULT_FLOOR, check_floor
 from .models.registry import ResolvedModel, resolve
@@ -471,6 +478,13 @@ def _started(h: dict[str, Any]) -> str:
 
 
 def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Headers and records of every worker log of one run, in a deterministic order: see
+    :func:`merge_run_log_lines`."""
+    header, pairs = merge_run_log_lines(run_dir)
+    return header, [r for r, _ in pairs]
+
+
+def merge_run_log_lines(run_dir: Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str | None]]]:
     """Headers and records of every worker log of one run, in a deterministic order.
 
     Requests: one ``request`` record per (key, cache hit or not). A key sent more than once
@@ -479,13 +493,19 @@ def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     ``attempt`` record (same fields, ``kind: "attempt"``), and further successful duplicates
     are dropped. A key that never succeeded keeps its last failed send (in the deterministic
     order) as the ``request``, so the failure is counted once, and the others as attempts.
+
+    Each record comes with its line as the worker wrote it (canonical JSON: sorted keys), or None
+    when the merge changed the record (its kind); the merged log copies the unchanged lines.
     """
     headers: list[dict[str, Any]] = []
     records: list[dict[str, Any]] = []
+    line_of: dict[int, str] = {}
     for path in sorted(run_dir.glob("log-*.jsonl")):
-        h, recs = read_run_log(path)
+        h, pairs = read_run_log_lines(path)
         headers.append(h)
-        records += recs
+        for r, line in pairs:
+            records.append(r)
+            line_of[id(r)] = line
     if not headers:
         raise ConfigError(f"{run_dir}: no run logs to merge")
     first: dict[str, Any] = min(headers, key=_started)
@@ -527,21 +547,21 @@ def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
             if best is None or (failed(best) and (not failed(r) or r.get("kind") == "request")):
                 chosen[sig] = r
 
-    models: dict[str, dict[str, Any]] = {}
-    out = []
+    models: dict[str, tuple[dict[str, Any], str | None]] = {}
+    out: list[tuple[dict[str, Any], str | None]] = []
     for r in ordered:
         if r.get("kind") == "model":
-            models.setdefault(r["spec"], r)
+            models.setdefault(r["spec"], (r, line_of.get(id(r))))
             continue
         if r.get("kind") in ("request", "attempt"):
             sig = (str(r.get("key", "")), bool(r.get("cache_hit")))
-            if chosen[sig] is r:
-                r = {**r, "kind": "request"}
-            elif failed(r):
-                r = {**r, "kind": "attempt"}
-            else:
+            kind = "request" if chosen[sig] is r else "attempt" if failed(r) else None
+            if kind is None:
                 continue  # the same successful answer twice (two workers): once is enough
-        out.append(r)
+            if r.get("kind") != kind:
+                out.append(({**r, "kind": kind}, None))
+                continue
+        out.append((r, line_of.get(id(r))))
     return header, list(models.values()) + out
 
 
@@ -571,7 +591,7 @@ def finish_run(
 
     shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see RunContext.memo)
     with gc_paused():
-        header, records = merge_run_logs(run_dir)
+        header, pairs = merge_run_log_lines(run_dir)
     header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     header["calls"] = dict(calls)
     if exitstatus is not None:
@@ -579,15 +599,20 @@ def finish_run(
     header["errored_tests"] = [dict(e) for e in errored]
     path = run_dir / "run.jsonl"
     tmp = path.with_name(f"run.jsonl.{os.getpid()}.tmp")  # unique per process, then an atomic rename
+    head_line = json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True)
+    verdict_lines = [json.dumps({"kind": "verdict", "nodeid": row["nodeid"], "p_bh": row["p_bh"],
+                                 **row["verdict"].to_dict()}, sort_keys=True) for row in verdict_rows]
     with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True) + "\n")
-        for r in records:
-            fh.write(json.dumps(r, sort_keys=True) + "\n")
-        for row in verdict_rows:
-            v: Verdict = row["verdict"]
-            fh.write(json.dumps({"kind": "verdict", "nodeid": row["nodeid"], "p_bh": row["p_bh"], **v.to_dict()},
-                                sort_keys=True) + "\n")
+        fh.write(head_line + "\n")
+        for r, line in pairs:
+            fh.write((line if line is not None else json.dumps(r, sort_keys=True)) + "\n")
+        for line in verdict_lines:
+            fh.write(line + "\n")
     tmp.replace(path)
+    # The report reads what was just written; the records are already parsed JSON, so they are
+    # handed over instead of parsed a second time (header and verdicts go through their lines).
+    loaded = (json.loads(head_line), [r for r, _ in pairs] + [json.loads(line) for line in verdict_lines])
+    del pairs
     if terminal is not None:
         terminal.write_line(f"[posbias] run log: {path}")
     try:
@@ -596,7 +621,7 @@ def finish_run(
         return path
     try:
         written = write_reports([path], rootdir=config_rootdir, explicit=options.get("report"),
-                                report_dir=options.get("report_dir", "reports"))
+                                report_dir=options.get("report_dir", "reports"), loaded={path: loaded})
     except Exception as exc:
         if terminal is not None:
             terminal.write_line(f"[posbias] report not written ({type(exc).__name__}: {exc}); "
@@ -608,4 +633,4 @@ def finish_run(
     return path
 
 
-__all__ = ["RunContext", "finish_run", "merge_run_logs", "new_run_id", "synthetic_manifest"]
+__all__ = ["RunContext", "finish_run", "merge_run_log_lines", "merge_run_logs", "new_run_id", "synthetic_manifest"]

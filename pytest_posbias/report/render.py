@@ -17,7 +17,7 @@ import math
 import re
 import shlex
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import __version__
 from ..data.manifest import problems_in_records, summarize_problems
-from ..engine import read_run_log
+from ..engine import read_run_header, read_run_log
 from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
 from ..summary import calls_line
@@ -68,9 +68,10 @@ def _fmt(v: Any, digits: int = 3) -> str:
 class Run:
     """One run log, split by record kind."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, loaded: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> None:
+        """``loaded``: the header and records of ``path`` already parsed (by the run that wrote it)."""
         self.path = path
-        self.header, records = read_run_log(path)
+        self.header, records = loaded if loaded is not None else read_run_log(path)
         self.models = {r["spec"]: r.get("identity", {}) for r in records if r.get("kind") == "model"}
         self.verdicts = [r for r in records if r.get("kind") == "verdict"]
         self.obs: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -331,11 +332,12 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
     return out
 
 
-def render(paths: Iterable[str | Path], *, rendered_at: str | None = None) -> str:
-    """The report for one or more run logs."""
+def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
+           loaded: Mapping[Path, tuple[dict[str, Any], list[dict[str, Any]]]] | None = None) -> str:
+    """The report for one or more run logs (``loaded``: some of them already parsed, by path)."""
     import jinja2
 
-    runs = [Run(Path(p)) for p in paths]
+    runs = [Run(Path(p), (loaded or {}).get(Path(p))) for p in paths]
     if len(runs) == 2 and set(runs[0].header.get("models") or []) & set(runs[1].header.get("models") or []):
         for run, tag in zip(runs, ("A", "B"), strict=True):  # two releases of one model: keep them apart
             run.relabel(f"({tag})")
@@ -389,9 +391,10 @@ def _slug(text: str) -> str:
 
 
 def write_reports(paths: Sequence[str | Path], *, rootdir: Path, explicit: str | None = None,
-                  report_dir: str = "reports") -> list[Path]:
+                  report_dir: str = "reports",
+                  loaded: Mapping[Path, tuple[dict[str, Any], list[dict[str, Any]]]] | None = None) -> list[Path]:
     """Write the report: to ``explicit``, or to reports/<model>-<UTC timestamp>.html plus reports/latest.html."""
-    html = render(paths)
+    html = render(paths, loaded=loaded)
     if explicit:
         out = Path(explicit)
         out = out if out.is_absolute() else rootdir / out
@@ -401,9 +404,9 @@ def write_reports(paths: Sequence[str | Path], *, rootdir: Path, explicit: str |
     d = Path(report_dir)
     d = d if d.is_absolute() else rootdir / d
     d.mkdir(parents=True, exist_ok=True)
-    run = Run(Path(paths[0]))
-    models = "+".join(_slug(model_label(m)) for m in run.header.get("models") or ["model"])
-    stamp = str(run.header.get("started", "")).replace(":", "").replace("-", "").replace("+0000", "Z") or "run"
+    header = read_run_header(paths[0])  # the name needs the header only, not the whole log again
+    models = "+".join(_slug(model_label(m)) for m in header.get("models") or ["model"])
+    stamp = str(header.get("started", "")).replace(":", "").replace("-", "").replace("+0000", "Z") or "run"
     main = d / f"{_slug(models)}-{_slug(stamp)}.html"
     main.write_text(html, encoding="utf-8")
     latest = d / "latest.html"
