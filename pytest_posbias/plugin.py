@@ -719,6 +719,27 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
     _check_endpoints_before_workers(session.config)
     _start_worker_progress(session.config)
+    _warm_up_controller(session.config)
+
+
+def _warm_up_controller(config: pytest.Config) -> None:
+    """xdist controller: import, on a background thread while the workers run, what the end of the
+    run needs and the controller has not loaded (the report's renderer, matplotlib, jinja2, and the
+    hypothesis module its pytest plugin imports in its terminal summary): about 3 s that were paid
+    after the last test, on the run's critical path, while a core sat idle waiting for the workers."""
+    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
+        return
+    import importlib
+
+    def warm() -> None:
+        for name in ("pytest_posbias.report.render", "jinja2", "matplotlib.figure", "matplotlib.backends.backend_svg",
+                     "hypothesis.internal.observability"):
+            try:
+                importlib.import_module(name)
+            except Exception:  # a warm-up only: the real import reports any problem later
+                continue
+
+    threading.Thread(target=warm, name="posbias-warm-up", daemon=True).start()
 
 
 def _check_endpoints_before_workers(config: pytest.Config) -> None:
