@@ -330,24 +330,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     grouping = getattr(config, "workerinput", None) is not None and bool(config.getvalue("loadgroup"))
     if grouping:
-        _mark_probe_groups(items)
+        _mark_probe_groups(config, items)
     result = yield
     if grouping:
         _suffix_group_nodeids(items)
     return result
 
 
-def _mark_probe_groups(items: list[pytest.Item]) -> None:
+def _mark_probe_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
     """An ``xdist_group`` mark per suite test, from :func:`~.suite_support.probe_group`."""
+    from .probes.settings import settings_for
     from .suite_support import probe_group
 
+    frames = settings_for("stressor", posbias_config(config).probes.get("stressor"))["frames"]
+    search_frames = int(frames[0]) if frames else None
     for item in items:
         if any(True for _ in item.iter_markers("xdist_group")):
             continue  # the test chose its own group
         fn = getattr(item, "function", None)
         callspec = getattr(item, "callspec", None)
         group = probe_group(str(getattr(fn, "__module__", "") or ""), str(getattr(fn, "__name__", "")),
-                            dict(callspec.params) if callspec is not None else {})
+                            dict(callspec.params) if callspec is not None else {}, search_frames=search_frames)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
 

@@ -99,7 +99,7 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
 XDIST_GROUP_PREFIX = "posbias:"  # the plugin strips "@posbias:..." from node ids (verdicts read as serially)
 
 
-def probe_group(module: str, function: str, params: dict[str, Any]) -> str | None:
+def probe_group(module: str, function: str, params: dict[str, Any], *, search_frames: int | None = None) -> str | None:
     """The xdist group of a suite test: the tests that share a probe (or its videos) run on one worker.
 
     Under ``pytest -n N`` the plugin schedules with xdist's ``loadgroup``: a group is one unit of
@@ -113,7 +113,11 @@ def probe_group(module: str, function: str, params: dict[str, Any]) -> str | Non
       videos; a layout variant is a group of its own (its probe shares nothing with the others);
     * phase / order / flip / fusion: ``(model, "phase")``;
     * stressor suite: ``(model, frames)``;
-    * anything else (search, users' own tests): no group (xdist balances it test by test).
+    * property search: the option-order and sampling-phase searches query the phase probe's items
+      (phase group), the stressor search the stressor probe's videos at its first frame count
+      ``search_frames`` (that stressor group: the clean outputs and decoded frames are reused);
+    * anything else (the slot-coverage search, users' own tests): no group (xdist balances it test
+      by test).
 
     ``module`` is the defining module's name (``pytest_posbias.suites.test_positional`` or a
     scaffolded ``test_positional``), ``params`` the test's parameters (``item.callspec.params``).
@@ -137,4 +141,11 @@ def probe_group(module: str, function: str, params: dict[str, Any]) -> str | Non
             return None
         frames = params.get("stressor_frames")
         return f"{XDIST_GROUP_PREFIX}stressor|{model}|{frames if frames is not None else 'first'}"
+    if suite == "test_search":
+        prop = params.get("prop") or {"test_search_option_order": "order", "test_search_sampling_phase": "phase",
+                                      "test_search_stressor_repetition": "stressor"}.get(function)
+        if prop in ("order", "phase"):
+            return f"{XDIST_GROUP_PREFIX}phase|{model}"
+        if prop == "stressor":
+            return f"{XDIST_GROUP_PREFIX}stressor|{model}|{search_frames if search_frames is not None else 'first'}"
     return None

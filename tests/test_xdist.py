@@ -37,7 +37,11 @@ def test_gates_of_one_configuration_share_a_group_and_other_probes_do_not():
            for f, p in [("test_clean_repetition", {}), ("test_stressor_amplification", {"stressor_name": "add1"}),
                         ("test_attack_success_rate", {"stressor_name": "reverse"})]}
     assert len(s16) == 1 and probe_group(st, "test_clean_repetition", {**cfg, "stressor_frames": 32}) not in s16
-    assert probe_group("pytest_posbias.suites.test_search", "test_search_option_order", cfg) is None
+    srch = "pytest_posbias.suites.test_search"
+    assert probe_group(srch, "test_search_option_order", cfg) in phase  # the phase probe's items
+    assert probe_group(srch, "test_search_heavy", {**cfg, "prop": "order"}) in phase
+    assert probe_group(srch, "test_search_stressor_repetition", cfg, search_frames=16) in s16  # its videos, first frame count
+    assert probe_group(srch, "test_search_slot_coverage", cfg) is None  # groups of every configuration
     assert probe_group("test_mine", "test_x", cfg) is None
     assert probe_group(POS, "test_dpb", {**cfg, "positional_config": None}) is None  # the skipped "no groups" param
 
