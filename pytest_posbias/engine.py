@@ -268,17 +268,19 @@ class GenerationCache:
 
 
 def _json_default(o: Any) -> Any:
+    """A JSON value for ``o``; NaN/inf inside what it converts to (a numpy float32 NaN, an array
+    holding NaN, a ``to_dict()`` with NaN) become None too (strict JSON, as :func:`_clean`)."""
     if hasattr(o, "to_dict"):
-        return o.to_dict()
+        return _clean(o.to_dict())
     if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
+        return _clean(list(o))
     try:
         import numpy as np
 
         if isinstance(o, np.generic):
-            return o.item()
+            return _clean(o.item())
         if isinstance(o, np.ndarray):
-            return o.tolist()
+            return _clean(o.tolist())
     except ImportError:  # pragma: no cover
         pass
     if isinstance(o, float) and not math.isfinite(o):

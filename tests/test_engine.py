@@ -210,6 +210,21 @@ def test_run_log_is_versioned_and_survives_a_torn_line(tmp_path):
     assert records[1]["value"] is None  # strict JSON: NaN becomes null
 
 
+def test_run_log_nan_inside_numpy_values_is_strict_json(tmp_path):
+    """NaN held by a numpy float32 (not a float subclass), an array or a tuple is null too:
+    the write must neither raise nor emit a bare NaN token."""
+    import numpy as np
+
+    log = RunLog(tmp_path / "log.jsonl", {"run_id": "r1"})
+    values = [np.float32("nan"), np.array([np.nan, 0.5]), (float("inf"), np.float32(0.25)), np.float64("-inf")]
+    for v in values:
+        log.write({"kind": "observation", "probe": "p", "value": v})
+    log.close()
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()[1:]
+    parsed = [json.loads(line, parse_constant=lambda c: pytest.fail(f"non-strict JSON token {c}")) for line in lines]
+    assert [r["value"] for r in parsed] == [None, [None, 0.5], [None, 0.25], None]
+
+
 def test_bad_decoding_parameters_are_named():
     from pytest_posbias.errors import ConfigError
 
