@@ -365,28 +365,12 @@ def _suffix_group_nodeids(items: list[pytest.Item]) -> None:
         suffixed = f"{item.nodeid}@{'_'.join(names)}"
         node_id = getattr(item, "_id", None)
         if node_id is not None and hasattr(type(node_id), "parse"):  # pytest >= 9.2: structured ids
-            item._id = _grouped_node_id(type(node_id), suffixed)
+            item._id = type(node_id).parse(suffixed)
         else:
             item._nodeid = suffixed  # type: ignore[attr-defined]  # pytest < 9.2
         if item.nodeid != suffixed:
             raise pytest.UsageError(f"posbias: cannot set the xdist group of {item.nodeid} under pytest "
                                     f"{pytest.__version__}; run with --dist load, or without -n")
-
-
-def _grouped_node_id(cls: Any, nodeid: str) -> Any:
-    """pytest >= 9.2's structured ``NodeId`` of a node id with an xdist ``@group`` suffix.
-
-    ``NodeId.parse("t.py::test_a[p]@g")`` keeps ``p]@g`` as the params, and every id pytest
-    rebuilds from the parts (the short summary's ``FAILED`` lines, cwd-relative ids) then reads
-    ``t.py::test_a[p]@g]``, with a stray bracket. Here the bracket and suffix stay in the last
-    name (params None), which rebuilds to ``nodeid`` exactly; an id without ``[`` parses as is.
-    """
-    path, sep, tail = nodeid.partition("::")
-    name_part, bracket, rest = tail.partition("[")
-    if not sep or not bracket or rest.endswith("]"):
-        return cls.parse(nodeid)
-    names = name_part.split("::")
-    return cls(path=path, names=(*names[:-1], names[-1] + bracket + rest))
 
 
 def _plain_nodeid(nodeid: str) -> str:
@@ -680,11 +664,6 @@ def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    rid = getattr(report, "_id", None)
-    if getattr(report, "node", None) is not None and rid is not None and hasattr(type(rid), "parse"):
-        # a worker's report re-parsed on the controller (pytest >= 9.2): its @group suffix must
-        # not come back with a stray "]" in the FAILED lines (see _grouped_node_id)
-        report._id = _grouped_node_id(type(rid), report.nodeid)
     config = getattr(report, "config", None)  # not set on reports from xdist workers
     state = _STATE_HOLDER.get("state") if config is None else config.stash.get(_STASH_STATE, None)
     if state is None:

@@ -171,38 +171,3 @@ def test_plain_minus_n_groups_by_mark_on_every_worker(pytester):
                                         "-p", "no:cacheprovider", timeout=300)
     res.assert_outcomes(passed=12)
     assert "LoadGroupScheduling" not in res.stdout.str() and "@one" not in res.stdout.str()
-
-
-def test_grouped_node_ids_rebuild_without_a_stray_bracket():
-    """pytest >= 9.2 parses ``t.py::test_a[p]@g`` with params ``p]@g``, so ids rebuilt from the
-    parts (FAILED lines, cwd-relative ids) read ``...@g]``; the plugin's structured id rebuilds to
-    the same string, also after its path is replaced."""
-    import dataclasses
-
-    nodeid_mod = pytest.importorskip("_pytest.nodeid")
-    from pytest_posbias.plugin import _grouped_node_id
-
-    cls = nodeid_mod.NodeId
-    for s in ("t.py::test_a[p]@g", "t.py::C::test_a[x[1]-y]@posbias:phase|sim:primacy", "t.py::test_b@g",
-              "t.py::test_c[a@b]", "t.py::C::test_d", "t.py"):
-        got = _grouped_node_id(cls, s)
-        rebuilt = dataclasses.replace(got, path="sub/" + got.path)  # what cwd_relative_nodeid does
-        assert str(got) == s and str(rebuilt) == "sub/" + s, (s, got, rebuilt)
-
-
-def test_failed_lines_of_grouped_tests_under_minus_n(pytester):
-    """The short summary names a grouped, parametrized test that failed under ``-n 2`` by the id
-    the worker ran, without pytest 9.2's stray ``]`` after the ``@group`` suffix."""
-    pytest.importorskip("xdist")
-    pytester.makepyfile(test_f="""
-        import pytest
-
-        @pytest.mark.xdist_group("g")
-        @pytest.mark.parametrize("i", [1])
-        def test_fail(i):
-            assert i == 2
-    """)
-    res = pytester.runpytest_subprocess("-n", "2", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", timeout=300)
-    res.assert_outcomes(failed=1)
-    failed = [line for line in res.stdout.lines if line.startswith("FAILED ")]
-    assert failed == ["FAILED test_f.py::test_fail[1]@g - assert 1 == 2"], res.stdout.str()[-2000:]
