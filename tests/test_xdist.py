@@ -171,3 +171,33 @@ def test_plain_minus_n_groups_by_mark_on_every_worker(pytester):
                                         "-p", "no:cacheprovider", timeout=300)
     res.assert_outcomes(passed=12)
     assert "LoadGroupScheduling" not in res.stdout.str() and "@one" not in res.stdout.str()
+
+
+@pytest.mark.slow
+def test_last_failed_reruns_every_grouped_failure_under_minus_n(pytester):
+    """``pytest -n 2 --lf`` after a ``-n 2`` run reruns every failed grouped test, parametrized ones
+    too: pytest 9.2 matches last-failed ids structurally (NodeId equality), so the worker's
+    ``@group`` id must be the one ``NodeId.parse`` gives for the stored string (a display fix for
+    the stray ``]`` in FAILED lines that built it otherwise silently dropped ``test_fail[1]``)."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_f="""
+        import pytest
+
+        @pytest.mark.xdist_group("g")
+        @pytest.mark.parametrize("i", [1])
+        def test_fail(i):
+            assert i == 2
+
+        @pytest.mark.xdist_group("g")
+        def test_fail_plain():
+            assert 0
+
+        def test_pass():
+            pass
+    """)
+    first = pytester.runpytest_subprocess("-n", "2", "-q", "-p", "no:randomly", timeout=300)
+    first.assert_outcomes(failed=2, passed=1)
+    again = pytester.runpytest_subprocess("-n", "2", "-v", "--lf", "-p", "no:randomly", timeout=300)
+    again.assert_outcomes(failed=2)
+    ran = _workers_by_test(again.stdout.str())
+    assert sorted(ran) == ["test_f.py::test_fail[1]@g", "test_f.py::test_fail_plain@g"], again.stdout.str()[-2000:]
