@@ -14,6 +14,7 @@ import dataclasses
 import datetime as _dt
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -521,16 +522,10 @@ def merge_run_log_lines(run_dir: Path) -> tuple[dict[str, Any], list[tuple[dict[
     def in_order(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Sorted by (rank, spec, probe, key, cache hit, the record's canonical JSON); the JSON, the
         costly part, is computed only for records whose prefix ties (a key sent twice, observations)."""
-        keyed = sorted(((prefix(r), i) for i, r in enumerate(recs)), key=lambda t: t[0])
         out: list[dict[str, Any]] = []
-        i = 0
-        while i < len(keyed):
-            j = i + 1
-            while j < len(keyed) and keyed[j][0] == keyed[i][0]:
-                j += 1
-            run = [recs[idx] for _, idx in keyed[i:j]]
+        for _, tied in itertools.groupby(sorted(recs, key=prefix), key=prefix):
+            run = list(tied)
             out += sorted(run, key=lambda r: json.dumps(r, sort_keys=True)) if len(run) > 1 else run
-            i = j
         return out
 
     def failed(r: dict[str, Any]) -> bool:
