@@ -7,6 +7,7 @@ delegated to core modules that also run from the CLI.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import threading
 from collections.abc import Generator
@@ -243,7 +244,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class _SessionState:
     """Controller-side collection of verdicts and call counts from every test report."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, worker: bool = False) -> None:
+        self.worker = worker  # an xdist worker's state (its reports go on to the controller)
         self.verdicts: list[tuple[str, Verdict]] = []
         self.errored: list[dict[str, Any]] = []
         self.calls: dict[str, float] = dict.fromkeys(CallStats().snapshot(), 0)
@@ -261,8 +263,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_STASH_CONFIG] = pcfg
-    config.stash[_STASH_STATE] = _SessionState()
     wi = getattr(config, "workerinput", None)
+    config.stash[_STASH_STATE] = _SessionState(worker=wi is not None)
     if wi is not None and "posbias_run_id" in wi:
         config.stash[_STASH_RUN_ID] = str(wi["posbias_run_id"])
     else:
@@ -663,11 +665,32 @@ def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any]
 # --------------------------------------------------------------------------- collection of verdicts (controller)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the verdicts and the calls a test's report carries (the controller's session state).
+
+    Last among the implementations, and on the xdist controller only, a report's node id loses the
+    plugin's ``@posbias:...`` group suffix, so the short summary's FAILED lines, and whatever reads
+    the reports after them, show the ids a serial run shows. Under pytest 9.2 the suffixed id also
+    read ``test[p]@group]`` (a stray bracket: ``NodeId.parse`` keeps ``p]@group`` as the
+    parameters). The implementations before this one, among them pytest's last-failed cache, have
+    recorded the suffixed id by then, and that is the id ``--lf`` must match: the workers' items
+    carry it when the next ``-n`` run collects them.
+    """
     config = getattr(report, "config", None)  # not set on reports from xdist workers
     state = _STATE_HOLDER.get("state") if config is None else config.stash.get(_STASH_STATE, None)
     if state is None:
         return
+    try:
+        _collect_from_report(state, report)
+    finally:
+        if not state.worker:  # on the controller only: a worker sends the report on
+            plain = _plain_nodeid(report.nodeid)
+            if plain != report.nodeid:
+                report.nodeid = plain
+
+
+def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> None:
     props = getattr(report, "user_properties", [])
     if report.failed and not any(k == VERDICT_KEY for k, _ in props):
         # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
@@ -727,8 +750,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _warm_up_controller(config: pytest.Config) -> None:
     """xdist controller: import, on a background thread while the workers run, what the end of the
-    run needs and the controller has not loaded (the report's renderer, matplotlib, jinja2, and the
-    hypothesis module its pytest plugin imports in its terminal summary): about 3 s that were paid
+    run needs and the controller has not loaded (the report's renderer, matplotlib, jinja2,
+    scipy.stats, and the hypothesis module its pytest plugin imports in its terminal summary), and
+    compile the report's template: about 6 s that were paid
     after the last test, on the run's critical path, while a core sat idle waiting for the workers."""
     if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
         return
@@ -736,11 +760,15 @@ def _warm_up_controller(config: pytest.Config) -> None:
 
     def warm() -> None:
         for name in ("pytest_posbias.report.render", "jinja2", "matplotlib.figure", "matplotlib.backends.backend_svg",
-                     "hypothesis.internal.observability"):
+                     "scipy.stats", "hypothesis.internal.observability"):
             try:
                 importlib.import_module(name)
             except Exception:  # a warm-up only: the real import reports any problem later
                 continue
+        with contextlib.suppress(Exception):
+            from .report.render import report_template
+
+            report_template()  # the jinja2 compile of the report template
 
     threading.Thread(target=warm, name="posbias-warm-up", daemon=True).start()
 
@@ -835,6 +863,17 @@ def _run_problems(run_log: Path | None) -> list[Any]:
     except OSError:
         return []
     return problems_in_records(records)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """xdist worker, its session over: freeze the heap (``gc.freeze``) so that the interpreter's
+    final garbage collection skips it. A worker holds millions of objects (decoded frames, the
+    simulated model's analyses, parsed records); their cyclic collection at exit took up to 3 s,
+    during which the controller, in xdist's teardown, waits for the process to end. Nothing is
+    left to run in the worker, and reference counting still frees every object as before."""
+    if getattr(config, "workerinput", None) is not None:
+        gc.freeze()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -62,6 +62,21 @@ def test_importing_the_package_does_not_import_torch():
     assert out.strip() == "False False"
 
 
+def test_the_plugin_and_the_run_session_import_scipy_stats_only_on_use():
+    """scipy.stats costs about 1.5 s to import: the plugin (every pytest process, the xdist controller
+    and each worker, imports it at start-up) and the run session (the controller's run id) leave it
+    for the first statistic, so ``pytest -n N`` starts its workers sooner; the statistic still works."""
+    code = ("import sys, pytest_posbias.plugin, pytest_posbias.session, pytest_posbias.stats as s\n"
+            "print('scipy.stats' in sys.modules)\n"
+            "print(round(s.wilson_interval(3, 10)[0], 4), 'scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    from scipy import stats
+
+    expected = stats.binomtest(3, 10).proportion_ci(confidence_level=0.95, method="wilson").low
+    assert out[0] == "False"
+    assert out[1] == f"{round(expected, 4)} True"
+
+
 def test_markers_are_registered(pytester: pytest.Pytester):
     res = pytester.runpytest("--markers")
     text = res.stdout.str()

@@ -192,12 +192,22 @@ def test_last_failed_reruns_every_grouped_failure_under_minus_n(pytester):
         def test_fail_plain():
             assert 0
 
+        @pytest.mark.xdist_group("posbias:probe")  # a group of the plugin's own (suite_support.probe_group)
+        @pytest.mark.parametrize("i", [3])
+        def test_fail_probe(i):
+            assert i == 2
+
         def test_pass():
             pass
     """)
     first = pytester.runpytest_subprocess("-n", "2", "-q", "-p", "no:randomly", timeout=300)
-    first.assert_outcomes(failed=2, passed=1)
+    first.assert_outcomes(failed=3, passed=1)
+    # the plugin's own groups read as serially in the short summary (no suffix, no stray bracket)
+    failed_lines = sorted(line.split(" - ")[0] for line in first.stdout.lines if line.startswith("FAILED "))
+    assert "FAILED test_f.py::test_fail_probe[3]" in failed_lines, failed_lines
+    assert not any("posbias:" in line or line.endswith("]]") for line in failed_lines), failed_lines
     again = pytester.runpytest_subprocess("-n", "2", "-v", "--lf", "-p", "no:randomly", timeout=300)
-    again.assert_outcomes(failed=2)
+    again.assert_outcomes(failed=3)
     ran = _workers_by_test(again.stdout.str())
-    assert sorted(ran) == ["test_f.py::test_fail[1]@g", "test_f.py::test_fail_plain@g"], again.stdout.str()[-2000:]
+    assert sorted(ran) == ["test_f.py::test_fail[1]@g", "test_f.py::test_fail_plain@g",
+                           "test_f.py::test_fail_probe[3]@posbias:probe"], again.stdout.str()[-2000:]

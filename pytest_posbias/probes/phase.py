@@ -36,7 +36,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy import stats as st
 
 from ..data.manifest import Manifest, McqItem
 from ..engine import Decoding, Generation, Request
@@ -343,6 +342,9 @@ def margin_auroc(res: PhaseResult, condition: str = "phase:0") -> dict[str, Any]
     m, flips = m[ok], flips[ok]
     out: dict[str, Any] = {"n": int(ok.sum()), "auroc": None}
     if 0 < flips.sum() < flips.size:
+        # imported on use: importing the probes (the xdist controller does) stays cheap
+        from scipy import stats as st
+
         u = st.mannwhitneyu(-m[flips], -m[~flips], alternative="two-sided").statistic
         out["auroc"] = float(u / (flips.sum() * (~flips).sum()))
     correct = (identity_answer(res, condition)[ok] == res.correct()[ok])

@@ -11,6 +11,7 @@ from the render timestamp.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import itertools
 import json
 import math
@@ -332,11 +333,23 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
     return out
 
 
+@functools.cache
+def report_template() -> Any:
+    """The report's jinja2 template, compiled once per process (about 1.4 s): the xdist controller
+    compiles it on its warm-up thread while the workers run, off the end of the run."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_posbias", "report/templates"),
+                             autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _fmt
+    env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}%"
+    return env.get_template("report.html.j2")
+
+
 def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
            loaded: Mapping[Path, tuple[dict[str, Any], list[dict[str, Any]]]] | None = None) -> str:
     """The report for one or more run logs (``loaded``: some of them already parsed, by path)."""
-    import jinja2
-
     runs = [Run(Path(p), (loaded or {}).get(Path(p))) for p in paths]
     if len(runs) == 2 and set(runs[0].header.get("models") or []) & set(runs[1].header.get("models") or []):
         for run, tag in zip(runs, ("A", "B"), strict=True):  # two releases of one model: keep them apart
@@ -356,12 +369,7 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
     decided = [v for v in verdicts if v["model"] == arms[0].model] if arms else verdicts
     failing = {v.get("extra", {}).get("spec") for v in verdicts if not v["passed"]} | {
         v["model"] for v in verdicts if not v["passed"] and v.get("extra", {}).get("probe") == "stressor"}
-    env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_posbias", "report/templates"),
-                             autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["num"] = _fmt
-    env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}%"
-    tmpl = env.get_template("report.html.j2")
+    tmpl = report_template()
     models = sorted({m for run in runs for m in (run.header.get("models") or [])})
     return tmpl.render(
         title="pytest-posbias robustness report: " + ", ".join(models),
