@@ -289,11 +289,13 @@ def _json_default(o: Any) -> Any:
 
 
 def _clean(o: Any) -> Any:
-    """Replace NaN/inf floats by None (strict JSON) recursively."""
+    """Replace NaN/inf floats by None (strict JSON) recursively, and turn a dict's non-string keys
+    into the strings JSON writes for them (``1`` -> ``"1"``, ``True`` -> ``"true"``): ``sort_keys``
+    cannot order a dict whose keys mix ints and strings."""
     if isinstance(o, float):
         return o if math.isfinite(o) else None
     if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
+        return {(k if isinstance(k, str) else json.dumps(k)): _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_clean(v) for v in o]
     return o
@@ -316,7 +318,7 @@ class RunLog:
     def write(self, record: Mapping[str, Any]) -> None:
         try:  # the common case has no NaN/inf: no recursive copy (it was a third of a warm run's logging)
             line = json.dumps(record, sort_keys=True, default=_json_default, allow_nan=False)
-        except ValueError:
+        except (ValueError, TypeError):  # NaN/inf; a dict mixing int and str keys (sort_keys cannot order it)
             line = json.dumps(_clean(dict(record)), sort_keys=True, default=_json_default, allow_nan=False)
         with self._lock:
             self._fh.write(line + "\n")

@@ -225,6 +225,19 @@ def test_run_log_nan_inside_numpy_values_is_strict_json(tmp_path):
     assert [r["value"] for r in parsed] == [None, [None, 0.5], [None, 0.25], None]
 
 
+def test_run_log_writes_a_dict_mixing_int_and_str_keys(tmp_path):
+    """A record whose dict mixes int and str keys (a per-slot table keyed 1..P beside a "total")
+    is written with the keys JSON gives them, not a TypeError from ``sort_keys`` that ends the run;
+    NaN inside it is still null."""
+    log = RunLog(tmp_path / "log.jsonl", {"run_id": "r1"})
+    log.write({"kind": "observation", "probe": "p", "by_slot": {1: 0.5, 2: float("nan"), "total": 3, None: "x"}})
+    log.close()
+    [line] = (tmp_path / "log.jsonl").read_text().splitlines()[1:]
+    # json's own names for those keys, one type at a time: "1", "null"
+    assert json.dumps({1: 0, None: 0}) == '{"1": 0, "null": 0}'
+    assert json.loads(line)["by_slot"] == {"1": 0.5, "2": None, "total": 3, "null": "x"}
+
+
 def test_bad_decoding_parameters_are_named():
     from pytest_posbias.errors import ConfigError
 
