@@ -26,6 +26,7 @@ CALLS_KEY = "posbias_calls"
 _STASH_CONFIG = pytest.StashKey[PosbiasConfig]()
 _STASH_STATE = pytest.StashKey["_SessionState"]()
 _STASH_RUN_ID = pytest.StashKey[str]()
+_STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing run's state (a nested run)
 
 
 # --------------------------------------------------------------------------- option types
@@ -742,6 +743,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    # a run started inside a test of another (pytester, pytest.main) takes the holder until its
+    # unconfigure hands it back: the enclosing run's later reports must reach its own state
+    session.config.stash[_STASH_OUTER_STATE] = _STATE_HOLDER.get("state")
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
     _check_endpoints_before_workers(session.config)
     _start_worker_progress(session.config)
@@ -872,8 +876,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     simulated model's analyses, parsed records); their cyclic collection at exit took up to 3 s,
     during which the controller, in xdist's teardown, waits for the process to end. Nothing is
     left to run in the worker, and reference counting still frees every object as before."""
+    _restore_outer_state(config)
     if getattr(config, "workerinput", None) is not None:
         gc.freeze()
+
+
+def _restore_outer_state(config: pytest.Config) -> None:
+    """Hand the report collector back to the run this one was started in (none: a top-level run),
+    so that a nested run's state does not collect the enclosing run's verdicts."""
+    if _STASH_OUTER_STATE not in config.stash or _STATE_HOLDER.get("state") is not config.stash.get(_STASH_STATE, None):
+        return
+    outer = config.stash[_STASH_OUTER_STATE]
+    if outer is None:
+        _STATE_HOLDER.pop("state", None)
+    else:
+        _STATE_HOLDER["state"] = outer
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -202,6 +202,28 @@ def test_verdicts_reach_the_summary_junitxml_and_json_same_with_xdist(pytester: 
     assert p["posbias.n"] == "100"
 
 
+def test_a_run_nested_in_a_test_leaves_the_enclosing_run_its_verdicts(pytester: pytest.Pytester):
+    """A test that runs pytest in its own process (pytester, ``pytest.main``) starts a second session:
+    when it ends, the gates of the enclosing run that come after it are still collected by the
+    enclosing run (they were lost to the nested run's state: no summary, no JSON verdict)."""
+    pytester.makeconftest('pytest_plugins = ["pytester"]')
+    pytester.makepyfile(test_outer="""
+        from pytest_posbias.stats import rate_verdict
+
+        def test_a_nested(pytester):
+            pytester.makepyfile(test_inner="def test_x(): pass")
+            pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+        def test_b_gate(posbias_gate):
+            posbias_gate(rate_verdict(5, 100, name="order flip rate", threshold=0.15))
+    """)
+    res = pytester.runpytest_subprocess("-p", "no:randomly", "--posbias-json=v.json", timeout=300)
+    res.assert_outcomes(passed=2)
+    assert "PASS test_b_gate" in res.stdout.str()
+    verdicts = json.loads((pytester.path / "v.json").read_text())["verdicts"]
+    assert [(v["nodeid"], v["n"]) for v in verdicts] == [("test_outer.py::test_b_gate", 100)]
+
+
 def test_quiet_mode_keeps_summary_short(pytester: pytest.Pytester):
     pytester.makepyfile(test_gates=VERDICT_TESTS)
     res = pytester.runpytest("-q", "-k", "order")
