@@ -138,6 +138,44 @@ def test_frame_store_decodes_each_video_once_in_a_cyclic_probe(tmp_path):
     assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize(("size", "aspect"), [(64, "stretch"), (48, "max-side"), (None, "none")])
+def test_a_cached_frame_of_another_size_is_a_miss_decoded_again_and_rewritten(tmp_path, synthetic_clips, size, aspect):
+    """A PNG in the frame cache that decodes but has another resolution (an older cache, a copied
+    folder) is not served: the frame is decoded again, has the size the spec names, and the file is
+    rewritten, so the next store reads it from disk. A damaged PNG is rewritten the same way."""
+    from PIL import Image
+
+    clip = synthetic_clips[1]
+    spec = FrameSpec.from_video(clip, [0, 4, 8], size=size, aspect=aspect, info=probe(clip))
+    expected = read_frames(clip, [0, 4, 8], size=size, aspect=aspect)  # decoded without any cache
+    disk = tmp_path / "frames"
+    FrameStore(disk_dir=disk, disk_write_min_s=0).materialize(spec)
+    pngs = sorted(disk.rglob("*.png"), key=lambda q: int(q.stem))
+    assert len(pngs) == 3
+    h, w = expected.shape[1:3]
+    Image.new("RGB", (w + 7, h + 3), (200, 10, 10)).save(pngs[0])  # another resolution
+    pngs[2].write_bytes(pngs[2].read_bytes()[:40])  # truncated: does not decode
+    store = FrameStore(disk_dir=disk, disk_write_min_s=60.0)  # writes nothing it was not asked to repair
+    got = store.materialize(spec)
+    assert got.shape == expected.shape and np.array_equal(got, expected)
+    assert store.decodes == 1 and store.disk_hits == 1 and store.disk_writes == 2
+    assert np.asarray(Image.open(pngs[0])).shape == (h, w, 3)
+    again = FrameStore(disk_dir=disk)
+    assert np.array_equal(again.materialize(spec), expected) and again.decodes == 0 and again.disk_hits == 3
+
+
+def test_resized_shape_is_the_shape_resize_frames_gives():
+    from pytest_posbias.video.decode import ASPECTS, resize_frames, resized_shape
+
+    for h, w in ((30, 50), (50, 30), (40, 40), (7, 300)):
+        frames = np.zeros((1, h, w, 3), dtype=np.uint8)
+        for size in (None, 16, 40, 64, 333):
+            for aspect in ASPECTS:
+                assert resized_shape(h, w, size, aspect) == resize_frames(frames, size, aspect).shape[1:3], (h, w, size, aspect)
+    with pytest.raises(VideoError, match="aspect"):
+        resized_shape(10, 10, 8, "crop")
+
+
 def test_the_disk_cache_keeps_only_frames_that_were_slow_to_decode(tmp_path, monkeypatch, synthetic_clips):
     """A frame goes to the PNG cache only when decoding it cost at least ``disk_write_min_s``: a
     short clip decodes faster than its PNG is written and read back, a seek into a long HD clip

@@ -241,6 +241,24 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
     return VideoInfo(str(p), sha, n, fps, n / fps, w, h, backend)
 
 
+def resized_shape(height: int, width: int, size: int | None, aspect: str) -> tuple[int, int]:
+    """(H, W) of a ``height`` x ``width`` frame after :func:`resize_frames` with ``size`` and ``aspect``."""
+    if aspect not in ASPECTS:
+        raise VideoError("<frames>", f"`aspect` must be one of {', '.join(ASPECTS)}; got {aspect!r}")
+    if aspect == "none" or size is None or (aspect == "max-side" and size >= max(height, width)):
+        return int(height), int(width)
+    return (size, size) if aspect == "pad" else _scaled_shape(height, width, size, aspect)
+
+
+def _scaled_shape(h: int, w: int, size: int, aspect: str) -> tuple[int, int]:
+    """(H, W) of the resized image before any padding: ``size`` square for stretch, else the
+    longer side scaled to ``size`` with the aspect ratio kept (each side rounded, at least 1)."""
+    if aspect == "stretch":
+        return size, size
+    scale = size / max(h, w)
+    return max(1, round(h * scale)), max(1, round(w * scale))
+
+
 def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> NDArray[np.uint8]:
     """Resize (N, H, W, 3) uint8 frames by the named aspect policy (bilinear, PIL)."""
     from PIL import Image
@@ -250,13 +268,9 @@ def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> N
     if aspect == "none" or size is None or frames.shape[0] == 0:
         return frames
     n, h, w = frames.shape[:3]
-    if aspect == "stretch":
-        tw, th = size, size
-    else:
-        scale = size / max(h, w)
-        if aspect == "max-side" and scale >= 1.0:
-            return frames
-        tw, th = max(1, round(w * scale)), max(1, round(h * scale))
+    if aspect == "max-side" and size >= max(h, w):
+        return frames
+    th, tw = _scaled_shape(h, w, size, aspect)
     out = np.empty((n, th, tw, 3), dtype=np.uint8)
     for i in range(n):
         out[i] = np.asarray(Image.fromarray(frames[i]).resize((tw, th), Image.Resampling.BILINEAR))

@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from ..data.manifest import DataProblem
 from ..errors import VideoError
-from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames
+from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames, resized_shape
 from .pixel_ops import PixelOp, apply_pixel_op
 
 SPECIAL_SOURCES = ("black", "noise", "static")
@@ -193,6 +193,7 @@ class FrameStore:
         self._bytes = 0
         self._lock = threading.RLock()
         self._info: dict[str, VideoInfo] = {}
+        self._shapes: dict[tuple[str, int | None, str], tuple[int, int]] = {}  # (path, size, aspect) -> decoded (H, W)
         self.decodes = 0
         self.memory_hits = 0
         self.disk_hits = 0
@@ -258,6 +259,9 @@ class FrameStore:
 
         out: dict[int, NDArray[np.uint8]] = {}
         missing: list[int] = []
+        shape: tuple[int, int] | None = None  # the frames' (H, W) (None: unknown), looked up on the first disk hit
+        shape_looked_up = False
+        stale: set[int] = set()  # cached PNGs to decode again and rewrite
         for i in dict.fromkeys(int(x) for x in indices):
             key = (sha, i, size, aspect)
             with self._lock:
@@ -271,12 +275,17 @@ class FrameStore:
             if dp is not None and dp.is_file():
                 try:
                     arr = np.asarray(Image.open(dp).convert("RGB"), dtype=np.uint8)
-                    self.disk_hits += 1
+                except OSError:
+                    arr = None  # damaged cache file: decode again (and rewrite it)
+                if not shape_looked_up:
+                    shape, shape_looked_up = self._frame_shape(path, size, aspect), True
+                if arr is not None and (shape is None or arr.shape[:2] == shape):
+                    with self._lock:
+                        self.disk_hits += 1
                     self._remember(key, arr)
                     out[i] = arr
                     continue
-                except OSError:
-                    pass  # damaged cache file: decode again
+                stale.add(i)  # damaged, or a frame of another resolution (an older cache, a copied folder)
             missing.append(i)
         if missing:
             with self._lock:
@@ -289,11 +298,13 @@ class FrameStore:
                 self.report(exc)
                 raise
             worth_storing = (time.perf_counter() - started) / len(missing) >= self.disk_write_min_s
+            with self._lock:  # what this clip's frames decode to: the shape its cached PNGs must have
+                self._shapes[(str(path), size, aspect)] = (int(decoded.shape[1]), int(decoded.shape[2]))
             for i, arr in zip(missing, decoded, strict=True):
                 key = (sha, i, size, aspect)
                 self._remember(key, arr)
                 out[i] = arr
-                dp = self._disk_path(key) if worth_storing else None
+                dp = self._disk_path(key) if worth_storing or i in stale else None
                 if dp is not None:
                     with self._lock:
                         self.disk_writes += 1
@@ -301,6 +312,26 @@ class FrameStore:
                     Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
                     atomic_write_bytes(dp, buf.getvalue())
         return np.stack([out[int(i)] for i in indices])
+
+    def _frame_shape(self, path: str | Path, size: int | None, aspect: str) -> tuple[int, int] | None:
+        """(H, W) every frame of the clip has at ``size``/``aspect``, which a cached PNG must have: the
+        shape the clip decoded to in this store, else :func:`~.decode.resized_shape` of its probed
+        size. None when the clip cannot be probed (its cached frames are served unchecked, as before)."""
+        if size is not None and aspect in ("stretch", "pad"):
+            return size, size
+        with self._lock:
+            seen = self._shapes.get((str(path), size, aspect))
+            info = self._info.get(str(path))
+        if seen is not None:
+            return seen
+        if info is None:
+            try:
+                info = probe(path)
+            except VideoError:
+                return None
+            with self._lock:
+                info = self._info.setdefault(str(path), info)
+        return resized_shape(info.height, info.width, size, aspect)
 
     def materialize(self, spec: FrameSpec) -> NDArray[np.uint8]:
         """The exact (N, H, W, 3) uint8 frames a spec names."""
