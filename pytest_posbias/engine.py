@@ -290,12 +290,13 @@ def _json_default(o: Any) -> Any:
 
 def _clean(o: Any) -> Any:
     """Replace NaN/inf floats by None (strict JSON) recursively, and turn a dict's non-string keys
-    into the strings JSON writes for them (``1`` -> ``"1"``, ``True`` -> ``"true"``): ``sort_keys``
-    cannot order a dict whose keys mix ints and strings."""
+    into the strings JSON writes for them (``1`` -> ``"1"``, ``True`` -> ``"true"``, a numpy
+    ``int64(1)`` -> ``"1"``): ``sort_keys`` cannot order a dict whose keys mix ints and strings, and
+    ``json`` takes no numpy scalar as a key."""
     if isinstance(o, float):
         return o if math.isfinite(o) else None
     if isinstance(o, dict):
-        return {(k if isinstance(k, str) else json.dumps(k)): _clean(v) for k, v in o.items()}
+        return {(k if isinstance(k, str) else json.dumps(k, default=_json_default)): _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_clean(v) for v in o]
     return o

@@ -238,6 +238,22 @@ def test_run_log_writes_a_dict_mixing_int_and_str_keys(tmp_path):
     assert json.loads(line)["by_slot"] == {"1": 0.5, "2": None, "total": 3, "null": "x"}
 
 
+def test_run_log_writes_a_dict_keyed_by_numpy_scalars(tmp_path):
+    """Counts keyed by numpy integers (``dict(zip(*np.unique(x, return_counts=True)))``), alone or
+    beside string keys, are written with the keys JSON gives the equal Python numbers."""
+    import numpy as np
+
+    log = RunLog(tmp_path / "log.jsonl", {"run_id": "r1"})
+    slots, counts = np.unique(np.array([2, 1, 2, 3]), return_counts=True)
+    log.write({"kind": "observation", "by_slot": dict(zip(slots, counts, strict=True))})
+    log.write({"kind": "observation", "by_slot": {np.int64(1): np.float32("nan"), "total": 3, np.float64(0.5): 1}})
+    log.close()
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()[1:]
+    expected = {json.dumps(int(k)): int(c) for k, c in zip(slots.tolist(), counts.tolist(), strict=True)}
+    assert json.loads(lines[0])["by_slot"] == expected == {"1": 1, "2": 2, "3": 1}
+    assert json.loads(lines[1])["by_slot"] == {"1": None, "total": 3, "0.5": 1}
+
+
 def test_bad_decoding_parameters_are_named():
     from pytest_posbias.errors import ConfigError
 
