@@ -254,6 +254,7 @@ class _SessionState:
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0
         self.stop = threading.Event()
+        self.warm_up: threading.Thread | None = None  # the controller's warm-up thread (_warm_up_controller)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -732,6 +733,19 @@ def _plan_options(config: pytest.Config) -> dict[str, Any]:
     return {"plan": str(d), "plan_output_lengths": json.loads(lengths.read_text()) if lengths.is_file() else None}
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that runs pytest in this process (the ``pytester`` fixture) gets ``scipy.stats``
+    imported first: pytester drops the modules first imported during an in-process run, and
+    importing scipy.stats again then fails (numpy.fft's extension module loads once per process),
+    so a second run that computes a statistic would crash. The plugin imports it on first use
+    (:mod:`~pytest_posbias.stats`), which is often inside such a run."""
+    if "pytester" in getattr(item, "fixturenames", ()):
+        import importlib
+
+        importlib.import_module("scipy.stats")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """Plan mode: requests made during a test belong to that gate test."""
@@ -774,7 +788,20 @@ def _warm_up_controller(config: pytest.Config) -> None:
 
             report_template()  # the jinja2 compile of the report template
 
-    threading.Thread(target=warm, name="posbias-warm-up", daemon=True).start()
+    thread = threading.Thread(target=warm, name="posbias-warm-up", daemon=True)
+    config.stash[_STASH_STATE].warm_up = thread
+    thread.start()
+
+
+def _join_warm_up(config: pytest.Config) -> None:
+    """Wait for the warm-up thread before the end of the run imports anything itself: a module the
+    two threads import at once can come out partially initialized in one of them (a circular
+    import across threads: hypothesis's terminal summary raised ImportError on
+    ``hypothesis.internal.observability`` when a run ended while the warm-up was importing it)."""
+    state = config.stash.get(_STASH_STATE, None)
+    thread = state.warm_up if state is not None else None
+    if thread is not None:
+        thread.join(timeout=120)
 
 
 def _check_endpoints_before_workers(config: pytest.Config) -> None:
@@ -893,6 +920,29 @@ def _restore_outer_state(config: pytest.Config) -> None:
         _STATE_HOLDER["state"] = outer
 
 
+def _junit_plain_names(config: pytest.Config) -> None:
+    """xdist controller, before ``--junitxml`` writes its file: the test names without the plugin's
+    ``@posbias:...`` group suffix, as a serial run names them. pytest's junitxml takes a report's
+    name before :func:`pytest_runtest_logreport` drops the suffix (it must stay until last-failed
+    has recorded it), so its records are renamed here; a user's own groups keep their suffix. This
+    reads pytest's LogXML, which has no public API for it: where that changes, the names keep the
+    suffix."""
+    with contextlib.suppress(Exception):
+        from _pytest.junitxml import xml_key
+
+        xml = config.stash.get(xml_key, None)
+        for reporter in getattr(xml, "node_reporters_ordered", ()):
+            # a finished test's record is its XML element already; an unfinished one's, its attributes
+            attrs = reporter.__dict__.get("attrs")
+            if attrs is None:
+                element = reporter.to_xml()
+                name = element.get("name")
+                if isinstance(name, str) and _plain_nodeid(name) != name:
+                    element.set("name", _plain_nodeid(name))
+            elif isinstance(attrs.get("name"), str):
+                attrs["name"] = _plain_nodeid(attrs["name"])
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Merge the run log and write the report. First among the implementations: under ``-n N`` the
@@ -901,9 +951,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if getattr(config, "workerinput", None) is not None:
         return
-    rows = _summary_rows(config)
     state = config.stash[_STASH_STATE]
-    state.stop.set()  # no -n progress line after this point
+    state.stop.set()  # no -n progress line after this point (also when what follows raises)
+    _join_warm_up(config)
+    if getattr(config.option, "dist", "no") != "no":
+        _junit_plain_names(config)
+    rows = _summary_rows(config)
     run_log = None
     try:
         from .session import finish_run

@@ -224,6 +224,33 @@ def test_a_run_nested_in_a_test_leaves_the_enclosing_run_its_verdicts(pytester: 
     assert [(v["nodeid"], v["n"]) for v in verdicts] == [("test_outer.py::test_b_gate", 100)]
 
 
+def test_two_in_process_runs_with_gates_in_a_fresh_process(pytester: pytest.Pytester):
+    """pytester drops the modules first imported during an in-process run; scipy.stats (imported on
+    first use) then could not be imported again (numpy.fft loads once per process) and the second
+    run crashed in its summary. A test that uses ``pytester`` gets scipy.stats imported first, so
+    both runs end with their verdicts, in a process that had not imported scipy.stats before."""
+    pytester.makeconftest('pytest_plugins = ["pytester"]')
+    pytester.makepyfile(test_outer='''
+        import textwrap
+
+        GATE = textwrap.dedent("""
+            from pytest_posbias.stats import rate_verdict
+
+            def test_gate(posbias_gate):
+                posbias_gate(rate_verdict(5, 100, name="order flip rate", threshold=0.15))
+        """)
+
+        def test_two_runs(pytester):
+            pytester.makepyfile(test_inner=GATE)
+            for _ in range(2):
+                res = pytester.runpytest_inprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+                res.assert_outcomes(passed=1)
+                assert "PASS test_gate" in res.stdout.str()
+    ''')
+    res = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", timeout=300)
+    res.assert_outcomes(passed=1)
+
+
 def test_quiet_mode_keeps_summary_short(pytester: pytest.Pytester):
     pytester.makepyfile(test_gates=VERDICT_TESTS)
     res = pytester.runpytest("-q", "-k", "order")

@@ -211,3 +211,41 @@ def test_last_failed_reruns_every_grouped_failure_under_minus_n(pytester):
     ran = _workers_by_test(again.stdout.str())
     assert sorted(ran) == ["test_f.py::test_fail[1]@g", "test_f.py::test_fail_plain@g",
                            "test_f.py::test_fail_probe[3]@posbias:probe"], again.stdout.str()[-2000:]
+
+
+def test_junitxml_names_the_plugins_grouped_tests_as_a_serial_run_does(pytester):
+    """``--junitxml`` under ``-n 2``: a test in one of the plugin's own groups is named as in a
+    serial run (no ``@posbias:...`` suffix, no stray bracket; pytest's junitxml takes the name
+    before the controller's report drops the suffix); a user's own group keeps xdist's suffix."""
+    import xml.etree.ElementTree as ET
+
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_j="""
+        import pytest
+
+        @pytest.mark.xdist_group("posbias:probe")
+        @pytest.mark.parametrize("i", [1, 3])
+        def test_probe(i):
+            assert i == 1
+
+        @pytest.mark.xdist_group("posbias:probe")
+        def test_probe_plain():
+            pass
+
+        @pytest.mark.xdist_group("g")
+        def test_user():
+            pass
+    """)
+
+    def cases(name: str) -> list[tuple[str | None, str | None, list[str]]]:
+        root = ET.parse(pytester.path / name).getroot()
+        return sorted((c.get("classname"), c.get("name"), [e.tag for e in c]) for c in root.iter("testcase"))
+
+    pytester.runpytest_subprocess("-p", "no:randomly", "--junitxml=serial.xml", timeout=300).assert_outcomes(
+        passed=3, failed=1)
+    pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly", "--junitxml=par.xml", timeout=300).assert_outcomes(
+        passed=3, failed=1)
+    serial, par = cases("serial.xml"), cases("par.xml")
+    assert [c for c in par if c[1] != "test_user@g"] == [c for c in serial if c[1] != "test_user"]
+    assert ("test_j", "test_probe[3]", ["failure"]) in par
+    assert ("test_j", "test_user@g", []) in par  # xdist's own suffix, untouched
