@@ -774,6 +774,8 @@ def _warm_up_controller(config: pytest.Config) -> None:
     after the last test, on the run's critical path, while a core sat idle waiting for the workers."""
     if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
         return
+    if config.getoption("--collect-only", False):  # no test runs, no report: nothing to warm up
+        return
     import importlib
 
     def warm() -> None:
