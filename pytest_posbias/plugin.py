@@ -338,7 +338,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     result = yield
     if grouping:
         _suffix_group_nodeids(items)
+    _match_last_failed_across_modes(config, items)
     return result
+
+
+def _match_last_failed_across_modes(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--lf``/``--ff``: a failure that a ``-n`` run recorded (the node id carries the plugin's
+    ``@posbias:...`` group suffix) selects the test in a serial run, and one recorded serially
+    selects it under ``-n`` (on the workers, whose ids carry the suffix): the id the test has in
+    this run is added to last-failed's record before it selects (its filter runs after this
+    wrapper). Before, either switch found no recorded failure and reran every test."""
+    from .suite_support import XDIST_GROUP_PREFIX
+
+    lf = config.pluginmanager.get_plugin("lfplugin")
+    failed = getattr(lf, "lastfailed", None)
+    if not failed or not getattr(lf, "active", False):
+        return
+    marker = "@" + XDIST_GROUP_PREFIX
+    recorded = {str(k) for k in failed}
+    plain_of_grouped = {_plain_nodeid(k) for k in recorded if marker in k}
+    structured = not isinstance(next(iter(failed)), str)  # pytest >= 9.2 keys by the structured id
+    for item in items:
+        key = getattr(item, "id", item.nodeid) if structured else item.nodeid
+        if key in failed:
+            continue
+        nodeid = item.nodeid
+        plain = _plain_nodeid(nodeid)
+        if (plain != nodeid and plain in recorded) or (plain == nodeid and nodeid in plain_of_grouped):
+            failed[key] = True
 
 
 def _mark_probe_groups(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -249,3 +249,40 @@ def test_junitxml_names_the_plugins_grouped_tests_as_a_serial_run_does(pytester)
     assert [c for c in par if c[1] != "test_user@g"] == [c for c in serial if c[1] != "test_user"]
     assert ("test_j", "test_probe[3]", ["failure"]) in par
     assert ("test_j", "test_user@g", []) in par  # xdist's own suffix, untouched
+
+
+@pytest.mark.slow
+def test_last_failed_switches_between_serial_and_minus_n(pytester):
+    """``pytest --lf`` after a ``-n 2`` run reruns only the failures of the plugin's grouped tests
+    (recorded with the ``@posbias:...`` suffix), and ``-n 2 --lf`` after a serial run reruns only
+    the serial failures (the workers' ids carry the suffix); both reran every test before."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_s="""
+        import pytest
+
+        @pytest.mark.xdist_group("posbias:probe")
+        @pytest.mark.parametrize("i", [1, 3])
+        def test_probe(i):
+            assert i == 1
+
+        @pytest.mark.xdist_group("posbias:probe")
+        def test_probe_plain():
+            assert 0
+
+        def test_pass():
+            pass
+    """)
+    args = ("-p", "no:randomly", "-q")
+    pytester.runpytest_subprocess("-n", "2", *args, timeout=300).assert_outcomes(failed=2, passed=2)
+    serial = pytester.runpytest_subprocess("--lf", "-rf", *args, timeout=300)
+    serial.assert_outcomes(failed=2, deselected=2)
+    assert sorted(line.split(" - ")[0] for line in serial.stdout.lines if line.startswith("FAILED ")) == [
+        "FAILED test_s.py::test_probe[3]", "FAILED test_s.py::test_probe_plain"]
+    import shutil
+
+    shutil.rmtree(pytester.path / ".pytest_cache")
+    pytester.runpytest_subprocess(*args, timeout=300).assert_outcomes(failed=2, passed=2)
+    again = pytester.runpytest_subprocess("-n", "2", "-v", "--lf", "-p", "no:randomly", timeout=300)
+    again.assert_outcomes(failed=2)
+    assert sorted(_workers_by_test(again.stdout.str())) == [
+        "test_s.py::test_probe[3]@posbias:probe", "test_s.py::test_probe_plain@posbias:probe"], again.stdout.str()[-2000:]
