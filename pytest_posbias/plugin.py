@@ -20,6 +20,16 @@ from .config import GATES, MARKERS, PosbiasConfig, load_pyproject, parse_thresho
 from .engine import CallStats
 from .errors import ConfigError, PosbiasError
 from .stats import Verdict, benjamini_hochberg
+from .xdist_support import (
+    configure_xdist,
+    join_warm_up,
+    junit_plain_names,
+    match_last_failed_across_modes,
+    plain_nodeid,
+    probe_groups_of,
+    start_controller_warm_up,
+    suffix_group_nodeids,
+)
 
 VERDICT_KEY = "posbias_verdict"
 CALLS_KEY = "posbias_calls"
@@ -254,7 +264,7 @@ class _SessionState:
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0
         self.stop = threading.Event()
-        self.warm_up: threading.Thread | None = None  # the controller's warm-up thread (_warm_up_controller)
+        self.warm_up: threading.Thread | None = None  # the controller's warm-up thread (xdist_support.start_controller_warm_up)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -275,49 +285,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_STASH_RUN_ID] = new_run_id()
     if not config.getoption("--help", False) and not config.getoption("--markers", False):
         _check_models(config, pcfg)
-    _xdist_configure(config)
+    configure_xdist(config)
 
 
 # --------------------------------------------------------------------------- xdist: one probe, one worker
-
-
-def _dist_given(config: pytest.Config) -> bool:
-    """Whether the user chose an xdist distribution mode (``--dist``/``-d``, also in addopts)."""
-    import contextlib
-    import os
-    import shlex
-
-    args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
-    with contextlib.suppress(ValueError, TypeError):
-        args += shlex.split(" ".join(config.getini("addopts")))
-    return any(str(a) == "-d" or str(a).startswith("--dist") for a in args)
-
-
-def _xdist_configure(config: pytest.Config) -> None:
-    """``pytest -n N``: schedule by probe (xdist ``loadgroup``; :func:`~.suite_support.probe_group`)
-    unless a ``--dist`` mode was given, and give each worker its share of the CPU threads (torch
-    reads OMP_NUM_THREADS when the embed judge first imports it): N workers each running
-    all-core torch kernels on the same cores only slow each other down."""
-    import os
-    import sys
-
-    wi = getattr(config, "workerinput", None)
-    if wi is None:
-        if getattr(config.option, "dist", "no") == "load" and not _dist_given(config):
-            config.option.dist = "loadgroup"
-        return
-    if wi.get("posbias_loadgroup"):
-        # A worker re-parses the command line, which has no --dist when the plugin chose
-        # loadgroup, so xdist's worker setup leaves ``loadgroup`` False: it would neither read
-        # the group marks nor suffix the node ids, and the controller would spread a probe's gates.
-        config.option.loadgroup = True
-    workers = int(wi.get("workercount", 1) or 1)
-    if workers > 1 and "OMP_NUM_THREADS" not in os.environ and "torch" not in sys.modules:
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cpus = os.cpu_count() or 1
-        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // workers))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -334,81 +305,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     grouping = getattr(config, "workerinput", None) is not None and bool(config.getvalue("loadgroup"))
     if grouping:
-        _mark_probe_groups(config, items)
+        from .probes.settings import settings_for
+
+        frames = settings_for("stressor", posbias_config(config).probes.get("stressor"))["frames"]
+        for item, group in probe_groups_of(items, search_frames=int(frames[0]) if frames else None):
+            item.add_marker(pytest.mark.xdist_group(group))
     result = yield
     if grouping:
-        _suffix_group_nodeids(items)
-    _match_last_failed_across_modes(config, items)
+        try:
+            suffix_group_nodeids(items)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    match_last_failed_across_modes(config, items)
     return result
-
-
-def _match_last_failed_across_modes(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--lf``/``--ff``: a failure that a ``-n`` run recorded (the node id carries the plugin's
-    ``@posbias:...`` group suffix) selects the test in a serial run, and one recorded serially
-    selects it under ``-n`` (on the workers, whose ids carry the suffix): the id the test has in
-    this run is added to last-failed's record before it selects (its filter runs after this
-    wrapper). Before, either switch found no recorded failure and reran every test."""
-    from .suite_support import XDIST_GROUP_PREFIX
-
-    lf = config.pluginmanager.get_plugin("lfplugin")
-    failed = getattr(lf, "lastfailed", None)
-    if not failed or not getattr(lf, "active", False):
-        return
-    marker = "@" + XDIST_GROUP_PREFIX
-    recorded = {str(k) for k in failed}
-    plain_of_grouped = {_plain_nodeid(k) for k in recorded if marker in k}
-    structured = not isinstance(next(iter(failed)), str)  # pytest >= 9.2 keys by the structured id
-    for item in items:
-        key = getattr(item, "id", item.nodeid) if structured else item.nodeid
-        if key in failed:
-            continue
-        nodeid = item.nodeid
-        plain = _plain_nodeid(nodeid)
-        if (plain != nodeid and plain in recorded) or (plain == nodeid and nodeid in plain_of_grouped):
-            failed[key] = True
-
-
-def _mark_probe_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """An ``xdist_group`` mark per suite test, from :func:`~.suite_support.probe_group`."""
-    from .probes.settings import settings_for
-    from .suite_support import probe_group
-
-    frames = settings_for("stressor", posbias_config(config).probes.get("stressor"))["frames"]
-    search_frames = int(frames[0]) if frames else None
-    for item in items:
-        if any(True for _ in item.iter_markers("xdist_group")):
-            continue  # the test chose its own group
-        fn = getattr(item, "function", None)
-        callspec = getattr(item, "callspec", None)
-        group = probe_group(str(getattr(fn, "__module__", "") or ""), str(getattr(fn, "__name__", "")),
-                            dict(callspec.params) if callspec is not None else {}, search_frames=search_frames)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _suffix_group_nodeids(items: list[pytest.Item]) -> None:
-    """The ``@group`` suffix xdist's worker hook means to add, on pytest versions where it is lost."""
-    for item in items:
-        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                        for m in item.iter_markers("xdist_group")})
-        if not names or item.nodeid.endswith("@" + "_".join(names)):
-            continue
-        suffixed = f"{item.nodeid}@{'_'.join(names)}"
-        node_id = getattr(item, "_id", None)
-        if node_id is not None and hasattr(type(node_id), "parse"):  # pytest >= 9.2: structured ids
-            item._id = type(node_id).parse(suffixed)
-        else:
-            item._nodeid = suffixed  # type: ignore[attr-defined]  # pytest < 9.2
-        if item.nodeid != suffixed:
-            raise pytest.UsageError(f"posbias: cannot set the xdist group of {item.nodeid} under pytest "
-                                    f"{pytest.__version__}; run with --dist load, or without -n")
-
-
-def _plain_nodeid(nodeid: str) -> str:
-    """A node id without the ``@posbias:...`` group suffix xdist's loadgroup appends (same as serial)."""
-    from .suite_support import XDIST_GROUP_PREFIX
-
-    return nodeid.split("@" + XDIST_GROUP_PREFIX, 1)[0]
 
 
 def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
@@ -714,7 +623,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _collect_from_report(state, report)
     finally:
         if not state.worker:  # on the controller only: a worker sends the report on
-            plain = _plain_nodeid(report.nodeid)
+            plain = plain_nodeid(report.nodeid)
             if plain != report.nodeid:
                 report.nodeid = plain
 
@@ -724,7 +633,7 @@ def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> Non
     if report.failed and not any(k == VERDICT_KEY for k, _ in props):
         # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
         # the report must not read "ALL PASSED" for the gates that did
-        state.errored.append({"nodeid": _plain_nodeid(report.nodeid), "when": report.when,
+        state.errored.append({"nodeid": plain_nodeid(report.nodeid), "when": report.when,
                               "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
     if report.when == "teardown":
         state.tests_done += 1
@@ -732,7 +641,7 @@ def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> Non
         return
     for key, value in props:
         if key == VERDICT_KEY:
-            state.verdicts.append((_plain_nodeid(report.nodeid), Verdict.from_dict(json.loads(value))))
+            state.verdicts.append((plain_nodeid(report.nodeid), Verdict.from_dict(json.loads(value))))
         elif key == CALLS_KEY:
             c = json.loads(value)
             for k in state.calls:
@@ -790,47 +699,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
     _check_endpoints_before_workers(session.config)
     _start_worker_progress(session.config)
-    _warm_up_controller(session.config)
-
-
-def _warm_up_controller(config: pytest.Config) -> None:
-    """xdist controller: import, on a background thread while the workers run, what the end of the
-    run needs and the controller has not loaded (the report's renderer, matplotlib, jinja2,
-    scipy.stats, and the hypothesis module its pytest plugin imports in its terminal summary), and
-    compile the report's template: about 6 s that were paid
-    after the last test, on the run's critical path, while a core sat idle waiting for the workers."""
-    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
-        return
-    if config.getoption("--collect-only", False):  # no test runs, no report: nothing to warm up
-        return
-    import importlib
-
-    def warm() -> None:
-        for name in ("pytest_posbias.report.render", "jinja2", "matplotlib.figure", "matplotlib.backends.backend_svg",
-                     "scipy.stats", "hypothesis.internal.observability"):
-            try:
-                importlib.import_module(name)
-            except Exception:  # a warm-up only: the real import reports any problem later
-                continue
-        with contextlib.suppress(Exception):
-            from .report.render import report_template
-
-            report_template()  # the jinja2 compile of the report template
-
-    thread = threading.Thread(target=warm, name="posbias-warm-up", daemon=True)
-    config.stash[_STASH_STATE].warm_up = thread
-    thread.start()
-
-
-def _join_warm_up(config: pytest.Config) -> None:
-    """Wait for the warm-up thread before the end of the run imports anything itself: a module the
-    two threads import at once can come out partially initialized in one of them (a circular
-    import across threads: hypothesis's terminal summary raised ImportError on
-    ``hypothesis.internal.observability`` when a run ended while the warm-up was importing it)."""
-    state = config.stash.get(_STASH_STATE, None)
-    thread = state.warm_up if state is not None else None
-    if thread is not None:
-        thread.join(timeout=120)
+    session.config.stash[_STASH_STATE].warm_up = start_controller_warm_up(session.config)
 
 
 def _check_endpoints_before_workers(config: pytest.Config) -> None:
@@ -949,29 +818,6 @@ def _restore_outer_state(config: pytest.Config) -> None:
         _STATE_HOLDER["state"] = outer
 
 
-def _junit_plain_names(config: pytest.Config) -> None:
-    """xdist controller, before ``--junitxml`` writes its file: the test names without the plugin's
-    ``@posbias:...`` group suffix, as a serial run names them. pytest's junitxml takes a report's
-    name before :func:`pytest_runtest_logreport` drops the suffix (it must stay until last-failed
-    has recorded it), so its records are renamed here; a user's own groups keep their suffix. This
-    reads pytest's LogXML, which has no public API for it: where that changes, the names keep the
-    suffix."""
-    with contextlib.suppress(Exception):
-        from _pytest.junitxml import xml_key
-
-        xml = config.stash.get(xml_key, None)
-        for reporter in getattr(xml, "node_reporters_ordered", ()):
-            # a finished test's record is its XML element already; an unfinished one's, its attributes
-            attrs = reporter.__dict__.get("attrs")
-            if attrs is None:
-                element = reporter.to_xml()
-                name = element.get("name")
-                if isinstance(name, str) and _plain_nodeid(name) != name:
-                    element.set("name", _plain_nodeid(name))
-            elif isinstance(attrs.get("name"), str):
-                attrs["name"] = _plain_nodeid(attrs["name"])
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Merge the run log and write the report. First among the implementations: under ``-n N`` the
@@ -982,9 +828,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     state = config.stash[_STASH_STATE]
     state.stop.set()  # no -n progress line after this point (also when what follows raises)
-    _join_warm_up(config)
+    join_warm_up(state.warm_up)
     if getattr(config.option, "dist", "no") != "no":
-        _junit_plain_names(config)
+        with contextlib.suppress(ImportError):
+            from _pytest.junitxml import xml_key
+
+            junit_plain_names(config.stash.get(xml_key, None))
     rows = _summary_rows(config)
     run_log = None
     try:

@@ -1,0 +1,188 @@
+"""pytest-xdist support: one probe, one worker (``pytest -n N``).
+
+The plugin's xdist hooks delegate here; this module does not import pytest (it works on the
+config and item objects the hooks hand it). What it does:
+
+* :func:`configure_xdist` -- the controller picks xdist's ``loadgroup`` unless ``--dist`` was
+  given, tells the workers, and gives each worker its share of the CPU threads;
+* :func:`probe_groups_of` and :func:`suffix_group_nodeids` -- each suite test's probe group, and
+  the ``@group`` node-id suffix the scheduler groups by (lost on pytest 9.2,
+  pytest-dev/pytest-xdist#1386);
+* :func:`plain_nodeid`, :func:`match_last_failed_across_modes`, :func:`junit_plain_names` --
+  the ids a serial run shows, in reports, ``--lf``/``--ff`` and ``--junitxml``;
+* :func:`start_controller_warm_up` / :func:`join_warm_up` -- the controller's background imports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from .errors import ConfigError
+
+
+def dist_given(config: Any) -> bool:
+    """Whether the user chose an xdist distribution mode (``--dist``/``-d``, also in addopts)."""
+    import contextlib
+    import os
+    import shlex
+
+    args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))]
+    with contextlib.suppress(ValueError, TypeError):
+        args += shlex.split(" ".join(config.getini("addopts")))
+    return any(str(a) == "-d" or str(a).startswith("--dist") for a in args)
+
+
+def configure_xdist(config: Any) -> None:
+    """``pytest -n N``: schedule by probe (xdist ``loadgroup``; :func:`~.suite_support.probe_group`)
+    unless a ``--dist`` mode was given, and give each worker its share of the CPU threads (torch
+    reads OMP_NUM_THREADS when the embed judge first imports it): N workers each running
+    all-core torch kernels on the same cores only slow each other down."""
+    import os
+    import sys
+
+    wi = getattr(config, "workerinput", None)
+    if wi is None:
+        if getattr(config.option, "dist", "no") == "load" and not dist_given(config):
+            config.option.dist = "loadgroup"
+        return
+    if wi.get("posbias_loadgroup"):
+        # A worker re-parses the command line, which has no --dist when the plugin chose
+        # loadgroup, so xdist's worker setup leaves ``loadgroup`` False: it would neither read
+        # the group marks nor suffix the node ids, and the controller would spread a probe's gates.
+        config.option.loadgroup = True
+    workers = int(wi.get("workercount", 1) or 1)
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ and "torch" not in sys.modules:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cpus = os.cpu_count() or 1
+        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // workers))
+
+
+def match_last_failed_across_modes(config: Any, items: list[Any]) -> None:
+    """``--lf``/``--ff``: a failure that a ``-n`` run recorded (the node id carries the plugin's
+    ``@posbias:...`` group suffix) selects the test in a serial run, and one recorded serially
+    selects it under ``-n`` (on the workers, whose ids carry the suffix): the id the test has in
+    this run is added to last-failed's record before it selects (its filter runs after this
+    wrapper). Before, either switch found no recorded failure and reran every test."""
+    from .suite_support import XDIST_GROUP_PREFIX
+
+    lf = config.pluginmanager.get_plugin("lfplugin")
+    failed = getattr(lf, "lastfailed", None)
+    if not failed or not getattr(lf, "active", False):
+        return
+    marker = "@" + XDIST_GROUP_PREFIX
+    recorded = {str(k) for k in failed}
+    plain_of_grouped = {plain_nodeid(k) for k in recorded if marker in k}
+    structured = not isinstance(next(iter(failed)), str)  # pytest >= 9.2 keys by the structured id
+    for item in items:
+        key = getattr(item, "id", item.nodeid) if structured else item.nodeid
+        if key in failed:
+            continue
+        nodeid = item.nodeid
+        plain = plain_nodeid(nodeid)
+        if (plain != nodeid and plain in recorded) or (plain == nodeid and nodeid in plain_of_grouped):
+            failed[key] = True
+
+
+def probe_groups_of(items: list[Any], *, search_frames: int | None) -> list[tuple[Any, str]]:
+    """(item, group) for each suite test that shares a probe, from :func:`~.suite_support.probe_group`;
+    a test that carries its own ``xdist_group`` mark keeps it. The plugin marks them."""
+    from .suite_support import probe_group
+
+    out = []
+    for item in items:
+        if any(True for _ in item.iter_markers("xdist_group")):
+            continue  # the test chose its own group
+        fn = getattr(item, "function", None)
+        callspec = getattr(item, "callspec", None)
+        group = probe_group(str(getattr(fn, "__module__", "") or ""), str(getattr(fn, "__name__", "")),
+                            dict(callspec.params) if callspec is not None else {}, search_frames=search_frames)
+        if group:
+            out.append((item, group))
+    return out
+
+
+def suffix_group_nodeids(items: list[Any]) -> None:
+    """The ``@group`` suffix xdist's worker hook means to add, on pytest versions where it is lost."""
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if not names or item.nodeid.endswith("@" + "_".join(names)):
+            continue
+        suffixed = f"{item.nodeid}@{'_'.join(names)}"
+        node_id = getattr(item, "_id", None)
+        if node_id is not None and hasattr(type(node_id), "parse"):  # pytest >= 9.2: structured ids
+            item._id = type(node_id).parse(suffixed)
+        else:
+            item._nodeid = suffixed  # pytest < 9.2
+        if item.nodeid != suffixed:
+            raise ConfigError(f"posbias: cannot set the xdist group of {item.nodeid} under this pytest; "
+                              "run with --dist load, or without -n")
+
+
+def plain_nodeid(nodeid: str) -> str:
+    """A node id without the ``@posbias:...`` group suffix xdist's loadgroup appends (same as serial)."""
+    from .suite_support import XDIST_GROUP_PREFIX
+
+    return nodeid.split("@" + XDIST_GROUP_PREFIX, 1)[0]
+
+
+def start_controller_warm_up(config: Any) -> threading.Thread | None:
+    """xdist controller: import, on a background thread while the workers run, what the end of the
+    run needs and the controller has not loaded (the report's renderer, matplotlib, jinja2,
+    scipy.stats, and the hypothesis module its pytest plugin imports in its terminal summary), and
+    compile the report's template: about 6 s that were paid
+    after the last test, on the run's critical path, while a core sat idle waiting for the workers."""
+    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
+        return None
+    if config.getoption("--collect-only", False):  # no test runs, no report: nothing to warm up
+        return None
+    import importlib
+
+    def warm() -> None:
+        for name in ("pytest_posbias.report.render", "jinja2", "matplotlib.figure", "matplotlib.backends.backend_svg",
+                     "scipy.stats", "hypothesis.internal.observability"):
+            try:
+                importlib.import_module(name)
+            except Exception:  # a warm-up only: the real import reports any problem later
+                continue
+        with contextlib.suppress(Exception):
+            from .report.render import report_template
+
+            report_template()  # the jinja2 compile of the report template
+
+    thread = threading.Thread(target=warm, name="posbias-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def join_warm_up(thread: threading.Thread | None) -> None:
+    """Wait for the warm-up thread before the end of the run imports anything itself: a module the
+    two threads import at once can come out partially initialized in one of them (a circular
+    import across threads: hypothesis's terminal summary raised ImportError on
+    ``hypothesis.internal.observability`` when a run ended while the warm-up was importing it)."""
+    if thread is not None:
+        thread.join(timeout=120)
+
+
+def junit_plain_names(xml: Any) -> None:
+    """xdist controller, before ``--junitxml`` writes its file (``xml``: pytest's LogXML): the test
+    names without the plugin's ``@posbias:...`` group suffix, as a serial run names them. pytest's
+    junitxml takes a report's name before the plugin's ``pytest_runtest_logreport`` drops the
+    suffix (it must stay until last-failed has recorded it), so its records are renamed here; a
+    user's own groups keep their suffix. LogXML has no public API for this: where it changes, the
+    names keep the suffix."""
+    with contextlib.suppress(Exception):
+        for reporter in getattr(xml, "node_reporters_ordered", ()):
+            # a finished test's record is its XML element already; an unfinished one's, its attributes
+            attrs = reporter.__dict__.get("attrs")
+            if attrs is None:
+                element = reporter.to_xml()
+                name = element.get("name")
+                if isinstance(name, str) and plain_nodeid(name) != name:
+                    element.set("name", plain_nodeid(name))
+            elif isinstance(attrs.get("name"), str):
+                attrs["name"] = plain_nodeid(attrs["name"])
