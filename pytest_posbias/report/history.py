@@ -103,19 +103,14 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
 
 def render_history(directory: str | Path, *, rendered_at: str | None = None) -> str:
     """The history page for every run log under ``directory``."""
-    import jinja2
-
-    from .render import Run
+    from .render import Run, template_environment
 
     skipped: list[str] = []
     paths = find_run_logs(directory, skipped)
     if not paths:
         raise ConfigError(f"--history: no posbias run log (*.jsonl with a run-log header) under {directory}")
     data = history([Run(p) for p in paths])
-    env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_posbias", "report/templates"),
-                             autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    return env.get_template("history.html.j2").render(
+    return template_environment().get_template("history.html.j2").render(
         title=f"pytest-posbias trends: {len(data['releases'])} releases", version=__version__, directory=str(directory),
         rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), skipped=skipped, **data)
 

@@ -334,9 +334,9 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
 
 
 @functools.cache
-def report_template() -> Any:
-    """The report's jinja2 template, compiled once per process (about 1.4 s): the xdist controller
-    compiles it on its warm-up thread while the workers run, off the end of the run."""
+def template_environment() -> Any:
+    """The jinja2 environment of the package's templates (the report and the history page), one
+    per process: strict undefined, autoescape on, the ``num`` and ``pct`` filters."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_posbias", "report/templates"),
@@ -344,7 +344,14 @@ def report_template() -> Any:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _fmt
     env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}%"
-    return env.get_template("report.html.j2")
+    return env
+
+
+def report_template() -> Any:
+    """The report's jinja2 template, compiled once per process (about 1.4 s; the environment keeps
+    it): the xdist controller compiles it on its warm-up thread while the workers run, off the end
+    of the run."""
+    return template_environment().get_template("report.html.j2")
 
 
 def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
