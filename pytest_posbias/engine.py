@@ -368,13 +368,19 @@ def read_run_header(path: str | Path) -> dict[str, Any]:
     return read_run_log(path)[0]
 
 
-def read_run_log_lines(path: str | Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
-    """:func:`read_run_log` with each record's line as written (the merge copies unchanged lines
-    instead of serialising the records again)."""
-    header: dict[str, Any] | None = None
-    records: list[tuple[dict[str, Any], str]] = []
-    with Path(path).open(encoding="utf-8") as fh, gc_paused():
-        for line in fh:
+class RunLogLines:
+    """A run log's header and records, from its lines fed in order (whole lines, as written): an
+    empty line or one that is not JSON (a torn last line) is skipped; the first header line is the
+    header. :func:`read_run_log_lines` feeds a whole file; the xdist controller feeds the workers'
+    logs while they grow (:class:`~pytest_posbias.run_merge.RunLogFollower`)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.header: dict[str, Any] | None = None
+        self.records: list[tuple[dict[str, Any], str]] = []
+
+    def feed(self, lines: Iterable[str]) -> None:
+        for line in lines:
             line = line.strip()
             if not line:
                 continue
@@ -382,15 +388,30 @@ def read_run_log_lines(path: str | Path) -> tuple[dict[str, Any], list[tuple[dic
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if rec.get("kind") == "header" and header is None:
-                header = rec
+            if not isinstance(rec, dict):  # JSON, but not a record
+                continue
+            if rec.get("kind") == "header" and self.header is None:
+                self.header = rec
             else:
-                records.append((rec, line))
-    if header is None:
-        raise ConfigError(f"{path}: not a posbias run log (no header line)")
-    if header.get("schema_version") != SCHEMA_VERSION:
-        raise ConfigError(f"{path}: run log schema version {header.get('schema_version')} is not supported (expected {SCHEMA_VERSION})")
-    return header, records
+                self.records.append((rec, line))
+
+    def result(self) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
+        """The header and the records; ConfigError when there is no header or its schema is not this one."""
+        if self.header is None:
+            raise ConfigError(f"{self.path}: not a posbias run log (no header line)")
+        if self.header.get("schema_version") != SCHEMA_VERSION:
+            raise ConfigError(f"{self.path}: run log schema version {self.header.get('schema_version')} is not supported "
+                              f"(expected {SCHEMA_VERSION})")
+        return self.header, self.records
+
+
+def read_run_log_lines(path: str | Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
+    """:func:`read_run_log` with each record's line as written (the merge copies unchanged lines
+    instead of serialising the records again)."""
+    lines = RunLogLines(path)
+    with Path(path).open(encoding="utf-8") as fh, gc_paused():
+        lines.feed(fh)
+    return lines.result()
 
 
 # --------------------------------------------------------------------------- engine

@@ -21,6 +21,7 @@ from .engine import CallStats
 from .errors import ConfigError, PosbiasError
 from .stats import Verdict, benjamini_hochberg
 from .xdist_support import (
+    FollowedLogs,
     configure_xdist,
     join_warm_up,
     junit_plain_names,
@@ -28,7 +29,9 @@ from .xdist_support import (
     plain_nodeid,
     probe_groups_of,
     start_controller_warm_up,
+    start_log_follower,
     suffix_group_nodeids,
+    unfreeze_after_merge,
 )
 
 VERDICT_KEY = "posbias_verdict"
@@ -265,6 +268,7 @@ class _SessionState:
         self.tests_done = 0
         self.stop = threading.Event()
         self.warm_up: threading.Thread | None = None  # the controller's warm-up thread (xdist_support.start_controller_warm_up)
+        self.log_follower: FollowedLogs | None = None  # the controller reads the workers' logs (xdist_support.start_log_follower)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -699,7 +703,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
     _check_endpoints_before_workers(session.config)
     _start_worker_progress(session.config)
-    session.config.stash[_STASH_STATE].warm_up = start_controller_warm_up(session.config)
+    state = session.config.stash[_STASH_STATE]
+    state.warm_up = start_controller_warm_up(session.config)
+    if _STASH_RUN_ID in session.config.stash:
+        state.log_follower = start_log_follower(session.config, _run_dir(session.config), state.stop)
 
 
 def _check_endpoints_before_workers(config: pytest.Config) -> None:
@@ -842,11 +849,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=_options(config),
                              verdict_rows=rows, calls=state.calls, run_id=config.stash.get(_STASH_RUN_ID, None),
                              terminal=config.pluginmanager.get_plugin("terminalreporter"), exitstatus=int(exitstatus),
-                             errored=state.errored)
+                             errored=state.errored, log_follower=state.log_follower.follower if state.log_follower else None)
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line(f"[posbias] report not written: {exc}", red=True)
+    finally:
+        unfreeze_after_merge(state.log_follower)
     state.problems = _run_problems(run_log)
     path = config.getoption("--posbias-json", None)
     if path:  # written even when no gate decided: a CI job reading it must see that nothing was measured

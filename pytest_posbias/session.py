@@ -14,7 +14,6 @@ import dataclasses
 import datetime as _dt
 import fcntl
 import hashlib
-import itertools
 import json
 import os
 import platform
@@ -37,7 +36,6 @@ from .engine import (
     GenerationCache,
     RunLog,
     gc_paused,
-    read_run_log_lines,
 )
 from .errors import ConfigError
 from .measurement import DEFAULT_FLOOR, check_floor
@@ -46,6 +44,7 @@ from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
 from .probes.stressor import StressorResult, StressorSpec, run_stressor
+from .run_merge import RunLogFollower, merge_run_log_lines, merge_run_logs
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
@@ -474,92 +473,7 @@ def synthetic_manifest(rootdir: Path, *, progress: Callable[[str], None] | None 
 # --------------------------------------------------------------------------- finish
 
 
-def _started(h: dict[str, Any]) -> str:
-    return str(h.get("started", ""))
-
-
-def merge_run_logs(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Headers and records of every worker log of one run, in a deterministic order: see
-    :func:`merge_run_log_lines`."""
-    header, pairs = merge_run_log_lines(run_dir)
-    return header, [r for r, _ in pairs]
-
-
-def merge_run_log_lines(run_dir: Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str | None]]]:
-    """Headers and records of every worker log of one run, in a deterministic order.
-
-    Requests: one ``request`` record per (key, cache hit or not). A key sent more than once
-    (a failed call re-sent later in the run, or by another worker) keeps a successful record
-    as its ``request`` when there is one; every failed send of that key is kept as an
-    ``attempt`` record (same fields, ``kind: "attempt"``), and further successful duplicates
-    are dropped. A key that never succeeded keeps its last failed send (in the deterministic
-    order) as the ``request``, so the failure is counted once, and the others as attempts.
-
-    Each record comes with its line as the worker wrote it (canonical JSON: sorted keys), or None
-    when the merge changed the record (its kind); the merged log copies the unchanged lines.
-    """
-    headers: list[dict[str, Any]] = []
-    records: list[dict[str, Any]] = []
-    line_of: dict[int, str] = {}
-    for path in sorted(run_dir.glob("log-*.jsonl")):
-        h, pairs = read_run_log_lines(path)
-        headers.append(h)
-        for r, line in pairs:
-            records.append(r)
-            line_of[id(r)] = line
-    if not headers:
-        raise ConfigError(f"{run_dir}: no run logs to merge")
-    first: dict[str, Any] = min(headers, key=_started)
-    header = dict(first)
-    header["workers"] = sorted(h.get("worker", "?") for h in headers)
-    header.pop("worker", None)
-
-    def prefix(r: dict[str, Any]) -> tuple[Any, ...]:
-        rank = {"model": 0, "request": 1, "attempt": 1, "observation": 2}.get(r.get("kind", ""), 3)
-        hit = {False: 0, True: 1}.get(r.get("cache_hit"), 2)  # type: ignore[arg-type]  # a key's answer and its re-reads tie on the rest
-        return (rank, r.get("spec", ""), r.get("probe", ""), r.get("key", ""), hit)
-
-    def in_order(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Sorted by (rank, spec, probe, key, cache hit, the record's canonical JSON); the JSON, the
-        costly part, is computed only for records whose prefix ties (a key sent twice, observations)."""
-        out: list[dict[str, Any]] = []
-        for _, tied in itertools.groupby(sorted(recs, key=prefix), key=prefix):
-            run = list(tied)
-            out += sorted(run, key=lambda r: json.dumps(r, sort_keys=True)) if len(run) > 1 else run
-        return out
-
-    def failed(r: dict[str, Any]) -> bool:
-        g = r.get("generation") or {}
-        return g.get("finish_reason") == "error" or bool(g.get("error"))
-
-    ordered = in_order(records)
-    # per (key, cache hit): the record that stays the request
-    chosen: dict[tuple[str, bool], dict[str, Any]] = {}
-    for r in ordered:
-        if r.get("kind") in ("request", "attempt"):
-            sig = (str(r.get("key", "")), bool(r.get("cache_hit")))
-            best = chosen.get(sig)
-            if best is None or (failed(best) and (not failed(r) or r.get("kind") == "request")):
-                chosen[sig] = r
-
-    models: dict[str, tuple[dict[str, Any], str | None]] = {}
-    out: list[tuple[dict[str, Any], str | None]] = []
-    for r in ordered:
-        if r.get("kind") == "model":
-            models.setdefault(r["spec"], (r, line_of.get(id(r))))
-            continue
-        if r.get("kind") in ("request", "attempt"):
-            sig = (str(r.get("key", "")), bool(r.get("cache_hit")))
-            kind = "request" if chosen[sig] is r else "attempt" if failed(r) else None
-            if kind is None:
-                continue  # the same successful answer twice (two workers): once is enough
-            if r.get("kind") != kind:
-                out.append(({**r, "kind": kind}, None))
-                continue
-        out.append((r, line_of.get(id(r))))
-    return header, list(models.values()) + out
-
-
+@gc_paused()  # the whole end of the run: see the docstring
 def finish_run(
     *,
     config_rootdir: Path,
@@ -570,10 +484,17 @@ def finish_run(
     terminal: Any = None,
     exitstatus: int | None = None,
     errored: Sequence[Mapping[str, Any]] = (),
+    log_follower: RunLogFollower | None = None,
 ) -> Path | None:
     """Merge the workers' logs into ``run.jsonl`` (+ verdicts) and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
+    ``log_follower``: the one that read this run's logs while they grew (the xdist controller's).
+
+    The cyclic garbage collector is off until it returns: the merged log's records (tens of
+    thousands of acyclic dicts, freed by reference counting) are young objects, and the report's
+    matplotlib figures, allocating many small objects, set off collections that walked all of them
+    (about 2 s of a 6 s render on the main job). The figures' own cycles wait for the next collection.
     """
     cache_dir = Path(options.get("cache", ".posbias"))
     cache_dir = cache_dir if cache_dir.is_absolute() else config_rootdir / cache_dir
@@ -585,7 +506,9 @@ def finish_run(
     import shutil
 
     shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see RunContext.memo)
-    with gc_paused():
+    if log_follower is not None and log_follower.run_dir == run_dir:
+        header, pairs = log_follower.merge()
+    else:
         header, pairs = merge_run_log_lines(run_dir)
     header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     header["calls"] = dict(calls)

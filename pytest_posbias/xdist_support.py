@@ -10,13 +10,15 @@ config and item objects the hooks hand it). What it does:
   pytest-dev/pytest-xdist#1386);
 * :func:`plain_nodeid`, :func:`match_last_failed_across_modes`, :func:`junit_plain_names` --
   the ids a serial run shows, in reports, ``--lf``/``--ff`` and ``--junitxml``;
-* :func:`start_controller_warm_up` / :func:`join_warm_up` -- the controller's background imports.
+* :func:`start_controller_warm_up` / :func:`join_warm_up` -- the controller's background imports;
+* :func:`start_log_follower` -- the controller reads the workers' logs while they grow.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
@@ -58,7 +60,25 @@ def configure_xdist(config: Any) -> None:
             cpus = len(os.sched_getaffinity(0))
         except AttributeError:
             cpus = os.cpu_count() or 1
-        os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // workers))
+        share = max(1, cpus // workers)
+        os.environ["OMP_NUM_THREADS"] = str(share)
+        _cap_loaded_blas(share)
+
+
+def _cap_loaded_blas(threads: int) -> None:
+    """Limit the BLAS numpy has already loaded (OpenBLAS reads its thread count when it loads,
+    before the worker sets OMP_NUM_THREADS) to ``threads``, through threadpoolctl where it is
+    installed: two workers each running two-thread BLAS calls on two cores wait on each other."""
+    import os
+
+    if "OPENBLAS_NUM_THREADS" in os.environ or "MKL_NUM_THREADS" in os.environ:
+        return  # the user's setting stands
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    with contextlib.suppress(Exception):  # an unknown BLAS build: leave it as it is
+        threadpool_limits(limits=threads, user_api="blas")
 
 
 def match_last_failed_across_modes(config: Any, items: list[Any]) -> None:
@@ -143,6 +163,7 @@ def start_controller_warm_up(config: Any) -> threading.Thread | None:
     import importlib
 
     def warm() -> None:
+        _lower_this_thread_priority()
         for name in ("pytest_posbias.report.render", "jinja2", "matplotlib.figure", "matplotlib.backends.backend_svg",
                      "scipy.stats", "hypothesis.internal.observability"):
             try:
@@ -157,6 +178,68 @@ def start_controller_warm_up(config: Any) -> threading.Thread | None:
     thread = threading.Thread(target=warm, name="posbias-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+LOG_POLL_S = 2.0  # how often the controller of an -n run reads what the workers added to their logs
+
+
+@dataclass(frozen=True)
+class FollowedLogs:
+    """The controller's follower of the workers' logs and the thread that polls it."""
+
+    follower: Any  # run_merge.RunLogFollower
+    thread: threading.Thread
+
+
+def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> FollowedLogs | None:
+    """xdist controller: a :class:`~pytest_posbias.run_merge.RunLogFollower` of this run's worker
+    logs, polled every LOG_POLL_S by a daemon thread at the lowest CPU priority until ``stop`` is
+    set. Parsing the logs (about 2 s per 35,000 records) then happens while the workers run, on
+    CPU time they leave idle, instead of at the end on one core; the merge reads the rest."""
+    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
+        return None
+    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
+        return None
+    import gc
+
+    from .engine import gc_paused
+    from .run_merge import RunLogFollower
+
+    follower = RunLogFollower(run_dir)
+
+    def follow() -> None:
+        _lower_this_thread_priority()
+        while not stop.wait(LOG_POLL_S):
+            with gc_paused():
+                follower.poll()
+            # The parsed records (acyclic dicts, freed by reference counting) out of the cyclic
+            # collector's reach: its full passes over a growing heap of them, paid by whichever
+            # thread allocates, cost more CPU than the parse. :func:`unfreeze_after_merge` undoes it.
+            gc.freeze()
+
+    thread = threading.Thread(target=follow, name="posbias-log-follower", daemon=True)
+    thread.start()
+    return FollowedLogs(follower, thread)
+
+
+def unfreeze_after_merge(followed: FollowedLogs | None) -> None:
+    """xdist controller, the run log merged (``stop`` set): once the polling thread has ended, the
+    objects it froze (``gc.freeze``) go back to the collector's oldest generation."""
+    if followed is not None:
+        import gc
+
+        followed.thread.join(timeout=60)
+        gc.unfreeze()
+
+
+def _lower_this_thread_priority() -> None:
+    """Run the calling thread at the lowest CPU priority (nice 19; Linux, where a thread has its
+    own nice value): the controller's warm-up then takes only CPU time the workers leave idle
+    instead of slowing the workers' start and their first tests. Elsewhere nothing changes."""
+    import os
+
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def join_warm_up(thread: threading.Thread | None) -> None:

@@ -344,3 +344,30 @@ def test_history_flags_undecided_runs_duplicate_run_ids_and_skipped_files(tmp_pa
     assert data["duplicates"] == [{"path": str(tmp_path / "r3" / "copy.jsonl"), "run_id": "a",
                                    "same_as": str(tmp_path / "r1" / "run.jsonl")}]
     assert [r["undecided"] for r in data["releases"]] == [False, True]
+
+
+def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_back_on(tmp_path, monkeypatch):
+    """finish_run merges the log and renders the report with gc off (collections walking the
+    merged records took a third of the render), and leaves gc as it found it."""
+    import gc
+
+    from pytest_posbias.engine import RunLog
+    from pytest_posbias.report import render as render_module
+    from pytest_posbias.session import finish_run
+
+    run_dir = tmp_path / ".posbias" / "runs" / "r1"
+    log = RunLog(run_dir / "log-main.jsonl", {"run_id": "r1", "started": "2026-12-01T00:00:00+00:00", "models": ["sim:unbiased"]})
+    log.write({"kind": "request", "key": "k1", "spec": "s", "probe": "p", "cache_hit": False, "generation": {"text": "a"}})
+    log.close()
+    seen: list[bool] = []
+
+    def fake_write_reports(paths, **_kw):
+        seen.append(gc.isenabled())
+        return []
+
+    monkeypatch.setattr(render_module, "write_reports", fake_write_reports)
+    assert gc.isenabled()
+    path = finish_run(config_rootdir=tmp_path, options={"cache": ".posbias"}, verdict_rows=[], calls={}, run_id="r1")
+    assert path == run_dir / "run.jsonl" and path.is_file()
+    assert seen == [False]
+    assert gc.isenabled()

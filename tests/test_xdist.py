@@ -286,3 +286,49 @@ def test_last_failed_switches_between_serial_and_minus_n(pytester):
     again.assert_outcomes(failed=2)
     assert sorted(_workers_by_test(again.stdout.str())) == [
         "test_s.py::test_probe[3]@posbias:probe", "test_s.py::test_probe_plain@posbias:probe"], again.stdout.str()[-2000:]
+
+
+def test_a_worker_gets_its_share_of_the_cpu_threads_and_blas_is_capped(monkeypatch):
+    """Under -n N a worker sets OMP_NUM_THREADS to cores // N (torch reads it on import) and caps
+    the BLAS numpy already loaded; a user's own setting stands."""
+    import os
+
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from pytest_posbias import xdist_support
+
+    cpus = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.delitem(__import__("sys").modules, "torch", raising=False)  # torch may be loaded in this process
+    config = SimpleNamespace(workerinput={"workercount": 2}, option=SimpleNamespace(dist="loadgroup"))
+    with threadpoolctl.threadpool_limits(limits=None):  # restores the BLAS threads afterwards
+        xdist_support.configure_xdist(config)
+        assert os.environ["OMP_NUM_THREADS"] == str(max(1, cpus // 2))
+        blas = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        assert blas and all(n == max(1, cpus // 2) for n in blas)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    xdist_support.configure_xdist(config)
+    assert os.environ["OMP_NUM_THREADS"] == "7"
+
+
+def test_the_controller_warm_up_thread_runs_at_the_lowest_cpu_priority():
+    """The controller's warm-up takes only CPU time the workers leave idle (nice 19 on Linux)."""
+    import os
+    import threading
+
+    from pytest_posbias.xdist_support import _lower_this_thread_priority
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("per-thread nice values are a Linux feature")
+    seen: list[int] = []
+
+    def body() -> None:
+        _lower_this_thread_priority()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert seen == [19]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) != 19  # this thread is untouched
