@@ -369,9 +369,9 @@ def read_run_header(path: str | Path) -> dict[str, Any]:
 
 
 class RunLogLines:
-    """A run log's header and records, from its lines fed in order (whole lines, as written): an
-    empty line or one that is not JSON (a torn last line) is skipped; the first header line is the
-    header. :func:`read_run_log_lines` feeds a whole file; the xdist controller feeds the workers'
+    """A run log's header and records, from its lines fed in order (whole lines, as written, as
+    str or as the file's bytes): an empty line, one that is not UTF-8 or not JSON (a torn last
+    line, a damaged block) is skipped; the first header line is the header. :func:`read_run_log_lines` feeds a whole file; the xdist controller feeds the workers'
     logs while they grow (:class:`~pytest_posbias.run_merge.RunLogFollower`)."""
 
     def __init__(self, path: str | Path) -> None:
@@ -379,9 +379,14 @@ class RunLogLines:
         self.header: dict[str, Any] | None = None
         self.records: list[tuple[dict[str, Any], str]] = []
 
-    def feed(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            line = line.strip()
+    def feed(self, lines: Iterable[str | bytes]) -> None:
+        for raw in lines:
+            if isinstance(raw, bytes):
+                try:
+                    raw = raw.decode("utf-8")
+                except UnicodeDecodeError:  # a damaged line: skipped as one that is not JSON is
+                    continue
+            line = raw.strip()
             if not line:
                 continue
             try:
@@ -409,7 +414,7 @@ def read_run_log_lines(path: str | Path) -> tuple[dict[str, Any], list[tuple[dic
     """:func:`read_run_log` with each record's line as written (the merge copies unchanged lines
     instead of serialising the records again)."""
     lines = RunLogLines(path)
-    with Path(path).open(encoding="utf-8") as fh, gc_paused():
+    with Path(path).open("rb") as fh, gc_paused():  # bytes: a line that is not UTF-8 is skipped, not fatal
         lines.feed(fh)
     return lines.result()
 

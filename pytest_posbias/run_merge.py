@@ -47,8 +47,9 @@ class RunLogFollower:
         self._broken = False
 
     def poll(self) -> None:
-        """Parse the whole lines appended to each log since the last poll. Should reading fail
-        (a file replaced, bytes that are not UTF-8), polling stops and :meth:`merge` reads every
+        """Parse the whole lines appended to each log since the last poll (a line that is not
+        UTF-8 or not JSON is skipped, as :func:`merge_run_log_lines` skips it). Should reading fail
+        (a file unreadable or replaced), polling stops and :meth:`merge` reads every
         log from its start, as :func:`merge_run_log_lines` does, and reports what it finds."""
         with self._lock:
             if self._merged or self._broken:
@@ -69,7 +70,7 @@ class RunLogFollower:
             cut = len(buf) if final else buf.rfind(b"\n") + 1
             log.partial = buf[cut:]
             if cut:
-                log.lines.feed(buf[:cut].decode("utf-8").split("\n"))
+                log.lines.feed(buf[:cut].split(b"\n"))
 
     def merge(self) -> tuple[Record, list[tuple[Record, str | None]]]:
         """Read what is left of every log, then merge them: see :func:`merge_run_log_lines`."""

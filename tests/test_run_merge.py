@@ -110,3 +110,27 @@ def test_lines_that_are_json_but_not_records_are_skipped(tmp_path):
     lines.feed(p.read_text().split("\n"))
     header, records = lines.result()
     assert header["kind"] == "header" and [r for r, _ in records] == [{"kind": "x"}]
+
+
+def test_a_line_that_is_not_utf8_is_skipped_by_the_merge_and_by_the_follower(tmp_path):
+    """A damaged line (bytes that are not UTF-8: a torn write, a bad block) is skipped as a line
+    that is not JSON is; it used to raise UnicodeDecodeError out of the merge, and with it out of
+    the plugin's sessionfinish (no run.jsonl, no report, no --posbias-json)."""
+    rng = random.Random(7)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    good = _lines("gw0", rng).split(b"\n")
+    bad = b'{"kind": "request", "key": "bad\xff\xfe"}'
+    damaged = b"\n".join([*good[:5], bad, *good[5:]]) + b'{"kind": "request", "key": "torn\xc3'
+    follower = RunLogFollower(run_dir)
+    path = run_dir / "log-gw0.jsonl"
+    for i in range(0, len(damaged), 9_000):  # written while the follower polls
+        with path.open("ab") as fh:
+            fh.write(damaged[i:i + 9_000])
+        follower.poll()
+    clean_dir = tmp_path / "clean"
+    clean_dir.mkdir()
+    (clean_dir / "log-gw0.jsonl").write_bytes(b"\n".join(good))
+    header, pairs = merge_run_log_lines(run_dir)
+    assert len(pairs) > 200 and (header, pairs) == merge_run_log_lines(clean_dir)
+    assert follower.merge() == (header, pairs)
