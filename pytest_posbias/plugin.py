@@ -30,6 +30,7 @@ from .xdist_support import (
     probe_groups_of,
     start_controller_warm_up,
     start_log_follower,
+    stop_log_follower,
     suffix_group_nodeids,
     unfreeze_after_merge,
 )
@@ -836,6 +837,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash[_STASH_STATE]
     state.stop.set()  # no -n progress line after this point (also when what follows raises)
     join_warm_up(state.warm_up)
+    stop_log_follower(state.log_follower)  # its last poll ends before the merge reads the rest
     if getattr(config.option, "dist", "no") != "no":
         with contextlib.suppress(ImportError):
             from _pytest.junitxml import xml_key

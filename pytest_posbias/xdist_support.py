@@ -11,7 +11,7 @@ config and item objects the hooks hand it). What it does:
 * :func:`plain_nodeid`, :func:`match_last_failed_across_modes`, :func:`junit_plain_names` --
   the ids a serial run shows, in reports, ``--lf``/``--ff`` and ``--junitxml``;
 * :func:`start_controller_warm_up` / :func:`join_warm_up` -- the controller's background imports;
-* :func:`start_log_follower` -- the controller reads the workers' logs while they grow.
+* :func:`start_log_follower` / :func:`stop_log_follower` -- the controller reads the workers' logs while they grow.
 """
 
 from __future__ import annotations
@@ -222,6 +222,16 @@ def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> Foll
     return FollowedLogs(follower, thread)
 
 
+def stop_log_follower(followed: FollowedLogs | None) -> None:
+    """xdist controller, ``stop`` set, before the merge: wait for the polling thread to end (at the
+    caller's priority again where the OS allows it: see :func:`_restore_priority`). A poll still
+    running when the merge began held the merge on its lock, and its ``gc_paused`` and ``gc.freeze``
+    then ran inside the merge (the collector back on for the render, the merged records frozen)."""
+    if followed is not None:
+        _restore_priority(followed.thread)
+        followed.thread.join(timeout=60)
+
+
 def unfreeze_after_merge(followed: FollowedLogs | None) -> None:
     """xdist controller, the run log merged (``stop`` set): once the polling thread has ended, the
     objects it froze (``gc.freeze``) go back to the collector's oldest generation."""
@@ -242,12 +252,30 @@ def _lower_this_thread_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
+def _restore_priority(thread: threading.Thread | None) -> None:
+    """Before the calling thread waits for ``thread`` (lowered by :func:`_lower_this_thread_priority`),
+    give it the caller's priority again, where the OS allows it (root, CAP_SYS_NICE or RLIMIT_NICE;
+    elsewhere nothing changes). At nice 19 on cores kept busy by other nice-0 work a thread gets
+    about 1.5 % of a core: the warm-up's imports (2.5 s of CPU) took over 195 s on this 2-core
+    machine with two busy processes, where the run's end waits for them."""
+    import os
+
+    tid = getattr(thread, "native_id", None)
+    if thread is None or tid is None or not thread.is_alive():
+        return
+    with contextlib.suppress(AttributeError, OSError):
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        if os.getpriority(os.PRIO_PROCESS, tid) > mine:
+            os.setpriority(os.PRIO_PROCESS, tid, mine)
+
+
 def join_warm_up(thread: threading.Thread | None) -> None:
     """Wait for the warm-up thread before the end of the run imports anything itself: a module the
     two threads import at once can come out partially initialized in one of them (a circular
     import across threads: hypothesis's terminal summary raised ImportError on
     ``hypothesis.internal.observability`` when a run ended while the warm-up was importing it)."""
     if thread is not None:
+        _restore_priority(thread)
         thread.join(timeout=120)
 
 

@@ -332,3 +332,75 @@ def test_the_controller_warm_up_thread_runs_at_the_lowest_cpu_priority():
     t.join()
     assert seen == [19]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) != 19  # this thread is untouched
+
+
+def test_a_lowered_thread_gets_the_callers_priority_back_before_the_end_of_the_run_waits_for_it():
+    """join_warm_up (and stop_log_follower) restore the nice-19 thread's priority before joining
+    it, where the OS allows: on cores kept busy by nice-0 work a nice-19 thread gets ~1.5 % of a
+    core, and the end of the run waited minutes for the warm-up's imports."""
+    import os
+    import threading
+
+    from pytest_posbias.xdist_support import _lower_this_thread_priority, join_warm_up
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("per-thread nice values are a Linux feature")
+    lowered, release = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def body() -> None:
+        _lower_this_thread_priority()
+        lowered.set()
+        release.wait(10)
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    t = threading.Thread(target=body)
+    t.start()
+    assert lowered.wait(10)
+    assert os.getpriority(os.PRIO_PROCESS, t.native_id) == 19
+    threading.Timer(0.2, release.set).start()  # join_warm_up restores first, then waits
+    join_warm_up(t)
+    assert not t.is_alive()
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    if seen == [19] and os.geteuid() != 0:
+        pytest.skip("this user may not raise a thread's priority (RLIMIT_NICE)")
+    assert seen == [mine]
+
+
+def test_the_log_follower_thread_has_ended_before_the_merge(tmp_path, monkeypatch):
+    """stop_log_follower, called before finish_run, waits for a poll in progress: that poll's
+    gc_paused turned the collector back on inside finish_run's @gc_paused, and its gc.freeze ran
+    during the merge. After the merge unfreeze_after_merge leaves nothing frozen."""
+    import gc
+    import threading
+    import time
+
+    from pytest_posbias import xdist_support
+    from pytest_posbias.engine import gc_paused
+    from pytest_posbias.run_merge import RunLogFollower
+
+    entered = threading.Event()
+
+    def slow_poll(self):
+        entered.set()
+        time.sleep(0.3)
+
+    monkeypatch.setattr(xdist_support, "LOG_POLL_S", 0.01)
+    monkeypatch.setattr(RunLogFollower, "poll", slow_poll)
+    config = SimpleNamespace(workerinput=None, option=SimpleNamespace(dist="loadgroup"), getoption=lambda *a, **k: False)
+    stop = threading.Event()
+    followed = xdist_support.start_log_follower(config, tmp_path / "runs" / "r", stop)
+    assert followed is not None and gc.isenabled()
+    try:
+        assert entered.wait(10)
+        stop.set()
+        xdist_support.stop_log_follower(followed)
+        assert not followed.thread.is_alive()
+        with gc_paused():  # finish_run's pause is not undone by the follower's
+            time.sleep(0.35)
+            assert not gc.isenabled()
+        assert gc.isenabled()
+    finally:
+        stop.set()
+        xdist_support.unfreeze_after_merge(followed)
+    assert gc.get_freeze_count() == 0
