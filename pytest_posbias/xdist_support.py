@@ -189,6 +189,7 @@ class FollowedLogs:
 
     follower: Any  # run_merge.RunLogFollower
     thread: threading.Thread
+    freezes: bool = True  # whether the thread calls gc.freeze (and unfreeze_after_merge gc.unfreeze)
 
 
 def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> FollowedLogs | None:
@@ -206,6 +207,10 @@ def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> Foll
     from .run_merge import RunLogFollower
 
     follower = RunLogFollower(run_dir)
+    # Only where nothing is frozen yet: gc.unfreeze, after the merge, unfreezes everything, and a
+    # process that froze objects of its own (a run started inside a test: pytester, pytest.main)
+    # must find them frozen still.
+    freezes = gc.get_freeze_count() == 0
 
     def follow() -> None:
         _lower_this_thread_priority()
@@ -215,11 +220,12 @@ def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> Foll
             # The parsed records (acyclic dicts, freed by reference counting) out of the cyclic
             # collector's reach: its full passes over a growing heap of them, paid by whichever
             # thread allocates, cost more CPU than the parse. :func:`unfreeze_after_merge` undoes it.
-            gc.freeze()
+            if freezes:
+                gc.freeze()
 
     thread = threading.Thread(target=follow, name="posbias-log-follower", daemon=True)
     thread.start()
-    return FollowedLogs(follower, thread)
+    return FollowedLogs(follower, thread, freezes)
 
 
 def stop_log_follower(followed: FollowedLogs | None) -> None:
@@ -239,7 +245,8 @@ def unfreeze_after_merge(followed: FollowedLogs | None) -> None:
         import gc
 
         followed.thread.join(timeout=60)
-        gc.unfreeze()
+        if followed.freezes:
+            gc.unfreeze()
 
 
 def _lower_this_thread_priority() -> None:

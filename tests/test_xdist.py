@@ -404,3 +404,44 @@ def test_the_log_follower_thread_has_ended_before_the_merge(tmp_path, monkeypatc
         stop.set()
         xdist_support.unfreeze_after_merge(followed)
     assert gc.get_freeze_count() == 0
+
+
+def test_the_log_follower_leaves_objects_the_process_froze_itself_frozen(tmp_path, monkeypatch):
+    """A run started inside a test (pytester in-process, pytest.main) with -n: the follower's
+    gc.unfreeze after the merge unfroze what the enclosing process had frozen itself (87,011
+    objects to 0 in a pytester run). Where objects are frozen already, it neither freezes nor
+    unfreezes; where none are, it freezes while polling and unfreezes after the merge."""
+    import gc
+    import threading
+    import time
+
+    from pytest_posbias import xdist_support
+
+    monkeypatch.setattr(xdist_support, "LOG_POLL_S", 0.01)
+    config = SimpleNamespace(workerinput=None, option=SimpleNamespace(dist="loadgroup"), getoption=lambda *a, **k: False)
+    assert gc.get_freeze_count() == 0
+
+    def one_run() -> tuple[int, int]:
+        stop = threading.Event()
+        followed = xdist_support.start_log_follower(config, tmp_path / "runs" / "r", stop)
+        assert followed is not None
+        deadline = time.monotonic() + 10
+        while followed.freezes and gc.get_freeze_count() == 0 and time.monotonic() < deadline:
+            stop.wait(0.01)
+        during = gc.get_freeze_count()
+        stop.set()
+        xdist_support.stop_log_follower(followed)
+        xdist_support.unfreeze_after_merge(followed)
+        return during, gc.get_freeze_count()
+
+    during, after = one_run()
+    assert during > 0 and after == 0  # nothing frozen before: frozen while polling, unfrozen after
+    keep = [{"i": i} for i in range(100)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        during, after = one_run()
+        assert (during, after) == (frozen, frozen) and keep
+    finally:
+        gc.unfreeze()
