@@ -252,11 +252,51 @@ def unfreeze_after_merge(followed: FollowedLogs | None) -> None:
 def _lower_this_thread_priority() -> None:
     """Run the calling thread at the lowest CPU priority (nice 19; Linux, where a thread has its
     own nice value): the controller's warm-up then takes only CPU time the workers leave idle
-    instead of slowing the workers' start and their first tests. Elsewhere nothing changes."""
+    instead of slowing the workers' start and their first tests. Elsewhere nothing changes.
+
+    Only where the priority can be given back (:func:`_restore_priority`, before the end of the run
+    waits for the thread; :func:`_priority_can_be_restored`): a process that may not raise a
+    thread's priority again (no root, no CAP_SYS_NICE, as in a default Docker container, no
+    RLIMIT_NICE) keeps the thread at its own priority. Else, on busy cores, the end of the run
+    waited minutes for it: a 1-test ``-n 2`` run beside two busy processes on this 2-core machine
+    passed the 240 s limit, against 46 s with the priority given back."""
     import os
 
+    if not _priority_can_be_restored():
+        return
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+_CAN_RESTORE: list[bool] = []  # the answer of _priority_can_be_restored, once found
+
+
+def _priority_can_be_restored() -> bool:
+    """Whether this process may lower a thread's nice value back (Linux): tried once on a
+    short-lived thread of its own (nice 19, then back to the caller's value)."""
+    import os
+
+    if not _CAN_RESTORE:
+        ok: list[bool] = []
+
+        def probe(mine: int) -> None:
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), mine)
+                ok.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine)
+            except (AttributeError, OSError):
+                ok.append(False)
+
+        try:
+            mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        except (AttributeError, OSError):
+            mine = None
+        if mine is not None and mine < 19:
+            t = threading.Thread(target=probe, args=(mine,), name="posbias-nice-probe", daemon=True)
+            t.start()
+            t.join()
+        _CAN_RESTORE.append(bool(ok) and ok[0])
+    return _CAN_RESTORE[0]
 
 
 def _restore_priority(thread: threading.Thread | None) -> None:

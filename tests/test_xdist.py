@@ -317,10 +317,12 @@ def test_the_controller_warm_up_thread_runs_at_the_lowest_cpu_priority():
     import os
     import threading
 
-    from pytest_posbias.xdist_support import _lower_this_thread_priority
+    from pytest_posbias.xdist_support import _lower_this_thread_priority, _priority_can_be_restored
 
     if not hasattr(os, "sched_getaffinity"):
         pytest.skip("per-thread nice values are a Linux feature")
+    if not _priority_can_be_restored():
+        pytest.skip("this process may not give a thread its priority back: the thread is not lowered")
     seen: list[int] = []
 
     def body() -> None:
@@ -341,10 +343,16 @@ def test_a_lowered_thread_gets_the_callers_priority_back_before_the_end_of_the_r
     import os
     import threading
 
-    from pytest_posbias.xdist_support import _lower_this_thread_priority, join_warm_up
+    from pytest_posbias.xdist_support import (
+        _lower_this_thread_priority,
+        _priority_can_be_restored,
+        join_warm_up,
+    )
 
     if not hasattr(os, "sched_getaffinity"):
         pytest.skip("per-thread nice values are a Linux feature")
+    if not _priority_can_be_restored():
+        pytest.skip("this process may not give a thread its priority back: the thread is not lowered")
     lowered, release = threading.Event(), threading.Event()
     seen: list[int] = []
 
@@ -361,10 +369,39 @@ def test_a_lowered_thread_gets_the_callers_priority_back_before_the_end_of_the_r
     threading.Timer(0.2, release.set).start()  # join_warm_up restores first, then waits
     join_warm_up(t)
     assert not t.is_alive()
+    assert seen == [os.getpriority(os.PRIO_PROCESS, threading.get_native_id())]
+
+
+def test_a_thread_is_not_lowered_where_its_priority_could_not_be_given_back(monkeypatch):
+    """Without the right to raise a thread's priority again (no root/CAP_SYS_NICE/RLIMIT_NICE),
+    the warm-up and the log follower keep the caller's priority: a nice-19 thread on busy cores
+    held the end of the run for minutes. The probe itself agrees with what the OS allows."""
+    import os
+    import resource
+    import threading
+
+    from pytest_posbias import xdist_support
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("per-thread nice values are a Linux feature")
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    if seen == [19] and os.geteuid() != 0:
-        pytest.skip("this user may not raise a thread's priority (RLIMIT_NICE)")
+    monkeypatch.setattr(xdist_support, "_CAN_RESTORE", [False])
+    seen: list[int] = []
+
+    def body() -> None:
+        xdist_support._lower_this_thread_priority()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
     assert seen == [mine]
+    monkeypatch.setattr(xdist_support, "_CAN_RESTORE", [])
+    found = xdist_support._priority_can_be_restored()
+    privileged = os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20 - mine
+    if privileged != found:  # root without CAP_SYS_NICE (a default container): the probe says no
+        assert os.geteuid() == 0 and not found
+    assert [found] == xdist_support._CAN_RESTORE
 
 
 def test_the_log_follower_thread_has_ended_before_the_merge(tmp_path, monkeypatch):
