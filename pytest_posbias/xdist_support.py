@@ -163,7 +163,6 @@ def start_controller_warm_up(config: Any) -> threading.Thread | None:
     import importlib
 
     def warm() -> None:
-        _lower_this_thread_priority()
         for name in ("pytest_posbias.report.render", "jinja2", "matplotlib.figure", "matplotlib.backends.backend_svg",
                      "scipy.stats", "hypothesis.internal.observability"):
             try:
@@ -194,9 +193,15 @@ class FollowedLogs:
 
 def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> FollowedLogs | None:
     """xdist controller: a :class:`~pytest_posbias.run_merge.RunLogFollower` of this run's worker
-    logs, polled every LOG_POLL_S by a daemon thread at the lowest CPU priority until ``stop`` is
-    set. Parsing the logs (about 2 s per 35,000 records) then happens while the workers run, on
-    CPU time they leave idle, instead of at the end on one core; the merge reads the rest."""
+    logs, polled every LOG_POLL_S by a daemon thread until ``stop`` is set. Parsing the logs (about
+    2 s of CPU per 35,000 records) then happens while the workers run instead of at the end, on one
+    core while the others sit idle; the merge reads the rest.
+
+    The thread runs at the process's priority. At nice 19 it took only idle CPU time, but on cores
+    kept busy it got about 1.5 % of one: the warm-up's imports took over 195 s instead of 4 s on
+    this machine beside two busy processes, and a lowered thread holding the GIL delayed the
+    controller's main thread by 270 ms (median) per wake-up. The gain measured at nice 19 was under
+    1 s on a 28 s run."""
     if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
         return None
     if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
@@ -213,14 +218,16 @@ def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> Foll
     freezes = gc.get_freeze_count() == 0
 
     def follow() -> None:
-        _lower_this_thread_priority()
         while not stop.wait(LOG_POLL_S):
             with gc_paused():
                 follower.poll()
             # The parsed records (acyclic dicts, freed by reference counting) out of the cyclic
             # collector's reach: its full passes over a growing heap of them, paid by whichever
-            # thread allocates, cost more CPU than the parse. :func:`unfreeze_after_merge` undoes it.
+            # thread allocates, cost more CPU than the parse. The collection first frees the cycles
+            # that died since the last poll (it walks only what is not frozen yet), so what stays
+            # frozen until :func:`unfreeze_after_merge` is what was alive at a poll.
             if freezes:
+                gc.collect()
                 gc.freeze()
 
     thread = threading.Thread(target=follow, name="posbias-log-follower", daemon=True)
@@ -229,12 +236,10 @@ def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> Foll
 
 
 def stop_log_follower(followed: FollowedLogs | None) -> None:
-    """xdist controller, ``stop`` set, before the merge: wait for the polling thread to end (at the
-    caller's priority again where the OS allows it: see :func:`_restore_priority`). A poll still
+    """xdist controller, ``stop`` set, before the merge: wait for the polling thread to end. A poll still
     running when the merge began held the merge on its lock, and its ``gc_paused`` and ``gc.freeze``
     then ran inside the merge (the collector back on for the render, the merged records frozen)."""
     if followed is not None:
-        _restore_priority(followed.thread)
         followed.thread.join(timeout=60)
 
 
@@ -249,80 +254,12 @@ def unfreeze_after_merge(followed: FollowedLogs | None) -> None:
             gc.unfreeze()
 
 
-def _lower_this_thread_priority() -> None:
-    """Run the calling thread at the lowest CPU priority (nice 19; Linux, where a thread has its
-    own nice value): the controller's warm-up then takes only CPU time the workers leave idle
-    instead of slowing the workers' start and their first tests. Elsewhere nothing changes.
-
-    Only where the priority can be given back (:func:`_restore_priority`, before the end of the run
-    waits for the thread; :func:`_priority_can_be_restored`): a process that may not raise a
-    thread's priority again (no root, no CAP_SYS_NICE, as in a default Docker container, no
-    RLIMIT_NICE) keeps the thread at its own priority. Else, on busy cores, the end of the run
-    waited minutes for it: a 1-test ``-n 2`` run beside two busy processes on this 2-core machine
-    passed the 240 s limit, against 46 s with the priority given back."""
-    import os
-
-    if not _priority_can_be_restored():
-        return
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-
-
-_CAN_RESTORE: list[bool] = []  # the answer of _priority_can_be_restored, once found
-
-
-def _priority_can_be_restored() -> bool:
-    """Whether this process may lower a thread's nice value back (Linux): tried once on a
-    short-lived thread of its own (nice 19, then back to the caller's value)."""
-    import os
-
-    if not _CAN_RESTORE:
-        ok: list[bool] = []
-
-        def probe(mine: int) -> None:
-            try:
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), mine)
-                ok.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine)
-            except (AttributeError, OSError):
-                ok.append(False)
-
-        try:
-            mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        except (AttributeError, OSError):
-            mine = None
-        if mine is not None and mine < 19:
-            t = threading.Thread(target=probe, args=(mine,), name="posbias-nice-probe", daemon=True)
-            t.start()
-            t.join()
-        _CAN_RESTORE.append(bool(ok) and ok[0])
-    return _CAN_RESTORE[0]
-
-
-def _restore_priority(thread: threading.Thread | None) -> None:
-    """Before the calling thread waits for ``thread`` (lowered by :func:`_lower_this_thread_priority`),
-    give it the caller's priority again, where the OS allows it (root, CAP_SYS_NICE or RLIMIT_NICE;
-    elsewhere nothing changes). At nice 19 on cores kept busy by other nice-0 work a thread gets
-    about 1.5 % of a core: the warm-up's imports (2.5 s of CPU) took over 195 s on this 2-core
-    machine with two busy processes, where the run's end waits for them."""
-    import os
-
-    tid = getattr(thread, "native_id", None)
-    if thread is None or tid is None or not thread.is_alive():
-        return
-    with contextlib.suppress(AttributeError, OSError):
-        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        if os.getpriority(os.PRIO_PROCESS, tid) > mine:
-            os.setpriority(os.PRIO_PROCESS, tid, mine)
-
-
 def join_warm_up(thread: threading.Thread | None) -> None:
     """Wait for the warm-up thread before the end of the run imports anything itself: a module the
     two threads import at once can come out partially initialized in one of them (a circular
     import across threads: hypothesis's terminal summary raised ImportError on
     ``hypothesis.internal.observability`` when a run ended while the warm-up was importing it)."""
     if thread is not None:
-        _restore_priority(thread)
         thread.join(timeout=120)
 
 
