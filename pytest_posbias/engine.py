@@ -371,8 +371,9 @@ def read_run_header(path: str | Path) -> dict[str, Any]:
 class RunLogLines:
     """A run log's header and records, from its lines fed in order (whole lines, as written, as
     str or as the file's bytes): an empty line, one that is not UTF-8 or not JSON (a torn last
-    line, a damaged block) is skipped; the first header line is the header. :func:`read_run_log_lines` feeds a whole file; the xdist controller feeds the workers'
-    logs while they grow (:class:`~pytest_posbias.run_merge.RunLogFollower`)."""
+    line, a damaged block) is skipped; the first header line is the header.
+    :func:`read_run_log_lines` feeds a whole file; the xdist controller feeds the workers' logs
+    while they grow (:class:`~pytest_posbias.run_merge.RunLogFollower`)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

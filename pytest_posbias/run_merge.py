@@ -4,7 +4,7 @@ Each pytest process of a run (the serial process, or each xdist worker) appends 
 its own log. At the end the controller merges them into ``run.jsonl`` in a deterministic order
 (:func:`merge_run_log_lines`), so that a serial run and an ``-n N`` run of the same gates give the
 same log. Under ``-n N`` the controller reads the workers' logs while they grow
-(:class:`RunLogFollower`, polled by a low-priority thread), so the end of the run, on one core
+(:class:`RunLogFollower`, polled by a thread), so the end of the run, on one core
 while the others sit idle, no longer parses tens of megabytes of JSON.
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine import RunLogLines
+from .engine import RunLogLines, gc_paused
 from .errors import ConfigError
 
 Record = dict[str, Any]
@@ -27,7 +27,6 @@ class _FollowedLog:
     lines: RunLogLines
     offset: int = 0  # bytes of the file read so far
     partial: bytes = b""  # the start of a line its writer has not finished yet
-    order: list[int] = field(default_factory=list)
 
 
 class RunLogFollower:
@@ -73,8 +72,9 @@ class RunLogFollower:
                 log.lines.feed(buf[:cut].split(b"\n"))
 
     def merge(self) -> tuple[Record, list[tuple[Record, str | None]]]:
-        """Read what is left of every log, then merge them: see :func:`merge_run_log_lines`."""
-        with self._lock:
+        """Read what is left of every log, then merge them: see :func:`merge_run_log_lines`. The
+        cyclic collector is paused meanwhile (its passes over the parsed records cost more than the parse)."""
+        with self._lock, gc_paused():
             if self._merged:
                 raise RuntimeError(f"{self.run_dir}: the logs were merged already")
             if self._broken:
@@ -139,9 +139,10 @@ def _merge(logs: list[tuple[Record, list[tuple[Record, str]]]], run_dir: Path) -
     pairs = [pair for _, recs in logs for pair in recs]
 
     # sorted by prefix; records whose prefix ties (a key sent twice, observations) by their line
+    keyed = sorted(((_prefix(r), (r, line)) for r, line in pairs), key=lambda kp: kp[0])
     ordered: list[tuple[Record, str]] = []
-    for _, tied in itertools.groupby(sorted(pairs, key=lambda p: _prefix(p[0])), key=lambda p: _prefix(p[0])):
-        run = list(tied)
+    for _, tied in itertools.groupby(keyed, key=lambda kp: kp[0]):
+        run = [pair for _, pair in tied]
         ordered += sorted(run, key=lambda p: p[1]) if len(run) > 1 else run
 
     chosen: dict[tuple[str, bool], Record] = {}  # per (key, cache hit): the record that stays the request
