@@ -489,6 +489,8 @@ class Engine:
         self.stats = CallStats()
         self._lock = threading.Lock()
         self._answered: set[str] = set()  # keys this engine already answered in this run (made or read)
+        self.share: Any = None  # a work_share.WorkShare under pytest-xdist: requests made once across workers
+        self.helped = 0  # requests this engine made for another worker's probe (counted there)
 
     def backend(self, model: str) -> Backend:
         return self._backend_for(model)
@@ -529,19 +531,13 @@ class Engine:
                 streamed.setdefault(model, []).extend(items)  # one stream per model, whatever each request wants
                 continue
             size = max(1, self.batch_size or backend.max_batch_size)
-            for i in range(0, len(items), size):
-                chunk = items[i : i + size]
-                t_call = time.perf_counter()
-                gens = self._call(backend, [r for _, r in chunk])
-                wall = time.perf_counter() - t_call
-                good = [(k, model, g) for (k, _), g in zip(chunk, gens, strict=True) if g.ok]
-                self.cache.put_many(good)  # committed now: a kill after this loses nothing
-                with self._lock:
-                    self.stats.add_calls(gens, wall=wall)
-                    self._answered.update(k for k, _m, _g in good)
-                for (k, r), g in zip(chunk, gens, strict=True):
-                    results[k] = g
-                    self._log(probe, k, r, g, cache_hit=False)
+            batches = [items[i : i + size] for i in range(0, len(items), size)]
+            if self.share is not None and len(batches) > 1:
+                done = self._run_shared(backend, model, batches, results, probe=probe, done=done, total=total,
+                                        hits=hits, t_start=t_start)
+                continue
+            for chunk in batches:
+                self._make(backend, model, chunk, results, probe=probe)
                 done += len(chunk)
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
@@ -549,6 +545,84 @@ class Engine:
             done = self._stream(self.backend(model), model, items, results, probe=probe, done=done, total=total,
                                 hits=hits, t_start=t_start)
         return [results[k] for k in keys]
+
+    def _make(self, backend: Backend, model: str, chunk: Sequence[tuple[str, Request]], results: dict[str, Generation], *,
+              probe: str, check_cache: bool = False, count: bool = True) -> int:
+        """Make one batch: call the backend, commit the good answers at once (a kill after this loses
+        nothing), count, log. Returns the requests sent.
+
+        ``check_cache`` (pytest-xdist, :mod:`.work_share`): first take the answers another worker made
+        for this batch since :meth:`run` looked (they are not in the cache of an earlier run): they
+        count as made for this probe, as serially, and their request records are in that worker's
+        log. ``count=False``: a batch made for another worker's probe (that worker counts it)."""
+        if check_cache:
+            found = self.cache.get_many(k for k, _ in chunk)
+            if found:
+                with self._lock:
+                    self.stats.add_calls(list(found.values()), wall=0.0)
+                    self._answered.update(found)
+                results.update(found)
+                chunk = [(k, r) for k, r in chunk if k not in found]
+            if not chunk:
+                return 0
+        t_call = time.perf_counter()
+        gens = self._call(backend, [r for _, r in chunk])
+        wall = time.perf_counter() - t_call
+        good = [(k, model, g) for (k, _), g in zip(chunk, gens, strict=True) if g.ok]
+        self.cache.put_many(good)  # committed now: a kill after this loses nothing
+        with self._lock:
+            if count:
+                self.stats.add_calls(gens, wall=wall)
+                self._answered.update(k for k, _m, _g in good)
+            else:
+                self.helped += len(gens)
+        for (k, r), g in zip(chunk, gens, strict=True):
+            results[k] = g
+            self._log(probe, k, r, g, cache_hit=False)
+        return len(chunk)
+
+    def _run_shared(self, backend: Backend, model: str, batches: list[list[tuple[str, Request]]],
+                    results: dict[str, Generation], *, probe: str, done: int, total: int, hits: int,
+                    t_start: float) -> int:
+        """The batches of one model under pytest-xdist (:mod:`.work_share`): published for idle
+        workers, each made under its claim; a batch another worker holds is waited for at the end and
+        read from the cache (made here when that worker could not make it). Returns ``done``."""
+        assert self.share is not None
+        pub = self.share.publish(batches, probe=probe, model=model, identity=backend.identity())
+        try:
+            deferred = []
+            for i, chunk in enumerate(batches):
+                with pub.claim(i, wait=False) as held:
+                    if not held:
+                        deferred.append(i)
+                        continue
+                    self._make(backend, model, chunk, results, probe=probe, check_cache=True)
+                done += len(chunk)
+                if self.progress:
+                    self.progress(done, total, hits, time.perf_counter() - t_start)
+            for i in deferred:
+                with pub.claim(i, wait=True):
+                    self._make(backend, model, batches[i], results, probe=probe, check_cache=True)
+                done += len(batches[i])
+                if self.progress:
+                    self.progress(done, total, hits, time.perf_counter() - t_start)
+        finally:
+            self.share.withdraw(pub)
+        return done
+
+    def make_published(self, pub: Any, index: int, backend: Backend | None) -> int:
+        """Make the uncached requests of batch ``index`` of another worker's publication (a
+        :class:`.work_share.Publication`, its claim held by the caller) with ``backend``, this
+        worker's copy of the publisher's model; nothing when it is not loaded here or its identity
+        differs (the keys would not be the same). Returns the requests sent."""
+        if backend is None or dict(backend.identity()) != pub.identity:
+            return 0
+        chunk = pub.batches[index]
+        found = self.cache.get_many(k for k, _ in chunk)
+        todo = [(k, r) for k, r in chunk if k not in found]
+        if not todo:
+            return 0
+        return self._make(backend, pub.model, todo, {}, probe=pub.probe, count=False)
 
     def _stream(self, backend: Backend, model: str, items: list[tuple[str, Request]], results: dict[str, Generation], *,
                 probe: str, done: int, total: int, hits: int, t_start: float) -> int:

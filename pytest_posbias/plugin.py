@@ -486,7 +486,12 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
     except ModelLoadError as exc:
         pytest.exit(f"posbias: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     yield ctx
-    ctx.close()
+    session = request.session
+    try:
+        if not (session.shouldstop or session.shouldfail):  # -n N: help a busy worker (work_share)
+            ctx.help_other_workers(should_stop=lambda: bool(session.shouldstop or session.shouldfail))
+    finally:
+        ctx.close()
 
 
 def _progress_writer(config: pytest.Config) -> Any:

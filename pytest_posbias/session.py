@@ -158,6 +158,10 @@ class RunContext:
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
                              batch_size=self.options.get("batch_size"), progress=self._on_progress)
+        if worker != "main" and not self.options.get("plan"):  # pytest-xdist: see work_share
+            from .work_share import WorkShare
+
+            self.engine.share = WorkShare(self.run_dir / "work", worker)
 
     @classmethod
     def create(cls, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str, run_id: str,
@@ -284,7 +288,7 @@ class RunContext:
         name = hashlib.sha256(key.encode()).hexdigest()[:32]
         stored = folder / f"{name}.pkl"
         with (folder / f"{name}.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when a killed worker exits
+            self._lock_helping(lock)  # released when the file closes, or when a killed worker exits
             try:
                 if stored.is_file():
                     try:
@@ -309,6 +313,39 @@ class RunContext:
                 return value
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _lock_helping(self, lock: Any) -> None:
+        """Take the exclusive lock on ``lock``; while another worker holds it (computing a probe this
+        worker needs), make that worker's unclaimed model calls instead of idling (:mod:`.work_share`)."""
+        share = self.engine.share
+        if share is None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return
+        from .work_share import IDLE_POLL_S
+
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            if share.help_once(self._make_published) == 0:
+                time.sleep(IDLE_POLL_S)
+
+    def _make_published(self, pub: Any, index: int) -> int:
+        return self.engine.make_published(pub, index, self._backends.get(pub.model))
+
+    def help_other_workers(self, *, should_stop: Callable[[], bool] = lambda: False) -> int:
+        """Under pytest-xdist, after this worker's last test: make the other workers' unclaimed model
+        calls until no other worker is running tests (:meth:`.work_share.WorkShare.help_until_idle`).
+        Returns the requests made (each is counted by the gate whose probe it belongs to)."""
+        share = self.engine.share
+        if share is None:
+            return 0
+        made = share.help_until_idle(self._make_published, should_stop=should_stop)
+        if made:
+            self.note(f"made {made} model calls for another worker's probe after its own tests")
+        return made
 
     def calls(self) -> dict[str, Any]:
         return self.engine.stats.snapshot()
@@ -442,6 +479,8 @@ class RunContext:
         self.runlog.write({"kind": "observation", "probe": probe, "worker": self.worker, **data})
 
     def close(self) -> None:
+        if self.engine.share is not None:
+            self.engine.share.retire()
         for b in self._backends.values():
             with contextlib.suppress(Exception):
                 b.close()
@@ -506,6 +545,7 @@ def finish_run(
     import shutil
 
     shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see RunContext.memo)
+    shutil.rmtree(run_dir / "work", ignore_errors=True)  # model calls the workers shared (see work_share)
     if log_follower is not None and log_follower.run_dir == run_dir:
         header, pairs = log_follower.merge()
     else:

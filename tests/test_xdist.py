@@ -390,3 +390,36 @@ def test_the_log_follower_leaves_objects_the_process_froze_itself_frozen(tmp_pat
         assert (during, after) == (frozen, frozen) and keep
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.slow
+def test_an_idle_worker_makes_part_of_the_busy_workers_calls_with_the_serial_verdicts(pytester, small_set):
+    """The stressor probe (one group, most of the calls) and one positional configuration under
+    ``-n 2``: the worker that ran the positional group takes part of the stressor probe's calls after
+    its last test (work_share), and the verdicts and calls made equal the serial run's."""
+    pytest.importorskip("xdist")
+    write_suite_project(pytester.path, small_set, ("test_positional.py", "test_stressors.py"),
+                        "\n[tool.posbias.probes.positional]\ngroups = 12"
+                        "\n[tool.posbias.probes.stressor]\nvideos = 6\ntrials = 30\nmax_new_tokens = 64")
+    args = ["-v", "-m", "not slow", "-k", "16f or cooking-short-P2", "--model", "sim:looping", "-p", "no:randomly",
+            "-p", "no:cacheprovider"]
+    made = {}
+    for name, extra in {"serial": [], "n2": ["-n", "2"]}.items():
+        res = pytester.runpytest_subprocess(*args, *extra, f"--posbias-cache=c-{name}", f"--posbias-json={name}.json",
+                                            timeout=600)
+        assert res.ret in (0, 1), res.stdout.str()[-3000:]
+        made[name] = _made(res.stdout.str())
+    assert _verdicts(pytester.path / "n2.json") == _verdicts(pytester.path / "serial.json")
+    assert made["n2"] == made["serial"] > 1000
+    [run_dir] = (pytester.path / "c-n2" / "runs").glob("*")
+    made_by: dict[str, set[str]] = {}
+    for w in ("gw0", "gw1"):
+        recs = [json.loads(line) for line in (run_dir / f"log-{w}.jsonl").read_text().splitlines()[1:]]
+        made_by[w] = {r["key"] for r in recs if r.get("kind") == "request" and r.get("probe") == "stressor"
+                      and not r.get("cache_hit")}
+    assert made_by["gw0"] and made_by["gw1"], {w: len(k) for w, k in made_by.items()}  # both made stressor calls
+    assert made_by["gw0"].isdisjoint(made_by["gw1"])  # none twice
+    merged = [json.loads(line) for line in (run_dir / "run.jsonl").read_text().splitlines()]
+    made_keys = [r["key"] for r in merged if r.get("kind") == "request" and not r.get("cache_hit")]
+    assert len(made_keys) == len(set(made_keys)) == made["serial"]
+    assert not (run_dir / "work").exists()  # the publications are removed at the end

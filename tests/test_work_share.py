@@ -1,0 +1,181 @@
+"""Model calls shared between xdist workers (work_share): each request made once, an idle worker helps.
+
+Two engines on one cache stand for two workers (``fcntl`` locks taken through separate open files
+conflict between threads of one process as between processes); a killed helper is a real process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from pytest_posbias.engine import (
+    Decoding,
+    Engine,
+    Generation,
+    GenerationCache,
+    Request,
+    RunLog,
+    read_run_log,
+)
+from pytest_posbias.video.compose import TextPart
+from pytest_posbias.work_share import WorkShare
+
+
+class EchoBackend:
+    """Answers ``echo <prompt>``; records what it made; ``fail`` answers every call with an error."""
+
+    name = "echo"
+
+    def __init__(self, *, delay: float = 0.0, batch: int = 4, revision: str = "r1", fail: bool = False) -> None:
+        self.delay = delay
+        self.max_batch_size = batch
+        self.revision = revision
+        self.fail = fail
+        self.made: list[str] = []
+
+    def identity(self):
+        return {"backend": "echo", "model_id": "echo", "revision": self.revision}
+
+    def generate(self, requests):
+        time.sleep(self.delay)
+        self.made += [r.prompt_text for r in requests]
+        if self.fail:
+            return [Generation(finish_reason="error", error="boom") for _ in requests]
+        return [Generation(f"echo {r.prompt_text}", 2, "stop") for r in requests]
+
+    def score_options(self, requests, letters):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+
+def _requests(n: int) -> list[Request]:
+    return [Request("echo", (TextPart(f"q{i}"),), Decoding(max_new_tokens=8), meta={"probe": "t"}) for i in range(n)]
+
+
+def _engine(tmp_path: Path, worker: str, backend: EchoBackend) -> Engine:
+    eng = Engine(GenerationCache(tmp_path / "gen.sqlite"), backend_for=lambda _m: backend,
+                 runlog=RunLog(tmp_path / f"log-{worker}.jsonl", {"worker": worker}))
+    eng.share = WorkShare(tmp_path / "work", worker)
+    return eng
+
+
+def _help(engine: Engine, backend: EchoBackend):
+    return lambda pub, i: engine.make_published(pub, i, backend)
+
+
+def test_an_idle_worker_makes_part_of_a_busy_workers_calls_and_none_twice(tmp_path):
+    owner_b, helper_b = EchoBackend(delay=0.05), EchoBackend(delay=0.05)
+    owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
+    reqs = _requests(80)  # 20 batches of 4
+    out: dict[str, list[Generation]] = {}
+
+    def run_owner():
+        try:
+            out["gens"] = owner.run(reqs, probe="t")
+        finally:
+            owner.share.retire()  # this worker's tests are done: the helper may stop
+
+    t = threading.Thread(target=run_owner)
+    t.start()
+    time.sleep(0.2)  # the owner has published and made a few batches
+    helped = helper.share.help_until_idle(_help(helper, helper_b))
+    t.join()
+
+    assert [g.text for g in out["gens"]] == [f"echo q{i}" for i in range(80)]
+    assert helped == helper.helped == len(helper_b.made) > 0  # the idle worker made part of the calls
+    assert owner_b.made and set(owner_b.made).isdisjoint(helper_b.made)  # none made twice
+    assert sorted(owner_b.made + helper_b.made) == sorted(f"q{i}" for i in range(80))
+    # the owner's gate counts every call of its probe as made, as a serial run would; the helper counts none
+    assert owner.stats.made == 80 and helper.stats.made == 0 and owner.stats.cache_hits == 0
+    # one request record per key across the two logs: the helper logged what it made, the owner the rest
+    for eng in (owner, helper):
+        eng.runlog.close()
+    recs = [r for w in ("gw0", "gw1") for r in read_run_log(tmp_path / f"log-{w}.jsonl")[1] if r.get("kind") == "request"]
+    assert sorted(r["request"]["parts"][0]["text"] for r in recs) == sorted(f"q{i}" for i in range(80))
+    assert not any(r["cache_hit"] for r in recs)
+    assert not list((tmp_path / "work").glob("gw0-*"))  # the publication is withdrawn when the call returns
+
+
+def test_a_helper_with_another_model_identity_makes_nothing(tmp_path):
+    owner_b, helper_b = EchoBackend(delay=0.02), EchoBackend(revision="r2")
+    owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
+    t = threading.Thread(target=lambda: (owner.run(_requests(40)), owner.share.retire()))
+    t.start()
+    time.sleep(0.1)
+    assert helper.share.help_until_idle(_help(helper, helper_b)) == 0
+    t.join()
+    assert helper_b.made == [] and len(owner_b.made) == 40
+
+
+def test_calls_the_helper_failed_are_made_again_by_the_owner(tmp_path):
+    owner_b, helper_b = EchoBackend(delay=0.05), EchoBackend(delay=0.05, fail=True)
+    owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
+    out: dict[str, list[Generation]] = {}
+    t = threading.Thread(target=lambda: (out.setdefault("g", owner.run(_requests(40))), owner.share.retire()))
+    t.start()
+    time.sleep(0.15)
+    helper.share.help_until_idle(_help(helper, helper_b))
+    t.join()
+    assert helper_b.made  # the helper tried, and every answer it got was an error (not cached)
+    assert all(g.ok for g in out["g"]) and [g.text for g in out["g"]] == [f"echo q{i}" for i in range(40)]
+    assert sorted(owner_b.made) == sorted(f"q{i}" for i in range(40))  # the owner made them all itself
+    assert owner.stats.made == 40 and owner.stats.failed == 0
+
+
+def test_a_helper_killed_while_holding_a_batch_leaves_no_claim(tmp_path):
+    """A helper process killed mid-batch: the kernel drops its lock, the owner makes that batch."""
+    owner_b = EchoBackend(delay=0.3)  # 10 batches: about 3 s
+    owner = _engine(tmp_path, "gw0", owner_b)
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_work_share import EchoBackend, _engine
+        from pathlib import Path
+        b = EchoBackend(delay=3600)  # claims the last batch, then hangs inside the call
+        e = _engine(Path({str(tmp_path)!r}), "gw1", b)
+        def make(pub, i):
+            print("holding", i, flush=True)
+            return e.make_published(pub, i, b)
+        e.share.help_until_idle(make)
+    """)
+    out: dict[str, list[Generation]] = {}
+    owner_started = threading.Event()
+
+    def run_owner():
+        owner_started.set()
+        try:
+            out["g"] = owner.run(_requests(40), probe="t")
+        finally:
+            owner.share.retire()
+
+    t = threading.Thread(target=run_owner)
+    t.start()
+    owner_started.wait()
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.stdout is not None and proc.stdout.readline().split()[0] == "holding"  # the last batch
+    time.sleep(0.2)  # stuck in its call, holding the batch
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    t.join(timeout=60)
+    assert not t.is_alive()
+    assert [g.text for g in out["g"]] == [f"echo q{i}" for i in range(40)]
+    assert owner.stats.made == 40 and sorted(owner_b.made) == sorted(f"q{i}" for i in range(40))
+
+
+def test_an_idle_worker_stops_when_no_other_worker_is_active(tmp_path):
+    a, b = WorkShare(tmp_path, "gw0"), WorkShare(tmp_path, "gw1")
+    assert a.others_active() and b.others_active()
+    b.retire()
+    assert not a.others_active()
+    t0 = time.monotonic()
+    assert a.help_until_idle(lambda pub, i: 1) == 0 and time.monotonic() - t0 < 5
