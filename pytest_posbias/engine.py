@@ -597,12 +597,14 @@ class Engine:
                         deferred.append(i)
                         continue
                     self._make(backend, model, chunk, results, probe=probe, check_cache=True)
+                    pub.mark_done(i)
                 done += len(chunk)
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
             for i in deferred:
                 with pub.claim(i, wait=True):
                     self._make(backend, model, batches[i], results, probe=probe, check_cache=True)
+                    pub.mark_done(i)
                 done += len(batches[i])
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)

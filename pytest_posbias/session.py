@@ -329,7 +329,13 @@ class RunContext:
                 return
             except BlockingIOError:
                 pass
-            if share.help_once(self._make_published) == 0:
+            try:
+                helped = share.help_once(self._make_published)
+            except Exception as exc:  # helping is an optimisation: the other worker makes its own calls
+                self.note(f"stopped helping another worker ({type(exc).__name__}: {exc}); waiting for its probe")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                return
+            if helped == 0:
                 time.sleep(IDLE_POLL_S)
 
     def _make_published(self, pub: Any, index: int) -> int:
@@ -342,7 +348,12 @@ class RunContext:
         share = self.engine.share
         if share is None:
             return 0
-        made = share.help_until_idle(self._make_published, should_stop=should_stop)
+        try:
+            made = share.help_until_idle(self._make_published, should_stop=should_stop)
+        except Exception as exc:  # helping is an optimisation: what was not made here the owner makes
+            share.retire()
+            self.note(f"stopped helping another worker ({type(exc).__name__}: {exc})")
+            return 0
         if made:
             self.note(f"made {made} model calls for another worker's probe after its own tests")
         return made

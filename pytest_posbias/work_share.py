@@ -11,8 +11,8 @@ groups), so the run waits on one core. This module lets the idle worker make par
   a batch another worker holds is deferred, then waited for and read from the cache (a batch the
   other worker could not finish, failed calls or a killed worker, is made here);
 * a worker that has run its last test, or waits for a probe result another worker is computing
-  (``RunContext.memo``), takes the unclaimed batches of the others' publications, from the last one
-  back, under the same locks, and makes their uncached requests with its own copy of the model
+  (``RunContext.memo``), takes the unclaimed batches of the others' publications (of running
+  workers only), from the last one back, under the same locks, skipping a batch marked made, and makes their uncached requests with its own copy of the model
   (only a model it has loaded, and only when its backend identity equals the publisher's, so the
   keys are the same): the answers go to the shared cache and to this worker's run log;
 * every lock is released by the kernel when its process dies, so a killed worker leaves no claim.
@@ -72,6 +72,15 @@ class Publication:
         finally:
             fh.close()
 
+    def mark_done(self, index: int) -> None:
+        """Record (holding its claim) that batch ``index`` was made: a helper skips it, so a
+        request whose call failed there is not sent again (the publisher re-makes its failures)."""
+        with contextlib.suppress(OSError):
+            (self.folder / f"batch-{index}.done").touch()
+
+    def is_done(self, index: int) -> bool:
+        return (self.folder / f"batch-{index}.done").exists()
+
 
 class WorkShare:
     """One worker's side of the sharing: its publications, its activity lock, its help."""
@@ -110,6 +119,8 @@ class WorkShare:
         for d in sorted(self.folder.iterdir(), key=lambda p: p.name):
             if not d.is_dir() or d.name.startswith((".", f"{self.worker}-")) or d.name in self._exhausted:
                 continue
+            if not self._is_active(d.name.split("-", 1)[0]):
+                continue  # its worker died (killed) or finished: nobody waits for these answers
             try:
                 probe, model, identity, batches = pickle.loads((d / "items.pkl").read_bytes())
             except (OSError, EOFError, pickle.UnpicklingError):
@@ -125,24 +136,27 @@ class WorkShare:
         for pub in self.others():
             for i in reversed(range(len(pub.batches))):
                 with pub.claim(i, wait=False) as held:
-                    if held:
+                    if held and not pub.is_done(i):  # a batch made already is left to its publisher
                         made += make(pub, i)
+                        pub.mark_done(i)
             self._exhausted.add(pub.folder.name)
         return made
 
+    def _is_active(self, worker: str) -> bool:
+        """Whether ``worker`` holds its activity lock (it is running and may publish work)."""
+        try:
+            with open(self.folder / f"active-{worker}.lock", "a") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when closed
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False
+
     def others_active(self) -> bool:
         """Whether another worker may still publish work (holds its activity lock)."""
-        for f in self.folder.glob("active-*.lock"):
-            if f.name == f"active-{self.worker}.lock":
-                continue
-            try:
-                with open(f, "a") as fh:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when closed
-            except BlockingIOError:
-                return True
-            except OSError:
-                continue
-        return False
+        return any(self._is_active(f.name[len("active-"):-len(".lock")]) for f in self.folder.glob("active-*.lock")
+                   if f.name != f"active-{self.worker}.lock")
 
     def help_until_idle(self, make: Callable[[Publication, int], int], *,
                         should_stop: Callable[[], bool] = lambda: False) -> int:

@@ -179,3 +179,37 @@ def test_an_idle_worker_stops_when_no_other_worker_is_active(tmp_path):
     assert not a.others_active()
     t0 = time.monotonic()
     assert a.help_until_idle(lambda pub, i: 1) == 0 and time.monotonic() - t0 < 5
+
+
+def test_a_helper_does_not_send_again_a_batch_the_owner_made_whose_calls_failed(tmp_path):
+    """Failed answers are not cached: a helper walking back over batches the owner already made
+    would re-send them (a second call, and a clean answer in the log for a unit the gate lost)."""
+    owner_b, helper_b = EchoBackend(delay=0.05, fail=True), EchoBackend(delay=0.05)
+    owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
+    out: dict[str, list[Generation]] = {}
+
+    def run_owner():
+        try:
+            out["g"] = owner.run(_requests(40), probe="t")
+        finally:
+            owner.share.retire()
+
+    t = threading.Thread(target=run_owner)
+    t.start()
+    time.sleep(0.3)  # the owner has made (and failed) a few batches
+    helper.share.help_until_idle(_help(helper, helper_b))
+    t.join()
+    assert owner_b.made and helper_b.made
+    assert set(owner_b.made).isdisjoint(helper_b.made)  # no request sent twice
+    assert len(owner_b.made) + len(helper_b.made) == 40
+    failed = {f"q{i}" for i, g in enumerate(out["g"]) if not g.ok}
+    assert failed == set(owner_b.made)  # what the owner's gate lost is what the owner sent: fail closed
+
+
+def test_the_publications_of_a_worker_that_is_gone_are_not_made(tmp_path):
+    """A killed worker's publication stays on disk with no lock held: nobody waits for its answers."""
+    gone, idle = WorkShare(tmp_path, "gw0"), WorkShare(tmp_path, "gw1")
+    gone.publish([[("k1", None)], [("k2", None)]], probe="t", model="echo", identity={})
+    assert len(idle.others()) == 1
+    gone.retire()  # as the kernel does for a killed process
+    assert idle.others() == [] and idle.help_once(lambda pub, i: 1) == 0

@@ -394,14 +394,15 @@ def test_the_log_follower_leaves_objects_the_process_froze_itself_frozen(tmp_pat
 
 @pytest.mark.slow
 def test_an_idle_worker_makes_part_of_the_busy_workers_calls_with_the_serial_verdicts(pytester, small_set):
-    """The stressor probe (one group, most of the calls) and one positional configuration under
-    ``-n 2``: the worker that ran the positional group takes part of the stressor probe's calls after
-    its last test (work_share), and the verdicts and calls made equal the serial run's."""
+    """The stressor probe (one group, every model call) and a test that only sets up the run under
+    ``-n 2``: the worker that ran the short test takes part of the stressor probe's calls after it
+    (work_share), and the verdicts and calls made equal the serial run's."""
     pytest.importorskip("xdist")
-    write_suite_project(pytester.path, small_set, ("test_positional.py", "test_stressors.py"),
-                        "\n[tool.posbias.probes.positional]\ngroups = 12"
+    write_suite_project(pytester.path, small_set, ("test_stressors.py",),
                         "\n[tool.posbias.probes.stressor]\nvideos = 6\ntrials = 30\nmax_new_tokens = 64")
-    args = ["-v", "-m", "not slow", "-k", "16f or cooking-short-P2", "--model", "sim:looping", "-p", "no:randomly",
+    (pytester.path / "suites" / "test_idle.py").write_text(
+        "def test_sets_up_the_run(posbias_run):\n    assert posbias_run.engine is not None\n")
+    args = ["-v", "-m", "not slow", "-k", "16f or sets_up", "--model", "sim:looping", "-p", "no:randomly",
             "-p", "no:cacheprovider"]
     made = {}
     for name, extra in {"serial": [], "n2": ["-n", "2"]}.items():
@@ -409,6 +410,9 @@ def test_an_idle_worker_makes_part_of_the_busy_workers_calls_with_the_serial_ver
                                             timeout=600)
         assert res.ret in (0, 1), res.stdout.str()[-3000:]
         made[name] = _made(res.stdout.str())
+        if name == "n2":  # the short test ran on the other worker than the stressor group
+            ran = _workers_by_test(res.stdout.str())
+            assert len(set(ran.values())) == 2, ran
     assert _verdicts(pytester.path / "n2.json") == _verdicts(pytester.path / "serial.json")
     assert made["n2"] == made["serial"] > 1000
     [run_dir] = (pytester.path / "c-n2" / "runs").glob("*")
