@@ -72,25 +72,30 @@ def _help(engine: Engine, backend: EchoBackend):
     return lambda pub, i: engine.make_published(pub, i, backend)
 
 
+def _owner_thread(owner: Engine, reqs: list[Request], out: dict[str, list[Generation]]) -> threading.Thread:
+    """The busy worker: runs ``reqs`` on a thread, puts the answers in ``out["g"]``, then retires."""
+    def run() -> None:
+        try:
+            out["g"] = owner.run(reqs, probe="t")
+        finally:
+            owner.share.retire()  # this worker's tests are done: a helper may stop
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
 def test_an_idle_worker_makes_part_of_a_busy_workers_calls_and_none_twice(tmp_path):
     owner_b, helper_b = EchoBackend(delay=0.05), EchoBackend(delay=0.05)
     owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
     reqs = _requests(80)  # 20 batches of 4
     out: dict[str, list[Generation]] = {}
-
-    def run_owner():
-        try:
-            out["gens"] = owner.run(reqs, probe="t")
-        finally:
-            owner.share.retire()  # this worker's tests are done: the helper may stop
-
-    t = threading.Thread(target=run_owner)
-    t.start()
+    t = _owner_thread(owner, reqs, out)
     time.sleep(0.2)  # the owner has published and made a few batches
     helped = helper.share.help_until_idle(_help(helper, helper_b))
     t.join()
 
-    assert [g.text for g in out["gens"]] == [f"echo q{i}" for i in range(80)]
+    assert [g.text for g in out["g"]] == [f"echo q{i}" for i in range(80)]
     assert helped == helper.helped == len(helper_b.made) > 0  # the idle worker made part of the calls
     assert owner_b.made and set(owner_b.made).isdisjoint(helper_b.made)  # none made twice
     assert sorted(owner_b.made + helper_b.made) == sorted(f"q{i}" for i in range(80))
@@ -108,8 +113,7 @@ def test_an_idle_worker_makes_part_of_a_busy_workers_calls_and_none_twice(tmp_pa
 def test_a_helper_with_another_model_identity_makes_nothing(tmp_path):
     owner_b, helper_b = EchoBackend(delay=0.02), EchoBackend(revision="r2")
     owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
-    t = threading.Thread(target=lambda: (owner.run(_requests(40)), owner.share.retire()))
-    t.start()
+    t = _owner_thread(owner, _requests(40), {})
     time.sleep(0.1)
     assert helper.share.help_until_idle(_help(helper, helper_b)) == 0
     t.join()
@@ -120,8 +124,7 @@ def test_calls_the_helper_failed_are_made_again_by_the_owner(tmp_path):
     owner_b, helper_b = EchoBackend(delay=0.05), EchoBackend(delay=0.05, fail=True)
     owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
     out: dict[str, list[Generation]] = {}
-    t = threading.Thread(target=lambda: (out.setdefault("g", owner.run(_requests(40))), owner.share.retire()))
-    t.start()
+    t = _owner_thread(owner, _requests(40), out)
     time.sleep(0.15)
     helper.share.help_until_idle(_help(helper, helper_b))
     t.join()
@@ -148,18 +151,7 @@ def test_a_helper_killed_while_holding_a_batch_leaves_no_claim(tmp_path):
         e.share.help_until_idle(make)
     """)
     out: dict[str, list[Generation]] = {}
-    owner_started = threading.Event()
-
-    def run_owner():
-        owner_started.set()
-        try:
-            out["g"] = owner.run(_requests(40), probe="t")
-        finally:
-            owner.share.retire()
-
-    t = threading.Thread(target=run_owner)
-    t.start()
-    owner_started.wait()
+    t = _owner_thread(owner, _requests(40), out)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.stdout is not None and proc.stdout.readline().split()[0] == "holding"  # the last batch
@@ -187,15 +179,7 @@ def test_a_helper_does_not_send_again_a_batch_the_owner_made_whose_calls_failed(
     owner_b, helper_b = EchoBackend(delay=0.05, fail=True), EchoBackend(delay=0.05)
     owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
     out: dict[str, list[Generation]] = {}
-
-    def run_owner():
-        try:
-            out["g"] = owner.run(_requests(40), probe="t")
-        finally:
-            owner.share.retire()
-
-    t = threading.Thread(target=run_owner)
-    t.start()
+    t = _owner_thread(owner, _requests(40), out)
     time.sleep(0.3)  # the owner has made (and failed) a few batches
     helper.share.help_until_idle(_help(helper, helper_b))
     t.join()
