@@ -10,7 +10,7 @@ import contextlib
 import gc
 import json
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ _STASH_CONFIG = pytest.StashKey[PosbiasConfig]()
 _STASH_STATE = pytest.StashKey["_SessionState"]()
 _STASH_RUN_ID = pytest.StashKey[str]()
 _STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing run's state (a nested run)
+_STASH_SHARE = pytest.StashKey[Any]()  # an xdist worker's WorkShare (work_share), taken when it finished collecting
 
 
 # --------------------------------------------------------------------------- option types
@@ -322,7 +323,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
     match_last_failed_across_modes(config, items)
+    _register_worker_share(config, items)
     return result
+
+
+def _register_worker_share(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """xdist worker with suite tests left after deselection: take its activity lock in the run's
+    shared work folder (:class:`.work_share.WorkShare`) now, before it reports its collection.
+    The controller hands out tests only when every worker has collected, so a worker that finishes
+    its last test early sees each other worker that may still publish model calls, also one that has
+    not reached its first suite test yet; it helps until they are done. Released by the
+    ``posbias_run`` fixture's teardown, or at the worker's end of session."""
+    if getattr(config, "workerinput", None) is None or _STASH_SHARE in config.stash:
+        return
+    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
+        return
+    if not any("posbias_run" in getattr(item, "fixturenames", ()) for item in items):
+        return
+    from .work_share import WorkShare
+
+    try:
+        config.stash[_STASH_SHARE] = WorkShare(_run_dir(config) / "work", _worker_id(config))
+    except OSError:  # an unwritable cache folder: the posbias_run fixture reports it when it creates the run
+        config.stash[_STASH_SHARE] = None
 
 
 def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
@@ -481,6 +504,7 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
             invocation=list(config.invocation_params.args),
             quiet=config.get_verbosity() < 0,
             progress=_progress_writer(config),
+            share=config.stash.get(_STASH_SHARE, None),
         )
         ctx.load_models()
     except ModelLoadError as exc:
@@ -838,6 +862,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     waits for each worker process to exit, which can overlap with this."""
     config = session.config
     if getattr(config, "workerinput", None) is not None:
+        share = config.stash.get(_STASH_SHARE, None)
+        if share is not None:  # also when posbias_run was never set up (its suite tests all skipped)
+            share.retire()
         return
     state = config.stash[_STASH_STATE]
     state.stop.set()  # no -n progress line after this point (also when what follows raises)

@@ -48,6 +48,7 @@ from .run_merge import RunLogFollower, merge_run_log_lines, merge_run_logs
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
+from .work_share import WorkShare
 
 
 def new_run_id() -> str:
@@ -105,7 +106,7 @@ class RunContext:
 
     def __init__(self, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str,
                  run_id: str, invocation: Sequence[str] = (), quiet: bool = False,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, share: WorkShare | None = None) -> None:
         self.options = dict(options)
         self.pcfg = pcfg
         self.rootdir = rootdir
@@ -158,16 +159,18 @@ class RunContext:
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
                              batch_size=self.options.get("batch_size"), progress=self._on_progress)
-        if worker != "main" and not self.options.get("plan"):  # pytest-xdist: see work_share
-            from .work_share import WorkShare
-
-            self.engine.share = WorkShare(self.run_dir / "work", worker)
+        if share is not None and not self.options.get("plan"):  # pytest-xdist: see work_share
+            self.engine.share = share
 
     @classmethod
     def create(cls, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str, run_id: str,
-               invocation: Sequence[str] = (), quiet: bool = False, progress: Callable[[str], None] | None = None) -> RunContext:
+               invocation: Sequence[str] = (), quiet: bool = False, progress: Callable[[str], None] | None = None,
+               share: WorkShare | None = None) -> RunContext:
+        """``share``: this xdist worker's side of the model calls shared between workers (taken by the
+        plugin when the worker finished collecting, so every worker with suite tests is registered
+        before any test runs; :mod:`.work_share`). None in a serial run or from the CLI."""
         return cls(options, pcfg, rootdir=rootdir, worker=worker, run_id=run_id, invocation=invocation, quiet=quiet,
-                   progress=progress)
+                   progress=progress, share=share)
 
     # -- backends
     def backend(self, spec: str) -> Backend:
@@ -551,12 +554,14 @@ def finish_run(
     if run_id is None:
         return None
     run_dir = cache_dir / "runs" / run_id
-    if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
-        return None
     import shutil
 
     shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see RunContext.memo)
     shutil.rmtree(run_dir / "work", ignore_errors=True)  # model calls the workers shared (see work_share)
+    if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only a work folder was made (no suite test set the run up): leave nothing
+        return None
     if log_follower is not None and log_follower.run_dir == run_dir:
         header, pairs = log_follower.merge()
     else:

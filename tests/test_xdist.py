@@ -402,6 +402,12 @@ def test_an_idle_worker_makes_part_of_the_busy_workers_calls_with_the_serial_ver
                         "\n[tool.posbias.probes.stressor]\nvideos = 6\ntrials = 30\nmax_new_tokens = 64")
     (pytester.path / "suites" / "test_idle.py").write_text(
         "def test_sets_up_the_run(posbias_run):\n    assert posbias_run.engine is not None\n")
+    # the stressor worker reaches its first test (and sets up its run) only after the short test has
+    # ended on the other: the idle worker must wait for it (registered when it collected), not leave
+    with (pytester.path / "suites" / "conftest.py").open("a") as fh:
+        fh.write("\n\nimport os as _os, time as _time\n_late = []\n\n\ndef pytest_runtest_setup(item):\n"
+                 "    if _os.environ.get('PYTEST_XDIST_WORKER') and 'test_stressors' in item.nodeid and not _late:\n"
+                 "        _late.append(1)\n        _time.sleep(4)\n")
     args = ["-v", "-m", "not slow", "-k", "16f or sets_up", "--model", "sim:looping", "-p", "no:randomly",
             "-p", "no:cacheprovider"]
     made = {}
