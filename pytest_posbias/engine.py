@@ -547,20 +547,24 @@ class Engine:
         return [results[k] for k in keys]
 
     def _make(self, backend: Backend, model: str, chunk: Sequence[tuple[str, Request]], results: dict[str, Generation], *,
-              probe: str, check_cache: bool = False, count: bool = True) -> int:
+              probe: str, check_cache: bool = False, count: bool = True,
+              failed: Mapping[str, Generation] | None = None) -> int:
         """Make one batch: call the backend, commit the good answers at once (a kill after this loses
         nothing), count, log. Returns the requests sent.
 
         ``check_cache`` (pytest-xdist, :mod:`.work_share`): first take the answers another worker made
         for this batch since :meth:`run` looked (they are not in the cache of an earlier run): they
         count as made for this probe, as serially, and their request records are in that worker's
-        log. ``count=False``: a batch made for another worker's probe (that worker counts it)."""
+        log. ``failed``: the failed generations another worker recorded for this batch (taken the
+        same way: counted as made and failed here, logged there; not sent again).
+        ``count=False``: a batch made for another worker's probe (that worker counts it)."""
         if check_cache:
             found = self.cache.get_many(k for k, _ in chunk)
+            found.update({k: failed[k] for k, _ in chunk if failed and k in failed and k not in found})
             if found:
                 with self._lock:
                     self.stats.add_calls(list(found.values()), wall=0.0)
-                    self._answered.update(found)
+                    self._answered.update(k for k, g in found.items() if g.ok)
                 results.update(found)
                 chunk = [(k, r) for k, r in chunk if k not in found]
             if not chunk:
@@ -586,7 +590,8 @@ class Engine:
                     t_start: float) -> int:
         """The batches of one model under pytest-xdist (:mod:`.work_share`): published for idle
         workers, each made under its claim; a batch another worker holds is waited for at the end and
-        read from the cache (made here when that worker could not make it). Returns ``done``."""
+        read from the cache, its failed calls from the publication (made here when that worker could
+        not make it). Returns ``done``."""
         assert self.share is not None
         pub = self.share.publish(batches, probe=probe, model=model, identity=backend.identity())
         try:
@@ -596,14 +601,15 @@ class Engine:
                     if not held:
                         deferred.append(i)
                         continue
-                    self._make(backend, model, chunk, results, probe=probe, check_cache=True)
+                    self._make(backend, model, chunk, results, probe=probe, check_cache=True, failed=pub.failed(i))
                     pub.mark_done(i)
                 done += len(chunk)
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
             for i in deferred:
                 with pub.claim(i, wait=True):
-                    self._make(backend, model, batches[i], results, probe=probe, check_cache=True)
+                    self._make(backend, model, batches[i], results, probe=probe, check_cache=True,
+                               failed=pub.failed(i))
                     pub.mark_done(i)
                 done += len(batches[i])
                 if self.progress:
@@ -612,19 +618,22 @@ class Engine:
             self.share.withdraw(pub)
         return done
 
-    def make_published(self, pub: Any, index: int, backend: Backend | None) -> int:
+    def make_published(self, pub: Any, index: int, backend: Backend | None) -> tuple[int, dict[str, Generation]]:
         """Make the uncached requests of batch ``index`` of another worker's publication (a
         :class:`.work_share.Publication`, its claim held by the caller) with ``backend``, this
         worker's copy of the publisher's model; nothing when it is not loaded here or its identity
-        differs (the keys would not be the same). Returns the requests sent."""
+        differs (the keys would not be the same). Returns the requests sent and the failed
+        generations among them (cache key -> Generation), which the publisher takes as its own."""
         if backend is None or dict(backend.identity()) != pub.identity:
-            return 0
+            return 0, {}
         chunk = pub.batches[index]
         found = self.cache.get_many(k for k, _ in chunk)
         todo = [(k, r) for k, r in chunk if k not in found]
         if not todo:
-            return 0
-        return self._make(backend, pub.model, todo, {}, probe=pub.probe, count=False)
+            return 0, {}
+        made: dict[str, Generation] = {}
+        n = self._make(backend, pub.model, todo, made, probe=pub.probe, count=False)
+        return n, {k: g for k, g in made.items() if not g.ok}
 
     def _stream(self, backend: Backend, model: str, items: list[tuple[str, Request]], results: dict[str, Generation], *,
                 probe: str, done: int, total: int, hits: int, t_start: float) -> int:

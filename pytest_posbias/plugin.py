@@ -42,6 +42,7 @@ _STASH_STATE = pytest.StashKey["_SessionState"]()
 _STASH_RUN_ID = pytest.StashKey[str]()
 _STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing run's state (a nested run)
 _STASH_SHARE = pytest.StashKey[Any]()  # an xdist worker's WorkShare (work_share), taken when it finished collecting
+_STASH_IDLE_RUN = pytest.StashKey[Any]()  # an xdist worker's RunContext after its tests: helps, then closes
 
 
 # --------------------------------------------------------------------------- option types
@@ -327,13 +328,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     return result
 
 
+def _help_then_close(session: pytest.Session) -> None:
+    """xdist worker, end of session: every test has run and every fixture is released (a user's
+    session-scoped lock on a device is free for the other workers). Make the other workers'
+    published model calls until none of them is running (:meth:`.session.RunContext.help_other_workers`),
+    unless this run is stopping; then close the run context and retire from the sharing (also when
+    ``posbias_run`` was never set up here)."""
+    config = session.config
+    ctx = config.stash.get(_STASH_IDLE_RUN, None)
+    share = config.stash.get(_STASH_SHARE, None)
+    try:
+        if ctx is not None:
+            try:
+                if not (session.shouldstop or session.shouldfail):
+                    ctx.help_other_workers(should_stop=lambda: bool(session.shouldstop or session.shouldfail))
+            finally:
+                ctx.close()
+    finally:
+        if share is not None:
+            share.retire()
+
+
 def _register_worker_share(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
-    """xdist worker with suite tests left after deselection: take its activity lock in the run's
-    shared work folder (:class:`.work_share.WorkShare`) now, before it reports its collection.
-    The controller hands out tests only when every worker has collected, so a worker that finishes
-    its last test early sees each other worker that may still publish model calls, also one that has
-    not reached its first suite test yet; it helps until they are done. Released by the
-    ``posbias_run`` fixture's teardown, or at the worker's end of session."""
+    """xdist worker whose collection holds suite tests (every worker collects the same items, so
+    each worker of a run with suite tests registers, whichever tests it is given): take its activity
+    lock in the run's shared work folder (:class:`.work_share.WorkShare`) now, before it reports
+    its collection. The controller hands out tests only when every worker has collected, so a worker
+    that has run its last test sees each other worker that may still publish model calls, also one
+    that has not reached its first suite test yet, and helps until they are done. Released at the
+    worker's end of session (:func:`_help_then_close`)."""
     if getattr(config, "workerinput", None) is None or _STASH_SHARE in config.stash:
         return
     if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
@@ -510,12 +533,10 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
     except ModelLoadError as exc:
         pytest.exit(f"posbias: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     yield ctx
-    session = request.session
-    try:
-        if not (session.shouldstop or session.shouldfail):  # -n N: help a busy worker (work_share)
-            ctx.help_other_workers(should_stop=lambda: bool(session.shouldstop or session.shouldfail))
-    finally:
-        ctx.close()
+    if ctx.engine.share is not None:  # -n N: helps a busy worker at this worker's end of session, then closes
+        config.stash[_STASH_IDLE_RUN] = ctx
+        return
+    ctx.close()
 
 
 def _progress_writer(config: pytest.Config) -> Any:
@@ -862,9 +883,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     waits for each worker process to exit, which can overlap with this."""
     config = session.config
     if getattr(config, "workerinput", None) is not None:
-        share = config.stash.get(_STASH_SHARE, None)
-        if share is not None:  # also when posbias_run was never set up (its suite tests all skipped)
-            share.retire()
+        _help_then_close(session)
         return
     state = config.stash[_STASH_STATE]
     state.stop.set()  # no -n progress line after this point (also when what follows raises)

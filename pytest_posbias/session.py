@@ -341,12 +341,12 @@ class RunContext:
             if helped == 0:
                 time.sleep(IDLE_POLL_S)
 
-    def _make_published(self, pub: Any, index: int) -> int:
+    def _make_published(self, pub: Any, index: int) -> tuple[int, dict[str, Any]]:
         return self.engine.make_published(pub, index, self._backends.get(pub.model))
 
     def help_other_workers(self, *, should_stop: Callable[[], bool] = lambda: False) -> int:
-        """Under pytest-xdist, after this worker's last test: make the other workers' unclaimed model
-        calls until no other worker is running tests (:meth:`.work_share.WorkShare.help_until_idle`).
+        """Under pytest-xdist, at this worker's end of session (every fixture released): make the
+        other workers' unclaimed model calls until no other worker is running tests (:meth:`.work_share.WorkShare.help_until_idle`).
         Returns the requests made (each is counted by the gate whose probe it belongs to)."""
         share = self.engine.share
         if share is None:
@@ -559,8 +559,9 @@ def finish_run(
     shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see RunContext.memo)
     shutil.rmtree(run_dir / "work", ignore_errors=True)  # model calls the workers shared (see work_share)
     if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
-        with contextlib.suppress(OSError):
-            run_dir.rmdir()  # only a work folder was made (no suite test set the run up): leave nothing
+        for empty in (run_dir, run_dir.parent, cache_dir):  # only xdist's work folder was made (no suite
+            with contextlib.suppress(OSError):               # test set the run up): leave nothing behind
+                empty.rmdir()
         return None
     if log_follower is not None and log_follower.run_dir == run_dir:
         header, pairs = log_follower.merge()

@@ -8,13 +8,16 @@ groups), so the run waits on one core. This module lets the idle worker make par
 * an engine with more than one batch of uncached requests *publishes* them (their keys, the
   requests, the probe, the backend's identity) under ``<run dir>/work/<worker>-<pid>-<n>/`` and
   makes them batch by batch, each batch under an exclusive ``fcntl`` lock on its own lock file;
-  a batch another worker holds is deferred, then waited for and read from the cache (a batch the
-  other worker could not finish, failed calls or a killed worker, is made here);
-* a worker that has run its last test, or waits for a probe result another worker is computing
+  a batch another worker holds is deferred, then waited for and read from the cache and the
+  publication (a batch the other worker could not finish, a killed worker, is made here);
+* a worker that has run its last test (at its end of session, its fixtures released), or waits for
+  a probe result another worker is computing
   (``RunContext.memo``), takes the unclaimed batches of the others' publications (of running
-  workers only), from the last one back, under the same locks, skipping a batch marked made, and makes their uncached requests with its own copy of the model
-  (only a model it has loaded, and only when its backend identity equals the publisher's, so the
-  keys are the same): the answers go to the shared cache and to this worker's run log;
+  workers only), from the last one back, under the same locks, skipping a batch marked made, and
+  makes their uncached requests with its own copy of the model (only a model it has loaded, and
+  only when its backend identity equals the publisher's, so the keys are the same): the good
+  answers go to the shared cache, the failed ones into the publication (the publisher takes them
+  as its own, so a failing call is sent once, as serially), all of them to this worker's run log;
 * every lock is released by the kernel when its process dies, so a killed worker leaves no claim.
 
 A request is made once across the workers (the claim and the cache are checked before a batch is
@@ -72,14 +75,29 @@ class Publication:
         finally:
             fh.close()
 
-    def mark_done(self, index: int) -> None:
-        """Record (holding its claim) that batch ``index`` was made: a helper skips it, so a
-        request whose call failed there is not sent again (the publisher re-makes its failures)."""
+    def mark_done(self, index: int, failed: Mapping[str, Any] | None = None) -> None:
+        """Record (holding its claim) that batch ``index`` was made, with the failed generations of
+        its requests (``failed``: cache key -> Generation; the cache keeps only good answers). Nobody
+        sends those requests again: a helper skips the batch and the publisher takes the failures
+        from here as its own calls' (:meth:`failed`), so a call that fails is made once, as serially."""
         with contextlib.suppress(OSError):
+            if failed:
+                tmp = self.folder / f".batch-{index}.failed.tmp"
+                tmp.write_bytes(pickle.dumps(dict(failed), protocol=pickle.HIGHEST_PROTOCOL))
+                tmp.rename(self.folder / f"batch-{index}.failed.pkl")
             (self.folder / f"batch-{index}.done").touch()
 
     def is_done(self, index: int) -> bool:
         return (self.folder / f"batch-{index}.done").exists()
+
+    def failed(self, index: int) -> dict[str, Any]:
+        """The failed generations recorded with batch ``index`` (empty when it is not done)."""
+        if not self.is_done(index):
+            return {}
+        try:
+            return dict(pickle.loads((self.folder / f"batch-{index}.failed.pkl").read_bytes()))
+        except (OSError, EOFError, pickle.UnpicklingError):
+            return {}
 
 
 class WorkShare:
@@ -109,8 +127,15 @@ class WorkShare:
 
     @staticmethod
     def withdraw(pub: Publication) -> None:
-        """Remove a finished publication (a helper still holding one of its locks keeps its file open)."""
-        shutil.rmtree(pub.folder, ignore_errors=True)
+        """Remove a finished publication: first renamed to a hidden name (atomically: no helper finds
+        or claims it after this, and a helper's late ``open`` of a lock file cannot recreate it under
+        the listed name), then deleted (a helper still holding one of its locks keeps its file open)."""
+        gone = pub.folder.with_name(f".{pub.folder.name}.gone")
+        try:
+            pub.folder.rename(gone)
+        except OSError:
+            return
+        shutil.rmtree(gone, ignore_errors=True)
 
     # -- the helper's side
     def others(self) -> list[Publication]:
@@ -128,17 +153,21 @@ class WorkShare:
             out.append(Publication(d, probe, model, identity, batches))
         return out
 
-    def help_once(self, make: Callable[[Publication, int], int]) -> int:
+    def help_once(self, make: Callable[[Publication, int], tuple[int, Mapping[str, Any]]]) -> int:
         """Walk every other publication from its last batch to its first, making each batch nobody
-        holds (``make(pub, index)`` makes its uncached requests and returns how many it made).
-        Returns the requests made."""
+        holds while its publisher runs (``make(pub, index)`` makes its uncached requests and returns
+        how many it sent and the failed generations among them). Returns the requests made."""
         made = 0
         for pub in self.others():
+            publisher = pub.folder.name.split("-", 1)[0]
             for i in reversed(range(len(pub.batches))):
+                if not self._is_active(publisher):
+                    break  # it died: its replacement makes these requests, not this worker too
                 with pub.claim(i, wait=False) as held:
                     if held and not pub.is_done(i):  # a batch made already is left to its publisher
-                        made += make(pub, i)
-                        pub.mark_done(i)
+                        n, failed = make(pub, i)
+                        made += n
+                        pub.mark_done(i, failed)
             self._exhausted.add(pub.folder.name)
         return made
 
@@ -158,7 +187,7 @@ class WorkShare:
         return any(self._is_active(f.name[len("active-"):-len(".lock")]) for f in self.folder.glob("active-*.lock")
                    if f.name != f"active-{self.worker}.lock")
 
-    def help_until_idle(self, make: Callable[[Publication, int], int], *,
+    def help_until_idle(self, make: Callable[[Publication, int], tuple[int, Mapping[str, Any]]], *,
                         should_stop: Callable[[], bool] = lambda: False) -> int:
         """This worker has no tests left: stop publishing, then help the others until none is
         active (or ``should_stop()``). Returns the requests made for them."""

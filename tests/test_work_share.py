@@ -120,7 +120,9 @@ def test_a_helper_with_another_model_identity_makes_nothing(tmp_path):
     assert helper_b.made == [] and len(owner_b.made) == 40
 
 
-def test_calls_the_helper_failed_are_made_again_by_the_owner(tmp_path):
+def test_calls_the_helper_failed_are_lost_units_of_the_owner_not_sent_again(tmp_path):
+    """A call that fails for the helper is made once, as serially: the owner takes the failed
+    generation from the publication as its own call's (a lost unit, counted failed), not a second send."""
     owner_b, helper_b = EchoBackend(delay=0.05), EchoBackend(delay=0.05, fail=True)
     owner, helper = _engine(tmp_path, "gw0", owner_b), _engine(tmp_path, "gw1", helper_b)
     out: dict[str, list[Generation]] = {}
@@ -128,10 +130,16 @@ def test_calls_the_helper_failed_are_made_again_by_the_owner(tmp_path):
     time.sleep(0.15)
     helper.share.help_until_idle(_help(helper, helper_b))
     t.join()
-    assert helper_b.made  # the helper tried, and every answer it got was an error (not cached)
-    assert all(g.ok for g in out["g"]) and [g.text for g in out["g"]] == [f"echo q{i}" for i in range(40)]
-    assert sorted(owner_b.made) == sorted(f"q{i}" for i in range(40))  # the owner made them all itself
-    assert owner.stats.made == 40 and owner.stats.failed == 0
+    assert helper_b.made and owner_b.made  # the helper tried, and every answer it got was an error
+    assert set(owner_b.made).isdisjoint(helper_b.made) and len(owner_b.made) + len(helper_b.made) == 40
+    lost = {f"q{i}" for i, g in enumerate(out["g"]) if not g.ok}
+    assert lost == set(helper_b.made)  # fail closed: the helper's failures are the owner's lost units
+    assert all(g.text == f"echo q{i}" for i, g in enumerate(out["g"]) if g.ok)
+    assert owner.stats.made == 40 and owner.stats.failed == len(helper_b.made)
+    for eng in (owner, helper):
+        eng.runlog.close()
+    recs = [r for w in ("gw0", "gw1") for r in read_run_log(tmp_path / f"log-{w}.jsonl")[1] if r.get("kind") == "request"]
+    assert sorted(r["request"]["parts"][0]["text"] for r in recs) == sorted(f"q{i}" for i in range(40))
 
 
 def test_a_helper_killed_while_holding_a_batch_leaves_no_claim(tmp_path):
@@ -170,7 +178,7 @@ def test_an_idle_worker_stops_when_no_other_worker_is_active(tmp_path):
     b.retire()
     assert not a.others_active()
     t0 = time.monotonic()
-    assert a.help_until_idle(lambda pub, i: 1) == 0 and time.monotonic() - t0 < 5
+    assert a.help_until_idle(lambda pub, i: (1, {})) == 0 and time.monotonic() - t0 < 5
 
 
 def test_a_helper_does_not_send_again_a_batch_the_owner_made_whose_calls_failed(tmp_path):
@@ -196,4 +204,29 @@ def test_the_publications_of_a_worker_that_is_gone_are_not_made(tmp_path):
     gone.publish([[("k1", None)], [("k2", None)]], probe="t", model="echo", identity={})
     assert len(idle.others()) == 1
     gone.retire()  # as the kernel does for a killed process
-    assert idle.others() == [] and idle.help_once(lambda pub, i: 1) == 0
+    assert idle.others() == [] and idle.help_once(lambda pub, i: (1, {})) == 0
+
+
+def test_a_helper_stops_on_a_publication_whose_worker_dies_while_it_helps(tmp_path):
+    """The publisher killed while a helper walks its batches: the helper makes no further batch
+    (the publisher's replacement makes those requests; both making them would send them twice)."""
+    dying, idle = WorkShare(tmp_path, "gw0"), WorkShare(tmp_path, "gw1")
+    dying.publish([[("k1", None)], [("k2", None)], [("k3", None)]], probe="t", model="echo", identity={})
+    made: list[int] = []
+
+    def make(pub, i):
+        made.append(i)
+        dying.retire()  # as the kernel does when the publisher is killed
+        return 1, {}
+
+    assert idle.help_once(make) == 1 and made == [2]
+
+
+def test_a_withdrawn_publication_cannot_be_claimed_or_recreated(tmp_path):
+    a = WorkShare(tmp_path, "gw0")
+    pub = a.publish([[("k1", None)], [("k2", None)]], probe="t", model="echo", identity={})
+    WorkShare.withdraw(pub)
+    with pub.claim(1, wait=False) as held:
+        assert not held
+    pub.mark_done(1, {"k2": Generation(finish_reason="error", error="boom")})
+    assert not pub.folder.exists() and [p.name for p in tmp_path.iterdir()] == ["active-gw0.lock"]

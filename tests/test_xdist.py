@@ -173,6 +173,28 @@ def test_plain_minus_n_groups_by_mark_on_every_worker(pytester):
     assert "LoadGroupScheduling" not in res.stdout.str() and "@one" not in res.stdout.str()
 
 
+def test_minus_n_with_every_suite_test_skipped_leaves_no_cache_folder(pytester):
+    """Each worker registers for work sharing when it has collected suite tests (a folder under the
+    cache); when none of them runs, the run leaves nothing behind, as a serial run does."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_skipped="""
+        import pytest
+
+        pytestmark = pytest.mark.skip("not today")
+
+        def test_a(posbias_run):
+            pass
+
+        def test_b(posbias_run):
+            pass
+    """)
+    for extra in ([], ["-n", "2"]):
+        res = pytester.runpytest_subprocess(*extra, "-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-cache=c",
+                                            timeout=300)
+        res.assert_outcomes(skipped=2)
+        assert not (pytester.path / "c").exists(), [str(p) for p in (pytester.path / "c").rglob("*")]
+
+
 @pytest.mark.slow
 def test_last_failed_reruns_every_grouped_failure_under_minus_n(pytester):
     """``pytest -n 2 --lf`` after a ``-n 2`` run reruns every failed grouped test, parametrized ones
@@ -403,11 +425,18 @@ def test_an_idle_worker_makes_part_of_the_busy_workers_calls_with_the_serial_ver
     (pytester.path / "suites" / "test_idle.py").write_text(
         "def test_sets_up_the_run(posbias_run):\n    assert posbias_run.engine is not None\n")
     # the stressor worker reaches its first test (and sets up its run) only after the short test has
-    # ended on the other: the idle worker must wait for it (registered when it collected), not leave
+    # ended on the other: the idle worker must wait for it (registered when it collected), not leave;
+    # and a session-wide device lock (a common -n pattern) is held by each worker for its whole session:
+    # the idle worker helps only after its fixtures are released, or the two would wait on each other
+    lock = pytester.path / "device.lock"
     with (pytester.path / "suites" / "conftest.py").open("a") as fh:
-        fh.write("\n\nimport os as _os, time as _time\n_late = []\n\n\ndef pytest_runtest_setup(item):\n"
+        fh.write("\n\nimport fcntl as _fcntl, os as _os, time as _time\n\nimport pytest as _pytest\n\n_late = []\n\n\n"
+                 "def pytest_runtest_setup(item):\n"
                  "    if _os.environ.get('PYTEST_XDIST_WORKER') and 'test_stressors' in item.nodeid and not _late:\n"
-                 "        _late.append(1)\n        _time.sleep(4)\n")
+                 "        _late.append(1)\n        _time.sleep(4)\n\n\n"
+                 "@_pytest.fixture(scope='session', autouse=True)\ndef _one_device():\n"
+                 f"    with open({str(lock)!r}, 'a') as fh:\n"
+                 "        _fcntl.flock(fh, _fcntl.LOCK_EX)\n        yield\n")
     args = ["-v", "-m", "not slow", "-k", "16f or sets_up", "--model", "sim:looping", "-p", "no:randomly",
             "-p", "no:cacheprovider"]
     made = {}
