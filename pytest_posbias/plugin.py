@@ -517,6 +517,7 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
 
     config = request.config
     opts = _options(config)
+    ctx, load_error = None, None
     try:
         ctx = RunContext.create(
             opts,
@@ -531,7 +532,17 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
         )
         ctx.load_models()
     except ModelLoadError as exc:
-        pytest.exit(f"posbias: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        load_error = str(exc)
+    if load_error is not None:
+        if ctx is not None:
+            ctx.close()
+        if getattr(config, "workerinput", None) is not None:
+            # pytest.exit in an xdist worker ends in the controller's INTERNALERROR without this
+            # message: every suite test of this worker errors with it (a session fixture's error is
+            # kept), the other workers go on, and the run fails
+            pytest.fail(f"posbias: {load_error} (on xdist worker {_worker_id(config)})", pytrace=False)
+        pytest.exit(f"posbias: {load_error}", returncode=pytest.ExitCode.USAGE_ERROR)
+    assert ctx is not None
     yield ctx
     if ctx.engine.share is not None:  # -n N: helps a busy worker at this worker's end of session, then closes
         config.stash[_STASH_IDLE_RUN] = ctx

@@ -195,6 +195,38 @@ def test_minus_n_with_every_suite_test_skipped_leaves_no_cache_folder(pytester):
         assert not (pytester.path / "c").exists(), [str(p) for p in (pytester.path / "c").rglob("*")]
 
 
+def test_a_model_that_fails_to_load_on_a_worker_is_a_clear_error_not_an_internal_error(pytester):
+    """Serially a model that cannot be loaded stops the run (usage error); under ``-n 2`` that
+    pytest.exit in a worker became an xdist INTERNALERROR without the message. Now each suite test
+    of the worker errors with it and the run fails."""
+    pytest.importorskip("xdist")
+    pytester.makeconftest("""
+        import os
+        from pytest_posbias.errors import ModelLoadError
+        from pytest_posbias.session import RunContext
+
+        def _fails(self):
+            raise ModelLoadError(f"checkpoint /models/x: config.json not found ({os.environ.get('PYTEST_XDIST_WORKER')})")
+
+        RunContext.load_models = _fails
+    """)
+    pytester.makepyfile(test_two="""
+        def test_a(posbias_run):
+            pass
+
+        def test_b(posbias_run):
+            pass
+    """)
+    res = pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-cache=c",
+                                        timeout=300)
+    out = res.stdout.str() + res.stderr.str()
+    assert "INTERNALERROR" not in out and res.ret == 1, out[-3000:]
+    res.assert_outcomes(errors=2)
+    assert re.search(r"posbias: checkpoint /models/x: config.json not found \(gw\d\) \(on xdist worker gw\d\)", out)
+    serial = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-cache=c", timeout=300)
+    assert serial.ret == 4 and "config.json not found" in serial.stdout.str() + serial.stderr.str()
+
+
 @pytest.mark.slow
 def test_last_failed_reruns_every_grouped_failure_under_minus_n(pytester):
     """``pytest -n 2 --lf`` after a ``-n 2`` run reruns every failed grouped test, parametrized ones
