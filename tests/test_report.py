@@ -50,6 +50,27 @@ def _strip_stamp(html: str) -> str:
     return re.sub(r"Rendered \S+ by", "Rendered <time> by", html)
 
 
+def test_figures_drawn_in_worker_processes_give_the_page_drawn_in_process(run_dir, monkeypatch):
+    from pytest_posbias.report import figure_pool
+
+    [log] = list((run_dir / ".posbias" / "runs").glob("*/run.jsonl"))
+    monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", "1")
+    alone = render([log], rendered_at="t")
+    monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", "2")
+    figure_pool.start_figure_server()
+    drawn = {}
+    real_fill = figure_pool.FigureBatch.fill
+
+    def fill(batch, html):
+        out = real_fill(batch, html)
+        drawn.update(figures=len(batch), in_pool=batch.drawn_in_pool)
+        return out
+
+    monkeypatch.setattr(figure_pool.FigureBatch, "fill", fill)
+    assert render([log], rendered_at="t") == alone
+    assert drawn["figures"] >= 8 and drawn["in_pool"] == drawn["figures"]
+
+
 def test_report_written_and_rerendered_from_the_log_alone(run_dir):
     reports = sorted((run_dir / "reports").glob("*.html"))
     names = [p.name for p in reports]

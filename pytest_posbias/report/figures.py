@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .figure_pool import deferrable
+
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
@@ -40,6 +42,7 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: the SVG is inlined in HTML
 
 
+@deferrable
 def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
     """One panel per domain/duration/scale: mean coverage per slot, one line per model with a CI band.
 
@@ -71,6 +74,7 @@ def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
     return _svg(fig)
 
 
+@deferrable
 def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols: Sequence[str], *, title: str,
             fmt: str = "{:.0%}", vmax: float | None = None, cmap: str = "cividis") -> str:
     """A labelled heat map with the value printed in every cell (None = not measured)."""
@@ -92,6 +96,7 @@ def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols:
     return _svg(fig)
 
 
+@deferrable
 def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *, title: str, ylabel: str,
          ref: Mapping[str, float] | None = None, errors: Mapping[str, Sequence[tuple[float, float]]] | None = None,
          percent: bool = True) -> str:
@@ -126,6 +131,7 @@ def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *,
     return _svg(fig)
 
 
+@deferrable
 def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, title: str, xlabel: str, ylabel: str) -> str:
     """Simple line plot (e.g. risk–coverage: accuracy on the answered subset vs coverage)."""
     plt = _plt()
@@ -141,6 +147,7 @@ def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, titl
     return _svg(fig)
 
 
+@deferrable
 def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: str) -> str:
     """Box plots of per-output values (RI or IE) per condition."""
     plt = _plt()
@@ -159,6 +166,7 @@ def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: st
     return _svg(fig)
 
 
+@deferrable
 def stacked(groups: Sequence[str], parts: Mapping[str, Sequence[float]], *, title: str) -> str:
     """100% stacked bars (severity shares: benign, ordinary, severe)."""
     return _svg(stacked_figure(groups, parts, title=title))
@@ -193,6 +201,7 @@ def _bound_lines(ax: Any, lower: float | None, upper: float | None, *, vertical:
         first = False
 
 
+@deferrable
 def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower: float | None = None,
            upper: float | None = None, ref: float | None = None, width: float = 5.6) -> str:
     """Estimates with their CIs as horizontal bars, one row per gate (or configuration), the
@@ -225,6 +234,7 @@ def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower:
     return _svg(fig)
 
 
+@deferrable
 def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower: float | None = None,
           upper: float | None = None) -> str:
     """One gate across releases: the estimate with its CI per release (x, in release order) and

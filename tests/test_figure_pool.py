@@ -1,0 +1,106 @@
+"""The report's figures drawn in worker processes: the same bytes as in-process, and in-process
+wherever the pool cannot be had or a figure fails there."""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+
+import pytest
+
+from pytest_posbias.report import figure_pool, figures
+
+CALLS = [  # one call of every deferrable figure function, with data like the report's
+    ("coverage_curves", ([{"title": f"panel {k}", "series": [{"model": "sim:a", "mean": [0.5, 0.4, 0.45, 0.6],
+                                                                 "low": [0.4, 0.3, 0.35, 0.5], "high": [0.6, 0.5, 0.55, 0.7]}]}
+                          for k in range(3)],), {}),
+    ("heatmap", ([[0.1, None], [0.3, 0.9]], ["a", "b"], ["x", "y"]), {"title": "disagreement"}),
+    ("bars", (["g1", "g2"], {"m": [0.2, None]}), {"title": "flips", "ylabel": "rate", "ref": {"floor": 0.05}}),
+    ("lines", ({"m": ([0.1, 0.5, 1.0], [0.9, 0.8, 0.7])},), {"title": "risk", "xlabel": "coverage", "ylabel": "acc"}),
+    ("distributions", ({"clean": [0.1, 0.2, 0.3], "reverse": [0.4, 0.5]},), {"title": "RI", "ylabel": "RI"}),
+    ("stacked", (["clean", "add"], {"benign": [0.7, 0.5], "ordinary": [0.2, 0.3], "severe": [0.1, 0.2]}), {"title": "sev"}),
+    ("forest", ([{"label": "dpb[x]", "estimate": 0.1, "low": 0.05, "high": 0.2, "passed": False}],),
+     {"title": "worst", "xlabel": "estimate", "lower": -0.05, "upper": 0.05}),
+    ("trend", ([{"release": "#1", "estimate": 0.1, "low": 0.0, "high": 0.2, "passed": True}],),
+     {"title": "meg", "ylabel": "estimate"}),
+]
+
+
+def _page(calls) -> str:
+    return "<html>" + "".join(f"<figure>{getattr(figures, n)(*a, **k)}</figure>" for n, a, k in calls) + "</html>"
+
+
+@pytest.fixture
+def processes(monkeypatch):
+    def use(n: int) -> None:
+        monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", str(n))
+    return use
+
+
+def test_every_figure_function_is_deferred_and_the_pool_draws_the_same_bytes(processes):
+    direct = _page(CALLS)
+    processes(2)
+    figure_pool.start_figure_server()
+    with figure_pool.deferred() as batch:
+        page = _page(CALLS)
+    assert len(batch) == len(CALLS)
+    assert "<svg" not in page and page.count("<!--posbias-figure-") == len(CALLS)  # nothing drawn yet
+    assert batch.fill(page) == direct
+    assert batch.drawn_in_pool == len(CALLS)
+
+
+def test_one_process_draws_in_process(processes):
+    processes(1)
+    with figure_pool.deferred() as batch:
+        page = _page(CALLS[:3])
+    assert batch.fill(page) == _page(CALLS[:3])
+    assert batch.drawn_in_pool == 0
+
+
+def test_no_pool_to_be_had_draws_every_figure_in_process(processes, monkeypatch):
+    processes(2)
+
+    def no_forkserver(method=None):
+        raise ValueError(f"cannot find context for {method!r}")
+
+    monkeypatch.setattr(multiprocessing, "get_context", no_forkserver)
+    with figure_pool.deferred() as batch:
+        page = _page(CALLS[:4])
+    assert batch.fill(page) == _page(CALLS[:4])
+    assert batch.drawn_in_pool == 0
+
+
+def test_a_figure_that_fails_in_the_pool_fails_in_process_as_without_the_pool(processes):
+    processes(2)
+    with figure_pool.deferred() as batch:
+        good = figures.lines({"m": ([0.0, 1.0], [0.5, 0.5])}, title="t", xlabel="x", ylabel="y")
+        bad = figures.lines({"m": ([0.0, 1.0], [0.5])}, title="x and y differ in length", xlabel="x", ylabel="y")
+    with pytest.raises(Exception) as in_pool:
+        batch.fill(good + bad)
+    assert isinstance(in_pool.value, ValueError) and "same first dimension" in str(in_pool.value)
+    with pytest.raises(ValueError, match=re.escape(str(in_pool.value))):  # the error an in-process call gives
+        figures.lines({"m": ([0.0, 1.0], [0.5])}, title="x and y differ in length", xlabel="x", ylabel="y")
+
+
+def test_fill_replaces_only_its_own_placeholders():
+    with figure_pool.deferred() as outer:
+        a = figures.lines({"m": ([0.0], [0.5])}, title="a", xlabel="x", ylabel="y")
+        with figure_pool.deferred() as inner:
+            b = figures.lines({"m": ([0.0], [0.7])}, title="b", xlabel="x", ylabel="y")
+        c = figures.lines({"m": ([0.0], [0.9])}, title="c", xlabel="x", ylabel="y")
+    forged = "<!--posbias-figure-0000000000000000-0-->"
+    page = outer.fill(a + b + c + forged)
+    assert page.count("<svg") == 2 and b in page and forged in page  # the inner batch's and a stranger's kept
+    assert inner.fill(page).count("<svg") == 3
+    assert len(outer) == 2 and len(inner) == 1
+
+
+def test_outside_a_batch_figures_are_drawn_at_once():
+    svg = figures.bars(["g"], {"m": [0.3]}, title="t", ylabel="y")
+    assert svg.startswith("<svg")
+
+
+@pytest.mark.parametrize("raw, expected", [("0", 0), ("1", 1), ("3", 3), ("junk", 1)])
+def test_figure_processes_setting(monkeypatch, raw, expected):
+    monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", raw)
+    assert figure_pool.figure_processes() == expected
