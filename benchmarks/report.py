@@ -1,15 +1,20 @@
 """Report benchmark: size and render time of the report of a ~600-request run; prints a table.
 
 Builds a small synthetic set, runs the three suites against sim:looping with settings that
-make about 600 model requests, then renders the report from the run log alone.
+make about 600 model requests, then renders the report from the run log alone: with the figures
+drawn in-process (``POSBIAS_FIGURE_PROCESSES=1``) and side by side in worker processes (the
+default, :mod:`pytest_posbias.report.figure_pool`), alternately, ``--repeats`` times each (the
+median), and checks that both give the same page.
 
-Run: python benchmarks/report.py
+Run: python benchmarks/report.py [--repeats 3]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,13 +23,26 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from pytest_posbias.report import figure_pool
 from pytest_posbias.report.render import render
 from pytest_posbias.video.synthetic import build_set
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _render_s(log: Path, processes: str) -> tuple[float, str]:
+    os.environ["POSBIAS_FIGURE_PROCESSES"] = processes
+    t0 = time.perf_counter()
+    html = render([log], rendered_at="benchmark")
+    return time.perf_counter() - t0, html
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    pooled = str(figure_pool.figure_processes())
+    figure_pool.start_figure_server()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         manifest = build_set(tmp / "set", videos_per_config=6, groups_per_config=6)
@@ -53,15 +71,23 @@ trials = 2
         run_s = time.perf_counter() - t0
         [log] = list((tmp / ".posbias" / "runs").glob("*/run.jsonl"))
         n_req = sum(1 for line in log.read_text().splitlines() if '"kind": "request"' in line)
-        t0 = time.perf_counter()
-        html = render([log])
-        render_s = time.perf_counter() - t0
+        _render_s(log, "1")  # first use: matplotlib and the template, in this process
+        times: dict[str, list[float]] = {"1": [], pooled: []}
+        pages = set()
+        for i in range(args.repeats):
+            for procs in (("1", pooled) if i % 2 == 0 else (pooled, "1")):
+                t, html = _render_s(log, procs)
+                times[procs].append(t)
+                pages.add(html)
+        render_s = statistics.median(times[pooled])
         size = len(html.encode())
         print(f"{'measure':<34} {'value':>12} {'limit':>10}")
         print(f"{'request records in the run log':<34} {n_req:>12d} {'~600':>10}")
         print(f"{'run log size':<34} {log.stat().st_size / 1e6:>10.2f} MB {'':>10}")
         print(f"{'suite run (sim, wall)':<34} {run_s:>10.1f} s {'':>10}")
-        print(f"{'report render time':<34} {render_s:>10.2f} s {'10 s':>10}")
+        print(f"{'report render, figures in-process':<34} {statistics.median(times['1']):>10.2f} s {'':>10}")
+        print(f"{f'report render, {pooled} figure processes':<34} {render_s:>10.2f} s {'10 s':>10}")
+        print(f"{'same page both ways':<34} {'yes' if len(pages) == 1 else 'NO':>12}")
         print(f"{'report size':<34} {size / 1e6:>10.2f} MB {'5 MB':>10}")
         print(f"{'render time / limit':<34} {render_s / 10:>12.3f}")
         print(f"{'size / limit':<34} {size / 5e6:>12.3f}")

@@ -170,10 +170,10 @@ def start_controller_warm_up(config: Any) -> threading.Thread | None:
             except Exception:  # a warm-up only: the real import reports any problem later
                 continue
         with contextlib.suppress(Exception):
-            from .report.figure_pool import start_figure_server
+            from .report.figure_pool import start_figure_helpers
             from .report.render import report_template
 
-            start_figure_server()  # the process the report's figure processes are forked from
+            start_figure_helpers()  # the processes that draw the report's figures beside this one
             report_template()  # the jinja2 compile of the report template
 
     thread = threading.Thread(target=warm, name="posbias-warm-up", daemon=True)

@@ -1,10 +1,13 @@
-"""The report's figures drawn in worker processes: the same bytes as in-process, and in-process
-wherever the pool cannot be had or a figure fails there."""
+"""The report's figures drawn by helper processes beside this one: the same bytes as in one
+process, and drawn here wherever a helper cannot be had, dies, hangs or fails on a figure."""
 
 from __future__ import annotations
 
-import multiprocessing
+import contextlib
+import os
 import re
+import signal
+import subprocess
 
 import pytest
 
@@ -32,53 +35,86 @@ def _page(calls) -> str:
 
 @pytest.fixture
 def processes(monkeypatch):
-    def use(n: int) -> None:
+    """Sets how many processes draw (this one included) and starts the helpers; ends them after."""
+    figure_pool.stop_figure_helpers()
+
+    def use(n: int) -> list:
         monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", str(n))
-    return use
+        figure_pool.start_figure_helpers()
+        return list(figure_pool._HELPERS)
+
+    yield use
+    figure_pool.stop_figure_helpers()
 
 
-def test_every_figure_function_is_deferred_and_the_pool_draws_the_same_bytes(processes):
+def test_every_figure_function_is_deferred_and_helpers_draw_the_same_bytes(processes):
     direct = _page(CALLS)
-    processes(2)
-    figure_pool.start_figure_server()
+    helpers = processes(3)
+    assert len(helpers) == 2 and all(h.alive() for h in helpers)
     with figure_pool.deferred() as batch:
         page = _page(CALLS)
     assert len(batch) == len(CALLS)
     assert "<svg" not in page and page.count("<!--posbias-figure-") == len(CALLS)  # nothing drawn yet
     assert batch.fill(page) == direct
-    assert batch.drawn_in_pool == len(CALLS)
+    assert 1 <= batch.drawn_by_helpers <= len(CALLS)  # this process drew the others
+    with figure_pool.deferred() as again:  # the helpers serve the next report too
+        page = _page(CALLS)
+    assert again.fill(page) == direct and all(h.alive() for h in helpers)
 
 
-def test_one_process_draws_in_process(processes):
-    processes(1)
+def test_one_process_draws_every_figure_itself(processes):
+    assert processes(1) == []
     with figure_pool.deferred() as batch:
         page = _page(CALLS[:3])
     assert batch.fill(page) == _page(CALLS[:3])
-    assert batch.drawn_in_pool == 0
+    assert batch.drawn_by_helpers == 0
 
 
-def test_no_pool_to_be_had_draws_every_figure_in_process(processes, monkeypatch):
-    processes(2)
+def test_no_helper_to_be_had_draws_every_figure_here(processes, monkeypatch):
+    def no_subprocess(*args, **kwargs):
+        raise OSError("Resource temporarily unavailable")
 
-    def no_forkserver(method=None):
-        raise ValueError(f"cannot find context for {method!r}")
-
-    monkeypatch.setattr(multiprocessing, "get_context", no_forkserver)
+    monkeypatch.setattr(subprocess, "Popen", no_subprocess)
+    assert processes(2) == []
     with figure_pool.deferred() as batch:
         page = _page(CALLS[:4])
     assert batch.fill(page) == _page(CALLS[:4])
-    assert batch.drawn_in_pool == 0
+    assert batch.drawn_by_helpers == 0
 
 
-def test_a_figure_that_fails_in_the_pool_fails_in_process_as_without_the_pool(processes):
+def test_a_helper_killed_before_a_batch_leaves_its_figures_to_this_process(processes):
+    [helper] = processes(2)
+    os.kill(helper.proc.pid, signal.SIGKILL)
+    helper.proc.wait()
+    with figure_pool.deferred() as batch:
+        page = _page(CALLS)
+    assert batch.fill(page) == _page(CALLS)
+    assert batch.drawn_by_helpers == 0 and figure_pool._HELPERS == []  # the dead helper is dropped
+
+
+def test_a_helper_that_hangs_is_ended_and_its_figure_drawn_here(processes, monkeypatch):
+    [helper] = processes(2)
+    monkeypatch.setattr(figure_pool, "HELPER_TIMEOUT_S", 1.0)
+    os.kill(helper.proc.pid, signal.SIGSTOP)
+    try:
+        with figure_pool.deferred() as batch:
+            page = _page(CALLS[:3])
+        assert batch.fill(page) == _page(CALLS[:3])
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # ended by then, as it should be
+            os.kill(helper.proc.pid, signal.SIGCONT)
+    assert batch.drawn_by_helpers == 0 and helper.proc.wait(timeout=10) is not None and figure_pool._HELPERS == []
+
+
+def test_a_figure_that_fails_in_a_helper_fails_here_as_in_one_process(processes):
     processes(2)
     with figure_pool.deferred() as batch:
         good = figures.lines({"m": ([0.0, 1.0], [0.5, 0.5])}, title="t", xlabel="x", ylabel="y")
         bad = figures.lines({"m": ([0.0, 1.0], [0.5])}, title="x and y differ in length", xlabel="x", ylabel="y")
-    with pytest.raises(Exception) as in_pool:
-        batch.fill(good + bad)
-    assert isinstance(in_pool.value, ValueError) and "same first dimension" in str(in_pool.value)
-    with pytest.raises(ValueError, match=re.escape(str(in_pool.value))):  # the error an in-process call gives
+    with pytest.raises(Exception) as drawn:
+        batch.fill(bad + good)
+    assert isinstance(drawn.value, ValueError) and "same first dimension" in str(drawn.value)
+    with pytest.raises(ValueError, match=re.escape(str(drawn.value))):  # the error a call in one process gives
         figures.lines({"m": ([0.0, 1.0], [0.5])}, title="x and y differ in length", xlabel="x", ylabel="y")
 
 

@@ -1,43 +1,58 @@
-"""The report's figures rendered side by side in worker processes.
+"""The report's figures drawn side by side: this process and helper processes at once.
 
 Drawing the figures is most of a report's render (about 4.5 of 6 s for the main job's report on
 this project's 2-core machine), and it comes at the end of a run, on one core, while the others
 sit idle. Inside :func:`deferred`, each figure function of :mod:`.figures` returns a placeholder
 (an HTML comment with a random nonce: model text reaches the page escaped, so it cannot forge one)
-and records its arguments; :meth:`FigureBatch.fill` then draws the recorded figures in a
-:class:`~concurrent.futures.ProcessPoolExecutor` and puts each SVG where its placeholder is.
+and records its arguments; :meth:`FigureBatch.fill` then draws the recorded figures, this process
+and the helpers taking the next undrawn one until none is left, and puts each SVG where its
+placeholder is.
 
-The pool's processes are forked from a ``forkserver`` that has imported matplotlib and
-:mod:`.figures` already (:func:`start_figure_server`, called early in a run, while there is time:
-the end of the run then forks ready processes instead of importing matplotlib in each). A figure
-depends on its arguments only (the SVG is deterministic: fixed hash salt, no date), so the page is
-byte for byte the one drawn in-process. Where the pool cannot be had (no ``forkserver`` on the
-platform, no semaphores in a sandbox, a process that died, a figure that raised there), the figures
-concerned are drawn in-process, as without the pool: a figure that fails there fails as it always
-did. ``POSBIAS_FIGURE_PROCESSES=0`` (or 1) draws every figure in-process.
+The helpers are plain subprocesses (``python -m pytest_posbias.report.figure_worker``, one figure
+at a time over a pipe: a pickled call in, the SVG out), started early in a run by
+:func:`start_figure_helpers` so that their matplotlib import is done by the end. Not a
+``multiprocessing`` pool: its processes (``spawn``/``forkserver``) run the parent's main script
+again first, which costs each of them the script's imports, fails where the script is not a file
+(``python - < script``), and re-runs an unguarded user script; ``fork`` would copy a process whose
+other threads may hold locks. A helper that is gone (killed, or its pipe broken) is dropped and its
+figure drawn here. A figure depends on its arguments only (the SVG is deterministic: fixed hash
+salt, no date), so the page is byte for byte the one drawn in one process; a figure that raised in
+a helper is drawn again here, so it fails as it always did. ``POSBIAS_FIGURE_PROCESSES=1`` (or 0)
+draws every figure in this process.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import functools
 import os
+import pickle
+import queue
 import re
 import secrets
+import select
+import struct
+import subprocess
+import sys
+import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., str])
+Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 
-_PRELOAD = ["matplotlib", "matplotlib.pyplot", "matplotlib.backends.backend_svg", "pytest_posbias.report.figures"]
 _BATCH: contextvars.ContextVar[FigureBatch | None] = contextvars.ContextVar("posbias_figure_batch", default=None)
 _FIRST = ("coverage_curves",)  # the costliest figure (one panel per configuration) goes out first
+_HEADER = struct.Struct("!Q")
+HELPER_TIMEOUT_S = 120.0  # a figure a helper has not drawn by then is drawn here (the helper is ended)
 
 
 def figure_processes() -> int:
-    """How many processes draw a report's figures: ``POSBIAS_FIGURE_PROCESSES`` when set, else the
-    CPUs this process may run on (at most 8)."""
+    """How many processes draw a report's figures, this one included: ``POSBIAS_FIGURE_PROCESSES``
+    when set, else the CPUs this process may run on (at most 8)."""
     raw = os.environ.get("POSBIAS_FIGURE_PROCESSES", "").strip()
     if raw:
         try:
@@ -51,19 +66,85 @@ def figure_processes() -> int:
     return min(8, cpus)
 
 
-def start_figure_server() -> None:
-    """Start, in the background, the ``forkserver`` that the figure processes are forked from,
-    with matplotlib imported (returns at once; the imports run in that process). Does nothing
-    where the pool would not be used or cannot be had."""
-    if figure_processes() < 2:
-        return
-    with contextlib.suppress(Exception):
-        import multiprocessing
-        from multiprocessing import forkserver
+def send_message(fh: IO[bytes], obj: Any) -> None:
+    """One length-prefixed pickle on ``fh`` (the helpers' pipe protocol)."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    fh.write(_HEADER.pack(len(data)) + data)
+    fh.flush()
 
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(_PRELOAD)
-        forkserver.ensure_running()
+
+def read_message(fh: IO[bytes]) -> Any:
+    """The next length-prefixed pickle on ``fh``; EOFError when the other side has gone."""
+    head = fh.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError("the pipe closed")
+    (n,) = _HEADER.unpack(head)
+    data = fh.read(n)
+    if len(data) < n:
+        raise EOFError("the pipe closed mid-message")
+    return pickle.loads(data)
+
+
+class _Helper:
+    """One helper process and its pipes."""
+
+    def __init__(self) -> None:
+        package_root = str(Path(__file__).resolve().parents[2])  # the same pytest_posbias as this process's
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "pytest_posbias.report.figure_worker"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def draw(self, call: Call) -> tuple[bool, str]:
+        """(True, svg), or (False, why) when the figure raised there. Raises when the helper is gone
+        or gives no answer within ``HELPER_TIMEOUT_S``."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        send_message(self.proc.stdin, call)
+        ready, _, _ = select.select([self.proc.stdout], [], [], HELPER_TIMEOUT_S)
+        if not ready:
+            raise TimeoutError(f"no figure from the helper in {HELPER_TIMEOUT_S:.0f} s")
+        ok, value = read_message(self.proc.stdout)
+        return bool(ok), str(value)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()  # the helper's loop ends at the end of its input
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=2)
+        with contextlib.suppress(Exception):
+            self.proc.kill()
+            self.proc.wait(timeout=2)
+
+
+_HELPERS: list[_Helper] = []
+_HELPERS_LOCK = threading.Lock()  # one batch at a time uses the helpers
+
+
+def start_figure_helpers() -> None:
+    """Start (once per process, in the background: returns at once) the helper processes that
+    draw figures beside this one, ``figure_processes() - 1`` of them; they import matplotlib now,
+    while there is time. Does nothing where figures are drawn in this process only, or where a
+    subprocess cannot be started (the figures are then all drawn here)."""
+    with _HELPERS_LOCK:
+        _HELPERS[:] = [h for h in _HELPERS if h.alive()]
+        want = figure_processes() - 1 - len(_HELPERS)
+        for _ in range(max(0, want)):
+            try:
+                _HELPERS.append(_Helper())
+            except OSError:
+                break
+
+
+@atexit.register
+def stop_figure_helpers() -> None:
+    """End the helper processes (they also end by themselves when this process does)."""
+    with _HELPERS_LOCK:
+        for h in _HELPERS:
+            h.close()
+        _HELPERS.clear()
 
 
 def deferrable(fn: F) -> F:
@@ -84,8 +165,8 @@ class FigureBatch:
 
     def __init__(self) -> None:
         self._nonce = secrets.token_hex(8)
-        self._calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-        self.drawn_in_pool = 0  # figures the pool drew (the rest were drawn in-process)
+        self._calls: list[Call] = []
+        self.drawn_by_helpers = 0  # figures a helper process drew (the rest were drawn here)
 
     def add(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         self._calls.append((name, args, kwargs))
@@ -100,30 +181,58 @@ class FigureBatch:
         return re.sub(rf"<!--posbias-figure-{self._nonce}-(\d+)-->", lambda m: svgs[int(m.group(1))], html)
 
     def _draw(self) -> list[str]:
-        n = len(self._calls)
-        out: list[str | None] = [None] * n
-        procs = min(figure_processes(), n)
-        if procs >= 2:
-            order = sorted(range(n), key=lambda i: self._calls[i][0] not in _FIRST)
-            with contextlib.suppress(Exception):  # no pool here: every figure is drawn in-process below
-                import multiprocessing
-                from concurrent.futures import ProcessPoolExecutor
+        out: list[str | None] = [None] * len(self._calls)
+        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for i in sorted(range(len(self._calls)), key=lambda i: self._calls[i][0] not in _FIRST):
+            todo.put(i)
+        with _HELPERS_LOCK:
+            helpers = [h for h in _HELPERS if h.alive()] if figure_processes() > 1 and len(self._calls) > 1 else []
+            drawn = [0] * len(helpers)
+            threads = [threading.Thread(target=self._helper_loop, args=(h, todo, out, drawn, k), daemon=True)
+                       for k, h in enumerate(helpers)]
+            for t in threads:
+                t.start()
+            try:
+                while True:  # this process draws too, taking the next figure as the helpers do
+                    try:
+                        i = todo.get_nowait()
+                    except queue.Empty:
+                        break
+                    out[i] = _draw_here(self._calls[i])
+            finally:  # also when a figure raised here: the helpers finish their figure first
+                for t in threads:
+                    t.join()
+                _HELPERS[:] = [h for h in _HELPERS if h.alive()]
+        self.drawn_by_helpers = sum(drawn)
+        return [svg if svg is not None else _draw_here(call) for svg, call in zip(out, self._calls, strict=True)]
 
-                ctx = multiprocessing.get_context("forkserver")
-                with ProcessPoolExecutor(max_workers=procs, mp_context=ctx) as pool:
-                    futures = {i: pool.submit(_draw_one, *self._calls[i]) for i in order}
-                    for i, fut in futures.items():
-                        with contextlib.suppress(Exception):  # drawn in-process below: fails there as ever
-                            out[i] = fut.result()
-                            self.drawn_in_pool += 1
-        return [svg if svg is not None else _draw_one(*call) for svg, call in zip(out, self._calls, strict=True)]
+    def _helper_loop(self, helper: _Helper, todo: queue.SimpleQueue[int], out: list[str | None], drawn: list[int],
+                     k: int) -> None:
+        while True:
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                ok, svg = helper.draw(self._calls[i])
+            except Exception:  # gone, hung, or the call would not pickle: this figure is drawn here
+                helper.close()
+                return
+            if ok:
+                out[i] = svg
+                drawn[k] += 1
 
 
-def _draw_one(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+def _draw_here(call: Call) -> str:
+    name, args, kwargs = call
     from . import figures
 
-    fn = getattr(figures, name)
-    return str(fn.__wrapped__(*args, **kwargs))
+    return str(getattr(figures, name).__wrapped__(*args, **kwargs))
+
+
+def draw_call(call: Call) -> str:
+    """Draw one recorded figure call in this process (what a helper does with each message)."""
+    return _draw_here(call)
 
 
 @contextlib.contextmanager

@@ -33,6 +33,15 @@ def _plt() -> Any:
     return plt
 
 
+def warm_up() -> None:
+    """Import matplotlib and draw one small figure with text (fonts, text layout), so that the next
+    figure this process draws is drawn at full speed (a figure helper does this when it starts)."""
+    fig, ax = _plt().subplots(figsize=(1.5, 1.2))
+    ax.plot([0, 1], [0, 1], marker="o")
+    ax.set_title("warm-up")
+    _svg(fig)
+
+
 def _svg(fig: Any) -> str:
     plt = _plt()
     buf = io.StringIO()
