@@ -543,10 +543,6 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
             pytest.fail(f"posbias: {load_error} (on xdist worker {_worker_id(config)})", pytrace=False)
         pytest.exit(f"posbias: {load_error}", returncode=pytest.ExitCode.USAGE_ERROR)
     assert ctx is not None
-    if getattr(config, "workerinput", None) is None and not config.getoption("--posbias-plan", None):
-        from .report.figure_pool import start_figure_helpers
-
-        start_figure_helpers()  # the report's figure helpers import matplotlib beside the tests, not at the end
     yield ctx
     if ctx.engine.share is not None:  # -n N: helps a busy worker at this worker's end of session, then closes
         config.stash[_STASH_IDLE_RUN] = ctx

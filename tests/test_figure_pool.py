@@ -87,9 +87,26 @@ def test_a_helper_killed_before_a_batch_leaves_its_figures_to_this_process(proce
     os.kill(helper.proc.pid, signal.SIGKILL)
     helper.proc.wait()
     with figure_pool.deferred() as batch:
-        page = _page(CALLS)
-    assert batch.fill(page) == _page(CALLS)
+        page = _page(CALLS[:4])  # too few figures to start helpers at fill time
+    assert batch.fill(page) == _page(CALLS[:4])
     assert batch.drawn_by_helpers == 0 and figure_pool._HELPERS == []  # the dead helper is dropped
+
+
+def test_a_serial_run_starts_helpers_only_for_a_batch_worth_it(monkeypatch):
+    figure_pool.stop_figure_helpers()
+    monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", "2")
+    try:
+        with figure_pool.deferred() as few:
+            page = _page(CALLS[: figure_pool.START_AT_FILL_MIN - 1])
+        assert few.fill(page) == _page(CALLS[: figure_pool.START_AT_FILL_MIN - 1])
+        assert figure_pool._HELPERS == [] and few.drawn_by_helpers == 0
+        many = (CALLS * 2)[: figure_pool.START_AT_FILL_MIN]
+        with figure_pool.deferred() as batch:
+            page = _page(many)
+        assert batch.fill(page) == _page(many)
+        assert len(figure_pool._HELPERS) == 1  # started at fill time; it joins in once its imports are done
+    finally:
+        figure_pool.stop_figure_helpers()
 
 
 def test_a_helper_that_hangs_is_ended_and_its_figure_drawn_here(processes, monkeypatch):

@@ -9,8 +9,11 @@ and the helpers taking the next undrawn one until none is left, and puts each SV
 placeholder is.
 
 The helpers are plain subprocesses (``python -m pytest_posbias.report.figure_worker``, one figure
-at a time over a pipe: a pickled call in, the SVG out), started early in a run by
-:func:`start_figure_helpers` so that their matplotlib import is done by the end. Not a
+at a time over a pipe: a pickled call in, the SVG out). The ``-n`` controller (its warm-up thread)
+and ``posbias report`` start them early (:func:`start_figure_helpers`), so that their matplotlib
+import is done when the figures are drawn; elsewhere (a serial run) a batch of at least
+``START_AT_FILL_MIN`` figures starts them when it is drawn, and they join in once ready, so that a
+short run with a few figures starts no process. Not a
 ``multiprocessing`` pool: its processes (``spawn``/``forkserver``) run the parent's main script
 again first, which costs each of them the script's imports, fails where the script is not a file
 (``python - < script``), and re-runs an unguarded user script; ``fork`` would copy a process whose
@@ -48,6 +51,7 @@ _BATCH: contextvars.ContextVar[FigureBatch | None] = contextvars.ContextVar("pos
 _FIRST = ("coverage_curves",)  # the costliest figure (one panel per configuration) goes out first
 _HEADER = struct.Struct("!Q")
 HELPER_TIMEOUT_S = 120.0  # a figure a helper has not drawn by then is drawn here (the helper is ended)
+START_AT_FILL_MIN = 8  # figures in a batch from which helpers not started earlier are started at fill time
 
 
 def figure_processes() -> int:
@@ -181,6 +185,8 @@ class FigureBatch:
         return re.sub(rf"<!--posbias-figure-{self._nonce}-(\d+)-->", lambda m: svgs[int(m.group(1))], html)
 
     def _draw(self) -> list[str]:
+        if len(self._calls) >= START_AT_FILL_MIN and figure_processes() > 1:
+            start_figure_helpers()  # none running yet: they join in as soon as their imports are done
         out: list[str | None] = [None] * len(self._calls)
         todo: queue.SimpleQueue[int] = queue.SimpleQueue()
         for i in sorted(range(len(self._calls)), key=lambda i: self._calls[i][0] not in _FIRST):
