@@ -2,9 +2,9 @@
 
 Builds a small synthetic set, runs the three suites against sim:looping with settings that
 make about 600 model requests, then renders the report from the run log alone: with the figures
-drawn in-process (``POSBIAS_FIGURE_PROCESSES=1``) and side by side in worker processes (the
-default, :mod:`pytest_posbias.report.figure_pool`), alternately, ``--repeats`` times each (the
-median), and checks that both give the same page.
+drawn in this process (``POSBIAS_FIGURE_PROCESSES=1``) and side by side by this process and helper
+processes (the default, :mod:`pytest_posbias.report.figure_pool`), alternately, ``--repeats`` times
+each (the median), and checks that both give the same page.
 
 Run: python benchmarks/report.py [--repeats 3]
 """
@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     pooled = str(figure_pool.figure_processes())
-    figure_pool.start_figure_server()
+    figure_pool.start_figure_helpers()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         manifest = build_set(tmp / "set", videos_per_config=6, groups_per_config=6)
