@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -38,10 +39,13 @@ def processes(monkeypatch):
     """Sets how many processes draw (this one included) and starts the helpers; ends them after."""
     figure_pool.stop_figure_helpers()
 
-    def use(n: int) -> list:
+    def use(n: int, *, ready: bool = True) -> list:
         monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", str(n))
         figure_pool.start_figure_helpers()
-        return list(figure_pool._HELPERS)
+        helpers = list(figure_pool._HELPERS)
+        for h in helpers if ready else ():  # their imports done, as in a run that started them early
+            assert h.wait_ready(lambda: True)
+        return helpers
 
     yield use
     figure_pool.stop_figure_helpers()
@@ -157,3 +161,48 @@ def test_outside_a_batch_figures_are_drawn_at_once():
 def test_figure_processes_setting(monkeypatch, raw, expected):
     monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", raw)
     assert figure_pool.figure_processes() == expected
+
+
+def test_a_helper_still_starting_takes_no_figure_and_this_process_does_not_wait_for_it(processes):
+    [helper] = processes(2, ready=False)
+    os.kill(helper.proc.pid, signal.SIGSTOP)  # stopped in its imports: it never says it is ready
+    try:
+        with figure_pool.deferred() as batch:
+            page = _page(CALLS[:3])
+        assert batch.fill(page) == _page(CALLS[:3])
+        assert batch.drawn_by_helpers == 0 and not helper.ready and helper.alive()  # not ended: it may join later
+    finally:
+        os.kill(helper.proc.pid, signal.SIGCONT)
+    assert helper.wait_ready(lambda: True)  # and it does, for the next batch
+    with figure_pool.deferred() as batch:
+        page = _page(CALLS)
+    assert batch.fill(page) == _page(CALLS) and batch.drawn_by_helpers >= 1
+
+
+def test_a_hung_helper_does_not_block_on_a_call_larger_than_the_pipe(processes, monkeypatch):
+    [helper] = processes(2)
+    monkeypatch.setattr(figure_pool, "HELPER_TIMEOUT_S", 2.0)
+    os.kill(helper.proc.pid, signal.SIGSTOP)
+    xs = [i / 40_000 for i in range(40_000)]  # a pickled call of ~400 KB: more than a pipe holds
+    try:
+        big = [("lines", ({"m": (xs, xs)},), {"title": t, "xlabel": "x", "ylabel": "y"}) for t in ("a", "b")]
+        with figure_pool.deferred() as batch:  # two: the helper takes one of them
+            page = _page(big)
+        t0 = time.monotonic()
+        assert batch.fill(page) == _page(big)
+        assert time.monotonic() - t0 < 30
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(helper.proc.pid, signal.SIGCONT)
+    assert batch.drawn_by_helpers == 0 and helper.proc.wait(timeout=10) is not None
+
+
+def test_a_helper_draws_the_parents_package_not_one_in_the_working_directory(processes, tmp_path, monkeypatch):
+    shadow = tmp_path / "pytest_posbias"  # another copy where the helper starts (an old checkout)
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the shadow copy was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    assert len(processes(2)) == 1  # ready: it imported this process's package
+    with figure_pool.deferred() as batch:
+        page = _page(CALLS)
+    assert batch.fill(page) == _page(CALLS) and batch.drawn_by_helpers >= 1

@@ -58,6 +58,8 @@ def test_figures_drawn_by_a_helper_process_give_the_page_drawn_in_one_process(ru
     alone = render([log], rendered_at="t")
     monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", "2")
     figure_pool.start_figure_helpers()
+    for h in figure_pool._HELPERS:  # their imports done, as when the -n controller started them early
+        assert h.wait_ready(lambda: True)
     drawn = {}
     real_fill = figure_pool.FigureBatch.fill
 

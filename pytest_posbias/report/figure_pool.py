@@ -40,6 +40,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -56,7 +57,10 @@ START_AT_FILL_MIN = 8  # figures in a batch from which helpers not started earli
 
 def figure_processes() -> int:
     """How many processes draw a report's figures, this one included: ``POSBIAS_FIGURE_PROCESSES``
-    when set, else the CPUs this process may run on (at most 8)."""
+    when set, else the CPUs this process may run on (at most 8). 1 on Windows, where ``select``
+    cannot wait on a pipe (every helper would be ended at its first figure)."""
+    if os.name == "nt":
+        return 1
     raw = os.environ.get("POSBIAS_FIGURE_PROCESSES", "").strip()
     if raw:
         try:
@@ -90,24 +94,72 @@ def read_message(fh: IO[bytes]) -> Any:
 
 
 class _Helper:
-    """One helper process and its pipes."""
+    """One helper process and its pipes. Its first message says it is ready (matplotlib imported);
+    no figure is sent to it before that. Every exchange has a deadline, the write of a call too (a
+    call larger than the pipe's buffer would block on a helper that has stopped reading)."""
 
     def __init__(self) -> None:
         package_root = str(Path(__file__).resolve().parents[2])  # the same pytest_posbias as this process's
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "pytest_posbias.report.figure_worker"], env=env,
+        # -P: the working directory is not put first on the helper's path (`python -m` would), so a
+        # pytest_posbias there (another checkout) cannot shadow this process's
+        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "pytest_posbias.report.figure_worker"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._wfd, self._rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(self._wfd, False)
+        self.ready = False
+
+    def wait_ready(self, keep_waiting: Callable[[], bool], *, poll_s: float = 0.05) -> bool:
+        """Wait for the helper's ready message while ``keep_waiting()`` (work is left) and at most
+        ``HELPER_TIMEOUT_S``; True once it is ready. Raises when it is gone or sent something else."""
+        deadline = time.monotonic() + HELPER_TIMEOUT_S
+        while not self.ready:
+            ready, _, _ = select.select([self._rfd], [], [], poll_s)
+            if ready:
+                if self._read(deadline) != (True, "ready"):
+                    raise EOFError("the helper's first message was not its ready message")
+                self.ready = True
+            elif not keep_waiting():
+                return False
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"the helper was not ready in {HELPER_TIMEOUT_S:.0f} s")
+        return True
 
     def draw(self, call: Call) -> tuple[bool, str]:
         """(True, svg), or (False, why) when the figure raised there. Raises when the helper is gone
-        or gives no answer within ``HELPER_TIMEOUT_S``."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        send_message(self.proc.stdin, call)
-        ready, _, _ = select.select([self.proc.stdout], [], [], HELPER_TIMEOUT_S)
-        if not ready:
-            raise TimeoutError(f"no figure from the helper in {HELPER_TIMEOUT_S:.0f} s")
-        ok, value = read_message(self.proc.stdout)
+        or has not taken the call and answered it within ``HELPER_TIMEOUT_S``."""
+        deadline = time.monotonic() + HELPER_TIMEOUT_S
+        data = pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL)
+        self._write(_HEADER.pack(len(data)) + data, deadline)
+        ok, value = self._read(deadline)
         return bool(ok), str(value)
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            _, ready, _ = select.select([], [self._wfd], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError(f"the helper took no call in {HELPER_TIMEOUT_S:.0f} s")
+            with contextlib.suppress(BlockingIOError):
+                view = view[os.write(self._wfd, view):]
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        chunks: list[bytes] = []
+        while n:
+            ready, _, _ = select.select([self._rfd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError(f"no figure from the helper in {HELPER_TIMEOUT_S:.0f} s")
+            chunk = os.read(self._rfd, min(n, 1 << 20))
+            if not chunk:
+                raise EOFError("the pipe closed")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def _read(self, deadline: float) -> Any:
+        (n,) = _HEADER.unpack(self._read_exact(_HEADER.size, deadline))
+        return pickle.loads(self._read_exact(n, deadline))
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -214,6 +266,12 @@ class FigureBatch:
 
     def _helper_loop(self, helper: _Helper, todo: queue.SimpleQueue[int], out: list[str | None], drawn: list[int],
                      k: int) -> None:
+        try:  # a helper still importing takes no figure: it joins in once ready, or not at all
+            if not helper.wait_ready(lambda: not todo.empty()):
+                return
+        except Exception:
+            helper.close()
+            return
         while True:
             try:
                 i = todo.get_nowait()

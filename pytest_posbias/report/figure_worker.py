@@ -1,7 +1,7 @@
 """A helper process of :mod:`.figure_pool`: draws the figure calls it reads on stdin.
 
 Run as ``python -m pytest_posbias.report.figure_worker``. It imports matplotlib and the figure
-functions at once (so a helper started early in a run is ready at its end), then reads
+functions at once (so a helper started early in a run is ready at its end), says so (``(True, "ready")``), then reads
 length-prefixed pickled calls ``(name, args, kwargs)`` from stdin and answers each with
 ``(True, svg)`` or ``(False, "ExceptionType: message")`` on stdout, until stdin ends.
 """
@@ -18,6 +18,7 @@ def main() -> int:
 
     figures.warm_up()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    send_message(stdout, (True, "ready"))  # the parent sends no figure before this
     while True:
         try:
             call = read_message(stdin)
