@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
@@ -170,10 +171,8 @@ def start_controller_warm_up(config: Any) -> threading.Thread | None:
             except Exception:  # a warm-up only: the real import reports any problem later
                 continue
         with contextlib.suppress(Exception):
-            from .report.figure_pool import start_figure_helpers
             from .report.render import report_template
 
-            start_figure_helpers()  # the processes that draw the report's figures beside this one
             report_template()  # the jinja2 compile of the report template
 
     thread = threading.Thread(target=warm, name="posbias-warm-up", daemon=True)
@@ -219,10 +218,22 @@ def start_log_follower(config: Any, run_dir: Any, stop: threading.Event) -> Foll
     # must find them frozen still.
     freezes = gc.get_freeze_count() == 0
 
+    helpers_started = False
+
     def follow() -> None:
+        nonlocal helpers_started
         while not stop.wait(LOG_POLL_S):
             with gc_paused():
                 follower.poll()
+            if not helpers_started and any(Path(run_dir).glob("log-*.jsonl")):
+                # a worker has started a posbias run: this run will write a report, so start the
+                # processes that draw its figures beside this one (not in a run of other tests:
+                # `pytest -n N` in any project with the plugin installed)
+                helpers_started = True
+                with contextlib.suppress(Exception):
+                    from .report.figure_pool import start_figure_helpers
+
+                    start_figure_helpers()
             # The parsed records (acyclic dicts, freed by reference counting) out of the cyclic
             # collector's reach: its full passes over a growing heap of them, paid by whichever
             # thread allocates, cost more CPU than the parse. The collection first frees the cycles

@@ -206,3 +206,31 @@ def test_a_helper_draws_the_parents_package_not_one_in_the_working_directory(pro
     with figure_pool.deferred() as batch:
         page = _page(CALLS)
     assert batch.fill(page) == _page(CALLS) and batch.drawn_by_helpers >= 1
+
+
+def test_the_xdist_controller_starts_helpers_once_a_worker_has_a_run_log(monkeypatch, tmp_path):
+    import threading
+    from types import SimpleNamespace
+
+    from pytest_posbias import xdist_support
+
+    started = []
+    monkeypatch.setattr(figure_pool, "start_figure_helpers", lambda: started.append(1))
+    monkeypatch.setattr(xdist_support, "LOG_POLL_S", 0.05)
+    config = SimpleNamespace(workerinput=None, option=SimpleNamespace(dist="load"),
+                             getoption=lambda name, default=None: default)
+    stop = threading.Event()
+    followed = xdist_support.start_log_follower(config, tmp_path, stop)
+    try:
+        time.sleep(0.4)
+        assert started == []  # `pytest -n N` of other tests: no posbias run, no helper
+        (tmp_path / "log-gw0.jsonl").write_text("")
+        deadline = time.monotonic() + 10
+        while not started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        assert started == [1]  # once
+    finally:
+        stop.set()
+        xdist_support.stop_log_follower(followed)
+        xdist_support.unfreeze_after_merge(followed)
