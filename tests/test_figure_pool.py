@@ -208,6 +208,19 @@ def test_a_helper_draws_the_parents_package_not_one_in_the_working_directory(pro
     assert batch.fill(page) == _page(CALLS) and batch.drawn_by_helpers >= 1
 
 
+def test_a_change_to_matplotlibs_settings_in_this_process_reaches_no_figure(processes):
+    import matplotlib
+
+    helpers_drew = _page(CALLS)
+    processes(2)
+    with matplotlib.rc_context({"lines.linewidth": 4.0, "font.size": 14}):  # a user's conftest or test
+        assert _page(CALLS) == helpers_drew
+        with figure_pool.deferred() as batch:
+            page = _page(CALLS)
+        assert batch.fill(page) == helpers_drew and batch.drawn_by_helpers >= 1  # no page mixed of the two
+        assert matplotlib.rcParams["lines.linewidth"] == 4.0  # and the user's setting stays
+
+
 def test_the_xdist_controller_starts_helpers_once_a_worker_has_a_run_log(monkeypatch, tmp_path):
     import threading
     from types import SimpleNamespace

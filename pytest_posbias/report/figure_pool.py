@@ -210,7 +210,7 @@ def deferrable(fn: F) -> F:
     def call(*args: Any, **kwargs: Any) -> str:
         batch = _BATCH.get()
         if batch is None:
-            return fn(*args, **kwargs)
+            return isolated(fn, args, kwargs)
         return batch.add(fn.__name__, args, kwargs)
 
     return call  # type: ignore[return-value]
@@ -257,7 +257,10 @@ class FigureBatch:
                     except queue.Empty:
                         break
                     out[i] = _draw_here(self._calls[i])
-            finally:  # also when a figure raised here: the helpers finish their figure first
+            finally:  # also when a figure raised here (or Ctrl-C): the helpers finish their figure, take no other
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        todo.get_nowait()
                 for t in threads:
                     t.join()
                 _HELPERS[:] = [h for h in _HELPERS if h.alive()]
@@ -291,7 +294,24 @@ def _draw_here(call: Call) -> str:
     name, args, kwargs = call
     from . import figures
 
-    return str(getattr(figures, name).__wrapped__(*args, **kwargs))
+    return isolated(getattr(figures, name).__wrapped__, args, kwargs)
+
+
+def isolated(fn: Callable[..., str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """``fn(*args, **kwargs)`` under matplotlib's settings as loaded (its defaults and any matplotlibrc),
+    not as this process may have changed them since (a user's conftest or test setting ``rcParams``),
+    and with this process's settings restored after: a helper process, which never sees such changes,
+    draws the same bytes."""
+    import matplotlib
+
+    loaded = {k: v for k, v in matplotlib.rcParamsOrig.items() if k not in _RC_KEEP}
+    with matplotlib.rc_context(loaded):
+        return str(fn(*args, **kwargs))
+
+
+_RC_KEEP = frozenset({"backend", "backend_fallback", "interactive", "toolbar", "timezone", "webagg.port",
+                      "webagg.address", "webagg.port_retries", "webagg.open_in_browser", "figure.max_open_warning",
+                      "figure.raise_window", "savefig.directory", "tk.window_focus", "docstring.hardcopy", "date.epoch"})
 
 
 def draw_call(call: Call) -> str:
