@@ -1,7 +1,7 @@
-"""Report benchmark: size and render time of the report of a ~600-request run; prints a table.
+"""Report benchmark: size and render time of the report of a ~900-request run; prints a table.
 
 Builds a small synthetic set, runs the three suites against sim:looping with settings that
-make about 600 model requests, then renders the report from the run log alone: with the figures
+make about 900 model requests (890 on 2026-12-01), then renders the report from the run log alone: with the figures
 drawn in this process (``POSBIAS_FIGURE_PROCESSES=1``) and side by side by this process and helper
 processes (the default, :mod:`pytest_posbias.report.figure_pool`), alternately, ``--repeats`` times
 each (the median), and checks that both give the same page.
@@ -82,7 +82,7 @@ trials = 2
         render_s = statistics.median(times[pooled])
         size = len(html.encode())
         print(f"{'measure':<34} {'value':>12} {'limit':>10}")
-        print(f"{'request records in the run log':<34} {n_req:>12d} {'~600':>10}")
+        print(f"{'request records in the run log':<34} {n_req:>12d} {'~900':>10}")
         print(f"{'run log size':<34} {log.stat().st_size / 1e6:>10.2f} MB {'':>10}")
         print(f"{'suite run (sim, wall)':<34} {run_s:>10.1f} s {'':>10}")
         print(f"{'report render, figures in-process':<34} {statistics.median(times['1']):>10.2f} s {'':>10}")
