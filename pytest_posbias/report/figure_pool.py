@@ -9,7 +9,7 @@ and the helpers taking the next undrawn one until none is left, and puts each SV
 placeholder is.
 
 The helpers are plain subprocesses (``python -m pytest_posbias.report.figure_worker``, one figure
-at a time over a pipe: a pickled call in, the SVG out). The ``-n`` controller (its warm-up thread)
+at a time over a pipe: a pickled call in, the SVG out). The ``-n`` controller (its log follower, once a worker has begun its run log)
 and ``posbias report`` start them early (:func:`start_figure_helpers`), so that their matplotlib
 import is done when the figures are drawn; elsewhere (a serial run) a batch of at least
 ``START_AT_FILL_MIN`` figures starts them when it is drawn, and they join in once ready, so that a
