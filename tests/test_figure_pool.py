@@ -157,10 +157,16 @@ def test_outside_a_batch_figures_are_drawn_at_once():
     assert svg.startswith("<svg")
 
 
-@pytest.mark.parametrize("raw, expected", [("0", 0), ("1", 1), ("3", 3), ("junk", 1)])
+@pytest.mark.parametrize("raw, expected", [("0", 0), ("1", 1), ("3", 3)])
 def test_figure_processes_setting(monkeypatch, raw, expected):
     monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", raw)
     assert figure_pool.figure_processes() == expected
+
+
+def test_a_figure_processes_setting_that_is_not_a_number_is_named_and_draws_here(monkeypatch):
+    monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", "junk")
+    with pytest.warns(RuntimeWarning, match="POSBIAS_FIGURE_PROCESSES='junk' is not a whole number"):
+        assert figure_pool.figure_processes() == 1
 
 
 def test_a_helper_still_starting_takes_no_figure_and_this_process_does_not_wait_for_it(processes):

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -66,6 +67,9 @@ def figure_processes() -> int:
         try:
             return max(0, int(raw))
         except ValueError:
+            warnings.warn(f"POSBIAS_FIGURE_PROCESSES={raw!r} is not a whole number of processes (0 or 1: "
+                          "figures drawn in this process; N: this one and N - 1 helpers); drawing here only",
+                          RuntimeWarning, stacklevel=2)
             return 1
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -256,7 +260,7 @@ class FigureBatch:
                         i = todo.get_nowait()
                     except queue.Empty:
                         break
-                    out[i] = _draw_here(self._calls[i])
+                    out[i] = draw_call(self._calls[i])
             finally:  # also when a figure raised here (or Ctrl-C): the helpers finish their figure, take no other
                 with contextlib.suppress(queue.Empty):
                     while True:
@@ -265,7 +269,7 @@ class FigureBatch:
                     t.join()
                 _HELPERS[:] = [h for h in _HELPERS if h.alive()]
         self.drawn_by_helpers = sum(drawn)
-        return [svg if svg is not None else _draw_here(call) for svg, call in zip(out, self._calls, strict=True)]
+        return [svg if svg is not None else draw_call(call) for svg, call in zip(out, self._calls, strict=True)]
 
     def _helper_loop(self, helper: _Helper, todo: queue.SimpleQueue[int], out: list[str | None], drawn: list[int],
                      k: int) -> None:
@@ -290,7 +294,8 @@ class FigureBatch:
                 drawn[k] += 1
 
 
-def _draw_here(call: Call) -> str:
+def draw_call(call: Call) -> str:
+    """Draw one recorded figure call in this process (what a helper does with each message)."""
     name, args, kwargs = call
     from . import figures
 
@@ -298,25 +303,15 @@ def _draw_here(call: Call) -> str:
 
 
 def isolated(fn: Callable[..., str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    """``fn(*args, **kwargs)`` under matplotlib's settings as loaded (its defaults and any matplotlibrc),
-    not as this process may have changed them since (a user's conftest or test setting ``rcParams``),
-    and with this process's settings restored after: a helper process, which never sees such changes,
-    draws the same bytes."""
+    """``fn(*args, **kwargs)`` under matplotlib's settings as loaded (its defaults and any matplotlibrc:
+    ``matplotlib.rc_file_defaults``), not as this process may have changed them since (a user's
+    conftest or test setting ``rcParams``), and with this process's settings restored after
+    (``rc_context``): a helper process, which never sees such changes, draws the same bytes."""
     import matplotlib
 
-    loaded = {k: v for k, v in matplotlib.rcParamsOrig.items() if k not in _RC_KEEP}
-    with matplotlib.rc_context(loaded):
+    with matplotlib.rc_context():
+        matplotlib.rc_file_defaults()
         return str(fn(*args, **kwargs))
-
-
-_RC_KEEP = frozenset({"backend", "backend_fallback", "interactive", "toolbar", "timezone", "webagg.port",
-                      "webagg.address", "webagg.port_retries", "webagg.open_in_browser", "figure.max_open_warning",
-                      "figure.raise_window", "savefig.directory", "tk.window_focus", "docstring.hardcopy", "date.epoch"})
-
-
-def draw_call(call: Call) -> str:
-    """Draw one recorded figure call in this process (what a helper does with each message)."""
-    return _draw_here(call)
 
 
 @contextlib.contextmanager
