@@ -9,8 +9,9 @@ positions), so the run log can say which frames the model saw.
 
 Decisions where VideoSTF is silent:
 
-* ``replace(k)`` copies *other sampled frames* of the same clip over k positions
-  (source ≠ target); ``replace_foreign(k)`` copies frames of another clip's sample.
+* ``replace(k)`` copies k distinct sampled frames of the same clip over k other positions,
+  none of them a source (as VideoSTF's ``ReplaceTwoFrames``); ``replace_foreign(k)`` copies
+  frames of another clip's sample.
 * ``shuffle`` never returns the identity permutation for T >= 2.
 * ``speed(2)`` plays the clip at 2× (every 2nd frame kept) and re-samples it at the same
   count with the clean convention: real order, no jump.
@@ -154,20 +155,27 @@ def delete_all(frames: Frames) -> list[StressResult]:
 
 
 def replace(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
-    """Replace(k): overwrite k distinct random positions with copies of other sampled frames."""
+    """Replace(k): copy k distinct sampled frames over k other distinct positions (VideoSTF
+    ``ReplaceOneFrame`` / ``ReplaceTwoFrames``).
+
+    The k sources are drawn without replacement from the T positions, then the k targets
+    without replacement from the T − k positions that are not sources, and target j receives
+    source j. So no two targets copy the same frame and no source is overwritten: every
+    source frame is still shown once at its own position and once more at its target
+    (needs T >= 2k).
+    """
     _check_rng(rng)
     T = _length(frames)
-    _check_k(k, T, name="replace", need=1)
-    targets = sorted(int(x) for x in rng.choice(T, size=k, replace=False))
+    _check_k(k, T, name="replace", need=k)
+    sources = [int(x) for x in rng.choice(T, size=k, replace=False)]
+    rest = np.array([i for i in range(T) if i not in sources])
+    targets = [int(x) for x in rng.choice(rest, size=k, replace=False)]
     order: list[int | tuple[str, int]] = list(range(T))
-    sources = []
-    for t in targets:
-        s = int(rng.integers(0, T - 1))
-        s = s if s < t else s + 1  # any position but t
+    for t, s in zip(targets, sources, strict=True):
         order[t] = s
-        sources.append(s)
-    return _gather(frames, order, None, {"stressor": f"replace{k}", "k": k, "positions": targets,
-                                         "source_positions": sources, "order": order})
+    pairs = sorted(zip(targets, sources, strict=True))
+    return _gather(frames, order, None, {"stressor": f"replace{k}", "k": k, "positions": [t for t, _ in pairs],
+                                         "source_positions": [s for _, s in pairs], "order": order})
 
 
 def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.Generator,
