@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from .config import BOOTSTRAP_METHOD, GATE_SIDES
+from .config import GATE_SIDES
 from .errors import ConfigError
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
 from .metrics import dpb_per_instance, meg_per_instance
 from .probes.positional import PositionalResult, PositionalSpec
 from .sequential import gsd_sizes, gsd_step
-from .stats import Verdict, _bounds, _fmt, _region, inconclusive_verdict
+from .stats import Verdict, _bounds, _fmt, _region, inconclusive_verdict, share_difference_verdict
 
 VALUE_RANGE = {"dpb": (-1.0, 1.0), "meg": (-1.0, 1.0), "coverage": (0.0, 1.0), "contamination": (0.0, 1.0)}
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
@@ -56,7 +56,7 @@ def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[
     est = d.estimate if math.isfinite(d.estimate) else math.nan
     return Verdict(name=name, estimate=est, ci_low=d.ci_low, ci_high=d.ci_high, threshold=threshold, n=d.stopped_at,
                    p_value=d.p_value, passed=d.passed, mode=ctx.mode, reason=reason, alpha=ctx.alpha, lower=lower,
-                   upper=upper, unit=unit, extra=ex)
+                   upper=upper, unit=unit, extra=ex, inconclusive=d.inconclusive)
 
 
 def _group_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
@@ -536,9 +536,9 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
             v = ctx.baseline_gate(gate, model, d[both], bd[both], np.array(r.videos)[both], name=name, unit="videos",
                                   worse="higher", extra=extra)
             return _floored(ctx, v, m)
-        # fixed design with the BCa bootstrap: the per-video amplification (a share minus a rare 0/1 clean
-        # flag) has a long negative tail, which makes the t-test and the percentile interval reject a
-        # compliant model too often (calibration table); BCa keeps the false-failure rate <= α
+        # fixed design: the per-video amplification is a share minus a rare 0/1 clean flag, whose rare
+        # outcome a small sample misses; share_difference_verdict bootstraps (BCa) only when the sample
+        # holds enough of it and otherwise bounds the flag's rate exactly (Clopper-Pearson)
         full = ctx.stressor(model, frames)
         d = full.amplification(stressor)
         ok = ~np.isnan(d)
@@ -547,8 +547,12 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
                       "clean_rr": float(full.clean.flags[full.clean.valid].mean()) if full.clean.valid.any() else None,
                       "n_videos": len(full.videos), "design": "fixed",
                       "variants_per_video": [len(s.texts) for s in full.variants[stressor]][:1]})
-        v = ctx.mean_gate(gate, model, d[ok], np.array(full.videos)[ok], name=name, unit="videos",
-                          method=BOOTSTRAP_METHOD.get(gate, "percentile"), extra=extra)
+        clean_flag = np.asarray(full.clean.flags, dtype=float)[ok]
+        v = share_difference_verdict(np.clip(d[ok] + clean_flag, 0.0, 1.0), clean_flag, name=name,
+                                     threshold=ctx.threshold(gate, model), sides=GATE_SIDES[gate], mode=ctx.mode,
+                                     alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
+                                     rng=ctx.rng("bootstrap", gate, name, model),
+                                     extra={"gate": gate, "model": model, **extra})
         return _floored(ctx, v, stressor_measurement(full, gate, stressor))
     if gate == "attack":
         name = f"{stressor} attack success rate at {frames} frames"

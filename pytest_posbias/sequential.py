@@ -149,7 +149,7 @@ def violation_alternative(lower: float, upper: float, estimate: float) -> float:
     * upper bound only (rates, x <= t): θ1 = 2t (``t + |t|``; ``t + 0.05`` when t = 0);
     * lower bound only (a floor, x >= f): θ1 = f/2 (``f − |f|/2``: halfway from the floor to 0;
       ``f − 0.05`` when f = 0);
-    * two-sided (|x| <= t): θ1 = ±2t on the side of the current estimate.
+    * two-sided (|x| <= t): θ1 = ±2t on the side of the current estimate (``±0.05`` when t = 0).
 
     Futility stops a detect gate with PASS only when even θ1 could no longer be shown by the last
     look, so θ1 must violate the region; an alternative on the compliant side (the old
@@ -157,7 +157,8 @@ def violation_alternative(lower: float, upper: float, estimate: float) -> float:
     """
     up, lo = math.isfinite(upper), math.isfinite(lower)
     if up and lo:
-        return upper + max(abs(upper), 0.05) if estimate >= (lower + upper) / 2 else lower - max(abs(lower), 0.05)
+        above = estimate >= (lower + upper) / 2
+        return upper + (abs(upper) or 0.05) if above else lower - (abs(lower) or 0.05)
     if up:
         return upper + (abs(upper) if upper != 0 else 0.05)
     if lo:
@@ -179,6 +180,7 @@ class SequentialDecision:
     reason: str
     looks: list[int] = field(default_factory=list)
     method: str = ""
+    inconclusive: bool = False  # the data could not decide (too few units, zero spread, non-finite values)
 
 
 def conditional_power(x: NDArray[np.float64], n_max: int, theta1: float, upper: float, lower: float, alpha: float,
@@ -227,6 +229,8 @@ def decide(x: ArrayLike, *, looks: Sequence[int], lower: float, upper: float, mo
     xs = np.asarray(x, dtype=float)
     if mode not in ("detect", "certify"):
         raise ConfigError(f"`mode` must be 'detect' or 'certify'; got {mode!r}")
+    if xs.size and not np.all(np.isfinite(xs)):
+        return _non_finite(xs, xs.size, [xs.size], "confidence sequence")
     if method == "auto":
         method = "betting" if np.all((xs == 0) | (xs == 1)) else "asymptotic"
     looks = sorted({int(k) for k in looks if 0 < k <= xs.size}) or [xs.size]
@@ -259,6 +263,15 @@ def decide(x: ArrayLike, *, looks: Sequence[int], lower: float, upper: float, mo
             p = _p_value(seg, mode=mode, lower=lower, upper=upper, alpha=alpha, method=method, lo=lo, hi=hi)
             return SequentialDecision(passed, k, xs.size, L, U, float(seg.mean()), p, why, done, method)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _non_finite(xs: NDArray[np.float64], n_max: int, looks: list[int], method: str) -> SequentialDecision:
+    """Non-finite unit values (a lost unit that reached the rule): stop, pass in neither mode."""
+    bad = int(np.count_nonzero(~np.isfinite(xs)))
+    return SequentialDecision(False, int(xs.size), n_max, math.nan, math.nan, math.nan, 1.0,
+                              f"inconclusive: {bad} of {xs.size} unit values are not finite (NaN or inf), and a unit "
+                              "that was not measured is never scored, so the gate does not pass in either mode",
+                              looks, method, inconclusive=True)
 
 
 def _p_value(seg: NDArray[np.float64], *, mode: str, lower: float, upper: float, alpha: float, method: str,
@@ -374,15 +387,23 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     a_k = float(st.norm.sf(cs[k]))
     last = k == len(sizes) - 1
     n_k = int(xs.size)
-    if n_k == 0 or (kind == "mean" and n_k < MIN_MEAN_UNITS):
+    if n_k and not np.all(np.isfinite(xs)):
+        return _non_finite(xs, n_max, sizes[: k + 1], "group-sequential (OBF)")
+    # zero spread never shows compliance (a zero-width interval says nothing about the units not
+    # drawn); a detect-mode sample whose every unit lies past a bound still fails (fail closed)
+    flat = (kind == "mean" and n_k > 1 and float(np.ptp(xs)) == 0.0
+            and not (mode == "detect" and (xs[0] > upper or xs[0] < lower)))
+    if n_k == 0 or (kind == "mean" and n_k < MIN_MEAN_UNITS) or flat:
         if not last:
             return None
-        why = ("no units to decide on" if n_k == 0 else
-               f"fewer than {MIN_MEAN_UNITS} units: a t-based interval would not be trustworthy, so "
-               + ("no violation can be shown" if mode == "detect" else "compliance cannot be certified"))
+        what = "no violation can be shown" if mode == "detect" else "compliance cannot be certified"
+        why = ("inconclusive: no units to decide on" if n_k == 0 else
+               f"inconclusive: zero spread (every unit equals {xs[0]:.4g}), and an interval of zero width says "
+               f"nothing about the units not drawn, so {what}" if flat else
+               f"inconclusive: fewer than {MIN_MEAN_UNITS} units, too few for a t-based interval, so {what}")
         est0 = float(xs.mean()) if n_k else math.nan
         return SequentialDecision(mode == "detect", n_k, n_max, math.nan, math.nan, est0, 1.0, why, sizes[: k + 1],
-                                  "group-sequential (OBF)")
+                                  "group-sequential (OBF)", inconclusive=True)
     est = float(xs.mean())
     if theta1 is None:
         theta1 = violation_alternative(lower, upper, est)
@@ -432,8 +453,14 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
                "no violation shown at the last look")
     else:
         passed = inside
-        p_c_up = (1 - p_up) if math.isfinite(upper) else 0.0
-        p_c_lo = (1 - p_lo) if math.isfinite(lower) else 0.0
+        # certify: H0 "rate >= upper" (and "rate <= lower"); for rates the exact binomial tail that
+        # includes the observed count, P(X <= k | upper), for means the t tail
+        if kind == "rate":
+            p_c_up = binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="less") if math.isfinite(upper) else 0.0
+            p_c_lo = binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="greater") if math.isfinite(lower) else 0.0
+        else:
+            p_c_up = (1 - p_up) if math.isfinite(upper) else 0.0
+            p_c_lo = (1 - p_lo) if math.isfinite(lower) else 0.0
         p = rescale(max(p_c_up, p_c_lo))
         why = ("the repeated CI lies wholly inside the allowed region" if inside else
                "the repeated CI lies wholly outside the allowed region" if outside else

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -344,7 +344,8 @@ def tost_paired(
     d̄ = mean of the per-instance differences; the cluster-robust (CR1) standard error
     is SE = sqrt(G/(G−1) · Σ_g (Σ_{i∈g} (d_i − d̄))²) / n with G clusters and t with
     G − 1 degrees of freedom. p_lower tests H0: δ <= −margin, p_upper H0: δ >= margin;
-    the TOST p-value is their maximum and the CI is the (1 − 2α) interval.
+    the TOST p-value is their maximum and the CI is the (1 − 2α) interval. Zero spread (SE = 0)
+    never shows equivalence: the CI is unbounded and both p-values are 1.
     """
     d = np.asarray(differences, dtype=float)
     if d.ndim != 1 or d.size < 2:
@@ -366,10 +367,8 @@ def tost_paired(
     se = math.sqrt(g / (g - 1) * float(np.sum(resid_sums**2))) / d.size
     df = g - 1
     if se == 0.0:
-        inside = -margin < mean < margin
-        p_lo = 0.0 if mean > -margin else 1.0
-        p_hi = 0.0 if mean < margin else 1.0
-        return TostResult(mean, 0.0, df, mean, mean, p_lo, p_hi, max(p_lo, p_hi), inside)
+        # zero spread: no variance to test with, and equivalence is never shown from it
+        return TostResult(mean, 0.0, df, -math.inf, math.inf, 1.0, 1.0, 1.0, False)
     p_lo = float(_st.t.sf((mean + margin) / se, df))
     p_hi = float(_st.t.cdf((mean - margin) / se, df))
     q = float(_st.t.ppf(1 - a, df))
@@ -406,6 +405,20 @@ class Verdict:
     upper: float = math.inf
     unit: str = "instances"
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    inconclusive: bool = False
+
+    @property
+    def outcome(self) -> str:
+        """``pass``, ``fail`` or ``inconclusive``: the verdict state the report counts.
+
+        An inconclusive verdict is one whose data could not decide (too few units, a rare outcome
+        too rarely expected in the sample, zero spread, non-finite unit values). Its ``passed``
+        keeps the mode's conservative reading: in detect mode no violation was shown (True, except
+        for non-finite values, which never pass), in certify mode compliance was not shown (False).
+        """
+        if self.inconclusive:
+            return "inconclusive"
+        return "pass" if self.passed else "fail"
 
     def message(self) -> str:
         """One sentence with estimate, CI, threshold, n and p (used as the failure message)."""
@@ -534,6 +547,43 @@ def _bounds(threshold: float, sides: str) -> tuple[float, float]:
     raise ConfigError(f"`sides` must be 'both', 'upper' or 'lower'; got {sides!r}")
 
 
+def zero_spread_interval(value: float, n: int, *, lower: float, upper: float, alpha: float,
+                         value_range: tuple[float, float]) -> tuple[float, float, float, float]:
+    """The (1 − 2α) interval and p-values for n independent units that all took the same ``value``.
+
+    Zero spread gives no variance to build an interval from, so the floor is the exact worst case
+    over every distribution on ``value_range = (lo, hi)``: the sample is n draws equal to ``value``,
+    which has probability at most q^n when the distribution puts mass q on it. A mean μ above the
+    value needs the rest of the mass above it, q <= (hi − μ)/(hi − value); so μ is excluded at
+    level α exactly when ((hi − μ)/(hi − value))^n < α, which gives the upper bound
+    value + (1 − α^(1/n))·(hi − value), and the lower bound value − (1 − α^(1/n))·(value − lo).
+    For 0/1 units this is the Clopper–Pearson bound of 0/n or n/n (1 − α^(1/n)).
+
+    Returns (ci_low, ci_high, p_detect, p_certify): p_detect of H0 "inside [lower, upper]",
+    p_certify of H0 "outside" (the larger of the two one-sided p-values, TOST).
+    """
+    lo, hi = (float(value_range[0]), float(value_range[1]))
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and lo <= value <= hi):
+        raise ConfigError(f"`value_range` must be a finite (lo, hi) with lo < hi that holds the value {value!r}; "
+                          f"got {value_range!r}")
+    shrink = 1.0 - alpha ** (1.0 / n)
+    ci_low, ci_high = value - shrink * (value - lo), value + shrink * (hi - value)
+
+    def p_at_least(mu: float) -> float:  # H0: mean >= mu, observed all equal to value
+        if mu <= value:
+            return 1.0
+        return 0.0 if mu >= hi else ((hi - mu) / (hi - value)) ** n
+
+    def p_at_most(mu: float) -> float:  # H0: mean <= mu
+        if mu >= value:
+            return 1.0
+        return 0.0 if mu <= lo else ((mu - lo) / (value - lo)) ** n
+
+    p_det = min(p_at_most(upper) if math.isfinite(upper) else 1.0, p_at_least(lower) if math.isfinite(lower) else 1.0)
+    p_cert = max(p_at_least(upper) if math.isfinite(upper) else 0.0, p_at_most(lower) if math.isfinite(lower) else 0.0)
+    return ci_low, ci_high, p_det, p_cert
+
+
 def mean_verdict(
     values: ArrayLike,
     clusters: ArrayLike | None = None,
@@ -548,6 +598,7 @@ def mean_verdict(
     rng: np.random.Generator,
     method: str = "percentile",
     extra: Mapping[str, Any] | None = None,
+    value_range: tuple[float, float] | None = None,
 ) -> Verdict:
     """Gate on the mean of per-instance values with a cluster-bootstrap (1 − 2α) CI.
 
@@ -556,6 +607,16 @@ def mean_verdict(
     bootstrap share on the compliant side of the nearer violated bound; certify:
     the larger of the two one-sided shares (TOST). ``method``: ``percentile`` (expanded
     percentile, the default) or ``bca`` (for skewed units, e.g. the stressor amplification).
+
+    Refusals (an *inconclusive* verdict, :attr:`Verdict.inconclusive`):
+
+    * fewer than ``MIN_CLUSTERS`` independent units;
+    * any non-finite value (a lost unit that reached the rule): it does not pass in either mode;
+    * zero spread (every cluster mean equal): a bootstrap interval has zero width there and would
+      certify from a handful of units. With ``value_range = (lo, hi)`` (the values' possible range)
+      the gate decides on the exact worst-case floor of :func:`zero_spread_interval` instead;
+      without it, a detect-mode sample whose every unit lies past a bound still fails (fail
+      closed: e.g. zero coverage everywhere), and any other zero-spread sample is inconclusive.
     """
     a = _check_alpha(alpha)
     if mode not in MODES:
@@ -564,10 +625,38 @@ def mean_verdict(
     v = np.asarray(values, dtype=float)
     clusters_arr = None if clusters is None else np.asarray(clusters)
     n_clusters = v.size if clusters_arr is None else np.unique(clusters_arr).size
+    if v.size and not np.all(np.isfinite(v)):
+        bad = int(np.count_nonzero(~np.isfinite(v)))
+        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
+                                    alpha=a, unit=unit, fail_closed=True, extra=extra,
+                                    why=f"{bad} of {v.size} unit values are not finite (NaN or inf), and a unit that "
+                                        "was not measured is never scored")
     if v.size == 0 or n_clusters < MIN_CLUSTERS:
         return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
                                     alpha=a, unit=unit, why=f"fewer than {MIN_CLUSTERS} independent units for a cluster bootstrap",
                                     estimate=float(v.mean()) if v.size else math.nan, extra=extra)
+    _, inv = np.unique(np.arange(v.size) if clusters_arr is None else clusters_arr, return_inverse=True)
+    cmeans = np.bincount(inv, weights=v) / np.bincount(inv)
+    if np.ptp(cmeans) == 0.0:
+        est = float(v.mean())
+        outside = est > upper or est < lower
+        if value_range is None and not (mode == "detect" and outside):
+            return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
+                                        alpha=a, unit=unit, estimate=est, extra=extra,
+                                        why=f"zero spread: every independent unit has the value {_fmt(est)}, and an "
+                                            "interval of zero width says nothing about the units not drawn")
+        if value_range is None:  # detect, every unit past the bound: the violation is in every unit
+            zlo = zhi = est
+            p_det, p_cert = 0.0, 1.0
+            how = "zero spread, every unit past the bound"
+        else:
+            zlo, zhi, p_det, p_cert = zero_spread_interval(est, int(n_clusters), lower=lower, upper=upper, alpha=a,
+                                                           value_range=value_range)
+            how = "zero spread: exact worst-case floor on the interval"
+        ex0 = {"n_instances": int(v.size), "method": how}
+        ex0.update(extra or {})
+        return _decide(name=name, estimate=est, ci_low=zlo, ci_high=zhi, lower=lower, upper=upper, threshold=threshold,
+                       n=int(n_clusters), unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex0)
     bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng, method=method)
     p_above = bs.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
     p_below = bs.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower
@@ -581,6 +670,202 @@ def mean_verdict(
     return _decide(name=name, estimate=bs.estimate, ci_low=bs.ci_low, ci_high=bs.ci_high, lower=lower, upper=upper,
                    threshold=threshold, n=bs.n_clusters, unit=unit, mode=mode, alpha=a,
                    p_detect=p_detect, p_certify=p_certify, extra=ex)
+
+
+RARE_MIN_COUNT = 5  # the bootstrap decides a share-minus-indicator mean only with this many of the rarer outcome
+SHARE_ALPHA_FRACTION = 0.2  # of α spent on the share's bound in the decomposed rule; the rest on the indicator's
+
+
+def share_difference_bounds(share: ArrayLike, indicator: ArrayLike, *, alpha: float
+                            ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """One-sided (1 − α) lower and upper bounds of μ = E[share] − P(indicator), decomposed.
+
+    ``share`` (values in [0, 1]) and ``indicator`` (0/1) hold one value per independent unit, in the
+    last axis (rows of a 2-D array are separate samples). By Bonferroni over the two parts,
+    with α_s = ``SHARE_ALPHA_FRACTION``·α and α_c = α − α_s:
+
+        L = L_t(share; α_s) − U_CP(indicator; α_c),   U = U_t(share; α_s) − L_CP(indicator; α_c)
+
+    where L_t/U_t are Student-t bounds of the share's mean (with the exact zero-spread floor of
+    :func:`zero_spread_interval` on [0, 1] when every share is equal) and L_CP/U_CP are the exact
+    Clopper–Pearson bounds of the indicator's rate. Each bound holds at level α whatever the rate of
+    the indicator, also when it is rare and the sample holds none of it.
+    """
+    a = _check_alpha(alpha)
+    sh = np.atleast_2d(np.asarray(share, dtype=float))
+    ind = np.atleast_2d(np.asarray(indicator, dtype=float))
+    if sh.shape != ind.shape or sh.shape[-1] < 2:
+        raise ConfigError(f"`share` and `indicator` must have the same shape with at least 2 units; got {sh.shape} "
+                          f"and {ind.shape}")
+    if not (np.all(np.isfinite(sh)) and np.all((sh >= 0) & (sh <= 1))):
+        raise ConfigError("`share` must hold finite values in [0, 1]")
+    if not np.all((ind == 0) | (ind == 1)):
+        raise ConfigError("`indicator` must hold only 0 and 1")
+    a_s = SHARE_ALPHA_FRACTION * a
+    a_c = a - a_s
+    n = sh.shape[-1]
+    mean = sh.mean(axis=-1)
+    sd = sh.std(axis=-1, ddof=1)
+    q = float(_st.t.isf(a_s, n - 1))
+    shrink = 1.0 - a_s ** (1.0 / n)
+    flat = sd == 0
+    half = np.where(flat, 0.0, q * sd / math.sqrt(n))
+    s_lo = np.where(flat, mean - shrink * mean, mean - half)
+    s_hi = np.where(flat, mean + shrink * (1 - mean), mean + half)
+    k = ind.sum(axis=-1)
+    c_hi = np.where(k < n, _st.beta.isf(a_c, k + 1, np.maximum(n - k, 1)), 1.0)
+    c_lo = np.where(k > 0, _st.beta.ppf(a_c, np.maximum(k, 1), n - k + 1), 0.0)
+    return np.asarray(s_lo - c_hi, dtype=float), np.asarray(s_hi - c_lo, dtype=float)
+
+
+def share_difference_rule(share: ArrayLike, indicator: ArrayLike, *, lower: float, upper: float, mode: str,
+                          alpha: float) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """The decomposed rule of :func:`share_difference_verdict` on one or many samples (rows).
+
+    Returns (decided, passed) per sample: detect fails when the lower bound of
+    :func:`share_difference_bounds` lies above ``upper`` or its upper bound below ``lower``;
+    certify passes when both bounds lie inside [lower, upper]. (The bootstrap branch for samples
+    with ``RARE_MIN_COUNT`` rare outcomes is applied by the verdict itself.)
+    """
+    lo, hi = share_difference_bounds(share, indicator, alpha=alpha)
+    if mode == "detect":
+        outside = (lo > upper) | (hi < lower)
+        return np.ones_like(outside), ~outside
+    inside = (lo > lower) & (hi < upper)
+    return np.ones_like(inside), inside
+
+
+def share_difference_min_sample(*, lower: float, upper: float, mode: str, alpha: float, n_max: int = 10_000) -> int:
+    """Smallest n at which the decomposed rule could decide on the most extreme sample.
+
+    Detect (upper bound t): every share 1 and no indicator; certify: every share 0 and every
+    indicator 1 (and the mirror images for a lower bound). Below it the verdict is inconclusive.
+    """
+    for n in range(2, n_max + 1):
+        if mode == "detect":
+            hit = False
+            if math.isfinite(upper):
+                lo, _ = share_difference_bounds(np.ones(n), np.zeros(n), alpha=alpha)
+                hit = hit or bool(lo[0] > upper)
+            if math.isfinite(lower):
+                _, hi = share_difference_bounds(np.zeros(n), np.ones(n), alpha=alpha)
+                hit = hit or bool(hi[0] < lower)
+        else:
+            mid = (max(lower, -1.0) + min(upper, 1.0)) / 2
+            best = np.full(n, max(0.0, mid)), np.full(n, 1.0 if mid < 0 else 0.0)
+            lo, hi = share_difference_bounds(*best, alpha=alpha)
+            hit = bool(lo[0] > lower and hi[0] < upper)
+        if hit:
+            return n
+    return n_max + 1
+
+
+def share_difference_verdict(
+    share: ArrayLike,
+    indicator: ArrayLike,
+    *,
+    name: str,
+    threshold: float,
+    sides: str = "upper",
+    mode: str = "detect",
+    alpha: float = 0.05,
+    unit: str = "units",
+    n_resamples: int = 9999,
+    rng: np.random.Generator,
+    extra: Mapping[str, Any] | None = None,
+) -> Verdict:
+    """Gate on the mean of d_i = share_i − indicator_i, one value per independent unit (the stressor
+    amplification: share of a video's stressed outputs that repeat minus its clean 0/1 flag).
+
+    The indicator is a rare-event component: a bootstrap of d (BCa or percentile) cannot see a rare
+    outcome the sample happened to miss, and then decides on a mean that lacks it (at the boundary
+    of the stressor gate it false-failed about half of the runs at 5–8 videos). So:
+
+    * when the sample holds at least ``RARE_MIN_COUNT`` units of the rarer indicator outcome (its
+      observed count estimates the expected count n·p), the BCa cluster bootstrap of d decides;
+    * otherwise the decomposed rule :func:`share_difference_bounds` decides (t bound of the share,
+      exact Clopper–Pearson bound of the indicator, Bonferroni), which holds its level at every
+      indicator rate;
+    * below :func:`share_difference_min_sample` units, where not even the most extreme sample could
+      decide, the verdict is inconclusive; non-finite values never pass.
+    """
+    a = _check_alpha(alpha)
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+    lower, upper = _bounds(threshold, sides)
+    sh = np.asarray(share, dtype=float)
+    ind = np.asarray(indicator, dtype=float)
+    if sh.ndim != 1 or sh.shape != ind.shape:
+        raise ConfigError(f"`share` and `indicator` must be 1-D arrays of the same length; got {sh.shape} and {ind.shape}")
+    n = int(sh.size)
+    if n and not (np.all(np.isfinite(sh)) and np.all(np.isfinite(ind))):
+        bad = int(np.count_nonzero(~np.isfinite(sh) | ~np.isfinite(ind)))
+        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=n, mode=mode, alpha=a, unit=unit,
+                                    fail_closed=True, extra=extra,
+                                    why=f"{bad} of {n} units have non-finite values (NaN or inf), and a unit that was "
+                                        "not measured is never scored")
+    n_min = max(MIN_CLUSTERS, share_difference_min_sample(lower=lower, upper=upper, mode=mode, alpha=a))
+    d = sh - ind
+    est = float(d.mean()) if n else math.nan
+    if n < n_min:
+        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=n, mode=mode, alpha=a, unit=unit,
+                                    estimate=est, extra={"min_sample": n_min, **(extra or {})},
+                                    why=f"fewer than {n_min} units, below which no sample could "
+                                        + ("show a violation" if mode == "detect" else "certify compliance"))
+    rare = int(min(ind.sum(), n - ind.sum()))
+    if rare >= RARE_MIN_COUNT:
+        v = mean_verdict(d, None, name=name, threshold=threshold, sides=sides, mode=mode, alpha=a, unit=unit,
+                         n_resamples=n_resamples, rng=rng, method="bca", extra=extra, value_range=(-1.0, 1.0))
+        return replace(v, extra={**v.extra, "rare_count": rare, "min_sample": n_min})
+    lo_b, hi_b = share_difference_bounds(sh, ind, alpha=a)
+    lo, hi = float(lo_b[0]), float(hi_b[0])
+
+    def p_of(side: str, bound: float) -> float:
+        """Smallest α' at which the decomposed bound on ``side`` passes ``bound`` (0.5 caps it)."""
+        def f(x: float) -> float:
+            lb, ub = share_difference_bounds(sh, ind, alpha=x)
+            return float(lb[0] - bound) if side == "lower" else float(bound - ub[0])
+
+        if f(0.4999) <= 0:
+            return 1.0
+        if f(1e-12) > 0:
+            return 1e-12
+        return float(_st_optimize_brentq(f, 1e-12, 0.4999))
+
+    p_det = min(p_of("lower", upper) if math.isfinite(upper) else 1.0,
+                p_of("upper", lower) if math.isfinite(lower) else 1.0)
+    p_cert = max(p_of("upper", upper) if math.isfinite(upper) else 0.0,
+                 p_of("lower", lower) if math.isfinite(lower) else 0.0)
+    ex = {"n_instances": n, "rare_count": rare, "min_sample": n_min,
+          "method": f"decomposed: t bound of the share + exact Clopper-Pearson bound of the 0/1 indicator "
+                    f"(fewer than {RARE_MIN_COUNT} of the rarer outcome for a bootstrap)"}
+    ex.update(extra or {})
+    return _decide(name=name, estimate=est, ci_low=lo, ci_high=hi, lower=lower, upper=upper, threshold=threshold, n=n,
+                   unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex)
+
+
+def _st_optimize_brentq(f: Any, a: float, b: float) -> float:
+    from scipy.optimize import brentq
+
+    return float(brentq(f, a, b, xtol=1e-10))
+
+
+def rate_min_sample(*, threshold: float, mode: str, alpha: float) -> int:
+    """The smallest n at which the exact binomial rule of :func:`rate_verdict` could decide.
+
+    Detect fails only when even n/n has p = t^n < α, so n_min = ⌊log α / log t⌋ + 1 (1 when t = 0,
+    none when t = 1); certify passes only when 0/n has p = (1 − t)^n < α, so
+    n_min = ⌊log α / log(1 − t)⌋ + 1 (none when t = 0). "None" is returned as a huge n.
+    """
+    a = _check_alpha(alpha)
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+    q = threshold if mode == "detect" else 1.0 - threshold
+    if q <= 0.0:
+        return 1
+    if q >= 1.0:
+        return 2**62
+    return math.floor(math.log(a) / math.log(q)) + 1
 
 
 def rate_verdict(
@@ -598,7 +883,8 @@ def rate_verdict(
 
     Detect: exact one-sided binomial test of H0: rate <= threshold (fail when
     p < α, i.e. the Clopper–Pearson (1 − 2α) lower bound exceeds the threshold).
-    Certify: H0: rate >= threshold (pass when the upper bound is below it).
+    Certify: H0: rate >= threshold (pass when the upper bound is below it). Below
+    :func:`rate_min_sample` units no outcome could decide, and the verdict is inconclusive.
     """
     a = _check_alpha(alpha)
     if n == 0:
@@ -607,6 +893,12 @@ def rate_verdict(
     _check_counts(k, n)
     if not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"`threshold` must lie in [0, 1] for a rate; got {threshold!r}")
+    n_min = rate_min_sample(threshold=threshold, mode=mode, alpha=a)
+    if n < n_min:
+        return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=n, mode=mode, alpha=a, unit=unit,
+                                    estimate=k / n, extra={"k": int(k), "min_sample": n_min, **(extra or {})},
+                                    why=f"fewer than {n_min} units, below which no outcome could "
+                                        + ("show a violation" if mode == "detect" else "certify compliance"))
     lo, hi = exact_interval(k, n, confidence_level=1 - 2 * a)
     p_detect = binomial_test(k, n, threshold, alternative="greater") if threshold < 1 else 1.0
     p_certify = binomial_test(k, n, threshold, alternative="less") if threshold > 0 else 1.0
@@ -679,13 +971,20 @@ def inconclusive_verdict(
     why: str,
     estimate: float = math.nan,
     extra: Mapping[str, Any] | None = None,
+    fail_closed: bool = False,
 ) -> Verdict:
-    """A verdict when the data cannot decide (too few units): detect passes, certify fails."""
+    """A verdict when the data cannot decide: ``inconclusive`` is set, the CI is nan and p = 1.
+
+    ``passed`` is the mode's conservative reading (detect: no violation shown; certify: compliance
+    not shown); with ``fail_closed`` (non-finite unit values, data that should never reach a rule)
+    it is False in both modes.
+    """
     lower, upper = _bounds(threshold, sides)
-    passed = mode == "detect"
-    what = "no violation can be shown" if passed else "compliance cannot be certified"
-    reason = (f"{name}: {why} (n = {n} {unit}), so {what} at α = {alpha:g} ({mode} mode); "
+    passed = mode == "detect" and not fail_closed
+    what = ("the gate does not pass in either mode" if fail_closed else
+            "no violation can be shown" if passed else "compliance cannot be certified")
+    reason = (f"{name}: inconclusive, {why} (n = {n} {unit}), so {what} at α = {alpha:g} ({mode} mode); "
               f"threshold {_region(lower, upper)}.")
     return Verdict(name=name, estimate=estimate, ci_low=math.nan, ci_high=math.nan, threshold=float(threshold),
                    n=int(n), p_value=1.0, passed=passed, mode=mode, reason=reason, alpha=alpha, lower=lower,
-                   upper=upper, unit=unit, extra=dict(extra or {}))
+                   upper=upper, unit=unit, extra={**(extra or {}), "inconclusive_why": why}, inconclusive=True)

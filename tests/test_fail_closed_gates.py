@@ -323,9 +323,14 @@ def test_equivalence_is_certified_only_when_shown_in_either_mode():
     ctx = _Ctx()
     conds = _phase_conditions("equivalence", None, ctx.phase_spec(), lambda s: s)
     assert conds[-1] == "budget:left@32"
+    # fusion and the single pass differ on a few items, both ways: equivalence shown
+    close = _phase_result(240, fused_wrong=range(0, 240, 80), single_wrong=range(40, 240, 80))
+    v = equivalence_verdict(ctx, "m", close, conds, phase_measurement(close, conds))
+    assert v.passed and v.estimate == 0.0 and not v.inconclusive
+    # identical on every item: zero spread gives a zero-width interval, which certifies nothing
     same = _phase_result(240, fused_wrong=range(0, 240, 10), single_wrong=range(0, 240, 10))
     v = equivalence_verdict(ctx, "m", same, conds, phase_measurement(same, conds))
-    assert v.passed and v.estimate == 0.0
+    assert not v.passed and v.inconclusive and v.estimate == 0.0
     # fusion loses 5 points (12 of 240 items right in one pass only): equivalence not shown, in detect mode too
     worse = _phase_result(240, fused_wrong=range(0, 240, 20), single_wrong=())
     v = equivalence_verdict(ctx, "m", worse, conds, phase_measurement(worse, conds))
