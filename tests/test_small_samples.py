@@ -1,0 +1,196 @@
+"""Small and degenerate samples refuse instead of guess: each rule below decides only where its
+sample can carry the decision, and says "inconclusive" otherwise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from pytest_posbias import stats as S
+from pytest_posbias.sequential import decide, gsd_decide, gsd_step, violation_alternative
+
+
+def _stressor_units(rng: np.random.Generator, n: int, theta: float, p_clean: float = 0.10, trials: int = 30
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per video: share of ``trials`` stressed outputs that repeat (rate p_clean + θ) and the clean 0/1 flag."""
+    clean = (rng.random(n) < p_clean).astype(float)
+    return rng.binomial(trials, p_clean + theta, size=n) / trials, clean
+
+
+# --------------------------------------------------------------------------- rare-event units (stressor gate)
+
+
+def test_the_stressor_rule_holds_its_size_at_the_quick_size_where_the_bootstrap_did_not():
+    """At 8 videos and the boundary (amplification = 0.10), the clean repeat (rate 0.10) is absent from
+    43% of samples; a BCa bootstrap of the difference then fails a compliant model (about 45%)."""
+    rng = np.random.default_rng(31)
+    reps, n = 200, 8
+    new = old = 0
+    for _ in range(reps):
+        share, clean = _stressor_units(rng, n, 0.10)
+        new += not S.share_difference_verdict(share, clean, name="amp", threshold=0.10, n_resamples=999, rng=rng).passed
+        old += not S.mean_verdict(share - clean, None, name="amp", threshold=0.10, sides="upper", method="bca",
+                                  n_resamples=999, rng=rng).passed
+    # 200 reps: the upper 99.9% Clopper-Pearson bound of 0 failures at the old rate is far below 0.3
+    assert new / reps <= 0.05
+    assert old / reps > 0.3
+
+
+def test_the_stressor_rule_bootstraps_when_the_rare_outcome_is_well_represented_and_still_detects():
+    rng = np.random.default_rng(5)
+    share, clean = _stressor_units(rng, 64, 0.40)  # amplification 0.4, four times the threshold
+    v = S.share_difference_verdict(share, clean, name="amp", threshold=0.10, n_resamples=999, rng=rng)
+    assert not v.passed and not v.inconclusive
+    assert v.extra["rare_count"] >= S.RARE_MIN_COUNT and "BCa" in v.extra["method"]
+    share0, clean0 = share, np.zeros(64)  # no clean repeat at all: the exact bound of the flag decides
+    w = S.share_difference_verdict(share0, clean0, name="amp", threshold=0.10, n_resamples=999, rng=rng)
+    assert not w.passed and "Clopper-Pearson" in w.extra["method"]
+    assert w.p_value < 0.05
+
+
+def test_the_decomposed_bounds_are_exact_for_the_flag_and_t_for_the_share():
+    share = np.array([0.1, 0.2, 0.3, 0.2, 0.1, 0.4, 0.2, 0.3])
+    flag = np.array([0, 1, 0, 0, 0, 0, 0, 0], dtype=float)
+    lo, hi = S.share_difference_bounds(share, flag, alpha=0.05)
+    a_s, a_c = 0.05 * S.SHARE_ALPHA_FRACTION, 0.05 * (1 - S.SHARE_ALPHA_FRACTION)
+    t_half = st.t.isf(a_s, 7) * share.std(ddof=1) / math.sqrt(8)
+    cp = st.binomtest(1, 8).proportion_ci(confidence_level=1 - 2 * a_c, method="exact")
+    assert lo[0] == pytest.approx(share.mean() - t_half - cp.high)
+    assert hi[0] == pytest.approx(share.mean() + t_half - cp.low)
+
+
+def test_a_stressor_sample_too_small_to_ever_show_a_violation_is_inconclusive():
+    n_min = S.share_difference_min_sample(lower=-math.inf, upper=0.10, mode="detect", alpha=0.05)
+    assert n_min > 5
+    v = S.share_difference_verdict(np.ones(n_min - 1), np.zeros(n_min - 1), name="amp", threshold=0.10,
+                                   rng=np.random.default_rng(0))
+    assert v.inconclusive and v.outcome == "inconclusive" and v.passed  # detect: no violation shown, flagged
+    w = S.share_difference_verdict(np.ones(n_min), np.zeros(n_min), name="amp", threshold=0.10,
+                                   rng=np.random.default_rng(0))
+    assert not w.inconclusive and not w.passed
+
+
+# --------------------------------------------------------------------------- inconclusive is a state of its own
+
+
+def test_fewer_than_min_clusters_is_inconclusive_not_a_plain_pass():
+    v = S.mean_verdict([0.1, 0.2, 0.3], None, name="MEG", threshold=0.02, rng=np.random.default_rng(0))
+    assert v.inconclusive and v.outcome == "inconclusive"
+    c = S.mean_verdict([0.1, 0.2, 0.3], None, name="MEG", threshold=0.02, mode="certify", rng=np.random.default_rng(0))
+    assert c.inconclusive and not c.passed
+    assert S.Verdict.from_dict(c.to_dict()) == c  # the new state survives the run log
+
+
+def test_a_rate_below_its_minimum_sample_is_inconclusive():
+    # certify against 0.15: 0/n has p = 0.85^n, below α = 0.05 only from n = 19 on
+    assert S.rate_min_sample(threshold=0.15, mode="certify", alpha=0.05) == 19
+    v = S.rate_verdict(0, 18, name="flip", threshold=0.15, mode="certify")
+    assert v.inconclusive and not v.passed and v.extra["min_sample"] == 19
+    w = S.rate_verdict(0, 19, name="flip", threshold=0.15, mode="certify")
+    assert w.passed and not w.inconclusive
+    assert S.rate_min_sample(threshold=0.15, mode="detect", alpha=0.05) == 2
+
+
+# --------------------------------------------------------------------------- zero spread never certifies
+
+
+@pytest.mark.parametrize(("threshold", "what"), [(0.025, "equivalence"), (0.02, "DPB")])
+def test_zero_spread_never_certifies(threshold, what):
+    v = S.mean_verdict(np.zeros(5), None, name=what, threshold=threshold, sides="both", mode="certify",
+                       rng=np.random.default_rng(0))
+    assert not v.passed and v.inconclusive
+    # 60 clusters all zero: still no spread to bound the mean with
+    assert not S.mean_verdict(np.zeros(60), np.repeat(np.arange(12), 5), name=what, threshold=threshold, sides="both",
+                              mode="certify", rng=np.random.default_rng(0)).passed
+
+
+def test_zero_spread_with_a_known_range_uses_the_exact_floor():
+    # 0/1 units all 0: the floor is the Clopper-Pearson bound of 0/n
+    lo, hi, _, p_cert = S.zero_spread_interval(0.0, 40, lower=-math.inf, upper=0.15, alpha=0.05, value_range=(0, 1))
+    assert hi == pytest.approx(S.exact_interval(0, 40, confidence_level=0.90)[1])
+    assert lo == 0.0
+    assert p_cert == pytest.approx(S.binomial_test(0, 40, 0.15, alternative="less"))
+    v = S.mean_verdict(np.zeros(48), None, name="DPB", threshold=0.02, sides="both", mode="certify",
+                       rng=np.random.default_rng(0), value_range=(-1.0, 1.0))
+    assert not v.passed and v.ci_high == pytest.approx(1 - 0.05 ** (1 / 48))
+
+
+def test_zero_spread_tost_shows_no_equivalence():
+    r = S.tost_paired(np.zeros(5), margin=0.025)
+    assert not r.equivalent and r.p_value == 1.0
+
+
+def test_the_sequential_mean_design_does_not_certify_zero_spread():
+    d = gsd_decide(np.zeros(8), n_max=8, looks=4, lower=-0.02, upper=0.02, mode="certify", alpha=0.05, kind="mean")
+    assert not d.passed and d.inconclusive
+
+
+def test_zero_spread_past_the_bound_still_fails_in_detect_mode():
+    d = gsd_decide(np.zeros(8), n_max=8, looks=4, lower=0.25, upper=math.inf, mode="detect", alpha=0.05, kind="mean")
+    assert not d.passed and not d.inconclusive
+
+
+# --------------------------------------------------------------------------- NaN never passes
+
+
+def test_nan_in_the_first_look_never_passes_the_sequential_mean_gate():
+    x = np.r_[np.nan, np.zeros(39)]
+    for mode in ("detect", "certify"):
+        d = gsd_decide(x, n_max=40, looks=4, lower=-0.02, upper=0.02, mode=mode, alpha=0.05, kind="mean")
+        assert not d.passed and d.inconclusive and "not finite" in d.reason
+        assert gsd_step(x[:10], look=0, n_max=40, looks=4, lower=-0.02, upper=0.02, mode=mode, alpha=0.05,
+                        kind="mean") is not None  # stops at the look that holds it
+    c = decide(np.r_[np.zeros(20), np.nan], looks=[10, 21], lower=-0.02, upper=0.02, mode="detect", alpha=0.05,
+               lo=-1, hi=1)
+    assert not c.passed
+
+
+def test_nan_in_any_unit_never_passes_a_mean_or_stressor_gate():
+    x = np.r_[np.linspace(-0.01, 0.01, 20), np.nan]
+    for mode in ("detect", "certify"):
+        v = S.mean_verdict(x, None, name="MEG", threshold=0.02, mode=mode, rng=np.random.default_rng(0))
+        assert not v.passed and v.inconclusive
+    w = S.share_difference_verdict(np.r_[np.full(20, 0.1), np.nan], np.zeros(21), name="amp", threshold=0.1,
+                                   rng=np.random.default_rng(0))
+    assert not w.passed
+
+
+# --------------------------------------------------------------------------- exact certify p, futility at ±2t
+
+
+def test_the_sequential_rate_certify_p_value_is_exact():
+    d = gsd_decide(np.zeros(20), n_max=20, looks=1, lower=-math.inf, upper=0.15, mode="certify", alpha=0.05, kind="rate")
+    assert d.passed
+    assert d.p_value == pytest.approx(0.85**20)  # P(X <= 0 | n = 20, p = 0.15) = 0.039
+
+
+@pytest.mark.parametrize(("lower", "upper", "est", "theta1"), [
+    (-0.02, 0.02, 0.01, 0.04), (-0.02, 0.02, -0.01, -0.04), (-math.inf, 0.15, 0.0, 0.30), (0.25, math.inf, 0.3, 0.125),
+])
+def test_the_futility_alternative_is_twice_the_threshold(lower, upper, est, theta1):
+    assert violation_alternative(lower, upper, est) == pytest.approx(theta1)
+
+
+# --------------------------------------------------------------------------- detectable effect
+
+
+def test_detectable_effect_of_a_mean_has_the_stated_power():
+    n, sd, t = 40, 0.05, 0.02
+    value = S.detectable_effect(kind="mean", n=n, threshold=t, sides="both", sd=sd)
+    rng = np.random.default_rng(8)
+    x = rng.normal(value, sd, size=(4000, n))
+    tstat = (x.mean(axis=1) - t) / (x.std(axis=1, ddof=1) / math.sqrt(n))
+    power = float(np.mean(tstat > st.t.isf(0.05, n - 1)))
+    assert power == pytest.approx(0.80, abs=0.025)
+    assert S.sample_for_effect(kind="mean", effect=value, threshold=t, sides="both", sd=sd) == n
+    assert S.detectable_effect(kind="mean", n=n, threshold=0.25, sides="lower", sd=0.1) < 0.25
+
+
+def test_detectable_effect_of_a_rate_is_exact():
+    p1 = S.detectable_effect(kind="rate", n=60, threshold=0.15)
+    k_star = next(k for k in range(61) if st.binom.sf(k - 1, 60, 0.15) < 0.05)
+    assert st.binom.sf(k_star - 1, 60, p1) == pytest.approx(0.8, abs=1e-6)
+    assert S.detectable_effect(kind="rate", n=1, threshold=0.15) == math.inf
