@@ -194,3 +194,14 @@ def test_detectable_effect_of_a_rate_is_exact():
     k_star = next(k for k in range(61) if st.binom.sf(k - 1, 60, 0.15) < 0.05)
     assert st.binom.sf(k_star - 1, 60, p1) == pytest.approx(0.8, abs=1e-6)
     assert S.detectable_effect(kind="rate", n=1, threshold=0.15) == math.inf
+
+
+def test_the_vectorised_rule_matches_the_verdict_on_its_decomposed_branch():
+    rng = np.random.default_rng(11)
+    shares = np.stack([_stressor_units(rng, 12, th)[0] for th in np.linspace(0.0, 0.4, 30)])
+    flags = np.stack([_stressor_units(rng, 12, 0.1)[1] for _ in range(30)])
+    _, passed = S.share_difference_rule(shares, flags, lower=-math.inf, upper=0.10, mode="detect", alpha=0.05)
+    for i in range(30):
+        v = S.share_difference_verdict(shares[i], flags[i], name="amp", threshold=0.10, rng=rng)
+        assert v.extra["rare_count"] < S.RARE_MIN_COUNT and v.passed == bool(passed[i])
+    assert passed.any() and not passed.all()
