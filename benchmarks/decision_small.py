@@ -24,6 +24,7 @@ import argparse
 import math
 import os
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats as st
@@ -96,7 +97,7 @@ def _failures(rng: np.random.Generator, share: np.ndarray, clean: np.ndarray, ru
     return int(fails.sum()), 0
 
 
-def cases(replicates: int = 1000, seed: int = 0, *, n_resamples: int = 1999) -> list[dict[str, object]]:
+def cases(replicates: int = 1000, seed: int = 0, *, n_resamples: int = 1999) -> list[dict[str, Any]]:
     """The rows (as dicts of :class:`Case`), seeded per case from ``seed``."""
     if replicates < 1:
         raise ValueError(f"`replicates` must be >= 1; got {replicates!r}")
@@ -113,12 +114,12 @@ def cases(replicates: int = 1000, seed: int = 0, *, n_resamples: int = 1999) -> 
     return out
 
 
-def table(rows: list[dict[str, object]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a fixed-width text table."""
     lines = [f"{'case':<58} {'n':>3}  {'size at boundary [95% CI]':<26} {'power at 2t [95% CI]':<26} {'inconcl.':>8}  rule"]
     for r in rows:
-        slo, shi = r["size_ci"]  # type: ignore[misc]
-        plo, phi = r["power_ci"]  # type: ignore[misc]
+        slo, shi = r["size_ci"]
+        plo, phi = r["power_ci"]
         lines.append(f"{r['name']:<58} {r['n']:>3}  {r['size']:.3f} [{slo:.3f}, {shi:.3f}]{'':<6} "
                      f"{r['power']:.3f} [{plo:.3f}, {phi:.3f}]{'':<6} {r['inconclusive']:>8}  {r['rule']}")
     return "\n".join(lines)
