@@ -32,10 +32,13 @@ from pytest_posbias.errors import ConfigError
 # (fewer orderings: an order-dosed item still changes its answer in one of 3 orderings with
 # probability 1 - 0.6^3 = 0.78, so the order rate at 3t is 0.35, far above 0.15)
 BASE = {"positional": {"groups": 12}, "phase": {"items": 24, "orderings": 3}}
-# the stressor gate's per-video amplification is 0 or 1 at a stressor dose (rho = 1): at 3t = 0.3
-# its 90% lower bound clears 0.10 only from about 24 videos; 2 trials suffice (a susceptible video
-# loops on every variant)
+# the stressor gate's per-video amplification is 0 or 1 at a stressor dose (rho = 1); 2 trials suffice
+# (a susceptible video loops on every variant). With no clean repeat among 24 videos the clean rate
+# is known only up to its exact bound 1 - 0.04^(1/24) = 0.13, so the gate's rule (t bound of the
+# share + Clopper-Pearson bound of the clean flag) shows 3t = 0.3 only from about 64 videos, more
+# than the small set holds (36): at 24 videos the e2e check uses 6t = 0.6 (lower bound about 0.22)
 STRESSOR = {**BASE, "stressor": {"videos": 24, "trials": 2, "attack_cap": 2}}
+STRESSOR_DOSE = "sim:dose,stressor=0.6"
 # the attack walk needs length: ASR at the 3t dose with cap 20 is 0.75/0.992 * (1 - 0.85^20) = 0.73
 ATTACK = {**BASE, "stressor": {"videos": 16, "trials": 20, "attack_cap": 20}}
 PROBES = {"repetition": STRESSOR, "stressor": STRESSOR, "attack": ATTACK}
@@ -86,7 +89,7 @@ SLOW_GATES = ("repetition", "stressor", "attack")
 def test_dose_at_3t_fails_and_unbiased_passes(contexts, gate):
     ctx = contexts(gate)
     t = DEFAULT_THRESHOLDS[gate]
-    bad = gate_verdict(ctx, gate, dose_model(gate, "3t"))
+    bad = gate_verdict(ctx, gate, STRESSOR_DOSE if gate == "stressor" else dose_model(gate, "3t"))
     assert not bad.passed, bad.reason
     assert bad.extra["measurement"]["floor_met"], bad.reason  # failed on the data, not on lost units
     side = GATE_SIDES[gate]
