@@ -33,7 +33,7 @@ import numpy as np
 from .config import BOOTSTRAP_METHOD, DEFAULT_THRESHOLDS
 from .errors import ConfigError
 from .sequential import decide, gsd_decide, look_schedule
-from .stats import _bounds, exact_interval, mean_verdict, rate_verdict
+from .stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
 
 STRESSOR_P0 = 0.10
 STRESSOR_TRIALS = 30
@@ -90,6 +90,12 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
     """The suites' fixed-sample gate on units ``x``: returns passed."""
     if g.kind == "rate":
         return rate_verdict(int(x.sum()), int(x.size), name=g.name, threshold=g.threshold, mode=mode, alpha=alpha).passed
+    if g.name == "stressor":
+        # the gate's rule takes the share and the clean flag apart; in :func:`_stressor_draw` the flag is
+        # 1 exactly where d < 0 (d = 0 with a flag needs all 30 stressed outputs to repeat as well)
+        flag = (x < 0).astype(float)
+        return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
+                                        sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
                         n_resamples=n_resamples, rng=rng, method=BOOTSTRAP_METHOD.get(g.name, "percentile")).passed
 
