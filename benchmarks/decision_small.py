@@ -5,8 +5,10 @@ that repeat − its clean 0/1 repetition flag. At the gate's boundary the stress
 rate + 0.10 (threshold 0.10, detect mode, α = 0.05). The clean flag is the rare-event component: at
 a clean rate of 0.10 a sample of 8 videos holds none of it 43% of the time. Rows:
 
-* the gate's rule (:func:`pytest_posbias.stats.share_difference_verdict`) at 5, 8, 12, 20 and 60
-  videos with a clean rate of 0.10, and at 60 videos with clean rates 0.02 and 0.30;
+* the gate's rule (:func:`pytest_posbias.stats.share_difference_verdict`: the BCa bootstrap of d
+  when the sample holds >= 5 of the rarer flag outcome, else the t bound of the share plus the
+  exact Clopper–Pearson bound of the flag) at 5, 8, 12, 20 and 60 videos with a clean rate of
+  0.10, and at 60 videos with clean rates 0.02 and 0.30;
 * the BCa bootstrap of d alone, the rule it replaces, at 8 and 60 videos, for comparison.
 
 Each row: false failures at the boundary (size) and failures at twice the threshold (power), over
@@ -41,8 +43,8 @@ CASES = (  # (videos, clean repetition rate, rule)
     (60, 0.02, "rule"), (60, 0.30, "rule"), (8, 0.10, "bca"), (60, 0.10, "bca"),
 )
 RULES = {
-    "rule": "BCa if >= 5 of the rarer flag, else t(share) + CP(flag)",
-    "bca": "BCa of d alone (the rule replaced)",
+    "rule": "BCa if >=5 rare, else t+CP",
+    "bca": "BCa of d (rule replaced)",
 }
 
 
