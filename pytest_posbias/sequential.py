@@ -234,6 +234,13 @@ def decide(x: ArrayLike, *, looks: Sequence[int], lower: float, upper: float, mo
     if method == "auto":
         method = "betting" if np.all((xs == 0) | (xs == 1)) else "asymptotic"
     looks = sorted({int(k) for k in looks if 0 < k <= xs.size}) or [xs.size]
+    if (method == "asymptotic" and xs.size > 1 and float(np.ptp(xs)) == 0.0
+            and not (mode == "detect" and (xs[0] > upper or xs[0] < lower))):
+        # the plug-in variance is 0: a zero-width sequence shows nothing about the units not drawn
+        what = "no violation can be shown" if mode == "detect" else "compliance cannot be certified"
+        return SequentialDecision(mode == "detect", xs.size, xs.size, math.nan, math.nan, float(xs[0]), 1.0,
+                                  f"inconclusive: zero spread (every unit equals {xs[0]:.4g}), so {what}", looks,
+                                  method, inconclusive=True)
     if method == "betting":
         cs_lo, cs_hi = confidence_sequence(xs, alpha, lo=lo, hi=hi)
     else:

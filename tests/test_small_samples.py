@@ -205,3 +205,10 @@ def test_the_vectorised_rule_matches_the_verdict_on_its_decomposed_branch():
         v = S.share_difference_verdict(shares[i], flags[i], name="amp", threshold=0.10, rng=rng)
         assert v.extra["rare_count"] < S.RARE_MIN_COUNT and v.passed == bool(passed[i])
     assert passed.any() and not passed.all()
+
+
+def test_the_asymptotic_confidence_sequence_does_not_certify_zero_spread():
+    x = np.full(40, 0.005)
+    d = decide(x, looks=[10, 20, 40], lower=-0.02, upper=0.02, mode="certify", alpha=0.05, lo=-1, hi=1,
+               method="asymptotic")
+    assert not d.passed and d.inconclusive
