@@ -368,5 +368,113 @@ def paired_binary_bound(n10: int, n01: int, n: int, alpha: float, *, side: str, 
     return (lo + hi) / 2
 
 
-__all__ = ["EXACT_MAX_N", "NUISANCE_GRID", "PERMUTATIONS", "abs_bias_bounds", "abs_mean_difference", "paired_binary_bound",
-           "paired_binary_p", "paired_binary_pvalues", "tango_score", "paired_abs_mean_verdict", "paired_permutation_verdict", "sign_flip_p"]
+def paired_amplification_verdict(
+    cand_share: ArrayLike,
+    cand_clean: ArrayLike,
+    base_share: ArrayLike,
+    base_clean: ArrayLike,
+    *,
+    name: str,
+    margin: float,
+    mode: str = "detect",
+    alpha: float = 0.05,
+    unit: str = "videos",
+    extra: Mapping[str, Any] | None = None,
+) -> Verdict:
+    """Paired stressor comparison: compliant when δ = E[a_cand − a_base] <= ``margin``, with a the
+    per-video amplification a = S − F (S: share of the stressed variants that repeat, F: the 0/1
+    clean repetition flag).
+
+    d = a_cand − a_base has rare ±1 components (the clean flags) that a small sample often misses,
+    which makes a t, bootstrap or sign-flip interval of mean d reject at the margin far more often
+    than α. The bound is split by Bonferroni into the two parts, δ = δ_S − δ_F:
+
+    * δ_S = E[S_cand − S_base]: one-sided t bound at α/2 on the per-video differences (n − 1 df);
+    * δ_F = P(F_cand = 1) − P(F_base = 1): the exact unconditional bound for paired proportions at
+      α/2 (:func:`paired_binary_bound`), which holds for rare and one-directional discordance.
+
+    L = LB_S − UB_F and U = UB_S − LB_F are one-sided (1 − α) bounds of δ; detect fails when
+    L > ``margin``, certify passes when U < ``margin``. p-values: the smallest α at which the rule
+    decides, min over the split point of 2·max(p_S, p_F) (bisection). Inconclusive below
+    ``MIN_CLUSTERS`` videos or when the stressed shares' differences do not vary (a zero standard
+    error would make the t bound exact on no evidence).
+    """
+    a = _check_alpha(alpha)
+    arrs = [np.asarray(v, dtype=float) for v in (cand_share, cand_clean, base_share, base_clean)]
+    if any(v.ndim != 1 or v.shape != arrs[0].shape for v in arrs):
+        raise ConfigError("`cand_share`, `cand_clean`, `base_share` and `base_clean` must be 1-D arrays of one length; "
+                          f"got {[v.shape for v in arrs]}")
+    if not all(np.all(np.isfinite(v)) for v in arrs):
+        raise ConfigError("`cand_share`, `cand_clean`, `base_share` and `base_clean` must be finite; found NaN or inf")
+    sc, fc, sb, fb = arrs
+    if not all(np.all((v == 0) | (v == 1)) for v in (fc, fb)):
+        raise ConfigError("`cand_clean` and `base_clean` must hold 0/1 repetition flags")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not -1.0 < float(margin) < 1.0:
+        raise ConfigError(f"`margin` must be a number in (-1, 1); got {margin!r}")
+    n = int(sc.size)
+    ds = sc - sb
+    n10, n01 = int(np.sum((fc == 1) & (fb == 0))), int(np.sum((fc == 0) & (fb == 1)))
+    estimate = float(ds.mean() - (n10 - n01) / n) if n else math.nan
+    ex: dict[str, Any] = {"n10_clean": n10, "n01_clean": n01, "stressed_share_difference": float(ds.mean()) if n else None,
+                          "method": "Bonferroni split: t bound of the stressed-share difference + exact unconditional "
+                                    "bound of the clean-flag difference", **(extra or {})}
+    if n < MIN_CLUSTERS:
+        return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=n, mode=mode, alpha=a, unit=unit,
+                                    why=f"fewer than {MIN_CLUSTERS} videos with both candidate and baseline",
+                                    estimate=estimate, extra=ex)
+    se = float(ds.std(ddof=1)) / math.sqrt(n)
+    if se == 0:
+        return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=n, mode=mode, alpha=a, unit=unit,
+                                    why="the stressed repetition shares of candidate and baseline differ by the same "
+                                        "amount on every video", estimate=estimate, extra=ex)
+    df = n - 1
+    mean_s = float(ds.mean())
+    q = float(_st.t.ppf(1 - a / 2, df))
+    lb_s, ub_s = mean_s - q * se, mean_s + q * se
+    # L > margin ⇔ UB_F < LB_S − margin; U < margin ⇔ LB_F > UB_S − margin: anchoring each exact bound
+    # at that point makes the CI decide exactly as the exact test there does.
+    ub_f = paired_binary_bound(n10, n01, n, a / 2, side="upper", anchor=max(-1 + 1e-6, min(1 - 1e-6, lb_s - margin)))
+    lb_f = paired_binary_bound(n10, n01, n, a / 2, side="lower", anchor=max(-1 + 1e-6, min(1 - 1e-6, ub_s - margin)))
+    lo, hi = lb_s - ub_f, ub_s - lb_f
+
+    def split_p(detect: bool) -> float:
+        # p(δ0) of the binary part is monotone in the split point δ0, p_S the other way: bisect their crossing
+        def p_s(x: float) -> float:
+            return float(_st.t.sf((mean_s - x) / se, df) if detect else _st.t.cdf((mean_s - x) / se, df))
+
+        def p_f(x: float) -> float:
+            x = max(-1 + 1e-6, min(1 - 1e-6, x))
+            return paired_binary_p(n10, n01, n, x, alternative="less" if detect else "greater", grid=NUISANCE_GRID // 4)
+
+        lo_x, hi_x = -1.0, 1.0
+        for _ in range(20):
+            mid = (lo_x + hi_x) / 2
+            ps, pf = p_s(margin + mid), p_f(mid)
+            if (ps < pf) == detect:
+                lo_x = mid
+            else:
+                hi_x = mid
+        mid = (lo_x + hi_x) / 2
+        return min(1.0, 2 * max(p_s(margin + mid), p_f(mid)))
+
+    p_detect, p_certify = split_p(True), split_p(False)
+    ex.update({"stressed_share_bounds": [lb_s, ub_s], "clean_flag_bounds": [lb_f, ub_f]})
+    return _decide(name=name, estimate=estimate, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(margin),
+                   threshold=margin, n=n, unit=unit, mode=mode, alpha=a, p_detect=p_detect, p_certify=p_certify, extra=ex)
+
+
+__all__ = [
+    "EXACT_MAX_N",
+    "NUISANCE_GRID",
+    "PERMUTATIONS",
+    "abs_bias_bounds",
+    "abs_mean_difference",
+    "paired_abs_mean_verdict",
+    "paired_amplification_verdict",
+    "paired_binary_bound",
+    "paired_binary_p",
+    "paired_binary_pvalues",
+    "paired_permutation_verdict",
+    "sign_flip_p",
+    "tango_score",
+]

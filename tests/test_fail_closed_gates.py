@@ -68,7 +68,7 @@ def _groups(rng, mean, sd, groups=40, orders=4):
 def _baseline_fail_rate(cand_mean, cand_sd, base_mean, base_sd, reps=60, margin=0.01):
     rng = np.random.default_rng(7)
     fails = 0
-    for r in range(reps):
+    for _ in range(reps):
         c, g = _groups(rng, cand_mean, cand_sd)
         b, _ = _groups(rng, base_mean, base_sd)
         v = paired_abs_mean_verdict(c, b, g, name="MEG", margin=margin)
