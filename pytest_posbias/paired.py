@@ -200,7 +200,15 @@ def paired_permutation_verdict(
     (:func:`sign_flip_p`, 20,000 seeded sign flips by default) instead of the bootstrap:
     ``sides='upper'`` compliant when mean d <= threshold (non-inferiority), ``'both'`` when
     |mean d| <= threshold (TOST equivalence). The (1 − 2α) CI inverts the two one-sided tests,
-    so the interval rule and p < α agree."""
+    so the interval rule and p < α agree.
+
+    Sign flips are exchangeable only when d is symmetric about the tested value: at threshold 0
+    that is the sharp null of two exchangeable arms (candidate and baseline interchangeable per
+    cluster), where the test is exact. At a non-zero threshold nothing makes d − threshold
+    symmetric, and on skewed or rare-event differences (a rare ±1 component, e.g. the stressor
+    amplification or a paired 0/1 outcome) the test rejects at the margin 7–11% of the time at 8,
+    16 and 60 clusters, studentized or not; so a non-zero threshold is a refusal to decide
+    (inconclusive), and the default paired test decides such gates."""
     from .stats import _bounds
 
     a = _check_alpha(alpha)
@@ -215,6 +223,12 @@ def paired_permutation_verdict(
     if n_clusters < MIN_CLUSTERS:
         return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=n_clusters, mode=mode, alpha=a,
                                     unit=unit, why=f"fewer than {MIN_CLUSTERS} independent units for a permutation test",
+                                    estimate=float(x.mean()) if x.size else math.nan, extra=ex)
+    if threshold != 0:
+        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=n_clusters, mode=mode, alpha=a,
+                                    unit=unit, why=(f"the sign-flip permutation test does not hold its size at a non-zero "
+                                                    f"margin ({threshold:g}) for skewed or rare-event differences; "
+                                                    f"the default paired test (paired_test = \"bootstrap\") decides it"),
                                     estimate=float(x.mean()) if x.size else math.nan, extra=ex)
     if np.ptp(x) == 0:
         lo_ci = hi_ci = float(x[0])

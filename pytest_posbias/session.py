@@ -461,7 +461,8 @@ class RunContext:
           whatever ``paired_test`` says;
         * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative),
           cluster bootstrap of mean d, or the sign-flip permutation test with ``paired_test =
-          "permutation"`` (:func:`~.paired.paired_permutation_verdict`).
+          "permutation"`` (:func:`~.paired.paired_permutation_verdict`: inconclusive at a non-zero
+          margin, where sign flips do not hold their size on skewed differences).
         """
         from .paired import paired_abs_mean_verdict
         from .stats import paired_change_verdict

@@ -427,10 +427,10 @@ def test_permutation_verdict_agrees_with_its_inverted_interval():
     rng = np.random.default_rng(4)
     d = rng.normal(0.08, 0.1, 120)
     g = np.repeat(np.arange(30), 4)
-    v = paired_permutation_verdict(d, g, name="Δ coverage", threshold=0.02, sides="upper", n_resamples=2000)
-    assert not v.passed and v.ci_low > 0.02 and v.p_value < 0.05  # a clear violation, CI and p agree
-    ok = paired_permutation_verdict(d - 0.08, g, name="Δ coverage", threshold=0.02, sides="upper", n_resamples=2000)
-    assert ok.passed and ok.ci_low <= 0.02
+    v = paired_permutation_verdict(d, g, name="Δ coverage", threshold=0.0, sides="upper", n_resamples=2000)
+    assert not v.passed and v.ci_low > 0.0 and v.p_value < 0.05  # a clear violation, CI and p agree
+    ok = paired_permutation_verdict(d - 0.08, g, name="Δ coverage", threshold=0.0, sides="upper", n_resamples=2000)
+    assert ok.passed and ok.ci_low <= 0.0
     # the interval brackets the estimate and is close to the t interval on cluster means (symmetric data)
     means = d.reshape(30, 4).mean(axis=1)
     t_lo = means.mean() - st.t.ppf(0.95, 29) * means.std(ddof=1) / math.sqrt(30)

@@ -182,3 +182,23 @@ def test_amplification_verdict_rejects_bad_flags_and_decides_as_its_interval():
     assert not v.passed and v.ci_low > 0.05 and v.p_value < 0.05
     w = paired_amplification_verdict(sb, fb, sb, fb, name="x", margin=0.05, mode="certify")
     assert not w.passed and "same amount on every video" in w.reason  # no variation: no certificate
+
+
+# --------------------------------------------------------------------------- sign-flip permutation option
+
+
+def test_sign_flip_at_a_margin_refuses_instead_of_failing_skewed_differences():
+    """Left-skewed differences with mean exactly at the margin 0.05 (a rare −1): the sign-flip
+    test failed them far more often than α; at a non-zero margin it now refuses to decide."""
+    from pytest_posbias.paired import paired_permutation_verdict, sign_flip_p
+
+    rng = np.random.default_rng(8)
+    n, reps, fails = 16, 200, 0
+    for _ in range(reps):
+        d = np.where(rng.random(n) < 0.05, -1.0, 0.1 + rng.normal(0, 0.02, n))
+        fails += sign_flip_p(d, np.arange(n), 0.05, alternative="greater", n_resamples=999) < 0.05
+    assert fails / reps >= 0.15  # the old rule: E d = 0.05·(−1) + 0.95·0.1 = 0.045 <= 0.05, yet it fails these
+    v = paired_permutation_verdict(d, np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="detect")
+    assert np.isnan(v.ci_low) and "does not hold its size at a non-zero margin" in v.reason
+    w = paired_permutation_verdict(d, np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="certify")
+    assert not w.passed
