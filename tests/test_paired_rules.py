@@ -202,3 +202,26 @@ def test_sign_flip_at_a_margin_refuses_instead_of_failing_skewed_differences():
     assert np.isnan(v.ci_low) and "does not hold its size at a non-zero margin" in v.reason
     w = paired_permutation_verdict(d, np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="certify")
     assert not w.passed
+
+
+def test_stressor_gate_against_a_baseline_uses_the_split_rule(tmp_path, small_set):
+    """Through the gate: ``--baseline`` on the stressor gate pairs the videos both models measured and
+    decides with :func:`paired_amplification_verdict` on (stressed share, clean flag) per video."""
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.gates import stressor_verdict
+    from pytest_posbias.session import RunContext
+
+    pcfg = PosbiasConfig(probes={"stressor": {"videos": 6, "trials": 2, "frames": [16]}})
+    ctx = RunContext.create({"models": ["sim:looping"], "baseline": "sim:unbiased", "cache": str(tmp_path / "cache"),
+                             "data": str(small_set), "sequential": False, "mode": "detect", "judge": "auto"}, pcfg,
+                            rootdir=tmp_path, worker="t", run_id="paired-stressor")
+    try:
+        v = stressor_verdict(ctx, "stressor", "sim:looping", 16, "shuffle")
+        d = ctx.stressor("sim:looping", 16).amplification("shuffle")
+        bd = ctx.stressor("sim:unbiased", 16).amplification("shuffle")
+    finally:
+        ctx.close()
+    both = ~np.isnan(d) & ~np.isnan(bd)
+    assert "exact unconditional bound of the clean-flag difference" in v.extra["method"], v.reason
+    assert v.estimate == pytest.approx(float(np.mean(d[both] - bd[both])))
+    assert v.n == int(both.sum()) and v.extra["baseline"] == "sim:unbiased"
