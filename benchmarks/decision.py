@@ -15,11 +15,13 @@ Paired rows (this module):
   baseline (μc = μb = 0) and at the margin (μc = 0.01, μb = 0); power: failure rate at μc = 0.02.
 * ``binary``: paired binary outcomes with a margin (``stats.paired_change_verdict``): n = 60
   at margin 0.05 and n = 24 at margin 0.10, discordance all one way (p01 = 0) and two-way
-  (p01 = 0.10); certify power at δ = 0 (p10 = p01 = margin/2), detect power at δ = 2·margin.
+  (p01 = 0.10); certify power at δ = 0 (p10 = p01 = margin/2), detect power at δ = 2·margin;
+  n = 300 (above ``EXACT_MAX_N``: Tango's score referred to the normal) at margin 0.05, one way.
   Margin 0 (fusion): exact McNemar, detect at δ = 0.
 * ``stressor``: the paired stressor comparison (``paired.paired_amplification_verdict``),
-  margin 0.05, 4 stressed trials per video, 16 and 60 videos; the per-video difference is left-
-  skewed (candidate's rare clean repeats), rare-event, or right-skewed; power at δ = 0.10.
+  margin 0.05, 16 and 60 videos with 4 stressed trials each (quick sizes) and 60 with 30 (the
+  defaults); the per-video difference is left-skewed (the candidate's rare clean repeats),
+  rare-event, or right-skewed; certify power at δ = 0, detect power at δ = 0.10.
 
 Rows from ``benchmarks/decision_small.py`` (single-sample rules), when present, are printed
 after these: its ``cases(replicates, seed)`` returns rows with ``name``, ``rule``, ``n`` and
@@ -49,6 +51,7 @@ from pytest_posbias.paired import (
     paired_abs_mean_verdict,
     paired_binary_bound,
     paired_binary_pvalues,
+    tango_score,
 )
 from pytest_posbias.stats import mcnemar_exact
 
@@ -147,6 +150,17 @@ def binary_cases(reps: int, seed: int) -> Iterator[Case]:
             power = _binary_hits(rng, reps, n, 2 * t + p01, p01, det)
             yield Case(f"binary detect, margin {t:g}, {way}", rule, n, f"false fail at p10={t + p01:g}, p01={p01:g}",
                        reps, size, f"fail at δ={2 * t:g}, p01={p01:g}", power)
+    n, t = 300, 0.05  # above EXACT_MAX_N: Tango's score referred to the normal
+    x, y = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    z = tango_score(x, y, n, t)
+    for mode, table in (("certify", st.norm.cdf(z)), ("detect", st.norm.sf(z))):
+        rng = np.random.default_rng([seed, 6, 0 if mode == "certify" else 1])
+        size = _binary_hits(rng, reps, n, t, 0.0, table)
+        power = (_binary_hits(rng, reps, n, t / 2, t / 2, table) if mode == "certify"
+                 else _binary_hits(rng, reps, n, 2 * t, 0.0, table))
+        alt = f"pass at δ=0, p01={t / 2:g}" if mode == "certify" else f"fail at δ={2 * t:g}, p01=0"
+        yield Case(f"binary {mode}, margin {t:g}, one-way", "Tango score (normal)", n,
+                   f"false {'pass' if mode == 'certify' else 'fail'} at p10={t:g}, p01=0", reps, size, alt, power)
     n = 60
     rng = np.random.default_rng([seed, 4])
     table = np.full((n + 1, n + 1), np.nan)
@@ -161,7 +175,8 @@ def binary_cases(reps: int, seed: int) -> Iterator[Case]:
 
 # --------------------------------------------------------------------------- paired stressor comparison
 
-TRIALS, STRESS_MARGIN = 4, 0.05
+STRESS_MARGIN = 0.05
+STRESS_SIZES = ((16, 4), (60, 4), (60, 30))  # (videos, stressed trials per video): quick sizes and the defaults
 # (clean repetition rate, stressed repetition rate) of candidate and baseline, δ = 0.05 each
 SCENARIOS = {"left-skewed": (0.10, 0.18, 0.02, 0.05), "rare-event": (0.03, 0.10, 0.03, 0.05),
              "right-skewed": (0.02, 0.15, 0.10, 0.18)}
@@ -180,7 +195,7 @@ def _exact_bounds(n: int, alpha: float) -> Callable[[int, int], tuple[float, flo
     return bounds
 
 
-def _stressor_hits(rng: np.random.Generator, reps: int, n: int, rates: tuple[float, float, float, float],
+def _stressor_hits(rng: np.random.Generator, reps: int, n: int, trials: int, rates: tuple[float, float, float, float],
                    bounds: Callable[[int, int], tuple[float, float]], mode: str) -> int:
     """The decision of paired_amplification_verdict, vectorised: detect fails when
     LB_S − UB_F > margin, certify passes when UB_S − LB_F < margin (t bound at α/2 of the share
@@ -188,7 +203,7 @@ def _stressor_hits(rng: np.random.Generator, reps: int, n: int, rates: tuple[flo
     rc, qc, rb, qb = rates
     fc = rng.random((reps, n)) < rc
     fb = rng.random((reps, n)) < rb
-    ds = rng.binomial(TRIALS, qc, (reps, n)) / TRIALS - rng.binomial(TRIALS, qb, (reps, n)) / TRIALS
+    ds = rng.binomial(trials, qc, (reps, n)) / trials - rng.binomial(trials, qb, (reps, n)) / trials
     mean = ds.mean(axis=1)
     se = ds.std(axis=1, ddof=1) / math.sqrt(n)
     q = float(st.t.ppf(1 - ALPHA / 2, n - 1))
@@ -204,21 +219,22 @@ def _stressor_hits(rng: np.random.Generator, reps: int, n: int, rates: tuple[flo
 def stressor_cases(reps: int, seed: int) -> Iterator[Case]:
     """Paired stressor comparison rows."""
     rule = "t(share) + exact(clean), Bonf."
-    for n in (16, 60):
-        bounds = _exact_bounds(n, ALPHA / 2)
+    all_bounds = {n: _exact_bounds(n, ALPHA / 2) for n in {n for n, _ in STRESS_SIZES}}
+    for n, trials in STRESS_SIZES:
+        bounds = all_bounds[n]
         for k, (label, rates) in enumerate(SCENARIOS.items()):
             rc, qc, rb, qb = rates
             past = (rc, qc + STRESS_MARGIN, rb, qb)
             better = (rc, qc - STRESS_MARGIN, rb, qb)
-            rng = np.random.default_rng([seed, 5, n, k])
-            size = _stressor_hits(rng, reps, n, rates, bounds, "detect")
-            power = _stressor_hits(rng, reps, n, past, bounds, "detect")
-            yield Case(f"stressor vs baseline detect, {label}", rule, n, "false fail at δ=0.05", reps, size,
-                       "fail at δ=0.10", power)
-            size = _stressor_hits(rng, reps, n, rates, bounds, "certify")
-            power = _stressor_hits(rng, reps, n, better, bounds, "certify")
-            yield Case(f"stressor vs baseline certify, {label}", rule, n, "false pass at δ=0.05", reps, size,
-                       "pass at δ=0", power)
+            rng = np.random.default_rng([seed, 5, n, trials, k])
+            size = _stressor_hits(rng, reps, n, trials, rates, bounds, "detect")
+            power = _stressor_hits(rng, reps, n, trials, past, bounds, "detect")
+            yield Case(f"stressor vs base detect, {label}, {trials} trials", rule, n, "false fail at δ=0.05", reps,
+                       size, "fail at δ=0.10", power)
+            size = _stressor_hits(rng, reps, n, trials, rates, bounds, "certify")
+            power = _stressor_hits(rng, reps, n, trials, better, bounds, "certify")
+            yield Case(f"stressor vs base certify, {label}, {trials} trials", rule, n, "false pass at δ=0.05", reps,
+                       size, "pass at δ=0", power)
 
 
 # --------------------------------------------------------------------------- table
@@ -244,7 +260,7 @@ def row_text(row: Any) -> str:
         size_ci = clopper_pearson(_field(row, "rejections"), reps)
     if power_ci is None and reps and _field(row, "power_rejections") is not None:
         power_ci = clopper_pearson(_field(row, "power_rejections"), reps)
-    return (f"{_field(row, 'name')!s:<44} {_field(row, 'rule')!s:<30} {_field(row, 'n')!s:>4} "
+    return (f"{_field(row, 'name')!s:<52} {_field(row, 'rule')!s:<30} {_field(row, 'n')!s:>4} "
             f"{_fmt_rate(size, size_ci):>24} {_fmt_rate(power, power_ci):>24}")
 
 
@@ -273,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.replicates < 1:
         ap.error("--replicates must be >= 1")
     print(f"alpha = {ALPHA}, {args.replicates} replicates per case, seed {args.seed}, nuisance grid {NUISANCE_GRID}")
-    print(f"{'case':<44} {'rule':<30} {'n':>4} {'size at boundary [95% CI]':>24} {'power [95% CI]':>24}")
+    print(f"{'case':<52} {'rule':<30} {'n':>4} {'size at boundary [95% CI]':>24} {'power [95% CI]':>24}")
     bad = 0
     makers = {"abs": abs_cases, "binary": binary_cases, "stressor": stressor_cases}
     for group in chosen:
