@@ -10,7 +10,8 @@ Conventions (stated once, used everywhere):
 * Confidence intervals of means are cluster bootstraps over the independent unit
   (video group, question), seeded through an explicit ``numpy.random.Generator``;
   rates use exact binomial (Clopper–Pearson) bounds and tests; paired binary changes
-  use the exact McNemar test; multiplicity across gates uses Benjamini–Hochberg.
+  use the exact McNemar test at margin 0 and an exact unconditional non-inferiority test at a
+  non-zero margin; multiplicity across gates uses Benjamini–Hochberg.
 """
 
 from __future__ import annotations
