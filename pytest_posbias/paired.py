@@ -2,7 +2,7 @@
 
 DESIGN.md section 5: DPB and MEG are compared on the gate statistic itself,
 Δ = |μ_cand| − |μ_base| over the same (group, order) instances. Δ has a kink where either mean
-is 0, so a bootstrap of |c̄| − |b̂| does not hold its size there; :func:`paired_abs_mean_verdict`
+is 0, so a bootstrap of |ĉ| − |b̂| does not hold its size there; :func:`paired_abs_mean_verdict`
 uses intersection–union bounds of the paired linear combinations ±μ_cand ∓ μ_base instead.
 Binary outcomes use :func:`~pytest_posbias.stats.paired_change_verdict` (exact McNemar at margin
 0, an exact unconditional non-inferiority test otherwise, :func:`paired_binary_pvalues`).
