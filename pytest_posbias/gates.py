@@ -533,8 +533,11 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
             both = ~np.isnan(d) & ~np.isnan(bd)
             m = combine(stressor_measurement(r, gate, stressor), stressor_measurement(base, gate, stressor),
                         prefix_b="baseline", measured=int(both.sum()))
-            v = ctx.baseline_gate(gate, model, d[both], bd[both], np.array(r.videos)[both], name=name, unit="videos",
-                                  worse="higher", extra=extra)
+            # (stressed share, clean flag) per video: the rare clean flags get an exact paired bound
+            cand = np.column_stack([d + r.clean.flags, r.clean.flags])[both]
+            bas = np.column_stack([bd + base.clean.flags, base.clean.flags])[both]
+            v = ctx.baseline_gate(gate, model, cand, bas, np.array(r.videos)[both], name=name, unit="videos",
+                                  worse="amplification", extra=extra)
             return _floored(ctx, v, m)
         # fixed design: the per-video amplification is a share minus a rare 0/1 clean flag, whose rare
         # outcome a small sample misses; share_difference_verdict bootstraps (BCa) only when the sample

@@ -239,7 +239,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "planned units, or when more than 1 - SHARE of its model calls failed (default 0.95)")
     group.addoption("--posbias-paired-test", choices=("bootstrap", "permutation"), default=None,
                     help="paired mean differences (baseline comparisons of means, the equivalence TOST): cluster "
-                         "bootstrap (default) or a sign-flip permutation test with 20,000 seeded flips")
+                         "bootstrap (default) or a sign-flip permutation test with 20,000 seeded flips (exact at margin 0; "
+                         "at a non-zero margin it does not hold its size on skewed differences and the gate is "
+                         "inconclusive)")
     group.addoption("--posbias-confirmatory", action="store_true", default=False,
                     help="also run the confirmatory certify-type gates (the PhaseFusion equivalence TOST), "
                          "which need several hundred items and pass only when equivalence is shown")

@@ -167,8 +167,8 @@ def paired_search_verdict(ctx: Any, model: str, baseline: str, prop: str, result
                           unusable: Sequence[str] = (), base_unusable: Sequence[str] = (), unit: str = "items",
                           extra: Mapping[str, Any] | None = None) -> Verdict:
     """The ``search`` gate against ``--baseline``: on the items searched for both models (broken
-    or held in both), Δ = share broken (candidate) − share broken (baseline), exact McNemar on the
-    discordant items (:meth:`~pytest_posbias.session.RunContext.baseline_gate`, ``worse='binary'``),
+    or held in both), Δ = share broken (candidate) − share broken (baseline), the exact unconditional
+    paired non-inferiority test (:meth:`~pytest_posbias.session.RunContext.baseline_gate`, ``worse='binary'``),
     compliant when the candidate is worse by at most the ``search`` margin (default 0.10). The
     extra keeps the candidate's counterexamples and names the items only the candidate breaks
     (``newly_broken``) and those only the baseline breaks (``fixed``)."""

@@ -450,13 +450,19 @@ class RunContext:
         """Paired non-inferiority against ``--baseline`` on the same instances; compliant when the
         candidate is worse by at most the gate's margin.
 
-        * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, paired cluster bootstrap
-          (:func:`~.paired.paired_abs_mean_verdict`);
-        * ``worse='binary'`` (flip, phase, order, fusion, repetition): exact McNemar on the
-          discordant units (:func:`~.stats.paired_change_verdict`), Δ = rate cand − rate base;
+        * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, intersection–union bounds
+          over groups (:func:`~.paired.paired_abs_mean_verdict`);
+        * ``worse='binary'`` (flip, phase, order, fusion, repetition): Δ = rate cand − rate base,
+          an exact unconditional non-inferiority test for paired proportions at the margin
+          (exact McNemar at margin 0; :func:`~.stats.paired_change_verdict`);
+        * ``worse='amplification'`` (stressor): ``cand``/``base`` are (n, 2) arrays of (stressed
+          repetition share, clean repetition flag) per video; a t bound of the share difference
+          plus an exact paired bound of the clean flags (:func:`~.paired.paired_amplification_verdict`),
+          whatever ``paired_test`` says;
         * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative),
           cluster bootstrap of mean d, or the sign-flip permutation test with ``paired_test =
-          "permutation"`` (:func:`~.paired.paired_permutation_verdict`).
+          "permutation"`` (:func:`~.paired.paired_permutation_verdict`: inconclusive at a non-zero
+          margin, where sign flips do not hold their size on skewed differences).
         """
         from .paired import paired_abs_mean_verdict
         from .stats import paired_change_verdict
@@ -468,17 +474,21 @@ class RunContext:
               "margin": margin, **(extra or {})}
         if worse == "abs":
             return paired_abs_mean_verdict(c, b, clusters, name=f"{name} vs baseline", margin=margin, mode=self.mode,
-                                           alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
-                                           rng=self.rng("baseline", gate, name, model), extra=ex)
+                                           alpha=self.alpha, unit=unit, extra=ex)
         if worse == "binary":
             return paired_change_verdict(c.astype(int), b.astype(int), name=f"{name} vs baseline", threshold=margin,
                                          mode=self.mode, alpha=self.alpha, unit=unit, extra=ex)
+        if worse == "amplification":
+            from .paired import paired_amplification_verdict
+
+            return paired_amplification_verdict(c[:, 0], c[:, 1], b[:, 0], b[:, 1], name=f"{name} vs baseline",
+                                                margin=margin, mode=self.mode, alpha=self.alpha, unit=unit, extra=ex)
         if worse == "higher":
             d = c - b
         elif worse == "lower":
             d = b - c
         else:
-            raise ConfigError(f"`worse` must be abs, binary, higher or lower; got {worse!r}")
+            raise ConfigError(f"`worse` must be abs, binary, amplification, higher or lower; got {worse!r}")
         if self.paired_test == "permutation":
             from .paired import paired_permutation_verdict
 

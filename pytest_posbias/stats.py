@@ -10,7 +10,8 @@ Conventions (stated once, used everywhere):
 * Confidence intervals of means are cluster bootstraps over the independent unit
   (video group, question), seeded through an explicit ``numpy.random.Generator``;
   rates use exact binomial (Clopper–Pearson) bounds and tests; paired binary changes
-  use the exact McNemar test; multiplicity across gates uses Benjamini–Hochberg.
+  use the exact McNemar test at margin 0 and an exact unconditional non-inferiority test at a
+  non-zero margin; multiplicity across gates uses Benjamini–Hochberg.
 """
 
 from __future__ import annotations
@@ -932,9 +933,17 @@ def paired_change_verdict(
     """Gate on δ = rate(a) − rate(b) for paired binary outcomes (e.g. answers changed by
     PhaseFusion vs by a single pass on the same items); compliant when δ <= threshold.
 
-    Exact and conditional on the m discordant pairs (exact McNemar): with n10 = #(a=1, b=0),
-    n10 ~ Bin(m, θ) and δ = (2θ − 1)·m/n, so the Clopper–Pearson (1 − 2α) interval of θ
-    maps to the CI of δ and H0: δ <= t is H0: θ <= 1/2 + t·n/(2m).
+    n10 = #(a=1, b=0), n01 = #(a=0, b=1), δ̂ = (n10 − n01)/n.
+
+    * threshold 0: exact McNemar, conditional on the m = n10 + n01 discordant pairs:
+      n10 ~ Bin(m, θ) and δ = (2θ − 1)·m/n, so the Clopper–Pearson (1 − 2α) interval of θ maps to
+      the CI of δ; exact because H0: δ = 0 is θ = 1/2 whatever m.
+    * threshold t ≠ 0: conditioning on m treats the discordance as known, which does not hold
+      the size at the margin; the test is instead the exact unconditional non-inferiority test
+      for paired proportions ordered by Tango's score, maximised over the nuisance p01
+      (:func:`~pytest_posbias.paired.paired_binary_p`; Tango's score test referred to the normal
+      beyond ``EXACT_MAX_N`` pairs), and each CI bound inverts it
+      (:func:`~pytest_posbias.paired.paired_binary_bound`).
     """
     x = np.asarray(a, dtype=int)
     y = np.asarray(b, dtype=int)
@@ -949,19 +958,29 @@ def paired_change_verdict(
     n01 = int(np.sum((x == 0) & (y == 1)))
     m = n10 + n01
     delta = (n10 - n01) / n
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 < float(threshold) < 1.0:
+        raise ConfigError(f"`threshold` must be a number in (-1, 1) for a difference of paired rates; got {threshold!r}")
     ex = {"n10": n10, "n01": n01, "rate_a": float(x.mean()), "rate_b": float(y.mean()),
           "mcnemar_two_sided_p": mcnemar_exact(n10, n01), "method": "exact conditional (McNemar)"}
     ex.update(extra or {})
-    if m == 0:
+    if threshold != 0.0:
+        from .paired import EXACT_MAX_N, paired_binary_bound, paired_binary_p
+
+        t = float(threshold)
+        ex["method"] = ("exact unconditional non-inferiority test (Tango score, supremum over the nuisance)"
+                        if n <= EXACT_MAX_N else "Tango score test (normal)")
+        lo = paired_binary_bound(n10, n01, n, al, side="lower", anchor=t)
+        hi = paired_binary_bound(n10, n01, n, al, side="upper", anchor=t)
+        p_detect = paired_binary_p(n10, n01, n, t, alternative="greater")
+        p_certify = paired_binary_p(n10, n01, n, t, alternative="less")
+    elif m == 0:  # margin 0 and no discordant pair: nothing to test
         lo = hi = 0.0
-        p_detect = 1.0 if threshold >= 0.0 else 0.0
-        p_certify = 0.0 if threshold > 0.0 else 1.0
+        p_detect = p_certify = 1.0
     else:
         tlo, thi = exact_interval(n10, m, confidence_level=1 - 2 * al)
         lo, hi = (2 * tlo - 1) * m / n, (2 * thi - 1) * m / n
-        theta0 = 0.5 + threshold * n / (2 * m)
-        p_detect = binomial_test(n10, m, min(1.0, max(0.0, theta0)), alternative="greater") if theta0 < 1 else 1.0
-        p_certify = binomial_test(n10, m, min(1.0, max(0.0, theta0)), alternative="less") if theta0 > 0 else 1.0
+        p_detect = binomial_test(n10, m, 0.5, alternative="greater")
+        p_certify = binomial_test(n10, m, 0.5, alternative="less")
     return _decide(name=name, estimate=delta, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(threshold),
                    threshold=threshold, n=n, unit=unit, mode=mode, alpha=al, p_detect=p_detect, p_certify=p_certify,
                    extra=ex)

@@ -231,11 +231,10 @@ def test_perturbation_in_words(prop, value, text):
 
 
 @pytest.mark.slow  # about 30 s (two models searched through the suite's settings)
-def test_baseline_pairs_the_searched_items_with_exact_mcnemar_and_names_newly_broken_ones(tmp_path, small_set):
+def test_baseline_pairs_the_searched_items_with_an_exact_test_and_names_newly_broken_ones(tmp_path, small_set):
     """``--baseline``: both models searched on the same items, Δ = broken share (candidate) − (baseline)."""
-    from scipy import stats as sst
-
     from pytest_posbias.config import parse_config
+    from pytest_posbias.paired import paired_binary_bound, paired_binary_p
     from pytest_posbias.report.render import render
     from pytest_posbias.search_gates import search_gate
     from pytest_posbias.session import RunContext
@@ -252,8 +251,11 @@ def test_baseline_pairs_the_searched_items_with_exact_mcnemar_and_names_newly_br
     n01 = len(ex["fixed"])
     assert ex["newly_broken"] == [i for i, s in items.items() if s == "broken"] and ex["baseline_broken"] == n01 == 0
     assert n10 == ex["broken"] > 0 and v.estimate == pytest.approx((n10 - n01) / 4)
-    ci = sst.binomtest(n10, n10 + n01).proportion_ci(confidence_level=0.90, method="exact")
-    assert (v.ci_low, v.ci_high) == pytest.approx(((2 * ci.low - 1) * (n10 + n01) / 4, (2 * ci.high - 1) * (n10 + n01) / 4))
+    # margin 0.10: the exact unconditional non-inferiority test, each CI bound inverting it at the margin
+    assert (v.ci_low, v.ci_high) == pytest.approx((paired_binary_bound(n10, n01, 4, 0.05, side="lower", anchor=0.10),
+                                                   paired_binary_bound(n10, n01, 4, 0.05, side="upper", anchor=0.10)))
+    assert v.p_value == pytest.approx(paired_binary_p(n10, n01, 4, 0.10, alternative="greater"))
+    assert "exact unconditional" in ex["method"]
     assert v.threshold == pytest.approx(0.10) and ex["baseline_model"] == "sim:unbiased" and ex["budget"] == 10
     html = render([_log(tmp_path / "b.jsonl", "sim:letter-bias", [v])])
     assert "Against the baseline sim:unbiased on the 4 items searched for both" in html

@@ -1,0 +1,309 @@
+"""Operating characteristics of the decision rules at their boundaries (DESIGN.md section 5).
+
+Each case simulates one rule at the boundary of its null (the rate of wrong decisions there is
+its size: certify false pass, or detect false failure) and at a point past it (power), over
+``--replicates`` seeded replicates, with Clopper–Pearson 95% intervals
+(``scipy.stats.binomtest(...).proportion_ci(method="exact")``). A rule holds its size when the
+size is at or under α = 0.05 within Monte-Carlo error.
+
+Paired rows (this module):
+
+* ``abs``: ``--baseline`` DPB/MEG, Δ = |μc| − |μb| (``paired.paired_abs_mean_verdict``), MEG
+  margin 0.01, 48 groups × 4 orders, per-instance sd 0.18 (sim:unbiased's MEG spread). Certify
+  false pass at μc = 0.01, μb = 0 with the baseline's noise ×1, ×2, ×3, ×6; power: pass rate at
+  μc = μb = 0. Detect false failure for an unbiased candidate 12× and 25× noisier than the
+  baseline (μc = μb = 0) and at the margin (μc = 0.01, μb = 0); power: failure rate at μc = 0.02.
+* ``binary``: paired binary outcomes with a margin (``stats.paired_change_verdict``): n = 60
+  at margin 0.05 and n = 24 at margin 0.10, discordance all one way (p01 = 0) and two-way
+  (p01 = 0.10); certify power at δ = 0 (p10 = p01 = margin/2), detect power at δ = 2·margin;
+  n = 300 (above ``EXACT_MAX_N``: Tango's score referred to the normal) at margin 0.05, one way.
+  Margin 0 (fusion): exact McNemar, detect at δ = 0.
+* ``stressor``: the paired stressor comparison (``paired.paired_amplification_verdict``),
+  margin 0.05, 16 and 60 videos with 4 stressed trials each (quick sizes) and 60 with 30 (the
+  defaults); the per-video difference is left-skewed (the candidate's rare clean repeats),
+  rare-event, or right-skewed; certify power at δ = 0, detect power at δ = 0.10.
+
+Rows from ``benchmarks/decision_small.py`` (single-sample rules), when present, are printed
+after these: its ``cases(replicates, seed)`` returns rows with ``name``, ``rule``, ``n`` and
+either ``size``/``size_ci``/``power``/``power_ci`` or ``rejections``/``replicates``/``power_rejections``.
+
+Run: python benchmarks/decision.py [--replicates 2000] [--cases abs,binary,stressor,small] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pytest_posbias.paired import (
+    NUISANCE_GRID,
+    paired_abs_mean_verdict,
+    paired_binary_bound,
+    paired_binary_pvalues,
+    tango_score,
+)
+from pytest_posbias.stats import mcnemar_exact
+
+ALPHA = 0.05
+CASE_GROUPS = ("abs", "binary", "stressor", "small")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row: the rule's wrong-decision rate at the boundary and its power past it."""
+
+    name: str
+    rule: str
+    n: int
+    boundary: str
+    replicates: int
+    rejections: int
+    alternative: str
+    power_rejections: int
+
+    @property
+    def size(self) -> float:
+        """Share of replicates decided wrongly at the boundary."""
+        return self.rejections / self.replicates
+
+    @property
+    def power(self) -> float:
+        """Share of replicates decided rightly at the alternative."""
+        return self.power_rejections / self.replicates
+
+
+def clopper_pearson(k: int, n: int) -> tuple[float, float]:
+    """Two-sided 95% Clopper–Pearson interval of k/n."""
+    ci = st.binomtest(int(k), int(n)).proportion_ci(confidence_level=0.95, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+# --------------------------------------------------------------------------- |μc| − |μb|
+
+GROUPS, ORDERS, SD, MEG_MARGIN = 48, 4, 0.18, 0.01
+
+
+def _abs_rate(rng: np.random.Generator, reps: int, *, mc: float, mb: float, sd_c: float, sd_b: float, mode: str) -> int:
+    """Replicates in which the abs rule rejects (certify: passes; detect: fails)."""
+    g = np.repeat(np.arange(GROUPS), ORDERS)
+    c = rng.normal(mc, sd_c, (reps, GROUPS * ORDERS))
+    b = rng.normal(mb, sd_b, (reps, GROUPS * ORDERS))
+    hits = 0
+    for r in range(reps):
+        v = paired_abs_mean_verdict(c[r], b[r], g, name="MEG", margin=MEG_MARGIN, mode=mode, alpha=ALPHA)
+        hits += v.passed if mode == "certify" else not v.passed
+    return hits
+
+
+def abs_cases(reps: int, seed: int) -> Iterator[Case]:
+    """--baseline DPB/MEG rows."""
+    rule = "IU t bounds of ±μc∓μb"
+    for k in (1, 2, 3, 6):
+        rng = np.random.default_rng([seed, 1, k])
+        size = _abs_rate(rng, reps, mc=MEG_MARGIN, mb=0.0, sd_c=SD, sd_b=SD * k, mode="certify")
+        power = _abs_rate(rng, reps, mc=0.0, mb=0.0, sd_c=SD, sd_b=SD * k, mode="certify")
+        yield Case(f"MEG baseline certify, base noise x{k}", rule, GROUPS, "false pass at μc=0.01, μb=0", reps, size,
+                   "pass at μc=μb=0", power)
+    for k in (1, 12, 25):
+        rng = np.random.default_rng([seed, 2, k])
+        mc = MEG_MARGIN if k == 1 else 0.0
+        size = _abs_rate(rng, reps, mc=mc, mb=0.0, sd_c=SD, sd_b=SD / k, mode="detect")
+        power = _abs_rate(rng, reps, mc=2 * MEG_MARGIN, mb=0.0, sd_c=SD, sd_b=SD / k, mode="detect")
+        where = "false fail at μc=0.01, μb=0" if k == 1 else "false fail at μc=μb=0"
+        yield Case(f"MEG baseline detect, cand noise x{k}", rule, GROUPS, where, reps, size, "fail at μc=0.02", power)
+
+
+# --------------------------------------------------------------------------- paired binary
+
+
+def _binary_hits(rng: np.random.Generator, reps: int, n: int, p10: float, p01: float,
+                 table: np.ndarray) -> int:
+    counts = rng.multinomial(n, [p10, p01, 1 - p10 - p01], size=reps)
+    return int(np.sum(table[counts[:, 0], counts[:, 1]] < ALPHA))
+
+
+def binary_cases(reps: int, seed: int) -> Iterator[Case]:
+    """Paired binary rows: the rejection region of the exact test is a table over (n10, n01)."""
+    rule = "exact uncond. (Tango score)"
+    for n, t in ((60, 0.05), (24, 0.10)):
+        cert = paired_binary_pvalues(n, t, alternative="less")
+        det = paired_binary_pvalues(n, t, alternative="greater")
+        for p01 in (0.0, 0.10):
+            rng = np.random.default_rng([seed, 3, n, int(p01 * 100)])
+            way = "one-way" if p01 == 0 else "two-way"
+            size = _binary_hits(rng, reps, n, t + p01, p01, cert)
+            power = _binary_hits(rng, reps, n, t / 2 + p01, t / 2 + p01, cert)
+            yield Case(f"binary certify, margin {t:g}, {way}", rule, n, f"false pass at p10={t + p01:g}, p01={p01:g}",
+                       reps, size, f"pass at δ=0, p01={t / 2 + p01:g}", power)
+            size = _binary_hits(rng, reps, n, t + p01, p01, det)
+            power = _binary_hits(rng, reps, n, 2 * t + p01, p01, det)
+            yield Case(f"binary detect, margin {t:g}, {way}", rule, n, f"false fail at p10={t + p01:g}, p01={p01:g}",
+                       reps, size, f"fail at δ={2 * t:g}, p01={p01:g}", power)
+    n, t = 300, 0.05  # above EXACT_MAX_N: Tango's score referred to the normal
+    x, y = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    z = tango_score(x, y, n, t)
+    for mode, table in (("certify", st.norm.cdf(z)), ("detect", st.norm.sf(z))):
+        rng = np.random.default_rng([seed, 6, 0 if mode == "certify" else 1])
+        size = _binary_hits(rng, reps, n, t, 0.0, table)
+        power = (_binary_hits(rng, reps, n, t / 2, t / 2, table) if mode == "certify"
+                 else _binary_hits(rng, reps, n, 2 * t, 0.0, table))
+        alt = f"pass at δ=0, p01={t / 2:g}" if mode == "certify" else f"fail at δ={2 * t:g}, p01=0"
+        yield Case(f"binary {mode}, margin {t:g}, one-way", "Tango score (normal)", n,
+                   f"false {'pass' if mode == 'certify' else 'fail'} at p10={t:g}, p01=0", reps, size, alt, power)
+    n = 60
+    rng = np.random.default_rng([seed, 4])
+    table = np.full((n + 1, n + 1), np.nan)
+    for x in range(n + 1):
+        for y in range(n + 1 - x):
+            table[x, y] = mcnemar_exact(x, y, alternative="greater")
+    size = _binary_hits(rng, reps, n, 0.10, 0.10, table)
+    power = _binary_hits(rng, reps, n, 0.20, 0.05, table)
+    yield Case("fusion (margin 0) detect", "exact McNemar", n, "false fail at p10=p01=0.10", reps, size,
+               "fail at p10=0.20, p01=0.05", power)
+
+
+# --------------------------------------------------------------------------- paired stressor comparison
+
+STRESS_MARGIN = 0.05
+STRESS_SIZES = ((16, 4), (60, 4), (60, 30))  # (videos, stressed trials per video): quick sizes and the defaults
+# (clean repetition rate, stressed repetition rate) of candidate and baseline, δ = 0.05 each
+SCENARIOS = {"left-skewed": (0.10, 0.18, 0.02, 0.05), "rare-event": (0.03, 0.10, 0.03, 0.05),
+             "right-skewed": (0.02, 0.15, 0.10, 0.18)}
+
+
+def _exact_bounds(n: int, alpha: float) -> Callable[[int, int], tuple[float, float]]:
+    """(lower, upper) exact bounds of the clean-flag difference, computed once per distinct outcome."""
+    known: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def bounds(x: int, y: int) -> tuple[float, float]:
+        if (x, y) not in known:
+            known[x, y] = (paired_binary_bound(x, y, n, alpha, side="lower", anchor=0.0),
+                           paired_binary_bound(x, y, n, alpha, side="upper", anchor=0.0))
+        return known[x, y]
+
+    return bounds
+
+
+def _stressor_hits(rng: np.random.Generator, reps: int, n: int, trials: int, rates: tuple[float, float, float, float],
+                   bounds: Callable[[int, int], tuple[float, float]], mode: str) -> int:
+    """The decision of paired_amplification_verdict, vectorised: detect fails when
+    LB_S − UB_F > margin, certify passes when UB_S − LB_F < margin (t bound at α/2 of the share
+    difference, exact bound at α/2 of the clean-flag difference)."""
+    rc, qc, rb, qb = rates
+    fc = rng.random((reps, n)) < rc
+    fb = rng.random((reps, n)) < rb
+    ds = rng.binomial(trials, qc, (reps, n)) / trials - rng.binomial(trials, qb, (reps, n)) / trials
+    mean = ds.mean(axis=1)
+    se = ds.std(axis=1, ddof=1) / math.sqrt(n)
+    q = float(st.t.ppf(1 - ALPHA / 2, n - 1))
+    n10 = np.sum(fc & ~fb, axis=1)
+    n01 = np.sum(~fc & fb, axis=1)
+    fb_lo, fb_hi = np.array([bounds(int(x), int(y)) for x, y in zip(n10, n01, strict=True)]).T
+    decided = se > 0  # a zero standard error is inconclusive: neither fails nor passes
+    if mode == "detect":
+        return int(np.sum(decided & (mean - q * se - fb_hi > STRESS_MARGIN)))
+    return int(np.sum(decided & (mean + q * se - fb_lo < STRESS_MARGIN)))
+
+
+def stressor_cases(reps: int, seed: int) -> Iterator[Case]:
+    """Paired stressor comparison rows."""
+    rule = "t(share) + exact(clean), Bonf."
+    all_bounds = {n: _exact_bounds(n, ALPHA / 2) for n in {n for n, _ in STRESS_SIZES}}
+    for n, trials in STRESS_SIZES:
+        bounds = all_bounds[n]
+        for k, (label, rates) in enumerate(SCENARIOS.items()):
+            rc, qc, rb, qb = rates
+            past = (rc, qc + STRESS_MARGIN, rb, qb)
+            better = (rc, qc - STRESS_MARGIN, rb, qb)
+            rng = np.random.default_rng([seed, 5, n, trials, k])
+            size = _stressor_hits(rng, reps, n, trials, rates, bounds, "detect")
+            power = _stressor_hits(rng, reps, n, trials, past, bounds, "detect")
+            yield Case(f"stressor vs base detect, {label}, {trials} trials", rule, n, "false fail at δ=0.05", reps,
+                       size, "fail at δ=0.10", power)
+            size = _stressor_hits(rng, reps, n, trials, rates, bounds, "certify")
+            power = _stressor_hits(rng, reps, n, trials, better, bounds, "certify")
+            yield Case(f"stressor vs base certify, {label}, {trials} trials", rule, n, "false pass at δ=0.05", reps,
+                       size, "pass at δ=0", power)
+
+
+# --------------------------------------------------------------------------- table
+
+
+def _field(row: Any, key: str) -> Any:
+    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+
+
+def _fmt_rate(rate: float | None, ci: Any) -> str:
+    if rate is None:
+        return "—"
+    lo, hi = ci if ci is not None else (math.nan, math.nan)
+    return f"{rate:6.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def row_text(row: Any) -> str:
+    """One printed row from a Case or a decision_small row (dict or object)."""
+    reps = _field(row, "replicates")
+    size, size_ci = _field(row, "size"), _field(row, "size_ci")
+    power, power_ci = _field(row, "power"), _field(row, "power_ci")
+    if size_ci is None and reps and _field(row, "rejections") is not None:
+        size_ci = clopper_pearson(_field(row, "rejections"), reps)
+    if power_ci is None and reps and _field(row, "power_rejections") is not None:
+        power_ci = clopper_pearson(_field(row, "power_rejections"), reps)
+    return (f"{_field(row, 'name')!s:<52} {_field(row, 'rule')!s:<30} {_field(row, 'n')!s:>4} "
+            f"{_fmt_rate(size, size_ci):>24} {_fmt_rate(power, power_ci):>24}")
+
+
+def small_cases(reps: int, seed: int) -> list[Any]:
+    """The single-sample rows of benchmarks/decision_small.py, or none when it is absent."""
+    try:
+        from benchmarks.decision_small import cases
+    except ImportError:
+        print("(benchmarks/decision_small.py not present: no single-sample rows)")
+        return []
+    return list(cases(reps, seed))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table; exit 1 when a paired rule's size exceeds α beyond Monte-Carlo error
+    (the lower end of its Clopper–Pearson interval above α)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replicates", type=int, default=2000, help="replicates per case (>= 1000 for the table)")
+    ap.add_argument("--cases", default=",".join(CASE_GROUPS), help=f"comma-separated subset of {', '.join(CASE_GROUPS)}")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    chosen = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(chosen) - set(CASE_GROUPS))
+    if unknown:
+        ap.error(f"--cases: unknown {', '.join(unknown)}; known: {', '.join(CASE_GROUPS)}")
+    if args.replicates < 1:
+        ap.error("--replicates must be >= 1")
+    print(f"alpha = {ALPHA}, {args.replicates} replicates per case, seed {args.seed}, nuisance grid {NUISANCE_GRID}")
+    print(f"{'case':<52} {'rule':<30} {'n':>4} {'size at boundary [95% CI]':>24} {'power [95% CI]':>24}")
+    bad = 0
+    makers = {"abs": abs_cases, "binary": binary_cases, "stressor": stressor_cases}
+    for group in chosen:
+        t0 = time.perf_counter()
+        rows = small_cases(args.replicates, args.seed) if group == "small" else list(makers[group](args.replicates, args.seed))
+        for row in rows:
+            print(row_text(row), flush=True)
+            if isinstance(row, Case) and clopper_pearson(row.rejections, row.replicates)[0] > ALPHA:
+                bad += 1
+        print(f"  ({group}: {time.perf_counter() - t0:.0f} s)", flush=True)
+    if bad:
+        print(f"{bad} paired rule(s) above α beyond Monte-Carlo error")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

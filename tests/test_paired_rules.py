@@ -1,0 +1,227 @@
+"""Paired comparisons against a baseline hold their size at the margin (DESIGN.md section 5).
+
+Each rule is checked at the boundary of its null where the previous rule broke: the kink of
+|μc| − |μb| at μb = 0, one-directional discordance of paired binary outcomes, and the rare ±1
+clean-flag component of the stressor amplification difference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as st
+from scipy.optimize import minimize_scalar
+
+from pytest_posbias.errors import ConfigError
+from pytest_posbias.paired import (
+    abs_bias_bounds,
+    paired_abs_mean_verdict,
+    paired_amplification_verdict,
+    paired_binary_p,
+    paired_binary_pvalues,
+    tango_score,
+)
+from pytest_posbias.stats import paired_change_verdict
+
+# --------------------------------------------------------------------------- |μc| − |μb|
+
+
+def _certify_pass_rate(base_sd: float, reps: int = 300) -> float:
+    """MEG margin 0.01, 48 groups × 4 orders, candidate at the margin (μc = 0.01) and an unbiased
+    baseline (μb = 0): every certify pass is a false pass."""
+    rng = np.random.default_rng(11)
+    g = np.repeat(np.arange(48), 4)
+    passes = 0
+    for _ in range(reps):
+        c = rng.normal(0.01, 0.18, g.size)
+        b = rng.normal(0.0, base_sd, g.size)
+        passes += paired_abs_mean_verdict(c, b, g, name="MEG", margin=0.01, mode="certify").passed
+    return passes / reps
+
+
+def test_certify_at_the_margin_holds_its_size_with_a_noisier_baseline():
+    """The bootstrap of |c̄| − |b̄| certified 29–61% of these candidates; 300 replicates at α = 0.05
+    put a valid rule under 0.09 (binomial 99.9% bound)."""
+    for k in (1, 3, 6):
+        assert _certify_pass_rate(0.18 * k) <= 0.09, k
+
+
+def test_detect_does_not_fail_an_unbiased_noisy_candidate_too_often():
+    rng = np.random.default_rng(12)
+    g = np.repeat(np.arange(48), 4)
+    fails = sum(not paired_abs_mean_verdict(rng.normal(0, 0.18, g.size), rng.normal(0, 0.18 / 25, g.size), g,
+                                            name="MEG", margin=0.01).passed for _ in range(300))
+    assert fails / 300 <= 0.09
+
+
+def test_abs_bounds_cover_the_truth_on_the_worked_corners():
+    # ĉ = 0.03, b̂ = 0, SE 0.01 for both combinations, q = 2: L = 0.03 − 0.02 − 0 = 0.01 at best sign
+    lo, hi = abs_bias_bounds(0.03, 0.0, 0.01, 0.01, 2.0)
+    assert lo == pytest.approx(0.01) and hi == pytest.approx(0.05)
+    # a baseline far from 0 with the same sign: the paired difference c − b decides
+    lo, hi = abs_bias_bounds(0.5, 0.4, 0.01, 0.3, 2.0)
+    assert lo == pytest.approx(0.5 - 0.4 - 0.02) and hi == pytest.approx(0.5 - 0.4 + 0.02)
+
+
+def test_abs_verdict_p_value_agrees_with_its_interval():
+    rng = np.random.default_rng(3)
+    g = np.repeat(np.arange(30), 4)
+    for mc in (0.0, 0.03, 0.08, -0.08):
+        c, b = rng.normal(mc, 0.1, g.size), rng.normal(0.02, 0.1, g.size)
+        for mode in ("detect", "certify"):
+            v = paired_abs_mean_verdict(c, b, g, name="MEG", margin=0.02, mode=mode)
+            decided = (not v.passed) if mode == "detect" else v.passed
+            assert decided == (v.p_value < 0.05), (mc, mode, v.reason)
+            assert v.ci_low <= v.estimate <= v.ci_high
+
+
+def test_abs_verdict_without_variation_is_inconclusive():
+    g = np.repeat(np.arange(6), 2)
+    v = paired_abs_mean_verdict(np.zeros(12), np.zeros(12), g, name="MEG", margin=0.01, mode="certify")
+    assert not v.passed and "vary" in v.reason
+
+
+# --------------------------------------------------------------------------- paired binary outcomes
+
+
+def test_tango_restricted_mle_matches_a_numerical_maximum():
+    n, b, c, d = 30, 7, 2, 0.1
+
+    def nll(p: float) -> float:
+        return -(b * np.log(p + d) + c * np.log(p) + (n - b - c) * np.log(1 - 2 * p - d))
+
+    p01 = minimize_scalar(nll, bounds=(1e-12, (1 - d) / 2 - 1e-12), method="bounded", options={"xatol": 1e-12}).x
+    z = (b - c - n * d) / np.sqrt(n * (2 * p01 + d * (1 - d)))
+    assert float(tango_score(b, c, n, d)) == pytest.approx(z, rel=1e-6)
+
+
+def test_exact_p_value_is_the_supremum_of_the_multinomial_tail():
+    """Brute force with scipy's multinomial on n = 8: P(Z <= z_obs) maximised over a fine nuisance grid."""
+    n, t, obs = 8, 0.1, (0, 0)
+    z = {(x, y): float(tango_score(x, y, n, t)) for x in range(n + 1) for y in range(n + 1 - x)}
+    tail = [k for k, v in z.items() if v <= z[obs] + 1e-9]
+    best = 0.0
+    for p01 in np.linspace(0, (1 - t) / 2, 2001):
+        probs = [p01 + t, p01, 1 - 2 * p01 - t]
+        best = max(best, sum(st.multinomial.pmf([x, y, n - x - y], n, probs) for x, y in tail))
+    assert paired_binary_p(*obs, n, t, alternative="less", grid=2001) == pytest.approx(best, rel=1e-9)
+    assert paired_binary_pvalues(n, t, alternative="less", grid=2001)[obs] == pytest.approx(best, rel=1e-9)
+
+
+@pytest.mark.parametrize(("n", "margin"), [(60, 0.05), (24, 0.10)])
+def test_certify_at_the_margin_holds_its_size_with_one_directional_discordance(n, margin):
+    """Exact size of the certify rule when the candidate is worse by the margin and the baseline is
+    never better (p10 = margin, p01 = 0): McNemar conditional on the discordance passed 42% (n = 60)
+    and 55% (n = 24) of these."""
+    x, y = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    keep = x + y <= n
+    pmf = st.multinomial.pmf(np.stack([x[keep], y[keep], n - x[keep] - y[keep]], axis=1), n, [margin, 0.0, 1 - margin])
+    p = paired_binary_pvalues(n, margin, alternative="less")[keep]
+    assert float(np.sum(pmf * (p < 0.05))) <= 0.05
+    # and the verdict decides as the table does on an outcome just inside the margin
+    a = np.r_[np.ones(int(margin * n) - 1), np.zeros(n - int(margin * n) + 1)].astype(int)
+    v = paired_change_verdict(a, np.zeros(n, dtype=int), name="flip", threshold=margin, mode="certify")
+    table = paired_binary_pvalues(n, margin, alternative="less")
+    assert v.passed == (v.p_value < 0.05) and v.p_value == pytest.approx(table[int(margin * n) - 1, 0])
+
+
+def test_no_discordance_at_n_24_does_not_certify_a_tenth():
+    """24 items, none discordant: a candidate worse by 0.10 with all discordance one way shows this
+    0.9^24 = 8% of the time, so compliance is not shown (the conditional rule certified it)."""
+    z = np.zeros(24, dtype=int)
+    v = paired_change_verdict(z, z, name="search", threshold=0.10, mode="certify")
+    assert not v.passed and v.p_value == pytest.approx(0.9**24, rel=1e-6)
+
+
+def test_margin_zero_stays_exact_mcnemar():
+    a = np.r_[np.ones(9), np.zeros(31)].astype(int)
+    b = np.r_[np.zeros(7), np.ones(3), np.zeros(30)].astype(int)
+    v = paired_change_verdict(a, b, name="fusion", threshold=0.0, mode="detect")
+    n10, n01 = int(np.sum((a == 1) & (b == 0))), int(np.sum((a == 0) & (b == 1)))
+    assert v.p_value == pytest.approx(st.binomtest(n10, n10 + n01, 0.5, alternative="greater").pvalue)
+    assert "McNemar" in v.extra["method"]
+
+
+def test_a_margin_outside_the_unit_interval_names_the_parameter():
+    with pytest.raises(ConfigError, match="`threshold`"):
+        paired_change_verdict(np.zeros(5, dtype=int), np.zeros(5, dtype=int), name="x", threshold=1.5)
+
+
+# --------------------------------------------------------------------------- paired stressor comparison
+
+
+def _stressor_fail_rate(n: int, reps: int, rule: str) -> float:
+    """Left-skewed differences at the margin 0.05: the candidate's rare clean repeats (10%) give
+    d = a_cand − a_base a rare −1 that small samples miss."""
+    rng = np.random.default_rng(21)
+    fails = 0
+    for _ in range(reps):
+        fc, fb = (rng.random(n) < 0.10).astype(float), (rng.random(n) < 0.02).astype(float)
+        sc, sb = rng.binomial(10, 0.18, n) / 10, rng.binomial(10, 0.05, n) / 10
+        if rule == "new":
+            v = paired_amplification_verdict(sc, fc, sb, fb, name="add1", margin=0.05)
+            fails += not v.passed
+        else:  # the t interval of mean d, which the percentile bootstrap approximates
+            d = (sc - fc) - (sb - fb)
+            fails += d.mean() - st.t.ppf(0.95, n - 1) * d.std(ddof=1) / np.sqrt(n) > 0.05
+    return fails / reps
+
+
+def test_paired_stressor_comparison_holds_its_size_on_left_skewed_differences():
+    assert _stressor_fail_rate(16, 400, "t") >= 0.09  # the mean-d interval: ~14% false failures here
+    assert _stressor_fail_rate(16, 60, "new") <= 0.05
+
+
+def test_amplification_verdict_rejects_bad_flags_and_decides_as_its_interval():
+    with pytest.raises(ConfigError, match="`cand_clean`"):
+        paired_amplification_verdict(np.zeros(6), np.full(6, 0.5), np.zeros(6), np.zeros(6), name="x", margin=0.05)
+    rng = np.random.default_rng(5)
+    n = 40
+    sc, sb = rng.binomial(4, 0.6, n) / 4, rng.binomial(4, 0.1, n) / 4
+    fc, fb = np.zeros(n), (rng.random(n) < 0.1).astype(float)
+    v = paired_amplification_verdict(sc, fc, sb, fb, name="x", margin=0.05)
+    assert not v.passed and v.ci_low > 0.05 and v.p_value < 0.05
+    w = paired_amplification_verdict(sb, fb, sb, fb, name="x", margin=0.05, mode="certify")
+    assert not w.passed and "same amount on every video" in w.reason  # no variation: no certificate
+
+
+# --------------------------------------------------------------------------- sign-flip permutation option
+
+
+def test_sign_flip_at_a_margin_refuses_instead_of_failing_skewed_differences():
+    """Left-skewed differences with mean exactly at the margin 0.05 (a rare −1): the sign-flip
+    test failed them far more often than α; at a non-zero margin it now refuses to decide."""
+    from pytest_posbias.paired import paired_permutation_verdict, sign_flip_p
+
+    rng = np.random.default_rng(8)
+    n, reps, fails = 16, 200, 0
+    for _ in range(reps):
+        d = np.where(rng.random(n) < 0.05, -1.0, 0.1 + rng.normal(0, 0.02, n))
+        fails += sign_flip_p(d, np.arange(n), 0.05, alternative="greater", n_resamples=999) < 0.05
+    assert fails / reps >= 0.15  # the old rule: E d = 0.05·(−1) + 0.95·0.1 = 0.045 <= 0.05, yet it fails these
+    v = paired_permutation_verdict(d, np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="detect")
+    assert np.isnan(v.ci_low) and "does not hold its size at a non-zero margin" in v.reason
+    w = paired_permutation_verdict(d, np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="certify")
+    assert not w.passed
+
+
+def test_stressor_gate_against_a_baseline_uses_the_split_rule(tmp_path, small_set):
+    """Through the gate: ``--baseline`` on the stressor gate pairs the videos both models measured and
+    decides with :func:`paired_amplification_verdict` on (stressed share, clean flag) per video."""
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.gates import stressor_verdict
+    from pytest_posbias.session import RunContext
+
+    pcfg = PosbiasConfig(probes={"stressor": {"videos": 6, "trials": 2, "frames": [16]}})
+    ctx = RunContext.create({"models": ["sim:looping"], "baseline": "sim:unbiased", "cache": str(tmp_path / "cache"),
+                             "data": str(small_set), "sequential": False, "mode": "detect", "judge": "auto"}, pcfg,
+                            rootdir=tmp_path, worker="t", run_id="paired-stressor")
+    try:
+        v = stressor_verdict(ctx, "stressor", "sim:looping", 16, "shuffle")
+        d = ctx.stressor("sim:looping", 16).amplification("shuffle")
+        bd = ctx.stressor("sim:unbiased", 16).amplification("shuffle")
+    finally:
+        ctx.close()
+    both = ~np.isnan(d) & ~np.isnan(bd)
+    assert "exact unconditional bound of the clean-flag difference" in v.extra["method"], v.reason
+    assert v.estimate == pytest.approx(float(np.mean(d[both] - bd[both])))
+    assert v.n == int(both.sum()) and v.extra["baseline"] == "sim:unbiased"
