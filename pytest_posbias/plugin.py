@@ -43,6 +43,7 @@ _STASH_RUN_ID = pytest.StashKey[str]()
 _STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing run's state (a nested run)
 _STASH_SHARE = pytest.StashKey[Any]()  # an xdist worker's WorkShare (work_share), taken when it finished collecting
 _STASH_IDLE_RUN = pytest.StashKey[Any]()  # an xdist worker's RunContext after its tests: helps, then closes
+_STASH_FILE_PROBLEMS = pytest.StashKey[list[Any]]()  # the manifest's unusable video files (warned at session start)
 
 
 # --------------------------------------------------------------------------- option types
@@ -415,9 +416,23 @@ def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     if not data:
         return
     try:
-        require_usable(str(data))
+        config.stash[_STASH_FILE_PROBLEMS] = require_usable(str(data)).file_problems
     except PosbiasError as exc:
         raise pytest.UsageError(f"--posbias-data: {exc}") from None
+
+
+def _warn_unusable_videos(config: pytest.Config) -> None:
+    """At the start of the run, before any model call: one line per manifest item whose video file
+    cannot be used (missing, a link loop, a path too long, permission denied, 0 bytes). The run goes
+    on; those items stay planned and their units count as lost, with this reason."""
+    problems = config.stash.get(_STASH_FILE_PROBLEMS, [])
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if not problems or tr is None or getattr(config, "workerinput", None) is not None:
+        return
+    tr.write_line(f"[posbias] warning: {len(problems)} video files of the manifest cannot be used (the run goes on):",
+                  yellow=True)
+    for p in problems:
+        tr.write_line(f"[posbias]   {p}", yellow=True)
 
 
 PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache",
@@ -764,6 +779,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_STASH_OUTER_STATE] = _STATE_HOLDER.get("state")
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
     _check_endpoints_before_workers(session.config)
+    _warn_unusable_videos(session.config)
     _start_worker_progress(session.config)
     state = session.config.stash[_STASH_STATE]
     state.warm_up = start_controller_warm_up(session.config)
