@@ -120,6 +120,16 @@ def _path_type(option: str) -> Any:
     return check
 
 
+def _url_type(value: str) -> str:
+    """``--api-base``: an http:// or https:// URL with a host (config.check_url)."""
+    from .config import check_url
+
+    try:
+        return check_url("--api-base", value.strip())
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _existing_file_type(option: str) -> Any:
     def check(value: str) -> str:
         if not Path(value).is_file():
@@ -214,7 +224,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
     group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
                     help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
-    group.addoption("--api-base", action="append", type=_path_type("--api-base"), default=None, metavar="URL",
+    group.addoption("--api-base", action="append", type=_url_type, default=None, metavar="URL",
                     help="base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
                          "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)")
     group.addoption("--posbias-batch-size", type=_int_ge1_type("--posbias-batch-size"), default=None, metavar="N",
@@ -293,6 +303,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_STASH_RUN_ID] = new_run_id()
     if not config.getoption("--help", False) and not config.getoption("--markers", False):
         _check_models(config, pcfg)
+        _check_output_paths(config, pcfg)
     configure_xdist(config)
 
 
@@ -419,6 +430,35 @@ def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
         config.stash[_STASH_FILE_PROBLEMS] = require_usable(str(data)).file_problems
     except PosbiasError as exc:
         raise pytest.UsageError(f"--posbias-data: {exc}") from None
+
+
+def _check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
+    """Every path the run writes that the user set (cache folder, HTML report or report folder, JSON
+    and Markdown summaries) can be written, before any model call (config.check_output_path): a
+    usage error naming the option or key otherwise. The defaults under the project root are left to
+    the run itself, so an unrelated pytest run never touches them. Checked on the controller only."""
+    from .config import check_output_path
+
+    if getattr(config, "workerinput", None) is not None or config.getoption("--posbias-plan", None):
+        return
+    root, here = Path(str(config.rootpath)), Path(str(config.invocation_params.dir))
+    src = pcfg.source
+    checks = [("--posbias-cache", config.getoption("--posbias-cache"), True, root),
+              (f"{src} `cache`", pcfg.get("cache"), True, root),
+              ("--posbias-report", config.getoption("--posbias-report"), False, root),
+              (f"{src} `report`", pcfg.get("report"), False, root),
+              ("--posbias-json", config.getoption("--posbias-json"), False, here),
+              ("--posbias-markdown", config.getoption("--posbias-markdown"), False, here)]
+    if not (config.getoption("--posbias-report") or pcfg.get("report")):
+        checks.append((f"{src} `report_dir`", pcfg.get("report_dir"), True, root))
+    overridden = {"cache": bool(config.getoption("--posbias-cache")), "report": bool(config.getoption("--posbias-report"))}
+    for where, value, folder, base in checks:
+        if not value or any(where.endswith(f"`{k}`") and v for k, v in overridden.items()):
+            continue
+        try:
+            check_output_path(where, str(value), folder=folder, base=base)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def _warn_unusable_videos(config: pytest.Config) -> None:
