@@ -132,7 +132,13 @@ def _url_type(value: str) -> str:
 
 def _existing_file_type(option: str) -> Any:
     def check(value: str) -> str:
-        if not Path(value).is_file():
+        try:
+            found = Path(value).is_file()
+        except OSError as exc:  # a path too long for the file system, a symbolic link loop, ...
+            from .video.decode import short_path
+
+            raise _usage(option, f"cannot open {short_path(value)!r}: {exc.strerror or exc}") from None
+        if not found:
             raise _usage(option, f"no such file: {value!r}")
         return value
 
@@ -409,7 +415,7 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     here = Path(str(config.invocation_params.dir)).resolve()
     expected = _expected_inifile(here)
     for i, a in enumerate(args[:-1]):
-        if a in PATH_OPTIONS and Path(args[i + 1]).expanduser().exists():
+        if a in PATH_OPTIONS and _exists(args[i + 1]):
             got = Path(str(config.inipath)).resolve() if config.inipath else None
             if got != expected:
                 raise pytest.UsageError(
@@ -477,6 +483,15 @@ def _warn_unusable_videos(config: pytest.Config) -> None:
 
 PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache",
                 "--posbias-markdown")
+
+
+def _exists(path: str) -> bool:
+    """Whether ``path`` names something that exists; False for a path the file system cannot look up
+    (too long, a symbolic link loop): that path is checked, and named, by its option."""
+    try:
+        return Path(path).expanduser().exists()
+    except (OSError, RuntimeError):
+        return False
 
 
 def _expected_inifile(start: Path) -> Path | None:

@@ -145,6 +145,9 @@ BAD_SETTINGS = [
     ("", ["--posbias-report=/proc/x/r.html"], "--posbias-report: cannot write the file /proc/x/r.html"),
     ("", ["--posbias-threshold", "meg=50"], "--posbias-threshold.meg must lie in (0, 1)"),
     ("", ["--api-base", "localhost:8000/v1"], "--api-base must be an http:// or https:// URL with a host"),
+    ("", [f"--posbias-data=/tmp/{'d' * 5000}.jsonl"], "--posbias-data: cannot open '/tmp/ddd"),
+    ("", ["--posbias-json", f"/tmp/{'j' * 5000}.json"], "the path is too long for the file system (5010 characters)"),
+    (f'[tool.posbias]\ndata = "/tmp/{"m" * 5000}.jsonl"\n', [], "cannot open the manifest (File name too long)"),
 ]
 
 
@@ -155,7 +158,8 @@ def test_bad_settings_stop_pytest_at_start_with_exit_4(pytester, toml, args, exp
     res = pytester.runpytest(*args)
     assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str()[-2000:]
     assert expected in res.stderr.str()
-    assert "a test ran" not in res.stdout.str()
+    assert "a test ran" not in res.stdout.str() and "Traceback" not in res.stdout.str() + res.stderr.str()
+    assert max(len(line) for line in res.stderr.str().splitlines()) < 600  # a 5,000-character path is shortened
 
 
 def test_a_command_line_path_overrides_an_unwritable_pyproject_path(pytester, tmp_path):

@@ -19,6 +19,12 @@ agree) plus what a schema cannot say: ``answer`` indexes the options, a group li
 distinct known videos, ``start < end``, and ids are unique per line type (a duplicate is
 reported with both line numbers and skipped).
 
+A video line (or a multiple-choice item naming a video by path) whose file cannot be used —
+missing, a symbolic link loop, a path too long for the file system, permission denied, 0 bytes —
+is not a bad line: the item stays in the manifest, so the probes plan its units and lose them
+with the problem as their reason (the plan is the manifest, not what survived loading), and
+``file_problems`` lists it for the warning at the start of a run.
+
 Every problem with the data, here and later in the run (a video that cannot be decoded or is
 too short for the frames a probe asks for), is a :class:`DataProblem`: a kind, the item or file
 it is about, a message, and the manifest line when there is one. :func:`summarize_problems`
@@ -394,7 +400,11 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     unusable stays in the manifest, and the problem goes to ``file_problems`` (once per file) for
     the warning at the start of a run; the probes plan its units and lose them with that reason."""
     p = Path(path)
-    if not p.is_file():
+    try:
+        found = p.is_file()
+    except OSError as exc:  # a path too long for the file system, a symbolic link loop, ...
+        raise ManifestError(_short(str(p)), 0, f"cannot open the manifest ({exc.strerror or exc})") from None
+    if not found:
         raise ManifestError(p, 0, "manifest file does not exist")
     m = Manifest(p)
     base = p.parent
