@@ -70,7 +70,7 @@ def test_per_model_thresholds_margins_and_the_command_line_use_the_same_ranges()
     ("positional", "top_p", 1.5, "top_p must be a number in (0, 1]"),
     ("positional", "temperature", 2.5, "temperature must be a number in [0, 2]"),
     ("positional", "temperature", -0.1, "temperature must be a number in [0, 2]"),
-    ("stressor", "frames", [2], "frames values must be among (4, 8, 16, 24, 32) (Delete 2 and Replace 2 need"),
+    ("stressor", "frames", [2], "frames values must be among (4, 8, 16, 24, 32) (Replace 2 copies 2 frames"),
     ("phase", "max_new_tokens", 0, "max_new_tokens must be an integer >= 1"),
 ])
 def test_probe_settings_that_make_a_gate_vacuous_or_a_backend_fail_are_rejected(probe, key, value, words):

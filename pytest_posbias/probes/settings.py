@@ -10,7 +10,7 @@ twice the default threshold); a gate usually stops at 1/4 or 1/2 of them.
 Each setting is checked, when pytest starts and before any model call, against the range where
 its gate still measures something and the backends accept it: at least 2 option orderings, 2
 phases and 2 distinct samplers (with one there is nothing to flip between), ``top_p`` in (0, 1],
-``temperature`` in [0, 2], stressor frame counts of at least 4 (Delete 2 and Replace 2 need 3).
+``temperature`` in [0, 2], stressor frame counts of at least 4 (Replace 2 needs 2 sources and 2 targets).
 """
 
 from __future__ import annotations
@@ -138,8 +138,9 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
     },
     "stressor": {
         "videos": _int_ge(2),
-        "frames": _int_list((4, 8, 16, 24, 32), why="Delete 2 and Replace 2 need at least 3 sampled frames, and "
-                            "Reverse or Shuffle of 1 frame changes nothing"),
+        "frames": _int_list((4, 8, 16, 24, 32), why="Replace 2 copies 2 frames over 2 others and Delete 2 must "
+                            "leave frames to show: fewer than 4 frames stop the probe, and Reverse or Shuffle of 1 frame "
+                            "changes nothing"),
         "trials": _int_ge(1),
         "attack_cap": _int_ge(1),
         "max_new_tokens": _int_ge(8),
