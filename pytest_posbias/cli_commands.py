@@ -329,12 +329,12 @@ def _data(args: argparse.Namespace) -> int:
         if not args.out:
             return _fail("data", "usage: posbias data validate --out MANIFEST")
         m = load_manifest(args.out)
-        print(f"{args.out}: {m.counts()}; {len(m.problems)} bad lines")
-        for p in m.problems:
+        print(f"{args.out}: {m.counts()}; {len(m.problems)} bad lines; {len(m.file_problems)} unusable video files")
+        for p in [*m.problems, *m.file_problems]:
             print(f"  {p}")
         if not (m.videos or m.groups or m.mcq):
             print(f"{args.out}: no usable item: a run on this manifest stops with a usage error", file=sys.stderr)
-        return 1 if m.problems or not (m.videos or m.groups or m.mcq) else 0
+        return 1 if m.problems or m.file_problems or not (m.videos or m.groups or m.mcq) else 0
     from .data.importers import run_import
 
     missing = [n for n in ("format", "videos", "annotations", "out") if not getattr(args, n)]

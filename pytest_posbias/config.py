@@ -138,6 +138,45 @@ def _pos_int(key: str, v: Any) -> int:
     return int(v)
 
 
+# The fewest bootstrap resamples a run accepts. The gates' intervals are percentile or BCa
+# intervals at level 1 - 2*alpha (90% at alpha = 0.05): their endpoints are the alpha and 1 - alpha
+# quantiles of the resampled statistic, estimated from about alpha * B resamples in each tail.
+# Efron and Tibshirani (An Introduction to the Bootstrap, 1993) recommend B of about 1,000 or more
+# for percentile and BCa intervals (25-200 suffice for a standard error only); B = 999 puts the
+# 5% and 95% endpoints on whole order statistics ((B + 1) * alpha = 50). With fewer, the interval's
+# endpoints, and so the gate's decision, move with the bootstrap seed.
+MIN_RESAMPLES = 999
+
+
+def _n_resamples(key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < MIN_RESAMPLES:
+        raise ConfigError(f"[tool.posbias] `{key}` must be an integer >= {MIN_RESAMPLES} (the percentile and BCa "
+                          f"intervals read their endpoints from the tails of the resamples; fewer make the decision "
+                          f"depend on the bootstrap seed); got {v!r}")
+    return int(v)
+
+
+def _device(key: str, v: Any) -> str:
+    """``device``: auto, cpu, cuda or cuda:N (as ``--posbias-device``)."""
+    if isinstance(v, str) and (v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit())):
+        return v
+    raise ConfigError(f"[tool.posbias] `{key}` must be auto, cpu, cuda or cuda:N; got {v!r}")
+
+
+def check_url(where: str, v: Any) -> str:
+    """An endpoint base URL: http or https with a host; ConfigError naming ``where`` otherwise."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(v) if isinstance(v, str) else None
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where} must be an http:// or https:// URL with a host (e.g. http://localhost:8000/v1); "
+                          f"got {v!r}")
+    return str(v)
+
+
 def _floor(key: str, v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) <= 1:
         raise ConfigError(f"[tool.posbias] `{key}` must be a number in (0, 1] (the share of planned units a gate "
@@ -157,9 +196,9 @@ def _paired_test(key: str, v: Any) -> str:
 def _api_bases(key: str, v: Any) -> str | list[str]:
     """``api_base``: one URL, or a list of data-parallel replicas of one served model."""
     if isinstance(v, str) and v:
-        return v
+        return check_url(f"[tool.posbias] `{key}`", v)
     if isinstance(v, list) and v and all(isinstance(x, str) and x for x in v):
-        return list(v)
+        return [check_url(f"[tool.posbias] `{key}`", x) for x in v]
     raise ConfigError(f"[tool.posbias] `{key}` must be a URL or a non-empty list of URLs; got {v!r}")
 
 
@@ -215,14 +254,14 @@ _SCALARS: dict[str, Any] = {
     "report": _str,
     "report_dir": _str,
     "data": _str,
-    "device": _str,
+    "device": _device,
     "api_base": _api_bases,
     "api_timeout": _api_setting,
     "api_retries": _api_setting,
     "video_form": _api_setting,
     "letter_scoring": _api_setting,
     "no_request_seed": _bool,
-    "n_resamples": _pos_int,
+    "n_resamples": _n_resamples,
     "batch_size": _pos_int,
     "concurrency": _pos_int,
     "sequential": _bool,
@@ -235,8 +274,60 @@ _SCALARS: dict[str, Any] = {
 _TABLES = ("thresholds", "baseline_margins", "models", "probes")
 
 
-def validate_thresholds(where: str, table: Any) -> dict[str, float]:
-    """Check a thresholds table: known gate names, finite numbers, rates within [0, 1]."""
+# What each gate's statistic is, and the interval its values lie in: a rate or a mean coverage in
+# [0, 1]; DPB and MEG (weighted means of per-slot coverages with weights in [-1, 1]) in [-1, 1];
+# differences of two rates (stressor amplification, PhaseFusion's change against one pass, the
+# equivalence accuracy difference) in [-1, 1].
+GATE_STATISTICS: dict[str, tuple[str, float, float]] = {
+    "dpb": ("DPB", -1.0, 1.0), "meg": ("MEG", -1.0, 1.0), "coverage": ("mean coverage", 0.0, 1.0),
+    "contamination": ("contamination rate", 0.0, 1.0), "flip": ("flip rate", 0.0, 1.0), "phase": ("flip rate", 0.0, 1.0),
+    "order": ("flip rate", 0.0, 1.0), "fusion": ("change-rate difference", -1.0, 1.0),
+    "equivalence": ("accuracy difference", -1.0, 1.0), "repetition": ("repetition rate", 0.0, 1.0),
+    "stressor": ("repetition-rate increase", -1.0, 1.0), "attack": ("attack success rate", 0.0, 1.0),
+    "search": ("share of items broken", 0.0, 1.0),
+}
+# The thresholds under which a gate still measures something, as (low, high, low closed, high
+# closed). A two-sided gate (|x| <= t) needs 0 < t < max |x|: t >= 1 passes every model, t <= 0 none.
+# An upper gate (x <= t) needs t below the largest value (at 1 a rate gate passes anything) and,
+# for a rate, above 0 (a rate of 0 cannot be certified from any finite sample); the stressor
+# amplification may be 0 ("no increase"), PhaseFusion's difference may be negative ("fewer changes
+# than one pass", its default is 0). The coverage floor (x >= t) needs 0 < t <= 1: at 0 or below
+# every model passes.
+THRESHOLD_RANGES: dict[str, tuple[float, float, bool, bool]] = {
+    "dpb": (0.0, 1.0, False, False), "meg": (0.0, 1.0, False, False), "coverage": (0.0, 1.0, False, True),
+    "contamination": (0.0, 1.0, False, False), "flip": (0.0, 1.0, False, False), "phase": (0.0, 1.0, False, False),
+    "order": (0.0, 1.0, False, False), "fusion": (-1.0, 1.0, False, False), "equivalence": (0.0, 1.0, False, False),
+    "repetition": (0.0, 1.0, False, False), "stressor": (0.0, 1.0, True, False), "attack": (0.0, 1.0, False, False),
+    "search": (0.0, 1.0, False, False),
+}
+# A baseline margin is how much worse than the baseline the candidate may be: 0 (no worse) up to
+# below 1 (at 1 or more the difference of two statistics in [0, 1] or |.| of [-1, 1] can never exceed it).
+MARGIN_RANGE: tuple[float, float, bool, bool] = (0.0, 1.0, True, False)
+
+
+def interval_text(r: tuple[float, float, bool, bool]) -> str:
+    """``(0, 1]``-style text of a (low, high, low closed, high closed) interval."""
+    lo, hi, lo_closed, hi_closed = r
+    return f"{'[' if lo_closed else '('}{lo:g}, {hi:g}{']' if hi_closed else ')'}"
+
+
+def in_interval(v: float, r: tuple[float, float, bool, bool]) -> bool:
+    """Whether ``v`` lies in the (low, high, low closed, high closed) interval ``r``."""
+    lo, hi, lo_closed, hi_closed = r
+    return (lo <= v if lo_closed else lo < v) and (v <= hi if hi_closed else v < hi)
+
+
+def _threshold_meaning(gate: str) -> str:
+    """Why the threshold of ``gate`` must lie in its range, in words (for the error message)."""
+    stat, lo, hi = GATE_STATISTICS[gate]
+    rule = {"both": f"|{stat}| <= threshold", "upper": f"{stat} <= threshold", "lower": f"{stat} >= threshold"}[GATE_SIDES[gate]]
+    return f"the gate passes when {rule} and {stat} lies in [{lo:g}, {hi:g}]: outside this range it passes every model or none"
+
+
+def validate_thresholds(where: str, table: Any, *, margins: bool = False) -> dict[str, float]:
+    """Check a thresholds table (``margins``: a baseline-margins table): known gate names, finite
+    numbers, each inside the range where its gate measures something (:data:`THRESHOLD_RANGES`;
+    margins in :data:`MARGIN_RANGE`); ConfigError naming the key, its value and the range."""
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where} must be a table of gate = number; got {table!r}")
     out: dict[str, float] = {}
@@ -245,8 +336,11 @@ def validate_thresholds(where: str, table: Any) -> dict[str, float]:
             raise ConfigError(f"{where}: unknown gate {k!r}; known gates: {', '.join(GATES)}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             raise ConfigError(f"{where}.{k} must be a finite number; got {v!r}")
-        if GATE_SIDES[k] != "lower" and k != "fusion" and v < 0:
-            raise ConfigError(f"{where}.{k} must be >= 0; got {v!r}")
+        r = MARGIN_RANGE if margins else THRESHOLD_RANGES[k]
+        if not in_interval(float(v), r):
+            why = ("how much worse than the baseline the candidate may be: 0 (no worse) up to below 1"
+                   if margins else _threshold_meaning(k))
+            raise ConfigError(f"{where}.{k} must lie in {interval_text(r)} ({why}); got {v!r}")
         out[k] = float(v)
     return out
 
@@ -293,7 +387,7 @@ def parse_config(table: Mapping[str, Any], *, source: str = "[tool.posbias]") ->
             raise ConfigError(f"{source}: unknown key {k!r}; known keys: {known}")
         values[k] = _SCALARS[k](k, v)
     thresholds = validate_thresholds(f"{source}.thresholds", table.get("thresholds", {}))
-    margins = validate_thresholds(f"{source}.baseline_margins", table.get("baseline_margins", {}))
+    margins = validate_thresholds(f"{source}.baseline_margins", table.get("baseline_margins", {}), margins=True)
     per_model: dict[str, dict[str, float]] = {}
     models_tbl = table.get("models", {})
     if not isinstance(models_tbl, Mapping):
@@ -343,3 +437,50 @@ def parse_threshold_override(text: str) -> tuple[str, float]:
         raise ConfigError(f"--posbias-threshold {name}: value must be a number; got {value!r}") from exc
     validate_thresholds("--posbias-threshold", {name: v})
     return name, v
+
+
+def check_output_path(where: str, path: str | Path, *, folder: bool, base: Path | None = None) -> Path:
+    """Check, before any model call, that a run can write ``path`` (``folder``: a folder it creates
+    or fills, else a file it writes at the end); ``base`` resolves a relative path. Returns the
+    resolved path; ConfigError naming ``where``, the path and the problem otherwise.
+
+    Nothing is left behind: a missing folder is not created here. The nearest existing folder on
+    the way must be writable (``os.access``) and must accept a new entry: a temporary folder is
+    created in it and removed again, because ``os.access`` says yes to root everywhere, also where
+    nothing can be created (``/proc``, a read-only mount seen by root)."""
+    import errno
+    import os
+    import tempfile
+
+    p = Path(path)
+    p = p if p.is_absolute() or base is None else base / p
+    what = "folder" if folder else "file"
+
+    def fail(problem: str) -> ConfigError:
+        shown = str(path) if len(str(path)) <= 200 else f"{str(path)[:80]}[... {len(str(path)) - 160} characters ...]{str(path)[-80:]}"
+        return ConfigError(f"{where}: cannot write the {what} {shown}: {problem}; give a path in a writable folder")
+
+    target = p if folder else p.parent
+    existing = target  # the nearest folder on the way that exists
+    try:
+        if p.exists():
+            if folder and not p.is_dir():
+                raise fail("it is a file, not a folder")
+            if not folder and p.is_dir():
+                raise fail("it is a folder, not a file")
+            if not folder and not os.access(p, os.W_OK):
+                raise fail("the file exists and cannot be written (permission denied)")
+        while not existing.exists():
+            if existing.parent == existing:
+                break
+            existing = existing.parent
+        if not existing.is_dir():
+            raise fail(f"{existing} is a file, so the folder {target} cannot be created")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise fail(f"the folder {existing} is not writable (permission denied)")
+        os.rmdir(tempfile.mkdtemp(prefix=".posbias-write-check-", dir=existing))
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise fail(f"the path is too long for the file system ({len(str(p))} characters)") from None
+        raise fail(f"the folder {existing} does not accept new entries ({exc.strerror or exc})") from None
+    return p

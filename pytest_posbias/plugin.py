@@ -43,6 +43,7 @@ _STASH_RUN_ID = pytest.StashKey[str]()
 _STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing run's state (a nested run)
 _STASH_SHARE = pytest.StashKey[Any]()  # an xdist worker's WorkShare (work_share), taken when it finished collecting
 _STASH_IDLE_RUN = pytest.StashKey[Any]()  # an xdist worker's RunContext after its tests: helps, then closes
+_STASH_FILE_PROBLEMS = pytest.StashKey[list[Any]]()  # the manifest's unusable video files (warned at session start)
 
 
 # --------------------------------------------------------------------------- option types
@@ -119,9 +120,25 @@ def _path_type(option: str) -> Any:
     return check
 
 
+def _url_type(value: str) -> str:
+    """``--api-base``: an http:// or https:// URL with a host (config.check_url)."""
+    from .config import check_url
+
+    try:
+        return check_url("--api-base", value.strip())
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _existing_file_type(option: str) -> Any:
     def check(value: str) -> str:
-        if not Path(value).is_file():
+        try:
+            found = Path(value).is_file()
+        except OSError as exc:  # a path too long for the file system, a symbolic link loop, ...
+            from .video.decode import short_path
+
+            raise _usage(option, f"cannot open {short_path(value)!r}: {exc.strerror or exc}") from None
+        if not found:
             raise _usage(option, f"no such file: {value!r}")
         return value
 
@@ -213,7 +230,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
     group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
                     help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
-    group.addoption("--api-base", action="append", type=_path_type("--api-base"), default=None, metavar="URL",
+    group.addoption("--api-base", action="append", type=_url_type, default=None, metavar="URL",
                     help="base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
                          "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)")
     group.addoption("--posbias-batch-size", type=_int_ge1_type("--posbias-batch-size"), default=None, metavar="N",
@@ -294,6 +311,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_STASH_RUN_ID] = new_run_id()
     if not config.getoption("--help", False) and not config.getoption("--markers", False):
         _check_models(config, pcfg)
+        _check_output_paths(config, pcfg)
     configure_xdist(config)
 
 
@@ -399,7 +417,7 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     here = Path(str(config.invocation_params.dir)).resolve()
     expected = _expected_inifile(here)
     for i, a in enumerate(args[:-1]):
-        if a in PATH_OPTIONS and Path(args[i + 1]).expanduser().exists():
+        if a in PATH_OPTIONS and _exists(args[i + 1]):
             got = Path(str(config.inipath)).resolve() if config.inipath else None
             if got != expected:
                 raise pytest.UsageError(
@@ -417,13 +435,65 @@ def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     if not data:
         return
     try:
-        require_usable(str(data))
+        config.stash[_STASH_FILE_PROBLEMS] = require_usable(str(data)).file_problems
     except PosbiasError as exc:
         raise pytest.UsageError(f"--posbias-data: {exc}") from None
 
 
+def _check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
+    """Every path the run writes that the user set (cache folder, HTML report or report folder, JSON
+    and Markdown summaries) can be written, before any model call (config.check_output_path): a
+    usage error naming the option or key otherwise. The defaults under the project root are left to
+    the run itself, so an unrelated pytest run never touches them. Checked on the controller only."""
+    from .config import check_output_path
+
+    if getattr(config, "workerinput", None) is not None or config.getoption("--posbias-plan", None):
+        return
+    root, here = Path(str(config.rootpath)), Path(str(config.invocation_params.dir))
+    src = pcfg.source
+    checks = [("--posbias-cache", config.getoption("--posbias-cache"), True, root),
+              (f"{src} `cache`", pcfg.get("cache"), True, root),
+              ("--posbias-report", config.getoption("--posbias-report"), False, root),
+              (f"{src} `report`", pcfg.get("report"), False, root),
+              ("--posbias-json", config.getoption("--posbias-json"), False, here),
+              ("--posbias-markdown", config.getoption("--posbias-markdown"), False, here)]
+    if not (config.getoption("--posbias-report") or pcfg.get("report")):
+        checks.append((f"{src} `report_dir`", pcfg.get("report_dir"), True, root))
+    overridden = {"cache": bool(config.getoption("--posbias-cache")), "report": bool(config.getoption("--posbias-report"))}
+    for where, value, folder, base in checks:
+        if not value or any(where.endswith(f"`{k}`") and v for k, v in overridden.items()):
+            continue
+        try:
+            check_output_path(where, str(value), folder=folder, base=base)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+def _warn_unusable_videos(config: pytest.Config) -> None:
+    """At the start of the run, before any model call: one line per manifest item whose video file
+    cannot be used (missing, a link loop, a path too long, permission denied, 0 bytes). The run goes
+    on; those items stay planned and their units count as lost, with this reason."""
+    problems = config.stash.get(_STASH_FILE_PROBLEMS, [])
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if not problems or tr is None or getattr(config, "workerinput", None) is not None:
+        return
+    tr.write_line(f"[posbias] warning: {len(problems)} video files of the manifest cannot be used (the run goes on):",
+                  yellow=True)
+    for p in problems:
+        tr.write_line(f"[posbias]   {p}", yellow=True)
+
+
 PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache",
                 "--posbias-markdown")
+
+
+def _exists(path: str) -> bool:
+    """Whether ``path`` names something that exists; False for a path the file system cannot look up
+    (too long, a symbolic link loop): that path is checked, and named, by its option."""
+    try:
+        return Path(path).expanduser().exists()
+    except (OSError, RuntimeError):
+        return False
 
 
 def _expected_inifile(start: Path) -> Path | None:
@@ -766,6 +836,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_STASH_OUTER_STATE] = _STATE_HOLDER.get("state")
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
     _check_endpoints_before_workers(session.config)
+    _warn_unusable_videos(session.config)
     _start_worker_progress(session.config)
     state = session.config.stash[_STASH_STATE]
     state.warm_up = start_controller_warm_up(session.config)

@@ -247,7 +247,7 @@ def test_manifest_loader_reports_bad_lines_with_numbers(tmp_path, synthetic_clip
         f"{path}:2: not valid JSON (Expecting property name enclosed in double quotes)",
         f"{path}:3: field 'bucket' must be 'short' or 'long'; got 'medium'",
         f"{path}:4: field 'answer' must index the options (0..1); got 5",
-        f"{path}:5: group 'g': unknown or unusable videos ['zz']",
+        f"{path}:5: group 'g': unknown videos ['zz'] (no valid video line has these ids)",
     ]
     assert list(m.videos) == ["a"]
 

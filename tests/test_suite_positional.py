@@ -157,7 +157,7 @@ def test_bad_data_is_recorded_counted_and_the_run_completes(pytester, small_set)
     judge.httpd.shutdown()
     out = res.stdout.str()
     assert res.parseoutcomes().get("errors", 0) == 0, out[-4000:]
-    assert "missing field 'references'" in out and "file not found" in out and "not valid JSON" in out
+    assert "missing field 'references'" in out and "file does not exist" in out and "not valid JSON" in out
     data = json.loads((pytester.path / "bad.json").read_text())
     by_config = {v["extra"]["spec"]: v for v in data["verdicts"]}
     # sentence-style references went to the judge, whose replies were never JSON: retried, then recorded

@@ -31,6 +31,7 @@ buckets, ...). Nothing is fatal except an unreadable annotations file.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import random
@@ -124,13 +125,32 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _load_json(path: Path) -> Any:
-    if not path.is_file():
-        raise ConfigError(f"--annotations {path}: no such file")
+def _read_text(path: Path, option: str = "--annotations") -> str:
+    """The text of a UTF-8 annotation file (a leading byte-order mark is dropped); ConfigError naming
+    the option, the file and the problem when it is missing, unreadable or not UTF-8 (with the
+    byte offset of the first byte that is not)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        if not path.is_file():
+            raise ConfigError(f"{option} {path}: no such file")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{option} {path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte offset {exc.start}); "
+                          "save it as UTF-8") from None
+
+
+def _load_json(path: Path, option: str = "--annotations") -> Any:
+    """A JSON annotation file; ConfigError naming the option, the file and the problem (see :func:`_read_text`)."""
+    text = _read_text(path, option)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"--annotations {path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise ConfigError(f"{option} {path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ConfigError(f"{option} {path}: not valid JSON (nested too deeply)") from None
 
 
 # --------------------------------------------------------------------------- groups
@@ -162,7 +182,7 @@ LEISURE = ("socializing", "relaxing", "leisure", "sports", "exercise", "recreati
 
 def activitynet_domains(classes: Path) -> dict[str, str]:
     """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy."""
-    data = _load_json(classes)
+    data = _load_json(classes, "--classes")
     if not isinstance(data, dict) or "taxonomy" not in data or "database" not in data:
         raise ConfigError(f"--classes {classes}: expected ActivityNet's activity_net.v1-3.min.json (keys 'taxonomy', 'database')")
     nodes = {n["nodeName"]: n for n in data["taxonomy"] if isinstance(n, dict) and "nodeName" in n}
@@ -402,7 +422,7 @@ def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Pat
     if not isinstance(data, list):
         raise ConfigError(f"--annotations {annotations}: expected EgoSchema's questions.json (a list)")
     ans_path = answers or annotations.with_name("subset_answers.json")
-    truth = _load_json(ans_path)
+    truth = _load_json(ans_path, "--answers")
     if not isinstance(truth, dict):
         raise ConfigError(f"--answers {ans_path}: expected subset_answers.json (a dict q_uid -> answer index)")
     index = VideoIndex(videos)
@@ -438,7 +458,7 @@ def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | N
         raise ConfigError(f"--annotations {annotations}: no such file")
     index = VideoIndex(videos, recursive=True)
     items = []
-    with annotations.open(newline="", encoding="utf-8") as fh:
+    with io.StringIO(_read_text(annotations), newline="") as fh:
         reader = csv.DictReader(fh)
         need = {"video", "question", "answer", "a0", "a1", "a2", "a3", "a4"}
         if not need <= set(reader.fieldnames or []):

@@ -19,6 +19,12 @@ agree) plus what a schema cannot say: ``answer`` indexes the options, a group li
 distinct known videos, ``start < end``, and ids are unique per line type (a duplicate is
 reported with both line numbers and skipped).
 
+A video line (or a multiple-choice item naming a video by path) whose file cannot be used —
+missing, a symbolic link loop, a path too long for the file system, permission denied, 0 bytes —
+is not a bad line: the item stays in the manifest, so the probes plan its units and lose them
+with the problem as their reason (the plan is the manifest, not what survived loading), and
+``file_problems`` lists it for the warning at the start of a run.
+
 Every problem with the data, here and later in the run (a video that cannot be decoded or is
 too short for the frames a probe asks for), is a :class:`DataProblem`: a kind, the item or file
 it is about, a message, and the manifest line when there is one. :func:`summarize_problems`
@@ -47,8 +53,9 @@ PROBLEM_KINDS = {
     "encoding": "manifest line not UTF-8",
     "bad-line": "malformed manifest line",
     "duplicate-id": "duplicate id",
-    "unknown-video": "reference to an unknown or unusable video",
+    "unknown-video": "reference to an unknown video id",
     "missing-video": "video file not found",
+    "inaccessible-video": "video path cannot be opened (permission, link loop, name too long)",
     "empty-video": "empty video file (0 bytes)",
     "unreadable-video": "not a readable video",
     "truncated-video": "truncated or damaged video",
@@ -73,11 +80,12 @@ class DataProblem:
     line: int | None = None
 
     def __str__(self) -> str:
+        item, file = _short(self.item), _short(self.file)
         if self.file and self.line is not None:
-            return f"{self.file}:{self.line}: {self.message}"
+            return f"{file}:{self.line}: {self.message}"
         if self.file and self.file != self.item:
-            return f"{self.item} ({self.file}): {self.message}"
-        return f"{self.item}: {self.message}"
+            return f"{item} ({file}): {self.message}"
+        return f"{item}: {self.message}"
 
     def key(self) -> tuple[str, str, str, int | None]:
         """What makes two records the same problem (one run logs a problem once per worker or look)."""
@@ -103,6 +111,16 @@ class DataProblem:
             return cls.from_dict(value)
         text = str(value)
         return cls("other", text.split(": ", 1)[0], text.split(": ", 1)[-1])
+
+
+def _short(text: str) -> str:
+    """A path or item name for a message: a name longer than 200 characters (a path the file system
+    rejects as too long) is shown by its two ends (:func:`~pytest_posbias.video.decode.short_path`)."""
+    if len(text) <= 200:
+        return text
+    from ..video.decode import short_path
+
+    return short_path(text)
 
 
 def unique_problems(problems: Iterable[Any]) -> list[DataProblem]:
@@ -178,11 +196,22 @@ class McqItem:
 
 @dataclass
 class Manifest:
+    """A loaded manifest: its items and what is wrong with it.
+
+    ``problems`` are the lines that were skipped (malformed, not UTF-8, duplicate ids, a group
+    naming an unknown video): they are not part of the plan. ``file_problems`` are items whose
+    video file cannot be used (missing, a symbolic link loop, a path too long, permission denied,
+    0 bytes): those items stay in the plan, and the units that need them are lost with the
+    problem as their reason when a probe reaches them (DESIGN.md section 5: units whose data
+    vanished are planned and lost, never unplanned).
+    """
+
     path: Path
     videos: dict[str, VideoItem] = field(default_factory=dict)
     groups: list[GroupItem] = field(default_factory=list)
     mcq: list[McqItem] = field(default_factory=list)
     problems: list[DataProblem] = field(default_factory=list)
+    file_problems: list[DataProblem] = field(default_factory=list)
 
     def configurations(self, P: int | None = None) -> list[tuple[str, str, int]]:
         """(domain, bucket, P) of the groups, in first-seen order."""
@@ -215,13 +244,18 @@ class Manifest:
 
 def require_usable(path: str | Path) -> Manifest:
     """Load a manifest and raise :class:`~pytest_posbias.errors.ConfigError` naming the file when
-    it holds no usable item at all (no video, group or multiple-choice item survived validation)."""
+    it holds no usable item at all: no video, group or multiple-choice item survived validation,
+    or every item's video file is unusable (``file_problems``: a run could measure nothing)."""
     m = load_manifest(path)
-    if m.videos or m.groups or m.mcq:
+    bad = {p.file for p in m.file_problems}
+    if any(str(v.path) not in bad for v in m.videos.values()) or any(str(q.path) not in bad for q in m.mcq):
         return m
-    first = "; ".join(str(x) for x in m.problems[:3])
-    more = f" (+{len(m.problems) - 3} more)" if len(m.problems) > 3 else ""
-    why = f"{len(m.problems)} bad lines: {first}{more}" if m.problems else "the file holds no item lines"
+    problems = [*m.problems, *m.file_problems]
+    first = "; ".join(str(x) for x in problems[:3])
+    more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+    what = " and ".join(x for x in (f"{len(m.problems)} bad lines" if m.problems else "",
+                                    f"{len(m.file_problems)} unusable video files" if m.file_problems else "") if x)
+    why = f"{what}: {first}{more}" if problems else "the file holds no item lines"
     raise ConfigError(f"{m.path}: no usable item in the manifest ({why}); check it with `posbias data validate --out {m.path}`")
 
 
@@ -359,9 +393,18 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
 
 
 def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
-    """Read and validate a manifest; bad lines are recorded in ``problems`` (as :class:`DataProblem`) and skipped."""
+    """Read and validate a manifest; bad lines are recorded in ``problems`` (as :class:`DataProblem`) and skipped.
+
+    With ``check_files``, every video file is looked at (no decoding,
+    :func:`~pytest_posbias.video.decode.check_video_path`): an item whose file is missing or
+    unusable stays in the manifest, and the problem goes to ``file_problems`` (once per file) for
+    the warning at the start of a run; the probes plan its units and lose them with that reason."""
     p = Path(path)
-    if not p.is_file():
+    try:
+        found = p.is_file()
+    except OSError as exc:  # a path too long for the file system, a symbolic link loop, ...
+        raise ManifestError(_short(str(p)), 0, f"cannot open the manifest ({exc.strerror or exc})") from None
+    if not found:
         raise ManifestError(p, 0, "manifest file does not exist")
     m = Manifest(p)
     base = p.parent
@@ -371,6 +414,24 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
 
     def problem(kind: str, item: str, n: int, message: str) -> None:
         m.problems.append(DataProblem(kind, item, message, str(p), n))
+
+    checked: dict[str, DataProblem | None] = {}
+
+    def check(item: str, video: Path, n: int, *, note: str = "") -> None:
+        """Record (once per file) why ``video`` cannot be used; the item stays in the plan."""
+        from ..errors import VideoError
+        from ..video.decode import check_video_path, problem_kind
+
+        key = str(video)
+        if key not in checked:
+            try:
+                check_video_path(video)
+                checked[key] = None
+            except VideoError as exc:
+                found = DataProblem(problem_kind(exc), item, f"{exc.problem}{note} (manifest line {n}); its units "
+                                    "are planned and count as lost", key)
+                checked[key] = found
+                m.file_problems.append(found)
 
     def duplicate(what: str, item_id: str, n: int) -> bool:
         first = first_line.setdefault((what, item_id), n)
@@ -403,10 +464,9 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
         if isinstance(item, VideoItem):
             if duplicate("video", item.id, n):
                 continue
-            if check_files and not item.path.exists():
-                problem("missing-video", f"video {item.id!r}", n, f"video {item.id!r}: file not found: {item.path}")
-            else:
-                m.videos[item.id] = item
+            m.videos[item.id] = item
+            if check_files:
+                check(f"video {item.id!r}", item.path, n)
         elif isinstance(item, GroupItem):
             if not duplicate("group", item.id, n):
                 pending_groups.append((n, item))
@@ -415,15 +475,15 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     for n, g in pending_groups:
         missing = [v for v in g.videos if v not in m.videos]
         if missing:
-            problem("unknown-video", f"group {g.id!r}", n, f"group {g.id!r}: unknown or unusable videos {missing}")
+            problem("unknown-video", f"group {g.id!r}", n, f"group {g.id!r}: unknown videos {missing} (no valid video "
+                    "line has these ids)")
         else:
             m.groups.append(g)
     for n, q in pending_mcq:
         if q.video in m.videos:
             q = McqItem(q.id, q.video, m.videos[q.video].path, q.question, q.options, q.answer, q.start, q.end, q.tags, q.kind, q.source)
-        elif check_files and not q.path.exists():
-            problem("missing-video", f"mcq {q.id!r}", n, f"mcq {q.id!r}: video not found: {q.video}")
-            continue
+        elif check_files:
+            check(f"mcq {q.id!r}", q.path, n, note=f" (video {q.video!r} is not a video id of the manifest either)")
         m.mcq.append(q)
     return m
 

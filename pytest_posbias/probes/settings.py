@@ -6,6 +6,11 @@ ten option orderings, greedy, 4 new tokens) and VideoSTF (500 new tokens, greedy
 30 trials, attack cap 30). Sample sizes (groups, items, videos) are maximum sample sizes of
 the group-sequential design, chosen from the calibration table in the README (80% power at
 twice the default threshold); a gate usually stops at 1/4 or 1/2 of them.
+
+Each setting is checked, when pytest starts and before any model call, against the range where
+its gate still measures something and the backends accept it: at least 2 option orderings, 2
+phases and 2 distinct samplers (with one there is nothing to flip between), ``top_p`` in (0, 1],
+``temperature`` in [0, 2], stressor frame counts of at least 4 (Replace 2 needs 2 sources and 2 targets).
 """
 
 from __future__ import annotations
@@ -16,19 +21,24 @@ from typing import Any
 from ..errors import ConfigError
 
 
-def _int_ge(lo: int) -> Callable[[str, Any], int]:
+def _int_ge(lo: int, why: str = "") -> Callable[[str, Any], int]:
+    """An integer >= ``lo``; ``why`` says what a smaller value would do to the gate (for the message)."""
     def check(where: str, v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ConfigError(f"{where} must be an integer >= {lo}; got {v!r}")
+            raise ConfigError(f"{where} must be an integer >= {lo}{f' ({why})' if why else ''}; got {v!r}")
         return int(v)
 
     return check
 
 
-def _float_in(lo: float, hi: float) -> Callable[[str, Any], float]:
+def _float_in(lo: float, hi: float, *, lo_open: bool = False, why: str = "") -> Callable[[str, Any], float]:
+    """A number in [lo, hi] (``lo_open``: in (lo, hi]); ``why`` says what the range is for (for the message)."""
     def check(where: str, v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= float(v) <= hi:
-            raise ConfigError(f"{where} must be a number in [{lo}, {hi}]; got {v!r}")
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and (lo < float(v) if lo_open else lo <= float(v)) \
+            and float(v) <= hi
+        if not ok:
+            rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+            raise ConfigError(f"{where} must be a number in {rng}{f' ({why})' if why else ''}; got {v!r}")
         return float(v)
 
     return check
@@ -43,12 +53,12 @@ def _choice(*allowed: str) -> Callable[[str, Any], str]:
     return check
 
 
-def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1) -> Callable[[str, Any], list[int]]:
+def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1, why: str = "") -> Callable[[str, Any], list[int]]:
     def check(where: str, v: Any) -> list[int]:
         if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in v):
             raise ConfigError(f"{where} must be a non-empty list of integers >= {lo}; got {v!r}")
         if allowed is not None and any(x not in allowed for x in v):
-            raise ConfigError(f"{where} values must be among {allowed}; got {v!r}")
+            raise ConfigError(f"{where} values must be among {allowed}{f' ({why})' if why else ''}; got {v!r}")
         return [int(x) for x in v]
 
     return check
@@ -70,13 +80,18 @@ PRESETS = ("qwen-vl-utils", "lmms-eval", "videostf", "internvl", "vlmevalkit")
 
 
 def _sampler_list() -> Callable[[str, Any], list[str]]:
-    """Conventions, or preset specs ``"name"`` / ``"name:knob=value,..."`` (checked by the preset)."""
+    """Conventions, or preset specs ``"name"`` / ``"name:knob=value,..."`` (checked by the preset);
+    at least two distinct ones: the flip gate counts answers that change between samplers, and with
+    one sampler nothing can change (a flip rate of 0 by construction)."""
     names = _str_list()
 
     def check(where: str, v: Any) -> list[str]:
         from ..video.samplers import is_preset_spec, parse_spec
 
         out = names(where, v)
+        if len(set(out)) < 2:
+            raise ConfigError(f"{where} must list at least 2 distinct samplers (the flip gate compares answers between "
+                              f"them; with one, nothing can flip); got {v!r}")
         for x in out:
             if x in SAMPLERS:
                 continue
@@ -98,8 +113,9 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "frames_short": _int_ge(1),
         "frames_long": _int_ge(1),
         "resolution": _int_ge(16),
-        "temperature": _float_in(0.0, 2.0),
-        "top_p": _float_in(0.0, 1.0),
+        "temperature": _float_in(0.0, 2.0, why="0 is greedy; OpenAI-compatible servers accept at most 2"),
+        "top_p": _float_in(0.0, 1.0, lo_open=True, why="nucleus sampling keeps the smallest set of tokens whose "
+                           "probability reaches top_p: 0 keeps none, and the backends reject it"),
         "max_new_tokens": _int_ge(8),
         "boundary": _choice("black", "text"),
         "placement": _choice("prompt-first", "video-first"),
@@ -111,16 +127,20 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "items": _int_ge(2),
         "equivalence_items": _int_ge(2),
         "budgets": _int_list((4, 8, 16, 32)),
-        "phases": _int_ge(2),
+        "phases": _int_ge(2, "the phase gate counts answers that change between sampling phases: with one phase "
+                            "nothing can change"),
         "budget": _int_ge(1),
-        "orderings": _int_ge(1),
+        "orderings": _int_ge(2, "the order gate counts answers that change between option orderings: with one "
+                                "ordering nothing can change, a flip rate of 0 by construction"),
         "samplers": _sampler_list(),
         "resolution": _int_ge(16),
         "max_new_tokens": _int_ge(1),
     },
     "stressor": {
         "videos": _int_ge(2),
-        "frames": _int_list((1, 2, 4, 8, 16, 24, 32)),
+        "frames": _int_list((4, 8, 16, 24, 32), why="Replace 2 copies 2 frames over 2 others and Delete 2 must "
+                            "leave frames to show: fewer than 4 frames stop the probe, and Reverse or Shuffle of 1 frame "
+                            "changes nothing"),
         "trials": _int_ge(1),
         "attack_cap": _int_ge(1),
         "max_new_tokens": _int_ge(8),

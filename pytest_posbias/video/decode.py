@@ -15,9 +15,11 @@ Resizing policy (recorded with every frame request):
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,10 @@ class TruncatedVideoError(VideoDecodeError):
     """The file starts like a video container but cannot be read to the end (cut short or damaged)."""
 
 
+class InaccessibleVideoError(VideoDecodeError):
+    """The path cannot be opened: permission denied, a symbolic link loop, a name too long for the file system."""
+
+
 class TooShortError(FrameRangeError):
     """The clip has fewer frames than a request asks for (DESIGN.md section 8: never padded with repeats)."""
 
@@ -44,6 +50,7 @@ class TooShortError(FrameRangeError):
 def problem_kind(exc: VideoError) -> str:
     """The data-problem kind of a video error (see :data:`pytest_posbias.data.manifest.PROBLEM_KINDS`)."""
     for cls, kind in ((VideoNotFoundError, "missing-video"), (EmptyVideoError, "empty-video"),
+                      (InaccessibleVideoError, "inaccessible-video"),
                       (TruncatedVideoError, "truncated-video"), (TooShortError, "too-short"),
                       (VideoDecodeError, "unreadable-video")):
         if isinstance(exc, cls):
@@ -160,17 +167,65 @@ def _av() -> Any | None:
     return av
 
 
-def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise VideoNotFoundError(path, "file does not exist")
-    if path.is_dir():
-        if not frame_files(path):
-            raise VideoDecodeError(path, "folder holds no frame images")
-        return
-    if not path.is_file():
-        raise VideoDecodeError(path, "not a regular file")
-    if path.stat().st_size == 0:
-        raise EmptyVideoError(path, "file is empty (0 bytes)")
+LONG_PATH = 200  # characters of a path shown whole in a message; a longer one is shortened (:func:`short_path`)
+
+
+def short_path(path: str | os.PathLike[str], *, limit: int = LONG_PATH) -> str:
+    """``path`` as text for a message: whole when it has at most ``limit`` characters, else its first
+    and last ``limit // 2 - 20`` characters around the count of characters left out, so a
+    5,000-character path names its file without filling the terminal."""
+    text = str(path)
+    if len(text) <= limit:
+        return text
+    keep = max(10, limit // 2 - 20)
+    return f"{text[:keep]}[... {len(text) - 2 * keep} characters ...]{text[-keep:]}"
+
+
+def _os_problem(exc: OSError, path: Path) -> VideoError:
+    """The video error for an ``OSError`` met while looking at ``path`` (before any decoding)."""
+    code = exc.errno
+    if code in (errno.ENOENT, errno.ENOTDIR):
+        dangling = code == errno.ENOENT and os.path.islink(path)
+        return VideoNotFoundError(path, "file does not exist" + (" (a symbolic link to a missing target)" if dangling else ""))
+    if code == errno.ELOOP:
+        return InaccessibleVideoError(path, "cannot be opened: a symbolic link loop (too many levels of symbolic links)")
+    if code == errno.ENAMETOOLONG:
+        longest = max((len(part.encode("utf-8", "surrogateescape")) for part in path.parts), default=0)
+        return InaccessibleVideoError(path, f"cannot be opened: the path is too long for the file system "
+                                            f"({len(str(path))} characters, longest name {longest} bytes)")
+    if code in (errno.EACCES, errno.EPERM):
+        return InaccessibleVideoError(path, "cannot be opened: permission denied (a folder on the path cannot be "
+                                            "searched, or the file cannot be read)")
+    return InaccessibleVideoError(path, f"cannot be opened: {exc.strerror or exc}")
+
+
+def check_video_path(path: str | os.PathLike[str]) -> None:
+    """Raise the :class:`~pytest_posbias.errors.VideoError` that says why ``path`` cannot be used as a
+    video, from the file system alone (no decoding): it does not exist (also a dangling symbolic
+    link), it cannot be opened (:class:`InaccessibleVideoError`: a symbolic link loop, a path too
+    long for the file system, permission denied), it is neither a regular file nor a folder of frame
+    images, or it is empty (:class:`EmptyVideoError`). Returns None for a path a decoder may try.
+
+    The manifest loader calls it for every video at the start of a run (a warning naming each bad
+    item) and :func:`probe` calls it before decoding, so a unit that needs such a video is planned
+    and lost with this reason, whatever the problem is."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        if stat.S_ISDIR(st.st_mode):
+            if not os.access(p, os.R_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, "permission denied")
+            if not frame_files(p):
+                raise VideoDecodeError(p, "folder holds no frame images")
+            return
+        if not stat.S_ISREG(st.st_mode):
+            raise VideoDecodeError(p, "not a regular file")
+        if st.st_size == 0:
+            raise EmptyVideoError(p, "file is empty (0 bytes)")
+        if not os.access(p, os.R_OK):
+            raise PermissionError(errno.EACCES, "permission denied")
+    except OSError as exc:
+        raise _os_problem(exc, p) from None
 
 
 def _probe_decord(path: Path) -> tuple[int, float, int, int] | None:
@@ -215,7 +270,7 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
 def probe(path: str | os.PathLike[str]) -> VideoInfo:
     """Frame count, fps, duration and size of a clip (decord, else PyAV)."""
     p = Path(path)
-    _check_file(p)
+    check_video_path(p)
     sha = content_hash(p)
     if p.is_dir():
         from PIL import Image
