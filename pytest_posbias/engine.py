@@ -432,11 +432,17 @@ class CallStats:
     ``model_seconds`` sums per-call client time (concurrent calls overlap, so it can exceed
     the wall time); ``wall_seconds`` is the elapsed time spent waiting on the backend;
     ``server_seconds`` sums server-side time where the endpoint reports it. Token counters
-    add up the calls made (not cache hits): prompt, visual (where known) and output tokens."""
+    add up the calls made (not cache hits): prompt, visual (where known) and output tokens.
+
+    ``made``, ``cache_hits`` and ``rereads`` count distinct cache keys per engine call: a key
+    asked for twice in one call is one request, made once or served once from the cache, so
+    ``cache_hits`` never exceeds the rows the cache holds for the run's requests. Each process
+    counts its own: under pytest-xdist a key that two workers both read from an earlier run's
+    cache is a hit in each."""
 
     made: int = 0
-    cache_hits: int = 0  # first answers of this run found in the cache (made by an earlier run or another worker)
-    rereads: int = 0  # requests repeated within this run (a later sequential look), answered from this run's own answers
+    cache_hits: int = 0  # distinct keys first found in the cache in this run (made by an earlier run or another worker)
+    rereads: int = 0  # distinct keys asked again within this run (a later sequential look), answered from this run's own answers
     failed: int = 0
     model_seconds: float = 0.0
     shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)
@@ -509,12 +515,13 @@ class Engine:
         for k, r in zip(keys, requests, strict=True):
             if k not in results and k not in todo:
                 todo[k] = r
-        hits = sum(1 for k in keys if k in cached)
+        found = [k for k in dict.fromkeys(keys) if k in cached]  # distinct keys: a key asked twice in one call is one request
+        hits = len(found)
         with self._lock:
-            repeat = sum(1 for k in keys if k in cached and k in self._answered)
+            repeat = sum(1 for k in found if k in self._answered)
             self.stats.rereads += repeat
             self.stats.cache_hits += hits - repeat
-            self._answered.update(k for k in keys if k in cached)
+            self._answered.update(found)
         for k, r in zip(keys, requests, strict=True):
             if k in cached:
                 self._log(probe, k, r, cached[k], cache_hit=True)
