@@ -132,7 +132,8 @@ class RunContext:
         # an unusable video (empty, not a video, truncated, too short) is logged as a data problem when found
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
-        self.cache = GenerationCache(self.cache_dir / "generations.sqlite")
+        self.cache = GenerationCache(self.cache_dir / "generations.sqlite",
+                                     read_only=self.options.get("cache_mode") == "read-only")
         self.run_dir = self.cache_dir / "runs" / run_id
         header = {
             "run_id": run_id,
@@ -159,8 +160,17 @@ class RunContext:
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
                              batch_size=self.options.get("batch_size"), progress=self._on_progress)
+        self.cache.on_unstored = self._unstored
         if share is not None and not self.options.get("plan"):  # pytest-xdist: see work_share
             self.engine.share = share
+
+    def _unstored(self, n: int, reason: str) -> None:
+        """Count answers the cache could not store (the summary shows them) and say the first reason."""
+        with self.engine._lock:
+            first = self.engine.stats.unstored == 0
+            self.engine.stats.unstored += n
+        if first:
+            self.note(f"answers are not stored: {reason}; they are counted and the next run makes them again")
 
     @classmethod
     def create(cls, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str, run_id: str,
