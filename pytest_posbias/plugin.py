@@ -484,6 +484,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "cache": config.getoption("--posbias-cache") or pcfg.get("cache", ".posbias"),
         "cache_mode": config.getoption("--posbias-cache-mode") or "read-write",
         "cache_repair": config.getoption("--posbias-cache-repair") or "stop",
+        "keep_runs": pcfg.get("keep_runs"),
         "report": config.getoption("--posbias-report") or pcfg.get("report"),
         "report_dir": pcfg.get("report_dir", "reports"),
         "json": config.getoption("--posbias-json"),

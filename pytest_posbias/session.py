@@ -549,7 +549,8 @@ def finish_run(
     errored: Sequence[Mapping[str, Any]] = (),
     log_follower: RunLogFollower | None = None,
 ) -> Path | None:
-    """Merge the workers' logs into ``run.jsonl`` (+ verdicts) and render the report.
+    """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the run folders beyond
+    ``options['keep_runs']`` (:func:`.retention.prune_runs`; never this run's) and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
     ``log_follower``: the one that read this run's logs while they grew (the xdist controller's).
@@ -600,6 +601,12 @@ def finish_run(
     del pairs
     if terminal is not None:
         terminal.write_line(f"[posbias] run log: {path}")
+    if options.get("keep_runs"):  # [tool.posbias] keep_runs: the older run folders go (never this run's)
+        from .retention import prune_runs
+
+        pruned = prune_runs(cache_dir, keep_runs=int(options["keep_runs"]), keep=[run_id])
+        if terminal is not None and pruned.removed:
+            terminal.write_line(f"[posbias] keep_runs = {options['keep_runs']}: {pruned.line()}")
     try:
         from .report.render import write_reports
     except ImportError:
