@@ -793,7 +793,7 @@ def _check_cache_before_calls(config: pytest.Config) -> None:
     opts = _options(config)
     folder = Path(str(opts["cache"]))
     folder = folder if folder.is_absolute() else Path(str(config.rootpath)) / folder
-    asked = (posbias_config(config).source != "<defaults>" or config.getoption("--model") or
+    asked = ("[tool.posbias]" in posbias_config(config).source or config.getoption("--model") or
              config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode") or
              config.getoption("--posbias-cache-repair"))
     if not asked and not folder.exists():

@@ -252,3 +252,17 @@ def test_move_aside_and_read_only_runs_go_on_and_say_what_they_did(pytester, sma
     assert "is used read-only" in out3
     assert calls["unstored"] == calls["made"] - calls["failed"] > 0  # a new seed: new requests, none stored
     assert f"{calls['unstored']} answers not stored in the cache" in out3
+
+
+def test_under_xdist_the_controller_checks_once_before_any_worker_starts(pytester):
+    pytest.importorskip("xdist")
+    project(pytester)
+    path = filled_cache(pytester.path / ".posbias", n=50)
+    checkpointed(path)
+    damage(path, "empty")
+    res = pytester.runpytest_subprocess("suites", "-m", "order", "--model", "sim:unbiased", "-p", "no:randomly",
+                                        "-n", "2", timeout=120)
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert len([ln for ln in out.splitlines() if "is damaged" in ln]) == 1, out[-3000:]
+    assert "0 bytes" in out and "INTERNALERROR" not in out and "gw0" not in out
