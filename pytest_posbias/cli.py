@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import scaffold
 
     scaffold.register(sub, _register)  # posbias init
+    from . import retention
+
+    retention.register(sub, _register)  # posbias cache prune
     return parser
 
 

@@ -251,6 +251,7 @@ _SCALARS: dict[str, Any] = {
     "alpha": _alpha,
     "seed": _seed,
     "cache": _str,
+    "keep_runs": _pos_int,
     "report": _str,
     "report_dir": _str,
     "data": _str,

@@ -208,12 +208,30 @@ class Backend(Protocol):
 
 
 class GenerationCache:
-    """SQLite (WAL) key → Generation; safe for several processes (pytest-xdist workers)."""
+    """SQLite (WAL) key → Generation; safe for several processes (pytest-xdist workers).
 
-    def __init__(self, path: str | Path) -> None:
+    ``read_only=True`` opens an existing database read-only (``--posbias-cache-mode
+    read-only``): answers are read, nothing is written. An answer that cannot be stored (read
+    only, or a write the database refuses: a read-only file, a full disk) is not an error of
+    the run: it is counted in ``unstored`` (with the first reason in ``unstored_reason``) and
+    reported through ``on_unstored(n, reason)``, and the next run makes it again. A cached
+    row whose payload is not a valid Generation is a miss (made again, its row replaced),
+    counted in ``unreadable``. :func:`.cache_check.check_cache` checks the file before a run."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = bool(read_only)
+        self.unstored = 0
+        self.unstored_reason = ""
+        self.unreadable = 0
+        self.on_unstored: Callable[[int, str], None] | None = None
         self._lock = threading.Lock()
+        if self.read_only:
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
+                                         check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA busy_timeout=60000")
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
         # Switching a new database to WAL takes an exclusive lock that SQLite does not wait for
         # (no busy handler): two xdist workers opening a fresh cache at once got "database is
@@ -239,21 +257,42 @@ class GenerationCache:
                 chunk = keys[i : i + 500]
                 q = f"SELECT key, payload FROM generations WHERE key IN ({','.join('?' * len(chunk))})"
                 for k, payload in self._conn.execute(q, chunk):
-                    out[k] = Generation.from_dict(json.loads(payload))
+                    try:
+                        out[k] = Generation.from_dict(json.loads(payload))
+                    except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: a miss
+                        self.unreadable += 1
         return out
 
     def put_many(self, items: Iterable[tuple[str, str, Generation]]) -> None:
+        """Store answers in one transaction; what cannot be stored is counted (see the class)."""
         rows = [(k, m, time.time(), json.dumps(g.to_dict(), sort_keys=True)) for k, m, g in items]
         if not rows:
             return
+        if self.read_only:
+            self._not_stored(len(rows), f"the cache {self.path} is open read-only (--posbias-cache-mode read-only)")
+            return
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.executemany("INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?)", rows)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany("INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?)", rows)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:  # read-only file, full disk, I/O error: the answers stand, unstored
+                reason = f"the cache {self.path} refused the write ({type(exc).__name__}: {exc})"
+            else:
+                return
+        self._not_stored(len(rows), reason)
+
+    def _not_stored(self, n: int, reason: str) -> None:
+        with self._lock:
+            self.unstored += n
+            self.unstored_reason = self.unstored_reason or reason
+        if self.on_unstored is not None:
+            self.on_unstored(n, reason)
 
     def __len__(self) -> int:
         with self._lock:
@@ -432,11 +471,17 @@ class CallStats:
     ``model_seconds`` sums per-call client time (concurrent calls overlap, so it can exceed
     the wall time); ``wall_seconds`` is the elapsed time spent waiting on the backend;
     ``server_seconds`` sums server-side time where the endpoint reports it. Token counters
-    add up the calls made (not cache hits): prompt, visual (where known) and output tokens."""
+    add up the calls made (not cache hits): prompt, visual (where known) and output tokens.
+
+    ``made``, ``cache_hits`` and ``rereads`` count distinct cache keys per engine call: a key
+    asked for twice in one call is one request, made once or served once from the cache, so
+    ``cache_hits`` never exceeds the rows the cache holds for the run's requests. Each process
+    counts its own: under pytest-xdist a key that two workers both read from an earlier run's
+    cache is a hit in each."""
 
     made: int = 0
-    cache_hits: int = 0  # first answers of this run found in the cache (made by an earlier run or another worker)
-    rereads: int = 0  # requests repeated within this run (a later sequential look), answered from this run's own answers
+    cache_hits: int = 0  # distinct keys first found in the cache in this run (made by an earlier run or another worker)
+    rereads: int = 0  # distinct keys asked again within this run (a later sequential look), answered from this run's own answers
     failed: int = 0
     model_seconds: float = 0.0
     shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)
@@ -446,13 +491,14 @@ class CallStats:
     prompt_tokens: int = 0
     visual_tokens: int = 0
     output_tokens: int = 0
+    unstored: int = 0  # answers made that the cache could not store (read-only, a refused write): made again next run
 
     def snapshot(self) -> dict[str, Any]:
         return {"made": self.made, "cache_hits": self.cache_hits, "rereads": self.rereads, "failed": self.failed,
                 "model_seconds": round(self.model_seconds, 6), "shared": self.shared, "retries": self.retries,
                 "wall_seconds": round(self.wall_seconds, 6), "server_seconds": round(self.server_seconds, 6),
                 "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
-                "output_tokens": self.output_tokens}
+                "output_tokens": self.output_tokens, "unstored": self.unstored}
 
     def add_calls(self, gens: Sequence[Generation], *, wall: float) -> None:
         """Count a finished batch of calls (caller holds the engine lock)."""
@@ -509,12 +555,13 @@ class Engine:
         for k, r in zip(keys, requests, strict=True):
             if k not in results and k not in todo:
                 todo[k] = r
-        hits = sum(1 for k in keys if k in cached)
+        found = [k for k in dict.fromkeys(keys) if k in cached]  # distinct keys: a key asked twice in one call is one request
+        hits = len(found)
         with self._lock:
-            repeat = sum(1 for k in keys if k in cached and k in self._answered)
+            repeat = sum(1 for k in found if k in self._answered)
             self.stats.rereads += repeat
             self.stats.cache_hits += hits - repeat
-            self._answered.update(k for k in keys if k in cached)
+            self._answered.update(found)
         for k, r in zip(keys, requests, strict=True):
             if k in cached:
                 self._log(probe, k, r, cached[k], cache_hit=True)

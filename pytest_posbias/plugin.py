@@ -218,6 +218,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "summaries and PR comments, e.g. $GITHUB_STEP_SUMMARY")
     group.addoption("--posbias-cache", type=_path_type("--posbias-cache"), default=None, metavar="DIR",
                     help="generation cache and run logs (default .posbias/)")
+    group.addoption("--posbias-cache-mode", choices=("read-write", "read-only"), default=None,
+                    help="read-write (default), or read-only: use the cached answers of a cache that cannot be "
+                         "written; new answers are made and counted, not stored")
+    group.addoption("--posbias-cache-repair", choices=("stop", "move-aside"), default=None,
+                    help="a damaged generation cache: stop the run at start (default), or move-aside: rename it "
+                         "to generations.sqlite.damaged-<UTC time> and start a new cache (its answers are made again)")
     group.addoption("--posbias-seed", type=_seed_type, default=None, metavar="INT",
                     help="seed for sampling, orderings, stressors and bootstraps (default 0)")
     group.addoption("--posbias-mode", type=_mode_type, default=None, metavar="detect|certify",
@@ -548,6 +554,9 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
         "seed": config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None else pcfg.get("seed", 0),
         "cache": config.getoption("--posbias-cache") or pcfg.get("cache", ".posbias"),
+        "cache_mode": config.getoption("--posbias-cache-mode") or "read-write",
+        "cache_repair": config.getoption("--posbias-cache-repair") or "stop",
+        "keep_runs": pcfg.get("keep_runs"),
         "report": config.getoption("--posbias-report") or pcfg.get("report"),
         "report_dir": pcfg.get("report_dir", "reports"),
         "json": config.getoption("--posbias-json"),
@@ -835,6 +844,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # unconfigure hands it back: the enclosing run's later reports must reach its own state
     session.config.stash[_STASH_OUTER_STATE] = _STATE_HOLDER.get("state")
     _STATE_HOLDER["state"] = session.config.stash[_STASH_STATE]
+    _check_cache_before_calls(session.config)
     _check_endpoints_before_workers(session.config)
     _warn_unusable_videos(session.config)
     _start_worker_progress(session.config)
@@ -842,6 +852,35 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state.warm_up = start_controller_warm_up(session.config)
     if _STASH_RUN_ID in session.config.stash:
         state.log_follower = start_log_follower(session.config, _run_dir(session.config), state.stop)
+
+
+def _check_cache_before_calls(config: pytest.Config) -> None:
+    """Serial run or xdist controller (once, before any worker starts): check the cache folder and
+    its database (:func:`.cache_check.check_cache`); a damaged or unwritable cache is a usage error
+    with one line naming the file and the choices. Skipped for a project that uses no cache (no
+    ``[tool.posbias]``, no posbias option, no cache folder yet) and where no model is called."""
+    if getattr(config, "workerinput", None) is not None:
+        return
+    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
+        return
+    opts = _options(config)
+    folder = Path(str(opts["cache"]))
+    folder = folder if folder.is_absolute() else Path(str(config.rootpath)) / folder
+    asked = ("[tool.posbias]" in posbias_config(config).source or config.getoption("--model") or
+             config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode") or
+             config.getoption("--posbias-cache-repair"))
+    if not asked and not folder.exists():
+        return
+    from .cache_check import check_cache
+
+    try:
+        found = check_cache(folder, mode=opts["cache_mode"], repair=opts["cache_repair"])
+    except ConfigError as exc:
+        raise pytest.UsageError(f"posbias: {exc}") from None
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    for line in found.lines():
+        if tr is not None:
+            tr.write_line(f"[posbias] {line}", yellow=True)
 
 
 def _check_endpoints_before_workers(config: pytest.Config) -> None:

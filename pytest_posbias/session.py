@@ -132,7 +132,8 @@ class RunContext:
         # an unusable video (empty, not a video, truncated, too short) is logged as a data problem when found
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
-        self.cache = GenerationCache(self.cache_dir / "generations.sqlite")
+        self.cache = GenerationCache(self.cache_dir / "generations.sqlite",
+                                     read_only=self.options.get("cache_mode") == "read-only")
         self.run_dir = self.cache_dir / "runs" / run_id
         header = {
             "run_id": run_id,
@@ -159,8 +160,17 @@ class RunContext:
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
                              batch_size=self.options.get("batch_size"), progress=self._on_progress)
+        self.cache.on_unstored = self._unstored
         if share is not None and not self.options.get("plan"):  # pytest-xdist: see work_share
             self.engine.share = share
+
+    def _unstored(self, n: int, reason: str) -> None:
+        """Count answers the cache could not store (the summary shows them) and say the first reason."""
+        with self.engine._lock:
+            first = self.engine.stats.unstored == 0
+            self.engine.stats.unstored += n
+        if first:
+            self.note(f"answers are not stored: {reason}; they are counted and the next run makes them again")
 
     @classmethod
     def create(cls, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str, run_id: str,
@@ -549,7 +559,8 @@ def finish_run(
     errored: Sequence[Mapping[str, Any]] = (),
     log_follower: RunLogFollower | None = None,
 ) -> Path | None:
-    """Merge the workers' logs into ``run.jsonl`` (+ verdicts) and render the report.
+    """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the run folders beyond
+    ``options['keep_runs']`` (:func:`.retention.prune_runs`; never this run's) and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
     ``log_follower``: the one that read this run's logs while they grew (the xdist controller's).
@@ -600,6 +611,12 @@ def finish_run(
     del pairs
     if terminal is not None:
         terminal.write_line(f"[posbias] run log: {path}")
+    if options.get("keep_runs"):  # [tool.posbias] keep_runs: the older run folders go (never this run's)
+        from .retention import prune_runs
+
+        pruned = prune_runs(cache_dir, keep_runs=int(options["keep_runs"]), keep=[run_id])
+        if terminal is not None and pruned.removed:
+            terminal.write_line(f"[posbias] keep_runs = {options['keep_runs']}: {pruned.line()}")
     try:
         from .report.render import write_reports
     except ImportError:

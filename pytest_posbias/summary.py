@@ -122,6 +122,9 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
     if calls.get("retries"):
         parts[-1] += f" ({int(calls['retries'])} retries of transient errors)"
+    unstored = int(calls.get("unstored", 0) or 0)
+    if unstored:  # a read-only cache, or writes the database refused: the next run makes them again
+        parts.append(f"{unstored} answers not stored in the cache")
     rereads = int(calls.get("rereads", 0) or 0)
     if rereads:  # not cache hits of an earlier run: this run's own answers asked for again (later looks)
         parts.append(f"{rereads} repeated requests answered from this run's own calls")

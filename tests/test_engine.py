@@ -103,6 +103,20 @@ def test_rerun_makes_zero_backend_calls(tmp_path, synthetic_clips):
     assert (e2.stats.cache_hits, e2.stats.rereads) == (len(reqs), 2)
 
 
+def test_served_from_the_cache_counts_distinct_keys_not_duplicates_in_a_batch(tmp_path, synthetic_clips):
+    store = FrameStore()
+    backend = CountingBackend(SimBackend("unbiased", store))
+    reqs = [_req(FrameSpec.from_video(synthetic_clips[0], [0, 10 + k, 40]), "Describe the video.") for k in range(3)]
+    cache = GenerationCache(tmp_path / "c.sqlite")
+    Engine(cache, backend_for=lambda m: backend).run(reqs)
+    eng = Engine(GenerationCache(tmp_path / "c.sqlite"), backend_for=lambda m: backend)  # a later run
+    eng.run([reqs[0], reqs[0], reqs[0], reqs[1], reqs[1]])  # one batch asking two cached keys five times
+    assert (eng.stats.cache_hits, eng.stats.rereads, eng.stats.made) == (2, 0, 0)
+    assert eng.stats.cache_hits <= len(cache)
+    eng.run([reqs[1], reqs[1], reqs[2]])  # reqs[1] again (a re-read), reqs[2] a first hit
+    assert (eng.stats.cache_hits, eng.stats.rereads) == (3, 1)
+
+
 def test_failed_requests_are_recorded_not_cached(tmp_path, synthetic_clips):
     from pytest_posbias.errors import BackendError
 

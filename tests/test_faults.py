@@ -131,6 +131,44 @@ def test_circuit_breaker_bounds_a_dead_endpoint(video):
     assert b.counters["breaker_rejected"] == 8
 
 
+def test_requests_waiting_for_a_retry_fail_at_once_when_the_breaker_opens(video):
+    # request 0 hangs on every attempt; the others get 503 at once, so the breaker opens while
+    # request 0 is still in its retry cycle (9 attempts of 0.4 s): it must stop there, not run it out
+    with FaultServer(rates={"503": 1.0}, max_faults_per_request=999, hang_s=5.0,
+                     hang_if=lambda p: p.startswith("Question 0:")) as srv:
+        b = backend(srv.url, retries=8, timeout=0.4, base_delay=0.001, concurrency=2, breaker_after=1)
+        t0 = time.monotonic()
+        gens = b.generate(requests_for(video, 6))
+        elapsed = time.monotonic() - t0
+        b.close()
+    assert not any(g.ok for g in gens)
+    assert "circuit breaker is open" in gens[0].error and "not retried after" in gens[0].error, gens[0].error
+    assert gens[0].attempts < 9
+    assert all("not sent" in g.error for g in gens[2:]), [g.error for g in gens]
+    assert elapsed < 2.5, f"took {elapsed:.1f} s; request 0 alone would take 3.6 s to run out its retries"
+    assert elapsed <= b.time_bound_s()
+
+
+def test_breaker_stays_open_for_the_rest_of_the_run_by_default(video):
+    with FaultServer(status=(503, "down")) as srv:
+        b = backend(srv.url, retries=0, concurrency=1, breaker_after=1)
+        first = b.generate(requests_for(video, 3))
+        assert srv.chat_requests == 1 and not any(g.ok for g in first)
+        srv.status = None  # back: not re-admitted in this run (the rerun sends the lost requests)
+        time.sleep(0.3)
+        again = b.generate(requests_for(video, 3))
+        b.close()
+    assert srv.chat_requests == 1
+    assert all("not sent" in g.error and "not tried again in this run" in g.error for g in again), [g.error for g in again]
+
+
+def test_time_bound_follows_the_documented_formula():
+    b = OpenAIBackend("x", FrameStore(), api_base="http://127.0.0.1:9/v1")  # the defaults
+    assert b.time_bound_s() == pytest.approx(2 * (6 * 120 + 1.5 * (0.5 + 1 + 2 + 4 + 8)) + 120)
+    assert backend("http://127.0.0.1:9/v1", retries=1, timeout=0.5, base_delay=0.01).time_bound_s() == \
+        pytest.approx(2 * (2 * 0.5 + 1.5 * 0.01) + 0.5)
+
+
 def test_breaker_closes_when_the_endpoint_is_back(video):
     with FaultServer(status=(503, "down")) as srv:
         b = backend(srv.url, retries=0, concurrency=1, breaker_after=1, breaker_probe_s=0.2)
@@ -416,6 +454,35 @@ def test_every_call_failing_never_passes(pytester, small_set, api_env):
     assert int(m.group(3)) == int(m.group(1)) > 0  # every call counted as failed
     assert res.ret != 0, out[-3000:]
     assert data is None or not any(v["passed"] for v in data["verdicts"])
+
+
+@pytestmark_suite
+def test_a_server_that_hangs_mid_run_ends_the_run_within_the_bound_with_every_unit_lost(pytester, small_set, api_env,
+                                                                                       monkeypatch):
+    monkeypatch.setenv("POSBIAS_API_TIMEOUT", "0.5")
+    monkeypatch.setenv("POSBIAS_API_RETRIES", "1")
+    make_project(pytester, small_set)
+    # the start-up check is answered; every probe request then hangs past the client's timeout
+    with FaultServer(rates={"hang": 1.0}, max_faults_per_request=999, hang_s=20.0) as srv:
+        t0 = time.monotonic()
+        res = pytester.runpytest("suites", "-m", "not fusion", "--posbias-fixed", "--model", "openai:x",
+                                 f"--api-base={srv.url}", "-p", "no:randomly", "--posbias-json=hang.json")
+        elapsed = time.monotonic() - t0
+        sent = srv.chat_requests - 1
+    out = res.stdout.str()
+    data = json.loads((pytester.path / "hang.json").read_text())
+    gates = len(data["verdicts"])
+    assert gates >= 4, out[-3000:]
+    bound = OpenAIBackend("x", FrameStore(), api_base=srv.url, timeout=0.5, retries=1, base_delay=0.01).time_bound_s()
+    # breaker_after=8 requests x 2 attempts, plus the attempts in flight when it opened (4 at most)
+    assert sent <= 8 * 2 + 4, sent
+    calls = data["calls"]
+    assert calls["failed"] == calls["made"] > sent, calls  # every planned request is a lost unit, counted
+    assert res.ret != 0, out[-3000:]  # nothing measured: never a pass
+    assert not any(v["passed"] for v in data["verdicts"])
+    assert "circuit breaker is open" in (pytester.path / ".posbias").joinpath(
+        next((pytester.path / ".posbias" / "runs").iterdir()), "run.jsonl").read_text()
+    assert elapsed < bound + 60, f"{elapsed:.1f} s for {gates} gates (model time bound {bound:.1f} s)"
 
 
 @pytestmark_suite

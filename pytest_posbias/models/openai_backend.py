@@ -118,9 +118,24 @@ class OpenAIBackend:
     ``check()`` probes the endpoint once at start (see its docstring). Every request ends in a
     :class:`Generation`: a failed call is ``ok=False`` with the error and the number of
     attempts, never text. A circuit breaker bounds a run against a dead endpoint: after
-    ``breaker_after`` consecutive requests have failed with their retries exhausted, further
-    requests fail at once (recorded as failed, not cached, so a resume sends them again) except
-    one trial request every ``breaker_probe_s`` seconds; one success closes the breaker.
+    ``breaker_after`` consecutive requests have failed with their retries exhausted, it opens;
+    every request waiting for a retry then fails at once, and every later request fails
+    without being sent, each recorded as a failed call (a lost unit) with the reason, not
+    cached, so a rerun sends exactly these again. With ``breaker_probe_s=None`` (the default,
+    what a run uses) it stays open for the rest of this backend's life: an endpoint that
+    recovers is not re-admitted mid-run, because each trial against a hanging server would cost
+    a full attempt in every probe. A number re-admits one trial request (one attempt) every
+    ``breaker_probe_s`` seconds; one success closes the breaker.
+
+    Time bound (:meth:`time_bound_s`): against an endpoint that stops answering (every attempt
+    times out, is refused or errs), the run waits on it at most ``ceil(B / c) * W + T``
+    seconds, B = ``breaker_after``, c = ``concurrency``, T = ``timeout``, and
+    ``W = (R + 1) * T + sum_{k<R} 1.5 * min(max_delay, base_delay * 2**k)`` the longest retry
+    cycle of one request (R = ``retries``): B consecutive failures take at most ceil(B / c)
+    rounds of c concurrent requests, then the attempts in flight end within T and are not
+    retried. It holds for the whole run, whatever the number of gates or probes. With the
+    defaults (T = 120 s, R = 5, c = 4, B = 8) that is 1,606.5 s; a server that answers 429 or
+    503 with a Retry-After header can add up to MAX_RETRY_AFTER_S (60 s) per retry of W.
     ``request_seed=False`` sends no per-request ``seed`` (vLLM-CPU's seeded-sampling crash).
     """
 
@@ -130,7 +145,7 @@ class OpenAIBackend:
     def __init__(self, model_name: str, store: FrameStore, *, api_base: str | Sequence[str] | None, concurrency: int = 4,
                  retries: int = 5, timeout: float = 120.0, letter_scoring: str = "auto", video_form: str = "auto",
                  request_seed: bool = True, base_delay: float = 0.5, max_delay: float = 20.0, breaker_after: int = 8,
-                 breaker_probe_s: float = 30.0, replica_fail_after: int = 3, replica_revive_s: float = 30.0,
+                 breaker_probe_s: float | None = None, replica_fail_after: int = 3, replica_revive_s: float = 30.0,
                  notify: Callable[[str], None] | None = None) -> None:
         try:
             import openai
@@ -164,10 +179,11 @@ class OpenAIBackend:
         self.notify = notify
         self.notices: list[str] = []
         self.breaker_after = max(1, int(breaker_after))
-        self.breaker_probe_s = float(breaker_probe_s)
+        self.breaker_probe_s = None if breaker_probe_s is None else float(breaker_probe_s)
         self.counters = {"requests": 0, "attempts": 0, "retries": 0, "failed": 0, "breaker_rejected": 0}
         self._consecutive_failures = 0
         self._breaker_open_since: float | None = None
+        self._breaker_opened = threading.Event()  # set while open: ends the retry waits of requests in flight
         self._breaker_last_trial = 0.0
         self._last_failure = ""
         self._rng = random.Random(0)
@@ -233,13 +249,34 @@ class OpenAIBackend:
         max_tokens = 1 if request.want == "letters" else request.decoding.max_new_tokens
         return self._kwargs(request, max_tokens=max_tokens, logprobs=want_lp, messages=messages)
 
+    def time_bound_s(self) -> float:
+        """The longest time a run waits on this endpoint once it stops answering:
+        ``ceil(B / c) * W + T`` (see the class docstring for the terms and why)."""
+        cycle = (self.retries + 1) * self.timeout + sum(1.5 * min(self.max_delay, self.base_delay * 2**k)
+                                                        for k in range(self.retries))
+        return math.ceil(self.breaker_after / self.concurrency) * cycle + self.timeout
+
+    def _breaker_reason(self) -> str | None:
+        """Why requests are not sent (the open breaker), or None while it is closed."""
+        if not self._breaker_opened.is_set():
+            return None
+        again = ("it is not tried again in this run (a rerun sends the lost requests)" if self.breaker_probe_s is None
+                 else f"one trial request is sent every {self.breaker_probe_s:g} s")
+        return (f"the endpoint's circuit breaker is open: {self.breaker_after} consecutive requests failed after "
+                f"their retries (last: {self._last_failure}); {again}")
+
+    def _retry_wait(self, delay: float) -> None:
+        """Sleep ``delay`` seconds before a retry, waking at once when the breaker opens."""
+        self._breaker_opened.wait(delay)
+
     def _breaker_admits(self) -> bool:
-        """False while the breaker is open, except for one trial request per ``breaker_probe_s``."""
+        """False while the breaker is open, except for one trial request per ``breaker_probe_s``
+        (never, when that is None)."""
         with self._lock:
             if self._breaker_open_since is None:
                 return True
             now = time.monotonic()
-            if now - self._breaker_last_trial >= self.breaker_probe_s:
+            if self.breaker_probe_s is not None and now - self._breaker_last_trial >= self.breaker_probe_s:
                 self._breaker_last_trial = now
                 return True
             self.counters["breaker_rejected"] += 1
@@ -253,6 +290,7 @@ class OpenAIBackend:
             if ok:
                 self._consecutive_failures = 0
                 self._breaker_open_since = None
+                self._breaker_opened.clear()
                 return
             self.counters["failed"] += 1
             if transient_failure:
@@ -260,6 +298,7 @@ class OpenAIBackend:
                 self._last_failure = error
                 if self._consecutive_failures >= self.breaker_after and self._breaker_open_since is None:
                     self._breaker_open_since = self._breaker_last_trial = time.monotonic()
+                    self._breaker_opened.set()
 
     def _send(self, kwargs: Mapping[str, Any]) -> tuple[Any, float | None]:
         """One attempt through the replicas (:func:`.openai_pool.send`)."""
@@ -277,7 +316,8 @@ class OpenAIBackend:
             return self._send(kwargs)
 
         resp, server = with_retries(call, retries=self.retries, base_delay=self.base_delay, max_delay=self.max_delay,
-                                    rng=rng, secret=self._key, context=self.label)
+                                    rng=rng, secret=self._key, context=self.label, sleep=self._retry_wait,
+                                    abort=self._breaker_reason)
         return resp, attempts["n"], server
 
     def _one(self, request: Request, messages: list[dict[str, Any]] | None = None) -> Generation:
@@ -287,9 +327,7 @@ class OpenAIBackend:
         if not self._breaker_admits():
             self._record(ok=False, attempts=0, transient_failure=False)
             return Generation(finish_reason="error", attempts=0, seconds=0.0, input_form=form,
-                              error=f"{self.label}: not sent: {self.breaker_after} consecutive requests failed after "
-                                    f"their retries (last: {self._last_failure}); the endpoint is tried again every "
-                                    f"{self.breaker_probe_s:.0f} s")
+                              error=f"{self.label}: not sent: {self._breaker_reason()}")
         attempts = 0
         try:
             letters_only = request.want == "letters"

@@ -105,7 +105,8 @@ def _server_message(exc: Any) -> str:
 def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0.5, max_delay: float = 20.0,
                  rng: random.Random | None = None, sleep: Callable[[float], None] = time.sleep,
                  secret: str = "", deadline: float | None = None, context: str = "",
-                 on_retry: Callable[[int, BaseException, float], None] | None = None) -> T:
+                 on_retry: Callable[[int, BaseException, float], None] | None = None,
+                 abort: Callable[[], str | None] | None = None) -> T:
     """Call ``fn``; retry transient endpoint failures up to ``retries`` times.
 
     Delay before retry k (0-based) = min(max_delay, base_delay·2^k) × U(0.5, 1.5), or the
@@ -113,7 +114,10 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
     409, 429, 5xx, timeouts, connection errors, malformed bodies (``ValueError`` from ``fn``).
     Other API errors (400, 401, 403, 404, 422) fail at once. No retry starts after
     ``deadline`` (a ``time.monotonic()`` value). ``on_retry(attempt, error, delay)`` is called
-    before each wait. The final error is an :class:`EndpointError` (``context`` prefixes it).
+    before each wait. ``abort()`` is asked before and after each wait: a reason (not None)
+    ends the retries at once, and the final error says it (the backend's open circuit breaker:
+    a request in its retry cycle fails with the others instead of waiting its cycle out). The
+    final error is an :class:`EndpointError` (``context`` prefixes it).
     """
     import openai
 
@@ -142,9 +146,17 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
         delay = max(delay, min(wait_at_least, MAX_RETRY_AFTER_S))
         if deadline is not None and time.monotonic() + delay >= deadline:
             break
-        if on_retry is not None:
-            on_retry(attempt, last, delay)
-        sleep(delay)
+        stop = abort() if abort is not None else None
+        if stop is None:
+            if on_retry is not None:
+                on_retry(attempt, last, delay)
+            sleep(delay)
+            stop = abort() if abort is not None else None
+        if stop is not None:
+            detail = _describe(last)
+            raise EndpointError(_redact(f"{prefix}not retried after {attempts} attempts ({detail}): {stop}", secret),
+                                status=getattr(last, "status_code", None), transient=True, attempts=attempts,
+                                server_message=_redact(detail, secret))
     status = getattr(last, "status_code", None)
     detail = _describe(last)
     raise EndpointError(_redact(f"{prefix}endpoint failed after {attempts} attempts: {detail}", secret),
