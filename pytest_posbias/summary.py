@@ -122,6 +122,9 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
     if calls.get("retries"):
         parts[-1] += f" ({int(calls['retries'])} retries of transient errors)"
+    unusable = int(calls.get("unusable", 0) or 0)
+    if unusable:  # degenerate answers (scoring/usable.py): lost units, never cached as successes
+        parts.append(f"{unusable} unusable answers (lost units, never cached as answers)")
     rereads = int(calls.get("rereads", 0) or 0)
     if rereads:  # not cache hits of an earlier run: this run's own answers asked for again (later looks)
         parts.append(f"{rereads} repeated requests answered from this run's own calls")

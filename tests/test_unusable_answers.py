@@ -116,6 +116,13 @@ def test_slot_rules_and_markers_are_not_words():
     assert addressed_slots(align("[video0] A red disc spins.", 2, references=refs)) == 1
 
 
+def test_the_calls_line_counts_unusable_answers():
+    from pytest_posbias.summary import calls_line
+
+    assert "7 unusable answers (lost units, never cached as answers)" in calls_line({"made": 9, "unusable": 7})
+    assert "unusable" not in calls_line({"made": 9})
+
+
 # --------------------------------------------------------------------------- the engine
 
 
@@ -291,6 +298,7 @@ def test_punctuation_descriptions_never_pass_and_a_rerun_asks_again(pytester, sm
     assert all(v["extra"]["measurement"]["measured"] == 0 for v in data1["verdicts"])
     assert _lost(data1).get(usable.FEW_WORDS, 0) > 0  # the reason is named
     assert data1["calls"]["unusable"] == sent1
+    assert f"{sent1} unusable answers" in res1.stdout.str()
     with FaultServer(answer=healthy) as ok:
         _res2, data2 = _run(pytester, ok.url, "healthy", *sel)
         assert _probe_calls(ok) == sent1  # every unusable answer asked again, nothing else
