@@ -36,6 +36,10 @@ from .errors import ConfigError, PosbiasError
 from .video.compose import Part, VideoPart, part_from_dict, parts_key
 
 WANTS = ("text", "letters", "both")
+# runs that ask again for a key whose answer was unusable; from then on its last unusable answer is
+# served as a lost unit without a call (a model that always answers empty is not asked forever)
+UNUSABLE_RUNS = 3
+Accept = Callable[["Request", "Generation"], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -298,6 +302,49 @@ class GenerationCache:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
 
+    # Unusable answers (an empty description, no option letter, a constant answer: see
+    # ``scoring/usable.py``) are never rows of ``generations``. Each run that got one for a key adds 1
+    # to that key's ``runs`` in the ``unusable`` table, with the last answer and its reason, so the next
+    # run asks again, and a key that reached the cap is served from here as a lost unit without a call.
+
+    def _unusable_table(self) -> None:
+        self._conn.execute("CREATE TABLE IF NOT EXISTS unusable (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                           "runs INTEGER NOT NULL, updated REAL NOT NULL, reason TEXT NOT NULL, payload TEXT NOT NULL)")
+
+    def record_unusable(self, items: Iterable[tuple[str, str, Generation, str]]) -> None:
+        """Count one more run with an unusable answer for each (key, model, generation, reason), keep
+        the answer and the reason, and remove the key from ``generations`` (an answer found unusable
+        only after it was stored, or stored by a version that cached it)."""
+        rows = [(k, m, time.time(), why, json.dumps(g.to_dict(), sort_keys=True)) for k, m, g, why in items]
+        if not rows:
+            return
+        with self._lock:
+            self._unusable_table()
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT INTO unusable VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET runs = runs + 1, "
+                    "model = excluded.model, updated = excluded.updated, reason = excluded.reason, "
+                    "payload = excluded.payload", rows)
+                self._conn.executemany("DELETE FROM generations WHERE key = ?", [(r[0],) for r in rows])
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str]]:
+        """key -> (runs that got an unusable answer, the last one, its reason), for the keys that have any."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, tuple[int, Generation, str]] = {}
+        with self._lock:
+            self._unusable_table()
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                q = f"SELECT key, runs, payload, reason FROM unusable WHERE key IN ({','.join('?' * len(chunk))})"
+                for k, runs, payload, why in self._conn.execute(q, chunk):
+                    out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why))
+        return out
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -492,13 +539,14 @@ class CallStats:
     visual_tokens: int = 0
     output_tokens: int = 0
     unstored: int = 0  # answers made that the cache could not store (read-only, a refused write): made again next run
+    unusable: int = 0  # answers the probe's ``accept`` rejected (made, or served as lost after the cap)
 
     def snapshot(self) -> dict[str, Any]:
         return {"made": self.made, "cache_hits": self.cache_hits, "rereads": self.rereads, "failed": self.failed,
                 "model_seconds": round(self.model_seconds, 6), "shared": self.shared, "retries": self.retries,
                 "wall_seconds": round(self.wall_seconds, 6), "server_seconds": round(self.server_seconds, 6),
                 "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
-                "output_tokens": self.output_tokens, "unstored": self.unstored}
+                "output_tokens": self.output_tokens, "unstored": self.unstored, "unusable": self.unusable}
 
     def add_calls(self, gens: Sequence[Generation], *, wall: float) -> None:
         """Count a finished batch of calls (caller holds the engine lock)."""
@@ -526,8 +574,13 @@ class Engine:
 
     def __init__(self, cache: GenerationCache, *, backend_for: Callable[[str], Backend],
                  runlog: RunLog | None = None, batch_size: int | None = None,
-                 progress: Callable[[int, int, int, float], None] | None = None) -> None:
+                 progress: Callable[[int, int, int, float], None] | None = None,
+                 unusable_runs: int = UNUSABLE_RUNS) -> None:
+        if isinstance(unusable_runs, bool) or not isinstance(unusable_runs, int) or unusable_runs < 1:
+            raise ConfigError(f"`unusable_runs` must be an integer >= 1 (runs that ask again for an unusable answer); "
+                              f"got {unusable_runs!r}")
         self.cache = cache
+        self.unusable_runs = unusable_runs
         self._backend_for = backend_for
         self.runlog = runlog
         self.batch_size = batch_size
@@ -537,6 +590,7 @@ class Engine:
         self._answered: set[str] = set()  # keys this engine already answered in this run (made or read)
         self.share: Any = None  # a work_share.WorkShare under pytest-xdist: requests made once across workers
         self.helped = 0  # requests this engine made for another worker's probe (counted there)
+        self._unusable: dict[str, tuple[Generation, str]] = {}  # keys answered unusably in this run: not asked again
 
     def backend(self, model: str) -> Backend:
         return self._backend_for(model)
@@ -544,13 +598,35 @@ class Engine:
     def keys(self, requests: Sequence[Request]) -> list[str]:
         return [r.key(self.backend(r.model).identity()) for r in requests]
 
-    def run(self, requests: Sequence[Request], *, probe: str = "") -> list[Generation]:
-        """Generations for ``requests`` in order; cached ones are not sent again."""
+    def run(self, requests: Sequence[Request], *, probe: str = "", accept: Accept | None = None) -> list[Generation]:
+        """Generations for ``requests`` in order; cached ones are not sent again.
+
+        ``accept(request, generation)`` (the probe's usable-answer rule, ``scoring/usable.py``) returns
+        None for a usable answer, else the reason it is not. Only usable answers are cached; an unusable
+        one is returned (the probe counts it lost), logged with its reason, counted in the cache's
+        ``unusable`` table and asked again by the next run, up to :data:`UNUSABLE_RUNS` runs (the
+        engine's ``unusable_runs``), after which its last answer is served without a call. Within a
+        run it is not asked again. A cached answer the rule rejects is removed and asked again."""
         if not requests:
             return []
         keys = self.keys(requests)
         cached = self.cache.get_many(keys)
+        served: dict[str, tuple[Generation, str]] = {}
+        with self._lock:
+            served.update((k, self._unusable[k]) for k in keys if k in self._unusable)
+        if accept is not None:
+            stale: dict[str, tuple[Request, str]] = {}
+            for k, r in zip(keys, requests, strict=True):
+                if k in cached and k not in stale and (why := accept(r, cached[k])) is not None:
+                    stale[k] = (r, why)
+            for k in stale:  # stored before this rule held: asked again (a usable answer replaces the row)
+                del cached[k]
+            missing = [k for k in dict.fromkeys(keys) if k not in cached and k not in served]
+            for k, (runs, g, why) in self.cache.unusable(missing).items():
+                if runs >= self.unusable_runs:
+                    served[k] = (g, why)
         results: dict[str, Generation] = dict(cached)
+        results.update((k, g) for k, (g, _why) in served.items())
         todo: dict[str, Request] = {}
         for k, r in zip(keys, requests, strict=True):
             if k not in results and k not in todo:
@@ -562,9 +638,14 @@ class Engine:
             self.stats.rereads += repeat
             self.stats.cache_hits += hits - repeat
             self._answered.update(found)
+            fresh = [k for k in dict.fromkeys(keys) if k in served and k not in self._unusable]
+            self.stats.unusable += len(fresh)
+            self._unusable.update((k, served[k]) for k in fresh)
         for k, r in zip(keys, requests, strict=True):
             if k in cached:
                 self._log(probe, k, r, cached[k], cache_hit=True)
+            elif k in served:
+                self._log(probe, k, r, served[k][0], cache_hit=True, unusable=served[k][1])
         total = len(todo)
         done = 0
         t_start = time.perf_counter()
@@ -581,21 +662,46 @@ class Engine:
             batches = [items[i : i + size] for i in range(0, len(items), size)]
             if self.share is not None and len(batches) > 1:
                 done = self._run_shared(backend, model, batches, results, probe=probe, done=done, total=total,
-                                        hits=hits, t_start=t_start)
+                                        hits=hits, t_start=t_start, accept=accept)
                 continue
             for chunk in batches:
-                self._make(backend, model, chunk, results, probe=probe)
+                self._make(backend, model, chunk, results, probe=probe, accept=accept)
                 done += len(chunk)
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
         for model, items in streamed.items():
             done = self._stream(self.backend(model), model, items, results, probe=probe, done=done, total=total,
-                                hits=hits, t_start=t_start)
+                                hits=hits, t_start=t_start, accept=accept)
         return [results[k] for k in keys]
+
+    def reject(self, requests: Sequence[Request], reasons: Sequence[str | None], *, probe: str = "") -> int:
+        """Mark answers unusable after the fact (a rule over the whole batch, e.g. a constant answer
+        across distinct inputs): for each request whose reason is not None, its cached answer is
+        removed and counted in the cache's ``unusable`` table (the next run asks again, up to the
+        cap), it is served from this run's memory for the rest of the run, and a ``rejected`` record
+        names it in the run log. Returns the number of answers newly rejected."""
+        if len(requests) != len(reasons):
+            raise ConfigError(f"`requests` and `reasons` must have the same length; got {len(requests)} and {len(reasons)}")
+        todo: dict[str, tuple[Request, str]] = {}
+        for k, r, why in zip(self.keys(requests), requests, reasons, strict=True):
+            if why is not None and k not in todo:
+                todo[k] = (r, why)
+        if not todo:
+            return 0
+        answers = self.cache.get_many(todo)
+        with self._lock:
+            new = {k: v for k, v in todo.items() if k not in self._unusable and k in answers}
+            self.stats.unusable += len(new)
+            self._unusable.update((k, (answers[k], why)) for k, (_r, why) in new.items())
+        self.cache.record_unusable((k, r.model, answers[k], why) for k, (r, why) in new.items())
+        if self.runlog is not None:
+            for k, (_r, why) in new.items():
+                self.runlog.write({"kind": "rejected", "probe": probe, "key": k, "reason": why})
+        return len(new)
 
     def _make(self, backend: Backend, model: str, chunk: Sequence[tuple[str, Request]], results: dict[str, Generation], *,
               probe: str, check_cache: bool = False, count: bool = True,
-              failed: Mapping[str, Generation] | None = None) -> int:
+              failed: Mapping[str, Generation] | None = None, accept: Accept | None = None) -> int:
         """Make one batch: call the backend, commit the good answers at once (a kill after this loses
         nothing), count, log. Returns the requests sent.
 
@@ -604,9 +710,21 @@ class Engine:
         count as made for this probe, as serially, and their request records are in that worker's
         log. ``failed``: the failed generations another worker recorded for this batch (taken the
         same way: counted as made and failed here, logged there; not sent again).
-        ``count=False``: a batch made for another worker's probe (that worker counts it)."""
+        ``count=False``: a batch made for another worker's probe (that worker counts it). ``accept``:
+        see :meth:`run` (an unusable answer is not cached)."""
         if check_cache:
             found = self.cache.get_many(k for k, _ in chunk)
+            stale: dict[str, str] = {}
+            if accept is not None:  # made by a worker that did not apply the probe's rule: not an answer to keep
+                reqs = dict(chunk)
+                stale = {k: why for k, g in found.items() if (why := accept(reqs[k], g)) is not None}
+                self.cache.record_unusable((k, model, found[k], why) for k, why in stale.items())
+                for k, why in stale.items():
+                    with self._lock:
+                        self.stats.unusable += int(k not in self._unusable)
+                        self._unusable.setdefault(k, (found[k], why))
+                    results[k] = found.pop(k)
+                chunk = [(k, r) for k, r in chunk if k not in stale]
             found.update({k: failed[k] for k, _ in chunk if failed and k in failed and k not in found})
             if found:
                 with self._lock:
@@ -619,22 +737,27 @@ class Engine:
         t_call = time.perf_counter()
         gens = self._call(backend, [r for _, r in chunk])
         wall = time.perf_counter() - t_call
-        good = [(k, model, g) for (k, _), g in zip(chunk, gens, strict=True) if g.ok]
+        reasons = [accept(r, g) if accept is not None and g.ok else None for (_k, r), g in zip(chunk, gens, strict=True)]
+        good = [(k, model, g) for (k, _), g, w in zip(chunk, gens, reasons, strict=True) if g.ok and w is None]
         self.cache.put_many(good)  # committed now: a kill after this loses nothing
+        bad = [(k, model, g, w) for (k, _), g, w in zip(chunk, gens, reasons, strict=True) if w is not None]
+        self.cache.record_unusable(bad)
         with self._lock:
             if count:
                 self.stats.add_calls(gens, wall=wall)
                 self._answered.update(k for k, _m, _g in good)
+                self.stats.unusable += len(bad)
+                self._unusable.update((k, (g, w)) for k, _m, g, w in bad)
             else:
                 self.helped += len(gens)
-        for (k, r), g in zip(chunk, gens, strict=True):
+        for (k, r), g, w in zip(chunk, gens, reasons, strict=True):
             results[k] = g
-            self._log(probe, k, r, g, cache_hit=False)
+            self._log(probe, k, r, g, cache_hit=False, unusable=w)
         return len(chunk)
 
     def _run_shared(self, backend: Backend, model: str, batches: list[list[tuple[str, Request]]],
                     results: dict[str, Generation], *, probe: str, done: int, total: int, hits: int,
-                    t_start: float) -> int:
+                    t_start: float, accept: Accept | None = None) -> int:
         """The batches of one model under pytest-xdist (:mod:`.work_share`): published for idle
         workers, each made under its claim; a batch another worker holds is waited for at the end and
         read from the cache, its failed calls from the publication (made here when that worker could
@@ -648,7 +771,8 @@ class Engine:
                     if not held:
                         deferred.append(i)
                         continue
-                    self._make(backend, model, chunk, results, probe=probe, check_cache=True, failed=pub.failed(i))
+                    self._make(backend, model, chunk, results, probe=probe, check_cache=True, failed=pub.failed(i),
+                               accept=accept)
                     pub.mark_done(i)
                 done += len(chunk)
                 if self.progress:
@@ -656,7 +780,7 @@ class Engine:
             for i in deferred:
                 with pub.claim(i, wait=True):
                     self._make(backend, model, batches[i], results, probe=probe, check_cache=True,
-                               failed=pub.failed(i))
+                               failed=pub.failed(i), accept=accept)
                     pub.mark_done(i)
                 done += len(batches[i])
                 if self.progress:
@@ -683,7 +807,7 @@ class Engine:
         return n, {k: g for k, g in made.items() if not g.ok}
 
     def _stream(self, backend: Backend, model: str, items: list[tuple[str, Request]], results: dict[str, Generation], *,
-                probe: str, done: int, total: int, hits: int, t_start: float) -> int:
+                probe: str, done: int, total: int, hits: int, t_start: float, accept: Accept | None = None) -> int:
         """Send ``items`` through ``backend.generate_stream`` (requests issued as slots free up) and
         cache, count and log each generation the moment it completes (cache writes are group
         commits on a writer thread), so a kill loses only the calls in flight. The wall time added is the elapsed time of the whole stream (concurrent
@@ -699,14 +823,20 @@ class Engine:
                 seen.add(i)
                 [g] = self._checked([reqs[i]], [g])
                 k = items[i][0]
-                if g.ok:
+                why = accept(reqs[i], g) if accept is not None and g.ok else None
+                if g.ok and why is None:
                     writer.put((k, model, g))  # committed at once (with whatever else arrived meanwhile)
+                elif why is not None:
+                    self.cache.record_unusable([(k, model, g, why)])
                 with self._lock:
                     self.stats.add_calls([g], wall=0.0)
-                    if g.ok:
+                    if g.ok and why is None:
                         self._answered.add(k)
+                    if why is not None:
+                        self.stats.unusable += 1
+                        self._unusable[k] = (g, why)
                 results[k] = g
-                self._log(probe, k, reqs[i], g, cache_hit=False)
+                self._log(probe, k, reqs[i], g, cache_hit=False, unusable=why)
                 done += 1
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
@@ -762,11 +892,15 @@ class Engine:
             out.append(g)
         return out
 
-    def _log(self, probe: str, key: str, req: Request, gen: Generation, *, cache_hit: bool) -> None:
+    def _log(self, probe: str, key: str, req: Request, gen: Generation, *, cache_hit: bool,
+             unusable: str | None = None) -> None:
         if self.runlog is None:
             return
-        self.runlog.write({"kind": "request", "probe": probe, "key": key, "cache_hit": cache_hit,
-                           "request": req.to_log(), "generation": gen.to_dict()})
+        rec = {"kind": "request", "probe": probe, "key": key, "cache_hit": cache_hit,
+               "request": req.to_log(), "generation": gen.to_dict()}
+        if unusable is not None:  # an attempt whose answer the probe's rule rejected (not cached)
+            rec["unusable"] = unusable
+        self.runlog.write(rec)
 
 
 class _GroupCommit:

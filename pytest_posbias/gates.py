@@ -204,10 +204,17 @@ def answered(r: Any, conditions: Sequence[str]) -> np.ndarray:
 
 
 def phase_measurement(r: Any, conditions: Sequence[str]) -> Measurement:
-    """Items planned, measured and lost (failed or unparseable answers, unusable videos)."""
+    """Items planned, measured and lost (failed or unparseable answers, a constant answer across
+    distinct questions, unusable videos)."""
     ok = answered(r, conditions)
     planned = max(int(getattr(r, "planned", 0)), len(r.items))
-    lost = {"failed_or_unparseable_answers": int((~ok).sum()), "unusable_data": planned - len(r.items)}
+    constant = np.zeros(len(r.items), dtype=bool)
+    for c in conditions:
+        a = r.condition_answers.get(c)
+        if a is not None:
+            constant |= np.any(np.asarray(a).reshape(len(r.items), -1) == -2, axis=1)
+    lost = {"failed_or_unparseable_answers": int((~ok & ~constant).sum()), "constant_answer": int(constant.sum()),
+            "unusable_data": planned - len(r.items)}
     return Measurement("items", planned, int(ok.sum()), lost,
                        examples=[i.id for i, o in zip(r.items, ok, strict=True) if not o][:5])
 
@@ -456,7 +463,7 @@ def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Meas
     clean_failed = int((~clean_ok).sum())
     if gate == "repetition":
         return Measurement("videos", planned, int(clean_ok.sum()),
-                           {"generation_errors": clean_failed - r.clean.empty, "empty_outputs": r.clean.empty,
+                           {"generation_errors": clean_failed - r.clean.empty, **r.clean.unusable(),
                             "unusable_data": unusable}, calls=len(clean_ok),
                            failed_calls=clean_failed,
                            examples=[v for v, o in zip(r.videos, clean_ok, strict=True) if not o][:5])

@@ -124,8 +124,9 @@ def _prefix(r: Record) -> tuple[Any, ...]:
 
 
 def _failed(r: Record) -> bool:
+    """A send that gave no usable answer: a failed call, or an answer the probe's rule rejected."""
     g = r.get("generation") or {}
-    return g.get("finish_reason") == "error" or bool(g.get("error"))
+    return g.get("finish_reason") == "error" or bool(g.get("error")) or bool(r.get("unusable"))
 
 
 def _merge(logs: list[tuple[Record, list[tuple[Record, str]]]], run_dir: Path) -> tuple[Record, list[tuple[Record, str | None]]]:

@@ -125,6 +125,9 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     unstored = int(calls.get("unstored", 0) or 0)
     if unstored:  # a read-only cache, or writes the database refused: the next run makes them again
         parts.append(f"{unstored} answers not stored in the cache")
+    unusable = int(calls.get("unusable", 0) or 0)
+    if unusable:  # degenerate answers (scoring/usable.py): lost units, never cached as successes
+        parts.append(f"{unusable} unusable answers (lost units, never cached as answers)")
     rereads = int(calls.get("rereads", 0) or 0)
     if rereads:  # not cache hits of an earlier run: this run's own answers asked for again (later looks)
         parts.append(f"{rereads} repeated requests answered from this run's own calls")

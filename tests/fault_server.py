@@ -28,7 +28,11 @@ accepted unless ``video=False`` (an image-only endpoint: HTTP 400); ``usage.prom
 plus the frames shown; ``processing_ms`` sends OpenAI's ``openai-processing-ms`` header;
 ``delay_s`` delays every answer; ``hang_if`` (a predicate on the prompt) makes those probe
 requests hang on every attempt; ``no_letter`` (a predicate on the prompt) answers "I cannot
-tell." with no option letter in the text or the top logprobs; ``seed_crash`` answers a seeded request as vLLM-CPU does with
+tell." with no option letter in the text or the top logprobs; ``answer`` replaces the text of every
+probe request's answer (not the start-up check's): a fixed string, or a function of the request body
+returning the text (None: the correct answer), e.g. :func:`punctuation` (40 seeded punctuation
+characters) or :func:`healthy` (a description, or one marked summary per video, that differs
+between inputs); when logprobs are asked, the answer's first token is the only top logprob; ``seed_crash`` answers a seeded request as vLLM-CPU does with
 chunked prefill (HTTP 500 "CPU Generator does not use offset"); :meth:`FaultServer.kill` dies
 mid-run (refused connections, in-flight requests cut).
 """
@@ -119,6 +123,35 @@ def completion(body: Mapping[str, Any]) -> dict[str, Any]:
             "usage": {"prompt_tokens": 10 + frame_count(body), "completion_tokens": 1, "total_tokens": 11 + frame_count(body)}}
 
 
+PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+
+
+def punctuation(body: Mapping[str, Any]) -> str:
+    """40 punctuation characters, seeded by the request body (garbage with no word in it)."""
+    h = _h("punct", prompt_text(body), media_digest(body))
+    return "".join(PUNCTUATION[_h(h, k) % len(PUNCTUATION)] for k in range(40))
+
+
+def media_digest(body: Mapping[str, Any]) -> int:
+    """A hash of the frames a request shows (what tells one input from another)."""
+    return _h("media", [json.dumps(p, sort_keys=True) for p in media_parts(body)])
+
+
+def healthy(body: Mapping[str, Any]) -> str | None:
+    """A usable answer that depends on the input: for a multiple-choice prompt, None (the correct
+    letter); for a multi-video prompt, one marked summary per ``[videoK]`` label it asks for; else a
+    description. The words name the frames' hash, so distinct inputs get distinct texts."""
+    prompt = prompt_text(body)
+    if re.search(r"^[A-E]\. ", prompt, re.M):
+        return None
+    h = media_digest(body)
+    labels = sorted({int(k) for k in re.findall(r"\[video(\d+)\]", prompt)})
+    if len(labels) > 1 or "[video" in prompt:
+        return " ".join(f"[video{k}] The clip numbered {k} shows shape {(h >> k) % 997} sliding past a plain backdrop."
+                        for k in range(labels[0], labels[-1] + 1))
+    return f"The clip shows shape {h % 997} and shape {(h >> 10) % 991} sliding past a plain backdrop."
+
+
 class FaultServer:
     """The server; ``url`` is its ``.../v1`` base; counters say what it answered."""
 
@@ -127,7 +160,8 @@ class FaultServer:
                  logprobs: bool = True, status: tuple[int, str] | None = None,
                  reject: Callable[[str], bool] | None = None, video_only_faults: bool = True, video: bool = True,
                  processing_ms: float | None = None, delay_s: float = 0.0, seed_crash: bool = False,
-                 no_letter: Callable[[str], bool] | None = None, hang_if: Callable[[str], bool] | None = None) -> None:
+                 no_letter: Callable[[str], bool] | None = None, hang_if: Callable[[str], bool] | None = None,
+                 answer: str | Callable[[Mapping[str, Any]], str | None] | None = None) -> None:
         self.seed = seed
         self.rates = dict(rates or {})
         unknown = set(self.rates) - set(FAULTS)
@@ -150,6 +184,7 @@ class FaultServer:
         self.seed_crash = seed_crash
         self.no_letter = no_letter
         self.hang_if = hang_if
+        self.answer = answer
         self.dead = False
         self.bodies: list[Mapping[str, Any]] = []  # every chat request body, in arrival order
         self._conns: set[Any] = set()
@@ -281,6 +316,14 @@ class FaultServer:
                 top = [{"token": t, "logprob": -0.1 * k, "bytes": None} for k, t in enumerate(("I", "It", "The"))]
                 answer["choices"][0]["logprobs"]["content"] = [{"token": "I", "logprob": 0.0, "bytes": None,
                                                                 "top_logprobs": top}]
+        text = (self.answer if isinstance(self.answer, str) or self.answer is None else self.answer(body))
+        if text is not None and not self.is_startup_check(body):
+            answer["choices"][0]["message"]["content"] = text
+            if answer["choices"][0]["logprobs"]:
+                first = (text.split() or [""])[0]
+                answer["choices"][0]["logprobs"]["content"] = [
+                    {"token": first, "logprob": 0.0, "bytes": None,
+                     "top_logprobs": [{"token": first, "logprob": 0.0, "bytes": None}]}]
         if not self.logprobs:
             answer["choices"][0]["logprobs"] = None
         payload = json.dumps(answer).encode()

@@ -22,7 +22,8 @@ from scipy.stats import chi2_contingency
 from pytest_posbias.video import stressors as ST
 
 DATA = Path(__file__).parent / "data" / "upstream" / "videostf_temporal.json.gz"
-UPSTREAM = json.loads(gzip.open(DATA, "rt").read())
+with gzip.open(DATA, "rt") as _f:
+    UPSTREAM = json.load(_f)
 
 
 def ours(name: str, T: int, draws: int) -> Counter[str]:

@@ -41,6 +41,7 @@ from ..data.manifest import Manifest, McqItem
 from ..engine import Decoding, Generation, Request
 from ..errors import PosbiasError
 from ..metrics import consensus, spr_margin
+from ..scoring import usable
 from ..video.compose import TextPart, VideoPart
 from ..video.decode import TooShortError
 from ..video.frames import FrameSpec
@@ -48,6 +49,7 @@ from ..video.sampling import frame_indices, polyphase_grids
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+CONSTANT = -2  # an answer index: lost as a constant answer (``scoring/usable.py``); -1: failed or no letter
 _LETTER_RE = re.compile(r"\b([A-Z])\b")
 
 
@@ -113,6 +115,7 @@ class PhaseResult:
     condition_probs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     unparseable: int = 0
     errors: int = 0
+    constant: int = 0  # answers lost as the same letter to distinct questions (``usable.constant_letters``)
     deterministic_backend: bool = False
     problems: list[str] = field(default_factory=list)
     calls: dict[str, Any] = field(default_factory=dict)
@@ -202,6 +205,13 @@ def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
     return Answer(-1 if parsed is None else int(perm[parsed]), None, None)
 
 
+def accept_letter(req: Request, gen: Generation) -> str | None:
+    """The engine's ``accept`` rule for a multiple-choice request: ``no_option_letter`` when neither
+    the letter log-probabilities nor the text give one of the request's option letters."""
+    n = len(req.meta.get("perm", ())) or len(req.letters)
+    return usable.letter_reason(gen, LETTERS[:n], parse_letter)
+
+
 def item_order(ctx: Any, manifest: Manifest) -> list[McqItem]:
     """The multiple-choice pool in a seeded random order; a sample of n is its first n items, so a
     sequential gate that draws more items extends the sample it already has."""
@@ -249,12 +259,18 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
             plan.append((ii, cond, oi, perm))
             reqs.append(r)
     res.items = kept
-    gens = ctx.engine.run(reqs, probe="phase")
+    gens = ctx.engine.run(reqs, probe="phase", accept=accept_letter)
     N = len(kept)
+    # the same option letter (position) to distinct questions: lost, and withdrawn from the cache
+    positions = [perm.index(c) if (c := _answer(g, perm).content) >= 0 else None
+                 for (_ii, _c, _oi, perm), g in zip(plan, gens, strict=True)]
+    correct = [perm.index(kept[ii].answer) if kept[ii].answer in perm else -1 for ii, _c, _oi, perm in plan]
+    flags = usable.constant_letters(positions, correct, [ii for ii, _c, _oi, _p in plan])
+    ctx.engine.reject(reqs, [usable.CONSTANT if f else None for f in flags], probe="phase")
     answers: dict[str, np.ndarray] = {}
     probs: dict[str, list[list[np.ndarray | None]]] = {}
     margins: dict[str, np.ndarray] = {}
-    for (ii, cond, oi, perm), g in zip(plan, gens, strict=True):
+    for (ii, cond, oi, perm), g, constant in zip(plan, gens, flags, strict=True):
         n_orders = spec.orderings if cond in ordered or cond == "rerun:0" else 1
         if cond not in answers:
             answers[cond] = np.full((N, n_orders), -1, dtype=int)
@@ -263,6 +279,9 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
         a = _answer(g, perm)
         res.errors += int(not g.ok)
         res.unparseable += int(g.ok and a.content < 0)
+        if constant:
+            a = Answer(CONSTANT, None, None)
+            res.constant += 1
         answers[cond][ii, oi] = a.content
         probs[cond][ii][oi] = a.probs
         if a.margin is not None:

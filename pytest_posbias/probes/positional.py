@@ -31,7 +31,8 @@ from ..data.manifest import GroupItem, Manifest
 from ..engine import Decoding, Generation, Request
 from ..errors import PosbiasError
 from ..metrics import cyclic_orders, full_orders
-from ..scoring.alignment import SLOT_FALLBACK, align
+from ..scoring import usable
+from ..scoring.alignment import SLOT_FALLBACK, SLOT_MISSING, Alignment, align, find_markers
 from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
@@ -40,10 +41,16 @@ from .thumbnails import video_thumbnails
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
-FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure", "unalignable")
-# causes that make an instance a lost unit (never scored): the call failed, the judge failed, or the
-# answer as a whole is empty or has neither markers nor sentences to assign (nothing to score)
-LOST_CAUSES = ("generation_error", "judge_failure", "unalignable", "unusable_data")
+# answers that are not usable summaries (``scoring/usable.py``): too few words once the slot markers
+# are taken out, mostly not words, one slot addressed when several were asked for, or the same text
+# to distinct groups
+UNUSABLE = (usable.EMPTY, usable.FEW_WORDS, usable.NOT_WORDS, usable.ONE_SLOT, usable.CONSTANT)
+FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure", "unalignable",
+                 *UNUSABLE)
+# causes that make an instance a lost unit (never scored): the call failed, the judge failed, the
+# answer as a whole is empty or has neither markers nor sentences to assign (nothing to score), or it
+# is not a usable summary
+LOST_CAUSES = ("generation_error", "judge_failure", "unalignable", "unusable_data", *UNUSABLE)
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,30 @@ class PositionalResult:
         return int(np.unique(self.clusters).size) if self.clusters.size else 0
 
 
+def summary_text(text: str) -> str:
+    """The answer without its ``[videoK]`` slot markers (a marker is not a word of the summary)."""
+    out, at = [], 0
+    for _label, start, end in find_markers(text):
+        out.append(text[at:start])
+        at = end
+    out.append(text[at:])
+    return " ".join(out)
+
+
+def accept_summary(_req: Request, gen: Generation) -> str | None:
+    """The engine's ``accept`` rule for a summary request: :func:`~..scoring.usable.text_reason` of the
+    answer without its slot markers (None when usable; a failed call is not judged here)."""
+    return usable.text_reason(summary_text(gen.text)) if gen.ok else None
+
+
+def addressed_slots(al: Alignment) -> int:
+    """Slots an answer addresses: with markers, the slots it has a marker for (a placeholder after its
+    marker counts: it answered that slot); without markers, the slots the fallback gave a sentence."""
+    if al.mode == "markers":
+        return sum(1 for st in al.status if st != SLOT_MISSING)
+    return sum(1 for st in al.status if st == SLOT_FALLBACK)
+
+
 def _orders(spec: PositionalSpec) -> list[tuple[int, ...]]:
     return cyclic_orders(spec.P) if spec.orders == "cyclic" else full_orders(spec.P)
 
@@ -182,16 +213,24 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
     groups = manifest.groups_for(spec.domain, spec.bucket, spec.P)[: min(spec.groups, n_groups or spec.groups)]
     reqs, plan, problems = build_requests(ctx, model, spec, groups, manifest)
     problems = [str(p) for p in manifest.problems] + problems
-    gens = ctx.engine.run(reqs, probe="positional")
+    gens = ctx.engine.run(reqs, probe="positional", accept=accept_summary)
     P = spec.P
     embed_sim = judges.embedder.similarity if judges.spec in ("embed", "auto") else None
+    why: list[str | None] = [accept_summary(r, g) for r, g in zip(reqs, gens, strict=True)]
+    # the same summary to distinct groups: a model that does not look at the videos
+    flags = usable.constant_text([g.text if g.ok and w is None else None for g, w in zip(gens, why, strict=True)],
+                                 [pl["group"] for pl in plan])
+    why = [usable.CONSTANT if f else w for f, w in zip(flags, why, strict=True)]
 
     # align every answer, collect the slot texts to judge
     slot_rows: list[dict[str, Any]] = []
-    for pl, gen in zip(plan, gens, strict=True):
+    for j, (pl, gen) in enumerate(zip(plan, gens, strict=True)):
         refs = [list(manifest.videos[v].references) for v in pl["videos"]]
         if not gen.ok:
             slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs})
+            continue
+        if why[j] is not None:
+            slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs, "cause": why[j]})
             continue
         try:
             al = align(gen.text, P, label_base=spec.label_base, references=refs, similarity=embed_sim)
@@ -201,6 +240,11 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
             # nothing to score: an empty answer, or no marker and no sentence to assign
             slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs, "cause": "unalignable"})
             continue
+        one_slot = usable.slots_reason(addressed_slots(al), P) if pl["target"] is None else None
+        if one_slot is not None:
+            why[j] = one_slot
+            slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs, "cause": one_slot})
+            continue
         if pl["target"] is not None and al.mode == "fallback":
             # single-target: an unmarked answer is the target's summary as a whole
             t = pl["target"]
@@ -208,10 +252,11 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
             summaries[t] = gen.text.strip()
             status = ["marker_failure" for _ in range(P)]
             status[t] = SLOT_FALLBACK
-            from ..scoring.alignment import Alignment
-
             al = Alignment(tuple(summaries), tuple(status), "fallback")
         slot_rows.append({"plan": pl, "gen": gen, "alignment": al, "refs": refs})
+
+    # answers found unusable only now (one slot addressed, a constant answer) leave the cache
+    ctx.engine.reject(reqs, [w if w in (usable.ONE_SLOT, usable.CONSTANT) else None for w in why], probe="positional")
 
     # judge all scoreable slots, one batch per reference style
     to_judge: dict[str, list[tuple[int, int]]] = {}
@@ -295,9 +340,9 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
         target["margin_confusion_rate"] = [float(np.mean([inst["slots"][k].get("margin_confusion", False) for inst in valid]))
                                            for k in range(P)]
     n_orders = len(_orders(spec))
-    usable = {pl["group"] for pl in plan}
+    built = {pl["group"] for pl in plan}
     lost = dict.fromkeys(LOST_CAUSES, 0)
-    lost["unusable_data"] = sum(n_orders for g in groups if g.id not in usable)
+    lost["unusable_data"] = sum(n_orders for g in groups if g.id not in built)
     for inst in instances:
         if not inst["valid"]:
             lost[inst.get("lost", "generation_error")] += 1

@@ -43,6 +43,7 @@ from ..metrics import (
     repetition_intensity,
     severity,
 )
+from ..scoring import usable
 from ..video import stressors as ST
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec
@@ -123,16 +124,29 @@ class StressorSpec:
 @dataclass
 class TextStats:
     """Outputs of one condition, in request order. ``ok[i]`` is False for a failed call (backend
-    error, timeout, empty or malformed response): such an output is a lost unit, never a clean one,
-    so every rate below is computed over the ok outputs only and the failures are counted."""
+    error, timeout, empty or malformed response) and for an unusable description (``reasons[i]``:
+    too few words, not words, a constant answer: ``scoring/usable.py``): such an output is a lost
+    unit, never a clean one, so every rate below is computed over the ok outputs only and the
+    failures are counted."""
 
     texts: list[str]
     finish: list[str]
     ok: list[bool] = field(default_factory=list)
+    reasons: list[str | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.ok:
             self.ok = [True] * len(self.texts)
+        if not self.reasons:
+            self.reasons = [None] * len(self.texts)
+
+    def unusable(self) -> dict[str, int]:
+        """Unusable outputs of succeeded calls, by reason (``scoring/usable.py``)."""
+        out: dict[str, int] = {}
+        for ok, f, why in zip(self.ok, self.finish, self.reasons, strict=True):
+            if not ok and f != "error":
+                out[why or usable.EMPTY] = out.get(why or usable.EMPTY, 0) + 1
+        return out
 
     @property
     def valid(self) -> np.ndarray:
@@ -146,7 +160,7 @@ class TextStats:
 
     @property
     def empty(self) -> int:
-        """Outputs whose call succeeded but returned no text (a lost unit, counted apart from errors)."""
+        """Outputs whose call succeeded but returned no usable text (a lost unit, counted apart from errors)."""
         return int(sum(1 for ok, f in zip(self.ok, self.finish, strict=True) if not ok and f != "error"))
 
     @property
@@ -157,7 +171,8 @@ class TextStats:
     def measured(self) -> TextStats:
         """The ok outputs only."""
         keep = [i for i, ok in enumerate(self.ok) if ok]
-        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep], [True] * len(keep))
+        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep], [True] * len(keep),
+                         [None] * len(keep))
 
     def summary(self) -> dict[str, Any]:
         m = self.measured()
@@ -275,14 +290,38 @@ def select_videos(ctx: Any, manifest: Manifest, n: int) -> list[VideoItem]:
 
 
 def measured_output(g: Generation) -> bool:
-    """A description is measured when the call succeeded and the text is not empty: an empty
-    answer is a lost unit (DESIGN.md section 8), never a clean, non-repeating output."""
-    return bool(g.ok) and bool(g.text.strip())
+    """A description is measured when the call succeeded and the text is a usable description
+    (:func:`~..scoring.usable.text_reason`: at least 3 words, at least half of the tokens words): an
+    empty or punctuation-only answer is a lost unit (DESIGN.md section 8), never a clean,
+    non-repeating output."""
+    return bool(g.ok) and usable.text_reason(g.text) is None
 
 
-def _stats(gens: Sequence[Generation]) -> TextStats:
+def accept_description(_req: Request, g: Generation) -> str | None:
+    """The engine's ``accept`` rule for a description request: None when usable, else the reason."""
+    return usable.generation_text_reason(g)
+
+
+def _stats(gens: Sequence[Generation], reasons: Sequence[str | None] | None = None) -> TextStats:
+    why = list(reasons) if reasons is not None else [usable.generation_text_reason(g) for g in gens]
     return TextStats([g.text if g.ok else "" for g in gens], [g.finish_reason for g in gens],
-                     [measured_output(g) for g in gens])
+                     [bool(g.ok) and w is None for g, w in zip(gens, why, strict=True)], why)
+
+
+def _reasons(ctx: Any, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Any | None]) -> list[str | None]:
+    """Per request: why its description is unusable (None when it is usable). ``inputs[j]`` is the
+    video request j shows (None: left out of the constant-answer rule, e.g. a control whose frames
+    are the same for every video); answers flagged by :func:`~..scoring.usable.constant_text` are
+    lost as ``constant_answer`` and withdrawn from the cache (:meth:`~..engine.Engine.reject`)."""
+    why = [usable.generation_text_reason(g) for g in gens]
+    pick = [j for j, i in enumerate(inputs) if i is not None]
+    flags = usable.constant_text([gens[j].text if gens[j].ok and why[j] is None else None for j in pick],
+                                 [inputs[j] for j in pick])
+    for j, f in zip(pick, flags, strict=True):
+        if f:
+            why[j] = usable.CONSTANT
+    ctx.engine.reject(list(reqs), [w if w == usable.CONSTANT else None for w in why], probe="stressor")
+    return why
 
 
 def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
@@ -317,17 +356,22 @@ def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *
             for name, frames in _controls(ctx, item, clean, foreign, spec):
                 plan.append((name, v))
                 reqs.append(_request(model, frames, spec, {"video": item.id, "condition": name}))
-    gens = ctx.engine.run(reqs, probe="stressor")
+    gens = ctx.engine.run(reqs, probe="stressor", accept=accept_description)
+    # the clean and stressed frames of one video are one input of the constant-answer rule
+    why = _reasons(ctx, reqs, gens, [v if name == "clean" or name in stressors else None for name, v in plan])
     per: dict[str, list[list[Generation]]] = {}
-    for (name, v), g in zip(plan, gens, strict=True):
+    per_why: dict[str, list[list[str | None]]] = {}
+    for (name, v), g, w in zip(plan, gens, why, strict=True):
         res.errors += int(not g.ok)
         per.setdefault(name, [[] for _ in kept])[v].append(g)
-    res.clean = _stats([gs[0] for gs in per.get("clean", [])])
+        per_why.setdefault(name, [[] for _ in kept])[v].append(w)
+    res.clean = _stats([gs[0] for gs in per.get("clean", [])], [ws[0] for ws in per_why.get("clean", [])])
     for name in stressors:
-        res.variants[name] = [_stats(gs) for gs in per.get(name, [[] for _ in kept])]
+        res.variants[name] = [_stats(gs, ws) for gs, ws in zip(per.get(name, [[] for _ in kept]),
+                                                                per_why.get(name, [[] for _ in kept]), strict=True)]
     for name in [*CONTROL_NAMES, *INPUT_CONTROLS]:
         if name in per:
-            res.controls[name] = _stats([g for gs in per[name] for g in gs])
+            res.controls[name] = _stats([g for gs in per[name] for g in gs], [w for ws in per_why[name] for w in ws])
     res.calls = ctx.engine.stats.since(before)
     _log(ctx, res)
     return res
@@ -372,7 +416,7 @@ def remedy(ctx: Any, model: str, res: StressorResult, manifest: Manifest) -> dic
                  "speed2": _fs(ST.speed(clean, 2, convention="videostf")), "delete2": _fs(ST.delete(clean, 2, rng=rng))}
         for q, name in enumerate(REMEDY_CASCADE, start=1):
             g = ctx.engine.run([_request(model, views[name], res.spec, {"video": item.id, "condition": f"remedy:{name}"})],
-                               probe="stressor")[0]
+                               probe="stressor", accept=accept_description)[0]
             if measured_output(g) and not repeats(g.text):
                 recovered += 1
                 queries.append(q)
@@ -398,7 +442,7 @@ def decoding_sweep(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest,
             continue
         seed = int(ctx.rng("decoding", item.id, setting).integers(1 << 30))
         reqs.append(_request(model, clean, spec, {"video": item.id, "condition": f"decoding:{setting}", "seed": seed}, **kw))
-    stats = _stats(ctx.engine.run(reqs, probe="stressor"))
+    stats = _stats(ctx.engine.run(reqs, probe="stressor", accept=accept_description))
     ctx.observe("stressor", {"type": "decoding", "model": model, "setting": setting, **stats.summary()})
     return stats
 

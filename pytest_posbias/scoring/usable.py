@@ -1,0 +1,170 @@
+"""What counts as a usable answer, per probe (DESIGN.md section 5: degenerate answers are lost units).
+
+An answer that falls short is a *lost unit* with its reason, never scored (a description of
+punctuation does not repeat, a one-word summary covers nothing in three slots, and either would
+otherwise be scored as a compliant output). The rules, with T = ``text.split()`` (the tokens of
+DESIGN.md section 4) and a *word* = a token holding at least one letter (``str.isalpha`` on some
+character; punctuation and digits alone are not words):
+
+* description / summary (:func:`text_reason`): usable when the call succeeded and
+  ``|words| >= MIN_WORDS`` (3) and ``|words| / |T| >= MIN_WORD_SHARE`` (0.5). Reasons:
+  ``empty_answer`` (no token), ``too_few_words``, ``mostly_not_words``;
+* multiple-choice answer (:func:`letter_reason`): usable when an option letter can be read, from the
+  letter log-probabilities (some live letter has a finite log-probability) or, without them, from the
+  text. Reason: ``no_option_letter``;
+* multi-slot summary (:func:`slots_reason`): asked for P >= 2 slots, usable when more than one slot is
+  addressed (a non-empty, scoreable slot text). Reason: ``one_slot_addressed``;
+* constant answer across distinct inputs (:func:`constant_text`, :func:`constant_letters`): the same
+  normalised answer given to distinct inputs, a model that does not look at its input. Reason:
+  ``constant_answer``.
+
+  - free text: over the m measured requests, asking about n distinct inputs (a video, a video
+    group), let a* be the modal normalised answer (:func:`normalise`), given in a share
+    ``s_req = count(a*) / m`` of the requests and to a share ``s_in = |inputs(a*)| / n`` of the inputs.
+    When ``n >= 2``, ``s_req > TEXT_CONSTANT_BOUND`` (0.5) and ``s_in > TEXT_CONSTANT_BOUND``, every
+    request answered a* is lost. A model that answers the same text to every input has
+    ``s_req = s_in = 1``; one that answers each input in its own way has ``s_in = 1/n`` (two
+    inputs sharing one answer among many is a coincidence, not a constant: ``s_req`` stays small).
+  - option letters: with ``m`` answered requests over at least 2 distinct questions and the modal
+    letter given in a share ``s`` of them, the requests answered with it are lost when ``m >=
+    MIN_LETTER_REQUESTS`` (8), ``s > LETTER_CONSTANT_BOUND`` (0.9) and the same letter is the correct
+    one in at most that bound of those requests (data whose correct letter is nearly always the same
+    cannot tell a constant answer from a right one). Under permuted option orders a model that
+    reads the options spreads its letters as the correct letters are spread.
+
+Every bound is above 0.05 = 1 − the default measurement floor, so a model whose answers trip a
+constant rule loses more than 5% of its units and cannot pass a gate in either mode.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+MIN_WORDS = 3
+MIN_WORD_SHARE = 0.5
+TEXT_CONSTANT_BOUND = 0.5
+LETTER_CONSTANT_BOUND = 0.9
+MIN_LETTER_REQUESTS = 8
+
+EMPTY, FEW_WORDS, NOT_WORDS, NO_LETTER, ONE_SLOT, CONSTANT = (
+    "empty_answer", "too_few_words", "mostly_not_words", "no_option_letter", "one_slot_addressed", "constant_answer")
+REASONS = (EMPTY, FEW_WORDS, NOT_WORDS, NO_LETTER, ONE_SLOT, CONSTANT)
+
+_SPACE = re.compile(r"\s+")
+
+
+def is_word(token: str) -> bool:
+    """Whether a whitespace token is a word: it holds at least one letter."""
+    return any(ch.isalpha() for ch in token)
+
+
+def text_reason(text: str, *, min_words: int = MIN_WORDS, min_share: float = MIN_WORD_SHARE) -> str | None:
+    """Why a description or summary is not usable, or None when it is.
+
+    With T = ``text.split()`` and W the tokens holding a letter: ``empty_answer`` when |T| = 0,
+    ``too_few_words`` when |W| < ``min_words``, ``mostly_not_words`` when |W| / |T| < ``min_share``."""
+    if isinstance(min_words, bool) or not isinstance(min_words, int) or min_words < 1:
+        raise ValueError(f"`min_words` must be an integer >= 1; got {min_words!r}")
+    if not 0.0 <= min_share <= 1.0:
+        raise ValueError(f"`min_share` must lie in [0, 1]; got {min_share!r}")
+    tokens = text.split()
+    if not tokens:
+        return EMPTY
+    n_words = sum(1 for t in tokens if is_word(t))
+    if n_words < min_words:
+        return FEW_WORDS
+    if n_words / len(tokens) < min_share:
+        return NOT_WORDS
+    return None
+
+
+def generation_text_reason(gen: Any) -> str | None:
+    """:func:`text_reason` of a generation's text; None for a failed call (a failed call is counted
+    as a generation error, not as an unusable answer)."""
+    if not gen.ok:
+        return None
+    return text_reason(gen.text)
+
+
+def letter_reason(gen: Any, letters: Sequence[str], parse: Any) -> str | None:
+    """Why a multiple-choice answer is not usable (``no_option_letter``), or None when it is.
+
+    With letter log-probabilities: usable when some letter of ``letters`` has a finite one; else
+    ``parse(text, letters)`` (the probe's parser) must find a letter. None for a failed call."""
+    if not gen.ok:
+        return None
+    lp: Mapping[str, float] | None = gen.letter_logprobs
+    if lp:
+        live = [v for k, v in lp.items() if k in letters and v is not None and v > -math.inf]
+        return None if live else NO_LETTER
+    return None if parse(gen.text, "".join(letters)) is not None else NO_LETTER
+
+
+def slots_reason(addressed: int, P: int) -> str | None:
+    """``one_slot_addressed`` when a summary asked for ``P`` >= 2 slots addresses at most one."""
+    return ONE_SLOT if P >= 2 and addressed <= 1 else None
+
+
+def normalise(text: str) -> str:
+    """The form compared by the constant rules: case-folded, whitespace runs collapsed, stripped."""
+    return _SPACE.sub(" ", text.casefold()).strip()
+
+
+def constant_text(answers: Sequence[str | None], inputs: Sequence[Hashable], *,
+                  bound: float = TEXT_CONSTANT_BOUND) -> list[bool]:
+    """Per request: True when its answer is the modal answer of a constant-answer model.
+
+    ``answers[j]`` is request j's text (None: not measured, ignored); ``inputs[j]`` the distinct
+    input it asks about. Over the m measured requests and their n inputs, a* = the modal normalised
+    answer: flagged when n >= 2, count(a*) / m > ``bound`` and |inputs(a*)| / n > ``bound``."""
+    if len(answers) != len(inputs):
+        raise ValueError(f"`answers` and `inputs` must have the same length; got {len(answers)} and {len(inputs)}")
+    by_answer: dict[str, set[Hashable]] = {}
+    counts: Counter[str] = Counter()
+    seen: set[Hashable] = set()
+    for a, i in zip(answers, inputs, strict=True):
+        if a is None:
+            continue
+        seen.add(i)
+        norm = normalise(a)
+        counts[norm] += 1
+        by_answer.setdefault(norm, set()).add(i)
+    if len(seen) < 2 or not counts:
+        return [False] * len(answers)
+    modal, k = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    if k / sum(counts.values()) <= bound or len(by_answer[modal]) / len(seen) <= bound:
+        return [False] * len(answers)
+    return [a is not None and normalise(a) == modal for a in answers]
+
+
+def constant_letters(letters: Sequence[int | None], correct: Sequence[int], inputs: Sequence[Hashable], *,
+                     bound: float = LETTER_CONSTANT_BOUND, min_requests: int = MIN_LETTER_REQUESTS) -> list[bool]:
+    """Per request: True when its option letter (a position index, None when not measured) is the
+    modal letter of a model that answers one letter whatever the question.
+
+    With m measured requests over at least 2 distinct ``inputs`` and the modal letter given in a
+    share s of them: flagged when m >= ``min_requests``, s > ``bound`` and the modal letter is the
+    correct one (``correct[j]``, its position in request j) in at most a share ``bound`` of them."""
+    if not len(letters) == len(correct) == len(inputs):
+        raise ValueError(f"`letters`, `correct` and `inputs` must have the same length; got {len(letters)}, "
+                         f"{len(correct)} and {len(inputs)}")
+    measured = [j for j, x in enumerate(letters) if x is not None and x >= 0]
+    if len(measured) < min_requests or len({inputs[j] for j in measured}) < 2:
+        return [False] * len(letters)
+    counts = Counter(letters[j] for j in measured)
+    modal, k = max(counts.items(), key=lambda kv: (kv[1], -int(kv[0] or 0)))
+    if k / len(measured) <= bound:
+        return [False] * len(letters)
+    if sum(1 for j in measured if correct[j] == modal) / len(measured) > bound:
+        return [False] * len(letters)
+    return [x is not None and x == modal for x in letters]
+
+
+__all__ = ["CONSTANT", "EMPTY", "FEW_WORDS", "LETTER_CONSTANT_BOUND", "MIN_LETTER_REQUESTS", "MIN_WORDS",
+           "MIN_WORD_SHARE", "NOT_WORDS", "NO_LETTER", "ONE_SLOT", "REASONS", "TEXT_CONSTANT_BOUND", "constant_letters",
+           "constant_text", "generation_text_reason", "is_word", "letter_reason", "normalise", "slots_reason",
+           "text_reason"]
