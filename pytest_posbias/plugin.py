@@ -934,7 +934,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                               "problems": [p.to_dict() for p in state.problems]},
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(out, indent=2, sort_keys=True))
+        from .safe_text import redact_value
+
+        Path(path).write_text(json.dumps(redact_value(out), indent=2, sort_keys=True))
     md = config.getoption("--posbias-markdown", None)
     if md:  # also written when no gate decided (the job summary says so)
         from .report.markdown import write_markdown

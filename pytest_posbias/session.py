@@ -45,6 +45,7 @@ from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
 from .probes.stressor import StressorResult, StressorSpec, run_stressor
 from .run_merge import RunLogFollower, merge_run_log_lines, merge_run_logs
+from .safe_text import redact_args, redact_value
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
@@ -144,9 +145,10 @@ class RunContext:
             "mode": self.mode,
             "alpha": self.alpha,
             "judge": self.options.get("judge"),
-            "config": {k: v for k, v in self.options.items() if k not in ("threshold_overrides",)},
+            # credentials inside URLs (--api-base user-info, ?api-key=) never reach the log
+            "config": redact_value({k: v for k, v in self.options.items() if k not in ("threshold_overrides",)}),
             "thresholds": {m: self.thresholds(m) for m in self.models},
-            "command": ["pytest", *invocation],
+            "command": ["pytest", *redact_args(invocation)],
             "environment": environment(),
         }
         self.runlog = RunLog(self.run_dir / f"log-{worker}.jsonl", header)
@@ -571,7 +573,7 @@ def finish_run(
     header["calls"] = dict(calls)
     if exitstatus is not None:
         header["exitstatus"] = int(exitstatus)  # the report says when a run did not finish (errors, usage, interrupt)
-    header["errored_tests"] = [dict(e) for e in errored]
+    header["errored_tests"] = [redact_value(dict(e)) for e in errored]
     path = run_dir / "run.jsonl"
     tmp = path.with_name(f"run.jsonl.{os.getpid()}.tmp")  # unique per process, then an atomic rename
     head_line = json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True)

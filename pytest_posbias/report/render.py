@@ -29,6 +29,7 @@ from ..data.manifest import problems_in_records, summarize_problems
 from ..engine import read_run_header, read_run_log
 from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
+from ..safe_text import inert, redact_value
 from ..summary import calls_line
 from . import compare, figure_pool, figures, front
 from . import search as search_section
@@ -72,7 +73,8 @@ class Run:
     def __init__(self, path: Path, loaded: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> None:
         """``loaded``: the header and records of ``path`` already parsed (by the run that wrote it)."""
         self.path = path
-        self.header, records = loaded if loaded is not None else read_run_log(path)
+        header, records = loaded if loaded is not None else read_run_log(path)
+        self.header = redact_value(header)  # credentials inside URLs are never shown, also from an older log
         self.models = {r["spec"]: r.get("identity", {}) for r in records if r.get("kind") == "model"}
         self.verdicts = [r for r in records if r.get("kind") == "verdict"]
         self.obs: dict[str, list[dict[str, Any]]] = defaultdict(list)
