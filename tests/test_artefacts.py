@@ -84,3 +84,61 @@ def test_md_text_opens_no_tag_span_or_link():
     assert "<" not in out and ">" not in out and "&lt;img" in out and "&amp;" in out
     assert "\\`code\\`" in out and "\\*em\\*" in out and "\\[l\\]" in out and "a\\|b" in out
     assert "\\u202e" in out and "\n" not in out
+
+
+# --------------------------------------------------------------------------- real runs: every artefact read back
+
+
+def _artefacts(root: Path) -> dict[str, bytes]:
+    """Every file a run left under ``root`` (run logs, report, Markdown, JSON, junit), by relative path;
+    the generation cache and decoded frames are the model's inputs and outputs, not artefacts."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".jsonl", ".html", ".md", ".json", ".xml"):
+            out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_no_secret_from_the_api_base_reaches_any_artefact(pytester, small_set, monkeypatch):
+    pytest.importorskip("openai")
+    from fault_server import FaultServer
+
+    monkeypatch.setenv("POSBIAS_API_TIMEOUT", "3")
+    monkeypatch.setenv("POSBIAS_API_BACKOFF", "0.01")
+    monkeypatch.setenv("POSBIAS_API_KEY", "sk-env-key-4242")
+    dest = pytester.path / "suites"
+    dest.mkdir()
+    for f in ("conftest.py", "test_phase_order.py"):
+        shutil.copy(SUITES / f, dest / f)
+    pytester.makepyprojecttoml(f"""
+[tool.pytest.ini_options]
+testpaths = ["suites"]
+
+[tool.posbias]
+data = "{small_set}"
+
+[tool.posbias.probes.phase]
+items = 4
+orderings = 2
+""")
+    user_secret, query_secret = "sk-userinfo-7f3a9c", "sk-query-51be02"
+    with FaultServer() as srv:
+        base = srv.url.replace("http://", f"http://me:{user_secret}@") + f"?api-key={query_secret}"
+        res = pytester.runpytest("suites", "-m", "order", "--posbias-fixed", "--model", "openai:x",
+                                 f"--api-base={base}", "-p", "no:randomly", "--posbias-json=out.json",
+                                 "--posbias-markdown=out.md", "--junitxml=junit.xml", "-v")
+        assert srv.chat_requests > 1  # the run really called the server through that URL
+    terminal = res.stdout.str() + res.stderr.str()
+    assert res.ret in (0, 1), terminal[-3000:]
+    files = _artefacts(pytester.path)
+    assert any(n.endswith("run.jsonl") for n in files) and "out.md" in files and "junit.xml" in files
+    assert any(n.startswith("reports/") for n in files) and "out.json" in files
+    for secret in (user_secret, query_secret, "sk-env-key-4242"):
+        assert secret not in terminal
+        leaked = [n for n, data in files.items() if secret.encode() in data]
+        assert not leaked, (secret, leaked)
+    [log] = [n for n in files if n.endswith("run.jsonl")]
+    header = json.loads(files[log].splitlines()[0])
+    assert any("***@127.0.0.1" in a and "api-key=***" in a for a in header["command"])  # shown, redacted
+    assert "***@127.0.0.1" in json.dumps(header["config"]["api_base"])
