@@ -541,7 +541,8 @@ def finish_run(
     errored: Sequence[Mapping[str, Any]] = (),
     log_follower: RunLogFollower | None = None,
 ) -> Path | None:
-    """Merge the workers' logs into ``run.jsonl`` (+ verdicts) and render the report.
+    """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the workers' logs (the
+    merged log is the run's one copy), and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
     ``log_follower``: the one that read this run's logs while they grew (the xdist controller's).
@@ -586,6 +587,11 @@ def finish_run(
         for line in verdict_lines:
             fh.write(line + "\n")
     tmp.replace(path)
+    # one copy of the run's log: the workers' logs are in run.jsonl now (an interrupted run that
+    # never got here keeps them, and `posbias report` / the history read them there)
+    for worker_log in run_dir.glob("log-*.jsonl"):
+        with contextlib.suppress(OSError):
+            worker_log.unlink()
     # The report reads what was just written; the records are already parsed JSON, so they are
     # handed over instead of parsed a second time (header and verdicts go through their lines).
     loaded = (json.loads(head_line), [r for r, _ in pairs] + [json.loads(line) for line in verdict_lines])

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import __version__
 from ..data.manifest import problems_in_records, summarize_problems
-from ..engine import read_run_header, read_run_log
+from ..engine import read_run_header, read_run_log, run_log_references
 from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
 from ..safe_text import inert, redact_value
@@ -76,6 +76,7 @@ class Run:
         header, records = loaded if loaded is not None else read_run_log(path)
         self.header = redact_value(header)  # credentials inside URLs are never shown, also from an older log
         self.models = {r["spec"]: r.get("identity", {}) for r in records if r.get("kind") == "model"}
+        self.references = run_log_references(records)  # a slot's reference texts, by id
         self.verdicts = [r for r in records if r.get("kind") == "verdict"]
         self.obs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.requests = 0  # distinct request records in the log (calls are counted from the header's totals)
@@ -291,9 +292,11 @@ def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
                 slots = []
                 for k, s in enumerate(o["slots"]):
                     covered = s.get("covered") or []
+                    reasons = s.get("reasons") or []
+                    texts = run.references.get(str(s.get("references_id")), s.get("references") or [])  # by id, or inline
                     refs = [{"text": r, "covered": bool(covered[i]) if i < len(covered) else None,
-                             "reason": (s.get("reasons") or [""] * len(s["references"]))[i] if i < len(s.get("reasons") or []) else ""}
-                            for i, r in enumerate(s["references"])]
+                             "reason": reasons[i] if i < len(reasons) else ""}
+                            for i, r in enumerate(texts)]
                     slots.append({"slot": k + 1, "video": s["video"], "thumb": o["thumbnails"][k] if k < len(o["thumbnails"]) else "",
                                   "summary": s.get("summary", ""), "status": s.get("status"), "coverage": s.get("coverage"),
                                   "judge": s.get("judge"), "refs": refs})
