@@ -338,6 +338,20 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
     return out
 
 
+def _inert_output(value: Any) -> Any:
+    """Every ``{{ ... }}`` of the templates, before autoescape: control characters, bidi overrides
+    and isolates, and NUL from data (a domain, a reference, a model's answer) shown escaped
+    (:func:`~pytest_posbias.safe_text.inert`), so what the page shows is what the data hold."""
+    if not isinstance(value, str):
+        return value
+    out = inert(value)
+    if out == value:
+        return value
+    import markupsafe
+
+    return markupsafe.Markup(out) if isinstance(value, markupsafe.Markup) else out
+
+
 @functools.cache
 def template_environment() -> Any:
     """The jinja2 environment of the package's templates (the report and the history page), one
@@ -348,6 +362,7 @@ def template_environment() -> Any:
                              autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _fmt
+    env.finalize = _inert_output
     env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}%"
     return env
 
