@@ -142,3 +142,104 @@ orderings = 2
     header = json.loads(files[log].splitlines()[0])
     assert any("***@127.0.0.1" in a and "api-key=***" in a for a in header["command"])  # shown, redacted
     assert "***@127.0.0.1" in json.dumps(header["config"]["api_base"])
+
+
+HOSTILE = "x`y``<img src=x onerror=alert(1)>|\u202e\u2066\u200f\x1b[31m\x00\x85"
+UNSAFE_CHARS = ("\u202e", "\u2066", "\u200f", "\x1b", "\x00", "\x85")
+
+
+def hostile_manifest(small_set: Path, out: Path) -> Path:
+    """The small set's cooking/short videos, P4 groups and questions, with the domain, every
+    reference and every question and option carrying markup, back-ticks, bidi overrides,
+    an escape sequence, NUL and a C1 control."""
+    base = small_set.parent
+    rows = []
+    for line in small_set.read_text().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "video" and rec["domain"] == "cooking" and rec["bucket"] == "short":
+            rows.append({**rec, "path": str((base / rec["path"]).resolve()), "domain": f"cook{HOSTILE}",
+                         "references": [f"{r} {HOSTILE}" for r in rec["references"]]})
+            rows[-1].pop("scene", None)
+        elif rec["type"] == "group" and rec["domain"] == "cooking" and rec["bucket"] == "short" and rec["P"] == 4:
+            rows.append({**rec, "domain": f"cook{HOSTILE}"})
+        elif rec["type"] == "mcq" and rec["video"].startswith("syn-cooking-short"):
+            rows.append({**rec, "question": f"{rec['question']} {HOSTILE}", "options": [f"{o}{HOSTILE}" for o in rec["options"]]})
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_text_from_a_hostile_manifest_is_inert_in_every_artefact(pytester, small_set):
+    manifest = hostile_manifest(small_set, pytester.path / "hostile.jsonl")
+    dest = pytester.path / "suites"
+    dest.mkdir()
+    for f in ("conftest.py", "test_positional.py", "test_phase_order.py"):
+        shutil.copy(SUITES / f, dest / f)
+    pytester.makepyprojecttoml(f"""
+[tool.pytest.ini_options]
+testpaths = ["suites"]
+
+[tool.posbias]
+data = "{manifest}"
+
+[tool.posbias.probes.positional]
+groups = 3
+
+[tool.posbias.probes.phase]
+items = 4
+orderings = 2
+""")
+    res = pytester.runpytest_subprocess("-m", "meg or order", "--model", "sim:middle-weak", "--posbias-fixed",
+                                        "-p", "no:randomly", "--posbias-json=out.json", "--posbias-markdown=out.md",
+                                        "--junitxml=junit.xml", "-v", "--judge", "fragment", timeout=900)
+    terminal = res.stdout.str() + res.stderr.str()
+    assert res.ret in (0, 1), terminal[-3000:]
+    files = _artefacts(pytester.path)
+    names = set(files)
+    [log] = [n for n in names if n.endswith(".jsonl") and "/runs/" in n]
+    assert log.endswith("/run.jsonl")  # one copy of the run's log: the workers' logs are removed once merged
+    html = [n for n in names if n.startswith("reports/")]
+    assert html and {"out.md", "out.json", "junit.xml"} <= names
+    # the data really reached the run: the hostile domain names the gates, its references and questions are logged
+    text = files[log].decode()
+    assert "\\u202e" in text and '"kind": "reference"' in text and "onerror" in text
+    for name in [log, *html, "out.md", "out.json", "junit.xml"]:
+        data = files[name].decode("utf-8")
+        bad = [repr(c) for c in UNSAFE_CHARS if c in data]
+        assert not bad, (name, bad)
+    for c in UNSAFE_CHARS:
+        assert c not in terminal, repr(c)
+    report = files["reports/latest.html"].decode()
+    assert "<img src=x" not in report and "cook" in report and "\\u202e" in report  # shown, escaped
+    md = files["out.md"].decode()
+    assert "<img" not in md and "&lt;img" not in md.split("|")[0]  # no tag, in or out of a code span
+    for row in (ln for ln in md.splitlines() if ln.startswith("| ") and "cook" in ln):
+        cell = row.split(" | ")[1]  # the gate's node id: one code span that its back-ticks cannot close
+        fence = len(cell) - len(cell.lstrip("`"))
+        assert fence >= 3 and cell.endswith("`" * fence) and "`" * fence not in cell[fence:-fence], cell
+
+
+# --------------------------------------------------------------------------- run-log growth
+
+
+def test_a_reference_text_is_written_once_per_log_and_once_in_the_merge(tmp_path):
+    from pytest_posbias.engine import RunLog, read_run_log, reference_id, run_log_references
+    from pytest_posbias.run_merge import merge_run_logs
+
+    refs = ["A red circle moves. " * 500, "It stops."]
+    run_dir = tmp_path / "runs" / "r"
+    for w in ("gw0", "gw1"):
+        log = RunLog(run_dir / f"log-{w}.jsonl", {"run_id": "r", "worker": w, "started": "2026-01-01T00:00:00"})
+        for i in range(5):  # five observations of the same videos name the texts, they do not copy them
+            rid = log.reference(refs)
+            log.write({"kind": "observation", "probe": "positional", "type": "instance", "i": i, "w": w,
+                       "slots": [{"references_id": rid}]})
+        log.close()
+        _h, recs = read_run_log(run_dir / f"log-{w}.jsonl")
+        assert sum(r["kind"] == "reference" for r in recs) == 1
+        assert (run_dir / f"log-{w}.jsonl").stat().st_size < len(json.dumps(refs)) + 2000
+    header, merged = merge_run_logs(run_dir)
+    assert [r["id"] for r in merged if r["kind"] == "reference"] == [reference_id(refs)]
+    assert run_log_references(merged) == {reference_id(refs): refs}
+    assert sum(r["kind"] == "observation" for r in merged) == 10
+    assert reference_id(refs) != reference_id([*refs, "x"]) and reference_id(["a\ud800"])  # any text has an id

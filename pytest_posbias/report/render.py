@@ -420,7 +420,9 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
             details=_details(runs),
             captions=SECTION_CAPTIONS,
         )
-    return figs.fill(html)
+    # matplotlib's SVG keeps each label's text in an XML comment beside its paths: the figures'
+    # text from data is escaped here, as the template's is (_inert_output)
+    return inert(figs.fill(html))
 
 
 def _slug(text: str) -> str:
