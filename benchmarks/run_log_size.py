@@ -2,14 +2,14 @@
 
 Builds a manifest from the synthetic set's cooking/short videos and P = 4 groups whose
 references are long (``--mb`` MB of text per video, in sentences of about 10 kB), runs the
-MEG gate of that configuration (sim:unbiased, cyclic orders: 4 instances per group) in a fresh
-project, and prints the size of everything the run left under ``<cache>/runs/`` (the run logs)
+MEG gate of that configuration (``test_meg[sim:unbiased-cooking-short-P4]``: cyclic orders,
+4 instances per group) in a fresh project, and prints the size of everything the run left under ``<cache>/runs/`` (the run logs)
 for 1x and 2x the reference data and 1x and 2x the groups (observations). A log that stores
 each reference once grows with the data (the 2x-data column about doubles) and barely with the
 observations (the 2x-groups row adds the instance records, not another copy of the references);
 a log that copies the references into every observation grows with their product.
 
-Run: python benchmarks/run_log_size.py [--mb 1.1] [--groups 2]
+Run: python benchmarks/run_log_size.py [--mb 1.1] [--groups 2] [--repo CHECKOUT]
 (the synthetic set is built under fixtures/synthetic on first use)
 """
 
@@ -56,14 +56,15 @@ def build_manifest(out: Path, *, megabytes: float, groups: int) -> Path:
     return out
 
 
-def run_size(*, megabytes: float, groups: int) -> tuple[int, int, float]:
-    """(bytes under <cache>/runs, run log files, manifest MB) of one MEG run on that manifest."""
+def run_size(*, megabytes: float, groups: int, repo: Path = ROOT) -> tuple[int, int, float]:
+    """(bytes under <cache>/runs, run log files, manifest MB) of one MEG run on that manifest, with
+    the ``pytest_posbias`` and suites of the checkout ``repo``."""
     with tempfile.TemporaryDirectory(prefix="posbias-logsize-") as tmp:
         proj = Path(tmp)
         manifest = build_manifest(proj / "manifest.jsonl", megabytes=megabytes, groups=groups)
         (proj / "suites").mkdir()
         for f in ("conftest.py", "test_positional.py"):
-            (proj / "suites" / f).write_text((ROOT / "suites" / f).read_text())
+            (proj / "suites" / f).write_text((repo / "suites" / f).read_text())
         (proj / "pyproject.toml").write_text(f"""
 [tool.pytest.ini_options]
 testpaths = ["suites"]
@@ -73,10 +74,10 @@ cache = ".posbias"
 [tool.posbias.probes.positional]
 groups = {groups}
 """)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
+        env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                               "--model", "sim:unbiased", "--posbias-fixed", "-k", "test_meg and cooking-short-P4",
-                               "--posbias-report", "report.html"],
+                               "--model", "sim:unbiased", "--posbias-fixed", "--posbias-report", "report.html",
+                               "suites/test_positional.py::test_meg[sim:unbiased-cooking-short-P4]"],
                               cwd=proj, env=env, capture_output=True, text=True, timeout=1800)
         if proc.returncode not in (0, 1) or "[posbias] run log:" not in proc.stdout:
             raise SystemExit(f"the run failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -89,11 +90,13 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=1.1, help="MB of reference text per video at 1x (default 1.1)")
     ap.add_argument("--groups", type=int, default=2, help="P4 groups at 1x (4 instances each; default 2)")
+    ap.add_argument("--repo", type=Path, default=ROOT,
+                    help="the checkout whose pytest_posbias makes the runs (default this one): compare two versions")
     args = ap.parse_args(argv)
     print(f"{'data':>6} {'groups':>6} {'instances':>9} {'manifest MB':>11} {'run logs MB':>11} {'files':>5}")
     for data in (1, 2):
         for scale in (1, 2):
-            size, files, manifest_mb = run_size(megabytes=args.mb * data, groups=args.groups * scale)
+            size, files, manifest_mb = run_size(megabytes=args.mb * data, groups=args.groups * scale, repo=args.repo)
             print(f"{data:>5}x {args.groups * scale:>6} {4 * args.groups * scale:>9} {manifest_mb:>11.1f} "
                   f"{size / 1e6:>11.2f} {files:>5}", flush=True)
 
