@@ -64,7 +64,7 @@ def _inert_args(fn: Any) -> Any:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> str:
-        return fn(*_inert(args), **{k: _inert(v) for k, v in kwargs.items()})  # type: ignore[no-any-return]
+        return fn(*_inert(args), **{k: _inert(v) for k, v in kwargs.items()})
 
     return call
 
