@@ -241,8 +241,30 @@ def test_a_reference_text_is_written_once_per_log_and_once_in_the_merge(tmp_path
         _h, recs = read_run_log(run_dir / f"log-{w}.jsonl")
         assert sum(r["kind"] == "reference" for r in recs) == 1
         assert (run_dir / f"log-{w}.jsonl").stat().st_size < len(json.dumps(refs)) + 2000
-    header, merged = merge_run_logs(run_dir)
+    _header, merged = merge_run_logs(run_dir)
     assert [r["id"] for r in merged if r["kind"] == "reference"] == [reference_id(refs)]
     assert run_log_references(merged) == {reference_id(refs): refs}
     assert sum(r["kind"] == "observation" for r in merged) == 10
     assert reference_id(refs) != reference_id([*refs, "x"]) and reference_id(["a\ud800"])  # any text has an id
+
+
+def test_the_report_shows_a_slots_references_from_the_reference_record(tmp_path):
+    from pytest_posbias import SCHEMA_VERSION
+    from pytest_posbias.engine import reference_id
+    from pytest_posbias.report.render import Run, _examples
+
+    refs = ["The red circle rolls left.", "A blue square waits."]
+    slot = {"video": "v1", "references_id": reference_id(refs), "covered": [True, False], "reasons": ["", "no match"],
+            "summary": "A circle rolls.", "status": "ok", "coverage": 0.5}
+    old_slot = {"video": "v2", "references": ["Inline, as older logs hold it."], "covered": [True], "summary": "x"}
+    recs = [{"kind": "header", "schema_version": SCHEMA_VERSION, "run_id": "r", "models": ["sim:x"]},
+            {"kind": "reference", "id": reference_id(refs), "texts": refs},
+            {"kind": "observation", "probe": "positional", "type": "instance", "model": "sim:x", "spec": "S", "group": "g",
+             "order": [0, 1], "thumbnails": ["", ""], "slots": [slot, old_slot], "text": ["A circle rolls."]}]
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    [example] = _examples([Run(log)], {"S"})["positional"]
+    assert [r["text"] for r in example["slots"][0]["refs"]] == refs
+    assert [r["covered"] for r in example["slots"][0]["refs"]] == [True, False]
+    assert example["slots"][0]["refs"][1]["reason"] == "no match"
+    assert [r["text"] for r in example["slots"][1]["refs"]] == ["Inline, as older logs hold it."]
