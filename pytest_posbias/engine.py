@@ -398,6 +398,7 @@ class RunLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._references: set[str] = set()  # ids of the reference records this log holds
         self._fh = self.path.open("a", encoding="utf-8")
         if self.path.stat().st_size == 0:
             self.write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
@@ -411,12 +412,35 @@ class RunLog:
             self._fh.write(line + "\n")
             self._fh.flush()
 
+    def reference(self, texts: Sequence[str]) -> str:
+        """The id of a reference text (a video's reference sentences), written once per log as
+        ``{"kind": "reference", "id": ID, "texts": [...]}``: observations name it by id instead
+        of copying it, so the log grows with the data, not with observations × data. The id is
+        :func:`reference_id` of the texts, the same in every worker's log (the merge keeps one)."""
+        rid = reference_id(texts)
+        with self._lock:
+            if rid in self._references:
+                return rid
+            self._references.add(rid)
+        self.write({"kind": "reference", "id": rid, "texts": list(texts)})
+        return rid
+
     def close(self) -> None:
         with self._lock:
             if not self._fh.closed:
                 self._fh.flush()
                 os.fsync(self._fh.fileno())
                 self._fh.close()
+
+
+def reference_id(texts: Sequence[str]) -> str:
+    """The id of a reference record: the first 24 hex digits of SHA-256 over the texts' JSON."""
+    return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def run_log_references(records: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """The reference texts a run log holds, by id (its ``reference`` records)."""
+    return {str(r["id"]): list(r.get("texts") or []) for r in records if r.get("kind") == "reference" and "id" in r}
 
 
 @contextlib.contextmanager

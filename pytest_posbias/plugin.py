@@ -19,6 +19,7 @@ import pytest
 from .config import GATES, MARKERS, PosbiasConfig, load_pyproject, parse_threshold_override
 from .engine import CallStats
 from .errors import ConfigError, PosbiasError
+from .safe_text import inert
 from .stats import Verdict, benjamini_hochberg
 from .xdist_support import (
     FollowedLogs,
@@ -730,8 +731,8 @@ def posbias_gate(request: pytest.FixtureRequest) -> Any:
 
             verdict = replace(verdict, extra={**verdict.extra, "calls": dict(calls)})
         record_verdict(request.node, verdict, calls=calls)
-        if not verdict.passed:
-            pytest.fail(verdict.message(), pytrace=False)
+        if not verdict.passed:  # text from data (a domain in the gate's name) shown escaped on the terminal and in junit
+            pytest.fail(inert(verdict.message()), pytrace=False)
         return verdict
 
     return gate
@@ -742,7 +743,7 @@ def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any]
     d = verdict.to_dict()
     item.user_properties.append((VERDICT_KEY, json.dumps(d, sort_keys=True)))
     for key in ("name", "estimate", "ci_low", "ci_high", "threshold", "n", "p_value", "passed", "mode"):
-        item.user_properties.append((f"posbias.{key}", d[key]))
+        item.user_properties.append((f"posbias.{key}", inert(d[key]) if isinstance(d[key], str) else d[key]))
     if calls:
         item.user_properties.append((CALLS_KEY, json.dumps(calls, sort_keys=True)))
 
@@ -951,10 +952,10 @@ def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> Non
     tr.section("posbias data problems")
     tr.write_line(f"{len(problems)} data problems; the units that need them are not measured and count as lost:")
     for g in summarize_problems(problems):
-        tr.write_line(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", yellow=True)
+        tr.write_line(inert(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", newlines=False), yellow=True)
     if config.get_verbosity() > 0:
         for p in problems:
-            tr.write_line(f"    {p}")
+            tr.write_line(inert(f"    {p}", newlines=False))
 
 
 def _run_problems(run_log: Path | None) -> list[Any]:
@@ -1046,7 +1047,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                               "problems": [p.to_dict() for p in state.problems]},
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(out, indent=2, sort_keys=True))
+        from .safe_text import redact_value
+
+        Path(path).write_text(json.dumps(redact_value(out), indent=2, sort_keys=True))
     md = config.getoption("--posbias-markdown", None)
     if md:  # also written when no gate decided (the job summary says so)
         from .report.markdown import write_markdown

@@ -100,6 +100,8 @@ def merge_run_log_lines(run_dir: Path) -> tuple[Record, list[tuple[Record, str |
     probe, key, cache hit) and, where those tie, by the record's canonical JSON (the line as its
     writer wrote it: sorted keys).
 
+    References: one ``reference`` record per id (every worker that used a reference text wrote it).
+
     Requests: one ``request`` record per (key, cache hit or not). A key sent more than once
     (a failed call re-sent later in the run, or by another worker) keeps a successful record
     as its ``request`` when there is one; every failed send of that key is kept as an
@@ -155,11 +157,16 @@ def _merge(logs: list[tuple[Record, list[tuple[Record, str]]]], run_dir: Path) -
                 chosen[sig] = r
 
     models: dict[str, tuple[Record, str | None]] = {}
+    references: set[str] = set()
     out: list[tuple[Record, str | None]] = []
     for r, line in ordered:
         if r.get("kind") == "model":
             models.setdefault(r["spec"], (r, line))
             continue
+        if r.get("kind") == "reference":  # a reference text every worker that used it wrote: once is enough
+            if str(r.get("id")) in references:
+                continue
+            references.add(str(r.get("id")))
         if r.get("kind") in ("request", "attempt"):
             sig = (str(r.get("key", "")), bool(r.get("cache_hit")))
             kind = "request" if chosen[sig] is r else "attempt" if _failed(r) else None

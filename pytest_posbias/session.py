@@ -45,6 +45,7 @@ from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
 from .probes.stressor import StressorResult, StressorSpec, run_stressor
 from .run_merge import RunLogFollower, merge_run_log_lines, merge_run_logs
+from .safe_text import redact_args, redact_value
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
@@ -145,9 +146,10 @@ class RunContext:
             "mode": self.mode,
             "alpha": self.alpha,
             "judge": self.options.get("judge"),
-            "config": {k: v for k, v in self.options.items() if k not in ("threshold_overrides",)},
+            # credentials inside URLs (--api-base user-info, ?api-key=) never reach the log
+            "config": redact_value({k: v for k, v in self.options.items() if k not in ("threshold_overrides",)}),
             "thresholds": {m: self.thresholds(m) for m in self.models},
-            "command": ["pytest", *invocation],
+            "command": ["pytest", *redact_args(invocation)],
             "environment": environment(),
         }
         self.runlog = RunLog(self.run_dir / f"log-{worker}.jsonl", header)
@@ -559,8 +561,9 @@ def finish_run(
     errored: Sequence[Mapping[str, Any]] = (),
     log_follower: RunLogFollower | None = None,
 ) -> Path | None:
-    """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the run folders beyond
-    ``options['keep_runs']`` (:func:`.retention.prune_runs`; never this run's) and render the report.
+    """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the workers' logs (the
+    merged log is the run's one copy), remove the run folders beyond ``options['keep_runs']``
+    (:func:`.retention.prune_runs`; never this run's) and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
     ``log_follower``: the one that read this run's logs while they grew (the xdist controller's).
@@ -592,7 +595,7 @@ def finish_run(
     header["calls"] = dict(calls)
     if exitstatus is not None:
         header["exitstatus"] = int(exitstatus)  # the report says when a run did not finish (errors, usage, interrupt)
-    header["errored_tests"] = [dict(e) for e in errored]
+    header["errored_tests"] = [redact_value(dict(e)) for e in errored]
     path = run_dir / "run.jsonl"
     tmp = path.with_name(f"run.jsonl.{os.getpid()}.tmp")  # unique per process, then an atomic rename
     head_line = json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True)
@@ -605,6 +608,11 @@ def finish_run(
         for line in verdict_lines:
             fh.write(line + "\n")
     tmp.replace(path)
+    # one copy of the run's log: the workers' logs are in run.jsonl now (an interrupted run that
+    # never got here keeps them, and `posbias report` / the history read them there)
+    for worker_log in run_dir.glob("log-*.jsonl"):
+        with contextlib.suppress(OSError):
+            worker_log.unlink()
     # The report reads what was just written; the records are already parsed JSON, so they are
     # handed over instead of parsed a second time (header and verdicts go through their lines).
     loaded = (json.loads(head_line), [r for r, _ in pairs] + [json.loads(line) for line in verdict_lines])

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .safe_text import inert
+
 SUITE_TITLES = {
     "test_positional.py": "positional bias (DPB, MEG, coverage)",
     "test_phase_order.py": "frame phase and option order",
@@ -79,7 +81,7 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
         for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v = r["verdict"]
             status = "PASS" if v.passed else "FAIL"
-            name = r["nodeid"].split("::", 1)[1] if "::" in r["nodeid"] else r["nodeid"]
+            name = inert(r["nodeid"].split("::", 1)[1] if "::" in r["nodeid"] else r["nodeid"], newlines=False)
             wrapped = textwrap.wrap(name, width=width - 7, break_long_words=True, break_on_hyphens=False) or [name]
             out.append((f"  {status} {wrapped[0]}", v.passed))
             out += [(f"       {w}", v.passed) for w in wrapped[1:]]
@@ -88,6 +90,7 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
                         f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}  p_BH {_num(r['p_bh'], '.3g')}", v.passed))
             note = (getattr(v, "extra", None) or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
             if note:
+                note = inert(str(note), newlines=False)
                 out += [(f"       {w}", v.passed) for w in textwrap.wrap(str(note), width=width - 7) or [str(note)]]
     return out
 

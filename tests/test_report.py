@@ -132,12 +132,13 @@ def test_untrusted_text_stays_inert(run_dir, tmp_path):
         rec = json.loads(line)
         if rec.get("kind") == "observation" and rec.get("type") == "instance" and rec.get("thumbnails"):
             rec["slots"][0]["summary"] = EVIL
-            rec["slots"][0]["references"][0] = EVIL
             rec["text"] = [EVIL]
         if rec.get("kind") == "observation" and rec.get("type") == "example":
             rec["text"] = EVIL + " " + EVIL
         if rec.get("kind") == "verdict":
             rec["reason"] = EVIL
+        if rec.get("kind") == "reference":  # the reference texts the slots name by id
+            rec["texts"][0] = EVIL
         out.append(json.dumps(rec))
     bad = tmp_path / "evil.jsonl"
     bad.write_text("\n".join(out) + "\n")

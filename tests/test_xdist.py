@@ -468,7 +468,13 @@ def test_an_idle_worker_makes_part_of_the_busy_workers_calls_with_the_serial_ver
                  "        _late.append(1)\n        _time.sleep(4)\n\n\n"
                  "@_pytest.fixture(scope='session', autouse=True)\ndef _one_device():\n"
                  f"    with open({str(lock)!r}, 'a') as fh:\n"
-                 "        _fcntl.flock(fh, _fcntl.LOCK_EX)\n        yield\n")
+                 "        _fcntl.flock(fh, _fcntl.LOCK_EX)\n        yield\n\n\n"
+                 # the controller removes the workers' logs once merged: each worker keeps a copy here
+                 "@_pytest.hookimpl(trylast=True)\ndef pytest_sessionfinish(session):\n"
+                 "    import glob as _glob, shutil as _shutil\n"
+                 "    wid = _os.environ.get('PYTEST_XDIST_WORKER')\n"
+                 f"    for p in _glob.glob({str(pytester.path)!r} + f'/c-n2/runs/*/log-{{wid}}.jsonl') if wid else ():\n"
+                 "        _shutil.copy(p, p.replace('/log-', '/kept-'))\n")
     args = ["-v", "-m", "not slow", "-k", "16f or sets_up", "--model", "sim:looping", "-p", "no:randomly",
             "-p", "no:cacheprovider"]
     made = {}
@@ -485,7 +491,8 @@ def test_an_idle_worker_makes_part_of_the_busy_workers_calls_with_the_serial_ver
     [run_dir] = (pytester.path / "c-n2" / "runs").glob("*")
     made_by: dict[str, set[str]] = {}
     for w in ("gw0", "gw1"):
-        recs = [json.loads(line) for line in (run_dir / f"log-{w}.jsonl").read_text().splitlines()[1:]]
+        assert not (run_dir / f"log-{w}.jsonl").exists()  # merged into run.jsonl, the run's one copy
+        recs = [json.loads(line) for line in (run_dir / f"kept-{w}.jsonl").read_text().splitlines()[1:]]
         made_by[w] = {r["key"] for r in recs if r.get("kind") == "request" and r.get("probe") == "stressor"
                       and not r.get("cache_hit")}
     assert made_by["gw0"] and made_by["gw1"], {w: len(k) for w, k in made_by.items()}  # both made stressor calls

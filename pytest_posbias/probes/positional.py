@@ -361,8 +361,11 @@ def _log(ctx: Any, r: PositionalResult, gens: Sequence[Generation]) -> None:
 
     worst = sorted(range(len(r.instances)), key=mean_coverage)[:2]
     for i, inst in enumerate(r.instances):
+        # a slot names its video's reference texts by id (one reference record per log), not a copy
+        slots = [{**{k: v for k, v in s.items() if k != "references"}, "references_id": ctx.runlog.reference(s["references"])}
+                 for s in inst["slots"]]
         rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
-               "P": r.spec.P, "variant": r.spec.variant(), **inst}
+               "P": r.spec.P, "variant": r.spec.variant(), **inst, "slots": slots}
         if i in worst:
             rec["thumbnails"] = _thumbnails(ctx, inst)
         ctx.observe("positional", rec)

@@ -8,12 +8,14 @@ colour-blind-safe palette; lines also differ by marker.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..safe_text import inert
 from .figure_pool import deferrable
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -42,6 +44,31 @@ def warm_up() -> None:
     _svg(fig)
 
 
+def _inert(value: Any) -> Any:
+    if isinstance(value, str):
+        return inert(value)
+    if isinstance(value, Mapping):
+        return {k: _inert(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_inert(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_inert(v) for v in value)
+    return value
+
+
+def _inert_args(fn: Any) -> Any:
+    """A figure function that gets every string of its arguments (titles, labels, legends: text
+    from data among them) escaped by :func:`~pytest_posbias.safe_text.inert`: a label draws
+    ``\u202e`` instead of turning its line around, and matplotlib's SVG, which keeps each label's
+    text in a comment, holds no control or bidi character."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> str:
+        return fn(*_inert(args), **{k: _inert(v) for k, v in kwargs.items()})
+
+    return call
+
+
 def _svg(fig: Any) -> str:
     plt = _plt()
     buf = io.StringIO()
@@ -52,6 +79,7 @@ def _svg(fig: Any) -> str:
 
 
 @deferrable
+@_inert_args
 def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
     """One panel per domain/duration/scale: mean coverage per slot, one line per model with a CI band.
 
@@ -84,6 +112,7 @@ def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
 
 
 @deferrable
+@_inert_args
 def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols: Sequence[str], *, title: str,
             fmt: str = "{:.0%}", vmax: float | None = None, cmap: str = "cividis") -> str:
     """A labelled heat map with the value printed in every cell (None = not measured)."""
@@ -106,6 +135,7 @@ def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols:
 
 
 @deferrable
+@_inert_args
 def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *, title: str, ylabel: str,
          ref: Mapping[str, float] | None = None, errors: Mapping[str, Sequence[tuple[float, float]]] | None = None,
          percent: bool = True) -> str:
@@ -141,6 +171,7 @@ def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *,
 
 
 @deferrable
+@_inert_args
 def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, title: str, xlabel: str, ylabel: str) -> str:
     """Simple line plot (e.g. risk–coverage: accuracy on the answered subset vs coverage)."""
     plt = _plt()
@@ -157,6 +188,7 @@ def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, titl
 
 
 @deferrable
+@_inert_args
 def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: str) -> str:
     """Box plots of per-output values (RI or IE) per condition."""
     plt = _plt()
@@ -176,6 +208,7 @@ def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: st
 
 
 @deferrable
+@_inert_args
 def stacked(groups: Sequence[str], parts: Mapping[str, Sequence[float]], *, title: str) -> str:
     """100% stacked bars (severity shares: benign, ordinary, severe)."""
     return _svg(stacked_figure(groups, parts, title=title))
@@ -211,6 +244,7 @@ def _bound_lines(ax: Any, lower: float | None, upper: float | None, *, vertical:
 
 
 @deferrable
+@_inert_args
 def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower: float | None = None,
            upper: float | None = None, ref: float | None = None, width: float = 5.6) -> str:
     """Estimates with their CIs as horizontal bars, one row per gate (or configuration), the
@@ -244,6 +278,7 @@ def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower:
 
 
 @deferrable
+@_inert_args
 def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower: float | None = None,
           upper: float | None = None) -> str:
     """One gate across releases: the estimate with its CI per release (x, in release order) and

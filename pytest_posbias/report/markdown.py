@@ -18,7 +18,9 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from ..safe_text import inert, md_code, md_text, redact_text
 from ..stats import Verdict
 
 
@@ -43,8 +45,10 @@ def _allowed(v: Verdict) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell (pipes escaped, one line)."""
-    return " ".join(str(text).replace("|", "\\|").split())
+    """This module's own text (numbers, regions, units) inside a Markdown table cell: one line,
+    pipes escaped, control and bidi characters escaped. Text from data goes through
+    :func:`~pytest_posbias.safe_text.md_text` or :func:`~pytest_posbias.safe_text.md_code`."""
+    return " ".join(inert(str(text)).replace("|", "\\|").split())
 
 
 def _gate_id(nodeid: str) -> str:
@@ -69,7 +73,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     lines = [f"## {icon} pytest-posbias: {title}", ""]
     facts = []
     if models:
-        facts.append("model " + ", ".join(f"`{_cell(m)}`" for m in models))
+        facts.append("model " + ", ".join(md_code(m) for m in models))
     if mode:
         facts.append(f"mode {mode}")
     if alpha is not None:
@@ -84,7 +88,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
         for r in sorted(rows, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v: Verdict = r["verdict"]
             ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
-            lines.append(f"| {'✅ PASS' if v.passed else '❌ FAIL'} | `{_cell(_gate_id(r['nodeid']))}` | "
+            lines.append(f"| {'✅ PASS' if v.passed else '❌ FAIL'} | {md_code(_gate_id(r['nodeid']))} | "
                          f"{_num(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
                          f"{_num(r.get('p_bh'), '.3g')} |")
         lines.append("")
@@ -92,10 +96,11 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
         lines += ["Ended without a verdict (decided nothing):", ""]
         for e in errored:
             msg = " ".join(str(m) for m in (e.get("message") or []))
-            lines.append(f"- `{_cell(e.get('nodeid', '?'))}` ({_cell(str(e.get('when', '')))}): {_cell(msg)}")
+            lines.append(f"- {md_code(str(e.get('nodeid', '?')))} ({md_text(str(e.get('when', '')))}): "
+                         f"{md_text(redact_text(msg))}")
         lines.append("")
     if report_link:
-        lines += [f"[HTML report]({report_link.replace(' ', '%20')})", ""]
+        lines += [f"[HTML report]({quote(report_link, safe='/')})", ""]  # no space, parenthesis or < can end the link
     return "\n".join(lines)
 
 

@@ -26,9 +26,10 @@ import numpy as np
 
 from .. import __version__
 from ..data.manifest import problems_in_records, summarize_problems
-from ..engine import read_run_header, read_run_log
+from ..engine import read_run_header, read_run_log, run_log_references
 from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
+from ..safe_text import inert, redact_value
 from ..summary import calls_line
 from . import compare, figure_pool, figures, front
 from . import search as search_section
@@ -72,8 +73,10 @@ class Run:
     def __init__(self, path: Path, loaded: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> None:
         """``loaded``: the header and records of ``path`` already parsed (by the run that wrote it)."""
         self.path = path
-        self.header, records = loaded if loaded is not None else read_run_log(path)
+        header, records = loaded if loaded is not None else read_run_log(path)
+        self.header = redact_value(header)  # credentials inside URLs are never shown, also from an older log
         self.models = {r["spec"]: r.get("identity", {}) for r in records if r.get("kind") == "model"}
+        self.references = run_log_references(records)  # a slot's reference texts, by id
         self.verdicts = [r for r in records if r.get("kind") == "verdict"]
         self.obs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.requests = 0  # distinct request records in the log (calls are counted from the header's totals)
@@ -289,9 +292,11 @@ def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
                 slots = []
                 for k, s in enumerate(o["slots"]):
                     covered = s.get("covered") or []
+                    reasons = s.get("reasons") or []
+                    texts = run.references.get(str(s.get("references_id")), s.get("references") or [])  # by id, or inline
                     refs = [{"text": r, "covered": bool(covered[i]) if i < len(covered) else None,
-                             "reason": (s.get("reasons") or [""] * len(s["references"]))[i] if i < len(s.get("reasons") or []) else ""}
-                            for i, r in enumerate(s["references"])]
+                             "reason": reasons[i] if i < len(reasons) else ""}
+                            for i, r in enumerate(texts)]
                     slots.append({"slot": k + 1, "video": s["video"], "thumb": o["thumbnails"][k] if k < len(o["thumbnails"]) else "",
                                   "summary": s.get("summary", ""), "status": s.get("status"), "coverage": s.get("coverage"),
                                   "judge": s.get("judge"), "refs": refs})
@@ -333,6 +338,20 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
     return out
 
 
+def _inert_output(value: Any) -> Any:
+    """Every ``{{ ... }}`` of the templates, before autoescape: control characters, bidi overrides
+    and isolates, and NUL from data (a domain, a reference, a model's answer) shown escaped
+    (:func:`~pytest_posbias.safe_text.inert`), so what the page shows is what the data hold."""
+    if not isinstance(value, str):
+        return value
+    out = inert(value)
+    if out == value:
+        return value
+    import markupsafe
+
+    return markupsafe.Markup(out) if isinstance(value, markupsafe.Markup) else out
+
+
 @functools.cache
 def template_environment() -> Any:
     """The jinja2 environment of the package's templates (the report and the history page), one
@@ -343,6 +362,7 @@ def template_environment() -> Any:
                              autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _fmt
+    env.finalize = _inert_output
     env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}%"
     return env
 
@@ -400,7 +420,9 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
             details=_details(runs),
             captions=SECTION_CAPTIONS,
         )
-    return figs.fill(html)
+    # matplotlib's SVG keeps each label's text in an XML comment beside its paths: the figures'
+    # text from data is escaped here, as the template's is (_inert_output)
+    return inert(figs.fill(html))
 
 
 def _slug(text: str) -> str:
