@@ -538,11 +538,14 @@ def finish_run(
     exitstatus: int | None = None,
     errored: Sequence[Mapping[str, Any]] = (),
     log_follower: RunLogFollower | None = None,
+    run_decision: Mapping[str, Any] | None = None,
 ) -> Path | None:
     """Merge the workers' logs into ``run.jsonl`` (+ verdicts) and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
     ``log_follower``: the one that read this run's logs while they grew (the xdist controller's).
+    ``run_decision``: the run-level decision (:mod:`.decision`), kept in the header; each verdict
+    record carries its gate's part of it (``row["gate"]``).
 
     The cyclic garbage collector is off until it returns: the merged log's records (tens of
     thousands of acyclic dicts, freed by reference counting) are young objects, and the report's
@@ -572,11 +575,14 @@ def finish_run(
     if exitstatus is not None:
         header["exitstatus"] = int(exitstatus)  # the report says when a run did not finish (errors, usage, interrupt)
     header["errored_tests"] = [dict(e) for e in errored]
+    if run_decision is not None:
+        header["run_decision"] = dict(run_decision)
     path = run_dir / "run.jsonl"
     tmp = path.with_name(f"run.jsonl.{os.getpid()}.tmp")  # unique per process, then an atomic rename
     head_line = json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True)
     verdict_lines = [json.dumps({"kind": "verdict", "nodeid": row["nodeid"], "p_bh": row["p_bh"],
-                                 **row["verdict"].to_dict()}, sort_keys=True) for row in verdict_rows]
+                                 **row["verdict"].to_dict(), **(row["gate"].to_dict() if row.get("gate") else {})},
+                                sort_keys=True) for row in verdict_rows]
     with tmp.open("w", encoding="utf-8") as fh:
         fh.write(head_line + "\n")
         for r, line in pairs:
