@@ -178,17 +178,23 @@ def not_measured_reason(v: Verdict) -> str | None:
 
 
 def _violation_at_2t(v: Verdict) -> tuple[float, float]:
-    """(the violating value at twice the threshold, its distance past the bound):
-    :func:`~pytest_posbias.sequential.violation_alternative` at the region's bounds."""
-    from .sequential import violation_alternative
-
+    """(the violating value a gate should detect, its distance past the bound): twice the threshold
+    past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a
+    two-sided region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
     lower, upper = float(v.lower), float(v.upper)
-    if not (math.isfinite(lower) or math.isfinite(upper)):
+    up_f, lo_f = math.isfinite(upper), math.isfinite(lower)
+    if not (up_f or lo_f):
         return math.nan, math.nan
-    est = v.estimate if math.isfinite(v.estimate) else (upper if math.isfinite(upper) else lower)
-    target = violation_alternative(lower, upper, est)
-    dist = target - upper if target > upper else lower - target
-    return target, dist
+    est = v.estimate if math.isfinite(v.estimate) else math.nan
+    use_upper = up_f and (not lo_f or not est < (lower + upper) / 2)
+    if use_upper:
+        dist = abs(upper) if upper != 0 else 0.05
+        return upper + dist, dist
+    if lower == 0:
+        dist = 0.05
+    else:  # two-sided region, estimate on the lower side: twice the threshold below; lower-only: half the bound
+        dist = abs(lower) if up_f else abs(lower) / 2
+    return lower - dist, dist
 
 
 def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
