@@ -190,10 +190,8 @@ def _violation_at_2t(v: Verdict) -> tuple[float, float]:
     if use_upper:
         dist = abs(upper) if upper != 0 else 0.05
         return upper + dist, dist
-    if lower == 0:
-        dist = 0.05
-    else:  # two-sided region, estimate on the lower side: twice the threshold below; lower-only: half the bound
-        dist = abs(lower) if up_f else abs(lower) / 2
+    # two-sided region, estimate on the lower side: twice the threshold below; lower-only: half the bound
+    dist = 0.05 if lower == 0 else (abs(lower) if up_f else abs(lower) / 2)
     return lower - dist, dist
 
 
@@ -247,7 +245,7 @@ def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
     under = not d <= dist
     need = None
     if under and math.isfinite(d) and dist > 0 and v.n > 0:
-        need = int(math.ceil(v.n * (d / dist) ** 2))
+        need = math.ceil(v.n * (d / dist) ** 2)
     return PowerNote(detectable, target, under, need)
 
 

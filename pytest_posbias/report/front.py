@@ -80,10 +80,10 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
     if run is not None and not unfinished:
         label = str(run.get("label", ""))
         ship = run.get("exit_code") == 0 and not errored
-        why = str(run.get("why", ""))
+        run_why = str(run.get("why", ""))
         if errored:
-            why += f"; {len(errored)} tests ended without a verdict"
-        return {"ship": ship, "why": why, "label": label, "n": len(verdicts),
+            run_why += f"; {len(errored)} tests ended without a verdict"
+        return {"ship": ship, "why": run_why, "label": label, "n": len(verdicts),
                 "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in verdicts),
                 "notices": list(run.get("notices") or []), "underpowered": list(run.get("underpowered") or []),
                 "method": str(run.get("method", ""))}
