@@ -238,3 +238,13 @@ def test_no_model_is_a_usage_error_naming_both_ways(pytester):
     err = res.stderr.str()
     assert "--model" in err and "[tool.posbias]" in err
     assert pytester.runpytest("-p", "no:randomly", "--model", "sim:unbiased").ret == 0
+
+
+def test_a_scaffolded_folder_with_no_model_exits_4_with_the_message(pytester):
+    from pytest_posbias import scaffold
+
+    scaffold.scaffold(pytester.path)  # the model line of the written table is commented out
+    res = pytester.runpytest_subprocess("-m", "meg and not slow", "--collect-only", "-q", "-p", "no:randomly")
+    assert res.ret == exitcodes.USAGE_ERROR, res.stdout.str()[-2000:]
+    err = res.stderr.str()
+    assert "no model to test" in err and "--model" in err and "[tool.posbias]" in err
