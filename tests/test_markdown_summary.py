@@ -96,7 +96,8 @@ def test_plugin_writes_the_table_matching_the_json(pytester):
     verdicts = {v["nodeid"].split("::")[1]: v for v in json.loads((pytester.path / "v.json").read_text())["verdicts"]}
     body = _table(text)
     assert [r[1] for r in body] == ["`test_high`", "`test_low`"]
-    assert text.splitlines()[0] == "## ❌ pytest-posbias: 1 of 2 gates failed, 1 tests ended without a verdict"
+    assert text.splitlines()[0] == ("## ❌ pytest-posbias: DO NOT SHIP (exit 1): 1 of 2 gates failed, "
+                                    "1 tests ended without a verdict")
     for row in body:
         v = verdicts[row[1].strip("`")]
         assert row[0] == ("✅ PASS" if v["passed"] else "❌ FAIL")

@@ -97,17 +97,18 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     if facts:
         lines += [" · ".join(facts), ""]
     if rows:
-        lines += ["| result | run | gate | estimate | CI | allowed | n | p (BH) | p adj |",
-                  "|---|---|---|---:|---|---|---:|---:|---:|"]
+        has_run = any(r.get("gate") is not None for r in rows)  # the run-level decision's columns
+        lines += ["| result | gate | estimate | CI | allowed | n | p (BH) |" + (" run | p adj |" if has_run else ""),
+                  "|---|---|---:|---|---|---:|---:|" + ("---|---:|" if has_run else "")]
         for r in sorted(rows, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v: Verdict = r["verdict"]
             ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
             g = r.get("gate")
             run = "–" if g is None else {"pass": "pass", "fail": "**fail**"}.get(g.status, g.status)
             p_adj = _num(g.p_adjusted, '.3g') if g is not None else "–"
-            lines.append(f"| {'✅ PASS' if v.passed else '❌ FAIL'} | {run} | `{_cell(_gate_id(r['nodeid']))}` | "
+            lines.append(f"| {'✅ PASS' if v.passed else '❌ FAIL'} | `{_cell(_gate_id(r['nodeid']))}` | "
                          f"{_num(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
-                         f"{_num(r.get('p_bh'), '.3g')} | {p_adj} |")
+                         f"{_num(r.get('p_bh'), '.3g')} |" + (f" {run} | {p_adj} |" if has_run else ""))
         lines.append("")
     if errored:
         lines += ["Ended without a verdict (decided nothing):", ""]
