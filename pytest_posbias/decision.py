@@ -392,7 +392,8 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
         skip_count[kind] = skip_count.get(kind, 0) + 1
     if n_fail:
         code = DO_NOT_SHIP
-        why = f"{n_fail} of {len(gates)} gates failed on measured evidence after the run-level decision ({method.split(':')[0]})"
+        how = "after Holm's adjustment" if multiplicity == "holm" else "without multiplicity adjustment"
+        why = f"{n_fail} of {len(gates)} gates failed on measured evidence {how}"
     elif n_nm:
         code = NOT_MEASURED
         why = f"{n_nm} of {len(gates)} gates not measured: " + "; ".join(
