@@ -565,11 +565,18 @@ def finish_run(
         for empty in (run_dir, run_dir.parent, cache_dir):  # only xdist's work folder was made (no suite
             with contextlib.suppress(OSError):               # test set the run up): leave nothing behind
                 empty.rmdir()
-        return None
-    if log_follower is not None and log_follower.run_dir == run_dir:
+        if run_decision is None or run_decision.get("n_gates") or not run_decision.get("skipped"):
+            return None
+        # gate tests were selected and every one skipped: no decision, and the report says so
+        header: dict[str, Any] = {"run_id": run_id, "models": list(options.get("models") or []), "mode": options.get("mode"),
+                  "alpha": options.get("alpha"), "seed": options.get("seed"), "config": {}}
+        header["started"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        pairs: list[tuple[dict[str, Any], str | None]] = []
+    elif log_follower is not None and log_follower.run_dir == run_dir:
         header, pairs = log_follower.merge()
     else:
         header, pairs = merge_run_log_lines(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
     header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     header["calls"] = dict(calls)
     if exitstatus is not None:

@@ -248,3 +248,18 @@ def test_a_scaffolded_folder_with_no_model_exits_4_with_the_message(pytester):
     assert res.ret == exitcodes.USAGE_ERROR, res.stdout.str()[-2000:]
     err = res.stderr.str()
     assert "no model to test" in err and "--model" in err and "[tool.posbias]" in err
+
+
+def test_no_decision_renders_a_report_that_says_so(pytester):
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\ncache = ".pb"\n')
+    pytester.makepyfile(test_gates='''
+import pytest
+
+@pytest.mark.order
+def test_order(posbias_gate):
+    pytest.skip("m.jsonl: no usable multiple-choice item")
+''')
+    res = pytester.runpytest("-p", "no:randomly", "--posbias-report=r.html")
+    assert res.ret == exitcodes.NOT_MEASURED
+    html = (pytester.path / "r.html").read_text()
+    assert "Not measured" in html and "no gate reached a verdict" in html and "SIMULATED MODEL" in html
