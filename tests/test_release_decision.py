@@ -196,6 +196,7 @@ def test_a_marginal_own_failure_is_a_red_test_but_exit_0_with_holm(pytester):
     assert "SHIP (exit 0)" in md and "SIMULATED MODEL" in md and "| p adj |" in md
     res = pytester.runpytest("-p", "no:randomly", "--posbias-multiplicity=none")
     assert res.ret == exitcodes.DO_NOT_SHIP
+    assert pytester.runpytest("-p", "no:randomly", "-n", "2").ret == exitcodes.SHIP  # the xdist controller decides too
 
 
 def test_a_strong_failure_fails_the_run(pytester):
