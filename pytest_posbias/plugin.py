@@ -345,11 +345,11 @@ NO_MODEL = ("no model to test: give one with --model MODEL (e.g. --model qwen3vl
 
 
 def _require_model(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
-    """A collection that holds gate tests (they use ``posbias_model``) with no model given on the
+    """A collection that holds gate tests (they use ``posbias_model`` or ``posbias_run``) with no model given on the
     command line or in ``[tool.posbias]`` is a usage error (exit 4): no simulator stands in."""
     if config.getoption("--model") or posbias_config(config).get("model"):
         return
-    if any("posbias_model" in getattr(item, "fixturenames", ()) for item in items):
+    if any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run")):
         raise pytest.UsageError(NO_MODEL)
 
 
