@@ -223,6 +223,13 @@ def _api_setting(key: str, v: Any) -> Any:
     return v
 
 
+def _multiplicity(key: str, v: Any) -> str:
+    """``multiplicity``: the run-level decision's adjustment (:mod:`.decision`): holm or none."""
+    if v not in ("holm", "none"):
+        raise ConfigError(f"[tool.posbias] `{key}` must be one of holm, none; got {v!r}")
+    return str(v)
+
+
 def _bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise ConfigError(f"[tool.posbias] `{key}` must be true or false; got {v!r}")
@@ -269,6 +276,7 @@ _SCALARS: dict[str, Any] = {
     "measurement_floor": _floor,
     "confirmatory": _bool,
     "paired_test": _paired_test,
+    "multiplicity": _multiplicity,
     "attn_implementation": _attn,
     "device_map": _device_map,
 }

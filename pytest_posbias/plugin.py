@@ -269,6 +269,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--posbias-confirmatory", action="store_true", default=False,
                     help="also run the confirmatory certify-type gates (the PhaseFusion equivalence TOST), "
                          "which need several hundred items and pass only when equivalence is shown")
+    group.addoption("--posbias-multiplicity", choices=("holm", "none"), default=None,
+                    help="run-level decision (exit status, report banner): holm (default: Holm step-down over the "
+                         "detect gates, false-failure rate <= alpha for the whole run) or none (every gate at its own "
+                         "alpha: the run fails when any gate fails)")
     group.addoption("--posbias-fixed", action="store_true", default=False,
                     help="use the fixed-sample design instead of sequential early stopping")
     group.addoption("--posbias-attn-implementation", choices=("auto", "sdpa", "flash_attention_2", "eager"), default=None,
@@ -291,6 +295,8 @@ class _SessionState:
         self.worker = worker  # an xdist worker's state (its reports go on to the controller)
         self.verdicts: list[tuple[str, Verdict]] = []
         self.errored: list[dict[str, Any]] = []
+        self.skipped: list[tuple[str, str]] = []  # gate tests skipped (node id, reason)
+        self.decision: Any = None  # the run-level decision (decision.RunDecision), set at session finish
         self.calls: dict[str, float] = dict.fromkeys(CallStats().snapshot(), 0)
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
         self.tests_planned = 0  # -n progress (controller)
@@ -319,6 +325,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("--help", False) and not config.getoption("--markers", False):
         _check_models(config, pcfg)
         _check_output_paths(config, pcfg)
+        if (wi is None and getattr(config.option, "dist", "no") != "no" and pcfg.source.endswith("[tool.posbias]")
+                and not config.getoption("--model") and not pcfg.get("model")
+                and not config.getoption("--collect-only", False)):
+            raise pytest.UsageError(NO_MODEL)  # -n: the controller collects nothing; the workers' check would be lost
     configure_xdist(config)
 
 
@@ -351,8 +361,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
     match_last_failed_across_modes(config, items)
+    _require_model(config, items)
     _register_worker_share(config, items)
     return result
+
+
+NO_MODEL = ("no model to test: give one with --model MODEL (e.g. --model qwen3vl8b, --model openai:NAME, "
+            "--model sim:unbiased for a simulated run) or set `model = \"...\"` in the [tool.posbias] table of "
+            "pyproject.toml")
+
+
+def _require_model(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """A collection that holds gate tests (they use ``posbias_model`` or ``posbias_run``) with no model given on the
+    command line or in ``[tool.posbias]`` is a usage error (exit 4): no simulator stands in."""
+    if config.getoption("--model") or posbias_config(config).get("model"):
+        return
+    if any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run")):
+        raise pytest.UsageError(NO_MODEL)
 
 
 def _help_then_close(session: pytest.Session) -> None:
@@ -543,7 +568,7 @@ def _first(*values: Any) -> Any:
 def _options(config: pytest.Config) -> dict[str, Any]:
     """Command-line options merged over [tool.posbias] (CLI wins)."""
     pcfg = posbias_config(config)
-    models = config.getoption("--model") or pcfg.get("model") or ["sim:unbiased"]
+    models = config.getoption("--model") or pcfg.get("model") or []  # none: a usage error (_require_model)
     if isinstance(models, str):
         models = [models]
     overrides = dict(config.getoption("--posbias-threshold") or [])
@@ -580,6 +605,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "measurement_floor": config.getoption("--posbias-floor") or pcfg.get("measurement_floor", 0.95),
         "confirmatory": bool(config.getoption("--posbias-confirmatory") or pcfg.get("confirmatory", False)),
         "paired_test": config.getoption("--posbias-paired-test") or pcfg.get("paired_test", "bootstrap"),
+        "multiplicity": config.getoption("--posbias-multiplicity") or pcfg.get("multiplicity", "holm"),
     }
 
 
@@ -785,6 +811,10 @@ def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> Non
                               "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
     if report.when == "teardown":
         state.tests_done += 1
+    if report.skipped and report.when in ("setup", "call") and _is_gate_report(report):
+        lr = getattr(report, "longrepr", None)
+        reason = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
+        state.skipped.append((plain_nodeid(report.nodeid), reason.removeprefix("Skipped: ")))
     if report.when != "call":  # user properties ride on every phase's report; count them once
         return
     for key, value in props:
@@ -794,6 +824,12 @@ def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> Non
             c = json.loads(value)
             for k in state.calls:
                 state.calls[k] += c.get(k, 0)
+
+
+def _is_gate_report(report: pytest.TestReport) -> bool:
+    """A report of a gate test: it carries one of the plugin's gate markers (``slow`` aside)."""
+    keywords = getattr(report, "keywords", None) or {}
+    return any(k in keywords for k in MARKERS if k != "slow")
 
 
 _STATE_HOLDER: dict[str, _SessionState] = {}
@@ -906,12 +942,40 @@ def collected_verdicts(config: pytest.Config) -> list[tuple[str, Verdict]]:
 
 
 def _summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
+    """Verdict rows in node id order: ``nodeid``, ``verdict``, ``p_bh`` and, once the run-level
+    decision is taken (:func:`_run_decision`), ``gate`` (its :class:`~.decision.GateDecision`)."""
     state = config.stash[_STASH_STATE]
     rows = sorted(state.verdicts, key=lambda x: x[0])  # node id order: same serial and with -n
     if not rows:
         return []
     adj = benjamini_hochberg([min(1.0, max(0.0, v.p_value)) for _, v in rows])
-    return [{"nodeid": nid, "verdict": v, "p_bh": float(p)} for (nid, v), p in zip(rows, adj, strict=True)]
+    dec = state.decision
+    return [{"nodeid": nid, "verdict": v, "p_bh": float(p), "gate": dec.gate(nid) if dec is not None else None}
+            for (nid, v), p in zip(rows, adj, strict=True)]
+
+
+def _run_decision(config: pytest.Config) -> Any:
+    """The run-level decision (:func:`.decision.run_decision`) over the session's verdicts, with the
+    simulated-model and quick-size notices."""
+    from .decision import quick_notice, run_decision, simulated_notice
+
+    opts = _options(config)
+    state = config.stash[_STASH_STATE]
+    notices = [simulated_notice(opts["models"] + ([opts["baseline"]] if opts.get("baseline") else [])),
+               quick_notice(posbias_config(config).probes)]
+    return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
+                        alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n])
+
+
+def _exit_status(pytest_status: int, state: _SessionState) -> int:
+    """The run's exit status (:mod:`.exitcodes`): pytest's own unless the run held gate tests and
+    pytest ended normally (0, or 1 from gate tests failing on their own verdicts), then the
+    run-level decision's. A test that failed without a verdict keeps pytest's 1."""
+    if state.decision is None or pytest_status not in (0, 1) or state.errored:
+        return pytest_status
+    if not state.verdicts and not state.skipped:
+        return pytest_status  # no gate test in this run (the plugin is a guest)
+    return int(state.decision.exit_code)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -940,7 +1004,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 workers = 1
         tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
                                  workers=max(1, workers)))
-        tr.write_line(f"p_BH = Benjamini-Hochberg over the {len(rows)} gates above")
+        tr.write_line(f"p_BH = Benjamini-Hochberg over the {len(rows)} gates above (shown, decides nothing); "
+                      f"p_adj = the run-level decision's adjusted p")
+    if state.decision is not None and (rows or state.skipped):
+        from .summary import decision_lines
+
+        if not rows:
+            terminalreporter.section("posbias verdicts")
+        status = _exit_status(int(exitstatus), state)
+        for text, ok in decision_lines(state.decision, exit_code=status,
+                                       width=int(getattr(terminalreporter, "_screen_width", 0) or 100)):
+            if ok is None:
+                terminalreporter.write_line(text, bold=True)
+            else:
+                terminalreporter.write_line(text, red=not ok, green=ok, bold=True)
 
 
 def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> None:
@@ -1018,7 +1095,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             from _pytest.junitxml import xml_key
 
             junit_plain_names(config.stash.get(xml_key, None))
+    try:
+        state.decision = _run_decision(config)
+    except PosbiasError as exc:  # a bad setting reaching here (e.g. multiplicity): pytest's status stands
+        state.decision = None
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"[posbias] no run-level decision: {exc}", red=True)
+    status = _exit_status(int(exitstatus), state)
+    session.exitstatus = status  # pytest returns it after every sessionfinish implementation
     rows = _summary_rows(config)
+    _junit_decision(config, state.decision, status)
     run_log = None
     try:
         from .session import finish_run
@@ -1026,7 +1113,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=_options(config),
                              verdict_rows=rows, calls=state.calls, run_id=config.stash.get(_STASH_RUN_ID, None),
                              terminal=config.pluginmanager.get_plugin("terminalreporter"), exitstatus=int(exitstatus),
-                             errored=state.errored, log_follower=state.log_follower.follower if state.log_follower else None)
+                             errored=state.errored, log_follower=state.log_follower.follower if state.log_follower else None,
+                             run_decision=_decision_record(state.decision, status))
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
@@ -1040,9 +1128,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
         out = {
             "schema_version": 1,
-            "exitstatus": int(exitstatus),
+            "exitstatus": status,
+            "pytest_exitstatus": int(exitstatus),
+            "decision": _decision_record(state.decision, status),
             "calls": state.calls,
-            "verdicts": [{"nodeid": r["nodeid"], "p_bh": r["p_bh"], **r["verdict"].to_dict()} for r in rows],
+            "verdicts": [{"nodeid": r["nodeid"], "p_bh": r["p_bh"], **r["verdict"].to_dict(),
+                          **(r["gate"].to_dict() if r.get("gate") else {})} for r in rows],
             "data_problems": {"count": len(state.problems), "by_kind": summarize_problems(state.problems),
                               "problems": [p.to_dict() for p in state.problems]},
         }
@@ -1055,4 +1146,35 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from .report.markdown import write_markdown
 
         write_markdown(md, rows, rootdir=Path(str(config.rootpath)), options=_options(config), run_log=run_log,
-                       errored=state.errored, exitstatus=int(exitstatus))
+                       errored=state.errored, exitstatus=status, decision=_decision_record(state.decision, status))
+
+
+def _decision_record(decision: Any, status: int) -> dict[str, Any] | None:
+    """The run-level decision as JSON (None when none was taken), with the run's exit status."""
+    if decision is None:
+        return None
+    from .exitcodes import LABELS
+
+    return {**decision.to_dict(), "exit_code": status, "label": LABELS.get(status, f"pytest exit {status}")}
+
+
+def _junit_decision(config: pytest.Config, decision: Any, status: int) -> None:
+    """``--junitxml``: the run-level decision and every gate's adjusted decision as global
+    properties (``posbias.run_decision``, ``posbias.exit_code``, ``posbias.adjusted``: JSON by node
+    id). A test's own properties are written when it finishes, before the run decides."""
+    if decision is None:
+        return
+    with contextlib.suppress(ImportError):
+        from _pytest.junitxml import xml_key
+
+        xml = config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        rec = _decision_record(decision, status) or {}
+        xml.add_global_property("posbias.run_decision", f"{rec.get('label')}: {decision.why}")
+        xml.add_global_property("posbias.exit_code", str(status))
+        xml.add_global_property("posbias.multiplicity", decision.method)
+        xml.add_global_property("posbias.adjusted", json.dumps({g.nodeid: {"p_adj": g.to_dict()["p_adj"],
+                                                                           "adjusted_passed": g.adjusted_passed,
+                                                                           "run_status": g.status}
+                                                                for g in decision.gates}, sort_keys=True))

@@ -560,6 +560,7 @@ def finish_run(
     exitstatus: int | None = None,
     errored: Sequence[Mapping[str, Any]] = (),
     log_follower: RunLogFollower | None = None,
+    run_decision: Mapping[str, Any] | None = None,
 ) -> Path | None:
     """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the workers' logs (the
     merged log is the run's one copy), remove the run folders beyond ``options['keep_runs']``
@@ -567,6 +568,8 @@ def finish_run(
 
     Returns the run log path, or None when no run context was created in this run.
     ``log_follower``: the one that read this run's logs while they grew (the xdist controller's).
+    ``run_decision``: the run-level decision (:mod:`.decision`), kept in the header; each verdict
+    record carries its gate's part of it (``row["gate"]``).
 
     The cyclic garbage collector is off until it returns: the merged log's records (tens of
     thousands of acyclic dicts, freed by reference counting) are young objects, and the report's
@@ -586,21 +589,31 @@ def finish_run(
         for empty in (run_dir, run_dir.parent, cache_dir):  # only xdist's work folder was made (no suite
             with contextlib.suppress(OSError):               # test set the run up): leave nothing behind
                 empty.rmdir()
-        return None
-    if log_follower is not None and log_follower.run_dir == run_dir:
+        if run_decision is None or run_decision.get("n_gates") or not run_decision.get("skipped"):
+            return None
+        # gate tests were selected and every one skipped: no decision, and the report says so
+        header: dict[str, Any] = {"run_id": run_id, "models": list(options.get("models") or []), "mode": options.get("mode"),
+                  "alpha": options.get("alpha"), "seed": options.get("seed"), "config": {}}
+        header["started"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        pairs: list[tuple[dict[str, Any], str | None]] = []
+    elif log_follower is not None and log_follower.run_dir == run_dir:
         header, pairs = log_follower.merge()
     else:
         header, pairs = merge_run_log_lines(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
     header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     header["calls"] = dict(calls)
     if exitstatus is not None:
         header["exitstatus"] = int(exitstatus)  # the report says when a run did not finish (errors, usage, interrupt)
     header["errored_tests"] = [redact_value(dict(e)) for e in errored]
+    if run_decision is not None:
+        header["run_decision"] = dict(run_decision)
     path = run_dir / "run.jsonl"
     tmp = path.with_name(f"run.jsonl.{os.getpid()}.tmp")  # unique per process, then an atomic rename
     head_line = json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True)
     verdict_lines = [json.dumps({"kind": "verdict", "nodeid": row["nodeid"], "p_bh": row["p_bh"],
-                                 **row["verdict"].to_dict()}, sort_keys=True) for row in verdict_rows]
+                                 **row["verdict"].to_dict(), **(row["gate"].to_dict() if row.get("gate") else {})},
+                                sort_keys=True) for row in verdict_rows]
     with tmp.open("w", encoding="utf-8") as fh:
         fh.write(head_line + "\n")
         for r, line in pairs:

@@ -88,10 +88,54 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
             ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
             out.append((f"       estimate {_num(v.estimate)}  CI {ci}  allowed {allowed(v.lower, v.upper)}  "
                         f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}  p_BH {_num(r['p_bh'], '.3g')}", v.passed))
+            g = r.get("gate")
+            if g is not None:  # the run-level decision's part (pytest_posbias.decision)
+                line = f"       run: {g.status.upper()}"
+                if g.family in ("holm", "iut", "none"):
+                    line += f" (p_adj {_num(g.p_adjusted, '.3g')}, {g.family})"
+                elif g.why_not_measured:
+                    line += f" ({g.why_not_measured})"
+                pn = g.power
+                if pn is not None and not math.isnan(pn.target):
+                    line += f"; detects {_num(pn.detectable, '.3g')} with 80% power"
+                    if pn.underpowered:
+                        line += f", UNDERPOWERED for {_num(pn.target, '.3g')} (2× threshold)"
+                        if pn.n_needed:
+                            line += f": needs n ≈ {pn.n_needed}"
+                out.append((line, g.adjusted_passed))
             note = (getattr(v, "extra", None) or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
             if note:
                 note = inert(str(note), newlines=False)
                 out += [(f"       {w}", v.passed) for w in textwrap.wrap(str(note), width=width - 7) or [str(note)]]
+    return out
+
+
+def decision_lines(decision: Any, *, exit_code: int, width: int = 100) -> list[tuple[str, bool | None]]:
+    """Lines (text, passed or None) for the run-level decision (:class:`~.decision.RunDecision`):
+    the decision and exit status with its reason, the method, the notices (simulated model, quick
+    sizes), the gates a SHIP rests on that could not detect 2× their threshold, and skips."""
+    from .exitcodes import LABELS
+
+    ok = exit_code == 0
+    label = LABELS.get(exit_code, f"pytest exit {exit_code}")
+    out: list[tuple[str, bool | None]] = [(f"RUN DECISION: {label} (exit {exit_code}): {decision.why}", ok)]
+    out.append((f"  multiplicity: {decision.method}; α = {decision.alpha:g} for the whole run", None))
+    for n in decision.notices:
+        out.append((f"  {n}", False))
+    if decision.underpowered:
+        under = [g for g in decision.gates if g.nodeid in decision.underpowered]
+        out.append((f"  UNDERPOWERED: {len(under)} passing gates could not detect 2× their threshold with 80% power "
+                    f"(a pass there is weak evidence):", False))
+        for g in under[:20]:
+            need = f" (needs n ≈ {g.power.n_needed})" if g.power is not None and g.power.n_needed else ""
+            for w in textwrap.wrap(f"{g.nodeid.split('::', 1)[-1]}{need}", width=max(40, width - 6)):
+                out.append((f"    {w}", False))
+        if len(under) > 20:
+            out.append((f"    ... and {len(under) - 20} more (--posbias-json lists every gate's power)", False))
+    if decision.skipped:
+        parts = ", ".join(f"{n} {k}" for k, n in sorted(decision.skipped.items()))
+        out.append((f"  skipped gate tests: {parts} (an opt-in gate not opted into does not fail the run; "
+                    f"a run in which no gate decided does: exit 6)", None))
     return out
 
 
@@ -182,5 +226,5 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
     return " · ".join(parts)
 
 
-__all__ = ["allowed", "calls_line", "progress_file", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
+__all__ = ["allowed", "calls_line", "decision_lines", "progress_file", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
            "worker_progress_line", "write_progress"]

@@ -8,12 +8,14 @@ SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 def write_suite_project(root: Path, manifest: Path | None, suites: tuple[str, ...], settings: str = "", *,
-                        cache: str = ".posbias", rename: dict[str, str] | None = None) -> None:
+                        cache: str = ".posbias", rename: dict[str, str] | None = None,
+                        model: str | None = "sim:unbiased") -> None:
     """A project folder as a user's repository holds the ready-made suites: ``suites/`` with the
     thin conftest and the named suite files (``rename`` gives a file another basename, e.g. when
     pytest imports a test module of the same name), and a ``pyproject.toml`` whose
     ``[tool.posbias]`` table points at ``manifest`` (the synthetic set when None), followed by
-    ``settings`` (more TOML)."""
+    ``settings`` (more TOML). ``model``: the table's ``model`` key (None: none, as a project that
+    gives ``--model`` on every run; a run with neither is a usage error)."""
     import shutil
 
     dest = root / "suites"
@@ -21,5 +23,8 @@ def write_suite_project(root: Path, manifest: Path | None, suites: tuple[str, ..
     for f in ("conftest.py", *suites):
         shutil.copy(SUITES / f, dest / (rename or {}).get(f, f))
     data = f'data = "{manifest}"\n' if manifest else ""
+    if model is not None and not any(line.strip().startswith(("model =", "model="))
+                                     for line in settings.split("[", 1)[0].splitlines()):
+        data = f'model = "{model}"\n' + data
     (root / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n{data}'
                                          f'cache = "{cache}"\n{settings}\n')

@@ -35,7 +35,7 @@ def test_failures_first_with_estimate_ci_region_threshold_n_and_bh_p():
     text = markdown_summary(rows, models=["sim:middle-weak"], mode="detect", alpha=0.05, exitstatus=1,
                             report_link="../reports/run 1.html")
     assert text.splitlines()[0] == "## ❌ pytest-posbias: 2 of 3 gates failed"
-    assert "model `sim:middle-weak` · mode detect · α = 0.05 (CI 90% two-sided) · pytest exit status 1" in text
+    assert "model `sim:middle-weak` · mode detect · α = 0.05 (CI 90% two-sided) · exit status 1" in text
     body = _table(text)
     assert [r[0] for r in body] == ["❌ FAIL", "❌ FAIL", "✅ PASS"]
     assert [r[1] for r in body] == ["`test_order_flip[m]`", "`test_meg[b-P4]`", "`test_meg[a-P4]`"]  # then node id order
@@ -96,7 +96,8 @@ def test_plugin_writes_the_table_matching_the_json(pytester):
     verdicts = {v["nodeid"].split("::")[1]: v for v in json.loads((pytester.path / "v.json").read_text())["verdicts"]}
     body = _table(text)
     assert [r[1] for r in body] == ["`test_high`", "`test_low`"]
-    assert text.splitlines()[0] == "## ❌ pytest-posbias: 1 of 2 gates failed, 1 tests ended without a verdict"
+    assert text.splitlines()[0] == ("## ❌ pytest-posbias: DO NOT SHIP (exit 1): 1 of 2 gates failed, "
+                                    "1 tests ended without a verdict")
     for row in body:
         v = verdicts[row[1].strip("`")]
         assert row[0] == ("✅ PASS" if v["passed"] else "❌ FAIL")

@@ -69,8 +69,24 @@ def exceedance(v: Mapping[str, Any]) -> float:
     return worst
 
 
-def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int], errored: Sequence[Any]) -> dict[str, Any]:
-    """``{"ship": bool, "why": str}``: ship only when every gate decided and passed in a finished run."""
+def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int], errored: Sequence[Any],
+             run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``{"ship": bool, "why": str, ...}``: ship only when every gate decided and passed in a finished run.
+
+    ``run``: the run-level decision recorded in the run log's header (:mod:`..decision`); when
+    given, a gate counts as failed by its adjusted decision (``adjusted_passed``), the banner
+    carries its label, reason, notices (simulated model, quick sizes) and the underpowered gates.
+    """
+    if run is not None and not unfinished:
+        label = str(run.get("label", ""))
+        ship = run.get("exit_code") == 0 and not errored
+        run_why = str(run.get("why", ""))
+        if errored:
+            run_why += f"; {len(errored)} tests ended without a verdict"
+        return {"ship": ship, "why": run_why, "label": label, "n": len(verdicts),
+                "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in verdicts),
+                "notices": list(run.get("notices") or []), "underpowered": list(run.get("underpowered") or []),
+                "method": str(run.get("method", ""))}
     n_fail = sum(not v["passed"] for v in verdicts)
     why = []
     if unfinished:

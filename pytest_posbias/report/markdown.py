@@ -2,7 +2,8 @@
 
 One table, failures first (then node id order): result, gate (the test id), estimate, the
 two-sided 1 − 2α CI, the allowed region with the configured threshold, n and its unit, the
-Benjamini-Hochberg adjusted p (over the run's gates, as on the terminal). Tests that ended
+Benjamini-Hochberg adjusted p (over the run's gates, as on the terminal), and the run-level
+decision's part: ``run`` (the gate's adjusted decision) and ``p adj`` (:mod:`..decision`). Tests that ended
 without a verdict (an exception, a setup error) are listed under it: they decided nothing.
 A link to the run's HTML report follows, relative to the Markdown file. The file is written
 even when no gate decided, so a job summary always says what happened.
@@ -57,8 +58,13 @@ def _gate_id(nodeid: str) -> str:
 
 def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Mapping[str, Any]] = (),
                      models: Sequence[str] = (), mode: str = "", alpha: float | None = None,
-                     exitstatus: int | None = None, report_link: str | None = None) -> str:
-    """The Markdown text for verdict rows ``{"nodeid", "verdict", "p_bh"}`` (see the module doc)."""
+                     exitstatus: int | None = None, report_link: str | None = None,
+                     decision: Mapping[str, Any] | None = None) -> str:
+    """The Markdown text for verdict rows ``{"nodeid", "verdict", "p_bh"}`` (see the module doc).
+
+    ``decision``: the run-level decision's record (``label``, ``exit_code``, ``why``, ``notices``,
+    ``underpowered``): it titles the summary, and each row with a ``gate`` part shows its
+    adjusted decision in the ``run`` column."""
     n = len(rows)
     failed = sum(not r["verdict"].passed for r in rows)
     if n == 0:
@@ -70,7 +76,19 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     if errored:
         title += f", {len(errored)} tests ended without a verdict"
     icon = "❌" if failed or errored or n == 0 else "✅"
-    lines = [f"## {icon} pytest-posbias: {title}", ""]
+    if decision is not None:
+        icon = "✅" if decision.get("exit_code") == 0 else "❌" if decision.get("exit_code") == 1 else "⚠️"
+        title = f"{decision.get('label')} (exit {decision.get('exit_code')}): {title}"
+    lines = [f"## {icon} pytest-posbias: {_cell(title)}", ""]
+    if decision is not None:
+        lines += [_cell(str(decision.get("why", ""))) + f" · {_cell(str(decision.get('method', '')))}", ""]
+        for notice in decision.get("notices") or []:
+            lines += [f"**{_cell(notice)}**", ""]
+        under = list(decision.get("underpowered") or [])
+        if under:
+            lines += [f"**UNDERPOWERED:** {len(under)} passing gates could not detect 2× their threshold with 80% "
+                      f"power: " + ", ".join(md_code(_gate_id(u)) for u in under[:10])
+                      + (f" and {len(under) - 10} more" if len(under) > 10 else ""), ""]
     facts = []
     if models:
         facts.append("model " + ", ".join(md_code(m) for m in models))
@@ -79,18 +97,22 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     if alpha is not None:
         facts.append(f"α = {_num(alpha)} (CI {_num(100 * (1 - 2 * alpha), '.0f')}% two-sided)")
     if exitstatus is not None:
-        facts.append(f"pytest exit status {exitstatus}")
+        facts.append(f"exit status {exitstatus}")
     if facts:
         lines += [" · ".join(facts), ""]
     if rows:
-        lines += ["| result | gate | estimate | CI | allowed | n | p (BH) |",
-                  "|---|---|---:|---|---|---:|---:|"]
+        has_run = any(r.get("gate") is not None for r in rows)  # the run-level decision's columns
+        lines += ["| result | gate | estimate | CI | allowed | n | p (BH) |" + (" run | p adj |" if has_run else ""),
+                  "|---|---|---:|---|---|---:|---:|" + ("---|---:|" if has_run else "")]
         for r in sorted(rows, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v: Verdict = r["verdict"]
             ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
+            g = r.get("gate")
+            run = "–" if g is None else {"pass": "pass", "fail": "**fail**"}.get(g.status, g.status)
+            p_adj = _num(g.p_adjusted, '.3g') if g is not None else "–"
             lines.append(f"| {'✅ PASS' if v.passed else '❌ FAIL'} | {md_code(_gate_id(r['nodeid']))} | "
                          f"{_num(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
-                         f"{_num(r.get('p_bh'), '.3g')} |")
+                         f"{_num(r.get('p_bh'), '.3g')} |" + (f" {run} | {p_adj} |" if has_run else ""))
         lines.append("")
     if errored:
         lines += ["Ended without a verdict (decided nothing):", ""]
@@ -124,7 +146,8 @@ def find_report(*, rootdir: Path, options: Mapping[str, Any], run_log: Path | No
 
 
 def write_markdown(path: str | Path, rows: Sequence[Mapping[str, Any]], *, rootdir: Path, options: Mapping[str, Any],
-                   run_log: Path | None, errored: Sequence[Mapping[str, Any]] = (), exitstatus: int | None = None) -> Path:
+                   run_log: Path | None, errored: Sequence[Mapping[str, Any]] = (), exitstatus: int | None = None,
+                   decision: Mapping[str, Any] | None = None) -> Path:
     """Write :func:`markdown_summary` to ``path`` (relative paths under the current folder)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -134,6 +157,6 @@ def write_markdown(path: str | Path, rows: Sequence[Mapping[str, Any]], *, rootd
         link = os.path.relpath(report.resolve(), out.resolve().parent).replace(os.sep, "/")
     text = markdown_summary(rows, errored=errored, models=list(options.get("models") or []),
                             mode=str(options.get("mode", "")), alpha=options.get("alpha"),
-                            exitstatus=exitstatus, report_link=link)
+                            exitstatus=exitstatus, report_link=link, decision=decision)
     out.write_text(text, encoding="utf-8")
     return out

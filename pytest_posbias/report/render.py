@@ -363,6 +363,7 @@ def template_environment() -> Any:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _fmt
     env.finalize = _inert_output
+    env.filters["gate_anchor"] = front.anchor
     env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}%"
     return env
 
@@ -407,7 +408,8 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
             n_fail=sum(not v["passed"] for v in verdicts),
             unfinished=unfinished,
             errored=errored,
-            decision=front.decision(decided, unfinished=unfinished, errored=errored),
+            decision=front.decision(decided, unfinished=unfinished, errored=errored,
+                                    run=runs[0].header.get("run_decision") if len(runs) == 1 else None),
             decided_for=arms[0].label if arms else None,
             cards=front.suite_cards(decided, also=[v for v in verdicts if v not in decided]),
             table=front.grouped_table(verdicts),

@@ -1,0 +1,422 @@
+"""The run-level release decision: one decision over every gate the run holds.
+
+Each gate's :class:`~pytest_posbias.stats.Verdict` is a test at level α. A run of m gates
+that failed whenever any gate failed would falsely fail a model compliant on every gate with
+probability up to 1 − (1 − α)^m (0.9998 for m = 164). The run's exit status and the report's
+banner follow this decision instead:
+
+* **detect mode** (the null of each gate is "compliant"): Holm's step-down adjustment
+  (Holm 1979, "A simple sequentially rejective multiple test procedure") over the gates'
+  valid p-values: with p_(1) <= ... <= p_(m), the adjusted p-value is
+  p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)). A gate fails the run when its own verdict
+  failed *and* p̃ <= α. Holm controls the family-wise error rate at α under any dependence
+  between the gates, so the run's false-failure rate for a model compliant on every gate is at
+  most α for any selection (6 gates with ``-m meg``, 164 with everything).
+* **certify mode** (the null of each gate is "violating"): the run ships only when every gate
+  shows compliance. That is an intersection–union test (Berger 1982, Technometrics 24, 295),
+  level α for "the model violates some gate" without any adjustment, so the adjusted decision
+  of a certify-type gate is its own decision (p̃ = p). The same holds for certify-type gates
+  (the confirmatory equivalence TOST) inside a detect run.
+* ``multiplicity = "none"``: the adjusted decision is the gate's own (the run fails when any
+  gate fails): per-gate error control, chosen knowingly.
+
+A gate counts as *not measured* (exit 6, :mod:`~pytest_posbias.exitcodes`) when it missed its
+measurement floor, or when it is inconclusive in certify mode. Such a gate never passes and is
+not a failure on measured evidence; it is left out of the Holm family.
+
+Sequential gates: the group-sequential design's reported p-value is the look's nominal p
+rescaled to α (p · α / a_k), which is <= α exactly when the look's boundary is crossed but is
+not a p-value at smaller levels. Holm needs p-values valid at every level, so the family uses
+the stagewise-ordering p-value of the design (:func:`stagewise_p_value`; Jennison & Turnbull
+2000, section 8.4) instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .errors import ConfigError
+from .exitcodes import DO_NOT_SHIP, LABELS, NOT_MEASURED, SHIP
+from .stats import Verdict
+
+MULTIPLICITY: tuple[str, ...] = ("holm", "none")
+POWER = 0.80  # the power at which a verdict states its smallest detectable violation
+SEQUENTIAL_LOOKS = 4  # gates.LOOKS: analyses of the group-sequential design the suites use
+OPT_IN_MARK = "opt in with"  # a skip reason with these words is an opt-in gate the user did not opt into
+
+
+def holm_adjust(p_values: ArrayLike) -> NDArray[np.float64]:
+    """Holm step-down adjusted p-values, in the input order.
+
+    p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)) for the ascending order p_(1) <= ... <= p_(m)
+    (Holm 1979). Rejecting every hypothesis with p̃ <= α controls the family-wise error rate at α.
+    A NaN p-value counts as 1.
+    """
+    p = np.asarray(p_values, dtype=float).ravel()
+    if p.size == 0:
+        return p.copy()
+    p = np.where(np.isnan(p), 1.0, np.clip(p, 0.0, 1.0))
+    order = np.argsort(p, kind="stable")
+    m = p.size
+    steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out = np.empty(m)
+    out[order] = np.maximum.accumulate(steps)
+    return out
+
+
+def stagewise_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float, looks: int = SEQUENTIAL_LOOKS) -> float:
+    """Stagewise-ordering p-value of the group-sequential design (Jennison & Turnbull 2000, §8.4).
+
+    The design (:func:`~pytest_posbias.sequential.gsd_step`) has efficacy boundaries c_1..c_K on the
+    z scale at information fractions τ_k = n_k / n_max, spending α(τ) of O'Brien–Fleming type. A
+    gate that stopped at look ``look`` (0-based) with nominal one-sided p-value ``nominal_p``
+    (z_k = Φ⁻¹(1 − p)) has, under the null at the boundary,
+
+        p = α(τ_{k−1}) + P(Z_1 < c_1, …, Z_{k−1} < c_{k−1}, Z_k >= z_k),   corr(Z_i, Z_j) = sqrt(τ_i / τ_j),
+
+    the probability of an outcome at least as extreme in the stagewise ordering (earlier crossings
+    are more extreme). It is uniform under the null for every level, so it can enter a multiple
+    test at levels below α. A stop for futility or compliance before the last look is not an
+    outcome of this ordering; callers give such stops p = 1 (a larger p-value is always valid).
+    """
+    from scipy.stats import multivariate_normal, norm
+
+    from .sequential import gsd_boundaries, gsd_sizes, obf_spending
+
+    if not 0 < alpha < 1:
+        raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
+    if n_max < 1:
+        raise ConfigError(f"`n_max` must be >= 1; got {n_max!r}")
+    p = float(nominal_p)
+    if math.isnan(p):
+        return 1.0
+    p = min(max(p, 0.0), 1.0)
+    sizes = gsd_sizes(n_max, looks)
+    k = min(max(int(look), 0), len(sizes) - 1)
+    taus = [s / n_max for s in sizes]
+    z = float(norm.isf(p)) if p > 0 else math.inf
+    if k == 0:
+        return p
+    cs = gsd_boundaries(taus, alpha)
+    spent = obf_spending(taus[k - 1], alpha)
+    idx = range(k + 1)
+    cov = np.array([[math.sqrt(min(taus[i], taus[j]) / max(taus[i], taus[j])) for j in idx] for i in idx])
+    rng = np.random.default_rng(0)  # fixed QMC seed, as for the boundaries: the same outcome, the same p
+    if k == 1:
+        none_before = float(norm.cdf(cs[0]))
+    else:
+        none_before = float(multivariate_normal(mean=np.zeros(k), cov=cov[:k, :k]).cdf(np.array(cs[:k]), rng=rng))
+    if math.isinf(z):
+        below = none_before
+    else:
+        below = float(multivariate_normal(mean=np.zeros(k + 1), cov=cov).cdf(np.array([*cs[:k], z]), rng=rng))
+    return float(min(1.0, max(0.0, spent + none_before - below)))
+
+
+def _sequential(v: Verdict) -> bool:
+    return str((v.extra or {}).get("design", "")).startswith("group-sequential")
+
+
+def gate_p_value(v: Verdict) -> float:
+    """The gate's p-value for the run's multiple test, valid at every level.
+
+    Fixed-sample gates: their own p-value. Group-sequential gates: the stagewise-ordering
+    p-value (:func:`stagewise_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
+    (a_k = 1 − Φ(c_k), the look's nominal level); 1 for a stop before the last look without a
+    crossing (futility or compliance shown) and for a reported p of 1 (its nominal p is not
+    recoverable; 1 is the conservative choice).
+    """
+    p = float(v.p_value)
+    if math.isnan(p):
+        return 1.0
+    if not _sequential(v):
+        return min(max(p, 0.0), 1.0)
+    from scipy.stats import norm
+
+    from .sequential import gsd_boundaries, gsd_sizes
+
+    ex = v.extra or {}
+    n_max = int(ex.get("n_max") or 0)
+    done = list(ex.get("looks") or [])
+    if n_max < 1 or not done or p >= 1.0:
+        return 1.0
+    sizes = gsd_sizes(n_max, SEQUENTIAL_LOOKS)
+    k = min(len(done) - 1, len(sizes) - 1)
+    last = k == len(sizes) - 1
+    if v.passed and not last:
+        return 1.0
+    a_k = float(norm.sf(gsd_boundaries([s / n_max for s in sizes], v.alpha)[k]))
+    return stagewise_p_value(nominal_p=p * a_k / v.alpha, look=k, n_max=n_max, alpha=v.alpha)
+
+
+def inconclusive(v: Verdict) -> bool:
+    """A verdict that could not decide for too few units: marked ``extra["inconclusive"]``, or
+    the form :func:`~pytest_posbias.stats.inconclusive_verdict` gives (no interval, p = 1)."""
+    ex = v.extra or {}
+    if "inconclusive" in ex:
+        return bool(ex["inconclusive"])
+    return math.isnan(v.ci_low) and math.isnan(v.ci_high) and v.p_value == 1.0
+
+
+def not_measured_reason(v: Verdict) -> str | None:
+    """Why a gate did not measure (it neither passes nor fails on evidence), or None.
+
+    Below the measurement floor (either mode), or inconclusive in certify mode.
+    """
+    m = (v.extra or {}).get("measurement") or {}
+    if m and not m.get("floor_met", True):
+        return "below its measurement floor"
+    if v.mode == "certify" and not v.passed and inconclusive(v):
+        return "inconclusive (too few units to certify)"
+    return None
+
+
+def _violation_at_2t(v: Verdict) -> tuple[float, float]:
+    """(the violating value a gate should detect, its distance past the bound): twice the threshold
+    past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a
+    two-sided region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
+    lower, upper = float(v.lower), float(v.upper)
+    up_f, lo_f = math.isfinite(upper), math.isfinite(lower)
+    if not (up_f or lo_f):
+        return math.nan, math.nan
+    est = v.estimate if math.isfinite(v.estimate) else math.nan
+    use_upper = up_f and (not lo_f or not est < (lower + upper) / 2)
+    if use_upper:
+        dist = abs(upper) if upper != 0 else 0.05
+        return upper + dist, dist
+    # two-sided region, estimate on the lower side: twice the threshold below; lower-only: half the bound
+    dist = 0.05 if lower == 0 else (abs(lower) if up_f else abs(lower) / 2)
+    return lower - dist, dist
+
+
+def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
+    """Distance past the nearest bound that the gate detects with probability ``power`` at its n
+    and observed variance (one-sided test at α): d = (z_{1−α} + z_{power}) · se, with
+    se = (ci_high − ci_low) / (2 z_{1−α}) from the verdict's 1 − 2α interval (normal
+    approximation). Infinite when the verdict has no interval. This is a stand-in for the
+    statistics module's own per-statistic function and takes the same inputs."""
+    from scipy.stats import norm
+
+    if not 0 < power < 1:
+        raise ConfigError(f"`power` must be in (0, 1); got {power!r}")
+    lo, hi = float(v.ci_low), float(v.ci_high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return math.inf
+    za = float(norm.isf(v.alpha))
+    se = max(hi - lo, 0.0) / (2 * za)
+    return float((za + norm.ppf(power)) * se)
+
+
+@dataclass(frozen=True)
+class PowerNote:
+    """What a verdict could detect: the smallest violating value detected with 80% power
+    (``detectable``), the violating value at 2× the threshold (``target``), whether the gate
+    could not detect the target (``underpowered``) and the units that would (``n_needed``,
+    from se ∝ 1/sqrt(n))."""
+
+    detectable: float
+    target: float
+    underpowered: bool
+    n_needed: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (infinite values as strings)."""
+        def num(x: float) -> Any:
+            return None if math.isnan(x) else ("inf" if x == math.inf else "-inf" if x == -math.inf else x)
+
+        return {"detectable": num(self.detectable), "target": num(self.target), "underpowered": self.underpowered,
+                "n_needed": self.n_needed}
+
+
+def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
+    """The verdict's :class:`PowerNote` (see :func:`detectable_effect`)."""
+    target, dist = _violation_at_2t(v)
+    d = detectable_effect(v, power=power)
+    if math.isnan(dist):
+        return PowerNote(math.nan, math.nan, False, None)
+    side_up = math.isfinite(v.upper) and target > v.upper
+    detectable = (v.upper + d) if side_up else (v.lower - d)
+    under = not d <= dist
+    need = None
+    if under and math.isfinite(d) and dist > 0 and v.n > 0:
+        need = math.ceil(v.n * (d / dist) ** 2)
+    return PowerNote(detectable, target, under, need)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """One gate in the run-level decision: its own decision and the adjusted one.
+
+    ``status``: ``pass``, ``fail`` (fails the run on measured evidence) or ``not measured``;
+    ``family``: ``holm`` (detect gates in the Holm family), ``iut`` (certify-type gates:
+    adjusted = own), ``none`` (no adjustment chosen) or ``-`` (not measured).
+    """
+
+    nodeid: str
+    own_passed: bool
+    p_value: float
+    p_adjusted: float
+    adjusted_passed: bool
+    status: str
+    family: str
+    why_not_measured: str | None = None
+    power: PowerNote | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (``p_adj``, ``adjusted_passed``, ``run_status``, ``power``)."""
+        def num(x: float) -> Any:
+            return None if math.isnan(x) else x
+
+        return {"p_run": num(self.p_value), "p_adj": num(self.p_adjusted), "adjusted_passed": self.adjusted_passed,
+                "run_status": self.status, "family": self.family, "not_measured": self.why_not_measured,
+                "power": self.power.to_dict() if self.power else None}
+
+
+@dataclass(frozen=True)
+class RunDecision:
+    """The run's release decision: exit status, label, the one-line reason and every gate's part."""
+
+    exit_code: int
+    label: str
+    why: str
+    method: str
+    alpha: float
+    gates: tuple[GateDecision, ...]
+    underpowered: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+    skipped: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def ship(self) -> bool:
+        """True only for exit status 0."""
+        return self.exit_code == SHIP
+
+    def gate(self, nodeid: str) -> GateDecision | None:
+        """The decision of the gate with this node id."""
+        return next((g for g in self.gates if g.nodeid == nodeid), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (the gates' parts travel with their verdict rows)."""
+        return {"exit_code": self.exit_code, "label": self.label, "why": self.why, "method": self.method,
+                "alpha": self.alpha, "underpowered": list(self.underpowered), "notices": list(self.notices),
+                "skipped": dict(self.skipped),
+                "n_gates": len(self.gates), "n_failed_own": sum(not g.own_passed for g in self.gates),
+                "n_failed_run": sum(g.status == "fail" for g in self.gates),
+                "n_not_measured": sum(g.status == "not measured" for g in self.gates)}
+
+
+def check_multiplicity(value: Any, *, name: str = "multiplicity") -> str:
+    """``value`` if it is one of :data:`MULTIPLICITY`, else a :class:`ConfigError` naming ``name``."""
+    if value not in MULTIPLICITY:
+        raise ConfigError(f"`{name}` must be one of {', '.join(MULTIPLICITY)}; got {value!r}")
+    return str(value)
+
+
+def is_opt_in_skip(reason: str) -> bool:
+    """A skip of an opt-in gate the user did not opt into (its reason says how to opt in)."""
+    return OPT_IN_MARK in str(reason)
+
+
+def simulated_notice(models: Sequence[str]) -> str | None:
+    """``SIMULATED MODEL — not a release decision`` when any model is a ``sim:`` model."""
+    sims = [m for m in models if str(m).startswith("sim:")]
+    return f"SIMULATED MODEL — not a release decision ({', '.join(sims)})" if sims else None
+
+
+def reduced_sizes(probes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Probe sample sizes set below the package defaults (e.g. ``posbias init --quick``), as
+    ``positional.groups = 12 (default 48)``."""
+    from .probes.settings import DEFAULTS
+
+    out = []
+    for probe, table in sorted(probes.items()):
+        for key, value in sorted((table or {}).items()):
+            default = DEFAULTS.get(probe, {}).get(key)
+            if key in ("groups", "items", "videos", "trials", "orderings", "equivalence_items") and isinstance(
+                    default, int) and isinstance(value, int) and not isinstance(value, bool) and value < default:
+                out.append(f"{probe}.{key} = {value} (default {default})")
+    return out
+
+
+def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """``QUICK SIZES — ...`` when probe sizes are set below the defaults."""
+    small = reduced_sizes(probes)
+    return f"QUICK SIZES — smaller samples than a release gate uses: {', '.join(small)}" if small else None
+
+
+def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str = "holm", alpha: float | None = None,
+                 skipped: Sequence[tuple[str, str]] = (), notices: Sequence[str] = ()) -> RunDecision:
+    """The run's decision over ``verdicts`` (node id, verdict) (see the module doc).
+
+    ``skipped``: (node id, reason) of gate tests skipped in the run. Exit status: 1 when a gate
+    fails after the adjustment; else 6 when a gate did not measure, or when no gate reached a
+    verdict although gate tests were selected (all skipped: for lack of data, or an opt-in gate
+    not opted into); else 0. ``alpha`` defaults to the smallest of the verdicts' α.
+    """
+    multiplicity = check_multiplicity(multiplicity)
+    al = float(alpha) if alpha is not None else min((float(v.alpha) for _, v in verdicts), default=0.05)
+    if not 0 < al < 1:
+        raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
+    nm = [not_measured_reason(v) for _, v in verdicts]
+    ps = [gate_p_value(v) for _, v in verdicts]
+    holm_idx = [i for i, (_, v) in enumerate(verdicts) if nm[i] is None and v.mode == "detect"]
+    adj = dict(zip(holm_idx, holm_adjust([ps[i] for i in holm_idx]), strict=True)) if multiplicity == "holm" else {}
+    gates = []
+    for i, (nid, v) in enumerate(verdicts):
+        pn = power_note(v)
+        if nm[i] is not None:
+            gates.append(GateDecision(nid, v.passed, ps[i], math.nan, False, "not measured", "-", nm[i], pn))
+            continue
+        if i in adj:
+            p_adj = float(adj[i])
+            ok = v.passed or p_adj > al
+            family = "holm"
+        else:
+            p_adj, ok = ps[i], v.passed
+            family = "none" if multiplicity == "none" else "iut"
+        gates.append(GateDecision(nid, v.passed, ps[i], p_adj, ok, "pass" if ok else "fail", family, None, pn))
+    n_fail = sum(g.status == "fail" for g in gates)
+    n_nm = sum(g.status == "not measured" for g in gates)
+    own_fail = sum(not g.own_passed for g in gates)
+    method = ("Holm step-down over the detect gates' p-values (certify-type gates: intersection-union, unadjusted)"
+              if multiplicity == "holm" else "none: every gate at its own level α (no multiplicity adjustment)")
+    skip_count: dict[str, int] = {}
+    for _, reason in skipped:
+        kind = "opt-in not selected" if is_opt_in_skip(reason) else "no data"
+        skip_count[kind] = skip_count.get(kind, 0) + 1
+    if n_fail:
+        code = DO_NOT_SHIP
+        how = "after Holm's adjustment" if multiplicity == "holm" else "without multiplicity adjustment"
+        why = f"{n_fail} of {len(gates)} gates failed on measured evidence {how}"
+    elif n_nm:
+        code = NOT_MEASURED
+        why = f"{n_nm} of {len(gates)} gates not measured: " + "; ".join(
+            sorted({f"{sum(g.why_not_measured == r for g in gates)} {r}" for r in nm if r}))
+    elif not gates and skipped:
+        code = NOT_MEASURED
+        first = skipped[0][1]
+        why = (f"no gate reached a verdict: all {len(skipped)} selected gate tests were skipped "
+               f"({', '.join(f'{n} {k}' for k, n in sorted(skip_count.items()))}; e.g. {first})")
+    elif not gates:
+        code = NOT_MEASURED
+        why = "no gate reached a verdict"
+    else:
+        code = SHIP
+        why = f"all {len(gates)} gates passed the run-level decision"
+        if own_fail:
+            why += (f" ({own_fail} failed on their own at α = {al:g} but not after the Holm adjustment over "
+                    f"{len(holm_idx)} gates)")
+    under = tuple(g.nodeid for g in gates if g.status == "pass" and g.power is not None and g.power.underpowered)
+    return RunDecision(code, LABELS[code], why, method, al, tuple(gates), under, tuple(n for n in notices if n),
+                       skip_count)
+
+
+__all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "check_multiplicity", "detectable_effect",
+           "gate_p_value", "holm_adjust", "inconclusive", "is_opt_in_skip", "not_measured_reason", "power_note",
+           "quick_notice", "reduced_sizes", "run_decision", "simulated_notice", "stagewise_p_value"]
