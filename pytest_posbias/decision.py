@@ -156,8 +156,11 @@ def gate_p_value(v: Verdict) -> float:
 
 
 def inconclusive(v: Verdict) -> bool:
-    """A verdict that could not decide for too few units: marked ``extra["inconclusive"]``, or
-    the form :func:`~pytest_posbias.stats.inconclusive_verdict` gives (no interval, p = 1)."""
+    """A verdict whose data could not decide (:attr:`~pytest_posbias.stats.Verdict.inconclusive`),
+    marked ``extra["inconclusive"]``, or the form :func:`~pytest_posbias.stats.inconclusive_verdict`
+    gives (no interval, p = 1) in a run log written without the field."""
+    if getattr(v, "inconclusive", False):
+        return True
     ex = v.extra or {}
     if "inconclusive" in ex:
         return bool(ex["inconclusive"])
@@ -167,13 +170,16 @@ def inconclusive(v: Verdict) -> bool:
 def not_measured_reason(v: Verdict) -> str | None:
     """Why a gate did not measure (it neither passes nor fails on evidence), or None.
 
-    Below the measurement floor (either mode), or inconclusive in certify mode.
+    Below the measurement floor (either mode), inconclusive in certify mode, or inconclusive and
+    not passed in detect mode (non-finite unit values: lost units, never a measured failure).
     """
     m = (v.extra or {}).get("measurement") or {}
     if m and not m.get("floor_met", True):
         return "below its measurement floor"
     if v.mode == "certify" and not v.passed and inconclusive(v):
         return "inconclusive (too few units to certify)"
+    if not v.passed and getattr(v, "inconclusive", False):
+        return "inconclusive (unit values not measured)"
     return None
 
 

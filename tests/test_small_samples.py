@@ -212,3 +212,15 @@ def test_the_asymptotic_confidence_sequence_does_not_certify_zero_spread():
     d = decide(x, looks=[10, 20, 40], lower=-0.02, upper=0.02, mode="certify", alpha=0.05, lo=-1, hi=1,
                method="asymptotic")
     assert not d.passed and d.inconclusive
+
+
+def test_the_run_level_decision_reads_the_inconclusive_state():
+    from pytest_posbias import decision as D
+
+    few = S.mean_verdict([0.1, 0.2, 0.3], None, name="MEG", threshold=0.02, mode="certify", rng=np.random.default_rng(0))
+    assert D.inconclusive(few) and D.not_measured_reason(few)
+    nan = S.mean_verdict(np.r_[np.zeros(9), np.nan], None, name="MEG", threshold=0.02, rng=np.random.default_rng(0))
+    assert not nan.passed and D.not_measured_reason(nan) == "inconclusive (unit values not measured)"
+    ok = S.mean_verdict(np.linspace(-0.01, 0.01, 20), None, name="MEG", threshold=0.02, rng=np.random.default_rng(0),
+                        n_resamples=999)
+    assert not D.inconclusive(ok) and D.not_measured_reason(ok) is None
