@@ -205,12 +205,19 @@ def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
     """Distance past the nearest bound that the gate detects with probability ``power`` at its n
     and observed variance (one-sided test at α): d = (z_{1−α} + z_{power}) · se, with
     se = (ci_high − ci_low) / (2 z_{1−α}) from the verdict's 1 − 2α interval (normal
-    approximation). Infinite when the verdict has no interval. This is a stand-in for the
-    statistics module's own per-statistic function and takes the same inputs."""
+    approximation). Infinite when the verdict has no interval. For an exact binomial rate gate
+    (a ceiling) the exact figure of :func:`pytest_posbias.stats.detectable_effect` (``kind='rate'``)
+    at the verdict's n instead."""
     from scipy.stats import norm
 
     if not 0 < power < 1:
         raise ConfigError(f"`power` must be in (0, 1); got {power!r}")
+    method = str((v.extra or {}).get("method", ""))
+    if method.startswith("exact binomial") and math.isinf(v.lower) and 0.0 <= v.upper < 1.0 and v.n >= 1 and power > v.alpha:
+        from .stats import detectable_effect as stats_detectable_effect
+
+        return stats_detectable_effect(kind="rate", n=int(v.n), threshold=float(v.upper), alpha=float(v.alpha),
+                                       power=float(power)) - float(v.upper)
     lo, hi = float(v.ci_low), float(v.ci_high)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return math.inf

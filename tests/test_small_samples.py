@@ -224,3 +224,10 @@ def test_the_run_level_decision_reads_the_inconclusive_state():
     ok = S.mean_verdict(np.linspace(-0.01, 0.01, 20), None, name="MEG", threshold=0.02, rng=np.random.default_rng(0),
                         n_resamples=999)
     assert not D.inconclusive(ok) and D.not_measured_reason(ok) is None
+
+
+def test_the_power_note_of_a_rate_gate_is_the_exact_binomial_figure():
+    from pytest_posbias import decision as D
+
+    v = S.rate_verdict(6, 60, name="flip", threshold=0.15)
+    assert D.detectable_effect(v) == pytest.approx(S.detectable_effect(kind="rate", n=60, threshold=0.15) - 0.15)
