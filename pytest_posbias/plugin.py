@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .config import GATES, MARKERS, PosbiasConfig, load_pyproject, parse_threshold_override
+from .config import GATES, SHORT_ALIASES, PosbiasConfig, load_pyproject, parse_threshold_override
 from .engine import CallStats
 from .errors import ConfigError, PosbiasError
 from .stats import Verdict, benjamini_hochberg
@@ -72,9 +72,6 @@ def _model_option(option: str) -> Any:
     return check
 
 
-_model_type = _model_option("--model")
-
-
 def _alpha_type(value: str) -> float:
     try:
         a = float(value)
@@ -101,11 +98,19 @@ def _mode_type(value: str) -> str:
     return value
 
 
-def _judge_type(value: str) -> str:
+def _judge_option(option: str) -> Any:
+    def check(value: str) -> str:
+        return _judge_type(value, option=option)
+
+    check.__name__ = "judge"
+    return check
+
+
+def _judge_type(value: str, *, option: str = "--posbias-judge") -> str:
     from .config import JUDGES
 
     if value not in JUDGES and not value.startswith("openai:"):
-        raise _usage("--judge", f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
+        raise _usage(option, f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
     return value
 
 
@@ -183,15 +188,54 @@ def _api_number_type(option: str) -> Any:
     return check
 
 
+def _aliased_option(name: str) -> dict[str, Any]:
+    """The ``addoption`` keywords of an option that has a short alias, for the spelling ``name``
+    (its long ``--posbias-*`` name or the short alias): both write the long option's destination,
+    and a bad value names the spelling the user typed."""
+    long = SHORT_ALIASES.get(name, name)
+    dest = long.removeprefix("--").replace("-", "_")
+    if long == "--posbias-model":
+        return {"dest": dest, "action": "append", "type": _model_option(name), "default": None, "metavar": "MODEL",
+                "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, sim:PROFILE "
+                        "or openai:NAME; repeatable. Default: [tool.posbias] model."}
+    if long == "--posbias-baseline":
+        return {"dest": dest, "type": _model_option(name), "default": None, "metavar": "MODEL",
+                "help": "previous release: every gate becomes a paired non-inferiority comparison against it"}
+    if long == "--posbias-judge":
+        return {"dest": dest, "type": _judge_option(name), "default": None, "metavar": "JUDGE",
+                "help": "coverage judge: embed (offline default), fragment, openai[:MODEL], auto"}
+    if long == "--posbias-api-base":
+        return {"dest": dest, "action": "append", "type": _path_type(name), "default": None, "metavar": "URL",
+                "help": "base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
+                        "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)"}
+    raise ValueError(f"name: {name!r} is not an option with a short alias ({', '.join(SHORT_ALIASES)})")
+
+
+def add_short_aliases(parser: pytest.Parser, *, skip: Sequence[str] = ()) -> list[str]:
+    """Register the short options (``--model``, ``--baseline``, ``--judge``, ``--api-base``) as
+    aliases of their ``--posbias-*`` options; call it from the ``pytest_addoption`` of the
+    ``conftest.py`` where the robustness suites live (never from the plugin: the short names are
+    common in other projects). An alias named in ``skip``, or one that an earlier conftest or
+    plugin has already registered, is left out. Returns the aliases registered."""
+    unknown = [s for s in skip if s not in SHORT_ALIASES]
+    if unknown:
+        raise ValueError(f"skip: {unknown[0]!r} is not a short alias; expected some of {', '.join(SHORT_ALIASES)}")
+    added = []
+    taken = set(getattr(parser, "_opt2dest", {}))  # every option name registered so far
+    for short in SHORT_ALIASES:
+        if short in skip or short in taken:
+            continue
+        kwargs = _aliased_option(short)
+        kwargs["help"] = f"short for {SHORT_ALIASES[short]} (registered by this folder's conftest.py)"
+        parser.addoption(short, **kwargs)
+        added.append(short)
+    return added
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("posbias", "video LLM robustness gates (pytest-posbias)")
-    group.addoption("--model", action="append", type=_model_type, default=None, metavar="MODEL",
-                    help="model under test: registry alias (qwen3vl8b, ...), checkpoint directory, sim:PROFILE "
-                         "or openai:NAME; repeatable. Default: [tool.posbias] model.")
-    group.addoption("--baseline", type=_model_option("--baseline"), default=None, metavar="MODEL",
-                    help="previous release: every gate becomes a paired non-inferiority comparison against it")
-    group.addoption("--judge", type=_judge_type, default=None, metavar="JUDGE",
-                    help="coverage judge: embed (offline default), fragment, openai[:MODEL], auto")
+    for name in SHORT_ALIASES.values():
+        group.addoption(name, **_aliased_option(name))
     group.addoption("--posbias-report", type=_path_type("--posbias-report"), default=None, metavar="PATH",
                     help="HTML report path (default reports/<model>-<UTC timestamp>.html and reports/latest.html)")
     group.addoption("--posbias-json", type=_path_type("--posbias-json"), default=None, metavar="PATH",
@@ -213,9 +257,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
     group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
                     help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
-    group.addoption("--api-base", action="append", type=_path_type("--api-base"), default=None, metavar="URL",
-                    help="base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
-                         "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)")
     group.addoption("--posbias-batch-size", type=_int_ge1_type("--posbias-batch-size"), default=None, metavar="N",
                     help="requests per backend batch (default: the backend's own)")
     group.addoption("--posbias-concurrency", type=_int_ge1_type("--posbias-concurrency"), default=None, metavar="N",
@@ -275,8 +316,6 @@ class _SessionState:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name, doc in MARKERS.items():
-        config.addinivalue_line("markers", f"{name}: {doc}")
     try:
         pcfg = load_pyproject(Path(str(config.rootpath)) / "pyproject.toml")
     except ConfigError as exc:
@@ -376,16 +415,16 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     from .errors import ModelLoadError
     from .models.registry import resolve
 
-    specs = list(config.getoption("--model") or [])
-    if config.getoption("--baseline"):
-        specs.append(config.getoption("--baseline"))
-    baseline = config.getoption("--baseline")
+    specs = list(config.getoption("--posbias-model") or [])
+    if config.getoption("--posbias-baseline"):
+        specs.append(config.getoption("--posbias-baseline"))
+    baseline = config.getoption("--posbias-baseline")
     for spec in specs:
         try:
             resolve(spec)
         except ModelLoadError as exc:
             msg = str(exc)
-            if spec == baseline and spec not in (config.getoption("--model") or []):
+            if spec == baseline and spec not in (config.getoption("--posbias-model") or []):
                 msg = msg.replace(f"--model {spec}", f"--baseline {spec}", 1)  # name the option the user gave
             raise pytest.UsageError(msg) from None
     _check_data(config, pcfg)
@@ -420,8 +459,8 @@ def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
         raise pytest.UsageError(f"--posbias-data: {exc}") from None
 
 
-PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache",
-                "--posbias-markdown")
+PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline", "--posbias-data", "--posbias-report",
+                "--posbias-json", "--posbias-cache", "--posbias-markdown")
 
 
 def _expected_inifile(start: Path) -> Path | None:
@@ -447,6 +486,11 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["posbias_loadgroup"] = getattr(node.config.option, "dist", "no") == "loadgroup"
 
 
+def plugin_active(config: pytest.Config) -> bool:
+    """Whether this plugin configured the run (False under ``-p no:posbias``)."""
+    return _STASH_CONFIG in config.stash
+
+
 def posbias_config(config: pytest.Config) -> PosbiasConfig:
     return config.stash[_STASH_CONFIG]
 
@@ -464,14 +508,14 @@ def _first(*values: Any) -> Any:
 def _options(config: pytest.Config) -> dict[str, Any]:
     """Command-line options merged over [tool.posbias] (CLI wins)."""
     pcfg = posbias_config(config)
-    models = config.getoption("--model") or pcfg.get("model") or ["sim:unbiased"]
+    models = config.getoption("--posbias-model") or pcfg.get("model") or ["sim:unbiased"]
     if isinstance(models, str):
         models = [models]
     overrides = dict(config.getoption("--posbias-threshold") or [])
     return {
         "models": list(models),
-        "baseline": config.getoption("--baseline") or pcfg.get("baseline"),
-        "judge": config.getoption("--judge") or pcfg.get("judge", "auto"),
+        "baseline": config.getoption("--posbias-baseline") or pcfg.get("baseline"),
+        "judge": config.getoption("--posbias-judge") or pcfg.get("judge", "auto"),
         "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
         "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
         "seed": config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None else pcfg.get("seed", 0),
@@ -481,7 +525,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "json": config.getoption("--posbias-json"),
         "data": config.getoption("--posbias-data") or pcfg.get("data"),
         "device": config.getoption("--posbias-device") or pcfg.get("device", "auto"),
-        "api_base": config.getoption("--api-base") or pcfg.get("api_base"),
+        "api_base": config.getoption("--posbias-api-base") or pcfg.get("api_base"),
         "batch_size": config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
         "concurrency": config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
         "api_timeout": _first(config.getoption("--posbias-api-timeout"), pcfg.get("api_timeout")),

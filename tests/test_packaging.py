@@ -9,7 +9,7 @@ there, exactly as the README's "In your own repository" says:
     posbias init --quick
     pytest -m "meg and not slow" --model sim:middle-weak          -> exit 1
     pytest -m "meg and not slow" --model sim:unbiased             -> exit 0
-    pytest --pyargs pytest_posbias.suites -m "order and not slow" --model sim:letter-bias  -> exit 1
+    pytest --pyargs pytest_posbias.suites -m "option_order and not slow" --model sim:letter-bias  -> exit 1
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def test_wheel_installs_and_runs_the_suites_in_an_empty_folder(dist, tmp_path):
     last = good.stdout.strip().splitlines()[-1]
     assert re.search(r"\b[1-9]\d* passed", last) and "failed" not in last, last
 
-    order = _run([*pytest_cmd, "--pyargs", "pytest_posbias.suites", "-m", "order and not slow", "--model",
+    order = _run([*pytest_cmd, "--pyargs", "pytest_posbias.suites", "-m", "option_order and not slow", "--model",
                   "sim:letter-bias"], project, env)
     assert order.returncode == 1, order.stdout[-4000:] + order.stderr[-2000:]
     last = order.stdout.strip().splitlines()[-1]

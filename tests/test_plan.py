@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from suite_project import write_alias_conftest
 
 from pytest_posbias.engine import Decoding, Request
 from pytest_posbias.plan import estimate_prompt_tokens
@@ -40,6 +41,7 @@ def _project(tmp: Path, manifest: Path) -> Path:
     (tmp / "suites").mkdir(parents=True)
     for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
         shutil.copy(SUITES / f, tmp / "suites" / f)
+    write_alias_conftest(tmp)
     (tmp / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
                                         f'data = "{manifest}"\ncache = ".posbias"\n{QUICK}')
     return tmp

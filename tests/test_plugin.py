@@ -42,7 +42,7 @@ def test_help_shows_options_without_extras_and_never_imports_torch(tmp_path):
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "video LLM robustness gates" in out
-    for opt in ("--model", "--baseline", "--judge", "--posbias-report", "--posbias-cache", "--posbias-seed",
+    for opt in ("--posbias-model", "--posbias-baseline", "--posbias-judge", "--posbias-api-base", "--posbias-report", "--posbias-cache", "--posbias-seed",
                 "--posbias-mode", "--posbias-alpha", "--posbias-json", "--posbias-data", "--posbias-threshold"):
         assert opt in out
     assert "HEAVY_IMPORTED=\n" in out or out.rstrip().endswith("HEAVY_IMPORTED=")
@@ -77,12 +77,89 @@ def test_the_plugin_and_the_run_session_import_scipy_stats_only_on_use():
     assert out[1] == f"{round(expected, 4)} True"
 
 
-def test_markers_are_registered(pytester: pytest.Pytester):
-    res = pytester.runpytest("--markers")
-    text = res.stdout.str()
-    for m in ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "fusion",
-              "repetition", "stressor", "attack", "slow"):
+def test_markers_are_registered_only_where_the_suites_are_collected(pytester: pytest.Pytester):
+    from suite_project import write_suite_project
+
+    from pytest_posbias.config import MARKERS
+
+    bare = pytester.runpytest("--markers").stdout.str()
+    assert not [m for m in MARKERS if f"@pytest.mark.{m}:" in bare]  # an unrelated project: none of them
+    write_suite_project(pytester.path, None, ("test_phase_order.py",))
+    text = pytester.runpytest("--markers").stdout.str()
+    for m in ("dpb", "meg", "coverage", "contamination", "flip", "phase", "option_order", "fusion",
+              "repetition", "stressor", "attack", "search", "slow"):
         assert f"@pytest.mark.{m}:" in text
+    assert "@pytest.mark.order:" not in text  # pytest-order's marker name stays free
+
+
+GUEST_CONFTEST = """
+import pytest
+
+def pytest_addoption(parser):
+    parser.addoption("--model", default="mine")
+    parser.addoption("--baseline", default="base")
+
+@pytest.fixture
+def own(request):
+    return request.config.getoption("--model"), request.config.getoption("--baseline")
+"""
+GUEST_TESTS = """
+import pytest
+
+def test_own_options(own):
+    assert own == ("given", "base")
+
+@pytest.mark.slow
+def test_slow():
+    pass
+
+@pytest.mark.order(1)
+def test_ordered():
+    pass
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_unrelated_project_runs_as_without_the_plugin(pytester: pytest.Pytester, strict):
+    """Its own --model/--baseline options and its unregistered slow/order marks: the same outcome,
+    exit code and marker errors with the plugin as with -p no:posbias."""
+    pytester.makeconftest(GUEST_CONFTEST)
+    pytester.makepyfile(test_guest=GUEST_TESTS)
+    args = ["--model", "given", "-p", "no:randomly", "-p", "no:cacheprovider", *(["--strict-markers"] if strict else [])]
+    with_plugin = pytester.runpytest(*args)
+    without = pytester.runpytest(*args, "-p", "no:posbias")
+    assert with_plugin.ret == without.ret == (pytest.ExitCode.INTERRUPTED if strict else pytest.ExitCode.OK)
+    assert with_plugin.parseoutcomes() == without.parseoutcomes()
+    if strict:
+        assert "'slow' not found in `markers` configuration option" in with_plugin.stdout.str()
+    else:
+        with_plugin.assert_outcomes(passed=3, warnings=2)  # PytestUnknownMarkWarning for slow and order
+    # the plugin's own options stay reachable under their long names
+    assert pytester.runpytest(*args, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:unbiased").ret == without.ret
+
+
+def test_short_aliases_helper(pytester: pytest.Pytester):
+    """add_short_aliases: dest aliases of the long options; one this project already defines is left out."""
+    pytester.makeconftest(GUEST_CONFTEST + """
+from pytest_posbias.plugin import add_short_aliases
+
+@pytest.hookimpl(specname="pytest_addoption", trylast=True)
+def pytest_addoption_posbias(parser):
+    print("ALIASES", add_short_aliases(parser))
+""")
+    pytester.makepyfile(test_v="""
+def test_v(request):
+    o = request.config.option
+    assert (o.posbias_judge, o.posbias_api_base) == ("fragment", ["http://a/v1", "http://b/v1"])
+    assert request.config.getoption("--model") == "given"
+""")
+    res = pytester.runpytest("-s", "--model", "given", "--judge", "fragment", "--api-base", "http://a/v1",
+                             "--posbias-api-base", "http://b/v1", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()
+    assert "ALIASES ['--judge', '--api-base']" in res.stdout.str()  # --model, --baseline: the project's own
+    bad = pytester.runpytest("--judge", "bert")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--judge: expects one of embed, fragment" in bad.stderr.str()  # the spelling the user typed
 
 
 @pytest.mark.parametrize(
@@ -92,9 +169,9 @@ def test_markers_are_registered(pytester: pytest.Pytester):
         (["--posbias-alpha", "x"], "--posbias-alpha: expects a number in (0, 0.5); got 'x'"),
         (["--posbias-seed", "-3"], "--posbias-seed: expects an integer >= 0; got '-3'"),
         (["--posbias-mode", "strict"], "--posbias-mode: expects 'detect' or 'certify'; got 'strict'"),
-        (["--model", "sim:nonsense"], "--model: unknown sim profile 'nonsense'; allowed: sim:unbiased"),
-        (["--model", ""], "--model: expects a registry alias"),
-        (["--judge", "bert"], "--judge: expects one of embed, fragment, openai, auto or openai:MODEL; got 'bert'"),
+        (["--posbias-model", "sim:nonsense"], "--posbias-model: unknown sim profile 'nonsense'; allowed: sim:unbiased"),
+        (["--posbias-model", ""], "--posbias-model: expects a registry alias"),
+        (["--posbias-judge", "bert"], "--posbias-judge: expects one of embed, fragment, openai, auto or openai:MODEL; got 'bert'"),
         (["--posbias-threshold", "mg=0.1"], "unknown gate 'mg'; known gates: dpb, meg"),
         (["--posbias-threshold", "meg"], "--posbias-threshold expects GATE=VALUE"),
         (["--posbias-data", "/no/such/manifest.jsonl"], "--posbias-data: no such file: '/no/such/manifest.jsonl'"),
@@ -147,7 +224,7 @@ VERDICT_TESTS = textwrap.dedent(
         vals = np.random.default_rng(7).normal(mu, 0.05, 30)
         posbias_gate(mean_verdict(vals, name="MEG", threshold=0.02, rng=np.random.default_rng(0), n_resamples=999))
 
-    @pytest.mark.order
+    @pytest.mark.option_order
     @pytest.mark.parametrize("k", [5, 60])
     def test_order(posbias_gate, k):
         posbias_gate(rate_verdict(k, 100, name="order flip rate", threshold=0.15), calls={"made": 3, "cache_hits": 1})

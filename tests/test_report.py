@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from suite_project import write_alias_conftest
 
 from pytest_posbias.report.render import highlight_repeats, render
 
@@ -25,6 +26,7 @@ def run_dir(tmp_path_factory, small_set, heavy_modules) -> Path:
     (root / "suites").mkdir()
     for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
         shutil.copy(SUITES / f, root / "suites" / f)
+    write_alias_conftest(root)
     (root / "pyproject.toml").write_text(f"""
 [tool.pytest.ini_options]
 testpaths = ["suites"]
