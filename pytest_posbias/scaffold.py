@@ -53,18 +53,20 @@ QUICK_PROBES: dict[str, dict[str, int]] = {
     "search": {"items": 8, "videos": 3, "budget": 30},  # budget: queries per item (VideoSTF's 30)
 }
 
-ALIAS_HOOK = '''
+ALIAS_IMPORTS = """import pytest{noqa}
 
-# pytest-posbias: the short options of the robustness suites (--model, --baseline, --judge,
-# --api-base) as aliases of the plugin's --posbias-* options{skip_note}.
-import pytest  # noqa: E402
-from pytest_posbias.plugin import add_short_aliases  # noqa: E402
-
+from pytest_posbias.plugin import add_short_aliases{noqa}
+"""
+ALIAS_HOOK = """
 
 @pytest.hookimpl(specname="pytest_addoption", trylast=True)
 def pytest_addoption_posbias(parser):
     add_short_aliases(parser{skip_arg})
-'''
+"""
+_ALIAS_COMMENT = """
+# pytest-posbias: the short options of the robustness suites (--model, --baseline, --judge,
+# --api-base) as aliases of the plugin's --posbias-* options{skip_note}.
+"""
 _ALIAS_CONFTEST_HEAD = '"""Project-wide pytest configuration (root conftest.py)."""\n'
 
 _CONFTEST = '''"""Robustness gates (pytest-posbias), scaffolded by `posbias init`.
@@ -76,7 +78,11 @@ in further ``test_*.py`` files beside them (fixtures ``posbias_run``, ``posbias_
 ``posbias_gate``; see the README's "Writing your own gate").
 """
 
-from pytest_posbias.suites.conftest import pytest_collection_modifyitems, pytest_configure, pytest_generate_tests
+from pytest_posbias.suites.conftest import (
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_generate_tests,
+)
 
 __all__ = ["pytest_collection_modifyitems", "pytest_configure", "pytest_generate_tests"]
 '''
@@ -97,13 +103,12 @@ def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
         return None, ()
     taken = set(_OPTION_NAME.findall(existing or ""))
     skip = tuple(a for a in SHORT_ALIASES if a in taken)
-    hook = ALIAS_HOOK.format(
-        skip_note=f"; {', '.join(skip)} left out: this project defines them" if skip else "",
-        skip_arg=f", skip={skip!r}" if skip else "")
+    comment = _ALIAS_COMMENT.format(skip_note=f"; {', '.join(skip)} left out: this project defines them" if skip else "")
+    hook = ALIAS_HOOK.format(skip_arg=f", skip={skip!r}" if skip else "")
     if existing is None:
-        return _ALIAS_CONFTEST_HEAD + hook, skip
+        return _ALIAS_CONFTEST_HEAD + comment.lstrip("\n").join(["\n", ""]) + ALIAS_IMPORTS.format(noqa="") + hook, skip
     base = existing if existing.endswith("\n") or not existing else existing + "\n"
-    return base + hook, skip
+    return base + "\n" + comment + ALIAS_IMPORTS.format(noqa="  # noqa: E402") + hook, skip
 
 
 _TEST_MODULE = '''"""The ready-made suite ``pytest_posbias.suites.{name}`` (its code lives in the package)."""
