@@ -12,14 +12,12 @@ import json
 import threading
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .config import GATES, SHORT_ALIASES, PosbiasConfig, load_pyproject, parse_threshold_override
-from .engine import CallStats
 from .errors import ConfigError, PosbiasError
-from .stats import Verdict, benjamini_hochberg
 from .xdist_support import (
     FollowedLogs,
     configure_xdist,
@@ -34,6 +32,9 @@ from .xdist_support import (
     suffix_group_nodeids,
     unfreeze_after_merge,
 )
+
+if TYPE_CHECKING:  # numpy and scipy: imported when a gate reports, never by a run without the suites
+    from .stats import Verdict
 
 VERDICT_KEY = "posbias_verdict"
 CALLS_KEY = "posbias_calls"
@@ -306,13 +307,23 @@ class _SessionState:
         self.worker = worker  # an xdist worker's state (its reports go on to the controller)
         self.verdicts: list[tuple[str, Verdict]] = []
         self.errored: list[dict[str, Any]] = []
-        self.calls: dict[str, float] = dict.fromkeys(CallStats().snapshot(), 0)
+        self._calls: dict[str, float] | None = None
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0
         self.stop = threading.Event()
         self.warm_up: threading.Thread | None = None  # the controller's warm-up thread (xdist_support.start_controller_warm_up)
         self.log_follower: FollowedLogs | None = None  # the controller reads the workers' logs (xdist_support.start_log_follower)
+
+    @property
+    def calls(self) -> dict[str, float]:
+        """The run's model-call counts (engine.CallStats' keys), summed over the gates' reports;
+        made on first use, so that a run without the suites never imports the engine (numpy)."""
+        if self._calls is None:
+            from .engine import CallStats
+
+            self._calls = dict.fromkeys(CallStats().snapshot(), 0)
+        return self._calls
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -326,7 +337,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if wi is not None and "posbias_run_id" in wi:
         config.stash[_STASH_RUN_ID] = str(wi["posbias_run_id"])
     else:
-        from .session import new_run_id
+        from .run_id import new_run_id
 
         config.stash[_STASH_RUN_ID] = new_run_id()
     if not config.getoption("--help", False) and not config.getoption("--markers", False):
@@ -412,13 +423,13 @@ def _register_worker_share(config: pytest.Config, items: Sequence[pytest.Item]) 
 
 def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     """Resolve every --model/--baseline now: a model that cannot be loaded fails at start."""
-    from .errors import ModelLoadError
-    from .models.registry import resolve
-
     specs = list(config.getoption("--posbias-model") or [])
     if config.getoption("--posbias-baseline"):
         specs.append(config.getoption("--posbias-baseline"))
     baseline = config.getoption("--posbias-baseline")
+    if specs:  # the registry is imported only when a model was named
+        from .errors import ModelLoadError
+        from .models.registry import resolve
     for spec in specs:
         try:
             resolve(spec)
@@ -448,11 +459,11 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
 def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     """A manifest (--posbias-data or [tool.posbias] data) with no usable item at all is a usage error
     naming the file; one that lacks only some kinds of item runs, and the suites without data skip."""
-    from .data.manifest import require_usable
-
     data = config.getoption("--posbias-data") or pcfg.get("data")
     if not data:
         return
+    from .data.manifest import require_usable
+
     try:
         require_usable(str(data))
     except PosbiasError as exc:
@@ -751,6 +762,8 @@ def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> Non
         return
     for key, value in props:
         if key == VERDICT_KEY:
+            from .stats import Verdict
+
             state.verdicts.append((plain_nodeid(report.nodeid), Verdict.from_dict(json.loads(value))))
         elif key == CALLS_KEY:
             c = json.loads(value)
@@ -841,6 +854,8 @@ def _summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
     rows = sorted(state.verdicts, key=lambda x: x[0])  # node id order: same serial and with -n
     if not rows:
         return []
+    from .stats import benjamini_hochberg
+
     adj = benjamini_hochberg([min(1.0, max(0.0, v.p_value)) for _, v in rows])
     return [{"nodeid": nid, "verdict": v, "p_bh": float(p)} for (nid, v), p in zip(rows, adj, strict=True)]
 
@@ -848,13 +863,13 @@ def _summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None:
         return
-    from .summary import calls_line, verdict_lines
-
     rows = _summary_rows(config)
     state = config.stash[_STASH_STATE]
     state.stop.set()
     _problem_summary(terminalreporter, config, state.problems)
     if rows:
+        from .summary import calls_line, verdict_lines
+
         tr = terminalreporter
         tr.section("posbias verdicts")
         width = int(getattr(tr, "_screen_width", 0) or 100)
@@ -931,6 +946,19 @@ def _restore_outer_state(config: pytest.Config) -> None:
         _STATE_HOLDER["state"] = outer
 
 
+def _posbias_used(config: pytest.Config, state: _SessionState) -> bool:
+    """Whether this run has anything for the end of the run: a gate's verdict, a run directory
+    (a suite test set a run up), or a summary file asked for (``--posbias-json``,
+    ``--posbias-markdown``: written also when no gate decided). A run of other tests has none, and
+    its end imports nothing of the package's core."""
+    if state.verdicts or config.getoption("--posbias-json", None) or config.getoption("--posbias-markdown", None):
+        return True
+    try:
+        return _run_dir(config).is_dir()
+    except (KeyError, OSError):
+        return True
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Merge the run log and write the report. First among the implementations: under ``-n N`` the
@@ -949,6 +977,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             from _pytest.junitxml import xml_key
 
             junit_plain_names(config.stash.get(xml_key, None))
+    if not _posbias_used(config, state):
+        return  # a run without the suites or gates: nothing to merge, report or write
     rows = _summary_rows(config)
     run_log = None
     try:

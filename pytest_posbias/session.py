@@ -44,17 +44,12 @@ from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
 from .probes.stressor import StressorResult, StressorSpec, run_stressor
+from .run_id import new_run_id
 from .run_merge import RunLogFollower, merge_run_log_lines, merge_run_logs
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
 from .work_share import WorkShare
-
-
-def new_run_id() -> str:
-    """UTC timestamp plus a short random suffix: sortable and unique."""
-    now = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{now}-{os.urandom(3).hex()}"
 
 
 def environment() -> dict[str, Any]:

@@ -8,9 +8,10 @@ in further ``test_*.py`` files beside them (fixtures ``posbias_run``, ``posbias_
 """
 
 from pytest_posbias.suites.conftest import (
+    pytest_collection_finish,
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_generate_tests,
 )
 
-__all__ = ["pytest_collection_modifyitems", "pytest_configure", "pytest_generate_tests"]
+__all__ = ["pytest_collection_finish", "pytest_collection_modifyitems", "pytest_configure", "pytest_generate_tests"]

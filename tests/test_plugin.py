@@ -126,8 +126,9 @@ def test_an_unrelated_project_runs_as_without_the_plugin(pytester: pytest.Pytest
     pytester.makeconftest(GUEST_CONFTEST)
     pytester.makepyfile(test_guest=GUEST_TESTS)
     args = ["--model", "given", "-p", "no:randomly", "-p", "no:cacheprovider", *(["--strict-markers"] if strict else [])]
-    with_plugin = pytester.runpytest(*args)
-    without = pytester.runpytest(*args, "-p", "no:posbias")
+    # subprocesses: in this process, pytest.mark caches the names earlier runs registered
+    with_plugin = pytester.runpytest_subprocess(*args)
+    without = pytester.runpytest_subprocess(*args, "-p", "no:posbias")
     assert with_plugin.ret == without.ret == (pytest.ExitCode.INTERRUPTED if strict else pytest.ExitCode.OK)
     assert with_plugin.parseoutcomes() == without.parseoutcomes()
     if strict:
@@ -135,7 +136,8 @@ def test_an_unrelated_project_runs_as_without_the_plugin(pytester: pytest.Pytest
     else:
         with_plugin.assert_outcomes(passed=3, warnings=2)  # PytestUnknownMarkWarning for slow and order
     # the plugin's own options stay reachable under their long names
-    assert pytester.runpytest(*args, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:unbiased").ret == without.ret
+    long = pytester.runpytest_subprocess(*args, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:unbiased")
+    assert long.ret == without.ret
 
 
 def test_short_aliases_helper(pytester: pytest.Pytester):
@@ -334,3 +336,46 @@ def test_quiet_mode_keeps_summary_short(pytester: pytest.Pytester):
     out = res.stdout.str()
     assert "posbias verdicts" in out
     assert "gate " not in out.split("posbias verdicts")[1].splitlines()[1]  # no header row under -q
+
+
+UNUSED_PROBE = """
+import sys
+
+def pytest_unconfigure(config):
+    heavy = ("numpy", "scipy", "jinja2", "matplotlib", "pytest_posbias.engine", "pytest_posbias.session",
+             "pytest_posbias.stats", "pytest_posbias.summary", "pytest_posbias.suite_support",
+             "pytest_posbias.models.registry", "pytest_posbias.data.manifest")
+    print("LOADED=" + ",".join(m for m in heavy if m in sys.modules))
+"""
+
+
+def test_a_run_of_other_tests_imports_nothing_heavy(tmp_path):
+    """Free when unused: an unrelated project's run (a pass and a failure) imports none of the
+    package's core modules, numpy, scipy, jinja2 or matplotlib, and leaves no folder behind."""
+    (tmp_path / "conftest.py").write_text(UNUSED_PROBE)
+    (tmp_path / "test_other.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-s"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "LOADED=\n" in res.stdout, res.stdout[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["conftest.py", "test_other.py"]
+
+
+def test_the_search_suite_without_hypothesis_is_a_usage_error(pytester: pytest.Pytester, monkeypatch):
+    """hypothesis is the ``search`` extra: selecting the property search without it stops before
+    any model call, naming the extra; the other suites run without it."""
+    from suite_project import write_suite_project
+
+    from pytest_posbias.suites import conftest as suite_hooks
+
+    write_suite_project(pytester.path, None, ("test_search.py", "test_phase_order.py"),
+                        rename={"test_search.py": "test_search_suite.py"})  # beside this repo's tests/test_search.py
+    monkeypatch.setattr(suite_hooks, "hypothesis_installed", lambda: False)
+    res = pytester.runpytest("-m", "search and not slow", "--model", "sim:unbiased", "-p", "no:randomly")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str()[-2000:]
+    assert "needs hypothesis, an optional extra: pip install 'pytest-posbias[search]'" in res.stderr.str()
+    assert not list(pytester.path.glob(".posbias/runs/*/log-*.jsonl"))  # no model call made
+    other = pytester.runpytest("-m", "option_order and not slow", "--model", "sim:unbiased", "--collect-only", "-q")
+    assert other.ret == 0, other.stdout.str()[-2000:]
+    monkeypatch.undo()
+    assert suite_hooks.hypothesis_installed()  # this environment has the extra (the dev extra needs it)

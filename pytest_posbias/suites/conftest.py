@@ -2,8 +2,8 @@
 
 This is the one copy of the suites' hooks. pytest loads it as a conftest when it collects this
 package (``pytest --pyargs pytest_posbias.suites``); a folder made by ``posbias init`` (and this
-repository's top-level ``suites/``) re-exports ``pytest_configure``, ``pytest_generate_tests``
-and ``pytest_collection_modifyitems`` from its own ``conftest.py``.
+repository's top-level ``suites/``) re-exports ``pytest_configure``, ``pytest_generate_tests``,
+``pytest_collection_modifyitems`` and ``pytest_collection_finish`` from its own ``conftest.py``.
 
 The suites' markers (``meg``, ``option_order``, ``slow``, ...) are registered here, where the
 suites are collected, not by the plugin: a project without the suites keeps its own marker set
@@ -119,6 +119,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = m.missing(suite) if suite else None
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+SEARCH_NEEDS = ("the property search (-m search) needs hypothesis, an optional extra: "
+                "pip install 'pytest-posbias[search]', or deselect it with -m 'not search'")
+
+
+def hypothesis_installed() -> bool:
+    """Whether hypothesis (the ``search`` extra) can be imported; it is not imported here."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("hypothesis") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A selected property-search test without hypothesis installed: a usage error before any model
+    call (the search cannot measure anything without it)."""
+    if not plugin_active(session.config) or session.config.getoption("--collect-only", False):
+        return
+    if any(getattr(getattr(item, "function", None), "__module__", "") == "pytest_posbias.suites.test_search"
+           for item in session.items) and not hypothesis_installed():
+        raise pytest.UsageError(SEARCH_NEEDS)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -3,9 +3,10 @@ that ask for the same fixtures (``positional_config_p4``, ``sampler_pair``, ...)
 the suites' markers."""
 
 from pytest_posbias.suites.conftest import (
+    pytest_collection_finish,
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_generate_tests,
 )
 
-__all__ = ["pytest_collection_modifyitems", "pytest_configure", "pytest_generate_tests"]
+__all__ = ["pytest_collection_finish", "pytest_collection_modifyitems", "pytest_configure", "pytest_generate_tests"]
