@@ -868,7 +868,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     state.stop.set()
     _problem_summary(terminalreporter, config, state.problems)
     if rows:
-        from .summary import calls_line, verdict_lines
+        from .summary import calls_line, plural, verdict_lines
 
         tr = terminalreporter
         tr.section("posbias verdicts")
@@ -886,7 +886,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 workers = 1
         tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
                                  workers=max(1, workers)))
-        tr.write_line(f"p_BH = Benjamini-Hochberg over the {len(rows)} gates above")
+        tr.write_line(f"p_BH = Benjamini-Hochberg over the {plural(len(rows), 'gate')} above")
 
 
 def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> None:
@@ -946,6 +946,15 @@ def _restore_outer_state(config: pytest.Config) -> None:
         _STATE_HOLDER["state"] = outer
 
 
+def _fresh_line(tr: Any) -> None:
+    """End the line of test results (``-q`` dots, the ``[100%]`` counter) before the plugin's own
+    lines at the end of the run: ``write_line`` starts a new line only after a file's header."""
+    tw = getattr(tr, "_tw", None)
+    if tw is not None and int(getattr(tw, "width_of_current_line", 0) or 0):
+        tw.line()
+        tr.currentfspath = None
+
+
 def _posbias_used(config: pytest.Config, state: _SessionState) -> bool:
     """Whether this run has anything for the end of the run: a gate's verdict, a run directory
     (a suite test set a run up), or a summary file asked for (``--posbias-json``,
@@ -981,6 +990,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return  # a run without the suites or gates: nothing to merge, report or write
     rows = _summary_rows(config)
     run_log = None
+    _fresh_line(config.pluginmanager.get_plugin("terminalreporter"))
     try:
         from .session import finish_run
 

@@ -231,8 +231,9 @@ class RunContext:
         if done < total and now - self._last_progress < PROGRESS_EVERY_S:
             return
         self._last_progress = now
-        eta = elapsed / done * (total - done) if done else 0.0
-        self._progress(f"model calls {done}/{total} (+{hits} cache hits), ETA {eta:.0f} s")
+        from .summary import progress_text
+
+        self._progress(progress_text(done, total, hits, elapsed))
 
     def note(self, message: str) -> None:
         if self._progress is not None:

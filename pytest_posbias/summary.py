@@ -44,6 +44,23 @@ def suite_title(suite: str) -> str:
     return f"{suite} — {SUITE_TITLES[name]}" if name in SUITE_TITLES else suite
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 gate``, ``2 gates``, ``0 gates``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def progress_text(done: int, total: int, hits: int, elapsed: float) -> str:
+    """One progress line of a probe's model calls: ``model calls 120/216 (56%), 4.0/s, ETA 24 s;
+    30 more answered from the cache``. ``done``/``total`` count the calls to make; ``hits`` the
+    requests the cache answered instead (not among them); the rate is calls made per second so far."""
+    pct = 100 * done // total if total else 100
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = (total - done) / rate if rate > 0 else float("nan")
+    eta_text = "–" if math.isnan(eta) else (f"{eta:.0f} s" if eta < 120 else f"{eta / 60:.0f} min")
+    text = f"model calls {done}/{total} ({pct}%), {rate:.3g}/s, ETA {eta_text}"
+    return text + (f"; {hits} more answered from the cache" if hits else "")
+
+
 def _num(v: float, fmt: str = ".4g") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -75,7 +92,7 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     out: list[tuple[str, bool | None]] = []
     for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
         n_fail = sum(not r["verdict"].passed for r in mine)
-        out.append((f"{suite_title(suite)}: {len(mine)} gates, {n_fail} failed", None))
+        out.append((f"{suite_title(suite)}: {plural(len(mine), 'gate')}, {n_fail} failed", None))
         for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v = r["verdict"]
             status = "PASS" if v.passed else "FAIL"
@@ -160,7 +177,7 @@ def write_progress(path: Path, message: str) -> None:
 
 
 def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) -> str:
-    """``12/40 tests · gw0: model calls 30/120 (+0 cache hits), ETA 12 s · gw1: ...`` from the
+    """``12/40 tests · gw0: model calls 30/120 (25%), 2.5/s, ETA 36 s · gw1: ...`` from the
     workers' progress files (missing or unreadable files are left out)."""
     parts = [f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"]
     for f in sorted(run_dir.glob("progress-*.txt")):
@@ -173,5 +190,5 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
     return " · ".join(parts)
 
 
-__all__ = ["allowed", "calls_line", "progress_file", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
+__all__ = ["allowed", "calls_line", "plural", "progress_file", "progress_text", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
            "worker_progress_line", "write_progress"]

@@ -379,3 +379,13 @@ def test_the_search_suite_without_hypothesis_is_a_usage_error(pytester: pytest.P
     assert other.ret == 0, other.stdout.str()[-2000:]
     monkeypatch.undo()
     assert suite_hooks.hypothesis_installed()  # this environment has the extra (the dev extra needs it)
+
+
+def test_quiet_run_log_line_starts_a_line_of_its_own(pytester: pytest.Pytester, small_set):
+    """-q: the result dots and ``[100%]`` end their line before the plugin's run-log line."""
+    pytester.makepyprojecttoml(f'[tool.posbias]\ndata = "{small_set}"\ncache = ".posbias"\n')
+    pytester.makepyfile(test_q="def test_a(posbias_run):\n    pass\n\ndef test_b():\n    pass\n")
+    res = pytester.runpytest("-q", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    assert any(ln.startswith("[posbias] run log: ") for ln in res.stdout.lines), res.stdout.lines
+    assert not any("[100%][posbias]" in ln for ln in res.stdout.lines)

@@ -227,7 +227,7 @@ def test_terminal_summary_keeps_full_gate_ids_grouped_by_suite():
     assert all(len(t) <= 60 for t, p in lines if p is not None and not t.lstrip().startswith("estimate"))
     heads = [t for t, p in lines if p is None]
     assert heads == ["suites/test_positional.py — positional bias (DPB, MEG, coverage): 3 gates, 1 failed",
-                     "suites/test_stressors.py — temporal stressors and repetition: 1 gates, 0 failed"]
+                     "suites/test_stressors.py — temporal stressors and repetition: 1 gate, 0 failed"]
     # every gate's full id can be read back from its wrapped lines (never cut), the failure first
     names, cur = [], None
     for t, p in lines:
@@ -396,3 +396,13 @@ def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_b
     assert path == run_dir / "run.jsonl" and path.is_file()
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_progress_text_rate_eta_and_cache_in_words():
+    from pytest_posbias.summary import plural, progress_text
+
+    assert progress_text(120, 216, 30, 30.0) == "model calls 120/216 (55%), 4/s, ETA 24 s; 30 more answered from the cache"
+    assert progress_text(216, 216, 0, 54.0) == "model calls 216/216 (100%), 4/s, ETA 0 s"
+    assert progress_text(0, 10, 0, 0.0) == "model calls 0/10 (0%), 0/s, ETA –"  # no rate yet: no made-up ETA
+    assert progress_text(10, 1000, 0, 10.0).endswith("ETA 16 min")
+    assert (plural(1, "gate"), plural(0, "gate"), plural(2, "gate")) == ("1 gate", "0 gates", "2 gates")
