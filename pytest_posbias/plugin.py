@@ -308,6 +308,8 @@ class _SessionState:
         self.verdicts: list[tuple[str, Verdict]] = []
         self.errored: list[dict[str, Any]] = []
         self._calls: dict[str, float] | None = None
+        self.gate_tests: set[str] = set()  # node ids of the selected tests that use posbias_gate (serial runs)
+        self.reported: set[str] = set()  # node ids of the tests that reported (any phase)
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0
@@ -368,6 +370,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item, group in probe_groups_of(items, search_frames=int(frames[0]) if frames else None):
             item.add_marker(pytest.mark.xdist_group(group))
     result = yield
+    state = config.stash.get(_STASH_STATE, None)
+    if state is not None:  # the selected gate tests, after -m/-k deselection: told apart from those that ran
+        state.gate_tests = {plain_nodeid(i.nodeid) for i in items if "posbias_gate" in getattr(i, "fixturenames", ())}
     if grouping:
         try:
             suffix_group_nodeids(items)
@@ -751,6 +756,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> None:
     props = getattr(report, "user_properties", [])
+    state.reported.add(plain_nodeid(report.nodeid))
     if report.failed and not any(k == VERDICT_KEY for k, _ in props):
         # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
         # the report must not read "ALL PASSED" for the gates that did
@@ -887,6 +893,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
                                  workers=max(1, workers)))
         tr.write_line(f"p_BH = Benjamini-Hochberg over the {plural(len(rows), 'gate')} above")
+    _not_run_line(terminalreporter, state)
+
+
+def _not_run_line(tr: Any, state: _SessionState) -> None:
+    """The selected gate tests that never reported (the run stopped before them: ``-x``,
+    ``--maxfail``, an interrupt): they decided nothing, and the summary says how many."""
+    missing = state.gate_tests - state.reported
+    if missing:
+        from .summary import plural
+
+        ran = len(state.gate_tests) - len(missing)
+        tr.write_line(f"{len(missing)} of {plural(len(state.gate_tests), 'selected gate test')} did not run (the run "
+                      f"stopped before them): they decided nothing; the summary above covers the {ran} that ran",
+                      yellow=True)
 
 
 def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> None:

@@ -389,3 +389,15 @@ def test_quiet_run_log_line_starts_a_line_of_its_own(pytester: pytest.Pytester, 
     assert res.ret == 0, res.stdout.str()[-2000:]
     assert any(ln.startswith("[posbias] run log: ") for ln in res.stdout.lines), res.stdout.lines
     assert not any("[100%][posbias]" in ln for ln in res.stdout.lines)
+
+
+def test_after_x_the_summary_says_which_selected_gates_never_ran(pytester: pytest.Pytester):
+    pytester.makepyfile(test_gates=VERDICT_TESTS)
+    res = pytester.runpytest("-x", "-p", "no:randomly")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.assert_outcomes(passed=1, failed=1)  # test_meg[0.0] passes, test_meg[-0.2] fails, -x stops
+    assert "2 of 4 selected gate tests did not run (the run stopped before them): they decided nothing" in res.stdout.str()
+    full = pytester.runpytest("-p", "no:randomly")
+    assert "did not run" not in full.stdout.str()
+    one = pytester.runpytest("-p", "no:randomly", "-k", "test_meg")
+    assert "did not run" not in one.stdout.str() and "over the 2 gates above" in one.stdout.str()
