@@ -2,6 +2,8 @@
 
 * :func:`verdict_lines` — every gate grouped by suite (the test file), failures first; the full
   test id on its own line, wrapped at the terminal width and never cut, then its numbers.
+* :func:`cost_text` — the cost line under each gate's numbers: its model calls, cache hits,
+  reused probe results and time waiting on the model, in words.
 * :func:`calls_line` — one line of model-call accounting from the session's :class:`CallStats`
   totals: calls made, served from the cache, failed, wall time waiting on the models, tokens,
   and the requests saved by gates that reused probe results already computed in the run.
@@ -103,10 +105,29 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
             ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
             out.append((f"       estimate {_num(v.estimate)}  CI {ci}  allowed {allowed(v.lower, v.upper)}  "
                         f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}  p_BH {_num(r['p_bh'], '.3g')}", v.passed))
+            calls = (getattr(v, "extra", None) or {}).get("calls")
+            if calls:
+                out.append((f"       cost: {cost_text(calls)}", v.passed))
             note = (getattr(v, "extra", None) or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
             if note:
                 out += [(f"       {w}", v.passed) for w in textwrap.wrap(str(note), width=width - 7) or [str(note)]]
     return out
+
+
+def cost_text(calls: Mapping[str, Any]) -> str:
+    """What one gate cost, in words: ``12 model calls made (1 failed), 30 answered from the cache of
+    earlier runs, 40 reused from a probe another gate ran; 8.2 s waiting on the model``, from the
+    gate's :class:`~pytest_posbias.engine.CallStats` counters (parts that are zero are left out)."""
+    made, failed = int(calls.get("made", 0) or 0), int(calls.get("failed", 0) or 0)
+    parts = [f"{plural(made, 'model call')} made" + (f" ({failed} failed)" if failed else "")]
+    for key, words in (("cache_hits", "answered from the cache of earlier runs"),
+                       ("rereads", "repeats answered from this run's own calls"),
+                       ("shared", "reused from a probe another gate ran")):
+        n = int(calls.get(key, 0) or 0)
+        if n:
+            parts.append(f"{n} {words}")
+    wall = float(calls.get("wall_seconds", 0) or 0)
+    return ", ".join(parts) + (f"; {wall:.1f} s waiting on the model" if wall >= 0.05 else "")
 
 
 def _count(n: float) -> str:
@@ -190,5 +211,5 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
     return " · ".join(parts)
 
 
-__all__ = ["allowed", "calls_line", "plural", "progress_file", "progress_text", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
+__all__ = ["allowed", "calls_line", "cost_text", "plural", "progress_file", "progress_text", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
            "worker_progress_line", "write_progress"]

@@ -406,3 +406,20 @@ def test_progress_text_rate_eta_and_cache_in_words():
     assert progress_text(0, 10, 0, 0.0) == "model calls 0/10 (0%), 0/s, ETA –"  # no rate yet: no made-up ETA
     assert progress_text(10, 1000, 0, 10.0).endswith("ETA 16 min")
     assert (plural(1, "gate"), plural(0, "gate"), plural(2, "gate")) == ("1 gate", "0 gates", "2 gates")
+
+
+def test_each_gate_has_a_cost_line_in_words():
+    import dataclasses
+
+    from pytest_posbias.stats import rate_verdict
+    from pytest_posbias.summary import cost_text, verdict_lines
+
+    assert cost_text({"made": 1}) == "1 model call made"
+    assert cost_text({"made": 12, "failed": 1, "cache_hits": 30, "shared": 40, "wall_seconds": 8.24}) == (
+        "12 model calls made (1 failed), 30 answered from the cache of earlier runs, "
+        "40 reused from a probe another gate ran; 8.2 s waiting on the model")
+    v = rate_verdict(5, 100, name="order flip rate", threshold=0.15)
+    v = dataclasses.replace(v, extra={**v.extra, "calls": {"made": 0, "cache_hits": 216}})
+    lines = [t for t, _ in verdict_lines([{"nodeid": "suites/test_phase_order.py::test_order_flip[m]", "verdict": v,
+                                           "p_bh": 0.5}])]
+    assert "       cost: 0 model calls made, 216 answered from the cache of earlier runs" in lines
