@@ -128,10 +128,12 @@ Run from the project root (`{root}`):
 ```bash
 pytest -m meg --model qwen3vl8b             # Middle-Edge Gap gate on a registry model
 pytest -m "dpb or meg" --model /path/to/checkpoint
-pytest -m "order or flip" --model openai:my-model --api-base http://localhost:8000/v1
+pytest -m "option_order or flip" --model openai:my-model --api-base http://localhost:8000/v1
 pytest -m "not slow" --model qwen3vl8b --posbias-markdown reports/summary.md
 ```
 
+The short options (`--model`, `--baseline`, `--judge`, `--api-base`) come from the root
+`conftest.py`; the plugin's own names (`--posbias-model`, ...) work in every project.
 Markers: {markers}. `posbias gates` lists every gate and its threshold; `posbias models`
 the registry. Reports go to `reports/` (HTML), the generation cache to `.posbias/`.
 Without `--posbias-data` the suites run on the synthetic video set, built once under
