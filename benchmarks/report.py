@@ -77,7 +77,7 @@ videos = 5
 trials = 2
 """)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow", "--model", "sim:looping", "-q", "-p", "no:randomly",
+        subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow", "--posbias-model", "sim:looping", "-q", "-p", "no:randomly",
                         "-p", "no:cacheprovider"], cwd=tmp, capture_output=True, text=True, check=False)
         run_s = time.perf_counter() - t0
         [log] = list((tmp / ".posbias" / "runs").glob("*/run.jsonl"))

@@ -58,7 +58,7 @@ def run_job(marker: str, model: str, workers: int, tmp: Path, tag: str, env: dic
     ``allow_empty``: a timed job that selects nothing is an error, not a run of 0 gates)."""
     cache = tmp / f"cache-{tag}"
     out_json = tmp / f"{tag}.json"
-    cmd = [sys.executable, "-m", "pytest", "suites", "-m", marker, "--model", model, "-q", "-p", "no:randomly",
+    cmd = [sys.executable, "-m", "pytest", "suites", "-m", marker, "--posbias-model", model, "-q", "-p", "no:randomly",
            "-p", "no:cacheprovider", f"--posbias-cache={cache}", f"--posbias-json={out_json}",
            f"--posbias-report={tmp / (tag + '.html')}"]
     if workers > 1:

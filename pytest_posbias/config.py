@@ -51,6 +51,14 @@ GATES: tuple[str, ...] = (
     "flip", "phase", "order", "fusion", "equivalence",
     "repetition", "stressor", "attack", "search",
 )
+# The short options of the suites' folders: alias -> the plugin's own ``--posbias-*`` option. The
+# plugin registers only the long names; a suites folder's conftest.py adds these
+# (pytest_posbias.plugin.add_short_aliases), and ``posbias plan`` accepts both.
+SHORT_ALIASES: dict[str, str] = {
+    "--model": "--posbias-model", "--baseline": "--posbias-baseline", "--judge": "--posbias-judge",
+    "--api-base": "--posbias-api-base",
+}
+
 MARKERS: dict[str, str] = {
     "dpb": "positional suite: Directional Positional Bias gate (|DPB| <= threshold)",
     "meg": "positional suite: Middle-Edge Gap gate, P = 4 (|MEG| <= threshold)",
@@ -58,7 +66,7 @@ MARKERS: dict[str, str] = {
     "contamination": "positional suite: slot contamination rate (TF-IDF proxy)",
     "flip": "phase/order suite: answer flips between deployed frame samplers",
     "phase": "phase/order suite: answer flips between sampling phases of one grid",
-    "order": "phase/order suite: answer flips across option orderings",
+    "option_order": "phase/order suite: answer flips across option orderings (gate order)",
     "fusion": "phase/order suite: PhaseFusion vs single pass under an origin shift",
     "equivalence": "phase/order suite: PhaseFusion (S x b) accuracy equivalent to one pass at 4b frames (TOST, certify-type)",
     "repetition": "stressor suite: output repetition rate on clean videos",
@@ -67,6 +75,16 @@ MARKERS: dict[str, str] = {
     "search": "search suite: share of items a hypothesis property search breaks within its query budget (minimal counterexamples)",
     "slow": "long end-to-end check; runs in CI, deselect with -m 'not slow'",
 }
+
+# The marker of a gate whose marker name differs from the gate name: ``order`` is pytest-order's
+# marker, so the option-order gate is selected with ``-m option_order``.
+GATE_MARKERS: dict[str, str] = {"order": "option_order"}
+
+
+def marker_of(gate: str) -> str:
+    """The pytest marker that selects ``gate`` (``-m MARKER``): the gate name, or GATE_MARKERS' entry."""
+    return GATE_MARKERS.get(gate, gate)
+
 
 # The cluster-bootstrap interval of each mean gate (stats.cluster_bootstrap): expanded percentile,
 # except BCa for the stressor amplification, whose per-video values (a share minus a rare 0/1

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -81,6 +82,18 @@ def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return own, rest
 
 
+def long_options(args: Sequence[str]) -> list[str]:
+    """``args`` with the suites' short options (``--model X``, ``--baseline=X``, ...) spelled as the
+    plugin's own ``--posbias-*`` options (config.SHORT_ALIASES), which every project accepts."""
+    from .config import SHORT_ALIASES
+
+    out = []
+    for a in args:
+        name, eq, value = a.partition("=")
+        out.append(SHORT_ALIASES[name] + eq + value if name in SHORT_ALIASES else a)
+    return out
+
+
 def _plan(args: argparse.Namespace) -> int:
     for name in ("prefill_tps", "decode_tps"):
         v = getattr(args, name)
@@ -114,7 +127,7 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *, output_lengths: Mapping[s
     if output_lengths:
         (rec / "output_lengths.json").write_text(json.dumps(dict(output_lengths)))
     js = tmp / "plan.json"
-    cmd = [sys.executable, "-m", "pytest", *pytest_args, f"--posbias-plan={rec}", "--posbias-fixed",
+    cmd = [sys.executable, "-m", "pytest", *long_options(pytest_args), f"--posbias-plan={rec}", "--posbias-fixed",
            f"--posbias-cache={tmp / 'cache'}", f"--posbias-report={tmp / 'report.html'}", f"--posbias-json={js}",
            "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0"]
     if not _has_xdist():
@@ -123,11 +136,11 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *, output_lengths: Mapping[s
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if not js.is_file():
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise ConfigError(f"the plan run of `pytest {' '.join(pytest_args)}` did not finish (exit {proc.returncode}):\n{tail}")
+        raise ConfigError(f"the plan run of `pytest {shlex.join(pytest_args)}` did not finish (exit {proc.returncode}):\n{tail}")
     out = json.loads(js.read_text())
     rows = [json.loads(line) for f in sorted(rec.glob("requests-*.jsonl")) for line in f.read_text().splitlines() if line]
     fixed_by_user = "--posbias-fixed" in pytest_args
-    baseline = any(a == "--baseline" or a.startswith("--baseline=") for a in pytest_args)
+    baseline = any(a.partition("=")[0] == "--posbias-baseline" for a in long_options(pytest_args))
     return {"args": list(pytest_args), "gates": aggregate(rows, out.get("verdicts", []), sequential=not (fixed_by_user or baseline)),
             "rows": rows, "token_sources": sorted({r["token_source"] for r in rows})}
 
@@ -193,7 +206,7 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
     tps = plan.get("tps") or {}
     gates = plan["gates"]
     src = ", ".join(plan.get("token_sources") or ["none"])
-    lines = [f"posbias plan: pytest {' '.join(plan.get('args') or [])}",
+    lines = [f"posbias plan: pytest {shlex.join(plan.get('args') or [])}",
              f"prompt tokens from: {src}" + ("" if src == "processor" else
                                              "  (estimate: text chars/4 + 16 template tokens; a video frame of side s "
                                              "= ceil(s/28)^2 / 2 tokens, Qwen2-VL-style)"),
@@ -321,10 +334,10 @@ def _sync() -> None:
 def _run_options(pytest_args: Sequence[str]) -> dict[str, Any]:
     """The backend options a run of ``pytest_args`` would use (device, batch size, kernels, endpoint)."""
     keys = {"--posbias-device": "device", "--posbias-batch-size": "batch_size", "--posbias-attn-implementation":
-            "attn_implementation", "--posbias-device-map": "device_map", "--api-base": "api_base",
+            "attn_implementation", "--posbias-device-map": "device_map", "--posbias-api-base": "api_base",
             "--posbias-concurrency": "concurrency"}
     opts: dict[str, Any] = {}
-    args = list(pytest_args)
+    args = long_options(pytest_args)
     for i, a in enumerate(args):
         name, eq, val = a.partition("=")
         if name in keys:

@@ -12,15 +12,20 @@ import json
 import threading
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .config import GATES, MARKERS, PosbiasConfig, load_pyproject, parse_threshold_override
-from .engine import CallStats
+from .config import (
+    GATES,
+    MARKERS,
+    SHORT_ALIASES,
+    PosbiasConfig,
+    load_pyproject,
+    parse_threshold_override,
+)
 from .errors import ConfigError, PosbiasError
 from .safe_text import inert
-from .stats import Verdict, benjamini_hochberg
 from .xdist_support import (
     FollowedLogs,
     configure_xdist,
@@ -35,6 +40,9 @@ from .xdist_support import (
     suffix_group_nodeids,
     unfreeze_after_merge,
 )
+
+if TYPE_CHECKING:  # numpy and scipy: imported when a gate reports, never by a run without the suites
+    from .stats import Verdict
 
 VERDICT_KEY = "posbias_verdict"
 CALLS_KEY = "posbias_calls"
@@ -74,9 +82,6 @@ def _model_option(option: str) -> Any:
     return check
 
 
-_model_type = _model_option("--model")
-
-
 def _alpha_type(value: str) -> float:
     try:
         a = float(value)
@@ -103,11 +108,19 @@ def _mode_type(value: str) -> str:
     return value
 
 
-def _judge_type(value: str) -> str:
+def _judge_option(option: str) -> Any:
+    def check(value: str) -> str:
+        return _judge_type(value, option=option)
+
+    check.__name__ = "judge"
+    return check
+
+
+def _judge_type(value: str, *, option: str = "--posbias-judge") -> str:
     from .config import JUDGES
 
     if value not in JUDGES and not value.startswith("openai:"):
-        raise _usage("--judge", f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
+        raise _usage(option, f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
     return value
 
 
@@ -122,11 +135,11 @@ def _path_type(option: str) -> Any:
 
 
 def _url_type(value: str) -> str:
-    """``--api-base``: an http:// or https:// URL with a host (config.check_url)."""
+    """``--posbias-api-base``: an http:// or https:// URL with a host (config.check_url)."""
     from .config import check_url
 
     try:
-        return check_url("--api-base", value.strip())
+        return check_url("--posbias-api-base", value.strip())
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -201,15 +214,54 @@ def _api_number_type(option: str) -> Any:
     return check
 
 
+def _aliased_option(name: str) -> dict[str, Any]:
+    """The ``addoption`` keywords of an option that has a short alias, for the spelling ``name``
+    (its long ``--posbias-*`` name or the short alias): both write the long option's destination,
+    and a bad value names the spelling the user typed."""
+    long = SHORT_ALIASES.get(name, name)
+    dest = long.removeprefix("--").replace("-", "_")
+    if long == "--posbias-model":
+        return {"dest": dest, "action": "append", "type": _model_option(name), "default": None, "metavar": "MODEL",
+                "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, sim:PROFILE "
+                        "or openai:NAME; repeatable. Default: [tool.posbias] model."}
+    if long == "--posbias-baseline":
+        return {"dest": dest, "type": _model_option(name), "default": None, "metavar": "MODEL",
+                "help": "previous release: every gate becomes a paired non-inferiority comparison against it"}
+    if long == "--posbias-judge":
+        return {"dest": dest, "type": _judge_option(name), "default": None, "metavar": "JUDGE",
+                "help": "coverage judge: embed (offline default), fragment, openai[:MODEL], auto"}
+    if long == "--posbias-api-base":
+        return {"dest": dest, "action": "append", "type": _url_type, "default": None, "metavar": "URL",
+                "help": "base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
+                        "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)"}
+    raise ValueError(f"name: {name!r} is not an option with a short alias ({', '.join(SHORT_ALIASES)})")
+
+
+def add_short_aliases(parser: pytest.Parser, *, skip: Sequence[str] = ()) -> list[str]:
+    """Register the short options (``--model``, ``--baseline``, ``--judge``, ``--api-base``) as
+    aliases of their ``--posbias-*`` options; call it from the ``pytest_addoption`` of the
+    ``conftest.py`` where the robustness suites live (never from the plugin: the short names are
+    common in other projects). An alias named in ``skip``, or one that an earlier conftest or
+    plugin has already registered, is left out. Returns the aliases registered."""
+    unknown = [s for s in skip if s not in SHORT_ALIASES]
+    if unknown:
+        raise ValueError(f"skip: {unknown[0]!r} is not a short alias; expected some of {', '.join(SHORT_ALIASES)}")
+    added = []
+    taken = set(getattr(parser, "_opt2dest", {}))  # every option name registered so far
+    for short in SHORT_ALIASES:
+        if short in skip or short in taken:
+            continue
+        kwargs = _aliased_option(short)
+        kwargs["help"] = f"short for {SHORT_ALIASES[short]} (registered by this folder's conftest.py)"
+        parser.addoption(short, **kwargs)
+        added.append(short)
+    return added
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("posbias", "video LLM robustness gates (pytest-posbias)")
-    group.addoption("--model", action="append", type=_model_type, default=None, metavar="MODEL",
-                    help="model under test: registry alias (qwen3vl8b, ...), checkpoint directory, sim:PROFILE "
-                         "or openai:NAME; repeatable. Default: [tool.posbias] model.")
-    group.addoption("--baseline", type=_model_option("--baseline"), default=None, metavar="MODEL",
-                    help="previous release: every gate becomes a paired non-inferiority comparison against it")
-    group.addoption("--judge", type=_judge_type, default=None, metavar="JUDGE",
-                    help="coverage judge: embed (offline default), fragment, openai[:MODEL], auto")
+    for name in SHORT_ALIASES.values():
+        group.addoption(name, **_aliased_option(name))
     group.addoption("--posbias-report", type=_path_type("--posbias-report"), default=None, metavar="PATH",
                     help="HTML report path (default reports/<model>-<UTC timestamp>.html and reports/latest.html)")
     group.addoption("--posbias-json", type=_path_type("--posbias-json"), default=None, metavar="PATH",
@@ -237,9 +289,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
     group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
                     help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
-    group.addoption("--api-base", action="append", type=_url_type, default=None, metavar="URL",
-                    help="base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
-                         "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)")
     group.addoption("--posbias-batch-size", type=_int_ge1_type("--posbias-batch-size"), default=None, metavar="N",
                     help="requests per backend batch (default: the backend's own)")
     group.addoption("--posbias-concurrency", type=_int_ge1_type("--posbias-concurrency"), default=None, metavar="N",
@@ -297,7 +346,9 @@ class _SessionState:
         self.errored: list[dict[str, Any]] = []
         self.skipped: list[tuple[str, str]] = []  # gate tests skipped (node id, reason)
         self.decision: Any = None  # the run-level decision (decision.RunDecision), set at session finish
-        self.calls: dict[str, float] = dict.fromkeys(CallStats().snapshot(), 0)
+        self._calls: dict[str, float] | None = None
+        self.gate_tests: set[str] = set()  # node ids of the selected tests that use posbias_gate (serial runs)
+        self.reported: set[str] = set()  # node ids of the tests that reported (any phase)
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0
@@ -305,10 +356,18 @@ class _SessionState:
         self.warm_up: threading.Thread | None = None  # the controller's warm-up thread (xdist_support.start_controller_warm_up)
         self.log_follower: FollowedLogs | None = None  # the controller reads the workers' logs (xdist_support.start_log_follower)
 
+    @property
+    def calls(self) -> dict[str, float]:
+        """The run's model-call counts (engine.CallStats' keys), summed over the gates' reports;
+        made on first use, so that a run without the suites never imports the engine (numpy)."""
+        if self._calls is None:
+            from .engine import CallStats
+
+            self._calls = dict.fromkeys(CallStats().snapshot(), 0)
+        return self._calls
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name, doc in MARKERS.items():
-        config.addinivalue_line("markers", f"{name}: {doc}")
     try:
         pcfg = load_pyproject(Path(str(config.rootpath)) / "pyproject.toml")
     except ConfigError as exc:
@@ -319,7 +378,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if wi is not None and "posbias_run_id" in wi:
         config.stash[_STASH_RUN_ID] = str(wi["posbias_run_id"])
     else:
-        from .session import new_run_id
+        from .run_id import new_run_id
 
         config.stash[_STASH_RUN_ID] = new_run_id()
     if not config.getoption("--help", False) and not config.getoption("--markers", False):
@@ -355,6 +414,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item, group in probe_groups_of(items, search_frames=int(frames[0]) if frames else None):
             item.add_marker(pytest.mark.xdist_group(group))
     result = yield
+    state = config.stash.get(_STASH_STATE, None)
+    if state is not None:  # the selected gate tests, after -m/-k deselection: told apart from those that ran
+        state.gate_tests = {plain_nodeid(i.nodeid) for i in items if "posbias_gate" in getattr(i, "fixturenames", ())}
     if grouping:
         try:
             suffix_group_nodeids(items)
@@ -425,19 +487,19 @@ def _register_worker_share(config: pytest.Config, items: Sequence[pytest.Item]) 
 
 def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     """Resolve every --model/--baseline now: a model that cannot be loaded fails at start."""
-    from .errors import ModelLoadError
-    from .models.registry import resolve
-
-    specs = list(config.getoption("--model") or [])
-    if config.getoption("--baseline"):
-        specs.append(config.getoption("--baseline"))
-    baseline = config.getoption("--baseline")
+    specs = list(config.getoption("--posbias-model") or [])
+    if config.getoption("--posbias-baseline"):
+        specs.append(config.getoption("--posbias-baseline"))
+    baseline = config.getoption("--posbias-baseline")
+    if specs:  # the registry is imported only when a model was named
+        from .errors import ModelLoadError
+        from .models.registry import resolve
     for spec in specs:
         try:
             resolve(spec)
         except ModelLoadError as exc:
             msg = str(exc)
-            if spec == baseline and spec not in (config.getoption("--model") or []):
+            if spec == baseline and spec not in (config.getoption("--posbias-model") or []):
                 msg = msg.replace(f"--model {spec}", f"--baseline {spec}", 1)  # name the option the user gave
             raise pytest.UsageError(msg) from None
     _check_data(config, pcfg)
@@ -461,11 +523,11 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
 def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     """A manifest (--posbias-data or [tool.posbias] data) with no usable item at all is a usage error
     naming the file; one that lacks only some kinds of item runs, and the suites without data skip."""
-    from .data.manifest import require_usable
-
     data = config.getoption("--posbias-data") or pcfg.get("data")
     if not data:
         return
+    from .data.manifest import require_usable
+
     try:
         config.stash[_STASH_FILE_PROBLEMS] = require_usable(str(data)).file_problems
     except PosbiasError as exc:
@@ -515,8 +577,8 @@ def _warn_unusable_videos(config: pytest.Config) -> None:
         tr.write_line(f"[posbias]   {p}", yellow=True)
 
 
-PATH_OPTIONS = ("--model", "--baseline", "--posbias-data", "--posbias-report", "--posbias-json", "--posbias-cache",
-                "--posbias-markdown")
+PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline", "--posbias-data", "--posbias-report",
+                "--posbias-json", "--posbias-cache", "--posbias-markdown")
 
 
 def _exists(path: str) -> bool:
@@ -551,6 +613,11 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["posbias_loadgroup"] = getattr(node.config.option, "dist", "no") == "loadgroup"
 
 
+def plugin_active(config: pytest.Config) -> bool:
+    """Whether this plugin configured the run (False under ``-p no:posbias``)."""
+    return _STASH_CONFIG in config.stash
+
+
 def posbias_config(config: pytest.Config) -> PosbiasConfig:
     return config.stash[_STASH_CONFIG]
 
@@ -568,14 +635,14 @@ def _first(*values: Any) -> Any:
 def _options(config: pytest.Config) -> dict[str, Any]:
     """Command-line options merged over [tool.posbias] (CLI wins)."""
     pcfg = posbias_config(config)
-    models = config.getoption("--model") or pcfg.get("model") or []  # none: a usage error (_require_model)
+    models = config.getoption("--posbias-model") or pcfg.get("model") or []  # none: a usage error (_require_model)
     if isinstance(models, str):
         models = [models]
     overrides = dict(config.getoption("--posbias-threshold") or [])
     return {
         "models": list(models),
-        "baseline": config.getoption("--baseline") or pcfg.get("baseline"),
-        "judge": config.getoption("--judge") or pcfg.get("judge", "auto"),
+        "baseline": config.getoption("--posbias-baseline") or pcfg.get("baseline"),
+        "judge": config.getoption("--posbias-judge") or pcfg.get("judge", "auto"),
         "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
         "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
         "seed": config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None else pcfg.get("seed", 0),
@@ -588,7 +655,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "json": config.getoption("--posbias-json"),
         "data": config.getoption("--posbias-data") or pcfg.get("data"),
         "device": config.getoption("--posbias-device") or pcfg.get("device", "auto"),
-        "api_base": config.getoption("--api-base") or pcfg.get("api_base"),
+        "api_base": config.getoption("--posbias-api-base") or pcfg.get("api_base"),
         "batch_size": config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
         "concurrency": config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
         "api_timeout": _first(config.getoption("--posbias-api-timeout"), pcfg.get("api_timeout")),
@@ -804,6 +871,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> None:
     props = getattr(report, "user_properties", [])
+    state.reported.add(plain_nodeid(report.nodeid))
     if report.failed and not any(k == VERDICT_KEY for k, _ in props):
         # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
         # the report must not read "ALL PASSED" for the gates that did
@@ -819,6 +887,8 @@ def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> Non
         return
     for key, value in props:
         if key == VERDICT_KEY:
+            from .stats import Verdict
+
             state.verdicts.append((plain_nodeid(report.nodeid), Verdict.from_dict(json.loads(value))))
         elif key == CALLS_KEY:
             c = json.loads(value)
@@ -948,6 +1018,8 @@ def _summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
     rows = sorted(state.verdicts, key=lambda x: x[0])  # node id order: same serial and with -n
     if not rows:
         return []
+    from .stats import benjamini_hochberg
+
     adj = benjamini_hochberg([min(1.0, max(0.0, v.p_value)) for _, v in rows])
     dec = state.decision
     return [{"nodeid": nid, "verdict": v, "p_bh": float(p), "gate": dec.gate(nid) if dec is not None else None}
@@ -981,13 +1053,13 @@ def _exit_status(pytest_status: int, state: _SessionState) -> int:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None:
         return
-    from .summary import calls_line, verdict_lines
-
     rows = _summary_rows(config)
     state = config.stash[_STASH_STATE]
     state.stop.set()
     _problem_summary(terminalreporter, config, state.problems)
     if rows:
+        from .summary import calls_line, plural, verdict_lines
+
         tr = terminalreporter
         tr.section("posbias verdicts")
         width = int(getattr(tr, "_screen_width", 0) or 100)
@@ -1004,7 +1076,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 workers = 1
         tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
                                  workers=max(1, workers)))
-        tr.write_line(f"p_BH = Benjamini-Hochberg over the {len(rows)} gates above (shown, decides nothing); "
+        tr.write_line(f"p_BH = Benjamini-Hochberg over the {plural(len(rows), 'gate')} above (shown, decides nothing); "
                       f"p_adj = the run-level decision's adjusted p")
     if state.decision is not None and (rows or state.skipped):
         from .summary import decision_lines
@@ -1018,6 +1090,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 terminalreporter.write_line(text, bold=True)
             else:
                 terminalreporter.write_line(text, red=not ok, green=ok, bold=True)
+    _not_run_line(terminalreporter, state)
+
+
+def _not_run_line(tr: Any, state: _SessionState) -> None:
+    """The selected gate tests that never reported (the run stopped before them: ``-x``,
+    ``--maxfail``, an interrupt): they decided nothing, and the summary says how many."""
+    missing = state.gate_tests - state.reported
+    if missing:
+        from .summary import plural
+
+        ran = len(state.gate_tests) - len(missing)
+        tr.write_line(f"{len(missing)} of {plural(len(state.gate_tests), 'selected gate test')} did not run (the run "
+                      f"stopped before them): they decided nothing; the summary above covers the {ran} that ran",
+                      yellow=True)
 
 
 def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> None:
@@ -1077,6 +1163,29 @@ def _restore_outer_state(config: pytest.Config) -> None:
         _STATE_HOLDER["state"] = outer
 
 
+def _fresh_line(tr: Any) -> None:
+    """End the line of test results (``-q`` dots, the ``[100%]`` counter) before the plugin's own
+    lines at the end of the run: ``write_line`` starts a new line only after a file's header."""
+    tw = getattr(tr, "_tw", None)
+    if tw is not None and int(getattr(tw, "width_of_current_line", 0) or 0):
+        tw.line()
+        tr.currentfspath = None
+
+
+def _posbias_used(config: pytest.Config, state: _SessionState) -> bool:
+    """Whether this run has anything for the end of the run: a gate's verdict, a run directory
+    (a suite test set a run up), or a summary file asked for (``--posbias-json``,
+    ``--posbias-markdown``: written also when no gate decided). A run of other tests has none, and
+    its end imports nothing of the package's core."""
+    if (state.verdicts or state.skipped or config.getoption("--posbias-json", None)
+            or config.getoption("--posbias-markdown", None)):
+        return True
+    try:
+        return _run_dir(config).is_dir()
+    except (KeyError, OSError):
+        return True
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Merge the run log and write the report. First among the implementations: under ``-n N`` the
@@ -1095,6 +1204,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             from _pytest.junitxml import xml_key
 
             junit_plain_names(config.stash.get(xml_key, None))
+    if not _posbias_used(config, state):
+        return  # a run without the suites or gates: nothing to merge, report or write
     try:
         state.decision = _run_decision(config)
     except PosbiasError as exc:  # a bad setting reaching here (e.g. multiplicity): pytest's status stands
@@ -1107,6 +1218,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     rows = _summary_rows(config)
     _junit_decision(config, state.decision, status)
     run_log = None
+    _fresh_line(config.pluginmanager.get_plugin("terminalreporter"))
     try:
         from .session import finish_run
 

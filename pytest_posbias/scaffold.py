@@ -12,6 +12,10 @@ whether it was written, merged or left alone):
 * with ``--quick``, small probe sizes in the table and a small synthetic set (6 clips per
   configuration) rendered now under ``<DIR>/fixtures/synthetic-quick/``, for a smoke run in
   minutes on a CPU with a ``sim:`` model;
+* ``<DIR>/conftest.py`` — the short options of the suites (``--model``, ``--baseline``,
+  ``--judge``, ``--api-base``: aliases of the plugin's ``--posbias-*`` options, which the plugin
+  itself never registers), as a hook appended to the project's own root conftest when it has
+  one; an alias that conftest already defines is left out, and ``posbias init`` says so;
 * ``<DIR>/pyproject.toml`` — a ``[tool.posbias]`` table appended to the existing file (the rest
   of the file is kept byte for byte), or a new file holding only that table. A file that already
   has a ``[tool.posbias]`` table is left alone unless ``--force``, which replaces that table
@@ -49,6 +53,22 @@ QUICK_PROBES: dict[str, dict[str, int]] = {
     "search": {"items": 8, "videos": 3, "budget": 30},  # budget: queries per item (VideoSTF's 30)
 }
 
+ALIAS_IMPORTS = """import pytest{noqa}
+
+from pytest_posbias.plugin import add_short_aliases{noqa}
+"""
+ALIAS_HOOK = """
+
+@pytest.hookimpl(specname="pytest_addoption", trylast=True)
+def pytest_addoption_posbias(parser):
+    add_short_aliases(parser{skip_arg})
+"""
+_ALIAS_COMMENT = """
+# pytest-posbias: the short options of the robustness suites (--model, --baseline, --judge,
+# --api-base) as aliases of the plugin's --posbias-* options{skip_note}.
+"""
+_ALIAS_CONFTEST_HEAD = '"""Project-wide pytest configuration (root conftest.py)."""\n'
+
 _CONFTEST = '''"""Robustness gates (pytest-posbias), scaffolded by `posbias init`.
 
 The ready-made suites' code is in the installed package, ``pytest_posbias/suites/``; this
@@ -58,10 +78,39 @@ in further ``test_*.py`` files beside them (fixtures ``posbias_run``, ``posbias_
 ``posbias_gate``; see the README's "Writing your own gate").
 """
 
-from pytest_posbias.suites.conftest import pytest_collection_modifyitems, pytest_generate_tests
+from pytest_posbias.suites.conftest import (
+    pytest_collection_finish,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_generate_tests,
+)
 
-__all__ = ["pytest_collection_modifyitems", "pytest_generate_tests"]
+__all__ = ["pytest_collection_finish", "pytest_collection_modifyitems", "pytest_configure", "pytest_generate_tests"]
 '''
+
+_OPTION_NAME = re.compile(r"""["'](--[A-Za-z0-9][-A-Za-z0-9_]*)["']""")
+
+
+def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """The root ``conftest.py`` text that registers the short options, and the short options left
+    out because ``existing`` (the project's own root conftest, None when there is none) already
+    names them as options (a quoted ``"--model"``, ...). Returns ``(None, ...)`` when ``existing``
+    already calls ``add_short_aliases``. The hook is appended under its own name
+    (``specname="pytest_addoption"``), so an existing ``pytest_addoption`` is kept as it is and
+    runs first."""
+    from .config import SHORT_ALIASES
+
+    if existing is not None and "add_short_aliases" in existing:
+        return None, ()
+    taken = set(_OPTION_NAME.findall(existing or ""))
+    skip = tuple(a for a in SHORT_ALIASES if a in taken)
+    comment = _ALIAS_COMMENT.format(skip_note=f"; {', '.join(skip)} left out: this project defines them" if skip else "")
+    hook = ALIAS_HOOK.format(skip_arg=f", skip={skip!r}" if skip else "")
+    if existing is None:
+        return _ALIAS_CONFTEST_HEAD + comment.lstrip("\n").join(["\n", ""]) + ALIAS_IMPORTS.format(noqa="") + hook, skip
+    base = existing if existing.endswith("\n") or not existing else existing + "\n"
+    return base + "\n" + comment + ALIAS_IMPORTS.format(noqa="  # noqa: E402") + hook, skip
+
 
 _TEST_MODULE = '''"""The ready-made suite ``pytest_posbias.suites.{name}`` (its code lives in the package)."""
 
@@ -79,10 +128,12 @@ Run from the project root (`{root}`):
 ```bash
 pytest -m meg --model qwen3vl8b             # Middle-Edge Gap gate on a registry model
 pytest -m "dpb or meg" --model /path/to/checkpoint
-pytest -m "order or flip" --model openai:my-model --api-base http://localhost:8000/v1
+pytest -m "option_order or flip" --model openai:my-model --api-base http://localhost:8000/v1
 pytest -m "not slow" --model qwen3vl8b --posbias-markdown reports/summary.md
 ```
 
+The short options (`--model`, `--baseline`, `--judge`, `--api-base`) come from the root
+`conftest.py`; the plugin's own names (`--posbias-model`, ...) work in every project.
 Markers: {markers}. `posbias gates` lists every gate and its threshold; `posbias models`
 the registry. Reports go to `reports/` (HTML), the generation cache to `.posbias/`.
 Without `--posbias-data` the suites run on the synthetic video set, built once under
@@ -273,7 +324,7 @@ class Written:
 
     path: Path
     action: str  # created | overwritten | merged | replaced | kept
-    details: tuple[str, ...] = ()  # for "replaced": the [tool.posbias] values it changed or removed
+    details: tuple[str, ...] = ()  # "replaced": the [tool.posbias] values changed; root conftest: aliases left out
 
 
 def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str | None = None,
@@ -318,6 +369,7 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
             details = tuple(replaced_values(existing, new))
         pyproject.write_bytes(new.encode("utf-8"))
     out.append(Written(pyproject, py_action, details))
+    out.append(_write_root_conftest(root))
     if quick:
         manifest = root / QUICK_SET / "manifest.jsonl"
         if manifest.is_file() and not force:
@@ -331,6 +383,22 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
             build_set(root / QUICK_SET, videos_per_config=QUICK_VIDEOS, groups_per_config=QUICK_GROUPS)
             out.append(Written(manifest, action))
     return out
+
+
+def _write_root_conftest(root: Path) -> Written:
+    """Create the root ``conftest.py`` with the short options, or append them to the project's own
+    (leaving out those it defines, :func:`alias_conftest`); kept when it already has them."""
+    from .config import SHORT_ALIASES
+
+    path = root / "conftest.py"
+    existing = path.read_bytes().decode("utf-8") if path.exists() else None
+    text, skip = alias_conftest(existing)
+    if text is None:
+        return Written(path, "kept")
+    path.write_bytes(text.encode("utf-8"))
+    left_out = tuple(f"{a} left out: this project's conftest.py defines it (use {SHORT_ALIASES[a]})"
+                     for a in skip)
+    return Written(path, "created" if existing is None else "merged", left_out)
 
 
 def testpaths_hint(root: Path, tests_dir: str) -> str | None:
@@ -370,9 +438,11 @@ def _init(args: argparse.Namespace) -> int:
         note = " (exists; --force to overwrite)" if w.action == "kept" and w.path.name != "pyproject.toml" else ""
         if w.action == "kept" and w.path.name == "pyproject.toml":
             note = " (already has [tool.posbias]; --force to replace that table)"
+        if w.action == "kept" and w.path.name == "conftest.py" and w.path.parent == Path(args.dir):
+            note = " (already registers the short options)"
         print(f"{w.action:<11} {w.path}{note}")
         for detail in w.details:
-            print(f"            was {detail}")
+            print(f"            {detail}" if w.path.name == "conftest.py" else f"            was {detail}")
     hint = testpaths_hint(Path(args.dir), args.tests_dir)
     if hint:
         print(hint)

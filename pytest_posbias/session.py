@@ -44,18 +44,13 @@ from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
 from .probes.stressor import StressorResult, StressorSpec, run_stressor
+from .run_id import new_run_id
 from .run_merge import RunLogFollower, merge_run_log_lines, merge_run_logs
 from .safe_text import redact_args, redact_value
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
 from .work_share import WorkShare
-
-
-def new_run_id() -> str:
-    """UTC timestamp plus a short random suffix: sortable and unique."""
-    now = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{now}-{os.urandom(3).hex()}"
 
 
 def environment() -> dict[str, Any]:
@@ -248,8 +243,9 @@ class RunContext:
         if done < total and now - self._last_progress < PROGRESS_EVERY_S:
             return
         self._last_progress = now
-        eta = elapsed / done * (total - done) if done else 0.0
-        self._progress(f"model calls {done}/{total} (+{hits} cache hits), ETA {eta:.0f} s")
+        from .summary import progress_text
+
+        self._progress(progress_text(done, total, hits, elapsed))
 
     def note(self, message: str) -> None:
         if self._progress is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .probes.positional import PositionalSpec
+from .xdist_support import XDIST_GROUP_PREFIX  # the plugin strips "@posbias:..." from node ids
 
 # Robustness variants of the multi-video paper (§4.2–5.3, appendix C.6), run on the P = 4
 # short configurations and marked slow.
@@ -96,7 +97,6 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
 
 # --------------------------------------------------------------------------- xdist groups
 
-XDIST_GROUP_PREFIX = "posbias:"  # the plugin strips "@posbias:..." from node ids (verdicts read as serially)
 
 
 def probe_group(module: str, function: str, params: dict[str, Any], *, search_frames: int | None = None) -> str | None:

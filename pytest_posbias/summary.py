@@ -2,6 +2,8 @@
 
 * :func:`verdict_lines` — every gate grouped by suite (the test file), failures first; the full
   test id on its own line, wrapped at the terminal width and never cut, then its numbers.
+* :func:`cost_text` — the cost line under each gate's numbers: its model calls, cache hits,
+  reused probe results and time waiting on the model, in words.
 * :func:`calls_line` — one line of model-call accounting from the session's :class:`CallStats`
   totals: calls made, served from the cache, failed, wall time waiting on the models, tokens,
   and the requests saved by gates that reused probe results already computed in the run.
@@ -46,6 +48,23 @@ def suite_title(suite: str) -> str:
     return f"{suite} — {SUITE_TITLES[name]}" if name in SUITE_TITLES else suite
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 gate``, ``2 gates``, ``0 gates``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def progress_text(done: int, total: int, hits: int, elapsed: float) -> str:
+    """One progress line of a probe's model calls: ``model calls 120/216 (56%), 4.0/s, ETA 24 s;
+    30 more answered from the cache``. ``done``/``total`` count the calls to make; ``hits`` the
+    requests the cache answered instead (not among them); the rate is calls made per second so far."""
+    pct = 100 * done // total if total else 100
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = (total - done) / rate if rate > 0 else float("nan")
+    eta_text = "–" if math.isnan(eta) else (f"{eta:.0f} s" if eta < 120 else f"{eta / 60:.0f} min")
+    text = f"model calls {done}/{total} ({pct}%), {rate:.3g}/s, ETA {eta_text}"
+    return text + (f"; {hits} more answered from the cache" if hits else "")
+
+
 def _num(v: float, fmt: str = ".4g") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
@@ -77,7 +96,7 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     out: list[tuple[str, bool | None]] = []
     for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
         n_fail = sum(not r["verdict"].passed for r in mine)
-        out.append((f"{suite_title(suite)}: {len(mine)} gates, {n_fail} failed", None))
+        out.append((f"{suite_title(suite)}: {plural(len(mine), 'gate')}, {n_fail} failed", None))
         for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v = r["verdict"]
             status = "PASS" if v.passed else "FAIL"
@@ -103,6 +122,9 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
                         if pn.n_needed:
                             line += f": needs n ≈ {pn.n_needed}"
                 out.append((line, g.adjusted_passed))
+            calls = (getattr(v, "extra", None) or {}).get("calls")
+            if calls:
+                out.append((f"       cost: {cost_text(calls)}", v.passed))
             note = (getattr(v, "extra", None) or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
             if note:
                 note = inert(str(note), newlines=False)
@@ -137,6 +159,22 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100) -> list[t
         out.append((f"  skipped gate tests: {parts} (an opt-in gate not opted into does not fail the run; "
                     f"a run in which no gate decided does: exit 6)", None))
     return out
+
+
+def cost_text(calls: Mapping[str, Any]) -> str:
+    """What one gate cost, in words: ``12 model calls made (1 failed), 30 answered from the cache of
+    earlier runs, 40 reused from a probe another gate ran; 8.2 s waiting on the model``, from the
+    gate's :class:`~pytest_posbias.engine.CallStats` counters (parts that are zero are left out)."""
+    made, failed = int(calls.get("made", 0) or 0), int(calls.get("failed", 0) or 0)
+    parts = [f"{plural(made, 'model call')} made" + (f" ({failed} failed)" if failed else "")]
+    for key, words in (("cache_hits", "answered from the cache of earlier runs"),
+                       ("rereads", "repeats answered from this run's own calls"),
+                       ("shared", "reused from a probe another gate ran")):
+        n = int(calls.get(key, 0) or 0)
+        if n:
+            parts.append(f"{n} {words}")
+    wall = float(calls.get("wall_seconds", 0) or 0)
+    return ", ".join(parts) + (f"; {wall:.1f} s waiting on the model" if wall >= 0.05 else "")
 
 
 def _count(n: float) -> str:
@@ -213,7 +251,7 @@ def write_progress(path: Path, message: str) -> None:
 
 
 def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) -> str:
-    """``12/40 tests · gw0: model calls 30/120 (+0 cache hits), ETA 12 s · gw1: ...`` from the
+    """``12/40 tests · gw0: model calls 30/120 (25%), 2.5/s, ETA 36 s · gw1: ...`` from the
     workers' progress files (missing or unreadable files are left out)."""
     parts = [f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"]
     for f in sorted(run_dir.glob("progress-*.txt")):
@@ -226,5 +264,5 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
     return " · ".join(parts)
 
 
-__all__ = ["allowed", "calls_line", "decision_lines", "progress_file", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
+__all__ = ["allowed", "calls_line", "cost_text", "decision_lines", "plural", "progress_file", "progress_text", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
            "worker_progress_line", "write_progress"]

@@ -24,6 +24,8 @@ from typing import Any
 
 from .errors import ConfigError
 
+XDIST_GROUP_PREFIX = "posbias:"  # the start of a suite test's xdist group (suite_support.probe_group)
+
 
 def dist_given(config: Any) -> bool:
     """Whether the user chose an xdist distribution mode (``--dist``/``-d``, also in addopts)."""
@@ -88,8 +90,6 @@ def match_last_failed_across_modes(config: Any, items: list[Any]) -> None:
     selects it under ``-n`` (on the workers, whose ids carry the suffix): the id the test has in
     this run is added to last-failed's record before it selects (its filter runs after this
     wrapper). Before, either switch found no recorded failure and reran every test."""
-    from .suite_support import XDIST_GROUP_PREFIX
-
     lf = config.pluginmanager.get_plugin("lfplugin")
     failed = getattr(lf, "lastfailed", None)
     if not failed or not getattr(lf, "active", False):
@@ -146,8 +146,6 @@ def suffix_group_nodeids(items: list[Any]) -> None:
 
 def plain_nodeid(nodeid: str) -> str:
     """A node id without the ``@posbias:...`` group suffix xdist's loadgroup appends (same as serial)."""
-    from .suite_support import XDIST_GROUP_PREFIX
-
     return nodeid.split("@" + XDIST_GROUP_PREFIX, 1)[0]
 
 

@@ -7,6 +7,11 @@ in further ``test_*.py`` files beside them (fixtures ``posbias_run``, ``posbias_
 ``posbias_gate``; see the README's "Writing your own gate").
 """
 
-from pytest_posbias.suites.conftest import pytest_collection_modifyitems, pytest_generate_tests
+from pytest_posbias.suites.conftest import (
+    pytest_collection_finish,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_generate_tests,
+)
 
-__all__ = ["pytest_collection_modifyitems", "pytest_generate_tests"]
+__all__ = ["pytest_collection_finish", "pytest_collection_modifyitems", "pytest_configure", "pytest_generate_tests"]

@@ -22,6 +22,14 @@ from typing import Any  # noqa: E402
 import pytest  # noqa: E402
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suites' markers (the tests import suite modules and mark their own slow tests)."""
+    from pytest_posbias.config import MARKERS
+
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+
+
 def _built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Any]) -> Any:
     """Build a session fixture's files once per test run, also under pytest-xdist: workers share
     the parent of their base temp dirs, the first one builds under an exclusive file lock and

@@ -7,6 +7,15 @@ from pathlib import Path
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
+def write_alias_conftest(root: Path) -> None:
+    """The root ``conftest.py`` that ``posbias init`` writes: the short options (``--model``, ...)."""
+    from pytest_posbias.scaffold import alias_conftest
+
+    text, _ = alias_conftest(None)
+    assert text is not None
+    (root / "conftest.py").write_text(text)
+
+
 def write_suite_project(root: Path, manifest: Path | None, suites: tuple[str, ...], settings: str = "", *,
                         cache: str = ".posbias", rename: dict[str, str] | None = None,
                         model: str | None = "sim:unbiased") -> None:
@@ -14,14 +23,16 @@ def write_suite_project(root: Path, manifest: Path | None, suites: tuple[str, ..
     thin conftest and the named suite files (``rename`` gives a file another basename, e.g. when
     pytest imports a test module of the same name), and a ``pyproject.toml`` whose
     ``[tool.posbias]`` table points at ``manifest`` (the synthetic set when None), followed by
-    ``settings`` (more TOML). ``model``: the table's ``model`` key (None: none, as a project that
-    gives ``--model`` on every run; a run with neither is a usage error)."""
+    ``settings`` (more TOML), and the root ``conftest.py`` with the short options. ``model``: the
+    table's ``model`` key (None: none, as a project that gives ``--model`` on every run; a run with
+    neither is a usage error)."""
     import shutil
 
     dest = root / "suites"
     dest.mkdir(parents=True)
     for f in ("conftest.py", *suites):
         shutil.copy(SUITES / f, dest / (rename or {}).get(f, f))
+    write_alias_conftest(root)
     data = f'data = "{manifest}"\n' if manifest else ""
     if model is not None and not any(line.strip().startswith(("model =", "model="))
                                      for line in settings.split("[", 1)[0].splitlines()):

@@ -464,7 +464,7 @@ def test_manifest_with_no_usable_item_is_a_usage_error(pytester, tmp_path, conte
     path = tmp_path / "m.jsonl"
     path.write_text(content)
     make_project(pytester, None, ("test_phase_order.py",))
-    res = pytester.runpytest(f"--posbias-data={path}", "-m", "order")
+    res = pytester.runpytest(f"--posbias-data={path}", "-m", "option_order")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     err = res.stderr.str()
     assert f"--posbias-data: {path}: no usable item in the manifest" in err and "KeyError" not in res.stdout.str() + err
@@ -499,7 +499,7 @@ def test_bad_videos_are_counted_and_named_on_the_terminal_in_json_and_in_the_rep
     lines += [mcq_line("q0", "v2"), {"type": "video", "id": "", "path": "x.mp4"}]  # a duplicate id, a bad line
     path = write_jsonl(tmp_path / "m.jsonl", lines)
     make_project(pytester, path, ("test_phase_order.py",), "[tool.posbias.probes.phase]\nitems = 12\norderings = 3\n")
-    res = pytester.runpytest(f"--posbias-data={path}", "-m", "order", "--posbias-fixed", "-p", "no:randomly",
+    res = pytester.runpytest(f"--posbias-data={path}", "-m", "option_order", "--posbias-fixed", "-p", "no:randomly",
                              "--posbias-json=out.json", "--posbias-report=report.html")
     out = res.stdout.str()
     assert res.ret in (0, 1) and "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]

@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.usefixtures("heavy_modules"), pytest.mark.slow]
 
 def test_strict_meg_example_gates_at_its_own_threshold_on_the_suite_probe(pytester, small_set):
     shutil.copytree(EXAMPLE / "robustness", pytester.path / "robustness")
+    shutil.copy(EXAMPLE / "conftest.py", pytester.path / "conftest.py")  # the short options, as posbias init writes them
     # beside it, the suite's own MEG gate (as `posbias init` would add it) to compare with
     (pytester.path / "robustness" / "test_positional.py").write_text(scaffold._TEST_MODULE.format(name="test_positional"))
     toml = (EXAMPLE / "pyproject.toml").read_text().replace('data = "data/manifest.jsonl"', f'data = "{small_set}"')

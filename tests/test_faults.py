@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("openai")
 
 from fault_server import FAULTS, FaultServer, _h, completion, has_images, prompt_text
+from suite_project import write_alias_conftest
 
 from pytest_posbias import SCHEMA_VERSION
 from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog
@@ -354,6 +355,7 @@ def make_project(pytester: pytest.Pytester, manifest: Path | None, cache: str = 
         dest.mkdir()
         for f in ("conftest.py", "test_phase_order.py"):
             shutil.copy(SUITES / f, dest / f)
+        write_alias_conftest(pytester.path)
     pytester.makepyprojecttoml(f"""
 [tool.pytest.ini_options]
 testpaths = ["suites"]
@@ -366,7 +368,7 @@ cache = "{cache}"
 
 
 def run_order(pytester: pytest.Pytester, url: str, name: str, *extra: str):
-    res = pytester.runpytest("suites", "-m", "order", "--posbias-fixed", "--model", "openai:x", f"--api-base={url}",
+    res = pytester.runpytest("suites", "-m", "option_order", "--posbias-fixed", "--model", "openai:x", f"--api-base={url}",
                              "-p", "no:randomly", f"--posbias-json={name}.json", *extra)
     data = json.loads((pytester.path / f"{name}.json").read_text()) if (pytester.path / f"{name}.json").exists() else None
     return res, data
@@ -506,7 +508,7 @@ def test_unreachable_endpoint_exits_non_zero_within_30_s_naming_the_url(pytester
     make_project(pytester, None)
     url = f"http://127.0.0.1:{closed_port()}/v1"
     t0 = time.monotonic()
-    res = pytester.runpytest_subprocess("suites", "-m", "order", "--posbias-fixed", "--model", "openai:x",
+    res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-fixed", "--model", "openai:x",
                                         f"--api-base={url}", "-p", "no:randomly", timeout=120)
     elapsed = time.monotonic() - t0
     out = res.stdout.str() + res.stderr.str()
@@ -519,7 +521,7 @@ def test_unreachable_endpoint_exits_non_zero_within_30_s_naming_the_url(pytester
 def test_with_xdist_the_controller_checks_the_endpoint_before_workers_start(pytester, api_env):
     make_project(pytester, None)
     with FaultServer(served=("qwen3-vl-8b",)) as srv:
-        res = pytester.runpytest_subprocess("suites", "-m", "order", "--model", "openai:x", f"--api-base={srv.url}",
+        res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--model", "openai:x", f"--api-base={srv.url}",
                                             "-p", "no:randomly", "-n", "2", timeout=120)
         assert srv.chat_requests == 1  # the controller's check; no worker got as far as a probe
     out = res.stdout.str() + res.stderr.str()

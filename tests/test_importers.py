@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from suite_project import write_alias_conftest
 
 from pytest_posbias.data.importers import run_import
 from pytest_posbias.data.manifest import SCHEMA_PATH, load_manifest
@@ -272,6 +273,7 @@ def test_import_then_flip_suite_end_to_end(tmp_path, pytester, small_set):
     dest.mkdir()
     for f in ("conftest.py", "test_phase_order.py"):
         shutil.copy(Path(__file__).resolve().parent.parent / "suites" / f, dest / f)
+    write_alias_conftest(pytester.path)
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["suites"]\n[tool.posbias]\ncache = ".posbias"\n'
                                '[tool.posbias.probes.phase]\nitems = 40\norderings = 3\n')
     # with a space, pytest would take the manifest path for a test path and miss the project's settings

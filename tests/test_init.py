@@ -125,6 +125,7 @@ def test_this_repositorys_suites_folder_is_what_init_writes(tmp_path):
     ours = {p.name: p.read_text() for p in (REPO / "suites").glob("*.py")}
     assert ours == made
     assert {f"{s}.py" for s in _suites()} <= set(ours)
+    assert (REPO / "conftest.py").read_text() == (tmp_path / "conftest.py").read_text()  # the short options
 
 
 def test_suite_of_follows_the_defining_module_not_the_file_name():
@@ -156,11 +157,66 @@ def test_scaffolded_folder_collects_the_suites(pytester):
     ids = [ln for ln in res.stdout.lines if "::test_meg[" in ln]
     assert sorted(ids) == sorted(f"tests/robustness/test_positional.py::test_meg[sim:middle-weak-{c}]" for c in p4)
     # and through the shipped package alone (the suites' own conftest parametrizes them)
-    res = pytester.runpytest("--pyargs", "pytest_posbias.suites", "-m", "order and not slow", "--collect-only", "-q",
+    res = pytester.runpytest("--pyargs", "pytest_posbias.suites", "-m", "option_order and not slow", "--collect-only", "-q",
                              "--model", "sim:letter-bias", "-p", "no:randomly")
     assert res.ret == 0, res.stdout.str()[-2000:]
     collected = [ln for ln in res.stdout.lines if "::test_" in ln]
     assert len(collected) == 1 and collected[0].endswith("test_phase_order.py::test_order_flip[sim:letter-bias]"), collected
+
+
+OWN_CONFTEST = """import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--model", default="mine")
+    parser.addoption('--baseline', default="base")
+
+
+@pytest.fixture
+def own(request):
+    return request.config.getoption("--model")
+"""
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_init_next_to_a_project_that_defines_model_keeps_its_options(pytester, capsys):
+    """The project's root conftest defines --model and --baseline: init appends the other short
+    options to it, says which it left out, and both the project's tests and the suites run."""
+    (pytester.path / "conftest.py").write_text(OWN_CONFTEST)
+    pytester.makepyfile(test_own="def test_own(own):\n    assert own == 'given'\n")
+    assert main(["init", str(pytester.path), "--tests-dir", "robustness"]) == 0
+    out = capsys.readouterr().out
+    assert f"merged      {pytester.path / 'conftest.py'}" in out
+    assert "--model left out: this project's conftest.py defines it (use --posbias-model)" in out
+    assert "--baseline left out: this project's conftest.py defines it (use --posbias-baseline)" in out
+    text = (pytester.path / "conftest.py").read_text()
+    assert text.startswith(OWN_CONFTEST) and "skip=('--model', '--baseline')" in text
+    res = pytester.runpytest_subprocess("--model", "given", "--posbias-model", "sim:middle-weak", "--judge", "fragment",
+                                        "-m", "meg and not slow or not meg", "--collect-only", "-q", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    assert "test_own.py::test_own" in res.stdout.str()
+    assert any("robustness/test_positional.py::test_meg[sim:middle-weak-" in ln for ln in res.stdout.lines)
+    own = pytester.runpytest_subprocess("test_own.py", "--model", "given", "-p", "no:randomly")
+    own.assert_outcomes(passed=1)
+    # a second init finds the short options registered and leaves the conftest alone
+    assert main(["init", str(pytester.path), "--tests-dir", "robustness"]) == 0
+    assert f"kept        {pytester.path / 'conftest.py'} (already registers the short options)" in capsys.readouterr().out
+    assert (pytester.path / "conftest.py").read_text() == text
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_plugin_disabled_in_a_scaffolded_folder_skips_the_suites_with_one_line(pytester):
+    scaffold.scaffold(pytester.path)
+    pytester.makepyfile(test_own="def test_own():\n    pass\n")
+    res = pytester.runpytest_subprocess("-p", "no:posbias", "-m", "meg and not slow or not meg", "--model", "sim:unbiased",
+                                        "-p", "no:randomly", "-rs")
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.OK, out[-2000:]
+    assert "INTERNALERROR" not in out
+    lines = [ln for ln in res.stdout.lines if ln.startswith("posbias: ") and "need the pytest-posbias plugin" in ln]
+    assert len(lines) == 1, out[-2000:]
+    outcomes = res.parseoutcomes()
+    assert outcomes["passed"] == 1 and outcomes["skipped"] >= 1
 
 
 @pytest.mark.parametrize("model", ["C:\\models\\qwen", 'say "hi"', "tab\there", "del\x7f", "Qwen/Qwen3-VL-8B-Instruct"])

@@ -9,7 +9,13 @@ there, exactly as the README's "In your own repository" says:
     posbias init --quick
     pytest -m "meg and not slow" --model sim:middle-weak          -> exit 1
     pytest -m "meg and not slow" --model sim:unbiased             -> exit 0
-    pytest --pyargs pytest_posbias.suites -m "order and not slow" --model sim:letter-bias  -> exit 1
+    pytest --pyargs pytest_posbias.suites -m "option_order and not slow" --model sim:letter-bias  -> exit 1
+
+and, as a guest in a project of its own (a root conftest.py that defines --model and --baseline,
+tests marked slow and order, which it does not register): the project's tests behave exactly as
+with -p no:posbias (also under --strict-markers); posbias init appends the other short options
+to that conftest and says which it left out; the suites run there with --posbias-model (exit 1
+on sim:middle-weak), and -p no:posbias skips them with one line.
 """
 
 from __future__ import annotations
@@ -119,9 +125,91 @@ def test_wheel_installs_and_runs_the_suites_in_an_empty_folder(dist, tmp_path):
     last = good.stdout.strip().splitlines()[-1]
     assert re.search(r"\b[1-9]\d* passed", last) and "failed" not in last, last
 
-    order = _run([*pytest_cmd, "--pyargs", "pytest_posbias.suites", "-m", "order and not slow", "--model",
+    order = _run([*pytest_cmd, "--pyargs", "pytest_posbias.suites", "-m", "option_order and not slow", "--model",
                   "sim:letter-bias"], project, env)
     assert order.returncode == 1, order.stdout[-4000:] + order.stderr[-2000:]
     last = order.stdout.strip().splitlines()[-1]
     assert "1 failed" in last and "test_order_flip[sim:letter-bias]" in order.stdout, last
     assert (project / "reports" / "latest.html").is_file()  # the report template came with the wheel
+
+
+GUEST_CONFTEST = """import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--model", default="mine")
+    parser.addoption("--baseline", default="base")
+
+
+@pytest.fixture
+def own(request):
+    return request.config.getoption("--model"), request.config.getoption("--baseline")
+"""
+GUEST_TESTS = """import pytest
+
+
+def test_own_options(own):
+    assert own == ("given", "base")
+
+
+@pytest.mark.slow
+def test_slow():
+    pass
+
+
+@pytest.mark.order(1)
+def test_ordered():
+    pass
+"""
+
+
+def _tail(res: subprocess.CompletedProcess[str]) -> str:
+    return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else res.stderr
+
+
+def _outcome(res: subprocess.CompletedProcess[str]) -> str:
+    """The last line of a run without its duration and the ``=`` padding that depends on it."""
+    return re.sub(r" in [\d.]+s", "", _tail(res)).strip("= ")
+
+
+def test_wheel_is_a_guest_in_a_project_with_its_own_model_option(dist, tmp_path):
+    [wheel] = dist.glob("*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "zz_project_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    res = _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], tmp_path, env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    project = tmp_path / "guest"
+    project.mkdir()
+    (project / "conftest.py").write_text(GUEST_CONFTEST)
+    (project / "test_own.py").write_text(GUEST_TESTS)
+    pytest_cmd = [str(py), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    for strict in ((), ("--strict-markers",)):
+        on = _run([*pytest_cmd, "--model", "given", *strict], project, env)
+        off = _run([*pytest_cmd, "--model", "given", *strict, "-p", "no:posbias"], project, env)
+        assert on.returncode == off.returncode == (2 if strict else 0), on.stdout[-3000:] + on.stderr[-2000:]
+        assert _outcome(on) == _outcome(off), (_tail(on), _tail(off))
+        assert "posbias-0.1" in on.stdout and "posbias" not in off.stdout.split("plugins:", 1)[-1].splitlines()[0]
+    assert "'slow' not found in `markers` configuration option" in on.stdout
+
+    res = _run([str(venv / "bin" / "posbias"), "init", "--quick"], project, env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "merged      conftest.py" in res.stdout, res.stdout
+    assert "--model left out: this project's conftest.py defines it (use --posbias-model)" in res.stdout
+    assert (project / "conftest.py").read_text().startswith(GUEST_CONFTEST)
+    own = _run([*pytest_cmd, "test_own.py", "--model", "given"], project, env)
+    assert own.returncode == 0 and "3 passed" in _tail(own), own.stdout[-3000:]
+    bad = _run([*pytest_cmd, "-m", "meg and not slow", "--posbias-model", "sim:middle-weak", "--judge", "fragment"],
+               project, env)
+    assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-2000:]
+    assert re.search(r"\b[1-9]\d* failed", _tail(bad)) and "test_meg[sim:middle-weak-" in bad.stdout, _tail(bad)
+    off = _run([*pytest_cmd, "-m", "meg and not slow", "-p", "no:posbias", "--model", "given"], project, env)
+    assert off.returncode == 0 and "INTERNALERROR" not in off.stdout + off.stderr, off.stdout[-3000:] + off.stderr[-2000:]
+    assert [ln for ln in off.stdout.splitlines() if "need the pytest-posbias plugin" in ln][:2] == [
+        ln for ln in off.stdout.splitlines() if ln.startswith("posbias: ")], off.stdout[-3000:]
+    assert "skipped" in _tail(off) and "failed" not in _tail(off), _tail(off)

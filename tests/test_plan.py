@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from suite_project import write_alias_conftest
 
 from pytest_posbias.engine import Decoding, Request
 from pytest_posbias.plan import estimate_prompt_tokens
@@ -40,6 +41,7 @@ def _project(tmp: Path, manifest: Path) -> Path:
     (tmp / "suites").mkdir(parents=True)
     for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
         shutil.copy(SUITES / f, tmp / "suites" / f)
+    write_alias_conftest(tmp)
     (tmp / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
                                         f'data = "{manifest}"\ncache = ".posbias"\n{QUICK}')
     return tmp
@@ -141,3 +143,14 @@ def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_c
         assert abs(plan_out - run_out) <= 0.10 * run_out, (name, plan_out, run_out)
     # the run's JSON carries the tokens per gate and in total
     assert data["calls"]["prompt_tokens"] == sum(c["prompt_tokens"] for c in run.values())
+
+
+def test_plan_echo_is_shell_quoted_and_short_options_become_long():
+    from pytest_posbias.plan_cli import format_plan, long_options
+
+    plan = {"args": ["-m", "meg and not slow", "--model", "sim:middle-weak"], "gates": [], "rows": []}
+    assert format_plan(plan)[0] == "posbias plan: pytest -m 'meg and not slow' --model sim:middle-weak"  # copy-pastes
+    assert long_options(["-m", "meg", "--model", "a", "--baseline=b", "--judge", "fragment", "--api-base=http://x/v1",
+                         "--posbias-seed", "3", "-k", "--modelx"]) == [
+        "-m", "meg", "--posbias-model", "a", "--posbias-baseline=b", "--posbias-judge", "fragment",
+        "--posbias-api-base=http://x/v1", "--posbias-seed", "3", "-k", "--modelx"]

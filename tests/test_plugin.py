@@ -42,7 +42,7 @@ def test_help_shows_options_without_extras_and_never_imports_torch(tmp_path):
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "video LLM robustness gates" in out
-    for opt in ("--model", "--baseline", "--judge", "--posbias-report", "--posbias-cache", "--posbias-seed",
+    for opt in ("--posbias-model", "--posbias-baseline", "--posbias-judge", "--posbias-api-base", "--posbias-report", "--posbias-cache", "--posbias-seed",
                 "--posbias-mode", "--posbias-alpha", "--posbias-json", "--posbias-data", "--posbias-threshold"):
         assert opt in out
     assert "HEAVY_IMPORTED=\n" in out or out.rstrip().endswith("HEAVY_IMPORTED=")
@@ -77,12 +77,91 @@ def test_the_plugin_and_the_run_session_import_scipy_stats_only_on_use():
     assert out[1] == f"{round(expected, 4)} True"
 
 
-def test_markers_are_registered(pytester: pytest.Pytester):
-    res = pytester.runpytest("--markers")
-    text = res.stdout.str()
-    for m in ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "fusion",
-              "repetition", "stressor", "attack", "slow"):
+def test_markers_are_registered_only_where_the_suites_are_collected(pytester: pytest.Pytester):
+    from suite_project import write_suite_project
+
+    from pytest_posbias.config import MARKERS
+
+    bare = pytester.runpytest("--markers").stdout.str()
+    assert not [m for m in MARKERS if f"@pytest.mark.{m}:" in bare]  # an unrelated project: none of them
+    write_suite_project(pytester.path, None, ("test_phase_order.py",))
+    text = pytester.runpytest("--markers").stdout.str()
+    for m in ("dpb", "meg", "coverage", "contamination", "flip", "phase", "option_order", "fusion",
+              "repetition", "stressor", "attack", "search", "slow"):
         assert f"@pytest.mark.{m}:" in text
+    assert "@pytest.mark.order:" not in text  # pytest-order's marker name stays free
+
+
+GUEST_CONFTEST = """
+import pytest
+
+def pytest_addoption(parser):
+    parser.addoption("--model", default="mine")
+    parser.addoption("--baseline", default="base")
+
+@pytest.fixture
+def own(request):
+    return request.config.getoption("--model"), request.config.getoption("--baseline")
+"""
+GUEST_TESTS = """
+import pytest
+
+def test_own_options(own):
+    assert own == ("given", "base")
+
+@pytest.mark.slow
+def test_slow():
+    pass
+
+@pytest.mark.order(1)
+def test_ordered():
+    pass
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_unrelated_project_runs_as_without_the_plugin(pytester: pytest.Pytester, strict):
+    """Its own --model/--baseline options and its unregistered slow/order marks: the same outcome,
+    exit code and marker errors with the plugin as with -p no:posbias."""
+    pytester.makeconftest(GUEST_CONFTEST)
+    pytester.makepyfile(test_guest=GUEST_TESTS)
+    args = ["--model", "given", "-p", "no:randomly", "-p", "no:cacheprovider", *(["--strict-markers"] if strict else [])]
+    # subprocesses: in this process, pytest.mark caches the names earlier runs registered
+    with_plugin = pytester.runpytest_subprocess(*args)
+    without = pytester.runpytest_subprocess(*args, "-p", "no:posbias")
+    assert with_plugin.ret == without.ret == (pytest.ExitCode.INTERRUPTED if strict else pytest.ExitCode.OK)
+    assert with_plugin.parseoutcomes() == without.parseoutcomes()
+    if strict:
+        assert "'slow' not found in `markers` configuration option" in with_plugin.stdout.str()
+    else:
+        with_plugin.assert_outcomes(passed=3, warnings=2)  # PytestUnknownMarkWarning for slow and order
+    # the plugin's own options stay reachable under their long names
+    long = pytester.runpytest_subprocess(*args, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:unbiased")
+    assert long.ret == without.ret
+
+
+def test_short_aliases_helper(pytester: pytest.Pytester):
+    """add_short_aliases: dest aliases of the long options; one this project already defines is left out."""
+    pytester.makeconftest(GUEST_CONFTEST + """
+from pytest_posbias.plugin import add_short_aliases
+
+@pytest.hookimpl(specname="pytest_addoption", trylast=True)
+def pytest_addoption_posbias(parser):
+    print("ALIASES", add_short_aliases(parser))
+""")
+    pytester.makepyfile(test_v="""
+def test_v(request):
+    o = request.config.option
+    assert (o.posbias_judge, o.posbias_api_base) == ("fragment", ["http://a/v1", "http://b/v1"])
+    assert request.config.getoption("--model") == "given"
+""")
+    res = pytester.runpytest("-s", "--model", "given", "--judge", "fragment", "--api-base", "http://a/v1",
+                             "--posbias-api-base", "http://b/v1", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()
+    assert "ALIASES ['--judge', '--api-base']" in res.stdout.str()  # --model, --baseline: the project's own
+    bad = pytester.runpytest("--judge", "bert")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--judge: expects one of embed, fragment" in bad.stderr.str()  # the spelling the user typed
 
 
 @pytest.mark.parametrize(
@@ -92,9 +171,9 @@ def test_markers_are_registered(pytester: pytest.Pytester):
         (["--posbias-alpha", "x"], "--posbias-alpha: expects a number in (0, 0.5); got 'x'"),
         (["--posbias-seed", "-3"], "--posbias-seed: expects an integer >= 0; got '-3'"),
         (["--posbias-mode", "strict"], "--posbias-mode: expects 'detect' or 'certify'; got 'strict'"),
-        (["--model", "sim:nonsense"], "--model: unknown sim profile 'nonsense'; allowed: sim:unbiased"),
-        (["--model", ""], "--model: expects a registry alias"),
-        (["--judge", "bert"], "--judge: expects one of embed, fragment, openai, auto or openai:MODEL; got 'bert'"),
+        (["--posbias-model", "sim:nonsense"], "--posbias-model: unknown sim profile 'nonsense'; allowed: sim:unbiased"),
+        (["--posbias-model", ""], "--posbias-model: expects a registry alias"),
+        (["--posbias-judge", "bert"], "--posbias-judge: expects one of embed, fragment, openai, auto or openai:MODEL; got 'bert'"),
         (["--posbias-threshold", "mg=0.1"], "unknown gate 'mg'; known gates: dpb, meg"),
         (["--posbias-threshold", "meg"], "--posbias-threshold expects GATE=VALUE"),
         (["--posbias-data", "/no/such/manifest.jsonl"], "--posbias-data: no such file: '/no/such/manifest.jsonl'"),
@@ -147,7 +226,7 @@ VERDICT_TESTS = textwrap.dedent(
         vals = np.random.default_rng(7).normal(mu, 0.05, 30)
         posbias_gate(mean_verdict(vals, name="MEG", threshold=0.02, rng=np.random.default_rng(0), n_resamples=999))
 
-    @pytest.mark.order
+    @pytest.mark.option_order
     @pytest.mark.parametrize("k", [5, 60])
     def test_order(posbias_gate, k):
         posbias_gate(rate_verdict(k, 100, name="order flip rate", threshold=0.15), calls={"made": 3, "cache_hits": 1})
@@ -257,3 +336,68 @@ def test_quiet_mode_keeps_summary_short(pytester: pytest.Pytester):
     out = res.stdout.str()
     assert "posbias verdicts" in out
     assert "gate " not in out.split("posbias verdicts")[1].splitlines()[1]  # no header row under -q
+
+
+UNUSED_PROBE = """
+import sys
+
+def pytest_unconfigure(config):
+    heavy = ("numpy", "scipy", "jinja2", "matplotlib", "pytest_posbias.engine", "pytest_posbias.session",
+             "pytest_posbias.stats", "pytest_posbias.summary", "pytest_posbias.suite_support",
+             "pytest_posbias.models.registry", "pytest_posbias.data.manifest")
+    print("LOADED=" + ",".join(m for m in heavy if m in sys.modules))
+"""
+
+
+def test_a_run_of_other_tests_imports_nothing_heavy(tmp_path):
+    """Free when unused: an unrelated project's run (a pass and a failure) imports none of the
+    package's core modules, numpy, scipy, jinja2 or matplotlib, and leaves no folder behind."""
+    (tmp_path / "conftest.py").write_text(UNUSED_PROBE)
+    (tmp_path / "test_other.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 0\n")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-s"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "LOADED=\n" in res.stdout, res.stdout[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["conftest.py", "test_other.py"]
+
+
+def test_the_search_suite_without_hypothesis_is_a_usage_error(pytester: pytest.Pytester, monkeypatch):
+    """hypothesis is the ``search`` extra: selecting the property search without it stops before
+    any model call, naming the extra; the other suites run without it."""
+    from suite_project import write_suite_project
+
+    from pytest_posbias.suites import conftest as suite_hooks
+
+    write_suite_project(pytester.path, None, ("test_search.py", "test_phase_order.py"),
+                        rename={"test_search.py": "test_search_suite.py"})  # beside this repo's tests/test_search.py
+    monkeypatch.setattr(suite_hooks, "hypothesis_installed", lambda: False)
+    res = pytester.runpytest("-m", "search and not slow", "--model", "sim:unbiased", "-p", "no:randomly")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str()[-2000:]
+    assert "needs hypothesis, an optional extra: pip install 'pytest-posbias[search]'" in res.stderr.str()
+    assert not list(pytester.path.glob(".posbias/runs/*/log-*.jsonl"))  # no model call made
+    other = pytester.runpytest("-m", "option_order and not slow", "--model", "sim:unbiased", "--collect-only", "-q")
+    assert other.ret == 0, other.stdout.str()[-2000:]
+    monkeypatch.undo()
+    assert suite_hooks.hypothesis_installed()  # this environment has the extra (the dev extra needs it)
+
+
+def test_quiet_run_log_line_starts_a_line_of_its_own(pytester: pytest.Pytester, small_set):
+    """-q: the result dots and ``[100%]`` end their line before the plugin's run-log line."""
+    pytester.makepyprojecttoml(f'[tool.posbias]\ndata = "{small_set}"\ncache = ".posbias"\n')
+    pytester.makepyfile(test_q="def test_a(posbias_run):\n    pass\n\ndef test_b():\n    pass\n")
+    res = pytester.runpytest("-q", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    assert any(ln.startswith("[posbias] run log: ") for ln in res.stdout.lines), res.stdout.lines
+    assert not any("[100%][posbias]" in ln for ln in res.stdout.lines)
+
+
+def test_after_x_the_summary_says_which_selected_gates_never_ran(pytester: pytest.Pytester):
+    pytester.makepyfile(test_gates=VERDICT_TESTS)
+    res = pytester.runpytest("-x", "-p", "no:randomly")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.assert_outcomes(passed=1, failed=1)  # test_meg[0.0] passes, test_meg[-0.2] fails, -x stops
+    assert "2 of 4 selected gate tests did not run (the run stopped before them): they decided nothing" in res.stdout.str()
+    full = pytester.runpytest("-p", "no:randomly")
+    assert "did not run" not in full.stdout.str()
+    one = pytester.runpytest("-p", "no:randomly", "-k", "test_meg")
+    assert "did not run" not in one.stdout.str() and "over the 2 gates above" in one.stdout.str()

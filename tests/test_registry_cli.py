@@ -64,7 +64,7 @@ def test_checkpoint_dir_family_comes_from_config_json(tmp_path):
 
 def test_pytest_refuses_an_unsupported_model_before_running(pytester):
     pytester.makepyfile(test_x="def test_a():\n    pass\n")
-    res = pytester.runpytest("--model", "minicpm-o-45")
+    res = pytester.runpytest("--posbias-model", "minicpm-o-45")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "cannot be loaded by transformers natively" in res.stderr.str()
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from suite_project import write_alias_conftest
 
 from pytest_posbias.report.render import highlight_repeats, render
 
@@ -25,6 +26,7 @@ def run_dir(tmp_path_factory, small_set, heavy_modules) -> Path:
     (root / "suites").mkdir()
     for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
         shutil.copy(SUITES / f, root / "suites" / f)
+    write_alias_conftest(root)
     (root / "pyproject.toml").write_text(f"""
 [tool.pytest.ini_options]
 testpaths = ["suites"]
@@ -226,7 +228,7 @@ def test_terminal_summary_keeps_full_gate_ids_grouped_by_suite():
     assert all(len(t) <= 60 for t, p in lines if p is not None and not t.lstrip().startswith("estimate"))
     heads = [t for t, p in lines if p is None]
     assert heads == ["suites/test_positional.py — positional bias (DPB, MEG, coverage): 3 gates, 1 failed",
-                     "suites/test_stressors.py — temporal stressors and repetition: 1 gates, 0 failed"]
+                     "suites/test_stressors.py — temporal stressors and repetition: 1 gate, 0 failed"]
     # every gate's full id can be read back from its wrapped lines (never cut), the failure first
     names, cur = [], None
     for t, p in lines:
@@ -395,3 +397,30 @@ def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_b
     assert path == run_dir / "run.jsonl" and path.is_file()
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_progress_text_rate_eta_and_cache_in_words():
+    from pytest_posbias.summary import plural, progress_text
+
+    assert progress_text(120, 216, 30, 30.0) == "model calls 120/216 (55%), 4/s, ETA 24 s; 30 more answered from the cache"
+    assert progress_text(216, 216, 0, 54.0) == "model calls 216/216 (100%), 4/s, ETA 0 s"
+    assert progress_text(0, 10, 0, 0.0) == "model calls 0/10 (0%), 0/s, ETA –"  # no rate yet: no made-up ETA
+    assert progress_text(10, 1000, 0, 10.0).endswith("ETA 16 min")
+    assert (plural(1, "gate"), plural(0, "gate"), plural(2, "gate")) == ("1 gate", "0 gates", "2 gates")
+
+
+def test_each_gate_has_a_cost_line_in_words():
+    import dataclasses
+
+    from pytest_posbias.stats import rate_verdict
+    from pytest_posbias.summary import cost_text, verdict_lines
+
+    assert cost_text({"made": 1}) == "1 model call made"
+    assert cost_text({"made": 12, "failed": 1, "cache_hits": 30, "shared": 40, "wall_seconds": 8.24}) == (
+        "12 model calls made (1 failed), 30 answered from the cache of earlier runs, "
+        "40 reused from a probe another gate ran; 8.2 s waiting on the model")
+    v = rate_verdict(5, 100, name="order flip rate", threshold=0.15)
+    v = dataclasses.replace(v, extra={**v.extra, "calls": {"made": 0, "cache_hits": 216}})
+    lines = [t for t, _ in verdict_lines([{"nodeid": "suites/test_phase_order.py::test_order_flip[m]", "verdict": v,
+                                           "p_bh": 0.5}])]
+    assert "       cost: 0 model calls made, 216 answered from the cache of earlier runs" in lines

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from suite_project import write_alias_conftest
 
 from pytest_posbias.report.render import render
 
@@ -78,6 +79,7 @@ def _run(root: Path, small_set: Path, model: str, *extra: str) -> Path:
     (root / "suites").mkdir(parents=True)
     for f in ("conftest.py", "test_positional.py"):
         shutil.copy(SUITES / f, root / "suites" / f)
+    write_alias_conftest(root)
     (root / "pyproject.toml").write_text(f"""
 [tool.pytest.ini_options]
 testpaths = ["suites"]

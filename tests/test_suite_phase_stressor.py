@@ -33,13 +33,13 @@ def calls(output: str) -> tuple[int, int]:
 
 def test_order_fails_on_letter_bias_and_passes_on_unbiased(pytester, small_set):
     make_project(pytester, small_set)
-    bad = pytester.runpytest("-m", "order", "--model", "sim:letter-bias", "-p", "no:randomly", "--posbias-json=lb.json")
+    bad = pytester.runpytest("-m", "option_order", "--model", "sim:letter-bias", "-p", "no:randomly", "--posbias-json=lb.json")
     assert bad.ret == 1
     assert "option-order flip rate (10 orderings) = 0." in bad.stdout.str()
     v = json.loads((pytester.path / "lb.json").read_text())["verdicts"][0]
     assert v["extra"]["margin"]["auroc"] is not None and v["extra"]["margin"]["auroc"] > 0.8  # the margin predicts the flips
     assert 0 <= v["extra"]["swing"] <= 1 and "circular_unanimity" in v["extra"]
-    good = pytester.runpytest("-m", "order", "--model", "sim:unbiased", "-p", "no:randomly")
+    good = pytester.runpytest("-m", "option_order", "--model", "sim:unbiased", "-p", "no:randomly")
     assert good.ret == 0
 
 

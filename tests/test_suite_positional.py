@@ -176,7 +176,8 @@ def test_progress_lines_are_whole_lines_and_quiet_mode_drops_them(pytester, smal
     args = ["-m", "dpb and not slow", "-k", "cooking-short-P2", "--model", "sim:recency", "-p", "no:randomly"]
     loud = pytester.runpytest(*args).stdout.lines
     lines = [ln for ln in loud if "[posbias] model calls" in ln]
-    assert lines and all(re.fullmatch(r"\[posbias\] model calls \d+/\d+ \(\+\d+ cache hits\), ETA \d+ s", ln) for ln in lines)
+    pattern = r"\[posbias\] model calls \d+/\d+ \(\d+%\), [\d.e+]+/s, ETA (\d+ s|\d+ min|–)(; \d+ more answered from the cache)?"
+    assert lines and all(re.fullmatch(pattern, ln) for ln in lines), lines
     done, total = (int(x) for x in re.search(r"(\d+)/(\d+)", lines[-1]).groups())
     assert done == total > 0
     quiet = pytester.runpytest(*args, "-q", f"--posbias-cache={pytester.path / 'fresh-cache'}").stdout.lines

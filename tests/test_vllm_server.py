@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from suite_project import write_alias_conftest
 from vllm_support import SERVED_NAME, VllmServer, build_vllm_checkpoint, free_port, vllm_python
 
 pytestmark = pytest.mark.slow
@@ -40,7 +41,7 @@ SERVE_ARGS = ["--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization
               "--max-num-batched-tokens", "8192", "--no-enable-chunked-prefill", "--max-model-len", "4096",
               "--max-logprobs", "20", "--limit-mm-per-prompt", json.dumps({"image": 64, "video": 8}), "--seed", "0"]
 
-MARKERS = "(order or meg or repetition) and not slow"
+MARKERS = "(option_order or meg or repetition) and not slow"
 SETTINGS = """
 [tool.posbias.probes.positional]
 groups = 2
@@ -81,6 +82,7 @@ def _make_project(root: Path, manifest: Path) -> None:
     dest.mkdir(parents=True)
     for f in ("conftest.py", "test_phase_order.py", "test_positional.py", "test_stressors.py"):
         shutil.copy(_suites_dir() / f, dest / f)
+    write_alias_conftest(root)
     (root / "pyproject.toml").write_text(f"""
 [tool.pytest.ini_options]
 testpaths = ["suites"]

