@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 
 from pytest_posbias.engine import Decoding, Engine, Generation, GenerationCache, Request
 from pytest_posbias.probes.phase import parse_letter
-from pytest_posbias.probes.positional import accept_summary, addressed_slots, summary_text
+from pytest_posbias.probes.positional import (
+    accept_summary,
+    addressed_slots,
+    placeholder_only,
+    summary_text,
+)
 from pytest_posbias.scoring import usable
 from pytest_posbias.scoring.alignment import align
 from pytest_posbias.video.compose import TextPart
@@ -109,7 +114,10 @@ def test_slot_rules_and_markers_are_not_words():
     assert usable.slots_reason(1, 4) == usable.ONE_SLOT and usable.slots_reason(2, 4) is None
     assert usable.slots_reason(1, 1) is None
     assert summary_text("[video0] ... [video1] ...").split() == ["...", "..."]
-    assert accept_summary(None, Generation("[video0] ... [video1] ... [video2] ... [video3] ...")) == usable.FEW_WORDS
+    # the slot format with filler in every slot is a placeholder output (zero coverage), not a lost unit
+    assert placeholder_only("[video0] ... [video1] summary") and not placeholder_only("[video0] ... [video1] A cat.")
+    assert accept_summary(None, Generation("[video0] ... [video1] ... [video2] ... [video3] ...")) is None
+    assert accept_summary(None, Generation("[video0] A [video1] A")) == usable.FEW_WORDS
     refs = [["A red disc spins."], ["A blue square slides."]]
     assert addressed_slots(align("A", 2, references=refs)) == 1  # the fallback puts the one word in one slot
     assert addressed_slots(align("[video0] A red disc spins. [video1] ...", 2, references=refs)) == 2

@@ -32,7 +32,14 @@ from ..engine import Decoding, Generation, Request
 from ..errors import PosbiasError
 from ..metrics import cyclic_orders, full_orders
 from ..scoring import usable
-from ..scoring.alignment import SLOT_FALLBACK, SLOT_MISSING, Alignment, align, find_markers
+from ..scoring.alignment import (
+    SLOT_FALLBACK,
+    SLOT_MISSING,
+    Alignment,
+    align,
+    find_markers,
+    is_placeholder,
+)
 from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
@@ -144,10 +151,25 @@ def summary_text(text: str) -> str:
     return " ".join(out)
 
 
+def placeholder_only(text: str) -> bool:
+    """Whether an answer keeps the slot format but fills every slot with template filler (``[video0]
+    ... [video1] ...``): a placeholder output, scored zero coverage in every slot (DESIGN.md section
+    8; appendix C.1), so neither the word rule nor the constant rule makes it a lost unit (it cannot
+    pass a gate: DPB and MEG lose a row with no slot covered, coverage counts it as 0)."""
+    marks = find_markers(text)
+    if not marks or text[: marks[0][1]].strip():
+        return False
+    ends = [m[1] for m in marks[1:]] + [len(text)]
+    return all(is_placeholder(text[m[2]:stop]) for m, stop in zip(marks, ends, strict=True))
+
+
 def accept_summary(_req: Request, gen: Generation) -> str | None:
     """The engine's ``accept`` rule for a summary request: :func:`~..scoring.usable.text_reason` of the
-    answer without its slot markers (None when usable; a failed call is not judged here)."""
-    return usable.text_reason(summary_text(gen.text)) if gen.ok else None
+    answer without its slot markers (None when usable, or a placeholder output: :func:`placeholder_only`;
+    a failed call is not judged here)."""
+    if not gen.ok or placeholder_only(gen.text):
+        return None
+    return usable.text_reason(summary_text(gen.text))
 
 
 def addressed_slots(al: Alignment) -> int:
@@ -218,8 +240,8 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
     embed_sim = judges.embedder.similarity if judges.spec in ("embed", "auto") else None
     why: list[str | None] = [accept_summary(r, g) for r, g in zip(reqs, gens, strict=True)]
     # the same summary to distinct groups: a model that does not look at the videos
-    flags = usable.constant_text([g.text if g.ok and w is None else None for g, w in zip(gens, why, strict=True)],
-                                 [pl["group"] for pl in plan])
+    flags = usable.constant_text([g.text if g.ok and w is None and not placeholder_only(g.text) else None
+                                  for g, w in zip(gens, why, strict=True)], [pl["group"] for pl in plan])
     why = [usable.CONSTANT if f else w for f, w in zip(flags, why, strict=True)]
 
     # align every answer, collect the slot texts to judge
