@@ -27,7 +27,7 @@ not a failure on measured evidence; it is left out of the Holm family.
 Sequential gates: the group-sequential design's reported p-value is the look's nominal p
 rescaled to α (p · α / a_k), which is <= α exactly when the look's boundary is crossed but is
 not a p-value at smaller levels. Holm needs p-values valid at every level, so the family uses
-the design's z-ordering p-value (:func:`stagewise_p_value`; Jennison & Turnbull 2000,
+the design's z-ordering p-value (:func:`sequential_p_value`; Jennison & Turnbull 2000,
 section 8.4) instead.
 """
 
@@ -70,7 +70,7 @@ def holm_adjust(p_values: ArrayLike) -> NDArray[np.float64]:
     return out
 
 
-def stagewise_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float, looks: int = SEQUENTIAL_LOOKS,
+def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float, looks: int = SEQUENTIAL_LOOKS,
                       active: Sequence[bool] | None = None) -> float:
     """p-value of a failing group-sequential gate in the z-statistic (likelihood-ratio) ordering
     (Jennison & Turnbull 2000, §8.4), valid at every level.
@@ -141,7 +141,7 @@ def gate_p_value(v: Verdict) -> float:
     """The gate's p-value for the run's multiple test, valid at every level.
 
     Fixed-sample gates: their own p-value. Group-sequential gates: the z-ordering p-value
-    (:func:`stagewise_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
+    (:func:`sequential_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
     (a_k = 1 − Φ(c_k), the look's nominal level); 1 for a gate that did not fail and for a
     reported p of 1 (its nominal p is not recoverable; 1 is the conservative choice).
     """
@@ -167,7 +167,7 @@ def gate_p_value(v: Verdict) -> float:
     from .sequential import MIN_MEAN_UNITS
 
     active = [ex.get("kind") != "mean" or s >= MIN_MEAN_UNITS for s in sizes]  # unknown kind: every look counts
-    return stagewise_p_value(nominal_p=p * a_k / v.alpha, look=k, n_max=n_max, alpha=v.alpha, active=active)
+    return sequential_p_value(nominal_p=p * a_k / v.alpha, look=k, n_max=n_max, alpha=v.alpha, active=active)
 
 
 def inconclusive(v: Verdict) -> bool:
@@ -434,4 +434,4 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
 
 __all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "check_multiplicity", "detectable_effect",
            "gate_p_value", "holm_adjust", "inconclusive", "is_opt_in_skip", "not_measured_reason", "power_note",
-           "quick_notice", "reduced_sizes", "run_decision", "simulated_notice", "stagewise_p_value"]
+           "quick_notice", "reduced_sizes", "run_decision", "sequential_p_value", "simulated_notice"]

@@ -16,8 +16,8 @@ from pytest_posbias.decision import (
     power_note,
     quick_notice,
     run_decision,
+    sequential_p_value,
     simulated_notice,
-    stagewise_p_value,
 )
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.stats import Verdict, inconclusive_verdict
@@ -39,7 +39,7 @@ def test_holm_matches_statsmodels():
     assert holm_adjust([float("nan"), 0.01]).tolist() == [1.0, 0.02]
 
 
-def test_stagewise_p_value_is_uniform_under_the_null_at_every_level():
+def test_sequential_p_value_is_uniform_under_the_null_at_every_level():
     """2,000 seeded null paths of the 4-look OBF design: P(p <= u) within the Clopper–Pearson
     interval of u at levels below α (where Holm uses it) and at α."""
     from pytest_posbias.sequential import gsd_boundaries, gsd_sizes
@@ -54,7 +54,7 @@ def test_stagewise_p_value_is_uniform_under_the_null_at_every_level():
     stop = np.where(crossed, cross.argmax(axis=1), len(sizes) - 1)
 
     def p_of(i: int) -> float:
-        return stagewise_p_value(nominal_p=float(norm.sf(z[i, stop[i]])), look=int(stop[i]), n_max=n_max, alpha=alpha)
+        return sequential_p_value(nominal_p=float(norm.sf(z[i, stop[i]])), look=int(stop[i]), n_max=n_max, alpha=alpha)
 
     # only a crossing (a failing gate) gets a p-value below 1
     ps = np.array([p_of(i) for i in np.flatnonzero(crossed)])
