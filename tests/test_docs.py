@@ -189,3 +189,10 @@ def test_reference_pages_are_generated_from_the_code():
         assert f"## `posbias {name}`" in cli
     page = (REPO / "docs" / "reference" / "options.md").read_text(encoding="utf-8")
     assert "`--posbias-model`" in ref.on_page_markdown(page) and "<!-- generated" not in ref.on_page_markdown(page)
+
+
+def test_generated_cells_keep_angle_brackets_visible():
+    ref = _hook()
+    options = ref.options_markdown()
+    assert "reports/&lt;model&gt;-&lt;UTC timestamp&gt;.html" in options  # not swallowed as an HTML tag
+    assert ref._cell("a | b\n c") == "a \\| b c"

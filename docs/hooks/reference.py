@@ -18,6 +18,7 @@ these functions too.
 from __future__ import annotations
 
 import argparse
+import html
 import os
 import re
 from typing import Any
@@ -35,8 +36,8 @@ _FILE_ONLY = {
 
 
 def _cell(text: Any) -> str:
-    """A Markdown table cell: pipes escaped, newlines folded."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """A Markdown table cell: HTML-escaped (help texts hold ``<model>``), pipes escaped, newlines folded."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
 
 
 class _RecordingParser:
