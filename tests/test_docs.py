@@ -196,3 +196,19 @@ def test_generated_cells_keep_angle_brackets_visible():
     options = ref.options_markdown()
     assert "reports/&lt;model&gt;-&lt;UTC timestamp&gt;.html" in options  # not swallowed as an HTML tag
     assert ref._cell("a | b\n c") == "a \\| b c"
+
+
+def test_links_outside_the_site_resolve():
+    """README.md, CONTRIBUTING.md and benchmarks/README.md link files of the repository that exist
+    (the site's own links are checked by mkdocs build --strict)."""
+    for page in (REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md"):
+        links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8"))
+        local = [link for link in links if not re.match(r"[a-z]+://", link)]
+        assert local or page.name != "README.md" or page.parent != REPO
+        missing = [link for link in local if not (page.parent / link).exists()]
+        assert not missing, f"{page.relative_to(REPO)}: {missing}"
+
+
+def test_the_test_command_builds_the_site_strictly():
+    assert "mkdocs build --strict" in (REPO / "scripts" / "test").read_text(encoding="utf-8")
+    assert "bash scripts/test" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
