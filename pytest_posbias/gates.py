@@ -327,7 +327,7 @@ def no_letter_note(extra: Mapping[str, Any]) -> str:
 
 
 def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
-    """:func:`phase_verdict_core`, with the share of answers that had no option letter (issue 17)
+    """:func:`phase_verdict_core`, with the share of answers that had no option letter
     in the reason and in ``extra["no_option_letter"]``, so a verdict built on a minority of
     parseable answers says so in the terminal and the report, not only in the JSON."""
     v = phase_verdict_core(ctx, gate, model, which)

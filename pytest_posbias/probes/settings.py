@@ -146,7 +146,7 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "max_new_tokens": _int_ge(8),
         "resolution": _int_ge(16),
     },
-    # property search (issue 16): items per property, query budgets, the stressor space
+    # property search: items per property, query budgets, the stressor space
     "search": {
         "items": _int_ge(1),
         "videos": _int_ge(2),
