@@ -21,10 +21,10 @@ from pytest_posbias.video.sampling import frame_indices, polyphase_grids
 
 
 def test_parse_orders_the_gates_and_gives_a_canonical_string():
-    d = SD.parse_dose("dose,order=0.3, meg = -0.05,dpb=-0")
-    assert d.targets == (("dpb", 0.0), ("meg", -0.05), ("order", 0.3))
-    assert d.canonical() == "dose,dpb=0.0,meg=-0.05,order=0.3"
-    assert d.get("flip") is None and d.get("meg") == -0.05
+    d = SD.parse_dose("dose,order=0.3, meg = -0.05,flip=-0")
+    assert d.targets == (("meg", -0.05), ("flip", 0.0), ("order", 0.3))
+    assert d.canonical() == "dose,meg=-0.05,flip=0.0,order=0.3"
+    assert d.get("dpb") is None and d.get("meg") == -0.05
     assert SD.parse_dose(d.canonical()) == d
 
 
@@ -111,12 +111,35 @@ def test_meg_and_coverage_keep_probabilities():
     assert not SD.uses_rescue(SD.parse_dose("dose,coverage=0.4"))
     assert SD.slot_keep(SD.parse_dose("dose,coverage=0.4"), 2, mu) == pytest.approx([0.5, 0.5])
     assert SD.slot_keep(SD.parse_dose("dose,coverage=0.3"), 4, mu) == pytest.approx([0.375] * 4)
-    # coverage 0.4 and MEG −0.1: middle 0.35, edges 0.45 → kept shares (rescue included) 0.35/0.8, 0.45/0.8
-    assert SD.uses_rescue(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 4)
-    assert not SD.uses_rescue(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 2)  # MEG is P = 4 only
-    assert SD.slot_keep(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 2, mu) == pytest.approx([0.5, 0.5])
-    w = SD.slot_keep(SD.parse_dose("dose,coverage=0.4,meg=-0.1"), 4, mu)
-    assert SD.kept_share(w) == pytest.approx([0.5625, 0.4375, 0.4375, 0.5625])
+    assert SD.uses_rescue(SD.parse_dose("dose,meg=-0.1"), 4)
+    assert not SD.uses_rescue(SD.parse_dose("dose,meg=-0.1"), 2)  # MEG is P = 4 only
+
+
+@pytest.mark.parametrize(("profile", "first", "second", "why"), [
+    ("dose,coverage=0.25,meg=-0.02", "meg", "coverage", "rescue MEG needs"),
+    ("dose,dpb=0.1,meg=-0.05", "dpb", "meg", "DPB slope is solved on top of the MEG shares"),
+    ("dose,coverage=0.3,dpb=0.1", "dpb", "coverage", "rescue DPB needs"),
+    ("dose,contamination=0.2,meg=0.05", "meg", "contamination", "scales the slot coverages"),
+    ("dose,contamination=0.2,dpb=0.05", "dpb", "contamination", "changes the slot coverages"),
+    ("dose,contamination=0.2,coverage=0.3", "coverage", "contamination", "lowers the coverage"),
+])
+def test_two_positional_doses_are_refused_naming_both_gates_and_why(profile, first, second, why):
+    with pytest.raises(ConfigError) as exc:
+        SD.parse_dose(profile)
+    msg = str(exc.value)
+    assert f"{first} and {second} cannot be dosed together" in msg and why in msg
+    assert "dose one of dpb, meg, coverage, contamination per model" in msg
+    with pytest.raises(ModelLoadError) as exc2:  # the run stops at --model resolution, before any model call
+        resolve(f"sim:{profile}")
+    assert "cannot be dosed together" in str(exc2.value)
+
+
+@pytest.mark.parametrize("profile", ["dose,meg=-0.02,flip=0.3,order=0.2,repetition=0.1,stressor=0.2",
+                                     "dose,dpb=0.1,phase=0.3", "dose,coverage=0.2,attack=0.5",
+                                     "dose,contamination=0.2,flip=0.1,phase=0.2"])
+def test_one_positional_dose_combines_with_the_other_probes(profile):
+    d = SD.parse_dose(profile)
+    assert SD.parse_dose(d.canonical()) == d
 
 
 @pytest.mark.parametrize("dose", ["dose,stressor=0.25,attack=0.5", "dose,stressor=0.1,attack=0.9,repetition=0.2",

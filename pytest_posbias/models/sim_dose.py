@@ -19,7 +19,6 @@ E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities a
 * ``meg`` m (P = 4): m < 0: w_2 = w_3 = 1 + m/μ; m > 0: w_1 = w_4 = 1 − m/μ; so
   E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m;
 * ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ);
-  with ``meg`` the middle and edge coverages are c ± m/2;
 * ``dpb`` d: a linear slope w_p ← w_p·(1 − |γ|·(1 − sign(γ)·α_p)/2), α_p = (2p − P − 1)/(P − 1),
   γ solved by bisection so that E[Σ α_p B_p / Σ B_p] = d over independent B_p ~ Bernoulli(w_p)
   (the kept slots' coverage taken as equal, so μ cancels); a linear slope leaves MEG at 0;
@@ -156,8 +155,23 @@ def is_dose(profile: str) -> bool:
 
 def parse_dose(profile: str) -> Dose:
     """Parse ``dose,GATE=VALUE[,GATE=VALUE…]`` (without the ``sim:`` prefix); ConfigError names
-    the bad part, the allowed gates and their ranges; the ``stressor``/``attack`` pair is
-    checked for feasibility (:func:`stressor_params`)."""
+    the bad part, the allowed gates and their ranges.
+
+    Which gates combine (each named target then holds as it does alone):
+
+    * at most one positional gate (``dpb``, ``meg``, ``coverage``, ``contamination``): all four
+      act on the same slots of the same summaries. ``dpb``, ``meg`` and ``coverage`` each set
+      the per-slot keep shares w_p, and the rescue of all-dropped answers that ``dpb``/``meg``
+      need moves mass between slots once ``coverage`` makes such answers common;
+      ``contamination`` lowers a kept slot's own coverage, which the other three are solved
+      for. A pair is refused, naming both gates and the reason;
+    * any positional gate with any of ``flip``, ``phase``, ``order`` (multiple-choice items,
+      another probe) and ``repetition``, ``stressor``, ``attack`` (single-video descriptions);
+    * ``flip``, ``phase`` and ``order`` together: each moves the answer under its own
+      conditions (sampler, phase grid, option order), on items drawn by separate sequences;
+    * ``repetition``, ``stressor`` and ``attack`` together: solved jointly
+      (:func:`stressor_params`), refused when no (r, σ, ρ) meets all three.
+    """
     if not is_dose(profile):
         raise ConfigError(f"sim profile {profile!r} is not a dose; write sim:dose,GATE=VALUE[,GATE=VALUE...]")
     parts = [p.strip() for p in profile.split(",")[1:]]
@@ -179,9 +193,34 @@ def parse_dose(profile: str) -> Dose:
         if not math.isfinite(value) or not lo <= value <= hi:
             raise ConfigError(f"sim:{profile}: {gate}={raw} is outside [{lo:g}, {hi:g}]; allowed: {_allowed()}")
         seen[gate] = value + 0.0  # -0.0 -> 0.0
+    pos = [g for g in POSITIONAL_GATES if g in seen]
+    if len(pos) > 1:
+        a, b = pos[0], pos[1]
+        raise ConfigError(f"sim:{profile}: {a} and {b} cannot be dosed together: {_CONFLICT[frozenset((a, b))]}; "
+                          f"dose one of {', '.join(POSITIONAL_GATES)} per model (any of them combines with the "
+                          "multiple-choice and description gates)")
     dose = Dose(tuple((g, seen[g]) for g in DOSE_GATES if g in seen))
     stressor_params(dose)  # raises when infeasible
     return dose
+
+
+POSITIONAL_GATES = ("dpb", "meg", "coverage", "contamination")
+_SHARES = "both set the per-slot keep shares w_p"
+# why two positional doses cannot both land (parse_dose refuses every pair)
+_CONFLICT: dict[frozenset[str], str] = {
+    frozenset(("dpb", "meg")): f"{_SHARES}: the DPB slope is solved on top of the MEG shares and the MEG target "
+                               "assumes the other slots keep their summaries",
+    frozenset(("dpb", "coverage")): f"{_SHARES}: at low coverage most answers drop every slot, and the rescue DPB "
+                                    "needs (a lost unit otherwise) moves that mass onto one slot",
+    frozenset(("meg", "coverage")): f"{_SHARES}: at low coverage most answers drop every slot, and the rescue MEG "
+                                    "needs (a lost unit otherwise) moves that mass onto the edge slots",
+    frozenset(("contamination", "dpb")): "a confused slot covers little of its own video, so the contamination "
+                                         "dose changes the slot coverages the DPB keep shares are solved for",
+    frozenset(("contamination", "meg")): "a confused slot covers little of its own video, so the contamination "
+                                         "dose scales the slot coverages the MEG keep shares are solved for",
+    frozenset(("contamination", "coverage")): "a confused slot covers little of its own video, so the "
+                                              "contamination dose lowers the coverage the coverage dose sets",
+}
 
 
 # --------------------------------------------------------------------------- positional
@@ -264,10 +303,8 @@ def slot_keep(dose: Dose, P: int, mu: float) -> list[float]:
 def _slot_keep(dose: Dose, P: int, mu: float) -> tuple[float, ...]:
     w = [1.0] * P
     meg, cov = dose.get("meg"), dose.get("coverage")
-    if P == 4 and meg is not None:
-        if cov is not None:
-            mid, edge = (cov + meg / 2) / mu, (cov - meg / 2) / mu
-        elif meg < 0:
+    if P == 4 and meg is not None:  # parse_dose refuses meg with coverage (one positional gate per dose)
+        if meg < 0:
             mid, edge = 1.0 + meg / mu, 1.0
         else:
             mid, edge = 1.0, 1.0 - meg / mu
