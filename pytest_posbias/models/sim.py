@@ -69,6 +69,7 @@ from .sim_dose import (
     mu_for,
     parse_dose,
     rescued,
+    set_strata,
     slot_keep,
     stressor_params,
     temporally_irregular,
@@ -345,7 +346,8 @@ class SimBackend:
         P = len(videos)
         keep_slot, confuse = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
-        strata = _rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
+        strata = (set_strata([p.frames.primary.path for p in videos], keep_slot, confuse) if self.dose is not None
+                  else None) or _rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
         draws = [(drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))) for _ in range(P)]
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]

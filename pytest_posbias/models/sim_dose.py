@@ -332,6 +332,101 @@ def _slot_keep(dose: Dose, P: int, mu: float) -> tuple[float, ...]:
     return tuple(w)
 
 
+@functools.lru_cache(maxsize=8)
+def _manifest_groups(manifest: str, mtime_ns: int) -> dict[tuple[str, ...], tuple[int, tuple[str, ...]]]:
+    """Per group of a manifest (key: its sorted video ids and P): its ordinal among the groups of
+    its configuration (domain, bucket, P) in manifest order, and its listed video order."""
+    import json
+    from pathlib import Path
+
+    out: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {}
+    count: dict[tuple[str, str, int], int] = {}
+    for line in Path(manifest).read_text().splitlines():
+        row = json.loads(line) if line.strip() else {}
+        if row.get("type") != "group":
+            continue
+        cfg = (str(row.get("domain")), str(row.get("bucket")), int(row.get("P", 0)))
+        vids = tuple(str(v) for v in row.get("videos", ()))
+        out.setdefault(tuple(sorted(vids)), (count.get(cfg, 0), vids))
+        count[cfg] = count.get(cfg, 0) + 1
+    return out
+
+
+def set_position(video_paths: Sequence[str]) -> tuple[int, int] | None:
+    """(n, i) of a multi-video input: n the group's ordinal among its configuration's groups in the
+    synthetic set's manifest (``manifest.jsonl`` beside the ``videos`` folder, manifest order: the
+    probe takes a prefix of it), i = n·P + j the instance index, j the cyclic order (slot p holds
+    listed video (j + p) mod P). None when there is no such manifest, the group is not in it, or
+    the slots are not a cyclic order of its listed videos."""
+    from pathlib import PurePath
+
+    if len(video_paths) < 2:
+        return None
+    parent = PurePath(video_paths[0]).parent
+    manifest = parent.parent / "manifest.jsonl"
+    ids = [PurePath(v).stem for v in video_paths]
+    if parent.name != "videos" or any(PurePath(v).parent != parent for v in video_paths):
+        return None
+    try:
+        import os
+
+        found = _manifest_groups(str(manifest), os.stat(manifest).st_mtime_ns).get(tuple(sorted(ids)))
+    except (OSError, ValueError, TypeError):
+        return None
+    if found is None:
+        return None
+    n, listed = found
+    P = len(listed)
+    j = listed.index(ids[0])
+    if any(ids[p] != listed[(j + p) % P] for p in range(P)):
+        return None
+    return n, n * P + j
+
+
+# Weyl steps per slot for keep decisions that must be independent across slots (a DPB slope):
+# √2, √3, √5, √7, … are linearly independent over the rationals, so the slots' sequences are jointly
+# equidistributed (independent in the limit) and each is equidistributed over any prefix of instances
+_SLOT_STEPS = tuple(math.sqrt(k) % 1.0 for k in (2, 3, 5, 7, 11, 13, 17, 19))
+
+
+def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float) -> Any:
+    """Uniforms u(slot, what) for a dose's slot decisions, stratified over the synthetic set's
+    instances (:func:`set_position`), or None (then the per-group strata of ``sim.py``).
+
+    A slot drops its summary when u(slot, "keep") >= w_slot and describes another slot's video when
+    u(slot, "confuse") < q. The slots of equal w (the middle or the edge pair of a MEG dose, every
+    slot of a coverage dose) form one sequence over the set, cell m = i·|S| + (slot's rank in S),
+    and so do all slots' confusion decisions (m = i·P + slot); cell m is dropped (confused) when
+    frac((m + 1)·x + ½) < x, x = 1 − w (q): the count over any prefix of M cells is round(M·x) ± 1
+    (systematic sampling), so the set's share is the dose to within one cell, not a binomial draw.
+    MEG, coverage and contamination are linear in these indicators, so their joint law across
+    slots does not matter. A DPB slope (the slots' w all differ) needs independent slots
+    (:func:`expected_dpb`): slot p uses the Weyl sequence frac(i·θ_p + ½), θ_p = frac(√prime_p)."""
+    if len(keep) > len(_SLOT_STEPS):
+        return None
+    pos = set_position(video_paths)
+    if pos is None:
+        return None
+    _n, i = pos
+    P = len(keep)
+    distinct = len(set(keep)) == P and any(w < 1.0 for w in keep)
+
+    def systematic(m: int, x: float, offset: float = 0.5) -> float:
+        return ((m + 1) * x + offset) % 1.0
+
+    def u(slot: int, what: str) -> float:
+        if what == "confuse":
+            return systematic(i * P + slot, confuse)  # < q exactly when the cell is confused
+        w = keep[slot]
+        same = [p for p in range(P) if keep[p] == w]
+        x = 1.0 - w
+        v = systematic(i * len(same) + same.index(slot), x, _SLOT_STEPS[slot] if distinct else 0.5)
+        # >= w exactly when the cell is dropped (v < x), below w otherwise
+        return 1.0 - v if v < x else w * (v - x) / (1.0 - x)
+
+    return u
+
+
 def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -> float:
     """q = (x − x0)/(κ − x0), clipped to [0, 1]: the probability that a kept slot describes
     another slot's video (a target below the configuration's unbiased rate x0 stays at x0)."""
