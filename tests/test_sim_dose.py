@@ -142,6 +142,52 @@ def test_one_positional_dose_combines_with_the_other_probes(profile):
     assert SD.parse_dose(d.canonical()) == d
 
 
+def _manifest(tmp_path, groups):
+    """A manifest of one P-configuration's groups beside a ``videos`` folder (no video files: the
+    slot decisions need only the paths)."""
+    import json
+
+    (tmp_path / "videos").mkdir(exist_ok=True)
+    rows = [{"type": "group", "id": f"syn-leisure-short-P{len(g)}-g{k:02d}", "domain": "leisure", "bucket": "short",
+             "P": len(g), "videos": list(g)} for k, g in enumerate(groups)]
+    (tmp_path / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return [[str(tmp_path / "videos" / f"{v}.mp4") for v in g] for g in groups]
+
+
+@pytest.mark.parametrize(("dose", "P"), [("dose,meg=-0.02", 4), ("dose,meg=0.05", 4), ("dose,coverage=0.3", 2),
+                                         ("dose,coverage=0.25", 4), ("dose,dpb=0.05", 2)])
+def test_set_strata_drop_round_m_x_cells_over_every_prefix_of_the_set(tmp_path, dose, P):
+    rng = np.random.default_rng(0)
+    groups = [tuple(f"syn-leisure-short-{c:02d}" for c in rng.choice(10, P, replace=False)) for _ in range(40)]
+    groups = list({tuple(sorted(g)): g for g in reversed(groups)}.values())[::-1]  # distinct sets, as build_set
+    paths = _manifest(tmp_path, groups)
+    w = SD.slot_keep(SD.parse_dose(dose), P, 0.85)
+    drops = np.zeros(P)
+    for k, g in enumerate(paths, start=1):
+        for j in range(P):
+            order = g[j:] + g[:j]
+            assert SD.set_position(order) == (k - 1, (k - 1) * P + j)
+            u = SD.set_strata(order, w, 0.0)
+            drops += [u(s, "keep") >= w[s] for s in range(P)]
+        slope = len(set(w)) == P  # a DPB slope: one systematic sample per slot, offsets differ by slot
+        for cls in {round(x, 12) for x in w}:  # the slots of equal w are one systematic sample
+            slots = [s for s in range(P) if round(w[s], 12) == cls]
+            planned = k * P * len(slots) * (1 - cls)
+            assert abs(drops[slots].sum() - planned) <= (0.999 if slope else 0.5 + 1e-9), (k, slots, planned)
+    # not a cyclic order of a listed group, or not in the manifest: the per-group strata instead
+    assert SD.set_position([paths[0][0], paths[0][0]]) is None
+    assert SD.set_strata([str(tmp_path / "videos" / "syn-leisure-short-98.mp4"), paths[0][0]], w[:2], 0.0) is None
+    assert SD.set_position(["/elsewhere/a.mp4", "/elsewhere/b.mp4"]) is None
+
+
+def test_set_strata_confuse_round_m_q_slots(tmp_path):
+    paths = _manifest(tmp_path, [("a", "b", "c", "d"), ("a", "c", "e", "f"), ("b", "d", "e", "f")])
+    q = 0.3
+    confused = sum(SD.set_strata(g[j:] + g[:j], [1.0] * 4, q)(s, "confuse") < q
+                   for g in paths for j in range(4) for s in range(4))
+    assert confused == round(3 * 16 * q)
+
+
 @pytest.mark.parametrize("dose", ["dose,stressor=0.25,attack=0.5", "dose,stressor=0.1,attack=0.9,repetition=0.2",
                                   "dose,attack=0.5", "dose,stressor=0.3", "dose,repetition=0.4"])
 def test_stressor_parameters_satisfy_both_equations(dose):
@@ -276,20 +322,25 @@ def _check(small_set, tmp_path, model, **kw):
     return {a.gate: a for a in measure(model, data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path, **kw)}
 
 
-@pytest.mark.slow  # through the real probes (about a minute each on two cores)
-@pytest.mark.parametrize(("dose", "gate", "configs"), [
-    ("meg=-0.2", "meg", ["domestic-short-P4"]),
-    ("dpb=-0.25", "dpb", ["leisure-short"]),
-    ("coverage=0.3", "coverage", ["news-short-P2", "domestic-long-P2"]),
-    ("contamination=0.3", "contamination", ["cooking-short-P4"]),
+@pytest.mark.slow  # through the real probes (one configuration each, about a minute on two cores)
+@pytest.mark.parametrize(("dose", "gate", "config"), [
+    ("meg=-0.2", "meg", "domestic-short-P4"),
+    ("meg=0.1", "meg", "leisure-short-P4"),
+    ("dpb=-0.25", "dpb", "leisure-short-P4"),
+    ("dpb=0.2", "dpb", "cooking-short-P2"),
+    ("coverage=0.3", "coverage", "domestic-long-P2"),
+    ("contamination=0.3", "contamination", "cooking-short-P4"),
 ])
-def test_positional_doses_reach_the_target_through_the_probe_and_judge(small_set, tmp_path, dose, gate, configs):
-    got = _check(small_set, tmp_path, f"sim:dose,{dose}", groups=10, configs=configs)[gate]
-    base = _check(small_set, tmp_path, "sim:unbiased", gates=[gate], groups=10, configs=configs)[gate]
-    half = (got.ci_high - got.ci_low) / 2
-    assert got.target is not None and got.n >= 10
-    assert abs(got.estimate - got.target) <= 1.5 * half + 0.01, (got, base)
-    assert abs(base.estimate - got.target) > 2 * half  # the dose made the difference, not the unbiased model
+def test_positional_doses_land_within_tolerance_through_the_probe_and_judge(small_set, tmp_path, dose, gate, config):
+    from pytest_posbias.sim_check import run_check, tolerance
+
+    got = run_check(f"sim:dose,{dose}", data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=12,
+                    configs=[config])
+    (row,) = got.configurations
+    assert (row.gate, row.config, row.groups) == (gate, config, 12)
+    assert row.tolerance == tolerance(gate, row.target) and row.lands, row
+    assert abs(row.realised - row.unbiased) > 2 * row.tolerance  # the dose made the difference
+    assert not (tmp_path / "c" / "runs" / "sim-check" / "memo").exists()  # no probe result left for a later check
 
 
 @pytest.mark.slow  # through the real probes (about a minute each on two cores)
@@ -355,3 +406,46 @@ def test_posbias_sim_check_prints_target_achieved_and_interval(small_set, tmp_pa
     assert bad.returncode == 2 and "unknown gate 'bogus'" in bad.stderr
     none = subprocess.run([*run, "sim:unbiased"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert none.returncode == 2 and "name the gates to measure" in none.stderr
+
+
+def test_config_checks_compare_the_paired_effect_for_dpb_meg_and_the_level_otherwise():
+    from pytest_posbias.sim_check import CheckResult, config_checks, format_configs, tolerance
+
+    unb = {"a-short-P4": {k: 0.01 * (k % 3 - 1) for k in range(8)}, "b-long-P4": {k: -0.013 for k in range(8)}}
+    dosed = {"a-short-P4": {k: v - 0.02 for k, v in unb["a-short-P4"].items()},
+             "b-long-P4": {k: -0.013 - 0.035 for k in range(8)}}
+    rows = config_checks("meg", -0.02, dosed, unb, seed=0)
+    assert [r.config for r in rows] == ["a-short-P4", "b-long-P4"]
+    assert rows[0].compared == pytest.approx(-0.02) and rows[0].lands
+    assert rows[1].realised == pytest.approx(-0.048) and rows[1].compared == pytest.approx(-0.035)
+    assert not rows[1].lands and rows[1].tolerance == tolerance("meg", -0.02) == pytest.approx(0.002)
+    cov = config_checks("coverage", 0.25, {"c-P2": {0: 0.26, 1: 0.23}}, {"c-P2": {0: 0.8, 1: 0.8}}, seed=0)
+    assert cov[0].compared == pytest.approx(0.245) and cov[0].lands  # the level itself, tolerance 0.025
+    assert tolerance("coverage", 0.0) == 0.01 and tolerance("dpb", 0.5) == pytest.approx(0.05)
+    with pytest.raises(ConfigError, match="`gate` must be one of"):
+        tolerance("flip", 0.1)
+    nan = config_checks("meg", -0.02, {"x": {0: math.nan}}, {"x": {0: 0.0}}, seed=0)
+    assert not nan[0].lands  # NaN never lands
+    result = CheckResult((), (*rows, *cov))
+    assert result.missed == (rows[1],)
+    text = "\n".join(format_configs(result.configurations))
+    assert "NO: outside the tolerance" in text and "2 of 3 configurations land" in text
+    assert "missed meg b-long-P4" in text
+
+
+def test_posbias_sim_check_exits_1_when_a_configuration_misses(monkeypatch):
+    import argparse
+
+    from pytest_posbias import sim_check
+    from pytest_posbias.sim_check import CheckResult, ConfigCheck
+
+    def fake(compared):
+        row = ConfigCheck("meg", "d-short-P4", -0.02, compared, 0.0, compared, compared, compared, 40, 0.002)
+        return lambda *a, **k: CheckResult((), (row,))
+
+    args = argparse.Namespace(action="check", model="sim:dose,meg=-0.02", gates=None, groups=40, items=60, videos=32,
+                              seed=0, data=None, cache=None, configs=None)
+    monkeypatch.setattr(sim_check, "run_check", fake(-0.035))
+    assert sim_check._cli(args) == 1
+    monkeypatch.setattr(sim_check, "run_check", fake(-0.0195))
+    assert sim_check._cli(args) == 0

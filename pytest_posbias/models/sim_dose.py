@@ -27,9 +27,13 @@ E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities a
   among such confused slots (``CONTAMINATION``, measured); this also lowers that slot's own
   coverage (a confused slot covers little of its own reference).
 
-The keep and confusion decisions of a slot are stratified over the cyclic orders of its group
-(``sim._rotation_strata``): over the P orders a slot is dropped P·(1 − w_p) times rounded up
-or down, not a binomial number of times, so a finite set shows the target closely.
+The keep and confusion decisions are stratified over the synthetic set's instances
+(:func:`set_strata`): in manifest order (the probe takes a prefix of a configuration's groups)
+the set's cells are dropped by systematic sampling, so any prefix of M cells holds round(M·x)
+dropped cells (x = 1 − w_p), not a binomial number: a dose at the threshold is about eight
+dropped middle slots on 40 groups, and a binomial draw of them missed its target by a third.
+Outside the synthetic set the decisions are stratified over the cyclic orders of one group
+(``sim._rotation_strata``).
 
 Multiple-choice gates. A share of the items, chosen by a low-discrepancy sequence over the
 item (so the share on the set is the target, not a random draw), answers differently by
@@ -383,9 +387,8 @@ def set_position(video_paths: Sequence[str]) -> tuple[int, int] | None:
     return n, n * P + j
 
 
-# Weyl steps per slot for keep decisions that must be independent across slots (a DPB slope):
-# √2, √3, √5, √7, … are linearly independent over the rationals, so the slots' sequences are jointly
-# equidistributed (independent in the limit) and each is equidistributed over any prefix of instances
+# offsets of the per-slot systematic samples of a DPB slope (distinct, so the slots' taken cells
+# do not line up with each other)
 _SLOT_STEPS = tuple(math.sqrt(k) % 1.0 for k in (2, 3, 5, 7, 11, 13, 17, 19))
 
 
@@ -396,12 +399,14 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     A slot drops its summary when u(slot, "keep") >= w_slot and describes another slot's video when
     u(slot, "confuse") < q. The slots of equal w (the middle or the edge pair of a MEG dose, every
     slot of a coverage dose) form one sequence over the set, cell m = i·|S| + (slot's rank in S),
-    and so do all slots' confusion decisions (m = i·P + slot); cell m is dropped (confused) when
-    frac((m + 1)·x + ½) < x, x = 1 − w (q): the count over any prefix of M cells is round(M·x) ± 1
-    (systematic sampling), so the set's share is the dose to within one cell, not a binomial draw.
+    and so do all slots' confusion decisions (m = i·P + slot); cell m is dropped (confused) when an
+    integer lies in (m·x + ½, (m + 1)·x + ½], x = 1 − w (q): the count over any prefix of M cells
+    is round(M·x) (systematic sampling), so the set's share is the dose to within half a cell, not
+    a binomial draw.
     MEG, coverage and contamination are linear in these indicators, so their joint law across
     slots does not matter. A DPB slope (the slots' w all differ) needs independent slots
-    (:func:`expected_dpb`): slot p uses the Weyl sequence frac(i·θ_p + ½), θ_p = frac(√prime_p)."""
+    (:func:`expected_dpb`): slot p is its own sequence, offset θ_p = frac(√prime_p) instead of ½ so
+    that the slots' cells are not taken in lockstep (count within one cell of M·x)."""
     if len(keep) > len(_SLOT_STEPS):
         return None
     pos = set_position(video_paths)
@@ -411,18 +416,18 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     P = len(keep)
     distinct = len(set(keep)) == P and any(w < 1.0 for w in keep)
 
-    def systematic(m: int, x: float, offset: float = 0.5) -> float:
-        return ((m + 1) * x + offset) % 1.0
+    def systematic(m: int, x: float, offset: float = 0.5) -> bool:
+        # cell m is taken when an integer lies in (m·x + offset, (m + 1)·x + offset]: the count over
+        # cells 0..M−1 telescopes to floor(M·x + offset) − floor(offset), float rounding included
+        return math.floor((m + 1) * x + offset) > math.floor(m * x + offset)
 
     def u(slot: int, what: str) -> float:
         if what == "confuse":
-            return systematic(i * P + slot, confuse)  # < q exactly when the cell is confused
+            return 0.5 * confuse if systematic(i * P + slot, confuse) else confuse + 0.5 * (1.0 - confuse)
         w = keep[slot]
         same = [p for p in range(P) if keep[p] == w]
-        x = 1.0 - w
-        v = systematic(i * len(same) + same.index(slot), x, _SLOT_STEPS[slot] if distinct else 0.5)
-        # >= w exactly when the cell is dropped (v < x), below w otherwise
-        return 1.0 - v if v < x else w * (v - x) / (1.0 - x)
+        dropped = systematic(i * len(same) + same.index(slot), 1.0 - w, _SLOT_STEPS[slot] if distinct else 0.5)
+        return w + 0.5 * (1.0 - w) if dropped else 0.5 * w  # >= w exactly when the cell is dropped
 
     return u
 
