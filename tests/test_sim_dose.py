@@ -292,19 +292,23 @@ def ctx_factory(tmp_path_factory, small_set):
         c.close()
 
 
-# every gate at its no-effect value 0 (coverage has none: coverage=0 asks for zero coverage)
-ZERO = "sim:dose," + ",".join(f"{g}=0" for g in SD.DOSE_GATES if g != "coverage")
+# every gate at its no-effect value 0 (coverage has none: coverage=0 asks for zero coverage); one
+# positional gate per dose, so the other two positional zeros are doses of their own
+ZERO = "sim:dose," + ",".join(f"{g}=0" for g in SD.DOSE_GATES if g not in ("coverage", "dpb", "contamination"))
+ZERO_POSITIONAL = ("sim:dose,dpb=0", "sim:dose,contamination=0")
 
 
 @pytest.mark.slow  # through the real probes (about a minute each on two cores)
 def test_dose_zero_writes_exactly_what_unbiased_writes(ctx_factory):
     from pytest_posbias.probes.positional import PositionalSpec
 
-    ctx = ctx_factory(["sim:unbiased", ZERO], phase={"items": 8}, stressor={"videos": 2})
+    ctx = ctx_factory(["sim:unbiased", ZERO, *ZERO_POSITIONAL], phase={"items": 8}, stressor={"videos": 2})
     spec = PositionalSpec("leisure", "long", 4, groups=2)
-    pu, pz = ctx.positional("sim:unbiased", spec), ctx.positional(ZERO, spec)
-    assert [i["text"] for i in pu.instances] == [i["text"] for i in pz.instances]
-    assert np.array_equal(pu.coverage, pz.coverage)
+    pu = ctx.positional("sim:unbiased", spec)
+    for zero in (ZERO, *ZERO_POSITIONAL):
+        pz = ctx.positional(zero, spec)
+        assert [i["text"] for i in pu.instances] == [i["text"] for i in pz.instances], zero
+        assert np.array_equal(pu.coverage, pz.coverage)
     for gate in ("order", "phase", "flip"):
         a, b = ctx.phase("sim:unbiased", gate, 8), ctx.phase(ZERO, gate, 8)
         assert a.condition_answers.keys() == b.condition_answers.keys()
@@ -327,18 +331,26 @@ def _check(small_set, tmp_path, model, **kw):
     ("meg=-0.2", "meg", "domestic-short-P4"),
     ("meg=0.1", "meg", "leisure-short-P4"),
     ("dpb=-0.25", "dpb", "leisure-short-P4"),
-    ("dpb=0.2", "dpb", "cooking-short-P2"),
-    ("coverage=0.3", "coverage", "domestic-long-P2"),
+    ("dpb=0.5", "dpb", "cooking-short-P2"),
+    ("coverage=0.3", "coverage", "domestic-long-P2"),  # below μ/2: answers with both slots dropped
+    ("coverage=0.15", "coverage", "leisure-short-P4"),
     ("contamination=0.3", "contamination", "cooking-short-P4"),
 ])
 def test_positional_doses_land_within_tolerance_through_the_probe_and_judge(small_set, tmp_path, dose, gate, config):
     from pytest_posbias.sim_check import run_check, tolerance
 
-    got = run_check(f"sim:dose,{dose}", data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=12,
-                    configs=[config])
+    kw = {"data": str(small_set), "cache": str(tmp_path / "c"), "rootdir": tmp_path, "groups": 12, "configs": [config]}
+    got = run_check(f"sim:dose,{dose}", **kw)
     (row,) = got.configurations
     assert (row.gate, row.config, row.groups) == (gate, config, 12)
-    assert row.tolerance == tolerance(gate, row.target) and row.lands, row
+    assert row.tolerance == tolerance(gate, row.target)
+    # the dose is calibrated on the synthetic set (MU); on this smaller set, whose unbiased mean slot
+    # coverage is mu_here, a MEG or coverage dose realises target·mu_here/MU (DPB is a ratio: target)
+    domain, bucket, p = config.split("-")
+    mu_here = run_check("sim:unbiased", gates=["coverage"], **kw).achieved[0].estimate
+    scale = mu_here / SD.mu_for(domain, bucket, int(p[1:])) if gate in ("meg", "coverage") else 1.0
+    assert abs(row.compared - row.target * scale) <= row.tolerance, (row, scale)
+    assert not got.missed or abs(scale - 1) > 0.05  # on the set it was calibrated for, the row itself lands
     assert abs(row.realised - row.unbiased) > 2 * row.tolerance  # the dose made the difference
     assert not (tmp_path / "c" / "runs" / "sim-check" / "memo").exists()  # no probe result left for a later check
 

@@ -366,9 +366,12 @@ class SimBackend:
             kept = [f for f in fs if rng.random() < keep]
             sents = [(f.news_text if news else f.text) for f in kept][:n_sent]
             if not sents:
-                sents = ["The video shows a simple scene."]
-            if dropped[slot]:  # the slot's detail is dropped entirely: a placeholder
-                sents = ["..."]
+                sents = [_GENERIC]
+            if dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)
+                # a coverage dose writes the sentence of a slot with no kept fact instead: an answer
+                # whose every slot is dropped stays a scored answer of zero coverage, so the mean
+                # coverage is μ·w below μ/P too (an all-placeholder answer is a lost unit, never scored)
+                sents = [_GENERIC] if self.dose is not None and self.dose.get("coverage") is not None else ["..."]
             chunks.append(f"[video{label}] " + " ".join(sents))
         return " ".join(chunks)
 
@@ -551,6 +554,9 @@ def _move(probs: dict[str, float], orig: str, target: str) -> dict[str, float]:
     out[orig] = ORIGINAL_PROB
     out[target] = SHIFTED_PROB
     return out
+
+
+_GENERIC = "The video shows a simple scene."  # a slot summary with no fact in it
 
 
 def _rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) -> Any:

@@ -18,7 +18,9 @@ E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities a
 
 * ``meg`` m (P = 4): m < 0: w_2 = w_3 = 1 + m/μ; m > 0: w_1 = w_4 = 1 − m/μ; so
   E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m;
-* ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ);
+* ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ); a dropped
+  slot writes the no-fact sentence of ``sim.py`` instead of the placeholder, so an answer with
+  every slot dropped is scored (zero coverage) rather than lost, and c below μ/P is reachable;
 * ``dpb`` d: a linear slope w_p ← w_p·(1 − |γ|·(1 − sign(γ)·α_p)/2), α_p = (2p − P − 1)/(P − 1),
   γ solved by bisection so that E[Σ α_p B_p / Σ B_p] = d over independent B_p ~ Bernoulli(w_p)
   (the kept slots' coverage taken as equal, so μ cancels); a linear slope leaves MEG at 0;
@@ -246,8 +248,8 @@ def uses_rescue(dose: Dose, P: int = 4) -> bool:
     """Whether an all-dropped answer keeps one slot: when the dose names ``dpb`` (or ``meg`` and
     P = 4), whose
     gates count an answer with no slot covered as a lost unit. A ``coverage`` or ``contamination``
-    dose alone does not rescue (its target holds exactly; its DPB/MEG gates then see
-    ∏(1 − w_p) of the answers as lost units, a fail-closed outcome of very low coverage)."""
+    dose alone does not rescue (its target holds exactly: its all-dropped answers are scored at
+    zero coverage, and its DPB/MEG gates see them as answers with no slot covered)."""
     return dose.get("dpb") is not None or (dose.get("meg") is not None and P == 4)
 
 
