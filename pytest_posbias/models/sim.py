@@ -371,7 +371,9 @@ class SimBackend:
                 # a coverage dose writes the sentence of a slot with no kept fact instead: an answer
                 # whose every slot is dropped stays a scored answer of zero coverage, so the mean
                 # coverage is μ·w below μ/P too (an all-placeholder answer is a lost unit, never scored)
-                sents = [_GENERIC] if self.dose is not None and self.dose.get("coverage") is not None else ["..."]
+                # (named by a digest of the video: one text for every input would be a constant answer)
+                sents = ([f"{_GENERIC[:-1]}, clip {part.frames.primary.key()[:6]}."]
+                         if self.dose is not None and self.dose.get("coverage") is not None else ["..."])
             chunks.append(f"[video{label}] " + " ".join(sents))
         return " ".join(chunks)
 
