@@ -368,12 +368,15 @@ class SimBackend:
             if not sents:
                 sents = [_GENERIC]
             if dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)
-                # a coverage dose writes the sentence of a slot with no kept fact instead: an answer
-                # whose every slot is dropped stays a scored answer of zero coverage, so the mean
-                # coverage is μ·w below μ/P too (an all-placeholder answer is a lost unit, never scored)
-                # (named by a digest of the video: one text for every input would be a constant answer)
-                sents = ([f"{_GENERIC[:-1]}, clip {part.frames.primary.key()[:6]}."]
-                         if self.dose is not None and self.dose.get("coverage") is not None else ["..."])
+                # when every slot is dropped, a coverage dose writes a sentence with no fact in it
+                # instead: the answer stays a scored answer of zero coverage, so the mean coverage is
+                # μ·w below μ/P too (an all-placeholder answer is a lost unit, never scored). Named by a
+                # digest of the video (one text for every input would be a constant answer); no word
+                # of it occurs in the synthetic references. Only then: beside a kept slot's text such
+                # a sentence would score on News' fragment coverage
+                sents = ([f"Details omitted, clip {part.frames.primary.key()[:6]}."]
+                         if all(dropped) and self.dose is not None and self.dose.get("coverage") is not None
+                         else ["..."])
             chunks.append(f"[video{label}] " + " ".join(sents))
         return " ".join(chunks)
 

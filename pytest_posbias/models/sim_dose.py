@@ -18,9 +18,10 @@ E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities a
 
 * ``meg`` m (P = 4): m < 0: w_2 = w_3 = 1 + m/μ; m > 0: w_1 = w_4 = 1 − m/μ; so
   E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m;
-* ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ); a dropped
-  slot writes the no-fact sentence of ``sim.py`` instead of the placeholder, so an answer with
-  every slot dropped is scored (zero coverage) rather than lost, and c below μ/P is reachable;
+* ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ); in an
+  answer with every slot dropped the slots write a sentence with no fact (``Details omitted,
+  clip …``) instead of the placeholder, so it is scored (zero coverage) rather than lost, and c
+  below μ/P is reachable;
 * ``dpb`` d: a linear slope w_p ← w_p·(1 − |γ|·(1 − sign(γ)·α_p)/2), α_p = (2p − P − 1)/(P − 1),
   γ solved by bisection so that E[Σ α_p B_p / Σ B_p] = d over independent B_p ~ Bernoulli(w_p)
   (the kept slots' coverage taken as equal, so μ cancels); a linear slope leaves MEG at 0;
