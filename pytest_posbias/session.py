@@ -124,7 +124,8 @@ class RunContext:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.models: list[str] = list(self.options.get("models") or ["sim:unbiased"])
         self.baseline: str | None = self.options.get("baseline")
-        self.resolved: dict[str, ResolvedModel] = {m: resolve(m) for m in [*self.models, *([self.baseline] if self.baseline else [])]}
+        self.resolved: dict[str, ResolvedModel] = {m: resolve(m, locate=not self.options.get("plan"))
+                                                   for m in [*self.models, *([self.baseline] if self.baseline else [])]}
         # an unusable video (empty, not a video, truncated, too short) is logged as a data problem when found
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
