@@ -388,7 +388,19 @@ class RunContext:
         return m
 
     def judges(self) -> JudgeSet:
-        return self.memo("judges", lambda: JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine))
+        return self.memo("judges", self._judge_set)
+
+    def _judge_set(self) -> JudgeSet:
+        """The run's judges; the embed judge's sentence embeddings are kept in the cache folder's
+        SQLite file (:mod:`.scoring.embed_cache`), so a re-run loads no embedding model."""
+        from .scoring.embed_cache import EmbeddingCache, embed_judge_identity
+        from .scoring.judges import Embedder
+
+        store = EmbeddingCache(self.cache.path, judge=embed_judge_identity(),
+                               read_only=self.options.get("cache_mode") == "read-only")
+        self._embed_store = store
+        return JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine,
+                        embedder=Embedder(store=store, notify=self.note))
 
     def phase_spec(self) -> PhaseSpec:
         st = self.probe_settings("phase")
@@ -518,6 +530,8 @@ class RunContext:
             with contextlib.suppress(Exception):
                 b.close()
         self.runlog.close()
+        if getattr(self, "_embed_store", None) is not None:
+            self._embed_store.close()
         self.cache.close()
 
 
