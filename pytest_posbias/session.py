@@ -392,15 +392,23 @@ class RunContext:
 
     def _judge_set(self) -> JudgeSet:
         """The run's judges; the embed judge's sentence embeddings are kept in the cache folder's
-        SQLite file (:mod:`.scoring.embed_cache`), so a re-run loads no embedding model."""
-        from .scoring.embed_cache import EmbeddingCache, embed_judge_identity
-        from .scoring.judges import Embedder
+        SQLite file (:mod:`.scoring.embed_cache`), and so are the fragment judge's coverage values,
+        so a re-run loads neither the embedding model nor spaCy."""
+        from .scoring.embed_cache import (
+            EmbeddingCache,
+            embed_judge_identity,
+            fragment_judge_identity,
+        )
+        from .scoring.judges import Embedder, FragmentJudge
 
-        store = EmbeddingCache(self.cache.path, judge=embed_judge_identity(),
-                               read_only=self.options.get("cache_mode") == "read-only")
-        self._embed_store = store
+        ro = self.options.get("cache_mode") == "read-only"
+        store = EmbeddingCache(self.cache.path, judge=embed_judge_identity(), read_only=ro)
+        frag_id = fragment_judge_identity()
+        scores = EmbeddingCache(self.cache.path, judge=frag_id, read_only=ro, dim=1, dtype="float64", table="judge_scores")
+        self._judge_stores = (store, scores)
         return JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine,
-                        embedder=Embedder(store=store, notify=self.note))
+                        embedder=Embedder(store=store, notify=self.note),
+                        fragment=FragmentJudge(store=scores, tokenizer=frag_id.split("|")[1].split("==")[0]))
 
     def phase_spec(self) -> PhaseSpec:
         st = self.probe_settings("phase")
@@ -530,8 +538,8 @@ class RunContext:
             with contextlib.suppress(Exception):
                 b.close()
         self.runlog.close()
-        if getattr(self, "_embed_store", None) is not None:
-            self._embed_store.close()
+        for store in getattr(self, "_judge_stores", ()):
+            store.close()
         self.cache.close()
 
 

