@@ -5,7 +5,9 @@
 * a registry alias (``qwen3vl8b``; ``posbias models`` lists them);
 * a local checkpoint directory (the family comes from its ``config.json``);
 * ``sim:PROFILE`` (the simulated models);
-* ``openai:NAME`` (any OpenAI-compatible endpoint, with ``--api-base``).
+* ``openai:NAME`` (any OpenAI-compatible endpoint, with ``--api-base``);
+* ``vllm:SPEC`` (SPEC an alias, a checkpoint directory or a Hub id ``org/name``: served with vLLM
+  for the run, :mod:`.vllm_managed`).
 
 A model transformers cannot load natively fails at start with a message saying so and
 what to do, never midway through a run. Resolution reads ``config.json`` only: it
@@ -15,6 +17,7 @@ imports neither torch nor transformers.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +92,7 @@ class ResolvedModel:
     """What a ``--model`` spec names: the backend, what to load, and the registry entry if any."""
 
     spec: str
-    backend: str  # "hf" | "openai" | "sim"
+    backend: str  # "hf" | "openai" | "sim" | "vllm"
     target: str  # hf id or directory, endpoint model name, or sim profile
     family: str = ""
     entry: ModelEntry | None = None
@@ -122,6 +125,8 @@ def _family_from_dir(path: Path) -> tuple[str, str]:
 def model_label(spec: str) -> str:
     """A short name for a ``--model`` value in test ids and report file names: a checkpoint
     directory's last path component, anything else as given."""
+    if spec.startswith("vllm:"):
+        return "vllm:" + model_label(spec[5:])
     if spec.startswith(("sim:", "openai:")) or spec in REGISTRY:
         return spec
     if "/" in spec or spec.startswith((".", "~")):
@@ -147,6 +152,8 @@ def resolve(spec: str) -> ResolvedModel:
             raise ModelLoadError("--model openai:NAME needs the endpoint's model name after the colon")
         entry = REGISTRY.get(name)
         return ResolvedModel(spec, "openai", entry.hf_id if entry and entry.family == "openai" else name, "openai", entry)
+    if spec.startswith("vllm:"):
+        return _resolve_vllm(spec)
     path = Path(spec).expanduser()
     if path.is_dir():
         family, name = _family_from_dir(path)
@@ -163,3 +170,29 @@ def resolve(spec: str) -> ResolvedModel:
     if entry.family == "openai":
         return ResolvedModel(spec, "openai", entry.hf_id, "openai", entry)
     return ResolvedModel(spec, "hf", entry.hf_id, entry.family, entry)
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _resolve_vllm(spec: str) -> ResolvedModel:
+    """``vllm:SPEC``: a registry alias (its Hub id; remote-code entries too, vLLM may serve them),
+    a checkpoint directory, or a Hub id ``org/name``."""
+    inner = spec[len("vllm:"):].strip()
+    if not inner:
+        raise ModelLoadError("--model vllm:SPEC needs a registry alias, a checkpoint directory or a Hub id after the colon")
+    path = Path(inner).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"--model {spec}: the directory has no config.json, so it is not a checkpoint")
+        return ResolvedModel(spec, "vllm", str(path.resolve()), "vllm")
+    entry = REGISTRY.get(inner)
+    if entry is not None:
+        if entry.family == "openai":
+            raise ModelLoadError(f"--model {spec}: {inner} is an API model ({entry.hf_id}); vLLM cannot serve it")
+        return ResolvedModel(spec, "vllm", entry.hf_id, "vllm", entry)
+    if inner.startswith((".", "~", "/")) or not HUB_ID.fullmatch(inner):
+        raise ModelLoadError(f"--model {spec}: {inner!r} is neither a checkpoint directory, a registry alias "
+                             f"({', '.join(sorted(REGISTRY))}) nor a Hub id org/name")
+    entry = next((e for e in REGISTRY.values() if e.hf_id == inner), None)
+    return ResolvedModel(spec, "vllm", inner, "vllm", entry)
