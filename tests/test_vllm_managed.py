@@ -290,3 +290,46 @@ orderings = 4
     assert res.ret == 0 and "model calls: 0 made, 32 served from the cache" in out, out[-3000:]
     assert len(_records(record)) == 2
     _gone(record, [], within=5.0)
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_under_xdist_the_controller_starts_one_server_for_all_workers(pytester: pytest.Pytester, small_set: Path,
+                                                                       ckpt: Path, record: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("POSBIAS_API_TIMEOUT", "10")
+    dest = pytester.path / "suites"
+    dest.mkdir()
+    for f in ("conftest.py", "test_phase_order.py"):
+        shutil.copy(SUITES / f, dest / f)
+    pytester.makepyprojecttoml(f"""
+[tool.pytest.ini_options]
+testpaths = ["suites"]
+
+[tool.posbias]
+data = "{small_set}"
+
+[tool.posbias.probes.phase]
+items = 8
+orderings = 4
+""")
+    res = pytester.runpytest_subprocess("suites", "-m", "order", "--posbias-fixed", "--model", f"vllm:{ckpt}",
+                                        f"--posbias-vllm-command={FAKE_CMD}", "-p", "no:randomly", "-n", "2",
+                                        "--posbias-json=out.json", timeout=300)
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == 0, out[-3000:]
+    assert len(_records(record)) == 1, out[-3000:]  # the controller's server, none started by a worker
+    data = json.loads((pytester.path / "out.json").read_text())
+    assert data["verdicts"] and all(v["n"] > 0 for v in data["verdicts"]), out[-3000:]
+    _gone(record, [], within=5.0)
+
+
+def test_served_rates_split_prefill_and_decode_per_gpu() -> None:
+    from pytest_posbias.plan_cli import _served_rates
+
+    # letters: 10,000 prompt tokens in 2 s -> 5,000 tok/s; generation: 5,000 prompt tokens (1 s at that
+    # rate) and 400 output tokens in 5 s -> 4 s of decode, 100 tok/s; over 2 GPUs: half of each per GPU
+    timed = [(True, 6000.0, 0.0, 1.2), (True, 4000.0, 0.0, 0.8), (False, 5000.0, 400.0, 5.0)]
+    assert _served_rates(timed, gpus=2) == pytest.approx({"prefill_tps": 2500.0, "decode_tps": 50.0, "gpus": 2})
+    assert _served_rates(timed[:2], gpus=1) == {}  # no output tokens: no decode rate
+    assert _served_rates(timed[2:], gpus=1) == {}  # no letter batch: prefill and decode cannot be told apart

@@ -217,21 +217,26 @@ def server_args(target: str, *, served: str, port: int, seed: int, tensor_parall
     return [*args, *extra]
 
 
-def engine_args(args: Sequence[str]) -> list[str]:
-    """``args`` without the values that do not change answers (host, port)."""
+MANAGED_FLAGS = ("--max-logprobs", "--limit-mm-per-prompt", "--seed")  # flags server_args sets from the run
+
+
+def without_flags(args: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """``args`` without each of ``flags`` and its value (``--flag V`` or ``--flag=V``)."""
     out: list[str] = []
     skip = False
     for a in args:
         if skip:
             skip = False
-            continue
-        if a in ("--host", "--port"):
+        elif a in flags:
             skip = True
-            continue
-        if a.startswith(("--host=", "--port=")):
-            continue
-        out.append(a)
+        elif not a.startswith(tuple(f + "=" for f in flags)):
+            out.append(a)
     return out
+
+
+def engine_args(args: Sequence[str]) -> list[str]:
+    """``args`` without the values that do not change answers (host, port)."""
+    return without_flags(args, ("--host", "--port"))
 
 
 def _arg_value(args: Sequence[str], name: str) -> str | None:
@@ -304,6 +309,11 @@ class ManagedVllm:
     version: str = "unknown"
 
     @property
+    def gpus(self) -> int:
+        """GPUs the servers hold: servers x tensor-parallel size (1 for a server without GPUs)."""
+        return len(self.plan.gpus) * self.plan.tensor_parallel
+
+    @property
     def urls(self) -> list[str]:
         """The ``.../v1`` base URL of every server."""
         return [s.url for s in self.servers]
@@ -339,7 +349,10 @@ class ManagedVllm:
                     [sys.executable, "-c", GUARD, str(os.getpid()), str(STOP_GRACE_S), *cmd], stdout=srv.log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
                 self.servers.append(srv)
+            t0 = time.monotonic()
             self._wait_healthy(timeout=timeout, progress=progress)
+            for srv in self.servers:
+                self._warm_up(srv, timeout=max(60.0, timeout - (time.monotonic() - t0)))
         except BaseException:
             self.stop()
             raise
@@ -370,6 +383,31 @@ class ManagedVllm:
                 next_line = now + PROGRESS_EVERY_S
             if waiting:
                 time.sleep(0.5)
+
+    def _warm_up(self, srv: _Server, *, timeout: float) -> None:
+        """One chat request with a 2-frame video and the top-20 logprobs, waited for: a fresh server's
+        first multimodal request loads the processor and kernels, longer than the backend's start-up
+        check gives an endpoint per attempt. ModelLoadError (with the log's last lines) when it fails."""
+        import numpy as np
+
+        from .openai_encode import jpeg_b64, video_data_url
+
+        frame = jpeg_b64(np.full((56, 56, 3), 128, dtype=np.uint8))
+        body = {"model": self.served, "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": MAX_LOGPROBS,
+                "messages": [{"role": "user", "content": [
+                    {"type": "video_url", "video_url": {"url": video_data_url([frame, frame])}},
+                    {"type": "text", "text": "Reply with the single letter A."}]}]}
+        req = urllib.request.Request(srv.url + "/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                answer = json.loads(r.read())
+            if not answer.get("choices"):
+                raise ValueError(f"no choices in {answer}")
+        except (OSError, ValueError, urllib.error.URLError) as exc:
+            raise ModelLoadError(f"--model {self.resolved.spec}: the {srv.label()}'s warm-up request (a 2-frame video, "
+                                 f"top-{MAX_LOGPROBS} logprobs) failed: {exc} (log {srv.log_path}); its last lines:\n"
+                                 f"{self.log_tail(srv)}") from None
 
     def _healthy(self, srv: _Server) -> bool:
         try:
@@ -468,6 +506,7 @@ class ManagedVllmBackend(OpenAIBackend):
         self.resolved = resolved
         self.server_identity = dict(server_identity)
         self.owned = owned
+        self.gpus = owned.gpus if owned is not None else len(urls)  # plan --measure: per-GPU tok/s
         kw = api_settings(options)
         if kw.get("video_form", "auto") == "auto":
             kw["video_form"] = "video"  # vLLM takes a video_url frame list
