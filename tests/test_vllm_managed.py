@@ -333,3 +333,25 @@ def test_served_rates_split_prefill_and_decode_per_gpu() -> None:
     assert _served_rates(timed, gpus=2) == pytest.approx({"prefill_tps": 2500.0, "decode_tps": 50.0, "gpus": 2})
     assert _served_rates(timed[:2], gpus=1) == {}  # no output tokens: no decode rate
     assert _served_rates(timed[2:], gpus=1) == {}  # no letter batch: prefill and decode cannot be told apart
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_plan_measure_on_vllm_prints_gpu_hours(tmp_path: Path, small_set: Path, ckpt: Path, record: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    proj = tmp_path / "proj"
+    (proj / "suites").mkdir(parents=True)
+    for f in ("conftest.py", "test_phase_order.py"):
+        shutil.copy(SUITES / f, proj / "suites" / f)
+    (proj / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
+                                         f'data = "{small_set}"\n\n[tool.posbias.probes.phase]\nitems = 8\norderings = 4\n')
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    res = subprocess.run([str(Path(sys.executable).parent / "posbias"), "plan", "-m", "order", "--model", f"vllm:{ckpt}",
+                          f"--posbias-vllm-command={FAKE_CMD}", "--measure"], cwd=proj, env=env, capture_output=True,
+                         text=True, timeout=600, check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert "throughput (measured): prefill" in out and "per GPU over 1 GPU(s) of the vLLM servers" in out, out[-3000:]
+    row = next(ln for ln in out.splitlines() if ln.startswith("test_order_flip"))
+    assert float(row.split()[7]) > 0  # the GPU-h column
+    assert len(_records(record)) == 1
+    _gone(record, [], within=5.0)
