@@ -355,3 +355,22 @@ def test_plan_measure_on_vllm_prints_gpu_hours(tmp_path: Path, small_set: Path, 
     assert float(row.split()[7]) > 0  # the GPU-h column
     assert len(_records(record)) == 1
     _gone(record, [], within=5.0)
+
+
+def test_backend_identity_is_vllm_and_never_the_hf_one(ckpt: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_posbias.video.frames import FrameStore
+
+    monkeypatch.setenv("POSBIAS_API_KEY", "sk-test")
+    server = {"backend": "vllm", "vllm_version": "0.9.9", "engine_args": ["--seed", "0"], "dtype": "auto", "revision": "r1"}
+    b = vm.ManagedVllmBackend(resolve(f"vllm:{ckpt}"), FrameStore(), urls=["http://127.0.0.1:9/v1"], server_identity=server,
+                              owned=None, options={})
+    try:
+        ident = b.identity()
+        assert ident["backend"] == "vllm" and ident["model_id"] == "tiny-ckpt" and ident["vllm_version"] == "0.9.9"
+        assert ident["input_form"] == "video" and b.label.startswith(f"vllm:{ckpt} at ")
+        b2 = vm.ManagedVllmBackend(resolve(f"vllm:{ckpt}"), FrameStore(), urls=["http://127.0.0.1:9/v1"],
+                                   server_identity={**server, "vllm_version": "0.10.0"}, owned=None, options={})
+        assert b2.identity() != ident  # a new vLLM: new cache entries
+        b2.close()
+    finally:
+        b.close()

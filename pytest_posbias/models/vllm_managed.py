@@ -520,7 +520,9 @@ class ManagedVllmBackend(OpenAIBackend):
     def identity(self) -> Mapping[str, Any]:
         """The openai backend's identity with backend ``vllm`` and the server's version, engine arguments,
         dtype and checkpoint revision."""
-        return {**super().identity(), **self.server_identity, "model_id": self.resolved.target}
+        path = Path(self.resolved.target)
+        # as on hf: a directory by its name (its content is in the revision), so a moved checkpoint keeps its cache
+        return {**super().identity(), **self.server_identity, "model_id": path.name if path.is_dir() else self.resolved.target}
 
     def close(self) -> None:
         """Close the clients; stop the servers when this backend started them."""
