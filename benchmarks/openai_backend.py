@@ -25,9 +25,10 @@ Servers:
 * default: ``benchmarks/openai_stub.py`` started as a subprocess on 127.0.0.1, a canned
   answer after ``--latency`` seconds (50 ms): the client's own overhead, apart from a model;
 * ``--api-base URL --model NAME``: any OpenAI-compatible server (a vLLM server);
-* ``--start-vllm``: a vLLM-CPU server serving the tiny random-weight Qwen2-VL, started as
-  tests/test_vllm_server.py starts it (tests/vllm_support.py, its ``vllm serve`` arguments;
-  interpreter from ``POSBIAS_VLLM_PYTHON``, else ``.venv-vllm``: ``bash scripts/vllm_env.sh``).
+* ``--start-vllm``: a vLLM-CPU server serving the tiny random-weight Qwen2-VL, started by the
+  same code as ``--model vllm:...`` (``pytest_posbias.models.vllm_managed.start_managed``) with
+  tests/test_vllm_server.py's server arguments; interpreter from ``POSBIAS_VLLM_PYTHON``, else
+  ``.venv-vllm`` (``bash scripts/vllm_env.sh``).
 
 Run: ``python benchmarks/openai_backend.py`` (stub), ``... --start-vllm --frames 8 --size 112``.
 """
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -199,25 +201,26 @@ def server(args: argparse.Namespace) -> Iterator[tuple[str, str, str]]:
     if args.start_vllm:
         sys.path.insert(0, str(ROOT / "tests"))
         from test_vllm_server import SERVE_ARGS
-        from vllm_support import (
-            SERVED_NAME,
-            VllmServer,
-            build_vllm_checkpoint,
-            free_port,
-            vllm_python,
-        )
+        from vllm_support import SERVED_NAME, build_vllm_checkpoint, vllm_python
+
+        from pytest_posbias.models.registry import resolve
+        from pytest_posbias.models.vllm_managed import MANAGED_FLAGS, start_managed, without_flags
 
         py = vllm_python()
         if py is None:
             raise SystemExit("--start-vllm: no vLLM venv (run `bash scripts/vllm_env.sh`, or set POSBIAS_VLLM_PYTHON)")
         with tempfile.TemporaryDirectory() as d:
-            ckpt = build_vllm_checkpoint(Path(d) / "tiny-qwen2-vl")
-            srv = VllmServer(py, ckpt, port=free_port(), log_path=Path(d) / "vllm.log", args=SERVE_ARGS)
-            took = srv.start()
+            ckpt = build_vllm_checkpoint(Path(d) / SERVED_NAME)
+            opts = {"vllm_command": shlex.join([str(py), "-m", "vllm.entrypoints.openai.api_server"]),
+                    "vllm_args": shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS))}
+            t0 = time.monotonic()
+            managed = start_managed(resolve(f"vllm:{ckpt}"), opts, log_dir=Path(d), progress=print)
+            took = time.monotonic() - t0
             try:
-                yield srv.url, SERVED_NAME, f"vLLM-CPU serving the tiny Qwen2-VL at {srv.url} (healthy in {took:.0f} s)"
+                url = managed.urls[0]
+                yield url, managed.served, f"vLLM-CPU serving the tiny Qwen2-VL at {url} (healthy in {took:.0f} s)"
             finally:
-                srv.stop()
+                managed.stop()
         return
     proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "openai_stub.py"), "--latency", str(args.latency),
                              "--model", args.model], stdout=subprocess.PIPE, text=True)

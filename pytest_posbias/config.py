@@ -297,6 +297,9 @@ _SCALARS: dict[str, Any] = {
     "multiplicity": _multiplicity,
     "attn_implementation": _attn,
     "device_map": _device_map,
+    "vllm_command": _str,  # vllm: models: the command that starts vLLM (models/vllm_managed.py)
+    "vllm_args": _str,
+    "vllm_timeout": _pos_int,
 }
 _TABLES = ("thresholds", "baseline_margins", "models", "probes")
 

@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +244,8 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
                      f"(at most {1 - tot['best_requests'] / tot['requests']:.0%}); near a threshold it saves little "
                      "(docs/calibration.md)")
     for spec, m in (plan.get("measured") or {}).items():
-        extra = (f", prefill {m['prefill_tps']:,.0f} tok/s, decode {m['decode_tps']:,.0f} tok/s at batch {m['batch_size']}"
+        at = f"per GPU over {m['gpus']} GPU(s) of the vLLM servers" if m.get("gpus") else f"at batch {m['batch_size']}"
+        extra = (f", prefill {m['prefill_tps']:,.0f} tok/s, decode {m['decode_tps']:,.0f} tok/s {at}"
                  if m.get("prefill_tps") else "")
         lines.append(f"measured on {spec}: {m['requests']} warm-up requests in {m['seconds']:.1f} s{extra}")
     return lines
@@ -279,11 +281,31 @@ def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> d
             lengths: dict[str, float] = {}
             pre_tok = pre_s = dec_tok = dec_s = 0.0
             n = 0
+            served = spec.startswith("vllm:")  # served by the run's vLLM: tok/s from the requests' timing
+            timed: list[tuple[bool, float, float, float]] = []  # (letters, prompt tokens, output tokens, seconds)
             for kind, reqs in kinds.items():
                 if reqs[0].want == "letters":
                     lengths[kind] = 0.0
+                    if served:
+                        t1 = time.perf_counter()
+                        gens = backend.generate(reqs)
+                        timed.append((True, sum(g.prompt_tokens or 0 for g in gens), 0.0, time.perf_counter() - t1))
+                        n += len(reqs)
                     continue
+                if served and len(reqs) > 1:
+                    # prefill: one-token answers to every other request (others than those generated
+                    # below, so vLLM's prefix cache cannot shorten either pass)
+                    one = [replace(r, decoding=replace(r.decoding, max_new_tokens=1)) for r in reqs[1::2]]
+                    t1 = time.perf_counter()
+                    gens = backend.generate(one)
+                    timed.append((True, sum(g.prompt_tokens or 0 for g in gens), 0.0, time.perf_counter() - t1))
+                    n += len(one)
+                    reqs = reqs[::2]
+                t1 = time.perf_counter()
                 gens = backend.generate(reqs)
+                if served:
+                    timed.append((False, sum(g.prompt_tokens or 0 for g in gens), sum(g.n_tokens for g in gens),
+                                  time.perf_counter() - t1))
                 n += len(reqs)
                 lengths[kind] = sum(g.n_tokens for g in gens) / len(gens)
                 if backend.name == "hf":
@@ -295,12 +317,33 @@ def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> d
                     dec_s += max(g_s - p_s, 1e-9)
             m: dict[str, Any] = {"output_lengths": lengths, "requests": n, "seconds": time.perf_counter() - t0,
                                  "batch_size": int(getattr(backend, "max_batch_size", 1))}
-            if pre_s > 0 and dec_tok > 0:
+            if served:
+                m.update(_served_rates(timed, gpus=int(getattr(backend, "gpus", 1))))
+            elif pre_s > 0 and dec_tok > 0:
                 m.update(prefill_tps=pre_tok / pre_s, decode_tps=dec_tok / dec_s)
             out[spec] = m
     finally:
         ctx.close()
     return out
+
+
+def _served_rates(timed: Sequence[tuple[bool, float, float, float]], *, gpus: int) -> dict[str, float]:
+    """Per-GPU prefill and decode tok/s of a served model from its warm-up requests' timing.
+
+    ``timed``: (one-token batch?, prompt tokens, output tokens, wall seconds) per batch. Letter
+    requests and the one-token copies of generation requests generate one token, so prefill tok/s = their prompt tokens / their seconds; the
+    generation batches' seconds minus their prompt tokens at that rate are decode time, so decode
+    tok/s = their output tokens / that time. Both are divided by ``gpus`` (every GPU the servers
+    hold: replicas x tensor-parallel size; 1 on vLLM-CPU), so GPU-hours = tokens / rate / 3600 as
+    on ``hf``. Empty when the warm-up had no letter batch or no output tokens."""
+    lp, ls = sum(t[1] for t in timed if t[0]), sum(t[3] for t in timed if t[0])
+    gp, go, gs = (sum(t[i] for t in timed if not t[0]) for i in (1, 2, 3))
+    if not (lp > 0 and ls > 0 and go > 0):
+        return {}
+    prefill = lp / ls
+    decode_s = max(gs - gp / prefill, 1e-9)
+    g = max(1, gpus)
+    return {"prefill_tps": prefill / g, "decode_tps": go / decode_s / g, "gpus": g}
 
 
 def _prefill_seconds(backend: Any, reqs: Sequence[Any]) -> float:
@@ -335,12 +378,13 @@ def _run_options(pytest_args: Sequence[str]) -> dict[str, Any]:
     """The backend options a run of ``pytest_args`` would use (device, batch size, kernels, endpoint)."""
     keys = {"--posbias-device": "device", "--posbias-batch-size": "batch_size", "--posbias-attn-implementation":
             "attn_implementation", "--posbias-device-map": "device_map", "--posbias-api-base": "api_base",
-            "--posbias-concurrency": "concurrency"}
+            "--posbias-concurrency": "concurrency", "--posbias-vllm-command": "vllm_command",
+            "--posbias-vllm-args": "vllm_args", "--posbias-vllm-timeout": "vllm_timeout"}
     opts: dict[str, Any] = {}
     args = long_options(pytest_args)
     for i, a in enumerate(args):
         name, eq, val = a.partition("=")
         if name in keys:
             v = val if eq else (args[i + 1] if i + 1 < len(args) else "")
-            opts[keys[name]] = int(v) if keys[name] in ("batch_size", "concurrency") else v
+            opts[keys[name]] = int(v) if keys[name] in ("batch_size", "concurrency", "vllm_timeout") else v
     return opts

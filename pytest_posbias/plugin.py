@@ -52,6 +52,8 @@ _STASH_RUN_ID = pytest.StashKey[str]()
 _STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing run's state (a nested run)
 _STASH_SHARE = pytest.StashKey[Any]()  # an xdist worker's WorkShare (work_share), taken when it finished collecting
 _STASH_IDLE_RUN = pytest.StashKey[Any]()  # an xdist worker's RunContext after its tests: helps, then closes
+_STASH_VLLM = pytest.StashKey[list[Any]]()  # the xdist controller's vLLM servers (models/vllm_managed.ManagedVllm)
+WORKERINPUT_VLLM = "posbias_vllm"  # workerinput key: {spec: {"urls": [...], "identity": {...}}}
 _STASH_FILE_PROBLEMS = pytest.StashKey[list[Any]]()  # the manifest's unusable video files (warned at session start)
 
 
@@ -222,8 +224,9 @@ def _aliased_option(name: str) -> dict[str, Any]:
     dest = long.removeprefix("--").replace("-", "_")
     if long == "--posbias-model":
         return {"dest": dest, "action": "append", "type": _model_option(name), "default": None, "metavar": "MODEL",
-                "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, sim:PROFILE "
-                        "or openai:NAME; repeatable. Default: [tool.posbias] model."}
+                "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, Hub id ORG/NAME[@REV], "
+                        "sim:PROFILE, openai:NAME, or vllm:SPEC (served with vLLM for the run); repeatable. "
+                        "Default: [tool.posbias] model."}
     if long == "--posbias-baseline":
         return {"dest": dest, "type": _model_option(name), "default": None, "metavar": "MODEL",
                 "help": "previous release: every gate becomes a paired non-inferiority comparison against it"}
@@ -331,6 +334,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     default=None,
                     help="hf models: fit (default: one GPU when the checkpoint fits it, else shard over the node's "
                          "GPUs), a transformers device_map strategy (auto, balanced, ...: always shard), or none")
+    group.addoption("--posbias-vllm-command", default=None, metavar="COMMAND",
+                    help="vllm:MODEL: the command that starts vLLM's OpenAI server, split like a shell line (another "
+                         "environment or a container entry point; default $POSBIAS_VLLM_PYTHON -m "
+                         "vllm.entrypoints.openai.api_server, else `vllm serve`)")
+    group.addoption("--posbias-vllm-args", default=None, metavar="ARGS",
+                    help="vllm:MODEL: more server arguments, one shell-quoted string (e.g. \"--dtype bfloat16 "
+                         "--max-model-len 32768\"); host, port, model and served name are the run's")
+    group.addoption("--posbias-vllm-timeout", type=_int_ge1_type("--posbias-vllm-timeout"), default=None,
+                    metavar="SECONDS", help="vllm:MODEL: seconds the servers have to become healthy (default 900)")
     group.addoption("--posbias-plan", default=None, metavar="DIR", help=argparse_suppress())
 
 
@@ -388,7 +400,45 @@ def pytest_configure(config: pytest.Config) -> None:
                 and not config.getoption("--model") and not pcfg.get("model")
                 and not config.getoption("--collect-only", False)):
             raise pytest.UsageError(NO_MODEL)  # -n: the controller collects nothing; the workers' check would be lost
+        _start_vllm_for_workers(config)
     configure_xdist(config)
+
+
+def _start_vllm_for_workers(config: pytest.Config) -> None:
+    """xdist controller: serve every ``vllm:`` model once for the run, before the workers start
+    (they get the URLs through ``workerinput``); stopped in pytest_unconfigure. A serial run starts
+    them when it loads the model (session.RunContext.backend)."""
+    if (getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no"
+            or config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)):
+        return
+    opts = _options(config)
+    specs = [s for s in dict.fromkeys([*opts["models"], *([opts["baseline"]] if opts["baseline"] else [])])
+             if str(s).startswith("vllm:")]
+    if not specs:
+        return
+    from .errors import ModelLoadError
+    from .models.registry import resolve
+    from .models.vllm_managed import start_managed
+
+    started: list[Any] = []
+    config.stash[_STASH_VLLM] = started
+    cache = Path(str(opts["cache"]))
+    run_dir = (cache if cache.is_absolute() else Path(str(config.rootpath)) / cache) / "runs" / config.stash[_STASH_RUN_ID]
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    say = (lambda line: tr.write_line(line)) if tr is not None else None
+    try:
+        for spec in specs:
+            started.append(start_managed(resolve(spec), opts, log_dir=run_dir, progress=say))
+    except ModelLoadError as exc:
+        _stop_vllm(config)
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _stop_vllm(config: pytest.Config) -> None:
+    """Stop the servers :func:`_start_vllm_for_workers` started."""
+    for m in config.stash.get(_STASH_VLLM, []):
+        m.stop()
+    config.stash[_STASH_VLLM] = []
 
 
 # --------------------------------------------------------------------------- xdist: one probe, one worker
@@ -612,6 +662,8 @@ def pytest_configure_node(node: Any) -> None:
     """xdist: every worker writes into the controller's run directory."""
     node.workerinput["posbias_run_id"] = node.config.stash[_STASH_RUN_ID]
     node.workerinput["posbias_loadgroup"] = getattr(node.config.option, "dist", "no") == "loadgroup"
+    node.workerinput[WORKERINPUT_VLLM] = {m.resolved.spec: {"urls": m.urls, "identity": m.identity()}
+                                          for m in node.config.stash.get(_STASH_VLLM, [])}
 
 
 def plugin_active(config: pytest.Config) -> bool:
@@ -667,6 +719,10 @@ def _options(config: pytest.Config) -> dict[str, Any]:
         "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
         "attn_implementation": config.getoption("--posbias-attn-implementation") or pcfg.get("attn_implementation", "auto"),
         "device_map": config.getoption("--posbias-device-map") or pcfg.get("device_map", "fit"),
+        "vllm_command": config.getoption("--posbias-vllm-command") or pcfg.get("vllm_command"),
+        "vllm_args": config.getoption("--posbias-vllm-args") or pcfg.get("vllm_args"),
+        "vllm_timeout": config.getoption("--posbias-vllm-timeout") or pcfg.get("vllm_timeout"),
+        "vllm_servers": dict((getattr(config, "workerinput", None) or {}).get(WORKERINPUT_VLLM) or {}),
         **_plan_options(config),
         "threshold_overrides": overrides,
         "n_resamples": pcfg.get("n_resamples", 9999),
@@ -1151,6 +1207,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     during which the controller, in xdist's teardown, waits for the process to end. Nothing is
     left to run in the worker, and reference counting still frees every object as before."""
     _restore_outer_state(config)
+    _stop_vllm(config)
     if getattr(config, "workerinput", None) is not None:
         gc.freeze()
 

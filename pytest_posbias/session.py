@@ -206,6 +206,17 @@ class RunContext:
                         ob.close()
                         raise
                     b = ob
+                elif r.backend == "vllm":  # served with vLLM for the run (or by the xdist controller)
+                    from .models.vllm_managed import make_backend as make_vllm_backend
+
+                    vb = make_vllm_backend(r, self.store, self.options, log_dir=self.run_dir, notify=self.note)
+                    try:
+                        extra["check"] = vb.check()
+                        extra["vllm_urls"] = vb.url
+                    except BaseException:
+                        vb.close()
+                        raise
+                    b = vb
                 else:
                     from .models.hf import HFBackend
 

@@ -161,7 +161,7 @@ class FaultServer:
                  reject: Callable[[str], bool] | None = None, video_only_faults: bool = True, video: bool = True,
                  processing_ms: float | None = None, delay_s: float = 0.0, seed_crash: bool = False,
                  no_letter: Callable[[str], bool] | None = None, hang_if: Callable[[str], bool] | None = None,
-                 answer: str | Callable[[Mapping[str, Any]], str | None] | None = None) -> None:
+                 answer: str | Callable[[Mapping[str, Any]], str | None] | None = None, port: int = 0) -> None:
         self.seed = seed
         self.rates = dict(rates or {})
         unknown = set(self.rates) - set(FAULTS)
@@ -201,7 +201,9 @@ class FaultServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/") in ("/health", "/version"):  # vLLM's own endpoints
+                    self._send(200, json.dumps({"version": "fake-0.0"} if "version" in self.path else {}).encode())
+                elif self.path.rstrip("/").endswith("/models"):
                     data = {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "test"}
                                                        for m in server.served]}
                     self._send(200, json.dumps(data).encode())
@@ -240,7 +242,7 @@ class FaultServer:
                 self.wfile.write(payload)
                 self.wfile.flush()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

