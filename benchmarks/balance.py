@@ -7,7 +7,7 @@ so two cores can show how well the calls are spread, whatever the machine:
   ``sim:unbiased,latency=L`` under ``pytest -n W`` (the plugin's probe-group scheduler). A batch
   of B requests holds B × L (:mod:`pytest_posbias.models.sim`), so the run's total call time is
   ``made × L`` and the ideal wall time ``made × L / W``;
-* ``openai``: the phase suite on ``openai:x`` against W stub replicas
+* ``openai``: the phase suite (larger phase settings: more calls, so start-up weighs less) on ``openai:x`` against W stub replicas
   (``benchmarks/openai_stub.py --one-at-a-time``: each answers one request at a time after L),
   serially, the backend's pool spreading the calls over the replicas (``--api-base`` repeated,
   ``--concurrency 2W``); the ideal is ``calls received × L / W``.
@@ -52,7 +52,15 @@ trials = 2
 """
 
 
-def _project(tmp: Path) -> None:
+OPENAI_SETTINGS = """
+[tool.posbias.probes.phase]
+items = 48
+orderings = 4
+samplers = ["left", "midpoint"]
+"""
+
+
+def _project(tmp: Path, settings: str = SETTINGS) -> None:
     from pytest_posbias.session import synthetic_manifest
 
     manifest = synthetic_manifest(ROOT)  # built once, outside the timed runs
@@ -60,7 +68,7 @@ def _project(tmp: Path) -> None:
     for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
         shutil.copy(ROOT / "suites" / f, tmp / "suites" / f)
     (tmp / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
-                                        f'data = "{manifest}"\njudge = "fragment"\n{SETTINGS}')
+                                        f'data = "{manifest}"\njudge = "fragment"\n{settings}')
 
 
 def _pytest(tmp: Path, tag: str, args: list[str]) -> tuple[float, dict, str]:
@@ -77,7 +85,7 @@ def _pytest(tmp: Path, tag: str, args: list[str]) -> tuple[float, dict, str]:
 
 def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float]:
     """Wall time, ideal, calls made, and the busiest worker's call time."""
-    wall, data, stdout = _pytest(tmp, "main", ["suites", "-m", "not slow", "-v", "--posbias-model",
+    wall, data, stdout = _pytest(tmp, "main", ["suites", "-m", "not slow", "-v", "-v", "--posbias-model",
                                                f"sim:unbiased,latency={latency}", "-n", str(workers)])
     made = int(data["calls"]["made"])
     worker_of = {m.group(2): m.group(1) for m in re.finditer(r"^\[(gw\d+)\] \[\s*\d+%\] \w+ (\S+)", stdout, re.M)}
@@ -123,9 +131,10 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     print(f"{'job':<34} {'calls':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        _project(tmp)
         for job in jobs:
+            tmp = Path(d) / job
+            tmp.mkdir()
+            _project(tmp, SETTINGS if job == "main" else OPENAI_SETTINGS)
             busiest = None
             if job == "main":
                 wall, ideal, n, busiest = main_job(tmp, args.workers, args.latency)
