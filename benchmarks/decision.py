@@ -1,4 +1,4 @@
-"""Operating characteristics of the decision rules at their boundaries (DESIGN.md section 5).
+"""Operating characteristics of the decision rules at their boundaries (docs/design.md section 5).
 
 Each case simulates one rule at the boundary of its null (the rate of wrong decisions there is
 its size: certify false pass, or detect false failure) and at a point past it (power), over

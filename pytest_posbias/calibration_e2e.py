@@ -3,7 +3,7 @@
 Where :mod:`~.calibration` simulates each gate's statistic from resampled residuals, this
 module runs the suites' own code path: a :class:`~.session.RunContext` with the default
 group-sequential design, the probes on the synthetic set (or ``--data``), the simulated model
-``sim:dose,GATE=VALUE`` (DESIGN.md section 7, :mod:`~.models.sim_dose`) and the gate functions
+``sim:dose,GATE=VALUE`` (docs/design.md section 7, :mod:`~.models.sim_dose`) and the gate functions
 :func:`~.gates.positional_verdict`, :func:`~.gates.phase_verdict` and
 :func:`~.gates.stressor_verdict`. Each gate is run at three true effects:
 

@@ -32,7 +32,7 @@ Default gate thresholds and why (numbers from the papers' tables):
 * ``search = 0.15`` — at most 15% of items broken by the property search within its query
   budget (30 = VideoSTF's attack cap): the phase paper's flip bound (an item the search breaks
   is an item some option order / phase / stressor flips, and the search tries more of them than
-  the fixed grids), stricter than the attack gate's 25% (issue 16).
+  the fixed grids), stricter than the attack gate's 25%.
 """
 
 from __future__ import annotations

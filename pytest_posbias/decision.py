@@ -27,8 +27,8 @@ not a failure on measured evidence; it is left out of the Holm family.
 Sequential gates: the group-sequential design's reported p-value is the look's nominal p
 rescaled to α (p · α / a_k), which is <= α exactly when the look's boundary is crossed but is
 not a p-value at smaller levels. Holm needs p-values valid at every level, so the family uses
-the stagewise-ordering p-value of the design (:func:`stagewise_p_value`; Jennison & Turnbull
-2000, section 8.4) instead.
+the design's z-ordering p-value (:func:`sequential_p_value`; Jennison & Turnbull 2000,
+section 8.4) instead.
 """
 
 from __future__ import annotations
@@ -70,24 +70,29 @@ def holm_adjust(p_values: ArrayLike) -> NDArray[np.float64]:
     return out
 
 
-def stagewise_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float, looks: int = SEQUENTIAL_LOOKS) -> float:
-    """Stagewise-ordering p-value of the group-sequential design (Jennison & Turnbull 2000, §8.4).
+def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float, looks: int = SEQUENTIAL_LOOKS,
+                      active: Sequence[bool] | None = None) -> float:
+    """p-value of a failing group-sequential gate in the z-statistic (likelihood-ratio) ordering
+    (Jennison & Turnbull 2000, §8.4), valid at every level.
 
     The design (:func:`~pytest_posbias.sequential.gsd_step`) has efficacy boundaries c_1..c_K on the
-    z scale at information fractions τ_k = n_k / n_max, spending α(τ) of O'Brien–Fleming type. A
-    gate that stopped at look ``look`` (0-based) with nominal one-sided p-value ``nominal_p``
-    (z_k = Φ⁻¹(1 − p)) has, under the null at the boundary,
+    z scale at information fractions τ_k = n_k / n_max (O'Brien–Fleming-type spending); a gate
+    fails at the first look whose z-statistic crosses its boundary. For a failure with nominal
+    one-sided p-value ``nominal_p`` (z = Φ⁻¹(1 − p)), under the null at the boundary,
 
-        p = α(τ_{k−1}) + P(Z_1 < c_1, …, Z_{k−1} < c_{k−1}, Z_k >= z_k),   corr(Z_i, Z_j) = sqrt(τ_i / τ_j),
+        p = Σ_j P(Z_i < c_i for live i < j, Z_j >= max(c_j, z)),   corr(Z_i, Z_j) = sqrt(τ_i / τ_j),
 
-    the probability of an outcome at least as extreme in the stagewise ordering (earlier crossings
-    are more extreme). It is uniform under the null for every level, so it can enter a multiple
-    test at levels below α. A stop for futility or compliance before the last look is not an
-    outcome of this ordering; callers give such stops p = 1 (a larger p-value is always valid).
+    the probability of failing at any look with a z-statistic at least as large. It is <= α, equals
+    α at a crossing exactly on the last boundary, and shrinks with z (the stagewise ordering instead
+    charges every earlier look's α, so a strong failure at the last look could never pass a Holm
+    step below α(τ_{K−1})). ``active`` marks the looks that could stop the gate (a mean gate cannot
+    stop before ``MIN_MEAN_UNITS`` units): an inactive look cannot fail it. ``look`` is accepted for
+    the record; the ordering does not depend on it. Gates that did not fail get p = 1 from the
+    caller (a larger p-value is always valid).
     """
     from scipy.stats import multivariate_normal, norm
 
-    from .sequential import gsd_boundaries, gsd_sizes, obf_spending
+    from .sequential import gsd_boundaries, gsd_sizes
 
     if not 0 < alpha < 1:
         raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
@@ -99,24 +104,33 @@ def stagewise_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float, 
     p = min(max(p, 0.0), 1.0)
     sizes = gsd_sizes(n_max, looks)
     k = min(max(int(look), 0), len(sizes) - 1)
+    act = [True] * len(sizes) if active is None else [bool(x) for x in active][: len(sizes)]
+    if len(act) < len(sizes):
+        raise ConfigError(f"`active` must mark each of the {len(sizes)} looks; got {len(act)}")
+    del k  # the z-ordering p-value does not depend on the look the gate stopped at
+    if p <= 0.0:
+        return 0.0
     taus = [s / n_max for s in sizes]
-    z = float(norm.isf(p)) if p > 0 else math.inf
-    if k == 0:
-        return p
     cs = gsd_boundaries(taus, alpha)
-    spent = obf_spending(taus[k - 1], alpha)
-    idx = range(k + 1)
-    cov = np.array([[math.sqrt(min(taus[i], taus[j]) / max(taus[i], taus[j])) for j in idx] for i in idx])
+    z = float(norm.isf(p))
+    live = [j for j in range(len(sizes)) if act[j]]
     rng = np.random.default_rng(0)  # fixed QMC seed, as for the boundaries: the same outcome, the same p
-    if k == 1:
-        none_before = float(norm.cdf(cs[0]))
-    else:
-        none_before = float(multivariate_normal(mean=np.zeros(k), cov=cov[:k, :k]).cdf(np.array(cs[:k]), rng=rng))
-    if math.isinf(z):
-        below = none_before
-    else:
-        below = float(multivariate_normal(mean=np.zeros(k + 1), cov=cov).cdf(np.array([*cs[:k], z]), rng=rng))
-    return float(min(1.0, max(0.0, spent + none_before - below)))
+
+    def below(j: int, x: float) -> float:  # F_j(x) = P(Z_i < c_i for live i < j, Z_j < x)
+        idx = [i for i in live if i < j] + [j]
+        if len(idx) == 1:
+            return float(norm.cdf(x))
+        cov = np.array([[math.sqrt(min(taus[i], taus[m]) / max(taus[i], taus[m])) for m in idx] for i in idx])
+        return float(multivariate_normal(mean=np.zeros(len(idx)), cov=cov).cdf(
+            np.array([*(cs[i] for i in idx[:-1]), x]), rng=rng))
+
+    # P(a crossing at a live look j with Z_j >= z) = Σ_j [F_j(∞-ish: c_j ... ) ...]: the first crossing is at j
+    # with Z_j in [c_j, ∞); the part with Z_j >= max(c_j, z) is F_j(∞) − F_j(max(c_j, z)), F_j(∞) = F_{j−}(c's)
+    total = 0.0
+    for j in live:
+        top = below(j, 8.0)  # P(no crossing before j), as F_j at a bound past any z-statistic here
+        total += top - below(j, max(cs[j], z))
+    return float(min(1.0, max(0.0, total)))
 
 
 def _sequential(v: Verdict) -> bool:
@@ -126,11 +140,10 @@ def _sequential(v: Verdict) -> bool:
 def gate_p_value(v: Verdict) -> float:
     """The gate's p-value for the run's multiple test, valid at every level.
 
-    Fixed-sample gates: their own p-value. Group-sequential gates: the stagewise-ordering
-    p-value (:func:`stagewise_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
-    (a_k = 1 − Φ(c_k), the look's nominal level); 1 for a stop before the last look without a
-    crossing (futility or compliance shown) and for a reported p of 1 (its nominal p is not
-    recoverable; 1 is the conservative choice).
+    Fixed-sample gates: their own p-value. Group-sequential gates: the z-ordering p-value
+    (:func:`sequential_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
+    (a_k = 1 − Φ(c_k), the look's nominal level); 1 for a gate that did not fail and for a
+    reported p of 1 (its nominal p is not recoverable; 1 is the conservative choice).
     """
     p = float(v.p_value)
     if math.isnan(p):
@@ -148,11 +161,13 @@ def gate_p_value(v: Verdict) -> float:
         return 1.0
     sizes = gsd_sizes(n_max, SEQUENTIAL_LOOKS)
     k = min(len(done) - 1, len(sizes) - 1)
-    last = k == len(sizes) - 1
-    if v.passed and not last:
+    if v.passed:  # no crossing: the z-ordering p-value counts failures only
         return 1.0
     a_k = float(norm.sf(gsd_boundaries([s / n_max for s in sizes], v.alpha)[k]))
-    return stagewise_p_value(nominal_p=p * a_k / v.alpha, look=k, n_max=n_max, alpha=v.alpha)
+    from .sequential import MIN_MEAN_UNITS
+
+    active = [ex.get("kind") != "mean" or s >= MIN_MEAN_UNITS for s in sizes]  # unknown kind: every look counts
+    return sequential_p_value(nominal_p=p * a_k / v.alpha, look=k, n_max=n_max, alpha=v.alpha, active=active)
 
 
 def inconclusive(v: Verdict) -> bool:
@@ -432,4 +447,4 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
 
 __all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "check_multiplicity", "detectable_effect",
            "gate_p_value", "holm_adjust", "inconclusive", "is_opt_in_skip", "not_measured_reason", "power_note",
-           "quick_notice", "reduced_sizes", "run_decision", "simulated_notice", "stagewise_p_value"]
+           "quick_notice", "reduced_sizes", "run_decision", "sequential_p_value", "simulated_notice"]

@@ -1,4 +1,4 @@
-"""The engine: every model call goes through here (DESIGN.md section 2).
+"""The engine: every model call goes through here (docs/design.md section 2).
 
 * :class:`Request` names everything that can change a model's output; its key is the
   SHA-256 of exactly that (model identity and revision, backend settings, the frames by

@@ -52,7 +52,7 @@ def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[
               f"{_region(lower, upper)}, n = {d.stopped_at} of at most {n_max} {unit}, p = {_fmt(d.p_value)}): {d.reason} "
               f"({ctx.mode} mode, group-sequential, α = {ctx.alpha:g}).")
     ex = {**extra, "gate": gate, "model": model, "design": d.method, "looks": d.looks, "n_max": n_max,
-          "stopped_at": d.stopped_at}
+          "stopped_at": d.stopped_at, "kind": kind}
     est = d.estimate if math.isfinite(d.estimate) else math.nan
     return Verdict(name=name, estimate=est, ci_low=d.ci_low, ci_high=d.ci_high, threshold=threshold, n=d.stopped_at,
                    p_value=d.p_value, passed=d.passed, mode=ctx.mode, reason=reason, alpha=ctx.alpha, lower=lower,
@@ -327,7 +327,7 @@ def no_letter_note(extra: Mapping[str, Any]) -> str:
 
 
 def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
-    """:func:`phase_verdict_core`, with the share of answers that had no option letter (issue 17)
+    """:func:`phase_verdict_core`, with the share of answers that had no option letter
     in the reason and in ``extra["no_option_letter"]``, so a verdict built on a minority of
     parseable answers says so in the terminal and the report, not only in the JSON."""
     v = phase_verdict_core(ctx, gate, model, which)

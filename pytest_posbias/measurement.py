@@ -1,6 +1,6 @@
 """Fail closed: what a gate planned to measure, what it measured and what it lost.
 
-DESIGN.md section 5: every verdict states units planned, measured and lost (failed calls,
+docs/design.md section 5: every verdict states units planned, measured and lost (failed calls,
 empty or unparseable outputs, unusable data). Lost units are never scored as clean or
 compliant. A gate passes in neither mode when
 

@@ -1,4 +1,4 @@
-"""Exact metric definitions of DESIGN.md section 4.
+"""Exact metric definitions of docs/design.md section 4.
 
 Every function here is the single implementation the probes, the CLI and the
 report use. Inputs are validated first; errors name the parameter and what it
@@ -185,7 +185,7 @@ def fragment_tokens(text: str, *, tokenizer: str = "auto") -> list[str]:
       lil-lab/newsroom ``Fragments._tokenize``/``_normalize`` do (its ``en_core_web_sm``
       pipeline tokenizes with the same English rules; whitespace tokens are kept, as there).
       "U.S.", "3.14", "5,000", "10:30", "COVID-19" and URLs stay whole; "don't" → "do", "n't".
-    * ``regex`` (fallback without spaCy, DESIGN.md section 4):
+    * ``regex`` (fallback without spaCy, docs/design.md section 4):
       ``re.findall(r"\w+|[^\w\s]", text.lower())``; it splits those, so coverage can differ
       from NEWSROOM's on punctuation-heavy text.
     """

@@ -1,6 +1,6 @@
 """Paired comparisons of a candidate against a baseline on the same units (``--baseline``).
 
-DESIGN.md section 5: DPB and MEG are compared on the gate statistic itself,
+docs/design.md section 5: DPB and MEG are compared on the gate statistic itself,
 Δ = |μ_cand| − |μ_base| over the same (group, order) instances. Δ has a kink where either mean
 is 0, so a bootstrap of |ĉ| − |b̂| does not hold its size there; :func:`paired_abs_mean_verdict`
 uses intersection–union bounds of the paired linear combinations ±μ_cand ∓ μ_base instead.

@@ -13,7 +13,7 @@
 
    and beside the fixed-sample cost the sequential design's expected cost: a sequential gate
    stops at look 2 of 4 (half its maximum sample) for a model well inside its threshold (the
-   median stop under ``sim:unbiased`` in ``benchmarks/calibration.py``, README "Calibration"),
+   median stop under ``sim:unbiased`` in ``benchmarks/calibration.py``, docs/calibration.md),
    and at look 1 (a quarter) at best; the stressor-amplification, fusion and equivalence gates,
    ``--baseline`` comparisons and ``--posbias-fixed`` runs are fixed-sample, and so are the
    requests of a probe whose results a fixed-sample gate shares (the stressor probe behind the
@@ -241,7 +241,7 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
     if tot["requests"]:
         lines.append(f"sequential saves {1 - tot['seq_requests'] / tot['requests']:.0%} of the requests expected "
                      f"(at most {1 - tot['best_requests'] / tot['requests']:.0%}); near a threshold it saves little "
-                     "(README, Calibration)")
+                     "(docs/calibration.md)")
     for spec, m in (plan.get("measured") or {}).items():
         extra = (f", prefill {m['prefill_tps']:,.0f} tok/s, decode {m['decode_tps']:,.0f} tok/s at batch {m['batch_size']}"
                  if m.get("prefill_tps") else "")

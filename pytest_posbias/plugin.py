@@ -711,7 +711,8 @@ PROGRESS_POLL_S = 5.0  # the controller of an -n run prints the workers' progres
 
 def _start_worker_progress(config: pytest.Config) -> None:
     """xdist controller: a daemon thread that prints the workers' progress (tests done / planned,
-    each worker's model calls done / planned with its ETA) when it changed, every PROGRESS_POLL_S."""
+    each worker's model calls done / planned with its ETA) when it changed, every PROGRESS_POLL_S,
+    once a worker has set up this run's folder (a run without the suites prints nothing)."""
     if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
         return
     if config.get_verbosity() < 0 or config.getoption("--collect-only", False):
@@ -727,6 +728,8 @@ def _start_worker_progress(config: pytest.Config) -> None:
     def loop() -> None:
         last = ""
         while not state.stop.wait(PROGRESS_POLL_S):
+            if not run_dir.is_dir():  # no suite test has set up a run: another project's -n run, say nothing
+                continue
             line = worker_progress_line(run_dir, tests_done=state.tests_done, tests_planned=state.tests_planned)
             if line != last and (state.tests_done or ":" in line):
                 last = line

@@ -75,7 +75,7 @@ The ready-made suites' code is in the installed package, ``pytest_posbias/suites
 folder brings it in: the hooks below parametrize the suites from ``[tool.posbias]`` and the
 command line, and each ``test_<suite>.py`` here imports that suite's tests. Put your own gates
 in further ``test_*.py`` files beside them (fixtures ``posbias_run``, ``posbias_model``,
-``posbias_gate``; see the README's "Writing your own gate").
+``posbias_gate``; see "Writing your own gate" in the docs, docs/custom-gates.md).
 """
 
 from pytest_posbias.suites.conftest import (
@@ -160,7 +160,7 @@ def posbias_table(*, model: str | None = None, quick: bool = False) -> str:
     """The ``[tool.posbias]`` TOML text ``posbias init`` writes (config.py documents every key)."""
     lines = [
         "[tool.posbias]",
-        "# pytest-posbias settings (written by `posbias init`; every key: README \"Configuration\").",
+        "# pytest-posbias settings (written by `posbias init`; every key: docs/reference/config.md).",
         "# Command-line options override them: --model, --posbias-mode, --posbias-threshold GATE=VALUE, ...",
         f"model = {toml_string(model)}" if model else '# model = "qwen3vl8b"            # default for --model',
         'mode = "detect"                   # detect: fail when a violation is shown; certify: pass only when compliance is shown',

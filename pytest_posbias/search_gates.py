@@ -13,7 +13,7 @@ attacks clean-benign videos only) and are not planned units; items whose data ca
 whose reference failed, or whose search hit a failed query before any break are lost
 (:mod:`~pytest_posbias.measurement`: below the floor the gate does not pass).
 
-The verdict's ``extra`` carries everything the report shows (the schema is in the README,
+The verdict's ``extra`` carries everything the report shows (the schema is in docs/search.md,
 "Property search"): per item the outcome and query counts, per broken item the minimal
 counterexample (perturbation, original and perturbed frames, both answers), and the replay of
 stored counterexamples (which ones the model now survives).

@@ -194,7 +194,7 @@ class RunContext:
                     from .models.openai_backend import make_backend
 
                     ob = make_backend(r, self.store, self.options, notify=self.note)
-                    try:  # fail at start, naming the URL and the server's message (issue 15)
+                    try:  # fail at start, naming the URL and the server's message
                         extra["check"] = ob.check()
                     except BaseException:
                         ob.close()

@@ -1,4 +1,4 @@
-"""Statistics core: intervals, tests and the gate verdict (DESIGN.md section 5).
+"""Statistics core: intervals, tests and the gate verdict (docs/design.md section 5).
 
 Conventions (stated once, used everywhere):
 

@@ -117,7 +117,7 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
                 pn = g.power
                 if pn is not None and not math.isnan(pn.target):
                     line += f"; detects {_num(pn.detectable, '.3g')} with 80% power"
-                    if pn.underpowered:
+                    if pn.underpowered and g.status == "pass":
                         line += f", UNDERPOWERED for {_num(pn.target, '.3g')} (2× threshold)"
                         if pn.n_needed:
                             line += f": needs n ≈ {pn.n_needed}"

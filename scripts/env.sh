@@ -23,7 +23,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # shellcheck disable=SC2086
     python -m pip install -q $TORCH_SPEC
   fi
-  python -m pip install -q -e ".[all,dev,test]"
+  python -m pip install -q -e ".[all,dev,test,docs]"
   # lmms-eval 0.7.3 for tests/test_upstream_samplers.py: one module (load_video.py) is imported,
   # so none of its heavy dependencies (which would pull a newer torch) are installed
   python -m pip install -q --no-deps "lmms-eval==0.7.3"

@@ -4,7 +4,7 @@ The ready-made suites' code is in the installed package, ``pytest_posbias/suites
 folder brings it in: the hooks below parametrize the suites from ``[tool.posbias]`` and the
 command line, and each ``test_<suite>.py`` here imports that suite's tests. Put your own gates
 in further ``test_*.py`` files beside them (fixtures ``posbias_run``, ``posbias_model``,
-``posbias_gate``; see the README's "Writing your own gate").
+``posbias_gate``; see "Writing your own gate" in the docs, docs/custom-gates.md).
 """
 
 from pytest_posbias.suites.conftest import (

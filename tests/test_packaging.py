@@ -4,7 +4,7 @@ One slow test (CI runs it through scripts/test): ``python -m build`` (sdist, the
 the sdist) from a copy of the working tree, ``twine check``, the wheel's contents, then a new
 virtual environment in an empty temporary folder with the wheel installed (``--no-deps``; the
 project venv's site-packages are appended by a .pth so torch & co. are not installed again), and
-there, exactly as the README's "In your own repository" says:
+there, exactly as docs/getting-started.md, "In your own repository", says:
 
     posbias init --quick
     pytest -m "meg and not slow" --model sim:middle-weak          -> exit 1

@@ -1,4 +1,4 @@
-"""Paired comparisons against a baseline hold their size at the margin (DESIGN.md section 5).
+"""Paired comparisons against a baseline hold their size at the margin (docs/design.md section 5).
 
 Each rule is checked at the boundary of its null where the previous rule broke: the kink of
 |μc| − |μb| at μb = 0, one-directional discordance of paired binary outcomes, and the rare ±1

@@ -1,4 +1,4 @@
-"""Degenerate answers are lost units, and only usable answers are cached (DESIGN.md section 5).
+"""Degenerate answers are lost units, and only usable answers are cached (docs/design.md section 5).
 
 Unit tests of the usable-answer rules (``pytest_posbias/scoring/usable.py``), of the engine's
 ``accept`` / ``reject`` / cap, and the suites run against a hostile loopback server

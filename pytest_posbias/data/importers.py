@@ -1,4 +1,4 @@
-"""Importers: users' local copies of the papers' datasets → manifests (DESIGN.md section 6).
+"""Importers: users' local copies of the papers' datasets → manifests (docs/design.md section 6).
 
 ``posbias data import FORMAT --videos DIR --annotations FILE --out manifest.jsonl``.
 Every importer validates each entry, writes the items it can use, and reports what it

@@ -1,4 +1,4 @@
-"""Manifests (DESIGN.md section 6): JSONL files listing videos, summarization groups and
+"""Manifests (docs/design.md section 6): JSONL files listing videos, summarization groups and
 multiple-choice items. The schema is ``manifest.schema.json`` beside this module.
 
 Every line is validated; a bad line is reported with its line number and skipped, and
@@ -202,7 +202,7 @@ class Manifest:
     naming an unknown video): they are not part of the plan. ``file_problems`` are items whose
     video file cannot be used (missing, a symbolic link loop, a path too long, permission denied,
     0 bytes): those items stay in the plan, and the units that need them are lost with the
-    problem as their reason when a probe reaches them (DESIGN.md section 5: units whose data
+    problem as their reason when a probe reaches them (docs/design.md section 5: units whose data
     vanished are planned and lost, never unplanned).
     """
 

@@ -16,7 +16,7 @@ flight, and each answer is yielded as it completes (:meth:`OpenAIBackend.generat
 which the engine caches one by one). Several ``--api-base`` URLs are data-parallel replicas of
 one served model (:class:`.openai_pool.ReplicaRouter`); the URL is not part of the identity.
 
-Fail closed (issue 15): the start-up check (:meth:`OpenAIBackend.check`), bounded retries with
+Fail closed: the start-up check (:meth:`OpenAIBackend.check`), bounded retries with
 backoff (:func:`.openai_retry.with_retries`), a circuit breaker, every request ending in a
 ``Generation`` (a failed one ``ok=False`` with the error and attempts). Known server failures
 get their workaround in the error (:func:`.openai_retry.server_hint`).

@@ -1,4 +1,4 @@
-"""The start-up check of the OpenAI-compatible backend (issue 15; input form and replicas: issue 17).
+"""The start-up check of the OpenAI-compatible backend, its input form and replicas.
 
 :func:`check` sends one one-token request to every replica before the first test, showing
 frames in the backend's input form, and stops the run with a message naming the URL, the

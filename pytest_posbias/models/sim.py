@@ -1,4 +1,4 @@
-"""Simulated video LLMs with known, injected biases (DESIGN.md section 7).
+"""Simulated video LLMs with known, injected biases (docs/design.md section 7).
 
 The simulated model really looks at the frames it is given (``sim_vision``): it detects
 the synthetic scene's objects, colours, motions and brief events from pixels and writes

@@ -1,4 +1,4 @@
-"""Dose-controlled simulated models: ``sim:dose,GATE=VALUE[,GATE=VALUE…]`` (DESIGN.md section 7).
+"""Dose-controlled simulated models: ``sim:dose,GATE=VALUE[,GATE=VALUE…]`` (docs/design.md section 7).
 
 A dose names, for one or more gates, the population value of the gate's metric that the
 simulated model is built to produce on the synthetic set. The effect always arises through

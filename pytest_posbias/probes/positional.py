@@ -153,7 +153,7 @@ def summary_text(text: str) -> str:
 
 def placeholder_only(text: str) -> bool:
     """Whether an answer keeps the slot format but fills every slot with template filler (``[video0]
-    ... [video1] ...``): a placeholder output, scored zero coverage in every slot (DESIGN.md section
+    ... [video1] ...``): a placeholder output, scored zero coverage in every slot (docs/design.md section
     8; appendix C.1), so neither the word rule nor the constant rule makes it a lost unit (it cannot
     pass a gate: DPB and MEG lose a row with no slot covered, coverage counts it as 0)."""
     marks = find_markers(text)

@@ -4,7 +4,7 @@ Defaults follow the papers: the multi-video paper (16 frames short / 24 long, 44
 temperature 0.9, top-p 1.0, 4/2 sentences), the phase paper (S = 3 phases × b = 8,
 ten option orderings, greedy, 4 new tokens) and VideoSTF (500 new tokens, greedy,
 30 trials, attack cap 30). Sample sizes (groups, items, videos) are maximum sample sizes of
-the group-sequential design, chosen from the calibration table in the README (80% power at
+the group-sequential design, chosen from the calibration table in docs/calibration.md (80% power at
 twice the default threshold); a gate usually stops at 1/4 or 1/2 of them.
 
 Each setting is checked, when pytest starts and before any model call, against the range where
@@ -146,7 +146,7 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "max_new_tokens": _int_ge(8),
         "resolution": _int_ge(16),
     },
-    # property search (issue 16): items per property, query budgets, the stressor space
+    # property search: items per property, query budgets, the stressor space
     "search": {
         "items": _int_ge(1),
         "videos": _int_ge(2),

@@ -292,7 +292,7 @@ def select_videos(ctx: Any, manifest: Manifest, n: int) -> list[VideoItem]:
 def measured_output(g: Generation) -> bool:
     """A description is measured when the call succeeded and the text is a usable description
     (:func:`~..scoring.usable.text_reason`: at least 3 words, at least half of the tokens words): an
-    empty or punctuation-only answer is a lost unit (DESIGN.md section 8), never a clean,
+    empty or punctuation-only answer is a lost unit (docs/design.md section 8), never a clean,
     non-repeating output."""
     return bool(g.ok) and usable.text_reason(g.text) is None
 

@@ -1,9 +1,9 @@
-"""What counts as a usable answer, per probe (DESIGN.md section 5: degenerate answers are lost units).
+"""What counts as a usable answer, per probe (docs/design.md section 5: degenerate answers are lost units).
 
 An answer that falls short is a *lost unit* with its reason, never scored (a description of
 punctuation does not repeat, a one-word summary covers nothing in three slots, and either would
 otherwise be scored as a compliant output). The rules, with T = ``text.split()`` (the tokens of
-DESIGN.md section 4) and a *word* = a token holding at least one letter (``str.isalpha`` on some
+docs/design.md section 4) and a *word* = a token holding at least one letter (``str.isalpha`` on some
 character; punctuation and digits alone are not words):
 
 * description / summary (:func:`text_reason`): usable when the call succeeded and

@@ -1,4 +1,4 @@
-"""Property search with hypothesis: the least change that breaks the model, per item (issue 16).
+"""Property search with hypothesis: the least change that breaks the model, per item.
 
 Each test searches every item of its property through the engine (cached, counted) with a
 query budget per item (``[tool.posbias.probes.search] budget``, default VideoSTF's 30),

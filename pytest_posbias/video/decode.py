@@ -44,7 +44,7 @@ class InaccessibleVideoError(VideoDecodeError):
 
 
 class TooShortError(FrameRangeError):
-    """The clip has fewer frames than a request asks for (DESIGN.md section 8: never padded with repeats)."""
+    """The clip has fewer frames than a request asks for (docs/design.md section 8: never padded with repeats)."""
 
 
 def problem_kind(exc: VideoError) -> str:

@@ -1,4 +1,4 @@
-"""Frame samplers (DESIGN.md section 4): the four deployed conventions, the harness presets
+"""Frame samplers (docs/design.md section 4): the four deployed conventions, the harness presets
 that reproduce deployed code exactly (:mod:`pytest_posbias.video.samplers`), and the
 polyphase grids of PhaseFusion.
 

@@ -1,4 +1,4 @@
-"""Temporal stressors and controls (VideoSTF §3.3, appendix C.4; DESIGN.md section 4).
+"""Temporal stressors and controls (VideoSTF §3.3, appendix C.4; docs/design.md section 4).
 
 Every stressor works on the *sampled* frame list of length T, given either as a
 (T, H, W, 3) uint8 array or as a :class:`~.frames.FrameSpec` (then nothing is decoded:

@@ -1,4 +1,4 @@
-"""The synthetic video set (DESIGN.md section 6): clips rendered by code with a fixed seed.
+"""The synthetic video set (docs/design.md section 6): clips rendered by code with a fixed seed.
 
 Each clip shows 2–3 coloured shapes (circle, square, triangle) that move, may change
 colour, and sometimes a *brief event* (a white flash or a blackout lasting a few frames,

@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
             choices = f" [{', '.join(v['choices'])}]" if "choices" in v else ""
             print(f"  {k} ({v['type']}{choices}, default {dflt}): {v['help']}")
         print()
-    print("Conventions (no upstream; DESIGN.md section 4):")
+    print("Conventions (no upstream; docs/design.md section 4):")
     for name, text in d["conventions"].items():
         print(f"  {name}: {text}")
     return 0
