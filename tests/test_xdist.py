@@ -234,7 +234,7 @@ def test_minus_n_with_every_suite_test_skipped_leaves_no_cache_folder(pytester):
     """)
     for extra in ([], ["-n", "2"]):
         res = pytester.runpytest_subprocess(*extra, "-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-cache=c",
-                                            timeout=300)
+                                            "--posbias-model", "sim:unbiased", timeout=300)
         res.assert_outcomes(skipped=2)
         assert not (pytester.path / "c").exists(), [str(p) for p in (pytester.path / "c").rglob("*")]
 
@@ -261,13 +261,15 @@ def test_a_model_that_fails_to_load_on_a_worker_is_a_clear_error_not_an_internal
         def test_b(posbias_run):
             pass
     """)
+    model = ("--posbias-model", "sim:unbiased")
     res = pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-cache=c",
-                                        timeout=300)
+                                        *model, timeout=300)
     out = res.stdout.str() + res.stderr.str()
     assert "INTERNALERROR" not in out and res.ret == 1, out[-3000:]
     res.assert_outcomes(errors=2)
     assert re.search(r"posbias: checkpoint /models/x: config.json not found \(gw\d\) \(on xdist worker gw\d\)", out)
-    serial = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-cache=c", timeout=300)
+    serial = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-cache=c", *model,
+                                           timeout=300)
     assert serial.ret == 4 and "config.json not found" in serial.stdout.str() + serial.stderr.str()
 
 
