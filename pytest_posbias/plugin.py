@@ -426,12 +426,13 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     if config.getoption("--posbias-baseline"):
         specs.append(config.getoption("--posbias-baseline"))
     baseline = config.getoption("--posbias-baseline")
+    plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
     if specs:  # the registry is imported only when a model was named
         from .errors import ModelLoadError
         from .models.registry import resolve
     for spec in specs:
         try:
-            resolve(spec)
+            resolve(spec, locate=not plan)
         except ModelLoadError as exc:
             msg = str(exc)
             if spec == baseline and spec not in (config.getoption("--posbias-model") or []):

@@ -123,7 +123,8 @@ class RunContext:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.models: list[str] = list(self.options.get("models") or ["sim:unbiased"])
         self.baseline: str | None = self.options.get("baseline")
-        self.resolved: dict[str, ResolvedModel] = {m: resolve(m) for m in [*self.models, *([self.baseline] if self.baseline else [])]}
+        self.resolved: dict[str, ResolvedModel] = {m: resolve(m, locate=not self.options.get("plan"))
+                                                   for m in [*self.models, *([self.baseline] if self.baseline else [])]}
         # an unusable video (empty, not a video, truncated, too short) is logged as a data problem when found
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
@@ -338,7 +339,27 @@ class RunContext:
         return m
 
     def judges(self) -> JudgeSet:
-        return self.memo("judges", lambda: JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine))
+        return self.memo("judges", self._judge_set)
+
+    def _judge_set(self) -> JudgeSet:
+        """The run's judges; the embed judge's sentence embeddings are kept in the cache folder's
+        SQLite file (:mod:`.scoring.embed_cache`), and so are the fragment judge's coverage values,
+        so a re-run loads neither the embedding model nor spaCy."""
+        from .scoring.embed_cache import (
+            EmbeddingCache,
+            embed_judge_identity,
+            fragment_judge_identity,
+        )
+        from .scoring.judges import Embedder, FragmentJudge
+
+        ro = self.options.get("cache_mode") == "read-only"
+        store = EmbeddingCache(self.cache.path, judge=embed_judge_identity(), read_only=ro)
+        frag_id = fragment_judge_identity()
+        scores = EmbeddingCache(self.cache.path, judge=frag_id, read_only=ro, dim=1, dtype="float64", table="judge_scores")
+        self._judge_stores = (store, scores)
+        return JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine,
+                        embedder=Embedder(store=store, notify=self.note),
+                        fragment=FragmentJudge(store=scores, tokenizer=frag_id.split("|")[1].split("==")[0]))
 
     def phase_spec(self) -> PhaseSpec:
         st = self.probe_settings("phase")
@@ -466,6 +487,8 @@ class RunContext:
             with contextlib.suppress(Exception):
                 b.close()
         self.runlog.close()
+        for store in getattr(self, "_judge_stores", ()):
+            store.close()
         self.cache.close()
 
 

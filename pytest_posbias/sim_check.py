@@ -15,6 +15,12 @@ target, the achieved value and its 95% interval:
   (Clopper–Pearson); stressor: mean per-video amplification, pooled over the stressors
   walked to the cap (Add 1/2, Delete 2, Replace 1/2, Shuffle), cluster bootstrap over videos.
 
+For each positional gate the dose names, the check also prints one row per configuration
+(domain × bucket × P): the realised value, sim:unbiased on the same groups, and the compared
+value (for DPB/MEG the dose's effect, dosed − unbiased per group, whose population value is the
+target because the unbiased model's is 0; for coverage/contamination the realised value), held
+to max(10% of the target, an absolute floor); it exits 1 when a configuration is outside.
+
 ``posbias sim calibrate`` measures the constants ``models/sim_dose.py`` stores (MU and
 CONTAMINATION) and prints them as Python.
 """
@@ -35,6 +41,22 @@ import numpy as np
 from .errors import ConfigError
 
 STRESSORS_TO_CAP = ("add1", "add2", "delete2", "replace1", "replace2", "shuffle")
+# a positional dose lands when its configuration's compared value is within 10% of the target, or
+# within the absolute floor where 10% of a target near 0 is below what one group can move
+TOLERANCE_REL = 0.10
+TOLERANCE_ABS = {"dpb": 0.005, "meg": 0.002, "coverage": 0.01, "contamination": 0.01}
+# DPB and MEG are compared as the dose's effect (dosed − sim:unbiased on the same groups): the
+# unbiased model's population DPB/MEG is 0 (every video sits at every slot once, every slot behaves
+# alike), so its value on a finite set is noise the dose does not make; coverage and contamination
+# are absolute levels (the stored MU and x0 are part of the dose), compared as realised
+PAIRED_GATES = ("dpb", "meg")
+
+
+def tolerance(gate: str, target: float) -> float:
+    """The allowed |compared − target| of a positional dose: max(0.10·|target|, TOLERANCE_ABS[gate])."""
+    if gate not in TOLERANCE_ABS:
+        raise ConfigError(f"`gate` must be one of {', '.join(TOLERANCE_ABS)}; got {gate!r}")
+    return max(TOLERANCE_REL * abs(target), TOLERANCE_ABS[gate])
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,60 @@ class Achieved:
         return self.target is not None and abs(self.estimate - self.target) <= tolerance
 
 
+@dataclass(frozen=True)
+class ConfigCheck:
+    """One positional dose on one configuration (domain-bucket-P): the realised value, sim:unbiased
+    on the same groups, the compared value (the paired effect for DPB/MEG, the realised value
+    otherwise) with its 95% cluster-bootstrap interval, and the tolerance it is held to."""
+
+    gate: str
+    config: str
+    target: float
+    realised: float
+    unbiased: float
+    compared: float
+    ci_low: float
+    ci_high: float
+    groups: int
+    tolerance: float
+
+    @property
+    def lands(self) -> bool:
+        """|compared − target| <= tolerance (NaN never lands)."""
+        return bool(abs(self.compared - self.target) <= self.tolerance)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What ``posbias sim check`` measured: one row per gate (pooled) and, for positional doses, one
+    per configuration; ``missed`` are the configurations outside their tolerance."""
+
+    achieved: tuple[Achieved, ...]
+    configurations: tuple[ConfigCheck, ...]
+
+    @property
+    def missed(self) -> tuple[ConfigCheck, ...]:
+        """The configurations whose compared value is outside the tolerance."""
+        return tuple(c for c in self.configurations if not c.lands)
+
+
+def config_checks(gate: str, target: float, dosed: dict[str, dict[Any, float]], unbiased: dict[str, dict[Any, float]],
+                  *, seed: int) -> list[ConfigCheck]:
+    """Per configuration label, the :class:`ConfigCheck` of ``gate`` from per-group values of the
+    dosed model and of sim:unbiased (keyed by group); DPB/MEG compare the per-group differences."""
+    rows = []
+    for label, per in dosed.items():
+        keys = [k for k in per if k in unbiased.get(label, {})]
+        d = np.array([per[k] for k in keys], dtype=float)
+        u = np.array([unbiased[label][k] for k in keys], dtype=float)
+        values = d - u if gate in PAIRED_GATES else d
+        est, lo, hi = _mean_ci(values, seed)
+        rows.append(ConfigCheck(gate, label, target, float(d.mean()) if d.size else math.nan,
+                                float(u.mean()) if u.size else math.nan, est, lo, hi, int(d.size),
+                                tolerance(gate, target)))
+    return rows
+
+
 def _context(model: str, *, seed: int, data: str | None, cache: str, probes: dict[str, dict[str, Any]],
              rootdir: Path) -> Any:
     from .config import PosbiasConfig
@@ -63,7 +139,9 @@ def _context(model: str, *, seed: int, data: str | None, cache: str, probes: dic
     options: dict[str, Any] = {"models": [model], "cache": cache, "seed": seed, "judge": "auto", "sequential": False}
     if data:
         options["data"] = data
-    return RunContext.create(options, PosbiasConfig(probes=probes), rootdir=rootdir, worker="sim-check",
+    # one process: probe results are kept in memory only (a worker name other than "main" would
+    # share them through the run folder, where a later check with the same --cache reads them back)
+    return RunContext.create(options, PosbiasConfig(probes=probes), rootdir=rootdir, worker="main",
                              run_id="sim-check")
 
 
@@ -90,11 +168,19 @@ def _rate_ci(k: int, n: int) -> tuple[float, float, float]:
 def positional_values(ctx: Any, model: str, gates: Sequence[str], groups: int,
                       configs: Sequence[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Per gate and configuration label, the per-group means of the per-instance metric."""
+    by_group = positional_by_group(ctx, model, gates, groups, configs)
+    return {g: {label: np.array(list(per.values())) for label, per in v.items()} for g, v in by_group.items()}
+
+
+def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
+                        configs: Sequence[str] | None = None) -> dict[str, dict[str, dict[Any, float]]]:
+    """Per gate and configuration label, the per-group means of the per-instance metric, keyed by
+    the group (its cluster id), in the probe's group order."""
     from .metrics import dpb_per_instance, meg_per_instance
     from .suite_support import positional_configs, positional_spec
 
     settings = ctx.probe_settings("positional")
-    out: dict[str, dict[str, np.ndarray]] = {g: {} for g in gates}
+    out: dict[str, dict[str, dict[Any, float]]] = {g: {} for g in gates}
     for domain, bucket, P in positional_configs(ctx.options.get("data"), settings["scales"]):
         label = f"{domain}-{bucket}-P{P}"
         if configs and f"{domain}-{bucket}" not in configs and label not in configs:
@@ -116,7 +202,7 @@ def positional_values(ctx: Any, model: str, gates: Sequence[str], groups: int,
         for g in gates:
             if g not in per or (g == "contamination" and news):
                 continue
-            out[g][label] = np.array([per[g][r.clusters == k].mean() for k in groups_idx])
+            out[g][label] = {k: float(per[g][r.clusters == k].mean()) for k in groups_idx}
     return out
 
 
@@ -124,7 +210,17 @@ def measure(model: str, *, gates: Sequence[str] | None = None, groups: int = 12,
             seed: int = 0, data: str | None = None, cache: str | None = None, configs: Sequence[str] | None = None,
             rootdir: str | Path = ".", print_fn: Callable[[str], None] | None = None) -> list[Achieved]:
     """Measure the named gates' metrics of ``model`` (``sim:dose,…``, or any sim profile with
-    ``gates``) through the real probes; returns one :class:`Achieved` per gate."""
+    ``gates``) through the real probes; returns one :class:`Achieved` per gate (:func:`run_check`)."""
+    return list(run_check(model, gates=gates, groups=groups, items=items, videos=videos, seed=seed, data=data,
+                          cache=cache, configs=configs, rootdir=rootdir, print_fn=print_fn).achieved)
+
+
+def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 12, items: int = 60, videos: int = 32,
+              seed: int = 0, data: str | None = None, cache: str | None = None, configs: Sequence[str] | None = None,
+              rootdir: str | Path = ".", print_fn: Callable[[str], None] | None = None) -> CheckResult:
+    """Measure the named gates' metrics of ``model`` through the real probes: one :class:`Achieved`
+    per gate and, for each positional gate the dose names, one :class:`ConfigCheck` per
+    configuration, held to :func:`tolerance` (sim:unbiased runs on the same groups for DPB/MEG)."""
     from .models.registry import resolve
     from .models.sim_dose import DOSE_GATES, is_dose, parse_dose
 
@@ -143,16 +239,22 @@ def measure(model: str, *, gates: Sequence[str] | None = None, groups: int = 12,
             raise ConfigError(f"`{name}` must be an integer >= 2; got {v!r}")
     probes = {"positional": {"groups": groups}, "phase": {"items": items}, "stressor": {"videos": videos}}
     out: list[Achieved] = []
+    rows: list[ConfigCheck] = []
     with contextlib.ExitStack() as stack:
         cache_dir = cache or stack.enter_context(tempfile.TemporaryDirectory(prefix="posbias-sim-check-"))
         ctx = _context(model, seed=seed, data=data, cache=cache_dir, probes=probes, rootdir=Path(rootdir))
         stack.callback(ctx.close)
         pos = [g for g in gates if g in ("dpb", "meg", "coverage", "contamination")]
         if pos:
-            vals = positional_values(ctx, model, pos, groups, configs)
+            by_group = positional_by_group(ctx, model, pos, groups, configs)
+            dosed = [g for g in pos if targets.get(g) is not None]
+            base = positional_by_group(ctx, "sim:unbiased", dosed, groups, configs) if dosed else {}
+            for g in dosed:
+                rows += config_checks(g, targets[g], by_group[g], base[g], seed=seed)
             for g in pos:
-                parts = {k: float(v.mean()) for k, v in vals[g].items()}
-                allv = np.concatenate(list(vals[g].values())) if vals[g] else np.zeros(0)
+                vals = {k: np.array(list(v.values())) for k, v in by_group[g].items()}
+                parts = {k: float(v.mean()) for k, v in vals.items()}
+                allv = np.concatenate(list(vals.values())) if vals else np.zeros(0)
                 est, lo, hi = _mean_ci(allv, seed)
                 out.append(Achieved(g, targets.get(g), est, lo, hi, int(allv.size), "groups", parts))
         if {"flip", "phase", "order"} & set(gates):
@@ -197,6 +299,9 @@ def measure(model: str, *, gates: Sequence[str] | None = None, groups: int = 12,
     if print_fn is not None:
         for line in format_rows(model, out):
             print_fn(line)
+        if rows:
+            for line in format_configs(rows):
+                print_fn(line)
         if targets:
             from .models.sim_dose import describe
 
@@ -204,7 +309,24 @@ def measure(model: str, *, gates: Sequence[str] | None = None, groups: int = 12,
             params.pop("targets", None)
             if params:
                 print_fn("behaviour: " + ", ".join(f"{k} {v:.4g}" for k, v in params.items()))
-    return out
+    return CheckResult(tuple(out), tuple(rows))
+
+
+def format_configs(rows: Sequence[ConfigCheck]) -> list[str]:
+    """The per-configuration table: target, realised, sim:unbiased on the same groups, the compared
+    value (effect = dosed − unbiased for DPB/MEG) with its 95% interval, tolerance, and whether it lands."""
+    lines = ["per configuration (compared: dosed - unbiased on the same groups for dpb/meg, the realised value "
+             "otherwise; lands: |compared - target| <= tolerance)",
+             f"{'gate':<14} {'configuration':<20} {'target':>8} {'realised':>9} {'unbiased':>9} {'compared':>9} "
+             f"{'95% interval':>18} {'tol':>6} {'groups':>6}  lands"]
+    for c in rows:
+        lines.append(f"{c.gate:<14} {c.config:<20} {c.target:>8.4f} {c.realised:>9.4f} {c.unbiased:>9.4f} "
+                     f"{c.compared:>9.4f} [{c.ci_low:>7.4f}, {c.ci_high:>7.4f}] {c.tolerance:>6.4f} {c.groups:>6}  "
+                     + ("yes" if c.lands else "NO: outside the tolerance"))
+    missed = [c for c in rows if not c.lands]
+    lines.append(f"{len(rows) - len(missed)} of {len(rows)} configurations land within tolerance"
+                 + (": missed " + ", ".join(f"{c.gate} {c.config}" for c in missed) if missed else ""))
+    return lines
 
 
 def format_rows(model: str, rows: Sequence[Achieved]) -> list[str]:
@@ -298,7 +420,7 @@ def _cli(args: argparse.Namespace) -> int:
         return 0
     if not args.model:
         raise ConfigError("posbias sim check needs the model, e.g. posbias sim check sim:dose,meg=-0.05")
-    measure(args.model, gates=args.gates.split(",") if args.gates else None, groups=args.groups, items=args.items,
-            videos=args.videos, seed=args.seed, data=args.data, cache=args.cache,
-            configs=args.configs.split(",") if args.configs else None, print_fn=print)
-    return 0
+    result = run_check(args.model, gates=args.gates.split(",") if args.gates else None, groups=args.groups,
+                       items=args.items, videos=args.videos, seed=args.seed, data=args.data, cache=args.cache,
+                       configs=args.configs.split(",") if args.configs else None, print_fn=print)
+    return 1 if result.missed else 0  # a configuration where the dose does not land fails the check

@@ -39,6 +39,10 @@ BASE = {"positional": {"groups": 12}, "phase": {"items": 24, "orderings": 3}}
 # than the small set holds (36): at 24 videos the e2e check uses 6t = 0.6 (lower bound about 0.22)
 STRESSOR = {**BASE, "stressor": {"videos": 24, "trials": 2, "attack_cap": 2}}
 STRESSOR_DOSE = "sim:dose,stressor=0.6"
+# DPB runs at P = 2, where the 3t dose 0.15 is about 4 dropped first slots among the small set's
+# 12 groups (a group mean of 0.5 in a third of the groups, 0 elsewhere): it lands at 0.15, and a
+# 12-group interval cannot separate that from 0.05; the e2e check uses 6t = 0.3 (7 dropped slots)
+DPB_DOSE = "sim:dose,dpb=0.3"
 # the attack walk needs length: ASR at the 3t dose with cap 20 is 0.75/0.992 * (1 - 0.85^20) = 0.73
 ATTACK = {**BASE, "stressor": {"videos": 16, "trials": 20, "attack_cap": 20}}
 PROBES = {"repetition": STRESSOR, "stressor": STRESSOR, "attack": ATTACK}
@@ -89,7 +93,7 @@ SLOW_GATES = ("repetition", "stressor", "attack")
 def test_dose_at_3t_fails_and_unbiased_passes(contexts, gate):
     ctx = contexts(gate)
     t = DEFAULT_THRESHOLDS[gate]
-    bad = gate_verdict(ctx, gate, STRESSOR_DOSE if gate == "stressor" else dose_model(gate, "3t"))
+    bad = gate_verdict(ctx, gate, {"stressor": STRESSOR_DOSE, "dpb": DPB_DOSE}.get(gate) or dose_model(gate, "3t"))
     assert not bad.passed, bad.reason
     assert bad.extra["measurement"]["floor_met"], bad.reason  # failed on the data, not on lost units
     side = GATE_SIDES[gate]

@@ -14,9 +14,9 @@ from pytest_posbias.models.registry import REGISTRY, model_label, resolve
 
 
 def test_registry_aliases_resolve_without_loading_anything():
-    r = resolve("qwen3vl8b")
+    r = resolve("qwen3vl8b", locate=False)
     assert (r.backend, r.target, r.family) == ("hf", "Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl")
-    assert resolve("mimo-vl-7b-rl").prefill == "<think>\n\n</think>\n\n"
+    assert resolve("mimo-vl-7b-rl", locate=False).prefill == "<think>\n\n</think>\n\n"
     assert resolve("gpt-5.4").backend == "openai"
     assert resolve("sim:looping").target == "looping"
     assert resolve("openai:my-vllm-model").target == "my-vllm-model"

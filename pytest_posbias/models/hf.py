@@ -92,10 +92,14 @@ class HFBackend(InputBuilder):
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else next(iter(self.eos_ids), 0)
         path = Path(resolved.target)
-        revision = _dir_revision(path) if path.is_dir() else str(getattr(self.model.config, "_commit_hash", None) or "unknown")
+        if resolved.hub_id and resolved.revision:  # a snapshot of the Hugging Face cache: its id and commit hash
+            model_id, revision = resolved.hub_id, resolved.revision
+        else:
+            revision = _dir_revision(path) if path.is_dir() else str(getattr(self.model.config, "_commit_hash", None) or "unknown")
+            model_id = resolved.entry.hf_id if resolved.entry and not path.is_dir() else (path.name if path.is_dir() else resolved.target)
         self._identity = {
             "backend": "hf",
-            "model_id": resolved.entry.hf_id if resolved.entry and not path.is_dir() else (path.name if path.is_dir() else resolved.target),
+            "model_id": model_id,
             "revision": revision,
             "family": self.family,
             "dtype": str(self.dtype).replace("torch.", ""),

@@ -4,17 +4,23 @@
 
 * a registry alias (``qwen3vl8b``; ``posbias models`` lists them);
 * a local checkpoint directory (the family comes from its ``config.json``);
+* a Hugging Face Hub id ``ORG/NAME`` or ``ORG/NAME@REVISION`` (a branch, tag or commit hash),
+  found in the local Hugging Face cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``) without
+  network access; registry aliases of transformers models resolve the same way;
 * ``sim:PROFILE`` (the simulated models);
 * ``openai:NAME`` (any OpenAI-compatible endpoint, with ``--api-base``).
 
 A model transformers cannot load natively fails at start with a message saying so and
-what to do, never midway through a run. Resolution reads ``config.json`` only: it
-imports neither torch nor transformers.
+what to do, never midway through a run; so does a Hub id that is not in the local cache
+(the message names the cache folder and the command that downloads it). Resolution reads
+``config.json`` only: it imports neither torch nor transformers.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +39,8 @@ NATIVE_FAMILIES: dict[str, str] = {
     "glm4v_moe": "glm4v",
 }
 EMPTY_THINK = "<think>\n\n</think>\n\n"
+# ORG/NAME with the Hub's repository-name characters, optionally @REVISION (branch, tag or commit)
+HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?$")
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,8 @@ class ResolvedModel:
     target: str  # hf id or directory, endpoint model name, or sim profile
     family: str = ""
     entry: ModelEntry | None = None
+    hub_id: str = ""  # ORG/NAME when target is a snapshot of the local Hugging Face cache
+    revision: str = ""  # that snapshot's commit hash
 
     @property
     def prefill(self) -> str:
@@ -119,6 +129,52 @@ def _family_from_dir(path: Path) -> tuple[str, str]:
     return NATIVE_FAMILIES[mt], str(data.get("_name_or_path", ""))
 
 
+def hub_cache_dir() -> str:
+    """The Hugging Face Hub cache folder: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else
+    huggingface_hub's default (read from the environment at call time)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.environ["HF_HOME"], "hub")
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
+
+
+def locate_hub_snapshot(repo_id: str, revision: str | None = None, *, spec: str) -> tuple[Path, str]:
+    """The local snapshot folder of ``repo_id`` at ``revision`` (default ``main``) and its commit
+    hash, from the Hugging Face cache only (``snapshot_download(..., local_files_only=True)``: the
+    ``refs/REVISION`` file names the commit, ``snapshots/COMMIT`` holds the files). A repository
+    or revision not in the cache raises ModelLoadError naming ``spec``, the cache folder and the
+    command that downloads it; nothing is downloaded."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    cache = hub_cache_dir()
+    try:
+        folder = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True))
+    except HFValidationError as exc:
+        raise ModelLoadError(f"--model {spec}: {repo_id!r} is not a valid Hugging Face Hub id ({exc})") from None
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError):
+        at = f" at revision {revision}" if revision else ""
+        rev = f" --revision {revision}" if revision else ""
+        raise ModelLoadError(
+            f"--model {spec}: {repo_id}{at} is not in the local Hugging Face cache {cache} (HF_HUB_CACHE, else "
+            f"HF_HOME/hub) and is never downloaded during a run; download it first with "
+            f"`hf download {repo_id}{rev}` (older huggingface_hub: `huggingface-cli download {repo_id}{rev}`), "
+            "or pass a checkpoint directory") from None
+    return folder, folder.name
+
+
+def _resolve_hub(spec: str, repo_id: str, revision: str | None, entry: ModelEntry | None) -> ResolvedModel:
+    """A Hub id (or a registry alias's) resolved to its cached snapshot; the family comes from
+    the snapshot's ``config.json``, the registry entry (prefill, size) from the id."""
+    folder, commit = locate_hub_snapshot(repo_id, revision, spec=spec)
+    family, _ = _family_from_dir(folder)
+    entry = entry or next((e for e in REGISTRY.values() if e.hf_id == repo_id), None)
+    return ResolvedModel(spec, "hf", str(folder), family, entry, hub_id=repo_id, revision=commit)
+
+
 def model_label(spec: str) -> str:
     """A short name for a ``--model`` value in test ids and report file names: a checkpoint
     directory's last path component, anything else as given."""
@@ -129,8 +185,14 @@ def model_label(spec: str) -> str:
     return spec
 
 
-def resolve(spec: str) -> ResolvedModel:
-    """Resolve a ``--model`` value without loading anything; raise ModelLoadError at start."""
+def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
+    """Resolve a ``--model`` value without loading anything; raise ModelLoadError at start.
+
+    ``locate``: find Hub ids and transformers registry aliases in the local Hugging Face cache
+    (:func:`locate_hub_snapshot`; the target is the snapshot folder, ``revision`` its commit).
+    False leaves an alias's target as its Hub id, for what needs no weights (``posbias plan``
+    counts tokens with a processor when one is cached), and leaves an ``ORG/NAME`` that is not a
+    directory unresolved as such."""
     if spec.startswith("sim:"):
         from ..errors import ConfigError
         from .sim import check_profile
@@ -153,6 +215,12 @@ def resolve(spec: str) -> ResolvedModel:
         entry = next((e for e in REGISTRY.values() if name and name.rstrip("/").endswith(e.hf_id.split("/")[-1])), None)
         return ResolvedModel(spec, "hf", str(path.resolve()), family, entry)
     entry = REGISTRY.get(spec)
+    hub = HUB_ID.match(spec) if entry is None and not spec.startswith((".", "~", "/")) else None
+    if hub is not None and locate:
+        return _resolve_hub(spec, hub["repo"], hub["rev"], None)
+    if hub is not None:
+        return ResolvedModel(spec, "hf", hub["repo"], "", next((e for e in REGISTRY.values() if e.hf_id == hub["repo"]), None),
+                             hub_id=hub["repo"], revision=hub["rev"] or "")
     if entry is None:
         if "/" in spec or spec.startswith((".", "~")):
             raise ModelLoadError(f"--model {spec}: no such checkpoint directory")
@@ -162,4 +230,6 @@ def resolve(spec: str) -> ResolvedModel:
         raise ModelLoadError(f"--model {spec} ({entry.hf_id}) cannot be loaded by transformers natively: {entry.note}")
     if entry.family == "openai":
         return ResolvedModel(spec, "openai", entry.hf_id, "openai", entry)
-    return ResolvedModel(spec, "hf", entry.hf_id, entry.family, entry)
+    if locate:
+        return _resolve_hub(spec, entry.hf_id, None, entry)
+    return ResolvedModel(spec, "hf", entry.hf_id, entry.family, entry, hub_id=entry.hf_id)

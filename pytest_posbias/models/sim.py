@@ -76,6 +76,7 @@ from .sim_dose import (
     mu_for,
     parse_dose,
     rescued,
+    set_strata,
     slot_keep,
     stressor_params,
     temporally_irregular,
@@ -385,7 +386,8 @@ class SimBackend:
         P = len(videos)
         keep_slot, confuse = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
-        strata = _rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
+        strata = (set_strata([p.frames.primary.path for p in videos], keep_slot, confuse) if self.dose is not None
+                  else None) or _rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
         draws = [(drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))) for _ in range(P)]
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
@@ -404,9 +406,17 @@ class SimBackend:
             kept = [f for f in fs if rng.random() < keep]
             sents = [(f.news_text if news else f.text) for f in kept][:n_sent]
             if not sents:
-                sents = ["The video shows a simple scene."]
-            if dropped[slot]:  # the slot's detail is dropped entirely: a placeholder
-                sents = ["..."]
+                sents = [_GENERIC]
+            if dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)
+                # when every slot is dropped, a coverage dose writes a sentence with no fact in it
+                # instead: the answer stays a scored answer of zero coverage, so the mean coverage is
+                # μ·w below μ/P too (an all-placeholder answer is a lost unit, never scored). Named by a
+                # digest of the video (one text for every input would be a constant answer); no word
+                # of it occurs in the synthetic references. Only then: beside a kept slot's text such
+                # a sentence would score on News' fragment coverage
+                sents = ([f"Details omitted, clip {part.frames.primary.key()[:6]}."]
+                         if all(dropped) and self.dose is not None and self.dose.get("coverage") is not None
+                         else ["..."])
             chunks.append(f"[video{label}] " + " ".join(sents))
         return " ".join(chunks)
 
@@ -589,6 +599,9 @@ def _move(probs: dict[str, float], orig: str, target: str) -> dict[str, float]:
     out[orig] = ORIGINAL_PROB
     out[target] = SHIFTED_PROB
     return out
+
+
+_GENERIC = "The video shows a simple scene."  # a slot summary with no fact in it
 
 
 def _rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) -> Any:

@@ -18,8 +18,10 @@ E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities a
 
 * ``meg`` m (P = 4): m < 0: w_2 = w_3 = 1 + m/μ; m > 0: w_1 = w_4 = 1 − m/μ; so
   E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m;
-* ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ);
-  with ``meg`` the middle and edge coverages are c ± m/2;
+* ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ); in an
+  answer with every slot dropped the slots write a sentence with no fact (``Details omitted,
+  clip …``) instead of the placeholder, so it is scored (zero coverage) rather than lost, and c
+  below μ/P is reachable;
 * ``dpb`` d: a linear slope w_p ← w_p·(1 − |γ|·(1 − sign(γ)·α_p)/2), α_p = (2p − P − 1)/(P − 1),
   γ solved by bisection so that E[Σ α_p B_p / Σ B_p] = d over independent B_p ~ Bernoulli(w_p)
   (the kept slots' coverage taken as equal, so μ cancels); a linear slope leaves MEG at 0;
@@ -28,9 +30,13 @@ E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities a
   among such confused slots (``CONTAMINATION``, measured); this also lowers that slot's own
   coverage (a confused slot covers little of its own reference).
 
-The keep and confusion decisions of a slot are stratified over the cyclic orders of its group
-(``sim._rotation_strata``): over the P orders a slot is dropped P·(1 − w_p) times rounded up
-or down, not a binomial number of times, so a finite set shows the target closely.
+The keep and confusion decisions are stratified over the synthetic set's instances
+(:func:`set_strata`): in manifest order (the probe takes a prefix of a configuration's groups)
+the set's cells are dropped by systematic sampling, so any prefix of M cells holds round(M·x)
+dropped cells (x = 1 − w_p), not a binomial number: a dose at the threshold is about eight
+dropped middle slots on 40 groups, and a binomial draw of them missed its target by a third.
+Outside the synthetic set the decisions are stratified over the cyclic orders of one group
+(``sim._rotation_strata``).
 
 Multiple-choice gates. A share of the items, chosen by a low-discrepancy sequence over the
 item (so the share on the set is the target, not a random draw), answers differently by
@@ -156,8 +162,23 @@ def is_dose(profile: str) -> bool:
 
 def parse_dose(profile: str) -> Dose:
     """Parse ``dose,GATE=VALUE[,GATE=VALUE…]`` (without the ``sim:`` prefix); ConfigError names
-    the bad part, the allowed gates and their ranges; the ``stressor``/``attack`` pair is
-    checked for feasibility (:func:`stressor_params`)."""
+    the bad part, the allowed gates and their ranges.
+
+    Which gates combine (each named target then holds as it does alone):
+
+    * at most one positional gate (``dpb``, ``meg``, ``coverage``, ``contamination``): all four
+      act on the same slots of the same summaries. ``dpb``, ``meg`` and ``coverage`` each set
+      the per-slot keep shares w_p, and the rescue of all-dropped answers that ``dpb``/``meg``
+      need moves mass between slots once ``coverage`` makes such answers common;
+      ``contamination`` lowers a kept slot's own coverage, which the other three are solved
+      for. A pair is refused, naming both gates and the reason;
+    * any positional gate with any of ``flip``, ``phase``, ``order`` (multiple-choice items,
+      another probe) and ``repetition``, ``stressor``, ``attack`` (single-video descriptions);
+    * ``flip``, ``phase`` and ``order`` together: each moves the answer under its own
+      conditions (sampler, phase grid, option order), on items drawn by separate sequences;
+    * ``repetition``, ``stressor`` and ``attack`` together: solved jointly
+      (:func:`stressor_params`), refused when no (r, σ, ρ) meets all three.
+    """
     if not is_dose(profile):
         raise ConfigError(f"sim profile {profile!r} is not a dose; write sim:dose,GATE=VALUE[,GATE=VALUE...]")
     parts = [p.strip() for p in profile.split(",")[1:]]
@@ -179,9 +200,34 @@ def parse_dose(profile: str) -> Dose:
         if not math.isfinite(value) or not lo <= value <= hi:
             raise ConfigError(f"sim:{profile}: {gate}={raw} is outside [{lo:g}, {hi:g}]; allowed: {_allowed()}")
         seen[gate] = value + 0.0  # -0.0 -> 0.0
+    pos = [g for g in POSITIONAL_GATES if g in seen]
+    if len(pos) > 1:
+        a, b = pos[0], pos[1]
+        raise ConfigError(f"sim:{profile}: {a} and {b} cannot be dosed together: {_CONFLICT[frozenset((a, b))]}; "
+                          f"dose one of {', '.join(POSITIONAL_GATES)} per model (any of them combines with the "
+                          "multiple-choice and description gates)")
     dose = Dose(tuple((g, seen[g]) for g in DOSE_GATES if g in seen))
     stressor_params(dose)  # raises when infeasible
     return dose
+
+
+POSITIONAL_GATES = ("dpb", "meg", "coverage", "contamination")
+_SHARES = "both set the per-slot keep shares w_p"
+# why two positional doses cannot both land (parse_dose refuses every pair)
+_CONFLICT: dict[frozenset[str], str] = {
+    frozenset(("dpb", "meg")): f"{_SHARES}: the DPB slope is solved on top of the MEG shares and the MEG target "
+                               "assumes the other slots keep their summaries",
+    frozenset(("dpb", "coverage")): f"{_SHARES}: at low coverage most answers drop every slot, and the rescue DPB "
+                                    "needs (a lost unit otherwise) moves that mass onto one slot",
+    frozenset(("meg", "coverage")): f"{_SHARES}: at low coverage most answers drop every slot, and the rescue MEG "
+                                    "needs (a lost unit otherwise) moves that mass onto the edge slots",
+    frozenset(("contamination", "dpb")): "a confused slot covers little of its own video, so the contamination "
+                                         "dose changes the slot coverages the DPB keep shares are solved for",
+    frozenset(("contamination", "meg")): "a confused slot covers little of its own video, so the contamination "
+                                         "dose scales the slot coverages the MEG keep shares are solved for",
+    frozenset(("contamination", "coverage")): "a confused slot covers little of its own video, so the "
+                                              "contamination dose lowers the coverage the coverage dose sets",
+}
 
 
 # --------------------------------------------------------------------------- positional
@@ -203,8 +249,8 @@ def uses_rescue(dose: Dose, P: int = 4) -> bool:
     """Whether an all-dropped answer keeps one slot: when the dose names ``dpb`` (or ``meg`` and
     P = 4), whose
     gates count an answer with no slot covered as a lost unit. A ``coverage`` or ``contamination``
-    dose alone does not rescue (its target holds exactly; its DPB/MEG gates then see
-    ∏(1 − w_p) of the answers as lost units, a fail-closed outcome of very low coverage)."""
+    dose alone does not rescue (its target holds exactly: its all-dropped answers are scored at
+    zero coverage, and its DPB/MEG gates see them as answers with no slot covered)."""
     return dose.get("dpb") is not None or (dose.get("meg") is not None and P == 4)
 
 
@@ -264,10 +310,8 @@ def slot_keep(dose: Dose, P: int, mu: float) -> list[float]:
 def _slot_keep(dose: Dose, P: int, mu: float) -> tuple[float, ...]:
     w = [1.0] * P
     meg, cov = dose.get("meg"), dose.get("coverage")
-    if P == 4 and meg is not None:
-        if cov is not None:
-            mid, edge = (cov + meg / 2) / mu, (cov - meg / 2) / mu
-        elif meg < 0:
+    if P == 4 and meg is not None:  # parse_dose refuses meg with coverage (one positional gate per dose)
+        if meg < 0:
             mid, edge = 1.0 + meg / mu, 1.0
         else:
             mid, edge = 1.0, 1.0 - meg / mu
@@ -293,6 +337,102 @@ def _slot_keep(dose: Dose, P: int, mu: float) -> tuple[float, ...]:
                 lo, hi = (lo, mid_g) if d > 0 else (mid_g, hi)
         w = [b * s for b, s in zip(base, _slope(P, (lo + hi) / 2), strict=True)]
     return tuple(w)
+
+
+@functools.lru_cache(maxsize=8)
+def _manifest_groups(manifest: str, mtime_ns: int) -> dict[tuple[str, ...], tuple[int, tuple[str, ...]]]:
+    """Per group of a manifest (key: its sorted video ids and P): its ordinal among the groups of
+    its configuration (domain, bucket, P) in manifest order, and its listed video order."""
+    import json
+    from pathlib import Path
+
+    out: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {}
+    count: dict[tuple[str, str, int], int] = {}
+    for line in Path(manifest).read_text().splitlines():
+        row = json.loads(line) if line.strip() else {}
+        if row.get("type") != "group":
+            continue
+        cfg = (str(row.get("domain")), str(row.get("bucket")), int(row.get("P", 0)))
+        vids = tuple(str(v) for v in row.get("videos", ()))
+        out.setdefault(tuple(sorted(vids)), (count.get(cfg, 0), vids))
+        count[cfg] = count.get(cfg, 0) + 1
+    return out
+
+
+def set_position(video_paths: Sequence[str]) -> tuple[int, int] | None:
+    """(n, i) of a multi-video input: n the group's ordinal among its configuration's groups in the
+    synthetic set's manifest (``manifest.jsonl`` beside the ``videos`` folder, manifest order: the
+    probe takes a prefix of it), i = n·P + j the instance index, j the cyclic order (slot p holds
+    listed video (j + p) mod P). None when there is no such manifest, the group is not in it, or
+    the slots are not a cyclic order of its listed videos."""
+    from pathlib import PurePath
+
+    if len(video_paths) < 2:
+        return None
+    parent = PurePath(video_paths[0]).parent
+    manifest = parent.parent / "manifest.jsonl"
+    ids = [PurePath(v).stem for v in video_paths]
+    if parent.name != "videos" or any(PurePath(v).parent != parent for v in video_paths):
+        return None
+    try:
+        import os
+
+        found = _manifest_groups(str(manifest), os.stat(manifest).st_mtime_ns).get(tuple(sorted(ids)))
+    except (OSError, ValueError, TypeError):
+        return None
+    if found is None:
+        return None
+    n, listed = found
+    P = len(listed)
+    j = listed.index(ids[0])
+    if any(ids[p] != listed[(j + p) % P] for p in range(P)):
+        return None
+    return n, n * P + j
+
+
+# offsets of the per-slot systematic samples of a DPB slope (distinct, so the slots' taken cells
+# do not line up with each other)
+_SLOT_STEPS = tuple(math.sqrt(k) % 1.0 for k in (2, 3, 5, 7, 11, 13, 17, 19))
+
+
+def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float) -> Any:
+    """Uniforms u(slot, what) for a dose's slot decisions, stratified over the synthetic set's
+    instances (:func:`set_position`), or None (then the per-group strata of ``sim.py``).
+
+    A slot drops its summary when u(slot, "keep") >= w_slot and describes another slot's video when
+    u(slot, "confuse") < q. The slots of equal w (the middle or the edge pair of a MEG dose, every
+    slot of a coverage dose) form one sequence over the set, cell m = i·|S| + (slot's rank in S),
+    and so do all slots' confusion decisions (m = i·P + slot); cell m is dropped (confused) when an
+    integer lies in (m·x + ½, (m + 1)·x + ½], x = 1 − w (q): the count over any prefix of M cells
+    is round(M·x) (systematic sampling), so the set's share is the dose to within half a cell, not
+    a binomial draw.
+    MEG, coverage and contamination are linear in these indicators, so their joint law across
+    slots does not matter. A DPB slope (the slots' w all differ) needs independent slots
+    (:func:`expected_dpb`): slot p is its own sequence, offset θ_p = frac(√prime_p) instead of ½ so
+    that the slots' cells are not taken in lockstep (count within one cell of M·x)."""
+    if len(keep) > len(_SLOT_STEPS):
+        return None
+    pos = set_position(video_paths)
+    if pos is None:
+        return None
+    _n, i = pos
+    P = len(keep)
+    distinct = len(set(keep)) == P and any(w < 1.0 for w in keep)
+
+    def systematic(m: int, x: float, offset: float = 0.5) -> bool:
+        # cell m is taken when an integer lies in (m·x + offset, (m + 1)·x + offset]: the count over
+        # cells 0..M−1 telescopes to floor(M·x + offset) − floor(offset), float rounding included
+        return math.floor((m + 1) * x + offset) > math.floor(m * x + offset)
+
+    def u(slot: int, what: str) -> float:
+        if what == "confuse":
+            return 0.5 * confuse if systematic(i * P + slot, confuse) else confuse + 0.5 * (1.0 - confuse)
+        w = keep[slot]
+        same = [p for p in range(P) if keep[p] == w]
+        dropped = systematic(i * len(same) + same.index(slot), 1.0 - w, _SLOT_STEPS[slot] if distinct else 0.5)
+        return w + 0.5 * (1.0 - w) if dropped else 0.5 * w  # >= w exactly when the cell is dropped
+
+    return u
 
 
 def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -> float:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -124,20 +125,45 @@ def without_progress_bars(load: Any) -> Any:
 
 
 class Embedder:
-    """Sentence embeddings with a per-process cache (unit-normalised)."""
+    """Sentence embeddings (unit-normalised), kept in memory for the process and, with ``store``
+    (:class:`.embed_cache.EmbeddingCache`), between runs: the model (sentence-transformers,
+    torch) is imported and loaded only when a text is in neither. ``notify`` gets one line when
+    it must load, saying how many texts are missing and what the load costs."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, store: Any = None, notify: Any = None) -> None:
         self._cache: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
+        self.store = store
+        self.notify = notify
+        self.loaded_model = False  # this embedder called the model (texts neither in memory nor stored)
+
+    def _load(self, missing: int) -> Any:
+        if _EMBEDDER is not None or self.notify is None:
+            return load_embedder()
+        self.notify(f"loading the embed judge (all-MiniLM-L6-v2: sentence-transformers and torch) for {missing} "
+                    "sentences not in the embedding cache")
+        t0 = time.perf_counter()
+        model = load_embedder()
+        self.notify(f"embed judge loaded in {time.perf_counter() - t0:.1f} s")
+        return model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """The embeddings of ``texts`` as rows of a float32 matrix (0 x 384 for none)."""
         todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if todo:
-            model = load_embedder()
-            vecs = model.encode(list(todo), normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+        if todo and self.store is not None:
+            found = self.store.get_many(todo)
             with self._lock:
-                for t, v in zip(todo, vecs, strict=True):
-                    self._cache[t] = np.asarray(v, dtype=np.float32)
+                self._cache.update(found)
+            todo = [t for t in todo if t not in found]
+        if todo:
+            model = self._load(len(todo))
+            self.loaded_model = True
+            vecs = model.encode(list(todo), normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+            new = {t: np.asarray(v, dtype=np.float32) for t, v in zip(todo, vecs, strict=True)}
+            with self._lock:
+                self._cache.update(new)
+            if self.store is not None:
+                self.store.put_many(new)
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
         return np.stack([self._cache[t] for t in texts])
@@ -177,12 +203,29 @@ class EmbedJudge:
 
 
 class FragmentJudge:
+    """NEWSROOM fragment coverage; with ``store`` (:class:`.embed_cache.EmbeddingCache` on table
+    ``judge_scores``) each (references, summary) value is kept between runs, so a re-run neither
+    imports spaCy nor tokenizes again. ``tokenizer``: the tokenizer the stored values were made
+    with (the store's judge identity names it)."""
+
     name = "fragment"
 
+    def __init__(self, *, store: Any = None, tokenizer: str | None = None) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+
     def score(self, items: Sequence[tuple[Sequence[str], str]]) -> list[Coverage]:
+        """Coverage of each (reference sentences, summary) pair (multi-video paper eq. 2)."""
+        keys = [json.dumps([list(refs), summary]) for refs, summary in items]
+        found = self.store.get_many(keys) if self.store is not None and self.tokenizer else {}
+        if len(found) == len(set(keys)):
+            return [Coverage(float(found[k][0]), self.name, tokenizer=self.tokenizer) for k in keys]
         tok = fragment_tokenizer()
-        return [Coverage(fragment_coverage(" ".join(refs), summary, tokenizer=tok), self.name, tokenizer=tok)
-                for refs, summary in items]
+        out = [Coverage(fragment_coverage(" ".join(refs), summary, tokenizer=tok), self.name, tokenizer=tok)
+               for refs, summary in items]
+        if self.store is not None and tok == self.tokenizer:
+            self.store.put_many({k: np.array([c.value], dtype=np.float64) for k, c in zip(keys, out, strict=True)})
+        return out
 
 
 def validate_judge_json(text: str, n: int) -> tuple[tuple[bool, ...], tuple[str, ...]]:
@@ -263,13 +306,14 @@ class OpenAIJudge:
 class JudgeSet:
     """Picks the judge for a reference style according to ``--judge``."""
 
-    def __init__(self, spec: str, *, engine: Any = None, embedder: Embedder | None = None) -> None:
+    def __init__(self, spec: str, *, engine: Any = None, embedder: Embedder | None = None,
+                 fragment: FragmentJudge | None = None) -> None:
         if spec not in ("embed", "fragment", "auto", "openai") and not spec.startswith("openai:"):
             raise ConfigError(f"--judge must be embed, fragment, auto or openai[:MODEL]; got {spec!r}")
         self.spec = spec
         self.embedder = embedder or Embedder()
         self._embed = EmbedJudge(self.embedder)
-        self._fragment = FragmentJudge()
+        self._fragment = fragment or FragmentJudge()
         self._llm: OpenAIJudge | None = None
         if spec.startswith("openai"):
             model = spec.split(":", 1)[1] if ":" in spec else JUDGE_MODEL_DEFAULT

