@@ -15,7 +15,10 @@ chat requests, their body bytes and an order-independent digest of the bodies (t
 each body's SHA-256 prefix mod 2^64), so a benchmark can check that two clients sent the same
 requests byte for byte.
 
-Run: ``python benchmarks/openai_stub.py --latency 0.05 [--model NAME] [--port N]``; it prints
+``--one-at-a-time`` makes the stub a stand-in for one GPU replica: it answers one request at a
+time (the others wait their turn), so ``N`` calls take ``N × latency`` however many arrive at once.
+
+Run: ``python benchmarks/openai_stub.py --latency 0.05 [--one-at-a-time] [--model NAME] [--port N]``; it prints
 its ``.../v1`` base URL on the first line of stdout and serves until killed.
 """
 
@@ -69,8 +72,9 @@ def canned(body: dict[str, Any]) -> dict[str, Any]:
 class StubServer:
     """The stub on ``127.0.0.1:port`` (0: a free port) in a background thread; ``url`` is its ``/v1`` base."""
 
-    def __init__(self, *, latency: float = 0.05, model: str = "x", port: int = 0) -> None:
+    def __init__(self, *, latency: float = 0.05, model: str = "x", port: int = 0, one_at_a_time: bool = False) -> None:
         self.latency = float(latency)
+        self._turn = threading.Lock() if one_at_a_time else None  # one request in the "device" at a time
         self.model = model
         self._lock = threading.Lock()
         self._requests = 0
@@ -122,9 +126,13 @@ class StubServer:
                     return self._send(404, json.dumps({"error": {"message": f"The model `{body.get('model')}` "
                                                                             "does not exist."}}).encode())
                 payload = json.dumps(canned(body)).encode()
-                rest = server.latency - (time.perf_counter() - t0)
-                if rest > 0:
-                    time.sleep(rest)
+                if server._turn is not None:
+                    with server._turn:
+                        time.sleep(server.latency)
+                else:
+                    rest = server.latency - (time.perf_counter() - t0)
+                    if rest > 0:
+                        time.sleep(rest)
                 self._send(200, payload)
 
         class Server(ThreadingHTTPServer):
@@ -148,8 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--latency", type=float, default=0.05, help="seconds per answer (default 0.05)")
     ap.add_argument("--model", default="x")
     ap.add_argument("--port", type=int, default=0, help="0: a free port")
+    ap.add_argument("--one-at-a-time", action="store_true", help="answer one request at a time (a GPU replica)")
     args = ap.parse_args(argv)
-    srv = StubServer(latency=args.latency, model=args.model, port=args.port)
+    srv = StubServer(latency=args.latency, model=args.model, port=args.port, one_at_a_time=args.one_at_a_time)
     print(srv.url, flush=True)
     try:
         srv.thread.join()

@@ -1,10 +1,8 @@
 """Report benchmark: size and render time of the report of a ~900-request run; prints a table.
 
 Builds a small synthetic set, runs the three suites against sim:looping with settings that
-make about 900 model requests (890 on 2026-12-01), then renders the report from the run log alone: with the figures
-drawn in this process (``POSBIAS_FIGURE_PROCESSES=1``) and side by side by this process and helper
-processes (the default, :mod:`pytest_posbias.report.figure_pool`), alternately, ``--repeats`` times
-each (the median), and checks that both give the same page. ``--log RUN_JSONL`` times the same
+make about 900 model requests (890 on 2026-12-01), then renders the report from the run log alone ``--repeats`` times (the median) and checks that
+every render gives the same page. ``--log RUN_JSONL`` times the same
 on a run log you have (e.g. the main job's, ``.posbias/runs/<run>/run.jsonl``) instead.
 
 Run: python benchmarks/report.py [--repeats 3] [--log RUN_JSONL]
@@ -25,15 +23,13 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pytest_posbias.engine import gc_paused
-from pytest_posbias.report import figure_pool
 from pytest_posbias.report.render import render
 from pytest_posbias.video.synthetic import build_set
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _render_s(log: Path, processes: str) -> tuple[float, str]:
-    os.environ["POSBIAS_FIGURE_PROCESSES"] = processes
+def _render_s(log: Path) -> tuple[float, str]:
     t0 = time.perf_counter()
     with gc_paused():  # as at the end of a run (session.finish_run)
         html = render([log], rendered_at="benchmark")
@@ -49,10 +45,8 @@ def main() -> None:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.log is not None and not args.log.is_file():
         ap.error(f"--log: no file {args.log}")
-    pooled = str(figure_pool.figure_processes())
-    figure_pool.start_figure_helpers()
     if args.log is not None:
-        _time_renders(args.log, pooled, args.repeats, run_s=None)
+        _time_renders(args.log, args.repeats, run_s=None)
         return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -81,31 +75,29 @@ trials = 2
                         "-p", "no:cacheprovider"], cwd=tmp, capture_output=True, text=True, check=False)
         run_s = time.perf_counter() - t0
         [log] = list((tmp / ".posbias" / "runs").glob("*/run.jsonl"))
-        _time_renders(log, pooled, args.repeats, run_s=run_s)
+        _time_renders(log, args.repeats, run_s=run_s)
 
 
-def _time_renders(log: Path, pooled: str, repeats: int, *, run_s: float | None) -> None:
-    """Render ``log`` in one process and with ``pooled`` figure processes, alternately, and print
-    the table (medians)."""
+def _time_renders(log: Path, repeats: int, *, run_s: float | None) -> None:
+    """Render ``log`` ``repeats`` times after a first render (matplotlib and the template loaded)
+    and print the table (medians)."""
     n_req = sum(1 for line in log.read_text().splitlines() if '"kind": "request"' in line)
-    _render_s(log, "1")  # first use: matplotlib and the template, in this process
-    times: dict[str, list[float]] = {"1": [], pooled: []}
+    _render_s(log)  # first use: matplotlib and the template, in this process
+    times: list[float] = []
     pages = set()
-    for i in range(repeats):
-        for procs in (("1", pooled) if i % 2 == 0 else (pooled, "1")):
-            t, html = _render_s(log, procs)
-            times[procs].append(t)
-            pages.add(html)
-    render_s = statistics.median(times[pooled])
+    for _ in range(repeats):
+        t, html = _render_s(log)
+        times.append(t)
+        pages.add(html)
+    render_s = statistics.median(times)
     size = len(html.encode())
     print(f"{'measure':<34} {'value':>12} {'limit':>10}")
     print(f"{'request records in the run log':<34} {n_req:>12d} {'~900' if run_s is not None else '':>10}")
     print(f"{'run log size':<34} {log.stat().st_size / 1e6:>10.2f} MB {'':>10}")
     if run_s is not None:
         print(f"{'suite run (sim, wall)':<34} {run_s:>10.1f} s {'':>10}")
-    print(f"{'report render, figures in-process':<34} {statistics.median(times['1']):>10.2f} s {'':>10}")
-    print(f"{f'report render, {pooled} figure processes':<34} {render_s:>10.2f} s {'10 s':>10}")
-    print(f"{'same page both ways':<34} {'yes' if len(pages) == 1 else 'NO':>12}")
+    print(f"{'report render':<34} {render_s:>10.2f} s {'10 s':>10}")
+    print(f"{'same page every render':<34} {'yes' if len(pages) == 1 else 'NO':>12}")
     print(f"{'report size':<34} {size / 1e6:>10.2f} MB {'5 MB':>10}")
     print(f"{'render time / limit':<34} {render_s / 10:>12.3f}")
     print(f"{'size / limit':<34} {size / 5e6:>12.3f}")

@@ -313,9 +313,6 @@ def _report(args: argparse.Namespace) -> int:
         if not Path(log).is_file():
             return _fail("report", f"{log}: no such run log (expected a run.jsonl under .posbias/runs/)")
         read_text_file(log, "a run log (run.jsonl)")  # binary or not UTF-8: one line naming the file
-    from .report.figure_pool import start_figure_helpers
-
-    start_figure_helpers()  # they import matplotlib while this process reads the logs
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(args.run_logs), encoding="utf-8")

@@ -482,8 +482,8 @@ class RunLogLines:
     """A run log's header and records, from its lines fed in order (whole lines, as written, as
     str or as the file's bytes): an empty line, one that is not UTF-8 or not JSON (a torn last
     line, a damaged block) is skipped; the first header line is the header.
-    :func:`read_run_log_lines` feeds a whole file; the xdist controller feeds the workers' logs
-    while they grow (:class:`~pytest_posbias.run_merge.RunLogFollower`)."""
+    :func:`read_run_log_lines` feeds a whole file, as the merge of a run's worker logs
+    (:func:`~pytest_posbias.run_merge.merge_run_log_lines`) feeds each worker's log."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -612,8 +612,6 @@ class Engine:
         self.stats = CallStats()
         self._lock = threading.Lock()
         self._answered: set[str] = set()  # keys this engine already answered in this run (made or read)
-        self.share: Any = None  # a work_share.WorkShare under pytest-xdist: requests made once across workers
-        self.helped = 0  # requests this engine made for another worker's probe (counted there)
         self._unusable: dict[str, tuple[Generation, str]] = {}  # keys answered unusably in this run: not asked again
 
     def backend(self, model: str) -> Backend:
@@ -683,12 +681,7 @@ class Engine:
                 streamed.setdefault(model, []).extend(items)  # one stream per model, whatever each request wants
                 continue
             size = max(1, self.batch_size or backend.max_batch_size)
-            batches = [items[i : i + size] for i in range(0, len(items), size)]
-            if self.share is not None and len(batches) > 1:
-                done = self._run_shared(backend, model, batches, results, probe=probe, done=done, total=total,
-                                        hits=hits, t_start=t_start, accept=accept)
-                continue
-            for chunk in batches:
+            for chunk in (items[i : i + size] for i in range(0, len(items), size)):
                 self._make(backend, model, chunk, results, probe=probe, accept=accept)
                 done += len(chunk)
                 if self.progress:
@@ -724,40 +717,10 @@ class Engine:
         return len(new)
 
     def _make(self, backend: Backend, model: str, chunk: Sequence[tuple[str, Request]], results: dict[str, Generation], *,
-              probe: str, check_cache: bool = False, count: bool = True,
-              failed: Mapping[str, Generation] | None = None, accept: Accept | None = None) -> int:
+              probe: str, accept: Accept | None = None) -> int:
         """Make one batch: call the backend, commit the good answers at once (a kill after this loses
-        nothing), count, log. Returns the requests sent.
-
-        ``check_cache`` (pytest-xdist, :mod:`.work_share`): first take the answers another worker made
-        for this batch since :meth:`run` looked (they are not in the cache of an earlier run): they
-        count as made for this probe, as serially, and their request records are in that worker's
-        log. ``failed``: the failed generations another worker recorded for this batch (taken the
-        same way: counted as made and failed here, logged there; not sent again).
-        ``count=False``: a batch made for another worker's probe (that worker counts it). ``accept``:
-        see :meth:`run` (an unusable answer is not cached)."""
-        if check_cache:
-            found = self.cache.get_many(k for k, _ in chunk)
-            stale: dict[str, str] = {}
-            if accept is not None:  # made by a worker that did not apply the probe's rule: not an answer to keep
-                reqs = dict(chunk)
-                stale = {k: why for k, g in found.items() if (why := accept(reqs[k], g)) is not None}
-                self.cache.record_unusable((k, model, found[k], why) for k, why in stale.items())
-                for k, why in stale.items():
-                    with self._lock:
-                        self.stats.unusable += int(k not in self._unusable)
-                        self._unusable.setdefault(k, (found[k], why))
-                    results[k] = found.pop(k)
-                chunk = [(k, r) for k, r in chunk if k not in stale]
-            found.update({k: failed[k] for k, _ in chunk if failed and k in failed and k not in found})
-            if found:
-                with self._lock:
-                    self.stats.add_calls(list(found.values()), wall=0.0)
-                    self._answered.update(k for k, g in found.items() if g.ok)
-                results.update(found)
-                chunk = [(k, r) for k, r in chunk if k not in found]
-            if not chunk:
-                return 0
+        nothing), count, log. Returns the requests sent. ``accept``: see :meth:`run` (an unusable
+        answer is not cached)."""
         t_call = time.perf_counter()
         gens = self._call(backend, [r for _, r in chunk])
         wall = time.perf_counter() - t_call
@@ -767,68 +730,14 @@ class Engine:
         bad = [(k, model, g, w) for (k, _), g, w in zip(chunk, gens, reasons, strict=True) if w is not None]
         self.cache.record_unusable(bad)
         with self._lock:
-            if count:
-                self.stats.add_calls(gens, wall=wall)
-                self._answered.update(k for k, _m, _g in good)
-                self.stats.unusable += len(bad)
-                self._unusable.update((k, (g, w)) for k, _m, g, w in bad)
-            else:
-                self.helped += len(gens)
+            self.stats.add_calls(gens, wall=wall)
+            self._answered.update(k for k, _m, _g in good)
+            self.stats.unusable += len(bad)
+            self._unusable.update((k, (g, w)) for k, _m, g, w in bad)
         for (k, r), g, w in zip(chunk, gens, reasons, strict=True):
             results[k] = g
             self._log(probe, k, r, g, cache_hit=False, unusable=w)
         return len(chunk)
-
-    def _run_shared(self, backend: Backend, model: str, batches: list[list[tuple[str, Request]]],
-                    results: dict[str, Generation], *, probe: str, done: int, total: int, hits: int,
-                    t_start: float, accept: Accept | None = None) -> int:
-        """The batches of one model under pytest-xdist (:mod:`.work_share`): published for idle
-        workers, each made under its claim; a batch another worker holds is waited for at the end and
-        read from the cache, its failed calls from the publication (made here when that worker could
-        not make it). Returns ``done``."""
-        assert self.share is not None
-        pub = self.share.publish(batches, probe=probe, model=model, identity=backend.identity())
-        try:
-            deferred = []
-            for i, chunk in enumerate(batches):
-                with pub.claim(i, wait=False) as held:
-                    if not held:
-                        deferred.append(i)
-                        continue
-                    self._make(backend, model, chunk, results, probe=probe, check_cache=True, failed=pub.failed(i),
-                               accept=accept)
-                    pub.mark_done(i)
-                done += len(chunk)
-                if self.progress:
-                    self.progress(done, total, hits, time.perf_counter() - t_start)
-            for i in deferred:
-                with pub.claim(i, wait=True):
-                    self._make(backend, model, batches[i], results, probe=probe, check_cache=True,
-                               failed=pub.failed(i), accept=accept)
-                    pub.mark_done(i)
-                done += len(batches[i])
-                if self.progress:
-                    self.progress(done, total, hits, time.perf_counter() - t_start)
-        finally:
-            self.share.withdraw(pub)
-        return done
-
-    def make_published(self, pub: Any, index: int, backend: Backend | None) -> tuple[int, dict[str, Generation]]:
-        """Make the uncached requests of batch ``index`` of another worker's publication (a
-        :class:`.work_share.Publication`, its claim held by the caller) with ``backend``, this
-        worker's copy of the publisher's model; nothing when it is not loaded here or its identity
-        differs (the keys would not be the same). Returns the requests sent and the failed
-        generations among them (cache key -> Generation), which the publisher takes as its own."""
-        if backend is None or dict(backend.identity()) != pub.identity:
-            return 0, {}
-        chunk = pub.batches[index]
-        found = self.cache.get_many(k for k, _ in chunk)
-        todo = [(k, r) for k, r in chunk if k not in found]
-        if not todo:
-            return 0, {}
-        made: dict[str, Generation] = {}
-        n = self._make(backend, pub.model, todo, made, probe=pub.probe, count=False)
-        return n, {k: g for k, g in made.items() if not g.ok}
 
     def _stream(self, backend: Backend, model: str, items: list[tuple[str, Request]], results: dict[str, Generation], *,
                 probe: str, done: int, total: int, hits: int, t_start: float, accept: Accept | None = None) -> int:

@@ -7,7 +7,6 @@ delegated to core modules that also run from the CLI.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import threading
 from collections.abc import Generator, Sequence
@@ -26,20 +25,7 @@ from .config import (
 )
 from .errors import ConfigError, PosbiasError
 from .safe_text import inert
-from .xdist_support import (
-    FollowedLogs,
-    configure_xdist,
-    join_warm_up,
-    junit_plain_names,
-    match_last_failed_across_modes,
-    plain_nodeid,
-    probe_groups_of,
-    start_controller_warm_up,
-    start_log_follower,
-    stop_log_follower,
-    suffix_group_nodeids,
-    unfreeze_after_merge,
-)
+from .xdist_support import configure_xdist, dist_given
 
 if TYPE_CHECKING:  # numpy and scipy: imported when a gate reports, never by a run without the suites
     from .stats import Verdict
@@ -50,8 +36,6 @@ _STASH_CONFIG = pytest.StashKey[PosbiasConfig]()
 _STASH_STATE = pytest.StashKey["_SessionState"]()
 _STASH_RUN_ID = pytest.StashKey[str]()
 _STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing run's state (a nested run)
-_STASH_SHARE = pytest.StashKey[Any]()  # an xdist worker's WorkShare (work_share), taken when it finished collecting
-_STASH_IDLE_RUN = pytest.StashKey[Any]()  # an xdist worker's RunContext after its tests: helps, then closes
 _STASH_VLLM = pytest.StashKey[list[Any]]()  # the xdist controller's vLLM servers (models/vllm_managed.ManagedVllm)
 WORKERINPUT_VLLM = "posbias_vllm"  # workerinput key: {spec: {"urls": [...], "identity": {...}}}
 _STASH_FILE_PROBLEMS = pytest.StashKey[list[Any]]()  # the manifest's unusable video files (warned at session start)
@@ -365,8 +349,6 @@ class _SessionState:
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0
         self.stop = threading.Event()
-        self.warm_up: threading.Thread | None = None  # the controller's warm-up thread (xdist_support.start_controller_warm_up)
-        self.log_follower: FollowedLogs | None = None  # the controller reads the workers' logs (xdist_support.start_log_follower)
 
     @property
     def calls(self) -> dict[str, float]:
@@ -397,7 +379,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_models(config, pcfg)
         _check_output_paths(config, pcfg)
         if (wi is None and getattr(config.option, "dist", "no") != "no" and pcfg.source.endswith("[tool.posbias]")
-                and not config.getoption("--model") and not pcfg.get("model")
+                and not config.getoption("--posbias-model") and not pcfg.get("model")
                 and not config.getoption("--collect-only", False)):
             raise pytest.UsageError(NO_MODEL)  # -n: the controller collects nothing; the workers' check would be lost
         _start_vllm_for_workers(config)
@@ -446,36 +428,32 @@ def _stop_vllm(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
-    """xdist worker under ``loadgroup``: mark each suite test with its probe's group before xdist
-    reads the marks (so the gates that share a probe run on one worker), then, after every other
-    implementation, make sure each grouped test carries the ``@group`` node-id suffix that the
-    controller's LoadGroupScheduling groups by.
-
-    pytest-xdist 3.8 writes that suffix into ``item._nodeid``; pytest 9.2 keeps node ids in a
-    structured ``item._id``, so the write is lost and loadgroup silently schedules test by test
-    (pytest-dev/pytest-xdist#1386, open). Where the suffix is missing it is set the same way
-    (``nodeid@`` + the sorted group names joined by ``_``); where xdist set it, nothing changes.
-    """
-    grouping = getattr(config, "workerinput", None) is not None and bool(config.getvalue("loadgroup"))
-    if grouping:
-        from .probes.settings import settings_for
-
-        frames = settings_for("stressor", posbias_config(config).probes.get("stressor"))["frames"]
-        for item, group in probe_groups_of(items, search_frames=int(frames[0]) if frames else None):
-            item.add_marker(pytest.mark.xdist_group(group))
+    """After every other implementation (``-m``/``-k`` deselection done): record the selected gate
+    tests, told apart from those that ran, and require a model when gate tests were collected."""
     result = yield
     state = config.stash.get(_STASH_STATE, None)
-    if state is not None:  # the selected gate tests, after -m/-k deselection: told apart from those that ran
-        state.gate_tests = {plain_nodeid(i.nodeid) for i in items if "posbias_gate" in getattr(i, "fixturenames", ())}
-    if grouping:
-        try:
-            suffix_group_nodeids(items)
-        except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    match_last_failed_across_modes(config, items)
+    if state is not None:
+        state.gate_tests = {i.nodeid for i in items if "posbias_gate" in getattr(i, "fixturenames", ())}
     _require_model(config, items)
-    _register_worker_share(config, items)
     return result
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``pytest -n N`` without ``--dist``: schedule by probe group (:class:`.xdist_support.ProbeGroupScheduling`),
+    so that the gates sharing a probe run on one worker and the probe is computed once. A ``--dist``
+    mode the user gave is xdist's own."""
+    if dist_given(config):
+        return None
+    from .probes.settings import settings_for
+    from .suite_support import model_id, probe_group
+    from .xdist_scheduler import ProbeGroupScheduling
+
+    model_ids = [model_id(m) for m in _options(config)["models"]]
+    frames = settings_for("stressor", posbias_config(config).probes.get("stressor"))["frames"]
+    first = int(frames[0]) if frames else None
+    return ProbeGroupScheduling(config, log,
+                                group_of=lambda nodeid: probe_group(nodeid, model_ids=model_ids, search_frames=first))
 
 
 NO_MODEL = ("no model to test: give one with --model MODEL (e.g. --model qwen3vl8b, --model openai:NAME, "
@@ -486,53 +464,10 @@ NO_MODEL = ("no model to test: give one with --model MODEL (e.g. --model qwen3vl
 def _require_model(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
     """A collection that holds gate tests (they use ``posbias_model`` or ``posbias_run``) with no model given on the
     command line or in ``[tool.posbias]`` is a usage error (exit 4): no simulator stands in."""
-    if config.getoption("--model") or posbias_config(config).get("model"):
+    if config.getoption("--posbias-model") or posbias_config(config).get("model"):
         return
     if any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run")):
         raise pytest.UsageError(NO_MODEL)
-
-
-def _help_then_close(session: pytest.Session) -> None:
-    """xdist worker, end of session: every test has run and every fixture is released (a user's
-    session-scoped lock on a device is free for the other workers). Make the other workers'
-    published model calls until none of them is running (:meth:`.session.RunContext.help_other_workers`),
-    unless this run is stopping; then close the run context and retire from the sharing (also when
-    ``posbias_run`` was never set up here)."""
-    config = session.config
-    ctx = config.stash.get(_STASH_IDLE_RUN, None)
-    share = config.stash.get(_STASH_SHARE, None)
-    try:
-        if ctx is not None:
-            try:
-                if not (session.shouldstop or session.shouldfail):
-                    ctx.help_other_workers(should_stop=lambda: bool(session.shouldstop or session.shouldfail))
-            finally:
-                ctx.close()
-    finally:
-        if share is not None:
-            share.retire()
-
-
-def _register_worker_share(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
-    """xdist worker whose collection holds suite tests (every worker collects the same items, so
-    each worker of a run with suite tests registers, whichever tests it is given): take its activity
-    lock in the run's shared work folder (:class:`.work_share.WorkShare`) now, before it reports
-    its collection. The controller hands out tests only when every worker has collected, so a worker
-    that has run its last test sees each other worker that may still publish model calls, also one
-    that has not reached its first suite test yet, and helps until they are done. Released at the
-    worker's end of session (:func:`_help_then_close`)."""
-    if getattr(config, "workerinput", None) is None or _STASH_SHARE in config.stash:
-        return
-    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
-        return
-    if not any("posbias_run" in getattr(item, "fixturenames", ()) for item in items):
-        return
-    from .work_share import WorkShare
-
-    try:
-        config.stash[_STASH_SHARE] = WorkShare(_run_dir(config) / "work", _worker_id(config))
-    except OSError:  # an unwritable cache folder: the posbias_run fixture reports it when it creates the run
-        config.stash[_STASH_SHARE] = None
 
 
 def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
@@ -661,7 +596,6 @@ def _expected_inifile(start: Path) -> Path | None:
 def pytest_configure_node(node: Any) -> None:
     """xdist: every worker writes into the controller's run directory."""
     node.workerinput["posbias_run_id"] = node.config.stash[_STASH_RUN_ID]
-    node.workerinput["posbias_loadgroup"] = getattr(node.config.option, "dist", "no") == "loadgroup"
     node.workerinput[WORKERINPUT_VLLM] = {m.resolved.spec: {"urls": m.urls, "identity": m.identity()}
                                           for m in node.config.stash.get(_STASH_VLLM, [])}
 
@@ -760,7 +694,6 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
             invocation=list(config.invocation_params.args),
             quiet=config.get_verbosity() < 0,
             progress=_progress_writer(config),
-            share=config.stash.get(_STASH_SHARE, None),
         )
         ctx.load_models()
     except ModelLoadError as exc:
@@ -776,9 +709,6 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
         pytest.exit(f"posbias: {load_error}", returncode=pytest.ExitCode.USAGE_ERROR)
     assert ctx is not None
     yield ctx
-    if ctx.engine.share is not None:  # -n N: helps a busy worker at this worker's end of session, then closes
-        config.stash[_STASH_IDLE_RUN] = ctx
-        return
     ctx.close()
 
 
@@ -906,50 +836,35 @@ def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any]
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect the verdicts and the calls a test's report carries (the controller's session state).
-
-    Last among the implementations, and on the xdist controller only, a report's node id loses the
-    plugin's ``@posbias:...`` group suffix, so the short summary's FAILED lines, and whatever reads
-    the reports after them, show the ids a serial run shows. Under pytest 9.2 the suffixed id also
-    read ``test[p]@group]`` (a stray bracket: ``NodeId.parse`` keeps ``p]@group`` as the
-    parameters). The implementations before this one, among them pytest's last-failed cache, have
-    recorded the suffixed id by then, and that is the id ``--lf`` must match: the workers' items
-    carry it when the next ``-n`` run collects them.
-    """
+    """Collect the verdicts and the calls a test's report carries (the controller's session state)."""
     config = getattr(report, "config", None)  # not set on reports from xdist workers
     state = _STATE_HOLDER.get("state") if config is None else config.stash.get(_STASH_STATE, None)
     if state is None:
         return
-    try:
-        _collect_from_report(state, report)
-    finally:
-        if not state.worker:  # on the controller only: a worker sends the report on
-            plain = plain_nodeid(report.nodeid)
-            if plain != report.nodeid:
-                report.nodeid = plain
+    _collect_from_report(state, report)
 
 
 def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> None:
     props = getattr(report, "user_properties", [])
-    state.reported.add(plain_nodeid(report.nodeid))
+    state.reported.add(report.nodeid)
     if report.failed and not any(k == VERDICT_KEY for k, _ in props):
         # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
         # the report must not read "ALL PASSED" for the gates that did
-        state.errored.append({"nodeid": plain_nodeid(report.nodeid), "when": report.when,
+        state.errored.append({"nodeid": report.nodeid, "when": report.when,
                               "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
     if report.when == "teardown":
         state.tests_done += 1
     if report.skipped and report.when in ("setup", "call") and _is_gate_report(report):
         lr = getattr(report, "longrepr", None)
         reason = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
-        state.skipped.append((plain_nodeid(report.nodeid), reason.removeprefix("Skipped: ")))
+        state.skipped.append((report.nodeid, reason.removeprefix("Skipped: ")))
     if report.when != "call":  # user properties ride on every phase's report; count them once
         return
     for key, value in props:
         if key == VERDICT_KEY:
             from .stats import Verdict
 
-            state.verdicts.append((plain_nodeid(report.nodeid), Verdict.from_dict(json.loads(value))))
+            state.verdicts.append((report.nodeid, Verdict.from_dict(json.loads(value))))
         elif key == CALLS_KEY:
             c = json.loads(value)
             for k in state.calls:
@@ -983,19 +898,6 @@ def _plan_options(config: pytest.Config) -> dict[str, Any]:
     return {"plan": str(d), "plan_output_lengths": json.loads(lengths.read_text()) if lengths.is_file() else None}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test that runs pytest in this process (the ``pytester`` fixture) gets ``scipy.stats``
-    imported first: pytester drops the modules first imported during an in-process run, and
-    importing scipy.stats again then fails (numpy.fft's extension module loads once per process),
-    so a second run that computes a statistic would crash. The plugin imports it on first use
-    (:mod:`~pytest_posbias.stats`), which is often inside such a run."""
-    if "pytester" in getattr(item, "fixturenames", ()):
-        import importlib
-
-        importlib.import_module("scipy.stats")
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """Plan mode: requests made during a test belong to that gate test."""
@@ -1015,10 +917,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _check_endpoints_before_workers(session.config)
     _warn_unusable_videos(session.config)
     _start_worker_progress(session.config)
-    state = session.config.stash[_STASH_STATE]
-    state.warm_up = start_controller_warm_up(session.config)
-    if _STASH_RUN_ID in session.config.stash:
-        state.log_follower = start_log_follower(session.config, _run_dir(session.config), state.stop)
 
 
 def _check_cache_before_calls(config: pytest.Config) -> None:
@@ -1033,7 +931,7 @@ def _check_cache_before_calls(config: pytest.Config) -> None:
     opts = _options(config)
     folder = Path(str(opts["cache"]))
     folder = folder if folder.is_absolute() else Path(str(config.rootpath)) / folder
-    asked = ("[tool.posbias]" in posbias_config(config).source or config.getoption("--model") or
+    asked = ("[tool.posbias]" in posbias_config(config).source or config.getoption("--posbias-model") or
              config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode") or
              config.getoption("--posbias-cache-repair"))
     if not asked and not folder.exists():
@@ -1201,15 +1099,9 @@ def _run_problems(run_log: Path | None) -> list[Any]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """xdist worker, its session over: freeze the heap (``gc.freeze``) so that the interpreter's
-    final garbage collection skips it. A worker holds millions of objects (decoded frames, the
-    simulated model's analyses, parsed records); their cyclic collection at exit took up to 3 s,
-    during which the controller, in xdist's teardown, waits for the process to end. Nothing is
-    left to run in the worker, and reference counting still frees every object as before."""
+    """Hand the report collector back to the enclosing run, if any (:func:`_restore_outer_state`)."""
     _restore_outer_state(config)
     _stop_vllm(config)
-    if getattr(config, "workerinput", None) is not None:
-        gc.freeze()
 
 
 def _restore_outer_state(config: pytest.Config) -> None:
@@ -1254,17 +1146,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     waits for each worker process to exit, which can overlap with this."""
     config = session.config
     if getattr(config, "workerinput", None) is not None:
-        _help_then_close(session)
         return
     state = config.stash[_STASH_STATE]
     state.stop.set()  # no -n progress line after this point (also when what follows raises)
-    join_warm_up(state.warm_up)
-    stop_log_follower(state.log_follower)  # its last poll ends before the merge reads the rest
-    if getattr(config.option, "dist", "no") != "no":
-        with contextlib.suppress(ImportError):
-            from _pytest.junitxml import xml_key
-
-            junit_plain_names(config.stash.get(xml_key, None))
     if not _posbias_used(config, state):
         return  # a run without the suites or gates: nothing to merge, report or write
     try:
@@ -1286,14 +1170,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=_options(config),
                              verdict_rows=rows, calls=state.calls, run_id=config.stash.get(_STASH_RUN_ID, None),
                              terminal=config.pluginmanager.get_plugin("terminalreporter"), exitstatus=int(exitstatus),
-                             errored=state.errored, log_follower=state.log_follower.follower if state.log_follower else None,
+                             errored=state.errored,
                              run_decision=_decision_record(state.decision, status))
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line(f"[posbias] report not written: {exc}", red=True)
-    finally:
-        unfreeze_after_merge(state.log_follower)
     state.problems = _run_problems(run_log)
     path = config.getoption("--posbias-json", None)
     if path:  # written even when no gate decided: a CI job reading it must see that nothing was measured

@@ -3,16 +3,12 @@
 Each pytest process of a run (the serial process, or each xdist worker) appends its records to
 its own log. At the end the controller merges them into ``run.jsonl`` in a deterministic order
 (:func:`merge_run_log_lines`), so that a serial run and an ``-n N`` run of the same gates give the
-same log. Under ``-n N`` the controller reads the workers' logs while they grow
-(:class:`RunLogFollower`, polled by a thread), so the end of the run, on one core
-while the others sit idle, no longer parses tens of megabytes of JSON.
+same log.
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,70 +16,6 @@ from .engine import RunLogLines, gc_paused
 from .errors import ConfigError
 
 Record = dict[str, Any]
-
-
-@dataclass
-class _FollowedLog:
-    lines: RunLogLines
-    offset: int = 0  # bytes of the file read so far
-    partial: bytes = b""  # the start of a line its writer has not finished yet
-
-
-class RunLogFollower:
-    """Reads the logs of one run directory as their writers append to them.
-
-    :meth:`poll` parses the whole lines added to every ``log-*.jsonl`` since the last poll (a line
-    still being written waits for the next poll); :meth:`merge`, once the writers have finished,
-    reads the rest and merges. Polling is only a head start: the merged log is the same as
-    :func:`merge_run_log_lines` on the finished files, however the writes and polls interleave.
-    Thread-safe (one lock); after :meth:`merge` a poll does nothing."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = Path(run_dir)
-        self._logs: dict[Path, _FollowedLog] = {}
-        self._lock = threading.Lock()
-        self._merged = False
-        self._broken = False
-
-    def poll(self) -> None:
-        """Parse the whole lines appended to each log since the last poll (a line that is not
-        UTF-8 or not JSON is skipped, as :func:`merge_run_log_lines` skips it). Should reading fail
-        (a file unreadable or replaced), polling stops and :meth:`merge` reads every
-        log from its start, as :func:`merge_run_log_lines` does, and reports what it finds."""
-        with self._lock:
-            if self._merged or self._broken:
-                return
-            try:
-                self._read(final=False)
-            except Exception:
-                self._broken = True
-
-    def _read(self, *, final: bool) -> None:
-        for path in sorted(self.run_dir.glob("log-*.jsonl")):
-            log = self._logs.setdefault(path, _FollowedLog(RunLogLines(path)))
-            with path.open("rb") as fh:
-                fh.seek(log.offset)
-                data = fh.read()
-            log.offset += len(data)
-            buf = log.partial + data
-            cut = len(buf) if final else buf.rfind(b"\n") + 1
-            log.partial = buf[cut:]
-            if cut:
-                log.lines.feed(buf[:cut].split(b"\n"))
-
-    def merge(self) -> tuple[Record, list[tuple[Record, str | None]]]:
-        """Read what is left of every log, then merge them: see :func:`merge_run_log_lines`. The
-        cyclic collector is paused meanwhile (its passes over the parsed records cost more than the parse)."""
-        with self._lock, gc_paused():
-            if self._merged:
-                raise RuntimeError(f"{self.run_dir}: the logs were merged already")
-            if self._broken:
-                self._logs.clear()
-            self._read(final=True)
-            self._merged = True
-            logs = [log.lines.result() for _, log in sorted(self._logs.items())]
-            self._logs.clear()  # the records live on in the merge only (the caller frees them)
-            return _merge(logs, self.run_dir)
 
 
 def merge_run_logs(run_dir: Path) -> tuple[Record, list[Record]]:
@@ -112,7 +44,14 @@ def merge_run_log_lines(run_dir: Path) -> tuple[Record, list[tuple[Record, str |
     Each record comes with its line as the worker wrote it (canonical JSON: sorted keys), or None
     when the merge changed the record (its kind); the merged log copies the unchanged lines.
     """
-    return RunLogFollower(run_dir).merge()
+    logs = []
+    with gc_paused():  # the parsed records are acyclic: the cyclic collector's passes over them cost more than the parse
+        for path in sorted(Path(run_dir).glob("log-*.jsonl")):
+            lines = RunLogLines(path)
+            with path.open("rb") as fh:
+                lines.feed(fh)
+            logs.append(lines.result())
+        return _merge(logs, Path(run_dir))
 
 
 def _started(h: Record) -> str:
@@ -179,4 +118,4 @@ def _merge(logs: list[tuple[Record, list[tuple[Record, str]]]], run_dir: Path) -
     return header, list(models.values()) + out
 
 
-__all__ = ["RunLogFollower", "merge_run_log_lines", "merge_run_logs"]
+__all__ = ["merge_run_log_lines", "merge_run_logs"]

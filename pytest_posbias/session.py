@@ -45,12 +45,11 @@ from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
 from .probes.stressor import StressorResult, StressorSpec, run_stressor
 from .run_id import new_run_id
-from .run_merge import RunLogFollower, merge_run_log_lines, merge_run_logs
+from .run_merge import merge_run_log_lines, merge_run_logs
 from .safe_text import redact_args, redact_value
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
-from .work_share import WorkShare
 
 
 def environment() -> dict[str, Any]:
@@ -102,7 +101,7 @@ class RunContext:
 
     def __init__(self, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str,
                  run_id: str, invocation: Sequence[str] = (), quiet: bool = False,
-                 progress: Callable[[str], None] | None = None, share: WorkShare | None = None) -> None:
+                 progress: Callable[[str], None] | None = None) -> None:
         self.options = dict(options)
         self.pcfg = pcfg
         self.rootdir = rootdir
@@ -159,8 +158,6 @@ class RunContext:
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
                              batch_size=self.options.get("batch_size"), progress=self._on_progress)
         self.cache.on_unstored = self._unstored
-        if share is not None and not self.options.get("plan"):  # pytest-xdist: see work_share
-            self.engine.share = share
 
     def _unstored(self, n: int, reason: str) -> None:
         """Count answers the cache could not store (the summary shows them) and say the first reason."""
@@ -172,13 +169,11 @@ class RunContext:
 
     @classmethod
     def create(cls, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str, run_id: str,
-               invocation: Sequence[str] = (), quiet: bool = False, progress: Callable[[str], None] | None = None,
-               share: WorkShare | None = None) -> RunContext:
-        """``share``: this xdist worker's side of the model calls shared between workers (taken by the
-        plugin when the worker finished collecting, so every worker with suite tests is registered
-        before any test runs; :mod:`.work_share`). None in a serial run or from the CLI."""
+               invocation: Sequence[str] = (), quiet: bool = False,
+               progress: Callable[[str], None] | None = None) -> RunContext:
+        """A run context for one pytest process (the serial run, an xdist worker) or the CLI."""
         return cls(options, pcfg, rootdir=rootdir, worker=worker, run_id=run_id, invocation=invocation, quiet=quiet,
-                   progress=progress, share=share)
+                   progress=progress)
 
     # -- backends
     def backend(self, spec: str) -> Backend:
@@ -311,7 +306,7 @@ class RunContext:
         name = hashlib.sha256(key.encode()).hexdigest()[:32]
         stored = folder / f"{name}.pkl"
         with (folder / f"{name}.lock").open("w") as lock:
-            self._lock_helping(lock)  # released when the file closes, or when a killed worker exits
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when a killed worker exits
             try:
                 if stored.is_file():
                     try:
@@ -336,50 +331,6 @@ class RunContext:
                 return value
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def _lock_helping(self, lock: Any) -> None:
-        """Take the exclusive lock on ``lock``; while another worker holds it (computing a probe this
-        worker needs), make that worker's unclaimed model calls instead of idling (:mod:`.work_share`)."""
-        share = self.engine.share
-        if share is None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            return
-        from .work_share import IDLE_POLL_S
-
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                pass
-            try:
-                helped = share.help_once(self._make_published)
-            except Exception as exc:  # helping is an optimisation: the other worker makes its own calls
-                self.note(f"stopped helping another worker ({type(exc).__name__}: {exc}); waiting for its probe")
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                return
-            if helped == 0:
-                time.sleep(IDLE_POLL_S)
-
-    def _make_published(self, pub: Any, index: int) -> tuple[int, dict[str, Any]]:
-        return self.engine.make_published(pub, index, self._backends.get(pub.model))
-
-    def help_other_workers(self, *, should_stop: Callable[[], bool] = lambda: False) -> int:
-        """Under pytest-xdist, at this worker's end of session (every fixture released): make the
-        other workers' unclaimed model calls until no other worker is running tests (:meth:`.work_share.WorkShare.help_until_idle`).
-        Returns the requests made (each is counted by the gate whose probe it belongs to)."""
-        share = self.engine.share
-        if share is None:
-            return 0
-        try:
-            made = share.help_until_idle(self._make_published, should_stop=should_stop)
-        except Exception as exc:  # helping is an optimisation: what was not made here the owner makes
-            share.retire()
-            self.note(f"stopped helping another worker ({type(exc).__name__}: {exc})")
-            return 0
-        if made:
-            self.note(f"made {made} model calls for another worker's probe after its own tests")
-        return made
 
     def calls(self) -> dict[str, Any]:
         return self.engine.stats.snapshot()
@@ -543,8 +494,6 @@ class RunContext:
         self.runlog.write({"kind": "observation", "probe": probe, "worker": self.worker, **data})
 
     def close(self) -> None:
-        if self.engine.share is not None:
-            self.engine.share.retire()
         for b in self._backends.values():
             with contextlib.suppress(Exception):
                 b.close()
@@ -589,7 +538,6 @@ def finish_run(
     terminal: Any = None,
     exitstatus: int | None = None,
     errored: Sequence[Mapping[str, Any]] = (),
-    log_follower: RunLogFollower | None = None,
     run_decision: Mapping[str, Any] | None = None,
 ) -> Path | None:
     """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the workers' logs (the
@@ -597,7 +545,6 @@ def finish_run(
     (:func:`.retention.prune_runs`; never this run's) and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
-    ``log_follower``: the one that read this run's logs while they grew (the xdist controller's).
     ``run_decision``: the run-level decision (:mod:`.decision`), kept in the header; each verdict
     record carries its gate's part of it (``row["gate"]``).
 
@@ -614,10 +561,9 @@ def finish_run(
     import shutil
 
     shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see RunContext.memo)
-    shutil.rmtree(run_dir / "work", ignore_errors=True)  # model calls the workers shared (see work_share)
     if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
-        for empty in (run_dir, run_dir.parent, cache_dir):  # only xdist's work folder was made (no suite
-            with contextlib.suppress(OSError):               # test set the run up): leave nothing behind
+        for empty in (run_dir, run_dir.parent, cache_dir):  # no suite test set the run up: leave no
+            with contextlib.suppress(OSError):               # empty folder behind
                 empty.rmdir()
         if run_decision is None or run_decision.get("n_gates") or not run_decision.get("skipped"):
             return None
@@ -626,8 +572,6 @@ def finish_run(
                   "alpha": options.get("alpha"), "seed": options.get("seed"), "config": {}}
         header["started"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         pairs: list[tuple[dict[str, Any], str | None]] = []
-    elif log_follower is not None and log_follower.run_dir == run_dir:
-        header, pairs = log_follower.merge()
     else:
         header, pairs = merge_run_log_lines(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

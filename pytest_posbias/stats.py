@@ -24,22 +24,9 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import stats as _st
 
 from .errors import ConfigError
-
-
-class _ScipyStats:
-    """``scipy.stats``, imported on first use (about 1.5 s): importing this module, which the
-    plugin does at pytest's start-up in every process (the xdist controller and each worker),
-    stays cheap, so ``pytest -n N`` starts its workers sooner."""
-
-    def __getattr__(self, name: str) -> Any:
-        from scipy import stats
-
-        return getattr(stats, name)
-
-
-_st: Any = _ScipyStats()
 
 Mode = Literal["detect", "certify"]
 MODES: tuple[str, ...] = ("detect", "certify")

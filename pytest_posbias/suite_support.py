@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .probes.positional import PositionalSpec
-from .xdist_support import XDIST_GROUP_PREFIX  # the plugin strips "@posbias:..." from node ids
+from .xdist_support import XDIST_GROUP_PREFIX
 
 # Robustness variants of the multi-video paper (§4.2–5.3, appendix C.6), run on the P = 4
 # short configurations and marked slow.
@@ -99,53 +101,70 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
 
 
 
-def probe_group(module: str, function: str, params: dict[str, Any], *, search_frames: int | None = None) -> str | None:
-    """The xdist group of a suite test: the tests that share a probe (or its videos) run on one worker.
+def model_id(spec: str) -> str:
+    """A ``--model`` value as the suites' test ids show it (``suites/conftest.py``: the model's
+    label with every run of other characters than ``[A-Za-z0-9_.:-]`` made one ``-``)."""
+    from .models.registry import model_label
 
-    Under ``pytest -n N`` the plugin schedules with xdist's ``loadgroup``: a group is one unit of
-    work, so a probe shared by several gates (DPB, MEG, coverage and contamination of one
-    configuration; the stressor probe behind repetition, amplification and attack at a frame
-    count; the phase probe's conditions shared by the order, phase and flip gates) is computed
-    by one worker, once, and the worker's in-process caches (decoded frames, the simulated
-    model's frame analyses, sentence embeddings) serve every gate of the group. Groups:
+    return re.sub(r"[^A-Za-z0-9_.:-]+", "-", model_label(spec))
+
+
+def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | None = None) -> str | None:
+    """The probe group of a suite test, from its node id: the tests that share a probe (or its
+    videos) run on one worker.
+
+    Under ``pytest -n N`` the plugin's scheduler (:class:`.xdist_scheduler.ProbeGroupScheduling`)
+    hands out one group at a time, so a probe shared by several gates (DPB, MEG, coverage and
+    contamination of one configuration; the stressor probe behind repetition, amplification and
+    attack at a frame count; the phase probe's conditions shared by the order, phase and flip gates)
+    is computed by one worker, once, and the worker's in-process caches (decoded frames, the
+    simulated model's frame analyses, sentence embeddings) serve every gate of the group. Groups:
 
     * positional: ``(model, domain, bucket)`` -- P = 2 and P = 4 of a configuration show the same
       videos; a layout variant is a group of its own (its probe shares nothing with the others);
     * phase / order / flip / fusion: ``(model, "phase")``;
-    * stressor suite: ``(model, frames)``;
+    * stressor suite: ``(model, frames)``; a test without a frame count (the re-query remedy) reads
+      the probe at the first frame count ``search_frames``;
     * property search: the option-order and sampling-phase searches query the phase probe's items
       (phase group), the stressor search the stressor probe's videos at its first frame count
       ``search_frames`` (that stressor group: the clean outputs and decoded frames are reused);
-    * anything else (the slot-coverage search, users' own tests): no group (xdist balances it test
-      by test).
+    * anything else (the slot-coverage search, the decoding sweep, users' own tests): no group
+      (the test is a unit of its own).
 
-    ``module`` is the defining module's name (``pytest_posbias.suites.test_positional`` or a
-    scaffolded ``test_positional``), ``params`` the test's parameters (``item.callspec.params``).
-    Returns None for a test that shares no probe with another.
+    The node id is read as the suites' ``pytest_generate_tests`` builds it:
+    ``<dir>/<suite module>.py::<test>[<model id>-<parameter ids>]``; ``model_ids`` are the run's
+    models as they appear there (``suites/conftest.py``). Returns None for a test that shares no
+    probe with another.
     """
-    suite = module.rsplit(".", 1)[-1]
-    model = str(params.get("posbias_model", ""))
+    path, _, name = nodeid.partition("::")
+    function, _, params = name.partition("[")
+    params = params[:-1] if params.endswith("]") else params
+    suite = path.rsplit("/", 1)[-1].removesuffix(".py")
+    model = max((m for m in model_ids if params == m or params.startswith(m + "-")), key=len, default=None)
+    if model is None:
+        return None
+    rest = params[len(model) + 1:]
+    group = f"{XDIST_GROUP_PREFIX}{{}}|{model}"
     if suite == "test_positional":
-        if "positional_variant_config" in params:
-            (d, b, _P), variant = params["positional_variant_config"]
-            return f"{XDIST_GROUP_PREFIX}positional|{model}|{d}-{b}|{variant}"
-        cfg = params.get("positional_config") or params.get("positional_config_p4")
-        if not cfg:
+        m = re.match(r"(.+?)-P\d+(?:-(.+))?$", rest)
+        if m is None:
             return None
-        d, b, _P = cfg
-        return f"{XDIST_GROUP_PREFIX}positional|{model}|{d}-{b}"
+        if function.endswith("_variant") and m.group(2):
+            return group.format("positional") + f"|{m.group(1)}|{m.group(2)}"
+        return group.format("positional") + f"|{m.group(1)}"
     if suite == "test_phase_order":
-        return f"{XDIST_GROUP_PREFIX}phase|{model}"
+        return group.format("phase")
+    first = search_frames if search_frames is not None else "first"
     if suite == "test_stressors":
-        if "decoding_setting" in params:  # a decoding sweep setting is a probe of its own
+        if function == "test_repetition_under_decoding_setting":  # a decoding sweep setting is a probe of its own
             return None
-        frames = params.get("stressor_frames")
-        return f"{XDIST_GROUP_PREFIX}stressor|{model}|{frames if frames is not None else 'first'}"
+        m = re.match(r"(\d+)f(?:-|$)", rest)
+        return group.format("stressor") + f"|{m.group(1) if m else first}"
     if suite == "test_search":
-        prop = params.get("prop") or {"test_search_option_order": "order", "test_search_sampling_phase": "phase",
-                                      "test_search_stressor_repetition": "stressor"}.get(function)
+        prop = {"test_search_option_order": "order", "test_search_sampling_phase": "phase",
+                "test_search_stressor_repetition": "stressor"}.get(function, rest)
         if prop in ("order", "phase"):
-            return f"{XDIST_GROUP_PREFIX}phase|{model}"
+            return group.format("phase")
         if prop == "stressor":
-            return f"{XDIST_GROUP_PREFIX}stressor|{model}|{search_frames if search_frames is not None else 'first'}"
+            return group.format("stressor") + f"|{first}"
     return None

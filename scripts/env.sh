@@ -15,15 +15,6 @@ fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-# Bytecode is cached in the venv (Python's default, kept out of the source tree), also where the
-# environment sets PYTHONDONTWRITEBYTECODE (many containers do; this machine does). Without a cache every
-# Python process compiles this package's source, and pytest re-does its assertion rewriting of every
-# module of the plugins' distributions (this package, hypothesis, xdist, anyio: about 2 s of CPU per
-# process here); `pytest -n N` starts N + 1 processes. POSBIAS_PYCACHE="" keeps the environment's setting.
-if [ -n "${POSBIAS_PYCACHE-$VENV/pycache}" ]; then
-  export PYTHONPYCACHEPREFIX="${POSBIAS_PYCACHE-$VENV/pycache}"
-  unset PYTHONDONTWRITEBYTECODE
-fi
 stamp="$VENV/.posbias-installed"
 want="$(cat pyproject.toml scripts/env.sh | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then

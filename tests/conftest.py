@@ -21,6 +21,10 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
+# pytester's in-process runs drop the modules first imported inside them, and numpy's extension
+# modules load once per process: scipy.stats (which the gates use) is imported here, before any.
+import scipy.stats  # noqa: E402, F401
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """The suites' markers (the tests import suite modules and mark their own slow tests)."""

@@ -52,29 +52,6 @@ def _strip_stamp(html: str) -> str:
     return re.sub(r"Rendered \S+ by", "Rendered <time> by", html)
 
 
-def test_figures_drawn_by_a_helper_process_give_the_page_drawn_in_one_process(run_dir, monkeypatch):
-    from pytest_posbias.report import figure_pool
-
-    [log] = list((run_dir / ".posbias" / "runs").glob("*/run.jsonl"))
-    monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", "1")
-    alone = render([log], rendered_at="t")
-    monkeypatch.setenv("POSBIAS_FIGURE_PROCESSES", "2")
-    figure_pool.start_figure_helpers()
-    for h in figure_pool._HELPERS:  # their imports done, as when the -n controller started them early
-        assert h.wait_ready(lambda: True)
-    drawn = {}
-    real_fill = figure_pool.FigureBatch.fill
-
-    def fill(batch, html):
-        out = real_fill(batch, html)
-        drawn.update(figures=len(batch), by_helpers=batch.drawn_by_helpers)
-        return out
-
-    monkeypatch.setattr(figure_pool.FigureBatch, "fill", fill)
-    assert render([log], rendered_at="t") == alone
-    assert drawn["figures"] >= 8 and 1 <= drawn["by_helpers"] < drawn["figures"]  # both processes drew
-
-
 def test_report_written_and_rerendered_from_the_log_alone(run_dir):
     reports = sorted((run_dir / "reports").glob("*.html"))
     names = [p.name for p in reports]

@@ -154,3 +154,33 @@ def test_letter_bias_flips_with_option_order_only_when_unsure(manifest, store):
     assert results[("unbiased", "why")] == 1 and results[("unbiased", "count")] == 1
     assert results[("letter-bias", "count")] == 1  # sure: letter bias does not move it
     assert results[("letter-bias", "why")] > 1  # unsure: the chosen content follows the letters
+
+
+def test_a_latency_holds_each_batch_for_its_items_without_cpu_and_changes_no_output(manifest, store):
+    """``sim:PROFILE,latency=S``: a batch of B requests takes B × S of wall time, slept (the
+    process's CPU time stays far below it), with the same texts and identity as the profile alone;
+    a latency that is not a number >= 0, or given twice, is an error naming it."""
+    import time
+
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.models.sim import check_profile
+
+    items = list(manifest.videos.values())[:3]
+    reqs = []
+    for item in items:
+        info = store.info(item.path)
+        spec = FrameSpec.from_video(item.path, frame_indices(info.frame_count, 8, convention="videostf"), info=info)
+        reqs.append(Request("sim:unbiased", (TextPart("Describe the video."), VideoPart(spec)), Decoding(64)))
+    plain = SimBackend("unbiased", store)
+    expected = [g.text for g in plain.generate(reqs)]  # the views are cached now: the next call does little work
+    slow = SimBackend("unbiased,latency=0.15", store)
+    assert slow.identity() == plain.identity() and slow.latency == 0.15
+    wall, cpu = time.perf_counter(), time.process_time()
+    got = [g.text for g in slow.generate(reqs)]
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert got == expected
+    assert 0.45 <= wall < 0.45 + 0.3 and cpu < 0.2
+    for bad, word in (("unbiased,latency=-1", "latency"), ("unbiased,latency=x", "latency"),
+                      ("unbiased,latency=1,latency=2", "once"), ("nope,latency=1", "unknown sim profile")):
+        with pytest.raises(ConfigError, match=word):
+            check_profile(bad)

@@ -28,6 +28,13 @@ profile          effect (documented sizes; ``t`` = temperature)
                  every other behaviour is exactly ``unbiased``
 ===============  ==========================================================================
 
+Any profile takes ``,latency=SECONDS`` (``sim:unbiased,latency=0.2``): a stand-in for a
+GPU-bound model, whose call holds the device, not the client's CPU. A batch of ``B`` requests
+(a ``generate`` or ``score_options`` call) then takes ``B × SECONDS`` of wall time, slept for
+what the simulation's own work has not used (a GPU decodes a batch in about the time of its
+items one after another once it is compute-bound; batching gains nothing here). The outputs,
+and the cache keys, are the profile's without the latency.
+
 Every profile answers multiple-choice questions from what it perceived (sure: 0.85 on the
 perceived option), and is unsure on questions the frames cannot answer (their content
 distribution depends on the options' text only, so it is the same in every ordering).
@@ -93,9 +100,29 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+def split_latency(profile: str) -> tuple[str, float]:
+    """``profile`` without its ``,latency=SECONDS`` part, and the seconds per request (0 without
+    one). ConfigError names a latency that is not a finite number >= 0, or one given twice."""
+    parts = profile.split(",")
+    lat = [p for p in parts if p.startswith("latency=")]
+    if not lat:
+        return profile, 0.0
+    if len(lat) > 1:
+        raise ConfigError(f"sim:{profile}: `latency` given {len(lat)} times; give it once")
+    try:
+        seconds = float(lat[0].removeprefix("latency="))
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ConfigError(f"sim:{profile}: `latency` must be a number of seconds >= 0; got {lat[0].removeprefix('latency=')!r}")
+    return ",".join(p for p in parts if not p.startswith("latency=")), seconds
+
+
 def check_profile(profile: str) -> None:
     """Raise ConfigError unless ``profile`` (after ``sim:``) is a profile of ``PROFILES`` or a valid
-    dose ``dose,GATE=VALUE[,...]`` (``sim_dose.parse_dose`` names the bad gate or value)."""
+    dose ``dose,GATE=VALUE[,...]`` (``sim_dose.parse_dose`` names the bad gate or value), either with
+    an optional ``,latency=SECONDS`` (:func:`split_latency`)."""
+    profile, _ = split_latency(profile)
     if is_dose(profile):
         parse_dose(profile)
     elif profile not in PROFILES or profile.startswith("dose"):
@@ -225,6 +252,7 @@ class SimBackend:
 
     def __init__(self, profile: str, store: FrameStore) -> None:
         check_profile(profile)
+        profile, self.latency = split_latency(profile)
         self.dose: Dose | None = parse_dose(profile) if is_dose(profile) else None
         self.profile = profile
         # a dose draws the unbiased model's randomness (same texts where no dose acts) plus its own streams
@@ -284,7 +312,14 @@ class SimBackend:
         return view
 
     # -- protocol
+    def _hold(self, n: int, t_batch: float) -> None:
+        """Sleep until ``n × latency`` seconds have passed since ``t_batch`` (no CPU used)."""
+        rest = self.latency * n - (time.perf_counter() - t_batch)
+        if rest > 0:
+            time.sleep(rest)
+
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        t_batch = time.perf_counter()
         out = []
         for r in requests:
             t0 = time.perf_counter()
@@ -294,11 +329,16 @@ class SimBackend:
             if len(tokens) > r.decoding.max_new_tokens:
                 text = " ".join(tokens[: r.decoding.max_new_tokens])
                 finish = "length"
-            out.append(Generation(text, min(len(tokens), r.decoding.max_new_tokens), finish, lp, time.perf_counter() - t0))
+            out.append(Generation(text, min(len(tokens), r.decoding.max_new_tokens), finish, lp,
+                                  time.perf_counter() - t0 + self.latency))
+        self._hold(len(requests), t_batch)
         return out
 
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
-        return [self._letters(r) for r in requests]
+        t_batch = time.perf_counter()
+        out = [self._letters(r) for r in requests]
+        self._hold(len(requests), t_batch)
+        return out
 
     # -- behaviour
     def _request_rng(self, r: Request, *extra: Any) -> np.random.Generator:

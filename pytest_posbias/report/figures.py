@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..safe_text import inert
-from .figure_pool import deferrable
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+F = TypeVar("F", bound=Callable[..., str])
+
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 
@@ -35,13 +36,21 @@ def _plt() -> Any:
     return plt
 
 
-def warm_up() -> None:
-    """Import matplotlib and draw one small figure with text (fonts, text layout), so that the next
-    figure this process draws is drawn at full speed (a figure helper does this when it starts)."""
-    fig, ax = _plt().subplots(figsize=(1.5, 1.2))
-    ax.plot([0, 1], [0, 1], marker="o")
-    ax.set_title("warm-up")
-    _svg(fig)
+def isolated(fn: F) -> F:
+    """A figure function drawn under matplotlib's settings as loaded (its defaults and any
+    matplotlibrc: ``matplotlib.rc_file_defaults``), not as the process may have changed them since
+    (a user's conftest or test setting ``rcParams``), with the process's settings restored after
+    (``rc_context``): the same data give the same SVG bytes in any run."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> str:
+        import matplotlib
+
+        with matplotlib.rc_context():
+            matplotlib.rc_file_defaults()
+            return str(fn(*args, **kwargs))
+
+    return call  # type: ignore[return-value]
 
 
 def _inert(value: Any) -> Any:
@@ -78,7 +87,7 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: the SVG is inlined in HTML
 
 
-@deferrable
+@isolated
 @_inert_args
 def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
     """One panel per domain/duration/scale: mean coverage per slot, one line per model with a CI band.
@@ -111,7 +120,7 @@ def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
     return _svg(fig)
 
 
-@deferrable
+@isolated
 @_inert_args
 def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols: Sequence[str], *, title: str,
             fmt: str = "{:.0%}", vmax: float | None = None, cmap: str = "cividis") -> str:
@@ -134,7 +143,7 @@ def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols:
     return _svg(fig)
 
 
-@deferrable
+@isolated
 @_inert_args
 def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *, title: str, ylabel: str,
          ref: Mapping[str, float] | None = None, errors: Mapping[str, Sequence[tuple[float, float]]] | None = None,
@@ -170,7 +179,7 @@ def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *,
     return _svg(fig)
 
 
-@deferrable
+@isolated
 @_inert_args
 def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, title: str, xlabel: str, ylabel: str) -> str:
     """Simple line plot (e.g. risk–coverage: accuracy on the answered subset vs coverage)."""
@@ -187,7 +196,7 @@ def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, titl
     return _svg(fig)
 
 
-@deferrable
+@isolated
 @_inert_args
 def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: str) -> str:
     """Box plots of per-output values (RI or IE) per condition."""
@@ -207,7 +216,7 @@ def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: st
     return _svg(fig)
 
 
-@deferrable
+@isolated
 @_inert_args
 def stacked(groups: Sequence[str], parts: Mapping[str, Sequence[float]], *, title: str) -> str:
     """100% stacked bars (severity shares: benign, ordinary, severe)."""
@@ -243,7 +252,7 @@ def _bound_lines(ax: Any, lower: float | None, upper: float | None, *, vertical:
         first = False
 
 
-@deferrable
+@isolated
 @_inert_args
 def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower: float | None = None,
            upper: float | None = None, ref: float | None = None, width: float = 5.6) -> str:
@@ -277,7 +286,7 @@ def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower:
     return _svg(fig)
 
 
-@deferrable
+@isolated
 @_inert_args
 def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower: float | None = None,
           upper: float | None = None) -> str:

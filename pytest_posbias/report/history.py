@@ -19,7 +19,7 @@ from typing import Any
 from .. import __version__
 from ..errors import ConfigError
 from ..summary import suite_of, suite_order, suite_title
-from . import figure_pool, figures
+from . import figures
 from .front import anchor, num
 
 
@@ -109,13 +109,11 @@ def render_history(directory: str | Path, *, rendered_at: str | None = None) -> 
     paths = find_run_logs(directory, skipped)
     if not paths:
         raise ConfigError(f"--history: no posbias run log (*.jsonl with a run-log header) under {directory}")
-    with figure_pool.deferred() as figs:  # one trend per gate, drawn side by side at the end
-        data = history([Run(p) for p in paths])
-        html = template_environment().get_template("history.html.j2").render(
-            title=f"pytest-posbias trends: {len(data['releases'])} releases", version=__version__,
-            directory=str(directory), rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            skipped=skipped, **data)
-    return figs.fill(html)
+    data = history([Run(p) for p in paths])
+    return template_environment().get_template("history.html.j2").render(
+        title=f"pytest-posbias trends: {len(data['releases'])} releases", version=__version__,
+        directory=str(directory), rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        skipped=skipped, **data)
 
 
 __all__ = ["find_run_logs", "history", "render_history"]

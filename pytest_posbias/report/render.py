@@ -31,7 +31,7 @@ from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
 from ..safe_text import inert, redact_value
 from ..summary import calls_line
-from . import compare, figure_pool, figures, front
+from . import compare, figures, front
 from . import search as search_section
 
 SECTION_CAPTIONS = {
@@ -399,32 +399,31 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
         v["model"] for v in verdicts if not v["passed"] and v.get("extra", {}).get("probe") == "stressor"}
     tmpl = report_template()
     models = sorted({m for run in runs for m in (run.header.get("models") or [])})
-    with figure_pool.deferred() as figs:  # the figures are drawn side by side once the page is laid out
-        html = tmpl.render(
-            title="pytest-posbias robustness report: " + ", ".join(models),
-            version=__version__,
-            rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            verdicts=verdicts,
-            n_fail=sum(not v["passed"] for v in verdicts),
-            unfinished=unfinished,
-            errored=errored,
-            decision=front.decision(decided, unfinished=unfinished, errored=errored,
-                                    run=runs[0].header.get("run_decision") if len(runs) == 1 else None),
-            decided_for=arms[0].label if arms else None,
-            cards=front.suite_cards(decided, also=[v for v in verdicts if v not in decided]),
-            table=front.grouped_table(verdicts),
-            comparison=compare.compare(*arms, alpha=alpha) if arms else None,
-            positional=_positional(runs),
-            phase=_phase(runs),
-            stressor=_stressor(runs),
-            search=search_section.search_gates(verdicts, anchor=lambda v: str(v["anchor"])),
-            examples=_examples(runs, failing),
-            details=_details(runs),
-            captions=SECTION_CAPTIONS,
-        )
+    html = tmpl.render(
+        title="pytest-posbias robustness report: " + ", ".join(models),
+        version=__version__,
+        rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        verdicts=verdicts,
+        n_fail=sum(not v["passed"] for v in verdicts),
+        unfinished=unfinished,
+        errored=errored,
+        decision=front.decision(decided, unfinished=unfinished, errored=errored,
+                                run=runs[0].header.get("run_decision") if len(runs) == 1 else None),
+        decided_for=arms[0].label if arms else None,
+        cards=front.suite_cards(decided, also=[v for v in verdicts if v not in decided]),
+        table=front.grouped_table(verdicts),
+        comparison=compare.compare(*arms, alpha=alpha) if arms else None,
+        positional=_positional(runs),
+        phase=_phase(runs),
+        stressor=_stressor(runs),
+        search=search_section.search_gates(verdicts, anchor=lambda v: str(v["anchor"])),
+        examples=_examples(runs, failing),
+        details=_details(runs),
+        captions=SECTION_CAPTIONS,
+    )
     # matplotlib's SVG keeps each label's text in an XML comment beside its paths: the figures'
     # text from data is escaped here, as the template's is (_inert_output)
-    return inert(figs.fill(html))
+    return inert(html)
 
 
 def _slug(text: str) -> str:

@@ -1,0 +1,151 @@
+"""Load balance where the model calls are: wall time against the ideal, GPU-shaped calls on CPU.
+
+Each model call takes a fixed wall time without using the CPU (a stand-in for a GPU-bound call),
+so two cores can show how well the calls are spread, whatever the machine:
+
+* ``main``: the main job (the three suites, ``-m "not slow"``, small probe settings) on
+  ``sim:unbiased,latency=L`` under ``pytest -n W`` (the plugin's probe-group scheduler). A batch
+  of B requests holds B × L (:mod:`pytest_posbias.models.sim`), so the run's total call time is
+  ``made × L`` and the ideal wall time ``made × L / W``;
+* ``openai``: the phase suite (larger phase settings: more calls, so start-up weighs less) on ``openai:x`` against W stub replicas
+  (``benchmarks/openai_stub.py --one-at-a-time``: each answers one request at a time after L),
+  serially, the backend's pool spreading the calls over the replicas (``--api-base`` repeated,
+  ``--concurrency 2W``); the ideal is ``calls received × L / W``.
+
+Both print wall time, the ideal and their ratio (target ≤ 1.2). The wall time is the whole
+``pytest`` run (start-up, collection, report, and the simulator's own CPU work, which two cores
+shared with other processes stretch), so the ratio also carries what is not a call. ``main`` also
+prints the schedule's own bound: the calls made on the busiest worker × L (from the ``-v`` lines'
+worker and each gate's calls in the JSON summary) against the ideal, the ratio the wall time
+would have were the calls the only cost.
+The coverage judge is ``fragment`` in both (the ``embed`` judge's torch work would be CPU time
+on the two cores, not call time).
+
+Run: python benchmarks/balance.py [--jobs main,openai] [--workers 4] [--latency 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS = """
+[tool.posbias.probes.positional]
+groups = 6
+[tool.posbias.probes.phase]
+items = 12
+orderings = 2
+samplers = ["left", "midpoint"]
+[tool.posbias.probes.stressor]
+videos = 8
+trials = 2
+"""
+
+
+OPENAI_SETTINGS = """
+[tool.posbias.probes.phase]
+items = 48
+orderings = 4
+samplers = ["left", "midpoint"]
+"""
+
+
+def _project(tmp: Path, settings: str = SETTINGS) -> None:
+    from pytest_posbias.session import synthetic_manifest
+
+    manifest = synthetic_manifest(ROOT)  # built once, outside the timed runs
+    (tmp / "suites").mkdir()
+    for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
+        shutil.copy(ROOT / "suites" / f, tmp / "suites" / f)
+    (tmp / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
+                                        f'data = "{manifest}"\njudge = "fragment"\n{settings}')
+
+
+def _pytest(tmp: Path, tag: str, args: list[str]) -> tuple[float, dict, str]:
+    out = tmp / f"{tag}.json"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+           f"--posbias-cache={tmp / ('cache-' + tag)}", f"--posbias-json={out}", *args]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 1, 6) or not out.is_file():
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return wall, json.loads(out.read_text()), proc.stdout
+
+
+def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float]:
+    """Wall time, ideal, calls made, and the busiest worker's call time."""
+    wall, data, stdout = _pytest(tmp, "main", ["suites", "-m", "not slow", "-v", "-v", "--posbias-model",
+                                               f"sim:unbiased,latency={latency}", "-n", str(workers)])
+    made = int(data["calls"]["made"])
+    worker_of = {m.group(2): m.group(1) for m in re.finditer(r"^\[(gw\d+)\] \[\s*\d+%\] \w+ (\S+)", stdout, re.M)}
+    per_worker: dict[str, int] = {}
+    for v in data["verdicts"]:
+        calls = (v.get("extra") or {}).get("calls") or {}
+        w = worker_of.get(v["nodeid"], "?")
+        per_worker[w] = per_worker.get(w, 0) + int(calls.get("made", 0))
+    return wall, made * latency / workers, made, max(per_worker.values(), default=0) * latency
+
+
+def openai_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int]:
+    stub = ROOT / "benchmarks" / "openai_stub.py"
+    procs = [subprocess.Popen([sys.executable, str(stub), "--latency", str(latency), "--one-at-a-time"],
+                              stdout=subprocess.PIPE, text=True) for _ in range(workers)]
+    try:
+        urls = [p.stdout.readline().strip() for p in procs if p.stdout is not None]
+        args = ["suites/test_phase_order.py", "-m", "not slow", "--posbias-model", "openai:x",
+                "--posbias-concurrency", str(2 * workers)]
+        for u in urls:
+            args += ["--posbias-api-base", u]
+        wall, _, _ = _pytest(tmp, "openai", args)
+        received = 0
+        for u in urls:
+            with urllib.request.urlopen(u.removesuffix("/v1") + "/stats", timeout=10) as r:
+                received += int(json.loads(r.read())["requests"])
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)
+    return wall, received * latency / workers, received
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", default="main,openai")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--latency", type=float, default=0.2)
+    args = ap.parse_args()
+    jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
+    if any(j not in ("main", "openai") for j in jobs) or args.workers < 1 or args.latency <= 0:
+        raise SystemExit("--jobs from main, openai; --workers >= 1; --latency > 0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    print(f"{'job':<34} {'calls':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6}")
+    with tempfile.TemporaryDirectory() as d:
+        for job in jobs:
+            tmp = Path(d) / job
+            tmp.mkdir()
+            _project(tmp, SETTINGS if job == "main" else OPENAI_SETTINGS)
+            busiest = None
+            if job == "main":
+                wall, ideal, n, busiest = main_job(tmp, args.workers, args.latency)
+                label = f"main, -n {args.workers}, sim {args.latency:g} s/call"
+            else:
+                wall, ideal, n = openai_job(tmp, args.workers, args.latency)
+                label = f"openai, {args.workers} replicas, {args.latency:g} s/call"
+            print(f"{label:<34} {n:>6d} {wall:>8.1f} {ideal:>8.1f} {wall / ideal:>6.2f}", flush=True)
+            if busiest is not None:
+                print(f"{'  busiest worker, calls only':<34} {'':>6} {busiest:>8.1f} {ideal:>8.1f} {busiest / ideal:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
