@@ -46,7 +46,7 @@ def test_redact_url_removes_user_info_and_key_like_parameters(url, expected):
 
 def test_redaction_in_texts_command_lines_and_structures():
     secret = "sk-live-0123456789"
-    args = ["-m", "meg", f"--api-base=http://me:{secret}@h/v1", "--api-base", f"http://h/v1?api-key={secret}"]
+    args = ["-m", "meg", f"--posbias-api-base=http://me:{secret}@h/v1", "--posbias-api-base", f"http://h/v1?api-key={secret}"]
     assert not any(secret in a for a in redact_args(args))
     assert redact_args(args)[:2] == ["-m", "meg"]
     assert redact_text(f"endpoint http://me:{secret}@h/v1 failed; see https://docs.x/y") == \
@@ -125,8 +125,8 @@ orderings = 2
     user_secret, query_secret = "sk-userinfo-7f3a9c", "sk-query-51be02"
     with FaultServer() as srv:
         base = srv.url.replace("http://", f"http://me:{user_secret}@") + f"?api-key={query_secret}"
-        res = pytester.runpytest("suites", "-m", "order", "--posbias-fixed", "--model", "openai:x",
-                                 f"--api-base={base}", "-p", "no:randomly", "--posbias-json=out.json",
+        res = pytester.runpytest("suites", "-m", "order", "--posbias-fixed", "--posbias-model", "openai:x",
+                                 f"--posbias-api-base={base}", "-p", "no:randomly", "--posbias-json=out.json",
                                  "--posbias-markdown=out.md", "--junitxml=junit.xml", "-v")
         assert srv.chat_requests > 1  # the run really called the server through that URL
     terminal = res.stdout.str() + res.stderr.str()
@@ -189,9 +189,9 @@ groups = 3
 items = 4
 orderings = 2
 """)
-    res = pytester.runpytest_subprocess("-m", "meg or order", "--model", "sim:middle-weak", "--posbias-fixed",
+    res = pytester.runpytest_subprocess("-m", "meg or order", "--posbias-model", "sim:middle-weak", "--posbias-fixed",
                                         "-p", "no:randomly", "--posbias-json=out.json", "--posbias-markdown=out.md",
-                                        "--junitxml=junit.xml", "-v", "--judge", "fragment", timeout=900)
+                                        "--junitxml=junit.xml", "-v", "--posbias-judge", "fragment", timeout=900)
     terminal = res.stdout.str() + res.stderr.str()
     assert res.ret in (0, 1), terminal[-3000:]
     files = _artefacts(pytester.path)

@@ -483,10 +483,10 @@ def test_suites_without_their_kind_of_data_are_skipped_with_a_reason(pytester, t
 
 def test_baseline_that_does_not_resolve_names_baseline(pytester):
     pytester.makepyfile(test_x="def test_a():\n    pass\n")
-    res = pytester.runpytest("--baseline", "nonexistent")
+    res = pytester.runpytest("--posbias-baseline", "nonexistent")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     err = res.stderr.str()
-    assert "--baseline nonexistent: unknown model" in err and "--model nonexistent" not in err
+    assert "--posbias-baseline nonexistent: unknown model" in err and "model nonexistent" not in err
 
 
 @pytest.mark.usefixtures("heavy_modules")

@@ -154,10 +154,10 @@ def test_meg_baseline_fails_a_worse_candidate_and_passes_a_better_one(pytester, 
     # every P = 4 configuration of the small set (12 groups each): the paired |MEG| difference of
     # about 0.08 is shown in at least one of them; the reverse comparison passes them all
     sel = ["-m", "meg and not slow", "-p", "no:randomly"]
-    worse = pytester.runpytest(*sel, "--model", "sim:dose,meg=-0.08", "--baseline", "sim:unbiased")
+    worse = pytester.runpytest(*sel, "--posbias-model", "sim:dose,meg=-0.08", "--posbias-baseline", "sim:unbiased")
     assert worse.ret == 1, worse.stdout.str()[-3000:]
     assert worse.parseoutcomes().get("failed", 0) >= 1
-    better = pytester.runpytest(*sel, "--model", "sim:unbiased", "--baseline", "sim:dose,meg=-0.08")
+    better = pytester.runpytest(*sel, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:dose,meg=-0.08")
     assert better.ret == 0, better.stdout.str()[-3000:]
     better.assert_outcomes(passed=6)
 

@@ -24,7 +24,7 @@ def test_strict_meg_example_gates_at_its_own_threshold_on_the_suite_probe(pytest
     assert f'data = "{small_set}"' in toml
     (pytester.path / "pyproject.toml").write_text(toml + "\n[tool.posbias.probes.positional]\ngroups = 12\n")
 
-    bad = pytester.runpytest("-m", "meg and not slow", "--model", "sim:middle-weak", "--posbias-fixed", "-p", "no:randomly",
+    bad = pytester.runpytest("-m", "meg and not slow", "--posbias-model", "sim:middle-weak", "--posbias-fixed", "-p", "no:randomly",
                              "--posbias-json=bad.json")
     assert bad.ret == 1, bad.stdout.str()[-3000:]
     verdicts = json.loads((pytester.path / "bad.json").read_text())["verdicts"]
@@ -39,7 +39,7 @@ def test_strict_meg_example_gates_at_its_own_threshold_on_the_suite_probe(pytest
         assert (v["estimate"], v["ci_low"], v["ci_high"], v["n"]) == (s["estimate"], s["ci_low"], s["ci_high"], s["n"])
         assert v["passed"] == (v["ci_low"] <= 0.01 and v["ci_high"] >= -0.01)  # detect: fail only when shown outside
     assert not all(v["passed"] for v in strict.values())
-    good = pytester.runpytest("-m", "meg and not slow", "--model", "sim:unbiased", "--posbias-fixed", "-p", "no:randomly",
+    good = pytester.runpytest("-m", "meg and not slow", "--posbias-model", "sim:unbiased", "--posbias-fixed", "-p", "no:randomly",
                               "-k", "strict")
     assert good.ret == 0, good.stdout.str()[-3000:]
     good.assert_outcomes(passed=len(strict))

@@ -368,7 +368,7 @@ cache = "{cache}"
 
 
 def run_order(pytester: pytest.Pytester, url: str, name: str, *extra: str):
-    res = pytester.runpytest("suites", "-m", "option_order", "--posbias-fixed", "--model", "openai:x", f"--api-base={url}",
+    res = pytester.runpytest("suites", "-m", "option_order", "--posbias-fixed", "--posbias-model", "openai:x", f"--posbias-api-base={url}",
                              "-p", "no:randomly", f"--posbias-json={name}.json", *extra)
     data = json.loads((pytester.path / f"{name}.json").read_text()) if (pytester.path / f"{name}.json").exists() else None
     return res, data
@@ -467,8 +467,8 @@ def test_a_server_that_hangs_mid_run_ends_the_run_within_the_bound_with_every_un
     # the start-up check is answered; every probe request then hangs past the client's timeout
     with FaultServer(rates={"hang": 1.0}, max_faults_per_request=999, hang_s=20.0) as srv:
         t0 = time.monotonic()
-        res = pytester.runpytest("suites", "-m", "not fusion", "--posbias-fixed", "--model", "openai:x",
-                                 f"--api-base={srv.url}", "-p", "no:randomly", "--posbias-json=hang.json")
+        res = pytester.runpytest("suites", "-m", "not fusion", "--posbias-fixed", "--posbias-model", "openai:x",
+                                 f"--posbias-api-base={srv.url}", "-p", "no:randomly", "--posbias-json=hang.json")
         elapsed = time.monotonic() - t0
         sent = srv.chat_requests - 1
     out = res.stdout.str()
@@ -508,8 +508,8 @@ def test_unreachable_endpoint_exits_non_zero_within_30_s_naming_the_url(pytester
     make_project(pytester, None)
     url = f"http://127.0.0.1:{closed_port()}/v1"
     t0 = time.monotonic()
-    res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-fixed", "--model", "openai:x",
-                                        f"--api-base={url}", "-p", "no:randomly", timeout=120)
+    res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-fixed", "--posbias-model", "openai:x",
+                                        f"--posbias-api-base={url}", "-p", "no:randomly", timeout=120)
     elapsed = time.monotonic() - t0
     out = res.stdout.str() + res.stderr.str()
     assert res.ret not in (0, 1) and res.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
@@ -521,7 +521,7 @@ def test_unreachable_endpoint_exits_non_zero_within_30_s_naming_the_url(pytester
 def test_with_xdist_the_controller_checks_the_endpoint_before_workers_start(pytester, api_env):
     make_project(pytester, None)
     with FaultServer(served=("qwen3-vl-8b",)) as srv:
-        res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--model", "openai:x", f"--api-base={srv.url}",
+        res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-model", "openai:x", f"--posbias-api-base={srv.url}",
                                             "-p", "no:randomly", "-n", "2", timeout=120)
         assert srv.chat_requests == 1  # the controller's check; no worker got as far as a probe
     out = res.stdout.str() + res.stderr.str()
@@ -554,7 +554,7 @@ def test_replicas_video_form_and_no_seed_options_reach_the_run_log(pytester, sma
     and --posbias-no-request-seed is in the run log header and the model's identity."""
     make_project(pytester, small_set)
     with FaultServer() as a, FaultServer() as b:
-        res, data = run_order(pytester, a.url, "replicas", f"--api-base={b.url}", "--posbias-video-form=video",
+        res, data = run_order(pytester, a.url, "replicas", f"--posbias-api-base={b.url}", "--posbias-video-form=video",
                               "--posbias-no-request-seed", "--posbias-api-retries=2", "--posbias-concurrency=8")
         assert data is not None, res.stdout.str()[-3000:]
         assert a.outcomes["ok"] > 1 and b.outcomes["ok"] > 1  # both replicas answered probe calls

@@ -277,10 +277,10 @@ def test_import_then_flip_suite_end_to_end(tmp_path, pytester, small_set):
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["suites"]\n[tool.posbias]\ncache = ".posbias"\n'
                                '[tool.posbias.probes.phase]\nitems = 40\norderings = 3\n')
     # with a space, pytest would take the manifest path for a test path and miss the project's settings
-    wrong = pytester.runpytest("-m", "flip", "--model", "sim:letter-bias", "--posbias-data", str(out), "-p", "no:randomly")
+    wrong = pytester.runpytest("-m", "flip", "--posbias-model", "sim:letter-bias", "--posbias-data", str(out), "-p", "no:randomly")
     assert wrong.ret == pytest.ExitCode.USAGE_ERROR
     assert f"write --posbias-data={out} (with '=')" in wrong.stderr.str()
-    res = pytester.runpytest("-m", "flip", "--model", "sim:letter-bias", f"--posbias-data={out}", "-p", "no:randomly",
+    res = pytester.runpytest("-m", "flip", "--posbias-model", "sim:letter-bias", f"--posbias-data={out}", "-p", "no:randomly",
                              "--posbias-json=flip.json")
     assert res.parseoutcomes().get("errors", 0) == 0, res.stdout.str()[-3000:]
     data = json.loads((pytester.path / "flip.json").read_text())

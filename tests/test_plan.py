@@ -54,9 +54,9 @@ def _posbias(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_split_args_keeps_pytest_arguments_in_order():
-    own, rest = split_args(["-m", "meg", "--prefill-tps", "5000", "--model=x", "--measure", "--decode-tps=80", "-k", "a"])
+    own, rest = split_args(["-m", "meg", "--prefill-tps", "5000", "--posbias-model=x", "--measure", "--decode-tps=80", "-k", "a"])
     assert own == ["--prefill-tps", "5000", "--measure", "--decode-tps=80"]
-    assert rest == ["-m", "meg", "--model=x", "-k", "a"]
+    assert rest == ["-m", "meg", "--posbias-model=x", "-k", "a"]
 
 
 def test_estimate_and_hours_follow_their_formulas(synthetic_clips):
@@ -88,7 +88,7 @@ def test_aggregate_counts_rows_per_gate_and_sequential_shares():
 @pytest.mark.slow
 def test_plan_prints_the_meg_table_for_sim(tmp_path, small_set):
     proj = _project(tmp_path / "p", small_set)
-    res = _posbias(proj, "plan", "-m", "meg and not slow", "--model", "sim:unbiased", "--plan-json", "plan.json",
+    res = _posbias(proj, "plan", "-m", "meg and not slow", "--posbias-model", "sim:unbiased", "--plan-json", "plan.json",
                    "--prefill-tps", "10000", "--decode-tps", "500")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     out = res.stdout
@@ -113,7 +113,7 @@ def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_c
     from above, and --measure's warm-up predicts them within 10%."""
     proj = _project(tmp_path / "p", small_set)
     model = str(tiny_checkpoints["qwen2_vl"])
-    sel = ["-m", "(meg or order) and not slow", "-k", "domestic-short or order", f"--model={model}", "--posbias-device", "cpu"]
+    sel = ["-m", "(meg or order) and not slow", "-k", "domestic-short or order", f"--posbias-model={model}", "--posbias-device", "cpu"]
     plain = _posbias(proj, "plan", *sel, "--plan-json", "plain.json")
     assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
     assert "prompt tokens from: processor" in plain.stdout and "test_meg[qwen2_vl-domestic-short-P4]" in plain.stdout
@@ -148,9 +148,9 @@ def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_c
 def test_plan_echo_is_shell_quoted_and_short_options_become_long():
     from pytest_posbias.plan_cli import format_plan, long_options
 
-    plan = {"args": ["-m", "meg and not slow", "--model", "sim:middle-weak"], "gates": [], "rows": []}
+    plan = {"args": ["-m", "meg and not slow", "--posbias-model", "sim:middle-weak"], "gates": [], "rows": []}
     assert format_plan(plan)[0] == "posbias plan: pytest -m 'meg and not slow' --model sim:middle-weak"  # copy-pastes
-    assert long_options(["-m", "meg", "--model", "a", "--baseline=b", "--judge", "fragment", "--api-base=http://x/v1",
+    assert long_options(["-m", "meg", "--posbias-model", "a", "--posbias-baseline=b", "--posbias-judge", "fragment", "--posbias-api-base=http://x/v1",
                          "--posbias-seed", "3", "-k", "--modelx"]) == [
         "-m", "meg", "--posbias-model", "a", "--posbias-baseline=b", "--posbias-judge", "fragment",
         "--posbias-api-base=http://x/v1", "--posbias-seed", "3", "-k", "--modelx"]

@@ -236,8 +236,8 @@ def test_no_model_is_a_usage_error_naming_both_ways(pytester):
     res = pytester.runpytest("-p", "no:randomly")
     assert res.ret == exitcodes.USAGE_ERROR
     err = res.stderr.str()
-    assert "--model" in err and "[tool.posbias]" in err
-    assert pytester.runpytest("-p", "no:randomly", "--model", "sim:unbiased").ret == 0
+    assert "--posbias-model" in err and "[tool.posbias]" in err
+    assert pytester.runpytest("-p", "no:randomly", "--posbias-model", "sim:unbiased").ret == 0
 
 
 def test_a_scaffolded_folder_with_no_model_exits_4_with_the_message(pytester):
@@ -247,7 +247,7 @@ def test_a_scaffolded_folder_with_no_model_exits_4_with_the_message(pytester):
     res = pytester.runpytest_subprocess("-m", "meg and not slow", "--collect-only", "-q", "-p", "no:randomly")
     assert res.ret == exitcodes.USAGE_ERROR, res.stdout.str()[-2000:]
     err = res.stderr.str()
-    assert "no model to test" in err and "--model" in err and "[tool.posbias]" in err
+    assert "no model to test" in err and "--posbias-model" in err and "[tool.posbias]" in err
 
 
 def test_no_decision_renders_a_report_that_says_so(pytester):

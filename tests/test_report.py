@@ -42,7 +42,7 @@ orderings = 4
 videos = 6
 trials = 3
 """)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow", "--model", "sim:looping", "-p", "no:randomly", "-q",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow", "--posbias-model", "sim:looping", "-p", "no:randomly", "-q",
                            "-p", "no:cacheprovider"], cwd=root, capture_output=True, text=True, timeout=900)
     assert "[posbias] report:" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     return root

@@ -89,7 +89,7 @@ cache = ".posbias"
 [tool.posbias.probes.positional]
 groups = 8
 """)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "meg and not slow", "--model", model, "-p", "no:randomly",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "meg and not slow", "--posbias-model", model, "-p", "no:randomly",
                            "-p", "no:cacheprovider", *extra], cwd=root, capture_output=True, text=True, timeout=1200)
     logs = list((root / ".posbias" / "runs").glob("*/run.jsonl"))
     assert len(logs) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -344,24 +344,24 @@ def _verdicts(path: Path) -> dict[str, Any]:
 def test_suite_fails_letter_bias_rerun_is_free_candidate_replays_and_xdist_agrees(pytester, small_set):
     _project(pytester, small_set)
     quick = ("-m", "search and not slow", "-p", "no:randomly", "--posbias-threshold", "search=0.1")
-    bad = pytester.runpytest(*quick, "--model", "sim:letter-bias", "--posbias-json=lb.json")
+    bad = pytester.runpytest(*quick, "--posbias-model", "sim:letter-bias", "--posbias-json=lb.json")
     assert bad.ret == 1
     v = _verdicts(pytester.path / "lb.json")
     order = v["test_search_option_order[sim:letter-bias]"]
     assert not order["passed"] and order["extra"]["broken"] == len(order["extra"]["counterexamples"]) > 0
     assert all(c["transpositions"] == 1 for c in order["extra"]["counterexamples"])
     assert v["test_search_stressor_repetition[sim:letter-bias]"]["passed"]  # letter bias never loops
-    again = pytester.runpytest(*quick, "--model", "sim:letter-bias", "--posbias-json=lb2.json")
+    again = pytester.runpytest(*quick, "--posbias-model", "sim:letter-bias", "--posbias-json=lb2.json")
     assert again.ret == 1 and _made(again.stdout.str()) == 0
     assert _verdicts(pytester.path / "lb2.json")["test_search_option_order[sim:letter-bias]"]["extra"]["items"] == \
         order["extra"]["items"]
-    cand = pytester.runpytest(*quick, "--model", "sim:unbiased", "--posbias-json=ub.json")
+    cand = pytester.runpytest(*quick, "--posbias-model", "sim:unbiased", "--posbias-json=ub.json")
     assert cand.ret == 0
     rep = _verdicts(pytester.path / "ub.json")["test_search_option_order[sim:unbiased]"]["extra"]["replay"]
     assert len(rep["survived"]) == order["extra"]["broken"] and rep["still_break"] == []
     assert f"replayed {order['extra']['broken']} stored counterexamples first (found by sim:letter-bias)" in cand.stdout.str()
     # sim:looping serially and with -n 2, each on a fresh cache: the same searches
-    loop = (*quick, "--model", "sim:looping")
+    loop = (*quick, "--posbias-model", "sim:looping")
     ser = pytester.runpytest_subprocess(*loop, "--posbias-cache=c1", "--posbias-json=s.json", timeout=600)
     par = pytester.runpytest_subprocess(*loop, "--posbias-cache=c2", "--posbias-json=p.json", "-n", "2", timeout=600)
     assert ser.ret == par.ret == 1  # the stressor search breaks every clean-benign video

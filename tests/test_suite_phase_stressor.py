@@ -33,20 +33,20 @@ def calls(output: str) -> tuple[int, int]:
 
 def test_order_fails_on_letter_bias_and_passes_on_unbiased(pytester, small_set):
     make_project(pytester, small_set)
-    bad = pytester.runpytest("-m", "option_order", "--model", "sim:letter-bias", "-p", "no:randomly", "--posbias-json=lb.json")
+    bad = pytester.runpytest("-m", "option_order", "--posbias-model", "sim:letter-bias", "-p", "no:randomly", "--posbias-json=lb.json")
     assert bad.ret == 1
     assert "option-order flip rate (10 orderings) = 0." in bad.stdout.str()
     v = json.loads((pytester.path / "lb.json").read_text())["verdicts"][0]
     assert v["extra"]["margin"]["auroc"] is not None and v["extra"]["margin"]["auroc"] > 0.8  # the margin predicts the flips
     assert 0 <= v["extra"]["swing"] <= 1 and "circular_unanimity" in v["extra"]
-    good = pytester.runpytest("-m", "option_order", "--model", "sim:unbiased", "-p", "no:randomly")
+    good = pytester.runpytest("-m", "option_order", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
     assert good.ret == 0
 
 
 def test_phase_on_unbiased_reports_brief_event_flips_and_the_rerun_floor(pytester, small_set):
     make_project(pytester, small_set, SETTINGS.replace("items = 60", "items = 180"))
     # the fixed design draws all 180 items (the sequential one would stop at the first look here)
-    res = pytester.runpytest("-m", "phase or fusion", "--model", "sim:unbiased", "-p", "no:randomly", "--posbias-fixed",
+    res = pytester.runpytest("-m", "phase or fusion", "--posbias-model", "sim:unbiased", "-p", "no:randomly", "--posbias-fixed",
                              "--posbias-json=ph.json")
     data = json.loads((pytester.path / "ph.json").read_text())
     phase = [v for v in data["verdicts"] if v["extra"].get("gate") == "phase"]
@@ -68,7 +68,7 @@ def test_phase_on_unbiased_reports_brief_event_flips_and_the_rerun_floor(pyteste
 
 def test_repetition_and_stressor_fail_on_looping_and_pass_on_unbiased(pytester, small_set):
     make_project(pytester, small_set)
-    bad = pytester.runpytest("-m", "(repetition or stressor) and not slow", "--model", "sim:looping", "-p", "no:randomly",
+    bad = pytester.runpytest("-m", "(repetition or stressor) and not slow", "--posbias-model", "sim:looping", "-p", "no:randomly",
                              "--posbias-json=loop.json")
     assert bad.ret == 1
     assert re.search(r"clean repetition rate at 16 frames = [0-9.]+ \(90% repeated CI", bad.stdout.str())
@@ -78,13 +78,13 @@ def test_repetition_and_stressor_fail_on_looping_and_pass_on_unbiased(pytester, 
     assert not verdicts["shuffle"]["passed"] and verdicts["shuffle"]["estimate"] > 0.2
     # Delete and Reverse leave the motion steady, so the sim's loop probability does not move
     assert verdicts["delete1"]["passed"] and verdicts["reverse"]["passed"]
-    good = pytester.runpytest("-m", "(repetition or stressor) and not slow", "--model", "sim:unbiased", "-p", "no:randomly")
+    good = pytester.runpytest("-m", "(repetition or stressor) and not slow", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
     assert good.ret == 0, good.stdout.str()[-3000:]
 
 
 def test_attack_reports_asr_and_aq_and_reuses_cached_generations(pytester, small_set):
     make_project(pytester, small_set)
-    first = pytester.runpytest("-m", "stressor or attack", "--model", "sim:looping", "-p", "no:randomly", "--posbias-json=a.json")
+    first = pytester.runpytest("-m", "stressor or attack", "--posbias-model", "sim:looping", "-p", "no:randomly", "--posbias-json=a.json")
     out = first.stdout.str()
     assert re.search(r"shuffle attack success rate at 16 frames = [0-9.]+ \(90% repeated CI .*; average queries AQ = [0-9.]+\.", out)
     made, hits = calls(out)
@@ -94,7 +94,7 @@ def test_attack_reports_asr_and_aq_and_reuses_cached_generations(pytester, small
     assert len(attacks) == 8 and all("asr" in v["extra"] and "aq" in v["extra"] for v in attacks)
     delete1 = next(v for v in data["verdicts"] if v["extra"].get("stressor") == "delete1" and v["extra"]["gate"] == "stressor")
     assert delete1["extra"]["variants_per_video"] == [16]  # Delete 1 is exhaustive over the 16 sampled frames
-    again = pytester.runpytest("-m", "stressor or attack", "--model", "sim:looping", "-p", "no:randomly")
+    again = pytester.runpytest("-m", "stressor or attack", "--posbias-model", "sim:looping", "-p", "no:randomly")
     made2, hits2 = calls(again.stdout.str())
     assert made2 == 0 and hits2 >= made + hits  # every request of the first run (duplicates included) from the cache
 
@@ -116,7 +116,7 @@ resolution = 56
 """
     make_project(pytester, small_set, settings)
     model = str(tiny_checkpoints["qwen3_vl"])
-    res = pytester.runpytest("-m", "not slow", f"--model={model}", "--posbias-device", "cpu", "-p", "no:randomly",
+    res = pytester.runpytest("-m", "not slow", f"--posbias-model={model}", "--posbias-device", "cpu", "-p", "no:randomly",
                              "--posbias-json=t.json")
     outcomes = res.parseoutcomes()
     assert outcomes.get("errors", 0) == 0, res.stdout.str()[-4000:]

@@ -27,23 +27,23 @@ def calls_line(output: str) -> tuple[int, int]:
 
 def test_meg_fails_on_middle_weak_and_passes_on_unbiased(pytester, small_set):
     make_project(pytester, small_set)
-    bad = pytester.runpytest("-m", "meg and not slow", "--model", "sim:middle-weak", "-p", "no:randomly")
+    bad = pytester.runpytest("-m", "meg and not slow", "--posbias-model", "sim:middle-weak", "-p", "no:randomly")
     assert bad.ret == 1
     out = bad.stdout.str()
     assert re.search(r"MEG domestic-short-P4 = -0\.\d+ \(90% repeated CI \[-0\.\d+, -0\.\d+\], threshold within ±0\.02, "
                      r"n = \d+ of at most 12 groups, p = ", out), out[-3000:]
     assert "the repeated CI lies wholly outside the allowed region" in out
-    good = pytester.runpytest("-m", "meg and not slow", "--model", "sim:unbiased", "-p", "no:randomly")
+    good = pytester.runpytest("-m", "meg and not slow", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
     assert good.ret == 0, good.stdout.str()[-3000:]
     good.assert_outcomes(passed=6)
 
 
 def test_dpb_fails_on_primacy_and_passes_on_unbiased(pytester, small_set):
     make_project(pytester, small_set)
-    bad = pytester.runpytest("-m", "dpb and not slow", "--model", "sim:primacy", "-p", "no:randomly")
+    bad = pytester.runpytest("-m", "dpb and not slow", "--posbias-model", "sim:primacy", "-p", "no:randomly")
     assert bad.ret == 1
     assert "DPB cooking-short-P2 = -0." in bad.stdout.str()
-    good = pytester.runpytest("-m", "(dpb or contamination) and not slow", "--model", "sim:unbiased", "-p", "no:randomly",
+    good = pytester.runpytest("-m", "(dpb or contamination) and not slow", "--posbias-model", "sim:unbiased", "-p", "no:randomly",
                               "--posbias-json=good.json")
     assert good.ret == 0, good.stdout.str()[-3000:]
     contamination = [v for v in json.loads((pytester.path / "good.json").read_text())["verdicts"]
@@ -61,7 +61,7 @@ def test_dpb_fails_on_primacy_and_passes_on_unbiased(pytester, small_set):
 @pytest.mark.slow  # three end-to-end runs (serial, cached, -n 2): ~3 min on two cores
 def test_second_run_makes_zero_calls_and_xdist_gives_the_same_verdicts(pytester, small_set):
     make_project(pytester, small_set)
-    args = ["-m", "(meg or dpb or coverage) and not slow", "--model", "sim:middle-weak", "-p", "no:randomly"]
+    args = ["-m", "(meg or dpb or coverage) and not slow", "--posbias-model", "sim:middle-weak", "-p", "no:randomly"]
     first = pytester.runpytest(*args, "--posbias-json=first.json")
     made, _ = calls_line(first.stdout.str())
     assert made > 0
@@ -87,10 +87,10 @@ def test_suite_runs_end_to_end_on_a_tiny_random_weight_checkpoint(pytester, smal
     make_project(pytester, small_set, positional="groups = 2\nmax_new_tokens = 24\nscales = [4]\nframes_short = 4\nframes_long = 4\nresolution = 56")
     model = str(tiny_checkpoints["qwen2_vl"])
     # a user who writes `--model PATH` with a space gets told how to write it
-    wrong = pytester.runpytest("-m", "not slow", "--model", model)
+    wrong = pytester.runpytest("-m", "not slow", "--posbias-model", model)
     assert wrong.ret == pytest.ExitCode.USAGE_ERROR, wrong.stdout.str()[-2000:]
-    assert f"write --model={model}" in wrong.stderr.str()
-    res = pytester.runpytest("-m", "not slow", f"--model={model}", "--posbias-device", "cpu", "-p", "no:randomly",
+    assert f"write --posbias-model={model}" in wrong.stderr.str()
+    res = pytester.runpytest("-m", "not slow", f"--posbias-model={model}", "--posbias-device", "cpu", "-p", "no:randomly",
                              "--posbias-json=tiny.json")
     out = res.stdout.str()
     outcomes = res.parseoutcomes()
@@ -152,8 +152,8 @@ def test_bad_data_is_recorded_counted_and_the_run_completes(pytester, small_set)
     bad_manifest.write_text("\n".join(broken) + "\n")
     judge = GarbageJudge()
     make_project(pytester, bad_manifest)
-    res = pytester.runpytest("-m", "coverage and not slow", "--model", "sim:unbiased", "-p", "no:randomly",
-                             "--judge", "openai:judge", "--api-base", judge.url, "--posbias-json=bad.json")
+    res = pytester.runpytest("-m", "coverage and not slow", "--posbias-model", "sim:unbiased", "-p", "no:randomly",
+                             "--posbias-judge", "openai:judge", "--posbias-api-base", judge.url, "--posbias-json=bad.json")
     judge.httpd.shutdown()
     out = res.stdout.str()
     assert res.parseoutcomes().get("errors", 0) == 0, out[-4000:]
@@ -173,7 +173,7 @@ def test_progress_lines_are_whole_lines_and_quiet_mode_drops_them(pytester, smal
 
     monkeypatch.setattr(session, "PROGRESS_AFTER_S", 0.0)  # the synthetic probe is fast: show every batch
     make_project(pytester, small_set)
-    args = ["-m", "dpb and not slow", "-k", "cooking-short-P2", "--model", "sim:recency", "-p", "no:randomly"]
+    args = ["-m", "dpb and not slow", "-k", "cooking-short-P2", "--posbias-model", "sim:recency", "-p", "no:randomly"]
     loud = pytester.runpytest(*args).stdout.lines
     lines = [ln for ln in loud if "[posbias] model calls" in ln]
     pattern = r"\[posbias\] model calls \d+/\d+ \(\d+%\), [\d.e+]+/s, ETA (\d+ s|\d+ min|–)(; \d+ more answered from the cache)?"

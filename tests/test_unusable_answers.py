@@ -273,7 +273,7 @@ def api_env(monkeypatch):
 
 
 def _run(pytester: pytest.Pytester, url: str, name: str, *args: str):
-    res = pytester.runpytest(*args, "--model", "openai:x", f"--api-base={url}", "-p", "no:randomly",
+    res = pytester.runpytest(*args, "--posbias-model", "openai:x", f"--posbias-api-base={url}", "-p", "no:randomly",
                              "--posbias-fixed", f"--posbias-json={name}.json")
     path = pytester.path / f"{name}.json"
     return res, (json.loads(path.read_text()) if path.exists() else None)

@@ -155,7 +155,7 @@ def test_the_warning_at_start_names_each_unusable_video_before_any_model_call(py
     with manifest.open("a") as fh:
         fh.write(json.dumps(long_line) + "\n")
     write_suite_project(pytester.path, manifest, ("test_positional.py",))
-    res = pytester.runpytest("--collect-only", "-q", "-m", "meg", "--model", "sim:middle-weak")
+    res = pytester.runpytest("--collect-only", "-q", "-m", "meg", "--posbias-model", "sim:middle-weak")
     out = res.stdout.str()
     assert res.ret == 0 and "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
     warning = [ln for ln in out.splitlines() if ln.startswith("[posbias]")]

@@ -96,8 +96,8 @@ cache = ".posbias"
 
 
 def _run_args(url: str, name: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-m", MARKERS, "--posbias-fixed", "--model", f"openai:{SERVED_NAME}",
-            f"--api-base={url}", "-p", "no:randomly", "-p", "no:cacheprovider", f"--posbias-json={name}.json"]
+    return [sys.executable, "-m", "pytest", "-m", MARKERS, "--posbias-fixed", "--posbias-model", f"openai:{SERVED_NAME}",
+            f"--posbias-api-base={url}", "-p", "no:randomly", "-p", "no:cacheprovider", f"--posbias-json={name}.json"]
 
 
 def _request_records(path: Path) -> list[dict[str, Any]]:
@@ -271,7 +271,7 @@ def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, sma
     project = tmp_path / "project"
     _make_project(project, small_set)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "POSBIAS_VLLM_PYTHON": str(vllm_py), "CUDA_VISIBLE_DEVICES": ""}
-    args = [sys.executable, "-m", "pytest", "-m", MARKERS, "--posbias-fixed", "--model", f"vllm:{ckpt}",
+    args = [sys.executable, "-m", "pytest", "-m", MARKERS, "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
             f"--posbias-vllm-args={shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS))}", "-p", "no:randomly",
             "-p", "no:cacheprovider"]
     t0 = time.monotonic()

@@ -57,7 +57,7 @@ def test_every_collected_suite_test_has_the_group_its_parameters_give(pytester, 
     collection holds, under a model whose label has characters the ids replace, the probe group
     names the suite, the model's id and the parameters that choose the probe."""
     write_suite_project(pytester.path, small_set, ("test_positional.py", "test_phase_order.py", "test_stressors.py"), "")
-    res = pytester.runpytest_subprocess("--collect-only", "-q", "--model", "sim:primacy", "-p", "no:randomly", timeout=300)
+    res = pytester.runpytest_subprocess("--collect-only", "-q", "--posbias-model", "sim:primacy", "-p", "no:randomly", timeout=300)
     ids = [line for line in res.stdout.lines if "::" in line]
     assert len(ids) > 50, res.stdout.str()[-2000:]
     groups = {i: probe_group(i, model_ids=[model_id("sim:primacy")], search_frames=16) for i in ids}
@@ -127,7 +127,7 @@ def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(p
     pytest.importorskip("xdist")
     write_suite_project(pytester.path, small_set, ("test_positional.py",),
                         "\n[tool.posbias.probes.positional]\ngroups = 12")
-    args = ["-v", "-m", "not slow", "-k", "cooking-short-P2", "--model", "sim:primacy", "-p", "no:randomly",
+    args = ["-v", "-m", "not slow", "-k", "cooking-short-P2", "--posbias-model", "sim:primacy", "-p", "no:randomly",
             "-p", "no:cacheprovider"]
     runs = {"serial": [], "n2": ["-n", "2"], "n2-load": ["-n", "2", "--dist", "load"]}
     made = {}
