@@ -125,7 +125,7 @@ orderings = 2
     user_secret, query_secret = "sk-userinfo-7f3a9c", "sk-query-51be02"
     with FaultServer() as srv:
         base = srv.url.replace("http://", f"http://me:{user_secret}@") + f"?api-key={query_secret}"
-        res = pytester.runpytest("suites", "-m", "order", "--posbias-fixed", "--posbias-model", "openai:x",
+        res = pytester.runpytest("suites", "-m", "option_order", "--posbias-fixed", "--posbias-model", "openai:x",
                                  f"--posbias-api-base={base}", "-p", "no:randomly", "--posbias-json=out.json",
                                  "--posbias-markdown=out.md", "--junitxml=junit.xml", "-v")
         assert srv.chat_requests > 1  # the run really called the server through that URL
@@ -189,7 +189,7 @@ groups = 3
 items = 4
 orderings = 2
 """)
-    res = pytester.runpytest_subprocess("-m", "meg or order", "--posbias-model", "sim:middle-weak", "--posbias-fixed",
+    res = pytester.runpytest_subprocess("-m", "meg or option_order", "--posbias-model", "sim:middle-weak", "--posbias-fixed",
                                         "-p", "no:randomly", "--posbias-json=out.json", "--posbias-markdown=out.md",
                                         "--junitxml=junit.xml", "-v", "--posbias-judge", "fragment", timeout=900)
     terminal = res.stdout.str() + res.stderr.str()

@@ -473,7 +473,7 @@ def test_manifest_with_no_usable_item_is_a_usage_error(pytester, tmp_path, conte
 def test_suites_without_their_kind_of_data_are_skipped_with_a_reason(pytester, tmp_path, synthetic_clips):
     path = write_jsonl(tmp_path / "videos-only.jsonl", [video_line(f"v{k}", p) for k, p in enumerate(synthetic_clips)])
     make_project(pytester, path, ("test_phase_order.py", "test_positional.py"))
-    res = pytester.runpytest(f"--posbias-data={path}", "-m", "(order or dpb or meg) and not slow", "-rs", "-p", "no:randomly")
+    res = pytester.runpytest(f"--posbias-data={path}", "-m", "(option_order or dpb or meg) and not slow", "-rs", "-p", "no:randomly")
     res.assert_outcomes(skipped=3)
     out = res.stdout.str()
     assert f"{path} has no usable multiple-choice items (3 videos, 0 groups, 0 multiple-choice items" in out

@@ -204,7 +204,7 @@ def test_a_run_on_a_damaged_cache_stops_at_start_with_exit_4_and_no_model_call(p
     checkpointed(path)
     damage(path, "half")
     t0 = time.monotonic()
-    res = pytester.runpytest("suites", "-m", "order", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
+    res = pytester.runpytest("suites", "-m", "option_order", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
     elapsed = time.monotonic() - t0
     out = res.stdout.str() + res.stderr.str()
     assert res.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
@@ -219,7 +219,7 @@ def test_a_run_on_a_read_only_cache_folder_stops_at_start(pytester):
     project(pytester)
     filled_cache(pytester.path / ".posbias")
     with read_only(pytester.path / ".posbias"):
-        res = pytester.runpytest("suites", "-m", "order", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
+        res = pytester.runpytest("suites", "-m", "option_order", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
     out = res.stdout.str() + res.stderr.str()
     assert res.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
     # the start-up check of writable paths (config) or the cache check names the folder, whichever runs first
@@ -233,7 +233,7 @@ def test_move_aside_and_read_only_runs_go_on_and_say_what_they_did(pytester, sma
     path = filled_cache(pytester.path / ".posbias", n=50)
     checkpointed(path)
     damage(path, "garbage")
-    args = ("suites", "-m", "order", "--posbias-model", "sim:unbiased", "-p", "no:randomly", f"--posbias-data={small_set}",
+    args = ("suites", "-m", "option_order", "--posbias-model", "sim:unbiased", "-p", "no:randomly", f"--posbias-data={small_set}",
             "--posbias-fixed")
     res = pytester.runpytest(*args, "--posbias-cache-repair=move-aside", "--posbias-json=first.json")
     out = res.stdout.str()
@@ -262,7 +262,7 @@ def test_under_xdist_the_controller_checks_once_before_any_worker_starts(pyteste
     path = filled_cache(pytester.path / ".posbias", n=50)
     checkpointed(path)
     damage(path, "empty")
-    res = pytester.runpytest_subprocess("suites", "-m", "order", "--posbias-model", "sim:unbiased", "-p", "no:randomly",
+    res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-model", "sim:unbiased", "-p", "no:randomly",
                                         "-n", "2", timeout=120)
     out = res.stdout.str() + res.stderr.str()
     assert res.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]

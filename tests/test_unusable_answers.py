@@ -375,12 +375,12 @@ def test_letterless_answers_are_not_cached(pytester, small_set, api_env):
     write_suite_project(pytester.path, small_set, ("test_phase_order.py",), PHASE)
     bad_prompt = re.compile(r"colour", re.I)
     with FaultServer(no_letter=lambda p: bool(bad_prompt.search(p))) as srv:
-        res1, data1 = _run(pytester, srv.url, "noletter", "-m", "order")
+        res1, data1 = _run(pytester, srv.url, "noletter", "-m", "option_order")
     assert data1 is not None, res1.stdout.str()[-3000:]
     n_bad = data1["verdicts"][0]["extra"]["unparseable"]
     assert 0 < n_bad < 32 and res1.ret != 0
     assert data1["calls"]["unusable"] == n_bad
     with FaultServer() as ok:
-        _res2, data2 = _run(pytester, ok.url, "healthy", "-m", "order")
+        _res2, data2 = _run(pytester, ok.url, "healthy", "-m", "option_order")
         assert _probe_calls(ok) == n_bad
     assert data2["calls"]["made"] == n_bad and data2["calls"]["cache_hits"] == 32 - n_bad

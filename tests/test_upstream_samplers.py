@@ -391,6 +391,6 @@ def test_phase_settings_accept_preset_specs():
                                  where="[tool.posbias.probes.phase]")
     assert ok["samplers"][2] == "qwen-vl-utils:fps=1,max_frames=64"
     with pytest.raises(ConfigError, match=r"samplers: sampler 'qwen-vl-utils': unknown knob 'frames'"):
-        validate_probe_settings("phase", {"samplers": ["qwen-vl-utils:frames=3"]}, where="[tool.posbias.probes.phase]")
+        validate_probe_settings("phase", {"samplers": ["left", "qwen-vl-utils:frames=3"]}, where="[tool.posbias.probes.phase]")
     with pytest.raises(ConfigError, match="values must be among"):
-        validate_probe_settings("phase", {"samplers": ["uniform"]}, where="[tool.posbias.probes.phase]")
+        validate_probe_settings("phase", {"samplers": ["left", "uniform"]}, where="[tool.posbias.probes.phase]")

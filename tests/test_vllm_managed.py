@@ -268,7 +268,7 @@ vllm_command = "{FAKE_CMD}"
 items = 8
 orderings = 4
 """)
-    res = pytester.runpytest_subprocess("suites", "-m", "order", "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
+    res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
                                         "-p", "no:randomly", "--posbias-json=out.json", timeout=300)
     out = res.stdout.str() + res.stderr.str()
     data = json.loads((pytester.path / "out.json").read_text())
@@ -284,7 +284,7 @@ orderings = 4
     models = [r for r in read_run_log(run_logs[0])[1] if r.get("kind") == "model"]
     assert models and models[0]["identity"]["backend"] == "vllm" and models[0]["identity"]["vllm_version"] == "fake-0.0"
     # a second run starts a new server on another port: the identity has no port, every answer comes from the cache
-    res = pytester.runpytest_subprocess("suites", "-m", "order", "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
+    res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
                                         "-p", "no:randomly", timeout=300)
     out = res.stdout.str() + res.stderr.str()
     assert res.ret == 0 and "model calls: 0 made, 32 served from the cache" in out, out[-3000:]
@@ -313,7 +313,7 @@ data = "{small_set}"
 items = 8
 orderings = 4
 """)
-    res = pytester.runpytest_subprocess("suites", "-m", "order", "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
+    res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
                                         f"--posbias-vllm-command={FAKE_CMD}", "-p", "no:randomly", "-n", "2",
                                         "--posbias-json=out.json", timeout=300)
     out = res.stdout.str() + res.stderr.str()
@@ -345,7 +345,7 @@ def test_plan_measure_on_vllm_prints_gpu_hours(tmp_path: Path, small_set: Path, 
     (proj / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
                                          f'data = "{small_set}"\n\n[tool.posbias.probes.phase]\nitems = 8\norderings = 4\n')
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
-    res = subprocess.run([str(Path(sys.executable).parent / "posbias"), "plan", "-m", "order", "--posbias-model", f"vllm:{ckpt}",
+    res = subprocess.run([str(Path(sys.executable).parent / "posbias"), "plan", "-m", "option_order", "--posbias-model", f"vllm:{ckpt}",
                           f"--posbias-vllm-command={FAKE_CMD}", "--measure"], cwd=proj, env=env, capture_output=True,
                          text=True, timeout=600, check=False)
     out = res.stdout + res.stderr

@@ -3,7 +3,7 @@
 One test, end to end as a user runs it: a tiny random-weight Qwen2-VL (built offline,
 tests/vllm_support.py) served by ``vllm serve`` from its own virtual environment
 (``scripts/vllm_env.sh``; ``POSBIAS_VLLM_PYTHON`` names its interpreter), and
-``pytest -m "(order or meg or repetition) and not slow" --model openai:NAME --api-base URL``
+``pytest -m "(option_order or meg or repetition) and not slow" --posbias-model openai:NAME --posbias-api-base URL``
 in a project holding the ready-made suites at small sizes. The server is killed (SIGKILL, API
 server and engine core) once the run has finished some of its calls; the run goes on and ends
 fail-closed (failed calls counted, never scored). Then the server is started again on the same
