@@ -456,9 +456,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                                 group_of=lambda nodeid: probe_group(nodeid, model_ids=model_ids, search_frames=first))
 
 
-NO_MODEL = ("no model to test: give one with --model MODEL (e.g. --model qwen3vl8b, --model openai:NAME, "
-            "--model sim:unbiased for a simulated run) or set `model = \"...\"` in the [tool.posbias] table of "
-            "pyproject.toml")
+NO_MODEL = ("no model to test: give one with --posbias-model MODEL (--model where the suites' conftest.py "
+            "registers the short options; e.g. --posbias-model qwen3vl8b, --posbias-model openai:NAME, "
+            "--posbias-model sim:unbiased for a simulated run) or set `model = \"...\"` in the [tool.posbias] table "
+            "of pyproject.toml")
 
 
 def _require_model(config: pytest.Config, items: Sequence[pytest.Item]) -> None:

@@ -486,7 +486,7 @@ def test_baseline_that_does_not_resolve_names_baseline(pytester):
     res = pytester.runpytest("--posbias-baseline", "nonexistent")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     err = res.stderr.str()
-    assert "--posbias-baseline nonexistent: unknown model" in err and "model nonexistent" not in err
+    assert "baseline nonexistent: unknown model" in err and "model nonexistent" not in err
 
 
 @pytest.mark.usefixtures("heavy_modules")
@@ -502,7 +502,8 @@ def test_bad_videos_are_counted_and_named_on_the_terminal_in_json_and_in_the_rep
     res = pytester.runpytest(f"--posbias-data={path}", "-m", "option_order", "--posbias-fixed", "-p", "no:randomly",
                              "--posbias-json=out.json", "--posbias-report=report.html")
     out = res.stdout.str()
-    assert res.ret in (0, 1) and "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]
+    # 6: the lost units of the bad videos put the gate below its measurement floor (not measured)
+    assert res.ret in (0, 1, 6) and "Traceback" not in out and "INTERNALERROR" not in out, out[-3000:]
     want = {"duplicate-id": "m.jsonl:21", "bad-line": "m.jsonl:22", "empty-video": "zero.mp4", "unreadable-video": "text.mp4",
             "truncated-video": "cut", "too-short": "one.mp4"}
     section = out.split("posbias data problems")[1]

@@ -211,7 +211,7 @@ def test_every_gate_skipped_for_lack_of_data_exits_6_and_says_why(pytester):
     pytester.makepyfile(test_gates='''
 import pytest
 
-@pytest.mark.order
+@pytest.mark.option_order
 def test_order(posbias_gate):
     pytest.skip("m.jsonl: no usable multiple-choice item")
 ''')
@@ -255,7 +255,7 @@ def test_no_decision_renders_a_report_that_says_so(pytester):
     pytester.makepyfile(test_gates='''
 import pytest
 
-@pytest.mark.order
+@pytest.mark.option_order
 def test_order(posbias_gate):
     pytest.skip("m.jsonl: no usable multiple-choice item")
 ''')

@@ -144,7 +144,7 @@ BAD_SETTINGS = [
     ("", ["--posbias-markdown=/proc/x/s.md"], "--posbias-markdown: cannot write the file /proc/x/s.md"),
     ("", ["--posbias-report=/proc/x/r.html"], "--posbias-report: cannot write the file /proc/x/r.html"),
     ("", ["--posbias-threshold", "meg=50"], "--posbias-threshold.meg must lie in (0, 1)"),
-    ("", ["--posbias-api-base", "localhost:8000/v1"], "--api-base must be an http:// or https:// URL with a host"),
+    ("", ["--posbias-api-base", "localhost:8000/v1"], "--posbias-api-base must be an http:// or https:// URL with a host"),
     ("", [f"--posbias-data=/tmp/{'d' * 5000}.jsonl"], "--posbias-data: cannot open '/tmp/ddd"),
     ("", ["--posbias-json", f"/tmp/{'j' * 5000}.json"], "the path is too long for the file system (5010 characters)"),
     (f'[tool.posbias]\ndata = "/tmp/{"m" * 5000}.jsonl"\n', [], "cannot open the manifest (File name too long)"),
