@@ -368,7 +368,7 @@ def test_the_search_suite_without_hypothesis_is_a_usage_error(pytester: pytest.P
 
 def test_quiet_run_log_line_starts_a_line_of_its_own(pytester: pytest.Pytester, small_set):
     """-q: the result dots and ``[100%]`` end their line before the plugin's run-log line."""
-    pytester.makepyprojecttoml(f'[tool.posbias]\ndata = "{small_set}"\ncache = ".posbias"\n')
+    pytester.makepyprojecttoml(f'[tool.posbias]\nmodel = "sim:unbiased"\ndata = "{small_set}"\ncache = ".posbias"\n')
     pytester.makepyfile(test_q="def test_a(posbias_run):\n    pass\n\ndef test_b():\n    pass\n")
     res = pytester.runpytest("-q", "-p", "no:randomly")
     assert res.ret == 0, res.stdout.str()[-2000:]
