@@ -196,7 +196,7 @@ def test_gates_through_a_real_vllm_server_with_a_kill_and_a_resume(vllm_py, smal
                               timeout=RUN_TIMEOUT)
         timings["run 2 (resumed)"] = time.monotonic() - t0
         out2 = res2.stdout + res2.stderr
-        assert res2.returncode in (0, 1), out2[-4000:]  # verdicts, not an error
+        assert res2.returncode in (0, 1, 6), out2[-4000:]  # a decision (6: the random weights' unusable answers), not an error
         log2 = _run_log(project, {log1})
         recs2 = _request_records(log2)
         data2 = json.loads((project / "second.json").read_text())
