@@ -504,8 +504,18 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
     measured videos the gate does not pass in either mode. Every attack walk stops at the cap."""
     spec = ctx.stressor_spec(frames)
     seq = ctx.sequential and not ctx.baseline
-    r = ctx.stressor(model, frames, max(1, spec.videos // LOOKS) if seq else None)
-    base = ctx.stressor(ctx.baseline, frames) if ctx.baseline else None
+    if gate == "repetition":
+        part = "clean"
+        # the controls (VideoSTF's count, pixel and visual-input controls) are reported beside the
+        # clean repetition rate, on every video; they are a part of the probe of their own
+        for m in (model, *([ctx.baseline] if ctx.baseline else [])):
+            ctx.stressor(m, frames, part="controls")
+    elif stressor is None:
+        raise ConfigError("`stressor` is required for the stressor and attack gates")
+    else:
+        part = stressor
+    r = ctx.stressor(model, frames, max(1, spec.videos // LOOKS) if seq else None, part=part)
+    base = ctx.stressor(ctx.baseline, frames, part=part) if ctx.baseline else None
     extra: dict[str, Any] = {"probe": "stressor", "frames": frames, "errors": r.errors, "n_videos": len(r.videos),
                              "problems": r.problems[:5]}
     if gate == "repetition":
@@ -520,12 +530,12 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
             return _floored(ctx, v, m)
         if seq:
             def rep_at(n: int) -> np.ndarray:
-                res = ctx.stressor(model, frames, n)
+                res = ctx.stressor(model, frames, n, part=part)
                 return res.clean.flags[res.clean.valid].astype(float)
 
             v = sequential_verdict(ctx, gate, model, values_at=rep_at, n_max=spec.videos, kind="rate", name=name,
                                    unit="videos", extra=extra)
-            final = ctx.stressor(model, frames, v.extra["looks"][-1])
+            final = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
             return _floored(ctx, _with_extra(v, final.clean.summary()), stressor_measurement(final, gate))
         flags = r.clean.flags[r.clean.valid].astype(int)
         v = ctx.rate_gate(gate, model, int(flags.sum()), int(flags.size), name=name, unit="videos", extra=extra)
@@ -549,7 +559,7 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
         # fixed design: the per-video amplification is a share minus a rare 0/1 clean flag, whose rare
         # outcome a small sample misses; share_difference_verdict bootstraps (BCa) only when the sample
         # holds enough of it and otherwise bounds the flag's rate exactly (Clopper-Pearson)
-        full = ctx.stressor(model, frames)
+        full = ctx.stressor(model, frames, part=part)
         d = full.amplification(stressor)
         ok = ~np.isnan(d)
         stressed = [s.flags[s.valid].mean() for s in full.variants[stressor] if s.valid.any()]
@@ -569,11 +579,11 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
         extra.update({"stressor": stressor, "cap": r.spec.attack_cap})
         if seq:
             def successes(n: int) -> np.ndarray:
-                return np.array(ctx.stressor(model, frames, n).attack_outcomes(stressor)[0], dtype=float)
+                return np.array(ctx.stressor(model, frames, n, part=part).attack_outcomes(stressor)[0], dtype=float)
 
             v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
                                    unit="benign videos", extra=extra)
-            final = ctx.stressor(model, frames, v.extra["looks"][-1])
+            final = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
             drawn = final.attack(stressor)
             v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(drawn['aq'])}.")
             v = _with_extra(v, {"asr": drawn["asr"], "aq": drawn["aq"], "attacked": drawn["attacked"],

@@ -43,13 +43,15 @@ from .models.registry import ResolvedModel, resolve
 from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
-from .probes.stressor import StressorResult, StressorSpec, run_stressor
+from .probes.stressor import PARTS as STRESSOR_PARTS
+from .probes.stressor import StressorResult, StressorSpec, merge_parts, run_stressor
 from .run_id import new_run_id
 from .run_merge import merge_run_log_lines, merge_run_logs
 from .safe_text import redact_args, redact_value
 from .scoring.judges import JudgeSet
 from .stats import Verdict, mean_verdict, rate_verdict
 from .video.frames import FrameStore
+from .video.stressors import STRESSORS
 
 
 def environment() -> dict[str, Any]:
@@ -413,11 +415,29 @@ class RunContext:
         return StressorSpec(videos=st["videos"], frames=frames, trials=st["trials"], attack_cap=st["attack_cap"],
                             max_new_tokens=st["max_new_tokens"], resolution=st["resolution"])
 
-    def stressor(self, model: str, frames: int, n: int | None = None) -> StressorResult:
+    def stressor(self, model: str, frames: int, n: int | None = None, part: str | None = None) -> StressorResult:
+        """The stressor probe at ``frames`` on the first ``n`` videos, in parts (:data:`.probes.stressor.PARTS`):
+        ``part`` "clean" (the clean outputs), "controls", or a stressor's name (its variants, with the
+        clean outputs); None: every part, joined. The clean outputs of every video are one part
+        computed first and once (under ``-n``, by whichever worker needs them first; the others read
+        them), and each other part reads them, so the parts share no request and the scheduler can
+        send each to its own worker (:func:`.suite_support.probe_group`)."""
         spec = self.stressor_spec(frames)
         n = min(n or spec.videos, spec.videos)
-        return self.memo(f"stressor|{model}|{spec.key()}|{n}",
-                         lambda: run_stressor(self, model, spec, self.manifest(), n_videos=n))
+        if part is not None and part not in STRESSOR_PARTS:
+            raise ConfigError(f"`part` must be one of {', '.join(STRESSOR_PARTS)}; got {part!r}")
+        base = f"stressor|{model}|{spec.key()}"
+        clean = self.memo(f"{base}|clean", lambda: run_stressor(self, model, spec, self.manifest(), stressors=(),
+                                                                controls=False, part="clean"))
+
+        def one(p: str) -> StressorResult:
+            return self.memo(f"{base}|{n}|{p}", lambda: run_stressor(
+                self, model, spec, self.manifest(), stressors=(p,) if p in STRESSORS else (), controls=p == "controls",
+                n_videos=n, clean=clean, part=p))
+
+        if part is not None:
+            return one(part)
+        return merge_parts([one(p) for p in STRESSOR_PARTS])
 
     def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:
         n = min(n or spec.groups, spec.groups)

@@ -115,19 +115,24 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
 
     Under ``pytest -n N`` the plugin's scheduler (:class:`.xdist_scheduler.ProbeGroupScheduling`)
     hands out one group at a time, so a probe shared by several gates (DPB, MEG, coverage and
-    contamination of one configuration; the stressor probe behind repetition, amplification and
-    attack at a frame count; the phase probe's conditions shared by the order, phase and flip gates)
+    contamination of one configuration; one stressor's variants behind its amplification and attack
+    gates at a frame count; the phase probe's conditions shared by the order, phase and flip gates)
     is computed by one worker, once, and the worker's in-process caches (decoded frames, the
     simulated model's frame analyses, sentence embeddings) serve every gate of the group. Groups:
 
     * positional: ``(model, domain, bucket)`` -- P = 2 and P = 4 of a configuration show the same
       videos; a layout variant is a group of its own (its probe shares nothing with the others);
     * phase / order / flip / fusion: ``(model, "phase")``;
-    * stressor suite: ``(model, frames)``; a test without a frame count (the re-query remedy) reads
-      the probe at the first frame count ``search_frames``;
+    * stressor suite: ``(model, frames, part)``, one group per part of the probe
+      (:data:`.probes.stressor.PARTS`): the amplification and attack gates of one stressor share
+      its variants; the clean repetition gate (with the controls reported beside it) and the
+      re-query remedy share the clean outputs, which every part reads and which are made once
+      (:meth:`.session.RunContext.stressor`); a test without a frame count (the remedy) reads the
+      probe at the first frame count ``search_frames``;
     * property search: the option-order and sampling-phase searches query the phase probe's items
-      (phase group), the stressor search the stressor probe's videos at its first frame count
-      ``search_frames`` (that stressor group: the clean outputs and decoded frames are reused);
+      (phase group), the stressor search the clean outputs of the stressor probe's videos at its
+      first frame count ``search_frames`` (that clean group: the clean outputs and decoded frames
+      are reused);
     * anything else (the slot-coverage search, the decoding sweep, users' own tests): no group
       (the test is a unit of its own).
 
@@ -158,13 +163,14 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
     if suite == "test_stressors":
         if function == "test_repetition_under_decoding_setting":  # a decoding sweep setting is a probe of its own
             return None
-        m = re.match(r"(\d+)f(?:-|$)", rest)
-        return group.format("stressor") + f"|{m.group(1) if m else first}"
+        m = re.match(r"(\d+)f(?:-(.+))?$", rest)
+        part = m.group(2) if m and m.group(2) else "clean"
+        return group.format("stressor") + f"|{m.group(1) if m else first}|{part}"
     if suite == "test_search":
         prop = {"test_search_option_order": "order", "test_search_sampling_phase": "phase",
                 "test_search_stressor_repetition": "stressor"}.get(function, rest)
         if prop in ("order", "phase"):
             return group.format("phase")
         if prop == "stressor":
-            return group.format("stressor") + f"|{first}"
+            return group.format("stressor") + f"|{first}|clean"
     return None

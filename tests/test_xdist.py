@@ -36,16 +36,20 @@ def test_gates_of_one_configuration_share_a_group_and_other_probes_do_not():
                                       "test_sampler_flip[sim:primacy-left-vs-midpoint@8f]")}
     assert len(phase) == 1 and None not in phase
     st = "suites/test_stressors.py::"
+    # the stressor probe in parts: the clean outputs (repetition, remedy) and each stressor's variants
     s16 = {_group(st + t) for t in ("test_clean_repetition[sim:primacy-16f]",
-                                    "test_stressor_amplification[sim:primacy-16f-add1]",
-                                    "test_attack_success_rate[sim:primacy-16f-reverse]",
                                     "test_requery_remedy_recovers_flagged_outputs[sim:primacy]")}
-    assert len(s16) == 1 and _group(st + "test_clean_repetition[sim:primacy-32f]") not in s16
+    add1 = {_group(st + t) for t in ("test_stressor_amplification[sim:primacy-16f-add1]",
+                                     "test_attack_success_rate[sim:primacy-16f-add1]")}
+    reverse = _group(st + "test_attack_success_rate[sim:primacy-16f-reverse]")
+    assert len(s16) == len(add1) == 1 and len(s16 | add1 | {reverse}) == 3 and None not in s16 | add1 | {reverse}
+    assert _group(st + "test_clean_repetition[sim:primacy-32f]") not in s16
+    assert _group(st + "test_attack_success_rate[sim:primacy-32f-add1]") not in add1
     assert _group(st + "test_repetition_under_decoding_setting[sim:primacy-r1.1]") is None  # a probe of its own
     srch = "suites/test_search.py::"
     assert _group(srch + "test_search_option_order[sim:primacy]") in phase  # the phase probe's items
     assert _group(srch + "test_search_heavy[sim:primacy-order]") in phase
-    assert _group(srch + "test_search_stressor_repetition[sim:primacy]") in s16  # its videos, first frame count
+    assert _group(srch + "test_search_stressor_repetition[sim:primacy]") in s16  # its clean outputs, first frame count
     assert _group(srch + "test_search_slot_coverage[sim:primacy]") is None  # groups of every configuration
     assert _group("tests/test_mine.py::test_x[sim:primacy]") is None
     assert _group(pos + "test_dpb[sim:primacy-no-groups]") is None  # the skipped "no groups" param
@@ -154,6 +158,53 @@ def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(p
     made_keys = [r["key"] for r in records if r.get("kind") == "request" and not r.get("cache_hit")]
     assert len(made_keys) == len(set(made_keys)) == made["serial"]
     assert not list((pytester.path / "c-n2-load" / "runs").glob("*/memo"))  # the shared results are removed at the end
+
+
+def _numbers(path: Path) -> list[tuple]:
+    """Every verdict's node id, outcome and numbers in the JSON summary (the run-level p-values too)."""
+    data = json.loads(path.read_text())
+    keys = ("nodeid", "passed", "estimate", "ci_low", "ci_high", "n", "p_value", "p_bh", "threshold", "reason")
+    return sorted(tuple(json.dumps(v.get(k)) for k in keys) for v in data["verdicts"])
+
+
+@pytest.mark.slow
+def test_stressor_parts_give_the_serial_verdicts_under_four_workers_and_each_call_once(pytester, small_set):
+    """The stressor suite in parts (the clean outputs with the controls, each stressor's variants),
+    on sim:looping: serially and with ``-n 4`` (each part a scope of its own, spread over the four
+    workers; the clean outputs every part reads made by one of them), each on a fresh cache: the
+    same verdicts with the same numbers in the JSON summary, the same calls made, each request made
+    once in the merged run log, and the stressor summary of the report joins every part."""
+    pytest.importorskip("xdist")
+    write_suite_project(pytester.path, small_set, ("test_stressors.py",),
+                        "\n[tool.posbias.probes.stressor]\nvideos = 8\ntrials = 2\nframes = [8]")
+    args = ["-v", "-m", "not slow", "--posbias-model", "sim:looping", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    made = {}
+    for name, extra in {"serial": [], "n4": ["-n", "4"]}.items():
+        res = pytester.runpytest_subprocess(*args, *extra, f"--posbias-cache=c-{name}", f"--posbias-json={name}.json",
+                                            timeout=600)
+        assert res.ret in (0, 1, 6), res.stdout.str()[-3000:]
+        made[name] = _made(res.stdout.str())
+        if name == "n4":  # the parts ran on more than one worker, each part's gates on one
+            ran = _workers_by_test(res.stdout.str())
+            assert len(set(ran.values())) > 1, ran
+            for stressor in ("add1", "delete1", "reverse"):
+                assert len({w for t, w in ran.items() if t.endswith(f"-8f-{stressor}]")}) == 1, ran
+    serial = _numbers(pytester.path / "serial.json")
+    assert len(serial) == 17  # repetition, and amplification and attack of each of the 8 stressors
+    assert _numbers(pytester.path / "n4.json") == serial
+    assert made["serial"] > 0 and made["n4"] == made["serial"]
+    [log] = (pytester.path / "c-n4" / "runs").glob("*/run.jsonl")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    made_keys = [r["key"] for r in records if r.get("kind") == "request" and not r.get("cache_hit")]
+    assert len(made_keys) == len(set(made_keys)) == made["n4"]
+    summaries = [r for r in records if r.get("kind") == "observation" and r.get("probe") == "stressor"
+                 and r.get("type") == "summary"]
+    assert {"clean", "controls", "add1", "delete1", "shuffle"} <= {r.get("part") for r in summaries}
+    from pytest_posbias.report.render import stressor_summaries
+
+    [joined] = stressor_summaries(summaries)
+    assert set(joined["stressors"]) == {"add1", "add2", "delete1", "delete2", "replace1", "replace2", "reverse", "shuffle"}
+    assert "black" in joined["controls"] and len(joined["videos"]) == 8
 
 
 def _workers_by_test(output: str) -> dict[str, str]:

@@ -308,25 +308,40 @@ def _stats(gens: Sequence[Generation], reasons: Sequence[str | None] | None = No
                      [bool(g.ok) and w is None for g, w in zip(gens, why, strict=True)], why)
 
 
-def _reasons(ctx: Any, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Any | None]) -> list[str | None]:
+def _reasons(ctx: Any, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Any | None], *,
+             context: Sequence[tuple[str, Any]] = ()) -> list[str | None]:
     """Per request: why its description is unusable (None when it is usable). ``inputs[j]`` is the
     video request j shows (None: left out of the constant-answer rule, e.g. a control whose frames
     are the same for every video); answers flagged by :func:`~..scoring.usable.constant_text` are
-    lost as ``constant_answer`` and withdrawn from the cache (:meth:`~..engine.Engine.reject`)."""
+    lost as ``constant_answer`` and withdrawn from the cache (:meth:`~..engine.Engine.reject`).
+    ``context``: (text, video) of measured answers the rule weighs but never flags here (the clean
+    outputs behind a stressor's variants, decided by the clean part)."""
     why = [usable.generation_text_reason(g) for g in gens]
     pick = [j for j, i in enumerate(inputs) if i is not None]
-    flags = usable.constant_text([gens[j].text if gens[j].ok and why[j] is None else None for j in pick],
-                                 [inputs[j] for j in pick])
-    for j, f in zip(pick, flags, strict=True):
+    flags = usable.constant_text([gens[j].text if gens[j].ok and why[j] is None else None for j in pick]
+                                 + [t for t, _v in context], [inputs[j] for j in pick] + [v for _t, v in context])
+    for j, f in zip(pick, flags[: len(pick)], strict=True):
         if f:
             why[j] = usable.CONSTANT
     ctx.engine.reject(list(reqs), [w if w == usable.CONSTANT else None for w in why], probe="stressor")
     return why
 
 
+CLEAN_PART = "clean"
+CONTROLS_PART = "controls"
+PARTS = (CLEAN_PART, CONTROLS_PART, *ST.STRESSORS)  # the probe's parts: each is computed once, by one test group
+
+
 def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
-                 controls: bool = True, n_videos: int | None = None) -> StressorResult:
-    """Clean outputs, every stressor's variants (and the controls) for the selected videos."""
+                 controls: bool = True, n_videos: int | None = None, clean: StressorResult | None = None,
+                 part: str | None = None) -> StressorResult:
+    """Clean outputs, the given stressors' variants (and the controls) for the selected videos.
+
+    With ``clean`` (the clean part: the clean outputs of every video, :data:`CLEAN_PART`) the
+    clean outputs are read from it instead of asked for, so the parts of the probe (the clean
+    outputs, the controls, each stressor's variants) can be computed apart and on different
+    workers with the clean outputs made once; a video the clean part could not use is not used
+    here either. ``part`` names the part in the logged summary."""
     before = ctx.engine.stats.snapshot()
     videos = select_videos(ctx, manifest, min(spec.videos, n_videos or spec.videos))
     res = StressorResult(model, spec, [], TextStats([], []), planned=len(videos))
@@ -338,34 +353,45 @@ def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *
         except PosbiasError as exc:
             res.problems.append(f"video {item.id}: {exc}")
     kept = [manifest.videos[v] for v in res.videos]
+    given: list[int] = []
+    if clean is not None:
+        at = {v: i for i, v in enumerate(clean.videos)}
+        given = [at[v] for v in res.videos]
+        res.clean = TextStats([clean.clean.texts[i] for i in given], [clean.clean.finish[i] for i in given],
+                              [clean.clean.ok[i] for i in given], [clean.clean.reasons[i] for i in given])
+        res.errors = sum(1 for f in res.clean.finish if f == "error")
     # plan every request, run them in one engine call
     plan: list[tuple[str, int]] = []
     reqs: list[Request] = []
-    for v, (item, clean) in enumerate(zip(kept, cleans, strict=True)):
-        plan.append(("clean", v))
-        reqs.append(_request(model, clean, spec, {"video": item.id, "condition": "clean", "frames": spec.frames}))
-        foreign = cleans[(v + 1) % len(cleans)] if len(cleans) > 1 else clean
+    for v, (item, clean_frames) in enumerate(zip(kept, cleans, strict=True)):
+        if clean is None:
+            plan.append(("clean", v))
+            reqs.append(_request(model, clean_frames, spec, {"video": item.id, "condition": "clean", "frames": spec.frames}))
+        foreign = cleans[(v + 1) % len(cleans)] if len(cleans) > 1 else clean_frames
         for name in stressors:
-            variants = ST.variants(clean, name, rng=ctx.rng("variants", item.id, name, spec.frames), count=spec.trials,
+            variants = ST.variants(clean_frames, name, rng=ctx.rng("variants", item.id, name, spec.frames), count=spec.trials,
                                    foreign=foreign)
             for k, var in enumerate(variants):
                 plan.append((name, v))
                 reqs.append(_request(model, _fs(var), spec, {"video": item.id, "condition": name, "variant": k,
                                                                "record": var.record}))
         if controls:
-            for name, frames in _controls(ctx, item, clean, foreign, spec):
+            for name, frames in _controls(ctx, item, clean_frames, foreign, spec):
                 plan.append((name, v))
                 reqs.append(_request(model, frames, spec, {"video": item.id, "condition": name}))
     gens = ctx.engine.run(reqs, probe="stressor", accept=accept_description)
     # the clean and stressed frames of one video are one input of the constant-answer rule
-    why = _reasons(ctx, reqs, gens, [v if name == "clean" or name in stressors else None for name, v in plan])
+    context = [(t, v) for v, (t, ok) in enumerate(zip(res.clean.texts, res.clean.ok, strict=True)) if ok]
+    why = _reasons(ctx, reqs, gens, [v if name == "clean" or name in stressors else None for name, v in plan],
+                   context=context)
     per: dict[str, list[list[Generation]]] = {}
     per_why: dict[str, list[list[str | None]]] = {}
     for (name, v), g, w in zip(plan, gens, why, strict=True):
         res.errors += int(not g.ok)
         per.setdefault(name, [[] for _ in kept])[v].append(g)
         per_why.setdefault(name, [[] for _ in kept])[v].append(w)
-    res.clean = _stats([gs[0] for gs in per.get("clean", [])], [ws[0] for ws in per_why.get("clean", [])])
+    if clean is None:
+        res.clean = _stats([gs[0] for gs in per.get("clean", [])], [ws[0] for ws in per_why.get("clean", [])])
     for name in stressors:
         res.variants[name] = [_stats(gs, ws) for gs, ws in zip(per.get(name, [[] for _ in kept]),
                                                                 per_why.get(name, [[] for _ in kept]), strict=True)]
@@ -373,8 +399,31 @@ def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *
         if name in per:
             res.controls[name] = _stats([g for gs in per[name] for g in gs], [w for ws in per_why[name] for w in ws])
     res.calls = ctx.engine.stats.since(before)
-    _log(ctx, res)
+    if reqs:  # a slice of the clean part asks nothing and logs nothing
+        _log(ctx, res, part, examples=clean is None)
     return res
+
+
+def merge_parts(parts: Sequence[StressorResult]) -> StressorResult:
+    """One result from parts of the probe on the same videos (the clean outputs of the first; the
+    variants and controls of each; failed calls and calls summed over the parts' own requests)."""
+    first = parts[0]
+    out = StressorResult(first.model, first.spec, list(first.videos), first.clean, problems=list(first.problems),
+                         planned=first.planned, errors=first.errors)
+    clean_errors = sum(1 for f in first.clean.finish if f == "error")
+    calls: dict[str, Any] = dict(first.calls)
+    for p in parts:
+        if p.videos != first.videos:
+            raise PosbiasError("stressor probe parts on different videos cannot be merged")
+        out.variants.update(p.variants)
+        out.controls.update(p.controls)
+        if p is not first:
+            out.errors += p.errors - clean_errors
+            for k, v in p.calls.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    calls[k] = calls.get(k, 0) + v
+    out.calls = calls
+    return out
 
 
 def _controls(ctx: Any, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
@@ -451,8 +500,11 @@ def _mean_or_none(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
-def _log(ctx: Any, res: StressorResult) -> None:
+def _log(ctx: Any, res: StressorResult, part: str | None = None, *, examples: bool = True) -> None:
+    """The probe's summary record (one per part when computed in parts: ``part`` names it, and the
+    report joins the parts) and, with ``examples``, the worst clean outputs."""
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
+                             **({"part": part} if part else {}),
                              "clean": res.clean.summary(), "clean_flags": res.clean.flags.tolist(),
                              "stressors": {n: {"rr": float(np.mean([s.flags[s.valid].mean() for s in sts if s.valid.any()]))
                                                if any(s.valid.any() for s in sts) else None,
@@ -474,6 +526,8 @@ def _log(ctx: Any, res: StressorResult) -> None:
                                           **{n: TextStats([t for s in (x.measured() for x in sts) for t in s.texts], [f for s in (x.measured() for x in sts) for f in s.finish]).summary().get("severity", {})
                                              for n, sts in res.variants.items()}},
                              "errors": res.errors, "problems": res.problems, "calls": res.calls})
+    if not examples:
+        return
     worst = [v for v, f in enumerate(res.clean.flags) if f][:2]
     for v in worst:
         ctx.observe("stressor", {"type": "example", "model": res.model, "video": res.videos[v], "condition": "clean",

@@ -223,11 +223,36 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
     return out
 
 
+def _settings_key(o: Mapping[str, Any]) -> tuple[str, str]:
+    return o["model"], json.dumps({k: v for k, v in o["settings"].items() if k != "videos"}, sort_keys=True)
+
+
+def _joined_parts(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One stressor summary per (model, settings): the probe is computed in parts (the clean
+    outputs, the controls, each stressor's variants), each logging its own summary; their
+    stressors, controls and per-condition values are joined, the clean outputs are the first's."""
+    joined: dict[tuple[str, str], dict[str, Any]] = {}
+    for o in summaries:
+        k = _settings_key(o)
+        if k not in joined:
+            joined[k] = {**o, **{f: dict(o.get(f) or {}) for f in _PART_FIELDS}}
+            continue
+        for f in _PART_FIELDS:
+            joined[k][f].update({n: x for n, x in (o.get(f) or {}).items() if n not in joined[k][f]})
+    return list(joined.values())
+
+
+_PART_FIELDS = ("stressors", "controls", "ri_values", "ie_values", "severity")
+
+
+def stressor_summaries(observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The stressor probe's summary per (model, settings): each part's final look, joined."""
+    return _joined_parts(_final_looks((o for o in observations if o.get("type") == "summary"),
+                                      key=lambda o: (*_settings_key(o), o.get("part")), size=lambda o: len(o["videos"])))
+
+
 def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
-    summaries = _final_looks((o for run in runs for o in run.obs.get("stressor", []) if o.get("type") == "summary"),
-                             key=lambda o: (o["model"], json.dumps({k: v for k, v in o["settings"].items() if k != "videos"},
-                                                                   sort_keys=True)),
-                             size=lambda o: len(o["videos"]))
+    summaries = stressor_summaries(o for run in runs for o in run.obs.get("stressor", []))
     if not summaries:
         return {}
     out: dict[str, Any] = {"heatmaps": [], "ri": [], "ie": [], "severity": [], "attack": [], "controls": [], "remedy": [],

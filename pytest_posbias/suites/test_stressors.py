@@ -64,7 +64,7 @@ def test_requery_remedy_recovers_flagged_outputs(posbias_run, posbias_model, pos
 
     before = posbias_run.calls()
     frames = posbias_run.probe_settings("stressor")["frames"][0]
-    res = posbias_run.stressor(posbias_model, frames)
+    res = posbias_run.stressor(posbias_model, frames, part="clean")
     out = remedy(posbias_run, posbias_model, res, posbias_run.manifest())
     v = stressor_verdict(posbias_run, "repetition", posbias_model, frames)
     from dataclasses import replace
