@@ -17,7 +17,9 @@ Both print wall time, the ideal and their ratio (target ≤ 1.2). The wall time 
 shared with other processes stretch), so the ratio also carries what is not a call. ``main`` also
 prints the schedule's own bound: the calls made on the busiest worker × L (from the ``-v`` lines'
 worker and each gate's calls in the JSON summary) against the ideal, the ratio the wall time
-would have were the calls the only cost.
+would have were the calls the only cost. ``openai`` also prints the time from the first call a
+replica received to the last answer it sent against the ideal (the stubs record both), and the
+seconds before (start-up, collection, the data) and after (report, exit).
 The coverage judge is ``fragment`` in both (the ``embed`` judge's torch work would be CPU time
 on the two cores, not call time).
 
@@ -97,7 +99,9 @@ def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int
     return wall, made * latency / workers, made, max(per_worker.values(), default=0) * latency
 
 
-def openai_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int]:
+def openai_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float, float]:
+    """Wall time, ideal, calls received, and the seconds before the first call reached a replica
+    and after the last answer (start-up; report and exit)."""
     stub = ROOT / "benchmarks" / "openai_stub.py"
     procs = [subprocess.Popen([sys.executable, str(stub), "--latency", str(latency), "--one-at-a-time"],
                               stdout=subprocess.PIPE, text=True) for _ in range(workers)]
@@ -107,16 +111,24 @@ def openai_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, i
                 "--posbias-concurrency", str(2 * workers)]
         for u in urls:
             args += ["--posbias-api-base", u]
+        t0 = time.time()
         wall, _, _ = _pytest(tmp, "openai", args)
+        t1 = time.time()
         received = 0
+        first, last = [], []
         for u in urls:
             with urllib.request.urlopen(u.removesuffix("/v1") + "/stats", timeout=10) as r:
-                received += int(json.loads(r.read())["requests"])
+                st = json.loads(r.read())
+            received += int(st["requests"])
+            first += [st["first"]] if st.get("first") else []
+            last += [st["last"]] if st.get("last") else []
     finally:
         for p in procs:
             p.terminate()
             p.wait(timeout=10)
-    return wall, received * latency / workers, received
+    before = min(first) - t0 if first else float("nan")
+    after = t1 - max(last) if last else float("nan")
+    return wall, received * latency / workers, received, before, after
 
 
 def main() -> None:
@@ -136,15 +148,22 @@ def main() -> None:
             tmp.mkdir()
             _project(tmp, SETTINGS if job == "main" else OPENAI_SETTINGS)
             busiest = None
+            edges = None
             if job == "main":
                 wall, ideal, n, busiest = main_job(tmp, args.workers, args.latency)
                 label = f"main, -n {args.workers}, sim {args.latency:g} s/call"
             else:
-                wall, ideal, n = openai_job(tmp, args.workers, args.latency)
+                wall, ideal, n, before, after = openai_job(tmp, args.workers, args.latency)
+                edges = (before, after)
                 label = f"openai, {args.workers} replicas, {args.latency:g} s/call"
             print(f"{label:<34} {n:>6d} {wall:>8.1f} {ideal:>8.1f} {wall / ideal:>6.2f}", flush=True)
             if busiest is not None:
                 print(f"{'  busiest worker, calls only':<34} {'':>6} {busiest:>8.1f} {ideal:>8.1f} {busiest / ideal:>6.2f}")
+            if edges is not None:
+                between = wall - edges[0] - edges[1]
+                print(f"{'  first call to last answer':<34} {'':>6} {between:>8.1f} {ideal:>8.1f} {between / ideal:>6.2f}")
+                print(f"  (before the first call {edges[0]:.1f} s: start-up, collection, data; after the last answer "
+                      f"{edges[1]:.1f} s: report, exit)")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ asked for (letter scoring). ``GET /v1/models`` lists ``--model``.
 ``GET /stats`` returns what was received since the last ``POST /stats/reset``: the number of
 chat requests, their body bytes and an order-independent digest of the bodies (the sum of
 each body's SHA-256 prefix mod 2^64), so a benchmark can check that two clients sent the same
-requests byte for byte.
+requests byte for byte; and when the first chat request arrived and the last answer was sent
+(``first``, ``last``: Unix time), so a benchmark can tell the time before the first call and
+after the last from the time between.
 
 ``--one-at-a-time`` makes the stub a stand-in for one GPU replica: it answers one request at a
 time (the others wait their turn), so ``N`` calls take ``N × latency`` however many arrive at once.
@@ -80,6 +82,8 @@ class StubServer:
         self._requests = 0
         self._bytes = 0
         self._digest = 0
+        self._first: float | None = None
+        self._last: float | None = None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -102,7 +106,8 @@ class StubServer:
                         {"id": server.model, "object": "model", "created": 0, "owned_by": "stub"}]}).encode())
                 elif path == "/stats":
                     with server._lock:
-                        stats = {"requests": server._requests, "bytes": server._bytes, "digest": server._digest}
+                        stats = {"requests": server._requests, "bytes": server._bytes, "digest": server._digest,
+                                 "first": server._first, "last": server._last}
                     self._send(200, json.dumps(stats).encode())
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}')
@@ -112,6 +117,7 @@ class StubServer:
                 if self.path.rstrip("/") == "/stats/reset":
                     with server._lock:
                         server._requests = server._bytes = server._digest = 0
+                        server._first = server._last = None
                     return self._send(200, b"{}")
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._send(404, b'{"error": {"message": "not found"}}')
@@ -121,6 +127,8 @@ class StubServer:
                     server._requests += 1
                     server._bytes += len(raw)
                     server._digest = (server._digest + h) % (1 << 64)
+                    if server._first is None:
+                        server._first = time.time()
                 body = json.loads(raw)
                 if body.get("model") != server.model:
                     return self._send(404, json.dumps({"error": {"message": f"The model `{body.get('model')}` "
@@ -134,6 +142,8 @@ class StubServer:
                     if rest > 0:
                         time.sleep(rest)
                 self._send(200, payload)
+                with server._lock:
+                    server._last = time.time()
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True

@@ -440,20 +440,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``pytest -n N`` without ``--dist``: schedule by probe group (:class:`.xdist_support.ProbeGroupScheduling`),
-    so that the gates sharing a probe run on one worker and the probe is computed once. A ``--dist``
+    """``pytest -n N`` without ``--dist``: schedule by probe group (:class:`.xdist_scheduler.ProbeGroupScheduling`),
+    so that the gates sharing a probe run on one worker and the probe is computed once, the groups
+    with the most model calls first. A ``--dist``
     mode the user gave is xdist's own."""
     if dist_given(config):
         return None
     from .probes.settings import settings_for
-    from .suite_support import model_id, probe_group
+    from .suite_support import group_weight, model_id, probe_group
     from .xdist_scheduler import ProbeGroupScheduling
 
     model_ids = [model_id(m) for m in _options(config)["models"]]
-    frames = settings_for("stressor", posbias_config(config).probes.get("stressor"))["frames"]
+    probes = posbias_config(config).probes
+    settings = {name: settings_for(name, probes.get(name)) for name in ("positional", "phase", "stressor")}
+    frames = settings["stressor"]["frames"]
     first = int(frames[0]) if frames else None
     return ProbeGroupScheduling(config, log,
-                                group_of=lambda nodeid: probe_group(nodeid, model_ids=model_ids, search_frames=first))
+                                group_of=lambda nodeid: probe_group(nodeid, model_ids=model_ids, search_frames=first),
+                                weight_of=lambda scope: group_weight(scope, settings))
 
 
 NO_MODEL = ("no model to test: give one with --posbias-model MODEL (--model where the suites' conftest.py "

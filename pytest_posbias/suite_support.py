@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +174,45 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
         if prop == "stressor":
             return group.format("stressor") + f"|{first}|clean"
     return None
+
+
+# requests per video of the stressor probe's parts other than the trial-based stressors: the
+# controls (8 count and pixel controls, 4 visual-input controls, up to 7 genuine-frame counts)
+# and the clean output
+_STRESSOR_CONTROLS = 19
+
+
+def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
+    """The model calls a probe group makes at most (its maximum sample sizes, every condition), from
+    the group name (:func:`probe_group`) and the probe settings: the scheduler hands out the
+    heaviest group first (longest-processing-time-first), so the group that takes longest starts
+    first instead of last. Per group:
+
+    * positional: ``groups × (P = 2 and P = 4 orders)`` of a configuration, ``groups × 4`` for a
+      layout variant;
+    * phase: ``items × (orderings × (samplers + phases + 1 re-run) + 2 phases + 2)`` (the flip,
+      phase and order conditions in every ordering, the fusion conditions in one);
+    * stressor part: ``videos ×`` its variants per video (Delete 1: one per frame, Reverse: 1,
+      the others ``trials``; the clean group: the clean output and the controls).
+
+    A group of another kind, or a name this does not read, weighs 1 (one test)."""
+    name = group.removeprefix(XDIST_GROUP_PREFIX)
+    kind, _, rest = name.partition("|")
+    parts = rest.split("|")
+    try:
+        if kind == "positional":
+            st = settings["positional"]
+            per = 4 if len(parts) > 2 else sum(int(P) for P in st["scales"])
+            return int(st["groups"]) * per
+        if kind == "phase":
+            ph = settings["phase"]
+            return int(ph["items"]) * (int(ph["orderings"]) * (len(ph["samplers"]) + int(ph["phases"]) + 1)
+                                       + 2 * int(ph["phases"]) + 2)
+        if kind == "stressor":
+            st = settings["stressor"]
+            frames, part = int(parts[1]), parts[2]
+            per = {"clean": 1 + _STRESSOR_CONTROLS, "delete1": frames, "reverse": 1}.get(part, int(st["trials"]))
+            return int(st["videos"]) * per
+    except (KeyError, IndexError, TypeError, ValueError):
+        return 1
+    return 1

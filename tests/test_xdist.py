@@ -385,3 +385,34 @@ def test_a_worker_gets_its_share_of_the_cpu_threads_and_blas_is_capped(monkeypat
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     xdist_support.configure_xdist(config)
     assert os.environ["OMP_NUM_THREADS"] == "7"
+
+
+def test_the_heaviest_probe_group_is_handed_out_first():
+    """Group weights are the groups' model calls at most: the Delete 1 part outweighs a trial-based
+    stressor, the phase probe outweighs a positional configuration at the default sizes, and the
+    scheduler hands out the heaviest remaining scope first (not the one with the most tests)."""
+    from collections import OrderedDict
+
+    from pytest_posbias.probes.settings import settings_for
+    from pytest_posbias.suite_support import group_weight
+    from pytest_posbias.xdist_scheduler import heaviest_first
+
+    settings = {n: settings_for(n) for n in ("positional", "phase", "stressor")}
+    g = f"{XDIST_GROUP_PREFIX}{{}}|sim:primacy"
+    st = settings["stressor"]
+    assert group_weight(g.format("stressor") + "|16|delete1", settings) == st["videos"] * 16
+    assert group_weight(g.format("stressor") + "|16|add1", settings) == st["videos"] * st["trials"]
+    assert group_weight(g.format("stressor") + "|16|reverse", settings) == st["videos"]
+    assert group_weight(g.format("positional") + "|cooking-short", settings) == settings["positional"]["groups"] * 6
+    assert group_weight(g.format("phase"), settings) > group_weight(g.format("positional") + "|cooking-short", settings)
+    assert group_weight("tests/test_mine.py::test_x", settings) == 1
+    assert group_weight(g.format("stressor") + "|x|add1", settings) == 1  # a name it cannot read
+
+    weights = {"few-tests-heavy": 500, "many-tests-light": 10, "middle": 100, "middle-too": 100}
+    queue = OrderedDict([("many-tests-light", {f"t{i}": False for i in range(9)}), ("middle", {"m": False}),
+                         ("middle-too", {"n": False}), ("few-tests-heavy", {"h": False})])
+    taken = []
+    while queue:
+        heaviest_first(queue, weights.__getitem__)
+        taken.append(queue.popitem(last=False)[0])  # as xdist's _assign_work_unit takes the next scope
+    assert taken == ["few-tests-heavy", "middle", "middle-too", "many-tests-light"]
