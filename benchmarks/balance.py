@@ -17,7 +17,10 @@ Both print wall time, the ideal and their ratio (target ≤ 1.2). The wall time 
 shared with other processes stretch), so the ratio also carries what is not a call. ``main`` also
 prints the schedule's own bound: the calls made on the busiest worker × L (from the ``-v`` lines'
 worker and each gate's calls in the JSON summary) against the ideal, the ratio the wall time
-would have were the calls the only cost. ``openai`` also prints the time from the first call a
+would have were the calls the only cost. ``CPU s`` is the CPU time (user + system) of pytest
+and its workers: divided by the cores it is the wall time the run needs however its calls are
+spread, so where it comes near the ideal the ratio says more about the machine than about the
+balance. ``openai`` also prints the time from the first call a
 replica received to the last answer it sent against the ideal (the stubs record both), and the
 seconds before (start-up, collection, the data) and after (report, exit).
 The coverage judge is ``fragment`` in both (the ``embed`` judge's torch work would be CPU time
@@ -32,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -73,13 +77,23 @@ def _project(tmp: Path, settings: str = SETTINGS) -> None:
                                         f'data = "{manifest}"\njudge = "fragment"\n{settings}')
 
 
+CPU_SECONDS: dict[str, float] = {}  # job tag -> CPU seconds (user + system) of pytest and its workers
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _pytest(tmp: Path, tag: str, args: list[str]) -> tuple[float, dict, str]:
     out = tmp / f"{tag}.json"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
            f"--posbias-cache={tmp / ('cache-' + tag)}", f"--posbias-json={out}", *args]
     t0 = time.perf_counter()
+    c0 = _children_cpu()
     proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
+    CPU_SECONDS[tag] = _children_cpu() - c0
     if proc.returncode not in (0, 1, 6) or not out.is_file():
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return wall, json.loads(out.read_text()), proc.stdout
@@ -141,7 +155,9 @@ def main() -> None:
     if any(j not in ("main", "openai") for j in jobs) or args.workers < 1 or args.latency <= 0:
         raise SystemExit("--jobs from main, openai; --workers >= 1; --latency > 0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    print(f"{'job':<34} {'calls':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6}")
+    cores = len(os.sched_getaffinity(0))
+    print(f"{'job':<34} {'calls':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'CPU s':>7}   (load average "
+          f"{os.getloadavg()[0]:.1f} on {cores} cores at the start)")
     with tempfile.TemporaryDirectory() as d:
         for job in jobs:
             tmp = Path(d) / job
@@ -156,7 +172,8 @@ def main() -> None:
                 wall, ideal, n, before, after = openai_job(tmp, args.workers, args.latency)
                 edges = (before, after)
                 label = f"openai, {args.workers} replicas, {args.latency:g} s/call"
-            print(f"{label:<34} {n:>6d} {wall:>8.1f} {ideal:>8.1f} {wall / ideal:>6.2f}", flush=True)
+            print(f"{label:<34} {n:>6d} {wall:>8.1f} {ideal:>8.1f} {wall / ideal:>6.2f} {CPU_SECONDS[job]:>7.1f}",
+                  flush=True)
             if busiest is not None:
                 print(f"{'  busiest worker, calls only':<34} {'':>6} {busiest:>8.1f} {ideal:>8.1f} {busiest / ideal:>6.2f}")
             if edges is not None:

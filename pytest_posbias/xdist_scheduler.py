@@ -35,6 +35,21 @@ class ProbeGroupScheduling(LoadScopeScheduling):
         """The scope of ``nodeid``: its probe group, or the node id itself."""
         return self._group_of(nodeid) or nodeid
 
+    def _reschedule(self, node: Any) -> None:
+        """xdist's rescheduling, giving a worker its next scope only when it is down to its last
+        test (a worker runs a test once it knows the next one, so one pending test is the least that
+        keeps it going). xdist gives it when two are left, and at the start gives every worker two
+        scopes: a scope bound early to a busy worker waits there while another worker runs out,
+        which with scopes of two tests and hundreds of calls leaves workers idle at the end."""
+        if node.shutting_down:
+            return
+        if not self.workqueue:
+            node.shutdown()
+            return
+        if self._pending_of(self.assigned_work[node]) > 1:
+            return
+        self._assign_work_unit(node)
+
     def _assign_work_unit(self, node: Any) -> None:
         """xdist's assignment of the next scope, the heaviest one first: xdist orders the scopes by
         their number of tests, which says little about their model calls (a stressor's two gates
