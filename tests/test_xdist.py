@@ -416,3 +416,35 @@ def test_the_heaviest_probe_group_is_handed_out_first():
         heaviest_first(queue, weights.__getitem__)
         taken.append(queue.popitem(last=False)[0])  # as xdist's _assign_work_unit takes the next scope
     assert taken == ["few-tests-heavy", "middle", "middle-too", "many-tests-light"]
+
+
+def test_the_stressor_parts_share_no_request_and_join_into_the_whole_probe(tmp_path, small_set):
+    """Each part of the stressor probe asks only for its own requests (the clean outputs once, in
+    the clean part), a part asked again makes no call, and the joined probe holds every stressor's
+    variants and the controls on the clean part's videos."""
+    from pytest_posbias.probes.stressor import PARTS
+    from pytest_posbias.video.stressors import STRESSORS
+
+    opts = {"models": ["sim:looping"], "data": str(small_set), "cache": str(tmp_path / "c"), "seed": 0,
+            "sequential": False}
+    ctx = RunContext.create(opts, PosbiasConfig(probes={"stressor": {"videos": 3, "trials": 1, "frames": [4]}}),
+                            rootdir=tmp_path, worker="main", run_id="t")
+    try:
+        made = {}
+        for part in PARTS:
+            before = ctx.engine.stats.made
+            ctx.stressor("sim:looping", 4, part=part)
+            made[part] = ctx.engine.stats.made - before
+        assert made["clean"] == 3  # one clean output per video, made before any other part
+        assert made["delete1"] == 3 * 4 and made["reverse"] == 3 and made["add1"] == 3  # no clean request again
+        assert made["controls"] >= 3 * 12
+        before = ctx.engine.stats.made
+        whole = ctx.stressor("sim:looping", 4)
+        assert ctx.engine.stats.made == before  # every part was computed once already
+        assert set(whole.variants) == set(STRESSORS) and "black" in whole.controls
+        assert len(whole.videos) == 3 and all(len(whole.variants[s]) == 3 for s in STRESSORS)
+        assert whole.calls["made"] == sum(made.values()) - made["clean"]  # the clean outputs are the clean part's
+        with pytest.raises(Exception, match="part"):
+            ctx.stressor("sim:looping", 4, part="nope")
+    finally:
+        ctx.close()

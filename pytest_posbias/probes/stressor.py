@@ -346,16 +346,19 @@ def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *
     videos = select_videos(ctx, manifest, min(spec.videos, n_videos or spec.videos))
     res = StressorResult(model, spec, [], TextStats([], []), planned=len(videos))
     cleans: list[FrameSpec] = []
+    at = {v: i for i, v in enumerate(clean.videos)} if clean is not None else {}
     for item in videos:
+        if clean is not None and item.id not in at:  # the clean part could not use it
+            res.problems.append(next((p for p in clean.problems if p.startswith(f"video {item.id}:")),
+                                     f"video {item.id}: no clean output"))
+            continue
         try:
             cleans.append(_clean_spec(ctx, item, spec.frames, spec))
             res.videos.append(item.id)
         except PosbiasError as exc:
             res.problems.append(f"video {item.id}: {exc}")
     kept = [manifest.videos[v] for v in res.videos]
-    given: list[int] = []
     if clean is not None:
-        at = {v: i for i, v in enumerate(clean.videos)}
         given = [at[v] for v in res.videos]
         res.clean = TextStats([clean.clean.texts[i] for i in given], [clean.clean.finish[i] for i in given],
                               [clean.clean.ok[i] for i in given], [clean.clean.reasons[i] for i in given])
