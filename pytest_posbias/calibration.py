@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import BOOTSTRAP_METHOD, DEFAULT_THRESHOLDS
 from .errors import ConfigError
+from .gate_registry import GATES as GATE_SPECS
 from .sequential import decide, gsd_decide, look_schedule
 from .stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
 
@@ -71,7 +71,7 @@ def _stressor_draw(rng: np.random.Generator, n: int, theta: float) -> np.ndarray
 
 
 def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float], defaults: dict[str, int]) -> list[GateModel]:
-    t = DEFAULT_THRESHOLDS
+    t = {g.name: g.threshold for g in GATE_SPECS.values()}
     out = [
         GateModel("dpb", "mean", t["dpb"], "both", "groups", -1.0, 1.0, 0.0, defaults["groups"], _mean_draw(pools["dpb"], -1, 1)),
         GateModel("meg", "mean", t["meg"], "both", "groups", -1.0, 1.0, 0.0, defaults["groups"], _mean_draw(pools["meg"], -1, 1)),
@@ -97,7 +97,7 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
         return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                        n_resamples=n_resamples, rng=rng, method=BOOTSTRAP_METHOD.get(g.name, "percentile")).passed
+                        n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
 
 
 SEQUENTIAL_LOOKS = 4

@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import DEFAULT_THRESHOLDS, GATE_SIDES
 from .errors import ConfigError
+from .gate_registry import GATES
 from .stats import exact_interval
 
 E2E_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack")
@@ -71,8 +71,8 @@ def dose_value(gate: str, level: str, threshold: float | None = None) -> float |
         raise ConfigError(f"`level` must be one of {', '.join(LEVELS)}; got {level!r}")
     if level == "0":
         return None
-    t = DEFAULT_THRESHOLDS[gate] if threshold is None else threshold
-    if GATE_SIDES[gate] == "lower":
+    t = GATES[gate].threshold if threshold is None else threshold
+    if GATES[gate].side == "lower":
         return t if level == "t" else round(t - COVERAGE_SHORTFALL, 10)
     return round(SIGN.get(gate, 1.0) * (t if level == "t" else 3 * t), 10)  # 3 * 0.15 = 0.45, not 0.44999999999999996
 

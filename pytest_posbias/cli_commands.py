@@ -103,13 +103,13 @@ def register_all(sub: Any, register: Register) -> None:
 
 
 def _gates(args: argparse.Namespace) -> int:
-    from .config import DEFAULT_BASELINE_MARGINS, DEFAULT_THRESHOLDS, GATE_SIDES, MARKERS, marker_of
+    from .gate_registry import GATE_SPECS
 
     print(f"{'gate':<14} {'threshold':>9}  {'region':<12} {'baseline margin':>15}  description")
-    for name, t in DEFAULT_THRESHOLDS.items():
-        region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[GATE_SIDES[name]]
-        print(f"{name:<14} {t:>9g}  {region:<12} {DEFAULT_BASELINE_MARGINS[name]:>15g}  {MARKERS[marker_of(name)]}"
-              + (f" (-m {marker_of(name)})" if marker_of(name) != name else ""))
+    for g in GATE_SPECS:
+        region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[g.side]
+        print(f"{g.name:<14} {g.threshold:>9g}  {region:<12} {g.margin:>15g}  {g.description}"
+              + (f" (-m {g.marker})" if g.marker != g.name else ""))
     return 0
 
 

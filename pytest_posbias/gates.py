@@ -16,15 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from .config import GATE_SIDES
 from .errors import ConfigError
+from .gate_registry import GATES, Worse
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
 from .metrics import dpb_per_instance, meg_per_instance
 from .probes.positional import PositionalResult, PositionalSpec
 from .sequential import gsd_sizes, gsd_step
 from .stats import Verdict, _bounds, _fmt, _region, inconclusive_verdict, share_difference_verdict
 
-VALUE_RANGE = {"dpb": (-1.0, 1.0), "meg": (-1.0, 1.0), "coverage": (0.0, 1.0), "contamination": (0.0, 1.0)}
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
 
 
@@ -34,7 +33,7 @@ def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[
     quarter of the maximum sample, then a quarter more at each look while the decision is open
     (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~.sequential.gsd_step`)."""
     threshold = ctx.threshold(gate, model)
-    lower, upper = _bounds(threshold, GATE_SIDES[gate])
+    lower, upper = _bounds(threshold, GATES[gate].side)
     d = None
     for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
         d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
@@ -42,10 +41,11 @@ def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[
         if d is not None:
             break
     assert d is not None
-    # the t-based repeated CI can reach past the values' range (coverage above 1, a rate below 0)
-    # and, for constant values, spans a rounding error around them; the decision is taken on the
-    # unclipped interval, where clipping to the range could not change it, so clip for the record
-    lo_v, hi_v = VALUE_RANGE.get(gate, (-math.inf, math.inf))
+    # the t-based repeated CI of a mean can reach past the values' range (coverage above 1, DPB
+    # below -1) and, for constant values, spans a rounding error around them; the decision is taken
+    # on the unclipped interval, where clipping to the range could not change it, so clip for the
+    # record (a rate's exact interval lies in [0, 1] already)
+    lo_v, hi_v = GATES[gate].value_range
     d = replace(d, ci_low=min(max(d.ci_low, lo_v), hi_v), ci_high=max(min(d.ci_high, hi_v), lo_v))
     level = round(100 * (1 - 2 * ctx.alpha))
     reason = (f"{name} = {_fmt(d.estimate)} ({level}% repeated CI [{_fmt(d.ci_low)}, {_fmt(d.ci_high)}], threshold "
@@ -92,8 +92,13 @@ def _positional_values(gate: str, r: PositionalResult) -> np.ndarray:
     raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
 
 
-_NAMES = {"dpb": "DPB", "meg": "MEG", "coverage": "mean coverage", "contamination": "contaminated-slot rate"}
-_WORSE = {"dpb": "abs", "meg": "abs", "coverage": "lower", "contamination": "higher"}
+def paired_direction(gate: str) -> Worse:
+    """The gate's paired comparison against the baseline (:attr:`.gate_registry.GateSpec.worse`);
+    ConfigError for a gate that has none."""
+    worse = GATES[gate].worse
+    if worse is None:
+        raise ConfigError(f"the {gate} gate has no paired comparison against a baseline")
+    return worse
 
 
 def _news_style(ctx: Any, spec: PositionalSpec) -> bool:
@@ -124,7 +129,7 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
     |mean candidate| − |mean baseline|, coverage and contamination on the mean difference).
     Lost instances (failed calls, judge failures, unalignable answers, unreadable videos) are
     never scored; below the measurement floor the gate does not pass."""
-    name = f"{_NAMES[gate]} {spec.label()}"
+    name = f"{GATES[gate].statistic} {spec.label()}"
 
     def describe(res: PositionalResult) -> dict[str, Any]:
         return {"probe": "positional", "spec": spec.label(), "excluded": res.excluded,
@@ -134,7 +139,7 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
         r = ctx.positional(model, spec)
         est = float(r.contamination.mean()) if r.contamination.size else math.nan
         v = inconclusive_verdict(
-            name=name, threshold=ctx.threshold(gate, model), sides=GATE_SIDES[gate], n=len(set(r.clusters.tolist())),
+            name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=len(set(r.clusters.tolist())),
             mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est, extra={**describe(r), "gate": gate, "model": model},
             why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
                 "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
@@ -174,7 +179,7 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
         cand = np.array([values[cand_rows[c]] for c in common])
         base = np.array([bvals[base_rows[c]] for c in common])
         clusters = np.array([c[0] for c in common])
-        v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=_WORSE[gate], extra=extra)
+        v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate), extra=extra)
         return _floored(ctx, v, both)
     return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
                                        extra=extra), m)
@@ -186,7 +191,8 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
 def _paired_rate(ctx: Any, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
                  unit: str, extra: dict[str, Any]) -> Verdict:
     """Binary outcomes of candidate and baseline on the same units: exact McNemar."""
-    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse="binary", extra=extra)
+    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse=paired_direction(gate),
+                             extra=extra)
 
 
 def answered(r: Any, conditions: Sequence[str]) -> np.ndarray:
@@ -544,7 +550,7 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
             cand = np.column_stack([d + r.clean.flags, r.clean.flags])[both]
             bas = np.column_stack([bd + base.clean.flags, base.clean.flags])[both]
             v = ctx.baseline_gate(gate, model, cand, bas, np.array(r.videos)[both], name=name, unit="videos",
-                                  worse="amplification", extra=extra)
+                                  worse=paired_direction(gate), extra=extra)
             return _floored(ctx, v, m)
         # fixed design: the per-video amplification is a share minus a rare 0/1 clean flag, whose rare
         # outcome a small sample misses; share_difference_verdict bootstraps (BCa) only when the sample
@@ -559,7 +565,7 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
                       "variants_per_video": [len(s.texts) for s in full.variants[stressor]][:1]})
         clean_flag = np.asarray(full.clean.flags, dtype=float)[ok]
         v = share_difference_verdict(np.clip(d[ok] + clean_flag, 0.0, 1.0), clean_flag, name=name,
-                                     threshold=ctx.threshold(gate, model), sides=GATE_SIDES[gate], mode=ctx.mode,
+                                     threshold=ctx.threshold(gate, model), sides=GATES[gate].side, mode=ctx.mode,
                                      alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
                                      rng=ctx.rng("bootstrap", gate, name, model),
                                      extra={"gate": gate, "model": model, **extra})

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .config import (
-    GATES,
-    MARKERS,
     SHORT_ALIASES,
     PosbiasConfig,
     load_pyproject,
     parse_threshold_override,
 )
 from .errors import ConfigError, PosbiasError
+from .gate_registry import GATE_SPECS, GATES
 from .safe_text import inert
 from .xdist_support import configure_xdist, dist_given
 
@@ -873,9 +872,9 @@ def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> Non
 
 
 def _is_gate_report(report: pytest.TestReport) -> bool:
-    """A report of a gate test: it carries one of the plugin's gate markers (``slow`` aside)."""
+    """A report of a gate test: it carries one of the gates' markers."""
     keywords = getattr(report, "keywords", None) or {}
-    return any(k in keywords for k in MARKERS if k != "slow")
+    return any(g.marker in keywords for g in GATE_SPECS)
 
 
 _STATE_HOLDER: dict[str, _SessionState] = {}

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import SCHEMA_VERSION
-from .config import GATE_SIDES, PosbiasConfig
+from .config import PosbiasConfig
 from .data.manifest import Manifest, load_manifest
 from .engine import (
     Backend,
@@ -38,6 +38,7 @@ from .engine import (
     gc_paused,
 )
 from .errors import ConfigError
+from .gate_registry import GATES
 from .measurement import DEFAULT_FLOOR, check_floor
 from .models.registry import ResolvedModel, resolve
 from .probes.phase import PhaseResult, PhaseSpec, run_phase
@@ -426,9 +427,13 @@ class RunContext:
 
     # -- verdicts
     def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
-                  method: str = "percentile", extra: Mapping[str, Any] | None = None) -> Verdict:
-        return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=GATE_SIDES[gate],
-                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples, method=method,
+                  method: str | None = None, extra: Mapping[str, Any] | None = None) -> Verdict:
+        """A mean gate: cluster bootstrap of the mean of ``values`` (the gate's registered interval
+        method unless ``method`` is given) against the gate's threshold and side."""
+        spec = GATES[gate]
+        return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=spec.side,
+                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
+                            method=method or spec.bootstrap,
                             rng=self.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
 
     def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,

@@ -7,11 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_posbias.config import (
-    DEFAULT_BASELINE_MARGINS,
-    DEFAULT_THRESHOLDS,
-    GATES,
     MIN_RESAMPLES,
-    THRESHOLD_RANGES,
     check_output_path,
     check_url,
     in_interval,
@@ -20,15 +16,17 @@ from pytest_posbias.config import (
     validate_thresholds,
 )
 from pytest_posbias.errors import ConfigError
+from pytest_posbias.gate_registry import GATE_SPECS
 from pytest_posbias.probes.settings import DEFAULTS, validate_probe_settings
 
 # --------------------------------------------------------------------------- one test per key family
 
 
 def test_every_gate_has_a_threshold_range_holding_its_default():
-    assert set(THRESHOLD_RANGES) == set(GATES)
-    assert validate_thresholds("t", DEFAULT_THRESHOLDS) == DEFAULT_THRESHOLDS
-    assert validate_thresholds("m", DEFAULT_BASELINE_MARGINS, margins=True) == DEFAULT_BASELINE_MARGINS
+    thresholds = {g.name: g.threshold for g in GATE_SPECS}
+    margins = {g.name: g.margin for g in GATE_SPECS}
+    assert validate_thresholds("t", thresholds) == thresholds
+    assert validate_thresholds("m", margins, margins=True) == margins
 
 
 @pytest.mark.parametrize(("gate", "value", "allowed"), [
