@@ -374,9 +374,7 @@ class RunContext:
                         fragment=FragmentJudge(store=scores, tokenizer=frag_id.split("|")[1].split("==")[0]))
 
     def phase_spec(self) -> PhaseSpec:
-        st = self.probe_settings("phase")
-        return PhaseSpec(items=st["items"], budget=st["budget"], phases=st["phases"], orderings=st["orderings"],
-                         samplers=tuple(st["samplers"]), resolution=st["resolution"], max_new_tokens=st["max_new_tokens"])
+        return PhaseSpec.from_settings(self.probe_settings("phase"))
 
     def phase(self, model: str, gate: str, budget: int | None = None, n: int | None = None) -> PhaseResult:
         """The phase/order probe with exactly the conditions a gate needs (shared requests are cached):
@@ -410,9 +408,7 @@ class RunContext:
                                                 rerun=rerun, n_items=n))
 
     def stressor_spec(self, frames: int) -> StressorSpec:
-        st = self.probe_settings("stressor")
-        return StressorSpec(videos=st["videos"], frames=frames, trials=st["trials"], attack_cap=st["attack_cap"],
-                            max_new_tokens=st["max_new_tokens"], resolution=st["resolution"])
+        return StressorSpec.from_settings(self.probe_settings("stressor"), frames)
 
     def stressor(self, model: str, frames: int, n: int | None = None) -> StressorResult:
         spec = self.stressor_spec(frames)

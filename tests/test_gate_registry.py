@@ -8,11 +8,26 @@ import dataclasses
 import importlib
 import math
 from pathlib import Path
+
 import pytest
 
-from pytest_posbias.config import MARGIN_RANGE, PosbiasConfig, in_interval, parse_threshold_override, validate_thresholds
+from pytest_posbias.config import (
+    MARGIN_RANGE,
+    PosbiasConfig,
+    in_interval,
+    parse_threshold_override,
+    validate_thresholds,
+)
 from pytest_posbias.errors import ConfigError
-from pytest_posbias.gate_registry import GATE_SPECS, GATES, OTHER_MARKERS, SUITE_SPECS, SUITES, markers, suite_of_module
+from pytest_posbias.gate_registry import (
+    GATE_SPECS,
+    GATES,
+    OTHER_MARKERS,
+    SUITE_SPECS,
+    SUITES,
+    markers,
+    suite_of_module,
+)
 
 SUITES_DIR = Path(__file__).resolve().parents[1] / "pytest_posbias" / "suites"
 REPO_SUITES = Path(__file__).resolve().parents[1] / "suites"

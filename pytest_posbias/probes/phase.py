@@ -46,6 +46,7 @@ from ..video.compose import TextPart, VideoPart
 from ..video.decode import TooShortError
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices, polyphase_grids
+from .settings import DEFAULTS
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -53,15 +54,31 @@ CONSTANT = -2  # an answer index: lost as a constant answer (``scoring/usable.py
 _LETTER_RE = re.compile(r"\b([A-Z])\b")
 
 
+_DEFAULTS = DEFAULTS["phase"]  # the one source of the probe's defaults (probes/settings.py)
+
+
 @dataclass(frozen=True)
 class PhaseSpec:
-    items: int = 40
-    budget: int = 8
-    phases: int = 3
-    orderings: int = 10
-    samplers: tuple[str, ...] = ("left", "midpoint", "endpoint", "fps")
-    resolution: int = 360
-    max_new_tokens: int = 4
+    """The phase/order probe's parameters; the defaults are the probe settings'
+    (:data:`~.settings.DEFAULTS`): the phase paper's S = 3 phases × b = 8 frames, ten orderings."""
+
+    items: int = _DEFAULTS["items"]
+    budget: int = _DEFAULTS["budget"]
+    phases: int = _DEFAULTS["phases"]
+    orderings: int = _DEFAULTS["orderings"]
+    samplers: tuple[str, ...] = tuple(_DEFAULTS["samplers"])
+    resolution: int = _DEFAULTS["resolution"]
+    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> PhaseSpec:
+        """The spec of validated ``[tool.posbias.probes.phase]`` settings (:func:`~.settings.settings_for`);
+        a key they lack keeps its default."""
+        kw = {k: settings[k] for k in ("items", "budget", "phases", "orderings", "resolution", "max_new_tokens")
+              if k in settings}
+        if "samplers" in settings:
+            kw["samplers"] = tuple(settings["samplers"])
+        return cls(**kw)
 
     def key(self) -> str:
         return repr(asdict(self))

@@ -44,6 +44,7 @@ from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
 from ..video.sampling import frame_indices
+from .settings import DEFAULTS
 from .thumbnails import video_thumbnails
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
@@ -60,40 +61,44 @@ FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generati
 LOST_CAUSES = ("generation_error", "judge_failure", "unalignable", "unusable_data", *UNUSABLE)
 
 
+_DEFAULTS = DEFAULTS["positional"]  # the one source of the probe's defaults (probes/settings.py)
+
+
 @dataclass(frozen=True)
 class PositionalSpec:
-    """One positional configuration (a test's parameters)."""
+    """One positional configuration (a test's parameters); the defaults are the probe settings'
+    (:data:`~.settings.DEFAULTS`), the multi-video paper's main setting."""
 
     domain: str
     bucket: str
     P: int
-    boundary: str = "black"
-    placement: str = "prompt-first"
-    budget: str = "base"
+    boundary: str = _DEFAULTS["boundary"]
+    placement: str = _DEFAULTS["placement"]
+    budget: str = _DEFAULTS["budget"]
     equal_attention: bool = False
     single_target: bool = False
-    label_base: int = 0
-    frames: int | None = None  # default: 16 short, 24 long
-    resolution: int = 448
-    orders: str = "cyclic"
-    groups: int = 12
-    temperature: float = 0.9
-    top_p: float = 1.0
-    max_new_tokens: int = 512
+    label_base: int = _DEFAULTS["label_base"][0]
+    frames: int | None = None  # default: the settings' frames_short or frames_long, by bucket
+    resolution: int = _DEFAULTS["resolution"]
+    orders: str = _DEFAULTS["orders"]
+    groups: int = _DEFAULTS["groups"]
+    temperature: float = _DEFAULTS["temperature"]
+    top_p: float = _DEFAULTS["top_p"]
+    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
     sampler: str = "endpoint"
 
     @property
     def n_frames(self) -> int:
-        return self.frames or (24 if self.bucket == "long" else 16)
+        return self.frames or int(_DEFAULTS["frames_long"] if self.bucket == "long" else _DEFAULTS["frames_short"])
 
     def variant(self) -> str:
         """Short name of what differs from the paper's main setting."""
         parts = []
-        if self.boundary != "black":
+        if self.boundary != _DEFAULTS["boundary"]:
             parts.append("text-boundary")
-        if self.placement != "prompt-first":
+        if self.placement != _DEFAULTS["placement"]:
             parts.append("video-first")
-        if self.budget != "base":
+        if self.budget != _DEFAULTS["budget"]:
             parts.append(f"budget-{self.budget}")
         if self.equal_attention:
             parts.append("equal-attention")
@@ -103,9 +108,9 @@ class PositionalSpec:
             parts.append("one-indexed")
         if self.frames is not None:
             parts.append(f"{self.frames}f")
-        if self.resolution != 448:
+        if self.resolution != _DEFAULTS["resolution"]:
             parts.append(f"{self.resolution}px")
-        if self.orders != "cyclic":
+        if self.orders != _DEFAULTS["orders"]:
             parts.append("full-permutations")
         return "+".join(parts) or "main"
 
@@ -411,7 +416,7 @@ def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> Positio
         if key in settings:
             kw[key] = settings[key]
     if "frames_short" in settings and spec.bucket == "short" and spec.frames is None:
-        kw["frames"] = settings["frames_short"] if settings["frames_short"] != 16 else None
+        kw["frames"] = settings["frames_short"] if settings["frames_short"] != _DEFAULTS["frames_short"] else None
     if "frames_long" in settings and spec.bucket == "long" and spec.frames is None:
-        kw["frames"] = settings["frames_long"] if settings["frames_long"] != 24 else None
+        kw["frames"] = settings["frames_long"] if settings["frames_long"] != _DEFAULTS["frames_long"] else None
     return replace(spec, **kw)

@@ -27,7 +27,7 @@ decoding, 500 new tokens, frames sampled with ``np.linspace(0, T−1, n, dtype=i
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -48,6 +48,7 @@ from ..video import stressors as ST
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
+from .settings import DEFAULTS
 from .thumbnails import video_thumbnails
 
 PROMPT = "Please describe this video in detail."
@@ -108,14 +109,28 @@ def _severity(text: str, finish: str | None) -> str:
     return severity(text, finish)
 
 
+_DEFAULTS = DEFAULTS["stressor"]  # the one source of the probe's defaults (probes/settings.py)
+
+
 @dataclass(frozen=True)
 class StressorSpec:
-    videos: int = 12
-    frames: int = 16
-    trials: int = 30
-    attack_cap: int = 30
-    max_new_tokens: int = 500
-    resolution: int = 448
+    """The stressor probe's parameters at one frame count; the defaults are the probe settings'
+    (:data:`~.settings.DEFAULTS`, VideoSTF's 30 trials and attack cap, 500 new tokens), at the first
+    configured frame count."""
+
+    videos: int = _DEFAULTS["videos"]
+    frames: int = _DEFAULTS["frames"][0]
+    trials: int = _DEFAULTS["trials"]
+    attack_cap: int = _DEFAULTS["attack_cap"]
+    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
+    resolution: int = _DEFAULTS["resolution"]
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], frames: int) -> StressorSpec:
+        """The spec at ``frames`` frames of validated ``[tool.posbias.probes.stressor]`` settings
+        (:func:`~.settings.settings_for`); a key they lack keeps its default."""
+        kw = {k: settings[k] for k in ("videos", "trials", "attack_cap", "max_new_tokens", "resolution") if k in settings}
+        return cls(frames=frames, **kw)
 
     def key(self) -> str:
         return repr(asdict(self))
