@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .config import check_alpha
 from .errors import ConfigError
 from .gate_registry import GATES as GATE_SPECS
 from .sequential import decide, gsd_decide, look_schedule
@@ -267,8 +268,7 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
         raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(GATES)}")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 10:
         raise ConfigError(f"`reps` must be an integer >= 10; got {reps!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-        raise ConfigError(f"`alpha` must be a number in (0, 0.5); got {alpha!r}")  # before the measurement, not after
+    check_alpha(alpha, "`alpha`")  # before the measurement, not after
     if data and not Path(data).is_file():
         raise ConfigError(f"`data`: no such manifest file: {data}")
     t0 = time.perf_counter()

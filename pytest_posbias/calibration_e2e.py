@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from .config import check_alpha
 from .errors import ConfigError
 from .gate_registry import GATES
 from .stats import exact_interval
@@ -146,8 +147,7 @@ def _check(gates: Sequence[str], reps: int, alpha: float, data: str | None) -> N
         raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(E2E_GATES)}")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise ConfigError(f"`reps` must be an integer >= 1; got {reps!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-        raise ConfigError(f"`alpha` must be a number in (0, 0.5); got {alpha!r}")
+    check_alpha(alpha, "`alpha`")
     if data and not Path(data).is_file():
         raise ConfigError(f"`data`: no such manifest file: {data}")
 

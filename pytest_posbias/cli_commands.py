@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .config import check_alpha
 from .errors import ConfigError
 
 Register = Callable[[Any, str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
@@ -124,8 +125,10 @@ def _calibrate(args: argparse.Namespace) -> int:
         return _calibrate_end_to_end(args)
     gates = args.gates.split(",") if args.gates else list(GATES)
     # every argument is checked before the measurement (which takes a minute or more)
-    if not 0 < args.alpha < 0.5:
-        return _fail("calibrate", f"--alpha must be a number in (0, 0.5); got {args.alpha:g}")
+    try:
+        check_alpha(args.alpha, "--alpha")
+    except ConfigError as exc:
+        return _fail("calibrate", str(exc))
     if args.reps is not None and args.reps < 10:
         return _fail("calibrate", f"--reps must be an integer >= 10; got {args.reps}")
     unknown = [g for g in gates if g not in GATES]
@@ -153,8 +156,10 @@ def _calibrate_end_to_end(args: argparse.Namespace) -> int:
         return _fail("calibrate", f"--gates: unknown gates {unknown}; allowed: {', '.join(E2E_GATES)}")
     if args.reps is not None and args.reps < 1:
         return _fail("calibrate", f"--reps must be an integer >= 1; got {args.reps}")
-    if not 0 < args.alpha < 0.5:
-        return _fail("calibrate", f"--alpha must be a number in (0, 0.5); got {args.alpha:g}")
+    try:
+        check_alpha(args.alpha, "--alpha")
+    except ConfigError as exc:
+        return _fail("calibrate", str(exc))
     if args.data and not Path(args.data).is_file():
         return _fail("calibrate", f"--data: no such manifest file: {args.data}")
     if args.json and not Path(args.json).parent.is_dir():

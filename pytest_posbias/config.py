@@ -44,10 +44,23 @@ def _mode(key: str, v: Any) -> str:
     return str(v)
 
 
-def _alpha(key: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < 0.5:
-        raise ConfigError(f"[tool.posbias] `{key}` must be a number in (0, 0.5); got {v!r}")
+# The per-gate level α: a gate's interval is the two-sided 1 − 2α interval, so α below 0.5 keeps
+# it a proper interval (at 0.5 it shrinks to the point estimate) and α above 0 keeps it finite.
+ALPHA_RANGE: Interval = (0.0, 0.5, False, False)
+
+
+def check_alpha(v: Any, where: str) -> float:
+    """The one check of α (:data:`ALPHA_RANGE`) for every entry point (``[tool.posbias] alpha``,
+    ``--posbias-alpha``, ``posbias calibrate --alpha``, the statistics' ``alpha`` arguments);
+    ConfigError naming ``where`` and the value otherwise."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not in_interval(float(v), ALPHA_RANGE):
+        shown = f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v)
+        raise ConfigError(f"{where} must be a number in {interval_text(ALPHA_RANGE)}; got {shown}")
     return float(v)
+
+
+def _alpha(key: str, v: Any) -> float:
+    return check_alpha(v, f"[tool.posbias] `{key}`")
 
 
 def _seed(key: str, v: Any) -> int:

@@ -68,13 +68,12 @@ def _model_option(option: str) -> Any:
 
 
 def _alpha_type(value: str) -> float:
+    from .config import ALPHA_RANGE, check_alpha, interval_text
+
     try:
-        a = float(value)
-    except ValueError:
-        raise _usage("--posbias-alpha", f"expects a number in (0, 0.5); got {value!r}") from None
-    if not 0 < a < 0.5:
-        raise _usage("--posbias-alpha", f"expects a number in (0, 0.5); got {value!r}")
-    return a
+        return check_alpha(float(value), "--posbias-alpha")
+    except (ValueError, ConfigError):
+        raise _usage("--posbias-alpha", f"expects a number in {interval_text(ALPHA_RANGE)}; got {value!r}") from None
 
 
 def _seed_type(value: str) -> int:
