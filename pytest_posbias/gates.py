@@ -20,6 +20,7 @@ from .errors import ConfigError
 from .gate_registry import GATES, Worse
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
 from .metrics import dpb_per_instance, meg_per_instance
+from .probes import conditions as C
 from .probes.positional import PositionalResult, PositionalSpec
 from .sequential import gsd_sizes, gsd_step
 from .stats import Verdict, _bounds, _fmt, _region, inconclusive_verdict, share_difference_verdict
@@ -226,22 +227,21 @@ def phase_measurement(r: Any, conditions: Sequence[str]) -> Measurement:
 
 
 def _phase_conditions(gate: str, which: Any, spec: Any, cond: Callable[[str], str]) -> list[str]:
+    """The conditions a phase/order gate compares (:mod:`~.probes.conditions`)."""
     S = spec.phases
     if gate == "flip":
         return [cond(which[1]), cond(which[2])]
     if gate == "phase":
         if which == "any":
-            return [f"phase:{s}" for s in range(S)]
+            return C.phases(S)
         s0, s1 = (int(x) for x in str(which).split("-"))
-        return [f"phase:{s0}", f"phase:{s1}"]
+        return [C.phase(s0), C.phase(s1)]
     if gate == "order":
-        return ["phase:0"]
+        return [C.phase(0)]
     if gate == "fusion":
-        return [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
+        return C.fusion_conditions(S)
     if gate == "equivalence":
-        from .session import EQUIVALENCE_BUDGET_FACTOR
-
-        return [f"phase:{s}" for s in range(S)] + [f"budget:left@{EQUIVALENCE_BUDGET_FACTOR * spec.budget}"]
+        return C.equivalence_conditions(S, spec.budget)
     raise ConfigError(f"`gate` must be flip, phase, order, fusion or equivalence; got {gate!r}")
 
 
@@ -277,7 +277,7 @@ def equivalence_verdict(ctx: Any, model: str, r: Any, conds: Sequence[str], m: M
     single = identity_answer(r, conds[-1])
     d = ((fused_ans == truth).astype(float) - (single == truth).astype(float))[ok]
     videos = np.array([i.video for i in r.items])[ok]
-    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {conds[-1].split('@')[1]} frames "
+    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {C.Condition.parse(conds[-1]).frames} frames "
             f"accuracy")
     extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
              "unparseable": getattr(r, "unparseable", 0), "answers": answers_returned(r),
@@ -303,8 +303,8 @@ def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[s
 
     extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
                              "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
-                             "rerun_floor": float(pair_flips(r, "phase:0", "rerun:0").mean())
-                             if "rerun:0" in r.condition_answers and r.items else None}
+                             "rerun_floor": float(pair_flips(r, C.phase(0), C.rerun(0)).mean())
+                             if C.rerun(0) in r.condition_answers and r.items else None}
     if gate == "order" and r.items:
         extra.update(order_accuracy(r))
         extra["margin"] = margin_auroc(r)
@@ -362,7 +362,7 @@ def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Ve
     S = spec.phases
 
     def cond(sampler: str) -> str:
-        return f"sampler:{sampler}" if budget in (None, spec.budget) else f"budget:{sampler}@{budget}"
+        return C.sampler_at(sampler, spec.budget if budget is None else budget, spec.budget)
 
     conds = _phase_conditions(gate, which, spec, cond)
 
@@ -405,8 +405,7 @@ def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Ve
         extra["fusion_by"] = "distributions"
         if ch["fusion"] is None:
             # text mode (no letter log-probs): PhaseFusion over one-hot answers, a plurality vote of the S grids
-            grids = [f"phase:{s}" for s in range(S)]
-            shifted = [f"shift:{s}" for s in range(S)]
+            grids, shifted = C.phases(S), C.shifts(S)
             ch["fusion"] = (fused_or_voted(r, grids) != fused_or_voted(r, shifted)).astype(int)
             extra["fusion_by"] = "plurality vote (no letter log-probs)"
         fus, single, union = ch["fusion"][ok], ch["single"][ok], ch["union"][ok]
@@ -418,8 +417,7 @@ def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Ve
         if base is not None:
             bch = fusion_changes(base)
             if bch["fusion"] is None:
-                bch["fusion"] = (fused_or_voted(base, [f"phase:{s}" for s in range(S)])
-                                 != fused_or_voted(base, [f"shift:{s}" for s in range(S)])).astype(int)
+                bch["fusion"] = (fused_or_voted(base, C.phases(S)) != fused_or_voted(base, C.shifts(S))).astype(int)
             if bch["fusion"].size == ok.size:
                 return _floored(ctx, _paired_rate(ctx, "fusion", model, fus, bch["fusion"][ok],
                                                   [i.id for i, o in zip(r.items, ok, strict=True) if o], name=name,

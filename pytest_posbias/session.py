@@ -41,6 +41,7 @@ from .errors import ConfigError
 from .gate_registry import GATES
 from .measurement import DEFAULT_FLOOR, check_floor
 from .models.registry import ResolvedModel, resolve
+from .probes import conditions as C
 from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
@@ -92,7 +93,6 @@ def _requests_behind(result: Any) -> int:
             + int(calls.get("shared", 0)))
 
 
-EQUIVALENCE_BUDGET_FACTOR = 4  # the equivalence gate's single pass sees 4b frames (phase paper)
 PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
 PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
 SHARED_MEMO_PREFIXES = ("positional|", "phase|", "stressor|")  # probe results shared across xdist workers
@@ -389,15 +389,15 @@ class RunContext:
         ident: list[str] = []
         rerun = False
         if gate == "order":
-            conds = ["phase:0"]
+            conds = [C.phase(0)]
         elif gate == "phase":
-            conds, rerun = [f"phase:{s}" for s in range(S)], True
+            conds, rerun = C.phases(S), True
         elif gate == "flip":
-            conds = [f"sampler:{s}" if b == spec.budget else f"budget:{s}@{b}" for s in spec.samplers]
+            conds = [C.sampler_at(s, b, spec.budget) for s in spec.samplers]
         elif gate == "fusion":
-            ident = [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
+            ident = C.fusion_conditions(S)
         elif gate == "equivalence":
-            ident = [f"phase:{s}" for s in range(S)] + [f"budget:left@{EQUIVALENCE_BUDGET_FACTOR * b}"]
+            ident = C.equivalence_conditions(S, b)
         else:
             raise ConfigError(f"`gate` must be order, phase, flip, fusion or equivalence; got {gate!r}")
         if gate == "equivalence":  # a confirmatory TOST needs far more items than a flip rate

@@ -46,6 +46,7 @@ from ..video.compose import TextPart, VideoPart
 from ..video.decode import TooShortError
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices, polyphase_grids
+from . import conditions as C
 from .settings import DEFAULTS
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
@@ -151,17 +152,18 @@ def _frames(ctx: Any, item: McqItem, indices: Sequence[int], spec: PhaseSpec) ->
 
 def _needed(condition: str, spec: PhaseSpec) -> int:
     """Frames a condition shows: the budget, or S x budget for the union passes."""
-    kind, _, arg = condition.partition(":")
-    if kind == "budget":
-        return int(arg.partition("@")[2])
-    return spec.phases * spec.budget if kind in ("union", "union-shift") else spec.budget
+    c = C.Condition.parse(condition)
+    if c.frames is not None:
+        return c.frames
+    return spec.phases * spec.budget if c.kind in ("union", "union-shift") else spec.budget
 
 
 def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]:
-    """Frame indices of a condition: ``sampler:NAME``, ``phase:s``, ``shift:s``, ``union``, ``union-shift``."""
+    """Frame indices of a condition (:mod:`.conditions`)."""
     info = ctx.store.info(item.path)
     T, fps = info.frame_count, info.fps
-    kind, _, arg = condition.partition(":")
+    c = C.Condition.parse(condition)
+    kind = c.kind
     if item.start is not None or item.end is not None:
         lo = max(0, round((item.start or 0) * fps))
         hi = min(T - 1, round(item.end * fps)) if item.end is not None else T - 1
@@ -175,14 +177,11 @@ def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]
         exc = TooShortError(item.path, f"too short for {_needed(condition, spec)} frames: {where}")
         ctx.store.report(exc)
         raise exc
-    if kind == "sampler":
-        return frame_indices(T, b, convention=arg, fps=fps, start=item.start, end=item.end)
-    if kind == "budget":
-        sampler, _, bb = arg.partition("@")
-        return frame_indices(T, int(bb), convention=sampler, fps=fps, start=item.start, end=item.end)
+    if kind in ("sampler", "budget"):
+        return frame_indices(T, c.frames or b, convention=c.arg, fps=fps, start=item.start, end=item.end)
     origin = Fraction(1, 2 * S) if kind in ("shift", "union-shift") else Fraction(0)
     if kind in ("phase", "shift"):
-        return [lo + i for i in polyphase_grids(n, b, S, origin=origin)[int(arg)]]
+        return [lo + i for i in polyphase_grids(n, b, S, origin=origin)[c.phase]]
     if kind in ("union", "union-shift"):
         grids = polyphase_grids(n, b, S, origin=origin)
         return [lo + grids[k % S][k // S] for k in range(S * b)]
@@ -262,8 +261,8 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
                 for oi, r in enumerate(_requests(ctx, model, item, cond, perms, spec, want)):
                     item_reqs.append((cond, oi, tuple(perms[oi]), r))
             if rerun:
-                for oi, r in enumerate(_requests(ctx, model, item, "phase:0", perms, spec, want, replicate=1)):
-                    item_reqs.append(("rerun:0", oi, tuple(perms[oi]), r))
+                for oi, r in enumerate(_requests(ctx, model, item, C.phase(0), perms, spec, want, replicate=1)):
+                    item_reqs.append((C.rerun(0), oi, tuple(perms[oi]), r))
             for cond in identity_only:
                 r = _requests(ctx, model, item, cond, perms[:1], spec, want)[0]
                 item_reqs.append((cond, 0, tuple(perms[0]), r))
@@ -288,7 +287,7 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
     probs: dict[str, list[list[np.ndarray | None]]] = {}
     margins: dict[str, np.ndarray] = {}
     for (ii, cond, oi, perm), g, constant in zip(plan, gens, flags, strict=True):
-        n_orders = spec.orderings if cond in ordered or cond == "rerun:0" else 1
+        n_orders = spec.orderings if cond in ordered or cond == C.rerun(0) else 1
         if cond not in answers:
             answers[cond] = np.full((N, n_orders), -1, dtype=int)
             probs[cond] = [[None] * n_orders for _ in range(N)]
@@ -358,10 +357,10 @@ def identity_answer(res: PhaseResult, condition: str) -> np.ndarray:
 def fusion_changes(res: PhaseResult) -> dict[str, Any]:
     """Changed-answer indicators under the origin shift: single pass, union pass, fusion."""
     S = res.spec.phases
-    single = (identity_answer(res, "phase:0") != identity_answer(res, "shift:0")).astype(int)
-    union = (identity_answer(res, "union") != identity_answer(res, "union-shift")).astype(int)
-    f0 = fused(res, [f"phase:{s}" for s in range(S)])
-    f1 = fused(res, [f"shift:{s}" for s in range(S)])
+    single = (identity_answer(res, C.phase(0)) != identity_answer(res, C.shift(0))).astype(int)
+    union = (identity_answer(res, C.UNION) != identity_answer(res, C.UNION_SHIFT)).astype(int)
+    f0 = fused(res, C.phases(S))
+    f1 = fused(res, C.shifts(S))
     fusion = None if f0 is None or f1 is None else (f0 != f1).astype(int)
     return {"single": single, "union": union, "fusion": fusion}
 
