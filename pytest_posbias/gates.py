@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ConfigError
+from .gate_context import GateContext
 from .gate_registry import GATES, Worse
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
 from .metrics import dpb_per_instance, meg_per_instance
@@ -28,7 +29,7 @@ from .stats import Verdict, _bounds, _fmt, _region, inconclusive_verdict, share_
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
 
 
-def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
+def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
                        name: str, unit: str, extra: dict[str, Any]) -> Verdict:
     """A gate under the group-sequential design (:mod:`~.sequential`): the probe draws the first
     quarter of the maximum sample, then a quarter more at each look while the decision is open
@@ -102,7 +103,7 @@ def paired_direction(gate: str) -> Worse:
     return worse
 
 
-def _news_style(ctx: Any, spec: PositionalSpec) -> bool:
+def _news_style(ctx: GateContext, spec: PositionalSpec) -> bool:
     """Whether the configuration's references are news descriptions (``reference_style: news``)."""
     m = ctx.manifest()
     vids = {v for g in m.groups_for(spec.domain, spec.bucket, spec.P) for v in g.videos}
@@ -120,11 +121,11 @@ def positional_measurement(r: PositionalResult, gate: str = "coverage") -> Measu
     return Measurement("instances (group x order)", max(r.planned, measured), measured, lost, examples=examples[:5])
 
 
-def _floored(ctx: Any, v: Verdict, m: Measurement) -> Verdict:
+def _floored(ctx: GateContext, v: Verdict, m: Measurement) -> Verdict:
     return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
 
 
-def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) -> Verdict:
+def positional_verdict(ctx: GateContext, gate: str, model: str, spec: PositionalSpec) -> Verdict:
     """DPB / MEG / coverage / contamination gate for one configuration (paired with the
     baseline on the same (group, order) instances when ``--baseline`` is set: DPB and MEG on
     |mean candidate| − |mean baseline|, coverage and contamination on the mean difference).
@@ -189,7 +190,7 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
 # --------------------------------------------------------------------------- phase / order
 
 
-def _paired_rate(ctx: Any, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
+def _paired_rate(ctx: GateContext, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
                  unit: str, extra: dict[str, Any]) -> Verdict:
     """Binary outcomes of candidate and baseline on the same units: exact McNemar."""
     return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse=paired_direction(gate),
@@ -262,7 +263,7 @@ def fused_or_voted(r: Any, conditions: Sequence[str]) -> np.ndarray:
     return np.array(out, dtype=int)
 
 
-def equivalence_verdict(ctx: Any, model: str, r: Any, conds: Sequence[str], m: Measurement) -> Verdict:
+def equivalence_verdict(ctx: GateContext, model: str, r: Any, conds: Sequence[str], m: Measurement) -> Verdict:
     """The phase paper's confirmatory equivalence: PhaseFusion (S × b) accuracy against one pass at
     4b frames, d_i = correct_fused − correct_single per item, TOST on mean d with ±threshold
     (default 2.5 points), cluster bootstrap over videos. Certify-type in either mode: it passes
@@ -332,7 +333,7 @@ def no_letter_note(extra: Mapping[str, Any]) -> str:
     return f"{bad} of {n} answers ({bad / n:.1%}) had no option letter {where} (lost units, not scored)"
 
 
-def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
+def phase_verdict(ctx: GateContext, gate: str, model: str, which: Any = None) -> Verdict:
     """:func:`phase_verdict_core`, with the share of answers that had no option letter
     in the reason and in ``extra["no_option_letter"]``, so a verdict built on a minority of
     parseable answers says so in the terminal and the report, not only in the JSON."""
@@ -345,7 +346,7 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
                    extra={**v.extra, "no_option_letter": {"answers": n, "without_letter": bad, "share": bad / n}})
 
 
-def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
+def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: Any = None) -> Verdict:
     """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion.
 
     Items with a failed call or an unparseable answer in any condition the gate uses are lost
@@ -500,7 +501,7 @@ def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Meas
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")
 
 
-def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str | None = None) -> Verdict:
+def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stressor: str | None = None) -> Verdict:
     """repetition (clean RR), stressor (paired amplification), attack (ASR) at a frame count.
 
     Failed calls are lost units, never clean outputs: excluded from numerator and denominator,

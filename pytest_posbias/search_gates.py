@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .gate_context import GateContext
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 from .probes.search import ItemSearch
 from .probes.search_strips import MAX_WITH_THUMBNAILS
@@ -129,7 +130,7 @@ def search_measurement(results: Sequence[ItemSearch], *, planned: int, unusable:
                        examples=[*list(unusable)[:3], *[f"{r.item}: {r.why}" for r in results if r.status == "lost"][:3]])
 
 
-def search_verdict(ctx: Any, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
+def search_verdict(ctx: GateContext, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
                    budget: int, shrink_budget: int, unusable: Sequence[str] = (), name: str | None = None,
                    unit: str = "items", extra: Mapping[str, Any] | None = None) -> Verdict:
     """The ``search`` gate for one property (module docstring): exact binomial rate of broken
@@ -162,7 +163,7 @@ def search_verdict(ctx: Any, model: str, prop: str, results: Sequence[ItemSearch
 
 
 
-def paired_search_verdict(ctx: Any, model: str, baseline: str, prop: str, results: Sequence[ItemSearch],
+def paired_search_verdict(ctx: GateContext, model: str, baseline: str, prop: str, results: Sequence[ItemSearch],
                           base_results: Sequence[ItemSearch], *, planned: int, budget: int, shrink_budget: int,
                           unusable: Sequence[str] = (), base_unusable: Sequence[str] = (), unit: str = "items",
                           extra: Mapping[str, Any] | None = None) -> Verdict:
