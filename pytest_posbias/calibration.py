@@ -72,18 +72,20 @@ def _stressor_draw(rng: np.random.Generator, n: int, theta: float) -> np.ndarray
 
 
 def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float], defaults: dict[str, int]) -> list[GateModel]:
-    t = {g.name: g.threshold for g in GATE_SPECS.values()}
-    out = [
-        GateModel("dpb", "mean", t["dpb"], "both", "groups", -1.0, 1.0, 0.0, defaults["groups"], _mean_draw(pools["dpb"], -1, 1)),
-        GateModel("meg", "mean", t["meg"], "both", "groups", -1.0, 1.0, 0.0, defaults["groups"], _mean_draw(pools["meg"], -1, 1)),
-    ]
+    """The calibrated gates' unit models; threshold, side and value range are the gates' registry records."""
+
+    def model(name: str, kind: str, unit: str, null: float, n: int,
+              draw: Callable[[np.random.Generator, int, float], np.ndarray]) -> GateModel:
+        g = GATE_SPECS[name]
+        return GateModel(name, kind, g.threshold, g.side, unit, *g.value_range, null, n, draw)
+
+    out = [model(g, "mean", "groups", 0.0, defaults["groups"], _mean_draw(pools[g], *GATE_SPECS[g].value_range))
+           for g in ("dpb", "meg")]
     for g in ("flip", "phase", "order"):
-        out.append(GateModel(g, "rate", t[g], "upper", "items", 0.0, 1.0, null_rates.get(g, 0.0), defaults["items"], _rate_draw))
-    out.append(GateModel("repetition", "rate", t["repetition"], "upper", "videos", 0.0, 1.0, null_rates.get("repetition", 0.0),
-                         defaults["videos"], _rate_draw))
-    out.append(GateModel("stressor", "mean", t["stressor"], "upper", "videos", -1.0, 1.0, 0.0, defaults["videos"], _stressor_draw))
-    out.append(GateModel("attack", "rate", t["attack"], "upper", "benign videos", 0.0, 1.0, null_rates.get("attack", 0.0),
-                         defaults["videos"], _rate_draw))
+        out.append(model(g, "rate", "items", null_rates.get(g, 0.0), defaults["items"], _rate_draw))
+    out.append(model("repetition", "rate", "videos", null_rates.get("repetition", 0.0), defaults["videos"], _rate_draw))
+    out.append(model("stressor", "mean", "videos", 0.0, defaults["videos"], _stressor_draw))
+    out.append(model("attack", "rate", "benign videos", null_rates.get("attack", 0.0), defaults["videos"], _rate_draw))
     return out
 
 

@@ -174,6 +174,19 @@ def markers() -> dict[str, str]:
     return out
 
 
+def paired_direction(gate: str) -> Worse:
+    """The gate's paired comparison against the baseline (:attr:`GateSpec.worse`); ConfigError
+    for an unknown gate or one that has none."""
+    from .errors import ConfigError
+
+    if gate not in GATES:
+        raise ConfigError(f"unknown gate {gate!r}; known gates: {', '.join(GATES)}")
+    worse = GATES[gate].worse
+    if worse is None:
+        raise ConfigError(f"the {gate} gate has no paired comparison against a baseline")
+    return worse
+
+
 def suite_of_module(module: str) -> SuiteSpec | None:
     """The suite defined by a module or file stem (``test_positional``, also a scaffolded
     folder's re-exporting ``test_positional.py``); None for any other test module."""
@@ -181,4 +194,4 @@ def suite_of_module(module: str) -> SuiteSpec | None:
 
 
 __all__ = ["GATES", "GATE_SPECS", "OTHER_MARKERS", "SUITES", "SUITE_SPECS", "Bootstrap", "GateSpec", "Interval", "Side",
-           "SuiteSpec", "Worse", "markers", "suite_of_module"]
+           "SuiteSpec", "Worse", "markers", "paired_direction", "suite_of_module"]

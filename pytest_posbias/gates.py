@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .gate_context import GateContext
-from .gate_registry import GATES, Worse
+from .gate_registry import GATES, paired_direction
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
 from .metrics import dpb_per_instance, meg_per_instance
 from .probes import conditions as C
@@ -92,15 +92,6 @@ def _positional_values(gate: str, r: PositionalResult) -> np.ndarray:
     if gate == "contamination":
         return np.asarray(r.contamination[keep].mean(axis=1), dtype=float)
     raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
-
-
-def paired_direction(gate: str) -> Worse:
-    """The gate's paired comparison against the baseline (:attr:`.gate_registry.GateSpec.worse`);
-    ConfigError for a gate that has none."""
-    worse = GATES[gate].worse
-    if worse is None:
-        raise ConfigError(f"the {gate} gate has no paired comparison against a baseline")
-    return worse
 
 
 def _news_style(ctx: GateContext, spec: PositionalSpec) -> bool:

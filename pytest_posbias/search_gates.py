@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .gate_context import GateContext
+from .gate_registry import paired_direction
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 from .probes.search import ItemSearch
 from .probes.search_strips import MAX_WITH_THUMBNAILS
@@ -194,7 +195,7 @@ def paired_search_verdict(ctx: GateContext, model: str, baseline: str, prop: str
         ex["summary_line"] = replay_line(s)
     name = f"{prop} search success rate (budget {budget} queries)"  # baseline_gate appends " vs baseline"
     v = ctx.baseline_gate("search", model, cand, bas, np.array([r.item for r in paired]), name=name,
-                          unit=f"searched {unit}", worse="binary", extra=ex)
+                          unit=f"searched {unit}", worse=paired_direction("search"), extra=ex)
     m = combine(search_measurement(results, planned=planned, unusable=unusable, unit=unit),
                 search_measurement(base_results, planned=planned, unusable=base_unusable, unit=unit),
                 prefix_b="baseline", measured=len(paired))

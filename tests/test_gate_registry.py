@@ -147,3 +147,15 @@ def test_each_suite_needs_a_kind_of_item_the_manifest_checks(tmp_path):
     for suite in SUITE_SPECS:
         if suite.data is not None:  # a kind Manifest.missing knows (it raises ValueError on any other)
             assert "has no usable" in str(empty.missing(suite.data))
+
+
+def test_paired_direction_reads_the_record_and_refuses_gates_without_one():
+    from pytest_posbias.gate_registry import paired_direction
+
+    assert [paired_direction(g) for g in ("dpb", "coverage", "contamination", "flip", "stressor", "search")] == [
+        "abs", "lower", "higher", "binary", "amplification", "binary"]
+    for gate in ("equivalence", "attack"):  # certify-type TOST and the attack walk: no baseline form
+        with pytest.raises(ConfigError, match=f"the {gate} gate has no paired comparison"):
+            paired_direction(gate)
+    with pytest.raises(ConfigError, match="unknown gate 'nope'"):
+        paired_direction("nope")
