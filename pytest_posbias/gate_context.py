@@ -1,4 +1,5 @@
-"""What a gate reads from the run: the :class:`GateContext` protocol.
+"""What the gates and the probes read from the run: the :class:`GateContext` and
+:class:`ProbeContext` protocols.
 
 The gate functions (:mod:`.gates`, :mod:`.search_gates`) take the run as a ``GateContext``: the
 run's settings (mode, α, baseline, sequential design, bootstrap size, measurement floor, paired
@@ -6,6 +7,10 @@ test, seed, the validated ``[tool.posbias]`` table), the probes' results (memoiz
 share a probe share its model calls) and the verdict builders that apply a gate's threshold and
 side from the registry (:mod:`.gate_registry`). :class:`~.session.RunContext` is the
 implementation; tests pass small stand-ins with the members a gate uses.
+
+The probes (:mod:`.probes.positional`, :mod:`.probes.phase`, :mod:`.probes.stressor`) take the
+run as a ``ProbeContext``: the engine that makes (or reuses) every model call, the frame store,
+the run log, seeded generators, the observation log and the run's data.
 """
 
 from __future__ import annotations
@@ -18,10 +23,32 @@ if TYPE_CHECKING:  # annotations only: importing this module imports no probe, n
 
     from .config import PosbiasConfig
     from .data.manifest import Manifest
+    from .engine import Engine, RunLog
     from .probes.phase import PhaseResult, PhaseSpec
     from .probes.positional import PositionalResult, PositionalSpec
     from .probes.stressor import StressorResult, StressorSpec
     from .stats import Verdict
+    from .video.frames import FrameStore
+
+
+class ProbeContext(Protocol):
+    """The run as the probes see it (module docstring)."""
+
+    engine: Engine
+    store: FrameStore
+    runlog: RunLog
+
+    def rng(self, *keys: Any) -> np.random.Generator:
+        """A generator seeded by the run seed and ``keys``."""
+        ...
+
+    def observe(self, probe: str, data: Mapping[str, Any]) -> None:
+        """Append a probe's observation to the run log."""
+        ...
+
+    def manifest(self) -> Manifest:
+        """The run's data."""
+        ...
 
 
 class GateContext(Protocol):
@@ -93,4 +120,4 @@ if TYPE_CHECKING:
         return run
 
 
-__all__ = ["GateContext"]
+__all__ = ["GateContext", "ProbeContext"]

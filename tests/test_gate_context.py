@@ -7,7 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from pytest_posbias.gate_context import GateContext
+import pytest
+
+from pytest_posbias.gate_context import GateContext, ProbeContext
 from pytest_posbias.session import RunContext
 
 
@@ -17,10 +19,14 @@ def _members(proto: type) -> set[str]:
     return names
 
 
-def test_the_run_context_has_every_member_the_gates_use():
-    members = _members(GateContext)
-    assert {"mode", "alpha", "baseline", "threshold", "phase", "stressor", "positional", "rate_gate"} <= members
-    methods = {k for k in members if callable(getattr(GateContext, k, None))}
+@pytest.mark.parametrize(("proto", "some"), [
+    (GateContext, {"mode", "alpha", "baseline", "threshold", "phase", "stressor", "positional", "rate_gate"}),
+    (ProbeContext, {"engine", "store", "runlog", "rng", "observe", "manifest"}),
+])
+def test_the_run_context_has_every_member_the_gates_and_probes_use(proto, some):
+    members = _members(proto)
+    assert some <= members
+    methods = {k for k in members if callable(getattr(proto, k, None))}
     assert methods <= set(dir(RunContext)), methods - set(dir(RunContext))
     # data members are set in RunContext.__init__: each is assigned there as self.<name>
     import inspect

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices, polyphase_grids
 from . import conditions as C
 from .settings import DEFAULTS
+
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -146,7 +149,7 @@ class PhaseResult:
         return np.array([it.answer for it in self.items], dtype=int)
 
 
-def _frames(ctx: Any, item: McqItem, indices: Sequence[int], spec: PhaseSpec) -> FrameSpec:
+def _frames(ctx: ProbeContext, item: McqItem, indices: Sequence[int], spec: PhaseSpec) -> FrameSpec:
     return ctx.store.clip(item.path, indices, size=spec.resolution, aspect="max-side")
 
 
@@ -158,7 +161,7 @@ def _needed(condition: str, spec: PhaseSpec) -> int:
     return spec.phases * spec.budget if c.kind in ("union", "union-shift") else spec.budget
 
 
-def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]:
+def _grid(ctx: ProbeContext, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]:
     """Frame indices of a condition (:mod:`.conditions`)."""
     info = ctx.store.info(item.path)
     T, fps = info.frame_count, info.fps
@@ -188,7 +191,7 @@ def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]
     raise ValueError(f"unknown condition {condition!r}")
 
 
-def _requests(ctx: Any, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]], spec: PhaseSpec,
+def _requests(ctx: ProbeContext, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]], spec: PhaseSpec,
               want: str, replicate: int = 0) -> list[Request]:
     frames = _frames(ctx, item, _grid(ctx, item, condition, spec), spec)
     letters = tuple(LETTERS[: len(item.options)])
@@ -228,15 +231,15 @@ def accept_letter(req: Request, gen: Generation) -> str | None:
     return usable.letter_reason(gen, LETTERS[:n], parse_letter)
 
 
-def item_order(ctx: Any, manifest: Manifest) -> list[McqItem]:
+def item_order(ctx: ProbeContext, manifest: Manifest) -> list[McqItem]:
     """The multiple-choice pool in a seeded random order; a sample of n is its first n items, so a
     sequential gate that draws more items extends the sample it already has."""
     pool = list(manifest.mcq)
-    perm = ctx.rng("phase-items").permutation(len(pool)) if pool else []
+    perm = ctx.rng("phase-items").permutation(len(pool)) if pool else np.arange(0)
     return [pool[int(i)] for i in perm]
 
 
-def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, conditions: Sequence[str] = (),
+def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest, *, conditions: Sequence[str] = (),
               identity: Sequence[str] = (), rerun: bool = False, n_items: int | None = None) -> PhaseResult:
     """Run ``conditions`` in all orderings, ``identity`` conditions in the identity ordering only,
     and (``rerun``) phase 0 again as separate calls. Requests shared between gates are cached,
@@ -392,7 +395,7 @@ def margin_auroc(res: PhaseResult, condition: str = "phase:0") -> dict[str, Any]
     return out
 
 
-def _log(ctx: Any, res: PhaseResult) -> None:
+def _log(ctx: ProbeContext, res: PhaseResult) -> None:
     for i, item in enumerate(res.items):
         ctx.observe("phase", {"type": "item", "model": res.model, "item": item.id, "video": item.video, "kind": item.kind,
                               "tags": list(item.tags), "answer": item.answer,

@@ -23,7 +23,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from ..video.compose import VideoPart, compose, single_target_prompt, summary_pr
 from ..video.sampling import frame_indices
 from .settings import DEFAULTS
 from .thumbnails import video_thumbnails
+
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
@@ -189,7 +192,7 @@ def _orders(spec: PositionalSpec) -> list[tuple[int, ...]]:
     return cyclic_orders(spec.P) if spec.orders == "cyclic" else full_orders(spec.P)
 
 
-def build_requests(ctx: Any, model: str, spec: PositionalSpec, groups: Sequence[GroupItem], manifest: Manifest
+def build_requests(ctx: ProbeContext, model: str, spec: PositionalSpec, groups: Sequence[GroupItem], manifest: Manifest
                    ) -> tuple[list[Request], list[dict[str, Any]], list[str]]:
     """One request per (group, order[, target]); the meta says which video sits where. A group whose
     videos cannot be read is skipped and named in the returned problems (its instances are lost)."""
@@ -232,7 +235,7 @@ def build_requests(ctx: Any, model: str, spec: PositionalSpec, groups: Sequence[
     return reqs, plan, problems
 
 
-def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifest, judges: JudgeSet,
+def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest: Manifest, judges: JudgeSet,
                    n_groups: int | None = None) -> PositionalResult:
     """Run the probe for one model and configuration and score it (the first ``n_groups`` of the
     configuration's groups, at most ``spec.groups``: a sequential gate grows this prefix)."""
@@ -380,7 +383,7 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
     return result
 
 
-def _log(ctx: Any, r: PositionalResult, gens: Sequence[Generation]) -> None:
+def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> None:
     """Observations for the report: one per instance plus a summary; thumbnails for the worst."""
     def mean_coverage(i: int) -> float:
         vals = [s["coverage"] for s in r.instances[i]["slots"] if s["coverage"] is not None]
@@ -405,7 +408,7 @@ def _log(ctx: Any, r: PositionalResult, gens: Sequence[Generation]) -> None:
     })
 
 
-def _thumbnails(ctx: Any, inst: Mapping[str, Any]) -> list[str]:
+def _thumbnails(ctx: ProbeContext, inst: Mapping[str, Any]) -> list[str]:
     return [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
 from .settings import DEFAULTS
 from .thumbnails import video_thumbnails
+
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext
 
 PROMPT = "Please describe this video in detail."
 CONTROL_NAMES = ("resample+2", "resample-2", "blur", "noise", "jpeg", "cutout", "foreign", "speed2")
@@ -285,7 +288,7 @@ class StressorResult:
                 "aq": float(np.mean(queries)) if queries else float("nan"), "queries": queries, "lost": lost}
 
 
-def _clean_spec(ctx: Any, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
+def _clean_spec(ctx: ProbeContext, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
     info = ctx.store.info(item.path)
     return ctx.store.clip(item.path, frame_indices(info.frame_count, count, convention="videostf"), size=spec.resolution)
 
@@ -296,11 +299,11 @@ def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dic
                    seed=int(meta.get("seed", 0)), meta={"probe": "stressor", **meta})
 
 
-def select_videos(ctx: Any, manifest: Manifest, n: int) -> list[VideoItem]:
+def select_videos(ctx: ProbeContext, manifest: Manifest, n: int) -> list[VideoItem]:
     """The first n videos of a seeded random order of the manifest's videos (a prefix, so a
     sequential gate that draws more videos extends the sample it already has)."""
     pool = sorted(manifest.videos)
-    perm = ctx.rng("stressor-videos").permutation(len(pool)) if pool else []
+    perm = ctx.rng("stressor-videos").permutation(len(pool)) if pool else np.arange(0)
     return [manifest.videos[pool[int(i)]] for i in perm[: min(n, len(pool))]]
 
 
@@ -323,7 +326,7 @@ def _stats(gens: Sequence[Generation], reasons: Sequence[str | None] | None = No
                      [bool(g.ok) and w is None for g, w in zip(gens, why, strict=True)], why)
 
 
-def _reasons(ctx: Any, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Any | None]) -> list[str | None]:
+def _reasons(ctx: ProbeContext, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Any | None]) -> list[str | None]:
     """Per request: why its description is unusable (None when it is usable). ``inputs[j]`` is the
     video request j shows (None: left out of the constant-answer rule, e.g. a control whose frames
     are the same for every video); answers flagged by :func:`~..scoring.usable.constant_text` are
@@ -339,7 +342,7 @@ def _reasons(ctx: Any, reqs: Sequence[Request], gens: Sequence[Generation], inpu
     return why
 
 
-def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
+def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
                  controls: bool = True, n_videos: int | None = None) -> StressorResult:
     """Clean outputs, every stressor's variants (and the controls) for the selected videos."""
     before = ctx.engine.stats.snapshot()
@@ -392,7 +395,7 @@ def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *
     return res
 
 
-def _controls(ctx: Any, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
+def _controls(ctx: ProbeContext, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
     T = len(clean)
     rng = ctx.rng("controls", item.id, spec.frames)
     positions = sorted(int(x) for x in rng.choice(T, size=min(2, T), replace=False))
@@ -417,7 +420,7 @@ def _controls(ctx: Any, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, s
     return out
 
 
-def remedy(ctx: Any, model: str, res: StressorResult, manifest: Manifest) -> dict[str, Any]:
+def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifest) -> dict[str, Any]:
     """Re-query flagged clean outputs with alternative temporal views, in cascade order."""
     flagged = [v for v, f in enumerate(res.clean.flags) if f]
     recovered = 0
@@ -446,7 +449,7 @@ def remedy(ctx: Any, model: str, res: StressorResult, manifest: Manifest) -> dic
     return out
 
 
-def decoding_sweep(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, setting: str) -> TextStats:
+def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Manifest, setting: str) -> TextStats:
     """Clean outputs under one decoding setting of the VideoSTF sweep (seeded when sampling)."""
     kw = DECODING_SWEEP[setting]
     reqs = []
@@ -466,7 +469,7 @@ def _mean_or_none(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
-def _log(ctx: Any, res: StressorResult) -> None:
+def _log(ctx: ProbeContext, res: StressorResult) -> None:
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
                              "clean": res.clean.summary(), "clean_flags": res.clean.flags.tolist(),
                              "stressors": {n: {"rr": float(np.mean([s.flags[s.valid].mean() for s in sts if s.valid.any()]))
