@@ -59,7 +59,7 @@ def draw(rng: np.random.Generator, n: int, floor: float, delta: float,
     return (c & ~f).sum(axis=1), (~c & f).sum(axis=1), c.sum(axis=1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _p(n10: int, n01: int, n: int, alternative: str) -> float:
     return paired_binary_p(n10, n01, n, THRESHOLD, alternative=alternative)
 
@@ -87,7 +87,7 @@ def main() -> None:
     print("-" * len(head))
     for n in args.items:
         for floor in args.floors:
-            rng = np.random.default_rng([args.seed, n, int(round(floor * 1000))])
+            rng = np.random.default_rng([args.seed, n, round(floor * 1000)])
             b10, b01, changed = draw(rng, n, floor, THRESHOLD, reps)
             p10, p01, _ = draw(rng, n, floor, 2 * THRESHOLD, reps)
             detect = sum(_p(int(x), int(y), n, "greater") < ALPHA for x, y in zip(b10, b01, strict=True))

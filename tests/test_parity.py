@@ -20,7 +20,14 @@ import numpy as np
 import pytest
 from suite_project import write_suite_project
 
-from pytest_posbias.config import DEFAULT_THRESHOLDS, GATE_SIDES, GATES, MARKERS, marker_of, validate_thresholds
+from pytest_posbias.config import (
+    DEFAULT_THRESHOLDS,
+    GATE_SIDES,
+    GATES,
+    MARKERS,
+    marker_of,
+    validate_thresholds,
+)
 from pytest_posbias.data.manifest import McqItem
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.probes.phase import PhaseResult, PhaseSpec
