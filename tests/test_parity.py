@@ -146,7 +146,7 @@ SMALL = """
 items = {items}
 orderings = 2
 [tool.posbias.probes.stressor]
-videos = 12
+videos = 24
 [tool.posbias.probes.positional]
 groups = 12
 """
@@ -213,14 +213,15 @@ def test_a_bad_reference_is_a_usage_error(pytester, small_set):
     assert "--posbias-parity" in res.stderr.str() + res.stdout.str()
 
 
-@pytest.mark.slow  # two stressor-free runs over 12 groups per configuration and 12 clean descriptions
+@pytest.mark.slow  # two runs: 12 groups of one configuration and 24 clean descriptions per model
 @pytest.mark.usefixtures("heavy_modules")
 def test_coverage_and_repetition_parity_fail_on_their_doses_and_pass_at_zero(pytester, small_set):
     _project(pytester, small_set, items=8)
-    sel = ["-m", "parity", "-k", "(coverage and leisure-short-P4) or repetition", "-p", "no:randomly",
-           "--posbias-parity", "sim:unbiased"]
-    # coverage 0.47 against the unbiased ~0.87 of leisure-short-P4: a drop of about 0.4; repetition 0.5: +0.5
-    bad = pytester.runpytest(*sel, "--posbias-model", "sim:dose,coverage=0.47,repetition=0.5", "--posbias-json=b.json")
+    # by test name: the dose model's id holds the words "coverage" and "repetition" too
+    sel = ["-m", "parity", "-k", "test_parity_repetition or (test_parity_coverage and leisure and short and P4)",
+           "-p", "no:randomly", "--posbias-parity", "sim:unbiased"]
+    # coverage 0.47 against the unbiased ~0.87 of leisure-short-P4: a drop of about 0.4; repetition 0.8: +0.8
+    bad = pytester.runpytest(*sel, "--posbias-model", "sim:dose,coverage=0.47,repetition=0.8", "--posbias-json=b.json")
     assert bad.ret == 1, bad.stdout.str()[-3000:]
     verdicts = {v["extra"]["gate"]: v for v in _gates(pytester, "b.json")}
     assert set(verdicts) == {"parity_coverage", "parity_repetition"}
