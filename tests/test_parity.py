@@ -230,3 +230,13 @@ def test_coverage_and_repetition_parity_fail_on_their_doses_and_pass_at_zero(pyt
     good = pytester.runpytest(*sel, "--posbias-model", "sim:dose,repetition=0", "--posbias-json=g.json")
     assert good.ret == 0, good.stdout.str()[-3000:]
     assert all(v["passed"] for v in _gates(pytester, "g.json"))
+
+
+def test_posbias_plan_counts_the_parity_gates_at_full_size():
+    from pytest_posbias.plan_cli import FIXED_GATES, GATE_PROBE, _gate_from_nodeid
+
+    for name, gate, probe in (("test_parity_answers", "parity", "phase"),
+                              ("test_parity_coverage", "parity_coverage", "positional"),
+                              ("test_parity_repetition", "parity_repetition", "stressor")):
+        assert _gate_from_nodeid(f"suites/test_parity.py::{name}[sim:unbiased-x]") == gate
+        assert gate in FIXED_GATES and GATE_PROBE[gate] == probe
