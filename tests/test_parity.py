@@ -240,3 +240,28 @@ def test_posbias_plan_counts_the_parity_gates_at_full_size():
                               ("test_parity_repetition", "parity_repetition", "stressor")):
         assert _gate_from_nodeid(f"suites/test_parity.py::{name}[sim:unbiased-x]") == gate
         assert gate in FIXED_GATES and GATE_PROBE[gate] == probe
+
+
+# Just past the threshold: 1.6t = 0.08 on 300 items of the full synthetic set (360 questions); the
+# rule needs 22 changed of 300 at t = 0.05 (Tango's score test, referred to the normal above 200
+# items) and the dose changes about 24. The dose model picks its items by a Weyl sequence, so the
+# realised share sits next to the dose, not a binomial draw.
+NEAR_ITEMS = 300
+
+
+@pytest.mark.slow  # 300 items x 2 orderings x (1 + 2 reference passes) per run, two runs
+@pytest.mark.usefixtures("heavy_modules")
+def test_parity_fails_just_past_its_threshold(pytester):
+    from pytest_posbias.session import synthetic_manifest
+
+    data = synthetic_manifest(Path(__file__).resolve().parents[1])  # built once, reused
+    _project(pytester, data, items=NEAR_ITEMS)
+    t = DEFAULT_THRESHOLDS["parity"]
+    sel = ["-m", "parity", "-k", "test_parity_answers", "-p", "no:randomly", "--posbias-parity", "sim:unbiased"]
+    bad = pytester.runpytest(*sel, "--posbias-model", f"sim:dose,parity={1.6 * t:g}", "--posbias-json=near.json")
+    assert bad.ret == 1, bad.stdout.str()[-3000:]
+    (v,) = _gates(pytester, "near.json")
+    assert not v["passed"] and v["extra"]["measurement"]["floor_met"], v["reason"]
+    assert t < v["estimate"] < 2 * t, v["reason"]  # the effect sits just past t, not far beyond
+    good = pytester.runpytest(*sel, "--posbias-model", "sim:dose,parity=0", "--posbias-json=zero.json")
+    assert good.ret == 0, good.stdout.str()[-3000:]
