@@ -265,3 +265,30 @@ def test_parity_fails_just_past_its_threshold(pytester):
     assert t < v["estimate"] < 2 * t, v["reason"]  # the effect sits just past t, not far beyond
     good = pytester.runpytest(*sel, "--posbias-model", "sim:dose,parity=0", "--posbias-json=zero.json")
     assert good.ret == 0, good.stdout.str()[-3000:]
+
+
+def test_the_report_lists_changed_items_with_both_answers_inert(tmp_path):
+    from pytest_posbias.engine import SCHEMA_VERSION
+    from pytest_posbias.report.render import render
+
+    evil = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
+    row = {"item": "q1", "video": "v1", "question": f"What colour? {evil}", "answer_model": evil,
+           "answer_reference": "red", "correct": "red", "reference_rerun_changed": True}
+    from pytest_posbias.stats import paired_change_verdict
+
+    extra = {"gate": "parity", "model": "m", "reference": "ref", "changed": 3, "n_items": 10, "changed_share": 0.3,
+             "reference_rerun_floor": 0.1, "changed_items": [row], "changed_items_total": 3}
+    v = paired_change_verdict([1, 1, 1, 0, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0, 0, 0], name="changed share",
+                              threshold=0.05, extra=extra)
+    verdict = {"kind": "verdict", "nodeid": "suites/test_parity.py::test_parity_answers[m]", "p_bh": v.p_value,
+               **v.to_dict()}
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(x) + "\n" for x in (
+        {"kind": "header", "schema_version": SCHEMA_VERSION, "run_id": "a", "started": "2026-01-01T00:00:00",
+         "models": ["m"]}, verdict)))
+    html = render([log])
+    assert "Items whose answer changed against the reference deployment" in html
+    assert "3 of 10 items changed (30.0%; the reference's re-run floor 10.0%)" in html
+    assert "1 of 3 changed items listed." in html
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in html
