@@ -292,3 +292,12 @@ def test_the_report_lists_changed_items_with_both_answers_inert(tmp_path):
     assert "1 of 3 changed items listed." in html
     assert "<script>alert" not in html and "<img src=x" not in html
     assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in html
+
+
+def test_sim_check_measures_the_parity_dose_against_unbiased(small_set, tmp_path):
+    from pytest_posbias.sim_check import run_check
+
+    res = run_check("sim:dose,parity=0.5", items=24, data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path)
+    (a,) = res.achieved
+    assert a.gate == "parity" and a.target == 0.5 and a.n == 24 and a.unit == "items"
+    assert a.ci_low <= 0.5 <= a.ci_high and 0.25 < a.estimate < 0.75
