@@ -347,7 +347,7 @@ def test_parity_of_vllm_managed_against_the_hf_checkpoint(vllm_py, small_set, tm
     shutil.copy(_suites_dir() / "test_parity.py", project / "suites" / "test_parity.py")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "POSBIAS_VLLM_PYTHON": str(vllm_py), "CUDA_VISIBLE_DEVICES": ""}
     res = subprocess.run([sys.executable, "-m", "pytest", "-m", "parity", "-k", "test_parity_answers",
-                          "--posbias-model", f"vllm:{ckpt}", "--posbias-parity", str(ckpt), "--posbias-device", "cpu",
+                          "--posbias-model", f"vllm:{ckpt}", f"--posbias-parity={ckpt}", "--posbias-device", "cpu",
                           f"--posbias-vllm-args={shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS))}",
                           "-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-json=parity.json"],
                          cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
