@@ -105,10 +105,11 @@ def register_all(sub: Any, register: Register) -> None:
 def _gates(args: argparse.Namespace) -> int:
     from .config import DEFAULT_BASELINE_MARGINS, DEFAULT_THRESHOLDS, GATE_SIDES, MARKERS, marker_of
 
-    print(f"{'gate':<14} {'threshold':>9}  {'region':<12} {'baseline margin':>15}  description")
+    w = max(14, *(len(g) for g in DEFAULT_THRESHOLDS))
+    print(f"{'gate':<{w}} {'threshold':>9}  {'region':<12} {'baseline margin':>15}  description")
     for name, t in DEFAULT_THRESHOLDS.items():
         region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[GATE_SIDES[name]]
-        print(f"{name:<14} {t:>9g}  {region:<12} {DEFAULT_BASELINE_MARGINS[name]:>15g}  {MARKERS[marker_of(name)]}"
+        print(f"{name:<{w}} {t:>9g}  {region:<12} {DEFAULT_BASELINE_MARGINS[name]:>15g}  {MARKERS[marker_of(name)]}"
               + (f" (-m {marker_of(name)})" if marker_of(name) != name else ""))
     return 0
 

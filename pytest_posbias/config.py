@@ -33,6 +33,13 @@ Default gate thresholds and why (numbers from the papers' tables):
   budget (30 = VideoSTF's attack cap): the phase paper's flip bound (an item the search breaks
   is an item some option order / phase / stressor flips, and the search tries more of them than
   the fixed grids), stricter than the attack gate's 25%.
+* ``parity = 0.05``, ``parity_coverage = 0.05``, ``parity_repetition = 0.05`` (marker
+  ``parity``, with ``--posbias-parity REFERENCE``) — a deployment may change the share of MCQ
+  answers by at most 5 points beyond the reference's own re-run floor, lower the coverage of the
+  same summaries by at most 5 points and raise the clean repetition rate by at most 5 points:
+  the same drift the baseline margins of the flip/phase/order, coverage and repetition gates
+  allow between two releases, since a serving stack that moves answers more than a release may
+  is a release of its own (docs/design.md section 5, "Parity").
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ GATES: tuple[str, ...] = (
     "dpb", "meg", "coverage", "contamination",
     "flip", "phase", "order", "fusion", "equivalence",
     "repetition", "stressor", "attack", "search",
+    "parity", "parity_coverage", "parity_repetition",
 )
 # The short options of the suites' folders: alias -> the plugin's own ``--posbias-*`` option. The
 # plugin registers only the long names; a suites folder's conftest.py adds these
@@ -73,12 +81,13 @@ MARKERS: dict[str, str] = {
     "stressor": "stressor suite: repetition amplification under temporal stressors",
     "attack": "stressor suite: black-box repetition attack success rate",
     "search": "search suite: share of items a hypothesis property search breaks within its query budget (minimal counterexamples)",
+    "parity": "parity suite (--posbias-parity REFERENCE): answers, coverage and repetition of the tested deployment against a reference",
     "slow": "long end-to-end check; runs in CI, deselect with -m 'not slow'",
 }
 
 # The marker of a gate whose marker name differs from the gate name: ``order`` is pytest-order's
 # marker, so the option-order gate is selected with ``-m option_order``.
-GATE_MARKERS: dict[str, str] = {"order": "option_order"}
+GATE_MARKERS: dict[str, str] = {"order": "option_order", "parity_coverage": "parity", "parity_repetition": "parity"}
 
 
 def marker_of(gate: str) -> str:
@@ -97,17 +106,21 @@ GATE_SIDES: dict[str, str] = {
     "dpb": "both", "meg": "both", "coverage": "lower", "contamination": "upper",
     "flip": "upper", "phase": "upper", "order": "upper", "fusion": "upper", "equivalence": "both",
     "repetition": "upper", "stressor": "upper", "attack": "upper", "search": "upper",
+    "parity": "upper", "parity_coverage": "upper", "parity_repetition": "upper",
 }
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "dpb": 0.05, "meg": 0.02, "coverage": 0.25, "contamination": 0.10,
     "flip": 0.15, "phase": 0.15, "order": 0.15, "fusion": 0.0, "equivalence": 0.025,
     "repetition": 0.15, "stressor": 0.10, "attack": 0.25, "search": 0.15,
+    "parity": 0.05, "parity_coverage": 0.05, "parity_repetition": 0.05,
 }
 # Non-inferiority margins against --baseline (candidate may be worse by at most this).
 DEFAULT_BASELINE_MARGINS: dict[str, float] = {
     "dpb": 0.02, "meg": 0.01, "coverage": 0.05, "contamination": 0.05,
     "flip": 0.05, "phase": 0.05, "order": 0.05, "fusion": 0.05, "equivalence": 0.025,
     "repetition": 0.05, "stressor": 0.05, "attack": 0.10, "search": 0.10,
+    # the parity gates are paired comparisons already; with --baseline they keep their own thresholds
+    "parity": 0.05, "parity_coverage": 0.05, "parity_repetition": 0.05,
 }
 JUDGES: tuple[str, ...] = ("embed", "fragment", "openai", "auto")
 
@@ -271,6 +284,7 @@ def _device_map(key: str, v: Any) -> str:
 _SCALARS: dict[str, Any] = {
     "model": _models,
     "baseline": _str,
+    "parity": _str,  # the reference deployment of the parity gates (--posbias-parity)
     "judge": _judge,
     "mode": _mode,
     "alpha": _alpha,
@@ -315,6 +329,9 @@ GATE_STATISTICS: dict[str, tuple[str, float, float]] = {
     "equivalence": ("accuracy difference", -1.0, 1.0), "repetition": ("repetition rate", 0.0, 1.0),
     "stressor": ("repetition-rate increase", -1.0, 1.0), "attack": ("attack success rate", 0.0, 1.0),
     "search": ("share of items broken", 0.0, 1.0),
+    "parity": ("changed-answer share minus the reference's re-run floor", -1.0, 1.0),
+    "parity_coverage": ("coverage drop against the reference", -1.0, 1.0),
+    "parity_repetition": ("repetition-rate increase against the reference", -1.0, 1.0),
 }
 # The thresholds under which a gate still measures something, as (low, high, low closed, high
 # closed). A two-sided gate (|x| <= t) needs 0 < t < max |x|: t >= 1 passes every model, t <= 0 none.
@@ -329,6 +346,9 @@ THRESHOLD_RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "order": (0.0, 1.0, False, False), "fusion": (-1.0, 1.0, False, False), "equivalence": (0.0, 1.0, False, False),
     "repetition": (0.0, 1.0, False, False), "stressor": (0.0, 1.0, True, False), "attack": (0.0, 1.0, False, False),
     "search": (0.0, 1.0, False, False),
+    # differences of paired shares: 0 ("no more change than the floor / no drop") is a valid threshold
+    "parity": (0.0, 1.0, True, False), "parity_coverage": (0.0, 1.0, True, False),
+    "parity_repetition": (0.0, 1.0, True, False),
 }
 # A baseline margin is how much worse than the baseline the candidate may be: 0 (no worse) up to
 # below 1 (at 1 or more the difference of two statistics in [0, 1] or |.| of [-1, 1] can never exceed it).

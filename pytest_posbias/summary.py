@@ -27,6 +27,7 @@ SUITE_TITLES = {
     "test_phase_order.py": "frame phase and option order",
     "test_stressors.py": "temporal stressors and repetition",
     "test_search.py": "property search (minimal counterexamples)",
+    "test_parity.py": "parity against a reference deployment",
 }
 
 

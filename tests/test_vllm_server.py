@@ -350,3 +350,31 @@ def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, sma
         print(f"\n[vLLM managed] pytest SIGKILLed after {done} calls ({killed_after:.0f} s); no vLLM process or port "
               f"left; rerun sent {len(sent2)} ({len(unusable1)} unusable before), {len(hits2)} from the cache, 0 stored "
               f"answers repeated; verdicts {dict(gates)}; exit {res2.returncode}")
+
+
+def test_parity_of_vllm_managed_against_the_hf_checkpoint(vllm_py, small_set, tmp_path):
+    """``-m parity --posbias-model vllm:CKPT --posbias-parity CKPT``: the same tiny checkpoint served
+    by vLLM and run by the ``hf`` backend. The two stacks' answers can honestly differ (kernels,
+    dtype, a random-weight model's near ties), so the test asserts that the verdict is computed and
+    explained (changed share, the reference's re-run floor, lost units), not its value."""
+    import shlex
+
+    from pytest_posbias.models.vllm_managed import MANAGED_FLAGS, without_flags
+
+    ckpt = build_vllm_checkpoint(tmp_path / SERVED_NAME)
+    project = tmp_path / "project"
+    _make_project(project, small_set)
+    shutil.copy(_suites_dir() / "test_parity.py", project / "suites" / "test_parity.py")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POSBIAS_VLLM_PYTHON": str(vllm_py), "CUDA_VISIBLE_DEVICES": ""}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-m", "parity", "-k", "test_parity_answers",
+                          "--posbias-model", f"vllm:{ckpt}", f"--posbias-parity={ckpt}", "--posbias-device", "cpu",
+                          f"--posbias-vllm-args={shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS))}",
+                          "-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-json=parity.json"],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    out = res.stdout + res.stderr
+    assert res.returncode in (0, 1, 6) and "RUN DECISION" in out, out[-4000:]
+    (v,) = json.loads((project / "parity.json").read_text())["verdicts"]
+    ex = v["extra"]
+    assert ex["gate"] == "parity" and ex["reference"] == str(ckpt) and v["reason"], v
+    assert "re-run floor" in v["name"] and ex["measurement"]["planned"] > 0, v
+    assert ex["changed_items_total"] == ex["changed"] and len(ex["changed_items"]) == min(ex["changed"], 50)

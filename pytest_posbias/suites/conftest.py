@@ -36,6 +36,9 @@ from pytest_posbias.suite_support import (
 )
 
 SUITE_OF_MODULE = {"test_positional": "positional", "test_phase_order": "phase", "test_stressors": "stressor"}
+# the parity suite's tests read the other suites' data: each test the kind of data of its probe
+SUITE_OF_PARITY_TEST = {"test_parity_answers": "phase", "test_parity_coverage": "positional",
+                        "test_parity_repetition": "stressor"}
 _MANIFESTS: dict[tuple[str, int, int], Any] = {}
 
 
@@ -78,9 +81,10 @@ def suite_of(item: pytest.Item) -> str | None:
     ``test_*.py`` imports the suites' functions), else by its file name."""
     fn = getattr(item, "function", None)
     module = str(getattr(fn, "__module__", "") or "")
-    if module.startswith("pytest_posbias.suites."):
-        return SUITE_OF_MODULE.get(module.rsplit(".", 1)[-1])
-    return SUITE_OF_MODULE.get(Path(str(item.path)).stem)
+    stem = module.rsplit(".", 1)[-1] if module.startswith("pytest_posbias.suites.") else Path(str(item.path)).stem
+    if stem == "test_parity":
+        return SUITE_OF_PARITY_TEST.get(str(getattr(fn, "__name__", "")))
+    return SUITE_OF_MODULE.get(stem)
 
 
 def pytest_configure(config: pytest.Config) -> None:
