@@ -106,10 +106,11 @@ def register_all(sub: Any, register: Register) -> None:
 def _gates(args: argparse.Namespace) -> int:
     from .gate_registry import GATE_SPECS
 
-    print(f"{'gate':<14} {'threshold':>9}  {'region':<12} {'baseline margin':>15}  description")
+    w = max(14, *(len(g.name) for g in GATE_SPECS))
+    print(f"{'gate':<{w}} {'threshold':>9}  {'region':<12} {'baseline margin':>15}  description")
     for g in GATE_SPECS:
         region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[g.side]
-        print(f"{g.name:<14} {g.threshold:>9g}  {region:<12} {g.margin:>15g}  {g.description}"
+        print(f"{g.name:<{w}} {g.threshold:>9g}  {region:<12} {g.margin:>15g}  {g.description}"
               + (f" (-m {g.marker})" if g.marker != g.name else ""))
     return 0
 

@@ -204,6 +204,7 @@ def _device_map(key: str, v: Any) -> str:
 _SCALARS: dict[str, Any] = {
     "model": _models,
     "baseline": _str,
+    "parity": _str,  # the reference deployment of the parity gates (--posbias-parity)
     "judge": _judge,
     "mode": _mode,
     "alpha": _alpha,

@@ -42,6 +42,13 @@ Default thresholds and why (numbers from the papers' tables):
   budget (30 = VideoSTF's attack cap): the phase paper's flip bound (an item the search breaks
   is an item some option order / phase / stressor flips, and the search tries more of them than
   the fixed grids), stricter than the attack gate's 25%.
+* ``parity = 0.05``, ``parity_coverage = 0.05``, ``parity_repetition = 0.05`` (marker
+  ``parity``, with ``--posbias-parity REFERENCE``) — a deployment may change the share of MCQ
+  answers by at most 5 points beyond the reference's own re-run floor, lower the coverage of the
+  same summaries by at most 5 points and raise the clean repetition rate by at most 5 points:
+  the same drift the baseline margins of the flip/phase/order, coverage and repetition gates
+  allow between two releases, since a serving stack that moves answers more than a release may
+  is a release of its own (docs/design.md section 5, "Parity").
 
 Threshold ranges (:attr:`GateSpec.threshold_range`): a two-sided gate (|x| <= t) needs
 0 < t < max |x|: t >= 1 passes every model, t <= 0 none. An upper gate (x <= t) needs t below
@@ -77,6 +84,12 @@ class SuiteSpec:
     module: str
     title: str
     data: str | None
+    tests_data: tuple[tuple[str, str], ...] = ()
+    """(test function, kind of manifest item) for a suite whose tests read different suites' data."""
+
+    def data_for(self, test: str) -> str | None:
+        """The kind of manifest item the suite's test function ``test`` needs."""
+        return dict(self.tests_data).get(test, self.data)
 
     @property
     def filename(self) -> str:
@@ -113,9 +126,15 @@ SUITE_SPECS: tuple[SuiteSpec, ...] = (
     SuiteSpec("test_phase_order", "frame phase and option order", "phase"),
     SuiteSpec("test_stressors", "temporal stressors and repetition", "stressor"),
     SuiteSpec("test_search", "property search (minimal counterexamples)", None),
+    # the parity suite's tests read the other suites' data: each test the kind of data of its probe
+    SuiteSpec("test_parity", "parity against a reference deployment", None,
+              (("test_parity_answers", "phase"), ("test_parity_coverage", "positional"),
+               ("test_parity_repetition", "stressor"))),
 )
 
 _OPEN: Interval = (0.0, 1.0, False, False)
+_PARITY = ("parity suite (--posbias-parity REFERENCE): answers, coverage and repetition of the tested deployment "
+           "against a reference")
 _RATE = (0.0, 1.0)
 _SIGNED = (-1.0, 1.0)
 
@@ -155,6 +174,15 @@ GATE_SPECS: tuple[GateSpec, ...] = (
              "search suite: share of items a hypothesis property search breaks within its query budget "
              "(minimal counterexamples)",
              "upper", 0.15, 0.10, "share of items broken", _RATE, _OPEN, "binary"),
+    # the parity gates are paired comparisons with the reference already (their margins are
+    # validated but unused: with --posbias-baseline they keep their own thresholds); differences of
+    # paired shares, so 0 ("no more change than the floor / no drop") is a valid threshold
+    GateSpec("parity", "test_parity", "parity", _PARITY, "upper", 0.05, 0.05,
+             "changed-answer share minus the reference's re-run floor", _SIGNED, (0.0, 1.0, True, False), None),
+    GateSpec("parity_coverage", "test_parity", "parity", _PARITY, "upper", 0.05, 0.05,
+             "coverage drop against the reference", _SIGNED, (0.0, 1.0, True, False), None),
+    GateSpec("parity_repetition", "test_parity", "parity", _PARITY, "upper", 0.05, 0.05,
+             "repetition-rate increase against the reference", _SIGNED, (0.0, 1.0, True, False), None),
 )
 
 GATES: Mapping[str, GateSpec] = MappingProxyType({g.name: g for g in GATE_SPECS})

@@ -124,8 +124,11 @@ class RunContext:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.models: list[str] = list(self.options.get("models") or ["sim:unbiased"])
         self.baseline: str | None = self.options.get("baseline")
+        self.parity: str | None = self.options.get("parity")  # the parity gates' reference deployment
         self.resolved: dict[str, ResolvedModel] = {m: resolve(m, locate=not self.options.get("plan"))
-                                                   for m in [*self.models, *([self.baseline] if self.baseline else [])]}
+                                                   for m in dict.fromkeys([*self.models,
+                                                                           *([self.baseline] if self.baseline else []),
+                                                                           *([self.parity] if self.parity else [])])}
         # an unusable video (empty, not a video, truncated, too short) is logged as a data problem when found
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
@@ -138,6 +141,7 @@ class RunContext:
             "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "models": self.models,
             "baseline": self.baseline,
+            "parity": self.parity,
             "seed": self.seed,
             "mode": self.mode,
             "alpha": self.alpha,
@@ -379,7 +383,7 @@ class RunContext:
     def phase(self, model: str, gate: str, budget: int | None = None, n: int | None = None) -> PhaseResult:
         """The phase/order probe with exactly the conditions a gate needs (shared requests are cached):
         order: phase 0 in every ordering; phase: every phase in every ordering plus the re-run of
-        phase 0; flip: every sampler at a budget; fusion: the S phases, their origin-shifted grids
+        phase 0; parity: phase 0 in every ordering plus its re-run (the reference's floor); flip: every sampler at a budget; fusion: the S phases, their origin-shifted grids
         and the union passes, identity ordering only; equivalence: the S phases and one left-sampler
         pass at 4b frames, identity ordering only."""
         spec = self.phase_spec()
@@ -390,6 +394,8 @@ class RunContext:
         rerun = False
         if gate == "order":
             conds = [C.phase(0)]
+        elif gate == "parity":
+            conds, rerun = [C.phase(0)], True
         elif gate == "phase":
             conds, rerun = C.phases(S), True
         elif gate == "flip":
@@ -399,7 +405,7 @@ class RunContext:
         elif gate == "equivalence":
             ident = C.equivalence_conditions(S, b)
         else:
-            raise ConfigError(f"`gate` must be order, phase, flip, fusion or equivalence; got {gate!r}")
+            raise ConfigError(f"`gate` must be order, parity, phase, flip, fusion or equivalence; got {gate!r}")
         if gate == "equivalence":  # a confirmatory TOST needs far more items than a flip rate
             spec = dataclasses.replace(spec, items=int(self.probe_settings("phase")["equivalence_items"]))
         n = min(n or spec.items, spec.items)
@@ -415,6 +421,14 @@ class RunContext:
         n = min(n or spec.videos, spec.videos)
         return self.memo(f"stressor|{model}|{spec.key()}|{n}",
                          lambda: run_stressor(self, model, spec, self.manifest(), n_videos=n))
+
+    def stressor_clean(self, model: str, frames: int) -> StressorResult:
+        """The clean descriptions of the stressor probe's videos only (no stressed variants, no
+        controls): what the parity repetition gate compares. Its requests are the stressor probe's
+        clean requests, so a run with both answers them once (the generation cache)."""
+        spec = self.stressor_spec(frames)
+        return self.memo(f"stressor|{model}|{spec.key()}|clean",
+                         lambda: run_stressor(self, model, spec, self.manifest(), stressors=(), controls=False))
 
     def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:
         n = min(n or spec.groups, spec.groups)

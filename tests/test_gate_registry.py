@@ -86,7 +86,9 @@ def test_the_suites_conftest_registers_every_marker_with_its_help():
 def test_gate_names_and_markers_are_unique_and_records_frozen():
     names = [g.name for g in GATE_SPECS]
     assert len(set(names)) == len(names) and list(GATES) == names
-    assert len({g.marker for g in GATE_SPECS}) == len(GATE_SPECS)
+    for marker in {g.marker for g in GATE_SPECS}:  # gates sharing a marker: one suite, one help line
+        sharing = [g for g in GATE_SPECS if g.marker == marker]
+        assert len({(g.suite, g.description) for g in sharing}) == 1, marker
     with pytest.raises(dataclasses.FrozenInstanceError):
         GATES["meg"].threshold = 0.5  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -159,3 +161,13 @@ def test_paired_direction_reads_the_record_and_refuses_gates_without_one():
             paired_direction(gate)
     with pytest.raises(ConfigError, match="unknown gate 'nope'"):
         paired_direction("nope")
+
+
+def test_per_test_data_kinds_name_real_tests_of_their_suite():
+    for suite in SUITE_SPECS:
+        tests = _suite_tests(suite.module)
+        for test, kind in suite.tests_data:
+            assert test in tests, (suite.module, test)
+            assert suite.data_for(test) == kind
+        assert suite.data_for("test_not_listed") == suite.data
+    assert SUITES["test_parity"].data_for("test_parity_coverage") == "positional"

@@ -115,7 +115,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     for item in items:
         suite = suite_of(item)
-        reason = m.missing(suite.data) if suite and suite.data else None
+        kind = suite.data_for(str(getattr(getattr(item, "function", None), "__name__", ""))) if suite else None
+        reason = m.missing(kind) if kind else None
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 
