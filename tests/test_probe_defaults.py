@@ -46,7 +46,7 @@ def test_default_specs_equal_specs_built_from_the_default_settings():
         assert with_overrides(spec, settings_for("positional")) == spec
         assert spec.n_frames == DEFAULTS["positional"][key]
         assert spec.variant() == "main"  # the defaults are the paper's main setting
-    assert PositionalSpec("news", "short", 4).label_base == DEFAULTS["positional"]["label_base"][0]
+    assert PositionalSpec("news", "short", 4).label_base == DEFAULTS["positional"]["label_base"]
 
 
 def test_settings_reach_the_specs():
@@ -57,3 +57,10 @@ def test_settings_reach_the_specs():
     pos = with_overrides(PositionalSpec("news", "long", 2), settings_for("positional", {"groups": 3, "frames_long": 8}))
     assert (pos.groups, pos.n_frames, pos.variant()) == (3, 8, "8f")
     assert PhaseSpec.from_settings({}) == PhaseSpec()  # a key the settings lack keeps its default
+
+
+def test_every_positional_setting_that_the_table_accepts_reaches_the_spec():
+    """A ``[tool.posbias.probes.positional]`` key that validates also changes the spec: none is accepted and ignored."""
+    spec = PositionalSpec(P=2, bucket="short", domain="domestic")
+    changed = with_overrides(spec, settings_for("positional", {"label_base": 1, "boundary": "text", "placement": "video-first"}))
+    assert (changed.label_base, changed.boundary, changed.placement) == (1, "text", "video-first")

@@ -80,7 +80,7 @@ class PositionalSpec:
     budget: str = _DEFAULTS["budget"]
     equal_attention: bool = False
     single_target: bool = False
-    label_base: int = _DEFAULTS["label_base"][0]
+    label_base: int = _DEFAULTS["label_base"]
     frames: int | None = None  # default: the settings' frames_short or frames_long, by bucket
     resolution: int = _DEFAULTS["resolution"]
     orders: str = _DEFAULTS["orders"]
@@ -415,7 +415,7 @@ def _thumbnails(ctx: ProbeContext, inst: Mapping[str, Any]) -> list[str]:
 def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> PositionalSpec:
     """Apply ``[tool.posbias.probes.positional]`` settings to a spec."""
     kw: dict[str, Any] = {}
-    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget", "orders"):
+    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget", "orders", "label_base"):
         if key in settings:
             kw[key] = settings[key]
     if "frames_short" in settings and spec.bucket == "short" and spec.frames is None:
