@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from .config import BOOTSTRAP_METHOD, DEFAULT_THRESHOLDS
+from .config import check_alpha
 from .errors import ConfigError
+from .gate_registry import GATES as GATE_SPECS
 from .sequential import decide, gsd_decide, look_schedule
 from .stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
 
@@ -71,18 +72,20 @@ def _stressor_draw(rng: np.random.Generator, n: int, theta: float) -> np.ndarray
 
 
 def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float], defaults: dict[str, int]) -> list[GateModel]:
-    t = DEFAULT_THRESHOLDS
-    out = [
-        GateModel("dpb", "mean", t["dpb"], "both", "groups", -1.0, 1.0, 0.0, defaults["groups"], _mean_draw(pools["dpb"], -1, 1)),
-        GateModel("meg", "mean", t["meg"], "both", "groups", -1.0, 1.0, 0.0, defaults["groups"], _mean_draw(pools["meg"], -1, 1)),
-    ]
+    """The calibrated gates' unit models; threshold, side and value range are the gates' registry records."""
+
+    def model(name: str, kind: str, unit: str, null: float, n: int,
+              draw: Callable[[np.random.Generator, int, float], np.ndarray]) -> GateModel:
+        g = GATE_SPECS[name]
+        return GateModel(name, kind, g.threshold, g.side, unit, *g.value_range, null, n, draw)
+
+    out = [model(g, "mean", "groups", 0.0, defaults["groups"], _mean_draw(pools[g], *GATE_SPECS[g].value_range))
+           for g in ("dpb", "meg")]
     for g in ("flip", "phase", "order"):
-        out.append(GateModel(g, "rate", t[g], "upper", "items", 0.0, 1.0, null_rates.get(g, 0.0), defaults["items"], _rate_draw))
-    out.append(GateModel("repetition", "rate", t["repetition"], "upper", "videos", 0.0, 1.0, null_rates.get("repetition", 0.0),
-                         defaults["videos"], _rate_draw))
-    out.append(GateModel("stressor", "mean", t["stressor"], "upper", "videos", -1.0, 1.0, 0.0, defaults["videos"], _stressor_draw))
-    out.append(GateModel("attack", "rate", t["attack"], "upper", "benign videos", 0.0, 1.0, null_rates.get("attack", 0.0),
-                         defaults["videos"], _rate_draw))
+        out.append(model(g, "rate", "items", null_rates.get(g, 0.0), defaults["items"], _rate_draw))
+    out.append(model("repetition", "rate", "videos", null_rates.get("repetition", 0.0), defaults["videos"], _rate_draw))
+    out.append(model("stressor", "mean", "videos", 0.0, defaults["videos"], _stressor_draw))
+    out.append(model("attack", "rate", "benign videos", null_rates.get("attack", 0.0), defaults["videos"], _rate_draw))
     return out
 
 
@@ -97,7 +100,7 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
         return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                        n_resamples=n_resamples, rng=rng, method=BOOTSTRAP_METHOD.get(g.name, "percentile")).passed
+                        n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
 
 
 SEQUENTIAL_LOOKS = 4
@@ -267,8 +270,7 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
         raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(GATES)}")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 10:
         raise ConfigError(f"`reps` must be an integer >= 10; got {reps!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-        raise ConfigError(f"`alpha` must be a number in (0, 0.5); got {alpha!r}")  # before the measurement, not after
+    check_alpha(alpha, "`alpha`")  # before the measurement, not after
     if data and not Path(data).is_file():
         raise ConfigError(f"`data`: no such manifest file: {data}")
     t0 = time.perf_counter()

@@ -43,8 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from .config import DEFAULT_THRESHOLDS, GATE_SIDES
+from .config import check_alpha
 from .errors import ConfigError
+from .gate_registry import GATES
 from .stats import exact_interval
 
 E2E_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack")
@@ -71,8 +72,8 @@ def dose_value(gate: str, level: str, threshold: float | None = None) -> float |
         raise ConfigError(f"`level` must be one of {', '.join(LEVELS)}; got {level!r}")
     if level == "0":
         return None
-    t = DEFAULT_THRESHOLDS[gate] if threshold is None else threshold
-    if GATE_SIDES[gate] == "lower":
+    t = GATES[gate].threshold if threshold is None else threshold
+    if GATES[gate].side == "lower":
         return t if level == "t" else round(t - COVERAGE_SHORTFALL, 10)
     return round(SIGN.get(gate, 1.0) * (t if level == "t" else 3 * t), 10)  # 3 * 0.15 = 0.45, not 0.44999999999999996
 
@@ -146,8 +147,7 @@ def _check(gates: Sequence[str], reps: int, alpha: float, data: str | None) -> N
         raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(E2E_GATES)}")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise ConfigError(f"`reps` must be an integer >= 1; got {reps!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-        raise ConfigError(f"`alpha` must be a number in (0, 0.5); got {alpha!r}")
+    check_alpha(alpha, "`alpha`")
     if data and not Path(data).is_file():
         raise ConfigError(f"`data`: no such manifest file: {data}")
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .config import check_alpha
 from .errors import ConfigError
 
 Register = Callable[[Any, str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
@@ -103,13 +104,14 @@ def register_all(sub: Any, register: Register) -> None:
 
 
 def _gates(args: argparse.Namespace) -> int:
-    from .config import DEFAULT_BASELINE_MARGINS, DEFAULT_THRESHOLDS, GATE_SIDES, MARKERS, marker_of
+    from .gate_registry import GATE_SPECS
 
-    print(f"{'gate':<14} {'threshold':>9}  {'region':<12} {'baseline margin':>15}  description")
-    for name, t in DEFAULT_THRESHOLDS.items():
-        region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[GATE_SIDES[name]]
-        print(f"{name:<14} {t:>9g}  {region:<12} {DEFAULT_BASELINE_MARGINS[name]:>15g}  {MARKERS[marker_of(name)]}"
-              + (f" (-m {marker_of(name)})" if marker_of(name) != name else ""))
+    w = max(14, *(len(g.name) for g in GATE_SPECS))
+    print(f"{'gate':<{w}} {'threshold':>9}  {'region':<12} {'baseline margin':>15}  description")
+    for g in GATE_SPECS:
+        region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[g.side]
+        print(f"{g.name:<{w}} {g.threshold:>9g}  {region:<12} {g.margin:>15g}  {g.description}"
+              + (f" (-m {g.marker})" if g.marker != g.name else ""))
     return 0
 
 
@@ -124,8 +126,10 @@ def _calibrate(args: argparse.Namespace) -> int:
         return _calibrate_end_to_end(args)
     gates = args.gates.split(",") if args.gates else list(GATES)
     # every argument is checked before the measurement (which takes a minute or more)
-    if not 0 < args.alpha < 0.5:
-        return _fail("calibrate", f"--alpha must be a number in (0, 0.5); got {args.alpha:g}")
+    try:
+        check_alpha(args.alpha, "--alpha")
+    except ConfigError as exc:
+        return _fail("calibrate", str(exc))
     if args.reps is not None and args.reps < 10:
         return _fail("calibrate", f"--reps must be an integer >= 10; got {args.reps}")
     unknown = [g for g in gates if g not in GATES]
@@ -153,8 +157,10 @@ def _calibrate_end_to_end(args: argparse.Namespace) -> int:
         return _fail("calibrate", f"--gates: unknown gates {unknown}; allowed: {', '.join(E2E_GATES)}")
     if args.reps is not None and args.reps < 1:
         return _fail("calibrate", f"--reps must be an integer >= 1; got {args.reps}")
-    if not 0 < args.alpha < 0.5:
-        return _fail("calibrate", f"--alpha must be a number in (0, 0.5); got {args.alpha:g}")
+    try:
+        check_alpha(args.alpha, "--alpha")
+    except ConfigError as exc:
+        return _fail("calibrate", str(exc))
     if args.data and not Path(args.data).is_file():
         return _fail("calibrate", f"--data: no such manifest file: {args.data}")
     if args.json and not Path(args.json).parent.is_dir():

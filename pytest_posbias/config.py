@@ -4,35 +4,9 @@ Precedence, lowest to highest: built-in defaults < ``[tool.posbias]`` in the pro
 pyproject.toml < ``[tool.posbias.models."<model>"]`` overrides for the model under test
 < command-line options. Unknown keys are errors that name the key and the known ones.
 
-Default gate thresholds and why (numbers from the papers' tables):
-
-* ``dpb = 0.05``  — |DPB| <= 5 points. The multi-video paper calls +8.13% and +13.89%
-  "strong" directional bias and −14.97% a case study; near-zero settings sit within
-  ±1.1%. 5 points separates the two groups.
-* ``meg = 0.02``  — |MEG| <= 2 points. The paper's highlighted middle weaknesses are
-  −2.65% to −3.68%; cyclic vs full-permutation designs differ by 0.7–1.2 points
-  (appendix C.6), so 2 points sits above the design's own wobble.
-* ``coverage = 0.25`` — mean coverage >= 25% (a floor, not a position test).
-* ``contamination = 0.10`` — at most 10% of slots more similar to another video's reference.
-* ``flip = 0.15``, ``phase = 0.15``, ``order = 0.15`` — the phase paper's H0: flip <= 15%
-  (table S4), which every audited model exceeds (order 40.8–66.4%, phase 15.2–20.1%,
-  left vs midpoint 23.6%).
-* ``fusion = 0.0`` — PhaseFusion must not change more answers under an origin shift
-  than a single pass (the paper: 10.1% vs 18.2%).
-* ``equivalence = 0.025`` — PhaseFusion (S = 3 × b = 8) accuracy within ±2.5 points of a
-  single pass at 4b = 32 frames (the phase paper's confirmatory TOST margin); certify-type:
-  passes only when equivalence is shown, in either mode.
-* ``repetition = 0.15`` — RR <= 15%: VideoSTF table 1's well-behaved models sit at
-  3–16% (LLaVA-Video-7B 3–10, InternVL3.5 7–11, Qwen3-VL 8–13, VideoLLaMA2 13–16),
-  the looping ones at 58–91%.
-* ``stressor = 0.10`` — stressors may raise RR by at most 10 points over clean
-  (VideoSTF: +9 points for 2 foreign frames on LLaVA-Video-7B, relative +67–205%).
-* ``attack = 0.25`` — ASR <= 25% within the query cap; every model in VideoSTF figure 5
-  exceeds it (InternVL3.5-8B 28–72%, VideoLLaMA2 40–83%).
-* ``search = 0.15`` — at most 15% of items broken by the property search within its query
-  budget (30 = VideoSTF's attack cap): the phase paper's flip bound (an item the search breaks
-  is an item some option order / phase / stressor flips, and the search tries more of them than
-  the fixed grids), stricter than the attack gate's 25%.
+The gates themselves (names, markers, sides, default thresholds and margins, threshold ranges,
+and why those defaults) are records of :mod:`.gate_registry`; this module validates tables
+against them.
 """
 
 from __future__ import annotations
@@ -45,12 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .gate_registry import GATES, Interval
 
-GATES: tuple[str, ...] = (
-    "dpb", "meg", "coverage", "contamination",
-    "flip", "phase", "order", "fusion", "equivalence",
-    "repetition", "stressor", "attack", "search",
-)
 # The short options of the suites' folders: alias -> the plugin's own ``--posbias-*`` option. The
 # plugin registers only the long names; a suites folder's conftest.py adds these
 # (pytest_posbias.plugin.add_short_aliases), and ``posbias plan`` accepts both.
@@ -59,56 +29,6 @@ SHORT_ALIASES: dict[str, str] = {
     "--api-base": "--posbias-api-base",
 }
 
-MARKERS: dict[str, str] = {
-    "dpb": "positional suite: Directional Positional Bias gate (|DPB| <= threshold)",
-    "meg": "positional suite: Middle-Edge Gap gate, P = 4 (|MEG| <= threshold)",
-    "coverage": "positional suite: mean per-video coverage floor",
-    "contamination": "positional suite: slot contamination rate (TF-IDF proxy)",
-    "flip": "phase/order suite: answer flips between deployed frame samplers",
-    "phase": "phase/order suite: answer flips between sampling phases of one grid",
-    "option_order": "phase/order suite: answer flips across option orderings (gate order)",
-    "fusion": "phase/order suite: PhaseFusion vs single pass under an origin shift",
-    "equivalence": "phase/order suite: PhaseFusion (S x b) accuracy equivalent to one pass at 4b frames (TOST, certify-type)",
-    "repetition": "stressor suite: output repetition rate on clean videos",
-    "stressor": "stressor suite: repetition amplification under temporal stressors",
-    "attack": "stressor suite: black-box repetition attack success rate",
-    "search": "search suite: share of items a hypothesis property search breaks within its query budget (minimal counterexamples)",
-    "slow": "long end-to-end check; runs in CI, deselect with -m 'not slow'",
-}
-
-# The marker of a gate whose marker name differs from the gate name: ``order`` is pytest-order's
-# marker, so the option-order gate is selected with ``-m option_order``.
-GATE_MARKERS: dict[str, str] = {"order": "option_order"}
-
-
-def marker_of(gate: str) -> str:
-    """The pytest marker that selects ``gate`` (``-m MARKER``): the gate name, or GATE_MARKERS' entry."""
-    return GATE_MARKERS.get(gate, gate)
-
-
-# The cluster-bootstrap interval of each mean gate (stats.cluster_bootstrap): expanded percentile,
-# except BCa for the stressor amplification, whose per-video values (a share minus a rare 0/1
-# clean indicator) are skewed enough to make the percentile interval anti-conservative
-# (measured by benchmarks/calibration.py).
-BOOTSTRAP_METHOD: dict[str, str] = {"stressor": "bca"}
-
-# sides: "both" |x| <= t, "upper" x <= t, "lower" x >= t
-GATE_SIDES: dict[str, str] = {
-    "dpb": "both", "meg": "both", "coverage": "lower", "contamination": "upper",
-    "flip": "upper", "phase": "upper", "order": "upper", "fusion": "upper", "equivalence": "both",
-    "repetition": "upper", "stressor": "upper", "attack": "upper", "search": "upper",
-}
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    "dpb": 0.05, "meg": 0.02, "coverage": 0.25, "contamination": 0.10,
-    "flip": 0.15, "phase": 0.15, "order": 0.15, "fusion": 0.0, "equivalence": 0.025,
-    "repetition": 0.15, "stressor": 0.10, "attack": 0.25, "search": 0.15,
-}
-# Non-inferiority margins against --baseline (candidate may be worse by at most this).
-DEFAULT_BASELINE_MARGINS: dict[str, float] = {
-    "dpb": 0.02, "meg": 0.01, "coverage": 0.05, "contamination": 0.05,
-    "flip": 0.05, "phase": 0.05, "order": 0.05, "fusion": 0.05, "equivalence": 0.025,
-    "repetition": 0.05, "stressor": 0.05, "attack": 0.10, "search": 0.10,
-}
 JUDGES: tuple[str, ...] = ("embed", "fragment", "openai", "auto")
 
 
@@ -124,10 +44,23 @@ def _mode(key: str, v: Any) -> str:
     return str(v)
 
 
-def _alpha(key: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < 0.5:
-        raise ConfigError(f"[tool.posbias] `{key}` must be a number in (0, 0.5); got {v!r}")
+# The per-gate level α: a gate's interval is the two-sided 1 − 2α interval, so α below 0.5 keeps
+# it a proper interval (at 0.5 it shrinks to the point estimate) and α above 0 keeps it finite.
+ALPHA_RANGE: Interval = (0.0, 0.5, False, False)
+
+
+def check_alpha(v: Any, where: str) -> float:
+    """The one check of α (:data:`ALPHA_RANGE`) for every entry point (``[tool.posbias] alpha``,
+    ``--posbias-alpha``, ``posbias calibrate --alpha``, the statistics' ``alpha`` arguments);
+    ConfigError naming ``where`` and the value otherwise."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not in_interval(float(v), ALPHA_RANGE):
+        shown = f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v)
+        raise ConfigError(f"{where} must be a number in {interval_text(ALPHA_RANGE)}; got {shown}")
     return float(v)
+
+
+def _alpha(key: str, v: Any) -> float:
+    return check_alpha(v, f"[tool.posbias] `{key}`")
 
 
 def _seed(key: str, v: Any) -> int:
@@ -271,6 +204,7 @@ def _device_map(key: str, v: Any) -> str:
 _SCALARS: dict[str, Any] = {
     "model": _models,
     "baseline": _str,
+    "parity": _str,  # the reference deployment of the parity gates (--posbias-parity)
     "judge": _judge,
     "mode": _mode,
     "alpha": _alpha,
@@ -304,44 +238,18 @@ _SCALARS: dict[str, Any] = {
 _TABLES = ("thresholds", "baseline_margins", "models", "probes")
 
 
-# What each gate's statistic is, and the interval its values lie in: a rate or a mean coverage in
-# [0, 1]; DPB and MEG (weighted means of per-slot coverages with weights in [-1, 1]) in [-1, 1];
-# differences of two rates (stressor amplification, PhaseFusion's change against one pass, the
-# equivalence accuracy difference) in [-1, 1].
-GATE_STATISTICS: dict[str, tuple[str, float, float]] = {
-    "dpb": ("DPB", -1.0, 1.0), "meg": ("MEG", -1.0, 1.0), "coverage": ("mean coverage", 0.0, 1.0),
-    "contamination": ("contamination rate", 0.0, 1.0), "flip": ("flip rate", 0.0, 1.0), "phase": ("flip rate", 0.0, 1.0),
-    "order": ("flip rate", 0.0, 1.0), "fusion": ("change-rate difference", -1.0, 1.0),
-    "equivalence": ("accuracy difference", -1.0, 1.0), "repetition": ("repetition rate", 0.0, 1.0),
-    "stressor": ("repetition-rate increase", -1.0, 1.0), "attack": ("attack success rate", 0.0, 1.0),
-    "search": ("share of items broken", 0.0, 1.0),
-}
-# The thresholds under which a gate still measures something, as (low, high, low closed, high
-# closed). A two-sided gate (|x| <= t) needs 0 < t < max |x|: t >= 1 passes every model, t <= 0 none.
-# An upper gate (x <= t) needs t below the largest value (at 1 a rate gate passes anything) and,
-# for a rate, above 0 (a rate of 0 cannot be certified from any finite sample); the stressor
-# amplification may be 0 ("no increase"), PhaseFusion's difference may be negative ("fewer changes
-# than one pass", its default is 0). The coverage floor (x >= t) needs 0 < t <= 1: at 0 or below
-# every model passes.
-THRESHOLD_RANGES: dict[str, tuple[float, float, bool, bool]] = {
-    "dpb": (0.0, 1.0, False, False), "meg": (0.0, 1.0, False, False), "coverage": (0.0, 1.0, False, True),
-    "contamination": (0.0, 1.0, False, False), "flip": (0.0, 1.0, False, False), "phase": (0.0, 1.0, False, False),
-    "order": (0.0, 1.0, False, False), "fusion": (-1.0, 1.0, False, False), "equivalence": (0.0, 1.0, False, False),
-    "repetition": (0.0, 1.0, False, False), "stressor": (0.0, 1.0, True, False), "attack": (0.0, 1.0, False, False),
-    "search": (0.0, 1.0, False, False),
-}
 # A baseline margin is how much worse than the baseline the candidate may be: 0 (no worse) up to
 # below 1 (at 1 or more the difference of two statistics in [0, 1] or |.| of [-1, 1] can never exceed it).
-MARGIN_RANGE: tuple[float, float, bool, bool] = (0.0, 1.0, True, False)
+MARGIN_RANGE: Interval = (0.0, 1.0, True, False)
 
 
-def interval_text(r: tuple[float, float, bool, bool]) -> str:
+def interval_text(r: Interval) -> str:
     """``(0, 1]``-style text of a (low, high, low closed, high closed) interval."""
     lo, hi, lo_closed, hi_closed = r
     return f"{'[' if lo_closed else '('}{lo:g}, {hi:g}{']' if hi_closed else ')'}"
 
 
-def in_interval(v: float, r: tuple[float, float, bool, bool]) -> bool:
+def in_interval(v: float, r: Interval) -> bool:
     """Whether ``v`` lies in the (low, high, low closed, high closed) interval ``r``."""
     lo, hi, lo_closed, hi_closed = r
     return (lo <= v if lo_closed else lo < v) and (v <= hi if hi_closed else v < hi)
@@ -349,14 +257,15 @@ def in_interval(v: float, r: tuple[float, float, bool, bool]) -> bool:
 
 def _threshold_meaning(gate: str) -> str:
     """Why the threshold of ``gate`` must lie in its range, in words (for the error message)."""
-    stat, lo, hi = GATE_STATISTICS[gate]
-    rule = {"both": f"|{stat}| <= threshold", "upper": f"{stat} <= threshold", "lower": f"{stat} >= threshold"}[GATE_SIDES[gate]]
+    g = GATES[gate]
+    stat, (lo, hi) = g.statistic, g.value_range
+    rule = {"both": f"|{stat}| <= threshold", "upper": f"{stat} <= threshold", "lower": f"{stat} >= threshold"}[g.side]
     return f"the gate passes when {rule} and {stat} lies in [{lo:g}, {hi:g}]: outside this range it passes every model or none"
 
 
 def validate_thresholds(where: str, table: Any, *, margins: bool = False) -> dict[str, float]:
     """Check a thresholds table (``margins``: a baseline-margins table): known gate names, finite
-    numbers, each inside the range where its gate measures something (:data:`THRESHOLD_RANGES`;
+    numbers, each inside the range where its gate measures something (:attr:`.gate_registry.GateSpec.threshold_range`;
     margins in :data:`MARGIN_RANGE`); ConfigError naming the key, its value and the range."""
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where} must be a table of gate = number; got {table!r}")
@@ -366,7 +275,7 @@ def validate_thresholds(where: str, table: Any, *, margins: bool = False) -> dic
             raise ConfigError(f"{where}: unknown gate {k!r}; known gates: {', '.join(GATES)}")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             raise ConfigError(f"{where}.{k} must be a finite number; got {v!r}")
-        r = MARGIN_RANGE if margins else THRESHOLD_RANGES[k]
+        r = MARGIN_RANGE if margins else GATES[k].threshold_range
         if not in_interval(float(v), r):
             why = ("how much worse than the baseline the candidate may be: 0 (no worse) up to below 1"
                    if margins else _threshold_meaning(k))
@@ -391,7 +300,7 @@ class PosbiasConfig:
 
     def thresholds_for(self, model: str | None, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
         """Effective thresholds: defaults < [tool.posbias.thresholds] < per-model < command line."""
-        out = dict(DEFAULT_THRESHOLDS)
+        out = {g.name: g.threshold for g in GATES.values()}
         out.update(self.thresholds)
         if model is not None and model in self.model_thresholds:
             out.update(self.model_thresholds[model])
@@ -399,7 +308,7 @@ class PosbiasConfig:
         return out
 
     def margins(self) -> dict[str, float]:
-        out = dict(DEFAULT_BASELINE_MARGINS)
+        out = {g.name: g.margin for g in GATES.values()}
         out.update(self.baseline_margins)
         return out
 

@@ -16,25 +16,26 @@ from typing import Any
 
 import numpy as np
 
-from .config import GATE_SIDES
 from .errors import ConfigError
+from .gate_context import GateContext
+from .gate_registry import GATES, paired_direction
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
 from .metrics import dpb_per_instance, meg_per_instance
+from .probes import conditions as C
 from .probes.positional import PositionalResult, PositionalSpec
 from .sequential import gsd_sizes, gsd_step
 from .stats import Verdict, _bounds, _fmt, _region, inconclusive_verdict, share_difference_verdict
 
-VALUE_RANGE = {"dpb": (-1.0, 1.0), "meg": (-1.0, 1.0), "coverage": (0.0, 1.0), "contamination": (0.0, 1.0)}
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
 
 
-def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
+def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
                        name: str, unit: str, extra: dict[str, Any]) -> Verdict:
     """A gate under the group-sequential design (:mod:`~.sequential`): the probe draws the first
     quarter of the maximum sample, then a quarter more at each look while the decision is open
     (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~.sequential.gsd_step`)."""
     threshold = ctx.threshold(gate, model)
-    lower, upper = _bounds(threshold, GATE_SIDES[gate])
+    lower, upper = _bounds(threshold, GATES[gate].side)
     d = None
     for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
         d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
@@ -42,10 +43,11 @@ def sequential_verdict(ctx: Any, gate: str, model: str, *, values_at: Callable[[
         if d is not None:
             break
     assert d is not None
-    # the t-based repeated CI can reach past the values' range (coverage above 1, a rate below 0)
-    # and, for constant values, spans a rounding error around them; the decision is taken on the
-    # unclipped interval, where clipping to the range could not change it, so clip for the record
-    lo_v, hi_v = VALUE_RANGE.get(gate, (-math.inf, math.inf))
+    # the t-based repeated CI of a mean can reach past the values' range (coverage above 1, DPB
+    # below -1) and, for constant values, spans a rounding error around them; the decision is taken
+    # on the unclipped interval, where clipping to the range could not change it, so clip for the
+    # record (a rate's exact interval lies in [0, 1] already)
+    lo_v, hi_v = GATES[gate].value_range
     d = replace(d, ci_low=min(max(d.ci_low, lo_v), hi_v), ci_high=max(min(d.ci_high, hi_v), lo_v))
     level = round(100 * (1 - 2 * ctx.alpha))
     reason = (f"{name} = {_fmt(d.estimate)} ({level}% repeated CI [{_fmt(d.ci_low)}, {_fmt(d.ci_high)}], threshold "
@@ -92,11 +94,7 @@ def _positional_values(gate: str, r: PositionalResult) -> np.ndarray:
     raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
 
 
-_NAMES = {"dpb": "DPB", "meg": "MEG", "coverage": "mean coverage", "contamination": "contaminated-slot rate"}
-_WORSE = {"dpb": "abs", "meg": "abs", "coverage": "lower", "contamination": "higher"}
-
-
-def _news_style(ctx: Any, spec: PositionalSpec) -> bool:
+def _news_style(ctx: GateContext, spec: PositionalSpec) -> bool:
     """Whether the configuration's references are news descriptions (``reference_style: news``)."""
     m = ctx.manifest()
     vids = {v for g in m.groups_for(spec.domain, spec.bucket, spec.P) for v in g.videos}
@@ -114,17 +112,17 @@ def positional_measurement(r: PositionalResult, gate: str = "coverage") -> Measu
     return Measurement("instances (group x order)", max(r.planned, measured), measured, lost, examples=examples[:5])
 
 
-def _floored(ctx: Any, v: Verdict, m: Measurement) -> Verdict:
+def _floored(ctx: GateContext, v: Verdict, m: Measurement) -> Verdict:
     return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
 
 
-def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) -> Verdict:
+def positional_verdict(ctx: GateContext, gate: str, model: str, spec: PositionalSpec) -> Verdict:
     """DPB / MEG / coverage / contamination gate for one configuration (paired with the
     baseline on the same (group, order) instances when ``--baseline`` is set: DPB and MEG on
     |mean candidate| − |mean baseline|, coverage and contamination on the mean difference).
     Lost instances (failed calls, judge failures, unalignable answers, unreadable videos) are
     never scored; below the measurement floor the gate does not pass."""
-    name = f"{_NAMES[gate]} {spec.label()}"
+    name = f"{GATES[gate].statistic} {spec.label()}"
 
     def describe(res: PositionalResult) -> dict[str, Any]:
         return {"probe": "positional", "spec": spec.label(), "excluded": res.excluded,
@@ -134,7 +132,7 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
         r = ctx.positional(model, spec)
         est = float(r.contamination.mean()) if r.contamination.size else math.nan
         v = inconclusive_verdict(
-            name=name, threshold=ctx.threshold(gate, model), sides=GATE_SIDES[gate], n=len(set(r.clusters.tolist())),
+            name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=len(set(r.clusters.tolist())),
             mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est, extra={**describe(r), "gate": gate, "model": model},
             why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
                 "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
@@ -174,7 +172,7 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
         cand = np.array([values[cand_rows[c]] for c in common])
         base = np.array([bvals[base_rows[c]] for c in common])
         clusters = np.array([c[0] for c in common])
-        v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=_WORSE[gate], extra=extra)
+        v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate), extra=extra)
         return _floored(ctx, v, both)
     return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
                                        extra=extra), m)
@@ -183,10 +181,11 @@ def positional_verdict(ctx: Any, gate: str, model: str, spec: PositionalSpec) ->
 # --------------------------------------------------------------------------- phase / order
 
 
-def _paired_rate(ctx: Any, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
+def _paired_rate(ctx: GateContext, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
                  unit: str, extra: dict[str, Any]) -> Verdict:
     """Binary outcomes of candidate and baseline on the same units: exact McNemar."""
-    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse="binary", extra=extra)
+    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse=paired_direction(gate),
+                             extra=extra)
 
 
 def answered(r: Any, conditions: Sequence[str]) -> np.ndarray:
@@ -220,22 +219,21 @@ def phase_measurement(r: Any, conditions: Sequence[str]) -> Measurement:
 
 
 def _phase_conditions(gate: str, which: Any, spec: Any, cond: Callable[[str], str]) -> list[str]:
+    """The conditions a phase/order gate compares (:mod:`~.probes.conditions`)."""
     S = spec.phases
     if gate == "flip":
         return [cond(which[1]), cond(which[2])]
     if gate == "phase":
         if which == "any":
-            return [f"phase:{s}" for s in range(S)]
+            return C.phases(S)
         s0, s1 = (int(x) for x in str(which).split("-"))
-        return [f"phase:{s0}", f"phase:{s1}"]
+        return [C.phase(s0), C.phase(s1)]
     if gate == "order":
-        return ["phase:0"]
+        return [C.phase(0)]
     if gate == "fusion":
-        return [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
+        return C.fusion_conditions(S)
     if gate == "equivalence":
-        from .session import EQUIVALENCE_BUDGET_FACTOR
-
-        return [f"phase:{s}" for s in range(S)] + [f"budget:left@{EQUIVALENCE_BUDGET_FACTOR * spec.budget}"]
+        return C.equivalence_conditions(S, spec.budget)
     raise ConfigError(f"`gate` must be flip, phase, order, fusion or equivalence; got {gate!r}")
 
 
@@ -256,7 +254,7 @@ def fused_or_voted(r: Any, conditions: Sequence[str]) -> np.ndarray:
     return np.array(out, dtype=int)
 
 
-def equivalence_verdict(ctx: Any, model: str, r: Any, conds: Sequence[str], m: Measurement) -> Verdict:
+def equivalence_verdict(ctx: GateContext, model: str, r: Any, conds: Sequence[str], m: Measurement) -> Verdict:
     """The phase paper's confirmatory equivalence: PhaseFusion (S × b) accuracy against one pass at
     4b frames, d_i = correct_fused − correct_single per item, TOST on mean d with ±threshold
     (default 2.5 points), cluster bootstrap over videos. Certify-type in either mode: it passes
@@ -271,7 +269,7 @@ def equivalence_verdict(ctx: Any, model: str, r: Any, conds: Sequence[str], m: M
     single = identity_answer(r, conds[-1])
     d = ((fused_ans == truth).astype(float) - (single == truth).astype(float))[ok]
     videos = np.array([i.video for i in r.items])[ok]
-    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {conds[-1].split('@')[1]} frames "
+    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {C.Condition.parse(conds[-1]).frames} frames "
             f"accuracy")
     extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
              "unparseable": getattr(r, "unparseable", 0), "answers": answers_returned(r),
@@ -297,8 +295,8 @@ def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[s
 
     extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
                              "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
-                             "rerun_floor": float(pair_flips(r, "phase:0", "rerun:0").mean())
-                             if "rerun:0" in r.condition_answers and r.items else None}
+                             "rerun_floor": float(pair_flips(r, C.phase(0), C.rerun(0)).mean())
+                             if C.rerun(0) in r.condition_answers and r.items else None}
     if gate == "order" and r.items:
         extra.update(order_accuracy(r))
         extra["margin"] = margin_auroc(r)
@@ -326,7 +324,7 @@ def no_letter_note(extra: Mapping[str, Any]) -> str:
     return f"{bad} of {n} answers ({bad / n:.1%}) had no option letter {where} (lost units, not scored)"
 
 
-def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
+def phase_verdict(ctx: GateContext, gate: str, model: str, which: Any = None) -> Verdict:
     """:func:`phase_verdict_core`, with the share of answers that had no option letter
     in the reason and in ``extra["no_option_letter"]``, so a verdict built on a minority of
     parseable answers says so in the terminal and the report, not only in the JSON."""
@@ -339,7 +337,7 @@ def phase_verdict(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict
                    extra={**v.extra, "no_option_letter": {"answers": n, "without_letter": bad, "share": bad / n}})
 
 
-def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Verdict:
+def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: Any = None) -> Verdict:
     """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion.
 
     Items with a failed call or an unparseable answer in any condition the gate uses are lost
@@ -356,7 +354,7 @@ def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Ve
     S = spec.phases
 
     def cond(sampler: str) -> str:
-        return f"sampler:{sampler}" if budget in (None, spec.budget) else f"budget:{sampler}@{budget}"
+        return C.sampler_at(sampler, spec.budget if budget is None else budget, spec.budget)
 
     conds = _phase_conditions(gate, which, spec, cond)
 
@@ -399,8 +397,7 @@ def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Ve
         extra["fusion_by"] = "distributions"
         if ch["fusion"] is None:
             # text mode (no letter log-probs): PhaseFusion over one-hot answers, a plurality vote of the S grids
-            grids = [f"phase:{s}" for s in range(S)]
-            shifted = [f"shift:{s}" for s in range(S)]
+            grids, shifted = C.phases(S), C.shifts(S)
             ch["fusion"] = (fused_or_voted(r, grids) != fused_or_voted(r, shifted)).astype(int)
             extra["fusion_by"] = "plurality vote (no letter log-probs)"
         fus, single, union = ch["fusion"][ok], ch["single"][ok], ch["union"][ok]
@@ -412,8 +409,7 @@ def phase_verdict_core(ctx: Any, gate: str, model: str, which: Any = None) -> Ve
         if base is not None:
             bch = fusion_changes(base)
             if bch["fusion"] is None:
-                bch["fusion"] = (fused_or_voted(base, [f"phase:{s}" for s in range(S)])
-                                 != fused_or_voted(base, [f"shift:{s}" for s in range(S)])).astype(int)
+                bch["fusion"] = (fused_or_voted(base, C.phases(S)) != fused_or_voted(base, C.shifts(S))).astype(int)
             if bch["fusion"].size == ok.size:
                 return _floored(ctx, _paired_rate(ctx, "fusion", model, fus, bch["fusion"][ok],
                                                   [i.id for i, o in zip(r.items, ok, strict=True) if o], name=name,
@@ -496,7 +492,7 @@ def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Meas
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")
 
 
-def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str | None = None) -> Verdict:
+def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stressor: str | None = None) -> Verdict:
     """repetition (clean RR), stressor (paired amplification), attack (ASR) at a frame count.
 
     Failed calls are lost units, never clean outputs: excluded from numerator and denominator,
@@ -508,8 +504,8 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
         part = "clean"
         # the controls (VideoSTF's count, pixel and visual-input controls) are reported beside the
         # clean repetition rate, on every video; they are a part of the probe of their own
-        for m in (model, *([ctx.baseline] if ctx.baseline else [])):
-            ctx.stressor(m, frames, part="controls")
+        for who in (model, *([ctx.baseline] if ctx.baseline else [])):
+            ctx.stressor(who, frames, part="controls")
     elif stressor is None:
         raise ConfigError("`stressor` is required for the stressor and attack gates")
     else:
@@ -554,7 +550,7 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
             cand = np.column_stack([d + r.clean.flags, r.clean.flags])[both]
             bas = np.column_stack([bd + base.clean.flags, base.clean.flags])[both]
             v = ctx.baseline_gate(gate, model, cand, bas, np.array(r.videos)[both], name=name, unit="videos",
-                                  worse="amplification", extra=extra)
+                                  worse=paired_direction(gate), extra=extra)
             return _floored(ctx, v, m)
         # fixed design: the per-video amplification is a share minus a rare 0/1 clean flag, whose rare
         # outcome a small sample misses; share_difference_verdict bootstraps (BCa) only when the sample
@@ -569,7 +565,7 @@ def stressor_verdict(ctx: Any, gate: str, model: str, frames: int, stressor: str
                       "variants_per_video": [len(s.texts) for s in full.variants[stressor]][:1]})
         clean_flag = np.asarray(full.clean.flags, dtype=float)[ok]
         v = share_difference_verdict(np.clip(d[ok] + clean_flag, 0.0, 1.0), clean_flag, name=name,
-                                     threshold=ctx.threshold(gate, model), sides=GATE_SIDES[gate], mode=ctx.mode,
+                                     threshold=ctx.threshold(gate, model), sides=GATES[gate].side, mode=ctx.mode,
                                      alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
                                      rng=ctx.rng("bootstrap", gate, name, model),
                                      extra={"gate": gate, "model": model, **extra})

@@ -41,10 +41,13 @@ from .errors import ConfigError
 
 SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model
 SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
-FIXED_GATES = ("stressor", "fusion", "equivalence")
+FIXED_GATES = ("stressor", "fusion", "equivalence", "parity", "parity_coverage", "parity_repetition")
 GATE_PROBE = {"dpb": "positional", "meg": "positional", "coverage": "positional", "contamination": "positional",
               "flip": "phase", "phase": "phase", "order": "phase", "fusion": "phase-fusion", "equivalence": "phase-fusion",
-              "repetition": "stressor", "stressor": "stressor", "attack": "stressor"}
+              "repetition": "stressor", "stressor": "stressor", "attack": "stressor",
+              # the parity gates draw their probe's units at full size (the phase probe's phase-0 orderings, the
+              # positional probe, the stressor probe's clean descriptions), so that probe's gates cannot stop early
+              "parity": "phase", "parity_coverage": "positional", "parity_repetition": "stressor"}
 MEASURE_PER_KIND = 4  # requests of each kind (probe, output, cap, temperature) in the warm-up
 
 
@@ -188,6 +191,10 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
 
 def _gate_from_nodeid(nodeid: str) -> str:
     name = nodeid.split("::")[-1].split("[")[0]
+    parity = {"test_parity_answers": "parity", "test_parity_coverage": "parity_coverage",
+              "test_parity_repetition": "parity_repetition"}
+    if name in parity:
+        return parity[name]
     for gate in ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "fusion", "equivalence",
                  "repetition", "stressor", "attack"):
         if gate in name:

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .config import (
-    GATES,
-    MARKERS,
     SHORT_ALIASES,
     PosbiasConfig,
     load_pyproject,
     parse_threshold_override,
 )
 from .errors import ConfigError, PosbiasError
+from .gate_registry import GATE_SPECS, GATES
 from .safe_text import inert
 from .xdist_support import configure_xdist, dist_given
 
@@ -69,13 +68,12 @@ def _model_option(option: str) -> Any:
 
 
 def _alpha_type(value: str) -> float:
+    from .config import ALPHA_RANGE, check_alpha, interval_text
+
     try:
-        a = float(value)
-    except ValueError:
-        raise _usage("--posbias-alpha", f"expects a number in (0, 0.5); got {value!r}") from None
-    if not 0 < a < 0.5:
-        raise _usage("--posbias-alpha", f"expects a number in (0, 0.5); got {value!r}")
-    return a
+        return check_alpha(float(value), "--posbias-alpha")
+    except (ValueError, ConfigError):
+        raise _usage("--posbias-alpha", f"expects a number in {interval_text(ALPHA_RANGE)}; got {value!r}") from None
 
 
 def _seed_type(value: str) -> int:
@@ -327,6 +325,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "--max-model-len 32768\"); host, port, model and served name are the run's")
     group.addoption("--posbias-vllm-timeout", type=_int_ge1_type("--posbias-vllm-timeout"), default=None,
                     metavar="SECONDS", help="vllm:MODEL: seconds the servers have to become healthy (default 900)")
+    group.addoption("--posbias-parity", type=_model_option("--posbias-parity"), default=None, metavar="REFERENCE",
+                    help="run the parity gates (-m parity): the same requests on the tested model and on REFERENCE "
+                         "(any model spec: hf id, vllm:, openai:, sim:), gated on changed MCQ answers beyond the "
+                         "reference's re-run floor and on the paired change in coverage and repetition. "
+                         "Default: [tool.posbias] parity")
     group.addoption("--posbias-plan", default=None, metavar="DIR", help=argparse_suppress())
 
 
@@ -394,7 +397,8 @@ def _start_vllm_for_workers(config: pytest.Config) -> None:
             or config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)):
         return
     opts = _options(config)
-    specs = [s for s in dict.fromkeys([*opts["models"], *([opts["baseline"]] if opts["baseline"] else [])])
+    specs = [s for s in dict.fromkeys([*opts["models"], *([opts["baseline"]] if opts["baseline"] else []),
+                                       *([opts["parity"]] if opts["parity"] else [])])
              if str(s).startswith("vllm:")]
     if not specs:
         return
@@ -476,11 +480,14 @@ def _require_model(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
 
 
 def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
-    """Resolve every --model/--baseline now: a model that cannot be loaded fails at start."""
+    """Resolve every --model/--baseline/--posbias-parity now: a model that cannot be loaded fails at start."""
     specs = list(config.getoption("--posbias-model") or [])
     if config.getoption("--posbias-baseline"):
         specs.append(config.getoption("--posbias-baseline"))
     baseline = config.getoption("--posbias-baseline")
+    parity = config.getoption("--posbias-parity") or pcfg.get("parity")
+    if parity:
+        specs.append(parity)
     plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
     if specs:  # the registry is imported only when a model was named
         from .errors import ModelLoadError
@@ -492,6 +499,8 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
             msg = str(exc)
             if spec == baseline and spec not in (config.getoption("--posbias-model") or []):
                 msg = msg.replace(f"--model {spec}", f"--baseline {spec}", 1)  # name the option the user gave
+            elif spec == parity and spec not in (config.getoption("--posbias-model") or []):
+                msg = msg.replace(f"--model {spec}", f"--posbias-parity {spec}", 1)
             raise pytest.UsageError(msg) from None
     _check_data(config, pcfg)
     # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
@@ -568,7 +577,8 @@ def _warn_unusable_videos(config: pytest.Config) -> None:
         tr.write_line(f"[posbias]   {p}", yellow=True)
 
 
-PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline", "--posbias-data", "--posbias-report",
+PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline", "--posbias-parity", "--posbias-data",
+                "--posbias-report",
                 "--posbias-json", "--posbias-cache", "--posbias-markdown")
 
 
@@ -634,6 +644,7 @@ def _options(config: pytest.Config) -> dict[str, Any]:
     return {
         "models": list(models),
         "baseline": config.getoption("--posbias-baseline") or pcfg.get("baseline"),
+        "parity": config.getoption("--posbias-parity") or pcfg.get("parity"),
         "judge": config.getoption("--posbias-judge") or pcfg.get("judge", "auto"),
         "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
         "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
@@ -877,9 +888,9 @@ def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> Non
 
 
 def _is_gate_report(report: pytest.TestReport) -> bool:
-    """A report of a gate test: it carries one of the plugin's gate markers (``slow`` aside)."""
+    """A report of a gate test: it carries one of the gates' markers."""
     keywords = getattr(report, "keywords", None) or {}
-    return any(k in keywords for k in MARKERS if k != "slow")
+    return any(g.marker in keywords for g in GATE_SPECS)
 
 
 _STATE_HOLDER: dict[str, _SessionState] = {}
@@ -996,7 +1007,8 @@ def _run_decision(config: pytest.Config) -> Any:
 
     opts = _options(config)
     state = config.stash[_STASH_STATE]
-    notices = [simulated_notice(opts["models"] + ([opts["baseline"]] if opts.get("baseline") else [])),
+    notices = [simulated_notice(opts["models"] + ([opts["baseline"]] if opts.get("baseline") else [])
+                                + ([opts["parity"]] if opts.get("parity") else [])),
                quick_notice(posbias_config(config).probes)]
     return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
                         alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n])

@@ -347,9 +347,9 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
     files: dict[Path, str] = {folder / "conftest.py": _CONFTEST}
     for name in _suite_modules():
         files[folder / f"{name}.py"] = _TEST_MODULE.format(name=name)
-    from .config import MARKERS
+    from .gate_registry import GATE_SPECS
 
-    markers = ", ".join(f"`{m}`" for m in MARKERS if m != "slow")
+    markers = ", ".join(dict.fromkeys(f"`{g.marker}`" for g in GATE_SPECS))
     files[folder / "README.md"] = _README.format(pyproject="pyproject.toml", root=".", markers=markers)
     # pyproject first (validation): read as bytes so its own line endings survive
     existing = pyproject.read_bytes().decode("utf-8") if pyproject.exists() else None

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .gate_context import GateContext
+from .gate_registry import paired_direction
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 from .probes.search import ItemSearch
 from .probes.search_strips import MAX_WITH_THUMBNAILS
@@ -129,7 +131,7 @@ def search_measurement(results: Sequence[ItemSearch], *, planned: int, unusable:
                        examples=[*list(unusable)[:3], *[f"{r.item}: {r.why}" for r in results if r.status == "lost"][:3]])
 
 
-def search_verdict(ctx: Any, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
+def search_verdict(ctx: GateContext, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
                    budget: int, shrink_budget: int, unusable: Sequence[str] = (), name: str | None = None,
                    unit: str = "items", extra: Mapping[str, Any] | None = None) -> Verdict:
     """The ``search`` gate for one property (module docstring): exact binomial rate of broken
@@ -162,7 +164,7 @@ def search_verdict(ctx: Any, model: str, prop: str, results: Sequence[ItemSearch
 
 
 
-def paired_search_verdict(ctx: Any, model: str, baseline: str, prop: str, results: Sequence[ItemSearch],
+def paired_search_verdict(ctx: GateContext, model: str, baseline: str, prop: str, results: Sequence[ItemSearch],
                           base_results: Sequence[ItemSearch], *, planned: int, budget: int, shrink_budget: int,
                           unusable: Sequence[str] = (), base_unusable: Sequence[str] = (), unit: str = "items",
                           extra: Mapping[str, Any] | None = None) -> Verdict:
@@ -193,7 +195,7 @@ def paired_search_verdict(ctx: Any, model: str, baseline: str, prop: str, result
         ex["summary_line"] = replay_line(s)
     name = f"{prop} search success rate (budget {budget} queries)"  # baseline_gate appends " vs baseline"
     v = ctx.baseline_gate("search", model, cand, bas, np.array([r.item for r in paired]), name=name,
-                          unit=f"searched {unit}", worse="binary", extra=ex)
+                          unit=f"searched {unit}", worse=paired_direction("search"), extra=ex)
     m = combine(search_measurement(results, planned=planned, unusable=unusable, unit=unit),
                 search_measurement(base_results, planned=planned, unusable=base_unusable, unit=unit),
                 prefix_b="baseline", measured=len(paired))

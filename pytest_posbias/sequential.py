@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .config import check_alpha
 from .errors import ConfigError
 from .stats import binomial_test, exact_interval
 
@@ -82,8 +83,7 @@ def confidence_sequence(x: ArrayLike, alpha: float, *, lo: float = 0.0, hi: floa
     Each bound is one-sided level α and the running intersection is taken, so
     P(∃t: mean ∉ [lower_t, upper_t]) <= 2α.
     """
-    if not 0 < alpha < 0.5:
-        raise ConfigError(f"`alpha` must lie in (0, 0.5); got {alpha!r}")
+    check_alpha(alpha, "`alpha`")
     if not hi > lo:
         raise ConfigError(f"`hi` must exceed `lo`; got {lo}, {hi}")
     xs = (np.asarray(x, dtype=float) - lo) / (hi - lo)

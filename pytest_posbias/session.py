@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import SCHEMA_VERSION
-from .config import GATE_SIDES, PosbiasConfig
+from .config import PosbiasConfig
 from .data.manifest import Manifest, load_manifest
 from .engine import (
     Backend,
@@ -38,8 +38,10 @@ from .engine import (
     gc_paused,
 )
 from .errors import ConfigError
+from .gate_registry import GATES
 from .measurement import DEFAULT_FLOOR, check_floor
 from .models.registry import ResolvedModel, resolve
+from .probes import conditions as C
 from .probes.phase import PhaseResult, PhaseSpec, run_phase
 from .probes.positional import PositionalResult, PositionalSpec, run_positional
 from .probes.settings import settings_for
@@ -93,7 +95,6 @@ def _requests_behind(result: Any) -> int:
             + int(calls.get("shared", 0)))
 
 
-EQUIVALENCE_BUDGET_FACTOR = 4  # the equivalence gate's single pass sees 4b frames (phase paper)
 PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
 PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
 SHARED_MEMO_PREFIXES = ("positional|", "phase|", "stressor|")  # probe results shared across xdist workers
@@ -125,8 +126,11 @@ class RunContext:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.models: list[str] = list(self.options.get("models") or ["sim:unbiased"])
         self.baseline: str | None = self.options.get("baseline")
+        self.parity: str | None = self.options.get("parity")  # the parity gates' reference deployment
         self.resolved: dict[str, ResolvedModel] = {m: resolve(m, locate=not self.options.get("plan"))
-                                                   for m in [*self.models, *([self.baseline] if self.baseline else [])]}
+                                                   for m in dict.fromkeys([*self.models,
+                                                                           *([self.baseline] if self.baseline else []),
+                                                                           *([self.parity] if self.parity else [])])}
         # an unusable video (empty, not a video, truncated, too short) is logged as a data problem when found
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
@@ -139,6 +143,7 @@ class RunContext:
             "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "models": self.models,
             "baseline": self.baseline,
+            "parity": self.parity,
             "seed": self.seed,
             "mode": self.mode,
             "alpha": self.alpha,
@@ -375,14 +380,12 @@ class RunContext:
                         fragment=FragmentJudge(store=scores, tokenizer=frag_id.split("|")[1].split("==")[0]))
 
     def phase_spec(self) -> PhaseSpec:
-        st = self.probe_settings("phase")
-        return PhaseSpec(items=st["items"], budget=st["budget"], phases=st["phases"], orderings=st["orderings"],
-                         samplers=tuple(st["samplers"]), resolution=st["resolution"], max_new_tokens=st["max_new_tokens"])
+        return PhaseSpec.from_settings(self.probe_settings("phase"))
 
     def phase(self, model: str, gate: str, budget: int | None = None, n: int | None = None) -> PhaseResult:
         """The phase/order probe with exactly the conditions a gate needs (shared requests are cached):
         order: phase 0 in every ordering; phase: every phase in every ordering plus the re-run of
-        phase 0; flip: every sampler at a budget; fusion: the S phases, their origin-shifted grids
+        phase 0; parity: phase 0 in every ordering plus its re-run (the reference's floor); flip: every sampler at a budget; fusion: the S phases, their origin-shifted grids
         and the union passes, identity ordering only; equivalence: the S phases and one left-sampler
         pass at 4b frames, identity ordering only."""
         spec = self.phase_spec()
@@ -392,17 +395,19 @@ class RunContext:
         ident: list[str] = []
         rerun = False
         if gate == "order":
-            conds = ["phase:0"]
+            conds = [C.phase(0)]
+        elif gate == "parity":
+            conds, rerun = [C.phase(0)], True
         elif gate == "phase":
-            conds, rerun = [f"phase:{s}" for s in range(S)], True
+            conds, rerun = C.phases(S), True
         elif gate == "flip":
-            conds = [f"sampler:{s}" if b == spec.budget else f"budget:{s}@{b}" for s in spec.samplers]
+            conds = [C.sampler_at(s, b, spec.budget) for s in spec.samplers]
         elif gate == "fusion":
-            ident = [f"phase:{s}" for s in range(S)] + [f"shift:{s}" for s in range(S)] + ["union", "union-shift"]
+            ident = C.fusion_conditions(S)
         elif gate == "equivalence":
-            ident = [f"phase:{s}" for s in range(S)] + [f"budget:left@{EQUIVALENCE_BUDGET_FACTOR * b}"]
+            ident = C.equivalence_conditions(S, b)
         else:
-            raise ConfigError(f"`gate` must be order, phase, flip, fusion or equivalence; got {gate!r}")
+            raise ConfigError(f"`gate` must be order, parity, phase, flip, fusion or equivalence; got {gate!r}")
         if gate == "equivalence":  # a confirmatory TOST needs far more items than a flip rate
             spec = dataclasses.replace(spec, items=int(self.probe_settings("phase")["equivalence_items"]))
         n = min(n or spec.items, spec.items)
@@ -411,9 +416,7 @@ class RunContext:
                                                 rerun=rerun, n_items=n))
 
     def stressor_spec(self, frames: int) -> StressorSpec:
-        st = self.probe_settings("stressor")
-        return StressorSpec(videos=st["videos"], frames=frames, trials=st["trials"], attack_cap=st["attack_cap"],
-                            max_new_tokens=st["max_new_tokens"], resolution=st["resolution"])
+        return StressorSpec.from_settings(self.probe_settings("stressor"), frames)
 
     def stressor(self, model: str, frames: int, n: int | None = None, part: str | None = None) -> StressorResult:
         """The stressor probe at ``frames`` on the first ``n`` videos, in parts (:data:`.probes.stressor.PARTS`):
@@ -439,6 +442,12 @@ class RunContext:
             return one(part)
         return merge_parts([one(p) for p in STRESSOR_PARTS])
 
+    def stressor_clean(self, model: str, frames: int) -> StressorResult:
+        """The clean descriptions of the stressor probe's videos only (no stressed variants, no
+        controls): what the parity repetition gate compares. Its requests are the stressor probe's
+        clean requests: the probe's clean part (:meth:`stressor`), computed once for both."""
+        return self.stressor(model, frames, part="clean")
+
     def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:
         n = min(n or spec.groups, spec.groups)
         return self.memo(f"positional|{model}|{spec.key()}|{n}",
@@ -446,9 +455,13 @@ class RunContext:
 
     # -- verdicts
     def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
-                  method: str = "percentile", extra: Mapping[str, Any] | None = None) -> Verdict:
-        return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=GATE_SIDES[gate],
-                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples, method=method,
+                  method: str | None = None, extra: Mapping[str, Any] | None = None) -> Verdict:
+        """A mean gate: cluster bootstrap of the mean of ``values`` (the gate's registered interval
+        method unless ``method`` is given) against the gate's threshold and side."""
+        spec = GATES[gate]
+        return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=spec.side,
+                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
+                            method=method or spec.bootstrap,
                             rng=self.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
 
     def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,

@@ -278,6 +278,11 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                     parts = {}
                 est, lo, hi = _rate_ci(int(flips.sum()), int(flips.size))
                 out.append(Achieved(g, targets.get(g), est, lo, hi, int(flips.size), "items", parts))
+        if "parity" in gates:  # changed consensus answers against sim:unbiased on the same items
+            r, u = ctx.phase(model, "order"), ctx.phase("sim:unbiased", "order")
+            changed = (r.consensus("phase:0") != u.consensus("phase:0")).astype(int)
+            est, lo, hi = _rate_ci(int(changed.sum()), int(changed.size))
+            out.append(Achieved("parity", targets.get("parity"), est, lo, hi, int(changed.size), "items", {}))
         if {"repetition", "stressor", "attack"} & set(gates):
             frames = ctx.probe_settings("stressor")["frames"][0]
             r = ctx.stressor(model, frames)

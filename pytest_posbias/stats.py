@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as _st
 
+from .config import check_alpha
 from .errors import ConfigError
 
 Mode = Literal["detect", "certify"]
@@ -62,9 +63,7 @@ __all__ = [
 
 
 def _check_alpha(alpha: float, *, name: str = "alpha") -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 0.5:
-        raise ConfigError(f"`{name}` must be a float in (0, 0.5); got {alpha!r}")
-    return float(alpha)
+    return check_alpha(alpha, f"`{name}`")
 
 
 def _check_confidence(level: float) -> float:

@@ -20,19 +20,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .gate_registry import SUITE_SPECS
 from .safe_text import inert
-
-SUITE_TITLES = {
-    "test_positional.py": "positional bias (DPB, MEG, coverage)",
-    "test_phase_order.py": "frame phase and option order",
-    "test_stressors.py": "temporal stressors and repetition",
-    "test_search.py": "property search (minimal counterexamples)",
-}
 
 
 def suite_order(suite: str) -> tuple[int, str]:
-    """Sort key: the ready-made suites in SUITE_TITLES order (positional first), then by name."""
-    names = list(SUITE_TITLES)
+    """Sort key: the ready-made suites in the registry's order (positional first), then by name."""
+    names = [s.filename for s in SUITE_SPECS]
     name = suite.rsplit("/", 1)[-1]
     return (names.index(name) if name in names else len(names), suite)
 
@@ -45,7 +39,8 @@ def suite_of(nodeid: str) -> str:
 def suite_title(suite: str) -> str:
     """``suites/test_positional.py`` -> ``suites/test_positional.py — positional bias (...)``."""
     name = suite.rsplit("/", 1)[-1]
-    return f"{suite} — {SUITE_TITLES[name]}" if name in SUITE_TITLES else suite
+    titles = {s.filename: s.title for s in SUITE_SPECS}
+    return f"{suite} — {titles[name]}" if name in titles else suite
 
 
 def plural(n: int, noun: str) -> str:

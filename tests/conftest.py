@@ -28,9 +28,9 @@ import scipy.stats  # noqa: E402, F401
 
 def pytest_configure(config: pytest.Config) -> None:
     """The suites' markers (the tests import suite modules and mark their own slow tests)."""
-    from pytest_posbias.config import MARKERS
+    from pytest_posbias.gate_registry import markers
 
-    for name, doc in MARKERS.items():
+    for name, doc in markers().items():
         config.addinivalue_line("markers", f"{name}: {doc}")
 
 

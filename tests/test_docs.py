@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_posbias.cli import build_parser
+from pytest_posbias.gate_registry import GATE_SPECS
 from pytest_posbias.plan_cli import split_args
 
 REPO = Path(__file__).resolve().parent.parent
@@ -182,8 +183,8 @@ def test_reference_pages_are_generated_from_the_code():
     cfg = ref.config_markdown()
     for key in config._SCALARS:
         assert f"| `{key}` |" in cfg, key
-    for gate in config.GATES:
-        assert f"| `{gate}` | `{config.marker_of(gate)}` |" in cfg, gate
+    for gate in GATE_SPECS:
+        assert f"| `{gate.name}` | `{gate.marker}` |" in cfg, gate.name
     cli = ref.cli_markdown()
     for name in ("init", "plan", "gates", "cache"):
         assert f"## `posbias {name}`" in cli

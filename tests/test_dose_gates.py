@@ -25,8 +25,8 @@ from pytest_posbias.calibration_e2e import (
     run_end_to_end,
     verdict_notes,
 )
-from pytest_posbias.config import DEFAULT_THRESHOLDS, GATE_SIDES
 from pytest_posbias.errors import ConfigError
+from pytest_posbias.gate_registry import GATES
 
 # small sizes per probe family, each the smallest at which the gate's 3t dose is shown on the small set
 # (fewer orderings: an order-dosed item still changes its answer in one of 3 orderings with
@@ -92,11 +92,11 @@ SLOW_GATES = ("repetition", "stressor", "attack")
 @pytest.mark.parametrize("gate", [pytest.param(g, marks=pytest.mark.slow) if g in SLOW_GATES else g for g in E2E_GATES])
 def test_dose_at_3t_fails_and_unbiased_passes(contexts, gate):
     ctx = contexts(gate)
-    t = DEFAULT_THRESHOLDS[gate]
+    t = GATES[gate].threshold
     bad = gate_verdict(ctx, gate, {"stressor": STRESSOR_DOSE, "dpb": DPB_DOSE}.get(gate) or dose_model(gate, "3t"))
     assert not bad.passed, bad.reason
     assert bad.extra["measurement"]["floor_met"], bad.reason  # failed on the data, not on lost units
-    side = GATE_SIDES[gate]
+    side = GATES[gate].side
     if side == "upper":
         assert bad.estimate > t, bad.reason
     elif side == "lower":
@@ -183,7 +183,7 @@ def test_dose_just_past_the_threshold_fails_and_zero_passes(gate, tmp_path):
                              "data": str(data)}, PosbiasConfig(probes={"phase": {"items": NEAR_ITEMS}}),
                             rootdir=tmp_path, worker="test", run_id=f"near-{gate}", quiet=True)
     try:
-        t = DEFAULT_THRESHOLDS[gate]
+        t = GATES[gate].threshold
         near = f"sim:dose,{gate}={1.5 * t:g}"
         bad = gate_verdict(ctx, gate, near)
         assert not bad.passed, bad.reason

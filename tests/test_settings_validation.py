@@ -4,14 +4,12 @@ error (exit 4) naming the key or option, its value and the allowed range."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pytest_posbias.config import (
-    DEFAULT_BASELINE_MARGINS,
-    DEFAULT_THRESHOLDS,
-    GATES,
     MIN_RESAMPLES,
-    THRESHOLD_RANGES,
     check_output_path,
     check_url,
     in_interval,
@@ -20,15 +18,17 @@ from pytest_posbias.config import (
     validate_thresholds,
 )
 from pytest_posbias.errors import ConfigError
+from pytest_posbias.gate_registry import GATE_SPECS
 from pytest_posbias.probes.settings import DEFAULTS, validate_probe_settings
 
 # --------------------------------------------------------------------------- one test per key family
 
 
 def test_every_gate_has_a_threshold_range_holding_its_default():
-    assert set(THRESHOLD_RANGES) == set(GATES)
-    assert validate_thresholds("t", DEFAULT_THRESHOLDS) == DEFAULT_THRESHOLDS
-    assert validate_thresholds("m", DEFAULT_BASELINE_MARGINS, margins=True) == DEFAULT_BASELINE_MARGINS
+    thresholds = {g.name: g.threshold for g in GATE_SPECS}
+    margins = {g.name: g.margin for g in GATE_SPECS}
+    assert validate_thresholds("t", thresholds) == thresholds
+    assert validate_thresholds("m", margins, margins=True) == margins
 
 
 @pytest.mark.parametrize(("gate", "value", "allowed"), [
@@ -167,3 +167,23 @@ def test_a_command_line_path_overrides_an_unwritable_pyproject_path(pytester, tm
     pytester.makepyfile(test_x="def test_a():\n    pass\n")
     res = pytester.runpytest(f"--posbias-cache={tmp_path / 'cache'}")
     assert res.ret == 0, res.stderr.str()
+
+
+@pytest.mark.parametrize("where", ["[tool.posbias] `alpha`", "--alpha", "`alpha`"])
+def test_alpha_is_checked_in_one_place_for_every_entry_point(where):
+    from pytest_posbias.config import ALPHA_RANGE, check_alpha
+    from pytest_posbias.sequential import confidence_sequence
+    from pytest_posbias.stats import rate_verdict
+
+    assert check_alpha(0.05, where) == 0.05 and check_alpha(0.4999, where) == 0.4999
+    for bad, shown in ((0.5, "0.5"), (0, "0"), (2.0, "2"), (-0.1, "-0.1"), (True, "True"), ("0.05", "'0.05'")):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(where)} must be a number in \(0, 0.5\); got {re.escape(shown)}$"):
+            check_alpha(bad, where)
+    assert ALPHA_RANGE == (0.0, 0.5, False, False)
+    # the statistics and the config table go through it: the same range and wording
+    with pytest.raises(ConfigError, match=r"`alpha` must be a number in \(0, 0.5\); got 0.5"):
+        rate_verdict(1, 10, name="x", threshold=0.1, mode="detect", alpha=0.5)
+    with pytest.raises(ConfigError, match=r"`alpha` must be a number in \(0, 0.5\); got 0.5"):
+        confidence_sequence([0.1, 0.2], alpha=0.5)
+    with pytest.raises(ConfigError, match=r"\[tool.posbias\] `alpha` must be a number in \(0, 0.5\); got 0.5"):
+        parse_config({"alpha": 0.5})

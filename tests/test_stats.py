@@ -230,7 +230,7 @@ ERRORS = [
     (lambda: S.cluster_bootstrap([1.0, 2.0], [0], rng=np.random.default_rng()), "`clusters` must have the same shape"),
     (lambda: S.cluster_bootstrap([1.0, 2.0], n_resamples=5, rng=np.random.default_rng()), "`n_resamples` must be an integer >= 99"),
     (lambda: S.tost_paired([0.1, 0.2], margin=-1), "`margin` must be a positive number"),
-    (lambda: S.tost_paired([0.1, 0.2], margin=0.1, alpha=0.7), "`alpha` must be a float in (0, 0.5)"),
+    (lambda: S.tost_paired([0.1, 0.2], margin=0.1, alpha=0.7), "`alpha` must be a number in (0, 0.5)"),
     (lambda: S.mean_verdict([0.1, 0.2], name="x", threshold=0.1, sides="left", rng=np.random.default_rng()), "`sides` must be 'both', 'upper' or 'lower'"),
     (lambda: S.mean_verdict([0.1, 0.2], name="x", threshold=0.1, mode="strict", rng=np.random.default_rng()), "`mode` must be one of"),
     (lambda: S.rate_verdict(1, 10, name="x", threshold=1.5), "`threshold` must lie in [0, 1] for a rate"),

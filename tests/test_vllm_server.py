@@ -112,6 +112,19 @@ def _request_records(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _rejected_keys(path: Path) -> set[str]:
+    """Keys whose answers a probe rejected after the fact (e.g. one constant answer across distinct items)."""
+    out = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("kind") == "rejected":
+            out.add(rec["key"])
+    return out
+
+
 def _ok(rec: dict[str, Any]) -> bool:
     return rec["generation"].get("finish_reason") != "error"
 
@@ -179,10 +192,16 @@ def test_gates_through_a_real_vllm_server_with_a_kill_and_a_resume(vllm_py, smal
         log1 = _run_log(project, set())
         recs1 = _request_records(log1)
         data1 = json.loads((project / "first.json").read_text())
-        ok1 = {r["key"] for r in recs1 if not r["cache_hit"] and _ok(r)}
+        ok1 = {r["key"] for r in recs1 if not r["cache_hit"] and _ok(r) and not r.get("unusable")}
+        # answers the probes found unusable (a random-weight model writes empty or unparseable text) are
+        # lost units, not cached: the next run asks for them again
+        # (so are answers a probe rejects after the fact, such as one constant answer across distinct items)
+        rejected1 = _rejected_keys(log1)
+        unusable1 = {r["key"] for r in recs1 if not r["cache_hit"] and _ok(r) and r.get("unusable")} | rejected1
+        ok1 -= rejected1
         failed1 = {r["key"] for r in recs1 if not r["cache_hit"] and not _ok(r)}
         # killed mid-run: some calls finished, the rest failed and are counted, the gates fail closed
-        assert len(ok1) >= KILL_AFTER and failed1, (len(ok1), len(failed1), out1[-3000:])
+        assert len(ok1 | unusable1) >= KILL_AFTER and failed1, (len(ok1), len(failed1), out1[-3000:])
         assert data1["calls"]["failed"] == len(failed1) > 0
         # fail closed: gates below their floor are NOT MEASURED (6), a gate failing on what it measured is 1;
         # never an internal or usage error
@@ -206,6 +225,7 @@ def test_gates_through_a_real_vllm_server_with_a_kill_and_a_resume(vllm_py, smal
         assert not set(sent2) & ok1  # no call finished before the kill is repeated
         assert ok1 <= hits2  # every one of them is answered from the cache
         assert failed1 <= set(sent2)  # the failed ones are sent again
+        assert unusable1 <= set(sent2)  # and so are the unusable ones
         assert data2["calls"]["made"] == len(sent2) and data2["calls"]["failed"] == 0
         assert all(_ok(r) for r in recs2)
         # complete: the same verdicts, every gate there, every planned unit accounted for, no failed call behind any
@@ -330,3 +350,31 @@ def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, sma
         print(f"\n[vLLM managed] pytest SIGKILLed after {done} calls ({killed_after:.0f} s); no vLLM process or port "
               f"left; rerun sent {len(sent2)} ({len(unusable1)} unusable before), {len(hits2)} from the cache, 0 stored "
               f"answers repeated; verdicts {dict(gates)}; exit {res2.returncode}")
+
+
+def test_parity_of_vllm_managed_against_the_hf_checkpoint(vllm_py, small_set, tmp_path):
+    """``-m parity --posbias-model vllm:CKPT --posbias-parity CKPT``: the same tiny checkpoint served
+    by vLLM and run by the ``hf`` backend. The two stacks' answers can honestly differ (kernels,
+    dtype, a random-weight model's near ties), so the test asserts that the verdict is computed and
+    explained (changed share, the reference's re-run floor, lost units), not its value."""
+    import shlex
+
+    from pytest_posbias.models.vllm_managed import MANAGED_FLAGS, without_flags
+
+    ckpt = build_vllm_checkpoint(tmp_path / SERVED_NAME)
+    project = tmp_path / "project"
+    _make_project(project, small_set)
+    shutil.copy(_suites_dir() / "test_parity.py", project / "suites" / "test_parity.py")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "POSBIAS_VLLM_PYTHON": str(vllm_py), "CUDA_VISIBLE_DEVICES": ""}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-m", "parity", "-k", "test_parity_answers",
+                          "--posbias-model", f"vllm:{ckpt}", f"--posbias-parity={ckpt}", "--posbias-device", "cpu",
+                          f"--posbias-vllm-args={shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS))}",
+                          "-p", "no:randomly", "-p", "no:cacheprovider", "--posbias-json=parity.json"],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    out = res.stdout + res.stderr
+    assert res.returncode in (0, 1, 6) and "RUN DECISION" in out, out[-4000:]
+    (v,) = json.loads((project / "parity.json").read_text())["verdicts"]
+    ex = v["extra"]
+    assert ex["gate"] == "parity" and ex["reference"] == str(ckpt) and v["reason"], v
+    assert "re-run floor" in v["name"] and ex["measurement"]["planned"] > 0, v
+    assert ex["changed_items_total"] == ex["changed"] and len(ex["changed_items"]) == min(ex["changed"], 50)

@@ -8,7 +8,7 @@ A page holding the line ``<!-- generated: NAME -->`` gets that line replaced by 
 * ``options``: the plugin's ``pytest_addoption`` run against a recording parser stub, plus the
   short aliases of a suites folder (:data:`pytest_posbias.config.SHORT_ALIASES`);
 * ``config``: the ``[tool.posbias]`` key table (``pytest_posbias.config._SCALARS``), the gate
-  tables (``DEFAULT_THRESHOLDS``, ``DEFAULT_BASELINE_MARGINS``) and the probe settings
+  registry (``pytest_posbias.gate_registry.GATE_SPECS``) and the probe settings
   (``pytest_posbias.probes.settings.DEFAULTS``).
 
 So the pages cannot drift from the options the code accepts. ``tests/test_docs.py`` imports
@@ -124,6 +124,7 @@ def cli_markdown() -> str:
 def config_markdown() -> str:
     """The ``[tool.posbias]`` page body: scalar keys, gate tables and probe settings."""
     from pytest_posbias import config
+    from pytest_posbias.gate_registry import GATE_SPECS
     from pytest_posbias.probes.settings import DEFAULTS
 
     opts = {names[0]: kw for names, kw in plugin_options()}
@@ -139,9 +140,8 @@ def config_markdown() -> str:
              "`[tool.posbias.thresholds]`, `[tool.posbias.models.\"<model>\".thresholds]` and",
              "`[tool.posbias.baseline_margins]` take `gate = number`. The gates, their markers and defaults:", "",
              "| gate | marker | threshold | baseline margin | allowed threshold range |", "| --- | --- | --- | --- | --- |"]
-    for gate in config.GATES:
-        rows.append(f"| `{gate}` | `{config.marker_of(gate)}` | {config.DEFAULT_THRESHOLDS[gate]:g} | "
-                    f"{config.DEFAULT_BASELINE_MARGINS[gate]:g} | {config.interval_text(config.THRESHOLD_RANGES[gate])} |")
+    for g in GATE_SPECS:
+        rows.append(f"| `{g.name}` | `{g.marker}` | {g.threshold:g} | {g.margin:g} | {config.interval_text(g.threshold_range)} |")
     rows += ["", "## Probe settings", "", "`[tool.posbias.probes.<probe>]` tables, with the package's defaults:", ""]
     for probe, defaults in DEFAULTS.items():
         rows += [f"### `{probe}`", "", "| key | default |", "| --- | --- |"]

@@ -531,7 +531,7 @@ class SimBackend:
 
     def _dose_shift(self, question: str, video: VideoPart | None, probs: dict[str, float]) -> dict[str, float]:
         """A flip/phase dose: a dosed item's answer moves by the grid's sampler/phase shift in the
-        sorted option texts (``sim_dose.grid_class``); the shifted answer gets SHIFTED_PROB, the
+        sorted option texts (``sim_dose.grid_class``), a parity dose by one on every grid; the shifted answer gets SHIFTED_PROB, the
         original ORIGINAL_PROB, the rest share what is left in proportion."""
         if self.dose is None or video is None or not probs:
             return probs
@@ -544,6 +544,8 @@ class SimBackend:
             shift += s_phase
         if s_sampler and unit_uniform("flip", index, key) < dosed_share(self.dose, "flip"):
             shift += s_sampler
+        if unit_uniform("parity", index, key) < dosed_share(self.dose, "parity"):
+            shift += 1  # every grid, every ordering: the consensus answer moves
         order = sorted(probs)
         if shift % len(order) == 0:
             return probs

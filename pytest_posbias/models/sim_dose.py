@@ -50,7 +50,12 @@ condition. The answer is moved in content space (the options' texts sorted) by a
 * ``order`` f: when the believed option sits under one of the last two letters, the model
   picks the option under letter A (0.55 vs 0.40), so its answers change with the option
   order (in at least one of ten orderings with probability 1 − 0.6^10 ≈ 0.994, ``ORDER_HIT``)
-  while the plurality over orderings stays the believed option; share f/ORDER_HIT.
+  while the plurality over orderings stays the believed option; share f/ORDER_HIT;
+* ``parity`` p: the item's answer is shifted by one in every condition and every ordering
+  (0.55 vs 0.40), so its consensus answer differs from ``sim:unbiased``'s on a share p of the
+  items: ``--posbias-model sim:dose,parity=p --posbias-parity sim:unbiased`` has a changed-answer
+  share of p and (both deterministic) a re-run floor of 0. Coverage and repetition parity use the
+  ``coverage`` and ``repetition`` doses against ``sim:unbiased`` (a drop of μ − c, a rise of r).
 
 Description gates (``Please describe this video``), per video v (by a low-discrepancy
 sequence over the synthetic set's videos, a hash elsewhere):
@@ -82,12 +87,13 @@ from typing import Any
 
 from ..errors import ConfigError
 
-DOSE_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack")
+DOSE_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack",
+              "parity")
 # allowed targets (inclusive); the positional limits keep every keep-probability in [0, 1]
 DOSE_RANGE: dict[str, tuple[float, float]] = {
     "dpb": (-0.6, 0.6), "meg": (-0.4, 0.4), "coverage": (0.0, 0.47), "contamination": (0.0, 0.5),
     "flip": (0.0, 1.0), "phase": (0.0, 1.0), "order": (0.0, 0.99), "repetition": (0.0, 0.95),
-    "stressor": (0.0, 0.95), "attack": (0.0, 1.0),
+    "stressor": (0.0, 0.95), "attack": (0.0, 1.0), "parity": (0.0, 1.0),
 }
 
 # --------------------------------------------------------------------------- calibration constants
@@ -452,6 +458,7 @@ def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -
 # share of the first N units below a dose is the dose up to about 2/N; the two video streams and the
 # three item streams use different θ so their selections are not nested
 _WEYL = {"flip": (math.sqrt(2) - 1, 0.11), "phase": (math.sqrt(3) - 1, 0.37), "order": ((math.sqrt(5) - 1) / 2, 0.73),
+         "parity": (math.sqrt(7) - 2, 0.61),
          "repetition": ((math.sqrt(5) - 1) / 2, 0.19), "susceptible": (math.sqrt(3) - 1, 0.53)}
 # steps of the group streams (jointly stratified keep / confusion decisions of a group)
 _GROUP_STEPS = {"keep": math.sqrt(2) - 1, "confuse": (math.sqrt(5) - 1) / 2}
@@ -633,7 +640,7 @@ def describe(dose: Dose) -> dict[str, Any]:
     """The behaviour parameters of a dose (for the run log and ``posbias sim check``)."""
     sp = stressor_params(dose)
     out: dict[str, Any] = {"targets": dict(dose.targets)}
-    for gate in ("flip", "phase", "order"):
+    for gate in ("flip", "phase", "order", "parity"):
         if dose.get(gate) is not None:
             out[f"{gate}_share"] = dosed_share(dose, gate)
     if dose.get("repetition") is not None or dose.get("stressor") is not None or dose.get("attack") is not None:

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,11 @@ from ..video.compose import TextPart, VideoPart
 from ..video.decode import TooShortError
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices, polyphase_grids
+from . import conditions as C
+from .settings import DEFAULTS
+
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -53,15 +58,31 @@ CONSTANT = -2  # an answer index: lost as a constant answer (``scoring/usable.py
 _LETTER_RE = re.compile(r"\b([A-Z])\b")
 
 
+_DEFAULTS = DEFAULTS["phase"]  # the one source of the probe's defaults (probes/settings.py)
+
+
 @dataclass(frozen=True)
 class PhaseSpec:
-    items: int = 40
-    budget: int = 8
-    phases: int = 3
-    orderings: int = 10
-    samplers: tuple[str, ...] = ("left", "midpoint", "endpoint", "fps")
-    resolution: int = 360
-    max_new_tokens: int = 4
+    """The phase/order probe's parameters; the defaults are the probe settings'
+    (:data:`~.settings.DEFAULTS`): the phase paper's S = 3 phases × b = 8 frames, ten orderings."""
+
+    items: int = _DEFAULTS["items"]
+    budget: int = _DEFAULTS["budget"]
+    phases: int = _DEFAULTS["phases"]
+    orderings: int = _DEFAULTS["orderings"]
+    samplers: tuple[str, ...] = tuple(_DEFAULTS["samplers"])
+    resolution: int = _DEFAULTS["resolution"]
+    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> PhaseSpec:
+        """The spec of validated ``[tool.posbias.probes.phase]`` settings (:func:`~.settings.settings_for`);
+        a key they lack keeps its default."""
+        kw = {k: settings[k] for k in ("items", "budget", "phases", "orderings", "resolution", "max_new_tokens")
+              if k in settings}
+        if "samplers" in settings:
+            kw["samplers"] = tuple(settings["samplers"])
+        return cls(**kw)
 
     def key(self) -> str:
         return repr(asdict(self))
@@ -128,23 +149,24 @@ class PhaseResult:
         return np.array([it.answer for it in self.items], dtype=int)
 
 
-def _frames(ctx: Any, item: McqItem, indices: Sequence[int], spec: PhaseSpec) -> FrameSpec:
+def _frames(ctx: ProbeContext, item: McqItem, indices: Sequence[int], spec: PhaseSpec) -> FrameSpec:
     return ctx.store.clip(item.path, indices, size=spec.resolution, aspect="max-side")
 
 
 def _needed(condition: str, spec: PhaseSpec) -> int:
     """Frames a condition shows: the budget, or S x budget for the union passes."""
-    kind, _, arg = condition.partition(":")
-    if kind == "budget":
-        return int(arg.partition("@")[2])
-    return spec.phases * spec.budget if kind in ("union", "union-shift") else spec.budget
+    c = C.Condition.parse(condition)
+    if c.frames is not None:
+        return c.frames
+    return spec.phases * spec.budget if c.kind in ("union", "union-shift") else spec.budget
 
 
-def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]:
-    """Frame indices of a condition: ``sampler:NAME``, ``phase:s``, ``shift:s``, ``union``, ``union-shift``."""
+def _grid(ctx: ProbeContext, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]:
+    """Frame indices of a condition (:mod:`.conditions`)."""
     info = ctx.store.info(item.path)
     T, fps = info.frame_count, info.fps
-    kind, _, arg = condition.partition(":")
+    c = C.Condition.parse(condition)
+    kind = c.kind
     if item.start is not None or item.end is not None:
         lo = max(0, round((item.start or 0) * fps))
         hi = min(T - 1, round(item.end * fps)) if item.end is not None else T - 1
@@ -158,21 +180,18 @@ def _grid(ctx: Any, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]
         exc = TooShortError(item.path, f"too short for {_needed(condition, spec)} frames: {where}")
         ctx.store.report(exc)
         raise exc
-    if kind == "sampler":
-        return frame_indices(T, b, convention=arg, fps=fps, start=item.start, end=item.end)
-    if kind == "budget":
-        sampler, _, bb = arg.partition("@")
-        return frame_indices(T, int(bb), convention=sampler, fps=fps, start=item.start, end=item.end)
+    if kind in ("sampler", "budget"):
+        return frame_indices(T, c.frames or b, convention=c.arg, fps=fps, start=item.start, end=item.end)
     origin = Fraction(1, 2 * S) if kind in ("shift", "union-shift") else Fraction(0)
     if kind in ("phase", "shift"):
-        return [lo + i for i in polyphase_grids(n, b, S, origin=origin)[int(arg)]]
+        return [lo + i for i in polyphase_grids(n, b, S, origin=origin)[c.phase]]
     if kind in ("union", "union-shift"):
         grids = polyphase_grids(n, b, S, origin=origin)
         return [lo + grids[k % S][k // S] for k in range(S * b)]
     raise ValueError(f"unknown condition {condition!r}")
 
 
-def _requests(ctx: Any, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]], spec: PhaseSpec,
+def _requests(ctx: ProbeContext, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]], spec: PhaseSpec,
               want: str, replicate: int = 0) -> list[Request]:
     frames = _frames(ctx, item, _grid(ctx, item, condition, spec), spec)
     letters = tuple(LETTERS[: len(item.options)])
@@ -212,15 +231,15 @@ def accept_letter(req: Request, gen: Generation) -> str | None:
     return usable.letter_reason(gen, LETTERS[:n], parse_letter)
 
 
-def item_order(ctx: Any, manifest: Manifest) -> list[McqItem]:
+def item_order(ctx: ProbeContext, manifest: Manifest) -> list[McqItem]:
     """The multiple-choice pool in a seeded random order; a sample of n is its first n items, so a
     sequential gate that draws more items extends the sample it already has."""
     pool = list(manifest.mcq)
-    perm = ctx.rng("phase-items").permutation(len(pool)) if pool else []
+    perm = ctx.rng("phase-items").permutation(len(pool)) if pool else np.arange(0)
     return [pool[int(i)] for i in perm]
 
 
-def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, conditions: Sequence[str] = (),
+def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest, *, conditions: Sequence[str] = (),
               identity: Sequence[str] = (), rerun: bool = False, n_items: int | None = None) -> PhaseResult:
     """Run ``conditions`` in all orderings, ``identity`` conditions in the identity ordering only,
     and (``rerun``) phase 0 again as separate calls. Requests shared between gates are cached,
@@ -245,8 +264,8 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
                 for oi, r in enumerate(_requests(ctx, model, item, cond, perms, spec, want)):
                     item_reqs.append((cond, oi, tuple(perms[oi]), r))
             if rerun:
-                for oi, r in enumerate(_requests(ctx, model, item, "phase:0", perms, spec, want, replicate=1)):
-                    item_reqs.append(("rerun:0", oi, tuple(perms[oi]), r))
+                for oi, r in enumerate(_requests(ctx, model, item, C.phase(0), perms, spec, want, replicate=1)):
+                    item_reqs.append((C.rerun(0), oi, tuple(perms[oi]), r))
             for cond in identity_only:
                 r = _requests(ctx, model, item, cond, perms[:1], spec, want)[0]
                 item_reqs.append((cond, 0, tuple(perms[0]), r))
@@ -271,7 +290,7 @@ def run_phase(ctx: Any, model: str, spec: PhaseSpec, manifest: Manifest, *, cond
     probs: dict[str, list[list[np.ndarray | None]]] = {}
     margins: dict[str, np.ndarray] = {}
     for (ii, cond, oi, perm), g, constant in zip(plan, gens, flags, strict=True):
-        n_orders = spec.orderings if cond in ordered or cond == "rerun:0" else 1
+        n_orders = spec.orderings if cond in ordered or cond == C.rerun(0) else 1
         if cond not in answers:
             answers[cond] = np.full((N, n_orders), -1, dtype=int)
             probs[cond] = [[None] * n_orders for _ in range(N)]
@@ -341,10 +360,10 @@ def identity_answer(res: PhaseResult, condition: str) -> np.ndarray:
 def fusion_changes(res: PhaseResult) -> dict[str, Any]:
     """Changed-answer indicators under the origin shift: single pass, union pass, fusion."""
     S = res.spec.phases
-    single = (identity_answer(res, "phase:0") != identity_answer(res, "shift:0")).astype(int)
-    union = (identity_answer(res, "union") != identity_answer(res, "union-shift")).astype(int)
-    f0 = fused(res, [f"phase:{s}" for s in range(S)])
-    f1 = fused(res, [f"shift:{s}" for s in range(S)])
+    single = (identity_answer(res, C.phase(0)) != identity_answer(res, C.shift(0))).astype(int)
+    union = (identity_answer(res, C.UNION) != identity_answer(res, C.UNION_SHIFT)).astype(int)
+    f0 = fused(res, C.phases(S))
+    f1 = fused(res, C.shifts(S))
     fusion = None if f0 is None or f1 is None else (f0 != f1).astype(int)
     return {"single": single, "union": union, "fusion": fusion}
 
@@ -376,7 +395,7 @@ def margin_auroc(res: PhaseResult, condition: str = "phase:0") -> dict[str, Any]
     return out
 
 
-def _log(ctx: Any, res: PhaseResult) -> None:
+def _log(ctx: ProbeContext, res: PhaseResult) -> None:
     for i, item in enumerate(res.items):
         ctx.observe("phase", {"type": "item", "model": res.model, "item": item.id, "video": item.video, "kind": item.kind,
                               "tags": list(item.tags), "answer": item.answer,

@@ -23,7 +23,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,7 +44,11 @@ from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
 from ..video.sampling import frame_indices
+from .settings import DEFAULTS
 from .thumbnails import video_thumbnails
+
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
@@ -60,40 +64,44 @@ FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generati
 LOST_CAUSES = ("generation_error", "judge_failure", "unalignable", "unusable_data", *UNUSABLE)
 
 
+_DEFAULTS = DEFAULTS["positional"]  # the one source of the probe's defaults (probes/settings.py)
+
+
 @dataclass(frozen=True)
 class PositionalSpec:
-    """One positional configuration (a test's parameters)."""
+    """One positional configuration (a test's parameters); the defaults are the probe settings'
+    (:data:`~.settings.DEFAULTS`), the multi-video paper's main setting."""
 
     domain: str
     bucket: str
     P: int
-    boundary: str = "black"
-    placement: str = "prompt-first"
-    budget: str = "base"
+    boundary: str = _DEFAULTS["boundary"]
+    placement: str = _DEFAULTS["placement"]
+    budget: str = _DEFAULTS["budget"]
     equal_attention: bool = False
     single_target: bool = False
-    label_base: int = 0
-    frames: int | None = None  # default: 16 short, 24 long
-    resolution: int = 448
-    orders: str = "cyclic"
-    groups: int = 12
-    temperature: float = 0.9
-    top_p: float = 1.0
-    max_new_tokens: int = 512
+    label_base: int = _DEFAULTS["label_base"]
+    frames: int | None = None  # default: the settings' frames_short or frames_long, by bucket
+    resolution: int = _DEFAULTS["resolution"]
+    orders: str = _DEFAULTS["orders"]
+    groups: int = _DEFAULTS["groups"]
+    temperature: float = _DEFAULTS["temperature"]
+    top_p: float = _DEFAULTS["top_p"]
+    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
     sampler: str = "endpoint"
 
     @property
     def n_frames(self) -> int:
-        return self.frames or (24 if self.bucket == "long" else 16)
+        return self.frames or int(_DEFAULTS["frames_long"] if self.bucket == "long" else _DEFAULTS["frames_short"])
 
     def variant(self) -> str:
         """Short name of what differs from the paper's main setting."""
         parts = []
-        if self.boundary != "black":
+        if self.boundary != _DEFAULTS["boundary"]:
             parts.append("text-boundary")
-        if self.placement != "prompt-first":
+        if self.placement != _DEFAULTS["placement"]:
             parts.append("video-first")
-        if self.budget != "base":
+        if self.budget != _DEFAULTS["budget"]:
             parts.append(f"budget-{self.budget}")
         if self.equal_attention:
             parts.append("equal-attention")
@@ -103,9 +111,9 @@ class PositionalSpec:
             parts.append("one-indexed")
         if self.frames is not None:
             parts.append(f"{self.frames}f")
-        if self.resolution != 448:
+        if self.resolution != _DEFAULTS["resolution"]:
             parts.append(f"{self.resolution}px")
-        if self.orders != "cyclic":
+        if self.orders != _DEFAULTS["orders"]:
             parts.append("full-permutations")
         return "+".join(parts) or "main"
 
@@ -184,7 +192,7 @@ def _orders(spec: PositionalSpec) -> list[tuple[int, ...]]:
     return cyclic_orders(spec.P) if spec.orders == "cyclic" else full_orders(spec.P)
 
 
-def build_requests(ctx: Any, model: str, spec: PositionalSpec, groups: Sequence[GroupItem], manifest: Manifest
+def build_requests(ctx: ProbeContext, model: str, spec: PositionalSpec, groups: Sequence[GroupItem], manifest: Manifest
                    ) -> tuple[list[Request], list[dict[str, Any]], list[str]]:
     """One request per (group, order[, target]); the meta says which video sits where. A group whose
     videos cannot be read is skipped and named in the returned problems (its instances are lost)."""
@@ -227,7 +235,7 @@ def build_requests(ctx: Any, model: str, spec: PositionalSpec, groups: Sequence[
     return reqs, plan, problems
 
 
-def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifest, judges: JudgeSet,
+def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest: Manifest, judges: JudgeSet,
                    n_groups: int | None = None) -> PositionalResult:
     """Run the probe for one model and configuration and score it (the first ``n_groups`` of the
     configuration's groups, at most ``spec.groups``: a sequential gate grows this prefix)."""
@@ -375,7 +383,7 @@ def run_positional(ctx: Any, model: str, spec: PositionalSpec, manifest: Manifes
     return result
 
 
-def _log(ctx: Any, r: PositionalResult, gens: Sequence[Generation]) -> None:
+def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> None:
     """Observations for the report: one per instance plus a summary; thumbnails for the worst."""
     def mean_coverage(i: int) -> float:
         vals = [s["coverage"] for s in r.instances[i]["slots"] if s["coverage"] is not None]
@@ -400,18 +408,18 @@ def _log(ctx: Any, r: PositionalResult, gens: Sequence[Generation]) -> None:
     })
 
 
-def _thumbnails(ctx: Any, inst: Mapping[str, Any]) -> list[str]:
+def _thumbnails(ctx: ProbeContext, inst: Mapping[str, Any]) -> list[str]:
     return [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
 
 
 def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> PositionalSpec:
     """Apply ``[tool.posbias.probes.positional]`` settings to a spec."""
     kw: dict[str, Any] = {}
-    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget", "orders"):
+    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget", "orders", "label_base"):
         if key in settings:
             kw[key] = settings[key]
     if "frames_short" in settings and spec.bucket == "short" and spec.frames is None:
-        kw["frames"] = settings["frames_short"] if settings["frames_short"] != 16 else None
+        kw["frames"] = settings["frames_short"] if settings["frames_short"] != _DEFAULTS["frames_short"] else None
     if "frames_long" in settings and spec.bucket == "long" and spec.frames is None:
-        kw["frames"] = settings["frames_long"] if settings["frames_long"] != 24 else None
+        kw["frames"] = settings["frames_long"] if settings["frames_long"] != _DEFAULTS["frames_long"] else None
     return replace(spec, **kw)

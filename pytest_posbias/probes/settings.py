@@ -53,6 +53,15 @@ def _choice(*allowed: str) -> Callable[[str, Any], str]:
     return check
 
 
+def _int_choice(*allowed: int) -> Callable[[str, Any], int]:
+    def check(where: str, v: Any) -> int:
+        if isinstance(v, bool) or v not in allowed:
+            raise ConfigError(f"{where} must be one of {', '.join(map(str, allowed))}; got {v!r}")
+        return int(v)
+
+    return check
+
+
 def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1, why: str = "") -> Callable[[str, Any], list[int]]:
     def check(where: str, v: Any) -> list[int]:
         if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in v):
@@ -121,7 +130,7 @@ SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
         "placement": _choice("prompt-first", "video-first"),
         "budget": _choice("short", "base", "long"),
         "orders": _choice("cyclic", "full"),
-        "label_base": _int_list((0, 1), lo=0),
+        "label_base": _int_choice(0, 1),
     },
     "phase": {
         "items": _int_ge(2),
@@ -164,7 +173,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "positional": {
         "groups": 48, "scales": [2, 4], "frames_short": 16, "frames_long": 24, "resolution": 448,
         "temperature": 0.9, "top_p": 1.0, "max_new_tokens": 512, "boundary": "black",
-        "placement": "prompt-first", "budget": "base", "orders": "cyclic", "label_base": [0],
+        "placement": "prompt-first", "budget": "base", "orders": "cyclic", "label_base": 0,
     },
     "phase": {
         "items": 60, "equivalence_items": 240, "budgets": [8], "phases": 3, "budget": 8, "orderings": 10,

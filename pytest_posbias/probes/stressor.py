@@ -27,9 +27,9 @@ decoding, 500 new tokens, frames sampled with ``np.linspace(0, T−1, n, dtype=i
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,7 +48,11 @@ from ..video import stressors as ST
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
+from .settings import DEFAULTS
 from .thumbnails import video_thumbnails
+
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext
 
 PROMPT = "Please describe this video in detail."
 CONTROL_NAMES = ("resample+2", "resample-2", "blur", "noise", "jpeg", "cutout", "foreign", "speed2")
@@ -108,14 +112,28 @@ def _severity(text: str, finish: str | None) -> str:
     return severity(text, finish)
 
 
+_DEFAULTS = DEFAULTS["stressor"]  # the one source of the probe's defaults (probes/settings.py)
+
+
 @dataclass(frozen=True)
 class StressorSpec:
-    videos: int = 12
-    frames: int = 16
-    trials: int = 30
-    attack_cap: int = 30
-    max_new_tokens: int = 500
-    resolution: int = 448
+    """The stressor probe's parameters at one frame count; the defaults are the probe settings'
+    (:data:`~.settings.DEFAULTS`, VideoSTF's 30 trials and attack cap, 500 new tokens), at the first
+    configured frame count."""
+
+    videos: int = _DEFAULTS["videos"]
+    frames: int = _DEFAULTS["frames"][0]
+    trials: int = _DEFAULTS["trials"]
+    attack_cap: int = _DEFAULTS["attack_cap"]
+    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
+    resolution: int = _DEFAULTS["resolution"]
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], frames: int) -> StressorSpec:
+        """The spec at ``frames`` frames of validated ``[tool.posbias.probes.stressor]`` settings
+        (:func:`~.settings.settings_for`); a key they lack keeps its default."""
+        kw = {k: settings[k] for k in ("videos", "trials", "attack_cap", "max_new_tokens", "resolution") if k in settings}
+        return cls(frames=frames, **kw)
 
     def key(self) -> str:
         return repr(asdict(self))
@@ -270,7 +288,7 @@ class StressorResult:
                 "aq": float(np.mean(queries)) if queries else float("nan"), "queries": queries, "lost": lost}
 
 
-def _clean_spec(ctx: Any, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
+def _clean_spec(ctx: ProbeContext, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
     info = ctx.store.info(item.path)
     return ctx.store.clip(item.path, frame_indices(info.frame_count, count, convention="videostf"), size=spec.resolution)
 
@@ -281,11 +299,11 @@ def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dic
                    seed=int(meta.get("seed", 0)), meta={"probe": "stressor", **meta})
 
 
-def select_videos(ctx: Any, manifest: Manifest, n: int) -> list[VideoItem]:
+def select_videos(ctx: ProbeContext, manifest: Manifest, n: int) -> list[VideoItem]:
     """The first n videos of a seeded random order of the manifest's videos (a prefix, so a
     sequential gate that draws more videos extends the sample it already has)."""
     pool = sorted(manifest.videos)
-    perm = ctx.rng("stressor-videos").permutation(len(pool)) if pool else []
+    perm = ctx.rng("stressor-videos").permutation(len(pool)) if pool else np.arange(0)
     return [manifest.videos[pool[int(i)]] for i in perm[: min(n, len(pool))]]
 
 
@@ -308,7 +326,7 @@ def _stats(gens: Sequence[Generation], reasons: Sequence[str | None] | None = No
                      [bool(g.ok) and w is None for g, w in zip(gens, why, strict=True)], why)
 
 
-def _reasons(ctx: Any, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Any | None], *,
+def _reasons(ctx: ProbeContext, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Any | None], *,
              context: Sequence[tuple[str, Any]] = ()) -> list[str | None]:
     """Per request: why its description is unusable (None when it is usable). ``inputs[j]`` is the
     video request j shows (None: left out of the constant-answer rule, e.g. a control whose frames
@@ -332,7 +350,7 @@ CONTROLS_PART = "controls"
 PARTS = (CLEAN_PART, CONTROLS_PART, *ST.STRESSORS)  # the probe's parts: each is computed once, by one test group
 
 
-def run_stressor(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
+def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
                  controls: bool = True, n_videos: int | None = None, clean: StressorResult | None = None,
                  part: str | None = None) -> StressorResult:
     """Clean outputs, the given stressors' variants (and the controls) for the selected videos.
@@ -429,7 +447,7 @@ def merge_parts(parts: Sequence[StressorResult]) -> StressorResult:
     return out
 
 
-def _controls(ctx: Any, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
+def _controls(ctx: ProbeContext, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
     T = len(clean)
     rng = ctx.rng("controls", item.id, spec.frames)
     positions = sorted(int(x) for x in rng.choice(T, size=min(2, T), replace=False))
@@ -454,7 +472,7 @@ def _controls(ctx: Any, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, s
     return out
 
 
-def remedy(ctx: Any, model: str, res: StressorResult, manifest: Manifest) -> dict[str, Any]:
+def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifest) -> dict[str, Any]:
     """Re-query flagged clean outputs with alternative temporal views, in cascade order."""
     flagged = [v for v, f in enumerate(res.clean.flags) if f]
     recovered = 0
@@ -483,7 +501,7 @@ def remedy(ctx: Any, model: str, res: StressorResult, manifest: Manifest) -> dic
     return out
 
 
-def decoding_sweep(ctx: Any, model: str, spec: StressorSpec, manifest: Manifest, setting: str) -> TextStats:
+def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Manifest, setting: str) -> TextStats:
     """Clean outputs under one decoding setting of the VideoSTF sweep (seeded when sampling)."""
     kw = DECODING_SWEEP[setting]
     reqs = []
@@ -503,7 +521,7 @@ def _mean_or_none(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
-def _log(ctx: Any, res: StressorResult, part: str | None = None, *, examples: bool = True) -> None:
+def _log(ctx: ProbeContext, res: StressorResult, part: str | None = None, *, examples: bool = True) -> None:
     """The probe's summary record (one per part when computed in parts: ``part`` names it, and the
     report joins the parts) and, with ``examples``, the worst clean outputs."""
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,

@@ -5,12 +5,15 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import PosbiasError
 from ..video.frames import FrameSpec
+
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext
 
 
 def thumbnail(frame: np.ndarray, width: int = 96) -> str:
@@ -24,7 +27,7 @@ def thumbnail(frame: np.ndarray, width: int = 96) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def video_thumbnails(ctx: Any, video_id: str, positions: Sequence[float] = (0.5,), *, width: int = 96) -> list[str]:
+def video_thumbnails(ctx: ProbeContext, video_id: str, positions: Sequence[float] = (0.5,), *, width: int = 96) -> list[str]:
     """Thumbnails of a manifest video at relative ``positions`` in [0, 1) of its frames; an
     unreadable video gives empty strings (the report then shows no image, the run goes on)."""
     try:
@@ -37,7 +40,7 @@ def video_thumbnails(ctx: Any, video_id: str, positions: Sequence[float] = (0.5,
         return ["" for _ in positions]
 
 
-def frame_thumbnails(ctx: Any, path: str, indices: Sequence[int], *, width: int = 64) -> dict[int, str]:
+def frame_thumbnails(ctx: ProbeContext, path: str, indices: Sequence[int], *, width: int = 64) -> dict[int, str]:
     """Thumbnails of frames ``indices`` (absolute frame indices) of the clip at ``path``, one per
     distinct index: ``{index: JPEG data URI}``; an unreadable clip (or an index past its end) gives
     ``{}`` (the report then shows the frame index without an image, the run goes on)."""

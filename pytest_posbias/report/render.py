@@ -342,6 +342,24 @@ def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
     return out
 
 
+def _parity(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The parity gates' answers verdicts (``--posbias-parity``): per verdict the tested model, the
+    reference, the changed share beside the reference's re-run floor, and the items whose consensus
+    answer changed with both answers (option texts from the data, chosen by the models: the
+    template escapes them, as every model text)."""
+    out = []
+    for v in verdicts:
+        ex = v.get("extra") or {}
+        if ex.get("gate") != "parity":
+            continue
+        out.append({"model": v.get("model"), "reference": ex.get("reference"), "anchor": v.get("anchor"),
+                    "passed": v.get("passed"), "name": v.get("name"), "estimate": v.get("estimate"),
+                    "changed": ex.get("changed"), "n_items": ex.get("n_items"),
+                    "changed_share": ex.get("changed_share"), "floor": ex.get("reference_rerun_floor"),
+                    "rows": list(ex.get("changed_items") or []), "total": ex.get("changed_items_total", 0)})
+    return out
+
+
 def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
     out = []
     for run in runs:
@@ -442,6 +460,7 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
         phase=_phase(runs),
         stressor=_stressor(runs),
         search=search_section.search_gates(verdicts, anchor=lambda v: str(v["anchor"])),
+        parity=_parity(verdicts),
         examples=_examples(runs, failing),
         details=_details(runs),
         captions=SECTION_CAPTIONS,

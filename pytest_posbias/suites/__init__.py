@@ -2,8 +2,8 @@
 
 **Where suite files live.** Every suite's code lives here, in ``pytest_posbias/suites/``, and
 only here (one copy): ``conftest.py`` (the parametrization hooks) and one ``test_<suite>.py``
-module per suite. A new suite is a new ``test_<name>.py`` in this package (add its module name
-to ``conftest.SUITE_OF_MODULE`` when it needs a kind of manifest item).
+module per suite. A new suite is a new ``test_<name>.py`` in this package and its record in
+``pytest_posbias.gate_registry.SUITE_SPECS`` (with the kind of manifest item it needs).
 
 They are reached three ways, all running this same code:
 

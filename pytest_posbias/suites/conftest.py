@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_posbias.config import MARKERS
+from pytest_posbias.gate_registry import SuiteSpec, markers, suite_of_module
 from pytest_posbias.models.registry import model_label
 from pytest_posbias.plugin import plugin_active, posbias_config, suite_options
 from pytest_posbias.probes.settings import settings_for
@@ -35,7 +35,6 @@ from pytest_posbias.suite_support import (
     sampler_pairs,
 )
 
-SUITE_OF_MODULE = {"test_positional": "positional", "test_phase_order": "phase", "test_stressors": "stressor"}
 _MANIFESTS: dict[tuple[str, int, int], Any] = {}
 
 
@@ -73,19 +72,19 @@ def _positional_configs(metafunc: pytest.Metafunc, scales: list[int]) -> list[tu
     return [c for c in m.configurations() if c[2] in scales]
 
 
-def suite_of(item: pytest.Item) -> str | None:
-    """The suite a collected test belongs to: by the module that defines its function (a scaffolded
-    ``test_*.py`` imports the suites' functions), else by its file name."""
+def suite_of(item: pytest.Item) -> SuiteSpec | None:
+    """The ready-made suite a collected test belongs to: by the module that defines its function (a
+    scaffolded ``test_*.py`` imports the suites' functions), else by its file name; None outside them."""
     fn = getattr(item, "function", None)
     module = str(getattr(fn, "__module__", "") or "")
     if module.startswith("pytest_posbias.suites."):
-        return SUITE_OF_MODULE.get(module.rsplit(".", 1)[-1])
-    return SUITE_OF_MODULE.get(Path(str(item.path)).stem)
+        return suite_of_module(module.rsplit(".", 1)[-1])
+    return suite_of_module(Path(str(item.path)).stem)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the suites' markers (config.MARKERS) where the suites are collected."""
-    for name, doc in MARKERS.items():
+    """Register the suites' markers (:func:`~pytest_posbias.gate_registry.markers`) where the suites are collected."""
+    for name, doc in markers().items():
         config.addinivalue_line("markers", f"{name}: {doc}")
 
 
@@ -116,7 +115,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     for item in items:
         suite = suite_of(item)
-        reason = m.missing(suite) if suite else None
+        kind = suite.data_for(str(getattr(getattr(item, "function", None), "__name__", ""))) if suite else None
+        reason = m.missing(kind) if kind else None
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 

@@ -1,0 +1,225 @@
+"""The gate registry: what each gate is, one :class:`GateSpec` record per gate, in one place.
+
+A gate is a decision on one statistic of one probe: its pytest marker, the suite whose tests
+carry that marker, the side of the threshold that passes, the default threshold and baseline
+margin, the statistic's name and range, the thresholds under which it still measures
+something, its cluster-bootstrap interval and the direction of "worse" in a paired comparison
+against ``--posbias-baseline``. Everything else derives from these records: the
+``[tool.posbias]`` validation (:mod:`.config`), the markers the suites register, the terminal
+summary's suite titles, the reference pages and ``posbias gates``.
+
+Adding a gate is one record in :data:`GATE_SPECS`, one probe hook (a function from the run
+context to a :class:`~.stats.Verdict`, as :func:`.gates.positional_verdict`) and one suite test
+marked with the record's marker (CONTRIBUTING.md, "Adding a gate"); ``tests/test_gate_registry.py``
+checks that every record has its suite test and that every marker is registered.
+
+Default thresholds and why (numbers from the papers' tables):
+
+* ``dpb = 0.05``  — |DPB| <= 5 points. The multi-video paper calls +8.13% and +13.89%
+  "strong" directional bias and −14.97% a case study; near-zero settings sit within
+  ±1.1%. 5 points separates the two groups.
+* ``meg = 0.02``  — |MEG| <= 2 points. The paper's highlighted middle weaknesses are
+  −2.65% to −3.68%; cyclic vs full-permutation designs differ by 0.7–1.2 points
+  (appendix C.6), so 2 points sits above the design's own wobble.
+* ``coverage = 0.25`` — mean coverage >= 25% (a floor, not a position test).
+* ``contamination = 0.10`` — at most 10% of slots more similar to another video's reference.
+* ``flip = 0.15``, ``phase = 0.15``, ``order = 0.15`` — the phase paper's H0: flip <= 15%
+  (table S4), which every audited model exceeds (order 40.8–66.4%, phase 15.2–20.1%,
+  left vs midpoint 23.6%).
+* ``fusion = 0.0`` — PhaseFusion must not change more answers under an origin shift
+  than a single pass (the paper: 10.1% vs 18.2%).
+* ``equivalence = 0.025`` — PhaseFusion (S = 3 × b = 8) accuracy within ±2.5 points of a
+  single pass at 4b = 32 frames (the phase paper's confirmatory TOST margin); certify-type:
+  passes only when equivalence is shown, in either mode.
+* ``repetition = 0.15`` — RR <= 15%: VideoSTF table 1's well-behaved models sit at
+  3–16% (LLaVA-Video-7B 3–10, InternVL3.5 7–11, Qwen3-VL 8–13, VideoLLaMA2 13–16),
+  the looping ones at 58–91%.
+* ``stressor = 0.10`` — stressors may raise RR by at most 10 points over clean
+  (VideoSTF: +9 points for 2 foreign frames on LLaVA-Video-7B, relative +67–205%).
+* ``attack = 0.25`` — ASR <= 25% within the query cap; every model in VideoSTF figure 5
+  exceeds it (InternVL3.5-8B 28–72%, VideoLLaMA2 40–83%).
+* ``search = 0.15`` — at most 15% of items broken by the property search within its query
+  budget (30 = VideoSTF's attack cap): the phase paper's flip bound (an item the search breaks
+  is an item some option order / phase / stressor flips, and the search tries more of them than
+  the fixed grids), stricter than the attack gate's 25%.
+* ``parity = 0.05``, ``parity_coverage = 0.05``, ``parity_repetition = 0.05`` (marker
+  ``parity``, with ``--posbias-parity REFERENCE``) — a deployment may change the share of MCQ
+  answers by at most 5 points beyond the reference's own re-run floor, lower the coverage of the
+  same summaries by at most 5 points and raise the clean repetition rate by at most 5 points:
+  the same drift the baseline margins of the flip/phase/order, coverage and repetition gates
+  allow between two releases, since a serving stack that moves answers more than a release may
+  is a release of its own (docs/design.md section 5, "Parity").
+
+Threshold ranges (:attr:`GateSpec.threshold_range`): a two-sided gate (|x| <= t) needs
+0 < t < max |x|: t >= 1 passes every model, t <= 0 none. An upper gate (x <= t) needs t below
+the largest value (at 1 a rate gate passes anything) and, for a rate, above 0 (a rate of 0
+cannot be certified from any finite sample); the stressor amplification may be 0 ("no
+increase"), PhaseFusion's difference may be negative ("fewer changes than one pass", its default
+is 0). The coverage floor (x >= t) needs 0 < t <= 1: at 0 or below every model passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+Side = Literal["both", "upper", "lower"]
+"""Which values pass: ``both`` |x| <= t, ``upper`` x <= t, ``lower`` x >= t."""
+Worse = Literal["abs", "higher", "lower", "binary", "amplification"]
+"""How a paired comparison against the baseline orients "worse" (:meth:`.session.RunContext.baseline_gate`)."""
+Bootstrap = Literal["percentile", "bca"]
+Interval = tuple[float, float, bool, bool]
+"""(low, high, low closed, high closed)."""
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """One ready-made suite: its test module in ``pytest_posbias/suites/``, its title in the
+    terminal summary and the report, and the kind of manifest item its tests need (``positional``
+    groups, ``phase`` multiple-choice items, ``stressor`` videos; None when each test checks its
+    own, as the property search does)."""
+
+    module: str
+    title: str
+    data: str | None
+    tests_data: tuple[tuple[str, str], ...] = ()
+    """(test function, kind of manifest item) for a suite whose tests read different suites' data."""
+
+    def data_for(self, test: str) -> str | None:
+        """The kind of manifest item the suite's test function ``test`` needs."""
+        return dict(self.tests_data).get(test, self.data)
+
+    @property
+    def filename(self) -> str:
+        """``test_positional.py``: the file name its node ids start with."""
+        return f"{self.module}.py"
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """One gate (module docstring). ``statistic`` is the name of the gated value as verdicts and
+    error messages show it; ``value_range`` the interval it lies in (a rate or a mean coverage in
+    [0, 1]; DPB and MEG, weighted means of per-slot coverages with weights in [-1, 1], and the
+    differences of two rates in [-1, 1]); ``threshold_range`` the thresholds under which the gate
+    still passes some models and fails others; ``worse`` the paired comparison against the baseline
+    (None: the gate has no baseline form); ``bootstrap`` the cluster-bootstrap interval of a mean
+    gate (:func:`.stats.cluster_bootstrap`)."""
+
+    name: str
+    suite: str
+    marker: str
+    description: str
+    side: Side
+    threshold: float
+    margin: float
+    statistic: str
+    value_range: tuple[float, float]
+    threshold_range: Interval
+    worse: Worse | None
+    bootstrap: Bootstrap = "percentile"
+
+
+SUITE_SPECS: tuple[SuiteSpec, ...] = (
+    SuiteSpec("test_positional", "positional bias (DPB, MEG, coverage)", "positional"),
+    SuiteSpec("test_phase_order", "frame phase and option order", "phase"),
+    SuiteSpec("test_stressors", "temporal stressors and repetition", "stressor"),
+    SuiteSpec("test_search", "property search (minimal counterexamples)", None),
+    # the parity suite's tests read the other suites' data: each test the kind of data of its probe
+    SuiteSpec("test_parity", "parity against a reference deployment", None,
+              (("test_parity_answers", "phase"), ("test_parity_coverage", "positional"),
+               ("test_parity_repetition", "stressor"))),
+)
+
+_OPEN: Interval = (0.0, 1.0, False, False)
+_PARITY = ("parity suite (--posbias-parity REFERENCE): answers, coverage and repetition of the tested deployment "
+           "against a reference")
+_RATE = (0.0, 1.0)
+_SIGNED = (-1.0, 1.0)
+
+GATE_SPECS: tuple[GateSpec, ...] = (
+    GateSpec("dpb", "test_positional", "dpb", "positional suite: Directional Positional Bias gate (|DPB| <= threshold)",
+             "both", 0.05, 0.02, "DPB", _SIGNED, _OPEN, "abs"),
+    GateSpec("meg", "test_positional", "meg", "positional suite: Middle-Edge Gap gate, P = 4 (|MEG| <= threshold)",
+             "both", 0.02, 0.01, "MEG", _SIGNED, _OPEN, "abs"),
+    GateSpec("coverage", "test_positional", "coverage", "positional suite: mean per-video coverage floor",
+             "lower", 0.25, 0.05, "mean coverage", _RATE, (0.0, 1.0, False, True), "lower"),
+    GateSpec("contamination", "test_positional", "contamination",
+             "positional suite: slot contamination rate (TF-IDF proxy)",
+             "upper", 0.10, 0.05, "contaminated-slot rate", _RATE, _OPEN, "higher"),
+    GateSpec("flip", "test_phase_order", "flip", "phase/order suite: answer flips between deployed frame samplers",
+             "upper", 0.15, 0.05, "flip rate", _RATE, _OPEN, "binary"),
+    GateSpec("phase", "test_phase_order", "phase", "phase/order suite: answer flips between sampling phases of one grid",
+             "upper", 0.15, 0.05, "flip rate", _RATE, _OPEN, "binary"),
+    # ``order`` is pytest-order's marker, so the option-order gate is selected with ``-m option_order``
+    GateSpec("order", "test_phase_order", "option_order",
+             "phase/order suite: answer flips across option orderings (gate order)",
+             "upper", 0.15, 0.05, "flip rate", _RATE, _OPEN, "binary"),
+    GateSpec("fusion", "test_phase_order", "fusion", "phase/order suite: PhaseFusion vs single pass under an origin shift",
+             "upper", 0.0, 0.05, "change-rate difference", _SIGNED, (-1.0, 1.0, False, False), "binary"),
+    GateSpec("equivalence", "test_phase_order", "equivalence",
+             "phase/order suite: PhaseFusion (S x b) accuracy equivalent to one pass at 4b frames (TOST, certify-type)",
+             "both", 0.025, 0.025, "accuracy difference", _SIGNED, _OPEN, None),
+    GateSpec("repetition", "test_stressors", "repetition", "stressor suite: output repetition rate on clean videos",
+             "upper", 0.15, 0.05, "repetition rate", _RATE, _OPEN, "binary"),
+    # BCa: the per-video amplification (a share minus a rare 0/1 clean indicator) is skewed enough
+    # to make the percentile interval anti-conservative (measured by benchmarks/calibration.py)
+    GateSpec("stressor", "test_stressors", "stressor", "stressor suite: repetition amplification under temporal stressors",
+             "upper", 0.10, 0.05, "repetition-rate increase", _SIGNED, (0.0, 1.0, True, False), "amplification",
+             bootstrap="bca"),
+    GateSpec("attack", "test_stressors", "attack", "stressor suite: black-box repetition attack success rate",
+             "upper", 0.25, 0.10, "attack success rate", _RATE, _OPEN, None),
+    GateSpec("search", "test_search", "search",
+             "search suite: share of items a hypothesis property search breaks within its query budget "
+             "(minimal counterexamples)",
+             "upper", 0.15, 0.10, "share of items broken", _RATE, _OPEN, "binary"),
+    # the parity gates are paired comparisons with the reference already (their margins are
+    # validated but unused: with --posbias-baseline they keep their own thresholds); differences of
+    # paired shares, so 0 ("no more change than the floor / no drop") is a valid threshold
+    GateSpec("parity", "test_parity", "parity", _PARITY, "upper", 0.05, 0.05,
+             "changed-answer share minus the reference's re-run floor", _SIGNED, (0.0, 1.0, True, False), None),
+    GateSpec("parity_coverage", "test_parity", "parity", _PARITY, "upper", 0.05, 0.05,
+             "coverage drop against the reference", _SIGNED, (0.0, 1.0, True, False), None),
+    GateSpec("parity_repetition", "test_parity", "parity", _PARITY, "upper", 0.05, 0.05,
+             "repetition-rate increase against the reference", _SIGNED, (0.0, 1.0, True, False), None),
+)
+
+GATES: Mapping[str, GateSpec] = MappingProxyType({g.name: g for g in GATE_SPECS})
+"""Gate name -> record, in the suites' order (iterating gives the gate names)."""
+SUITES: Mapping[str, SuiteSpec] = MappingProxyType({s.module: s for s in SUITE_SPECS})
+"""Suite module name (``test_positional``) -> record, positional first."""
+
+# Markers of the suites that select no gate.
+OTHER_MARKERS: Mapping[str, str] = MappingProxyType({"slow": "long end-to-end check; runs in CI, deselect with -m 'not slow'"})
+
+
+def markers() -> dict[str, str]:
+    """Every marker the suites register (``-m NAME``) with its help line: the gates' markers in
+    :data:`GATE_SPECS` order, then :data:`OTHER_MARKERS`."""
+    out = {g.marker: g.description for g in GATE_SPECS}
+    out.update(OTHER_MARKERS)
+    return out
+
+
+def paired_direction(gate: str) -> Worse:
+    """The gate's paired comparison against the baseline (:attr:`GateSpec.worse`); ConfigError
+    for an unknown gate or one that has none."""
+    from .errors import ConfigError
+
+    if gate not in GATES:
+        raise ConfigError(f"unknown gate {gate!r}; known gates: {', '.join(GATES)}")
+    worse = GATES[gate].worse
+    if worse is None:
+        raise ConfigError(f"the {gate} gate has no paired comparison against a baseline")
+    return worse
+
+
+def suite_of_module(module: str) -> SuiteSpec | None:
+    """The suite defined by a module or file stem (``test_positional``, also a scaffolded
+    folder's re-exporting ``test_positional.py``); None for any other test module."""
+    return SUITES.get(module)
+
+
+__all__ = ["GATES", "GATE_SPECS", "OTHER_MARKERS", "SUITES", "SUITE_SPECS", "Bootstrap", "GateSpec", "Interval", "Side",
+           "SuiteSpec", "Worse", "markers", "paired_direction", "suite_of_module"]
