@@ -413,7 +413,7 @@ def _start_vllm_for_workers(config: pytest.Config) -> None:
             started.append(start_managed(resolve(spec), opts, log_dir=run_dir, progress=say))
     except ModelLoadError as exc:
         _stop_vllm(config)
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(_as_typed(config, str(exc))) from None
 
 
 def _stop_vllm(config: pytest.Config) -> None:
@@ -476,7 +476,6 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     specs = list(config.getoption("--posbias-model") or [])
     if config.getoption("--posbias-baseline"):
         specs.append(config.getoption("--posbias-baseline"))
-    baseline = config.getoption("--posbias-baseline")
     plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
     if specs:  # the registry is imported only when a model was named
         from .errors import ModelLoadError
@@ -485,10 +484,7 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
         try:
             resolve(spec, locate=not plan)
         except ModelLoadError as exc:
-            msg = str(exc)
-            if spec == baseline and spec not in (config.getoption("--posbias-model") or []):
-                msg = msg.replace(f"--model {spec}", f"--baseline {spec}", 1)  # name the option the user gave
-            raise pytest.UsageError(msg) from None
+            raise pytest.UsageError(_as_typed(config, str(exc))) from None
     _check_data(config, pcfg)
     # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
     # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and
@@ -505,6 +501,43 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
                     f"pytest took {args[i + 1]} (the value of {a}) for a test path, so it did not use "
                     f"{expected or 'the project configuration'}; write {a}={args[i + 1]} (with '=')"
                 )
+
+
+def _typed_spelling(config: pytest.Config, spec: str) -> str:
+    """How the user gave the model ``spec``: the option as typed on the command line (``--model``,
+    ``--posbias-model``, ``--baseline``, ``--posbias-baseline``, the last one carrying it), else the
+    ``[tool.posbias]`` key that set it (``model``, ``baseline``); ``--posbias-model`` when neither says."""
+    args = [str(a) for a in config.invocation_params.args]
+    typed = None
+    for i, a in enumerate(args):
+        name, eq, value = a.partition("=")
+        if name in ("--posbias-model", "--posbias-baseline", *SHORT_ALIASES):
+            given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if given.strip() == spec and SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline"):
+                typed = name
+    if typed is not None:
+        return typed
+    pcfg = posbias_config(config)
+    if spec == pcfg.get("baseline") and spec != config.getoption("--posbias-baseline"):
+        return f"{pcfg.source} `baseline` ="
+    models = pcfg.get("model")
+    if not config.getoption("--posbias-model") and spec in ([models] if isinstance(models, str) else models or []):
+        return f"{pcfg.source} `model` ="
+    if spec == config.getoption("--posbias-baseline") and spec not in (config.getoption("--posbias-model") or []):
+        return "--posbias-baseline"
+    return "--posbias-model"
+
+
+def _as_typed(config: pytest.Config, message: str) -> str:
+    """A model error's message (it names ``--posbias-model SPEC``, an option every project accepts)
+    with the option, or the ``[tool.posbias]`` key, by which the user gave each of the run's models."""
+    opts = _options(config)
+    specs = [*opts["models"], *([opts["baseline"]] if opts["baseline"] else [])]
+    for spec in sorted(set(specs), key=len, reverse=True):  # a longer spec first: one may contain another
+        typed = _typed_spelling(config, str(spec))
+        if typed != "--posbias-model":
+            message = message.replace(f"--posbias-model {spec}", f"{typed} {spec}")
+    return message
 
 
 def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
@@ -698,7 +731,7 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
         )
         ctx.load_models()
     except ModelLoadError as exc:
-        load_error = str(exc)
+        load_error = _as_typed(config, str(exc))
     if load_error is not None:
         if ctx is not None:
             ctx.close()
@@ -962,7 +995,7 @@ def _check_endpoints_before_workers(config: pytest.Config) -> None:
     try:
         check_endpoints(_options(config))
     except ModelLoadError as exc:
-        raise pytest.UsageError(f"posbias: {exc}") from None
+        raise pytest.UsageError(f"posbias: {_as_typed(config, str(exc))}") from None
 
 
 def collected_verdicts(config: pytest.Config) -> list[tuple[str, Verdict]]:
