@@ -76,7 +76,7 @@ groups = {groups}
 """)
         env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                               "--model", "sim:unbiased", "--posbias-fixed", "--posbias-report", "report.html",
+                               "--posbias-model", "sim:unbiased", "--posbias-fixed", "--posbias-report", "report.html",
                                "suites/test_positional.py::test_meg[sim:unbiased-cooking-short-P4]"],
                               cwd=proj, env=env, capture_output=True, text=True, timeout=1800)
         if proc.returncode not in (0, 1) or "[posbias] run log:" not in proc.stdout:
