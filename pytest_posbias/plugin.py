@@ -1047,7 +1047,8 @@ def _run_decision(config: pytest.Config) -> Any:
                quick_notice(posbias_config(config).probes)]
     return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
                         alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n],
-                        not_run=sorted(state.gate_tests - state.ran), stopped=state.stopped)
+                        not_run=[] if config.getoption("--collect-only", False) else sorted(state.gate_tests - state.ran),
+                        stopped=state.stopped)
 
 
 def _stop_reason(session: pytest.Session, exitstatus: int) -> tuple[str, bool]:
