@@ -76,10 +76,12 @@ groups = {groups}
 """)
         env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                               "--model", "sim:unbiased", "--posbias-fixed", "--posbias-report", "report.html",
+                               "--posbias-model", "sim:unbiased", "--posbias-fixed", "--posbias-report", "report.html",
                                "suites/test_positional.py::test_meg[sim:unbiased-cooking-short-P4]"],
                               cwd=proj, env=env, capture_output=True, text=True, timeout=1800)
-        if proc.returncode not in (0, 1) or "[posbias] run log:" not in proc.stdout:
+        # the size is what is measured, not the verdict: a run that wrote its log counts whatever it
+        # decided (6 when the simulated summaries of these artificial references cover no slot)
+        if proc.returncode not in (0, 1, 6) or "[posbias] run log:" not in proc.stdout:
             raise SystemExit(f"the run failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         logs = [p for p in (proj / ".posbias" / "runs").rglob("*") if p.is_file()]
         return sum(p.stat().st_size for p in logs), len(logs), manifest.stat().st_size / 1e6

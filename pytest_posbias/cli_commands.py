@@ -206,7 +206,7 @@ def _models(args: argparse.Namespace) -> int:
         print(f"{e.alias:<20} {fam:<18} {e.hf_id:<40} {e.note}")
     from .models.sim import PROFILES
 
-    print(f"also: sim:PROFILE ({', '.join(PROFILES)}), openai:NAME with --api-base URL, or a checkpoint directory")
+    print(f"also: sim:PROFILE ({', '.join(PROFILES)}), openai:NAME with --posbias-api-base URL, or a checkpoint directory")
     return 0
 
 

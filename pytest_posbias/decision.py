@@ -319,6 +319,8 @@ class RunDecision:
     underpowered: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
     skipped: Mapping[str, int] = field(default_factory=dict)
+    not_run: tuple[str, ...] = ()
+    stopped: str = ""
 
     @property
     def ship(self) -> bool:
@@ -333,7 +335,7 @@ class RunDecision:
         """JSON-ready summary (the gates' parts travel with their verdict rows)."""
         return {"exit_code": self.exit_code, "label": self.label, "why": self.why, "method": self.method,
                 "alpha": self.alpha, "underpowered": list(self.underpowered), "notices": list(self.notices),
-                "skipped": dict(self.skipped),
+                "skipped": dict(self.skipped), "not_run": list(self.not_run), "stopped": self.stopped,
                 "n_gates": len(self.gates), "n_failed_own": sum(not g.own_passed for g in self.gates),
                 "n_failed_run": sum(g.status == "fail" for g in self.gates),
                 "n_not_measured": sum(g.status == "not measured" for g in self.gates)}
@@ -379,13 +381,17 @@ def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
 
 
 def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str = "holm", alpha: float | None = None,
-                 skipped: Sequence[tuple[str, str]] = (), notices: Sequence[str] = ()) -> RunDecision:
+                 skipped: Sequence[tuple[str, str]] = (), notices: Sequence[str] = (),
+                 not_run: Sequence[str] = (), stopped: str = "") -> RunDecision:
     """The run's decision over ``verdicts`` (node id, verdict) (see the module doc).
 
-    ``skipped``: (node id, reason) of gate tests skipped in the run. Exit status: 1 when a gate
-    fails after the adjustment; else 6 when a gate did not measure, or when no gate reached a
-    verdict although gate tests were selected (all skipped: for lack of data, or an opt-in gate
-    not opted into); else 0. ``alpha`` defaults to the smallest of the verdicts' α.
+    ``skipped``: (node id, reason) of gate tests skipped in the run. ``not_run``: node ids of
+    selected gate tests that never ran because the run stopped early (``-x``, ``--maxfail``, an
+    interrupt), with ``stopped`` saying how: they decided nothing. Exit status: 1 when a gate
+    fails after the adjustment; else 6 when a gate did not measure, when a selected gate never ran,
+    or when no gate reached a verdict although gate tests were selected (all skipped: for lack of
+    data, or an opt-in gate not opted into); else 0. ``alpha`` defaults to the smallest of the
+    verdicts' α.
     """
     multiplicity = check_multiplicity(multiplicity)
     al = float(alpha) if alpha is not None else min((float(v.alpha) for _, v in verdicts), default=0.05)
@@ -418,10 +424,17 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     for _, reason in skipped:
         kind = "opt-in not selected" if is_opt_in_skip(reason) else "no data"
         skip_count[kind] = skip_count.get(kind, 0) + 1
+    never = (f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
+             f"({stopped or 'the run stopped before them'}): not measured") if not_run else ""
     if n_fail:
         code = DO_NOT_SHIP
         how = "after Holm's adjustment" if multiplicity == "holm" else "without multiplicity adjustment"
-        why = f"{n_fail} of {len(gates)} gates failed on measured evidence {how}"
+        why = f"{n_fail} of {len(gates)} gates failed on measured evidence {how}" + (f"; {never}" if never else "")
+    elif not_run:
+        code = NOT_MEASURED
+        why = never + (f"; the {len(gates)} that ran: " + ", ".join(
+            f"{sum(g.status == k for g in gates)} {k}" for k in ("pass", "not measured")
+            if any(g.status == k for g in gates)) if gates else "; no gate reached a verdict")
     elif n_nm:
         code = NOT_MEASURED
         why = f"{n_nm} of {len(gates)} gates not measured: " + "; ".join(
@@ -442,7 +455,7 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
                     f"{len(holm_idx)} gates)")
     under = tuple(g.nodeid for g in gates if g.status == "pass" and g.power is not None and g.power.underpowered)
     return RunDecision(code, LABELS[code], why, method, al, tuple(gates), under, tuple(n for n in notices if n),
-                       skip_count)
+                       skip_count, tuple(not_run), stopped if not_run else "")
 
 
 __all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "check_multiplicity", "detectable_effect",

@@ -36,6 +36,7 @@ _STASH_STATE = pytest.StashKey["_SessionState"]()
 _STASH_RUN_ID = pytest.StashKey[str]()
 _STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing run's state (a nested run)
 _STASH_VLLM = pytest.StashKey[list[Any]]()  # the xdist controller's vLLM servers (models/vllm_managed.ManagedVllm)
+WORKEROUTPUT_GATE_TESTS = "posbias_gate_tests"  # workeroutput key: the worker's selected gate tests (node ids)
 WORKERINPUT_VLLM = "posbias_vllm"  # workerinput key: {spec: {"urls": [...], "identity": {...}}}
 _STASH_FILE_PROBLEMS = pytest.StashKey[list[Any]]()  # the manifest's unusable video files (warned at session start)
 
@@ -346,8 +347,11 @@ class _SessionState:
         self.skipped: list[tuple[str, str]] = []  # gate tests skipped (node id, reason)
         self.decision: Any = None  # the run-level decision (decision.RunDecision), set at session finish
         self._calls: dict[str, float] | None = None
-        self.gate_tests: set[str] = set()  # node ids of the selected tests that use posbias_gate (serial runs)
+        self.gate_tests: set[str] = set()  # node ids of the selected tests that use posbias_gate (-n: the workers')
         self.reported: set[str] = set()  # node ids of the tests that reported (any phase)
+        self.ran: set[str] = set()  # node ids of the tests that ended: a call report, or a setup that did not pass
+        self.stopped = ""  # how the run stopped early (-x, --maxfail, an interrupt), "" when it did not
+        self.stopped_by_maxfail = False
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0
@@ -417,7 +421,7 @@ def _start_vllm_for_workers(config: pytest.Config) -> None:
             started.append(start_managed(resolve(spec), opts, log_dir=run_dir, progress=say))
     except ModelLoadError as exc:
         _stop_vllm(config)
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(_as_typed(config, str(exc))) from None
 
 
 def _stop_vllm(config: pytest.Config) -> None:
@@ -438,6 +442,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     state = config.stash.get(_STASH_STATE, None)
     if state is not None:
         state.gate_tests = {i.nodeid for i in items if "posbias_gate" in getattr(i, "fixturenames", ())}
+        out = getattr(config, "workeroutput", None)
+        if out is not None:  # an xdist worker: the controller collects nothing, and learns the list at node down
+            out[WORKEROUTPUT_GATE_TESTS] = sorted(state.gate_tests)
     _require_model(config, items)
     return result
 
@@ -484,7 +491,6 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     specs = list(config.getoption("--posbias-model") or [])
     if config.getoption("--posbias-baseline"):
         specs.append(config.getoption("--posbias-baseline"))
-    baseline = config.getoption("--posbias-baseline")
     parity = config.getoption("--posbias-parity") or pcfg.get("parity")
     if parity:
         specs.append(parity)
@@ -496,12 +502,7 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
         try:
             resolve(spec, locate=not plan)
         except ModelLoadError as exc:
-            msg = str(exc)
-            if spec == baseline and spec not in (config.getoption("--posbias-model") or []):
-                msg = msg.replace(f"--model {spec}", f"--baseline {spec}", 1)  # name the option the user gave
-            elif spec == parity and spec not in (config.getoption("--posbias-model") or []):
-                msg = msg.replace(f"--model {spec}", f"--posbias-parity {spec}", 1)
-            raise pytest.UsageError(msg) from None
+            raise pytest.UsageError(_as_typed(config, str(exc))) from None
     _check_data(config, pcfg)
     # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
     # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and
@@ -518,6 +519,48 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
                     f"pytest took {args[i + 1]} (the value of {a}) for a test path, so it did not use "
                     f"{expected or 'the project configuration'}; write {a}={args[i + 1]} (with '=')"
                 )
+
+
+def _typed_spelling(config: pytest.Config, spec: str) -> str:
+    """How the user gave the model ``spec``: the option as typed on the command line (``--model``,
+    ``--posbias-model``, ``--baseline``, ``--posbias-baseline``, the last one carrying it), else the
+    ``[tool.posbias]`` key that set it (``model``, ``baseline``); ``--posbias-model`` when neither says."""
+    args = [str(a) for a in config.invocation_params.args]
+    typed = None
+    for i, a in enumerate(args):
+        name, eq, value = a.partition("=")
+        if name in ("--posbias-model", "--posbias-baseline", *SHORT_ALIASES):
+            given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if given.strip() == spec and SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline"):
+                typed = name
+    if typed is not None:
+        return typed
+    pcfg = posbias_config(config)
+    if spec == pcfg.get("baseline") and spec != config.getoption("--posbias-baseline"):
+        return f"{pcfg.source} `baseline` ="
+    models = pcfg.get("model")
+    if not config.getoption("--posbias-model") and spec in ([models] if isinstance(models, str) else models or []):
+        return f"{pcfg.source} `model` ="
+    if spec == config.getoption("--posbias-baseline") and spec not in (config.getoption("--posbias-model") or []):
+        return "--posbias-baseline"
+    if spec not in (config.getoption("--posbias-model") or []) and spec != config.getoption("--posbias-baseline"):
+        if spec == config.getoption("--posbias-parity"):
+            return "--posbias-parity"
+        if spec == pcfg.get("parity"):
+            return f"{pcfg.source} `parity` ="
+    return "--posbias-model"
+
+
+def _as_typed(config: pytest.Config, message: str) -> str:
+    """A model error's message (it names ``--posbias-model SPEC``, an option every project accepts)
+    with the option, or the ``[tool.posbias]`` key, by which the user gave each of the run's models."""
+    opts = _options(config)
+    specs = [*opts["models"], *([opts["baseline"]] if opts["baseline"] else []), *([opts["parity"]] if opts["parity"] else [])]
+    for spec in sorted(set(specs), key=len, reverse=True):  # a longer spec first: one may contain another
+        typed = _typed_spelling(config, str(spec))
+        if typed != "--posbias-model":
+            message = message.replace(f"--posbias-model {spec}", f"{typed} {spec}")
+    return message
 
 
 def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
@@ -713,7 +756,7 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
         )
         ctx.load_models()
     except ModelLoadError as exc:
-        load_error = str(exc)
+        load_error = _as_typed(config, str(exc))
     if load_error is not None:
         if ctx is not None:
             ctx.close()
@@ -813,6 +856,15 @@ def _start_worker_progress(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: the selected gate tests of a worker that finished (the same list on every
+    worker), so that the summary can name the ones a stopped run never reached."""
+    state = node.config.stash.get(_STASH_STATE, None)
+    if state is not None:
+        state.gate_tests.update((getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_GATE_TESTS) or ())
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     """xdist controller: the tests planned (every worker collects the same ids)."""
     state = node.config.stash.get(_STASH_STATE, None)
@@ -863,6 +915,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> None:
     props = getattr(report, "user_properties", [])
     state.reported.add(report.nodeid)
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        state.ran.add(report.nodeid)
     if report.failed and not any(k == VERDICT_KEY for k, _ in props):
         # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
         # the report must not read "ALL PASSED" for the gates that did
@@ -977,7 +1031,7 @@ def _check_endpoints_before_workers(config: pytest.Config) -> None:
     try:
         check_endpoints(_options(config))
     except ModelLoadError as exc:
-        raise pytest.UsageError(f"posbias: {exc}") from None
+        raise pytest.UsageError(f"posbias: {_as_typed(config, str(exc))}") from None
 
 
 def collected_verdicts(config: pytest.Config) -> list[tuple[str, Verdict]]:
@@ -1011,13 +1065,40 @@ def _run_decision(config: pytest.Config) -> Any:
                                 + ([opts["parity"]] if opts.get("parity") else [])),
                quick_notice(posbias_config(config).probes)]
     return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
-                        alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n])
+                        alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n],
+                        not_run=[] if config.getoption("--collect-only", False) else sorted(state.gate_tests - state.ran),
+                        stopped=state.stopped)
+
+
+def _stop_reason(session: pytest.Session, exitstatus: int) -> tuple[str, bool]:
+    """How the run stopped before its end, for the tests it never reached, and whether it was
+    ``-x``/``--maxfail`` (then a gate failure stopped it, and the decision, not pytest's
+    "interrupted", gives the exit status: under ``-n`` xdist ends such a run as interrupted).
+    ``("", False)`` for a run that went to its end."""
+    import re
+
+    dsession = session.config.pluginmanager.get_plugin("dsession")  # the xdist controller's own stop flag
+    said = session.shouldfail or session.shouldstop or getattr(dsession, "shouldstop", False)
+    m = re.fullmatch(r"stopping after (\d+) failures?", str(said or ""))
+    if m:
+        maxfail = int(getattr(session.config.option, "maxfail", 0) or 0)
+        how = "-x" if maxfail == 1 else f"--maxfail={maxfail}"
+        n = int(m.group(1))
+        return f"stopped by {how} after {n} failure{'s' if n != 1 else ''}", True
+    if said:
+        return f"stopped: {said}", False
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted", False
+    return "", False
 
 
 def _exit_status(pytest_status: int, state: _SessionState) -> int:
     """The run's exit status (:mod:`.exitcodes`): pytest's own unless the run held gate tests and
     pytest ended normally (0, or 1 from gate tests failing on their own verdicts), then the
-    run-level decision's. A test that failed without a verdict keeps pytest's 1."""
+    run-level decision's. A test that failed without a verdict keeps pytest's 1. A run stopped by
+    ``-x``/``--maxfail`` before some selected gates ran is never 0 (:func:`.decision.run_decision`)."""
+    if state.stopped_by_maxfail and pytest_status == pytest.ExitCode.INTERRUPTED:
+        pytest_status = int(pytest.ExitCode.TESTS_FAILED)  # xdist's -x: as the serial run ends it
     if state.decision is None or pytest_status not in (0, 1) or state.errored:
         return pytest_status
     if not state.verdicts and not state.skipped:
@@ -1071,14 +1152,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def _not_run_line(tr: Any, state: _SessionState) -> None:
     """The selected gate tests that never reported (the run stopped before them: ``-x``,
     ``--maxfail``, an interrupt): they decided nothing, and the summary says how many."""
-    missing = state.gate_tests - state.reported
+    missing = state.gate_tests - state.ran
     if missing:
         from .summary import plural
 
         ran = len(state.gate_tests) - len(missing)
-        tr.write_line(f"{len(missing)} of {plural(len(state.gate_tests), 'selected gate test')} did not run (the run "
-                      f"stopped before them): they decided nothing; the summary above covers the {ran} that ran",
-                      yellow=True)
+        tr.write_line(f"{len(missing)} of {plural(len(state.gate_tests), 'selected gate test')} did not run "
+                      f"({state.stopped or 'the run stopped before them'}): they decided nothing; the summary above "
+                      f"covers the {ran} that ran", yellow=True)
 
 
 def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> None:
@@ -1166,6 +1247,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     state = config.stash[_STASH_STATE]
     state.stop.set()  # no -n progress line after this point (also when what follows raises)
+    state.stopped, state.stopped_by_maxfail = _stop_reason(session, int(exitstatus))
     if not _posbias_used(config, state):
         return  # a run without the suites or gates: nothing to merge, report or write
     try:
@@ -1225,9 +1307,9 @@ def _decision_record(decision: Any, status: int) -> dict[str, Any] | None:
     """The run-level decision as JSON (None when none was taken), with the run's exit status."""
     if decision is None:
         return None
-    from .exitcodes import LABELS
+    from .exitcodes import label
 
-    return {**decision.to_dict(), "exit_code": status, "label": LABELS.get(status, f"pytest exit {status}")}
+    return {**decision.to_dict(), "exit_code": status, "label": label(status)}
 
 
 def _junit_decision(config: pytest.Config, decision: Any, status: int) -> None:

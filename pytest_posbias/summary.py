@@ -131,10 +131,10 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100) -> list[t
     """Lines (text, passed or None) for the run-level decision (:class:`~.decision.RunDecision`):
     the decision and exit status with its reason, the method, the notices (simulated model, quick
     sizes), the gates a SHIP rests on that could not detect 2× their threshold, and skips."""
-    from .exitcodes import LABELS
+    from .exitcodes import label as status_label
 
     ok = exit_code == 0
-    label = LABELS.get(exit_code, f"pytest exit {exit_code}")
+    label = status_label(exit_code)
     out: list[tuple[str, bool | None]] = [(f"RUN DECISION: {label} (exit {exit_code}): {decision.why}", ok)]
     out.append((f"  multiplicity: {decision.method}; α = {decision.alpha:g} for the whole run", None))
     for n in decision.notices:

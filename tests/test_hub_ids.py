@@ -83,7 +83,7 @@ def test_an_uncached_hub_id_names_the_id_the_cache_and_the_download_command(hub_
     with pytest.raises(ModelLoadError) as err:
         resolve("Qwen/Qwen3-VL-8B-Instruct")
     msg = str(err.value)
-    assert "--model Qwen/Qwen3-VL-8B-Instruct" in msg and str(hub_cache) in msg
+    assert "--posbias-model Qwen/Qwen3-VL-8B-Instruct" in msg and str(hub_cache) in msg
     assert "`hf download Qwen/Qwen3-VL-8B-Instruct`" in msg and "huggingface-cli download" in msg
     with pytest.raises(ModelLoadError, match="hf download OpenGVLab/InternVL3_5-8B-HF"):
         resolve("internvl35-8b")  # an alias names its Hub id

@@ -381,8 +381,102 @@ def test_after_x_the_summary_says_which_selected_gates_never_ran(pytester: pytes
     res = pytester.runpytest("-x", "-p", "no:randomly")
     assert res.ret == pytest.ExitCode.TESTS_FAILED
     res.assert_outcomes(passed=1, failed=1)  # test_meg[0.0] passes, test_meg[-0.2] fails, -x stops
-    assert "2 of 4 selected gate tests did not run (the run stopped before them): they decided nothing" in res.stdout.str()
+    assert "2 of 4 selected gate tests did not run (stopped by -x after 1 failure): they decided nothing" in res.stdout.str()
     full = pytester.runpytest("-p", "no:randomly")
     assert "did not run" not in full.stdout.str()
     one = pytester.runpytest("-p", "no:randomly", "-k", "test_meg")
     assert "did not run" not in one.stdout.str() and "over the 2 gates above" in one.stdout.str()
+
+
+HOLM_TESTS = textwrap.dedent(
+    """
+    import pytest
+    from pytest_posbias.stats import rate_verdict
+
+    @pytest.mark.parametrize("k", [0, 1])
+    def test_a_clean(posbias_gate, k):
+        posbias_gate(rate_verdict(k, 100, name="clean rate", threshold=0.135))
+
+    # p about 0.025: fails on its own at alpha = 0.05, passes after Holm over three or more gates
+    def test_b_marginal(posbias_gate):
+        posbias_gate(rate_verdict(21, 100, name="marginal rate", threshold=0.135))
+
+    @pytest.mark.parametrize("k", [2, 3])
+    def test_c_late(posbias_gate, k):
+        posbias_gate(rate_verdict(k, 100, name="late rate", threshold=0.135))
+    """
+)
+
+
+def test_a_stopped_run_is_never_ship_and_its_summaries_name_the_gates_that_never_ran(pytester: pytest.Pytester):
+    """-x after a gate that fails on its own but passes the run-level (Holm) decision over the three
+    gates that ran: the run without -x ships (exit 0); stopped, the two unreached gates make it NOT
+    MEASURED (6, where it was 0 without them), and the
+    terminal, the Markdown summary and the JSON name them and how the run stopped (the HTML report:
+    test_suite_phase_stressor).
+    --maxfail says so in its own words."""
+    import json
+
+    pytester.makepyfile(test_gates=HOLM_TESTS)
+    full = pytester.runpytest("-p", "no:randomly", "--posbias-json=full.json")
+    assert full.ret == 0, full.stdout.str()[-3000:]  # the control: all three ran, Holm passes the marginal gate
+    assert json.loads((pytester.path / "full.json").read_text())["decision"]["not_run"] == []
+    res = pytester.runpytest("-x", "-p", "no:randomly", "--posbias-json=x.json", "--posbias-markdown=x.md")
+    assert res.ret == 6, res.stdout.str()[-3000:]
+    res.assert_outcomes(passed=2, failed=1)
+    out = res.stdout.str()
+    assert "2 of 5 selected gate tests did not run (stopped by -x after 1 failure)" in out
+    assert "NOT MEASURED" in out and "2 selected gate tests never ran (stopped by -x after 1 failure)" in out
+    data = json.loads((pytester.path / "x.json").read_text())
+    assert data["exitstatus"] == 6 and data["decision"]["label"] == "NOT MEASURED"
+    assert data["decision"]["not_run"] == ["test_gates.py::test_c_late[2]", "test_gates.py::test_c_late[3]"]
+    assert data["decision"]["stopped"] == "stopped by -x after 1 failure"
+    md = (pytester.path / "x.md").read_text()
+    assert md.splitlines()[0].startswith("## ⚠️ pytest-posbias: NOT MEASURED (exit 6): ")
+    assert md.splitlines()[0].endswith(", 2 selected gate tests never ran")
+    assert "Not run (stopped by -x after 1 failure; they decided nothing):" in md
+    assert "- `test_gates.py::test_c_late[2]`" in md and "- `test_gates.py::test_c_late[3]`" in md
+    two = pytester.runpytest("--maxfail=2", "-p", "no:randomly", "--posbias-json=m.json")
+    assert two.ret == 0  # one failure only: --maxfail=2 never stops, all ran
+    assert json.loads((pytester.path / "m.json").read_text())["decision"]["not_run"] == []
+
+
+def test_a_gate_failing_before_the_stop_is_do_not_ship(pytester: pytest.Pytester):
+    """-x after a gate that fails the run-level decision: exit 1, and the reason also counts the unreached gates."""
+    import json
+
+    pytester.makepyfile(test_gates=VERDICT_TESTS)
+    res = pytester.runpytest("-x", "-p", "no:randomly", "--posbias-json=x.json")
+    assert res.ret == 1
+    dec = json.loads((pytester.path / "x.json").read_text())["decision"]
+    assert dec["label"] == "DO NOT SHIP" and dec["why"].endswith("; 2 selected gate tests never ran (stopped by -x "
+                                                                  "after 1 failure): not measured")
+    assert len(dec["not_run"]) == 2
+
+
+def test_under_xdist_a_stopped_run_names_the_gates_it_never_ran(pytester: pytest.Pytester):
+    """-n 2 -x: xdist ends a stopped run as interrupted (2); the plugin learns the selected gates from
+    the workers and gives the decision's status (6 here, as the serial run)."""
+    import json
+
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_gates=HOLM_TESTS)
+    res = pytester.runpytest_subprocess("-n", "2", "-x", "-p", "no:randomly", "--dist", "loadfile",
+                                        "--posbias-json=x.json", timeout=300)  # one worker runs the file in order
+    data = json.loads((pytester.path / "x.json").read_text())
+    assert res.ret == 6, res.stdout.str()[-3000:]
+    assert data["decision"]["stopped"] == "stopped by -x after 1 failure"
+    assert data["decision"]["not_run"] == ["test_gates.py::test_c_late[2]", "test_gates.py::test_c_late[3]"]
+    assert "2 of 5 selected gate tests did not run (stopped by -x after 1 failure)" in res.stdout.str()
+
+
+def test_an_interrupted_run_keeps_pytest_status_and_names_the_gates_it_never_ran(pytester: pytest.Pytester):
+    """Ctrl-C (a KeyboardInterrupt in a test): pytest's 2 stays, and the JSON names the unreached gates."""
+    import json
+
+    pytester.makepyfile(test_gates=HOLM_TESTS.replace(
+        "def test_b_marginal(posbias_gate):\n", "def test_b_marginal(posbias_gate):\n    raise KeyboardInterrupt\n"))
+    res = pytester.runpytest_subprocess("-p", "no:randomly", "--posbias-json=i.json", timeout=300)  # in-process re-raises it
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    dec = json.loads((pytester.path / "i.json").read_text())["decision"]
+    assert dec["stopped"] == "interrupted" and len(dec["not_run"]) == 3  # the interrupted test and the two after it

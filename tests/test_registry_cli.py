@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -105,3 +106,39 @@ def test_cli_judge_agreement_names_a_labels_file_that_is_not_utf8(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert f"{path}: not UTF-8 text (byte b'\\xe9' at offset" in out.stderr and "save the labels file as UTF-8" in out.stderr
+
+
+@pytest.mark.parametrize("spec", ["qwen9000", "./no/such/dir", "minicpm-o-45", "openai:", "vllm:"])
+def test_model_errors_name_the_option_every_project_accepts(spec):
+    """A registry error names ``--posbias-model`` (the short ``--model`` exists only where a
+    project's conftest.py adds it), never the bare short option."""
+    with pytest.raises(ModelLoadError) as err:
+        resolve(spec)
+    msg = str(err.value)
+    assert msg.startswith("--posbias-model "), msg
+    assert not re.search(r"(?<![\w-])--model\b", msg) and not re.search(r"(?<![\w-])--api-base\b", msg), msg
+
+
+def test_pytest_names_the_spelling_the_user_typed(pytester):
+    """On the command line the message names the option as typed: the long one in any project, the
+    short one where the project's conftest.py adds it; the baseline's error names the baseline's option."""
+    from suite_project import write_alias_conftest
+
+    pytester.makepyfile(test_x="def test_a():\n    pass\n")
+    res = pytester.runpytest("--posbias-model", "qwen9000")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--posbias-model qwen9000: unknown model" in res.stderr.str()
+    res = pytester.runpytest("--posbias-model=sim:unbiased", "--posbias-baseline=./no/such/dir")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--posbias-baseline ./no/such/dir: no such checkpoint directory" in res.stderr.str()
+    write_alias_conftest(pytester.path)
+    res = pytester.runpytest("--model", "qwen9000")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--model qwen9000: unknown model" in res.stderr.str()
+    res = pytester.runpytest("--model", "sim:unbiased", "--baseline=minicpm-o-45")
+    assert "--baseline minicpm-o-45 (openbmb/MiniCPM-o-4_5) cannot be loaded" in res.stderr.str()
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "./gone"\n')
+    pytester.makepyfile(test_x="def test_a(posbias_run):\n    pass\n")  # the run's model is loaded
+    res = pytester.runpytest()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "[tool.posbias] `model` = ./gone: no such checkpoint directory" in res.stdout.str() + res.stderr.str()

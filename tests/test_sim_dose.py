@@ -46,9 +46,9 @@ def test_bad_doses_name_the_gate_and_what_is_allowed(profile, needle):
     assert needle in str(exc.value)
     with pytest.raises(ConfigError):
         SimBackend(profile, FrameStore())
-    with pytest.raises(ModelLoadError) as exc2:  # --model resolution stops the run at start
+    with pytest.raises(ModelLoadError) as exc2:  # --posbias-model resolution stops the run at start
         resolve(f"sim:{profile}")
-    assert needle in str(exc2.value) and f"--model sim:{profile}" in str(exc2.value)
+    assert needle in str(exc2.value) and f"--posbias-model sim:{profile}" in str(exc2.value)
 
 
 def test_profiles_and_doses_resolve_and_the_placeholder_entry_does_not():

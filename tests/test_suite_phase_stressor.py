@@ -133,3 +133,22 @@ resolution = 56
     if m["measured"] == 0:
         assert not rep["passed"] and "no measurement" in rep["reason"]
     assert "[qwen3_vl" in res.stdout.str()  # test ids name a checkpoint directory by its last component
+
+
+def test_after_x_the_report_and_summary_name_the_suite_gates_that_never_ran(pytester, small_set):
+    """A suite run stopped by -x at its first failing gate: exit 1 (a gate failed on measured
+    evidence), and the HTML report and the Markdown summary list the selected gates it never
+    reached; the same selection run to its end lists none."""
+    make_project(pytester, small_set)
+    args = ("-m", "option_order or fusion", "--posbias-model", "sim:letter-bias", "-p", "no:randomly",
+            "--posbias-report=x.html", "--posbias-markdown=x.md", "--posbias-json=x.json")
+    res = pytester.runpytest("-x", *args)
+    assert res.ret == 1, res.stdout.str()[-3000:]
+    dec = json.loads((pytester.path / "x.json").read_text())["decision"]
+    assert dec["label"] == "DO NOT SHIP" and dec["stopped"] == "stopped by -x after 1 failure"
+    assert dec["not_run"] and all("test_phasefusion" in n for n in dec["not_run"])
+    html = (pytester.path / "x.html").read_text()
+    assert f"{len(dec['not_run'])} SELECTED GATE TESTS NEVER RAN" in html and "stopped by -x after 1 failure" in html
+    assert "test_phasefusion_under_origin_shift" in html.split('id="not-run"', 1)[1]
+    md = (pytester.path / "x.md").read_text()
+    assert "Not run (stopped by -x after 1 failure; they decided nothing):" in md and "test_phasefusion_under_origin_shift" in md

@@ -72,10 +72,10 @@ class HFBackend(InputBuilder):
             from transformers import AutoProcessor
             from transformers.utils import logging as hf_logging
         except ImportError as exc:
-            raise ModelLoadError(f"--model {resolved.spec}: the `hf` extra is not installed (pip install 'pytest-posbias[hf]'): {exc}") from None
+            raise ModelLoadError(f"--posbias-model {resolved.spec}: the `hf` extra is not installed (pip install 'pytest-posbias[hf]'): {exc}") from None
         hf_logging.set_verbosity_error()
         if resolved.family not in ADAPTERS:
-            raise ModelLoadError(f"--model {resolved.spec}: no input adapter for family {resolved.family!r}")
+            raise ModelLoadError(f"--posbias-model {resolved.spec}: no input adapter for family {resolved.family!r}")
         self.placement = plan_placement(resolved, device=pick_device(device, worker), option=device_map, worker=worker)
         self.attn_implementation = pick_attn_implementation(attn_implementation, self.placement.device)
         dtype = torch.bfloat16 if self.placement.device.startswith("cuda") else torch.float32
@@ -84,7 +84,7 @@ class HFBackend(InputBuilder):
             processor = AutoProcessor.from_pretrained(resolved.target)
             self.model = load_model(resolved, self.placement, dtype=dtype, attn=self.attn_implementation)
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
-            raise ModelLoadError(f"--model {resolved.spec}: transformers could not load {resolved.target} ({type(exc).__name__}: {exc})") from None
+            raise ModelLoadError(f"--posbias-model {resolved.spec}: transformers could not load {resolved.target} ({type(exc).__name__}: {exc})") from None
         super().__init__(resolved, store, processor, device=input_device(self.model, self.placement), dtype=dtype)
         tok = self.tokenizer
         gc = self.model.generation_config

@@ -64,7 +64,7 @@ class InputBuilder:
     def __init__(self, resolved: ResolvedModel, store: FrameStore, processor: Any, *, device: str = "cpu",
                  dtype: Any = None) -> None:
         if resolved.family not in ADAPTERS:
-            raise ModelLoadError(f"--model {resolved.spec}: no input adapter for family {resolved.family!r}")
+            raise ModelLoadError(f"--posbias-model {resolved.spec}: no input adapter for family {resolved.family!r}")
         self.resolved = resolved
         self.store = store
         self.family = resolved.family

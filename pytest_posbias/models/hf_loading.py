@@ -106,7 +106,7 @@ def plan_placement(resolved: ResolvedModel, *, device: str, option: str, worker:
     if option == "none":
         return Placement(device, {"": device}, False, reason)
     if worker.startswith("gw"):
-        raise ModelLoadError(f"--model {resolved.spec}: sharded over every GPU ({reason}), so it cannot run in xdist "
+        raise ModelLoadError(f"--posbias-model {resolved.spec}: sharded over every GPU ({reason}), so it cannot run in xdist "
                              f"worker {worker}; run without -n (one process drives the whole node)")
     return Placement("cuda:0", option, True, reason)
 

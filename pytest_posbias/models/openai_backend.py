@@ -150,7 +150,7 @@ class OpenAIBackend:
         try:
             import openai
         except ImportError as exc:
-            raise ModelLoadError(f"--model openai:{model_name}: the `api` extra is not installed (pip install 'pytest-posbias[api]'): {exc}") from None
+            raise ModelLoadError(f"--posbias-model openai:{model_name}: the `api` extra is not installed (pip install 'pytest-posbias[api]'): {exc}") from None
         if letter_scoring not in LETTER_SCORINGS:
             raise ModelLoadError(f"--posbias-letter-scoring must be one of {', '.join(LETTER_SCORINGS)}; got {letter_scoring!r}")
         if video_form not in VIDEO_FORMS:

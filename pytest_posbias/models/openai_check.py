@@ -62,7 +62,7 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
         lp = getattr(resp.choices[0], "logprobs", None)
         if not getattr(lp, "content", None):
             if backend.letter_scoring == "logprobs":
-                raise ModelLoadError(f"--model openai:{backend.model_name}: the endpoint {backend.url} returned no logprobs "
+                raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the endpoint {backend.url} returned no logprobs "
                                      f"for a request asking for top_logprobs={TOP_LOGPROBS}, and "
                                      "--posbias-letter-scoring logprobs was asked for; use --posbias-letter-scoring "
                                      "text (or auto) to score answers from text")
@@ -101,7 +101,7 @@ def _check_one(backend: OpenAIBackend, rep: Replica, form: str, *, timeout: floa
     return resp, attempts["n"]
 
 def _check_message(backend: OpenAIBackend, exc: EndpointError, rep: Replica, form: str) -> str:
-    head = f"--model openai:{backend.model_name}: the endpoint {rep.url} "
+    head = f"--posbias-model openai:{backend.model_name}: the endpoint {rep.url} "
     if exc.status is None or exc.transient:
         return head + f"cannot be reached or does not answer ({exc}); is the server running at this URL?"
     msg = head + f"refused the start-up request (HTTP {exc.status}): {exc.server_message}"

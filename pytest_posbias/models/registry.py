@@ -70,11 +70,11 @@ REGISTRY: dict[str, ModelEntry] = {e.alias: e for e in [
     ModelEntry("internvl35-14b", "OpenGVLab/InternVL3_5-14B-HF", "internvl", note="multi-video paper", params_b=15.1),
     ModelEntry("internvl25-8b", "OpenGVLab/InternVL2_5-8B", "unsupported",
                note="the public checkpoint is remote code (InternVLChatModel); convert it with transformers' "
-                    "convert_internvl_weights_to_hf.py and pass the converted directory to --model, or serve it "
-                    "with vLLM and use --model openai:NAME --api-base URL"),
+                    "convert_internvl_weights_to_hf.py and pass the converted directory to --posbias-model, or serve it "
+                    "with vLLM and use --posbias-model openai:NAME --posbias-api-base URL"),
     ModelEntry("minicpm-o-45", "openbmb/MiniCPM-o-4_5", "unsupported",
                note="needs trust_remote_code, which transformers does not load natively; serve it with vLLM "
-                    "(vllm serve openbmb/MiniCPM-o-4_5 --trust-remote-code) and use --model openai:NAME --api-base URL"),
+                    "(vllm serve openbmb/MiniCPM-o-4_5 --trust-remote-code) and use --posbias-model openai:NAME --posbias-api-base URL"),
     ModelEntry("glm41v-9b-thinking", "zai-org/GLM-4.1V-9B-Thinking", "glm4v", reasoning=True, prefill=EMPTY_THINK,
                note="reasoning model: empty think block prefilled for letter scoring", params_b=10.3),
     ModelEntry("mimo-vl-7b-rl", "XiaomiMiMo/MiMo-VL-7B-RL", "qwen2_5_vl", reasoning=True, prefill=EMPTY_THINK,
@@ -83,11 +83,11 @@ REGISTRY: dict[str, ModelEntry] = {e.alias: e for e in [
     ModelEntry("llava-next-video-7b", "llava-hf/LLaVA-NeXT-Video-7B-hf", "llava_next_video", note="VideoSTF", params_b=7.1),
     ModelEntry("llava-ov-7b", "llava-hf/llava-onevision-qwen2-7b-ov-hf", "llava_onevision", params_b=8.0),
     ModelEntry("molmo2-8b", "allenai/Molmo2-8B", "unsupported",
-               note="no adapter in this release; serve it with vLLM and use --model openai:NAME --api-base URL"),
+               note="no adapter in this release; serve it with vLLM and use --posbias-model openai:NAME --posbias-api-base URL"),
     ModelEntry("sharegpt4video-8b", "Lin-Chen/sharegpt4video-8b", "unsupported",
-               note="remote-code LLaVA variant not loadable by transformers natively; serve it and use --model openai:NAME"),
+               note="remote-code LLaVA variant not loadable by transformers natively; serve it and use --posbias-model openai:NAME"),
     ModelEntry("videollama2-7b", "DAMO-NLP-SG/VideoLLaMA2-7B", "unsupported",
-               note="remote code (videollama2 package), not loadable by transformers natively; serve it and use --model openai:NAME"),
+               note="remote code (videollama2 package), not loadable by transformers natively; serve it and use --posbias-model openai:NAME"),
     ModelEntry("gpt-5.4", "gpt-5.4", "openai", note="OpenAI API; key from OPENAI_API_KEY", video_form="images"),
     ModelEntry("gemini-3.1-pro", "gemini-3.1-pro", "openai", api_base="https://generativelanguage.googleapis.com/v1beta/openai/",
                note="Gemini's OpenAI-compatible API; key from OPENAI_API_KEY (or GEMINI_API_KEY)", video_form="images"),
@@ -114,19 +114,19 @@ class ResolvedModel:
 def _family_from_dir(path: Path) -> tuple[str, str]:
     cfg = path / "config.json"
     if not cfg.is_file():
-        raise ModelLoadError(f"--model {path}: the directory has no config.json, so it is not a transformers checkpoint")
+        raise ModelLoadError(f"--posbias-model {path}: the directory has no config.json, so it is not a transformers checkpoint")
     try:
         data = json.loads(cfg.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"--model {path}: config.json is not readable JSON ({exc})") from None
+        raise ModelLoadError(f"--posbias-model {path}: config.json is not readable JSON ({exc})") from None
     mt = str(data.get("model_type", ""))
     if mt not in NATIVE_FAMILIES:
         arch = data.get("architectures") or []
         hint = " (it needs trust_remote_code)" if data.get("auto_map") else ""
         raise ModelLoadError(
-            f"--model {path}: model_type {mt!r} {arch} is not a video family this plugin drives natively{hint}; "
+            f"--posbias-model {path}: model_type {mt!r} {arch} is not a video family this plugin drives natively{hint}; "
             f"supported: {', '.join(sorted(NATIVE_FAMILIES))}. Serve the model with vLLM and use "
-            f"--model openai:NAME --api-base URL instead."
+            f"--posbias-model openai:NAME --posbias-api-base URL instead."
         )
     return NATIVE_FAMILIES[mt], str(data.get("_name_or_path", ""))
 
@@ -156,12 +156,12 @@ def locate_hub_snapshot(repo_id: str, revision: str | None = None, *, spec: str)
     try:
         folder = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True))
     except HFValidationError as exc:
-        raise ModelLoadError(f"--model {spec}: {repo_id!r} is not a valid Hugging Face Hub id ({exc})") from None
+        raise ModelLoadError(f"--posbias-model {spec}: {repo_id!r} is not a valid Hugging Face Hub id ({exc})") from None
     except (LocalEntryNotFoundError, FileNotFoundError, OSError):
         at = f" at revision {revision}" if revision else ""
         rev = f" --revision {revision}" if revision else ""
         raise ModelLoadError(
-            f"--model {spec}: {repo_id}{at} is not in the local Hugging Face cache {cache} (HF_HUB_CACHE, else "
+            f"--posbias-model {spec}: {repo_id}{at} is not in the local Hugging Face cache {cache} (HF_HUB_CACHE, else "
             f"HF_HOME/hub) and is never downloaded during a run; download it first with "
             f"`hf download {repo_id}{rev}` (older huggingface_hub: `huggingface-cli download {repo_id}{rev}`), "
             "or pass a checkpoint directory") from None
@@ -205,12 +205,12 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
         try:
             check_profile(profile)  # a profile, or a dose sim:dose,GATE=VALUE[,...]
         except ConfigError as exc:
-            raise ModelLoadError(f"--model {spec}: {exc}") from None
+            raise ModelLoadError(f"--posbias-model {spec}: {exc}") from None
         return ResolvedModel(spec, "sim", profile)
     if spec.startswith("openai:"):
         name = spec[7:]
         if not name:
-            raise ModelLoadError("--model openai:NAME needs the endpoint's model name after the colon")
+            raise ModelLoadError("--posbias-model openai:NAME needs the endpoint's model name after the colon")
         entry = REGISTRY.get(name)
         return ResolvedModel(spec, "openai", entry.hf_id if entry and entry.family == "openai" else name, "openai", entry)
     if spec.startswith("vllm:"):
@@ -229,11 +229,11 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
                              hub_id=hub["repo"], revision=hub["rev"] or "")
     if entry is None:
         if "/" in spec or spec.startswith((".", "~")):
-            raise ModelLoadError(f"--model {spec}: no such checkpoint directory")
-        raise ModelLoadError(f"--model {spec}: unknown model; use a registry alias ({', '.join(sorted(REGISTRY))}), "
+            raise ModelLoadError(f"--posbias-model {spec}: no such checkpoint directory")
+        raise ModelLoadError(f"--posbias-model {spec}: unknown model; use a registry alias ({', '.join(sorted(REGISTRY))}), "
                              "a checkpoint directory, sim:PROFILE or openai:NAME (`posbias models` lists the registry)")
     if entry.family == "unsupported":
-        raise ModelLoadError(f"--model {spec} ({entry.hf_id}) cannot be loaded by transformers natively: {entry.note}")
+        raise ModelLoadError(f"--posbias-model {spec} ({entry.hf_id}) cannot be loaded by transformers natively: {entry.note}")
     if entry.family == "openai":
         return ResolvedModel(spec, "openai", entry.hf_id, "openai", entry)
     if locate:
@@ -247,23 +247,23 @@ def _resolve_vllm(spec: str) -> ResolvedModel:
     a checkpoint directory, or a Hub id ``org/name``."""
     inner = spec[len("vllm:"):].strip()
     if not inner:
-        raise ModelLoadError("--model vllm:SPEC needs a registry alias, a checkpoint directory or a Hub id after the colon")
+        raise ModelLoadError("--posbias-model vllm:SPEC needs a registry alias, a checkpoint directory or a Hub id after the colon")
     path = Path(inner).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise ModelLoadError(f"--model {spec}: the directory has no config.json, so it is not a checkpoint")
+            raise ModelLoadError(f"--posbias-model {spec}: the directory has no config.json, so it is not a checkpoint")
         return ResolvedModel(spec, "vllm", str(path.resolve()), "vllm")
     entry = REGISTRY.get(inner)
     if entry is not None:
         if entry.family == "openai":
-            raise ModelLoadError(f"--model {spec}: {inner} is an API model ({entry.hf_id}); vLLM cannot serve it")
+            raise ModelLoadError(f"--posbias-model {spec}: {inner} is an API model ({entry.hf_id}); vLLM cannot serve it")
         return ResolvedModel(spec, "vllm", entry.hf_id, "vllm", entry)
     hub = HUB_ID.fullmatch(inner)
     if hub is not None and hub["rev"]:
-        raise ModelLoadError(f"--model {spec}: give the revision to vLLM as --posbias-vllm-args '--revision "
+        raise ModelLoadError(f"--posbias-model {spec}: give the revision to vLLM as --posbias-vllm-args '--revision "
                              f"{hub['rev']}' and the id without @{hub['rev']}")
     if inner.startswith((".", "~", "/")) or hub is None:
-        raise ModelLoadError(f"--model {spec}: {inner!r} is neither a checkpoint directory, a registry alias "
+        raise ModelLoadError(f"--posbias-model {spec}: {inner!r} is neither a checkpoint directory, a registry alias "
                              f"({', '.join(sorted(REGISTRY))}) nor a Hub id org/name")
     entry = next((e for e in REGISTRY.values() if e.hf_id == inner), None)
     return ResolvedModel(spec, "vllm", inner, "vllm", entry)

@@ -189,7 +189,7 @@ def vllm_command(options: Mapping[str, Any], env: Mapping[str, str] | None = Non
         return [py, "-m", "vllm.entrypoints.openai.api_server"]
     exe = shutil.which("vllm")
     if exe is None:
-        raise ModelLoadError("--model vllm:...: no `vllm` command in PATH; install vLLM, or name its environment with "
+        raise ModelLoadError("--posbias-model vllm:...: no `vllm` command in PATH; install vLLM, or name its environment with "
                              "POSBIAS_VLLM_PYTHON=/path/to/python or --posbias-vllm-command \"...\"")
     return [exe, "serve"]
 
@@ -367,14 +367,14 @@ class ManagedVllm:
             for srv in list(waiting):
                 assert srv.proc is not None
                 if srv.proc.poll() is not None:
-                    raise ModelLoadError(f"--model {self.resolved.spec}: the {srv.label()} exited before it was healthy "
+                    raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()} exited before it was healthy "
                                          f"(log {srv.log_path}); its last lines:\n{self.log_tail(srv)}")
                 if self._healthy(srv):
                     waiting.remove(srv)
             now = time.monotonic()
             if waiting and now - t0 > timeout:
                 srv = waiting[0]
-                raise ModelLoadError(f"--model {self.resolved.spec}: the {srv.label()} was not healthy within "
+                raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()} was not healthy within "
                                      f"{timeout:g} s (--posbias-vllm-timeout; log {srv.log_path}); its last lines:\n"
                                      f"{self.log_tail(srv)}")
             if waiting and progress is not None and now >= next_line:
@@ -405,7 +405,7 @@ class ManagedVllm:
             if not answer.get("choices"):
                 raise ValueError(f"no choices in {answer}")
         except (OSError, ValueError, urllib.error.URLError) as exc:
-            raise ModelLoadError(f"--model {self.resolved.spec}: the {srv.label()}'s warm-up request (a 2-frame video, "
+            raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()}'s warm-up request (a 2-frame video, "
                                  f"top-{MAX_LOGPROBS} logprobs) failed: {exc} (log {srv.log_path}); its last lines:\n"
                                  f"{self.log_tail(srv)}") from None
 

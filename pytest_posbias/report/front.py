@@ -75,7 +75,8 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
 
     ``run``: the run-level decision recorded in the run log's header (:mod:`..decision`); when
     given, a gate counts as failed by its adjusted decision (``adjusted_passed``), the banner
-    carries its label, reason, notices (simulated model, quick sizes) and the underpowered gates.
+    carries its label, reason, notices (simulated model, quick sizes) and the underpowered gates;
+    the selected gate tests a stopped run never reached (``not_run``) count against shipping in either case.
     """
     if run is not None and not unfinished:
         label = str(run.get("label", ""))
@@ -91,6 +92,10 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
     why = []
     if unfinished:
         why.append(f"the run did not finish (pytest exit {', '.join(map(str, unfinished))})")
+    not_run = list((run or {}).get("not_run") or [])
+    if not_run:
+        why.append(f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
+                   f"({(run or {}).get('stopped') or 'the run stopped before them'})")
     if errored:
         why.append(f"{len(errored)} tests ended without a verdict")
     if not verdicts:

@@ -4,7 +4,8 @@ One table, failures first (then node id order): result, gate (the test id), esti
 two-sided 1 − 2α CI, the allowed region with the configured threshold, n and its unit, the
 Benjamini-Hochberg adjusted p (over the run's gates, as on the terminal), and the run-level
 decision's part: ``run`` (the gate's adjusted decision) and ``p adj`` (:mod:`..decision`). Tests that ended
-without a verdict (an exception, a setup error) are listed under it: they decided nothing.
+without a verdict (an exception, a setup error) are listed under it: they decided nothing; so are
+the selected gate tests a run stopped early (``-x``, ``--maxfail``, an interrupt) never reached.
 A link to the run's HTML report follows, relative to the Markdown file. The file is written
 even when no gate decided, so a job summary always says what happened.
 
@@ -23,6 +24,8 @@ from urllib.parse import quote
 
 from ..safe_text import inert, md_code, md_text, redact_text
 from ..stats import Verdict
+
+MAX_NOT_RUN = 20  # node ids listed of the gate tests a stopped run never reached (then a count)
 
 
 def _num(v: float | None, fmt: str = ".4g") -> str:
@@ -75,6 +78,9 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
         title = f"all {n} gates passed"
     if errored:
         title += f", {len(errored)} tests ended without a verdict"
+    not_run = list((decision or {}).get("not_run") or [])
+    if not_run:
+        title += f", {len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran"
     icon = "❌" if failed or errored or n == 0 else "✅"
     if decision is not None:
         icon = "✅" if decision.get("exit_code") == 0 else "❌" if decision.get("exit_code") == 1 else "⚠️"
@@ -120,6 +126,13 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
             msg = " ".join(str(m) for m in (e.get("message") or []))
             lines.append(f"- {md_code(str(e.get('nodeid', '?')))} ({md_text(str(e.get('when', '')))}): "
                          f"{md_text(redact_text(msg))}")
+        lines.append("")
+    if not_run:
+        stopped = str((decision or {}).get("stopped") or "the run stopped before them")
+        lines += [f"Not run ({_cell(stopped)}; they decided nothing):", ""]
+        lines += [f"- {md_code(n)}" for n in not_run[:MAX_NOT_RUN]]
+        if len(not_run) > MAX_NOT_RUN:
+            lines.append(f"- and {len(not_run) - MAX_NOT_RUN} more")
         lines.append("")
     if report_link:
         lines += [f"[HTML report]({quote(report_link, safe='/')})", ""]  # no space, parenthesis or < can end the link

