@@ -339,12 +339,19 @@ def paired_binary_p(n10: int, n01: int, n: int, delta0: float, *, alternative: s
                     grid: int = NUISANCE_GRID) -> float:
     """The p-value of :func:`paired_binary_pvalues` for one observed outcome (n10, n01): exact
     unconditional up to ``EXACT_MAX_N`` pairs; beyond, Tango's score test referred to the normal
-    distribution (its large-sample form)."""
+    distribution with a continuity correction: Z is computed with n10 moved half a count towards
+    the null (n10 + ½ for ``'less'``, n10 − ½ for ``'greater'``). Without it the normal form is
+    slightly liberal at the margin (size up to about 0.055 at α = 0.05 for 200–300 pairs);
+    with it the size stays under α (``benchmarks/parity.py``)."""
     if not -1.0 < float(delta0) < 1.0:
         raise ConfigError(f"`delta0` must lie in (-1, 1); got {delta0!r}")
-    z_obs = float(np.round(tango_score(n10, n01, n, delta0), 9))
     if n > EXACT_MAX_N:
-        return float(_st.norm.cdf(z_obs) if alternative == "less" else _st.norm.sf(z_obs))
+        if alternative not in ("less", "greater"):
+            raise ConfigError(f"`alternative` must be 'less' or 'greater'; got {alternative!r}")
+        half = 0.5 if alternative == "less" else -0.5
+        z_cc = float(tango_score(n10 + half, n01, n, delta0))
+        return float(_st.norm.cdf(z_cc) if alternative == "less" else _st.norm.sf(z_cc))
+    z_obs = float(np.round(tango_score(n10, n01, n, delta0), 9))
     x, y = _outcomes(n)
     z = np.round(tango_score(x, y, n, delta0), 9)
     if alternative == "less":
