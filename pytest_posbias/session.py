@@ -428,7 +428,7 @@ class RunContext:
     def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
                   method: str = "percentile", extra: Mapping[str, Any] | None = None) -> Verdict:
         return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=GATE_SIDES[gate],
-                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples, method=method,
+                            mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples, method=method, null_variance=True,
                             rng=self.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
 
     def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,
