@@ -73,7 +73,7 @@ def run(case: str, n: int, meg: float, mode: str, replicates: int, seed: int, n_
         null_variance: bool) -> tuple[int, int]:
     """(outcomes counted, inconclusive): detect counts failures, certify counts passes."""
     gen = CASES[case]
-    rng = np.random.default_rng([seed, n, int(round(abs(meg) * 1e4)), len(case), 1 if mode == "detect" else 2])
+    rng = np.random.default_rng([seed, n, round(abs(meg) * 1e4), len(case), 1 if mode == "detect" else 2])
     hits = inconc = 0
     for r in range(replicates):
         v = gen(rng, n, -abs(meg))

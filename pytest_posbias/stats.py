@@ -707,7 +707,7 @@ def mean_verdict(
     p_cert_hi = bs.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
     p_cert_lo = bs.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
     p_certify = max(p_cert_hi, p_cert_lo)
-    ex = {"n_instances": int(v.size), "n_resamples": int(n_resamples), "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
+    ex: dict[str, Any] = {"n_instances": int(v.size), "n_resamples": int(n_resamples), "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
                                                                              "cluster bootstrap (expanded percentile)")}
     ci_low, ci_high = bs.ci_low, bs.ci_high
     if null_variance:
