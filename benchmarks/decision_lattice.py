@@ -13,14 +13,17 @@ twice it, and three spreads: ``dense`` (λ_edge = 2.0: the simulator's, about 0.
 (an unbiased dense lattice plus, in a share of groups, a whole middle slot dropped: −0.8/8 per
 slot, the dose model's unit).
 
-Rows: ``bootstrap``, the cluster bootstrap alone (:func:`pytest_posbias.stats.mean_verdict`), and
-``gate``, the positional gates' rule (the same with ``null_variance=True``: the hull of the bootstrap
-interval and the null-variance t interval), MEG threshold 0.02, α = 0.05, at 12 groups (the ``--quick`` size) and 48 (the default), in detect mode (false failures at the
+Rows (``RULES``): ``bootstrap``, the fixed design's cluster bootstrap alone
+(:func:`pytest_posbias.stats.mean_verdict`); ``fixed``, the positional gates' fixed-design rule (the
+same with ``null_variance=True``: the hull of the bootstrap interval and the null-variance t
+interval); ``seq-t``, the group-sequential design (the default; four looks, O'Brien–Fleming
+spending) with plain t tests; ``seq-gate``, the same with the null-variance t (the gates' rule).
+MEG threshold 0.02, α = 0.05, at 12 groups (the ``--quick`` size) and 48 (the default), in detect mode (false failures at the
 boundary = size; failures at twice the threshold = power) and certify mode (false passes at the
 boundary = size). Each over ``replicates`` seeded replicates, Clopper–Pearson 95% intervals;
 ``inconclusive`` counts refusals.
 
-Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999]
+Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules seq-t,seq-gate]
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from scipy import stats as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pytest_posbias import stats as S
+from pytest_posbias.gates import LOOKS
+from pytest_posbias.sequential import gsd_decide
 
 THRESHOLD = 0.02
 ALPHA = 0.05
@@ -60,6 +65,9 @@ def rare_jump(rng: np.random.Generator, n: int, meg: float) -> np.ndarray:
     return np.clip(base + jumps, -1.0, 1.0)
 
 
+# (label, null-variance t, group-sequential design): the fixed design's bootstrap alone and the gate's
+# hull; the sequential design (the default) with the plain t and with the null-variance t (the gate's)
+RULES = (("bootstrap", False, False), ("fixed", True, False), ("seq-t", False, True), ("seq-gate", True, True))
 CASES: dict[str, Generator] = {"dense": poisson_lattice(2.0), "sparse": poisson_lattice(0.05), "rare-jump": rare_jump}
 
 
@@ -70,13 +78,19 @@ def rate(k: int, n: int) -> str:
 
 
 def run(case: str, n: int, meg: float, mode: str, replicates: int, seed: int, n_resamples: int,
-        null_variance: bool) -> tuple[int, int]:
+        null_variance: bool, sequential: bool = False) -> tuple[int, int]:
     """(outcomes counted, inconclusive): detect counts failures, certify counts passes."""
     gen = CASES[case]
     rng = np.random.default_rng([seed, n, round(abs(meg) * 1e4), len(case), 1 if mode == "detect" else 2])
     hits = inconc = 0
     for r in range(replicates):
         v = gen(rng, n, -abs(meg))
+        if sequential:
+            d = gsd_decide(v, n_max=n, looks=LOOKS, lower=-THRESHOLD, upper=THRESHOLD, mode=mode, alpha=ALPHA,
+                           kind="mean", null_variance=null_variance)
+            inconc += d.inconclusive
+            hits += (not d.passed) if mode == "detect" else (d.passed and not d.inconclusive)
+            continue
         verdict = S.mean_verdict(v, None, name="MEG", threshold=THRESHOLD, sides="both", mode=mode, alpha=ALPHA,
                                  unit="groups", n_resamples=n_resamples, rng=np.random.default_rng([seed, r]),
                                  value_range=(-1.0, 1.0), null_variance=null_variance)
@@ -92,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-resamples", type=int, default=1999)
     ap.add_argument("--sizes", default="12,48")
+    ap.add_argument("--rules", default="", help="comma-separated rule labels (default: all)")
     a = ap.parse_args(argv)
     sizes = [int(x) for x in a.sizes.split(",")]
     print(f"mean gate on lattice units (MEG threshold {THRESHOLD}, alpha {ALPHA}, {a.replicates} replicates, "
@@ -100,10 +115,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{'certify size at boundary':<26} inconclusive (det/cert)")
     for case in CASES:
         for n in sizes:
-            for label, nv in (("bootstrap", False), ("gate", True)):
-                fs, i1 = run(case, n, THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv)
-                fp, _ = run(case, n, 2 * THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv)
-                cs, i2 = run(case, n, THRESHOLD, "certify", a.replicates, a.seed, a.n_resamples, nv)
+            for label, nv, seq in RULES:
+                if a.rules and label not in a.rules.split(","):
+                    continue
+                fs, i1 = run(case, n, THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq)
+                fp, _ = run(case, n, 2 * THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq)
+                cs, i2 = run(case, n, THRESHOLD, "certify", a.replicates, a.seed, a.n_resamples, nv, seq)
                 print(f"{case:<10} {n:>6} {label:<10}  {rate(fs, a.replicates):<26} {rate(fp, a.replicates):<26} "
                       f"{rate(cs, a.replicates):<26} {i1}/{i2}", flush=True)
     return 0

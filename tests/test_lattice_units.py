@@ -72,3 +72,19 @@ def test_positional_gate_uses_the_hull() -> None:
     v = RunContext.mean_gate(ctx, "meg", "sim:unbiased", EQUAL_ATTENTION_QUICK, np.arange(12),  # type: ignore[arg-type]
                              name="MEG leisure-short-P4[equal-attention]", unit="groups")
     assert v.passed and "null-variance t" in v.extra["method"]
+
+
+def test_sequential_mean_gate_uses_the_null_variance_t() -> None:
+    from pytest_posbias.gates import LOOKS
+    from pytest_posbias.sequential import gsd_decide
+
+    kw = {"n_max": 12, "looks": LOOKS, "lower": -0.02, "upper": 0.02, "mode": "detect", "alpha": 0.05, "kind": "mean"}
+    plain = gsd_decide(EQUAL_ATTENTION_QUICK, null_variance=False, **kw)  # type: ignore[arg-type]
+    gate = gsd_decide(EQUAL_ATTENTION_QUICK, **kw)  # type: ignore[arg-type]
+    assert not plain.passed and plain.ci_high < -0.02
+    assert gate.passed and gate.ci_high > -0.02 and gate.p_value > 0.05
+    # every unit past the bound still fails closed, with a p-value the run-level decision counts
+    flat = gsd_decide(np.full(12, -0.1), **kw)  # type: ignore[arg-type]
+    assert not flat.passed and flat.p_value < 0.05
+    past = gsd_decide(np.array([-5, -4, -3, -3, -2, -2, -2, -1, -1, -1, 0, -4]) / 32, **kw)  # type: ignore[arg-type]
+    assert not past.passed
