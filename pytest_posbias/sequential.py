@@ -369,12 +369,15 @@ def gsd_sizes(n_max: int, looks: int) -> list[int]:
 
 
 def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
-             kind: str, futility: float = 0.10, theta1: float | None = None) -> SequentialDecision | None:
+             kind: str, futility: float = 0.10, theta1: float | None = None,
+             null_variance: bool = True) -> SequentialDecision | None:
     """One analysis of the group-sequential design on the units ``x`` gathered so far.
 
     Returns the decision when this look stops the gate (always at the last look), else None.
     ``kind``: ``rate`` (0/1 units: exact binomial tests at the look's nominal level 1 − Φ(c_k))
-    or ``mean`` (Student-t tests on the unit values at the same nominal levels). Early FAIL in
+    or ``mean`` (Student-t tests on the unit values at the same nominal levels, the variance taken at
+    the tested bound: :func:`pytest_posbias.stats.null_variance_interval`; ``null_variance=False``:
+    the plain t test, for the benchmarks' comparison). Early FAIL in
     detect mode needs the look's one-sided test of "compliant" to reject at its spent level, so
     the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies inside the
     region or when the conditional power to show a violation of size θ1 (default:
@@ -422,12 +425,30 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         p_lo = binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="less") if math.isfinite(lower) else 1.0
         sd = math.sqrt(theta1 * (1 - theta1)) if 0 < theta1 < 1 else 0.5
     else:
+        # the t test with the variance taken at the tested bound, s0² = s² + (x̄ − bound)², and its
+        # inverted interval x̄ ± q·s/√(n − q²) (stats.null_variance_interval): on lattice-valued
+        # units (a group's MEG is a multiple of 1/32) a sample piled on one lattice point has a small
+        # sample variance exactly where its mean is far out (docs/design.md section 5)
         sd = float(xs.std(ddof=1)) if n_k > 1 else math.inf
-        se = sd / math.sqrt(n_k) if 0 < sd < math.inf else (1e-12 if sd == 0 else math.inf)
         q = float(st.t.isf(a_k, df))
-        L, U = (est - q * se, est + q * se) if math.isfinite(se) else (-math.inf, math.inf)
-        p_up = float(st.t.sf((est - upper) / se, df)) if math.isfinite(upper) and math.isfinite(se) else 1.0
-        p_lo = float(st.t.cdf((est - lower) / se, df)) if math.isfinite(lower) and math.isfinite(se) else 1.0
+        nv = 1.0 if null_variance else 0.0
+        if 0 < sd < math.inf and n_k > nv * q * q:
+            half_k = q * sd / math.sqrt(n_k - nv * q * q)
+            L, U = est - half_k, est + half_k
+        else:
+            L, U = (-math.inf, math.inf) if sd != 0 else (est, est)
+
+        def t_null(bound: float, side: str) -> float:
+            if sd == 0 and math.isfinite(bound):  # every unit equal (past a bound: detect fails closed)
+                return 0.0 if (est > bound if side == "greater" else est < bound) else 1.0
+            if not (math.isfinite(bound) and 0 < sd < math.inf):
+                return 1.0
+            se0 = math.sqrt((sd * sd + nv * (est - bound) ** 2) / n_k)
+            z = (est - bound) / se0
+            return float(st.t.sf(z, df) if side == "greater" else st.t.cdf(z, df))
+
+        p_up = t_null(upper, "greater")
+        p_lo = t_null(lower, "less")
     outside = upper < L or lower > U
     inside = lower < L and upper > U
     futile = False
@@ -476,12 +497,13 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
 
 
 def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
-               kind: str, futility: float = 0.10, theta1: float | None = None) -> SequentialDecision:
+               kind: str, futility: float = 0.10, theta1: float | None = None,
+               null_variance: bool = True) -> SequentialDecision:
     """Run :func:`gsd_step` at each planned look over the units ``x`` (in arrival order)."""
     xs = np.asarray(x, dtype=float)
     for k, n_k in enumerate(gsd_sizes(n_max, looks)):
         d = gsd_step(xs[: min(n_k, xs.size)], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
-                     alpha=alpha, kind=kind, futility=futility, theta1=theta1)
+                     alpha=alpha, kind=kind, futility=futility, theta1=theta1, null_variance=null_variance)
         if d is not None:
             return d
     raise AssertionError("unreachable: the last look always decides")  # pragma: no cover

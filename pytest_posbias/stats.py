@@ -579,6 +579,46 @@ def zero_spread_interval(value: float, n: int, *, lower: float, upper: float, al
     return ci_low, ci_high, p_det, p_cert
 
 
+def null_variance_interval(means: ArrayLike, *, alpha: float) -> tuple[float, float]:
+    """The (1 − 2α) interval {μ0 : |x̄ − μ0| <= c·s0(μ0)/√n} of the t statistic with the
+    variance taken at the tested mean, s0(μ0)² = s² + (x̄ − μ0)² (s² the sample variance of the n
+    unit means, c the one-sided 1 − α quantile of Student t with n − 1 degrees of freedom): solved,
+    x̄ ± c·s/√(n − c²), the t interval widened by √(n/(n − c²)); the whole line when n <= c².
+
+    Why: on lattice-valued units (a group's MEG is a multiple of 1/32 on four-sentence references)
+    a sample piled on one lattice point has both an extreme mean and a small sample variance, so
+    intervals built on the sample variance (t, bootstrap) are too short exactly where the mean is
+    far out; the variance at the tested value does not shrink with the spread (as the Wilson
+    interval does for a proportion). Sizes at the boundary: ``benchmarks/decision_lattice.py``.
+    """
+    x = np.asarray(means, dtype=float)
+    n = x.size
+    if n < 2:
+        return -math.inf, math.inf
+    c = float(_st.t.ppf(1.0 - alpha, n - 1))
+    if n <= c * c:
+        return -math.inf, math.inf
+    half = c * float(x.std(ddof=1)) / math.sqrt(n - c * c)
+    m = float(x.mean())
+    return m - half, m + half
+
+
+def null_variance_p(means: ArrayLike, bound: float, alternative: str) -> float:
+    """One-sided p-value of H0 "mean <= bound" (``alternative='greater'``) or "mean >= bound"
+    (``'less'``) from T = (x̄ − bound)/(s0/√n), s0² = s² + (x̄ − bound)², Student t with n − 1
+    degrees of freedom (:func:`null_variance_interval` inverts it)."""
+    x = np.asarray(means, dtype=float)
+    n = x.size
+    if n < 2:
+        return 1.0
+    m = float(x.mean())
+    s0 = math.sqrt(float(x.var(ddof=1)) + (m - bound) ** 2)
+    if s0 == 0.0:
+        return 0.5
+    t = (m - bound) / (s0 / math.sqrt(n))
+    return float(_st.t.sf(t, n - 1) if alternative == "greater" else _st.t.cdf(t, n - 1))
+
+
 def mean_verdict(
     values: ArrayLike,
     clusters: ArrayLike | None = None,
@@ -594,6 +634,7 @@ def mean_verdict(
     method: str = "percentile",
     extra: Mapping[str, Any] | None = None,
     value_range: tuple[float, float] | None = None,
+    null_variance: bool = False,
 ) -> Verdict:
     """Gate on the mean of per-instance values with a cluster-bootstrap (1 − 2α) CI.
 
@@ -612,6 +653,12 @@ def mean_verdict(
       the gate decides on the exact worst-case floor of :func:`zero_spread_interval` instead;
       without it, a detect-mode sample whose every unit lies past a bound still fails (fail
       closed: e.g. zero coverage everywhere), and any other zero-spread sample is inconclusive.
+
+    ``null_variance=True`` (lattice-valued units, e.g. a group's MEG on four-sentence references):
+    the interval is the hull of the bootstrap interval and :func:`null_variance_interval` (the
+    t test with the variance taken at the tested bound, inverted), and each p-value the larger of
+    the two rules'; a violation (detect) or compliance (certify) is shown only when both show it
+    (docs/design.md section 5).
     """
     a = _check_alpha(alpha)
     if mode not in MODES:
@@ -659,10 +706,24 @@ def mean_verdict(
     p_cert_hi = bs.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
     p_cert_lo = bs.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
     p_certify = max(p_cert_hi, p_cert_lo)
-    ex = {"n_instances": int(v.size), "n_resamples": int(n_resamples), "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
+    ex: dict[str, Any] = {"n_instances": int(v.size), "n_resamples": int(n_resamples), "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
                                                                              "cluster bootstrap (expanded percentile)")}
+    ci_low, ci_high = bs.ci_low, bs.ci_high
+    if null_variance:
+        t_low, t_high = null_variance_interval(cmeans, alpha=a)
+        ci_low, ci_high = min(ci_low, t_low), max(ci_high, t_high)
+        t_p = {b: null_variance_p(cmeans, b, side) for b, side in ((upper, "greater"), (lower, "less"))
+               if math.isfinite(b)}
+        t_c = {b: null_variance_p(cmeans, b, side) for b, side in ((upper, "less"), (lower, "greater"))
+               if math.isfinite(b)}
+        p_above = max(p_above, t_p.get(upper, 1.0))
+        p_below = max(p_below, t_p.get(lower, 1.0))
+        p_detect = min(p_above, p_below)
+        p_certify = max(p_certify, *t_c.values()) if t_c else p_certify
+        ex["method"] = f"{ex['method']} and null-variance t (hull)"
+        ex["null_variance_interval"] = [t_low, t_high]
     ex.update(extra or {})
-    return _decide(name=name, estimate=bs.estimate, ci_low=bs.ci_low, ci_high=bs.ci_high, lower=lower, upper=upper,
+    return _decide(name=name, estimate=bs.estimate, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
                    threshold=threshold, n=bs.n_clusters, unit=unit, mode=mode, alpha=a,
                    p_detect=p_detect, p_certify=p_certify, extra=ex)
 

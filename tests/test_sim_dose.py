@@ -169,7 +169,7 @@ def test_set_strata_drop_round_m_x_cells_over_every_prefix_of_the_set(tmp_path, 
             assert SD.set_position(order) == (k - 1, (k - 1) * P + j)
             u = SD.set_strata(order, w, 0.0)
             drops += [u(s, "keep") >= w[s] for s in range(P)]
-        slope = len(set(w)) == P  # a DPB slope: one systematic sample per slot, offsets differ by slot
+        slope = len(set(w)) == P  # a DPB slope: whole drop patterns in their shares (quota method)
         for cls in {round(x, 12) for x in w}:  # the slots of equal w are one systematic sample
             slots = [s for s in range(P) if round(w[s], 12) == cls]
             planned = k * P * len(slots) * (1 - cls)
@@ -178,6 +178,36 @@ def test_set_strata_drop_round_m_x_cells_over_every_prefix_of_the_set(tmp_path, 
     assert SD.set_position([paths[0][0], paths[0][0]]) is None
     assert SD.set_strata([str(tmp_path / "videos" / "syn-leisure-short-98.mp4"), paths[0][0]], w[:2], 0.0) is None
     assert SD.set_position(["/elsewhere/a.mp4", "/elsewhere/b.mp4"]) is None
+
+
+@pytest.mark.parametrize("target", [0.05, -0.1])
+def test_dpb_slope_takes_every_drop_pattern_in_its_independent_share(tmp_path, target):
+    # DPB is not linear in the drops: the formula averages over independent slots, two slots
+    # dropped together included; per-slot systematic samples never dropped two together and
+    # realised 0.047 for 0.05 on every P = 4 configuration
+    P = 4
+    rng = np.random.default_rng(1)
+    groups = [tuple(f"syn-leisure-short-{c:02d}" for c in rng.choice(12, P, replace=False)) for _ in range(60)]
+    groups = list({tuple(sorted(g)): g for g in reversed(groups)}.values())[::-1][:40]
+    paths = _manifest(tmp_path, groups)
+    w = SD.slot_keep(SD.parse_dose(f"dose,dpb={target}"), P, 0.85)
+    probs = dict(SD.drop_patterns(w))
+    seen: dict[tuple[bool, ...], int] = {}
+    dpb = []
+    a = np.array(SD.alphas(P))
+    for k, g in enumerate(paths, start=1):
+        for j in range(P):
+            u = SD.set_strata(g[j:] + g[:j], w, 0.0)
+            pat = tuple(u(s, "keep") >= w[s] for s in range(P))
+            seen[pat] = seen.get(pat, 0) + 1
+            kept = ~np.array(pat)
+            dpb.append(a[kept].sum() / kept.sum() if kept.any() else np.mean([a[r] for r in SD.rescued(w)]))
+        m = k * P
+        for pat, pr in probs.items():
+            assert abs(seen.get(pat, 0) - m * pr) < 1.0, (m, pat)
+    assert sum(c for pat, c in seen.items() if sum(pat) >= 2) >= 2
+    # equal slot coverage: the set's mean DPB is the formula's up to the pattern counts' rounding
+    assert abs(np.mean(dpb) - SD.expected_dpb(w)) <= 0.1 * abs(target)
 
 
 def test_set_strata_confuse_round_m_q_slots(tmp_path):

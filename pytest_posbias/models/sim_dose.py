@@ -396,9 +396,42 @@ def set_position(video_paths: Sequence[str]) -> tuple[int, int] | None:
     return n, n * P + j
 
 
-# offsets of the per-slot systematic samples of a DPB slope (distinct, so the slots' taken cells
-# do not line up with each other)
-_SLOT_STEPS = tuple(math.sqrt(k) % 1.0 for k in (2, 3, 5, 7, 11, 13, 17, 19))
+# most slots a dose stratifies over the synthetic set (a DPB slope enumerates the 2^P drop patterns)
+_MAX_STRATA_SLOTS = 8
+# drop-pattern sequences of DPB slopes already built, per keep vector (extended on demand)
+_PATTERN_SEQ: dict[tuple[float, ...], tuple[list[tuple[bool, ...]], list[int]]] = {}
+
+
+def drop_patterns(keep: Sequence[float]) -> list[tuple[tuple[bool, ...], float]]:
+    """Every drop pattern of the slots (True = dropped) with its probability under independent
+    slots, ∏ (1 − w_p if dropped else w_p), in a fixed order; patterns of probability 0 left out."""
+    out = []
+    for bits in product((False, True), repeat=len(keep)):
+        pr = math.prod((1.0 - w) if b else w for w, b in zip(keep, bits, strict=True))
+        if pr > 0.0:
+            out.append((bits, pr))
+    return out
+
+
+def pattern_at(keep: Sequence[float], i: int) -> tuple[bool, ...]:
+    """The drop pattern of instance i under a DPB slope, by the quota method over the patterns'
+    probabilities π_k (:func:`drop_patterns`): instance t takes the pattern of largest deficit
+    (t + 1)·π_k − c_k(t) (c_k: times taken before t; ties to the first), so over any prefix of M
+    instances every pattern is taken within one of M·π_k times. The joint law of the slots' drops
+    is then the independent one that the DPB formula (:func:`expected_dpb`) averages over: per-slot
+    systematic samples never dropped two slots of one instance together and realised 0.047 for a
+    target of 0.05 on every P = 4 configuration."""
+    key = tuple(float(w) for w in keep)
+    seq, counts = _PATTERN_SEQ.setdefault(key, ([], []))
+    pats = drop_patterns(key)
+    if not counts:
+        counts.extend([0] * len(pats))
+    while len(seq) <= i:
+        t = len(seq)
+        k = max(range(len(pats)), key=lambda j: ((t + 1) * pats[j][1] - counts[j], -j))
+        counts[k] += 1
+        seq.append(pats[k][0])
+    return seq[i]
 
 
 def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float) -> Any:
@@ -413,10 +446,11 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     is round(M·x) (systematic sampling), so the set's share is the dose to within half a cell, not
     a binomial draw.
     MEG, coverage and contamination are linear in these indicators, so their joint law across
-    slots does not matter. A DPB slope (the slots' w all differ) needs independent slots
-    (:func:`expected_dpb`): slot p is its own sequence, offset θ_p = frac(√prime_p) instead of ½ so
-    that the slots' cells are not taken in lockstep (count within one cell of M·x)."""
-    if len(keep) > len(_SLOT_STEPS):
+    slots does not matter. A DPB slope (the slots' w all differ) needs the joint law of independent
+    slots (:func:`expected_dpb`; DPB is not linear in the drops): each instance takes a whole drop
+    pattern from a low-discrepancy sequence over the patterns' probabilities (:func:`pattern_at`),
+    so every pattern, two slots dropped together included, occurs in its share of the instances."""
+    if len(keep) > _MAX_STRATA_SLOTS:
         return None
     pos = set_position(video_paths)
     if pos is None:
@@ -434,8 +468,11 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
         if what == "confuse":
             return 0.5 * confuse if systematic(i * P + slot, confuse) else confuse + 0.5 * (1.0 - confuse)
         w = keep[slot]
-        same = [p for p in range(P) if keep[p] == w]
-        dropped = systematic(i * len(same) + same.index(slot), 1.0 - w, _SLOT_STEPS[slot] if distinct else 0.5)
+        if distinct:
+            dropped = pattern_at(keep, i)[slot]
+        else:
+            same = [p for p in range(P) if keep[p] == w]
+            dropped = systematic(i * len(same) + same.index(slot), 1.0 - w)
         return w + 0.5 * (1.0 - w) if dropped else 0.5 * w  # >= w exactly when the cell is dropped
 
     return u

@@ -1,0 +1,130 @@
+"""Operating characteristics of the mean gate on lattice-valued units (MEG per group at P = 4).
+
+The unit is a group's MEG, the mean over its 4 cyclic orders of (C2 + C3)/2 − (C1 + C4)/2
+(multi-video paper eq. 7). On references of four sentences each slot's coverage is a multiple of
+1/4, so a group's MEG is a multiple of 1/32: a fact the model drops from a middle slot moves it by
+−1/32, one dropped from an edge slot by +1/32. ``sim:unbiased`` drops each fact with probability
+0.072 at temperature 0.9, a few facts per group, so its group MEGs sit on that lattice with a large
+mass at a few points (on the quick set, 8 of 12 groups of one configuration at exactly −1/32).
+The generator here is that mechanism: MEG = (X − Y)/32, X ~ Poisson(λ_edge), Y ~ Poisson(λ_middle),
+with λ_middle − λ_edge = 32·|MEG| putting the population MEG at the boundary (−threshold) or at
+twice it, and three spreads: ``dense`` (λ_edge = 2.0: the simulator's, about 0.06 per group),
+``sparse`` (λ_edge = 0.05: mostly zeros and a few −1/32, near-zero spread) and ``rare-jump``
+(an unbiased dense lattice plus, in a share of groups, a whole middle slot dropped: −0.8/8 per
+slot, the dose model's unit).
+
+Rows (``RULES``): ``bootstrap``, the fixed design's cluster bootstrap alone
+(:func:`pytest_posbias.stats.mean_verdict`); ``fixed``, the positional gates' fixed-design rule (the
+same with ``null_variance=True``: the hull of the bootstrap interval and the null-variance t
+interval); ``seq-t``, the group-sequential design (the default; four looks, O'Brien–Fleming
+spending) with plain t tests; ``seq-gate``, the same with the null-variance t (the gates' rule).
+MEG threshold 0.02, α = 0.05, at 12 groups (the ``--quick`` size) and 48 (the default), in detect mode (false failures at the
+boundary = size; failures at twice the threshold = power) and certify mode (false passes at the
+boundary = size). Each over ``replicates`` seeded replicates, Clopper–Pearson 95% intervals;
+``inconclusive`` counts refusals.
+
+Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules seq-t,seq-gate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+
+import numpy as np
+from scipy import stats as st
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from pytest_posbias import stats as S
+from pytest_posbias.gates import LOOKS
+from pytest_posbias.sequential import gsd_decide
+
+THRESHOLD = 0.02
+ALPHA = 0.05
+STEP = 1.0 / 32.0
+
+Generator = Callable[[np.random.Generator, int, float], np.ndarray]
+
+
+def poisson_lattice(edge_rate: float) -> Generator:
+    """Group MEGs (X − Y)/32 with X ~ Poisson(edge_rate), Y ~ Poisson(edge_rate + 32·|meg|)."""
+    def gen(rng: np.random.Generator, n: int, meg: float) -> np.ndarray:
+        x = rng.poisson(edge_rate, n)
+        y = rng.poisson(edge_rate + abs(meg) / STEP, n)
+        return np.clip((x - y) * STEP * (1 if meg <= 0 else -1), -1.0, 1.0)
+    return gen
+
+
+def rare_jump(rng: np.random.Generator, n: int, meg: float) -> np.ndarray:
+    """An unbiased dense lattice (λ = 2 per side) plus whole middle slots dropped: a dropped slot
+    of coverage 0.8 moves its group's MEG by −0.8/8 = −0.1; a group drops Poisson(|meg|/0.1) of them."""
+    base = (rng.poisson(2.0, n) - rng.poisson(2.0, n)) * STEP
+    jumps = rng.poisson(abs(meg) / 0.1, n) * -0.1
+    return np.clip(base + jumps, -1.0, 1.0)
+
+
+# (label, null-variance t, group-sequential design): the fixed design's bootstrap alone and the gate's
+# hull; the sequential design (the default) with the plain t and with the null-variance t (the gate's)
+RULES = (("bootstrap", False, False), ("fixed", True, False), ("seq-t", False, True), ("seq-gate", True, True))
+CASES: dict[str, Generator] = {"dense": poisson_lattice(2.0), "sparse": poisson_lattice(0.05), "rare-jump": rare_jump}
+
+
+def rate(k: int, n: int) -> str:
+    """k/n with its Clopper–Pearson 95% interval."""
+    ci = st.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact") if n else None
+    return f"{k / n:.3f} [{ci.low:.3f}, {ci.high:.3f}]" if ci else "-"
+
+
+def run(case: str, n: int, meg: float, mode: str, replicates: int, seed: int, n_resamples: int,
+        null_variance: bool, sequential: bool = False) -> tuple[int, int]:
+    """(outcomes counted, inconclusive): detect counts failures, certify counts passes."""
+    gen = CASES[case]
+    rng = np.random.default_rng([seed, n, round(abs(meg) * 1e4), len(case), 1 if mode == "detect" else 2])
+    hits = inconc = 0
+    for r in range(replicates):
+        v = gen(rng, n, -abs(meg))
+        if sequential:
+            d = gsd_decide(v, n_max=n, looks=LOOKS, lower=-THRESHOLD, upper=THRESHOLD, mode=mode, alpha=ALPHA,
+                           kind="mean", null_variance=null_variance)
+            inconc += d.inconclusive
+            hits += (not d.passed) if mode == "detect" else (d.passed and not d.inconclusive)
+            continue
+        verdict = S.mean_verdict(v, None, name="MEG", threshold=THRESHOLD, sides="both", mode=mode, alpha=ALPHA,
+                                 unit="groups", n_resamples=n_resamples, rng=np.random.default_rng([seed, r]),
+                                 value_range=(-1.0, 1.0), null_variance=null_variance)
+        inconc += verdict.inconclusive
+        hits += (not verdict.passed) if mode == "detect" else (verdict.passed and not verdict.inconclusive)
+    return hits, inconc
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicates", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-resamples", type=int, default=1999)
+    ap.add_argument("--sizes", default="12,48")
+    ap.add_argument("--rules", default="", help="comma-separated rule labels (default: all)")
+    a = ap.parse_args(argv)
+    sizes = [int(x) for x in a.sizes.split(",")]
+    print(f"mean gate on lattice units (MEG threshold {THRESHOLD}, alpha {ALPHA}, {a.replicates} replicates, "
+          f"seed {a.seed}, {a.n_resamples} resamples)")
+    print(f"{'case':<10} {'groups':>6} {'rule':<10}  {'detect size at boundary':<26} {'detect power at 2t':<26} "
+          f"{'certify size at boundary':<26} inconclusive (det/cert)")
+    for case in CASES:
+        for n in sizes:
+            for label, nv, seq in RULES:
+                if a.rules and label not in a.rules.split(","):
+                    continue
+                fs, i1 = run(case, n, THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq)
+                fp, _ = run(case, n, 2 * THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq)
+                cs, i2 = run(case, n, THRESHOLD, "certify", a.replicates, a.seed, a.n_resamples, nv, seq)
+                print(f"{case:<10} {n:>6} {label:<10}  {rate(fs, a.replicates):<26} {rate(fp, a.replicates):<26} "
+                      f"{rate(cs, a.replicates):<26} {i1}/{i2}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
