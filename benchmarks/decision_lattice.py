@@ -13,11 +13,12 @@ twice it, and three spreads: ``dense`` (λ_edge = 2.0: the simulator's, about 0.
 (an unbiased dense lattice plus, in a share of groups, a whole middle slot dropped: −0.8/8 per
 slot, the dose model's unit).
 
-Rows (``RULES``): ``bootstrap``, the fixed design's cluster bootstrap alone
-(:func:`pytest_posbias.stats.mean_verdict`); ``fixed``, the positional gates' fixed-design rule (the
+Rows (``RULES``): ``bootstrap``, the fixed design's cluster bootstrap (the gates' rule,
+:func:`pytest_posbias.stats.mean_verdict`); ``fixed``, the null-variance alternative (the
 same with ``null_variance=True``: the hull of the bootstrap interval and the null-variance t
 interval); ``seq-t``, the group-sequential design (the default; four looks, O'Brien–Fleming
-spending) with plain t tests; ``seq-gate``, the same with the null-variance t (the gates' rule).
+spending) with plain t tests (the gates' rule); ``seq-gate``, the same with the null-variance t (the
+alternative the gates do not use: docs/design.md section 5).
 MEG threshold 0.02, α = 0.05, at 12 groups (the ``--quick`` size) and 48 (the default), in detect mode (false failures at the
 boundary = size; failures at twice the threshold = power) and certify mode (false passes at the
 boundary = size). Each over ``replicates`` seeded replicates, Clopper–Pearson 95% intervals;

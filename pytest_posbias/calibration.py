@@ -99,10 +99,8 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
         flag = (x < 0).astype(float)
         return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
-    # the positional gates take the hull with the null-variance t interval (session.mean_gate)
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                        n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap,
-                        null_variance=g.name in ("dpb", "meg", "coverage", "contamination")).passed
+                        n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
 
 
 SEQUENTIAL_LOOKS = 4

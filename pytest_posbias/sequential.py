@@ -370,14 +370,14 @@ def gsd_sizes(n_max: int, looks: int) -> list[int]:
 
 def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
              kind: str, futility: float = 0.10, theta1: float | None = None,
-             null_variance: bool = True) -> SequentialDecision | None:
+             null_variance: bool = False) -> SequentialDecision | None:
     """One analysis of the group-sequential design on the units ``x`` gathered so far.
 
     Returns the decision when this look stops the gate (always at the last look), else None.
     ``kind``: ``rate`` (0/1 units: exact binomial tests at the look's nominal level 1 − Φ(c_k))
-    or ``mean`` (Student-t tests on the unit values at the same nominal levels, the variance taken at
-    the tested bound: :func:`pytest_posbias.stats.null_variance_interval`; ``null_variance=False``:
-    the plain t test, for the benchmarks' comparison). Early FAIL in
+    or ``mean`` (Student-t tests on the unit values at the same nominal levels; ``null_variance=True``:
+    the variance taken at the tested bound, :func:`pytest_posbias.stats.null_variance_interval`, measured
+    in ``benchmarks/decision_lattice.py`` and not used by the gates: docs/design.md section 5). Early FAIL in
     detect mode needs the look's one-sided test of "compliant" to reject at its spent level, so
     the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies inside the
     region or when the conditional power to show a violation of size θ1 (default:
@@ -498,7 +498,7 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
 
 def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
                kind: str, futility: float = 0.10, theta1: float | None = None,
-               null_variance: bool = True) -> SequentialDecision:
+               null_variance: bool = False) -> SequentialDecision:
     """Run :func:`gsd_step` at each planned look over the units ``x`` (in arrival order)."""
     xs = np.asarray(x, dtype=float)
     for k, n_k in enumerate(gsd_sizes(n_max, looks)):

@@ -456,13 +456,13 @@ class RunContext:
     # -- verdicts
     def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
                   method: str | None = None, extra: Mapping[str, Any] | None = None) -> Verdict:
-        """A mean gate: the hull of the cluster-bootstrap interval of the mean of ``values`` (the
-        gate's registered interval method unless ``method`` is given) and the null-variance t
-        interval (lattice-valued units: docs/design.md section 5), against the gate's threshold and side."""
+        """A mean gate: cluster bootstrap of the mean of ``values`` (the gate's registered interval
+        method unless ``method`` is given) against the gate's threshold and side. The null-variance
+        t (``stats.mean_verdict(null_variance=True)``) is not used: docs/design.md section 5."""
         spec = GATES[gate]
         return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=spec.side,
                             mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,
-                            method=method or spec.bootstrap, null_variance=True,
+                            method=method or spec.bootstrap,
                             rng=self.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
 
     def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,

@@ -62,29 +62,19 @@ def test_hull_never_certifies_what_the_bootstrap_does_not() -> None:
         assert not (gate.passed and not boot.passed)
 
 
-def test_positional_gate_uses_the_hull() -> None:
-    from types import SimpleNamespace
-
-    from pytest_posbias.session import RunContext
-
-    ctx = SimpleNamespace(threshold=lambda gate, model: 0.02, mode="detect", alpha=0.05, n_resamples=1999,
-                          rng=lambda *a: np.random.default_rng(0))
-    v = RunContext.mean_gate(ctx, "meg", "sim:unbiased", EQUAL_ATTENTION_QUICK, np.arange(12),  # type: ignore[arg-type]
-                             name="MEG leisure-short-P4[equal-attention]", unit="groups")
-    assert v.passed and "null-variance t" in v.extra["method"]
-
-
-def test_sequential_mean_gate_uses_the_null_variance_t() -> None:
+def test_the_null_variance_t_bounds_the_p_value_below_so_the_gates_keep_the_plain_t() -> None:
+    """With the variance taken at the bound, t0 = √n·d/√(s² + d²) < √n whatever the distance d, so at
+    the quick sizes a blatant violation keeps p above what the run-level Holm adjustment needs over a
+    few gates; the gates' sequential rule is the plain t, whose p falls with the distance
+    (docs/design.md section 5)."""
     from pytest_posbias.gates import LOOKS
     from pytest_posbias.sequential import gsd_decide
 
     kw = {"n_max": 12, "looks": LOOKS, "lower": -0.02, "upper": 0.02, "mode": "detect", "alpha": 0.05, "kind": "mean"}
-    plain = gsd_decide(EQUAL_ATTENTION_QUICK, null_variance=False, **kw)  # type: ignore[arg-type]
-    gate = gsd_decide(EQUAL_ATTENTION_QUICK, **kw)  # type: ignore[arg-type]
-    assert not plain.passed and plain.ci_high < -0.02
-    assert gate.passed and gate.ci_high > -0.02 and gate.p_value > 0.05
-    # every unit past the bound still fails closed, with a p-value the run-level decision counts
-    flat = gsd_decide(np.full(12, -0.1), **kw)  # type: ignore[arg-type]
-    assert not flat.passed and flat.p_value < 0.05
-    past = gsd_decide(np.array([-5, -4, -3, -3, -2, -2, -2, -1, -1, -1, 0, -4]) / 32, **kw)  # type: ignore[arg-type]
-    assert not past.passed
+    blatant = np.random.default_rng(1).normal(-0.5, 0.08, 12)  # middle-weak's MEG on the quick set
+    plain = gsd_decide(blatant, **kw)  # type: ignore[arg-type]
+    null_var = gsd_decide(blatant, null_variance=True, **kw)  # type: ignore[arg-type]
+    assert not plain.passed and not null_var.passed
+    assert plain.p_value < 0.05 / 6 <= null_var.p_value  # six MEG gates under Holm: only the plain t can fail the run
+    # the gates' default is the plain rule
+    assert gsd_decide(EQUAL_ATTENTION_QUICK, **kw).ci_high == gsd_decide(EQUAL_ATTENTION_QUICK, null_variance=False, **kw).ci_high  # type: ignore[arg-type]
