@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Generator, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ _STASH_OUTER_STATE = pytest.StashKey["_SessionState | None"]()  # the enclosing 
 _STASH_VLLM = pytest.StashKey[list[Any]]()  # the xdist controller's vLLM servers (models/vllm_managed.ManagedVllm)
 WORKEROUTPUT_GATE_TESTS = "posbias_gate_tests"  # workeroutput key: the worker's selected gate tests (node ids)
 WORKERINPUT_VLLM = "posbias_vllm"  # workerinput key: {spec: {"urls": [...], "identity": {...}}}
+_STASH_LIVE_LINE = pytest.StashKey["LiveLine"]()  # the progress bar's line on a terminal (serial runs)
 _STASH_FILE_PROBLEMS = pytest.StashKey[list[Any]]()  # the manifest's unusable video files (warned at session start)
 
 
@@ -788,16 +790,64 @@ def _progress_writer(config: pytest.Config) -> Any:
         return None
 
     capman = config.pluginmanager.get_plugin("capturemanager")
+    # asked with the output capture off: while a test runs, pytest's capture points stdout at a file
+    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+        live = LiveLine(tr, config) if _is_terminal(tr) else None
+    if live is not None:
+        config.stash[_STASH_LIVE_LINE] = live
 
-    def write(line: str) -> None:
-        # print past pytest's output capture, on a line of its own
-        if capman is not None:
-            with capman.global_and_fixture_disabled():
-                _write_keeping_prefix(tr, config, f"[posbias] {line}")
-        else:
+    def write(line: str, *, transient: bool = False, final: bool = False) -> None:
+        # print past pytest's output capture, on a line of its own (a progress bar: redrawn in place)
+        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+            if live is not None and transient:
+                live.draw(f"[posbias] {line}", final=final)
+                return
+            if live is not None:
+                live.close()
             _write_keeping_prefix(tr, config, f"[posbias] {line}")
 
+    write.live = live is not None  # type: ignore[attr-defined]
     return write
+
+
+def _is_terminal(tr: Any) -> bool:
+    """Whether pytest writes to an interactive terminal (a CI log gets plain lines instead)."""
+    f = getattr(getattr(tr, "_tw", None), "_file", None)
+    try:
+        return bool(f is not None and f.isatty() and os.environ.get("TERM") != "dumb")
+    except (AttributeError, ValueError):
+        return False
+
+
+class LiveLine:
+    """The progress bar's line on a terminal: drawn on a fresh line, redrawn in place (carriage
+    return, erase to the end of the line) at each update, and ended by the last update, by any other
+    line the plugin prints, or before pytest writes the next test's result."""
+
+    def __init__(self, tr: Any, config: pytest.Config) -> None:
+        self.tr, self.config = tr, config
+        self.open = False
+        self._prefix: Any = None
+
+    def draw(self, text: str, *, final: bool) -> None:
+        tw = self.tr._tw
+        if not self.open:
+            self._prefix = getattr(self.tr, "currentfspath", None)
+            if int(getattr(tw, "width_of_current_line", 0) or 0):
+                tw.line()  # leave pytest's result letters on their line
+            self.open = True
+        width = max(20, int(getattr(tw, "fullwidth", 80)) - 1)
+        tw.write_raw("\r" + text[:width] + "\x1b[K", flush=True)
+        if final:
+            self.close()
+
+    def close(self) -> None:
+        if not self.open:
+            return
+        self.open = False
+        self.tr._tw.line()
+        # results continue on a fresh line without pytest repeating the file's header
+        self.tr.currentfspath = self._prefix if self.config.get_verbosity() <= 0 else None
 
 
 def _write_keeping_prefix(tr: Any, config: pytest.Config, line: str) -> None:
@@ -853,6 +903,14 @@ def _start_worker_progress(config: pytest.Config) -> None:
 
     state.stop.clear()
     threading.Thread(target=loop, name="posbias-progress", daemon=True).start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> None:
+    """Before pytest writes a test's result letter: end the progress bar's line, if one is open."""
+    live = config.stash.get(_STASH_LIVE_LINE, None)
+    if live is not None and live.open:
+        live.close()
 
 
 @pytest.hookimpl(optionalhook=True)

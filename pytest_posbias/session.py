@@ -97,6 +97,7 @@ def _requests_behind(result: Any) -> int:
 
 PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
 PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
+PROGRESS_LIVE_EVERY_S = 0.5  # on a terminal, where the line is redrawn in place, this often
 SHARED_MEMO_PREFIXES = ("positional|", "phase|", "stressor|")  # probe results shared across xdist workers
 
 class RunContext:
@@ -253,13 +254,18 @@ class RunContext:
             return
         if elapsed < PROGRESS_AFTER_S:  # a short batch prints nothing: lines only where a wait needs explaining
             return
+        live = bool(getattr(self._progress, "live", False))  # one line redrawn in place on a terminal
         now = time.monotonic()
-        if done < total and now - self._last_progress < PROGRESS_EVERY_S:
+        if done < total and now - self._last_progress < (PROGRESS_LIVE_EVERY_S if live else PROGRESS_EVERY_S):
             return
         self._last_progress = now
         from .summary import progress_text
 
-        self._progress(progress_text(done, total, hits, elapsed))
+        if live:  # the plugin's terminal writer (plugin._progress_writer) takes the bar's keywords
+            redraw: Any = self._progress
+            redraw(progress_text(done, total, hits, elapsed, bar=True), transient=True, final=done >= total)
+        else:
+            self._progress(progress_text(done, total, hits, elapsed))
 
     def note(self, message: str) -> None:
         if self._progress is not None:

@@ -48,10 +48,17 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def progress_text(done: int, total: int, hits: int, elapsed: float) -> str:
+BAR_WIDTH = 24
+
+
+def progress_text(done: int, total: int, hits: int, elapsed: float, *, bar: bool = False) -> str:
     """One progress line of a probe's model calls: ``model calls 120/216 (56%), 4.0/s, ETA 24 s;
     30 more answered from the cache``. ``done``/``total`` count the calls to make; ``hits`` the
-    requests the cache answered instead (not among them); the rate is calls made per second so far."""
+    requests the cache answered instead (not among them); the rate is calls made per second so far.
+    ``bar``: led by a bar of ``BAR_WIDTH`` cells, ``[#############-----------]`` (a terminal's line)."""
+    if bar:
+        filled = BAR_WIDTH * done // total if total else BAR_WIDTH
+        return f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] " + progress_text(done, total, hits, elapsed)
     pct = 100 * done // total if total else 100
     rate = done / elapsed if elapsed > 0 else 0.0
     eta = (total - done) / rate if rate > 0 else float("nan")
