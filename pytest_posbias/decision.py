@@ -400,7 +400,12 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     nm = [not_measured_reason(v) for _, v in verdicts]
     ps = [gate_p_value(v) for _, v in verdicts]
     holm_idx = [i for i, (_, v) in enumerate(verdicts) if nm[i] is None and v.mode == "detect"]
-    adj = dict(zip(holm_idx, holm_adjust([ps[i] for i in holm_idx]), strict=True)) if multiplicity == "holm" else {}
+    # a selected gate that never ran (the run stopped early) stays in Holm's family with p = 1, a valid
+    # p-value: otherwise -x, which stops at the first gate failing on its own, would adjust that gate
+    # within the few gates that ran and fail true-null runs far more often than α
+    family_ps = [ps[i] for i in holm_idx] + [1.0] * len(not_run)
+    adj = (dict(zip(holm_idx, holm_adjust(family_ps)[: len(holm_idx)], strict=True))
+           if multiplicity == "holm" else {})
     gates = []
     for i, (nid, v) in enumerate(verdicts):
         pn = power_note(v)

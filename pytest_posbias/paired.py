@@ -208,7 +208,8 @@ def paired_permutation_verdict(
     symmetric, and on skewed or rare-event differences (a rare ±1 component, e.g. the stressor
     amplification or a paired 0/1 outcome) the test rejects at the margin 7–11% of the time at 8,
     16 and 60 clusters, studentized or not; so a non-zero threshold is a refusal to decide
-    (inconclusive), and the default paired test decides such gates."""
+    (inconclusive and not passed in either mode: the run is NOT MEASURED, never a detect-mode pass),
+    and the default paired test decides such gates."""
     from .stats import _bounds
 
     a = _check_alpha(alpha)
@@ -229,7 +230,7 @@ def paired_permutation_verdict(
                                     unit=unit, why=(f"the sign-flip permutation test does not hold its size at a non-zero "
                                                     f"margin ({threshold:g}) for skewed or rare-event differences; "
                                                     f"the default paired test (paired_test = \"bootstrap\") decides it"),
-                                    estimate=float(x.mean()) if x.size else math.nan, extra=ex)
+                                    estimate=float(x.mean()) if x.size else math.nan, extra=ex, fail_closed=True)
     if np.ptp(x) == 0:
         lo_ci = hi_ci = float(x[0])
     else:
@@ -342,7 +343,9 @@ def paired_binary_p(n10: int, n01: int, n: int, delta0: float, *, alternative: s
     distribution with a continuity correction: Z is computed with n10 moved half a count towards
     the null (n10 + ½ for ``'less'``, n10 − ½ for ``'greater'``). Without it the normal form is
     slightly liberal at the margin (size up to about 0.055 at α = 0.05 for 200–300 pairs);
-    with it the size stays under α (``benchmarks/parity.py``)."""
+    with it the size stays under α at δ0 = 0.05 (``benchmarks/parity.py``), but at small margins
+    (δ0 = 0.01–0.02, 200–400 pairs, small p01) its exact size reaches 0.055–0.056
+    (docs/design.md section 5)."""
     if not -1.0 < float(delta0) < 1.0:
         raise ConfigError(f"`delta0` must lie in (-1, 1); got {delta0!r}")
     if n > EXACT_MAX_N:

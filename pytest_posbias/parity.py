@@ -15,7 +15,9 @@ measured on both sides, and a unit lost on either side is a lost unit of the gat
   one deployment disagree exactly as often as its re-run floor says, so δ = 0 for a deployment
   that is the reference; a deterministic reference has f_i = 0 and the rule tests the changed
   share itself (conservatively: the supremum includes p01 = 0, where it is the exact binomial
-  test).
+  test). The gate does not decide (fail closed: the run is not measured) when the reference's
+  own re-run floor exceeds the threshold (a change of that size cannot be told from its noise) or
+  when the two sides' answers were scored differently (letter log-probabilities against text).
 * ``parity_coverage`` (summaries of the positional probe): d_i = coverage_ref − coverage_test
   per (group, order) instance, compliant when mean d <= threshold (the coverage drop); cluster
   bootstrap over groups, or the sign-flip permutation test with ``paired_test = "permutation"``,
@@ -98,7 +100,22 @@ def parity_answers_verdict(ctx: Any, model: str) -> Verdict:
         "rule": "delta = changed share - reference re-run floor (paired on the same items) <= threshold",
         "changed_items": listed[:MAX_LISTED], "changed_items_total": len(listed),
     }
-    v = paired_change_verdict(changed, floor, name=name, threshold=ctx.threshold("parity", model), mode=ctx.mode,
+    threshold = ctx.threshold("parity", model)
+    if r.mode != b.mode:  # letter log-probabilities on one side, parsed text on the other: not the same answers
+        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items), mode=ctx.mode,
+                                 alpha=ctx.alpha, unit="items", extra=extra, fail_closed=True,
+                                 why=f"the two deployments' answers were scored differently ({r.mode} for {model}, "
+                                     f"{b.mode} for {ref}): an endpoint without log-probabilities is read from its text")
+        return _floored(ctx, v, m)
+    if rows and float(floor.mean()) > threshold:  # a noisy reference hides any change below its own flips
+        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items), mode=ctx.mode,
+                                 alpha=ctx.alpha, unit="items", extra=extra, fail_closed=True,
+                                 estimate=float(changed.mean() - floor.mean()),
+                                 why=f"the reference's own re-run changes {floor.mean():.3g} of its answers, more than "
+                                     f"the threshold {threshold:g}: a change of that size cannot be told from its noise "
+                                     f"(make the reference deterministic: greedy decoding, a fixed seed)")
+        return _floored(ctx, v, m)
+    v = paired_change_verdict(changed, floor, name=name, threshold=threshold, mode=ctx.mode,
                               alpha=ctx.alpha, unit="items", extra=extra)
     return _floored(ctx, v, m)
 

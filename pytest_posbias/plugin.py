@@ -500,11 +500,20 @@ def _check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     if specs:  # the registry is imported only when a model was named
         from .errors import ModelLoadError
         from .models.registry import resolve
+    resolved = {}
     for spec in specs:
         try:
-            resolve(spec, locate=not plan)
+            resolved[spec] = resolve(spec, locate=not plan)
         except ModelLoadError as exc:
             raise pytest.UsageError(_as_typed(config, str(exc))) from None
+    if parity:  # a deployment compared with itself shares its cache entries: the gates would compare nothing
+        ref = resolved[parity]
+        same = [m for m in config.getoption("--posbias-model") or []
+                if (resolved[m].backend, resolved[m].target, resolved[m].revision) == (ref.backend, ref.target, ref.revision)]
+        if same:
+            given = "--posbias-parity" if config.getoption("--posbias-parity") else f"{pcfg.source} `parity` ="
+            raise pytest.UsageError(f"{given} {parity}: the parity reference is the tested model "
+                                    f"{same[0]} itself; name another deployment (a served build, another precision)")
     _check_data(config, pcfg)
     # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
     # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and

@@ -200,6 +200,12 @@ def test_sign_flip_at_a_margin_refuses_instead_of_failing_skewed_differences():
     assert fails / reps >= 0.15  # the old rule: E d = 0.05·(−1) + 0.95·0.1 = 0.045 <= 0.05, yet it fails these
     v = paired_permutation_verdict(d, np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="detect")
     assert np.isnan(v.ci_low) and "does not hold its size at a non-zero margin" in v.reason
+    # a refusal is not a detect-mode pass: the run is NOT MEASURED, whatever the difference
+    from pytest_posbias.decision import run_decision
+
+    assert not v.passed and v.inconclusive
+    big = paired_permutation_verdict(np.full(n, 0.6), np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="detect")
+    assert run_decision([("t::drop", big)]).exit_code == 6
     w = paired_permutation_verdict(d, np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="certify")
     assert not w.passed
 

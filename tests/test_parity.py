@@ -90,13 +90,14 @@ def test_the_reference_rerun_floor_is_subtracted():
     from pytest_posbias.parity import parity_answers_verdict
 
     ref = np.zeros(N_ITEMS, dtype=int)
-    changed = _changed(15)  # 25% of the items change between the deployments
-    # the reference's own re-run changes the same 25%: two runs of one deployment disagree as much
-    noisy_ref = _result("ref", ref, rerun=_changed(15))
-    v = parity_answers_verdict(_ctx(_result("m", changed), noisy_ref), "m")
+    # the reference's own re-run changes 3 of 60 answers (5%, the threshold), and so does the tested
+    # deployment: two runs of one deployment disagree as much
+    noisy_ref = _result("ref", ref, rerun=_changed(3))
+    v = parity_answers_verdict(_ctx(_result("m", _changed(3)), noisy_ref), "m")
     assert v.passed and v.estimate == 0.0, v.reason
-    assert v.extra["changed_share"] == 0.25 and v.extra["reference_rerun_floor"] == 0.25
+    assert v.extra["changed_share"] == 0.05 and v.extra["reference_rerun_floor"] == 0.05
     assert v.extra["measurement"]["floor_met"]
+    changed = _changed(15)  # 25% of the items change between the deployments
     # a reference that re-runs identically: the same 25% is a deployment change, far past 0.05
     steady_ref = _result("ref", ref, rerun=ref)
     v = parity_answers_verdict(_ctx(_result("m", changed), steady_ref), "m")
@@ -105,6 +106,24 @@ def test_the_reference_rerun_floor_is_subtracted():
     row = v.extra["changed_items"][0]
     assert row == {"item": "q0", "video": "v0", "question": "question <b>0</b>?", "answer_model": "green",
                    "answer_reference": "red", "correct": "red", "reference_rerun_changed": False}
+
+
+def test_a_reference_noisier_than_the_threshold_or_scored_otherwise_decides_nothing():
+    """A reference whose own re-run flips more answers than the threshold hides any change of that
+    size, and answers scored from log-probabilities on one side and from text on the other are not
+    the same answers: the gate is not measured (no pass), whatever the estimate."""
+    from pytest_posbias.decision import run_decision
+    from pytest_posbias.parity import parity_answers_verdict
+
+    ref = np.zeros(N_ITEMS, dtype=int)
+    noisy = parity_answers_verdict(_ctx(_result("m", _changed(30)), _result("ref", ref, rerun=_changed(30))), "m")
+    assert not noisy.passed and noisy.inconclusive and "re-run changes 0.5" in noisy.reason, noisy.reason
+    assert run_decision([("t::parity", noisy)]).exit_code == 6
+    text_ref = _result("ref", ref, rerun=ref)
+    text_ref.mode = "text"
+    mixed = parity_answers_verdict(_ctx(_result("m", ref), text_ref), "m")
+    assert not mixed.passed and "scored differently (logprobs for m, text for ref)" in mixed.reason, mixed.reason
+    assert run_decision([("t::parity", mixed)]).exit_code == 6
 
 
 def test_an_item_lost_on_either_side_is_a_lost_unit():
@@ -205,6 +224,10 @@ def test_a_bad_reference_is_a_usage_error(pytester, small_set):
     res = pytester.runpytest("-m", "parity", "--posbias-model", "sim:unbiased", "--posbias-parity", "sim:dose,parity=2")
     assert res.ret == 4
     assert "--posbias-parity" in res.stderr.str() + res.stdout.str()
+    # the tested model as its own reference compares nothing: a usage error naming both
+    res = pytester.runpytest("-m", "parity", "--posbias-model", "sim:unbiased", "--posbias-parity", "sim:unbiased")
+    out = res.stderr.str() + res.stdout.str()
+    assert res.ret == 4 and "--posbias-parity sim:unbiased: the parity reference is the tested model" in out, out
 
 
 @pytest.mark.slow  # two runs: 12 groups of one configuration and 24 clean descriptions per model

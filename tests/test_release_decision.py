@@ -113,6 +113,17 @@ def test_holm_run_false_failure_rate_is_at_most_alpha_for_164_compliant_gates():
     assert (p <= 0.05).any(axis=1).mean() > 0.9  # without adjustment nearly every run fails
 
 
+def test_gates_a_stopped_run_never_reached_stay_in_holms_family_with_p_1():
+    """-x stops at the first gate that fails on its own: adjusted within the gates that ran, that
+    gate would fail the run of a compliant model 2-3x more often than α (benchmarks/stopped_runs.py)."""
+    ids = [f"t{i}" for i in range(6)]
+    stopped = run_decision([(ids[0], _v(0.02))], not_run=ids[1:], stopped="stopped by -x after 1 failure")
+    assert stopped.exit_code == exitcodes.NOT_MEASURED  # 0.02 · 6 > α: not a failure, and five gates never ran
+    assert stopped.gates[0].p_adjusted == pytest.approx(0.12)
+    strong = run_decision([(ids[0], _v(0.001))], not_run=ids[1:], stopped="stopped by -x after 1 failure")
+    assert strong.exit_code == exitcodes.DO_NOT_SHIP  # 0.001 · 6 < α: the run fails on what it measured
+
+
 def test_not_measured_and_no_decision_exit_6():
     m = {"measurement": {"floor_met": False}}
     d = run_decision([("a", _v(0.5)), ("b", _v(0.5, passed=False, extra=m))])

@@ -91,12 +91,13 @@ def make_backend(resolved: Any, store: FrameStore, options: Mapping[str, Any],
 
 
 def check_endpoints(options: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Run the start-up check of every ``openai:`` model, baseline and LLM judge that ``options``
+    """Run the start-up check of every ``openai:`` model, baseline, parity reference and LLM judge that ``options``
     (the run's merged options) name, without loading anything else; raises ModelLoadError on the
     first that fails. For the controller of a pytest-xdist run, which loads no models itself."""
     from ..models.registry import resolve
 
-    specs = [*(options.get("models") or []), *([options["baseline"]] if options.get("baseline") else [])]
+    specs = [*(options.get("models") or []), *([options["baseline"]] if options.get("baseline") else []),
+             *([options["parity"]] if options.get("parity") else [])]
     judge = judge_spec(options.get("judge"))
     specs += [judge] if judge else []
     out = []
