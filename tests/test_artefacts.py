@@ -8,10 +8,10 @@ summary, ``--posbias-json``, junit XML and the terminal; each one is read back w
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from suite_project import write_suite_project
 
 from pytest_posbias.safe_text import (
     inert,
@@ -23,8 +23,6 @@ from pytest_posbias.safe_text import (
     redact_url,
     redact_value,
 )
-
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 # --------------------------------------------------------------------------- redaction
 
@@ -107,21 +105,11 @@ def test_no_secret_from_the_api_base_reaches_any_artefact(pytester, small_set, m
     monkeypatch.setenv("POSBIAS_API_TIMEOUT", "3")
     monkeypatch.setenv("POSBIAS_API_BACKOFF", "0.01")
     monkeypatch.setenv("POSBIAS_API_KEY", "sk-env-key-4242")
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", "test_phase_order.py"):
-        shutil.copy(SUITES / f, dest / f)
-    pytester.makepyprojecttoml(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-data = "{small_set}"
-
+    write_suite_project(pytester.path, small_set, ("test_phase_order.py",), """
 [tool.posbias.probes.phase]
 items = 4
 orderings = 2
-""")
+""", model=None)
     user_secret, query_secret = "sk-userinfo-7f3a9c", "sk-query-51be02"
     with FaultServer() as srv:
         base = srv.url.replace("http://", f"http://me:{user_secret}@") + f"?api-key={query_secret}"
@@ -171,24 +159,14 @@ def hostile_manifest(small_set: Path, out: Path) -> Path:
 @pytest.mark.usefixtures("heavy_modules")
 def test_text_from_a_hostile_manifest_is_inert_in_every_artefact(pytester, small_set):
     manifest = hostile_manifest(small_set, pytester.path / "hostile.jsonl")
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", "test_positional.py", "test_phase_order.py"):
-        shutil.copy(SUITES / f, dest / f)
-    pytester.makepyprojecttoml(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-data = "{manifest}"
-
+    write_suite_project(pytester.path, manifest, ("test_positional.py", "test_phase_order.py"), """
 [tool.posbias.probes.positional]
 groups = 3
 
 [tool.posbias.probes.phase]
 items = 4
 orderings = 2
-""")
+""", model=None)
     res = pytester.runpytest_subprocess("-m", "meg or option_order", "--posbias-model", "sim:middle-weak", "--posbias-fixed",
                                         "-p", "no:randomly", "--posbias-json=out.json", "--posbias-markdown=out.md",
                                         "--junitxml=junit.xml", "-v", "--posbias-judge", "fragment", timeout=900)

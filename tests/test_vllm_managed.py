@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from suite_project import write_suite_project
 
 from pytest_posbias.errors import ModelLoadError
 from pytest_posbias.models import vllm_managed as vm
@@ -29,7 +29,6 @@ from pytest_posbias.models.registry import model_label, resolve
 HERE = Path(__file__).resolve().parent
 FAKE = HERE / "fake_vllm.py"
 FAKE_CMD = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"
-SUITES = HERE.parent / "suites"
 
 
 @pytest.fixture
@@ -252,22 +251,12 @@ def test_order_suite_runs_through_vllm_and_the_cache_is_its_own(pytester: pytest
                                                                 record: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("POSBIAS_API_TIMEOUT", "10")
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", "test_phase_order.py"):
-        shutil.copy(SUITES / f, dest / f)
-    pytester.makepyprojecttoml(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-data = "{small_set}"
-vllm_command = "{FAKE_CMD}"
+    write_suite_project(pytester.path, small_set, ("test_phase_order.py",), f"""vllm_command = "{FAKE_CMD}"
 
 [tool.posbias.probes.phase]
 items = 8
 orderings = 4
-""")
+""", model=None)
     res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
                                         "-p", "no:randomly", "--posbias-json=out.json", timeout=300)
     out = res.stdout.str() + res.stderr.str()
@@ -298,21 +287,11 @@ def test_under_xdist_the_controller_starts_one_server_for_all_workers(pytester: 
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setenv("POSBIAS_API_TIMEOUT", "10")
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", "test_phase_order.py"):
-        shutil.copy(SUITES / f, dest / f)
-    pytester.makepyprojecttoml(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-data = "{small_set}"
-
+    write_suite_project(pytester.path, small_set, ("test_phase_order.py",), """
 [tool.posbias.probes.phase]
 items = 8
 orderings = 4
-""")
+""", model=None)
     res = pytester.runpytest_subprocess("suites", "-m", "option_order", "--posbias-fixed", "--posbias-model", f"vllm:{ckpt}",
                                         f"--posbias-vllm-command={FAKE_CMD}", "-p", "no:randomly", "-n", "2",
                                         "--posbias-json=out.json", timeout=300)
@@ -339,11 +318,8 @@ def test_served_rates_split_prefill_and_decode_per_gpu() -> None:
 def test_plan_measure_on_vllm_prints_gpu_hours(tmp_path: Path, small_set: Path, ckpt: Path, record: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     proj = tmp_path / "proj"
-    (proj / "suites").mkdir(parents=True)
-    for f in ("conftest.py", "test_phase_order.py"):
-        shutil.copy(SUITES / f, proj / "suites" / f)
-    (proj / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
-                                         f'data = "{small_set}"\n\n[tool.posbias.probes.phase]\nitems = 8\norderings = 4\n')
+    write_suite_project(proj, small_set, ("test_phase_order.py",), "\n[tool.posbias.probes.phase]\nitems = 8\norderings = 4\n",
+                        model=None)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
     res = subprocess.run([str(Path(sys.executable).parent / "posbias"), "plan", "-m", "option_order", "--posbias-model", f"vllm:{ckpt}",
                           f"--posbias-vllm-command={FAKE_CMD}", "--measure"], cwd=proj, env=env, capture_output=True,
