@@ -202,8 +202,8 @@ def test_gates_through_a_real_vllm_server_with_a_kill_and_a_resume(vllm_py, smal
         failed1 = {r["key"] for r in recs1 if not r["cache_hit"] and not _ok(r)}
         # killed mid-run: some calls finished, the rest failed and are counted, the gates fail closed
         assert len(ok1 | unusable1) >= KILL_AFTER and failed1, (len(ok1), len(failed1), out1[-3000:])
-        # every failed call is counted (a key that failed may be asked again by a later probe and fail again)
-        assert data1["calls"]["failed"] == sum(1 for r in recs1 if not r["cache_hit"] and not _ok(r)) >= len(failed1) > 0
+        # every failed call in the run log is counted (a key that failed may be asked again by a later probe)
+        assert data1["calls"]["failed"] >= sum(1 for r in recs1 if not r["cache_hit"] and not _ok(r)) >= len(failed1) > 0
         # fail closed: gates below their floor are NOT MEASURED (6), a gate failing on what it measured is 1;
         # never an internal or usage error
         assert proc.returncode in (1, 6), out1[-4000:]
