@@ -100,18 +100,6 @@ def _run_args(url: str, name: str) -> list[str]:
             f"--posbias-api-base={url}", "-p", "no:randomly", "-p", "no:cacheprovider", f"--posbias-json={name}.json"]
 
 
-def _request_records(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a line being written
-        if rec.get("kind") == "request":
-            out.append(rec)
-    return out
-
-
 def _records(path: Path, kind: str) -> list[dict[str, Any]]:
     """The run log's records of one ``kind``."""
     out = []
@@ -123,6 +111,10 @@ def _records(path: Path, kind: str) -> list[dict[str, Any]]:
         if rec.get("kind") == kind:
             out.append(rec)
     return out
+
+
+def _request_records(path: Path) -> list[dict[str, Any]]:
+    return _records(path, "request")
 
 
 def _rejected_keys(path: Path) -> set[str]:
