@@ -5,7 +5,9 @@ consensus answer differs from the reference's, f = 1 when the reference's own re
 reference's answer; the gate is on δ = P(c = 1) − P(f = 1), compliant when δ <= t (t = 0.05),
 decided by the exact unconditional test for paired proportions (Tango's score, supremum over the
 nuisance; :func:`pytest_posbias.paired.paired_binary_p`, the function the gate's verdict
-inverts; Tango's score test referred to the normal above 200 items).
+inverts, exact up to ``paired.EXACT_MAX_N`` items). Its rejection region is a cut on Tango's Z
+(:func:`pytest_posbias.paired.paired_binary_critical`), found once per (items, margin, side), so
+each replicate costs one comparison.
 
 Items are drawn independently. An item is unstable with probability u (a near tie that GPU
 nondeterminism decides): each run of either deployment picks one of two answers at random, so
@@ -14,16 +16,20 @@ it with probability 1/2 with no deployment effect at all. A stable item's answer
 the deployment with probability d. So P(c = 1) = u/2 + (1 − u)·d and δ = (1 − u)·d: at the
 boundary d = t/(1 − u), at twice the threshold d = 2t/(1 − u).
 
-Rows per (items n, floor F):
+Rows per (items n, margin t, floor F); ``--margins`` sets t (default the gate's 0.05; the same
+p-value serves ``--baseline`` comparisons of binary units at their own margins, e.g. 0.01, 0.02):
 
 * ``gate``: detect mode, false failures at the boundary (size, must be <= α) and failures at 2t
-  (power); certify mode, false passes at the boundary (must be <= α);
+  (power); certify mode, false passes at the boundary (must be <= α); ``exact`` beside each size:
+  the size computed over every outcome (the trinomial of (c, f) pairs: p10 = u/4 + (1 − u)·d,
+  p01 = u/4), which the Monte-Carlo rate estimates;
 * ``naive``: the exact binomial test of the changed share c against t, ignoring the floor (the
   rule the floor correction replaces): its false failures at the boundary grow with F.
 
 Each rate over ``replicates`` seeded replicates, with Clopper–Pearson 95% intervals.
 
 Run: python benchmarks/parity.py [--replicates 2000] [--seed 0] [--items 40 60 120 300] [--floors 0 0.02 0.05 0.1]
+     [--margins 0.05]
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from scipy import stats as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pytest_posbias.gate_registry import GATES
-from pytest_posbias.paired import paired_binary_p
+from pytest_posbias.paired import _log_pmf, _outcomes, paired_binary_critical, tango_score
 from pytest_posbias.stats import exact_interval
 
 ALPHA = 0.05
@@ -60,8 +66,26 @@ def draw(rng: np.random.Generator, n: int, floor: float, delta: float,
 
 
 @functools.cache
-def _p(n10: int, n01: int, n: int, alternative: str) -> float:
-    return paired_binary_p(n10, n01, n, THRESHOLD, alternative=alternative)
+def _cut(n: int, t: float, alternative: str) -> float:
+    return paired_binary_critical(n, t, ALPHA, alternative=alternative)
+
+
+def rejects(n10: np.ndarray, n01: np.ndarray, n: int, t: float, alternative: str) -> np.ndarray:
+    """Whether paired_binary_p(n10, n01, n, t) < α, through the test's cut on Tango's Z."""
+    z = np.round(tango_score(n10, n01, n, t), 9)
+    zc = _cut(n, t, alternative)
+    out: np.ndarray = z <= zc if alternative == "less" else z >= zc
+    return out
+
+
+def exact_size(n: int, t: float, floor: float, alternative: str) -> float:
+    """P(reject) over every outcome at the boundary δ = t (module doc's trinomial)."""
+    u = 2 * floor
+    p01 = u / 4
+    p10 = p01 + t
+    x, y = _outcomes(n)
+    pmf = np.exp(_log_pmf(x, y, n, np.array([p10]), np.array([p01])))[0]
+    return float(pmf @ rejects(x, y, n, t, alternative))
 
 
 def rate(k: int, n: int) -> str:
@@ -75,27 +99,31 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--items", type=int, nargs="+", default=list(ITEMS), help="item counts (rows)")
     ap.add_argument("--floors", type=float, nargs="+", default=list(FLOORS), help="reference re-run floors F < 0.5")
+    ap.add_argument("--margins", type=float, nargs="+", default=[THRESHOLD], help="margins t (rows)")
     args = ap.parse_args()
     reps = args.replicates
     if reps < 1000:
         ap.error("--replicates must be >= 1000")
-    print(f"parity gate: threshold t = {THRESHOLD:g}, alpha = {ALPHA:g}, {reps} replicates per cell, seed {args.seed}")
-    print("rates with Clopper-Pearson 95% intervals; size columns must stay <= alpha")
-    head = (f"{'items':>5} {'floor':>5}  {'gate: detect size at t':<24} {'gate: certify size at t':<24} "
-            f"{'gate: detect power at 2t':<24} {'naive binomial: size at t':<24}")
+    print(f"parity rule: margins {', '.join(f'{t:g}' for t in args.margins)}, alpha = {ALPHA:g}, {reps} replicates "
+          f"per cell, seed {args.seed}")
+    print("rates with Clopper-Pearson 95% intervals (exact: the size over every outcome); size columns must stay <= alpha")
+    head = (f"{'items':>5} {'t':>5} {'floor':>5}  {'detect size at t':<24} {'exact':>6}  {'certify size at t':<24} "
+            f"{'exact':>6}  {'detect power at 2t':<24} {'naive binomial: size':<24}")
     print(head)
     print("-" * len(head))
     for n in args.items:
-        for floor in args.floors:
-            rng = np.random.default_rng([args.seed, n, round(floor * 1000)])
-            b10, b01, changed = draw(rng, n, floor, THRESHOLD, reps)
-            p10, p01, _ = draw(rng, n, floor, 2 * THRESHOLD, reps)
-            detect = sum(_p(int(x), int(y), n, "greater") < ALPHA for x, y in zip(b10, b01, strict=True))
-            certify = sum(_p(int(x), int(y), n, "less") < ALPHA for x, y in zip(b10, b01, strict=True))
-            power = sum(_p(int(x), int(y), n, "greater") < ALPHA for x, y in zip(p10, p01, strict=True))
-            naive = int(np.sum(st.binom.sf(changed - 1, n, THRESHOLD) < ALPHA))
-            print(f"{n:>5} {floor:>5.2f}  {rate(detect, reps):<24} {rate(certify, reps):<24} {rate(power, reps):<24} "
-                  f"{rate(naive, reps):<24}")
+        for t in args.margins:
+            for floor in args.floors:
+                rng = np.random.default_rng([args.seed, n, round(floor * 1000), round(t * 1000)])
+                b10, b01, changed = draw(rng, n, floor, t, reps)
+                p10, p01, _ = draw(rng, n, floor, 2 * t, reps)
+                detect = int(rejects(b10, b01, n, t, "greater").sum())
+                certify = int(rejects(b10, b01, n, t, "less").sum())
+                power = int(rejects(p10, p01, n, t, "greater").sum())
+                naive = int(np.sum(st.binom.sf(changed - 1, n, t) < ALPHA))
+                ed, ec = exact_size(n, t, floor, "greater"), exact_size(n, t, floor, "less")
+                print(f"{n:>5} {t:>5.2f} {floor:>5.2f}  {rate(detect, reps):<24} {ed:>6.4f}  {rate(certify, reps):<24} "
+                      f"{ec:>6.4f}  {rate(power, reps):<24} {rate(naive, reps):<24}", flush=True)
 
 
 if __name__ == "__main__":

@@ -260,8 +260,8 @@ def test_posbias_plan_counts_the_parity_gates_at_full_size():
 
 
 # Just past the threshold: 1.6t = 0.08 on 300 items of the full synthetic set (360 questions); the
-# rule needs 22 changed of 300 at t = 0.05 (Tango's score test, referred to the normal above 200
-# items) and the dose changes about 24. The dose model picks its items by a Weyl sequence, so the
+# rule needs 22 changed of 300 at t = 0.05 (the exact unconditional test) and the dose changes
+# about 24. The dose model picks its items by a Weyl sequence, so the
 # realised share sits next to the dose, not a binomial draw.
 NEAR_ITEMS = 300
 
