@@ -164,7 +164,7 @@ def test_critical_cut_is_where_the_p_value_crosses_alpha():
 
 @pytest.mark.parametrize(("n", "t", "p01"), [(400, 0.01, 0.0025), (300, 0.02, 0.005)])
 def test_detect_holds_its_size_at_small_margins_above_the_old_exact_limit(n, t, p01):
-    """Tango's score referred to the normal (the rule above 200 pairs before) falsely failed 5.4% of
+    """Tango's score referred to the normal (with the continuity correction) falsely fails 5.4% of
     these at 400 pairs, margin 0.01 and rare discordance. The exact size of the verdict's p-value
     rule: its rejection region (the p-value checked on each row's edge) summed under the
     multinomial at the margin."""
