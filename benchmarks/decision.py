@@ -16,7 +16,8 @@ Paired rows (this module):
 * ``binary``: paired binary outcomes with a margin (``stats.paired_change_verdict``): n = 60
   at margin 0.05 and n = 24 at margin 0.10, discordance all one way (p01 = 0) and two-way
   (p01 = 0.10); certify power at δ = 0 (p10 = p01 = margin/2), detect power at δ = 2·margin;
-  n = 300 (above ``EXACT_MAX_N``: Tango's score referred to the normal) at margin 0.05, one way.
+  n = 300 at margin 0.05, one way (the exact test's rejection region as its cut on Tango's Z,
+  ``paired.paired_binary_critical``).
   Margin 0 (fusion): exact McNemar, detect at δ = 0.
 * ``stressor``: the paired stressor comparison (``paired.paired_amplification_verdict``),
   margin 0.05, 16 and 60 videos with 4 stressed trials each (quick sizes) and 60 with 30 (the
@@ -50,6 +51,7 @@ from pytest_posbias.paired import (
     NUISANCE_GRID,
     paired_abs_mean_verdict,
     paired_binary_bound,
+    paired_binary_critical,
     paired_binary_pvalues,
     tango_score,
 )
@@ -150,16 +152,18 @@ def binary_cases(reps: int, seed: int) -> Iterator[Case]:
             power = _binary_hits(rng, reps, n, 2 * t + p01, p01, det)
             yield Case(f"binary detect, margin {t:g}, {way}", rule, n, f"false fail at p10={t + p01:g}, p01={p01:g}",
                        reps, size, f"fail at δ={2 * t:g}, p01={p01:g}", power)
-    n, t = 300, 0.05  # above EXACT_MAX_N: Tango's score referred to the normal
+    n, t = 300, 0.05  # the rejection region of the exact test as a table of 0/1 p-values
     x, y = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    z = tango_score(x, y, n, t)
-    for mode, table in (("certify", st.norm.cdf(z)), ("detect", st.norm.sf(z))):
+    z = np.round(tango_score(x, y, n, t), 9)
+    cut_c = paired_binary_critical(n, t, ALPHA, alternative="less")
+    cut_d = paired_binary_critical(n, t, ALPHA, alternative="greater")
+    for mode, table in (("certify", np.where(z <= cut_c, 0.0, 1.0)), ("detect", np.where(z >= cut_d, 0.0, 1.0))):
         rng = np.random.default_rng([seed, 6, 0 if mode == "certify" else 1])
         size = _binary_hits(rng, reps, n, t, 0.0, table)
         power = (_binary_hits(rng, reps, n, t / 2, t / 2, table) if mode == "certify"
                  else _binary_hits(rng, reps, n, 2 * t, 0.0, table))
         alt = f"pass at δ=0, p01={t / 2:g}" if mode == "certify" else f"fail at δ={2 * t:g}, p01=0"
-        yield Case(f"binary {mode}, margin {t:g}, one-way", "Tango score (normal)", n,
+        yield Case(f"binary {mode}, margin {t:g}, one-way", rule, n,
                    f"false {'pass' if mode == 'certify' else 'fail'} at p10={t:g}, p01=0", reps, size, alt, power)
     n = 60
     rng = np.random.default_rng([seed, 4])
