@@ -364,16 +364,40 @@ def _confusion_always() -> Iterator[None]:
         sim_dose.DOSE_RANGE.update(saved[1])
 
 
+@contextlib.contextmanager
+def _thin_always() -> Iterator[None]:
+    """Within the block, ``meg=-1`` thins every middle slot of a P = 4 answer by its first written
+    sentence (the calibration of FIRST_LOSS); the module's constants are restored afterwards."""
+    from .models import sim_dose
+
+    saved = (dict(sim_dose.FIRST_LOSS), sim_dose.FIRST_LOSS_DEFAULT, dict(sim_dose.DOSE_RANGE))
+    sim_dose.FIRST_LOSS.clear()
+    sim_dose.FIRST_LOSS_DEFAULT = 1.0
+    sim_dose.DOSE_RANGE["meg"] = (-1.0, 1.0)
+    try:
+        yield
+    finally:
+        sim_dose.FIRST_LOSS.clear()
+        sim_dose.FIRST_LOSS.update(saved[0])
+        sim_dose.FIRST_LOSS_DEFAULT = saved[1]
+        sim_dose.DOSE_RANGE.clear()
+        sim_dose.DOSE_RANGE.update(saved[2])
+
+
 def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootdir: str | Path = ".",
               print_fn: Callable[[str], None] = print) -> dict[str, Any]:
-    """Measure MU (unbiased mean slot coverage) and CONTAMINATION ((x0, κ): the unbiased
-    contaminated-slot rate and the rate when every slot describes another slot's video) per
-    configuration, and print them as the Python that ``models/sim_dose.py`` stores."""
+    """Measure MU (unbiased mean slot coverage), CONTAMINATION ((x0, κ): the unbiased
+    contaminated-slot rate and the rate when every slot describes another slot's video) and, at
+    P = 4, FIRST_LOSS (the middle slots' mean coverage under sim:unbiased minus theirs when every
+    middle slot drops its first written sentence) per configuration, and print them as the Python
+    that ``models/sim_dose.py`` stores."""
     from .suite_support import positional_configs, positional_spec
 
     mu: dict[tuple[str, str, int], float] = {}
     contam: dict[tuple[str, str, int], tuple[float, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="posbias-sim-calibrate-") as tmp, _confusion_always():
+    loss: dict[tuple[str, str, int], float] = {}
+    with (tempfile.TemporaryDirectory(prefix="posbias-sim-calibrate-") as tmp, _confusion_always(),
+          _thin_always()):
         ctx = _context("sim:unbiased", seed=seed, data=data, cache=tmp, probes={"positional": {"groups": groups}},
                        rootdir=Path(rootdir))
         try:
@@ -387,6 +411,9 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
                 mu[(domain, bucket, P)] = round(float(u.coverage.mean()), 4)
                 contam[(domain, bucket, P)] = (round(float(u.contamination.mean()), 4),
                                                round(float(c.contamination.mean()), 4))
+                if P == 4:
+                    t = ctx.positional("sim:dose,meg=-1", spec)
+                    loss[(domain, bucket, P)] = round(float(u.coverage[:, 1:3].mean() - t.coverage[:, 1:3].mean()), 4)
         finally:
             ctx.close()
     print_fn(f"# posbias sim calibrate --groups {groups} --seed {seed}")
@@ -398,7 +425,11 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
     for k, (a, b) in contam.items():
         print_fn(f"    {k!r}: ({a}, {b}),")
     print_fn("}")
-    return {"mu": mu, "contamination": contam}
+    print_fn("FIRST_LOSS: dict[tuple[str, str, int], float] = {")
+    for k, v in loss.items():
+        print_fn(f"    {k!r}: {v},")
+    print_fn("}")
+    return {"mu": mu, "contamination": contam, "first_loss": loss}
 
 
 # --------------------------------------------------------------------------- CLI

@@ -69,6 +69,7 @@ from .sim_dose import (
     Dose,
     confusion_prob,
     dosed_share,
+    first_loss_for,
     grid_class,
     group_rank,
     group_uniform,
@@ -76,6 +77,7 @@ from .sim_dose import (
     mu_for,
     parse_dose,
     rescued,
+    sentence_drops,
     set_strata,
     slot_keep,
     stressor_params,
@@ -392,6 +394,7 @@ class SimBackend:
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
         dropped = [d[0] >= keep_slot[k] for k, d in enumerate(draws)]
+        thin = self.dose is not None and sentence_drops(self.dose, P, self._first_loss(videos))
         if P and all(dropped) and self.dose is not None and uses_rescue(self.dose, P):  # else a lost DPB/MEG unit
             dropped[max(rescued(keep_slot), key=lambda k: draws[k][0])] = False
         chunks = []
@@ -407,7 +410,9 @@ class SimBackend:
             sents = [(f.news_text if news else f.text) for f in kept][:n_sent]
             if not sents:
                 sents = [_GENERIC]
-            if dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)
+            if dropped[slot] and thin:  # a thinning dose drops the slot's first written sentence only
+                sents = sents[1:] if len(sents) > 1 and sents[0] != _GENERIC else ["..."]
+            elif dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)
                 # when every slot is dropped, a coverage dose writes a sentence with no fact in it
                 # instead: the answer stays a scored answer of zero coverage, so the mean coverage is
                 # μ·w below μ/P too (an all-placeholder answer is a lost unit, never scored). Named by a
@@ -426,14 +431,27 @@ class SimBackend:
         P = len(videos)
         if self.dose is None or not videos:
             return [1.0] * P, 0.0
+        domain, bucket = self._config(videos)
+        loss = first_loss_for(domain, bucket, P)
+        scale = loss if sentence_drops(self.dose, P, loss) else mu_for(domain, bucket, P)
+        return slot_keep(self.dose, P, scale), confusion_prob(self.dose, domain, bucket, P)
+
+    def _config(self, videos: list[VideoPart]) -> tuple[str | None, str]:
+        """(domain, bucket) of a multi-video input, from its first video's background and length."""
         from ..video.synthetic import DOMAINS
 
         view = self._view(videos[0])
         domain = next((d for d, v in DOMAINS.items() if v["bg_name"] == view.background), None)
         spec = videos[0].frames
         seconds = spec.frame_count / spec.fps if spec.fps > 0 else 0.0
-        bucket = "long" if seconds > 60.0 else "short"
-        return slot_keep(self.dose, P, mu_for(domain, bucket, P)), confusion_prob(self.dose, domain, bucket, P)
+        return domain, "long" if seconds > 60.0 else "short"
+
+    def _first_loss(self, videos: list[VideoPart]) -> float:
+        """The configuration's ``sim_dose.FIRST_LOSS`` (the default without videos)."""
+        if not videos:
+            return first_loss_for(None, None, 0)
+        domain, bucket = self._config(videos)
+        return first_loss_for(domain, bucket, len(videos))
 
     def _describe(self, r: Request, video: VideoPart | None) -> tuple[str, str]:
         if video is None:

@@ -131,6 +131,18 @@ CONTAMINATION: dict[tuple[str, str, int], tuple[float, float]] = {
     ('leisure', 'long', 4): (0.0922, 0.6016),
     ('news', 'short', 4): (0.1953, 0.6297),
 }
+# FIRST_LOSS: mean coverage a slot loses when its first written sentence is dropped, per (domain,
+# bucket, P), P = 4 (sim:unbiased against a MEG dose that thins every middle slot; the slots
+# behave alike under sim:unbiased, so the middle slots' loss is every slot's)
+FIRST_LOSS: dict[tuple[str, str, int], float] = {
+    ('cooking', 'short', 4): 0.2323,
+    ('domestic', 'short', 4): 0.2281,
+    ('domestic', 'long', 4): 0.1852,
+    ('leisure', 'short', 4): 0.232,
+    ('leisure', 'long', 4): 0.2031,
+    ('news', 'short', 4): 0.156,
+}
+FIRST_LOSS_DEFAULT = 0.21  # any other data: the mean over the synthetic configurations
 # unbiased rates of the canonical metric of each rate gate (the calibration's: flip left vs
 # midpoint at 8 frames, phase 0 vs 1, order over 10 orderings, clean RR, Shuffle ASR)
 NULL_RATE: dict[str, float] = {"flip": 0.0, "phase": 0.017, "order": 0.0, "repetition": 0.0, "attack": 0.0}
@@ -455,9 +467,15 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     pos = set_position(video_paths)
     if pos is None:
         return None
-    _n, i = pos
+    n, i = pos
     P = len(keep)
     distinct = len(set(keep)) == P and any(w < 1.0 for w in keep)
+    # P = 2: both orders of a group take the group's pattern (the quota sequence over groups): the
+    # two orders swap the two videos, so each video of a group with slot 1 dropped is dropped once
+    # and their unbiased DPBs, (C_b − C_a)/(C_a + C_b) and its negative, cancel. Per instance, a
+    # DPB of 0.05 is four dropped instances on 40 groups whose own unbiased DPBs (±0.3) set the
+    # realised effect (0.042–0.044 on two configurations)
+    pattern_index = n if P == 2 else i
 
     def systematic(m: int, x: float, offset: float = 0.5) -> bool:
         # cell m is taken when an integer lies in (m·x + offset, (m + 1)·x + offset]: the count over
@@ -469,13 +487,32 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
             return 0.5 * confuse if systematic(i * P + slot, confuse) else confuse + 0.5 * (1.0 - confuse)
         w = keep[slot]
         if distinct:
-            dropped = pattern_at(keep, i)[slot]
+            dropped = pattern_at(keep, pattern_index)[slot]
         else:
             same = [p for p in range(P) if keep[p] == w]
             dropped = systematic(i * len(same) + same.index(slot), 1.0 - w)
         return w + 0.5 * (1.0 - w) if dropped else 0.5 * w  # >= w exactly when the cell is dropped
 
     return u
+
+
+def first_loss_for(domain: str | None, bucket: str | None, P: int) -> float:
+    """The mean coverage a slot loses when its first written sentence is dropped (``FIRST_LOSS``)."""
+    return FIRST_LOSS.get((domain or "", bucket or "", P), FIRST_LOSS_DEFAULT)
+
+
+def sentence_drops(dose: Dose, P: int, first_loss: float) -> bool:
+    """Whether a dose thins its dosed slots by their first written sentence instead of dropping
+    whole summaries: a ``meg`` dose m at P = 4 with |m| <= L, L the coverage a slot loses with its
+    first sentence (``FIRST_LOSS``). MEG is linear in the slot coverages, so a dosed slot thinned
+    with probability x = |m|/L lowers E[C_p] by x·L = |m| (w = 1 − x in :func:`slot_keep` with L in
+    place of μ). Whole dropped summaries carry the whole slot's coverage (0 to 1 per slot), and on
+    40 groups a MEG of −0.02 is about eight of them, whose own coverages set the realised effect:
+    it missed its target by 10–17% on three P = 4 configurations. A first sentence covers one
+    reference sentence or none, so about three times as many, more alike, units carry the same
+    effect. Larger |m| keep the whole-summary drops (w = 1 − |m|/μ)."""
+    m = dose.get("meg")
+    return m is not None and P == 4 and abs(m) <= first_loss
 
 
 def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -> float:
