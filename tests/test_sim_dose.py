@@ -404,6 +404,33 @@ def test_small_meg_doses_thin_slots_by_their_first_sentence_with_the_calibrated_
     assert min(SD.FIRST_LOSS.values()) > 0 and max(SD.FIRST_LOSS.values()) < min(SD.MU.values())
 
 
+def test_thinning_doses_thin_every_clip_in_its_share_of_its_appearances(tmp_path):
+    rng = np.random.default_rng(5)
+    P = 4
+    groups = [tuple(f"syn-leisure-short-{c:02d}" for c in rng.choice(10, P, replace=False)) for _ in range(80)]
+    groups = list({tuple(sorted(g)): g for g in reversed(groups)}.values())[::-1][:40]
+    paths = _manifest(tmp_path, groups)
+    w = SD.slot_keep(SD.parse_dose("dose,meg=-0.02"), P, 0.2)
+    x = 1 - w[1]
+    seen: dict[str, int] = {}
+    hit: dict[str, int] = {}
+    for g in paths:
+        for j in range(P):
+            order = g[j:] + g[:j]
+            u = SD.set_strata(order, w, 0.0, by_clip=True)
+            for s in range(P):
+                clip = Path(order[s]).stem
+                dropped = u(s, "keep") >= w[s]
+                assert not (dropped and s in (0, 3))  # the edge slots keep everything
+                if s in (1, 2):
+                    seen[clip] = seen.get(clip, 0) + 1
+                    hit[clip] = hit.get(clip, 0) + dropped
+    assert len(seen) == 10
+    for clip, m in seen.items():
+        assert abs(hit.get(clip, 0) - m * x) < 1.0, (clip, m, hit.get(clip, 0))
+    assert abs(sum(hit.values()) - sum(seen.values()) * x) <= 2.0
+
+
 def test_dpb_at_p2_takes_one_pattern_per_group_for_both_orders(tmp_path):
     """At P = 2 both orders of a group drop slot 1 together, so each of its videos is dropped once
     and the unbiased DPBs of the two orders cancel; the count over the groups is the target's."""

@@ -388,13 +388,14 @@ class SimBackend:
         P = len(videos)
         keep_slot, confuse = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
-        strata = (set_strata([p.frames.primary.path for p in videos], keep_slot, confuse) if self.dose is not None
+        thin = self.dose is not None and sentence_drops(self.dose, P, self._first_loss(videos))
+        strata = (set_strata([p.frames.primary.path for p in videos], keep_slot, confuse, by_clip=thin)
+                  if self.dose is not None
                   else None) or _rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
         draws = [(drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))) for _ in range(P)]
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
         dropped = [d[0] >= keep_slot[k] for k, d in enumerate(draws)]
-        thin = self.dose is not None and sentence_drops(self.dose, P, self._first_loss(videos))
         if P and all(dropped) and self.dose is not None and uses_rescue(self.dose, P):  # else a lost DPB/MEG unit
             dropped[max(rescued(keep_slot), key=lambda k: draws[k][0])] = False
         chunks = []

@@ -17,7 +17,11 @@ E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities a
 (:func:`kept_share`, :func:`uses_rescue`):
 
 * ``meg`` m (P = 4): m < 0: w_2 = w_3 = 1 + m/μ; m > 0: w_1 = w_4 = 1 − m/μ; so
-  E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m;
+  E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m. For |m| <= L (``FIRST_LOSS``, the mean coverage
+  a slot loses with its first written sentence, measured) a "dropped" slot loses only its first
+  written sentence and w uses L in place of μ (:func:`sentence_drops`), and the dosed slots are
+  thinned per clip (:func:`set_strata` ``by_clip``): many small, alike units instead of a few
+  whole summaries;
 * ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ); in an
   answer with every slot dropped the slots write a sentence with no fact (``Details omitted,
   clip …``) instead of the placeholder, so it is scored (zero coverage) rather than lost, and c
@@ -446,7 +450,59 @@ def pattern_at(keep: Sequence[float], i: int) -> tuple[bool, ...]:
     return seq[i]
 
 
-def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float) -> Any:
+@functools.lru_cache(maxsize=8)
+def _config_groups(manifest: str, mtime_ns: int) -> dict[tuple[str, str, int], tuple[tuple[str, ...], ...]]:
+    """Per configuration (domain, bucket, P) of a manifest, its groups' listed video orders in
+    manifest order (the order :func:`set_position` counts)."""
+    import json
+    from pathlib import Path
+
+    out: dict[tuple[str, str, int], list[tuple[str, ...]]] = {}
+    seen: set[tuple[str, ...]] = set()
+    for line in Path(manifest).read_text().splitlines():
+        row = json.loads(line) if line.strip() else {}
+        if row.get("type") != "group":
+            continue
+        cfg = (str(row.get("domain")), str(row.get("bucket")), int(row.get("P", 0)))
+        vids = tuple(str(v) for v in row.get("videos", ()))
+        if tuple(sorted(vids)) in seen:  # a repeated group keeps its first ordinal (as _manifest_groups)
+            continue
+        seen.add(tuple(sorted(vids)))
+        out.setdefault(cfg, []).append(vids)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _clip_cell(video_paths: Sequence[str], n: int, i: int, slots: Sequence[int], slot: int) -> tuple[int, int] | None:
+    """(clip's rank among the configuration's clips, the cell's occurrence index among that clip's
+    cells) of the cell at ``slot`` of instance i (group n): the cells are the ``slots`` of every
+    instance in manifest order, each filled by the clip (j + p) mod P of its group's listed order."""
+    import os
+    from pathlib import PurePath
+
+    manifest = PurePath(video_paths[0]).parent.parent / "manifest.jsonl"
+    try:
+        by_cfg = _config_groups(str(manifest), os.stat(manifest).st_mtime_ns)
+    except (OSError, ValueError, TypeError):
+        return None
+    ids = tuple(sorted(PurePath(v).stem for v in video_paths))
+    groups = next((g for g in by_cfg.values() if n < len(g) and tuple(sorted(g[n])) == ids), None)
+    if groups is None:
+        return None
+    P = len(groups[n])
+    clips = sorted({v for g in groups for v in g})
+    j = i - n * P
+    target = groups[n][(j + slot) % P]
+    count = 0
+    for gn in range(n + 1):
+        for jj in range(P):
+            if gn == n and jj == j:
+                break
+            count += sum(groups[gn][(jj + p) % P] == target for p in slots)
+    count += sum(groups[n][(j + p) % P] == target for p in slots if p < slot)
+    return clips.index(target), count
+
+
+def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float, *, by_clip: bool = False) -> Any:
     """Uniforms u(slot, what) for a dose's slot decisions, stratified over the synthetic set's
     instances (:func:`set_position`), or None (then the per-group strata of ``sim.py``).
 
@@ -461,7 +517,14 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     slots does not matter. A DPB slope (the slots' w all differ) needs the joint law of independent
     slots (:func:`expected_dpb`; DPB is not linear in the drops): each instance takes a whole drop
     pattern from a low-discrepancy sequence over the patterns' probabilities (:func:`pattern_at`),
-    so every pattern, two slots dropped together included, occurs in its share of the instances."""
+    so every pattern, two slots dropped together included, occurs in its share of the instances.
+
+    ``by_clip`` (a :func:`sentence_drops` dose): the dosed cells form one systematic sample per
+    clip instead, cell k of a clip being its k-th appearance in a dosed slot in manifest order,
+    with offsets frac(rank·θ + ½) spread over the clips (θ the golden ratio's fractional part):
+    every clip is thinned in its share of its appearances, so the realised loss is the share of
+    every clip's own loss, not of the few clips a single sequence happens to hit (a configuration
+    has 10 clips; the loss of a first sentence is mostly the clip's)."""
     if len(keep) > _MAX_STRATA_SLOTS:
         return None
     pos = set_position(video_paths)
@@ -490,7 +553,12 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
             dropped = pattern_at(keep, pattern_index)[slot]
         else:
             same = [p for p in range(P) if keep[p] == w]
-            dropped = systematic(i * len(same) + same.index(slot), 1.0 - w)
+            cell = _clip_cell(video_paths, n, i, same, slot) if by_clip else None
+            if cell is not None:  # one systematic sample per clip, each at its own Weyl offset
+                rank, k = cell
+                dropped = systematic(k, 1.0 - w, (rank * (math.sqrt(5) - 1) / 2 + 0.5) % 1.0)
+            else:
+                dropped = systematic(i * len(same) + same.index(slot), 1.0 - w)
         return w + 0.5 * (1.0 - w) if dropped else 0.5 * w  # >= w exactly when the cell is dropped
 
     return u
