@@ -360,8 +360,8 @@ def _check(small_set, tmp_path, model, **kw):
 
 @pytest.mark.slow  # through the real probes (one configuration each, about a minute on two cores)
 @pytest.mark.parametrize(("dose", "gate", "config"), [
-    ("meg=-0.2", "meg", "domestic-short-P4"),
-    ("meg=0.1", "meg", "leisure-short-P4"),
+    ("meg=-0.3", "meg", "domestic-short-P4"),  # above FIRST_LOSS: whole summaries dropped, scaled by μ
+    ("meg=0.25", "meg", "leisure-short-P4"),
     ("dpb=-0.25", "dpb", "leisure-short-P4"),
     ("dpb=0.5", "dpb", "cooking-short-P2"),
     ("coverage=0.3", "coverage", "domestic-long-P2"),  # below μ/2: answers with both slots dropped
