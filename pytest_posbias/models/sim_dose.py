@@ -533,12 +533,6 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     n, i = pos
     P = len(keep)
     distinct = len(set(keep)) == P and any(w < 1.0 for w in keep)
-    # P = 2: both orders of a group take the group's pattern (the quota sequence over groups): the
-    # two orders swap the two videos, so each video of a group with slot 1 dropped is dropped once
-    # and their unbiased DPBs, (C_b − C_a)/(C_a + C_b) and its negative, cancel. Per instance, a
-    # DPB of 0.05 is four dropped instances on 40 groups whose own unbiased DPBs (±0.3) set the
-    # realised effect (0.042–0.044 on two configurations)
-    pattern_index = n if P == 2 else i
 
     def systematic(m: int, x: float, offset: float = 0.5) -> bool:
         # cell m is taken when an integer lies in (m·x + offset, (m + 1)·x + offset]: the count over
@@ -550,7 +544,7 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
             return 0.5 * confuse if systematic(i * P + slot, confuse) else confuse + 0.5 * (1.0 - confuse)
         w = keep[slot]
         if distinct:
-            dropped = pattern_at(keep, pattern_index)[slot]
+            dropped = pattern_at(keep, i)[slot]
         else:
             same = [p for p in range(P) if keep[p] == w]
             cell = _clip_cell(video_paths, n, i, same, slot) if by_clip else None
