@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 from collections.abc import Generator, Sequence
 from pathlib import Path
@@ -357,7 +358,10 @@ class _SessionState:
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # set at the end of the run: no progress is drawn after it
+        self.progress: ControllerProgress | None = None  # -n progress on the controller, once the suites run
+        self.terminal_lock = threading.RLock()  # the controller's terminal: pytest's writes and the progress thread's
+        self.config: pytest.Config | None = None  # the run's config (the controller's, for reports from workers)
 
     @property
     def calls(self) -> dict[str, float]:
@@ -378,6 +382,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STASH_CONFIG] = pcfg
     wi = getattr(config, "workerinput", None)
     config.stash[_STASH_STATE] = _SessionState(worker=wi is not None)
+    config.stash[_STASH_STATE].config = config
     if wi is not None and "posbias_run_id" in wi:
         config.stash[_STASH_RUN_ID] = str(wi["posbias_run_id"])
     else:
@@ -786,7 +791,7 @@ def _progress_writer(config: pytest.Config) -> Any:
     """A callback that shows probe progress: on the controller, a line of its own that does not make
     pytest print the test file's header again; on an xdist worker (no terminal), the worker's
     latest progress in ``progress-<worker>.txt`` of the run directory, which the controller prints
-    (:func:`_start_worker_progress`). None when quiet."""
+    (:class:`ControllerProgress`). None when quiet."""
     if config.get_verbosity() < 0:
         return None
     if getattr(config, "workerinput", None) is not None:
@@ -881,37 +886,207 @@ def _run_dir(config: pytest.Config) -> Path:
     return cache / "runs" / config.stash[_STASH_RUN_ID]
 
 
-PROGRESS_POLL_S = 5.0  # the controller of an -n run prints the workers' progress at most this often
+PROGRESS_POLL_S = 5.0  # the controller of an -n run writes a plain progress line (a CI log) at most this often
+PROGRESS_REDRAW_S = 0.5  # and redraws its bar on a terminal this often (when it changed or pytest's output hid it)
+_CSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # a terminal control sequence (colours): no width on the screen
+_WORKER_CALLS = re.compile(r"model calls (\d+)/(\d+) \(\d+%\), ([0-9.e+-]+)/s")  # summary.progress_text's numbers
 
 
-def _start_worker_progress(config: pytest.Config) -> None:
-    """xdist controller: a daemon thread that prints the workers' progress (tests done / planned,
-    each worker's model calls done / planned with its ETA) when it changed, every PROGRESS_POLL_S,
-    once a worker has set up this run's folder (a run without the suites prints nothing)."""
-    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
+class SharedTerminal:
+    """The xdist controller's terminal, written by pytest (main thread) and by the progress thread.
+
+    It stands in for the file of pytest's terminal writer: every write of pytest's (result letters,
+    xdist's lines, the summary) takes :attr:`lock`, first erases the progress bar if it is shown and
+    puts the cursor back where pytest left it, then writes. The bar is drawn by :meth:`draw` under
+    the same lock, so a bar and a result line are never mixed on the screen. Where pytest's line is
+    empty the bar takes it; where pytest's line holds result letters, the bar goes on the line
+    below (``\n``), and is erased with carriage return, erase-line (``ESC[K``), cursor up
+    (``ESC[A``) and cursor to pytest's column (``ESC[<col>G``). No other control sequence is used.
+    """
+
+    def __init__(self, file: Any, lock: threading.RLock) -> None:
+        self._file = file
+        self.lock = lock
+        self.col = 0  # pytest's column: visible characters written since its last line start
+        self.shown = False  # the bar is on the screen
+        self.below = False  # ... on the line below pytest's (pytest's line holds result letters)
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            if self.shown:
+                self._erase()
+            n = self._file.write(text)
+            tail = re.split(r"[\r\n]", text)[-1]
+            visible = len(_CSI.sub("", tail))
+            self.col = visible if ("\n" in text or "\r" in text) else self.col + visible
+            return int(n or 0)
+
+    def draw(self, text: str, columns: int) -> None:
+        """Show ``text`` as the bar (cut to ``columns - 1``); not drawn while pytest's line fills the
+        terminal's width (the terminal wrapped it: the line below is not known)."""
+        with self.lock:
+            if self.col >= columns - 1:
+                return
+            lead = ""
+            if not self.shown:
+                self.below = self.col > 0
+                lead = "\n" if self.below else ""
+            self._file.write(f"{lead}\r{text[:max(10, columns - 1)]}\x1b[K")
+            self._file.flush()
+            self.shown = True
+
+    def erase(self) -> None:
+        """Take the bar off the screen (the end of the run)."""
+        with self.lock:
+            if self.shown:
+                self._erase()
+                self._file.flush()
+
+    def _erase(self) -> None:
+        self._file.write("\r\x1b[K" + (f"\x1b[A\x1b[{self.col + 1}G" if self.below else ""))
+        self.shown = self.below = False
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, encoding, ...: the terminal's own
+        return getattr(self._file, name)
+
+
+def combined_progress(run_dir: Path, *, tests_done: int, tests_planned: int) -> tuple[float, str]:
+    """The controller's progress under ``-n``: (share of the run done, text). The text sums the
+    workers' current probes (their ``progress-<worker>.txt``, :func:`.summary.write_progress`):
+    ``12/40 tests · model calls 150/480 (31%), 5.0/s, ETA 1 min (2 workers)``; the rate is the
+    workers' rates summed, the ETA the longest of theirs ((planned - done) / rate). The share is
+    (tests done + the done share of each worker's unfinished probe) / tests planned: a probe runs
+    inside one test, which ends when its calls are made."""
+    import math
+
+    tests = f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"
+    running = 0.0  # the done share of the probes still making calls
+    done = total = 0
+    rate, eta, workers = 0.0, 0.0, 0
+    for f in sorted(run_dir.glob("progress-*.txt")):
+        try:
+            m = _WORKER_CALLS.search(f.read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        if m is None:
+            continue
+        d, t, r = int(m.group(1)), int(m.group(2)), float(m.group(3))
+        done, total, rate, workers = done + d, total + t, rate + r, workers + 1
+        running += d / t if t > 0 and d < t else 0.0
+        eta = max(eta, (t - d) / r if r > 0 else (0.0 if d >= t else math.inf))
+    share = (tests_done + running) / tests_planned if tests_planned else 0.0
+    if not workers:
+        return min(1.0, share), tests
+    eta_text = "–" if math.isinf(eta) else (f"{eta:.0f} s" if eta < 120 else f"{eta / 60:.0f} min")
+    pct = 100 * done // total if total else 100
+    return min(1.0, share), (f"{tests} · model calls {done}/{total} ({pct}%), {rate:.3g}/s, ETA {eta_text} "
+                             f"({workers} worker{'s' if workers != 1 else ''})")
+
+
+class ControllerProgress:
+    """xdist controller: the run's progress while the workers run the suites. On a terminal one bar
+    (filled by the tests done, then the workers' model calls) redrawn in place every
+    PROGRESS_REDRAW_S through a :class:`SharedTerminal`; in a CI log a plain line every
+    PROGRESS_POLL_S when it changed. Started by the first report after a worker set this run's
+    folder up (:func:`_maybe_start_controller_progress`): a run without the suites starts nothing."""
+
+    def __init__(self, tr: Any, config: pytest.Config, state: _SessionState, run_dir: Path, *, live: bool) -> None:
+        self.tr, self.config, self.state, self.run_dir = tr, config, state, run_dir
+        self.lock = state.terminal_lock
+        self.terminal: SharedTerminal | None = None
+        tw = tr._tw
+        if live:
+            self.terminal = SharedTerminal(tw._file, self.lock)
+            tw._file = self.terminal
+        self.thread = threading.Thread(target=self._loop, name="posbias-progress", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """End the thread and take the bar off the screen, handing pytest its own file back."""
+        self.state.stop.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)
+        if self.terminal is not None:
+            with self.lock:
+                self.terminal.erase()
+                tw = self.tr._tw
+                if tw._file is self.terminal:
+                    tw._file = self.terminal._file
+            self.terminal = None
+
+    def _loop(self) -> None:
+        from .summary import BAR_WIDTH, worker_progress_line
+
+        last, fill = "", 0
+        wait = 0.0  # the first line at once: the thread starts when a worker has set the run up
+        while not self.state.stop.wait(wait):
+            wait = PROGRESS_REDRAW_S if self.terminal is not None else PROGRESS_POLL_S
+            if self.terminal is not None:
+                share, text = combined_progress(self.run_dir, tests_done=self.state.tests_done,
+                                                tests_planned=self.state.tests_planned)
+                fill = max(fill, int(BAR_WIDTH * share))  # never back (a probe's end, before its test's report)
+                line = f"[posbias] [{'#' * fill}{'-' * (BAR_WIDTH - fill)}] {text}"
+                with self.lock:
+                    if line != last or not self.terminal.shown:
+                        self.terminal.draw(line, int(getattr(self.tr._tw, "fullwidth", 80)))
+                        last = line
+                continue
+            line = worker_progress_line(self.run_dir, tests_done=self.state.tests_done,
+                                        tests_planned=self.state.tests_planned)
+            if line != last and (self.state.tests_done or ":" in line):
+                last = line
+                with self.lock:  # pytest's own writes on the main thread hold it (_hold_terminal)
+                    _write_keeping_prefix(self.tr, self.config, f"[posbias] {line}")
+
+
+def _maybe_start_controller_progress(config: pytest.Config, state: _SessionState) -> None:
+    """xdist controller, at a test's report: start :class:`ControllerProgress` once a worker has set
+    this run's folder up (a suite test ran its ``posbias_run`` fixture, or wrote progress). Not in
+    a serial run, under ``-q`` (as a serial run shows no progress then) or on a worker."""
+    if state.progress is not None or state.worker or state.stop.is_set():
         return
-    if config.get_verbosity() < 0 or config.getoption("--collect-only", False):
+    if getattr(config.option, "dist", "no") == "no" or config.get_verbosity() < 0:
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr is None:
+    if tr is None or getattr(tr, "_tw", None) is None:
         return
-    from .summary import worker_progress_line
-
-    state = config.stash[_STASH_STATE]
     run_dir = _run_dir(config)
+    if not run_dir.is_dir():  # no suite test has set up a run: another project's -n run, say nothing
+        return
+    state.progress = ControllerProgress(tr, config, state, run_dir, live=_is_terminal(tr))
+    state.progress.start()
 
-    def loop() -> None:
-        last = ""
-        while not state.stop.wait(PROGRESS_POLL_S):
-            if not run_dir.is_dir():  # no suite test has set up a run: another project's -n run, say nothing
-                continue
-            line = worker_progress_line(run_dir, tests_done=state.tests_done, tests_planned=state.tests_planned)
-            if line != last and (state.tests_done or ":" in line):
-                last = line
-                _write_keeping_prefix(tr, config, f"[posbias] {line}")
 
-    state.stop.clear()
-    threading.Thread(target=loop, name="posbias-progress", daemon=True).start()
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_logstart(nodeid: str, location: Any) -> Generator[None, None, None]:
+    """xdist controller: pytest's writes of a test's start hold the terminal (:func:`_hold_terminal`)."""
+    with _hold_terminal():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_logfinish(nodeid: str, location: Any) -> Generator[None, None, None]:
+    """xdist controller: pytest's progress percentage holds the terminal (:func:`_hold_terminal`)."""
+    with _hold_terminal():
+        return (yield)
+
+
+def _stop_progress(state: _SessionState) -> None:
+    """End the -n progress display, if one runs: no progress is drawn after this point."""
+    state.stop.set()
+    if state.progress is not None:
+        state.progress.stop()
+
+
+def _hold_terminal() -> Any:
+    """The terminal's lock while the controller's progress thread runs (its writes and pytest's
+    never interleave; pytest's line state is not changed under it), else nothing to hold."""
+    state = _STATE_HOLDER.get("state")
+    if state is None or state.progress is None:
+        return contextlib.nullcontext()
+    return state.terminal_lock
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -969,14 +1144,22 @@ def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any]
 # --------------------------------------------------------------------------- collection of verdicts (controller)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect the verdicts and the calls a test's report carries (the controller's session state)."""
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> Generator[None, None, None]:
+    """Collect the verdicts and the calls a test's report carries (the controller's session state),
+    after every other implementation. On the xdist controller pytest's result letter holds the
+    terminal (:func:`_hold_terminal`), and the progress display starts once a worker has set the
+    run up (:func:`_maybe_start_controller_progress`)."""
+    with _hold_terminal():
+        result = yield
     config = getattr(report, "config", None)  # not set on reports from xdist workers
     state = _STATE_HOLDER.get("state") if config is None else config.stash.get(_STASH_STATE, None)
     if state is None:
-        return
+        return result
     _collect_from_report(state, report)
+    if config is None and state.progress is None and state.config is not None:
+        _maybe_start_controller_progress(state.config, state)
+    return result
 
 
 def _collect_from_report(state: _SessionState, report: pytest.TestReport) -> None:
@@ -1053,7 +1236,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _check_cache_before_calls(session.config)
     _check_endpoints_before_workers(session.config)
     _warn_unusable_videos(session.config)
-    _start_worker_progress(session.config)
 
 
 def _check_cache_before_calls(config: pytest.Config) -> None:
@@ -1178,7 +1360,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     rows = _summary_rows(config)
     state = config.stash[_STASH_STATE]
-    state.stop.set()
+    _stop_progress(state)
     _problem_summary(terminalreporter, config, state.problems)
     if rows:
         from .summary import calls_line, plural, verdict_lines
@@ -1265,6 +1447,9 @@ def _run_problems(run_log: Path | None) -> list[Any]:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Hand the report collector back to the enclosing run, if any (:func:`_restore_outer_state`)."""
+    state = config.stash.get(_STASH_STATE, None)
+    if state is not None:
+        _stop_progress(state)
     _restore_outer_state(config)
     _stop_vllm(config)
 
@@ -1313,7 +1498,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if getattr(config, "workerinput", None) is not None:
         return
     state = config.stash[_STASH_STATE]
-    state.stop.set()  # no -n progress line after this point (also when what follows raises)
+    _stop_progress(state)  # no -n progress after this point (also when what follows raises)
     state.stopped, state.stopped_by_maxfail = _stop_reason(session, int(exitstatus))
     if not _posbias_used(config, state):
         return  # a run without the suites or gates: nothing to merge, report or write
