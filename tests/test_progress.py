@@ -158,7 +158,7 @@ def test_shared_terminal_puts_the_bar_below_pytests_line_and_takes_it_off_before
     import io
     import threading
 
-    from pytest_posbias.plugin import SharedTerminal
+    from pytest_posbias.plugin.terminal import SharedTerminal
 
     raw = io.StringIO()
     term = SharedTerminal(raw, threading.RLock())
@@ -182,7 +182,7 @@ def test_shared_terminal_puts_the_bar_below_pytests_line_and_takes_it_off_before
 
 
 def test_the_controllers_progress_sums_the_workers_probes(tmp_path):
-    from pytest_posbias.plugin import combined_progress
+    from pytest_posbias.plugin.terminal import combined_progress
 
     (tmp_path / "progress-gw0.txt").write_text("model calls 30/120 (25%), 2.5/s, ETA 36 s")
     (tmp_path / "progress-gw1.txt").write_text("model calls 60/60 (100%), 4/s, ETA 0 s")
