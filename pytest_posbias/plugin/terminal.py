@@ -160,6 +160,10 @@ class SharedTerminal:
             self._file.flush()
             self.shown = True
 
+    def flush(self) -> None:
+        with self.lock:
+            self._file.flush()
+
     def erase(self) -> None:
         """Take the bar off the screen (the end of the run)."""
         with self.lock:
