@@ -7,8 +7,11 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
+
+import pytest_posbias
 
 BLOCK_EXTRAS = textwrap.dedent(
     """
@@ -54,6 +57,28 @@ def test_collect_only_without_extras(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "test_x.py::test_a" in res.stdout
     assert "HEAVY_IMPORTED=\n" in res.stdout or res.stdout.rstrip().endswith("HEAVY_IMPORTED=")
+
+
+def test_only_the_plugin_package_and_the_suites_import_pytest():
+    """The core runs from the CLI too: no module outside ``pytest_posbias/plugin/`` and the suites
+    imports pytest (at any depth: a function-level import counts)."""
+    import ast
+
+    root = Path(pytest_posbias.__file__).parent
+    offenders = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root)
+        if rel.parts[0] in ("plugin", "suites"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offenders += [f"{rel}: {n}" for n in names if n.split(".")[0] in ("pytest", "_pytest")]
+    assert not offenders, offenders
+    assert (root / "plugin" / "__init__.py").is_file() and not (root / "plugin.py").exists()
+    plugin_modules = sorted(p.name for p in (root / "plugin").glob("*.py"))
+    too_long = [(m, n) for m in plugin_modules if (n := len((root / "plugin" / m).read_text().splitlines())) > 500]
+    assert not too_long, too_long
 
 
 def test_importing_the_package_does_not_import_torch():

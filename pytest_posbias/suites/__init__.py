@@ -17,6 +17,6 @@ They are reached three ways, all running this same code:
 * this repository's top-level ``suites/`` folder, which is exactly such a scaffolded folder
   (its ``pytest`` testpaths and ``scripts/main`` run it).
 
-This package is test code: its modules import pytest (the one exception to "only plugin.py
-imports pytest") and ``import pytest_posbias`` never imports it.
+This package is test code: its modules import pytest (the one exception to "only the plugin
+package imports pytest") and ``import pytest_posbias`` never imports it.
 """

@@ -1,0 +1,57 @@
+"""The pytest plugin (entry point ``posbias = pytest_posbias.plugin``): options, the suites'
+fixtures, verdict transport, progress on the terminal, the run-level decision and summary.
+
+This package is the only code outside the suites that imports pytest. Its modules by job:
+:mod:`.options` (the ``--posbias-*`` options and the run's merged options), :mod:`.checks` (start
+of the run), :mod:`.terminal` (progress and the plugin's lines), :mod:`.xdist_hooks` (``-n``),
+:mod:`.fixtures` (``posbias_run``, ``posbias_gate``), :mod:`.finish` (decision, exit status,
+summary, report) and :mod:`.core` (the plugin object that holds the run's state and implements
+the hooks). Everything else is delegated to core modules that also run from the CLI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ..config import load_pyproject
+from ..errors import ConfigError
+from .core import PosbiasPlugin, make_plugin
+from .fixtures import posbias_gate, posbias_run, record_verdict
+from .options import add_options, add_short_aliases, argparse_suppress, suite_options
+from .state import (
+    CALLS_KEY,
+    PLUGIN_KEY,
+    VERDICT_KEY,
+    collected_verdicts,
+    plugin_active,
+    plugin_of,
+    posbias_config,
+)
+from .terminal import progress_writer
+
+_progress_writer = progress_writer  # the name the project's own tests of the progress lines import
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the ``--posbias-*`` options (:func:`.options.add_options`)."""
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read ``[tool.posbias]``, register the run's plugin object (:class:`.core.PosbiasPlugin`) and
+    run its start-of-run checks (a usage error stops the run before collection)."""
+    try:
+        pcfg = load_pyproject(Path(str(config.rootpath)) / "pyproject.toml")
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    plugin = make_plugin(config, pcfg)
+    config.stash[PLUGIN_KEY] = plugin
+    config.pluginmanager.register(plugin, "posbias-run")
+    plugin.start()
+
+
+__all__ = ["CALLS_KEY", "VERDICT_KEY", "PosbiasPlugin", "add_short_aliases", "argparse_suppress", "collected_verdicts",
+           "plugin_active", "plugin_of", "posbias_config", "posbias_gate", "posbias_run", "progress_writer",
+           "pytest_addoption", "pytest_configure", "record_verdict", "suite_options"]

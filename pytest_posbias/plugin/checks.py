@@ -1,0 +1,242 @@
+"""Checks at the start of a run, before any model call: the models resolve, the data is usable,
+the output paths are writable, the cache is sound and the endpoints answer. Each failure is a
+usage error (exit 4) with one line naming the option or ``[tool.posbias]`` key as the user gave it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ..config import SHORT_ALIASES, PosbiasConfig
+from ..errors import ConfigError, PosbiasError
+from .options import PATH_OPTIONS, options
+from .state import plugin_of, posbias_config
+
+NO_MODEL = ("no model to test: give one with --posbias-model MODEL (--model where the suites' conftest.py "
+            "registers the short options; e.g. --posbias-model qwen3vl8b, --posbias-model openai:NAME, "
+            "--posbias-model sim:unbiased for a simulated run) or set `model = \"...\"` in the [tool.posbias] table "
+            "of pyproject.toml")
+
+
+def require_model(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
+    """A collection that holds gate tests (they use ``posbias_model`` or ``posbias_run``) with no model given on the
+    command line or in ``[tool.posbias]`` is a usage error (exit 4): no simulator stands in."""
+    if config.getoption("--posbias-model") or posbias_config(config).get("model"):
+        return
+    if any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run")):
+        raise pytest.UsageError(NO_MODEL)
+
+
+def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
+    """Resolve every --model/--baseline/--posbias-parity now: a model that cannot be loaded fails at start."""
+    specs = list(config.getoption("--posbias-model") or [])
+    if config.getoption("--posbias-baseline"):
+        specs.append(config.getoption("--posbias-baseline"))
+    parity = config.getoption("--posbias-parity") or pcfg.get("parity")
+    if parity:
+        specs.append(parity)
+    plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
+    if specs:  # the registry is imported only when a model was named
+        from ..errors import ModelLoadError
+        from ..models.registry import resolve
+    resolved = {}
+    for spec in specs:
+        try:
+            resolved[spec] = resolve(spec, locate=not plan)
+        except ModelLoadError as exc:
+            raise pytest.UsageError(as_typed(config, str(exc))) from None
+    if parity:  # a deployment compared with itself shares its cache entries: the gates would compare nothing
+        ref = resolved[parity]
+        same = [m for m in config.getoption("--posbias-model") or []
+                if (resolved[m].backend, resolved[m].target, resolved[m].revision) == (ref.backend, ref.target, ref.revision)]
+        if same:
+            given = "--posbias-parity" if config.getoption("--posbias-parity") else f"{pcfg.source} `parity` ="
+            raise pytest.UsageError(f"{given} {parity}: the parity reference is the tested model "
+                                    f"{same[0]} itself; name another deployment (a served build, another precision)")
+    _check_data(config, pcfg)
+    # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
+    # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and
+    # may root the run elsewhere, missing the project's configuration (thresholds, probe
+    # settings, testpaths, markers). Say so rather than run the wrong setup.
+    args = list(config.invocation_params.args)
+    here = Path(str(config.invocation_params.dir)).resolve()
+    expected = _expected_inifile(here)
+    for i, a in enumerate(args[:-1]):
+        if a in PATH_OPTIONS and _exists(args[i + 1]):
+            got = Path(str(config.inipath)).resolve() if config.inipath else None
+            if got != expected:
+                raise pytest.UsageError(
+                    f"pytest took {args[i + 1]} (the value of {a}) for a test path, so it did not use "
+                    f"{expected or 'the project configuration'}; write {a}={args[i + 1]} (with '=')"
+                )
+
+
+def _typed_spelling(config: pytest.Config, spec: str) -> str:
+    """How the user gave the model ``spec``: the option as typed on the command line (``--model``,
+    ``--posbias-model``, ``--baseline``, ``--posbias-baseline``, the last one carrying it), else the
+    ``[tool.posbias]`` key that set it (``model``, ``baseline``); ``--posbias-model`` when neither says."""
+    args = [str(a) for a in config.invocation_params.args]
+    typed = None
+    for i, a in enumerate(args):
+        name, eq, value = a.partition("=")
+        if name in ("--posbias-model", "--posbias-baseline", *SHORT_ALIASES):
+            given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if given.strip() == spec and SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline"):
+                typed = name
+    if typed is not None:
+        return typed
+    pcfg = posbias_config(config)
+    if spec == pcfg.get("baseline") and spec != config.getoption("--posbias-baseline"):
+        return f"{pcfg.source} `baseline` ="
+    models = pcfg.get("model")
+    if not config.getoption("--posbias-model") and spec in ([models] if isinstance(models, str) else models or []):
+        return f"{pcfg.source} `model` ="
+    if spec == config.getoption("--posbias-baseline") and spec not in (config.getoption("--posbias-model") or []):
+        return "--posbias-baseline"
+    if spec not in (config.getoption("--posbias-model") or []) and spec != config.getoption("--posbias-baseline"):
+        if spec == config.getoption("--posbias-parity"):
+            return "--posbias-parity"
+        if spec == pcfg.get("parity"):
+            return f"{pcfg.source} `parity` ="
+    return "--posbias-model"
+
+
+def as_typed(config: pytest.Config, message: str) -> str:
+    """A model error's message (it names ``--posbias-model SPEC``, an option every project accepts)
+    with the option, or the ``[tool.posbias]`` key, by which the user gave each of the run's models."""
+    opts = options(config)
+    specs = [*opts["models"], *([opts["baseline"]] if opts["baseline"] else []), *([opts["parity"]] if opts["parity"] else [])]
+    for spec in sorted(set(specs), key=len, reverse=True):  # a longer spec first: one may contain another
+        typed = _typed_spelling(config, str(spec))
+        if typed != "--posbias-model":
+            message = message.replace(f"--posbias-model {spec}", f"{typed} {spec}")
+    return message
+
+
+def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
+    """A manifest (--posbias-data or [tool.posbias] data) with no usable item at all is a usage error
+    naming the file; one that lacks only some kinds of item runs, and the suites without data skip."""
+    data = config.getoption("--posbias-data") or pcfg.get("data")
+    if not data:
+        return
+    from ..data.manifest import require_usable
+
+    try:
+        plugin_of(config).file_problems = require_usable(str(data)).file_problems
+    except PosbiasError as exc:
+        raise pytest.UsageError(f"--posbias-data: {exc}") from None
+
+
+def check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
+    """Every path the run writes that the user set (cache folder, HTML report or report folder, JSON
+    and Markdown summaries) can be written, before any model call (config.check_output_path): a
+    usage error naming the option or key otherwise. The defaults under the project root are left to
+    the run itself, so an unrelated pytest run never touches them. Checked on the controller only."""
+    from ..config import check_output_path
+
+    if getattr(config, "workerinput", None) is not None or config.getoption("--posbias-plan", None):
+        return
+    root, here = Path(str(config.rootpath)), Path(str(config.invocation_params.dir))
+    src = pcfg.source
+    checks = [("--posbias-cache", config.getoption("--posbias-cache"), True, root),
+              (f"{src} `cache`", pcfg.get("cache"), True, root),
+              ("--posbias-report", config.getoption("--posbias-report"), False, root),
+              (f"{src} `report`", pcfg.get("report"), False, root),
+              ("--posbias-json", config.getoption("--posbias-json"), False, here),
+              ("--posbias-markdown", config.getoption("--posbias-markdown"), False, here)]
+    if not (config.getoption("--posbias-report") or pcfg.get("report")):
+        checks.append((f"{src} `report_dir`", pcfg.get("report_dir"), True, root))
+    overridden = {"cache": bool(config.getoption("--posbias-cache")), "report": bool(config.getoption("--posbias-report"))}
+    for where, value, folder, base in checks:
+        if not value or any(where.endswith(f"`{k}`") and v for k, v in overridden.items()):
+            continue
+        try:
+            check_output_path(where, str(value), folder=folder, base=base)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+def warn_unusable_videos(config: pytest.Config) -> None:
+    """At the start of the run, before any model call: one line per manifest item whose video file
+    cannot be used (missing, a link loop, a path too long, permission denied, 0 bytes). The run goes
+    on; those items stay planned and their units count as lost, with this reason."""
+    problems = plugin_of(config).file_problems
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if not problems or tr is None or getattr(config, "workerinput", None) is not None:
+        return
+    tr.write_line(f"[posbias] warning: {len(problems)} video files of the manifest cannot be used (the run goes on):",
+                  yellow=True)
+    for p in problems:
+        tr.write_line(f"[posbias]   {p}", yellow=True)
+
+
+def _exists(path: str) -> bool:
+    """Whether ``path`` names something that exists; False for a path the file system cannot look up
+    (too long, a symbolic link loop): that path is checked, and named, by its option."""
+    try:
+        return Path(path).expanduser().exists()
+    except (OSError, RuntimeError):
+        return False
+
+
+def _expected_inifile(start: Path) -> Path | None:
+    """The pytest configuration file pytest would find from ``start`` (pytest's own search order)."""
+    for d in (start, *start.parents):
+        for name in ("pytest.ini", ".pytest.ini"):
+            if (d / name).is_file():
+                return (d / name).resolve()
+        for name, marker in (("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]")):
+            f = d / name
+            try:
+                if f.is_file() and marker in f.read_text(errors="replace"):
+                    return f.resolve()
+            except OSError:
+                continue
+    return None
+
+
+def check_cache_before_calls(config: pytest.Config) -> None:
+    """Serial run or xdist controller (once, before any worker starts): check the cache folder and
+    its database (:func:`pytest_posbias.cache_check.check_cache`); a damaged or unwritable cache is a usage error
+    with one line naming the file and the choices. Skipped for a project that uses no cache (no
+    ``[tool.posbias]``, no posbias option, no cache folder yet) and where no model is called."""
+    if getattr(config, "workerinput", None) is not None:
+        return
+    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
+        return
+    opts = options(config)
+    folder = Path(str(opts["cache"]))
+    folder = folder if folder.is_absolute() else Path(str(config.rootpath)) / folder
+    asked = ("[tool.posbias]" in posbias_config(config).source or config.getoption("--posbias-model") or
+             config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode") or
+             config.getoption("--posbias-cache-repair"))
+    if not asked and not folder.exists():
+        return
+    from ..cache_check import check_cache
+
+    try:
+        found = check_cache(folder, mode=opts["cache_mode"], repair=opts["cache_repair"])
+    except ConfigError as exc:
+        raise pytest.UsageError(f"posbias: {exc}") from None
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    for line in found.lines():
+        if tr is not None:
+            tr.write_line(f"[posbias] {line}", yellow=True)
+
+
+def check_endpoints_before_workers(config: pytest.Config) -> None:
+    """xdist controller: check openai endpoints before any worker starts (a worker's failure
+    would be lost as a crash); serial runs check them in the ``posbias_run`` fixture."""
+    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
+        return
+    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
+        return
+    from ..errors import ModelLoadError
+    from ..models.openai_backend import check_endpoints
+
+    try:
+        check_endpoints(options(config))
+    except ModelLoadError as exc:
+        raise pytest.UsageError(f"posbias: {as_typed(config, str(exc))}") from None

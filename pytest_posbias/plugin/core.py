@@ -1,0 +1,158 @@
+"""The plugin object of one run (:class:`PosbiasPlugin`): registered by ``pytest_configure``, it
+holds the run's state and implements the hooks that fill it; each hook hands its work to the
+module that does that job (options, checks, terminal, xdist hooks, fixtures, finish)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from ..config import PosbiasConfig
+from ..xdist_support import configure_xdist
+from .checks import (
+    NO_MODEL,
+    check_cache_before_calls,
+    check_endpoints_before_workers,
+    check_models,
+    check_output_paths,
+    require_model,
+    warn_unusable_videos,
+)
+from .finish import session_finish, terminal_summary
+from .fixtures import collect_from_report
+from .state import WORKEROUTPUT_GATE_TESTS, PluginState
+from .terminal import hold_terminal, maybe_start_controller_progress, stop_progress
+from .xdist_hooks import configure_node, make_scheduler, start_vllm_for_workers, stop_vllm
+
+
+class PosbiasPlugin(PluginState):
+    """The plugin's state for one run with the hooks that fill and use it. One per pytest config:
+    a run started inside another (pytester, ``pytest.main`` in a test) has its own, so the
+    enclosing run's reports never reach it."""
+
+    def start(self) -> None:
+        """The checks of ``pytest_configure`` (before collection, before any worker starts): the
+        models, data and output paths; under ``-n``, a model at all, and the vLLM servers."""
+        config, pcfg = self.config, self.pcfg
+        if not config.getoption("--help", False) and not config.getoption("--markers", False):
+            check_models(config, pcfg)
+            check_output_paths(config, pcfg)
+            if (not self.worker and getattr(config.option, "dist", "no") != "no"
+                    and pcfg.source.endswith("[tool.posbias]") and not config.getoption("--posbias-model")
+                    and not pcfg.get("model") and not config.getoption("--collect-only", False)):
+                raise pytest.UsageError(NO_MODEL)  # -n: the controller collects nothing; the workers' check would be lost
+            start_vllm_for_workers(config)
+        configure_xdist(config)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
+        """After every other implementation (``-m``/``-k`` deselection done): record the selected gate
+        tests, told apart from those that ran, and require a model when gate tests were collected."""
+        result = yield
+        self.gate_tests = {i.nodeid for i in items if "posbias_gate" in getattr(i, "fixturenames", ())}
+        out = getattr(config, "workeroutput", None)
+        if out is not None:  # an xdist worker: the controller collects nothing, and learns the list at node down
+            out[WORKEROUTPUT_GATE_TESTS] = sorted(self.gate_tests)
+        require_model(config, items)
+        return result
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """``pytest -n N`` without ``--dist``: schedule by probe group (:func:`.xdist_hooks.make_scheduler`)."""
+        return make_scheduler(config, log)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: every worker writes into the controller's run directory (:func:`.xdist_hooks.configure_node`)."""
+        configure_node(node)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Generator[None, None, None]:
+        """xdist controller: pytest's writes of a test's start hold the terminal (:func:`.terminal.hold_terminal`)."""
+        with hold_terminal(self):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Generator[None, None, None]:
+        """xdist controller: pytest's progress percentage holds the terminal (:func:`.terminal.hold_terminal`)."""
+        with hold_terminal(self):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        """Collect the verdicts and the calls a test's report carries, after every other implementation.
+        On the xdist controller pytest's result letter holds the terminal, and the progress display
+        starts once a worker has set the run up (:func:`.terminal.maybe_start_controller_progress`)."""
+        with hold_terminal(self):
+            result = yield
+        collect_from_report(self, report)
+        if self.progress is None and not self.worker:
+            maybe_start_controller_progress(self.config, self)
+        return result
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> None:
+        """Before pytest writes a test's result letter: end the progress bar's line, if one is open."""
+        live = self.live_line
+        if live is not None and live.open:
+            live.close()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist controller: the selected gate tests of a worker that finished (the same list on every
+        worker), so that the summary can name the ones a stopped run never reached."""
+        self.gate_tests.update((getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_GATE_TESTS) or ())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """xdist controller: the tests planned (every worker collects the same ids)."""
+        self.tests_planned = max(self.tests_planned, len(ids))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        """Plan mode: requests made during a test belong to that gate test."""
+        if item.config.getoption("--posbias-plan", None):
+            from ..plan import set_current_test
+
+            set_current_test(item.nodeid)
+        yield
+
+    @pytest.hookimpl
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Serial run or xdist controller, before any model call: the cache, the endpoints, the data's
+        unusable video files."""
+        check_cache_before_calls(session.config)
+        check_endpoints_before_workers(session.config)
+        warn_unusable_videos(session.config)
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        """The posbias sections of the summary (:func:`.finish.terminal_summary`)."""
+        terminal_summary(terminalreporter, exitstatus, config)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Merge the run log and write the report. First among the implementations: under ``-n N`` the
+        workers have closed their logs when they report finished, and xdist's own sessionfinish then
+        waits for each worker process to exit, which can overlap with this."""
+        session_finish(session, exitstatus)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """The -n progress thread ended, the vLLM servers this run started stopped."""
+        stop_progress(self)
+        stop_vllm(config)
+
+
+def make_plugin(config: pytest.Config, pcfg: PosbiasConfig) -> PosbiasPlugin:
+    """The run's plugin object: the run id is the controller's on an xdist worker, else a new one."""
+    wi = getattr(config, "workerinput", None)
+    if wi is not None and "posbias_run_id" in wi:
+        run_id = str(wi["posbias_run_id"])
+    else:
+        from ..run_id import new_run_id
+
+        run_id = new_run_id()
+    return PosbiasPlugin(config, pcfg, run_id)

@@ -1,0 +1,287 @@
+"""The end of a run on the controller (or a serial run): the run-level decision, the exit status
+(:mod:`pytest_posbias.exitcodes`), the terminal summary, the run log and report, the JSON and Markdown summaries
+and junit's global properties."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..errors import PosbiasError
+from ..safe_text import inert
+from .options import options, run_directory
+from .state import PluginState, plugin_of, posbias_config
+from .terminal import fresh_line, stop_progress
+
+
+def summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
+    """Verdict rows in node id order: ``nodeid``, ``verdict``, ``p_bh`` and, once the run-level
+    decision is taken (:func:`run_decision_of`), ``gate`` (its :class:`~pytest_posbias.decision.GateDecision`)."""
+    state = plugin_of(config)
+    rows = sorted(state.verdicts, key=lambda x: x[0])  # node id order: same serial and with -n
+    if not rows:
+        return []
+    from ..stats import benjamini_hochberg
+
+    adj = benjamini_hochberg([min(1.0, max(0.0, v.p_value)) for _, v in rows])
+    dec = state.decision
+    return [{"nodeid": nid, "verdict": v, "p_bh": float(p), "gate": dec.gate(nid) if dec is not None else None}
+            for (nid, v), p in zip(rows, adj, strict=True)]
+
+
+def run_decision_of(config: pytest.Config) -> Any:
+    """The run-level decision (:func:`pytest_posbias.decision.run_decision`) over the session's verdicts, with the
+    simulated-model and quick-size notices."""
+    from ..decision import quick_notice, run_decision, simulated_notice
+
+    opts = options(config)
+    state = plugin_of(config)
+    notices = [simulated_notice(opts["models"] + ([opts["baseline"]] if opts.get("baseline") else [])
+                                + ([opts["parity"]] if opts.get("parity") else [])),
+               quick_notice(posbias_config(config).probes)]
+    return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
+                        alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n],
+                        not_run=[] if config.getoption("--collect-only", False) else sorted(state.gate_tests - state.ran),
+                        stopped=state.stopped)
+
+
+def stop_reason(session: pytest.Session, exitstatus: int) -> tuple[str, bool]:
+    """How the run stopped before its end, for the tests it never reached, and whether it was
+    ``-x``/``--maxfail`` (then a gate failure stopped it, and the decision, not pytest's
+    "interrupted", gives the exit status: under ``-n`` xdist ends such a run as interrupted).
+    ``("", False)`` for a run that went to its end."""
+    import re
+
+    dsession = session.config.pluginmanager.get_plugin("dsession")  # the xdist controller's own stop flag
+    said = session.shouldfail or session.shouldstop or getattr(dsession, "shouldstop", False)
+    m = re.fullmatch(r"stopping after (\d+) failures?", str(said or ""))
+    if m:
+        maxfail = int(getattr(session.config.option, "maxfail", 0) or 0)
+        how = "-x" if maxfail == 1 else f"--maxfail={maxfail}"
+        n = int(m.group(1))
+        return f"stopped by {how} after {n} failure{'s' if n != 1 else ''}", True
+    if said:
+        return f"stopped: {said}", False
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted", False
+    return "", False
+
+
+def exit_status(pytest_status: int, state: PluginState) -> int:
+    """The run's exit status (:mod:`.exitcodes`): pytest's own unless the run held gate tests and
+    pytest ended normally (0, or 1 from gate tests failing on their own verdicts), then the
+    run-level decision's. A test that failed without a verdict keeps pytest's 1. A run stopped by
+    ``-x``/``--maxfail`` before some selected gates ran is never 0 (:func:`pytest_posbias.decision.run_decision`)."""
+    if state.stopped_by_maxfail and pytest_status == pytest.ExitCode.INTERRUPTED:
+        pytest_status = int(pytest.ExitCode.TESTS_FAILED)  # xdist's -x: as the serial run ends it
+    if state.decision is None or pytest_status not in (0, 1) or state.errored:
+        return pytest_status
+    if not state.verdicts and not state.skipped:
+        return pytest_status  # no gate test in this run (the plugin is a guest)
+    return int(state.decision.exit_code)
+
+
+def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The posbias sections of the terminal summary: data problems, verdicts, the run decision."""
+    if getattr(config, "workerinput", None) is not None:
+        return
+    rows = summary_rows(config)
+    state = plugin_of(config)
+    stop_progress(state)
+    _problem_summary(terminalreporter, config, state.problems)
+    if rows:
+        from ..summary import calls_line, plural, verdict_lines
+
+        tr = terminalreporter
+        tr.section("posbias verdicts")
+        width = int(getattr(tr, "_screen_width", 0) or 100)
+        for text, passed in verdict_lines(rows, width=width):
+            if passed is None:
+                tr.write_line(text, bold=True)
+            else:
+                tr.write_line(text, red=not passed, green=passed)
+        workers = 1
+        if getattr(config.option, "dist", "no") != "no":
+            try:
+                workers = int(getattr(config.option, "numprocesses", 1) or 1)
+            except (TypeError, ValueError):
+                workers = 1
+        tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
+                                 workers=max(1, workers)))
+        tr.write_line(f"p_BH = Benjamini-Hochberg over the {plural(len(rows), 'gate')} above (shown, decides nothing); "
+                      f"p_adj = the run-level decision's adjusted p")
+    if state.decision is not None and (rows or state.skipped):
+        from ..summary import decision_lines
+
+        if not rows:
+            terminalreporter.section("posbias verdicts")
+        status = exit_status(int(exitstatus), state)
+        for text, ok in decision_lines(state.decision, exit_code=status,
+                                       width=int(getattr(terminalreporter, "_screen_width", 0) or 100)):
+            if ok is None:
+                terminalreporter.write_line(text, bold=True)
+            else:
+                terminalreporter.write_line(text, red=not ok, green=ok, bold=True)
+    _not_run_line(terminalreporter, state)
+
+
+
+def _not_run_line(tr: Any, state: PluginState) -> None:
+    """The selected gate tests that never reported (the run stopped before them: ``-x``,
+    ``--maxfail``, an interrupt): they decided nothing, and the summary says how many."""
+    missing = state.gate_tests - state.ran
+    if missing:
+        from ..summary import plural
+
+        ran = len(state.gate_tests) - len(missing)
+        tr.write_line(f"{len(missing)} of {plural(len(state.gate_tests), 'selected gate test')} did not run "
+                      f"({state.stopped or 'the run stopped before them'}): they decided nothing; the summary above "
+                      f"covers the {ran} that ran", yellow=True)
+
+
+def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> None:
+    """The run's data problems on the terminal: per kind, the count and an example (every one with -v)."""
+    if not problems:
+        return
+    from ..data.manifest import summarize_problems
+
+    tr.section("posbias data problems")
+    tr.write_line(f"{len(problems)} data problems; the units that need them are not measured and count as lost:")
+    for g in summarize_problems(problems):
+        tr.write_line(inert(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", newlines=False), yellow=True)
+    if config.get_verbosity() > 0:
+        for p in problems:
+            tr.write_line(inert(f"    {p}", newlines=False))
+
+
+def _run_problems(run_log: Path | None) -> list[Any]:
+    """The data problems a finished run log records (none when there is no log)."""
+    if run_log is None:
+        return []
+    from ..data.manifest import problems_in_records
+
+    records = []
+    try:  # only observation lines are parsed (the log is written with sorted keys); the rest is requests
+        with run_log.open(encoding="utf-8") as fh:
+            for line in fh:
+                if '"kind": "observation"' in line:
+                    with contextlib.suppress(ValueError):
+                        records.append(json.loads(line))
+    except OSError:
+        return []
+    return problems_in_records(records)
+
+
+def posbias_used(config: pytest.Config, state: PluginState) -> bool:
+    """Whether this run has anything for the end of the run: a gate's verdict, a run directory
+    (a suite test set a run up), or a summary file asked for (``--posbias-json``,
+    ``--posbias-markdown``: written also when no gate decided). A run of other tests has none, and
+    its end imports nothing of the package's core."""
+    if (state.verdicts or state.skipped or config.getoption("--posbias-json", None)
+            or config.getoption("--posbias-markdown", None)):
+        return True
+    try:
+        return run_directory(config).is_dir()
+    except (KeyError, OSError):
+        return True
+
+
+def session_finish(session: pytest.Session, exitstatus: int) -> None:
+    """Merge the run log and write the report. First among the implementations: under ``-n N`` the
+    workers have closed their logs when they report finished, and xdist's own sessionfinish then
+    waits for each worker process to exit, which can overlap with this."""
+    config = session.config
+    if getattr(config, "workerinput", None) is not None:
+        return
+    state = plugin_of(config)
+    stop_progress(state)  # no -n progress after this point (also when what follows raises)
+    state.stopped, state.stopped_by_maxfail = stop_reason(session, int(exitstatus))
+    if not posbias_used(config, state):
+        return  # a run without the suites or gates: nothing to merge, report or write
+    try:
+        state.decision = run_decision_of(config)
+    except PosbiasError as exc:  # a bad setting reaching here (e.g. multiplicity): pytest's status stands
+        state.decision = None
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"[posbias] no run-level decision: {exc}", red=True)
+    status = exit_status(int(exitstatus), state)
+    session.exitstatus = status  # pytest returns it after every sessionfinish implementation
+    rows = summary_rows(config)
+    _junit_decision(config, state.decision, status)
+    run_log = None
+    fresh_line(config.pluginmanager.get_plugin("terminalreporter"))
+    try:
+        from ..session import finish_run
+
+        run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=options(config),
+                             verdict_rows=rows, calls=state.calls, run_id=plugin_of(config).run_id,
+                             terminal=config.pluginmanager.get_plugin("terminalreporter"), exitstatus=int(exitstatus),
+                             errored=state.errored,
+                             run_decision=decision_record(state.decision, status))
+    except PosbiasError as exc:  # the report must never turn a finished run into a crash
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"[posbias] report not written: {exc}", red=True)
+    state.problems = _run_problems(run_log)
+    path = config.getoption("--posbias-json", None)
+    if path:  # written even when no gate decided: a CI job reading it must see that nothing was measured
+        from ..data.manifest import summarize_problems
+
+        out = {
+            "schema_version": 1,
+            "exitstatus": status,
+            "pytest_exitstatus": int(exitstatus),
+            "decision": decision_record(state.decision, status),
+            "calls": state.calls,
+            "verdicts": [{"nodeid": r["nodeid"], "p_bh": r["p_bh"], **r["verdict"].to_dict(),
+                          **(r["gate"].to_dict() if r.get("gate") else {})} for r in rows],
+            "data_problems": {"count": len(state.problems), "by_kind": summarize_problems(state.problems),
+                              "problems": [p.to_dict() for p in state.problems]},
+        }
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        from ..safe_text import redact_value
+
+        Path(path).write_text(json.dumps(redact_value(out), indent=2, sort_keys=True))
+    md = config.getoption("--posbias-markdown", None)
+    if md:  # also written when no gate decided (the job summary says so)
+        from ..report.markdown import write_markdown
+
+        write_markdown(md, rows, rootdir=Path(str(config.rootpath)), options=options(config), run_log=run_log,
+                       errored=state.errored, exitstatus=status, decision=decision_record(state.decision, status))
+
+
+
+def decision_record(decision: Any, status: int) -> dict[str, Any] | None:
+    """The run-level decision as JSON (None when none was taken), with the run's exit status."""
+    if decision is None:
+        return None
+    from ..exitcodes import label
+
+    return {**decision.to_dict(), "exit_code": status, "label": label(status)}
+
+
+def _junit_decision(config: pytest.Config, decision: Any, status: int) -> None:
+    """``--junitxml``: the run-level decision and every gate's adjusted decision as global
+    properties (``posbias.run_decision``, ``posbias.exit_code``, ``posbias.adjusted``: JSON by node
+    id). A test's own properties are written when it finishes, before the run decides."""
+    if decision is None:
+        return
+    with contextlib.suppress(ImportError):
+        from _pytest.junitxml import xml_key
+
+        xml = config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        rec = decision_record(decision, status) or {}
+        xml.add_global_property("posbias.run_decision", f"{rec.get('label')}: {decision.why}")
+        xml.add_global_property("posbias.exit_code", str(status))
+        xml.add_global_property("posbias.multiplicity", decision.method)
+        xml.add_global_property("posbias.adjusted", json.dumps({g.nodeid: {"p_adj": g.to_dict()["p_adj"],
+                                                                           "adjusted_passed": g.adjusted_passed,
+                                                                           "run_status": g.status}
+                                                                for g in decision.gates}, sort_keys=True))

@@ -1,0 +1,119 @@
+"""The suites' fixtures (``posbias_run``: the run context; ``posbias_gate``: a gate's verdict onto
+its report) and the collection of those verdicts from the reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..gate_registry import GATE_SPECS
+from ..safe_text import inert
+from .checks import as_typed
+from .options import options, worker_id
+from .state import CALLS_KEY, VERDICT_KEY, PluginState, plugin_of, posbias_config
+from .terminal import progress_writer
+
+if TYPE_CHECKING:
+    from ..stats import Verdict
+
+
+@pytest.fixture(scope="session")
+def posbias_run(request: pytest.FixtureRequest) -> Any:
+    """The run context every suite test uses: models, engine, data, thresholds, rng seeds."""
+    from ..errors import ModelLoadError
+    from ..session import RunContext
+
+    config = request.config
+    opts = options(config)
+    ctx, load_error = None, None
+    try:
+        ctx = RunContext.create(
+            opts,
+            posbias_config(config),
+            rootdir=Path(str(config.rootpath)),
+            worker=worker_id(config),
+            run_id=plugin_of(config).run_id,
+            invocation=list(config.invocation_params.args),
+            quiet=config.get_verbosity() < 0,
+            progress=progress_writer(config),
+        )
+        ctx.load_models()
+    except ModelLoadError as exc:
+        load_error = as_typed(config, str(exc))
+    if load_error is not None:
+        if ctx is not None:
+            ctx.close()
+        if getattr(config, "workerinput", None) is not None:
+            # pytest.exit in an xdist worker ends in the controller's INTERNALERROR without this
+            # message: every suite test of this worker errors with it (a session fixture's error is
+            # kept), the other workers go on, and the run fails
+            pytest.fail(f"posbias: {load_error} (on xdist worker {worker_id(config)})", pytrace=False)
+        pytest.exit(f"posbias: {load_error}", returncode=pytest.ExitCode.USAGE_ERROR)
+    assert ctx is not None
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def posbias_gate(request: pytest.FixtureRequest) -> Any:
+    """``posbias_gate(verdict)``: record a verdict on this test's report and fail on it."""
+
+    def gate(verdict: Verdict, *, calls: dict[str, Any] | None = None) -> Verdict:
+        if calls is not None:  # the decision's cost travels with the verdict (JSON summary, report)
+            from dataclasses import replace
+
+            verdict = replace(verdict, extra={**verdict.extra, "calls": dict(calls)})
+        record_verdict(request.node, verdict, calls=calls)
+        if not verdict.passed:  # text from data (a domain in the gate's name) shown escaped on the terminal and in junit
+            pytest.fail(inert(verdict.message()), pytrace=False)
+        return verdict
+
+    return gate
+
+
+def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any] | None = None) -> None:
+    """Attach a verdict (JSON plus flat properties for --junitxml) to a test's report."""
+    d = verdict.to_dict()
+    item.user_properties.append((VERDICT_KEY, json.dumps(d, sort_keys=True)))
+    for key in ("name", "estimate", "ci_low", "ci_high", "threshold", "n", "p_value", "passed", "mode"):
+        item.user_properties.append((f"posbias.{key}", inert(d[key]) if isinstance(d[key], str) else d[key]))
+    if calls:
+        item.user_properties.append((CALLS_KEY, json.dumps(calls, sort_keys=True)))
+
+
+def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:
+    props = getattr(report, "user_properties", [])
+    state.reported.add(report.nodeid)
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        state.ran.add(report.nodeid)
+    if report.failed and not any(k == VERDICT_KEY for k, _ in props):
+        # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
+        # the report must not read "ALL PASSED" for the gates that did
+        state.errored.append({"nodeid": report.nodeid, "when": report.when,
+                              "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
+    if report.when == "teardown":
+        state.tests_done += 1
+    if report.skipped and report.when in ("setup", "call") and _is_gate_report(report):
+        lr = getattr(report, "longrepr", None)
+        reason = str(lr[2]) if isinstance(lr, tuple) and len(lr) == 3 else str(lr or "")
+        state.skipped.append((report.nodeid, reason.removeprefix("Skipped: ")))
+    if report.when != "call":  # user properties ride on every phase's report; count them once
+        return
+    for key, value in props:
+        if key == VERDICT_KEY:
+            from ..stats import Verdict
+
+            state.verdicts.append((report.nodeid, Verdict.from_dict(json.loads(value))))
+        elif key == CALLS_KEY:
+            c = json.loads(value)
+            for k in state.calls:
+                state.calls[k] += c.get(k, 0)
+
+
+def _is_gate_report(report: pytest.TestReport) -> bool:
+    """A report of a gate test: it carries one of the gates' markers."""
+    keywords = getattr(report, "keywords", None) or {}
+    return any(g.marker in keywords for g in GATE_SPECS)

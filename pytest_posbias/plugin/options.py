@@ -1,0 +1,400 @@
+"""The plugin's command-line options: their types (a bad value is a usage error naming the
+option as typed), their registration, the short aliases a suites' conftest adds, and the run's
+options merged over ``[tool.posbias]`` (:func:`options`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..config import SHORT_ALIASES, parse_threshold_override
+from ..errors import ConfigError
+from ..gate_registry import GATES
+from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
+
+
+def _usage(option: str, problem: str) -> pytest.UsageError:
+    return pytest.UsageError(f"{option}: {problem}")
+
+
+def _model_option(option: str) -> Any:
+    def check(value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise _usage(option, "expects a registry alias (see `posbias models`), a checkpoint directory, sim:PROFILE, "
+                                 "sim:dose,GATE=VALUE[,...] or openai:NAME; got an empty value")
+        if value.startswith("sim:"):
+            from ..errors import ConfigError
+            from ..models.sim import check_profile
+
+            try:
+                check_profile(value[4:])  # a named profile or a dose (names the bad gate or value)
+            except ConfigError as exc:
+                raise _usage(option, str(exc)) from None
+        return value
+
+    check.__name__ = "model"
+    return check
+
+
+def _alpha_type(value: str) -> float:
+    from ..config import ALPHA_RANGE, check_alpha, interval_text
+
+    try:
+        return check_alpha(float(value), "--posbias-alpha")
+    except (ValueError, ConfigError):
+        raise _usage("--posbias-alpha", f"expects a number in {interval_text(ALPHA_RANGE)}; got {value!r}") from None
+
+
+def _seed_type(value: str) -> int:
+    try:
+        s = int(value)
+    except ValueError:
+        raise _usage("--posbias-seed", f"expects an integer >= 0; got {value!r}") from None
+    if s < 0:
+        raise _usage("--posbias-seed", f"expects an integer >= 0; got {value!r}")
+    return s
+
+
+def _mode_type(value: str) -> str:
+    if value not in ("detect", "certify"):
+        raise _usage("--posbias-mode", f"expects 'detect' or 'certify'; got {value!r}")
+    return value
+
+
+def _judge_option(option: str) -> Any:
+    def check(value: str) -> str:
+        return _judge_type(value, option=option)
+
+    check.__name__ = "judge"
+    return check
+
+
+def _judge_type(value: str, *, option: str = "--posbias-judge") -> str:
+    from ..config import JUDGES
+
+    if value not in JUDGES and not value.startswith("openai:"):
+        raise _usage(option, f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
+    return value
+
+
+def _path_type(option: str) -> Any:
+    def check(value: str) -> str:
+        if not value.strip():
+            raise _usage(option, "expects a path; got an empty value")
+        return value
+
+    check.__name__ = option.lstrip("-").replace("-", "_")
+    return check
+
+
+def _url_type(value: str) -> str:
+    """``--posbias-api-base``: an http:// or https:// URL with a host (config.check_url)."""
+    from ..config import check_url
+
+    try:
+        return check_url("--posbias-api-base", value.strip())
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _existing_file_type(option: str) -> Any:
+    def check(value: str) -> str:
+        try:
+            found = Path(value).is_file()
+        except OSError as exc:  # a path too long for the file system, a symbolic link loop, ...
+            from ..video.decode import short_path
+
+            raise _usage(option, f"cannot open {short_path(value)!r}: {exc.strerror or exc}") from None
+        if not found:
+            raise _usage(option, f"no such file: {value!r}")
+        return value
+
+    check.__name__ = option.lstrip("-").replace("-", "_")
+    return check
+
+
+def _floor_type(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        raise _usage("--posbias-floor", f"expected a number in (0, 1], got {value!r}") from None
+    if not 0 < f <= 1:
+        raise _usage("--posbias-floor", f"expected a number in (0, 1], got {value!r}")
+    return f
+
+
+def _threshold_type(value: str) -> tuple[str, float]:
+    try:
+        return parse_threshold_override(value)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _device_type(value: str) -> str:
+    if value in ("auto", "cpu") or value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit()):
+        return value
+    raise _usage("--posbias-device", f"expects auto, cpu, cuda or cuda:N; got {value!r}")
+
+
+def _int_ge1_type(option: str) -> Any:
+    def check(value: str) -> int:
+        try:
+            v = int(value)
+        except ValueError:
+            raise _usage(option, f"expects an integer >= 1; got {value!r}") from None
+        if v < 1:
+            raise _usage(option, f"expects an integer >= 1; got {value!r}")
+        return v
+
+    check.__name__ = option.lstrip("-").replace("-", "_")
+    return check
+
+
+def _api_number_type(option: str) -> Any:
+    """``--posbias-api-timeout`` / ``--posbias-api-retries``: checked by the openai backend's settings helper."""
+    def check(value: str) -> float | int:
+        from ..errors import ModelLoadError
+        from ..models.openai_retry import api_settings
+
+        key = option.removeprefix("--posbias-").replace("-", "_")
+        try:
+            got = api_settings({key: value}, env={})
+        except ModelLoadError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        return got["timeout" if key == "api_timeout" else "retries"]
+
+    check.__name__ = option.lstrip("-").replace("-", "_")
+    return check
+
+
+def _aliased_option(name: str) -> dict[str, Any]:
+    """The ``addoption`` keywords of an option that has a short alias, for the spelling ``name``
+    (its long ``--posbias-*`` name or the short alias): both write the long option's destination,
+    and a bad value names the spelling the user typed."""
+    long = SHORT_ALIASES.get(name, name)
+    dest = long.removeprefix("--").replace("-", "_")
+    if long == "--posbias-model":
+        return {"dest": dest, "action": "append", "type": _model_option(name), "default": None, "metavar": "MODEL",
+                "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, Hub id ORG/NAME[@REV], "
+                        "sim:PROFILE, openai:NAME, or vllm:SPEC (served with vLLM for the run); repeatable. "
+                        "Default: [tool.posbias] model."}
+    if long == "--posbias-baseline":
+        return {"dest": dest, "type": _model_option(name), "default": None, "metavar": "MODEL",
+                "help": "previous release: every gate becomes a paired non-inferiority comparison against it"}
+    if long == "--posbias-judge":
+        return {"dest": dest, "type": _judge_option(name), "default": None, "metavar": "JUDGE",
+                "help": "coverage judge: embed (offline default), fragment, openai[:MODEL], auto"}
+    if long == "--posbias-api-base":
+        return {"dest": dest, "action": "append", "type": _url_type, "default": None, "metavar": "URL",
+                "help": "base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
+                        "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)"}
+    raise ValueError(f"name: {name!r} is not an option with a short alias ({', '.join(SHORT_ALIASES)})")
+
+
+def add_short_aliases(parser: pytest.Parser, *, skip: Sequence[str] = ()) -> list[str]:
+    """Register the short options (``--model``, ``--baseline``, ``--judge``, ``--api-base``) as
+    aliases of their ``--posbias-*`` options; call it from the ``pytest_addoption`` of the
+    ``conftest.py`` where the robustness suites live (never from the plugin: the short names are
+    common in other projects). An alias named in ``skip``, or one that an earlier conftest or
+    plugin has already registered, is left out. Returns the aliases registered."""
+    unknown = [s for s in skip if s not in SHORT_ALIASES]
+    if unknown:
+        raise ValueError(f"skip: {unknown[0]!r} is not a short alias; expected some of {', '.join(SHORT_ALIASES)}")
+    added = []
+    taken = set(getattr(parser, "_opt2dest", {}))  # every option name registered so far
+    for short in SHORT_ALIASES:
+        if short in skip or short in taken:
+            continue
+        kwargs = _aliased_option(short)
+        kwargs["help"] = f"short for {SHORT_ALIASES[short]} (registered by this folder's conftest.py)"
+        parser.addoption(short, **kwargs)
+        added.append(short)
+    return added
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every ``--posbias-*`` option (``pytest_addoption``)."""
+    group = parser.getgroup("posbias", "video LLM robustness gates (pytest-posbias)")
+    for name in SHORT_ALIASES.values():
+        group.addoption(name, **_aliased_option(name))
+    group.addoption("--posbias-report", type=_path_type("--posbias-report"), default=None, metavar="PATH",
+                    help="HTML report path (default reports/<model>-<UTC timestamp>.html and reports/latest.html)")
+    group.addoption("--posbias-json", type=_path_type("--posbias-json"), default=None, metavar="PATH",
+                    help="machine-readable summary of every verdict")
+    group.addoption("--posbias-markdown", type=_path_type("--posbias-markdown"), default=None, metavar="PATH",
+                    help="short Markdown verdict table (failures first, link to the HTML report) for CI job "
+                         "summaries and PR comments, e.g. $GITHUB_STEP_SUMMARY")
+    group.addoption("--posbias-cache", type=_path_type("--posbias-cache"), default=None, metavar="DIR",
+                    help="generation cache and run logs (default .posbias/)")
+    group.addoption("--posbias-cache-mode", choices=("read-write", "read-only"), default=None,
+                    help="read-write (default), or read-only: use the cached answers of a cache that cannot be "
+                         "written; new answers are made and counted, not stored")
+    group.addoption("--posbias-cache-repair", choices=("stop", "move-aside"), default=None,
+                    help="a damaged generation cache: stop the run at start (default), or move-aside: rename it "
+                         "to generations.sqlite.damaged-<UTC time> and start a new cache (its answers are made again)")
+    group.addoption("--posbias-seed", type=_seed_type, default=None, metavar="INT",
+                    help="seed for sampling, orderings, stressors and bootstraps (default 0)")
+    group.addoption("--posbias-mode", type=_mode_type, default=None, metavar="detect|certify",
+                    help="detect: fail when a violation is shown at level alpha; certify: pass only when compliance is shown")
+    group.addoption("--posbias-alpha", type=_alpha_type, default=None, metavar="FLOAT",
+                    help="per-gate level alpha in (0, 0.5) (default 0.05; CIs are 1-2*alpha two-sided)")
+    group.addoption("--posbias-threshold", type=_threshold_type, action="append", default=None, metavar="GATE=VALUE",
+                    help=f"override a gate threshold; gates: {', '.join(GATES)}")
+    group.addoption("--posbias-data", type=_existing_file_type("--posbias-data"), default=None, metavar="MANIFEST",
+                    help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
+    group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
+                    help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
+    group.addoption("--posbias-batch-size", type=_int_ge1_type("--posbias-batch-size"), default=None, metavar="N",
+                    help="requests per backend batch (default: the backend's own)")
+    group.addoption("--posbias-concurrency", type=_int_ge1_type("--posbias-concurrency"), default=None, metavar="N",
+                    help="concurrent requests for API backends (default 4)")
+    group.addoption("--posbias-api-timeout", type=_api_number_type("--posbias-api-timeout"), default=None,
+                    metavar="SECONDS", help="openai backend: seconds per request attempt, in (0, 3600] "
+                                            "(default 120, or POSBIAS_API_TIMEOUT)")
+    group.addoption("--posbias-api-retries", type=_api_number_type("--posbias-api-retries"), default=None, metavar="N",
+                    help="openai backend: retries of a transient failure, 0..10 (default 5, or POSBIAS_API_RETRIES)")
+    group.addoption("--posbias-video-form", choices=("video", "images", "auto"), default=None,
+                    help="openai backend: frames as one video_url per video (vLLM), one image_url per frame (image-only "
+                         "APIs), or auto (default: the registry's form, else video when the endpoint accepts it)")
+    group.addoption("--posbias-letter-scoring", choices=("logprobs", "text", "auto"), default=None,
+                    help="openai backend: option letters from the top-20 logprobs, from a greedy answer's text, or "
+                         "auto (default: logprobs when the endpoint returns them)")
+    group.addoption("--posbias-no-request-seed", action="store_true", default=False,
+                    help="openai backend: send no per-request seed when sampling (vLLM-CPU's seeded-sampling crash); "
+                         "recorded in the run log: sampled answers are then not reproducible")
+    group.addoption("--posbias-floor", type=_floor_type, default=None, metavar="SHARE",
+                    help="measurement floor: a gate passes in neither mode when it measured less than this share of its "
+                         "planned units, or when more than 1 - SHARE of its model calls failed (default 0.95)")
+    group.addoption("--posbias-paired-test", choices=("bootstrap", "permutation"), default=None,
+                    help="paired mean differences (baseline comparisons of means, the equivalence TOST): cluster "
+                         "bootstrap (default) or a sign-flip permutation test with 20,000 seeded flips (exact at margin 0; "
+                         "at a non-zero margin it does not hold its size on skewed differences and the gate is "
+                         "inconclusive)")
+    group.addoption("--posbias-confirmatory", action="store_true", default=False,
+                    help="also run the confirmatory certify-type gates (the PhaseFusion equivalence TOST), "
+                         "which need several hundred items and pass only when equivalence is shown")
+    group.addoption("--posbias-multiplicity", choices=("holm", "none"), default=None,
+                    help="run-level decision (exit status, report banner): holm (default: Holm step-down over the "
+                         "detect gates, false-failure rate <= alpha for the whole run) or none (every gate at its own "
+                         "alpha: the run fails when any gate fails)")
+    group.addoption("--posbias-fixed", action="store_true", default=False,
+                    help="use the fixed-sample design instead of sequential early stopping")
+    group.addoption("--posbias-attn-implementation", choices=("auto", "sdpa", "flash_attention_2", "eager"), default=None,
+                    help="attention kernel of hf models: auto (default: flash_attention_2 on CUDA when flash_attn is "
+                         "installed, else sdpa), sdpa, flash_attention_2 or eager; recorded in the run log")
+    group.addoption("--posbias-device-map", choices=("fit", "auto", "balanced", "balanced_low_0", "sequential", "none"),
+                    default=None,
+                    help="hf models: fit (default: one GPU when the checkpoint fits it, else shard over the node's "
+                         "GPUs), a transformers device_map strategy (auto, balanced, ...: always shard), or none")
+    group.addoption("--posbias-vllm-command", default=None, metavar="COMMAND",
+                    help="vllm:MODEL: the command that starts vLLM's OpenAI server, split like a shell line (another "
+                         "environment or a container entry point; default $POSBIAS_VLLM_PYTHON -m "
+                         "vllm.entrypoints.openai.api_server, else `vllm serve`)")
+    group.addoption("--posbias-vllm-args", default=None, metavar="ARGS",
+                    help="vllm:MODEL: more server arguments, one shell-quoted string (e.g. \"--dtype bfloat16 "
+                         "--max-model-len 32768\"); host, port, model and served name are the run's")
+    group.addoption("--posbias-vllm-timeout", type=_int_ge1_type("--posbias-vllm-timeout"), default=None,
+                    metavar="SECONDS", help="vllm:MODEL: seconds the servers have to become healthy (default 900)")
+    group.addoption("--posbias-parity", type=_model_option("--posbias-parity"), default=None, metavar="REFERENCE",
+                    help="run the parity gates (-m parity): the same requests on the tested model and on REFERENCE "
+                         "(any model spec: hf id, vllm:, openai:, sim:), gated on changed MCQ answers beyond the "
+                         "reference's re-run floor and on the paired change in coverage and repetition. "
+                         "Default: [tool.posbias] parity")
+    group.addoption("--posbias-plan", default=None, metavar="DIR", help=argparse_suppress())
+
+
+def argparse_suppress() -> str:
+    """Help text that hides an internal option from ``pytest --help``."""
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline", "--posbias-parity", "--posbias-data",
+                "--posbias-report",
+                "--posbias-json", "--posbias-cache", "--posbias-markdown")
+
+
+def suite_options(config: pytest.Config) -> dict[str, Any]:
+    """The run's options (command line over [tool.posbias]) for the suites' parametrization."""
+    return options(config)
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (an explicit 0 counts)."""
+    return next((v for v in values if v is not None), None)
+
+
+def options(config: pytest.Config) -> dict[str, Any]:
+    """Command-line options merged over [tool.posbias] (CLI wins)."""
+    pcfg = posbias_config(config)
+    models = config.getoption("--posbias-model") or pcfg.get("model") or []  # none: a usage error (require_model)
+    if isinstance(models, str):
+        models = [models]
+    overrides = dict(config.getoption("--posbias-threshold") or [])
+    return {
+        "models": list(models),
+        "baseline": config.getoption("--posbias-baseline") or pcfg.get("baseline"),
+        "parity": config.getoption("--posbias-parity") or pcfg.get("parity"),
+        "judge": config.getoption("--posbias-judge") or pcfg.get("judge", "auto"),
+        "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
+        "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
+        "seed": config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None else pcfg.get("seed", 0),
+        "cache": config.getoption("--posbias-cache") or pcfg.get("cache", ".posbias"),
+        "cache_mode": config.getoption("--posbias-cache-mode") or "read-write",
+        "cache_repair": config.getoption("--posbias-cache-repair") or "stop",
+        "keep_runs": pcfg.get("keep_runs"),
+        "report": config.getoption("--posbias-report") or pcfg.get("report"),
+        "report_dir": pcfg.get("report_dir", "reports"),
+        "json": config.getoption("--posbias-json"),
+        "data": config.getoption("--posbias-data") or pcfg.get("data"),
+        "device": config.getoption("--posbias-device") or pcfg.get("device", "auto"),
+        "api_base": config.getoption("--posbias-api-base") or pcfg.get("api_base"),
+        "batch_size": config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
+        "concurrency": config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
+        "api_timeout": _first(config.getoption("--posbias-api-timeout"), pcfg.get("api_timeout")),
+        "api_retries": _first(config.getoption("--posbias-api-retries"), pcfg.get("api_retries")),
+        "video_form": config.getoption("--posbias-video-form") or pcfg.get("video_form", "auto"),
+        "letter_scoring": config.getoption("--posbias-letter-scoring") or pcfg.get("letter_scoring", "auto"),
+        "no_request_seed": bool(config.getoption("--posbias-no-request-seed") or pcfg.get("no_request_seed", False)),
+        "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
+        "attn_implementation": config.getoption("--posbias-attn-implementation") or pcfg.get("attn_implementation", "auto"),
+        "device_map": config.getoption("--posbias-device-map") or pcfg.get("device_map", "fit"),
+        "vllm_command": config.getoption("--posbias-vllm-command") or pcfg.get("vllm_command"),
+        "vllm_args": config.getoption("--posbias-vllm-args") or pcfg.get("vllm_args"),
+        "vllm_timeout": config.getoption("--posbias-vllm-timeout") or pcfg.get("vllm_timeout"),
+        "vllm_servers": dict((getattr(config, "workerinput", None) or {}).get(WORKERINPUT_VLLM) or {}),
+        **plan_options(config),
+        "threshold_overrides": overrides,
+        "n_resamples": pcfg.get("n_resamples", 9999),
+        "measurement_floor": config.getoption("--posbias-floor") or pcfg.get("measurement_floor", 0.95),
+        "confirmatory": bool(config.getoption("--posbias-confirmatory") or pcfg.get("confirmatory", False)),
+        "paired_test": config.getoption("--posbias-paired-test") or pcfg.get("paired_test", "bootstrap"),
+        "multiplicity": config.getoption("--posbias-multiplicity") or pcfg.get("multiplicity", "holm"),
+    }
+
+
+def plan_options(config: pytest.Config) -> dict[str, Any]:
+    """``posbias plan`` mode (internal ``--posbias-plan DIR``): record requests in DIR, call no model;
+    measured output lengths come from DIR/output_lengths.json when ``--measure`` wrote it."""
+    d = config.getoption("--posbias-plan", None)
+    if not d:
+        return {}
+    lengths = Path(d) / "output_lengths.json"
+    return {"plan": str(d), "plan_output_lengths": json.loads(lengths.read_text()) if lengths.is_file() else None}
+
+
+def worker_id(config: pytest.Config) -> str:
+    wi = getattr(config, "workerinput", None)
+    return str(wi["workerid"]) if wi else "main"
+
+
+def run_directory(config: pytest.Config) -> Path:
+    cache = Path(str(options(config)["cache"]))
+    cache = cache if cache.is_absolute() else Path(str(config.rootpath)) / cache
+    return cache / "runs" / plugin_of(config).run_id

@@ -1,0 +1,82 @@
+"""What the plugin does for ``pytest -n N`` on the controller: the probe-group scheduler, the run
+id and vLLM servers handed to each worker, and the vLLM servers started once for all workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..xdist_support import dist_given
+from .checks import as_typed
+from .options import options
+from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``pytest -n N`` without ``--dist``: schedule by probe group (:class:`pytest_posbias.xdist_scheduler.ProbeGroupScheduling`),
+    so that the gates sharing a probe run on one worker and the probe is computed once, the groups
+    with the most model calls first. A ``--dist``
+    mode the user gave is xdist's own."""
+    if dist_given(config):
+        return None
+    from ..probes.settings import settings_for
+    from ..suite_support import group_weight, model_id, probe_group
+    from ..xdist_scheduler import ProbeGroupScheduling
+
+    model_ids = [model_id(m) for m in options(config)["models"]]
+    probes = posbias_config(config).probes
+    settings = {name: settings_for(name, probes.get(name)) for name in ("positional", "phase", "stressor")}
+    frames = settings["stressor"]["frames"]
+    first = int(frames[0]) if frames else None
+    return ProbeGroupScheduling(config, log,
+                                group_of=lambda nodeid: probe_group(nodeid, model_ids=model_ids, search_frames=first),
+                                weight_of=lambda scope: group_weight(scope, settings))
+
+
+
+def configure_node(node: Any) -> None:
+    """xdist: every worker writes into the controller's run directory."""
+    node.workerinput["posbias_run_id"] = plugin_of(node.config).run_id
+    node.workerinput[WORKERINPUT_VLLM] = {m.resolved.spec: {"urls": m.urls, "identity": m.identity()}
+                                          for m in plugin_of(node.config).vllm}
+
+
+
+def start_vllm_for_workers(config: pytest.Config) -> None:
+    """xdist controller: serve every ``vllm:`` model once for the run, before the workers start
+    (they get the URLs through ``workerinput``); stopped in pytest_unconfigure. A serial run starts
+    them when it loads the model (session.RunContext.backend)."""
+    if (getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no"
+            or config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)):
+        return
+    opts = options(config)
+    specs = [s for s in dict.fromkeys([*opts["models"], *([opts["baseline"]] if opts["baseline"] else []),
+                                       *([opts["parity"]] if opts["parity"] else [])])
+             if str(s).startswith("vllm:")]
+    if not specs:
+        return
+    from ..errors import ModelLoadError
+    from ..models.registry import resolve
+    from ..models.vllm_managed import start_managed
+
+    started: list[Any] = []
+    plugin_of(config).vllm = started
+    cache = Path(str(opts["cache"]))
+    run_dir = (cache if cache.is_absolute() else Path(str(config.rootpath)) / cache) / "runs" / plugin_of(config).run_id
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    say = (lambda line: tr.write_line(line)) if tr is not None else None
+    try:
+        for spec in specs:
+            started.append(start_managed(resolve(spec), opts, log_dir=run_dir, progress=say))
+    except ModelLoadError as exc:
+        stop_vllm(config)
+        raise pytest.UsageError(as_typed(config, str(exc))) from None
+
+
+def stop_vllm(config: pytest.Config) -> None:
+    """Stop the servers :func:`start_vllm_for_workers` started."""
+    for m in plugin_of(config).vllm:
+        m.stop()
+    plugin_of(config).vllm = []
