@@ -127,7 +127,7 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
       (:data:`.probes.stressor.PARTS`): the amplification and attack gates of one stressor share
       its variants; the clean repetition gate (with the controls reported beside it) and the
       re-query remedy share the clean outputs, which every part reads and which are made once
-      (:meth:`.session.RunContext.stressor`); a test without a frame count (the remedy) reads the
+      (:meth:`.run_context.RunContext.stressor`); a test without a frame count (the remedy) reads the
       probe at the first frame count ``search_frames``;
     * property search: the option-order and sampling-phase searches query the phase probe's items
       (phase group), the stressor search the clean outputs of the stressor probe's videos at its
