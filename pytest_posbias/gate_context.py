@@ -113,12 +113,4 @@ class GateContext(Protocol):
         ...
 
 
-if TYPE_CHECKING:
-    from .run_context import RunContext
-
-    def _implemented_by(run: RunContext) -> GateContext:
-        """mypy checks here that the run context implements the protocol."""
-        return run
-
-
 __all__ = ["GateContext", "ProbeContext"]

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -81,7 +81,6 @@ def environment() -> dict[str, Any]:
     return env
 
 
-
 def _requests_behind(result: Any) -> int:
     """How many model requests a probe result rests on (made, from the cache, or shared)."""
     calls = getattr(result, "calls", None)
@@ -96,8 +95,9 @@ PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
 PROGRESS_LIVE_EVERY_S = 0.5  # on a terminal, where the line is redrawn in place, this often
 SHARED_MEMO_PREFIXES = ("positional|", "phase|", "stressor|")  # probe results shared across xdist workers
 
+
 class RunContext:
-    """Models, engine, data, thresholds and seeds for one pytest process."""
+    """Models, engine, data, thresholds and seeds for one pytest process (module docstring)."""
 
     def __init__(self, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str,
                  run_id: str, invocation: Sequence[str] = (), quiet: bool = False,
@@ -226,17 +226,22 @@ class RunContext:
             self._progress(progress_text(done, total, hits, elapsed))
 
     def note(self, message: str) -> None:
+        """Print a line through the progress writer (nothing when there is none)."""
         if self._progress is not None:
             self._progress(message)
 
     # -- thresholds, seeds, memo
     def thresholds(self, model: str) -> dict[str, float]:
+        """Every gate's effective threshold for ``model`` (defaults, ``[tool.posbias]`` tables, the
+        command line's overrides)."""
         return self.pcfg.thresholds_for(model, self.options.get("threshold_overrides"))
 
     def threshold(self, gate: str, model: str) -> float:
+        """The gate's effective threshold for ``model``."""
         return self.thresholds(model)[gate]
 
     def probe_settings(self, name: str) -> dict[str, Any]:
+        """The probe's settings: its defaults with ``[tool.posbias.probes.<name>]`` applied."""
         return settings_for(name, self.pcfg.probes.get(name))
 
     def rng(self, *keys: Any) -> np.random.Generator:
@@ -280,10 +285,12 @@ class RunContext:
         return value
 
     def calls(self) -> dict[str, Any]:
+        """This process's engine counters (:class:`~.engine.CallStats`) as a dict."""
         return self.engine.stats.snapshot()
 
     # -- data, judges, probes (each computed once per process and shared by the tests)
     def manifest(self) -> Manifest:
+        """The run's data (``--posbias-data``, else the synthetic set, built on first use), loaded once."""
         return self.memo("manifest", self._load_manifest)
 
     def _load_manifest(self) -> Manifest:
@@ -297,6 +304,7 @@ class RunContext:
         return m
 
     def judges(self) -> JudgeSet:
+        """The run's judges, built once."""
         return self.memo("judges", self._judge_set)
 
     def _judge_set(self) -> JudgeSet:
@@ -320,6 +328,7 @@ class RunContext:
                         fragment=FragmentJudge(store=scores, tokenizer=frag_id.split("|")[1].split("==")[0]))
 
     def phase_spec(self) -> PhaseSpec:
+        """The phase probe's spec from the run's settings."""
         return PhaseSpec.from_settings(self.probe_settings("phase"))
 
     def phase(self, model: str, gate: str, budget: int | None = None, n: int | None = None) -> PhaseResult:
@@ -356,6 +365,7 @@ class RunContext:
                                                 rerun=rerun, n_items=n))
 
     def stressor_spec(self, frames: int) -> StressorSpec:
+        """The stressor probe's spec at ``frames`` frames from the run's settings."""
         return StressorSpec.from_settings(self.probe_settings("stressor"), frames)
 
     def stressor(self, model: str, frames: int, n: int | None = None, part: str | None = None) -> StressorResult:
@@ -389,6 +399,7 @@ class RunContext:
         return self.stressor(model, frames, part="clean")
 
     def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:
+        """The positional probe on ``model`` at ``spec`` (its first ``n`` groups), run once per key."""
         n = min(n or spec.groups, spec.groups)
         return self.memo(f"positional|{model}|{spec.key()}|{n}",
                          lambda: run_positional(self, model, spec, self.manifest(), self.judges(), n_groups=n))
@@ -417,6 +428,7 @@ class RunContext:
         self.runlog.write({"kind": "observation", "probe": probe, "worker": self.worker, **data})
 
     def close(self) -> None:
+        """Close the backends, the run log, the judges' stores and the cache."""
         for b in self._backends.values():
             with contextlib.suppress(Exception):
                 b.close()
@@ -442,6 +454,14 @@ def synthetic_manifest(rootdir: Path, *, progress: Callable[[str], None] | None 
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return manifest
+
+
+if TYPE_CHECKING:
+    from .gate_context import GateContext, ProbeContext
+
+    def _implements(run: RunContext) -> tuple[GateContext, ProbeContext]:
+        """mypy checks here that the run context implements both protocols."""
+        return run, run
 
 
 __all__ = ["RunContext", "environment", "synthetic_manifest"]

@@ -100,7 +100,6 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
 # --------------------------------------------------------------------------- xdist groups
 
 
-
 def model_id(spec: str) -> str:
     """A ``--model`` value as the suites' test ids show it (``suites/conftest.py``: the model's
     label with every run of other characters than ``[A-Za-z0-9_.:-]`` made one ``-``)."""

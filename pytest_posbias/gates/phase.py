@@ -15,7 +15,17 @@ from ..errors import ConfigError
 from ..gate_context import GateContext
 from ..measurement import Measurement, combine
 from ..probes import conditions as C
-from ..stats import Verdict
+from ..probes.phase import (
+    any_flips,
+    fused,
+    fusion_changes,
+    identity_answer,
+    margin_auroc,
+    order_accuracy,
+    order_flips,
+    pair_flips,
+)
+from ..stats import Verdict, mcnemar_exact, mean_verdict, paired_change_verdict
 from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
 
 
@@ -72,8 +82,6 @@ def fused_or_voted(r: Any, conditions: Sequence[str]) -> np.ndarray:
     """PhaseFusion answers over ``conditions`` (identity ordering): the argmax of the mean
     content-space distribution (phase paper); in text mode, where no distribution is given, the
     mean of one-hot answers (a plurality vote, ties to the lowest content index)."""
-    from ..probes.phase import fused, identity_answer
-
     f = fused(r, conditions)
     if f is not None:
         return f
@@ -90,9 +98,6 @@ def equivalence_verdict(ctx: GateContext, model: str, r: Any, conds: Sequence[st
     4b frames, d_i = correct_fused − correct_single per item, TOST on mean d with ±threshold
     (default 2.5 points), cluster bootstrap over videos. Certify-type in either mode: it passes
     only when the whole (1 − 2α) CI lies inside ±threshold."""
-    from ..probes.phase import identity_answer
-    from ..stats import mean_verdict
-
     spec = ctx.phase_spec()
     ok = answered(r, conds)
     truth = r.correct()
@@ -122,8 +127,6 @@ def equivalence_verdict(ctx: GateContext, model: str, r: Any, conds: Sequence[st
 
 def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[str, Any]:
     """Diagnostics of a phase/order decision on the items it used (``flips`` over the measured items)."""
-    from ..probes.phase import margin_auroc, order_accuracy, pair_flips
-
     extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
                              "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
                              "rerun_floor": float(pair_flips(r, C.phase(0), C.rerun(0)).mean())
@@ -174,9 +177,6 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: Any = Non
     Items with a failed call or an unparseable answer in any condition the gate uses are lost
     units: excluded from the flip rate (never counted as a flip or as a stable answer), counted,
     and below the measurement floor the gate does not pass."""
-    from ..probes.phase import any_flips, fusion_changes, order_flips, pair_flips
-    from ..stats import mcnemar_exact, paired_change_verdict
-
     spec = ctx.phase_spec()
     budget = which[0] if gate == "flip" else None
     seq = ctx.sequential and not ctx.baseline and gate not in ("fusion", "equivalence")

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..gate_context import GateContext
 from ..gate_registry import GATES
-from ..stats import Verdict, mean_verdict, rate_verdict
+from ..stats import Verdict, mean_verdict, paired_change_verdict, rate_verdict
 
 
 def mean_gate(ctx: GateContext, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
@@ -58,7 +58,6 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: Any, base: Any,
       margin, where sign flips do not hold their size on skewed differences).
     """
     from ..paired import paired_abs_mean_verdict
-    from ..stats import paired_change_verdict
 
     c = np.asarray(cand, dtype=float)
     b = np.asarray(base, dtype=float)
