@@ -13,17 +13,14 @@ positive is worse, must have mean <= the gate's baseline margin.
 The names below are the gates' API (the suites and custom gates import them from here).
 """
 
-from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
+from .design import LOOKS, sequential_verdict
 from .phase import (
     answered,
-    answers_returned,
     equivalence_verdict,
-    fused_or_voted,
     no_letter_note,
     phase_gate_conditions,
     phase_measurement,
     phase_verdict,
-    phase_verdict_core,
 )
 from .positional import positional_measurement, positional_values, positional_verdict
 from .stressor import stressor_measurement, stressor_verdict
@@ -31,21 +28,15 @@ from .stressor import stressor_measurement, stressor_verdict
 __all__ = [
     "LOOKS",
     "answered",
-    "answers_returned",
     "equivalence_verdict",
-    "floored",
-    "fused_or_voted",
     "no_letter_note",
-    "paired_rate",
     "phase_gate_conditions",
     "phase_measurement",
     "phase_verdict",
-    "phase_verdict_core",
     "positional_measurement",
     "positional_values",
     "positional_verdict",
     "sequential_verdict",
     "stressor_measurement",
     "stressor_verdict",
-    "with_extra",
 ]
