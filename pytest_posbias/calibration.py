@@ -263,7 +263,7 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
 
     from .config import PosbiasConfig
     from .probes.settings import DEFAULTS
-    from .session import RunContext
+    from .run_context import RunContext
 
     unknown = sorted(set(gates) - set(GATES))
     if unknown:

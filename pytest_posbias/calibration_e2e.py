@@ -1,7 +1,7 @@
 """End-to-end calibration: the real gates against dose-controlled simulated models.
 
 Where :mod:`~.calibration` simulates each gate's statistic from resampled residuals, this
-module runs the suites' own code path: a :class:`~.session.RunContext` with the default
+module runs the suites' own code path: a :class:`~.run_context.RunContext` with the default
 group-sequential design, the probes on the synthetic set (or ``--data``), the simulated model
 ``sim:dose,GATE=VALUE`` (docs/design.md section 7, :mod:`~.models.sim_dose`) and the gate functions
 :func:`~.gates.positional_verdict`, :func:`~.gates.phase_verdict` and
@@ -161,7 +161,7 @@ def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed:
     through a RunContext with the suites' defaults (``quick``: the smaller probe sizes of
     ``QUICK_PROBES``; ``probes`` overrides either); prints the table and returns the cells."""
     from .config import PosbiasConfig
-    from .session import RunContext
+    from .run_context import RunContext
 
     _check(gates, reps, alpha, data)
     probe_cfg = {k: dict(v) for k, v in (QUICK_PROBES if quick else {}).items()}

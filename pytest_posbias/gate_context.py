@@ -5,7 +5,7 @@ The gate functions (:mod:`.gates`, :mod:`.search_gates`) take the run as a ``Gat
 run's settings (mode, α, baseline, sequential design, bootstrap size, measurement floor, paired
 test, seed, the validated ``[tool.posbias]`` table), the probes' results (memoized, so gates that
 share a probe share its model calls) and the verdict builders that apply a gate's threshold and
-side from the registry (:mod:`.gate_registry`). :class:`~.session.RunContext` is the
+side from the registry (:mod:`.gate_registry`). :class:`~.run_context.RunContext` is the
 implementation; tests pass small stand-ins with the members a gate uses.
 
 The probes (:mod:`.probes.positional`, :mod:`.probes.phase`, :mod:`.probes.stressor`) take the
@@ -111,14 +111,6 @@ class GateContext(Protocol):
                       worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
         """A paired non-inferiority comparison against the baseline within the gate's margin."""
         ...
-
-
-if TYPE_CHECKING:
-    from .session import RunContext
-
-    def _implemented_by(run: RunContext) -> GateContext:
-        """mypy checks here that the run context implements the protocol."""
-        return run
 
 
 __all__ = ["GateContext", "ProbeContext"]

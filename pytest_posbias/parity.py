@@ -123,7 +123,7 @@ def parity_answers_verdict(ctx: Any, model: str) -> Verdict:
 def parity_coverage_verdict(ctx: Any, model: str, spec: Any) -> Verdict:
     """``parity_coverage``: the drop of mean coverage of the same (group, order) instances against the
     reference, d_i = coverage_ref − coverage_test, compliant when mean d <= threshold."""
-    from .gates import _positional_values, positional_measurement
+    from .gates import positional_measurement, positional_values
     from .stats import mean_verdict
 
     ref = _require(ctx)
@@ -138,7 +138,7 @@ def parity_coverage_verdict(ctx: Any, model: str, spec: Any) -> Verdict:
     m = combine(positional_measurement(r), positional_measurement(b), prefix_b="reference", measured=len(common))
     name = f"coverage drop against {ref} {spec.label()}"
     threshold = ctx.threshold("parity_coverage", model)
-    vt, vb = _positional_values("coverage", r), _positional_values("coverage", b)
+    vt, vb = positional_values("coverage", r), positional_values("coverage", b)
     cand = np.array([vt[cr[c]] for c in common], dtype=float)
     base = np.array([vb[br[c]] for c in common], dtype=float)
     clusters = np.array([c[0] for c in common])

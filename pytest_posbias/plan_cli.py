@@ -270,7 +270,7 @@ def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> d
     generation time minus that prefill time), at the backend's batch size."""
     from .config import PosbiasConfig
     from .engine import Request
-    from .session import RunContext
+    from .run_context import RunContext
 
     opts = _run_options(pytest_args)
     by_model: dict[str, dict[str, list[Request]]] = defaultdict(lambda: defaultdict(list))

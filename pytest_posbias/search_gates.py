@@ -170,7 +170,7 @@ def paired_search_verdict(ctx: GateContext, model: str, baseline: str, prop: str
                           extra: Mapping[str, Any] | None = None) -> Verdict:
     """The ``search`` gate against ``--baseline``: on the items searched for both models (broken
     or held in both), Δ = share broken (candidate) − share broken (baseline), the exact unconditional
-    paired non-inferiority test (:meth:`~pytest_posbias.session.RunContext.baseline_gate`, ``worse='binary'``),
+    paired non-inferiority test (:meth:`~pytest_posbias.run_context.RunContext.baseline_gate`, ``worse='binary'``),
     compliant when the candidate is worse by at most the ``search`` margin (default 0.10). The
     extra keeps the candidate's counterexamples and names the items only the candidate breaks
     (``newly_broken``) and those only the baseline breaks (``fixed``)."""

@@ -134,7 +134,7 @@ def config_checks(gate: str, target: float, dosed: dict[str, dict[Any, float]], 
 def _context(model: str, *, seed: int, data: str | None, cache: str, probes: dict[str, dict[str, Any]],
              rootdir: Path) -> Any:
     from .config import PosbiasConfig
-    from .session import RunContext
+    from .run_context import RunContext
 
     options: dict[str, Any] = {"models": [model], "cache": cache, "seed": seed, "judge": "auto", "sequential": False}
     if data:

@@ -100,7 +100,6 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
 # --------------------------------------------------------------------------- xdist groups
 
 
-
 def model_id(spec: str) -> str:
     """A ``--model`` value as the suites' test ids show it (``suites/conftest.py``: the model's
     label with every run of other characters than ``[A-Za-z0-9_.:-]`` made one ``-``)."""
@@ -127,7 +126,7 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
       (:data:`.probes.stressor.PARTS`): the amplification and attack gates of one stressor share
       its variants; the clean repetition gate (with the controls reported beside it) and the
       re-query remedy share the clean outputs, which every part reads and which are made once
-      (:meth:`.session.RunContext.stressor`); a test without a frame count (the remedy) reads the
+      (:meth:`.run_context.RunContext.stressor`); a test without a frame count (the remedy) reads the
       probe at the first frame count ``search_frames``;
     * property search: the option-order and sampling-phase searches query the phase probe's items
       (phase group), the stressor search the clean outputs of the stressor probe's videos at its

@@ -238,6 +238,7 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
 
 
 def progress_file(run_dir: Path, worker: str) -> Path:
+    """The progress file of ``worker`` in the run folder (:func:`worker_progress_line` reads it)."""
     return run_dir / f"progress-{worker}.txt"
 
 

@@ -50,7 +50,7 @@ def test_the_gates_and_the_probe_ask_for_the_same_conditions():
 
 
 def test_the_phase_gate_conditions_come_from_the_builders():
-    from pytest_posbias.gates import _phase_conditions
+    from pytest_posbias.gates import phase_gate_conditions
     from pytest_posbias.probes.phase import PhaseSpec
 
     spec = PhaseSpec(phases=3, budget=8)
@@ -58,8 +58,8 @@ def test_the_phase_gate_conditions_come_from_the_builders():
     def cond(s: str) -> str:
         return C.sampler_at(s, 16, spec.budget)
 
-    assert _phase_conditions("flip", (16, "left", "fps"), spec, cond) == ["budget:left@16", "budget:fps@16"]
-    assert _phase_conditions("phase", "0-2", spec, cond) == ["phase:0", "phase:2"]
-    assert _phase_conditions("phase", "any", spec, cond) == C.phases(3)
-    assert _phase_conditions("order", None, spec, cond) == ["phase:0"]
-    assert _phase_conditions("equivalence", None, spec, cond) == C.equivalence_conditions(3, 8)
+    assert phase_gate_conditions("flip", (16, "left", "fps"), spec, cond) == ["budget:left@16", "budget:fps@16"]
+    assert phase_gate_conditions("phase", "0-2", spec, cond) == ["phase:0", "phase:2"]
+    assert phase_gate_conditions("phase", "any", spec, cond) == C.phases(3)
+    assert phase_gate_conditions("order", None, spec, cond) == ["phase:0"]
+    assert phase_gate_conditions("equivalence", None, spec, cond) == C.equivalence_conditions(3, 8)

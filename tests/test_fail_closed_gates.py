@@ -225,7 +225,7 @@ class _Flaky:
 
 def _context(tmp_path, manifest, share, *, mode="detect"):
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.session import RunContext
+    from pytest_posbias.run_context import RunContext
 
     pcfg = PosbiasConfig(probes={"phase": {"items": 12}, "stressor": {"videos": 6, "trials": 2, "frames": [16]}})
     ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "cache"), "data": str(manifest),
@@ -316,10 +316,10 @@ def _phase_result(n_items, fused_wrong, single_wrong):
 
 
 def test_equivalence_is_certified_only_when_shown_in_either_mode():
-    from pytest_posbias.gates import _phase_conditions, equivalence_verdict, phase_measurement
+    from pytest_posbias.gates import equivalence_verdict, phase_gate_conditions, phase_measurement
 
     ctx = _Ctx()
-    conds = _phase_conditions("equivalence", None, ctx.phase_spec(), lambda s: s)
+    conds = phase_gate_conditions("equivalence", None, ctx.phase_spec(), lambda s: s)
     assert conds[-1] == "budget:left@32"
     # fusion and the single pass differ on a few items, both ways: equivalence shown
     close = _phase_result(240, fused_wrong=range(0, 240, 80), single_wrong=range(40, 240, 80))
@@ -391,7 +391,7 @@ def test_a_model_writing_garbage_does_not_pass_meg_or_dpb(tmp_path, small_set, t
     """Issue 15: every multi-video output empty or unalignable gave 6 x MEG PASS (MEG = 0, CI ±5e-12)."""
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.gates import positional_verdict
-    from pytest_posbias.session import RunContext
+    from pytest_posbias.run_context import RunContext
     from pytest_posbias.suite_support import positional_spec
 
     ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "c"), "data": str(small_set),

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from pytest_posbias.gate_context import GateContext, ProbeContext
-from pytest_posbias.session import RunContext
+from pytest_posbias.run_context import RunContext
 
 
 def _members(proto: type) -> set[str]:

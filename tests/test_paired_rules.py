@@ -290,7 +290,7 @@ def test_stressor_gate_against_a_baseline_uses_the_split_rule(tmp_path, small_se
     decides with :func:`paired_amplification_verdict` on (stressed share, clean flag) per video."""
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.gates import stressor_verdict
-    from pytest_posbias.session import RunContext
+    from pytest_posbias.run_context import RunContext
 
     pcfg = PosbiasConfig(probes={"stressor": {"videos": 6, "trials": 2, "frames": [16]}})
     ctx = RunContext.create({"models": ["sim:looping"], "baseline": "sim:unbiased", "cache": str(tmp_path / "cache"),

@@ -269,7 +269,7 @@ NEAR_ITEMS = 300
 @pytest.mark.slow  # 300 items x 2 orderings x (1 + 2 reference passes) per run, two runs
 @pytest.mark.usefixtures("heavy_modules")
 def test_parity_fails_just_past_its_threshold(pytester):
-    from pytest_posbias.session import synthetic_manifest
+    from pytest_posbias.run_context import synthetic_manifest
 
     data = synthetic_manifest(Path(__file__).resolve().parents[1])  # built once, reused
     _project(pytester, data, items=NEAR_ITEMS)

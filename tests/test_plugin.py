@@ -353,6 +353,7 @@ import sys
 
 def pytest_unconfigure(config):
     heavy = ("numpy", "scipy", "jinja2", "matplotlib", "pytest_posbias.engine", "pytest_posbias.session",
+             "pytest_posbias.run_context", "pytest_posbias.gates",
              "pytest_posbias.stats", "pytest_posbias.summary", "pytest_posbias.suite_support",
              "pytest_posbias.models.registry", "pytest_posbias.data.manifest")
     print("LOADED=" + ",".join(m for m in heavy if m in sys.modules))

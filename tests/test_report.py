@@ -359,7 +359,7 @@ def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_b
 
     from pytest_posbias.engine import RunLog
     from pytest_posbias.report import render as render_module
-    from pytest_posbias.session import finish_run
+    from pytest_posbias.run_finish import finish_run
 
     run_dir = tmp_path / ".posbias" / "runs" / "r1"
     log = RunLog(run_dir / "log-main.jsonl", {"run_id": "r1", "started": "2026-12-01T00:00:00+00:00", "models": ["sim:unbiased"]})

@@ -13,7 +13,7 @@ from pytest_posbias.config import parse_config
 from pytest_posbias.engine import Generation, GenerationCache, RunLog
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.retention import prune_runs
-from pytest_posbias.session import finish_run
+from pytest_posbias.run_finish import finish_run
 
 NOW = 1_800_000_000.0
 DAY = 86400.0

@@ -231,7 +231,7 @@ def test_apply_edits_semantics():
 
 def _ctx(root: Path, manifest: Path, model: str, run_id: str, seed: int = 0) -> Any:
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.session import RunContext
+    from pytest_posbias.run_context import RunContext
 
     return RunContext({"models": [model], "data": str(manifest), "cache": str(root / ".posbias"), "seed": seed},
                       PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)

@@ -24,7 +24,7 @@ EVIL = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 
 def _ctx(root: Path, manifest: Path, model: str, run_id: str) -> Any:
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.session import RunContext
+    from pytest_posbias.run_context import RunContext
 
     return RunContext({"models": [model], "data": str(manifest), "cache": str(root / ".posbias"), "seed": 0},
                       PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)
@@ -236,8 +236,8 @@ def test_baseline_pairs_the_searched_items_with_an_exact_test_and_names_newly_br
     from pytest_posbias.config import parse_config
     from pytest_posbias.paired import paired_binary_bound, paired_binary_p
     from pytest_posbias.report.render import render
+    from pytest_posbias.run_context import RunContext
     from pytest_posbias.search_gates import search_gate
-    from pytest_posbias.session import RunContext
 
     cfg = parse_config({"probes": {"search": {"items": 4, "budget": 10}}})
     ctx = RunContext({"models": ["sim:letter-bias"], "baseline": "sim:unbiased", "data": str(small_set),

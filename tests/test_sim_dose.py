@@ -306,7 +306,7 @@ def test_order_hit_is_the_chance_that_ten_orderings_put_the_answer_in_the_last_t
 @pytest.fixture(scope="module")
 def ctx_factory(tmp_path_factory, small_set):
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.session import RunContext
+    from pytest_posbias.run_context import RunContext
 
     made = []
 

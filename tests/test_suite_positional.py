@@ -169,9 +169,9 @@ def test_bad_data_is_recorded_counted_and_the_run_completes(pytester, small_set)
 
 
 def test_progress_lines_are_whole_lines_and_quiet_mode_drops_them(pytester, small_set, monkeypatch):
-    from pytest_posbias import session
+    from pytest_posbias import run_context
 
-    monkeypatch.setattr(session, "PROGRESS_AFTER_S", 0.0)  # the synthetic probe is fast: show every batch
+    monkeypatch.setattr(run_context, "PROGRESS_AFTER_S", 0.0)  # the synthetic probe is fast: show every batch
     make_project(pytester, small_set)
     args = ["-m", "dpb and not slow", "-k", "cooking-short-P2", "--posbias-model", "sim:recency", "-p", "no:randomly"]
     loud = pytester.runpytest(*args).stdout.lines

@@ -12,7 +12,7 @@ import pytest
 from suite_project import write_suite_project
 
 from pytest_posbias.config import PosbiasConfig
-from pytest_posbias.session import RunContext
+from pytest_posbias.run_context import RunContext
 from pytest_posbias.suite_support import XDIST_GROUP_PREFIX, model_id, probe_group
 
 
@@ -298,7 +298,7 @@ def test_a_model_that_fails_to_load_on_a_worker_is_a_clear_error_not_an_internal
     pytester.makeconftest("""
         import os
         from pytest_posbias.errors import ModelLoadError
-        from pytest_posbias.session import RunContext
+        from pytest_posbias.run_context import RunContext
 
         def _fails(self):
             raise ModelLoadError(f"checkpoint /models/x: config.json not found ({os.environ.get('PYTEST_XDIST_WORKER')})")

@@ -1,0 +1,163 @@
+"""The generation cache: cache key -> :class:`~.calls.Generation` in SQLite.
+
+WAL mode and a busy timeout let concurrent pytest-xdist workers share one file; a finished
+request is never sent again, and a run killed midway keeps every batch it finished (the
+engine commits each batch as soon as the backend returns it). Unusable answers live in a
+table of their own (:meth:`GenerationCache.record_unusable`), never among the answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from .calls import Generation
+
+
+class GenerationCache:
+    """SQLite (WAL) key → Generation; safe for several processes (pytest-xdist workers).
+
+    ``read_only=True`` opens an existing database read-only (``--posbias-cache-mode
+    read-only``): answers are read, nothing is written. An answer that cannot be stored (read
+    only, or a write the database refuses: a read-only file, a full disk) is not an error of
+    the run: it is counted in ``unstored`` (with the first reason in ``unstored_reason``) and
+    reported through ``on_unstored(n, reason)``, and the next run makes it again. A cached
+    row whose payload is not a valid Generation is a miss (made again, its row replaced),
+    counted in ``unreadable``. :func:`.cache_check.check_cache` checks the file before a run."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = bool(read_only)
+        self.unstored = 0
+        self.unstored_reason = ""
+        self.unreadable = 0
+        self.on_unstored: Callable[[int, str], None] | None = None
+        self._lock = threading.Lock()
+        if self.read_only:
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
+                                         check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA busy_timeout=60000")
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
+        # Switching a new database to WAL takes an exclusive lock that SQLite does not wait for
+        # (no busy handler), so two xdist workers opening a fresh cache at once would get
+        # "database is locked": the switch and the schema are made under an exclusive flock on a
+        # sidecar file.
+        with open(self.path.with_name(self.path.name + ".open-lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self._conn.execute("PRAGMA busy_timeout=60000")
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                    "created REAL NOT NULL, payload TEXT NOT NULL)"
+                )
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
+        """The stored answers for ``keys`` (missing and unreadable keys are absent)."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, Generation] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                q = f"SELECT key, payload FROM generations WHERE key IN ({','.join('?' * len(chunk))})"
+                for k, payload in self._conn.execute(q, chunk):
+                    try:
+                        out[k] = Generation.from_dict(json.loads(payload))
+                    except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: a miss
+                        self.unreadable += 1
+        return out
+
+    def put_many(self, items: Iterable[tuple[str, str, Generation]]) -> None:
+        """Store answers in one transaction; what cannot be stored is counted (see the class)."""
+        rows = [(k, m, time.time(), json.dumps(g.to_dict(), sort_keys=True)) for k, m, g in items]
+        if not rows:
+            return
+        if self.read_only:
+            self._not_stored(len(rows), f"the cache {self.path} is open read-only (--posbias-cache-mode read-only)")
+            return
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany("INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?)", rows)
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:  # read-only file, full disk, I/O error: the answers stand, unstored
+                reason = f"the cache {self.path} refused the write ({type(exc).__name__}: {exc})"
+            else:
+                return
+        self._not_stored(len(rows), reason)
+
+    def _not_stored(self, n: int, reason: str) -> None:
+        with self._lock:
+            self.unstored += n
+            self.unstored_reason = self.unstored_reason or reason
+        if self.on_unstored is not None:
+            self.on_unstored(n, reason)
+
+    def __len__(self) -> int:
+        """The number of stored answers."""
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+
+    # Unusable answers (an empty description, no option letter, a constant answer: see
+    # ``scoring/usable.py``) are never rows of ``generations``. Each run that got one for a key adds 1
+    # to that key's ``runs`` in the ``unusable`` table, with the last answer and its reason, so the next
+    # run asks again, and a key that reached the cap is served from here as a lost unit without a call.
+
+    def _unusable_table(self) -> None:
+        self._conn.execute("CREATE TABLE IF NOT EXISTS unusable (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                           "runs INTEGER NOT NULL, updated REAL NOT NULL, reason TEXT NOT NULL, payload TEXT NOT NULL)")
+
+    def record_unusable(self, items: Iterable[tuple[str, str, Generation, str]]) -> None:
+        """Count one more run with an unusable answer for each (key, model, generation, reason), keep
+        the answer and the reason, and remove the key from ``generations`` (an answer found unusable
+        only after it was stored)."""
+        rows = [(k, m, time.time(), why, json.dumps(g.to_dict(), sort_keys=True)) for k, m, g, why in items]
+        if not rows:
+            return
+        with self._lock:
+            self._unusable_table()
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT INTO unusable VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET runs = runs + 1, "
+                    "model = excluded.model, updated = excluded.updated, reason = excluded.reason, "
+                    "payload = excluded.payload", rows)
+                self._conn.executemany("DELETE FROM generations WHERE key = ?", [(r[0],) for r in rows])
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str]]:
+        """key -> (runs that got an unusable answer, the last one, its reason), for the keys that have any."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, tuple[int, Generation, str]] = {}
+        with self._lock:
+            self._unusable_table()
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                q = f"SELECT key, runs, payload, reason FROM unusable WHERE key IN ({','.join('?' * len(chunk))})"
+                for k, runs, payload, why in self._conn.execute(q, chunk):
+                    out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why))
+        return out
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,203 @@
+"""What a model call is: the request the engine sends and the generation a backend returns.
+
+* :class:`Decoding` holds the decoding parameters; :class:`Request` names everything that can
+  change a model's output, and its :meth:`Request.key` is the SHA-256 of exactly that (model
+  identity and revision, backend settings, the frames by content hash + indices +
+  stressor/composition spec + resolution, the prompt text, decoding parameters, and the seed
+  when sampling).
+* :class:`Generation` is a backend's answer, a failed call included (fail-closed: it carries
+  no text to score).
+* :class:`Backend` is what the engine needs from a model backend (one per file under ``models/``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from .. import SCHEMA_VERSION
+from ..errors import ConfigError
+from ..video.compose import Part, part_from_dict, parts_key
+
+WANTS = ("text", "letters", "both")
+Accept = Callable[["Request", "Generation"], "str | None"]
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Decoding parameters; ``temperature == 0`` means greedy."""
+
+    max_new_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ConfigError(f"`max_new_tokens` must be an integer >= 1; got {self.max_new_tokens!r}")
+        if not (0.0 <= self.temperature <= 5.0):
+            raise ConfigError(f"`temperature` must lie in [0, 5]; got {self.temperature!r}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise ConfigError(f"`top_p` must lie in (0, 1]; got {self.top_p!r}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ConfigError(f"`top_k` must be an integer >= 0; got {self.top_k!r}")
+        if not (0.5 <= self.repetition_penalty <= 3.0):
+            raise ConfigError(f"`repetition_penalty` must lie in [0.5, 3]; got {self.repetition_penalty!r}")
+
+    @property
+    def greedy(self) -> bool:
+        """True when decoding is greedy (``temperature == 0``): the seed then leaves the key."""
+        return self.temperature == 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parameters as a JSON-ready dict (in the key and the run log)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model call. ``meta`` (probe name, item ids, slot order, ...) goes to the run log
+    but not into the key: it cannot change the output."""
+
+    model: str
+    parts: tuple[Part, ...]
+    decoding: Decoding = field(default_factory=Decoding)
+    seed: int = 0
+    want: str = "text"
+    letters: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    replicate: int = 0  # > 0: decode the same input again as a separate call (the re-run floor)
+
+    def __post_init__(self) -> None:
+        if self.want not in WANTS:
+            raise ConfigError(f"`want` must be one of {WANTS}; got {self.want!r}")
+        if self.want != "text" and not self.letters:
+            raise ConfigError("`letters` must be given when `want` asks for letter log-probabilities")
+
+    @property
+    def prompt_text(self) -> str:
+        """The request's text parts, one per line."""
+        return "\n".join(p.text for p in self.parts if p.kind == "text")  # type: ignore[union-attr]
+
+    def key_dict(self, identity: Mapping[str, Any]) -> dict[str, Any]:
+        """What the key hashes: the model identity, the parts, the decoding, the seed when sampling, the
+        wanted output and the letters (and the replicate number of a re-run)."""
+        return {
+            "v": SCHEMA_VERSION,
+            "model": dict(identity),
+            "parts": parts_key(self.parts),
+            "decoding": self.decoding.to_dict(),
+            "seed": None if self.decoding.greedy else int(self.seed),
+            "want": self.want,
+            "letters": list(self.letters),
+            **({"replicate": int(self.replicate)} if self.replicate else {}),
+        }
+
+    def key(self, identity: Mapping[str, Any]) -> str:
+        """SHA-256 of everything that can change the output (seed only when sampling)."""
+        blob = json.dumps(self.key_dict(identity), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def to_log(self) -> dict[str, Any]:
+        """The request as a run-log record's ``request`` field (:meth:`from_log` reads it back)."""
+        return {
+            "model": self.model,
+            "parts": [p.to_dict() for p in self.parts],
+            "decoding": self.decoding.to_dict(),
+            "seed": self.seed,
+            "want": self.want,
+            "letters": list(self.letters),
+            "meta": dict(self.meta),
+            "replicate": self.replicate,
+        }
+
+    @classmethod
+    def from_log(cls, d: Mapping[str, Any]) -> Request:
+        """The request a run-log record holds (inverse of :meth:`to_log`)."""
+        return cls(d["model"], tuple(part_from_dict(p) for p in d["parts"]), Decoding(**d["decoding"]), int(d["seed"]),
+                   d["want"], tuple(d.get("letters", ())), dict(d.get("meta", {})), int(d.get("replicate", 0)))
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A backend's answer. ``finish_reason`` is ``stop``, ``length`` or ``error``.
+
+    A failed call (``ok`` false) has ``error`` saying what failed and never carries text
+    to be scored. ``attempts`` is how many times the backend sent it (retries of transient
+    endpoint errors included; 0 when it was never sent).
+
+    Token accounting: ``n_tokens`` is the output tokens; ``prompt_tokens`` the whole prompt
+    (from the processor on ``hf``, from the server's ``usage`` on ``openai``), of which
+    ``visual_tokens`` are image/video tokens where the backend can tell them apart (``None``
+    when unknown). ``input_form`` records how the frames were sent (``video``: one video
+    input; ``images``: one image per frame; ``None`` for backends with no choice).
+    ``server_seconds`` is the server-side time where the endpoint reports it."""
+
+    text: str = ""
+    n_tokens: int = 0
+    finish_reason: str = "stop"
+    letter_logprobs: Mapping[str, float] | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    attempts: int = 1
+    prompt_tokens: int | None = None
+    visual_tokens: int | None = None
+    input_form: str | None = None
+    server_seconds: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """False for a failed call (``finish_reason == "error"``)."""
+        return self.finish_reason != "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as strict JSON (a log-prob of -inf becomes None): cache rows and run-log records."""
+        lp = None if self.letter_logprobs is None else {k: (None if v == -math.inf else v) for k, v in self.letter_logprobs.items()}
+        return {"text": self.text, "n_tokens": self.n_tokens, "finish_reason": self.finish_reason,
+                "letter_logprobs": lp, "seconds": self.seconds, "error": self.error, "attempts": self.attempts,
+                "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
+                "input_form": self.input_form, "server_seconds": self.server_seconds}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Generation:
+        """The answer a cache row or run-log record holds (inverse of :meth:`to_dict`)."""
+        lp = d.get("letter_logprobs")
+        lp2 = None if lp is None else {k: (-math.inf if v is None else float(v)) for k, v in lp.items()}
+
+        def opt_int(v: Any) -> int | None:
+            return None if v is None else int(v)
+
+        ss = d.get("server_seconds")
+        return cls(d.get("text", ""), int(d.get("n_tokens", 0)), d.get("finish_reason", "stop"), lp2,
+                   float(d.get("seconds", 0.0)), d.get("error"), int(d.get("attempts", 1)),
+                   opt_int(d.get("prompt_tokens")), opt_int(d.get("visual_tokens")), d.get("input_form"),
+                   None if ss is None else float(ss))
+
+
+class Backend(Protocol):
+    """What the engine needs from a model backend (one per file under ``models/``)."""
+
+    name: str
+    max_batch_size: int
+    supports_letter_logprobs: bool
+
+    def identity(self) -> Mapping[str, Any]:
+        """Model id, revision and settings: everything of the backend that can change an output."""
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        """Text (and, for ``want='both'``, letter log-probs) for each request, in order."""
+
+    def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
+        """Log-probabilities of each option letter at the answer position, one forward pass each."""
+
+    def close(self) -> None:
+        """Release the model."""
+
+    # Optional: ``generate_stream(requests) -> Iterator[tuple[int, Generation]]`` yields each
+    # request's index and answer as it completes (any order, each index once); the engine then
+    # sends all of a model's requests in one stream instead of batches of ``max_batch_size``.

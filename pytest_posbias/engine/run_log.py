@@ -1,0 +1,205 @@
+"""The run log: a versioned JSONL file, a header first, then one record per request (frames,
+composition, generation, cache hit or miss), probe observations and verdicts. The report is
+rendered from it alone (docs/design.md section 2).
+
+:class:`RunLog` writes one process's log; :func:`read_run_log`, :func:`read_run_header` and
+:class:`RunLogLines` read one back (a torn or damaged line is skipped, a missing header or
+another schema version is an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import json
+import math
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import SCHEMA_VERSION
+from ..errors import ConfigError
+
+
+def _json_default(o: Any) -> Any:
+    """A JSON value for ``o``; NaN/inf inside what it converts to (a numpy float32 NaN, an array
+    holding NaN, a ``to_dict()`` with NaN) become None too (strict JSON, as :func:`_clean`)."""
+    if hasattr(o, "to_dict"):
+        return _clean(o.to_dict())
+    if isinstance(o, (set, frozenset, tuple)):
+        return _clean(list(o))
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return _clean(o.item())
+        if isinstance(o, np.ndarray):
+            return _clean(o.tolist())
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def _clean(o: Any) -> Any:
+    """Replace NaN/inf floats by None (strict JSON) recursively, and turn a dict's non-string keys
+    into the strings JSON writes for them (``1`` -> ``"1"``, ``True`` -> ``"true"``, a numpy
+    ``int64(1)`` -> ``"1"``): ``sort_keys`` cannot order a dict whose keys mix ints and strings, and
+    ``json`` takes no numpy scalar as a key."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {(k if isinstance(k, str) else json.dumps(k, default=_json_default)): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+class RunLog:
+    """Append-only JSONL run log: ``{"kind": "header", "schema_version": ...}`` first, then records.
+
+    Every line is flushed and fsynced in batches, so a crash loses at most the line in flight.
+    """
+
+    def __init__(self, path: str | Path, header: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._references: set[str] = set()  # ids of the reference records this log holds
+        self._fh = self.path.open("a", encoding="utf-8")
+        if self.path.stat().st_size == 0:
+            self.write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append one record as a line of strict JSON (NaN/inf become null)."""
+        try:  # the common case has no NaN/inf: serialised directly, without a recursive cleaned copy
+            line = json.dumps(record, sort_keys=True, default=_json_default, allow_nan=False)
+        except (ValueError, TypeError):  # NaN/inf; a dict mixing int and str keys (sort_keys cannot order it)
+            line = json.dumps(_clean(dict(record)), sort_keys=True, default=_json_default, allow_nan=False)
+        with self._lock:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+
+    def reference(self, texts: Sequence[str]) -> str:
+        """The id of a reference text (a video's reference sentences), written once per log as
+        ``{"kind": "reference", "id": ID, "texts": [...]}``: observations name it by id instead
+        of copying it, so the log grows with the data, not with observations × data. The id is
+        :func:`reference_id` of the texts, the same in every worker's log (the merge keeps one)."""
+        rid = reference_id(texts)
+        with self._lock:
+            if rid in self._references:
+                return rid
+            self._references.add(rid)
+        self.write({"kind": "reference", "id": rid, "texts": list(texts)})
+        return rid
+
+    def close(self) -> None:
+        """Flush, fsync and close the file."""
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+
+
+def reference_id(texts: Sequence[str]) -> str:
+    """The id of a reference record: the first 24 hex digits of SHA-256 over the texts' JSON."""
+    return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def run_log_references(records: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """The reference texts a run log holds, by id (its ``reference`` records)."""
+    return {str(r["id"]): list(r.get("texts") or []) for r in records if r.get("kind") == "reference" and "id" in r}
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a run log's tens of thousands of records are built:
+    they are acyclic dicts, freed by reference counting, so a collection can free none of them,
+    yet every generation-2 pass would walk them all."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def read_run_log(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Header and records of a run log; a line that is not JSON (a torn last line) is skipped."""
+    header, pairs = read_run_log_lines(path)
+    return header, [r for r, _ in pairs]
+
+
+def read_run_header(path: str | Path) -> dict[str, Any]:
+    """The header of a run log (its first line), without parsing the records; a log whose first
+    line is not a supported header is read whole, so it fails as :func:`read_run_log` does."""
+    with Path(path).open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    break
+                if isinstance(rec, dict) and rec.get("kind") == "header" and rec.get("schema_version") == SCHEMA_VERSION:
+                    return rec
+                break
+    return read_run_log(path)[0]
+
+
+class RunLogLines:
+    """A run log's header and records, from its lines fed in order (whole lines, as written, as
+    str or as the file's bytes): an empty line, one that is not UTF-8 or not JSON (a torn last
+    line, a damaged block) is skipped; the first header line is the header.
+    :func:`read_run_log_lines` feeds a whole file, as the merge of a run's worker logs
+    (:func:`~pytest_posbias.run_merge.merge_run_log_lines`) feeds each worker's log."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.header: dict[str, Any] | None = None
+        self.records: list[tuple[dict[str, Any], str]] = []
+
+    def feed(self, lines: Iterable[str | bytes]) -> None:
+        """Take the next lines of the log (see the class)."""
+        for raw in lines:
+            if isinstance(raw, bytes):
+                try:
+                    raw = raw.decode("utf-8")
+                except UnicodeDecodeError:  # a damaged line: skipped as one that is not JSON is
+                    continue
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(rec, dict):  # JSON, but not a record
+                continue
+            if rec.get("kind") == "header" and self.header is None:
+                self.header = rec
+            else:
+                self.records.append((rec, line))
+
+    def result(self) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
+        """The header and the records; ConfigError when there is no header or its schema is not this one."""
+        if self.header is None:
+            raise ConfigError(f"{self.path}: not a posbias run log (no header line)")
+        if self.header.get("schema_version") != SCHEMA_VERSION:
+            raise ConfigError(f"{self.path}: run log schema version {self.header.get('schema_version')} is not supported "
+                              f"(expected {SCHEMA_VERSION})")
+        return self.header, self.records
+
+
+def read_run_log_lines(path: str | Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
+    """:func:`read_run_log` with each record's line as written (the merge copies unchanged lines
+    instead of serialising the records again)."""
+    lines = RunLogLines(path)
+    with Path(path).open("rb") as fh, gc_paused():  # bytes: a line that is not UTF-8 is skipped, not fatal
+        lines.feed(fh)
+    return lines.result()

@@ -1,0 +1,70 @@
+"""The decision designs every gate shares: the group-sequential analysis, the measurement floor
+applied to a verdict, and a paired rate against the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..gate_context import GateContext
+from ..gate_registry import GATES, paired_direction
+from ..measurement import DEFAULT_FLOOR, Measurement, apply_floor
+from ..sequential import gsd_sizes, gsd_step
+from ..stats import Verdict, _bounds, _fmt, _region
+
+LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
+
+
+def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
+                       name: str, unit: str, extra: dict[str, Any]) -> Verdict:
+    """A gate under the group-sequential design (:mod:`~pytest_posbias.sequential`): the probe draws the first
+    quarter of the maximum sample, then a quarter more at each look while the decision is open
+    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.sequential.gsd_step`)."""
+    threshold = ctx.threshold(gate, model)
+    lower, upper = _bounds(threshold, GATES[gate].side)
+    d = None
+    for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
+        d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
+                     alpha=ctx.alpha, kind=kind)
+        if d is not None:
+            break
+    assert d is not None
+    # the t-based repeated CI of a mean can reach past the values' range (coverage above 1, DPB
+    # below -1) and, for constant values, spans a rounding error around them; the decision is taken
+    # on the unclipped interval, where clipping to the range could not change it, so clip for the
+    # record (a rate's exact interval lies in [0, 1] already)
+    lo_v, hi_v = GATES[gate].value_range
+    d = replace(d, ci_low=min(max(d.ci_low, lo_v), hi_v), ci_high=max(min(d.ci_high, hi_v), lo_v))
+    level = round(100 * (1 - 2 * ctx.alpha))
+    reason = (f"{name} = {_fmt(d.estimate)} ({level}% repeated CI [{_fmt(d.ci_low)}, {_fmt(d.ci_high)}], threshold "
+              f"{_region(lower, upper)}, n = {d.stopped_at} of at most {n_max} {unit}, p = {_fmt(d.p_value)}): {d.reason} "
+              f"({ctx.mode} mode, group-sequential, α = {ctx.alpha:g}).")
+    ex = {**extra, "gate": gate, "model": model, "design": d.method, "looks": d.looks, "n_max": n_max,
+          "stopped_at": d.stopped_at, "kind": kind}
+    est = d.estimate if math.isfinite(d.estimate) else math.nan
+    return Verdict(name=name, estimate=est, ci_low=d.ci_low, ci_high=d.ci_high, threshold=threshold, n=d.stopped_at,
+                   p_value=d.p_value, passed=d.passed, mode=ctx.mode, reason=reason, alpha=ctx.alpha, lower=lower,
+                   upper=upper, unit=unit, extra=ex, inconclusive=d.inconclusive)
+
+
+def floored(ctx: GateContext, v: Verdict, m: Measurement) -> Verdict:
+    """``v`` with its measurement ``m`` applied: below the run's measurement floor it does not
+    pass (:func:`~pytest_posbias.measurement.apply_floor`)."""
+    return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
+
+
+def with_extra(v: Verdict, more: dict[str, Any]) -> Verdict:
+    """``v`` with ``more`` added to its ``extra``."""
+    return replace(v, extra={**v.extra, **more})
+
+
+def paired_rate(ctx: GateContext, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
+                 unit: str, extra: dict[str, Any]) -> Verdict:
+    """Binary outcomes of candidate and baseline on the same units: exact McNemar."""
+    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse=paired_direction(gate),
+                             extra=extra)

@@ -1,0 +1,268 @@
+"""The phase/order suite's gates: sampler flips, phase flips, option-order flips, PhaseFusion and
+the confirmatory equivalence, from a phase probe result (:mod:`~pytest_posbias.probes.phase`) to
+a verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..gate_context import GateContext
+from ..measurement import Measurement, combine
+from ..probes import conditions as C
+from ..probes.phase import (
+    any_flips,
+    fused,
+    fusion_changes,
+    identity_answer,
+    margin_auroc,
+    order_accuracy,
+    order_flips,
+    pair_flips,
+)
+from ..stats import Verdict, mcnemar_exact, mean_verdict, paired_change_verdict
+from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
+
+
+def answered(r: Any, conditions: Sequence[str]) -> np.ndarray:
+    """Per item: True when every answer the gate uses (each condition, each ordering) was measured:
+    the call succeeded and the answer parsed. Other items are lost units, never counted as flips
+    or as stable answers."""
+    ok = np.ones(len(r.items), dtype=bool)
+    for c in conditions:
+        a = r.condition_answers.get(c)
+        if a is None:
+            ok[:] = False
+            continue
+        ok &= np.all(np.asarray(a).reshape(len(r.items), -1) >= 0, axis=1)
+    return ok
+
+
+def phase_measurement(r: Any, conditions: Sequence[str]) -> Measurement:
+    """Items planned, measured and lost (failed or unparseable answers, a constant answer across
+    distinct questions, unusable videos)."""
+    ok = answered(r, conditions)
+    planned = max(int(getattr(r, "planned", 0)), len(r.items))
+    constant = np.zeros(len(r.items), dtype=bool)
+    for c in conditions:
+        a = r.condition_answers.get(c)
+        if a is not None:
+            constant |= np.any(np.asarray(a).reshape(len(r.items), -1) == -2, axis=1)
+    lost = {"failed_or_unparseable_answers": int((~ok & ~constant).sum()), "constant_answer": int(constant.sum()),
+            "unusable_data": planned - len(r.items)}
+    return Measurement("items", planned, int(ok.sum()), lost,
+                       examples=[i.id for i, o in zip(r.items, ok, strict=True) if not o][:5])
+
+
+def phase_gate_conditions(gate: str, which: Any, spec: Any, cond: Callable[[str], str]) -> list[str]:
+    """The conditions a phase/order gate compares (:mod:`~pytest_posbias.probes.conditions`)."""
+    S = spec.phases
+    if gate == "flip":
+        return [cond(which[1]), cond(which[2])]
+    if gate == "phase":
+        if which == "any":
+            return C.phases(S)
+        s0, s1 = (int(x) for x in str(which).split("-"))
+        return [C.phase(s0), C.phase(s1)]
+    if gate == "order":
+        return [C.phase(0)]
+    if gate == "fusion":
+        return C.fusion_conditions(S)
+    if gate == "equivalence":
+        return C.equivalence_conditions(S, spec.budget)
+    raise ConfigError(f"`gate` must be flip, phase, order, fusion or equivalence; got {gate!r}")
+
+
+def fused_or_voted(r: Any, conditions: Sequence[str]) -> np.ndarray:
+    """PhaseFusion answers over ``conditions`` (identity ordering): the argmax of the mean
+    content-space distribution (phase paper); in text mode, where no distribution is given, the
+    mean of one-hot answers (a plurality vote, ties to the lowest content index)."""
+    f = fused(r, conditions)
+    if f is not None:
+        return f
+    votes = np.stack([identity_answer(r, c) for c in conditions], axis=1)
+    out = []
+    for row in votes:
+        vals = row[row >= 0]
+        out.append(int(np.bincount(vals).argmax()) if vals.size else -1)
+    return np.array(out, dtype=int)
+
+
+def equivalence_verdict(ctx: GateContext, model: str, r: Any, conds: Sequence[str], m: Measurement) -> Verdict:
+    """The phase paper's confirmatory equivalence: PhaseFusion (S × b) accuracy against one pass at
+    4b frames, d_i = correct_fused − correct_single per item, TOST on mean d with ±threshold
+    (default 2.5 points), cluster bootstrap over videos. Certify-type in either mode: it passes
+    only when the whole (1 − 2α) CI lies inside ±threshold."""
+    spec = ctx.phase_spec()
+    ok = answered(r, conds)
+    truth = r.correct()
+    fused_ans = fused_or_voted(r, conds[:-1])
+    single = identity_answer(r, conds[-1])
+    d = ((fused_ans == truth).astype(float) - (single == truth).astype(float))[ok]
+    videos = np.array([i.video for i in r.items])[ok]
+    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {C.Condition.parse(conds[-1]).frames} frames "
+            f"accuracy")
+    extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
+             "unparseable": getattr(r, "unparseable", 0), "answers": answers_returned(r),
+             "fusion_accuracy": float((fused_ans == truth)[ok].mean()) if ok.any() else None,
+             "single_accuracy": float((single == truth)[ok].mean()) if ok.any() else None,
+             "design": "TOST (certify-type)", "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
+    if getattr(ctx, "paired_test", "bootstrap") == "permutation":
+        from ..paired import paired_permutation_verdict
+
+        v = paired_permutation_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both",
+                                       mode="certify", alpha=ctx.alpha, unit="videos", seed=getattr(ctx, "seed", 0),
+                                       extra=extra)
+    else:
+        v = mean_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both",
+                         mode="certify", alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
+                         rng=ctx.rng("bootstrap", "equivalence", name, model), extra=extra)
+    return floored(ctx, v, m)
+
+
+def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[str, Any]:
+    """Diagnostics of a phase/order decision on the items it used (``flips`` over the measured items)."""
+    extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
+                             "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
+                             "rerun_floor": float(pair_flips(r, C.phase(0), C.rerun(0)).mean())
+                             if C.rerun(0) in r.condition_answers and r.items else None}
+    if gate == "order" and r.items:
+        extra.update(order_accuracy(r))
+        extra["margin"] = margin_auroc(r)
+    items = [i for i, o in zip(r.items, ok, strict=True) if o]
+    brief = np.array(["brief-event" in i.tags for i in items], dtype=bool)
+    if brief.size and len(flips) == brief.size:
+        extra.update({"brief_event_items": int(brief.sum()), "brief_event_flips": int(flips[brief].sum()),
+                      "other_flips": int(flips[~brief].sum()),
+                      "flipped_items": [i.id for i, f in zip(items, flips, strict=True) if f][:20]})
+    return extra
+
+
+def answers_returned(r: Any) -> int:
+    """Answers the model returned for a phase result (calls planned minus failed calls)."""
+    return int(sum(np.asarray(a).size for a in r.condition_answers.values())) - int(getattr(r, "errors", 0))
+
+
+def no_letter_note(extra: Mapping[str, Any]) -> str:
+    """``27 of 300 answers (9.0%) had no option letter among the top-20 logprobs`` (or ``... no parseable
+    option letter`` in text mode), from a phase verdict's extra; empty when every answer had one."""
+    n, bad = int(extra.get("answers") or 0), int(extra.get("unparseable") or 0)
+    if not n or not bad:
+        return ""
+    where = "among the top-20 logprobs" if extra.get("mode_scoring") == "logprobs" else "parseable from the answer text"
+    return f"{bad} of {n} answers ({bad / n:.1%}) had no option letter {where} (lost units, not scored)"
+
+
+def phase_verdict(ctx: GateContext, gate: str, model: str, which: Any = None) -> Verdict:
+    """:func:`phase_verdict_core`, with the share of answers that had no option letter
+    in the reason and in ``extra["no_option_letter"]``, so a verdict built on a minority of
+    parseable answers says so in the terminal and the report, not only in the JSON."""
+    v = phase_verdict_core(ctx, gate, model, which)
+    note = no_letter_note(v.extra)
+    if not note:
+        return v
+    n, bad = int(v.extra["answers"]), int(v.extra["unparseable"])
+    return replace(v, reason=f"{v.reason}; {note}",
+                   extra={**v.extra, "no_option_letter": {"answers": n, "without_letter": bad, "share": bad / n}})
+
+
+def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: Any = None) -> Verdict:
+    """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion.
+
+    Items with a failed call or an unparseable answer in any condition the gate uses are lost
+    units: excluded from the flip rate (never counted as a flip or as a stable answer), counted,
+    and below the measurement floor the gate does not pass."""
+    spec = ctx.phase_spec()
+    budget = which[0] if gate == "flip" else None
+    seq = ctx.sequential and not ctx.baseline and gate not in ("fusion", "equivalence")
+    r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
+    base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
+    S = spec.phases
+
+    def cond(sampler: str) -> str:
+        return C.sampler_at(sampler, spec.budget if budget is None else budget, spec.budget)
+
+    conds = phase_gate_conditions(gate, which, spec, cond)
+
+    def all_flips(res: Any) -> np.ndarray:
+        """Per item (all items of ``res``): 1 when the gate's answers differ."""
+        if gate == "flip" or (gate == "phase" and which != "any"):
+            return np.asarray(pair_flips(res, conds[0], conds[1]))
+        if gate == "phase":
+            return np.asarray(any_flips(res, conds))
+        return np.asarray(order_flips(res))
+
+    def ref(res: Any) -> np.ndarray:
+        """Flips over the measured items only."""
+        return all_flips(res)[answered(res, conds)] if res.items else np.zeros(0, dtype=int)
+
+    if gate == "flip":
+        name = f"{which[1]} vs {which[2]} sampler flip rate at {budget} frames"
+    elif gate == "phase":
+        name = (f"any-of-{S} phase flip rate ({S}x{spec.budget})" if which == "any" else
+                f"phase {conds[0].split(':')[1]} vs {conds[1].split(':')[1]} flip rate ({S}x{spec.budget})")
+    elif gate == "order":
+        name = f"option-order flip rate ({spec.orderings} orderings)"
+    elif gate == "equivalence":
+        name = "equivalence"
+    else:
+        name = f"PhaseFusion minus single-pass changed-answer rate under an origin shift ({S}x{spec.budget})"
+    m = phase_measurement(r, conds)
+    if gate == "equivalence":
+        return equivalence_verdict(ctx, model, r, conds, m)
+    ok = answered(r, conds)
+    if base is not None:
+        ok_b = answered(base, conds)
+        ok = ok & ok_b if ok_b.size == ok.size else np.zeros_like(ok)  # different item sets: nothing paired
+        m = combine(m, phase_measurement(base, conds), prefix_b="baseline", measured=int(ok.sum()))
+    if gate == "fusion":
+        ch = fusion_changes(r)
+        extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable,
+                                 "errors": r.errors, "answers": answers_returned(r), "n_items": len(r.items),
+                                 "problems": r.problems[:5]}
+        extra["fusion_by"] = "distributions"
+        if ch["fusion"] is None:
+            # text mode (no letter log-probs): PhaseFusion over one-hot answers, a plurality vote of the S grids
+            grids, shifted = C.phases(S), C.shifts(S)
+            ch["fusion"] = (fused_or_voted(r, grids) != fused_or_voted(r, shifted)).astype(int)
+            extra["fusion_by"] = "plurality vote (no letter log-probs)"
+        fus, single, union = ch["fusion"][ok], ch["single"][ok], ch["union"][ok]
+        extra.update({"single_changed": float(single.mean()) if single.size else None,
+                      "union_changed": float(union.mean()) if union.size else None,
+                      "fusion_changed": float(fus.mean()) if fus.size else None,
+                      "fusion_vs_union_mcnemar_p": mcnemar_exact(
+                          int(np.sum((fus == 1) & (union == 0))), int(np.sum((fus == 0) & (union == 1))))})
+        if base is not None:
+            bch = fusion_changes(base)
+            if bch["fusion"] is None:
+                bch["fusion"] = (fused_or_voted(base, C.phases(S)) != fused_or_voted(base, C.shifts(S))).astype(int)
+            if bch["fusion"].size == ok.size:
+                return floored(ctx, paired_rate(ctx, "fusion", model, fus, bch["fusion"][ok],
+                                                  [i.id for i, o in zip(r.items, ok, strict=True) if o], name=name,
+                                                  unit="items", extra=extra), m)
+        v = paired_change_verdict(fus, single, name=name, threshold=ctx.threshold("fusion", model), mode=ctx.mode,
+                                  alpha=ctx.alpha, unit="items", extra={"gate": "fusion", "model": model, **extra})
+        return floored(ctx, v, m)
+    if base is not None:
+        flips, bflips = all_flips(r)[ok], all_flips(base)[ok]
+        extra = _phase_extra(r, flips, ok, gate)
+        ids = [i.id for i, o in zip(r.items, ok, strict=True) if o]
+        return floored(ctx, paired_rate(ctx, gate, model, flips, bflips, ids, name=name, unit="items", extra=extra), m)
+    if seq:
+        def at(n: int) -> np.ndarray:
+            return np.asarray(ref(ctx.phase(model, gate, budget, n=n)), dtype=float)
+
+        v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.items, kind="rate", name=name, unit="items", extra={})
+        final = ctx.phase(model, gate, budget, n=v.extra["looks"][-1])
+        ok_f = answered(final, conds)
+        v = with_extra(v, _phase_extra(final, all_flips(final)[ok_f], ok_f, gate))
+        return floored(ctx, v, phase_measurement(final, conds))
+    flips = all_flips(r)[ok]
+    extra = _phase_extra(r, flips, ok, gate)
+    v = ctx.rate_gate(gate, model, int(flips.sum()), int(flips.size), name=name, unit="items", extra=extra)
+    return floored(ctx, v, m)

@@ -1,0 +1,132 @@
+"""The positional suite's gates: DPB, MEG, coverage and contamination of multi-video summaries,
+from a positional probe result (:mod:`~pytest_posbias.probes.positional`) to a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..gate_context import GateContext
+from ..gate_registry import GATES, paired_direction
+from ..measurement import Measurement, combine
+from ..metrics import dpb_per_instance, meg_per_instance
+from ..probes.positional import PositionalResult, PositionalSpec
+from ..stats import Verdict, inconclusive_verdict
+from .design import floored, sequential_verdict, with_extra
+
+
+def _group_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
+    """Per-group mean of per-instance values, groups in order of first appearance."""
+    order = list(dict.fromkeys(clusters.tolist()))
+    return np.array([values[clusters == g].mean() for g in order], dtype=float)
+
+
+def _informative(gate: str, r: PositionalResult) -> np.ndarray:
+    """Which measured instances a gate can use. DPB and MEG compare slots, so an instance with zero
+    coverage in every slot carries no positional information (DPB = 0/(0 + ε), MEG = 0 by
+    construction): it is a lost unit for them (``no slot covered``), not a compliant 0; likewise for
+    contamination (a summary that matches no reference cannot be closer to another video's).
+    Coverage uses every measured instance (zero coverage is its evidence)."""
+    if gate in ("dpb", "meg", "contamination") and r.coverage.size:
+        return np.asarray(r.coverage.sum(axis=1) > 0, dtype=bool)
+    return np.ones(r.coverage.shape[0], dtype=bool)
+
+
+def positional_values(gate: str, r: PositionalResult) -> np.ndarray:
+    """Per informative instance (see :func:`_informative`): the gate's value."""
+    keep = _informative(gate, r)
+    if not keep.any():
+        return np.zeros(0)
+    if gate == "dpb":
+        return dpb_per_instance(r.coverage[keep])
+    if gate == "meg":
+        return meg_per_instance(r.coverage[keep])
+    if gate == "coverage":
+        return np.asarray(r.coverage.mean(axis=1), dtype=float)
+    if gate == "contamination":
+        return np.asarray(r.contamination[keep].mean(axis=1), dtype=float)
+    raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
+
+
+def _news_style(ctx: GateContext, spec: PositionalSpec) -> bool:
+    """Whether the configuration's references are news descriptions (``reference_style: news``)."""
+    m = ctx.manifest()
+    vids = {v for g in m.groups_for(spec.domain, spec.bucket, spec.P) for v in g.videos}
+    return bool(vids) and all(m.videos[v].reference_style == "news" for v in vids if v in m.videos)
+
+
+def positional_measurement(r: PositionalResult, gate: str = "coverage") -> Measurement:
+    """Instances (group × order) planned, measured (scored) and lost, by cause."""
+    keep = _informative(gate, r)
+    measured = int(keep.sum())
+    lost = {k: int(v) for k, v in r.lost.items() if v}
+    if (~keep).any():
+        lost["no_slot_covered"] = int((~keep).sum())
+    examples = [f"group {i['group']} order {i['order']}: {i.get('lost', 'lost')}" for i in r.instances if not i["valid"]]
+    return Measurement("instances (group x order)", max(r.planned, measured), measured, lost, examples=examples[:5])
+
+
+def positional_verdict(ctx: GateContext, gate: str, model: str, spec: PositionalSpec) -> Verdict:
+    """DPB / MEG / coverage / contamination gate for one configuration (paired with the
+    baseline on the same (group, order) instances when ``--baseline`` is set: DPB and MEG on
+    |mean candidate| − |mean baseline|, coverage and contamination on the mean difference).
+    Lost instances (failed calls, judge failures, unalignable answers, unreadable videos) are
+    never scored; below the measurement floor the gate does not pass."""
+    name = f"{GATES[gate].statistic} {spec.label()}"
+
+    def describe(res: PositionalResult) -> dict[str, Any]:
+        return {"probe": "positional", "spec": spec.label(), "excluded": res.excluded,
+                "failures": {k: sum(v) for k, v in res.failures.items()}, "n_instances": int(res.coverage.shape[0])}
+
+    if gate == "contamination" and _news_style(ctx, spec):
+        r = ctx.positional(model, spec)
+        est = float(r.contamination.mean()) if r.contamination.size else math.nan
+        v = inconclusive_verdict(
+            name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=len(set(r.clusters.tolist())),
+            mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est, extra={**describe(r), "gate": gate, "model": model},
+            why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
+                "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
+        return floored(ctx, v, positional_measurement(r, gate))
+    if ctx.sequential and not ctx.baseline:
+        def at(n: int) -> np.ndarray:
+            rr = ctx.positional(model, spec, n)
+            return (_group_means(positional_values(gate, rr), rr.clusters[_informative(gate, rr)]) if rr.coverage.size
+                    else np.zeros(0))
+
+        v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
+                               extra={})
+        final = ctx.positional(model, spec, v.extra["looks"][-1])
+        return floored(ctx, with_extra(v, describe(final)), positional_measurement(final, gate))
+    r = ctx.positional(model, spec)
+    extra = describe(r)
+    m = positional_measurement(r, gate)
+    values = positional_values(gate, r)
+    if ctx.baseline:
+        b = ctx.positional(ctx.baseline, spec)
+        key = lambda inst: (inst["group"], tuple(inst["order"]))  # noqa: E731
+
+        def rows(res: PositionalResult) -> dict[Any, int]:
+            valid = [x for x in res.instances if x["valid"]]
+            used = [x for x, k in zip(valid, _informative(gate, res), strict=True) if k]
+            return {key(i): k for k, i in enumerate(used)}
+
+        cand_rows, base_rows = rows(r), rows(b)
+        common = sorted(cand_rows.keys() & base_rows.keys())
+        both = combine(m, positional_measurement(b, gate), prefix_b="baseline", measured=len(common))
+        if len({c[0] for c in common}) < 2:
+            v = inconclusive_verdict(name=f"{name} vs baseline", threshold=ctx.pcfg.margins()[gate], sides="upper",
+                                     n=len({c[0] for c in common}), mode=ctx.mode, alpha=ctx.alpha, unit="groups",
+                                     why="fewer than 2 groups with both candidate and baseline", extra=extra)
+            return floored(ctx, v, both)
+        bvals = positional_values(gate, b)
+        cand = np.array([values[cand_rows[c]] for c in common])
+        base = np.array([bvals[base_rows[c]] for c in common])
+        clusters = np.array([c[0] for c in common])
+        v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate), extra=extra)
+        return floored(ctx, v, both)
+    return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
+                                       extra=extra), m)

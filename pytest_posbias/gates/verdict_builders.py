@@ -1,0 +1,91 @@
+"""The verdict builders a gate calls through its run context: a mean gate, a rate gate and a
+paired non-inferiority comparison against the baseline, each with the gate's threshold (or
+baseline margin) and side from the registry (:mod:`~pytest_posbias.gate_registry`) and the run's
+mode, α, resamples and seeds. :class:`~pytest_posbias.run_context.RunContext` exposes them as its
+``mean_gate``, ``rate_gate`` and ``baseline_gate`` methods (the :class:`~pytest_posbias.gate_context.GateContext` protocol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..gate_context import GateContext
+from ..gate_registry import GATES
+from ..stats import Verdict, mean_verdict, paired_change_verdict, rate_verdict
+
+
+def mean_gate(ctx: GateContext, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
+              method: str | None = None, extra: Mapping[str, Any] | None = None) -> Verdict:
+    """A mean gate: cluster bootstrap of the mean of ``values`` (the gate's registered interval
+    method unless ``method`` is given) against the gate's threshold and side. The null-variance
+    t (``stats.mean_verdict(null_variance=True)``) is not used: docs/design.md section 5."""
+    spec = GATES[gate]
+    return mean_verdict(values, clusters, name=name, threshold=ctx.threshold(gate, model), sides=spec.side,
+                        mode=ctx.mode, alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
+                        method=method or spec.bootstrap,
+                        rng=ctx.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
+
+
+def rate_gate(ctx: GateContext, gate: str, model: str, k: int, n: int, *, name: str, unit: str,
+              extra: Mapping[str, Any] | None = None) -> Verdict:
+    """A rate gate: ``k`` of ``n`` units, an exact binomial (Clopper–Pearson) bound against the
+    gate's threshold (:func:`~pytest_posbias.stats.rate_verdict`)."""
+    return rate_verdict(k, n, name=name, threshold=ctx.threshold(gate, model), mode=ctx.mode, alpha=ctx.alpha,
+                        unit=unit, extra={"gate": gate, "model": model, **(extra or {})})
+
+
+def baseline_gate(ctx: GateContext, gate: str, model: str, cand: Any, base: Any, clusters: Any, *, name: str, unit: str,
+                  worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
+    """Paired non-inferiority against ``--baseline`` on the same instances; compliant when the
+    candidate is worse by at most the gate's margin.
+
+    * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, intersection–union bounds
+      over groups (:func:`~pytest_posbias.paired.paired_abs_mean_verdict`);
+    * ``worse='binary'`` (flip, phase, order, fusion, repetition): Δ = rate cand − rate base,
+      an exact unconditional non-inferiority test for paired proportions at the margin
+      (exact McNemar at margin 0; :func:`~pytest_posbias.stats.paired_change_verdict`);
+    * ``worse='amplification'`` (stressor): ``cand``/``base`` are (n, 2) arrays of (stressed
+      repetition share, clean repetition flag) per video; a t bound of the share difference
+      plus an exact paired bound of the clean flags (:func:`~pytest_posbias.paired.paired_amplification_verdict`),
+      whatever ``paired_test`` says;
+    * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative),
+      cluster bootstrap of mean d, or the sign-flip permutation test with ``paired_test =
+      "permutation"`` (:func:`~pytest_posbias.paired.paired_permutation_verdict`: inconclusive at a non-zero
+      margin, where sign flips do not hold their size on skewed differences).
+    """
+    from ..paired import paired_abs_mean_verdict
+
+    c = np.asarray(cand, dtype=float)
+    b = np.asarray(base, dtype=float)
+    margin = ctx.pcfg.margins()[gate]
+    ex = {"gate": gate, "model": model, "baseline": ctx.baseline, "comparison": "non-inferiority",
+          "margin": margin, **(extra or {})}
+    if worse == "abs":
+        return paired_abs_mean_verdict(c, b, clusters, name=f"{name} vs baseline", margin=margin, mode=ctx.mode,
+                                       alpha=ctx.alpha, unit=unit, extra=ex)
+    if worse == "binary":
+        return paired_change_verdict(c.astype(int), b.astype(int), name=f"{name} vs baseline", threshold=margin,
+                                     mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
+    if worse == "amplification":
+        from ..paired import paired_amplification_verdict
+
+        return paired_amplification_verdict(c[:, 0], c[:, 1], b[:, 0], b[:, 1], name=f"{name} vs baseline",
+                                            margin=margin, mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
+    if worse == "higher":
+        d = c - b
+    elif worse == "lower":
+        d = b - c
+    else:
+        raise ConfigError(f"`worse` must be abs, binary, amplification, higher or lower; got {worse!r}")
+    if ctx.paired_test == "permutation":
+        from ..paired import paired_permutation_verdict
+
+        return paired_permutation_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper",
+                                          mode=ctx.mode, alpha=ctx.alpha, unit=unit, seed=ctx.seed, extra=ex)
+    return mean_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper", mode=ctx.mode,
+                        alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
+                        rng=ctx.rng("baseline", gate, name, model), extra=ex)
