@@ -352,7 +352,7 @@ UNUSED_PROBE = """
 import sys
 
 def pytest_unconfigure(config):
-    heavy = ("numpy", "scipy", "jinja2", "matplotlib", "pytest_posbias.engine", "pytest_posbias.session",
+    heavy = ("numpy", "scipy", "jinja2", "matplotlib", "pytest_posbias.engine", "pytest_posbias.run_finish",
              "pytest_posbias.run_context", "pytest_posbias.gates",
              "pytest_posbias.stats", "pytest_posbias.summary", "pytest_posbias.suite_support",
              "pytest_posbias.models.registry", "pytest_posbias.data.manifest")

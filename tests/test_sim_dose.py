@@ -434,7 +434,7 @@ def test_thinning_doses_thin_every_clip_in_its_share_of_its_appearances(tmp_path
 def test_meg_minus_002_lands_on_every_p4_configuration_it_missed(tmp_path):
     """On 40 groups a MEG dose of −0.02 that dropped whole middle summaries realised −0.018 to
     −0.023 (three P = 4 configurations outside ±10%)."""
-    from pytest_posbias.session import synthetic_manifest
+    from pytest_posbias.run_context import synthetic_manifest
     from pytest_posbias.sim_check import run_check
 
     data = synthetic_manifest(Path(__file__).resolve().parents[1])

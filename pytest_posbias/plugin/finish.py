@@ -216,7 +216,7 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
     run_log = None
     fresh_line(config.pluginmanager.get_plugin("terminalreporter"))
     try:
-        from ..session import finish_run
+        from ..run_finish import finish_run
 
         run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=options(config),
                              verdict_rows=rows, calls=state.calls, run_id=plugin_of(config).run_id,

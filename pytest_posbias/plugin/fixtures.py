@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def posbias_run(request: pytest.FixtureRequest) -> Any:
     """The run context every suite test uses: models, engine, data, thresholds, rng seeds."""
     from ..errors import ModelLoadError
-    from ..session import RunContext
+    from ..run_context import RunContext
 
     config = request.config
     opts = options(config)
