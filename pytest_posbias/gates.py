@@ -30,16 +30,18 @@ LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all o
 
 
 def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
-                       name: str, unit: str, extra: dict[str, Any]) -> Verdict:
+                       name: str, unit: str, extra: dict[str, Any], rule: str = "t",
+                       lattice_step: float | None = None) -> Verdict:
     """A gate under the group-sequential design (:mod:`~.sequential`): the probe draws the first
     quarter of the maximum sample, then a quarter more at each look while the decision is open
-    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~.sequential.gsd_step`)."""
+    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~.sequential.gsd_step`; ``rule`` and
+    ``lattice_step`` choose a mean gate's test there)."""
     threshold = ctx.threshold(gate, model)
     lower, upper = _bounds(threshold, GATES[gate].side)
     d = None
     for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
         d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
-                     alpha=ctx.alpha, kind=kind)
+                     alpha=ctx.alpha, kind=kind, rule=rule, lattice_step=lattice_step)
         if d is not None:
             break
     assert d is not None
@@ -55,6 +57,9 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
               f"({ctx.mode} mode, group-sequential, α = {ctx.alpha:g}).")
     ex = {**extra, "gate": gate, "model": model, "design": d.method, "looks": d.looks, "n_max": n_max,
           "stopped_at": d.stopped_at, "kind": kind}
+    if kind == "mean":
+        ex["rule"] = ("skewness-corrected t (Hall 1992)" if rule == "skew-t" else "t") + (
+            f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")
     est = d.estimate if math.isfinite(d.estimate) else math.nan
     return Verdict(name=name, estimate=est, ci_low=d.ci_low, ci_high=d.ci_high, threshold=threshold, n=d.stopped_at,
                    p_value=d.p_value, passed=d.passed, mode=ctx.mode, reason=reason, alpha=ctx.alpha, lower=lower,
@@ -92,6 +97,26 @@ def _positional_values(gate: str, r: PositionalResult) -> np.ndarray:
     if gate == "contamination":
         return np.asarray(r.contamination[keep].mean(axis=1), dtype=float)
     raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
+
+
+SKEW_T_GATES = ("dpb", "meg")  # positional mean gates decided by the skewness-corrected t (docs/design.md section 5)
+
+
+def meg_lattice_step(ctx: GateContext, spec: PositionalSpec) -> float | None:
+    """The smallest step one judged fact moves a group's MEG by: 1/(2 · orders · m), m the largest
+    number of reference sentences among the configuration's videos (coverage of a slot is the share
+    of its video's m reference sentences judged covered, MEG_i = (C2 + C3)/2 − (C1 + C4)/2, and a
+    group's MEG is the mean over its orders). The variance floor of the MEG gate
+    (:func:`~.stats.lattice_floor`) uses it; None when the configuration's videos are unknown."""
+    from math import factorial
+
+    m = ctx.manifest()
+    counts = [len(m.videos[v].references) for g in m.groups_for(spec.domain, spec.bucket, spec.P) for v in g.videos
+              if v in m.videos]
+    if not counts or max(counts) < 1:
+        return None
+    orders = spec.P if spec.orders == "cyclic" else factorial(spec.P)
+    return 1.0 / (2 * orders * max(counts))
 
 
 def _news_style(ctx: GateContext, spec: PositionalSpec) -> bool:
@@ -144,7 +169,8 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
                     else np.zeros(0))
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
-                               extra={})
+                               extra={}, rule="skew-t" if gate in SKEW_T_GATES else "t",
+                               lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None)
         final = ctx.positional(model, spec, v.extra["looks"][-1])
         return _floored(ctx, _with_extra(v, describe(final)), positional_measurement(final, gate))
     r = ctx.positional(model, spec)
@@ -174,6 +200,10 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         clusters = np.array([c[0] for c in common])
         v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate), extra=extra)
         return _floored(ctx, v, both)
+    if gate in SKEW_T_GATES:
+        return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
+                                           extra=extra, method="skew-t",
+                                           lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None), m)
     return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
                                        extra=extra), m)
 
