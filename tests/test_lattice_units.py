@@ -157,3 +157,25 @@ def test_hull_never_certifies_what_the_bootstrap_does_not() -> None:
         hull = _verdict(x, null_variance=True, mode="certify")
         assert hull.ci_low <= boot.ci_low and hull.ci_high >= boot.ci_high
         assert not (hull.passed and not boot.passed)
+
+
+def test_meg_lattice_step_comes_from_the_references() -> None:
+    """One judged fact of a four-sentence reference at P = 4 over four cyclic orders moves a group's
+    MEG by 1/32 (the synthetic set); every order of P = 4 (24) makes the step 24/4 times finer."""
+    from pathlib import Path
+
+    from pytest_posbias.data.manifest import load_manifest
+    from pytest_posbias.gates import meg_lattice_step
+    from pytest_posbias.probes.positional import PositionalSpec
+
+    manifest = load_manifest(Path(__file__).resolve().parent.parent / "fixtures" / "synthetic" / "manifest.jsonl",
+                             check_files=False)
+
+    class Ctx:
+        def manifest(self) -> object:
+            return manifest
+
+    spec = PositionalSpec(domain="leisure", bucket="short", P=4)
+    assert meg_lattice_step(Ctx(), spec) == pytest.approx(1 / 32)  # type: ignore[arg-type]
+    full = PositionalSpec(domain="leisure", bucket="short", P=4, orders="full")
+    assert meg_lattice_step(Ctx(), full) == pytest.approx(1 / (2 * 24 * 4))  # type: ignore[arg-type]
