@@ -99,15 +99,15 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
         flag = (x < 0).astype(float)
         return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
-    if g.name in SKEW_T_GATES:  # the positional DPB/MEG gates' rule (gates.positional_verdict)
+    if g.name in T_RULES:  # the positional DPB/MEG gates' rule (gates.positional_verdict)
         return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                            rng=rng, method="skew-t", lattice_step=MEG_STEP if g.name == "meg" else None).passed
+                            rng=rng, method=T_RULES[g.name], lattice_step=MEG_STEP if g.name == "meg" else None).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
                         n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
 
 
 SEQUENTIAL_LOOKS = 4
-SKEW_T_GATES = ("dpb", "meg")  # gates.SKEW_T_GATES: decided by the skewness-corrected t
+T_RULES = {"meg": "skew-t", "dpb": "t"}  # gates.T_RULES: the positional gates' t statistics
 MEG_STEP = 1.0 / 32.0  # gates.meg_lattice_step on the synthetic set (four-sentence references, P = 4, cyclic orders)
 
 
@@ -119,7 +119,7 @@ def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, de
     lower, upper = _bounds(g.threshold, g.sides)
     if design == "gsd":
         d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
-                       kind="rate" if g.kind == "rate" else "mean", rule="skew-t" if g.name in SKEW_T_GATES else "t",
+                       kind="rate" if g.kind == "rate" else "mean", rule=T_RULES.get(g.name, "t"),
                        lattice_step=MEG_STEP if g.name == "meg" else None)
     else:
         first, step = sequential_looks(x.size)

@@ -99,7 +99,9 @@ def _positional_values(gate: str, r: PositionalResult) -> np.ndarray:
     raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
 
 
-SKEW_T_GATES = ("dpb", "meg")  # positional mean gates decided by the skewness-corrected t (docs/design.md section 5)
+# positional mean gates decided by t statistics over groups, not the bootstrap (docs/design.md section 5):
+# MEG by the skewness-corrected t with the lattice floor, DPB by Student's t
+T_RULES = {"meg": "skew-t", "dpb": "t"}
 
 
 def meg_lattice_step(ctx: GateContext, spec: PositionalSpec) -> float | None:
@@ -169,7 +171,7 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
                     else np.zeros(0))
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
-                               extra={}, rule="skew-t" if gate in SKEW_T_GATES else "t",
+                               extra={}, rule=T_RULES.get(gate, "t"),
                                lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None)
         final = ctx.positional(model, spec, v.extra["looks"][-1])
         return _floored(ctx, _with_extra(v, describe(final)), positional_measurement(final, gate))
@@ -200,9 +202,9 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         clusters = np.array([c[0] for c in common])
         v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate), extra=extra)
         return _floored(ctx, v, both)
-    if gate in SKEW_T_GATES:
+    if gate in T_RULES:
         return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
-                                           extra=extra, method="skew-t",
+                                           extra=extra, method=T_RULES[gate],
                                            lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None), m)
     return _floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
                                        extra=extra), m)

@@ -378,7 +378,7 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     or ``mean`` (Student-t tests on the unit values at the same nominal levels; ``null_variance=True``:
     the variance taken at the tested bound, :func:`pytest_posbias.stats.null_variance_interval`, measured
     in ``benchmarks/decision_lattice.py`` and not used by the gates: docs/design.md section 5). ``rule='skew-t'``
-    (the positional DPB/MEG gates): Hall's skewness-corrected t (:class:`pytest_posbias.stats.SkewT`) at
+    (the positional MEG gates): Hall's skewness-corrected t (:class:`pytest_posbias.stats.SkewT`) at
     the same nominal levels, its variance floored at |bound|·``lattice_step`` (:func:`pytest_posbias.stats.lattice_floor`)
     when a lattice step is given; ``null_variance`` applies to the plain t only. Early FAIL in
     detect mode needs the look's one-sided test of "compliant" to reject at its spent level, so

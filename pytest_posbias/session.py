@@ -464,8 +464,8 @@ class RunContext:
                   method: str | None = None, extra: Mapping[str, Any] | None = None,
                   lattice_step: float | None = None) -> Verdict:
         """A mean gate: cluster bootstrap of the mean of ``values`` (the gate's registered interval
-        method unless ``method`` is given; ``skew-t`` with ``lattice_step`` for the positional DPB/MEG
-        gates) against the gate's threshold and side (docs/design.md section 5)."""
+        method unless ``method`` is given; ``skew-t`` with ``lattice_step`` for the positional MEG
+        gates, ``t`` for DPB) against the gate's threshold and side (docs/design.md section 5)."""
         spec = GATES[gate]
         return mean_verdict(values, clusters, name=name, threshold=self.threshold(gate, model), sides=spec.side,
                             mode=self.mode, alpha=self.alpha, unit=unit, n_resamples=self.n_resamples,

@@ -1,7 +1,7 @@
 """The positional mean gates on lattice-valued units: a group's MEG on four-sentence references is a
 multiple of 1/32, and a sample piled on one lattice point has a small sample variance exactly where
-its mean is far out. The gates decide DPB/MEG with Hall's skewness-corrected t, MEG's variance floored
-at |bound|·δ (docs/design.md section 5); the operating characteristics over 10,000 replicates are in
+its mean is far out. The gates decide MEG with Hall's skewness-corrected t, its variance floored at
+|bound|·δ, and DPB with Student's t (docs/design.md section 5); the operating characteristics over 10,000 replicates are in
 ``benchmarks/decision_lattice.py``."""
 
 from __future__ import annotations
@@ -123,6 +123,8 @@ def test_a_blatant_violation_fails_the_run_under_holm_at_164_gates(groups: int) 
         assert holm_adjust([p] + [1.0] * 5)[0] <= 0.05
     nv = _verdict(blatant, null_variance=True)
     assert not nv.passed and nv.p_value > 0.05 / 164
+    dpb = _verdict(blatant, method="t")  # the DPB gates' rule: Student's t, p falls with the distance too
+    assert not dpb.passed and dpb.p_value < 0.05 / 164 and dpb.extra["method"] == "Student t"
 
 
 def test_the_equal_attention_sample_is_a_per_gate_failure_but_not_a_run_failure_over_six_gates() -> None:
