@@ -1,8 +1,9 @@
 """Statistics core: intervals, tests and the gate verdict (docs/design.md section 5).
 
 The code lives in :mod:`~pytest_posbias.intervals` (intervals and tests),
-:mod:`~pytest_posbias.verdicts` (the verdict and the decision), :mod:`~pytest_posbias.rules` (mean,
-share and rate rules) and :mod:`~pytest_posbias.power` (detectable effects); this module re-exports
+:mod:`~pytest_posbias.verdicts` (the verdict and the decision), :mod:`~pytest_posbias.rules` (mean
+and rate rules), :mod:`~pytest_posbias.share_rule` (the share-minus-indicator rule) and
+:mod:`~pytest_posbias.power` (detectable effects); this module re-exports
 their names and holds the paired binary rule.
 
 Conventions (stated once, used everywhere):
@@ -45,8 +46,6 @@ from .intervals import tost_paired as tost_paired
 from .intervals import wilson_interval as wilson_interval
 from .power import detectable_effect as detectable_effect
 from .power import sample_for_effect as sample_for_effect
-from .rules import RARE_MIN_COUNT as RARE_MIN_COUNT
-from .rules import SHARE_ALPHA_FRACTION as SHARE_ALPHA_FRACTION
 from .rules import SkewT as SkewT
 from .rules import lattice_floor as lattice_floor
 from .rules import mean_verdict as mean_verdict
@@ -54,11 +53,13 @@ from .rules import null_variance_interval as null_variance_interval
 from .rules import null_variance_p as null_variance_p
 from .rules import rate_min_sample as rate_min_sample
 from .rules import rate_verdict as rate_verdict
-from .rules import share_difference_bounds as share_difference_bounds
-from .rules import share_difference_min_sample as share_difference_min_sample
-from .rules import share_difference_rule as share_difference_rule
-from .rules import share_difference_verdict as share_difference_verdict
 from .rules import skew_t as skew_t
+from .share_rule import RARE_MIN_COUNT as RARE_MIN_COUNT
+from .share_rule import SHARE_ALPHA_FRACTION as SHARE_ALPHA_FRACTION
+from .share_rule import share_difference_bounds as share_difference_bounds
+from .share_rule import share_difference_min_sample as share_difference_min_sample
+from .share_rule import share_difference_rule as share_difference_rule
+from .share_rule import share_difference_verdict as share_difference_verdict
 from .verdicts import MODES as MODES
 from .verdicts import Mode as Mode
 from .verdicts import Verdict as Verdict
