@@ -429,9 +429,11 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         p_up = binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="greater") if math.isfinite(upper) else 1.0
         p_lo = binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="less") if math.isfinite(lower) else 1.0
         sd = math.sqrt(theta1 * (1 - theta1)) if 0 < theta1 < 1 else 0.5
-    elif rule == "skew-t":
+    elif rule == "skew-t" and (float(np.ptp(xs)) > 0 or max(lattice_floor(b, lattice_step) for b in (lower, upper)) > 0):
+        # zero spread reaches here only past a bound in detect mode with a floor; without one the
+        # plain branch below fails it closed
         floor = max(lattice_floor(b, lattice_step) for b in (lower, upper))
-        sk = skew_t(xs, floor=floor)  # n_k >= MIN_MEAN_UNITS, and zero spread was refused above
+        sk = skew_t(xs, floor=floor)  # n_k >= MIN_MEAN_UNITS
         sd = sk.sd
         L, U = sk.interval(a_k)
         p_up = sk.p_greater(upper) if math.isfinite(upper) else 1.0

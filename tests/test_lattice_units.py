@@ -107,6 +107,13 @@ def test_zero_spread_never_certifies() -> None:
     assert not v.passed and v.inconclusive
     d = _seq(flat, "certify")
     assert not d.passed and d.inconclusive
+    # every unit past the bound still fails in detect mode (fail closed), with or without a floor
+    past = np.full(12, -0.1)
+    for threshold in (0.0, T):
+        for step in (STEP, None):
+            seq = gsd_decide(past, n_max=12, looks=LOOKS, lower=-threshold, upper=threshold, mode="detect", alpha=0.05,
+                             kind="mean", rule="skew-t", lattice_step=step)
+            assert not seq.passed and not seq.inconclusive
 
 
 @pytest.mark.parametrize("groups", [9, 12])
