@@ -13,18 +13,23 @@ twice it, and three spreads: ``dense`` (λ_edge = 2.0: the simulator's, about 0.
 (an unbiased dense lattice plus, in a share of groups, a whole middle slot dropped: −0.8/8 per
 slot, the dose model's unit).
 
-Rows (``RULES``): ``bootstrap``, the fixed design's cluster bootstrap (the gates' rule,
-:func:`pytest_posbias.stats.mean_verdict`); ``fixed``, the null-variance alternative (the
-same with ``null_variance=True``: the hull of the bootstrap interval and the null-variance t
-interval); ``seq-t``, the group-sequential design (the default; four looks, O'Brien–Fleming
-spending) with plain t tests (the gates' rule); ``seq-gate``, the same with the null-variance t (the
-alternative the gates do not use: docs/design.md section 5).
+Rows (``RULES``): ``bootstrap``, the fixed design's cluster bootstrap
+(:func:`pytest_posbias.stats.mean_verdict`, expanded percentile); ``fixed``, the null-variance
+alternative (the same with ``null_variance=True``: the hull of the bootstrap interval and the
+null-variance t interval); ``skew-t``, the gates' fixed-design rule (``method='skew-t'``: Hall's
+skewness-corrected t with the variance floored at |bound|·δ, δ = 1/32 the step one judged fact moves
+a group's MEG by on four-sentence references, :func:`pytest_posbias.stats.lattice_floor`);
+``seq-t``, the group-sequential design (four looks, O'Brien–Fleming spending) with plain t tests;
+``seq-gate``, the same with the null-variance t; ``seq-skew``, the same with the gates' rule
+(``rule='skew-t'``, the same floor). The floor is the variance of net Poisson-like lattice events, the
+mechanism the ``dense`` and ``sparse`` generators draw from; ``rare-jump`` adds jumps of 0.1 that are
+not on the 1/32 lattice. docs/design.md section 5 says why the gates use ``skew-t``.
 MEG threshold 0.02, α = 0.05, at 12 groups (the ``--quick`` size) and 48 (the default), in detect mode (false failures at the
 boundary = size; failures at twice the threshold = power) and certify mode (false passes at the
 boundary = size). Each over ``replicates`` seeded replicates, Clopper–Pearson 95% intervals;
 ``inconclusive`` counts refusals.
 
-Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules seq-t,seq-gate]
+Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules skew-t,seq-skew]
 """
 
 from __future__ import annotations
@@ -66,9 +71,11 @@ def rare_jump(rng: np.random.Generator, n: int, meg: float) -> np.ndarray:
     return np.clip(base + jumps, -1.0, 1.0)
 
 
-# (label, null-variance t, group-sequential design): the fixed design's bootstrap alone and the gate's
-# hull; the sequential design (the default) with the plain t and with the null-variance t (the gate's)
-RULES = (("bootstrap", False, False), ("fixed", True, False), ("seq-t", False, True), ("seq-gate", True, True))
+# (label, null-variance t, group-sequential design, rule): the fixed design's bootstrap alone, its hull
+# with the null-variance t, and the skewness-corrected t with the lattice floor (the gates' rule); the
+# sequential design (the default) with the plain t, the null-variance t and the gates' rule
+RULES = (("bootstrap", False, False, "bootstrap"), ("fixed", True, False, "bootstrap"), ("skew-t", False, False, "skew-t"),
+         ("seq-t", False, True, "t"), ("seq-gate", True, True, "t"), ("seq-skew", False, True, "skew-t"))
 CASES: dict[str, Generator] = {"dense": poisson_lattice(2.0), "sparse": poisson_lattice(0.05), "rare-jump": rare_jump}
 
 
@@ -79,7 +86,7 @@ def rate(k: int, n: int) -> str:
 
 
 def run(case: str, n: int, meg: float, mode: str, replicates: int, seed: int, n_resamples: int,
-        null_variance: bool, sequential: bool = False) -> tuple[int, int]:
+        null_variance: bool, sequential: bool = False, rule: str = "bootstrap") -> tuple[int, int]:
     """(outcomes counted, inconclusive): detect counts failures, certify counts passes."""
     gen = CASES[case]
     rng = np.random.default_rng([seed, n, round(abs(meg) * 1e4), len(case), 1 if mode == "detect" else 2])
@@ -88,13 +95,16 @@ def run(case: str, n: int, meg: float, mode: str, replicates: int, seed: int, n_
         v = gen(rng, n, -abs(meg))
         if sequential:
             d = gsd_decide(v, n_max=n, looks=LOOKS, lower=-THRESHOLD, upper=THRESHOLD, mode=mode, alpha=ALPHA,
-                           kind="mean", null_variance=null_variance)
+                           kind="mean", null_variance=null_variance, rule="skew-t" if rule == "skew-t" else "t",
+                           lattice_step=STEP if rule == "skew-t" else None)
             inconc += d.inconclusive
             hits += (not d.passed) if mode == "detect" else (d.passed and not d.inconclusive)
             continue
         verdict = S.mean_verdict(v, None, name="MEG", threshold=THRESHOLD, sides="both", mode=mode, alpha=ALPHA,
                                  unit="groups", n_resamples=n_resamples, rng=np.random.default_rng([seed, r]),
-                                 value_range=(-1.0, 1.0), null_variance=null_variance)
+                                 value_range=(-1.0, 1.0), null_variance=null_variance,
+                                 method="skew-t" if rule == "skew-t" else "percentile",
+                                 lattice_step=STEP if rule == "skew-t" else None)
         inconc += verdict.inconclusive
         hits += (not verdict.passed) if mode == "detect" else (verdict.passed and not verdict.inconclusive)
     return hits, inconc
@@ -116,12 +126,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{'certify size at boundary':<26} inconclusive (det/cert)")
     for case in CASES:
         for n in sizes:
-            for label, nv, seq in RULES:
+            for label, nv, seq, rule in RULES:
                 if a.rules and label not in a.rules.split(","):
                     continue
-                fs, i1 = run(case, n, THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq)
-                fp, _ = run(case, n, 2 * THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq)
-                cs, i2 = run(case, n, THRESHOLD, "certify", a.replicates, a.seed, a.n_resamples, nv, seq)
+                fs, i1 = run(case, n, THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq, rule)
+                fp, _ = run(case, n, 2 * THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq, rule)
+                cs, i2 = run(case, n, THRESHOLD, "certify", a.replicates, a.seed, a.n_resamples, nv, seq, rule)
                 print(f"{case:<10} {n:>6} {label:<10}  {rate(fs, a.replicates):<26} {rate(fp, a.replicates):<26} "
                       f"{rate(cs, a.replicates):<26} {i1}/{i2}", flush=True)
     return 0

@@ -33,6 +33,7 @@ import numpy as np
 from .config import check_alpha
 from .errors import ConfigError
 from .gate_registry import GATES as GATE_SPECS
+from .gates.positional import T_RULES
 from .sequential import decide, gsd_decide, look_schedule
 from .stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
 
@@ -99,11 +100,15 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
         flag = (x < 0).astype(float)
         return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
+    if g.name in T_RULES:  # the positional DPB/MEG gates' rule (gates.positional_verdict)
+        return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
+                            rng=rng, method=T_RULES[g.name], lattice_step=MEG_STEP if g.name == "meg" else None).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
                         n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
 
 
 SEQUENTIAL_LOOKS = 4
+MEG_STEP = 1.0 / 32.0  # gates.positional.meg_lattice_step on the synthetic set (four-sentence references, P = 4, cyclic orders)
 
 
 def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, design: str = "gsd") -> tuple[bool, int]:
@@ -114,7 +119,8 @@ def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, de
     lower, upper = _bounds(g.threshold, g.sides)
     if design == "gsd":
         d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
-                       kind="rate" if g.kind == "rate" else "mean")
+                       kind="rate" if g.kind == "rate" else "mean", rule=T_RULES.get(g.name, "t"),
+                       lattice_step=MEG_STEP if g.name == "meg" else None)
     else:
         first, step = sequential_looks(x.size)
         d = decide(x, looks=look_schedule(x.size, first=first, step=step), lower=lower, upper=upper, mode=mode, alpha=alpha,

@@ -98,8 +98,10 @@ class GateContext(Protocol):
         ...
 
     def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
-                  method: str | None = None, extra: Mapping[str, Any] | None = None) -> Verdict:
-        """A mean gate: cluster bootstrap against the gate's threshold and side."""
+                  method: str | None = None, extra: Mapping[str, Any] | None = None,
+                  lattice_step: float | None = None) -> Verdict:
+        """A mean gate: cluster bootstrap (or the ``method`` given, e.g. ``skew-t`` with a
+        ``lattice_step``) against the gate's threshold and side."""
         ...
 
     def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,

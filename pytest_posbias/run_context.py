@@ -406,10 +406,11 @@ class RunContext:
 
     # -- verdicts
     def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
-                  method: str | None = None, extra: Mapping[str, Any] | None = None) -> Verdict:
+                  method: str | None = None, extra: Mapping[str, Any] | None = None,
+                  lattice_step: float | None = None) -> Verdict:
         """:func:`.gates.verdict_builders.mean_gate` on this run."""
         return verdict_builders.mean_gate(self, gate, model, values, clusters, name=name, unit=unit, method=method,
-                                          extra=extra)
+                                          extra=extra, lattice_step=lattice_step)
 
     def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,
                   extra: Mapping[str, Any] | None = None) -> Verdict:

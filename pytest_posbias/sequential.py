@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .config import check_alpha
 from .errors import ConfigError
-from .stats import binomial_test, exact_interval
+from .stats import binomial_test, exact_interval, lattice_floor, skew_t
 
 GRID = np.linspace(0.0, 1.0, 2001)
 
@@ -370,14 +370,17 @@ def gsd_sizes(n_max: int, looks: int) -> list[int]:
 
 def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
              kind: str, futility: float = 0.10, theta1: float | None = None,
-             null_variance: bool = False) -> SequentialDecision | None:
+             null_variance: bool = False, rule: str = "t", lattice_step: float | None = None) -> SequentialDecision | None:
     """One analysis of the group-sequential design on the units ``x`` gathered so far.
 
     Returns the decision when this look stops the gate (always at the last look), else None.
     ``kind``: ``rate`` (0/1 units: exact binomial tests at the look's nominal level 1 − Φ(c_k))
     or ``mean`` (Student-t tests on the unit values at the same nominal levels; ``null_variance=True``:
     the variance taken at the tested bound, :func:`pytest_posbias.stats.null_variance_interval`, measured
-    in ``benchmarks/decision_lattice.py`` and not used by the gates: docs/design.md section 5). Early FAIL in
+    in ``benchmarks/decision_lattice.py`` and not used by the gates: docs/design.md section 5). ``rule='skew-t'``
+    (the positional MEG gates): Hall's skewness-corrected t (:class:`pytest_posbias.stats.SkewT`) at
+    the same nominal levels, its variance floored at |bound|·``lattice_step`` (:func:`pytest_posbias.stats.lattice_floor`)
+    when a lattice step is given; ``null_variance`` applies to the plain t only. Early FAIL in
     detect mode needs the look's one-sided test of "compliant" to reject at its spent level, so
     the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies inside the
     region or when the conditional power to show a violation of size θ1 (default:
@@ -391,6 +394,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         raise ConfigError(f"`mode` must be 'detect' or 'certify'; got {mode!r}")
     if kind not in ("rate", "mean"):
         raise ConfigError(f"`kind` must be 'rate' or 'mean'; got {kind!r}")
+    if rule not in ("t", "skew-t"):
+        raise ConfigError(f"`rule` must be 't' or 'skew-t'; got {rule!r}")
     sizes = gsd_sizes(n_max, looks)
     k = min(look, len(sizes) - 1)
     cs = gsd_boundaries([s_ / n_max for s_ in sizes], alpha)
@@ -424,6 +429,15 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         p_up = binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="greater") if math.isfinite(upper) else 1.0
         p_lo = binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="less") if math.isfinite(lower) else 1.0
         sd = math.sqrt(theta1 * (1 - theta1)) if 0 < theta1 < 1 else 0.5
+    elif rule == "skew-t" and (float(np.ptp(xs)) > 0 or max(lattice_floor(b, lattice_step) for b in (lower, upper)) > 0):
+        # zero spread reaches here only past a bound in detect mode with a floor; without one the
+        # plain branch below fails it closed
+        floor = max(lattice_floor(b, lattice_step) for b in (lower, upper))
+        sk = skew_t(xs, floor=floor)  # n_k >= MIN_MEAN_UNITS
+        sd = sk.sd
+        L, U = sk.interval(a_k)
+        p_up = sk.p_greater(upper) if math.isfinite(upper) else 1.0
+        p_lo = sk.p_less(lower) if math.isfinite(lower) else 1.0
     else:
         # the t test with the variance taken at the tested bound, s0² = s² + (x̄ − bound)², and its
         # inverted interval x̄ ± q·s/√(n − q²) (stats.null_variance_interval): on lattice-valued
@@ -498,12 +512,13 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
 
 def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
                kind: str, futility: float = 0.10, theta1: float | None = None,
-               null_variance: bool = False) -> SequentialDecision:
+               null_variance: bool = False, rule: str = "t", lattice_step: float | None = None) -> SequentialDecision:
     """Run :func:`gsd_step` at each planned look over the units ``x`` (in arrival order)."""
     xs = np.asarray(x, dtype=float)
     for k, n_k in enumerate(gsd_sizes(n_max, looks)):
         d = gsd_step(xs[: min(n_k, xs.size)], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
-                     alpha=alpha, kind=kind, futility=futility, theta1=theta1, null_variance=null_variance)
+                     alpha=alpha, kind=kind, futility=futility, theta1=theta1, null_variance=null_variance,
+                     rule=rule, lattice_step=lattice_step)
         if d is not None:
             return d
     raise AssertionError("unreachable: the last look always decides")  # pragma: no cover

@@ -21,16 +21,18 @@ LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all o
 
 
 def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
-                       name: str, unit: str, extra: dict[str, Any]) -> Verdict:
+                       name: str, unit: str, extra: dict[str, Any], rule: str = "t",
+                       lattice_step: float | None = None) -> Verdict:
     """A gate under the group-sequential design (:mod:`~pytest_posbias.sequential`): the probe draws the first
     quarter of the maximum sample, then a quarter more at each look while the decision is open
-    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.sequential.gsd_step`)."""
+    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.sequential.gsd_step`; ``rule``
+    and ``lattice_step`` choose a mean gate's test there)."""
     threshold = ctx.threshold(gate, model)
     lower, upper = _bounds(threshold, GATES[gate].side)
     d = None
     for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
         d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
-                     alpha=ctx.alpha, kind=kind)
+                     alpha=ctx.alpha, kind=kind, rule=rule, lattice_step=lattice_step)
         if d is not None:
             break
     assert d is not None
@@ -46,6 +48,9 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
               f"({ctx.mode} mode, group-sequential, α = {ctx.alpha:g}).")
     ex = {**extra, "gate": gate, "model": model, "design": d.method, "looks": d.looks, "n_max": n_max,
           "stopped_at": d.stopped_at, "kind": kind}
+    if kind == "mean":
+        ex["rule"] = ("skewness-corrected t (Hall 1992)" if rule == "skew-t" else "t") + (
+            f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")
     est = d.estimate if math.isfinite(d.estimate) else math.nan
     return Verdict(name=name, estimate=est, ci_low=d.ci_low, ci_high=d.ci_high, threshold=threshold, n=d.stopped_at,
                    p_value=d.p_value, passed=d.passed, mode=ctx.mode, reason=reason, alpha=ctx.alpha, lower=lower,

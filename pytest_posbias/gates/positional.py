@@ -52,6 +52,28 @@ def positional_values(gate: str, r: PositionalResult) -> np.ndarray:
     raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
 
 
+# positional mean gates decided by t statistics over groups, not the bootstrap (docs/design.md section 5):
+# MEG by the skewness-corrected t with the lattice floor, DPB by Student's t
+T_RULES = {"meg": "skew-t", "dpb": "t"}
+
+
+def meg_lattice_step(ctx: GateContext, spec: PositionalSpec) -> float | None:
+    """The smallest step one judged fact moves a group's MEG by: 1/(2 · orders · m), m the largest
+    number of reference sentences among the configuration's videos (coverage of a slot is the share
+    of its video's m reference sentences judged covered, MEG_i = (C2 + C3)/2 − (C1 + C4)/2, and a
+    group's MEG is the mean over its orders). The variance floor of the MEG gate
+    (:func:`~pytest_posbias.stats.lattice_floor`) uses it; None when the configuration's videos are unknown."""
+    from math import factorial
+
+    m = ctx.manifest()
+    counts = [len(m.videos[v].references) for g in m.groups_for(spec.domain, spec.bucket, spec.P) for v in g.videos
+              if v in m.videos]
+    if not counts or max(counts) < 1:
+        return None
+    orders = spec.P if spec.orders == "cyclic" else factorial(spec.P)
+    return 1.0 / (2 * orders * max(counts))
+
+
 def _news_style(ctx: GateContext, spec: PositionalSpec) -> bool:
     """Whether the configuration's references are news descriptions (``reference_style: news``)."""
     m = ctx.manifest()
@@ -98,7 +120,8 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
                     else np.zeros(0))
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
-                               extra={})
+                               extra={}, rule=T_RULES.get(gate, "t"),
+                               lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None)
         final = ctx.positional(model, spec, v.extra["looks"][-1])
         return floored(ctx, with_extra(v, describe(final)), positional_measurement(final, gate))
     r = ctx.positional(model, spec)
@@ -128,5 +151,9 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         clusters = np.array([c[0] for c in common])
         v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate), extra=extra)
         return floored(ctx, v, both)
+    if gate in T_RULES:
+        return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name,
+                                          unit="groups", extra=extra, method=T_RULES[gate],
+                                          lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None), m)
     return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
                                        extra=extra), m)

@@ -19,14 +19,15 @@ from ..stats import Verdict, mean_verdict, paired_change_verdict, rate_verdict
 
 
 def mean_gate(ctx: GateContext, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
-              method: str | None = None, extra: Mapping[str, Any] | None = None) -> Verdict:
+              method: str | None = None, extra: Mapping[str, Any] | None = None,
+              lattice_step: float | None = None) -> Verdict:
     """A mean gate: cluster bootstrap of the mean of ``values`` (the gate's registered interval
-    method unless ``method`` is given) against the gate's threshold and side. The null-variance
-    t (``stats.mean_verdict(null_variance=True)``) is not used: docs/design.md section 5."""
+    method unless ``method`` is given; ``skew-t`` with ``lattice_step`` for the positional MEG
+    gates, ``t`` for DPB) against the gate's threshold and side (docs/design.md section 5)."""
     spec = GATES[gate]
     return mean_verdict(values, clusters, name=name, threshold=ctx.threshold(gate, model), sides=spec.side,
                         mode=ctx.mode, alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
-                        method=method or spec.bootstrap,
+                        method=method or spec.bootstrap, lattice_step=lattice_step,
                         rng=ctx.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
 
 
