@@ -212,6 +212,8 @@ class SimBackend:
         self._frame_views = _FRAME_VIEWS
 
     def identity(self) -> Mapping[str, Any]:
+        """Backend ``sim``, the profile as model id, and a revision naming the simulator's source
+        digest and the dose (so the generation cache never mixes simulator versions or doses)."""
         rev = f"sim-v{SIM_VERSION}-{_code_digest()}" + (f"-{self.dose.canonical()}" if self.dose is not None else "")
         return {"backend": "sim", "model_id": f"sim:{self.profile}", "revision": rev}
 
@@ -266,6 +268,8 @@ class SimBackend:
             time.sleep(rest)
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        """One generation per request (text cut at ``max_new_tokens``, then finish ``length``),
+        with letter log-probabilities when the request wants both; held to ``B × latency``."""
         t_batch = time.perf_counter()
         out = []
         for r in requests:
@@ -282,6 +286,7 @@ class SimBackend:
         return out
 
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
+        """Log-probability of each option letter per request; held to ``B × latency``."""
         t_batch = time.perf_counter()
         out = [self._letters(r) for r in requests]
         self._hold(len(requests), t_batch)

@@ -162,6 +162,7 @@ class Dose:
     targets: tuple[tuple[str, float], ...]
 
     def get(self, gate: str) -> float | None:
+        """The target of ``gate``, None when the dose does not name it."""
         return dict(self.targets).get(gate)
 
     def canonical(self) -> str:

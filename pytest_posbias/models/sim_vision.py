@@ -29,6 +29,8 @@ _MAX_DIST = 70.0
 
 @dataclass(frozen=True)
 class Blob:
+    """One colour blob of a frame: its palette colour, shape, centroid and area."""
+
     colour: str
     shape: str
     x: float  # centroid, fraction of width
@@ -38,6 +40,8 @@ class Blob:
 
 @dataclass(frozen=True)
 class FrameView:
+    """What one frame shows: its blobs, a brief event if any, and its background colour."""
+
     blobs: tuple[Blob, ...]
     event: str | None  # "flash" | "blackout" | None
     background: str | None
@@ -45,6 +49,8 @@ class FrameView:
 
 @dataclass(frozen=True)
 class ObjectTrack:
+    """One shape followed across a video's frames: its first and last colour and its motion."""
+
     shape: str
     first_colour: str
     last_colour: str
@@ -54,6 +60,8 @@ class ObjectTrack:
 
 @dataclass(frozen=True)
 class VideoView:
+    """What a video shows: its object tracks, brief events, background and temporal discontinuity."""
+
     objects: tuple[ObjectTrack, ...]
     events: tuple[str, ...]
     background: str | None
