@@ -372,7 +372,7 @@ def test_a_run_of_other_tests_imports_nothing_heavy(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["conftest.py", "test_other.py"]
 
 
-GUEST_TESTS = """
+GATE_NAMED_FOLDER_TESTS = """
 import pytest
 
 
@@ -393,7 +393,7 @@ def test_a_projects_own_tests_in_a_folder_named_like_a_gate_are_not_gate_tests(p
     ``.posbias/`` and no ``reports/``."""
     pytester.mkpydir("tests")
     for folder in ("search", "coverage", "attack"):
-        (pytester.mkpydir(f"tests/{folder}") / "test_index.py").write_text(GUEST_TESTS)
+        (pytester.mkpydir(f"tests/{folder}") / "test_index.py").write_text(GATE_NAMED_FOLDER_TESTS)
     res = pytester.runpytest("-q", "tests", "-p", "no:randomly")
     assert res.ret == 0, res.stdout.str()[-2000:]
     res.assert_outcomes(passed=3, skipped=3)
