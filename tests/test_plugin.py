@@ -372,6 +372,112 @@ def test_a_run_of_other_tests_imports_nothing_heavy(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["conftest.py", "test_other.py"]
 
 
+GATE_NAMED_FOLDER_TESTS = """
+import pytest
+
+
+def test_ok():
+    pass
+
+
+@pytest.mark.skip(reason="later")
+def test_later():
+    pass
+"""
+
+
+def test_a_projects_own_tests_in_a_folder_named_like_a_gate_are_not_gate_tests(pytester: pytest.Pytester):
+    """A project's ``tests/search/test_index.py`` (a pass and a skip) is not a robustness run: a
+    test's keywords hold its directory and module names, and ``search`` (like ``coverage``,
+    ``phase``, ``attack``) is a gate's marker. The run keeps pytest's exit 0 and writes no
+    ``.posbias/`` and no ``reports/``."""
+    pytester.mkpydir("tests")
+    for folder in ("search", "coverage", "attack"):
+        (pytester.mkpydir(f"tests/{folder}") / "test_index.py").write_text(GATE_NAMED_FOLDER_TESTS)
+    res = pytester.runpytest("-q", "tests", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    res.assert_outcomes(passed=3, skipped=3)
+    out = res.stdout.str()
+    assert "RUN DECISION" not in out and "posbias verdicts" not in out
+    assert not (pytester.path / ".posbias").exists() and not (pytester.path / "reports").exists()
+
+
+GATE_SKIPPED_AT_SETUP = """
+import pytest
+
+pytestmark = pytest.mark.skip(reason="m.jsonl: no usable multiple-choice item")
+
+
+def test_gate(posbias_gate):
+    pass
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_gate_k(posbias_gate, k):
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_gate_test_skipped_before_it_runs_still_counts_as_a_skipped_gate(pytester: pytest.Pytester, workers):
+    """A gate test (it requests ``posbias_gate``) skipped by a mark, before its fixtures are set
+    up, is a skipped gate: a run of only such tests decided nothing (exit 6), serially and when the
+    report comes from an xdist worker."""
+    if workers:
+        pytest.importorskip("xdist")
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\ncache = ".pb"\n')
+    pytester.makepyfile(test_plain="def test_other():\n    pass\n", test_gates=GATE_SKIPPED_AT_SETUP)
+    res = pytester.runpytest_subprocess(*workers, "-p", "no:randomly", "-p", "no:cacheprovider", timeout=300)
+    res.assert_outcomes(passed=1, skipped=3)
+    out = res.stdout.str()
+    assert res.ret == 6, out[-2000:]
+    assert "RUN DECISION: NOT MEASURED (exit 6)" in out and "all 3 selected gate tests were skipped" in out
+
+
+GUEST_XDIST_PROBE = """
+import os
+import sys
+
+HEAVY = ("numpy", "scipy", "pytest_posbias.xdist_scheduler", "pytest_posbias.probes.positional",
+         "pytest_posbias.probes.settings", "pytest_posbias.suite_support", "pytest_posbias.models.openai_backend",
+         "pytest_posbias.models.registry")
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "workerinput", None) is None:  # the xdist controller
+        print("CONTROLLER_LOADED=" + ",".join(m for m in HEAVY if m in sys.modules))
+"""
+
+
+def test_a_minus_n_run_of_another_project_keeps_xdists_scheduler_and_imports_nothing_heavy(pytester: pytest.Pytester,
+                                                                                          monkeypatch):
+    """``pytest -n 2`` in a project that is not a posbias run (no ``[tool.posbias]``, no model
+    given): xdist schedules as it would without the plugin, the controller imports neither numpy
+    nor the package's probes, scheduler or model backends, and the workers' thread settings are
+    left alone."""
+    pytest.importorskip("xdist")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    pytester.makeconftest(GUEST_XDIST_PROBE)
+    pytester.makepyfile(test_other="""
+        import os
+
+        import pytest
+
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_threads(i):
+            assert "OMP_NUM_THREADS" not in os.environ
+    """)
+    res = pytester.runpytest_subprocess("-n", "2", "-v", "-s", "-p", "no:randomly", "-p", "no:cacheprovider",
+                                        timeout=300)
+    out = res.stdout.str()
+    assert res.ret == 0, out[-3000:]
+    res.assert_outcomes(passed=4)
+    assert "ProbeGroupScheduling" not in out and "scheduling tests via LoadScheduling" in out, out[-3000:]
+    assert "CONTROLLER_LOADED=" in res.stdout.lines, out[-3000:]  # the line lists what was loaded
+    assert not (pytester.path / ".posbias").exists() and not (pytester.path / "reports").exists()
+
+
 def test_the_search_suite_without_hypothesis_is_a_usage_error(pytester: pytest.Pytester, monkeypatch):
     """hypothesis is the ``search`` extra: selecting the property search without it stops before
     any model call, naming the extra; the other suites run without it."""

@@ -197,6 +197,15 @@ def _expected_inifile(start: Path) -> Path | None:
     return None
 
 
+def posbias_asked(config: pytest.Config) -> bool:
+    """Whether this is a posbias run: the project has a ``[tool.posbias]`` table, or a model, a
+    baseline or a parity reference is given on the command line. A run of another project's tests
+    has none of these, and the plugin leaves it as it found it: xdist's own scheduler, no endpoint
+    check, no worker thread caps, nothing of the package's core imported."""
+    return bool("[tool.posbias]" in posbias_config(config).source or config.getoption("--posbias-model")
+                or config.getoption("--posbias-baseline") or config.getoption("--posbias-parity"))
+
+
 def check_cache_before_calls(config: pytest.Config) -> None:
     """Serial run or xdist controller (once, before any worker starts): check the cache folder and
     its database (:func:`pytest_posbias.cache_check.check_cache`); a damaged or unwritable cache is a usage error
@@ -209,9 +218,8 @@ def check_cache_before_calls(config: pytest.Config) -> None:
     opts = options(config)
     folder = Path(str(opts["cache"]))
     folder = folder if folder.is_absolute() else Path(str(config.rootpath)) / folder
-    asked = ("[tool.posbias]" in posbias_config(config).source or config.getoption("--posbias-model") or
-             config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode") or
-             config.getoption("--posbias-cache-repair"))
+    asked = (posbias_asked(config) or config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode")
+             or config.getoption("--posbias-cache-repair"))
     if not asked and not folder.exists():
         return
     from ..cache_check import check_cache
@@ -227,11 +235,13 @@ def check_cache_before_calls(config: pytest.Config) -> None:
 
 
 def check_endpoints_before_workers(config: pytest.Config) -> None:
-    """xdist controller: check openai endpoints before any worker starts (a worker's failure
-    would be lost as a crash); serial runs check them in the ``posbias_run`` fixture."""
+    """xdist controller of a posbias run (:func:`posbias_asked`): check openai endpoints before any
+    worker starts (a worker's failure would be lost as a crash); serial runs check them in the
+    ``posbias_run`` fixture."""
     if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
         return
-    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
+    if (config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)
+            or not posbias_asked(config)):
         return
     from ..errors import ModelLoadError
     from ..models.openai_backend import check_endpoints

@@ -17,12 +17,13 @@ from .checks import (
     check_endpoints_before_workers,
     check_models,
     check_output_paths,
+    posbias_asked,
     require_model,
     warn_unusable_videos,
 )
 from .finish import session_finish, terminal_summary
-from .fixtures import collect_from_report
-from .state import WORKEROUTPUT_GATE_TESTS, PluginState
+from .fixtures import collect_from_report, mark_gate_report
+from .state import GATE_FIXTURE, WORKEROUTPUT_GATE_TESTS, PluginState
 from .terminal import hold_terminal, maybe_start_controller_progress, stop_progress
 from .xdist_hooks import configure_node, make_scheduler, start_vllm_for_workers, stop_vllm
 
@@ -44,14 +45,15 @@ class PosbiasPlugin(PluginState):
                     and not pcfg.get("model") and not config.getoption("--collect-only", False)):
                 raise pytest.UsageError(NO_MODEL)  # -n: the controller collects nothing; the workers' check would be lost
             start_vllm_for_workers(config)
-        configure_xdist(config)
+        if posbias_asked(config):  # another project's -n workers keep their threads as they are
+            configure_xdist(config)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
         """After every other implementation (``-m``/``-k`` deselection done): record the selected gate
         tests, told apart from those that ran, and require a model when gate tests were collected."""
         result = yield
-        self.gate_tests = {i.nodeid for i in items if "posbias_gate" in getattr(i, "fixturenames", ())}
+        self.gate_tests = {i.nodeid for i in items if GATE_FIXTURE in getattr(i, "fixturenames", ())}
         out = getattr(config, "workeroutput", None)
         if out is not None:  # an xdist worker: the controller collects nothing, and learns the list at node down
             out[WORKEROUTPUT_GATE_TESTS] = sorted(self.gate_tests)
@@ -91,6 +93,14 @@ class PosbiasPlugin(PluginState):
         if self.progress is None and not self.worker:
             maybe_start_controller_progress(self.config, self)
         return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """A gate test's setup and call reports say so (:func:`.fixtures.mark_gate_report`), also
+        when they come from an xdist worker."""
+        report = yield
+        mark_gate_report(item, report)
+        return report
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> None:

@@ -9,11 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..gate_registry import GATE_SPECS
 from ..safe_text import inert
 from .checks import as_typed
 from .options import options, worker_id
-from .state import CALLS_KEY, VERDICT_KEY, PluginState, plugin_of, posbias_config
+from .state import (
+    CALLS_KEY,
+    GATE_FIXTURE,
+    GATE_TEST_KEY,
+    VERDICT_KEY,
+    PluginState,
+    plugin_of,
+    posbias_config,
+)
 from .terminal import progress_writer
 
 if TYPE_CHECKING:
@@ -113,7 +120,18 @@ def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:
                 state.calls[k] += c.get(k, 0)
 
 
+def mark_gate_report(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Tag the setup and call reports of a gate test (one that requests the ``posbias_gate``
+    fixture) with the user property ``(GATE_TEST_KEY, 1)``. The fixture is in the item's
+    ``fixturenames`` from collection on, so a gate test skipped by a mark or in a fixture's setup
+    is tagged too; the property travels with the report from an xdist worker to the controller.
+    The teardown report, whose properties junit writes, is left as it is."""
+    if report.when in ("setup", "call") and GATE_FIXTURE in getattr(item, "fixturenames", ()):
+        report.user_properties.append((GATE_TEST_KEY, 1))
+
+
 def _is_gate_report(report: pytest.TestReport) -> bool:
-    """A report of a gate test: it carries one of the gates' markers."""
-    keywords = getattr(report, "keywords", None) or {}
-    return any(g.marker in keywords for g in GATE_SPECS)
+    """A report of a gate test: tagged by :func:`mark_gate_report`. Markers and keywords do not
+    decide it: a report's keywords hold its directory and module names, and a project's own
+    ``tests/search/`` would read as the search gates."""
+    return any(k == GATE_TEST_KEY for k, _ in getattr(report, "user_properties", None) or ())

@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # numpy and scipy: imported when a gate reports, never by a r
 
 VERDICT_KEY = "posbias_verdict"  # user property: the verdict as JSON
 CALLS_KEY = "posbias_calls"  # user property: the gate's model-call counts as JSON
+GATE_TEST_KEY = "posbias_gate_test"  # user property on a gate test's setup and call reports (fixtures.mark_gate_report)
+GATE_FIXTURE = "posbias_gate"  # the fixture that makes a test a gate test
 WORKEROUTPUT_GATE_TESTS = "posbias_gate_tests"  # workeroutput key: the worker's selected gate tests (node ids)
 WORKERINPUT_VLLM = "posbias_vllm"  # workerinput key: {spec: {"urls": [...], "identity": {...}}}
 PLUGIN_KEY = pytest.StashKey["PluginState"]()  # the run's plugin object (core.PosbiasPlugin)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ..xdist_support import dist_given
-from .checks import as_typed
+from .checks import as_typed, posbias_asked
 from .options import options
 from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
 
@@ -18,8 +18,9 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``pytest -n N`` without ``--dist``: schedule by probe group (:class:`pytest_posbias.xdist_scheduler.ProbeGroupScheduling`),
     so that the gates sharing a probe run on one worker and the probe is computed once, the groups
     with the most model calls first. A ``--dist``
-    mode the user gave is xdist's own."""
-    if dist_given(config):
+    mode the user gave is xdist's own, and so is the scheduling of a run that is not a posbias run
+    (:func:`.checks.posbias_asked`): another project's ``-n`` run is left to xdist."""
+    if dist_given(config) or not posbias_asked(config):
         return None
     from ..probes.settings import settings_for
     from ..suite_support import group_weight, model_id, probe_group
