@@ -72,7 +72,7 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: Any, base: Any,
         return paired_abs_mean_verdict(c, b, clusters, name=f"{name} vs baseline", margin=margin, mode=ctx.mode,
                                        alpha=ctx.alpha, unit=unit, extra=ex)
     if worse == "binary":
-        return paired_change_verdict(c.astype(int), b.astype(int), name=f"{name} vs baseline", threshold=margin,
+        return paired_change_verdict(c, b, name=f"{name} vs baseline", threshold=margin,
                                      mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
     if worse == "amplification":
         from ..paired import paired_amplification_verdict
