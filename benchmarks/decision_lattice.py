@@ -30,7 +30,10 @@ boundary = size; failures at twice the threshold = power) and certify mode (fals
 boundary = size; passes at MEG 0 = certify power). Each over ``replicates`` seeded replicates, Clopper–Pearson 95% intervals;
 ``inconclusive`` counts refusals.
 
-Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules skew-t,seq-skew]
+``--dpb`` prints the DPB gate's certify rows instead: a sparse base with rare +1/8 jumps at 8, 12 and
+24 groups, Student's t (the former rule) against the skewness-corrected t (the certify rule).
+
+Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules skew-t,seq-skew] [--dpb]
 """
 
 from __future__ import annotations
@@ -122,6 +125,48 @@ def run(case: str, n: int, meg: float, mode: str, replicates: int, seed: int, n_
     return hits, inconc
 
 
+DPB_THRESHOLD = 0.05
+DPB_JUMP = 0.125
+
+
+def dpb_jump(rng: np.random.Generator, n: int, dpb: float) -> np.ndarray:
+    """Group DPBs: a sparse base ((X − Y)/32, X, Y ~ Poisson(0.05)) plus Poisson(|dpb|/(1/8)) jumps of
+    +1/8 per group (a slot's fact dropped in one order moves the weighted share by a sizeable step)."""
+    base = (rng.poisson(0.05, n) - rng.poisson(0.05, n)) * STEP
+    return np.clip(base + rng.poisson(abs(dpb) / DPB_JUMP, n) * DPB_JUMP, -1.0, 1.0)
+
+
+def dpb_run(n: int, dpb: float, rule: str, sequential: bool, replicates: int, seed: int) -> int:
+    """Certify passes of the DPB gate (threshold 0.05, no floor) on ``dpb_jump`` samples at ``dpb``."""
+    rng = np.random.default_rng([seed, n, round(abs(dpb) * 1e4), 3])
+    hits = 0
+    for _ in range(replicates):
+        v = dpb_jump(rng, n, dpb)
+        if sequential:
+            d = gsd_decide(v, n_max=n, looks=LOOKS, lower=-DPB_THRESHOLD, upper=DPB_THRESHOLD, mode="certify",
+                           alpha=ALPHA, kind="mean", rule=rule)
+            hits += d.passed and not d.inconclusive
+            continue
+        verdict = S.mean_verdict(v, None, name="DPB", threshold=DPB_THRESHOLD, sides="both", mode="certify",
+                                 alpha=ALPHA, unit="groups", rng=rng, method=rule, value_range=(-1.0, 1.0))
+        hits += verdict.passed and not verdict.inconclusive
+    return hits
+
+
+def dpb_table(replicates: int, seed: int) -> None:
+    """The DPB certify rows: Student's t (the former rule) against the skewness-corrected t (the gate's
+    certify rule, gates.positional.t_rule), fixed and sequential, at the boundary +0.05 and at 0."""
+    print(f"DPB certify on a sparse base with rare +1/8 jumps (threshold {DPB_THRESHOLD}, alpha {ALPHA}, "
+          f"{replicates} replicates)")
+    print(f"{'groups':>6} {'rule':<10}  {'certify size at boundary':<26} certify power at 0")
+    for n in (8, 12, 24):
+        for label, rule, seq in (("t", "t", False), ("skew-t", "skew-t", False), ("seq-t", "t", True),
+                                 ("seq-skew", "skew-t", True)):
+            cs = dpb_run(n, DPB_THRESHOLD, rule, seq, replicates, seed)
+            cp = dpb_run(n, 0.0, rule, seq, replicates, seed)
+            print(f"{n:>6} {label:<10}  {rate(cs, replicates):<26} {rate(cp, replicates)}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -130,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-resamples", type=int, default=1999)
     ap.add_argument("--sizes", default="12,48")
     ap.add_argument("--rules", default="", help="comma-separated rule labels (default: all)")
+    ap.add_argument("--dpb", action="store_true", help="print only the DPB certify rows")
     a = ap.parse_args(argv)
+    if a.dpb:
+        dpb_table(a.replicates, a.seed)
+        return 0
     sizes = [int(x) for x in a.sizes.split(",")]
     print(f"mean gate on lattice units (MEG threshold {THRESHOLD}, alpha {ALPHA}, {a.replicates} replicates, "
           f"seed {a.seed}, {a.n_resamples} resamples)")
