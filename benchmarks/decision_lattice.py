@@ -11,7 +11,8 @@ with λ_middle − λ_edge = 32·|MEG| putting the population MEG at the boundar
 twice it, and three spreads: ``dense`` (λ_edge = 2.0: the simulator's, about 0.06 per group),
 ``sparse`` (λ_edge = 0.05: mostly zeros and a few −1/32, near-zero spread) and ``rare-jump``
 (an unbiased dense lattice plus, in a share of groups, a whole middle slot dropped: −0.8/8 per
-slot, the dose model's unit).
+slot, the dose model's unit) and ``big-jump`` (a sparse lattice plus rare jumps of −1/8, one slot's
+fact dropped in one of the four orders).
 
 Rows (``RULES``): ``bootstrap``, the fixed design's cluster bootstrap
 (:func:`pytest_posbias.stats.mean_verdict`, expanded percentile); ``fixed``, the null-variance
@@ -26,10 +27,13 @@ mechanism the ``dense`` and ``sparse`` generators draw from; ``rare-jump`` adds 
 not on the 1/32 lattice. docs/design.md section 5 says why the gates use ``skew-t``.
 MEG threshold 0.02, α = 0.05, at 12 groups (the ``--quick`` size) and 48 (the default), in detect mode (false failures at the
 boundary = size; failures at twice the threshold = power) and certify mode (false passes at the
-boundary = size). Each over ``replicates`` seeded replicates, Clopper–Pearson 95% intervals;
+boundary = size; passes at MEG 0 = certify power). Each over ``replicates`` seeded replicates, Clopper–Pearson 95% intervals;
 ``inconclusive`` counts refusals.
 
-Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules skew-t,seq-skew]
+``--dpb`` prints the DPB gate's certify rows instead: a sparse base with rare +1/8 jumps at 8, 12 and
+24 groups, Student's t (the former rule) against the skewness-corrected t (the certify rule).
+
+Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules skew-t,seq-skew] [--dpb]
 """
 
 from __future__ import annotations
@@ -71,12 +75,23 @@ def rare_jump(rng: np.random.Generator, n: int, meg: float) -> np.ndarray:
     return np.clip(base + jumps, -1.0, 1.0)
 
 
+def big_jump(rng: np.random.Generator, n: int, meg: float) -> np.ndarray:
+    """A sparse lattice (λ = 0.05 per side) plus rare jumps of −1/8: one slot's fact dropped in one
+    of the four orders moves a group's MEG by −(1/2)/4 = −1/8; a group takes Poisson(|meg|·8) of them.
+    Near-zero spread with a long lower tail: the case where a floored SD alone shrinks the skewness
+    correction (docs/design.md section 5)."""
+    base = (rng.poisson(0.05, n) - rng.poisson(0.05, n)) * STEP
+    jumps = rng.poisson(abs(meg) / 0.125, n) * -0.125
+    return np.clip(base + jumps, -1.0, 1.0)
+
+
 # (label, null-variance t, group-sequential design, rule): the fixed design's bootstrap alone, its hull
 # with the null-variance t, and the skewness-corrected t with the lattice floor (the gates' rule); the
 # sequential design (the default) with the plain t, the null-variance t and the gates' rule
 RULES = (("bootstrap", False, False, "bootstrap"), ("fixed", True, False, "bootstrap"), ("skew-t", False, False, "skew-t"),
          ("seq-t", False, True, "t"), ("seq-gate", True, True, "t"), ("seq-skew", False, True, "skew-t"))
-CASES: dict[str, Generator] = {"dense": poisson_lattice(2.0), "sparse": poisson_lattice(0.05), "rare-jump": rare_jump}
+CASES: dict[str, Generator] = {"dense": poisson_lattice(2.0), "sparse": poisson_lattice(0.05), "rare-jump": rare_jump,
+                               "big-jump": big_jump}
 
 
 def rate(k: int, n: int) -> str:
@@ -110,6 +125,48 @@ def run(case: str, n: int, meg: float, mode: str, replicates: int, seed: int, n_
     return hits, inconc
 
 
+DPB_THRESHOLD = 0.05
+DPB_JUMP = 0.125
+
+
+def dpb_jump(rng: np.random.Generator, n: int, dpb: float) -> np.ndarray:
+    """Group DPBs: a sparse base ((X − Y)/32, X, Y ~ Poisson(0.05)) plus Poisson(|dpb|/(1/8)) jumps of
+    +1/8 per group (a slot's fact dropped in one order moves the weighted share by a sizeable step)."""
+    base = (rng.poisson(0.05, n) - rng.poisson(0.05, n)) * STEP
+    return np.clip(base + rng.poisson(abs(dpb) / DPB_JUMP, n) * DPB_JUMP, -1.0, 1.0)
+
+
+def dpb_run(n: int, dpb: float, rule: str, sequential: bool, replicates: int, seed: int) -> int:
+    """Certify passes of the DPB gate (threshold 0.05, no floor) on ``dpb_jump`` samples at ``dpb``."""
+    rng = np.random.default_rng([seed, n, round(abs(dpb) * 1e4), 3])
+    hits = 0
+    for _ in range(replicates):
+        v = dpb_jump(rng, n, dpb)
+        if sequential:
+            d = gsd_decide(v, n_max=n, looks=LOOKS, lower=-DPB_THRESHOLD, upper=DPB_THRESHOLD, mode="certify",
+                           alpha=ALPHA, kind="mean", rule=rule)
+            hits += d.passed and not d.inconclusive
+            continue
+        verdict = S.mean_verdict(v, None, name="DPB", threshold=DPB_THRESHOLD, sides="both", mode="certify",
+                                 alpha=ALPHA, unit="groups", rng=rng, method=rule, value_range=(-1.0, 1.0))
+        hits += verdict.passed and not verdict.inconclusive
+    return hits
+
+
+def dpb_table(replicates: int, seed: int) -> None:
+    """The DPB certify rows: Student's t (the former rule) against the skewness-corrected t (the gate's
+    certify rule, gates.positional.t_rule), fixed and sequential, at the boundary +0.05 and at 0."""
+    print(f"DPB certify on a sparse base with rare +1/8 jumps (threshold {DPB_THRESHOLD}, alpha {ALPHA}, "
+          f"{replicates} replicates)")
+    print(f"{'groups':>6} {'rule':<10}  {'certify size at boundary':<26} certify power at 0")
+    for n in (8, 12, 24):
+        for label, rule, seq in (("t", "t", False), ("skew-t", "skew-t", False), ("seq-t", "t", True),
+                                 ("seq-skew", "skew-t", True)):
+            cs = dpb_run(n, DPB_THRESHOLD, rule, seq, replicates, seed)
+            cp = dpb_run(n, 0.0, rule, seq, replicates, seed)
+            print(f"{n:>6} {label:<10}  {rate(cs, replicates):<26} {rate(cp, replicates)}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -118,12 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-resamples", type=int, default=1999)
     ap.add_argument("--sizes", default="12,48")
     ap.add_argument("--rules", default="", help="comma-separated rule labels (default: all)")
+    ap.add_argument("--dpb", action="store_true", help="print only the DPB certify rows")
     a = ap.parse_args(argv)
+    if a.dpb:
+        dpb_table(a.replicates, a.seed)
+        return 0
     sizes = [int(x) for x in a.sizes.split(",")]
     print(f"mean gate on lattice units (MEG threshold {THRESHOLD}, alpha {ALPHA}, {a.replicates} replicates, "
           f"seed {a.seed}, {a.n_resamples} resamples)")
     print(f"{'case':<10} {'groups':>6} {'rule':<10}  {'detect size at boundary':<26} {'detect power at 2t':<26} "
-          f"{'certify size at boundary':<26} inconclusive (det/cert)")
+          f"{'certify size at boundary':<26} {'certify power at 0':<26} inconclusive (det/cert)")
     for case in CASES:
         for n in sizes:
             for label, nv, seq, rule in RULES:
@@ -132,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
                 fs, i1 = run(case, n, THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq, rule)
                 fp, _ = run(case, n, 2 * THRESHOLD, "detect", a.replicates, a.seed, a.n_resamples, nv, seq, rule)
                 cs, i2 = run(case, n, THRESHOLD, "certify", a.replicates, a.seed, a.n_resamples, nv, seq, rule)
+                cp, _ = run(case, n, 0.0, "certify", a.replicates, a.seed, a.n_resamples, nv, seq, rule)
                 print(f"{case:<10} {n:>6} {label:<10}  {rate(fs, a.replicates):<26} {rate(fp, a.replicates):<26} "
-                      f"{rate(cs, a.replicates):<26} {i1}/{i2}", flush=True)
+                      f"{rate(cs, a.replicates):<26} {rate(cp, a.replicates):<26} {i1}/{i2}", flush=True)
     return 0
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from .config import check_alpha
 from .errors import ConfigError
 from .gate_registry import GATES as GATE_SPECS
-from .gates.positional import T_RULES
+from .gates.positional import T_RULES, t_rule
 from .sequential import decide, gsd_decide, look_schedule
 from .stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
 
@@ -102,7 +102,7 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
     if g.name in T_RULES:  # the positional DPB/MEG gates' rule (gates.positional_verdict)
         return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                            rng=rng, method=T_RULES[g.name], lattice_step=MEG_STEP if g.name == "meg" else None).passed
+                            rng=rng, method=t_rule(g.name, mode), lattice_step=MEG_STEP if g.name == "meg" else None).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
                         n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
 
@@ -119,7 +119,7 @@ def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, de
     lower, upper = _bounds(g.threshold, g.sides)
     if design == "gsd":
         d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
-                       kind="rate" if g.kind == "rate" else "mean", rule=T_RULES.get(g.name, "t"),
+                       kind="rate" if g.kind == "rate" else "mean", rule=t_rule(g.name, mode) if g.name in T_RULES else "t",
                        lattice_step=MEG_STEP if g.name == "meg" else None)
     else:
         first, step = sequential_looks(x.size)

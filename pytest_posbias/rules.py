@@ -82,7 +82,9 @@ def lattice_floor(bound: float, step: float | None) -> float:
     so under a null at ``bound`` its variance is at least |bound|·δ. A sample piled on one lattice
     point has a sample variance far below that; the floor keeps the statistic from taking it at its
     word. Under-dispersed units (events that happen almost surely) can sit below the floor: there the
-    floor is conservative (it lowers power, never the size).
+    floor lowers power. The floored SD also shrinks the skewness correction γ = m₃/s_eff³, which alone
+    would make the rule more liberal on sparse units with rare large jumps; :func:`skew_t` therefore
+    takes the larger of the floored and unfloored p-values, so the floor can only remove rejections.
     """
     if step is None:
         return 0.0
@@ -107,6 +109,12 @@ class SkewT:
     increasing in S, so T grows without bound with the distance |x̄ − μ0| and the p-values go to 0,
     and the interval inverts the test exactly: L = x̄ − s_eff·g⁻¹(q/√n), U = x̄ − s_eff·g⁻¹(−q/√n),
     q = t_{1−α, n−1}, g⁻¹(y) = (3/γ)·(∛(1 + γ(y − γ/(6n))) − 1).
+
+    With a floor that binds (s < √floor) the floored γ = m₃/s_eff³ is smaller than the sample's
+    m₃/s³, so the floor alone would shrink the skewness correction and could reject where the
+    unfloored statistic does not (more liberal on the short-tail side of sparse lattice units with
+    rare large jumps). ``unfloored`` then holds the statistic without the floor, and each p-value is
+    the larger of the two (the interval their hull): the floor can only remove rejections.
     """
 
     mean: float
@@ -114,6 +122,7 @@ class SkewT:
     gamma: float
     n: int
     floored: bool
+    unfloored: SkewT | None = None
 
     def _g(self, s_: float) -> float:
         g = self.gamma
@@ -130,24 +139,35 @@ class SkewT:
         return math.sqrt(self.n) * self._g((self.mean - mu0) / self.sd)
 
     def p_greater(self, bound: float) -> float:
-        """p-value of H0: μ <= ``bound`` (large T rejects)."""
-        return float(_st.t.sf(self.statistic(bound), self.n - 1))
+        """p-value of H0: μ <= ``bound`` (large T rejects); the larger of the floored and unfloored
+        statistics' when the floor binds."""
+        p = float(_st.t.sf(self.statistic(bound), self.n - 1))
+        return p if self.unfloored is None else max(p, self.unfloored.p_greater(bound))
 
     def p_less(self, bound: float) -> float:
-        """p-value of H0: μ >= ``bound`` (small T rejects)."""
-        return float(_st.t.cdf(self.statistic(bound), self.n - 1))
+        """p-value of H0: μ >= ``bound`` (small T rejects); the larger of the floored and unfloored
+        statistics' when the floor binds."""
+        p = float(_st.t.cdf(self.statistic(bound), self.n - 1))
+        return p if self.unfloored is None else max(p, self.unfloored.p_less(bound))
 
     def interval(self, alpha: float) -> tuple[float, float]:
-        """The (1 − 2α) interval: each bound one-sided at level α, p_greater(L) = p_less(U) = α."""
+        """The (1 − 2α) interval: each bound one-sided at level α, p_greater(L) = p_less(U) = α
+        (with a binding floor, the hull of the floored and unfloored intervals, which inverts the
+        larger p-values since both intervals hold the mean)."""
         q = float(_st.t.isf(alpha, self.n - 1))
         r = math.sqrt(self.n)
-        return self.mean - self.sd * self._g_inv(q / r), self.mean - self.sd * self._g_inv(-q / r)
+        lo, hi = self.mean - self.sd * self._g_inv(q / r), self.mean - self.sd * self._g_inv(-q / r)
+        if self.unfloored is not None:
+            ulo, uhi = self.unfloored.interval(alpha)
+            lo, hi = min(lo, ulo), max(hi, uhi)
+        return lo, hi
 
 
 def skew_t(units: ArrayLike, *, floor: float = 0.0, correct: bool = True) -> SkewT:
     """:class:`SkewT` of independent unit values (at least 2, not all equal unless ``floor`` > 0),
-    with the variance floored at ``floor`` (:func:`lattice_floor`); ``correct=False`` sets γ = 0,
-    which leaves Student's t (with the same floor)."""
+    with the variance floored at ``floor`` (:func:`lattice_floor`) and, where the floor binds on a
+    sample with spread, its p-values the larger of the floored and unfloored statistics' (the floor
+    only removes rejections); ``correct=False`` sets γ = 0, which leaves Student's t (same floor and hull)."""
     x = np.asarray(units, dtype=float)
     if x.ndim != 1 or x.size < 2 or not np.all(np.isfinite(x)):
         raise ConfigError(f"`units` must be a 1-D array of at least 2 finite values; got shape {x.shape}")
@@ -158,8 +178,11 @@ def skew_t(units: ArrayLike, *, floor: float = 0.0, correct: bool = True) -> Ske
     sd = max(s, math.sqrt(floor))
     if sd == 0.0:
         raise ConfigError("`units` have zero spread and no variance floor: no t statistic")
-    gamma = float(np.mean((x - m) ** 3)) / sd**3 if correct else 0.0
-    return SkewT(m, sd, gamma, int(x.size), sd > s)
+    m3 = float(np.mean((x - m) ** 3))
+    gamma = m3 / sd**3 if correct else 0.0
+    # a binding floor on a sample with spread: keep the unfloored statistic too (the hull, see SkewT)
+    raw = SkewT(m, s, m3 / s**3 if correct else 0.0, int(x.size), False) if 0.0 < s < sd else None
+    return SkewT(m, sd, gamma, int(x.size), sd > s, raw)
 
 
 def mean_verdict(

@@ -378,9 +378,11 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     or ``mean`` (Student-t tests on the unit values at the same nominal levels; ``null_variance=True``:
     the variance taken at the tested bound, :func:`pytest_posbias.stats.null_variance_interval`, measured
     in ``benchmarks/decision_lattice.py`` and not used by the gates: docs/design.md section 5). ``rule='skew-t'``
-    (the positional MEG gates): Hall's skewness-corrected t (:class:`pytest_posbias.stats.SkewT`) at
-    the same nominal levels, its variance floored at |bound|·``lattice_step`` (:func:`pytest_posbias.stats.lattice_floor`)
-    when a lattice step is given; ``null_variance`` applies to the plain t only. Early FAIL in
+    (the positional MEG gates, and DPB in certify mode): Hall's skewness-corrected t
+    (:class:`pytest_posbias.stats.SkewT`) at the same nominal levels, its variance floored at
+    |bound|·``lattice_step`` (:func:`pytest_posbias.stats.lattice_floor`) when a lattice step is given,
+    each p-value the larger of the floored and unfloored statistics' (the floor only removes
+    rejections); ``null_variance`` applies to the plain t only. Early FAIL in
     detect mode needs the look's one-sided test of "compliant" to reject at its spent level, so
     the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies inside the
     region or when the conditional power to show a violation of size θ1 (default:

@@ -125,12 +125,27 @@ def paired_change_verdict(
       (:func:`~pytest_posbias.paired.paired_binary_p`; Tango's score test referred to the normal
       beyond ``EXACT_MAX_N`` pairs), and each CI bound inverts it
       (:func:`~pytest_posbias.paired.paired_binary_bound`).
+
+    A non-finite outcome in either array is a lost pair: the verdict is inconclusive and fails
+    closed in both modes (counted, never read as an unchanged pair); outcomes other than 0/1 are a
+    :class:`ConfigError` naming the array.
     """
-    x = np.asarray(a, dtype=int)
-    y = np.asarray(b, dtype=int)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ConfigError(f"`a` and `b` must be 1-D arrays of the same length; got {x.shape} and {y.shape}")
+    xf = np.asarray(a, dtype=float)
+    yf = np.asarray(b, dtype=float)
+    if xf.shape != yf.shape or xf.ndim != 1:
+        raise ConfigError(f"`a` and `b` must be 1-D arrays of the same length; got {xf.shape} and {yf.shape}")
     al = _check_alpha(alpha)
+    lost = ~(np.isfinite(xf) & np.isfinite(yf))
+    if lost.any():  # a pair not measured on both sides is a lost unit: never scored as unchanged
+        return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=int(xf.size), mode=mode, alpha=al,
+                                    unit=unit, fail_closed=True, extra=extra,
+                                    why=f"{int(lost.sum())} of {xf.size} pairs have a non-finite outcome (NaN or inf), "
+                                        "and a pair that was not measured is never scored")
+    for nm, v in (("a", xf), ("b", yf)):
+        if not np.all((v == 0) | (v == 1)):
+            raise ConfigError(f"`{nm}` must hold 0/1 outcomes; got {sorted(set(v[(v != 0) & (v != 1)].tolist()))[:5]}")
+    x = xf.astype(int)
+    y = yf.astype(int)
     n = int(x.size)
     if n == 0:
         return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=0, mode=mode, alpha=al, unit=unit,

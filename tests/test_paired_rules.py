@@ -306,3 +306,24 @@ def test_stressor_gate_against_a_baseline_uses_the_split_rule(tmp_path, small_se
     assert "exact unconditional bound of the clean-flag difference" in v.extra["method"], v.reason
     assert v.estimate == pytest.approx(float(np.mean(d[both] - bd[both])))
     assert v.n == int(both.sum()) and v.extra["baseline"] == "sim:unbiased"
+
+
+@pytest.mark.parametrize("mode", ["certify", "detect"])
+def test_nan_pairs_are_lost_units_not_unchanged_pairs(mode):
+    """3 changed + 50 unchanged pairs do not certify a 0.10 margin; 40 NaN pairs added must not make
+    them certify (read as unchanged pairs they dilute the rate) and fail closed in detect mode too."""
+    a = np.array([1.0] * 3 + [0.0] * 50)
+    b = np.zeros(53)
+    assert not paired_change_verdict(a, b, name="x", threshold=0.1, mode="certify").passed
+    a_nan = np.concatenate([a, np.full(40, np.nan)])
+    b_nan = np.concatenate([b, np.full(40, np.nan)])
+    v = paired_change_verdict(a_nan, b_nan, name="x", threshold=0.1, mode=mode)
+    assert not v.passed and v.inconclusive
+    assert "40 of 93" in v.reason
+
+
+def test_outcomes_other_than_zero_or_one_name_the_array():
+    with pytest.raises(ConfigError, match="`a` must hold 0/1"):
+        paired_change_verdict(np.array([2, 0, 1, 1, 0]), np.zeros(5), name="x")
+    with pytest.raises(ConfigError, match="`b` must hold 0/1"):
+        paired_change_verdict(np.zeros(5), np.array([0, 0.5, 1, 1, 0]), name="x")

@@ -231,3 +231,19 @@ def test_the_power_note_of_a_rate_gate_is_the_exact_binomial_figure():
 
     v = S.rate_verdict(6, 60, name="flip", threshold=0.15)
     assert D.detectable_effect(v) == pytest.approx(S.detectable_effect(kind="rate", n=60, threshold=0.15) - 0.15)
+
+
+def test_the_mean_gate_passes_the_registry_value_range_to_its_rule():
+    """Five MEG groups all at −1/32 (past −0.02) in detect mode: without the gate's
+    value range the zero-spread branch fails on a zero-width interval (p = 0); with it the exact
+    worst-case floor shows no violation from five units."""
+    from types import SimpleNamespace
+
+    from pytest_posbias.gates.verdict_builders import mean_gate
+
+    ctx = SimpleNamespace(mode="detect", alpha=0.05, n_resamples=999, threshold=lambda gate, model: 0.02,
+                          rng=lambda *a: np.random.default_rng(0))
+    v = mean_gate(ctx, "meg", "m", np.full(5, -1 / 32), np.arange(5), name="meg", unit="groups", method="skew-t",
+                  lattice_step=1 / 32)
+    assert v.passed and v.p_value > 0.5
+    assert v.ci_low < -0.02 and v.ci_high > 0.02

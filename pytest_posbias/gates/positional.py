@@ -53,8 +53,22 @@ def positional_values(gate: str, r: PositionalResult) -> np.ndarray:
 
 
 # positional mean gates decided by t statistics over groups, not the bootstrap (docs/design.md section 5):
-# MEG by the skewness-corrected t with the lattice floor, DPB by Student's t
+# MEG by the skewness-corrected t with the lattice floor, DPB by Student's t in detect mode (see t_rule)
 T_RULES = {"meg": "skew-t", "dpb": "t"}
+
+
+def t_rule(gate: str, mode: str) -> str:
+    """The t rule of a positional mean gate in ``mode``: ``T_RULES[gate]``, except DPB in certify mode,
+    which takes Hall's skewness-corrected t (:class:`~pytest_posbias.stats.SkewT`).
+
+    A group's DPB has rare large jumps (a slot's fact dropped in one order moves it by a sizeable share of
+    the ±1 weights) on a base that often has near-zero spread; Student's t is too liberal on the short-tail
+    side of such units, which is the certify side (it certifies |DPB| <= 0.05 from 4 groups at 0 and one
+    at 1/32). The skewness correction removes that n^(−1/2) term (docs/design.md section 5); detect keeps
+    Student's t, whose size the correction over-corrects on DPB's heavy tails at the sequential design's
+    early looks."""
+    rule = T_RULES[gate]
+    return "skew-t" if gate == "dpb" and mode == "certify" else rule
 
 
 def meg_lattice_step(ctx: GateContext, spec: PositionalSpec) -> float | None:
@@ -120,7 +134,7 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
                     else np.zeros(0))
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
-                               extra={}, rule=T_RULES.get(gate, "t"),
+                               extra={}, rule=t_rule(gate, ctx.mode) if gate in T_RULES else "t",
                                lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None)
         final = ctx.positional(model, spec, v.extra["looks"][-1])
         return floored(ctx, with_extra(v, describe(final)), positional_measurement(final, gate))
@@ -153,7 +167,7 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         return floored(ctx, v, both)
     if gate in T_RULES:
         return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name,
-                                          unit="groups", extra=extra, method=T_RULES[gate],
+                                          unit="groups", extra=extra, method=t_rule(gate, ctx.mode),
                                           lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None), m)
     return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
                                        extra=extra), m)

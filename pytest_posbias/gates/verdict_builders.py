@@ -23,11 +23,14 @@ def mean_gate(ctx: GateContext, gate: str, model: str, values: Any, clusters: An
               lattice_step: float | None = None) -> Verdict:
     """A mean gate: cluster bootstrap of the mean of ``values`` (the gate's registered interval
     method unless ``method`` is given; ``skew-t`` with ``lattice_step`` for the positional MEG
-    gates, ``t`` for DPB) against the gate's threshold and side (docs/design.md section 5)."""
+    gates, ``t`` for DPB) against the gate's threshold and side (docs/design.md section 5). The registry's
+    ``value_range`` goes to the rule, so a zero-spread sample is decided on the exact worst-case
+    floor of :func:`~pytest_posbias.verdicts.zero_spread_interval`, not on a zero-width interval."""
     spec = GATES[gate]
     return mean_verdict(values, clusters, name=name, threshold=ctx.threshold(gate, model), sides=spec.side,
                         mode=ctx.mode, alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
                         method=method or spec.bootstrap, lattice_step=lattice_step,
+                        value_range=spec.value_range,
                         rng=ctx.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
 
 
@@ -69,7 +72,7 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: Any, base: Any,
         return paired_abs_mean_verdict(c, b, clusters, name=f"{name} vs baseline", margin=margin, mode=ctx.mode,
                                        alpha=ctx.alpha, unit=unit, extra=ex)
     if worse == "binary":
-        return paired_change_verdict(c.astype(int), b.astype(int), name=f"{name} vs baseline", threshold=margin,
+        return paired_change_verdict(c, b, name=f"{name} vs baseline", threshold=margin,
                                      mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
     if worse == "amplification":
         from ..paired import paired_amplification_verdict
