@@ -35,8 +35,9 @@ def test_strict_meg_example_gates_at_its_own_threshold_on_the_suite_probe(pytest
         s = suite[key]
         assert (v["threshold"], v["lower"], v["upper"]) == (0.01, -0.01, 0.01)
         assert (s["threshold"], s["lower"], s["upper"]) == (0.02, -0.02, 0.02)
-        # the same probe (shared in the run, fixed-sample design): the same numbers, judged stricter
-        assert (v["estimate"], v["ci_low"], v["ci_high"], v["n"]) == (s["estimate"], s["ci_low"], s["ci_high"], s["n"])
+        # the same probe (shared in the run, fixed-sample design): the same estimate and sample, judged
+        # stricter; the interval is the gate's own, since MEG's variance floor is |bound|·δ (docs/design.md §5)
+        assert (v["estimate"], v["n"]) == (s["estimate"], s["n"])
         assert v["passed"] == (v["ci_low"] <= 0.01 and v["ci_high"] >= -0.01)  # detect: fail only when shown outside
     assert not all(v["passed"] for v in strict.values())
     good = pytester.runpytest("-m", "meg and not slow", "--posbias-model", "sim:unbiased", "--posbias-fixed", "-p", "no:randomly",
