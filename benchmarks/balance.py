@@ -67,7 +67,7 @@ samplers = ["left", "midpoint"]
 
 
 def _project(tmp: Path, settings: str = SETTINGS) -> None:
-    from pytest_posbias.run_context import synthetic_manifest
+    from pytest_posbias.run.context import synthetic_manifest
 
     manifest = synthetic_manifest(ROOT)  # built once, outside the timed runs
     (tmp / "suites").mkdir()

@@ -3,9 +3,9 @@
 The unit is a group: its MEG under the candidate and under the baseline, drawn normal with the spread
 of ``sim:unbiased``'s group MEG on the synthetic set (``--sd``, default 0.057), the baseline unbiased
 (μb = 0) and the candidate at twice the margin (μc = 2·margin). Each row: the share of replicates in
-which :func:`pytest_posbias.paired.paired_abs_mean_verdict` fails the candidate (power at 2× the
+which :func:`pytest_posbias.stats.paired.paired_abs_mean_verdict` fails the candidate (power at 2× the
 margin, Clopper–Pearson 95% interval) and, over the passing verdicts, the median of what the verdict
-itself reports (:func:`pytest_posbias.decision.power_note`): the detectable |μc| − |μb| with 80%
+itself reports (:func:`pytest_posbias.gates.decision.power_note`): the detectable |μc| − |μb| with 80%
 power, the share marked underpowered and the median sample it says would be needed.
 
 Run: python benchmarks/baseline_power.py [--replicates 600] [--seed 0] [--sd 0.057]
@@ -19,8 +19,8 @@ import math
 import numpy as np
 from scipy import stats as st
 
-from pytest_posbias.decision import power_note
-from pytest_posbias.paired import paired_abs_mean_verdict
+from pytest_posbias.gates.decision import power_note
+from pytest_posbias.stats.paired import paired_abs_mean_verdict
 
 ALPHA = 0.05
 # (margin, groups): the default (0.01 at 48 groups) and the samples and margins the docs quote

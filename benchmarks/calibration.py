@@ -6,7 +6,7 @@ times. ``--quick`` uses fewer repetitions (minutes here); the README's table com
 full run: ``python benchmarks/calibration.py --reps 1000``.
 
 ``--end-to-end`` instead runs the real gates (the suites' code path) against the dose models
-``sim:dose,GATE=VALUE`` at 0, t and 3t over R run seeds (pytest_posbias.calibration_e2e);
+``sim:dose,GATE=VALUE`` at 0, t and 3t over R run seeds (pytest_posbias.calibration.e2e);
 with ``--quick``: 2 seeds at smaller probe sizes (under 15 minutes on two cores).
 
 Run: python benchmarks/calibration.py [--end-to-end] [--quick] [--reps N] [--json OUT]
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--end-to-end", action="store_true", help="the real gates against sim:dose models at 0, t and 3t")
     args = ap.parse_args(argv)
     if args.end_to_end:
-        from pytest_posbias.calibration_e2e import (
+        from pytest_posbias.calibration.e2e import (
             DEFAULT_REPS,
             E2E_GATES,
             QUICK_REPS,

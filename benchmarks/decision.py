@@ -47,7 +47,8 @@ from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_posbias.paired import (
+from pytest_posbias.stats import mcnemar_exact
+from pytest_posbias.stats.paired import (
     NUISANCE_GRID,
     paired_abs_mean_verdict,
     paired_binary_bound,
@@ -55,7 +56,6 @@ from pytest_posbias.paired import (
     paired_binary_pvalues,
     tango_score,
 )
-from pytest_posbias.stats import mcnemar_exact
 
 ALPHA = 0.05
 CASE_GROUPS = ("abs", "binary", "stressor", "small")

@@ -49,7 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pytest_posbias import stats as S
 from pytest_posbias.gates import LOOKS
-from pytest_posbias.sequential import gsd_decide
+from pytest_posbias.stats.sequential import gsd_decide
 
 THRESHOLD = 0.02
 ALPHA = 0.05

@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 from scipy.stats import binomtest, norm
 
-from pytest_posbias.decision import holm_adjust
+from pytest_posbias.gates.decision import holm_adjust
 
 
 def main(argv: list[str] | None = None) -> int:

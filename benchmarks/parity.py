@@ -4,9 +4,9 @@ The rule (docs/design.md section 5, "Parity"): per item, c = 1 when the tested d
 consensus answer differs from the reference's, f = 1 when the reference's own re-run changes the
 reference's answer; the gate is on δ = P(c = 1) − P(f = 1), compliant when δ <= t (t = 0.05),
 decided by the exact unconditional test for paired proportions (Tango's score, supremum over the
-nuisance; :func:`pytest_posbias.paired.paired_binary_p`, the function the gate's verdict
+nuisance; :func:`pytest_posbias.stats.paired.paired_binary_p`, the function the gate's verdict
 inverts, exact up to ``paired.EXACT_MAX_N`` items). Its rejection region is a cut on Tango's Z
-(:func:`pytest_posbias.paired.paired_binary_critical`), found once per (items, margin, side), so
+(:func:`pytest_posbias.stats.paired.paired_binary_critical`), found once per (items, margin, side), so
 each replicate costs one comparison.
 
 Items are drawn independently. An item is unstable with probability u (a near tie that GPU
@@ -44,8 +44,8 @@ from scipy import stats as st
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pytest_posbias.gate_registry import GATES
-from pytest_posbias.paired import _log_pmf, _outcomes, paired_binary_critical, tango_score
 from pytest_posbias.stats import exact_interval
+from pytest_posbias.stats.paired import _log_pmf, _outcomes, paired_binary_critical, tango_score
 
 ALPHA = 0.05
 THRESHOLD = GATES["parity"].threshold

@@ -63,7 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.repeats < 1:
         raise SystemExit("--repeats must be >= 1")
-    from pytest_posbias.run_context import synthetic_manifest
+    from pytest_posbias.run.context import synthetic_manifest
 
     synthetic_manifest(ROOT)  # built once (as in a checkout), outside the timed runs
     firsts, reruns = [], []

@@ -38,7 +38,7 @@ def long_references(video_id: str, megabytes: float) -> list[str]:
 def build_manifest(out: Path, *, megabytes: float, groups: int) -> Path:
     """A manifest of the cooking/short videos (references of ``megabytes`` MB each) and ``groups`` P4 groups."""
     sys.path.insert(0, str(ROOT))
-    from pytest_posbias.run_context import synthetic_manifest
+    from pytest_posbias.run.context import synthetic_manifest
 
     src = synthetic_manifest(ROOT)
     videos, group_rows = {}, []

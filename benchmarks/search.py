@@ -42,7 +42,7 @@ from pytest_posbias.probes.stressor import (
     repeats,
     select_videos,
 )
-from pytest_posbias.run_context import RunContext
+from pytest_posbias.run.context import RunContext
 from pytest_posbias.video import stressors as ST
 
 

@@ -37,7 +37,7 @@ from scipy import stats as sps
 
 def _context(data: str, seed: int, groups: int, tmp: Path) -> Any:
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     options = {"models": ["sim:unbiased"], "cache": str(tmp / "cache"), "seed": seed, "judge": "auto",
                "sequential": True, "data": data}
@@ -50,7 +50,7 @@ def measure(data: str, domain: str, bucket: str, variant: str, seeds: range, gro
     from pytest_posbias.gates.design import sequential_verdict
     from pytest_posbias.gates.positional import meg_lattice_step
     from pytest_posbias.metrics import meg_per_instance
-    from pytest_posbias.suite_support import POSITIONAL_VARIANTS, positional_spec
+    from pytest_posbias.run.suite_params import POSITIONAL_VARIANTS, positional_spec
 
     kw = {} if variant == "main" else POSITIONAL_VARIANTS[variant]
     group_megs: list[np.ndarray] = []
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     data = a.data
     if data is None:
-        from pytest_posbias.scaffold import QUICK_GROUPS, QUICK_VIDEOS
+        from pytest_posbias.cli.scaffold import QUICK_GROUPS, QUICK_VIDEOS
         from pytest_posbias.video.synthetic import build_set
 
         data = str(build_set(Path(a.workdir) / "synthetic-quick", videos_per_config=QUICK_VIDEOS,

@@ -16,7 +16,7 @@ import math
 import numpy as np
 from scipy.stats import binomtest
 
-from pytest_posbias.decision import run_decision
+from pytest_posbias.gates.decision import run_decision
 from pytest_posbias.stats import Verdict
 
 ALPHA = 0.05

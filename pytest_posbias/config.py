@@ -175,7 +175,7 @@ def _api_setting(key: str, v: Any) -> Any:
 
 
 def _multiplicity(key: str, v: Any) -> str:
-    """``multiplicity``: the run-level decision's adjustment (:mod:`.decision`): holm or none."""
+    """``multiplicity``: the run-level decision's adjustment (:mod:`.gates.decision`): holm or none."""
     if v not in ("holm", "none"):
         raise ConfigError(f"[tool.posbias] `{key}` must be one of holm, none; got {v!r}")
     return str(v)

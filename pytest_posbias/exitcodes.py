@@ -2,7 +2,7 @@
 
 * ``SHIP`` (0): the run-level decision passed and every selected gate decided.
 * ``DO_NOT_SHIP`` (1): a gate failed on measured evidence, after the run-level decision
-  (:mod:`~pytest_posbias.decision`).
+  (:mod:`~pytest_posbias.gates.decision`).
 * 2, 3, 4, 5: pytest's own (interrupted, internal error, usage error — bad options or settings,
   no model —, no tests collected). A run that ``-x``/``--maxfail`` stopped is not "interrupted"
   here, also under ``-n`` (where xdist ends it so): its status is the decision's.

@@ -68,7 +68,7 @@ from typing import Literal
 Side = Literal["both", "upper", "lower"]
 """Which values pass: ``both`` |x| <= t, ``upper`` x <= t, ``lower`` x >= t."""
 Worse = Literal["abs", "higher", "lower", "binary", "amplification"]
-"""How a paired comparison against the baseline orients "worse" (:meth:`.run_context.RunContext.baseline_gate`)."""
+"""How a paired comparison against the baseline orients "worse" (:meth:`.run.context.RunContext.baseline_gate`)."""
 Bootstrap = Literal["percentile", "bca"]
 Interval = tuple[float, float, bool, bool]
 """(low, high, low closed, high closed)."""

@@ -100,7 +100,7 @@ def heavy_modules() -> None:
     import importlib
 
     for name in ("torch", "transformers", "sentence_transformers", "decord", "av", "openai",
-                 "pytest_posbias.run_context", "pytest_posbias.gates", "pytest_posbias.suite_support",
+                 "pytest_posbias.run.context", "pytest_posbias.gates", "pytest_posbias.run.suite_params",
                  "pytest_posbias.models.sim", "pytest_posbias.models.hf", "pytest_posbias.models.openai_backend",
                  "pytest_posbias.report.render"):
         with contextlib.suppress(ImportError):

@@ -9,7 +9,7 @@ SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 def write_alias_conftest(root: Path) -> None:
     """The root ``conftest.py`` that ``posbias init`` writes: the short options (``--model``, ...)."""
-    from pytest_posbias.scaffold import alias_conftest
+    from pytest_posbias.cli.scaffold import alias_conftest
 
     text, _ = alias_conftest(None)
     assert text is not None

@@ -205,7 +205,7 @@ orderings = 2
 
 def test_a_reference_text_is_written_once_per_log_and_once_in_the_merge(tmp_path):
     from pytest_posbias.engine import RunLog, read_run_log, reference_id, run_log_references
-    from pytest_posbias.run_merge import merge_run_logs
+    from pytest_posbias.run.merge import merge_run_logs
 
     refs = ["A red circle moves. " * 500, "It stops."]
     run_dir = tmp_path / "runs" / "r"

@@ -363,7 +363,7 @@ def test_mixed_option_counts_run_the_order_phase_and_fusion_gates(tmp_path, synt
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.gates import phase_verdict
     from pytest_posbias.probes.phase import fused
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     lines = [video_line(f"v{k}", p) for k, p in enumerate(synthetic_clips)]
     lines += [mcq_line(f"q{k}", f"v{k % 3}", n_options=5, answer=k % 5) for k in range(5)]

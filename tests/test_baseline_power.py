@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_posbias.decision import power_note
-from pytest_posbias.paired import paired_abs_mean_verdict
+from pytest_posbias.gates.decision import power_note
+from pytest_posbias.stats.paired import paired_abs_mean_verdict
 
 
 def test_passing_baseline_meg_at_default_groups_is_marked_underpowered() -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_posbias.cache_check import CacheError, check_cache
 from pytest_posbias.engine import Engine, Generation, GenerationCache, Request
 from pytest_posbias.models.sim import SimBackend
+from pytest_posbias.run.cache_check import CacheError, check_cache
 from pytest_posbias.video.compose import TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
 

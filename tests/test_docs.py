@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from pytest_posbias.cli import build_parser
+from pytest_posbias.cli.plan import split_args
 from pytest_posbias.gate_registry import GATE_SPECS
-from pytest_posbias.plan_cli import split_args
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md",

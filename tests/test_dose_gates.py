@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from suite_project import write_suite_project
 
-from pytest_posbias.calibration_e2e import (
+from pytest_posbias.calibration.e2e import (
     COVERAGE_SHORTFALL,
     E2E_GATES,
     Cell,
@@ -53,7 +53,7 @@ PROBES_SMALL = {**BASE, "stressor": {"videos": 8, "trials": 4, "attack_cap": 4}}
 def contexts(small_set, tmp_path_factory):
     """A RunContext per probe-size set (shared generation cache), created on first use."""
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     root = tmp_path_factory.mktemp("dose-gates")
     made: dict[str, RunContext] = {}
@@ -175,7 +175,7 @@ NEAR_ITEMS = 300
 @pytest.mark.parametrize("gate", ["order", "flip", "phase"])
 def test_dose_just_past_the_threshold_fails_and_zero_passes(gate, tmp_path):
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext, synthetic_manifest
+    from pytest_posbias.run.context import RunContext, synthetic_manifest
 
     root = Path(__file__).resolve().parents[1]
     data = synthetic_manifest(root)  # the full synthetic set (360 questions): built once, reused

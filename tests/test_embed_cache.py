@@ -78,7 +78,7 @@ def test_a_second_run_scores_from_the_cache_without_loading_the_model(tmp_path, 
 
 def test_the_run_context_keeps_embeddings_in_the_cache_folder(tmp_path, monkeypatch):
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     monkeypatch.setattr(judges, "_EMBEDDER", FakeModel())
     ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "c")}, PosbiasConfig(),

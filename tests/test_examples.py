@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_posbias import scaffold
+from pytest_posbias.cli import scaffold
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "custom_gate"

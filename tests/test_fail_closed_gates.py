@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_posbias.measurement import Measurement, apply_floor, combine, floor_problem
-from pytest_posbias.paired import paired_abs_mean_verdict
+from pytest_posbias.gates.measurement import Measurement, apply_floor, combine, floor_problem
 from pytest_posbias.probes.stressor import StressorResult, StressorSpec, TextStats
-from pytest_posbias.sequential import gsd_decide, violation_alternative
 from pytest_posbias.stats import rate_verdict
+from pytest_posbias.stats.paired import paired_abs_mean_verdict
+from pytest_posbias.stats.sequential import gsd_decide, violation_alternative
 
 LOOP = "the cat sat on the mat " * 4  # a 5-gram repeated: RR flag set
 PLAIN = "a red circle moves left across a blue square in the frame"
@@ -225,7 +225,7 @@ class _Flaky:
 
 def _context(tmp_path, manifest, share, *, mode="detect"):
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     pcfg = PosbiasConfig(probes={"phase": {"items": 12}, "stressor": {"videos": 6, "trials": 2, "frames": [16]}})
     ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "cache"), "data": str(manifest),
@@ -391,8 +391,8 @@ def test_a_model_writing_garbage_does_not_pass_meg_or_dpb(tmp_path, small_set, t
     """Issue 15: every multi-video output empty or unalignable gave 6 x MEG PASS (MEG = 0, CI ±5e-12)."""
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.gates import positional_verdict
-    from pytest_posbias.run_context import RunContext
-    from pytest_posbias.suite_support import positional_spec
+    from pytest_posbias.run.context import RunContext
+    from pytest_posbias.run.suite_params import positional_spec
 
     ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "c"), "data": str(small_set),
                              "sequential": True, "judge": "auto"},
@@ -422,13 +422,13 @@ def test_a_model_writing_garbage_does_not_pass_meg_or_dpb(tmp_path, small_set, t
 def test_sign_flip_p_is_exact_on_a_hand_worked_case():
     """Four clusters, d = (1, 2, 3, −1): of the 2^4 sign patterns of (1, 2, 3, 1), the sums >= 5
     are (1,2,3,±1) → 7, 5 and (−1,2,3,1) → 5: 3 of 16, so p = 3/16 for 'greater' at δ0 = 0."""
-    from pytest_posbias.paired import sign_flip_p
+    from pytest_posbias.stats.paired import sign_flip_p
 
     assert sign_flip_p([1.0, 2.0, 3.0, -1.0], [0, 1, 2, 3], 0.0, alternative="greater") == pytest.approx(3 / 16)
 
 
 def test_permutation_verdict_agrees_with_its_inverted_interval():
-    from pytest_posbias.paired import paired_permutation_verdict
+    from pytest_posbias.stats.paired import paired_permutation_verdict
 
     rng = np.random.default_rng(4)
     d = rng.normal(0.08, 0.1, 120)

@@ -25,7 +25,7 @@ from pytest_posbias import SCHEMA_VERSION
 from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog
 from pytest_posbias.errors import ModelLoadError
 from pytest_posbias.models.openai_backend import OpenAIBackend, settings_from_env
-from pytest_posbias.run_merge import merge_run_logs
+from pytest_posbias.run.merge import merge_run_logs
 from pytest_posbias.video.compose import TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
 
@@ -533,7 +533,7 @@ def test_with_xdist_the_controller_checks_the_endpoint_before_workers_start(pyte
 def test_load_models_checks_the_openai_judge_too_and_logs_the_check(tmp_path, api_env):
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.engine import read_run_log
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     with FaultServer(served=("x",)) as srv:
         opts = {"models": ["openai:x"], "judge": "openai:judge-7", "api_base": srv.url, "cache": str(tmp_path / "c")}

@@ -133,7 +133,7 @@ def test_a_threshold_just_outside_the_range_is_refused_naming_the_statistic(gate
 
 
 def test_the_summary_orders_and_titles_suites_by_the_registry():
-    from pytest_posbias.summary import suite_order, suite_title
+    from pytest_posbias.report.summary import suite_order, suite_title
 
     shown = sorted(["suites/test_search.py", "x/test_mine.py", "suites/test_stressors.py", "suites/test_positional.py"],
                    key=suite_order)

@@ -182,7 +182,7 @@ def test_attention_and_placement_choices_on_cpu(tiny_checkpoints):
 def test_identity_records_attention_and_sampler_and_runlog_records_placement(tiny_checkpoints, store, tmp_path):
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.engine import read_run_log
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     spec = str(tiny_checkpoints["qwen2_vl"])
     ctx = RunContext.create({"models": [spec], "cache": str(tmp_path / "c"), "device": "cpu",

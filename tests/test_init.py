@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_posbias import scaffold
-from pytest_posbias.cli import main
+from pytest_posbias.cli import main, scaffold
 from pytest_posbias.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from pytest_posbias import stats as S
-from pytest_posbias.decision import gate_p_value, holm_adjust
 from pytest_posbias.gates import LOOKS
-from pytest_posbias.sequential import gsd_decide
+from pytest_posbias.gates.decision import gate_p_value, holm_adjust
+from pytest_posbias.stats.sequential import gsd_decide
 
 STEP = 1 / 32  # one judged fact of a four-sentence reference at P = 4, four cyclic orders: 1/(2·4·4)
 T = 0.02  # the MEG threshold

@@ -12,7 +12,8 @@ from scipy import stats as st
 from scipy.optimize import minimize_scalar
 
 from pytest_posbias.errors import ConfigError
-from pytest_posbias.paired import (
+from pytest_posbias.stats import paired_change_verdict
+from pytest_posbias.stats.paired import (
     abs_bias_bounds,
     paired_abs_mean_verdict,
     paired_amplification_verdict,
@@ -21,7 +22,6 @@ from pytest_posbias.paired import (
     paired_binary_pvalues,
     tango_score,
 )
-from pytest_posbias.stats import paired_change_verdict
 
 # --------------------------------------------------------------------------- |μc| − |μb|
 
@@ -114,7 +114,7 @@ def test_exact_p_value_is_the_supremum_of_the_multinomial_tail():
 def test_one_outcome_p_value_is_the_brute_force_tail_on_the_same_grid(n, t, alt, obs):
     """The one-outcome p-value sums its tail as a staircase of binomial terms; brute force sums scipy's
     multinomial pmf over every outcome of the tail at each nuisance value of the same grid."""
-    from pytest_posbias.paired_binary import _nuisance
+    from pytest_posbias.stats.paired_binary import _nuisance
 
     x, y = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
     keep = x + y <= n
@@ -168,7 +168,7 @@ def test_detect_holds_its_size_at_small_margins_above_the_old_exact_limit(n, t, 
     these at 400 pairs, margin 0.01 and rare discordance. The exact size of the verdict's p-value
     rule: its rejection region (the p-value checked on each row's edge) summed under the
     multinomial at the margin."""
-    from pytest_posbias.paired_binary import _log_pmf, _outcomes
+    from pytest_posbias.stats.paired_binary import _log_pmf, _outcomes
 
     zc = paired_binary_critical(n, t, 0.05, alternative="greater")
     for y in range(0, 8):
@@ -265,7 +265,7 @@ def test_amplification_verdict_rejects_bad_flags_and_decides_as_its_interval():
 def test_sign_flip_at_a_margin_refuses_instead_of_failing_skewed_differences():
     """Left-skewed differences with mean exactly at the margin 0.05 (a rare −1): the sign-flip
     test failed them far more often than α; at a non-zero margin it now refuses to decide."""
-    from pytest_posbias.paired import paired_permutation_verdict, sign_flip_p
+    from pytest_posbias.stats.paired import paired_permutation_verdict, sign_flip_p
 
     rng = np.random.default_rng(8)
     n, reps, fails = 16, 200, 0
@@ -276,7 +276,7 @@ def test_sign_flip_at_a_margin_refuses_instead_of_failing_skewed_differences():
     v = paired_permutation_verdict(d, np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="detect")
     assert np.isnan(v.ci_low) and "does not hold its size at a non-zero margin" in v.reason
     # a refusal is not a detect-mode pass: the run is NOT MEASURED, whatever the difference
-    from pytest_posbias.decision import run_decision
+    from pytest_posbias.gates.decision import run_decision
 
     assert not v.passed and v.inconclusive
     big = paired_permutation_verdict(np.full(n, 0.6), np.arange(n), name="Δ", threshold=0.05, sides="upper", mode="detect")
@@ -290,7 +290,7 @@ def test_stressor_gate_against_a_baseline_uses_the_split_rule(tmp_path, small_se
     decides with :func:`paired_amplification_verdict` on (stressed share, clean flag) per video."""
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.gates import stressor_verdict
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     pcfg = PosbiasConfig(probes={"stressor": {"videos": 6, "trials": 2, "frames": [16]}})
     ctx = RunContext.create({"models": ["sim:looping"], "baseline": "sim:unbiased", "cache": str(tmp_path / "cache"),

@@ -87,7 +87,7 @@ def _changed(k: int) -> np.ndarray:
 
 
 def test_the_reference_rerun_floor_is_subtracted():
-    from pytest_posbias.parity import parity_answers_verdict
+    from pytest_posbias.gates.parity import parity_answers_verdict
 
     ref = np.zeros(N_ITEMS, dtype=int)
     # the reference's own re-run changes 3 of 60 answers (5%, the threshold), and so does the tested
@@ -112,8 +112,8 @@ def test_a_reference_noisier_than_the_threshold_or_scored_otherwise_decides_noth
     """A reference whose own re-run flips more answers than the threshold hides any change of that
     size, and answers scored from log-probabilities on one side and from text on the other are not
     the same answers: the gate is not measured (no pass), whatever the estimate."""
-    from pytest_posbias.decision import run_decision
-    from pytest_posbias.parity import parity_answers_verdict
+    from pytest_posbias.gates.decision import run_decision
+    from pytest_posbias.gates.parity import parity_answers_verdict
 
     ref = np.zeros(N_ITEMS, dtype=int)
     noisy = parity_answers_verdict(_ctx(_result("m", _changed(30)), _result("ref", ref, rerun=_changed(30))), "m")
@@ -127,7 +127,7 @@ def test_a_reference_noisier_than_the_threshold_or_scored_otherwise_decides_noth
 
 
 def test_an_item_lost_on_either_side_is_a_lost_unit():
-    from pytest_posbias.parity import parity_answers_verdict
+    from pytest_posbias.gates.parity import parity_answers_verdict
 
     ref = np.zeros(N_ITEMS, dtype=int)
     test = np.zeros(N_ITEMS, dtype=int)
@@ -146,7 +146,7 @@ def test_an_item_lost_on_either_side_is_a_lost_unit():
 
 
 def test_no_reference_is_a_usage_error_of_the_verdict():
-    from pytest_posbias.parity import parity_answers_verdict
+    from pytest_posbias.gates.parity import parity_answers_verdict
 
     with pytest.raises(ConfigError, match="opt in with --posbias-parity REFERENCE"):
         parity_answers_verdict(_Ctx(parity=None), "m")
@@ -250,7 +250,7 @@ def test_coverage_and_repetition_parity_fail_on_their_doses_and_pass_at_zero(pyt
 
 
 def test_posbias_plan_counts_the_parity_gates_at_full_size():
-    from pytest_posbias.plan_cli import FIXED_GATES, GATE_PROBE, _gate_from_nodeid
+    from pytest_posbias.cli.plan import FIXED_GATES, GATE_PROBE, _gate_from_nodeid
 
     for name, gate, probe in (("test_parity_answers", "parity", "phase"),
                               ("test_parity_coverage", "parity_coverage", "positional"),
@@ -269,7 +269,7 @@ NEAR_ITEMS = 300
 @pytest.mark.slow  # 300 items x 2 orderings x (1 + 2 reference passes) per run, two runs
 @pytest.mark.usefixtures("heavy_modules")
 def test_parity_fails_just_past_its_threshold(pytester):
-    from pytest_posbias.run_context import synthetic_manifest
+    from pytest_posbias.run.context import synthetic_manifest
 
     data = synthetic_manifest(Path(__file__).resolve().parents[1])  # built once, reused
     _project(pytester, data, items=NEAR_ITEMS)
@@ -312,7 +312,7 @@ def test_the_report_lists_changed_items_with_both_answers_inert(tmp_path):
 
 
 def test_sim_check_measures_the_parity_dose_against_unbiased(small_set, tmp_path):
-    from pytest_posbias.sim_check import run_check
+    from pytest_posbias.cli.sim_check import run_check
 
     res = run_check("sim:dose,parity=0.5", items=24, data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path)
     (a,) = res.achieved

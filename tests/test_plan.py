@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from suite_project import write_alias_conftest
 
+from pytest_posbias.cli.plan import aggregate, hours, split_args
 from pytest_posbias.engine import Decoding, Request
-from pytest_posbias.plan import estimate_prompt_tokens
-from pytest_posbias.plan_cli import aggregate, hours, split_args
+from pytest_posbias.models.plan import estimate_prompt_tokens
 from pytest_posbias.video.compose import ImagePart, TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec
 
@@ -146,7 +146,7 @@ def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_c
 
 
 def test_plan_echo_is_shell_quoted_and_short_options_become_long():
-    from pytest_posbias.plan_cli import format_plan, long_options
+    from pytest_posbias.cli.plan import format_plan, long_options
 
     plan = {"args": ["-m", "meg and not slow", "--model", "sim:middle-weak"], "gates": [], "rows": []}
     assert format_plan(plan)[0] == "posbias plan: pytest -m 'meg and not slow' --model sim:middle-weak"  # copy-pastes

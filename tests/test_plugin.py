@@ -352,9 +352,9 @@ UNUSED_PROBE = """
 import sys
 
 def pytest_unconfigure(config):
-    heavy = ("numpy", "scipy", "jinja2", "matplotlib", "pytest_posbias.engine", "pytest_posbias.run_finish",
-             "pytest_posbias.run_context", "pytest_posbias.gates",
-             "pytest_posbias.stats", "pytest_posbias.summary", "pytest_posbias.suite_support",
+    heavy = ("numpy", "scipy", "jinja2", "matplotlib", "pytest_posbias.engine", "pytest_posbias.run.finish",
+             "pytest_posbias.run.context", "pytest_posbias.gates",
+             "pytest_posbias.stats", "pytest_posbias.report.summary", "pytest_posbias.run.suite_params",
              "pytest_posbias.models.registry", "pytest_posbias.data.manifest")
     print("LOADED=" + ",".join(m for m in heavy if m in sys.modules))
 """
@@ -438,8 +438,8 @@ GUEST_XDIST_PROBE = """
 import os
 import sys
 
-HEAVY = ("numpy", "scipy", "pytest_posbias.xdist_scheduler", "pytest_posbias.probes.positional",
-         "pytest_posbias.probes.settings", "pytest_posbias.suite_support", "pytest_posbias.models.openai_backend",
+HEAVY = ("numpy", "scipy", "pytest_posbias.plugin.xdist_scheduler", "pytest_posbias.probes.positional",
+         "pytest_posbias.probes.settings", "pytest_posbias.run.suite_params", "pytest_posbias.models.openai_backend",
          "pytest_posbias.models.registry")
 
 

@@ -1,4 +1,4 @@
-"""The run-level release decision (pytest_posbias.decision), its exit statuses and where they show."""
+"""The run-level release decision (pytest_posbias.gates.decision), its exit statuses and where they show."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from scipy.stats import binomtest, norm
 
 from pytest_posbias import exitcodes
-from pytest_posbias.decision import (
+from pytest_posbias.errors import ConfigError
+from pytest_posbias.gates.decision import (
     gate_p_value,
     holm_adjust,
     power_note,
@@ -19,7 +20,6 @@ from pytest_posbias.decision import (
     sequential_p_value,
     simulated_notice,
 )
-from pytest_posbias.errors import ConfigError
 from pytest_posbias.stats import Verdict, inconclusive_verdict
 
 
@@ -42,7 +42,7 @@ def test_holm_matches_statsmodels():
 def test_sequential_p_value_is_uniform_under_the_null_at_every_level():
     """2,000 seeded null paths of the 4-look OBF design: P(p <= u) within the Clopper–Pearson
     interval of u at levels below α (where Holm uses it) and at α."""
-    from pytest_posbias.sequential import gsd_boundaries, gsd_sizes
+    from pytest_posbias.stats.sequential import gsd_boundaries, gsd_sizes
 
     n_max, alpha, reps = 48, 0.05, 10000
     sizes = gsd_sizes(n_max, 4)
@@ -65,7 +65,7 @@ def test_sequential_p_value_is_uniform_under_the_null_at_every_level():
 
 
 def test_sequential_gate_uses_the_stagewise_p_not_the_rescaled_one():
-    from pytest_posbias.sequential import gsd_boundaries, gsd_sizes
+    from pytest_posbias.stats.sequential import gsd_boundaries, gsd_sizes
 
     sizes = gsd_sizes(48, 4)
     a0 = float(norm.sf(gsd_boundaries([s / 48 for s in sizes], 0.05)[0]))
@@ -252,7 +252,7 @@ def test_no_model_is_a_usage_error_naming_both_ways(pytester):
 
 
 def test_a_scaffolded_folder_with_no_model_exits_4_with_the_message(pytester):
-    from pytest_posbias import scaffold
+    from pytest_posbias.cli import scaffold
 
     scaffold.scaffold(pytester.path)  # the model line of the written table is commented out
     res = pytester.runpytest_subprocess("-m", "meg and not slow", "--collect-only", "-q", "-p", "no:randomly")

@@ -199,7 +199,7 @@ def _verdict(name: str, *, passed: bool, est: float = 0.1, calls: dict | None = 
 
 
 def test_terminal_summary_keeps_full_gate_ids_grouped_by_suite():
-    from pytest_posbias.summary import verdict_lines
+    from pytest_posbias.report.summary import verdict_lines
 
     long = "test_meg[sim:middle-weak-cooking-short-P4-with-a-very-long-configuration-name-that-goes-on-and-on-"
     ids = [f"suites/test_positional.py::{long}{k}]" for k in range(3)] + ["suites/test_stressors.py::test_rr[8]"]
@@ -225,7 +225,7 @@ def test_terminal_summary_keeps_full_gate_ids_grouped_by_suite():
 
 
 def test_calls_line_one_cache_count_wall_time_tokens_and_reuse_wording():
-    from pytest_posbias.summary import calls_line
+    from pytest_posbias.report.summary import calls_line
 
     calls = {"made": 120, "cache_hits": 30, "failed": 2, "retries": 1, "model_seconds": 99.0, "wall_seconds": 12.34,
              "prompt_tokens": 50_000, "visual_tokens": 40_000, "output_tokens": 7_000, "shared": 40}
@@ -359,7 +359,7 @@ def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_b
 
     from pytest_posbias.engine import RunLog
     from pytest_posbias.report import render as render_module
-    from pytest_posbias.run_finish import finish_run
+    from pytest_posbias.run.finish import finish_run
 
     run_dir = tmp_path / ".posbias" / "runs" / "r1"
     log = RunLog(run_dir / "log-main.jsonl", {"run_id": "r1", "started": "2026-12-01T00:00:00+00:00", "models": ["sim:unbiased"]})
@@ -380,7 +380,7 @@ def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_b
 
 
 def test_progress_text_rate_eta_and_cache_in_words():
-    from pytest_posbias.summary import plural, progress_text
+    from pytest_posbias.report.summary import plural, progress_text
 
     assert progress_text(120, 216, 30, 30.0) == "model calls 120/216 (55%), 4/s, ETA 24 s; 30 more answered from the cache"
     assert progress_text(216, 216, 0, 54.0) == "model calls 216/216 (100%), 4/s, ETA 0 s"
@@ -392,8 +392,8 @@ def test_progress_text_rate_eta_and_cache_in_words():
 def test_each_gate_has_a_cost_line_in_words():
     import dataclasses
 
+    from pytest_posbias.report.summary import cost_text, verdict_lines
     from pytest_posbias.stats import rate_verdict
-    from pytest_posbias.summary import cost_text, verdict_lines
 
     assert cost_text({"made": 1}) == "1 model call made"
     assert cost_text({"made": 12, "failed": 1, "cache_hits": 30, "shared": 40, "wall_seconds": 8.24}) == (

@@ -12,8 +12,8 @@ from pytest_posbias.cli import main
 from pytest_posbias.config import parse_config
 from pytest_posbias.engine import Generation, GenerationCache, RunLog
 from pytest_posbias.errors import ConfigError
-from pytest_posbias.retention import prune_runs
-from pytest_posbias.run_finish import finish_run
+from pytest_posbias.run.finish import finish_run
+from pytest_posbias.run.retention import prune_runs
 
 NOW = 1_800_000_000.0
 DAY = 86400.0

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_posbias import SCHEMA_VERSION
 from pytest_posbias.engine import RunLogLines
-from pytest_posbias.run_merge import merge_run_log_lines
+from pytest_posbias.run.merge import merge_run_log_lines
 
 
 def _records(worker: str, rng: random.Random) -> list[dict]:

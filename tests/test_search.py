@@ -175,7 +175,7 @@ class GateCtx:
 
 
 def test_gate_is_the_exact_binomial_rate_of_broken_items():
-    from pytest_posbias.search_gates import search_verdict
+    from pytest_posbias.gates.search import search_verdict
 
     results = [_item("broken", q, queries=q + 3) for q in (1, 2, 5, 9, 1, 3)] + [_item("held", None, 30)] * 6 + [
         _item("excluded")] * 2
@@ -192,7 +192,7 @@ def test_gate_is_the_exact_binomial_rate_of_broken_items():
 
 
 def test_gate_fails_closed_when_searches_are_lost():
-    from pytest_posbias.search_gates import search_verdict
+    from pytest_posbias.gates.search import search_verdict
 
     results = [_item("held", None, 30)] * 8 + [_item("lost", why="reference query lost: x", failed=0)] * 2
     v = search_verdict(GateCtx(), "m", "order", results, planned=10, budget=30, shrink_budget=60)
@@ -231,7 +231,7 @@ def test_apply_edits_semantics():
 
 def _ctx(root: Path, manifest: Path, model: str, run_id: str, seed: int = 0) -> Any:
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     return RunContext({"models": [model], "data": str(manifest), "cache": str(root / ".posbias"), "seed": seed},
                       PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
+from pytest_posbias.gates.search import search_verdict
 from pytest_posbias.probes.search import Outcome, run_search
 from pytest_posbias.probes.search_corpus import corpus_for
-from pytest_posbias.search_gates import search_verdict
 
 EVIL = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 
 
 def _ctx(root: Path, manifest: Path, model: str, run_id: str) -> Any:
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     return RunContext({"models": [model], "data": str(manifest), "cache": str(root / ".posbias"), "seed": 0},
                       PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)
@@ -70,7 +70,7 @@ def _order_verdict(ctx: Any, model: str, n: int) -> Any:
 
 def test_order_counterexamples_strips_answers_and_replay_in_report_and_summary(tmp_path, small_set):
     from pytest_posbias.report.render import render
-    from pytest_posbias.summary import verdict_lines
+    from pytest_posbias.report.summary import verdict_lines
 
     ctx = _ctx(tmp_path, small_set, "sim:letter-bias", "r1")
     v = _order_verdict(ctx, "sim:letter-bias", 6)
@@ -234,10 +234,10 @@ def test_perturbation_in_words(prop, value, text):
 def test_baseline_pairs_the_searched_items_with_an_exact_test_and_names_newly_broken_ones(tmp_path, small_set):
     """``--baseline``: both models searched on the same items, Δ = broken share (candidate) − (baseline)."""
     from pytest_posbias.config import parse_config
-    from pytest_posbias.paired import paired_binary_bound, paired_binary_p
+    from pytest_posbias.gates.search import search_gate
     from pytest_posbias.report.render import render
-    from pytest_posbias.run_context import RunContext
-    from pytest_posbias.search_gates import search_gate
+    from pytest_posbias.run.context import RunContext
+    from pytest_posbias.stats.paired import paired_binary_bound, paired_binary_p
 
     cfg = parse_config({"probes": {"search": {"items": 4, "budget": 10}}})
     ctx = RunContext({"models": ["sim:letter-bias"], "baseline": "sim:unbiased", "data": str(small_set),

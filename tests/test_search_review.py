@@ -31,7 +31,7 @@ def test_stored_edits_with_positions_without_sources_do_not_apply():
 
 
 def test_replay_line_says_when_no_stored_counterexample_could_be_replayed():
-    from pytest_posbias.search_gates import replay_line
+    from pytest_posbias.gates.search import replay_line
 
     lost = [{"item": "q1", "value": {}, "found_by": ["sim:letter-bias"]}]
     line = replay_line({"replay": {"queried": 0, "lost": lost, "found_by": ["sim:letter-bias"]}})

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_posbias.sequential import (
+from pytest_posbias.stats.sequential import (
     asymptotic_cs,
     confidence_sequence,
     gsd_boundaries,

@@ -172,8 +172,8 @@ def test_a_command_line_path_overrides_an_unwritable_pyproject_path(pytester, tm
 @pytest.mark.parametrize("where", ["[tool.posbias] `alpha`", "--alpha", "`alpha`"])
 def test_alpha_is_checked_in_one_place_for_every_entry_point(where):
     from pytest_posbias.config import ALPHA_RANGE, check_alpha
-    from pytest_posbias.sequential import confidence_sequence
     from pytest_posbias.stats import rate_verdict
+    from pytest_posbias.stats.sequential import confidence_sequence
 
     assert check_alpha(0.05, where) == 0.05 and check_alpha(0.4999, where) == 0.4999
     for bad, shown in ((0.5, "0.5"), (0, "0"), (2.0, "2"), (-0.1, "-0.1"), (True, "True"), ("0.05", "'0.05'")):

@@ -62,7 +62,7 @@ def test_middle_weak_lowers_middle_slot_coverage(tmp_path, small_set):
     """Through the real probe and judge: middle slots lose coverage under sim:middle-weak only."""
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.probes.positional import PositionalSpec
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     opts = {"models": ["sim:unbiased", "sim:middle-weak"], "data": str(small_set), "cache": str(tmp_path / "c"), "seed": 0,
             "judge": "auto"}

@@ -307,7 +307,7 @@ def test_order_hit_is_the_chance_that_ten_orderings_put_the_answer_in_the_last_t
 @pytest.fixture(scope="module")
 def ctx_factory(tmp_path_factory, small_set):
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     made = []
 
@@ -353,7 +353,7 @@ def test_dose_zero_writes_exactly_what_unbiased_writes(ctx_factory):
 
 
 def _check(small_set, tmp_path, model, **kw):
-    from pytest_posbias.sim_check import measure
+    from pytest_posbias.cli.sim_check import measure
 
     return {a.gate: a for a in measure(model, data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path, **kw)}
 
@@ -369,7 +369,7 @@ def _check(small_set, tmp_path, model, **kw):
     ("contamination=0.3", "contamination", "cooking-short-P4"),
 ])
 def test_positional_doses_land_within_tolerance_through_the_probe_and_judge(small_set, tmp_path, dose, gate, config):
-    from pytest_posbias.sim_check import run_check, tolerance
+    from pytest_posbias.cli.sim_check import run_check, tolerance
 
     kw = {"data": str(small_set), "cache": str(tmp_path / "c"), "rootdir": tmp_path, "groups": 12, "configs": [config]}
     got = run_check(f"sim:dose,{dose}", **kw)
@@ -435,8 +435,8 @@ def test_thinning_doses_thin_every_clip_in_its_share_of_its_appearances(tmp_path
 def test_meg_minus_002_lands_on_every_p4_configuration_it_missed(tmp_path):
     """On 40 groups a MEG dose of −0.02 that dropped whole middle summaries realised −0.018 to
     −0.023 (three P = 4 configurations outside ±10%)."""
-    from pytest_posbias.run_context import synthetic_manifest
-    from pytest_posbias.sim_check import run_check
+    from pytest_posbias.cli.sim_check import run_check
+    from pytest_posbias.run.context import synthetic_manifest
 
     data = synthetic_manifest(Path(__file__).resolve().parents[1])
     got = run_check("sim:dose,meg=-0.02", data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=40,
@@ -511,7 +511,7 @@ def test_posbias_sim_check_prints_target_achieved_and_interval(small_set, tmp_pa
 
 
 def test_config_checks_compare_the_paired_effect_for_dpb_meg_and_the_level_otherwise():
-    from pytest_posbias.sim_check import CheckResult, config_checks, format_configs, tolerance
+    from pytest_posbias.cli.sim_check import CheckResult, config_checks, format_configs, tolerance
 
     unb = {"a-short-P4": {k: 0.01 * (k % 3 - 1) for k in range(8)}, "b-long-P4": {k: -0.013 for k in range(8)}}
     dosed = {"a-short-P4": {k: v - 0.02 for k, v in unb["a-short-P4"].items()},
@@ -538,8 +538,8 @@ def test_config_checks_compare_the_paired_effect_for_dpb_meg_and_the_level_other
 def test_posbias_sim_check_exits_1_when_a_configuration_misses(monkeypatch):
     import argparse
 
-    from pytest_posbias import sim_check
-    from pytest_posbias.sim_check import CheckResult, ConfigCheck
+    from pytest_posbias.cli import sim_check
+    from pytest_posbias.cli.sim_check import CheckResult, ConfigCheck
 
     def fake(compared):
         row = ConfigCheck("meg", "d-short-P4", -0.02, compared, 0.0, compared, compared, compared, 40, 0.002)

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as st
 
 from pytest_posbias import stats as S
-from pytest_posbias.sequential import decide, gsd_decide, gsd_step, violation_alternative
+from pytest_posbias.stats.sequential import decide, gsd_decide, gsd_step, violation_alternative
 
 
 def _stressor_units(rng: np.random.Generator, n: int, theta: float, p_clean: float = 0.10, trials: int = 30
@@ -215,7 +215,7 @@ def test_the_asymptotic_confidence_sequence_does_not_certify_zero_spread():
 
 
 def test_the_run_level_decision_reads_the_inconclusive_state():
-    from pytest_posbias import decision as D
+    from pytest_posbias.gates import decision as D
 
     few = S.mean_verdict([0.1, 0.2, 0.3], None, name="MEG", threshold=0.02, mode="certify", rng=np.random.default_rng(0))
     assert D.inconclusive(few) and D.not_measured_reason(few)
@@ -227,7 +227,7 @@ def test_the_run_level_decision_reads_the_inconclusive_state():
 
 
 def test_the_power_note_of_a_rate_gate_is_the_exact_binomial_figure():
-    from pytest_posbias import decision as D
+    from pytest_posbias.gates import decision as D
 
     v = S.rate_verdict(6, 60, name="flip", threshold=0.15)
     assert D.detectable_effect(v) == pytest.approx(S.detectable_effect(kind="rate", n=60, threshold=0.15) - 0.15)

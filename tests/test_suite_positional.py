@@ -169,7 +169,7 @@ def test_bad_data_is_recorded_counted_and_the_run_completes(pytester, small_set)
 
 
 def test_progress_lines_are_whole_lines_and_quiet_mode_drops_them(pytester, small_set, monkeypatch):
-    from pytest_posbias import run_context
+    from pytest_posbias.run import context as run_context
 
     monkeypatch.setattr(run_context, "PROGRESS_AFTER_S", 0.0)  # the synthetic probe is fast: show every batch
     make_project(pytester, small_set)

@@ -125,7 +125,7 @@ def test_slot_rules_and_markers_are_not_words():
 
 
 def test_the_calls_line_counts_unusable_answers():
-    from pytest_posbias.summary import calls_line
+    from pytest_posbias.report.summary import calls_line
 
     assert "7 unusable answers (lost units, never cached as answers)" in calls_line({"made": 9, "unusable": 7})
     assert "unusable" not in calls_line({"made": 9})

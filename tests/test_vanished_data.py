@@ -38,7 +38,7 @@ def _without(small_set: Path, out: Path, gone: tuple[str, ...] = GONE) -> Path:
 
 def _ctx(tmp_path: Path, manifest: Path):
     from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run_context import RunContext
+    from pytest_posbias.run.context import RunContext
 
     return RunContext.create({"models": ["sim:middle-weak"], "data": str(manifest), "cache": str(tmp_path / "cache"),
                               "sequential": False, "n_resamples": 999}, PosbiasConfig(), rootdir=tmp_path, worker="t",

@@ -305,7 +305,7 @@ orderings = 4
 
 
 def test_served_rates_split_prefill_and_decode_per_gpu() -> None:
-    from pytest_posbias.plan_cli import _served_rates
+    from pytest_posbias.cli.plan import _served_rates
 
     # letters: 10,000 prompt tokens in 2 s -> 5,000 tok/s; generation: 5,000 prompt tokens (1 s at that
     # rate) and 400 output tokens in 5 s -> 4 s of decode, 100 tok/s; over 2 GPUs: half of each per GPU

@@ -12,8 +12,8 @@ import pytest
 from suite_project import write_suite_project
 
 from pytest_posbias.config import PosbiasConfig
-from pytest_posbias.run_context import RunContext
-from pytest_posbias.suite_support import XDIST_GROUP_PREFIX, model_id, probe_group
+from pytest_posbias.run.context import RunContext
+from pytest_posbias.run.suite_params import XDIST_GROUP_PREFIX, model_id, probe_group
 
 
 def _group(nodeid: str, *, frames: int | None = 16) -> str | None:
@@ -298,7 +298,7 @@ def test_a_model_that_fails_to_load_on_a_worker_is_a_clear_error_not_an_internal
     pytester.makeconftest("""
         import os
         from pytest_posbias.errors import ModelLoadError
-        from pytest_posbias.run_context import RunContext
+        from pytest_posbias.run.context import RunContext
 
         def _fails(self):
             raise ModelLoadError(f"checkpoint /models/x: config.json not found ({os.environ.get('PYTEST_XDIST_WORKER')})")
@@ -369,7 +369,7 @@ def test_a_worker_gets_its_share_of_the_cpu_threads_and_blas_is_capped(monkeypat
     import os
 
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from pytest_posbias import xdist_support
+    from pytest_posbias.run import xdist_support
 
     cpus = len(os.sched_getaffinity(0))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -393,9 +393,9 @@ def test_the_heaviest_probe_group_is_handed_out_first():
     scheduler hands out the heaviest remaining scope first (not the one with the most tests)."""
     from collections import OrderedDict
 
+    from pytest_posbias.plugin.xdist_scheduler import heaviest_first
     from pytest_posbias.probes.settings import settings_for
-    from pytest_posbias.suite_support import group_weight
-    from pytest_posbias.xdist_scheduler import heaviest_first
+    from pytest_posbias.run.suite_params import group_weight
 
     settings = {n: settings_for(n) for n in ("positional", "phase", "stressor")}
     g = f"{XDIST_GROUP_PREFIX}{{}}|sim:primacy"

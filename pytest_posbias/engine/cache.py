@@ -29,7 +29,7 @@ class GenerationCache:
     the run: it is counted in ``unstored`` (with the first reason in ``unstored_reason``) and
     reported through ``on_unstored(n, reason)``, and the next run makes it again. A cached
     row whose payload is not a valid Generation is a miss (made again, its row replaced),
-    counted in ``unreadable``. :func:`.cache_check.check_cache` checks the file before a run."""
+    counted in ``unreadable``. :func:`.run.cache_check.check_cache` checks the file before a run."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)

@@ -157,7 +157,7 @@ class RunLogLines:
     str or as the file's bytes): an empty line, one that is not UTF-8 or not JSON (a torn last
     line, a damaged block) is skipped; the first header line is the header.
     :func:`read_run_log_lines` feeds a whole file, as the merge of a run's worker logs
-    (:func:`~pytest_posbias.run_merge.merge_run_log_lines`) feeds each worker's log."""
+    (:func:`~pytest_posbias.run.merge.merge_run_log_lines`) feeds each worker's log."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

@@ -12,8 +12,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..gate_context import GateContext
-from ..measurement import Measurement, combine
 from ..probes import conditions as C
 from ..probes.phase import (
     any_flips,
@@ -26,7 +24,9 @@ from ..probes.phase import (
     pair_flips,
 )
 from ..stats import Verdict, mcnemar_exact, mean_verdict, paired_change_verdict
+from .context import GateContext
 from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
+from .measurement import Measurement, combine
 
 
 def answered(r: Any, conditions: Sequence[str]) -> np.ndarray:
@@ -113,7 +113,7 @@ def equivalence_verdict(ctx: GateContext, model: str, r: Any, conds: Sequence[st
              "single_accuracy": float((single == truth)[ok].mean()) if ok.any() else None,
              "design": "TOST (certify-type)", "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
     if getattr(ctx, "paired_test", "bootstrap") == "permutation":
-        from ..paired import paired_permutation_verdict
+        from ..stats.paired import paired_permutation_verdict
 
         v = paired_permutation_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both",
                                        mode="certify", alpha=ctx.alpha, unit="videos", seed=getattr(ctx, "seed", 0),

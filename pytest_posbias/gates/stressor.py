@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
-from ..measurement import Measurement, combine
 from ..stats import Verdict, _fmt, share_difference_verdict
+from .context import GateContext
 from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
+from .measurement import Measurement, combine
 
 
 def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Measurement:

@@ -1,8 +1,8 @@
 """The verdict builders a gate calls through its run context: a mean gate, a rate gate and a
 paired non-inferiority comparison against the baseline, each with the gate's threshold (or
 baseline margin) and side from the registry (:mod:`~pytest_posbias.gate_registry`) and the run's
-mode, α, resamples and seeds. :class:`~pytest_posbias.run_context.RunContext` exposes them as its
-``mean_gate``, ``rate_gate`` and ``baseline_gate`` methods (the :class:`~pytest_posbias.gate_context.GateContext` protocol).
+mode, α, resamples and seeds. :class:`~pytest_posbias.run.context.RunContext` exposes them as its
+``mean_gate``, ``rate_gate`` and ``baseline_gate`` methods (the :class:`~pytest_posbias.gates.context.GateContext` protocol).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..gate_context import GateContext
 from ..gate_registry import GATES
 from ..stats import Verdict, mean_verdict, paired_change_verdict, rate_verdict
+from .context import GateContext
 
 
 def mean_gate(ctx: GateContext, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
@@ -25,7 +25,7 @@ def mean_gate(ctx: GateContext, gate: str, model: str, values: Any, clusters: An
     method unless ``method`` is given; ``skew-t`` with ``lattice_step`` for the positional MEG
     gates, ``t`` for DPB) against the gate's threshold and side (docs/design.md section 5). The registry's
     ``value_range`` goes to the rule, so a zero-spread sample is decided on the exact worst-case
-    floor of :func:`~pytest_posbias.verdicts.zero_spread_interval`, not on a zero-width interval."""
+    floor of :func:`~pytest_posbias.stats.verdicts.zero_spread_interval`, not on a zero-width interval."""
     spec = GATES[gate]
     return mean_verdict(values, clusters, name=name, threshold=ctx.threshold(gate, model), sides=spec.side,
                         mode=ctx.mode, alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
@@ -48,20 +48,20 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: Any, base: Any,
     candidate is worse by at most the gate's margin.
 
     * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, intersection–union bounds
-      over groups (:func:`~pytest_posbias.paired.paired_abs_mean_verdict`);
+      over groups (:func:`~pytest_posbias.stats.paired.paired_abs_mean_verdict`);
     * ``worse='binary'`` (flip, phase, order, fusion, repetition): Δ = rate cand − rate base,
       an exact unconditional non-inferiority test for paired proportions at the margin
       (exact McNemar at margin 0; :func:`~pytest_posbias.stats.paired_change_verdict`);
     * ``worse='amplification'`` (stressor): ``cand``/``base`` are (n, 2) arrays of (stressed
       repetition share, clean repetition flag) per video; a t bound of the share difference
-      plus an exact paired bound of the clean flags (:func:`~pytest_posbias.paired.paired_amplification_verdict`),
+      plus an exact paired bound of the clean flags (:func:`~pytest_posbias.stats.paired.paired_amplification_verdict`),
       whatever ``paired_test`` says;
     * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative),
       cluster bootstrap of mean d, or the sign-flip permutation test with ``paired_test =
-      "permutation"`` (:func:`~pytest_posbias.paired.paired_permutation_verdict`: inconclusive at a non-zero
+      "permutation"`` (:func:`~pytest_posbias.stats.paired.paired_permutation_verdict`: inconclusive at a non-zero
       margin, where sign flips do not hold their size on skewed differences).
     """
-    from ..paired import paired_abs_mean_verdict
+    from ..stats.paired import paired_abs_mean_verdict
 
     c = np.asarray(cand, dtype=float)
     b = np.asarray(base, dtype=float)
@@ -75,7 +75,7 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: Any, base: Any,
         return paired_change_verdict(c, b, name=f"{name} vs baseline", threshold=margin,
                                      mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
     if worse == "amplification":
-        from ..paired import paired_amplification_verdict
+        from ..stats.paired import paired_amplification_verdict
 
         return paired_amplification_verdict(c[:, 0], c[:, 1], b[:, 0], b[:, 1], name=f"{name} vs baseline",
                                             margin=margin, mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
@@ -86,7 +86,7 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: Any, base: Any,
     else:
         raise ConfigError(f"`worse` must be abs, binary, amplification, higher or lower; got {worse!r}")
     if ctx.paired_test == "permutation":
-        from ..paired import paired_permutation_verdict
+        from ..stats.paired import paired_permutation_verdict
 
         return paired_permutation_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper",
                                           mode=ctx.mode, alpha=ctx.alpha, unit=unit, seed=ctx.seed, extra=ex)

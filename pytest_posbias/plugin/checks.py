@@ -208,7 +208,7 @@ def posbias_asked(config: pytest.Config) -> bool:
 
 def check_cache_before_calls(config: pytest.Config) -> None:
     """Serial run or xdist controller (once, before any worker starts): check the cache folder and
-    its database (:func:`pytest_posbias.cache_check.check_cache`); a damaged or unwritable cache is a usage error
+    its database (:func:`pytest_posbias.run.cache_check.check_cache`); a damaged or unwritable cache is a usage error
     with one line naming the file and the choices. Skipped for a project that uses no cache (no
     ``[tool.posbias]``, no posbias option, no cache folder yet) and where no model is called."""
     if getattr(config, "workerinput", None) is not None:
@@ -222,7 +222,7 @@ def check_cache_before_calls(config: pytest.Config) -> None:
              or config.getoption("--posbias-cache-repair"))
     if not asked and not folder.exists():
         return
-    from ..cache_check import check_cache
+    from ..run.cache_check import check_cache
 
     try:
         found = check_cache(folder, mode=opts["cache_mode"], repair=opts["cache_repair"])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ..config import PosbiasConfig
-from ..xdist_support import configure_xdist
+from ..run.xdist_support import configure_xdist
 from .checks import (
     NO_MODEL,
     check_cache_before_calls,
@@ -124,7 +124,7 @@ class PosbiasPlugin(PluginState):
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         """Plan mode: requests made during a test belong to that gate test."""
         if item.config.getoption("--posbias-plan", None):
-            from ..plan import set_current_test
+            from ..models.plan import set_current_test
 
             set_current_test(item.nodeid)
         yield
@@ -162,7 +162,7 @@ def make_plugin(config: pytest.Config, pcfg: PosbiasConfig) -> PosbiasPlugin:
     if wi is not None and "posbias_run_id" in wi:
         run_id = str(wi["posbias_run_id"])
     else:
-        from ..run_id import new_run_id
+        from ..run.run_id import new_run_id
 
         run_id = new_run_id()
     return PosbiasPlugin(config, pcfg, run_id)

@@ -20,7 +20,7 @@ from .terminal import fresh_line, stop_progress
 
 def summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
     """Verdict rows in node id order: ``nodeid``, ``verdict``, ``p_bh`` and, once the run-level
-    decision is taken (:func:`run_decision_of`), ``gate`` (its :class:`~pytest_posbias.decision.GateDecision`)."""
+    decision is taken (:func:`run_decision_of`), ``gate`` (its :class:`~pytest_posbias.gates.decision.GateDecision`)."""
     state = plugin_of(config)
     rows = sorted(state.verdicts, key=lambda x: x[0])  # node id order: same serial and with -n
     if not rows:
@@ -34,9 +34,9 @@ def summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
 
 
 def run_decision_of(config: pytest.Config) -> Any:
-    """The run-level decision (:func:`pytest_posbias.decision.run_decision`) over the session's verdicts, with the
+    """The run-level decision (:func:`pytest_posbias.gates.decision.run_decision`) over the session's verdicts, with the
     simulated-model and quick-size notices."""
-    from ..decision import quick_notice, run_decision, simulated_notice
+    from ..gates.decision import quick_notice, run_decision, simulated_notice
 
     opts = options(config)
     state = plugin_of(config)
@@ -75,7 +75,7 @@ def exit_status(pytest_status: int, state: PluginState) -> int:
     """The run's exit status (:mod:`.exitcodes`): pytest's own unless the run held gate tests and
     pytest ended normally (0, or 1 from gate tests failing on their own verdicts), then the
     run-level decision's. A test that failed without a verdict keeps pytest's 1. A run stopped by
-    ``-x``/``--maxfail`` before some selected gates ran is never 0 (:func:`pytest_posbias.decision.run_decision`)."""
+    ``-x``/``--maxfail`` before some selected gates ran is never 0 (:func:`pytest_posbias.gates.decision.run_decision`)."""
     if state.stopped_by_maxfail and pytest_status == pytest.ExitCode.INTERRUPTED:
         pytest_status = int(pytest.ExitCode.TESTS_FAILED)  # xdist's -x: as the serial run ends it
     if state.decision is None or pytest_status not in (0, 1) or state.errored:
@@ -94,7 +94,7 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
     stop_progress(state)
     _problem_summary(terminalreporter, config, state.problems)
     if rows:
-        from ..summary import calls_line, plural, verdict_lines
+        from ..report.summary import calls_line, plural, verdict_lines
 
         tr = terminalreporter
         tr.section("posbias verdicts")
@@ -115,7 +115,7 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
         tr.write_line(f"p_BH = Benjamini-Hochberg over the {plural(len(rows), 'gate')} above (shown, decides nothing); "
                       f"p_adj = the run-level decision's adjusted p")
     if state.decision is not None and (rows or state.skipped):
-        from ..summary import decision_lines
+        from ..report.summary import decision_lines
 
         if not rows:
             terminalreporter.section("posbias verdicts")
@@ -135,7 +135,7 @@ def _not_run_line(tr: Any, state: PluginState) -> None:
     ``--maxfail``, an interrupt): they decided nothing, and the summary says how many."""
     missing = state.gate_tests - state.ran
     if missing:
-        from ..summary import plural
+        from ..report.summary import plural
 
         ran = len(state.gate_tests) - len(missing)
         tr.write_line(f"{len(missing)} of {plural(len(state.gate_tests), 'selected gate test')} did not run "
@@ -216,7 +216,7 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
     run_log = None
     fresh_line(config.pluginmanager.get_plugin("terminalreporter"))
     try:
-        from ..run_finish import finish_run
+        from ..run.finish import finish_run
 
         run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=options(config),
                              verdict_rows=rows, calls=state.calls, run_id=plugin_of(config).run_id,

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def posbias_run(request: pytest.FixtureRequest) -> Any:
     """The run context every suite test uses: models, engine, data, thresholds, rng seeds."""
     from ..errors import ModelLoadError
-    from ..run_context import RunContext
+    from ..run.context import RunContext
 
     config = request.config
     opts = options(config)

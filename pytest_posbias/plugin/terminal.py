@@ -26,7 +26,7 @@ def progress_writer(config: pytest.Config) -> Any:
     if config.get_verbosity() < 0:
         return None
     if getattr(config, "workerinput", None) is not None:
-        from ..summary import progress_file, write_progress
+        from ..report.summary import progress_file, write_progress
 
         path = progress_file(run_directory(config), worker_id(config))
         return lambda line: write_progress(path, line)
@@ -181,7 +181,7 @@ class SharedTerminal:
 
 def combined_progress(run_dir: Path, *, tests_done: int, tests_planned: int) -> tuple[float, str]:
     """The controller's progress under ``-n``: (share of the run done, text). The text sums the
-    workers' current probes (their ``progress-<worker>.txt``, :func:`pytest_posbias.summary.write_progress`):
+    workers' current probes (their ``progress-<worker>.txt``, :func:`pytest_posbias.report.summary.write_progress`):
     ``12/40 tests · model calls 150/480 (31%), 5.0/s, ETA 1 min (2 workers)``; the rate is the
     workers' rates summed, the ETA the longest of theirs ((planned - done) / rate). The share is
     (tests done + the done share of each worker's unfinished probe) / tests planned: a probe runs
@@ -246,7 +246,7 @@ class ControllerProgress:
             self.terminal = None
 
     def _loop(self) -> None:
-        from ..summary import BAR_WIDTH, worker_progress_line
+        from ..report.summary import BAR_WIDTH, worker_progress_line
 
         last, fill = "", 0
         wait = 0.0  # the first line at once: the thread starts when a worker has set the run up

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from ..xdist_support import dist_given
+from ..run.xdist_support import dist_given
 from .checks import as_typed, posbias_asked
 from .options import options
 from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``pytest -n N`` without ``--dist``: schedule by probe group (:class:`pytest_posbias.xdist_scheduler.ProbeGroupScheduling`),
+    """``pytest -n N`` without ``--dist``: schedule by probe group (:class:`pytest_posbias.plugin.xdist_scheduler.ProbeGroupScheduling`),
     so that the gates sharing a probe run on one worker and the probe is computed once, the groups
     with the most model calls first. A ``--dist``
     mode the user gave is xdist's own, and so is the scheduling of a run that is not a posbias run
@@ -23,8 +23,8 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
     if dist_given(config) or not posbias_asked(config):
         return None
     from ..probes.settings import settings_for
-    from ..suite_support import group_weight, model_id, probe_group
-    from ..xdist_scheduler import ProbeGroupScheduling
+    from ..run.suite_params import group_weight, model_id, probe_group
+    from .xdist_scheduler import ProbeGroupScheduling
 
     model_ids = [model_id(m) for m in options(config)["models"]]
     probes = posbias_config(config).probes

@@ -14,7 +14,7 @@ fallbacks, placeholder or empty slots (scored 0, appendix C.1, when the rest of 
 aligns). Lost instances are never scored: generation errors, judge failures, and answers that
 are empty as a whole or cannot be aligned at all (no marker and no sentence to assign); groups
 whose videos cannot be read lose all their instances. ``planned`` and ``lost`` state them for the
-gates' measurement floor (:mod:`~pytest_posbias.measurement`).
+gates' measurement floor (:mod:`~pytest_posbias.gates.measurement`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from .settings import DEFAULTS
 from .thumbnails import video_thumbnails
 
 if TYPE_CHECKING:
-    from ..gate_context import ProbeContext
+    from ..gates.context import ProbeContext
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}

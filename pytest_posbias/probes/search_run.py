@@ -66,7 +66,7 @@ def _props(ctx: Any, model: str, kind: str, n: int, st: dict[str, Any]) -> tuple
                 unusable.append(f"video {v.id}: {exc}")
         return props, len(videos), unusable, "videos"
     if kind == "coverage":
-        from ..suite_support import positional_spec
+        from ..run.suite_params import positional_spec
         from .search_coverage import CoverageProperty
 
         groups = [g for g in manifest.groups if g.P == 4] or list(manifest.groups)

@@ -5,7 +5,7 @@ run, or the first model of ``posbias report RUN_LOG_A RUN_LOG_B`` (A = candidate
 
 * DPB and MEG, per configuration: instances are paired by (configuration, group, order) —
   the same videos in the same slots — and compared with
-  :func:`pytest_posbias.paired.paired_abs_mean_verdict` (Δ = |mean cand| − |mean base|,
+  :func:`pytest_posbias.stats.paired.paired_abs_mean_verdict` (Δ = |mean cand| − |mean base|,
   intersection–union bounds of the paired linear combinations over groups); margin 0.
 * Clean repetition rate, per frame count: the per-video repetition flags are paired by video and
   compared with the exact McNemar interval (:func:`pytest_posbias.stats.paired_change_verdict`).
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..metrics import dpb_per_instance, meg_per_instance
-from ..paired import paired_abs_mean_verdict
 from ..stats import paired_change_verdict
+from ..stats.paired import paired_abs_mean_verdict
 from . import figures
 
 

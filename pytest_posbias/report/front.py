@@ -19,8 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..summary import allowed, suite_of, suite_order, suite_title
 from . import figures
+from .summary import allowed, suite_of, suite_order, suite_title
 
 MAX_CARD_LINKS = 12  # failing gates linked on a card (the rest are counted, and all are in the table)
 MAX_FOREST_ROWS = 8  # configurations in a card's figure (worst first)

@@ -18,9 +18,9 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError
-from ..summary import suite_of, suite_order, suite_title
 from . import figures
 from .front import anchor, num
+from .summary import suite_of, suite_order, suite_title
 
 
 def find_run_logs(directory: str | Path, skipped: list[str] | None = None) -> list[Path]:

@@ -30,9 +30,9 @@ from ..engine import read_run_header, read_run_log, run_log_references
 from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
 from ..safe_text import inert, redact_value
-from ..summary import calls_line
 from . import compare, figures, front
 from . import search as search_section
+from .summary import calls_line
 
 SECTION_CAPTIONS = {
     "coverage": "Mean coverage at each slot position, with a 90% cluster-bootstrap band over video groups. "

@@ -1,6 +1,6 @@
 """The report's property-search section, from the search gates' verdicts in the run log.
 
-Per search gate (:mod:`~pytest_posbias.search_gates`): the search success rate with the queries
+Per search gate (:mod:`~pytest_posbias.gates.search`): the search success rate with the queries
 to the first break, the replay of stored counterexamples (which ones this model still breaks
 on and which it now survives, and who found them), and per broken item its minimal
 counterexample: the original and the perturbed frame strip (thumbnails recorded at probe time,

@@ -28,7 +28,7 @@ from pytest_posbias.gate_registry import SuiteSpec, markers, suite_of_module
 from pytest_posbias.models.registry import model_label
 from pytest_posbias.plugin import plugin_active, posbias_config, suite_options
 from pytest_posbias.probes.settings import settings_for
-from pytest_posbias.suite_support import (
+from pytest_posbias.run.suite_params import (
     POSITIONAL_VARIANTS,
     phase_pairs,
     positional_configs,

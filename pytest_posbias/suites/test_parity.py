@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_posbias.parity import (
+from pytest_posbias.gates.parity import (
     NO_REFERENCE,
     parity_answers_verdict,
     parity_coverage_verdict,
@@ -39,7 +39,7 @@ def test_parity_answers(posbias_run, posbias_model, posbias_gate):
 
 @pytest.mark.parity
 def test_parity_coverage(posbias_run, posbias_model, positional_config, posbias_gate):
-    from pytest_posbias.suite_support import positional_spec
+    from pytest_posbias.run.suite_params import positional_spec
 
     spec = positional_spec(posbias_run.probe_settings("positional"), *positional_config)
     _gate(posbias_run, posbias_gate, parity_coverage_verdict, posbias_model, spec)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_posbias.gates import positional_verdict
-from pytest_posbias.suite_support import POSITIONAL_VARIANTS, positional_spec
+from pytest_posbias.run.suite_params import POSITIONAL_VARIANTS, positional_spec
 
 
 def _gate(run, gate, model, config, posbias_gate, **variant):

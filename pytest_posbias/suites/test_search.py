@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_posbias.search_gates import search_gate
+from pytest_posbias.gates.search import search_gate
 
 _DATA = {"order": "phase", "phase": "phase", "stressor": "stressor", "coverage": "positional"}
 

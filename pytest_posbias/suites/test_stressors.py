@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_posbias.gates import stressor_verdict
-from pytest_posbias.measurement import Measurement, apply_floor
+from pytest_posbias.gates.measurement import Measurement, apply_floor
 
 
 def _gate(run, posbias_gate, *args, **kw):

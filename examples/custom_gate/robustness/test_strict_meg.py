@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_posbias.gates import positional_verdict
-from pytest_posbias.suite_support import positional_spec, with_thresholds
+from pytest_posbias.run.suite_params import positional_spec, with_thresholds
 
 STRICT_MEG = 0.01
 

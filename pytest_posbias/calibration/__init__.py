@@ -1,0 +1,342 @@
+"""Calibration of the gates: error rates, power, sample sizes, and the cost of sequential decisions.
+
+Each gate is run many times on seeded simulated data and the outcomes are counted:
+
+* positional gates (DPB, MEG): a statistical simulator draws per-group values from the
+  residual distribution the simulated model ``sim:unbiased`` produced on the synthetic set
+  (measured once through the real probe, then resampled) and shifts them by the true
+  effect θ;
+* rate gates (flip, phase, order, repetition, attack): Bernoulli units with rate θ, the
+  null rate being what ``sim:unbiased`` measured;
+* stressor amplification: per video, the share of ``trials`` stressed outputs that repeat
+  (rate p0 + θ) minus the clean indicator (rate p0 = 0.10, a well-behaved model in
+  VideoSTF table 1).
+
+For every gate and mode the report gives the false-failure rate under ``sim:unbiased``
+(detect), the false-failure rate at the threshold boundary θ = t (detect, the worst
+compliant case), the false-pass rate at the boundary (certify), each with its
+Clopper–Pearson 95% interval; the power at θ = 2t; the smallest sample with 80% power at
+2t; and the median number of units a decision used under the fixed and the sequential
+design over a range of true effects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import check_alpha
+from ..errors import ConfigError
+from ..gate_registry import GATES as GATE_SPECS
+from ..gates.positional import T_RULES, t_rule
+from ..stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
+from ..stats.sequential import decide, gsd_decide, look_schedule
+
+STRESSOR_P0 = 0.10
+STRESSOR_TRIALS = 30
+
+
+@dataclass(frozen=True)
+class GateModel:
+    name: str
+    kind: str  # "mean" | "rate"
+    threshold: float
+    sides: str
+    unit: str
+    lo: float
+    hi: float
+    null_theta: float
+    n_default: int
+    draw: Callable[[np.random.Generator, int, float], np.ndarray]
+
+
+def _mean_draw(pool: np.ndarray, lo: float, hi: float) -> Callable[[np.random.Generator, int, float], np.ndarray]:
+    def draw(rng: np.random.Generator, n: int, theta: float) -> np.ndarray:
+        return np.clip(rng.choice(pool, size=n, replace=True) + theta, lo, hi)
+
+    return draw
+
+
+def _rate_draw(rng: np.random.Generator, n: int, theta: float) -> np.ndarray:
+    return (rng.random(n) < min(1.0, max(0.0, theta))).astype(float)
+
+
+def _stressor_draw(rng: np.random.Generator, n: int, theta: float) -> np.ndarray:
+    clean = (rng.random(n) < STRESSOR_P0).astype(float)
+    stressed = rng.binomial(STRESSOR_TRIALS, min(1.0, STRESSOR_P0 + theta), size=n) / STRESSOR_TRIALS
+    return np.asarray(stressed - clean, dtype=float)
+
+
+def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float], defaults: dict[str, int]) -> list[GateModel]:
+    """The calibrated gates' unit models; threshold, side and value range are the gates' registry records."""
+
+    def model(name: str, kind: str, unit: str, null: float, n: int,
+              draw: Callable[[np.random.Generator, int, float], np.ndarray]) -> GateModel:
+        g = GATE_SPECS[name]
+        return GateModel(name, kind, g.threshold, g.side, unit, *g.value_range, null, n, draw)
+
+    out = [model(g, "mean", "groups", 0.0, defaults["groups"], _mean_draw(pools[g], *GATE_SPECS[g].value_range))
+           for g in ("dpb", "meg")]
+    for g in ("flip", "phase", "order"):
+        out.append(model(g, "rate", "items", null_rates.get(g, 0.0), defaults["items"], _rate_draw))
+    out.append(model("repetition", "rate", "videos", null_rates.get("repetition", 0.0), defaults["videos"], _rate_draw))
+    out.append(model("stressor", "mean", "videos", 0.0, defaults["videos"], _stressor_draw))
+    out.append(model("attack", "rate", "benign videos", null_rates.get("attack", 0.0), defaults["videos"], _rate_draw))
+    return out
+
+
+def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np.random.Generator, n_resamples: int) -> bool:
+    """The suites' fixed-sample gate on units ``x``: returns passed."""
+    if g.kind == "rate":
+        return rate_verdict(int(x.sum()), int(x.size), name=g.name, threshold=g.threshold, mode=mode, alpha=alpha).passed
+    if g.name == "stressor":
+        # the gate's rule takes the share and the clean flag apart; in :func:`_stressor_draw` the flag is
+        # 1 exactly where d < 0 (d = 0 with a flag needs all 30 stressed outputs to repeat as well)
+        flag = (x < 0).astype(float)
+        return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
+                                        sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
+    if g.name in T_RULES:  # the positional DPB/MEG gates' rule (gates.positional_verdict)
+        return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
+                            rng=rng, method=t_rule(g.name, mode), lattice_step=MEG_STEP if g.name == "meg" else None).passed
+    return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
+                        n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
+
+
+SEQUENTIAL_LOOKS = 4
+MEG_STEP = 1.0 / 32.0  # gates.positional.meg_lattice_step on the synthetic set (four-sentence references, P = 4, cyclic orders)
+
+
+def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, design: str = "gsd") -> tuple[bool, int]:
+    """The suites' sequential gate on units ``x`` (n_max = len(x)): passed, units used.
+
+    ``gsd``: four-look group-sequential design with O'Brien–Fleming spending (the default);
+    ``cs``: an anytime-valid confidence sequence checked after every tenth of the sample."""
+    lower, upper = _bounds(g.threshold, g.sides)
+    if design == "gsd":
+        d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
+                       kind="rate" if g.kind == "rate" else "mean", rule=t_rule(g.name, mode) if g.name in T_RULES else "t",
+                       lattice_step=MEG_STEP if g.name == "meg" else None)
+    else:
+        first, step = sequential_looks(x.size)
+        d = decide(x, looks=look_schedule(x.size, first=first, step=step), lower=lower, upper=upper, mode=mode, alpha=alpha,
+                   lo=g.lo, hi=g.hi, method=sequential_method(g.name))
+    return d.passed, d.stopped_at
+
+
+def sequential_method(gate: str) -> str:
+    """The confidence sequence each gate uses: the exact betting CS for rates and for the stressor
+    amplification (bounded, widely spread), the variance-adaptive asymptotic CS for DPB/MEG, whose
+    per-group values sit in a narrow band of their [−1, 1] range (betting would lose its power there)."""
+    return "asymptotic" if gate in ("dpb", "meg", "coverage", "contamination") else "betting"
+
+
+def sequential_looks(n_max: int) -> tuple[int, int]:
+    """First look and step of the sequential design: a fifth of the maximum, then every tenth."""
+    return max(3, n_max // 5), max(1, n_max // 10)
+
+
+def rate_ci(k: int, n: int) -> tuple[float, float]:
+    return exact_interval(k, n, confidence_level=0.95) if n else (math.nan, math.nan)
+
+
+POWER_MULTIPLES = (0.5, 1.0, 1.5, 2.0, 3.0)  # true effects as multiples of the threshold t (plus the null)
+
+
+def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int | None = None, n_max_seq: int | None = None,
+                   n_resamples: int = 999) -> dict[str, Any]:
+    """Error rates, power curve and cost of one gate at sample size n (fixed) and n_max_seq (sequential).
+
+    For each design and each true effect θ of the curve (the null of ``sim:unbiased``, then
+    ``POWER_MULTIPLES`` × t) the detect-mode failure rate over ``reps`` seeded repetitions
+    (a false-failure rate for θ <= t, power beyond it) and the median units a decision used;
+    plus the certify-mode false-pass rate at the boundary θ = t.
+    """
+    n = n or g.n_default
+    n_seq = n_max_seq or n
+    rng = np.random.default_rng(seed)
+    t = g.threshold
+    thetas = [g.null_theta, *(m * t for m in POWER_MULTIPLES)]
+    out: dict[str, Any] = {"gate": g.name, "n": n, "n_seq": n_seq, "threshold": t, "unit": g.unit, "reps": reps,
+                           "thetas": thetas}
+
+    def run(theta: float, mode: str, design: str, size: int) -> tuple[float, float]:
+        fails = 0
+        used: list[int] = []
+        for _ in range(reps):
+            x = g.draw(rng, size, theta)
+            if design == "fixed":
+                passed, k = fixed_decision(g, x, mode, alpha, rng, n_resamples), size
+            else:
+                passed, k = sequential_decision(g, x, mode, alpha)
+            fails += (not passed) if mode == "detect" else passed
+            used.append(k)
+        return fails / reps, float(np.median(used))
+
+    for design, size in (("fixed", n), ("sequential", n_seq)):
+        curve = [run(theta, "detect", design, size) for theta in thetas]
+        fpr_b, _ = run(t, "certify", design, size)
+        fail = [c[0] for c in curve]
+        out[design] = {
+            "false_failure_null": fail[0], "false_failure_null_ci": rate_ci(round(fail[0] * reps), reps),
+            "false_failure_boundary": fail[2], "false_failure_boundary_ci": rate_ci(round(fail[2] * reps), reps),
+            "false_pass_boundary": fpr_b, "false_pass_boundary_ci": rate_ci(round(fpr_b * reps), reps),
+            "power_2t": fail[thetas.index(2 * t)],
+            "fail_rate_curve": fail,
+            "median_units": [c[1] for c in curve],
+        }
+    return out
+
+
+def n_for_power(g: GateModel, *, target: float = 0.8, alpha: float, seed: int, reps: int, grid: Sequence[int],
+                design: str = "fixed", multiple: float = 2.0) -> int | None:
+    """Smallest n of ``grid`` whose power at θ = ``multiple`` × t (2t by default) reaches ``target``."""
+    if not multiple > 1.0:
+        raise ConfigError(f"`multiple` must be > 1 (an effect beyond the threshold); got {multiple!r}")
+    rng = np.random.default_rng(seed)
+    for n in grid:
+        hits = 0
+        for _ in range(reps):
+            x = g.draw(rng, n, multiple * g.threshold)
+            if design == "fixed":
+                hits += not fixed_decision(g, x, "detect", alpha, rng, 499)
+            else:
+                hits += not sequential_decision(g, x, "detect", alpha)[0]
+        if hits / reps >= target:
+            return int(n)
+    return None
+
+
+GATES = ("dpb", "meg", "flip", "phase", "order", "repetition", "stressor", "attack")
+
+
+def measure_pools(ctx: Any, model: str = "sim:unbiased", gates: Sequence[str] = GATES
+                  ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Per-group DPB/MEG residuals and null rates of ``sim:unbiased`` through the real probes
+    (run the context with the fixed design, so a null rate uses every unit)."""
+    from ..gates import phase_verdict, stressor_verdict
+    from ..metrics import dpb_per_instance, meg_per_instance
+    from ..run.suite_params import positional_configs, positional_spec
+
+    pools: dict[str, list[float]] = {"dpb": [], "meg": []}
+    settings = ctx.probe_settings("positional")
+    if {"dpb", "meg"} & set(gates):
+        for domain, bucket, P in positional_configs(ctx.options.get("data"), settings["scales"]):
+            r = ctx.positional(model, positional_spec(settings, domain, bucket, P))
+            if r.coverage.size == 0:
+                continue
+            for name, fn, keep in (("dpb", dpb_per_instance, True), ("meg", meg_per_instance, P == 4)):
+                if not keep:
+                    continue
+                vals = fn(r.coverage)
+                groups = np.unique(r.clusters)
+                means = np.array([vals[r.clusters == gidx].mean() for gidx in groups])
+                pools[name].extend((means - means.mean()).tolist())
+    null: dict[str, float] = {}
+
+    def rate_of(v: Any) -> float:
+        return float(v.estimate) if v.n and math.isfinite(v.estimate) else 0.0
+
+    for gate, which in (("order", None), ("phase", "0-1")):
+        if gate in gates:
+            null[gate] = rate_of(phase_verdict(ctx, gate, model, which))
+    if "flip" in gates:
+        spec = ctx.phase_spec()
+        null["flip"] = rate_of(phase_verdict(ctx, "flip", model, (spec.budget, "left", "midpoint")))
+    frames = ctx.probe_settings("stressor")["frames"][0]
+    if "repetition" in gates:
+        null["repetition"] = rate_of(stressor_verdict(ctx, "repetition", model, frames))
+    if "attack" in gates:
+        null["attack"] = rate_of(stressor_verdict(ctx, "attack", model, frames, "shuffle"))
+    return {k: np.array(v) for k, v in pools.items()}, null
+
+
+N80_MULTIPLES = (2.0, 3.0)  # n80 is reported at 2t (the table's column) and at 3t
+MEAN_GRID = (12, 16, 24, 32, 40, 48, 64, 96, 128)  # the bootstrap needs about a dozen clusters
+RATE_GRID = (10, 20, 30, 40, 60, 80, 120, 160, 240, 320)
+
+
+def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Sequence[str] = GATES,
+                    data: str | None = None, cache: str = ".posbias", rootdir: str | Path = ".",
+                    print_fn: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Measure ``sim:unbiased`` on the synthetic set (or ``data``), then calibrate each gate of
+    ``gates`` at the suites' default sample sizes; prints the table and returns its rows."""
+    import time
+
+    from ..config import PosbiasConfig
+    from ..probes.settings import DEFAULTS
+    from ..run.context import RunContext
+
+    unknown = sorted(set(gates) - set(GATES))
+    if unknown:
+        raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(GATES)}")
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 10:
+        raise ConfigError(f"`reps` must be an integer >= 10; got {reps!r}")
+    check_alpha(alpha, "`alpha`")  # before the measurement, not after
+    if data and not Path(data).is_file():
+        raise ConfigError(f"`data`: no such manifest file: {data}")
+    t0 = time.perf_counter()
+    options = {"models": ["sim:unbiased"], "cache": cache, "seed": seed, "judge": "auto", "sequential": False}
+    if data:
+        options["data"] = data
+    ctx = RunContext.create(options, PosbiasConfig(), rootdir=Path(rootdir), worker="calibration", run_id="calibration")
+    try:
+        pools, null = measure_pools(ctx, gates=gates)
+    finally:
+        ctx.close()
+    print_fn(f"measured sim:unbiased in {time.perf_counter() - t0:.0f} s: {len(pools['meg'])} MEG and {len(pools['dpb'])} "
+             "DPB group residuals; null rates " + ", ".join(f"{k} {v:.3f}" for k, v in null.items()))
+    defaults = {"groups": DEFAULTS["positional"]["groups"], "items": DEFAULTS["phase"]["items"],
+                "videos": DEFAULTS["stressor"]["videos"]}
+    rows = []
+    for g in gate_models(pools, null, defaults):
+        if g.name not in gates:
+            continue
+        grid = MEAN_GRID if g.kind == "mean" else RATE_GRID
+        res = calibrate_gate(g, reps=reps, alpha=alpha, seed=seed + 3, n=g.n_default, n_max_seq=g.n_default)
+        res["kind"] = g.kind
+        for design, off in (("fixed", 1), ("sequential", 2)):
+            for m in N80_MULTIPLES:
+                key = f"n80_{design}" + ("" if m == 2.0 else f"_{m:g}t")
+                res[key] = n_for_power(g, alpha=alpha, seed=seed + off, reps=max(100, reps // 4), grid=grid,
+                                       design=design, multiple=m)
+        rows.append(res)
+    for line in format_table(rows, alpha=alpha, reps=reps):
+        print_fn(line)
+    print_fn(f"total {time.perf_counter() - t0:.0f} s")
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, Any]], *, alpha: float, reps: int) -> list[str]:
+    """The calibration table: per gate and design, the error rates with Clopper–Pearson 95%
+    intervals, the power curve, n80, and the median units a decision used."""
+    def cell(v: float, ci: Sequence[float]) -> str:
+        return f"{v:.3f} [{ci[0]:.3f},{ci[1]:.3f}]"
+
+    mult = " ".join(f"{m:g}t" for m in POWER_MULTIPLES)
+    lines = [f"alpha = {alpha:g}, {reps} repetitions per cell, at the suites' default sample size n (sequential: n is "
+             "the maximum); error rates with Clopper-Pearson 95% intervals; n80: smallest n with 80% power at 2t / at 3t",
+             "",
+             f"{'gate':<11} {'design':<10} {'n':>4} {'FFR null':>20} {'FFR boundary t':>20} {'false pass at t':>20} "
+             f"{'n80 2t/3t':>9} | fail rate at theta = null {mult} | median units at the same thetas"]
+    for r in rows:
+        for design in ("fixed", "sequential"):
+            d = r[design]
+            first = (MEAN_GRID if r.get("kind") == "mean" else RATE_GRID)[0]
+            n80 = "/".join((f"<={v}" if v == first else str(v)) if v else ">max"
+                           for v in (r.get(f"n80_{design}"), r.get(f"n80_{design}_3t")))
+            curve = " ".join(f"{x:.2f}" for x in d["fail_rate_curve"])
+            units = " ".join(f"{u:.0f}" for u in d["median_units"])
+            size = r["n"] if design == "fixed" else r["n_seq"]
+            lines.append(f"{r['gate']:<11} {design:<10} {size:>4} {cell(d['false_failure_null'], d['false_failure_null_ci']):>20} "
+                         f"{cell(d['false_failure_boundary'], d['false_failure_boundary_ci']):>20} "
+                         f"{cell(d['false_pass_boundary'], d['false_pass_boundary_ci']):>20} {n80:>9} | "
+                         f"{curve} | {units}")
+        saved = [1 - s / f for s, f in zip(r["sequential"]["median_units"], r["fixed"]["median_units"], strict=True)]
+        note = "  (the suites keep the fixed design for this gate)" if r["gate"] == "stressor" else ""
+        lines.append(f"{'':<11} sequential saves " + ", ".join(f"{100 * x:.0f}%" for x in saved) + " of the units" + note)
+    return lines

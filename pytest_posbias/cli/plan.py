@@ -1,0 +1,397 @@
+"""``posbias plan [PYTEST ARGS] [--prefill-tps N --decode-tps N | --measure]``: cost before a run.
+
+1. Runs ``python -m pytest ARGS --posbias-plan DIR --posbias-fixed`` in a subprocess (same
+   markers, models, data and probe settings as the run; a throw-away cache and report), so
+   the probes' own request builders plan every request (:mod:`.models.plan`).
+2. With ``--measure``: a short warm-up on each model (:func:`measure`): a few requests of each
+   kind through the real backend give the mean output length of each kind and, on ``hf``, the
+   prefill and decode throughput; the plan is then run again with the measured lengths.
+3. Prints per gate test: requests (new, plus those shared with an earlier gate), frames,
+   prompt tokens (of which visual) and output tokens, the GPU-hours they imply,
+
+       hours = (prompt tokens / prefill tok/s + output tokens / decode tok/s) / 3600,
+
+   and beside the fixed-sample cost the sequential design's expected cost: a sequential gate
+   stops at look 2 of 4 (half its maximum sample) for a model well inside its threshold (the
+   median stop under ``sim:unbiased`` in ``benchmarks/calibration.py``, docs/calibration.md),
+   and at look 1 (a quarter) at best; the stressor-amplification, fusion and equivalence gates,
+   ``--baseline`` comparisons and ``--posbias-fixed`` runs are fixed-sample, and so are the
+   requests of a probe whose results a fixed-sample gate shares (the stressor probe behind the
+   repetition and attack gates when the amplification gate is selected). Requests are counted
+   once, on the gate test that made them (``shared``: those it reused from an earlier gate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model
+SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
+FIXED_GATES = ("stressor", "fusion", "equivalence", "parity", "parity_coverage", "parity_repetition")
+GATE_PROBE = {"dpb": "positional", "meg": "positional", "coverage": "positional", "contamination": "positional",
+              "flip": "phase", "phase": "phase", "order": "phase", "fusion": "phase-fusion", "equivalence": "phase-fusion",
+              "repetition": "stressor", "stressor": "stressor", "attack": "stressor",
+              # the parity gates draw their probe's units at full size (the phase probe's phase-0 orderings, the
+              # positional probe, the stressor probe's clean descriptions), so that probe's gates cannot stop early
+              "parity": "phase", "parity_coverage": "positional", "parity_repetition": "stressor"}
+MEASURE_PER_KIND = 4  # requests of each kind (probe, output, cap, temperature) in the warm-up
+
+
+def register(sub: Any, register_fn: Any) -> None:
+    """Add ``posbias plan`` to the command line."""
+    p = register_fn(sub, "plan", _plan, "requests, frames, tokens and GPU-hours per gate before a run "
+                                        "(takes pytest's options: -m, --model, --posbias-data, ...)")
+    p.add_argument("--prefill-tps", type=float, default=None, metavar="TOK/S",
+                   help="prompt tokens per second of one GPU at the run's batch size")
+    p.add_argument("--decode-tps", type=float, default=None, metavar="TOK/S",
+                   help="output tokens per second of one GPU at the run's batch size (all rows of a batch together)")
+    p.add_argument("--measure", action="store_true",
+                   help="measure output lengths (and, on hf, prefill/decode tok/s) with a short warm-up on the model")
+    p.add_argument("--plan-json", default=None, metavar="PATH", help="also write the plan as JSON")
+    p.add_argument("pytest_args", nargs="*", help="pytest options and test paths (anything not named above)")
+
+
+OWN_VALUE_OPTIONS = ("--prefill-tps", "--decode-tps", "--plan-json")
+
+
+def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(plan's own options, pytest's arguments in their order) of ``posbias plan ARGS``."""
+    own: list[str] = []
+    rest: list[str] = []
+    it = iter(argv)
+    for a in it:
+        name = a.partition("=")[0]
+        if name in OWN_VALUE_OPTIONS:
+            own.append(a)
+            if "=" not in a:
+                own.append(next(it, ""))
+        elif a in ("--measure", "-h", "--help"):
+            own.append(a)
+        else:
+            rest.append(a)
+    return own, rest
+
+
+def long_options(args: Sequence[str]) -> list[str]:
+    """``args`` with the suites' short options (``--model X``, ``--baseline=X``, ...) spelled as the
+    plugin's own ``--posbias-*`` options (config.SHORT_ALIASES), which every project accepts."""
+    from ..config import SHORT_ALIASES
+
+    out = []
+    for a in args:
+        name, eq, value = a.partition("=")
+        out.append(SHORT_ALIASES[name] + eq + value if name in SHORT_ALIASES else a)
+    return out
+
+
+def _plan(args: argparse.Namespace) -> int:
+    for name in ("prefill_tps", "decode_tps"):
+        v = getattr(args, name)
+        if v is not None and not v > 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be a number > 0; got {v!r}")
+    pytest_args = [a for a in args.pytest_args if a != "--"]
+    with tempfile.TemporaryDirectory(prefix="posbias-plan-") as tmp:
+        plan = run_plan(pytest_args, Path(tmp))
+        tps = {"prefill": args.prefill_tps, "decode": args.decode_tps, "source": "given"}
+        if args.measure:
+            measured = measure(plan, Path(tmp), pytest_args)
+            (Path(tmp) / "out2").mkdir()
+            lengths = {k: v for m in measured.values() for k, v in m["output_lengths"].items()}
+            plan = run_plan(pytest_args, Path(tmp) / "out2", output_lengths=lengths)
+            plan["measured"] = measured
+            hf = [m for m in measured.values() if m.get("prefill_tps")]
+            if hf and args.prefill_tps is None and args.decode_tps is None:
+                tps = {"prefill": hf[0]["prefill_tps"], "decode": hf[0]["decode_tps"], "source": "measured"}
+    plan["tps"] = tps
+    for line in format_plan(plan):
+        print(line)
+    if args.plan_json:
+        Path(args.plan_json).write_text(json.dumps(plan, indent=2, sort_keys=True, default=str))
+    return 0 if plan["rows"] else 1
+
+
+def run_plan(pytest_args: Sequence[str], tmp: Path, *, output_lengths: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Run the selection in plan mode; per gate test: requests, frames, tokens, design."""
+    rec = tmp / "requests"
+    rec.mkdir(parents=True, exist_ok=True)
+    if output_lengths:
+        (rec / "output_lengths.json").write_text(json.dumps(dict(output_lengths)))
+    js = tmp / "plan.json"
+    cmd = [sys.executable, "-m", "pytest", *long_options(pytest_args), f"--posbias-plan={rec}", "--posbias-fixed",
+           f"--posbias-cache={tmp / 'cache'}", f"--posbias-report={tmp / 'report.html'}", f"--posbias-json={js}",
+           "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0"]
+    if not _has_xdist():
+        cmd = cmd[:-2]
+    env = dict(os.environ)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if not js.is_file():
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise ConfigError(f"the plan run of `pytest {shlex.join(pytest_args)}` did not finish (exit {proc.returncode}):\n{tail}")
+    out = json.loads(js.read_text())
+    rows = [json.loads(line) for f in sorted(rec.glob("requests-*.jsonl")) for line in f.read_text().splitlines() if line]
+    fixed_by_user = "--posbias-fixed" in pytest_args
+    baseline = any(a.partition("=")[0] == "--posbias-baseline" for a in long_options(pytest_args))
+    return {"args": list(pytest_args), "gates": aggregate(rows, out.get("verdicts", []), sequential=not (fixed_by_user or baseline)),
+            "rows": rows, "token_sources": sorted({r["token_source"] for r in rows})}
+
+
+def _has_xdist() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("xdist") is not None
+
+
+def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *, sequential: bool) -> list[dict[str, Any]]:
+    """Per gate test (in run order): new requests, frames and tokens from the recorded rows,
+    shared requests and the gate from its verdict, and the sequential design's expected share."""
+    by_test: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        g = by_test.setdefault(r["test"], {"test": r["test"], "requests": 0, "frames": 0, "prompt_tokens": 0,
+                                           "visual_tokens": 0, "output_tokens": 0, "models": set()})
+        g["requests"] += 1
+        g["frames"] += int(r["frames"])
+        g["prompt_tokens"] += int(r["prompt_tokens"])
+        g["visual_tokens"] += int(r["visual_tokens"])
+        g["output_tokens"] += int(r["output_tokens"])
+        g["models"].add(r["model"])
+    for v in verdicts:
+        g = by_test.setdefault(v["nodeid"], {"test": v["nodeid"], "requests": 0, "frames": 0, "prompt_tokens": 0,
+                                             "visual_tokens": 0, "output_tokens": 0, "models": set()})
+        extra = v.get("extra") or {}
+        g["gate"] = extra.get("gate", "")
+        g["shared"] = int((extra.get("calls") or {}).get("shared", 0))
+    # requests are counted once, on the gate that made them; a fixed-design gate that shares a
+    # probe's results (the stressor amplification shares the stressor probe) needs all of them
+    fixed_probes = {GATE_PROBE.get(g.get("gate") or _gate_from_nodeid(g["test"]), "")
+                    for g in by_test.values()
+                    if (g.get("gate") or _gate_from_nodeid(g["test"])) in FIXED_GATES and (g["requests"] or g.get("shared"))}
+    out = []
+    for g in by_test.values():
+        gate = g.get("gate") or _gate_from_nodeid(g["test"])
+        seq = sequential and gate not in FIXED_GATES and GATE_PROBE.get(gate) not in fixed_probes
+        out.append({**g, "gate": gate, "shared": g.get("shared", 0), "models": sorted(g["models"]),
+                    "sequential_expected": SEQUENTIAL_EXPECTED if seq else 1.0,
+                    "sequential_best": SEQUENTIAL_BEST if seq else 1.0})
+    return out
+
+
+def _gate_from_nodeid(nodeid: str) -> str:
+    name = nodeid.split("::")[-1].split("[")[0]
+    parity = {"test_parity_answers": "parity", "test_parity_coverage": "parity_coverage",
+              "test_parity_repetition": "parity_repetition"}
+    if name in parity:
+        return parity[name]
+    for gate in ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "fusion", "equivalence",
+                 "repetition", "stressor", "attack"):
+        if gate in name:
+            return gate
+    return "?"
+
+
+def hours(prompt: float, output: float, tps: Mapping[str, Any]) -> float | None:
+    """GPU-hours = (prompt / prefill tok/s + output / decode tok/s) / 3600; None without both rates."""
+    if not tps.get("prefill") or not tps.get("decode"):
+        return None
+    return (prompt / float(tps["prefill"]) + output / float(tps["decode"])) / 3600.0
+
+
+def format_plan(plan: Mapping[str, Any]) -> list[str]:
+    """The per-gate table and the totals (fixed-sample and sequential expected)."""
+    tps = plan.get("tps") or {}
+    gates = plan["gates"]
+    src = ", ".join(plan.get("token_sources") or ["none"])
+    lines = [f"posbias plan: pytest {shlex.join(plan.get('args') or [])}",
+             f"prompt tokens from: {src}" + ("" if src == "processor" else
+                                             "  (estimate: text chars/4 + 16 template tokens; a video frame of side s "
+                                             "= ceil(s/28)^2 / 2 tokens, Qwen2-VL-style)"),
+             "output tokens: " + ("measured mean per request kind (--measure)" if plan.get("measured") else
+                                  "the decoding cap max_new_tokens per text request (an upper bound); none for letter scoring"),
+             ]
+    if hours(1, 1, tps) is not None:
+        lines.append(f"throughput ({tps.get('source')}): prefill {float(tps['prefill']):,.0f} tok/s, decode {float(tps['decode']):,.0f} tok/s")
+    else:
+        lines.append("GPU-hours: give --prefill-tps and --decode-tps, or --measure")
+    head = f"{'gate test':<58} {'requests':>9} {'shared':>7} {'frames':>9} {'prompt tok':>12} {'visual':>12} {'output tok':>11} {'GPU-h':>8} {'seq. exp.':>9}"
+    lines += ["", head, "-" * len(head)]
+    tot: defaultdict[str, float] = defaultdict(float)
+    for g in gates:
+        h = hours(g["prompt_tokens"], g["output_tokens"], tps)
+        hs = "" if h is None else f"{h:8.3f}"
+        seq = g["sequential_expected"]
+        lines.append(f"{_short(g['test']):<58} {g['requests']:>9,} {g['shared']:>7,} {g['frames']:>9,} {g['prompt_tokens']:>12,} "
+                     f"{g['visual_tokens']:>12,} {g['output_tokens']:>11,} {hs:>8} {seq:>8.0%}")
+        for k in ("requests", "frames", "prompt_tokens", "visual_tokens", "output_tokens"):
+            tot[k] += g[k]
+            tot["seq_" + k] += g[k] * seq
+            tot["best_" + k] += g[k] * g["sequential_best"]
+    lines.append("-" * len(head))
+    for label, pre in (("fixed-sample design (every gate at its maximum)", ""),
+                       ("sequential design, expected (model well inside the thresholds)", "seq_"),
+                       ("sequential design, best case (every gate stops at look 1)", "best_")):
+        h = hours(tot[pre + "prompt_tokens"], tot[pre + "output_tokens"], tps)
+        lines.append(f"{label}: {tot[pre + 'requests']:,.0f} requests, {tot[pre + 'frames']:,.0f} frames, "
+                     f"{tot[pre + 'prompt_tokens']:,.0f} prompt tokens ({tot[pre + 'visual_tokens']:,.0f} visual), "
+                     f"{tot[pre + 'output_tokens']:,.0f} output tokens" + ("" if h is None else f", {h:,.2f} GPU-hours"))
+    if tot["requests"]:
+        lines.append(f"sequential saves {1 - tot['seq_requests'] / tot['requests']:.0%} of the requests expected "
+                     f"(at most {1 - tot['best_requests'] / tot['requests']:.0%}); near a threshold it saves little "
+                     "(docs/calibration.md)")
+    for spec, m in (plan.get("measured") or {}).items():
+        at = f"per GPU over {m['gpus']} GPU(s) of the vLLM servers" if m.get("gpus") else f"at batch {m['batch_size']}"
+        extra = (f", prefill {m['prefill_tps']:,.0f} tok/s, decode {m['decode_tps']:,.0f} tok/s {at}"
+                 if m.get("prefill_tps") else "")
+        lines.append(f"measured on {spec}: {m['requests']} warm-up requests in {m['seconds']:.1f} s{extra}")
+    return lines
+
+
+def _short(nodeid: str) -> str:
+    name = nodeid.split("::")[-1]
+    return name if len(name) <= 58 else name[:55] + "..."
+
+
+def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A short warm-up on each planned model: up to MEASURE_PER_KIND requests of each kind
+    through the real backend. Returns per model the mean output tokens per kind and, on ``hf``,
+    prefill tok/s (one forward pass over a batch) and decode tok/s (output tokens over the
+    generation time minus that prefill time), at the backend's batch size."""
+    from ..config import PosbiasConfig
+    from ..engine import Request
+    from ..run.context import RunContext
+
+    opts = _run_options(pytest_args)
+    by_model: dict[str, dict[str, list[Request]]] = defaultdict(lambda: defaultdict(list))
+    for r in plan["rows"]:
+        kinds = by_model[r["model"]]
+        if len(kinds[r["group"]]) < MEASURE_PER_KIND:
+            kinds[r["group"]].append(Request.from_log(r["request"]))
+    out: dict[str, dict[str, Any]] = {}
+    ctx = RunContext.create({**opts, "models": list(by_model), "cache": str(tmp / "measure-cache")}, PosbiasConfig(),
+                            rootdir=Path.cwd(), worker="main", run_id="plan-measure", quiet=True)
+    try:
+        for spec, kinds in by_model.items():
+            backend = ctx.backend(spec)
+            t0 = time.perf_counter()
+            lengths: dict[str, float] = {}
+            pre_tok = pre_s = dec_tok = dec_s = 0.0
+            n = 0
+            served = spec.startswith("vllm:")  # served by the run's vLLM: tok/s from the requests' timing
+            timed: list[tuple[bool, float, float, float]] = []  # (letters, prompt tokens, output tokens, seconds)
+            for kind, reqs in kinds.items():
+                if reqs[0].want == "letters":
+                    lengths[kind] = 0.0
+                    if served:
+                        t1 = time.perf_counter()
+                        gens = backend.generate(reqs)
+                        timed.append((True, sum(g.prompt_tokens or 0 for g in gens), 0.0, time.perf_counter() - t1))
+                        n += len(reqs)
+                    continue
+                if served and len(reqs) > 1:
+                    # prefill: one-token answers to every other request (others than those generated
+                    # below, so vLLM's prefix cache cannot shorten either pass)
+                    one = [replace(r, decoding=replace(r.decoding, max_new_tokens=1)) for r in reqs[1::2]]
+                    t1 = time.perf_counter()
+                    gens = backend.generate(one)
+                    timed.append((True, sum(g.prompt_tokens or 0 for g in gens), 0.0, time.perf_counter() - t1))
+                    n += len(one)
+                    reqs = reqs[::2]
+                t1 = time.perf_counter()
+                gens = backend.generate(reqs)
+                if served:
+                    timed.append((False, sum(g.prompt_tokens or 0 for g in gens), sum(g.n_tokens for g in gens),
+                                  time.perf_counter() - t1))
+                n += len(reqs)
+                lengths[kind] = sum(g.n_tokens for g in gens) / len(gens)
+                if backend.name == "hf":
+                    p_s = _prefill_seconds(backend, reqs)
+                    g_s = _generate_seconds(backend, reqs)
+                    pre_tok += sum(g.prompt_tokens or 0 for g in gens)
+                    pre_s += p_s
+                    dec_tok += sum(g.n_tokens for g in gens)
+                    dec_s += max(g_s - p_s, 1e-9)
+            m: dict[str, Any] = {"output_lengths": lengths, "requests": n, "seconds": time.perf_counter() - t0,
+                                 "batch_size": int(getattr(backend, "max_batch_size", 1))}
+            if served:
+                m.update(_served_rates(timed, gpus=int(getattr(backend, "gpus", 1))))
+            elif pre_s > 0 and dec_tok > 0:
+                m.update(prefill_tps=pre_tok / pre_s, decode_tps=dec_tok / dec_s)
+            out[spec] = m
+    finally:
+        ctx.close()
+    return out
+
+
+def _served_rates(timed: Sequence[tuple[bool, float, float, float]], *, gpus: int) -> dict[str, float]:
+    """Per-GPU prefill and decode tok/s of a served model from its warm-up requests' timing.
+
+    ``timed``: (one-token batch?, prompt tokens, output tokens, wall seconds) per batch. Letter
+    requests and the one-token copies of generation requests generate one token, so prefill tok/s = their prompt tokens / their seconds; the
+    generation batches' seconds minus their prompt tokens at that rate are decode time, so decode
+    tok/s = their output tokens / that time. Both are divided by ``gpus`` (every GPU the servers
+    hold: replicas x tensor-parallel size; 1 on vLLM-CPU), so GPU-hours = tokens / rate / 3600 as
+    on ``hf``. Empty when the warm-up had no letter batch or no output tokens."""
+    lp, ls = sum(t[1] for t in timed if t[0]), sum(t[3] for t in timed if t[0])
+    gp, go, gs = (sum(t[i] for t in timed if not t[0]) for i in (1, 2, 3))
+    if not (lp > 0 and ls > 0 and go > 0):
+        return {}
+    prefill = lp / ls
+    decode_s = max(gs - gp / prefill, 1e-9)
+    g = max(1, gpus)
+    return {"prefill_tps": prefill / g, "decode_tps": go / decode_s / g, "gpus": g}
+
+
+def _prefill_seconds(backend: Any, reqs: Sequence[Any]) -> float:
+    import torch
+
+    inputs = backend._inputs(list(reqs))
+    with torch.inference_mode():
+        backend.model(**inputs)  # warm-up
+        _sync()
+        t0 = time.perf_counter()
+        backend.model(**inputs)
+        _sync()
+    return time.perf_counter() - t0
+
+
+def _generate_seconds(backend: Any, reqs: Sequence[Any]) -> float:
+    _sync()
+    t0 = time.perf_counter()
+    backend.generate(list(reqs))
+    _sync()
+    return time.perf_counter() - t0
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _run_options(pytest_args: Sequence[str]) -> dict[str, Any]:
+    """The backend options a run of ``pytest_args`` would use (device, batch size, kernels, endpoint)."""
+    keys = {"--posbias-device": "device", "--posbias-batch-size": "batch_size", "--posbias-attn-implementation":
+            "attn_implementation", "--posbias-device-map": "device_map", "--posbias-api-base": "api_base",
+            "--posbias-concurrency": "concurrency", "--posbias-vllm-command": "vllm_command",
+            "--posbias-vllm-args": "vllm_args", "--posbias-vllm-timeout": "vllm_timeout"}
+    opts: dict[str, Any] = {}
+    args = long_options(pytest_args)
+    for i, a in enumerate(args):
+        name, eq, val = a.partition("=")
+        if name in keys:
+            v = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+            opts[keys[name]] = int(v) if keys[name] in ("batch_size", "concurrency", "vllm_timeout") else v
+    return opts

@@ -1,0 +1,454 @@
+"""``posbias init [DIR]``: scaffold a robustness test folder in the user's repository.
+
+What it writes (never over an existing file without ``--force``; it prints every path and
+whether it was written, merged or left alone):
+
+* ``<DIR>/<tests-dir>/conftest.py`` — re-exports the ready-made suites' parametrization hooks
+  from ``pytest_posbias.suites.conftest``;
+* ``<DIR>/<tests-dir>/test_<suite>.py`` — one per module of ``pytest_posbias/suites/``, each
+  one line, ``from pytest_posbias.suites.test_<suite> import *``, so pytest collects the shipped
+  suites' tests under the user's folder (the suites' code stays in the installed package);
+* ``<DIR>/<tests-dir>/README.md`` — the commands;
+* with ``--quick``, small probe sizes in the table and a small synthetic set (6 clips per
+  configuration) rendered now under ``<DIR>/fixtures/synthetic-quick/``, for a smoke run in
+  minutes on a CPU with a ``sim:`` model;
+* ``<DIR>/conftest.py`` — the short options of the suites (``--model``, ``--baseline``,
+  ``--judge``, ``--api-base``: aliases of the plugin's ``--posbias-*`` options, which the plugin
+  itself never registers), as a hook appended to the project's own root conftest when it has
+  one; an alias that conftest already defines is left out, and ``posbias init`` says so;
+* ``<DIR>/pyproject.toml`` — a ``[tool.posbias]`` table appended to the existing file (the rest
+  of the file is kept byte for byte), or a new file holding only that table. A file that already
+  has a ``[tool.posbias]`` table is left alone unless ``--force``, which replaces that table
+  (and its ``[tool.posbias.*]`` sub-tables) and nothing else.
+
+The plugin reads ``[tool.posbias]`` from the pyproject.toml of pytest's rootdir, so ``DIR`` is
+the project's root, where ``pytest`` is run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+DEFAULT_TESTS_DIR = "tests/robustness"
+
+# Probe sizes for a smoke run (`posbias init --quick`): minutes on a CPU with a simulated model,
+# enough for sim:middle-weak to fail the MEG gate and sim:unbiased to pass it. Release gating
+# uses the package defaults (probes/settings.py DEFAULTS), chosen for power.
+QUICK_SET = "fixtures/synthetic-quick"  # 6 clips per configuration, 12 groups per configuration and scale
+QUICK_VIDEOS, QUICK_GROUPS = 6, 12
+QUICK_PROBES: dict[str, dict[str, int]] = {
+    "positional": {"groups": 12},
+    "phase": {"items": 24, "orderings": 4},
+    "stressor": {"videos": 8, "trials": 4},
+    "search": {"items": 8, "videos": 3, "budget": 30},  # budget: queries per item (VideoSTF's 30)
+}
+
+ALIAS_IMPORTS = """import pytest{noqa}
+
+from pytest_posbias.plugin import add_short_aliases{noqa}
+"""
+ALIAS_HOOK = """
+
+@pytest.hookimpl(specname="pytest_addoption", trylast=True)
+def pytest_addoption_posbias(parser):
+    add_short_aliases(parser{skip_arg})
+"""
+_ALIAS_COMMENT = """
+# pytest-posbias: the short options of the robustness suites (--model, --baseline, --judge,
+# --api-base) as aliases of the plugin's --posbias-* options{skip_note}.
+"""
+_ALIAS_CONFTEST_HEAD = '"""Project-wide pytest configuration (root conftest.py)."""\n'
+
+_CONFTEST = '''"""Robustness gates (pytest-posbias), scaffolded by `posbias init`.
+
+The ready-made suites' code is in the installed package, ``pytest_posbias/suites/``; this
+folder brings it in: the hooks below parametrize the suites from ``[tool.posbias]`` and the
+command line, and each ``test_<suite>.py`` here imports that suite's tests. Put your own gates
+in further ``test_*.py`` files beside them (fixtures ``posbias_run``, ``posbias_model``,
+``posbias_gate``; see "Writing your own gate" in the docs, docs/custom-gates.md).
+"""
+
+from pytest_posbias.suites.conftest import (
+    pytest_collection_finish,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_generate_tests,
+)
+
+__all__ = ["pytest_collection_finish", "pytest_collection_modifyitems", "pytest_configure", "pytest_generate_tests"]
+'''
+
+_OPTION_NAME = re.compile(r"""["'](--[A-Za-z0-9][-A-Za-z0-9_]*)["']""")
+
+
+def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """The root ``conftest.py`` text that registers the short options, and the short options left
+    out because ``existing`` (the project's own root conftest, None when there is none) already
+    names them as options (a quoted ``"--model"``, ...). Returns ``(None, ...)`` when ``existing``
+    already calls ``add_short_aliases``. The hook is appended under its own name
+    (``specname="pytest_addoption"``), so an existing ``pytest_addoption`` is kept as it is and
+    runs first."""
+    from ..config import SHORT_ALIASES
+
+    if existing is not None and "add_short_aliases" in existing:
+        return None, ()
+    taken = set(_OPTION_NAME.findall(existing or ""))
+    skip = tuple(a for a in SHORT_ALIASES if a in taken)
+    comment = _ALIAS_COMMENT.format(skip_note=f"; {', '.join(skip)} left out: this project defines them" if skip else "")
+    hook = ALIAS_HOOK.format(skip_arg=f", skip={skip!r}" if skip else "")
+    if existing is None:
+        return _ALIAS_CONFTEST_HEAD + comment.lstrip("\n").join(["\n", ""]) + ALIAS_IMPORTS.format(noqa="") + hook, skip
+    base = existing if existing.endswith("\n") or not existing else existing + "\n"
+    return base + "\n" + comment + ALIAS_IMPORTS.format(noqa="  # noqa: E402") + hook, skip
+
+
+_TEST_MODULE = '''"""The ready-made suite ``pytest_posbias.suites.{name}`` (its code lives in the package)."""
+
+from pytest_posbias.suites.{name} import *  # noqa: F403
+'''
+
+_README = """# Robustness gates (pytest-posbias)
+
+Scaffolded by `posbias init`. The test modules here import the ready-made suites shipped in
+the `pytest-posbias` package (`pytest_posbias/suites/`); settings live in the `[tool.posbias]`
+table of `{pyproject}`.
+
+Run from the project root (`{root}`):
+
+```bash
+pytest -m meg --model qwen3vl8b             # Middle-Edge Gap gate on a registry model
+pytest -m "dpb or meg" --model /path/to/checkpoint
+pytest -m "option_order or flip" --model openai:my-model --api-base http://localhost:8000/v1
+pytest -m "not slow" --model qwen3vl8b --posbias-markdown reports/summary.md
+```
+
+The short options (`--model`, `--baseline`, `--judge`, `--api-base`) come from the root
+`conftest.py`; the plugin's own names (`--posbias-model`, ...) work in every project.
+Markers: {markers}. `posbias gates` lists every gate and its threshold; `posbias models`
+the registry. Reports go to `reports/` (HTML), the generation cache to `.posbias/`.
+Without `--posbias-data` the suites run on the synthetic video set, built once under
+`fixtures/synthetic/`.
+"""
+
+
+def _suite_modules() -> list[str]:
+    """Module names of the shipped suites (``test_*.py`` in ``pytest_posbias/suites``), sorted."""
+    root = resources.files("pytest_posbias.suites")
+    return sorted(p.name[:-3] for p in root.iterdir() if p.name.startswith("test_") and p.name.endswith(".py"))
+
+
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string (TOML 1.0 "Basic strings").
+
+    JSON's escapes (``\\"``, ``\\\\``, ``\\b``, ``\\f``, ``\\n``, ``\\r``, ``\\t``, ``\\uXXXX``) are all
+    valid TOML escapes; TOML also forbids a raw DEL (U+007F), which JSON leaves as is.
+    """
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007F")
+
+
+def posbias_table(*, model: str | None = None, quick: bool = False) -> str:
+    """The ``[tool.posbias]`` TOML text ``posbias init`` writes (config.py documents every key)."""
+    lines = [
+        "[tool.posbias]",
+        "# pytest-posbias settings (written by `posbias init`; every key: docs/reference/config.md).",
+        "# Command-line options override them: --model, --posbias-mode, --posbias-threshold GATE=VALUE, ...",
+        f"model = {toml_string(model)}" if model else '# model = "qwen3vl8b"            # default for --model',
+        'mode = "detect"                   # detect: fail when a violation is shown; certify: pass only when compliance is shown',
+        "alpha = 0.05",
+        "seed = 0",
+        'cache = ".posbias"                # generation cache and run logs',
+        'report_dir = "reports"            # HTML reports',
+        (f'data = "{QUICK_SET}/manifest.jsonl"  # the small synthetic set of --quick; your own: posbias data import ...'
+         if quick else
+         '# data = "data/manifest.jsonl"     # your own videos (posbias data import ...); default: the synthetic set'),
+        "",
+        "[tool.posbias.thresholds]",
+        "# meg = 0.02                       # defaults: `posbias gates`",
+    ]
+    for probe, sizes in QUICK_PROBES.items():
+        lines += ["", f"[tool.posbias.probes.{probe}]"]
+        if quick:
+            lines.append("# quick sizes for a smoke run (posbias init --quick); remove them to gate a release")
+        for key, value in sizes.items():
+            lines.append(f"{key} = {value}" if quick else f"# {key} = {value}")
+    return "\n".join(lines) + "\n"
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def _is_posbias(name: str) -> bool:
+    parts = [p.strip().strip('"').strip("'") for p in name.split(".")]
+    return parts[:2] == ["tool", "posbias"]
+
+
+def _is_comment(line: str) -> bool:
+    return line.strip().startswith("#")
+
+
+def _replace_posbias_tables(text: str, table: str) -> str | None:
+    """``text`` with its ``[tool.posbias]`` / ``[tool.posbias.*]`` sections replaced by ``table``.
+
+    A section runs from its header to the next header. Its lines are removed, except a block of
+    comment lines after the section's last blank line that directly precedes a non-posbias header:
+    that comment belongs to the next table and stays with it. ``table`` goes where the first
+    posbias header was, followed by one blank line when more text follows, so replacing twice
+    gives the same bytes. None when ``text`` has no posbias header (dotted keys, inline table).
+    """
+    nl = _newline(text)
+    out: list[str] = []
+    insert_at: int | None = None
+    pending: list[str] | None = None  # the lines of the posbias section being skipped
+
+    def close(next_is_other_table: bool) -> None:
+        if pending is None:
+            return
+        blanks = [i for i, ln in enumerate(pending) if not ln.strip()]
+        tail = pending[blanks[-1] + 1:] if blanks else []
+        if next_is_other_table and tail and all(_is_comment(ln) for ln in tail):
+            out.extend(tail)
+
+    for line in text.splitlines(keepends=True):
+        m = _HEADER.match(line)
+        if m:
+            posbias = _is_posbias(m.group(1))
+            close(next_is_other_table=not posbias)
+            pending = None
+            if posbias:
+                if insert_at is None:
+                    insert_at = len(out)
+                pending = [line]
+                continue
+        if pending is not None:
+            pending.append(line)
+        else:
+            out.append(line)
+    close(next_is_other_table=False)
+    if insert_at is None:
+        return None
+    before, after = out[:insert_at], out[insert_at:]
+    while after and not after[0].strip():
+        after.pop(0)
+    rest = "".join(after)
+    return "".join(before) + table + (nl + rest if rest.strip() else "")
+
+
+def _newline(text: str) -> str:
+    """The file's own line ending: that of its first line (``\\r\\n`` or ``\\n``)."""
+    m = re.search(r"\r?\n", text)
+    return m.group(0) if m else "\n"
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def replaced_values(old: str, new: str) -> list[str]:
+    """``key: old -> new`` for every ``[tool.posbias]`` value ``--force`` changed or removed (both texts valid TOML)."""
+    was = _flatten(tomllib.loads(old).get("tool", {}).get("posbias", {}))
+    now = _flatten(tomllib.loads(new).get("tool", {}).get("posbias", {}))
+    return [f"{key}: {was[key]!r} -> {now[key]!r}" if key in now else f"{key}: {was[key]!r} -> (removed)"
+            for key in was if now.get(key, object()) != was[key]]
+
+
+def merge_pyproject(existing: str | None, table: str, *, force: bool) -> tuple[str | None, str]:
+    """The new pyproject.toml text and what was done ("created", "merged", "replaced", "kept").
+
+    The merge is textual (comments and layout of the rest survive) and then checked with tomllib:
+    everything outside ``tool.posbias`` must parse to exactly what it was. Returns ``(None, "kept")``
+    when the file already has a ``[tool.posbias]`` table and ``force`` is false.
+    """
+    try:
+        tomllib.loads(table)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the [tool.posbias] table posbias init would write is not valid TOML ({exc}); "
+                          "check the --model value") from None
+    if existing is None:
+        return table, "created"
+    try:
+        before = tomllib.loads(existing)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"pyproject.toml is not valid TOML ({exc}); fix it, then run posbias init again") from None
+    nl = _newline(existing)
+    table = table.replace("\n", nl)
+    had = "posbias" in before.get("tool", {})
+    if had and not force:
+        return None, "kept"
+    replaced = _replace_posbias_tables(existing, table) if had else None
+    if replaced is not None:
+        new = replaced
+    else:
+        base = existing
+        if base and not base.endswith("\n"):
+            base += nl
+        new = base + (nl if base.strip() else "") + table
+    cannot = ConfigError("pyproject.toml defines tool.posbias in a form posbias init cannot replace "
+                         "(dotted keys or an inline table); remove it by hand, then run posbias init again")
+    try:
+        after = tomllib.loads(new)
+    except tomllib.TOMLDecodeError:
+        raise cannot from None
+    rest_before = {k: v for k, v in before.items()}
+    rest_before["tool"] = {k: v for k, v in before.get("tool", {}).items() if k != "posbias"}
+    rest_after = {k: v for k, v in after.items()}
+    rest_after["tool"] = {k: v for k, v in after.get("tool", {}).items() if k != "posbias"}
+    if not rest_before["tool"]:
+        rest_before.pop("tool")
+    if not rest_after["tool"]:
+        rest_after.pop("tool")
+    if rest_before != rest_after or "posbias" not in after.get("tool", {}):
+        raise cannot
+    return new, ("replaced" if had else "merged")
+
+
+@dataclass(frozen=True)
+class Written:
+    """One path ``posbias init`` considered and what it did with it."""
+
+    path: Path
+    action: str  # created | overwritten | merged | replaced | kept
+    details: tuple[str, ...] = ()  # "replaced": the [tool.posbias] values changed; root conftest: aliases left out
+
+
+def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str | None = None,
+             quick: bool = False, force: bool = False,
+             progress: Callable[[str], None] | None = None) -> list[Written]:
+    """Write the robustness folder and the ``[tool.posbias]`` table under ``root`` (see module doc).
+
+    Everything is validated before anything is written: an invalid pyproject.toml (or a table
+    the merge cannot place) raises ConfigError with the folder untouched. ``progress`` gets a
+    line before the slow step (rendering the quick synthetic set).
+    """
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root}: not a directory (posbias init DIR expects the project's root folder)")
+    rel = Path(tests_dir)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise ConfigError(f"--tests-dir must be a relative path inside the project; got {tests_dir!r}")
+    folder = root / rel
+    pyproject = root / "pyproject.toml"
+    files: dict[Path, str] = {folder / "conftest.py": _CONFTEST}
+    for name in _suite_modules():
+        files[folder / f"{name}.py"] = _TEST_MODULE.format(name=name)
+    from ..gate_registry import GATE_SPECS
+
+    markers = ", ".join(dict.fromkeys(f"`{g.marker}`" for g in GATE_SPECS))
+    files[folder / "README.md"] = _README.format(pyproject="pyproject.toml", root=".", markers=markers)
+    # pyproject first (validation): read as bytes so its own line endings survive
+    existing = pyproject.read_bytes().decode("utf-8") if pyproject.exists() else None
+    new, py_action = merge_pyproject(existing, posbias_table(model=model, quick=quick), force=force)
+    out: list[Written] = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, text in files.items():
+        if path.exists() and not force:
+            out.append(Written(path, "kept"))
+            continue
+        action = "overwritten" if path.exists() else "created"
+        path.write_text(text, encoding="utf-8")
+        out.append(Written(path, action))
+    details: tuple[str, ...] = ()
+    if new is not None:
+        if existing is not None and py_action == "replaced":
+            details = tuple(replaced_values(existing, new))
+        pyproject.write_bytes(new.encode("utf-8"))
+    out.append(Written(pyproject, py_action, details))
+    out.append(_write_root_conftest(root))
+    if quick:
+        manifest = root / QUICK_SET / "manifest.jsonl"
+        if manifest.is_file() and not force:
+            out.append(Written(manifest, "kept"))
+        else:
+            from ..video.synthetic import build_set
+
+            action = "overwritten" if manifest.exists() else "created"
+            if progress is not None:
+                progress(f"rendering the quick synthetic set under {root / QUICK_SET} (about a minute) ...")
+            build_set(root / QUICK_SET, videos_per_config=QUICK_VIDEOS, groups_per_config=QUICK_GROUPS)
+            out.append(Written(manifest, action))
+    return out
+
+
+def _write_root_conftest(root: Path) -> Written:
+    """Create the root ``conftest.py`` with the short options, or append them to the project's own
+    (leaving out those it defines, :func:`alias_conftest`); kept when it already has them."""
+    from ..config import SHORT_ALIASES
+
+    path = root / "conftest.py"
+    existing = path.read_bytes().decode("utf-8") if path.exists() else None
+    text, skip = alias_conftest(existing)
+    if text is None:
+        return Written(path, "kept")
+    path.write_bytes(text.encode("utf-8"))
+    left_out = tuple(f"{a} left out: this project's conftest.py defines it (use {SHORT_ALIASES[a]})"
+                     for a in skip)
+    return Written(path, "created" if existing is None else "merged", left_out)
+
+
+def testpaths_hint(root: Path, tests_dir: str) -> str | None:
+    """A warning when the project's pytest ``testpaths`` would not collect the scaffolded folder."""
+    try:
+        data: dict[str, Any] = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    paths = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths")
+    if not paths:
+        return None
+    target = Path(tests_dir)
+    if any(target == Path(p) or Path(p) in target.parents for p in paths):
+        return None
+    return (f"note: [tool.pytest.ini_options] testpaths = {paths} does not include {tests_dir}; "
+            f"add it there, or run `pytest {tests_dir} -m meg ...`")
+
+
+def register(sub: Any, register_command: Any) -> None:
+    """Add ``posbias init`` to the CLI parser."""
+    p = register_command(sub, "init", _init, "scaffold a robustness test folder and a [tool.posbias] table in a repository")
+    p.add_argument("dir", nargs="?", default=".", help="the project's root folder (default: the current folder)")
+    p.add_argument("--tests-dir", default=DEFAULT_TESTS_DIR,
+                   help=f"folder for the suites' test modules, relative to DIR (default {DEFAULT_TESTS_DIR})")
+    p.add_argument("--model", default=None, help="write this model as [tool.posbias] model (the default for --model)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"write small probe sizes and render a small synthetic set under {QUICK_SET}/ for a smoke "
+                        "run (minutes on a CPU with a sim: model)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing scaffold files and replace an existing [tool.posbias] table")
+
+
+def _init(args: argparse.Namespace) -> int:
+    written = scaffold(args.dir, tests_dir=args.tests_dir, model=args.model, quick=args.quick, force=args.force,
+                       progress=lambda line: print(line, flush=True))
+    for w in written:
+        note = " (exists; --force to overwrite)" if w.action == "kept" and w.path.name != "pyproject.toml" else ""
+        if w.action == "kept" and w.path.name == "pyproject.toml":
+            note = " (already has [tool.posbias]; --force to replace that table)"
+        if w.action == "kept" and w.path.name == "conftest.py" and w.path.parent == Path(args.dir):
+            note = " (already registers the short options)"
+        print(f"{w.action:<11} {w.path}{note}")
+        for detail in w.details:
+            print(f"            {detail}" if w.path.name == "conftest.py" else f"            was {detail}")
+    hint = testpaths_hint(Path(args.dir), args.tests_dir)
+    if hint:
+        print(hint)
+    if args.quick:
+        print('next: pytest -m "meg and not slow" --model sim:middle-weak   (from the project root; a smoke run '
+              "on the quick set; `posbias gates` lists the gates)")
+    else:
+        print("next: pytest -m meg --model qwen3vl8b   (from the project root; `posbias gates` lists the gates)")
+    return 0

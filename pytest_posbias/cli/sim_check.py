@@ -1,0 +1,462 @@
+"""``posbias sim check`` and ``posbias sim calibrate``: the dose-controlled simulated models measured
+through the real probes.
+
+``posbias sim check sim:dose,meg=-0.05`` runs the probes each named gate rests on, on the
+synthetic set (or ``--data``), with a temporary generation cache, and prints per gate the
+target, the achieved value and its 95% interval:
+
+* dpb / meg / coverage / contamination: the per-group mean of the per-instance metric
+  (multi-video paper eq. 3–7) in every configuration (P = 2 and 4; MEG P = 4 only;
+  contamination without the News configurations, where it is reported, not gated), pooled
+  over configurations; interval: cluster bootstrap over the groups;
+* flip: consensus flip rate left vs midpoint at the phase budget; phase: phase 0 vs 1;
+  order: share of items whose answer changes over the orderings; Clopper–Pearson interval;
+* repetition: clean RR; attack: Shuffle ASR over the clean-benign videos within the cap
+  (Clopper–Pearson); stressor: mean per-video amplification, pooled over the stressors
+  walked to the cap (Add 1/2, Delete 2, Replace 1/2, Shuffle), cluster bootstrap over videos.
+
+For each positional gate the dose names, the check also prints one row per configuration
+(domain × bucket × P): the realised value, sim:unbiased on the same groups, and the compared
+value (for DPB/MEG the dose's effect, dosed − unbiased per group, whose population value is the
+target because the unbiased model's is 0; for coverage/contamination the realised value), held
+to max(10% of the target, an absolute floor); it exits 1 when a configuration is outside.
+
+``posbias sim calibrate`` measures the constants ``models/sim_dose.py`` stores (MU and
+CONTAMINATION) and prints them as Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+
+STRESSORS_TO_CAP = ("add1", "add2", "delete2", "replace1", "replace2", "shuffle")
+# a positional dose lands when its configuration's compared value is within 10% of the target, or
+# within the absolute floor where 10% of a target near 0 is below what one group can move
+TOLERANCE_REL = 0.10
+TOLERANCE_ABS = {"dpb": 0.005, "meg": 0.002, "coverage": 0.01, "contamination": 0.01}
+# DPB and MEG are compared as the dose's effect (dosed − sim:unbiased on the same groups): the
+# unbiased model's population DPB/MEG is 0 (every video sits at every slot once, every slot behaves
+# alike), so its value on a finite set is noise the dose does not make; coverage and contamination
+# are absolute levels (the stored MU and x0 are part of the dose), compared as realised
+PAIRED_GATES = ("dpb", "meg")
+
+
+def tolerance(gate: str, target: float) -> float:
+    """The allowed |compared − target| of a positional dose: max(0.10·|target|, TOLERANCE_ABS[gate])."""
+    if gate not in TOLERANCE_ABS:
+        raise ConfigError(f"`gate` must be one of {', '.join(TOLERANCE_ABS)}; got {gate!r}")
+    return max(TOLERANCE_REL * abs(target), TOLERANCE_ABS[gate])
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """One gate's measured value: estimate, 95% interval, units, and per-part estimates."""
+
+    gate: str
+    target: float | None
+    estimate: float
+    ci_low: float
+    ci_high: float
+    n: int
+    unit: str
+    parts: dict[str, float]
+
+    def within(self, tolerance: float) -> bool:
+        """|estimate − target| <= tolerance (False without a target)."""
+        return self.target is not None and abs(self.estimate - self.target) <= tolerance
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    """One positional dose on one configuration (domain-bucket-P): the realised value, sim:unbiased
+    on the same groups, the compared value (the paired effect for DPB/MEG, the realised value
+    otherwise) with its 95% cluster-bootstrap interval, and the tolerance it is held to."""
+
+    gate: str
+    config: str
+    target: float
+    realised: float
+    unbiased: float
+    compared: float
+    ci_low: float
+    ci_high: float
+    groups: int
+    tolerance: float
+
+    @property
+    def lands(self) -> bool:
+        """|compared − target| <= tolerance (NaN never lands)."""
+        return bool(abs(self.compared - self.target) <= self.tolerance)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What ``posbias sim check`` measured: one row per gate (pooled) and, for positional doses, one
+    per configuration; ``missed`` are the configurations outside their tolerance."""
+
+    achieved: tuple[Achieved, ...]
+    configurations: tuple[ConfigCheck, ...]
+
+    @property
+    def missed(self) -> tuple[ConfigCheck, ...]:
+        """The configurations whose compared value is outside the tolerance."""
+        return tuple(c for c in self.configurations if not c.lands)
+
+
+def config_checks(gate: str, target: float, dosed: dict[str, dict[Any, float]], unbiased: dict[str, dict[Any, float]],
+                  *, seed: int) -> list[ConfigCheck]:
+    """Per configuration label, the :class:`ConfigCheck` of ``gate`` from per-group values of the
+    dosed model and of sim:unbiased (keyed by group); DPB/MEG compare the per-group differences."""
+    rows = []
+    for label, per in dosed.items():
+        keys = [k for k in per if k in unbiased.get(label, {})]
+        d = np.array([per[k] for k in keys], dtype=float)
+        u = np.array([unbiased[label][k] for k in keys], dtype=float)
+        values = d - u if gate in PAIRED_GATES else d
+        est, lo, hi = _mean_ci(values, seed)
+        rows.append(ConfigCheck(gate, label, target, float(d.mean()) if d.size else math.nan,
+                                float(u.mean()) if u.size else math.nan, est, lo, hi, int(d.size),
+                                tolerance(gate, target)))
+    return rows
+
+
+def _context(model: str, *, seed: int, data: str | None, cache: str, probes: dict[str, dict[str, Any]],
+             rootdir: Path) -> Any:
+    from ..config import PosbiasConfig
+    from ..run.context import RunContext
+
+    options: dict[str, Any] = {"models": [model], "cache": cache, "seed": seed, "judge": "auto", "sequential": False}
+    if data:
+        options["data"] = data
+    # one process: probe results are kept in memory only (a worker name other than "main" would
+    # share them through the run folder, where a later check with the same --cache reads them back)
+    return RunContext.create(options, PosbiasConfig(probes=probes), rootdir=rootdir, worker="main",
+                             run_id="sim-check")
+
+
+def _mean_ci(values: np.ndarray, seed: int) -> tuple[float, float, float]:
+    from ..stats import cluster_bootstrap
+
+    if values.size == 0:
+        return math.nan, math.nan, math.nan
+    if values.size < 2 or np.all(values == values[0]):
+        return float(values.mean()), float(values.mean()), float(values.mean())
+    b = cluster_bootstrap(values, None, confidence_level=0.95, n_resamples=2999, rng=np.random.default_rng(seed))
+    return float(b.estimate), float(b.ci_low), float(b.ci_high)
+
+
+def _rate_ci(k: int, n: int) -> tuple[float, float, float]:
+    from ..stats import exact_interval
+
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    lo, hi = exact_interval(k, n, confidence_level=0.95)
+    return k / n, float(lo), float(hi)
+
+
+def positional_values(ctx: Any, model: str, gates: Sequence[str], groups: int,
+                      configs: Sequence[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """Per gate and configuration label, the per-group means of the per-instance metric."""
+    by_group = positional_by_group(ctx, model, gates, groups, configs)
+    return {g: {label: np.array(list(per.values())) for label, per in v.items()} for g, v in by_group.items()}
+
+
+def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
+                        configs: Sequence[str] | None = None) -> dict[str, dict[str, dict[Any, float]]]:
+    """Per gate and configuration label, the per-group means of the per-instance metric, keyed by
+    the group (its cluster id), in the probe's group order."""
+    from ..metrics import dpb_per_instance, meg_per_instance
+    from ..run.suite_params import positional_configs, positional_spec
+
+    settings = ctx.probe_settings("positional")
+    out: dict[str, dict[str, dict[Any, float]]] = {g: {} for g in gates}
+    for domain, bucket, P in positional_configs(ctx.options.get("data"), settings["scales"]):
+        label = f"{domain}-{bucket}-P{P}"
+        if configs and f"{domain}-{bucket}" not in configs and label not in configs:
+            continue
+        if gates == ["meg"] and P != 4:
+            continue
+        spec = positional_spec(settings, domain, bucket, P, groups=groups)
+        r = ctx.positional(model, spec)
+        if r.coverage.size == 0:
+            continue
+        news = all(ctx.manifest().videos[v].reference_style == "news" for g in ctx.manifest().groups_for(domain, bucket, P)
+                   for v in g.videos)
+        per: dict[str, np.ndarray] = {
+            "dpb": dpb_per_instance(r.coverage), "coverage": r.coverage.mean(axis=1),
+            "contamination": r.contamination.mean(axis=1).astype(float)}
+        if P == 4:
+            per["meg"] = meg_per_instance(r.coverage)
+        groups_idx = list(dict.fromkeys(r.clusters.tolist()))
+        for g in gates:
+            if g not in per or (g == "contamination" and news):
+                continue
+            out[g][label] = {k: float(per[g][r.clusters == k].mean()) for k in groups_idx}
+    return out
+
+
+def measure(model: str, *, gates: Sequence[str] | None = None, groups: int = 12, items: int = 60, videos: int = 32,
+            seed: int = 0, data: str | None = None, cache: str | None = None, configs: Sequence[str] | None = None,
+            rootdir: str | Path = ".", print_fn: Callable[[str], None] | None = None) -> list[Achieved]:
+    """Measure the named gates' metrics of ``model`` (``sim:dose,…``, or any sim profile with
+    ``gates``) through the real probes; returns one :class:`Achieved` per gate (:func:`run_check`)."""
+    return list(run_check(model, gates=gates, groups=groups, items=items, videos=videos, seed=seed, data=data,
+                          cache=cache, configs=configs, rootdir=rootdir, print_fn=print_fn).achieved)
+
+
+def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 12, items: int = 60, videos: int = 32,
+              seed: int = 0, data: str | None = None, cache: str | None = None, configs: Sequence[str] | None = None,
+              rootdir: str | Path = ".", print_fn: Callable[[str], None] | None = None) -> CheckResult:
+    """Measure the named gates' metrics of ``model`` through the real probes: one :class:`Achieved`
+    per gate and, for each positional gate the dose names, one :class:`ConfigCheck` per
+    configuration, held to :func:`tolerance` (sim:unbiased runs on the same groups for DPB/MEG)."""
+    from ..models.registry import resolve
+    from ..models.sim_dose import DOSE_GATES, is_dose, parse_dose
+
+    resolved = resolve(model)
+    targets: dict[str, float] = {}
+    if resolved.backend == "sim" and is_dose(resolved.target):
+        targets = dict(parse_dose(resolved.target).targets)
+    gates = list(gates or targets)
+    if not gates:
+        raise ConfigError(f"{model}: name the gates to measure (a dose names them: sim:dose,GATE=VALUE)")
+    bad = [g for g in gates if g not in DOSE_GATES]
+    if bad:
+        raise ConfigError(f"unknown gates {bad}; allowed: {', '.join(DOSE_GATES)}")
+    for name, v in (("groups", groups), ("items", items), ("videos", videos)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+            raise ConfigError(f"`{name}` must be an integer >= 2; got {v!r}")
+    probes = {"positional": {"groups": groups}, "phase": {"items": items}, "stressor": {"videos": videos}}
+    out: list[Achieved] = []
+    rows: list[ConfigCheck] = []
+    with contextlib.ExitStack() as stack:
+        cache_dir = cache or stack.enter_context(tempfile.TemporaryDirectory(prefix="posbias-sim-check-"))
+        ctx = _context(model, seed=seed, data=data, cache=cache_dir, probes=probes, rootdir=Path(rootdir))
+        stack.callback(ctx.close)
+        pos = [g for g in gates if g in ("dpb", "meg", "coverage", "contamination")]
+        if pos:
+            by_group = positional_by_group(ctx, model, pos, groups, configs)
+            dosed = [g for g in pos if targets.get(g) is not None]
+            base = positional_by_group(ctx, "sim:unbiased", dosed, groups, configs) if dosed else {}
+            for g in dosed:
+                rows += config_checks(g, targets[g], by_group[g], base[g], seed=seed)
+            for g in pos:
+                vals = {k: np.array(list(v.values())) for k, v in by_group[g].items()}
+                parts = {k: float(v.mean()) for k, v in vals.items()}
+                allv = np.concatenate(list(vals.values())) if vals else np.zeros(0)
+                est, lo, hi = _mean_ci(allv, seed)
+                out.append(Achieved(g, targets.get(g), est, lo, hi, int(allv.size), "groups", parts))
+        if {"flip", "phase", "order"} & set(gates):
+            from ..probes.phase import order_flips, pair_flips
+
+            spec = ctx.phase_spec()
+            for g in ("flip", "phase", "order"):
+                if g not in gates:
+                    continue
+                r = ctx.phase(model, g, spec.budget if g == "flip" else None)
+                if g == "flip":
+                    flips = pair_flips(r, "sampler:left", "sampler:midpoint")
+                    parts = {f"{a}-{b}": float(pair_flips(r, f"sampler:{a}", f"sampler:{b}").mean())
+                             for i, a in enumerate(spec.samplers) for b in spec.samplers[i + 1:]}
+                elif g == "phase":
+                    flips = pair_flips(r, "phase:0", "phase:1")
+                    parts = {f"{a}-{b}": float(pair_flips(r, f"phase:{a}", f"phase:{b}").mean())
+                             for a in range(spec.phases) for b in range(a + 1, spec.phases)}
+                else:
+                    flips = order_flips(r)
+                    parts = {}
+                est, lo, hi = _rate_ci(int(flips.sum()), int(flips.size))
+                out.append(Achieved(g, targets.get(g), est, lo, hi, int(flips.size), "items", parts))
+        if "parity" in gates:  # changed consensus answers against sim:unbiased on the same items
+            r, u = ctx.phase(model, "order"), ctx.phase("sim:unbiased", "order")
+            changed = (r.consensus("phase:0") != u.consensus("phase:0")).astype(int)
+            est, lo, hi = _rate_ci(int(changed.sum()), int(changed.size))
+            out.append(Achieved("parity", targets.get("parity"), est, lo, hi, int(changed.size), "items", {}))
+        if {"repetition", "stressor", "attack"} & set(gates):
+            frames = ctx.probe_settings("stressor")["frames"][0]
+            r = ctx.stressor(model, frames)
+            if "repetition" in gates:
+                f = r.clean.flags
+                est, lo, hi = _rate_ci(int(f.sum()), int(f.size))
+                out.append(Achieved("repetition", targets.get("repetition"), est, lo, hi, int(f.size), "videos", {}))
+            if "stressor" in gates:
+                per = {s: r.amplification(s) for s in r.variants}
+                pooled = np.nanmean(np.stack([per[s] for s in STRESSORS_TO_CAP if s in per]), axis=0)
+                est, lo, hi = _mean_ci(pooled[~np.isnan(pooled)], seed)
+                out.append(Achieved("stressor", targets.get("stressor"), est, lo, hi, int(np.sum(~np.isnan(pooled))),
+                                    "videos", {s: float(np.nanmean(v)) for s, v in per.items()}))
+            if "attack" in gates:
+                a = r.attack("shuffle")
+                est, lo, hi = _rate_ci(int(a["successes"]), int(a["attacked"]))
+                out.append(Achieved("attack", targets.get("attack"), est, lo, hi, int(a["attacked"]), "benign videos",
+                                    {s: float(r.attack(s)["asr"]) for s in r.variants}))
+    if print_fn is not None:
+        for line in format_rows(model, out):
+            print_fn(line)
+        if rows:
+            for line in format_configs(rows):
+                print_fn(line)
+        if targets:
+            from ..models.sim_dose import describe
+
+            params = describe(parse_dose(resolved.target))
+            params.pop("targets", None)
+            if params:
+                print_fn("behaviour: " + ", ".join(f"{k} {v:.4g}" for k, v in params.items()))
+    return CheckResult(tuple(out), tuple(rows))
+
+
+def format_configs(rows: Sequence[ConfigCheck]) -> list[str]:
+    """The per-configuration table: target, realised, sim:unbiased on the same groups, the compared
+    value (effect = dosed − unbiased for DPB/MEG) with its 95% interval, tolerance, and whether it lands."""
+    lines = ["per configuration (compared: dosed - unbiased on the same groups for dpb/meg, the realised value "
+             "otherwise; lands: |compared - target| <= tolerance)",
+             f"{'gate':<14} {'configuration':<20} {'target':>8} {'realised':>9} {'unbiased':>9} {'compared':>9} "
+             f"{'95% interval':>18} {'tol':>6} {'groups':>6}  lands"]
+    for c in rows:
+        lines.append(f"{c.gate:<14} {c.config:<20} {c.target:>8.4f} {c.realised:>9.4f} {c.unbiased:>9.4f} "
+                     f"{c.compared:>9.4f} [{c.ci_low:>7.4f}, {c.ci_high:>7.4f}] {c.tolerance:>6.4f} {c.groups:>6}  "
+                     + ("yes" if c.lands else "NO: outside the tolerance"))
+    missed = [c for c in rows if not c.lands]
+    lines.append(f"{len(rows) - len(missed)} of {len(rows)} configurations land within tolerance"
+                 + (": missed " + ", ".join(f"{c.gate} {c.config}" for c in missed) if missed else ""))
+    return lines
+
+
+def format_rows(model: str, rows: Sequence[Achieved]) -> list[str]:
+    """The check's table: gate, target, achieved, 95% interval, n, and the per-part values."""
+    lines = [f"{model}: achieved values through the real probes (95% intervals)",
+             f"{'gate':<14} {'target':>8} {'achieved':>9} {'95% interval':>18} {'n':>5}  unit / parts"]
+    for a in rows:
+        tgt = f"{a.target:.3f}" if a.target is not None else "-"
+        parts = ", ".join(f"{k} {v:.3f}" for k, v in a.parts.items())
+        lines.append(f"{a.gate:<14} {tgt:>8} {a.estimate:>9.3f} [{a.ci_low:>7.3f}, {a.ci_high:>6.3f}] {a.n:>5}  {a.unit}"
+                     + (f"; {parts}" if parts else ""))
+    return lines
+
+
+@contextlib.contextmanager
+def _confusion_always() -> Iterator[None]:
+    """Within the block, ``contamination=1`` makes every kept slot describe another slot's video
+    (the calibration of κ); the module's constants are restored afterwards."""
+    from ..models import sim_dose
+
+    saved = (dict(sim_dose.CONTAMINATION), dict(sim_dose.DOSE_RANGE))
+    sim_dose.CONTAMINATION.clear()
+    sim_dose.DOSE_RANGE["contamination"] = (0.0, 1.0)
+    try:
+        yield
+    finally:
+        sim_dose.CONTAMINATION.clear()
+        sim_dose.CONTAMINATION.update(saved[0])
+        sim_dose.DOSE_RANGE.clear()
+        sim_dose.DOSE_RANGE.update(saved[1])
+
+
+@contextlib.contextmanager
+def _thin_always() -> Iterator[None]:
+    """Within the block, ``meg=-1`` thins every middle slot of a P = 4 answer by its first written
+    sentence (the calibration of FIRST_LOSS); the module's constants are restored afterwards."""
+    from ..models import sim_dose
+
+    saved = (dict(sim_dose.FIRST_LOSS), sim_dose.FIRST_LOSS_DEFAULT, dict(sim_dose.DOSE_RANGE))
+    sim_dose.FIRST_LOSS.clear()
+    sim_dose.FIRST_LOSS_DEFAULT = 1.0
+    sim_dose.DOSE_RANGE["meg"] = (-1.0, 1.0)
+    try:
+        yield
+    finally:
+        sim_dose.FIRST_LOSS.clear()
+        sim_dose.FIRST_LOSS.update(saved[0])
+        sim_dose.FIRST_LOSS_DEFAULT = saved[1]
+        sim_dose.DOSE_RANGE.clear()
+        sim_dose.DOSE_RANGE.update(saved[2])
+
+
+def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootdir: str | Path = ".",
+              print_fn: Callable[[str], None] = print) -> dict[str, Any]:
+    """Measure MU (unbiased mean slot coverage), CONTAMINATION ((x0, κ): the unbiased
+    contaminated-slot rate and the rate when every slot describes another slot's video) and, at
+    P = 4, FIRST_LOSS (the middle slots' mean coverage under sim:unbiased minus theirs when every
+    middle slot drops its first written sentence) per configuration, and print them as the Python
+    that ``models/sim_dose.py`` stores."""
+    from ..run.suite_params import positional_configs, positional_spec
+
+    mu: dict[tuple[str, str, int], float] = {}
+    contam: dict[tuple[str, str, int], tuple[float, float]] = {}
+    loss: dict[tuple[str, str, int], float] = {}
+    with (tempfile.TemporaryDirectory(prefix="posbias-sim-calibrate-") as tmp, _confusion_always(),
+          _thin_always()):
+        ctx = _context("sim:unbiased", seed=seed, data=data, cache=tmp, probes={"positional": {"groups": groups}},
+                       rootdir=Path(rootdir))
+        try:
+            settings = ctx.probe_settings("positional")
+            for domain, bucket, P in positional_configs(ctx.options.get("data"), settings["scales"]):
+                spec = positional_spec(settings, domain, bucket, P, groups=groups)
+                u = ctx.positional("sim:unbiased", spec)
+                c = ctx.positional("sim:dose,contamination=1", spec)
+                if u.coverage.size == 0:
+                    continue
+                mu[(domain, bucket, P)] = round(float(u.coverage.mean()), 4)
+                contam[(domain, bucket, P)] = (round(float(u.contamination.mean()), 4),
+                                               round(float(c.contamination.mean()), 4))
+                if P == 4:
+                    t = ctx.positional("sim:dose,meg=-1", spec)
+                    loss[(domain, bucket, P)] = round(float(u.coverage[:, 1:3].mean() - t.coverage[:, 1:3].mean()), 4)
+        finally:
+            ctx.close()
+    print_fn(f"# posbias sim calibrate --groups {groups} --seed {seed}")
+    print_fn("MU: dict[tuple[str, str, int], float] = {")
+    for k, v in mu.items():
+        print_fn(f"    {k!r}: {v},")
+    print_fn("}")
+    print_fn("CONTAMINATION: dict[tuple[str, str, int], tuple[float, float]] = {")
+    for k, (a, b) in contam.items():
+        print_fn(f"    {k!r}: ({a}, {b}),")
+    print_fn("}")
+    print_fn("FIRST_LOSS: dict[tuple[str, str, int], float] = {")
+    for k, v in loss.items():
+        print_fn(f"    {k!r}: {v},")
+    print_fn("}")
+    return {"mu": mu, "contamination": contam, "first_loss": loss}
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def register(sub: Any, register_fn: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add the ``sim`` subcommand (``check`` and ``calibrate``) to the ``posbias`` parser."""
+    p = register_fn(sub, "sim", _cli, "measure a dose-controlled simulated model's gate metrics through the real probes")
+    p.add_argument("action", choices=["check", "calibrate"], help="check: measure a dose; calibrate: the stored constants")
+    p.add_argument("model", nargs="?", help="with check: sim:dose,GATE=VALUE[,GATE=VALUE...] (or sim:PROFILE with --gates)")
+    p.add_argument("--gates", default=None, help="comma-separated gates to measure (default: the gates the dose names)")
+    p.add_argument("--groups", type=int, default=12, help="positional groups per configuration (default 12; calibrate 40)")
+    p.add_argument("--items", type=int, default=60, help="multiple-choice items (default 60)")
+    p.add_argument("--videos", type=int, default=32, help="videos of the stressor probe (default 32)")
+    p.add_argument("--configs", default=None, help="positional configurations, e.g. domestic-short,leisure-long (default all)")
+    p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    p.add_argument("--data", default=None, help="manifest (default: the synthetic set)")
+    p.add_argument("--cache", default=None, help="generation cache directory (default: a temporary one)")
+
+
+def _cli(args: argparse.Namespace) -> int:
+    if args.action == "calibrate":
+        calibrate(groups=args.groups if args.groups != 12 else 40, seed=args.seed, data=args.data)
+        return 0
+    if not args.model:
+        raise ConfigError("posbias sim check needs the model, e.g. posbias sim check sim:dose,meg=-0.05")
+    result = run_check(args.model, gates=args.gates.split(",") if args.gates else None, groups=args.groups,
+                       items=args.items, videos=args.videos, seed=args.seed, data=args.data, cache=args.cache,
+                       configs=args.configs.split(",") if args.configs else None, print_fn=print)
+    return 1 if result.missed else 0  # a configuration where the dose does not land fails the check

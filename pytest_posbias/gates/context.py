@@ -1,0 +1,118 @@
+"""What the gates and the probes read from the run: the :class:`GateContext` and
+:class:`ProbeContext` protocols.
+
+The gate functions (:mod:`.gates`, :mod:`.gates.search`) take the run as a ``GateContext``: the
+run's settings (mode, α, baseline, sequential design, bootstrap size, measurement floor, paired
+test, seed, the validated ``[tool.posbias]`` table), the probes' results (memoized, so gates that
+share a probe share its model calls) and the verdict builders that apply a gate's threshold and
+side from the registry (:mod:`.gate_registry`). :class:`~.run.context.RunContext` is the
+implementation; tests pass small stand-ins with the members a gate uses.
+
+The probes (:mod:`.probes.positional`, :mod:`.probes.phase`, :mod:`.probes.stressor`) take the
+run as a ``ProbeContext``: the engine that makes (or reuses) every model call, the frame store,
+the run log, seeded generators, the observation log and the run's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # annotations only: importing this module imports no probe, numpy or scipy
+    import numpy as np
+
+    from ..config import PosbiasConfig
+    from ..data.manifest import Manifest
+    from ..engine import Engine, RunLog
+    from ..probes.phase import PhaseResult, PhaseSpec
+    from ..probes.positional import PositionalResult, PositionalSpec
+    from ..probes.stressor import StressorResult, StressorSpec
+    from ..stats import Verdict
+    from ..video.frames import FrameStore
+
+
+class ProbeContext(Protocol):
+    """The run as the probes see it (module docstring)."""
+
+    engine: Engine
+    store: FrameStore
+    runlog: RunLog
+
+    def rng(self, *keys: Any) -> np.random.Generator:
+        """A generator seeded by the run seed and ``keys``."""
+        ...
+
+    def observe(self, probe: str, data: Mapping[str, Any]) -> None:
+        """Append a probe's observation to the run log."""
+        ...
+
+    def manifest(self) -> Manifest:
+        """The run's data."""
+        ...
+
+
+class GateContext(Protocol):
+    """The run as the gates see it (module docstring)."""
+
+    mode: str  # detect or certify
+    alpha: float  # the per-gate level (intervals are 1 - 2 alpha two-sided)
+    baseline: str | None  # the --posbias-baseline model: gates become paired comparisons
+    sequential: bool  # the group-sequential design (else the fixed sample)
+    n_resamples: int
+    floor: float  # the measurement floor (share of planned units a gate must measure)
+    paired_test: str  # bootstrap or permutation
+    seed: int
+    pcfg: PosbiasConfig
+
+    def threshold(self, gate: str, model: str) -> float:
+        """The gate's effective threshold for ``model``."""
+        ...
+
+    def rng(self, *keys: Any) -> np.random.Generator:
+        """A generator seeded by the run seed and ``keys``."""
+        ...
+
+    def manifest(self) -> Manifest:
+        """The run's data."""
+        ...
+
+    def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:
+        """The positional probe on ``model`` at ``spec`` (its first ``n`` groups)."""
+        ...
+
+    def phase_spec(self) -> PhaseSpec:
+        """The phase probe's spec from the run's settings."""
+        ...
+
+    def phase(self, model: str, gate: str, budget: int | None = None, n: int | None = None) -> PhaseResult:
+        """The phase probe with the conditions ``gate`` needs (its first ``n`` items)."""
+        ...
+
+    def stressor_spec(self, frames: int) -> StressorSpec:
+        """The stressor probe's spec at ``frames`` frames from the run's settings."""
+        ...
+
+    def stressor(self, model: str, frames: int, n: int | None = None, part: str | None = None) -> StressorResult:
+        """The stressor probe on ``model`` at ``frames`` frames (its first ``n`` videos): one part of it
+        (the clean outputs, the controls, a stressor's variants) or, with ``part`` None, every part."""
+        ...
+
+    def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
+                  method: str | None = None, extra: Mapping[str, Any] | None = None,
+                  lattice_step: float | None = None) -> Verdict:
+        """A mean gate: cluster bootstrap (or the ``method`` given, e.g. ``skew-t`` with a
+        ``lattice_step``) against the gate's threshold and side."""
+        ...
+
+    def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,
+                  extra: Mapping[str, Any] | None = None) -> Verdict:
+        """A rate gate: exact binomial against the gate's threshold."""
+        ...
+
+    def baseline_gate(self, gate: str, model: str, cand: Any, base: Any, clusters: Any, *, name: str, unit: str,
+                      worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
+        """A paired non-inferiority comparison against the baseline within the gate's margin."""
+        ...
+
+
+__all__ = ["GateContext", "ProbeContext"]

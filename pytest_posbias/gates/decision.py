@@ -1,0 +1,468 @@
+"""The run-level release decision: one decision over every gate the run holds.
+
+Each gate's :class:`~pytest_posbias.stats.Verdict` is a test at level α. A run of m gates
+that failed whenever any gate failed would falsely fail a model compliant on every gate with
+probability up to 1 − (1 − α)^m (0.9998 for m = 164). The run's exit status and the report's
+banner follow this decision instead:
+
+* **detect mode** (the null of each gate is "compliant"): Holm's step-down adjustment
+  (Holm 1979, "A simple sequentially rejective multiple test procedure") over the gates'
+  valid p-values: with p_(1) <= ... <= p_(m), the adjusted p-value is
+  p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)). A gate fails the run when its own verdict
+  failed *and* p̃ <= α. Holm controls the family-wise error rate at α under any dependence
+  between the gates, so the run's false-failure rate for a model compliant on every gate is at
+  most α for any selection (6 gates with ``-m meg``, 164 with everything).
+* **certify mode** (the null of each gate is "violating"): the run ships only when every gate
+  shows compliance. That is an intersection–union test (Berger 1982, Technometrics 24, 295),
+  level α for "the model violates some gate" without any adjustment, so the adjusted decision
+  of a certify-type gate is its own decision (p̃ = p). The same holds for certify-type gates
+  (the confirmatory equivalence TOST) inside a detect run.
+* ``multiplicity = "none"``: the adjusted decision is the gate's own (the run fails when any
+  gate fails): per-gate error control, chosen knowingly.
+
+A gate counts as *not measured* (exit 6, :mod:`~pytest_posbias.exitcodes`) when it missed its
+measurement floor, or when it is inconclusive in certify mode. Such a gate never passes and is
+not a failure on measured evidence; it is left out of the Holm family.
+
+Sequential gates: the group-sequential design's reported p-value is the look's nominal p
+rescaled to α (p · α / a_k), which is <= α exactly when the look's boundary is crossed but is
+not a p-value at smaller levels. Holm needs p-values valid at every level, so the family uses
+the design's z-ordering p-value (:func:`sequential_p_value`; Jennison & Turnbull 2000,
+section 8.4) instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..errors import ConfigError
+from ..exitcodes import DO_NOT_SHIP, LABELS, NOT_MEASURED, SHIP
+from ..stats import Verdict
+
+MULTIPLICITY: tuple[str, ...] = ("holm", "none")
+POWER = 0.80  # the power at which a verdict states its smallest detectable violation
+SEQUENTIAL_LOOKS = 4  # gates.LOOKS: analyses of the group-sequential design the suites use
+OPT_IN_MARK = "opt in with"  # a skip reason with these words is an opt-in gate the user did not opt into
+
+
+def holm_adjust(p_values: ArrayLike) -> NDArray[np.float64]:
+    """Holm step-down adjusted p-values, in the input order.
+
+    p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)) for the ascending order p_(1) <= ... <= p_(m)
+    (Holm 1979). Rejecting every hypothesis with p̃ <= α controls the family-wise error rate at α.
+    A NaN p-value counts as 1.
+    """
+    p = np.asarray(p_values, dtype=float).ravel()
+    if p.size == 0:
+        return p.copy()
+    p = np.where(np.isnan(p), 1.0, np.clip(p, 0.0, 1.0))
+    order = np.argsort(p, kind="stable")
+    m = p.size
+    steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out = np.empty(m)
+    out[order] = np.maximum.accumulate(steps)
+    return out
+
+
+def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float, looks: int = SEQUENTIAL_LOOKS,
+                      active: Sequence[bool] | None = None) -> float:
+    """p-value of a failing group-sequential gate in the z-statistic (likelihood-ratio) ordering
+    (Jennison & Turnbull 2000, §8.4), valid at every level.
+
+    The design (:func:`~pytest_posbias.stats.sequential.gsd_step`) has efficacy boundaries c_1..c_K on the
+    z scale at information fractions τ_k = n_k / n_max (O'Brien–Fleming-type spending); a gate
+    fails at the first look whose z-statistic crosses its boundary. For a failure with nominal
+    one-sided p-value ``nominal_p`` (z = Φ⁻¹(1 − p)), under the null at the boundary,
+
+        p = Σ_j P(Z_i < c_i for live i < j, Z_j >= max(c_j, z)),   corr(Z_i, Z_j) = sqrt(τ_i / τ_j),
+
+    the probability of failing at any look with a z-statistic at least as large. It is <= α, equals
+    α at a crossing exactly on the last boundary, and shrinks with z (the stagewise ordering instead
+    charges every earlier look's α, so a strong failure at the last look could never pass a Holm
+    step below α(τ_{K−1})). ``active`` marks the looks that could stop the gate (a mean gate cannot
+    stop before ``MIN_MEAN_UNITS`` units): an inactive look cannot fail it. ``look`` is accepted for
+    the record; the ordering does not depend on it. Gates that did not fail get p = 1 from the
+    caller (a larger p-value is always valid).
+    """
+    from scipy.stats import multivariate_normal, norm
+
+    from ..stats.sequential import gsd_boundaries, gsd_sizes
+
+    if not 0 < alpha < 1:
+        raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
+    if n_max < 1:
+        raise ConfigError(f"`n_max` must be >= 1; got {n_max!r}")
+    p = float(nominal_p)
+    if math.isnan(p):
+        return 1.0
+    p = min(max(p, 0.0), 1.0)
+    sizes = gsd_sizes(n_max, looks)
+    k = min(max(int(look), 0), len(sizes) - 1)
+    act = [True] * len(sizes) if active is None else [bool(x) for x in active][: len(sizes)]
+    if len(act) < len(sizes):
+        raise ConfigError(f"`active` must mark each of the {len(sizes)} looks; got {len(act)}")
+    del k  # the z-ordering p-value does not depend on the look the gate stopped at
+    if p <= 0.0:
+        return 0.0
+    taus = [s / n_max for s in sizes]
+    cs = gsd_boundaries(taus, alpha)
+    z = float(norm.isf(p))
+    live = [j for j in range(len(sizes)) if act[j]]
+    rng = np.random.default_rng(0)  # fixed QMC seed, as for the boundaries: the same outcome, the same p
+
+    def below(j: int, x: float) -> float:  # F_j(x) = P(Z_i < c_i for live i < j, Z_j < x)
+        idx = [i for i in live if i < j] + [j]
+        if len(idx) == 1:
+            return float(norm.cdf(x))
+        cov = np.array([[math.sqrt(min(taus[i], taus[m]) / max(taus[i], taus[m])) for m in idx] for i in idx])
+        return float(multivariate_normal(mean=np.zeros(len(idx)), cov=cov).cdf(
+            np.array([*(cs[i] for i in idx[:-1]), x]), rng=rng))
+
+    # P(a crossing at a live look j with Z_j >= z) = Σ_j [F_j(∞-ish: c_j ... ) ...]: the first crossing is at j
+    # with Z_j in [c_j, ∞); the part with Z_j >= max(c_j, z) is F_j(∞) − F_j(max(c_j, z)), F_j(∞) = F_{j−}(c's)
+    total = 0.0
+    for j in live:
+        top = below(j, 8.0)  # P(no crossing before j), as F_j at a bound past any z-statistic here
+        total += top - below(j, max(cs[j], z))
+    return float(min(1.0, max(0.0, total)))
+
+
+def _sequential(v: Verdict) -> bool:
+    return str((v.extra or {}).get("design", "")).startswith("group-sequential")
+
+
+def gate_p_value(v: Verdict) -> float:
+    """The gate's p-value for the run's multiple test, valid at every level.
+
+    Fixed-sample gates: their own p-value. Group-sequential gates: the z-ordering p-value
+    (:func:`sequential_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
+    (a_k = 1 − Φ(c_k), the look's nominal level); 1 for a gate that did not fail and for a
+    reported p of 1 (its nominal p is not recoverable; 1 is the conservative choice).
+    """
+    p = float(v.p_value)
+    if math.isnan(p):
+        return 1.0
+    if not _sequential(v):
+        return min(max(p, 0.0), 1.0)
+    from scipy.stats import norm
+
+    from ..stats.sequential import gsd_boundaries, gsd_sizes
+
+    ex = v.extra or {}
+    n_max = int(ex.get("n_max") or 0)
+    done = list(ex.get("looks") or [])
+    if n_max < 1 or not done or p >= 1.0:
+        return 1.0
+    sizes = gsd_sizes(n_max, SEQUENTIAL_LOOKS)
+    k = min(len(done) - 1, len(sizes) - 1)
+    if v.passed:  # no crossing: the z-ordering p-value counts failures only
+        return 1.0
+    a_k = float(norm.sf(gsd_boundaries([s / n_max for s in sizes], v.alpha)[k]))
+    from ..stats.sequential import MIN_MEAN_UNITS
+
+    active = [ex.get("kind") != "mean" or s >= MIN_MEAN_UNITS for s in sizes]  # unknown kind: every look counts
+    return sequential_p_value(nominal_p=p * a_k / v.alpha, look=k, n_max=n_max, alpha=v.alpha, active=active)
+
+
+def inconclusive(v: Verdict) -> bool:
+    """A verdict whose data could not decide (:attr:`~pytest_posbias.stats.Verdict.inconclusive`),
+    marked ``extra["inconclusive"]``, or the form :func:`~pytest_posbias.stats.inconclusive_verdict`
+    gives (no interval, p = 1) in a run log written without the field."""
+    if getattr(v, "inconclusive", False):
+        return True
+    ex = v.extra or {}
+    if "inconclusive" in ex:
+        return bool(ex["inconclusive"])
+    return math.isnan(v.ci_low) and math.isnan(v.ci_high) and v.p_value == 1.0
+
+
+def not_measured_reason(v: Verdict) -> str | None:
+    """Why a gate did not measure (it neither passes nor fails on evidence), or None.
+
+    Below the measurement floor (either mode), inconclusive in certify mode, or inconclusive and
+    not passed in detect mode (non-finite unit values: lost units, never a measured failure).
+    """
+    m = (v.extra or {}).get("measurement") or {}
+    if m and not m.get("floor_met", True):
+        return "below its measurement floor"
+    if v.mode == "certify" and not v.passed and inconclusive(v):
+        return "inconclusive (too few units to certify)"
+    if not v.passed and getattr(v, "inconclusive", False):
+        return "inconclusive (unit values not measured)"
+    return None
+
+
+def _violation_at_2t(v: Verdict) -> tuple[float, float]:
+    """(the violating value a gate should detect, its distance past the bound): twice the threshold
+    past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a
+    two-sided region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
+    lower, upper = float(v.lower), float(v.upper)
+    up_f, lo_f = math.isfinite(upper), math.isfinite(lower)
+    if not (up_f or lo_f):
+        return math.nan, math.nan
+    est = v.estimate if math.isfinite(v.estimate) else math.nan
+    use_upper = up_f and (not lo_f or not est < (lower + upper) / 2)
+    if use_upper:
+        dist = abs(upper) if upper != 0 else 0.05
+        return upper + dist, dist
+    # two-sided region, estimate on the lower side: twice the threshold below; lower-only: half the bound
+    dist = 0.05 if lower == 0 else (abs(lower) if up_f else abs(lower) / 2)
+    return lower - dist, dist
+
+
+def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
+    """Distance past the nearest bound that the gate detects with probability ``power`` at its n
+    and observed variance (one-sided test at α): d = (z_{1−α} + z_{power}) · se, with
+    se = (ci_high − ci_low) / (2 z_{1−α}) from the verdict's 1 − 2α interval (normal
+    approximation). Infinite when the verdict has no interval. For an exact binomial rate gate
+    (a ceiling) the exact figure of :func:`pytest_posbias.stats.detectable_effect` (``kind='rate'``)
+    at the verdict's n instead."""
+    from scipy.stats import norm
+
+    if not 0 < power < 1:
+        raise ConfigError(f"`power` must be in (0, 1); got {power!r}")
+    method = str((v.extra or {}).get("method", ""))
+    if method.startswith("exact binomial") and math.isinf(v.lower) and 0.0 <= v.upper < 1.0 and v.n >= 1 and power > v.alpha:
+        from ..stats import detectable_effect as stats_detectable_effect
+
+        return stats_detectable_effect(kind="rate", n=int(v.n), threshold=float(v.upper), alpha=float(v.alpha),
+                                       power=float(power)) - float(v.upper)
+    lo, hi = float(v.ci_low), float(v.ci_high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return math.inf
+    za = float(norm.isf(v.alpha))
+    se = max(hi - lo, 0.0) / (2 * za)
+    return float((za + norm.ppf(power)) * se)
+
+
+@dataclass(frozen=True)
+class PowerNote:
+    """What a verdict could detect: the smallest violating value detected with 80% power
+    (``detectable``), the violating value at 2× the threshold (``target``), whether the gate
+    could not detect the target (``underpowered``) and the units that would (``n_needed``,
+    from se ∝ 1/sqrt(n))."""
+
+    detectable: float
+    target: float
+    underpowered: bool
+    n_needed: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (infinite values as strings)."""
+        def num(x: float) -> Any:
+            return None if math.isnan(x) else ("inf" if x == math.inf else "-inf" if x == -math.inf else x)
+
+        return {"detectable": num(self.detectable), "target": num(self.target), "underpowered": self.underpowered,
+                "n_needed": self.n_needed}
+
+
+def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
+    """The verdict's :class:`PowerNote` (see :func:`detectable_effect`)."""
+    target, dist = _violation_at_2t(v)
+    d = detectable_effect(v, power=power)
+    if math.isnan(dist):
+        return PowerNote(math.nan, math.nan, False, None)
+    side_up = math.isfinite(v.upper) and target > v.upper
+    detectable = (v.upper + d) if side_up else (v.lower - d)
+    under = not d <= dist
+    need = None
+    if under and math.isfinite(d) and dist > 0 and v.n > 0:
+        need = math.ceil(v.n * (d / dist) ** 2)
+    return PowerNote(detectable, target, under, need)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """One gate in the run-level decision: its own decision and the adjusted one.
+
+    ``status``: ``pass``, ``fail`` (fails the run on measured evidence) or ``not measured``;
+    ``family``: ``holm`` (detect gates in the Holm family), ``iut`` (certify-type gates:
+    adjusted = own), ``none`` (no adjustment chosen) or ``-`` (not measured).
+    """
+
+    nodeid: str
+    own_passed: bool
+    p_value: float
+    p_adjusted: float
+    adjusted_passed: bool
+    status: str
+    family: str
+    why_not_measured: str | None = None
+    power: PowerNote | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (``p_adj``, ``adjusted_passed``, ``run_status``, ``power``)."""
+        def num(x: float) -> Any:
+            return None if math.isnan(x) else x
+
+        return {"p_run": num(self.p_value), "p_adj": num(self.p_adjusted), "adjusted_passed": self.adjusted_passed,
+                "run_status": self.status, "family": self.family, "not_measured": self.why_not_measured,
+                "power": self.power.to_dict() if self.power else None}
+
+
+@dataclass(frozen=True)
+class RunDecision:
+    """The run's release decision: exit status, label, the one-line reason and every gate's part."""
+
+    exit_code: int
+    label: str
+    why: str
+    method: str
+    alpha: float
+    gates: tuple[GateDecision, ...]
+    underpowered: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    not_run: tuple[str, ...] = ()
+    stopped: str = ""
+
+    @property
+    def ship(self) -> bool:
+        """True only for exit status 0."""
+        return self.exit_code == SHIP
+
+    def gate(self, nodeid: str) -> GateDecision | None:
+        """The decision of the gate with this node id."""
+        return next((g for g in self.gates if g.nodeid == nodeid), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (the gates' parts travel with their verdict rows)."""
+        return {"exit_code": self.exit_code, "label": self.label, "why": self.why, "method": self.method,
+                "alpha": self.alpha, "underpowered": list(self.underpowered), "notices": list(self.notices),
+                "skipped": dict(self.skipped), "not_run": list(self.not_run), "stopped": self.stopped,
+                "n_gates": len(self.gates), "n_failed_own": sum(not g.own_passed for g in self.gates),
+                "n_failed_run": sum(g.status == "fail" for g in self.gates),
+                "n_not_measured": sum(g.status == "not measured" for g in self.gates)}
+
+
+def check_multiplicity(value: Any, *, name: str = "multiplicity") -> str:
+    """``value`` if it is one of :data:`MULTIPLICITY`, else a :class:`ConfigError` naming ``name``."""
+    if value not in MULTIPLICITY:
+        raise ConfigError(f"`{name}` must be one of {', '.join(MULTIPLICITY)}; got {value!r}")
+    return str(value)
+
+
+def is_opt_in_skip(reason: str) -> bool:
+    """A skip of an opt-in gate the user did not opt into (its reason says how to opt in)."""
+    return OPT_IN_MARK in str(reason)
+
+
+def simulated_notice(models: Sequence[str]) -> str | None:
+    """``SIMULATED MODEL — not a release decision`` when any model is a ``sim:`` model."""
+    sims = [m for m in models if str(m).startswith("sim:")]
+    return f"SIMULATED MODEL — not a release decision ({', '.join(sims)})" if sims else None
+
+
+def reduced_sizes(probes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Probe sample sizes set below the package defaults (e.g. ``posbias init --quick``), as
+    ``positional.groups = 12 (default 48)``."""
+    from ..probes.settings import DEFAULTS
+
+    out = []
+    for probe, table in sorted(probes.items()):
+        for key, value in sorted((table or {}).items()):
+            default = DEFAULTS.get(probe, {}).get(key)
+            if key in ("groups", "items", "videos", "trials", "orderings", "equivalence_items") and isinstance(
+                    default, int) and isinstance(value, int) and not isinstance(value, bool) and value < default:
+                out.append(f"{probe}.{key} = {value} (default {default})")
+    return out
+
+
+def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """``QUICK SIZES — ...`` when probe sizes are set below the defaults."""
+    small = reduced_sizes(probes)
+    return f"QUICK SIZES — smaller samples than a release gate uses: {', '.join(small)}" if small else None
+
+
+def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str = "holm", alpha: float | None = None,
+                 skipped: Sequence[tuple[str, str]] = (), notices: Sequence[str] = (),
+                 not_run: Sequence[str] = (), stopped: str = "") -> RunDecision:
+    """The run's decision over ``verdicts`` (node id, verdict) (see the module doc).
+
+    ``skipped``: (node id, reason) of gate tests skipped in the run. ``not_run``: node ids of
+    selected gate tests that never ran because the run stopped early (``-x``, ``--maxfail``, an
+    interrupt), with ``stopped`` saying how: they decided nothing. Exit status: 1 when a gate
+    fails after the adjustment; else 6 when a gate did not measure, when a selected gate never ran,
+    or when no gate reached a verdict although gate tests were selected (all skipped: for lack of
+    data, or an opt-in gate not opted into); else 0. ``alpha`` defaults to the smallest of the
+    verdicts' α.
+    """
+    multiplicity = check_multiplicity(multiplicity)
+    al = float(alpha) if alpha is not None else min((float(v.alpha) for _, v in verdicts), default=0.05)
+    if not 0 < al < 1:
+        raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
+    nm = [not_measured_reason(v) for _, v in verdicts]
+    ps = [gate_p_value(v) for _, v in verdicts]
+    holm_idx = [i for i, (_, v) in enumerate(verdicts) if nm[i] is None and v.mode == "detect"]
+    # a selected gate that never ran (the run stopped early) stays in Holm's family with p = 1, a valid
+    # p-value: otherwise -x, which stops at the first gate failing on its own, would adjust that gate
+    # within the few gates that ran and fail true-null runs far more often than α
+    family_ps = [ps[i] for i in holm_idx] + [1.0] * len(not_run)
+    adj = (dict(zip(holm_idx, holm_adjust(family_ps)[: len(holm_idx)], strict=True))
+           if multiplicity == "holm" else {})
+    gates = []
+    for i, (nid, v) in enumerate(verdicts):
+        pn = power_note(v)
+        if nm[i] is not None:
+            gates.append(GateDecision(nid, v.passed, ps[i], math.nan, False, "not measured", "-", nm[i], pn))
+            continue
+        if i in adj:
+            p_adj = float(adj[i])
+            ok = v.passed or p_adj > al
+            family = "holm"
+        else:
+            p_adj, ok = ps[i], v.passed
+            family = "none" if multiplicity == "none" else "iut"
+        gates.append(GateDecision(nid, v.passed, ps[i], p_adj, ok, "pass" if ok else "fail", family, None, pn))
+    n_fail = sum(g.status == "fail" for g in gates)
+    n_nm = sum(g.status == "not measured" for g in gates)
+    own_fail = sum(not g.own_passed for g in gates)
+    method = ("Holm step-down over the detect gates' p-values (certify-type gates: intersection-union, unadjusted)"
+              if multiplicity == "holm" else "none: every gate at its own level α (no multiplicity adjustment)")
+    skip_count: dict[str, int] = {}
+    for _, reason in skipped:
+        kind = "opt-in not selected" if is_opt_in_skip(reason) else "no data"
+        skip_count[kind] = skip_count.get(kind, 0) + 1
+    never = (f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
+             f"({stopped or 'the run stopped before them'}): not measured") if not_run else ""
+    if n_fail:
+        code = DO_NOT_SHIP
+        how = "after Holm's adjustment" if multiplicity == "holm" else "without multiplicity adjustment"
+        why = f"{n_fail} of {len(gates)} gates failed on measured evidence {how}" + (f"; {never}" if never else "")
+    elif not_run:
+        code = NOT_MEASURED
+        why = never + (f"; the {len(gates)} that ran: " + ", ".join(
+            f"{sum(g.status == k for g in gates)} {k}" for k in ("pass", "not measured")
+            if any(g.status == k for g in gates)) if gates else "; no gate reached a verdict")
+    elif n_nm:
+        code = NOT_MEASURED
+        why = f"{n_nm} of {len(gates)} gates not measured: " + "; ".join(
+            sorted({f"{sum(g.why_not_measured == r for g in gates)} {r}" for r in nm if r}))
+    elif not gates and skipped:
+        code = NOT_MEASURED
+        first = skipped[0][1]
+        why = (f"no gate reached a verdict: all {len(skipped)} selected gate tests were skipped "
+               f"({', '.join(f'{n} {k}' for k, n in sorted(skip_count.items()))}; e.g. {first})")
+    elif not gates:
+        code = NOT_MEASURED
+        why = "no gate reached a verdict"
+    else:
+        code = SHIP
+        why = f"all {len(gates)} gates passed the run-level decision"
+        if own_fail:
+            why += (f" ({own_fail} failed on their own at α = {al:g} but not after the Holm adjustment over "
+                    f"{len(holm_idx)} gates)")
+    under = tuple(g.nodeid for g in gates if g.status == "pass" and g.power is not None and g.power.underpowered)
+    return RunDecision(code, LABELS[code], why, method, al, tuple(gates), under, tuple(n for n in notices if n),
+                       skip_count, tuple(not_run), stopped if not_run else "")
+
+
+__all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "check_multiplicity", "detectable_effect",
+           "gate_p_value", "holm_adjust", "inconclusive", "is_opt_in_skip", "not_measured_reason", "power_note",
+           "quick_notice", "reduced_sizes", "run_decision", "sequential_p_value", "simulated_notice"]

@@ -1,0 +1,196 @@
+"""Parity gates: the tested deployment against a reference deployment on the same requests
+(``--posbias-parity REFERENCE``; docs/design.md section 5, "Parity").
+
+Both sides answer the requests the suites already build; every gate is paired on the units
+measured on both sides, and a unit lost on either side is a lost unit of the gate.
+
+* ``parity`` (MCQ items of the phase probe): per item, c_i = 1 when the tested model's consensus
+  answer (plurality content over the option orderings at phase 0) differs from the reference's,
+  and f_i = 1 when the reference's own re-run of the same requests (``rerun:0``, as the phase
+  probe measures its re-run floor) changes the reference's consensus answer. The gated quantity
+  is the changed-answer share beyond the floor, δ = P(c = 1) − P(f = 1) = p10 − p01 of the paired
+  outcomes (c_i, f_i); compliant when δ <= threshold. The test is the exact unconditional test
+  for paired proportions (Tango's score, supremum over the nuisance p01;
+  :func:`~pytest_posbias.stats.paired_change_verdict`, exact McNemar at threshold 0). Two runs of
+  one deployment disagree exactly as often as its re-run floor says, so δ = 0 for a deployment
+  that is the reference; a deterministic reference has f_i = 0 and the rule tests the changed
+  share itself (conservatively: the supremum includes p01 = 0, where it is the exact binomial
+  test). The gate does not decide (fail closed: the run is not measured) when the reference's
+  own re-run floor exceeds the threshold (a change of that size cannot be told from its noise) or
+  when the two sides' answers were scored differently (letter log-probabilities against text).
+* ``parity_coverage`` (summaries of the positional probe): d_i = coverage_ref − coverage_test
+  per (group, order) instance, compliant when mean d <= threshold (the coverage drop); cluster
+  bootstrap over groups, or the sign-flip permutation test with ``paired_test = "permutation"``,
+  as a ``--baseline`` coverage comparison.
+* ``parity_repetition`` (clean descriptions of the stressor probe): paired 0/1 repetition
+  flags, δ = RR_test − RR_ref <= threshold, the same exact unconditional paired test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..stats import Verdict, inconclusive_verdict
+from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
+
+MAX_LISTED = 50  # changed items listed in a verdict (and the report); the counts cover all of them
+NO_REFERENCE = "the parity gates compare two deployments: opt in with --posbias-parity REFERENCE"
+
+
+def _floored(ctx: Any, v: Verdict, m: Measurement) -> Verdict:
+    return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
+
+
+def _require(ctx: Any) -> str:
+    ref = getattr(ctx, "parity", None)
+    if not ref:
+        raise ConfigError(f"no reference deployment: {NO_REFERENCE}")
+    return str(ref)
+
+
+def changed_items(items: list[Any], test: np.ndarray, ref: np.ndarray, floor: np.ndarray) -> list[dict[str, Any]]:
+    """The items whose consensus answer changed, with both answers (option texts; model-made
+    choices of data text, escaped where shown) and whether the reference's own re-run changed it too."""
+    out = []
+    for it, a, b, f in zip(items, test, ref, floor, strict=True):
+        if a == b:
+            continue
+        opts = list(it.options)
+        out.append({"item": it.id, "video": it.video, "question": it.question,
+                    "answer_model": opts[a] if 0 <= a < len(opts) else None,
+                    "answer_reference": opts[b] if 0 <= b < len(opts) else None,
+                    "correct": opts[it.answer] if 0 <= it.answer < len(opts) else None,
+                    "reference_rerun_changed": bool(f)})
+    return out
+
+
+def parity_answers_verdict(ctx: Any, model: str) -> Verdict:
+    """``parity``: changed-answer share of the MCQ items beyond the reference's re-run floor
+    (module docstring). Items lost on either side (failed or unparseable answers in any ordering,
+    a constant answer, unusable video) are lost units, counted and shown."""
+    from ..stats import paired_change_verdict
+    from . import answered, phase_measurement
+
+    ref = _require(ctx)
+    r = ctx.phase(model, "order")  # phase 0 in every ordering: the order gate's requests
+    b = ctx.phase(ref, "parity")  # the same, plus the re-run of phase 0 (the floor)
+    ok_r, ok_b = answered(r, ["phase:0"]), answered(b, ["phase:0", "rerun:0"])
+    where_b = {it.id: k for k, it in enumerate(b.items)}
+    rows = [(i, where_b[it.id]) for i, it in enumerate(r.items) if it.id in where_b and ok_r[i] and ok_b[where_b[it.id]]]
+    m = combine(phase_measurement(r, ["phase:0"]), phase_measurement(b, ["phase:0", "rerun:0"]), prefix_b="reference",
+                measured=len(rows))
+    name = f"changed-answer share against {ref} minus its re-run floor"
+    cons_r, cons_b, cons_b2 = r.consensus("phase:0"), b.consensus("phase:0"), b.consensus("rerun:0")
+    ia = np.array([i for i, _ in rows], dtype=int)
+    ib = np.array([j for _, j in rows], dtype=int)
+    test, base, again = cons_r[ia], cons_b[ib], cons_b2[ib]
+    changed = (test != base).astype(int)
+    floor = (base != again).astype(int)
+    items = [r.items[i] for i in ia]
+    listed = changed_items(items, test, base, floor)
+    extra: dict[str, Any] = {
+        "gate": "parity", "model": model, "reference": ref, "probe": "phase", "comparison": "parity",
+        "n_items": len(items), "changed": int(changed.sum()), "changed_share": float(changed.mean()) if rows else None,
+        "reference_rerun_floor": float(floor.mean()) if rows else None, "reference_rerun_changed": int(floor.sum()),
+        "mode_scoring": r.mode, "reference_mode_scoring": b.mode,
+        "reference_deterministic_backend": b.deterministic_backend,
+        "rule": "delta = changed share - reference re-run floor (paired on the same items) <= threshold",
+        "changed_items": listed[:MAX_LISTED], "changed_items_total": len(listed),
+    }
+    threshold = ctx.threshold("parity", model)
+    if r.mode != b.mode:  # letter log-probabilities on one side, parsed text on the other: not the same answers
+        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items), mode=ctx.mode,
+                                 alpha=ctx.alpha, unit="items", extra=extra, fail_closed=True,
+                                 why=f"the two deployments' answers were scored differently ({r.mode} for {model}, "
+                                     f"{b.mode} for {ref}): an endpoint without log-probabilities is read from its text")
+        return _floored(ctx, v, m)
+    if rows and float(floor.mean()) > threshold:  # a noisy reference hides any change below its own flips
+        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items), mode=ctx.mode,
+                                 alpha=ctx.alpha, unit="items", extra=extra, fail_closed=True,
+                                 estimate=float(changed.mean() - floor.mean()),
+                                 why=f"the reference's own re-run changes {floor.mean():.3g} of its answers, more than "
+                                     f"the threshold {threshold:g}: a change of that size cannot be told from its noise "
+                                     f"(make the reference deterministic: greedy decoding, a fixed seed)")
+        return _floored(ctx, v, m)
+    v = paired_change_verdict(changed, floor, name=name, threshold=threshold, mode=ctx.mode,
+                              alpha=ctx.alpha, unit="items", extra=extra)
+    return _floored(ctx, v, m)
+
+
+def parity_coverage_verdict(ctx: Any, model: str, spec: Any) -> Verdict:
+    """``parity_coverage``: the drop of mean coverage of the same (group, order) instances against the
+    reference, d_i = coverage_ref − coverage_test, compliant when mean d <= threshold."""
+    from ..stats import mean_verdict
+    from . import positional_measurement, positional_values
+
+    ref = _require(ctx)
+    r, b = ctx.positional(model, spec), ctx.positional(ref, spec)
+
+    def rows(res: Any) -> dict[Any, int]:
+        valid = [x for x in res.instances if x["valid"]]
+        return {(x["group"], tuple(x["order"])): k for k, x in enumerate(valid)}
+
+    cr, br = rows(r), rows(b)
+    common = sorted(cr.keys() & br.keys())
+    m = combine(positional_measurement(r), positional_measurement(b), prefix_b="reference", measured=len(common))
+    name = f"coverage drop against {ref} {spec.label()}"
+    threshold = ctx.threshold("parity_coverage", model)
+    vt, vb = positional_values("coverage", r), positional_values("coverage", b)
+    cand = np.array([vt[cr[c]] for c in common], dtype=float)
+    base = np.array([vb[br[c]] for c in common], dtype=float)
+    clusters = np.array([c[0] for c in common])
+    extra: dict[str, Any] = {"gate": "parity_coverage", "model": model, "reference": ref, "probe": "positional",
+                             "spec": spec.label(), "comparison": "parity", "n_instances": len(common),
+                             "coverage_model": float(cand.mean()) if cand.size else None,
+                             "coverage_reference": float(base.mean()) if base.size else None}
+    if len(set(clusters.tolist())) < 2:
+        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(set(clusters.tolist())),
+                                 mode=ctx.mode, alpha=ctx.alpha, unit="groups",
+                                 why="fewer than 2 groups measured on both the tested model and the reference",
+                                 extra=extra)
+        return _floored(ctx, v, m)
+    d = base - cand
+    if getattr(ctx, "paired_test", "bootstrap") == "permutation":
+        from ..stats.paired import paired_permutation_verdict
+
+        v = paired_permutation_verdict(d, clusters, name=name, threshold=threshold, sides="upper", mode=ctx.mode,
+                                       alpha=ctx.alpha, unit="groups", seed=getattr(ctx, "seed", 0), extra=extra)
+    else:
+        v = mean_verdict(d, clusters, name=name, threshold=threshold, sides="upper", mode=ctx.mode, alpha=ctx.alpha,
+                         unit="groups", n_resamples=ctx.n_resamples,
+                         rng=ctx.rng("parity", "coverage", name, model), extra=extra)
+    return _floored(ctx, v, m)
+
+
+def parity_repetition_verdict(ctx: Any, model: str, frames: int) -> Verdict:
+    """``parity_repetition``: the clean repetition rate of the same videos against the reference,
+    paired 0/1 flags, compliant when RR_test − RR_ref <= threshold."""
+    from ..stats import paired_change_verdict
+    from . import stressor_measurement
+
+    ref = _require(ctx)
+    r, b = ctx.stressor_clean(model, frames), ctx.stressor_clean(ref, frames)
+    where_b = {v: k for k, v in enumerate(b.videos)}
+    rows = [(i, where_b[v]) for i, v in enumerate(r.videos)
+            if v in where_b and r.clean.valid[i] and b.clean.valid[where_b[v]]]
+    m = combine(stressor_measurement(r, "repetition"), stressor_measurement(b, "repetition"), prefix_b="reference",
+                measured=len(rows))
+    ia = np.array([i for i, _ in rows], dtype=int)
+    ib = np.array([j for _, j in rows], dtype=int)
+    ft = np.asarray(r.clean.flags, dtype=int)[ia]
+    fb = np.asarray(b.clean.flags, dtype=int)[ib]
+    extra: dict[str, Any] = {"gate": "parity_repetition", "model": model, "reference": ref, "probe": "stressor",
+                             "frames": frames, "comparison": "parity", "n_videos": len(rows),
+                             "repetition_model": float(ft.mean()) if rows else None,
+                             "repetition_reference": float(fb.mean()) if rows else None}
+    v = paired_change_verdict(ft, fb, name=f"repetition-rate increase against {ref} at {frames} frames",
+                              threshold=ctx.threshold("parity_repetition", model), mode=ctx.mode, alpha=ctx.alpha,
+                              unit="videos", extra=extra)
+    return _floored(ctx, v, m)
+
+
+__all__ = ["MAX_LISTED", "NO_REFERENCE", "changed_items", "parity_answers_verdict", "parity_coverage_verdict",
+           "parity_repetition_verdict"]

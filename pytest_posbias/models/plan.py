@@ -1,0 +1,205 @@
+"""``posbias plan``, the recording side: a backend that answers no request but counts it.
+
+``posbias plan`` runs the selected suites exactly as ``pytest`` would (same markers, model,
+data and probe settings) with ``--posbias-plan DIR``: the run context then gives every model
+a :class:`PlanBackend`. The probes build their requests with their own request builders and
+send them through the engine as usual; the plan backend records each one (the gate test it
+belongs to, frames, prompt and visual tokens, expected output tokens) and answers with an
+empty Generation that carries those token counts, so the per-gate ``calls`` of
+``--posbias-json`` hold the planned tokens too. Nothing is scored (empty answers are lost
+units), so the plan run uses the fixed-sample design (every gate at its maximum sample) and
+a throw-away cache.
+
+Prompt tokens come from the model's own processor where it can be loaded without weights
+(a checkpoint directory, or a hub id in the local cache): the same :class:`InputBuilder` a
+run uses, so the count is exact. Otherwise (``sim:``, ``openai:``, a hub id not cached) a
+stated estimate: :func:`estimate_prompt_tokens`. Output tokens: the decoding cap
+``max_new_tokens`` for text requests (an upper bound), none for letter scoring (one forward
+pass), unless ``--measure`` replaced the cap by the model's measured mean output length.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..engine import Generation, Request
+from ..video.compose import ImagePart, TextPart, VideoPart
+from ..video.frames import FrameStore
+from .registry import ResolvedModel
+
+_CURRENT: dict[str, str] = {"test": ""}
+ESTIMATE_CHARS_PER_TOKEN = 4.0  # English text in a BPE vocabulary (OpenAI's rule of thumb)
+ESTIMATE_TEMPLATE_TOKENS = 16  # chat-template tokens around one user turn
+ESTIMATE_PATCH = 28  # Qwen2-VL family: 14-px patches merged 2x2 -> one token per 28x28 pixels ...
+ESTIMATE_TEMPORAL = 2  # ... and two frames per temporal patch
+ESTIMATE_NATIVE_SIZE = 448  # frames kept at native size: counted as 448 px
+
+
+def set_current_test(nodeid: str) -> None:
+    """The gate test whose requests come next (set by the plugin around each test in plan mode)."""
+    _CURRENT["test"] = nodeid
+
+
+def current_test() -> str:
+    return _CURRENT["test"]
+
+
+def frames_of(request: Request) -> int:
+    """Frames a request shows: every video part's frames (separator images not counted)."""
+    return sum(len(p.frames) for p in request.parts if isinstance(p, VideoPart))
+
+
+def estimate_prompt_tokens(request: Request) -> tuple[int, int]:
+    """(prompt, visual) tokens estimated without a processor: text = chars / 4 + 16 template
+    tokens; a video frame of side s (448 when native) = ceil(s/28)^2 / 2 tokens (Qwen2-VL-style
+    14-px patches merged 2x2, two frames per temporal patch); a separator image ceil(s/28)^2."""
+    chars = sum(len(p.text) + 1 for p in request.parts if isinstance(p, TextPart))
+    visual = 0
+    for p in request.parts:
+        if isinstance(p, VideoPart):
+            side = p.frames.size or ESTIMATE_NATIVE_SIZE
+            per_pair = math.ceil(side / ESTIMATE_PATCH) ** 2
+            visual += per_pair * math.ceil(len(p.frames) / ESTIMATE_TEMPORAL)
+        elif isinstance(p, ImagePart):
+            visual += math.ceil(p.size / ESTIMATE_PATCH) ** 2
+    text = math.ceil(chars / ESTIMATE_CHARS_PER_TOKEN) + ESTIMATE_TEMPLATE_TOKENS
+    return text + visual, visual
+
+
+class TokenCounter:
+    """Prompt and visual tokens of a request: the model's processor where loadable, else the estimate.
+
+    ``source`` says which (``processor`` or ``estimate``) and ``why`` why not the processor."""
+
+    def __init__(self, resolved: ResolvedModel, store: FrameStore) -> None:
+        self.builder: Any = None
+        self.source = "estimate"
+        self.why = f"{resolved.backend} backend: no local processor"
+        self._memo: dict[Any, tuple[int, int]] = {}
+        self._lock = threading.Lock()
+        if resolved.backend == "hf":
+            try:
+                from transformers import AutoProcessor
+
+                from .hf_inputs import InputBuilder
+
+                processor = AutoProcessor.from_pretrained(resolved.target)
+                self.builder = InputBuilder(resolved, store, processor)
+                self.source, self.why = "processor", ""
+            except Exception as exc:
+                self.why = f"processor of {resolved.target} not loadable offline ({type(exc).__name__})"
+
+    @staticmethod
+    def _key(request: Request) -> Any:
+        """What the count depends on: the texts and each visual part's shape (not pixel values)."""
+        parts: list[Any] = []
+        for p in request.parts:
+            if isinstance(p, TextPart):
+                parts.append(("t", p.text))
+            elif isinstance(p, VideoPart):
+                fs = p.frames
+                src = "" if fs.aspect == "stretch" and fs.size else tuple(getattr(s, "path", "") for s in fs.sources)
+                parts.append(("v", len(fs), fs.size, fs.aspect, src, tuple(fs.frames) if fs.fps else len(fs)))
+            else:
+                parts.append(("i", getattr(p, "size", 0)))
+        return tuple(parts)
+
+    def count(self, request: Request, *, prefill: str = "") -> tuple[int, int]:
+        if self.builder is None:
+            return estimate_prompt_tokens(request)
+        key = (self._key(request), prefill)
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+        inputs = self.builder._inputs([request], prefill=prefill)
+        out = self.builder.token_counts(inputs)[0]
+        with self._lock:
+            self._memo[key] = out
+        return out
+
+
+def output_key(request: Request) -> str:
+    """The group a measured output length applies to: probe, wanted output, cap and decoding."""
+    d = request.decoding
+    return f"{request.meta.get('probe', '?')}|{request.want}|{d.max_new_tokens}|T{d.temperature:g}"
+
+
+class PlanBackend:
+    """Records requests instead of calling a model (see the module docstring)."""
+
+    def __init__(self, resolved: ResolvedModel, store: FrameStore, out_dir: str | Path, *, worker: str = "main",
+                 output_lengths: Mapping[str, float] | None = None) -> None:
+        self.resolved = resolved
+        self.counter = TokenCounter(resolved, store)
+        self.name = _real_attr(resolved, "name", resolved.backend)
+        self.supports_letter_logprobs = bool(_real_attr(resolved, "supports_letter_logprobs", False))
+        self.max_batch_size = 64
+        self.output_lengths = dict(output_lengths or {})
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self._fh = (out / f"requests-{worker}.jsonl").open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._identity = {"backend": "plan", "model": resolved.spec, "tokens": self.counter.source}
+
+    def identity(self) -> Mapping[str, Any]:
+        return self._identity
+
+    def _record(self, r: Request, prompt: int, visual: int, output: int) -> None:
+        row = {"test": current_test(), "model": self.resolved.spec, "probe": r.meta.get("probe", ""),
+               "want": r.want, "frames": frames_of(r), "prompt_tokens": prompt, "visual_tokens": visual,
+               "output_tokens": output, "max_new_tokens": r.decoding.max_new_tokens, "group": output_key(r),
+               "token_source": self.counter.source, "request": r.to_log()}
+        with self._lock:
+            self._fh.write(json.dumps(row, sort_keys=True, default=str) + "\n")
+            self._fh.flush()
+
+    def _expected_output(self, r: Request) -> int:
+        if r.want == "letters":
+            return 0
+        k = output_key(r)
+        return round(self.output_lengths[k]) if k in self.output_lengths else r.decoding.max_new_tokens
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        out = []
+        for r in requests:
+            p, v = self.counter.count(r)
+            n = self._expected_output(r)
+            self._record(r, p, v, n)
+            lp = {letter: -math.log(len(r.letters)) for letter in r.letters} if r.want == "both" else None
+            out.append(Generation("", n, "length", lp, 0.0, prompt_tokens=p, visual_tokens=v))
+        return out
+
+    def score_generations(self, requests: Sequence[Request]) -> list[Generation]:
+        out = []
+        for r in requests:
+            p, v = self.counter.count(r, prefill=self.resolved.prefill)
+            self._record(r, p, v, 0)
+            lp = {letter: -math.log(len(r.letters)) for letter in r.letters}
+            out.append(Generation("", 0, "stop", lp, 0.0, prompt_tokens=p, visual_tokens=v))
+        return out
+
+    def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
+        return [dict(g.letter_logprobs or {}) for g in self.score_generations(requests)]
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+
+def _real_attr(resolved: ResolvedModel, attr: str, default: Any) -> Any:
+    """A class attribute of the backend the run would use (name, letter-score support), without loading it."""
+    try:
+        if resolved.backend == "hf":
+            from .hf import HFBackend as cls
+        elif resolved.backend == "sim":
+            from .sim import SimBackend as cls  # type: ignore[assignment]
+        else:
+            from .openai_backend import OpenAIBackend as cls  # type: ignore[assignment]
+    except ImportError:
+        return default
+    return getattr(cls, attr, default)

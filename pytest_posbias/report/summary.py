@@ -1,0 +1,271 @@
+"""The terminal summary of a run, as plain lines (the plugin prints them; the CLI could too).
+
+* :func:`verdict_lines` — every gate grouped by suite (the test file), failures first; the full
+  test id on its own line, wrapped at the terminal width and never cut, then its numbers.
+* :func:`cost_text` — the cost line under each gate's numbers: its model calls, cache hits,
+  reused probe results and time waiting on the model, in words.
+* :func:`calls_line` — one line of model-call accounting from the session's :class:`CallStats`
+  totals: calls made, served from the cache, failed, wall time waiting on the models, tokens,
+  and the requests saved by gates that reused probe results already computed in the run.
+* :func:`worker_progress_line` — the controller's line for ``-n`` runs from the workers' progress
+  files (``progress-<worker>.txt`` in the run directory, each the worker's latest progress).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..gate_registry import SUITE_SPECS
+from ..safe_text import inert
+
+
+def suite_order(suite: str) -> tuple[int, str]:
+    """Sort key: the ready-made suites in the registry's order (positional first), then by name."""
+    names = [s.filename for s in SUITE_SPECS]
+    name = suite.rsplit("/", 1)[-1]
+    return (names.index(name) if name in names else len(names), suite)
+
+
+def suite_of(nodeid: str) -> str:
+    """The suite of a test: the file part of its node id (``suites/test_positional.py``)."""
+    return nodeid.split("::", 1)[0]
+
+
+def suite_title(suite: str) -> str:
+    """``suites/test_positional.py`` -> ``suites/test_positional.py — positional bias (...)``."""
+    name = suite.rsplit("/", 1)[-1]
+    titles = {s.filename: s.title for s in SUITE_SPECS}
+    return f"{suite} — {titles[name]}" if name in titles else suite
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 gate``, ``2 gates``, ``0 gates``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+BAR_WIDTH = 24
+
+
+def progress_text(done: int, total: int, hits: int, elapsed: float, *, bar: bool = False) -> str:
+    """One progress line of a probe's model calls: ``model calls 120/216 (56%), 4.0/s, ETA 24 s;
+    30 more answered from the cache``. ``done``/``total`` count the calls to make; ``hits`` the
+    requests the cache answered instead (not among them); the rate is calls made per second so far.
+    ``bar``: led by a bar of ``BAR_WIDTH`` cells, ``[#############-----------]`` (a terminal's line)."""
+    if bar:
+        filled = BAR_WIDTH * done // total if total else BAR_WIDTH
+        return f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] " + progress_text(done, total, hits, elapsed)
+    pct = 100 * done // total if total else 100
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = (total - done) / rate if rate > 0 else float("nan")
+    eta_text = "–" if math.isnan(eta) else (f"{eta:.0f} s" if eta < 120 else f"{eta / 60:.0f} min")
+    text = f"model calls {done}/{total} ({pct}%), {rate:.3g}/s, ETA {eta_text}"
+    return text + (f"; {hits} more answered from the cache" if hits else "")
+
+
+def _num(v: float, fmt: str = ".4g") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    return format(v, fmt)
+
+
+def allowed(lower: float, upper: float) -> str:
+    """The compliant region of a gate as text: ``≤ u``, ``≥ l`` or ``[l, u]``."""
+    if lower is None or math.isinf(lower) or (isinstance(lower, float) and math.isnan(lower)):
+        return f"≤ {_num(upper)}"
+    if upper is None or math.isinf(upper) or (isinstance(upper, float) and math.isnan(upper)):
+        return f"≥ {_num(lower)}"
+    return f"[{_num(lower)}, {_num(upper)}]"
+
+
+def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> list[tuple[str, bool | None]]:
+    """Lines (text, passed or None for a heading) for the verdict rows ``{"nodeid", "verdict", "p_bh"}``.
+
+    Grouped by suite in node id order, failures first within a suite. The gate's test name (the
+    node id after the file) is wrapped at ``width`` with a hanging indent and never truncated, so
+    two gates are always told apart; its numbers follow on the next line.
+    """
+    width = max(40, int(width))
+    by_suite: dict[str, list[Mapping[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["nodeid"]):
+        by_suite.setdefault(suite_of(r["nodeid"]), []).append(r)
+    out: list[tuple[str, bool | None]] = []
+    for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
+        n_fail = sum(not r["verdict"].passed for r in mine)
+        out.append((f"{suite_title(suite)}: {plural(len(mine), 'gate')}, {n_fail} failed", None))
+        for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
+            v = r["verdict"]
+            status = "PASS" if v.passed else "FAIL"
+            name = inert(r["nodeid"].split("::", 1)[1] if "::" in r["nodeid"] else r["nodeid"], newlines=False)
+            wrapped = textwrap.wrap(name, width=width - 7, break_long_words=True, break_on_hyphens=False) or [name]
+            out.append((f"  {status} {wrapped[0]}", v.passed))
+            out += [(f"       {w}", v.passed) for w in wrapped[1:]]
+            ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
+            out.append((f"       estimate {_num(v.estimate)}  CI {ci}  allowed {allowed(v.lower, v.upper)}  "
+                        f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}  p_BH {_num(r['p_bh'], '.3g')}", v.passed))
+            g = r.get("gate")
+            if g is not None:  # the run-level decision's part (pytest_posbias.gates.decision)
+                line = f"       run: {g.status.upper()}"
+                if g.family in ("holm", "iut", "none"):
+                    line += f" (p_adj {_num(g.p_adjusted, '.3g')}, {g.family})"
+                elif g.why_not_measured:
+                    line += f" ({g.why_not_measured})"
+                pn = g.power
+                if pn is not None and not math.isnan(pn.target):
+                    line += f"; detects {_num(pn.detectable, '.3g')} with 80% power"
+                    if pn.underpowered and g.status == "pass":
+                        line += f", UNDERPOWERED for {_num(pn.target, '.3g')} (2× threshold)"
+                        if pn.n_needed:
+                            line += f": needs n ≈ {pn.n_needed}"
+                out.append((line, g.adjusted_passed))
+            calls = (getattr(v, "extra", None) or {}).get("calls")
+            if calls:
+                out.append((f"       cost: {cost_text(calls)}", v.passed))
+            note = (getattr(v, "extra", None) or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
+            if note:
+                note = inert(str(note), newlines=False)
+                out += [(f"       {w}", v.passed) for w in textwrap.wrap(str(note), width=width - 7) or [str(note)]]
+    return out
+
+
+def decision_lines(decision: Any, *, exit_code: int, width: int = 100) -> list[tuple[str, bool | None]]:
+    """Lines (text, passed or None) for the run-level decision (:class:`~.gates.decision.RunDecision`):
+    the decision and exit status with its reason, the method, the notices (simulated model, quick
+    sizes), the gates a SHIP rests on that could not detect 2× their threshold, and skips."""
+    from ..exitcodes import label as status_label
+
+    ok = exit_code == 0
+    label = status_label(exit_code)
+    out: list[tuple[str, bool | None]] = [(f"RUN DECISION: {label} (exit {exit_code}): {decision.why}", ok)]
+    out.append((f"  multiplicity: {decision.method}; α = {decision.alpha:g} for the whole run", None))
+    for n in decision.notices:
+        out.append((f"  {n}", False))
+    if decision.underpowered:
+        under = [g for g in decision.gates if g.nodeid in decision.underpowered]
+        out.append((f"  UNDERPOWERED: {len(under)} passing gates could not detect 2× their threshold with 80% power "
+                    f"(a pass there is weak evidence):", False))
+        for g in under[:20]:
+            need = f" (needs n ≈ {g.power.n_needed})" if g.power is not None and g.power.n_needed else ""
+            for w in textwrap.wrap(f"{g.nodeid.split('::', 1)[-1]}{need}", width=max(40, width - 6)):
+                out.append((f"    {w}", False))
+        if len(under) > 20:
+            out.append((f"    ... and {len(under) - 20} more (--posbias-json lists every gate's power)", False))
+    if decision.skipped:
+        parts = ", ".join(f"{n} {k}" for k, n in sorted(decision.skipped.items()))
+        out.append((f"  skipped gate tests: {parts} (an opt-in gate not opted into does not fail the run; "
+                    f"a run in which no gate decided does: exit 6)", None))
+    return out
+
+
+def cost_text(calls: Mapping[str, Any]) -> str:
+    """What one gate cost, in words: ``12 model calls made (1 failed), 30 answered from the cache of
+    earlier runs, 40 reused from a probe another gate ran; 8.2 s waiting on the model``, from the
+    gate's :class:`~pytest_posbias.engine.CallStats` counters (parts that are zero are left out)."""
+    made, failed = int(calls.get("made", 0) or 0), int(calls.get("failed", 0) or 0)
+    parts = [f"{plural(made, 'model call')} made" + (f" ({failed} failed)" if failed else "")]
+    for key, words in (("cache_hits", "answered from the cache of earlier runs"),
+                       ("rereads", "repeats answered from this run's own calls"),
+                       ("shared", "reused from a probe another gate ran")):
+        n = int(calls.get(key, 0) or 0)
+        if n:
+            parts.append(f"{n} {words}")
+    wall = float(calls.get("wall_seconds", 0) or 0)
+    return ", ".join(parts) + (f"; {wall:.1f} s waiting on the model" if wall >= 0.05 else "")
+
+
+def _count(n: float) -> str:
+    n = int(n)
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1e3:.0f}k"
+    return str(n)
+
+
+def reuse(verdict_calls: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(gates that reused a probe result already computed in this run, requests that saved).
+
+    ``verdict_calls`` are the per-gate call counters (``shared`` = requests behind a reused
+    probe result, served from memory instead of being requested again)."""
+    gates = [c for c in verdict_calls if int(c.get("shared", 0) or 0) > 0]
+    return len(gates), int(sum(int(c.get("shared", 0) or 0) for c in gates))
+
+
+def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str, Any]] = (), workers: int = 1) -> str:
+    """One line: calls made, served from the cache, failed (+ retries), wall time, tokens, reuse.
+
+    The numbers are the session totals of :class:`~pytest_posbias.engine.CallStats` summed over
+    the gates (the same numbers the report and the JSON summary show). The wall time is the time
+    spent waiting on the backends (summed over ``workers`` processes when there are several),
+    not the summed per-call client time. Reuse is reported only when at least one gate reused a
+    probe result already computed in the run and more than one gate decided."""
+    made, hits, failed = int(calls.get("made", 0)), int(calls.get("cache_hits", 0)), int(calls.get("failed", 0))
+    parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
+    if calls.get("retries"):
+        parts[-1] += f" ({int(calls['retries'])} retries of transient errors)"
+    unstored = int(calls.get("unstored", 0) or 0)
+    if unstored:  # a read-only cache, or writes the database refused: the next run makes them again
+        parts.append(f"{unstored} answers not stored in the cache")
+    unusable = int(calls.get("unusable", 0) or 0)
+    if unusable:  # degenerate answers (scoring/usable.py): lost units, never cached as successes
+        parts.append(f"{unusable} unusable answers (lost units, never cached as answers)")
+    rereads = int(calls.get("rereads", 0) or 0)
+    if rereads:  # not cache hits of an earlier run: this run's own answers asked for again (later looks)
+        parts.append(f"{rereads} repeated requests answered from this run's own calls")
+    wall = float(calls.get("wall_seconds", 0) or 0)
+    parts.append(f"wall time {wall:.1f} s" + (f" (summed over {workers} workers)" if workers > 1 else ""))
+    prompt, visual, output = (int(calls.get(k, 0) or 0) for k in ("prompt_tokens", "visual_tokens", "output_tokens"))
+    tokens = []  # a backend that does not report a count (e.g. prompt tokens of sim:) leaves it out
+    if prompt:
+        tokens.append(f"{_count(prompt)} in" + (f" ({_count(visual)} visual)" if visual else ""))
+    if output:
+        tokens.append(f"{_count(output)} out")
+    if tokens:
+        parts.append("tokens " + ", ".join(tokens))
+    n_gates, saved = reuse(verdict_calls)
+    if n_gates and len(verdict_calls) > 1 and saved:
+        parts.append(f"{n_gates} gates reused probe results already computed in this run, saving {saved} requests")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- -n progress
+
+
+def progress_file(run_dir: Path, worker: str) -> Path:
+    """The progress file of ``worker`` in the run folder (:func:`worker_progress_line` reads it)."""
+    return run_dir / f"progress-{worker}.txt"
+
+
+def write_progress(path: Path, message: str) -> None:
+    """Replace the worker's progress file atomically (a reader never sees half a line)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(message, encoding="utf-8")
+        tmp.replace(path)
+    except OSError:  # progress is best-effort: a full disk never fails a run
+        pass
+
+
+def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) -> str:
+    """``12/40 tests · gw0: model calls 30/120 (25%), 2.5/s, ETA 36 s · gw1: ...`` from the
+    workers' progress files (missing or unreadable files are left out)."""
+    parts = [f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"]
+    for f in sorted(run_dir.glob("progress-*.txt")):
+        try:
+            msg = f.read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if msg:
+            parts.append(f"{f.stem.removeprefix('progress-')}: {msg}")
+    return " · ".join(parts)
+
+
+__all__ = ["allowed", "calls_line", "cost_text", "decision_lines", "plural", "progress_file", "progress_text", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
+           "worker_progress_line", "write_progress"]

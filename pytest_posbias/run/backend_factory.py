@@ -1,0 +1,68 @@
+"""The backend factory: a loaded model backend for a resolved model spec.
+
+:func:`load_backend` picks the backend the spec names (``sim:``, ``openai:``, ``vllm:``, a
+Hugging Face checkpoint, or the plan recorder under ``posbias plan``), loads it, checks an
+endpoint at once (a failure names the URL and the server's message), and returns it with the
+facts the run log's ``model`` record carries beside its identity (the endpoint check, the
+vLLM URLs, the device placement). Each backend module is imported only when its kind is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..engine import Backend
+from ..models.registry import ResolvedModel
+from ..video.frames import FrameStore
+
+
+def load_backend(r: ResolvedModel, *, options: Mapping[str, Any], store: FrameStore, worker: str, run_dir: Path,
+                 notify: Callable[[str], None]) -> tuple[Backend, dict[str, Any]]:
+    """The loaded backend for ``r`` and the extra facts of its run-log ``model`` record.
+
+    ``options`` are the run's options (``plan``, ``device``, ``batch_size``, ...), ``store`` the
+    frame store every backend reads frames from, ``worker`` this process's xdist worker name,
+    ``run_dir`` the run's folder (a managed vLLM server logs there), ``notify`` prints a line."""
+    b: Backend
+    extra: dict[str, Any] = {}
+    if options.get("plan"):  # posbias plan: record the requests, call no model
+        from ..models.plan import PlanBackend
+
+        b = PlanBackend(r, store, str(options["plan"]), worker=worker, output_lengths=options.get("plan_output_lengths"))
+    elif r.backend == "sim":
+        from ..models.sim import SimBackend
+
+        b = SimBackend(r.target, store)
+    elif r.backend == "openai":
+        from ..models.openai_backend import make_backend
+
+        ob = make_backend(r, store, options, notify=notify)
+        try:  # fail at start, naming the URL and the server's message
+            extra["check"] = ob.check()
+        except BaseException:
+            ob.close()
+            raise
+        b = ob
+    elif r.backend == "vllm":  # served with vLLM for the run (or by the xdist controller)
+        from ..models.vllm_managed import make_backend as make_vllm_backend
+
+        vb = make_vllm_backend(r, store, options, log_dir=run_dir, notify=notify)
+        try:
+            extra["check"] = vb.check()
+            extra["vllm_urls"] = vb.url
+        except BaseException:
+            vb.close()
+            raise
+        b = vb
+    else:
+        from ..models.hf import HFBackend
+
+        hb = HFBackend(r, store, device=str(options.get("device", "auto")), worker=worker,
+                       batch_size=int(options.get("batch_size") or 4),
+                       attn_implementation=str(options.get("attn_implementation") or "auto"),
+                       device_map=str(options.get("device_map") or "fit"))
+        extra["placement"] = hb.placement_info
+        b = hb
+    return b, extra

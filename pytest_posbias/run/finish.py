@@ -1,0 +1,126 @@
+"""What happens when a run finishes: :func:`finish_run` runs on the controller at the end of
+the session. It merges the workers' logs into one run log (header first, deterministic order:
+:mod:`.run.merge`), appends the verdicts with their Benjamini–Hochberg p-values, prunes old run
+folders, and renders the report from that log alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import SCHEMA_VERSION
+from ..engine import gc_paused
+from ..safe_text import redact_value
+from .merge import merge_run_log_lines
+
+
+@gc_paused()  # the whole end of the run: see the docstring
+def finish_run(
+    *,
+    config_rootdir: Path,
+    options: Mapping[str, Any],
+    verdict_rows: Sequence[Mapping[str, Any]],
+    calls: Mapping[str, Any],
+    run_id: str | None,
+    terminal: Any = None,
+    exitstatus: int | None = None,
+    errored: Sequence[Mapping[str, Any]] = (),
+    run_decision: Mapping[str, Any] | None = None,
+) -> Path | None:
+    """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the workers' logs (the
+    merged log is the run's one copy), remove the run folders beyond ``options['keep_runs']``
+    (:func:`.run.retention.prune_runs`; never this run's) and render the report.
+
+    Returns the run log path, or None when no run context was created in this run.
+    ``run_decision``: the run-level decision (:mod:`.gates.decision`), kept in the header; each verdict
+    record carries its gate's part of it (``row["gate"]``).
+
+    The cyclic garbage collector is off until it returns: the merged log's records (tens of
+    thousands of acyclic dicts, freed by reference counting) are young objects, and the report's
+    matplotlib figures, allocating many small objects, would set off collections that walk all of
+    them and can free none. The figures' own cycles wait for the next collection.
+    """
+    cache_dir = Path(options.get("cache", ".posbias"))
+    cache_dir = cache_dir if cache_dir.is_absolute() else config_rootdir / cache_dir
+    if run_id is None:
+        return None
+    run_dir = cache_dir / "runs" / run_id
+    import shutil
+
+    shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see worker_memo.py)
+    if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
+        for empty in (run_dir, run_dir.parent, cache_dir):  # no suite test set the run up: leave no
+            with contextlib.suppress(OSError):               # empty folder behind
+                empty.rmdir()
+        if run_decision is None or run_decision.get("n_gates") or not run_decision.get("skipped"):
+            return None
+        # gate tests were selected and every one skipped: no decision, and the report says so
+        header: dict[str, Any] = {"run_id": run_id, "models": list(options.get("models") or []), "mode": options.get("mode"),
+                  "alpha": options.get("alpha"), "seed": options.get("seed"), "config": {}}
+        header["started"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        pairs: list[tuple[dict[str, Any], str | None]] = []
+    else:
+        header, pairs = merge_run_log_lines(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    header["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    header["calls"] = dict(calls)
+    if exitstatus is not None:
+        header["exitstatus"] = int(exitstatus)  # the report says when a run did not finish (errors, usage, interrupt)
+    header["errored_tests"] = [redact_value(dict(e)) for e in errored]
+    if run_decision is not None:
+        header["run_decision"] = dict(run_decision)
+    path = run_dir / "run.jsonl"
+    tmp = path.with_name(f"run.jsonl.{os.getpid()}.tmp")  # unique per process, then an atomic rename
+    head_line = json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True)
+    verdict_lines = [json.dumps({"kind": "verdict", "nodeid": row["nodeid"], "p_bh": row["p_bh"],
+                                 **row["verdict"].to_dict(), **(row["gate"].to_dict() if row.get("gate") else {})},
+                                sort_keys=True) for row in verdict_rows]
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(head_line + "\n")
+        for r, line in pairs:
+            fh.write((line if line is not None else json.dumps(r, sort_keys=True)) + "\n")
+        for line in verdict_lines:
+            fh.write(line + "\n")
+    tmp.replace(path)
+    # one copy of the run's log: the workers' logs are in run.jsonl now (an interrupted run that
+    # never got here keeps them, and `posbias report` / the history read them there)
+    for worker_log in run_dir.glob("log-*.jsonl"):
+        with contextlib.suppress(OSError):
+            worker_log.unlink()
+    # The report reads what was just written; the records are already parsed JSON, so they are
+    # handed over instead of parsed a second time (header and verdicts go through their lines).
+    loaded = (json.loads(head_line), [r for r, _ in pairs] + [json.loads(line) for line in verdict_lines])
+    del pairs
+    if terminal is not None:
+        terminal.write_line(f"[posbias] run log: {path}")
+    if options.get("keep_runs"):  # [tool.posbias] keep_runs: the older run folders go (never this run's)
+        from .retention import prune_runs
+
+        pruned = prune_runs(cache_dir, keep_runs=int(options["keep_runs"]), keep=[run_id])
+        if terminal is not None and pruned.removed:
+            terminal.write_line(f"[posbias] keep_runs = {options['keep_runs']}: {pruned.line()}")
+    try:
+        from ..report.render import write_reports
+    except ImportError:
+        return path
+    try:
+        written = write_reports([path], rootdir=config_rootdir, explicit=options.get("report"),
+                                report_dir=options.get("report_dir", "reports"), loaded={path: loaded})
+    except Exception as exc:
+        if terminal is not None:
+            terminal.write_line(f"[posbias] report not written ({type(exc).__name__}: {exc}); "
+                                f"re-render with: posbias report {path} -o report.html", red=True)
+        return path
+    if terminal is not None:
+        for w in written:
+            terminal.write_line(f"[posbias] report: {w}")
+    return path
+
+
+__all__ = ["finish_run"]

@@ -1,0 +1,159 @@
+"""Retention of the cache folder: run logs kept by count or age, old answers dropped on request.
+
+Every run writes ``<cache>/runs/<run id>/`` (the workers' logs, the merged ``run.jsonl``), so
+the folder grows by one run folder per run. :func:`prune_runs` removes run folders beyond the
+newest ``keep_runs`` and/or older than ``older_than_days``; it runs at the end of a run when
+``[tool.posbias] keep_runs = N`` is set (the run just finished is always kept) and from the
+command line as ``posbias cache prune``. A run's age is the newest modification time of its
+folder and the files in it, so a run still writing its logs (another run sharing the folder)
+counts as new. ``answers_older_than_days`` (command line only) deletes cached answers made
+before that age from ``generations.sqlite`` and compacts the file; the next run that needs
+them makes them again. The HTML reports (``reports/`` by default) are outside the cache
+folder and are never touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What :func:`prune_runs` removed (or would remove, ``dry_run``): run folders, their bytes,
+    answers deleted from the cache, and the run folders kept."""
+
+    removed: tuple[Path, ...]
+    freed_bytes: int
+    kept: int
+    answers_removed: int = 0
+    dry_run: bool = False
+
+    def line(self) -> str:
+        """One line: what was removed and what was kept."""
+        verb = "would remove" if self.dry_run else "removed"
+        text = (f"{verb} {len(self.removed)} run folders ({self.freed_bytes / 1e6:.1f} MB), "
+                f"kept {self.kept}")
+        if self.answers_removed:
+            text += f"; {verb} {self.answers_removed} cached answers"
+        return text
+
+
+def _age_key(run: Path) -> float:
+    """The newest modification time of ``run`` and the files directly in it."""
+    times = [run.stat().st_mtime]
+    for p in run.iterdir():
+        try:
+            times.append(p.stat().st_mtime)
+        except OSError:  # removed meanwhile
+            continue
+    return max(times)
+
+
+def _size(run: Path) -> int:
+    return sum(p.stat().st_size for p in run.rglob("*") if p.is_file())
+
+
+def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_than_days: float | None = None,
+               answers_older_than_days: float | None = None, keep: Sequence[str] = (), dry_run: bool = False,
+               now: float | None = None) -> PruneResult:
+    """Remove run folders of ``cache_dir/runs`` beyond the newest ``keep_runs`` (an integer >= 1)
+    or older than ``older_than_days`` (> 0); either or both. ``keep``: run ids never removed
+    (the current run); they count first among the ``keep_runs``. ``answers_older_than_days`` (> 0): also delete cached answers created
+    before that age and VACUUM the database. ``now``: the reference time (``time.time()``).
+    Raises ConfigError naming the parameter for a value out of range."""
+    if keep_runs is not None and (isinstance(keep_runs, bool) or not isinstance(keep_runs, int) or keep_runs < 1):
+        raise ConfigError(f"keep_runs must be an integer >= 1 (the newest runs kept); got {keep_runs!r}")
+    for name, value in (("older_than_days", older_than_days), ("answers_older_than_days", answers_older_than_days)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ConfigError(f"{name} must be a number of days > 0; got {value!r}")
+    now = time.time() if now is None else float(now)
+    runs_dir = Path(cache_dir) / "runs"
+    runs = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
+    ages = {p: _age_key(p) for p in runs}
+    runs.sort(key=lambda p: (p.name in keep, ages[p], p.name), reverse=True)  # those to keep, then newest first
+    doomed = []
+    for rank, run in enumerate(runs):
+        if run.name in keep:
+            continue
+        too_many = keep_runs is not None and rank >= keep_runs
+        too_old = older_than_days is not None and now - ages[run] > older_than_days * DAY_S
+        if too_many or too_old:
+            doomed.append(run)
+    freed = sum(_size(r) for r in doomed)
+    if not dry_run:
+        for run in doomed:
+            shutil.rmtree(run, ignore_errors=True)
+    answers = 0
+    if answers_older_than_days is not None:
+        answers = _prune_answers(Path(cache_dir) / "generations.sqlite", now - answers_older_than_days * DAY_S,
+                                 dry_run=dry_run)
+    return PruneResult(tuple(doomed), freed, len(runs) - len(doomed), answers, dry_run)
+
+
+def _prune_answers(path: Path, cutoff: float, *, dry_run: bool) -> int:
+    """Delete answers created before ``cutoff`` (epoch seconds) and compact the file; their count."""
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'generations'").fetchone() is None:
+            return 0
+        if dry_run:
+            return int(conn.execute("SELECT COUNT(*) FROM generations WHERE created < ?", (cutoff,)).fetchone()[0])
+        n = conn.execute("DELETE FROM generations WHERE created < ?", (cutoff,)).rowcount
+        if n:
+            conn.execute("VACUUM")
+        return int(n)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"posbias cache prune: {path}: {type(exc).__name__}: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _cache_command(args: argparse.Namespace) -> int:
+    """``posbias cache prune``."""
+    if args.keep_runs is None and args.older_than is None and args.answers_older_than is None:
+        print("posbias cache prune: error: give --keep-runs N, --older-than DAYS and/or --answers-older-than DAYS",
+              file=sys.stderr)
+        return 2
+    folder = Path(args.cache)
+    if not folder.is_dir():
+        print(f"posbias cache prune: error: --cache {folder}: no such folder", file=sys.stderr)
+        return 2
+    try:
+        result = prune_runs(folder, keep_runs=args.keep_runs, older_than_days=args.older_than,
+                            answers_older_than_days=args.answers_older_than, dry_run=args.dry_run)
+    except ConfigError as exc:
+        print(f"posbias cache prune: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"posbias cache prune: {folder}: {result.line()}")
+    for run in result.removed:
+        print(f"  {run.name}")
+    return 0
+
+
+def register(sub: Any, register: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add ``posbias cache prune`` to the command line."""
+    p = register(sub, "cache", _cache_command, "keep the cache folder from growing: remove old run logs (and answers)")
+    p.add_argument("action", choices=["prune"], help="what to do")
+    p.add_argument("--cache", default=".posbias", help="the cache folder (default .posbias)")
+    p.add_argument("--keep-runs", type=int, default=None, metavar="N", help="keep the newest N run folders (N >= 1)")
+    p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="remove run folders older than DAYS")
+    p.add_argument("--answers-older-than", type=float, default=None, metavar="DAYS",
+                   help="also delete cached answers made more than DAYS ago (they are made again when needed)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+
+
+__all__ = ["PruneResult", "prune_runs", "register"]

@@ -1,0 +1,217 @@
+"""What the ready-made suites are parametrized over (no pytest here: the suites' conftest calls it)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..probes.positional import PositionalSpec
+from .xdist_support import XDIST_GROUP_PREFIX
+
+# Robustness variants of the multi-video paper (§4.2–5.3, appendix C.6), run on the P = 4
+# short configurations and marked slow.
+POSITIONAL_VARIANTS: dict[str, dict[str, Any]] = {
+    "text-boundary": {"boundary": "text"},
+    "video-first": {"placement": "video-first"},
+    "budget-short": {"budget": "short"},
+    "budget-long": {"budget": "long"},
+    "equal-attention": {"equal_attention": True},
+    "single-target-zero": {"single_target": True, "label_base": 0},
+    "single-target-one": {"single_target": True, "label_base": 1},
+    "8-frames": {"frames": 8},
+    "24-frames": {"frames": 24},
+    "full-permutations": {"orders": "full"},
+}
+
+
+def positional_configs(data: str | None, scales: list[int]) -> list[tuple[str, str, int]]:
+    """(domain, bucket, P) to test: the synthetic set's, or the groups of ``--posbias-data``."""
+    if data:
+        out: list[tuple[str, str, int]] = []
+        try:
+            lines = Path(data).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return out
+        for line in lines:
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(d, dict) and d.get("type") == "group" and d.get("P") in scales:
+                key = (str(d.get("domain")), str(d.get("bucket")), int(d["P"]))
+                if key not in out:
+                    out.append(key)
+        return out
+    from ..video.synthetic import configurations
+
+    return [(d, b, P) for P in scales for d, b in configurations()]
+
+
+def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: Any) -> PositionalSpec:
+    """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied."""
+    from ..probes.positional import with_overrides
+
+    spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
+    if variant:
+        from dataclasses import replace
+
+        spec = replace(spec, **variant)
+    return spec
+
+
+def sampler_pairs(samplers: list[str], budgets: list[int]) -> list[tuple[int, str, str]]:
+    """(budget, sampler a, sampler b) for every pair of the configured samplers."""
+    import itertools
+
+    return [(b, x, y) for b in budgets for x, y in itertools.combinations(samplers, 2)]
+
+
+def phase_pairs(S: int) -> list[str]:
+    """"s-t" for every pair of the S phases, then "any" (the consensus changes under some phase)."""
+    import itertools
+
+    return [f"{a}-{b}" for a, b in itertools.combinations(range(S), 2)] + ["any"]
+
+
+def with_thresholds(run: Any, **thresholds: float) -> Any:
+    """The run context ``run`` (the ``posbias_run`` fixture) with some gates' thresholds replaced,
+    for a custom gate that is stricter (or looser) than the suites: e.g.
+    ``positional_verdict(with_thresholds(posbias_run, meg=0.01), "meg", model, spec)``.
+
+    The copy shares everything else with ``run`` (engine, generation cache, probe results
+    memoized in this process), so the probe behind the stricter gate is not run again. The given
+    thresholds take precedence over ``[tool.posbias.thresholds]``, the per-model tables and
+    ``--posbias-threshold`` (config.PosbiasConfig.thresholds_for). Unknown gates or values out of
+    range are a ConfigError naming them.
+    """
+    import copy
+
+    from ..config import validate_thresholds
+
+    checked = validate_thresholds("with_thresholds()", thresholds)
+    out = copy.copy(run)
+    out.options = {**run.options, "threshold_overrides": {**(run.options.get("threshold_overrides") or {}), **checked}}
+    return out
+
+
+# --------------------------------------------------------------------------- xdist groups
+
+
+def model_id(spec: str) -> str:
+    """A ``--model`` value as the suites' test ids show it (``suites/conftest.py``: the model's
+    label with every run of other characters than ``[A-Za-z0-9_.:-]`` made one ``-``)."""
+    from ..models.registry import model_label
+
+    return re.sub(r"[^A-Za-z0-9_.:-]+", "-", model_label(spec))
+
+
+def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | None = None) -> str | None:
+    """The probe group of a suite test, from its node id: the tests that share a probe (or its
+    videos) run on one worker.
+
+    Under ``pytest -n N`` the plugin's scheduler (:class:`.plugin.xdist_scheduler.ProbeGroupScheduling`)
+    hands out one group at a time, so a probe shared by several gates (DPB, MEG, coverage and
+    contamination of one configuration; one stressor's variants behind its amplification and attack
+    gates at a frame count; the phase probe's conditions shared by the order, phase and flip gates)
+    is computed by one worker, once, and the worker's in-process caches (decoded frames, the
+    simulated model's frame analyses, sentence embeddings) serve every gate of the group. Groups:
+
+    * positional: ``(model, domain, bucket)`` -- P = 2 and P = 4 of a configuration show the same
+      videos; a layout variant is a group of its own (its probe shares nothing with the others);
+    * phase / order / flip / fusion: ``(model, "phase")``;
+    * stressor suite: ``(model, frames, part)``, one group per part of the probe
+      (:data:`.probes.stressor.PARTS`): the amplification and attack gates of one stressor share
+      its variants; the clean repetition gate (with the controls reported beside it) and the
+      re-query remedy share the clean outputs, which every part reads and which are made once
+      (:meth:`.run.context.RunContext.stressor`); a test without a frame count (the remedy) reads the
+      probe at the first frame count ``search_frames``;
+    * property search: the option-order and sampling-phase searches query the phase probe's items
+      (phase group), the stressor search the clean outputs of the stressor probe's videos at its
+      first frame count ``search_frames`` (that clean group: the clean outputs and decoded frames
+      are reused);
+    * anything else (the slot-coverage search, the decoding sweep, users' own tests): no group
+      (the test is a unit of its own).
+
+    The node id is read as the suites' ``pytest_generate_tests`` builds it:
+    ``<dir>/<suite module>.py::<test>[<model id>-<parameter ids>]``; ``model_ids`` are the run's
+    models as they appear there (``suites/conftest.py``). Returns None for a test that shares no
+    probe with another.
+    """
+    path, _, name = nodeid.partition("::")
+    function, _, params = name.partition("[")
+    params = params[:-1] if params.endswith("]") else params
+    suite = path.rsplit("/", 1)[-1].removesuffix(".py")
+    model = max((m for m in model_ids if params == m or params.startswith(m + "-")), key=len, default=None)
+    if model is None:
+        return None
+    rest = params[len(model) + 1:]
+    group = f"{XDIST_GROUP_PREFIX}{{}}|{model}"
+    if suite == "test_positional":
+        m = re.match(r"(.+?)-P\d+(?:-(.+))?$", rest)
+        if m is None:
+            return None
+        if function.endswith("_variant") and m.group(2):
+            return group.format("positional") + f"|{m.group(1)}|{m.group(2)}"
+        return group.format("positional") + f"|{m.group(1)}"
+    if suite == "test_phase_order":
+        return group.format("phase")
+    first = search_frames if search_frames is not None else "first"
+    if suite == "test_stressors":
+        if function == "test_repetition_under_decoding_setting":  # a decoding sweep setting is a probe of its own
+            return None
+        m = re.match(r"(\d+)f(?:-(.+))?$", rest)
+        part = m.group(2) if m and m.group(2) else "clean"
+        return group.format("stressor") + f"|{m.group(1) if m else first}|{part}"
+    if suite == "test_search":
+        prop = {"test_search_option_order": "order", "test_search_sampling_phase": "phase",
+                "test_search_stressor_repetition": "stressor"}.get(function, rest)
+        if prop in ("order", "phase"):
+            return group.format("phase")
+        if prop == "stressor":
+            return group.format("stressor") + f"|{first}|clean"
+    return None
+
+
+# requests per video of the stressor probe's parts other than the trial-based stressors: the
+# controls (8 count and pixel controls, 4 visual-input controls, up to 7 genuine-frame counts)
+# and the clean output
+_STRESSOR_CONTROLS = 19
+
+
+def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
+    """The model calls a probe group makes at most (its maximum sample sizes, every condition), from
+    the group name (:func:`probe_group`) and the probe settings: the scheduler hands out the
+    heaviest group first (longest-processing-time-first), so the group that takes longest starts
+    first instead of last. Per group:
+
+    * positional: ``groups × (P = 2 and P = 4 orders)`` of a configuration, ``groups × 4`` for a
+      layout variant;
+    * phase: ``items × (orderings × (samplers + phases + 1 re-run) + 2 phases + 2)`` (the flip,
+      phase and order conditions in every ordering, the fusion conditions in one);
+    * stressor part: ``videos ×`` its variants per video (Delete 1: one per frame, Reverse: 1,
+      the others ``trials``; the clean group: the clean output and the controls).
+
+    A group of another kind, or a name this does not read, weighs 1 (one test)."""
+    name = group.removeprefix(XDIST_GROUP_PREFIX)
+    kind, _, rest = name.partition("|")
+    parts = rest.split("|")
+    try:
+        if kind == "positional":
+            st = settings["positional"]
+            per = 4 if len(parts) > 2 else sum(int(P) for P in st["scales"])
+            return int(st["groups"]) * per
+        if kind == "phase":
+            ph = settings["phase"]
+            return int(ph["items"]) * (int(ph["orderings"]) * (len(ph["samplers"]) + int(ph["phases"]) + 1)
+                                       + 2 * int(ph["phases"]) + 2)
+        if kind == "stressor":
+            st = settings["stressor"]
+            frames, part = int(parts[1]), parts[2]
+            per = {"clean": 1 + _STRESSOR_CONTROLS, "delete1": frames, "reverse": 1}.get(part, int(st["trials"]))
+            return int(st["videos"]) * per
+    except (KeyError, IndexError, TypeError, ValueError):
+        return 1
+    return 1

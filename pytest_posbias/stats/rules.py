@@ -1,0 +1,393 @@
+"""Statistics core, mean and rate rules: the mean gate (cluster bootstrap, Hall's skewness-corrected
+t with the lattice floor, Student's t, the null-variance t) and the exact binomial rate gate
+(docs/design.md section 5). Re-exported by :mod:`pytest_posbias.stats`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats as _st
+
+from ..errors import ConfigError
+from .intervals import (
+    MIN_CLUSTERS,
+    _check_alpha,
+    _check_counts,
+    binomial_test,
+    cluster_bootstrap,
+    exact_interval,
+)
+from .verdicts import (
+    MODES,
+    Verdict,
+    _bounds,
+    _decide,
+    _fmt,
+    inconclusive_verdict,
+    zero_spread_interval,
+)
+
+
+def null_variance_interval(means: ArrayLike, *, alpha: float) -> tuple[float, float]:
+    """The (1 − 2α) interval {μ0 : |x̄ − μ0| <= c·s0(μ0)/√n} of the t statistic with the
+    variance taken at the tested mean, s0(μ0)² = s² + (x̄ − μ0)² (s² the sample variance of the n
+    unit means, c the one-sided 1 − α quantile of Student t with n − 1 degrees of freedom): solved,
+    x̄ ± c·s/√(n − c²), the t interval widened by √(n/(n − c²)); the whole line when n <= c².
+
+    Why: on lattice-valued units (a group's MEG is a multiple of 1/32 on four-sentence references)
+    a sample piled on one lattice point has both an extreme mean and a small sample variance, so
+    intervals built on the sample variance (t, bootstrap) are too short exactly where the mean is
+    far out; the variance at the tested value does not shrink with the spread (as the Wilson
+    interval does for a proportion). Sizes at the boundary: ``benchmarks/decision_lattice.py``.
+    """
+    x = np.asarray(means, dtype=float)
+    n = x.size
+    if n < 2:
+        return -math.inf, math.inf
+    c = float(_st.t.ppf(1.0 - alpha, n - 1))
+    if n <= c * c:
+        return -math.inf, math.inf
+    half = c * float(x.std(ddof=1)) / math.sqrt(n - c * c)
+    m = float(x.mean())
+    return m - half, m + half
+
+
+def null_variance_p(means: ArrayLike, bound: float, alternative: str) -> float:
+    """One-sided p-value of H0 "mean <= bound" (``alternative='greater'``) or "mean >= bound"
+    (``'less'``) from T = (x̄ − bound)/(s0/√n), s0² = s² + (x̄ − bound)², Student t with n − 1
+    degrees of freedom (:func:`null_variance_interval` inverts it)."""
+    x = np.asarray(means, dtype=float)
+    n = x.size
+    if n < 2:
+        return 1.0
+    m = float(x.mean())
+    s0 = math.sqrt(float(x.var(ddof=1)) + (m - bound) ** 2)
+    if s0 == 0.0:
+        return 0.5
+    t = (m - bound) / (s0 / math.sqrt(n))
+    return float(_st.t.sf(t, n - 1) if alternative == "greater" else _st.t.cdf(t, n - 1))
+
+
+def lattice_floor(bound: float, step: float | None) -> float:
+    """The variance floor of a lattice-valued unit at a tested mean ``bound``: |bound|·δ (0 without a step).
+
+    A unit that is a net count of independent events, each moving it by at least δ (a group's MEG:
+    a fact dropped from a middle or an edge slot moves it by ±1/(2·orders·sentences)), has
+    variance Σ_e q_e·δ_e² >= δ·Σ_e q_e·δ_e >= δ·|mean| when its events are rare (Poisson-like),
+    so under a null at ``bound`` its variance is at least |bound|·δ. A sample piled on one lattice
+    point has a sample variance far below that; the floor keeps the statistic from taking it at its
+    word. Under-dispersed units (events that happen almost surely) can sit below the floor: there the
+    floor lowers power. The floored SD also shrinks the skewness correction γ = m₃/s_eff³, which alone
+    would make the rule more liberal on sparse units with rare large jumps; :func:`skew_t` therefore
+    takes the larger of the floored and unfloored p-values, so the floor can only remove rejections.
+    """
+    if step is None:
+        return 0.0
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not (math.isfinite(step) and step > 0):
+        raise ConfigError(f"`lattice_step` must be a positive finite number; got {step!r}")
+    return abs(float(bound)) * float(step) if math.isfinite(bound) else 0.0
+
+
+@dataclass(frozen=True)
+class SkewT:
+    """Hall's skewness-corrected t statistic for a mean (Hall 1992, "On the removal of skewness by
+    transformation", JRSS-B 54, 221–228), with an optional variance floor.
+
+    For n unit values with mean x̄, SD s_eff = max(s, √floor) and skewness γ = m₃/s_eff³
+    (m₃ the third central sample moment), the statistic for a tested mean μ0 is
+
+        T(μ0) = √n · g(S),  S = (x̄ − μ0)/s_eff,  g(S) = S + γS²/3 + γ²S³/27 + γ/(6n),
+
+    referred to Student t with n − 1 degrees of freedom. g removes the n^(−1/2) skewness term of the
+    studentized mean's Edgeworth expansion (the plain t is too liberal on the short-tail side of skewed
+    units, e.g. the certify side of sparse lattice MEGs); g(S) = ((1 + γS/3)³ − 1)/γ + γ/(6n) is
+    increasing in S, so T grows without bound with the distance |x̄ − μ0| and the p-values go to 0,
+    and the interval inverts the test exactly: L = x̄ − s_eff·g⁻¹(q/√n), U = x̄ − s_eff·g⁻¹(−q/√n),
+    q = t_{1−α, n−1}, g⁻¹(y) = (3/γ)·(∛(1 + γ(y − γ/(6n))) − 1).
+
+    With a floor that binds (s < √floor) the floored γ = m₃/s_eff³ is smaller than the sample's
+    m₃/s³, so the floor alone would shrink the skewness correction and could reject where the
+    unfloored statistic does not (more liberal on the short-tail side of sparse lattice units with
+    rare large jumps). ``unfloored`` then holds the statistic without the floor, and each p-value is
+    the larger of the two (the interval their hull): the floor can only remove rejections.
+    """
+
+    mean: float
+    sd: float
+    gamma: float
+    n: int
+    floored: bool
+    unfloored: SkewT | None = None
+
+    def _g(self, s_: float) -> float:
+        g = self.gamma
+        return s_ + g * s_ * s_ / 3 + g * g * s_**3 / 27 + g / (6 * self.n)
+
+    def _g_inv(self, y: float) -> float:
+        g = self.gamma
+        if g == 0.0:
+            return y
+        return 3.0 / g * (float(np.cbrt(1.0 + g * (y - g / (6 * self.n)))) - 1.0)
+
+    def statistic(self, mu0: float) -> float:
+        """T(μ0) (see the class docstring)."""
+        return math.sqrt(self.n) * self._g((self.mean - mu0) / self.sd)
+
+    def p_greater(self, bound: float) -> float:
+        """p-value of H0: μ <= ``bound`` (large T rejects); the larger of the floored and unfloored
+        statistics' when the floor binds."""
+        p = float(_st.t.sf(self.statistic(bound), self.n - 1))
+        return p if self.unfloored is None else max(p, self.unfloored.p_greater(bound))
+
+    def p_less(self, bound: float) -> float:
+        """p-value of H0: μ >= ``bound`` (small T rejects); the larger of the floored and unfloored
+        statistics' when the floor binds."""
+        p = float(_st.t.cdf(self.statistic(bound), self.n - 1))
+        return p if self.unfloored is None else max(p, self.unfloored.p_less(bound))
+
+    def interval(self, alpha: float) -> tuple[float, float]:
+        """The (1 − 2α) interval: each bound one-sided at level α, p_greater(L) = p_less(U) = α
+        (with a binding floor, the hull of the floored and unfloored intervals, which inverts the
+        larger p-values since both intervals hold the mean)."""
+        q = float(_st.t.isf(alpha, self.n - 1))
+        r = math.sqrt(self.n)
+        lo, hi = self.mean - self.sd * self._g_inv(q / r), self.mean - self.sd * self._g_inv(-q / r)
+        if self.unfloored is not None:
+            ulo, uhi = self.unfloored.interval(alpha)
+            lo, hi = min(lo, ulo), max(hi, uhi)
+        return lo, hi
+
+
+def skew_t(units: ArrayLike, *, floor: float = 0.0, correct: bool = True) -> SkewT:
+    """:class:`SkewT` of independent unit values (at least 2, not all equal unless ``floor`` > 0),
+    with the variance floored at ``floor`` (:func:`lattice_floor`) and, where the floor binds on a
+    sample with spread, its p-values the larger of the floored and unfloored statistics' (the floor
+    only removes rejections); ``correct=False`` sets γ = 0, which leaves Student's t (same floor and hull)."""
+    x = np.asarray(units, dtype=float)
+    if x.ndim != 1 or x.size < 2 or not np.all(np.isfinite(x)):
+        raise ConfigError(f"`units` must be a 1-D array of at least 2 finite values; got shape {x.shape}")
+    if not (math.isfinite(floor) and floor >= 0):
+        raise ConfigError(f"`floor` must be a finite number >= 0; got {floor!r}")
+    m = float(x.mean())
+    s = float(x.std(ddof=1))
+    sd = max(s, math.sqrt(floor))
+    if sd == 0.0:
+        raise ConfigError("`units` have zero spread and no variance floor: no t statistic")
+    m3 = float(np.mean((x - m) ** 3))
+    gamma = m3 / sd**3 if correct else 0.0
+    # a binding floor on a sample with spread: keep the unfloored statistic too (the hull, see SkewT)
+    raw = SkewT(m, s, m3 / s**3 if correct else 0.0, int(x.size), False) if 0.0 < s < sd else None
+    return SkewT(m, sd, gamma, int(x.size), sd > s, raw)
+
+
+def mean_verdict(
+    values: ArrayLike,
+    clusters: ArrayLike | None = None,
+    *,
+    name: str,
+    threshold: float,
+    sides: str = "both",
+    mode: str = "detect",
+    alpha: float = 0.05,
+    unit: str = "instances",
+    n_resamples: int = 9999,
+    rng: np.random.Generator,
+    method: str = "percentile",
+    extra: Mapping[str, Any] | None = None,
+    value_range: tuple[float, float] | None = None,
+    null_variance: bool = False,
+    lattice_step: float | None = None,
+) -> Verdict:
+    """Gate on the mean of per-instance values with a cluster-bootstrap (1 − 2α) CI, or with
+    Hall's skewness-corrected t (``method='skew-t'``) or Student's t (``method='t'``).
+
+    ``sides='both'``: compliant when −threshold <= θ <= threshold (DPB, MEG);
+    ``'upper'``: θ <= threshold; ``'lower'``: θ >= threshold. Detect p-value: the
+    bootstrap share on the compliant side of the nearer violated bound; certify:
+    the larger of the two one-sided shares (TOST). ``method``: ``percentile`` (expanded
+    percentile, the default), ``bca`` (for skewed units, e.g. the stressor amplification) or
+    ``skew-t`` (the positional MEG gates: :class:`SkewT` on the clusters' linearized means
+    u_g = x̄ + (S_g − x̄·n_g)/n̄, which average to the instance mean x̄ and equal the cluster means
+    when the clusters have equal sizes; with ``lattice_step`` δ the variance is floored at
+    :func:`lattice_floor` of the larger finite bound; its p-values go to 0 with the distance from
+    the bound, which a bootstrap's cannot below 1/(resamples + 1)) or ``t`` (the same units and
+    floor with γ = 0: Student's t, the positional DPB gate's rule, whose heavy-tailed units the
+    skewness correction over-corrects at the sequential design's early, small levels).
+
+    Refusals (an *inconclusive* verdict, :attr:`Verdict.inconclusive`):
+
+    * fewer than ``MIN_CLUSTERS`` independent units;
+    * any non-finite value (a lost unit that reached the rule): it does not pass in either mode;
+    * zero spread (every cluster mean equal): a bootstrap interval has zero width there and would
+      certify from a handful of units. With ``value_range = (lo, hi)`` (the values' possible range)
+      the gate decides on the exact worst-case floor of :func:`zero_spread_interval` instead;
+      without it, a detect-mode sample whose every unit lies past a bound still fails (fail
+      closed: e.g. zero coverage everywhere), and any other zero-spread sample is inconclusive.
+
+    ``null_variance=True`` (lattice-valued units, e.g. a group's MEG on four-sentence references):
+    the interval is the hull of the bootstrap interval and :func:`null_variance_interval` (the
+    t test with the variance taken at the tested bound, inverted), and each p-value the larger of
+    the two rules'; a violation (detect) or compliance (certify) is shown only when both show it
+    (docs/design.md section 5).
+    """
+    a = _check_alpha(alpha)
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+    lower, upper = _bounds(threshold, sides)
+    v = np.asarray(values, dtype=float)
+    clusters_arr = None if clusters is None else np.asarray(clusters)
+    n_clusters = v.size if clusters_arr is None else np.unique(clusters_arr).size
+    if v.size and not np.all(np.isfinite(v)):
+        bad = int(np.count_nonzero(~np.isfinite(v)))
+        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
+                                    alpha=a, unit=unit, fail_closed=True, extra=extra,
+                                    why=f"{bad} of {v.size} unit values are not finite (NaN or inf), and a unit that "
+                                        "was not measured is never scored")
+    if v.size == 0 or n_clusters < MIN_CLUSTERS:
+        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
+                                    alpha=a, unit=unit, why=f"fewer than {MIN_CLUSTERS} independent units for a cluster bootstrap",
+                                    estimate=float(v.mean()) if v.size else math.nan, extra=extra)
+    _, inv = np.unique(np.arange(v.size) if clusters_arr is None else clusters_arr, return_inverse=True)
+    cmeans = np.bincount(inv, weights=v) / np.bincount(inv)
+    if np.ptp(cmeans) == 0.0:
+        est = float(v.mean())
+        outside = est > upper or est < lower
+        if value_range is None and not (mode == "detect" and outside):
+            return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
+                                        alpha=a, unit=unit, estimate=est, extra=extra,
+                                        why=f"zero spread: every independent unit has the value {_fmt(est)}, and an "
+                                            "interval of zero width says nothing about the units not drawn")
+        if value_range is None:  # detect, every unit past the bound: the violation is in every unit
+            zlo = zhi = est
+            p_det, p_cert = 0.0, 1.0
+            how = "zero spread, every unit past the bound"
+        else:
+            zlo, zhi, p_det, p_cert = zero_spread_interval(est, int(n_clusters), lower=lower, upper=upper, alpha=a,
+                                                           value_range=value_range)
+            how = "zero spread: exact worst-case floor on the interval"
+        ex0 = {"n_instances": int(v.size), "method": how}
+        ex0.update(extra or {})
+        return _decide(name=name, estimate=est, ci_low=zlo, ci_high=zhi, lower=lower, upper=upper, threshold=threshold,
+                       n=int(n_clusters), unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex0)
+    if method in ("skew-t", "t"):
+        return _skew_t_verdict(v, inv, name=name, threshold=threshold, lower=lower, upper=upper, mode=mode, alpha=a,
+                               unit=unit, extra=extra, lattice_step=lattice_step, correct=method == "skew-t")
+    bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng, method=method)
+    p_above = bs.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
+    p_below = bs.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower
+    p_detect = min(p_above, p_below)
+    p_cert_hi = bs.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
+    p_cert_lo = bs.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
+    p_certify = max(p_cert_hi, p_cert_lo)
+    ex: dict[str, Any] = {"n_instances": int(v.size), "n_resamples": int(n_resamples), "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
+                                                                             "cluster bootstrap (expanded percentile)")}
+    ci_low, ci_high = bs.ci_low, bs.ci_high
+    if null_variance:
+        t_low, t_high = null_variance_interval(cmeans, alpha=a)
+        ci_low, ci_high = min(ci_low, t_low), max(ci_high, t_high)
+        t_p = {b: null_variance_p(cmeans, b, side) for b, side in ((upper, "greater"), (lower, "less"))
+               if math.isfinite(b)}
+        t_c = {b: null_variance_p(cmeans, b, side) for b, side in ((upper, "less"), (lower, "greater"))
+               if math.isfinite(b)}
+        p_above = max(p_above, t_p.get(upper, 1.0))
+        p_below = max(p_below, t_p.get(lower, 1.0))
+        p_detect = min(p_above, p_below)
+        p_certify = max(p_certify, *t_c.values()) if t_c else p_certify
+        ex["method"] = f"{ex['method']} and null-variance t (hull)"
+        ex["null_variance_interval"] = [t_low, t_high]
+    ex.update(extra or {})
+    return _decide(name=name, estimate=bs.estimate, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
+                   threshold=threshold, n=bs.n_clusters, unit=unit, mode=mode, alpha=a,
+                   p_detect=p_detect, p_certify=p_certify, extra=ex)
+
+
+def _skew_t_verdict(v: NDArray[np.float64], inv: NDArray[np.intp], *, name: str, threshold: float, lower: float,
+                    upper: float, mode: str, alpha: float, unit: str, extra: Mapping[str, Any] | None,
+                    lattice_step: float | None, correct: bool = True) -> Verdict:
+    """The ``skew-t`` and ``t`` branch of :func:`mean_verdict` (``inv``: each value's cluster index)."""
+    sums = np.bincount(inv, weights=v)
+    counts = np.bincount(inv).astype(float)
+    est = float(v.mean())
+    units = est + (sums - est * counts) / counts.mean()
+    floor = max(lattice_floor(b, lattice_step) for b in (lower, upper))
+    st_ = skew_t(units, floor=floor, correct=correct)
+    ci_low, ci_high = st_.interval(alpha)
+    p_above = st_.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
+    p_below = st_.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower
+    p_cert_hi = st_.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
+    p_cert_lo = st_.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
+    ex: dict[str, Any] = {"n_instances": int(v.size), "skewness": st_.gamma, "sd": st_.sd,
+                          "method": ("skewness-corrected t (Hall 1992)" if correct else "Student t") + (
+                              f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")}
+    if lattice_step:
+        ex["lattice_step"] = float(lattice_step)
+        ex["variance_floor_applied"] = st_.floored
+    ex.update(extra or {})
+    return _decide(name=name, estimate=est, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
+                   threshold=threshold, n=int(units.size), unit=unit, mode=mode, alpha=alpha,
+                   p_detect=min(p_above, p_below), p_certify=max(p_cert_hi, p_cert_lo), extra=ex)
+
+
+def rate_min_sample(*, threshold: float, mode: str, alpha: float) -> int:
+    """The smallest n at which the exact binomial rule of :func:`rate_verdict` could decide.
+
+    Detect fails only when even n/n has p = t^n < α, so n_min = ⌊log α / log t⌋ + 1 (1 when t = 0,
+    none when t = 1); certify passes only when 0/n has p = (1 − t)^n < α, so
+    n_min = ⌊log α / log(1 − t)⌋ + 1 (none when t = 0). "None" is returned as a huge n.
+    """
+    a = _check_alpha(alpha)
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+    q = threshold if mode == "detect" else 1.0 - threshold
+    if q <= 0.0:
+        return 1
+    if q >= 1.0:
+        return 2**62
+    return math.floor(math.log(a) / math.log(q)) + 1
+
+
+def rate_verdict(
+    k: int,
+    n: int,
+    *,
+    name: str,
+    threshold: float,
+    mode: str = "detect",
+    alpha: float = 0.05,
+    unit: str = "instances",
+    extra: Mapping[str, Any] | None = None,
+) -> Verdict:
+    """Gate on a binomial rate k/n with compliance rate <= threshold.
+
+    Detect: exact one-sided binomial test of H0: rate <= threshold (fail when
+    p < α, i.e. the Clopper–Pearson (1 − 2α) lower bound exceeds the threshold).
+    Certify: H0: rate >= threshold (pass when the upper bound is below it). Below
+    :func:`rate_min_sample` units no outcome could decide, and the verdict is inconclusive.
+    """
+    a = _check_alpha(alpha)
+    if n == 0:
+        return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=0, mode=mode, alpha=a,
+                                    unit=unit, why="no observations", extra=extra)
+    _check_counts(k, n)
+    if not 0.0 <= threshold <= 1.0:
+        raise ConfigError(f"`threshold` must lie in [0, 1] for a rate; got {threshold!r}")
+    n_min = rate_min_sample(threshold=threshold, mode=mode, alpha=a)
+    if n < n_min:
+        return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=n, mode=mode, alpha=a, unit=unit,
+                                    estimate=k / n, extra={"k": int(k), "min_sample": n_min, **(extra or {})},
+                                    why=f"fewer than {n_min} units, below which no outcome could "
+                                        + ("show a violation" if mode == "detect" else "certify compliance"))
+    lo, hi = exact_interval(k, n, confidence_level=1 - 2 * a)
+    p_detect = binomial_test(k, n, threshold, alternative="greater") if threshold < 1 else 1.0
+    p_certify = binomial_test(k, n, threshold, alternative="less") if threshold > 0 else 1.0
+    ex = {"k": int(k), "method": "exact binomial (Clopper-Pearson)"}
+    ex.update(extra or {})
+    # Clopper-Pearson bounds invert the exact test, so the CI rule and p < α agree.
+    return _decide(name=name, estimate=k / n, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(threshold),
+                   threshold=threshold, n=n, unit=unit, mode=mode, alpha=a,
+                   p_detect=p_detect, p_certify=p_certify, extra=ex)
