@@ -74,6 +74,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"posbias {args._cmd}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -4,7 +4,9 @@ The code lives in :mod:`~pytest_posbias.stats.intervals` (intervals and tests),
 :mod:`~pytest_posbias.stats.verdicts` (the verdict and the decision), :mod:`~pytest_posbias.stats.rules` (mean
 and rate rules), :mod:`~pytest_posbias.stats.share_rule` (the share-minus-indicator rule) and
 :mod:`~pytest_posbias.stats.power` (detectable effects); this module re-exports
-their names and holds the paired binary rule.
+their names and holds the paired binary rule. The package also holds :mod:`.paired` (paired
+comparisons against a baseline), :mod:`.paired_binary` (exact tests for paired 0/1 outcomes) and
+:mod:`.sequential` (sequential designs), imported from their own modules.
 
 Conventions (stated once, used everywhere):
 
