@@ -2,7 +2,7 @@
 MEG gate fail a sample?
 
 For one P = 4 configuration and one positional variant (``main`` or any of
-``suite_support.POSITIONAL_VARIANTS``, e.g. ``equal-attention``), each seed runs the positional
+``run.suite_params.POSITIONAL_VARIANTS``, e.g. ``equal-attention``), each seed runs the positional
 probe on ``sim:unbiased`` exactly as the suite does (same request seeds as ``--posbias-seed
 SEED``, same alignment and judge), then:
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--config", default="leisure-short", help="DOMAIN-BUCKET of a P = 4 configuration")
-    ap.add_argument("--variant", default="equal-attention", help="main, or a key of suite_support.POSITIONAL_VARIANTS")
+    ap.add_argument("--variant", default="equal-attention", help="main, or a key of run.suite_params.POSITIONAL_VARIANTS")
     ap.add_argument("--groups", type=int, default=12)
     ap.add_argument("--data", default=None, help="a manifest (default: the quick synthetic set, rendered once)")
     ap.add_argument("--workdir", default="/tmp/posbias-sim-meg-null")

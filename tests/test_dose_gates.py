@@ -2,7 +2,7 @@
 
 The verdicts come from the suites' code path (RunContext with the default group-sequential
 design, the real probes on a small synthetic set, gates.positional_verdict / phase_verdict /
-stressor_verdict via calibration_e2e.gate_verdict), never from the statistics directly. A
+stressor_verdict via calibration.e2e.gate_verdict), never from the statistics directly. A
 failing dose must fail for the right reason: the measurement floor is met and the estimate lies
 on the violating side of the threshold.
 """

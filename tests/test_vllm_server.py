@@ -200,7 +200,7 @@ def test_gates_through_a_real_vllm_server_with_a_kill_and_a_resume(vllm_py, smal
         # killed mid-run: some calls finished, the rest failed and are counted, the gates fail closed
         assert len(ok1 | unusable1) >= KILL_AFTER and failed1, (len(ok1), len(failed1), out1[-3000:])
         # every failed call is counted: a key that failed and was asked again by a later probe keeps one
-        # ``request`` record and an ``attempt`` record per other send (run_merge)
+        # ``request`` record and an ``attempt`` record per other send (run.merge)
         failed_sends = sum(1 for r in [*recs1, *_records(log1, "attempt")] if not r.get("cache_hit") and not _ok(r))
         assert data1["calls"]["failed"] == failed_sends >= len(failed1) > 0
         # fail closed: gates below their floor are NOT MEASURED (6), a gate failing on what it measured is 1;

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-XDIST_GROUP_PREFIX = "posbias:"  # the start of a suite test's probe group (suite_support.probe_group)
+XDIST_GROUP_PREFIX = "posbias:"  # the start of a suite test's probe group (suite_params.probe_group)
 
 
 def dist_given(config: Any) -> bool:
