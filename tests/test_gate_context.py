@@ -1,4 +1,4 @@
-"""The gates' view of the run (:class:`pytest_posbias.gates.context.GateContext`): the run context
+"""The gates' view of the run (:class:`pytest_posbias.gate_context.GateContext`): the run context
 provides every member the protocol names (mypy checks the types), and the protocol module is
 light enough for any layer to import."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pytest_posbias.gates.context import GateContext, ProbeContext
+from pytest_posbias.gate_context import GateContext, ProbeContext
 from pytest_posbias.run.context import RunContext
 
 
@@ -37,6 +37,6 @@ def test_the_run_context_has_every_member_the_gates_and_probes_use(proto, some):
 
 
 def test_importing_the_protocol_imports_no_numeric_library():
-    code = "import sys, pytest_posbias.gates.context, pytest_posbias.gate_registry; print('numpy' in sys.modules)"
+    code = "import sys, pytest_posbias.gate_context, pytest_posbias.gate_registry; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

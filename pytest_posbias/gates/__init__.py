@@ -10,7 +10,6 @@ positive is worse, must have mean <= the gate's baseline margin.
 * :mod:`.verdict_builders` — mean, rate and baseline verdicts with a gate's threshold and side;
 * :mod:`.positional`, :mod:`.phase`, :mod:`.stressor` — each suite's gates;
 * :mod:`.search`, :mod:`.parity` — the search gate and the parity gates (imported from there);
-* :mod:`.context` — what the gates and the probes read from the run (protocols);
 * :mod:`.measurement` — planned, measured and lost units and the measurement floor;
 * :mod:`.decision` — the run-level decision over every gate of a run.
 

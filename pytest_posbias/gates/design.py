@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..stats import Verdict, _bounds, _fmt, _region
 from ..stats.sequential import gsd_sizes, gsd_step
-from .context import GateContext
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..gate_context import GateContext
 from ..probes import conditions as C
 from ..probes.phase import (
     any_flips,
@@ -24,7 +25,6 @@ from ..probes.phase import (
     pair_flips,
 )
 from ..stats import Verdict, mcnemar_exact, mean_verdict, paired_change_verdict
-from .context import GateContext
 from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..metrics import dpb_per_instance, meg_per_instance
 from ..probes.positional import PositionalResult, PositionalSpec
 from ..stats import Verdict, inconclusive_verdict
-from .context import GateContext
 from .design import floored, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from ..gate_context import GateContext
 from ..gate_registry import paired_direction
 from ..probes.search import ItemSearch
 from ..probes.search_strips import MAX_WITH_THUMBNAILS
 from ..stats import Verdict
-from .context import GateContext
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 
 SHOWN = ("answer_letter", "answer_text", "reference_letter", "reference_text")  # of a replayed multiple-choice query

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..stats import Verdict, _fmt, share_difference_verdict
-from .context import GateContext
 from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 

@@ -2,7 +2,7 @@
 paired non-inferiority comparison against the baseline, each with the gate's threshold (or
 baseline margin) and side from the registry (:mod:`~pytest_posbias.gate_registry`) and the run's
 mode, α, resamples and seeds. :class:`~pytest_posbias.run.context.RunContext` exposes them as its
-``mean_gate``, ``rate_gate`` and ``baseline_gate`` methods (the :class:`~pytest_posbias.gates.context.GateContext` protocol).
+``mean_gate``, ``rate_gate`` and ``baseline_gate`` methods (the :class:`~pytest_posbias.gate_context.GateContext` protocol).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..gate_context import GateContext
 from ..gate_registry import GATES
 from ..stats import Verdict, mean_verdict, paired_change_verdict, rate_verdict
-from .context import GateContext
 
 
 def mean_gate(ctx: GateContext, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,

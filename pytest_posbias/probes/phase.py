@@ -50,7 +50,7 @@ from . import conditions as C
 from .settings import DEFAULTS
 
 if TYPE_CHECKING:
-    from ..gates.context import ProbeContext
+    from ..gate_context import ProbeContext
 
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

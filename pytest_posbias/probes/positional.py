@@ -48,7 +48,7 @@ from .settings import DEFAULTS
 from .thumbnails import video_thumbnails
 
 if TYPE_CHECKING:
-    from ..gates.context import ProbeContext
+    from ..gate_context import ProbeContext
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}

@@ -58,7 +58,7 @@ __all__ = [  # the probe's entry points, and the result types callers reach thro
 ]
 
 if TYPE_CHECKING:
-    from ..gates.context import ProbeContext
+    from ..gate_context import ProbeContext
 
 PROMPT = "Please describe this video in detail."
 CONTROL_NAMES = ("resample+2", "resample-2", "blur", "noise", "jpeg", "cutout", "foreign", "speed2")

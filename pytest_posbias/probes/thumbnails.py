@@ -13,7 +13,7 @@ from ..errors import PosbiasError
 from ..video.frames import FrameSpec
 
 if TYPE_CHECKING:
-    from ..gates.context import ProbeContext
+    from ..gate_context import ProbeContext
 
 
 def thumbnail(frame: np.ndarray, width: int = 96) -> str:

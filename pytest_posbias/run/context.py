@@ -7,7 +7,7 @@ memo of probe results (shared across xdist workers through :mod:`.run.worker_mem
 and the judges. Its probe entry points (:meth:`~RunContext.positional`, :meth:`~RunContext.phase`,
 :meth:`~RunContext.stressor`) run each probe once; its verdict builders
 (:mod:`.gates.verdict_builders`) apply a gate's threshold and side. It implements the
-:class:`~.gates.context.GateContext` and :class:`~.gates.context.ProbeContext` protocols.
+:class:`~.gate_context.GateContext` and :class:`~.gate_context.ProbeContext` protocols.
 :func:`.run.finish.finish_run` ends the run.
 """
 
@@ -458,7 +458,7 @@ def synthetic_manifest(rootdir: Path, *, progress: Callable[[str], None] | None 
 
 
 if TYPE_CHECKING:
-    from ..gates.context import GateContext, ProbeContext
+    from ..gate_context import GateContext, ProbeContext
 
     def _implements(run: RunContext) -> tuple[GateContext, ProbeContext]:
         """mypy checks here that the run context implements both protocols."""

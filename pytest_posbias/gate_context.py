@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # annotations only: importing this module imports no probe, numpy or scipy
     import numpy as np
 
-    from ..config import PosbiasConfig
-    from ..data.manifest import Manifest
-    from ..engine import Engine, RunLog
-    from ..probes.phase import PhaseResult, PhaseSpec
-    from ..probes.positional import PositionalResult, PositionalSpec
-    from ..probes.stressor import StressorResult, StressorSpec
-    from ..stats import Verdict
-    from ..video.frames import FrameStore
+    from .config import PosbiasConfig
+    from .data.manifest import Manifest
+    from .engine import Engine, RunLog
+    from .probes.phase import PhaseResult, PhaseSpec
+    from .probes.positional import PositionalResult, PositionalSpec
+    from .probes.stressor import StressorResult, StressorSpec
+    from .stats import Verdict
+    from .video.frames import FrameStore
 
 
 class ProbeContext(Protocol):
