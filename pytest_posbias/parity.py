@@ -34,6 +34,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
+from .probes import conditions as C
 from .stats import Verdict, inconclusive_verdict
 
 MAX_LISTED = 50  # changed items listed in a verdict (and the report); the counts cover all of them
@@ -77,13 +78,13 @@ def parity_answers_verdict(ctx: Any, model: str) -> Verdict:
     ref = _require(ctx)
     r = ctx.phase(model, "order")  # phase 0 in every ordering: the order gate's requests
     b = ctx.phase(ref, "parity")  # the same, plus the re-run of phase 0 (the floor)
-    ok_r, ok_b = answered(r, ["phase:0"]), answered(b, ["phase:0", "rerun:0"])
+    ok_r, ok_b = answered(r, [C.phase(0)]), answered(b, [C.phase(0), C.rerun(0)])
     where_b = {it.id: k for k, it in enumerate(b.items)}
     rows = [(i, where_b[it.id]) for i, it in enumerate(r.items) if it.id in where_b and ok_r[i] and ok_b[where_b[it.id]]]
-    m = combine(phase_measurement(r, ["phase:0"]), phase_measurement(b, ["phase:0", "rerun:0"]), prefix_b="reference",
+    m = combine(phase_measurement(r, [C.phase(0)]), phase_measurement(b, [C.phase(0), C.rerun(0)]), prefix_b="reference",
                 measured=len(rows))
     name = f"changed-answer share against {ref} minus its re-run floor"
-    cons_r, cons_b, cons_b2 = r.consensus("phase:0"), b.consensus("phase:0"), b.consensus("rerun:0")
+    cons_r, cons_b, cons_b2 = r.consensus(C.phase(0)), b.consensus(C.phase(0)), b.consensus(C.rerun(0))
     ia = np.array([i for i, _ in rows], dtype=int)
     ib = np.array([j for _, j in rows], dtype=int)
     test, base, again = cons_r[ia], cons_b[ib], cons_b2[ib]
