@@ -1,5 +1,5 @@
 """What the gates and the probes read from the run: the :class:`GateContext` and
-:class:`ProbeContext` protocols.
+:class:`ProbeContext` protocols (and the search's).
 
 The gate functions (:mod:`.gates`, :mod:`.gates.search`) take the run as a ``GateContext``: the
 run's settings (mode, α, baseline, sequential design, bootstrap size, measurement floor, paired
@@ -10,16 +10,22 @@ implementation; tests pass small stand-ins with the members a gate uses.
 
 The probes (:mod:`.probes.positional`, :mod:`.probes.phase`, :mod:`.probes.stressor`) take the
 run as a ``ProbeContext``: the engine that makes (or reuses) every model call, the frame store,
-the run log, seeded generators, the observation log and the run's data.
+the run log, seeded generators, the observation log and the run's data. The property search
+(:mod:`.probes.search` and its properties) takes the run as a :class:`SearchContext`: a
+``ProbeContext`` that also gives the run's seed and id, the cache folder (the regression corpus
+lives there), the probes' settings and specs, the gates' thresholds, the judges, progress notes
+and the per-run memo.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # annotations only: importing this module imports no probe, numpy or scipy
     import numpy as np
+    from numpy.typing import ArrayLike
 
     from .config import PosbiasConfig
     from .data.manifest import Manifest
@@ -27,8 +33,11 @@ if TYPE_CHECKING:  # annotations only: importing this module imports no probe, n
     from .probes.phase import PhaseResult, PhaseSpec
     from .probes.positional import PositionalResult, PositionalSpec
     from .probes.stressor import StressorResult, StressorSpec
+    from .scoring.judges import JudgeSet
     from .stats import Verdict
     from .video.frames import FrameStore
+
+T = TypeVar("T")
 
 
 class ProbeContext(Protocol):
@@ -38,7 +47,7 @@ class ProbeContext(Protocol):
     store: FrameStore
     runlog: RunLog
 
-    def rng(self, *keys: Any) -> np.random.Generator:
+    def rng(self, *keys: object) -> np.random.Generator:
         """A generator seeded by the run seed and ``keys``."""
         ...
 
@@ -48,6 +57,42 @@ class ProbeContext(Protocol):
 
     def manifest(self) -> Manifest:
         """The run's data."""
+        ...
+
+
+class SearchContext(ProbeContext, Protocol):
+    """The run as the property search sees it (module docstring)."""
+
+    seed: int
+    run_id: str
+    cache_dir: Path
+
+    def probe_settings(self, name: str) -> dict[str, Any]:
+        """The probe's settings: its defaults with ``[tool.posbias.probes.<name>]`` applied."""
+        ...
+
+    def phase_spec(self) -> PhaseSpec:
+        """The phase probe's spec from the run's settings."""
+        ...
+
+    def stressor_spec(self, frames: int) -> StressorSpec:
+        """The stressor probe's spec at ``frames`` frames from the run's settings."""
+        ...
+
+    def threshold(self, gate: str, model: str) -> float:
+        """The gate's effective threshold for ``model``."""
+        ...
+
+    def judges(self) -> JudgeSet:
+        """The run's judges (the coverage property scores each slot with them)."""
+        ...
+
+    def note(self, message: str) -> None:
+        """Print a progress line."""
+        ...
+
+    def memo(self, key: str, fn: Callable[[], T]) -> T:
+        """``fn()`` computed once per run under ``key``."""
         ...
 
 
@@ -63,12 +108,13 @@ class GateContext(Protocol):
     paired_test: str  # bootstrap or permutation
     seed: int
     pcfg: PosbiasConfig
+    parity: str | None  # the --posbias-parity reference deployment: the parity gates compare against it
 
     def threshold(self, gate: str, model: str) -> float:
         """The gate's effective threshold for ``model``."""
         ...
 
-    def rng(self, *keys: Any) -> np.random.Generator:
+    def rng(self, *keys: object) -> np.random.Generator:
         """A generator seeded by the run seed and ``keys``."""
         ...
 
@@ -97,7 +143,11 @@ class GateContext(Protocol):
         (the clean outputs, the controls, a stressor's variants) or, with ``part`` None, every part."""
         ...
 
-    def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
+    def stressor_clean(self, model: str, frames: int) -> StressorResult:
+        """The stressor probe's clean outputs alone on ``model`` at ``frames`` frames."""
+        ...
+
+    def mean_gate(self, gate: str, model: str, values: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
                   method: str | None = None, extra: Mapping[str, Any] | None = None,
                   lattice_step: float | None = None) -> Verdict:
         """A mean gate: cluster bootstrap (or the ``method`` given, e.g. ``skew-t`` with a
@@ -109,10 +159,14 @@ class GateContext(Protocol):
         """A rate gate: exact binomial against the gate's threshold."""
         ...
 
-    def baseline_gate(self, gate: str, model: str, cand: Any, base: Any, clusters: Any, *, name: str, unit: str,
+    def baseline_gate(self, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
                       worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
         """A paired non-inferiority comparison against the baseline within the gate's margin."""
         ...
 
 
-__all__ = ["GateContext", "ProbeContext"]
+class SearchGateContext(GateContext, SearchContext, Protocol):
+    """The run as the search gate sees it: it runs the property search and gates its outcome."""
+
+
+__all__ = ["GateContext", "ProbeContext", "SearchContext", "SearchGateContext"]

@@ -47,6 +47,7 @@ def test_the_gates_and_the_probe_ask_for_the_same_conditions():
     assert Condition.parse(C.equivalence_conditions(3, 8)[-1]).frames == C.EQUIVALENCE_BUDGET_FACTOR * 8
     assert C.sampler_at("fps", 8, 8) == "sampler:fps" and C.sampler_at("fps", 16, 8) == "budget:fps@16"
     assert (C.rerun(0), C.shift(1), C.UNION, C.UNION_SHIFT) == ("rerun:0", "shift:1", "union", "union-shift")
+    assert C.sampler("midpoint") == "sampler:midpoint" == C.sampler_at("midpoint", 8, 8)
 
 
 def test_the_phase_gate_conditions_come_from_the_builders():

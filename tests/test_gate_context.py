@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pytest_posbias.gate_context import GateContext, ProbeContext
+from pytest_posbias.gate_context import GateContext, ProbeContext, SearchContext
 from pytest_posbias.run.context import RunContext
 
 
@@ -22,6 +22,8 @@ def _members(proto: type) -> set[str]:
 @pytest.mark.parametrize(("proto", "some"), [
     (GateContext, {"mode", "alpha", "baseline", "threshold", "phase", "stressor", "positional", "rate_gate"}),
     (ProbeContext, {"engine", "store", "runlog", "rng", "observe", "manifest"}),
+    (SearchContext, {"seed", "run_id", "cache_dir", "probe_settings", "phase_spec", "stressor_spec",
+                     "threshold", "judges", "note", "memo"}),
 ])
 def test_the_run_context_has_every_member_the_gates_and_probes_use(proto, some):
     members = _members(proto)

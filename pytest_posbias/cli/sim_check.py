@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..probes import conditions as C
 
 STRESSORS_TO_CAP = ("add1", "add2", "delete2", "replace1", "replace2", "shuffle")
 # a positional dose lands when its configuration's compared value is within 10% of the target, or
@@ -266,12 +267,12 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                     continue
                 r = ctx.phase(model, g, spec.budget if g == "flip" else None)
                 if g == "flip":
-                    flips = pair_flips(r, "sampler:left", "sampler:midpoint")
-                    parts = {f"{a}-{b}": float(pair_flips(r, f"sampler:{a}", f"sampler:{b}").mean())
+                    flips = pair_flips(r, C.sampler("left"), C.sampler("midpoint"))
+                    parts = {f"{a}-{b}": float(pair_flips(r, C.sampler(a), C.sampler(b)).mean())
                              for i, a in enumerate(spec.samplers) for b in spec.samplers[i + 1:]}
                 elif g == "phase":
-                    flips = pair_flips(r, "phase:0", "phase:1")
-                    parts = {f"{a}-{b}": float(pair_flips(r, f"phase:{a}", f"phase:{b}").mean())
+                    flips = pair_flips(r, C.phase(0), C.phase(1))
+                    parts = {f"{a}-{b}": float(pair_flips(r, C.phase(a), C.phase(b)).mean())
                              for a in range(spec.phases) for b in range(a + 1, spec.phases)}
                 else:
                     flips = order_flips(r)
@@ -280,7 +281,7 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                 out.append(Achieved(g, targets.get(g), est, lo, hi, int(flips.size), "items", parts))
         if "parity" in gates:  # changed consensus answers against sim:unbiased on the same items
             r, u = ctx.phase(model, "order"), ctx.phase("sim:unbiased", "order")
-            changed = (r.consensus("phase:0") != u.consensus("phase:0")).astype(int)
+            changed = (r.consensus(C.phase(0)) != u.consensus(C.phase(0))).astype(int)
             est, lo, hi = _rate_ci(int(changed.sum()), int(changed.size))
             out.append(Achieved("parity", targets.get("parity"), est, lo, hi, int(changed.size), "items", {}))
         if {"repetition", "stressor", "attack"} & set(gates):

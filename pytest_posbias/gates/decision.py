@@ -341,7 +341,7 @@ class RunDecision:
                 "n_not_measured": sum(g.status == "not measured" for g in self.gates)}
 
 
-def check_multiplicity(value: Any, *, name: str = "multiplicity") -> str:
+def check_multiplicity(value: object, *, name: str = "multiplicity") -> str:
     """``value`` if it is one of :data:`MULTIPLICITY`, else a :class:`ConfigError` naming ``name``."""
     if value not in MULTIPLICITY:
         raise ConfigError(f"`{name}` must be one of {', '.join(MULTIPLICITY)}; got {value!r}")

@@ -33,19 +33,22 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..gate_context import GateContext
+from ..probes import conditions as C
+from ..probes.positional import PositionalResult, PositionalSpec
 from ..stats import Verdict, inconclusive_verdict
-from .measurement import DEFAULT_FLOOR, Measurement, apply_floor, combine
+from .measurement import Measurement, apply_floor, combine
 
 MAX_LISTED = 50  # changed items listed in a verdict (and the report); the counts cover all of them
 NO_REFERENCE = "the parity gates compare two deployments: opt in with --posbias-parity REFERENCE"
 
 
-def _floored(ctx: Any, v: Verdict, m: Measurement) -> Verdict:
-    return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
+def _floored(ctx: GateContext, v: Verdict, m: Measurement) -> Verdict:
+    return apply_floor(v, m, floor=ctx.floor)
 
 
-def _require(ctx: Any) -> str:
-    ref = getattr(ctx, "parity", None)
+def _require(ctx: GateContext) -> str:
+    ref = ctx.parity
     if not ref:
         raise ConfigError(f"no reference deployment: {NO_REFERENCE}")
     return str(ref)
@@ -67,7 +70,7 @@ def changed_items(items: list[Any], test: np.ndarray, ref: np.ndarray, floor: np
     return out
 
 
-def parity_answers_verdict(ctx: Any, model: str) -> Verdict:
+def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
     """``parity``: changed-answer share of the MCQ items beyond the reference's re-run floor
     (module docstring). Items lost on either side (failed or unparseable answers in any ordering,
     a constant answer, unusable video) are lost units, counted and shown."""
@@ -77,13 +80,13 @@ def parity_answers_verdict(ctx: Any, model: str) -> Verdict:
     ref = _require(ctx)
     r = ctx.phase(model, "order")  # phase 0 in every ordering: the order gate's requests
     b = ctx.phase(ref, "parity")  # the same, plus the re-run of phase 0 (the floor)
-    ok_r, ok_b = answered(r, ["phase:0"]), answered(b, ["phase:0", "rerun:0"])
+    ok_r, ok_b = answered(r, [C.phase(0)]), answered(b, [C.phase(0), C.rerun(0)])
     where_b = {it.id: k for k, it in enumerate(b.items)}
     rows = [(i, where_b[it.id]) for i, it in enumerate(r.items) if it.id in where_b and ok_r[i] and ok_b[where_b[it.id]]]
-    m = combine(phase_measurement(r, ["phase:0"]), phase_measurement(b, ["phase:0", "rerun:0"]), prefix_b="reference",
+    m = combine(phase_measurement(r, [C.phase(0)]), phase_measurement(b, [C.phase(0), C.rerun(0)]), prefix_b="reference",
                 measured=len(rows))
     name = f"changed-answer share against {ref} minus its re-run floor"
-    cons_r, cons_b, cons_b2 = r.consensus("phase:0"), b.consensus("phase:0"), b.consensus("rerun:0")
+    cons_r, cons_b, cons_b2 = r.consensus(C.phase(0)), b.consensus(C.phase(0)), b.consensus(C.rerun(0))
     ia = np.array([i for i, _ in rows], dtype=int)
     ib = np.array([j for _, j in rows], dtype=int)
     test, base, again = cons_r[ia], cons_b[ib], cons_b2[ib]
@@ -120,7 +123,7 @@ def parity_answers_verdict(ctx: Any, model: str) -> Verdict:
     return _floored(ctx, v, m)
 
 
-def parity_coverage_verdict(ctx: Any, model: str, spec: Any) -> Verdict:
+def parity_coverage_verdict(ctx: GateContext, model: str, spec: PositionalSpec) -> Verdict:
     """``parity_coverage``: the drop of mean coverage of the same (group, order) instances against the
     reference, d_i = coverage_ref − coverage_test, compliant when mean d <= threshold."""
     from ..stats import mean_verdict
@@ -129,7 +132,7 @@ def parity_coverage_verdict(ctx: Any, model: str, spec: Any) -> Verdict:
     ref = _require(ctx)
     r, b = ctx.positional(model, spec), ctx.positional(ref, spec)
 
-    def rows(res: Any) -> dict[Any, int]:
+    def rows(res: PositionalResult) -> dict[tuple[str, tuple[int, ...]], int]:
         valid = [x for x in res.instances if x["valid"]]
         return {(x["group"], tuple(x["order"])): k for k, x in enumerate(valid)}
 
@@ -165,7 +168,7 @@ def parity_coverage_verdict(ctx: Any, model: str, spec: Any) -> Verdict:
     return _floored(ctx, v, m)
 
 
-def parity_repetition_verdict(ctx: Any, model: str, frames: int) -> Verdict:
+def parity_repetition_verdict(ctx: GateContext, model: str, frames: int) -> Verdict:
     """``parity_repetition``: the clean repetition rate of the same videos against the reference,
     paired 0/1 flags, compliant when RR_test − RR_ref <= threshold."""
     from ..stats import paired_change_verdict

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -15,6 +15,8 @@ from ..errors import ConfigError
 from ..gate_context import GateContext
 from ..probes import conditions as C
 from ..probes.phase import (
+    PhaseResult,
+    PhaseSpec,
     any_flips,
     fused,
     fusion_changes,
@@ -28,8 +30,20 @@ from ..stats import Verdict, mcnemar_exact, mean_verdict, paired_change_verdict
 from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 
+# which comparison a phase/order gate makes: (budget, sampler, sampler) for ``flip``, "any" or "s0-s1"
+# (two phase indices) for ``phase``, None for ``order``, ``fusion`` and ``equivalence``
+PhaseWhich: TypeAlias = tuple[int, str, str] | str | None
 
-def answered(r: Any, conditions: Sequence[str]) -> np.ndarray:
+
+def _sampler_pair(which: PhaseWhich) -> tuple[int, str, str]:
+    """The flip gate's ``which``: (budget, sampler a, sampler b); a ConfigError for anything else."""
+    if not isinstance(which, (tuple, list)) or len(which) != 3:
+        raise ConfigError(f"the flip gate's `which` must be (budget, sampler, sampler); got {which!r}")
+    budget, a, b = which
+    return int(budget), str(a), str(b)
+
+
+def answered(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
     """Per item: True when every answer the gate uses (each condition, each ordering) was measured:
     the call succeeded and the answer parsed. Other items are lost units, never counted as flips
     or as stable answers."""
@@ -43,7 +57,7 @@ def answered(r: Any, conditions: Sequence[str]) -> np.ndarray:
     return ok
 
 
-def phase_measurement(r: Any, conditions: Sequence[str]) -> Measurement:
+def phase_measurement(r: PhaseResult, conditions: Sequence[str]) -> Measurement:
     """Items planned, measured and lost (failed or unparseable answers, a constant answer across
     distinct questions, unusable videos)."""
     ok = answered(r, conditions)
@@ -59,11 +73,12 @@ def phase_measurement(r: Any, conditions: Sequence[str]) -> Measurement:
                        examples=[i.id for i, o in zip(r.items, ok, strict=True) if not o][:5])
 
 
-def phase_gate_conditions(gate: str, which: Any, spec: Any, cond: Callable[[str], str]) -> list[str]:
+def phase_gate_conditions(gate: str, which: PhaseWhich, spec: PhaseSpec, cond: Callable[[str], str]) -> list[str]:
     """The conditions a phase/order gate compares (:mod:`~pytest_posbias.probes.conditions`)."""
     S = spec.phases
     if gate == "flip":
-        return [cond(which[1]), cond(which[2])]
+        _, a, b = _sampler_pair(which)
+        return [cond(a), cond(b)]
     if gate == "phase":
         if which == "any":
             return C.phases(S)
@@ -78,7 +93,7 @@ def phase_gate_conditions(gate: str, which: Any, spec: Any, cond: Callable[[str]
     raise ConfigError(f"`gate` must be flip, phase, order, fusion or equivalence; got {gate!r}")
 
 
-def fused_or_voted(r: Any, conditions: Sequence[str]) -> np.ndarray:
+def fused_or_voted(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
     """PhaseFusion answers over ``conditions`` (identity ordering): the argmax of the mean
     content-space distribution (phase paper); in text mode, where no distribution is given, the
     mean of one-hot answers (a plurality vote, ties to the lowest content index)."""
@@ -93,7 +108,7 @@ def fused_or_voted(r: Any, conditions: Sequence[str]) -> np.ndarray:
     return np.array(out, dtype=int)
 
 
-def equivalence_verdict(ctx: GateContext, model: str, r: Any, conds: Sequence[str], m: Measurement) -> Verdict:
+def equivalence_verdict(ctx: GateContext, model: str, r: PhaseResult, conds: Sequence[str], m: Measurement) -> Verdict:
     """The phase paper's confirmatory equivalence: PhaseFusion (S × b) accuracy against one pass at
     4b frames, d_i = correct_fused − correct_single per item, TOST on mean d with ±threshold
     (default 2.5 points), cluster bootstrap over videos. Certify-type in either mode: it passes
@@ -125,7 +140,7 @@ def equivalence_verdict(ctx: GateContext, model: str, r: Any, conds: Sequence[st
     return floored(ctx, v, m)
 
 
-def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[str, Any]:
+def _phase_extra(r: PhaseResult, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[str, Any]:
     """Diagnostics of a phase/order decision on the items it used (``flips`` over the measured items)."""
     extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
                              "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
@@ -143,7 +158,7 @@ def _phase_extra(r: Any, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[s
     return extra
 
 
-def answers_returned(r: Any) -> int:
+def answers_returned(r: PhaseResult) -> int:
     """Answers the model returned for a phase result (calls planned minus failed calls)."""
     return int(sum(np.asarray(a).size for a in r.condition_answers.values())) - int(getattr(r, "errors", 0))
 
@@ -158,10 +173,14 @@ def no_letter_note(extra: Mapping[str, Any]) -> str:
     return f"{bad} of {n} answers ({bad / n:.1%}) had no option letter {where} (lost units, not scored)"
 
 
-def phase_verdict(ctx: GateContext, gate: str, model: str, which: Any = None) -> Verdict:
+def phase_verdict(ctx: GateContext, gate: str, model: str, which: PhaseWhich = None) -> Verdict:
     """:func:`phase_verdict_core`, with the share of answers that had no option letter
     in the reason and in ``extra["no_option_letter"]``, so a verdict built on a minority of
-    parseable answers says so in the terminal and the report, not only in the JSON."""
+    parseable answers says so in the terminal and the report, not only in the JSON.
+
+    ``which`` names the comparison: ``(budget, sampler a, sampler b)`` for ``flip`` (anything else
+    is a ConfigError), ``"s0-s1"`` (two phase indices) or ``"any"`` for ``phase``, None for
+    ``order``, ``fusion`` and ``equivalence``."""
     v = phase_verdict_core(ctx, gate, model, which)
     note = no_letter_note(v.extra)
     if not note:
@@ -171,14 +190,15 @@ def phase_verdict(ctx: GateContext, gate: str, model: str, which: Any = None) ->
                    extra={**v.extra, "no_option_letter": {"answers": n, "without_letter": bad, "share": bad / n}})
 
 
-def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: Any = None) -> Verdict:
+def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhich = None) -> Verdict:
     """flip (sampler pair at a budget), phase (pair of phases or any-of-S), order, fusion.
 
     Items with a failed call or an unparseable answer in any condition the gate uses are lost
     units: excluded from the flip rate (never counted as a flip or as a stable answer), counted,
     and below the measurement floor the gate does not pass."""
     spec = ctx.phase_spec()
-    budget = which[0] if gate == "flip" else None
+    pair = _sampler_pair(which) if gate == "flip" else None
+    budget = pair[0] if pair is not None else None
     seq = ctx.sequential and not ctx.baseline and gate not in ("fusion", "equivalence")
     r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
     base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
@@ -189,7 +209,7 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: Any = Non
 
     conds = phase_gate_conditions(gate, which, spec, cond)
 
-    def all_flips(res: Any) -> np.ndarray:
+    def all_flips(res: PhaseResult) -> np.ndarray:
         """Per item (all items of ``res``): 1 when the gate's answers differ."""
         if gate == "flip" or (gate == "phase" and which != "any"):
             return np.asarray(pair_flips(res, conds[0], conds[1]))
@@ -197,15 +217,16 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: Any = Non
             return np.asarray(any_flips(res, conds))
         return np.asarray(order_flips(res))
 
-    def ref(res: Any) -> np.ndarray:
+    def ref(res: PhaseResult) -> np.ndarray:
         """Flips over the measured items only."""
         return all_flips(res)[answered(res, conds)] if res.items else np.zeros(0, dtype=int)
 
-    if gate == "flip":
-        name = f"{which[1]} vs {which[2]} sampler flip rate at {budget} frames"
+    if pair is not None:  # the flip gate
+        name = f"{pair[1]} vs {pair[2]} sampler flip rate at {budget} frames"
     elif gate == "phase":
         name = (f"any-of-{S} phase flip rate ({S}x{spec.budget})" if which == "any" else
-                f"phase {conds[0].split(':')[1]} vs {conds[1].split(':')[1]} flip rate ({S}x{spec.budget})")
+                f"phase {C.Condition.parse(conds[0]).arg} vs {C.Condition.parse(conds[1]).arg} flip rate "
+                f"({S}x{spec.budget})")
     elif gate == "order":
         name = f"option-order flip rate ({spec.orderings} orderings)"
     elif gate == "equivalence":

@@ -5,6 +5,7 @@ from a positional probe result (:mod:`~pytest_posbias.probes.positional`) to a v
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -144,9 +145,11 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
     values = positional_values(gate, r)
     if ctx.baseline:
         b = ctx.positional(ctx.baseline, spec)
-        key = lambda inst: (inst["group"], tuple(inst["order"]))  # noqa: E731
+        def key(inst: Mapping[str, Any]) -> tuple[str, tuple[int, ...]]:
+            """An instance's identity across the two runs: its group and its video order."""
+            return (inst["group"], tuple(inst["order"]))
 
-        def rows(res: PositionalResult) -> dict[Any, int]:
+        def rows(res: PositionalResult) -> dict[tuple[str, tuple[int, ...]], int]:
             valid = [x for x in res.instances if x["valid"]]
             used = [x for x, k in zip(valid, _informative(gate, res), strict=True) if k]
             return {key(i): k for k, i in enumerate(used)}

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..gate_context import GateContext
+from ..gate_context import ProbeContext, SearchGateContext
 from ..gate_registry import paired_direction
 from ..probes.search import ItemSearch
 from ..probes.search_strips import MAX_WITH_THUMBNAILS
@@ -37,13 +37,13 @@ SHOWN = ("answer_letter", "answer_text", "reference_letter", "reference_text")  
 TEXT_LIMIT = 1000  # characters of an answer text kept in the verdict (the run log keeps it whole)
 
 
-def _short(x: Any) -> Any:
+def _short(x: object) -> object:
     if isinstance(x, str) and len(x) > TEXT_LIMIT:
         return x[:TEXT_LIMIT] + "…"
     return x
 
 
-def counterexample_record(r: ItemSearch, ctx: Any = None) -> dict[str, Any]:
+def counterexample_record(r: ItemSearch, ctx: ProbeContext | None = None) -> dict[str, Any]:
     """One broken item's minimal counterexample for the report (texts cut at TEXT_LIMIT); with
     ``ctx``, the thumbnails of its original and perturbed frame strips
     (:func:`~.probes.search_strips.strip_thumbnails`), as the report reads the run log alone."""
@@ -60,7 +60,7 @@ def counterexample_record(r: ItemSearch, ctx: Any = None) -> dict[str, Any]:
     return rec
 
 
-def _replay_answer(answer: Any) -> Any:
+def _replay_answer(answer: object) -> object:
     """What the summary keeps of a replayed query's answer: a content index as is, a text cut short."""
     if isinstance(answer, Mapping):
         return {k: _short(v) for k, v in answer.items()}
@@ -131,7 +131,7 @@ def search_measurement(results: Sequence[ItemSearch], *, planned: int, unusable:
                        examples=[*list(unusable)[:3], *[f"{r.item}: {r.why}" for r in results if r.status == "lost"][:3]])
 
 
-def search_verdict(ctx: GateContext, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
+def search_verdict(ctx: SearchGateContext, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
                    budget: int, shrink_budget: int, unusable: Sequence[str] = (), name: str | None = None,
                    unit: str = "items", extra: Mapping[str, Any] | None = None) -> Verdict:
     """The ``search`` gate for one property (module docstring): exact binomial rate of broken
@@ -164,7 +164,7 @@ def search_verdict(ctx: GateContext, model: str, prop: str, results: Sequence[It
 
 
 
-def paired_search_verdict(ctx: GateContext, model: str, baseline: str, prop: str, results: Sequence[ItemSearch],
+def paired_search_verdict(ctx: SearchGateContext, model: str, baseline: str, prop: str, results: Sequence[ItemSearch],
                           base_results: Sequence[ItemSearch], *, planned: int, budget: int, shrink_budget: int,
                           unusable: Sequence[str] = (), base_unusable: Sequence[str] = (), unit: str = "items",
                           extra: Mapping[str, Any] | None = None) -> Verdict:
@@ -202,7 +202,7 @@ def paired_search_verdict(ctx: GateContext, model: str, baseline: str, prop: str
     return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
 
 
-def search_gate(ctx: Any, model: str, prop: str, *, slow: bool = False) -> Verdict:
+def search_gate(ctx: SearchGateContext, model: str, prop: str, *, slow: bool = False) -> Verdict:
     """Run (or reuse) the property search of ``prop`` on ``model`` and gate it; with
     ``--baseline``, search the baseline too and gate the paired change (:func:`paired_search_verdict`)."""
     from ..probes.search_run import property_search

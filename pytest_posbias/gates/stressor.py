@@ -12,12 +12,13 @@ import numpy as np
 from ..errors import ConfigError
 from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
+from ..probes.stressor import StressorResult
 from ..stats import Verdict, _fmt, share_difference_verdict
 from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 
 
-def stressor_measurement(r: Any, gate: str, stressor: str | None = None) -> Measurement:
+def stressor_measurement(r: StressorResult, gate: str, stressor: str | None = None) -> Measurement:
     """Videos planned, measured and lost for a stressor-suite gate, and the model calls behind it.
 
     * repetition: a video is lost when its clean call failed;
@@ -100,7 +101,7 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
         if seq:
             def rep_at(n: int) -> np.ndarray:
                 res = ctx.stressor(model, frames, n, part=part)
-                return res.clean.flags[res.clean.valid].astype(float)
+                return np.asarray(res.clean.flags[res.clean.valid], dtype=float)
 
             v = sequential_verdict(ctx, gate, model, values_at=rep_at, n_max=spec.videos, kind="rate", name=name,
                                    unit="videos", extra=extra)

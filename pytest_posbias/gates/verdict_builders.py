@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import ConfigError
 from ..gate_context import GateContext
@@ -18,7 +19,7 @@ from ..gate_registry import GATES
 from ..stats import Verdict, mean_verdict, paired_change_verdict, rate_verdict
 
 
-def mean_gate(ctx: GateContext, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
+def mean_gate(ctx: GateContext, gate: str, model: str, values: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
               method: str | None = None, extra: Mapping[str, Any] | None = None,
               lattice_step: float | None = None) -> Verdict:
     """A mean gate: cluster bootstrap of the mean of ``values`` (the gate's registered interval
@@ -42,8 +43,8 @@ def rate_gate(ctx: GateContext, gate: str, model: str, k: int, n: int, *, name: 
                         unit=unit, extra={"gate": gate, "model": model, **(extra or {})})
 
 
-def baseline_gate(ctx: GateContext, gate: str, model: str, cand: Any, base: Any, clusters: Any, *, name: str, unit: str,
-                  worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
+def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *,
+                  name: str, unit: str, worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
     """Paired non-inferiority against ``--baseline`` on the same instances; compliant when the
     candidate is worse by at most the gate's margin.
 

@@ -71,6 +71,11 @@ class Condition:
         raise ValueError(f"unknown condition {name!r}")
 
 
+def sampler(name: str) -> str:
+    """``sampler:NAME``: a deployed sampler at the probe's budget."""
+    return str(Condition("sampler", name))
+
+
 def phase(s: int) -> str:
     """``phase:s``."""
     return str(Condition("phase", str(s)))
@@ -117,4 +122,4 @@ def equivalence_conditions(S: int, budget: int) -> list[str]:
 
 
 __all__ = ["EQUIVALENCE_BUDGET_FACTOR", "KINDS", "UNION", "UNION_SHIFT", "Condition", "Kind", "equivalence_conditions",
-           "fusion_conditions", "phase", "phases", "rerun", "sampler_at", "shift", "shifts"]
+           "fusion_conditions", "phase", "phases", "rerun", "sampler", "sampler_at", "shift", "shifts"]

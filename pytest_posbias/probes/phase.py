@@ -321,20 +321,20 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
 
 def pair_flips(res: PhaseResult, a: str, b: str) -> np.ndarray:
     """Per item: 1 when the consensus answers of conditions a and b differ."""
-    return (res.consensus(a) != res.consensus(b)).astype(int)
+    return np.asarray(res.consensus(a) != res.consensus(b), dtype=int)
 
 
 def any_flips(res: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
     cons = np.stack([res.consensus(c) for c in conditions], axis=1)
-    return np.any(cons != cons[:, :1], axis=1).astype(int)
+    return np.asarray(np.any(cons != cons[:, :1], axis=1), dtype=int)
 
 
-def order_flips(res: PhaseResult, condition: str = "phase:0") -> np.ndarray:
+def order_flips(res: PhaseResult, condition: str = C.phase(0)) -> np.ndarray:
     ans = res.condition_answers[condition]
-    return np.any(ans != ans[:, :1], axis=1).astype(int)
+    return np.asarray(np.any(ans != ans[:, :1], axis=1), dtype=int)
 
 
-def order_accuracy(res: PhaseResult, condition: str = "phase:0") -> dict[str, float]:
+def order_accuracy(res: PhaseResult, condition: str = C.phase(0)) -> dict[str, float]:
     ans = res.condition_answers[condition]
     correct = ans == res.correct()[:, None]
     per_order = correct.mean(axis=0)
@@ -368,7 +368,7 @@ def fusion_changes(res: PhaseResult) -> dict[str, Any]:
     return {"single": single, "union": union, "fusion": fusion}
 
 
-def margin_auroc(res: PhaseResult, condition: str = "phase:0") -> dict[str, Any]:
+def margin_auroc(res: PhaseResult, condition: str = C.phase(0)) -> dict[str, Any]:
     """AUROC of the single-pass margin (identity ordering) for predicting an order flip
     (low margin = flip predicted), via the Mann–Whitney U statistic; risk–coverage points."""
     key = f"margin:{condition}"

@@ -37,16 +37,24 @@ import contextlib
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from random import Random
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..engine import Generation, Request
 from ..errors import ConfigError
 
+if TYPE_CHECKING:  # annotations only: importing this module does not import hypothesis
+    from hypothesis.strategies import SearchStrategy
+
+    from ..gate_context import SearchContext
+    from .search_corpus import Corpus
+
 DEFAULT_BUDGET = 30  # VideoSTF's attack cap
 DEFAULT_SHRINK_BUDGET = 60
+
+V = TypeVar("V")  # a property's perturbation (an ordering, a phase, a layout, stressor edits)
 
 
 @dataclass(frozen=True)
@@ -61,39 +69,40 @@ class Outcome:
     why_lost: str = ""
 
 
-class ItemProperty(ABC):
-    """A property of one item under a space of perturbations (subclasses: one per property)."""
+class ItemProperty(ABC, Generic[V]):
+    """A property of one item under a space of perturbations of type ``V`` (subclasses: one per
+    property)."""
 
     property: str  # e.g. "order", "phase", "stressor", "coverage"
     item_id: str
     model: str
 
     @abstractmethod
-    def strategy(self) -> Any:
+    def strategy(self) -> SearchStrategy[V]:
         """The hypothesis strategy of perturbations (shrinks toward no change)."""
 
     @abstractmethod
-    def request(self, value: Any) -> Request:
+    def request(self, value: V) -> Request:
         """The model request that shows the item perturbed by ``value``."""
 
     @abstractmethod
-    def reference_value(self) -> Any:
+    def reference_value(self) -> V:
         """The perturbation that changes nothing (identity ordering, phase 0, no stressor)."""
 
     @abstractmethod
-    def score(self, value: Any, gen: Generation, reference: Outcome | None) -> Outcome:
+    def score(self, value: V, gen: Generation, reference: Outcome | None) -> Outcome:
         """Score one answer; ``reference`` is None when scoring the reference itself."""
 
     @abstractmethod
-    def encode(self, value: Any) -> dict[str, Any]:
+    def encode(self, value: V) -> dict[str, Any]:
         """JSON form of a perturbation (the corpus and the report store it)."""
 
     @abstractmethod
-    def decode(self, data: Mapping[str, Any]) -> Any:
+    def decode(self, data: Mapping[str, Any]) -> V:
         """A perturbation from its JSON form (raises ConfigError when it does not fit the item)."""
 
     @abstractmethod
-    def size(self, value: Any) -> float:
+    def size(self, value: V) -> float:
         """How much ``value`` changes (transpositions, phase, stressed frames)."""
 
     smallest_change: float = 0.0  # no perturbation changes less (1 for counts: transpositions, frames)
@@ -102,7 +111,7 @@ class ItemProperty(ABC):
         """Why the item cannot be searched given its reference outcome, or None."""
         return "the unperturbed input already violates the property" if reference.broken else None
 
-    def describe(self, value: Any, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
+    def describe(self, value: V, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
         """What the report shows of a counterexample (JSON)."""
         return {"perturbation": self.encode(value), "size": self.size(value), "answer": outcome.answer,
                 "reference_answer": reference.answer, **dict(outcome.detail)}
@@ -157,16 +166,16 @@ class _Stop(BaseException):
     """Ends a hypothesis run from inside the property (a BaseException passes through hypothesis)."""
 
 
-def item_seed(run_seed: int, *keys: Any) -> int:
+def item_seed(run_seed: int, *keys: object) -> int:
     """The search's seed: SHA-256 of (run seed, keys), so every item has its own fixed search."""
     h = hashlib.sha256(json.dumps([int(run_seed), *map(str, keys)]).encode()).digest()
     return int.from_bytes(h[:8], "little")
 
 
-class _Runner:
+class _Runner(Generic[V]):
     """Counts queries by request key and enforces the budgets (one instance per item search)."""
 
-    def __init__(self, ctx: Any, prop: ItemProperty, reference: Outcome, ref_key: str) -> None:
+    def __init__(self, ctx: SearchContext, prop: ItemProperty[V], reference: Outcome, ref_key: str) -> None:
         self.ctx = ctx
         self.prop = prop
         self.reference = reference
@@ -174,14 +183,13 @@ class _Runner:
         self.order: list[str] = []  # query keys in the order they were first asked
         self.failed = 0
         self.first_break: int | None = None
-        self.last_failing: Any = None
-        self.last_outcome: Outcome | None = None
+        self.last: tuple[V, Outcome] | None = None  # the last failing example and its outcome
         self.lost: str = ""
 
     def key(self, req: Request) -> str:
         return str(self.ctx.engine.keys([req])[0])
 
-    def query(self, value: Any) -> tuple[Outcome, bool]:
+    def query(self, value: V) -> tuple[Outcome, bool]:
         """The outcome of ``value`` and whether it was a new query."""
         req = self.prop.request(value)
         k = self.key(req)
@@ -195,8 +203,8 @@ class _Runner:
         return out, True
 
 
-def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, shrink_budget: int = DEFAULT_SHRINK_BUDGET,
-               corpus: Any = None, seed: int = 0) -> ItemSearch:
+def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAULT_BUDGET,
+               shrink_budget: int = DEFAULT_SHRINK_BUDGET, corpus: Corpus | None = None, seed: int = 0) -> ItemSearch:
     """Search one item (module docstring): reference, replay of the corpus, hypothesis search
     with shrinking. ``corpus`` (:class:`~.search_corpus.Corpus`) is read for replay and gets the
     new minimal counterexample."""
@@ -243,7 +251,7 @@ def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, sh
         res.status = "broken"
     else:
         # 3. hypothesis search + shrinking under the budgets
-        def condition(value: Any) -> bool:
+        def condition(value: V) -> bool:
             if runner.first_break is None and len(runner.order) - res.replay_queries >= budget:
                 req = prop.request(value)  # a repeat of a known query still answers; a new one is past the budget
                 if runner.key(req) not in runner.seen:
@@ -262,7 +270,7 @@ def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, sh
                 if runner.first_break is None:
                     runner.first_break = len(runner.order)
                     res.search_queries = len(runner.order) - res.replay_queries
-                runner.last_failing, runner.last_outcome = value, out
+                runner.last = (value, out)
             return out.broken
 
         cfg = settings(max_examples=max(4 * budget, 100), database=None, deadline=None, derandomize=False,
@@ -274,20 +282,20 @@ def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, sh
         # stop at a counterexample larger than needed; search again for a strictly smaller one (only smaller
         # examples are queried) until none is found or the shrink budget is spent
         rounds = 0
-        while runner.first_break is not None and not runner.lost:
-            best = prop.size(runner.last_failing)
+        while runner.first_break is not None and runner.last is not None and not runner.lost:
+            best = prop.size(runner.last[0])
             if best <= prop.smallest_change:
                 break
             rounds += 1
             before = len(runner.order)
 
-            def smaller(value: Any, best: float = best) -> bool:
+            def smaller(value: V, best: float = best) -> bool:
                 return prop.size(value) < best and condition(value)
 
             with contextlib.suppress(_Stop, NoSuchExample):
                 find(prop.strategy(), smaller, settings=cfg,
                      random=Random(item_seed(seed, "refine", rounds, prop.corpus_key(), prop.model)))
-            if prop.size(runner.last_failing) >= best or len(runner.order) == before:
+            if prop.size(runner.last[0]) >= best or len(runner.order) == before:
                 break
         if runner.first_break is None:
             res.search_queries = len(runner.order) - res.replay_queries
@@ -298,10 +306,11 @@ def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, sh
         else:
             res.status = "broken"
             res.shrink_queries = len(runner.order) - res.replay_queries - res.search_queries
-            assert runner.last_outcome is not None
-            res.minimal = prop.describe(runner.last_failing, runner.last_outcome, reference)
+            assert runner.last is not None  # set with first_break by the search's condition
+            failing, outcome = runner.last
+            res.minimal = prop.describe(failing, outcome, reference)
             if corpus is not None:
-                corpus.add(prop, ctx, prop.encode(runner.last_failing))
+                corpus.add(prop, ctx, prop.encode(failing))
     res.queries = len(runner.order)
     res.failed_queries = runner.failed
     if runner.first_break is not None:
@@ -309,7 +318,8 @@ def run_search(ctx: Any, prop: ItemProperty, *, budget: int = DEFAULT_BUDGET, sh
     return res
 
 
-def search_items(ctx: Any, props: list[ItemProperty], *, budget: int, shrink_budget: int, corpus: Any,
+def search_items(ctx: SearchContext, props: Sequence[ItemProperty[Any]], *, budget: int, shrink_budget: int,
+                 corpus: Corpus | None,
                  progress: Callable[[str], None] | None = None) -> list[ItemSearch]:
     """:func:`run_search` over items in turn, each observed in the run log (``search`` probe)."""
     out = []

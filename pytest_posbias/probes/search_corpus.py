@@ -22,16 +22,20 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext, SearchContext
+    from .search import ItemProperty
 
-def _canon(d: Any) -> str:
+
+def _canon(d: object) -> str:
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
 
-def identity_hash(ctx: Any, model: str) -> str:
+def identity_hash(ctx: ProbeContext, model: str) -> str:
     """SHA-256 (16 hex) of the backend identity (model id, revision, settings) of ``model``."""
     ident = dict(ctx.engine.backend(model).identity())
     return hashlib.sha256(_canon(ident).encode()).hexdigest()[:16]
@@ -54,10 +58,10 @@ class Corpus:
         self.db = DirectoryBasedExampleDatabase(str(self.root))
 
     @staticmethod
-    def key(prop: Any) -> bytes:
+    def key(prop: ItemProperty[Any]) -> bytes:
         return f"posbias-search|{prop.corpus_key()}".encode()
 
-    def entries(self, prop: Any) -> list[dict[str, Any]]:
+    def entries(self, prop: ItemProperty[Any]) -> list[dict[str, Any]]:
         """Every stored entry of the property's key (unreadable files are skipped)."""
         out = []
         for raw in self.db.fetch(self.key(prop)):
@@ -69,7 +73,7 @@ class Corpus:
                 out.append(d)
         return sorted(out, key=_canon)
 
-    def replayable(self, prop: Any, ctx: Any) -> list[dict[str, Any]]:
+    def replayable(self, prop: ItemProperty[Any], ctx: SearchContext) -> list[dict[str, Any]]:
         """Distinct stored perturbations to replay for ``prop`` (see the module docstring):
         ``{"value", "found_by": [model specs], "runs": [run ids]}`` in canonical order."""
         mine = identity_hash(ctx, prop.model)
@@ -88,7 +92,7 @@ class Corpus:
             out.append({"value": g["value"], "found_by": sorted(g["found_by"]), "runs": sorted(g["runs"])})
         return out
 
-    def add(self, prop: Any, ctx: Any, value: dict[str, Any]) -> None:
+    def add(self, prop: ItemProperty[Any], ctx: SearchContext, value: dict[str, Any]) -> None:
         """Store a minimal counterexample found on ``prop.model`` in this run."""
         if not isinstance(value, dict):
             raise ConfigError(f"a corpus value must be a JSON object; got {type(value).__name__}")
@@ -99,7 +103,7 @@ class Corpus:
         self.db.save(self.key(prop), _canon(entry).encode("utf-8"))
 
 
-def corpus_for(ctx: Any) -> Corpus:
+def corpus_for(ctx: SearchContext) -> Corpus:
     """The run's corpus: ``<cache>/hypothesis``."""
     return Corpus(Path(ctx.cache_dir) / "hypothesis")
 

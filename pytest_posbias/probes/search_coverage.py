@@ -16,7 +16,7 @@ lost query.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..data.manifest import GroupItem, Manifest
 from ..engine import Decoding, Generation, Request
@@ -28,14 +28,19 @@ from ..video.sampling import frame_indices
 from .positional import BUDGET_SENTENCES, PositionalSpec
 from .search import ItemProperty, Outcome
 
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
-class CoverageProperty(ItemProperty):
+    from ..gate_context import SearchContext
+
+
+class CoverageProperty(ItemProperty[Layout]):
     """Per-video coverage of one group stays >= ``floor`` under any layout (module docstring)."""
 
     property = "coverage"
     smallest_change = 1.0  # one transposition of two videos, or one layout switch
 
-    def __init__(self, ctx: Any, model: str, group: GroupItem, manifest: Manifest, spec: PositionalSpec, *,
+    def __init__(self, ctx: SearchContext, model: str, group: GroupItem, manifest: Manifest, spec: PositionalSpec, *,
                  floor: float) -> None:
         if not 0.0 <= floor <= 1.0:
             raise ConfigError(f"`floor` must lie in [0, 1]; got {floor!r}")
@@ -55,14 +60,14 @@ class CoverageProperty(ItemProperty):
     def corpus_key(self) -> str:
         return f"coverage[P{self.P}]|{self.item_id}"
 
-    def strategy(self) -> Any:
+    def strategy(self) -> SearchStrategy[Layout]:
         return multi_video_layouts(self.P)
 
-    def reference_value(self) -> Any:
+    def reference_value(self) -> Layout:
         return Layout(tuple(range(self.P)))
 
-    def request(self, value: Any) -> Request:
-        lay: Layout = value
+    def request(self, value: Layout) -> Request:
+        lay = value
         videos = [self.parts[self.group.videos[k]] for k in lay.order]
         prompt = summary_prompt(self.P, sentences=self.sentences, boundary=lay.boundary, news=self.news,
                                 label_base=lay.label_base, equal_attention=self.spec.equal_attention)
@@ -71,8 +76,8 @@ class CoverageProperty(ItemProperty):
                        seed=self.seed, meta={"probe": "search", "property": "coverage", "group": self.group.id,
                                              "layout": lay.to_json()})
 
-    def score(self, value: Any, gen: Generation, reference: Outcome | None) -> Outcome:
-        lay: Layout = value
+    def score(self, value: Layout, gen: Generation, reference: Outcome | None) -> Outcome:
+        lay = value
         if not gen.ok:
             return Outcome(False, False, None, why_lost=gen.error or "failed call")
         vids = [self.group.videos[k] for k in lay.order]
@@ -102,20 +107,20 @@ class CoverageProperty(ItemProperty):
             return f"every video's coverage is below the floor {self.floor:g} in the identity layout"
         return None
 
-    def encode(self, value: Any) -> dict[str, Any]:
+    def encode(self, value: Layout) -> dict[str, Any]:
         return value.to_json()
 
-    def decode(self, data: Mapping[str, Any]) -> Any:
+    def decode(self, data: Mapping[str, Any]) -> Layout:
         lay = Layout.from_json(data)
         if sorted(lay.order) != list(range(self.P)):
             raise ConfigError(f"stored layout order {list(lay.order)} is not an order of {self.P} videos")
         return lay
 
-    def size(self, value: Any) -> float:
+    def size(self, value: Layout) -> float:
         return change_size(value)
 
-    def describe(self, value: Any, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
-        lay: Layout = value
+    def describe(self, value: Layout, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
+        lay = value
         ref_cov, cov = reference.answer["coverage"], outcome.answer["coverage"]
         return {
             "perturbation": self.encode(value), "size": self.size(value), "layout": lay.to_json(),

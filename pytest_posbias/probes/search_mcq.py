@@ -16,24 +16,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..data.manifest import McqItem
 from ..engine import Decoding, Generation, Request
 from ..errors import ConfigError
 from ..strategies import cayley_distance, option_orderings, sampling_phases
 from ..video.compose import TextPart, VideoPart
+from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
 from .phase import LETTERS, PhaseSpec, _answer, mcq_prompt
 from .search import ItemProperty, Outcome
 
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from ..gate_context import ProbeContext
+
 MCQ_PROPERTIES = ("order", "phase")
 
+# a perturbation: an option ordering (``order``, a permutation of the K option indices) or a
+# sampling phase in [0, 1) (``phase``)
+McqValue: TypeAlias = tuple[int, ...] | Fraction
 
-class McqProperty(ItemProperty):
+
+class McqProperty(ItemProperty[McqValue]):
     """``order`` or ``phase`` invariance of one multiple-choice item (module docstring)."""
 
-    def __init__(self, ctx: Any, model: str, item: McqItem, kind: str, spec: PhaseSpec, *,
+    def __init__(self, ctx: ProbeContext, model: str, item: McqItem, kind: str, spec: PhaseSpec, *,
                  max_denominator: int = 12) -> None:
         if kind not in MCQ_PROPERTIES:
             raise ConfigError(f"`kind` must be one of {', '.join(MCQ_PROPERTIES)}; got {kind!r}")
@@ -47,37 +57,41 @@ class McqProperty(ItemProperty):
         self.want = "letters" if getattr(backend, "supports_letter_logprobs", False) else "text"
         info = ctx.store.info(item.path)
         self.T, self.fps = info.frame_count, info.fps
-        self._clips: dict[Fraction, Any] = {}
+        self._clips: dict[Fraction, FrameSpec] = {}
 
     def corpus_key(self) -> str:
         extra = f"K{self.k}" if self.property == "order" else f"b{self.spec.budget}"
         return f"{self.property}[{extra}]|{self.item_id}"
 
-    def strategy(self) -> Any:
+    def strategy(self) -> SearchStrategy[McqValue]:
         if self.property == "order":
             return option_orderings(self.k)
         return sampling_phases(max_denominator=self.max_denominator)
 
-    def reference_value(self) -> Any:
+    def reference_value(self) -> McqValue:
         return tuple(range(self.k)) if self.property == "order" else Fraction(0)
 
-    def _perm_phase(self, value: Any) -> tuple[tuple[int, ...], Fraction]:
-        if self.property == "order":
+    def _perm_phase(self, value: McqValue) -> tuple[tuple[int, ...], Fraction]:
+        """The option ordering and the phase ``value`` stands for (the other one unchanged); a value of
+        the other property's kind is a ConfigError naming the item."""
+        if self.property == "order" and not isinstance(value, Fraction):
             return tuple(value), Fraction(0)
-        return tuple(range(self.k)), Fraction(value)
+        if self.property == "phase" and isinstance(value, Fraction):
+            return tuple(range(self.k)), value
+        raise ConfigError(f"item {self.item_id}: {value!r} is not a perturbation of the {self.property!r} property")
 
     def indices(self, phase: Fraction) -> list[int]:
         """The item's ``left`` grid at ``phase`` (absolute frame indices)."""
         return frame_indices(self.T, self.spec.budget, convention="left", phase=phase, fps=self.fps,
                              start=self.item.start, end=self.item.end)
 
-    def _clip(self, phase: Fraction) -> Any:
+    def _clip(self, phase: Fraction) -> FrameSpec:
         if phase not in self._clips:
             self._clips[phase] = self.ctx.store.clip(self.item.path, self.indices(phase), size=self.spec.resolution,
                                                      aspect="max-side")
         return self._clips[phase]
 
-    def request(self, value: Any) -> Request:
+    def request(self, value: McqValue) -> Request:
         perm, phase = self._perm_phase(value)
         parts = (VideoPart(self._clip(phase), video_id=self.item.video), TextPart(mcq_prompt(self.item, perm)))
         letters = tuple(LETTERS[: self.k])
@@ -86,7 +100,7 @@ class McqProperty(ItemProperty):
                        meta={"probe": "search", "property": self.property, "item": self.item.id, "perm": list(perm),
                              "phase": str(phase)})
 
-    def score(self, value: Any, gen: Generation, reference: Outcome | None) -> Outcome:
+    def score(self, value: McqValue, gen: Generation, reference: Outcome | None) -> Outcome:
         perm, phase = self._perm_phase(value)
         a = _answer(gen, perm)
         if not gen.ok or a.content < 0:
@@ -99,12 +113,13 @@ class McqProperty(ItemProperty):
                   "correct": a.content == self.item.answer}
         return Outcome(True, broken, int(a.content), detail)
 
-    def encode(self, value: Any) -> dict[str, Any]:
+    def encode(self, value: McqValue) -> dict[str, Any]:
+        perm, phase = self._perm_phase(value)
         if self.property == "order":
-            return {"order": [int(x) for x in value]}
-        return {"phase": str(Fraction(value))}
+            return {"order": [int(x) for x in perm]}
+        return {"phase": str(phase)}
 
-    def decode(self, data: Mapping[str, Any]) -> Any:
+    def decode(self, data: Mapping[str, Any]) -> McqValue:
         if self.property == "order":
             perm = tuple(int(x) for x in data["order"])
             if sorted(perm) != list(range(self.k)):
@@ -115,10 +130,11 @@ class McqProperty(ItemProperty):
             raise ConfigError(f"stored phase {ph} is not in [0, 1)")
         return ph
 
-    def size(self, value: Any) -> float:
-        return float(cayley_distance(value)) if self.property == "order" else float(Fraction(value))
+    def size(self, value: McqValue) -> float:
+        perm, phase = self._perm_phase(value)
+        return float(cayley_distance(perm)) if self.property == "order" else float(phase)
 
-    def describe(self, value: Any, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
+    def describe(self, value: McqValue, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
         perm, phase = self._perm_phase(value)
         ref_frames = self.indices(Fraction(0))
         new_frames = self.indices(phase)
@@ -136,10 +152,10 @@ class McqProperty(ItemProperty):
         }
 
 
-def mcq_properties(ctx: Any, model: str, items: Sequence[McqItem], kind: str, spec: PhaseSpec, **kw: Any
-                   ) -> list[McqProperty]:
+def mcq_properties(ctx: ProbeContext, model: str, items: Sequence[McqItem], kind: str, spec: PhaseSpec, *,
+                   max_denominator: int = 12) -> list[McqProperty]:
     """One property per item (``kind`` = order or phase)."""
-    return [McqProperty(ctx, model, it, kind, spec, **kw) for it in items]
+    return [McqProperty(ctx, model, it, kind, spec, max_denominator=max_denominator) for it in items]
 
 
 __all__ = ["MCQ_PROPERTIES", "McqProperty", "mcq_properties"]

@@ -11,11 +11,14 @@ queries, twice the items). An item whose data cannot be used is a lost unit, nam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, PosbiasError
 from .search import ItemProperty, ItemSearch, search_items
 from .search_corpus import corpus_for
+
+if TYPE_CHECKING:
+    from ..gate_context import SearchContext
 
 PROPERTIES = ("order", "phase", "stressor", "coverage")
 
@@ -35,9 +38,10 @@ class PropertySearch:
     calls: dict[str, Any] = field(default_factory=dict)
 
 
-def _props(ctx: Any, model: str, kind: str, n: int, st: dict[str, Any]) -> tuple[list[ItemProperty], int, list[str], str]:
+def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
+           ) -> tuple[list[ItemProperty[Any]], int, list[str], str]:
     manifest = ctx.manifest()
-    props: list[ItemProperty] = []
+    props: list[ItemProperty[Any]] = []
     unusable: list[str] = []
     if kind in ("order", "phase"):
         from .phase import item_order
@@ -70,20 +74,20 @@ def _props(ctx: Any, model: str, kind: str, n: int, st: dict[str, Any]) -> tuple
         from .search_coverage import CoverageProperty
 
         groups = [g for g in manifest.groups if g.P == 4] or list(manifest.groups)
-        order = ctx.rng("search-groups").permutation(len(groups)) if groups else []
-        chosen = [groups[int(i)] for i in order[:n]]
+        order = [int(i) for i in ctx.rng("search-groups").permutation(len(groups))] if groups else []
+        chosen = [groups[i] for i in order[:n]]
         pos = ctx.probe_settings("positional")
         for g in chosen:
             try:
-                spec = positional_spec(pos, g.domain, g.bucket, g.P)
-                props.append(CoverageProperty(ctx, model, g, manifest, spec, floor=ctx.threshold("coverage", model)))
+                pspec = positional_spec(pos, g.domain, g.bucket, g.P)
+                props.append(CoverageProperty(ctx, model, g, manifest, pspec, floor=ctx.threshold("coverage", model)))
             except PosbiasError as exc:
                 unusable.append(f"group {g.id}: {exc}")
         return props, len(chosen), unusable, "groups"
     raise ConfigError(f"`property` must be one of {', '.join(PROPERTIES)}; got {kind!r}")
 
 
-def _note(ctx: Any, ps: PropertySearch) -> None:
+def _note(ctx: SearchContext, ps: PropertySearch) -> None:
     """One progress line per search: broken items, and the replay of stored counterexamples."""
     rows = [row for r in ps.results for row in r.replay]
     broken = sum(r.status == "broken" for r in ps.results)
@@ -97,7 +101,7 @@ def _note(ctx: Any, ps: PropertySearch) -> None:
     ctx.note(line)
 
 
-def property_search(ctx: Any, model: str, kind: str, *, slow: bool = False) -> PropertySearch:
+def property_search(ctx: SearchContext, model: str, kind: str, *, slow: bool = False) -> PropertySearch:
     """Search every item of ``kind`` for ``model`` (memoised per process)."""
     if kind not in PROPERTIES:
         raise ConfigError(f"`property` must be one of {', '.join(PROPERTIES)}; got {kind!r}")
@@ -122,8 +126,7 @@ def property_search(ctx: Any, model: str, kind: str, *, slow: bool = False) -> P
         _note(ctx, out)
         return out
 
-    result: PropertySearch = ctx.memo(f"search|{model}|{kind}|{slow}|{sorted(st.items())}", run)
-    return result
+    return ctx.memo(f"search|{model}|{kind}|{slow}|{sorted(st.items())}", run)
 
 
 __all__ = ["PROPERTIES", "PropertySearch", "property_search"]

@@ -13,7 +13,7 @@ seeded video order (as the stressor probe's Replace-foreign control).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..data.manifest import VideoItem
 from ..engine import Generation, Request
@@ -22,6 +22,14 @@ from ..strategies import StressorEdit, stressed_frames, stressor_compositions
 from ..video.frames import FrameSpec
 from .search import ItemProperty, Outcome
 from .stressor import StressorSpec, _clean_spec, _request, measured_output, repeats
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from ..gate_context import ProbeContext
+
+# a perturbation: stressor edits applied in turn (the empty composition is the clean frames)
+Edits: TypeAlias = tuple[StressorEdit, ...]
 
 
 def apply_edits(clean: FrameSpec, edits: Sequence[StressorEdit], foreign: FrameSpec | None = None
@@ -94,13 +102,13 @@ def apply_edits(clean: FrameSpec, edits: Sequence[StressorEdit], foreign: FrameS
     return spec, strip
 
 
-class StressorProperty(ItemProperty):
+class StressorProperty(ItemProperty[Edits]):
     """A video's description does not become repetitive under a composition of stressors."""
 
     property = "stressor"
     smallest_change = 1.0  # one stressed frame
 
-    def __init__(self, ctx: Any, model: str, item: VideoItem, foreign: VideoItem | None, spec: StressorSpec, *,
+    def __init__(self, ctx: ProbeContext, model: str, item: VideoItem, foreign: VideoItem | None, spec: StressorSpec, *,
                  max_edits: int = 2, max_frames: int = 4) -> None:
         self.ctx, self.model, self.item, self.spec = ctx, model, item, spec
         self.item_id = item.id
@@ -112,18 +120,18 @@ class StressorProperty(ItemProperty):
     def corpus_key(self) -> str:
         return f"stressor[{self.spec.frames}f]|{self.item_id}"
 
-    def strategy(self) -> Any:
+    def strategy(self) -> SearchStrategy[Edits]:
         kinds = [k for k in ("replace", "add", "delete", "foreign", "reverse", "shuffle")
                  if k != "foreign" or self.foreign is not None]
         return stressor_compositions(len(self.clean), max_edits=self.max_edits, max_frames=self.max_frames, kinds=kinds)
 
-    def reference_value(self) -> Any:
+    def reference_value(self) -> Edits:
         return ()
 
     def frames(self, value: Sequence[StressorEdit]) -> tuple[FrameSpec, list[dict[str, Any]]]:
         return apply_edits(self.clean, value, self.foreign)
 
-    def request(self, value: Any) -> Request:
+    def request(self, value: Edits) -> Request:
         frames = self.frames(value)[0]
         meta: dict[str, Any] = {"video": self.item.id, "condition": "search" if value else "clean",
                                 "frames": self.spec.frames}
@@ -131,26 +139,26 @@ class StressorProperty(ItemProperty):
             meta["edits"] = [e.to_json() for e in value]
         return _request(self.model, frames, self.spec, meta)
 
-    def score(self, value: Any, gen: Generation, reference: Outcome | None) -> Outcome:
+    def score(self, value: Edits, gen: Generation, reference: Outcome | None) -> Outcome:
         if not measured_output(gen):
             return Outcome(False, False, None, why_lost=gen.error or "empty output")
         flag = repeats(gen.text)
         return Outcome(True, flag, {"text": gen.text, "finish_reason": gen.finish_reason, "repeats": flag})
 
-    def encode(self, value: Any) -> dict[str, Any]:
+    def encode(self, value: Edits) -> dict[str, Any]:
         return {"edits": [e.to_json() for e in value]}
 
-    def decode(self, data: Mapping[str, Any]) -> Any:
+    def decode(self, data: Mapping[str, Any]) -> Edits:
         edits = tuple(StressorEdit.from_json(d) for d in data["edits"])
         if any(e.kind == "foreign" for e in edits) and self.foreign is None:
             raise ConfigError("stored counterexample uses a foreign video, and this run has none")
         self.frames(edits)  # a corrupted entry (positions without their sources, ...) is unusable, not a crash
         return edits
 
-    def size(self, value: Any) -> float:
+    def size(self, value: Edits) -> float:
         return float(stressed_frames(value))
 
-    def describe(self, value: Any, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
+    def describe(self, value: Edits, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
         _, strip = self.frames(value)
         return {
             "perturbation": self.encode(value), "size": self.size(value), "stressed_frames": stressed_frames(value),

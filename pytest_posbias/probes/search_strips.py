@@ -13,15 +13,18 @@ thumbnails, at most :data:`MAX_WITH_THUMBNAILS` per gate; an unreadable clip giv
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .thumbnails import frame_thumbnails, video_thumbnails
+
+if TYPE_CHECKING:
+    from ..gate_context import ProbeContext
 
 THUMB_WIDTH = 64
 MAX_WITH_THUMBNAILS = 24  # counterexamples per gate that carry thumbnails (the suites search 24 items)
 
 
-def strip_thumbnails(ctx: Any, minimal: Mapping[str, Any], *, width: int = THUMB_WIDTH) -> dict[str, str]:
+def strip_thumbnails(ctx: ProbeContext, minimal: Mapping[str, Any], *, width: int = THUMB_WIDTH) -> dict[str, str]:
     """``{"clip:<i>" | "foreign:<i>" | "video:<id>": data URI}`` for the frames of ``minimal``
     (a ``describe()`` record of :mod:`.search_mcq`, :mod:`.search_stressor` or :mod:`.search_coverage`)."""
     out: dict[str, str] = {}

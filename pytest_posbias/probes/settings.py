@@ -21,9 +21,9 @@ from typing import Any
 from ..errors import ConfigError
 
 
-def _int_ge(lo: int, why: str = "") -> Callable[[str, Any], int]:
+def _int_ge(lo: int, why: str = "") -> Callable[[str, object], int]:
     """An integer >= ``lo``; ``why`` says what a smaller value would do to the gate (for the message)."""
-    def check(where: str, v: Any) -> int:
+    def check(where: str, v: object) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise ConfigError(f"{where} must be an integer >= {lo}{f' ({why})' if why else ''}; got {v!r}")
         return int(v)
@@ -31,12 +31,11 @@ def _int_ge(lo: int, why: str = "") -> Callable[[str, Any], int]:
     return check
 
 
-def _float_in(lo: float, hi: float, *, lo_open: bool = False, why: str = "") -> Callable[[str, Any], float]:
+def _float_in(lo: float, hi: float, *, lo_open: bool = False, why: str = "") -> Callable[[str, object], float]:
     """A number in [lo, hi] (``lo_open``: in (lo, hi]); ``why`` says what the range is for (for the message)."""
-    def check(where: str, v: Any) -> float:
-        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and (lo < float(v) if lo_open else lo <= float(v)) \
-            and float(v) <= hi
-        if not ok:
+    def check(where: str, v: object) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) \
+                or not ((lo < float(v) if lo_open else lo <= float(v)) and float(v) <= hi):
             rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
             raise ConfigError(f"{where} must be a number in {rng}{f' ({why})' if why else ''}; got {v!r}")
         return float(v)
@@ -44,8 +43,8 @@ def _float_in(lo: float, hi: float, *, lo_open: bool = False, why: str = "") -> 
     return check
 
 
-def _choice(*allowed: str) -> Callable[[str, Any], str]:
-    def check(where: str, v: Any) -> str:
+def _choice(*allowed: str) -> Callable[[str, object], str]:
+    def check(where: str, v: object) -> str:
         if v not in allowed:
             raise ConfigError(f"{where} must be one of {', '.join(map(repr, allowed))}; got {v!r}")
         return str(v)
@@ -53,8 +52,8 @@ def _choice(*allowed: str) -> Callable[[str, Any], str]:
     return check
 
 
-def _int_choice(*allowed: int) -> Callable[[str, Any], int]:
-    def check(where: str, v: Any) -> int:
+def _int_choice(*allowed: int) -> Callable[[str, object], int]:
+    def check(where: str, v: object) -> int:
         if isinstance(v, bool) or v not in allowed:
             raise ConfigError(f"{where} must be one of {', '.join(map(str, allowed))}; got {v!r}")
         return int(v)
@@ -62,8 +61,8 @@ def _int_choice(*allowed: int) -> Callable[[str, Any], int]:
     return check
 
 
-def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1, why: str = "") -> Callable[[str, Any], list[int]]:
-    def check(where: str, v: Any) -> list[int]:
+def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1, why: str = "") -> Callable[[str, object], list[int]]:
+    def check(where: str, v: object) -> list[int]:
         if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in v):
             raise ConfigError(f"{where} must be a non-empty list of integers >= {lo}; got {v!r}")
         if allowed is not None and any(x not in allowed for x in v):
@@ -73,8 +72,8 @@ def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1, why: str = ""
     return check
 
 
-def _str_list(allowed: tuple[str, ...] | None = None) -> Callable[[str, Any], list[str]]:
-    def check(where: str, v: Any) -> list[str]:
+def _str_list(allowed: tuple[str, ...] | None = None) -> Callable[[str, object], list[str]]:
+    def check(where: str, v: object) -> list[str]:
         if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
             raise ConfigError(f"{where} must be a non-empty list of strings; got {v!r}")
         if allowed is not None and any(x not in allowed for x in v):
@@ -88,13 +87,13 @@ SAMPLERS = ("left", "midpoint", "endpoint", "fps")
 PRESETS = ("qwen-vl-utils", "lmms-eval", "videostf", "internvl", "vlmevalkit")
 
 
-def _sampler_list() -> Callable[[str, Any], list[str]]:
+def _sampler_list() -> Callable[[str, object], list[str]]:
     """Conventions, or preset specs ``"name"`` / ``"name:knob=value,..."`` (checked by the preset);
     at least two distinct ones: the flip gate counts answers that change between samplers, and with
     one sampler nothing can change (a flip rate of 0 by construction)."""
     names = _str_list()
 
-    def check(where: str, v: Any) -> list[str]:
+    def check(where: str, v: object) -> list[str]:
         from ..video.samplers import is_preset_spec, parse_spec
 
         out = names(where, v)
@@ -115,7 +114,7 @@ def _sampler_list() -> Callable[[str, Any], list[str]]:
 
     return check
 
-SCHEMA: dict[str, dict[str, Callable[[str, Any], Any]]] = {
+SCHEMA: dict[str, dict[str, Callable[[str, object], Any]]] = {
     "positional": {
         "groups": _int_ge(2),
         "scales": _int_list((2, 4)),
@@ -190,7 +189,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def validate_probe_settings(name: str, table: Any, *, where: str) -> dict[str, Any]:
+def validate_probe_settings(name: str, table: object, *, where: str) -> dict[str, Any]:
     """Validate one ``[tool.posbias.probes.<name>]`` table against the probe's schema."""
     if name not in SCHEMA:
         raise ConfigError(f"{where}: unknown probe {name!r}; known probes: {', '.join(SCHEMA)}")

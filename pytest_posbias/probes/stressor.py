@@ -26,9 +26,9 @@ decoding, 500 new tokens, frames sampled with ``np.linspace(0, T−1, n, dtype=i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -65,7 +65,18 @@ CONTROL_NAMES = ("resample+2", "resample-2", "blur", "noise", "jpeg", "cutout", 
 INPUT_CONTROLS = ("text-only", "black", "noise-frames", "static", "genuine-1", "genuine-2", "genuine-4", "genuine-8",
                   "genuine-16", "genuine-24", "genuine-32")
 REMEDY_CASCADE = ("shuffle", "reverse", "speed2", "delete2")
-DECODING_SWEEP: dict[str, dict[str, Any]] = {
+
+
+class DecodingChange(TypedDict, total=False):
+    """The decoding parameters a setting of the sweep changes (the others stay at the probe's)."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    repetition_penalty: float
+
+
+DECODING_SWEEP: dict[str, DecodingChange] = {
     "greedy": {},
     "T0.7-p0.9": {"temperature": 0.7, "top_p": 0.9},
     "T0.7-k50": {"temperature": 0.7, "top_k": 50},
@@ -87,7 +98,8 @@ def _clean_spec(ctx: ProbeContext, item: VideoItem, count: int, spec: StressorSp
     return ctx.store.clip(item.path, frame_indices(info.frame_count, count, convention="videostf"), size=spec.resolution)
 
 
-def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dict[str, Any], **decoding: Any) -> Request:
+def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dict[str, Any],
+             **decoding: Unpack[DecodingChange]) -> Request:
     parts: tuple[Any, ...] = (TextPart(PROMPT),) if frames is None else (VideoPart(frames), TextPart(PROMPT))
     return Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens, **decoding),
                    seed=int(meta.get("seed", 0)), meta={"probe": "stressor", **meta})
@@ -120,8 +132,8 @@ def _stats(gens: Sequence[Generation], reasons: Sequence[str | None] | None = No
                      [bool(g.ok) and w is None for g, w in zip(gens, why, strict=True)], why)
 
 
-def _reasons(ctx: ProbeContext, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Any | None], *,
-             context: Sequence[tuple[str, Any]] = ()) -> list[str | None]:
+def _reasons(ctx: ProbeContext, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Hashable | None],
+             *, context: Sequence[tuple[str, Hashable]] = ()) -> list[str | None]:
     """Per request: why its description is unusable (None when it is usable). ``inputs[j]`` is the
     video request j shows (None: left out of the constant-answer rule, e.g. a control whose frames
     are the same for every video); answers flagged by :func:`~..scoring.usable.constant_text` are

@@ -26,9 +26,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..config import PosbiasConfig
 from ..data.manifest import Manifest, load_manifest
@@ -93,6 +94,7 @@ def _requests_behind(result: Any) -> int:
 PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
 PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
 PROGRESS_LIVE_EVERY_S = 0.5  # on a terminal, where the line is redrawn in place, this often
+T = TypeVar("T")  # the type of a memoised result
 SHARED_MEMO_PREFIXES = ("positional|", "phase|", "stressor|")  # probe results shared across xdist workers
 
 
@@ -249,7 +251,7 @@ class RunContext:
         h = hashlib.sha256(json.dumps([self.seed, *map(str, keys)]).encode()).digest()
         return np.random.default_rng(int.from_bytes(h[:8], "little"))
 
-    def memo(self, key: str, fn: Callable[[], Any]) -> Any:
+    def memo(self, key: str, fn: Callable[[], T]) -> T:
         """Compute once per run: probes shared by several tests (DPB and MEG of one config).
 
         In one process the result is kept in memory. Under pytest-xdist a probe result
@@ -405,7 +407,7 @@ class RunContext:
                          lambda: run_positional(self, model, spec, self.manifest(), self.judges(), n_groups=n))
 
     # -- verdicts
-    def mean_gate(self, gate: str, model: str, values: Any, clusters: Any, *, name: str, unit: str,
+    def mean_gate(self, gate: str, model: str, values: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
                   method: str | None = None, extra: Mapping[str, Any] | None = None,
                   lattice_step: float | None = None) -> Verdict:
         """:func:`.gates.verdict_builders.mean_gate` on this run."""
@@ -417,7 +419,7 @@ class RunContext:
         """:func:`.gates.verdict_builders.rate_gate` on this run."""
         return verdict_builders.rate_gate(self, gate, model, k, n, name=name, unit=unit, extra=extra)
 
-    def baseline_gate(self, gate: str, model: str, cand: Any, base: Any, clusters: Any, *, name: str, unit: str,
+    def baseline_gate(self, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
                       worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
         """:func:`.gates.verdict_builders.baseline_gate` on this run (paired non-inferiority against
         ``--baseline`` within the gate's margin)."""
@@ -458,11 +460,11 @@ def synthetic_manifest(rootdir: Path, *, progress: Callable[[str], None] | None 
 
 
 if TYPE_CHECKING:
-    from ..gate_context import GateContext, ProbeContext
+    from ..gate_context import GateContext, ProbeContext, SearchContext
 
-    def _implements(run: RunContext) -> tuple[GateContext, ProbeContext]:
-        """mypy checks here that the run context implements both protocols."""
-        return run, run
+    def _implements(run: RunContext) -> tuple[GateContext, ProbeContext, SearchContext]:
+        """mypy checks here that the run context implements the three protocols."""
+        return run, run, run
 
 
 __all__ = ["RunContext", "environment", "synthetic_manifest"]
