@@ -1,5 +1,6 @@
 """``pytest -n N``: gates that share a probe run on one worker (the plugin's xdist scheduler), a
-probe is computed once across workers, and the verdicts equal the serial run's."""
+probe is computed once, a result several groups read is made by the first and read from the
+generation cache by the others, and the verdicts equal the serial run's."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from suite_project import write_suite_project
 
 from pytest_posbias.config import PosbiasConfig
 from pytest_posbias.run_context import RunContext
-from pytest_posbias.suite_support import XDIST_GROUP_PREFIX, model_id, probe_group
+from pytest_posbias.suite_support import XDIST_GROUP_PREFIX, model_id, probe_group, shared_probes
 
 
 def _group(nodeid: str, *, frames: int | None = 16) -> str | None:
@@ -74,40 +76,158 @@ def test_every_collected_suite_test_has_the_group_its_parameters_give(pytester, 
             assert group is not None and "|sim:primacy" in group, nodeid
 
 
-def _context(root: Path, worker: str) -> RunContext:
-    return RunContext({"models": ["sim:unbiased"], "cache": str(root / "cache")}, PosbiasConfig(), rootdir=root,
-                      worker=worker, run_id="run-1")
+class _FakeNode:
+    """What the scheduler uses of an xdist worker: the tests sent to it, and its shutdown."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.name = name
+        self.sent: list[int] = []
+        self.done = 0
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
 
 
-def test_a_probe_result_is_computed_once_across_workers(tmp_path):
-    a, b = _context(tmp_path, "gw0"), _context(tmp_path, "gw1")
-    computed: list[str] = []
+def _simulate(collection: list[str], workers: int, *, shares: Any, **kw: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """Run ``collection`` through the plugin's scheduler on fake workers that behave as xdist's: a
+    worker runs a test once it knows its next one (or is shut down), one test per round on each
+    worker at once, and reports it complete after the round. A test needs the shared results
+    ``shares(nodeid)``: from its worker's memo, else from the generation cache (results of tests
+    completed in earlier rounds), else it makes them. Returns how often each result was made and
+    the worker of each test."""
+    from pytest_posbias.xdist_scheduler import ProbeGroupScheduling
 
-    def probe(who: str) -> SimpleNamespace:
-        computed.append(who)
-        return SimpleNamespace(value=[1.5, 2.5], calls={"made": 7, "cache_hits": 2, "rereads": 0, "shared": 0})
+    config = SimpleNamespace(getvalue=lambda name: [f"{workers}*popen"], option=SimpleNamespace(loadscopereorder=False))
+    sched = ProbeGroupScheduling(config, None, shares_of=shares, **kw)
+    nodes = [_FakeNode(f"gw{i}") for i in range(workers)]
+    for n in nodes:
+        sched.add_node(n)
+        sched.add_node_collection(n, collection)
+    sched.schedule()
+    memo: dict[str, set[str]] = {n.name: set() for n in nodes}
+    cache: set[str] = set()
+    made: dict[str, int] = {}
+    ran: dict[str, str] = {}
+    while True:
+        stored: set[str] = set()
+        finished = []
+        for n in nodes:
+            if n.done < len(n.sent) - 1 or (n.done < len(n.sent) and n.shutting_down):
+                nodeid = collection[n.sent[n.done]]
+                for name in set(shares(nodeid)) - memo[n.name]:
+                    made[name] = made.get(name, 0) + (name not in cache)
+                    memo[n.name].add(name)
+                    stored.add(name)
+                assert nodeid not in ran, nodeid
+                ran[nodeid] = n.name
+                finished.append((n, n.sent[n.done]))
+                n.done += 1
+        cache |= stored
+        for n, index in finished:
+            sched.mark_test_complete(n, index)
+        if not finished:
+            return made, ran
 
-    try:
-        first = a.memo("positional|sim:unbiased|spec|12", lambda: probe("gw0"))
-        second = b.memo("positional|sim:unbiased|spec|12", lambda: probe("gw1"))
-        assert computed == ["gw0"] and second.value == first.value
-        assert (a.engine.stats.shared, b.engine.stats.shared) == (0, 9)  # gw1's gate rests on 9 requests it did not make
-        assert (a.memo_from_workers, b.memo_from_workers) == (0, 1)
-        # other looks, the manifest and judges stay per process; a serial run ("main") stores nothing
-        b.memo("positional|sim:unbiased|spec|24", lambda: probe("gw1"))
-        b.memo("judges-like", lambda: probe("gw1-local"))
-        assert computed == ["gw0", "gw1", "gw1-local"]
-        assert len(list((tmp_path / "cache" / "runs" / "run-1" / "memo").glob("*.pkl"))) == 2
-    finally:
-        a.close()
-        b.close()
-    main = _context(tmp_path, "main")
-    try:
-        main.memo("stressor|x", lambda: probe("main"))
-        main.memo("stressor|x", lambda: probe("main-again"))
-        assert computed[-1] == "main" and main.engine.stats.shared == 9
-    finally:
-        main.close()
+
+def _suite_ids(models: list[str], frames: tuple[int, ...] = (8, 16)) -> list[str]:
+    pos, ph, st = "suites/test_positional.py::", "suites/test_phase_order.py::", "suites/test_stressors.py::"
+    out = []
+    for m in models:
+        out += [f"{pos}test_{g}[{m}-{c}-P{P}]" for c in ("cooking-short", "news-long") for P in (2, 4) for g in ("dpb", "meg")]
+        out += [f"{ph}test_order_flip[{m}]", f"{ph}test_phase_flip[{m}-phase-0-1]"]
+        for f in frames:
+            out.append(f"{st}test_clean_repetition[{m}-{f}f]")
+            out += [f"{st}test_{g}[{m}-{f}f-{s}]" for s in ("add1", "delete1", "reverse", "shuffle")
+                    for g in ("stressor_amplification", "attack_success_rate")]
+        out.append(f"{st}test_requery_remedy_recovers_flagged_outputs[{m}]")
+    return out
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("case", ["one model", "attack only", "baseline", "two models and a baseline", "parity"])
+def test_a_result_other_groups_read_is_made_once_and_read_from_the_cache(workers, case):
+    """The stressor probe's parts all read its clean outputs (and, with a baseline or a parity
+    reference, several models' groups read its probe): the first group handed out that needs a
+    shared result makes it, and a group on another worker that needs it starts only once that
+    group has finished (then it reads it from the cache). On fake workers: every shared result is
+    made once, every test runs once, with any number of workers; with a selection that holds no
+    clean-part test too. The scheduler without the hold-back makes the clean outputs twice on 4
+    workers."""
+    from pytest_posbias.probes.settings import settings_for
+    from pytest_posbias.suite_support import group_weight, shared_probes
+
+    settings = {n: settings_for(n) for n in ("positional", "phase", "stressor")}
+    models = ["sim:a", "sim:b"] if case == "two models and a baseline" else ["sim:a"]
+    ids = _suite_ids(models)
+    if case == "attack only":
+        ids = [i for i in ids if "attack_success_rate" in i]
+    if case == "parity":
+        ids += [f"suites/test_parity.py::test_parity_{t}[sim:a{p}]"
+                for t, p in (("answers", ""), ("coverage", "-cooking-short-P2"), ("repetition", "-8f"))]
+    baseline = "sim:c" if "baseline" in case else None
+    parity = "sim:r" if case == "parity" else None
+    kw = {"model_ids": models, "search_frames": 8}
+
+    def shares(nodeid: str) -> frozenset[str]:
+        return shared_probes(nodeid, baseline_id=baseline, parity_id=parity, **kw)
+
+    made, ran = _simulate(ids, workers, shares=shares, group_of=lambda n: probe_group(n, **kw),
+                          weight_of=lambda g: group_weight(g, settings))
+    assert sorted(ran) == sorted(ids)
+    assert made and all(n == 1 for n in made.values()), made
+    assert "stressor|sim:a|8|clean" in made and "stressor|sim:a|16|clean" in made
+    if baseline:
+        assert "stressor|sim:c|8|clean" in made and "positional|sim:c|cooking-short" in made
+    if parity:
+        assert {"phase|sim:r", "positional|sim:r|cooking-short", "stressor|sim:r|8|clean"} <= set(made)
+        assert probe_group(ids[-1], **kw) == probe_group(f"suites/test_stressors.py::test_clean_repetition[sim:a-8f]", **kw)
+
+
+def test_the_scheduler_hands_out_the_owner_of_a_shared_result_first_and_holds_the_others_back():
+    """Four parts of one stressor probe and two other groups on two workers: the lightest part goes
+    out first (it owns the clean outputs), the next worker gets the heaviest other group, not a
+    part; the other parts go to the owner's worker, or to another only after the owner finished."""
+    from pytest_posbias.xdist_scheduler import ProbeGroupScheduling
+
+    st = "suites/test_stressors.py::test_attack_success_rate[sim:a-8f-{}]"
+    ids = [st.format(p) for p in ("add1", "delete1", "reverse", "shuffle")]
+    ids += ["suites/test_phase_order.py::test_order_flip[sim:a]", "tests/test_mine.py::test_x"]
+    kw = {"model_ids": ["sim:a"], "search_frames": 8}
+    weights = {"delete1": 64, "add1": 16, "reverse": 8, "shuffle": 16, "phase": 500}
+    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], option=SimpleNamespace(loadscopereorder=False))
+    sched = ProbeGroupScheduling(config, None, group_of=lambda n: probe_group(n, **kw),
+                                 weight_of=lambda g: next((w for k, w in weights.items() if g.endswith(k)), 1),
+                                 shares_of=lambda n: shared_probes(n, **kw))
+    a, b = _FakeNode("gw0"), _FakeNode("gw1")
+    for n in (a, b):
+        sched.add_node(n)
+        sched.add_node_collection(n, ids)
+    sched.schedule()
+    # the owner (the lightest part) and, on its own worker (it runs after), the heaviest part
+    assert [ids[i] for i in a.sent] == [st.format("reverse"), st.format("delete1")]
+    assert [ids[i] for i in b.sent] == ids[4:]  # the heaviest group that needs nothing shared, then the free test
+    sched.mark_test_complete(b, 4)
+    sched.mark_test_complete(b, 5)  # b is idle now: the parts left wait while the owner runs on a
+    assert len(b.sent) == 2 and not b.shutting_down
+    sched.mark_test_complete(a, 2)  # the owner finished: both workers get a part
+    assert sorted(ids[i] for i in a.sent[2:] + b.sent[2:]) == [st.format("add1"), st.format("shuffle")]
+    assert len(b.sent) == 3
+
+
+def test_a_group_waiting_on_owners_on_two_workers_does_not_stall_the_run():
+    """Every worker down to its last test (which it runs only once it knows its next) and the only
+    group left waiting on results owned on both: it goes to an owner's worker, and every test runs."""
+    ids = ["t.py::test_a", "t.py::test_b", "t.py::test_x"]
+    needs = {"t.py::test_a": {"r1"}, "t.py::test_b": {"r2"}, "t.py::test_x": {"r1", "r2"}}
+    made, ran = _simulate(ids, 2, shares=lambda n: needs[n], group_of=lambda n: None,
+                          weight_of=lambda g: {"t.py::test_x": 100}.get(g, 1))
+    assert sorted(ran) == ids and ran["t.py::test_x"] == ran["t.py::test_a"]
+    assert made["r1"] == 1
 
 
 def _verdicts(path: Path) -> list[tuple]:
