@@ -129,7 +129,7 @@ class RunContext:
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
         self.cache = GenerationCache(self.cache_dir / "generations.sqlite",
-                                     read_only=self.options.get("cache_mode") == "read-only")
+                                     read_only=self.options.get("cache_mode") == "read-only", run_id=run_id)
         self.run_dir = self.cache_dir / "runs" / run_id
         header = {
             "run_id": run_id,
