@@ -35,21 +35,55 @@ class ProbeGroupScheduling(LoadScopeScheduling):
     the test is a scope of its own), the heaviest scope handed out first (``weight_of(scope)``:
     its model calls, :func:`~pytest_posbias.suite_support.group_weight`), and a scope that reads
     a result another scope computes held back until that scope has finished (``shares_of(nodeid)``:
-    the names of the results a test shares with other groups; module docstring)."""
+    the names of the results a test shares with other groups; module docstring). ``merge_shared``:
+    the groups that share a result are one scope instead (for a cache that stores nothing, where a
+    later group could not read the result)."""
 
     def __init__(self, config: Any, log: Any = None, *, group_of: Callable[[str], str | None],
                  weight_of: Callable[[str], int] | None = None,
-                 shares_of: Callable[[str], Iterable[str]] | None = None) -> None:
+                 shares_of: Callable[[str], Iterable[str]] | None = None, merge_shared: bool = False) -> None:
         super().__init__(config, log)
         self._group_of = group_of
         self._weight_of = weight_of
         self._shares_of = shares_of
+        self._merge_shared = merge_shared
+        self._merged: dict[str, str] | None = None  # group -> the group it is merged into (merge_shared)
         self._shares: dict[str, frozenset[str]] = {}  # scope -> the shared results its tests need
         self._owner: dict[str, tuple[Any, str]] = {}  # shared result -> (node, scope) that computes it
 
     def _split_scope(self, nodeid: str) -> str:
-        """The scope of ``nodeid``: its probe group, or the node id itself."""
-        return self._group_of(nodeid) or nodeid
+        """The scope of ``nodeid``: its probe group, or the node id itself; with ``merge_shared``
+        the first of the groups it shares a result with, directly or through others (a cache that
+        stores nothing cannot pass a result from one group to the next, so they are one scope)."""
+        group = self._group_of(nodeid) or nodeid
+        if not self._merge_shared or self._shares_of is None:
+            return group
+        if self._merged is None:
+            self._merged = self._merge_groups(next(iter(self.registered_collections.values()), []))
+        return self._merged.get(group, group)
+
+    def _merge_groups(self, collection: Iterable[str]) -> dict[str, str]:
+        """Each group of ``collection`` -> the first group of the groups it shares results with."""
+        assert self._shares_of is not None
+        parent: dict[str, str] = {}
+        order: dict[str, int] = {}
+
+        def root(g: str) -> str:
+            order.setdefault(g, len(order))
+            while parent.setdefault(g, g) != g:
+                g = parent[g]
+            return g
+
+        maker: dict[str, str] = {}  # shared result -> the first group that needs it
+        for nodeid in collection:
+            group = self._group_of(nodeid) or nodeid
+            for name in self._shares_of(nodeid):
+                a, b = root(maker.setdefault(name, group)), root(group)
+                if a != b:
+                    first, later = sorted((a, b), key=order.__getitem__)
+                    parent[later] = first
+            root(group)
+        return {g: root(g) for g in parent}
 
     def _reschedule(self, node: Any) -> None:
         """xdist's rescheduling, giving a worker its next scope only when it is down to its last
