@@ -117,7 +117,11 @@ class ProbeGroupScheduling(LoadScopeScheduling):
         """xdist's assignment of the next scope, chosen among those that may start on ``node`` now
         (:meth:`_may_start`; none: nothing is assigned): first a scope that would own a shared
         result another queued scope waits for, the lightest first (it holds the others back), then
-        the heaviest (xdist orders the scopes by their number of tests, which says little about
+        the heaviest of those that wait for nothing on ``node``, else the lightest of those waiting
+        for the owner running on ``node`` (a worker's next scope is bound to it before its current
+        test runs: a heavy one bound behind a long test would wait there while other workers run
+        out, so those are left for the workers free once the owner has finished). The heaviest
+        first, since xdist orders the scopes by their number of tests, which says little about
         their model calls: a stressor's two gates share hundreds of calls, a positional
         configuration's seven gates a few dozen)."""
         scope = self._next_scope(node)
@@ -176,9 +180,31 @@ class ProbeGroupScheduling(LoadScopeScheduling):
         owners = [s for s in ready if any(counts.get(name, 0) > 1 for name in self._shares_for(s) & waited_for)]
         if owners:
             return min(owners, key=weight)  # the first of equal weights: the queue's order
-        queue: OrderedDict[str, Any] = OrderedDict((s, None) for s in ready)
+        free = [s for s in ready if not self._waits_here(s, node)]
+        if not free:  # only scopes waiting for this worker's own owner: the lightest, the heavy ones stay for
+            return min(ready, key=weight)  # the workers that take them once the owner has finished
+        mine = self._left_on(node, weight)
+        if any(self._left_on(n, weight) < mine for n in self.nodes if n is not node and not n.shutting_down):
+            return min(free, key=weight)  # another worker runs out first: the heavy scopes wait for it
+        queue: OrderedDict[str, Any] = OrderedDict((s, None) for s in free)
         heaviest_first(queue, weight)
         return next(iter(queue))
+
+    def _left_on(self, node: Any, weight: Callable[[str], int]) -> float:
+        """The model calls ``node`` has left, as its scopes' weights share out over their tests not
+        yet completed (its current test counted whole)."""
+        return sum(weight(scope) * list(unit.values()).count(False) / len(unit)
+                   for scope, unit in self.assigned_work.get(node, {}).items() if unit)
+
+    def _waits_here(self, scope: str, node: Any) -> bool:
+        """Whether ``scope`` needs a result an unfinished scope on ``node`` is making (it may go to
+        ``node``, where it runs after that scope, but would be bound there while it waits)."""
+        for name in self._shares_for(scope):
+            if name in self._owner and not self._owner_gone(name):
+                owner_node, owner = self._owner[name]
+                if owner_node is node and not all(self.assigned_work[node][owner].values()):
+                    return True
+        return False
 
     def _unblock(self) -> None:
         """When scopes are queued but every worker is down to its last test (which it runs only

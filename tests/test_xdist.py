@@ -190,8 +190,10 @@ def test_a_result_other_groups_read_is_made_once_and_read_from_the_cache(workers
 
 def test_the_scheduler_hands_out_the_owner_of_a_shared_result_first_and_holds_the_others_back():
     """Four parts of one stressor probe and two other groups on two workers: the lightest part goes
-    out first (it owns the clean outputs), the next worker gets the heaviest other group, not a
-    part; the other parts go to the owner's worker, or to another only after the owner finished."""
+    out first (it owns the clean outputs), the other worker gets the heaviest other group, not a
+    part; no part goes to the other worker before the owner finished, and the owner's worker is not
+    bound to a heavy part while the owner runs (it takes the free test); once the owner finished the
+    parts go to both workers, the heaviest to the worker with the least left to do."""
     from pytest_posbias.xdist_scheduler import ProbeGroupScheduling
 
     st = "suites/test_stressors.py::test_attack_success_rate[sim:a-8f-{}]"
@@ -208,15 +210,14 @@ def test_the_scheduler_hands_out_the_owner_of_a_shared_result_first_and_holds_th
         sched.add_node(n)
         sched.add_node_collection(n, ids)
     sched.schedule()
-    # the owner (the lightest part) and, on its own worker (it runs after), the heaviest part
-    assert [ids[i] for i in a.sent] == [st.format("reverse"), st.format("delete1")]
-    assert [ids[i] for i in b.sent] == ids[4:]  # the heaviest group that needs nothing shared, then the free test
+    assert [ids[i] for i in a.sent] == [st.format("reverse"), ids[5]]  # the owner, then the free test
+    assert [ids[i] for i in b.sent] == [ids[4]]  # the heaviest group that needs nothing shared; no part
+    sched.mark_test_complete(a, 2)  # the owner finished: the parts are free for both workers
+    assert [ids[i] for i in a.sent[2:]] == [st.format("delete1")]  # a has least left: the heaviest part
+    assert [ids[i] for i in b.sent[1:]] == [st.format("add1")]  # b is busy with phase: a light one
+    sched.mark_test_complete(a, 5)
     sched.mark_test_complete(b, 4)
-    sched.mark_test_complete(b, 5)  # b is idle now: the parts left wait while the owner runs on a
-    assert len(b.sent) == 2 and not b.shutting_down
-    sched.mark_test_complete(a, 2)  # the owner finished: both workers get a part
-    assert sorted(ids[i] for i in a.sent[2:] + b.sent[2:]) == [st.format("add1"), st.format("shuffle")]
-    assert len(b.sent) == 3
+    assert sorted(a.sent + b.sent) == list(range(6)) and a.shutting_down and b.shutting_down
 
 
 def test_a_group_waiting_on_owners_on_two_workers_does_not_stall_the_run():
