@@ -115,15 +115,20 @@ class ProbeGroupScheduling(LoadScopeScheduling):
 
     def _assign_work_unit(self, node: Any) -> None:
         """xdist's assignment of the next scope, chosen among those that may start on ``node`` now
-        (:meth:`_may_start`; none: nothing is assigned): first a scope that would own a shared
-        result another queued scope waits for, the lightest first (it holds the others back), then
-        the heaviest of those that wait for nothing on ``node``, else the lightest of those waiting
-        for the owner running on ``node`` (a worker's next scope is bound to it before its current
-        test runs: a heavy one bound behind a long test would wait there while other workers run
-        out, so those are left for the workers free once the owner has finished). The heaviest
-        first, since xdist orders the scopes by their number of tests, which says little about
-        their model calls: a stressor's two gates share hundreds of calls, a positional
-        configuration's seven gates a few dozen)."""
+        (:meth:`_may_start`; none: nothing is assigned), by their model calls
+        (``weight_of``; xdist orders the scopes by their number of tests, which says little about
+        their calls: a stressor's two gates share hundreds, a positional configuration's seven
+        gates a few dozen):
+
+        * a scope that would own a shared result other queued scopes wait for, the lightest first
+          (it holds them back until it has finished);
+        * of the scopes that wait for nothing on ``node``, the heaviest, unless another worker has
+          fewer calls left (:meth:`_left_on`): then the lightest, and the heavy ones wait for the
+          worker that runs out first (a worker's next scope is bound to it before its current test
+          runs, and would wait there behind it);
+        * else (only scopes waiting for the owner running on ``node``, which may go there since
+          they run after it) the lightest, the heavy ones left for the workers free once the owner
+          has finished."""
         scope = self._next_scope(node)
         if scope is not None:
             self._give(node, scope)
