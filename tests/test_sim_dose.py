@@ -384,7 +384,6 @@ def test_positional_doses_land_within_tolerance_through_the_probe_and_judge(smal
     assert abs(row.compared - row.target * scale) <= row.tolerance, (row, scale)
     assert not got.missed or abs(scale - 1) > 0.05  # on the set it was calibrated for, the row itself lands
     assert abs(row.realised - row.unbiased) > 2 * row.tolerance  # the dose made the difference
-    assert not (tmp_path / "c" / "runs" / "sim-check" / "memo").exists()  # no probe result left for a later check
 
 
 def test_small_meg_doses_thin_slots_by_their_first_sentence_with_the_calibrated_loss():

@@ -217,6 +217,36 @@ def test_a_key_unusable_for_three_runs_is_served_as_lost_without_a_call(tmp_path
         _engine(cache, "x", unusable_runs=0)
 
 
+
+def test_another_worker_of_the_run_serves_an_unusable_answer_and_the_run_counts_once(tmp_path):
+    """Under ``-n`` a later probe group on another worker reads what an earlier one got: usable
+    answers from the cache, unusable ones from the ``unusable`` table (this run recorded them), with
+    no call; the run counts once toward the cap, and the next run asks again. Also after the fact
+    (:meth:`Engine.reject`), and on a table made before it named the run."""
+    import sqlite3
+
+    path = tmp_path / "c.sqlite"
+    legacy = sqlite3.connect(path)  # the table as a cache made before the run column has it
+    legacy.execute("CREATE TABLE unusable (key TEXT PRIMARY KEY, model TEXT NOT NULL, runs INTEGER NOT NULL, "
+                   "updated REAL NOT NULL, reason TEXT NOT NULL, payload TEXT NOT NULL)")
+    legacy.commit()
+    legacy.close()
+    reqs = _reqs(3)
+    text = lambda r: "" if "clip 1" in r.prompt_text else "a b c d"  # noqa: E731
+    first, b1 = _engine(GenerationCache(path, run_id="run-1"), text)
+    first.run(reqs, accept=_accept)
+    assert b1.calls == 3 and first.reject(reqs[2:], [usable.CONSTANT]) == 1
+    second, b2 = _engine(GenerationCache(path, run_id="run-1"), "a healthy description")  # another worker
+    gens = second.run(reqs, accept=_accept)
+    assert b2.calls == 0 and [g.text for g in gens] == ["a b c d", "", "a b c d"]
+    assert second.stats.unusable == 2 and second.stats.cache_hits == 1
+    second.cache.record_unusable([(second.keys(reqs[1:2])[0], "fake", Generation("", 1, "stop"), usable.EMPTY)])
+    assert {v[0] for v in second.cache.unusable(second.keys(reqs)).values()} == {1}  # the run counts once
+    nxt, b3 = _engine(GenerationCache(path, run_id="run-2"), "a healthy description")
+    nxt.run(reqs, accept=_accept)
+    assert b3.calls == 2  # the next run asks again for both
+
+
 def test_reject_withdraws_a_cached_answer_for_the_next_run(tmp_path):
     cache = GenerationCache(tmp_path / "c.sqlite")
     reqs = _reqs(3)

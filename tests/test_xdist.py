@@ -1,5 +1,6 @@
 """``pytest -n N``: gates that share a probe run on one worker (the plugin's xdist scheduler), a
-probe is computed once across workers, and the verdicts equal the serial run's."""
+probe is computed once, a result several groups read is made by the first and read from the
+generation cache by the others, and the verdicts equal the serial run's."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from suite_project import write_suite_project
 
 from pytest_posbias.config import PosbiasConfig
 from pytest_posbias.run.context import RunContext
-from pytest_posbias.run.suite_params import XDIST_GROUP_PREFIX, model_id, probe_group
+from pytest_posbias.run.suite_params import XDIST_GROUP_PREFIX, model_id, probe_group, shared_probes
 
 
 def _group(nodeid: str, *, frames: int | None = 16) -> str | None:
@@ -74,40 +76,159 @@ def test_every_collected_suite_test_has_the_group_its_parameters_give(pytester, 
             assert group is not None and "|sim:primacy" in group, nodeid
 
 
-def _context(root: Path, worker: str) -> RunContext:
-    return RunContext({"models": ["sim:unbiased"], "cache": str(root / "cache")}, PosbiasConfig(), rootdir=root,
-                      worker=worker, run_id="run-1")
+class _FakeNode:
+    """What the scheduler uses of an xdist worker: the tests sent to it, and its shutdown."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.name = name
+        self.sent: list[int] = []
+        self.done = 0
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
 
 
-def test_a_probe_result_is_computed_once_across_workers(tmp_path):
-    a, b = _context(tmp_path, "gw0"), _context(tmp_path, "gw1")
-    computed: list[str] = []
+def _simulate(collection: list[str], workers: int, *, shares: Any, **kw: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """Run ``collection`` through the plugin's scheduler on fake workers that behave as xdist's: a
+    worker runs a test once it knows its next one (or is shut down), one test per round on each
+    worker at once, and reports it complete after the round. A test needs the shared results
+    ``shares(nodeid)``: from its worker's memo, else from the generation cache (results of tests
+    completed in earlier rounds), else it makes them. Returns how often each result was made and
+    the worker of each test."""
+    from pytest_posbias.plugin.xdist_scheduler import ProbeGroupScheduling
 
-    def probe(who: str) -> SimpleNamespace:
-        computed.append(who)
-        return SimpleNamespace(value=[1.5, 2.5], calls={"made": 7, "cache_hits": 2, "rereads": 0, "shared": 0})
+    config = SimpleNamespace(getvalue=lambda name: [f"{workers}*popen"], option=SimpleNamespace(loadscopereorder=False))
+    sched = ProbeGroupScheduling(config, None, shares_of=shares, **kw)
+    nodes = [_FakeNode(f"gw{i}") for i in range(workers)]
+    for n in nodes:
+        sched.add_node(n)
+        sched.add_node_collection(n, collection)
+    sched.schedule()
+    memo: dict[str, set[str]] = {n.name: set() for n in nodes}
+    cache: set[str] = set()
+    made: dict[str, int] = {}
+    ran: dict[str, str] = {}
+    while True:
+        stored: set[str] = set()
+        finished = []
+        for n in nodes:
+            if n.done < len(n.sent) - 1 or (n.done < len(n.sent) and n.shutting_down):
+                nodeid = collection[n.sent[n.done]]
+                for name in set(shares(nodeid)) - memo[n.name]:
+                    made[name] = made.get(name, 0) + (name not in cache)
+                    memo[n.name].add(name)
+                    stored.add(name)
+                assert nodeid not in ran, nodeid
+                ran[nodeid] = n.name
+                finished.append((n, n.sent[n.done]))
+                n.done += 1
+        cache |= stored
+        for n, index in finished:
+            sched.mark_test_complete(n, index)
+        if not finished:
+            return made, ran
 
-    try:
-        first = a.memo("positional|sim:unbiased|spec|12", lambda: probe("gw0"))
-        second = b.memo("positional|sim:unbiased|spec|12", lambda: probe("gw1"))
-        assert computed == ["gw0"] and second.value == first.value
-        assert (a.engine.stats.shared, b.engine.stats.shared) == (0, 9)  # gw1's gate rests on 9 requests it did not make
-        assert (a.memo_from_workers, b.memo_from_workers) == (0, 1)
-        # other looks, the manifest and judges stay per process; a serial run ("main") stores nothing
-        b.memo("positional|sim:unbiased|spec|24", lambda: probe("gw1"))
-        b.memo("judges-like", lambda: probe("gw1-local"))
-        assert computed == ["gw0", "gw1", "gw1-local"]
-        assert len(list((tmp_path / "cache" / "runs" / "run-1" / "memo").glob("*.pkl"))) == 2
-    finally:
-        a.close()
-        b.close()
-    main = _context(tmp_path, "main")
-    try:
-        main.memo("stressor|x", lambda: probe("main"))
-        main.memo("stressor|x", lambda: probe("main-again"))
-        assert computed[-1] == "main" and main.engine.stats.shared == 9
-    finally:
-        main.close()
+
+def _suite_ids(models: list[str], frames: tuple[int, ...] = (8, 16)) -> list[str]:
+    pos, ph, st = "suites/test_positional.py::", "suites/test_phase_order.py::", "suites/test_stressors.py::"
+    out = []
+    for m in models:
+        out += [f"{pos}test_{g}[{m}-{c}-P{P}]" for c in ("cooking-short", "news-long") for P in (2, 4) for g in ("dpb", "meg")]
+        out += [f"{ph}test_order_flip[{m}]", f"{ph}test_phase_flip[{m}-phase-0-1]"]
+        for f in frames:
+            out.append(f"{st}test_clean_repetition[{m}-{f}f]")
+            out += [f"{st}test_{g}[{m}-{f}f-{s}]" for s in ("add1", "delete1", "reverse", "shuffle")
+                    for g in ("stressor_amplification", "attack_success_rate")]
+        out.append(f"{st}test_requery_remedy_recovers_flagged_outputs[{m}]")
+    return out
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("case", ["one model", "attack only", "baseline", "two models and a baseline", "parity"])
+def test_a_result_other_groups_read_is_made_once_and_read_from_the_cache(workers, case):
+    """The stressor probe's parts all read its clean outputs (and, with a baseline or a parity
+    reference, several models' groups read its probe): the first group handed out that needs a
+    shared result makes it, and a group on another worker that needs it starts only once that
+    group has finished (then it reads it from the cache). On fake workers: every shared result is
+    made once, every test runs once, with any number of workers; with a selection that holds no
+    clean-part test too. The scheduler without the hold-back makes the clean outputs twice on 4
+    workers."""
+    from pytest_posbias.probes.settings import settings_for
+    from pytest_posbias.run.suite_params import group_weight, shared_probes
+
+    settings = {n: settings_for(n) for n in ("positional", "phase", "stressor")}
+    models = ["sim:a", "sim:b"] if case == "two models and a baseline" else ["sim:a"]
+    ids = _suite_ids(models)
+    if case == "attack only":
+        ids = [i for i in ids if "attack_success_rate" in i]
+    if case == "parity":
+        ids += [f"suites/test_parity.py::test_parity_{t}[sim:a{p}]"
+                for t, p in (("answers", ""), ("coverage", "-cooking-short-P2"), ("repetition", "-8f"))]
+    baseline = "sim:c" if "baseline" in case else None
+    parity = "sim:r" if case == "parity" else None
+    kw = {"model_ids": models, "search_frames": 8}
+
+    def shares(nodeid: str) -> frozenset[str]:
+        return shared_probes(nodeid, baseline_id=baseline, parity_id=parity, **kw)
+
+    made, ran = _simulate(ids, workers, shares=shares, group_of=lambda n: probe_group(n, **kw),
+                          weight_of=lambda g: group_weight(g, settings))
+    assert sorted(ran) == sorted(ids)
+    assert made and all(n == 1 for n in made.values()), made
+    assert "stressor|sim:a|8|clean" in made and "stressor|sim:a|16|clean" in made
+    if baseline:
+        assert "stressor|sim:c|8|clean" in made and "positional|sim:c|cooking-short" in made
+    if parity:
+        assert {"phase|sim:r", "positional|sim:r|cooking-short", "stressor|sim:r|8|clean"} <= set(made)
+        assert probe_group(ids[-1], **kw) == probe_group("suites/test_stressors.py::test_clean_repetition[sim:a-8f]", **kw)
+
+
+def test_the_scheduler_hands_out_the_owner_of_a_shared_result_first_and_holds_the_others_back():
+    """Four parts of one stressor probe and two other groups on two workers: the lightest part goes
+    out first (it owns the clean outputs), the other worker gets the heaviest other group, not a
+    part; no part goes to the other worker before the owner finished, and the owner's worker is not
+    bound to a heavy part while the owner runs (it takes the free test); once the owner finished the
+    parts go to both workers, the heaviest to the worker with the least left to do."""
+    from pytest_posbias.plugin.xdist_scheduler import ProbeGroupScheduling
+
+    st = "suites/test_stressors.py::test_attack_success_rate[sim:a-8f-{}]"
+    ids = [st.format(p) for p in ("add1", "delete1", "reverse", "shuffle")]
+    ids += ["suites/test_phase_order.py::test_order_flip[sim:a]", "tests/test_mine.py::test_x"]
+    kw = {"model_ids": ["sim:a"], "search_frames": 8}
+    weights = {"delete1": 64, "add1": 16, "reverse": 8, "shuffle": 16, "phase": 500}
+    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], option=SimpleNamespace(loadscopereorder=False))
+    sched = ProbeGroupScheduling(config, None, group_of=lambda n: probe_group(n, **kw),
+                                 weight_of=lambda g: next((w for k, w in weights.items() if g.endswith(k)), 1),
+                                 shares_of=lambda n: shared_probes(n, **kw))
+    a, b = _FakeNode("gw0"), _FakeNode("gw1")
+    for n in (a, b):
+        sched.add_node(n)
+        sched.add_node_collection(n, ids)
+    sched.schedule()
+    assert [ids[i] for i in a.sent] == [st.format("reverse"), ids[5]]  # the owner, then the free test
+    assert [ids[i] for i in b.sent] == [ids[4]]  # the heaviest group that needs nothing shared; no part
+    sched.mark_test_complete(a, 2)  # the owner finished: the parts are free for both workers
+    assert [ids[i] for i in a.sent[2:]] == [st.format("delete1")]  # a has least left: the heaviest part
+    assert [ids[i] for i in b.sent[1:]] == [st.format("add1")]  # b is busy with phase: a light one
+    sched.mark_test_complete(a, 5)
+    sched.mark_test_complete(b, 4)
+    assert sorted(a.sent + b.sent) == list(range(6)) and a.shutting_down and b.shutting_down
+
+
+def test_a_group_waiting_on_owners_on_two_workers_does_not_stall_the_run():
+    """Every worker down to its last test (which it runs only once it knows its next) and the only
+    group left waiting on results owned on both: it goes to an owner's worker, and every test runs."""
+    ids = ["t.py::test_a", "t.py::test_b", "t.py::test_x"]
+    needs = {"t.py::test_a": {"r1"}, "t.py::test_b": {"r2"}, "t.py::test_x": {"r1", "r2"}}
+    made, ran = _simulate(ids, 2, shares=lambda n: needs[n], group_of=lambda n: None,
+                          weight_of=lambda g: {"t.py::test_x": 100}.get(g, 1))
+    assert sorted(ran) == ids and ran["t.py::test_x"] == ran["t.py::test_a"]
+    assert made["r1"] == 1
 
 
 def _verdicts(path: Path) -> list[tuple]:
@@ -126,8 +247,9 @@ def _made(output: str) -> int:
 def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(pytester, small_set):
     """One configuration's DPB, coverage and contamination gates (P = 2) on sim:primacy:
     serially, with ``-n 2`` (probe groups) and with ``-n 2 --dist load`` (xdist spreads the gates of
-    one probe over both workers: the probe is still computed once, the other worker reads it), each
-    on a fresh cache: the same verdict numbers, and the same number of model calls made."""
+    one probe over both workers, each computing the probe it needs; what the other already stored
+    comes from the cache), each on a fresh cache: the same verdict numbers; ``-n 2`` makes the same
+    model calls as the serial run, ``--dist load`` at most twice as many."""
     pytest.importorskip("xdist")
     write_suite_project(pytester.path, small_set, ("test_positional.py",),
                         "\n[tool.posbias.probes.positional]\ngroups = 12")
@@ -149,7 +271,8 @@ def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(p
     assert all("@" not in v[0] for v in serial)
     assert _verdicts(pytester.path / "n2.json") == serial
     assert _verdicts(pytester.path / "n2-load.json") == serial
-    assert made["serial"] > 0 and made["n2"] == made["serial"] and made["n2-load"] == made["serial"]
+    assert made["serial"] > 0 and made["n2"] == made["serial"]
+    assert made["serial"] <= made["n2-load"] <= 2 * made["serial"]  # xdist's own scheduling: no group held back
     # with --dist load both workers ran gates of the probe: the merged run log holds each request once
     [log] = (pytester.path / "c-n2-load" / "runs").glob("*/run.jsonl")
     records = [json.loads(line) for line in log.read_text().splitlines()]
@@ -157,7 +280,6 @@ def test_serial_and_two_workers_give_the_same_verdicts_and_make_each_call_once(p
     assert header["workers"] == ["gw0", "gw1"]
     made_keys = [r["key"] for r in records if r.get("kind") == "request" and not r.get("cache_hit")]
     assert len(made_keys) == len(set(made_keys)) == made["serial"]
-    assert not list((pytester.path / "c-n2-load" / "runs").glob("*/memo"))  # the shared results are removed at the end
 
 
 def _numbers(path: Path) -> list[tuple]:
@@ -206,6 +328,42 @@ def test_stressor_parts_give_the_serial_verdicts_under_four_workers_and_each_cal
     assert set(joined["stressors"]) == {"add1", "add2", "delete1", "delete2", "replace1", "replace2", "reverse", "shuffle"}
     assert "black" in joined["controls"] and len(joined["videos"]) == 8
 
+
+
+@pytest.mark.slow
+def test_stressor_parts_without_a_clean_test_make_each_call_once_under_two_workers(pytester, small_set):
+    """``-m attack`` selects the attack gates of the stressor parts and no clean-part test: the first
+    part handed out makes the clean outputs every part reads, the parts on the other worker start
+    once it has finished and read them from the cache. Serially and with ``-n 2``, each on a fresh
+    cache: the same verdicts, the same calls made, each request made once in the merged run log,
+    and the parts ran on both workers."""
+    pytest.importorskip("xdist")
+    write_suite_project(pytester.path, small_set, ("test_stressors.py",),
+                        "\n[tool.posbias.probes.stressor]\nvideos = 6\ntrials = 2\nframes = [8]")
+    args = ["-v", "-m", "attack and not slow", "--posbias-model", "sim:looping", "-p", "no:randomly",
+            "-p", "no:cacheprovider"]
+    made = {}
+    for name, extra in {"serial": [], "n2": ["-n", "2"]}.items():
+        res = pytester.runpytest_subprocess(*args, *extra, f"--posbias-cache=c-{name}", f"--posbias-json={name}.json",
+                                            timeout=600)
+        assert res.ret in (0, 1, 6), res.stdout.str()[-3000:]
+        made[name] = _made(res.stdout.str())
+        if name == "n2":
+            ran = _workers_by_test(res.stdout.str())
+            assert len(ran) == 8 and len(set(ran.values())) == 2, ran
+            assert not any("clean_repetition" in t for t in ran), ran
+    serial = _numbers(pytester.path / "serial.json")
+    assert len(serial) == 8  # the attack gate of each of the 8 stressors
+    assert _numbers(pytester.path / "n2.json") == serial
+    assert made["serial"] > 0 and made["n2"] == made["serial"]
+    [log] = (pytester.path / "c-n2" / "runs").glob("*/run.jsonl")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    made_keys = [r["key"] for r in records if r.get("kind") == "request" and not r.get("cache_hit")]
+    assert len(made_keys) == len(set(made_keys)) == made["n2"]
+    clean = [r for r in records if r.get("kind") == "request" and r["request"].get("meta", {}).get("condition") == "clean"]
+    made_clean = [r["key"] for r in clean if not r.get("cache_hit")]
+    assert len(made_clean) == len(set(made_clean)) == 6  # one clean output per video, made once
+    assert {r["key"] for r in clean if r.get("cache_hit")} == set(made_clean)  # the other worker read them
 
 def _workers_by_test(output: str) -> dict[str, str]:
     """``-v`` lines ``[gw0] [ 50%] PASSED test_x.py::test_a[1]`` → {node id: worker}."""
@@ -448,3 +606,22 @@ def test_the_stressor_parts_share_no_request_and_join_into_the_whole_probe(tmp_p
             ctx.stressor("sim:looping", 4, part="nope")
     finally:
         ctx.close()
+
+
+def test_with_a_cache_that_stores_nothing_the_groups_sharing_a_result_are_one_scope():
+    """``--posbias-cache-mode read-only``: a later group could not read the clean outputs from the
+    cache, so the stressor parts of one frame count (and the groups sharing a baseline's probe) are
+    one scope, made on one worker; groups that share nothing stay apart."""
+    kw = {"model_ids": ["sim:a", "sim:b"], "search_frames": 8}
+    ids = _suite_ids(["sim:a", "sim:b"])
+
+    def shares(nodeid: str) -> frozenset[str]:
+        return shared_probes(nodeid, baseline_id="sim:c", **kw)
+
+    made, ran = _simulate(ids, 4, shares=shares, group_of=lambda n: probe_group(n, **kw), merge_shared=True)
+    assert sorted(ran) == sorted(ids) and all(n == 1 for n in made.values()), made
+    for frames in (8, 16):  # every part of both models at a frame count on one worker (the baseline's probe)
+        assert len({w for t, w in ran.items() if f"-{frames}f" in t}) == 1, ran
+    plain, _ = _simulate(_suite_ids(["sim:a"]), 4, shares=lambda n: shared_probes(n, **kw),
+                         group_of=lambda n: probe_group(n, **kw), merge_shared=True)
+    assert all(n == 1 for n in plain.values())

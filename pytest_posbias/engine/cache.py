@@ -29,11 +29,14 @@ class GenerationCache:
     the run: it is counted in ``unstored`` (with the first reason in ``unstored_reason``) and
     reported through ``on_unstored(n, reason)``, and the next run makes it again. A cached
     row whose payload is not a valid Generation is a miss (made again, its row replaced),
-    counted in ``unreadable``. :func:`.run.cache_check.check_cache` checks the file before a run."""
+    counted in ``unreadable``. :func:`pytest_posbias.run.cache_check.check_cache` checks the file before a run.
+    ``run_id`` names the run that records an unusable answer (:meth:`record_unusable`), so the
+    other pytest-xdist workers of the same run serve it instead of asking again."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, run_id: str = "") -> None:
         self.path = Path(path)
         self.read_only = bool(read_only)
+        self.run_id = str(run_id)
         self.unstored = 0
         self.unstored_reason = ""
         self.unreadable = 0
@@ -118,16 +121,33 @@ class GenerationCache:
     # ``scoring/usable.py``) are never rows of ``generations``. Each run that got one for a key adds 1
     # to that key's ``runs`` in the ``unusable`` table, with the last answer and its reason, so the next
     # run asks again, and a key that reached the cap is served from here as a lost unit without a call.
+    # The ``run`` column names the run that recorded it last: the other xdist workers of that run read
+    # it there (a later group of the run reads the answers an earlier group got, unusable ones too).
 
-    def _unusable_table(self) -> None:
+    def _unusable_table(self) -> bool:
+        """Create the table if it is missing (and add the ``run`` column to one made without it);
+        whether the table has that column (a read-only cache cannot add it)."""
         self._conn.execute("CREATE TABLE IF NOT EXISTS unusable (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                           "runs INTEGER NOT NULL, updated REAL NOT NULL, reason TEXT NOT NULL, payload TEXT NOT NULL)")
+                           "runs INTEGER NOT NULL, updated REAL NOT NULL, reason TEXT NOT NULL, payload TEXT NOT NULL, "
+                           "run TEXT NOT NULL DEFAULT '')")
+        if any(row[1] == "run" for row in self._conn.execute("PRAGMA table_info(unusable)")):
+            return True
+        if self.read_only:
+            return False
+        try:
+            self._conn.execute("ALTER TABLE unusable ADD COLUMN run TEXT NOT NULL DEFAULT ''")
+        except sqlite3.OperationalError as exc:  # another worker added it first
+            if "duplicate column" not in str(exc):
+                raise
+        return True
 
     def record_unusable(self, items: Iterable[tuple[str, str, Generation, str]]) -> None:
         """Count one more run with an unusable answer for each (key, model, generation, reason), keep
-        the answer and the reason, and remove the key from ``generations`` (an answer found unusable
-        only after it was stored)."""
-        rows = [(k, m, time.time(), why, json.dumps(g.to_dict(), sort_keys=True)) for k, m, g, why in items]
+        the answer, the reason and this cache's ``run_id``, and remove the key from ``generations``
+        (an answer found unusable only after it was stored). A key this run already recorded is not
+        counted again (a run counts once, however many of its workers got the answer)."""
+        rows = [(k, m, time.time(), why, json.dumps(g.to_dict(), sort_keys=True), self.run_id)
+                for k, m, g, why in items]
         if not rows:
             return
         with self._lock:
@@ -135,26 +155,30 @@ class GenerationCache:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.executemany(
-                    "INSERT INTO unusable VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET runs = runs + 1, "
+                    "INSERT INTO unusable (key, model, runs, updated, reason, payload, run) VALUES (?, ?, 1, ?, ?, ?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET runs = runs + (excluded.run = '' OR run != excluded.run), "
                     "model = excluded.model, updated = excluded.updated, reason = excluded.reason, "
-                    "payload = excluded.payload", rows)
+                    "payload = excluded.payload, run = excluded.run", rows)
                 self._conn.executemany("DELETE FROM generations WHERE key = ?", [(r[0],) for r in rows])
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
 
-    def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str]]:
-        """key -> (runs that got an unusable answer, the last one, its reason), for the keys that have any."""
+    def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str, bool]]:
+        """key -> (runs that got an unusable answer, the last one, its reason, whether this cache's
+        ``run_id`` recorded it), for the keys that have any."""
         keys = list(dict.fromkeys(keys))
-        out: dict[str, tuple[int, Generation, str]] = {}
+        out: dict[str, tuple[int, Generation, str, bool]] = {}
         with self._lock:
-            self._unusable_table()
+            run = "run" if self._unusable_table() else "''"
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
-                q = f"SELECT key, runs, payload, reason FROM unusable WHERE key IN ({','.join('?' * len(chunk))})"
-                for k, runs, payload, why in self._conn.execute(q, chunk):
-                    out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why))
+                q = (f"SELECT key, runs, payload, reason, {run} FROM unusable "
+                     f"WHERE key IN ({','.join('?' * len(chunk))})")
+                for k, runs, payload, why, by in self._conn.execute(q, chunk):
+                    out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why),
+                              bool(self.run_id) and by == self.run_id)
         return out
 
     def close(self) -> None:

@@ -124,7 +124,8 @@ class Engine:
         one is returned (the probe counts it lost), logged with its reason, counted in the cache's
         ``unusable`` table and asked again by the next run, up to :data:`UNUSABLE_RUNS` runs (the
         engine's ``unusable_runs``), after which its last answer is served without a call. Within a
-        run it is not asked again. A cached answer the rule rejects is removed and asked again."""
+        run it is not asked again, by this process or by another xdist worker of the run (the cache
+        records the run that got it). A cached answer the rule rejects is removed and asked again."""
         if not requests:
             return []
         keys = self.keys(requests)
@@ -140,8 +141,8 @@ class Engine:
             for k in stale:  # stored before this rule held: asked again (a usable answer replaces the row)
                 del cached[k]
             missing = [k for k in dict.fromkeys(keys) if k not in cached and k not in served]
-            for k, (runs, g, why) in self.cache.unusable(missing).items():
-                if runs >= self.unusable_runs:
+            for k, (runs, g, why, this_run) in self.cache.unusable(missing).items():
+                if runs >= self.unusable_runs or this_run:  # capped, or another worker of this run got it
                     served[k] = (g, why)
         results: dict[str, Generation] = dict(cached)
         results.update((k, g) for k, (g, _why) in served.items())

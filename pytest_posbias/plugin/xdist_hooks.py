@@ -17,23 +17,33 @@ from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``pytest -n N`` without ``--dist``: schedule by probe group (:class:`pytest_posbias.plugin.xdist_scheduler.ProbeGroupScheduling`),
     so that the gates sharing a probe run on one worker and the probe is computed once, the groups
-    with the most model calls first. A ``--dist``
+    with the most model calls first, and a group that reads a result another group computes (the
+    stressor probe's clean outputs, a baseline's or parity reference's probe:
+    :func:`pytest_posbias.run.suite_params.shared_probes`) starts elsewhere only once that group has finished and
+    reads it from the generation cache; with ``--posbias-cache-mode read-only`` (nothing is stored)
+    the groups sharing a result are one scope. A ``--dist``
     mode the user gave is xdist's own, and so is the scheduling of a run that is not a posbias run
     (:func:`.checks.posbias_asked`): another project's ``-n`` run is left to xdist."""
     if dist_given(config) or not posbias_asked(config):
         return None
     from ..probes.settings import settings_for
-    from ..run.suite_params import group_weight, model_id, probe_group
+    from ..run.suite_params import group_weight, model_id, probe_group, shared_probes
     from .xdist_scheduler import ProbeGroupScheduling
 
-    model_ids = [model_id(m) for m in options(config)["models"]]
+    opts = options(config)
+    model_ids = [model_id(m) for m in opts["models"]]
+    baseline_id = model_id(opts["baseline"]) if opts["baseline"] else None
+    parity_id = model_id(opts["parity"]) if opts["parity"] else None
     probes = posbias_config(config).probes
     settings = {name: settings_for(name, probes.get(name)) for name in ("positional", "phase", "stressor")}
     frames = settings["stressor"]["frames"]
     first = int(frames[0]) if frames else None
     return ProbeGroupScheduling(config, log,
                                 group_of=lambda nodeid: probe_group(nodeid, model_ids=model_ids, search_frames=first),
-                                weight_of=lambda scope: group_weight(scope, settings))
+                                weight_of=lambda scope: group_weight(scope, settings),
+                                shares_of=lambda nodeid: shared_probes(nodeid, model_ids=model_ids, baseline_id=baseline_id,
+                                                                       parity_id=parity_id, search_frames=first),
+                                merge_shared=opts.get("cache_mode") == "read-only")
 
 
 

@@ -6,15 +6,25 @@ xdist's own pattern (``xdist/scheduler/loadgroup.py``): a ``LoadScopeScheduling`
 together, so the probe behind them is computed once and the worker's in-process caches serve
 every gate of the group; a test that shares no probe is a scope of its own. xdist hands the next
 scope to whichever worker runs out; of the scopes left, the heaviest in model calls goes first
-(longest-processing-time-first), not the one with the most tests. Node ids are left as
-collected, so ``--lf``, junit and the reports read as in a serial run.
-Imported by the plugin's ``pytest_xdist_make_scheduler`` only (it imports xdist).
+(longest-processing-time-first), not the one with the most tests.
+
+Some probe results are read by several groups (``shares_of(nodeid)``,
+:func:`~pytest_posbias.run.suite_params.shared_probes`): every part of the stressor probe reads the
+clean outputs of its model at its frame count, and a baseline's or parity reference's probe is
+read by the groups of every tested model. The first scope handed out that needs such a result
+owns it (it computes it); another scope that needs it goes to a different worker only once every
+test of the owner has completed (xdist reports each: ``mark_test_complete``), when its requests
+are in the generation cache and that scope reads them without a model call; the owner's own
+worker may take it earlier, since a worker runs its scopes one after the other. Meanwhile the
+other scopes keep the workers busy, and owners (the lightest first) go out before the rest, since
+they hold others back. Node ids are left as collected, so ``--lf``, junit and the reports read as
+in a serial run. Imported by the plugin's ``pytest_xdist_make_scheduler`` only (it imports xdist).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from xdist.scheduler import LoadScopeScheduling
@@ -23,24 +33,66 @@ from xdist.scheduler import LoadScopeScheduling
 class ProbeGroupScheduling(LoadScopeScheduling):
     """xdist's scope scheduling with the probe group as the scope (``group_of(nodeid)``, None:
     the test is a scope of its own), the heaviest scope handed out first (``weight_of(scope)``:
-    its model calls, :func:`~pytest_posbias.run.suite_params.group_weight`)."""
+    its model calls, :func:`~pytest_posbias.run.suite_params.group_weight`), and a scope that reads
+    a result another scope computes held back until that scope has finished (``shares_of(nodeid)``:
+    the names of the results a test shares with other groups; module docstring). ``merge_shared``:
+    the groups that share a result are one scope instead (for a cache that stores nothing, where a
+    later group could not read the result)."""
 
     def __init__(self, config: Any, log: Any = None, *, group_of: Callable[[str], str | None],
-                 weight_of: Callable[[str], int] | None = None) -> None:
+                 weight_of: Callable[[str], int] | None = None,
+                 shares_of: Callable[[str], Iterable[str]] | None = None, merge_shared: bool = False) -> None:
         super().__init__(config, log)
         self._group_of = group_of
         self._weight_of = weight_of
+        self._shares_of = shares_of
+        self._merge_shared = merge_shared
+        self._merged: dict[str, str] | None = None  # group -> the group it is merged into (merge_shared)
+        self._shares: dict[str, frozenset[str]] = {}  # scope -> the shared results its tests need
+        self._owner: dict[str, tuple[Any, str]] = {}  # shared result -> (node, scope) that computes it
 
     def _split_scope(self, nodeid: str) -> str:
-        """The scope of ``nodeid``: its probe group, or the node id itself."""
-        return self._group_of(nodeid) or nodeid
+        """The scope of ``nodeid``: its probe group, or the node id itself; with ``merge_shared``
+        the first of the groups it shares a result with, directly or through others (a cache that
+        stores nothing cannot pass a result from one group to the next, so they are one scope)."""
+        group = self._group_of(nodeid) or nodeid
+        if not self._merge_shared or self._shares_of is None:
+            return group
+        if self._merged is None:
+            self._merged = self._merge_groups(next(iter(self.registered_collections.values()), []))
+        return self._merged.get(group, group)
+
+    def _merge_groups(self, collection: Iterable[str]) -> dict[str, str]:
+        """Each group of ``collection`` -> the first group of the groups it shares results with."""
+        assert self._shares_of is not None
+        parent: dict[str, str] = {}
+        order: dict[str, int] = {}
+
+        def root(g: str) -> str:
+            order.setdefault(g, len(order))
+            while parent.setdefault(g, g) != g:
+                g = parent[g]
+            return g
+
+        maker: dict[str, str] = {}  # shared result -> the first group that needs it
+        for nodeid in collection:
+            group = self._group_of(nodeid) or nodeid
+            for name in self._shares_of(nodeid):
+                a, b = root(maker.setdefault(name, group)), root(group)
+                if a != b:
+                    first, later = sorted((a, b), key=order.__getitem__)
+                    parent[later] = first
+            root(group)
+        return {g: root(g) for g in parent}
 
     def _reschedule(self, node: Any) -> None:
         """xdist's rescheduling, giving a worker its next scope only when it is down to its last
         test (a worker runs a test once it knows the next one, so one pending test is the least that
         keeps it going). xdist gives it when two are left, and at the start gives every worker two
         scopes: a scope bound early to a busy worker waits there while another worker runs out,
-        which with scopes of two tests and hundreds of calls leaves workers idle at the end."""
+        which with scopes of two tests and hundreds of calls leaves workers idle at the end. When
+        every scope left waits on a shared result and no worker can run on, one is handed out
+        anyway (:meth:`_unblock`)."""
         if node.shutting_down:
             return
         if not self.workqueue:
@@ -49,14 +101,135 @@ class ProbeGroupScheduling(LoadScopeScheduling):
         if self._pending_of(self.assigned_work[node]) > 1:
             return
         self._assign_work_unit(node)
+        self._unblock()
+
+    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+        """xdist's bookkeeping; when the test was the last of a scope that owns a shared result,
+        the scopes waiting on it may start now, so every other worker gets a look too."""
+        super().mark_test_complete(node, item_index, duration)
+        scope = self._split_scope(self.registered_collections[node][item_index])
+        if self._shares.get(scope) and all(self.assigned_work.get(node, {}).get(scope, {None: False}).values()):
+            for other in self.nodes:
+                if other is not node:
+                    self._reschedule(other)
 
     def _assign_work_unit(self, node: Any) -> None:
-        """xdist's assignment of the next scope, the heaviest one first: xdist orders the scopes by
-        their number of tests, which says little about their model calls (a stressor's two gates
-        share hundreds of calls, a positional configuration's seven gates a few dozen)."""
-        if self._weight_of is not None:
-            heaviest_first(self.workqueue, self._weight_of)
+        """xdist's assignment of the next scope, chosen among those that may start on ``node`` now
+        (:meth:`_may_start`; none: nothing is assigned), by their model calls
+        (``weight_of``; xdist orders the scopes by their number of tests, which says little about
+        their calls: a stressor's two gates share hundreds, a positional configuration's seven
+        gates a few dozen):
+
+        * a scope that would own a shared result other queued scopes wait for, the lightest first
+          (it holds them back until it has finished);
+        * of the scopes that wait for nothing on ``node``, the heaviest, unless another worker has
+          fewer calls left (:meth:`_left_on`): then the lightest, and the heavy ones wait for the
+          worker that runs out first (a worker's next scope is bound to it before its current test
+          runs, and would wait there behind it);
+        * else (only scopes waiting for the owner running on ``node``, which may go there since
+          they run after it) the lightest, the heavy ones left for the workers free once the owner
+          has finished."""
+        scope = self._next_scope(node)
+        if scope is not None:
+            self._give(node, scope)
+
+    def _give(self, node: Any, scope: str) -> None:
+        """Assign queued ``scope`` to ``node`` and record it as the owner of the shared results it
+        is the first to need (or whose owner's worker went down)."""
+        self.workqueue.move_to_end(scope, last=False)
+        for name in self._shares_for(scope):
+            if name not in self._owner or self._owner_gone(name):
+                self._owner[name] = (node, scope)
         super()._assign_work_unit(node)
+
+    def _shares_for(self, scope: str) -> frozenset[str]:
+        """The shared results the queued ``scope``'s tests need (kept once read)."""
+        if scope not in self._shares:
+            names: set[str] = set()
+            if self._shares_of is not None:
+                for nodeid in self.workqueue.get(scope, {}):
+                    names.update(self._shares_of(nodeid))
+            self._shares[scope] = frozenset(names)
+        return self._shares[scope]
+
+    def _owner_gone(self, name: str) -> bool:
+        """Whether the owner of ``name`` is no longer assigned (its worker went down and xdist put
+        its scope back in the queue)."""
+        node, scope = self._owner[name]
+        return scope not in self.assigned_work.get(node, {})
+
+    def _in_flight_elsewhere(self, name: str, node: Any) -> bool:
+        """Whether ``name`` is being computed by a scope on another worker than ``node``."""
+        if name not in self._owner or self._owner_gone(name):
+            return False
+        owner_node, scope = self._owner[name]
+        return owner_node is not node and not all(self.assigned_work[owner_node][scope].values())
+
+    def _may_start(self, scope: str, node: Any) -> bool:
+        """Whether ``scope`` may go to ``node`` now: no shared result it needs is being computed on
+        another worker."""
+        return not any(self._in_flight_elsewhere(name, node) for name in self._shares_for(scope))
+
+    def _next_scope(self, node: Any) -> str | None:
+        """The scope ``node`` gets next (class docstring of :meth:`_assign_work_unit`), or None."""
+        ready = [s for s in self.workqueue if self._may_start(s, node)]
+        if not ready:
+            return None
+        waited_for = {name for s in self.workqueue for name in self._shares_for(s)
+                      if name not in self._owner or self._owner_gone(name)}
+        counts: dict[str, int] = {}
+        for s in self.workqueue:
+            for name in self._shares_for(s) & waited_for:
+                counts[name] = counts.get(name, 0) + 1
+        weight = self._weight_of or (lambda _s: 1)
+        owners = [s for s in ready if any(counts.get(name, 0) > 1 for name in self._shares_for(s) & waited_for)]
+        if owners:
+            return min(owners, key=weight)  # the first of equal weights: the queue's order
+        free = [s for s in ready if not self._waits_here(s, node)]
+        if not free:  # only scopes waiting for this worker's own owner: the lightest, the heavy ones stay for
+            return min(ready, key=weight)  # the workers that take them once the owner has finished
+        mine = self._left_on(node, weight)
+        if any(self._left_on(n, weight) < mine for n in self.nodes if n is not node and not n.shutting_down):
+            return min(free, key=weight)  # another worker runs out first: the heavy scopes wait for it
+        queue: OrderedDict[str, Any] = OrderedDict((s, None) for s in free)
+        heaviest_first(queue, weight)
+        return next(iter(queue))
+
+    def _left_on(self, node: Any, weight: Callable[[str], int]) -> float:
+        """The model calls ``node`` has left, as its scopes' weights share out over their tests not
+        yet completed (its current test counted whole)."""
+        return sum(weight(scope) * list(unit.values()).count(False) / len(unit)
+                   for scope, unit in self.assigned_work.get(node, {}).items() if unit)
+
+    def _waits_here(self, scope: str, node: Any) -> bool:
+        """Whether ``scope`` needs a result an unfinished scope on ``node`` is making (it may go to
+        ``node``, where it runs after that scope, but would be bound there while it waits)."""
+        for name in self._shares_for(scope):
+            if name in self._owner and not self._owner_gone(name):
+                owner_node, owner = self._owner[name]
+                if owner_node is node and not all(self.assigned_work[node][owner].values()):
+                    return True
+        return False
+
+    def _unblock(self) -> None:
+        """When scopes are queued but every worker is down to its last test (which it runs only
+        once it knows its next one) and none of them may start anywhere, no test can complete:
+        hand the first queued scope to the worker of an owner it waits for. A shared result it
+        needs from an owner on yet another worker may then be computed twice (its verdicts are the
+        same); it takes a scope that needs results owned on two workers for this to happen."""
+        live = [n for n in self.nodes if not n.shutting_down]
+        if not self.workqueue or not live or any(self._pending_of(self.assigned_work[n]) > 1 for n in live):
+            return
+        for n in live:
+            ready = self._next_scope(n)
+            if ready is not None:
+                self._give(n, ready)
+                return
+        scope = next(iter(self.workqueue))
+        owners = [self._owner[name][0] for name in sorted(self._shares_for(scope))
+                  if self._in_flight_elsewhere(name, None)]
+        node = next((n for n in owners if n in live), live[0])
+        self._give(node, scope)
 
 
 def heaviest_first(queue: OrderedDict[str, Any], weight_of: Callable[[str], int]) -> None:

@@ -2,8 +2,7 @@
 
 * :mod:`.context` — the :class:`~.context.RunContext` the suites' tests ask (options, cache, frame
   store, run log, backends, memoized probe results), with :mod:`.backend_factory` (a loaded
-  backend per model spec) and :mod:`.worker_memo` (a probe result computed once across xdist
-  workers);
+  backend per model spec);
 * :mod:`.suite_params` — what the ready-made suites are parametrized over and how their tests
   group into probe groups; :mod:`.xdist_support` — one probe group per ``pytest -n N`` worker;
 * :mod:`.cache_check` — the cache folder checked at the start, before any model call;

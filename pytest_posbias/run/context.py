@@ -2,9 +2,8 @@
 run, and what the suites' tests ask of it.
 
 :class:`RunContext` owns the run's options and thresholds, the generation cache, the frame
-store, this process's run log, the loaded backends (:mod:`.run.backend_factory`), the engine, the
-memo of probe results (shared across xdist workers through :mod:`.run.worker_memo`), the manifest
-and the judges. Its probe entry points (:meth:`~RunContext.positional`, :meth:`~RunContext.phase`,
+store, this process's run log, the loaded backends (:mod:`.backend_factory`), the engine, the
+in-process memo of probe results, the manifest and the judges. Its probe entry points (:meth:`~RunContext.positional`, :meth:`~RunContext.phase`,
 :meth:`~RunContext.stressor`) run each probe once; its verdict builders
 (:mod:`.gates.verdict_builders`) apply a gate's threshold and side. It implements the
 :class:`~.gate_context.GateContext` and :class:`~.gate_context.ProbeContext` protocols.
@@ -50,7 +49,6 @@ from ..stats import Verdict
 from ..video.frames import FrameStore
 from ..video.stressors import STRESSORS
 from .backend_factory import load_backend
-from .worker_memo import computed_once_across_workers
 
 
 def environment() -> dict[str, Any]:
@@ -95,7 +93,6 @@ PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they ha
 PROGRESS_EVERY_S = 2.0  # and then at most one line this often (plus the last)
 PROGRESS_LIVE_EVERY_S = 0.5  # on a terminal, where the line is redrawn in place, this often
 T = TypeVar("T")  # the type of a memoised result
-SHARED_MEMO_PREFIXES = ("positional|", "phase|", "stressor|")  # probe results shared across xdist workers
 
 
 class RunContext:
@@ -134,7 +131,7 @@ class RunContext:
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
         self.cache = GenerationCache(self.cache_dir / "generations.sqlite",
-                                     read_only=self.options.get("cache_mode") == "read-only")
+                                     read_only=self.options.get("cache_mode") == "read-only", run_id=run_id)
         self.run_dir = self.cache_dir / "runs" / run_id
         header = {
             "run_id": run_id,
@@ -158,8 +155,6 @@ class RunContext:
         self._backend_lock = threading.Lock()
         self._memo: dict[str, Any] = {}
         self._memo_lock = threading.Lock()
-        self._memo_holding = False
-        self.memo_from_workers = 0  # probe results this worker read from another worker (xdist)
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
                              batch_size=self.options.get("batch_size"), progress=self._on_progress)
@@ -252,39 +247,21 @@ class RunContext:
         return np.random.default_rng(int.from_bytes(h[:8], "little"))
 
     def memo(self, key: str, fn: Callable[[], T]) -> T:
-        """Compute once per run: probes shared by several tests (DPB and MEG of one config).
+        """Compute once per process: probes shared by several tests (DPB and MEG of one config).
 
-        In one process the result is kept in memory. Under pytest-xdist a probe result
-        (keys ``positional|``, ``phase|``, ``stressor|``) is also shared across workers: the
-        first worker to need it computes it and the others read it, making no model call
-        (:meth:`_across_workers`)."""
+        The result is kept in memory. Under ``pytest -n N`` each worker keeps its own; the plugin's
+        scheduler (:class:`pytest_posbias.plugin.xdist_scheduler.ProbeGroupScheduling`) sends the tests sharing a probe
+        to one worker, and a group that reads a result another group computes (the stressor
+        probe's clean outputs) starts only once that group has finished, so its requests come from
+        the generation cache, with no model call."""
         with self._memo_lock:
             if key in self._memo:
                 # the decision rests on these requests too: count them as shared, not as new calls
                 self.engine.stats.shared += _requests_behind(self._memo[key])
                 return self._memo[key]
-        if self.worker != "main" and key.startswith(SHARED_MEMO_PREFIXES) and not self._memo_holding:
-            value = self._across_workers(key, fn)
-        else:
-            value = fn()
+        value = fn()
         with self._memo_lock:
             return self._memo.setdefault(key, value)
-
-    def _across_workers(self, key: str, fn: Callable[[], Any]) -> Any:
-        """``fn()`` computed once across the run's xdist workers (:mod:`.run.worker_memo`); a result
-        read from another worker is counted as ``shared`` requests, like an in-process memo hit."""
-        def compute() -> Any:
-            self._memo_holding = True  # a probe that needs another probe computes that one itself (no lock order)
-            try:
-                return fn()
-            finally:
-                self._memo_holding = False
-
-        value, from_another = computed_once_across_workers(self.run_dir / "memo", key, compute, worker=self.worker)
-        if from_another:
-            self.engine.stats.shared += _requests_behind(value)
-            self.memo_from_workers += 1
-        return value
 
     def calls(self) -> dict[str, Any]:
         """This process's engine counters (:class:`~.engine.CallStats`) as a dict."""
@@ -374,9 +351,11 @@ class RunContext:
         """The stressor probe at ``frames`` on the first ``n`` videos, in parts (:data:`.probes.stressor.PARTS`):
         ``part`` "clean" (the clean outputs), "controls", or a stressor's name (its variants, with the
         clean outputs); None: every part, joined. The clean outputs of every video are one part
-        computed first and once (under ``-n``, by whichever worker needs them first; the others read
-        them), and each other part reads them, so the parts share no request and the scheduler can
-        send each to its own worker (:func:`.run.suite_params.probe_group`)."""
+        computed first, once per process, and each other part reads them, so the parts share no
+        other request and the scheduler can send each to its own worker
+        (:func:`.suite_params.probe_group`); under ``-n`` a part on another worker starts once the
+        part that made the clean outputs has finished and reads them from the generation cache
+        (:func:`.suite_params.shared_probes`)."""
         spec = self.stressor_spec(frames)
         n = min(n or spec.videos, spec.videos)
         if part is not None and part not in STRESSOR_PARTS:

@@ -51,9 +51,6 @@ def finish_run(
     if run_id is None:
         return None
     run_dir = cache_dir / "runs" / run_id
-    import shutil
-
-    shutil.rmtree(run_dir / "memo", ignore_errors=True)  # probe results the workers shared (see worker_memo.py)
     if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
         for empty in (run_dir, run_dir.parent, cache_dir):  # no suite test set the run up: leave no
             with contextlib.suppress(OSError):               # empty folder behind

@@ -128,6 +128,9 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
       re-query remedy share the clean outputs, which every part reads and which are made once
       (:meth:`.run.context.RunContext.stressor`); a test without a frame count (the remedy) reads the
       probe at the first frame count ``search_frames``;
+    * parity: the answers gate reads the order gate's requests (phase group), the coverage gate a
+      configuration's positional probe (its positional group), the repetition gate the clean
+      outputs at its frame count (that clean group);
     * property search: the option-order and sampling-phase searches query the phase probe's items
       (phase group), the stressor search the clean outputs of the stressor probe's videos at its
       first frame count ``search_frames`` (that clean group: the clean outputs and decoded frames
@@ -158,6 +161,14 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
         return group.format("positional") + f"|{m.group(1)}"
     if suite == "test_phase_order":
         return group.format("phase")
+    if suite == "test_parity":  # the candidate's side of a parity gate is its suite's probe
+        if function == "test_parity_answers":
+            return group.format("phase")  # the order gate's requests
+        if function == "test_parity_coverage":
+            m = re.match(r"(.+?)-P\d+$", rest)
+            return group.format("positional") + f"|{m.group(1)}" if m else None
+        m = re.match(r"(\d+)f$", rest)
+        return group.format("stressor") + f"|{m.group(1)}|clean" if m else None  # the clean outputs
     first = search_frames if search_frames is not None else "first"
     if suite == "test_stressors":
         if function == "test_repetition_under_decoding_setting":  # a decoding sweep setting is a probe of its own
@@ -173,6 +184,48 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
         if prop == "stressor":
             return group.format("stressor") + f"|{first}|clean"
     return None
+
+
+def shared_probes(nodeid: str, *, model_ids: Sequence[str], baseline_id: str | None = None,
+                  parity_id: str | None = None, search_frames: int | None = None) -> frozenset[str]:
+    """The probe results a suite test computes (or reads) that a test of another probe group may
+    need too, each named ``<kind>|<model id>|<what>``; the scheduler
+    (:class:`.xdist_scheduler.ProbeGroupScheduling`) lets a group that needs one of them start on
+    another worker only once the group that computes it first has finished, so the later group
+    reads its requests from the generation cache. Per test:
+
+    * stressor suite (and the remedy, the stressor search, the parity repetition gate): the clean
+      outputs of its model at its frame count, ``stressor|<model>|<frames>|clean``, which every
+      part of the probe reads;
+    * positional suite and parity coverage gate: ``positional|<model>|<domain-bucket>`` (a layout
+      variant adds ``|<variant>``); phase suite and parity answers gate: ``phase|<model>``;
+    * with ``--posbias-baseline`` the gates of the three suites also read the baseline's probe
+      (the same names with the baseline's id; a stressor gate the baseline's part too, and the
+      clean repetition gate the baseline's controls), which the groups of every tested model share;
+    * with ``--posbias-parity`` a parity gate reads the reference's side (the same names with the
+      reference's id), shared by every tested model.
+
+    A test of no probe group shares nothing (empty set). ``baseline_id``/``parity_id``: the
+    ``--posbias-baseline``/``--posbias-parity`` specs as :func:`model_id` writes them."""
+    group = probe_group(nodeid, model_ids=model_ids, search_frames=search_frames)
+    if group is None:
+        return frozenset()
+    kind, model, *what = group.removeprefix(XDIST_GROUP_PREFIX).split("|")
+    suite = nodeid.partition("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    others: list[str] = []
+    if baseline_id and suite in ("test_positional", "test_phase_order", "test_stressors"):
+        others.append(baseline_id)
+    if parity_id and suite == "test_parity":
+        others.append(parity_id)
+    if kind == "stressor":
+        frames, part = what
+        out = {f"stressor|{m}|{frames}|clean" for m in (model, *others)}
+        if baseline_id in others and suite == "test_stressors":
+            out.add(f"stressor|{baseline_id}|{frames}|{part}")
+            if part == "clean":
+                out.add(f"stressor|{baseline_id}|{frames}|controls")
+        return frozenset(out)
+    return frozenset("|".join([kind, m, *what]) for m in (model, *others))
 
 
 # requests per video of the stressor probe's parts other than the trial-based stressors: the
