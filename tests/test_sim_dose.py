@@ -431,6 +431,70 @@ def test_thinning_doses_thin_every_clip_in_its_share_of_its_appearances(tmp_path
     assert abs(sum(hit.values()) - sum(seen.values()) * x) <= 2.0
 
 
+def test_small_p2_dpb_doses_thin_one_slot_by_its_first_sentence_with_the_calibrated_effect():
+    """|d| <= FIRST_DPB at P = 2: the first slot (d > 0; the second for d < 0) loses its first written
+    sentence with probability |d|/D, the other slot is always kept; P = 4 and larger |d| keep the
+    whole drop patterns."""
+    D = SD.FIRST_DPB[("leisure", "short", 2)]
+    small = SD.parse_dose("dose,dpb=0.05")
+    assert SD.thin_scale(small, 2, "leisure", "short") == D
+    assert SD.sentence_drops(small, 2, D)
+    assert SD.slot_keep(small, 2, D, thin=True) == pytest.approx([1 - 0.05 / D, 1.0])
+    assert SD.slot_keep(SD.parse_dose("dose,dpb=-0.05"), 2, D, thin=True) == pytest.approx([1.0, 1 - 0.05 / D])
+    assert SD.slot_keep(SD.parse_dose("dose,dpb=0"), 2, D, thin=True) == [1.0, 1.0]
+    # a whole dropped first slot moves an instance's DPB by about 1, a thinned one by D: many more units
+    assert SD.slot_keep(small, 2, SD.MU[("leisure", "short", 2)])[0] > 1 - 0.06
+    assert set(SD.FIRST_DPB) == {k for k in SD.MU if k[2] == 2}
+    assert min(SD.FIRST_DPB.values()) > 0.1 and max(SD.FIRST_DPB.values()) < 0.25
+    # P = 4 (lands with whole drop patterns) and the dose gates' dpb=0.3 keep the whole drops
+    assert SD.thin_scale(small, 4, "leisure", "short") == 0.0 and not SD.sentence_drops(small, 4, D)
+    big = SD.parse_dose("dose,dpb=0.3")
+    assert not SD.sentence_drops(big, 2, SD.thin_scale(big, 2, "leisure", "short"))
+    # the MEG scale is still FIRST_LOSS, and a P = 2 MEG or coverage dose never thins
+    meg = SD.parse_dose("dose,meg=-0.02")
+    assert SD.thin_scale(meg, 4, "domestic", "long") == SD.FIRST_LOSS[("domestic", "long", 4)]
+    assert SD.thin_scale(meg, 2, "domestic", "long") == 0.0 and not SD.sentence_drops(meg, 2, 0.0)
+    assert not SD.sentence_drops(SD.parse_dose("dose,coverage=0.3"), 2, D)
+
+
+def test_thinning_dpb_doses_thin_every_clip_in_its_share_of_its_first_slot_appearances(tmp_path):
+    rng = np.random.default_rng(3)
+    P = 2
+    pairs = list(itertools.combinations(range(10), P))  # 45 distinct groups of 10 clips
+    groups = [tuple(f"syn-leisure-short-{c:02d}" for c in rng.permutation(pairs[k])) for k in rng.permutation(45)[:40]]
+    paths = _manifest(tmp_path, groups)
+    w = SD.slot_keep(SD.parse_dose("dose,dpb=0.05"), P, 0.15, thin=True)
+    x = 1 - w[0]
+    seen: dict[str, int] = {}
+    hit: dict[str, int] = {}
+    for g in paths:
+        for j in range(P):
+            order = g[j:] + g[:j]
+            u = SDR.set_strata(order, w, 0.0, by_clip=True)
+            assert u(1, "keep") < w[1]  # the second slot keeps everything
+            clip = Path(order[0]).stem
+            seen[clip] = seen.get(clip, 0) + 1
+            hit[clip] = hit.get(clip, 0) + (u(0, "keep") >= w[0])
+    assert len(seen) == 10
+    for clip, m in seen.items():  # every clip thinned in its share of its first-slot appearances
+        assert abs(hit.get(clip, 0) - m * x) < 1.0, (clip, m, hit.get(clip, 0))
+    assert abs(sum(hit.values()) - 2 * len(groups) * x) <= 2.0
+
+
+@pytest.mark.slow  # through the real probes on the synthetic set: 2 configurations x 40 groups, two models
+def test_dpb_005_lands_on_every_p2_configuration_it_missed(tmp_path):
+    """On 40 groups a DPB dose of 0.05 that dropped whole first slots realised 0.042 (leisure-short)
+    and 0.044 (leisure-long) at P = 2, outside ±10%."""
+    from pytest_posbias.run_context import synthetic_manifest
+    from pytest_posbias.sim_check import run_check
+
+    data = synthetic_manifest(Path(__file__).resolve().parents[1])
+    got = run_check("sim:dose,dpb=0.05", data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=40,
+                    configs=["leisure-short-P2", "leisure-long-P2"])
+    assert [c.config for c in got.configurations] == ["leisure-short-P2", "leisure-long-P2"]
+    assert not got.missed, [(c.config, c.compared) for c in got.missed]
+
+
 @pytest.mark.slow  # through the real probes on the synthetic set: 3 configurations x 40 groups, two models
 def test_meg_minus_002_lands_on_every_p4_configuration_it_missed(tmp_path):
     """On 40 groups a MEG dose of −0.02 that dropped whole middle summaries realised −0.018 to

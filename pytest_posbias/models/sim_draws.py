@@ -195,7 +195,9 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     with offsets frac(rank·θ + ½) spread over the clips (θ the golden ratio's fractional part):
     every clip is thinned in its share of its appearances, so the realised loss is the share of
     every clip's own loss, not of the few clips a single sequence happens to hit (a configuration
-    has 10 clips; the loss of a first sentence is mostly the clip's)."""
+    has 10 clips; the loss of a first sentence is mostly the clip's). A thinning DPB dose (P = 2,
+    one slot dosed) takes this path too: only one slot of an instance is ever thinned, so the
+    instances' DPBs are linear in the thinning indicators and no joint drop pattern is needed."""
     if len(keep) > _MAX_STRATA_SLOTS:
         return None
     pos = set_position(video_paths)
@@ -203,7 +205,8 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
         return None
     n, i = pos
     P = len(keep)
-    distinct = len(set(keep)) == P and any(w < 1.0 for w in keep)
+    # a thinning dose's slots are linear in their drops: per-clip samples, not joint drop patterns
+    distinct = not by_clip and len(set(keep)) == P and any(w < 1.0 for w in keep)
 
     def systematic(m: int, x: float, offset: float = 0.5) -> bool:
         # cell m is taken when an integer lies in (m·x + offset, (m + 1)·x + offset]: the count over
