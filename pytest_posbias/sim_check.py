@@ -42,9 +42,14 @@ from .errors import ConfigError
 
 STRESSORS_TO_CAP = ("add1", "add2", "delete2", "replace1", "replace2", "shuffle")
 # a positional dose lands when its configuration's compared value is within 10% of the target, or
-# within the absolute floor where 10% of a target near 0 is below what one group can move
+# within the absolute floor where 10% of a target near 0 is below what the dose's units can resolve.
+# MEG's floor: a thinning dose of -0.02 on 40 groups is about 26 middle cells that lose their first
+# sentence (about 1/320 of a reference sentence's coverage each); which of a clip's cells the
+# systematic sample takes, against the cells' own losses, moves the realised value by up to 0.0028
+# over the sample's start on the synthetic set (sd 0.0006-0.0010 per configuration; the mean over
+# starts is the target): 10% (0.002) holds for 90-100% of the starts, 0.003 for all
 TOLERANCE_REL = 0.10
-TOLERANCE_ABS = {"dpb": 0.005, "meg": 0.002, "coverage": 0.01, "contamination": 0.01}
+TOLERANCE_ABS = {"dpb": 0.005, "meg": 0.003, "coverage": 0.01, "contamination": 0.01}
 # DPB and MEG are compared as the dose's effect (dosed − sim:unbiased on the same groups): the
 # unbiased model's population DPB/MEG is 0 (every video sits at every slot once, every slot behaves
 # alike), so its value on a finite set is noise the dose does not make; coverage and contamination
@@ -320,8 +325,10 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
 def format_configs(rows: Sequence[ConfigCheck]) -> list[str]:
     """The per-configuration table: target, realised, sim:unbiased on the same groups, the compared
     value (effect = dosed − unbiased for DPB/MEG) with its 95% interval, tolerance, and whether it lands."""
+    floors = ", ".join(f"{g} {TOLERANCE_ABS[g]:g}" for g in dict.fromkeys(c.gate for c in rows))
     lines = ["per configuration (compared: dosed - unbiased on the same groups for dpb/meg, the realised value "
              "otherwise; lands: |compared - target| <= tolerance)",
+             f"tolerance: max({TOLERANCE_REL:.0%} of |target|, the gate's absolute floor: {floors})",
              f"{'gate':<14} {'configuration':<20} {'target':>8} {'realised':>9} {'unbiased':>9} {'compared':>9} "
              f"{'95% interval':>18} {'tol':>6} {'groups':>6}  lands"]
     for c in rows:
