@@ -379,11 +379,12 @@ def _thin_always() -> Iterator[None]:
     from .models import sim_dose
 
     saved = (dict(sim_dose.FIRST_LOSS), sim_dose.FIRST_LOSS_DEFAULT, dict(sim_dose.FIRST_DPB),
-             sim_dose.FIRST_DPB_DEFAULT, dict(sim_dose.DOSE_RANGE))
+             sim_dose.FIRST_DPB_DEFAULT, dict(sim_dose.DOSE_RANGE), sim_dose.DPB_THIN_SHARE)
     sim_dose.FIRST_LOSS.clear()
     sim_dose.FIRST_LOSS_DEFAULT = 1.0
     sim_dose.FIRST_DPB.clear()
     sim_dose.FIRST_DPB_DEFAULT = 1.0
+    sim_dose.DPB_THIN_SHARE = 1.0
     sim_dose.DOSE_RANGE["meg"] = (-1.0, 1.0)
     sim_dose.DOSE_RANGE["dpb"] = (-1.0, 1.0)
     try:
@@ -397,6 +398,7 @@ def _thin_always() -> Iterator[None]:
         sim_dose.FIRST_DPB_DEFAULT = saved[3]
         sim_dose.DOSE_RANGE.clear()
         sim_dose.DOSE_RANGE.update(saved[4])
+        sim_dose.DPB_THIN_SHARE = saved[5]
 
 
 def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootdir: str | Path = ".",

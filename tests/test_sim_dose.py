@@ -462,6 +462,24 @@ def test_small_p2_dpb_doses_thin_one_slot_by_its_first_sentence_with_the_calibra
     assert not SD.sentence_drops(SD.parse_dose("dose,coverage=0.3"), 2, D)
 
 
+def test_calibration_thins_every_dosed_slot_and_restores_the_constants():
+    """``posbias sim calibrate`` measures FIRST_LOSS with meg=-1 and FIRST_DPB with dpb=1: inside
+    ``_thin_always`` both thin every dosed slot (share 1), outside they are refused or not thinned."""
+    from pytest_posbias.sim_check import _thin_always
+
+    saved = (dict(SD.FIRST_DPB), SD.FIRST_DPB_DEFAULT, SD.DPB_THIN_SHARE, dict(SD.FIRST_LOSS), dict(SD.DOSE_RANGE))
+    with _thin_always():
+        for profile, P, thinned in (("dose,dpb=1", 2, [0.0, 1.0]), ("dose,meg=-1", 4, [1.0, 0.0, 0.0, 1.0])):
+            dose = SD.parse_dose(profile)
+            scale = SD.thin_scale(dose, P, "leisure", "short")
+            assert SD.sentence_drops(dose, P, scale), profile
+            assert SD.slot_keep(dose, P, scale, thin=True) == pytest.approx(thinned), profile
+    assert (dict(SD.FIRST_DPB), SD.FIRST_DPB_DEFAULT, SD.DPB_THIN_SHARE, dict(SD.FIRST_LOSS),
+            dict(SD.DOSE_RANGE)) == saved
+    with pytest.raises(ConfigError, match="dpb=1 is outside"):
+        SD.parse_dose("dose,dpb=1")
+
+
 def test_thinning_dpb_doses_thin_every_clip_in_its_share_of_its_first_slot_appearances(tmp_path):
     rng = np.random.default_rng(3)
     P = 2

@@ -159,6 +159,8 @@ FIRST_DPB: dict[tuple[str, str, int], float] = {
     ('news', 'short', 2): 0.1828,
 }
 FIRST_DPB_DEFAULT = 0.15  # any other data: the mean over the synthetic configurations
+# the largest share of a P = 2 configuration's instances a DPB dose thins (|d| <= share·FIRST_DPB)
+DPB_THIN_SHARE = 0.5
 # unbiased rates of the canonical metric of each rate gate (the calibration's: flip left vs
 # midpoint at 8 frames, phase 0 vs 1, order over 10 orderings, clean RR, Shuffle ASR)
 NULL_RATE: dict[str, float] = {"flip": 0.0, "phase": 0.017, "order": 0.0, "repetition": 0.0, "attack": 0.0}
@@ -414,9 +416,10 @@ def sentence_drops(dose: Dose, P: int, scale: float) -> bool:
       effect (10–17% off target on three P = 4 configurations). A first sentence covers one
       reference sentence or none, so about three times as many, more alike, units carry the same
       effect. Larger |m| keep the whole-summary drops (w = 1 − |m|/μ);
-    * a ``dpb`` dose d at P = 2 with |d| <= D/2, D the mean DPB effect of thinning the first slot of
-      every answer (``FIRST_DPB``). An instance's DPB depends on its own slots only, so the mean
-      over instances is linear in which instances are thinned: thinning the first slot (d > 0; the
+    * a ``dpb`` dose d at P = 2 with |d| <= D/2 (``DPB_THIN_SHARE``), D the mean DPB effect of
+      thinning the first slot of every answer (``FIRST_DPB``). An instance's DPB depends on its own
+      slots only, so the mean over instances is linear in which instances are thinned: thinning
+      the first slot (d > 0; the
       second for d < 0) with probability x = |d|/D moves E[DPB] by x·D = d. A dropped whole first
       slot sets the instance's DPB to 1 (a move of about 1 from its unbiased ±0.3), so on 40 groups
       a DPB of 0.05 is about four dropped slots, whose unbiased DPBs set the realised value (two of
@@ -430,7 +433,7 @@ def sentence_drops(dose: Dose, P: int, scale: float) -> bool:
     if m is not None and P == 4:
         return abs(m) <= scale
     d = dose.get("dpb")
-    return d is not None and P == 2 and abs(d) <= scale / 2
+    return d is not None and P == 2 and abs(d) <= DPB_THIN_SHARE * scale
 
 
 def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -> float:
