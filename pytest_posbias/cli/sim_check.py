@@ -43,9 +43,14 @@ from ..probes import conditions as C
 
 STRESSORS_TO_CAP = ("add1", "add2", "delete2", "replace1", "replace2", "shuffle")
 # a positional dose lands when its configuration's compared value is within 10% of the target, or
-# within the absolute floor where 10% of a target near 0 is below what one group can move
+# within the absolute floor where 10% of a target near 0 is below what the dose's units can resolve.
+# MEG's floor: a thinning dose of -0.02 on 40 groups is about 26 middle cells that lose their first
+# sentence (about 1/320 of a reference sentence's coverage each); which of a clip's cells the
+# systematic sample takes, against the cells' own losses, moves the realised value by up to 0.0028
+# over the sample's start on the synthetic set (sd 0.0006-0.0010 per configuration; the mean over
+# starts is the target): 10% (0.002) holds for 90-100% of the starts, 0.003 for all
 TOLERANCE_REL = 0.10
-TOLERANCE_ABS = {"dpb": 0.005, "meg": 0.002, "coverage": 0.01, "contamination": 0.01}
+TOLERANCE_ABS = {"dpb": 0.005, "meg": 0.003, "coverage": 0.01, "contamination": 0.01}
 # DPB and MEG are compared as the dose's effect (dosed − sim:unbiased on the same groups): the
 # unbiased model's population DPB/MEG is 0 (every video sits at every slot once, every slot behaves
 # alike), so its value on a finite set is noise the dose does not make; coverage and contamination
@@ -321,8 +326,10 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
 def format_configs(rows: Sequence[ConfigCheck]) -> list[str]:
     """The per-configuration table: target, realised, sim:unbiased on the same groups, the compared
     value (effect = dosed − unbiased for DPB/MEG) with its 95% interval, tolerance, and whether it lands."""
+    floors = ", ".join(f"{g} {TOLERANCE_ABS[g]:g}" for g in dict.fromkeys(c.gate for c in rows))
     lines = ["per configuration (compared: dosed - unbiased on the same groups for dpb/meg, the realised value "
              "otherwise; lands: |compared - target| <= tolerance)",
+             f"tolerance: max({TOLERANCE_REL:.0%} of |target|, the gate's absolute floor: {floors})",
              f"{'gate':<14} {'configuration':<20} {'target':>8} {'realised':>9} {'unbiased':>9} {'compared':>9} "
              f"{'95% interval':>18} {'tol':>6} {'groups':>6}  lands"]
     for c in rows:
@@ -368,35 +375,48 @@ def _confusion_always() -> Iterator[None]:
 @contextlib.contextmanager
 def _thin_always() -> Iterator[None]:
     """Within the block, ``meg=-1`` thins every middle slot of a P = 4 answer by its first written
-    sentence (the calibration of FIRST_LOSS); the module's constants are restored afterwards."""
+    sentence (the calibration of FIRST_LOSS) and ``dpb=1`` every first slot of a P = 2 answer (the
+    calibration of FIRST_DPB); the module's constants are restored afterwards."""
     from ..models import sim_dose
 
-    saved = (dict(sim_dose.FIRST_LOSS), sim_dose.FIRST_LOSS_DEFAULT, dict(sim_dose.DOSE_RANGE))
+    saved = (dict(sim_dose.FIRST_LOSS), sim_dose.FIRST_LOSS_DEFAULT, dict(sim_dose.FIRST_DPB),
+             sim_dose.FIRST_DPB_DEFAULT, dict(sim_dose.DOSE_RANGE), sim_dose.DPB_THIN_SHARE)
     sim_dose.FIRST_LOSS.clear()
     sim_dose.FIRST_LOSS_DEFAULT = 1.0
+    sim_dose.FIRST_DPB.clear()
+    sim_dose.FIRST_DPB_DEFAULT = 1.0
+    sim_dose.DPB_THIN_SHARE = 1.0
     sim_dose.DOSE_RANGE["meg"] = (-1.0, 1.0)
+    sim_dose.DOSE_RANGE["dpb"] = (-1.0, 1.0)
     try:
         yield
     finally:
         sim_dose.FIRST_LOSS.clear()
         sim_dose.FIRST_LOSS.update(saved[0])
         sim_dose.FIRST_LOSS_DEFAULT = saved[1]
+        sim_dose.FIRST_DPB.clear()
+        sim_dose.FIRST_DPB.update(saved[2])
+        sim_dose.FIRST_DPB_DEFAULT = saved[3]
         sim_dose.DOSE_RANGE.clear()
-        sim_dose.DOSE_RANGE.update(saved[2])
+        sim_dose.DOSE_RANGE.update(saved[4])
+        sim_dose.DPB_THIN_SHARE = saved[5]
 
 
 def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootdir: str | Path = ".",
               print_fn: Callable[[str], None] = print) -> dict[str, Any]:
     """Measure MU (unbiased mean slot coverage), CONTAMINATION ((x0, κ): the unbiased
-    contaminated-slot rate and the rate when every slot describes another slot's video) and, at
-    P = 4, FIRST_LOSS (the middle slots' mean coverage under sim:unbiased minus theirs when every
-    middle slot drops its first written sentence) per configuration, and print them as the Python
-    that ``models/sim_dose.py`` stores."""
+    contaminated-slot rate and the rate when every slot describes another slot's video), at
+    P = 4 FIRST_LOSS (the middle slots' mean coverage under sim:unbiased minus theirs when every
+    middle slot drops its first written sentence) and at P = 2 FIRST_DPB (the mean per-instance
+    DPB when every first slot drops its first written sentence minus sim:unbiased's) per
+    configuration, and print them as the Python that ``models/sim_dose.py`` stores."""
+    from ..metrics import dpb_per_instance
     from ..run.suite_params import positional_configs, positional_spec
 
     mu: dict[tuple[str, str, int], float] = {}
     contam: dict[tuple[str, str, int], tuple[float, float]] = {}
     loss: dict[tuple[str, str, int], float] = {}
+    first_dpb: dict[tuple[str, str, int], float] = {}
     with (tempfile.TemporaryDirectory(prefix="posbias-sim-calibrate-") as tmp, _confusion_always(),
           _thin_always()):
         ctx = _context("sim:unbiased", seed=seed, data=data, cache=tmp, probes={"positional": {"groups": groups}},
@@ -415,6 +435,13 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
                 if P == 4:
                     t = ctx.positional("sim:dose,meg=-1", spec)
                     loss[(domain, bucket, P)] = round(float(u.coverage[:, 1:3].mean() - t.coverage[:, 1:3].mean()), 4)
+                if P == 2:
+                    t = ctx.positional("sim:dose,dpb=1", spec)
+                    if t.coverage.shape != u.coverage.shape:
+                        raise ConfigError(f"sim calibrate: {domain}-{bucket}-P2: the thinned and unbiased runs "
+                                          f"scored {t.coverage.shape[0]} and {u.coverage.shape[0]} instances")
+                    first_dpb[(domain, bucket, P)] = round(float(np.mean(dpb_per_instance(t.coverage)
+                                                                         - dpb_per_instance(u.coverage))), 4)
         finally:
             ctx.close()
     print_fn(f"# posbias sim calibrate --groups {groups} --seed {seed}")
@@ -430,7 +457,11 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
     for k, v in loss.items():
         print_fn(f"    {k!r}: {v},")
     print_fn("}")
-    return {"mu": mu, "contamination": contam, "first_loss": loss}
+    print_fn("FIRST_DPB: dict[tuple[str, str, int], float] = {")
+    for k, v in first_dpb.items():
+        print_fn(f"    {k!r}: {v},")
+    print_fn("}")
+    return {"mu": mu, "contamination": contam, "first_loss": loss, "first_dpb": first_dpb}
 
 
 # --------------------------------------------------------------------------- CLI

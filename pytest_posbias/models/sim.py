@@ -66,7 +66,6 @@ from ..video.synthetic import MOTION_PHRASE
 from .sim_dose import (
     Dose,
     confusion_prob,
-    first_loss_for,
     is_dose,
     mu_for,
     parse_dose,
@@ -75,6 +74,7 @@ from .sim_dose import (
     slot_keep,
     stressor_params,
     temporally_irregular,
+    thin_scale,
     uses_rescue,
 )
 from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
@@ -336,9 +336,8 @@ class SimBackend:
         target = _TARGET.search(prompt)
         rng = self._request_rng(r)
         P = len(videos)
-        keep_slot, confuse = self._dose_slots(videos)
+        keep_slot, confuse, thin = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
-        thin = self.dose is not None and sentence_drops(self.dose, P, self._first_loss(videos))
         strata = (set_strata([p.frames.primary.path for p in videos], keep_slot, confuse, by_clip=thin)
                   if self.dose is not None
                   else None) or rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
@@ -376,16 +375,18 @@ class SimBackend:
             chunks.append(f"[video{label}] " + " ".join(sents))
         return " ".join(chunks)
 
-    def _dose_slots(self, videos: list[VideoPart]) -> tuple[list[float], float]:
-        """Per-slot keep-probabilities w_p and the confusion probability q of a dose
-        (``sim_dose.slot_keep`` / ``confusion_prob``; all 1 and 0 without a dose)."""
+    def _dose_slots(self, videos: list[VideoPart]) -> tuple[list[float], float, bool]:
+        """Per-slot keep-probabilities w_p, the confusion probability q of a dose and whether a
+        "dropped" slot loses only its first written sentence (``sim_dose.slot_keep`` /
+        ``confusion_prob`` / ``sentence_drops``; all 1, 0 and False without a dose)."""
         P = len(videos)
         if self.dose is None or not videos:
-            return [1.0] * P, 0.0
+            return [1.0] * P, 0.0, False
         domain, bucket = self._config(videos)
-        loss = first_loss_for(domain, bucket, P)
-        scale = loss if sentence_drops(self.dose, P, loss) else mu_for(domain, bucket, P)
-        return slot_keep(self.dose, P, scale), confusion_prob(self.dose, domain, bucket, P)
+        scale = thin_scale(self.dose, P, domain, bucket)
+        thin = sentence_drops(self.dose, P, scale)
+        keep = slot_keep(self.dose, P, scale if thin else mu_for(domain, bucket, P), thin=thin)
+        return keep, confusion_prob(self.dose, domain, bucket, P), thin
 
     def _config(self, videos: list[VideoPart]) -> tuple[str | None, str]:
         """(domain, bucket) of a multi-video input, from its first video's background and length."""
@@ -396,13 +397,6 @@ class SimBackend:
         spec = videos[0].frames
         seconds = spec.frame_count / spec.fps if spec.fps > 0 else 0.0
         return domain, "long" if seconds > 60.0 else "short"
-
-    def _first_loss(self, videos: list[VideoPart]) -> float:
-        """The configuration's ``sim_dose.FIRST_LOSS`` (the default without videos)."""
-        if not videos:
-            return first_loss_for(None, None, 0)
-        domain, bucket = self._config(videos)
-        return first_loss_for(domain, bucket, len(videos))
 
     def _describe(self, r: Request, video: VideoPart | None) -> tuple[str, str]:
         if video is None:

@@ -28,7 +28,11 @@ E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities a
   below μ/P is reachable;
 * ``dpb`` d: a linear slope w_p ← w_p·(1 − |γ|·(1 − sign(γ)·α_p)/2), α_p = (2p − P − 1)/(P − 1),
   γ solved by bisection so that E[Σ α_p B_p / Σ B_p] = d over independent B_p ~ Bernoulli(w_p)
-  (the kept slots' coverage taken as equal, so μ cancels); a linear slope leaves MEG at 0;
+  (the kept slots' coverage taken as equal, so μ cancels); a linear slope leaves MEG at 0. At
+  P = 2 with |d| <= D/2 (``FIRST_DPB``, the mean DPB effect of thinning every first slot by its first
+  written sentence, measured) the first slot (d > 0; the second for d < 0) is thinned by its first
+  sentence with probability |d|/D and the other slot always kept (:func:`sentence_drops`), per
+  clip as for MEG;
 * ``contamination`` x: a kept slot describes another slot's video (chosen uniformly) with
   probability q = (x − x0)/(κ − x0), x0 the unbiased contaminated-slot rate and κ the rate
   among such confused slots (``CONTAMINATION``, measured); this also lowers that slot's own
@@ -143,6 +147,20 @@ FIRST_LOSS: dict[tuple[str, str, int], float] = {
     ('news', 'short', 4): 0.156,
 }
 FIRST_LOSS_DEFAULT = 0.21  # any other data: the mean over the synthetic configurations
+# FIRST_DPB: mean DPB effect (dosed − sim:unbiased, per instance) of thinning the first slot of every
+# P = 2 answer by its first written sentence, per (domain, bucket, 2) (a DPB dose that thins every
+# first slot; the slots behave alike under sim:unbiased, so thinning the second slot gives −FIRST_DPB)
+FIRST_DPB: dict[tuple[str, str, int], float] = {
+    ('cooking', 'short', 2): 0.1573,
+    ('domestic', 'short', 2): 0.151,
+    ('domestic', 'long', 2): 0.1365,
+    ('leisure', 'short', 2): 0.155,
+    ('leisure', 'long', 2): 0.1371,
+    ('news', 'short', 2): 0.1828,
+}
+FIRST_DPB_DEFAULT = 0.15  # any other data: the mean over the synthetic configurations
+# the largest share of a P = 2 configuration's instances a DPB dose thins (|d| <= share·FIRST_DPB)
+DPB_THIN_SHARE = 0.5
 # unbiased rates of the canonical metric of each rate gate (the calibration's: flip left vs
 # midpoint at 8 frames, phase 0 vs 1, order over 10 orderings, clean RR, Shuffle ASR)
 NULL_RATE: dict[str, float] = {"flip": 0.0, "phase": 0.017, "order": 0.0, "repetition": 0.0, "attack": 0.0}
@@ -320,13 +338,20 @@ def mu_for(domain: str | None, bucket: str | None, P: int) -> float:
     return MU.get((domain or "", bucket or "", P), MU_DEFAULT)
 
 
-def slot_keep(dose: Dose, P: int, mu: float) -> list[float]:
-    """Keep-probabilities w_1..w_P of the slots (formulas in the module docstring)."""
-    return list(_slot_keep(dose, P, mu))
+def slot_keep(dose: Dose, P: int, mu: float, *, thin: bool = False) -> list[float]:
+    """Keep-probabilities w_1..w_P of the slots (formulas in the module docstring). ``thin`` (a
+    :func:`sentence_drops` dose) with ``mu`` the thinning scale: a MEG dose uses the same formula
+    with L in place of μ; a DPB dose d at P = 2 thins the first slot (d > 0; the second for d < 0)
+    with probability |d|/D, D = ``mu``, the other slot always kept."""
+    return list(_slot_keep(dose, P, mu, thin))
 
 
 @functools.lru_cache(maxsize=256)
-def _slot_keep(dose: Dose, P: int, mu: float) -> tuple[float, ...]:
+def _slot_keep(dose: Dose, P: int, mu: float, thin: bool) -> tuple[float, ...]:
+    d = dose.get("dpb")
+    if thin and d is not None and P == 2:  # never all thinned: the other slot is kept, no rescue
+        x = min(1.0, abs(d) / mu) if mu > 0 else 1.0
+        return (1.0 - x, 1.0) if d > 0 else (1.0, 1.0 - x)
     w = [1.0] * P
     meg, cov = dose.get("meg"), dose.get("coverage")
     if P == 4 and meg is not None:  # parse_dose refuses meg with coverage (one positional gate per dose)
@@ -340,7 +365,6 @@ def _slot_keep(dose: Dose, P: int, mu: float) -> tuple[float, ...]:
     w = [min(1.0, max(0.0, x)) for x in w]
     if uses_rescue(dose, P):
         w = _solve_rescue(w)  # infeasible (kept share below 1/P) stays at the lowest share, w = 0
-    d = dose.get("dpb")
     if d is not None and P > 1 and d != 0.0:
         base = list(w)
 
@@ -364,18 +388,52 @@ def first_loss_for(domain: str | None, bucket: str | None, P: int) -> float:
     return FIRST_LOSS.get((domain or "", bucket or "", P), FIRST_LOSS_DEFAULT)
 
 
-def sentence_drops(dose: Dose, P: int, first_loss: float) -> bool:
+def first_dpb_for(domain: str | None, bucket: str | None) -> float:
+    """The mean P = 2 DPB effect of thinning every first slot by its first sentence (``FIRST_DPB``)."""
+    return FIRST_DPB.get((domain or "", bucket or "", 2), FIRST_DPB_DEFAULT)
+
+
+def thin_scale(dose: Dose, P: int, domain: str | None, bucket: str | None) -> float:
+    """The effect of thinning every dosed slot by its first written sentence on this configuration:
+    ``FIRST_LOSS`` for a ``meg`` dose at P = 4, ``FIRST_DPB`` for a ``dpb`` dose at P = 2, 0 for any
+    other dose (which never thins: :func:`sentence_drops`)."""
+    if dose.get("meg") is not None and P == 4:
+        return first_loss_for(domain, bucket, P)
+    if dose.get("dpb") is not None and P == 2:
+        return first_dpb_for(domain, bucket)
+    return 0.0
+
+
+def sentence_drops(dose: Dose, P: int, scale: float) -> bool:
     """Whether a dose thins its dosed slots by their first written sentence instead of dropping
-    whole summaries: a ``meg`` dose m at P = 4 with |m| <= L, L the coverage a slot loses with its
-    first sentence (``FIRST_LOSS``). MEG is linear in the slot coverages, so a dosed slot thinned
-    with probability x = |m|/L lowers E[C_p] by x·L = |m| (w = 1 − x in :func:`slot_keep` with L in
-    place of μ). Whole dropped summaries carry the whole slot's coverage (0 to 1 per slot), and on
-    40 groups a MEG of −0.02 is about eight of them, whose own coverages set the realised effect
-    (10–17% off target on three P = 4 configurations). A first sentence covers one
-    reference sentence or none, so about three times as many, more alike, units carry the same
-    effect. Larger |m| keep the whole-summary drops (w = 1 − |m|/μ)."""
+    whole summaries; ``scale`` is the effect of thinning every dosed slot (:func:`thin_scale`).
+
+    * a ``meg`` dose m at P = 4 with |m| <= L, L the coverage a slot loses with its first sentence
+      (``FIRST_LOSS``). MEG is linear in the slot coverages, so a dosed slot thinned with
+      probability x = |m|/L lowers E[C_p] by x·L = |m| (w = 1 − x in :func:`slot_keep` with L in
+      place of μ). Whole dropped summaries carry the whole slot's coverage (0 to 1 per slot), and
+      on 40 groups a MEG of −0.02 is about eight of them, whose own coverages set the realised
+      effect (10–17% off target on three P = 4 configurations). A first sentence covers one
+      reference sentence or none, so about three times as many, more alike, units carry the same
+      effect. Larger |m| keep the whole-summary drops (w = 1 − |m|/μ);
+    * a ``dpb`` dose d at P = 2 with |d| <= D/2 (``DPB_THIN_SHARE``), D the mean DPB effect of
+      thinning the first slot of every answer (``FIRST_DPB``). An instance's DPB depends on its own
+      slots only, so the mean over instances is linear in which instances are thinned: thinning
+      the first slot (d > 0; the
+      second for d < 0) with probability x = |d|/D moves E[DPB] by x·D = d. A dropped whole first
+      slot sets the instance's DPB to 1 (a move of about 1 from its unbiased ±0.3), so on 40 groups
+      a DPB of 0.05 is about four dropped slots, whose unbiased DPBs set the realised value (two of
+      six configurations outside ±10%); a thinned first slot moves its instance's DPB by about D,
+      so about eight times as many units carry the same effect. Beyond D/2 most instances are
+      thinned and the spread of their own effects (per-instance sd 0.07, 0.18 on News) sets the
+      realised value (dpb=0.1 thinned: 0.111 on news-short), while whole drops are then eight or
+      more dropped slots per 40 groups and land (0.096–0.102 at 0.1): larger |d| (and P = 4,
+      which lands with whole drop patterns) keep the whole-summary drops."""
     m = dose.get("meg")
-    return m is not None and P == 4 and abs(m) <= first_loss
+    if m is not None and P == 4:
+        return abs(m) <= scale
+    d = dose.get("dpb")
+    return d is not None and P == 2 and abs(d) <= DPB_THIN_SHARE * scale
 
 
 def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -> float:

@@ -143,10 +143,13 @@ def _config_groups(manifest: str, mtime_ns: int) -> dict[tuple[str, str, int], t
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _clip_cell(video_paths: Sequence[str], n: int, i: int, slots: Sequence[int], slot: int) -> tuple[int, int] | None:
-    """(clip's rank among the configuration's clips, the cell's occurrence index among that clip's
-    cells) of the cell at ``slot`` of instance i (group n): the cells are the ``slots`` of every
-    instance in manifest order, each filled by the clip (j + p) mod P of its group's listed order."""
+def _clip_cell(video_paths: Sequence[str], n: int, i: int, slots: Sequence[int], slot: int) -> int | None:
+    """The index of the cell at ``slot`` of instance i (group n) in the configuration's cells listed
+    clip by clip: the cells are the ``slots`` of every instance of the configuration's groups, each
+    filled by the clip (j + p) mod P of its group's listed order; the clips in name order, a clip's
+    cells in manifest order. So the index is the cells of the clips before this one plus the
+    cell's occurrence index among its clip's cells (a prefix of the groups keeps every clip's first
+    cells at the same indices)."""
     import os
     from pathlib import PurePath
 
@@ -170,7 +173,9 @@ def _clip_cell(video_paths: Sequence[str], n: int, i: int, slots: Sequence[int],
                 break
             count += sum(groups[gn][(jj + p) % P] == target for p in slots)
     count += sum(groups[n][(j + p) % P] == target for p in slots if p < slot)
-    return clips.index(target), count
+    before = set(clips[: clips.index(target)])
+    start = sum(groups[gn][(jj + p) % P] in before for gn in range(len(groups)) for jj in range(P) for p in slots)
+    return start + count
 
 
 def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float, *, by_clip: bool = False) -> Any:
@@ -190,12 +195,16 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     pattern from a low-discrepancy sequence over the patterns' probabilities (:func:`pattern_at`),
     so every pattern, two slots dropped together included, occurs in its share of the instances.
 
-    ``by_clip`` (a ``sim_dose.sentence_drops`` dose): the dosed cells form one systematic sample per
-    clip instead, cell k of a clip being its k-th appearance in a dosed slot in manifest order,
-    with offsets frac(rank·θ + ½) spread over the clips (θ the golden ratio's fractional part):
-    every clip is thinned in its share of its appearances, so the realised loss is the share of
-    every clip's own loss, not of the few clips a single sequence happens to hit (a configuration
-    has 10 clips; the loss of a first sentence is mostly the clip's)."""
+    ``by_clip`` (a ``sim_dose.sentence_drops`` dose): the systematic sample runs over the
+    configuration's dosed cells listed clip by clip instead (a clip's cells are its appearances in
+    a dosed slot in manifest order; :func:`_clip_cell`): every clip is thinned in its share of its
+    appearances (within one cell), so the realised loss is the share of every clip's own loss, not
+    of the few clips a single sequence in manifest order happens to hit (a configuration has 10
+    clips; the loss of a first sentence is mostly the clip's), and over the configuration's whole
+    manifest the thinned cells number round(M·x); one sample per clip, each rounded on its own, is
+    off by up to one cell per clip (−0.0172 for meg=-0.02 on leisure-long P = 4, 40 groups). A thinning DPB dose (P = 2,
+    one slot dosed) takes this path too: only one slot of an instance is ever thinned, so the
+    instances' DPBs are linear in the thinning indicators and no joint drop pattern is needed."""
     if len(keep) > _MAX_STRATA_SLOTS:
         return None
     pos = set_position(video_paths)
@@ -203,7 +212,8 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
         return None
     n, i = pos
     P = len(keep)
-    distinct = len(set(keep)) == P and any(w < 1.0 for w in keep)
+    # a thinning dose's slots are linear in their drops: per-clip samples, not joint drop patterns
+    distinct = not by_clip and len(set(keep)) == P and any(w < 1.0 for w in keep)
 
     def systematic(m: int, x: float, offset: float = 0.5) -> bool:
         # cell m is taken when an integer lies in (m·x + offset, (m + 1)·x + offset]: the count over
@@ -219,9 +229,8 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
         else:
             same = [p for p in range(P) if keep[p] == w]
             cell = _clip_cell(video_paths, n, i, same, slot) if by_clip else None
-            if cell is not None:  # one systematic sample per clip, each at its own Weyl offset
-                rank, k = cell
-                dropped = systematic(k, 1.0 - w, (rank * (math.sqrt(5) - 1) / 2 + 0.5) % 1.0)
+            if cell is not None:  # one systematic sample over the cells listed clip by clip
+                dropped = systematic(cell, 1.0 - w)
             else:
                 dropped = systematic(i * len(same) + same.index(slot), 1.0 - w)
         return w + 0.5 * (1.0 - w) if dropped else 0.5 * w  # >= w exactly when the cell is dropped
