@@ -22,7 +22,17 @@ Paired rows (this module):
 * ``stressor``: the paired stressor comparison (``paired.paired_amplification_verdict``),
   margin 0.05, 16 and 60 videos with 4 stressed trials each (quick sizes) and 60 with 30 (the
   defaults); the per-video difference is left-skewed (the candidate's rare clean repeats),
-  rare-event, or right-skewed; certify power at δ = 0, detect power at δ = 0.10.
+  rare-event, or right-skewed; then the stressed share alone (no clean repeats, so the exact
+  clean-flag bound is at its narrowest and the t bound of the share carries the decision): rare
+  repeats (per trial 0.05 against none: 1-3 of 16 videos with any repeat at 4 trials), rare
+  looping videos (5% of the candidate's, every trial repeats), and skewed share differences from
+  whole-video loops (15% of the candidate's videos loop and the rest never repeat, against 10%
+  per trial: right-skewed, the certify side; mirrored for detect). Certify power at δ = 0,
+  detect power at δ = 0.10 (the candidate's share moved through its non-looping videos' rate, or
+  through its share of looping videos where that rate would leave [0, 1]). The decisions are
+  vectorised (``stressor_decisions``); tests/test_paired_rules.py checks them against the verdict.
+  After these rows: the t bound of the stressed share alone at α/2 on the units with no clean
+  repeats, how often it misses the true share difference (``share_bound_misses``).
 
 Rows from ``benchmarks/decision_small.py`` (single-sample rules), when present, are printed
 after these: its ``cases(replicates, seed)`` returns rows with ``name``, ``rule``, ``n`` and
@@ -181,9 +191,45 @@ def binary_cases(reps: int, seed: int) -> Iterator[Case]:
 
 STRESS_MARGIN = 0.05
 STRESS_SIZES = ((16, 4), (60, 4), (60, 30))  # (videos, stressed trials per video): quick sizes and the defaults
-# (clean repetition rate, stressed repetition rate) of candidate and baseline, δ = 0.05 each
-SCENARIOS = {"left-skewed": (0.10, 0.18, 0.02, 0.05), "rare-event": (0.03, 0.10, 0.03, 0.05),
-             "right-skewed": (0.02, 0.15, 0.10, 0.18)}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One model's per-video units: clean repetition rate, the share of videos that loop (every
+    stressed trial repeats) and the per-trial stressed repetition rate of the other videos."""
+
+    clean: float
+    stressed: float
+    loops: float = 0.0
+
+    def share(self) -> float:
+        """Expected stressed repetition share of a video."""
+        return self.loops + (1 - self.loops) * self.stressed
+
+    def moved(self, d: float) -> Arm:
+        """The arm with its expected stressed share moved by ``d``: through the stressed rate of the
+        non-looping videos while it stays in [0, 1], else through the share of looping videos."""
+        q = self.stressed + d / (1 - self.loops)
+        if 0.0 <= q <= 1.0:
+            return Arm(self.clean, q, self.loops)
+        return Arm(self.clean, self.stressed, self.loops + d / (1 - self.stressed))
+
+
+# (candidate, baseline) at δ = E[S_c − S_b] − (P(F_c) − P(F_b)) = 0.05 each
+SCENARIOS = {
+    "left-skewed": (Arm(0.10, 0.18), Arm(0.02, 0.05)),  # the candidate's rare clean repeats
+    "rare-event": (Arm(0.03, 0.10), Arm(0.03, 0.05)),
+    "right-skewed": (Arm(0.02, 0.15), Arm(0.10, 0.18)),  # the baseline's rare clean repeats
+    # stressed repeats alone and rare: per trial 0.05, so 1-3 of 16 videos with any repeat at 4 trials
+    "rare repeats": (Arm(0.0, 0.05), Arm(0.0, 0.0)),
+    # whole videos loop: 5% of the candidate's, no other repeat (0-3 of 16 videos)
+    "rare loops": (Arm(0.0, 0.0, 0.05), Arm(0.0, 0.0)),
+    # the stressed-share difference right-skewed (certify side): 15% of the candidate's videos loop,
+    # the rest never repeat; the baseline repeats 10% of trials everywhere
+    "cand loops": (Arm(0.0, 0.0, 0.15), Arm(0.0, 0.10)),
+    # left-skewed (detect side): 15% of the baseline's videos loop, the candidate repeats 20% everywhere
+    "base loops": (Arm(0.0, 0.20), Arm(0.0, 0.0, 0.15)),
+}
 
 
 def _exact_bounds(n: int, alpha: float) -> Callable[[int, int], tuple[float, float]]:
@@ -199,25 +245,49 @@ def _exact_bounds(n: int, alpha: float) -> Callable[[int, int], tuple[float, flo
     return bounds
 
 
-def _stressor_hits(rng: np.random.Generator, reps: int, n: int, trials: int, rates: tuple[float, float, float, float],
-                   bounds: Callable[[int, int], tuple[float, float]], mode: str) -> int:
-    """The decision of paired_amplification_verdict, vectorised: detect fails when
+def _shares(rng: np.random.Generator, reps: int, n: int, trials: int, arm: Arm) -> np.ndarray:
+    """Stressed repetition shares of ``reps`` × ``n`` videos (looping videos: every trial repeats)."""
+    s = rng.binomial(trials, arm.stressed, (reps, n)) / trials
+    if arm.loops > 0:
+        s = np.where(rng.random((reps, n)) < arm.loops, 1.0, s)
+    return s
+
+
+def stressor_units(rng: np.random.Generator, reps: int, n: int, trials: int,
+                   arms: tuple[Arm, Arm]) -> tuple[np.ndarray, ...]:
+    """(candidate share, candidate clean flag, baseline share, baseline clean flag), each reps × n."""
+    cand, base = arms
+    fc = rng.random((reps, n)) < cand.clean
+    fb = rng.random((reps, n)) < base.clean
+    sc = _shares(rng, reps, n, trials, cand)
+    sb = _shares(rng, reps, n, trials, base)
+    return sc, fc, sb, fb
+
+
+def stressor_decisions(units: tuple[np.ndarray, ...], bounds: Callable[[int, int], tuple[float, float]],
+                       mode: str) -> np.ndarray:
+    """The decision of paired_amplification_verdict per replicate, vectorised: detect fails when
     LB_S − UB_F > margin, certify passes when UB_S − LB_F < margin (t bound at α/2 of the share
-    difference, exact bound at α/2 of the clean-flag difference)."""
-    rc, qc, rb, qb = rates
-    fc = rng.random((reps, n)) < rc
-    fb = rng.random((reps, n)) < rb
-    ds = rng.binomial(trials, qc, (reps, n)) / trials - rng.binomial(trials, qb, (reps, n)) / trials
+    difference, exact bound at α/2 of the clean-flag difference); a zero standard error decides nothing."""
+    sc, fc, sb, fb = units
+    n = sc.shape[1]
+    ds = sc - sb
     mean = ds.mean(axis=1)
     se = ds.std(axis=1, ddof=1) / math.sqrt(n)
     q = float(st.t.ppf(1 - ALPHA / 2, n - 1))
     n10 = np.sum(fc & ~fb, axis=1)
     n01 = np.sum(~fc & fb, axis=1)
     fb_lo, fb_hi = np.array([bounds(int(x), int(y)) for x, y in zip(n10, n01, strict=True)]).T
-    decided = se > 0  # a zero standard error is inconclusive: neither fails nor passes
+    decided = se > 0
     if mode == "detect":
-        return int(np.sum(decided & (mean - q * se - fb_hi > STRESS_MARGIN)))
-    return int(np.sum(decided & (mean + q * se - fb_lo < STRESS_MARGIN)))
+        return decided & (mean - q * se - fb_hi > STRESS_MARGIN)
+    return decided & (mean + q * se - fb_lo < STRESS_MARGIN)
+
+
+def _stressor_hits(rng: np.random.Generator, reps: int, n: int, trials: int, arms: tuple[Arm, Arm],
+                   bounds: Callable[[int, int], tuple[float, float]], mode: str) -> int:
+    """Replicates in which the rule rejects (detect: fails; certify: passes)."""
+    return int(np.sum(stressor_decisions(stressor_units(rng, reps, n, trials, arms), bounds, mode)))
 
 
 def stressor_cases(reps: int, seed: int) -> Iterator[Case]:
@@ -226,19 +296,37 @@ def stressor_cases(reps: int, seed: int) -> Iterator[Case]:
     all_bounds = {n: _exact_bounds(n, ALPHA / 2) for n in {n for n, _ in STRESS_SIZES}}
     for n, trials in STRESS_SIZES:
         bounds = all_bounds[n]
-        for k, (label, rates) in enumerate(SCENARIOS.items()):
-            rc, qc, rb, qb = rates
-            past = (rc, qc + STRESS_MARGIN, rb, qb)
-            better = (rc, qc - STRESS_MARGIN, rb, qb)
+        for k, (label, (cand, base)) in enumerate(SCENARIOS.items()):
+            past, better = (cand.moved(STRESS_MARGIN), base), (cand.moved(-STRESS_MARGIN), base)
             rng = np.random.default_rng([seed, 5, n, trials, k])
-            size = _stressor_hits(rng, reps, n, trials, rates, bounds, "detect")
+            size = _stressor_hits(rng, reps, n, trials, (cand, base), bounds, "detect")
             power = _stressor_hits(rng, reps, n, trials, past, bounds, "detect")
             yield Case(f"stressor vs base detect, {label}, {trials} trials", rule, n, "false fail at δ=0.05", reps,
                        size, "fail at δ=0.10", power)
-            size = _stressor_hits(rng, reps, n, trials, rates, bounds, "certify")
+            size = _stressor_hits(rng, reps, n, trials, (cand, base), bounds, "certify")
             power = _stressor_hits(rng, reps, n, trials, better, bounds, "certify")
             yield Case(f"stressor vs base certify, {label}, {trials} trials", rule, n, "false pass at δ=0.05", reps,
                        size, "pass at δ=0", power)
+
+
+def share_bound_misses(reps: int, seed: int) -> Iterator[str]:
+    """The t bound of the stressed-share difference alone, at α/2 on the side each mode decides
+    with (certify: upper, detect: lower), on the units with no clean repeats: the share of samples
+    in which it lies on the wrong side of the true difference (nominal α/2); samples with a zero
+    standard error, on which the rule refuses to decide, are not counted as misses."""
+    for label, mode in (("rare repeats", "certify"), ("cand loops", "certify"), ("base loops", "detect")):
+        cand, base = SCENARIOS[label]
+        true = cand.share() - base.share()
+        for n, trials in STRESS_SIZES:
+            sc, _, sb, _ = stressor_units(np.random.default_rng([seed, 7, n, trials]), reps, n, trials, (cand, base))
+            ds = sc - sb
+            mean, se = ds.mean(axis=1), ds.std(axis=1, ddof=1) / math.sqrt(n)
+            q = float(st.t.ppf(1 - ALPHA / 2, n - 1))
+            wrong = mean + q * se < true if mode == "certify" else mean - q * se > true
+            miss = int(np.sum(wrong & (se > 0)))  # a zero standard error: the rule refuses to decide
+            lo, hi = clopper_pearson(miss, reps)
+            yield (f"  share t bound alone, {label}, {mode} side, {n} videos x {trials} trials: misses "
+                   f"{miss / reps:.3f} [{lo:.3f}, {hi:.3f}] (nominal {ALPHA / 2:g})")
 
 
 # --------------------------------------------------------------------------- table
@@ -303,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
             print(row_text(row), flush=True)
             if isinstance(row, Case) and clopper_pearson(row.rejections, row.replicates)[0] > ALPHA:
                 bad += 1
+        if group == "stressor":
+            for line in share_bound_misses(args.replicates, args.seed):
+                print(line, flush=True)
         print(f"  ({group}: {time.perf_counter() - t0:.0f} s)", flush=True)
     if bad:
         print(f"{bad} paired rule(s) above α beyond Monte-Carlo error")

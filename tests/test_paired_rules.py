@@ -259,6 +259,54 @@ def test_amplification_verdict_rejects_bad_flags_and_decides_as_its_interval():
     assert not w.passed and "same amount on every video" in w.reason  # no variation: no certificate
 
 
+def test_benchmark_stressor_decisions_are_the_verdicts():
+    """benchmarks/decision.py decides the paired stressor rows vectorised; on the same units the
+    verdict itself must decide the same way (fails, passes and undecided alike)."""
+    from benchmarks.decision import (
+        ALPHA,
+        SCENARIOS,
+        STRESS_MARGIN,
+        _exact_bounds,
+        stressor_decisions,
+        stressor_units,
+    )
+
+    n, trials, reps = 60, 30, 5
+    bounds = _exact_bounds(n, ALPHA / 2)
+    seen = 0
+    for label, shift in (("left-skewed", 0.10), ("cand loops", -0.10)):
+        cand, base = SCENARIOS[label]
+        units = stressor_units(np.random.default_rng(4), reps, n, trials, (cand.moved(shift), base))
+        for mode in ("detect", "certify"):
+            vec = stressor_decisions(units, bounds, mode)
+            for r in range(reps):
+                sc, fc, sb, fb = (u[r].astype(float) for u in units)
+                v = paired_amplification_verdict(sc, fc, sb, fb, name="x", margin=STRESS_MARGIN, mode=mode)
+                rejected = v.passed if mode == "certify" else not (v.passed or v.inconclusive)
+                assert rejected == bool(vec[r]), (label, mode, r)
+            seen += int(vec.sum())
+    assert seen > 0  # the comparison covers rejections, not only non-rejections
+
+
+@pytest.mark.parametrize(("label", "mode"), [("cand loops", "certify"), ("base loops", "detect"),
+                                             ("rare repeats", "certify"), ("rare loops", "certify")])
+def test_paired_stressor_comparison_holds_its_size_when_the_stressed_share_carries_it(label, mode):
+    """No clean repeats (the exact clean-flag bound at its narrowest) and a rare-event or skewed
+    stressed-share difference from whole looping videos: at the margin the split rule fails (detect)
+    or passes (certify) at most α of 2000 samples at 16 videos × 4 trials and 60 × 30."""
+    from benchmarks.decision import (
+        ALPHA,
+        SCENARIOS,
+        _exact_bounds,
+        stressor_decisions,
+        stressor_units,
+    )
+
+    for n, trials in ((16, 4), (60, 30)):
+        units = stressor_units(np.random.default_rng([9, n]), 2000, n, trials, SCENARIOS[label])
+        assert stressor_decisions(units, _exact_bounds(n, ALPHA / 2), mode).mean() <= ALPHA
+
+
 # --------------------------------------------------------------------------- sign-flip permutation option
 
 
