@@ -45,7 +45,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pytest_posbias.gate_registry import GATES
 from pytest_posbias.stats import exact_interval
-from pytest_posbias.stats.paired_binary import _log_pmf, _outcomes, paired_binary_critical, tango_score
+from pytest_posbias.stats.paired_binary import (
+    _log_pmf,
+    _outcomes,
+    paired_binary_critical,
+    tango_score,
+)
 
 ALPHA = 0.05
 THRESHOLD = GATES["parity"].threshold
