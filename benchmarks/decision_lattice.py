@@ -30,8 +30,10 @@ boundary = size; failures at twice the threshold = power) and certify mode (fals
 boundary = size; passes at MEG 0 = certify power). Each over ``replicates`` seeded replicates, Clopper–Pearson 95% intervals;
 ``inconclusive`` counts refusals.
 
-``--dpb`` prints the DPB gate's certify rows instead: a sparse base with rare +1/8 jumps at 8, 12 and
-24 groups, Student's t (the former rule) against the skewness-corrected t (the certify rule).
+``--dpb`` prints the DPB gate's certify rows instead: a sparse base with rare +1/8 jumps at 8, 12, 24
+and 48 groups, Student's t, the skewness-corrected t and the two together at half the level (both-t,
+the certify rule), then two unit types with heavier tails at 48 groups (rare large jumps both ways;
+rare large upward jumps), where the certify rule does not hold α.
 
 Run: python benchmarks/decision_lattice.py [--replicates 1000] [--seed 0] [--n-resamples 1999] [--rules skew-t,seq-skew] [--dpb]
 """
@@ -136,12 +138,27 @@ def dpb_jump(rng: np.random.Generator, n: int, dpb: float) -> np.ndarray:
     return np.clip(base + rng.poisson(abs(dpb) / DPB_JUMP, n) * DPB_JUMP, -1.0, 1.0)
 
 
-def dpb_run(n: int, dpb: float, rule: str, sequential: bool, replicates: int, seed: int) -> int:
-    """Certify passes of the DPB gate (threshold 0.05, no floor) on ``dpb_jump`` samples at ``dpb``."""
+def dpb_two_sided(rng: np.random.Generator, n: int, dpb: float) -> np.ndarray:
+    """Group DPBs with rare large jumps both ways on a normal core: N(0, 0.03²), +0.25 with probability
+    0.03, −0.12 with probability 0.03, centred, shifted to ``dpb`` (skewness about 2, excess kurtosis 10)."""
+    x = 0.03 * rng.standard_normal(n) + 0.25 * (rng.random(n) < 0.03) - 0.12 * (rng.random(n) < 0.03)
+    return np.clip(x - 0.03 * (0.25 - 0.12) + dpb, -1.0, 1.0)
+
+
+def dpb_up_jumps(rng: np.random.Generator, n: int, dpb: float) -> np.ndarray:
+    """Group DPBs with rare large upward jumps: N(0, 0.035²) plus +0.35 with probability 0.02, centred,
+    shifted to ``dpb`` (skewness about 3.7, excess kurtosis 20)."""
+    x = 0.035 * rng.standard_normal(n) + 0.35 * (rng.random(n) < 0.02)
+    return np.clip(x - 0.02 * 0.35 + dpb, -1.0, 1.0)
+
+
+def dpb_run(n: int, dpb: float, rule: str, sequential: bool, replicates: int, seed: int,
+            units: Generator = dpb_jump) -> int:
+    """Certify passes of the DPB gate (threshold 0.05, no floor) on ``units`` samples at ``dpb``."""
     rng = np.random.default_rng([seed, n, round(abs(dpb) * 1e4), 3])
     hits = 0
     for _ in range(replicates):
-        v = dpb_jump(rng, n, dpb)
+        v = units(rng, n, dpb)
         if sequential:
             d = gsd_decide(v, n_max=n, looks=LOOKS, lower=-DPB_THRESHOLD, upper=DPB_THRESHOLD, mode="certify",
                            alpha=ALPHA, kind="mean", rule=rule)
@@ -154,17 +171,25 @@ def dpb_run(n: int, dpb: float, rule: str, sequential: bool, replicates: int, se
 
 
 def dpb_table(replicates: int, seed: int) -> None:
-    """The DPB certify rows: Student's t (the former rule) against the skewness-corrected t (the gate's
-    certify rule, gates.positional.t_rule), fixed and sequential, at the boundary +0.05 and at 0."""
+    """The DPB certify rows: Student's t, the skewness-corrected t and the two together at half the level
+    (both-t, the gate's certify rule, gates.positional.t_rule), fixed and sequential, at the boundary
+    +0.05 and at 0."""
     print(f"DPB certify on a sparse base with rare +1/8 jumps (threshold {DPB_THRESHOLD}, alpha {ALPHA}, "
           f"{replicates} replicates)")
     print(f"{'groups':>6} {'rule':<10}  {'certify size at boundary':<26} certify power at 0")
-    for n in (8, 12, 24):
-        for label, rule, seq in (("t", "t", False), ("skew-t", "skew-t", False), ("seq-t", "t", True),
-                                 ("seq-skew", "skew-t", True)):
+    for n in (8, 12, 24, 48):
+        for label, rule, seq in (("t", "t", False), ("skew-t", "skew-t", False), ("both-t", "both-t", False),
+                                 ("seq-t", "t", True), ("seq-skew", "skew-t", True), ("seq-both", "both-t", True)):
             cs = dpb_run(n, DPB_THRESHOLD, rule, seq, replicates, seed)
             cp = dpb_run(n, 0.0, rule, seq, replicates, seed)
             print(f"{n:>6} {label:<10}  {rate(cs, replicates):<26} {rate(cp, replicates)}", flush=True)
+    print("heavier tails than the synthetic set's group DPBs, 48 groups: where the certify rule does not hold")
+    for units in (dpb_two_sided, dpb_up_jumps):
+        for label, rule, seq in (("t", "t", False), ("skew-t", "skew-t", False), ("both-t", "both-t", False),
+                                 ("seq-both", "both-t", True)):
+            cs = dpb_run(48, DPB_THRESHOLD, rule, seq, replicates, seed, units)
+            cp = dpb_run(48, 0.0, rule, seq, replicates, seed, units)
+            print(f"{units.__name__:<14} {label:<10}  {rate(cs, replicates):<26} {rate(cp, replicates)}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 multiple of 1/32, and a sample piled on one lattice point has a small sample variance exactly where
 its mean is far out. The gates decide MEG with Hall's skewness-corrected t, its variance floored at
 |bound|·δ (the floor only removes rejections: the larger of the floored and unfloored p-values), and
-DPB with Student's t in detect mode and the skewness-corrected t in certify mode (docs/design.md section 5); the operating characteristics over 10,000 replicates are in
+DPB with Student's t in detect mode and in certify mode with Student's and the skewness-corrected t together,
+each at α/2 (docs/design.md section 5); the operating characteristics over 10,000 replicates are in
 ``benchmarks/decision_lattice.py``."""
 
 from __future__ import annotations
@@ -234,13 +235,15 @@ def test_certify_size_held_on_sparse_lattice_with_rare_big_jumps() -> None:
     assert sum(_seq(v, "certify").passed for v in x) <= bound
 
 
-def test_dpb_certifies_with_the_skewness_corrected_t() -> None:
+def test_dpb_certifies_with_both_t_rules_at_half_the_level() -> None:
     """DPB: Student's t certified |DPB| <= 0.05 from 4 groups at 0 and one at 1/32, and certified
     about 0.145 of samples at the boundary with rare jumps of 1/8 on a sparse base at 8 groups; the
-    certify rule (skew-t) holds both. Detect keeps Student's t."""
+    skewness-corrected t holds there but certified about 0.07 of boundary samples on heavy-tailed units
+    on both sides (like sim:unbiased's group DPBs) at 48 groups. The certify rule (both at α/2) holds
+    both. Detect keeps Student's t."""
     from pytest_posbias.gates.positional import t_rule
 
-    assert t_rule("dpb", "certify") == "skew-t" and t_rule("dpb", "detect") == "t" and t_rule("meg", "detect") == "skew-t"
+    assert t_rule("dpb", "certify") == "both-t" and t_rule("dpb", "detect") == "t" and t_rule("meg", "detect") == "skew-t"
     t_dpb = 0.05
 
     def certify(v: np.ndarray, method: str) -> bool:
@@ -252,8 +255,17 @@ def test_dpb_certifies_with_the_skewness_corrected_t() -> None:
     assert certify(five, "t") and not certify(five, t_rule("dpb", "certify"))
     x = _big_jump(np.random.default_rng(14), 400, 8, t_dpb, 0.125)
     bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
-    assert sum(certify(v, "t") for v in x) > bound  # the rule it replaces
+    assert sum(certify(v, "t") for v in x) > bound  # Student's t alone
     assert sum(certify(v, t_rule("dpb", "certify")) for v in x) <= bound
     seq = sum(gsd_decide(v, n_max=8, looks=LOOKS, lower=-t_dpb, upper=t_dpb, mode="certify", alpha=0.05, kind="mean",
                          rule=t_rule("dpb", "certify")).passed for v in x)
     assert seq <= bound
+    # heavy tails on both sides at 48 groups: a normal core (SD 0.03) with rare +0.15 and −0.10 jumps
+    rng = np.random.default_rng(15)
+    reps = 1000
+    core = 0.03 * rng.standard_normal((reps, 48))
+    heavy = core + 0.15 * (rng.random((reps, 48)) < 0.04) - 0.10 * (rng.random((reps, 48)) < 0.03)
+    heavy = heavy - (0.15 * 0.04 - 0.10 * 0.03) + t_dpb
+    skew_alone = sum(certify(v, "skew-t") for v in heavy)
+    both = sum(certify(v, t_rule("dpb", "certify")) for v in heavy)
+    assert both <= 0.05 * reps < skew_alone

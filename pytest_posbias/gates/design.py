@@ -14,6 +14,7 @@ import numpy as np
 from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..stats import Verdict, _bounds, _fmt, _region
+from ..stats.rules import RULE_NAMES
 from ..stats.sequential import gsd_sizes, gsd_step
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 
@@ -49,7 +50,7 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
     ex = {**extra, "gate": gate, "model": model, "design": d.method, "looks": d.looks, "n_max": n_max,
           "stopped_at": d.stopped_at, "kind": kind}
     if kind == "mean":
-        ex["rule"] = ("skewness-corrected t (Hall 1992)" if rule == "skew-t" else "t") + (
+        ex["rule"] = RULE_NAMES[rule] + (
             f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")
     est = d.estimate if math.isfinite(d.estimate) else math.nan
     return Verdict(name=name, estimate=est, ci_low=d.ci_low, ci_high=d.ci_high, threshold=threshold, n=d.stopped_at,

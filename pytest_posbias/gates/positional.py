@@ -60,16 +60,18 @@ T_RULES = {"meg": "skew-t", "dpb": "t"}
 
 def t_rule(gate: str, mode: str) -> str:
     """The t rule of a positional mean gate in ``mode``: ``T_RULES[gate]``, except DPB in certify mode,
-    which takes Hall's skewness-corrected t (:class:`~pytest_posbias.stats.SkewT`).
+    which takes Student's t and Hall's skewness-corrected t together, each at level α/2
+    (:class:`~pytest_posbias.stats.rules.BothT`).
 
     A group's DPB has rare large jumps (a slot's fact dropped in one order moves it by a sizeable share of
     the ±1 weights) on a base that often has near-zero spread; Student's t is too liberal on the short-tail
-    side of such units, which is the certify side (it certifies |DPB| <= 0.05 from 4 groups at 0 and one
-    at 1/32). The skewness correction removes that n^(−1/2) term (docs/design.md section 5); detect keeps
-    Student's t, whose size the correction over-corrects on DPB's heavy tails at the sequential design's
-    early looks."""
+    side of such units, which is the certify side, and the skewness correction removes that n^(−1/2) term.
+    On the heavy tails of the synthetic set's group DPBs (both sides) neither rule alone holds the certify
+    size at 48 groups; the two at half the level do (docs/calibration.md, "DPB certify"). Detect keeps
+    Student's t, whose size holds there, and which the correction over-corrects at the sequential
+    design's early looks."""
     rule = T_RULES[gate]
-    return "skew-t" if gate == "dpb" and mode == "certify" else rule
+    return "both-t" if gate == "dpb" and mode == "certify" else rule
 
 
 def meg_lattice_step(ctx: GateContext, spec: PositionalSpec) -> float | None:

@@ -185,6 +185,65 @@ def skew_t(units: ArrayLike, *, floor: float = 0.0, correct: bool = True) -> Ske
     return SkewT(m, sd, gamma, int(x.size), sd > s, raw)
 
 
+T_METHODS = ("t", "skew-t", "both-t")  # the t-based rules of mean_verdict and of the group-sequential design
+
+
+@dataclass(frozen=True)
+class BothT:
+    """Student's t and Hall's skewness-corrected t together, each at half the level: a hypothesis is
+    rejected only when both reject it at α/2 (each p-value is twice the larger of the two, capped at
+    1), and the (1 − 2α) interval is the hull of the two (1 − α) intervals.
+
+    Neither t rule alone holds its level on units with a heavy tail on both sides sampled at a few
+    dozen clusters: a sample that misses the long tail has a small mean, a small SD and a skewness
+    estimate near 0, so neither rule widens the bound on the tail's side; the skewness correction
+    holds on sparse units with rare large jumps, where Student's t does not. Halving the level is the
+    margin measured to hold on both kinds of unit (docs/calibration.md, "DPB certify"); it costs
+    power only where a bound is close."""
+
+    student: SkewT
+    skew: SkewT
+
+    @property
+    def sd(self) -> float:
+        """The units' SD (floored as :func:`skew_t` floors it)."""
+        return self.skew.sd
+
+    @property
+    def gamma(self) -> float:
+        """The skewness correction's γ."""
+        return self.skew.gamma
+
+    @property
+    def floored(self) -> bool:
+        """Whether the variance floor binds."""
+        return self.skew.floored
+
+    def p_greater(self, bound: float) -> float:
+        """p-value of H0: μ <= ``bound``: 2 · the larger of the two rules' (at most 1)."""
+        return min(1.0, 2.0 * max(self.student.p_greater(bound), self.skew.p_greater(bound)))
+
+    def p_less(self, bound: float) -> float:
+        """p-value of H0: μ >= ``bound``: 2 · the larger of the two rules' (at most 1)."""
+        return min(1.0, 2.0 * max(self.student.p_less(bound), self.skew.p_less(bound)))
+
+    def interval(self, alpha: float) -> tuple[float, float]:
+        """The (1 − 2α) interval: the hull of the two rules' (1 − α) intervals."""
+        (l1, h1), (l2, h2) = self.student.interval(alpha / 2), self.skew.interval(alpha / 2)
+        return min(l1, l2), max(h1, h2)
+
+
+def t_statistic(units: ArrayLike, *, floor: float = 0.0, rule: str) -> SkewT | BothT:
+    """The statistic of a t ``rule`` (:data:`T_METHODS`) on independent unit values: ``t`` Student's t,
+    ``skew-t`` Hall's skewness-corrected t (:func:`skew_t`), ``both-t`` the two at half the level
+    (:class:`BothT`); the variance floored at ``floor`` in each."""
+    if rule not in T_METHODS:
+        raise ConfigError(f"`rule` must be one of {', '.join(T_METHODS)}; got {rule!r}")
+    if rule == "both-t":
+        return BothT(skew_t(units, floor=floor, correct=False), skew_t(units, floor=floor))
+    return skew_t(units, floor=floor, correct=rule == "skew-t")
+
+
 def mean_verdict(
     values: ArrayLike,
     clusters: ArrayLike | None = None,
@@ -217,7 +276,8 @@ def mean_verdict(
     :func:`lattice_floor` of the larger finite bound; its p-values go to 0 with the distance from
     the bound, which a bootstrap's cannot below 1/(resamples + 1)) or ``t`` (the same units and
     floor with γ = 0: Student's t, the positional DPB gate's rule, whose heavy-tailed units the
-    skewness correction over-corrects at the sequential design's early, small levels).
+    skewness correction over-corrects at the sequential design's early, small levels) or ``both-t``
+    (the two together, each at level α/2, :class:`BothT`: the DPB gate in certify mode).
 
     Refusals (an *inconclusive* verdict, :attr:`Verdict.inconclusive`):
 
@@ -274,9 +334,9 @@ def mean_verdict(
         ex0.update(extra or {})
         return _decide(name=name, estimate=est, ci_low=zlo, ci_high=zhi, lower=lower, upper=upper, threshold=threshold,
                        n=int(n_clusters), unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex0)
-    if method in ("skew-t", "t"):
-        return _skew_t_verdict(v, inv, name=name, threshold=threshold, lower=lower, upper=upper, mode=mode, alpha=a,
-                               unit=unit, extra=extra, lattice_step=lattice_step, correct=method == "skew-t")
+    if method in T_METHODS:
+        return _t_verdict(v, inv, name=name, threshold=threshold, lower=lower, upper=upper, mode=mode, alpha=a,
+                          unit=unit, extra=extra, lattice_step=lattice_step, rule=method)
     bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng, method=method)
     p_above = bs.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
     p_below = bs.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower
@@ -306,23 +366,28 @@ def mean_verdict(
                    p_detect=p_detect, p_certify=p_certify, extra=ex)
 
 
-def _skew_t_verdict(v: NDArray[np.float64], inv: NDArray[np.intp], *, name: str, threshold: float, lower: float,
-                    upper: float, mode: str, alpha: float, unit: str, extra: Mapping[str, Any] | None,
-                    lattice_step: float | None, correct: bool = True) -> Verdict:
-    """The ``skew-t`` and ``t`` branch of :func:`mean_verdict` (``inv``: each value's cluster index)."""
+RULE_NAMES = {"t": "Student t", "skew-t": "skewness-corrected t (Hall 1992)",
+              "both-t": "Student t and skewness-corrected t (Hall 1992), each at level α/2"}
+
+
+def _t_verdict(v: NDArray[np.float64], inv: NDArray[np.intp], *, name: str, threshold: float, lower: float,
+               upper: float, mode: str, alpha: float, unit: str, extra: Mapping[str, Any] | None,
+               lattice_step: float | None, rule: str) -> Verdict:
+    """The t branch of :func:`mean_verdict` (``inv``: each value's cluster index; ``rule`` one of
+    :data:`T_METHODS`)."""
     sums = np.bincount(inv, weights=v)
     counts = np.bincount(inv).astype(float)
     est = float(v.mean())
     units = est + (sums - est * counts) / counts.mean()
     floor = max(lattice_floor(b, lattice_step) for b in (lower, upper))
-    st_ = skew_t(units, floor=floor, correct=correct)
+    st_ = t_statistic(units, floor=floor, rule=rule)
     ci_low, ci_high = st_.interval(alpha)
     p_above = st_.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
     p_below = st_.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower
     p_cert_hi = st_.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
     p_cert_lo = st_.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
     ex: dict[str, Any] = {"n_instances": int(v.size), "skewness": st_.gamma, "sd": st_.sd,
-                          "method": ("skewness-corrected t (Hall 1992)" if correct else "Student t") + (
+                          "method": RULE_NAMES[rule] + (
                               f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")}
     if lattice_step:
         ex["lattice_step"] = float(lattice_step)

@@ -36,7 +36,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..config import check_alpha
 from ..errors import ConfigError
-from . import binomial_test, exact_interval, lattice_floor, skew_t
+from . import binomial_test, exact_interval, lattice_floor
+from .rules import T_METHODS, t_statistic
 
 GRID = np.linspace(0.0, 1.0, 2001)
 
@@ -378,8 +379,9 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     or ``mean`` (Student-t tests on the unit values at the same nominal levels; ``null_variance=True``:
     the variance taken at the tested bound, :func:`pytest_posbias.stats.null_variance_interval`, measured
     in ``benchmarks/decision_lattice.py`` and not used by the gates: docs/design.md section 5). ``rule='skew-t'``
-    (the positional MEG gates, and DPB in certify mode): Hall's skewness-corrected t
-    (:class:`pytest_posbias.stats.SkewT`) at the same nominal levels, its variance floored at
+    (the positional MEG gates): Hall's skewness-corrected t
+    (:class:`pytest_posbias.stats.SkewT`) at the same nominal levels (``rule='both-t'``, DPB in certify
+    mode: Student's and Hall's t each at half of it, :class:`pytest_posbias.stats.rules.BothT`), its variance floored at
     |bound|·``lattice_step`` (:func:`pytest_posbias.stats.lattice_floor`) when a lattice step is given,
     each p-value the larger of the floored and unfloored statistics' (the floor only removes
     rejections); ``null_variance`` applies to the plain t only. Early FAIL in
@@ -396,8 +398,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         raise ConfigError(f"`mode` must be 'detect' or 'certify'; got {mode!r}")
     if kind not in ("rate", "mean"):
         raise ConfigError(f"`kind` must be 'rate' or 'mean'; got {kind!r}")
-    if rule not in ("t", "skew-t"):
-        raise ConfigError(f"`rule` must be 't' or 'skew-t'; got {rule!r}")
+    if rule not in T_METHODS:
+        raise ConfigError(f"`rule` must be one of {', '.join(T_METHODS)}; got {rule!r}")
     sizes = gsd_sizes(n_max, looks)
     k = min(look, len(sizes) - 1)
     cs = gsd_boundaries([s_ / n_max for s_ in sizes], alpha)
@@ -431,11 +433,11 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         p_up = binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="greater") if math.isfinite(upper) else 1.0
         p_lo = binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="less") if math.isfinite(lower) else 1.0
         sd = math.sqrt(theta1 * (1 - theta1)) if 0 < theta1 < 1 else 0.5
-    elif rule == "skew-t" and (float(np.ptp(xs)) > 0 or max(lattice_floor(b, lattice_step) for b in (lower, upper)) > 0):
+    elif rule != "t" and (float(np.ptp(xs)) > 0 or max(lattice_floor(b, lattice_step) for b in (lower, upper)) > 0):
         # zero spread reaches here only past a bound in detect mode with a floor; without one the
         # plain branch below fails it closed
         floor = max(lattice_floor(b, lattice_step) for b in (lower, upper))
-        sk = skew_t(xs, floor=floor)  # n_k >= MIN_MEAN_UNITS
+        sk = t_statistic(xs, floor=floor, rule=rule)  # n_k >= MIN_MEAN_UNITS
         sd = sk.sd
         L, U = sk.interval(a_k)
         p_up = sk.p_greater(upper) if math.isfinite(upper) else 1.0
