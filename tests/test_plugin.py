@@ -148,6 +148,25 @@ def test_an_unrelated_project_runs_as_without_the_plugin(pytester: pytest.Pytest
     # the plugin's own options stay reachable under their long names
     long = pytester.runpytest_subprocess(*args, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:unbiased")
     assert long.ret == without.ret
+    assert "posbias:" not in with_plugin.stdout.str()  # no report-header line in a run that is not posbias's
+    assert "posbias: models sim:unbiased; baseline sim:unbiased; mode detect" in long.stdout.str()
+
+
+def test_the_run_identity_is_in_the_report_header(pytester: pytest.Pytester):
+    """A posbias run names what it decides on before any test runs: models, mode, α, the run-level
+    adjustment, the design, seed, data, cache and run id; an endpoint URL (it may carry a token) is
+    not printed."""
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\nseed = 7\nmode = "certify"\n')
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    res = pytester.runpytest_subprocess("-p", "no:randomly", "--posbias-fixed", "--posbias-alpha", "0.01",
+                                        "--posbias-api-base", "http://user:s3cret@host/v1", "--collect-only")
+    header = [line for line in res.stdout.lines if line.startswith("posbias: ")]
+    assert len(header) == 1, res.stdout.str()
+    line = header[0]
+    for part in ("models sim:unbiased", "mode certify, alpha 0.01, multiplicity holm", "fixed design", "seed 7",
+                 "data the synthetic set", "cache .posbias (read-write)", "; run "):
+        assert part in line, (part, line)
+    assert "s3cret" not in res.stdout.str()
 
 
 def test_short_aliases_helper(pytester: pytest.Pytester):

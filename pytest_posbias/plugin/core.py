@@ -130,6 +130,16 @@ class PosbiasPlugin(PluginState):
         yield
 
     @pytest.hookimpl
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """The run's identity at the top of the terminal (a posbias run only): models, baseline and
+        parity reference, mode, α and the run-level adjustment, design, seed, data, cache and run id."""
+        if not posbias_asked(config):
+            return []
+        from .options import run_identity
+
+        return [run_identity(config, self.run_id)]
+
+    @pytest.hookimpl
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Serial run or xdist controller, before any model call: the cache, the endpoints, the data's
         unusable video files."""

@@ -330,6 +330,23 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
+def run_identity(config: pytest.Config, run_id: str) -> str:
+    """One line naming what a run decides on: ``posbias: models ...; mode, α, multiplicity; design;
+    seed; data; cache (mode); run id`` (endpoints are not named: a URL may carry a secret)."""
+    o = options(config)
+    models = ", ".join(o["models"]) or "none given"
+    parts = [f"models {models}"]
+    if o["baseline"]:
+        parts.append(f"baseline {o['baseline']}")
+    if o["parity"]:
+        parts.append(f"parity reference {o['parity']}")
+    parts += [f"mode {o['mode']}, alpha {o['alpha']}, multiplicity {o['multiplicity']}",
+              "sequential design" if o["sequential"] else "fixed design",
+              f"seed {o['seed']}", f"data {o['data'] or 'the synthetic set'}",
+              f"cache {o['cache']} ({o['cache_mode']})", f"run {run_id}"]
+    return "posbias: " + "; ".join(str(p) for p in parts)
+
+
 def options(config: pytest.Config) -> dict[str, Any]:
     """Command-line options merged over [tool.posbias] (CLI wins)."""
     pcfg = posbias_config(config)
