@@ -13,6 +13,8 @@ Paired rows (this module):
   false pass at μc = 0.01, μb = 0 with the baseline's noise ×1, ×2, ×3, ×6; power: pass rate at
   μc = μb = 0. Detect false failure for an unbiased candidate 12× and 25× noisier than the
   baseline (μc = μb = 0) and at the margin (μc = 0.01, μb = 0); power: failure rate at μc = 0.02.
+  The same for DPB (margin 0.02, 48 groups × 2 orders, per-instance sd 0.07), plus a candidate
+  whose groups have rare +0.35 jumps (2%): a heavy right tail where the t bounds do not hold.
 * ``binary``: paired binary outcomes with a margin (``stats.paired_change_verdict``): n = 60
   at margin 0.05 and n = 24 at margin 0.10, discordance all one way (p01 = 0) and two-way
   (p01 = 0.10); certify power at δ = 0 (p10 = p01 = margin/2), detect power at δ = 2·margin;
@@ -104,16 +106,22 @@ def clopper_pearson(k: int, n: int) -> tuple[float, float]:
 # --------------------------------------------------------------------------- |μc| − |μb|
 
 GROUPS, ORDERS, SD, MEG_MARGIN = 48, 4, 0.18, 0.01
+DPB_ORDERS, DPB_SD, DPB_MARGIN = 2, 0.07, 0.02  # P = 2: two orders; group DPB sd about 0.05 on the synthetic set
 
 
-def _abs_rate(rng: np.random.Generator, reps: int, *, mc: float, mb: float, sd_c: float, sd_b: float, mode: str) -> int:
-    """Replicates in which the abs rule rejects (certify: passes; detect: fails)."""
-    g = np.repeat(np.arange(GROUPS), ORDERS)
-    c = rng.normal(mc, sd_c, (reps, GROUPS * ORDERS))
-    b = rng.normal(mb, sd_b, (reps, GROUPS * ORDERS))
+def _abs_rate(rng: np.random.Generator, reps: int, *, mc: float, mb: float, sd_c: float, sd_b: float, mode: str,
+              orders: int = ORDERS, margin: float = MEG_MARGIN, jump: float = 0.0, jump_p: float = 0.0) -> int:
+    """Replicates in which the abs rule rejects (certify: passes; detect: fails). ``jump``/``jump_p``:
+    the candidate's groups also move by +``jump`` with probability ``jump_p`` (centred, so its mean
+    stays ``mc``): rare large group effects, a heavy right tail."""
+    g = np.repeat(np.arange(GROUPS), orders)
+    c = rng.normal(mc, sd_c, (reps, GROUPS * orders))
+    if jump:
+        c += np.repeat(jump * (rng.random((reps, GROUPS)) < jump_p) - jump * jump_p, orders, axis=1)
+    b = rng.normal(mb, sd_b, (reps, GROUPS * orders))
     hits = 0
     for r in range(reps):
-        v = paired_abs_mean_verdict(c[r], b[r], g, name="MEG", margin=MEG_MARGIN, mode=mode, alpha=ALPHA)
+        v = paired_abs_mean_verdict(c[r], b[r], g, name="abs", margin=margin, mode=mode, alpha=ALPHA)
         hits += v.passed if mode == "certify" else not v.passed
     return hits
 
@@ -134,6 +142,26 @@ def abs_cases(reps: int, seed: int) -> Iterator[Case]:
         power = _abs_rate(rng, reps, mc=2 * MEG_MARGIN, mb=0.0, sd_c=SD, sd_b=SD / k, mode="detect")
         where = "false fail at μc=0.01, μb=0" if k == 1 else "false fail at μc=μb=0"
         yield Case(f"MEG baseline detect, cand noise x{k}", rule, GROUPS, where, reps, size, "fail at μc=0.02", power)
+    dpb = {"orders": DPB_ORDERS, "margin": DPB_MARGIN}
+    for k in (1, 2, 3, 6):
+        rng = np.random.default_rng([seed, 3, k])
+        size = _abs_rate(rng, reps, mc=DPB_MARGIN, mb=0.0, sd_c=DPB_SD, sd_b=DPB_SD * k, mode="certify", **dpb)
+        power = _abs_rate(rng, reps, mc=0.0, mb=0.0, sd_c=DPB_SD, sd_b=DPB_SD * k, mode="certify", **dpb)
+        yield Case(f"DPB baseline certify, base noise x{k}", rule, GROUPS, "false pass at μc=0.02, μb=0", reps, size,
+                   "pass at μc=μb=0", power)
+    rng = np.random.default_rng([seed, 4])
+    heavy = {"jump": 0.35, "jump_p": 0.02, **dpb}
+    size = _abs_rate(rng, reps, mc=DPB_MARGIN, mb=0.0, sd_c=0.035, sd_b=0.035, mode="certify", **heavy)
+    power = _abs_rate(rng, reps, mc=0.0, mb=0.0, sd_c=0.035, sd_b=0.035, mode="certify", **heavy)
+    yield Case("DPB baseline certify, rare +0.35 jumps (2%)", rule, GROUPS, "false pass at μc=0.02, μb=0", reps, size,
+               "pass at μc=μb=0", power)
+    for k in (1, 12):
+        rng = np.random.default_rng([seed, 5, k])
+        mc = DPB_MARGIN if k == 1 else 0.0
+        size = _abs_rate(rng, reps, mc=mc, mb=0.0, sd_c=DPB_SD, sd_b=DPB_SD / k, mode="detect", **dpb)
+        power = _abs_rate(rng, reps, mc=2 * DPB_MARGIN, mb=0.0, sd_c=DPB_SD, sd_b=DPB_SD / k, mode="detect", **dpb)
+        where = "false fail at μc=0.02, μb=0" if k == 1 else "false fail at μc=μb=0"
+        yield Case(f"DPB baseline detect, cand noise x{k}", rule, GROUPS, where, reps, size, "fail at μc=0.04", power)
 
 
 # --------------------------------------------------------------------------- paired binary

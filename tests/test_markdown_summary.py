@@ -14,10 +14,10 @@ from pytest_posbias.stats import Verdict
 
 
 def _v(name: str, est: float, lo: float, hi: float, *, passed: bool, threshold: float = 0.02, sides: str = "both",
-       n: int = 12) -> Verdict:
+       n: int = 12, p: float = 0.01, inconclusive: bool = False) -> Verdict:
     lower, upper = {"both": (-threshold, threshold), "upper": (-math.inf, threshold), "lower": (threshold, math.inf)}[sides]
-    return Verdict(name=name, estimate=est, ci_low=lo, ci_high=hi, threshold=threshold, n=n, p_value=0.01, passed=passed,
-                   mode="detect", reason="r", lower=lower, upper=upper, unit="groups")
+    return Verdict(name=name, estimate=est, ci_low=lo, ci_high=hi, threshold=threshold, n=n, p_value=p, passed=passed,
+                   mode="detect", reason="r", lower=lower, upper=upper, unit="groups", inconclusive=inconclusive)
 
 
 def _table(text: str) -> list[list[str]]:
@@ -25,20 +25,28 @@ def _table(text: str) -> list[list[str]]:
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in rows[1:]]  # without the header
 
 
-def test_failures_first_with_estimate_ci_region_threshold_n_and_bh_p():
+def test_failures_first_with_estimate_ci_region_threshold_n_and_p():
+    """The p column is the gate's own p-value (the Benjamini–Hochberg p decides nothing and is not shown);
+    an inconclusive gate reads INCONCLUSIVE, not PASS."""
     rows = [
-        {"nodeid": "s/test_positional.py::test_meg[a-P4]", "verdict": _v("MEG a", 0.001, -0.01, 0.012, passed=True), "p_bh": 0.5},
-        {"nodeid": "s/test_positional.py::test_meg[b-P4]", "verdict": _v("MEG b", -0.31, -0.4, -0.22, passed=False), "p_bh": 0.002},
+        {"nodeid": "s/test_positional.py::test_meg[a-P4]", "verdict": _v("MEG a", 0.001, -0.01, 0.012, passed=True, p=0.5),
+         "p_bh": 0.9},
+        {"nodeid": "s/test_positional.py::test_meg[b-P4]", "verdict": _v("MEG b", -0.31, -0.4, -0.22, passed=False, p=0.002),
+         "p_bh": 0.9},
         {"nodeid": "s/test_phase_order.py::test_order_flip[m]",
-         "verdict": _v("order", 0.36, 0.215, 0.516, passed=False, threshold=0.15, sides="upper", n=45), "p_bh": 0.00123},
+         "verdict": _v("order", 0.36, 0.215, 0.516, passed=False, threshold=0.15, sides="upper", n=45, p=0.00123),
+         "p_bh": 0.9},
+        {"nodeid": "s/test_positional.py::test_meg[c-P4]",
+         "verdict": _v("MEG c", 0.0, math.nan, math.nan, passed=True, p=1.0, inconclusive=True), "p_bh": 0.9},
     ]
     text = markdown_summary(rows, models=["sim:middle-weak"], mode="detect", alpha=0.05, exitstatus=1,
                             report_link="../reports/run 1.html")
-    assert text.splitlines()[0] == "## ❌ pytest-posbias: 2 of 3 gates failed"
+    assert text.splitlines()[0] == "## ❌ pytest-posbias: 2 of 4 gates failed"
     assert "model `sim:middle-weak` · mode detect · α = 0.05 (CI 90% two-sided) · exit status 1" in text
     body = _table(text)
-    assert [r[0] for r in body] == ["❌ FAIL", "❌ FAIL", "✅ PASS"]
-    assert [r[1] for r in body] == ["`test_order_flip[m]`", "`test_meg[b-P4]`", "`test_meg[a-P4]`"]  # then node id order
+    assert [r[0] for r in body] == ["❌ FAIL", "❌ FAIL", "✅ PASS", "➖ INCONCLUSIVE"]
+    assert [r[1] for r in body] == ["`test_order_flip[m]`", "`test_meg[b-P4]`", "`test_meg[a-P4]`",
+                                    "`test_meg[c-P4]`"]  # then node id order
     assert body[0][2:] == ["0.36", "[0.215, 0.516]", "≤ 0.15 (threshold 0.15)", "45 groups", "0.00123"]
     assert body[1][2:] == ["-0.31", "[-0.400, -0.220]", "[-0.02, 0.02] (threshold 0.02)", "12 groups", "0.002"]
     assert "[HTML report](../reports/run%201.html)" in text
@@ -103,7 +111,7 @@ def test_plugin_writes_the_table_matching_the_json(pytester):
         assert row[0] == ("✅ PASS" if v["passed"] else "❌ FAIL")
         assert float(row[2]) == pytest.approx(v["estimate"], rel=1e-3)
         assert row[3] == f"[{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
-        assert row[5] == f"{v['n']} items" and float(row[6]) == pytest.approx(v["p_bh"], rel=1e-2)
+        assert row[5] == f"{v['n']} items" and float(row[6]) == pytest.approx(v["p_value"], rel=1e-2)
     assert float(body[0][2]) == pytest.approx(30 / 40) and float(body[1][2]) == pytest.approx(1 / 40, rel=1e-3)
     [broken] = [ln for ln in text.splitlines() if ln.startswith("- ")]
     assert broken.startswith("- `test_gates.py::test_broken` (call): ") and "RuntimeError" in broken

@@ -375,3 +375,24 @@ def test_outcomes_other_than_zero_or_one_name_the_array():
         paired_change_verdict(np.array([2, 0, 1, 1, 0]), np.zeros(5), name="x")
     with pytest.raises(ConfigError, match="`b` must hold 0/1"):
         paired_change_verdict(np.zeros(5), np.array([0, 0.5, 1, 1, 0]), name="x")
+
+
+def test_baseline_abs_bias_never_certifies_from_differences_that_do_not_vary():
+    """A candidate identical to its baseline on the groups drawn (c − b = 0 everywhere) has a zero
+    standard error of c − b; read as an exact bound it certified |μc| − |μb| <= margin in a third of
+    runs at 5 groups where 20% of groups differ by 0.25. Certify is inconclusive there; detect keeps
+    its rule."""
+    from pytest_posbias.stats.paired import paired_abs_mean_verdict
+
+    base = np.array([0.01, -0.02, 0.03, 0.0, -0.01])
+    v = paired_abs_mean_verdict(base.copy(), base, np.arange(5), name="MEG", margin=0.01, mode="certify")
+    assert not v.passed and v.inconclusive and "does not vary" in v.reason
+    d = paired_abs_mean_verdict(base.copy(), base, np.arange(5), name="MEG", margin=0.01, mode="detect")
+    assert d.passed and not d.inconclusive
+    rng = np.random.default_rng(3)
+    hits = 0
+    for _ in range(400):
+        b = rng.normal(0, 0.05, 5)
+        c = b - 0.25 * (rng.random(5) < 0.2)
+        hits += paired_abs_mean_verdict(c, b, np.arange(5), name="MEG", margin=0.01, mode="certify").passed
+    assert hits <= 0.05 * 400

@@ -146,10 +146,13 @@ def test_an_unrelated_project_runs_as_without_the_plugin(pytester: pytest.Pytest
     else:
         with_plugin.assert_outcomes(passed=3, warnings=2)  # PytestUnknownMarkWarning for slow and order
     # the plugin's own options stay reachable under their long names
-    long = pytester.runpytest_subprocess(*args, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:unbiased")
+    long = pytester.runpytest_subprocess(*args, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:primacy")
     assert long.ret == without.ret
     assert "posbias:" not in with_plugin.stdout.str()  # no report-header line in a run that is not posbias's
-    assert "posbias: models sim:unbiased; baseline sim:unbiased; mode detect" in long.stdout.str()
+    assert "posbias: models sim:unbiased; baseline sim:primacy; mode detect" in long.stdout.str()
+    same = pytester.runpytest_subprocess(*args, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:unbiased")
+    assert same.ret == pytest.ExitCode.USAGE_ERROR
+    assert "the baseline is the tested model sim:unbiased itself" in same.stderr.str()
 
 
 def test_the_run_identity_is_in_the_report_header(pytester: pytest.Pytester):

@@ -91,3 +91,18 @@ def test_asymptotic_cs_has_no_bound_before_burn_in():
     lo, hi = asymptotic_cs(np.random.default_rng(2).normal(0, 1, 40), 0.05)
     assert np.isinf(lo[:9]).all() and np.isfinite(lo[9:]).all() and np.all(np.diff(lo[9:]) >= 0)
     assert np.isinf(hi[:9]).all() and np.isfinite(hi[9:]).all() and np.all(np.diff(hi[9:]) <= 0)
+
+
+@pytest.mark.parametrize("rule,step", [("both-t", None), ("skew-t", 1 / 32)])
+def test_certify_p_value_agrees_with_the_decision_for_the_t_rules(rule, step):
+    """A certify-mode p-value is the rule's own p of "mean past a bound", so p <= α exactly when the
+    repeated interval lies inside the region: for two rules at α/2 each (DPB) and for a floored
+    skewness-corrected t (MEG), 1 − the detect side's p was 0 or the hull's smaller p."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        x = 0.03 * rng.standard_normal(48) + rng.normal(0, 0.02)
+        d = gsd_decide(x, n_max=48, looks=4, lower=-0.05, upper=0.05, mode="certify", alpha=0.05, kind="mean",
+                       rule=rule, lattice_step=step)
+        assert (d.p_value <= 0.05) == d.passed, (d.p_value, d.passed, d.reason)
+        if not d.passed:
+            assert d.p_value > 0.05

@@ -22,7 +22,10 @@ banner follow this decision instead:
 
 A gate counts as *not measured* (exit 6, :mod:`~pytest_posbias.exitcodes`) when it missed its
 measurement floor, or when it is inconclusive in certify mode. Such a gate never passes and is
-not a failure on measured evidence; it is left out of the Holm family.
+not a failure on measured evidence; it is left out of the Holm family. A detect-mode gate whose
+data could not decide (too few units, zero spread: its verdict is *inconclusive*) does not fail
+the run, but it shows nothing: its status is ``inconclusive``, the run names it, and a run in which
+every gate was inconclusive decided nothing (exit 6).
 
 Sequential gates: the group-sequential design's reported p-value is the look's nominal p
 rescaled to α (p · α / a_k), which is <= α exactly when the look's boundary is crossed but is
@@ -140,7 +143,8 @@ def _sequential(v: Verdict) -> bool:
 def gate_p_value(v: Verdict) -> float:
     """The gate's p-value for the run's multiple test, valid at every level.
 
-    Fixed-sample gates: their own p-value. Group-sequential gates: the z-ordering p-value
+    Fixed-sample gates and certify-mode gates (intersection-union, each decided on its own): their
+    own p-value. Group-sequential detect gates: the z-ordering p-value
     (:func:`sequential_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
     (a_k = 1 − Φ(c_k), the look's nominal level); 1 for a gate that did not fail and for a
     reported p of 1 (its nominal p is not recoverable; 1 is the conservative choice).
@@ -148,7 +152,7 @@ def gate_p_value(v: Verdict) -> float:
     p = float(v.p_value)
     if math.isnan(p):
         return 1.0
-    if not _sequential(v):
+    if not _sequential(v) or v.mode == "certify":  # a certify-type gate's repeated p decides it on its own (IUT)
         return min(max(p, 0.0), 1.0)
     from scipy.stats import norm
 
@@ -281,7 +285,8 @@ def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
 class GateDecision:
     """One gate in the run-level decision: its own decision and the adjusted one.
 
-    ``status``: ``pass``, ``fail`` (fails the run on measured evidence) or ``not measured``;
+    ``status``: ``pass``, ``fail`` (fails the run on measured evidence), ``inconclusive`` (a detect-mode
+    gate whose data could not decide: it does not fail the run, and it shows nothing) or ``not measured``;
     ``family``: ``holm`` (detect gates in the Holm family), ``iut`` (certify-type gates:
     adjusted = own), ``none`` (no adjustment chosen) or ``-`` (not measured).
     """
@@ -321,6 +326,7 @@ class RunDecision:
     skipped: Mapping[str, int] = field(default_factory=dict)
     not_run: tuple[str, ...] = ()
     stopped: str = ""
+    inconclusive: tuple[str, ...] = ()  # detect-mode gates whose data could not decide (status inconclusive)
 
     @property
     def ship(self) -> bool:
@@ -338,7 +344,8 @@ class RunDecision:
                 "skipped": dict(self.skipped), "not_run": list(self.not_run), "stopped": self.stopped,
                 "n_gates": len(self.gates), "n_failed_own": sum(not g.own_passed for g in self.gates),
                 "n_failed_run": sum(g.status == "fail" for g in self.gates),
-                "n_not_measured": sum(g.status == "not measured" for g in self.gates)}
+                "n_not_measured": sum(g.status == "not measured" for g in self.gates),
+                "inconclusive": list(self.inconclusive), "n_inconclusive": len(self.inconclusive)}
 
 
 def check_multiplicity(value: object, *, name: str = "multiplicity") -> str:
@@ -390,7 +397,8 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     interrupt), with ``stopped`` saying how: they decided nothing. Exit status: 1 when a gate
     fails after the adjustment; else 6 when a gate did not measure, when a selected gate never ran,
     or when no gate reached a verdict although gate tests were selected (all skipped: for lack of
-    data, or an opt-in gate not opted into); else 0. ``alpha`` defaults to the smallest of the
+    data, or an opt-in gate not opted into) or every gate was inconclusive; else 0, with the
+    inconclusive detect-mode gates named (``inconclusive``). ``alpha`` defaults to the smallest of the
     verdicts' α.
     """
     multiplicity = check_multiplicity(multiplicity)
@@ -419,7 +427,8 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
         else:
             p_adj, ok = ps[i], v.passed
             family = "none" if multiplicity == "none" else "iut"
-        gates.append(GateDecision(nid, v.passed, ps[i], p_adj, ok, "pass" if ok else "fail", family, None, pn))
+        status = "fail" if not ok else "inconclusive" if inconclusive(v) else "pass"
+        gates.append(GateDecision(nid, v.passed, ps[i], p_adj, ok, status, family, None, pn))
     n_fail = sum(g.status == "fail" for g in gates)
     n_nm = sum(g.status == "not measured" for g in gates)
     own_fail = sum(not g.own_passed for g in gates)
@@ -434,7 +443,13 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     if n_fail:
         code = DO_NOT_SHIP
         how = "after Holm's adjustment" if multiplicity == "holm" else "without multiplicity adjustment"
-        why = f"{n_fail} of {len(gates)} gates failed on measured evidence {how}" + (f"; {never}" if never else "")
+        n_cert = sum(g.status == "fail" and v.mode == "certify" for g, (_, v) in zip(gates, verdicts, strict=True))
+        parts = []
+        if n_fail - n_cert:
+            parts.append(f"{n_fail - n_cert} of {len(gates)} gates failed on measured evidence {how}")
+        if n_cert:  # certify: the data did not show compliance, which is not evidence of a violation
+            parts.append(f"{n_cert} of {len(gates)} gates did not show compliance (certify mode)")
+        why = "; ".join(parts) + (f"; {never}" if never else "")
     elif not_run:
         code = NOT_MEASURED
         why = never + (f"; the {len(gates)} that ran: " + ", ".join(
@@ -452,15 +467,23 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     elif not gates:
         code = NOT_MEASURED
         why = "no gate reached a verdict"
+    elif all(g.status == "inconclusive" for g in gates):
+        code = NOT_MEASURED
+        why = (f"no gate decided: all {len(gates)} gates were inconclusive (too few units, zero spread or "
+               "no interval), which shows nothing")
     else:
         code = SHIP
-        why = f"all {len(gates)} gates passed the run-level decision"
+        n_inc = sum(g.status == "inconclusive" for g in gates)
+        why = (f"all {len(gates)} gates passed the run-level decision" if not n_inc else
+               f"{len(gates) - n_inc} of {len(gates)} gates passed the run-level decision and {n_inc} were "
+               "inconclusive (they show nothing; named on the report's first screen)")
         if own_fail:
             why += (f" ({own_fail} failed on their own at α = {al:g} but not after the Holm adjustment over "
                     f"{len(holm_idx)} gates)")
     under = tuple(g.nodeid for g in gates if g.status == "pass" and g.power is not None and g.power.underpowered)
     return RunDecision(code, LABELS[code], why, method, al, tuple(gates), under, tuple(n for n in notices if n),
-                       skip_count, tuple(not_run), stopped if not_run else "")
+                       skip_count, tuple(not_run), stopped if not_run else "",
+                       tuple(g.nodeid for g in gates if g.status == "inconclusive"))
 
 
 __all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "check_multiplicity", "detectable_effect",

@@ -47,14 +47,22 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
             resolved[spec] = resolve(spec, locate=not plan)
         except ModelLoadError as exc:
             raise pytest.UsageError(as_typed(config, str(exc))) from None
-    if parity:  # a deployment compared with itself shares its cache entries: the gates would compare nothing
-        ref = resolved[parity]
-        same = [m for m in config.getoption("--posbias-model") or []
+    def same_as_tested(other: str) -> list[str]:
+        ref = resolved[other]
+        return [m for m in config.getoption("--posbias-model") or []
                 if (resolved[m].backend, resolved[m].target, resolved[m].revision) == (ref.backend, ref.target, ref.revision)]
-        if same:
-            given = "--posbias-parity" if config.getoption("--posbias-parity") else f"{pcfg.source} `parity` ="
-            raise pytest.UsageError(f"{given} {parity}: the parity reference is the tested model "
-                                    f"{same[0]} itself; name another deployment (a served build, another precision)")
+
+    # a model compared with itself shares its cache entries: every paired difference would be 0 and
+    # the comparison would certify or pass on nothing
+    baseline = config.getoption("--posbias-baseline")
+    if baseline and same_as_tested(baseline):
+        raise pytest.UsageError(f"--posbias-baseline {baseline}: the baseline is the tested model "
+                                f"{same_as_tested(baseline)[0]} itself; name the release it is compared with")
+    if parity and same_as_tested(parity):
+        given = "--posbias-parity" if config.getoption("--posbias-parity") else f"{pcfg.source} `parity` ="
+        raise pytest.UsageError(f"{given} {parity}: the parity reference is the tested model "
+                                f"{same_as_tested(parity)[0]} itself; name another deployment (a served build, "
+                                "another precision)")
     _check_data(config, pcfg)
     # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
     # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and

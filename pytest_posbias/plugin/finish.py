@@ -94,7 +94,7 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
     stop_progress(state)
     _problem_summary(terminalreporter, config, state.problems)
     if rows:
-        from ..report.summary import calls_line, plural, verdict_lines
+        from ..report.summary import calls_line, verdict_lines
 
         tr = terminalreporter
         tr.section("posbias verdicts")
@@ -112,8 +112,8 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
                 workers = 1
         tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
                                  workers=max(1, workers)))
-        tr.write_line(f"p_BH = Benjamini-Hochberg over the {plural(len(rows), 'gate')} above (shown, decides nothing); "
-                      f"p_adj = the run-level decision's adjusted p")
+        tr.write_line("p = the gate's own p-value; p_adj = its p in the run-level decision (Holm-adjusted for "
+                      "detect gates, its own for certify-type gates)")
     if state.decision is not None and (rows or state.skipped):
         from ..report.summary import decision_lines
 

@@ -87,6 +87,7 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
         return {"ship": ship, "why": run_why, "label": label, "n": len(verdicts),
                 "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in verdicts),
                 "notices": list(run.get("notices") or []), "underpowered": list(run.get("underpowered") or []),
+                "inconclusive": list(run.get("inconclusive") or []),
                 "method": str(run.get("method", ""))}
     n_fail = sum(not v["passed"] for v in verdicts)
     why = []
@@ -144,9 +145,10 @@ def suite_cards(verdicts: Sequence[Mapping[str, Any]], *, also: Sequence[Mapping
         worst = max(decided or mine, key=lambda v: (not v["passed"], exceedance(v)))
         gate_name = re.sub(r"\s+\S+-\S+-P\d(\[.*\])?$", "", str(worst.get("name", "")))
         fails = [v for v in mine if not v["passed"]]
+        n_inc = sum(bool(v["passed"] and v.get("inconclusive")) for v in mine)
         cards.append({
             "suite": suite, "title": suite_title(suite).split(" — ", 1)[-1], "file": suite,
-            "n": len(mine), "n_fail": len(fails), "n_pass": len(mine) - len(fails),
+            "n": len(mine), "n_fail": len(fails), "n_pass": len(mine) - len(fails) - n_inc, "n_inconclusive": n_inc,
             "worst": {"name": worst.get("name"), "model": worst.get("model"), "estimate": num(worst.get("estimate")),
                       "ci_low": num(worst.get("ci_low")), "ci_high": num(worst.get("ci_high")),
                       "allowed": allowed(num(worst.get("lower")), num(worst.get("upper"))), "passed": worst["passed"],

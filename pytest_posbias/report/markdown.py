@@ -2,7 +2,7 @@
 
 One table, failures first (then node id order): result, gate (the test id), estimate, the
 two-sided 1 − 2α CI, the allowed region with the configured threshold, n and its unit, the
-Benjamini-Hochberg adjusted p (over the run's gates, as on the terminal), and the run-level
+gate's own p-value, and the run-level
 decision's part: ``run`` (the gate's adjusted decision) and ``p adj`` (:mod:`..decision`). Tests that ended
 without a verdict (an exception, a setup error) are listed under it: they decided nothing; so are
 the selected gate tests a run stopped early (``-x``, ``--maxfail``, an interrupt) never reached.
@@ -108,7 +108,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
         lines += [" · ".join(facts), ""]
     if rows:
         has_run = any(r.get("gate") is not None for r in rows)  # the run-level decision's columns
-        lines += ["| result | gate | estimate | CI | allowed | n | p (BH) |" + (" run | p adj |" if has_run else ""),
+        lines += ["| result | gate | estimate | CI | allowed | n | p |" + (" run | p adj |" if has_run else ""),
                   "|---|---|---:|---|---|---:|---:|" + ("---|---:|" if has_run else "")]
         for r in sorted(rows, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v: Verdict = r["verdict"]
@@ -116,9 +116,10 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
             g = r.get("gate")
             run = "–" if g is None else {"pass": "pass", "fail": "**fail**"}.get(g.status, g.status)
             p_adj = _num(g.p_adjusted, '.3g') if g is not None else "–"
-            lines.append(f"| {'✅ PASS' if v.passed else '❌ FAIL'} | {md_code(_gate_id(r['nodeid']))} | "
+            result = "❌ FAIL" if not v.passed else "➖ INCONCLUSIVE" if getattr(v, "inconclusive", False) else "✅ PASS"
+            lines.append(f"| {result} | {md_code(_gate_id(r['nodeid']))} | "
                          f"{_num(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
-                         f"{_num(r.get('p_bh'), '.3g')} |" + (f" {run} | {p_adj} |" if has_run else ""))
+                         f"{_num(v.p_value, '.3g')} |" + (f" {run} | {p_adj} |" if has_run else ""))
         lines.append("")
     if errored:
         lines += ["Ended without a verdict (decided nothing):", ""]

@@ -98,17 +98,19 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     out: list[tuple[str, bool | None]] = []
     for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
         n_fail = sum(not r["verdict"].passed for r in mine)
-        out.append((f"{suite_title(suite)}: {plural(len(mine), 'gate')}, {n_fail} failed", None))
+        n_inc = sum(r["verdict"].passed and bool(getattr(r["verdict"], "inconclusive", False)) for r in mine)
+        out.append((f"{suite_title(suite)}: {plural(len(mine), 'gate')}, {n_fail} failed"
+                    + (f", {n_inc} inconclusive" if n_inc else ""), None))
         for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v = r["verdict"]
-            status = "PASS" if v.passed else "FAIL"
+            status = "FAIL" if not v.passed else "INCONCLUSIVE" if getattr(v, "inconclusive", False) else "PASS"
             name = inert(r["nodeid"].split("::", 1)[1] if "::" in r["nodeid"] else r["nodeid"], newlines=False)
             wrapped = textwrap.wrap(name, width=width - 7, break_long_words=True, break_on_hyphens=False) or [name]
-            out.append((f"  {status} {wrapped[0]}", v.passed))
+            out.append((f"  {status} {wrapped[0]}", v.passed and status == "PASS"))
             out += [(f"       {w}", v.passed) for w in wrapped[1:]]
             ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
             out.append((f"       estimate {_num(v.estimate)}  CI {ci}  allowed {allowed(v.lower, v.upper)}  "
-                        f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}  p_BH {_num(r['p_bh'], '.3g')}", v.passed))
+                        f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}", v.passed))
             g = r.get("gate")
             if g is not None:  # the run-level decision's part (pytest_posbias.gates.decision)
                 line = f"       run: {g.status.upper()}"
@@ -143,7 +145,8 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100) -> list[t
     ok = exit_code == 0
     label = status_label(exit_code)
     out: list[tuple[str, bool | None]] = [(f"RUN DECISION: {label} (exit {exit_code}): {decision.why}", ok)]
-    out.append((f"  multiplicity: {decision.method}; α = {decision.alpha:g} for the whole run", None))
+    scope = "for the whole run" if decision.method.startswith("Holm") else "per gate, not for the whole run"
+    out.append((f"  multiplicity: {decision.method}; α = {decision.alpha:g} {scope}", None))
     for n in decision.notices:
         out.append((f"  {n}", False))
     if decision.underpowered:
@@ -156,6 +159,15 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100) -> list[t
                 out.append((f"    {w}", False))
         if len(under) > 20:
             out.append((f"    ... and {len(under) - 20} more (--posbias-json lists every gate's power)", False))
+    inc = list(getattr(decision, "inconclusive", ()) or ())
+    if inc:
+        out.append((f"  INCONCLUSIVE: {len(inc)} gates could not decide (too few units, zero spread or no interval); "
+                    "they do not fail the run and show nothing:", False))
+        for nid in inc[:20]:
+            for w in textwrap.wrap(nid.split("::", 1)[-1], width=max(40, width - 6)):
+                out.append((f"    {w}", False))
+        if len(inc) > 20:
+            out.append((f"    ... and {len(inc) - 20} more (--posbias-json lists them)", False))
     if decision.skipped:
         parts = ", ".join(f"{n} {k}" for k, n in sorted(decision.skipped.items()))
         out.append((f"  skipped gate tests: {parts} (an opt-in gate not opted into does not fail the run; "

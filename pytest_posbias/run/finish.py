@@ -1,7 +1,7 @@
 """What happens when a run finishes: :func:`finish_run` runs on the controller at the end of
 the session. It merges the workers' logs into one run log (header first, deterministic order:
-:mod:`.run.merge`), appends the verdicts with their Benjamini–Hochberg p-values, prunes old run
-folders, and renders the report from that log alone.
+:mod:`.run.merge`), appends the verdicts (with their Benjamini–Hochberg p-values, kept in the log
+for reference), prunes old run folders, and renders the report from that log alone.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ Conventions (stated once, used everywhere):
   (video group, question), seeded through an explicit ``numpy.random.Generator``;
   rates use exact binomial (Clopper–Pearson) bounds and tests; paired binary changes
   use the exact McNemar test at margin 0 and an exact unconditional non-inferiority test at a
-  non-zero margin; multiplicity across gates uses Benjamini–Hochberg.
+  non-zero margin; the run-level decision across gates is Holm's step-down
+  (:mod:`pytest_posbias.gates.decision`).
 """
 
 from __future__ import annotations

@@ -106,7 +106,8 @@ def paired_abs_mean_verdict(
     p_detect = 2·t_sf(max_s min_s′ (s·ĉ − s′·b̂ − margin)/SE(s, s′)) and
     p_certify = 2·t_sf(min_s max_s′ (margin − s·ĉ + s′·b̂)/SE(s, s′)), capped at 1, so p < α
     exactly when the CI rule decides. Fewer than ``MIN_CLUSTERS`` clusters, or no variation of
-    either arm across clusters, is inconclusive.
+    either arm across clusters, is inconclusive; so is certify mode when c − b (or c + b) does not
+    vary across clusters (its zero standard error would read as an exact bound).
     """
     a = _check_alpha(alpha)
     c = np.asarray(cand, dtype=float)
@@ -136,6 +137,13 @@ def paired_abs_mean_verdict(
     if se_diff == 0 and se_sum == 0:
         return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=g, mode=mode, alpha=a, unit=unit,
                                     why="neither the candidate's nor the baseline's values vary across groups",
+                                    estimate=estimate, extra=ex)
+    if mode == "certify" and (se_diff == 0 or se_sum == 0):
+        # a zero standard error would be read as an exact bound: the groups not drawn could differ
+        which = "candidate − baseline" if se_diff == 0 else "candidate + baseline"
+        return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=g, mode=mode, alpha=a, unit=unit,
+                                    why=f"{which} does not vary across the {g} groups, and a zero-width bound says "
+                                        "nothing about the groups not drawn, so compliance cannot be certified",
                                     estimate=estimate, extra=ex)
     cm, bm = float(c.mean()), float(b.mean())
     df = g - 1

@@ -427,6 +427,7 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     if theta1 is None:
         theta1 = violation_alternative(lower, upper, est)
     df = max(n_k - 1, 1)
+    cert: tuple[float, float] | None = None  # the t rules' own certify p-values (upper, lower)
     if kind == "rate":
         succ = round(float(xs.sum()))
         L, U = exact_interval(succ, n_k, confidence_level=1 - 2 * a_k)
@@ -442,6 +443,9 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         L, U = sk.interval(a_k)
         p_up = sk.p_greater(upper) if math.isfinite(upper) else 1.0
         p_lo = sk.p_less(lower) if math.isfinite(lower) else 1.0
+        # certify: H0 "mean >= upper" and "mean <= lower", each the rule's own p-value (with a
+        # floor or two rules, not 1 − the detect side's, which takes the smaller p of the hull)
+        cert = (sk.p_less(upper) if math.isfinite(upper) else 0.0, sk.p_greater(lower) if math.isfinite(lower) else 0.0)
     else:
         # the t test with the variance taken at the tested bound, s0² = s² + (x̄ − bound)², and its
         # inverted interval x̄ ± q·s/√(n − q²) (stats.null_variance_interval): on lattice-valued
@@ -504,8 +508,10 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         if kind == "rate":
             p_c_up = binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="less") if math.isfinite(upper) else 0.0
             p_c_lo = binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="greater") if math.isfinite(lower) else 0.0
+        elif cert is not None:
+            p_c_up, p_c_lo = cert
         else:
-            p_c_up = (1 - p_up) if math.isfinite(upper) else 0.0
+            p_c_up = (1 - p_up) if math.isfinite(upper) else 0.0  # Student's t: the other tail of the same statistic
             p_c_lo = (1 - p_lo) if math.isfinite(lower) else 0.0
         p = rescale(max(p_c_up, p_c_lo))
         why = ("the repeated CI lies wholly inside the allowed region" if inside else
