@@ -144,6 +144,36 @@ def test_not_measured_and_no_decision_exit_6():
         run_decision([], multiplicity="bonferroni")
 
 
+def test_inconclusive_detect_gates_are_named_and_a_run_of_only_them_decided_nothing():
+    """A detect-mode gate whose data could not decide passes on its own but shows nothing: its run
+    status is "inconclusive", the decision names it, and a run where every gate was inconclusive is
+    NOT MEASURED (exit 6), never a SHIP."""
+    inc = inconclusive_verdict(name="contamination", threshold=0.1, sides="upper", n=2, mode="detect", alpha=0.05,
+                               unit="videos", why="fewer than 5 clusters", estimate=0.198)
+    alone = run_decision([("a", inc), ("b", inc)])
+    assert alone.exit_code == exitcodes.NOT_MEASURED and "no gate decided" in alone.why
+    assert alone.inconclusive == ("a", "b") and alone.to_dict()["n_inconclusive"] == 2
+    mixed = run_decision([("a", inc), ("b", _v(0.5))])
+    assert mixed.exit_code == exitcodes.SHIP and mixed.inconclusive == ("a",)
+    assert mixed.gate("a").status == "inconclusive" and mixed.gate("b").status == "pass"
+    assert "1 were inconclusive" in mixed.why
+    from pytest_posbias.report.summary import decision_lines
+
+    text = "\n".join(line for line, _ in decision_lines(mixed, exit_code=mixed.exit_code))
+    assert "INCONCLUSIVE: 1 gates could not decide" in text and "    a" in text
+
+
+def test_certify_failures_say_compliance_was_not_shown_and_keep_their_own_p():
+    """A certify-mode gate that did not show compliance is not a failure on measured evidence, and
+    its run-level p is its own (a sequential gate's too), not the detect side's z-ordering p."""
+    seq = {"n_max": 48, "looks": [12, 24, 36, 48], "design": "group-sequential (OBF)", "kind": "mean"}
+    v = _v(0.4, passed=False, mode="certify", extra=seq)
+    d = run_decision([("a", v), ("b", _v(0.01, passed=True, mode="certify", extra=seq))])
+    assert d.exit_code == exitcodes.DO_NOT_SHIP
+    assert "1 of 2 gates did not show compliance (certify mode)" in d.why and "measured evidence" not in d.why
+    assert gate_p_value(v) == pytest.approx(0.4) and d.gate("b").p_adjusted == pytest.approx(0.01)
+
+
 def test_certify_gates_are_an_intersection_union_test_without_adjustment():
     d = run_decision([("a", _v(0.04, passed=True, mode="certify")), ("b", _v(0.06, passed=False, mode="certify"))])
     assert d.exit_code == exitcodes.DO_NOT_SHIP and d.gate("a").family == "iut" and d.gate("a").p_adjusted == 0.04
