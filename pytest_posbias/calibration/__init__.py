@@ -35,7 +35,8 @@ from ..errors import ConfigError
 from ..gate_registry import GATES as GATE_SPECS
 from ..gates.positional import T_RULES, t_rule
 from ..stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
-from ..stats.sequential import decide, gsd_decide, look_schedule
+from ..stats.confseq import decide, look_schedule
+from ..stats.group_sequential import gsd_decide
 
 STRESSOR_P0 = 0.10
 STRESSOR_TRIALS = 30

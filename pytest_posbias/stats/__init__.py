@@ -6,7 +6,8 @@ and rate rules), :mod:`~pytest_posbias.stats.share_rule` (the share-minus-indica
 :mod:`~pytest_posbias.stats.power` (detectable effects); this module re-exports
 their names and holds the paired binary rule. The package also holds :mod:`.paired` (paired
 comparisons against a baseline), :mod:`.paired_binary` (exact tests for paired 0/1 outcomes) and
-:mod:`.sequential` (sequential designs), imported from their own modules.
+:mod:`.sequential` (sequential designs: :mod:`.confseq`, :mod:`.group_sequential`), imported from their
+own modules.
 
 Conventions (stated once, used everywhere):
 
