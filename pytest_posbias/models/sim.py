@@ -64,11 +64,8 @@ from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec, FrameStore
 from ..video.synthetic import MOTION_PHRASE
 from .sim_dose import (
-    Dose,
     confusion_prob,
-    is_dose,
     mu_for,
-    parse_dose,
     rescued,
     sentence_drops,
     slot_keep,
@@ -77,6 +74,7 @@ from .sim_dose import (
     thin_scale,
     uses_rescue,
 )
+from .sim_dose_parse import Dose, is_dose, parse_dose
 from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
 from .sim_mcq import (
     OPTION_LINE,
