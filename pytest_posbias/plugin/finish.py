@@ -147,7 +147,7 @@ def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> Non
     """The run's data problems on the terminal: per kind, the count and an example (every one with -v)."""
     if not problems:
         return
-    from ..data.manifest import summarize_problems
+    from ..data.problems import summarize_problems
 
     tr.section("posbias data problems")
     tr.write_line(f"{len(problems)} data problems; the units that need them are not measured and count as lost:")
@@ -162,7 +162,7 @@ def _run_problems(run_log: Path | None) -> list[Any]:
     """The data problems a finished run log records (none when there is no log)."""
     if run_log is None:
         return []
-    from ..data.manifest import problems_in_records
+    from ..data.problems import problems_in_records
 
     records = []
     try:  # only observation lines are parsed (the log is written with sorted keys); the rest is requests
@@ -230,7 +230,7 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
     state.problems = _run_problems(run_log)
     path = config.getoption("--posbias-json", None)
     if path:  # written even when no gate decided: a CI job reading it must see that nothing was measured
-        from ..data.manifest import summarize_problems
+        from ..data.problems import summarize_problems
 
         out = {
             "schema_version": 1,

@@ -48,7 +48,7 @@ class TooShortError(FrameRangeError):
 
 
 def problem_kind(exc: VideoError) -> str:
-    """The data-problem kind of a video error (see :data:`pytest_posbias.data.manifest.PROBLEM_KINDS`)."""
+    """The data-problem kind of a video error (see :data:`pytest_posbias.data.problems.PROBLEM_KINDS`)."""
     for cls, kind in ((VideoNotFoundError, "missing-video"), (EmptyVideoError, "empty-video"),
                       (InaccessibleVideoError, "inaccessible-video"),
                       (TruncatedVideoError, "truncated-video"), (TooShortError, "too-short"),

@@ -17,7 +17,7 @@ Short clips: a clip with fewer frames than a request asks for is not padded with
 frames; :meth:`FrameSpec.from_video` raises :class:`~.decode.TooShortError` ("too short for 16
 frames") and the probe drops the unit, which is counted as unusable data. The store records
 every video it finds unusable (:attr:`FrameStore.problems`, and ``on_problem`` as they happen)
-as a :class:`~pytest_posbias.data.manifest.DataProblem`.
+as a :class:`~pytest_posbias.data.problems.DataProblem`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..data.manifest import DataProblem
+from ..data.problems import DataProblem
 from ..errors import VideoError
 from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames, resized_shape
 from .pixel_ops import PixelOp, apply_pixel_op
