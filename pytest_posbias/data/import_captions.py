@@ -29,8 +29,8 @@ def sample_groups(ids_by_config: Mapping[tuple[str, str], Sequence[str]], *, gro
             pool = sorted(ids)
             rng.shuffle(pool)
             for g in range(min(groups, len(pool) // P)):
-                out.append({"type": "group", "id": f"{domain}-{bucket}-P{P}-g{g:02d}", "domain": domain, "bucket": bucket,
-                            "P": P, "videos": pool[g * P : (g + 1) * P]})
+                out.append({"type": "group", "id": f"{domain}-{bucket}-P{P}-g{g:02d}", "domain": domain,
+                            "bucket": bucket, "P": P, "videos": pool[g * P : (g + 1) * P]})
     return out
 
 
@@ -46,7 +46,8 @@ def activitynet_domains(classes: Path) -> dict[str, str]:
     """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy."""
     data = _load_json(classes, "--classes")
     if not isinstance(data, dict) or "taxonomy" not in data or "database" not in data:
-        raise ConfigError(f"--classes {classes}: expected ActivityNet's activity_net.v1-3.min.json (keys 'taxonomy', 'database')")
+        raise ConfigError(f"--classes {classes}: expected ActivityNet's activity_net.v1-3.min.json (keys 'taxonomy', "
+                          "'database')")
     nodes = {n["nodeName"]: n for n in data["taxonomy"] if isinstance(n, dict) and "nodeName" in n}
 
     def domain(label: str) -> str | None:
@@ -81,7 +82,8 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
     rep = ImportReport("activitynet")
     data = _load_json(annotations)
     if not isinstance(data, dict):
-        raise ConfigError(f"--annotations {annotations}: expected a dict keyed v_<youtube id> (train.json / val_1.json / val_2.json)")
+        raise ConfigError(f"--annotations {annotations}: expected a dict keyed v_<youtube id> (train.json / val_1.json "
+                          "/ val_2.json)")
     index = VideoIndex(videos)
     domains = activitynet_domains(classes) if classes else None
     lines: list[dict[str, Any]] = []
@@ -114,7 +116,8 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
             rep.skip(key, "video not found under --videos")
             continue
         refs = [s.strip() for s in sents if s.strip()]
-        lines.append({"type": "video", "id": key, "path": index.relative(path, out.parent), "domain": domain, "bucket": bucket,
+        lines.append({"type": "video", "id": key, "path": index.relative(path, out.parent), "domain": domain,
+                      "bucket": bucket,
                       "duration": dur, "references": refs, "reference_style": "sentences", "source": "activitynet"})
         ids_by_config[(domain, bucket)].append(key)
     groups_lines = sample_groups(ids_by_config, groups=groups, seed=seed)
@@ -160,7 +163,8 @@ def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27,
             continue
         refs = sentences(desc) or [desc.strip()]
         lines.append({"type": "video", "id": f"news-{vid}", "path": index.relative(path, out.parent), "domain": "news",
-                      "bucket": bucket, "duration": dur, "references": refs, "reference_style": "news", "source": "news"})
+                      "bucket": bucket, "duration": dur, "references": refs, "reference_style": "news",
+                      "source": "news"})
         ids_by_config[("news", bucket)].append(f"news-{vid}")
     _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed))
     return rep

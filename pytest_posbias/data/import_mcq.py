@@ -19,7 +19,8 @@ from .import_common import ImportReport, VideoIndex, _finish, _load_json, _num, 
 # --------------------------------------------------------------------------- multiple choice
 
 
-def _mcq(qid: str, video: str, question: str, options: Sequence[str], answer: int, *, source: str, start: float | None = None,
+def _mcq(qid: str, video: str, question: str, options: Sequence[str], answer: int, *, source: str,
+         start: float | None = None,
          end: float | None = None, kind: str = "", tags: Sequence[str] = ()) -> dict[str, Any]:
     return {"type": "mcq", "id": qid, "video": video, "question": question, "options": list(options), "answer": answer,
             "start": start, "end": end, "kind": kind, "tags": list(tags), "source": source}
@@ -33,7 +34,8 @@ def _sample(rep: ImportReport, items: list[dict[str, Any]], sample: int | None, 
     return keep
 
 
-def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | None = None, seed: int = 42) -> ImportReport:
+def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | None = None,
+                   seed: int = 42) -> ImportReport:
     rep = ImportReport("mvbench")
     files = sorted(annotations.glob("*.json")) if annotations.is_dir() else [annotations]
     index = VideoIndex(videos, recursive=True)
@@ -64,8 +66,8 @@ def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | 
             if path is None:
                 rep.skip(qid, "video not found under --videos")
                 continue
-            items.append(_mcq(qid, index.relative(path, out.parent), q, cands, cands.index(ans), source=f"mvbench/{task}",
-                              start=_num(e.get("start")), end=_num(e.get("end")), kind=task))
+            items.append(_mcq(qid, index.relative(path, out.parent), q, cands, cands.index(ans),
+                              source=f"mvbench/{task}", start=_num(e.get("start")), end=_num(e.get("end")), kind=task))
     _finish(rep, out, _sample(rep, items, sample, seed))
     return rep
 
@@ -80,13 +82,15 @@ def _letter_options(opts: Sequence[str]) -> list[str] | None:
     return out
 
 
-def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int | None = None, seed: int = 42) -> ImportReport:
+def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int | None = None,
+                    seed: int = 42) -> ImportReport:
     rep = ImportReport("videomme")
     if annotations.suffix == ".parquet":
         try:
             import pyarrow.parquet as pq
         except ImportError:
-            raise ConfigError("Video-MME parquet needs pyarrow (pip install pyarrow), or pass the JSON export") from None
+            raise ConfigError("Video-MME parquet needs pyarrow (pip install pyarrow), or pass the JSON "
+                              "export") from None
         rows = pq.read_table(annotations).to_pylist()
     else:
         data = _load_json(annotations)
@@ -127,8 +131,8 @@ def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int |
     return rep
 
 
-def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Path | None = None, sample: int | None = None,
-                     seed: int = 42) -> ImportReport:
+def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Path | None = None,
+                     sample: int | None = None, seed: int = 42) -> ImportReport:
     rep = ImportReport("egoschema")
     data = _load_json(annotations)
     if not isinstance(data, list):
@@ -158,13 +162,14 @@ def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Pat
         if path is None:
             rep.skip(uid, "video not found under --videos")
             continue
-        items.append(_mcq(f"egoschema-{uid}", index.relative(path, out.parent), e["question"], [str(o) for o in opts], a,
-                          source="egoschema"))
+        items.append(_mcq(f"egoschema-{uid}", index.relative(path, out.parent), e["question"], [str(o) for o in opts],
+                          a, source="egoschema"))
     _finish(rep, out, _sample(rep, items, sample, seed))
     return rep
 
 
-def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | None = None, seed: int = 42) -> ImportReport:
+def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | None = None,
+                  seed: int = 42) -> ImportReport:
     rep = ImportReport("nextqa")
     if not annotations.is_file():
         raise ConfigError(f"--annotations {annotations}: no such file")
@@ -174,7 +179,8 @@ def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | N
         reader = csv.DictReader(fh)
         need = {"video", "question", "answer", "a0", "a1", "a2", "a3", "a4"}
         if not need <= set(reader.fieldnames or []):
-            raise ConfigError(f"--annotations {annotations}: NExT-QA CSV needs columns {sorted(need)}; has {reader.fieldnames}")
+            raise ConfigError(f"--annotations {annotations}: NExT-QA CSV needs columns {sorted(need)}; has "
+                              f"{reader.fieldnames}")
         for n, row in enumerate(reader, start=2):
             qid = f"nextqa-{row.get('video')}-{row.get('qid') or n}"
             try:
@@ -193,8 +199,8 @@ def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | N
             if path is None:
                 rep.skip(qid, "video not found under --videos")
                 continue
-            items.append(_mcq(qid, index.relative(path, out.parent), row["question"].strip(), [o.strip() for o in opts], a,
-                              source="nextqa", kind=str(row.get("type", ""))))
+            items.append(_mcq(qid, index.relative(path, out.parent), row["question"].strip(), [o.strip() for o in opts],
+                              a, source="nextqa", kind=str(row.get("type", ""))))
     _finish(rep, out, _sample(rep, items, sample, seed))
     return rep
 

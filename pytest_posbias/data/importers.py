@@ -56,8 +56,8 @@ from .import_mcq import import_videomme as import_videomme
 FORMATS = ("activitynet", "news", "mvbench", "videomme", "egoschema", "nextqa")
 
 
-def run_import(fmt: str, *, videos: str, annotations: str, out: str, classes: str | None = None, answers: str | None = None,
-               groups: int = 27, sample: int | None = None, seed: int = 42) -> ImportReport:
+def run_import(fmt: str, *, videos: str, annotations: str, out: str, classes: str | None = None,
+               answers: str | None = None, groups: int = 27, sample: int | None = None, seed: int = 42) -> ImportReport:
     """Dispatch to one importer; ``fmt`` must be one of FORMATS."""
     if fmt not in FORMATS:
         raise ConfigError(f"FORMAT must be one of {', '.join(FORMATS)}; got {fmt!r}")

@@ -151,7 +151,8 @@ def require_usable(path: str | Path) -> Manifest:
     what = " and ".join(x for x in (f"{len(m.problems)} bad lines" if m.problems else "",
                                     f"{len(m.file_problems)} unusable video files" if m.file_problems else "") if x)
     why = f"{what}: {first}{more}" if problems else "the file holds no item lines"
-    raise ConfigError(f"{m.path}: no usable item in the manifest ({why}); check it with `posbias data validate --out {m.path}`")
+    raise ConfigError(f"{m.path}: no usable item in the manifest ({why}); check it with `posbias data validate --out "
+                      f"{m.path}`")
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -169,7 +170,8 @@ def _need(d: Mapping[str, Any], key: str, types: type | tuple[type, ...], what: 
     if key not in d:
         raise ValueError(f"missing field {key!r}")
     v = d[key]
-    if not isinstance(v, types) or (isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
+    if not isinstance(v, types) or (isinstance(v, bool)
+                                    and bool not in (types if isinstance(types, tuple) else (types,))):
         raise ValueError(f"field {key!r} must be {what}; got {type(v).__name__}")
     return v
 
@@ -282,7 +284,8 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             problems.append(DataProblem(
-                "encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset {offset + exc.start} "
+                "encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset "
+                                         f"{offset + exc.start} "
                 f"cannot be decoded (save the manifest as UTF-8)", str(p), n))
         offset += len(raw) + 1
 
@@ -331,7 +334,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     def duplicate(what: str, item_id: str, n: int) -> bool:
         first = first_line.setdefault((what, item_id), n)
         if first != n:
-            problem("duplicate-id", f"{what} {item_id!r}", n, f"duplicate {what} id {item_id!r} (first on line {first}, "
+            problem("duplicate-id", f"{what} {item_id!r}", n,
+                    f"duplicate {what} id {item_id!r} (first on line {first}, "
                     f"again on line {n}); line {n} skipped")
             return True
         return False
@@ -376,7 +380,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             m.groups.append(g)
     for n, q in pending_mcq:
         if q.video in m.videos:
-            q = McqItem(q.id, q.video, m.videos[q.video].path, q.question, q.options, q.answer, q.start, q.end, q.tags, q.kind, q.source)
+            q = McqItem(q.id, q.video, m.videos[q.video].path, q.question, q.options, q.answer, q.start, q.end, q.tags,
+                        q.kind, q.source)
         elif check_files:
             check(f"mcq {q.id!r}", q.path, n, note=f" (video {q.video!r} is not a video id of the manifest either)")
         m.mcq.append(q)

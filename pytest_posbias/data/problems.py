@@ -62,7 +62,8 @@ class DataProblem:
     def from_dict(cls, d: Mapping[str, Any]) -> DataProblem:
         """Inverse of :meth:`to_dict`; unknown kinds are kept as they are."""
         line = d.get("line")
-        return cls(str(d.get("kind") or "other"), str(d.get("item", "")), str(d.get("message", "")), str(d.get("file") or ""),
+        return cls(str(d.get("kind") or "other"), str(d.get("item", "")), str(d.get("message", "")),
+                   str(d.get("file") or ""),
                    int(line) if isinstance(line, int) and not isinstance(line, bool) else None)
 
     @classmethod
@@ -96,8 +97,8 @@ def unique_problems(problems: Iterable[Any]) -> list[DataProblem]:
 
 
 def summarize_problems(problems: Iterable[Any]) -> list[dict[str, Any]]:
-    """Per kind: ``kind``, ``label`` (plain words), ``count`` (distinct problems) and ``example`` (the first one, as text),
-    kinds in :data:`PROBLEM_KINDS` order, unknown kinds last."""
+    """Per kind: ``kind``, ``label`` (plain words), ``count`` (distinct problems) and ``example`` (the first one, as
+    text), kinds in :data:`PROBLEM_KINDS` order, unknown kinds last."""
     by_kind: dict[str, list[DataProblem]] = {}
     for p in unique_problems(problems):
         by_kind.setdefault(p.kind, []).append(p)
