@@ -228,7 +228,8 @@ def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
     if not 0 < power < 1:
         raise ConfigError(f"`power` must be in (0, 1); got {power!r}")
     method = str((v.extra or {}).get("method", ""))
-    if method.startswith("exact binomial") and math.isinf(v.lower) and 0.0 <= v.upper < 1.0 and v.n >= 1 and power > v.alpha:
+    if (method.startswith("exact binomial") and math.isinf(v.lower) and 0.0 <= v.upper < 1.0 and v.n >= 1
+            and power > v.alpha):
         from ..stats import detectable_effect as stats_detectable_effect
 
         return stats_detectable_effect(kind="rate", n=int(v.n), threshold=float(v.upper), alpha=float(v.alpha),
