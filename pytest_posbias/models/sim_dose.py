@@ -426,7 +426,8 @@ def stressor_params(dose: Dose) -> StressorParams:
     m = (s or 0.0) / (1.0 - r)
     if s and not a:
         if m > 1.0:
-            raise ConfigError(f"sim:dose: stressor={s:g} with repetition={r:g} needs more than every benign video to loop")
+            raise ConfigError(f"sim:dose: stressor={s:g} with repetition={r:g} needs more than every benign video to "
+                              "loop")
         return StressorParams(r, m, 1.0)
     assert a is not None
     hit = 1.0 - (1.0 - ATTACK_ONLY_RHO) ** K
