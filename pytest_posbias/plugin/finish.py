@@ -45,7 +45,8 @@ def run_decision_of(config: pytest.Config) -> Any:
                quick_notice(posbias_config(config).probes)]
     return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
                         alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n],
-                        not_run=[] if config.getoption("--collect-only", False) else sorted(state.gate_tests - state.ran),
+                        not_run=([] if config.getoption("--collect-only", False)
+                                 else sorted(state.gate_tests - state.ran)),
                         stopped=state.stopped)
 
 
@@ -75,7 +76,8 @@ def exit_status(pytest_status: int, state: PluginState) -> int:
     """The run's exit status (:mod:`.exitcodes`): pytest's own unless the run held gate tests and
     pytest ended normally (0, or 1 from gate tests failing on their own verdicts), then the
     run-level decision's. A test that failed without a verdict keeps pytest's 1. A run stopped by
-    ``-x``/``--maxfail`` before some selected gates ran is never 0 (:func:`pytest_posbias.gates.decision.run_decision`)."""
+    ``-x``/``--maxfail`` before some selected gates ran is never 0
+    (:func:`pytest_posbias.gates.decision.run_decision`)."""
     if state.stopped_by_maxfail and pytest_status == pytest.ExitCode.INTERRUPTED:
         pytest_status = int(pytest.ExitCode.TESTS_FAILED)  # xdist's -x: as the serial run ends it
     if state.decision is None or pytest_status not in (0, 1) or state.errored:
@@ -152,7 +154,8 @@ def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> Non
     tr.section("posbias data problems")
     tr.write_line(f"{len(problems)} data problems; the units that need them are not measured and count as lost:")
     for g in summarize_problems(problems):
-        tr.write_line(inert(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", newlines=False), yellow=True)
+        tr.write_line(inert(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", newlines=False),
+                      yellow=True)
     if config.get_verbosity() > 0:
         for p in problems:
             tr.write_line(inert(f"    {p}", newlines=False))
