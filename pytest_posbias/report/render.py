@@ -36,16 +36,18 @@ SECTION_CAPTIONS = {
                 "A position-invariant model draws flat lines: the same coverage in every slot.",
     "sampler": "Share of items whose consensus answer differs between two frame samplers at the same budget. "
                "A phase-robust model is near 0 everywhere, at the level of its re-run floor.",
-    "flips": "Flip rates of each gate with the threshold and the measured re-run floor. A robust model stays at the floor.",
+    "flips": "Flip rates of each gate with the threshold and the measured re-run floor. A robust model stays at the "
+             "floor.",
     "fusion": "Share of answers that change when every grid moves by half the phase spacing. "
               "PhaseFusion should change fewer answers than one pass.",
     "risk": "Accuracy on the answered items as low-margin items are abstained on. A useful margin makes the curve rise "
             "as coverage falls.",
-    "repetition": "Repetition rate (share of outputs with a repeated 5-gram) on clean and stressed frames per frame count. "
-                  "A stable model is low in every cell and no stressor row is darker than the clean row.",
+    "repetition": "Repetition rate (share of outputs with a repeated 5-gram) on clean and stressed frames per frame "
+                  "count. A stable model is low in every cell and no stressor row is darker than the clean row.",
     "ri": "Repetition intensity (1 − distinct unigrams / unigrams) per output. Lower and tighter is better.",
     "ie": "Normalised unigram entropy per output. Higher is better (more distinct words).",
-    "severity": "Share of outputs that are benign (no repeated 5-gram), ordinary (2–4 repeats) or severe (> 4 or token cap).",
+    "severity": "Share of outputs that are benign (no repeated 5-gram), ordinary (2–4 repeats) or severe (> 4 or token "
+                "cap).",
 }
 
 
@@ -126,17 +128,20 @@ def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
                 for k, s in enumerate(o["slots"]):
                     covered = s.get("covered") or []
                     reasons = s.get("reasons") or []
-                    texts = run.references.get(str(s.get("references_id")), s.get("references") or [])  # by id, or inline
+                    texts = run.references.get(str(s.get("references_id")),
+                                               s.get("references") or [])  # by id, or inline
                     refs = [{"text": r, "covered": bool(covered[i]) if i < len(covered) else None,
                              "reason": reasons[i] if i < len(reasons) else ""}
                             for i, r in enumerate(texts)]
-                    slots.append({"slot": k + 1, "video": s["video"], "thumb": o["thumbnails"][k] if k < len(o["thumbnails"]) else "",
-                                  "summary": s.get("summary", ""), "status": s.get("status"), "coverage": s.get("coverage"),
-                                  "judge": s.get("judge"), "refs": refs})
-                out["positional"].append({"model": o["model"], "spec": o["spec"], "group": o["group"], "order": o["order"],
-                                          "slots": slots, "raw": o.get("text", [])})
+                    slots.append({"slot": k + 1, "video": s["video"],
+                                  "thumb": o["thumbnails"][k] if k < len(o["thumbnails"]) else "",
+                                  "summary": s.get("summary", ""), "status": s.get("status"),
+                                  "coverage": s.get("coverage"), "judge": s.get("judge"), "refs": refs})
+                out["positional"].append({"model": o["model"], "spec": o["spec"], "group": o["group"],
+                                          "order": o["order"], "slots": slots, "raw": o.get("text", [])})
         for o in run.obs.get("stressor", []):
-            if o.get("type") == "example" and o["model"] in failing and (o["model"], o["video"], o.get("condition")) not in seen:
+            if (o.get("type") == "example" and o["model"] in failing
+                    and (o["model"], o["video"], o.get("condition")) not in seen):
                 seen.add((o["model"], o["video"], o.get("condition")))
                 out["stressor"].append({"model": o["model"], "video": o["video"], "finish": o.get("finish"),
                                         "thumbs": [t for t in o.get("thumbnails", []) if t],
@@ -177,7 +182,8 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
         gate_calls = [dict((v.get("extra") or {}).get("calls") or {}) for v in run.verdicts]
         out.append({"path": run.path.name, "run_id": h.get("run_id"),
                     "calls_line": calls_line(h.get("calls") or {}, verdict_calls=gate_calls,
-                                             workers=max(1, len(h.get("workers") or []))), "started": h.get("started"), "finished": h.get("finished"),
+                                             workers=max(1, len(h.get("workers") or []))), "started": h.get("started"),
+                    "finished": h.get("finished"),
                     "seed": h.get("seed"), "mode": h.get("mode"), "alpha": h.get("alpha"), "judge": h.get("judge"),
                     "command": shlex.join(str(a) for a in h.get("command", [])), "workers": h.get("workers", []),
                     "models": [{"spec": s, **i} for s, i in run.models.items()], "calls": h.get("calls", {}),
@@ -237,8 +243,10 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
     for run in runs:
         for v in run.verdicts:
             verdicts.append({**v, "model": v.get("extra", {}).get("model") or (run.header.get("models") or ["?"])[0],
-                             "anchor": front.anchor(f"{run.header.get('run_id')}-{v['nodeid']}" if len(runs) > 1 else v["nodeid"]),
-                             "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None else "–"})
+                             "anchor": front.anchor(f"{run.header.get('run_id')}-{v['nodeid']}" if len(runs) > 1
+                                                    else v["nodeid"]),
+                             "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None
+                             else "–"})
     verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
     unfinished = [int(x) for run in runs if (x := run.header.get("exitstatus")) not in (None, 0, 1)]
     errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from .render import Run
 
 
-def _slot_ci(cov: np.ndarray, clusters: np.ndarray, rng: np.random.Generator) -> tuple[list[float], list[float], list[float]]:
+def _slot_ci(cov: np.ndarray, clusters: np.ndarray,
+             rng: np.random.Generator) -> tuple[list[float], list[float], list[float]]:
     """Per-slot mean and 90% cluster-bootstrap percentile band (999 resamples, fixed seed)."""
     if cov.size == 0:
         return [], [], []
@@ -50,7 +51,8 @@ def _final_looks(items: Iterable[Any], key: Any, size: Any) -> list[Any]:
 
 def _positional(runs: Sequence[Run]) -> dict[str, Any]:
     rng = np.random.default_rng(0)
-    summaries = _final_looks(((run, o) for run in runs for o in run.obs.get("positional", []) if o.get("type") == "summary"),
+    summaries = _final_looks(((run, o) for run in runs for o in run.obs.get("positional", [])
+                              if o.get("type") == "summary"),
                              key=lambda ro: (str(ro[0].path), ro[1]["model"], ro[1]["spec"], ro[1].get("variant")),
                              size=lambda ro: len(ro[1]["coverage"]))
     if not summaries:
@@ -70,7 +72,8 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
         meg = float(np.mean(meg_per_instance(cov))) if cov.size and o["P"] == 4 else None
         fails = {k: sum(v) for k, v in o["failures"].items()}
         contam = np.array(o["contamination"], dtype=float).reshape(-1, o["P"])
-        table.append({"config": title, "model": o["model"], "n": int(np.unique(clusters).size), "instances": int(cov.shape[0]),
+        table.append({"config": title, "model": o["model"], "n": int(np.unique(clusters).size),
+                      "instances": int(cov.shape[0]),
                       "coverage": float(cov.mean()) if cov.size else None, "dpb": dpb, "meg": meg,
                       "failures": fails, "excluded": o["excluded"], "leaks": o.get("n_leak_candidates", 0),
                       "contamination": [float(x) for x in contam.mean(axis=0)] if contam.size else []})
@@ -111,19 +114,22 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
     if flips:
         models = sorted({v["extra"]["model"] for v in flips})
         groups = sorted({v["name"] for v in flips})
-        series = {m: [next((v["estimate"] for v in flips if v["name"] == g and v["extra"]["model"] == m), None) for g in groups]
+        series = {m: [next((v["estimate"] for v in flips if v["name"] == g and v["extra"]["model"] == m), None)
+                      for g in groups]
                   for m in models}
         floors = {f"re-run floor ({m})": v["extra"]["rerun_floor"] for m in models for v in flips
                   if v["extra"]["model"] == m and v["extra"].get("rerun_floor") is not None}
         thr = {"threshold": float(flips[0]["threshold"])}
         out["flip_figure"] = figures.bars([re.sub(r" \(.*\)", "", g).replace(" flip rate", "") for g in groups], series,
-                                          title="Flip rates", ylabel="share of items", ref={**thr, **dict(list(floors.items())[:1])})
+                                          title="Flip rates", ylabel="share of items",
+                                          ref={**thr, **dict(list(floors.items())[:1])})
     fusion = [v for v in verdicts if v["extra"].get("gate") == "fusion" and "single_changed" in v["extra"]]
     if fusion:
         models = [v["extra"]["model"] for v in fusion]
         out["fusion_figure"] = figures.bars(
             ["single pass", "union pass", "PhaseFusion"],
-            {m: [v["extra"]["single_changed"], v["extra"]["union_changed"], v["extra"]["fusion_changed"]] for m, v in zip(models, fusion, strict=True)},
+            {m: [v["extra"]["single_changed"], v["extra"]["union_changed"], v["extra"]["fusion_changed"]]
+             for m, v in zip(models, fusion, strict=True)},
             title="Answers changed by an origin shift", ylabel="share of items")
     order = [v for v in verdicts if v["extra"].get("gate") == "order"]
     curves = {}
@@ -136,8 +142,8 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
         if pts:
             curves[v["extra"]["model"]] = ([p["coverage"] for p in pts], [p["accuracy"] for p in pts])
     if curves:
-        out["risk_figure"] = figures.lines(curves, title="Risk–coverage of the one-pass margin", xlabel="coverage (answered share)",
-                                           ylabel="accuracy on answered")
+        out["risk_figure"] = figures.lines(curves, title="Risk–coverage of the one-pass margin",
+                                           xlabel="coverage (answered share)", ylabel="accuracy on answered")
     return out
 
 
@@ -166,41 +172,47 @@ _PART_FIELDS = ("stressors", "controls", "ri_values", "ie_values", "severity")
 def stressor_summaries(observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The stressor probe's summary per (model, settings): each part's final look, joined."""
     return _joined_parts(_final_looks((o for o in observations if o.get("type") == "summary"),
-                                      key=lambda o: (*_settings_key(o), o.get("part")), size=lambda o: len(o["videos"])))
+                                      key=lambda o: (*_settings_key(o), o.get("part")),
+                                      size=lambda o: len(o["videos"])))
 
 
 def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
     summaries = stressor_summaries(o for run in runs for o in run.obs.get("stressor", []))
     if not summaries:
         return {}
-    out: dict[str, Any] = {"heatmaps": [], "ri": [], "ie": [], "severity": [], "attack": [], "controls": [], "remedy": [],
-                           "decoding": []}
+    out: dict[str, Any] = {"heatmaps": [], "ri": [], "ie": [], "severity": [], "attack": [], "controls": [],
+                           "remedy": [], "decoding": []}
     for model in sorted({o["model"] for o in summaries}):
         mine = sorted((o for o in summaries if o["model"] == model), key=lambda o: o["settings"]["frames"])
         frames = [o["settings"]["frames"] for o in mine]
         names = ["clean", *sorted({n for o in mine for n in o["stressors"]})]
-        matrix = [[(o["clean"].get("rr") if n == "clean" else (o["stressors"].get(n) or {}).get("rr")) for o in mine] for n in names]
-        out["heatmaps"].append(figures.heatmap(matrix, names, [f"{f} frames" for f in frames], title=f"{model}: repetition rate",
-                                               vmax=1.0, cmap="magma"))
+        matrix = [[(o["clean"].get("rr") if n == "clean" else (o["stressors"].get(n) or {}).get("rr")) for o in mine]
+                  for n in names]
+        out["heatmaps"].append(figures.heatmap(matrix, names, [f"{f} frames" for f in frames],
+                                               title=f"{model}: repetition rate", vmax=1.0, cmap="magma"))
         last = mine[-1]
-        out["ri"].append(figures.distributions(last.get("ri_values", {}), title=f"{model}: RI at {last['settings']['frames']} frames",
+        out["ri"].append(figures.distributions(last.get("ri_values", {}),
+                                               title=f"{model}: RI at {last['settings']['frames']} frames",
                                                ylabel="repetition intensity"))
-        out["ie"].append(figures.distributions(last.get("ie_values", {}), title=f"{model}: IE at {last['settings']['frames']} frames",
+        out["ie"].append(figures.distributions(last.get("ie_values", {}),
+                                               title=f"{model}: IE at {last['settings']['frames']} frames",
                                                ylabel="information entropy"))
         sev = last.get("severity", {})
         if sev:
             conds = list(sev)
-            out["severity"].append(figures.stacked(conds, {k: [sev[c].get(k, 0.0) for c in conds] for k in ("benign", "ordinary", "severe")},
+            out["severity"].append(figures.stacked(conds, {k: [sev[c].get(k, 0.0) for c in conds]
+                                                           for k in ("benign", "ordinary", "severe")},
                                                    title=f"{model}: severity shares"))
         for o in mine:
             for n, s in sorted(o["stressors"].items()):
                 a = s.get("attack") or {}
-                out["attack"].append({"model": model, "frames": o["settings"]["frames"], "stressor": n, "rr": s.get("rr"),
+                out["attack"].append({"model": model, "frames": o["settings"]["frames"], "stressor": n,
+                                      "rr": s.get("rr"),
                                       "amplification": s.get("amplification"), "asr": a.get("asr"), "aq": a.get("aq"),
                                       "attacked": a.get("attacked")})
             for n, c in sorted(o.get("controls", {}).items()):
-                out["controls"].append({"model": model, "frames": o["settings"]["frames"], "control": n, "rr": c.get("rr"),
-                                        "ri": c.get("ri"), "n": c.get("n")})
+                out["controls"].append({"model": model, "frames": o["settings"]["frames"], "control": n,
+                                        "rr": c.get("rr"), "ri": c.get("ri"), "n": c.get("n")})
     for run in runs:
         for o in run.obs.get("stressor", []):
             if o.get("type") == "remedy":
