@@ -158,7 +158,8 @@ def paired_change_verdict(
     m = n10 + n01
     delta = (n10 - n01) / n
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 < float(threshold) < 1.0:
-        raise ConfigError(f"`threshold` must be a number in (-1, 1) for a difference of paired rates; got {threshold!r}")
+        raise ConfigError(f"`threshold` must be a number in (-1, 1) for a difference of paired rates; "
+                          f"got {threshold!r}")
     ex = {"n10": n10, "n01": n01, "rate_a": float(x.mean()), "rate_b": float(y.mean()),
           "mcnemar_two_sided_p": mcnemar_exact(n10, n01), "method": "exact conditional (McNemar)"}
     ex.update(extra or {})

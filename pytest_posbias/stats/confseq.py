@@ -169,7 +169,8 @@ def conditional_power(x: NDArray[np.float64], n_max: int, theta1: float, upper: 
 
 
 def decide(x: ArrayLike, *, looks: Sequence[int], lower: float, upper: float, mode: str, alpha: float,
-           lo: float, hi: float, method: str = "auto", futility: float = 0.10, theta1: float | None = None) -> SequentialDecision:
+           lo: float, hi: float, method: str = "auto", futility: float = 0.10,
+           theta1: float | None = None) -> SequentialDecision:
     """Apply the sequential rule to units ``x`` (in arrival order) at the given look sizes.
 
     ``method``: ``betting`` (exact, for {0, 1} units and other bounded values with a known
@@ -218,7 +219,8 @@ def decide(x: ArrayLike, *, looks: Sequence[int], lower: float, upper: float, mo
             else:
                 passed = inside
                 why = ("the CS lies wholly inside the allowed region" if inside else
-                       "the CS lies wholly outside the allowed region" if outside else "compliance not shown at the maximum sample")
+                       "the CS lies wholly outside the allowed region" if outside
+                       else "compliance not shown at the maximum sample")
             seg = xs[:k]
             p = _p_value(seg, mode=mode, lower=lower, upper=upper, alpha=alpha, method=method, lo=lo, hi=hi)
             return SequentialDecision(passed, k, xs.size, L, U, float(seg.mean()), p, why, done, method)

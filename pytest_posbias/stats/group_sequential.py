@@ -53,7 +53,8 @@ def _gsd_boundaries(fractions: tuple[float, ...], alpha: float) -> tuple[float, 
             idx = list(range(k + 1))
             cov = np.array([[math.sqrt(min(taus[i], taus[j]) / max(taus[i], taus[j])) for j in idx] for i in idx])
             mvn_prev = multivariate_normal(mean=np.zeros(k), cov=cov[:k, :k], seed=0)
-            p_prev = float(mvn_prev.cdf(np.array(cs), rng=np.random.default_rng(0))) if k > 1 else float(norm.cdf(cs[0]))
+            p_prev = (float(mvn_prev.cdf(np.array(cs), rng=np.random.default_rng(0)))
+                      if k > 1 else float(norm.cdf(cs[0])))
             mvn = multivariate_normal(mean=np.zeros(k + 1), cov=cov, seed=0)
 
             def f(c: float, p_prev: float = p_prev, mvn: Any = mvn, target: float = target) -> float:
@@ -74,9 +75,10 @@ def gsd_sizes(n_max: int, looks: int) -> list[int]:
     return sorted({max(1, math.ceil(n_max * k / looks)) for k in range(1, looks + 1)})
 
 
-def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
-             kind: str, futility: float = 0.10, theta1: float | None = None,
-             null_variance: bool = False, rule: str = "t", lattice_step: float | None = None) -> SequentialDecision | None:
+def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: float, upper: float, mode: str,
+             alpha: float, kind: str, futility: float = 0.10, theta1: float | None = None,
+             null_variance: bool = False, rule: str = "t",
+             lattice_step: float | None = None) -> SequentialDecision | None:
     """One analysis of the group-sequential design on the units ``x`` gathered so far.
 
     Returns the decision when this look stops the gate (always at the last look), else None.
@@ -93,8 +95,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     detect mode needs the look's one-sided test of "compliant" to reject at its spent level, so
     the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies inside the
     region or when the conditional power to show a violation of size θ1 (default:
-    :func:`violation_alternative`, on the violating side) by the last look drops below ``futility`` (non-binding: it can only lower the
-    false-failure rate). In certify mode a PASS needs the repeated CI wholly inside the region.
+    :func:`violation_alternative`, on the violating side) by the last look drops below ``futility`` (non-binding: it can
+    only lower the false-failure rate). In certify mode a PASS needs the repeated CI wholly inside the region.
     """
     from scipy import stats as st
 
@@ -135,7 +137,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     if kind == "rate":
         succ = round(float(xs.sum()))
         L, U = exact_interval(succ, n_k, confidence_level=1 - 2 * a_k)
-        p_up = binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="greater") if math.isfinite(upper) else 1.0
+        p_up = (binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="greater")
+                if math.isfinite(upper) else 1.0)
         p_lo = binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="less") if math.isfinite(lower) else 1.0
         sd = math.sqrt(theta1 * (1 - theta1)) if 0 < theta1 < 1 else 0.5
     elif rule != "t" and (float(np.ptp(xs)) > 0 or max(lattice_floor(b, lattice_step) for b in (lower, upper)) > 0):
@@ -207,8 +210,10 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         # certify: H0 "rate >= upper" (and "rate <= lower"); for rates the exact binomial tail that
         # includes the observed count, P(X <= k | upper), for means the t tail
         if kind == "rate":
-            p_c_up = binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="less") if math.isfinite(upper) else 0.0
-            p_c_lo = binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="greater") if math.isfinite(lower) else 0.0
+            p_c_up = (binomial_test(succ, n_k, min(max(upper, 0.0), 1.0), alternative="less")
+                      if math.isfinite(upper) else 0.0)
+            p_c_lo = (binomial_test(succ, n_k, min(max(lower, 0.0), 1.0), alternative="greater")
+                      if math.isfinite(lower) else 0.0)
         else:
             p_c_up = (1 - p_up) if math.isfinite(upper) else 0.0
             p_c_lo = (1 - p_lo) if math.isfinite(lower) else 0.0
