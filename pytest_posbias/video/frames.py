@@ -225,7 +225,8 @@ class FrameStore:
         with self._lock:
             return self._info.setdefault(key, got)
 
-    def clip(self, path: str | Path, indices: Sequence[int], *, size: int | None = 448, aspect: str = "stretch") -> FrameSpec:
+    def clip(self, path: str | Path, indices: Sequence[int], *, size: int | None = 448,
+             aspect: str = "stretch") -> FrameSpec:
         """:meth:`FrameSpec.from_video` with the clip's info from this store; a clip that is unusable
         or too short for ``indices`` is reported (:meth:`report`) and raises."""
         info = self.info(path)
@@ -253,7 +254,8 @@ class FrameStore:
                 _, old = self._lru.popitem(last=False)
                 self._bytes -= old.nbytes
 
-    def frames(self, path: str | Path, sha: str, indices: Sequence[int], *, size: int | None, aspect: str) -> NDArray[np.uint8]:
+    def frames(self, path: str | Path, sha: str, indices: Sequence[int], *, size: int | None,
+               aspect: str) -> NDArray[np.uint8]:
         """Frames of one clip at ``indices`` (any order, repeats allowed)."""
         from PIL import Image
 
