@@ -260,7 +260,8 @@ def _threshold_meaning(gate: str) -> str:
     g = GATES[gate]
     stat, (lo, hi) = g.statistic, g.value_range
     rule = {"both": f"|{stat}| <= threshold", "upper": f"{stat} <= threshold", "lower": f"{stat} >= threshold"}[g.side]
-    return f"the gate passes when {rule} and {stat} lies in [{lo:g}, {hi:g}]: outside this range it passes every model or none"
+    return (f"the gate passes when {rule} and {stat} lies in [{lo:g}, {hi:g}]: outside this range it passes every "
+            "model or none")
 
 
 def validate_thresholds(where: str, table: Any, *, margins: bool = False) -> dict[str, float]:
@@ -343,7 +344,8 @@ def parse_config(table: Mapping[str, Any], *, source: str = "[tool.posbias]") ->
         raise ConfigError(f"{source}.probes must be a table of probe name = {{ settings }}")
     from .probes.settings import validate_probe_settings  # local: keeps config import light
 
-    probe_settings = {name: validate_probe_settings(name, sub, where=f"{source}.probes.{name}") for name, sub in probes.items()}
+    probe_settings = {name: validate_probe_settings(name, sub, where=f"{source}.probes.{name}")
+                      for name, sub in probes.items()}
     return PosbiasConfig(values, thresholds, margins, per_model, probe_settings, source)
 
 
@@ -396,7 +398,9 @@ def check_output_path(where: str, path: str | Path, *, folder: bool, base: Path 
     what = "folder" if folder else "file"
 
     def fail(problem: str) -> ConfigError:
-        shown = str(path) if len(str(path)) <= 200 else f"{str(path)[:80]}[... {len(str(path)) - 160} characters ...]{str(path)[-80:]}"
+        shown = (str(path)
+                 if len(str(path)) <= 200
+                 else f"{str(path)[:80]}[... {len(str(path)) - 160} characters ...]{str(path)[-80:]}")
         return ConfigError(f"{where}: cannot write the {what} {shown}: {problem}; give a path in a writable folder")
 
     target = p if folder else p.parent

@@ -159,8 +159,8 @@ class GateContext(Protocol):
         """A rate gate: exact binomial against the gate's threshold."""
         ...
 
-    def baseline_gate(self, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
-                      worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
+    def baseline_gate(self, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *, name: str,
+                      unit: str, worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
         """A paired non-inferiority comparison against the baseline within the gate's margin."""
         ...
 

@@ -150,13 +150,15 @@ GATE_SPECS: tuple[GateSpec, ...] = (
              "upper", 0.10, 0.05, "contaminated-slot rate", _RATE, _OPEN, "higher"),
     GateSpec("flip", "test_phase_order", "flip", "phase/order suite: answer flips between deployed frame samplers",
              "upper", 0.15, 0.05, "flip rate", _RATE, _OPEN, "binary"),
-    GateSpec("phase", "test_phase_order", "phase", "phase/order suite: answer flips between sampling phases of one grid",
+    GateSpec("phase", "test_phase_order", "phase",
+             "phase/order suite: answer flips between sampling phases of one grid",
              "upper", 0.15, 0.05, "flip rate", _RATE, _OPEN, "binary"),
     # ``order`` is pytest-order's marker, so the option-order gate is selected with ``-m option_order``
     GateSpec("order", "test_phase_order", "option_order",
              "phase/order suite: answer flips across option orderings (gate order)",
              "upper", 0.15, 0.05, "flip rate", _RATE, _OPEN, "binary"),
-    GateSpec("fusion", "test_phase_order", "fusion", "phase/order suite: PhaseFusion vs single pass under an origin shift",
+    GateSpec("fusion", "test_phase_order", "fusion",
+             "phase/order suite: PhaseFusion vs single pass under an origin shift",
              "upper", 0.0, 0.05, "change-rate difference", _SIGNED, (-1.0, 1.0, False, False), "binary"),
     GateSpec("equivalence", "test_phase_order", "equivalence",
              "phase/order suite: PhaseFusion (S x b) accuracy equivalent to one pass at 4b frames (TOST, certify-type)",
@@ -165,7 +167,8 @@ GATE_SPECS: tuple[GateSpec, ...] = (
              "upper", 0.15, 0.05, "repetition rate", _RATE, _OPEN, "binary"),
     # BCa: the per-video amplification (a share minus a rare 0/1 clean indicator) is skewed enough
     # to make the percentile interval anti-conservative (measured by benchmarks/calibration.py)
-    GateSpec("stressor", "test_stressors", "stressor", "stressor suite: repetition amplification under temporal stressors",
+    GateSpec("stressor", "test_stressors", "stressor",
+             "stressor suite: repetition amplification under temporal stressors",
              "upper", 0.10, 0.05, "repetition-rate increase", _SIGNED, (0.0, 1.0, True, False), "amplification",
              bootstrap="bca"),
     GateSpec("attack", "test_stressors", "attack", "stressor suite: black-box repetition attack success rate",
@@ -191,7 +194,8 @@ SUITES: Mapping[str, SuiteSpec] = MappingProxyType({s.module: s for s in SUITE_S
 """Suite module name (``test_positional``) -> record, positional first."""
 
 # Markers of the suites that select no gate.
-OTHER_MARKERS: Mapping[str, str] = MappingProxyType({"slow": "long end-to-end check; runs in CI, deselect with -m 'not slow'"})
+OTHER_MARKERS: Mapping[str, str] = MappingProxyType(
+    {"slow": "long end-to-end check; runs in CI, deselect with -m 'not slow'"})
 
 
 def markers() -> dict[str, str]:

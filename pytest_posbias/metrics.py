@@ -56,7 +56,8 @@ def _coverage_matrix(coverage: ArrayLike, *, name: str = "coverage") -> NDArray[
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"`{name}` must be a numeric (N, P) array; got {type(coverage).__name__}") from exc
     if arr.ndim != 2:
-        raise ConfigError(f"`{name}` must be a 2-D (N, P) array (rows = instances, columns = slots); got shape {arr.shape}")
+        raise ConfigError(f"`{name}` must be a 2-D (N, P) array (rows = instances, columns = slots); got shape "
+                          f"{arr.shape}")
     if arr.shape[0] == 0:
         raise ConfigError(f"`{name}` must have at least one row (instance); got shape {arr.shape}")
     if arr.shape[1] < 2:
@@ -121,7 +122,8 @@ def meg_per_instance(coverage: ArrayLike) -> NDArray[np.float64]:
     """
     cov = _coverage_matrix(coverage)
     if cov.shape[1] != 4:
-        raise ConfigError(f"`coverage` must have P = 4 columns for MEG (defined for four-video inputs only); got P = {cov.shape[1]}")
+        raise ConfigError("`coverage` must have P = 4 columns for MEG (defined for four-video inputs only); got P = "
+                          f"{cov.shape[1]}")
     out: NDArray[np.float64] = (cov[:, 1] + cov[:, 2]) / 2 - (cov[:, 0] + cov[:, 3]) / 2
     return out
 
@@ -172,7 +174,8 @@ def fragment_tokenizer(tokenizer: str = "auto") -> str:
         import spacy  # noqa: F401
     except ImportError:
         if tokenizer == "spacy":
-            raise ConfigError("`tokenizer` 'spacy' needs the spacy extra: pip install 'pytest-posbias[spacy]'") from None
+            raise ConfigError("`tokenizer` 'spacy' needs the spacy extra: "
+                              "pip install 'pytest-posbias[spacy]'") from None
         return "regex"
     return "spacy"
 
@@ -255,7 +258,7 @@ def fragment_density(reference: str, summary: str, *, tokenizer: str = "auto") -
     return sum(m.length ** 2 for m in fragments(reference, summary, tokenizer=tokenizer)) / n_ref
 
 
-# --------------------------------------------------------------------------- repetition (VideoSTF §3.1, official conventions)
+# ------------------------------------------------------------- repetition (VideoSTF §3.1, official conventions)
 
 
 def max_ngram_count(text: str, n: int = 5) -> int:
@@ -376,9 +379,11 @@ def _answers_matrix(answers: ArrayLike) -> NDArray[np.int64]:
     except (TypeError, ValueError) as exc:
         raise ConfigError("`answers` must be an (N, K) integer array") from exc
     if arr.ndim != 2:
-        raise ConfigError(f"`answers` must be a 2-D (N, K) array (rows = items, columns = conditions); got shape {arr.shape}")
+        raise ConfigError("`answers` must be a 2-D (N, K) array (rows = items, columns = conditions); got shape "
+                          f"{arr.shape}")
     if arr.shape[0] == 0 or arr.shape[1] < 2:
-        raise ConfigError(f"`answers` must have at least one row and at least 2 columns (conditions); got shape {arr.shape}")
+        raise ConfigError("`answers` must have at least one row and at least 2 columns (conditions); got shape "
+                          f"{arr.shape}")
     if not np.issubdtype(arr.dtype, np.integer):
         if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)

@@ -92,7 +92,8 @@ def redact_value(value: Any) -> Any:
 # C0 controls but tab and newline, DEL, C1 controls, the Arabic letter mark, LRM/RLM, the bidi
 # embeddings/overrides U+202A–U+202E and isolates U+2066–U+2069, line/paragraph separators, and
 # lone surrogates (not encodable as UTF-8)
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
 
 
 def _escape(m: re.Match[str]) -> str:

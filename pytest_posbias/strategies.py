@@ -173,7 +173,8 @@ def samplers(budget: int, *, budgets: Sequence[int] = (), conventions: Sequence[
     _int_ge("budget", budget, 1)
     bad = [c for c in conventions if c not in SAMPLER_NAMES]
     if bad or not conventions:
-        raise ConfigError(f"`conventions` must be a non-empty subset of {', '.join(SAMPLER_NAMES)}; got {list(conventions)!r}")
+        raise ConfigError(f"`conventions` must be a non-empty subset of {', '.join(SAMPLER_NAMES)}; got "
+                          f"{list(conventions)!r}")
     conv = ("left", *[c for c in conventions if c != "left"])
     bud = (budget, *[_int_ge("budgets", b, 1) for b in budgets if b != budget])
     return _sampler(budget, bud, conv, max_denominator)
@@ -273,7 +274,8 @@ def _edit(draw: Any, T: int, max_frames: int, kinds: tuple[str, ...]) -> Stresso
     return StressorEdit(kind, pos)
 
 
-def stressor_edits(T: int, *, max_frames: int = 4, kinds: Sequence[str] = STRESSOR_KINDS) -> st.SearchStrategy[StressorEdit]:
+def stressor_edits(T: int, *, max_frames: int = 4,
+                   kinds: Sequence[str] = STRESSOR_KINDS) -> st.SearchStrategy[StressorEdit]:
     """One stressor on T sampled frames touching 0..``max_frames`` frames; shrinks toward zero
     stressed frames, then the first kind (``replace``) and the first positions."""
     _int_ge("T", T, 2)

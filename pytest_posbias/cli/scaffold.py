@@ -104,7 +104,8 @@ def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
         return None, ()
     taken = set(_OPTION_NAME.findall(existing or ""))
     skip = tuple(a for a in SHORT_ALIASES if a in taken)
-    comment = _ALIAS_COMMENT.format(skip_note=f"; {', '.join(skip)} left out: this project defines them" if skip else "")
+    note = f"; {', '.join(skip)} left out: this project defines them" if skip else ""
+    comment = _ALIAS_COMMENT.format(skip_note=note)
     hook = ALIAS_HOOK.format(skip_arg=f", skip={skip!r}" if skip else "")
     if existing is None:
         return _ALIAS_CONFTEST_HEAD + comment.lstrip("\n").join(["\n", ""]) + ALIAS_IMPORTS.format(noqa="") + hook, skip
@@ -163,8 +164,8 @@ def posbias_table(*, model: str | None = None, quick: bool = False) -> str:
         "# pytest-posbias settings (written by `posbias init`; every key: docs/reference/config.md).",
         "# Command-line options override them: --model, --posbias-mode, --posbias-threshold GATE=VALUE, ...",
         f"model = {toml_string(model)}" if model else '# model = "qwen3vl8b"            # default for --model',
-        'mode = "detect"                   # detect: fail when a violation is shown; certify: pass only when compliance is shown',
-        "alpha = 0.05",
+        'mode = "detect"                   # detect: fail when a violation is shown; certify: pass only when '
+        'compliance is shown', "alpha = 0.05",
         "seed = 0",
         'cache = ".posbias"                # generation cache and run logs',
         'report_dir = "reports"            # HTML reports',
@@ -419,7 +420,8 @@ def testpaths_hint(root: Path, tests_dir: str) -> str | None:
 
 def register(sub: Any, register_command: Any) -> None:
     """Add ``posbias init`` to the CLI parser."""
-    p = register_command(sub, "init", _init, "scaffold a robustness test folder and a [tool.posbias] table in a repository")
+    p = register_command(sub, "init", _init,
+                         "scaffold a robustness test folder and a [tool.posbias] table in a repository")
     p.add_argument("dir", nargs="?", default=".", help="the project's root folder (default: the current folder)")
     p.add_argument("--tests-dir", default=DEFAULT_TESTS_DIR,
                    help=f"folder for the suites' test modules, relative to DIR (default {DEFAULT_TESTS_DIR})")

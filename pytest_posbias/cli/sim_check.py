@@ -197,7 +197,8 @@ def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
         r = ctx.positional(model, spec)
         if r.coverage.size == 0:
             continue
-        news = all(ctx.manifest().videos[v].reference_style == "news" for g in ctx.manifest().groups_for(domain, bucket, P)
+        news = all(ctx.manifest().videos[v].reference_style == "news"
+                   for g in ctx.manifest().groups_for(domain, bucket, P)
                    for v in g.videos)
         per: dict[str, np.ndarray] = {
             "dpb": dpb_per_instance(r.coverage), "coverage": r.coverage.mean(axis=1),
@@ -228,7 +229,7 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
     per gate and, for each positional gate the dose names, one :class:`ConfigCheck` per
     configuration, held to :func:`tolerance` (sim:unbiased runs on the same groups for DPB/MEG)."""
     from ..models.registry import resolve
-    from ..models.sim_dose import DOSE_GATES, is_dose, parse_dose
+    from ..models.sim_dose_parse import DOSE_GATES, is_dose, parse_dose
 
     resolved = resolve(model)
     targets: dict[str, float] = {}
@@ -349,7 +350,8 @@ def format_rows(model: str, rows: Sequence[Achieved]) -> list[str]:
     for a in rows:
         tgt = f"{a.target:.3f}" if a.target is not None else "-"
         parts = ", ".join(f"{k} {v:.3f}" for k, v in a.parts.items())
-        lines.append(f"{a.gate:<14} {tgt:>8} {a.estimate:>9.3f} [{a.ci_low:>7.3f}, {a.ci_high:>6.3f}] {a.n:>5}  {a.unit}"
+        lines.append(f"{a.gate:<14} {tgt:>8} {a.estimate:>9.3f} [{a.ci_low:>7.3f}, {a.ci_high:>6.3f}] {a.n:>5}  "
+                     f"{a.unit}"
                      + (f"; {parts}" if parts else ""))
     return lines
 
@@ -469,14 +471,19 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
 
 def register(sub: Any, register_fn: Callable[..., argparse.ArgumentParser]) -> None:
     """Add the ``sim`` subcommand (``check`` and ``calibrate``) to the ``posbias`` parser."""
-    p = register_fn(sub, "sim", _cli, "measure a dose-controlled simulated model's gate metrics through the real probes")
-    p.add_argument("action", choices=["check", "calibrate"], help="check: measure a dose; calibrate: the stored constants")
-    p.add_argument("model", nargs="?", help="with check: sim:dose,GATE=VALUE[,GATE=VALUE...] (or sim:PROFILE with --gates)")
+    p = register_fn(sub, "sim", _cli,
+                    "measure a dose-controlled simulated model's gate metrics through the real probes")
+    p.add_argument("action", choices=["check", "calibrate"],
+                   help="check: measure a dose; calibrate: the stored constants")
+    p.add_argument("model", nargs="?",
+                   help="with check: sim:dose,GATE=VALUE[,GATE=VALUE...] (or sim:PROFILE with --gates)")
     p.add_argument("--gates", default=None, help="comma-separated gates to measure (default: the gates the dose names)")
-    p.add_argument("--groups", type=int, default=12, help="positional groups per configuration (default 12; calibrate 40)")
+    p.add_argument("--groups", type=int, default=12,
+                   help="positional groups per configuration (default 12; calibrate 40)")
     p.add_argument("--items", type=int, default=60, help="multiple-choice items (default 60)")
     p.add_argument("--videos", type=int, default=32, help="videos of the stressor probe (default 32)")
-    p.add_argument("--configs", default=None, help="positional configurations, e.g. domestic-short,leisure-long (default all)")
+    p.add_argument("--configs", default=None,
+                   help="positional configurations, e.g. domestic-short,leisure-long (default all)")
     p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
     p.add_argument("--data", default=None, help="manifest (default: the synthetic set)")
     p.add_argument("--cache", default=None, help="generation cache directory (default: a temporary one)")

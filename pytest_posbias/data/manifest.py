@@ -26,10 +26,8 @@ with the problem as their reason (the plan is the manifest, not what survived lo
 ``file_problems`` lists it for the warning at the start of a run.
 
 Every problem with the data, here and later in the run (a video that cannot be decoded or is
-too short for the frames a probe asks for), is a :class:`DataProblem`: a kind, the item or file
-it is about, a message, and the manifest line when there is one. :func:`summarize_problems`
-groups them by kind with a count and an example, for the terminal summary, ``--posbias-json``
-and the report.
+too short for the frames a probe asks for), is a :class:`~pytest_posbias.data.problems.DataProblem`
+(:mod:`~pytest_posbias.data.problems`, whose names this module re-exports).
 """
 
 from __future__ import annotations
@@ -38,124 +36,21 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ManifestError
+from .problems import PROBLEM_KINDS as PROBLEM_KINDS
+from .problems import DataProblem as DataProblem
+from .problems import _short
+from .problems import problems_in_records as problems_in_records
+from .problems import summarize_problems as summarize_problems
+from .problems import unique_problems as unique_problems
 
 SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
 
-
-# Kinds of data problem, in the order the summaries list them.
-PROBLEM_KINDS = {
-    "encoding": "manifest line not UTF-8",
-    "bad-line": "malformed manifest line",
-    "duplicate-id": "duplicate id",
-    "unknown-video": "reference to an unknown video id",
-    "missing-video": "video file not found",
-    "inaccessible-video": "video path cannot be opened (permission, link loop, name too long)",
-    "empty-video": "empty video file (0 bytes)",
-    "unreadable-video": "not a readable video",
-    "truncated-video": "truncated or damaged video",
-    "too-short": "video too short for the frames asked for",
-    "other": "other data problem",
-}
-
-
-@dataclass(frozen=True)
-class DataProblem:
-    """One problem with the data: what kind, which item or file, what is wrong, where.
-
-    ``item`` names the manifest item (``video 'v3'``, ``group 'g1'``) or, for a video found bad
-    while decoding, its file; ``file``/``line`` locate it (``line`` is 1-based, None when the
-    problem is not about one manifest line).
-    """
-
-    kind: str
-    item: str
-    message: str
-    file: str = ""
-    line: int | None = None
-
-    def __str__(self) -> str:
-        item, file = _short(self.item), _short(self.file)
-        if self.file and self.line is not None:
-            return f"{file}:{self.line}: {self.message}"
-        if self.file and self.file != self.item:
-            return f"{item} ({file}): {self.message}"
-        return f"{item}: {self.message}"
-
-    def key(self) -> tuple[str, str, str, int | None]:
-        """What makes two records the same problem (one run logs a problem once per worker or look)."""
-        return (self.kind, self.item, self.file, self.line)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (run log, ``--posbias-json``)."""
-        return {"kind": self.kind, "item": self.item, "message": self.message, "file": self.file, "line": self.line}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DataProblem:
-        """Inverse of :meth:`to_dict`; unknown kinds are kept as they are."""
-        line = d.get("line")
-        return cls(str(d.get("kind") or "other"), str(d.get("item", "")), str(d.get("message", "")), str(d.get("file") or ""),
-                   int(line) if isinstance(line, int) and not isinstance(line, bool) else None)
-
-    @classmethod
-    def coerce(cls, value: Any) -> DataProblem:
-        """A problem from a run-log entry: a dict (:meth:`to_dict`) or a plain message (older logs, probe strings)."""
-        if isinstance(value, DataProblem):
-            return value
-        if isinstance(value, Mapping):
-            return cls.from_dict(value)
-        text = str(value)
-        return cls("other", text.split(": ", 1)[0], text.split(": ", 1)[-1])
-
-
-def _short(text: str) -> str:
-    """A path or item name for a message: a name longer than 200 characters (a path the file system
-    rejects as too long) is shown by its two ends (:func:`~pytest_posbias.video.decode.short_path`)."""
-    if len(text) <= 200:
-        return text
-    from ..video.decode import short_path
-
-    return short_path(text)
-
-
-def unique_problems(problems: Iterable[Any]) -> list[DataProblem]:
-    """Problems (records or plain messages) without repeats, in first-seen order."""
-    out: dict[tuple[str, str, str, int | None], DataProblem] = {}
-    for p in problems:
-        dp = DataProblem.coerce(p)
-        out.setdefault(dp.key(), dp)
-    return list(out.values())
-
-
-def summarize_problems(problems: Iterable[Any]) -> list[dict[str, Any]]:
-    """Per kind: ``kind``, ``label`` (plain words), ``count`` (distinct problems) and ``example`` (the first one, as text),
-    kinds in :data:`PROBLEM_KINDS` order, unknown kinds last."""
-    by_kind: dict[str, list[DataProblem]] = {}
-    for p in unique_problems(problems):
-        by_kind.setdefault(p.kind, []).append(p)
-    order = list(PROBLEM_KINDS)
-    kinds = sorted(by_kind, key=lambda k: (order.index(k) if k in order else len(order), k))
-    return [{"kind": k, "label": PROBLEM_KINDS.get(k, k), "count": len(by_kind[k]), "example": str(by_kind[k][0])}
-            for k in kinds]
-
-
-def problems_in_records(records: Iterable[Mapping[str, Any]]) -> list[DataProblem]:
-    """Every data problem a run log holds: the manifest's (``data`` observations) and those found
-    later in the run (``data`` observations of type ``problem``), without repeats."""
-    found: list[Any] = []
-    for r in records:
-        if r.get("kind") != "observation" or r.get("probe") != "data":
-            continue
-        if r.get("type") == "problem":
-            found.append(r.get("problem") or {})
-        else:
-            found.extend(r.get("problems") or [])
-    return unique_problems(found)
 
 
 @dataclass(frozen=True)
@@ -256,7 +151,8 @@ def require_usable(path: str | Path) -> Manifest:
     what = " and ".join(x for x in (f"{len(m.problems)} bad lines" if m.problems else "",
                                     f"{len(m.file_problems)} unusable video files" if m.file_problems else "") if x)
     why = f"{what}: {first}{more}" if problems else "the file holds no item lines"
-    raise ConfigError(f"{m.path}: no usable item in the manifest ({why}); check it with `posbias data validate --out {m.path}`")
+    raise ConfigError(f"{m.path}: no usable item in the manifest ({why}); check it with `posbias data validate --out "
+                      f"{m.path}`")
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -274,7 +170,8 @@ def _need(d: Mapping[str, Any], key: str, types: type | tuple[type, ...], what: 
     if key not in d:
         raise ValueError(f"missing field {key!r}")
     v = d[key]
-    if not isinstance(v, types) or (isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
+    if not isinstance(v, types) or (isinstance(v, bool)
+                                    and bool not in (types if isinstance(types, tuple) else (types,))):
         raise ValueError(f"field {key!r} must be {what}; got {type(v).__name__}")
     return v
 
@@ -387,7 +284,8 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             problems.append(DataProblem(
-                "encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset {offset + exc.start} "
+                "encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset "
+                                         f"{offset + exc.start} "
                 f"cannot be decoded (save the manifest as UTF-8)", str(p), n))
         offset += len(raw) + 1
 
@@ -436,7 +334,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     def duplicate(what: str, item_id: str, n: int) -> bool:
         first = first_line.setdefault((what, item_id), n)
         if first != n:
-            problem("duplicate-id", f"{what} {item_id!r}", n, f"duplicate {what} id {item_id!r} (first on line {first}, "
+            problem("duplicate-id", f"{what} {item_id!r}", n,
+                    f"duplicate {what} id {item_id!r} (first on line {first}, "
                     f"again on line {n}); line {n} skipped")
             return True
         return False
@@ -481,7 +380,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             m.groups.append(g)
     for n, q in pending_mcq:
         if q.video in m.videos:
-            q = McqItem(q.id, q.video, m.videos[q.video].path, q.question, q.options, q.answer, q.start, q.end, q.tags, q.kind, q.source)
+            q = McqItem(q.id, q.video, m.videos[q.video].path, q.question, q.options, q.answer, q.start, q.end, q.tags,
+                        q.kind, q.source)
         elif check_files:
             check(f"mcq {q.id!r}", q.path, n, note=f" (video {q.video!r} is not a video id of the manifest either)")
         m.mcq.append(q)

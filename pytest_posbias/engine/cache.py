@@ -155,8 +155,8 @@ class GenerationCache:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.executemany(
-                    "INSERT INTO unusable (key, model, runs, updated, reason, payload, run) VALUES (?, ?, 1, ?, ?, ?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET runs = runs + (excluded.run = '' OR run != excluded.run), "
+                    "INSERT INTO unusable (key, model, runs, updated, reason, payload, run) VALUES (?, ?, 1, ?, ?, ?, "
+                    "?) ON CONFLICT(key) DO UPDATE SET runs = runs + (excluded.run = '' OR run != excluded.run), "
                     "model = excluded.model, updated = excluded.updated, reason = excluded.reason, "
                     "payload = excluded.payload, run = excluded.run", rows)
                 self._conn.executemany("DELETE FROM generations WHERE key = ?", [(r[0],) for r in rows])

@@ -43,7 +43,8 @@ class CallStats:
 
     made: int = 0
     cache_hits: int = 0  # distinct keys first found in the cache in this run (made by an earlier run or another worker)
-    rereads: int = 0  # distinct keys asked again within this run (a later sequential look), answered from this run's own answers
+    # distinct keys asked again within this run (a later sequential look), answered from this run's own answers
+    rereads: int = 0
     failed: int = 0
     model_seconds: float = 0.0
     shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)
@@ -150,7 +151,8 @@ class Engine:
         for k, r in zip(keys, requests, strict=True):
             if k not in results and k not in todo:
                 todo[k] = r
-        found = [k for k in dict.fromkeys(keys) if k in cached]  # distinct keys: a key asked twice in one call is one request
+        found = [k for k in dict.fromkeys(keys)
+                 if k in cached]  # distinct keys: a key asked twice in one call is one request
         hits = len(found)
         with self._lock:
             repeat = sum(1 for k in found if k in self._answered)
@@ -195,7 +197,8 @@ class Engine:
         cap), it is served from this run's memory for the rest of the run, and a ``rejected`` record
         names it in the run log. Returns the number of answers newly rejected."""
         if len(requests) != len(reasons):
-            raise ConfigError(f"`requests` and `reasons` must have the same length; got {len(requests)} and {len(reasons)}")
+            raise ConfigError(f"`requests` and `reasons` must have the same length; got {len(requests)} and "
+                              f"{len(reasons)}")
         todo: dict[str, tuple[Request, str]] = {}
         for k, r, why in zip(self.keys(requests), requests, reasons, strict=True):
             if why is not None and k not in todo:
@@ -213,15 +216,16 @@ class Engine:
                 self.runlog.write({"kind": "rejected", "probe": probe, "key": k, "reason": why})
         return len(new)
 
-    def _make(self, backend: Backend, model: str, chunk: Sequence[tuple[str, Request]], results: dict[str, Generation], *,
-              probe: str, accept: Accept | None = None) -> int:
+    def _make(self, backend: Backend, model: str, chunk: Sequence[tuple[str, Request]], results: dict[str, Generation],
+              *, probe: str, accept: Accept | None = None) -> int:
         """Make one batch: call the backend, commit the good answers at once (a kill after this loses
         nothing), count, log. Returns the requests sent. ``accept``: see :meth:`run` (an unusable
         answer is not cached)."""
         t_call = time.perf_counter()
         gens = self._call(backend, [r for _, r in chunk])
         wall = time.perf_counter() - t_call
-        reasons = [accept(r, g) if accept is not None and g.ok else None for (_k, r), g in zip(chunk, gens, strict=True)]
+        reasons = [accept(r, g) if accept is not None and g.ok else None
+                   for (_k, r), g in zip(chunk, gens, strict=True)]
         good = [(k, model, g) for (k, _), g, w in zip(chunk, gens, reasons, strict=True) if g.ok and w is None]
         self.cache.put_many(good)  # committed now: a kill after this loses nothing
         bad = [(k, model, g, w) for (k, _), g, w in zip(chunk, gens, reasons, strict=True) if w is not None]
@@ -240,8 +244,9 @@ class Engine:
                 probe: str, done: int, total: int, hits: int, t_start: float, accept: Accept | None = None) -> int:
         """Send ``items`` through ``backend.generate_stream`` (requests issued as slots free up) and
         cache, count and log each generation the moment it completes (cache writes are group
-        commits on a writer thread), so a kill loses only the calls in flight. The wall time added is the elapsed time of the whole stream (concurrent
-        calls overlap; their summed client time goes to ``model_seconds``). Returns ``done``."""
+        commits on a writer thread), so a kill loses only the calls in flight. The wall time added is the elapsed time
+        of the whole stream (concurrent calls overlap; their summed client time goes to ``model_seconds``). Returns
+        ``done``."""
         reqs = [r for _, r in items]
         seen: set[int] = set()
         writer = _GroupCommit(self.cache)

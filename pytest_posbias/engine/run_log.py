@@ -146,7 +146,8 @@ def read_run_header(path: str | Path) -> dict[str, Any]:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
                     break
-                if isinstance(rec, dict) and rec.get("kind") == "header" and rec.get("schema_version") == SCHEMA_VERSION:
+                if (isinstance(rec, dict) and rec.get("kind") == "header"
+                        and rec.get("schema_version") == SCHEMA_VERSION):
                     return rec
                 break
     return read_run_log(path)[0]
@@ -191,7 +192,8 @@ class RunLogLines:
         if self.header is None:
             raise ConfigError(f"{self.path}: not a posbias run log (no header line)")
         if self.header.get("schema_version") != SCHEMA_VERSION:
-            raise ConfigError(f"{self.path}: run log schema version {self.header.get('schema_version')} is not supported "
+            raise ConfigError(f"{self.path}: run log schema version {self.header.get('schema_version')} is not "
+                              "supported "
                               f"(expected {SCHEMA_VERSION})")
         return self.header, self.records
 

@@ -14,19 +14,19 @@ import numpy as np
 from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..stats import Verdict, _bounds, _fmt, _region
+from ..stats.group_sequential import gsd_sizes, gsd_step
 from ..stats.rules import RULE_NAMES
-from ..stats.sequential import gsd_sizes, gsd_step
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
 
 
-def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int, kind: str,
-                       name: str, unit: str, extra: dict[str, Any], rule: str = "t",
+def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int,
+                       kind: str, name: str, unit: str, extra: dict[str, Any], rule: str = "t",
                        lattice_step: float | None = None) -> Verdict:
-    """A gate under the group-sequential design (:mod:`~pytest_posbias.stats.sequential`): the probe draws the first
-    quarter of the maximum sample, then a quarter more at each look while the decision is open
-    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.stats.sequential.gsd_step`; ``rule``
+    """A gate under the group-sequential design (:mod:`~pytest_posbias.stats.group_sequential`): the probe draws the
+    first quarter of the maximum sample, then a quarter more at each look while the decision is open
+    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.stats.group_sequential.gsd_step`; ``rule``
     and ``lattice_step`` choose a mean gate's test there)."""
     threshold = ctx.threshold(gate, model)
     lower, upper = _bounds(threshold, GATES[gate].side)
@@ -45,8 +45,8 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
     d = replace(d, ci_low=min(max(d.ci_low, lo_v), hi_v), ci_high=max(min(d.ci_high, hi_v), lo_v))
     level = round(100 * (1 - 2 * ctx.alpha))
     reason = (f"{name} = {_fmt(d.estimate)} ({level}% repeated CI [{_fmt(d.ci_low)}, {_fmt(d.ci_high)}], threshold "
-              f"{_region(lower, upper)}, n = {d.stopped_at} of at most {n_max} {unit}, p = {_fmt(d.p_value)}): {d.reason} "
-              f"({ctx.mode} mode, group-sequential, α = {ctx.alpha:g}).")
+              f"{_region(lower, upper)}, n = {d.stopped_at} of at most {n_max} {unit}, p = {_fmt(d.p_value)}): "
+              f"{d.reason} ({ctx.mode} mode, group-sequential, α = {ctx.alpha:g}).")
     ex = {**extra, "gate": gate, "model": model, "design": d.method, "looks": d.looks, "n_max": n_max,
           "stopped_at": d.stopped_at, "kind": kind}
     if kind == "mean":
@@ -69,7 +69,8 @@ def with_extra(v: Verdict, more: dict[str, Any]) -> Verdict:
     return replace(v, extra={**v.extra, **more})
 
 
-def paired_rate(ctx: GateContext, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *, name: str,
+def paired_rate(ctx: GateContext, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *,
+                name: str,
                  unit: str, extra: dict[str, Any]) -> Verdict:
     """Binary outcomes of candidate and baseline on the same units: exact McNemar."""
     return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse=paired_direction(gate),

@@ -82,9 +82,10 @@ def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
     b = ctx.phase(ref, "parity")  # the same, plus the re-run of phase 0 (the floor)
     ok_r, ok_b = answered(r, [C.phase(0)]), answered(b, [C.phase(0), C.rerun(0)])
     where_b = {it.id: k for k, it in enumerate(b.items)}
-    rows = [(i, where_b[it.id]) for i, it in enumerate(r.items) if it.id in where_b and ok_r[i] and ok_b[where_b[it.id]]]
-    m = combine(phase_measurement(r, [C.phase(0)]), phase_measurement(b, [C.phase(0), C.rerun(0)]), prefix_b="reference",
-                measured=len(rows))
+    rows = [(i, where_b[it.id]) for i, it in enumerate(r.items) if it.id in where_b and ok_r[i]
+            and ok_b[where_b[it.id]]]
+    m = combine(phase_measurement(r, [C.phase(0)]), phase_measurement(b, [C.phase(0), C.rerun(0)]),
+                prefix_b="reference", measured=len(rows))
     name = f"changed-answer share against {ref} minus its re-run floor"
     cons_r, cons_b, cons_b2 = r.consensus(C.phase(0)), b.consensus(C.phase(0)), b.consensus(C.rerun(0))
     ia = np.array([i for i, _ in rows], dtype=int)
@@ -108,14 +109,16 @@ def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
         v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items), mode=ctx.mode,
                                  alpha=ctx.alpha, unit="items", extra=extra, fail_closed=True,
                                  why=f"the two deployments' answers were scored differently ({r.mode} for {model}, "
-                                     f"{b.mode} for {ref}): an endpoint without log-probabilities is read from its text")
+                                     f"{b.mode} for {ref}): an endpoint without log-probabilities is read from its "
+                                     "text")
         return _floored(ctx, v, m)
     if rows and float(floor.mean()) > threshold:  # a noisy reference hides any change below its own flips
         v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items), mode=ctx.mode,
                                  alpha=ctx.alpha, unit="items", extra=extra, fail_closed=True,
                                  estimate=float(changed.mean() - floor.mean()),
                                  why=f"the reference's own re-run changes {floor.mean():.3g} of its answers, more than "
-                                     f"the threshold {threshold:g}: a change of that size cannot be told from its noise "
+                                     f"the threshold {threshold:g}: a change of that size cannot be told from its "
+                                     "noise "
                                      f"(make the reference deterministic: greedy decoding, a fixed seed)")
         return _floored(ctx, v, m)
     v = paired_change_verdict(changed, floor, name=name, threshold=threshold, mode=ctx.mode,

@@ -120,17 +120,20 @@ def equivalence_verdict(ctx: GateContext, model: str, r: PhaseResult, conds: Seq
     single = identity_answer(r, conds[-1])
     d = ((fused_ans == truth).astype(float) - (single == truth).astype(float))[ok]
     videos = np.array([i.video for i in r.items])[ok]
-    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {C.Condition.parse(conds[-1]).frames} frames "
+    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {C.Condition.parse(conds[-1]).frames} "
+            "frames "
             f"accuracy")
     extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
              "unparseable": getattr(r, "unparseable", 0), "answers": answers_returned(r),
              "fusion_accuracy": float((fused_ans == truth)[ok].mean()) if ok.any() else None,
              "single_accuracy": float((single == truth)[ok].mean()) if ok.any() else None,
-             "design": "TOST (certify-type)", "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
+             "design": "TOST (certify-type)",
+             "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
     if getattr(ctx, "paired_test", "bootstrap") == "permutation":
         from ..stats.paired import paired_permutation_verdict
 
-        v = paired_permutation_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both",
+        v = paired_permutation_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model),
+                                       sides="both",
                                        mode="certify", alpha=ctx.alpha, unit="videos", seed=getattr(ctx, "seed", 0),
                                        extra=extra)
     else:
@@ -143,7 +146,8 @@ def equivalence_verdict(ctx: GateContext, model: str, r: PhaseResult, conds: Seq
 def _phase_extra(r: PhaseResult, flips: np.ndarray, ok: np.ndarray, gate: str) -> dict[str, Any]:
     """Diagnostics of a phase/order decision on the items it used (``flips`` over the measured items)."""
     extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
-                             "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend, "n_items": len(r.items), "problems": r.problems[:5],
+                             "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend,
+                             "n_items": len(r.items), "problems": r.problems[:5],
                              "rerun_floor": float(pair_flips(r, C.phase(0), C.rerun(0)).mean())
                              if C.rerun(0) in r.condition_answers and r.items else None}
     if gate == "order" and r.items:
@@ -278,7 +282,8 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
         def at(n: int) -> np.ndarray:
             return np.asarray(ref(ctx.phase(model, gate, budget, n=n)), dtype=float)
 
-        v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.items, kind="rate", name=name, unit="items", extra={})
+        v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.items, kind="rate", name=name, unit="items",
+                               extra={})
         final = ctx.phase(model, gate, budget, n=v.extra["looks"][-1])
         ok_f = answered(final, conds)
         v = with_extra(v, _phase_extra(final, all_flips(final)[ok_f], ok_f, gate))

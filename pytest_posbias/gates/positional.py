@@ -105,7 +105,8 @@ def positional_measurement(r: PositionalResult, gate: str = "coverage") -> Measu
     lost = {k: int(v) for k, v in r.lost.items() if v}
     if (~keep).any():
         lost["no_slot_covered"] = int((~keep).sum())
-    examples = [f"group {i['group']} order {i['order']}: {i.get('lost', 'lost')}" for i in r.instances if not i["valid"]]
+    examples = [f"group {i['group']} order {i['order']}: {i.get('lost', 'lost')}" for i in r.instances
+                if not i["valid"]]
     return Measurement("instances (group x order)", max(r.planned, measured), measured, lost, examples=examples[:5])
 
 
@@ -126,7 +127,8 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         est = float(r.contamination.mean()) if r.contamination.size else math.nan
         v = inconclusive_verdict(
             name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=len(set(r.clusters.tolist())),
-            mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est, extra={**describe(r), "gate": gate, "model": model},
+            mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est,
+                                 extra={**describe(r), "gate": gate, "model": model},
             why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
                 "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
         return floored(ctx, v, positional_measurement(r, gate))
@@ -168,7 +170,8 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         cand = np.array([values[cand_rows[c]] for c in common])
         base = np.array([bvals[base_rows[c]] for c in common])
         clusters = np.array([c[0] for c in common])
-        v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate), extra=extra)
+        v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate),
+                              extra=extra)
         return floored(ctx, v, both)
     if gate in T_RULES:
         return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name,

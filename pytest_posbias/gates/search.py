@@ -111,8 +111,9 @@ def replay_line(summary: Mapping[str, Any]) -> str:
                     "could not be replayed: lost or not applicable here")
         return ""
     lost = f", {len(rp.get('lost', []))} lost or not applicable here" if rp.get("lost") else ""
-    return (f"replayed {rp['queried']} stored counterexamples first (found by {', '.join(rp.get('found_by', [])) or '?'}): "
-            f"{len(rp.get('still_break', []))} still break, {len(rp.get('survived', []))} survived{lost}")
+    return (f"replayed {rp['queried']} stored counterexamples first (found by "
+            f"{', '.join(rp.get('found_by', [])) or '?'}): {len(rp.get('still_break', []))} still break, "
+            f"{len(rp.get('survived', []))} survived{lost}")
 
 
 def search_measurement(results: Sequence[ItemSearch], *, planned: int, unusable: Sequence[str] = (), unit: str = "items"
@@ -126,9 +127,11 @@ def search_measurement(results: Sequence[ItemSearch], *, planned: int, unusable:
     calls = sum(r.queries + 1 for r in results)  # every item's reference query, then its search queries
     failed = sum(r.failed_queries for r in results) + lost_ref
     return Measurement(unit, max(planned - excluded, measured), measured,
-                       {"reference_lost": lost_ref, "query_lost_before_a_break": lost_walk, "unusable_data": len(unusable)},
+                       {"reference_lost": lost_ref, "query_lost_before_a_break": lost_walk,
+                        "unusable_data": len(unusable)},
                        calls=calls, failed_calls=failed,
-                       examples=[*list(unusable)[:3], *[f"{r.item}: {r.why}" for r in results if r.status == "lost"][:3]])
+                       examples=[*list(unusable)[:3],
+                                 *[f"{r.item}: {r.why}" for r in results if r.status == "lost"][:3]])
 
 
 def search_verdict(ctx: SearchGateContext, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
@@ -140,7 +143,8 @@ def search_verdict(ctx: SearchGateContext, model: str, prop: str, results: Seque
     name = name or f"{prop} search success rate (budget {budget} queries)"
     ex: dict[str, Any] = {
         "property": prop, "budget": budget, "shrink_budget": shrink_budget, **s,
-        "items": [{k: v for k, v in r.to_dict().items() if k not in ("minimal", "replay", "reference")} for r in results],
+        "items": [{k: v for k, v in r.to_dict().items() if k not in ("minimal", "replay", "reference")}
+                  for r in results],
         "counterexamples": [counterexample_record(r, ctx if i < MAX_WITH_THUMBNAILS else None)
                             for i, r in enumerate(r for r in results if r.status == "broken")],
         **(extra or {}),
@@ -186,7 +190,8 @@ def paired_search_verdict(ctx: SearchGateContext, model: str, baseline: str, pro
         "baseline_broken": int(bas.sum()), "paired": len(paired),
         "newly_broken": [r.item for r, a, b in zip(paired, cand, bas, strict=True) if a and not b],
         "fixed": [r.item for r, a, b in zip(paired, cand, bas, strict=True) if b and not a],
-        "items": [{k: v for k, v in r.to_dict().items() if k not in ("minimal", "replay", "reference")} for r in results],
+        "items": [{k: v for k, v in r.to_dict().items() if k not in ("minimal", "replay", "reference")}
+                  for r in results],
         "counterexamples": [counterexample_record(r, ctx if i < MAX_WITH_THUMBNAILS else None)
                             for i, r in enumerate(r for r in results if r.status == "broken")],
         **(extra or {}),
@@ -219,4 +224,5 @@ def search_gate(ctx: SearchGateContext, model: str, prop: str, *, slow: bool = F
                           extra={"slow": slow})
 
 
-__all__ = ["counterexample_record", "paired_search_verdict", "replay_line", "search_gate", "search_measurement", "search_summary", "search_verdict"]
+__all__ = ["counterexample_record", "paired_search_verdict", "replay_line", "search_gate", "search_measurement",
+           "search_summary", "search_verdict"]

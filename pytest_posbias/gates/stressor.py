@@ -48,7 +48,8 @@ def stressor_measurement(r: StressorResult, gate: str, stressor: str | None = No
         calls = len(clean_ok) + sum(len(s.ok) for s in variants)
         failed = clean_failed + sum(s.failed for s in variants)
         return Measurement("videos", planned, int((~np.isnan(d)).sum()),
-                           {"clean_output_lost": clean_failed, "every_variant_lost": no_variant, "unusable_data": unusable},
+                           {"clean_output_lost": clean_failed, "every_variant_lost": no_variant,
+                            "unusable_data": unusable},
                            calls=calls, failed_calls=failed,
                            examples=[r.videos[v] for v in eligible if not variants[v].valid.any()][:5])
     if gate == "attack":
@@ -96,7 +97,8 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
             m = combine(stressor_measurement(r, gate), stressor_measurement(base, gate), prefix_b="baseline",
                         measured=int(both.sum()))
             v = paired_rate(ctx, gate, model, r.clean.flags[both].astype(int), base.clean.flags[both].astype(int),
-                             [x for x, o in zip(r.videos, both, strict=True) if o], name=name, unit="videos", extra=extra)
+                             [x for x, o in zip(r.videos, both, strict=True) if o], name=name, unit="videos",
+                            extra=extra)
             return floored(ctx, v, m)
         if seq:
             def rep_at(n: int) -> np.ndarray:

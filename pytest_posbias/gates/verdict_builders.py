@@ -2,7 +2,8 @@
 paired non-inferiority comparison against the baseline, each with the gate's threshold (or
 baseline margin) and side from the registry (:mod:`~pytest_posbias.gate_registry`) and the run's
 mode, α, resamples and seeds. :class:`~pytest_posbias.run.context.RunContext` exposes them as its
-``mean_gate``, ``rate_gate`` and ``baseline_gate`` methods (the :class:`~pytest_posbias.gate_context.GateContext` protocol).
+``mean_gate``, ``rate_gate`` and ``baseline_gate`` methods (the :class:`~pytest_posbias.gate_context.GateContext`
+protocol).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def mean_gate(ctx: GateContext, gate: str, model: str, values: ArrayLike, cluste
                         mode=ctx.mode, alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
                         method=method or spec.bootstrap, lattice_step=lattice_step,
                         value_range=spec.value_range,
-                        rng=ctx.rng("bootstrap", gate, name, model), extra={"gate": gate, "model": model, **(extra or {})})
+                        rng=ctx.rng("bootstrap", gate, name, model),
+                        extra={"gate": gate, "model": model, **(extra or {})})
 
 
 def rate_gate(ctx: GateContext, gate: str, model: str, k: int, n: int, *, name: str, unit: str,

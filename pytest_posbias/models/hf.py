@@ -47,7 +47,8 @@ def _dir_revision(path: Path) -> str:
     """Content revision of a local checkpoint: config.json and the safetensors headers."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
-        if f.name == "config.json" or (f.suffix in (".json", ".jinja") and "token" in f.name) or f.name == "chat_template.jinja":
+        if (f.name == "config.json" or (f.suffix in (".json", ".jinja") and "token" in f.name)
+                or f.name == "chat_template.jinja"):
             h.update(f.name.encode())
             h.update(f.read_bytes())
         elif f.suffix == ".safetensors":
@@ -72,7 +73,8 @@ class HFBackend(InputBuilder):
             from transformers import AutoProcessor
             from transformers.utils import logging as hf_logging
         except ImportError as exc:
-            raise ModelLoadError(f"--posbias-model {resolved.spec}: the `hf` extra is not installed (pip install 'pytest-posbias[hf]'): {exc}") from None
+            raise ModelLoadError(f"--posbias-model {resolved.spec}: the `hf` extra is not installed (pip install "
+                                 f"'pytest-posbias[hf]'): {exc}") from None
         hf_logging.set_verbosity_error()
         if resolved.family not in ADAPTERS:
             raise ModelLoadError(f"--posbias-model {resolved.spec}: no input adapter for family {resolved.family!r}")
@@ -84,7 +86,8 @@ class HFBackend(InputBuilder):
             processor = AutoProcessor.from_pretrained(resolved.target)
             self.model = load_model(resolved, self.placement, dtype=dtype, attn=self.attn_implementation)
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
-            raise ModelLoadError(f"--posbias-model {resolved.spec}: transformers could not load {resolved.target} ({type(exc).__name__}: {exc})") from None
+            raise ModelLoadError(f"--posbias-model {resolved.spec}: transformers could not load {resolved.target} "
+                                 f"({type(exc).__name__}: {exc})") from None
         super().__init__(resolved, store, processor, device=input_device(self.model, self.placement), dtype=dtype)
         tok = self.tokenizer
         gc = self.model.generation_config
@@ -95,8 +98,10 @@ class HFBackend(InputBuilder):
         if resolved.hub_id and resolved.revision:  # a snapshot of the Hugging Face cache: its id and commit hash
             model_id, revision = resolved.hub_id, resolved.revision
         else:
-            revision = _dir_revision(path) if path.is_dir() else str(getattr(self.model.config, "_commit_hash", None) or "unknown")
-            model_id = resolved.entry.hf_id if resolved.entry and not path.is_dir() else (path.name if path.is_dir() else resolved.target)
+            revision = (_dir_revision(path)
+                        if path.is_dir() else str(getattr(self.model.config, "_commit_hash", None) or "unknown"))
+            model_id = (resolved.entry.hf_id
+                        if resolved.entry and not path.is_dir() else (path.name if path.is_dir() else resolved.target))
         self._identity = {
             "backend": "hf",
             "model_id": model_id,
@@ -110,8 +115,10 @@ class HFBackend(InputBuilder):
         }
         # how the weights were placed: in the run log's model record, not in the cache key (it does not change outputs)
         self.placement_info = {"device": self.placement.device, "sharded": self.placement.sharded,
-                               "device_map": self.placement.device_map if isinstance(self.placement.device_map, str) else None,
-                               "devices": sorted({str(d) for d in getattr(self.model, "hf_device_map", {}).values()}) or [self.device],
+                               "device_map": (self.placement.device_map if isinstance(self.placement.device_map, str)
+                                              else None),
+                               "devices": (sorted({str(d) for d in getattr(self.model, "hf_device_map", {}).values()})
+                                           or [self.device]),
                                "reason": self.placement.reason}
         self._letter_ids: dict[str, int] = {}
 
@@ -127,7 +134,8 @@ class HFBackend(InputBuilder):
     # -- input building
     @staticmethod
     def _signature(r: Request) -> tuple[Any, ...]:
-        return (*tuple((len(p.frames), p.frames.size, p.frames.aspect) for p in r.parts if isinstance(p, VideoPart)), sum(1 for p in r.parts if isinstance(p, ImagePart)))
+        return (*tuple((len(p.frames), p.frames.size, p.frames.aspect) for p in r.parts if isinstance(p, VideoPart)),
+                sum(1 for p in r.parts if isinstance(p, ImagePart)))
 
     def _groups(self, requests: Sequence[Request], *, forward_only: bool = False) -> list[list[int]]:
         """Indices grouped so a batch holds requests whose videos have the same shapes (processors
@@ -148,7 +156,8 @@ class HFBackend(InputBuilder):
             if letter not in self._letter_ids:
                 ids = self.tokenizer.encode(letter, add_special_tokens=False)
                 if len(ids) != 1:
-                    raise BackendError(f"option letter {letter!r} is not a single token for {self.resolved.spec} ({ids}); letter scoring needs single-token letters")
+                    raise BackendError(f"option letter {letter!r} is not a single token for {self.resolved.spec} "
+                                       f"({ids}); letter scoring needs single-token letters")
                 self._letter_ids[letter] = int(ids[0])
             out.append(self._letter_ids[letter])
         return out
@@ -215,7 +224,8 @@ class HFBackend(InputBuilder):
                     with torch.inference_mode():
                         logits = self.model(**inputs).logits[:, -1, :].float().log_softmax(-1)
                 except (RuntimeError, ValueError, IndexError) as exc:
-                    raise BackendError(f"forward pass failed for {self.resolved.spec}: {type(exc).__name__}: {exc}") from None
+                    raise BackendError(f"forward pass failed for {self.resolved.spec}: "
+                                       f"{type(exc).__name__}: {exc}") from None
                 dt = (time.perf_counter() - t0) / len(batch)
                 counts = self.token_counts(inputs)
                 for row, i in enumerate(sub):
@@ -236,7 +246,8 @@ class HFBackend(InputBuilder):
                 with torch.inference_mode():
                     logits = self.model(**inputs).logits[:, -1, :].float().log_softmax(-1)
             except (RuntimeError, ValueError, IndexError) as exc:
-                raise BackendError(f"forward pass failed for {self.resolved.spec}: {type(exc).__name__}: {exc}") from None
+                raise BackendError(f"forward pass failed for {self.resolved.spec}: "
+                                   f"{type(exc).__name__}: {exc}") from None
             for row, i in enumerate(idx):
                 results[i] = {letter: float(logits[row, tid]) for letter, tid in zip(letters, ids, strict=True)}
         return [r for r in results if r is not None]

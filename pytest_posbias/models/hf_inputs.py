@@ -44,17 +44,21 @@ class FamilyAdapter:
 
 
 ADAPTERS: dict[str, FamilyAdapter] = {
-    "qwen2_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
-    "qwen2_5_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
-    "qwen3_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
-    "qwen3_vl_moe": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>", "<|video_pad|>", "<|image_pad|>"),
+    "qwen2_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
+                              "<|video_pad|>", "<|image_pad|>"),
+    "qwen2_5_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
+                                "<|video_pad|>", "<|image_pad|>"),
+    "qwen3_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
+                              "<|video_pad|>", "<|image_pad|>"),
+    "qwen3_vl_moe": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
+                                  "<|video_pad|>", "<|image_pad|>"),
     "internvl": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<IMG_CONTEXT>"),
     "llava_onevision": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>"),
     "llava_next_video": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>"),
     # GLM-4.1V encodes video frames with image tokens, so an image beside a video confuses its
     # placeholder masks: its black separator goes in as a two-frame black video instead.
-    "glm4v": FamilyAdapter("<|begin_of_video|>{video}<|end_of_video|>", "<|begin_of_image|>{image}<|end_of_image|>", "<|video|>", "<|image|>",
-                           separator_as_video=True),
+    "glm4v": FamilyAdapter("<|begin_of_video|>{video}<|end_of_video|>", "<|begin_of_image|>{image}<|end_of_image|>",
+                           "<|video|>", "<|image|>", separator_as_video=True),
 }
 
 
@@ -78,7 +82,8 @@ class InputBuilder:
         self.video_token = getattr(processor, "video_token", None) or self.adapter.default_video_token
         self.image_token = getattr(processor, "image_token", None) or self.adapter.default_image_token
 
-    def render(self, request: Request, *, prefill: str = "") -> tuple[str, list[np.ndarray], list[Any], list[np.ndarray]]:
+    def render(self, request: Request, *,
+               prefill: str = "") -> tuple[str, list[np.ndarray], list[Any], list[np.ndarray]]:
         """Prompt text (the model's chat template, parts interleaved in order), videos, their
         metadata, and images (black separators)."""
         from transformers.video_utils import VideoMetadata

@@ -100,13 +100,15 @@ def plan_placement(resolved: ResolvedModel, *, device: str, option: str, worker:
         need = weight_bytes(resolved)
         total = int(torch.cuda.get_device_properties(int(device.split(":")[1])).total_memory)
         if need is None or need * FIT_HEADROOM <= total:
-            return Placement(device, {"": device}, False, f"fits one device ({_gib(need)} weights, {_gib(total)} on {device})")
+            return Placement(device, {"": device}, False,
+                             f"fits one device ({_gib(need)} weights, {_gib(total)} on {device})")
         option = "auto"
         reason = f"{_gib(need)} of weights x {FIT_HEADROOM} do not fit {_gib(total)} on {device}"
     if option == "none":
         return Placement(device, {"": device}, False, reason)
     if worker.startswith("gw"):
-        raise ModelLoadError(f"--posbias-model {resolved.spec}: sharded over every GPU ({reason}), so it cannot run in xdist "
+        raise ModelLoadError(f"--posbias-model {resolved.spec}: sharded over every GPU ({reason}), so it cannot run in "
+                             "xdist "
                              f"worker {worker}; run without -n (one process drives the whole node)")
     return Placement("cuda:0", option, True, reason)
 

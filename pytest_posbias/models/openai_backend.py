@@ -143,7 +143,8 @@ class OpenAIBackend:
     name = "openai"
     max_batch_size = 16  # the engine's chunk size for generate(); generate_stream() has no batches
 
-    def __init__(self, model_name: str, store: FrameStore, *, api_base: str | Sequence[str] | None, concurrency: int = 4,
+    def __init__(self, model_name: str, store: FrameStore, *, api_base: str | Sequence[str] | None,
+                 concurrency: int = 4,
                  retries: int = 5, timeout: float = 120.0, letter_scoring: str = "auto", video_form: str = "auto",
                  request_seed: bool = True, base_delay: float = 0.5, max_delay: float = 20.0, breaker_after: int = 8,
                  breaker_probe_s: float | None = None, replica_fail_after: int = 3, replica_revive_s: float = 30.0,
@@ -151,9 +152,11 @@ class OpenAIBackend:
         try:
             import openai
         except ImportError as exc:
-            raise ModelLoadError(f"--posbias-model openai:{model_name}: the `api` extra is not installed (pip install 'pytest-posbias[api]'): {exc}") from None
+            raise ModelLoadError(f"--posbias-model openai:{model_name}: the `api` extra is not installed (pip install "
+                                 f"'pytest-posbias[api]'): {exc}") from None
         if letter_scoring not in LETTER_SCORINGS:
-            raise ModelLoadError(f"--posbias-letter-scoring must be one of {', '.join(LETTER_SCORINGS)}; got {letter_scoring!r}")
+            raise ModelLoadError(f"--posbias-letter-scoring must be one of {', '.join(LETTER_SCORINGS)}; got "
+                                 f"{letter_scoring!r}")
         if video_form not in VIDEO_FORMS:
             raise ModelLoadError(f"--posbias-video-form must be one of {', '.join(VIDEO_FORMS)}; got {video_form!r}")
         self.model_name = model_name
@@ -163,7 +166,8 @@ class OpenAIBackend:
         self.timeout = float(timeout)
         self.router = ReplicaRouter(
             [Replica(sanitize_url(b), openai.OpenAI(api_key=self._key, base_url=b, timeout=timeout, max_retries=0))
-             for b in dict.fromkeys(bases)], fail_after=replica_fail_after, revive_s=replica_revive_s, notify=self._notice)
+             for b in dict.fromkeys(bases)], fail_after=replica_fail_after, revive_s=replica_revive_s,
+                                    notify=self._notice)
         self.url = ", ".join(r.url for r in self.router.replicas)
         self.client = self.router.replicas[0].client
         self.concurrency = max(1, int(concurrency))
@@ -235,7 +239,8 @@ class OpenAIBackend:
         if not dec.greedy and self.request_seed:
             kwargs["seed"] = int(request.seed)
         if dec.repetition_penalty != 1.0:
-            kwargs["extra_body"] = {"repetition_penalty": dec.repetition_penalty, **({"top_k": dec.top_k} if dec.top_k else {})}
+            kwargs["extra_body"] = {"repetition_penalty": dec.repetition_penalty,
+                                    **({"top_k": dec.top_k} if dec.top_k else {})}
         elif dec.top_k:
             kwargs["extra_body"] = {"top_k": dec.top_k}
         if logprobs:
@@ -305,7 +310,8 @@ class OpenAIBackend:
         """One attempt through the replicas (:func:`.openai_pool.send`)."""
         return send(self.router, kwargs, validate=validate)
 
-    def _complete(self, request: Request, messages: list[dict[str, Any]] | None = None) -> tuple[Any, int, float | None]:
+    def _complete(self, request: Request,
+                  messages: list[dict[str, Any]] | None = None) -> tuple[Any, int, float | None]:
         """The validated response, the number of attempts it took and the server's time (raises EndpointError)."""
         kwargs = self.request_kwargs(request, messages)
         with self._lock:
@@ -334,8 +340,8 @@ class OpenAIBackend:
             letters_only = request.want == "letters"
             want_lp = request.want in ("letters", "both")
             if want_lp and not self.supports_letter_logprobs:
-                raise BackendError(f"{self.label}: letter log-probabilities asked for, but this endpoint is scored from "
-                                   "text (it returns no logprobs, or --posbias-letter-scoring text)")
+                raise BackendError(f"{self.label}: letter log-probabilities asked for, but this endpoint is scored "
+                                   "from text (it returns no logprobs, or --posbias-letter-scoring text)")
             try:
                 resp, attempts, server = self._complete(request, messages)
             except EndpointError as exc:
@@ -369,7 +375,8 @@ class OpenAIBackend:
         content_lp = getattr(lp, "content", None) if lp is not None else None
         if not content_lp:
             raise BackendError(f"{self.label}: the endpoint returned no logprobs; letter scoring needs logprobs "
-                               "(vLLM: --max-logprobs 20), or score answers from text with --posbias-letter-scoring text")
+                               "(vLLM: --max-logprobs 20), or score answers from text with --posbias-letter-scoring "
+                               "text")
         out = {letter: -math.inf for letter in letters}
         for top in content_lp[0].top_logprobs or []:
             tok = top.token.strip().rstrip(".)").strip()
@@ -405,7 +412,8 @@ class OpenAIBackend:
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
         """Letter log-probs per request; raises BackendError when any request failed."""
         if not self.supports_letter_logprobs:
-            raise BackendError(f"openai:{self.model_name} is scored from text (no logprobs); letter scoring is unavailable")
+            raise BackendError(f"openai:{self.model_name} is scored from text (no logprobs); letter scoring is "
+                               "unavailable")
         gens = self.generate([replace(r, want="letters", letters=tuple(letters)) for r in requests])
         for g in gens:
             if not g.ok:

@@ -62,7 +62,8 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
         lp = getattr(resp.choices[0], "logprobs", None)
         if not getattr(lp, "content", None):
             if backend.letter_scoring == "logprobs":
-                raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the endpoint {backend.url} returned no logprobs "
+                raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the endpoint {backend.url} "
+                                     "returned no logprobs "
                                      f"for a request asking for top_logprobs={TOP_LOGPROBS}, and "
                                      "--posbias-letter-scoring logprobs was asked for; use --posbias-letter-scoring "
                                      "text (or auto) to score answers from text")
@@ -115,7 +116,8 @@ def _check_message(backend: OpenAIBackend, exc: EndpointError, rep: Replica, for
         msg += (f"; letter scoring asks for logprobs with top_logprobs={TOP_LOGPROBS} (vLLM: serve with "
                 "--max-logprobs 20), or use --posbias-letter-scoring text to score answers from text")
     elif form == "video" and backend.video_form == "video":
-        msg += "; the frames were sent as one video_url (--posbias-video-form video): use images for image-only endpoints"
+        msg += ("; the frames were sent as one video_url (--posbias-video-form video): use images for image-only "
+                "endpoints")
     return msg
 
 def _served_models(client: Any) -> list[str] | None:

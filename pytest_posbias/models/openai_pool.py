@@ -185,7 +185,8 @@ def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fai
 PROCESSING_MS_HEADER = "openai-processing-ms"  # server-side time of a call (OpenAI's API sends it; vLLM does not)
 
 
-def send(router: ReplicaRouter, kwargs: Mapping[str, Any], *, validate: Callable[[Any], None]) -> tuple[Any, float | None]:
+def send(router: ReplicaRouter, kwargs: Mapping[str, Any], *,
+         validate: Callable[[Any], None]) -> tuple[Any, float | None]:
     """One attempt: the validated response and the server's time (seconds, from OpenAI's
     ``openai-processing-ms`` header; None when absent, as on vLLM), from the replica with the
     fewest requests in flight; a refused connection or a replica taken out sends the request at

@@ -136,9 +136,12 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
                 wait_at_least = retry_after(exc) or 0.0
             else:
                 msg = _server_message(exc)
-                raise EndpointError(_redact(f"{prefix}endpoint refused the request (HTTP {exc.status_code}): {msg}", secret),
-                                    status=exc.status_code, server_message=_redact(msg, secret), attempts=attempts) from None
-        except (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError, ValueError) as exc:
+                raise EndpointError(_redact(f"{prefix}endpoint refused the request (HTTP {exc.status_code}): {msg}",
+                                            secret),
+                                    status=exc.status_code, server_message=_redact(msg, secret),
+                                    attempts=attempts) from None
+        except (openai.APITimeoutError, openai.APIConnectionError, openai.APIResponseValidationError,
+                ValueError) as exc:
             last = exc
         if attempt >= retries:
             break
@@ -232,7 +235,8 @@ def api_settings(options: Mapping[str, Any] | None = None, env: Mapping[str, str
         v = opts.get(opt)
         if v is not None:
             if v not in allowed:
-                raise ModelLoadError(f"--posbias-{opt.replace('_', '-')} must be one of {', '.join(allowed)}; got {v!r}")
+                raise ModelLoadError(f"--posbias-{opt.replace('_', '-')} must be one of {', '.join(allowed)}; "
+                                     f"got {v!r}")
             out[opt] = str(v)
     if opts.get("no_request_seed"):
         out["request_seed"] = False

@@ -60,36 +60,46 @@ class ModelEntry:
 
 
 REGISTRY: dict[str, ModelEntry] = {e.alias: e for e in [
-    ModelEntry("qwen3vl8b", "Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl", note="phase paper core model; VideoSTF; multi-video paper", params_b=8.8),
-    ModelEntry("qwen3vl30b", "Qwen/Qwen3-VL-30B-A3B-Instruct", "qwen3_vl_moe", note="MoE; multi-video paper", params_b=31.1),
+    ModelEntry("qwen3vl8b", "Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl",
+               note="phase paper core model; VideoSTF; multi-video paper", params_b=8.8),
+    ModelEntry("qwen3vl30b", "Qwen/Qwen3-VL-30B-A3B-Instruct", "qwen3_vl_moe", note="MoE; multi-video paper",
+               params_b=31.1),
     ModelEntry("qwen25vl7b", "Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_5_vl", note="phase paper core model", params_b=8.3),
     ModelEntry("qwen25vl72b", "Qwen/Qwen2.5-VL-72B-Instruct", "qwen2_5_vl", params_b=73.4,
                note="72B class: 147 GB of bf16 weights, sharded over the node's GPUs (device_map=auto)"),
     ModelEntry("qwen2vl7b", "Qwen/Qwen2-VL-7B-Instruct", "qwen2_vl", params_b=8.3),
-    ModelEntry("internvl35-8b", "OpenGVLab/InternVL3_5-8B-HF", "internvl", note="multi-video paper; VideoSTF; phase paper replication", params_b=8.5),
+    ModelEntry("internvl35-8b", "OpenGVLab/InternVL3_5-8B-HF", "internvl",
+               note="multi-video paper; VideoSTF; phase paper replication", params_b=8.5),
     ModelEntry("internvl35-14b", "OpenGVLab/InternVL3_5-14B-HF", "internvl", note="multi-video paper", params_b=15.1),
     ModelEntry("internvl25-8b", "OpenGVLab/InternVL2_5-8B", "unsupported",
                note="the public checkpoint is remote code (InternVLChatModel); convert it with transformers' "
-                    "convert_internvl_weights_to_hf.py and pass the converted directory to --posbias-model, or serve it "
-                    "with vLLM and use --posbias-model openai:NAME --posbias-api-base URL"),
+                    "convert_internvl_weights_to_hf.py and pass the converted directory to --posbias-model, or serve "
+                    "it with vLLM and use --posbias-model openai:NAME --posbias-api-base URL"),
     ModelEntry("minicpm-o-45", "openbmb/MiniCPM-o-4_5", "unsupported",
                note="needs trust_remote_code, which transformers does not load natively; serve it with vLLM "
-                    "(vllm serve openbmb/MiniCPM-o-4_5 --trust-remote-code) and use --posbias-model openai:NAME --posbias-api-base URL"),
+                    "(vllm serve openbmb/MiniCPM-o-4_5 --trust-remote-code) and use --posbias-model openai:NAME "
+                    "--posbias-api-base URL"),
     ModelEntry("glm41v-9b-thinking", "zai-org/GLM-4.1V-9B-Thinking", "glm4v", reasoning=True, prefill=EMPTY_THINK,
                note="reasoning model: empty think block prefilled for letter scoring", params_b=10.3),
     ModelEntry("mimo-vl-7b-rl", "XiaomiMiMo/MiMo-VL-7B-RL", "qwen2_5_vl", reasoning=True, prefill=EMPTY_THINK,
-               note="reasoning model (Qwen2.5-VL architecture): empty think block prefilled for letter scoring", params_b=8.3),
+               note="reasoning model (Qwen2.5-VL architecture): empty think block prefilled for letter scoring",
+               params_b=8.3),
     ModelEntry("llava-video-7b", "llava-hf/LLaVA-Video-7B-Qwen2-hf", "llava_onevision", note="VideoSTF", params_b=8.0),
-    ModelEntry("llava-next-video-7b", "llava-hf/LLaVA-NeXT-Video-7B-hf", "llava_next_video", note="VideoSTF", params_b=7.1),
+    ModelEntry("llava-next-video-7b", "llava-hf/LLaVA-NeXT-Video-7B-hf", "llava_next_video", note="VideoSTF",
+               params_b=7.1),
     ModelEntry("llava-ov-7b", "llava-hf/llava-onevision-qwen2-7b-ov-hf", "llava_onevision", params_b=8.0),
     ModelEntry("molmo2-8b", "allenai/Molmo2-8B", "unsupported",
-               note="no adapter in this release; serve it with vLLM and use --posbias-model openai:NAME --posbias-api-base URL"),
+               note="no adapter in this release; serve it with vLLM and use --posbias-model openai:NAME "
+                    "--posbias-api-base URL"),
     ModelEntry("sharegpt4video-8b", "Lin-Chen/sharegpt4video-8b", "unsupported",
-               note="remote-code LLaVA variant not loadable by transformers natively; serve it and use --posbias-model openai:NAME"),
+               note="remote-code LLaVA variant not loadable by transformers natively; serve it and use --posbias-model "
+                    "openai:NAME"),
     ModelEntry("videollama2-7b", "DAMO-NLP-SG/VideoLLaMA2-7B", "unsupported",
-               note="remote code (videollama2 package), not loadable by transformers natively; serve it and use --posbias-model openai:NAME"),
+               note="remote code (videollama2 package), not loadable by transformers natively; serve it and use "
+                    "--posbias-model openai:NAME"),
     ModelEntry("gpt-5.4", "gpt-5.4", "openai", note="OpenAI API; key from OPENAI_API_KEY", video_form="images"),
-    ModelEntry("gemini-3.1-pro", "gemini-3.1-pro", "openai", api_base="https://generativelanguage.googleapis.com/v1beta/openai/",
+    ModelEntry("gemini-3.1-pro", "gemini-3.1-pro", "openai",
+               api_base="https://generativelanguage.googleapis.com/v1beta/openai/",
                note="Gemini's OpenAI-compatible API; key from OPENAI_API_KEY (or GEMINI_API_KEY)", video_form="images"),
 ]}
 
@@ -114,7 +124,8 @@ class ResolvedModel:
 def _family_from_dir(path: Path) -> tuple[str, str]:
     cfg = path / "config.json"
     if not cfg.is_file():
-        raise ModelLoadError(f"--posbias-model {path}: the directory has no config.json, so it is not a transformers checkpoint")
+        raise ModelLoadError(f"--posbias-model {path}: the directory has no config.json, so it is not a transformers "
+                             "checkpoint")
     try:
         data = json.loads(cfg.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -124,8 +135,8 @@ def _family_from_dir(path: Path) -> tuple[str, str]:
         arch = data.get("architectures") or []
         hint = " (it needs trust_remote_code)" if data.get("auto_map") else ""
         raise ModelLoadError(
-            f"--posbias-model {path}: model_type {mt!r} {arch} is not a video family this plugin drives natively{hint}; "
-            f"supported: {', '.join(sorted(NATIVE_FAMILIES))}. Serve the model with vLLM and use "
+            f"--posbias-model {path}: model_type {mt!r} {arch} is not a video family this plugin drives "
+            f"natively{hint}; supported: {', '.join(sorted(NATIVE_FAMILIES))}. Serve the model with vLLM and use "
             f"--posbias-model openai:NAME --posbias-api-base URL instead."
         )
     return NATIVE_FAMILIES[mt], str(data.get("_name_or_path", ""))
@@ -156,7 +167,8 @@ def locate_hub_snapshot(repo_id: str, revision: str | None = None, *, spec: str)
     try:
         folder = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True))
     except HFValidationError as exc:
-        raise ModelLoadError(f"--posbias-model {spec}: {repo_id!r} is not a valid Hugging Face Hub id ({exc})") from None
+        raise ModelLoadError(f"--posbias-model {spec}: {repo_id!r} is not a valid Hugging Face Hub id "
+                             f"({exc})") from None
     except (LocalEntryNotFoundError, FileNotFoundError, OSError):
         at = f" at revision {revision}" if revision else ""
         rev = f" --revision {revision}" if revision else ""
@@ -212,7 +224,8 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
         if not name:
             raise ModelLoadError("--posbias-model openai:NAME needs the endpoint's model name after the colon")
         entry = REGISTRY.get(name)
-        return ResolvedModel(spec, "openai", entry.hf_id if entry and entry.family == "openai" else name, "openai", entry)
+        return ResolvedModel(spec, "openai", entry.hf_id if entry and entry.family == "openai" else name, "openai",
+                             entry)
     if spec.startswith("vllm:"):
         return _resolve_vllm(spec)
     path = Path(spec).expanduser()
@@ -225,15 +238,18 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
     if hub is not None and locate:
         return _resolve_hub(spec, hub["repo"], hub["rev"], None)
     if hub is not None:
-        return ResolvedModel(spec, "hf", hub["repo"], "", next((e for e in REGISTRY.values() if e.hf_id == hub["repo"]), None),
+        return ResolvedModel(spec, "hf", hub["repo"], "",
+                             next((e for e in REGISTRY.values() if e.hf_id == hub["repo"]), None),
                              hub_id=hub["repo"], revision=hub["rev"] or "")
     if entry is None:
         if "/" in spec or spec.startswith((".", "~")):
             raise ModelLoadError(f"--posbias-model {spec}: no such checkpoint directory")
-        raise ModelLoadError(f"--posbias-model {spec}: unknown model; use a registry alias ({', '.join(sorted(REGISTRY))}), "
+        raise ModelLoadError(f"--posbias-model {spec}: unknown model; use a registry alias "
+                             f"({', '.join(sorted(REGISTRY))}), "
                              "a checkpoint directory, sim:PROFILE or openai:NAME (`posbias models` lists the registry)")
     if entry.family == "unsupported":
-        raise ModelLoadError(f"--posbias-model {spec} ({entry.hf_id}) cannot be loaded by transformers natively: {entry.note}")
+        raise ModelLoadError(f"--posbias-model {spec} ({entry.hf_id}) cannot be loaded by transformers natively: "
+                             f"{entry.note}")
     if entry.family == "openai":
         return ResolvedModel(spec, "openai", entry.hf_id, "openai", entry)
     if locate:
@@ -247,7 +263,8 @@ def _resolve_vllm(spec: str) -> ResolvedModel:
     a checkpoint directory, or a Hub id ``org/name``."""
     inner = spec[len("vllm:"):].strip()
     if not inner:
-        raise ModelLoadError("--posbias-model vllm:SPEC needs a registry alias, a checkpoint directory or a Hub id after the colon")
+        raise ModelLoadError("--posbias-model vllm:SPEC needs a registry alias, a checkpoint directory or a Hub id "
+                             "after the colon")
     path = Path(inner).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -256,7 +273,8 @@ def _resolve_vllm(spec: str) -> ResolvedModel:
     entry = REGISTRY.get(inner)
     if entry is not None:
         if entry.family == "openai":
-            raise ModelLoadError(f"--posbias-model {spec}: {inner} is an API model ({entry.hf_id}); vLLM cannot serve it")
+            raise ModelLoadError(f"--posbias-model {spec}: {inner} is an API model ({entry.hf_id}); vLLM cannot serve "
+                                 "it")
         return ResolvedModel(spec, "vllm", entry.hf_id, "vllm", entry)
     hub = HUB_ID.fullmatch(inner)
     if hub is not None and hub["rev"]:

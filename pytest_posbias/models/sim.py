@@ -64,11 +64,8 @@ from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec, FrameStore
 from ..video.synthetic import MOTION_PHRASE
 from .sim_dose import (
-    Dose,
     confusion_prob,
-    is_dose,
     mu_for,
-    parse_dose,
     rescued,
     sentence_drops,
     slot_keep,
@@ -77,6 +74,7 @@ from .sim_dose import (
     thin_scale,
     uses_rescue,
 )
+from .sim_dose_parse import Dose, is_dose, parse_dose
 from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
 from .sim_mcq import (
     OPTION_LINE,
@@ -117,7 +115,8 @@ def split_latency(profile: str) -> tuple[str, float]:
     except ValueError:
         seconds = math.nan
     if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigError(f"sim:{profile}: `latency` must be a number of seconds >= 0; got {lat[0].removeprefix('latency=')!r}")
+        raise ConfigError(f"sim:{profile}: `latency` must be a number of seconds >= 0; got "
+                          f"{lat[0].removeprefix('latency=')!r}")
     return ",".join(p for p in parts if not p.startswith("latency=")), seconds
 
 
@@ -231,10 +230,12 @@ class SimBackend:
             return hit
         touched = {p for op in spec.ops for p in op.positions}
         fkeys: list[tuple[str, int, int | None, str] | None] = [
-            None if j in touched else (spec.sources[s].key(), i, spec.size, spec.aspect) for j, (s, i) in enumerate(spec.frames)]
+            None if j in touched else (spec.sources[s].key(), i, spec.size, spec.aspect)
+            for j, (s, i) in enumerate(spec.frames)]
         views: list[FrameView | None] = [self._frame_views.get(k) if k is not None else None for k in fkeys]
         missing = [j for j, v in enumerate(views) if v is None]
-        if missing and spec.size is not None and spec.aspect == "stretch" and all(fkeys[j] is not None for j in missing):
+        if (missing and spec.size is not None and spec.aspect == "stretch"
+                and all(fkeys[j] is not None for j in missing)):
             # only untouched frames are new: decode just those (each once), not the whole spec; with a
             # fixed square size every frame is size x size, so no frame depends on another's shape
             todo: dict[tuple[str, int, int | None, str], tuple[int, int]] = {}
@@ -415,7 +416,8 @@ class SimBackend:
             return " ".join(sents), "stop"
         if view.objects:
             o = view.objects[int(rng.integers(len(view.objects)))]
-            verb = "stays still in the same place" if o.motion == "static" else f"keeps moving {MOTION_PHRASE[o.motion]}"
+            verb = ("stays still in the same place"
+                    if o.motion == "static" else f"keeps moving {MOTION_PHRASE[o.motion]}")
             loop = f"The {o.first_colour} {o.shape} {verb} and the scene continues to show it."
         else:
             loop = "The picture stays the same and the scene continues to show it."

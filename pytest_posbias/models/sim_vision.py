@@ -204,9 +204,11 @@ class Fact:
 # varied wording per object so a plain description repeats no 5-gram by itself
 _OPENERS = ("{A} {c} {s}", "Beside it, {a} {c} {s}", "There is also {a} {c} {s} that")
 _MOVES = {
-    "left-to-right": ("moves from left to right", "travels rightwards across the frame", "heads over to the right side"),
+    "left-to-right": ("moves from left to right", "travels rightwards across the frame",
+                      "heads over to the right side"),
     "right-to-left": ("moves from right to left", "travels leftwards across the frame", "heads over to the left side"),
-    "top-to-bottom": ("moves from top to bottom", "travels downwards through the frame", "sinks towards the bottom edge"),
+    "top-to-bottom": ("moves from top to bottom", "travels downwards through the frame",
+                      "sinks towards the bottom edge"),
     "bottom-to-top": ("moves from bottom to top", "travels upwards through the frame", "rises towards the top edge"),
     "static": ("stays still in the same place", "remains where it is", "does not move at all"),
 }

@@ -40,13 +40,13 @@ _CHATML_QWEN = (
 _CHATML_INTERNVL = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
     "{% else %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
-    "{% elif c['type'] == 'video' %}<video>\n{% elif c['type'] == 'image' %}<IMG_CONTEXT>\n{% endif %}{% endfor %}{% endif %}"
-    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    "{% elif c['type'] == 'video' %}<video>\n{% elif c['type'] == 'image' %}<IMG_CONTEXT>\n{% endif %}{% endfor %}{% "
+    "endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 # Like llava-hf's template: images first, then videos, then the text of the message.
 _LLAVA_OV_MEDIA_FIRST = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] + ' ' }}{% if m['content'] is string %}{{ m['content'] }}{% else %}"
-    "{% for c in m['content'] | selectattr('type', 'equalto', 'image') %}<image>\n{% endfor %}"
+    "{% for m in messages %}<|im_start|>{{ m['role'] + ' ' }}{% if m['content'] is string %}{{ m['content'] }}{% else "
+    "%}{% for c in m['content'] | selectattr('type', 'equalto', 'image') %}<image>\n{% endfor %}"
     "{% for c in m['content'] | selectattr('type', 'equalto', 'video') %}<video>\n{% endfor %}"
     "{% for c in m['content'] | selectattr('type', 'equalto', 'text') %}{{ c['text'] }}{% endfor %}{% endif %}"
     "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -107,26 +107,36 @@ def _build_qwen(family: str) -> tuple[Any, Any]:
                   vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
                   tie_word_embeddings=True)
     if family in ("qwen2_vl", "qwen2_5_vl"):
-        ip = tf.Qwen2VLImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28, max_pixels=56 * 56)
-        vp = tf.Qwen2VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28, max_pixels=56 * 56)
+        ip = tf.Qwen2VLImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28,
+                                      max_pixels=56 * 56)
+        vp = tf.Qwen2VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28,
+                                      max_pixels=56 * 56)
         rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0}
         if family == "qwen2_vl":
-            vision: dict[str, Any] = dict(depth=2, embed_dim=32, hidden_size=32, num_heads=4, patch_size=14, spatial_merge_size=2,
+            vision: dict[str, Any] = dict(depth=2, embed_dim=32, hidden_size=32, num_heads=4, patch_size=14,
+                                          spatial_merge_size=2,
                           temporal_patch_size=2, mlp_ratio=2)
-            config = tf.Qwen2VLConfig(text_config=_text_cfg(tok, ids, rope_parameters=rope), vision_config=vision, **common)
-            proc = tf.Qwen2VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, chat_template=_CHATML_QWEN)
+            config = tf.Qwen2VLConfig(text_config=_text_cfg(tok, ids, rope_parameters=rope), vision_config=vision,
+                                      **common)
+            proc = tf.Qwen2VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp,
+                                       chat_template=_CHATML_QWEN)
         else:
             vision = dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=4, out_hidden_size=32, patch_size=14,
                           spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1])
-            config = tf.Qwen2_5_VLConfig(text_config=_text_cfg(tok, ids, rope_parameters=rope), vision_config=vision, **common)
-            proc = tf.Qwen2_5_VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, chat_template=_CHATML_QWEN)
+            config = tf.Qwen2_5_VLConfig(text_config=_text_cfg(tok, ids, rope_parameters=rope), vision_config=vision,
+                                         **common)
+            proc = tf.Qwen2_5_VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp,
+                                          chat_template=_CHATML_QWEN)
         return config, proc
-    ip = tf.Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32, max_pixels=64 * 64)
+    ip = tf.Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32,
+                                  max_pixels=64 * 64)
     vp = tf.Qwen3VLVideoProcessor(patch_size=16, merge_size=2, temporal_patch_size=2,
                                   size={"shortest_edge": 32 * 32, "longest_edge": 64 * 64 * 4})
     rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "mrope_interleaved": True, "rope_theta": 10000.0}
-    vision3: dict[str, Any] = dict(depth=2, hidden_size=32, intermediate_size=32, num_heads=4, out_hidden_size=32, patch_size=16,
-                  spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16, deepstack_visual_indexes=[0, 1])
+    vision3: dict[str, Any] = dict(depth=2, hidden_size=32, intermediate_size=32, num_heads=4, out_hidden_size=32,
+                                   patch_size=16,
+                  spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
+                                   deepstack_visual_indexes=[0, 1])
     if family == "qwen3_vl":
         text = _text_cfg(tok, ids, head_dim=8, rope_parameters=rope)
         config = tf.Qwen3VLConfig(text_config=text, vision_config=vision3, **common)
@@ -163,7 +173,8 @@ def _build_llava_onevision() -> tuple[Any, Any]:
     import transformers as tf
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"]
-    tok = _tokenizer(specials, {"image_token": "<image>", "video_token": "<video>"}, eos="<|im_end|>", pad="<|endoftext|>")
+    tok = _tokenizer(specials, {"image_token": "<image>", "video_token": "<video>"}, eos="<|im_end|>",
+                     pad="<|endoftext|>")
     ids = _ids(tok, specials)
     ip = tf.LlavaOnevisionImageProcessor(size={"height": 28, "width": 28}, image_grid_pinpoints=[[28, 28]], do_pad=True)
     vp = tf.LlavaOnevisionVideoProcessor(size={"height": 28, "width": 28})
@@ -174,7 +185,8 @@ def _build_llava_onevision() -> tuple[Any, Any]:
                                      video_token_index=ids["<video>"], image_grid_pinpoints=[[28, 28]],
                                      vision_feature_layer=-1, tie_word_embeddings=True)
     num_image_tokens = (28 // 14) ** 2
-    proc = tf.LlavaOnevisionProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, num_image_tokens=num_image_tokens,
+    proc = tf.LlavaOnevisionProcessor(image_processor=ip, tokenizer=tok, video_processor=vp,
+                                      num_image_tokens=num_image_tokens,
                                       vision_feature_select_strategy="full", chat_template=_LLAVA_OV_MEDIA_FIRST)
     return config, proc
 
@@ -183,17 +195,21 @@ def _build_glm4v() -> tuple[Any, Any]:
     import transformers as tf
 
     specials = ["<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|system|>", "<|begin_of_image|>",
-                "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>", "<|video|>", "<think>", "</think>"]
+                "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>", "<|video|>", "<think>",
+                "</think>"]
     tok = _tokenizer(specials, eos="<|endoftext|>", pad="<|endoftext|>")
     ids = _ids(tok, specials)
-    ip = tf.Glm4vImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56})
-    vp = tf.Glm4vVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56 * 4})
+    ip = tf.Glm4vImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2,
+                                size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56})
+    vp = tf.Glm4vVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2,
+                                size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56 * 4})
     vision = dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=4, out_hidden_size=64, patch_size=14,
                   spatial_merge_size=2, temporal_patch_size=2, image_size=28)
     text = _text_cfg(tok, ids, hidden_size=64, intermediate_size=64,
                      rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0,
                                       "partial_rotary_factor": 0.5})
-    config = tf.Glm4vConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image|>"], video_token_id=ids["<|video|>"],
+    config = tf.Glm4vConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image|>"],
+                            video_token_id=ids["<|video|>"],
                             image_start_token_id=ids["<|begin_of_image|>"], image_end_token_id=ids["<|end_of_image|>"],
                             video_start_token_id=ids["<|begin_of_video|>"], video_end_token_id=ids["<|end_of_video|>"],
                             tie_word_embeddings=True)

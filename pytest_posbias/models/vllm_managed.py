@@ -119,7 +119,7 @@ while child is not None and child.poll() is None and time.monotonic() < end:
     time.sleep(0.1)
 time.sleep(min(1.0, max(0.0, end - time.monotonic())))
 os.killpg(0, signal.SIGKILL)
-"""
+"""  # noqa: E501 (a script run by its own interpreter: kept as it is)
 
 
 def free_port() -> int:
@@ -228,7 +228,8 @@ class ManagedVllm:
             for srv in list(waiting):
                 assert srv.proc is not None
                 if srv.proc.poll() is not None:
-                    raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()} exited before it was healthy "
+                    raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()} exited before it "
+                                         "was healthy "
                                          f"(log {srv.log_path}); its last lines:\n{self.log_tail(srv)}")
                 if self._healthy(srv):
                     waiting.remove(srv)
@@ -254,8 +255,8 @@ class ManagedVllm:
         from .openai_encode import jpeg_b64, video_data_url
 
         frame = jpeg_b64(np.full((56, 56, 3), 128, dtype=np.uint8))
-        body = {"model": self.served, "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": MAX_LOGPROBS,
-                "messages": [{"role": "user", "content": [
+        body = {"model": self.served, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
+                "top_logprobs": MAX_LOGPROBS, "messages": [{"role": "user", "content": [
                     {"type": "video_url", "video_url": {"url": video_data_url([frame, frame])}},
                     {"type": "text", "text": "Reply with the single letter A."}]}]}
         req = urllib.request.Request(srv.url + "/chat/completions", data=json.dumps(body).encode(),
@@ -266,7 +267,8 @@ class ManagedVllm:
             if not answer.get("choices"):
                 raise ValueError(f"no choices in {answer}")
         except (OSError, ValueError, urllib.error.URLError) as exc:
-            raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()}'s warm-up request (a 2-frame video, "
+            raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()}'s warm-up request (a "
+                                 "2-frame video, "
                                  f"top-{MAX_LOGPROBS} logprobs) failed: {exc} (log {srv.log_path}); its last lines:\n"
                                  f"{self.log_tail(srv)}") from None
 
@@ -383,7 +385,8 @@ class ManagedVllmBackend(OpenAIBackend):
         dtype and checkpoint revision."""
         path = Path(self.resolved.target)
         # as on hf: a directory by its name (its content is in the revision), so a moved checkpoint keeps its cache
-        return {**super().identity(), **self.server_identity, "model_id": path.name if path.is_dir() else self.resolved.target}
+        return {**super().identity(), **self.server_identity,
+                "model_id": path.name if path.is_dir() else self.resolved.target}
 
     def close(self) -> None:
         """Close the clients; stop the servers when this backend started them."""

@@ -117,8 +117,8 @@ def vllm_command(options: Mapping[str, Any], env: Mapping[str, str] | None = Non
         return [py, "-m", "vllm.entrypoints.openai.api_server"]
     exe = shutil.which("vllm")
     if exe is None:
-        raise ModelLoadError("--posbias-model vllm:...: no `vllm` command in PATH; install vLLM, or name its environment with "
-                             "POSBIAS_VLLM_PYTHON=/path/to/python or --posbias-vllm-command \"...\"")
+        raise ModelLoadError("--posbias-model vllm:...: no `vllm` command in PATH; install vLLM, or name its "
+                             "environment with POSBIAS_VLLM_PYTHON=/path/to/python or --posbias-vllm-command \"...\"")
     return [exe, "serve"]
 
 

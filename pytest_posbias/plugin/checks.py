@@ -50,7 +50,8 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     def same_as_tested(other: str) -> list[str]:
         ref = resolved[other]
         return [m for m in config.getoption("--posbias-model") or []
-                if (resolved[m].backend, resolved[m].target, resolved[m].revision) == (ref.backend, ref.target, ref.revision)]
+                if (resolved[m].backend, resolved[m].target, resolved[m].revision)
+                == (ref.backend, ref.target, ref.revision)]
 
     # a model compared with itself shares its cache entries: every paired difference would be 0 and
     # the comparison would certify or pass on nothing
@@ -115,7 +116,8 @@ def as_typed(config: pytest.Config, message: str) -> str:
     """A model error's message (it names ``--posbias-model SPEC``, an option every project accepts)
     with the option, or the ``[tool.posbias]`` key, by which the user gave each of the run's models."""
     opts = options(config)
-    specs = [*opts["models"], *([opts["baseline"]] if opts["baseline"] else []), *([opts["parity"]] if opts["parity"] else [])]
+    specs = [*opts["models"], *([opts["baseline"]] if opts["baseline"] else []),
+             *([opts["parity"]] if opts["parity"] else [])]
     for spec in sorted(set(specs), key=len, reverse=True):  # a longer spec first: one may contain another
         typed = _typed_spelling(config, str(spec))
         if typed != "--posbias-model":
@@ -156,7 +158,8 @@ def check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
               ("--posbias-markdown", config.getoption("--posbias-markdown"), False, here)]
     if not (config.getoption("--posbias-report") or pcfg.get("report")):
         checks.append((f"{src} `report_dir`", pcfg.get("report_dir"), True, root))
-    overridden = {"cache": bool(config.getoption("--posbias-cache")), "report": bool(config.getoption("--posbias-report"))}
+    overridden = {"cache": bool(config.getoption("--posbias-cache")),
+                  "report": bool(config.getoption("--posbias-report"))}
     for where, value, folder, base in checks:
         if not value or any(where.endswith(f"`{k}`") and v for k, v in overridden.items()):
             continue
@@ -195,7 +198,8 @@ def _expected_inifile(start: Path) -> Path | None:
         for name in ("pytest.ini", ".pytest.ini"):
             if (d / name).is_file():
                 return (d / name).resolve()
-        for name, marker in (("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]")):
+        for name, marker in (("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
+                             ("setup.cfg", "[tool:pytest]")):
             f = d / name
             try:
                 if f.is_file() and marker in f.read_text(errors="replace"):

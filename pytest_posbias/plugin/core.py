@@ -43,13 +43,15 @@ class PosbiasPlugin(PluginState):
             if (not self.worker and getattr(config.option, "dist", "no") != "no"
                     and pcfg.source.endswith("[tool.posbias]") and not config.getoption("--posbias-model")
                     and not pcfg.get("model") and not config.getoption("--collect-only", False)):
-                raise pytest.UsageError(NO_MODEL)  # -n: the controller collects nothing; the workers' check would be lost
+                # -n: the controller collects nothing; the workers' check would be lost
+                raise pytest.UsageError(NO_MODEL)
             start_vllm_for_workers(config)
         if posbias_asked(config):  # another project's -n workers keep their threads as they are
             configure_xdist(config)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> Generator[None, None, None]:
         """After every other implementation (``-m``/``-k`` deselection done): record the selected gate
         tests, told apart from those that ran, and require a model when gate tests were collected."""
         result = yield
@@ -95,7 +97,8 @@ class PosbiasPlugin(PluginState):
         return result
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """A gate test's setup and call reports say so (:func:`.fixtures.mark_gate_report`), also
         when they come from an xdist worker."""
         report = yield

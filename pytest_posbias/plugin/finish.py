@@ -45,7 +45,8 @@ def run_decision_of(config: pytest.Config) -> Any:
                quick_notice(posbias_config(config).probes)]
     return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
                         alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n],
-                        not_run=[] if config.getoption("--collect-only", False) else sorted(state.gate_tests - state.ran),
+                        not_run=([] if config.getoption("--collect-only", False)
+                                 else sorted(state.gate_tests - state.ran)),
                         stopped=state.stopped)
 
 
@@ -75,7 +76,8 @@ def exit_status(pytest_status: int, state: PluginState) -> int:
     """The run's exit status (:mod:`.exitcodes`): pytest's own unless the run held gate tests and
     pytest ended normally (0, or 1 from gate tests failing on their own verdicts), then the
     run-level decision's. A test that failed without a verdict keeps pytest's 1. A run stopped by
-    ``-x``/``--maxfail`` before some selected gates ran is never 0 (:func:`pytest_posbias.gates.decision.run_decision`)."""
+    ``-x``/``--maxfail`` before some selected gates ran is never 0
+    (:func:`pytest_posbias.gates.decision.run_decision`)."""
     if state.stopped_by_maxfail and pytest_status == pytest.ExitCode.INTERRUPTED:
         pytest_status = int(pytest.ExitCode.TESTS_FAILED)  # xdist's -x: as the serial run ends it
     if state.decision is None or pytest_status not in (0, 1) or state.errored:
@@ -147,12 +149,13 @@ def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> Non
     """The run's data problems on the terminal: per kind, the count and an example (every one with -v)."""
     if not problems:
         return
-    from ..data.manifest import summarize_problems
+    from ..data.problems import summarize_problems
 
     tr.section("posbias data problems")
     tr.write_line(f"{len(problems)} data problems; the units that need them are not measured and count as lost:")
     for g in summarize_problems(problems):
-        tr.write_line(inert(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", newlines=False), yellow=True)
+        tr.write_line(inert(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", newlines=False),
+                      yellow=True)
     if config.get_verbosity() > 0:
         for p in problems:
             tr.write_line(inert(f"    {p}", newlines=False))
@@ -162,7 +165,7 @@ def _run_problems(run_log: Path | None) -> list[Any]:
     """The data problems a finished run log records (none when there is no log)."""
     if run_log is None:
         return []
-    from ..data.manifest import problems_in_records
+    from ..data.problems import problems_in_records
 
     records = []
     try:  # only observation lines are parsed (the log is written with sorted keys); the rest is requests
@@ -230,7 +233,7 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
     state.problems = _run_problems(run_log)
     path = config.getoption("--posbias-json", None)
     if path:  # written even when no gate decided: a CI job reading it must see that nothing was measured
-        from ..data.manifest import summarize_problems
+        from ..data.problems import summarize_problems
 
         out = {
             "schema_version": 1,

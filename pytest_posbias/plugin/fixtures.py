@@ -74,7 +74,8 @@ def posbias_gate(request: pytest.FixtureRequest) -> Any:
 
             verdict = replace(verdict, extra={**verdict.extra, "calls": dict(calls)})
         record_verdict(request.node, verdict, calls=calls)
-        if not verdict.passed:  # text from data (a domain in the gate's name) shown escaped on the terminal and in junit
+        # text from data (a domain in the gate's name) shown escaped on the terminal and in junit
+        if not verdict.passed:
             pytest.fail(inert(verdict.message()), pytrace=False)
         return verdict
 

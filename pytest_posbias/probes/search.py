@@ -144,8 +144,8 @@ class ItemSearch:
     reference: Any = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"property": self.property, "item": self.item, "model": self.model, "status": self.status, "why": self.why,
-                "queries_to_first_break": self.queries_to_first_break, "queries": self.queries,
+        return {"property": self.property, "item": self.item, "model": self.model, "status": self.status,
+                "why": self.why, "queries_to_first_break": self.queries_to_first_break, "queries": self.queries,
                 "replay_queries": self.replay_queries, "search_queries": self.search_queries,
                 "shrink_queries": self.shrink_queries, "failed_queries": self.failed_queries,
                 "replayed": self.replayed, "minimal": self.minimal, "replay": self.replay, "reference": self.reference}
@@ -239,8 +239,8 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
             continue
         out, new = runner.query(value)
         res.replay_queries += int(new)
-        row = {**entry, "answer": out.answer, "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived"),
-               **_shown(out, reference)}
+        row = {**entry, "answer": out.answer,
+               "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived"), **_shown(out, reference)}
         res.replay.append(row)
         if out.ok and out.broken and runner.first_break is None:
             runner.first_break = max(1, len(runner.order))
@@ -256,7 +256,8 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
                 req = prop.request(value)  # a repeat of a known query still answers; a new one is past the budget
                 if runner.key(req) not in runner.seen:
                     raise _Stop
-            if runner.first_break is not None and len(runner.order) - res.replay_queries - res.search_queries >= shrink_budget:
+            if (runner.first_break is not None
+                    and len(runner.order) - res.replay_queries - res.search_queries >= shrink_budget):
                 req = prop.request(value)
                 if runner.key(req) not in runner.seen:
                     raise _Stop

@@ -54,7 +54,8 @@ class Corpus:
             raise ConfigError(f"the search corpus folder {str(self.root)!r} (under `cache`, --posbias-cache) "
                               f"is not a usable directory: {exc.strerror or exc}; remove or fix it") from None
         if not self.root.is_dir():
-            raise ConfigError(f"the search corpus folder {str(self.root)!r} (under `cache`, --posbias-cache) is not a directory")
+            raise ConfigError(f"the search corpus folder {str(self.root)!r} (under `cache`, --posbias-cache) is not a "
+                              "directory")
         self.db = DirectoryBasedExampleDatabase(str(self.root))
 
     @staticmethod

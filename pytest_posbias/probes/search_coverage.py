@@ -44,7 +44,8 @@ class CoverageProperty(ItemProperty[Layout]):
                  floor: float) -> None:
         if not 0.0 <= floor <= 1.0:
             raise ConfigError(f"`floor` must lie in [0, 1]; got {floor!r}")
-        self.ctx, self.model, self.group, self.manifest, self.spec, self.floor = ctx, model, group, manifest, spec, floor
+        self.ctx, self.model, self.group, self.manifest = ctx, model, group, manifest
+        self.spec, self.floor = spec, floor
         self.item_id = group.id
         self.P = group.P
         self.news = all(manifest.videos[v].reference_style == "news" for v in group.videos)
@@ -71,8 +72,10 @@ class CoverageProperty(ItemProperty[Layout]):
         videos = [self.parts[self.group.videos[k]] for k in lay.order]
         prompt = summary_prompt(self.P, sentences=self.sentences, boundary=lay.boundary, news=self.news,
                                 label_base=lay.label_base, equal_attention=self.spec.equal_attention)
-        parts = compose(videos, prompt=prompt, boundary=lay.boundary, placement=lay.placement, label_base=lay.label_base)
-        return Request(self.model, tuple(parts), Decoding(self.spec.max_new_tokens, self.spec.temperature, self.spec.top_p),
+        parts = compose(videos, prompt=prompt, boundary=lay.boundary, placement=lay.placement,
+                        label_base=lay.label_base)
+        return Request(self.model, tuple(parts),
+                       Decoding(self.spec.max_new_tokens, self.spec.temperature, self.spec.top_p),
                        seed=self.seed, meta={"probe": "search", "property": "coverage", "group": self.group.id,
                                              "layout": lay.to_json()})
 

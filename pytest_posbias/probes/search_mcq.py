@@ -148,7 +148,8 @@ class McqProperty(ItemProperty[McqValue]):
             "answer_letter": outcome.detail.get("answer_letter"),
             "video": self.item.video, "video_path": str(self.item.path),
             "frames": {"original": [{"source": "clip", "index": i} for i in ref_frames],
-                       "perturbed": [{"source": "clip", "index": i, "changed": i not in ref_frames} for i in new_frames]},
+                       "perturbed": [{"source": "clip", "index": i, "changed": i not in ref_frames}
+                                     for i in new_frames]},
         }
 
 

@@ -63,7 +63,8 @@ def _int_choice(*allowed: int) -> Callable[[str, object], int]:
 
 def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1, why: str = "") -> Callable[[str, object], list[int]]:
     def check(where: str, v: object) -> list[int]:
-        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x >= lo for x in v):
+        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x >= lo
+                                                       for x in v):
             raise ConfigError(f"{where} must be a non-empty list of integers >= {lo}; got {v!r}")
         if allowed is not None and any(x not in allowed for x in v):
             raise ConfigError(f"{where} values must be among {allowed}{f' ({why})' if why else ''}; got {v!r}")
@@ -147,8 +148,8 @@ SCHEMA: dict[str, dict[str, Callable[[str, object], Any]]] = {
     "stressor": {
         "videos": _int_ge(2),
         "frames": _int_list((4, 8, 16, 24, 32), why="Replace 2 copies 2 frames over 2 others and Delete 2 must "
-                            "leave frames to show: fewer than 4 frames stop the probe, and Reverse or Shuffle of 1 frame "
-                            "changes nothing"),
+                            "leave frames to show: fewer than 4 frames stop the probe, and Reverse or Shuffle of 1 "
+                            "frame changes nothing"),
         "trials": _int_ge(1),
         "attack_cap": _int_ge(1),
         "max_new_tokens": _int_ge(8),

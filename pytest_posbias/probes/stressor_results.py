@@ -83,7 +83,8 @@ class StressorSpec:
     def from_settings(cls, settings: Mapping[str, Any], frames: int) -> StressorSpec:
         """The spec at ``frames`` frames of validated ``[tool.posbias.probes.stressor]`` settings
         (:func:`~.settings.settings_for`); a key they lack keeps its default."""
-        kw = {k: settings[k] for k in ("videos", "trials", "attack_cap", "max_new_tokens", "resolution") if k in settings}
+        kw = {k: settings[k] for k in ("videos", "trials", "attack_cap", "max_new_tokens", "resolution")
+              if k in settings}
         return cls(frames=frames, **kw)
 
     def key(self) -> str:

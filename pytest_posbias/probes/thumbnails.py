@@ -27,7 +27,8 @@ def thumbnail(frame: np.ndarray, width: int = 96) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def video_thumbnails(ctx: ProbeContext, video_id: str, positions: Sequence[float] = (0.5,), *, width: int = 96) -> list[str]:
+def video_thumbnails(ctx: ProbeContext, video_id: str, positions: Sequence[float] = (0.5,), *,
+                     width: int = 96) -> list[str]:
     """Thumbnails of a manifest video at relative ``positions`` in [0, 1) of its frames; an
     unreadable video gives empty strings (the report then shows no image, the run goes on)."""
     try:

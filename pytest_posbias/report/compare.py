@@ -52,7 +52,8 @@ class Arm:
             cov = [s.get("coverage") for s in o.get("slots", [])]
             if len(cov) != o["P"] or any(c is None for c in cov) or not any(cov):
                 continue  # unmeasured, or no slot covered (no positional information: a lost unit for DPB/MEG)
-            out.setdefault((o["spec"], int(o["P"])), {})[(str(o.get("group")), tuple(o.get("order") or ()))] = [float(c) for c in cov]
+            key = (str(o.get("group")), tuple(o.get("order") or ()))
+            out.setdefault((o["spec"], int(o["P"])), {})[key] = [float(c) for c in cov]
         return out
 
     def clean_flags(self) -> dict[int, dict[str, int]]:
@@ -107,7 +108,8 @@ def positional_differences(cand: Arm, base: Arm, *, alpha: float) -> list[dict[s
             xc, xb = fn(c), fn(b)
             v = paired_abs_mean_verdict(xc, xb, groups, name=f"{stat} {spec}", margin=0.0, alpha=alpha, unit="groups")
             rows.append({"config": spec, "stat": stat, "cand": float(xc.mean()), "base": float(xb.mean()),
-                         "delta": v.estimate, "low": v.ci_low, "high": v.ci_high, "n_groups": int(np.unique(groups).size),
+                         "delta": v.estimate, "low": v.ci_low, "high": v.ci_high,
+                         "n_groups": int(np.unique(groups).size),
                          "n_instances": len(common), "direction": _direction(v.ci_low, v.ci_high),
                          "method": "Δ = |mean cand| − |mean base|, intersection-union t bounds over groups"})
     return rows
@@ -141,7 +143,8 @@ def side_by_side(cand: Arm, base: Arm) -> list[dict[str, Any]]:
         c, b = cv.get(key), bv.get(key)
         out.append({"gate": key[1], "test": key[0], "cand": c, "base": b,
                     "change": None if c is None or b is None else ("now fails" if b["passed"] and not c["passed"] else
-                                                                  "now passes" if c["passed"] and not b["passed"] else "")})
+                                                                  "now passes" if c["passed"] and not b["passed"] else
+                                                                  "")})
     return out
 
 
@@ -166,7 +169,8 @@ def compare(cand: Arm, base: Arm, *, alpha: float) -> dict[str, Any]:
         mine = [d for d in diffs if d["stat"] == stat]
         figs.append(figures.forest([{"label": d["config"], "estimate": d["delta"], "low": d["low"], "high": d["high"],
                                      "passed": None if d["direction"] != "worse" else False} for d in mine],
-                                   title=f"{stat}: {cand.label} − {base.label} (paired, {100 * (1 - 2 * alpha):.0f}% CI)",
+                                   title=f"{stat}: {cand.label} − {base.label} (paired, {100 * (1 - 2 * alpha):.0f}% "
+                                         "CI)",
                                    xlabel="Δ (> 0: candidate worse)", ref=0.0, width=5.6))
     gates = side_by_side(cand, base)
     worse = _changes(diffs, gates, direction="worse", change="now fails")
@@ -174,7 +178,8 @@ def compare(cand: Arm, base: Arm, *, alpha: float) -> dict[str, Any]:
     both = sum(1 for g in gates if g["cand"] is not None and g["base"] is not None)
     return {"cand": cand.label, "base": base.label, "diffs": diffs, "figures": figs, "gates": gates,
             "worse": worse, "better": better, "alpha": alpha, "common": both,
-            "only_cand": sum(1 for g in gates if g["base"] is None), "only_base": sum(1 for g in gates if g["cand"] is None),
+            "only_cand": sum(1 for g in gates if g["base"] is None),
+            "only_base": sum(1 for g in gates if g["cand"] is None),
             "same_run": cand.model == base.model and _run_id(cand) is not None and _run_id(cand) == _run_id(base)}
 
 
@@ -188,13 +193,15 @@ def arms_for(runs: Sequence[Any]) -> tuple[Arm, Arm] | None:
     if len(runs) == 1:
         h = runs[0].header
         if h.get("baseline") and h.get("models"):
-            return Arm(runs[0], h["models"][0], f"{h['models'][0]}"), Arm(runs[0], h["baseline"], f"{h['baseline']} (baseline)")
+            return Arm(runs[0], h["models"][0], f"{h['models'][0]}"), Arm(runs[0], h["baseline"],
+                                                                          f"{h['baseline']} (baseline)")
         return None
     if len(runs) == 2:
         a, b = runs
         ma, mb = (a.header.get("models") or ["?"])[0], (b.header.get("models") or ["?"])[0]
         if ma == mb:  # two releases under one name: tell them apart by their run ids
-            return Arm(a, ma, f"{ma} (A, run {a.header.get('run_id')})"), Arm(b, mb, f"{mb} (B, run {b.header.get('run_id')})")
+            return Arm(a, ma, f"{ma} (A, run {a.header.get('run_id')})"), Arm(b, mb,
+                                                                              f"{mb} (B, run {b.header.get('run_id')})")
         return Arm(a, ma, ma), Arm(b, mb, mb)
     return None
 

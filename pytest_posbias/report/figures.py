@@ -106,7 +106,8 @@ def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
             x = np.arange(1, len(s["mean"]) + 1)
             c = OKABE_ITO[k % len(OKABE_ITO)]
             ax.fill_between(x, s["low"], s["high"], color=c, alpha=0.18, linewidth=0)
-            ax.plot(x, s["mean"], marker=MARKERS[k % len(MARKERS)], color=c, label=s["model"], linewidth=1.6, markersize=4)
+            ax.plot(x, s["mean"], marker=MARKERS[k % len(MARKERS)], color=c, label=s["model"], linewidth=1.6,
+                    markersize=4)
         ax.set_title(panel["title"], fontsize=9)
         ax.set_xticks(x)
         ax.set_xlabel("slot position")
@@ -115,7 +116,8 @@ def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
         ax.grid(axis="y", alpha=0.3)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     if labels:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), frameon=False, bbox_to_anchor=(0.5, -0.02))
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), frameon=False,
+                   bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return _svg(fig)
 
@@ -181,7 +183,8 @@ def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *,
 
 @isolated
 @_inert_args
-def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, title: str, xlabel: str, ylabel: str) -> str:
+def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, title: str, xlabel: str,
+          ylabel: str) -> str:
     """Simple line plot (e.g. risk–coverage: accuracy on the answered subset vs coverage)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(3.4, 2.5))

@@ -112,7 +112,8 @@ def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, 
     """The worst gate's kind over the suite's configurations (worst first); with several models
     (candidate and baseline) each configuration shows every model's row, on the same axis."""
     gate = (worst.get("extra") or {}).get("gate")
-    same = [v for v in mine if (v.get("extra") or {}).get("gate") == gate and num(v.get("upper")) == num(worst.get("upper"))
+    same = [v for v in mine if (v.get("extra") or {}).get("gate") == gate
+            and num(v.get("upper")) == num(worst.get("upper"))
             and num(v.get("lower")) == num(worst.get("lower"))] or [worst]
     models = sorted({str(v.get("model")) for v in same})
     by_conf: dict[str, list[Mapping[str, Any]]] = {}
@@ -128,7 +129,8 @@ def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, 
                           lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None, width=5.2)
 
 
-def suite_cards(verdicts: Sequence[Mapping[str, Any]], *, also: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,
+                also: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """One card per suite: counts, the worst effect with its CI and bound, a small forest plot,
     and the failing gates (anchor, label). ``also``: verdicts drawn beside them in the figure but
     not counted (the baseline's, in a candidate-vs-baseline report)."""
@@ -175,7 +177,8 @@ def grouped_table(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         for v in mine:
             key = configuration(v) + (f" · {v['model']}" if multi_model else "")
             confs.setdefault(key, []).append(v)
-        groups: list[dict[str, Any]] = [{"config": k, "open": any(not v["passed"] for v in rows), "n_fail": sum(not v["passed"] for v in rows),
+        groups: list[dict[str, Any]] = [{"config": k, "open": any(not v["passed"] for v in rows),
+                                         "n_fail": sum(not v["passed"] for v in rows),
                    "rows": sorted(rows, key=lambda v: (v["passed"], v["nodeid"]))} for k, rows in confs.items()]
         groups.sort(key=lambda g: (not g["open"], g["config"]))
         out.append({"suite": suite, "title": suite_title(suite), "groups": groups,

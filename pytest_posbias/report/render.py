@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import itertools
-import json
 import math
 import re
 import shlex
@@ -22,16 +20,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import __version__
-from ..data.manifest import problems_in_records, summarize_problems
+from ..data.problems import problems_in_records, summarize_problems
 from ..engine import read_run_header, read_run_log, run_log_references
-from ..metrics import consensus, dpb_per_instance, meg_per_instance
 from ..models.registry import model_label
 from ..safe_text import inert, redact_value
-from . import compare, figures, front
+from . import compare, front
 from . import search as search_section
+from .sections import _phase, _positional, _stressor
+from .sections import stressor_summaries as stressor_summaries
 from .summary import calls_line
 
 SECTION_CAPTIONS = {
@@ -39,16 +36,18 @@ SECTION_CAPTIONS = {
                 "A position-invariant model draws flat lines: the same coverage in every slot.",
     "sampler": "Share of items whose consensus answer differs between two frame samplers at the same budget. "
                "A phase-robust model is near 0 everywhere, at the level of its re-run floor.",
-    "flips": "Flip rates of each gate with the threshold and the measured re-run floor. A robust model stays at the floor.",
+    "flips": "Flip rates of each gate with the threshold and the measured re-run floor. A robust model stays at the "
+             "floor.",
     "fusion": "Share of answers that change when every grid moves by half the phase spacing. "
               "PhaseFusion should change fewer answers than one pass.",
     "risk": "Accuracy on the answered items as low-margin items are abstained on. A useful margin makes the curve rise "
             "as coverage falls.",
-    "repetition": "Repetition rate (share of outputs with a repeated 5-gram) on clean and stressed frames per frame count. "
-                  "A stable model is low in every cell and no stressor row is darker than the clean row.",
+    "repetition": "Repetition rate (share of outputs with a repeated 5-gram) on clean and stressed frames per frame "
+                  "count. A stable model is low in every cell and no stressor row is darker than the clean row.",
     "ri": "Repetition intensity (1 − distinct unigrams / unigrams) per output. Lower and tighter is better.",
     "ie": "Normalised unigram entropy per output. Higher is better (more distinct words).",
-    "severity": "Share of outputs that are benign (no repeated 5-gram), ordinary (2–4 repeats) or severe (> 4 or token cap).",
+    "severity": "Share of outputs that are benign (no repeated 5-gram), ordinary (2–4 repeats) or severe (> 4 or token "
+                "cap).",
 }
 
 
@@ -103,195 +102,6 @@ class Run:
                 v["extra"] = {**v["extra"], "model": new(v["extra"]["model"])}
 
 
-def _slot_ci(cov: np.ndarray, clusters: np.ndarray, rng: np.random.Generator) -> tuple[list[float], list[float], list[float]]:
-    """Per-slot mean and 90% cluster-bootstrap percentile band (999 resamples, fixed seed)."""
-    if cov.size == 0:
-        return [], [], []
-    groups = np.unique(clusters)
-    means = cov.mean(axis=0)
-    if groups.size < 2:
-        return means.tolist(), means.tolist(), means.tolist()
-    sums = np.stack([cov[clusters == g].sum(axis=0) for g in groups])
-    counts = np.array([(clusters == g).sum() for g in groups], dtype=float)
-    idx = rng.integers(0, groups.size, size=(999, groups.size))
-    boot = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)[:, None]
-    lo, hi = np.percentile(boot, [5, 95], axis=0)
-    return means.tolist(), lo.tolist(), hi.tolist()
-
-
-def _final_looks(items: Iterable[Any], key: Any, size: Any) -> list[Any]:
-    """A sequential gate runs its probe on growing prefixes of the instances and each run logs a
-    summary; keep, per ``key``, the largest one (the look the decision stopped at), in log order."""
-    best: dict[Any, tuple[int, Any]] = {}
-    for pos, it in enumerate(items):
-        k = key(it)
-        if k not in best or size(it) >= size(best[k][1]):
-            best[k] = (best[k][0] if k in best else pos, it)
-    return [it for _, it in sorted(best.values(), key=lambda b: b[0])]
-
-
-def _positional(runs: Sequence[Run]) -> dict[str, Any]:
-    rng = np.random.default_rng(0)
-    summaries = _final_looks(((run, o) for run in runs for o in run.obs.get("positional", []) if o.get("type") == "summary"),
-                             key=lambda ro: (str(ro[0].path), ro[1]["model"], ro[1]["spec"], ro[1].get("variant")),
-                             size=lambda ro: len(ro[1]["coverage"]))
-    if not summaries:
-        return {}
-    main = [(r, o) for r, o in summaries if o.get("variant") == "main"]
-    panels: dict[str, dict[str, Any]] = {}
-    table = []
-    alloc = []
-    for _run, o in sorted(main, key=lambda x: (x[1]["P"], x[1]["domain"], x[1]["bucket"], x[1]["model"])):
-        title = f"{o['domain'].capitalize()}-{o['P']} {o['bucket'].capitalize()}"
-        cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
-        clusters = np.array(o["clusters"])
-        mean, lo, hi = _slot_ci(cov, clusters, rng)
-        panels.setdefault(title, {"title": title, "series": []})["series"].append(
-            {"model": o["model"], "mean": mean, "low": lo, "high": hi})
-        dpb = float(np.mean(dpb_per_instance(cov))) if cov.size else None
-        meg = float(np.mean(meg_per_instance(cov))) if cov.size and o["P"] == 4 else None
-        fails = {k: sum(v) for k, v in o["failures"].items()}
-        contam = np.array(o["contamination"], dtype=float).reshape(-1, o["P"])
-        table.append({"config": title, "model": o["model"], "n": int(np.unique(clusters).size), "instances": int(cov.shape[0]),
-                      "coverage": float(cov.mean()) if cov.size else None, "dpb": dpb, "meg": meg,
-                      "failures": fails, "excluded": o["excluded"], "leaks": o.get("n_leak_candidates", 0),
-                      "contamination": [float(x) for x in contam.mean(axis=0)] if contam.size else []})
-        alloc.append({"config": title, "model": o["model"], **o["allocation"]})
-    variants = []
-    for _run, o in summaries:
-        if o.get("variant") != "main":
-            cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
-            variants.append({"config": o["spec"], "model": o["model"], "variant": o["variant"],
-                             "dpb": float(np.mean(dpb_per_instance(cov))) if cov.size else None,
-                             "meg": float(np.mean(meg_per_instance(cov))) if cov.size and o["P"] == 4 else None,
-                             "coverage": float(cov.mean()) if cov.size else None, "target": o.get("target") or {}})
-    return {"figure": figures.coverage_curves(list(panels.values())) if panels else "", "table": table, "alloc": alloc,
-            "variants": sorted(variants, key=lambda v: (v["config"], v["model"]))}
-
-
-def _phase(runs: Sequence[Run]) -> dict[str, Any]:
-    out: dict[str, Any] = {"heatmaps": [], "flip_figure": "", "fusion_figure": "", "risk_figure": "", "margins": []}
-    for run in runs:
-        items = [o for o in run.obs.get("phase", []) if o.get("type") == "item"]
-        by_model: dict[str, dict[str, dict[str, list[int]]]] = defaultdict(dict)
-        for it in items:
-            by_model[it["model"]].setdefault(it["item"], {}).update(it["answers"])
-        for model, answers in sorted(by_model.items()):
-            samplers = sorted({c for a in answers.values() for c in a if c.startswith("sampler:")})
-            if len(samplers) < 2:
-                continue
-            names = [s.split(":", 1)[1] for s in samplers]
-            m = np.full((len(samplers), len(samplers)), np.nan)
-            for i, j in itertools.product(range(len(samplers)), repeat=2):
-                pairs = [(consensus(a[samplers[i]]), consensus(a[samplers[j]])) for a in answers.values()
-                         if samplers[i] in a and samplers[j] in a]
-                if pairs:
-                    m[i, j] = float(np.mean([x != y for x, y in pairs]))
-            out["heatmaps"].append(figures.heatmap(m.tolist(), names, names, title=f"{model}: sampler disagreement"))
-    verdicts = [v for run in runs for v in run.verdicts if v.get("extra", {}).get("probe") == "phase"]
-    flips = [v for v in verdicts if v["extra"].get("gate") in ("flip", "phase", "order")]
-    if flips:
-        models = sorted({v["extra"]["model"] for v in flips})
-        groups = sorted({v["name"] for v in flips})
-        series = {m: [next((v["estimate"] for v in flips if v["name"] == g and v["extra"]["model"] == m), None) for g in groups]
-                  for m in models}
-        floors = {f"re-run floor ({m})": v["extra"]["rerun_floor"] for m in models for v in flips
-                  if v["extra"]["model"] == m and v["extra"].get("rerun_floor") is not None}
-        thr = {"threshold": float(flips[0]["threshold"])}
-        out["flip_figure"] = figures.bars([re.sub(r" \(.*\)", "", g).replace(" flip rate", "") for g in groups], series,
-                                          title="Flip rates", ylabel="share of items", ref={**thr, **dict(list(floors.items())[:1])})
-    fusion = [v for v in verdicts if v["extra"].get("gate") == "fusion" and "single_changed" in v["extra"]]
-    if fusion:
-        models = [v["extra"]["model"] for v in fusion]
-        out["fusion_figure"] = figures.bars(
-            ["single pass", "union pass", "PhaseFusion"],
-            {m: [v["extra"]["single_changed"], v["extra"]["union_changed"], v["extra"]["fusion_changed"]] for m, v in zip(models, fusion, strict=True)},
-            title="Answers changed by an origin shift", ylabel="share of items")
-    order = [v for v in verdicts if v["extra"].get("gate") == "order"]
-    curves = {}
-    for v in order:
-        mg = v["extra"].get("margin") or {}
-        out["margins"].append({"model": v["extra"]["model"], "auroc": mg.get("auroc"), "n": mg.get("n"),
-                               "swing": v["extra"].get("swing"), "unanimity": v["extra"].get("circular_unanimity"),
-                               "accuracy": v["extra"].get("accuracy_identity")})
-        pts = mg.get("risk_coverage") or []
-        if pts:
-            curves[v["extra"]["model"]] = ([p["coverage"] for p in pts], [p["accuracy"] for p in pts])
-    if curves:
-        out["risk_figure"] = figures.lines(curves, title="Risk–coverage of the one-pass margin", xlabel="coverage (answered share)",
-                                           ylabel="accuracy on answered")
-    return out
-
-
-def _settings_key(o: Mapping[str, Any]) -> tuple[str, str]:
-    return o["model"], json.dumps({k: v for k, v in o["settings"].items() if k != "videos"}, sort_keys=True)
-
-
-def _joined_parts(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One stressor summary per (model, settings): the probe is computed in parts (the clean
-    outputs, the controls, each stressor's variants), each logging its own summary; their
-    stressors, controls and per-condition values are joined, the clean outputs are the first's."""
-    joined: dict[tuple[str, str], dict[str, Any]] = {}
-    for o in summaries:
-        k = _settings_key(o)
-        if k not in joined:
-            joined[k] = {**o, **{f: dict(o.get(f) or {}) for f in _PART_FIELDS}}
-            continue
-        for f in _PART_FIELDS:
-            joined[k][f].update({n: x for n, x in (o.get(f) or {}).items() if n not in joined[k][f]})
-    return list(joined.values())
-
-
-_PART_FIELDS = ("stressors", "controls", "ri_values", "ie_values", "severity")
-
-
-def stressor_summaries(observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The stressor probe's summary per (model, settings): each part's final look, joined."""
-    return _joined_parts(_final_looks((o for o in observations if o.get("type") == "summary"),
-                                      key=lambda o: (*_settings_key(o), o.get("part")), size=lambda o: len(o["videos"])))
-
-
-def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
-    summaries = stressor_summaries(o for run in runs for o in run.obs.get("stressor", []))
-    if not summaries:
-        return {}
-    out: dict[str, Any] = {"heatmaps": [], "ri": [], "ie": [], "severity": [], "attack": [], "controls": [], "remedy": [],
-                           "decoding": []}
-    for model in sorted({o["model"] for o in summaries}):
-        mine = sorted((o for o in summaries if o["model"] == model), key=lambda o: o["settings"]["frames"])
-        frames = [o["settings"]["frames"] for o in mine]
-        names = ["clean", *sorted({n for o in mine for n in o["stressors"]})]
-        matrix = [[(o["clean"].get("rr") if n == "clean" else (o["stressors"].get(n) or {}).get("rr")) for o in mine] for n in names]
-        out["heatmaps"].append(figures.heatmap(matrix, names, [f"{f} frames" for f in frames], title=f"{model}: repetition rate",
-                                               vmax=1.0, cmap="magma"))
-        last = mine[-1]
-        out["ri"].append(figures.distributions(last.get("ri_values", {}), title=f"{model}: RI at {last['settings']['frames']} frames",
-                                               ylabel="repetition intensity"))
-        out["ie"].append(figures.distributions(last.get("ie_values", {}), title=f"{model}: IE at {last['settings']['frames']} frames",
-                                               ylabel="information entropy"))
-        sev = last.get("severity", {})
-        if sev:
-            conds = list(sev)
-            out["severity"].append(figures.stacked(conds, {k: [sev[c].get(k, 0.0) for c in conds] for k in ("benign", "ordinary", "severe")},
-                                                   title=f"{model}: severity shares"))
-        for o in mine:
-            for n, s in sorted(o["stressors"].items()):
-                a = s.get("attack") or {}
-                out["attack"].append({"model": model, "frames": o["settings"]["frames"], "stressor": n, "rr": s.get("rr"),
-                                      "amplification": s.get("amplification"), "asr": a.get("asr"), "aq": a.get("aq"),
-                                      "attacked": a.get("attacked")})
-            for n, c in sorted(o.get("controls", {}).items()):
-                out["controls"].append({"model": model, "frames": o["settings"]["frames"], "control": n, "rr": c.get("rr"),
-                                        "ri": c.get("ri"), "n": c.get("n")})
-    for run in runs:
-        for o in run.obs.get("stressor", []):
-            if o.get("type") == "remedy":
-                out["remedy"].append(o)
-            if o.get("type") == "decoding":
-                out["decoding"].append(o)
-    return out
-
-
 def highlight_repeats(text: str, n: int = 5) -> list[tuple[str, bool]]:
     """Whitespace tokens of ``text`` with a flag for tokens inside a repeated n-gram."""
     toks = text.split()
@@ -318,17 +128,20 @@ def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
                 for k, s in enumerate(o["slots"]):
                     covered = s.get("covered") or []
                     reasons = s.get("reasons") or []
-                    texts = run.references.get(str(s.get("references_id")), s.get("references") or [])  # by id, or inline
+                    texts = run.references.get(str(s.get("references_id")),
+                                               s.get("references") or [])  # by id, or inline
                     refs = [{"text": r, "covered": bool(covered[i]) if i < len(covered) else None,
                              "reason": reasons[i] if i < len(reasons) else ""}
                             for i, r in enumerate(texts)]
-                    slots.append({"slot": k + 1, "video": s["video"], "thumb": o["thumbnails"][k] if k < len(o["thumbnails"]) else "",
-                                  "summary": s.get("summary", ""), "status": s.get("status"), "coverage": s.get("coverage"),
-                                  "judge": s.get("judge"), "refs": refs})
-                out["positional"].append({"model": o["model"], "spec": o["spec"], "group": o["group"], "order": o["order"],
-                                          "slots": slots, "raw": o.get("text", [])})
+                    slots.append({"slot": k + 1, "video": s["video"],
+                                  "thumb": o["thumbnails"][k] if k < len(o["thumbnails"]) else "",
+                                  "summary": s.get("summary", ""), "status": s.get("status"),
+                                  "coverage": s.get("coverage"), "judge": s.get("judge"), "refs": refs})
+                out["positional"].append({"model": o["model"], "spec": o["spec"], "group": o["group"],
+                                          "order": o["order"], "slots": slots, "raw": o.get("text", [])})
         for o in run.obs.get("stressor", []):
-            if o.get("type") == "example" and o["model"] in failing and (o["model"], o["video"], o.get("condition")) not in seen:
+            if (o.get("type") == "example" and o["model"] in failing
+                    and (o["model"], o["video"], o.get("condition")) not in seen):
                 seen.add((o["model"], o["video"], o.get("condition")))
                 out["stressor"].append({"model": o["model"], "video": o["video"], "finish": o.get("finish"),
                                         "thumbs": [t for t in o.get("thumbnails", []) if t],
@@ -369,7 +182,8 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
         gate_calls = [dict((v.get("extra") or {}).get("calls") or {}) for v in run.verdicts]
         out.append({"path": run.path.name, "run_id": h.get("run_id"),
                     "calls_line": calls_line(h.get("calls") or {}, verdict_calls=gate_calls,
-                                             workers=max(1, len(h.get("workers") or []))), "started": h.get("started"), "finished": h.get("finished"),
+                                             workers=max(1, len(h.get("workers") or []))), "started": h.get("started"),
+                    "finished": h.get("finished"),
                     "seed": h.get("seed"), "mode": h.get("mode"), "alpha": h.get("alpha"), "judge": h.get("judge"),
                     "command": shlex.join(str(a) for a in h.get("command", [])), "workers": h.get("workers", []),
                     "models": [{"spec": s, **i} for s, i in run.models.items()], "calls": h.get("calls", {}),
@@ -429,8 +243,10 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
     for run in runs:
         for v in run.verdicts:
             verdicts.append({**v, "model": v.get("extra", {}).get("model") or (run.header.get("models") or ["?"])[0],
-                             "anchor": front.anchor(f"{run.header.get('run_id')}-{v['nodeid']}" if len(runs) > 1 else v["nodeid"]),
-                             "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None else "–"})
+                             "anchor": front.anchor(f"{run.header.get('run_id')}-{v['nodeid']}" if len(runs) > 1
+                                                    else v["nodeid"]),
+                             "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None
+                             else "–"})
     verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
     unfinished = [int(x) for run in runs if (x := run.header.get("exitstatus")) not in (None, 0, 1)]
     errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]

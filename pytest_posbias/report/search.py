@@ -105,10 +105,12 @@ def counterexample_view(c: Mapping[str, Any]) -> dict[str, Any]:
     if prop in ("order", "phase"):
         k = len(c.get("options") or [])
         v.update(question=c.get("question", ""), video=c.get("video"),
-                 original_options=_options(c, list(range(k))), perturbed_options=_options(c, c.get("option_order") or range(k)),
+                 original_options=_options(c, list(range(k))),
+                 perturbed_options=_options(c, c.get("option_order") or range(k)),
                  reference_letter=c.get("reference_letter"), reference_text=c.get("reference_text"),
                  answer_letter=c.get("answer_letter"), answer_text=c.get("answer_text"),
-                 reference_correct=c.get("reference_answer") == c.get("correct"), answer_correct=c.get("answer") == c.get("correct"),
+                 reference_correct=c.get("reference_answer") == c.get("correct"),
+                 answer_correct=c.get("answer") == c.get("correct"),
                  transpositions=c.get("transpositions"), phase=c.get("phase", "0"),
                  same_frames=[f["index"] for f in v["original"]] == [f["index"] for f in v["perturbed"]])
     elif prop == "stressor":
@@ -125,12 +127,15 @@ def counterexample_view(c: Mapping[str, Any]) -> dict[str, Any]:
         lay = dict(c.get("layout") or {})
 
         def slots(order: Sequence[str], which: int) -> list[dict[str, Any]]:
-            return [{"slot": s + 1, "video": vid, "thumb": thumbs.get(f"video:{vid}", ""), "coverage": by_vid.get(vid, (None, None))[which],
+            return [{"slot": s + 1, "video": vid, "thumb": thumbs.get(f"video:{vid}", ""),
+                     "coverage": by_vid.get(vid, (None, None))[which],
                      "fell": vid in fell and which == 1, "moved": order[s] != videos[s] if s < len(videos) else False}
                     for s, vid in enumerate(order)]
 
-        v.update(floor=floor, layout=lay, original_slots=slots(videos, 0), perturbed_slots=slots(list(c.get("slots") or []), 1),
-                 fell_below=sorted(fell), reference_text=c.get("reference_text", ""), answer_text=c.get("answer_text", ""))
+        v.update(floor=floor, layout=lay, original_slots=slots(videos, 0),
+                 perturbed_slots=slots(list(c.get("slots") or []), 1),
+                 fell_below=sorted(fell), reference_text=c.get("reference_text", ""),
+                 answer_text=c.get("answer_text", ""))
     return v
 
 
@@ -156,12 +161,15 @@ def search_gates(verdicts: Sequence[Mapping[str, Any]], anchor: Callable[[Mappin
                                     "found_by": ", ".join(row.get("found_by") or []),
                                     "answer": _shown(row, "answer", c), "reference": _shown(row, "reference", c)})
         out.append({"name": v.get("name"), "model": v.get("model") or ex.get("model"), "passed": bool(v.get("passed")),
-                    "anchor": anchor(v) if anchor else "", "property": prop, "unit": v.get("unit") or "searched items", "title": PROPERTY_TITLES.get(prop, prop),
+                    "anchor": anchor(v) if anchor else "", "property": prop, "unit": v.get("unit") or "searched items",
+                    "title": PROPERTY_TITLES.get(prop, prop),
                     "estimate": v.get("estimate"), "ci_low": v.get("ci_low"), "ci_high": v.get("ci_high"),
-                    "threshold": v.get("threshold"), "budget": ex.get("budget"), "shrink_budget": ex.get("shrink_budget"),
+                    "threshold": v.get("threshold"), "budget": ex.get("budget"),
+                    "shrink_budget": ex.get("shrink_budget"),
                     "searched": ex.get("searched"), "broken": ex.get("broken"), "held": ex.get("held"),
                     "excluded": ex.get("excluded"), "lost": ex.get("lost"),
-                    "median_q": ex.get("median_queries_to_first_break"), "mean_q": ex.get("mean_queries_to_first_break"),
+                    "median_q": ex.get("median_queries_to_first_break"),
+                    "mean_q": ex.get("mean_queries_to_first_break"),
                     "total_queries": ex.get("total_queries"), "shrink_queries": ex.get("shrink_queries"),
                     "replay_line": ex.get("summary_line", ""), "replay_rows": replay_rows,
                     "replay_survived": len(rp.get("survived") or []), "replay_still": len(rp.get("still_break") or []),

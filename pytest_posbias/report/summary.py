@@ -129,7 +129,8 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
             calls = (getattr(v, "extra", None) or {}).get("calls")
             if calls:
                 out.append((f"       cost: {cost_text(calls)}", v.passed))
-            note = (getattr(v, "extra", None) or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
+            note = (getattr(v, "extra", None)
+                    or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
             if note:
                 note = inert(str(note), newlines=False)
                 out += [(f"       {w}", v.passed) for w in textwrap.wrap(str(note), width=width - 7) or [str(note)]]
@@ -279,5 +280,5 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
     return " · ".join(parts)
 
 
-__all__ = ["allowed", "calls_line", "cost_text", "decision_lines", "plural", "progress_file", "progress_text", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines",
-           "worker_progress_line", "write_progress"]
+__all__ = ["allowed", "calls_line", "cost_text", "decision_lines", "plural", "progress_file", "progress_text", "reuse",
+           "suite_of", "suite_order", "suite_title", "verdict_lines", "worker_progress_line", "write_progress"]

@@ -30,7 +30,8 @@ def load_backend(r: ResolvedModel, *, options: Mapping[str, Any], store: FrameSt
     if options.get("plan"):  # posbias plan: record the requests, call no model
         from ..models.plan import PlanBackend
 
-        b = PlanBackend(r, store, str(options["plan"]), worker=worker, output_lengths=options.get("plan_output_lengths"))
+        b = PlanBackend(r, store, str(options["plan"]), worker=worker,
+                        output_lengths=options.get("plan_output_lengths"))
     elif r.backend == "sim":
         from ..models.sim import SimBackend
 

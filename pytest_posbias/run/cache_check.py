@@ -167,7 +167,8 @@ def _count_rows(path: Path) -> tuple[int, int]:
     try:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'generations'").fetchone() is None:
             return 0, 0
-        rows, bad = conn.execute("SELECT COUNT(*), COALESCE(SUM(json_valid(payload) = 0), 0) FROM generations").fetchone()
+        rows, bad = conn.execute("SELECT COUNT(*), COALESCE(SUM(json_valid(payload) = 0), 0) "
+                                 "FROM generations").fetchone()
         return int(rows), int(bad)
     except sqlite3.Error as exc:
         raise CacheError(f"the generation cache {path} cannot be read ({type(exc).__name__}: {exc}); "

@@ -3,8 +3,8 @@ run, and what the suites' tests ask of it.
 
 :class:`RunContext` owns the run's options and thresholds, the generation cache, the frame
 store, this process's run log, the loaded backends (:mod:`.backend_factory`), the engine, the
-in-process memo of probe results, the manifest and the judges. Its probe entry points (:meth:`~RunContext.positional`, :meth:`~RunContext.phase`,
-:meth:`~RunContext.stressor`) run each probe once; its verdict builders
+in-process memo of probe results, the manifest and the judges. Its probe entry points (:meth:`~RunContext.positional`,
+:meth:`~RunContext.phase`, :meth:`~RunContext.stressor`) run each probe once; its verdict builders
 (:mod:`.gates.verdict_builders`) apply a gate's threshold and side. It implements the
 :class:`~.gate_context.GateContext` and :class:`~.gate_context.ProbeContext` protocols.
 :func:`.run.finish.finish_run` ends the run.
@@ -65,7 +65,8 @@ def environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": {n: ver(n) for n in ("pytest-posbias", "pytest", "numpy", "scipy", "transformers", "torch",
-                                         "torchvision", "openai", "sentence-transformers", "decord", "av", "jinja2", "matplotlib")},
+                                         "torchvision", "openai", "sentence-transformers", "decord", "av", "jinja2",
+                                         "matplotlib")},
     }
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
@@ -300,7 +301,8 @@ class RunContext:
         ro = self.options.get("cache_mode") == "read-only"
         store = EmbeddingCache(self.cache.path, judge=embed_judge_identity(), read_only=ro)
         frag_id = fragment_judge_identity()
-        scores = EmbeddingCache(self.cache.path, judge=frag_id, read_only=ro, dim=1, dtype="float64", table="judge_scores")
+        scores = EmbeddingCache(self.cache.path, judge=frag_id, read_only=ro, dim=1, dtype="float64",
+                                table="judge_scores")
         self._judge_stores = (store, scores)
         return JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine,
                         embedder=Embedder(store=store, notify=self.note),
@@ -313,9 +315,9 @@ class RunContext:
     def phase(self, model: str, gate: str, budget: int | None = None, n: int | None = None) -> PhaseResult:
         """The phase/order probe with exactly the conditions a gate needs (shared requests are cached):
         order: phase 0 in every ordering; phase: every phase in every ordering plus the re-run of
-        phase 0; parity: phase 0 in every ordering plus its re-run (the reference's floor); flip: every sampler at a budget; fusion: the S phases, their origin-shifted grids
-        and the union passes, identity ordering only; equivalence: the S phases and one left-sampler
-        pass at 4b frames, identity ordering only."""
+        phase 0; parity: phase 0 in every ordering plus its re-run (the reference's floor); flip: every sampler at a
+        budget; fusion: the S phases, their origin-shifted grids and the union passes, identity ordering only;
+        equivalence: the S phases and one left-sampler pass at 4b frames, identity ordering only."""
         spec = self.phase_spec()
         S = spec.phases
         b = budget or spec.budget
@@ -398,8 +400,8 @@ class RunContext:
         """:func:`.gates.verdict_builders.rate_gate` on this run."""
         return verdict_builders.rate_gate(self, gate, model, k, n, name=name, unit=unit, extra=extra)
 
-    def baseline_gate(self, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
-                      worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
+    def baseline_gate(self, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *, name: str,
+                      unit: str, worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
         """:func:`.gates.verdict_builders.baseline_gate` on this run (paired non-inferiority against
         ``--baseline`` within the gate's margin)."""
         return verdict_builders.baseline_gate(self, gate, model, cand, base, clusters, name=name, unit=unit,

@@ -58,7 +58,8 @@ def finish_run(
         if run_decision is None or run_decision.get("n_gates") or not run_decision.get("skipped"):
             return None
         # gate tests were selected and every one skipped: no decision, and the report says so
-        header: dict[str, Any] = {"run_id": run_id, "models": list(options.get("models") or []), "mode": options.get("mode"),
+        header: dict[str, Any] = {"run_id": run_id, "models": list(options.get("models") or []),
+                                  "mode": options.get("mode"),
                   "alpha": options.get("alpha"), "seed": options.get("seed"), "config": {}}
         header["started"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         pairs: list[tuple[dict[str, Any], str | None]] = []

@@ -45,7 +45,8 @@ def merge_run_log_lines(run_dir: Path) -> tuple[Record, list[tuple[Record, str |
     when the merge changed the record (its kind); the merged log copies the unchanged lines.
     """
     logs = []
-    with gc_paused():  # the parsed records are acyclic: the cyclic collector's passes over them cost more than the parse
+    # the parsed records are acyclic: the cyclic collector's passes over them cost more than the parse
+    with gc_paused():
         for path in sorted(Path(run_dir).glob("log-*.jsonl")):
             lines = RunLogLines(path)
             with path.open("rb") as fh:
@@ -60,7 +61,8 @@ def _started(h: Record) -> str:
 
 def _prefix(r: Record) -> tuple[Any, ...]:
     rank = {"model": 0, "request": 1, "attempt": 1, "observation": 2}.get(r.get("kind", ""), 3)
-    hit = {False: 0, True: 1}.get(r.get("cache_hit"), 2)  # type: ignore[arg-type]  # a key's answer and its re-reads tie on the rest
+    # a key's answer and its re-reads tie on the rest
+    hit = {False: 0, True: 1}.get(r.get("cache_hit"), 2)  # type: ignore[arg-type]
     return (rank, r.get("spec", ""), r.get("probe", ""), r.get("key", ""), hit)
 
 
@@ -70,7 +72,8 @@ def _failed(r: Record) -> bool:
     return g.get("finish_reason") == "error" or bool(g.get("error")) or bool(r.get("unusable"))
 
 
-def _merge(logs: list[tuple[Record, list[tuple[Record, str]]]], run_dir: Path) -> tuple[Record, list[tuple[Record, str | None]]]:
+def _merge(logs: list[tuple[Record, list[tuple[Record, str]]]],
+           run_dir: Path) -> tuple[Record, list[tuple[Record, str | None]]]:
     if not logs:
         raise ConfigError(f"{run_dir}: no run logs to merge")
     headers = [h for h, _ in logs]

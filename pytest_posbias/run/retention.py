@@ -70,8 +70,8 @@ def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_tha
                now: float | None = None) -> PruneResult:
     """Remove run folders of ``cache_dir/runs`` beyond the newest ``keep_runs`` (an integer >= 1)
     or older than ``older_than_days`` (> 0); either or both. ``keep``: run ids never removed
-    (the current run); they count first among the ``keep_runs``. ``answers_older_than_days`` (> 0): also delete cached answers created
-    before that age and VACUUM the database. ``now``: the reference time (``time.time()``).
+    (the current run); they count first among the ``keep_runs``. ``answers_older_than_days`` (> 0): also delete cached
+    answers created before that age and VACUUM the database. ``now``: the reference time (``time.time()``).
     Raises ConfigError naming the parameter for a value out of range."""
     if keep_runs is not None and (isinstance(keep_runs, bool) or not isinstance(keep_runs, int) or keep_runs < 1):
         raise ConfigError(f"keep_runs must be an integer >= 1 (the newest runs kept); got {keep_runs!r}")

@@ -74,9 +74,11 @@ def agreement(path: str | Path, judge: Judge) -> list[AgreementRow]:
     rows: list[AgreementRow] = []
     for a, b in itertools.combinations(scores, 2):
         x, y = np.array(scores[a]), np.array(scores[b])
-        rows.append(AgreementRow(f"{a} vs {b}", len(x), float(st.pearsonr(x, y).statistic), float(st.spearmanr(x, y).statistic)))
+        rows.append(AgreementRow(f"{a} vs {b}", len(x), float(st.pearsonr(x, y).statistic),
+                                 float(st.spearmanr(x, y).statistic)))
     mean_h = np.mean([scores[h] for h in scores], axis=0)
     ok = ~np.isnan(j)
     rows.append(AgreementRow(f"{judge.name} judge vs mean human", int(ok.sum()),
-                             float(st.pearsonr(j[ok], mean_h[ok]).statistic), float(st.spearmanr(j[ok], mean_h[ok]).statistic)))
+                             float(st.pearsonr(j[ok], mean_h[ok]).statistic),
+                             float(st.spearmanr(j[ok], mean_h[ok]).statistic)))
     return rows

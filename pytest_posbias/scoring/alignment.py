@@ -24,13 +24,17 @@ import numpy as np
 from .text import sentences, tfidf_cosine
 
 _MARKER = re.compile(
-    r"(?:\*\*|__)?\[\s*(?:\*\*)?\s*video\s*[_-]?\s*(\d+)\s*(?:\*\*)?\s*\](?:\*\*|__)?\s*:?"  # [video0], [ Video 1 ], **[video2]**
-    r"|(?m:^)\s*(?:\*\*|__|#+\s*)\s*video\s*[_-]?\s*(\d+)\s*:?\s*(?:\*\*|__)?\s*:?",  # **Video 1:** / ## Video 1 at line start
+    # [video0], [ Video 1 ], **[video2]**
+    r"(?:\*\*|__)?\[\s*(?:\*\*)?\s*video\s*[_-]?\s*(\d+)\s*(?:\*\*)?\s*\](?:\*\*|__)?\s*:?"
+    # **Video 1:** / ## Video 1 at line start
+    r"|(?m:^)\s*(?:\*\*|__|#+\s*)\s*video\s*[_-]?\s*(\d+)\s*:?\s*(?:\*\*|__)?\s*:?",
     re.IGNORECASE,
 )
-_PLACEHOLDER = re.compile(r"^\W*(summary|summaries|\.\.\.|…|n/?a|none|tbd|\[?video\s*\d*\]?\s*summary)?\W*$", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"^\W*(summary|summaries|\.\.\.|…|n/?a|none|tbd|\[?video\s*\d*\]?\s*summary)?\W*$",
+                          re.IGNORECASE)
 
-SLOT_OK, SLOT_MISSING, SLOT_EMPTY, SLOT_PLACEHOLDER, SLOT_FALLBACK = "ok", "marker_failure", "empty", "placeholder", "fallback"
+SLOT_OK, SLOT_MISSING, SLOT_EMPTY = "ok", "marker_failure", "empty"
+SLOT_PLACEHOLDER, SLOT_FALLBACK = "placeholder", "fallback"
 
 
 @dataclass(frozen=True)

@@ -89,8 +89,8 @@ class EmbeddingCache:
                     self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False,
                                                  isolation_level=None)
                     self._conn.execute("PRAGMA busy_timeout=60000")
-                    self._conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, judge TEXT NOT NULL, "
-                                       "created REAL NOT NULL, vector BLOB NOT NULL)")
+                    self._conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, judge TEXT NOT "
+                                       "NULL, created REAL NOT NULL, vector BLOB NOT NULL)")
             except (sqlite3.Error, OSError):
                 self._conn = None
         return self._conn
@@ -107,8 +107,8 @@ class EmbeddingCache:
             for i in range(0, len(keys), 500):
                 chunk = keys[i: i + 500]
                 try:
-                    rows = conn.execute(f"SELECT key, vector FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})",
-                                        chunk).fetchall()
+                    rows = conn.execute(f"SELECT key, vector FROM {self.table} WHERE key IN "
+                                        f"({','.join('?' * len(chunk))})", chunk).fetchall()
                 except sqlite3.Error:  # no table yet (a read-only cache from before it), a damaged file: all misses
                     return out
                 for k, blob in rows:
@@ -125,7 +125,8 @@ class EmbeddingCache:
             self.unstored += len(vectors)
             return
         now = time.time()
-        rows = [(_key(self.judge, t), self.judge, now, np.asarray(v, dtype=self.dtype).tobytes()) for t, v in vectors.items()]
+        rows = [(_key(self.judge, t), self.judge, now, np.asarray(v, dtype=self.dtype).tobytes())
+                for t, v in vectors.items()]
         with self._lock:
             conn = self._connect()
             if conn is None:

@@ -62,7 +62,7 @@ Required JSON schema:
     {{"index": 1, "covered": 1, "reason": ""}},
     {{"index": 2, "covered": 0, "reason": "The model summary does not mention ..."}}
   ]
-}}"""
+}}"""  # noqa: E501 (the judge prompt is sent as it is written)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ class Coverage:
     tokenizer: str | None = None  # fragment judge: "spacy" or "regex" (metrics.fragment_tokenizer)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "judge": self.judge, "covered": None if self.covered is None else list(self.covered),
+        return {"value": self.value, "judge": self.judge,
+                "covered": None if self.covered is None else list(self.covered),
                 "reasons": list(self.reasons), "error": self.error,
                 **({"tokenizer": self.tokenizer} if self.tokenizer else {})}
 
@@ -268,9 +269,11 @@ class OpenAIJudge:
         from ..video.compose import TextPart
 
         numbered = "\n".join(f"{i}. {r}" for i, r in enumerate(refs, start=1))
-        prompt = JUDGE_PROMPT.format(numbered_refs=numbered, model_summary=summary.replace("SUMMARY>>>", "SUMMARY> > >"))
+        prompt = JUDGE_PROMPT.format(numbered_refs=numbered,
+                                     model_summary=summary.replace("SUMMARY>>>", "SUMMARY> > >"))
         if attempt:
-            prompt += f"\n\n(Attempt {attempt + 1}: your previous reply was not valid JSON of the required schema. Reply with the JSON object only.)"
+            prompt += (f"\n\n(Attempt {attempt + 1}: your previous reply was not valid JSON of the required schema. "
+                       "Reply with the JSON object only.)")
         return Request(self.model_spec, (TextPart(prompt),), Decoding(max_new_tokens=1024, temperature=0.0),
                        meta={"judge": True})
 
@@ -299,7 +302,8 @@ class OpenAIJudge:
                 results[i] = Coverage(float(np.mean(covered)) if covered else 0.0, self.name, covered, reasons)
             pending = still
         for i in pending:
-            results[i] = Coverage(None, self.name, error=f"{last_error.get(i, 'no reply')} (after {self.attempts} attempts)")
+            results[i] = Coverage(None, self.name,
+                                  error=f"{last_error.get(i, 'no reply')} (after {self.attempts} attempts)")
         return [r for r in results if r is not None]
 
 

@@ -6,7 +6,8 @@ and rate rules), :mod:`~pytest_posbias.stats.share_rule` (the share-minus-indica
 :mod:`~pytest_posbias.stats.power` (detectable effects); this module re-exports
 their names and holds the paired binary rule. The package also holds :mod:`.paired` (paired
 comparisons against a baseline), :mod:`.paired_binary` (exact tests for paired 0/1 outcomes) and
-:mod:`.sequential` (sequential designs), imported from their own modules.
+:mod:`.sequential` (sequential designs: :mod:`.confseq`, :mod:`.group_sequential`), imported from their
+own modules.
 
 Conventions (stated once, used everywhere):
 
@@ -158,7 +159,8 @@ def paired_change_verdict(
     m = n10 + n01
     delta = (n10 - n01) / n
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 < float(threshold) < 1.0:
-        raise ConfigError(f"`threshold` must be a number in (-1, 1) for a difference of paired rates; got {threshold!r}")
+        raise ConfigError(f"`threshold` must be a number in (-1, 1) for a difference of paired rates; "
+                          f"got {threshold!r}")
     ex = {"n10": n10, "n01": n01, "rate_a": float(x.mean()), "rate_b": float(y.mean()),
           "mcnemar_two_sided_p": mcnemar_exact(n10, n01), "method": "exact conditional (McNemar)"}
     ex.update(extra or {})

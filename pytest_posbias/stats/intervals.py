@@ -42,7 +42,8 @@ def _check_counts(k: int, n: int) -> None:
 
 def _check_rng(rng: object) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
-        raise ConfigError(f"`rng` must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)); got {type(rng).__name__}")
+        raise ConfigError("`rng` must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)); got "
+                          f"{type(rng).__name__}")
     return rng
 
 
@@ -52,7 +53,8 @@ def _check_rng(rng: object) -> np.random.Generator:
 def wilson_interval(k: int, n: int, *, confidence_level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a binomial rate k/n (scipy ``binomtest(...).proportion_ci('wilson')``)."""
     _check_counts(k, n)
-    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=_check_confidence(confidence_level), method="wilson")
+    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=_check_confidence(confidence_level),
+                                                     method="wilson")
     return float(ci.low), float(ci.high)
 
 
@@ -259,7 +261,8 @@ def _bca(sums: NDArray[np.float64], counts: NDArray[np.float64], estimate: float
     res = _st.bootstrap((sums, counts), ratio, paired=True, vectorized=True, n_resamples=n_resamples,
                         confidence_level=level, method="BCa", rng=rng)
     dist = np.asarray(res.bootstrap_distribution, dtype=float)
-    share = float((np.count_nonzero(dist < estimate) + np.count_nonzero(dist <= estimate)) / (2 * dist.size))  # as scipy
+    # as scipy
+    share = float((np.count_nonzero(dist < estimate) + np.count_nonzero(dist <= estimate)) / (2 * dist.size))
     z0 = float(_st.norm.ppf(min(max(share, 1e-12), 1 - 1e-12)))
     g = sums.size
     loo = (sums.sum() - sums) / (counts.sum() - counts)  # leave-one-cluster-out means

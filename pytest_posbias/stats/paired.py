@@ -185,7 +185,8 @@ def sign_flip_p(d: ArrayLike, clusters: ArrayLike, delta0: float, *, alternative
     return float(res.pvalue)
 
 
-def _invert(d: NDArray[np.float64], clusters: ArrayLike, alpha: float, *, side: str, n_resamples: int, seed: int) -> float:
+def _invert(d: NDArray[np.float64], clusters: ArrayLike, alpha: float, *, side: str, n_resamples: int,
+            seed: int) -> float:
     """The one-sided (1 − α) bound by bisection: the lower bound is the smallest δ0 whose 'greater'
     test no longer rejects at α; the upper bound the largest δ0 whose 'less' test does not."""
     lo, hi = float(d.min()) - 1e-9, float(d.max()) + 1e-9
@@ -241,13 +242,15 @@ def paired_permutation_verdict(
           "n_instances": int(x.size), **(extra or {})}
     if n_clusters < MIN_CLUSTERS:
         return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=n_clusters, mode=mode, alpha=a,
-                                    unit=unit, why=f"fewer than {MIN_CLUSTERS} independent units for a permutation test",
+                                    unit=unit,
+                                    why=f"fewer than {MIN_CLUSTERS} independent units for a permutation test",
                                     estimate=float(x.mean()) if x.size else math.nan, extra=ex)
     if threshold != 0:
         return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=n_clusters, mode=mode, alpha=a,
-                                    unit=unit, why=(f"the sign-flip permutation test does not hold its size at a non-zero "
-                                                    f"margin ({threshold:g}) for skewed or rare-event differences; "
-                                                    f"the default paired test (paired_test = \"bootstrap\") decides it"),
+                                    unit=unit,
+                                    why=(f"the sign-flip permutation test does not hold its size at a non-zero "
+                                         f"margin ({threshold:g}) for skewed or rare-event differences; "
+                                         f"the default paired test (paired_test = \"bootstrap\") decides it"),
                                     estimate=float(x.mean()) if x.size else math.nan, extra=ex, fail_closed=True)
     if np.ptp(x) == 0:
         lo_ci = hi_ci = float(x[0])
@@ -262,7 +265,8 @@ def paired_permutation_verdict(
 
     p_up = p(upper, "greater") if math.isfinite(upper) else 1.0  # H0: mean <= upper
     p_lo = p(lower, "less") if math.isfinite(lower) else 1.0  # H0: mean >= lower
-    p_cert = max(p(upper, "less") if math.isfinite(upper) else 0.0, p(lower, "greater") if math.isfinite(lower) else 0.0)
+    p_cert = max(p(upper, "less") if math.isfinite(upper) else 0.0,
+                 p(lower, "greater") if math.isfinite(lower) else 0.0)
     return _decide(name=name, estimate=float(x.mean()), ci_low=lo_ci, ci_high=hi_ci, lower=lower, upper=upper,
                    threshold=threshold, n=n_clusters, unit=unit, mode=mode, alpha=a, p_detect=min(p_up, p_lo),
                    p_certify=p_cert, extra=ex)
@@ -315,7 +319,8 @@ def paired_amplification_verdict(
     ds = sc - sb
     n10, n01 = int(np.sum((fc == 1) & (fb == 0))), int(np.sum((fc == 0) & (fb == 1)))
     estimate = float(ds.mean() - (n10 - n01) / n) if n else math.nan
-    ex: dict[str, Any] = {"n10_clean": n10, "n01_clean": n01, "stressed_share_difference": float(ds.mean()) if n else None,
+    ex: dict[str, Any] = {"n10_clean": n10, "n01_clean": n01,
+                          "stressed_share_difference": float(ds.mean()) if n else None,
                           "method": "Bonferroni split: t bound of the stressed-share difference + exact unconditional "
                                     "bound of the clean-flag difference", **(extra or {})}
     if n < MIN_CLUSTERS:
@@ -360,7 +365,8 @@ def paired_amplification_verdict(
     p_detect, p_certify = split_p(True), split_p(False)
     ex.update({"stressed_share_bounds": [lb_s, ub_s], "clean_flag_bounds": [lb_f, ub_f]})
     return _decide(name=name, estimate=estimate, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(margin),
-                   threshold=margin, n=n, unit=unit, mode=mode, alpha=a, p_detect=p_detect, p_certify=p_certify, extra=ex)
+                   threshold=margin, n=n, unit=unit, mode=mode, alpha=a, p_detect=p_detect, p_certify=p_certify,
+                   extra=ex)
 
 
 __all__ = [

@@ -310,7 +310,8 @@ def mean_verdict(
                                         "was not measured is never scored")
     if v.size == 0 or n_clusters < MIN_CLUSTERS:
         return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
-                                    alpha=a, unit=unit, why=f"fewer than {MIN_CLUSTERS} independent units for a cluster bootstrap",
+                                    alpha=a, unit=unit,
+                                    why=f"fewer than {MIN_CLUSTERS} independent units for a cluster bootstrap",
                                     estimate=float(v.mean()) if v.size else math.nan, extra=extra)
     _, inv = np.unique(np.arange(v.size) if clusters_arr is None else clusters_arr, return_inverse=True)
     cmeans = np.bincount(inv, weights=v) / np.bincount(inv)
@@ -344,7 +345,8 @@ def mean_verdict(
     p_cert_hi = bs.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
     p_cert_lo = bs.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
     p_certify = max(p_cert_hi, p_cert_lo)
-    ex: dict[str, Any] = {"n_instances": int(v.size), "n_resamples": int(n_resamples), "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
+    ex: dict[str, Any] = {"n_instances": int(v.size), "n_resamples": int(n_resamples),
+                          "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
                                                                              "cluster bootstrap (expanded percentile)")}
     ci_low, ci_high = bs.ci_low, bs.ci_high
     if null_variance:

@@ -152,7 +152,8 @@ def share_difference_verdict(
     sh = np.asarray(share, dtype=float)
     ind = np.asarray(indicator, dtype=float)
     if sh.ndim != 1 or sh.shape != ind.shape:
-        raise ConfigError(f"`share` and `indicator` must be 1-D arrays of the same length; got {sh.shape} and {ind.shape}")
+        raise ConfigError(f"`share` and `indicator` must be 1-D arrays of the same length; got {sh.shape} and "
+                          f"{ind.shape}")
     n = int(sh.size)
     if n and not (np.all(np.isfinite(sh)) and np.all(np.isfinite(ind))):
         bad = int(np.count_nonzero(~np.isfinite(sh) | ~np.isfinite(ind)))

@@ -145,14 +145,17 @@ def _decide(
             reason = f"{nums}, p = {_fmt(p)}): no violation shown at α = {alpha:g} (detect mode)."
         else:
             side = "above" if violated_above else "below"
-            reason = f"{nums}, p = {_fmt(p)}): the whole CI lies {side} the allowed region, a violation at α = {alpha:g} (detect mode)."
+            reason = (f"{nums}, p = {_fmt(p)}): the whole CI lies {side} the allowed region, a violation at "
+                      f"α = {alpha:g} (detect mode).")
     else:
         passed = ci_low > lower and ci_high < upper
         p = p_certify
         if passed:
-            reason = f"{nums}, p = {_fmt(p)}): the whole CI lies inside the allowed region, compliance certified at α = {alpha:g}."
+            reason = (f"{nums}, p = {_fmt(p)}): the whole CI lies inside the allowed region, compliance certified at "
+                      f"α = {alpha:g}.")
         else:
-            reason = f"{nums}, p = {_fmt(p)}): the CI is not wholly inside the allowed region, so compliance is not certified at α = {alpha:g} (certify mode)."
+            reason = (f"{nums}, p = {_fmt(p)}): the CI is not wholly inside the allowed region, so compliance is not "
+                      f"certified at α = {alpha:g} (certify mode).")
     return Verdict(
         name=name,
         estimate=float(estimate),

@@ -11,8 +11,8 @@ They are reached three ways, all running this same code:
   loads this package's ``conftest.py`` because it collects this directory; the short ``--model``
   exists only where a root ``conftest.py`` registers it, as ``posbias init`` writes it);
 * a folder scaffolded by ``posbias init`` in the user's repository: a ``conftest.py`` that
-  re-exports this package's hooks (the root ``conftest.py`` adds the short options) and ``test_*.py`` modules that import the suites' test
-  functions (``from pytest_posbias.suites.test_positional import *``), so pytest collects them
+  re-exports this package's hooks (the root ``conftest.py`` adds the short options) and ``test_*.py`` modules that
+  import the suites' test functions (``from pytest_posbias.suites.test_positional import *``), so pytest collects them
   under the user's folder with the user's ``[tool.posbias]`` table;
 * this repository's top-level ``suites/`` folder, which is exactly such a scaffolded folder
   (its ``pytest`` testpaths and ``scripts/main`` run it).

@@ -153,7 +153,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     opts = suite_options(metafunc.config)
     names = metafunc.fixturenames
     if "posbias_model" in names:
-        metafunc.parametrize("posbias_model", opts["models"], ids=[_id(model_label(m)) for m in opts["models"]], scope="session")
+        metafunc.parametrize("posbias_model", opts["models"], ids=[_id(model_label(m)) for m in opts["models"]],
+                             scope="session")
     pos_settings = settings_for("positional", posbias_config(metafunc.config).probes.get("positional"))
     scales = pos_settings["scales"]
     data = opts["data"]
@@ -169,7 +170,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if configs:
             metafunc.parametrize("positional_config_p4", configs, ids=[f"{d}-{b}-P{P}" for d, b, P in configs])
         else:
-            metafunc.parametrize("positional_config_p4", _skipped("groups", f"{data}: no usable group of 4 videos (MEG needs P = 4)"))
+            metafunc.parametrize("positional_config_p4",
+                                 _skipped("groups", f"{data}: no usable group of 4 videos (MEG needs P = 4)"))
     if "positional_variant_config" in names:
         configs = [c for c in _positional_configs(metafunc, scales) if c[2] == 4 and c[1] == "short"]
         grid = [(c, v) for c in configs for v in POSITIONAL_VARIANTS]
@@ -177,7 +179,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize("positional_variant_config", grid, ids=[f"{d}-{b}-P{P}-{v}" for (d, b, P), v in grid])
         else:
             metafunc.parametrize("positional_variant_config",
-                                 _skipped("groups", f"{data}: no usable short group of 4 videos for the layout variants"))
+                                 _skipped("groups",
+                                          f"{data}: no usable short group of 4 videos for the layout variants"))
     ph = settings_for("phase", posbias_config(metafunc.config).probes.get("phase"))
     if "sampler_pair" in names:
         pairs = sampler_pairs(ph["samplers"], ph["budgets"])

@@ -139,7 +139,8 @@ def summary_prompt(P: int, *, sentences: int, boundary: str = "black", news: boo
     markers = " ".join(f"[video{k}] summary" for k in range(label_base, label_base + min(P, 2)))
     last = f"[video{label_base + P - 1}] summary"
     fmt = f"{markers} ... {last}" if P > 2 else markers
-    text = f"{first} Summarize {what} in {sentences} sentences. Use exactly this format, including the square brackets: {fmt}"
+    text = (f"{first} Summarize {what} in {sentences} sentences. Use exactly this format, including the square "
+            f"brackets: {fmt}")
     if equal_attention:
         text += " Pay equal attention to every video, whatever its position in the input."
     return text

@@ -48,7 +48,7 @@ class TooShortError(FrameRangeError):
 
 
 def problem_kind(exc: VideoError) -> str:
-    """The data-problem kind of a video error (see :data:`pytest_posbias.data.manifest.PROBLEM_KINDS`)."""
+    """The data-problem kind of a video error (see :data:`pytest_posbias.data.problems.PROBLEM_KINDS`)."""
     for cls, kind in ((VideoNotFoundError, "missing-video"), (EmptyVideoError, "empty-video"),
                       (InaccessibleVideoError, "inaccessible-video"),
                       (TruncatedVideoError, "truncated-video"), (TooShortError, "too-short"),
@@ -186,9 +186,11 @@ def _os_problem(exc: OSError, path: Path) -> VideoError:
     code = exc.errno
     if code in (errno.ENOENT, errno.ENOTDIR):
         dangling = code == errno.ENOENT and os.path.islink(path)
-        return VideoNotFoundError(path, "file does not exist" + (" (a symbolic link to a missing target)" if dangling else ""))
+        link = " (a symbolic link to a missing target)" if dangling else ""
+        return VideoNotFoundError(path, "file does not exist" + link)
     if code == errno.ELOOP:
-        return InaccessibleVideoError(path, "cannot be opened: a symbolic link loop (too many levels of symbolic links)")
+        return InaccessibleVideoError(path,
+                                      "cannot be opened: a symbolic link loop (too many levels of symbolic links)")
     if code == errno.ENAMETOOLONG:
         longest = max((len(part.encode("utf-8", "surrogateescape")) for part in path.parts), default=0)
         return InaccessibleVideoError(path, f"cannot be opened: the path is too long for the file system "
@@ -261,7 +263,8 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
         raise
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if has_container_signature(path):
-            raise TruncatedVideoError(path, f"truncated or damaged: the file starts like a video container but cannot be "
+            raise TruncatedVideoError(path,
+                                      f"truncated or damaged: the file starts like a video container but cannot be "
                                             f"read ({type(exc).__name__}: {exc})") from None
         raise VideoDecodeError(path, f"not a readable video: no known container signature "
                                      f"({type(exc).__name__}: {exc})") from None
@@ -386,10 +389,13 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
                         break
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if not got:
-            raise TruncatedVideoError(path, f"truncated or damaged: decoding failed ({type(exc).__name__}: {exc})") from None
+            raise TruncatedVideoError(path,
+                                      f"truncated or damaged: decoding failed ({type(exc).__name__}: {exc})") from None
     missing = [i for i in wanted if i not in got]
     if missing:
-        raise TruncatedVideoError(path, f"truncated or damaged: frames {missing[:5]}{'...' if len(missing) > 5 else ''} could not be decoded")
+        raise TruncatedVideoError(path,
+                                  f"truncated or damaged: frames {missing[:5]}{'...' if len(missing) > 5 else ''} "
+                                  "could not be decoded")
     return np.stack([got[i] for i in indices]).astype(np.uint8)
 
 
@@ -430,7 +436,9 @@ def read_frames(
     info = info or probe(p)
     bad = [i for i in idx if i < 0 or i >= info.frame_count]
     if bad:
-        raise FrameRangeError(p, f"clip has {info.frame_count} frames; requested indices outside [0, {info.frame_count - 1}]: {bad[:5]}")
+        raise FrameRangeError(p,
+                              f"clip has {info.frame_count} frames; requested indices outside [0, "
+                              f"{info.frame_count - 1}]: {bad[:5]}")
     DECODES.bump()
     if p.is_dir():
         from PIL import Image

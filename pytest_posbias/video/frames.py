@@ -17,7 +17,7 @@ Short clips: a clip with fewer frames than a request asks for is not padded with
 frames; :meth:`FrameSpec.from_video` raises :class:`~.decode.TooShortError` ("too short for 16
 frames") and the probe drops the unit, which is counted as unusable data. The store records
 every video it finds unusable (:attr:`FrameStore.problems`, and ``on_problem`` as they happen)
-as a :class:`~pytest_posbias.data.manifest.DataProblem`.
+as a :class:`~pytest_posbias.data.problems.DataProblem`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..data.manifest import DataProblem
+from ..data.problems import DataProblem
 from ..errors import VideoError
 from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames, resized_shape
 from .pixel_ops import PixelOp, apply_pixel_op
@@ -225,7 +225,8 @@ class FrameStore:
         with self._lock:
             return self._info.setdefault(key, got)
 
-    def clip(self, path: str | Path, indices: Sequence[int], *, size: int | None = 448, aspect: str = "stretch") -> FrameSpec:
+    def clip(self, path: str | Path, indices: Sequence[int], *, size: int | None = 448,
+             aspect: str = "stretch") -> FrameSpec:
         """:meth:`FrameSpec.from_video` with the clip's info from this store; a clip that is unusable
         or too short for ``indices`` is reported (:meth:`report`) and raises."""
         info = self.info(path)
@@ -253,7 +254,8 @@ class FrameStore:
                 _, old = self._lru.popitem(last=False)
                 self._bytes -= old.nbytes
 
-    def frames(self, path: str | Path, sha: str, indices: Sequence[int], *, size: int | None, aspect: str) -> NDArray[np.uint8]:
+    def frames(self, path: str | Path, sha: str, indices: Sequence[int], *, size: int | None,
+               aspect: str) -> NDArray[np.uint8]:
         """Frames of one clip at ``indices`` (any order, repeats allowed)."""
         from PIL import Image
 

@@ -36,7 +36,8 @@ class PixelOp:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PixelOp:
-        return cls(str(d["name"]), tuple(int(p) for p in d["positions"]), tuple(sorted(dict(d.get("params", {})).items())))
+        return cls(str(d["name"]), tuple(int(p) for p in d["positions"]),
+                   tuple(sorted(dict(d.get("params", {})).items())))
 
 
 
@@ -51,7 +52,8 @@ def apply_pixel_op(frames: NDArray[np.uint8], op: PixelOp) -> NDArray[np.uint8]:
             out[p] = np.asarray(Image.fromarray(f).filter(ImageFilter.GaussianBlur(op.param("sigma", 2.0))))
         elif op.name == "noise":
             r = np.random.default_rng([int(op.param("seed", 0)), p])
-            out[p] = np.clip(f.astype(np.float32) + r.normal(0, op.param("std", 25.0), f.shape), 0, 255).astype(np.uint8)
+            out[p] = np.clip(f.astype(np.float32) + r.normal(0, op.param("std", 25.0), f.shape), 0,
+                             255).astype(np.uint8)
         elif op.name == "jpeg":
             buf = io.BytesIO()
             Image.fromarray(f).save(buf, format="JPEG", quality=int(op.param("quality", 10)))

@@ -90,7 +90,8 @@ def _check_k(k: int, T: int, *, name: str, need: int = 0) -> None:
         raise ConfigError(f"`k` = {k} is too large for {name} on {T} frames")
 
 
-def _gather(frames: Frames, order: Sequence[int | tuple[str, int]], foreign: Frames | None, record: dict[str, Any]) -> StressResult:
+def _gather(frames: Frames, order: Sequence[int | tuple[str, int]], foreign: Frames | None,
+            record: dict[str, Any]) -> StressResult:
     """Output frame j = frames[order[j]] or foreign[q] for order[j] = ("foreign", q)."""
     if isinstance(frames, FrameSpec):
         sources = frames.sources
@@ -150,7 +151,8 @@ def delete_all(frames: Frames) -> list[StressResult]:
     out = []
     for p in range(T):
         order = [i for i in range(T) if i != p]
-        out.append(_gather(frames, order, None, {"stressor": "delete1", "k": 1, "deleted_positions": [p], "order": order}))
+        out.append(_gather(frames, order,
+                           None, {"stressor": "delete1", "k": 1, "deleted_positions": [p], "order": order}))
     return out
 
 
@@ -188,7 +190,8 @@ def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.G
     T = _length(frames)
     F = _length(foreign)
     _check_k(k, T, name="replace_foreign")
-    targets = sorted(int(p) for p in positions) if positions is not None else sorted(int(x) for x in rng.choice(T, size=k, replace=False))
+    targets = (sorted(int(p) for p in positions)
+               if positions is not None else sorted(int(x) for x in rng.choice(T, size=k, replace=False)))
     if len(targets) != k or any(not 0 <= p < T for p in targets):
         raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
     order: list[int | tuple[str, int]] = list(range(T))
@@ -197,7 +200,8 @@ def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.G
         q = int(rng.integers(0, F))
         order[t] = ("foreign", q)
         used.append(q)
-    return _gather(frames, order, foreign, {"stressor": "foreign", "k": k, "positions": targets, "foreign_positions": used,
+    return _gather(frames, order,
+                   foreign, {"stressor": "foreign", "k": k, "positions": targets, "foreign_positions": used,
                                             "order": [o if isinstance(o, int) else f"foreign:{o[1]}" for o in order]})
 
 
@@ -279,7 +283,8 @@ def jpeg(frames: Frames, positions: Sequence[int], *, quality: int = 10) -> Stre
     return _pixel(frames, PixelOp("jpeg", _positions(positions), (("quality", int(quality)),)))
 
 
-def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator, fraction: float = 0.25) -> StressResult:
+def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator,
+           fraction: float = 0.25) -> StressResult:
     """Cutout (DeVries & Taylor 2017): a random square of side ``fraction``·min(H, W) zeroed."""
     seed = int(_check_rng(rng).integers(0, 2**31 - 1))
     return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", float(fraction)), ("seed", seed))))

@@ -44,8 +44,10 @@ PALETTE: dict[str, tuple[int, int, int]] = {
 }
 DOMAINS: dict[str, dict[str, Any]] = {
     "cooking": {"background": (240, 228, 205), "bg_name": "cream", "buckets": ("short",), "style": "sentences"},
-    "domestic": {"background": (205, 205, 215), "bg_name": "light grey", "buckets": ("short", "long"), "style": "sentences"},
-    "leisure": {"background": (165, 215, 235), "bg_name": "sky blue", "buckets": ("short", "long"), "style": "sentences"},
+    "domestic": {"background": (205, 205, 215), "bg_name": "light grey", "buckets": ("short", "long"),
+                 "style": "sentences"},
+    "leisure": {"background": (165, 215, 235), "bg_name": "sky blue", "buckets": ("short", "long"),
+                "style": "sentences"},
     "news": {"background": (25, 30, 60), "bg_name": "dark blue", "buckets": ("short",), "style": "news"},
 }
 SHAPES = ("circle", "square", "triangle")
@@ -112,7 +114,8 @@ class SceneSpec:
         objs = tuple(ObjectSpec(o["shape"], o["colour"], o["radius"], o["motion"], tuple(o["start"]), tuple(o["end"]),
                                 o.get("change_to"), o.get("change_at")) for o in d["objects"])
         evs = tuple(EventSpec(e["kind"], e["frame"], e.get("length", EVENT_FRAMES)) for e in d.get("events", []))
-        return cls(d["id"], d["domain"], d["bucket"], d["duration"], d["fps"], d["frame_count"], objs, evs, d.get("seed", 0))
+        return cls(d["id"], d["domain"], d["bucket"], d["duration"], d["fps"], d["frame_count"], objs, evs,
+                   d.get("seed", 0))
 
 
 # --------------------------------------------------------------------------- scene generation
@@ -164,7 +167,8 @@ def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_prob
 # --------------------------------------------------------------------------- rendering
 
 
-def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float32], xx: NDArray[np.float32]) -> NDArray[np.bool_]:
+def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float32],
+                xx: NDArray[np.float32]) -> NDArray[np.bool_]:
     if shape == "circle":
         return (xx - cx) ** 2 + (yy - cy) ** 2 <= r * r
     if shape == "square":
@@ -405,8 +409,8 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
                           "duration": scene.duration, "references": references(scene), "reference_style": style,
                           "scene": f"videos/{vid}.json"})
             for q in questions(scene):
-                lines.append({"type": "mcq", "id": q.id, "video": vid, "question": q.question, "options": list(q.options),
-                              "answer": q.answer, "kind": q.kind, "tags": list(q.tags)})
+                lines.append({"type": "mcq", "id": q.id, "video": vid, "question": q.question,
+                              "options": list(q.options), "answer": q.answer, "kind": q.kind, "tags": list(q.tags)})
         for P in scales:
             rng = random.Random(seed * 7919 + ci * 31 + P)
             seen: set[tuple[str, ...]] = set()

@@ -24,10 +24,12 @@ def _videostf(T: int, b: int, *, fps: float | None, start: float | None, end: fl
     (window-cut) clip."""
     lo, hi = window(T, fps, start, end)
     rel = np.linspace(0, hi - lo, b, dtype=int)
-    return SampledIndices([lo + int(r) for r in rel], {"sampler": "videostf", "knobs": {}, "upstream": VIDEOSTF_UPSTREAM})
+    return SampledIndices([lo + int(r) for r in rel], {"sampler": "videostf", "knobs": {},
+                                                       "upstream": VIDEOSTF_UPSTREAM})
 
 
-VIDEOSTF_UPSTREAM = "VideoSTF paper's uniform sampling, np.linspace(0, T-1, n, dtype=int) (not checked against released code)"
+VIDEOSTF_UPSTREAM = ("VideoSTF paper's uniform sampling, np.linspace(0, T-1, n, dtype=int) (not checked against "
+                     "released code)")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,8 @@ class Knob:
         try:
             v: float = int(raw) if self.kind == "int" else float(raw)
         except ValueError:
-            raise ConfigError(f"{where} must be {'an integer' if self.kind == 'int' else 'a number'}; got {raw!r}") from None
+            raise ConfigError(f"{where} must be {'an integer' if self.kind == 'int' else 'a number'}; "
+                              f"got {raw!r}") from None
         if self.kind == "int" and v < 1:
             raise ConfigError(f"{where} must be an integer >= 1; got {raw!r}")
         if self.kind == "float" and (not math.isfinite(v) or v <= 0):

@@ -50,5 +50,6 @@ def internvl_indices(T: int, b: int, *, fps: float | None, start: float | None, 
     bad = [i for i in idx if not 0 <= i <= T - 1]
     if bad:
         raise FrameRangeError("<clip>", f"sampler {NAME!r}: window start={start}, end={end} s gives frame "
-                                        f"{bad[0]} outside the clip's 0..{T - 1} (upstream get_index would read past the clip)")
+                                        f"{bad[0]} outside the clip's 0..{T - 1} (upstream get_index would read past "
+                                        "the clip)")
     return SampledIndices(idx, {"sampler": NAME, "knobs": {}, "upstream": UPSTREAM})

@@ -56,5 +56,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: Any, register: Callable[..., argparse.ArgumentParser]) -> None:
     """Add ``posbias samplers`` to the CLI."""
-    p = register(sub, "samplers", _run, "list the frame sampler presets, their knobs and the upstream code each follows")
+    p = register(sub, "samplers", _run,
+                 "list the frame sampler presets, their knobs and the upstream code each follows")
     p.add_argument("--json", action="store_true", help="print the listing as JSON")

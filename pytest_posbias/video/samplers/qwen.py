@@ -18,16 +18,22 @@ from ...errors import ConfigError
 from .base import Knob, SampledIndices
 
 NAME = "qwen-vl-utils"
-UPSTREAM = "qwen-vl-utils 0.0.14 (PyPI), qwen_vl_utils/vision_process.py: smart_nframes, calculate_video_frame_range, _read_video_decord"
+UPSTREAM = ("qwen-vl-utils 0.0.14 (PyPI), qwen_vl_utils/vision_process.py: smart_nframes, "
+            "calculate_video_frame_range, _read_video_decord")
 FPS = 2.0  # upstream FPS
 FRAME_FACTOR = 2
 FPS_MIN_FRAMES = 4
 FPS_MAX_FRAMES = 768
 KNOBS = {
-    "nframes": Knob("nframes", "int", None, "frames requested (upstream `nframes`, rounded half to even to a multiple of 2); default: the budget"),
-    "fps": Knob("fps", "float", None, "upstream fps mode: sampled frames per second (upstream default 2.0 when any fps-mode knob is set)"),
-    "min_frames": Knob("min_frames", "int", None, "fps mode: lower clamp, ceiled to a multiple of 2 (upstream default 4)"),
-    "max_frames": Knob("max_frames", "int", None, "fps mode: upper clamp, floored to a multiple of 2 (upstream default min(768, frames))"),
+    "nframes": Knob("nframes", "int", None,
+                    "frames requested (upstream `nframes`, rounded half to even to a multiple of 2); default: the "
+                    "budget"),
+    "fps": Knob("fps", "float", None,
+                "upstream fps mode: sampled frames per second (upstream default 2.0 when any fps-mode knob is set)"),
+    "min_frames": Knob("min_frames", "int", None,
+                       "fps mode: lower clamp, ceiled to a multiple of 2 (upstream default 4)"),
+    "max_frames": Knob("max_frames", "int", None,
+                       "fps mode: upper clamp, floored to a multiple of 2 (upstream default min(768, frames))"),
 }
 FPS_MODE_KNOBS = ("fps", "min_frames", "max_frames")
 

@@ -17,7 +17,8 @@ NAME = "vlmevalkit"
 COMMIT = "e8e78f05f3080fe28154f2130321f17951c3be94"
 UPSTREAM = f"open-compass/VLMEvalKit@{COMMIT}, vlmeval/dataset/video_base.py: VideoBaseDataset.save_video_frames"
 KNOBS = {
-    "nframe": Knob("nframe", "int", None, "upstream `nframe`: frames i·T/(nframe+1), i = 1..nframe; default: the budget"),
+    "nframe": Knob("nframe", "int", None,
+                   "upstream `nframe`: frames i·T/(nframe+1), i = 1..nframe; default: the budget"),
     "fps": Knob("fps", "float", None, "upstream `fps` mode: int(duration·fps) frames every clip_fps/fps frames"),
 }
 

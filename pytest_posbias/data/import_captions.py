@@ -1,0 +1,170 @@
+"""Importers of the captioning datasets, grouped into the multi-video paper's groups and pairs:
+ActivityNet Captions and the News Video Dataset (see :mod:`~pytest_posbias.data.importers`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..scoring.text import sentences
+from .import_common import ImportReport, VideoIndex, _finish, _load_json, _num, bucket_of
+
+# --------------------------------------------------------------------------- groups
+
+
+def sample_groups(ids_by_config: Mapping[tuple[str, str], Sequence[str]], *, groups: int, seed: int,
+                  scales: Sequence[int] = (2, 4)) -> list[dict[str, Any]]:
+    """Per (domain, bucket): up to ``groups`` groups of P videos, non-overlapping within the
+    configuration for each P, drawn with ``random.Random(seed)``."""
+    out = []
+    for (domain, bucket), ids in sorted(ids_by_config.items()):
+        for P in scales:
+            rng = random.Random(f"{seed}|{domain}|{bucket}|{P}")
+            pool = sorted(ids)
+            rng.shuffle(pool)
+            for g in range(min(groups, len(pool) // P)):
+                out.append({"type": "group", "id": f"{domain}-{bucket}-P{P}-g{g:02d}", "domain": domain,
+                            "bucket": bucket, "P": P, "videos": pool[g * P : (g + 1) * P]})
+    return out
+
+
+# --------------------------------------------------------------------------- ActivityNet
+
+
+COOKING = ("eating and drinking", "food", "cook", "drink")
+DOMESTIC = ("household",)
+LEISURE = ("socializing", "relaxing", "leisure", "sports", "exercise", "recreation")
+
+
+def activitynet_domains(classes: Path) -> dict[str, str]:
+    """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy."""
+    data = _load_json(classes, "--classes")
+    if not isinstance(data, dict) or "taxonomy" not in data or "database" not in data:
+        raise ConfigError(f"--classes {classes}: expected ActivityNet's activity_net.v1-3.min.json (keys 'taxonomy', "
+                          "'database')")
+    nodes = {n["nodeName"]: n for n in data["taxonomy"] if isinstance(n, dict) and "nodeName" in n}
+
+    def domain(label: str) -> str | None:
+        name: str | None = label
+        chain = []
+        seen = set()
+        while name and name in nodes and name not in seen:
+            seen.add(name)
+            chain.append(name.lower())
+            name = nodes[name].get("parentName")
+        chain.append(label.lower())
+        text = " | ".join(chain)
+        if any(k in text for k in COOKING):
+            return "cooking"
+        if any(k in text for k in DOMESTIC):
+            return "domestic"
+        if any(k in text for k in LEISURE):
+            return "leisure"
+        return None
+
+    out = {}
+    for vid, entry in data["database"].items():
+        labels = [a.get("label") for a in entry.get("annotations", []) if isinstance(a, dict)]
+        dom = next((d for d in (domain(lbl) for lbl in labels if lbl) if d), None)
+        if dom:
+            out[vid.removeprefix("v_")] = dom
+    return out
+
+
+def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: Path | None = None, groups: int = 27,
+                       seed: int = 42) -> ImportReport:
+    rep = ImportReport("activitynet")
+    data = _load_json(annotations)
+    if not isinstance(data, dict):
+        raise ConfigError(f"--annotations {annotations}: expected a dict keyed v_<youtube id> (train.json / val_1.json "
+                          "/ val_2.json)")
+    index = VideoIndex(videos)
+    domains = activitynet_domains(classes) if classes else None
+    lines: list[dict[str, Any]] = []
+    ids_by_config: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for key, e in data.items():
+        if not isinstance(e, dict):
+            rep.skip(key, "entry is not an object")
+            continue
+        dur = _num(e.get("duration"))
+        sents = e.get("sentences")
+        if dur is None:
+            rep.skip(key, "missing or non-numeric 'duration'")
+            continue
+        if not isinstance(sents, list) or not sents or not all(isinstance(s, str) for s in sents):
+            rep.skip(key, "missing 'sentences' (a non-empty list of strings)")
+            continue
+        bucket = bucket_of(dur)
+        if bucket is None:
+            rep.skip(key, "duration outside the buckets (0-60 s, 60-120 s)")
+            continue
+        yid = key.removeprefix("v_")
+        domain = "activitynet"
+        if domains is not None:
+            domain = domains.get(yid) or ""
+            if not domain:
+                rep.skip(key, "activity not in Cooking/Domestic/Leisure")
+                continue
+        path = index.find(key, yid)
+        if path is None:
+            rep.skip(key, "video not found under --videos")
+            continue
+        refs = [s.strip() for s in sents if s.strip()]
+        lines.append({"type": "video", "id": key, "path": index.relative(path, out.parent), "domain": domain,
+                      "bucket": bucket,
+                      "duration": dur, "references": refs, "reference_style": "sentences", "source": "activitynet"})
+        ids_by_config[(domain, bucket)].append(key)
+    groups_lines = sample_groups(ids_by_config, groups=groups, seed=seed)
+    _finish(rep, out, lines + groups_lines)
+    return rep
+
+
+# --------------------------------------------------------------------------- News
+
+
+def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27, seed: int = 42) -> ImportReport:
+    rep = ImportReport("news")
+    if not annotations.is_dir():
+        raise ConfigError(f"--annotations {annotations}: expected the directory holding the vid.<id>.info.json files")
+    index = VideoIndex(videos)
+    lines: list[dict[str, Any]] = []
+    ids_by_config: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for f in sorted(annotations.glob("vid.*.info.json")):
+        vid = f.name[len("vid.") : -len(".info.json")]
+        try:
+            e = json.loads(f.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            rep.skip(f.name, "not valid JSON")
+            continue
+        if not isinstance(e, dict):
+            rep.skip(f.name, "entry is not an object")
+            continue
+        desc = e.get("description")
+        dur = _num(e.get("duration"))
+        if not isinstance(desc, str) or not desc.strip():
+            rep.skip(f.name, "missing 'description' (the reference)")
+            continue
+        if dur is None:
+            rep.skip(f.name, "missing or non-numeric 'duration'")
+            continue
+        bucket = bucket_of(dur)
+        if bucket is None:
+            rep.skip(f.name, "duration outside the buckets (0-60 s, 60-120 s)")
+            continue
+        path = index.find(f"vid.{vid}", vid, str(e.get("id", "")))
+        if path is None:
+            rep.skip(f.name, "video not found under --videos")
+            continue
+        refs = sentences(desc) or [desc.strip()]
+        lines.append({"type": "video", "id": f"news-{vid}", "path": index.relative(path, out.parent), "domain": "news",
+                      "bucket": bucket, "duration": dur, "references": refs, "reference_style": "news",
+                      "source": "news"})
+        ids_by_config[("news", bucket)].append(f"news-{vid}")
+    _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed))
+    return rep

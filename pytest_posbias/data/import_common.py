@@ -1,0 +1,131 @@
+"""What every importer shares: the import report, the video index, the paper's duration buckets,
+reading annotation files (errors name the option and the file) and writing the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .manifest import write_manifest
+
+VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v")
+BUCKETS = (("short", 0.0, 60.0), ("long", 60.0, 120.0))
+IMAGE_EXTS = (".jpg", ".jpeg", ".png")
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote and what it skipped, with reasons."""
+
+    format: str
+    written: Counter[str] = field(default_factory=Counter)  # line type -> count
+    skipped: Counter[str] = field(default_factory=Counter)  # reason -> count
+    examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # reason -> first ids
+    missing_videos: int = 0
+
+    def skip(self, item: str, reason: str) -> None:
+        self.skipped[reason] += 1
+        if len(self.examples[reason]) < 5:
+            self.examples[reason].append(item)
+        if reason.startswith("video not found"):
+            self.missing_videos += 1
+
+    def lines(self) -> list[str]:
+        out = [f"{self.format}: wrote " + ", ".join(f"{n} {k} lines" for k, n in sorted(self.written.items()))]
+        out.append(f"skipped {sum(self.skipped.values())} entries; videos missing: {self.missing_videos}")
+        for reason, n in self.skipped.most_common():
+            out.append(f"  {n:>6} {reason} (e.g. {', '.join(self.examples[reason])})")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": self.format, "written": dict(self.written), "skipped": dict(self.skipped),
+                "examples": {k: list(v) for k, v in self.examples.items()}, "missing_videos": self.missing_videos}
+
+
+class VideoIndex:
+    """File names under a videos directory, indexed once (fast lookups for 100k entries)."""
+
+    def __init__(self, root: Path, *, recursive: bool = False) -> None:
+        if not root.is_dir():
+            raise ConfigError(f"--videos {root}: no such directory")
+        self.root = root
+        self.by_stem: dict[str, Path] = {}
+        walker = os.walk(root) if recursive else [(str(root), [d.name for d in os.scandir(root) if d.is_dir()],
+                                                    [f.name for f in os.scandir(root) if f.is_file()])]
+        for dirpath, dirnames, filenames in walker:
+            for name in filenames:
+                stem, ext = os.path.splitext(name)
+                if ext.lower() in VIDEO_EXTS:
+                    self.by_stem.setdefault(stem, Path(dirpath) / name)
+            for d in dirnames:  # frame folders (MVBench tasks stored as JPEG frames)
+                self.by_stem.setdefault(d, Path(dirpath) / d)
+
+    def find(self, *stems: str) -> Path | None:
+        for s in stems:
+            p = self.by_stem.get(s)
+            if p is not None:
+                return p
+        return None
+
+    def relative(self, p: Path, out_dir: Path) -> str:
+        try:
+            return os.path.relpath(p, out_dir)
+        except ValueError:
+            return str(p)
+
+
+def bucket_of(duration: float) -> str | None:
+    """``short`` for (0, 60] s, ``long`` for (60, 120] s, None outside (the paper's buckets)."""
+    for name, lo, hi in BUCKETS:
+        if lo < duration <= hi:
+            return name
+    return None
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _read_text(path: Path, option: str = "--annotations") -> str:
+    """The text of a UTF-8 annotation file (a leading byte-order mark is dropped); ConfigError naming
+    the option, the file and the problem when it is missing, unreadable or not UTF-8 (with the
+    byte offset of the first byte that is not)."""
+    try:
+        if not path.is_file():
+            raise ConfigError(f"{option} {path}: no such file")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{option} {path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte offset {exc.start}); "
+                          "save it as UTF-8") from None
+
+
+def _load_json(path: Path, option: str = "--annotations") -> Any:
+    """A JSON annotation file; ConfigError naming the option, the file and the problem (see :func:`_read_text`)."""
+    text = _read_text(path, option)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{option} {path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ConfigError(f"{option} {path}: not valid JSON (nested too deeply)") from None
+
+
+def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]]) -> None:
+    lines = list(lines)
+    for line in lines:
+        rep.written[line["type"]] += 1
+    write_manifest(out, lines)
+    summary = out.with_suffix(out.suffix + ".import.json")
+    summary.write_text(json.dumps(rep.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
+
