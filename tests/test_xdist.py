@@ -193,8 +193,8 @@ def test_the_scheduler_hands_out_the_owner_of_a_shared_result_first_and_holds_th
     out first (it owns the clean outputs), the other worker gets the heaviest other group, not a
     part; no part goes to the other worker before the owner finished. The owner's worker, down to
     the owner's last test, gets the heaviest part next: no other worker could start it before the
-    owner has finished, so it starts there as early as anywhere (handing it the free test instead
-    left the heavy part to whichever worker ran out later). Once the owner finished the light
+    owner has finished, so it starts there as early as anywhere (the free test given there instead
+    would leave the heavy part to whichever worker runs out later). Once the owner finished the light
     parts go to the worker with the least left, the busy worker gets the lightest scope."""
     from pytest_posbias.plugin.xdist_scheduler import ProbeGroupScheduling
 
@@ -328,7 +328,7 @@ def test_the_main_job_s_calls_spread_within_a_tenth_of_the_ideal(workers):
     workers, where the clean outputs' owner (16 calls) then the controls (129) and the Delete 1
     part (128) approach the ideal (139); the clean outputs are made once. At 5 workers the heaviest
     part goes to the owner's worker, which starts it as soon as the owner has finished (given the
-    free test instead, the heavy parts waited for a worker to run out: 1.3 ×)."""
+    free test instead, the heavy parts would wait for a worker to run out: about 1.3 ×)."""
     from pytest_posbias.probes.settings import settings_for
     from pytest_posbias.run.suite_params import group_weight
 
