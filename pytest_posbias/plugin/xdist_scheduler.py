@@ -18,8 +18,9 @@ are in the generation cache and that scope reads them without a model call; the 
 worker may take it earlier, since a worker runs its scopes one after the other. Meanwhile the
 other scopes keep the workers busy, and owners (the lightest first) go out before the rest, since
 they hold others back; when the owner's worker is down to the owner's last test it takes the
-heaviest scope waiting for it, which no other worker could start sooner. Node ids are left as collected, so ``--lf``, junit and the reports read as
-in a serial run. Imported by the plugin's ``pytest_xdist_make_scheduler`` only (it imports xdist).
+heaviest scope waiting for it, which no other worker could start sooner. Node ids are left as
+collected, so ``--lf``, junit and the reports read as in a serial run. Imported by the plugin's
+``pytest_xdist_make_scheduler`` only (it imports xdist).
 """
 
 from __future__ import annotations
