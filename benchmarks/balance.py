@@ -17,7 +17,13 @@ Both print wall time, the ideal and their ratio (target ≤ 1.2). The wall time 
 shared with other processes stretch), so the ratio also carries what is not a call. ``main`` also
 prints the schedule's own bound: the calls made on the busiest worker × L (from the ``-v`` lines'
 worker and each gate's calls in the JSON summary) against the ideal, the ratio the wall time
-would have were the calls the only cost. ``CPU s`` is the CPU time (user + system) of pytest
+would have were the calls the only cost, and the time from the first test's start to the last
+test's end (a root ``conftest.py`` in the run's project records each test's start, end and
+worker), the wall time without start-up, collection and report, and the busiest worker's time in
+tests against the mean over the workers: how evenly the schedule spread the time the tests took,
+calls and CPU together (on two cores the CPU of some groups, which the call weights do not see,
+decides which worker runs out first, so the calls per worker may differ where the time does not).
+``CPU s`` is the CPU time (user + system) of pytest
 and its workers: divided by the cores it is the wall time the run needs however its calls are
 spread, so where it comes near the ideal the ratio says more about the machine than about the
 balance. ``openai`` also prints the time from the first call a
@@ -73,8 +79,28 @@ def _project(tmp: Path, settings: str = SETTINGS) -> None:
     (tmp / "suites").mkdir()
     for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
         shutil.copy(ROOT / "suites" / f, tmp / "suites" / f)
+    (tmp / "conftest.py").write_text(TIMING_CONFTEST)
     (tmp / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
                                         f'data = "{manifest}"\njudge = "fragment"\n{settings}')
+
+
+# the project's root conftest: each test's start and end (wall clock) on its worker, one JSON line
+# each, appended to the file $BALANCE_TIMES names (the whole run's tests, from every worker)
+TIMING_CONFTEST = '''import json, os, time
+
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    t0 = time.time()
+    yield
+    path = os.environ.get("BALANCE_TIMES")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"nodeid": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                                "start": t0, "end": time.time()}) + "\\n")
+'''
 
 
 CPU_SECONDS: dict[str, float] = {}  # job tag -> CPU seconds (user + system) of pytest and its workers
@@ -99,10 +125,23 @@ def _pytest(tmp: Path, tag: str, args: list[str]) -> tuple[float, dict, str]:
     return wall, json.loads(out.read_text()), proc.stdout
 
 
-def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float]:
-    """Wall time, ideal, calls made, and the busiest worker's call time."""
-    wall, data, stdout = _pytest(tmp, "main", ["suites", "-m", "not slow", "-v", "-v", "--posbias-model",
-                                               f"sim:unbiased,latency={latency}", "-n", str(workers)])
+def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float, float, float, float]:
+    """Wall time, ideal, calls made, the busiest worker's call time, the seconds from the first
+    test's start to the last test's end (the run without its start-up and report), and the
+    busiest worker's time in tests against the mean over the workers (both in seconds)."""
+    times = tmp / "times.jsonl"
+    os.environ["BALANCE_TIMES"] = str(times)
+    try:
+        wall, data, stdout = _pytest(tmp, "main", ["suites", "-m", "not slow", "-v", "-v", "--posbias-model",
+                                                   f"sim:unbiased,latency={latency}", "-n", str(workers)])
+    finally:
+        del os.environ["BALANCE_TIMES"]
+    spans = [json.loads(line) for line in times.read_text(encoding="utf-8").splitlines()] if times.is_file() else []
+    tests = max((t["end"] for t in spans), default=float("nan")) - min((t["start"] for t in spans), default=float("nan"))
+    busy: dict[str, float] = {}
+    for t in spans:
+        busy[t["worker"]] = busy.get(t["worker"], 0.0) + t["end"] - t["start"]
+    mean_busy = sum(busy.values()) / workers if busy else float("nan")
     made = int(data["calls"]["made"])
     worker_of = {m.group(2): m.group(1) for m in re.finditer(r"^\[(gw\d+)\] \[\s*\d+%\] \w+ (\S+)", stdout, re.M)}
     per_worker: dict[str, int] = {}
@@ -110,7 +149,8 @@ def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int
         calls = (v.get("extra") or {}).get("calls") or {}
         w = worker_of.get(v["nodeid"], "?")
         per_worker[w] = per_worker.get(w, 0) + int(calls.get("made", 0))
-    return wall, made * latency / workers, made, max(per_worker.values(), default=0) * latency
+    return (wall, made * latency / workers, made, max(per_worker.values(), default=0) * latency, tests,
+            max(busy.values(), default=float("nan")), mean_busy)
 
 
 def openai_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float, float]:
@@ -163,10 +203,10 @@ def main() -> None:
             tmp = Path(d) / job
             tmp.mkdir()
             _project(tmp, SETTINGS if job == "main" else OPENAI_SETTINGS)
-            busiest = None
+            busiest = tests = busy = mean_busy = None
             edges = None
             if job == "main":
-                wall, ideal, n, busiest = main_job(tmp, args.workers, args.latency)
+                wall, ideal, n, busiest, tests, busy, mean_busy = main_job(tmp, args.workers, args.latency)
                 label = f"main, -n {args.workers}, sim {args.latency:g} s/call"
             else:
                 wall, ideal, n, before, after = openai_job(tmp, args.workers, args.latency)
@@ -174,8 +214,12 @@ def main() -> None:
                 label = f"openai, {args.workers} replicas, {args.latency:g} s/call"
             print(f"{label:<34} {n:>6d} {wall:>8.1f} {ideal:>8.1f} {wall / ideal:>6.2f} {CPU_SECONDS[job]:>7.1f}",
                   flush=True)
-            if busiest is not None:
+            if busiest is not None and tests is not None:
+                print(f"{'  first test start to last end':<34} {'':>6} {tests:>8.1f} {ideal:>8.1f} {tests / ideal:>6.2f}")
                 print(f"{'  busiest worker, calls only':<34} {'':>6} {busiest:>8.1f} {ideal:>8.1f} {busiest / ideal:>6.2f}")
+            if busy is not None and mean_busy is not None:
+                print(f"{'  busiest worker in tests / mean':<34} {'':>6} {busy:>8.1f} {mean_busy:>8.1f} "
+                      f"{busy / mean_busy:>6.2f}")
             if edges is not None:
                 between = wall - edges[0] - edges[1]
                 print(f"{'  first call to last answer':<34} {'':>6} {between:>8.1f} {ideal:>8.1f} {between / ideal:>6.2f}")

@@ -17,8 +17,10 @@ test of the owner has completed (xdist reports each: ``mark_test_complete``), wh
 are in the generation cache and that scope reads them without a model call; the owner's own
 worker may take it earlier, since a worker runs its scopes one after the other. Meanwhile the
 other scopes keep the workers busy, and owners (the lightest first) go out before the rest, since
-they hold others back. Node ids are left as collected, so ``--lf``, junit and the reports read as
-in a serial run. Imported by the plugin's ``pytest_xdist_make_scheduler`` only (it imports xdist).
+they hold others back; when the owner's worker is down to the owner's last test it takes the
+heaviest scope waiting for it, which no other worker could start sooner. Node ids are left as
+collected, so ``--lf``, junit and the reports read as in a serial run. Imported by the plugin's
+``pytest_xdist_make_scheduler`` only (it imports xdist).
 """
 
 from __future__ import annotations
@@ -122,13 +124,15 @@ class ProbeGroupScheduling(LoadScopeScheduling):
 
         * a scope that would own a shared result other queued scopes wait for, the lightest first
           (it holds them back until it has finished);
-        * of the scopes that wait for nothing on ``node``, the heaviest, unless another worker has
-          fewer calls left (:meth:`_left_on`): then the lightest, and the heavy ones wait for the
-          worker that runs out first (a worker's next scope is bound to it before its current test
-          runs, and would wait there behind it);
-        * else (only scopes waiting for the owner running on ``node``, which may go there since
-          they run after it) the lightest, the heavy ones left for the workers free once the owner
-          has finished."""
+        * else the heaviest of the scopes that may start on ``node``, unless another worker has
+          fewer calls left (:meth:`_left_on`): then the heaviest of those waiting for an owner that
+          runs on ``node`` (:meth:`_waits_here`), or if there is none the lightest, and the heavy
+          ones wait for the worker that runs out first (a worker's next scope is bound to it
+          before its current test runs, and would wait there behind it). A scope waiting for the
+          owner on ``node`` can start on no worker before ``node`` is free: ``node`` is down to
+          its last test, the owner's last, and another worker may take the scope only once that
+          test has completed. So the heaviest of them goes to ``node`` (longest first), not to
+          whichever worker runs out after the owner finished, which may be much later."""
         scope = self._next_scope(node)
         if scope is not None:
             self._give(node, scope)
@@ -185,13 +189,14 @@ class ProbeGroupScheduling(LoadScopeScheduling):
         owners = [s for s in ready if any(counts.get(name, 0) > 1 for name in self._shares_for(s) & waited_for)]
         if owners:
             return min(owners, key=weight)  # the first of equal weights: the queue's order
-        free = [s for s in ready if not self._waits_here(s, node)]
-        if not free:  # only scopes waiting for this worker's own owner: the lightest, the heavy ones stay for
-            return min(ready, key=weight)  # the workers that take them once the owner has finished
+        here = [s for s in ready if self._waits_here(s, node)]  # no other worker may start these sooner
+        free = [s for s in ready if s not in here]
         mine = self._left_on(node, weight)
-        if any(self._left_on(n, weight) < mine for n in self.nodes if n is not node and not n.shutting_down):
-            return min(free, key=weight)  # another worker runs out first: the heavy scopes wait for it
-        queue: OrderedDict[str, Any] = OrderedDict((s, None) for s in free)
+        sooner = any(self._left_on(n, weight) < mine for n in self.nodes if n is not node and not n.shutting_down)
+        pool = here if sooner else ready  # another worker runs out first: the heavy free scopes wait for it
+        if not pool:
+            return min(free, key=weight)
+        queue: OrderedDict[str, Any] = OrderedDict((s, None) for s in pool)
         heaviest_first(queue, weight)
         return next(iter(queue))
 
