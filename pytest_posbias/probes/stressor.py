@@ -95,7 +95,8 @@ def _fs(r: ST.StressResult) -> FrameSpec:
 
 def _clean_spec(ctx: ProbeContext, item: VideoItem, count: int, spec: StressorSpec) -> FrameSpec:
     info = ctx.store.info(item.path)
-    return ctx.store.clip(item.path, frame_indices(info.frame_count, count, convention="videostf"), size=spec.resolution)
+    return ctx.store.clip(item.path, frame_indices(info.frame_count, count, convention="videostf"),
+                          size=spec.resolution)
 
 
 def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dict[str, Any],
@@ -156,9 +157,9 @@ CONTROLS_PART = "controls"
 PARTS = (CLEAN_PART, CONTROLS_PART, *ST.STRESSORS)  # the probe's parts: each is computed once, by one test group
 
 
-def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Manifest, *, stressors: Sequence[str] = ST.STRESSORS,
-                 controls: bool = True, n_videos: int | None = None, clean: StressorResult | None = None,
-                 part: str | None = None) -> StressorResult:
+def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Manifest, *,
+                 stressors: Sequence[str] = ST.STRESSORS, controls: bool = True, n_videos: int | None = None,
+                 clean: StressorResult | None = None, part: str | None = None) -> StressorResult:
     """Clean outputs, the given stressors' variants (and the controls) for the selected videos.
 
     With ``clean`` (the clean part: the clean outputs of every video, :data:`CLEAN_PART`) the
@@ -193,11 +194,12 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
     for v, (item, clean_frames) in enumerate(zip(kept, cleans, strict=True)):
         if clean is None:
             plan.append(("clean", v))
-            reqs.append(_request(model, clean_frames, spec, {"video": item.id, "condition": "clean", "frames": spec.frames}))
+            reqs.append(_request(model, clean_frames, spec,
+                                 {"video": item.id, "condition": "clean", "frames": spec.frames}))
         foreign = cleans[(v + 1) % len(cleans)] if len(cleans) > 1 else clean_frames
         for name in stressors:
-            variants = ST.variants(clean_frames, name, rng=ctx.rng("variants", item.id, name, spec.frames), count=spec.trials,
-                                   foreign=foreign)
+            variants = ST.variants(clean_frames, name, rng=ctx.rng("variants", item.id, name, spec.frames),
+                                   count=spec.trials, foreign=foreign)
             for k, var in enumerate(variants):
                 plan.append((name, v))
                 reqs.append(_request(model, _fs(var), spec, {"video": item.id, "condition": name, "variant": k,
@@ -231,7 +233,8 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
     return res
 
 
-def _controls(ctx: ProbeContext, item: VideoItem, clean: FrameSpec, foreign: FrameSpec, spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
+def _controls(ctx: ProbeContext, item: VideoItem, clean: FrameSpec, foreign: FrameSpec,
+              spec: StressorSpec) -> list[tuple[str, FrameSpec | None]]:
     T = len(clean)
     rng = ctx.rng("controls", item.id, spec.frames)
     positions = sorted(int(x) for x in rng.choice(T, size=min(2, T), replace=False))
@@ -251,8 +254,8 @@ def _controls(ctx: ProbeContext, item: VideoItem, clean: FrameSpec, foreign: Fra
     ]
     info = ctx.store.info(item.path)
     for c in (c for c in (1, 2, 4, 8, 16, 24, 32) if c <= info.frame_count):  # never padded with repeats
-        out.append((f"genuine-{c}", FrameSpec.from_video(item.path, frame_indices(info.frame_count, c, convention="videostf"),
-                                                          size=spec.resolution, info=info)))
+        idx = frame_indices(info.frame_count, c, convention="videostf")
+        out.append((f"genuine-{c}", FrameSpec.from_video(item.path, idx, size=spec.resolution, info=info)))
     return out
 
 
@@ -269,7 +272,8 @@ def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifes
         views = {"shuffle": _fs(ST.shuffle(clean, rng=rng)), "reverse": _fs(ST.reverse(clean)),
                  "speed2": _fs(ST.speed(clean, 2, convention="videostf")), "delete2": _fs(ST.delete(clean, 2, rng=rng))}
         for q, name in enumerate(REMEDY_CASCADE, start=1):
-            g = ctx.engine.run([_request(model, views[name], res.spec, {"video": item.id, "condition": f"remedy:{name}"})],
+            g = ctx.engine.run([_request(model, views[name], res.spec,
+                                         {"video": item.id, "condition": f"remedy:{name}"})],
                                probe="stressor", accept=accept_description)[0]
             if measured_output(g) and not repeats(g.text):
                 recovered += 1
@@ -295,7 +299,8 @@ def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: 
         except PosbiasError:
             continue
         seed = int(ctx.rng("decoding", item.id, setting).integers(1 << 30))
-        reqs.append(_request(model, clean, spec, {"video": item.id, "condition": f"decoding:{setting}", "seed": seed}, **kw))
+        reqs.append(_request(model, clean, spec, {"video": item.id, "condition": f"decoding:{setting}", "seed": seed},
+                             **kw))
     stats = _stats(ctx.engine.run(reqs, probe="stressor", accept=accept_description))
     ctx.observe("stressor", {"type": "decoding", "model": model, "setting": setting, **stats.summary()})
     return stats
@@ -311,10 +316,12 @@ def _log(ctx: ProbeContext, res: StressorResult, part: str | None = None, *, exa
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
                              **({"part": part} if part else {}),
                              "clean": res.clean.summary(), "clean_flags": res.clean.flags.tolist(),
-                             "stressors": {n: {"rr": float(np.mean([s.flags[s.valid].mean() for s in sts if s.valid.any()]))
+                             "stressors": {n: {"rr": float(np.mean([s.flags[s.valid].mean() for s in sts
+                                                                     if s.valid.any()]))
                                                if any(s.valid.any() for s in sts) else None,
                                                "failed": int(sum(s.failed for s in sts)),
-                                               "amplification": (np.nanmean(amp).item() if (amp := res.amplification(n)).size
+                                               "amplification": (np.nanmean(amp).item()
+                                                                 if (amp := res.amplification(n)).size
                                                                  and not np.isnan(amp).all() else None),
                                                "ri": _mean_or_none([float(np.mean([ri_of(t) for t in s.texts]))
                                                                     for s in (x.measured() for x in sts) if s.texts]),
@@ -324,11 +331,15 @@ def _log(ctx: ProbeContext, res: StressorResult, part: str | None = None, *, exa
                                            for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
                              "ri_values": {"clean": [ri_of(t) for t in res.clean.measured().texts],
-                                           **{n: [ri_of(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
+                                           **{n: [ri_of(t) for s in (x.measured() for x in sts) for t in s.texts]
+                                              for n, sts in res.variants.items()}},
                              "ie_values": {"clean": [ie_of(t) for t in res.clean.measured().texts],
-                                           **{n: [ie_of(t) for s in (x.measured() for x in sts) for t in s.texts] for n, sts in res.variants.items()}},
+                                           **{n: [ie_of(t) for s in (x.measured() for x in sts) for t in s.texts]
+                                              for n, sts in res.variants.items()}},
                              "severity": {"clean": res.clean.summary().get("severity", {}),
-                                          **{n: TextStats([t for s in (x.measured() for x in sts) for t in s.texts], [f for s in (x.measured() for x in sts) for f in s.finish]).summary().get("severity", {})
+                                          **{n: TextStats([t for s in (x.measured() for x in sts) for t in s.texts],
+                                                          [f for s in (x.measured() for x in sts) for f in s.finish]
+                                                          ).summary().get("severity", {})
                                              for n, sts in res.variants.items()}},
                              "errors": res.errors, "problems": res.problems, "calls": res.calls})
     if not examples:
