@@ -236,7 +236,7 @@ def test_certify_size_held_on_sparse_lattice_with_rare_big_jumps() -> None:
 
 
 def test_dpb_certifies_with_both_t_rules_at_half_the_level() -> None:
-    """DPB: Student's t certified |DPB| <= 0.05 from 4 groups at 0 and one at 1/32, and certified
+    """DPB: Student's t certified |DPB| <= 0.05 from 7 groups at 0 and one at 1/16, and certified
     about 0.145 of samples at the boundary with rare jumps of 1/8 on a sparse base at 8 groups; the
     skewness-corrected t holds there but certified about 0.07 of boundary samples on heavy-tailed units
     on both sides (like sim:unbiased's group DPBs) at 48 groups. The certify rule (both at α/2) holds
@@ -252,7 +252,9 @@ def test_dpb_certifies_with_both_t_rules_at_half_the_level() -> None:
         return d.passed and not d.inconclusive
 
     five = np.array([0.0, 0.0, 0.0, 0.0, STEP])
-    assert certify(five, "t") and not certify(five, t_rule("dpb", "certify"))
+    assert not certify(five, "t") and not certify(five, t_rule("dpb", "certify"))  # fewer than 8 units: no t rule
+    eight = np.array([0.0] * 7 + [2 * STEP])  # one group at 1/16 among eight
+    assert certify(eight, "t") and not certify(eight, t_rule("dpb", "certify"))
     x = _big_jump(np.random.default_rng(14), 400, 8, t_dpb, 0.125)
     bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
     assert sum(certify(v, "t") for v in x) > bound  # Student's t alone

@@ -247,3 +247,25 @@ def test_the_mean_gate_passes_the_registry_value_range_to_its_rule():
                   lattice_step=1 / 32)
     assert v.passed and v.p_value > 0.5
     assert v.ci_low < -0.02 and v.ci_high > 0.02
+
+
+def test_a_t_rule_never_certifies_from_fewer_than_eight_units():
+    """Near-zero spread: [0, 0, 0, 0, 0.001] certified |DPB| <= 0.05 from 5 groups (p ~ 1e-9) with a
+    t rule; from fewer than MIN_T_UNITS units certify mode is inconclusive (the group-sequential
+    design already decides a mean from that many units on). Detect keeps its minimum."""
+    import numpy as np
+
+    from pytest_posbias.stats import mean_verdict
+    from pytest_posbias.stats.rules import MIN_T_UNITS
+
+    near = np.array([0.0, 0.0, 0.0, 0.0, 0.001])
+    for method in ("t", "skew-t", "both-t"):
+        v = mean_verdict(near, None, name="DPB", threshold=0.05, sides="both", mode="certify", alpha=0.05,
+                         rng=np.random.default_rng(0), method=method)
+        assert not v.passed and v.inconclusive and f"fewer than {MIN_T_UNITS}" in v.reason
+        d = mean_verdict(near, None, name="DPB", threshold=0.05, sides="both", mode="detect", alpha=0.05,
+                         rng=np.random.default_rng(0), method=method)
+        assert d.passed and not d.inconclusive
+    eight = np.array([0.0] * 7 + [0.001])
+    assert mean_verdict(eight, None, name="DPB", threshold=0.05, sides="both", mode="certify", alpha=0.05,
+                        rng=np.random.default_rng(0), method="both-t").passed

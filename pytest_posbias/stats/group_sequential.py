@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 
 from ..errors import ConfigError
 from . import binomial_test, exact_interval, lattice_floor
-from .rules import T_METHODS, t_statistic
+from .rules import MIN_T_UNITS, T_METHODS, t_statistic
 from .sequential_decision import SequentialDecision, _non_finite, violation_alternative
 
 
@@ -67,7 +67,7 @@ def _gsd_boundaries(fractions: tuple[float, ...], alpha: float) -> tuple[float, 
     return tuple(cs)
 
 
-MIN_MEAN_UNITS = 8  # a mean gate decides only from this many units on (t-intervals from fewer are unreliable)
+MIN_MEAN_UNITS = MIN_T_UNITS  # a mean gate decides only from this many units on (t-intervals from fewer are unreliable)
 
 
 def gsd_sizes(n_max: int, looks: int) -> list[int]:

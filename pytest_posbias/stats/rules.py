@@ -186,6 +186,10 @@ def skew_t(units: ArrayLike, *, floor: float = 0.0, correct: bool = True) -> Ske
 
 
 T_METHODS = ("t", "skew-t", "both-t")  # the t-based rules of mean_verdict and of the group-sequential design
+# a t rule certifies only from this many units on: from fewer, a sample that happens to miss a rare large
+# unit has a tiny spread, and its interval says nothing about the units not drawn (the group-sequential
+# design decides a mean from the same number of units on, in either mode)
+MIN_T_UNITS = 8
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,8 @@ def mean_verdict(
 
     Refusals (an *inconclusive* verdict, :attr:`Verdict.inconclusive`):
 
-    * fewer than ``MIN_CLUSTERS`` independent units;
+    * fewer than ``MIN_CLUSTERS`` independent units; in certify mode with a t rule, fewer than
+      ``MIN_T_UNITS``;
     * any non-finite value (a lost unit that reached the rule): it does not pass in either mode;
     * zero spread (every cluster mean equal): a bootstrap interval has zero width there and would
       certify from a handful of units. With ``value_range = (lo, hi)`` (the values' possible range)
@@ -335,6 +340,10 @@ def mean_verdict(
         ex0.update(extra or {})
         return _decide(name=name, estimate=est, ci_low=zlo, ci_high=zhi, lower=lower, upper=upper, threshold=threshold,
                        n=int(n_clusters), unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex0)
+    if method in T_METHODS and mode == "certify" and n_clusters < MIN_T_UNITS:
+        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
+                                    alpha=a, unit=unit, estimate=float(v.mean()), extra=extra,
+                                    why=f"fewer than {MIN_T_UNITS} independent units for a t-based certification")
     if method in T_METHODS:
         return _t_verdict(v, inv, name=name, threshold=threshold, lower=lower, upper=upper, mode=mode, alpha=a,
                           unit=unit, extra=extra, lattice_step=lattice_step, rule=method)
