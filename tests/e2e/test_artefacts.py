@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from suite_project import write_suite_project
+from support.suite_project import write_suite_project
 
 from pytest_posbias.safe_text import (
     inert,
@@ -100,7 +100,7 @@ def _artefacts(root: Path) -> dict[str, bytes]:
 @pytest.mark.usefixtures("heavy_modules")
 def test_no_secret_from_the_api_base_reaches_any_artefact(pytester, small_set, monkeypatch):
     pytest.importorskip("openai")
-    from fault_server import FaultServer
+    from support.fault_server import FaultServer
 
     monkeypatch.setenv("POSBIAS_API_TIMEOUT", "3")
     monkeypatch.setenv("POSBIAS_API_BACKOFF", "0.01")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from suite_project import write_suite_project
+from support.suite_project import write_suite_project
 
 from pytest_posbias.data.manifest import (
     SCHEMA_PATH,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from suite_project import write_suite_project
+from support import REPO
+from support.suite_project import write_suite_project
 
 from pytest_posbias.calibration.e2e import (
     COVERAGE_SHORTFALL,
@@ -177,8 +178,7 @@ def test_dose_just_past_the_threshold_fails_and_zero_passes(gate, tmp_path):
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.run.context import RunContext, synthetic_manifest
 
-    root = Path(__file__).resolve().parents[1]
-    data = synthetic_manifest(root)  # the full synthetic set (360 questions): built once, reused
+    data = synthetic_manifest(REPO)  # the full synthetic set (360 questions): built once, reused
     ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "cache"), "seed": 0, "judge": "auto",
                              "data": str(data)}, PosbiasConfig(probes={"phase": {"items": NEAR_ITEMS}}),
                             rootdir=tmp_path, worker="test", run_id=f"near-{gate}", quiet=True)

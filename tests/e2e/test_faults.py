@@ -18,8 +18,9 @@ import pytest
 
 pytest.importorskip("openai")
 
-from fault_server import FAULTS, FaultServer, _h, completion, has_images, prompt_text
-from suite_project import write_alias_conftest
+from support import SUITES
+from support.fault_server import FAULTS, FaultServer, _h, completion, has_images, prompt_text
+from support.suite_project import write_alias_conftest
 
 from pytest_posbias import SCHEMA_VERSION
 from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog
@@ -28,8 +29,6 @@ from pytest_posbias.models.openai_backend import OpenAIBackend, settings_from_en
 from pytest_posbias.run.merge import merge_run_logs
 from pytest_posbias.video.compose import TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
-
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 def closed_port() -> int:

@@ -88,7 +88,7 @@ def test_importing_the_package_does_not_import_torch():
 
 
 def test_markers_are_registered_only_where_the_suites_are_collected(pytester: pytest.Pytester):
-    from suite_project import write_suite_project
+    from support.suite_project import write_suite_project
 
     from pytest_posbias.gate_registry import markers
 
@@ -503,7 +503,7 @@ def test_a_minus_n_run_of_another_project_keeps_xdists_scheduler_and_imports_not
 def test_the_search_suite_without_hypothesis_is_a_usage_error(pytester: pytest.Pytester, monkeypatch):
     """hypothesis is the ``search`` extra: selecting the property search without it stops before
     any model call, naming the extra; the other suites run without it."""
-    from suite_project import write_suite_project
+    from support.suite_project import write_suite_project
 
     from pytest_posbias.suites import conftest as suite_hooks
 

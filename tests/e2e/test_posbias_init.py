@@ -7,11 +7,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support import REPO
 
 from pytest_posbias.cli import main, scaffold
 from pytest_posbias.errors import ConfigError
 
-REPO = Path(__file__).resolve().parent.parent
 EXISTING = """# my project
 [project]
 name = "acme-vlm"   # keep this comment

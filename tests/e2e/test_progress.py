@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from suite_project import write_suite_project
+from support.suite_project import write_suite_project
 
 SETTINGS = "\n[tool.posbias.probes.phase]\nitems = 8\norderings = 4\n"
 # each call sleeps 0.1 s, two calls a batch: the option-order probe's 32 calls take about 3 s, past the 2 s a probe runs

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from suite_project import write_alias_conftest
+from support import SUITES
+from support.suite_project import write_alias_conftest
 
 from pytest_posbias.report.render import highlight_repeats, render
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 pytestmark = pytest.mark.usefixtures("heavy_modules")
 EVIL = '<script>alert("pwned")</script></textarea><img src=x onerror=alert(1)>'
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from suite_project import write_alias_conftest
+from support import SUITES
+from support.suite_project import write_alias_conftest
 
 from pytest_posbias.report.render import render
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 pytestmark = [pytest.mark.usefixtures("heavy_modules"), pytest.mark.slow]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from suite_project import write_suite_project
+from support.suite_project import write_suite_project
 
 pytestmark = pytest.mark.usefixtures("heavy_modules")
 

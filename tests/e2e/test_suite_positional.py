@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from suite_project import write_suite_project
+from support.suite_project import write_suite_project
 
 pytestmark = pytest.mark.usefixtures("heavy_modules")
 

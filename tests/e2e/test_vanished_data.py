@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from suite_project import write_suite_project
+from support.suite_project import write_suite_project
 
 from pytest_posbias.data.manifest import load_manifest, require_usable
 from pytest_posbias.errors import ConfigError, VideoNotFoundError

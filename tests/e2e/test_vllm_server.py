@@ -30,8 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from suite_project import write_alias_conftest
-from vllm_support import SERVED_NAME, VllmServer, build_vllm_checkpoint, free_port, vllm_python
+from support import SUITES
+from support.suite_project import write_alias_conftest
+from support.vllm_support import (
+    SERVED_NAME,
+    VllmServer,
+    build_vllm_checkpoint,
+    free_port,
+    vllm_python,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +79,7 @@ RUN_TIMEOUT = 900.0
 def _suites_dir() -> Path:
     import pytest_posbias
 
-    for d in (Path(pytest_posbias.__file__).parent / "suites", Path(__file__).resolve().parent.parent / "suites"):
+    for d in (Path(pytest_posbias.__file__).parent / "suites", SUITES):
         if (d / "test_phase_order.py").exists():
             return d
     raise AssertionError("the ready-made suites are neither in pytest_posbias/suites nor in suites/")

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from suite_project import write_suite_project
+from support.suite_project import write_suite_project
 
 from pytest_posbias.config import PosbiasConfig
 from pytest_posbias.run.context import RunContext

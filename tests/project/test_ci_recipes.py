@@ -30,10 +30,10 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from support import REPO
 
 yaml = pytest.importorskip("yaml")
 jsonschema = pytest.importorskip("jsonschema")
-REPO = Path(__file__).resolve().parent.parent
 CI = REPO / "examples" / "ci"
 ARTIFACT_URL = "https://github.example/acme/models/actions/runs/1/artifacts/2"
 # the first major of each action that runs on node24 (its release notes)

@@ -15,15 +15,14 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support import REPO
 
 from pytest_posbias.cli import build_parser
 from pytest_posbias.cli.plan import split_args
 from pytest_posbias.gate_registry import GATE_SPECS
 
-REPO = Path(__file__).resolve().parent.parent
 PAGES = sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md",
                 *(REPO / "docs").rglob("*.md")])
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)

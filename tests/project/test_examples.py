@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
+from support import REPO
 
 from pytest_posbias.cli import scaffold
 
-REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "custom_gate"
 pytestmark = [pytest.mark.usefixtures("heavy_modules"), pytest.mark.slow]
 

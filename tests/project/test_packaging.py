@@ -31,10 +31,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import REPO
 
 import pytest_posbias
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 

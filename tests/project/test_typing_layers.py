@@ -10,11 +10,11 @@ import ast
 import re
 import tomllib
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from support import PACKAGE
 
-PKG = Path(__file__).resolve().parents[1] / "pytest_posbias"
+PKG = PACKAGE
 LAYERS = ("probes", "gates")
 
 

@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the support package
 
-from fault_server import FaultServer
+from support.fault_server import FaultServer
 
 
 def main() -> None:

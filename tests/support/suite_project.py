@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
+from support import SUITES
 
 
 def write_alias_conftest(root: Path) -> None:

@@ -27,7 +27,8 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
-REPO = Path(__file__).resolve().parent.parent
+from support import REPO
+
 SERVED_NAME = "tiny-qwen2-vl"
 HEAD_DIM = 64
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
-from pathlib import Path
 
 import pytest
+from support import PACKAGE
+from support import SUITES as REPO_SUITES
 
 from pytest_posbias.config import (
     MARGIN_RANGE,
@@ -29,8 +30,7 @@ from pytest_posbias.gate_registry import (
     suite_of_module,
 )
 
-SUITES_DIR = Path(__file__).resolve().parents[1] / "pytest_posbias" / "suites"
-REPO_SUITES = Path(__file__).resolve().parents[1] / "suites"
+SUITES_DIR = PACKAGE / "suites"
 
 
 def _suite_tests(module: str) -> dict[str, set[str]]:

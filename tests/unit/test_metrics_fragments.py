@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
+from support import DATA
 
 from pytest_posbias import metrics
 from pytest_posbias.errors import ConfigError
@@ -19,15 +19,15 @@ from pytest_posbias.metrics import (
     fragments,
 )
 
-DATA = json.loads((Path(__file__).parent / "data" / "upstream" / "newsroom_fragments.json").read_text())
+FRAGMENTS = json.loads((DATA / "upstream" / "newsroom_fragments.json").read_text())
 
 
 def test_data_states_its_source():
-    assert DATA["repository"] == "lil-lab/newsroom" and len(DATA["commit"]) == 40
-    assert len(DATA["cases"]) >= 10
+    assert FRAGMENTS["repository"] == "lil-lab/newsroom" and len(FRAGMENTS["commit"]) == 40
+    assert len(FRAGMENTS["cases"]) >= 10
 
 
-@pytest.mark.parametrize("case", DATA["cases"], ids=lambda c: c["reference"][:24])
+@pytest.mark.parametrize("case", FRAGMENTS["cases"], ids=lambda c: c["reference"][:24])
 def test_coverage_and_density_equal_newsroom_with_spacy(case):
     pytest.importorskip("spacy")
     assert fragment_tokenizer() == "spacy"
@@ -41,7 +41,7 @@ def test_coverage_and_density_equal_newsroom_with_spacy(case):
 
 def test_regex_fallback_differs_on_punctuation_heavy_text():
     differ = sum(fragment_coverage(c["reference"], c["summary"], tokenizer="regex") != pytest.approx(c["coverage"])
-                 for c in DATA["cases"])
+                 for c in FRAGMENTS["cases"])
     assert differ >= 5
     assert fragment_tokens("The U.S. didn't", tokenizer="regex") == ["the", "u", ".", "s", ".", "didn", "'", "t"]
 

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from suite_project import write_alias_conftest
+from support import SUITES
+from support.suite_project import write_alias_conftest
 
 from pytest_posbias.cli.plan import aggregate, hours, split_args
 from pytest_posbias.engine import Decoding, Request
@@ -19,7 +20,6 @@ from pytest_posbias.models.plan import estimate_prompt_tokens
 from pytest_posbias.video.compose import ImagePart, TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 QUICK = """
 [tool.posbias.probes.positional]
 groups = 2

@@ -8,7 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from suite_project import write_alias_conftest
+from support import SUITES
+from support.suite_project import write_alias_conftest
 
 from pytest_posbias.data.importers import run_import
 from pytest_posbias.data.manifest import SCHEMA_PATH, load_manifest
@@ -272,7 +273,7 @@ def test_import_then_flip_suite_end_to_end(tmp_path, pytester, small_set):
     dest = pytester.path / "suites"
     dest.mkdir()
     for f in ("conftest.py", "test_phase_order.py"):
-        shutil.copy(Path(__file__).resolve().parent.parent / "suites" / f, dest / f)
+        shutil.copy(SUITES / f, dest / f)
     write_alias_conftest(pytester.path)
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["suites"]\n[tool.posbias]\ncache = ".posbias"\n'
                                '[tool.posbias.probes.phase]\nitems = 40\norderings = 3\n')

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from support import SYNTHETIC
 
 from pytest_posbias import stats as S
 from pytest_posbias.gates import LOOKS
@@ -174,13 +175,12 @@ def test_hull_never_certifies_what_the_bootstrap_does_not() -> None:
 def test_meg_lattice_step_comes_from_the_references() -> None:
     """One judged fact of a four-sentence reference at P = 4 over four cyclic orders moves a group's
     MEG by 1/32 (the synthetic set); every order of P = 4 (24) makes the step 24/4 times finer."""
-    from pathlib import Path
 
     from pytest_posbias.data.manifest import load_manifest
     from pytest_posbias.gates.positional import meg_lattice_step
     from pytest_posbias.probes.positional import PositionalSpec
 
-    manifest = load_manifest(Path(__file__).resolve().parent.parent / "fixtures" / "synthetic" / "manifest.jsonl",
+    manifest = load_manifest(SYNTHETIC / "manifest.jsonl",
                              check_files=False)
 
     class Ctx:

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from suite_project import write_suite_project
+from support import REPO
+from support.suite_project import write_suite_project
 
 from pytest_posbias.config import validate_thresholds
 from pytest_posbias.data.manifest import McqItem
@@ -271,7 +272,7 @@ NEAR_ITEMS = 300
 def test_parity_fails_just_past_its_threshold(pytester):
     from pytest_posbias.run.context import synthetic_manifest
 
-    data = synthetic_manifest(Path(__file__).resolve().parents[1])  # built once, reused
+    data = synthetic_manifest(REPO)  # built once, reused
     _project(pytester, data, items=NEAR_ITEMS)
     t = GATES["parity"].threshold
     sel = ["-m", "parity", "-k", "test_parity_answers", "-p", "no:randomly", "--posbias-parity", "sim:unbiased"]

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from fault_server import FaultServer
+from support.fault_server import FaultServer
 
 from pytest_posbias.config import parse_config
 from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog, read_run_log

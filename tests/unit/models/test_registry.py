@@ -122,7 +122,7 @@ def test_model_errors_name_the_option_every_project_accepts(spec):
 def test_pytest_names_the_spelling_the_user_typed(pytester):
     """On the command line the message names the option as typed: the long one in any project, the
     short one where the project's conftest.py adds it; the baseline's error names the baseline's option."""
-    from suite_project import write_alias_conftest
+    from support.suite_project import write_alias_conftest
 
     pytester.makepyfile(test_x="def test_a():\n    pass\n")
     res = pytester.runpytest("--posbias-model", "qwen9000")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import REPO
 
 from pytest_posbias.errors import ConfigError, ModelLoadError
 from pytest_posbias.models import sim_dose as SD
@@ -510,7 +511,7 @@ def test_dpb_005_lands_on_every_p2_configuration_it_missed(tmp_path):
     from pytest_posbias.cli.sim_check import run_check
     from pytest_posbias.run.context import synthetic_manifest
 
-    data = synthetic_manifest(Path(__file__).resolve().parents[1])
+    data = synthetic_manifest(REPO)
     got = run_check("sim:dose,dpb=0.05", data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=40,
                     configs=["leisure-short-P2", "leisure-long-P2"])
     assert [c.config for c in got.configurations] == ["leisure-short-P2", "leisure-long-P2"]
@@ -524,7 +525,7 @@ def test_meg_minus_002_lands_on_every_p4_configuration_it_missed(tmp_path):
     from pytest_posbias.cli.sim_check import run_check
     from pytest_posbias.run.context import synthetic_manifest
 
-    data = synthetic_manifest(Path(__file__).resolve().parents[1])
+    data = synthetic_manifest(REPO)
     got = run_check("sim:dose,meg=-0.02", data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=40,
                     configs=["domestic-short-P4", "domestic-long-P4", "leisure-short-P4"])
     assert len(got.configurations) == 3

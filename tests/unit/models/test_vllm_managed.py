@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 
 import pytest
-from suite_project import write_suite_project
+from support import REPO, TESTS
+from support.suite_project import write_suite_project
 
 from pytest_posbias.errors import ModelLoadError
 from pytest_posbias.models import vllm_managed as vm
 from pytest_posbias.models.registry import model_label, resolve
 
-HERE = Path(__file__).resolve().parent
-FAKE = HERE / "fake_vllm.py"
+FAKE = TESTS / "support" / "fake_vllm.py"
 FAKE_CMD = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"
 
 
@@ -228,7 +228,7 @@ PARENT = textwrap.dedent("""
 def test_servers_do_not_outlive_their_parent(ckpt: Path, tmp_path: Path, record: Path, monkeypatch: pytest.MonkeyPatch,
                                              sig: signal.Signals) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     parent = subprocess.Popen([sys.executable, "-c", PARENT, f"vllm:{ckpt}", FAKE_CMD, str(tmp_path / "run")],
                               stdout=subprocess.PIPE, text=True, env=env)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats as sst
-from suite_project import write_suite_project
+from support.suite_project import write_suite_project
 
 from pytest_posbias import strategies as S
 from pytest_posbias.probes.search import ItemProperty, ItemSearch, Outcome, run_search

@@ -16,14 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from support import SUITES
 
 from pytest_posbias.engine import Engine, Generation, GenerationCache, Request
 from pytest_posbias.models.sim import SimBackend
 from pytest_posbias.run.cache_check import CacheError, check_cache
 from pytest_posbias.video.compose import TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
-
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 def filled_cache(folder: Path, n: int = 40) -> Path:

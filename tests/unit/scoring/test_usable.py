@@ -267,8 +267,8 @@ def test_reject_withdraws_a_cached_answer_for_the_next_run(tmp_path):
 
 pytest.importorskip("openai")
 
-from fault_server import FaultServer, healthy, punctuation  # noqa: E402
-from suite_project import write_suite_project  # noqa: E402
+from support.fault_server import FaultServer, healthy, punctuation  # noqa: E402
+from support.suite_project import write_suite_project  # noqa: E402
 
 STRESSOR = """
 [tool.posbias.probes.stressor]

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import DATA
 
 from pytest_posbias.errors import ConfigError, FrameRangeError, VideoError
 from pytest_posbias.video.samplers import PRESETS, parse_spec
 from pytest_posbias.video.samplers.qwen import linspace_round
 from pytest_posbias.video.sampling import frame_indices
 
-DATA = Path(__file__).parent / "data" / "upstream"
+UPSTREAM = DATA / "upstream"
 TS = (1, 2, 3, 7, 16, 31, 32, 33, 100, 299, 300, 1000, 7201)
 FPSS = (1.0, 23.976, 25.0, 29.97, 30.0, 60.0)
 NS = range(1, 65)
@@ -39,7 +40,7 @@ def windows(T, fps):
 
 
 def _load(name):
-    return json.loads(gzip.decompress((DATA / f"{name}.json.gz").read_bytes()))
+    return json.loads(gzip.decompress((UPSTREAM / f"{name}.json.gz").read_bytes()))
 
 
 def _ours(T, n, spec, fps, start=None, end=None):

@@ -13,16 +13,16 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import chi2_contingency
+from support import DATA
 
 from pytest_posbias.video import stressors as ST
 
-DATA = Path(__file__).parent / "data" / "upstream" / "videostf_temporal.json.gz"
-with gzip.open(DATA, "rt") as _f:
+UPSTREAM_FILE = DATA / "upstream" / "videostf_temporal.json.gz"
+with gzip.open(UPSTREAM_FILE, "rt") as _f:
     UPSTREAM = json.load(_f)
 
 
