@@ -1,6 +1,6 @@
 """Fail closed against a real, faulty OpenAI-compatible server (issue 15, endpoint rows).
 
-The server (tests/fault_server.py) is a ThreadingHTTPServer on 127.0.0.1 started here; it
+The server (tests/support/fault_server.py) is a ThreadingHTTPServer on 127.0.0.1 started here; it
 injects 429 with Retry-After, 500, 503, hangs past the client timeout, malformed JSON,
 empty ``choices`` and truncated bodies at seeded rates, and answers correctly otherwise.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -18,9 +17,8 @@ import pytest
 
 pytest.importorskip("openai")
 
-from support import SUITES
 from support.fault_server import FAULTS, FaultServer, _h, completion, has_images, prompt_text
-from support.suite_project import write_alias_conftest
+from support.suite_project import write_pyproject, write_suite_project
 
 from pytest_posbias import SCHEMA_VERSION
 from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog
@@ -349,21 +347,10 @@ orderings = 4
 
 def make_project(pytester: pytest.Pytester, manifest: Path | None, cache: str = ".posbias") -> None:
     """The order suite and a small phase config; ``manifest`` None where no probe must run."""
-    dest = pytester.path / "suites"
-    if not dest.exists():
-        dest.mkdir()
-        for f in ("conftest.py", "test_phase_order.py"):
-            shutil.copy(SUITES / f, dest / f)
-        write_alias_conftest(pytester.path)
-    pytester.makepyprojecttoml(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-{f'data = "{manifest}"' if manifest else ""}
-cache = "{cache}"
-{PHASE_SETTINGS}
-""")
+    if (pytester.path / "suites").exists():
+        write_pyproject(pytester.path, manifest, PHASE_SETTINGS, cache=cache, model=None)
+    else:
+        write_suite_project(pytester.path, manifest, ("test_phase_order.py",), PHASE_SETTINGS, cache=cache, model=None)
 
 
 def run_order(pytester: pytest.Pytester, url: str, name: str, *extra: str):

@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import SUITES
-from support.suite_project import write_alias_conftest
+from support.suite_project import write_suite_project
 
 from pytest_posbias.report.render import highlight_repeats, render
 
@@ -23,16 +22,7 @@ EVIL = '<script>alert("pwned")</script></textarea><img src=x onerror=alert(1)>'
 def run_dir(tmp_path_factory, small_set, heavy_modules) -> Path:
     """A real run: the three suites (small settings) against sim:middle-weak, in a project directory."""
     root = tmp_path_factory.mktemp("report-project")
-    (root / "suites").mkdir()
-    for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
-        shutil.copy(SUITES / f, root / "suites" / f)
-    write_alias_conftest(root)
-    (root / "pyproject.toml").write_text(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-[tool.posbias]
-data = "{small_set}"
-cache = ".posbias"
+    write_suite_project(root, small_set, ("test_positional.py", "test_phase_order.py", "test_stressors.py"), """
 [tool.posbias.probes.positional]
 groups = 5
 [tool.posbias.probes.phase]
@@ -41,7 +31,7 @@ orderings = 4
 [tool.posbias.probes.stressor]
 videos = 10
 trials = 3
-""")
+""", model=None)
     # each gate decided at its own level (--posbias-multiplicity=none): this report is about how failing
     # gates are shown, and at these sizes Holm over the run's gates may keep a looping model's few failures
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow", "--posbias-model", "sim:looping",

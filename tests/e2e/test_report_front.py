@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import SUITES
-from support.suite_project import write_alias_conftest
+from support.suite_project import write_suite_project
 
 from pytest_posbias.report.render import render
 
@@ -76,19 +75,7 @@ def screenshot(html_path: Path, tmp: Path, *, size: str, name: str) -> np.ndarra
 
 
 def _run(root: Path, small_set: Path, model: str, *extra: str) -> Path:
-    (root / "suites").mkdir(parents=True)
-    for f in ("conftest.py", "test_positional.py"):
-        shutil.copy(SUITES / f, root / "suites" / f)
-    write_alias_conftest(root)
-    (root / "pyproject.toml").write_text(f"""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-[tool.posbias]
-data = "{small_set}"
-cache = ".posbias"
-[tool.posbias.probes.positional]
-groups = 8
-""")
+    write_suite_project(root, small_set, ("test_positional.py",), "[tool.posbias.probes.positional]\ngroups = 8", model=None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "meg and not slow", "--posbias-model", model, "-p", "no:randomly",
                            "-p", "no:cacheprovider", *extra], cwd=root, capture_output=True, text=True, timeout=1200)
     logs = list((root / ".posbias" / "runs").glob("*/run.jsonl"))

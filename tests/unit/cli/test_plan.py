@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import SUITES
-from support.suite_project import write_alias_conftest
+from support.suite_project import write_suite_project
 
 from pytest_posbias.cli.plan import aggregate, hours, split_args
 from pytest_posbias.engine import Decoding, Request
@@ -38,12 +36,7 @@ resolution = 56
 
 
 def _project(tmp: Path, manifest: Path) -> Path:
-    (tmp / "suites").mkdir(parents=True)
-    for f in ("conftest.py", "test_positional.py", "test_phase_order.py", "test_stressors.py"):
-        shutil.copy(SUITES / f, tmp / "suites" / f)
-    write_alias_conftest(tmp)
-    (tmp / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\ntestpaths = ["suites"]\n\n[tool.posbias]\n'
-                                        f'data = "{manifest}"\ncache = ".posbias"\n{QUICK}')
+    write_suite_project(tmp, manifest, ("test_positional.py", "test_phase_order.py", "test_stressors.py"), QUICK, model=None)
     return tmp
 
 

@@ -8,8 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import SUITES
-from support.suite_project import write_alias_conftest
+from support.suite_project import write_suite_project
 
 from pytest_posbias.data.importers import run_import
 from pytest_posbias.data.manifest import SCHEMA_PATH, load_manifest
@@ -270,13 +269,8 @@ def test_import_then_flip_suite_end_to_end(tmp_path, pytester, small_set):
     (tmp_path / "subset_answers.json").write_text(json.dumps(answers))
     out = tmp_path / "ego.jsonl"
     run_import("egoschema", videos=str(videos), annotations=str(tmp_path / "questions.json"), out=str(out))
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", "test_phase_order.py"):
-        shutil.copy(SUITES / f, dest / f)
-    write_alias_conftest(pytester.path)
-    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["suites"]\n[tool.posbias]\ncache = ".posbias"\n'
-                               '[tool.posbias.probes.phase]\nitems = 40\norderings = 3\n')
+    write_suite_project(pytester.path, None, ("test_phase_order.py",), "[tool.posbias.probes.phase]\nitems = 40\norderings = 3\n",
+                        model=None)
     # with a space, pytest would take the manifest path for a test path and miss the project's settings
     wrong = pytester.runpytest("-m", "flip", "--posbias-model", "sim:letter-bias", "--posbias-data", str(out), "-p", "no:randomly")
     assert wrong.ret == pytest.ExitCode.USAGE_ERROR

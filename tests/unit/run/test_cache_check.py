@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support import SUITES
+from support.suite_project import write_suite_project
 
 from pytest_posbias.engine import Engine, Generation, GenerationCache, Request
 from pytest_posbias.models.sim import SimBackend
@@ -184,17 +184,8 @@ def test_bad_mode_and_repair_values_are_named(tmp_path):
 
 
 def project(pytester: pytest.Pytester) -> None:
-    dest = pytester.path / "suites"
-    dest.mkdir()
-    for f in ("conftest.py", "test_phase_order.py"):
-        shutil.copy(SUITES / f, dest / f)
-    pytester.makepyprojecttoml("""
-[tool.pytest.ini_options]
-testpaths = ["suites"]
-
-[tool.posbias]
-cache = ".posbias"
-""")
+    """The order suite on the synthetic set; the model is given on the command line."""
+    write_suite_project(pytester.path, None, ("test_phase_order.py",), model=None)
 
 
 def test_a_run_on_a_damaged_cache_stops_at_start_with_exit_4_and_no_model_call(pytester):
