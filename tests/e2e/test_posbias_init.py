@@ -147,7 +147,7 @@ def test_suite_of_follows_the_defining_module_not_the_file_name():
 @pytest.mark.usefixtures("heavy_modules")
 def test_scaffolded_folder_collects_the_suites(pytester):
     scaffold.scaffold(pytester.path)
-    # a subprocess: in-process, the scaffold's test_search.py would clash with this project's tests/test_search.py
+    # a subprocess: in-process, the scaffold's test_search.py would clash with this project's tests/unit/probes/test_search.py
     res = pytester.runpytest_subprocess("-m", "meg and not slow", "--model", "sim:middle-weak", "--collect-only", "-q",
                                         "-p", "no:randomly")
     assert res.ret == 0, res.stdout.str()[-2000:]

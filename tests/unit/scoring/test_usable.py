@@ -2,7 +2,7 @@
 
 Unit tests of the usable-answer rules (``pytest_posbias/scoring/usable.py``), of the engine's
 ``accept`` / ``reject`` / cap, and the suites run against a hostile loopback server
-(``tests/fault_server.py``): punctuation garbage to every description, "A" to every summary,
+(``tests/support/fault_server.py``): punctuation garbage to every description, "A" to every summary,
 answers with no option letter. Each run exits non-zero or counts the loss; a rerun against a
 healthy server sends again exactly the requests that were not measured.
 """
