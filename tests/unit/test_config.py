@@ -1,6 +1,9 @@
 """Settings are checked when pytest starts, before any model call: a value that would make a gate
 vacuous (it passes any model) or crash every test after the model calls were paid for is a usage
-error (exit 4) naming the key or option, its value and the allowed range."""
+error (exit 4) naming the key or option, its value and the allowed range.
+
+Placed with ``config.py``, its main subject (the probe settings' checks are
+``probes/settings.py``'s); the exit-4 checks run pytest through pytester."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """NEWSROOM fragment coverage and density against lil-lab/newsroom's own Fragments code,
-run with spaCy (tests/data/upstream/newsroom_fragments.json, repository + commit inside)."""
+run with spaCy (tests/data/upstream/newsroom_fragments.json, repository + commit inside).
+
+Placed with ``metrics.py``, whose fragment functions it checks."""
 
 from __future__ import annotations
 

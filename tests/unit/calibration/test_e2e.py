@@ -4,6 +4,9 @@ The simulator's views are shared by every backend of a process (``sim._VIDEO_VIE
 ``sim._FRAME_VIEWS``) and only new untouched frames are decoded; the stressor probe memoizes its
 text metrics. Expected values here are computed afresh (a new FrameStore, ``view_video`` on the
 materialized pixels; the metrics module itself), never read from those caches.
+
+Placed with ``calibration/e2e.py``, whose cost these shared views and memoized metrics keep down;
+the code checked is ``models/sim.py``'s and ``probes/stressor.py``'s.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``posbias plan``: the per-gate table, and a real run of the same selection costs what it said."""
+"""``posbias plan``: the per-gate table, and a real run of the same selection costs what it said.
+
+Placed with ``cli/plan.py``, its subject (the token estimate is ``models/plan.py``'s); the real run
+is a subprocess."""
 
 from __future__ import annotations
 

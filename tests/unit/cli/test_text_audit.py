@@ -1,4 +1,6 @@
-"""posbias text-audit: its numbers equal the metrics functions on the same texts."""
+"""posbias text-audit: its numbers equal the metrics functions on the same texts.
+
+Placed with the CLI (``cli/commands.py``), which the tests run as a subprocess."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The engine: request keys, the SQLite cache, resume after a kill, the run log."""
+"""The engine: request keys, the SQLite cache, resume after a kill, the run log.
+
+The tests of the ``engine`` package's modules (``calls.py``, ``cache.py``, ``execution.py``,
+``run_log.py``) together."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The run-level release decision (pytest_posbias.gates.decision), its exit statuses and where they show."""
+"""The run-level release decision (pytest_posbias.gates.decision), its exit statuses and where they show.
+
+Placed with ``gates/decision.py``, its subject; the exit statuses and where they show are checked
+through pytester runs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The ``--baseline`` MEG comparison at the default sizes is underpowered, and its passing verdicts say
-so with the sample they would need (docs/concepts/statistics.md, "Against the previous release")."""
+so with the sample they would need (docs/concepts/statistics.md, "Against the previous release").
+
+Placed with ``gates/decision.py`` (``power_note``); the verdict is ``stats/paired.py``'s."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Gates that cannot be fooled: the futility side, the paired |mean| baseline, the measurement
-floor, failed calls never scored as clean, and the attack's query cap (issues 12 and 15)."""
+floor, failed calls never scored as clean, and the attack's query cap (issues 12 and 15).
+
+Placed with the gates, its subject; the rules checked live in ``gates/measurement.py``, ``stats/``
+and ``probes/stressor.py``."""
 
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ its mean is far out. The gates decide MEG with Hall's skewness-corrected t, its 
 |bound|·δ (the floor only removes rejections: the larger of the floored and unfloored p-values), and
 DPB with Student's t in detect mode and in certify mode with Student's and the skewness-corrected t together,
 each at α/2 (docs/design.md section 5); the operating characteristics over 10,000 replicates are in
-``benchmarks/decision_lattice.py``."""
+``benchmarks/decision_lattice.py``.
+
+Placed with the gates' decision (``gates/decision.py``); the rules are ``stats/``'s."""
 
 from __future__ import annotations
 

@@ -7,6 +7,9 @@
   the gate fails just past its threshold and passes at dose 0; without a reference the tests
   are skipped with the way to opt in and the run is not measured (exit 6, never a pass);
 * the coverage and repetition parity gates on the coverage and repetition doses.
+
+Placed with ``gates/parity.py``, its subject; the end-to-end checks above run pytest on a project
+through pytester.
 """
 
 from __future__ import annotations

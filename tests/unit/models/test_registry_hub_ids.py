@@ -1,4 +1,6 @@
-"""Hugging Face Hub ids as ``--model`` values: resolved from the local Hub cache, offline."""
+"""Hugging Face Hub ids as ``--model`` values: resolved from the local Hub cache, offline.
+
+Placed with ``models/registry.py``, which resolves the ids."""
 
 from __future__ import annotations
 

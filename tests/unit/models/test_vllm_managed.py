@@ -4,6 +4,8 @@ Start, failure to start (the log's last lines in the error), the time limit, the
 after a stop and after pytest's own death by SIGTERM or SIGKILL (by process group, by pid and
 by port), one server per GPU of a fake ``CUDA_VISIBLE_DEVICES``, the identity, and a suite run
 through ``vllm:`` from the plugin.
+
+Placed with ``models/vllm_managed.py``, its subject; the suite run through ``vllm:`` uses pytester.
 """
 
 from __future__ import annotations

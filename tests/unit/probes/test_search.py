@@ -1,4 +1,7 @@
-"""The property search: budgets, shrinking, the regression corpus, the gate, and the sim profiles."""
+"""The property search: budgets, shrinking, the regression corpus, the gate, and the sim profiles.
+
+Placed with ``probes/search.py``, its main subject; the gate's checks run the search suite through
+pytester."""
 
 from __future__ import annotations
 

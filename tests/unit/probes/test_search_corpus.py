@@ -1,4 +1,6 @@
-"""Review fixes for issue 16: a broken corpus folder and corrupted stored stressor edits."""
+"""Review fixes for issue 16: a broken corpus folder and corrupted stored stressor edits.
+
+Placed with ``probes/search_corpus.py``, the corpus folder's reader."""
 
 from __future__ import annotations
 

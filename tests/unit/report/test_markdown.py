@@ -1,4 +1,7 @@
-"""``--posbias-markdown PATH``: the Markdown verdict table for CI job summaries and PR comments."""
+"""``--posbias-markdown PATH``: the Markdown verdict table for CI job summaries and PR comments.
+
+Placed with ``report/markdown.py``, its subject; the option's end-to-end checks run pytest through
+pytester."""
 
 from __future__ import annotations
 

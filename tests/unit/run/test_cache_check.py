@@ -1,6 +1,9 @@
 """A damaged, truncated, garbage or read-only generation cache is a named problem at the start of a
 run, before any model call: one line naming the file and the choices (move it aside, run
-read-only, another folder); an answer the cache cannot store is counted."""
+read-only, another folder); an answer the cache cannot store is counted.
+
+Placed with ``run/cache_check.py``, its subject; the tests of a run on a damaged cache run the order
+suite through pytester."""
 
 from __future__ import annotations
 

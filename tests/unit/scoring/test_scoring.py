@@ -1,4 +1,7 @@
-"""Alignment of multi-video answers, the coverage judges and the slot diagnostics."""
+"""Alignment of multi-video answers, the coverage judges and the slot diagnostics.
+
+The tests of several ``scoring`` modules together: ``alignment.py``, ``judges.py``, ``slots.py``,
+``text.py``."""
 
 from __future__ import annotations
 

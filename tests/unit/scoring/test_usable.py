@@ -5,6 +5,9 @@ Unit tests of the usable-answer rules (``pytest_posbias/scoring/usable.py``), of
 (``tests/support/fault_server.py``): punctuation garbage to every description, "A" to every summary,
 answers with no option letter. Each run exits non-zero or counts the loss; a rerun against a
 healthy server sends again exactly the requests that were not measured.
+
+Placed with ``scoring/usable.py``, its main subject; it also checks the engine's side and runs the
+suites through pytester.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Statistics against scipy/statsmodels/textbook values, and verdict semantics."""
+"""Statistics against scipy/statsmodels/textbook values, and verdict semantics.
+
+The tests of the ``stats`` package's public functions (``stats/__init__.py``, ``intervals.py``,
+``verdicts.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Decoding, the frame store, stressors, composition and the synthetic set."""
+"""Decoding, the frame store, stressors, composition and the synthetic set.
+
+The tests of several ``video`` modules together: ``decode.py``, ``frames.py``, ``stressors.py``,
+``compose.py``, ``synthetic.py``."""
 
 from __future__ import annotations
 
