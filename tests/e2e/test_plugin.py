@@ -508,7 +508,7 @@ def test_the_search_suite_without_hypothesis_is_a_usage_error(pytester: pytest.P
     from pytest_posbias.suites import conftest as suite_hooks
 
     write_suite_project(pytester.path, None, ("test_search.py", "test_phase_order.py"),
-                        rename={"test_search.py": "test_search_suite.py"})  # beside this repo's tests/unit/probes/test_search.py
+                        rename={"test_search.py": "test_search_suite.py"})  # a basename no test of this repository has
     monkeypatch.setattr(suite_hooks, "hypothesis_installed", lambda: False)
     res = pytester.runpytest("-m", "search and not slow", "--model", "sim:unbiased", "-p", "no:randomly")
     assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str()[-2000:]

@@ -326,7 +326,7 @@ def test_looping_breaks_with_one_stressed_frame(tmp_path, small_set):
 
 
 def _project(pytester: Any, manifest: Path) -> None:
-    # another basename than this file's: pytest imports both into one process
+    # a basename no test of this repository has: pytest imports the suite into this process
     write_suite_project(pytester.path, manifest, ("test_search.py",), rename={"test_search.py": "test_search_suite.py"})
 
 
