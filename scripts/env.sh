@@ -24,7 +24,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     python -m pip install -q $TORCH_SPEC
   fi
   python -m pip install -q -e ".[all,dev,test,docs]"
-  # lmms-eval 0.7.3 for tests/test_upstream_samplers.py: one module (load_video.py) is imported,
+  # lmms-eval 0.7.3 for tests/unit/video/test_samplers_upstream.py: one module (load_video.py) is imported,
   # so none of its heavy dependencies (which would pull a newer torch) are installed
   python -m pip install -q --no-deps "lmms-eval==0.7.3"
   echo "$want" > "$stamp"

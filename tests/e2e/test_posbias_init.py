@@ -1,0 +1,310 @@
+"""``posbias init``: the scaffolded folder, the [tool.posbias] merge, --force, and this repository's suites/."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from support import REPO
+
+from pytest_posbias.cli import main, scaffold
+from pytest_posbias.errors import ConfigError
+
+EXISTING = """# my project
+[project]
+name = "acme-vlm"   # keep this comment
+version = "1.2.3"
+
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+markers = ["gpu: needs a GPU"]
+
+[tool.ruff]
+line-length = 120
+"""
+
+
+def _suites() -> list[str]:
+    return sorted(p.stem for p in (REPO / "pytest_posbias" / "suites").glob("test_*.py"))
+
+
+def test_init_in_an_empty_folder_writes_the_folder_and_a_new_pyproject(tmp_path, capsys):
+    assert main(["init", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    folder = tmp_path / "tests" / "robustness"
+    expected = {"conftest.py", "README.md", *(f"{s}.py" for s in _suites())}
+    assert {p.name for p in folder.iterdir()} == expected
+    for name in expected:  # says what it wrote, one line per path
+        assert f"created     {folder / name}" in out
+    assert f"created     {tmp_path / 'pyproject.toml'}" in out
+    cfg = tomllib.loads((tmp_path / "pyproject.toml").read_text())
+    assert set(cfg) == {"tool"} and set(cfg["tool"]) == {"posbias"}
+    assert cfg["tool"]["posbias"]["mode"] == "detect" and "model" not in cfg["tool"]["posbias"]
+    # the suites' own sizes stay the package defaults unless --quick
+    assert all(t == {} for t in cfg["tool"]["posbias"]["probes"].values())
+    from pytest_posbias.config import parse_config
+
+    parse_config(cfg["tool"]["posbias"])  # the plugin accepts the table
+    text = (folder / "test_positional.py").read_text()
+    assert "from pytest_posbias.suites.test_positional import *" in text
+
+
+def test_init_merges_into_an_existing_pyproject_keeping_the_rest_byte_for_byte(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text(EXISTING)
+    assert main(["init", str(tmp_path), "--tests-dir", "tests/robustness", "--model", "qwen3vl8b"]) == 0
+    out = capsys.readouterr().out
+    assert f"merged      {tmp_path / 'pyproject.toml'}" in out
+    new = (tmp_path / "pyproject.toml").read_text()
+    assert new.startswith(EXISTING)  # the user's text, comments included, is untouched
+    cfg = tomllib.loads(new)
+    before = tomllib.loads(EXISTING)
+    assert cfg["project"] == before["project"] and cfg["tool"]["ruff"] == before["tool"]["ruff"]
+    assert cfg["tool"]["pytest"] == before["tool"]["pytest"]
+    assert cfg["tool"]["posbias"]["model"] == "qwen3vl8b"
+    assert "note:" not in out  # testpaths ["tests"] already collects tests/robustness
+
+
+def test_init_never_overwrites_without_force(tmp_path, capsys):
+    assert main(["init", str(tmp_path)]) == 0
+    conftest = tmp_path / "tests" / "robustness" / "conftest.py"
+    conftest.write_text("# mine\n")
+    py = tmp_path / "pyproject.toml"
+    py.write_text(py.read_text().replace('mode = "detect"', 'mode = "certify"'))
+    mine = py.read_text()
+    capsys.readouterr()
+    assert main(["init", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert conftest.read_text() == "# mine\n" and py.read_text() == mine
+    assert f"kept        {conftest} (exists; --force to overwrite)" in out
+    assert "already has [tool.posbias]; --force to replace that table" in out
+    assert main(["init", str(tmp_path), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert f"overwritten {conftest}" in out and f"replaced    {py}" in out
+    assert conftest.read_text() == scaffold._CONFTEST
+    assert tomllib.loads(py.read_text())["tool"]["posbias"]["mode"] == "detect"
+
+
+def test_force_replaces_only_the_posbias_tables(tmp_path):
+    text = EXISTING + '\n[tool.posbias]\nmode = "certify"\n\n[tool.posbias.thresholds]\nmeg = 0.5\n\n[tool.black]\nline-length = 88\n'
+    new, action = scaffold.merge_pyproject(text, scaffold.posbias_table(quick=True), force=True)
+    assert action == "replaced" and new is not None
+    cfg = tomllib.loads(new)
+    assert cfg["tool"]["black"] == {"line-length": 88} and cfg["tool"]["ruff"] == {"line-length": 120}
+    assert cfg["tool"]["posbias"]["mode"] == "detect" and "meg" not in cfg["tool"]["posbias"].get("thresholds", {})
+    assert cfg["tool"]["posbias"]["probes"]["positional"] == scaffold.QUICK_PROBES["positional"]
+    # a table the text merge cannot remove is refused, naming the problem
+    with pytest.raises(ConfigError, match="dotted keys or an inline table"):
+        scaffold.merge_pyproject('[tool]\nposbias = { mode = "certify" }\n', scaffold.posbias_table(), force=True)
+
+
+def test_init_errors_name_the_problem(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text("[project\nname = 1\n")
+    assert main(["init", str(tmp_path)]) == 2
+    assert "pyproject.toml is not valid TOML" in capsys.readouterr().err
+    assert main(["init", str(tmp_path), "--tests-dir", "../elsewhere"]) == 2
+    assert "--tests-dir must be a relative path inside the project" in capsys.readouterr().err
+    f = tmp_path / "file"
+    f.write_text("")
+    assert main(["init", str(f)]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_init_warns_when_testpaths_miss_the_folder(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["unit"]\n')
+    assert main(["init", str(tmp_path)]) == 0
+    assert "does not include tests/robustness" in capsys.readouterr().out
+
+
+def test_this_repositorys_suites_folder_is_what_init_writes(tmp_path):
+    """One copy of the suites: the repo's suites/ holds exactly the scaffold's thin files."""
+    scaffold.scaffold(tmp_path, tests_dir="s")
+    made = {p.name: p.read_text() for p in (tmp_path / "s").glob("*.py")}
+    ours = {p.name: p.read_text() for p in (REPO / "suites").glob("*.py")}
+    assert ours == made
+    assert {f"{s}.py" for s in _suites()} <= set(ours)
+    assert (REPO / "conftest.py").read_text() == (tmp_path / "conftest.py").read_text()  # the short options
+
+
+def test_suite_of_follows_the_defining_module_not_the_file_name():
+    from pytest_posbias.gate_registry import SUITES
+    from pytest_posbias.suites import conftest as hooks
+    from pytest_posbias.suites import test_phase_order, test_positional
+
+    item = SimpleNamespace(function=test_positional.test_meg, path=Path("tests/robustness/test_gates_we_like.py"))
+    assert hooks.suite_of(item) is SUITES["test_positional"]
+    item = SimpleNamespace(function=test_phase_order.test_order_flip, path=Path("x/test_positional.py"))
+    assert hooks.suite_of(item) is SUITES["test_phase_order"]
+
+    def test_own():  # a user's own gate: by its file name
+        pass
+
+    assert hooks.suite_of(SimpleNamespace(function=test_own, path=Path("r/test_stressors.py"))) is SUITES["test_stressors"]
+    assert hooks.suite_of(SimpleNamespace(function=test_own, path=Path("r/test_mine.py"))) is None
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_scaffolded_folder_collects_the_suites(pytester):
+    scaffold.scaffold(pytester.path)
+    # a subprocess: in-process, the scaffold's test_search.py would clash with this project's tests/unit/probes/test_search.py
+    res = pytester.runpytest_subprocess("-m", "meg and not slow", "--model", "sim:middle-weak", "--collect-only", "-q",
+                                        "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    from pytest_posbias.video.synthetic import configurations
+
+    p4 = [f"{d}-{b}-P4" for d, b in configurations()]
+    ids = [ln for ln in res.stdout.lines if "::test_meg[" in ln]
+    assert sorted(ids) == sorted(f"tests/robustness/test_positional.py::test_meg[sim:middle-weak-{c}]" for c in p4)
+    # and through the shipped package alone (the suites' own conftest parametrizes them)
+    res = pytester.runpytest("--pyargs", "pytest_posbias.suites", "-m", "option_order and not slow", "--collect-only", "-q",
+                             "--model", "sim:letter-bias", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    collected = [ln for ln in res.stdout.lines if "::test_" in ln]
+    assert len(collected) == 1 and collected[0].endswith("test_phase_order.py::test_order_flip[sim:letter-bias]"), collected
+
+
+OWN_CONFTEST = """import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--model", default="mine")
+    parser.addoption('--baseline', default="base")
+
+
+@pytest.fixture
+def own(request):
+    return request.config.getoption("--model")
+"""
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_init_next_to_a_project_that_defines_model_keeps_its_options(pytester, capsys):
+    """The project's root conftest defines --model and --baseline: init appends the other short
+    options to it, says which it left out, and both the project's tests and the suites run."""
+    (pytester.path / "conftest.py").write_text(OWN_CONFTEST)
+    pytester.makepyfile(test_own="def test_own(own):\n    assert own == 'given'\n")
+    assert main(["init", str(pytester.path), "--tests-dir", "robustness"]) == 0
+    out = capsys.readouterr().out
+    assert f"merged      {pytester.path / 'conftest.py'}" in out
+    assert "--model left out: this project's conftest.py defines it (use --posbias-model)" in out
+    assert "--baseline left out: this project's conftest.py defines it (use --posbias-baseline)" in out
+    text = (pytester.path / "conftest.py").read_text()
+    assert text.startswith(OWN_CONFTEST) and "skip=('--model', '--baseline')" in text
+    res = pytester.runpytest_subprocess("--model", "given", "--posbias-model", "sim:middle-weak", "--judge", "fragment",
+                                        "-m", "meg and not slow or not meg", "--collect-only", "-q", "-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    assert "test_own.py::test_own" in res.stdout.str()
+    assert any("robustness/test_positional.py::test_meg[sim:middle-weak-" in ln for ln in res.stdout.lines)
+    own = pytester.runpytest_subprocess("test_own.py", "--model", "given", "-p", "no:randomly")
+    own.assert_outcomes(passed=1)
+    # a second init finds the short options registered and leaves the conftest alone
+    assert main(["init", str(pytester.path), "--tests-dir", "robustness"]) == 0
+    assert f"kept        {pytester.path / 'conftest.py'} (already registers the short options)" in capsys.readouterr().out
+    assert (pytester.path / "conftest.py").read_text() == text
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_plugin_disabled_in_a_scaffolded_folder_skips_the_suites_with_one_line(pytester):
+    scaffold.scaffold(pytester.path)
+    pytester.makepyfile(test_own="def test_own():\n    pass\n")
+    res = pytester.runpytest_subprocess("-p", "no:posbias", "-m", "meg and not slow or not meg", "--model", "sim:unbiased",
+                                        "-p", "no:randomly", "-rs")
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.OK, out[-2000:]
+    assert "INTERNALERROR" not in out
+    lines = [ln for ln in res.stdout.lines if ln.startswith("posbias: ") and "need the pytest-posbias plugin" in ln]
+    assert len(lines) == 1, out[-2000:]
+    outcomes = res.parseoutcomes()
+    assert outcomes["passed"] == 1 and outcomes["skipped"] >= 1
+
+
+@pytest.mark.parametrize("model", ["C:\\models\\qwen", 'say "hi"', "tab\there", "del\x7f", "Qwen/Qwen3-VL-8B-Instruct"])
+def test_model_values_are_written_as_escaped_toml_strings(tmp_path, model):
+    new_dir, merge_dir = tmp_path / "new", tmp_path / "merge"
+    merge_dir.mkdir()
+    (merge_dir / "pyproject.toml").write_text(EXISTING)
+    for root in (new_dir, merge_dir):
+        assert main(["init", str(root), "--model", model]) == 0
+        assert tomllib.loads((root / "pyproject.toml").read_text())["tool"]["posbias"]["model"] == model
+    # the new-file case is validated with tomllib too, and the error names the table, not the user's file
+    with pytest.raises(ConfigError, match="table posbias init would write is not valid TOML"):
+        scaffold.merge_pyproject(None, '[tool.posbias]\nmodel = "C:\\m"\n', force=False)
+    with pytest.raises(ConfigError, match="table posbias init would write is not valid TOML"):
+        scaffold.merge_pyproject(EXISTING, '[tool.posbias]\nmodel = "C:\\m"\n', force=True)
+
+
+def test_crlf_pyproject_keeps_its_line_endings(tmp_path):
+    py = tmp_path / "pyproject.toml"
+    crlf = EXISTING.replace("\n", "\r\n").encode()
+    py.write_bytes(crlf)
+    assert main(["init", str(tmp_path)]) == 0
+    merged = py.read_bytes()
+    assert merged.startswith(crlf) and merged.count(b"\n") == merged.count(b"\r\n") > crlf.count(b"\n")
+    assert main(["init", str(tmp_path), "--force", "--model", "m"]) == 0
+    replaced = py.read_bytes()
+    assert replaced.count(b"\n") == replaced.count(b"\r\n") and replaced.startswith(crlf)
+    assert tomllib.loads(replaced.decode())["tool"]["posbias"]["model"] == "m"
+
+
+def test_force_keeps_the_next_tables_comment_and_is_idempotent(tmp_path, capsys):
+    py = tmp_path / "pyproject.toml"
+    mine = ('[project]\nname = "x"\n\n[tool.posbias]\nmode = "certify"\nmodel = "old"\n\n'
+            '[tool.posbias.thresholds]\nmeg = 0.5\n\n# ruff config below\n[tool.ruff]\nline-length = 120\n')
+    py.write_text(mine)
+    assert main(["init", str(tmp_path), "--force"]) == 0
+    out = capsys.readouterr().out
+    first = py.read_text()
+    assert "\n\n# ruff config below\n[tool.ruff]\nline-length = 120\n" in first
+    assert first.startswith('[project]\nname = "x"\n\n[tool.posbias]\n') and "\n\n\n" not in first
+    cfg = tomllib.loads(first)
+    assert cfg["tool"]["ruff"] == {"line-length": 120} and cfg["tool"]["posbias"]["mode"] == "detect"
+    # it says which values it replaced
+    assert "was mode: 'certify' -> 'detect'" in out and "was model: 'old' -> (removed)" in out
+    assert "was thresholds.meg: 0.5 -> (removed)" in out
+    for _ in range(2):  # --force again: the same bytes, no blank line added
+        assert main(["init", str(tmp_path), "--force"]) == 0
+        assert py.read_text() == first
+    assert "was " not in capsys.readouterr().out  # nothing changed the second time
+
+
+def test_invalid_pyproject_writes_nothing(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text("[project\nname = 1\n")
+    assert main(["init", str(tmp_path), "--quick"]) == 2
+    assert "pyproject.toml is not valid TOML" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml"]
+    assert (tmp_path / "pyproject.toml").read_text() == "[project\nname = 1\n"
+
+
+def test_quick_announces_the_rendering_and_hints_the_sim_command(tmp_path, capsys, monkeypatch):
+    from pytest_posbias.video import synthetic
+
+    calls = []
+
+    def fake_build_set(dest, *, videos_per_config, groups_per_config):
+        calls.append((videos_per_config, groups_per_config))
+        Path(dest).mkdir(parents=True)
+        (Path(dest) / "manifest.jsonl").write_text("")
+
+    monkeypatch.setattr(synthetic, "build_set", fake_build_set)
+    assert main(["init", str(tmp_path), "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert calls == [(scaffold.QUICK_VIDEOS, scaffold.QUICK_GROUPS)]
+    announce = out.index("rendering the quick synthetic set")
+    assert "(about a minute)" in out and announce < out.index(f"created     {tmp_path / scaffold.QUICK_SET}")
+    assert 'next: pytest -m "meg and not slow" --model sim:middle-weak' in out
+    assert main(["init", str(tmp_path)]) == 0  # without --quick: the registry-model hint
+    out = capsys.readouterr().out
+    assert "next: pytest -m meg --model qwen3vl8b" in out and "rendering" not in out
+
+
+def test_scaffolded_probe_tables_validate_and_name_the_search_budget():
+    """Every `[tool.posbias.probes.*]` table `posbias init --quick` writes passes the probes' own
+    validation, and the search suite's sizes and query budget are there for a user to find."""
+    from pytest_posbias.probes.settings import validate_probe_settings
+
+    probes = tomllib.loads(scaffold.posbias_table(quick=True))["tool"]["posbias"]["probes"]
+    for name, table in probes.items():
+        assert validate_probe_settings(name, table, where=f"probes.{name}") == table
+    assert probes["search"]["budget"] == 30
+    assert "# budget = 30" in scaffold.posbias_table(quick=False)

@@ -1,0 +1,1 @@
+"""Checks on the repository itself: docs, packaging, layout, typing layers, CI recipes, examples."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.calibration``, a file per module."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.cli``, a file per module."""

@@ -1,0 +1,46 @@
+"""The small CLI commands (``cli/commands.py``): ``posbias models`` lists the registry, and
+``posbias judge-agreement`` scores a judge against human labels and names a file it cannot read."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+
+def test_cli_models_lists_the_registry():
+    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "models"], capture_output=True, text=True, check=True).stdout
+    assert "qwen3vl8b" in out and "Qwen/Qwen3-VL-8B-Instruct" in out and "NOT NATIVE" in out
+
+
+def test_cli_judge_agreement(tmp_path):
+    path = tmp_path / "labels.csv"
+    rows = [
+        ("A red circle moves from left to right.\nThe background is cream.", "A red circle moves from left to right. The background is cream.", 1.0, 1.0),
+        ("A blue square stays still.\nA white flash fills the screen.", "A blue square stays still in the same place.", 0.5, 0.5),
+        ("A green triangle sinks to the bottom.\nThe screen goes black.", "Nothing is visible.", 0.0, 0.0),
+        ("A purple circle rises.\nThe background is grey.", "The background is grey.", 0.5, 0.0),
+    ]
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["reference", "summary", "human_1", "human_2"])
+        w.writerows(rows)
+    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "judge-agreement", str(path), "--judge", "fragment"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:2] == ["pair", "n"]
+    from scipy import stats
+
+    h = stats.pearsonr([1.0, 0.5, 0.0, 0.5], [1.0, 0.5, 0.0, 0.0]).statistic
+    assert f"{h:.3f}" in lines[1]  # human_1 vs human_2, computed independently
+    assert "fragment judge vs mean human" in lines[2]
+
+
+def test_cli_judge_agreement_names_a_labels_file_that_is_not_utf8(tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_bytes("reference,summary,human_1\nCaf\u00e9 scene,Caf\u00e9,1\n".encode("latin-1"))
+    out = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "judge-agreement", str(path), "--judge", "fragment"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert f"{path}: not UTF-8 text (byte b'\\xe9' at offset" in out.stderr and "save the labels file as UTF-8" in out.stderr

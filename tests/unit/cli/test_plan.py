@@ -1,0 +1,152 @@
+"""``posbias plan``: the per-gate table, and a real run of the same selection costs what it said.
+
+Placed with ``cli/plan.py``, its subject (the token estimate is ``models/plan.py``'s); the real run
+is a subprocess."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.suite_project import write_suite_project
+
+from pytest_posbias.cli.plan import aggregate, hours, split_args
+from pytest_posbias.engine import Decoding, Request
+from pytest_posbias.models.plan import estimate_prompt_tokens
+from pytest_posbias.video.compose import ImagePart, TextPart, VideoPart
+from pytest_posbias.video.frames import FrameSpec
+
+QUICK = """
+[tool.posbias.probes.positional]
+groups = 2
+max_new_tokens = 24
+scales = [4]
+frames_short = 4
+frames_long = 4
+resolution = 56
+
+[tool.posbias.probes.phase]
+items = 4
+orderings = 2
+budget = 4
+resolution = 56
+"""
+
+
+def _project(tmp: Path, manifest: Path) -> Path:
+    write_suite_project(tmp, manifest, ("test_positional.py", "test_phase_order.py", "test_stressors.py"), QUICK, model=None)
+    return tmp
+
+
+def _posbias(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([str(Path(sys.executable).parent / "posbias"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
+
+
+def test_split_args_keeps_pytest_arguments_in_order():
+    own, rest = split_args(["-m", "meg", "--prefill-tps", "5000", "--posbias-model=x", "--measure", "--decode-tps=80", "-k", "a"])
+    assert own == ["--prefill-tps", "5000", "--measure", "--decode-tps=80"]
+    assert rest == ["-m", "meg", "--posbias-model=x", "-k", "a"]
+
+
+def test_estimate_and_hours_follow_their_formulas(synthetic_clips):
+    spec = FrameSpec.from_video(synthetic_clips[0], [0, 10, 20, 30, 40], size=448)
+    text = "Describe the videos."
+    r = Request("sim:unbiased", (TextPart(text), VideoPart(spec), ImagePart(size=112), VideoPart(spec)), Decoding(64))
+    prompt, visual = estimate_prompt_tokens(r)
+    per_video = 16 * 16 * 3  # 448/28 = 16 -> 256 tokens per pair of frames, 5 frames -> 3 pairs
+    assert visual == 2 * per_video + 4 * 4  # separator image 112 px -> 4 x 4
+    assert prompt == visual + math.ceil((len(text) + 1) / 4) + 16
+    assert hours(3_600_000, 36_000, {"prefill": 1000.0, "decode": 10.0}) == pytest.approx(1.0 + 1.0)
+    assert hours(1, 1, {"prefill": None, "decode": 10.0}) is None
+
+
+def test_aggregate_counts_rows_per_gate_and_sequential_shares():
+    rows = [{"test": "t::test_meg[a]", "frames": 16, "prompt_tokens": 100, "visual_tokens": 60, "output_tokens": 24, "model": "m"},
+            {"test": "t::test_meg[a]", "frames": 16, "prompt_tokens": 110, "visual_tokens": 60, "output_tokens": 20, "model": "m"},
+            {"test": "t::test_stressor_amplification[a]", "frames": 8, "prompt_tokens": 50, "visual_tokens": 40,
+             "output_tokens": 500, "model": "m"}]
+    verdicts = [{"nodeid": "t::test_dpb[a]", "extra": {"gate": "dpb", "calls": {"shared": 2}}}]
+    g = {x["test"]: x for x in aggregate(rows, verdicts, sequential=True)}
+    assert (g["t::test_meg[a]"]["requests"], g["t::test_meg[a]"]["prompt_tokens"], g["t::test_meg[a]"]["output_tokens"]) == (2, 210, 44)
+    assert g["t::test_meg[a]"]["sequential_expected"] == 0.5
+    assert g["t::test_stressor_amplification[a]"]["sequential_expected"] == 1.0  # the fixed-design gate
+    assert g["t::test_dpb[a]"]["requests"] == 0 and g["t::test_dpb[a]"]["shared"] == 2
+    assert all(x["sequential_expected"] == 1.0 for x in aggregate(rows, verdicts, sequential=False))
+
+
+@pytest.mark.slow
+def test_plan_prints_the_meg_table_for_sim(tmp_path, small_set):
+    proj = _project(tmp_path / "p", small_set)
+    res = _posbias(proj, "plan", "-m", "meg and not slow", "--posbias-model", "sim:unbiased", "--plan-json", "plan.json",
+                   "--prefill-tps", "10000", "--decode-tps", "500")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = res.stdout
+    assert "prompt tokens from: estimate" in out and "throughput (given)" in out
+    plan = json.loads((proj / "plan.json").read_text())
+    gates = plan["gates"]
+    assert len(gates) == 6 and all(g["gate"] == "meg" for g in gates)  # one per P = 4 configuration
+    for g in gates:
+        assert g["test"].split("::")[-1][:50] in out
+        assert g["requests"] == 2 * 4  # 2 groups x 4 cyclic orders, fixed-sample maximum
+        assert g["frames"] == g["requests"] * 4 * 4  # 4 videos of 4 frames each
+        assert g["output_tokens"] == g["requests"] * 24  # the cap: an upper bound
+    total = sum(g["prompt_tokens"] for g in gates)
+    assert f"{total:,} prompt tokens" in out
+    h = (total / 10000 + sum(g["output_tokens"] for g in gates) / 500) / 3600
+    assert f"{h:,.2f} GPU-hours" in out
+
+
+@pytest.mark.slow
+def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_checkpoints):
+    """Prompt tokens from the real processor are exact; output tokens: the cap bounds the run's
+    from above, and --measure's warm-up predicts them within 10%."""
+    proj = _project(tmp_path / "p", small_set)
+    model = str(tiny_checkpoints["qwen2_vl"])
+    sel = ["-m", "(meg or option_order) and not slow", "-k", "domestic-short or order", f"--posbias-model={model}", "--posbias-device", "cpu"]
+    plain = _posbias(proj, "plan", *sel, "--plan-json", "plain.json")
+    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
+    assert "prompt tokens from: processor" in plain.stdout and "test_meg[qwen2_vl-domestic-short-P4]" in plain.stdout
+    measured = _posbias(proj, "plan", *sel, "--measure", "--plan-json", "measured.json")
+    assert measured.returncode == 0, measured.stdout[-3000:] + measured.stderr[-3000:]
+    assert "prefill" in measured.stdout and "GPU-hours" in measured.stdout
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    real = subprocess.run([sys.executable, "-m", "pytest", *sel, "--posbias-fixed", "--posbias-json=real.json", "-q",
+                           "-p", "no:randomly", "-p", "no:cacheprovider"], cwd=proj, env=env, capture_output=True,
+                          text=True, timeout=900, check=False)
+    data = json.loads((proj / "real.json").read_text())
+    run = {v["nodeid"]: v["extra"]["calls"] for v in data["verdicts"]}
+    assert len(run) == 2, real.stdout[-3000:]
+    for name in ("plain", "measured"):
+        plan = {g["test"]: g for g in json.loads((proj / f"{name}.json").read_text())["gates"]}
+        assert set(plan) == set(run)
+        for nodeid, calls in run.items():
+            g = plan[nodeid]
+            assert g["requests"] == calls["made"]
+            assert g["prompt_tokens"] == calls["prompt_tokens"] and g["visual_tokens"] == calls["visual_tokens"]
+            assert calls["visual_tokens"] > 0
+        plan_out = sum(g["output_tokens"] for g in plan.values())
+        run_out = sum(c["output_tokens"] for c in run.values())
+        assert run_out > 0
+        if name == "plain":
+            assert plan_out >= run_out  # the decoding cap is an upper bound
+        assert abs(plan_out - run_out) <= 0.10 * run_out, (name, plan_out, run_out)
+    # the run's JSON carries the tokens per gate and in total
+    assert data["calls"]["prompt_tokens"] == sum(c["prompt_tokens"] for c in run.values())
+
+
+def test_plan_echo_is_shell_quoted_and_short_options_become_long():
+    from pytest_posbias.cli.plan import format_plan, long_options
+
+    plan = {"args": ["-m", "meg and not slow", "--model", "sim:middle-weak"], "gates": [], "rows": []}
+    assert format_plan(plan)[0] == "posbias plan: pytest -m 'meg and not slow' --model sim:middle-weak"  # copy-pastes
+    assert long_options(["-m", "meg", "--model", "a", "--baseline=b", "--judge", "fragment", "--api-base=http://x/v1",
+                         "--posbias-seed", "3", "-k", "--modelx"]) == [
+        "-m", "meg", "--posbias-model", "a", "--posbias-baseline=b", "--posbias-judge", "fragment",
+        "--posbias-api-base=http://x/v1", "--posbias-seed", "3", "-k", "--modelx"]

@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.data``, a file per module."""

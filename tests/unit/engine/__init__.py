@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.engine``, a file per module."""

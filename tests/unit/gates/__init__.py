@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.gates``, a file per module."""

@@ -1,0 +1,309 @@
+"""The run-level release decision (pytest_posbias.gates.decision), its exit statuses and where they show.
+
+Placed with ``gates/decision.py``, its subject; the exit statuses and where they show are checked
+through pytester runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest, norm
+
+from pytest_posbias import exitcodes
+from pytest_posbias.errors import ConfigError
+from pytest_posbias.gates.decision import (
+    gate_p_value,
+    holm_adjust,
+    power_note,
+    quick_notice,
+    run_decision,
+    sequential_p_value,
+    simulated_notice,
+)
+from pytest_posbias.stats import Verdict, inconclusive_verdict
+
+
+def _v(p: float, *, passed: bool | None = None, mode: str = "detect", est: float = 0.0, half: float = 0.01,
+       n: int = 48, extra: dict | None = None) -> Verdict:
+    """A |MEG| <= 0.02 verdict with p-value ``p`` (failing when p <= 0.05 unless ``passed`` says)."""
+    return Verdict(name="MEG", estimate=est, ci_low=est - half, ci_high=est + half, threshold=0.02, n=n, p_value=p,
+                   passed=(p > 0.05) if passed is None else passed, mode=mode, reason="r", alpha=0.05, lower=-0.02,
+                   upper=0.02, unit="groups", extra=extra or {})
+
+
+def test_holm_matches_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.random.default_rng(3).uniform(size=40) ** 4
+    assert np.allclose(holm_adjust(p), multipletests(p, method="holm")[1])
+    assert holm_adjust([float("nan"), 0.01]).tolist() == [1.0, 0.02]
+
+
+def test_sequential_p_value_is_uniform_under_the_null_at_every_level():
+    """2,000 seeded null paths of the 4-look OBF design: P(p <= u) within the Clopper–Pearson
+    interval of u at levels below α (where Holm uses it) and at α."""
+    from pytest_posbias.stats.sequential import gsd_boundaries, gsd_sizes
+
+    n_max, alpha, reps = 48, 0.05, 10000
+    sizes = gsd_sizes(n_max, 4)
+    cs = gsd_boundaries([s / n_max for s in sizes], alpha)
+    rng = np.random.default_rng(20261202)
+    z = np.cumsum(rng.standard_normal((reps, len(sizes))) * np.sqrt(np.diff([0, *sizes])), axis=1) / np.sqrt(sizes)
+    cross = z >= np.array(cs)
+    crossed = cross.any(axis=1)
+    stop = np.where(crossed, cross.argmax(axis=1), len(sizes) - 1)
+
+    def p_of(i: int) -> float:
+        return sequential_p_value(nominal_p=float(norm.sf(z[i, stop[i]])), look=int(stop[i]), n_max=n_max, alpha=alpha)
+
+    # only a crossing (a failing gate) gets a p-value below 1
+    ps = np.array([p_of(i) for i in np.flatnonzero(crossed)])
+    for u in (0.005, 0.01, 0.025, 0.05):
+        k = int((ps <= u).sum())
+        ci = binomtest(k, reps).proportion_ci(confidence_level=0.99, method="exact")
+        assert ci.low <= u <= ci.high, (u, k / reps)
+
+
+def test_sequential_gate_uses_the_stagewise_p_not_the_rescaled_one():
+    from pytest_posbias.stats.sequential import gsd_boundaries, gsd_sizes
+
+    sizes = gsd_sizes(48, 4)
+    a0 = float(norm.sf(gsd_boundaries([s / 48 for s in sizes], 0.05)[0]))
+    nominal = a0 / 2  # crossed at the first look
+    rescaled = nominal * 0.05 / a0
+    v = _v(rescaled, passed=False, extra={"design": "group-sequential (OBF)", "looks": sizes[:1], "n_max": 48})
+    assert nominal <= gate_p_value(v) <= 4 * nominal < rescaled  # a strong first-look failure keeps a small p
+    early_pass = _v(0.4, passed=True, extra={"design": "group-sequential (OBF)", "looks": sizes[:2], "n_max": 48})
+    assert gate_p_value(early_pass) == 1.0
+
+
+def test_one_marginal_gate_among_164_does_not_fail_the_run_but_does_without_adjustment():
+    """The landed failure: one equal-attention MEG gate at p = 0.046 among 164 gates."""
+    verdicts = [("g000", _v(0.046))] + [(f"g{i:03d}", _v(0.3 + i / 1000)) for i in range(1, 164)]
+    d = run_decision(verdicts)
+    assert d.exit_code == exitcodes.SHIP and d.gate("g000").own_passed is False and d.gate("g000").adjusted_passed
+    assert d.gate("g000").p_adjusted == pytest.approx(1.0)
+    assert "1 failed on their own" in d.why
+    none = run_decision(verdicts, multiplicity="none")
+    assert none.exit_code == exitcodes.DO_NOT_SHIP and none.gate("g000").status == "fail"
+
+
+def test_one_gate_just_past_its_threshold_with_strong_evidence_still_fails_the_run():
+    """A dose just past the threshold measured on a large sample (p = 1e-5) fails the run among 164."""
+    verdicts = [("dose", _v(1e-5, est=0.035))] + [(f"g{i:03d}", _v(0.5)) for i in range(163)]
+    d = run_decision(verdicts)
+    assert d.exit_code == exitcodes.DO_NOT_SHIP and d.gate("dose").status == "fail"
+    assert d.gate("dose").p_adjusted == pytest.approx(164e-5)
+
+
+def test_holm_run_false_failure_rate_is_at_most_alpha_for_164_compliant_gates():
+    """2,000 seeded runs of 164 gates at their boundary (uniform p, half of them equicorrelated
+    at 0.5): the run's false-failure rate, unadjusted near 1, is <= α with Holm."""
+    rng = np.random.default_rng(7)
+    reps, m = 2000, 164
+    common = rng.standard_normal((reps, 1))
+    z = np.concatenate([rng.standard_normal((reps, m // 2)),
+                        math.sqrt(0.5) * common + math.sqrt(0.5) * rng.standard_normal((reps, m // 2))], axis=1)
+    p = norm.sf(z)
+    fails = sum(run_decision([(str(j), _v(float(q))) for j, q in enumerate(row)]).exit_code == 1 for row in p[:40])
+    holm_any = np.array([(holm_adjust(row) <= 0.05).any() for row in p])
+    ci = binomtest(int(holm_any.sum()), reps).proportion_ci(confidence_level=0.95, method="exact")
+    assert ci.low <= 0.05 and holm_any.mean() <= 0.05 + 0.01
+    assert fails <= int(holm_any[:40].sum())  # the decision fails a gate only when Holm rejects it
+    assert (p <= 0.05).any(axis=1).mean() > 0.9  # without adjustment nearly every run fails
+
+
+def test_gates_a_stopped_run_never_reached_stay_in_holms_family_with_p_1():
+    """-x stops at the first gate that fails on its own: adjusted within the gates that ran, that
+    gate would fail the run of a compliant model 2-3x more often than α (benchmarks/stopped_runs.py)."""
+    ids = [f"t{i}" for i in range(6)]
+    stopped = run_decision([(ids[0], _v(0.02))], not_run=ids[1:], stopped="stopped by -x after 1 failure")
+    assert stopped.exit_code == exitcodes.NOT_MEASURED  # 0.02 · 6 > α: not a failure, and five gates never ran
+    assert stopped.gates[0].p_adjusted == pytest.approx(0.12)
+    strong = run_decision([(ids[0], _v(0.001))], not_run=ids[1:], stopped="stopped by -x after 1 failure")
+    assert strong.exit_code == exitcodes.DO_NOT_SHIP  # 0.001 · 6 < α: the run fails on what it measured
+
+
+def test_not_measured_and_no_decision_exit_6():
+    m = {"measurement": {"floor_met": False}}
+    d = run_decision([("a", _v(0.5)), ("b", _v(0.5, passed=False, extra=m))])
+    assert d.exit_code == exitcodes.NOT_MEASURED and "below its measurement floor" in d.why
+    cert = inconclusive_verdict(name="MEG", threshold=0.02, sides="both", n=3, mode="certify", alpha=0.05,
+                                unit="groups", why="too few")
+    assert run_decision([("c", cert)]).exit_code == exitcodes.NOT_MEASURED
+    none = run_decision([], skipped=[("t", "manifest.jsonl: no usable multiple-choice item")])
+    assert none.exit_code == exitcodes.NOT_MEASURED and "no gate reached a verdict" in none.why
+    opt = run_decision([], skipped=[("t", "confirmatory TOST: opt in with --posbias-confirmatory")])
+    assert opt.exit_code == exitcodes.NOT_MEASURED and opt.skipped == {"opt-in not selected": 1}
+    # an opt-in skip beside gates that decided is reported, not a failure
+    both = run_decision([("a", _v(0.5))], skipped=[("t", "opt in with --posbias-confirmatory")])
+    assert both.exit_code == exitcodes.SHIP and both.skipped == {"opt-in not selected": 1}
+    # a measured failure outranks a gate that was not measured
+    assert run_decision([("a", _v(1e-6)), ("b", _v(0.5, passed=False, extra=m))]).exit_code == exitcodes.DO_NOT_SHIP
+    with pytest.raises(ConfigError, match="multiplicity"):
+        run_decision([], multiplicity="bonferroni")
+
+
+def test_inconclusive_detect_gates_are_named_and_a_run_of_only_them_decided_nothing():
+    """A detect-mode gate whose data could not decide passes on its own but shows nothing: its run
+    status is "inconclusive", the decision names it, and a run where every gate was inconclusive is
+    NOT MEASURED (exit 6), never a SHIP."""
+    inc = inconclusive_verdict(name="contamination", threshold=0.1, sides="upper", n=2, mode="detect", alpha=0.05,
+                               unit="videos", why="fewer than 5 clusters", estimate=0.198)
+    alone = run_decision([("a", inc), ("b", inc)])
+    assert alone.exit_code == exitcodes.NOT_MEASURED and "no gate decided" in alone.why
+    assert alone.inconclusive == ("a", "b") and alone.to_dict()["n_inconclusive"] == 2
+    mixed = run_decision([("a", inc), ("b", _v(0.5))])
+    assert mixed.exit_code == exitcodes.SHIP and mixed.inconclusive == ("a",)
+    assert mixed.gate("a").status == "inconclusive" and mixed.gate("b").status == "pass"
+    assert "1 were inconclusive" in mixed.why
+    from pytest_posbias.report.summary import decision_lines
+
+    text = "\n".join(line for line, _ in decision_lines(mixed, exit_code=mixed.exit_code))
+    assert "INCONCLUSIVE: 1 gates could not decide" in text and "    a" in text
+
+
+def test_certify_failures_say_compliance_was_not_shown_and_keep_their_own_p():
+    """A certify-mode gate that did not show compliance is not a failure on measured evidence, and
+    its run-level p is its own (a sequential gate's too), not the detect side's z-ordering p."""
+    seq = {"n_max": 48, "looks": [12, 24, 36, 48], "design": "group-sequential (OBF)", "kind": "mean"}
+    v = _v(0.4, passed=False, mode="certify", extra=seq)
+    d = run_decision([("a", v), ("b", _v(0.01, passed=True, mode="certify", extra=seq))])
+    assert d.exit_code == exitcodes.DO_NOT_SHIP
+    assert "1 of 2 gates did not show compliance (certify mode)" in d.why and "measured evidence" not in d.why
+    assert gate_p_value(v) == pytest.approx(0.4) and d.gate("b").p_adjusted == pytest.approx(0.01)
+
+
+def test_certify_gates_are_an_intersection_union_test_without_adjustment():
+    d = run_decision([("a", _v(0.04, passed=True, mode="certify")), ("b", _v(0.06, passed=False, mode="certify"))])
+    assert d.exit_code == exitcodes.DO_NOT_SHIP and d.gate("a").family == "iut" and d.gate("a").p_adjusted == 0.04
+
+
+def test_power_note_flags_a_gate_that_cannot_detect_twice_its_threshold():
+    z = norm.isf(0.05)
+    wide = power_note(_v(0.5, half=0.05))  # the quick run's MEG: interval 2.5x the band
+    assert wide.underpowered and wide.target == pytest.approx(0.04)
+    se = 0.05 / z
+    assert wide.detectable == pytest.approx(0.02 + (z + norm.ppf(0.8)) * se)
+    assert wide.n_needed == math.ceil(48 * ((z + norm.ppf(0.8)) * se / 0.02) ** 2)
+    assert not power_note(_v(0.5, half=0.005)).underpowered
+    d = run_decision([("wide", _v(0.5, half=0.05)), ("ok", _v(0.5, half=0.005))])
+    assert d.exit_code == exitcodes.SHIP and d.underpowered == ("wide",)
+
+
+def test_notices_for_simulated_models_and_quick_sizes():
+    assert simulated_notice(["qwen3vl8b"]) is None
+    assert "SIMULATED MODEL — not a release decision" in simulated_notice(["sim:unbiased"])
+    assert quick_notice({}) is None
+    assert "positional.groups = 12 (default 48)" in quick_notice({"positional": {"groups": 12}})
+
+
+# --------------------------------------------------------------------------- through pytest
+
+_GATES = '''
+import pytest
+from pytest_posbias.stats import Verdict
+
+P = {ps!r}
+
+@pytest.mark.meg
+@pytest.mark.parametrize("i", range(len(P)))
+def test_gate(posbias_gate, i):
+    p = P[i]
+    posbias_gate(Verdict(name="MEG", estimate=0.0, ci_low=-0.01, ci_high=0.01, threshold=0.02, n=48, p_value=p,
+                         passed=p > 0.05, mode="detect", reason=f"p = {{p}}", alpha=0.05, lower=-0.02, upper=0.02))
+'''
+
+
+def _project(pytester, ps, *, model=True):
+    pytester.makepyprojecttoml("[tool.posbias]\n" + ('model = "sim:unbiased"\n' if model else "") + 'cache = ".pb"\n')
+    pytester.makepyfile(test_gates=_GATES.format(ps=list(ps)))
+
+
+def test_a_marginal_own_failure_is_a_red_test_but_exit_0_with_holm(pytester):
+    _project(pytester, [0.046] + [0.5] * 19)
+    out = pytester.path / "out.json"
+    res = pytester.runpytest("-p", "no:randomly", f"--posbias-json={out}", f"--posbias-markdown={pytester.path / 's.md'}")
+    assert res.ret == exitcodes.SHIP, res.stdout.str()[-3000:]
+    res.assert_outcomes(failed=1, passed=19)  # the gate's own verdict stays visible as a failed test
+    text = res.stdout.str()
+    assert "RUN DECISION: SHIP (exit 0)" in text and "SIMULATED MODEL — not a release decision" in text
+    data = json.loads(out.read_text())
+    assert data["exitstatus"] == 0 and data["pytest_exitstatus"] == 1 and data["decision"]["label"] == "SHIP"
+    row = next(v for v in data["verdicts"] if v["p_value"] == 0.046)
+    assert row["passed"] is False and row["adjusted_passed"] is True and row["p_adj"] == pytest.approx(0.92)
+    md = (pytester.path / "s.md").read_text()
+    assert "SHIP (exit 0)" in md and "SIMULATED MODEL" in md and "| p adj |" in md
+    res = pytester.runpytest("-p", "no:randomly", "--posbias-multiplicity=none")
+    assert res.ret == exitcodes.DO_NOT_SHIP
+    assert pytester.runpytest("-p", "no:randomly", "-n", "2").ret == exitcodes.SHIP  # the xdist controller decides too
+
+
+def test_a_strong_failure_fails_the_run(pytester):
+    _project(pytester, [1e-6] + [0.5] * 19)
+    res = pytester.runpytest("-p", "no:randomly", "--junitxml=j.xml")
+    assert res.ret == exitcodes.DO_NOT_SHIP and "RUN DECISION: DO NOT SHIP (exit 1)" in res.stdout.str()
+    xml = (pytester.path / "j.xml").read_text()
+    assert 'name="posbias.exit_code" value="1"' in xml and "posbias.adjusted" in xml
+
+
+def test_every_gate_skipped_for_lack_of_data_exits_6_and_says_why(pytester):
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\ncache = ".pb"\n')
+    pytester.makepyfile(test_gates='''
+import pytest
+
+@pytest.mark.option_order
+def test_order(posbias_gate):
+    pytest.skip("m.jsonl: no usable multiple-choice item")
+''')
+    out = pytester.path / "out.json"
+    res = pytester.runpytest("-p", "no:randomly", f"--posbias-json={out}")
+    assert res.ret == exitcodes.NOT_MEASURED, res.stdout.str()[-2000:]
+    assert "no gate reached a verdict" in res.stdout.str()
+    data = json.loads(out.read_text())
+    assert data["exitstatus"] == 6 and data["verdicts"] == [] and data["decision"]["label"] == "NOT MEASURED"
+
+
+def test_a_run_without_gate_tests_keeps_pytests_status(pytester):
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\n')
+    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n\ndef test_skip():\n    import pytest; pytest.skip('x')\n")
+    assert pytester.runpytest("-p", "no:randomly").ret == 0
+
+
+def test_no_model_is_a_usage_error_naming_both_ways(pytester):
+    pytester.makepyprojecttoml('[tool.posbias]\ncache = ".pb"\n')
+    pytester.makeconftest("from pytest_posbias.suites.conftest import pytest_generate_tests\n")
+    pytester.makepyfile(test_gates="def test_gate(posbias_model):\n    pass\n")
+    res = pytester.runpytest("-p", "no:randomly")
+    assert res.ret == exitcodes.USAGE_ERROR
+    err = res.stderr.str()
+    assert "--posbias-model" in err and "[tool.posbias]" in err
+    assert pytester.runpytest("-p", "no:randomly", "--posbias-model", "sim:unbiased").ret == 0
+
+
+def test_a_scaffolded_folder_with_no_model_exits_4_with_the_message(pytester):
+    from pytest_posbias.cli import scaffold
+
+    scaffold.scaffold(pytester.path)  # the model line of the written table is commented out
+    res = pytester.runpytest_subprocess("-m", "meg and not slow", "--collect-only", "-q", "-p", "no:randomly")
+    assert res.ret == exitcodes.USAGE_ERROR, res.stdout.str()[-2000:]
+    err = res.stderr.str()
+    assert "no model to test" in err and "--posbias-model" in err and "[tool.posbias]" in err
+
+
+def test_no_decision_renders_a_report_that_says_so(pytester):
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\ncache = ".pb"\n')
+    pytester.makepyfile(test_gates='''
+import pytest
+
+@pytest.mark.option_order
+def test_order(posbias_gate):
+    pytest.skip("m.jsonl: no usable multiple-choice item")
+''')
+    res = pytester.runpytest("-p", "no:randomly", "--posbias-report=r.html")
+    assert res.ret == exitcodes.NOT_MEASURED
+    html = (pytester.path / "r.html").read_text()
+    assert "Not measured" in html and "no gate reached a verdict" in html and "SIMULATED MODEL" in html

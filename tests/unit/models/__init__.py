@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.models``, a file per module."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.probes``, a file per module."""

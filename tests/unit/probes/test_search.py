@@ -1,0 +1,376 @@
+"""The property search: budgets, shrinking, the regression corpus, the gate, and the sim profiles.
+
+Placed with ``probes/search.py``, its main subject; the gate's checks run the search suite through
+pytester."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats as sst
+from support.suite_project import write_suite_project
+
+from pytest_posbias import strategies as S
+from pytest_posbias.probes.search import ItemProperty, ItemSearch, Outcome, run_search
+from pytest_posbias.probes.search_corpus import Corpus
+
+# --------------------------------------------------------------------------- a fake engine and property
+
+
+class FakeBackend:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def identity(self) -> dict[str, str]:
+        return {"model": self.name}
+
+
+class FakeEngine:
+    """Keys are the request tuples themselves; ``runs`` counts what reached the 'model'."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def keys(self, reqs: list[Any]) -> list[str]:
+        return [json.dumps(r) for r in reqs]
+
+    def run(self, reqs: list[Any], probe: str = "") -> list[Any]:
+        self.runs += len(reqs)
+        return list(reqs)
+
+    def backend(self, model: str) -> FakeBackend:
+        return FakeBackend(model)
+
+
+class FakeCtx:
+    def __init__(self, run_id: str = "run-1") -> None:
+        self.engine = FakeEngine()
+        self.run_id = run_id
+        self.seed = 0
+
+
+class PermProperty(ItemProperty):
+    """Orderings of k items; the property breaks when ``breaks(perm)``; calls on ``fails`` perms fail."""
+
+    property = "fake-order"
+    smallest_change = 1.0
+
+    def __init__(self, k: int, breaks: Callable[[tuple[int, ...]], bool], *, fails: Callable[[tuple[int, ...]], bool] = lambda p: False,
+                 model: str = "m1", item: str = "it") -> None:
+        self.k, self.breaks, self.fails, self.model, self.item_id = k, breaks, fails, model, item
+
+    def strategy(self) -> Any:
+        return S.option_orderings(self.k)
+
+    def request(self, value: Any) -> Any:
+        return ["perm", list(value)]
+
+    def reference_value(self) -> Any:
+        return tuple(range(self.k))
+
+    def score(self, value: Any, gen: Any, reference: Outcome | None) -> Outcome:
+        p = tuple(gen[1])
+        if self.fails(p):
+            return Outcome(False, False, None, why_lost="boom")
+        return Outcome(True, self.breaks(p), list(p))
+
+    def encode(self, value: Any) -> dict[str, Any]:
+        return {"order": list(value)}
+
+    def decode(self, data: Any) -> Any:
+        return tuple(int(x) for x in data["order"])
+
+    def size(self, value: Any) -> float:
+        return float(S.cayley_distance(value))
+
+
+def test_no_break_spends_exactly_the_budget():
+    ctx = FakeCtx()
+    r = run_search(ctx, PermProperty(6, lambda p: False), budget=7, shrink_budget=50)
+    assert r.status == "held" and r.queries == 7 and r.search_queries == 7 and r.queries_to_first_break is None
+    assert ctx.engine.runs == 1 + 7  # the reference, then the budget (6! = 720 orderings, so never exhausted)
+
+
+def test_break_is_shrunk_to_the_fewest_transpositions():
+    three_cycle = lambda p: p[:3] == (1, 2, 0)  # noqa: E731 - needs 2 transpositions, no fewer
+    ctx = FakeCtx()
+    r = run_search(ctx, PermProperty(5, three_cycle), budget=400, shrink_budget=400)
+    assert r.status == "broken" and r.minimal is not None
+    perm = tuple(r.minimal["perturbation"]["order"])
+    assert three_cycle(perm) and S.cayley_distance(perm) == 2 == r.minimal["size"]
+    assert r.queries == r.search_queries + r.shrink_queries and r.queries_to_first_break == r.search_queries
+    assert ctx.engine.runs == 1 + r.queries  # every query reached the model once, duplicates cost nothing
+
+
+def test_shrink_budget_caps_the_queries_after_the_first_break():
+    breaks = lambda p: p[4] != 4  # noqa: E731
+    free = run_search(FakeCtx(), PermProperty(5, breaks), budget=30, shrink_budget=100)
+    capped = run_search(FakeCtx(), PermProperty(5, breaks), budget=30, shrink_budget=0)
+    assert capped.shrink_queries == 0 and capped.queries == capped.queries_to_first_break
+    assert free.queries_to_first_break == capped.queries_to_first_break  # the same seeded search up to the break
+    assert free.minimal is not None and S.cayley_distance(free.minimal["perturbation"]["order"]) == 1
+    assert breaks(tuple(capped.minimal["perturbation"]["order"]))  # type: ignore[index]
+
+
+def test_failed_query_before_a_break_loses_the_item_and_after_it_does_not():
+    lost = run_search(FakeCtx(), PermProperty(5, lambda p: False, fails=lambda p: p != (0, 1, 2, 3, 4)), budget=30)
+    assert lost.status == "lost" and "boom" in lost.why and lost.failed_queries == 1 and lost.queries == 1
+    ref_lost = run_search(FakeCtx(), PermProperty(5, lambda p: False, fails=lambda p: True), budget=30)
+    assert ref_lost.status == "lost" and ref_lost.why.startswith("reference")
+    excluded = run_search(FakeCtx(), PermProperty(5, lambda p: True), budget=30)
+    assert excluded.status == "excluded" and excluded.queries == 0
+
+
+def test_same_seed_same_search_other_seed_other_walk():
+    prop = lambda: PermProperty(6, lambda p: p[5] == 0 and p[0] == 5)  # noqa: E731
+    a = run_search(FakeCtx(), prop(), budget=60, seed=3).to_dict()
+    b = run_search(FakeCtx(), prop(), budget=60, seed=3).to_dict()
+    assert a == b
+    c = run_search(FakeCtx(), prop(), budget=60, seed=4).to_dict()
+    assert c["minimal"] is None or c["minimal"]["perturbation"]["order"][5] == 0
+
+
+def test_corpus_replays_other_models_first_and_keeps_what_they_survive(tmp_path):
+    corpus = Corpus(tmp_path / "hypothesis")
+    breaks = lambda p: p[4] == 0  # noqa: E731
+    first = run_search(FakeCtx("run-1"), PermProperty(5, breaks, model="m1"), corpus=corpus, budget=30)
+    assert first.status == "broken" and first.replay == []
+    stored = corpus.entries(PermProperty(5, breaks))
+    assert [e["value"] for e in stored] == [first.minimal["perturbation"]] and stored[0]["model"] == "m1"  # type: ignore[index]
+    # the same model in a later run: its own counterexample is not replayed (the same search runs again)
+    again = run_search(FakeCtx("run-2"), PermProperty(5, breaks, model="m1"), corpus=corpus, budget=30)
+    assert again.to_dict() == first.to_dict()
+    # another model that breaks the same way: the stored one breaks it at query 1
+    other = run_search(FakeCtx("run-3"), PermProperty(5, breaks, model="m2"), corpus=corpus, budget=30)
+    assert other.replayed and other.queries_to_first_break == 1 and other.queries == 1
+    assert other.replay[0]["outcome"] == "broken" and other.replay[0]["found_by"] == ["m1"]
+    # a model that survives it: listed as survived, then searched; the entry stays in the corpus
+    fixed = run_search(FakeCtx("run-4"), PermProperty(5, lambda p: False, model="m3"), corpus=corpus, budget=10)
+    assert fixed.replay[0]["outcome"] == "survived" and fixed.status == "held"
+    assert fixed.replay_queries == 1 and fixed.search_queries == 10
+    assert len(corpus.entries(PermProperty(5, breaks))) == 1
+    # entries written in this run are not replayed in it (the same result serially and with -n 2)
+    same_run = run_search(FakeCtx("run-1"), PermProperty(5, breaks, model="m4"), corpus=corpus, budget=30)
+    assert same_run.replay == []
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+def _item(status: str, q: int | None = None, queries: int = 0, failed: int = 0, why: str = "") -> ItemSearch:
+    return ItemSearch("order", "i", "m", status, why=why, queries_to_first_break=q, queries=queries, failed_queries=failed)
+
+
+class GateCtx:
+    floor = 0.95
+    mode = "detect"
+    alpha = 0.05
+
+    def rate_gate(self, gate: str, model: str, k: int, n: int, **kw: Any) -> Any:
+        from pytest_posbias.stats import rate_verdict
+
+        return rate_verdict(k, n, threshold=0.25, mode=self.mode, alpha=self.alpha, **kw)
+
+
+def test_gate_is_the_exact_binomial_rate_of_broken_items():
+    from pytest_posbias.gates.search import search_verdict
+
+    results = [_item("broken", q, queries=q + 3) for q in (1, 2, 5, 9, 1, 3)] + [_item("held", None, 30)] * 6 + [
+        _item("excluded")] * 2
+    v = search_verdict(GateCtx(), "m", "order", results, planned=14, budget=30, shrink_budget=60)
+    ci = sst.binomtest(6, 12).proportion_ci(confidence_level=0.90, method="exact")
+    assert v.estimate == pytest.approx(0.5) and v.n == 12
+    assert (v.ci_low, v.ci_high) == pytest.approx((ci.low, ci.high))
+    assert v.p_value == pytest.approx(sst.binomtest(6, 12, 0.25, alternative="greater").pvalue)
+    assert v.extra["median_queries_to_first_break"] == float(np.median([1, 2, 5, 9, 1, 3]))
+    assert v.extra["mean_queries_to_first_break"] == pytest.approx(np.mean([1, 2, 5, 9, 1, 3]))
+    m = v.extra["measurement"]
+    assert m["planned"] == 12 and m["measured"] == 12 and m["floor_met"]  # excluded items are not planned
+    json.dumps(v.to_dict())
+
+
+def test_gate_fails_closed_when_searches_are_lost():
+    from pytest_posbias.gates.search import search_verdict
+
+    results = [_item("held", None, 30)] * 8 + [_item("lost", why="reference query lost: x", failed=0)] * 2
+    v = search_verdict(GateCtx(), "m", "order", results, planned=10, budget=30, shrink_budget=60)
+    assert not v.passed and "measurement floor not met" in v.reason
+    assert v.extra["measurement"]["lost"] == {"reference_lost": 2}
+
+
+# --------------------------------------------------------------------------- stressor edits on frames
+
+
+def test_apply_edits_semantics():
+    from pytest_posbias.probes.search_stressor import apply_edits
+    from pytest_posbias.video.frames import FrameSpec
+
+    clean = FrameSpec.synthetic("noise", 6, seed=1)
+    foreign = FrameSpec.synthetic("black", 6)
+    E = S.StressorEdit
+    same, strip = apply_edits(clean, (E("reverse", (2,)), E("delete", ())), foreign)
+    assert same is clean and not any(s["changed"] for s in strip)
+    spec, strip = apply_edits(clean, (E("replace", (0, 3), (1, 5)),), foreign)
+    assert spec.indices == [1, 1, 2, 5, 4, 5] and [s["changed"] for s in strip] == [1, 0, 0, 1, 0, 0]
+    spec, strip = apply_edits(clean, (E("delete", (1, 4)),))
+    assert spec.indices == [0, 2, 3, 5] and [s["gap_before"] for s in strip] == [0, 1, 0, 1]
+    spec, strip = apply_edits(clean, (E("add", (0, 6), (5, 2)),))
+    assert spec.indices == [5, 0, 1, 2, 3, 4, 5, 2] and [s["changed"] for s in strip] == [1, 0, 0, 0, 0, 0, 0, 1]
+    spec, strip = apply_edits(clean, (E("reverse", (1, 2, 3)),))
+    assert spec.indices == [0, 3, 2, 1, 4, 5] and [s["changed"] for s in strip] == [0, 1, 0, 1, 0, 0]
+    spec, strip = apply_edits(clean, (E("shuffle", (0, 2, 4)),))
+    assert spec.indices == [4, 1, 0, 3, 2, 5]
+    spec, strip = apply_edits(clean, (E("foreign", (2,), (4,)),), foreign)
+    assert spec.frames[2] == (1, 4) and spec.sources[1] == foreign.sources[0] and strip[2]["source"] == "foreign"
+
+
+# --------------------------------------------------------------------------- the sim profiles, through the engine
+
+
+def _ctx(root: Path, manifest: Path, model: str, run_id: str, seed: int = 0) -> Any:
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.run.context import RunContext
+
+    return RunContext({"models": [model], "data": str(manifest), "cache": str(root / ".posbias"), "seed": seed},
+                      PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)
+
+
+def _order_search(ctx: Any, model: str, n: int) -> list[ItemSearch]:
+    from pytest_posbias.probes.phase import item_order
+    from pytest_posbias.probes.search_corpus import corpus_for
+    from pytest_posbias.probes.search_mcq import McqProperty
+
+    items = item_order(ctx, ctx.manifest())[:n]
+    return [run_search(ctx, McqProperty(ctx, model, it, "order", ctx.phase_spec()), corpus=corpus_for(ctx), seed=ctx.seed)
+            for it in items]
+
+
+def test_letter_bias_breaks_by_one_transposition_unbiased_holds_and_replays(tmp_path, small_set):
+    from pytest_posbias.engine import Decoding, Request
+    from pytest_posbias.probes.phase import LETTERS, _answer, mcq_prompt
+    from pytest_posbias.video.compose import TextPart, VideoPart
+
+    ctx = _ctx(tmp_path, small_set, "sim:letter-bias", "r1")
+    res = _order_search(ctx, "sim:letter-bias", 10)
+    broken = [r for r in res if r.status == "broken"]
+    assert broken and all(r.status in ("broken", "held") for r in res)
+    items = {it.id: it for it in ctx.manifest().mcq}
+    spec = ctx.phase_spec()
+    for r in broken:
+        m = r.minimal
+        assert m is not None and m["transpositions"] == 1 and S.cayley_distance(m["option_order"]) == 1
+        # independently: the identity and the minimal ordering give different contents
+        it = items[r.item]
+        frames = ctx.store.clip(it.path, [f["index"] for f in m["frames"]["original"]],
+                                size=spec.resolution, aspect="max-side")
+        answers = []
+        for perm in (tuple(range(len(it.options))), tuple(m["option_order"])):
+            req = Request("sim:letter-bias", (VideoPart(frames, video_id=it.video), TextPart(mcq_prompt(it, perm))),
+                          Decoding(max_new_tokens=spec.max_new_tokens), want="letters",
+                          letters=tuple(LETTERS[: len(it.options)]))
+            answers.append(_answer(ctx.engine.run([req])[0], perm).content)
+        assert answers[0] != answers[1] and answers == [m["reference_answer"], m["answer"]]
+    made = ctx.engine.stats.made
+    ctx.close()
+
+    # a second run on the same model: the same searches, 0 model calls
+    ctx2 = _ctx(tmp_path, small_set, "sim:letter-bias", "r2")
+    assert [r.to_dict() for r in _order_search(ctx2, "sim:letter-bias", 10)] == [r.to_dict() for r in res]
+    assert ctx2.engine.stats.made == 0 and made > 0
+    ctx2.close()
+
+    # another model replays the stored counterexamples first; sim:unbiased survives every one and holds
+    ctx3 = _ctx(tmp_path, small_set, "sim:unbiased", "r3")
+    res3 = _order_search(ctx3, "sim:unbiased", 10)
+    ctx3.close()
+    assert all(r.status == "held" for r in res3)
+    replayed = {r.item: r.replay for r in res3 if r.replay}
+    assert set(replayed) == {r.item for r in broken}
+    for r in broken:
+        (row,) = replayed[r.item]
+        assert row["outcome"] == "survived" and row["found_by"] == ["sim:letter-bias"]
+        assert row["value"] == r.minimal["perturbation"]  # type: ignore[index]
+    assert all(r.queries == r.replay_queries + 30 for r in res3)  # replay first, then the full budget
+
+
+def test_looping_breaks_with_one_stressed_frame(tmp_path, small_set):
+    from pytest_posbias.metrics import max_ngram_count
+    from pytest_posbias.probes.search_corpus import corpus_for
+    from pytest_posbias.probes.search_stressor import StressorProperty
+    from pytest_posbias.probes.stressor import select_videos
+
+    ctx = _ctx(tmp_path, small_set, "sim:looping", "r1")
+    videos = select_videos(ctx, ctx.manifest(), 10)
+    spec = ctx.stressor_spec(16)
+    props = [StressorProperty(ctx, "sim:looping", v, videos[(i + 1) % 10], spec) for i, v in enumerate(videos)]
+    res = [run_search(ctx, p, corpus=corpus_for(ctx), seed=0) for p in props]
+    broken = [(p, r) for p, r in zip(props, res, strict=True) if r.status == "broken"]
+    assert len(broken) >= 3 and all(r.status in ("broken", "excluded") for r in res)
+    for p, r in broken:
+        m = r.minimal
+        assert m is not None and m["stressed_frames"] == 1  # the clean frames (0 stressed) do not loop, so 1 is the fewest
+        assert max_ngram_count(m["reference_text"], 5) <= 1
+        edits = tuple(S.StressorEdit.from_json(e) for e in m["edits"])
+        again = ctx.engine.run([p.request(edits)])[0]  # the same request, from the cache: it loops
+        assert max_ngram_count(again.text, 5) > 1 and again.text.startswith(m["answer_text"][:200])
+        assert sum(f["changed"] or f["gap_before"] for f in m["frames"]["perturbed"]) >= 1
+    ctx.close()
+
+
+# --------------------------------------------------------------------------- the suite as a user runs it
+
+
+def _project(pytester: Any, manifest: Path) -> None:
+    # a basename no test of this repository has: pytest imports the suite into this process
+    write_suite_project(pytester.path, manifest, ("test_search.py",), rename={"test_search.py": "test_search_suite.py"})
+
+
+def _made(output: str) -> int:
+    import re
+
+    m = re.search(r"model calls: (\d+) made", output)
+    assert m, output[-2000:]
+    return int(m.group(1))
+
+
+def _verdicts(path: Path) -> dict[str, Any]:
+    return {v["nodeid"].split("::")[-1]: v for v in json.loads(path.read_text())["verdicts"]}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("heavy_modules")
+def test_suite_fails_letter_bias_rerun_is_free_candidate_replays_and_xdist_agrees(pytester, small_set):
+    _project(pytester, small_set)
+    quick = ("-m", "search and not slow", "-p", "no:randomly", "--posbias-threshold", "search=0.1")
+    bad = pytester.runpytest(*quick, "--posbias-model", "sim:letter-bias", "--posbias-json=lb.json")
+    assert bad.ret == 1
+    v = _verdicts(pytester.path / "lb.json")
+    order = v["test_search_option_order[sim:letter-bias]"]
+    assert not order["passed"] and order["extra"]["broken"] == len(order["extra"]["counterexamples"]) > 0
+    assert all(c["transpositions"] == 1 for c in order["extra"]["counterexamples"])
+    assert v["test_search_stressor_repetition[sim:letter-bias]"]["passed"]  # letter bias never loops
+    again = pytester.runpytest(*quick, "--posbias-model", "sim:letter-bias", "--posbias-json=lb2.json")
+    assert again.ret == 1 and _made(again.stdout.str()) == 0
+    assert _verdicts(pytester.path / "lb2.json")["test_search_option_order[sim:letter-bias]"]["extra"]["items"] == \
+        order["extra"]["items"]
+    cand = pytester.runpytest(*quick, "--posbias-model", "sim:unbiased", "--posbias-json=ub.json")
+    assert cand.ret == 0
+    rep = _verdicts(pytester.path / "ub.json")["test_search_option_order[sim:unbiased]"]["extra"]["replay"]
+    assert len(rep["survived"]) == order["extra"]["broken"] and rep["still_break"] == []
+    assert f"replayed {order['extra']['broken']} stored counterexamples first (found by sim:letter-bias)" in cand.stdout.str()
+    # sim:looping serially and with -n 2, each on a fresh cache: the same searches
+    loop = (*quick, "--posbias-model", "sim:looping")
+    ser = pytester.runpytest_subprocess(*loop, "--posbias-cache=c1", "--posbias-json=s.json", timeout=600)
+    par = pytester.runpytest_subprocess(*loop, "--posbias-cache=c2", "--posbias-json=p.json", "-n", "2", timeout=600)
+    assert ser.ret == par.ret == 1  # the stressor search breaks every clean-benign video
+    s, p = _verdicts(pytester.path / "s.json"), _verdicts(pytester.path / "p.json")
+    for name in s:
+        assert s[name]["extra"]["items"] == p[name]["extra"]["items"]
+        assert s[name]["extra"]["counterexamples"] == p[name]["extra"]["counterexamples"]
+    stress = s["test_search_stressor_repetition[sim:looping]"]["extra"]
+    assert stress["broken"] > 0 and all(c["stressed_frames"] == 1 for c in stress["counterexamples"])

@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.report``, a file per module."""

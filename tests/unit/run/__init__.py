@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.run``, a file per module."""

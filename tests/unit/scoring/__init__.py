@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.scoring``, a file per module."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.stats``, a file per module."""

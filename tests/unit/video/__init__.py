@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.video``, a file per module."""
