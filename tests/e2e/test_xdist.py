@@ -93,13 +93,9 @@ class _FakeNode:
         self.shutting_down = True
 
 
-def _simulate(collection: list[str], workers: int, *, shares: Any, **kw: Any) -> tuple[dict[str, int], dict[str, str]]:
-    """Run ``collection`` through the plugin's scheduler on fake workers that behave as xdist's: a
-    worker runs a test once it knows its next one (or is shut down), one test per round on each
-    worker at once, and reports it complete after the round. A test needs the shared results
-    ``shares(nodeid)``: from its worker's memo, else from the generation cache (results of tests
-    completed in earlier rounds), else it makes them. Returns how often each result was made and
-    the worker of each test."""
+def _scheduled(workers: int, collection: list[str], shares: Any, **kw: Any) -> tuple[Any, list[Any]]:
+    """The plugin's scheduler over ``workers`` fake nodes that all collected ``collection``, after its
+    first ``schedule()``."""
     from pytest_posbias.plugin.xdist_scheduler import ProbeGroupScheduling
 
     config = SimpleNamespace(getvalue=lambda name: [f"{workers}*popen"], option=SimpleNamespace(loadscopereorder=False))
@@ -109,6 +105,17 @@ def _simulate(collection: list[str], workers: int, *, shares: Any, **kw: Any) ->
         sched.add_node(n)
         sched.add_node_collection(n, collection)
     sched.schedule()
+    return sched, nodes
+
+
+def _simulate(collection: list[str], workers: int, *, shares: Any, **kw: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """Run ``collection`` through the plugin's scheduler on fake workers that behave as xdist's: a
+    worker runs a test once it knows its next one (or is shut down), one test per round on each
+    worker at once, and reports it complete after the round. A test needs the shared results
+    ``shares(nodeid)``: from its worker's memo, else from the generation cache (results of tests
+    completed in earlier rounds), else it makes them. Returns how often each result was made and
+    the worker of each test."""
+    sched, nodes = _scheduled(workers, collection, shares, **kw)
     memo: dict[str, set[str]] = {n.name: set() for n in nodes}
     cache: set[str] = set()
     made: dict[str, int] = {}
@@ -245,15 +252,7 @@ def _simulate_timed(collection: list[str], workers: int, *, cost: dict[str, int]
     calls, and the time the last test ended."""
     import heapq
 
-    from pytest_posbias.plugin.xdist_scheduler import ProbeGroupScheduling
-
-    config = SimpleNamespace(getvalue=lambda name: [f"{workers}*popen"], option=SimpleNamespace(loadscopereorder=False))
-    sched = ProbeGroupScheduling(config, None, shares_of=shares, **kw)
-    nodes = [_FakeNode(f"gw{i}") for i in range(workers)]
-    for n in nodes:
-        sched.add_node(n)
-        sched.add_node_collection(n, collection)
-    sched.schedule()
+    sched, nodes = _scheduled(workers, collection, shares, **kw)
     memo: dict[str, set[str]] = {n.name: set() for n in nodes}
     cache: set[str] = set()
     made: dict[str, int] = {}
