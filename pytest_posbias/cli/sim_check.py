@@ -353,6 +353,8 @@ def format_rows(model: str, rows: Sequence[Achieved]) -> list[str]:
         lines.append(f"{a.gate:<14} {tgt:>8} {a.estimate:>9.3f} [{a.ci_low:>7.3f}, {a.ci_high:>6.3f}] {a.n:>5}  "
                      f"{a.unit}"
                      + (f"; {parts}" if parts else ""))
+    lines.append("achieved: the dosed model's own value; for dpb/meg a dose lands on its effect (dosed - "
+                 "sim:unbiased on the same groups), per configuration below")
     return lines
 
 
