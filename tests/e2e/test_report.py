@@ -124,7 +124,7 @@ def test_report_opens_in_headless_chromium_without_errors(run_dir, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Debian chromium is not installed (.ci/run installs it)")
-    from test_report_front import dom_boxes, screenshot
+    from e2e.test_report_front import dom_boxes, screenshot
 
     page = run_dir / "reports" / "latest.html"
     html = page.read_text()
