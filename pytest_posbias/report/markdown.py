@@ -116,8 +116,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
             g = r.get("gate")
             run = "–" if g is None else {"pass": "pass", "fail": "**fail**"}.get(g.status, g.status)
             p_adj = _num(g.p_adjusted, '.3g') if g is not None else "–"
-            result = ("❌ FAIL" if not v.passed else
-                      "➖ INCONCLUSIVE" if getattr(v, "inconclusive", False) else "✅ PASS")
+            result = "❌ FAIL" if not v.passed else "➖ INCONCLUSIVE" if v.outcome == "inconclusive" else "✅ PASS"
             lines.append(f"| {result} | {md_code(_gate_id(r['nodeid']))} | "
                          f"{_num(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
                          f"{_num(v.p_value, '.3g')} |" + (f" {run} | {p_adj} |" if has_run else ""))

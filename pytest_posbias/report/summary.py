@@ -98,12 +98,12 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     out: list[tuple[str, bool | None]] = []
     for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
         n_fail = sum(not r["verdict"].passed for r in mine)
-        n_inc = sum(r["verdict"].passed and bool(getattr(r["verdict"], "inconclusive", False)) for r in mine)
+        n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in mine)
         out.append((f"{suite_title(suite)}: {plural(len(mine), 'gate')}, {n_fail} failed"
                     + (f", {n_inc} inconclusive" if n_inc else ""), None))
         for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v = r["verdict"]
-            status = "FAIL" if not v.passed else "INCONCLUSIVE" if getattr(v, "inconclusive", False) else "PASS"
+            status = "FAIL" if not v.passed else v.outcome.upper()  # a passed verdict: PASS or INCONCLUSIVE
             name = inert(r["nodeid"].split("::", 1)[1] if "::" in r["nodeid"] else r["nodeid"], newlines=False)
             wrapped = textwrap.wrap(name, width=width - 7, break_long_words=True, break_on_hyphens=False) or [name]
             out.append((f"  {status} {wrapped[0]}", v.passed and status == "PASS"))
