@@ -181,9 +181,10 @@ def test_meg_lattice_step_comes_from_the_references() -> None:
     from pytest_posbias.data.manifest import load_manifest
     from pytest_posbias.gates.positional import meg_lattice_step
     from pytest_posbias.probes.positional import PositionalSpec
+    from pytest_posbias.run.context import synthetic_manifest
 
-    manifest = load_manifest(SYNTHETIC / "manifest.jsonl",
-                             check_files=False)
+    # built on first use (a test run alone in a fresh clone finds no set yet)
+    manifest = load_manifest(synthetic_manifest(SYNTHETIC.parent.parent), check_files=False)
 
     class Ctx:
         def manifest(self) -> object:
