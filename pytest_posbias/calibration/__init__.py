@@ -35,8 +35,7 @@ from ..errors import ConfigError
 from ..gate_registry import GATES as GATE_SPECS
 from ..gates.positional import T_RULES, t_rule
 from ..stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
-from ..stats.confseq import decide, look_schedule
-from ..stats.group_sequential import gsd_decide
+from ..stats.sequential import gsd_decide
 
 STRESSOR_P0 = 0.10
 STRESSOR_TRIALS = 30
@@ -117,34 +116,14 @@ SEQUENTIAL_LOOKS = 4
 MEG_STEP = 1.0 / 32.0
 
 
-def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, design: str = "gsd") -> tuple[bool, int]:
-    """The suites' sequential gate on units ``x`` (n_max = len(x)): passed, units used.
-
-    ``gsd``: four-look group-sequential design with O'Brien–Fleming spending (the default);
-    ``cs``: an anytime-valid confidence sequence checked after every tenth of the sample."""
+def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float) -> tuple[bool, int]:
+    """The suites' sequential gate on units ``x`` (n_max = len(x)), the four-look group-sequential
+    design with O'Brien–Fleming spending: passed, units used."""
     lower, upper = _bounds(g.threshold, g.sides)
-    if design == "gsd":
-        d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
-                       kind="rate" if g.kind == "rate" else "mean",
-                       rule=t_rule(g.name, mode) if g.name in T_RULES else "t",
-                       lattice_step=MEG_STEP if g.name == "meg" else None)
-    else:
-        first, step = sequential_looks(x.size)
-        d = decide(x, looks=look_schedule(x.size, first=first, step=step), lower=lower, upper=upper, mode=mode,
-                   alpha=alpha, lo=g.lo, hi=g.hi, method=sequential_method(g.name))
+    d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
+                   kind="rate" if g.kind == "rate" else "mean", rule=t_rule(g.name, mode) if g.name in T_RULES else "t",
+                   lattice_step=MEG_STEP if g.name == "meg" else None)
     return d.passed, d.stopped_at
-
-
-def sequential_method(gate: str) -> str:
-    """The confidence sequence each gate uses: the exact betting CS for rates and for the stressor
-    amplification (bounded, widely spread), the variance-adaptive asymptotic CS for DPB/MEG, whose
-    per-group values sit in a narrow band of their [−1, 1] range (betting would lose its power there)."""
-    return "asymptotic" if gate in ("dpb", "meg", "coverage", "contamination") else "betting"
-
-
-def sequential_looks(n_max: int) -> tuple[int, int]:
-    """First look and step of the sequential design: a fifth of the maximum, then every tenth."""
-    return max(3, n_max // 5), max(1, n_max // 10)
 
 
 def rate_ci(k: int, n: int) -> tuple[float, float]:

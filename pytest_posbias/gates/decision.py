@@ -78,7 +78,7 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
     """p-value of a failing group-sequential gate in the z-statistic (likelihood-ratio) ordering
     (Jennison & Turnbull 2000, §8.4), valid at every level.
 
-    The design (:func:`~pytest_posbias.stats.group_sequential.gsd_step`) has efficacy boundaries c_1..c_K on the
+    The design (:func:`~pytest_posbias.stats.sequential.gsd_step`) has efficacy boundaries c_1..c_K on the
     z scale at information fractions τ_k = n_k / n_max (O'Brien–Fleming-type spending); a gate
     fails at the first look whose z-statistic crosses its boundary. For a failure with nominal
     one-sided p-value ``nominal_p`` (z = Φ⁻¹(1 − p)), under the null at the boundary,
@@ -95,7 +95,7 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
     """
     from scipy.stats import multivariate_normal, norm
 
-    from ..stats.group_sequential import gsd_boundaries, gsd_sizes
+    from ..stats.sequential import gsd_boundaries, gsd_sizes
 
     if not 0 < alpha < 1:
         raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
@@ -156,7 +156,7 @@ def gate_p_value(v: Verdict) -> float:
         return min(max(p, 0.0), 1.0)
     from scipy.stats import norm
 
-    from ..stats.group_sequential import gsd_boundaries, gsd_sizes
+    from ..stats.sequential import gsd_boundaries, gsd_sizes
 
     ex = v.extra or {}
     n_max = int(ex.get("n_max") or 0)
@@ -168,7 +168,7 @@ def gate_p_value(v: Verdict) -> float:
     if v.passed:  # no crossing: the z-ordering p-value counts failures only
         return 1.0
     a_k = float(norm.sf(gsd_boundaries([s / n_max for s in sizes], v.alpha)[k]))
-    from ..stats.group_sequential import MIN_MEAN_UNITS
+    from ..stats.sequential import MIN_MEAN_UNITS
 
     active = [ex.get("kind") != "mean" or s >= MIN_MEAN_UNITS for s in sizes]  # unknown kind: every look counts
     return sequential_p_value(nominal_p=p * a_k / v.alpha, look=k, n_max=n_max, alpha=v.alpha, active=active)

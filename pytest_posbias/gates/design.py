@@ -14,8 +14,8 @@ import numpy as np
 from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..stats import Verdict, _bounds, _fmt, _region
-from ..stats.group_sequential import gsd_sizes, gsd_step
 from ..stats.rules import RULE_NAMES
+from ..stats.sequential import gsd_sizes, gsd_step
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
@@ -24,9 +24,9 @@ LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all o
 def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int,
                        kind: str, name: str, unit: str, extra: dict[str, Any], rule: str = "t",
                        lattice_step: float | None = None) -> Verdict:
-    """A gate under the group-sequential design (:mod:`~pytest_posbias.stats.group_sequential`): the probe draws the
+    """A gate under the group-sequential design (:mod:`~pytest_posbias.stats.sequential`): the probe draws the
     first quarter of the maximum sample, then a quarter more at each look while the decision is open
-    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.stats.group_sequential.gsd_step`; ``rule``
+    (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.stats.sequential.gsd_step`; ``rule``
     and ``lattice_step`` choose a mean gate's test there)."""
     threshold = ctx.threshold(gate, model)
     lower, upper = _bounds(threshold, GATES[gate].side)

@@ -1,13 +1,11 @@
 """Statistics core: intervals, tests and the gate verdict (docs/design.md section 5).
 
-The code lives in :mod:`~pytest_posbias.stats.intervals` (intervals and tests),
-:mod:`~pytest_posbias.stats.verdicts` (the verdict and the decision), :mod:`~pytest_posbias.stats.rules` (mean
-and rate rules), :mod:`~pytest_posbias.stats.share_rule` (the share-minus-indicator rule) and
-:mod:`~pytest_posbias.stats.power` (detectable effects); this module re-exports
-their names and holds the paired binary rule. The package also holds :mod:`.paired` (paired
-comparisons against a baseline), :mod:`.paired_binary` (exact tests for paired 0/1 outcomes) and
-:mod:`.sequential` (sequential designs: :mod:`.confseq`, :mod:`.group_sequential`), imported from their
-own modules.
+The code lives in :mod:`.intervals` (intervals and tests), :mod:`.verdicts` (the verdict and the
+decision), :mod:`.rules` (mean and rate rules), :mod:`.share_rule` (the share-minus-indicator rule)
+and :mod:`.power` (detectable effects); this module re-exports their names and holds the paired
+binary rule. :mod:`.paired` (paired comparisons against a baseline), :mod:`.paired_binary` (exact
+tests for paired 0/1 outcomes) and :mod:`.sequential` (the group-sequential design) are imported
+from their own modules.
 
 Conventions (stated once, used everywhere):
 
@@ -36,20 +34,13 @@ from numpy.typing import ArrayLike
 from ..errors import ConfigError
 from .intervals import MIN_CLUSTERS as MIN_CLUSTERS
 from .intervals import BootstrapResult as BootstrapResult
-from .intervals import TostResult as TostResult
-from .intervals import _check_alpha as _check_alpha
-from .intervals import _check_confidence as _check_confidence
-from .intervals import _check_counts as _check_counts
-from .intervals import _check_rng as _check_rng
+from .intervals import _check_alpha
 from .intervals import benjamini_hochberg as benjamini_hochberg
 from .intervals import binomial_test as binomial_test
 from .intervals import cluster_bootstrap as cluster_bootstrap
 from .intervals import exact_interval as exact_interval
 from .intervals import mcnemar_exact as mcnemar_exact
-from .intervals import tost_paired as tost_paired
-from .intervals import wilson_interval as wilson_interval
 from .power import detectable_effect as detectable_effect
-from .power import sample_for_effect as sample_for_effect
 from .rules import SkewT as SkewT
 from .rules import lattice_floor as lattice_floor
 from .rules import mean_verdict as mean_verdict
@@ -65,10 +56,9 @@ from .share_rule import share_difference_min_sample as share_difference_min_samp
 from .share_rule import share_difference_rule as share_difference_rule
 from .share_rule import share_difference_verdict as share_difference_verdict
 from .verdicts import MODES as MODES
-from .verdicts import Mode as Mode
 from .verdicts import Verdict as Verdict
 from .verdicts import _bounds as _bounds
-from .verdicts import _decide as _decide
+from .verdicts import _decide
 from .verdicts import _fmt as _fmt
 from .verdicts import _region as _region
 from .verdicts import inconclusive_verdict as inconclusive_verdict
@@ -78,7 +68,6 @@ __all__ = [
     "MODES",
     "BootstrapResult",
     "SkewT",
-    "TostResult",
     "Verdict",
     "benjamini_hochberg",
     "binomial_test",
@@ -92,14 +81,11 @@ __all__ = [
     "paired_change_verdict",
     "rate_min_sample",
     "rate_verdict",
-    "sample_for_effect",
     "share_difference_bounds",
     "share_difference_min_sample",
     "share_difference_rule",
     "share_difference_verdict",
     "skew_t",
-    "tost_paired",
-    "wilson_interval",
     "zero_spread_interval",
 ]
 

@@ -1,6 +1,6 @@
-"""Statistics core, intervals and tests: argument checks, binomial (Wilson, Clopper–Pearson, exact
-test), exact McNemar, Benjamini–Hochberg, the seeded cluster bootstrap (expanded percentile, BCa) and
-the paired TOST (docs/design.md section 5). Re-exported by :mod:`pytest_posbias.stats`."""
+"""Statistics core, intervals and tests: argument checks, binomial (Clopper–Pearson, exact test),
+exact McNemar, Benjamini–Hochberg and the seeded cluster bootstrap (expanded percentile, BCa)
+(docs/design.md section 5). Re-exported by :mod:`pytest_posbias.stats`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -16,8 +15,6 @@ from scipy import stats as _st
 
 from ..config import check_alpha
 from ..errors import ConfigError
-
-# --------------------------------------------------------------------------- validation
 
 
 def _check_alpha(alpha: float, *, name: str = "alpha") -> float:
@@ -30,14 +27,23 @@ def _check_confidence(level: float) -> float:
     return float(level)
 
 
+def _check_count(name: str, v: object) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ConfigError(f"`{name}` must be a non-negative integer; got {v!r}")
+
+
 def _check_counts(k: int, n: int) -> None:
-    for name, v in (("k", k), ("n", n)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ConfigError(f"`{name}` must be a non-negative integer; got {v!r}")
+    _check_count("k", k)
+    _check_count("n", n)
     if n == 0:
         raise ConfigError("`n` must be >= 1 (no trials to estimate a rate from)")
     if k > n:
         raise ConfigError(f"`k` must be <= `n`; got k = {k}, n = {n}")
+
+
+def _check_alternative(alternative: str) -> None:
+    if alternative not in ("greater", "less", "two-sided"):
+        raise ConfigError(f"`alternative` must be 'greater', 'less' or 'two-sided'; got {alternative!r}")
 
 
 def _check_rng(rng: object) -> np.random.Generator:
@@ -45,17 +51,6 @@ def _check_rng(rng: object) -> np.random.Generator:
         raise ConfigError("`rng` must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)); got "
                           f"{type(rng).__name__}")
     return rng
-
-
-# --------------------------------------------------------------------------- intervals and tests
-
-
-def wilson_interval(k: int, n: int, *, confidence_level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial rate k/n (scipy ``binomtest(...).proportion_ci('wilson')``)."""
-    _check_counts(k, n)
-    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=_check_confidence(confidence_level),
-                                                     method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def exact_interval(k: int, n: int, *, confidence_level: float = 0.95) -> tuple[float, float]:
@@ -85,8 +80,7 @@ def binomial_test(k: int, n: int, p0: float, *, alternative: str = "greater") ->
     _check_counts(k, n)
     if not 0.0 <= p0 <= 1.0:
         raise ConfigError(f"`p0` must lie in [0, 1]; got {p0!r}")
-    if alternative not in ("greater", "less", "two-sided"):
-        raise ConfigError(f"`alternative` must be 'greater', 'less' or 'two-sided'; got {alternative!r}")
+    _check_alternative(alternative)
     return _binomtest_p(int(k), int(n), float(p0), alternative)
 
 
@@ -97,11 +91,9 @@ def mcnemar_exact(b: int, c: int, *, alternative: str = "two-sided") -> float:
     b out of b + c at 1/2. ``less`` tests whether arm 1 changes fewer (b < c).
     Returns 1.0 when there are no discordant pairs.
     """
-    for name, v in (("b", b), ("c", c)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ConfigError(f"`{name}` must be a non-negative integer; got {v!r}")
-    if alternative not in ("greater", "less", "two-sided"):
-        raise ConfigError(f"`alternative` must be 'greater', 'less' or 'two-sided'; got {alternative!r}")
+    _check_count("b", b)
+    _check_count("c", c)
+    _check_alternative(alternative)
     if b + c == 0:
         return 1.0
     return float(_st.binomtest(int(b), int(b + c), 0.5, alternative=alternative).pvalue)
@@ -235,98 +227,23 @@ def cluster_bootstrap(
         dist = np.full(int(n_resamples), estimate)
         return BootstrapResult(estimate, estimate, estimate, level, v.size, sums.size, dist, expanded=False)
     g = int(sums.size)
+    bca = method == "bca"
+    expanded = not bca and expand and g >= 3
     tail = (1 - level) / 2
-    if method == "bca":
-        return _bca(sums, counts, estimate, level, int(v.size), int(n_resamples), rng, ratio)
-    if expand and g >= 3:
+    if expanded:
         tail = float(_st.norm.cdf(-math.sqrt(g / (g - 1)) * _st.t.ppf(1 - tail, g - 1)))
-    res = _st.bootstrap(
-        (sums, counts),
-        ratio,
-        paired=True,
-        vectorized=True,
-        n_resamples=int(n_resamples),
-        confidence_level=1 - 2 * tail,
-        method="percentile",
-        rng=rng,
-    )
+    res = _st.bootstrap((sums, counts), ratio, paired=True, vectorized=True, n_resamples=int(n_resamples),
+                        confidence_level=level if bca else 1 - 2 * tail, method="BCa" if bca else "percentile",
+                        rng=rng)
     dist = np.asarray(res.bootstrap_distribution, dtype=float)
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return BootstrapResult(estimate, lo, hi, level, int(v.size), g, dist, expanded=expand and g >= 3)
-
-
-def _bca(sums: NDArray[np.float64], counts: NDArray[np.float64], estimate: float, level: float, n: int,
-         n_resamples: int, rng: np.random.Generator, ratio: Any) -> BootstrapResult:
-    """The BCa branch of :func:`cluster_bootstrap`: scipy's interval, and z0 and a for the p-values."""
-    res = _st.bootstrap((sums, counts), ratio, paired=True, vectorized=True, n_resamples=n_resamples,
-                        confidence_level=level, method="BCa", rng=rng)
-    dist = np.asarray(res.bootstrap_distribution, dtype=float)
-    # as scipy
+    if not bca:
+        return BootstrapResult(estimate, lo, hi, level, int(v.size), g, dist, expanded=expanded)
+    # z0 (as scipy computes it) and the acceleration from the leave-one-cluster-out jackknife, for the p-values
     share = float((np.count_nonzero(dist < estimate) + np.count_nonzero(dist <= estimate)) / (2 * dist.size))
     z0 = float(_st.norm.ppf(min(max(share, 1e-12), 1 - 1e-12)))
-    g = sums.size
-    loo = (sums.sum() - sums) / (counts.sum() - counts)  # leave-one-cluster-out means
+    loo = (sums.sum() - sums) / (counts.sum() - counts)
     dev = loo.mean() - loo
     den = 6.0 * float(np.sum(dev**2)) ** 1.5
     accel = float(np.sum(dev**3)) / den if den > 0 else 0.0
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return BootstrapResult(estimate, lo, hi, level, n, int(g), dist, expanded=False, method="bca", z0=z0, accel=accel)
-
-
-@dataclass(frozen=True)
-class TostResult:
-    """Two one-sided tests for a paired mean difference with a cluster-robust SE."""
-
-    estimate: float
-    se: float
-    df: int
-    ci_low: float
-    ci_high: float
-    p_lower: float
-    p_upper: float
-    p_value: float
-    equivalent: bool
-
-
-def tost_paired(
-    differences: ArrayLike,
-    clusters: ArrayLike | None = None,
-    *,
-    margin: float,
-    alpha: float = 0.05,
-) -> TostResult:
-    """TOST for a paired difference within ±margin (phase paper: ±2.5 points, clustered SE).
-
-    d̄ = mean of the per-instance differences; the cluster-robust (CR1) standard error
-    is SE = sqrt(G/(G−1) · Σ_g (Σ_{i∈g} (d_i − d̄))²) / n with G clusters and t with
-    G − 1 degrees of freedom. p_lower tests H0: δ <= −margin, p_upper H0: δ >= margin;
-    the TOST p-value is their maximum and the CI is the (1 − 2α) interval. Zero spread (SE = 0)
-    never shows equivalence: the CI is unbounded and both p-values are 1.
-    """
-    d = np.asarray(differences, dtype=float)
-    if d.ndim != 1 or d.size < 2:
-        raise ConfigError(f"`differences` must be a 1-D array of at least 2 values; got shape {d.shape}")
-    if not np.all(np.isfinite(d)):
-        raise ConfigError("`differences` must be finite")
-    if not (isinstance(margin, (int, float)) and margin > 0):
-        raise ConfigError(f"`margin` must be a positive number; got {margin!r}")
-    a = _check_alpha(alpha)
-    c = np.arange(d.size) if clusters is None else np.asarray(clusters)
-    if c.shape != d.shape:
-        raise ConfigError(f"`clusters` must have the same shape as `differences`; got {c.shape} vs {d.shape}")
-    _, inv = np.unique(c, return_inverse=True)
-    g = int(inv.max()) + 1
-    if g < 2:
-        raise ConfigError("`clusters` must hold at least 2 distinct clusters")
-    mean = float(d.mean())
-    resid_sums = np.bincount(inv, weights=d - mean)
-    se = math.sqrt(g / (g - 1) * float(np.sum(resid_sums**2))) / d.size
-    df = g - 1
-    if se == 0.0:
-        # zero spread: no variance to test with, and equivalence is never shown from it
-        return TostResult(mean, 0.0, df, -math.inf, math.inf, 1.0, 1.0, 1.0, False)
-    p_lo = float(_st.t.sf((mean + margin) / se, df))
-    p_hi = float(_st.t.cdf((mean - margin) / se, df))
-    q = float(_st.t.ppf(1 - a, df))
-    p = max(p_lo, p_hi)
-    return TostResult(mean, se, df, mean - q * se, mean + q * se, p_lo, p_hi, p, p < a)
+    return BootstrapResult(estimate, lo, hi, level, int(v.size), g, dist, method="bca", z0=z0, accel=accel)

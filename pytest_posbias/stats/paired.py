@@ -23,13 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats as _st
 
 from ..errors import ConfigError
-from . import (
-    MIN_CLUSTERS,
-    Verdict,
-    _check_alpha,
-    _decide,
-    inconclusive_verdict,
-)
+from .intervals import MIN_CLUSTERS, _check_alpha
 from .paired_binary import (
     EXACT_MAX_N,
     NUISANCE_GRID,
@@ -39,13 +33,7 @@ from .paired_binary import (
     paired_binary_pvalues,
     tango_score,
 )
-
-
-def abs_mean_difference(cand: ArrayLike, base: ArrayLike) -> float:
-    """Δ = |mean(cand)| − |mean(base)| (positive: the candidate's statistic is further from 0)."""
-    c = np.asarray(cand, dtype=float)
-    b = np.asarray(base, dtype=float)
-    return float(abs(c.mean()) - abs(b.mean()))
+from .verdicts import Verdict, _bounds, _decide, inconclusive_verdict, region_p
 
 
 def _cluster_se(x: NDArray[np.float64], inv: NDArray[np.intp], g: int) -> float:
@@ -126,7 +114,7 @@ def paired_abs_mean_verdict(
                           "statistic": "|mean candidate| - |mean baseline|",
                           "method": "intersection-union t bounds of ±cand ∓ base (cluster-robust SE, Bonferroni)"}
     ex.update(extra or {})
-    estimate = abs_mean_difference(c, b) if c.size else math.nan
+    estimate = float(abs(c.mean()) - abs(b.mean())) if c.size else math.nan
     if n_clusters < MIN_CLUSTERS:
         return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=n_clusters, mode=mode, alpha=a,
                                     unit=unit, why=f"fewer than {MIN_CLUSTERS} groups with both candidate and baseline",
@@ -163,11 +151,6 @@ def paired_abs_mean_verdict(
 PERMUTATIONS = 20_000
 
 
-def _cluster_sums(d: NDArray[np.float64], clusters: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    _, inv = np.unique(np.asarray(clusters), return_inverse=True)
-    return np.bincount(inv, weights=d).astype(float), np.bincount(inv).astype(float)
-
-
 def sign_flip_p(d: ArrayLike, clusters: ArrayLike, delta0: float, *, alternative: str, n_resamples: int = PERMUTATIONS,
                 seed: int = 0) -> float:
     """Paired sign-flip permutation p-value of H0: mean d = δ0 against ``alternative`` ('greater':
@@ -177,8 +160,9 @@ def sign_flip_p(d: ArrayLike, clusters: ArrayLike, delta0: float, *, alternative
     exact when 2^G <= ``n_resamples``). The seed is fixed per call, so p is a deterministic function
     of δ0 (needed to invert the test into a CI)."""
     x = np.asarray(d, dtype=float)
-    sums, counts = _cluster_sums(x - delta0, clusters)
-    n = counts.sum()
+    _, inv = np.unique(np.asarray(clusters), return_inverse=True)
+    sums = np.bincount(inv, weights=x - delta0).astype(float)
+    n = float(x.size)
     res = _st.permutation_test((sums,), lambda a, axis=-1: a.sum(axis=axis) / n, permutation_type="samples",
                                n_resamples=int(n_resamples), alternative=alternative, vectorized=True,
                                rng=np.random.default_rng(seed))
@@ -229,8 +213,6 @@ def paired_permutation_verdict(
     16 and 60 clusters, studentized or not; so a non-zero threshold is a refusal to decide
     (inconclusive and not passed in either mode: the run is NOT MEASURED, never a detect-mode pass),
     and the default paired test decides such gates."""
-    from . import _bounds
-
     a = _check_alpha(alpha)
     x = np.asarray(d, dtype=float)
     g = np.asarray(clusters)
@@ -263,12 +245,9 @@ def paired_permutation_verdict(
             return 0.0 if (x[0] > delta0 if alt == "greater" else x[0] < delta0) else 1.0
         return sign_flip_p(x, g, delta0, alternative=alt, n_resamples=n_resamples, seed=seed)
 
-    p_up = p(upper, "greater") if math.isfinite(upper) else 1.0  # H0: mean <= upper
-    p_lo = p(lower, "less") if math.isfinite(lower) else 1.0  # H0: mean >= lower
-    p_cert = max(p(upper, "less") if math.isfinite(upper) else 0.0,
-                 p(lower, "greater") if math.isfinite(lower) else 0.0)
+    p_det, p_cert = region_p(lambda b: p(b, "greater"), lambda b: p(b, "less"), lower, upper)
     return _decide(name=name, estimate=float(x.mean()), ci_low=lo_ci, ci_high=hi_ci, lower=lower, upper=upper,
-                   threshold=threshold, n=n_clusters, unit=unit, mode=mode, alpha=a, p_detect=min(p_up, p_lo),
+                   threshold=threshold, n=n_clusters, unit=unit, mode=mode, alpha=a, p_detect=p_det,
                    p_certify=p_cert, extra=ex)
 
 
@@ -374,7 +353,6 @@ __all__ = [
     "NUISANCE_GRID",
     "PERMUTATIONS",
     "abs_bias_bounds",
-    "abs_mean_difference",
     "paired_abs_mean_verdict",
     "paired_amplification_verdict",
     "paired_binary_bound",

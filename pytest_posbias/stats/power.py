@@ -1,5 +1,5 @@
 """Statistics core, power: the smallest violation a detect-mode gate shows with 80% power at its n
-and the sample it would need (docs/design.md section 5). Re-exported by :mod:`pytest_posbias.stats`."""
+(docs/design.md section 5). Re-exported by :mod:`pytest_posbias.stats`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from scipy import stats as _st
 
 from ..errors import ConfigError
-from .intervals import _check_alpha
+from .intervals import _check_alpha, _check_count
 from .rules import rate_min_sample
 from .verdicts import _bounds
 
@@ -32,8 +32,7 @@ def detectable_effect(*, kind: str, n: int, threshold: float, sides: str = "uppe
     ``inf`` when no violation is detectable at this n (n < 2, zero SD, or k* > n).
     """
     a = _check_alpha(alpha)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ConfigError(f"`n` must be a non-negative integer; got {n!r}")
+    _check_count("n", n)
     if isinstance(power, bool) or not isinstance(power, (int, float)) or not a < float(power) < 1.0:
         raise ConfigError(f"`power` must be a number in (alpha, 1); got {power!r}")
     from scipy.optimize import brentq
@@ -69,24 +68,3 @@ def detectable_effect(*, kind: str, n: int, threshold: float, sides: str = "uppe
         return lower - delta
     return upper + delta
 
-
-def sample_for_effect(*, kind: str, effect: float, threshold: float, sides: str = "upper", alpha: float = 0.05,
-                      power: float = 0.8, sd: float | None = None, n_max: int = 1_000_000) -> int | None:
-    """The smallest n at which :func:`detectable_effect` reaches ``effect`` (a true value on the
-    violating side, e.g. 2 × threshold): the sample a gate needs to detect it with ``power``, found
-    by bisection (the exact binomial's power is saw-toothed in n, so for a rate a slightly smaller n
-    may also reach it). None when not even ``n_max`` units suffice."""
-    def reaches(n: int) -> bool:
-        d = detectable_effect(kind=kind, n=n, threshold=threshold, sides=sides, alpha=alpha, power=power, sd=sd)
-        return d >= effect if sides == "lower" else d <= effect
-
-    if not reaches(n_max):
-        return None
-    lo, hi = 1, n_max  # reaches(hi) holds; find the smallest such n (monotone in n)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if reaches(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo

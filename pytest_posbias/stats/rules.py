@@ -14,23 +14,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats as _st
 
 from ..errors import ConfigError
-from .intervals import (
-    MIN_CLUSTERS,
-    _check_alpha,
-    _check_counts,
-    binomial_test,
-    cluster_bootstrap,
-    exact_interval,
-)
-from .verdicts import (
-    MODES,
-    Verdict,
-    _bounds,
-    _decide,
-    _fmt,
-    inconclusive_verdict,
-    zero_spread_interval,
-)
+from .intervals import MIN_CLUSTERS, _check_alpha, _check_counts, binomial_test, cluster_bootstrap, exact_interval
+from .verdicts import MODES, Verdict, _bounds, _decide, _fmt, inconclusive_verdict, region_p, zero_spread_interval
 
 
 def null_variance_interval(means: ArrayLike, *, alpha: float) -> tuple[float, float]:
@@ -348,27 +333,16 @@ def mean_verdict(
         return _t_verdict(v, inv, name=name, threshold=threshold, lower=lower, upper=upper, mode=mode, alpha=a,
                           unit=unit, extra=extra, lattice_step=lattice_step, rule=method)
     bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng, method=method)
-    p_above = bs.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
-    p_below = bs.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower
-    p_detect = min(p_above, p_below)
-    p_cert_hi = bs.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
-    p_cert_lo = bs.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
-    p_certify = max(p_cert_hi, p_cert_lo)
     ex: dict[str, Any] = {"n_instances": int(v.size), "n_resamples": int(n_resamples),
                           "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
-                                                                             "cluster bootstrap (expanded percentile)")}
+                                     "cluster bootstrap (expanded percentile)")}
     ci_low, ci_high = bs.ci_low, bs.ci_high
-    if null_variance:
+    p_detect, p_certify = region_p(bs.p_greater, bs.p_less, lower, upper)
+    if null_variance:  # the hull: each bound the outer one, each p-value the larger of the two rules'
         t_low, t_high = null_variance_interval(cmeans, alpha=a)
         ci_low, ci_high = min(ci_low, t_low), max(ci_high, t_high)
-        t_p = {b: null_variance_p(cmeans, b, side) for b, side in ((upper, "greater"), (lower, "less"))
-               if math.isfinite(b)}
-        t_c = {b: null_variance_p(cmeans, b, side) for b, side in ((upper, "less"), (lower, "greater"))
-               if math.isfinite(b)}
-        p_above = max(p_above, t_p.get(upper, 1.0))
-        p_below = max(p_below, t_p.get(lower, 1.0))
-        p_detect = min(p_above, p_below)
-        p_certify = max(p_certify, *t_c.values()) if t_c else p_certify
+        p_detect, p_certify = region_p(lambda b: max(bs.p_greater(b), null_variance_p(cmeans, b, "greater")),
+                                       lambda b: max(bs.p_less(b), null_variance_p(cmeans, b, "less")), lower, upper)
         ex["method"] = f"{ex['method']} and null-variance t (hull)"
         ex["null_variance_interval"] = [t_low, t_high]
     ex.update(extra or {})
@@ -393,10 +367,7 @@ def _t_verdict(v: NDArray[np.float64], inv: NDArray[np.intp], *, name: str, thre
     floor = max(lattice_floor(b, lattice_step) for b in (lower, upper))
     st_ = t_statistic(units, floor=floor, rule=rule)
     ci_low, ci_high = st_.interval(alpha)
-    p_above = st_.p_greater(upper) if math.isfinite(upper) else 1.0  # H0: θ <= upper
-    p_below = st_.p_less(lower) if math.isfinite(lower) else 1.0  # H0: θ >= lower
-    p_cert_hi = st_.p_less(upper) if math.isfinite(upper) else 0.0  # H0: θ >= upper
-    p_cert_lo = st_.p_greater(lower) if math.isfinite(lower) else 0.0  # H0: θ <= lower
+    p_detect, p_certify = region_p(st_.p_greater, st_.p_less, lower, upper)
     ex: dict[str, Any] = {"n_instances": int(v.size), "skewness": st_.gamma, "sd": st_.sd,
                           "method": RULE_NAMES[rule] + (
                               f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")}
@@ -406,7 +377,7 @@ def _t_verdict(v: NDArray[np.float64], inv: NDArray[np.intp], *, name: str, thre
     ex.update(extra or {})
     return _decide(name=name, estimate=est, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
                    threshold=threshold, n=int(units.size), unit=unit, mode=mode, alpha=alpha,
-                   p_detect=min(p_above, p_below), p_certify=max(p_cert_hi, p_cert_lo), extra=ex)
+                   p_detect=p_detect, p_certify=p_certify, extra=ex)
 
 
 def rate_min_sample(*, threshold: float, mode: str, alpha: float) -> int:

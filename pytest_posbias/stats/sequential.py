@@ -1,32 +1,262 @@
-"""Sequential gates: stop drawing instances as soon as the decision is settled.
-
-Two anytime-valid designs live here. The suites use the group-sequential design
-(:func:`gsd_step`: four planned looks, Lan–DeMets O'Brien–Fleming α spending, exact
-binomial tests for rates and t-tests for means at each look's spent level, a non-binding
-futility stop). The confidence-sequence design (:func:`decide`) checks after every batch.
-
-The code lives in :mod:`~pytest_posbias.stats.confseq` (the confidence-sequence design),
-:mod:`~pytest_posbias.stats.group_sequential` (the group-sequential design) and
-:mod:`~pytest_posbias.stats.sequential_decision` (the decision record both return); this module
-re-exports their names.
+"""The group-sequential design the suites use: four planned looks, Lan–DeMets O'Brien–Fleming α
+spending, exact binomial tests for rates and t-tests for means at each look's spent level, a
+non-binding futility stop (:func:`gsd_step`, :func:`gsd_decide`), and the
+:class:`SequentialDecision` it returns.
 """
 
 from __future__ import annotations
 
-from .confseq import BURN_IN as BURN_IN
-from .confseq import GRID as GRID
-from .confseq import asymptotic_cs as asymptotic_cs
-from .confseq import conditional_power as conditional_power
-from .confseq import confidence_sequence as confidence_sequence
-from .confseq import decide as decide
-from .confseq import log_wealth as log_wealth
-from .confseq import look_schedule as look_schedule
-from .confseq import wealth_at as wealth_at
-from .group_sequential import MIN_MEAN_UNITS as MIN_MEAN_UNITS
-from .group_sequential import gsd_boundaries as gsd_boundaries
-from .group_sequential import gsd_decide as gsd_decide
-from .group_sequential import gsd_sizes as gsd_sizes
-from .group_sequential import gsd_step as gsd_step
-from .group_sequential import obf_spending as obf_spending
-from .sequential_decision import SequentialDecision as SequentialDecision
-from .sequential_decision import violation_alternative as violation_alternative
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats as _st
+from scipy.optimize import brentq
+
+from ..errors import ConfigError
+from .intervals import binomial_test, exact_interval
+from .rules import MIN_T_UNITS, T_METHODS, lattice_floor, t_statistic
+from .verdicts import region_p
+
+
+def violation_alternative(lower: float, upper: float, estimate: float) -> float:
+    """The futility rule's alternative θ1: a violation as far past the violated bound as the
+    bound lies from zero, always on the *violating* side of the region.
+
+    * upper bound only (rates, x <= t): θ1 = 2t (``t + |t|``; ``t + 0.05`` when t = 0);
+    * lower bound only (a floor, x >= f): θ1 = f/2 (``f − |f|/2``: halfway from the floor to 0;
+      ``f − 0.05`` when f = 0);
+    * two-sided (|x| <= t): θ1 = ±2t on the side of the current estimate (``±0.05`` when t = 0).
+
+    Futility stops a detect gate with PASS only when even θ1 could no longer be shown by the last
+    look, so θ1 must violate the region.
+    """
+    up, lo = math.isfinite(upper), math.isfinite(lower)
+    if up and lo:
+        above = estimate >= (lower + upper) / 2
+        return upper + (abs(upper) or 0.05) if above else lower - (abs(lower) or 0.05)
+    if up:
+        return upper + (abs(upper) if upper != 0 else 0.05)
+    if lo:
+        return lower - (abs(lower) / 2 if lower != 0 else 0.05)
+    raise ConfigError("a region with no finite bound has no violation to look for")
+
+
+@dataclass
+class SequentialDecision:
+    """Where a sequential gate stopped and why."""
+
+    passed: bool
+    stopped_at: int
+    n_max: int
+    ci_low: float
+    ci_high: float
+    estimate: float
+    p_value: float
+    reason: str
+    looks: list[int] = field(default_factory=list)
+    method: str = ""
+    inconclusive: bool = False  # the data could not decide (too few units, zero spread, non-finite values)
+
+
+def obf_spending(tau: float, alpha: float) -> float:
+    """Lan–DeMets O'Brien–Fleming-type spending: α(τ) = 2 − 2Φ(z_{1−α/2} / sqrt(τ)), α(1) = α."""
+    if tau <= 0:
+        return 0.0
+    return float(2 - 2 * _st.norm.cdf(_st.norm.ppf(1 - alpha / 2) / math.sqrt(min(1.0, tau))))
+
+
+def gsd_boundaries(fractions: Sequence[float], alpha: float) -> list[float]:
+    """One-sided efficacy boundaries c_1..c_K on the z scale for looks at information fractions
+    ``fractions`` (increasing, ending at 1), spending α with :func:`obf_spending`:
+    P(Z_1 < c_1, …, Z_{k−1} < c_{k−1}, Z_k >= c_k) = α(τ_k) − α(τ_{k−1}) under H0, with
+    corr(Z_i, Z_j) = sqrt(τ_i/τ_j) (Jennison & Turnbull 2000, ch. 7)."""
+    return list(_gsd_boundaries(tuple(round(float(f), 12) for f in fractions), float(alpha)))
+
+
+@functools.lru_cache(maxsize=256)
+def _gsd_boundaries(taus: tuple[float, ...], alpha: float) -> tuple[float, ...]:
+    """:func:`gsd_boundaries`, cached: the boundaries depend only on the design."""
+    cs: list[float] = []
+    spent = 0.0
+    for k, tau in enumerate(taus):
+        target = obf_spending(tau, alpha) - spent
+        if k == 0:
+            c = float(_st.norm.isf(max(target, 1e-12)))
+        else:
+            idx = list(range(k + 1))
+            cov = np.array([[math.sqrt(min(taus[i], taus[j]) / max(taus[i], taus[j])) for j in idx] for i in idx])
+            mvn_prev = _st.multivariate_normal(mean=np.zeros(k), cov=cov[:k, :k], seed=0)
+            p_prev = (float(mvn_prev.cdf(np.array(cs), rng=np.random.default_rng(0)))
+                      if k > 1 else float(_st.norm.cdf(cs[0])))
+            mvn = _st.multivariate_normal(mean=np.zeros(k + 1), cov=cov, seed=0)
+
+            def f(c: float, p_prev: float = p_prev, mvn: Any = mvn, target: float = target) -> float:
+                # a fixed QMC seed: the same design always gets the same boundaries
+                return p_prev - float(mvn.cdf(np.array([*cs, c]), rng=np.random.default_rng(0))) - target
+
+            c = float(brentq(f, 0.0, 8.0, xtol=1e-6))
+        cs.append(c)
+        spent += target
+    return tuple(cs)
+
+
+MIN_MEAN_UNITS = MIN_T_UNITS  # a mean gate decides only from this many units on (t-intervals from fewer are unreliable)
+
+
+def gsd_sizes(n_max: int, looks: int) -> list[int]:
+    """Planned look sizes: ``looks`` equally spaced analyses ending at ``n_max``."""
+    return sorted({max(1, math.ceil(n_max * k / looks)) for k in range(1, looks + 1)})
+
+
+def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: float, upper: float, mode: str,
+             alpha: float, kind: str, futility: float = 0.10, theta1: float | None = None,
+             null_variance: bool = False, rule: str = "t",
+             lattice_step: float | None = None) -> SequentialDecision | None:
+    """One analysis of the group-sequential design on the units ``x`` gathered so far.
+
+    Returns the decision when this look stops the gate (always at the last look), else None.
+    ``kind``: ``rate`` (0/1 units: exact binomial tests at the look's nominal level 1 − Φ(c_k))
+    or ``mean`` (t tests on the unit values at the same nominal levels). ``rule`` (:data:`~.rules.T_METHODS`):
+    ``t`` Student's t (``null_variance=True``: the variance taken at the tested bound,
+    :func:`~pytest_posbias.stats.null_variance_interval`, measured in ``benchmarks/decision_lattice.py``
+    and not used by the gates: docs/design.md section 5); ``skew-t`` Hall's t (:class:`~.rules.SkewT`,
+    the positional MEG gates); ``both-t`` the two at half the level (:class:`~.rules.BothT`, DPB in
+    certify mode); with a ``lattice_step`` their variance floored at |bound|·step (:func:`~.rules.lattice_floor`).
+    Early FAIL in detect mode needs the look's one-sided test of "compliant" to reject at its spent
+    level, so the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies inside
+    the region or when the conditional power to show a violation of size θ1 (default:
+    :func:`violation_alternative`) by the last look drops below ``futility`` (non-binding: it can only
+    lower the false-failure rate). In certify mode a PASS needs the repeated CI wholly inside the region.
+    """
+    xs = np.asarray(x, dtype=float)
+    if mode not in ("detect", "certify"):
+        raise ConfigError(f"`mode` must be 'detect' or 'certify'; got {mode!r}")
+    if kind not in ("rate", "mean"):
+        raise ConfigError(f"`kind` must be 'rate' or 'mean'; got {kind!r}")
+    if rule not in T_METHODS:
+        raise ConfigError(f"`rule` must be one of {', '.join(T_METHODS)}; got {rule!r}")
+    sizes = gsd_sizes(n_max, looks)
+    k = min(look, len(sizes) - 1)
+    cs = gsd_boundaries([s_ / n_max for s_ in sizes], alpha)
+    a_k = float(_st.norm.sf(cs[k]))
+    last = k == len(sizes) - 1
+    n_k = int(xs.size)
+    method = "group-sequential (OBF)"
+    if n_k and not np.all(np.isfinite(xs)):  # a lost unit that reached the rule: stop, pass in neither mode
+        bad = int(np.count_nonzero(~np.isfinite(xs)))
+        return SequentialDecision(False, n_k, n_max, math.nan, math.nan, math.nan, 1.0,
+                                  f"inconclusive: {bad} of {n_k} unit values are not finite (NaN or inf), and a unit "
+                                  "that was not measured is never scored, so the gate does not pass in either mode",
+                                  sizes[: k + 1], method, inconclusive=True)
+    # zero spread never shows compliance (a zero-width interval says nothing about the units not
+    # drawn); a detect-mode sample whose every unit lies past a bound still fails (fail closed)
+    flat = (kind == "mean" and n_k > 1 and float(np.ptp(xs)) == 0.0
+            and not (mode == "detect" and (xs[0] > upper or xs[0] < lower)))
+    if n_k == 0 or (kind == "mean" and n_k < MIN_MEAN_UNITS) or flat:
+        if not last:
+            return None
+        what = "no violation can be shown" if mode == "detect" else "compliance cannot be certified"
+        why = ("inconclusive: no units to decide on" if n_k == 0 else
+               f"inconclusive: zero spread (every unit equals {xs[0]:.4g}), and an interval of zero width says "
+               f"nothing about the units not drawn, so {what}" if flat else
+               f"inconclusive: fewer than {MIN_MEAN_UNITS} units, too few for a t-based interval, so {what}")
+        est0 = float(xs.mean()) if n_k else math.nan
+        return SequentialDecision(mode == "detect", n_k, n_max, math.nan, math.nan, est0, 1.0, why, sizes[: k + 1],
+                                  method, inconclusive=True)
+    est = float(xs.mean())
+    if theta1 is None:
+        theta1 = violation_alternative(lower, upper, est)
+    floor = max(lattice_floor(b, lattice_step) for b in (lower, upper)) if kind == "mean" and rule != "t" else 0.0
+    if kind == "rate":
+        succ = round(float(xs.sum()))
+        L, U = exact_interval(succ, n_k, confidence_level=1 - 2 * a_k)
+
+        def binom_p(alternative: str) -> Callable[[float], float]:
+            return lambda b: binomial_test(succ, n_k, min(max(b, 0.0), 1.0), alternative=alternative)
+
+        p_det, p_cert = region_p(binom_p("greater"), binom_p("less"), lower, upper)
+        sd = math.sqrt(theta1 * (1 - theta1)) if 0 < theta1 < 1 else 0.5
+    elif rule != "t" and (float(np.ptp(xs)) > 0 or floor > 0):
+        # zero spread reaches here only past a bound in detect mode with a floor; without one the
+        # plain branch below fails it closed. Certify takes each rule's own p-value (with a floor or
+        # two rules, not 1 − the detect side's, which takes the smaller p of the hull)
+        sk = t_statistic(xs, floor=floor, rule=rule)  # n_k >= MIN_MEAN_UNITS
+        sd = sk.sd
+        L, U = sk.interval(a_k)
+        p_det, p_cert = region_p(sk.p_greater, sk.p_less, lower, upper)
+    else:
+        # the t test, with ``null_variance`` the variance taken at the tested bound, s0² = s² + (x̄ − bound)²,
+        # and its inverted interval x̄ ± q·s/√(n − q²) (:func:`~.rules.null_variance_interval`)
+        df = max(n_k - 1, 1)
+        sd = float(xs.std(ddof=1)) if n_k > 1 else math.inf
+        q = float(_st.t.isf(a_k, df))
+        nv = 1.0 if null_variance else 0.0
+        if 0 < sd < math.inf and n_k > nv * q * q:
+            half_k = q * sd / math.sqrt(n_k - nv * q * q)
+            L, U = est - half_k, est + half_k
+        else:
+            L, U = (-math.inf, math.inf) if sd != 0 else (est, est)
+
+        def t_null(bound: float, side: str) -> float:
+            if sd == 0 and math.isfinite(bound):  # every unit equal (past a bound: detect fails closed)
+                return 0.0 if (est > bound if side == "greater" else est < bound) else 1.0
+            if not (math.isfinite(bound) and 0 < sd < math.inf):
+                return 1.0
+            z = (est - bound) / math.sqrt((sd * sd + nv * (est - bound) ** 2) / n_k)
+            return float(_st.t.sf(z, df) if side == "greater" else _st.t.cdf(z, df))
+
+        p_up, p_lo = t_null(upper, "greater"), t_null(lower, "less")
+        p_det = min(p_up, p_lo)
+        # certify: the other tail of the same statistic
+        p_cert = max((1 - p_up) if math.isfinite(upper) else 0.0, (1 - p_lo) if math.isfinite(lower) else 0.0)
+    outside = upper < L or lower > U
+    inside = lower < L and upper > U
+    futile = False
+    if mode == "detect" and not outside and not inside and not last and 0 < sd < math.inf:
+        # conditional power: P(the last look's CI ends outside the region | data so far, mean θ1), normal
+        m = max(sizes[-1] - n_k, 0)
+        mean_final = (n_k * est + m * theta1) / sizes[-1]
+        sd_final = max(sd * math.sqrt(m) / sizes[-1], 1e-12)
+        half = cs[-1] * sd / math.sqrt(sizes[-1])
+        cp = 0.0
+        if math.isfinite(upper):
+            cp += float(_st.norm.sf((upper + half - mean_final) / sd_final))
+        if math.isfinite(lower):
+            cp += float(_st.norm.cdf((lower - half - mean_final) / sd_final))
+        futile = cp < futility
+    if not (outside or inside or futile or last):
+        return None
+    # the repeated p-value: <= α exactly when the look's boundary is crossed
+    p = min(1.0, (p_det if mode == "detect" else p_cert) * alpha / a_k)
+    if mode == "detect":
+        passed = not outside
+        why = ("the repeated CI lies wholly outside the allowed region" if outside else
+               "the repeated CI lies wholly inside the allowed region" if inside else
+               f"futility: a violation of {theta1:.3g} is unlikely to be shown by n = {sizes[-1]} "
+               f"(conditional power < {futility:g})" if futile else
+               "no violation shown at the last look")
+    else:
+        passed = inside
+        why = ("the repeated CI lies wholly inside the allowed region" if inside else
+               "the repeated CI lies wholly outside the allowed region" if outside else
+               "compliance not shown at the last look")
+    return SequentialDecision(passed, n_k, n_max, L, U, est, p, why, sizes[: k + 1], method)
+
+
+def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
+               kind: str, futility: float = 0.10, theta1: float | None = None,
+               null_variance: bool = False, rule: str = "t", lattice_step: float | None = None) -> SequentialDecision:
+    """Run :func:`gsd_step` at each planned look over the units ``x`` (in arrival order)."""
+    xs = np.asarray(x, dtype=float)
+    for k, n_k in enumerate(gsd_sizes(n_max, looks)):
+        d = gsd_step(xs[: min(n_k, xs.size)], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
+                     alpha=alpha, kind=kind, futility=futility, theta1=theta1, null_variance=null_variance,
+                     rule=rule, lattice_step=lattice_step)
+        if d is not None:
+            return d
+    raise AssertionError("unreachable: the last look always decides")  # pragma: no cover

@@ -13,20 +13,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as _st
+from scipy.optimize import brentq
 
 from ..errors import ConfigError
-from .intervals import (
-    MIN_CLUSTERS,
-    _check_alpha,
-)
+from .intervals import MIN_CLUSTERS, _check_alpha
 from .rules import mean_verdict
-from .verdicts import (
-    MODES,
-    Verdict,
-    _bounds,
-    _decide,
-    inconclusive_verdict,
-)
+from .verdicts import MODES, Verdict, _bounds, _decide, inconclusive_verdict, region_p
 
 RARE_MIN_COUNT = 5  # the bootstrap decides a share-minus-indicator mean only with this many of the rarer outcome
 SHARE_ALPHA_FRACTION = 0.2  # of α spent on the share's bound in the decomposed rule; the rest on the indicator's
@@ -187,12 +179,9 @@ def share_difference_verdict(
             return 1.0
         if f(1e-12) > 0:
             return 1e-12
-        return float(_st_optimize_brentq(f, 1e-12, 0.4999))
+        return float(brentq(f, 1e-12, 0.4999, xtol=1e-10))
 
-    p_det = min(p_of("lower", upper) if math.isfinite(upper) else 1.0,
-                p_of("upper", lower) if math.isfinite(lower) else 1.0)
-    p_cert = max(p_of("upper", upper) if math.isfinite(upper) else 0.0,
-                 p_of("lower", lower) if math.isfinite(lower) else 0.0)
+    p_det, p_cert = region_p(lambda b: p_of("lower", b), lambda b: p_of("upper", b), lower, upper)
     ex = {"n_instances": n, "rare_count": rare, "min_sample": n_min,
           "method": f"decomposed: t bound of the share + exact Clopper-Pearson bound of the 0/1 indicator "
                     f"(fewer than {RARE_MIN_COUNT} of the rarer outcome for a bootstrap)"}
@@ -200,8 +189,3 @@ def share_difference_verdict(
     return _decide(name=name, estimate=est, ci_low=lo, ci_high=hi, lower=lower, upper=upper, threshold=threshold, n=n,
                    unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex)
 
-
-def _st_optimize_brentq(f: Any, a: float, b: float) -> float:
-    from scipy.optimize import brentq
-
-    return float(brentq(f, a, b, xtol=1e-10))

@@ -5,17 +5,14 @@ verdict (docs/design.md section 5). Re-exported by :mod:`pytest_posbias.stats`."
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import ConfigError
 
-Mode = Literal["detect", "certify"]
 MODES: tuple[str, ...] = ("detect", "certify")
-
-
-# --------------------------------------------------------------------------- verdicts
+_NUMBERS = ("estimate", "ci_low", "ci_high", "threshold", "p_value", "lower", "upper")
 
 
 @dataclass(frozen=True)
@@ -64,8 +61,9 @@ class Verdict:
         return self.reason
 
     def to_dict(self) -> dict[str, Any]:
+        """The verdict as JSON-ready data: NaN as None, infinities as "inf"/"-inf"."""
         d = asdict(self)
-        for k in ("estimate", "ci_low", "ci_high", "threshold", "p_value", "lower", "upper"):
+        for k in _NUMBERS:
             v = d[k]
             d[k] = None if v is None or (isinstance(v, float) and math.isnan(v)) else (
                 "inf" if v == math.inf else "-inf" if v == -math.inf else v
@@ -75,22 +73,13 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
-        def num(v: Any) -> float:
-            if v is None:
-                return math.nan
-            if v == "inf":
-                return math.inf
-            if v == "-inf":
-                return -math.inf
-            return float(v)
-
-        kw = dict(d)
-        for k in ("estimate", "ci_low", "ci_high", "threshold", "p_value", "lower", "upper"):
+        """The verdict :meth:`to_dict` wrote (unknown keys are ignored)."""
+        kw = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        for k in _NUMBERS:
             if k in kw:
-                kw[k] = num(kw[k])
+                kw[k] = math.nan if kw[k] is None else float(kw[k])
         kw["extra"] = dict(kw.get("extra") or {})
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in kw.items() if k in known})
+        return cls(**kw)
 
 
 def _fmt(x: float) -> str:
@@ -175,6 +164,16 @@ def _decide(
     )
 
 
+def region_p(p_greater: Callable[[float], float], p_less: Callable[[float], float], lower: float,
+             upper: float) -> tuple[float, float]:
+    """(p_detect, p_certify) of the region [lower, upper] from one-sided tests, ``p_greater(b)`` of
+    H0 θ <= b and ``p_less(b)`` of H0 θ >= b: detect takes the smaller p of a violation past either
+    finite bound, certify the larger of the two one-sided p-values (TOST)."""
+    up, lo = math.isfinite(upper), math.isfinite(lower)
+    return (min(p_greater(upper) if up else 1.0, p_less(lower) if lo else 1.0),
+            max(p_less(upper) if up else 0.0, p_greater(lower) if lo else 0.0))
+
+
 def _bounds(threshold: float, sides: str) -> tuple[float, float]:
     if not (isinstance(threshold, (int, float)) and math.isfinite(threshold)):
         raise ConfigError(f"`threshold` must be a finite number; got {threshold!r}")
@@ -221,9 +220,7 @@ def zero_spread_interval(value: float, n: int, *, lower: float, upper: float, al
             return 1.0
         return 0.0 if mu <= lo else ((mu - lo) / (value - lo)) ** n
 
-    p_det = min(p_at_most(upper) if math.isfinite(upper) else 1.0, p_at_least(lower) if math.isfinite(lower) else 1.0)
-    p_cert = max(p_at_least(upper) if math.isfinite(upper) else 0.0, p_at_most(lower) if math.isfinite(lower) else 0.0)
-    return ci_low, ci_high, p_det, p_cert
+    return ci_low, ci_high, *region_p(p_at_most, p_at_least, lower, upper)
 
 
 def inconclusive_verdict(

@@ -175,8 +175,7 @@ def test_a_command_line_path_overrides_an_unwritable_pyproject_path(pytester, tm
 @pytest.mark.parametrize("where", ["[tool.posbias] `alpha`", "--alpha", "`alpha`"])
 def test_alpha_is_checked_in_one_place_for_every_entry_point(where):
     from pytest_posbias.config import ALPHA_RANGE, check_alpha
-    from pytest_posbias.stats import rate_verdict
-    from pytest_posbias.stats.sequential import confidence_sequence
+    from pytest_posbias.stats import rate_verdict, share_difference_bounds
 
     assert check_alpha(0.05, where) == 0.05 and check_alpha(0.4999, where) == 0.4999
     for bad, shown in ((0.5, "0.5"), (0, "0"), (2.0, "2"), (-0.1, "-0.1"), (True, "True"), ("0.05", "'0.05'")):
@@ -187,6 +186,6 @@ def test_alpha_is_checked_in_one_place_for_every_entry_point(where):
     with pytest.raises(ConfigError, match=r"`alpha` must be a number in \(0, 0.5\); got 0.5"):
         rate_verdict(1, 10, name="x", threshold=0.1, mode="detect", alpha=0.5)
     with pytest.raises(ConfigError, match=r"`alpha` must be a number in \(0, 0.5\); got 0.5"):
-        confidence_sequence([0.1, 0.2], alpha=0.5)
+        share_difference_bounds([0.1, 0.2], [0, 1], alpha=0.5)
     with pytest.raises(ConfigError, match=r"\[tool.posbias\] `alpha` must be a number in \(0, 0.5\); got 0.5"):
         parse_config({"alpha": 0.5})

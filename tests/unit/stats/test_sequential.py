@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 
 from pytest_posbias.stats.sequential import (
-    asymptotic_cs,
-    confidence_sequence,
     gsd_boundaries,
     gsd_decide,
     gsd_sizes,
@@ -75,22 +73,6 @@ def test_step_returns_none_while_undecided():
                     kind="rate", futility=0.0) is None
     last = gsd_step(x, look=3, n_max=60, looks=4, lower=-math.inf, upper=0.15, mode="detect", alpha=0.05, kind="rate")
     assert last is not None and last.stopped_at == 15
-
-
-def test_betting_confidence_sequence_covers_uniformly():
-    rng = np.random.default_rng(1)
-    miss = 0
-    for _ in range(200):
-        x = (rng.random(150) < 0.3).astype(float)
-        lo, hi = confidence_sequence(x, 0.05)
-        miss += bool(np.any((lo > 0.3) | (hi < 0.3)))
-    assert miss / 200 <= 0.12  # time-uniform: at most 2 alpha = 0.1 in expectation
-
-
-def test_asymptotic_cs_has_no_bound_before_burn_in():
-    lo, hi = asymptotic_cs(np.random.default_rng(2).normal(0, 1, 40), 0.05)
-    assert np.isinf(lo[:9]).all() and np.isfinite(lo[9:]).all() and np.all(np.diff(lo[9:]) >= 0)
-    assert np.isinf(hi[:9]).all() and np.isfinite(hi[9:]).all() and np.all(np.diff(hi[9:]) <= 0)
 
 
 @pytest.mark.parametrize("rule,step", [("both-t", None), ("skew-t", 1 / 32)])

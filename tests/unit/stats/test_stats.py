@@ -13,18 +13,8 @@ from scipy import stats as st
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
-from statsmodels.stats.weightstats import ttost_paired
 
 from pytest_posbias import stats as S
-
-
-def test_wilson_interval_18_of_100_textbook():
-    lo, hi = S.wilson_interval(18, 100)
-    # textbook (Newcombe 1998 style) value: 0.1170 to 0.2668
-    assert lo == pytest.approx(0.1170, abs=5e-4)
-    assert hi == pytest.approx(0.2668, abs=5e-4)
-    slo, shi = proportion_confint(18, 100, alpha=0.05, method="wilson")
-    assert (lo, hi) == pytest.approx((slo, shi), abs=1e-10)
 
 
 def test_exact_interval_matches_statsmodels_beta():
@@ -64,29 +54,6 @@ def test_benjamini_hochberg_hand_worked_and_statsmodels():
     adj = S.benjamini_hochberg(p)
     assert adj == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.2])
     assert adj == pytest.approx(multipletests(p, method="fdr_bh")[1])
-
-
-def test_tost_singleton_clusters_equals_paired_ttost():
-    rng = np.random.default_rng(1)
-    x1 = rng.normal(0.6, 0.2, 60)
-    x2 = x1 + rng.normal(0.005, 0.05, 60)
-    res = S.tost_paired(x1 - x2, margin=0.025, alpha=0.05)
-    p_sm, lower, upper = ttost_paired(x1, x2, -0.025, 0.025)
-    assert res.p_value == pytest.approx(p_sm, rel=1e-9)
-    assert res.p_lower == pytest.approx(lower[1], rel=1e-9)
-    assert res.p_upper == pytest.approx(upper[1], rel=1e-9)
-
-
-def test_tost_cluster_robust_se_by_hand():
-    d = np.array([0.1, 0.3, -0.2, 0.0, 0.4, 0.2])
-    g = np.array([0, 0, 1, 1, 2, 2])
-    res = S.tost_paired(d, g, margin=0.5)
-    mean = d.mean()
-    sums = np.array([0.4 - 2 * mean, -0.2 - 2 * mean, 0.6 - 2 * mean])
-    se = math.sqrt(3 / 2 * np.sum(sums**2)) / 6
-    assert res.se == pytest.approx(se)
-    assert res.df == 2
-    assert res.p_lower == pytest.approx(st.t.sf((mean + 0.5) / se, 2))
 
 
 def test_cluster_bootstrap_estimate_is_instance_mean_and_reproducible():
@@ -219,9 +186,9 @@ def test_verdict_round_trips_through_dict():
 # --------------------------------------------------------------------------- every error message (scipy style)
 
 ERRORS = [
-    (lambda: S.wilson_interval(5, 0), "`n` must be >= 1"),
-    (lambda: S.wilson_interval(6, 5), "`k` must be <= `n`"),
-    (lambda: S.wilson_interval(-1, 5), "`k` must be a non-negative integer"),
+    (lambda: S.exact_interval(5, 0), "`n` must be >= 1"),
+    (lambda: S.exact_interval(6, 5), "`k` must be <= `n`"),
+    (lambda: S.exact_interval(-1, 5), "`k` must be a non-negative integer"),
     (lambda: S.exact_interval(1, 5, confidence_level=1.5), "`confidence_level` must be a float in (0, 1)"),
     (lambda: S.binomial_test(1, 5, 1.5), "`p0` must lie in [0, 1]"),
     (lambda: S.binomial_test(1, 5, 0.5, alternative="up"), "`alternative` must be 'greater', 'less' or 'two-sided'"),
@@ -232,8 +199,7 @@ ERRORS = [
     (lambda: S.cluster_bootstrap([1.0, 2.0], [0, 0], rng=np.random.default_rng()), "at least 2 distinct clusters"),
     (lambda: S.cluster_bootstrap([1.0, 2.0], [0], rng=np.random.default_rng()), "`clusters` must have the same shape"),
     (lambda: S.cluster_bootstrap([1.0, 2.0], n_resamples=5, rng=np.random.default_rng()), "`n_resamples` must be an integer >= 99"),
-    (lambda: S.tost_paired([0.1, 0.2], margin=-1), "`margin` must be a positive number"),
-    (lambda: S.tost_paired([0.1, 0.2], margin=0.1, alpha=0.7), "`alpha` must be a number in (0, 0.5)"),
+    (lambda: S.rate_verdict(1, 10, name="x", threshold=0.1, alpha=0.7), "`alpha` must be a number in (0, 0.5)"),
     (lambda: S.mean_verdict([0.1, 0.2], name="x", threshold=0.1, sides="left", rng=np.random.default_rng()), "`sides` must be 'both', 'upper' or 'lower'"),
     (lambda: S.mean_verdict([0.1, 0.2], name="x", threshold=0.1, mode="strict", rng=np.random.default_rng()), "`mode` must be one of"),
     (lambda: S.rate_verdict(1, 10, name="x", threshold=1.5), "`threshold` must lie in [0, 1] for a rate"),
