@@ -60,9 +60,9 @@ from scipy import stats as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_posbias.stats import mcnemar_exact
-from pytest_posbias.stats.paired import (
+from pytest_posbias.stats.paired import paired_abs_mean_verdict
+from pytest_posbias.stats.paired_binary import (
     NUISANCE_GRID,
-    paired_abs_mean_verdict,
     paired_binary_bound,
     paired_binary_critical,
     paired_binary_pvalues,

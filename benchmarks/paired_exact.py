@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_posbias.stats import paired_change_verdict
-from pytest_posbias.stats.paired import EXACT_MAX_N, NUISANCE_GRID, paired_binary_p
+from pytest_posbias.stats.paired_binary import EXACT_MAX_N, NUISANCE_GRID, paired_binary_p
 
 MARGIN = 0.02
 

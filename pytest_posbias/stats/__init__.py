@@ -40,6 +40,7 @@ from .intervals import binomial_test as binomial_test
 from .intervals import cluster_bootstrap as cluster_bootstrap
 from .intervals import exact_interval as exact_interval
 from .intervals import mcnemar_exact as mcnemar_exact
+from .paired_binary import EXACT_MAX_N, paired_binary_bound, paired_binary_p
 from .power import detectable_effect as detectable_effect
 from .rules import SkewT as SkewT
 from .rules import lattice_floor as lattice_floor
@@ -64,31 +65,6 @@ from .verdicts import _region as _region
 from .verdicts import inconclusive_verdict as inconclusive_verdict
 from .verdicts import zero_spread_interval as zero_spread_interval
 
-__all__ = [
-    "MODES",
-    "BootstrapResult",
-    "SkewT",
-    "Verdict",
-    "benjamini_hochberg",
-    "binomial_test",
-    "cluster_bootstrap",
-    "detectable_effect",
-    "exact_interval",
-    "inconclusive_verdict",
-    "lattice_floor",
-    "mcnemar_exact",
-    "mean_verdict",
-    "paired_change_verdict",
-    "rate_min_sample",
-    "rate_verdict",
-    "share_difference_bounds",
-    "share_difference_min_sample",
-    "share_difference_rule",
-    "share_difference_verdict",
-    "skew_t",
-    "zero_spread_interval",
-]
-
 
 def paired_change_verdict(
     a: ArrayLike,
@@ -112,9 +88,9 @@ def paired_change_verdict(
     * threshold t ≠ 0: conditioning on m treats the discordance as known, which does not hold
       the size at the margin; the test is instead the exact unconditional non-inferiority test
       for paired proportions ordered by Tango's score, maximised over the nuisance p01
-      (:func:`~pytest_posbias.stats.paired.paired_binary_p`; Tango's score test referred to the normal
+      (:func:`.paired_binary.paired_binary_p`; Tango's score test referred to the normal
       beyond ``EXACT_MAX_N`` pairs), and each CI bound inverts it
-      (:func:`~pytest_posbias.stats.paired.paired_binary_bound`).
+      (:func:`.paired_binary.paired_binary_bound`).
 
     A non-finite outcome in either array is a lost pair: the verdict is inconclusive and fails
     closed in both modes (counted, never read as an unchanged pair); outcomes other than 0/1 are a
@@ -151,8 +127,6 @@ def paired_change_verdict(
           "mcnemar_two_sided_p": mcnemar_exact(n10, n01), "method": "exact conditional (McNemar)"}
     ex.update(extra or {})
     if threshold != 0.0:
-        from .paired import EXACT_MAX_N, paired_binary_bound, paired_binary_p
-
         t = float(threshold)
         ex["method"] = ("exact unconditional non-inferiority test (Tango score, supremum over the nuisance)"
                         if n <= EXACT_MAX_N else "Tango score test (normal)")

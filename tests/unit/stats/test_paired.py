@@ -13,10 +13,8 @@ from scipy.optimize import minimize_scalar
 
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.stats import paired_change_verdict
-from pytest_posbias.stats.paired import (
-    abs_bias_bounds,
-    paired_abs_mean_verdict,
-    paired_amplification_verdict,
+from pytest_posbias.stats.paired import abs_bias_bounds, paired_abs_mean_verdict, paired_amplification_verdict
+from pytest_posbias.stats.paired_binary import (
     paired_binary_critical,
     paired_binary_p,
     paired_binary_pvalues,
