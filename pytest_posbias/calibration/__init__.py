@@ -246,6 +246,19 @@ MEAN_GRID = (12, 16, 24, 32, 40, 48, 64, 96, 128)  # the bootstrap needs about a
 RATE_GRID = (10, 20, 30, 40, 60, 80, 120, 160, 240, 320)
 
 
+def check_run(gates: Sequence[str], allowed: Sequence[str], reps: int, min_reps: int, alpha: float,
+              data: str | None) -> None:
+    """Validate a calibration run's arguments (``allowed``: its gates; ``min_reps``: its fewest repetitions)."""
+    unknown = sorted(set(gates) - set(allowed))
+    if unknown:
+        raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(allowed)}")
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < min_reps:
+        raise ConfigError(f"`reps` must be an integer >= {min_reps}; got {reps!r}")
+    check_alpha(alpha, "`alpha`")
+    if data and not Path(data).is_file():
+        raise ConfigError(f"`data`: no such manifest file: {data}")
+
+
 def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Sequence[str] = GATES,
                     data: str | None = None, cache: str = ".posbias", rootdir: str | Path = ".",
                     print_fn: Callable[[str], None] = print) -> list[dict[str, Any]]:
@@ -257,14 +270,7 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
     from ..probes.settings import DEFAULTS
     from ..run.context import RunContext
 
-    unknown = sorted(set(gates) - set(GATES))
-    if unknown:
-        raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(GATES)}")
-    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 10:
-        raise ConfigError(f"`reps` must be an integer >= 10; got {reps!r}")
-    check_alpha(alpha, "`alpha`")  # before the measurement, not after
-    if data and not Path(data).is_file():
-        raise ConfigError(f"`data`: no such manifest file: {data}")
+    check_run(gates, GATES, reps, 10, alpha, data)  # before the measurement, not after
     t0 = time.perf_counter()
     options = {"models": ["sim:unbiased"], "cache": cache, "seed": seed, "judge": "auto", "sequential": False}
     if data:

@@ -3,33 +3,19 @@
 Where :mod:`~.calibration` simulates each gate's statistic from resampled residuals, this
 module runs the suites' own code path: a :class:`~.run.context.RunContext` with the default
 group-sequential design, the probes on the synthetic set (or ``--data``), the simulated model
-``sim:dose,GATE=VALUE`` (docs/design.md section 7, :mod:`~.models.sim_dose`) and the gate functions
-:func:`~.gates.positional_verdict`, :func:`~.gates.phase_verdict` and
-:func:`~.gates.stressor_verdict`. Each gate is run at three true effects:
+``sim:dose,GATE=VALUE`` (docs/design.md section 7) and the gate functions of :mod:`~.gates`.
+Each gate is run at three true effects: ``0`` (``sim:unbiased``, shared by every gate of a seed),
+``t`` (the dose at the gate's threshold, the worst compliant model) and ``3t`` (a clear violation).
 
-* ``0``: ``sim:unbiased`` (no dose; shared by every gate of a seed);
-* ``t``: the dose at the gate's threshold, the boundary of the compliant region (the worst
-  compliant model): ``sim:dose,GATE=t``;
-* ``3t``: a clear violation, ``sim:dose,GATE=3t``.
+MEG is dosed negative (middle slots weak), every other gate positive; ``coverage`` is a floor f,
+so its ``t`` dose is f and its violating dose f − ``COVERAGE_SHORTFALL`` (``3f`` would lie on the
+compliant side).
 
-Directions: MEG is dosed negative (middle slots weak, the multi-video paper's finding), DPB
-positive (recency); every other gate is an upper bound except ``coverage``, a floor f (the
-mean coverage must be >= f = 0.25): its ``t`` dose is coverage = f and its violating dose is
-coverage = f − 0.10 = 0.15 (a shortfall of 0.10, as large as the contamination threshold and
-well inside the dose's range; ``3f`` would lie on the compliant side, next to ``sim:unbiased``'s
-own mean coverage of about 0.78).
-
-Each of R repetitions uses its own run seed s = seed + r: the seed changes which groups,
-items and videos the probes draw (a seeded permutation of the manifest's units) and every
-generation seed, so the repetitions are different synthetic samples of the same population.
-Per gate and dose the fail rate k/R (a verdict that does not pass, in detect mode) is given with
-its Clopper–Pearson 95% interval
-
-    [B(α/2; k, R − k + 1), B(1 − α/2; k + 1, R − k)]   (B the beta quantile; exact_interval),
-
-and the median units a decision used (``verdict.n``: the group-sequential design stops early).
-Targets: fail rate <= α at 0 and at t (up to Monte-Carlo error: the interval's lower end <= α),
-and >= 0.8 at 3t.
+Repetition r uses the run seed s = seed + r, which changes which units the probes draw and every
+generation seed. Per gate and dose the fail rate k/R (a detect-mode verdict that does not pass)
+is given with its Clopper–Pearson 95% interval [B(α/2; k, R − k + 1), B(1 − α/2; k + 1, R − k)]
+(:func:`~.stats.exact_interval`), and the median units a decision used. Targets: fail rate <= α
+at 0 and at t (the interval's lower end <= α), and >= 0.8 at 3t.
 """
 
 from __future__ import annotations
@@ -43,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import check_alpha
 from ..errors import ConfigError
 from ..gate_registry import GATES
 from ..stats import exact_interval
+from . import check_run
 
 E2E_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack")
 LEVELS = ("0", "t", "3t")
@@ -60,7 +46,7 @@ STRESSOR = "shuffle"  # the stressor of the stressor and attack gates (every str
 QUICK_PROBES: dict[str, dict[str, Any]] = {
     "positional": {"groups": 16}, "phase": {"items": 40}, "stressor": {"videos": 8, "trials": 10, "attack_cap": 10},
 }
-QUICK_REPS = 2  # about 1.5 minutes per seed on two shared cores (2 min 52 s measured): --quick stays under 15 minutes
+QUICK_REPS = 2  # --quick: a short run (docs/calibration.md)
 DEFAULT_REPS = 20
 POWER_TARGET = 0.8
 
@@ -141,17 +127,6 @@ class Cell:
                 "median_units": self.median_units(), "below_floor": self.below_floor}
 
 
-def _check(gates: Sequence[str], reps: int, alpha: float, data: str | None) -> None:
-    unknown = sorted(set(gates) - set(E2E_GATES))
-    if unknown:
-        raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(E2E_GATES)}")
-    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
-        raise ConfigError(f"`reps` must be an integer >= 1; got {reps!r}")
-    check_alpha(alpha, "`alpha`")
-    if data and not Path(data).is_file():
-        raise ConfigError(f"`data`: no such manifest file: {data}")
-
-
 def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed: int = 0,
                    gates: Sequence[str] = E2E_GATES, data: str | None = None, cache: str = ".posbias",
                    rootdir: str | Path = ".", probes: dict[str, dict[str, Any]] | None = None,
@@ -163,7 +138,7 @@ def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed:
     from ..config import PosbiasConfig
     from ..run.context import RunContext
 
-    _check(gates, reps, alpha, data)
+    check_run(gates, E2E_GATES, reps, 1, alpha, data)
     probe_cfg = {k: dict(v) for k, v in (QUICK_PROBES if quick else {}).items()}
     for k, v in (probes or {}).items():
         probe_cfg.setdefault(k, {}).update(v)

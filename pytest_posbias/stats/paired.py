@@ -29,7 +29,7 @@ from .verdicts import Verdict, _bounds, _decide, inconclusive_verdict, region_p
 
 def _cluster_se(x: NDArray[np.float64], inv: NDArray[np.intp], g: int) -> float:
     """CR1 cluster-robust standard error of the instance mean of ``x``:
-    sqrt(G/(G − 1) · Σ_g (Σ_{i∈g} (x_i − x̄))²) / N (as :func:`~.stats.tost_paired`)."""
+    sqrt(G/(G − 1) · Σ_g (Σ_{i∈g} (x_i − x̄))²) / N."""
     resid = np.bincount(inv, weights=x - x.mean(), minlength=g)
     return math.sqrt(g / (g - 1) * float(np.sum(resid**2))) / x.size
 
@@ -145,11 +145,10 @@ PERMUTATIONS = 20_000
 def sign_flip_p(d: ArrayLike, clusters: ArrayLike, delta0: float, *, alternative: str, n_resamples: int = PERMUTATIONS,
                 seed: int = 0) -> float:
     """Paired sign-flip permutation p-value of H0: mean d = δ0 against ``alternative`` ('greater':
-    mean > δ0, 'less': mean < δ0). Under H0 the cluster sums S_g = Σ_{i∈g}(d_i − δ0) are taken as
-    symmetric about 0, so their signs are exchangeable; the statistic is Σ_g S_g / N
-    (``scipy.stats.permutation_test``, one sample, ``permutation_type='samples'``: sign flips,
-    exact when 2^G <= ``n_resamples``). The seed is fixed per call, so p is a deterministic function
-    of δ0 (needed to invert the test into a CI)."""
+    mean > δ0, 'less': mean < δ0): the cluster sums S_g = Σ_{i∈g}(d_i − δ0), symmetric about 0 under
+    H0, have exchangeable signs; the statistic is Σ_g S_g / N (``scipy.stats.permutation_test``, sign
+    flips, exact when 2^G <= ``n_resamples``). The seed is fixed per call, so p is a deterministic
+    function of δ0 (the CI inverts it)."""
     x = np.asarray(d, dtype=float)
     _, inv = np.unique(np.asarray(clusters), return_inverse=True)
     sums = np.bincount(inv, weights=x - delta0).astype(float)
@@ -197,13 +196,10 @@ def paired_permutation_verdict(
     so the interval rule and p < α agree.
 
     Sign flips are exchangeable only when d is symmetric about the tested value: at threshold 0
-    that is the sharp null of two exchangeable arms (candidate and baseline interchangeable per
-    cluster), where the test is exact. At a non-zero threshold nothing makes d − threshold
-    symmetric, and on skewed or rare-event differences (a rare ±1 component, e.g. the stressor
-    amplification or a paired 0/1 outcome) the test rejects at the margin 7–11% of the time at 8,
-    16 and 60 clusters, studentized or not; so a non-zero threshold is a refusal to decide
-    (inconclusive and not passed in either mode: the run is NOT MEASURED, never a detect-mode pass),
-    and the default paired test decides such gates."""
+    that is the sharp null of two exchangeable arms, where the test is exact. At a non-zero
+    threshold nothing makes d − threshold symmetric and the test does not hold its size on skewed
+    or rare-event differences (docs/design.md section 5), so a non-zero threshold is a refusal to
+    decide: inconclusive and not passed in either mode."""
     a = _check_alpha(alpha)
     x = np.asarray(d, dtype=float)
     g = np.asarray(clusters)

@@ -183,12 +183,10 @@ def paired_binary_p(n10: int, n01: int, n: int, delta0: float, *, alternative: s
     """The p-value of :func:`paired_binary_pvalues` for one observed outcome (n10, n01), computed
     without enumerating the outcomes: the tail {Z ≤ z_obs} is a staircase over n01
     (:func:`_tail_bounds`) and its probability a sum of binomial terms (:func:`_staircase_tail`),
-    O(n) per nuisance value; exact unconditional up to ``EXACT_MAX_N`` pairs
-    (``benchmarks/paired_exact.py`` times it). Beyond, Tango's score test referred to the normal
-    distribution with a continuity correction: Z is computed with n10 moved half a count towards
-    the null (n10 + ½ for ``'less'``, n10 − ½ for ``'greater'``); at small margins (δ0 = 0.01–0.02,
-    200–400 pairs, small p01) that form's exact size reaches 0.055–0.056 (docs/design.md
-    section 5), which is why the exact test covers every size the suites and parity produce."""
+    O(n) per nuisance value; exact unconditional up to ``EXACT_MAX_N`` pairs. Beyond, Tango's score
+    test referred to the normal distribution with a continuity correction (Z with n10 moved half a
+    count towards the null: n10 + ½ for ``'less'``, n10 − ½ for ``'greater'``), whose size exceeds α
+    at small margins (docs/design.md section 5): the exact test covers every size the suites produce."""
     _check_test(delta0, alternative)
     if n > EXACT_MAX_N:
         half = 0.5 if alternative == "less" else -0.5

@@ -21,14 +21,12 @@ from .verdicts import MODES, Verdict, _bounds, _decide, _fmt, inconclusive_verdi
 def null_variance_interval(means: ArrayLike, *, alpha: float) -> tuple[float, float]:
     """The (1 − 2α) interval {μ0 : |x̄ − μ0| <= c·s0(μ0)/√n} of the t statistic with the
     variance taken at the tested mean, s0(μ0)² = s² + (x̄ − μ0)² (s² the sample variance of the n
-    unit means, c the one-sided 1 − α quantile of Student t with n − 1 degrees of freedom): solved,
-    x̄ ± c·s/√(n − c²), the t interval widened by √(n/(n − c²)); the whole line when n <= c².
+    unit means, c = t_{1−α, n−1}): solved, x̄ ± c·s/√(n − c²); the whole line when n <= c².
 
-    Why: on lattice-valued units (a group's MEG is a multiple of 1/32 on four-sentence references)
-    a sample piled on one lattice point has both an extreme mean and a small sample variance, so
-    intervals built on the sample variance (t, bootstrap) are too short exactly where the mean is
-    far out; the variance at the tested value does not shrink with the spread (as the Wilson
-    interval does for a proportion). Sizes at the boundary: ``benchmarks/decision_lattice.py``.
+    On lattice-valued units (a group's MEG is a multiple of 1/32) a sample piled on one lattice
+    point has both an extreme mean and a small sample variance, so intervals built on the sample
+    variance are too short exactly where the mean is far out; the variance at the tested value does
+    not shrink with the spread. Sizes at the boundary: ``benchmarks/decision_lattice.py``.
     """
     x = np.asarray(means, dtype=float)
     n = x.size
@@ -64,12 +62,9 @@ def lattice_floor(bound: float, step: float | None) -> float:
     A unit that is a net count of independent events, each moving it by at least δ (a group's MEG:
     a fact dropped from a middle or an edge slot moves it by ±1/(2·orders·sentences)), has
     variance Σ_e q_e·δ_e² >= δ·Σ_e q_e·δ_e >= δ·|mean| when its events are rare (Poisson-like),
-    so under a null at ``bound`` its variance is at least |bound|·δ. A sample piled on one lattice
-    point has a sample variance far below that; the floor keeps the statistic from taking it at its
-    word. Under-dispersed units (events that happen almost surely) can sit below the floor: there the
-    floor lowers power. The floored SD also shrinks the skewness correction γ = m₃/s_eff³, which alone
-    would make the rule more liberal on sparse units with rare large jumps; :func:`skew_t` therefore
-    takes the larger of the floored and unfloored p-values, so the floor can only remove rejections.
+    so under a null at ``bound`` its variance is at least |bound|·δ; a sample piled on one lattice
+    point has a sample variance far below that. Under-dispersed units can sit below the floor, where
+    it lowers power; :class:`SkewT` keeps the floor from adding rejections.
     """
     if step is None:
         return 0.0
@@ -90,16 +85,14 @@ class SkewT:
 
     referred to Student t with n − 1 degrees of freedom. g removes the n^(−1/2) skewness term of the
     studentized mean's Edgeworth expansion (the plain t is too liberal on the short-tail side of skewed
-    units, e.g. the certify side of sparse lattice MEGs); g(S) = ((1 + γS/3)³ − 1)/γ + γ/(6n) is
-    increasing in S, so T grows without bound with the distance |x̄ − μ0| and the p-values go to 0,
-    and the interval inverts the test exactly: L = x̄ − s_eff·g⁻¹(q/√n), U = x̄ − s_eff·g⁻¹(−q/√n),
-    q = t_{1−α, n−1}, g⁻¹(y) = (3/γ)·(∛(1 + γ(y − γ/(6n))) − 1).
+    units); g(S) = ((1 + γS/3)³ − 1)/γ + γ/(6n) is increasing in S, so the p-values go to 0 with the
+    distance |x̄ − μ0| and the interval inverts the test exactly: L = x̄ − s_eff·g⁻¹(q/√n),
+    U = x̄ − s_eff·g⁻¹(−q/√n), q = t_{1−α, n−1}, g⁻¹(y) = (3/γ)·(∛(1 + γ(y − γ/(6n))) − 1).
 
-    With a floor that binds (s < √floor) the floored γ = m₃/s_eff³ is smaller than the sample's
-    m₃/s³, so the floor alone would shrink the skewness correction and could reject where the
-    unfloored statistic does not (more liberal on the short-tail side of sparse lattice units with
-    rare large jumps). ``unfloored`` then holds the statistic without the floor, and each p-value is
-    the larger of the two (the interval their hull): the floor can only remove rejections.
+    A floor that binds (s < √floor) also shrinks γ = m₃/s_eff³ below the sample's m₃/s³ and could
+    reject where the unfloored statistic does not; ``unfloored`` then holds the statistic without
+    the floor, each p-value is the larger of the two and the interval their hull, so the floor can
+    only remove rejections.
     """
 
     mean: float
@@ -124,21 +117,17 @@ class SkewT:
         return math.sqrt(self.n) * self._g((self.mean - mu0) / self.sd)
 
     def p_greater(self, bound: float) -> float:
-        """p-value of H0: μ <= ``bound`` (large T rejects); the larger of the floored and unfloored
-        statistics' when the floor binds."""
+        """p-value of H0: μ <= ``bound`` (large T rejects)."""
         p = float(_st.t.sf(self.statistic(bound), self.n - 1))
         return p if self.unfloored is None else max(p, self.unfloored.p_greater(bound))
 
     def p_less(self, bound: float) -> float:
-        """p-value of H0: μ >= ``bound`` (small T rejects); the larger of the floored and unfloored
-        statistics' when the floor binds."""
+        """p-value of H0: μ >= ``bound`` (small T rejects)."""
         p = float(_st.t.cdf(self.statistic(bound), self.n - 1))
         return p if self.unfloored is None else max(p, self.unfloored.p_less(bound))
 
     def interval(self, alpha: float) -> tuple[float, float]:
-        """The (1 − 2α) interval: each bound one-sided at level α, p_greater(L) = p_less(U) = α
-        (with a binding floor, the hull of the floored and unfloored intervals, which inverts the
-        larger p-values since both intervals hold the mean)."""
+        """The (1 − 2α) interval: each bound one-sided at level α, p_greater(L) = p_less(U) = α."""
         q = float(_st.t.isf(alpha, self.n - 1))
         r = math.sqrt(self.n)
         lo, hi = self.mean - self.sd * self._g_inv(q / r), self.mean - self.sd * self._g_inv(-q / r)
@@ -150,9 +139,8 @@ class SkewT:
 
 def skew_t(units: ArrayLike, *, floor: float = 0.0, correct: bool = True) -> SkewT:
     """:class:`SkewT` of independent unit values (at least 2, not all equal unless ``floor`` > 0),
-    with the variance floored at ``floor`` (:func:`lattice_floor`) and, where the floor binds on a
-    sample with spread, its p-values the larger of the floored and unfloored statistics' (the floor
-    only removes rejections); ``correct=False`` sets γ = 0, which leaves Student's t (same floor and hull)."""
+    the variance floored at ``floor`` (:func:`lattice_floor`); ``correct=False`` sets γ = 0, which
+    leaves Student's t (same floor and hull)."""
     x = np.asarray(units, dtype=float)
     if x.ndim != 1 or x.size < 2 or not np.all(np.isfinite(x)):
         raise ConfigError(f"`units` must be a 1-D array of at least 2 finite values; got shape {x.shape}")
@@ -164,16 +152,14 @@ def skew_t(units: ArrayLike, *, floor: float = 0.0, correct: bool = True) -> Ske
     if sd == 0.0:
         raise ConfigError("`units` have zero spread and no variance floor: no t statistic")
     m3 = float(np.mean((x - m) ** 3))
-    gamma = m3 / sd**3 if correct else 0.0
     # a binding floor on a sample with spread: keep the unfloored statistic too (the hull, see SkewT)
     raw = SkewT(m, s, m3 / s**3 if correct else 0.0, int(x.size), False) if 0.0 < s < sd else None
-    return SkewT(m, sd, gamma, int(x.size), sd > s, raw)
+    return SkewT(m, sd, m3 / sd**3 if correct else 0.0, int(x.size), sd > s, raw)
 
 
 T_METHODS = ("t", "skew-t", "both-t")  # the t-based rules of mean_verdict and of the group-sequential design
 # a t rule certifies only from this many units on: from fewer, a sample that happens to miss a rare large
-# unit has a tiny spread, and its interval says nothing about the units not drawn (the group-sequential
-# design decides a mean from the same number of units on, in either mode)
+# unit has a tiny spread, and its interval says nothing about the units not drawn
 MIN_T_UNITS = 8
 
 
@@ -183,19 +169,16 @@ class BothT:
     rejected only when both reject it at α/2 (each p-value is twice the larger of the two, capped at
     1), and the (1 − 2α) interval is the hull of the two (1 − α) intervals.
 
-    Neither t rule alone holds its level on units with a heavy tail on both sides sampled at a few
-    dozen clusters: a sample that misses the long tail has a small mean, a small SD and a skewness
-    estimate near 0, so neither rule widens the bound on the tail's side; the skewness correction
-    holds on sparse units with rare large jumps, where Student's t does not. Halving the level is the
-    margin measured to hold on both kinds of unit (docs/calibration.md, "DPB certify"); it costs
-    power only where a bound is close."""
+    Neither t rule alone holds its level on units with a heavy tail on both sides at a few dozen
+    clusters (a sample that misses the tail has a small SD and a skewness near 0); halving the
+    level is the margin measured to hold (docs/calibration.md, "DPB certify")."""
 
     student: SkewT
     skew: SkewT
 
     @property
     def sd(self) -> float:
-        """The units' SD (floored as :func:`skew_t` floors it)."""
+        """The units' (floored) SD."""
         return self.skew.sd
 
     @property
@@ -209,11 +192,11 @@ class BothT:
         return self.skew.floored
 
     def p_greater(self, bound: float) -> float:
-        """p-value of H0: μ <= ``bound``: 2 · the larger of the two rules' (at most 1)."""
+        """p-value of H0: μ <= ``bound``."""
         return min(1.0, 2.0 * max(self.student.p_greater(bound), self.skew.p_greater(bound)))
 
     def p_less(self, bound: float) -> float:
-        """p-value of H0: μ >= ``bound``: 2 · the larger of the two rules' (at most 1)."""
+        """p-value of H0: μ >= ``bound``."""
         return min(1.0, 2.0 * max(self.student.p_less(bound), self.skew.p_less(bound)))
 
     def interval(self, alpha: float) -> tuple[float, float]:
@@ -251,39 +234,32 @@ def mean_verdict(
     null_variance: bool = False,
     lattice_step: float | None = None,
 ) -> Verdict:
-    """Gate on the mean of per-instance values with a cluster-bootstrap (1 − 2α) CI, or with
-    Hall's skewness-corrected t (``method='skew-t'``) or Student's t (``method='t'``).
+    """Gate on the mean of per-instance values with a cluster-bootstrap (1 − 2α) CI or a t rule.
 
-    ``sides='both'``: compliant when −threshold <= θ <= threshold (DPB, MEG);
-    ``'upper'``: θ <= threshold; ``'lower'``: θ >= threshold. Detect p-value: the
-    bootstrap share on the compliant side of the nearer violated bound; certify:
-    the larger of the two one-sided shares (TOST). ``method``: ``percentile`` (expanded
-    percentile, the default), ``bca`` (for skewed units, e.g. the stressor amplification) or
-    ``skew-t`` (the positional MEG gates: :class:`SkewT` on the clusters' linearized means
-    u_g = x̄ + (S_g − x̄·n_g)/n̄, which average to the instance mean x̄ and equal the cluster means
-    when the clusters have equal sizes; with ``lattice_step`` δ the variance is floored at
-    :func:`lattice_floor` of the larger finite bound; its p-values go to 0 with the distance from
-    the bound, which a bootstrap's cannot below 1/(resamples + 1)) or ``t`` (the same units and
-    floor with γ = 0: Student's t, the positional DPB gate's rule, whose heavy-tailed units the
-    skewness correction over-corrects at the sequential design's early, small levels) or ``both-t``
-    (the two together, each at level α/2, :class:`BothT`: the DPB gate in certify mode).
+    ``sides='both'``: compliant when −threshold <= θ <= threshold (DPB, MEG); ``'upper'``:
+    θ <= threshold; ``'lower'``: θ >= threshold. Detect p-value: that of the nearer violated bound;
+    certify: the larger of the two one-sided p-values (TOST). ``method``:
 
-    Refusals (an *inconclusive* verdict, :attr:`Verdict.inconclusive`):
+    * ``percentile`` (expanded percentile bootstrap, the default) or ``bca`` (for skewed units, e.g.
+      the stressor amplification);
+    * ``skew-t`` (the positional MEG gates): :class:`SkewT` on the clusters' linearized means
+      u_g = x̄ + (S_g − x̄·n_g)/n̄, which average to x̄ and equal the cluster means for equal cluster
+      sizes; with ``lattice_step`` δ the variance is floored at :func:`lattice_floor` of the larger
+      finite bound. Its p-values go to 0 with the distance from the bound, which a bootstrap's cannot
+      below 1/(resamples + 1);
+    * ``t``: the same with γ = 0 (Student's t, the positional DPB gate, whose heavy-tailed units the
+      skewness correction over-corrects at the sequential design's small early levels); ``both-t``:
+      the two at level α/2 each (:class:`BothT`, DPB in certify mode).
 
-    * fewer than ``MIN_CLUSTERS`` independent units; in certify mode with a t rule, fewer than
-      ``MIN_T_UNITS``;
-    * any non-finite value (a lost unit that reached the rule): it does not pass in either mode;
-    * zero spread (every cluster mean equal): a bootstrap interval has zero width there and would
-      certify from a handful of units. With ``value_range = (lo, hi)`` (the values' possible range)
-      the gate decides on the exact worst-case floor of :func:`zero_spread_interval` instead;
-      without it, a detect-mode sample whose every unit lies past a bound still fails (fail
-      closed: e.g. zero coverage everywhere), and any other zero-spread sample is inconclusive.
+    Inconclusive (:attr:`Verdict.inconclusive`): fewer than ``MIN_CLUSTERS`` independent units (with
+    a t rule in certify mode, ``MIN_T_UNITS``); any non-finite value (passes in neither mode); zero
+    spread (every cluster mean equal), where an interval has zero width: with ``value_range =
+    (lo, hi)`` the gate decides on the exact worst-case floor of :func:`zero_spread_interval`
+    instead, and without it only a detect-mode sample whose every unit lies past a bound decides
+    (it fails).
 
-    ``null_variance=True`` (lattice-valued units, e.g. a group's MEG on four-sentence references):
-    the interval is the hull of the bootstrap interval and :func:`null_variance_interval` (the
-    t test with the variance taken at the tested bound, inverted), and each p-value the larger of
-    the two rules'; a violation (detect) or compliance (certify) is shown only when both show it
-    (docs/design.md section 5).
+    ``null_variance=True`` (lattice-valued units): the interval is the hull of the bootstrap's and
+    :func:`null_variance_interval`, each p-value the larger of the two rules' (docs/design.md section 5).
     """
     a = _check_alpha(alpha)
     if mode not in MODES:

@@ -1,7 +1,5 @@
-"""Statistics core, the share-minus-indicator rule: the mean of d_i = share_i − indicator_i for units
-with a rare-event 0/1 component (the stressor amplification), decided by a bootstrap only when the
-sample holds enough of the rare outcome and by a decomposed t plus exact Clopper–Pearson bound
-otherwise (docs/design.md section 5). Re-exported by :mod:`pytest_posbias.stats`."""
+"""Statistics core, the share-minus-indicator rule for units with a rare-event 0/1 component (the
+stressor amplification; docs/design.md section 5). Re-exported by :mod:`pytest_posbias.stats`."""
 
 from __future__ import annotations
 
@@ -68,12 +66,10 @@ def share_difference_bounds(share: ArrayLike, indicator: ArrayLike, *, alpha: fl
 
 def share_difference_rule(share: ArrayLike, indicator: ArrayLike, *, lower: float, upper: float, mode: str,
                           alpha: float) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
-    """The decomposed rule of :func:`share_difference_verdict` on one or many samples (rows).
-
-    Returns (decided, passed) per sample: detect fails when the lower bound of
-    :func:`share_difference_bounds` lies above ``upper`` or its upper bound below ``lower``;
-    certify passes when both bounds lie inside [lower, upper]. (The bootstrap branch for samples
-    with ``RARE_MIN_COUNT`` rare outcomes is applied by the verdict itself.)
+    """The decomposed rule of :func:`share_difference_verdict` on one or many samples (rows):
+    (decided, passed) per sample. Detect fails when the bounds of :func:`share_difference_bounds`
+    lie wholly outside [lower, upper]; certify passes when both lie inside (the bootstrap branch is
+    the verdict's own).
     """
     lo, hi = share_difference_bounds(share, indicator, alpha=alpha)
     if mode == "detect":
@@ -125,17 +121,11 @@ def share_difference_verdict(
     """Gate on the mean of d_i = share_i − indicator_i, one value per independent unit (the stressor
     amplification: share of a video's stressed outputs that repeat minus its clean 0/1 flag).
 
-    The indicator is a rare-event component: a bootstrap of d (BCa or percentile) cannot see a rare
-    outcome the sample happened to miss, and then decides on a mean that lacks it (at the boundary
-    of the stressor gate it false-failed about half of the runs at 5–8 videos). So:
-
-    * when the sample holds at least ``RARE_MIN_COUNT`` units of the rarer indicator outcome (its
-      observed count estimates the expected count n·p), the BCa cluster bootstrap of d decides;
-    * otherwise the decomposed rule :func:`share_difference_bounds` decides (t bound of the share,
-      exact Clopper–Pearson bound of the indicator, Bonferroni), which holds its level at every
-      indicator rate;
-    * below :func:`share_difference_min_sample` units, where not even the most extreme sample could
-      decide, the verdict is inconclusive; non-finite values never pass.
+    A bootstrap of d cannot see a rare indicator outcome the sample happened to miss, so the BCa
+    cluster bootstrap of d decides only when the sample holds at least ``RARE_MIN_COUNT`` units of
+    the rarer outcome; otherwise the decomposed rule :func:`share_difference_bounds` decides, which
+    holds its level at every indicator rate. Below :func:`share_difference_min_sample` units the
+    verdict is inconclusive; non-finite values never pass.
     """
     a = _check_alpha(alpha)
     if mode not in MODES:
