@@ -48,8 +48,6 @@ class GateModel:
     threshold: float
     sides: str
     unit: str
-    lo: float
-    hi: float
     null_theta: float
     n_default: int
     draw: Callable[[np.random.Generator, int, float], np.ndarray]
@@ -79,7 +77,7 @@ def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float],
     def model(name: str, kind: str, unit: str, null: float, n: int,
               draw: Callable[[np.random.Generator, int, float], np.ndarray]) -> GateModel:
         g = GATE_SPECS[name]
-        return GateModel(name, kind, g.threshold, g.side, unit, *g.value_range, null, n, draw)
+        return GateModel(name, kind, g.threshold, g.side, unit, null, n, draw)
 
     out = [model(g, "mean", "groups", 0.0, defaults["groups"], _mean_draw(pools[g], *GATE_SPECS[g].value_range))
            for g in ("dpb", "meg")]

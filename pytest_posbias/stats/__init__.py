@@ -66,17 +66,8 @@ from .verdicts import inconclusive_verdict as inconclusive_verdict
 from .verdicts import zero_spread_interval as zero_spread_interval
 
 
-def paired_change_verdict(
-    a: ArrayLike,
-    b: ArrayLike,
-    *,
-    name: str,
-    threshold: float = 0.0,
-    mode: str = "detect",
-    alpha: float = 0.05,
-    unit: str = "items",
-    extra: Mapping[str, Any] | None = None,
-) -> Verdict:
+def paired_change_verdict(a: ArrayLike, b: ArrayLike, *, name: str, threshold: float = 0.0, mode: str = "detect",
+                          alpha: float = 0.05, unit: str = "items", extra: Mapping[str, Any] | None = None) -> Verdict:
     """Gate on δ = rate(a) − rate(b) for paired binary outcomes (e.g. answers changed by
     PhaseFusion vs by a single pass on the same items); compliant when δ <= threshold.
 

@@ -167,33 +167,21 @@ class BootstrapResult:
 MIN_CLUSTERS = 5  # below this a cluster bootstrap has too few distinct resamples to trust
 
 
-def cluster_bootstrap(
-    values: ArrayLike,
-    clusters: ArrayLike | None = None,
-    *,
-    confidence_level: float = 0.90,
-    n_resamples: int = 9999,
-    rng: np.random.Generator,
-    expand: bool = True,
-    method: str = "percentile",
-) -> BootstrapResult:
+def cluster_bootstrap(values: ArrayLike, clusters: ArrayLike | None = None, *, confidence_level: float = 0.90,
+                      n_resamples: int = 9999, rng: np.random.Generator, method: str = "percentile") -> BootstrapResult:
     """Seeded cluster bootstrap CI for the mean of per-instance values.
 
-    Whole clusters are resampled with replacement (``scipy.stats.bootstrap``, paired,
-    percentile method) and the statistic is the instance mean of the resample,
-    Σ_g S_g / Σ_g n_g with S_g, n_g the sum and size of cluster g. Without
-    ``clusters`` every instance is its own cluster. At least two clusters are needed.
+    Whole clusters are resampled with replacement (``scipy.stats.bootstrap``, paired) and the
+    statistic is the instance mean of the resample, Σ_g S_g / Σ_g n_g with S_g, n_g the sum and size
+    of cluster g. Without ``clusters`` every instance is its own cluster. At least two clusters.
 
-    ``expand`` (default): the expanded percentile interval (Hesterberg 2015, "What teachers
+    ``method='percentile'``: the expanded percentile interval (Hesterberg 2015, "What teachers
     should know about the bootstrap", §3.6): the percentiles are taken at
-    α' = Φ(−sqrt(G/(G − 1)) · t_{1−α, G−1}) instead of α, which matches the t interval for
-    normal data and keeps the coverage of small-G intervals (the plain percentile interval is
-    too narrow for few clusters). The p-values use the same correction.
-
-    ``method='bca'``: the bias-corrected and accelerated interval of ``scipy.stats.bootstrap``
-    (Efron 1987; acceleration from the leave-one-cluster-out jackknife) instead, for skewed
-    unit values where the percentile interval is too short on the long-tail side; ``expand``
-    is then ignored.
+    α' = Φ(−sqrt(G/(G − 1)) · t_{1−α, G−1}) instead of α (from G = 3 clusters), which matches the t
+    interval for normal data and keeps the coverage of small-G intervals. The p-values use the same
+    correction. ``method='bca'``: the bias-corrected and accelerated interval (Efron 1987;
+    acceleration from the leave-one-cluster-out jackknife), for skewed unit values where the
+    percentile interval is too short on the long-tail side.
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size == 0:
@@ -228,7 +216,7 @@ def cluster_bootstrap(
         return BootstrapResult(estimate, estimate, estimate, level, v.size, sums.size, dist, expanded=False)
     g = int(sums.size)
     bca = method == "bca"
-    expanded = not bca and expand and g >= 3
+    expanded = not bca and g >= 3
     tail = (1 - level) / 2
     if expanded:
         tail = float(_st.norm.cdf(-math.sqrt(g / (g - 1)) * _st.t.ppf(1 - tail, g - 1)))

@@ -61,18 +61,9 @@ def abs_bias_bounds(c_mean: float, b_mean: float, se_diff: float, se_sum: float,
     return float(lo), float(hi)
 
 
-def paired_abs_mean_verdict(
-    cand: ArrayLike,
-    base: ArrayLike,
-    clusters: ArrayLike,
-    *,
-    name: str,
-    margin: float,
-    mode: str = "detect",
-    alpha: float = 0.05,
-    unit: str = "groups",
-    extra: Mapping[str, Any] | None = None,
-) -> Verdict:
+def paired_abs_mean_verdict(cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *, name: str, margin: float,
+                            mode: str = "detect", alpha: float = 0.05, unit: str = "groups",
+                            extra: Mapping[str, Any] | None = None) -> Verdict:
     """Non-inferiority of a two-sided statistic: compliant when Δ = |μc| − |μb| <= ``margin``.
 
     ĉ, b̂ are instance means (Σ_g S_g / Σ_g n_g over the clusters g) of the same instances. Δ is
@@ -175,20 +166,10 @@ def _invert(d: NDArray[np.float64], clusters: ArrayLike, alpha: float, *, side: 
     return (lo + hi) / 2
 
 
-def paired_permutation_verdict(
-    d: ArrayLike,
-    clusters: ArrayLike,
-    *,
-    name: str,
-    threshold: float,
-    sides: str = "upper",
-    mode: str = "detect",
-    alpha: float = 0.05,
-    unit: str = "groups",
-    n_resamples: int = PERMUTATIONS,
-    seed: int = 0,
-    extra: Mapping[str, Any] | None = None,
-) -> Verdict:
+def paired_permutation_verdict(d: ArrayLike, clusters: ArrayLike, *, name: str, threshold: float, sides: str = "upper",
+                               mode: str = "detect", alpha: float = 0.05, unit: str = "groups",
+                               n_resamples: int = PERMUTATIONS, seed: int = 0,
+                               extra: Mapping[str, Any] | None = None) -> Verdict:
     """Gate on the mean of paired differences d_i with the sign-flip permutation test
     (:func:`sign_flip_p`, 20,000 seeded sign flips by default) instead of the bootstrap:
     ``sides='upper'`` compliant when mean d <= threshold (non-inferiority), ``'both'`` when
@@ -238,19 +219,10 @@ def paired_permutation_verdict(
                    p_certify=p_cert, extra=ex)
 
 
-def paired_amplification_verdict(
-    cand_share: ArrayLike,
-    cand_clean: ArrayLike,
-    base_share: ArrayLike,
-    base_clean: ArrayLike,
-    *,
-    name: str,
-    margin: float,
-    mode: str = "detect",
-    alpha: float = 0.05,
-    unit: str = "videos",
-    extra: Mapping[str, Any] | None = None,
-) -> Verdict:
+def paired_amplification_verdict(cand_share: ArrayLike, cand_clean: ArrayLike, base_share: ArrayLike,
+                                 base_clean: ArrayLike, *, name: str, margin: float, mode: str = "detect",
+                                 alpha: float = 0.05, unit: str = "videos",
+                                 extra: Mapping[str, Any] | None = None) -> Verdict:
     """Paired stressor comparison: compliant when δ = E[a_cand − a_base] <= ``margin``, with a the
     per-video amplification a = S − F (S: share of the stressed variants that repeat, F: the 0/1
     clean repetition flag).

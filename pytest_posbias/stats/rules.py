@@ -15,7 +15,7 @@ from scipy import stats as _st
 
 from ..errors import ConfigError
 from .intervals import MIN_CLUSTERS, _check_alpha, _check_counts, binomial_test, cluster_bootstrap, exact_interval
-from .verdicts import MODES, Verdict, _bounds, _decide, _fmt, inconclusive_verdict, region_p, zero_spread_interval
+from .verdicts import Verdict, _bounds, _check_mode, _decide, _fmt, inconclusive_verdict, region_p, zero_spread_interval
 
 
 def null_variance_interval(means: ArrayLike, *, alpha: float) -> tuple[float, float]:
@@ -216,24 +216,11 @@ def t_statistic(units: ArrayLike, *, floor: float = 0.0, rule: str) -> SkewT | B
     return skew_t(units, floor=floor, correct=rule == "skew-t")
 
 
-def mean_verdict(
-    values: ArrayLike,
-    clusters: ArrayLike | None = None,
-    *,
-    name: str,
-    threshold: float,
-    sides: str = "both",
-    mode: str = "detect",
-    alpha: float = 0.05,
-    unit: str = "instances",
-    n_resamples: int = 9999,
-    rng: np.random.Generator,
-    method: str = "percentile",
-    extra: Mapping[str, Any] | None = None,
-    value_range: tuple[float, float] | None = None,
-    null_variance: bool = False,
-    lattice_step: float | None = None,
-) -> Verdict:
+def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: str, threshold: float,
+                 sides: str = "both", mode: str = "detect", alpha: float = 0.05, unit: str = "instances",
+                 n_resamples: int = 9999, rng: np.random.Generator, method: str = "percentile",
+                 extra: Mapping[str, Any] | None = None, value_range: tuple[float, float] | None = None,
+                 null_variance: bool = False, lattice_step: float | None = None) -> Verdict:
     """Gate on the mean of per-instance values with a cluster-bootstrap (1 − 2α) CI or a t rule.
 
     ``sides='both'``: compliant when −threshold <= θ <= threshold (DPB, MEG); ``'upper'``:
@@ -262,8 +249,7 @@ def mean_verdict(
     :func:`null_variance_interval`, each p-value the larger of the two rules' (docs/design.md section 5).
     """
     a = _check_alpha(alpha)
-    if mode not in MODES:
-        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+    _check_mode(mode)
     lower, upper = _bounds(threshold, sides)
     v = np.asarray(values, dtype=float)
     clusters_arr = None if clusters is None else np.asarray(clusters)
@@ -364,8 +350,7 @@ def rate_min_sample(*, threshold: float, mode: str, alpha: float) -> int:
     n_min = ⌊log α / log(1 − t)⌋ + 1 (none when t = 0). "None" is returned as a huge n.
     """
     a = _check_alpha(alpha)
-    if mode not in MODES:
-        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+    _check_mode(mode)
     q = threshold if mode == "detect" else 1.0 - threshold
     if q <= 0.0:
         return 1
@@ -374,17 +359,8 @@ def rate_min_sample(*, threshold: float, mode: str, alpha: float) -> int:
     return math.floor(math.log(a) / math.log(q)) + 1
 
 
-def rate_verdict(
-    k: int,
-    n: int,
-    *,
-    name: str,
-    threshold: float,
-    mode: str = "detect",
-    alpha: float = 0.05,
-    unit: str = "instances",
-    extra: Mapping[str, Any] | None = None,
-) -> Verdict:
+def rate_verdict(k: int, n: int, *, name: str, threshold: float, mode: str = "detect", alpha: float = 0.05,
+                 unit: str = "instances", extra: Mapping[str, Any] | None = None) -> Verdict:
     """Gate on a binomial rate k/n with compliance rate <= threshold.
 
     Detect: exact one-sided binomial test of H0: rate <= threshold (fail when

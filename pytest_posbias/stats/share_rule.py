@@ -16,7 +16,7 @@ from scipy.optimize import brentq
 from ..errors import ConfigError
 from .intervals import MIN_CLUSTERS, _check_alpha
 from .rules import mean_verdict
-from .verdicts import MODES, Verdict, _bounds, _decide, inconclusive_verdict, region_p
+from .verdicts import Verdict, _bounds, _check_mode, _decide, inconclusive_verdict, region_p
 
 RARE_MIN_COUNT = 5  # the bootstrap decides a share-minus-indicator mean only with this many of the rarer outcome
 SHARE_ALPHA_FRACTION = 0.2  # of α spent on the share's bound in the decomposed rule; the rest on the indicator's
@@ -104,20 +104,10 @@ def share_difference_min_sample(*, lower: float, upper: float, mode: str, alpha:
     return n_max + 1
 
 
-def share_difference_verdict(
-    share: ArrayLike,
-    indicator: ArrayLike,
-    *,
-    name: str,
-    threshold: float,
-    sides: str = "upper",
-    mode: str = "detect",
-    alpha: float = 0.05,
-    unit: str = "units",
-    n_resamples: int = 9999,
-    rng: np.random.Generator,
-    extra: Mapping[str, Any] | None = None,
-) -> Verdict:
+def share_difference_verdict(share: ArrayLike, indicator: ArrayLike, *, name: str, threshold: float,
+                             sides: str = "upper", mode: str = "detect", alpha: float = 0.05, unit: str = "units",
+                             n_resamples: int = 9999, rng: np.random.Generator,
+                             extra: Mapping[str, Any] | None = None) -> Verdict:
     """Gate on the mean of d_i = share_i − indicator_i, one value per independent unit (the stressor
     amplification: share of a video's stressed outputs that repeat minus its clean 0/1 flag).
 
@@ -128,8 +118,7 @@ def share_difference_verdict(
     verdict is inconclusive; non-finite values never pass.
     """
     a = _check_alpha(alpha)
-    if mode not in MODES:
-        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+    _check_mode(mode)
     lower, upper = _bounds(threshold, sides)
     sh = np.asarray(share, dtype=float)
     ind = np.asarray(indicator, dtype=float)

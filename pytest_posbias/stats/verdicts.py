@@ -82,6 +82,11 @@ class Verdict:
         return cls(**kw)
 
 
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+
+
 def _fmt(x: float) -> str:
     if math.isnan(x):
         return "nan"
@@ -100,25 +105,10 @@ def _region(lower: float, upper: float) -> str:
     return f"within [{_fmt(lower)}, {_fmt(upper)}]"
 
 
-def _decide(
-    *,
-    name: str,
-    estimate: float,
-    ci_low: float,
-    ci_high: float,
-    lower: float,
-    upper: float,
-    threshold: float,
-    n: int,
-    unit: str,
-    mode: str,
-    alpha: float,
-    p_detect: float,
-    p_certify: float,
-    extra: Mapping[str, Any] | None,
-) -> Verdict:
-    if mode not in MODES:
-        raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
+def _decide(*, name: str, estimate: float, ci_low: float, ci_high: float, lower: float, upper: float, threshold: float,
+            n: int, unit: str, mode: str, alpha: float, p_detect: float, p_certify: float,
+            extra: Mapping[str, Any] | None) -> Verdict:
+    _check_mode(mode)
     region = _region(lower, upper)
     level = round(100 * (1 - 2 * alpha))
     nums = (
@@ -145,23 +135,10 @@ def _decide(
         else:
             reason = (f"{nums}, p = {_fmt(p)}): the CI is not wholly inside the allowed region, so compliance is not "
                       f"certified at α = {alpha:g} (certify mode).")
-    return Verdict(
-        name=name,
-        estimate=float(estimate),
-        ci_low=float(ci_low),
-        ci_high=float(ci_high),
-        threshold=float(threshold),
-        n=int(n),
-        p_value=float(min(1.0, max(0.0, p))),
-        passed=bool(passed),
-        mode=mode,
-        reason=reason,
-        alpha=alpha,
-        lower=float(lower),
-        upper=float(upper),
-        unit=unit,
-        extra=dict(extra or {}),
-    )
+    return Verdict(name=name, estimate=float(estimate), ci_low=float(ci_low), ci_high=float(ci_high),
+                   threshold=float(threshold), n=int(n), p_value=float(min(1.0, max(0.0, p))), passed=bool(passed),
+                   mode=mode, reason=reason, alpha=alpha, lower=float(lower), upper=float(upper), unit=unit,
+                   extra=dict(extra or {}))
 
 
 def region_p(p_greater: Callable[[float], float], p_less: Callable[[float], float], lower: float,
@@ -223,20 +200,9 @@ def zero_spread_interval(value: float, n: int, *, lower: float, upper: float, al
     return ci_low, ci_high, *region_p(p_at_most, p_at_least, lower, upper)
 
 
-def inconclusive_verdict(
-    *,
-    name: str,
-    threshold: float,
-    sides: str,
-    n: int,
-    mode: str,
-    alpha: float,
-    unit: str,
-    why: str,
-    estimate: float = math.nan,
-    extra: Mapping[str, Any] | None = None,
-    fail_closed: bool = False,
-) -> Verdict:
+def inconclusive_verdict(*, name: str, threshold: float, sides: str, n: int, mode: str, alpha: float, unit: str,
+                         why: str, estimate: float = math.nan, extra: Mapping[str, Any] | None = None,
+                         fail_closed: bool = False) -> Verdict:
     """A verdict when the data cannot decide: ``inconclusive`` is set, the CI is nan and p = 1.
 
     ``passed`` is the mode's conservative reading (detect: no violation shown; certify: compliance

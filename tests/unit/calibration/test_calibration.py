@@ -21,7 +21,7 @@ from pytest_posbias.errors import ConfigError
 
 
 def _flip_gate(n: int) -> GateModel:
-    return GateModel("flip", "rate", 0.15, "upper", "items", 0.0, 1.0, 0.0, n, _rate_draw)
+    return GateModel("flip", "rate", 0.15, "upper", "items", 0.0, n, _rate_draw)
 
 
 def _exact_size(n: int, t: float, theta: float, alpha: float = 0.05) -> float:
