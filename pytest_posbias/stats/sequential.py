@@ -120,18 +120,14 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     """One analysis of the group-sequential design on the units ``x`` gathered so far.
 
     Returns the decision when this look stops the gate (always at the last look), else None.
-    ``kind``: ``rate`` (0/1 units: exact binomial tests at the look's nominal level 1 − Φ(c_k))
-    or ``mean`` (t tests on the unit values at the same nominal levels). ``rule`` (:data:`~.rules.T_METHODS`):
-    ``t`` Student's t (``null_variance=True``: the variance taken at the tested bound,
-    :func:`~pytest_posbias.stats.null_variance_interval`, measured in ``benchmarks/decision_lattice.py``
-    and not used by the gates: docs/design.md section 5); ``skew-t`` Hall's t (:class:`~.rules.SkewT`,
-    the positional MEG gates); ``both-t`` the two at half the level (:class:`~.rules.BothT`, DPB in
-    certify mode); with a ``lattice_step`` their variance floored at |bound|·step (:func:`~.rules.lattice_floor`).
+    ``kind``: ``rate`` (0/1 units: exact binomial tests at the look's nominal level 1 − Φ(c_k)) or
+    ``mean`` (the t ``rule`` of :func:`~.rules.t_statistic` at the same levels; ``null_variance``, for
+    Student's t only: :func:`~.rules.null_variance_interval`, benchmarked and not used by the gates).
     Early FAIL in detect mode needs the look's one-sided test of "compliant" to reject at its spent
-    level, so the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies inside
-    the region or when the conditional power to show a violation of size θ1 (default:
-    :func:`violation_alternative`) by the last look drops below ``futility`` (non-binding: it can only
-    lower the false-failure rate). In certify mode a PASS needs the repeated CI wholly inside the region.
+    level, so the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies
+    inside the region or when the conditional power to show a violation of size θ1 (default:
+    :func:`violation_alternative`) by the last look drops below ``futility`` (non-binding). In
+    certify mode a PASS needs the repeated CI wholly inside the region.
     """
     xs = np.asarray(x, dtype=float)
     if mode not in ("detect", "certify"):

@@ -203,12 +203,9 @@ def zero_spread_interval(value: float, n: int, *, lower: float, upper: float, al
 def inconclusive_verdict(*, name: str, threshold: float, sides: str, n: int, mode: str, alpha: float, unit: str,
                          why: str, estimate: float = math.nan, extra: Mapping[str, Any] | None = None,
                          fail_closed: bool = False) -> Verdict:
-    """A verdict when the data cannot decide: ``inconclusive`` is set, the CI is nan and p = 1.
-
-    ``passed`` is the mode's conservative reading (detect: no violation shown; certify: compliance
-    not shown); with ``fail_closed`` (non-finite unit values, data that should never reach a rule)
-    it is False in both modes.
-    """
+    """A verdict when the data cannot decide: ``inconclusive`` is set, the CI is nan and p = 1, and
+    ``passed`` the mode's conservative reading (:attr:`Verdict.outcome`); with ``fail_closed``
+    (non-finite unit values) False in both modes."""
     lower, upper = _bounds(threshold, sides)
     passed = mode == "detect" and not fail_closed
     what = ("the gate does not pass in either mode" if fail_closed else
