@@ -43,6 +43,8 @@ STRESSOR_TRIALS = 30
 
 @dataclass(frozen=True)
 class GateModel:
+    """A calibrated gate: its threshold and region, unit, null value, default size and unit draw."""
+
     name: str
     kind: str  # "mean" | "rate"
     threshold: float
@@ -125,6 +127,7 @@ def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float) ->
 
 
 def rate_ci(k: int, n: int) -> tuple[float, float]:
+    """Clopper–Pearson 95% interval of k/n (NaN without runs)."""
     return exact_interval(k, n, confidence_level=0.95) if n else (math.nan, math.nan)
 
 

@@ -31,8 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..gate_registry import GATES
-from ..stats import exact_interval
-from . import check_run
+from . import check_run, rate_ci
 
 E2E_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack")
 LEVELS = ("0", "t", "3t")
@@ -113,10 +112,8 @@ class Cell:
         return self.fails / self.runs if self.runs else math.nan
 
     def ci(self) -> tuple[float, float]:
-        if not self.runs:
-            return math.nan, math.nan
-        lo, hi = exact_interval(self.fails, self.runs, confidence_level=0.95)
-        return float(lo), float(hi)
+        """Clopper–Pearson 95% interval of the fail rate."""
+        return rate_ci(self.fails, self.runs)
 
     def median_units(self) -> float:
         return float(np.median(self.units)) if self.units else math.nan
@@ -224,4 +221,5 @@ def format_e2e(cells: dict[str, dict[str, Cell]], *, alpha: float) -> list[str]:
 
 
 def cells_to_json(cells: dict[str, dict[str, Cell]]) -> dict[str, Any]:
+    """The cells as JSON-ready data (written by ``posbias calibrate --end-to-end --json FILE``)."""
     return {g: {lv: c.to_dict() for lv, c in row.items()} for g, row in cells.items()}
