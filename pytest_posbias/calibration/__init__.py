@@ -2,22 +2,17 @@
 
 Each gate is run many times on seeded simulated data and the outcomes are counted:
 
-* positional gates (DPB, MEG): a statistical simulator draws per-group values from the
-  residual distribution the simulated model ``sim:unbiased`` produced on the synthetic set
-  (measured once through the real probe, then resampled) and shifts them by the true
-  effect θ;
-* rate gates (flip, phase, order, repetition, attack): Bernoulli units with rate θ, the
-  null rate being what ``sim:unbiased`` measured;
-* stressor amplification: per video, the share of ``trials`` stressed outputs that repeat
-  (rate p0 + θ) minus the clean indicator (rate p0 = 0.10, a well-behaved model in
-  VideoSTF table 1).
+* positional gates (DPB, MEG): per-group values resampled from the residuals ``sim:unbiased``
+  produced on the synthetic set (measured once through the real probe), shifted by the true effect θ;
+* rate gates (flip, phase, order, repetition, attack): Bernoulli units with rate θ, the null rate
+  being what ``sim:unbiased`` measured;
+* stressor amplification: per video, the share of ``trials`` stressed outputs that repeat (rate
+  p0 + θ) minus the clean indicator (rate p0 = 0.10, a well-behaved model in VideoSTF table 1).
 
-For every gate and mode the report gives the false-failure rate under ``sim:unbiased``
-(detect), the false-failure rate at the threshold boundary θ = t (detect, the worst
-compliant case), the false-pass rate at the boundary (certify), each with its
-Clopper–Pearson 95% interval; the power at θ = 2t; the smallest sample with 80% power at
-2t; and the median number of units a decision used under the fixed and the sequential
-design over a range of true effects.
+Per gate and design (fixed, sequential): the false-failure rate under ``sim:unbiased`` and at the
+boundary θ = t (detect), the false-pass rate at the boundary (certify), each with its
+Clopper–Pearson 95% interval; the power at θ = 2t; the smallest sample with 80% power at 2t; and
+the median units a decision used over a range of true effects.
 """
 
 from __future__ import annotations
