@@ -17,7 +17,6 @@ from .manifest import write_manifest
 
 VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v")
 BUCKETS = (("short", 0.0, 60.0), ("long", 60.0, 120.0))
-IMAGE_EXTS = (".jpg", ".jpeg", ".png")
 
 
 @dataclass

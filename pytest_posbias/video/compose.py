@@ -44,14 +44,6 @@ class VideoPart:
     video_id: str = ""
     kind: str = "video"
 
-    @property
-    def fps(self) -> float:
-        return self.frames.fps
-
-    @property
-    def duration(self) -> float:
-        return self.frames.frame_count / self.frames.fps if self.frames.fps > 0 else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "video", "label": self.label, "video_id": self.video_id, "frames": self.frames.to_dict()}
 
@@ -130,11 +122,15 @@ def compose(
     return [task, *body] if placement == "prompt-first" else [*body, task]
 
 
+def _separated_by(boundary: str) -> str:
+    return ("Different videos in the input are separated by black frames." if boundary == "black"
+            else "Different videos in the input are separated by text labels only.")
+
+
 def summary_prompt(P: int, *, sentences: int, boundary: str = "black", news: bool = False,
                    label_base: int = 0, equal_attention: bool = False) -> str:
     """The per-video summarization prompt of the multi-video paper, appendix A.1."""
-    first = ("Different videos in the input are separated by black frames." if boundary == "black"
-             else "Different videos in the input are separated by text labels only.")
+    first = _separated_by(boundary)
     what = "each news video" if news else "each video"
     markers = " ".join(f"[video{k}] summary" for k in range(label_base, label_base + min(P, 2)))
     last = f"[video{label_base + P - 1}] summary"
@@ -149,8 +145,7 @@ def summary_prompt(P: int, *, sentences: int, boundary: str = "black", news: boo
 def single_target_prompt(P: int, target: int, *, sentences: int, boundary: str = "black",
                          news: bool = False, label_base: int = 0) -> str:
     """Single-target prompting (paper §5.2): ask for the summary of one labelled video only."""
-    first = ("Different videos in the input are separated by black frames." if boundary == "black"
-             else "Different videos in the input are separated by text labels only.")
+    first = _separated_by(boundary)
     what = "news video" if news else "video"
     label = target + label_base
     return (f"{first} Summarize only the {what} labelled Video {label} in {sentences} sentences. "

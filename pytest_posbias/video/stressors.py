@@ -38,28 +38,6 @@ Frames = NDArray[np.uint8] | FrameSpec
 STRESSORS = ("add1", "add2", "delete1", "delete2", "replace1", "replace2", "reverse", "shuffle")
 CONTROLS = ("resample", "blur", "noise", "jpeg", "cutout", "speed2", "foreign")
 
-__all__ = [
-    "CONTROLS",
-    "STRESSORS",
-    "StressResult",
-    "add",
-    "apply_pixel_op",
-    "blur",
-    "cutout",
-    "delete",
-    "delete_all",
-    "jpeg",
-    "noise",
-    "replace",
-    "replace_foreign",
-    "resample",
-    "reverse",
-    "shuffle",
-    "speed",
-    "variants",
-]
-
-
 @dataclass(frozen=True)
 class StressResult:
     """New frames (array or spec) and the record of what the stressor did."""
@@ -128,9 +106,8 @@ def add(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
         pos = int(rng.integers(0, len(order) + 1))
         order.insert(pos, s)
         inserted_at.append(pos)
-    # final positions of the copies: recompute from the order (later inserts shift earlier ones)
     rec = {"stressor": f"add{k}", "k": k, "source_positions": src, "insert_positions": inserted_at,
-           "order": [o for o in order]}
+           "order": list(order)}
     return _gather(frames, order, None, rec)
 
 
@@ -158,13 +135,8 @@ def delete_all(frames: Frames) -> list[StressResult]:
 
 def replace(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
     """Replace(k): copy k distinct sampled frames over k other distinct positions (VideoSTF
-    ``ReplaceOneFrame`` / ``ReplaceTwoFrames``).
-
-    The k sources are drawn without replacement from the T positions, then the k targets
-    without replacement from the T − k positions that are not sources, and target j receives
-    source j. So no two targets copy the same frame and no source is overwritten: every
-    source frame is still shown once at its own position and once more at its target
-    (needs T >= 2k).
+    ``ReplaceOneFrame`` / ``ReplaceTwoFrames``): k sources drawn without replacement, then k targets
+    among the T − k non-sources, target j receiving source j; no source is overwritten (T >= 2k).
     """
     _check_rng(rng)
     T = _length(frames)
@@ -227,25 +199,30 @@ def shuffle(frames: Frames, *, rng: np.random.Generator) -> StressResult:
 # --------------------------------------------------------------------------- controls
 
 
+def _check_clip(spec: FrameSpec, name: str) -> None:
+    if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
+        raise ConfigError(f"`spec` must be a FrameSpec of a clip ({name} needs the clip's frame count)")
+
+
+def _resampled(spec: FrameSpec, idx: list[int], rec: dict[str, Any]) -> StressResult:
+    return StressResult(spec.with_frames([(0, i) for i in idx], sources=spec.sources[:1], ops=(), record=rec), rec)
+
+
 def resample(spec: FrameSpec, count: int, *, convention: str = "videostf") -> StressResult:
     """Count-matched control: re-sample the clip uniformly at ``count`` frames (VideoSTF table 8)."""
-    if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
-        raise ConfigError("`spec` must be a FrameSpec of a clip (resample needs the clip's frame count)")
+    _check_clip(spec, "resample")
     idx = frame_indices(spec.frame_count, count, convention=convention)
-    rec = {"stressor": "resample", "count": count, "convention": convention, "indices": idx}
-    return StressResult(spec.with_frames([(0, i) for i in idx], sources=spec.sources[:1], ops=(), record=rec), rec)
+    return _resampled(spec, idx, {"stressor": "resample", "count": count, "convention": convention, "indices": idx})
 
 
 def speed(spec: FrameSpec, factor: int = 2, *, convention: str = "videostf") -> StressResult:
     """2× speed re-sample: keep every ``factor``-th clip frame, re-sample at the same count."""
-    if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
-        raise ConfigError("`spec` must be a FrameSpec of a clip (speed needs the clip's frame count)")
+    _check_clip(spec, "speed")
     if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
         raise ConfigError(f"`factor` must be an integer >= 2; got {factor!r}")
     fast_len = (spec.frame_count + factor - 1) // factor
     idx = [factor * i for i in frame_indices(fast_len, len(spec), convention=convention)]
-    rec = {"stressor": f"speed{factor}", "factor": factor, "indices": idx}
-    return StressResult(spec.with_frames([(0, i) for i in idx], sources=spec.sources[:1], ops=(), record=rec), rec)
+    return _resampled(spec, idx, {"stressor": f"speed{factor}", "factor": factor, "indices": idx})
 
 
 def _pixel(frames: Frames, op: PixelOp) -> StressResult:
@@ -295,11 +272,8 @@ def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator
 
 def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int = 30,
              foreign: Frames | None = None) -> list[StressResult]:
-    """Up to ``count`` seeded variants of one stressor for the attack and the stress test.
-
-    Delete 1 is exhaustive (T variants, capped at ``count`` only if count < T is asked for
-    explicitly by the caller), Reverse has one variant, the others ``count`` random trials.
-    """
+    """Seeded variants of one stressor for the attack and the stress test: Delete 1 is exhaustive (T
+    variants), Reverse has one, the others ``count`` random trials."""
     _check_rng(rng)
     if name == "reverse":
         return [reverse(frames)]
@@ -307,7 +281,7 @@ def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int 
         return delete_all(frames)
     if name in ("add1", "add2"):
         return [add(frames, int(name[-1]), rng=rng) for _ in range(count)]
-    if name in ("delete2",):
+    if name == "delete2":
         return [delete(frames, 2, rng=rng) for _ in range(count)]
     if name in ("replace1", "replace2"):
         return [replace(frames, int(name[-1]), rng=rng) for _ in range(count)]
