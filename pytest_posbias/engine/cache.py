@@ -1,9 +1,5 @@
-"""The generation cache: cache key -> :class:`~.calls.Generation` in SQLite.
-
-WAL mode and a busy timeout let concurrent pytest-xdist workers share one file; a finished
-request is never sent again, and a run killed midway keeps every batch it finished (the
-engine commits each batch as soon as the backend returns it). Unusable answers live in a
-table of their own (:meth:`GenerationCache.record_unusable`), never among the answers.
+"""The generation cache: cache key -> :class:`~.calls.Generation` in SQLite (WAL, so pytest-xdist
+workers share one file). Unusable answers live in a table of their own, never among the answers.
 """
 
 from __future__ import annotations
@@ -14,8 +10,9 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .calls import Generation
 
@@ -23,15 +20,11 @@ from .calls import Generation
 class GenerationCache:
     """SQLite (WAL) key → Generation; safe for several processes (pytest-xdist workers).
 
-    ``read_only=True`` opens an existing database read-only (``--posbias-cache-mode
-    read-only``): answers are read, nothing is written. An answer that cannot be stored (read
-    only, or a write the database refuses: a read-only file, a full disk) is not an error of
-    the run: it is counted in ``unstored`` (with the first reason in ``unstored_reason``) and
-    reported through ``on_unstored(n, reason)``, and the next run makes it again. A cached
-    row whose payload is not a valid Generation is a miss (made again, its row replaced),
-    counted in ``unreadable``. :func:`pytest_posbias.run.cache_check.check_cache` checks the file before a run.
-    ``run_id`` names the run that records an unusable answer (:meth:`record_unusable`), so the
-    other pytest-xdist workers of the same run serve it instead of asking again."""
+    ``read_only`` opens an existing database read-only (``--posbias-cache-mode read-only``). An
+    answer that cannot be stored (read only, a refused write) is no error of the run: it is counted
+    in ``unstored`` (first reason in ``unstored_reason``), reported through ``on_unstored(n, reason)``
+    and made again next run. A row that is not a valid Generation is a miss, counted in ``unreadable``.
+    ``run_id`` names the run recording an unusable answer, so its other workers serve it."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False, run_id: str = "") -> None:
         self.path = Path(path)
@@ -68,18 +61,21 @@ class GenerationCache:
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
         """The stored answers for ``keys`` (missing and unreadable keys are absent)."""
-        keys = list(dict.fromkeys(keys))
         out: dict[str, Generation] = {}
         with self._lock:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                q = f"SELECT key, payload FROM generations WHERE key IN ({','.join('?' * len(chunk))})"
-                for k, payload in self._conn.execute(q, chunk):
-                    try:
-                        out[k] = Generation.from_dict(json.loads(payload))
-                    except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: a miss
-                        self.unreadable += 1
+            for k, payload in self._rows("SELECT key, payload FROM generations WHERE key IN ({})", keys):
+                try:
+                    out[k] = Generation.from_dict(json.loads(payload))
+                except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: a miss
+                    self.unreadable += 1
         return out
+
+    def _rows(self, query: str, keys: Iterable[str]) -> Iterator[tuple[Any, ...]]:
+        """Rows of ``query`` for the distinct ``keys``, 500 placeholders per statement (caller holds the lock)."""
+        keys = list(dict.fromkeys(keys))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            yield from self._conn.execute(query.format(",".join("?" * len(chunk))), chunk)
 
     def put_many(self, items: Iterable[tuple[str, str, Generation]]) -> None:
         """Store answers in one transaction; what cannot be stored is counted (see the class)."""
@@ -117,12 +113,9 @@ class GenerationCache:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
 
-    # Unusable answers (an empty description, no option letter, a constant answer: see
-    # ``scoring/usable.py``) are never rows of ``generations``. Each run that got one for a key adds 1
-    # to that key's ``runs`` in the ``unusable`` table, with the last answer and its reason, so the next
-    # run asks again, and a key that reached the cap is served from here as a lost unit without a call.
-    # The ``run`` column names the run that recorded it last: the other xdist workers of that run read
-    # it there (a later group of the run reads the answers an earlier group got, unusable ones too).
+    # Unusable answers (``scoring/usable.py``) are never rows of ``generations``: each run that got one
+    # for a key adds 1 to its ``runs`` in the ``unusable`` table (with the last answer and reason), and
+    # ``run`` names the run that recorded it last, whose other xdist workers read it from here.
 
     def _unusable_table(self) -> bool:
         """Create the table if it is missing (and add the ``run`` column to one made without it);
@@ -168,17 +161,13 @@ class GenerationCache:
     def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str, bool]]:
         """key -> (runs that got an unusable answer, the last one, its reason, whether this cache's
         ``run_id`` recorded it), for the keys that have any."""
-        keys = list(dict.fromkeys(keys))
         out: dict[str, tuple[int, Generation, str, bool]] = {}
         with self._lock:
             run = "run" if self._unusable_table() else "''"
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                q = (f"SELECT key, runs, payload, reason, {run} FROM unusable "
-                     f"WHERE key IN ({','.join('?' * len(chunk))})")
-                for k, runs, payload, why, by in self._conn.execute(q, chunk):
-                    out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why),
-                              bool(self.run_id) and by == self.run_id)
+            for k, runs, payload, why, by in self._rows(f"SELECT key, runs, payload, reason, {run} FROM unusable "
+                                                        "WHERE key IN ({})", keys):
+                out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why),
+                          bool(self.run_id) and by == self.run_id)
         return out
 
     def close(self) -> None:

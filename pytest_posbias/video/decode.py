@@ -111,14 +111,11 @@ def content_hash(path: str | os.PathLike[str]) -> str:
     with _hash_lock:
         if key in _hash_memo:
             return _hash_memo[key]
-    h = hashlib.sha256()
     try:
         with p.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError as exc:
         raise VideoDecodeError(p, f"cannot read file ({exc})") from None
-    digest = h.hexdigest()
     with _hash_lock:
         _hash_memo[key] = digest
     return digest
@@ -190,8 +187,8 @@ def _os_problem(exc: OSError, path: Path) -> VideoError:
         link = " (a symbolic link to a missing target)" if dangling else ""
         return VideoNotFoundError(path, "file does not exist" + link)
     if code == errno.ELOOP:
-        return InaccessibleVideoError(path,
-                                      "cannot be opened: a symbolic link loop (too many levels of symbolic links)")
+        return InaccessibleVideoError(path, "cannot be opened: a symbolic link loop (too many levels of symbolic "
+                                            "links)")
     if code == errno.ENAMETOOLONG:
         longest = max((len(part.encode("utf-8", "surrogateescape")) for part in path.parts), default=0)
         return InaccessibleVideoError(path, f"cannot be opened: the path is too long for the file system "
@@ -250,9 +247,8 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
         raise
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if has_container_signature(path):
-            raise TruncatedVideoError(path,
-                                      f"truncated or damaged: the file starts like a video container but cannot be "
-                                            f"read ({type(exc).__name__}: {exc})") from None
+            raise TruncatedVideoError(path, f"truncated or damaged: the file starts like a video container but cannot "
+                                            f"be read ({type(exc).__name__}: {exc})") from None
         raise VideoDecodeError(path, f"not a readable video: no known container signature "
                                      f"({type(exc).__name__}: {exc})") from None
 
@@ -308,12 +304,8 @@ def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> N
     """Resize (N, H, W, 3) uint8 frames by the named aspect policy (bilinear, PIL)."""
     from PIL import Image
 
-    if aspect not in ASPECTS:
-        raise VideoError("<frames>", f"`aspect` must be one of {', '.join(ASPECTS)}; got {aspect!r}")
-    if aspect == "none" or size is None or frames.shape[0] == 0:
-        return frames
     n, h, w = frames.shape[:3]
-    if aspect == "max-side" and size >= max(h, w):
+    if resized_shape(h, w, size, aspect) == (h, w) or size is None or n == 0:
         return frames
     th, tw = _scaled_shape(h, w, size, aspect)
     out = np.empty((n, th, tw, 3), dtype=np.uint8)
@@ -370,29 +362,19 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
                         break
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if not got:
-            raise TruncatedVideoError(path,
-                                      f"truncated or damaged: decoding failed ({type(exc).__name__}: {exc})") from None
+            raise TruncatedVideoError(path, f"truncated or damaged: decoding failed ({type(exc).__name__}: "
+                                            f"{exc})") from None
     missing = [i for i in wanted if i not in got]
     if missing:
-        raise TruncatedVideoError(path,
-                                  f"truncated or damaged: frames {missing[:5]}{'...' if len(missing) > 5 else ''} "
-                                  "could not be decoded")
+        raise TruncatedVideoError(path, f"truncated or damaged: frames {missing[:5]}"
+                                        f"{'...' if len(missing) > 5 else ''} could not be decoded")
     return np.stack([got[i] for i in indices]).astype(np.uint8)
 
 
-def read_frames(
-    path: str | os.PathLike[str],
-    indices: list[int] | tuple[int, ...],
-    *,
-    size: int | None = DEFAULT_SIZE,
-    aspect: str = "stretch",
-    info: VideoInfo | None = None,
-    backend: str = "auto",
-) -> NDArray[np.uint8]:
-    """Frames at exactly ``indices`` as (N, H, W, 3) uint8, resized by ``aspect``/``size``.
-
-    ``backend``: ``auto`` (decord, PyAV when decord is missing or refuses), ``decord`` or ``av``.
-    """
+def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ...], *, size: int | None = DEFAULT_SIZE,
+                aspect: str = "stretch", info: VideoInfo | None = None, backend: str = "auto") -> NDArray[np.uint8]:
+    """Frames at exactly ``indices`` as (N, H, W, 3) uint8, resized by ``aspect``/``size``. ``backend``:
+    ``auto`` (decord, PyAV when decord is missing or refuses), ``decord`` or ``av``."""
     p = Path(path)
     if backend not in ("auto", "decord", "av"):
         raise VideoError(p, f"`backend` must be 'auto', 'decord' or 'av'; got {backend!r}")
@@ -402,9 +384,8 @@ def read_frames(
     info = info or probe(p)
     bad = [i for i in idx if i < 0 or i >= info.frame_count]
     if bad:
-        raise FrameRangeError(p,
-                              f"clip has {info.frame_count} frames; requested indices outside [0, "
-                              f"{info.frame_count - 1}]: {bad[:5]}")
+        raise FrameRangeError(p, f"clip has {info.frame_count} frames; requested indices outside [0, "
+                                 f"{info.frame_count - 1}]: {bad[:5]}")
     if p.is_dir():
         from PIL import Image
 
