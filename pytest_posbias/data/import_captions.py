@@ -15,8 +15,6 @@ from ..errors import ConfigError
 from ..scoring.text import sentences
 from .import_common import ImportReport, VideoIndex, _finish, _load_json, _num, bucket_of
 
-# --------------------------------------------------------------------------- groups
-
 
 def sample_groups(ids_by_config: Mapping[tuple[str, str], Sequence[str]], *, groups: int, seed: int,
                   scales: Sequence[int] = (2, 4)) -> list[dict[str, Any]]:
@@ -32,9 +30,6 @@ def sample_groups(ids_by_config: Mapping[tuple[str, str], Sequence[str]], *, gro
                 out.append({"type": "group", "id": f"{domain}-{bucket}-P{P}-g{g:02d}", "domain": domain,
                             "bucket": bucket, "P": P, "videos": pool[g * P : (g + 1) * P]})
     return out
-
-
-# --------------------------------------------------------------------------- ActivityNet
 
 
 OUTSIDE_BUCKETS = "duration outside the buckets (0-60 s, 60-120 s)"
@@ -130,9 +125,6 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
     groups_lines = sample_groups(ids_by_config, groups=groups, seed=seed)
     _finish(rep, out, lines + groups_lines)
     return rep
-
-
-# --------------------------------------------------------------------------- News
 
 
 def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27, seed: int = 42) -> ImportReport:

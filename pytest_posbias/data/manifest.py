@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ManifestError
-from .problems import DataProblem, _short
+from ..video.decode import short_path
+from .problems import DataProblem
 
 SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
 
@@ -270,7 +271,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     try:
         found = p.is_file()
     except OSError as exc:  # a path too long for the file system, a symbolic link loop, ...
-        raise ManifestError(_short(str(p)), 0, f"cannot open the manifest ({exc.strerror or exc})") from None
+        raise ManifestError(short_path(p), 0, f"cannot open the manifest ({exc.strerror or exc})") from None
     if not found:
         raise ManifestError(p, 0, "manifest file does not exist")
     m = Manifest(p)

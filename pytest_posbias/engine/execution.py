@@ -120,12 +120,9 @@ class Engine:
         with self._lock:
             served.update((k, self._unusable[k]) for k in keys if k in self._unusable)
         if accept is not None:
-            stale: dict[str, tuple[Request, str]] = {}
             for k, r in zip(keys, requests, strict=True):
-                if k in cached and k not in stale and (why := accept(r, cached[k])) is not None:
-                    stale[k] = (r, why)
-            for k in stale:  # stored before this rule held: asked again (a usable answer replaces the row)
-                del cached[k]
+                if k in cached and accept(r, cached[k]) is not None:  # stored before this rule held: asked again
+                    del cached[k]
             missing = [k for k in dict.fromkeys(keys) if k not in cached and k not in served]
             for k, (runs, g, why, this_run) in self.cache.unusable(missing).items():
                 if runs >= self.unusable_runs or this_run:  # capped, or another worker of this run got it
@@ -136,8 +133,7 @@ class Engine:
         for k, r in zip(keys, requests, strict=True):
             if k not in results and k not in todo:
                 todo[k] = r
-        found = [k for k in dict.fromkeys(keys)
-                 if k in cached]  # distinct keys: a key asked twice in one call is one request
+        found = [k for k in dict.fromkeys(keys) if k in cached]  # distinct: a key asked twice is one request
         hits = len(found)
         with self._lock:
             repeat = sum(1 for k in found if k in self._answered)

@@ -166,7 +166,6 @@ class FrameStore:
         self.memory_hits = 0
         self.disk_hits = 0
 
-    # -- problems
     def report(self, exc: VideoError) -> None:
         """Record an unusable video once per (kind, file) and pass it to ``on_problem``."""
         kind = problem_kind(exc)
@@ -178,7 +177,6 @@ class FrameStore:
         if self.on_problem is not None:
             self.on_problem(problem)
 
-    # -- clip metadata
     def info(self, path: str | Path) -> VideoInfo:
         """Frame count, fps and content hash of a clip (probed once); an unusable clip is reported and raises."""
         key = str(path)
@@ -204,7 +202,6 @@ class FrameStore:
             self.report(exc)
             raise
 
-    # -- caches
     def _disk_path(self, key: tuple[str, int, int | None, str]) -> Path | None:
         if self.disk_dir is None:
             return None

@@ -1,22 +1,10 @@
 """Temporal stressors and controls (VideoSTF §3.3, appendix C.4; docs/design.md section 4).
 
-Every stressor works on the *sampled* frame list of length T, given either as a
-(T, H, W, 3) uint8 array or as a :class:`~.frames.FrameSpec` (then nothing is decoded:
-the spec records the new frame order and any pixel operation with its seed). Each
-takes an explicit ``numpy.random.Generator`` (never the global one) and returns a
-:class:`StressResult` whose ``record`` says exactly what was done (positions, source
-positions), so the run log can say which frames the model saw.
-
-Decisions where VideoSTF is silent:
-
-* ``replace(k)`` copies k distinct sampled frames of the same clip over k other positions,
-  none of them a source (as VideoSTF's ``ReplaceTwoFrames``); ``replace_foreign(k)`` copies
-  frames of another clip's sample.
-* ``shuffle`` never returns the identity permutation for T >= 2.
-* ``speed(2)`` plays the clip at 2× (every 2nd frame kept) and re-samples it at the same
-  count with the clean convention: real order, no jump.
-* ``resample(count)`` re-samples the clip uniformly at ``count`` frames (the
-  count-matched control of Add/Delete).
+Every stressor works on the sampled frame list of length T, a (T, H, W, 3) uint8 array or a
+:class:`~.frames.FrameSpec` (then nothing is decoded: the spec records the new order and any seeded
+pixel operation), takes an explicit ``numpy.random.Generator`` and returns a :class:`StressResult`
+whose ``record`` says exactly what was done, for the run log. Where VideoSTF is silent, each
+function's docstring states the decision taken.
 """
 
 from __future__ import annotations
@@ -116,21 +104,20 @@ def delete(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
     _check_rng(rng)
     T = _length(frames)
     _check_k(k, T, name="delete", need=1)
-    gone = sorted(int(x) for x in rng.choice(T, size=k, replace=False))
+    return _deleted(frames, T, sorted(int(x) for x in rng.choice(T, size=k, replace=False)))
+
+
+def _deleted(frames: Frames, T: int, gone: list[int]) -> StressResult:
     order = [i for i in range(T) if i not in gone]
-    return _gather(frames, order, None, {"stressor": f"delete{k}", "k": k, "deleted_positions": gone, "order": order})
+    return _gather(frames, order, None, {"stressor": f"delete{len(gone)}", "k": len(gone), "deleted_positions": gone,
+                                         "order": order})
 
 
 def delete_all(frames: Frames) -> list[StressResult]:
     """Delete(1), exhaustive: the T variants that each remove one sampled frame."""
     T = _length(frames)
     _check_k(1, T, name="delete", need=1)
-    out = []
-    for p in range(T):
-        order = [i for i in range(T) if i != p]
-        out.append(_gather(frames, order,
-                           None, {"stressor": "delete1", "k": 1, "deleted_positions": [p], "order": order}))
-    return out
+    return [_deleted(frames, T, [p]) for p in range(T)]
 
 
 def replace(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
@@ -154,10 +141,8 @@ def replace(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult
 
 def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.Generator,
                     positions: Sequence[int] | None = None) -> StressResult:
-    """Replace k positions with frames of another video's sample (VideoSTF appendix C.4).
-
-    ``positions`` fixes the target positions (so pixel controls can use the same ones).
-    """
+    """Replace k positions (``positions``, else drawn) with frames of another video's sample (VideoSTF
+    appendix C.4)."""
     _check_rng(rng)
     T = _length(frames)
     F = _length(foreign)
@@ -196,9 +181,6 @@ def shuffle(frames: Frames, *, rng: np.random.Generator) -> StressResult:
     return _gather(frames, perm, None, {"stressor": "shuffle", "order": perm})
 
 
-# --------------------------------------------------------------------------- controls
-
-
 def _check_clip(spec: FrameSpec, name: str) -> None:
     if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
         raise ConfigError(f"`spec` must be a FrameSpec of a clip ({name} needs the clip's frame count)")
@@ -216,7 +198,7 @@ def resample(spec: FrameSpec, count: int, *, convention: str = "videostf") -> St
 
 
 def speed(spec: FrameSpec, factor: int = 2, *, convention: str = "videostf") -> StressResult:
-    """2× speed re-sample: keep every ``factor``-th clip frame, re-sample at the same count."""
+    """2× speed re-sample: keep every ``factor``-th clip frame, re-sample at the same count (real order)."""
     _check_clip(spec, "speed")
     if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
         raise ConfigError(f"`factor` must be an integer >= 2; got {factor!r}")
@@ -265,9 +247,6 @@ def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator
     """Cutout (DeVries & Taylor 2017): a random square of side ``fraction``·min(H, W) zeroed."""
     seed = int(_check_rng(rng).integers(0, 2**31 - 1))
     return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", float(fraction)), ("seed", seed))))
-
-
-# --------------------------------------------------------------------------- attack variants
 
 
 def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int = 30,

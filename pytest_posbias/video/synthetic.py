@@ -117,9 +117,6 @@ class SceneSpec:
                    d.get("seed", 0))
 
 
-# --------------------------------------------------------------------------- scene generation
-
-
 def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_probability: float = 0.5) -> SceneSpec:
     """A random scene for one clip (all randomness from ``seed``)."""
     if domain not in DOMAINS:
@@ -161,9 +158,6 @@ def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_prob
         frame = rng.randrange(int(0.15 * frame_count), int(0.85 * frame_count))
         events.append(EventSpec(kind, frame, EVENT_FRAMES))
     return SceneSpec(scene_id, domain, bucket, duration, FPS, frame_count, tuple(objects), tuple(events), seed)
-
-
-# --------------------------------------------------------------------------- rendering
 
 
 def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float32],
@@ -246,9 +240,6 @@ def render_clip(scene: SceneSpec, path: str | Path, *, crf: int = 18, gop: int =
     return out
 
 
-# --------------------------------------------------------------------------- text from the spec
-
-
 def _article(word: str) -> str:
     return "An" if word[0] in "aeiou" else "A"
 
@@ -329,9 +320,6 @@ def questions(scene: SceneSpec) -> list[Question]:
     mk("next", "What will most likely happen right after the video ends?", NEXT_OPTIONS[0], NEXT_OPTIONS[1:],
        ("unanswerable",))
     return out
-
-
-# --------------------------------------------------------------------------- the set
 
 
 def configurations() -> list[tuple[str, str]]:
