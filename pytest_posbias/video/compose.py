@@ -1,16 +1,7 @@
-"""Backend-neutral multi-video input: an ordered sequence of text, video and image parts.
-
-Layouts of the multi-video paper, appendix A.1:
-
-* black-frame boundary: ``Video k: N uniformly sampled frames`` then the frames, then a
-  black separator image between consecutive clips;
-* text-label-only boundary: the same labels, and between clips the text
-  ``--- Text separator: end of Video k; next is Video k+1. ---``;
-* prompt-first (the paper's main setting) or video-first placement of the task prompt;
-* zero- or one-indexed labels.
-
-Every backend turns the parts into its own input *in this order*; the order is what the
-positional probes measure.
+"""Backend-neutral multi-video input: an ordered sequence of text, video and image parts in the
+layouts of the multi-video paper, appendix A.1 (:func:`compose`): labelled clips separated by a
+black image or a text separator, the task prompt first (the paper's main setting) or last, labels
+counted from 0 or 1. Every backend keeps this order; the order is what the positional probes measure.
 """
 
 from __future__ import annotations

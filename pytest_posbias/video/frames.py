@@ -122,16 +122,10 @@ class FrameSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FrameSpec:
-        return cls(
-            tuple(Source.from_dict(s) for s in d["sources"]),
-            tuple((int(a), int(b)) for a, b in d["frames"]),
-            d.get("size"),
-            str(d.get("aspect", "stretch")),
-            tuple(PixelOp.from_dict(o) for o in d.get("ops", [])),
-            float(d.get("fps", 0.0)),
-            int(d.get("frame_count", 0)),
-            tuple(d.get("records", [])),
-        )
+        return cls(tuple(Source.from_dict(s) for s in d["sources"]), tuple((int(a), int(b)) for a, b in d["frames"]),
+                   d.get("size"), str(d.get("aspect", "stretch")),
+                   tuple(PixelOp.from_dict(o) for o in d.get("ops", [])), float(d.get("fps", 0.0)),
+                   int(d.get("frame_count", 0)), tuple(d.get("records", [])))
 
 
 DISK_WRITE_MIN_SECONDS = 0.02  # per decoded frame: below it the PNG cache costs more than it saves

@@ -105,17 +105,6 @@ class SceneSpec:
     events: tuple[EventSpec, ...] = ()
     seed: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SceneSpec:
-        objs = tuple(ObjectSpec(o["shape"], o["colour"], o["radius"], o["motion"], tuple(o["start"]), tuple(o["end"]),
-                                o.get("change_to"), o.get("change_at")) for o in d["objects"])
-        evs = tuple(EventSpec(e["kind"], e["frame"], e.get("length", EVENT_FRAMES)) for e in d.get("events", []))
-        return cls(d["id"], d["domain"], d["bucket"], d["duration"], d["fps"], d["frame_count"], objs, evs,
-                   d.get("seed", 0))
-
 
 def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_probability: float = 0.5) -> SceneSpec:
     """A random scene for one clip (all randomness from ``seed``)."""
@@ -339,7 +328,6 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
     root = Path(out_dir)
     (root / "videos").mkdir(parents=True, exist_ok=True)
     lines: list[dict[str, Any]] = []
-    scenes: list[SceneSpec] = []
     for ci, (domain, bucket) in enumerate(configurations()):
         ids = []
         for k in range(videos_per_config):
@@ -347,13 +335,12 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
             scene = make_scene(vid, domain, bucket, seed=seed * 1_000_003 + ci * 1009 + k)
             path = root / "videos" / f"{vid}.mp4"
             spec_path = root / "videos" / f"{vid}.json"
-            spec_json = json.dumps(scene.to_dict(), sort_keys=True)
+            spec_json = json.dumps(asdict(scene), sort_keys=True)
             if overwrite or not path.exists() or not spec_path.exists() or spec_path.read_text() != spec_json:
                 render_clip(scene, path)
                 spec_path.write_text(spec_json)
                 if progress:
                     progress(f"rendered {vid} ({scene.frame_count} frames)")
-            scenes.append(scene)
             ids.append(vid)
             style = DOMAINS[domain]["style"]
             lines.append({"type": "video", "id": vid, "path": f"videos/{vid}.mp4", "domain": domain, "bucket": bucket,
@@ -376,11 +363,9 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
                 lines.append({"type": "group", "id": f"syn-{domain}-{bucket}-P{P}-g{g:02d}", "domain": domain,
                               "bucket": bucket, "P": P, "videos": list(members)})
                 g += 1
-    manifest = root / "manifest.jsonl"
-    tmp = manifest.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
-    tmp.replace(manifest)
-    return manifest
+    from ..data.manifest import write_manifest
+
+    return write_manifest(root / "manifest.jsonl", lines)
 
 
 def default_set_dir(rootdir: str | Path) -> Path:

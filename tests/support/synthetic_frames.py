@@ -1,14 +1,25 @@
-"""Readers of the synthetic set's frames for the tests: the barcode that encodes a frame's index and
-whether sampled indices show a scene's brief event (:mod:`pytest_posbias.video.synthetic`)."""
+"""Readers of the synthetic set (:mod:`pytest_posbias.video.synthetic`) for the tests: a scene's spec
+from its JSON file, the barcode that encodes a frame's index, and whether sampled indices show a
+scene's brief event."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pytest_posbias.video.synthetic import HEIGHT, SCENE_ROWS, SceneSpec, event_at
+from pytest_posbias.video.synthetic import EVENT_FRAMES, HEIGHT, SCENE_ROWS, EventSpec, ObjectSpec, SceneSpec, event_at
+
+
+def scene_from_dict(d: dict[str, Any]) -> SceneSpec:
+    """The scene a ``videos/<id>.json`` file of the set holds (inverse of ``SceneSpec.to_dict``)."""
+    objs = tuple(ObjectSpec(o["shape"], o["colour"], o["radius"], o["motion"], tuple(o["start"]), tuple(o["end"]),
+                            o.get("change_to"), o.get("change_at")) for o in d["objects"])
+    evs = tuple(EventSpec(e["kind"], e["frame"], e.get("length", EVENT_FRAMES)) for e in d.get("events", []))
+    return SceneSpec(d["id"], d["domain"], d["bucket"], d["duration"], d["fps"], d["frame_count"], objs, evs,
+                     d.get("seed", 0))
 
 
 def read_barcode(frame: NDArray[np.uint8]) -> int | None:

@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 import pytest
-from support.synthetic_frames import brief_event_grid_hits
+from support.synthetic_frames import brief_event_grid_hits, scene_from_dict
 
 from pytest_posbias.data.manifest import load_manifest
 from pytest_posbias.engine import Decoding, Request
@@ -32,7 +32,7 @@ def store():
 
 
 def _scene(item):
-    return SY.SceneSpec.from_dict(json.loads((item.path.parent / f"{item.id}.json").read_text()))
+    return scene_from_dict(json.loads((item.path.parent / f"{item.id}.json").read_text()))
 
 
 def test_perception_reads_the_scene_from_pixels(manifest, store):
