@@ -211,7 +211,8 @@ class Engine:
         reasons = [accept(r, g) if accept is not None and g.ok else None
                    for (_k, r), g in zip(items, gens, strict=True)]
         good = [(k, model, g) for (k, _), g, w in zip(items, gens, reasons, strict=True) if g.ok and w is None]
-        put(good)
+        if good:
+            put(good)
         bad = [(k, model, g, w) for (k, _), g, w in zip(items, gens, reasons, strict=True) if w is not None]
         self.cache.record_unusable(bad)
         with self._lock:
