@@ -76,10 +76,10 @@ class Request:
         """The request's text parts, one per line."""
         return "\n".join(p.text for p in self.parts if p.kind == "text")  # type: ignore[union-attr]
 
-    def key_dict(self, identity: Mapping[str, Any]) -> dict[str, Any]:
-        """What the key hashes: the model identity, the parts, the decoding, the seed when sampling, the
-        wanted output and the letters (and the replicate number of a re-run)."""
-        return {
+    def key(self, identity: Mapping[str, Any]) -> str:
+        """SHA-256 of everything that can change the output: the model identity, the parts, the decoding,
+        the seed when sampling, the wanted output and letters, and a re-run's replicate number."""
+        blob = json.dumps({
             "v": SCHEMA_VERSION,
             "model": dict(identity),
             "parts": parts_key(self.parts),
@@ -88,11 +88,7 @@ class Request:
             "want": self.want,
             "letters": list(self.letters),
             **({"replicate": int(self.replicate)} if self.replicate else {}),
-        }
-
-    def key(self, identity: Mapping[str, Any]) -> str:
-        """SHA-256 of everything that can change the output (seed only when sampling)."""
-        blob = json.dumps(self.key_dict(identity), sort_keys=True, separators=(",", ":"))
+        }, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def to_log(self) -> dict[str, Any]:
