@@ -84,12 +84,7 @@ class Manifest:
 
     def configurations(self, P: int | None = None) -> list[tuple[str, str, int]]:
         """(domain, bucket, P) of the groups, in first-seen order."""
-        out: list[tuple[str, str, int]] = []
-        for g in self.groups:
-            key = (g.domain, g.bucket, g.P)
-            if (P is None or g.P == P) and key not in out:
-                out.append(key)
-        return out
+        return list(dict.fromkeys((g.domain, g.bucket, g.P) for g in self.groups if P is None or g.P == P))
 
     def groups_for(self, domain: str, bucket: str, P: int) -> list[GroupItem]:
         """The groups of one configuration, in manifest order."""

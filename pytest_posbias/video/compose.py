@@ -67,13 +67,7 @@ def part_from_dict(d: Mapping[str, Any]) -> Part:
 
 def parts_key(parts: Sequence[Part]) -> list[dict[str, Any]]:
     """The identity of a part sequence for request keys (content hashes, not paths)."""
-    out: list[dict[str, Any]] = []
-    for p in parts:
-        if isinstance(p, VideoPart):
-            out.append({"kind": "video", "frames": p.frames.key()})
-        else:
-            out.append(p.to_dict())
-    return out
+    return [{"kind": "video", "frames": p.frames.key()} if isinstance(p, VideoPart) else p.to_dict() for p in parts]
 
 
 def video_label(k: int, n_frames: int) -> str:
