@@ -29,12 +29,8 @@ PROBLEM_KINDS = {
 
 @dataclass(frozen=True)
 class DataProblem:
-    """One problem with the data: what kind, which item or file, what is wrong, where.
-
-    ``item`` names the manifest item (``video 'v3'``, ``group 'g1'``) or, for a video found bad
-    while decoding, its file; ``file``/``line`` locate it (``line`` is 1-based, None when the
-    problem is not about one manifest line).
-    """
+    """One problem with the data: its kind, the manifest item (``video 'v3'``) or video file it is
+    about, what is wrong, and where (``file``; ``line``, 1-based, None when not about one line)."""
 
     kind: str
     item: str

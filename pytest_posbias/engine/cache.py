@@ -135,10 +135,9 @@ class GenerationCache:
         return True
 
     def record_unusable(self, items: Iterable[tuple[str, str, Generation, str]]) -> None:
-        """Count one more run with an unusable answer for each (key, model, generation, reason), keep
-        the answer, the reason and this cache's ``run_id``, and remove the key from ``generations``
-        (an answer found unusable only after it was stored). A key this run already recorded is not
-        counted again (a run counts once, however many of its workers got the answer)."""
+        """Count one more run with an unusable answer for each (key, model, generation, reason) (once per
+        ``run_id``, however many workers got it), keep the answer and reason, and drop the key from
+        ``generations`` (an answer found unusable after it was stored)."""
         rows = [(k, m, time.time(), why, json.dumps(g.to_dict(), sort_keys=True), self.run_id)
                 for k, m, g, why in items]
         if not rows:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, PosbiasError
@@ -51,11 +51,10 @@ class CallStats:
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a dict (seconds rounded to microseconds)."""
-        return {"made": self.made, "cache_hits": self.cache_hits, "rereads": self.rereads, "failed": self.failed,
-                "model_seconds": round(self.model_seconds, 6), "shared": self.shared, "retries": self.retries,
-                "wall_seconds": round(self.wall_seconds, 6), "server_seconds": round(self.server_seconds, 6),
-                "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
-                "output_tokens": self.output_tokens, "unstored": self.unstored, "unusable": self.unusable}
+        out = asdict(self)
+        for k in ("model_seconds", "wall_seconds", "server_seconds"):
+            out[k] = round(out[k], 6)
+        return out
 
     def add_calls(self, gens: Sequence[Generation], *, wall: float) -> None:
         """Count a finished batch of calls (caller holds the engine lock)."""
