@@ -24,7 +24,6 @@ from .sampling import frame_indices
 Frames = NDArray[np.uint8] | FrameSpec
 
 STRESSORS = ("add1", "add2", "delete1", "delete2", "replace1", "replace2", "reverse", "shuffle")
-CONTROLS = ("resample", "blur", "noise", "jpeg", "cutout", "speed2", "foreign")
 
 @dataclass(frozen=True)
 class StressResult:
