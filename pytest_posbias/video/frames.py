@@ -40,9 +40,7 @@ class Source:
     seed: int = 0
 
     def key(self) -> str:
-        if self.kind == "video":
-            return self.sha256
-        return f"{self.kind}:{self.seed}"
+        return self.sha256 if self.kind == "video" else f"{self.kind}:{self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "sha256": self.sha256, "path": self.path, "seed": self.seed}
