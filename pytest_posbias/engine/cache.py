@@ -38,24 +38,18 @@ class GenerationCache:
         if self.read_only:
             self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
                                          check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout=60000")
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
-        # Switching a new database to WAL takes an exclusive lock that SQLite does not wait for
-        # (no busy handler), so two xdist workers opening a fresh cache at once would get
-        # "database is locked": the switch and the schema are made under an exclusive flock on a
-        # sidecar file.
+        # Switching a new database to WAL takes an exclusive lock SQLite does not wait for, so workers
+        # opening a fresh cache at once make the switch and the schema under a flock on a sidecar file.
         with open(self.path.with_name(self.path.name + ".open-lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                self._conn.execute("PRAGMA busy_timeout=60000")
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.execute(
-                    "CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                    "created REAL NOT NULL, payload TEXT NOT NULL)"
-                )
+                self._conn.execute("CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                                   "created REAL NOT NULL, payload TEXT NOT NULL)")
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
