@@ -260,10 +260,8 @@ class Engine:
         return done + len(lost)
 
     def _call(self, backend: Backend, batch: list[Request]) -> list[Generation]:
-        """The backend's Generations for ``batch``; a backend error is recorded per request.
-
-        Letter scoring goes through ``backend.score_generations(batch)`` where the backend has
-        it (per-request outcomes, so one failed request fails alone); else ``score_options``."""
+        """The backend's Generations for ``batch``, a backend error recorded per request; letter scoring
+        uses ``score_generations`` (per-request outcomes) where the backend has it, else ``score_options``."""
         try:
             want_letters = [r for r in batch if r.want == "letters"]
             if len(want_letters) == len(batch):
@@ -306,10 +304,9 @@ class Engine:
 
 
 class _GroupCommit:
-    """Cache writes of a stream on their own thread, in group commits: each transaction takes
-    every answer queued since the previous one, so a commit never waits for the next answer
-    and the caller's thread never waits for the disk. :meth:`close` commits what is queued
-    (also on KeyboardInterrupt) and re-raises a write error."""
+    """Cache writes of a stream on their own thread, each transaction taking every answer queued since
+    the previous one; :meth:`close` commits what is queued (also on KeyboardInterrupt) and re-raises
+    a write error."""
 
     def __init__(self, cache: GenerationCache) -> None:
         self.cache = cache
