@@ -15,13 +15,11 @@ from ..errors import ConfigError
 from ..scoring.text import sentences
 from .import_common import ImportReport, VideoIndex, _finish, _load_json, _num, bucket_of
 
-# --------------------------------------------------------------------------- groups
-
 
 def sample_groups(ids_by_config: Mapping[tuple[str, str], Sequence[str]], *, groups: int, seed: int,
                   scales: Sequence[int] = (2, 4)) -> list[dict[str, Any]]:
     """Per (domain, bucket): up to ``groups`` groups of P videos, non-overlapping within the
-    configuration for each P, drawn with ``random.Random(seed)``."""
+    configuration for each P (pairs may reuse the four-video groups' videos), drawn with ``random.Random``."""
     out = []
     for (domain, bucket), ids in sorted(ids_by_config.items()):
         for P in scales:
@@ -34,16 +32,16 @@ def sample_groups(ids_by_config: Mapping[tuple[str, str], Sequence[str]], *, gro
     return out
 
 
-# --------------------------------------------------------------------------- ActivityNet
-
-
+OUTSIDE_BUCKETS = "duration outside the buckets (0-60 s, 60-120 s)"
 COOKING = ("eating and drinking", "food", "cook", "drink")
 DOMESTIC = ("household",)
 LEISURE = ("socializing", "relaxing", "leisure", "sports", "exercise", "recreation")
 
 
 def activitynet_domains(classes: Path) -> dict[str, str]:
-    """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy."""
+    """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy
+    (Cooking = eating and drinking, cooking; Domestic = household; Leisure = socializing, relaxing,
+    sports and exercise)."""
     data = _load_json(classes, "--classes")
     if not isinstance(data, dict) or "taxonomy" not in data or "database" not in data:
         raise ConfigError(f"--classes {classes}: expected ActivityNet's activity_net.v1-3.min.json (keys 'taxonomy', "
@@ -79,6 +77,10 @@ def activitynet_domains(classes: Path) -> dict[str, str]:
 
 def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: Path | None = None, groups: int = 27,
                        seed: int = 42) -> ImportReport:
+    """ActivityNet Captions (``train.json``/``val_1.json``/``val_2.json``: ``v_<id>`` → ``duration``,
+    ``sentences``; local files may lack ``v_``). ``classes`` (``activity_net.v1-3.min.json``) maps each
+    activity through the taxonomy to the paper's domains (:func:`activitynet_domains`), else one domain
+    ``activitynet``; ``groups`` groups per domain × bucket and scale (:func:`sample_groups`)."""
     rep = ImportReport("activitynet")
     data = _load_json(annotations)
     if not isinstance(data, dict):
@@ -102,7 +104,7 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
             continue
         bucket = bucket_of(dur)
         if bucket is None:
-            rep.skip(key, "duration outside the buckets (0-60 s, 60-120 s)")
+            rep.skip(key, OUTSIDE_BUCKETS)
             continue
         yid = key.removeprefix("v_")
         domain = "activitynet"
@@ -125,10 +127,9 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
     return rep
 
 
-# --------------------------------------------------------------------------- News
-
-
 def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27, seed: int = 42) -> ImportReport:
+    """The News Video Dataset (a folder of ``vid.<id>.info.json``: ``description`` is the reference,
+    split into sentences, ``duration`` in seconds): News-style references, groups as ActivityNet's."""
     rep = ImportReport("news")
     if not annotations.is_dir():
         raise ConfigError(f"--annotations {annotations}: expected the directory holding the vid.<id>.info.json files")
@@ -146,16 +147,16 @@ def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27,
             rep.skip(f.name, "entry is not an object")
             continue
         desc = e.get("description")
-        dur = _num(e.get("duration"))
         if not isinstance(desc, str) or not desc.strip():
             rep.skip(f.name, "missing 'description' (the reference)")
             continue
+        dur = _num(e.get("duration"))
         if dur is None:
             rep.skip(f.name, "missing or non-numeric 'duration'")
             continue
         bucket = bucket_of(dur)
         if bucket is None:
-            rep.skip(f.name, "duration outside the buckets (0-60 s, 60-120 s)")
+            rep.skip(f.name, OUTSIDE_BUCKETS)
             continue
         path = index.find(f"vid.{vid}", vid, str(e.get("id", "")))
         if path is None:

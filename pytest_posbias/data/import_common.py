@@ -17,7 +17,6 @@ from .manifest import write_manifest
 
 VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v")
 BUCKETS = (("short", 0.0, 60.0), ("long", 60.0, 120.0))
-IMAGE_EXTS = (".jpg", ".jpeg", ".png")
 
 
 @dataclass
@@ -68,11 +67,8 @@ class VideoIndex:
                 self.by_stem.setdefault(d, Path(dirpath) / d)
 
     def find(self, *stems: str) -> Path | None:
-        for s in stems:
-            p = self.by_stem.get(s)
-            if p is not None:
-                return p
-        return None
+        """The file or frame folder of the first of ``stems`` the index holds."""
+        return next((self.by_stem[s] for s in stems if s in self.by_stem), None)
 
     def relative(self, p: Path, out_dir: Path) -> str:
         try:
@@ -83,10 +79,7 @@ class VideoIndex:
 
 def bucket_of(duration: float) -> str | None:
     """``short`` for (0, 60] s, ``long`` for (60, 120] s, None outside (the paper's buckets)."""
-    for name, lo, hi in BUCKETS:
-        if lo < duration <= hi:
-            return name
-    return None
+    return next((name for name, lo, hi in BUCKETS if lo < duration <= hi), None)
 
 
 def _num(v: Any) -> float | None:
@@ -94,9 +87,8 @@ def _num(v: Any) -> float | None:
 
 
 def _read_text(path: Path, option: str = "--annotations") -> str:
-    """The text of a UTF-8 annotation file (a leading byte-order mark is dropped); ConfigError naming
-    the option, the file and the problem when it is missing, unreadable or not UTF-8 (with the
-    byte offset of the first byte that is not)."""
+    """The text of a UTF-8 annotation file (a byte-order mark dropped); ConfigError naming the option,
+    the file and the problem when it is missing, unreadable or not UTF-8."""
     try:
         if not path.is_file():
             raise ConfigError(f"{option} {path}: no such file")
@@ -123,8 +115,7 @@ def _load_json(path: Path, option: str = "--annotations") -> Any:
 
 def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]]) -> None:
     lines = list(lines)
-    for line in lines:
-        rep.written[line["type"]] += 1
+    rep.written.update(line["type"] for line in lines)
     write_manifest(out, lines)
     summary = out.with_suffix(out.suffix + ".import.json")
     summary.write_text(json.dumps(rep.to_dict(), indent=2, sort_keys=True), encoding="utf-8")

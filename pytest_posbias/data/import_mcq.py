@@ -16,12 +16,10 @@ from typing import Any
 from ..errors import ConfigError
 from .import_common import ImportReport, VideoIndex, _finish, _load_json, _num, _read_text
 
-# --------------------------------------------------------------------------- multiple choice
-
 
 def _mcq(qid: str, video: str, question: str, options: Sequence[str], answer: int, *, source: str,
-         start: float | None = None,
-         end: float | None = None, kind: str = "", tags: Sequence[str] = ()) -> dict[str, Any]:
+         start: float | None = None, end: float | None = None, kind: str = "",
+         tags: Sequence[str] = ()) -> dict[str, Any]:
     return {"type": "mcq", "id": qid, "video": video, "question": question, "options": list(options), "answer": answer,
             "start": start, "end": end, "kind": kind, "tags": list(tags), "source": source}
 
@@ -36,6 +34,8 @@ def _sample(rep: ImportReport, items: list[dict[str, Any]], sample: int | None, 
 
 def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | None = None,
                    seed: int = 42) -> ImportReport:
+    """MVBench: per-task JSON lists (``video``, ``question``, ``candidates``, ``answer`` as text, optional
+    ``start``/``end``); frame-folder tasks are supported."""
     rep = ImportReport("mvbench")
     files = sorted(annotations.glob("*.json")) if annotations.is_dir() else [annotations]
     index = VideoIndex(videos, recursive=True)
@@ -84,6 +84,8 @@ def _letter_options(opts: Sequence[str]) -> list[str] | None:
 
 def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int | None = None,
                     seed: int = 42) -> ImportReport:
+    """Video-MME: parquet or JSON (``videoID``, ``question_id``, ``duration``, ``domain``, ``sub_category``,
+    ``task_type``, ``question``, letter-prefixed ``options``, ``answer``)."""
     rep = ImportReport("videomme")
     if annotations.suffix == ".parquet":
         try:
@@ -133,6 +135,8 @@ def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int |
 
 def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Path | None = None,
                      sample: int | None = None, seed: int = 42) -> ImportReport:
+    """EgoSchema: ``questions.json`` (``q_uid``, ``question``, ``option 0``..``option 4``) with
+    ``subset_answers.json`` (q_uid → index, ``answers``); videos ``<q_uid>.mp4``."""
     rep = ImportReport("egoschema")
     data = _load_json(annotations)
     if not isinstance(data, list):
@@ -170,6 +174,7 @@ def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Pat
 
 def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | None = None,
                   seed: int = 42) -> ImportReport:
+    """NExT-QA: the multiple-choice CSV (``video``, ``question``, ``a0``..``a4``, ``answer``)."""
     rep = ImportReport("nextqa")
     if not annotations.is_file():
         raise ConfigError(f"--annotations {annotations}: no such file")

@@ -1,10 +1,5 @@
-"""Manifests (docs/design.md section 6): JSONL files listing videos, summarization groups and
-multiple-choice items. The schema is ``manifest.schema.json`` beside this module.
-
-Every line is validated; a bad line is reported with its line number and skipped, and
-the run goes on. Paths are relative to the manifest's directory unless absolute.
-
-Line types::
+"""Manifests (docs/design.md section 6, docs/datasets.md): JSONL files listing videos, summarization
+groups and multiple-choice items, validated line by line against ``manifest.schema.json``::
 
     {"type": "video", "id": ..., "path": ..., "domain": ..., "bucket": "short"|"long",
      "duration": seconds, "references": [sentences], "reference_style": "sentences"|"news"}
@@ -12,45 +7,27 @@ Line types::
     {"type": "mcq", "id": ..., "video": video id or path, "question": ..., "options": [...],
      "answer": index, "start": seconds|null, "end": seconds|null, "tags": [...]}
 
-The file must be UTF-8 (a leading byte-order mark is accepted); a line with bytes that are not
-UTF-8 is reported with its byte offset. The loader enforces every constraint of the shipped
-JSON Schema by hand (``jsonschema`` is a development dependency only; a test checks that the two
-agree) plus what a schema cannot say: ``answer`` indexes the options, a group lists ``P``
-distinct known videos, ``start < end``, and ids are unique per line type (a duplicate is
-reported with both line numbers and skipped).
-
-A video line (or a multiple-choice item naming a video by path) whose file cannot be used —
-missing, a symbolic link loop, a path too long for the file system, permission denied, 0 bytes —
-is not a bad line: the item stays in the manifest, so the probes plan its units and lose them
-with the problem as their reason (the plan is the manifest, not what survived loading), and
-``file_problems`` lists it for the warning at the start of a run.
-
-Every problem with the data, here and later in the run (a video that cannot be decoded or is
-too short for the frames a probe asks for), is a :class:`~pytest_posbias.data.problems.DataProblem`
-(:mod:`~pytest_posbias.data.problems`, whose names this module re-exports).
+The loader enforces the schema's constraints by hand (``jsonschema`` is a development dependency;
+a test checks that the two agree) plus what a schema cannot say: ``answer`` indexes the options, a
+group lists ``P`` distinct known videos, ``start < end``, ids are unique per line type. A bad line
+is a :class:`~pytest_posbias.data.problems.DataProblem` and is skipped; an item whose video file
+cannot be used stays in the plan (:class:`Manifest`). Paths are relative to the manifest's folder.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ManifestError
-from .problems import PROBLEM_KINDS as PROBLEM_KINDS
-from .problems import DataProblem as DataProblem
-from .problems import _short
-from .problems import problems_in_records as problems_in_records
-from .problems import summarize_problems as summarize_problems
-from .problems import unique_problems as unique_problems
+from ..video.decode import short_path
+from .problems import DataProblem
 
 SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
-
 
 
 @dataclass(frozen=True)
@@ -93,12 +70,9 @@ class McqItem:
 class Manifest:
     """A loaded manifest: its items and what is wrong with it.
 
-    ``problems`` are the lines that were skipped (malformed, not UTF-8, duplicate ids, a group
-    naming an unknown video): they are not part of the plan. ``file_problems`` are items whose
-    video file cannot be used (missing, a symbolic link loop, a path too long, permission denied,
-    0 bytes): those items stay in the plan, and the units that need them are lost with the
-    problem as their reason when a probe reaches them (docs/design.md section 5: units whose data
-    vanished are planned and lost, never unplanned).
+    ``problems`` are the skipped lines (not part of the plan). ``file_problems`` are items whose
+    video file cannot be used (:func:`~pytest_posbias.video.decode.check_video_path`): they stay in
+    the plan and their units are lost with that reason (docs/design.md section 5).
     """
 
     path: Path
@@ -110,12 +84,7 @@ class Manifest:
 
     def configurations(self, P: int | None = None) -> list[tuple[str, str, int]]:
         """(domain, bucket, P) of the groups, in first-seen order."""
-        out: list[tuple[str, str, int]] = []
-        for g in self.groups:
-            key = (g.domain, g.bucket, g.P)
-            if (P is None or g.P == P) and key not in out:
-                out.append(key)
-        return out
+        return list(dict.fromkeys((g.domain, g.bucket, g.P) for g in self.groups if P is None or g.P == P))
 
     def groups_for(self, domain: str, bucket: str, P: int) -> list[GroupItem]:
         """The groups of one configuration, in manifest order."""
@@ -291,17 +260,13 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
 
 
 def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
-    """Read and validate a manifest; bad lines are recorded in ``problems`` (as :class:`DataProblem`) and skipped.
-
-    With ``check_files``, every video file is looked at (no decoding,
-    :func:`~pytest_posbias.video.decode.check_video_path`): an item whose file is missing or
-    unusable stays in the manifest, and the problem goes to ``file_problems`` (once per file) for
-    the warning at the start of a run; the probes plan its units and lose them with that reason."""
+    """Read and validate a manifest; bad lines are recorded in ``problems`` and skipped. With
+    ``check_files``, each video file's problem goes to ``file_problems`` once (see :class:`Manifest`)."""
     p = Path(path)
     try:
         found = p.is_file()
     except OSError as exc:  # a path too long for the file system, a symbolic link loop, ...
-        raise ManifestError(_short(str(p)), 0, f"cannot open the manifest ({exc.strerror or exc})") from None
+        raise ManifestError(short_path(p), 0, f"cannot open the manifest ({exc.strerror or exc})") from None
     if not found:
         raise ManifestError(p, 0, "manifest file does not exist")
     m = Manifest(p)
@@ -316,7 +281,6 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     checked: dict[str, DataProblem | None] = {}
 
     def check(item: str, video: Path, n: int, *, note: str = "") -> None:
-        """Record (once per file) why ``video`` cannot be used; the item stays in the plan."""
         from ..errors import VideoError
         from ..video.decode import check_video_path, problem_kind
 
@@ -390,14 +354,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
 
 def write_manifest(path: str | Path, lines: Sequence[Mapping[str, Any]]) -> Path:
     """Write manifest lines atomically (sorted keys, one JSON object per line)."""
+    from ..video.frames import atomic_write_bytes
+
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("".join(json.dumps(dict(x), sort_keys=True) + "\n" for x in lines))
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(out, "".join(json.dumps(dict(x), sort_keys=True) + "\n" for x in lines).encode("utf-8"))
     return out

@@ -1,8 +1,6 @@
 """Data problems (docs/design.md section 6): every problem with the data, found while loading a
-manifest or later in the run (a video that cannot be decoded or is too short for the frames a probe
-asks for), is a :class:`DataProblem`: a kind, the item or file it is about, a message, and the
-manifest line when there is one. :func:`summarize_problems` groups them by kind with a count and an
-example, for the terminal summary, ``--posbias-json`` and the report.
+manifest or later in the run, is a :class:`DataProblem`; :func:`summarize_problems` groups them by
+kind for the terminal summary, ``--posbias-json`` and the report.
 """
 
 from __future__ import annotations
@@ -10,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ..video.decode import short_path
 
 # Kinds of data problem, in the order the summaries list them.
 PROBLEM_KINDS = {
@@ -29,12 +29,8 @@ PROBLEM_KINDS = {
 
 @dataclass(frozen=True)
 class DataProblem:
-    """One problem with the data: what kind, which item or file, what is wrong, where.
-
-    ``item`` names the manifest item (``video 'v3'``, ``group 'g1'``) or, for a video found bad
-    while decoding, its file; ``file``/``line`` locate it (``line`` is 1-based, None when the
-    problem is not about one manifest line).
-    """
+    """One problem with the data: its kind, the manifest item (``video 'v3'``) or video file it is
+    about, what is wrong, and where (``file``; ``line``, 1-based, None when not about one line)."""
 
     kind: str
     item: str
@@ -43,7 +39,7 @@ class DataProblem:
     line: int | None = None
 
     def __str__(self) -> str:
-        item, file = _short(self.item), _short(self.file)
+        item, file = short_path(self.item), short_path(self.file)
         if self.file and self.line is not None:
             return f"{file}:{self.line}: {self.message}"
         if self.file and self.file != self.item:
@@ -75,16 +71,6 @@ class DataProblem:
             return cls.from_dict(value)
         text = str(value)
         return cls("other", text.split(": ", 1)[0], text.split(": ", 1)[-1])
-
-
-def _short(text: str) -> str:
-    """A path or item name for a message: a name longer than 200 characters (a path the file system
-    rejects as too long) is shown by its two ends (:func:`~pytest_posbias.video.decode.short_path`)."""
-    if len(text) <= 200:
-        return text
-    from ..video.decode import short_path
-
-    return short_path(text)
 
 
 def unique_problems(problems: Iterable[Any]) -> list[DataProblem]:

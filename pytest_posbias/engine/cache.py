@@ -1,9 +1,5 @@
-"""The generation cache: cache key -> :class:`~.calls.Generation` in SQLite.
-
-WAL mode and a busy timeout let concurrent pytest-xdist workers share one file; a finished
-request is never sent again, and a run killed midway keeps every batch it finished (the
-engine commits each batch as soon as the backend returns it). Unusable answers live in a
-table of their own (:meth:`GenerationCache.record_unusable`), never among the answers.
+"""The generation cache: cache key -> :class:`~.calls.Generation` in SQLite (WAL, so pytest-xdist
+workers share one file). Unusable answers live in a table of their own, never among the answers.
 """
 
 from __future__ import annotations
@@ -14,8 +10,9 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .calls import Generation
 
@@ -23,15 +20,11 @@ from .calls import Generation
 class GenerationCache:
     """SQLite (WAL) key → Generation; safe for several processes (pytest-xdist workers).
 
-    ``read_only=True`` opens an existing database read-only (``--posbias-cache-mode
-    read-only``): answers are read, nothing is written. An answer that cannot be stored (read
-    only, or a write the database refuses: a read-only file, a full disk) is not an error of
-    the run: it is counted in ``unstored`` (with the first reason in ``unstored_reason``) and
-    reported through ``on_unstored(n, reason)``, and the next run makes it again. A cached
-    row whose payload is not a valid Generation is a miss (made again, its row replaced),
-    counted in ``unreadable``. :func:`pytest_posbias.run.cache_check.check_cache` checks the file before a run.
-    ``run_id`` names the run that records an unusable answer (:meth:`record_unusable`), so the
-    other pytest-xdist workers of the same run serve it instead of asking again."""
+    ``read_only`` opens an existing database read-only (``--posbias-cache-mode read-only``). An
+    answer that cannot be stored (read only, a refused write) is no error of the run: it is counted
+    in ``unstored`` (first reason in ``unstored_reason``), reported through ``on_unstored(n, reason)``
+    and made again next run. A row that is not a valid Generation is a miss, counted in ``unreadable``.
+    ``run_id`` names the run recording an unusable answer, so its other workers serve it."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False, run_id: str = "") -> None:
         self.path = Path(path)
@@ -45,41 +38,38 @@ class GenerationCache:
         if self.read_only:
             self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
                                          check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout=60000")
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
-        # Switching a new database to WAL takes an exclusive lock that SQLite does not wait for
-        # (no busy handler), so two xdist workers opening a fresh cache at once would get
-        # "database is locked": the switch and the schema are made under an exclusive flock on a
-        # sidecar file.
+        # Switching a new database to WAL takes an exclusive lock SQLite does not wait for, so workers
+        # opening a fresh cache at once make the switch and the schema under a flock on a sidecar file.
         with open(self.path.with_name(self.path.name + ".open-lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                self._conn.execute("PRAGMA busy_timeout=60000")
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.execute(
-                    "CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                    "created REAL NOT NULL, payload TEXT NOT NULL)"
-                )
+                self._conn.execute("CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                                   "created REAL NOT NULL, payload TEXT NOT NULL)")
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
         """The stored answers for ``keys`` (missing and unreadable keys are absent)."""
-        keys = list(dict.fromkeys(keys))
         out: dict[str, Generation] = {}
         with self._lock:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                q = f"SELECT key, payload FROM generations WHERE key IN ({','.join('?' * len(chunk))})"
-                for k, payload in self._conn.execute(q, chunk):
-                    try:
-                        out[k] = Generation.from_dict(json.loads(payload))
-                    except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: a miss
-                        self.unreadable += 1
+            for k, payload in self._rows("SELECT key, payload FROM generations WHERE key IN ({})", keys):
+                try:
+                    out[k] = Generation.from_dict(json.loads(payload))
+                except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: a miss
+                    self.unreadable += 1
         return out
+
+    def _rows(self, query: str, keys: Iterable[str]) -> Iterator[tuple[Any, ...]]:
+        """Rows of ``query`` for the distinct ``keys``, 500 placeholders per statement (caller holds the lock)."""
+        keys = list(dict.fromkeys(keys))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            yield from self._conn.execute(query.format(",".join("?" * len(chunk))), chunk)
 
     def put_many(self, items: Iterable[tuple[str, str, Generation]]) -> None:
         """Store answers in one transaction; what cannot be stored is counted (see the class)."""
@@ -117,12 +107,9 @@ class GenerationCache:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
 
-    # Unusable answers (an empty description, no option letter, a constant answer: see
-    # ``scoring/usable.py``) are never rows of ``generations``. Each run that got one for a key adds 1
-    # to that key's ``runs`` in the ``unusable`` table, with the last answer and its reason, so the next
-    # run asks again, and a key that reached the cap is served from here as a lost unit without a call.
-    # The ``run`` column names the run that recorded it last: the other xdist workers of that run read
-    # it there (a later group of the run reads the answers an earlier group got, unusable ones too).
+    # Unusable answers (``scoring/usable.py``) are never rows of ``generations``: each run that got one
+    # for a key adds 1 to its ``runs`` in the ``unusable`` table (with the last answer and reason), and
+    # ``run`` names the run that recorded it last, whose other xdist workers read it from here.
 
     def _unusable_table(self) -> bool:
         """Create the table if it is missing (and add the ``run`` column to one made without it);
@@ -142,10 +129,9 @@ class GenerationCache:
         return True
 
     def record_unusable(self, items: Iterable[tuple[str, str, Generation, str]]) -> None:
-        """Count one more run with an unusable answer for each (key, model, generation, reason), keep
-        the answer, the reason and this cache's ``run_id``, and remove the key from ``generations``
-        (an answer found unusable only after it was stored). A key this run already recorded is not
-        counted again (a run counts once, however many of its workers got the answer)."""
+        """Count one more run with an unusable answer for each (key, model, generation, reason) (once per
+        ``run_id``, however many workers got it), keep the answer and reason, and drop the key from
+        ``generations`` (an answer found unusable after it was stored)."""
         rows = [(k, m, time.time(), why, json.dumps(g.to_dict(), sort_keys=True), self.run_id)
                 for k, m, g, why in items]
         if not rows:
@@ -168,17 +154,13 @@ class GenerationCache:
     def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str, bool]]:
         """key -> (runs that got an unusable answer, the last one, its reason, whether this cache's
         ``run_id`` recorded it), for the keys that have any."""
-        keys = list(dict.fromkeys(keys))
         out: dict[str, tuple[int, Generation, str, bool]] = {}
         with self._lock:
             run = "run" if self._unusable_table() else "''"
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                q = (f"SELECT key, runs, payload, reason, {run} FROM unusable "
-                     f"WHERE key IN ({','.join('?' * len(chunk))})")
-                for k, runs, payload, why, by in self._conn.execute(q, chunk):
-                    out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why),
-                              bool(self.run_id) and by == self.run_id)
+            for k, runs, payload, why, by in self._rows(f"SELECT key, runs, payload, reason, {run} FROM unusable "
+                                                        "WHERE key IN ({})", keys):
+                out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why),
+                          bool(self.run_id) and by == self.run_id)
         return out
 
     def close(self) -> None:

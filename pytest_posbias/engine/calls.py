@@ -1,13 +1,5 @@
-"""What a model call is: the request the engine sends and the generation a backend returns.
-
-* :class:`Decoding` holds the decoding parameters; :class:`Request` names everything that can
-  change a model's output, and its :meth:`Request.key` is the SHA-256 of exactly that (model
-  identity and revision, backend settings, the frames by content hash + indices +
-  stressor/composition spec + resolution, the prompt text, decoding parameters, and the seed
-  when sampling).
-* :class:`Generation` is a backend's answer, a failed call included (fail-closed: it carries
-  no text to score).
-* :class:`Backend` is what the engine needs from a model backend (one per file under ``models/``).
+"""What a model call is: the :class:`Request` the engine sends (its key names everything that can
+change the output), the :class:`Generation` a backend returns and the :class:`Backend` protocol.
 """
 
 from __future__ import annotations
@@ -84,10 +76,10 @@ class Request:
         """The request's text parts, one per line."""
         return "\n".join(p.text for p in self.parts if p.kind == "text")  # type: ignore[union-attr]
 
-    def key_dict(self, identity: Mapping[str, Any]) -> dict[str, Any]:
-        """What the key hashes: the model identity, the parts, the decoding, the seed when sampling, the
-        wanted output and the letters (and the replicate number of a re-run)."""
-        return {
+    def key(self, identity: Mapping[str, Any]) -> str:
+        """SHA-256 of everything that can change the output: the model identity, the parts, the decoding,
+        the seed when sampling, the wanted output and letters, and a re-run's replicate number."""
+        blob = json.dumps({
             "v": SCHEMA_VERSION,
             "model": dict(identity),
             "parts": parts_key(self.parts),
@@ -96,11 +88,7 @@ class Request:
             "want": self.want,
             "letters": list(self.letters),
             **({"replicate": int(self.replicate)} if self.replicate else {}),
-        }
-
-    def key(self, identity: Mapping[str, Any]) -> str:
-        """SHA-256 of everything that can change the output (seed only when sampling)."""
-        blob = json.dumps(self.key_dict(identity), sort_keys=True, separators=(",", ":"))
+        }, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def to_log(self) -> dict[str, Any]:
@@ -125,18 +113,11 @@ class Request:
 
 @dataclass(frozen=True)
 class Generation:
-    """A backend's answer. ``finish_reason`` is ``stop``, ``length`` or ``error``.
-
-    A failed call (``ok`` false) has ``error`` saying what failed and never carries text
-    to be scored. ``attempts`` is how many times the backend sent it (retries of transient
-    endpoint errors included; 0 when it was never sent).
-
-    Token accounting: ``n_tokens`` is the output tokens; ``prompt_tokens`` the whole prompt
-    (from the processor on ``hf``, from the server's ``usage`` on ``openai``), of which
-    ``visual_tokens`` are image/video tokens where the backend can tell them apart (``None``
-    when unknown). ``input_form`` records how the frames were sent (``video``: one video
-    input; ``images``: one image per frame; ``None`` for backends with no choice).
-    ``server_seconds`` is the server-side time where the endpoint reports it."""
+    """A backend's answer. ``finish_reason`` is ``stop``, ``length`` or ``error``; a failed call (``ok``
+    false) has ``error`` saying what failed and never carries text to be scored. ``attempts`` counts
+    sends (retries included; 0: never sent). ``n_tokens`` is the output tokens, ``prompt_tokens`` the
+    whole prompt, of which ``visual_tokens`` are image/video tokens (None: unknown); ``input_form``
+    is how frames were sent (``video`` or ``images``); ``server_seconds`` is the endpoint's own time."""
 
     text: str = ""
     n_tokens: int = 0
@@ -157,9 +138,8 @@ class Generation:
 
     def to_dict(self) -> dict[str, Any]:
         """The answer as strict JSON (a log-prob of -inf becomes None): cache rows and run-log records."""
-        lp = (None
-              if self.letter_logprobs is None
-              else {k: (None if v == -math.inf else v) for k, v in self.letter_logprobs.items()})
+        lp = None if self.letter_logprobs is None else {k: (None if v == -math.inf else v)
+                                                        for k, v in self.letter_logprobs.items()}
         return {"text": self.text, "n_tokens": self.n_tokens, "finish_reason": self.finish_reason,
                 "letter_logprobs": lp, "seconds": self.seconds, "error": self.error, "attempts": self.attempts,
                 "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
@@ -170,14 +150,10 @@ class Generation:
         """The answer a cache row or run-log record holds (inverse of :meth:`to_dict`)."""
         lp = d.get("letter_logprobs")
         lp2 = None if lp is None else {k: (-math.inf if v is None else float(v)) for k, v in lp.items()}
-
-        def opt_int(v: Any) -> int | None:
-            return None if v is None else int(v)
-
-        ss = d.get("server_seconds")
+        pt, vt, ss = (d.get(k) for k in ("prompt_tokens", "visual_tokens", "server_seconds"))
         return cls(d.get("text", ""), int(d.get("n_tokens", 0)), d.get("finish_reason", "stop"), lp2,
                    float(d.get("seconds", 0.0)), d.get("error"), int(d.get("attempts", 1)),
-                   opt_int(d.get("prompt_tokens")), opt_int(d.get("visual_tokens")), d.get("input_form"),
+                   None if pt is None else int(pt), None if vt is None else int(vt), d.get("input_form"),
                    None if ss is None else float(ss))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, PosbiasError
@@ -26,20 +26,12 @@ UNUSABLE_RUNS = 3
 
 @dataclass
 class CallStats:
-    """Counters of one engine: requests sent (``made``), served from the cache, failed (no
-    usable answer after the backend's retries), extra attempts the backend made for transient
-    errors (``retries``), model time, and requests shared between gates.
+    """Counters of one engine (each xdist worker counts its own).
 
-    ``model_seconds`` sums per-call client time (concurrent calls overlap, so it can exceed
-    the wall time); ``wall_seconds`` is the elapsed time spent waiting on the backend;
-    ``server_seconds`` sums server-side time where the endpoint reports it. Token counters
-    add up the calls made (not cache hits): prompt, visual (where known) and output tokens.
-
-    ``made``, ``cache_hits`` and ``rereads`` count distinct cache keys per engine call: a key
-    asked for twice in one call is one request, made once or served once from the cache, so
-    ``cache_hits`` never exceeds the rows the cache holds for the run's requests. Each process
-    counts its own: under pytest-xdist a key that two workers both read from an earlier run's
-    cache is a hit in each."""
+    ``made``, ``cache_hits`` and ``rereads`` count distinct cache keys per engine call, so
+    ``cache_hits`` never exceeds the cache's rows for the run. ``model_seconds`` sums per-call client
+    time (overlapping calls can exceed ``wall_seconds``, the time spent waiting on the backend);
+    token counters add up the calls made, not cache hits."""
 
     made: int = 0
     cache_hits: int = 0  # distinct keys first found in the cache in this run (made by an earlier run or another worker)
@@ -59,11 +51,10 @@ class CallStats:
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a dict (seconds rounded to microseconds)."""
-        return {"made": self.made, "cache_hits": self.cache_hits, "rereads": self.rereads, "failed": self.failed,
-                "model_seconds": round(self.model_seconds, 6), "shared": self.shared, "retries": self.retries,
-                "wall_seconds": round(self.wall_seconds, 6), "server_seconds": round(self.server_seconds, 6),
-                "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
-                "output_tokens": self.output_tokens, "unstored": self.unstored, "unusable": self.unusable}
+        out = asdict(self)
+        for k in ("model_seconds", "wall_seconds", "server_seconds"):
+            out[k] = round(out[k], 6)
+        return out
 
     def add_calls(self, gens: Sequence[Generation], *, wall: float) -> None:
         """Count a finished batch of calls (caller holds the engine lock)."""
@@ -84,12 +75,8 @@ class CallStats:
 
 
 class Engine:
-    """Deduplicates against the cache, batches by backend, calls, caches, logs.
-
-    ``backend_for`` resolves a model spec to a loaded backend (the caller loads each spec once).
-    ``progress(done, total, hits, elapsed)`` is called after each batch (each streamed answer)
-    when given.
-    """
+    """Deduplicates against the cache, batches by backend, calls, caches, logs. ``backend_for`` resolves
+    a model spec to a loaded backend; ``progress(done, total, hits, elapsed)`` follows each batch."""
 
     def __init__(self, cache: GenerationCache, *, backend_for: Callable[[str], Backend],
                  runlog: RunLog | None = None, batch_size: int | None = None,
@@ -120,13 +107,10 @@ class Engine:
     def run(self, requests: Sequence[Request], *, probe: str = "", accept: Accept | None = None) -> list[Generation]:
         """Generations for ``requests`` in order; cached ones are not sent again.
 
-        ``accept(request, generation)`` (the probe's usable-answer rule, ``scoring/usable.py``) returns
-        None for a usable answer, else the reason it is not. Only usable answers are cached; an unusable
-        one is returned (the probe counts it lost), logged with its reason, counted in the cache's
-        ``unusable`` table and asked again by the next run, up to :data:`UNUSABLE_RUNS` runs (the
-        engine's ``unusable_runs``), after which its last answer is served without a call. Within a
-        run it is not asked again, by this process or by another xdist worker of the run (the cache
-        records the run that got it). A cached answer the rule rejects is removed and asked again."""
+        ``accept(request, generation)`` (``scoring/usable.py``) returns None for a usable answer, else
+        why not. Only usable answers are cached; an unusable one is returned, logged with its reason
+        and asked again by later runs up to ``unusable_runs``, then served without a call (never twice
+        in one run, by any xdist worker). A cached answer the rule rejects is asked again."""
         if not requests:
             return []
         keys = self.keys(requests)
@@ -135,12 +119,9 @@ class Engine:
         with self._lock:
             served.update((k, self._unusable[k]) for k in keys if k in self._unusable)
         if accept is not None:
-            stale: dict[str, tuple[Request, str]] = {}
             for k, r in zip(keys, requests, strict=True):
-                if k in cached and k not in stale and (why := accept(r, cached[k])) is not None:
-                    stale[k] = (r, why)
-            for k in stale:  # stored before this rule held: asked again (a usable answer replaces the row)
-                del cached[k]
+                if k in cached and accept(r, cached[k]) is not None:  # stored before this rule held: asked again
+                    del cached[k]
             missing = [k for k in dict.fromkeys(keys) if k not in cached and k not in served]
             for k, (runs, g, why, this_run) in self.cache.unusable(missing).items():
                 if runs >= self.unusable_runs or this_run:  # capped, or another worker of this run got it
@@ -151,8 +132,7 @@ class Engine:
         for k, r in zip(keys, requests, strict=True):
             if k not in results and k not in todo:
                 todo[k] = r
-        found = [k for k in dict.fromkeys(keys)
-                 if k in cached]  # distinct keys: a key asked twice in one call is one request
+        found = [k for k in dict.fromkeys(keys) if k in cached]  # distinct: a key asked twice is one request
         hits = len(found)
         with self._lock:
             repeat = sum(1 for k in found if k in self._answered)
@@ -191,11 +171,9 @@ class Engine:
         return [results[k] for k in keys]
 
     def reject(self, requests: Sequence[Request], reasons: Sequence[str | None], *, probe: str = "") -> int:
-        """Mark answers unusable after the fact (a rule over the whole batch, e.g. a constant answer
-        across distinct inputs): for each request whose reason is not None, its cached answer is
-        removed and counted in the cache's ``unusable`` table (the next run asks again, up to the
-        cap), it is served from this run's memory for the rest of the run, and a ``rejected`` record
-        names it in the run log. Returns the number of answers newly rejected."""
+        """Mark cached answers unusable after the fact (a rule over the whole batch, e.g. a constant
+        answer): each request with a reason is treated as an unusable answer of :meth:`run` and named
+        by a ``rejected`` run-log record. Returns the number of answers newly rejected."""
         if len(requests) != len(reasons):
             raise ConfigError(f"`requests` and `reasons` must have the same length; got {len(requests)} and "
                               f"{len(reasons)}")
@@ -217,36 +195,39 @@ class Engine:
         return len(new)
 
     def _make(self, backend: Backend, model: str, chunk: Sequence[tuple[str, Request]], results: dict[str, Generation],
-              *, probe: str, accept: Accept | None = None) -> int:
-        """Make one batch: call the backend, commit the good answers at once (a kill after this loses
-        nothing), count, log. Returns the requests sent. ``accept``: see :meth:`run` (an unusable
-        answer is not cached)."""
+              *, probe: str, accept: Accept | None = None) -> None:
+        """Make one batch and settle its answers (:meth:`_settle`)."""
         t_call = time.perf_counter()
         gens = self._call(backend, [r for _, r in chunk])
-        wall = time.perf_counter() - t_call
+        self._settle(model, chunk, gens, results, probe=probe, accept=accept, put=self.cache.put_many,
+                     wall=time.perf_counter() - t_call)
+
+    def _settle(self, model: str, items: Sequence[tuple[str, Request]], gens: Sequence[Generation],
+                results: dict[str, Generation], *, probe: str, accept: Accept | None,
+                put: Callable[[list[tuple[str, str, Generation]]], None], wall: float) -> None:
+        """Commit the usable answers through ``put`` at once (a kill after this loses nothing), record
+        the unusable ones in the cache's table, count and log all."""
         reasons = [accept(r, g) if accept is not None and g.ok else None
-                   for (_k, r), g in zip(chunk, gens, strict=True)]
-        good = [(k, model, g) for (k, _), g, w in zip(chunk, gens, reasons, strict=True) if g.ok and w is None]
-        self.cache.put_many(good)  # committed now: a kill after this loses nothing
-        bad = [(k, model, g, w) for (k, _), g, w in zip(chunk, gens, reasons, strict=True) if w is not None]
+                   for (_k, r), g in zip(items, gens, strict=True)]
+        good = [(k, model, g) for (k, _), g, w in zip(items, gens, reasons, strict=True) if g.ok and w is None]
+        if good:
+            put(good)
+        bad = [(k, model, g, w) for (k, _), g, w in zip(items, gens, reasons, strict=True) if w is not None]
         self.cache.record_unusable(bad)
         with self._lock:
             self.stats.add_calls(gens, wall=wall)
             self._answered.update(k for k, _m, _g in good)
             self.stats.unusable += len(bad)
             self._unusable.update((k, (g, w)) for k, _m, g, w in bad)
-        for (k, r), g, w in zip(chunk, gens, reasons, strict=True):
+        for (k, r), g, w in zip(items, gens, reasons, strict=True):
             results[k] = g
             self._log(probe, k, r, g, cache_hit=False, unusable=w)
-        return len(chunk)
 
     def _stream(self, backend: Backend, model: str, items: list[tuple[str, Request]], results: dict[str, Generation], *,
                 probe: str, done: int, total: int, hits: int, t_start: float, accept: Accept | None = None) -> int:
-        """Send ``items`` through ``backend.generate_stream`` (requests issued as slots free up) and
-        cache, count and log each generation the moment it completes (cache writes are group
-        commits on a writer thread), so a kill loses only the calls in flight. The wall time added is the elapsed time
-        of the whole stream (concurrent calls overlap; their summed client time goes to ``model_seconds``). Returns
-        ``done``."""
+        """Send ``items`` through ``backend.generate_stream`` and settle each answer the moment it
+        completes (cache writes are group commits on a writer thread), so a kill loses only the calls
+        in flight; the wall time added is the whole stream's. Returns ``done``."""
         reqs = [r for _, r in items]
         seen: set[int] = set()
         writer = _GroupCommit(self.cache)
@@ -256,22 +237,8 @@ class Engine:
                 if i in seen or not 0 <= i < len(items):
                     raise PosbiasError(f"backend stream returned request {i} twice or out of range")
                 seen.add(i)
-                [g] = self._checked([reqs[i]], [g])
-                k = items[i][0]
-                why = accept(reqs[i], g) if accept is not None and g.ok else None
-                if g.ok and why is None:
-                    writer.put((k, model, g))  # committed at once (with whatever else arrived meanwhile)
-                elif why is not None:
-                    self.cache.record_unusable([(k, model, g, why)])
-                with self._lock:
-                    self.stats.add_calls([g], wall=0.0)
-                    if g.ok and why is None:
-                        self._answered.add(k)
-                    if why is not None:
-                        self.stats.unusable += 1
-                        self._unusable[k] = (g, why)
-                results[k] = g
-                self._log(probe, k, reqs[i], g, cache_hit=False, unusable=why)
+                self._settle(model, [items[i]], self._checked([reqs[i]], [g]), results, probe=probe, accept=accept,
+                             put=writer.put, wall=0.0)
                 done += 1
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
@@ -293,10 +260,8 @@ class Engine:
         return done + len(lost)
 
     def _call(self, backend: Backend, batch: list[Request]) -> list[Generation]:
-        """The backend's Generations for ``batch``; a backend error is recorded per request.
-
-        Letter scoring goes through ``backend.score_generations(batch)`` where the backend has
-        it (per-request outcomes, so one failed request fails alone); else ``score_options``."""
+        """The backend's Generations for ``batch``, a backend error recorded per request; letter scoring
+        uses ``score_generations`` (per-request outcomes) where the backend has it, else ``score_options``."""
         try:
             want_letters = [r for r in batch if r.want == "letters"]
             if len(want_letters) == len(batch):
@@ -339,10 +304,9 @@ class Engine:
 
 
 class _GroupCommit:
-    """Cache writes of a stream on their own thread, in group commits: each transaction takes
-    every answer queued since the previous one, so a commit never waits for the next answer
-    and the caller's thread never waits for the disk. :meth:`close` commits what is queued
-    (also on KeyboardInterrupt) and re-raises a write error."""
+    """Cache writes of a stream on their own thread, each transaction taking every answer queued since
+    the previous one; :meth:`close` commits what is queued (also on KeyboardInterrupt) and re-raises
+    a write error."""
 
     def __init__(self, cache: GenerationCache) -> None:
         self.cache = cache
@@ -353,11 +317,11 @@ class _GroupCommit:
         self._thread = threading.Thread(target=self._run, name="posbias-cache-writer", daemon=True)
         self._thread.start()
 
-    def put(self, item: tuple[str, str, Generation]) -> None:
+    def put(self, items: list[tuple[str, str, Generation]]) -> None:
         with self._cond:
             if self._error is not None:
                 raise self._error
-            self._items.append(item)
+            self._items.extend(items)
             self._cond.notify()
 
     def _run(self) -> None:

@@ -20,36 +20,28 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import SCHEMA_VERSION
 from ..errors import ConfigError
 
 
 def _json_default(o: Any) -> Any:
-    """A JSON value for ``o``; NaN/inf inside what it converts to (a numpy float32 NaN, an array
-    holding NaN, a ``to_dict()`` with NaN) become None too (strict JSON, as :func:`_clean`)."""
+    """A JSON value for ``o`` (``to_dict()``, sets, numpy values), cleaned by :func:`_clean`."""
     if hasattr(o, "to_dict"):
         return _clean(o.to_dict())
     if isinstance(o, (set, frozenset, tuple)):
         return _clean(list(o))
-    try:
-        import numpy as np
-
-        if isinstance(o, np.generic):
-            return _clean(o.item())
-        if isinstance(o, np.ndarray):
-            return _clean(o.tolist())
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(o, (np.generic, np.ndarray)):
+        return _clean(o.tolist())
     if isinstance(o, float) and not math.isfinite(o):
         return None
     raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
 
 def _clean(o: Any) -> Any:
-    """Replace NaN/inf floats by None (strict JSON) recursively, and turn a dict's non-string keys
-    into the strings JSON writes for them (``1`` -> ``"1"``, ``True`` -> ``"true"``, a numpy
-    ``int64(1)`` -> ``"1"``): ``sort_keys`` cannot order a dict whose keys mix ints and strings, and
-    ``json`` takes no numpy scalar as a key."""
+    """NaN/inf floats replaced by None (strict JSON), recursively, and a dict's non-string keys by the
+    JSON text of them (``1`` -> ``"1"``): ``sort_keys`` cannot order mixed keys, nor take numpy ones."""
     if isinstance(o, float):
         return o if math.isfinite(o) else None
     if isinstance(o, dict):
@@ -60,10 +52,8 @@ def _clean(o: Any) -> Any:
 
 
 class RunLog:
-    """Append-only JSONL run log: ``{"kind": "header", "schema_version": ...}`` first, then records.
-
-    Every line is flushed and fsynced in batches, so a crash loses at most the line in flight.
-    """
+    """Append-only JSONL run log: ``{"kind": "header", "schema_version": ...}`` first, then records,
+    each line flushed as written (a crash loses at most the line in flight)."""
 
     def __init__(self, path: str | Path, header: Mapping[str, Any]) -> None:
         self.path = Path(path)
@@ -85,10 +75,8 @@ class RunLog:
             self._fh.flush()
 
     def reference(self, texts: Sequence[str]) -> str:
-        """The id of a reference text (a video's reference sentences), written once per log as
-        ``{"kind": "reference", "id": ID, "texts": [...]}``: observations name it by id instead
-        of copying it, so the log grows with the data, not with observations × data. The id is
-        :func:`reference_id` of the texts, the same in every worker's log (the merge keeps one)."""
+        """The :func:`reference_id` of a video's reference texts, written once per log as a ``reference``
+        record: observations name it by id, so the log grows with the data, not observations × data."""
         rid = reference_id(texts)
         with self._lock:
             if rid in self._references:
@@ -118,9 +106,8 @@ def run_log_references(records: Iterable[Mapping[str, Any]]) -> dict[str, list[s
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a run log's tens of thousands of records are built:
-    they are acyclic dicts, freed by reference counting, so a collection can free none of them,
-    yet every generation-2 pass would walk them all."""
+    """The cyclic garbage collector off while a run log's many records are built: they are acyclic
+    dicts a collection cannot free, yet every generation-2 pass would walk them all."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -154,11 +141,8 @@ def read_run_header(path: str | Path) -> dict[str, Any]:
 
 
 class RunLogLines:
-    """A run log's header and records, from its lines fed in order (whole lines, as written, as
-    str or as the file's bytes): an empty line, one that is not UTF-8 or not JSON (a torn last
-    line, a damaged block) is skipped; the first header line is the header.
-    :func:`read_run_log_lines` feeds a whole file, as the merge of a run's worker logs
-    (:func:`~pytest_posbias.run.merge.merge_run_log_lines`) feeds each worker's log."""
+    """A run log's header and records from its lines fed in order (str or bytes): an empty line, one
+    that is not UTF-8 or not JSON (a torn or damaged line) is skipped; the first header is the header."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -180,7 +164,7 @@ class RunLogLines:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if not isinstance(rec, dict):  # JSON, but not a record
+            if not isinstance(rec, dict):
                 continue
             if rec.get("kind") == "header" and self.header is None:
                 self.header = rec
@@ -193,8 +177,7 @@ class RunLogLines:
             raise ConfigError(f"{self.path}: not a posbias run log (no header line)")
         if self.header.get("schema_version") != SCHEMA_VERSION:
             raise ConfigError(f"{self.path}: run log schema version {self.header.get('schema_version')} is not "
-                              "supported "
-                              f"(expected {SCHEMA_VERSION})")
+                              f"supported (expected {SCHEMA_VERSION})")
         return self.header, self.records
 
 

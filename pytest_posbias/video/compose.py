@@ -1,16 +1,7 @@
-"""Backend-neutral multi-video input: an ordered sequence of text, video and image parts.
-
-Layouts of the multi-video paper, appendix A.1:
-
-* black-frame boundary: ``Video k: N uniformly sampled frames`` then the frames, then a
-  black separator image between consecutive clips;
-* text-label-only boundary: the same labels, and between clips the text
-  ``--- Text separator: end of Video k; next is Video k+1. ---``;
-* prompt-first (the paper's main setting) or video-first placement of the task prompt;
-* zero- or one-indexed labels.
-
-Every backend turns the parts into its own input *in this order*; the order is what the
-positional probes measure.
+"""Backend-neutral multi-video input: an ordered sequence of text, video and image parts in the
+layouts of the multi-video paper, appendix A.1 (:func:`compose`): labelled clips separated by a
+black image or a text separator, the task prompt first (the paper's main setting) or last, labels
+counted from 0 or 1. Every backend keeps this order; the order is what the positional probes measure.
 """
 
 from __future__ import annotations
@@ -44,14 +35,6 @@ class VideoPart:
     video_id: str = ""
     kind: str = "video"
 
-    @property
-    def fps(self) -> float:
-        return self.frames.fps
-
-    @property
-    def duration(self) -> float:
-        return self.frames.frame_count / self.frames.fps if self.frames.fps > 0 else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "video", "label": self.label, "video_id": self.video_id, "frames": self.frames.to_dict()}
 
@@ -84,13 +67,7 @@ def part_from_dict(d: Mapping[str, Any]) -> Part:
 
 def parts_key(parts: Sequence[Part]) -> list[dict[str, Any]]:
     """The identity of a part sequence for request keys (content hashes, not paths)."""
-    out: list[dict[str, Any]] = []
-    for p in parts:
-        if isinstance(p, VideoPart):
-            out.append({"kind": "video", "frames": p.frames.key()})
-        else:
-            out.append(p.to_dict())
-    return out
+    return [{"kind": "video", "frames": p.frames.key()} if isinstance(p, VideoPart) else p.to_dict() for p in parts]
 
 
 def video_label(k: int, n_frames: int) -> str:
@@ -130,11 +107,15 @@ def compose(
     return [task, *body] if placement == "prompt-first" else [*body, task]
 
 
+def _separated_by(boundary: str) -> str:
+    return ("Different videos in the input are separated by black frames." if boundary == "black"
+            else "Different videos in the input are separated by text labels only.")
+
+
 def summary_prompt(P: int, *, sentences: int, boundary: str = "black", news: bool = False,
                    label_base: int = 0, equal_attention: bool = False) -> str:
     """The per-video summarization prompt of the multi-video paper, appendix A.1."""
-    first = ("Different videos in the input are separated by black frames." if boundary == "black"
-             else "Different videos in the input are separated by text labels only.")
+    first = _separated_by(boundary)
     what = "each news video" if news else "each video"
     markers = " ".join(f"[video{k}] summary" for k in range(label_base, label_base + min(P, 2)))
     last = f"[video{label_base + P - 1}] summary"
@@ -149,8 +130,7 @@ def summary_prompt(P: int, *, sentences: int, boundary: str = "black", news: boo
 def single_target_prompt(P: int, target: int, *, sentences: int, boundary: str = "black",
                          news: bool = False, label_base: int = 0) -> str:
     """Single-target prompting (paper §5.2): ask for the summary of one labelled video only."""
-    first = ("Different videos in the input are separated by black frames." if boundary == "black"
-             else "Different videos in the input are separated by text labels only.")
+    first = _separated_by(boundary)
     what = "news video" if news else "video"
     label = target + label_base
     return (f"{first} Summarize only the {what} labelled Video {label} in {sentences} sentences. "

@@ -1,9 +1,6 @@
 """Video decoding: decord first, PyAV as fallback; content hashes; frames resized to a target.
 
-Every error is a :class:`~pytest_posbias.errors.VideoError` naming the path and the
-problem. decord raises ``RuntimeError`` and ``decord._ffi.base.DECORDError`` (not a
-RuntimeError subclass); both are caught, as are PyAV's ``FFmpegError``/``OSError``.
-
+Every error is a :class:`~pytest_posbias.errors.VideoError` naming the path and the problem.
 Resizing policy (recorded with every frame request):
 
 * ``stretch`` — resize to exactly ``size × size`` (the multi-video paper's 448×448);
@@ -17,18 +14,22 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib
 import os
 import re
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import FrameRangeError, VideoDecodeError, VideoError, VideoNotFoundError
+
+_T = TypeVar("_T")
 
 
 class EmptyVideoError(VideoDecodeError):
@@ -59,9 +60,8 @@ def problem_kind(exc: VideoError) -> str:
 
 
 def has_container_signature(path: Path) -> bool:
-    """Whether the file starts with the signature of a video container (MP4/MOV, Matroska/WebM,
-    AVI, FLV, MPEG-PS/TS, Ogg): a file that has one but cannot be read is truncated or damaged,
-    one that has none is not a video at all."""
+    """Whether the file starts like a video container (MP4/MOV, Matroska/WebM, AVI, FLV, MPEG-PS/TS,
+    Ogg): an unreadable file with one is truncated or damaged, one without is not a video."""
     try:
         with path.open("rb") as fh:
             head = fh.read(16)
@@ -92,10 +92,8 @@ _hash_memo: dict[tuple[str, int, int], str] = {}
 
 
 def content_hash(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of the file's bytes (hex); identifies a video in cache keys and run logs.
-
-    Memoised per (absolute path, size, mtime) so a file is read once per process.
-    """
+    """SHA-256 of the file's bytes (hex), memoised per (absolute path, size, mtime): a video's
+    identity in cache keys and run logs (a frame folder hashes its frames' names and bytes)."""
     p = Path(path)
     try:
         st = p.stat()
@@ -103,7 +101,7 @@ def content_hash(path: str | os.PathLike[str]) -> str:
         raise VideoNotFoundError(p, "file does not exist") from None
     except OSError as exc:
         raise VideoDecodeError(p, f"cannot stat file ({exc})") from None
-    if p.is_dir():  # a frame folder: names, sizes and the bytes of every frame
+    if p.is_dir():
         h = hashlib.sha256(b"frame-folder")
         for f in frame_files(p):
             h.update(f.name.encode())
@@ -113,14 +111,11 @@ def content_hash(path: str | os.PathLike[str]) -> str:
     with _hash_lock:
         if key in _hash_memo:
             return _hash_memo[key]
-    h = hashlib.sha256()
     try:
         with p.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError as exc:
         raise VideoDecodeError(p, f"cannot read file ({exc})") from None
-    digest = h.hexdigest()
     with _hash_lock:
         _hash_memo[key] = digest
     return digest
@@ -140,15 +135,16 @@ class VideoInfo:
     backend: str
 
 
-def _decord() -> Any | None:
+def _optional(name: str) -> Any | None:
+    """The module ``name`` (decord, av), or None when it is not installed."""
     try:
-        import decord
+        return importlib.import_module(name)
     except ImportError:
         return None
-    return decord
 
 
-def _decord_errors(decord: Any) -> tuple[type[BaseException], ...]:
+def _decord_errors() -> tuple[type[BaseException], ...]:
+    """What decord raises for a file it cannot read (its ``DECORDError`` is no RuntimeError)."""
     errs: list[type[BaseException]] = [RuntimeError, OSError, ValueError, IndexError]
     try:
         from decord._ffi.base import DECORDError
@@ -159,21 +155,23 @@ def _decord_errors(decord: Any) -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
-def _av() -> Any | None:
-    try:
-        import av
-    except ImportError:
+def _with_decord(path: Path, use: Callable[[Any], _T]) -> _T | None:
+    """``use`` applied to a decord reader of ``path``; None when decord is missing or refuses the file."""
+    decord = _optional("decord")
+    if decord is None:
         return None
-    return av
+    try:
+        return use(decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1))
+    except _decord_errors():
+        return None
 
 
 LONG_PATH = 200  # characters of a path shown whole in a message; a longer one is shortened (:func:`short_path`)
 
 
 def short_path(path: str | os.PathLike[str], *, limit: int = LONG_PATH) -> str:
-    """``path`` as text for a message: whole when it has at most ``limit`` characters, else its first
-    and last ``limit // 2 - 20`` characters around the count of characters left out, so a
-    5,000-character path names its file without filling the terminal."""
+    """``path`` as text for a message: whole up to ``limit`` characters, else its two ends (``limit // 2 - 20``
+    characters each) around the count of characters left out."""
     text = str(path)
     if len(text) <= limit:
         return text
@@ -189,8 +187,8 @@ def _os_problem(exc: OSError, path: Path) -> VideoError:
         link = " (a symbolic link to a missing target)" if dangling else ""
         return VideoNotFoundError(path, "file does not exist" + link)
     if code == errno.ELOOP:
-        return InaccessibleVideoError(path,
-                                      "cannot be opened: a symbolic link loop (too many levels of symbolic links)")
+        return InaccessibleVideoError(path, "cannot be opened: a symbolic link loop (too many levels of symbolic "
+                                            "links)")
     if code == errno.ENAMETOOLONG:
         longest = max((len(part.encode("utf-8", "surrogateescape")) for part in path.parts), default=0)
         return InaccessibleVideoError(path, f"cannot be opened: the path is too long for the file system "
@@ -202,15 +200,10 @@ def _os_problem(exc: OSError, path: Path) -> VideoError:
 
 
 def check_video_path(path: str | os.PathLike[str]) -> None:
-    """Raise the :class:`~pytest_posbias.errors.VideoError` that says why ``path`` cannot be used as a
-    video, from the file system alone (no decoding): it does not exist (also a dangling symbolic
-    link), it cannot be opened (:class:`InaccessibleVideoError`: a symbolic link loop, a path too
-    long for the file system, permission denied), it is neither a regular file nor a folder of frame
-    images, or it is empty (:class:`EmptyVideoError`). Returns None for a path a decoder may try.
-
-    The manifest loader calls it for every video at the start of a run (a warning naming each bad
-    item) and :func:`probe` calls it before decoding, so a unit that needs such a video is planned
-    and lost with this reason, whatever the problem is."""
+    """Raise the :class:`~pytest_posbias.errors.VideoError` saying why ``path`` cannot be a video, from
+    the file system alone: missing (a dangling link too), not openable (:class:`InaccessibleVideoError`),
+    neither a regular file nor a frame folder, or empty (:class:`EmptyVideoError`). The manifest loader
+    and :func:`probe` call it, so a unit needing such a video is planned and lost with this reason."""
     p = Path(path)
     try:
         st = p.stat()
@@ -230,23 +223,14 @@ def check_video_path(path: str | os.PathLike[str]) -> None:
         raise _os_problem(exc, p) from None
 
 
-def _probe_decord(path: Path) -> tuple[int, float, int, int] | None:
-    decord = _decord()
-    if decord is None:
-        return None
-    try:
-        vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1)
-        n = len(vr)
-        fps = float(vr.get_avg_fps())
-        h, w = vr[0].shape[:2] if n > 0 else (0, 0)
-        del vr
-        return n, fps, int(w), int(h)
-    except _decord_errors(decord):
-        return None
+def _decord_info(vr: Any) -> tuple[int, float, int, int]:
+    n = len(vr)
+    h, w = vr[0].shape[:2] if n > 0 else (0, 0)
+    return n, float(vr.get_avg_fps()), int(w), int(h)
 
 
 def _probe_av(path: Path) -> tuple[int, float, int, int]:
-    av = _av()
+    av = _optional("av")
     if av is None:
         raise VideoDecodeError(path, "no decoder available: install the `video` extra (decord, av)")
     try:
@@ -263,9 +247,8 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
         raise
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if has_container_signature(path):
-            raise TruncatedVideoError(path,
-                                      f"truncated or damaged: the file starts like a video container but cannot be "
-                                            f"read ({type(exc).__name__}: {exc})") from None
+            raise TruncatedVideoError(path, f"truncated or damaged: the file starts like a video container but cannot "
+                                            f"be read ({type(exc).__name__}: {exc})") from None
         raise VideoDecodeError(path, f"not a readable video: no known container signature "
                                      f"({type(exc).__name__}: {exc})") from None
 
@@ -286,7 +269,7 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
         except OSError as exc:
             raise VideoDecodeError(files[0], f"not a readable image ({exc})") from None
         return VideoInfo(str(p), sha, len(files), fps, len(files) / fps, w, h, "frames")
-    got = _probe_decord(p)
+    got = _with_decord(p, _decord_info)
     backend = "decord"
     if got is None:
         got = _probe_av(p)
@@ -321,12 +304,8 @@ def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> N
     """Resize (N, H, W, 3) uint8 frames by the named aspect policy (bilinear, PIL)."""
     from PIL import Image
 
-    if aspect not in ASPECTS:
-        raise VideoError("<frames>", f"`aspect` must be one of {', '.join(ASPECTS)}; got {aspect!r}")
-    if aspect == "none" or size is None or frames.shape[0] == 0:
-        return frames
     n, h, w = frames.shape[:3]
-    if aspect == "max-side" and size >= max(h, w):
+    if resized_shape(h, w, size, aspect) == (h, w) or size is None or n == 0:
         return frames
     th, tw = _scaled_shape(h, w, size, aspect)
     out = np.empty((n, th, tw, 3), dtype=np.uint8)
@@ -340,24 +319,18 @@ def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> N
     return out
 
 
-def _read_decord(path: Path, indices: list[int]) -> NDArray[np.uint8] | None:
-    decord = _decord()
-    if decord is None:
-        return None
-    try:
-        vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1)
+def _decord_batch(indices: list[int]) -> Callable[[Any], NDArray[np.uint8] | None]:
+    def read(vr: Any) -> NDArray[np.uint8] | None:
         if max(indices) >= len(vr):
             return None
-        arr = vr.get_batch(indices).asnumpy()
-        del vr
-        return np.ascontiguousarray(arr, dtype=np.uint8)
-    except _decord_errors(decord):
-        return None
+        return np.ascontiguousarray(vr.get_batch(indices).asnumpy(), dtype=np.uint8)
+
+    return read
 
 
 def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
     """Exact frame indices with PyAV: sequential decode, seeking to a keyframe for long gaps."""
-    av = _av()
+    av = _optional("av")
     if av is None:
         raise VideoDecodeError(path, "decord could not read the file and PyAV is not installed")
     wanted = sorted(set(indices))
@@ -389,44 +362,19 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
                         break
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if not got:
-            raise TruncatedVideoError(path,
-                                      f"truncated or damaged: decoding failed ({type(exc).__name__}: {exc})") from None
+            raise TruncatedVideoError(path, f"truncated or damaged: decoding failed ({type(exc).__name__}: "
+                                            f"{exc})") from None
     missing = [i for i in wanted if i not in got]
     if missing:
-        raise TruncatedVideoError(path,
-                                  f"truncated or damaged: frames {missing[:5]}{'...' if len(missing) > 5 else ''} "
-                                  "could not be decoded")
+        raise TruncatedVideoError(path, f"truncated or damaged: frames {missing[:5]}"
+                                        f"{'...' if len(missing) > 5 else ''} could not be decoded")
     return np.stack([got[i] for i in indices]).astype(np.uint8)
 
 
-class DecodeCounter:
-    """Counts real decodes (cache misses) so benchmarks and tests can check reuse."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def bump(self) -> None:
-        with self._lock:
-            self.count += 1
-
-
-DECODES = DecodeCounter()
-
-
-def read_frames(
-    path: str | os.PathLike[str],
-    indices: list[int] | tuple[int, ...],
-    *,
-    size: int | None = DEFAULT_SIZE,
-    aspect: str = "stretch",
-    info: VideoInfo | None = None,
-    backend: str = "auto",
-) -> NDArray[np.uint8]:
-    """Frames at exactly ``indices`` as (N, H, W, 3) uint8, resized by ``aspect``/``size``.
-
-    ``backend``: ``auto`` (decord, PyAV when decord is missing or refuses), ``decord`` or ``av``.
-    """
+def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ...], *, size: int | None = DEFAULT_SIZE,
+                aspect: str = "stretch", info: VideoInfo | None = None, backend: str = "auto") -> NDArray[np.uint8]:
+    """Frames at exactly ``indices`` as (N, H, W, 3) uint8, resized by ``aspect``/``size``. ``backend``:
+    ``auto`` (decord, PyAV when decord is missing or refuses), ``decord`` or ``av``."""
     p = Path(path)
     if backend not in ("auto", "decord", "av"):
         raise VideoError(p, f"`backend` must be 'auto', 'decord' or 'av'; got {backend!r}")
@@ -436,10 +384,8 @@ def read_frames(
     info = info or probe(p)
     bad = [i for i in idx if i < 0 or i >= info.frame_count]
     if bad:
-        raise FrameRangeError(p,
-                              f"clip has {info.frame_count} frames; requested indices outside [0, "
-                              f"{info.frame_count - 1}]: {bad[:5]}")
-    DECODES.bump()
+        raise FrameRangeError(p, f"clip has {info.frame_count} frames; requested indices outside [0, "
+                                 f"{info.frame_count - 1}]: {bad[:5]}")
     if p.is_dir():
         from PIL import Image
 
@@ -451,7 +397,7 @@ def read_frames(
         if len({a.shape for a in imgs}) > 1:
             imgs = [resize_frames(a[None], max(imgs[0].shape[:2]), "stretch")[0] for a in imgs]
         return resize_frames(np.stack(imgs), size, aspect)
-    frames = None if backend == "av" else _read_decord(p, idx)
+    frames = None if backend == "av" else _with_decord(p, _decord_batch(idx))
     if frames is None:
         if backend == "decord":
             raise VideoDecodeError(p, "decord could not decode the requested frames")

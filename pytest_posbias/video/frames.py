@@ -1,23 +1,11 @@
 """Frame specs and the frame store: what a model sees, named exactly and decoded once.
 
-A :class:`FrameSpec` says which frames a request shows: for every output frame the
-source clip (by content hash) and its frame index, the resize policy, and any pixel
-operation a stressor applied (with its seed). It is JSON-serialisable, goes into the
-request key and the run log, and can be materialised again at any time; so a request
-whose generation is cached needs no decoding at all.
-
-The :class:`FrameStore` decodes frames on demand: an in-memory LRU per frame
-(hash, index, size, aspect) plus an optional lossless on-disk cache (PNG per frame). The
-disk cache is safe for concurrent readers and writers (threads of one process, xdist workers,
-several runs sharing a cache): each frame is written to a uniquely named temporary file in its
-folder and moved into place with :func:`os.replace`, so a reader sees the old file, no file, or
-the whole new one.
-
-Short clips: a clip with fewer frames than a request asks for is not padded with repeated
-frames; :meth:`FrameSpec.from_video` raises :class:`~.decode.TooShortError` ("too short for 16
-frames") and the probe drops the unit, which is counted as unusable data. The store records
-every video it finds unusable (:attr:`FrameStore.problems`, and ``on_problem`` as they happen)
-as a :class:`~pytest_posbias.data.problems.DataProblem`.
+A :class:`FrameSpec` names every output frame (source clip by content hash, frame index), the
+resize policy and any seeded pixel operation; it goes into the request key and the run log, so a
+request whose generation is cached needs no decoding. The :class:`FrameStore` decodes on demand
+into an in-memory LRU per frame plus an optional lossless PNG disk cache that concurrent readers
+and writers can share (:func:`atomic_write_bytes`), and records every unusable video as a
+:class:`~pytest_posbias.data.problems.DataProblem`.
 """
 
 from __future__ import annotations
@@ -41,8 +29,6 @@ from ..errors import VideoError
 from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames, resized_shape
 from .pixel_ops import PixelOp, apply_pixel_op
 
-SPECIAL_SOURCES = ("black", "noise", "static")
-
 
 @dataclass(frozen=True)
 class Source:
@@ -54,9 +40,7 @@ class Source:
     seed: int = 0
 
     def key(self) -> str:
-        if self.kind == "video":
-            return self.sha256
-        return f"{self.kind}:{self.seed}"
+        return self.sha256 if self.kind == "video" else f"{self.kind}:{self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "sha256": self.sha256, "path": self.path, "seed": self.seed}
@@ -83,13 +67,13 @@ class FrameSpec:
     @classmethod
     def from_video(cls, path: str | Path, indices: Sequence[int], *, size: int | None = 448,
                    aspect: str = "stretch", info: VideoInfo | None = None) -> FrameSpec:
+        """The spec of ``indices`` of one clip; a clip shorter than the request raises :class:`TooShortError`."""
         info = info or probe(path)
         if len(indices) > info.frame_count:
             raise TooShortError(path, f"too short for {len(indices)} frames: the clip has {info.frame_count} "
                                       f"(a short clip is not padded with repeated frames)")
         src = Source("video", info.sha256, str(path))
-        # a harness preset's indices carry their provenance (preset, knobs, upstream version,
-        # torch/emulation): it goes into the run log with the indices, not into request keys
+        # a harness preset's provenance record goes into the run log, not into request keys
         rec = getattr(indices, "record", None)
         recs = (dict(rec),) if isinstance(rec, Mapping) else ()
         return cls((src,), tuple((0, int(i)) for i in indices), size, aspect, (), info.fps, info.frame_count,
@@ -115,12 +99,6 @@ class FrameSpec:
     def primary(self) -> Source:
         return self.sources[0]
 
-    def timestamps(self) -> list[float]:
-        """Seconds of each output frame in its clip (index / fps of the primary clip)."""
-        if self.fps <= 0:
-            return [float(j) for j in range(len(self.frames))]
-        return [i / self.fps for i in self.indices]
-
     def with_frames(self, frames: Iterable[tuple[int, int]], *, sources: tuple[Source, ...] | None = None,
                     ops: tuple[PixelOp, ...] | None = None, record: Mapping[str, Any] | None = None) -> FrameSpec:
         recs = self.records + ((dict(record),) if record else ())
@@ -128,40 +106,24 @@ class FrameSpec:
                        sources=self.sources if sources is None else sources,
                        ops=self.ops if ops is None else ops, records=recs)
 
+    def _pixels(self) -> dict[str, Any]:
+        return {"frames": [list(f) for f in self.frames], "size": self.size, "aspect": self.aspect,
+                "ops": [o.to_dict() for o in self.ops]}
+
     def key(self) -> dict[str, Any]:
         """What identifies the pixels (content hashes, not paths): goes into request keys."""
-        return {
-            "sources": [s.key() for s in self.sources],
-            "frames": [list(f) for f in self.frames],
-            "size": self.size,
-            "aspect": self.aspect,
-            "ops": [o.to_dict() for o in self.ops],
-        }
+        return {"sources": [s.key() for s in self.sources], **self._pixels()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "sources": [s.to_dict() for s in self.sources],
-            "frames": [list(f) for f in self.frames],
-            "size": self.size,
-            "aspect": self.aspect,
-            "ops": [o.to_dict() for o in self.ops],
-            "fps": self.fps,
-            "frame_count": self.frame_count,
-            "records": [dict(r) for r in self.records],
-        }
+        return {"sources": [s.to_dict() for s in self.sources], **self._pixels(), "fps": self.fps,
+                "frame_count": self.frame_count, "records": [dict(r) for r in self.records]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FrameSpec:
-        return cls(
-            tuple(Source.from_dict(s) for s in d["sources"]),
-            tuple((int(a), int(b)) for a, b in d["frames"]),
-            d.get("size"),
-            str(d.get("aspect", "stretch")),
-            tuple(PixelOp.from_dict(o) for o in d.get("ops", [])),
-            float(d.get("fps", 0.0)),
-            int(d.get("frame_count", 0)),
-            tuple(d.get("records", [])),
-        )
+        return cls(tuple(Source.from_dict(s) for s in d["sources"]), tuple((int(a), int(b)) for a, b in d["frames"]),
+                   d.get("size"), str(d.get("aspect", "stretch")),
+                   tuple(PixelOp.from_dict(o) for o in d.get("ops", [])), float(d.get("fps", 0.0)),
+                   int(d.get("frame_count", 0)), tuple(d.get("records", [])))
 
 
 DISK_WRITE_MIN_SECONDS = 0.02  # per decoded frame: below it the PNG cache costs more than it saves
@@ -170,12 +132,10 @@ DISK_WRITE_MIN_SECONDS = 0.02  # per decoded frame: below it the PNG cache costs
 class FrameStore:
     """Decodes frames once: per-frame in-memory LRU (bounded in bytes) + optional PNG disk cache.
 
-    ``decodes`` counts decoder calls (one call may fetch many frames of one clip). A decoded frame
-    is written to the disk cache only when decoding cost at least ``disk_write_min_s`` seconds per
-    frame: writing a 448-px PNG and reading it back costs about 5 ms each here, as much as decoding
-    a frame of a short clip (the synthetic set: ~6 ms), so caching those doubled the decode time of
-    a fresh run; a seek into a long HD clip (tens of ms per frame) is still cached. 0 caches every
-    frame. ``disk_writes`` counts the frames written.
+    A decoded frame goes to the disk cache only when decoding cost at least ``disk_write_min_s``
+    seconds per frame (a PNG round trip costs about as much as decoding a short clip's frame;
+    ``benchmarks/decode.py`` measures both); 0 caches every frame. ``decodes`` counts decoder calls, ``disk_writes``
+    the frames written.
     """
 
     def __init__(self, *, max_bytes: int = 1 << 30, disk_dir: str | Path | None = None,
@@ -198,7 +158,6 @@ class FrameStore:
         self.memory_hits = 0
         self.disk_hits = 0
 
-    # -- problems
     def report(self, exc: VideoError) -> None:
         """Record an unusable video once per (kind, file) and pass it to ``on_problem``."""
         kind = problem_kind(exc)
@@ -210,7 +169,6 @@ class FrameStore:
         if self.on_problem is not None:
             self.on_problem(problem)
 
-    # -- clip metadata
     def info(self, path: str | Path) -> VideoInfo:
         """Frame count, fps and content hash of a clip (probed once); an unusable clip is reported and raises."""
         key = str(path)
@@ -236,7 +194,6 @@ class FrameStore:
             self.report(exc)
             raise
 
-    # -- caches
     def _disk_path(self, key: tuple[str, int, int | None, str]) -> Path | None:
         if self.disk_dir is None:
             return None
@@ -316,9 +273,8 @@ class FrameStore:
         return np.stack([out[int(i)] for i in indices])
 
     def _frame_shape(self, path: str | Path, size: int | None, aspect: str) -> tuple[int, int] | None:
-        """(H, W) every frame of the clip has at ``size``/``aspect``, which a cached PNG must have: the
-        shape the clip decoded to in this store, else :func:`~.decode.resized_shape` of its probed
-        size. None when the clip cannot be probed (its cached frames are served unchecked, as before)."""
+        """(H, W) a cached PNG of the clip must have: as decoded in this store, else from its probed
+        size; None when the clip cannot be probed (its cached frames are served unchecked)."""
         if size is not None and aspect in ("stretch", "pad"):
             return size, size
         with self._lock:
@@ -367,9 +323,8 @@ class FrameStore:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that concurrent readers never see a partial file and concurrent
-    writers never collide: a uniquely named temporary file in the same folder, then :func:`os.replace`
-    (atomic on POSIX and Windows; the last writer wins, and every writer writes the same bytes here)."""
+    """Write ``data`` to ``path`` through a uniquely named temporary file in its folder and :func:`os.replace`:
+    concurrent readers never see a partial file and concurrent writers never collide."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -1,8 +1,5 @@
-"""Recorded pixel operations (blur, noise, jpeg, cutout) and their deterministic application.
-
-Shared by :mod:`.frames` (which applies a spec's ops when materialising pixels) and
-:mod:`.stressors` (which creates them); living here, neither module imports the other's
-internals in a circle.
+"""Recorded pixel operations (blur, noise, jpeg, cutout), created by :mod:`.stressors` and applied
+deterministically by :mod:`.frames` when it materialises a spec.
 """
 
 from __future__ import annotations
@@ -16,8 +13,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ConfigError
-
-__all__ = ["PixelOp", "apply_pixel_op"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +33,6 @@ class PixelOp:
     def from_dict(cls, d: Mapping[str, Any]) -> PixelOp:
         return cls(str(d["name"]), tuple(int(p) for p in d["positions"]),
                    tuple(sorted(dict(d.get("params", {})).items())))
-
 
 
 def apply_pixel_op(frames: NDArray[np.uint8], op: PixelOp) -> NDArray[np.uint8]:

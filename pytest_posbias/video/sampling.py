@@ -16,15 +16,12 @@ import numpy as np
 
 from ..errors import ConfigError
 from .samplers import PRESETS as _PRESETS
-from .samplers import SampledIndices, is_preset_spec, preset_indices
+from .samplers import is_preset_spec, preset_indices
 from .samplers.base import window
 
 CONVENTIONS = ("left", "midpoint", "endpoint", "fps")
 PRESETS = tuple(_PRESETS)
 ALL = CONVENTIONS + PRESETS
-
-__all__ = ["ALL", "CONVENTIONS", "PRESETS", "SampledIndices", "as_fraction", "frame_indices", "polyphase_grids",
-           "window"]
 
 
 def as_fraction(x: float | Fraction | str, *, name: str = "phase") -> Fraction:
@@ -62,16 +59,8 @@ def _endpoint(T: int, b: int) -> list[int]:
     return [int(v) for v in np.round(np.linspace(0, T - 1, b))]
 
 
-def frame_indices(
-    T: int,
-    b: int,
-    *,
-    convention: str,
-    phase: float | Fraction | str = 0.0,
-    fps: float | None = None,
-    start: float | None = None,
-    end: float | None = None,
-) -> list[int]:
+def frame_indices(T: int, b: int, *, convention: str, phase: float | Fraction | str = 0.0, fps: float | None = None,
+                  start: float | None = None, end: float | None = None) -> list[int]:
     """Indices of ``b`` frames of a ``T``-frame clip under a sampling convention or preset.
 
     * ``left``: ⌊(i + phase)·T/b⌋;  ``midpoint``: left with phase ½;
@@ -111,21 +100,14 @@ def frame_indices(
     else:  # fps
         if fps is None:
             raise ConfigError("`fps` is required for the 'fps' convention (decimation to 1 frame per second)")
-        per_second = []
-        k = 0
-        while True:
-            f = math.floor(k * fps)
-            if f > n - 1:
-                break
+        per_second: list[int] = []  # frame ⌊k·fps⌋ of each whole second k
+        while (f := math.floor(len(per_second) * fps)) <= n - 1:
             per_second.append(f)
-            k += 1
         rel = [per_second[j] for j in _endpoint(len(per_second), b)]
     return [lo + r for r in rel]
 
 
-def polyphase_grids(
-    T: int, b: int, S: int, *, origin: float | Fraction | str = 0.0
-) -> list[list[int]]:
+def polyphase_grids(T: int, b: int, S: int, *, origin: float | Fraction | str = 0.0) -> list[list[int]]:
     """The S phase grids of budget b: grid s is ⌊(i + s/S + origin)·T/b⌋, i = 0..b−1.
 
     With ``origin = 0`` grid s equals ``(i·S + s)·T // (S·b)`` and the S grids interleave

@@ -1,22 +1,10 @@
 """Temporal stressors and controls (VideoSTF §3.3, appendix C.4; docs/design.md section 4).
 
-Every stressor works on the *sampled* frame list of length T, given either as a
-(T, H, W, 3) uint8 array or as a :class:`~.frames.FrameSpec` (then nothing is decoded:
-the spec records the new frame order and any pixel operation with its seed). Each
-takes an explicit ``numpy.random.Generator`` (never the global one) and returns a
-:class:`StressResult` whose ``record`` says exactly what was done (positions, source
-positions), so the run log can say which frames the model saw.
-
-Decisions where VideoSTF is silent:
-
-* ``replace(k)`` copies k distinct sampled frames of the same clip over k other positions,
-  none of them a source (as VideoSTF's ``ReplaceTwoFrames``); ``replace_foreign(k)`` copies
-  frames of another clip's sample.
-* ``shuffle`` never returns the identity permutation for T >= 2.
-* ``speed(2)`` plays the clip at 2× (every 2nd frame kept) and re-samples it at the same
-  count with the clean convention: real order, no jump.
-* ``resample(count)`` re-samples the clip uniformly at ``count`` frames (the
-  count-matched control of Add/Delete).
+Every stressor works on the sampled frame list of length T, a (T, H, W, 3) uint8 array or a
+:class:`~.frames.FrameSpec` (then nothing is decoded: the spec records the new order and any seeded
+pixel operation), takes an explicit ``numpy.random.Generator`` and returns a :class:`StressResult`
+whose ``record`` says exactly what was done, for the run log. Where VideoSTF is silent, each
+function's docstring states the decision taken.
 """
 
 from __future__ import annotations
@@ -36,29 +24,6 @@ from .sampling import frame_indices
 Frames = NDArray[np.uint8] | FrameSpec
 
 STRESSORS = ("add1", "add2", "delete1", "delete2", "replace1", "replace2", "reverse", "shuffle")
-CONTROLS = ("resample", "blur", "noise", "jpeg", "cutout", "speed2", "foreign")
-
-__all__ = [
-    "CONTROLS",
-    "STRESSORS",
-    "StressResult",
-    "add",
-    "apply_pixel_op",
-    "blur",
-    "cutout",
-    "delete",
-    "delete_all",
-    "jpeg",
-    "noise",
-    "replace",
-    "replace_foreign",
-    "resample",
-    "reverse",
-    "shuffle",
-    "speed",
-    "variants",
-]
-
 
 @dataclass(frozen=True)
 class StressResult:
@@ -128,9 +93,8 @@ def add(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
         pos = int(rng.integers(0, len(order) + 1))
         order.insert(pos, s)
         inserted_at.append(pos)
-    # final positions of the copies: recompute from the order (later inserts shift earlier ones)
     rec = {"stressor": f"add{k}", "k": k, "source_positions": src, "insert_positions": inserted_at,
-           "order": [o for o in order]}
+           "order": list(order)}
     return _gather(frames, order, None, rec)
 
 
@@ -139,32 +103,26 @@ def delete(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
     _check_rng(rng)
     T = _length(frames)
     _check_k(k, T, name="delete", need=1)
-    gone = sorted(int(x) for x in rng.choice(T, size=k, replace=False))
+    return _deleted(frames, T, sorted(int(x) for x in rng.choice(T, size=k, replace=False)))
+
+
+def _deleted(frames: Frames, T: int, gone: list[int]) -> StressResult:
     order = [i for i in range(T) if i not in gone]
-    return _gather(frames, order, None, {"stressor": f"delete{k}", "k": k, "deleted_positions": gone, "order": order})
+    return _gather(frames, order, None, {"stressor": f"delete{len(gone)}", "k": len(gone), "deleted_positions": gone,
+                                         "order": order})
 
 
 def delete_all(frames: Frames) -> list[StressResult]:
     """Delete(1), exhaustive: the T variants that each remove one sampled frame."""
     T = _length(frames)
     _check_k(1, T, name="delete", need=1)
-    out = []
-    for p in range(T):
-        order = [i for i in range(T) if i != p]
-        out.append(_gather(frames, order,
-                           None, {"stressor": "delete1", "k": 1, "deleted_positions": [p], "order": order}))
-    return out
+    return [_deleted(frames, T, [p]) for p in range(T)]
 
 
 def replace(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
     """Replace(k): copy k distinct sampled frames over k other distinct positions (VideoSTF
-    ``ReplaceOneFrame`` / ``ReplaceTwoFrames``).
-
-    The k sources are drawn without replacement from the T positions, then the k targets
-    without replacement from the T − k positions that are not sources, and target j receives
-    source j. So no two targets copy the same frame and no source is overwritten: every
-    source frame is still shown once at its own position and once more at its target
-    (needs T >= 2k).
+    ``ReplaceOneFrame`` / ``ReplaceTwoFrames``): k sources drawn without replacement, then k targets
+    among the T − k non-sources, target j receiving source j; no source is overwritten (T >= 2k).
     """
     _check_rng(rng)
     T = _length(frames)
@@ -182,10 +140,8 @@ def replace(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult
 
 def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.Generator,
                     positions: Sequence[int] | None = None) -> StressResult:
-    """Replace k positions with frames of another video's sample (VideoSTF appendix C.4).
-
-    ``positions`` fixes the target positions (so pixel controls can use the same ones).
-    """
+    """Replace k positions (``positions``, else drawn) with frames of another video's sample (VideoSTF
+    appendix C.4)."""
     _check_rng(rng)
     T = _length(frames)
     F = _length(foreign)
@@ -224,28 +180,30 @@ def shuffle(frames: Frames, *, rng: np.random.Generator) -> StressResult:
     return _gather(frames, perm, None, {"stressor": "shuffle", "order": perm})
 
 
-# --------------------------------------------------------------------------- controls
+def _check_clip(spec: FrameSpec, name: str) -> None:
+    if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
+        raise ConfigError(f"`spec` must be a FrameSpec of a clip ({name} needs the clip's frame count)")
+
+
+def _resampled(spec: FrameSpec, idx: list[int], rec: dict[str, Any]) -> StressResult:
+    return StressResult(spec.with_frames([(0, i) for i in idx], sources=spec.sources[:1], ops=(), record=rec), rec)
 
 
 def resample(spec: FrameSpec, count: int, *, convention: str = "videostf") -> StressResult:
     """Count-matched control: re-sample the clip uniformly at ``count`` frames (VideoSTF table 8)."""
-    if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
-        raise ConfigError("`spec` must be a FrameSpec of a clip (resample needs the clip's frame count)")
+    _check_clip(spec, "resample")
     idx = frame_indices(spec.frame_count, count, convention=convention)
-    rec = {"stressor": "resample", "count": count, "convention": convention, "indices": idx}
-    return StressResult(spec.with_frames([(0, i) for i in idx], sources=spec.sources[:1], ops=(), record=rec), rec)
+    return _resampled(spec, idx, {"stressor": "resample", "count": count, "convention": convention, "indices": idx})
 
 
 def speed(spec: FrameSpec, factor: int = 2, *, convention: str = "videostf") -> StressResult:
-    """2× speed re-sample: keep every ``factor``-th clip frame, re-sample at the same count."""
-    if not isinstance(spec, FrameSpec) or spec.frame_count <= 0:
-        raise ConfigError("`spec` must be a FrameSpec of a clip (speed needs the clip's frame count)")
+    """2× speed re-sample: keep every ``factor``-th clip frame, re-sample at the same count (real order)."""
+    _check_clip(spec, "speed")
     if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
         raise ConfigError(f"`factor` must be an integer >= 2; got {factor!r}")
     fast_len = (spec.frame_count + factor - 1) // factor
     idx = [factor * i for i in frame_indices(fast_len, len(spec), convention=convention)]
-    rec = {"stressor": f"speed{factor}", "factor": factor, "indices": idx}
-    return StressResult(spec.with_frames([(0, i) for i in idx], sources=spec.sources[:1], ops=(), record=rec), rec)
+    return _resampled(spec, idx, {"stressor": f"speed{factor}", "factor": factor, "indices": idx})
 
 
 def _pixel(frames: Frames, op: PixelOp) -> StressResult:
@@ -290,16 +248,10 @@ def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator
     return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", float(fraction)), ("seed", seed))))
 
 
-# --------------------------------------------------------------------------- attack variants
-
-
 def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int = 30,
              foreign: Frames | None = None) -> list[StressResult]:
-    """Up to ``count`` seeded variants of one stressor for the attack and the stress test.
-
-    Delete 1 is exhaustive (T variants, capped at ``count`` only if count < T is asked for
-    explicitly by the caller), Reverse has one variant, the others ``count`` random trials.
-    """
+    """Seeded variants of one stressor for the attack and the stress test: Delete 1 is exhaustive (T
+    variants), Reverse has one, the others ``count`` random trials."""
     _check_rng(rng)
     if name == "reverse":
         return [reverse(frames)]
@@ -307,7 +259,7 @@ def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int 
         return delete_all(frames)
     if name in ("add1", "add2"):
         return [add(frames, int(name[-1]), rng=rng) for _ in range(count)]
-    if name in ("delete2",):
+    if name == "delete2":
         return [delete(frames, 2, rng=rng) for _ in range(count)]
     if name in ("replace1", "replace2"):
         return [replace(frames, int(name[-1]), rng=rng) for _ in range(count)]

@@ -7,11 +7,10 @@ everything else: 3–4 reference sentences (ActivityNet style) or 1–2 (News st
 multiple-choice questions with five options, some about the brief events, some that
 cannot be answered from the frames (the simulated model is unsure there).
 
-Four domains with their own scene style, named like the multi-video paper's settings:
-``cooking`` (cream), ``domestic`` (grey), ``leisure`` (sky blue), ``news`` (navy, a ticker
-bar, News-style references). Buckets: short (20–58 s) and long (62–110 s; domestic and
-leisure only, as in the paper). Every frame carries a 16-block barcode strip at the
-bottom encoding its index (12 bits + a 4-bit check), so decoding can be verified.
+Four domains named like the multi-video paper's settings (:data:`DOMAINS`; ``news`` has a ticker
+bar and News-style references), short and long buckets (:data:`BUCKETS`). Every frame carries a
+16-block barcode strip at the bottom encoding its index (12 bits + a 4-bit check), so decoding
+can be verified.
 """
 
 from __future__ import annotations
@@ -106,20 +105,6 @@ class SceneSpec:
     events: tuple[EventSpec, ...] = ()
     seed: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SceneSpec:
-        objs = tuple(ObjectSpec(o["shape"], o["colour"], o["radius"], o["motion"], tuple(o["start"]), tuple(o["end"]),
-                                o.get("change_to"), o.get("change_at")) for o in d["objects"])
-        evs = tuple(EventSpec(e["kind"], e["frame"], e.get("length", EVENT_FRAMES)) for e in d.get("events", []))
-        return cls(d["id"], d["domain"], d["bucket"], d["duration"], d["fps"], d["frame_count"], objs, evs,
-                   d.get("seed", 0))
-
-
-# --------------------------------------------------------------------------- scene generation
-
 
 def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_probability: float = 0.5) -> SceneSpec:
     """A random scene for one clip (all randomness from ``seed``)."""
@@ -164,9 +149,6 @@ def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_prob
     return SceneSpec(scene_id, domain, bucket, duration, FPS, frame_count, tuple(objects), tuple(events), seed)
 
 
-# --------------------------------------------------------------------------- rendering
-
-
 def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float32],
                 xx: NDArray[np.float32]) -> NDArray[np.bool_]:
     if shape == "circle":
@@ -179,19 +161,6 @@ def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float
     top = cy - a
     frac = (yy - top) / (2 * a)
     return (frac >= 0) & (frac <= 1) & (np.abs(xx - cx) <= frac * a)
-
-
-def object_position(obj: ObjectSpec, t: float) -> tuple[float, float]:
-    """Pixel centre of an object at normalised time t in [0, 1]."""
-    x = obj.start[0] + (obj.end[0] - obj.start[0]) * t
-    y = obj.start[1] + (obj.end[1] - obj.start[1]) * t
-    return x * WIDTH, y * SCENE_ROWS
-
-
-def object_colour(obj: ObjectSpec, t: float) -> str:
-    if obj.change_to is not None and obj.change_at is not None and t >= obj.change_at:
-        return obj.change_to
-    return obj.colour
 
 
 def event_at(scene: SceneSpec, index: int) -> str | None:
@@ -211,21 +180,6 @@ def draw_barcode(frame: NDArray[np.uint8], index: int) -> None:
             frame[SCENE_ROWS + 2 : HEIGHT - 2, k * bw + 2 : (k + 1) * bw - 2] = 255
 
 
-def read_barcode(frame: NDArray[np.uint8]) -> int | None:
-    """Read the frame index back from a (possibly resized) frame; None when the check fails."""
-    h, w = frame.shape[:2]
-    y0 = round((SCENE_ROWS + 4) / HEIGHT * h)
-    y1 = max(y0 + 1, round((HEIGHT - 4) / HEIGHT * h))
-    bits = []
-    for k in range(16):
-        x0 = round((k + 0.35) / 16 * w)
-        x1 = max(x0 + 1, round((k + 0.65) / 16 * w))
-        bits.append(1 if frame[y0:y1, x0:x1].mean() > 127 else 0)
-    value = int("".join(map(str, bits[:12])), 2)
-    check = int("".join(map(str, bits[12:])), 2)
-    return value if value % 16 == check else None
-
-
 def render_frame(scene: SceneSpec, index: int, *, yy: NDArray[np.float32] | None = None,
                  xx: NDArray[np.float32] | None = None) -> NDArray[np.uint8]:
     """One RGB frame of a scene at ``index``."""
@@ -239,9 +193,11 @@ def render_frame(scene: SceneSpec, index: int, *, yy: NDArray[np.float32] | None
     t = index / max(1, scene.frame_count - 1)
     scene_area = frame[:SCENE_ROWS]
     for obj in scene.objects:
-        cx, cy = object_position(obj, t)
-        mask = _shape_mask(obj.shape, cx, cy, obj.radius, yy, xx)
-        scene_area[mask] = PALETTE[object_colour(obj, t)]
+        cx = (obj.start[0] + (obj.end[0] - obj.start[0]) * t) * WIDTH
+        cy = (obj.start[1] + (obj.end[1] - obj.start[1]) * t) * SCENE_ROWS
+        changed = obj.change_to is not None and obj.change_at is not None and t >= obj.change_at
+        colour = obj.change_to if changed and obj.change_to else obj.colour
+        scene_area[_shape_mask(obj.shape, cx, cy, obj.radius, yy, xx)] = PALETTE[colour]
     ev = event_at(scene, index)
     if ev == "flash":
         frame[:SCENE_ROWS] = 255
@@ -271,9 +227,6 @@ def render_clip(scene: SceneSpec, path: str | Path, *, crf: int = 18, gop: int =
             container.mux(pkt)
     tmp.replace(out)
     return out
-
-
-# --------------------------------------------------------------------------- text from the spec
 
 
 def _article(word: str) -> str:
@@ -358,18 +311,6 @@ def questions(scene: SceneSpec) -> list[Question]:
     return out
 
 
-# --------------------------------------------------------------------------- the set
-
-
-@dataclass(frozen=True)
-class SetLayout:
-    """How many clips per domain × bucket configuration, and groups per scale."""
-
-    videos_per_config: int = 10
-    groups_per_config: int = 40
-    scales: tuple[int, ...] = (2, 4)
-
-
 def configurations() -> list[tuple[str, str]]:
     return [(d, b) for d, s in DOMAINS.items() for b in s["buckets"]]
 
@@ -378,17 +319,15 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
               scales: Sequence[int] = (2, 4), overwrite: bool = False, progress: Any = None) -> Path:
     """Render the synthetic set into ``out_dir`` and write ``manifest.jsonl``; returns its path.
 
-    Existing clips whose spec is unchanged are kept (the build is incremental and
-    deterministic for a seed). Groups of P videos are drawn per configuration with a
-    seeded ``random.Random``; a video may appear in several groups of the set but never
-    twice in one group (documented decision for the synthetic set).
+    Incremental and deterministic for a seed: a clip whose spec is unchanged is kept. Groups of P
+    videos are drawn per configuration with a seeded ``random.Random``; a video may be in several
+    groups but never twice in one.
     """
     if videos_per_config < max(scales):
         raise ConfigError(f"`videos_per_config` must be >= the largest scale ({max(scales)}); got {videos_per_config}")
     root = Path(out_dir)
     (root / "videos").mkdir(parents=True, exist_ok=True)
     lines: list[dict[str, Any]] = []
-    scenes: list[SceneSpec] = []
     for ci, (domain, bucket) in enumerate(configurations()):
         ids = []
         for k in range(videos_per_config):
@@ -396,13 +335,12 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
             scene = make_scene(vid, domain, bucket, seed=seed * 1_000_003 + ci * 1009 + k)
             path = root / "videos" / f"{vid}.mp4"
             spec_path = root / "videos" / f"{vid}.json"
-            spec_json = json.dumps(scene.to_dict(), sort_keys=True)
+            spec_json = json.dumps(asdict(scene), sort_keys=True)
             if overwrite or not path.exists() or not spec_path.exists() or spec_path.read_text() != spec_json:
                 render_clip(scene, path)
                 spec_path.write_text(spec_json)
                 if progress:
                     progress(f"rendered {vid} ({scene.frame_count} frames)")
-            scenes.append(scene)
             ids.append(vid)
             style = DOMAINS[domain]["style"]
             lines.append({"type": "video", "id": vid, "path": f"videos/{vid}.mp4", "domain": domain, "bucket": bucket,
@@ -425,25 +363,10 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
                 lines.append({"type": "group", "id": f"syn-{domain}-{bucket}-P{P}-g{g:02d}", "domain": domain,
                               "bucket": bucket, "P": P, "videos": list(members)})
                 g += 1
-    manifest = root / "manifest.jsonl"
-    tmp = manifest.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
-    tmp.replace(manifest)
-    return manifest
+    from ..data.manifest import write_manifest
+
+    return write_manifest(root / "manifest.jsonl", lines)
 
 
 def default_set_dir(rootdir: str | Path) -> Path:
     return Path(rootdir) / "fixtures" / "synthetic"
-
-
-def scene_for_video(manifest_dir: Path, video_entry: dict[str, Any]) -> SceneSpec | None:
-    sp = video_entry.get("scene")
-    if not sp:
-        return None
-    p = manifest_dir / sp
-    return SceneSpec.from_dict(json.loads(p.read_text())) if p.is_file() else None
-
-
-def brief_event_grid_hits(scene: SceneSpec, indices: Sequence[int]) -> bool:
-    """Whether a set of sampled frame indices shows the scene's brief event (for docs/tests)."""
-    return any(event_at(scene, int(i)) is not None for i in indices)

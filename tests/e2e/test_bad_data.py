@@ -16,15 +16,8 @@ import numpy as np
 import pytest
 from support.suite_project import write_suite_project
 
-from pytest_posbias.data.manifest import (
-    SCHEMA_PATH,
-    DataProblem,
-    load_manifest,
-    parse_line,
-    problems_in_records,
-    require_usable,
-    summarize_problems,
-)
+from pytest_posbias.data.manifest import SCHEMA_PATH, load_manifest, parse_line, require_usable
+from pytest_posbias.data.problems import DataProblem, problems_in_records, summarize_problems
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.video import decode as D
 from pytest_posbias.video.frames import FrameSpec, FrameStore

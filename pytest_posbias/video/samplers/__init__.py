@@ -50,8 +50,6 @@ PRESETS: dict[str, Preset] = {
     vlmevalkit.NAME: Preset(vlmevalkit.NAME, vlmevalkit.vlmevalkit_indices, vlmevalkit.KNOBS, vlmevalkit.UPSTREAM),
 }
 
-__all__ = ["PRESETS", "Preset", "SampledIndices", "is_preset_spec", "parse_spec", "preset_indices"]
-
 
 def parse_spec(spec: str) -> tuple[Preset, dict[str, Any]]:
     """``"name"`` or ``"name:k=v,..."`` → (preset, knob values); errors name the preset and knob."""

@@ -12,8 +12,6 @@ from typing import Any
 
 from ...errors import ConfigError, FrameRangeError
 
-__all__ = ["Knob", "SampledIndices", "parse_knobs", "window"]
-
 
 class SampledIndices(list[int]):
     """Frame indices (a plain ``list`` of ints) plus ``record``: the preset name, its knobs,

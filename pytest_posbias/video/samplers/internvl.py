@@ -1,10 +1,7 @@
 """The ``internvl`` preset: InternVL's ``get_index`` (the model cards' ``load_video``).
 
-Follows ``get_index(bound, fps, max_frame, first_idx=0, num_segments=32)`` in README.md of
-OpenGVLab/InternVL at commit 2410d1dbf208f0e799459aff9376e5747dbf41a2 (the same body as
-``internvl_chat/eval/mvbench/evaluate_mvbench.py``). Not on PyPI: the expected indices in
-``tests/data/upstream/internvl.json.gz`` were produced by running that function
-(``scripts/upstream_sampler_data.py``).
+Follows ``get_index`` at :data:`UPSTREAM` (the same body as ``internvl_chat/eval/mvbench/evaluate_mvbench.py``).
+Not on PyPI: ``scripts/upstream_sampler_data.py`` ran it for ``tests/data/upstream/internvl.json.gz``.
 """
 
 from __future__ import annotations
@@ -21,8 +18,6 @@ COMMIT = "2410d1dbf208f0e799459aff9376e5747dbf41a2"
 UPSTREAM = f"OpenGVLab/InternVL@{COMMIT}, README.md: get_index(bound, fps, max_frame, first_idx=0, num_segments)"
 KNOBS: dict[str, Any] = {}
 _NO_BOUND = 100000  # upstream's start/end when no bound is given
-
-__all__ = ["KNOBS", "NAME", "UPSTREAM", "internvl_indices"]
 
 
 def internvl_indices(T: int, b: int, *, fps: float | None, start: float | None, end: float | None,

@@ -1,11 +1,5 @@
-"""The ``lmms-eval`` preset: lmms-eval's video frame selection.
-
-Follows ``lmms_eval/models/model_utils/load_video.py`` of lmms-eval 0.7.3 (PyPI):
-``read_video`` with its default PyAV backend on an mp4 (``load_video_stream``, falling back
-to every frame when that raises), the ``torchcodec`` backend (``_compute_sample_count`` +
-``_compute_uniform_indices``) and ``load_video_decord``. The tests import that module from
-the installed wheel and call it with fake av / torchcodec / decord objects that record the
-requested indices.
+"""The ``lmms-eval`` preset: lmms-eval 0.7.3's video frame selection (:data:`UPSTREAM`), checked by
+the tests against that PyPI module itself with fake decoders that record the requested indices.
 """
 
 from __future__ import annotations
@@ -27,8 +21,6 @@ KNOBS = {
     "force_include_last_frame": Knob("force_include_last_frame", "bool", False,
                                      "upstream `force_include_last_frame`: make the last frame one of the samples"),
 }
-
-__all__ = ["KNOBS", "NAME", "UPSTREAM", "lmms_indices"]
 
 
 def _linspace_int(a: int, b: int, n: int) -> list[int]:

@@ -1,10 +1,5 @@
-"""The ``qwen-vl-utils`` preset: Qwen2-VL / Qwen2.5-VL frame selection.
-
-Follows ``qwen_vl_utils.vision_process`` of qwen-vl-utils 0.0.14 (PyPI): ``smart_nframes``
-(the frame count), ``calculate_video_frame_range`` (the ``video_start``/``video_end``
-window) and ``_read_video_decord`` (``torch.linspace(start, end, nframes).round().long()``).
-The tests call that PyPI package itself with a fake ``decord.VideoReader`` that records
-the requested indices.
+"""The ``qwen-vl-utils`` preset: Qwen2-VL / Qwen2.5-VL frame selection of qwen-vl-utils 0.0.14
+(:data:`UPSTREAM`), checked by the tests against that PyPI package with a fake ``decord.VideoReader``.
 """
 
 from __future__ import annotations
@@ -37,14 +32,11 @@ KNOBS = {
 }
 FPS_MODE_KNOBS = ("fps", "min_frames", "max_frames")
 
-__all__ = ["KNOBS", "NAME", "UPSTREAM", "linspace_round", "qwen_indices"]
-
 
 def _emulated_linspace_f32(start: float, end: float, steps: int) -> np.ndarray:
     """torch.linspace(start, end, steps) in float32 as torch's scalar CPU kernel computes it:
     step = (end − start)/(steps − 1) in float32, the first half start + step·i, the second
-    half end − step·(steps − 1 − i). torch's vectorised kernel accumulates differently and
-    can differ from this by one float32 ulp (about 1 in 60 long clips rounds to another frame)."""
+    half end − step·(steps − 1 − i). torch's vectorised kernel can differ by one float32 ulp."""
     if steps == 1:
         return np.array([start], dtype=np.float32)
     s = np.float32(start)

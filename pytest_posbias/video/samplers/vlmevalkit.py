@@ -1,9 +1,7 @@
 """The ``vlmevalkit`` preset: VLMEvalKit's ``VideoBaseDataset.save_video_frames``.
 
-Follows ``vlmeval/dataset/video_base.py`` of open-compass/VLMEvalKit at commit
-e8e78f05f3080fe28154f2130321f17951c3be94. VLMEvalKit is not on PyPI: the expected
-indices in ``tests/data/upstream/vlmevalkit.json.gz`` were produced by running that
-function (``scripts/upstream_sampler_data.py``).
+Follows :data:`UPSTREAM`. Not on PyPI: ``scripts/upstream_sampler_data.py`` ran it for
+``tests/data/upstream/vlmevalkit.json.gz``.
 """
 
 from __future__ import annotations
@@ -21,8 +19,6 @@ KNOBS = {
                    "upstream `nframe`: frames i·T/(nframe+1), i = 1..nframe; default: the budget"),
     "fps": Knob("fps", "float", None, "upstream `fps` mode: int(duration·fps) frames every clip_fps/fps frames"),
 }
-
-__all__ = ["KNOBS", "NAME", "UPSTREAM", "vlmevalkit_indices"]
 
 
 def vlmevalkit_indices(T: int, b: int, *, fps: float | None, start: float | None, end: float | None,

@@ -7,6 +7,7 @@ import zlib
 
 import numpy as np
 import pytest
+from support.synthetic_frames import brief_event_grid_hits, scene_from_dict
 
 from pytest_posbias.data.manifest import load_manifest
 from pytest_posbias.engine import Decoding, Request
@@ -31,7 +32,7 @@ def store():
 
 
 def _scene(item):
-    return SY.SceneSpec.from_dict(json.loads((item.path.parent / f"{item.id}.json").read_text()))
+    return scene_from_dict(json.loads((item.path.parent / f"{item.id}.json").read_text()))
 
 
 def test_perception_reads_the_scene_from_pixels(manifest, store):
@@ -122,7 +123,7 @@ def test_a_missed_brief_event_changes_the_answer_a_seen_one_does_not(manifest, s
             lp = be.score_options([Request("sim:unbiased", (VideoPart(spec), TextPart(_mcq_prompt(q))), Decoding(4), want="letters",
                                            letters=tuple("ABCDE"))], "ABCDE")[0]
             answers.append(max(lp, key=lp.get))
-            hits.append(SY.brief_event_grid_hits(scene, grid))
+            hits.append(brief_event_grid_hits(scene, grid))
         correct = chr(65 + q.answer)
         for a, h in zip(answers, hits, strict=True):
             if h:

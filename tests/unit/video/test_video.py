@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.synthetic_frames import brief_event_grid_hits, read_barcode
 
 from pytest_posbias.errors import FrameRangeError, VideoDecodeError, VideoError, VideoNotFoundError
 from pytest_posbias.metrics import cyclic_orders
@@ -55,11 +56,11 @@ def test_decoding_returns_exactly_the_requested_indices(clip, backend):
     path, scene = clip
     idx = sorted({0, 1, 7, 57, 58, scene.frame_count // 2, scene.frame_count - 1})
     frames = read_frames(path, idx, size=None, aspect="none", backend=backend)
-    assert [SY.read_barcode(f) for f in frames] == idx
+    assert [read_barcode(f) for f in frames] == idx
     # out of order and repeated indices come back in the order asked
     order = [idx[3], idx[0], idx[3]]
     again = read_frames(path, order, size=None, aspect="none", backend=backend)
-    assert [SY.read_barcode(f) for f in again] == order
+    assert [read_barcode(f) for f in again] == order
 
 
 def test_resized_frames_keep_their_barcode(clip):
@@ -67,7 +68,7 @@ def test_resized_frames_keep_their_barcode(clip):
     idx = frame_indices(scene.frame_count, 16, convention="left")
     frames = read_frames(path, idx)  # default 448×448 stretch
     assert frames.shape == (16, 448, 448, 3) and frames.dtype == np.uint8
-    assert [SY.read_barcode(f) for f in frames] == idx
+    assert [read_barcode(f) for f in frames] == idx
     pad = read_frames(path, idx[:2], size=448, aspect="pad")
     assert pad.shape == (2, 448, 448, 3) and pad[:, :20].max() == 0  # letterbox rows are black
     small = read_frames(path, idx[:2], size=128, aspect="max-side")
@@ -390,7 +391,7 @@ def test_brief_events_are_seen_by_some_phases_and_missed_by_others():
     seen_by_some_missed_by_others = 0
     scenes = [SY.make_scene(f"e{k}", "domestic", "short", seed=k, event_probability=1.0) for k in range(40)]
     for sc in scenes:
-        hits = [SY.brief_event_grid_hits(sc, g) for g in polyphase_grids(sc.frame_count, 8, 3)]
+        hits = [brief_event_grid_hits(sc, g) for g in polyphase_grids(sc.frame_count, 8, 3)]
         assert sum(hits) <= 1  # an event of 5 frames is no longer than the spacing between phases
         seen_by_some_missed_by_others += sum(hits) == 1
     assert seen_by_some_missed_by_others >= 5
