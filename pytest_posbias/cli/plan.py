@@ -1,24 +1,16 @@
-"""``posbias plan [PYTEST ARGS] [--prefill-tps N --decode-tps N | --measure]``: cost before a run.
+"""``posbias plan [PYTEST ARGS] [--prefill-tps N --decode-tps N | --measure]``: cost before a run (docs/cost.md).
 
-1. Runs ``python -m pytest ARGS --posbias-plan DIR --posbias-fixed`` in a subprocess (same
-   markers, models, data and probe settings as the run; a throw-away cache and report), so
-   the probes' own request builders plan every request (:mod:`.models.plan`).
-2. With ``--measure``: a short warm-up on each model (:func:`measure`): a few requests of each
-   kind through the real backend give the mean output length of each kind and, on ``hf``, the
-   prefill and decode throughput; the plan is then run again with the measured lengths.
-3. Prints per gate test: requests (new, plus those shared with an earlier gate), frames,
-   prompt tokens (of which visual) and output tokens, the GPU-hours they imply,
+It runs ``pytest ARGS --posbias-plan DIR --posbias-fixed`` in a subprocess, so the probes' own request
+builders plan every request (:mod:`.models.plan`); ``--measure`` first warms up each model
+(:func:`measure`) and plans again with the measured output lengths. Per gate test it prints requests,
+frames, prompt (visual) and output tokens and
 
-       hours = (prompt tokens / prefill tok/s + output tokens / decode tok/s) / 3600,
+    GPU-hours = (prompt tokens / prefill tok/s + output tokens / decode tok/s) / 3600,
 
-   and beside the fixed-sample cost the sequential design's expected cost: a sequential gate
-   stops at look 2 of 4 (half its maximum sample) for a model well inside its threshold (the
-   median stop under ``sim:unbiased`` in ``benchmarks/calibration.py``, docs/calibration.md),
-   and at look 1 (a quarter) at best; the stressor-amplification, fusion and equivalence gates,
-   ``--baseline`` comparisons and ``--posbias-fixed`` runs are fixed-sample, and so are the
-   requests of a probe whose results a fixed-sample gate shares (the stressor probe behind the
-   repetition and attack gates when the amplification gate is selected). Requests are counted
-   once, on the gate test that made them (``shared``: those it reused from an earlier gate).
+beside the sequential design's expected cost: a gate well inside its threshold stops at look 2 of 4
+(the median stop under ``sim:unbiased``, docs/calibration.md), at look 1 at best. Fixed-sample gates,
+``--baseline`` comparisons, ``--posbias-fixed`` runs and the requests of a probe a fixed-sample gate
+shares stay at their maximum. A request is counted once, on the gate test that made it.
 """
 
 from __future__ import annotations
@@ -380,10 +372,9 @@ def _cuda_seconds(fn: Callable[..., object], *args: Any, **kwargs: Any) -> float
 
 def _run_options(pytest_args: Sequence[str]) -> dict[str, Any]:
     """The backend options a run of ``pytest_args`` would use (device, batch size, kernels, endpoint)."""
-    keys = {"--posbias-device": "device", "--posbias-batch-size": "batch_size", "--posbias-attn-implementation":
-            "attn_implementation", "--posbias-device-map": "device_map", "--posbias-api-base": "api_base",
-            "--posbias-concurrency": "concurrency", "--posbias-vllm-command": "vllm_command",
-            "--posbias-vllm-args": "vllm_args", "--posbias-vllm-timeout": "vllm_timeout"}
+    names = ("device", "batch_size", "attn_implementation", "device_map", "api_base", "concurrency", "vllm_command",
+             "vllm_args", "vllm_timeout")
+    keys = {"--posbias-" + k.replace("_", "-"): k for k in names}
     opts: dict[str, Any] = {}
     args = long_options(pytest_args)
     for i, a in enumerate(args):

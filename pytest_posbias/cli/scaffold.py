@@ -98,7 +98,7 @@ def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
     comment = _ALIAS_COMMENT.format(skip_note=note)
     hook = ALIAS_HOOK.format(skip_arg=f", skip={skip!r}" if skip else "")
     if existing is None:
-        return _ALIAS_CONFTEST_HEAD + comment.lstrip("\n").join(["\n", ""]) + ALIAS_IMPORTS.format(noqa="") + hook, skip
+        return _ALIAS_CONFTEST_HEAD + "\n" + comment.lstrip("\n") + ALIAS_IMPORTS.format(noqa="") + hook, skip
     base = existing if existing.endswith("\n") or not existing else existing + "\n"
     return base + "\n" + comment + ALIAS_IMPORTS.format(noqa="  # noqa: E402") + hook, skip
 
@@ -411,11 +411,11 @@ def _init(args: argparse.Namespace) -> int:
     written = scaffold(args.dir, tests_dir=args.tests_dir, model=args.model, quick=args.quick, force=args.force,
                        progress=lambda line: print(line, flush=True))
     for w in written:
-        note = " (exists; --force to overwrite)" if w.action == "kept" and w.path.name != "pyproject.toml" else ""
-        if w.action == "kept" and w.path.name == "pyproject.toml":
-            note = " (already has [tool.posbias]; --force to replace that table)"
-        if w.action == "kept" and w.path.name == "conftest.py" and w.path.parent == Path(args.dir):
-            note = " (already registers the short options)"
+        note = ""
+        if w.action == "kept":
+            note = (" (already has [tool.posbias]; --force to replace that table)" if w.path.name == "pyproject.toml"
+                    else " (already registers the short options)" if w.path == Path(args.dir) / "conftest.py"
+                    else " (exists; --force to overwrite)")
         print(f"{w.action:<11} {w.path}{note}")
         for detail in w.details:
             print(f"            {detail}" if w.path.name == "conftest.py" else f"            was {detail}")
