@@ -280,11 +280,8 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                 add("attack", _rate_ci(int(a["successes"]), int(a["attacked"])), int(a["attacked"]), "benign videos",
                     {s: float(r.attack(s)["asr"]) for s in r.variants})
     if print_fn is not None:
-        for line in format_rows(model, out):
+        for line in [*format_rows(model, out), *(format_configs(rows) if rows else [])]:
             print_fn(line)
-        if rows:
-            for line in format_configs(rows):
-                print_fn(line)
         if targets:
             from ..models.sim_dose import describe
 
