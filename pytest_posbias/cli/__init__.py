@@ -14,38 +14,25 @@ from .. import __version__
 from ..errors import PosbiasError
 
 Handler = Callable[[argparse.Namespace], int]
-_HANDLERS: dict[str, Handler] = {}
 
 
 def _register(sub: argparse._SubParsersAction, name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
-    _HANDLERS[name] = handler
-    p.set_defaults(_cmd=name)
+    p.set_defaults(_cmd=name, _handler=handler)
     return p
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``posbias`` parser with every subcommand, in the order ``posbias --help`` lists them."""
+    from ..run import retention
+    from ..video.samplers import listing as samplers_listing
+    from . import commands, plan, scaffold, sim_check
+
     parser = argparse.ArgumentParser(prog="posbias", description="pytest-posbias: video LLM robustness gates")
     parser.add_argument("--version", action="version", version=f"pytest-posbias {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from . import commands as cli_commands
-
-    cli_commands.register_all(sub, _register)
-    from . import sim_check
-
-    sim_check.register(sub, _register)  # posbias sim check|calibrate
-    from . import plan as plan_cli
-
-    plan_cli.register(sub, _register)  # posbias plan
-    from ..video.samplers import listing as samplers_listing
-
-    samplers_listing.register(sub, _register)  # posbias samplers
-    from . import scaffold
-
-    scaffold.register(sub, _register)  # posbias init
-    from ..run import retention
-
-    retention.register(sub, _register)  # posbias cache prune
+    for module in (commands, sim_check, plan, samplers_listing, scaffold, retention):
+        module.register(sub, _register)
     return parser
 
 
@@ -65,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return _HANDLERS[args._cmd](args)
+        return int(args._handler(args))
     except PosbiasError as exc:
         print(f"posbias {args._cmd}: error: {exc}", file=sys.stderr)
         return 2
@@ -73,4 +60,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"posbias {args._cmd}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
-

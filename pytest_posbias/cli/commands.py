@@ -1,4 +1,4 @@
-"""Subcommands of the ``posbias`` CLI (registered by :func:`register_all`)."""
+"""Subcommands of the ``posbias`` CLI (registered by :func:`register`)."""
 
 from __future__ import annotations
 
@@ -33,13 +33,7 @@ def read_text_file(path: str, what: str) -> str:
                           f"expected {what}") from None
 
 
-def _fail(command: str, message: str) -> int:
-    """One line on stderr, exit status 2 (a usage error)."""
-    print(f"posbias {command}: error: {message}", file=sys.stderr)
-    return 2
-
-
-def register_all(sub: Any, register: Register) -> None:
+def register(sub: Any, register: Register) -> None:
     """Add every subcommand to the parser."""
     register(sub, "gates", _gates, "list the gates, their default thresholds and compliance regions")
 
@@ -125,58 +119,38 @@ def _calibrate(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ..calibration import GATES, run_calibration
-
+    allowed: tuple[str, ...]
     if args.end_to_end:
-        return _calibrate_end_to_end(args)
-    gates = args.gates.split(",") if args.gates else list(GATES)
+        from ..calibration.e2e import DEFAULT_REPS, E2E_GATES, QUICK_REPS, cells_to_json, run_end_to_end
+
+        allowed, min_reps = E2E_GATES, 1
+    else:
+        from ..calibration import GATES, run_calibration
+
+        allowed, min_reps = GATES, 10
     # every argument is checked before the measurement (which takes a minute or more)
-    try:
-        check_alpha(args.alpha, "--alpha")
-    except ConfigError as exc:
-        return _fail("calibrate", str(exc))
-    if args.reps is not None and args.reps < 10:
-        return _fail("calibrate", f"--reps must be an integer >= 10; got {args.reps}")
-    unknown = [g for g in gates if g not in GATES]
+    gates = args.gates.split(",") if args.gates else list(allowed)
+    check_alpha(args.alpha, "--alpha")
+    if args.reps is not None and args.reps < min_reps:
+        raise ConfigError(f"--reps must be an integer >= {min_reps}; got {args.reps}")
+    unknown = [g for g in gates if g not in allowed]
     if unknown:
-        return _fail("calibrate", f"--gates: unknown gates {unknown}; allowed: {', '.join(GATES)}")
+        raise ConfigError(f"--gates: unknown gates {unknown}; allowed: {', '.join(allowed)}")
     if args.data and not Path(args.data).is_file():
-        return _fail("calibrate", f"--data: no such manifest file: {args.data}")
+        raise ConfigError(f"--data: no such manifest file: {args.data}")
     if args.json and not Path(args.json).parent.is_dir():
-        return _fail("calibrate", f"--json: the folder of {args.json} does not exist")
-    rows = run_calibration(reps=args.reps or (200 if args.quick else 1000), alpha=args.alpha, seed=args.seed,
-                           gates=gates,
-                           data=args.data, cache=args.cache, rootdir=Path.cwd(),
-                           print_fn=lambda m: print(m, flush=True))
+        raise ConfigError(f"--json: the folder of {args.json} does not exist")
+    common: dict[str, Any] = {"alpha": args.alpha, "seed": args.seed, "gates": gates, "data": args.data,
+                              "cache": args.cache, "rootdir": Path.cwd(), "print_fn": lambda m: print(m, flush=True)}
+    result: Any
+    if args.end_to_end:
+        cells = run_end_to_end(reps=args.reps or (QUICK_REPS if args.quick else DEFAULT_REPS), quick=args.quick,
+                               **common)
+        result = cells_to_json(cells)
+    else:
+        result = run_calibration(reps=args.reps or (200 if args.quick else 1000), **common)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2, default=float))
-    return 0
-
-
-def _calibrate_end_to_end(args: argparse.Namespace) -> int:
-    import json
-
-    from ..calibration.e2e import DEFAULT_REPS, E2E_GATES, QUICK_REPS, cells_to_json, run_end_to_end
-
-    gates = args.gates.split(",") if args.gates else list(E2E_GATES)
-    unknown = [g for g in gates if g not in E2E_GATES]
-    if unknown:
-        return _fail("calibrate", f"--gates: unknown gates {unknown}; allowed: {', '.join(E2E_GATES)}")
-    if args.reps is not None and args.reps < 1:
-        return _fail("calibrate", f"--reps must be an integer >= 1; got {args.reps}")
-    try:
-        check_alpha(args.alpha, "--alpha")
-    except ConfigError as exc:
-        return _fail("calibrate", str(exc))
-    if args.data and not Path(args.data).is_file():
-        return _fail("calibrate", f"--data: no such manifest file: {args.data}")
-    if args.json and not Path(args.json).parent.is_dir():
-        return _fail("calibrate", f"--json: the folder of {args.json} does not exist")
-    cells = run_end_to_end(reps=args.reps or (QUICK_REPS if args.quick else DEFAULT_REPS), quick=args.quick,
-                           alpha=args.alpha, seed=args.seed, gates=gates, data=args.data, cache=args.cache,
-                           rootdir=Path.cwd(), print_fn=lambda m: print(m, flush=True))
-    if args.json:
-        Path(args.json).write_text(json.dumps(cells_to_json(cells), indent=2, default=float))
+        Path(args.json).write_text(json.dumps(result, indent=2, default=float))
     return 0
 
 
@@ -200,11 +174,11 @@ def _models(args: argparse.Namespace) -> int:
         from ..models.tiny import FAMILIES, build_tiny_checkpoint
 
         if not args.family or not args.out:
-            return _fail("models", f"usage: posbias models tiny FAMILY OUT_DIR (families: {', '.join(FAMILIES)})")
+            raise ConfigError(f"usage: posbias models tiny FAMILY OUT_DIR (families: {', '.join(FAMILIES)})")
         if args.family not in FAMILIES:
-            return _fail("models", f"unknown family {args.family!r}; families: {', '.join(FAMILIES)}")
+            raise ConfigError(f"unknown family {args.family!r}; families: {', '.join(FAMILIES)}")
         if Path(args.out).exists() and not Path(args.out).is_dir():
-            return _fail("models", f"{args.out}: exists and is not a directory")
+            raise ConfigError(f"{args.out}: exists and is not a directory")
         print(build_tiny_checkpoint(args.family, args.out))
         return 0
     print(f"{'alias':<20} {'backend/family':<18} {'checkpoint':<40} notes")
@@ -219,8 +193,6 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _judge_agreement(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ..scoring.agreement import agreement
     from ..scoring.judges import EmbedJudge, FragmentJudge, OpenAIJudge
 
@@ -275,16 +247,11 @@ def _text_audit(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from ..metrics import (
-        information_entropy,
-        length_matched_repetition_rate,
-        repetition_intensity,
-        repetition_rate,
-    )
+    from ..metrics import information_entropy, length_matched_repetition_rate, repetition_intensity, repetition_rate
 
     texts = read_captions(args.file)
     if not texts:
-        return _fail("text-audit", f"{args.file}: the file holds no captions")
+        raise ConfigError(f"{args.file}: the file holds no captions")
     result: dict[str, Any] = {
         "n": len(texts),
         "mean_words": float(np.mean([len(t.split()) for t in texts])),
@@ -309,28 +276,25 @@ def _text_audit(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ..report.render import render
-
     if args.history is not None:
         if args.run_logs:
-            return _fail("report", "--history DIR reads every run log under DIR; give no RUN_LOG with it")
+            raise ConfigError("--history DIR reads every run log under DIR; give no RUN_LOG with it")
         from ..report.history import render_history
 
         html = render_history(args.history)
-        out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(html, encoding="utf-8")
-        print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
-        return 0
-    if not args.run_logs:
-        return _fail("report", "give one or more run logs (run.jsonl), or --history DIR")
-    for log in args.run_logs:
-        if not Path(log).is_file():
-            return _fail("report", f"{log}: no such run log (expected a run.jsonl under .posbias/runs/)")
-        read_text_file(log, "a run log (run.jsonl)")  # binary or not UTF-8: one line naming the file
+    else:
+        from ..report.render import render
+
+        if not args.run_logs:
+            raise ConfigError("give one or more run logs (run.jsonl), or --history DIR")
+        for log in args.run_logs:
+            if not Path(log).is_file():
+                raise ConfigError(f"{log}: no such run log (expected a run.jsonl under .posbias/runs/)")
+            read_text_file(log, "a run log (run.jsonl)")  # binary or not UTF-8: one line naming the file
+        html = render(args.run_logs)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(args.run_logs), encoding="utf-8")
+    out.write_text(html, encoding="utf-8")
     print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
     return 0
 
@@ -340,7 +304,7 @@ def _data(args: argparse.Namespace) -> int:
 
     if args.action == "validate":
         if not args.out:
-            return _fail("data", "usage: posbias data validate --out MANIFEST")
+            raise ConfigError("usage: posbias data validate --out MANIFEST")
         m = load_manifest(args.out)
         print(f"{args.out}: {m.counts()}; {len(m.problems)} bad lines; {len(m.file_problems)} unusable video files")
         for p in [*m.problems, *m.file_problems]:
@@ -352,7 +316,7 @@ def _data(args: argparse.Namespace) -> int:
 
     missing = [n for n in ("format", "videos", "annotations", "out") if not getattr(args, n)]
     if missing:
-        return _fail("data", "import needs " + ", ".join(f"--{n}" if n != "format" else "FORMAT" for n in missing))
+        raise ConfigError("import needs " + ", ".join(f"--{n}" if n != "format" else "FORMAT" for n in missing))
     rep = run_import(args.format, videos=args.videos, annotations=args.annotations, out=args.out, classes=args.classes,
                      answers=args.answers, groups=args.groups, sample=args.sample, seed=args.seed)
     for line in rep.lines():

@@ -1,38 +1,30 @@
-"""``posbias plan [PYTEST ARGS] [--prefill-tps N --decode-tps N | --measure]``: cost before a run.
+"""``posbias plan [PYTEST ARGS] [--prefill-tps N --decode-tps N | --measure]``: cost before a run (docs/cost.md).
 
-1. Runs ``python -m pytest ARGS --posbias-plan DIR --posbias-fixed`` in a subprocess (same
-   markers, models, data and probe settings as the run; a throw-away cache and report), so
-   the probes' own request builders plan every request (:mod:`.models.plan`).
-2. With ``--measure``: a short warm-up on each model (:func:`measure`): a few requests of each
-   kind through the real backend give the mean output length of each kind and, on ``hf``, the
-   prefill and decode throughput; the plan is then run again with the measured lengths.
-3. Prints per gate test: requests (new, plus those shared with an earlier gate), frames,
-   prompt tokens (of which visual) and output tokens, the GPU-hours they imply,
+It runs ``pytest ARGS --posbias-plan DIR --posbias-fixed`` in a subprocess, so the probes' own request
+builders plan every request (:mod:`.models.plan`); ``--measure`` first warms up each model
+(:func:`measure`) and plans again with the measured output lengths. Per gate test it prints requests,
+frames, prompt (visual) and output tokens and
 
-       hours = (prompt tokens / prefill tok/s + output tokens / decode tok/s) / 3600,
+    GPU-hours = (prompt tokens / prefill tok/s + output tokens / decode tok/s) / 3600,
 
-   and beside the fixed-sample cost the sequential design's expected cost: a sequential gate
-   stops at look 2 of 4 (half its maximum sample) for a model well inside its threshold (the
-   median stop under ``sim:unbiased`` in ``benchmarks/calibration.py``, docs/calibration.md),
-   and at look 1 (a quarter) at best; the stressor-amplification, fusion and equivalence gates,
-   ``--baseline`` comparisons and ``--posbias-fixed`` runs are fixed-sample, and so are the
-   requests of a probe whose results a fixed-sample gate shares (the stressor probe behind the
-   repetition and attack gates when the amplification gate is selected). Requests are counted
-   once, on the gate test that made them (``shared``: those it reused from an earlier gate).
+beside the sequential design's expected cost: a gate well inside its threshold stops at look 2 of 4
+(the median stop under ``sim:unbiased``, docs/calibration.md), at look 1 at best. Fixed-sample gates,
+``--baseline`` comparisons, ``--posbias-fixed`` runs and the requests of a probe a fixed-sample gate
+shares stay at their maximum. A request is counted once, on the gate test that made it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
 import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -134,11 +126,10 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
     js = tmp / "plan.json"
     cmd = [sys.executable, "-m", "pytest", *long_options(pytest_args), f"--posbias-plan={rec}", "--posbias-fixed",
            f"--posbias-cache={tmp / 'cache'}", f"--posbias-report={tmp / 'report.html'}", f"--posbias-json={js}",
-           "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0"]
-    if not _has_xdist():
-        cmd = cmd[:-2]
-    env = dict(os.environ)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+           "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    if importlib.util.find_spec("xdist") is not None:
+        cmd += ["-n", "0"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if not js.is_file():
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise ConfigError(f"the plan run of `pytest {shlex.join(pytest_args)}` did not finish (exit "
@@ -153,44 +144,38 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
             "rows": rows, "token_sources": sorted({r["token_source"] for r in rows})}
 
 
-def _has_xdist() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("xdist") is not None
-
-
 def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *,
               sequential: bool) -> list[dict[str, Any]]:
     """Per gate test (in run order): new requests, frames and tokens from the recorded rows,
     shared requests and the gate from its verdict, and the sequential design's expected share."""
     by_test: dict[str, dict[str, Any]] = {}
+
+    def entry(test: str) -> dict[str, Any]:
+        return by_test.setdefault(test, {"test": test, "requests": 0, "frames": 0, "prompt_tokens": 0,
+                                         "visual_tokens": 0, "output_tokens": 0, "models": set(), "gate": "",
+                                         "shared": 0})
+
     for r in rows:
-        g = by_test.setdefault(r["test"], {"test": r["test"], "requests": 0, "frames": 0, "prompt_tokens": 0,
-                                           "visual_tokens": 0, "output_tokens": 0, "models": set()})
+        g = entry(r["test"])
         g["requests"] += 1
-        g["frames"] += int(r["frames"])
-        g["prompt_tokens"] += int(r["prompt_tokens"])
-        g["visual_tokens"] += int(r["visual_tokens"])
-        g["output_tokens"] += int(r["output_tokens"])
+        for k in ("frames", "prompt_tokens", "visual_tokens", "output_tokens"):
+            g[k] += int(r[k])
         g["models"].add(r["model"])
     for v in verdicts:
-        g = by_test.setdefault(v["nodeid"], {"test": v["nodeid"], "requests": 0, "frames": 0, "prompt_tokens": 0,
-                                             "visual_tokens": 0, "output_tokens": 0, "models": set()})
+        g = entry(v["nodeid"])
         extra = v.get("extra") or {}
         g["gate"] = extra.get("gate", "")
         g["shared"] = int((extra.get("calls") or {}).get("shared", 0))
+    for g in by_test.values():
+        g["gate"] = g["gate"] or _gate_from_nodeid(g["test"])
     # requests are counted once, on the gate that made them; a fixed-design gate that shares a
     # probe's results (the stressor amplification shares the stressor probe) needs all of them
-    fixed_probes = {GATE_PROBE.get(g.get("gate") or _gate_from_nodeid(g["test"]), "")
-                    for g in by_test.values()
-                    if (g.get("gate") or _gate_from_nodeid(g["test"])) in FIXED_GATES
-                    and (g["requests"] or g.get("shared"))}
+    fixed_probes = {GATE_PROBE.get(g["gate"], "") for g in by_test.values()
+                    if g["gate"] in FIXED_GATES and (g["requests"] or g["shared"])}
     out = []
     for g in by_test.values():
-        gate = g.get("gate") or _gate_from_nodeid(g["test"])
-        seq = sequential and gate not in FIXED_GATES and GATE_PROBE.get(gate) not in fixed_probes
-        out.append({**g, "gate": gate, "shared": g.get("shared", 0), "models": sorted(g["models"]),
-                    "sequential_expected": SEQUENTIAL_EXPECTED if seq else 1.0,
+        seq = sequential and g["gate"] not in FIXED_GATES and GATE_PROBE.get(g["gate"]) not in fixed_probes
+        out.append({**g, "models": sorted(g["models"]), "sequential_expected": SEQUENTIAL_EXPECTED if seq else 1.0,
                     "sequential_best": SEQUENTIAL_BEST if seq else 1.0})
     return out
 
@@ -241,7 +226,9 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
         h = hours(g["prompt_tokens"], g["output_tokens"], tps)
         hs = "" if h is None else f"{h:8.3f}"
         seq = g["sequential_expected"]
-        lines.append(f"{_short(g['test']):<58} {g['requests']:>9,} {g['shared']:>7,} {g['frames']:>9,} "
+        name = g["test"].split("::")[-1]
+        name = name if len(name) <= 58 else name[:55] + "..."
+        lines.append(f"{name:<58} {g['requests']:>9,} {g['shared']:>7,} {g['frames']:>9,} "
                      f"{g['prompt_tokens']:>12,} {g['visual_tokens']:>12,} {g['output_tokens']:>11,} {hs:>8} "
                      f"{seq:>8.0%}")
         for k in ("requests", "frames", "prompt_tokens", "visual_tokens", "output_tokens"):
@@ -267,11 +254,6 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
                  if m.get("prefill_tps") else "")
         lines.append(f"measured on {spec}: {m['requests']} warm-up requests in {m['seconds']:.1f} s{extra}")
     return lines
-
-
-def _short(nodeid: str) -> str:
-    name = nodeid.split("::")[-1]
-    return name if len(name) <= 58 else name[:55] + "..."
 
 
 def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -305,30 +287,22 @@ def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> d
                 if reqs[0].want == "letters":
                     lengths[kind] = 0.0
                     if served:
-                        t1 = time.perf_counter()
-                        gens = backend.generate(reqs)
-                        timed.append((True, sum(g.prompt_tokens or 0 for g in gens), 0.0, time.perf_counter() - t1))
+                        _timed_generate(backend, reqs, timed, one_token=True)
                         n += len(reqs)
                     continue
                 if served and len(reqs) > 1:
                     # prefill: one-token answers to every other request (others than those generated
                     # below, so vLLM's prefix cache cannot shorten either pass)
                     one = [replace(r, decoding=replace(r.decoding, max_new_tokens=1)) for r in reqs[1::2]]
-                    t1 = time.perf_counter()
-                    gens = backend.generate(one)
-                    timed.append((True, sum(g.prompt_tokens or 0 for g in gens), 0.0, time.perf_counter() - t1))
+                    _timed_generate(backend, one, timed, one_token=True)
                     n += len(one)
                     reqs = reqs[::2]
-                t1 = time.perf_counter()
-                gens = backend.generate(reqs)
-                if served:
-                    timed.append((False, sum(g.prompt_tokens or 0 for g in gens), sum(g.n_tokens for g in gens),
-                                  time.perf_counter() - t1))
+                gens = _timed_generate(backend, reqs, timed if served else None)
                 n += len(reqs)
                 lengths[kind] = sum(g.n_tokens for g in gens) / len(gens)
                 if backend.name == "hf":
                     p_s = _prefill_seconds(backend, reqs)
-                    g_s = _generate_seconds(backend, reqs)
+                    g_s = _cuda_seconds(backend.generate, list(reqs))
                     pre_tok += sum(g.prompt_tokens or 0 for g in gens)
                     pre_s += p_s
                     dec_tok += sum(g.n_tokens for g in gens)
@@ -364,40 +338,43 @@ def _served_rates(timed: Sequence[tuple[bool, float, float, float]], *, gpus: in
     return {"prefill_tps": prefill / g, "decode_tps": go / decode_s / g, "gpus": g}
 
 
+def _timed_generate(backend: Any, reqs: list[Any], timed: list[tuple[bool, float, float, float]] | None, *,
+                    one_token: bool = False) -> list[Any]:
+    """``backend.generate(reqs)``; with ``timed``, appends (one_token, prompt tokens, output tokens, seconds)."""
+    t0 = time.perf_counter()
+    gens: list[Any] = backend.generate(reqs)
+    if timed is not None:
+        timed.append((one_token, sum(g.prompt_tokens or 0 for g in gens),
+                      0.0 if one_token else sum(g.n_tokens for g in gens), time.perf_counter() - t0))
+    return gens
+
+
 def _prefill_seconds(backend: Any, reqs: Sequence[Any]) -> float:
     import torch
 
     inputs = backend._inputs(list(reqs))
     with torch.inference_mode():
         backend.model(**inputs)  # warm-up
-        _sync()
-        t0 = time.perf_counter()
-        backend.model(**inputs)
-        _sync()
-    return time.perf_counter() - t0
+        return _cuda_seconds(backend.model, **inputs)
 
 
-def _generate_seconds(backend: Any, reqs: Sequence[Any]) -> float:
-    _sync()
-    t0 = time.perf_counter()
-    backend.generate(list(reqs))
-    _sync()
-    return time.perf_counter() - t0
-
-
-def _sync() -> None:
+def _cuda_seconds(fn: Callable[..., object], *args: Any, **kwargs: Any) -> float:
+    """Wall seconds of ``fn(*args, **kwargs)``, with CUDA's queued work finished before and after."""
     import torch
 
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    fn(*args, **kwargs)
+    sync()
+    return time.perf_counter() - t0
 
 
 def _run_options(pytest_args: Sequence[str]) -> dict[str, Any]:
     """The backend options a run of ``pytest_args`` would use (device, batch size, kernels, endpoint)."""
-    keys = {"--posbias-device": "device", "--posbias-batch-size": "batch_size", "--posbias-attn-implementation":
-            "attn_implementation", "--posbias-device-map": "device_map", "--posbias-api-base": "api_base",
-            "--posbias-concurrency": "concurrency", "--posbias-vllm-command": "vllm_command",
-            "--posbias-vllm-args": "vllm_args", "--posbias-vllm-timeout": "vllm_timeout"}
+    names = ("device", "batch_size", "attn_implementation", "device_map", "api_base", "concurrency", "vllm_command",
+             "vllm_args", "vllm_timeout")
+    keys = {"--posbias-" + k.replace("_", "-"): k for k in names}
     opts: dict[str, Any] = {}
     args = long_options(pytest_args)
     for i, a in enumerate(args):

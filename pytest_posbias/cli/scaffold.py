@@ -1,28 +1,18 @@
 """``posbias init [DIR]``: scaffold a robustness test folder in the user's repository.
 
-What it writes (never over an existing file without ``--force``; it prints every path and
-whether it was written, merged or left alone):
+It writes (never over an existing file without ``--force``; every path is printed with what was done):
 
-* ``<DIR>/<tests-dir>/conftest.py`` — re-exports the ready-made suites' parametrization hooks
-  from ``pytest_posbias.suites.conftest``;
-* ``<DIR>/<tests-dir>/test_<suite>.py`` — one per module of ``pytest_posbias/suites/``, each
-  one line, ``from pytest_posbias.suites.test_<suite> import *``, so pytest collects the shipped
-  suites' tests under the user's folder (the suites' code stays in the installed package);
-* ``<DIR>/<tests-dir>/README.md`` — the commands;
-* with ``--quick``, small probe sizes in the table and a small synthetic set (6 clips per
-  configuration) rendered now under ``<DIR>/fixtures/synthetic-quick/``, for a smoke run in
-  minutes on a CPU with a ``sim:`` model;
-* ``<DIR>/conftest.py`` — the short options of the suites (``--model``, ``--baseline``,
-  ``--judge``, ``--api-base``: aliases of the plugin's ``--posbias-*`` options, which the plugin
-  itself never registers), as a hook appended to the project's own root conftest when it has
-  one; an alias that conftest already defines is left out, and ``posbias init`` says so;
-* ``<DIR>/pyproject.toml`` — a ``[tool.posbias]`` table appended to the existing file (the rest
-  of the file is kept byte for byte), or a new file holding only that table. A file that already
-  has a ``[tool.posbias]`` table is left alone unless ``--force``, which replaces that table
-  (and its ``[tool.posbias.*]`` sub-tables) and nothing else.
+* ``<DIR>/<tests-dir>/conftest.py``, re-exporting the suites' hooks from ``pytest_posbias.suites.conftest``;
+  one ``test_<suite>.py`` per shipped suite, each ``from pytest_posbias.suites.test_<suite> import *`` (the
+  suites' code stays in the package); a README with the commands;
+* ``<DIR>/conftest.py``: the suites' short options (``--model``, ...: aliases of the plugin's ``--posbias-*``
+  options), appended to the project's own root conftest, leaving out an alias it already defines;
+* ``<DIR>/pyproject.toml``: a ``[tool.posbias]`` table appended (the rest kept byte for byte) or in a new
+  file; an existing table is kept, or with ``--force`` replaced with its sub-tables and nothing else;
+* with ``--quick``, small probe sizes and a small synthetic set under ``<DIR>/fixtures/synthetic-quick/``.
 
-The plugin reads ``[tool.posbias]`` from the pyproject.toml of pytest's rootdir, so ``DIR`` is
-the project's root, where ``pytest`` is run.
+The plugin reads ``[tool.posbias]`` from the pyproject.toml of pytest's rootdir, so ``DIR`` is the
+project's root, where ``pytest`` is run.
 """
 
 from __future__ import annotations
@@ -108,7 +98,7 @@ def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
     comment = _ALIAS_COMMENT.format(skip_note=note)
     hook = ALIAS_HOOK.format(skip_arg=f", skip={skip!r}" if skip else "")
     if existing is None:
-        return _ALIAS_CONFTEST_HEAD + comment.lstrip("\n").join(["\n", ""]) + ALIAS_IMPORTS.format(noqa="") + hook, skip
+        return _ALIAS_CONFTEST_HEAD + "\n" + comment.lstrip("\n") + ALIAS_IMPORTS.format(noqa="") + hook, skip
     base = existing if existing.endswith("\n") or not existing else existing + "\n"
     return base + "\n" + comment + ALIAS_IMPORTS.format(noqa="  # noqa: E402") + hook, skip
 
@@ -140,12 +130,6 @@ the registry. Reports go to `reports/` (HTML), the generation cache to `.posbias
 Without `--posbias-data` the suites run on the synthetic video set, built once under
 `fixtures/synthetic/`.
 """
-
-
-def _suite_modules() -> list[str]:
-    """Module names of the shipped suites (``test_*.py`` in ``pytest_posbias/suites``), sorted."""
-    root = resources.files("pytest_posbias.suites")
-    return sorted(p.name[:-3] for p in root.iterdir() if p.name.startswith("test_") and p.name.endswith(".py"))
 
 
 def toml_string(value: str) -> str:
@@ -188,15 +172,6 @@ def posbias_table(*, model: str | None = None, quick: bool = False) -> str:
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
 
-def _is_posbias(name: str) -> bool:
-    parts = [p.strip().strip('"').strip("'") for p in name.split(".")]
-    return parts[:2] == ["tool", "posbias"]
-
-
-def _is_comment(line: str) -> bool:
-    return line.strip().startswith("#")
-
-
 def _replace_posbias_tables(text: str, table: str) -> str | None:
     """``text`` with its ``[tool.posbias]`` / ``[tool.posbias.*]`` sections replaced by ``table``.
 
@@ -216,13 +191,13 @@ def _replace_posbias_tables(text: str, table: str) -> str | None:
             return
         blanks = [i for i, ln in enumerate(pending) if not ln.strip()]
         tail = pending[blanks[-1] + 1:] if blanks else []
-        if next_is_other_table and tail and all(_is_comment(ln) for ln in tail):
+        if next_is_other_table and tail and all(ln.strip().startswith("#") for ln in tail):
             out.extend(tail)
 
     for line in text.splitlines(keepends=True):
         m = _HEADER.match(line)
         if m:
-            posbias = _is_posbias(m.group(1))
+            posbias = [p.strip().strip('"').strip("'") for p in m.group(1).split(".")][:2] == ["tool", "posbias"]
             close(next_is_other_table=not posbias)
             pending = None
             if posbias:
@@ -269,6 +244,12 @@ def replaced_values(old: str, new: str) -> list[str]:
             for key in was if now.get(key, object()) != was[key]]
 
 
+def _without_posbias(doc: dict[str, Any]) -> dict[str, Any]:
+    """A parsed pyproject.toml without ``tool.posbias`` (and without ``tool`` when nothing else is in it)."""
+    tool = {k: v for k, v in doc.get("tool", {}).items() if k != "posbias"}
+    return {**{k: v for k, v in doc.items() if k != "tool"}, **({"tool": tool} if tool else {})}
+
+
 def merge_pyproject(existing: str | None, table: str, *, force: bool) -> tuple[str | None, str]:
     """The new pyproject.toml text and what was done ("created", "merged", "replaced", "kept").
 
@@ -306,15 +287,7 @@ def merge_pyproject(existing: str | None, table: str, *, force: bool) -> tuple[s
         after = tomllib.loads(new)
     except tomllib.TOMLDecodeError:
         raise cannot from None
-    rest_before = {k: v for k, v in before.items()}
-    rest_before["tool"] = {k: v for k, v in before.get("tool", {}).items() if k != "posbias"}
-    rest_after = {k: v for k, v in after.items()}
-    rest_after["tool"] = {k: v for k, v in after.get("tool", {}).items() if k != "posbias"}
-    if not rest_before["tool"]:
-        rest_before.pop("tool")
-    if not rest_after["tool"]:
-        rest_after.pop("tool")
-    if rest_before != rest_after or "posbias" not in after.get("tool", {}):
+    if _without_posbias(before) != _without_posbias(after) or "posbias" not in after.get("tool", {}):
         raise cannot
     return new, ("replaced" if had else "merged")
 
@@ -346,7 +319,8 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
     folder = root / rel
     pyproject = root / "pyproject.toml"
     files: dict[Path, str] = {folder / "conftest.py": _CONFTEST}
-    for name in _suite_modules():
+    suites = resources.files("pytest_posbias.suites").iterdir()
+    for name in sorted(p.name[:-3] for p in suites if p.name.startswith("test_") and p.name.endswith(".py")):
         files[folder / f"{name}.py"] = _TEST_MODULE.format(name=name)
     from ..gate_registry import GATE_SPECS
 
@@ -437,11 +411,11 @@ def _init(args: argparse.Namespace) -> int:
     written = scaffold(args.dir, tests_dir=args.tests_dir, model=args.model, quick=args.quick, force=args.force,
                        progress=lambda line: print(line, flush=True))
     for w in written:
-        note = " (exists; --force to overwrite)" if w.action == "kept" and w.path.name != "pyproject.toml" else ""
-        if w.action == "kept" and w.path.name == "pyproject.toml":
-            note = " (already has [tool.posbias]; --force to replace that table)"
-        if w.action == "kept" and w.path.name == "conftest.py" and w.path.parent == Path(args.dir):
-            note = " (already registers the short options)"
+        note = ""
+        if w.action == "kept":
+            note = (" (already has [tool.posbias]; --force to replace that table)" if w.path.name == "pyproject.toml"
+                    else " (already registers the short options)" if w.path == Path(args.dir) / "conftest.py"
+                    else " (exists; --force to overwrite)")
         print(f"{w.action:<11} {w.path}{note}")
         for detail in w.details:
             print(f"            {detail}" if w.path.name == "conftest.py" else f"            was {detail}")

@@ -1,40 +1,37 @@
 """``posbias sim check`` and ``posbias sim calibrate``: the dose-controlled simulated models measured
 through the real probes.
 
-``posbias sim check sim:dose,meg=-0.05`` runs the probes each named gate rests on, on the
-synthetic set (or ``--data``), with a temporary generation cache, and prints per gate the
-target, the achieved value and its 95% interval:
+``posbias sim check sim:dose,meg=-0.05`` runs the probes each named gate rests on, on the synthetic
+set (or ``--data``), and prints per gate the target, the achieved value and its 95% interval:
 
-* dpb / meg / coverage / contamination: the per-group mean of the per-instance metric
-  (multi-video paper eq. 3–7) in every configuration (P = 2 and 4; MEG P = 4 only;
-  contamination without the News configurations, where it is reported, not gated), pooled
-  over configurations; interval: cluster bootstrap over the groups;
-* flip: consensus flip rate left vs midpoint at the phase budget; phase: phase 0 vs 1;
-  order: share of items whose answer changes over the orderings; Clopper–Pearson interval;
-* repetition: clean RR; attack: Shuffle ASR over the clean-benign videos within the cap
-  (Clopper–Pearson); stressor: mean per-video amplification, pooled over the stressors
-  walked to the cap (Add 1/2, Delete 2, Replace 1/2, Shuffle), cluster bootstrap over videos.
+* dpb / meg / coverage / contamination: the per-group mean of the per-instance metric (multi-video
+  paper eq. 3–7) in every configuration (MEG P = 4 only; contamination without the News
+  configurations, where it is reported, not gated), pooled over configurations; cluster bootstrap
+  over the groups;
+* flip: consensus flip rate left vs midpoint at the phase budget; phase: phase 0 vs 1; order: share
+  of items whose answer changes over the orderings; parity: consensus answers changed against
+  sim:unbiased; repetition: clean RR; attack: Shuffle ASR over the clean-benign videos; all with a
+  Clopper–Pearson interval;
+* stressor: mean per-video amplification pooled over the stressors walked to the cap, cluster
+  bootstrap over videos.
 
-For each positional gate the dose names, the check also prints one row per configuration
-(domain × bucket × P): the realised value, sim:unbiased on the same groups, and the compared
-value (for DPB/MEG the dose's effect, dosed − unbiased per group, whose population value is the
-target because the unbiased model's is 0; for coverage/contamination the realised value), held
-to max(10% of the target, an absolute floor); it exits 1 when a configuration is outside.
-
-``posbias sim calibrate`` measures the constants ``models/sim_dose.py`` stores (MU and
-CONTAMINATION) and prints them as Python.
+Each positional gate the dose names is also checked per configuration (domain × bucket × P) against
+:func:`tolerance`; the check exits 1 when a configuration is outside. ``posbias sim calibrate``
+measures the constants ``models/sim_dose.py`` stores and prints them as Python.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -42,20 +39,16 @@ from ..errors import ConfigError
 from ..probes import conditions as C
 
 STRESSORS_TO_CAP = ("add1", "add2", "delete2", "replace1", "replace2", "shuffle")
-# a positional dose lands when its configuration's compared value is within 10% of the target, or
-# within the absolute floor where 10% of a target near 0 is below what the dose's units can resolve.
-# MEG's floor: a thinning dose of -0.02 on 40 groups is about 26 middle cells that lose their first
-# sentence (about 1/320 of a reference sentence's coverage each); which of a clip's cells the
-# systematic sample takes, against the cells' own losses, moves the realised value by up to 0.0028
-# over the sample's start on the synthetic set (sd 0.0006-0.0010 per configuration; the mean over
-# starts is the target): 10% (0.002) holds for 90-100% of the starts, 0.003 for all
+# a positional dose lands when its configuration's compared value is within 10% of the target, or within
+# the gate's absolute floor where 10% of a target near 0 is below what the dose's units resolve (MEG's
+# floor: the spread of a thinning dose over the systematic sample's start, docs/simulated-models.md)
 TOLERANCE_REL = 0.10
 TOLERANCE_ABS = {"dpb": 0.005, "meg": 0.003, "coverage": 0.01, "contamination": 0.01}
-# DPB and MEG are compared as the dose's effect (dosed − sim:unbiased on the same groups): the
-# unbiased model's population DPB/MEG is 0 (every video sits at every slot once, every slot behaves
-# alike), so its value on a finite set is noise the dose does not make; coverage and contamination
-# are absolute levels (the stored MU and x0 are part of the dose), compared as realised
+# DPB and MEG are compared as the dose's effect (dosed − sim:unbiased on the same groups): the unbiased
+# model's population value is 0, so its value on a finite set is noise the dose does not make; coverage
+# and contamination are absolute levels (the stored MU and x0 are part of the dose), compared as realised
 PAIRED_GATES = ("dpb", "meg")
+Key = tuple[str, str, int]  # a positional configuration: (domain, bucket, P)
 
 
 def tolerance(gate: str, target: float) -> float:
@@ -77,10 +70,6 @@ class Achieved:
     n: int
     unit: str
     parts: dict[str, float]
-
-    def within(self, tolerance: float) -> bool:
-        """|estimate − target| <= tolerance (False without a target)."""
-        return self.target is not None and abs(self.estimate - self.target) <= tolerance
 
 
 @dataclass(frozen=True)
@@ -171,13 +160,6 @@ def _rate_ci(k: int, n: int) -> tuple[float, float, float]:
     return k / n, float(lo), float(hi)
 
 
-def positional_values(ctx: Any, model: str, gates: Sequence[str], groups: int,
-                      configs: Sequence[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """Per gate and configuration label, the per-group means of the per-instance metric."""
-    by_group = positional_by_group(ctx, model, gates, groups, configs)
-    return {g: {label: np.array(list(per.values())) for label, per in v.items()} for g, v in by_group.items()}
-
-
 def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
                         configs: Sequence[str] | None = None) -> dict[str, dict[str, dict[Any, float]]]:
     """Per gate and configuration label, the per-group means of the per-instance metric, keyed by
@@ -213,15 +195,6 @@ def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
     return out
 
 
-def measure(model: str, *, gates: Sequence[str] | None = None, groups: int = 12, items: int = 60, videos: int = 32,
-            seed: int = 0, data: str | None = None, cache: str | None = None, configs: Sequence[str] | None = None,
-            rootdir: str | Path = ".", print_fn: Callable[[str], None] | None = None) -> list[Achieved]:
-    """Measure the named gates' metrics of ``model`` (``sim:dose,…``, or any sim profile with
-    ``gates``) through the real probes; returns one :class:`Achieved` per gate (:func:`run_check`)."""
-    return list(run_check(model, gates=gates, groups=groups, items=items, videos=videos, seed=seed, data=data,
-                          cache=cache, configs=configs, rootdir=rootdir, print_fn=print_fn).achieved)
-
-
 def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 12, items: int = 60, videos: int = 32,
               seed: int = 0, data: str | None = None, cache: str | None = None, configs: Sequence[str] | None = None,
               rootdir: str | Path = ".", print_fn: Callable[[str], None] | None = None) -> CheckResult:
@@ -247,6 +220,11 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
     probes = {"positional": {"groups": groups}, "phase": {"items": items}, "stressor": {"videos": videos}}
     out: list[Achieved] = []
     rows: list[ConfigCheck] = []
+
+    def add(gate: str, ci: tuple[float, float, float], n: int, unit: str,
+            parts: dict[str, float] | None = None) -> None:
+        out.append(Achieved(gate, targets.get(gate), *ci, n, unit, parts or {}))
+
     with contextlib.ExitStack() as stack:
         cache_dir = cache or stack.enter_context(tempfile.TemporaryDirectory(prefix="posbias-sim-check-"))
         ctx = _context(model, seed=seed, data=data, cache=cache_dir, probes=probes, rootdir=Path(rootdir))
@@ -260,10 +238,8 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                 rows += config_checks(g, targets[g], by_group[g], base[g], seed=seed)
             for g in pos:
                 vals = {k: np.array(list(v.values())) for k, v in by_group[g].items()}
-                parts = {k: float(v.mean()) for k, v in vals.items()}
                 allv = np.concatenate(list(vals.values())) if vals else np.zeros(0)
-                est, lo, hi = _mean_ci(allv, seed)
-                out.append(Achieved(g, targets.get(g), est, lo, hi, int(allv.size), "groups", parts))
+                add(g, _mean_ci(allv, seed), int(allv.size), "groups", {k: float(v.mean()) for k, v in vals.items()})
         if {"flip", "phase", "order"} & set(gates):
             from ..probes.phase import order_flips, pair_flips
 
@@ -272,48 +248,40 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                 if g not in gates:
                     continue
                 r = ctx.phase(model, g, spec.budget if g == "flip" else None)
-                if g == "flip":
-                    flips = pair_flips(r, C.sampler("left"), C.sampler("midpoint"))
-                    parts = {f"{a}-{b}": float(pair_flips(r, C.sampler(a), C.sampler(b)).mean())
-                             for i, a in enumerate(spec.samplers) for b in spec.samplers[i + 1:]}
-                elif g == "phase":
-                    flips = pair_flips(r, C.phase(0), C.phase(1))
-                    parts = {f"{a}-{b}": float(pair_flips(r, C.phase(a), C.phase(b)).mean())
-                             for a in range(spec.phases) for b in range(a + 1, spec.phases)}
-                else:
+                parts: dict[str, float] = {}
+                if g == "order":
                     flips = order_flips(r)
-                    parts = {}
-                est, lo, hi = _rate_ci(int(flips.sum()), int(flips.size))
-                out.append(Achieved(g, targets.get(g), est, lo, hi, int(flips.size), "items", parts))
+                else:  # flip: left vs midpoint at the budget; phase: phase 0 vs 1; parts: every pair
+                    levels = ({a: C.sampler(a) for a in spec.samplers} if g == "flip"
+                              else {str(a): C.phase(a) for a in range(spec.phases)})
+                    flips = pair_flips(r, *((C.sampler("left"), C.sampler("midpoint")) if g == "flip"
+                                            else (C.phase(0), C.phase(1))))
+                    parts = {f"{a}-{b}": float(pair_flips(r, levels[a], levels[b]).mean())
+                             for a, b in itertools.combinations(levels, 2)}
+                add(g, _rate_ci(int(flips.sum()), int(flips.size)), int(flips.size), "items", parts)
         if "parity" in gates:  # changed consensus answers against sim:unbiased on the same items
             r, u = ctx.phase(model, "order"), ctx.phase("sim:unbiased", "order")
             changed = (r.consensus(C.phase(0)) != u.consensus(C.phase(0))).astype(int)
-            est, lo, hi = _rate_ci(int(changed.sum()), int(changed.size))
-            out.append(Achieved("parity", targets.get("parity"), est, lo, hi, int(changed.size), "items", {}))
+            add("parity", _rate_ci(int(changed.sum()), int(changed.size)), int(changed.size), "items")
         if {"repetition", "stressor", "attack"} & set(gates):
             frames = ctx.probe_settings("stressor")["frames"][0]
             r = ctx.stressor(model, frames)
             if "repetition" in gates:
                 f = r.clean.flags
-                est, lo, hi = _rate_ci(int(f.sum()), int(f.size))
-                out.append(Achieved("repetition", targets.get("repetition"), est, lo, hi, int(f.size), "videos", {}))
+                add("repetition", _rate_ci(int(f.sum()), int(f.size)), int(f.size), "videos")
             if "stressor" in gates:
                 per = {s: r.amplification(s) for s in r.variants}
                 pooled = np.nanmean(np.stack([per[s] for s in STRESSORS_TO_CAP if s in per]), axis=0)
-                est, lo, hi = _mean_ci(pooled[~np.isnan(pooled)], seed)
-                out.append(Achieved("stressor", targets.get("stressor"), est, lo, hi, int(np.sum(~np.isnan(pooled))),
-                                    "videos", {s: float(np.nanmean(v)) for s, v in per.items()}))
+                pooled = pooled[~np.isnan(pooled)]
+                add("stressor", _mean_ci(pooled, seed), int(pooled.size), "videos",
+                    {s: float(np.nanmean(v)) for s, v in per.items()})
             if "attack" in gates:
                 a = r.attack("shuffle")
-                est, lo, hi = _rate_ci(int(a["successes"]), int(a["attacked"]))
-                out.append(Achieved("attack", targets.get("attack"), est, lo, hi, int(a["attacked"]), "benign videos",
-                                    {s: float(r.attack(s)["asr"]) for s in r.variants}))
+                add("attack", _rate_ci(int(a["successes"]), int(a["attacked"])), int(a["attacked"]), "benign videos",
+                    {s: float(r.attack(s)["asr"]) for s in r.variants})
     if print_fn is not None:
-        for line in format_rows(model, out):
+        for line in [*format_rows(model, out), *(format_configs(rows) if rows else [])]:
             print_fn(line)
-        if rows:
-            for line in format_configs(rows):
-                print_fn(line)
         if targets:
             from ..models.sim_dose import describe
 
@@ -364,16 +332,9 @@ def _confusion_always() -> Iterator[None]:
     (the calibration of κ); the module's constants are restored afterwards."""
     from ..models import sim_dose
 
-    saved = (dict(sim_dose.CONTAMINATION), dict(sim_dose.DOSE_RANGE))
-    sim_dose.CONTAMINATION.clear()
-    sim_dose.DOSE_RANGE["contamination"] = (0.0, 1.0)
-    try:
+    with (mock.patch.dict(sim_dose.CONTAMINATION, clear=True),
+          mock.patch.dict(sim_dose.DOSE_RANGE, {"contamination": (0.0, 1.0)})):
         yield
-    finally:
-        sim_dose.CONTAMINATION.clear()
-        sim_dose.CONTAMINATION.update(saved[0])
-        sim_dose.DOSE_RANGE.clear()
-        sim_dose.DOSE_RANGE.update(saved[1])
 
 
 @contextlib.contextmanager
@@ -383,27 +344,13 @@ def _thin_always() -> Iterator[None]:
     calibration of FIRST_DPB); the module's constants are restored afterwards."""
     from ..models import sim_dose
 
-    saved = (dict(sim_dose.FIRST_LOSS), sim_dose.FIRST_LOSS_DEFAULT, dict(sim_dose.FIRST_DPB),
-             sim_dose.FIRST_DPB_DEFAULT, dict(sim_dose.DOSE_RANGE), sim_dose.DPB_THIN_SHARE)
-    sim_dose.FIRST_LOSS.clear()
-    sim_dose.FIRST_LOSS_DEFAULT = 1.0
-    sim_dose.FIRST_DPB.clear()
-    sim_dose.FIRST_DPB_DEFAULT = 1.0
-    sim_dose.DPB_THIN_SHARE = 1.0
-    sim_dose.DOSE_RANGE["meg"] = (-1.0, 1.0)
-    sim_dose.DOSE_RANGE["dpb"] = (-1.0, 1.0)
-    try:
+    with contextlib.ExitStack() as stack:
+        for table in (sim_dose.FIRST_LOSS, sim_dose.FIRST_DPB):
+            stack.enter_context(mock.patch.dict(table, clear=True))
+        for name in ("FIRST_LOSS_DEFAULT", "FIRST_DPB_DEFAULT", "DPB_THIN_SHARE"):
+            stack.enter_context(mock.patch.object(sim_dose, name, 1.0))
+        stack.enter_context(mock.patch.dict(sim_dose.DOSE_RANGE, {"meg": (-1.0, 1.0), "dpb": (-1.0, 1.0)}))
         yield
-    finally:
-        sim_dose.FIRST_LOSS.clear()
-        sim_dose.FIRST_LOSS.update(saved[0])
-        sim_dose.FIRST_LOSS_DEFAULT = saved[1]
-        sim_dose.FIRST_DPB.clear()
-        sim_dose.FIRST_DPB.update(saved[2])
-        sim_dose.FIRST_DPB_DEFAULT = saved[3]
-        sim_dose.DOSE_RANGE.clear()
-        sim_dose.DOSE_RANGE.update(saved[4])
-        sim_dose.DPB_THIN_SHARE = saved[5]
 
 
 def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootdir: str | Path = ".",
@@ -417,54 +364,44 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
     from ..metrics import dpb_per_instance
     from ..run.suite_params import positional_configs, positional_spec
 
-    mu: dict[tuple[str, str, int], float] = {}
-    contam: dict[tuple[str, str, int], tuple[float, float]] = {}
-    loss: dict[tuple[str, str, int], float] = {}
-    first_dpb: dict[tuple[str, str, int], float] = {}
+    mu: dict[Key, float] = {}
+    contam: dict[Key, tuple[float, float]] = {}
+    loss: dict[Key, float] = {}
+    first_dpb: dict[Key, float] = {}
     with (tempfile.TemporaryDirectory(prefix="posbias-sim-calibrate-") as tmp, _confusion_always(),
           _thin_always()):
         ctx = _context("sim:unbiased", seed=seed, data=data, cache=tmp, probes={"positional": {"groups": groups}},
                        rootdir=Path(rootdir))
         try:
             settings = ctx.probe_settings("positional")
-            for domain, bucket, P in positional_configs(ctx.options.get("data"), settings["scales"]):
+            for key in positional_configs(ctx.options.get("data"), settings["scales"]):
+                domain, bucket, P = key
                 spec = positional_spec(settings, domain, bucket, P, groups=groups)
                 u = ctx.positional("sim:unbiased", spec)
                 c = ctx.positional("sim:dose,contamination=1", spec)
                 if u.coverage.size == 0:
                     continue
-                mu[(domain, bucket, P)] = round(float(u.coverage.mean()), 4)
-                contam[(domain, bucket, P)] = (round(float(u.contamination.mean()), 4),
-                                               round(float(c.contamination.mean()), 4))
+                mu[key] = round(float(u.coverage.mean()), 4)
+                contam[key] = (round(float(u.contamination.mean()), 4), round(float(c.contamination.mean()), 4))
                 if P == 4:
                     t = ctx.positional("sim:dose,meg=-1", spec)
-                    loss[(domain, bucket, P)] = round(float(u.coverage[:, 1:3].mean() - t.coverage[:, 1:3].mean()), 4)
-                if P == 2:
+                    loss[key] = round(float(u.coverage[:, 1:3].mean() - t.coverage[:, 1:3].mean()), 4)
+                elif P == 2:
                     t = ctx.positional("sim:dose,dpb=1", spec)
                     if t.coverage.shape != u.coverage.shape:
                         raise ConfigError(f"sim calibrate: {domain}-{bucket}-P2: the thinned and unbiased runs "
                                           f"scored {t.coverage.shape[0]} and {u.coverage.shape[0]} instances")
-                    first_dpb[(domain, bucket, P)] = round(float(np.mean(dpb_per_instance(t.coverage)
-                                                                         - dpb_per_instance(u.coverage))), 4)
+                    first_dpb[key] = round(float(np.mean(dpb_per_instance(t.coverage) - dpb_per_instance(u.coverage))),
+                                           4)
         finally:
             ctx.close()
     print_fn(f"# posbias sim calibrate --groups {groups} --seed {seed}")
-    print_fn("MU: dict[tuple[str, str, int], float] = {")
-    for k, v in mu.items():
-        print_fn(f"    {k!r}: {v},")
-    print_fn("}")
-    print_fn("CONTAMINATION: dict[tuple[str, str, int], tuple[float, float]] = {")
-    for k, (a, b) in contam.items():
-        print_fn(f"    {k!r}: ({a}, {b}),")
-    print_fn("}")
-    print_fn("FIRST_LOSS: dict[tuple[str, str, int], float] = {")
-    for k, v in loss.items():
-        print_fn(f"    {k!r}: {v},")
-    print_fn("}")
-    print_fn("FIRST_DPB: dict[tuple[str, str, int], float] = {")
-    for k, v in first_dpb.items():
-        print_fn(f"    {k!r}: {v},")
-    print_fn("}")
+    for name, kind, table in (("MU", "float", mu), ("CONTAMINATION", "tuple[float, float]", contam),
+                              ("FIRST_LOSS", "float", loss), ("FIRST_DPB", "float", first_dpb)):
+        print_fn(f"{name}: dict[tuple[str, str, int], {kind}] = {{")
+        for k, v in table.items():
+            print_fn(f"    {k!r}: {v},")
+        print_fn("}")
     return {"mu": mu, "contamination": contam, "first_loss": loss, "first_dpb": first_dpb}
 
 

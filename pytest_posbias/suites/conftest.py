@@ -1,19 +1,13 @@
 """Parametrization of the ready-made suites from the run's options and data.
 
-This is the one copy of the suites' hooks. pytest loads it as a conftest when it collects this
-package (``pytest --pyargs pytest_posbias.suites``); a folder made by ``posbias init`` (and this
-repository's top-level ``suites/``) re-exports ``pytest_configure``, ``pytest_generate_tests``,
-``pytest_collection_modifyitems`` and ``pytest_collection_finish`` from its own ``conftest.py``.
-
-The suites' markers (``meg``, ``option_order``, ``slow``, ...) are registered here, where the
-suites are collected, not by the plugin: a project without the suites keeps its own marker set
-under ``--strict-markers``. With the plugin disabled (``-p no:posbias``) the suite tests are
-skipped, with one line saying that they need it.
-
-With ``--posbias-data`` the suites are parametrized from the validated manifest; a suite whose
-kind of item the manifest lacks (summarization groups, multiple-choice items, videos) is
-skipped with a reason naming the file. A manifest with no usable item at all never gets here:
-the plugin stops with a usage error at configure time.
+The one copy of the suites' hooks: pytest loads it as a conftest when it collects this package
+(``pytest --pyargs pytest_posbias.suites``); a folder made by ``posbias init`` (and this repository's
+``suites/``) re-exports the four hooks from its own ``conftest.py``. The suites' markers are
+registered here, where the suites are collected, so a project without the suites keeps its own
+marker set under ``--strict-markers``. With ``-p no:posbias`` the suite tests are skipped, with one
+line saying that they need the plugin; with ``--posbias-data`` a suite whose kind of item the
+validated manifest lacks is skipped with a reason naming the file (a manifest with no usable item
+stops the run with a usage error at configure time).
 """
 
 from __future__ import annotations
@@ -61,8 +55,12 @@ def _manifest(config: pytest.Config) -> Any:
         return None  # the plugin has already stopped the run with a usage error naming the file
 
 
-def _skipped(name: str, reason: str) -> list[Any]:
-    return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id=f"no-{name}")]
+def _parametrize_or_skip(metafunc: pytest.Metafunc, name: str, values: list[Any], ids: list[str], reason: str) -> None:
+    """Parametrize ``name`` with ``values``; with none, one skipped parameter saying ``reason``."""
+    if values:
+        metafunc.parametrize(name, values, ids=ids)
+    else:
+        metafunc.parametrize(name, [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="no-groups")])
 
 
 def _positional_configs(metafunc: pytest.Metafunc, scales: list[int]) -> list[tuple[str, str, int]]:
@@ -155,40 +153,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "posbias_model" in names:
         metafunc.parametrize("posbias_model", opts["models"], ids=[_id(model_label(m)) for m in opts["models"]],
                              scope="session")
-    pos_settings = settings_for("positional", posbias_config(metafunc.config).probes.get("positional"))
-    scales = pos_settings["scales"]
+    probes = posbias_config(metafunc.config).probes
+    scales = settings_for("positional", probes.get("positional"))["scales"]
     data = opts["data"]
     if "positional_config" in names:
         configs = _positional_configs(metafunc, scales)
-        if configs:
-            metafunc.parametrize("positional_config", configs, ids=[f"{d}-{b}-P{P}" for d, b, P in configs])
-        else:
-            metafunc.parametrize("positional_config", _skipped("groups", f"{data}: no usable summarization group of "
-                                                                         f"size {' or '.join(map(str, scales))}"))
+        _parametrize_or_skip(metafunc, "positional_config", configs, [f"{d}-{b}-P{P}" for d, b, P in configs],
+                             f"{data}: no usable summarization group of size {' or '.join(map(str, scales))}")
     if "positional_config_p4" in names:
         configs = [c for c in _positional_configs(metafunc, scales) if c[2] == 4]
-        if configs:
-            metafunc.parametrize("positional_config_p4", configs, ids=[f"{d}-{b}-P{P}" for d, b, P in configs])
-        else:
-            metafunc.parametrize("positional_config_p4",
-                                 _skipped("groups", f"{data}: no usable group of 4 videos (MEG needs P = 4)"))
+        _parametrize_or_skip(metafunc, "positional_config_p4", configs, [f"{d}-{b}-P{P}" for d, b, P in configs],
+                             f"{data}: no usable group of 4 videos (MEG needs P = 4)")
     if "positional_variant_config" in names:
-        configs = [c for c in _positional_configs(metafunc, scales) if c[2] == 4 and c[1] == "short"]
-        grid = [(c, v) for c in configs for v in POSITIONAL_VARIANTS]
-        if grid:
-            metafunc.parametrize("positional_variant_config", grid, ids=[f"{d}-{b}-P{P}-{v}" for (d, b, P), v in grid])
-        else:
-            metafunc.parametrize("positional_variant_config",
-                                 _skipped("groups",
-                                          f"{data}: no usable short group of 4 videos for the layout variants"))
-    ph = settings_for("phase", posbias_config(metafunc.config).probes.get("phase"))
+        grid = [(c, v) for c in _positional_configs(metafunc, scales) if c[2] == 4 and c[1] == "short"
+                for v in POSITIONAL_VARIANTS]
+        _parametrize_or_skip(metafunc, "positional_variant_config", grid,
+                             [f"{d}-{b}-P{P}-{v}" for (d, b, P), v in grid],
+                             f"{data}: no usable short group of 4 videos for the layout variants")
+    ph = settings_for("phase", probes.get("phase"))
     if "sampler_pair" in names:
         pairs = sampler_pairs(ph["samplers"], ph["budgets"])
         metafunc.parametrize("sampler_pair", pairs, ids=[f"{a}-vs-{b}@{bud}f" for bud, a, b in pairs])
     if "phase_pair" in names:
         pp = phase_pairs(ph["phases"])
         metafunc.parametrize("phase_pair", pp, ids=[f"phase-{p}" for p in pp])
-    stz = settings_for("stressor", posbias_config(metafunc.config).probes.get("stressor"))
+    stz = settings_for("stressor", probes.get("stressor"))
     if "stressor_frames" in names:
         metafunc.parametrize("stressor_frames", stz["frames"], ids=[f"{f}f" for f in stz["frames"]])
     if "stressor_name" in names:

@@ -354,9 +354,10 @@ def test_dose_zero_writes_exactly_what_unbiased_writes(ctx_factory):
 
 
 def _check(small_set, tmp_path, model, **kw):
-    from pytest_posbias.cli.sim_check import measure
+    from pytest_posbias.cli.sim_check import run_check
 
-    return {a.gate: a for a in measure(model, data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path, **kw)}
+    got = run_check(model, data=str(small_set), cache=str(tmp_path / "c"), rootdir=tmp_path, **kw)
+    return {a.gate: a for a in got.achieved}
 
 
 @pytest.mark.slow  # through the real probes (one configuration each, about a minute on two cores)
