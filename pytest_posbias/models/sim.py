@@ -29,11 +29,9 @@ profile          effect (documented sizes; ``t`` = temperature)
 ===============  ==========================================================================
 
 Any profile takes ``,latency=SECONDS`` (``sim:unbiased,latency=0.2``): a stand-in for a
-GPU-bound model, whose call holds the device, not the client's CPU. A batch of ``B`` requests
-(a ``generate`` or ``score_options`` call) then takes ``B × SECONDS`` of wall time, slept for
-what the simulation's own work has not used (a GPU decodes a batch in about the time of its
-items one after another once it is compute-bound; batching gains nothing here). The outputs,
-and the cache keys, are the profile's without the latency.
+GPU-bound model. A batch of ``B`` requests then takes ``B × SECONDS`` of wall time, slept for
+what the simulation's own work has not used (a compute-bound GPU decodes a batch in about the
+time of its items one after another). Outputs and cache keys are the profile's without it.
 
 Every profile answers multiple-choice questions from what it perceived (sure: 0.85 on the
 perceived option), and is unsure on questions the frames cannot answer (their content
@@ -64,8 +62,11 @@ from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec, FrameStore
 from ..video.synthetic import MOTION_PHRASE
 from .sim_dose import (
+    Dose,
     confusion_prob,
+    is_dose,
     mu_for,
+    parse_dose,
     rescued,
     sentence_drops,
     slot_keep,
@@ -74,7 +75,6 @@ from .sim_dose import (
     thin_scale,
     uses_rescue,
 )
-from .sim_dose_parse import Dose, is_dose, parse_dose
 from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
 from .sim_mcq import (
     OPTION_LINE,
@@ -133,8 +133,8 @@ def check_profile(profile: str) -> None:
 
 @functools.cache
 def _code_digest() -> str:
-    """Digest of the simulator's source (this module and ``sim_vision``): part of the
-    revision, so the generation cache never serves outputs of an older simulator."""
+    """Digest of the simulator's source modules: part of the revision, so the generation cache
+    never serves outputs of an older simulator."""
     from . import sim_dose, sim_draws, sim_mcq, sim_vision
 
     h = hashlib.sha256()
@@ -142,19 +142,18 @@ def _code_digest() -> str:
         h.update(Path(mod).read_bytes())
     return h.hexdigest()[:12]
 
+
 # documented effect sizes
 UNBIASED_DROP_PER_TEMPERATURE = 0.08
 PRIMACY_SLOPE = 0.7
 MIDDLE_KEEP = 0.35
-LOOP_BASE = {"looping": 0.30}
+LOOP_BASE = 0.30
 LOOP_PER_DISCONTINUITY = 4.0
 LOOP_SEVERE_SHARE = 0.4
 
 
-
 class _BoundedCache(OrderedDict[K, V]):
-    """A dict that forgets its oldest entries past ``limit`` (insertion order; a view is never
-    stale, only recomputed when evicted)."""
+    """A dict that forgets its oldest entries past ``limit`` (insertion order)."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()
@@ -178,9 +177,8 @@ def _spec_digest(spec: FrameSpec) -> str:
     return hashlib.sha256(json.dumps(spec.key(), sort_keys=True).encode()).hexdigest()
 
 
-def _frames_json(r: Request) -> str:
-    """The frame keys of a request's video parts as JSON (sorted keys): part of its random stream's seed."""
-    return json.dumps([p.frames.key() for p in r.parts if isinstance(p, VideoPart)], sort_keys=True)
+def _videos(r: Request) -> list[VideoPart]:
+    return [p for p in r.parts if isinstance(p, VideoPart)]
 
 
 _SENTENCES = re.compile(r"in (\d+) sentences?")
@@ -205,10 +203,6 @@ class SimBackend:
         self._rng_profile = "unbiased" if self.dose is not None else profile
         self._stress = stressor_params(self.dose) if self.dose is not None else None
         self.store = store
-        # process-wide: a view depends on the pixels only (content hashes), so every backend
-        # (each dose model of a calibration run) and every run of the process shares it
-        self._views = _VIDEO_VIEWS
-        self._frame_views = _FRAME_VIEWS
 
     def identity(self) -> Mapping[str, Any]:
         """Backend ``sim``, the profile as model id, and a revision naming the simulator's source
@@ -221,18 +215,17 @@ class SimBackend:
 
     # -- perception
     def _view(self, part: VideoPart) -> VideoView:
-        """The video's view; each frame is read once per process (variants reuse frames, and
-        every backend of the process shares the views: they depend on the pixels only)."""
+        """The video's view; each frame is read once per process (variants reuse frames)."""
         spec = part.frames
         key = _spec_digest(spec)
-        hit = self._views.get(key)
+        hit = _VIDEO_VIEWS.get(key)
         if hit is not None:
             return hit
         touched = {p for op in spec.ops for p in op.positions}
         fkeys: list[tuple[str, int, int | None, str] | None] = [
             None if j in touched else (spec.sources[s].key(), i, spec.size, spec.aspect)
             for j, (s, i) in enumerate(spec.frames)]
-        views: list[FrameView | None] = [self._frame_views.get(k) if k is not None else None for k in fkeys]
+        views: list[FrameView | None] = [_FRAME_VIEWS.get(k) if k is not None else None for k in fkeys]
         missing = [j for j, v in enumerate(views) if v is None]
         if (missing and spec.size is not None and spec.aspect == "stretch"
                 and all(fkeys[j] is not None for j in missing)):
@@ -245,7 +238,7 @@ class SimBackend:
                     todo.setdefault(fk, spec.frames[j])
             sub = replace(spec, frames=tuple(todo.values()), ops=(), records=())
             got = {fk: view_frame(frame) for fk, frame in zip(todo, self.store.materialize(sub), strict=True)}
-            self._frame_views.update(got)
+            _FRAME_VIEWS.update(got)
             for j in missing:
                 fk = fkeys[j]
                 if fk is not None:
@@ -256,9 +249,9 @@ class SimBackend:
                 views[j] = view_frame(frames[j])
                 fk = fkeys[j]
                 if fk is not None:
-                    self._frame_views[fk] = views[j]  # type: ignore[assignment]
+                    _FRAME_VIEWS[fk] = views[j]  # type: ignore[assignment]
         view = summarize([v for v in views if v is not None])
-        self._views[key] = view
+        _VIDEO_VIEWS[key] = view
         return view
 
     # -- protocol
@@ -295,12 +288,12 @@ class SimBackend:
 
     # -- behaviour
     def _request_rng(self, r: Request, *extra: Any) -> np.random.Generator:
-        frames = _frames_json(r)
+        frames = json.dumps([p.frames.key() for p in _videos(r)], sort_keys=True)
         seed = r.seed if not r.decoding.greedy else "greedy"
         return seeded_rng(self._rng_profile, frames, r.prompt_text, seed, r.decoding.temperature, *extra)
 
     def _text(self, r: Request) -> tuple[str, str]:
-        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        videos = _videos(r)
         prompt = r.prompt_text
         if OPTION_LINE.search(prompt) and re.search(r"option", prompt, re.I):
             probs = self._content_probs(r)
@@ -364,12 +357,9 @@ class SimBackend:
             if dropped[slot] and thin:  # a thinning dose drops the slot's first written sentence only
                 sents = sents[1:] if len(sents) > 1 and sents[0] != _GENERIC else ["..."]
             elif dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)
-                # when every slot is dropped, a coverage dose writes a sentence with no fact in it
-                # instead: the answer stays a scored answer of zero coverage, so the mean coverage is
-                # μ·w below μ/P too (an all-placeholder answer is a lost unit, never scored). Named by a
-                # digest of the video (one text for every input would be a constant answer); no word
-                # of it occurs in the synthetic references. Only then: beside a kept slot's text such
-                # a sentence would score on News' fragment coverage
+                # when every slot is dropped, a coverage dose writes a fact-free sentence instead, so the
+                # answer is scored (zero coverage) rather than lost (sim_dose); named by a digest of the
+                # video so answers differ, in words absent from the synthetic references
                 sents = ([f"Details omitted, clip {part.frames.primary.key()[:6]}."]
                          if all(dropped) and self.dose is not None and self.dose.get("coverage") is not None
                          else ["..."])
@@ -406,11 +396,8 @@ class SimBackend:
         fs = facts(view)
         sents = [f.text for f in fs] or ["The video shows an empty scene."]
         rng = self._request_rng(r, "loop")
-        p_loop = 0.0
-        if self.profile in LOOP_BASE:
-            base = LOOP_BASE[self.profile]
-            slope = LOOP_PER_DISCONTINUITY if self.profile == "looping" else 0.0
-            p_loop = min(0.95, base + slope * view.discontinuity)
+        looping = self.profile == "looping"
+        p_loop = min(0.95, LOOP_BASE + LOOP_PER_DISCONTINUITY * view.discontinuity) if looping else 0.0
         dosed = self._dose_loops(r, video)
         if not dosed and (rng.random() >= p_loop or not view.objects):
             return " ".join(sents), "stop"
@@ -448,7 +435,7 @@ class SimBackend:
         """Probability of each option *text* (independent of the letters it sits under), a
         flip/phase/parity dose applied (``sim_mcq.content_probs`` / ``dose_shift``)."""
         question, opts = parse_mcq(r.prompt_text)
-        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        videos = _videos(r)
         texts = [t for _, t in opts]
         if not texts:
             return {}
@@ -462,7 +449,7 @@ class SimBackend:
         probs = self._content_probs(r) if probs is None else probs
         letters = list(r.letters) or [k for k, _ in opts]
         by_letter = dict(opts)
-        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        videos = _videos(r)
         probs = dose_order(self.dose, question, videos[0] if videos else None, probs, letters, by_letter)
         return letter_logprobs(probs, letters, by_letter, letter_bias=self.profile == "letter-bias")
 
