@@ -1,8 +1,6 @@
-"""The start-up check of the OpenAI-compatible backend, its input form and replicas.
-
-:func:`check` sends one one-token request to every replica before the first test, showing
-frames in the backend's input form, and stops the run with a message naming the URL, the
-model and the server's own words when the endpoint cannot serve the run.
+"""The start-up check of the OpenAI-compatible backend: one one-token request per replica before
+the first test, stopping the run with the URL, the model and the server's own words when the
+endpoint cannot serve it.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Chat-message content for OpenAI-compatible endpoints: frames as one video or as images.
 
-Two input forms (``Generation.input_form`` records which one a request used):
-
-* ``video``: each :class:`VideoPart` is one ``video_url`` content part whose URL is
-  ``data:video/jpeg;base64,<frame 1>,<frame 2>,...``: base64 JPEG frames joined by commas.
-  vLLM's ``VideoMediaIO.load_base64`` splits a ``video/jpeg`` payload on ``,`` and decodes
-  each piece as a JPEG image (vllm-project/vllm, ``vllm/multimodal/media/video.py``), so the
-  model's processor sees one video with temporal positions, as the ``hf`` backend sends it.
-* ``images``: one ``image_url`` part (``data:image/jpeg;base64,...``) per frame, for
-  endpoints that take images only (OpenAI GPT models).
+* ``video``: one ``video_url`` part per :class:`VideoPart`, ``data:video/jpeg;base64,<frame 1>,
+  <frame 2>,...``: vLLM's ``VideoMediaIO.load_base64`` splits a ``video/jpeg`` payload on ``,``
+  and decodes each piece as a JPEG (vllm-project/vllm, ``vllm/multimodal/media/video.py``), so the
+  model sees one video, as the ``hf`` backend sends it;
+* ``images``: one ``image_url`` part per frame, for endpoints that take images only.
 
 Text parts and the blank separator image keep the probe's order in one user message.
-
-Encoding is done once per frame: :class:`FrameEncoder` keeps the base64 JPEG of each frame
-in an LRU bounded in bytes, keyed by (source content hash, frame index, size, aspect) for
-plain frames and by (the spec's hash, position) for frames a pixel stressor changed.
 """
 
 from __future__ import annotations

@@ -1,15 +1,5 @@
-"""The request pool of the OpenAI-compatible backend: replicas and a streaming pool.
-
-* :class:`ReplicaRouter` spreads requests over data-parallel replicas of one served model
-  (several ``--api-base``) by least outstanding requests; a replica that refuses connections,
-  or answers ``fail_after`` consecutive 5xx, is taken out (never the last one standing) and
-  the request goes at once to another; a replica taken out is tried again after ``revive_s``.
-  :func:`send` makes one attempt of a request through the router.
-* :func:`stream` runs ``prepare`` (frame loading, JPEG/base64 encoding) ahead of the network
-  on its own threads and ``send`` on ``concurrency`` worker threads, each taking the next
-  request as soon as its call returns, and yields each result as it completes: the slowest
-  call never holds up the others, and the caller can cache every answer the moment it
-  arrives without holding up the next request.
+"""The request pool of the OpenAI-compatible backend: replicas (:class:`ReplicaRouter`, with
+:func:`send` making one attempt through it) and a streaming pool (:func:`stream`).
 """
 
 from __future__ import annotations

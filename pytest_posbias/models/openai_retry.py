@@ -1,4 +1,4 @@
-"""Errors, retries and settings of the OpenAI-compatible backend (split from ``openai_backend``).
+"""Errors, retries and settings of the OpenAI-compatible backend.
 
 * :func:`with_retries`: the retry policy (bounded exponential backoff with jitter, Retry-After
   honoured, permanent errors not retried) and :class:`EndpointError`, its final error;
@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
 from collections.abc import Callable, Mapping
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -63,26 +65,17 @@ TOP_LOGPROBS = 20  # top_logprobs asked for letter scoring (and by the start-up 
 def retry_after(exc: BaseException) -> float | None:
     """Seconds a 429/503 answer asks the client to wait (``retry-after-ms`` or ``Retry-After``:
     seconds or an HTTP date), or None."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+    headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None:
         return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
     value = headers.get("retry-after")
+    for raw, scale in ((headers.get("retry-after-ms"), 1000.0), (value, 1.0)):
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                return max(0.0, float(raw) / scale)
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        from email.utils import parsedate_to_datetime
-
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
@@ -243,11 +236,6 @@ def api_settings(options: Mapping[str, Any] | None = None, env: Mapping[str, str
     if opts.get("concurrency"):
         out["concurrency"] = int(opts["concurrency"])
     return out
-
-
-def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """:func:`api_settings` from the environment alone."""
-    return api_settings(None, env)
 
 
 CPU_SEED_MESSAGE = "CPU Generator does not use offset"
