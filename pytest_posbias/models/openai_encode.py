@@ -12,6 +12,7 @@ Text parts and the blank separator image keep the probe's order in one user mess
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
 import json
@@ -27,7 +28,6 @@ from ..video.compose import ImagePart, TextPart, VideoPart
 from ..video.frames import FrameSpec, FrameStore
 
 JPEG_QUALITY = 90
-INPUT_FORMS = ("video", "images")
 
 
 def jpeg_b64(frame: np.ndarray, quality: int = JPEG_QUALITY) -> str:
@@ -124,21 +124,16 @@ class FrameEncoder:
 
     def blank(self, size: int) -> str:
         """Base64 JPEG of a black ``size`` x ``size`` image (the separator between clips)."""
-        key = ("blank", int(size), self.quality)
-        with self._lock:
-            if key in self._lru:
-                return self._lru[key]
-        b = jpeg_b64(np.zeros((size, size, 3), np.uint8), self.quality)
-        with self._lock:
-            self._lru[key] = b
-            self._bytes += len(b)
-        return b
+        return _blank(int(size), self.quality)
+
+
+@functools.lru_cache(maxsize=16)
+def _blank(size: int, quality: int) -> str:
+    return jpeg_b64(np.zeros((size, size, 3), np.uint8), quality)
 
 
 def content(request: Request, form: str, encoder: FrameEncoder) -> list[dict[str, Any]]:
     """The user message's content parts for ``request`` with frames in ``form`` (``video`` or ``images``)."""
-    if form not in INPUT_FORMS:
-        raise ValueError(f"input form must be one of {INPUT_FORMS}; got {form!r}")
     out: list[dict[str, Any]] = []
     for p in request.parts:
         if isinstance(p, TextPart):

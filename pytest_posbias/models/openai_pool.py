@@ -28,12 +28,6 @@ class Replica:
     alive: bool = True
     down_since: float = 0.0
     sent: int = 0
-    ok: int = 0
-    reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "alive": self.alive, "sent": self.sent, "ok": self.ok,
-                **({"taken_out": self.reason} if self.reason else {})}
 
 
 @dataclass
@@ -79,7 +73,6 @@ class ReplicaRouter:
         with self._lock:
             rep.outstanding = max(0, rep.outstanding - 1)
             if ok:
-                rep.ok += 1
                 rep.failures = 0
                 return False
             if ok is None and not down:
@@ -89,7 +82,6 @@ class ReplicaRouter:
             if rep.alive and others and (down or rep.failures >= self.fail_after):
                 rep.alive = False
                 rep.down_since = time.monotonic()
-                rep.reason = error
                 why = "its connection failed" if down else f"{rep.failures} consecutive server errors"
                 message = (f"replica {rep.url} taken out after {why} ({error}); its requests go to "
                            f"{', '.join(r.url for r in others)}")
@@ -101,10 +93,6 @@ class ReplicaRouter:
     def has_alive(self, exclude: Sequence[Replica] = ()) -> bool:
         with self._lock:
             return any(r.alive and r not in exclude for r in self.replicas)
-
-    def state(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [r.to_dict() for r in self.replicas]
 
 
 def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fail: Callable[[int, BaseException], G], *,
@@ -130,16 +118,20 @@ def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fai
     submitted = 0
     stopped = False
 
+    def top_up() -> None:
+        """Submit preparations until ``ahead`` wait (call with ``lock`` held)."""
+        nonlocal submitted
+        while submitted < n and len(pending) < ahead:
+            pending.append((submitted, prep_pool.submit(prepare, submitted)))
+            submitted += 1
+
     def take() -> tuple[int, Future[P]] | None:
         """The next request in index order (None: all taken, or the stream was closed); tops up the preparations."""
-        nonlocal submitted
         with lock:
             if stopped or not pending:
                 return None
             item = pending.popleft()
-            while submitted < n and len(pending) < ahead:
-                pending.append((submitted, prep_pool.submit(prepare, submitted)))
-                submitted += 1
+            top_up()
             return item
 
     def worker() -> None:
@@ -157,9 +149,7 @@ def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fai
 
     try:
         with lock:
-            while submitted < n and len(pending) < ahead:
-                pending.append((submitted, prep_pool.submit(prepare, submitted)))
-                submitted += 1
+            top_up()
         for _ in range(conc if n else 0):
             net_pool.submit(worker)
         for _ in range(n):

@@ -98,7 +98,6 @@ def _server_message(exc: Any) -> str:
 def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0.5, max_delay: float = 20.0,
                  rng: random.Random | None = None, sleep: Callable[[float], None] = time.sleep,
                  secret: str = "", deadline: float | None = None, context: str = "",
-                 on_retry: Callable[[int, BaseException, float], None] | None = None,
                  abort: Callable[[], str | None] | None = None) -> T:
     """Call ``fn``; retry transient endpoint failures up to ``retries`` times.
 
@@ -106,8 +105,7 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
     server's Retry-After when that is longer (capped at MAX_RETRY_AFTER_S). Retried: 408,
     409, 429, 5xx, timeouts, connection errors, malformed bodies (``ValueError`` from ``fn``).
     Other API errors (400, 401, 403, 404, 422) fail at once. No retry starts after
-    ``deadline`` (a ``time.monotonic()`` value). ``on_retry(attempt, error, delay)`` is called
-    before each wait. ``abort()`` is asked before and after each wait: a reason (not None)
+    ``deadline`` (a ``time.monotonic()`` value). ``abort()`` is asked before and after each wait: a reason (not None)
     ends the retries at once, and the final error says it (the backend's open circuit breaker:
     a request in its retry cycle fails with the others instead of waiting its cycle out). The
     final error is an :class:`EndpointError` (``context`` prefixes it).
@@ -118,6 +116,7 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
     prefix = f"{context}: " if context else ""
     last: BaseException | None = None
     attempts = 0
+    stop = None
     for attempt in range(retries + 1):
         attempts = attempt + 1
         wait_at_least = 0.0
@@ -144,19 +143,15 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
             break
         stop = abort() if abort is not None else None
         if stop is None:
-            if on_retry is not None:
-                on_retry(attempt, last, delay)
             sleep(delay)
             stop = abort() if abort is not None else None
         if stop is not None:
-            detail = _describe(last)
-            raise EndpointError(_redact(f"{prefix}not retried after {attempts} attempts ({detail}): {stop}", secret),
-                                status=getattr(last, "status_code", None), transient=True, attempts=attempts,
-                                server_message=_redact(detail, secret))
-    status = getattr(last, "status_code", None)
+            break
     detail = _describe(last)
-    raise EndpointError(_redact(f"{prefix}endpoint failed after {attempts} attempts: {detail}", secret),
-                        status=status, transient=True, attempts=attempts, server_message=_redact(detail, secret))
+    why = (f"not retried after {attempts} attempts ({detail}): {stop}" if stop is not None
+           else f"endpoint failed after {attempts} attempts: {detail}")
+    raise EndpointError(_redact(prefix + why, secret), status=getattr(last, "status_code", None), transient=True,
+                        attempts=attempts, server_message=_redact(detail, secret))
 
 
 def _describe(exc: BaseException | None) -> str:
