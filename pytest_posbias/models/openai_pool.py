@@ -34,12 +34,9 @@ class Replica:
 class ReplicaRouter:
     """Least-outstanding-requests routing over replicas, with dead replicas taken out.
 
-    ``acquire()`` picks the live replica with the fewest requests in flight (ties: the one
-    that was sent fewest, then the first listed) and counts the request as outstanding;
-    ``release()`` ends it. A replica is taken out when a connection to it is refused or reset
-    (``down=True``), or after ``fail_after`` consecutive server errors, unless it is the last
-    live replica (then the backend's retries and circuit breaker apply). After ``revive_s`` a
-    replica taken out is tried again with one request; one more failure takes it out again."""
+    A replica is taken out when a connection to it is refused or reset, or after ``fail_after``
+    consecutive server errors, unless it is the last live one (then the backend's retries and
+    circuit breaker apply); after ``revive_s`` it gets one trial request."""
 
     replicas: Sequence[Replica]
     fail_after: int = 3
@@ -99,15 +96,12 @@ def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fai
            concurrency: int, lookahead: int | None = None, prepare_workers: int = 2) -> Iterator[tuple[int, G]]:
     """``(i, send(i, prepare(i)))`` for i in 0..n-1, in completion order.
 
-    ``prepare`` runs on ``prepare_workers`` threads, in index order, at most ``lookahead``
-    (default 2 x concurrency) requests ahead of the network. ``send`` runs on ``concurrency``
-    worker threads that each take the next prepared request the moment their previous call
-    returns: issuing a request never waits for the caller to consume an answer (the caller
-    caches and logs each answer on its own thread meanwhile). An exception from ``prepare``
-    or ``send`` becomes ``fail(i, exc)`` (called on the caller's thread): every index is
-    yielded exactly once. Closing the iterator early stops the workers from taking more
-    requests and cancels the preparations not started; calls in flight run to their end and
-    their answers are dropped."""
+    ``prepare`` (frame encoding) runs on ``prepare_workers`` threads in index order, at most
+    ``lookahead`` (default 2 x concurrency) requests ahead; ``send`` runs on ``concurrency``
+    threads, each taking the next prepared request as soon as its call returns, so the slowest
+    call holds up no other and the caller consumes answers as they arrive. An exception becomes
+    ``fail(i, exc)`` (on the caller's thread): every index is yielded exactly once. Closing the
+    iterator early cancels what has not started; answers of calls in flight are dropped."""
     conc = max(1, min(int(concurrency), n))
     ahead = max(conc, int(lookahead if lookahead is not None else 2 * conc))
     prep_pool = ThreadPoolExecutor(max_workers=max(1, prepare_workers), thread_name_prefix="posbias-encode")

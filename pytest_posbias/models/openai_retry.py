@@ -105,10 +105,9 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
     server's Retry-After when that is longer (capped at MAX_RETRY_AFTER_S). Retried: 408,
     409, 429, 5xx, timeouts, connection errors, malformed bodies (``ValueError`` from ``fn``).
     Other API errors (400, 401, 403, 404, 422) fail at once. No retry starts after
-    ``deadline`` (a ``time.monotonic()`` value). ``abort()`` is asked before and after each wait: a reason (not None)
-    ends the retries at once, and the final error says it (the backend's open circuit breaker:
-    a request in its retry cycle fails with the others instead of waiting its cycle out). The
-    final error is an :class:`EndpointError` (``context`` prefixes it).
+    ``deadline`` (a ``time.monotonic()`` value). ``abort()`` (the open circuit breaker) is asked
+    before and after each wait: a reason ends the retries at once. The final error is an
+    :class:`EndpointError` (``context`` prefixes it).
     """
     import openai
 

@@ -319,12 +319,7 @@ class SimBackend:
         m = _SENTENCES.search(prompt)
         n_sent = int(m.group(1)) if m else 3
         news = "news video" in prompt
-        labels = []
-        for p in r.parts:
-            if isinstance(p, TextPart):
-                lm = _LABEL.match(p.text)
-                if lm:
-                    labels.append(int(lm.group(1)))
+        labels = [int(lm.group(1)) for p in r.parts if isinstance(p, TextPart) and (lm := _LABEL.match(p.text))]
         if len(labels) != len(videos):
             labels = list(range(len(videos)))
         target = _TARGET.search(prompt)

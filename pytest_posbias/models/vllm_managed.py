@@ -109,7 +109,6 @@ class _Server:
     port: int
     gpus: str | None
     log_path: Path
-    command: list[str]
     proc: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
 
@@ -167,7 +166,7 @@ class ManagedVllm:
                 port = free_port()
                 cmd = [*self.command, *server_args(self.resolved.target, served=self.served, port=port, seed=self.seed,
                                                    tensor_parallel=self.plan.tensor_parallel, extra=self.args)]
-                srv = _Server(port, gpus, self.log_dir / f"vllm-{i}.log", cmd)
+                srv = _Server(port, gpus, self.log_dir / f"vllm-{i}.log")
                 env = dict(base_env)
                 if gpus is not None:
                     env["CUDA_VISIBLE_DEVICES"] = gpus
