@@ -3,30 +3,21 @@
 The simulated model really looks at the frames it is given (``sim_vision``): it detects
 the synthetic scene's objects, colours, motions and brief events from pixels and writes
 summaries and answers from what it saw, so sampling, phase, stressors and composition
-change its output for real. Profiles inject known effects on top:
+change its output for real. Profiles inject known effects on top (``t`` = temperature):
 
-===============  ==========================================================================
-profile          effect (documented sizes; ``t`` = temperature)
-===============  ==========================================================================
-``unbiased``     keeps every perceived fact; at t > 0 drops each with probability 0.08·t in
-                 every slot alike; never loops
-``primacy``      keeps a fact in slot p with probability 1 − 0.7·(p − 1)/(P − 1)
-                 (slot 1 full, last slot 30%): DPB < 0
-``recency``      the mirror image: DPB > 0
-``middle-weak``  keeps a fact in the middle slots of a four-video input (slots 2, 3) with
-                 probability 0.35: MEG ≈ −0.4 to −0.55 on the synthetic set's ActivityNet-style
-                 domains (−0.1 on News, where fragment coverage is partial anyway); P = 2 unaffected
-``looping``      a description loops with probability min(0.95, 0.30 + 4·d), d = share of
-                 adjacent frame pairs with a jump the motion does not explain (0 on clean
-                 synthetic clips; ~0.08 under Add, ~0.10 under Replace, ~0.55 under Shuffle;
-                 0 under Delete and Reverse: a skipped frame is a step within tolerance and
-                 reversed motion is still steady motion); 40% of loops run to the token cap
-``letter-bias``  when unsure of a multiple-choice answer, adds 0.8·(K − 1 − k) to the logit
-                 of the k-th letter (early letters preferred); sure answers are unaffected
-``dose,…``       ``sim:dose,GATE=VALUE[,…]``: built to produce a chosen population value of
-                 any gate's metric through the same pipeline (``sim_dose`` has the formulas);
-                 every other behaviour is exactly ``unbiased``
-===============  ==========================================================================
+* ``unbiased``: keeps every perceived fact; at t > 0 drops each with probability 0.08·t in every
+  slot alike; never loops;
+* ``primacy``: keeps a fact in slot p with probability 1 − 0.7·(p − 1)/(P − 1): DPB < 0;
+  ``recency`` the mirror image: DPB > 0;
+* ``middle-weak``: keeps a fact in slots 2 and 3 of a four-video input with probability 0.35
+  (MEG ≈ −0.4 to −0.55 on the ActivityNet-style domains, −0.1 on News); P = 2 unaffected;
+* ``looping``: a description loops with probability min(0.95, 0.30 + 4·d), d the share of
+  adjacent frame pairs with a jump the motion does not explain (0 on clean clips and under
+  Delete and Reverse, ~0.08 under Add, ~0.10 Replace, ~0.55 Shuffle); 40% of loops run to the cap;
+* ``letter-bias``: when unsure of a multiple-choice answer, adds 0.8·(K − 1 − k) to the logit of
+  the k-th letter;
+* ``dose,…``: ``sim:dose,GATE=VALUE[,…]`` produces a chosen population value of any gate's
+  metric through the same pipeline (``sim_dose``); everything else is exactly ``unbiased``.
 
 Any profile takes ``,latency=SECONDS`` (``sim:unbiased,latency=0.2``): a stand-in for a
 GPU-bound model. A batch of ``B`` requests then takes ``B × SECONDS`` of wall time, slept for
@@ -213,7 +204,6 @@ class SimBackend:
     def close(self) -> None:
         """Nothing to release: the view caches are process-wide and bounded (``_BoundedCache``)."""
 
-    # -- perception
     def _view(self, part: VideoPart) -> VideoView:
         """The video's view; each frame is read once per process (variants reuse frames)."""
         spec = part.frames
@@ -254,7 +244,6 @@ class SimBackend:
         _VIDEO_VIEWS[key] = view
         return view
 
-    # -- protocol
     def _hold(self, n: int, t_batch: float) -> None:
         """Sleep until ``n × latency`` seconds have passed since ``t_batch`` (no CPU used)."""
         rest = self.latency * n - (time.perf_counter() - t_batch)
@@ -286,7 +275,6 @@ class SimBackend:
         self._hold(len(requests), t_batch)
         return out
 
-    # -- behaviour
     def _request_rng(self, r: Request, *extra: Any) -> np.random.Generator:
         frames = json.dumps([p.frames.key() for p in _videos(r)], sort_keys=True)
         seed = r.seed if not r.decoding.greedy else "greedy"
@@ -425,7 +413,6 @@ class SimBackend:
             return False
         return bool(self._request_rng(r, "dose-stress").random() < self._stress.rho)
 
-    # -- multiple choice (sim_mcq)
     def _content_probs(self, r: Request) -> dict[str, float]:
         """Probability of each option *text* (independent of the letters it sits under), a
         flip/phase/parity dose applied (``sim_mcq.content_probs`` / ``dose_shift``)."""

@@ -135,9 +135,8 @@ def pattern_at(keep: Sequence[float], i: int) -> tuple[bool, ...]:
 
 
 def _clip_cell(video_paths: Sequence[str], n: int, i: int, slots: Sequence[int], slot: int) -> int | None:
-    """The index of the cell at ``slot`` of instance i (group n) among the configuration's cells
-    (the ``slots`` of every instance) listed clip by clip: clips in name order, a clip's cells in
-    manifest order, so a prefix of the groups keeps every clip's first cells at the same indices."""
+    """The index of the cell at ``slot`` of instance i (group n) among its configuration's cells
+    (:func:`_clip_order`); None outside the synthetic set's manifest."""
     read = _read_manifest(video_paths)
     if read is None:
         return None
@@ -145,20 +144,18 @@ def _clip_cell(video_paths: Sequence[str], n: int, i: int, slots: Sequence[int],
     groups = next((g for g in read[1].values() if n < len(g) and tuple(sorted(g[n])) == ids), None)
     if groups is None:
         return None
-    P = len(groups[n])
-    clips = sorted({v for g in groups for v in g})
-    j = i - n * P
-    target = groups[n][(j + slot) % P]
-    count = 0
-    for gn in range(n + 1):
-        for jj in range(P):
-            if gn == n and jj == j:
-                break
-            count += sum(groups[gn][(jj + p) % P] == target for p in slots)
-    count += sum(groups[n][(j + p) % P] == target for p in slots if p < slot)
-    before = set(clips[: clips.index(target)])
-    start = sum(groups[gn][(jj + p) % P] in before for gn in range(len(groups)) for jj in range(P) for p in slots)
-    return start + count
+    return _clip_order(groups, tuple(slots))[(n, i - n * len(groups[n]), slot)]
+
+
+@functools.lru_cache(maxsize=64)
+def _clip_order(groups: tuple[tuple[str, ...], ...], slots: tuple[int, ...]) -> dict[tuple[int, int, int], int]:
+    """The index of each cell (group n, cyclic order j, slot p) of a configuration's ``slots`` listed
+    clip by clip: the clip filling it is (j + p) mod P of the group's listed order; clips in name
+    order, a clip's cells in manifest order, so a prefix of the groups keeps every clip's first
+    cells at the same indices."""
+    P = len(groups[0])
+    cells = [(groups[gn][(j + p) % P], gn, j, p) for gn in range(len(groups)) for j in range(P) for p in slots]
+    return {cell[1:]: k for k, cell in enumerate(sorted(cells, key=lambda cell: cell[0]))}
 
 
 def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float, *, by_clip: bool = False) -> Any:

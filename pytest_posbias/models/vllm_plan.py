@@ -89,7 +89,9 @@ def plan_servers(*, weights: int | None, gpus: Sequence[str], gpu_memory: int | 
 
 
 def vllm_command(options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> list[str]:
-    """The command that starts vLLM's OpenAI server, before its arguments (see the module doc)."""
+    """The command that starts vLLM's OpenAI server, before its arguments: ``--posbias-vllm-command``
+    (split with shlex), else ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server``, else
+    ``vllm serve``."""
     env = os.environ if env is None else env
     given = options.get("vllm_command")
     if given:
@@ -125,7 +127,9 @@ def extra_args(options: Mapping[str, Any]) -> list[str]:
 
 def server_args(target: str, *, served: str, port: int, seed: int, tensor_parallel: int,
                 extra: Sequence[str]) -> list[str]:
-    """The arguments of one server (see the module doc); ``extra`` comes last, so it may override a default."""
+    """The arguments of one server: ``--max-logprobs`` (letter scoring reads the top-20 logprobs),
+    ``--limit-mm-per-prompt`` (several videos per prompt), ``--seed``, the served name, then
+    ``extra`` (``--posbias-vllm-args``), last so it may override a default."""
     args = ["--model", target, "--served-model-name", served, "--host", "127.0.0.1", "--port", str(port),
             "--max-logprobs", str(MAX_LOGPROBS), "--limit-mm-per-prompt", json.dumps(MM_LIMITS), "--seed", str(seed)]
     if tensor_parallel > 1:
