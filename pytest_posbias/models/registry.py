@@ -18,18 +18,10 @@ from pathlib import Path
 
 from ..errors import ModelLoadError
 
-# model_type in config.json → adapter family
-NATIVE_FAMILIES: dict[str, str] = {
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe": "qwen3_vl_moe",
-    "internvl": "internvl",
-    "llava_onevision": "llava_onevision",
-    "llava_next_video": "llava_next_video",
-    "glm4v": "glm4v",
-    "glm4v_moe": "glm4v",
-}
+# model_type in config.json → adapter family (its own, except glm4v_moe, which writes media as glm4v)
+_OWN_FAMILY = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "internvl", "llava_onevision", "llava_next_video",
+               "glm4v")
+NATIVE_FAMILIES: dict[str, str] = {**{t: t for t in _OWN_FAMILY}, "glm4v_moe": "glm4v"}
 EMPTY_THINK = "<think>\n\n</think>\n\n"
 # ORG/NAME with the Hub's repository-name characters, optionally @REVISION (branch, tag or commit)
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?$")

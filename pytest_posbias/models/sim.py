@@ -221,18 +221,14 @@ class SimBackend:
                 and all(fkeys[j] is not None for j in missing)):
             # only untouched frames are new: decode just those (each once), not the whole spec; with a
             # fixed square size every frame is size x size, so no frame depends on another's shape
-            todo: dict[tuple[str, int, int | None, str], tuple[int, int]] = {}
+            todo: dict[Any, tuple[int, int]] = {}  # frame key -> (source, index); no key is None here
             for j in missing:
-                fk = fkeys[j]
-                if fk is not None:
-                    todo.setdefault(fk, spec.frames[j])
+                todo.setdefault(fkeys[j], spec.frames[j])
             sub = replace(spec, frames=tuple(todo.values()), ops=(), records=())
             got = {fk: view_frame(frame) for fk, frame in zip(todo, self.store.materialize(sub), strict=True)}
             _FRAME_VIEWS.update(got)
             for j in missing:
-                fk = fkeys[j]
-                if fk is not None:
-                    views[j] = got[fk]
+                views[j] = got[fkeys[j]]
         elif missing:
             frames = self.store.materialize(spec)
             for j in missing:

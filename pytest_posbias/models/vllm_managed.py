@@ -195,17 +195,13 @@ class ManagedVllm:
             for srv in list(waiting):
                 assert srv.proc is not None
                 if srv.proc.poll() is not None:
-                    raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()} exited before it "
-                                         "was healthy "
-                                         f"(log {srv.log_path}); its last lines:\n{self.log_tail(srv)}")
+                    raise self._failed(srv, f" exited before it was healthy (log {srv.log_path})")
                 if self._healthy(srv):
                     waiting.remove(srv)
             now = time.monotonic()
             if waiting and now - t0 > timeout:
-                srv = waiting[0]
-                raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()} was not healthy within "
-                                     f"{timeout:g} s (--posbias-vllm-timeout; log {srv.log_path}); its last lines:\n"
-                                     f"{self.log_tail(srv)}")
+                raise self._failed(waiting[0], f" was not healthy within {timeout:g} s (--posbias-vllm-timeout; "
+                                               f"log {waiting[0].log_path})")
             if waiting and progress is not None and now >= next_line:
                 progress(f"posbias: waiting for {len(waiting)} of {len(self.servers)} vLLM server(s) of "
                          f"{self.resolved.spec}: {now - t0:.0f} s of {timeout:g} s (log {waiting[0].log_path})")
@@ -234,10 +230,8 @@ class ManagedVllm:
             if not answer.get("choices"):
                 raise ValueError(f"no choices in {answer}")
         except (OSError, ValueError, urllib.error.URLError) as exc:
-            raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()}'s warm-up request (a "
-                                 "2-frame video, "
-                                 f"top-{MAX_LOGPROBS} logprobs) failed: {exc} (log {srv.log_path}); its last lines:\n"
-                                 f"{self.log_tail(srv)}") from None
+            raise self._failed(srv, f"'s warm-up request (a 2-frame video, top-{MAX_LOGPROBS} logprobs) failed: "
+                                    f"{exc} (log {srv.log_path})") from None
 
     def _healthy(self, srv: _Server) -> bool:
         try:
@@ -249,6 +243,11 @@ class ManagedVllm:
             return any(m.get("id") == self.served for m in data.get("data", []))
         except (OSError, urllib.error.URLError, ValueError, AttributeError):
             return False
+
+    def _failed(self, srv: _Server, what: str) -> ModelLoadError:
+        """The start-up error of ``srv`` (``what`` follows its label), with its log's last lines."""
+        return ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()}{what}; its last lines:\n"
+                              f"{self.log_tail(srv)}")
 
     @staticmethod
     def log_tail(srv: _Server, n: int = LOG_TAIL_LINES) -> str:
