@@ -22,8 +22,8 @@ from pytest_posbias.video import synthetic as SY
 
 
 def view_of(scene: SY.SceneSpec) -> VideoView:
-    objs = tuple(ObjectTrack(o.shape, o.colour, o.change_to or o.colour, o.motion, 16) for o in scene.objects)
-    return VideoView(objs, tuple(e.kind for e in scene.events), SY.DOMAINS[scene.domain]["bg_name"], 0.0, 16)
+    objs = tuple(ObjectTrack(o.shape, o.colour, o.change_to or o.colour, o.motion) for o in scene.objects)
+    return VideoView(objs, tuple(e.kind for e in scene.events), SY.DOMAINS[scene.domain]["bg_name"], 0.0)
 
 
 def main() -> None:

@@ -204,7 +204,8 @@ def server(args: argparse.Namespace) -> Iterator[tuple[str, str, str]]:
         from vllm_support import SERVED_NAME, build_vllm_checkpoint, vllm_python
 
         from pytest_posbias.models.registry import resolve
-        from pytest_posbias.models.vllm_managed import MANAGED_FLAGS, start_managed, without_flags
+        from pytest_posbias.models.vllm_managed import start_managed
+        from pytest_posbias.models.vllm_plan import MANAGED_FLAGS, without_flags
 
         py = vllm_python()
         if py is None:

@@ -202,7 +202,7 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
     per gate and, for each positional gate the dose names, one :class:`ConfigCheck` per
     configuration, held to :func:`tolerance` (sim:unbiased runs on the same groups for DPB/MEG)."""
     from ..models.registry import resolve
-    from ..models.sim_dose_parse import DOSE_GATES, is_dose, parse_dose
+    from ..models.sim_dose import DOSE_GATES, is_dose, parse_dose
 
     resolved = resolve(model)
     targets: dict[str, float] = {}

@@ -1,27 +1,20 @@
 """Hugging Face transformers backend (torch and transformers are imported lazily, here only).
 
-Inputs go through the model's own processor and chat template (:mod:`.hf_inputs`, parts
-interleaved in the probe's order).
-
-Requests are batched with left padding, greedy and sampled alike (a batch holds requests of
-one decoding setting whose videos have the same shapes). Sampled requests stay
-batch-independent: sampling is greedy decoding over Gumbel-perturbed scores drawn from a
-generator seeded by (request seed, step) (:mod:`.hf_sampling`), so a request's tokens are a
-function of its own seed, never of its batch. Letter log-probs come from one forward pass at
-the answer position (the empty think block is prefilled for reasoning models). bf16 on CUDA,
-float32 on CPU; device, sharding over a node's GPUs and the attention kernel are chosen by
-:mod:`.hf_loading` and recorded in the backend identity (hence in the cache key and the run
-log). Every Generation carries its prompt tokens (the non-padding tokens of its row of
-``input_ids``), of which visual tokens (the image/video placeholder tokens the processor
-expanded), and its output tokens.
+Inputs go through the model's own processor and chat template (:mod:`.hf_inputs`). Requests are
+batched with left padding, a batch holding one decoding setting and videos of one shape; sampled
+rows are seeded per row (:mod:`.hf_sampling`), so a request's tokens never depend on its batch.
+Letter log-probs come from one forward pass at the answer position (the empty think block
+prefilled for reasoning models). bf16 on CUDA, float32 on CPU; placement and attention kernel
+come from :mod:`.hf_loading` and are recorded in the identity. Every Generation carries its
+prompt tokens (non-padding tokens of its row), of which visual (media placeholder) tokens.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +22,7 @@ from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError
 from ..video.compose import ImagePart, VideoPart
 from ..video.frames import FrameStore
-from .hf_inputs import _THINK, ADAPTERS, FamilyAdapter, InputBuilder
+from .hf_inputs import _THINK, ADAPTERS, InputBuilder
 from .hf_loading import (
     input_device,
     load_model,
@@ -39,8 +32,6 @@ from .hf_loading import (
 )
 from .hf_sampling import GUMBEL_SAMPLER, make_processor
 from .registry import ResolvedModel
-
-__all__ = ["ADAPTERS", "FamilyAdapter", "HFBackend", "token_layout"]
 
 
 def _dir_revision(path: Path) -> str:
@@ -235,30 +226,6 @@ class HFBackend(InputBuilder):
         return [g for g in results if g is not None]
 
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
-        import torch
-
-        ids = self.letter_ids(letters)
-        results: list[dict[str, float] | None] = [None] * len(requests)
-        for idx in self._groups(requests, forward_only=True):
-            batch = [requests[i] for i in idx]
-            inputs = self._inputs(batch, prefill=self.resolved.prefill)
-            try:
-                with torch.inference_mode():
-                    logits = self.model(**inputs).logits[:, -1, :].float().log_softmax(-1)
-            except (RuntimeError, ValueError, IndexError) as exc:
-                raise BackendError(f"forward pass failed for {self.resolved.spec}: "
-                                   f"{type(exc).__name__}: {exc}") from None
-            for row, i in enumerate(idx):
-                results[i] = {letter: float(logits[row, tid]) for letter, tid in zip(letters, ids, strict=True)}
-        return [r for r in results if r is not None]
-
-
-def token_layout(backend: HFBackend, request: Request) -> dict[str, Any]:
-    """Token ids of a request and where each video's tokens and each text label sit (for tests
-    and for users checking that the interleaving survived into the token sequence)."""
-    inputs = backend._inputs([request])
-    ids = inputs["input_ids"][0].tolist()
-    video_id = backend.tokenizer.convert_tokens_to_ids(backend.video_token)
-    image_id = backend.tokenizer.convert_tokens_to_ids(backend.image_token)
-    return {"input_ids": ids, "video_token_id": int(video_id), "image_token_id": int(image_id),
-            "text": backend.tokenizer.decode(ids, skip_special_tokens=False), "json": json.dumps(ids)}
+        """Log-probability of each of ``letters`` per request (:meth:`score_generations`)."""
+        gens = self.score_generations([replace(r, letters=tuple(letters)) for r in requests])
+        return [dict(g.letter_logprobs or {}) for g in gens]

@@ -1,16 +1,12 @@
 """Input building of the ``hf`` backend: the chat template with parts interleaved in the probe's
 order, videos as frame arrays with their metadata, and token accounting from the processor.
 
-Parts keep the order the probe gave: the user turn is rendered by the model's chat template
-with a single text item, and that item is replaced by the interleaved body (text, then the
-family's video or image placeholder, in the probe's order). This matters because some
-templates move all media before the text (LLaVA-OneVision's does), which would erase the
-position effects this project measures. Videos are passed as frame arrays with their
-metadata (fps, source frame indices, duration) and ``do_sample_frames=False``, so the model
-sees exactly the probe's frames and models that print timestamps print the right ones.
-
-:class:`InputBuilder` needs the processor only (no weights): ``posbias plan`` counts a
-request's prompt tokens with it exactly as a run would.
+The user turn is rendered by the model's chat template with a single text item, which is then
+replaced by the interleaved body (text and the family's media placeholders in the probe's
+order): some templates move all media before the text (LLaVA-OneVision's), which would erase
+the position effects measured here. Videos go with their metadata (fps, source frame indices,
+duration) and ``do_sample_frames=False``, so the model sees exactly the probe's frames.
+:class:`InputBuilder` needs the processor only, so ``posbias plan`` counts tokens as a run would.
 """
 
 from __future__ import annotations
@@ -43,18 +39,13 @@ class FamilyAdapter:
     separator_as_video: bool = False  # the family cannot mix images and videos in one input
 
 
+_QWEN = FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
+                      "<|video_pad|>", "<|image_pad|>")
 ADAPTERS: dict[str, FamilyAdapter] = {
-    "qwen2_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
-                              "<|video_pad|>", "<|image_pad|>"),
-    "qwen2_5_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
-                                "<|video_pad|>", "<|image_pad|>"),
-    "qwen3_vl": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
-                              "<|video_pad|>", "<|image_pad|>"),
-    "qwen3_vl_moe": FamilyAdapter("<|vision_start|>{video}<|vision_end|>", "<|vision_start|>{image}<|vision_end|>",
-                                  "<|video_pad|>", "<|image_pad|>"),
+    **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"), _QWEN),
     "internvl": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<IMG_CONTEXT>"),
-    "llava_onevision": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>"),
-    "llava_next_video": FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>"),
+    **dict.fromkeys(("llava_onevision", "llava_next_video"),
+                    FamilyAdapter("{video}\n", "{image}\n", "<video>", "<image>")),
     # GLM-4.1V encodes video frames with image tokens, so an image beside a video confuses its
     # placeholder masks: its black separator goes in as a two-frame black video instead.
     "glm4v": FamilyAdapter("<|begin_of_video|>{video}<|end_of_video|>", "<|begin_of_image|>{image}<|end_of_image|>",

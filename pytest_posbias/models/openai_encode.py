@@ -1,25 +1,18 @@
 """Chat-message content for OpenAI-compatible endpoints: frames as one video or as images.
 
-Two input forms (``Generation.input_form`` records which one a request used):
-
-* ``video``: each :class:`VideoPart` is one ``video_url`` content part whose URL is
-  ``data:video/jpeg;base64,<frame 1>,<frame 2>,...``: base64 JPEG frames joined by commas.
-  vLLM's ``VideoMediaIO.load_base64`` splits a ``video/jpeg`` payload on ``,`` and decodes
-  each piece as a JPEG image (vllm-project/vllm, ``vllm/multimodal/media/video.py``), so the
-  model's processor sees one video with temporal positions, as the ``hf`` backend sends it.
-* ``images``: one ``image_url`` part (``data:image/jpeg;base64,...``) per frame, for
-  endpoints that take images only (OpenAI GPT models).
+* ``video``: one ``video_url`` part per :class:`VideoPart`, ``data:video/jpeg;base64,<frame 1>,
+  <frame 2>,...``: vLLM's ``VideoMediaIO.load_base64`` splits a ``video/jpeg`` payload on ``,``
+  and decodes each piece as a JPEG (vllm-project/vllm, ``vllm/multimodal/media/video.py``), so the
+  model sees one video, as the ``hf`` backend sends it;
+* ``images``: one ``image_url`` part per frame, for endpoints that take images only.
 
 Text parts and the blank separator image keep the probe's order in one user message.
-
-Encoding is done once per frame: :class:`FrameEncoder` keeps the base64 JPEG of each frame
-in an LRU bounded in bytes, keyed by (source content hash, frame index, size, aspect) for
-plain frames and by (the spec's hash, position) for frames a pixel stressor changed.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
 import json
@@ -35,7 +28,6 @@ from ..video.compose import ImagePart, TextPart, VideoPart
 from ..video.frames import FrameSpec, FrameStore
 
 JPEG_QUALITY = 90
-INPUT_FORMS = ("video", "images")
 
 
 def jpeg_b64(frame: np.ndarray, quality: int = JPEG_QUALITY) -> str:
@@ -132,21 +124,16 @@ class FrameEncoder:
 
     def blank(self, size: int) -> str:
         """Base64 JPEG of a black ``size`` x ``size`` image (the separator between clips)."""
-        key = ("blank", int(size), self.quality)
-        with self._lock:
-            if key in self._lru:
-                return self._lru[key]
-        b = jpeg_b64(np.zeros((size, size, 3), np.uint8), self.quality)
-        with self._lock:
-            self._lru[key] = b
-            self._bytes += len(b)
-        return b
+        return _blank(int(size), self.quality)
+
+
+@functools.lru_cache(maxsize=16)
+def _blank(size: int, quality: int) -> str:
+    return jpeg_b64(np.zeros((size, size, 3), np.uint8), quality)
 
 
 def content(request: Request, form: str, encoder: FrameEncoder) -> list[dict[str, Any]]:
     """The user message's content parts for ``request`` with frames in ``form`` (``video`` or ``images``)."""
-    if form not in INPUT_FORMS:
-        raise ValueError(f"input form must be one of {INPUT_FORMS}; got {form!r}")
     out: list[dict[str, Any]] = []
     for p in request.parts:
         if isinstance(p, TextPart):

@@ -1,15 +1,5 @@
-"""The request pool of the OpenAI-compatible backend: replicas and a streaming pool.
-
-* :class:`ReplicaRouter` spreads requests over data-parallel replicas of one served model
-  (several ``--api-base``) by least outstanding requests; a replica that refuses connections,
-  or answers ``fail_after`` consecutive 5xx, is taken out (never the last one standing) and
-  the request goes at once to another; a replica taken out is tried again after ``revive_s``.
-  :func:`send` makes one attempt of a request through the router.
-* :func:`stream` runs ``prepare`` (frame loading, JPEG/base64 encoding) ahead of the network
-  on its own threads and ``send`` on ``concurrency`` worker threads, each taking the next
-  request as soon as its call returns, and yields each result as it completes: the slowest
-  call never holds up the others, and the caller can cache every answer the moment it
-  arrives without holding up the next request.
+"""The request pool of the OpenAI-compatible backend: replicas (:class:`ReplicaRouter`, with
+:func:`send` making one attempt through it) and a streaming pool (:func:`stream`).
 """
 
 from __future__ import annotations
@@ -38,24 +28,15 @@ class Replica:
     alive: bool = True
     down_since: float = 0.0
     sent: int = 0
-    ok: int = 0
-    reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "alive": self.alive, "sent": self.sent, "ok": self.ok,
-                **({"taken_out": self.reason} if self.reason else {})}
 
 
 @dataclass
 class ReplicaRouter:
     """Least-outstanding-requests routing over replicas, with dead replicas taken out.
 
-    ``acquire()`` picks the live replica with the fewest requests in flight (ties: the one
-    that was sent fewest, then the first listed) and counts the request as outstanding;
-    ``release()`` ends it. A replica is taken out when a connection to it is refused or reset
-    (``down=True``), or after ``fail_after`` consecutive server errors, unless it is the last
-    live replica (then the backend's retries and circuit breaker apply). After ``revive_s`` a
-    replica taken out is tried again with one request; one more failure takes it out again."""
+    A replica is taken out when a connection to it is refused or reset, or after ``fail_after``
+    consecutive server errors, unless it is the last live one (then the backend's retries and
+    circuit breaker apply); after ``revive_s`` it gets one trial request."""
 
     replicas: Sequence[Replica]
     fail_after: int = 3
@@ -89,7 +70,6 @@ class ReplicaRouter:
         with self._lock:
             rep.outstanding = max(0, rep.outstanding - 1)
             if ok:
-                rep.ok += 1
                 rep.failures = 0
                 return False
             if ok is None and not down:
@@ -99,7 +79,6 @@ class ReplicaRouter:
             if rep.alive and others and (down or rep.failures >= self.fail_after):
                 rep.alive = False
                 rep.down_since = time.monotonic()
-                rep.reason = error
                 why = "its connection failed" if down else f"{rep.failures} consecutive server errors"
                 message = (f"replica {rep.url} taken out after {why} ({error}); its requests go to "
                            f"{', '.join(r.url for r in others)}")
@@ -112,24 +91,17 @@ class ReplicaRouter:
         with self._lock:
             return any(r.alive and r not in exclude for r in self.replicas)
 
-    def state(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [r.to_dict() for r in self.replicas]
-
 
 def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fail: Callable[[int, BaseException], G], *,
            concurrency: int, lookahead: int | None = None, prepare_workers: int = 2) -> Iterator[tuple[int, G]]:
     """``(i, send(i, prepare(i)))`` for i in 0..n-1, in completion order.
 
-    ``prepare`` runs on ``prepare_workers`` threads, in index order, at most ``lookahead``
-    (default 2 x concurrency) requests ahead of the network. ``send`` runs on ``concurrency``
-    worker threads that each take the next prepared request the moment their previous call
-    returns: issuing a request never waits for the caller to consume an answer (the caller
-    caches and logs each answer on its own thread meanwhile). An exception from ``prepare``
-    or ``send`` becomes ``fail(i, exc)`` (called on the caller's thread): every index is
-    yielded exactly once. Closing the iterator early stops the workers from taking more
-    requests and cancels the preparations not started; calls in flight run to their end and
-    their answers are dropped."""
+    ``prepare`` (frame encoding) runs on ``prepare_workers`` threads in index order, at most
+    ``lookahead`` (default 2 x concurrency) requests ahead; ``send`` runs on ``concurrency``
+    threads, each taking the next prepared request as soon as its call returns, so the slowest
+    call holds up no other and the caller consumes answers as they arrive. An exception becomes
+    ``fail(i, exc)`` (on the caller's thread): every index is yielded exactly once. Closing the
+    iterator early cancels what has not started; answers of calls in flight are dropped."""
     conc = max(1, min(int(concurrency), n))
     ahead = max(conc, int(lookahead if lookahead is not None else 2 * conc))
     prep_pool = ThreadPoolExecutor(max_workers=max(1, prepare_workers), thread_name_prefix="posbias-encode")
@@ -140,16 +112,20 @@ def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fai
     submitted = 0
     stopped = False
 
+    def top_up() -> None:
+        """Submit preparations until ``ahead`` wait (call with ``lock`` held)."""
+        nonlocal submitted
+        while submitted < n and len(pending) < ahead:
+            pending.append((submitted, prep_pool.submit(prepare, submitted)))
+            submitted += 1
+
     def take() -> tuple[int, Future[P]] | None:
         """The next request in index order (None: all taken, or the stream was closed); tops up the preparations."""
-        nonlocal submitted
         with lock:
             if stopped or not pending:
                 return None
             item = pending.popleft()
-            while submitted < n and len(pending) < ahead:
-                pending.append((submitted, prep_pool.submit(prepare, submitted)))
-                submitted += 1
+            top_up()
             return item
 
     def worker() -> None:
@@ -167,9 +143,7 @@ def stream(n: int, prepare: Callable[[int], P], send: Callable[[int, P], G], fai
 
     try:
         with lock:
-            while submitted < n and len(pending) < ahead:
-                pending.append((submitted, prep_pool.submit(prepare, submitted)))
-                submitted += 1
+            top_up()
         for _ in range(conc if n else 0):
             net_pool.submit(worker)
         for _ in range(n):

@@ -1,4 +1,4 @@
-"""Errors, retries and settings of the OpenAI-compatible backend (split from ``openai_backend``).
+"""Errors, retries and settings of the OpenAI-compatible backend.
 
 * :func:`with_retries`: the retry policy (bounded exponential backoff with jitter, Retry-After
   honoured, permanent errors not retried) and :class:`EndpointError`, its final error;
@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
 from collections.abc import Callable, Mapping
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -63,26 +65,17 @@ TOP_LOGPROBS = 20  # top_logprobs asked for letter scoring (and by the start-up 
 def retry_after(exc: BaseException) -> float | None:
     """Seconds a 429/503 answer asks the client to wait (``retry-after-ms`` or ``Retry-After``:
     seconds or an HTTP date), or None."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+    headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None:
         return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
     value = headers.get("retry-after")
+    for raw, scale in ((headers.get("retry-after-ms"), 1000.0), (value, 1.0)):
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                return max(0.0, float(raw) / scale)
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        from email.utils import parsedate_to_datetime
-
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
@@ -105,7 +98,6 @@ def _server_message(exc: Any) -> str:
 def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0.5, max_delay: float = 20.0,
                  rng: random.Random | None = None, sleep: Callable[[float], None] = time.sleep,
                  secret: str = "", deadline: float | None = None, context: str = "",
-                 on_retry: Callable[[int, BaseException, float], None] | None = None,
                  abort: Callable[[], str | None] | None = None) -> T:
     """Call ``fn``; retry transient endpoint failures up to ``retries`` times.
 
@@ -113,11 +105,9 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
     server's Retry-After when that is longer (capped at MAX_RETRY_AFTER_S). Retried: 408,
     409, 429, 5xx, timeouts, connection errors, malformed bodies (``ValueError`` from ``fn``).
     Other API errors (400, 401, 403, 404, 422) fail at once. No retry starts after
-    ``deadline`` (a ``time.monotonic()`` value). ``on_retry(attempt, error, delay)`` is called
-    before each wait. ``abort()`` is asked before and after each wait: a reason (not None)
-    ends the retries at once, and the final error says it (the backend's open circuit breaker:
-    a request in its retry cycle fails with the others instead of waiting its cycle out). The
-    final error is an :class:`EndpointError` (``context`` prefixes it).
+    ``deadline`` (a ``time.monotonic()`` value). ``abort()`` (the open circuit breaker) is asked
+    before and after each wait: a reason ends the retries at once. The final error is an
+    :class:`EndpointError` (``context`` prefixes it).
     """
     import openai
 
@@ -125,6 +115,7 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
     prefix = f"{context}: " if context else ""
     last: BaseException | None = None
     attempts = 0
+    stop = None
     for attempt in range(retries + 1):
         attempts = attempt + 1
         wait_at_least = 0.0
@@ -151,19 +142,15 @@ def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0
             break
         stop = abort() if abort is not None else None
         if stop is None:
-            if on_retry is not None:
-                on_retry(attempt, last, delay)
             sleep(delay)
             stop = abort() if abort is not None else None
         if stop is not None:
-            detail = _describe(last)
-            raise EndpointError(_redact(f"{prefix}not retried after {attempts} attempts ({detail}): {stop}", secret),
-                                status=getattr(last, "status_code", None), transient=True, attempts=attempts,
-                                server_message=_redact(detail, secret))
-    status = getattr(last, "status_code", None)
+            break
     detail = _describe(last)
-    raise EndpointError(_redact(f"{prefix}endpoint failed after {attempts} attempts: {detail}", secret),
-                        status=status, transient=True, attempts=attempts, server_message=_redact(detail, secret))
+    why = (f"not retried after {attempts} attempts ({detail}): {stop}" if stop is not None
+           else f"endpoint failed after {attempts} attempts: {detail}")
+    raise EndpointError(_redact(prefix + why, secret), status=getattr(last, "status_code", None), transient=True,
+                        attempts=attempts, server_message=_redact(detail, secret))
 
 
 def _describe(exc: BaseException | None) -> str:
@@ -243,11 +230,6 @@ def api_settings(options: Mapping[str, Any] | None = None, env: Mapping[str, str
     if opts.get("concurrency"):
         out["concurrency"] = int(opts["concurrency"])
     return out
-
-
-def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """:func:`api_settings` from the environment alone."""
-    return api_settings(None, env)
 
 
 CPU_SEED_MESSAGE = "CPU Generator does not use offset"

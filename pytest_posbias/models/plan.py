@@ -1,21 +1,15 @@
 """``posbias plan``, the recording side: a backend that answers no request but counts it.
 
-``posbias plan`` runs the selected suites exactly as ``pytest`` would (same markers, model,
-data and probe settings) with ``--posbias-plan DIR``: the run context then gives every model
-a :class:`PlanBackend`. The probes build their requests with their own request builders and
-send them through the engine as usual; the plan backend records each one (the gate test it
-belongs to, frames, prompt and visual tokens, expected output tokens) and answers with an
-empty Generation that carries those token counts, so the per-gate ``calls`` of
-``--posbias-json`` hold the planned tokens too. Nothing is scored (empty answers are lost
-units), so the plan run uses the fixed-sample design (every gate at its maximum sample) and
-a throw-away cache.
+With ``--posbias-plan DIR`` the run context gives every model a :class:`PlanBackend`: the probes
+send their requests through the engine as usual, and the plan backend records each one (gate
+test, frames, prompt and visual tokens, expected output tokens) and answers with an empty
+Generation carrying those counts. Nothing is scored, so a plan run uses the fixed-sample design
+and a throw-away cache.
 
-Prompt tokens come from the model's own processor where it can be loaded without weights
-(a checkpoint directory, or a hub id in the local cache): the same :class:`InputBuilder` a
-run uses, so the count is exact. Otherwise (``sim:``, ``openai:``, a hub id not cached) a
-stated estimate: :func:`estimate_prompt_tokens`. Output tokens: the decoding cap
-``max_new_tokens`` for text requests (an upper bound), none for letter scoring (one forward
-pass), unless ``--measure`` replaced the cap by the model's measured mean output length.
+Prompt tokens come from the model's own processor where it loads without weights (the same
+:class:`.hf_inputs.InputBuilder` a run uses), else from :func:`estimate_prompt_tokens`. Output
+tokens: ``max_new_tokens`` for text (an upper bound), none for letter scoring, unless
+``--measure`` gave the model's measured mean output length.
 """
 
 from __future__ import annotations
@@ -45,15 +39,6 @@ def set_current_test(nodeid: str) -> None:
     _CURRENT["test"] = nodeid
 
 
-def current_test() -> str:
-    return _CURRENT["test"]
-
-
-def frames_of(request: Request) -> int:
-    """Frames a request shows: every video part's frames (separator images not counted)."""
-    return sum(len(p.frames) for p in request.parts if isinstance(p, VideoPart))
-
-
 def estimate_prompt_tokens(request: Request) -> tuple[int, int]:
     """(prompt, visual) tokens estimated without a processor: text = chars / 4 + 16 template
     tokens; a video frame of side s (448 when native) = ceil(s/28)^2 / 2 tokens (Qwen2-VL-style
@@ -72,9 +57,8 @@ def estimate_prompt_tokens(request: Request) -> tuple[int, int]:
 
 
 class TokenCounter:
-    """Prompt and visual tokens of a request: the model's processor where loadable, else the estimate.
-
-    ``source`` says which (``processor`` or ``estimate``) and ``why`` why not the processor."""
+    """Prompt and visual tokens of a request: the model's processor where loadable, else the
+    estimate; ``source`` says which (``processor`` or ``estimate``), ``why`` why not the processor."""
 
     def __init__(self, resolved: ResolvedModel, store: FrameStore) -> None:
         self.builder: Any = None
@@ -110,6 +94,7 @@ class TokenCounter:
         return tuple(parts)
 
     def count(self, request: Request, *, prefill: str = "") -> tuple[int, int]:
+        """(prompt, visual) tokens of ``request`` (memoised per :meth:`_key`)."""
         if self.builder is None:
             return estimate_prompt_tokens(request)
         key = (self._key(request), prefill)
@@ -147,11 +132,13 @@ class PlanBackend:
         self._identity = {"backend": "plan", "model": resolved.spec, "tokens": self.counter.source}
 
     def identity(self) -> Mapping[str, Any]:
+        """Backend ``plan``, the model spec and the token source."""
         return self._identity
 
     def _record(self, r: Request, prompt: int, visual: int, output: int) -> None:
-        row = {"test": current_test(), "model": self.resolved.spec, "probe": r.meta.get("probe", ""),
-               "want": r.want, "frames": frames_of(r), "prompt_tokens": prompt, "visual_tokens": visual,
+        frames = sum(len(p.frames) for p in r.parts if isinstance(p, VideoPart))  # separator images not counted
+        row = {"test": _CURRENT["test"], "model": self.resolved.spec, "probe": r.meta.get("probe", ""),
+               "want": r.want, "frames": frames, "prompt_tokens": prompt, "visual_tokens": visual,
                "output_tokens": output, "max_new_tokens": r.decoding.max_new_tokens, "group": output_key(r),
                "token_source": self.counter.source, "request": r.to_log()}
         with self._lock:
@@ -165,6 +152,7 @@ class PlanBackend:
         return round(self.output_lengths[k]) if k in self.output_lengths else r.decoding.max_new_tokens
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        """Records each request; an empty answer with the planned token counts."""
         out = []
         for r in requests:
             p, v = self.counter.count(r)
@@ -175,6 +163,7 @@ class PlanBackend:
         return out
 
     def score_generations(self, requests: Sequence[Request]) -> list[Generation]:
+        """Records each letter-scoring request; uniform letter log-probs with its token counts."""
         out = []
         for r in requests:
             p, v = self.counter.count(r, prefill=self.resolved.prefill)
@@ -184,9 +173,11 @@ class PlanBackend:
         return out
 
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
+        """:meth:`score_generations`' letter log-probs."""
         return [dict(g.letter_logprobs or {}) for g in self.score_generations(requests)]
 
     def close(self) -> None:
+        """Close the request file."""
         with self._lock:
             self._fh.close()
 

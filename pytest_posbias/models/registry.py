@@ -1,21 +1,11 @@
 """Model registry: aliases → Hugging Face ids and family, and resolution of ``--model`` specs.
 
-``--model`` accepts:
-
-* a registry alias (``qwen3vl8b``; ``posbias models`` lists them);
-* a local checkpoint directory (the family comes from its ``config.json``);
-* a Hugging Face Hub id ``ORG/NAME`` or ``ORG/NAME@REVISION`` (a branch, tag or commit hash),
-  found in the local Hugging Face cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``) without
-  network access; registry aliases of transformers models resolve the same way;
-* ``sim:PROFILE`` (the simulated models);
-* ``openai:NAME`` (any OpenAI-compatible endpoint, with ``--api-base``);
-* ``vllm:SPEC`` (SPEC an alias, a checkpoint directory or a Hub id ``org/name``: served with vLLM
-  for the run, :mod:`.vllm_managed`).
-
-A model transformers cannot load natively fails at start with a message saying so and
-what to do, never midway through a run; so does a Hub id that is not in the local cache
-(the message names the cache folder and the command that downloads it). Resolution reads
-``config.json`` only: it imports neither torch nor transformers.
+``--model`` accepts a registry alias (``posbias models`` lists them), a local checkpoint
+directory (the family from its ``config.json``), a Hub id ``ORG/NAME[@REVISION]`` found in the
+local Hugging Face cache without network access (registry aliases of transformers models
+resolve the same way), ``sim:PROFILE``, ``openai:NAME`` (with ``--api-base``) or ``vllm:SPEC``
+(:mod:`.vllm_managed`). A model transformers cannot load natively, or a Hub id not in the cache,
+fails at start with a message saying what to do. Resolution reads ``config.json`` only.
 """
 
 from __future__ import annotations
@@ -28,18 +18,10 @@ from pathlib import Path
 
 from ..errors import ModelLoadError
 
-# model_type in config.json → adapter family
-NATIVE_FAMILIES: dict[str, str] = {
-    "qwen2_vl": "qwen2_vl",
-    "qwen2_5_vl": "qwen2_5_vl",
-    "qwen3_vl": "qwen3_vl",
-    "qwen3_vl_moe": "qwen3_vl_moe",
-    "internvl": "internvl",
-    "llava_onevision": "llava_onevision",
-    "llava_next_video": "llava_next_video",
-    "glm4v": "glm4v",
-    "glm4v_moe": "glm4v",
-}
+# model_type in config.json → adapter family (its own, except glm4v_moe, which writes media as glm4v)
+_OWN_FAMILY = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "internvl", "llava_onevision", "llava_next_video",
+               "glm4v")
+NATIVE_FAMILIES: dict[str, str] = {**{t: t for t in _OWN_FAMILY}, "glm4v_moe": "glm4v"}
 EMPTY_THINK = "<think>\n\n</think>\n\n"
 # ORG/NAME with the Hub's repository-name characters, optionally @REVISION (branch, tag or commit)
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?$")
@@ -47,10 +29,11 @@ HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<re
 
 @dataclass(frozen=True)
 class ModelEntry:
+    """One registry model: its Hugging Face id, adapter family and how to run it."""
+
     alias: str
     hf_id: str
     family: str  # adapter family, or "openai", or "unsupported"
-    reasoning: bool = False
     prefill: str = ""  # assistant prefill for letter scoring (empty think block for reasoning models)
     api_base: str = ""
     note: str = ""
@@ -79,9 +62,9 @@ REGISTRY: dict[str, ModelEntry] = {e.alias: e for e in [
                note="needs trust_remote_code, which transformers does not load natively; serve it with vLLM "
                     "(vllm serve openbmb/MiniCPM-o-4_5 --trust-remote-code) and use --posbias-model openai:NAME "
                     "--posbias-api-base URL"),
-    ModelEntry("glm41v-9b-thinking", "zai-org/GLM-4.1V-9B-Thinking", "glm4v", reasoning=True, prefill=EMPTY_THINK,
+    ModelEntry("glm41v-9b-thinking", "zai-org/GLM-4.1V-9B-Thinking", "glm4v", prefill=EMPTY_THINK,
                note="reasoning model: empty think block prefilled for letter scoring", params_b=10.3),
-    ModelEntry("mimo-vl-7b-rl", "XiaomiMiMo/MiMo-VL-7B-RL", "qwen2_5_vl", reasoning=True, prefill=EMPTY_THINK,
+    ModelEntry("mimo-vl-7b-rl", "XiaomiMiMo/MiMo-VL-7B-RL", "qwen2_5_vl", prefill=EMPTY_THINK,
                note="reasoning model (Qwen2.5-VL architecture): empty think block prefilled for letter scoring",
                params_b=8.3),
     ModelEntry("llava-video-7b", "llava-hf/LLaVA-Video-7B-Qwen2-hf", "llava_onevision", note="VideoSTF", params_b=8.0),
@@ -118,7 +101,12 @@ class ResolvedModel:
 
     @property
     def prefill(self) -> str:
+        """The assistant prefill for letter scoring (the registry entry's; empty without one)."""
         return self.entry.prefill if self.entry else ""
+
+
+def _by_hf_id(hf_id: str) -> ModelEntry | None:
+    return next((e for e in REGISTRY.values() if e.hf_id == hf_id), None)
 
 
 def _family_from_dir(path: Path) -> tuple[str, str]:
@@ -156,10 +144,8 @@ def hub_cache_dir() -> str:
 
 def locate_hub_snapshot(repo_id: str, revision: str | None = None, *, spec: str) -> tuple[Path, str]:
     """The local snapshot folder of ``repo_id`` at ``revision`` (default ``main``) and its commit
-    hash, from the Hugging Face cache only (``snapshot_download(..., local_files_only=True)``: the
-    ``refs/REVISION`` file names the commit, ``snapshots/COMMIT`` holds the files). A repository
-    or revision not in the cache raises ModelLoadError naming ``spec``, the cache folder and the
-    command that downloads it; nothing is downloaded."""
+    hash, from the Hugging Face cache only (``snapshot_download(..., local_files_only=True)``);
+    ModelLoadError names ``spec``, the cache folder and the download command when it is missing."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
@@ -185,7 +171,7 @@ def _resolve_hub(spec: str, repo_id: str, revision: str | None, entry: ModelEntr
     the snapshot's ``config.json``, the registry entry (prefill, size) from the id."""
     folder, commit = locate_hub_snapshot(repo_id, revision, spec=spec)
     family, _ = _family_from_dir(folder)
-    entry = entry or next((e for e in REGISTRY.values() if e.hf_id == repo_id), None)
+    entry = entry or _by_hf_id(repo_id)
     return ResolvedModel(spec, "hf", str(folder), family, entry, hub_id=repo_id, revision=commit)
 
 
@@ -205,10 +191,8 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
     """Resolve a ``--model`` value without loading anything; raise ModelLoadError at start.
 
     ``locate``: find Hub ids and transformers registry aliases in the local Hugging Face cache
-    (:func:`locate_hub_snapshot`; the target is the snapshot folder, ``revision`` its commit).
-    False leaves an alias's target as its Hub id, for what needs no weights (``posbias plan``
-    counts tokens with a processor when one is cached), and leaves an ``ORG/NAME`` that is not a
-    directory unresolved as such."""
+    (the target is the snapshot folder, ``revision`` its commit); False leaves them as Hub ids,
+    for what needs no weights (``posbias plan``)."""
     if spec.startswith("sim:"):
         from ..errors import ConfigError
         from .sim import check_profile
@@ -238,9 +222,8 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
     if hub is not None and locate:
         return _resolve_hub(spec, hub["repo"], hub["rev"], None)
     if hub is not None:
-        return ResolvedModel(spec, "hf", hub["repo"], "",
-                             next((e for e in REGISTRY.values() if e.hf_id == hub["repo"]), None),
-                             hub_id=hub["repo"], revision=hub["rev"] or "")
+        return ResolvedModel(spec, "hf", hub["repo"], "", _by_hf_id(hub["repo"]), hub_id=hub["repo"],
+                             revision=hub["rev"] or "")
     if entry is None:
         if "/" in spec or spec.startswith((".", "~")):
             raise ModelLoadError(f"--posbias-model {spec}: no such checkpoint directory")
@@ -255,7 +238,6 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
     if locate:
         return _resolve_hub(spec, entry.hf_id, None, entry)
     return ResolvedModel(spec, "hf", entry.hf_id, entry.family, entry, hub_id=entry.hf_id)
-
 
 
 def _resolve_vllm(spec: str) -> ResolvedModel:
@@ -283,5 +265,4 @@ def _resolve_vllm(spec: str) -> ResolvedModel:
     if inner.startswith((".", "~", "/")) or hub is None:
         raise ModelLoadError(f"--posbias-model {spec}: {inner!r} is neither a checkpoint directory, a registry alias "
                              f"({', '.join(sorted(REGISTRY))}) nor a Hub id org/name")
-    entry = next((e for e in REGISTRY.values() if e.hf_id == inner), None)
-    return ResolvedModel(spec, "vllm", inner, "vllm", entry)
+    return ResolvedModel(spec, "vllm", inner, "vllm", _by_hf_id(inner))

@@ -3,37 +3,26 @@
 The simulated model really looks at the frames it is given (``sim_vision``): it detects
 the synthetic scene's objects, colours, motions and brief events from pixels and writes
 summaries and answers from what it saw, so sampling, phase, stressors and composition
-change its output for real. Profiles inject known effects on top:
+change its output for real. Profiles inject known effects on top (``t`` = temperature):
 
-===============  ==========================================================================
-profile          effect (documented sizes; ``t`` = temperature)
-===============  ==========================================================================
-``unbiased``     keeps every perceived fact; at t > 0 drops each with probability 0.08·t in
-                 every slot alike; never loops
-``primacy``      keeps a fact in slot p with probability 1 − 0.7·(p − 1)/(P − 1)
-                 (slot 1 full, last slot 30%): DPB < 0
-``recency``      the mirror image: DPB > 0
-``middle-weak``  keeps a fact in the middle slots of a four-video input (slots 2, 3) with
-                 probability 0.35: MEG ≈ −0.4 to −0.55 on the synthetic set's ActivityNet-style
-                 domains (−0.1 on News, where fragment coverage is partial anyway); P = 2 unaffected
-``looping``      a description loops with probability min(0.95, 0.30 + 4·d), d = share of
-                 adjacent frame pairs with a jump the motion does not explain (0 on clean
-                 synthetic clips; ~0.08 under Add, ~0.10 under Replace, ~0.55 under Shuffle;
-                 0 under Delete and Reverse: a skipped frame is a step within tolerance and
-                 reversed motion is still steady motion); 40% of loops run to the token cap
-``letter-bias``  when unsure of a multiple-choice answer, adds 0.8·(K − 1 − k) to the logit
-                 of the k-th letter (early letters preferred); sure answers are unaffected
-``dose,…``       ``sim:dose,GATE=VALUE[,…]``: built to produce a chosen population value of
-                 any gate's metric through the same pipeline (``sim_dose`` has the formulas);
-                 every other behaviour is exactly ``unbiased``
-===============  ==========================================================================
+* ``unbiased``: keeps every perceived fact; at t > 0 drops each with probability 0.08·t in every
+  slot alike; never loops;
+* ``primacy``: keeps a fact in slot p with probability 1 − 0.7·(p − 1)/(P − 1): DPB < 0;
+  ``recency`` the mirror image: DPB > 0;
+* ``middle-weak``: keeps a fact in slots 2 and 3 of a four-video input with probability 0.35
+  (MEG ≈ −0.4 to −0.55 on the ActivityNet-style domains, −0.1 on News); P = 2 unaffected;
+* ``looping``: a description loops with probability min(0.95, 0.30 + 4·d), d the share of
+  adjacent frame pairs with a jump the motion does not explain (0 on clean clips and under
+  Delete and Reverse, ~0.08 under Add, ~0.10 Replace, ~0.55 Shuffle); 40% of loops run to the cap;
+* ``letter-bias``: when unsure of a multiple-choice answer, adds 0.8·(K − 1 − k) to the logit of
+  the k-th letter;
+* ``dose,…``: ``sim:dose,GATE=VALUE[,…]`` produces a chosen population value of any gate's
+  metric through the same pipeline (``sim_dose``); everything else is exactly ``unbiased``.
 
 Any profile takes ``,latency=SECONDS`` (``sim:unbiased,latency=0.2``): a stand-in for a
-GPU-bound model, whose call holds the device, not the client's CPU. A batch of ``B`` requests
-(a ``generate`` or ``score_options`` call) then takes ``B × SECONDS`` of wall time, slept for
-what the simulation's own work has not used (a GPU decodes a batch in about the time of its
-items one after another once it is compute-bound; batching gains nothing here). The outputs,
-and the cache keys, are the profile's without the latency.
+GPU-bound model. A batch of ``B`` requests then takes ``B × SECONDS`` of wall time, slept for
+what the simulation's own work has not used (a compute-bound GPU decodes a batch in about the
+time of its items one after another). Outputs and cache keys are the profile's without it.
 
 Every profile answers multiple-choice questions from what it perceived (sure: 0.85 on the
 perceived option), and is unsure on questions the frames cannot answer (their content
@@ -64,8 +53,11 @@ from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec, FrameStore
 from ..video.synthetic import MOTION_PHRASE
 from .sim_dose import (
+    Dose,
     confusion_prob,
+    is_dose,
     mu_for,
+    parse_dose,
     rescued,
     sentence_drops,
     slot_keep,
@@ -74,7 +66,6 @@ from .sim_dose import (
     thin_scale,
     uses_rescue,
 )
-from .sim_dose_parse import Dose, is_dose, parse_dose
 from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
 from .sim_mcq import (
     OPTION_LINE,
@@ -133,8 +124,8 @@ def check_profile(profile: str) -> None:
 
 @functools.cache
 def _code_digest() -> str:
-    """Digest of the simulator's source (this module and ``sim_vision``): part of the
-    revision, so the generation cache never serves outputs of an older simulator."""
+    """Digest of the simulator's source modules: part of the revision, so the generation cache
+    never serves outputs of an older simulator."""
     from . import sim_dose, sim_draws, sim_mcq, sim_vision
 
     h = hashlib.sha256()
@@ -142,19 +133,18 @@ def _code_digest() -> str:
         h.update(Path(mod).read_bytes())
     return h.hexdigest()[:12]
 
+
 # documented effect sizes
 UNBIASED_DROP_PER_TEMPERATURE = 0.08
 PRIMACY_SLOPE = 0.7
 MIDDLE_KEEP = 0.35
-LOOP_BASE = {"looping": 0.30}
+LOOP_BASE = 0.30
 LOOP_PER_DISCONTINUITY = 4.0
 LOOP_SEVERE_SHARE = 0.4
 
 
-
 class _BoundedCache(OrderedDict[K, V]):
-    """A dict that forgets its oldest entries past ``limit`` (insertion order; a view is never
-    stale, only recomputed when evicted)."""
+    """A dict that forgets its oldest entries past ``limit`` (insertion order)."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()
@@ -178,9 +168,8 @@ def _spec_digest(spec: FrameSpec) -> str:
     return hashlib.sha256(json.dumps(spec.key(), sort_keys=True).encode()).hexdigest()
 
 
-def _frames_json(r: Request) -> str:
-    """The frame keys of a request's video parts as JSON (sorted keys): part of its random stream's seed."""
-    return json.dumps([p.frames.key() for p in r.parts if isinstance(p, VideoPart)], sort_keys=True)
+def _videos(r: Request) -> list[VideoPart]:
+    return [p for p in r.parts if isinstance(p, VideoPart)]
 
 
 _SENTENCES = re.compile(r"in (\d+) sentences?")
@@ -205,10 +194,6 @@ class SimBackend:
         self._rng_profile = "unbiased" if self.dose is not None else profile
         self._stress = stressor_params(self.dose) if self.dose is not None else None
         self.store = store
-        # process-wide: a view depends on the pixels only (content hashes), so every backend
-        # (each dose model of a calibration run) and every run of the process shares it
-        self._views = _VIDEO_VIEWS
-        self._frame_views = _FRAME_VIEWS
 
     def identity(self) -> Mapping[str, Any]:
         """Backend ``sim``, the profile as model id, and a revision naming the simulator's source
@@ -219,49 +204,42 @@ class SimBackend:
     def close(self) -> None:
         """Nothing to release: the view caches are process-wide and bounded (``_BoundedCache``)."""
 
-    # -- perception
     def _view(self, part: VideoPart) -> VideoView:
-        """The video's view; each frame is read once per process (variants reuse frames, and
-        every backend of the process shares the views: they depend on the pixels only)."""
+        """The video's view; each frame is read once per process (variants reuse frames)."""
         spec = part.frames
         key = _spec_digest(spec)
-        hit = self._views.get(key)
+        hit = _VIDEO_VIEWS.get(key)
         if hit is not None:
             return hit
         touched = {p for op in spec.ops for p in op.positions}
         fkeys: list[tuple[str, int, int | None, str] | None] = [
             None if j in touched else (spec.sources[s].key(), i, spec.size, spec.aspect)
             for j, (s, i) in enumerate(spec.frames)]
-        views: list[FrameView | None] = [self._frame_views.get(k) if k is not None else None for k in fkeys]
+        views: list[FrameView | None] = [_FRAME_VIEWS.get(k) if k is not None else None for k in fkeys]
         missing = [j for j, v in enumerate(views) if v is None]
         if (missing and spec.size is not None and spec.aspect == "stretch"
                 and all(fkeys[j] is not None for j in missing)):
             # only untouched frames are new: decode just those (each once), not the whole spec; with a
             # fixed square size every frame is size x size, so no frame depends on another's shape
-            todo: dict[tuple[str, int, int | None, str], tuple[int, int]] = {}
+            todo: dict[Any, tuple[int, int]] = {}  # frame key -> (source, index); no key is None here
             for j in missing:
-                fk = fkeys[j]
-                if fk is not None:
-                    todo.setdefault(fk, spec.frames[j])
+                todo.setdefault(fkeys[j], spec.frames[j])
             sub = replace(spec, frames=tuple(todo.values()), ops=(), records=())
             got = {fk: view_frame(frame) for fk, frame in zip(todo, self.store.materialize(sub), strict=True)}
-            self._frame_views.update(got)
+            _FRAME_VIEWS.update(got)
             for j in missing:
-                fk = fkeys[j]
-                if fk is not None:
-                    views[j] = got[fk]
+                views[j] = got[fkeys[j]]
         elif missing:
             frames = self.store.materialize(spec)
             for j in missing:
                 views[j] = view_frame(frames[j])
                 fk = fkeys[j]
                 if fk is not None:
-                    self._frame_views[fk] = views[j]  # type: ignore[assignment]
+                    _FRAME_VIEWS[fk] = views[j]  # type: ignore[assignment]
         view = summarize([v for v in views if v is not None])
-        self._views[key] = view
+        _VIDEO_VIEWS[key] = view
         return view
 
-    # -- protocol
     def _hold(self, n: int, t_batch: float) -> None:
         """Sleep until ``n × latency`` seconds have passed since ``t_batch`` (no CPU used)."""
         rest = self.latency * n - (time.perf_counter() - t_batch)
@@ -293,14 +271,13 @@ class SimBackend:
         self._hold(len(requests), t_batch)
         return out
 
-    # -- behaviour
     def _request_rng(self, r: Request, *extra: Any) -> np.random.Generator:
-        frames = _frames_json(r)
+        frames = json.dumps([p.frames.key() for p in _videos(r)], sort_keys=True)
         seed = r.seed if not r.decoding.greedy else "greedy"
         return seeded_rng(self._rng_profile, frames, r.prompt_text, seed, r.decoding.temperature, *extra)
 
     def _text(self, r: Request) -> tuple[str, str]:
-        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        videos = _videos(r)
         prompt = r.prompt_text
         if OPTION_LINE.search(prompt) and re.search(r"option", prompt, re.I):
             probs = self._content_probs(r)
@@ -326,12 +303,7 @@ class SimBackend:
         m = _SENTENCES.search(prompt)
         n_sent = int(m.group(1)) if m else 3
         news = "news video" in prompt
-        labels = []
-        for p in r.parts:
-            if isinstance(p, TextPart):
-                lm = _LABEL.match(p.text)
-                if lm:
-                    labels.append(int(lm.group(1)))
+        labels = [int(lm.group(1)) for p in r.parts if isinstance(p, TextPart) and (lm := _LABEL.match(p.text))]
         if len(labels) != len(videos):
             labels = list(range(len(videos)))
         target = _TARGET.search(prompt)
@@ -364,12 +336,9 @@ class SimBackend:
             if dropped[slot] and thin:  # a thinning dose drops the slot's first written sentence only
                 sents = sents[1:] if len(sents) > 1 and sents[0] != _GENERIC else ["..."]
             elif dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)
-                # when every slot is dropped, a coverage dose writes a sentence with no fact in it
-                # instead: the answer stays a scored answer of zero coverage, so the mean coverage is
-                # μ·w below μ/P too (an all-placeholder answer is a lost unit, never scored). Named by a
-                # digest of the video (one text for every input would be a constant answer); no word
-                # of it occurs in the synthetic references. Only then: beside a kept slot's text such
-                # a sentence would score on News' fragment coverage
+                # when every slot is dropped, a coverage dose writes a fact-free sentence instead, so the
+                # answer is scored (zero coverage) rather than lost (sim_dose); named by a digest of the
+                # video so answers differ, in words absent from the synthetic references
                 sents = ([f"Details omitted, clip {part.frames.primary.key()[:6]}."]
                          if all(dropped) and self.dose is not None and self.dose.get("coverage") is not None
                          else ["..."])
@@ -406,11 +375,8 @@ class SimBackend:
         fs = facts(view)
         sents = [f.text for f in fs] or ["The video shows an empty scene."]
         rng = self._request_rng(r, "loop")
-        p_loop = 0.0
-        if self.profile in LOOP_BASE:
-            base = LOOP_BASE[self.profile]
-            slope = LOOP_PER_DISCONTINUITY if self.profile == "looping" else 0.0
-            p_loop = min(0.95, base + slope * view.discontinuity)
+        looping = self.profile == "looping"
+        p_loop = min(0.95, LOOP_BASE + LOOP_PER_DISCONTINUITY * view.discontinuity) if looping else 0.0
         dosed = self._dose_loops(r, video)
         if not dosed and (rng.random() >= p_loop or not view.objects):
             return " ".join(sents), "stop"
@@ -443,12 +409,11 @@ class SimBackend:
             return False
         return bool(self._request_rng(r, "dose-stress").random() < self._stress.rho)
 
-    # -- multiple choice (sim_mcq)
     def _content_probs(self, r: Request) -> dict[str, float]:
         """Probability of each option *text* (independent of the letters it sits under), a
         flip/phase/parity dose applied (``sim_mcq.content_probs`` / ``dose_shift``)."""
         question, opts = parse_mcq(r.prompt_text)
-        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        videos = _videos(r)
         texts = [t for _, t in opts]
         if not texts:
             return {}
@@ -462,7 +427,7 @@ class SimBackend:
         probs = self._content_probs(r) if probs is None else probs
         letters = list(r.letters) or [k for k, _ in opts]
         by_letter = dict(opts)
-        videos = [p for p in r.parts if isinstance(p, VideoPart)]
+        videos = _videos(r)
         probs = dose_order(self.dose, question, videos[0] if videos else None, probs, letters, by_letter)
         return letter_logprobs(probs, letters, by_letter, letter_bias=self.profile == "letter-bias")
 

@@ -1,104 +1,78 @@
 """Dose-controlled simulated models: ``sim:dose,GATE=VALUE[,GATE=VALUE…]`` (docs/design.md section 7).
 
-A dose names, for one or more gates, the population value of the gate's metric that the
-simulated model is built to produce on the synthetic set. The effect always arises through
-the real pipeline (frames → text → judge/parse → metric); this module only turns the targets
-into the behaviour parameters the simulator (``sim.py``) acts on, with the formulas below (the dose
-string itself is read and checked by :mod:`~pytest_posbias.models.sim_dose_parse`, whose names this
-module re-exports).
-Gates not named behave as ``sim:unbiased`` (``sim:dose,meg=0`` writes exactly what
-``sim:unbiased`` writes: the dose draws its randomness from separate streams).
+A dose names, for one or more gates, the population value of the gate's metric the simulated
+model is built to produce on the synthetic set; the effect arises through the real pipeline
+(frames → text → judge/parse → metric). This module reads the dose (:func:`parse_dose`) and
+turns its targets into the behaviour parameters ``sim.py`` acts on. Gates not named behave as
+``sim:unbiased`` (the dose draws its randomness from separate streams). Measured accuracy:
+docs/simulated-models.md.
 
-Positional gates (per slot p = 1..P of a multi-video answer). The slot keeps its whole
-summary with probability w_p and otherwise writes a placeholder (``...``, scored zero
-coverage by the alignment), so E[C_p] = μ·w_p exactly, μ = the unbiased model's mean slot
-coverage on that configuration (``MU``, measured). With a ``dpb`` or ``meg`` target, an answer
-that would drop every slot keeps one of the slots of largest w_p (an answer with no slot
-covered is a lost unit for DPB and MEG); the w_p below are then the kept shares
-E[B_p] = w_p + ∏(1 − w_q)/|those slots|, from which the keep-probabilities are solved
-(:func:`kept_share`, :func:`uses_rescue`):
+Positional gates (per slot p = 1..P of a multi-video answer). The slot keeps its summary with
+probability w_p, else writes a placeholder (``...``, zero coverage), so E[C_p] = μ·w_p, μ the
+unbiased model's mean slot coverage on the configuration (``MU``, measured). With a ``dpb`` or
+``meg`` target an answer that would drop every slot keeps one of the slots of largest w_p (an
+answer with no slot covered is a lost unit); the w_p are then solved so that the kept shares
+E[B_p] = w_p + ∏(1 − w_q)/|those slots| meet the formulas (:func:`kept_share`):
 
 * ``meg`` m (P = 4): m < 0: w_2 = w_3 = 1 + m/μ; m > 0: w_1 = w_4 = 1 − m/μ; so
-  E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m. For |m| <= L (``FIRST_LOSS``, the mean coverage
-  a slot loses with its first written sentence, measured) a "dropped" slot loses only its first
-  written sentence and w uses L in place of μ (:func:`sentence_drops`), and the dosed slots are
-  thinned per clip (``sim_draws.set_strata`` ``by_clip``): many small, alike units instead of a few
-  whole summaries;
-* ``coverage`` c: every w_p scaled so that the mean coverage μ·mean(w) = c (c <= μ); in an
-  answer with every slot dropped the slots write a sentence with no fact (``Details omitted,
-  clip …``) instead of the placeholder, so it is scored (zero coverage) rather than lost, and c
-  below μ/P is reachable;
+  E[MEG] = μ·((w_2 + w_3)/2 − (w_1 + w_4)/2) = m. For |m| <= L (``FIRST_LOSS``) a dropped slot
+  loses only its first written sentence and L replaces μ (:func:`sentence_drops`);
+* ``coverage`` c: every w_p = c/μ (c <= μ); an answer with every slot dropped writes a sentence
+  with no fact (``Details omitted, clip …``) instead of placeholders, so it is scored (zero
+  coverage), not lost, and c below μ/P is reachable;
 * ``dpb`` d: a linear slope w_p ← w_p·(1 − |γ|·(1 − sign(γ)·α_p)/2), α_p = (2p − P − 1)/(P − 1),
   γ solved by bisection so that E[Σ α_p B_p / Σ B_p] = d over independent B_p ~ Bernoulli(w_p)
-  (the kept slots' coverage taken as equal, so μ cancels); a linear slope leaves MEG at 0. At
-  P = 2 with |d| <= D/2 (``FIRST_DPB``, the mean DPB effect of thinning every first slot by its first
-  written sentence, measured) the first slot (d > 0; the second for d < 0) is thinned by its first
-  sentence with probability |d|/D and the other slot always kept (:func:`sentence_drops`), per
-  clip as for MEG;
+  (:func:`expected_dpb`); a linear slope leaves MEG at 0. At P = 2 with |d| <= D/2 (``FIRST_DPB``)
+  the first slot (d > 0; the second for d < 0) loses its first sentence with probability |d|/D
+  and the other slot is always kept (:func:`sentence_drops`);
 * ``contamination`` x: a kept slot describes another slot's video (chosen uniformly) with
-  probability q = (x − x0)/(κ − x0), x0 the unbiased contaminated-slot rate and κ the rate
-  among such confused slots (``CONTAMINATION``, measured); this also lowers that slot's own
-  coverage (a confused slot covers little of its own reference).
+  probability q = (x − x0)/(κ − x0), x0 the unbiased contaminated-slot rate and κ the rate among
+  confused slots (``CONTAMINATION``, measured).
 
-The keep and confusion decisions are stratified over the synthetic set's instances, so the
-set's share of dropped (confused) cells is the dose's to within about one cell; their uniforms
-come from ``sim_draws`` (:func:`~.sim_draws.set_strata`, and outside the synthetic set
-:func:`~.sim_draws.rotation_strata` over the cyclic orders of one group).
+The keep and confusion decisions draw stratified uniforms from ``sim_draws``, so the set's share
+of dropped (confused) cells is the dose's to within about one cell.
 
-Multiple-choice gates. A share of the items, chosen by a low-discrepancy sequence over the
-item (so the share on the set is the target, not a random draw), answers differently by
-condition. The answer is moved in content space (the options' texts sorted) by a shift:
+Multiple-choice gates. A share of the items, chosen by a low-discrepancy sequence (so the share
+on the set is the target, not a random draw), moves its answer in content space (the options'
+texts sorted) by a shift; the shifted answer gets ``SHIFTED_PROB`` (0.55), the original
+``ORIGINAL_PROB`` (0.40):
 
-* ``flip`` f: the item's answer is shifted by k under sampler k of (left, midpoint,
-  endpoint, fps) at any budget, so every sampler pair disagrees; share (f − f0)/(1 − f0);
-* ``phase`` f: shifted by s under phase grid s of the S = 3 grids (grid 0 is the left
-  sampler, unshifted), so every phase pair disagrees; the shifted answer gets 0.55, the
-  original 0.40, so PhaseFusion (mean over the grids) keeps the original answer;
-* ``order`` f: when the believed option sits under one of the last two letters, the model
-  picks the option under letter A (0.55 vs 0.40), so its answers change with the option
-  order (in at least one of ten orderings with probability 1 − 0.6^10 ≈ 0.994, ``ORDER_HIT``)
-  while the plurality over orderings stays the believed option; share f/ORDER_HIT;
-* ``parity`` p: the item's answer is shifted by one in every condition and every ordering
-  (0.55 vs 0.40), so its consensus answer differs from ``sim:unbiased``'s on a share p of the
-  items: ``--posbias-model sim:dose,parity=p --posbias-parity sim:unbiased`` has a changed-answer
-  share of p and (both deterministic) a re-run floor of 0. Coverage and repetition parity use the
-  ``coverage`` and ``repetition`` doses against ``sim:unbiased`` (a drop of μ − c, a rise of r).
+* ``flip`` f: shifted by k under sampler k of ``SAMPLER_SHIFT`` at any budget, so every sampler
+  pair disagrees; share (f − f0)/(1 − f0);
+* ``phase`` f: shifted by s under phase grid s of the ``PHASES`` grids, so every phase pair
+  disagrees while PhaseFusion (mean over the grids) keeps the original answer;
+* ``order`` f: when the believed option sits under one of the last two letters, the model picks
+  the option under letter A, so some of ten orderings change the answer with probability
+  ``ORDER_HIT`` = 1 − 0.6^10 while the plurality stays the believed option; share f/ORDER_HIT;
+* ``parity`` p: shifted by one in every condition and ordering, so the consensus answer differs
+  from ``sim:unbiased``'s on a share p of the items (a re-run floor of 0: both deterministic).
+  Coverage and repetition parity use the ``coverage`` and ``repetition`` doses.
 
-Description gates (``Please describe this video``), per video v (by a low-discrepancy
-sequence over the synthetic set's videos, a hash elsewhere):
+Description gates (``Please describe this video``), per video (a low-discrepancy sequence over
+the synthetic set's videos, a hash elsewhere):
 
-* ``repetition`` r: the video's descriptions loop on every input (clean or stressed) with
-  share r, so clean RR = r and its stressed outputs loop too (amplification 0);
-* ``stressor`` s and ``attack`` a: a share σ of the videos is susceptible; on temporally
-  irregular frames (a stressor's variant: not one clip's increasing, evenly spaced frames
-  from the first to the last, which the model reads from the frames' index barcode) a
-  susceptible video's description loops with probability ρ per variant. Over the benign
-  videos E[amplification] = (1 − r)·σ·ρ = s and ASR within the cap K = 30 is
-  σ·(1 − (1 − ρ)^K) = a (ρ solved by bisection). Only ``attack``: ρ = 0.15 (the walk
-  almost always finds a loop; amplification leaks 0.15·σ·(1 − r)); only ``stressor``: ρ = 1,
-  σ = s/(1 − r), so ASR = σ. The attack target holds for the stressors walked to the cap
-  (Add, Replace, Shuffle, Delete 2); Delete 1 is walked over its T variants and Reverse has one
-  (ASR = σ·ρ).
+* ``repetition`` r: the video's descriptions loop on every input with share r (clean RR = r,
+  amplification 0);
+* ``stressor`` s and ``attack`` a: a share σ of the videos is susceptible; on temporally irregular
+  frames (:func:`temporally_irregular`) a susceptible video's description loops with probability
+  ρ per variant. E[amplification] = (1 − r)·σ·ρ = s and ASR within the cap K = 30 is
+  σ·(1 − (1 − ρ)^K) = a (ρ by bisection). Only ``attack``: ρ = 0.15; only ``stressor``: ρ = 1,
+  σ = s/(1 − r). The attack target holds for the stressors walked to the cap (Add, Replace,
+  Shuffle, Delete 2); Delete 1 is walked over its T variants and Reverse has one (ASR = σ·ρ).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise, product
 from typing import Any
 
 from ..errors import ConfigError
-from .sim_dose_parse import DOSE_GATES as DOSE_GATES
-from .sim_dose_parse import DOSE_RANGE as DOSE_RANGE
-from .sim_dose_parse import POSITIONAL_GATES as POSITIONAL_GATES
-from .sim_dose_parse import Dose as Dose
-from .sim_dose_parse import is_dose as is_dose
-from .sim_dose_parse import parse_dose as parse_dose
 
-# --------------------------------------------------------------------------- calibration constants
 # Measured on sim:unbiased on the synthetic set (default layout, seed 0) with
 #   posbias sim calibrate            (40 groups per configuration, seed 0; prints these tables)
 # MU: mean slot coverage per (domain, bucket, P) at the positional defaults (embed judge for the
@@ -171,7 +145,91 @@ SAMPLER_SHIFT = ("left", "midpoint", "endpoint", "fps")
 PHASES = 3
 
 
-# --------------------------------------------------------------------------- positional
+DOSE_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack",
+              "parity")
+POSITIONAL_GATES = ("dpb", "meg", "coverage", "contamination")
+# allowed targets (inclusive); the positional limits keep every keep-probability in [0, 1]
+DOSE_RANGE: dict[str, tuple[float, float]] = {
+    "dpb": (-0.6, 0.6), "meg": (-0.4, 0.4), "coverage": (0.0, 0.47), "contamination": (0.0, 0.5),
+    "flip": (0.0, 1.0), "phase": (0.0, 1.0), "order": (0.0, 0.99), "repetition": (0.0, 0.95),
+    "stressor": (0.0, 0.95), "attack": (0.0, 1.0), "parity": (0.0, 1.0),
+}
+_SHARES = "both set the per-slot keep shares w_p"
+_CONFUSED = "a confused slot covers little of its own video, so the contamination dose"
+# why two positional doses cannot both land (parse_dose refuses every pair)
+_CONFLICT: dict[frozenset[str], str] = {
+    frozenset(("dpb", "meg")): f"{_SHARES}: the DPB slope is solved on top of the MEG shares and the MEG target "
+                               "assumes the other slots keep their summaries",
+    frozenset(("dpb", "coverage")): f"{_SHARES}: at low coverage most answers drop every slot, and the rescue DPB "
+                                    "needs (a lost unit otherwise) moves that mass onto one slot",
+    frozenset(("meg", "coverage")): f"{_SHARES}: at low coverage most answers drop every slot, and the rescue MEG "
+                                    "needs (a lost unit otherwise) moves that mass onto the edge slots",
+    frozenset(("contamination", "dpb")): f"{_CONFUSED} changes the slot coverages the DPB keep shares are solved for",
+    frozenset(("contamination", "meg")): f"{_CONFUSED} scales the slot coverages the MEG keep shares are solved for",
+    frozenset(("contamination", "coverage")): f"{_CONFUSED} lowers the coverage the coverage dose sets",
+}
+
+
+@dataclass(frozen=True)
+class Dose:
+    """Targets per gate, in ``DOSE_GATES`` order."""
+
+    targets: tuple[tuple[str, float], ...]
+
+    def get(self, gate: str) -> float | None:
+        """The target of ``gate``, None when the dose does not name it."""
+        return dict(self.targets).get(gate)
+
+    def canonical(self) -> str:
+        """``dose,GATE=VALUE,…`` in a fixed order with exact float reprs (part of the revision)."""
+        return "dose," + ",".join(f"{g}={v!r}" for g, v in self.targets) if self.targets else "dose"
+
+
+def is_dose(profile: str) -> bool:
+    """Whether a sim profile string is a dose (``dose`` or ``dose,…``)."""
+    return profile == "dose" or profile.startswith("dose,")
+
+
+def parse_dose(profile: str) -> Dose:
+    """Parse ``dose,GATE=VALUE[,GATE=VALUE…]`` (without the ``sim:`` prefix); ConfigError names
+    the bad part, the allowed gates and their ranges.
+
+    At most one positional gate (``dpb``, ``meg``, ``coverage``, ``contamination``): they act on
+    the same slots, and each pair is refused with its reason (``_CONFLICT``). Any positional gate
+    combines with the multiple-choice gates (``flip``, ``phase``, ``order``, each on items drawn by
+    its own sequence) and the description gates (``repetition``, ``stressor``, ``attack``, solved
+    jointly by :func:`stressor_params`, refused when no (r, σ, ρ) meets all three).
+    """
+    if not is_dose(profile):
+        raise ConfigError(f"sim profile {profile!r} is not a dose; write sim:dose,GATE=VALUE[,GATE=VALUE...]")
+    allowed = ", ".join(f"{g} in [{lo:g}, {hi:g}]" for g, (lo, hi) in DOSE_RANGE.items())
+    seen: dict[str, float] = {}
+    for part in (p.strip() for p in profile.split(",")[1:]):
+        m = re.fullmatch(r"([a-z]+)\s*=\s*(\S+)", part)
+        if not m:
+            raise ConfigError(f"sim:{profile}: {part!r} is not GATE=VALUE; gates: {', '.join(DOSE_GATES)}")
+        gate, raw = m.group(1), m.group(2)
+        if gate not in DOSE_RANGE:
+            raise ConfigError(f"sim:{profile}: unknown gate {gate!r}; allowed gates: {', '.join(DOSE_GATES)}")
+        if gate in seen:
+            raise ConfigError(f"sim:{profile}: gate {gate!r} is given twice")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"sim:{profile}: {gate}={raw!r} is not a number; allowed: {allowed}") from None
+        lo, hi = DOSE_RANGE[gate]
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise ConfigError(f"sim:{profile}: {gate}={raw} is outside [{lo:g}, {hi:g}]; allowed: {allowed}")
+        seen[gate] = value + 0.0  # -0.0 -> 0.0
+    pos = [g for g in POSITIONAL_GATES if g in seen]
+    if len(pos) > 1:
+        a, b = pos[0], pos[1]
+        raise ConfigError(f"sim:{profile}: {a} and {b} cannot be dosed together: {_CONFLICT[frozenset((a, b))]}; "
+                          f"dose one of {', '.join(POSITIONAL_GATES)} per model (any of them combines with the "
+                          "multiple-choice and description gates)")
+    dose = Dose(tuple((g, seen[g]) for g in DOSE_GATES if g in seen))
+    stressor_params(dose)  # raises when infeasible
+    return dose
 
 
 def alphas(P: int) -> list[float]:
@@ -188,10 +246,8 @@ def rescued(w: Sequence[float]) -> list[int]:
 
 def uses_rescue(dose: Dose, P: int = 4) -> bool:
     """Whether an all-dropped answer keeps one slot: when the dose names ``dpb`` (or ``meg`` and
-    P = 4), whose
-    gates count an answer with no slot covered as a lost unit. A ``coverage`` or ``contamination``
-    dose alone does not rescue (its target holds exactly: its all-dropped answers are scored at
-    zero coverage, and its DPB/MEG gates see them as answers with no slot covered)."""
+    P = 4), whose gates count an answer with no slot covered as a lost unit. A ``coverage`` or
+    ``contamination`` dose does not rescue (its all-dropped answers are scored at zero coverage)."""
     return dose.get("dpb") is not None or (dose.get("meg") is not None and P == 4)
 
 
@@ -286,7 +342,6 @@ def _slot_keep(dose: Dose, P: int, mu: float, thin: bool) -> tuple[float, ...]:
     return tuple(w)
 
 
-
 def first_loss_for(domain: str | None, bucket: str | None, P: int) -> float:
     """The mean coverage a slot loses when its first written sentence is dropped (``FIRST_LOSS``)."""
     return FIRST_LOSS.get((domain or "", bucket or "", P), FIRST_LOSS_DEFAULT)
@@ -312,27 +367,12 @@ def sentence_drops(dose: Dose, P: int, scale: float) -> bool:
     """Whether a dose thins its dosed slots by their first written sentence instead of dropping
     whole summaries; ``scale`` is the effect of thinning every dosed slot (:func:`thin_scale`).
 
-    * a ``meg`` dose m at P = 4 with |m| <= L, L the coverage a slot loses with its first sentence
-      (``FIRST_LOSS``). MEG is linear in the slot coverages, so a dosed slot thinned with
-      probability x = |m|/L lowers E[C_p] by x·L = |m| (w = 1 − x in :func:`slot_keep` with L in
-      place of μ). Whole dropped summaries carry the whole slot's coverage (0 to 1 per slot), and
-      on 40 groups a MEG of −0.02 is about eight of them, whose own coverages set the realised
-      effect (10–17% off target on three P = 4 configurations). A first sentence covers one
-      reference sentence or none, so about three times as many, more alike, units carry the same
-      effect. Larger |m| keep the whole-summary drops (w = 1 − |m|/μ);
-    * a ``dpb`` dose d at P = 2 with |d| <= D/2 (``DPB_THIN_SHARE``), D the mean DPB effect of
-      thinning the first slot of every answer (``FIRST_DPB``). An instance's DPB depends on its own
-      slots only, so the mean over instances is linear in which instances are thinned: thinning
-      the first slot (d > 0; the
-      second for d < 0) with probability x = |d|/D moves E[DPB] by x·D = d. A dropped whole first
-      slot sets the instance's DPB to 1 (a move of about 1 from its unbiased ±0.3), so on 40 groups
-      a DPB of 0.05 is about four dropped slots, whose unbiased DPBs set the realised value (two of
-      six configurations outside ±10%); a thinned first slot moves its instance's DPB by about D,
-      so about eight times as many units carry the same effect. Beyond D/2 most instances are
-      thinned and the spread of their own effects (per-instance sd 0.07, 0.18 on News) sets the
-      realised value (dpb=0.1 thinned: 0.111 on news-short), while whole drops are then eight or
-      more dropped slots per 40 groups and land (0.096–0.102 at 0.1): larger |d| (and P = 4,
-      which lands with whole drop patterns) keep the whole-summary drops."""
+    A ``meg`` dose m at P = 4 with |m| <= L (``FIRST_LOSS``): MEG is linear in the slot coverages,
+    so thinning a dosed slot with probability x = |m|/L lowers E[C_p] by |m|. A ``dpb`` dose d at
+    P = 2 with |d| <= D·``DPB_THIN_SHARE`` (D = ``FIRST_DPB``): an instance's DPB depends on its own
+    slots only, so thinning the first slot (the second for d < 0) with probability |d|/D moves
+    E[DPB] by d. Thinning spreads a small effect over many alike units instead of a few whole
+    summaries; larger doses keep the whole-summary drops (why: docs/simulated-models.md)."""
     m = dose.get("meg")
     if m is not None and P == 4:
         return abs(m) <= scale
@@ -348,10 +388,6 @@ def confusion_prob(dose: Dose, domain: str | None, bucket: str | None, P: int) -
         return 0.0
     x0, kappa = CONTAMINATION.get((domain or "", bucket or "", P), (0.0, 1.0))
     return min(1.0, max(0.0, (x - x0) / (kappa - x0))) if kappa > x0 else 0.0
-
-
-# --------------------------------------------------------------------------- multiple choice
-
 
 
 def dosed_share(dose: Dose, gate: str) -> float:
@@ -385,9 +421,6 @@ def grid_class(indices: Sequence[int], frame_count: int, fps: float, n_sources: 
         except (ConfigError, ValueError):
             continue
     return 0, 0
-
-
-# --------------------------------------------------------------------------- descriptions
 
 
 def temporally_irregular(indices: Sequence[int], frame_count: int, n_sources: int) -> bool:

@@ -6,9 +6,7 @@ up to about one unit rather than a binomial draw around it:
 
 * multi-video slots on the synthetic set (:func:`set_strata`): in manifest order (the probe
   takes a prefix of a configuration's groups) the set's cells are dropped by systematic
-  sampling, so any prefix of M cells holds round(M·x) dropped cells (x = 1 − w_p), not a
-  binomial number. A dose at the threshold is about eight dropped middle slots on 40 groups,
-  where a binomial draw is typically off its target by a third;
+  sampling, so any prefix of M cells holds round(M·x) dropped cells (x = 1 − w_p);
 * multi-video slots elsewhere (:func:`rotation_strata`): stratified over the cyclic orders of
   one group;
 * items and videos (:func:`unit_uniform`): Weyl sequences over the synthetic set's unit index
@@ -21,10 +19,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from itertools import product
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,24 +33,44 @@ import numpy as np
 if TYPE_CHECKING:
     from ..video.compose import VideoPart
 
-@functools.lru_cache(maxsize=8)
-def _manifest_groups(manifest: str, mtime_ns: int) -> dict[tuple[str, ...], tuple[int, tuple[str, ...]]]:
-    """Per group of a manifest (key: its sorted video ids and P): its ordinal among the groups of
-    its configuration (domain, bucket, P) in manifest order, and its listed video order."""
-    import json
-    from pathlib import Path
+_Groups = dict[tuple[str, ...], tuple[int, tuple[str, ...]]]
+_Configs = dict[tuple[str, str, int], tuple[tuple[str, ...], ...]]
 
-    out: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {}
+
+@functools.lru_cache(maxsize=8)
+def _manifest(manifest: str, mtime_ns: int) -> tuple[_Groups, _Configs]:
+    """The groups of a manifest, read once per version (``mtime_ns``): per group (key: its sorted
+    video ids) its ordinal among its configuration's (domain, bucket, P) groups in manifest order
+    and its listed video order; per configuration its groups' listed orders (a repeated group
+    keeps its first place)."""
+    groups: _Groups = {}
     count: dict[tuple[str, str, int], int] = {}
+    configs: dict[tuple[str, str, int], list[tuple[str, ...]]] = {}
     for line in Path(manifest).read_text().splitlines():
         row = json.loads(line) if line.strip() else {}
         if row.get("type") != "group":
             continue
         cfg = (str(row.get("domain")), str(row.get("bucket")), int(row.get("P", 0)))
         vids = tuple(str(v) for v in row.get("videos", ()))
-        out.setdefault(tuple(sorted(vids)), (count.get(cfg, 0), vids))
+        if tuple(sorted(vids)) not in groups:
+            configs.setdefault(cfg, []).append(vids)
+        groups.setdefault(tuple(sorted(vids)), (count.get(cfg, 0), vids))
         count[cfg] = count.get(cfg, 0) + 1
-    return out
+    return groups, {k: tuple(v) for k, v in configs.items()}
+
+
+def _read_manifest(video_paths: Sequence[str]) -> tuple[_Groups, _Configs] | None:
+    """:func:`_manifest` of the ``manifest.jsonl`` beside the videos' folder; None when unreadable."""
+    manifest = PurePath(video_paths[0]).parent.parent / "manifest.jsonl"
+    try:
+        return _manifest(str(manifest), os.stat(manifest).st_mtime_ns)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _hash_uniform(text: str) -> float:
+    """A uniform in [0, 1) from the first 8 bytes of SHA-256 of ``text``."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") / 2.0**64
 
 
 def set_position(video_paths: Sequence[str]) -> tuple[int, int] | None:
@@ -58,21 +79,14 @@ def set_position(video_paths: Sequence[str]) -> tuple[int, int] | None:
     probe takes a prefix of it), i = n·P + j the instance index, j the cyclic order (slot p holds
     listed video (j + p) mod P). None when there is no such manifest, the group is not in it, or
     the slots are not a cyclic order of its listed videos."""
-    from pathlib import PurePath
-
     if len(video_paths) < 2:
         return None
     parent = PurePath(video_paths[0]).parent
-    manifest = parent.parent / "manifest.jsonl"
     ids = [PurePath(v).stem for v in video_paths]
     if parent.name != "videos" or any(PurePath(v).parent != parent for v in video_paths):
         return None
-    try:
-        import os
-
-        found = _manifest_groups(str(manifest), os.stat(manifest).st_mtime_ns).get(tuple(sorted(ids)))
-    except (OSError, ValueError, TypeError):
-        return None
+    read = _read_manifest(video_paths)
+    found = read[0].get(tuple(sorted(ids))) if read is not None else None
     if found is None:
         return None
     n, listed = found
@@ -104,10 +118,9 @@ def pattern_at(keep: Sequence[float], i: int) -> tuple[bool, ...]:
     """The drop pattern of instance i under a DPB slope, by the quota method over the patterns'
     probabilities π_k (:func:`drop_patterns`): instance t takes the pattern of largest deficit
     (t + 1)·π_k − c_k(t) (c_k: times taken before t; ties to the first), so over any prefix of M
-    instances every pattern is taken within one of M·π_k times. The joint law of the slots' drops
-    is then the independent one that the DPB formula (``sim_dose.expected_dpb``) averages over;
-    per-slot systematic samples would never drop two slots of one instance together, which
-    moves the realised DPB off the target (0.047 for 0.05 on every P = 4 configuration)."""
+    instances every pattern is taken within one of M·π_k times. The slots' drops then follow the
+    independent joint law ``sim_dose.expected_dpb`` averages over (per-slot systematic samples
+    would never drop two slots of one instance together)."""
     key = tuple(float(w) for w in keep)
     seq, counts = _PATTERN_SEQ.setdefault(key, ([], []))
     pats = drop_patterns(key)
@@ -121,61 +134,28 @@ def pattern_at(keep: Sequence[float], i: int) -> tuple[bool, ...]:
     return seq[i]
 
 
-@functools.lru_cache(maxsize=8)
-def _config_groups(manifest: str, mtime_ns: int) -> dict[tuple[str, str, int], tuple[tuple[str, ...], ...]]:
-    """Per configuration (domain, bucket, P) of a manifest, its groups' listed video orders in
-    manifest order (the order :func:`set_position` counts)."""
-    import json
-    from pathlib import Path
-
-    out: dict[tuple[str, str, int], list[tuple[str, ...]]] = {}
-    seen: set[tuple[str, ...]] = set()
-    for line in Path(manifest).read_text().splitlines():
-        row = json.loads(line) if line.strip() else {}
-        if row.get("type") != "group":
-            continue
-        cfg = (str(row.get("domain")), str(row.get("bucket")), int(row.get("P", 0)))
-        vids = tuple(str(v) for v in row.get("videos", ()))
-        if tuple(sorted(vids)) in seen:  # a repeated group keeps its first ordinal (as _manifest_groups)
-            continue
-        seen.add(tuple(sorted(vids)))
-        out.setdefault(cfg, []).append(vids)
-    return {k: tuple(v) for k, v in out.items()}
-
-
 def _clip_cell(video_paths: Sequence[str], n: int, i: int, slots: Sequence[int], slot: int) -> int | None:
-    """The index of the cell at ``slot`` of instance i (group n) in the configuration's cells listed
-    clip by clip: the cells are the ``slots`` of every instance of the configuration's groups, each
-    filled by the clip (j + p) mod P of its group's listed order; the clips in name order, a clip's
-    cells in manifest order. So the index is the cells of the clips before this one plus the
-    cell's occurrence index among its clip's cells (a prefix of the groups keeps every clip's first
-    cells at the same indices)."""
-    import os
-    from pathlib import PurePath
-
-    manifest = PurePath(video_paths[0]).parent.parent / "manifest.jsonl"
-    try:
-        by_cfg = _config_groups(str(manifest), os.stat(manifest).st_mtime_ns)
-    except (OSError, ValueError, TypeError):
+    """The index of the cell at ``slot`` of instance i (group n) among its configuration's cells
+    (:func:`_clip_order`); None outside the synthetic set's manifest."""
+    read = _read_manifest(video_paths)
+    if read is None:
         return None
     ids = tuple(sorted(PurePath(v).stem for v in video_paths))
-    groups = next((g for g in by_cfg.values() if n < len(g) and tuple(sorted(g[n])) == ids), None)
+    groups = next((g for g in read[1].values() if n < len(g) and tuple(sorted(g[n])) == ids), None)
     if groups is None:
         return None
-    P = len(groups[n])
-    clips = sorted({v for g in groups for v in g})
-    j = i - n * P
-    target = groups[n][(j + slot) % P]
-    count = 0
-    for gn in range(n + 1):
-        for jj in range(P):
-            if gn == n and jj == j:
-                break
-            count += sum(groups[gn][(jj + p) % P] == target for p in slots)
-    count += sum(groups[n][(j + p) % P] == target for p in slots if p < slot)
-    before = set(clips[: clips.index(target)])
-    start = sum(groups[gn][(jj + p) % P] in before for gn in range(len(groups)) for jj in range(P) for p in slots)
-    return start + count
+    return _clip_order(groups, tuple(slots))[(n, i - n * len(groups[n]), slot)]
+
+
+@functools.lru_cache(maxsize=64)
+def _clip_order(groups: tuple[tuple[str, ...], ...], slots: tuple[int, ...]) -> dict[tuple[int, int, int], int]:
+    """The index of each cell (group n, cyclic order j, slot p) of a configuration's ``slots`` listed
+    clip by clip: the clip filling it is (j + p) mod P of the group's listed order; clips in name
+    order, a clip's cells in manifest order, so a prefix of the groups keeps every clip's first
+    cells at the same indices."""
+    P = len(groups[0])
+    cells = [(groups[gn][(j + p) % P], gn, j, p) for gn in range(len(groups)) for j in range(P) for p in slots]
+    return {cell[1:]: k for k, cell in enumerate(sorted(cells, key=lambda cell: cell[0]))}
 
 
 def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float, *, by_clip: bool = False) -> Any:
@@ -183,28 +163,15 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
     instances (:func:`set_position`), or None (then :func:`rotation_strata`).
 
     A slot drops its summary when u(slot, "keep") >= w_slot and describes another slot's video when
-    u(slot, "confuse") < q. The slots of equal w (the middle or the edge pair of a MEG dose, every
-    slot of a coverage dose) form one sequence over the set, cell m = i·|S| + (slot's rank in S),
-    and so do all slots' confusion decisions (m = i·P + slot); cell m is dropped (confused) when an
-    integer lies in (m·x + ½, (m + 1)·x + ½], x = 1 − w (q): the count over any prefix of M cells
-    is round(M·x) (systematic sampling), so the set's share is the dose to within half a cell, not
-    a binomial draw.
-    MEG, coverage and contamination are linear in these indicators, so their joint law across
-    slots does not matter. A DPB slope (the slots' w all differ) needs the joint law of independent
-    slots (``sim_dose.expected_dpb``; DPB is not linear in the drops): each instance takes a whole drop
-    pattern from a low-discrepancy sequence over the patterns' probabilities (:func:`pattern_at`),
-    so every pattern, two slots dropped together included, occurs in its share of the instances.
-
-    ``by_clip`` (a ``sim_dose.sentence_drops`` dose): the systematic sample runs over the
-    configuration's dosed cells listed clip by clip instead (a clip's cells are its appearances in
-    a dosed slot in manifest order; :func:`_clip_cell`): every clip is thinned in its share of its
-    appearances (within one cell), so the realised loss is the share of every clip's own loss, not
-    of the few clips a single sequence in manifest order happens to hit (a configuration has 10
-    clips; the loss of a first sentence is mostly the clip's), and over the configuration's whole
-    manifest the thinned cells number round(M·x); one sample per clip, each rounded on its own, is
-    off by up to one cell per clip (−0.0172 for meg=-0.02 on leisure-long P = 4, 40 groups). A thinning DPB dose (P = 2,
-    one slot dosed) takes this path too: only one slot of an instance is ever thinned, so the
-    instances' DPBs are linear in the thinning indicators and no joint drop pattern is needed."""
+    u(slot, "confuse") < q. The slots of equal w form one sequence over the set, cell
+    m = i·|S| + (slot's rank in S), and so do all slots' confusion decisions (m = i·P + slot); cell
+    m is taken when an integer lies in (m·x + ½, (m + 1)·x + ½], x = 1 − w (q): any prefix of M
+    cells holds round(M·x) (systematic sampling). MEG, coverage and contamination are linear in
+    these indicators; a DPB slope (every w different) is not, so each instance takes a whole drop
+    pattern (:func:`pattern_at`). ``by_clip`` (a ``sim_dose.sentence_drops`` dose): one
+    systematic sample over the configuration's dosed cells listed clip by clip
+    (:func:`_clip_cell`), so every clip is thinned in its share of its appearances
+    (docs/simulated-models.md)."""
     if len(keep) > _MAX_STRATA_SLOTS:
         return None
     pos = set_position(video_paths)
@@ -254,8 +221,6 @@ def unit_index(video_path: str, question: str | None = None) -> int | None:
     """An integer index of a synthetic-set video, n = clip number · configurations + configuration
     (consecutive over the set for any clips per configuration), or of one of its questions,
     n·6 + question kind; None outside the synthetic set's naming and question kinds."""
-    from pathlib import PurePath
-
     from ..video.synthetic import configurations
 
     m = _SYN.fullmatch(PurePath(video_path).stem)
@@ -278,8 +243,6 @@ def group_rank(video_paths: Sequence[str]) -> int | None:
     numbers c_0 < c_1 < …, so ranks are consecutive over every possible group; times the number
     of configurations plus the configuration, so configurations do not share a rank. None when a
     video is not a synthetic clip or the clips come from different configurations."""
-    from pathlib import PurePath
-
     from ..video.synthetic import configurations
 
     cfgs = configurations()
@@ -304,8 +267,7 @@ def group_uniform(what: str, rank: int | None, fallback: str) -> float:
     step = _GROUP_STEPS.get(what)
     if rank is not None and step is not None:
         return (rank * step + (0.5 if what == "keep" else 0.25)) % 1.0
-    h = hashlib.sha256(fallback.encode()).digest()
-    return int.from_bytes(h[:8], "little") / 2.0**64
+    return _hash_uniform(fallback)
 
 
 def unit_uniform(stream: str, index: int | None, fallback: str) -> float:
@@ -315,31 +277,20 @@ def unit_uniform(stream: str, index: int | None, fallback: str) -> float:
     if index is not None:
         theta, beta = _WEYL[stream]
         return (index * theta + beta) % 1.0
-    h = hashlib.sha256(f"{stream}|{fallback}".encode()).digest()
-    return int.from_bytes(h[:8], "little") / 2.0**64
+    return _hash_uniform(f"{stream}|{fallback}")
 
 
 
 def rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) -> Any:
     """Stratified uniforms for a dose's slot decisions over the cyclic orders of one group.
 
-    The group is the set of its videos (content hashes) and the order's rotation index j is
-    the slot of the video with the smallest hash. Slot p of rotation j gets
-
-        u(p, j) = frac(V_p(group) + j/P)
-
-    so over the P rotations a slot's uniforms are one per stratum [k/P, (k+1)/P): the number
-    of dropped slots at p in a group is P·(1 − w_p) rounded up or down (expectation exact), not
-    a binomial draw, and V_p is uniform from a hash per (group, slot), independent across slots
-    (the DPB/MEG dose formulas average over independent B_p).
-
-    Where only the marginals matter (the confusion draw, and the keep draw when every slot has
-    the same w: a coverage or contamination dose), the group's P² (slot, rotation) cells are
-    stratified jointly, u(p, j) = frac(V(group) + j/P + p/P²), one per stratum [k/P², (k+1)/P²),
-    so the group's kept cells are P²·w rounded up or down; V(group) is then a Weyl value of the
-    group's rank among the P-subsets of its configuration's clips (:func:`group_uniform`),
-    so a set's groups spread it evenly (the set's share is the dose up to about one cell).
-    None (plain per-request draws) when the videos are not P distinct clips."""
+    The rotation index j is the slot of the video with the smallest content hash. Slot p of
+    rotation j gets u(p, j) = frac(V_p(group) + j/P), one per stratum [k/P, (k+1)/P) over the P
+    rotations, V_p a hash per (group, slot), independent across slots (as the DPB/MEG formulas
+    assume). Where only the marginals matter (the confusion draw; the keep draw when every slot
+    has the same w, ``joint_keep``) the P² cells are stratified jointly,
+    u(p, j) = frac(V(group) + j/P + p/P²), V(group) a Weyl value of the group's rank
+    (:func:`group_uniform`). None when the videos are not P distinct clips."""
     keys = [p.frames.primary.key() for p in videos]
     P = len(keys)
     if P < 2 or len(set(keys)) != P:
@@ -352,8 +303,7 @@ def rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) ->
         if what == "confuse" or joint_keep:
             v = group_uniform(what, rank, f"dose-strata|{what}|{group}")
             return (v + j / P + slot / P**2) % 1.0
-        h = hashlib.sha256(f"dose-strata|{what}|{group}|{slot}".encode()).digest()
-        return (int.from_bytes(h[:8], "little") / 2.0**64 + j / P) % 1.0
+        return (_hash_uniform(f"dose-strata|{what}|{group}|{slot}") + j / P) % 1.0
 
     return u
 

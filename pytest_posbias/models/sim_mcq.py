@@ -19,8 +19,7 @@ import numpy as np
 
 from ..video.compose import VideoPart
 from ..video.synthetic import EVENT_OPTION, MOTION_PHRASE
-from .sim_dose import ORIGINAL_PROB, SHIFTED_PROB, dosed_share, grid_class
-from .sim_dose_parse import Dose
+from .sim_dose import ORIGINAL_PROB, SHIFTED_PROB, Dose, dosed_share, grid_class
 from .sim_draws import seeded_rng, unit_index, unit_uniform
 from .sim_vision import VideoView
 

@@ -13,7 +13,7 @@ sentences the model can write about it.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,13 +29,12 @@ _MAX_DIST = 70.0
 
 @dataclass(frozen=True)
 class Blob:
-    """One colour blob of a frame: its palette colour, shape, centroid and area."""
+    """One colour blob of a frame: its palette colour, shape and centroid."""
 
     colour: str
     shape: str
     x: float  # centroid, fraction of width
     y: float  # centroid, fraction of scene height
-    area: float  # fraction of the scene area
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,6 @@ class ObjectTrack:
     first_colour: str
     last_colour: str
     motion: str  # left-to-right, right-to-left, top-to-bottom, bottom-to-top, static
-    frames_seen: int
 
 
 @dataclass(frozen=True)
@@ -66,8 +64,6 @@ class VideoView:
     events: tuple[str, ...]
     background: str | None
     discontinuity: float  # share of adjacent frame pairs with a jump the motion does not explain
-    n_frames: int
-    frames: tuple[FrameView, ...] = field(default=(), repr=False)
 
 
 def _shape(fill: float) -> str:
@@ -103,8 +99,7 @@ def view_frame(frame: NDArray[np.uint8]) -> FrameView:
         bw = xs.max() - xs.min() + 1
         bh = ys.max() - ys.min() + 1
         fill = ys.size / float(bw * bh)
-        blobs.append(Blob(name, _shape(fill), float(xs.mean() / px.shape[1]), float(ys.mean() / px.shape[0]),
-                          float(ys.size / total)))
+        blobs.append(Blob(name, _shape(fill), float(xs.mean() / px.shape[1]), float(ys.mean() / px.shape[0])))
     bg = flat[~ok]
     background = None
     if bg.shape[0]:
@@ -125,13 +120,12 @@ def _motion(xs: list[float], ys: list[float]) -> str:
 
 
 def view_video(frames: NDArray[np.uint8]) -> VideoView:
-    """Read a video's frames: object tracks (by shape), events, background, discontinuity."""
+    """Read a video's frames (:func:`summarize` of each frame's :func:`view_frame`)."""
     return summarize([view_frame(f) for f in frames])
 
 
 def summarize(views: list[FrameView]) -> VideoView:
     """A video's view from its frames' views (in the order shown)."""
-    n = len(views)
     tracks: dict[str, list[tuple[int, Blob]]] = {}
     for i, v in enumerate(views):
         for b in v.blobs:
@@ -143,12 +137,12 @@ def summarize(views: list[FrameView]) -> VideoView:
             continue  # a shape seen in one or two frames only (a foreign frame) is not an object of the video
         xs = [b.x for _, b in obs]
         ys = [b.y for _, b in obs]
-        objects.append(ObjectTrack(shape, obs[0][1].colour, obs[-1][1].colour, _motion(xs, ys), len(obs)))
+        objects.append(ObjectTrack(shape, obs[0][1].colour, obs[-1][1].colour, _motion(xs, ys)))
     objects.sort(key=lambda o: (o.shape != "circle", o.shape != "square", o.shape))
     events = tuple(sorted({v.event for v in views if v.event}))
     bgs = [v.background for v in views if v.background]
     background = max(set(bgs), key=bgs.count) if bgs else None
-    return VideoView(tuple(objects), events, background, _discontinuity(views), n, tuple(views))
+    return VideoView(tuple(objects), events, background, _discontinuity(views))
 
 
 def _discontinuity(views: list[FrameView]) -> float:
@@ -181,16 +175,6 @@ def _discontinuity(views: list[FrameView]) -> float:
     return bad / (len(views) - 1)
 
 
-# --------------------------------------------------------------------------- what it says
-
-_BG_PHRASE = {"cream": "cream", "light grey": "light grey", "sky blue": "sky blue", "dark blue": "dark blue"}
-
-
-def _article(word: str) -> str:
-    """The indefinite article for ``word``, capitalised."""
-    return "An" if word[0] in "aeiou" else "A"
-
-
 @dataclass(frozen=True)
 class Fact:
     """One statement the model can make about a video: its kind (object, change, event,
@@ -220,7 +204,7 @@ def facts(view: VideoView) -> list[Fact]:
     for i, o in enumerate(view.objects):
         c, s = o.first_colour, o.shape
         k = i % 3
-        a = _article(c)
+        a = "An" if c[0] in "aeiou" else "A"
         opener = _OPENERS[k].format(A=a, a=a.lower(), c=c, s=s)
         t = f"{opener} {_MOVES[o.motion][k]}."
         out.append(Fact("object", t, t))
@@ -233,6 +217,6 @@ def facts(view: VideoView) -> list[Fact]:
         news = "There is a white flash." if e == "flash" else "There is a sudden blackout."
         out.append(Fact("event", t, news))
     if view.background:
-        t = f"The shapes are shown on a plain {_BG_PHRASE.get(view.background, view.background)} background."
+        t = f"The shapes are shown on a plain {view.background} background."
         out.append(Fact("background", t, f"The shapes appear on a {view.background} backdrop."))
     return out

@@ -1,15 +1,10 @@
 """Tiny random-weight checkpoints of every supported transformers family, built offline.
 
-Each builder writes a real checkpoint directory (``config.json``, ``model.safetensors``,
-a byte-level BPE tokenizer trained locally with ``tokenizers`` that holds the family's
-special tokens, a chat template like the family's own, and the family's processor with
-defaults shrunk so a frame costs a handful of tokens), saved with ``save_pretrained``.
-The directory then loads through the same ``--model <dir>`` path a real checkpoint takes.
-
-The LLaVA-OneVision template, like the real one, renders all media before the text:
-the backend must keep the probe's interleaving anyway (tested).
-
-Used by the project's tests and benchmarks; ``posbias models tiny FAMILY DIR`` builds one.
+Each builder writes a real checkpoint directory (config, weights, a byte-level BPE tokenizer
+trained locally with the family's special tokens, a chat template like the family's own, and
+the family's processor shrunk so a frame costs a handful of tokens) that loads through the same
+``--model <dir>`` path as a real checkpoint. The LLaVA-OneVision template, like the real one,
+renders all media before the text. ``posbias models tiny FAMILY DIR`` builds one.
 """
 
 from __future__ import annotations
@@ -104,49 +99,39 @@ def _build_qwen(family: str) -> tuple[Any, Any]:
     tok = _tokenizer(list(_QWEN_SPECIALS), eos="<|im_end|>", pad="<|endoftext|>")
     ids = _ids(tok, _QWEN_SPECIALS)
     common: dict[str, Any] = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-                  vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-                  tie_word_embeddings=True)
+                                  vision_start_token_id=ids["<|vision_start|>"],
+                                  vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True)
+    vision: dict[str, Any]
     if family in ("qwen2_vl", "qwen2_5_vl"):
         ip = tf.Qwen2VLImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28,
                                       max_pixels=56 * 56)
         vp = tf.Qwen2VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28,
                                       max_pixels=56 * 56)
-        rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0}
+        text = _text_cfg(tok, ids, rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
+                                                    "rope_theta": 10000.0})
         if family == "qwen2_vl":
-            vision: dict[str, Any] = dict(depth=2, embed_dim=32, hidden_size=32, num_heads=4, patch_size=14,
-                                          spatial_merge_size=2,
+            vision = dict(depth=2, embed_dim=32, hidden_size=32, num_heads=4, patch_size=14, spatial_merge_size=2,
                           temporal_patch_size=2, mlp_ratio=2)
-            config = tf.Qwen2VLConfig(text_config=_text_cfg(tok, ids, rope_parameters=rope), vision_config=vision,
-                                      **common)
-            proc = tf.Qwen2VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp,
-                                       chat_template=_CHATML_QWEN)
+            config_cls, proc_cls = tf.Qwen2VLConfig, tf.Qwen2VLProcessor
         else:
             vision = dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=4, out_hidden_size=32, patch_size=14,
                           spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1])
-            config = tf.Qwen2_5_VLConfig(text_config=_text_cfg(tok, ids, rope_parameters=rope), vision_config=vision,
-                                         **common)
-            proc = tf.Qwen2_5_VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp,
-                                          chat_template=_CHATML_QWEN)
-        return config, proc
-    ip = tf.Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32,
-                                  max_pixels=64 * 64)
-    vp = tf.Qwen3VLVideoProcessor(patch_size=16, merge_size=2, temporal_patch_size=2,
-                                  size={"shortest_edge": 32 * 32, "longest_edge": 64 * 64 * 4})
-    rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "mrope_interleaved": True, "rope_theta": 10000.0}
-    vision3: dict[str, Any] = dict(depth=2, hidden_size=32, intermediate_size=32, num_heads=4, out_hidden_size=32,
-                                   patch_size=16,
-                  spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
-                                   deepstack_visual_indexes=[0, 1])
-    if family == "qwen3_vl":
-        text = _text_cfg(tok, ids, head_dim=8, rope_parameters=rope)
-        config = tf.Qwen3VLConfig(text_config=text, vision_config=vision3, **common)
-        proc = tf.Qwen3VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, chat_template=_CHATML_QWEN)
+            config_cls, proc_cls = tf.Qwen2_5_VLConfig, tf.Qwen2_5_VLProcessor
     else:
-        text = _text_cfg(tok, ids, head_dim=8, rope_parameters=rope, moe_intermediate_size=16, num_experts=4,
-                         num_experts_per_tok=2, decoder_sparse_step=1)
-        config = tf.Qwen3VLMoeConfig(text_config=text, vision_config=vision3, **common)
-        proc = tf.Qwen3VLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, chat_template=_CHATML_QWEN)
-    return config, proc
+        ip = tf.Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32,
+                                      max_pixels=64 * 64)
+        vp = tf.Qwen3VLVideoProcessor(patch_size=16, merge_size=2, temporal_patch_size=2,
+                                      size={"shortest_edge": 32 * 32, "longest_edge": 64 * 64 * 4})
+        rope = {"rope_type": "default", "mrope_section": [2, 1, 1], "mrope_interleaved": True, "rope_theta": 10000.0}
+        vision = dict(depth=2, hidden_size=32, intermediate_size=32, num_heads=4, out_hidden_size=32, patch_size=16,
+                      spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
+                      deepstack_visual_indexes=[0, 1])
+        moe = dict(moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2, decoder_sparse_step=1)
+        text = _text_cfg(tok, ids, head_dim=8, rope_parameters=rope, **(moe if family == "qwen3_vl_moe" else {}))
+        config_cls = tf.Qwen3VLConfig if family == "qwen3_vl" else tf.Qwen3VLMoeConfig
+        proc_cls = tf.Qwen3VLProcessor
+    config = config_cls(text_config=text, vision_config=vision, **common)
+    return config, proc_cls(image_processor=ip, tokenizer=tok, video_processor=vp, chat_template=_CHATML_QWEN)
 
 
 def _build_internvl() -> tuple[Any, Any]:

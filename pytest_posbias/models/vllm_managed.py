@@ -1,30 +1,19 @@
 """``--model vllm:SPEC``: serve the model with vLLM for the run and test it through the ``openai:`` pool.
 
-SPEC is a registry alias, a checkpoint directory or a Hugging Face Hub id. The run starts vLLM's
-OpenAI server on free loopback ports and talks to it with :class:`.openai_backend.OpenAIBackend`
-(several servers are data-parallel replicas of its :class:`.openai_pool.ReplicaRouter`):
+SPEC is a registry alias, a checkpoint directory or a Hub id. Placement, flags and command come
+from :mod:`.vllm_plan`; the servers listen on free loopback ports and are replicas of one
+:class:`.openai_backend.OpenAIBackend` (docs/vllm.md).
 
-* Placement, flags and command (``vllm_plan``): one server per visible GPU when the model fits
-  one GPU, else one tensor-parallel server (:func:`~.vllm_plan.plan_servers`); the run sets
-  ``--max-logprobs``, ``--limit-mm-per-prompt``, ``--seed`` and the served name, and
-  ``--posbias-vllm-args`` adds the rest (:func:`~.vllm_plan.server_args`); the command is
-  ``--posbias-vllm-command``, ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server`` or
-  ``vllm serve`` (:func:`~.vllm_plan.vllm_command`).
-* Lifetime (:class:`ManagedVllm`): started once per run (the xdist controller under ``-n``; the
-  workers get the URLs), each server under a small guard process (:data:`GUARD`) that leads its
-  own process group. The guard asks Linux for a signal when pytest dies
-  (``prctl(PR_SET_PDEATHSIG)`` through ctypes) and also reads its parent pid every 0.2 s; when
-  pytest is gone (killed with SIGKILL or SIGTERM), or when it is told to stop, it sends SIGTERM to
-  the whole group (the API server and its engine-core processes), then SIGKILL after a grace
-  period. The servers therefore never outlive pytest. Health: ``GET /health`` answers 200 and
-  ``GET /v1/models`` lists the served name, within a time limit (``--posbias-vllm-timeout``,
-  default :data:`DEFAULT_TIMEOUT_S`), with a progress line every :data:`PROGRESS_EVERY_S`; the log of
-  each server is kept under the run directory and its last lines are in the error when it exits
-  or times out before it is healthy.
-* Identity (:meth:`ManagedVllm.identity`): backend ``vllm``, the vLLM version (``GET /version``),
-  the engine arguments (ports and host left out), the dtype and the checkpoint revision: answers
-  of ``vllm:X`` and ``hf:X`` never share cache entries, and a new vLLM or new engine arguments
-  make new answers.
+* Lifetime (:class:`ManagedVllm`): started once per run (the xdist controller under ``-n``),
+  each server under a guard process (:data:`GUARD`) that leads its own process group and ends it
+  (SIGTERM, then SIGKILL after a grace period) when pytest dies (``prctl(PR_SET_PDEATHSIG)`` and
+  a parent-pid poll) or when told to stop, so the servers never outlive pytest. Healthy means
+  ``GET /health`` answers 200 and ``GET /v1/models`` lists the served name, within
+  ``--posbias-vllm-timeout``; a server that exits or times out first is reported with the last
+  lines of its log.
+* Identity (:meth:`ManagedVllm.identity`): backend ``vllm``, the vLLM version, the engine
+  arguments (without host and port), the dtype and the checkpoint revision, so ``vllm:X`` and
+  ``hf:X`` never share cache entries.
 """
 
 from __future__ import annotations
@@ -51,7 +40,6 @@ from .hf_loading import weight_bytes
 from .openai_backend import OpenAIBackend, api_settings
 from .registry import ResolvedModel
 from .vllm_plan import (
-    MANAGED_FLAGS,
     MAX_LOGPROBS,
     ServerPlan,
     arg_value,
@@ -62,32 +50,12 @@ from .vllm_plan import (
     server_args,
     visible_gpus,
     vllm_command,
-    without_flags,
 )
-
-__all__ = [  # the placement names (vllm_plan) stay importable from here
-    "DEFAULT_TIMEOUT_S",
-    "GUARD",
-    "MANAGED_FLAGS",
-    "ManagedVllm",
-    "ManagedVllmBackend",
-    "ServerPlan",
-    "engine_args",
-    "extra_args",
-    "make_backend",
-    "plan_servers",
-    "server_args",
-    "start_managed",
-    "visible_gpus",
-    "vllm_command",
-    "without_flags",
-]
 
 DEFAULT_TIMEOUT_S = 900.0  # a cold vLLM start (weights, CUDA graphs, the vision encoder's profile run)
 PROGRESS_EVERY_S = 15.0
 STOP_GRACE_S = 20.0  # SIGTERM to the group, then SIGKILL after this
 LOG_TAIL_LINES = 40
-WORKERINPUT_KEY = "posbias_vllm"
 
 # The guard: ``python -c GUARD PARENT_PID GRACE_S CMD...``. It leads its own process group (the
 # caller starts it with start_new_session), runs CMD in that group, and ends the group when its
@@ -141,7 +109,6 @@ class _Server:
     port: int
     gpus: str | None
     log_path: Path
-    command: list[str]
     proc: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
 
@@ -199,7 +166,7 @@ class ManagedVllm:
                 port = free_port()
                 cmd = [*self.command, *server_args(self.resolved.target, served=self.served, port=port, seed=self.seed,
                                                    tensor_parallel=self.plan.tensor_parallel, extra=self.args)]
-                srv = _Server(port, gpus, self.log_dir / f"vllm-{i}.log", cmd)
+                srv = _Server(port, gpus, self.log_dir / f"vllm-{i}.log")
                 env = dict(base_env)
                 if gpus is not None:
                     env["CUDA_VISIBLE_DEVICES"] = gpus
@@ -228,17 +195,13 @@ class ManagedVllm:
             for srv in list(waiting):
                 assert srv.proc is not None
                 if srv.proc.poll() is not None:
-                    raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()} exited before it "
-                                         "was healthy "
-                                         f"(log {srv.log_path}); its last lines:\n{self.log_tail(srv)}")
+                    raise self._failed(srv, f" exited before it was healthy (log {srv.log_path})")
                 if self._healthy(srv):
                     waiting.remove(srv)
             now = time.monotonic()
             if waiting and now - t0 > timeout:
-                srv = waiting[0]
-                raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()} was not healthy within "
-                                     f"{timeout:g} s (--posbias-vllm-timeout; log {srv.log_path}); its last lines:\n"
-                                     f"{self.log_tail(srv)}")
+                raise self._failed(waiting[0], f" was not healthy within {timeout:g} s (--posbias-vllm-timeout; "
+                                               f"log {waiting[0].log_path})")
             if waiting and progress is not None and now >= next_line:
                 progress(f"posbias: waiting for {len(waiting)} of {len(self.servers)} vLLM server(s) of "
                          f"{self.resolved.spec}: {now - t0:.0f} s of {timeout:g} s (log {waiting[0].log_path})")
@@ -267,10 +230,8 @@ class ManagedVllm:
             if not answer.get("choices"):
                 raise ValueError(f"no choices in {answer}")
         except (OSError, ValueError, urllib.error.URLError) as exc:
-            raise ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()}'s warm-up request (a "
-                                 "2-frame video, "
-                                 f"top-{MAX_LOGPROBS} logprobs) failed: {exc} (log {srv.log_path}); its last lines:\n"
-                                 f"{self.log_tail(srv)}") from None
+            raise self._failed(srv, f"'s warm-up request (a 2-frame video, top-{MAX_LOGPROBS} logprobs) failed: "
+                                    f"{exc} (log {srv.log_path})") from None
 
     def _healthy(self, srv: _Server) -> bool:
         try:
@@ -283,16 +244,17 @@ class ManagedVllm:
         except (OSError, urllib.error.URLError, ValueError, AttributeError):
             return False
 
+    def _failed(self, srv: _Server, what: str) -> ModelLoadError:
+        """The start-up error of ``srv`` (``what`` follows its label), with its log's last lines."""
+        return ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()}{what}; its last lines:\n"
+                              f"{self.log_tail(srv)}")
+
     @staticmethod
     def log_tail(srv: _Server, n: int = LOG_TAIL_LINES) -> str:
         """The last ``n`` lines of a server's log."""
         with contextlib.suppress(OSError):
             return "\n".join(srv.log_path.read_text(errors="replace").splitlines()[-n:])
         return ""
-
-    def pgids(self) -> list[int]:
-        """The process group of every server (its guard's pid)."""
-        return [s.proc.pid for s in self.servers if s.proc is not None]
 
     def stop(self) -> None:
         """SIGTERM every server's process group, SIGKILL what is left after the grace period; waits

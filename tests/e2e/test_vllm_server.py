@@ -294,7 +294,7 @@ def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, sma
     import shlex
     import socket
 
-    from pytest_posbias.models.vllm_managed import MANAGED_FLAGS, without_flags
+    from pytest_posbias.models.vllm_plan import MANAGED_FLAGS, without_flags
 
     ckpt = build_vllm_checkpoint(tmp_path / SERVED_NAME)
     project = tmp_path / "project"
@@ -366,7 +366,7 @@ def test_parity_of_vllm_managed_against_the_hf_checkpoint(vllm_py, small_set, tm
     explained (changed share, the reference's re-run floor, lost units), not its value."""
     import shlex
 
-    from pytest_posbias.models.vllm_managed import MANAGED_FLAGS, without_flags
+    from pytest_posbias.models.vllm_plan import MANAGED_FLAGS, without_flags
 
     ckpt = build_vllm_checkpoint(tmp_path / SERVED_NAME)
     project = tmp_path / "project"
