@@ -14,7 +14,7 @@ request and comes from the cache when that suite ran. An unparseable answer is a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -153,10 +153,4 @@ class McqProperty(ItemProperty[McqValue]):
         }
 
 
-def mcq_properties(ctx: ProbeContext, model: str, items: Sequence[McqItem], kind: str, spec: PhaseSpec, *,
-                   max_denominator: int = 12) -> list[McqProperty]:
-    """One property per item (``kind`` = order or phase)."""
-    return [McqProperty(ctx, model, it, kind, spec, max_denominator=max_denominator) for it in items]
-
-
-__all__ = ["MCQ_PROPERTIES", "McqProperty", "mcq_properties"]
+__all__ = ["MCQ_PROPERTIES", "McqProperty"]
