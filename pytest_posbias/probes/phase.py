@@ -35,7 +35,7 @@ from ..video.compose import TextPart, VideoPart
 from ..video.decode import TooShortError
 from ..video.sampling import frame_indices, polyphase_grids
 from . import conditions as C
-from .settings import DEFAULTS
+from .settings import DEFAULTS, spec_kwargs
 
 if TYPE_CHECKING:
     from ..gate_context import ProbeContext
@@ -66,10 +66,9 @@ class PhaseSpec:
     def from_settings(cls, settings: Mapping[str, Any]) -> PhaseSpec:
         """The spec of validated ``[tool.posbias.probes.phase]`` settings (:func:`~.settings.settings_for`);
         a key they lack keeps its default."""
-        kw = {k: settings[k] for k in ("items", "budget", "phases", "orderings", "resolution", "max_new_tokens")
-              if k in settings}
-        if "samplers" in settings:
-            kw["samplers"] = tuple(settings["samplers"])
+        kw = spec_kwargs("phase", cls, settings)
+        if "samplers" in kw:
+            kw["samplers"] = tuple(kw["samplers"])
         return cls(**kw)
 
     def key(self) -> str:

@@ -41,7 +41,7 @@ from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
 from ..video.sampling import frame_indices
-from .settings import DEFAULTS
+from .settings import DEFAULTS, spec_kwargs
 from .thumbnails import video_thumbnails
 
 if TYPE_CHECKING:
@@ -420,11 +420,7 @@ def _thumbnails(ctx: ProbeContext, inst: Mapping[str, Any]) -> list[str]:
 
 def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> PositionalSpec:
     """Apply ``[tool.posbias.probes.positional]`` settings to a spec."""
-    kw: dict[str, Any] = {}
-    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget",
-                "orders", "label_base"):
-        if key in settings:
-            kw[key] = settings[key]
+    kw = spec_kwargs("positional", PositionalSpec, settings)
     frames = f"frames_{spec.bucket}"  # the bucket's frame count; its default leaves ``frames`` unset
     if frames in settings and spec.frames is None:
         kw["frames"] = settings[frames] if settings[frames] != _DEFAULTS[frames] else None

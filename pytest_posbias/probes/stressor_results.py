@@ -25,7 +25,7 @@ from ..metrics import (
     severity,
 )
 from ..scoring import usable
-from .settings import DEFAULTS
+from .settings import DEFAULTS, spec_kwargs
 
 # The text metrics below are pure functions of the text; a run scores the same texts many times
 # (each sequential look re-reads earlier videos, the attack replays the variants, several doses
@@ -67,9 +67,7 @@ class StressorSpec:
     def from_settings(cls, settings: Mapping[str, Any], frames: int) -> StressorSpec:
         """The spec at ``frames`` frames of validated ``[tool.posbias.probes.stressor]`` settings
         (:func:`~.settings.settings_for`); a key they lack keeps its default."""
-        kw = {k: settings[k] for k in ("videos", "trials", "attack_cap", "max_new_tokens", "resolution")
-              if k in settings}
-        return cls(frames=frames, **kw)
+        return cls(**{**spec_kwargs("stressor", cls, settings), "frames": frames})
 
     def key(self) -> str:
         """The spec as a string (the repr of its fields): a memo key of the probe's results."""
