@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+T = TypeVar("T", str, int)
 
 
 def _int_ge(lo: int, why: str = "") -> Callable[[str, object], int]:
@@ -41,20 +43,12 @@ def _float_in(lo: float, hi: float, *, lo_open: bool = False, why: str = "") -> 
     return check
 
 
-def _choice(*allowed: str) -> Callable[[str, object], str]:
-    def check(where: str, v: object) -> str:
-        if v not in allowed:
-            raise ConfigError(f"{where} must be one of {', '.join(map(repr, allowed))}; got {v!r}")
-        return str(v)
-
-    return check
-
-
-def _int_choice(*allowed: int) -> Callable[[str, object], int]:
-    def check(where: str, v: object) -> int:
+def _choice(*allowed: T) -> Callable[[str, object], T]:
+    """One of ``allowed`` (strings or integers; a bool is never an integer here)."""
+    def check(where: str, v: object) -> T:
         if isinstance(v, bool) or v not in allowed:
-            raise ConfigError(f"{where} must be one of {', '.join(map(str, allowed))}; got {v!r}")
-        return int(v)
+            raise ConfigError(f"{where} must be one of {', '.join(map(repr, allowed))}; got {v!r}")
+        return allowed[allowed.index(v)]
 
     return check
 
@@ -128,7 +122,7 @@ SCHEMA: dict[str, dict[str, Callable[[str, object], Any]]] = {
         "placement": _choice("prompt-first", "video-first"),
         "budget": _choice("short", "base", "long"),
         "orders": _choice("cyclic", "full"),
-        "label_base": _int_choice(0, 1),
+        "label_base": _choice(0, 1),
     },
     "phase": {
         "items": _int_ge(2),
