@@ -403,7 +403,7 @@ def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> 
         rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain,
                "bucket": r.spec.bucket, "P": r.spec.P, "variant": r.spec.variant(), **inst, "slots": slots}
         if i in worst:
-            rec["thumbnails"] = _thumbnails(ctx, inst)
+            rec["thumbnails"] = [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
         ctx.observe("positional", rec)
     ctx.observe("positional", {
         "type": "summary", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
@@ -412,10 +412,6 @@ def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> 
         "contamination": r.contamination.tolist(), "allocation": r.allocation, "target": r.target,
         "n_leak_candidates": len(r.leakage), "problems": r.problems, "calls": r.calls,
     })
-
-
-def _thumbnails(ctx: ProbeContext, inst: Mapping[str, Any]) -> list[str]:
-    return [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
 
 
 def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> PositionalSpec:
