@@ -33,6 +33,7 @@ from ..metrics import consensus, spr_margin
 from ..scoring import usable
 from ..video.compose import TextPart, VideoPart
 from ..video.decode import TooShortError
+from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices, polyphase_grids
 from . import conditions as C
 from .settings import DEFAULTS, spec_kwargs
@@ -177,15 +178,19 @@ def _grid(ctx: ProbeContext, item: McqItem, condition: str, spec: PhaseSpec) -> 
 def _requests(ctx: ProbeContext, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]],
               spec: PhaseSpec, want: str, replicate: int = 0) -> list[Request]:
     frames = ctx.store.clip(item.path, _grid(ctx, item, condition, spec), size=spec.resolution, aspect="max-side")
-    letters = tuple(LETTERS[: len(item.options)])
-    out = []
-    for oi, perm in enumerate(perms):
-        parts = (VideoPart(frames, video_id=item.video), TextPart(mcq_prompt(item, perm)))
-        out.append(Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens), want=want,
-                           letters=letters if want != "text" else (), replicate=replicate,
-                           meta={"probe": "phase", "item": item.id, "condition": condition, "ordering": oi,
-                                 "perm": list(perm)}))
-    return out
+    meta = {"probe": "phase", "item": item.id, "condition": condition}
+    return [mcq_request(model, item, frames, perm, spec, want, {**meta, "ordering": oi, "perm": list(perm)}, replicate)
+            for oi, perm in enumerate(perms)]
+
+
+def mcq_request(model: str, item: McqItem, frames: FrameSpec, perm: Sequence[int], spec: PhaseSpec, want: str,
+                meta: dict[str, Any], replicate: int = 0) -> Request:
+    """The request for ``item`` on ``frames`` with its options in order ``perm`` (the phase probe's and
+    the multiple-choice search's, so the search's reference query is the probe's cached request)."""
+    letters = tuple(LETTERS[: len(item.options)]) if want != "text" else ()
+    parts = (VideoPart(frames, video_id=item.video), TextPart(mcq_prompt(item, perm)))
+    return Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens), want=want, letters=letters,
+                   replicate=replicate, meta=meta)
 
 
 def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
