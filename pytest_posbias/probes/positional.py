@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -183,7 +183,8 @@ def addressed_slots(al: Alignment) -> int:
 
 
 def _alignment(text: str, target: int | None, refs: list[list[str]], why: str | None, spec: PositionalSpec,
-               embed_sim: Any) -> tuple[Alignment | None, str | None]:
+               embed_sim: Callable[[Sequence[str], Sequence[str]], np.ndarray] | None
+               ) -> tuple[Alignment | None, str | None]:
     """A succeeded answer's slot alignment, or None and the cause that makes its instance lost
     (``why``, the answer's unusable reason, when given)."""
     if why is not None:
