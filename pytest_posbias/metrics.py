@@ -21,30 +21,10 @@ from numpy.typing import ArrayLike, NDArray
 from .errors import ConfigError
 
 __all__ = [
-    "STOPWORDS",
-    "FragmentMatch",
-    "consensus",
-    "cyclic_orders",
-    "dpb",
-    "dpb_per_instance",
-    "flip_rate",
-    "fragment_coverage",
-    "fragment_density",
-    "fragment_tokenizer",
-    "fragment_tokens",
-    "fragments",
-    "full_orders",
-    "information_density",
-    "information_entropy",
-    "length_matched_repetition_rate",
-    "max_ngram_count",
-    "meg",
-    "meg_per_instance",
-    "position_weights",
-    "repetition_intensity",
-    "repetition_rate",
-    "severity",
-    "spr_margin",
+    "STOPWORDS", "FragmentMatch", "consensus", "cyclic_orders", "dpb", "dpb_per_instance", "flip_rate",
+    "fragment_coverage", "fragment_density", "fragment_tokenizer", "fragment_tokens", "fragments", "full_orders",
+    "information_density", "information_entropy", "length_matched_repetition_rate", "max_ngram_count", "meg",
+    "meg_per_instance", "position_weights", "repetition_intensity", "repetition_rate", "severity", "spr_margin",
 ]
 
 # --------------------------------------------------------------------------- helpers
@@ -69,9 +49,9 @@ def _coverage_matrix(coverage: ArrayLike, *, name: str = "coverage") -> NDArray[
     return arr
 
 
-def _check_n(n: int, *, name: str = "n") -> None:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ConfigError(f"`{name}` must be an integer >= 1; got {n!r}")
+def _check_n(n: int, *, name: str = "n", lo: int = 1) -> None:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < lo:
+        raise ConfigError(f"`{name}` must be an integer >= {lo}; got {n!r}")
 
 
 def _check_text(text: object, *, name: str = "text") -> str:
@@ -240,22 +220,24 @@ def fragments(reference: str, summary: str, *, tokenizer: str = "auto") -> list[
     return matches
 
 
-def fragment_coverage(reference: str, summary: str, *, tokenizer: str = "auto") -> float:
-    """Reference-fragment coverage (multi-video paper eq. 2; NEWSROOM ``Fragments.coverage``):
-    Σ|f| / |reference tokens| over the greedy fragments f. 0 for an empty reference."""
+def _fragment_sum(reference: str, summary: str, tokenizer: str, *, power: int) -> float:
+    """Σ|f|^power / |reference tokens| over the greedy fragments f; 0 for an empty reference."""
     n_ref = len(fragment_tokens(_check_text(reference, name="reference"), tokenizer=tokenizer))
     if n_ref == 0:
         return 0.0
-    return sum(m.length for m in fragments(reference, summary, tokenizer=tokenizer)) / n_ref
+    return sum(m.length ** power for m in fragments(reference, summary, tokenizer=tokenizer)) / n_ref
+
+
+def fragment_coverage(reference: str, summary: str, *, tokenizer: str = "auto") -> float:
+    """Reference-fragment coverage (multi-video paper eq. 2; NEWSROOM ``Fragments.coverage``):
+    Σ|f| / |reference tokens| over the greedy fragments f. 0 for an empty reference."""
+    return _fragment_sum(reference, summary, tokenizer, power=1)
 
 
 def fragment_density(reference: str, summary: str, *, tokenizer: str = "auto") -> float:
     """Fragment density (NEWSROOM ``Fragments.density``, Grusky et al. 2018 §4.1):
     Σ|f|² / |reference tokens| over the greedy fragments f. 0 for an empty reference."""
-    n_ref = len(fragment_tokens(_check_text(reference, name="reference"), tokenizer=tokenizer))
-    if n_ref == 0:
-        return 0.0
-    return sum(m.length ** 2 for m in fragments(reference, summary, tokenizer=tokenizer)) / n_ref
+    return _fragment_sum(reference, summary, tokenizer, power=2)
 
 
 # ------------------------------------------------------------- repetition (VideoSTF §3.1, official conventions)
@@ -265,17 +247,13 @@ def max_ngram_count(text: str, n: int = 5) -> int:
     """Largest count of any n-gram of ``text.split()``; 0 when there are fewer than n tokens (VideoSTF §3.1, R(Y))."""
     _check_text(text)
     _check_n(n)
-    grams = _ngrams(text.split(), n)
-    if not grams:
-        return 0
-    return max(Counter(grams).values())
+    return max(Counter(_ngrams(text.split(), n)).values(), default=0)
 
 
 def repetition_rate(texts: Iterable[str], *, n: int = 5, tau: int = 1) -> float:
     """RR = (1/K) Σ_k 1[R(Y_k) > τ], R = max n-gram count (VideoSTF §3.1; defaults n = 5, τ = 1)."""
     _check_n(n)
-    if isinstance(tau, bool) or not isinstance(tau, (int, np.integer)) or tau < 0:
-        raise ConfigError(f"`tau` must be an integer >= 0; got {tau!r}")
+    _check_n(tau, name="tau", lo=0)
     if isinstance(texts, str):
         raise ConfigError("`texts` must be a sequence of strings, not a single str")
     items = list(texts)

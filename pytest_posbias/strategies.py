@@ -1,28 +1,12 @@
 """Hypothesis strategies for the papers' perturbation spaces (public API).
 
-Every strategy draws a *change* of one input and shrinks toward "no change", so a failing
-example that hypothesis shrinks is the least change that still fails:
-
-* :func:`option_orderings` — a reordering of a question's K options, drawn as a list of
-  transpositions applied to the identity (phase paper: option order). Shrinks toward fewer
-  transpositions, then toward swapping the first two options; the empty list is the identity.
-* :func:`sampling_phases` — an exact phase ``p/q`` in [0, 1) of a uniform grid (phase paper:
-  ⌊(i + phase)·T/b⌋). Shrinks toward q = 1, p = 0 (phase 0).
-* :func:`samplers` — a frame sampler (``left`` with a phase, or a deployed convention/harness
-  preset of :mod:`~pytest_posbias.video.sampling`) and a frame budget. Shrinks toward
-  ``left`` at the reference budget and phase 0.
-* :func:`video_orders`, :func:`multi_video_layouts` — the order of P videos in one prompt
-  with the boundary (black frame / text), placement (prompt-first / video-first) and label
-  base (multi-video paper §3.1, appendix A.1). Shrinks toward the identity order, black
-  boundary, prompt first, zero-indexed labels.
-* :func:`stressor_edits`, :func:`stressor_compositions` — temporal stressors (VideoSTF §3.3)
-  on a sampled frame list of length T: which stressor, how many frames, where, and from which
-  source (another frame of the same clip, or a frame of another video); compositions are
-  lists of edits. Shrinks toward zero stressed frames (the empty list).
-
-The values are plain frozen dataclasses with ``to_json``/``from_json`` (the regression corpus
-stores them) and :func:`change_size` (how much changed: transpositions, phase, stressed frames).
-Importing this module imports hypothesis; ``import pytest_posbias`` does not.
+Every strategy draws a *change* of one input and shrinks toward "no change", so a failing example
+that hypothesis shrinks is the least change that still fails: option orderings as transpositions
+of the identity (phase paper), exact sampling phases p/q, frame samplers, multi-video orders and
+layouts (multi-video paper §3.1, appendix A.1) and temporal stressors (VideoSTF §3.3). The values
+are frozen dataclasses with ``to_json``/``from_json`` (the regression corpus stores them);
+:func:`change_size` measures them. Importing this module imports hypothesis; ``import
+pytest_posbias`` does not.
 """
 
 from __future__ import annotations
@@ -42,22 +26,9 @@ from .video.sampling import ALL as SAMPLER_NAMES
 STRESSOR_KINDS = ("replace", "add", "delete", "foreign", "reverse", "shuffle")
 
 __all__ = [
-    "STRESSOR_KINDS",
-    "Layout",
-    "SamplerChoice",
-    "StressorEdit",
-    "apply_transpositions",
-    "cayley_distance",
-    "change_size",
-    "multi_video_layouts",
-    "option_orderings",
-    "samplers",
-    "sampling_phases",
-    "stressed_frames",
-    "stressor_compositions",
-    "stressor_edits",
-    "transpositions",
-    "video_orders",
+    "STRESSOR_KINDS", "Layout", "SamplerChoice", "StressorEdit", "apply_transpositions", "cayley_distance",
+    "change_size", "multi_video_layouts", "option_orderings", "samplers", "sampling_phases", "stressed_frames",
+    "stressor_compositions", "stressor_edits", "transpositions", "video_orders",
 ]
 
 

@@ -1,29 +1,18 @@
 """The phase and option-order probe on multiple-choice items (the phase paper).
 
-Protocol (``phase-paper-protocol-notes.md``): the frames and the question with its options
-(letters A–E, possibly permuted) go through the model's own chat template; the instruction
-asks for the option letter only; greedy decoding, at most 4 new tokens. The answer is read
-from the option-letter log-probs at the answer position when the backend gives them, else
-parsed from the generated text. Reasoning models get the empty think block prefilled (the
-backend does it). Orderings: the identity plus nine permutations from a generator seeded
-by (question id, ordering index), identical across models; letters map back to content
-through the inverse permutation. The consensus answer of an item is the plurality content
-over its orderings, ties to the lowest index.
+Protocol (``phase-paper-protocol-notes.md``): frames, question and options (letters A–E,
+possibly permuted) go through the model's chat template; the instruction asks for the letter
+only; greedy decoding, at most 4 new tokens. The answer is read from the option-letter
+log-probs at the answer position when the backend gives them, else parsed from the text.
+Orderings: the identity plus nine permutations seeded by (question id, ordering index); letters
+map back to content through the inverse permutation, and an item's consensus answer is the
+plurality content over its orderings (:func:`~..metrics.consensus`).
 
-Measured:
-
-* sampler pairs: consensus answers under the four deployed samplers (left, midpoint,
-  endpoint, fps) and any harness preset, pairwise disagreement;
-* phase sweep: S phase grids of budget b (polyphase, default 3 × 8); pairwise and any-of-S
-  consensus flips; the re-run floor (phase 0 decoded again as a separate call: 0 for a
-  deterministic backend, which the result says);
-* option order: flip rate over the orderings (chosen content not constant), accuracy swing
-  (max − min over orderings), CircularEval unanimity (correct in every ordering);
-* PhaseFusion vs a single pass and vs the union pass over the same S·b frames under an
-  origin shift of half the spacing between adjacent phases (1/(2S) of a grid step):
-  changed-answer rates and exact McNemar; fusion averages the S content-space
-  distributions (letter log-probs renormalised over the live letters) and takes the argmax;
-* the one-pass margin (SPR) as an order-flip predictor: AUROC and risk–coverage points.
+The gates read from one :class:`PhaseResult`: consensus flips between the deployed samplers and
+between the S phase grids of b frames (with the re-run floor: phase 0 asked again); order flips,
+accuracy swing and CircularEval unanimity over the orderings; PhaseFusion (the argmax of the mean
+of the S content-space distributions) vs a single pass and the union pass under an origin shift
+of 1/(2S) grid step; the single-pass margin (SPR) as an order-flip predictor.
 """
 
 from __future__ import annotations
@@ -47,7 +36,7 @@ from ..video.decode import TooShortError
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices, polyphase_grids
 from . import conditions as C
-from .settings import DEFAULTS
+from .settings import DEFAULTS, spec_kwargs
 
 if TYPE_CHECKING:
     from ..gate_context import ProbeContext
@@ -78,10 +67,9 @@ class PhaseSpec:
     def from_settings(cls, settings: Mapping[str, Any]) -> PhaseSpec:
         """The spec of validated ``[tool.posbias.probes.phase]`` settings (:func:`~.settings.settings_for`);
         a key they lack keeps its default."""
-        kw = {k: settings[k] for k in ("items", "budget", "phases", "orderings", "resolution", "max_new_tokens")
-              if k in settings}
-        if "samplers" in settings:
-            kw["samplers"] = tuple(settings["samplers"])
+        kw = spec_kwargs("phase", cls, settings)
+        if "samplers" in kw:
+            kw["samplers"] = tuple(kw["samplers"])
         return cls(**kw)
 
     def key(self) -> str:
@@ -149,10 +137,6 @@ class PhaseResult:
         return np.array([it.answer for it in self.items], dtype=int)
 
 
-def _frames(ctx: ProbeContext, item: McqItem, indices: Sequence[int], spec: PhaseSpec) -> FrameSpec:
-    return ctx.store.clip(item.path, indices, size=spec.resolution, aspect="max-side")
-
-
 def _needed(condition: str, spec: PhaseSpec) -> int:
     """Frames a condition shows: the budget, or S x budget for the union passes."""
     c = C.Condition.parse(condition)
@@ -193,16 +177,20 @@ def _grid(ctx: ProbeContext, item: McqItem, condition: str, spec: PhaseSpec) -> 
 
 def _requests(ctx: ProbeContext, model: str, item: McqItem, condition: str, perms: Sequence[Sequence[int]],
               spec: PhaseSpec, want: str, replicate: int = 0) -> list[Request]:
-    frames = _frames(ctx, item, _grid(ctx, item, condition, spec), spec)
-    letters = tuple(LETTERS[: len(item.options)])
-    out = []
-    for oi, perm in enumerate(perms):
-        parts = (VideoPart(frames, video_id=item.video), TextPart(mcq_prompt(item, perm)))
-        out.append(Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens), want=want,
-                           letters=letters if want != "text" else (), replicate=replicate,
-                           meta={"probe": "phase", "item": item.id, "condition": condition, "ordering": oi,
-                                 "perm": list(perm)}))
-    return out
+    frames = ctx.store.clip(item.path, _grid(ctx, item, condition, spec), size=spec.resolution, aspect="max-side")
+    meta = {"probe": "phase", "item": item.id, "condition": condition}
+    return [mcq_request(model, item, frames, perm, spec, want, {**meta, "ordering": oi, "perm": list(perm)}, replicate)
+            for oi, perm in enumerate(perms)]
+
+
+def mcq_request(model: str, item: McqItem, frames: FrameSpec, perm: Sequence[int], spec: PhaseSpec, want: str,
+                meta: dict[str, Any], replicate: int = 0) -> Request:
+    """The request for ``item`` on ``frames`` with its options in order ``perm`` (the phase probe's and
+    the multiple-choice search's, so the search's reference query is the probe's cached request)."""
+    letters = tuple(LETTERS[: len(item.options)]) if want != "text" else ()
+    parts = (VideoPart(frames, video_id=item.video), TextPart(mcq_prompt(item, perm)))
+    return Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens), want=want, letters=letters,
+                   replicate=replicate, meta=meta)
 
 
 def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
@@ -260,16 +248,11 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
     for item in items:
         try:
             perms = orderings(item, spec.orderings)
-            item_reqs: list[tuple[str, int, tuple[int, ...], Request]] = []
-            for cond in ordered:
-                for oi, r in enumerate(_requests(ctx, model, item, cond, perms, spec, want)):
-                    item_reqs.append((cond, oi, tuple(perms[oi]), r))
-            if rerun:
-                for oi, r in enumerate(_requests(ctx, model, item, C.phase(0), perms, spec, want, replicate=1)):
-                    item_reqs.append((C.rerun(0), oi, tuple(perms[oi]), r))
-            for cond in identity_only:
-                r = _requests(ctx, model, item, cond, perms[:1], spec, want)[0]
-                item_reqs.append((cond, 0, tuple(perms[0]), r))
+            # (condition asked, its orderings, replicate, name its answers are kept under)
+            asks = [(c, perms, 0, c) for c in ordered] + ([(C.phase(0), perms, 1, C.rerun(0))] if rerun else [])
+            asks += [(c, perms[:1], 0, c) for c in identity_only]
+            item_reqs = [(name, oi, tuple(ps[oi]), r) for cond, ps, replicate, name in asks
+                         for oi, r in enumerate(_requests(ctx, model, item, cond, ps, spec, want, replicate))]
         except PosbiasError as exc:
             res.problems.append(f"item {item.id}: {exc}")
             continue
@@ -405,7 +388,3 @@ def _log(ctx: ProbeContext, res: PhaseResult) -> None:
                           "n_items": len(res.items), "unparseable": res.unparseable, "errors": res.errors,
                           "deterministic_backend": res.deterministic_backend, "problems": res.problems,
                           "calls": res.calls})
-
-
-def mapping_str(d: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items())

@@ -1,27 +1,24 @@
 """The positional probe: P = 2 or 4 videos in one prompt, cyclic orders, per-slot coverage.
 
-Follows the multi-video paper (§3.1–3.3, appendix A.1): each group of P videos is shown
-in every cyclic order (each video at each slot once; full permutations as an option), the
-task prompt first, ``Video k: N uniformly sampled frames`` labels, black-frame (or
-text-label) boundaries; 16 frames per video for short clips and 24 for long ones at
-448×448; temperature 0.9, top-p 1.0, seeded per instance. Each answer is aligned to
-per-slot summaries ([videoK] markers, fallback assignment), each slot is scored against
-its video's references by the judge, and the instance row of the coverage matrix is the
-coverage at slots 1..P. Rows carry their group as the cluster for the bootstrap.
+Follows the multi-video paper (§3.1–3.3, appendix A.1): each group of P videos is shown in every
+cyclic order (full permutations as an option), task prompt first, ``Video k: N uniformly sampled
+frames`` labels, black-frame (or text-label) boundaries, 16 frames per short video and 24 per long
+one at 448×448, temperature 0.9, top-p 1.0, seeded per instance. Each answer is aligned to
+per-slot summaries ([videoK] markers, fallback assignment), each slot scored against its video's
+references by the judge; an instance's row of the coverage matrix is the coverage at slots 1..P,
+clustered by group for the bootstrap.
 
-Failure modes are counted per slot and never crash the run: marker failures (scored 0),
-fallbacks, placeholder or empty slots (scored 0, appendix C.1, when the rest of the answer
-aligns). Lost instances are never scored: generation errors, judge failures, and answers that
-are empty as a whole or cannot be aligned at all (no marker and no sentence to assign); groups
-whose videos cannot be read lose all their instances. ``planned`` and ``lost`` state them for the
-gates' measurement floor (:mod:`~pytest_posbias.gates.measurement`).
+Failure modes are counted per slot and never crash the run: marker failures, placeholder or empty
+slots are scored 0 (appendix C.1) when the rest of the answer aligns. Lost instances
+(:data:`LOST_CAUSES`) are never scored; ``planned`` and ``lost`` state them for the gates'
+measurement floor (:mod:`~pytest_posbias.gates.measurement`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +41,7 @@ from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
 from ..video.sampling import frame_indices
-from .settings import DEFAULTS
+from .settings import DEFAULTS, spec_kwargs
 from .thumbnails import video_thumbnails
 
 if TYPE_CHECKING:
@@ -52,15 +49,12 @@ if TYPE_CHECKING:
 
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
-# answers that are not usable summaries (``scoring/usable.py``): too few words once the slot markers
-# are taken out, mostly not words, one slot addressed when several were asked for, or the same text
-# to distinct groups
+# answers that are not usable summaries (``scoring/usable.py``)
 UNUSABLE = (usable.EMPTY, usable.FEW_WORDS, usable.NOT_WORDS, usable.ONE_SLOT, usable.CONSTANT)
 FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure",
                  "unalignable", *UNUSABLE)
-# causes that make an instance a lost unit (never scored): the call failed, the judge failed, the
-# answer as a whole is empty or has neither markers nor sentences to assign (nothing to score), or it
-# is not a usable summary
+# causes that make an instance a lost unit: a failed call or judge, an answer with nothing to align,
+# a group whose videos cannot be read, an unusable summary
 LOST_CAUSES = ("generation_error", "judge_failure", "unalignable", "unusable_data", *UNUSABLE)
 
 
@@ -188,8 +182,45 @@ def addressed_slots(al: Alignment) -> int:
     return sum(1 for st in al.status if st == SLOT_FALLBACK)
 
 
+def _alignment(text: str, target: int | None, refs: list[list[str]], why: str | None, spec: PositionalSpec,
+               embed_sim: Callable[[Sequence[str], Sequence[str]], np.ndarray] | None
+               ) -> tuple[Alignment | None, str | None]:
+    """A succeeded answer's slot alignment, or None and the cause that makes its instance lost
+    (``why``, the answer's unusable reason, when given)."""
+    if why is not None:
+        return None, why
+    try:
+        al = align(text, spec.P, label_base=spec.label_base, references=refs, similarity=embed_sim)
+    except PosbiasError:
+        al = align(text, spec.P, label_base=spec.label_base, references=refs)
+    if al.mode == "empty" or all(st == "marker_failure" for st in al.status):
+        return None, "unalignable"  # nothing to score: an empty answer, or no marker and no sentence to assign
+    if target is None:
+        one_slot = usable.slots_reason(addressed_slots(al), spec.P)
+        return (None, one_slot) if one_slot is not None else (al, None)
+    if al.mode == "fallback":  # single-target: an unmarked answer is the target's summary as a whole
+        summaries = ["" for _ in range(spec.P)]
+        summaries[target] = text.strip()
+        status = ["marker_failure" for _ in range(spec.P)]
+        status[target] = SLOT_FALLBACK
+        al = Alignment(tuple(summaries), tuple(status), "fallback")
+    return al, None
+
+
 def _orders(spec: PositionalSpec) -> list[tuple[int, ...]]:
     return cyclic_orders(spec.P) if spec.orders == "cyclic" else full_orders(spec.P)
+
+
+def video_parts(ctx: ProbeContext, spec: PositionalSpec, manifest: Manifest, videos: Sequence[str]
+                ) -> dict[str, VideoPart]:
+    """Each video's sampled frames as a prompt part: ``spec.n_frames`` by ``spec.sampler``."""
+    parts = {}
+    for vid in videos:
+        item = manifest.videos[vid]
+        info = ctx.store.info(item.path)
+        idx = frame_indices(info.frame_count, spec.n_frames, convention=spec.sampler, fps=info.fps)
+        parts[vid] = VideoPart(ctx.store.clip(item.path, idx, size=spec.resolution), video_id=vid)
+    return parts
 
 
 def build_requests(ctx: ProbeContext, model: str, spec: PositionalSpec, groups: Sequence[GroupItem], manifest: Manifest
@@ -202,12 +233,7 @@ def build_requests(ctx: ProbeContext, model: str, spec: PositionalSpec, groups: 
     problems: list[str] = []
     for gi, g in enumerate(groups):
         try:
-            parts_by_video = {}
-            for vid in g.videos:
-                item = manifest.videos[vid]
-                info = ctx.store.info(item.path)
-                idx = frame_indices(info.frame_count, spec.n_frames, convention=spec.sampler, fps=info.fps)
-                parts_by_video[vid] = VideoPart(ctx.store.clip(item.path, idx, size=spec.resolution), video_id=vid)
+            parts_by_video = video_parts(ctx, spec, manifest, g.videos)
         except PosbiasError as exc:
             problems.append(f"group {g.id}: {exc}")
             continue
@@ -256,34 +282,9 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
     slot_rows: list[dict[str, Any]] = []
     for j, (pl, gen) in enumerate(zip(plan, gens, strict=True)):
         refs = [list(manifest.videos[v].references) for v in pl["videos"]]
-        if not gen.ok:
-            slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs})
-            continue
-        if why[j] is not None:
-            slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs, "cause": why[j]})
-            continue
-        try:
-            al = align(gen.text, P, label_base=spec.label_base, references=refs, similarity=embed_sim)
-        except PosbiasError:
-            al = align(gen.text, P, label_base=spec.label_base, references=refs)
-        if al.mode == "empty" or all(st == "marker_failure" for st in al.status):
-            # nothing to score: an empty answer, or no marker and no sentence to assign
-            slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs, "cause": "unalignable"})
-            continue
-        one_slot = usable.slots_reason(addressed_slots(al), P) if pl["target"] is None else None
-        if one_slot is not None:
-            why[j] = one_slot
-            slot_rows.append({"plan": pl, "gen": gen, "alignment": None, "refs": refs, "cause": one_slot})
-            continue
-        if pl["target"] is not None and al.mode == "fallback":
-            # single-target: an unmarked answer is the target's summary as a whole
-            t = pl["target"]
-            summaries = ["" for _ in range(P)]
-            summaries[t] = gen.text.strip()
-            status = ["marker_failure" for _ in range(P)]
-            status[t] = SLOT_FALLBACK
-            al = Alignment(tuple(summaries), tuple(status), "fallback")
-        slot_rows.append({"plan": pl, "gen": gen, "alignment": al, "refs": refs})
+        al, cause = (None, None) if not gen.ok else _alignment(gen.text, pl["target"], refs, why[j], spec, embed_sim)
+        why[j] = cause or why[j]
+        slot_rows.append({"plan": pl, "gen": gen, "alignment": al, "refs": refs, **({"cause": cause} if cause else {})})
 
     # answers found unusable only now (one slot addressed, a constant answer) leave the cache
     ctx.engine.reject(reqs, [w if w in (usable.ONE_SLOT, usable.CONSTANT) else None for w in why], probe="positional")
@@ -361,23 +362,19 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
     clusters = np.array([inst["group_index"] for inst in valid], dtype=int)
     contam = np.array([[bool(s.get("contaminated")) for s in inst["slots"]] for inst in valid],
                       dtype=bool).reshape(-1, P)
-    alloc: dict[str, list[float]] = {}
-    for name in ("words", "sentences"):
-        alloc[name] = [float(np.mean([inst["slots"][k].get(name, 0) for inst in valid])) if valid else float("nan")
-                       for k in range(P)]
-    for name in ("over", "exact"):
-        alloc[name + "_rate"] = [float(np.mean([bool(inst["slots"][k].get(name)) for inst in valid]))
-                                 if valid else float("nan")
-                                 for k in range(P)]
+
+    def slot_means(key: str) -> list[float]:
+        """Per slot: the mean of ``key`` (missing: 0) over the valid instances; NaN without any."""
+        return [float(np.mean([inst["slots"][k].get(key) or 0 for inst in valid])) if valid else float("nan")
+                for k in range(P)]
+
+    alloc = {"words": slot_means("words"), "sentences": slot_means("sentences"), "over_rate": slot_means("over"),
+             "exact_rate": slot_means("exact")}
     leaks = [dict(c, group=inst["group"], order=inst["order"]) for inst in valid for s in inst["slots"]
              for c in s.get("leaks", [])]
     target: dict[str, list[float]] = {}
     if spec.single_target and valid:
-        target["hit_rate"] = [float(np.mean([inst["slots"][k].get("target_hit", False) for inst in valid]))
-                              for k in range(P)]
-        target["margin_confusion_rate"] = [float(np.mean([inst["slots"][k].get("margin_confusion", False)
-                                                          for inst in valid]))
-                                           for k in range(P)]
+        target = {"hit_rate": slot_means("target_hit"), "margin_confusion_rate": slot_means("margin_confusion")}
     n_orders = len(_orders(spec))
     built = {pl["group"] for pl in plan}
     lost = dict.fromkeys(LOST_CAUSES, 0)
@@ -407,7 +404,7 @@ def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> 
         rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain,
                "bucket": r.spec.bucket, "P": r.spec.P, "variant": r.spec.variant(), **inst, "slots": slots}
         if i in worst:
-            rec["thumbnails"] = _thumbnails(ctx, inst)
+            rec["thumbnails"] = [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
         ctx.observe("positional", rec)
     ctx.observe("positional", {
         "type": "summary", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
@@ -418,19 +415,10 @@ def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> 
     })
 
 
-def _thumbnails(ctx: ProbeContext, inst: Mapping[str, Any]) -> list[str]:
-    return [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
-
-
 def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> PositionalSpec:
     """Apply ``[tool.posbias.probes.positional]`` settings to a spec."""
-    kw: dict[str, Any] = {}
-    for key in ("groups", "resolution", "temperature", "top_p", "max_new_tokens", "boundary", "placement", "budget",
-                "orders", "label_base"):
-        if key in settings:
-            kw[key] = settings[key]
-    if "frames_short" in settings and spec.bucket == "short" and spec.frames is None:
-        kw["frames"] = settings["frames_short"] if settings["frames_short"] != _DEFAULTS["frames_short"] else None
-    if "frames_long" in settings and spec.bucket == "long" and spec.frames is None:
-        kw["frames"] = settings["frames_long"] if settings["frames_long"] != _DEFAULTS["frames_long"] else None
+    kw = spec_kwargs("positional", PositionalSpec, settings)
+    frames = f"frames_{spec.bucket}"  # the bucket's frame count; its default leaves ``frames`` unset
+    if frames in settings and spec.frames is None:
+        kw["frames"] = settings[frames] if settings[frames] != _DEFAULTS[frames] else None
     return replace(spec, **kw)

@@ -1,34 +1,23 @@
 """Property search: the least change that breaks a model, found by hypothesis, per item.
 
 For one item and one property (:class:`ItemProperty`: option order, sampling phase, stressor
-repetition, slot coverage) the search runs in three steps, every query through the engine
-(cached and counted):
+repetition, slot coverage), every query through the engine (cached and counted); docs/search.md
+describes the steps and budgets:
 
-1. **reference** — the unperturbed input is queried once (not counted as a search query, as
-   VideoSTF's AQ does not count the clean query). An item whose reference output is lost is a
-   lost unit; one that already violates the property unperturbed (a repetitive clean output,
-   a coverage below the floor) is not searchable, like VideoSTF's clean-repetitive videos.
-2. **replay** — the regression corpus (:mod:`.search_corpus`) holds the counterexamples earlier
-   runs found on *other* models (or in earlier runs); each is queried first, in a fixed order.
-   The first that still breaks the item ends the search (``replayed``); the others are listed
-   as survived.
-3. **search** — ``hypothesis.find`` over the property's strategy, seeded by (run seed,
-   property, item) so the same model and data give the same search, with the explain,
-   explicit and database phases off. A *query* is a distinct perturbed request; an example
-   hypothesis draws twice, or one that maps to the reference, costs nothing. At most
-   ``budget`` queries (VideoSTF's 30 by default) are spent before the first break: past it the
-   search stops with the item unbroken. After the first break the shrinker may spend at most
-   ``shrink_budget`` further queries; the minimal counterexample is the last (smallest) failing
-   example it reached. Because hypothesis's shrinker is local (and a model's answers may change
-   at random from one input to the next), the search then looks again, within the same shrink
-   budget, for a failing example of strictly smaller :meth:`ItemProperty.size` (only those are
-   queried), until it finds none: the minimum of the size is reached whenever an example of
-   that size fails among those drawn. Queries to the first break and total queries (replay + search +
-   shrinking) are reported separately.
+1. **reference** — the unperturbed input, queried once and not counted (as VideoSTF's AQ does
+   not count the clean query). A lost reference makes the item lost; one that already violates
+   the property is not searchable (like VideoSTF's clean-repetitive videos).
+2. **replay** — the regression corpus's (:mod:`.search_corpus`) counterexamples, in a fixed
+   order; the first that still breaks the item ends the search (``replayed``).
+3. **search** — ``hypothesis.find`` over the property's strategy, seeded by (run seed, property,
+   item), explain/explicit/database phases off. A query is a distinct perturbed request (a repeat
+   costs nothing). At most ``budget`` queries before the first break, then ``shrink_budget`` for
+   shrinking; as hypothesis's shrinker is local (and a model's answers may change at random), the
+   search then looks again, in the same budget, for a failing example of strictly smaller
+   :meth:`ItemProperty.size` until it finds none.
 
-A failed or unparseable query before the first break makes the item a lost unit (the search
-cannot go on past an answer it does not know, as the attack walk); after the first break a
-failed query counts as "does not fail" for the shrinker.
+A failed or unparseable query before the first break makes the item lost (the search cannot go
+on past an answer it does not know, as the attack walk); after it, it counts as "does not fail".
 """
 
 from __future__ import annotations
@@ -38,7 +27,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from random import Random
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -144,11 +133,8 @@ class ItemSearch:
     reference: Any = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"property": self.property, "item": self.item, "model": self.model, "status": self.status,
-                "why": self.why, "queries_to_first_break": self.queries_to_first_break, "queries": self.queries,
-                "replay_queries": self.replay_queries, "search_queries": self.search_queries,
-                "shrink_queries": self.shrink_queries, "failed_queries": self.failed_queries,
-                "replayed": self.replayed, "minimal": self.minimal, "replay": self.replay, "reference": self.reference}
+        """The search as JSON (the run log's ``search`` item record): every field."""
+        return asdict(self)
 
 
 def _shown(out: Outcome, reference: Outcome) -> dict[str, Any]:
@@ -252,15 +238,11 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
     else:
         # 3. hypothesis search + shrinking under the budgets
         def condition(value: V) -> bool:
-            if runner.first_break is None and len(runner.order) - res.replay_queries >= budget:
-                req = prop.request(value)  # a repeat of a known query still answers; a new one is past the budget
-                if runner.key(req) not in runner.seen:
-                    raise _Stop
-            if (runner.first_break is not None
-                    and len(runner.order) - res.replay_queries - res.search_queries >= shrink_budget):
-                req = prop.request(value)
-                if runner.key(req) not in runner.seen:
-                    raise _Stop
+            spent = len(runner.order) - res.replay_queries
+            over = spent >= budget if runner.first_break is None else spent - res.search_queries >= shrink_budget
+            # past the budget a repeat of a known query still answers; a new one stops the search
+            if over and runner.key(prop.request(value)) not in runner.seen:
+                raise _Stop
             out, _new = runner.query(value)
             if not out.ok:
                 if runner.first_break is None:

@@ -1,20 +1,16 @@
 """The regression corpus of the property search: every minimal counterexample, kept for replay.
 
-Stored in hypothesis's example database (``DirectoryBasedExampleDatabase`` under
-``<cache>/hypothesis``: one directory per key, one file per value, written atomically, so
-pytest-xdist workers can add to it at once and the directory can be copied between machines).
-The key is ``posbias-search|<property>|<item>``; a value is the canonical JSON of
-``{"value": <perturbation>, "model": <spec>, "identity": <hash of the backend identity>,
-"run": <run id>}`` — the perturbation itself, not hypothesis's choice sequence, so it stays
-readable and replays on any model whatever the strategy's internals.
+Stored in hypothesis's ``DirectoryBasedExampleDatabase`` under ``<cache>/hypothesis`` (atomic
+writes, so xdist workers can add at once and the folder can be copied between machines). Key:
+``posbias-search|<property>|<item>``; value: the canonical JSON of ``{"value": <perturbation>,
+"model": <spec>, "identity": <hash of the backend identity>, "run": <run id>}`` — the
+perturbation itself, not hypothesis's choice sequence, so it replays whatever the strategy's
+internals.
 
-Replay order and scope (decisions): a run replays, before searching, every stored
-perturbation of the key that no backend with the *same identity* found (the same model's own
-counterexamples are found again by its deterministic search, so a second run is the same search
-and makes 0 model calls) and that no model found *in this run* (so a run with several models
-gives the same result serially and with ``-n 2``). Entries are replayed in the order of their
-canonical JSON. Nothing is ever deleted: a counterexample a candidate survives stays in the
-corpus for the next release.
+Replay scope (decisions): a run replays, in canonical-JSON order, every stored perturbation of the
+key that no backend with the *same identity* found (its own counterexamples are found again by
+its deterministic search, so a second run makes 0 model calls) and no model found *in this run*
+(so several models give the same result serially and with ``-n 2``). Nothing is ever deleted.
 """
 
 from __future__ import annotations

@@ -23,9 +23,8 @@ from ..engine import Decoding, Generation, Request
 from ..errors import ConfigError
 from ..scoring.alignment import align
 from ..strategies import Layout, change_size, multi_video_layouts
-from ..video.compose import VideoPart, compose, summary_prompt
-from ..video.sampling import frame_indices
-from .positional import BUDGET_SENTENCES, PositionalSpec
+from ..video.compose import compose, summary_prompt
+from .positional import BUDGET_SENTENCES, PositionalSpec, video_parts
 from .search import ItemProperty, Outcome
 
 if TYPE_CHECKING:
@@ -50,12 +49,7 @@ class CoverageProperty(ItemProperty[Layout]):
         self.P = group.P
         self.news = all(manifest.videos[v].reference_style == "news" for v in group.videos)
         self.sentences = BUDGET_SENTENCES[spec.budget][0 if self.news else 1]
-        self.parts: dict[str, VideoPart] = {}
-        for vid in group.videos:
-            item = manifest.videos[vid]
-            info = ctx.store.info(item.path)
-            idx = frame_indices(info.frame_count, spec.n_frames, convention=spec.sampler, fps=info.fps)
-            self.parts[vid] = VideoPart(ctx.store.clip(item.path, idx, size=spec.resolution), video_id=vid)
+        self.parts = video_parts(ctx, spec, manifest, group.videos)
         self.seed = int(ctx.rng("search-coverage-seed", group.id).integers(0, 2**31 - 1))
 
     def corpus_key(self) -> str:
@@ -67,8 +61,7 @@ class CoverageProperty(ItemProperty[Layout]):
     def reference_value(self) -> Layout:
         return Layout(tuple(range(self.P)))
 
-    def request(self, value: Layout) -> Request:
-        lay = value
+    def request(self, lay: Layout) -> Request:
         videos = [self.parts[self.group.videos[k]] for k in lay.order]
         prompt = summary_prompt(self.P, sentences=self.sentences, boundary=lay.boundary, news=self.news,
                                 label_base=lay.label_base, equal_attention=self.spec.equal_attention)
@@ -79,8 +72,7 @@ class CoverageProperty(ItemProperty[Layout]):
                        seed=self.seed, meta={"probe": "search", "property": "coverage", "group": self.group.id,
                                              "layout": lay.to_json()})
 
-    def score(self, value: Layout, gen: Generation, reference: Outcome | None) -> Outcome:
-        lay = value
+    def score(self, lay: Layout, gen: Generation, reference: Outcome | None) -> Outcome:
         if not gen.ok:
             return Outcome(False, False, None, why_lost=gen.error or "failed call")
         vids = [self.group.videos[k] for k in lay.order]
@@ -122,11 +114,10 @@ class CoverageProperty(ItemProperty[Layout]):
     def size(self, value: Layout) -> float:
         return change_size(value)
 
-    def describe(self, value: Layout, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
-        lay = value
+    def describe(self, lay: Layout, outcome: Outcome, reference: Outcome) -> dict[str, Any]:
         ref_cov, cov = reference.answer["coverage"], outcome.answer["coverage"]
         return {
-            "perturbation": self.encode(value), "size": self.size(value), "layout": lay.to_json(),
+            "perturbation": self.encode(lay), "size": self.size(lay), "layout": lay.to_json(),
             "videos": list(self.group.videos), "slots": [self.group.videos[k] for k in lay.order],
             "reference_coverage": ref_cov, "coverage": cov, "floor": self.floor,
             "fell_below": [v for v, a, b in zip(self.group.videos, ref_cov, cov, strict=True) if a >= self.floor > b],

@@ -14,18 +14,17 @@ request and comes from the cache when that suite ran. An unparseable answer is a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..data.manifest import McqItem
-from ..engine import Decoding, Generation, Request
+from ..engine import Generation, Request
 from ..errors import ConfigError
 from ..strategies import cayley_distance, option_orderings, sampling_phases
-from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
-from .phase import LETTERS, PhaseSpec, _answer, mcq_prompt
+from .phase import LETTERS, PhaseSpec, _answer, mcq_request
 from .search import ItemProperty, Outcome
 
 if TYPE_CHECKING:
@@ -93,12 +92,9 @@ class McqProperty(ItemProperty[McqValue]):
 
     def request(self, value: McqValue) -> Request:
         perm, phase = self._perm_phase(value)
-        parts = (VideoPart(self._clip(phase), video_id=self.item.video), TextPart(mcq_prompt(self.item, perm)))
-        letters = tuple(LETTERS[: self.k])
-        return Request(self.model, parts, Decoding(max_new_tokens=self.spec.max_new_tokens), want=self.want,
-                       letters=letters if self.want != "text" else (),
-                       meta={"probe": "search", "property": self.property, "item": self.item.id, "perm": list(perm),
-                             "phase": str(phase)})
+        return mcq_request(self.model, self.item, self._clip(phase), perm, self.spec, self.want,
+                           {"probe": "search", "property": self.property, "item": self.item.id, "perm": list(perm),
+                            "phase": str(phase)})
 
     def score(self, value: McqValue, gen: Generation, reference: Outcome | None) -> Outcome:
         perm, phase = self._perm_phase(value)
@@ -153,10 +149,4 @@ class McqProperty(ItemProperty[McqValue]):
         }
 
 
-def mcq_properties(ctx: ProbeContext, model: str, items: Sequence[McqItem], kind: str, spec: PhaseSpec, *,
-                   max_denominator: int = 12) -> list[McqProperty]:
-    """One property per item (``kind`` = order or phase)."""
-    return [McqProperty(ctx, model, it, kind, spec, max_denominator=max_denominator) for it in items]
-
-
-__all__ = ["MCQ_PROPERTIES", "McqProperty", "mcq_properties"]
+__all__ = ["MCQ_PROPERTIES", "McqProperty"]

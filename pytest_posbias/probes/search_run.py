@@ -69,22 +69,21 @@ def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
             except PosbiasError as exc:
                 unusable.append(f"video {v.id}: {exc}")
         return props, len(videos), unusable, "videos"
-    if kind == "coverage":
-        from ..run.suite_params import positional_spec
-        from .search_coverage import CoverageProperty
+    # coverage (``kind`` is checked by property_search)
+    from ..run.suite_params import positional_spec
+    from .search_coverage import CoverageProperty
 
-        groups = [g for g in manifest.groups if g.P == 4] or list(manifest.groups)
-        order = [int(i) for i in ctx.rng("search-groups").permutation(len(groups))] if groups else []
-        chosen = [groups[i] for i in order[:n]]
-        pos = ctx.probe_settings("positional")
-        for g in chosen:
-            try:
-                pspec = positional_spec(pos, g.domain, g.bucket, g.P)
-                props.append(CoverageProperty(ctx, model, g, manifest, pspec, floor=ctx.threshold("coverage", model)))
-            except PosbiasError as exc:
-                unusable.append(f"group {g.id}: {exc}")
-        return props, len(chosen), unusable, "groups"
-    raise ConfigError(f"`property` must be one of {', '.join(PROPERTIES)}; got {kind!r}")
+    groups = [g for g in manifest.groups if g.P == 4] or list(manifest.groups)
+    order = [int(i) for i in ctx.rng("search-groups").permutation(len(groups))] if groups else []
+    chosen = [groups[i] for i in order[:n]]
+    pos = ctx.probe_settings("positional")
+    for g in chosen:
+        try:
+            pspec = positional_spec(pos, g.domain, g.bucket, g.P)
+            props.append(CoverageProperty(ctx, model, g, manifest, pspec, floor=ctx.threshold("coverage", model)))
+        except PosbiasError as exc:
+            unusable.append(f"group {g.id}: {exc}")
+    return props, len(chosen), unusable, "groups"
 
 
 def _note(ctx: SearchContext, ps: PropertySearch) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from ..data.manifest import VideoItem
 from ..engine import Generation, Request
 from ..errors import ConfigError
-from ..strategies import StressorEdit, stressed_frames, stressor_compositions
+from ..strategies import STRESSOR_KINDS, StressorEdit, stressed_frames, stressor_compositions
 from ..video.frames import FrameSpec
 from .search import ItemProperty, Outcome
 from .stressor import StressorSpec, _clean_spec, _request, measured_output, repeats
@@ -42,23 +42,19 @@ def apply_edits(clean: FrameSpec, edits: Sequence[StressorEdit], foreign: FrameS
     edits = [e for e in edits if e.frames_changed]
     if not edits:
         return clean, [{"source": "clip", "index": i, "changed": False, "gap_before": False} for i in clean.indices]
-    cur: list[tuple[int, int]] = list(clean.frames)
-    mark: list[bool] = [False] * len(cur)
-    gap: list[bool] = [False] * len(cur)
+    # per output frame: ((source, index), changed, gap_before)
+    cur: list[tuple[tuple[int, int], bool, bool]] = [(f, False, False) for f in clean.frames]
     sources = clean.sources
     offset: int | None = None
     for e in edits:
         n = len(cur)
         if e.kind == "delete":
             gone = set(sorted({p % n for p in e.positions})[: max(0, n - 1)])  # never below one frame
-            keep = [i for i in range(n) if i not in gone]
-            new_gap = [gap[i] or (i - 1) in gone for i in keep]
-            cur, mark, gap = [cur[i] for i in keep], [mark[i] for i in keep], new_gap
+            cur = [(f, m, g or (i - 1) in gone) for i, (f, m, g) in enumerate(cur) if i not in gone]
         elif e.kind == "replace":
             before = list(cur)
             for p, s in zip(e.positions, e.sources, strict=True):
-                cur[p % n] = before[s % n]
-                mark[p % n] = True
+                cur[p % n] = (before[s % n][0], True, cur[p % n][2])
         elif e.kind == "foreign":
             if foreign is None:
                 raise ConfigError("a 'foreign' stressor edit needs the frames of another video")
@@ -67,38 +63,24 @@ def apply_edits(clean: FrameSpec, edits: Sequence[StressorEdit], foreign: FrameS
                 sources = sources + foreign.sources
             for p, s in zip(e.positions, e.sources, strict=True):
                 src, idx = foreign.frames[s % len(foreign)]
-                cur[p % n] = (src + offset, idx)
-                mark[p % n] = True
+                cur[p % n] = ((src + offset, idx), True, cur[p % n][2])
         elif e.kind == "add":
-            inserts: dict[int, list[tuple[int, int]]] = {}
+            inserts: dict[int, list[tuple[tuple[int, int], bool, bool]]] = {}
             for p, s in zip(e.positions, e.sources, strict=True):
-                inserts.setdefault(p % (n + 1), []).append(cur[s % n])
-            out: list[tuple[int, int]] = []
-            out_mark: list[bool] = []
-            out_gap: list[bool] = []
-            for i in range(n + 1):
-                for f in inserts.get(i, []):
-                    out.append(f)
-                    out_mark.append(True)
-                    out_gap.append(False)
-                if i < n:
-                    out.append(cur[i])
-                    out_mark.append(mark[i])
-                    out_gap.append(gap[i])
-            cur, mark, gap = out, out_mark, out_gap
+                inserts.setdefault(p % (n + 1), []).append((cur[s % n][0], True, False))
+            cur = [x for i in range(n + 1) for x in [*inserts.get(i, []), *cur[i:i + 1]]]
         elif e.kind in ("reverse", "shuffle"):
             pos = sorted({p % n for p in e.positions})
-            vals = [cur[p] for p in pos]
-            new = vals[::-1] if e.kind == "reverse" else vals[-1:] + vals[:-1]
-            for p, v in zip(pos, new, strict=True):
-                mark[p] = mark[p] or v != cur[p]
-                cur[p] = v
+            vals = [cur[p][0] for p in pos]
+            for p, v in zip(pos, vals[::-1] if e.kind == "reverse" else vals[-1:] + vals[:-1], strict=True):
+                f, m, g = cur[p]
+                cur[p] = (v, m or v != f, g)
         else:
             raise ConfigError(f"unknown stressor edit kind {e.kind!r}")
     record = {"stressor": "search", "edits": [e.to_json() for e in edits]}
-    spec = clean.with_frames(cur, sources=sources, record=record)
+    spec = clean.with_frames([f for f, _m, _g in cur], sources=sources, record=record)
     strip = [{"source": "clip" if src < len(clean.sources) else "foreign", "index": idx, "changed": m, "gap_before": g}
-             for (src, idx), m, g in zip(cur, mark, gap, strict=True)]
+             for (src, idx), m, g in cur]
     return spec, strip
 
 
@@ -121,8 +103,7 @@ class StressorProperty(ItemProperty[Edits]):
         return f"stressor[{self.spec.frames}f]|{self.item_id}"
 
     def strategy(self) -> SearchStrategy[Edits]:
-        kinds = [k for k in ("replace", "add", "delete", "foreign", "reverse", "shuffle")
-                 if k != "foreign" or self.foreign is not None]
+        kinds = [k for k in STRESSOR_KINDS if k != "foreign" or self.foreign is not None]
         return stressor_compositions(len(self.clean), max_edits=self.max_edits, max_frames=self.max_frames, kinds=kinds)
 
     def reference_value(self) -> Edits:

@@ -1,24 +1,24 @@
 """Probe settings: the defaults of each probe and the validation of ``[tool.posbias.probes.*]``.
 
-Defaults follow the papers: the multi-video paper (16 frames short / 24 long, 448×448,
-temperature 0.9, top-p 1.0, 4/2 sentences), the phase paper (S = 3 phases × b = 8,
-ten option orderings, greedy, 4 new tokens) and VideoSTF (500 new tokens, greedy,
-30 trials, attack cap 30). Sample sizes (groups, items, videos) are maximum sample sizes of
-the group-sequential design, chosen from the calibration table in docs/calibration.md (80% power at
-twice the default threshold); a gate usually stops at 1/4 or 1/2 of them.
-
-Each setting is checked, when pytest starts and before any model call, against the range where
-its gate still measures something and the backends accept it: at least 2 option orderings, 2
-phases and 2 distinct samplers (with one there is nothing to flip between), ``top_p`` in (0, 1],
-``temperature`` in [0, 2], stressor frame counts of at least 4 (Replace 2 needs 2 sources and 2 targets).
+Defaults follow the papers (multi-video paper, phase paper, VideoSTF: see each probe's module).
+Sample sizes (groups, items, videos) are the group-sequential design's maximum sample sizes, from
+the calibration table in docs/calibration.md; a gate usually stops at 1/4 or 1/2 of them. Each
+setting is checked when pytest starts, before any model call, against the range where its gate
+still measures something and the backends accept it (each check's message says why).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", str, int)
 
 
 def _int_ge(lo: int, why: str = "") -> Callable[[str, object], int]:
@@ -43,20 +43,12 @@ def _float_in(lo: float, hi: float, *, lo_open: bool = False, why: str = "") -> 
     return check
 
 
-def _choice(*allowed: str) -> Callable[[str, object], str]:
-    def check(where: str, v: object) -> str:
-        if v not in allowed:
-            raise ConfigError(f"{where} must be one of {', '.join(map(repr, allowed))}; got {v!r}")
-        return str(v)
-
-    return check
-
-
-def _int_choice(*allowed: int) -> Callable[[str, object], int]:
-    def check(where: str, v: object) -> int:
+def _choice(*allowed: T) -> Callable[[str, object], T]:
+    """One of ``allowed`` (strings or integers; a bool is never an integer here)."""
+    def check(where: str, v: object) -> T:
         if isinstance(v, bool) or v not in allowed:
-            raise ConfigError(f"{where} must be one of {', '.join(map(str, allowed))}; got {v!r}")
-        return int(v)
+            raise ConfigError(f"{where} must be one of {', '.join(map(repr, allowed))}; got {v!r}")
+        return allowed[allowed.index(v)]
 
     return check
 
@@ -130,7 +122,7 @@ SCHEMA: dict[str, dict[str, Callable[[str, object], Any]]] = {
         "placement": _choice("prompt-first", "video-first"),
         "budget": _choice("short", "base", "long"),
         "orders": _choice("cyclic", "full"),
-        "label_base": _int_choice(0, 1),
+        "label_base": _choice(0, 1),
     },
     "phase": {
         "items": _int_ge(2),
@@ -202,6 +194,12 @@ def validate_probe_settings(name: str, table: object, *, where: str) -> dict[str
             raise ConfigError(f"{where}: unknown key {k!r}; known keys: {', '.join(SCHEMA[name])}")
         out[k] = SCHEMA[name][k](f"{where}.{k}", v)
     return out
+
+
+def spec_kwargs(probe: str, spec_type: type[DataclassInstance], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of ``probe`` (its :data:`SCHEMA` keys) that are fields of its spec dataclass
+    ``spec_type``; a field the settings lack keeps its default."""
+    return {f.name: settings[f.name] for f in fields(spec_type) if f.name in settings and f.name in SCHEMA[probe]}
 
 
 def settings_for(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

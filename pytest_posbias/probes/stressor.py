@@ -1,32 +1,21 @@
 """The temporal-stressor probe: output repetition under clean and stressed frames (VideoSTF).
 
-Protocol (VideoSTF §4): the prompt "Please describe this video in detail.", deterministic
-decoding, 500 new tokens, frames sampled with ``np.linspace(0, T−1, n, dtype=int)``
-(the ``videostf`` preset). Repetition is counted on the text: RR (n = 5, τ = 1), RI and IE
-(n = 1), severity, information density.
-
-* clean repetition at each frame count;
-* the eight stressor variants (Add 1/2, Delete 1/2, Replace 1/2, Reverse, Shuffle): Delete 1
-  exhaustive (one variant per sampled frame), Reverse once, the others ``trials`` (30)
-  seeded trials; per video, amplification = share of its variants that repeat − its clean
-  repetition (a paired difference in [−1, 1]);
-* controls: count-matched uniform re-sample (T + 2, T − 2), blur / noise / JPEG q10 /
-  cutout on 2 frames and replacement of the same 2 frames with another video's frames,
-  2× speed;
-* visual-input controls: text only, black frames, noise frames, one frame repeated, and
-  1/2/4/8/16/24/32 genuine frames;
-* the black-box attack: for each clean-benign video and stressor, the walk over the
-  stressor's variants (cap 30; Delete 1 capped at T; Reverse 1) stops at the first
-  repetitive output; ASR = successes / attacked videos, AQ = mean queries over successes.
-  Every variant is generated once, shared with the stress test (and cached), and the
-  attack's walk is replayed over them;
-* decoding sweep and the re-query remedy (cascade Shuffle → Reverse → 2× speed →
-  Delete 2 on flagged outputs: recovery rate and mean queries).
+Protocol (VideoSTF §4): the prompt "Please describe this video in detail.", greedy decoding,
+500 new tokens, frames sampled with ``np.linspace(0, T−1, n, dtype=int)`` (the ``videostf``
+preset); repetition is counted on the text (:mod:`~..metrics`: RR with n = 5, τ = 1; RI and IE
+with n = 1; severity; information density). Per video: the clean output; the eight stressors'
+variants (:data:`~..video.stressors.STRESSORS`: Delete 1 exhaustive, Reverse once, the others
+``trials`` seeded trials), from which amplification and the black-box attack replay are read
+(:class:`~.stressor_results.StressorResult`; every variant is generated once and shared by both);
+the controls (count-matched re-sample, blur / noise / JPEG q10 / cutout / another video's frames
+on 2 frames, 2× speed) and visual-input controls (text only, black, noise, one repeated frame,
+1–32 genuine frames). Apart: the decoding sweep and the re-query remedy (cascade Shuffle →
+Reverse → 2× speed → Delete 2 on flagged outputs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -306,41 +295,39 @@ def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: 
     return stats
 
 
-def _mean_or_none(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if len(values) else None
-
-
 def _log(ctx: ProbeContext, res: StressorResult, part: str | None = None, *, examples: bool = True) -> None:
     """The probe's summary record (one per part when computed in parts: ``part`` names it, and the
     report joins the parts) and, with ``examples``, the worst clean outputs."""
+    measured = {n: [s.measured() for s in sts] for n, sts in res.variants.items()}
+    pooled = {n: TextStats([t for m in ms for t in m.texts], [f for m in ms for f in m.finish])
+              for n, ms in measured.items()}
+    clean = res.clean.summary()
+
+    def per_video_mean(metric: Callable[[str], float], ms: Sequence[TextStats]) -> float | None:
+        """The mean over videos (with a measured output) of the video's mean ``metric``."""
+        means = [float(np.mean([metric(t) for t in m.texts])) for m in ms if m.texts]
+        return float(np.mean(means)) if means else None
+
+    def stressor_summary(n: str, sts: Sequence[TextStats]) -> dict[str, Any]:
+        rates = [s.flags[s.valid].mean() for s in sts if s.valid.any()]
+        amp = res.amplification(n)
+        return {"rr": float(np.mean(rates)) if rates else None, "failed": int(sum(s.failed for s in sts)),
+                "amplification": np.nanmean(amp).item() if amp.size and not np.isnan(amp).all() else None,
+                "ri": per_video_mean(ri_of, measured[n]), "ie": per_video_mean(ie_of, measured[n]),
+                "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
+
+    clean_texts = res.clean.measured().texts
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
                              **({"part": part} if part else {}),
-                             "clean": res.clean.summary(), "clean_flags": res.clean.flags.tolist(),
-                             "stressors": {n: {"rr": float(np.mean([s.flags[s.valid].mean() for s in sts
-                                                                     if s.valid.any()]))
-                                               if any(s.valid.any() for s in sts) else None,
-                                               "failed": int(sum(s.failed for s in sts)),
-                                               "amplification": (np.nanmean(amp).item()
-                                                                 if (amp := res.amplification(n)).size
-                                                                 and not np.isnan(amp).all() else None),
-                                               "ri": _mean_or_none([float(np.mean([ri_of(t) for t in s.texts]))
-                                                                    for s in (x.measured() for x in sts) if s.texts]),
-                                               "ie": _mean_or_none([float(np.mean([ie_of(t) for t in s.texts]))
-                                                                    for s in (x.measured() for x in sts) if s.texts]),
-                                               "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
-                                           for n, sts in res.variants.items()},
+                             "clean": clean, "clean_flags": res.clean.flags.tolist(),
+                             "stressors": {n: stressor_summary(n, sts) for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
-                             "ri_values": {"clean": [ri_of(t) for t in res.clean.measured().texts],
-                                           **{n: [ri_of(t) for s in (x.measured() for x in sts) for t in s.texts]
-                                              for n, sts in res.variants.items()}},
-                             "ie_values": {"clean": [ie_of(t) for t in res.clean.measured().texts],
-                                           **{n: [ie_of(t) for s in (x.measured() for x in sts) for t in s.texts]
-                                              for n, sts in res.variants.items()}},
-                             "severity": {"clean": res.clean.summary().get("severity", {}),
-                                          **{n: TextStats([t for s in (x.measured() for x in sts) for t in s.texts],
-                                                          [f for s in (x.measured() for x in sts) for f in s.finish]
-                                                          ).summary().get("severity", {})
-                                             for n, sts in res.variants.items()}},
+                             "ri_values": {"clean": [ri_of(t) for t in clean_texts],
+                                           **{n: [ri_of(t) for t in p.texts] for n, p in pooled.items()}},
+                             "ie_values": {"clean": [ie_of(t) for t in clean_texts],
+                                           **{n: [ie_of(t) for t in p.texts] for n, p in pooled.items()}},
+                             "severity": {"clean": clean.get("severity", {}),
+                                          **{n: p.summary().get("severity", {}) for n, p in pooled.items()}},
                              "errors": res.errors, "problems": res.problems, "calls": res.calls})
     if not examples:
         return

@@ -25,7 +25,7 @@ from ..metrics import (
     severity,
 )
 from ..scoring import usable
-from .settings import DEFAULTS
+from .settings import DEFAULTS, spec_kwargs
 
 # The text metrics below are pure functions of the text; a run scores the same texts many times
 # (each sequential look re-reads earlier videos, the attack replays the variants, several doses
@@ -39,28 +39,12 @@ def repeats(text: str) -> bool:
     return max_ngram_count(text, 5) > 1
 
 
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def ri_of(text: str) -> float:
-    """:func:`~..metrics.repetition_intensity` (n = 1), memoized on the text."""
-    return repetition_intensity(text)
-
-
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def ie_of(text: str) -> float:
-    """:func:`~..metrics.information_entropy` (n = 1), memoized on the text."""
-    return information_entropy(text)
-
-
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def density_of(text: str) -> float:
-    """:func:`~..metrics.information_density`, memoized on the text."""
-    return information_density(text)
-
-
-@functools.lru_cache(maxsize=_TEXT_CACHE)
-def severity_of(text: str, finish: str | None) -> str:
-    """:func:`~..metrics.severity`, memoized on (text, finish reason)."""
-    return severity(text, finish)
+# :mod:`~..metrics` repetition intensity and information entropy (n = 1), information density and
+# severity (on text, finish reason), memoized
+ri_of = functools.lru_cache(maxsize=_TEXT_CACHE)(repetition_intensity)
+ie_of = functools.lru_cache(maxsize=_TEXT_CACHE)(information_entropy)
+density_of = functools.lru_cache(maxsize=_TEXT_CACHE)(information_density)
+severity_of = functools.lru_cache(maxsize=_TEXT_CACHE)(severity)
 
 
 _DEFAULTS = DEFAULTS["stressor"]  # the one source of the probe's defaults (probes/settings.py)
@@ -83,9 +67,7 @@ class StressorSpec:
     def from_settings(cls, settings: Mapping[str, Any], frames: int) -> StressorSpec:
         """The spec at ``frames`` frames of validated ``[tool.posbias.probes.stressor]`` settings
         (:func:`~.settings.settings_for`); a key they lack keeps its default."""
-        kw = {k: settings[k] for k in ("videos", "trials", "attack_cap", "max_new_tokens", "resolution")
-              if k in settings}
-        return cls(frames=frames, **kw)
+        return cls(**{**spec_kwargs("stressor", cls, settings), "frames": frames})
 
     def key(self) -> str:
         """The spec as a string (the repr of its fields): a memo key of the probe's results."""
@@ -203,48 +185,37 @@ class StressorResult:
         cap = self.spec.attack_cap
         return s.flags[:cap], s.valid[:cap]
 
-    def attack_outcomes(self, stressor: str) -> tuple[list[float], int]:
-        """Per attacked (clean-benign, measured) video: 1.0 when its capped walk hits a repetitive
-        output before any failed call, 0.0 when it ends without one; and the number of clean-benign
-        videos lost because a failed call came first in their walk (the walk cannot go on past a
-        query whose answer is unknown)."""
-        out: list[float] = []
-        lost = 0
+    def _walks(self, stressor: str) -> list[int | None]:
+        """Per attacked (clean-benign, measured) video in order: the 1-based query of the first
+        repetitive output of its capped walk before any failed call, 0 when the walk ends without
+        one, None when a failed call came first (the walk cannot go on past a query whose answer is
+        unknown: the video is lost)."""
+        out: list[int | None] = []
         for v, flag in enumerate(self.clean.flags):
             if flag or not self.clean.ok[v]:
                 continue  # only videos whose clean output is measured and benign are attacked
             flags, ok = self.walk(stressor, v)
             first_fail = int(np.argmin(ok)) if not ok.all() else len(ok)
             hit = np.flatnonzero(flags[:first_fail])
-            if hit.size:
-                out.append(1.0)
-            elif first_fail < len(ok):
-                lost += 1
-            else:
-                out.append(0.0)
-        return out, lost
+            out.append(int(hit[0]) + 1 if hit.size else (None if first_fail < len(ok) else 0))
+        return out
+
+    def attack_outcomes(self, stressor: str) -> tuple[list[float], int]:
+        """Per attacked video whose walk is not lost (:meth:`_walks`): 1.0 when it hits a repetitive
+        output, 0.0 when it ends without one; and the number of lost videos."""
+        walks = self._walks(stressor)
+        return [float(q > 0) for q in walks if q is not None], walks.count(None)
 
     def attack(self, stressor: str) -> dict[str, Any]:
         """Replay the attack walk (capped at ``attack_cap`` queries) over each clean-benign video:
         ASR = successes / attacked, AQ = mean queries over successes (VideoSTF §4.4)."""
-        attacked = successes = lost = 0
-        queries: list[int] = []
-        for v, flag in enumerate(self.clean.flags):
-            if flag or not self.clean.ok[v]:
-                continue
-            flags, ok = self.walk(stressor, v)
-            first_fail = int(np.argmin(ok)) if not ok.all() else len(ok)
-            hit = np.flatnonzero(flags[:first_fail])
-            if hit.size:
-                attacked += 1
-                successes += 1
-                queries.append(int(hit[0]) + 1)
-            elif first_fail < len(ok):
-                lost += 1
-            else:
-                attacked += 1
+        walks = self._walks(stressor)
+        queries = [q for q in walks if q]
+        attacked = len(walks) - walks.count(None)
+        successes = len(queries)
         return {"attacked": attacked, "successes": successes, "asr": successes / attacked if attacked else float("nan"),
-                "aq": float(np.mean(queries)) if queries else float("nan"), "queries": queries, "lost": lost}
+                "aq": float(np.mean(queries)) if queries else float("nan"), "queries": queries,
+                "lost": walks.count(None)}
 
 
 def merge_parts(parts: Sequence[StressorResult]) -> StressorResult:
