@@ -82,17 +82,22 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base
 
         return paired_amplification_verdict(c[:, 0], c[:, 1], b[:, 0], b[:, 1], name=f"{name} vs baseline",
                                             margin=margin, mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
-    if worse == "higher":
-        d = c - b
-    elif worse == "lower":
-        d = b - c
-    else:
+    if worse not in ("higher", "lower"):
         raise ConfigError(f"`worse` must be abs, binary, amplification, higher or lower; got {worse!r}")
-    if ctx.paired_test == "permutation":
+    return mean_difference(ctx, c - b if worse == "higher" else b - c, clusters, name=f"{name} vs baseline",
+                           threshold=margin, sides="upper", mode=ctx.mode, unit=unit,
+                           rng_keys=("baseline", gate, name, model), extra=ex)
+
+
+def mean_difference(ctx: GateContext, d: np.ndarray, clusters: ArrayLike, *, name: str, threshold: float, sides: str,
+                    mode: str, unit: str, rng_keys: tuple[str, ...], extra: Mapping[str, Any]) -> Verdict:
+    """The mean of paired differences ``d`` against ``threshold``: cluster bootstrap, or the sign-flip
+    permutation test with ``paired_test = "permutation"``
+    (:func:`~pytest_posbias.stats.paired.paired_permutation_verdict`)."""
+    if getattr(ctx, "paired_test", "bootstrap") == "permutation":
         from ..stats.paired import paired_permutation_verdict
 
-        return paired_permutation_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper",
-                                          mode=ctx.mode, alpha=ctx.alpha, unit=unit, seed=ctx.seed, extra=ex)
-    return mean_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper", mode=ctx.mode,
-                        alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
-                        rng=ctx.rng("baseline", gate, name, model), extra=ex)
+        return paired_permutation_verdict(d, clusters, name=name, threshold=threshold, sides=sides, mode=mode,
+                                          alpha=ctx.alpha, unit=unit, seed=getattr(ctx, "seed", 0), extra=extra)
+    return mean_verdict(d, clusters, name=name, threshold=threshold, sides=sides, mode=mode, alpha=ctx.alpha,
+                        unit=unit, n_resamples=ctx.n_resamples, rng=ctx.rng(*rng_keys), extra=extra)
