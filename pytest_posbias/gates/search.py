@@ -1,22 +1,12 @@
 """The search gate: the share of items a property search breaks within its query budget.
 
-A search-based attack success rate, comparable to VideoSTF's ASR (§4.4): over the searched
-items (measured: the reference query and every query before the first break answered),
-k = items with a counterexample found within ``budget`` queries, n = searched items, gated
-like the other rate gates by :func:`~pytest_posbias.stats.rate_verdict` (exact one-sided
-binomial test, Clopper–Pearson (1 − 2α) interval) against the ``search`` threshold. Beside it:
-the median and mean (VideoSTF's AQ) queries to the first break over broken items, and the
-total queries including replay and shrinking.
-
-Items whose unperturbed input already violates the property are not searched (as VideoSTF
-attacks clean-benign videos only) and are not planned units; items whose data cannot be used,
-whose reference failed, or whose search hit a failed query before any break are lost
-(:mod:`~pytest_posbias.gates.measurement`: below the floor the gate does not pass).
-
-The verdict's ``extra`` carries everything the report shows (the schema is in docs/search.md,
-"Property search"): per item the outcome and query counts, per broken item the minimal
-counterexample (perturbation, original and perturbed frames, both answers), and the replay of
-stored counterexamples (which ones the model now survives).
+A search-based attack success rate, comparable to VideoSTF's ASR (§4.4): k = items with a
+counterexample found within ``budget`` queries among n searched items, gated like the other rate
+gates (:func:`~pytest_posbias.stats.rate_verdict`) against the ``search`` threshold; beside it the
+median and mean (VideoSTF's AQ) queries to the first break. Items whose unperturbed input already
+violates the property are not searched and not planned (as VideoSTF attacks clean-benign videos
+only); unusable items, a failed reference or a failed query before any break are lost units.
+The verdict's ``extra`` carries what the report shows (schema: docs/search.md, "Property search").
 """
 
 from __future__ import annotations

@@ -50,19 +50,14 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base
     """Paired non-inferiority against ``--baseline`` on the same instances; compliant when the
     candidate is worse by at most the gate's margin.
 
-    * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, intersection–union bounds
-      over groups (:func:`~pytest_posbias.stats.paired.paired_abs_mean_verdict`);
-    * ``worse='binary'`` (flip, phase, order, fusion, repetition): Δ = rate cand − rate base,
-      an exact unconditional non-inferiority test for paired proportions at the margin
-      (exact McNemar at margin 0; :func:`~pytest_posbias.stats.paired_change_verdict`);
-    * ``worse='amplification'`` (stressor): ``cand``/``base`` are (n, 2) arrays of (stressed
-      repetition share, clean repetition flag) per video; a t bound of the share difference
-      plus an exact paired bound of the clean flags (:func:`~pytest_posbias.stats.paired.paired_amplification_verdict`),
-      whatever ``paired_test`` says;
-    * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative),
-      cluster bootstrap of mean d, or the sign-flip permutation test with ``paired_test =
-      "permutation"`` (:func:`~pytest_posbias.stats.paired.paired_permutation_verdict`: inconclusive at a non-zero
-      margin, where sign flips do not hold their size on skewed differences).
+    * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, intersection–union bounds over
+      groups (:func:`~pytest_posbias.stats.paired.paired_abs_mean_verdict`);
+    * ``worse='binary'`` (rates): Δ = rate cand − rate base, the exact unconditional test for
+      paired proportions (:func:`~pytest_posbias.stats.paired_change_verdict`);
+    * ``worse='amplification'`` (stressor): (n, 2) arrays of (stressed share, clean flag) per
+      video (:func:`~pytest_posbias.stats.paired.paired_amplification_verdict`);
+    * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative), by
+      :func:`mean_difference`.
     """
     from ..stats.paired import paired_abs_mean_verdict
 

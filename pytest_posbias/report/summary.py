@@ -152,25 +152,27 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100) -> list[t
         under = [g for g in decision.gates if g.nodeid in decision.underpowered]
         out.append((f"  UNDERPOWERED: {len(under)} passing gates could not detect 2× their threshold with 80% power "
                     f"(a pass there is weak evidence):", False))
-        for g in under[:20]:
-            need = f" (needs n ≈ {g.power.n_needed})" if g.power is not None and g.power.n_needed else ""
-            for w in textwrap.wrap(f"{g.nodeid.split('::', 1)[-1]}{need}", width=max(40, width - 6)):
-                out.append((f"    {w}", False))
-        if len(under) > 20:
-            out.append((f"    ... and {len(under) - 20} more (--posbias-json lists every gate's power)", False))
+        out += _listed([g.nodeid.split("::", 1)[-1] + (f" (needs n ≈ {g.power.n_needed})" if g.power is not None
+                                                      and g.power.n_needed else "") for g in under],
+                       width, "--posbias-json lists every gate's power")
     inc = list(getattr(decision, "inconclusive", ()) or ())
     if inc:
         out.append((f"  INCONCLUSIVE: {len(inc)} gates could not decide (too few units, zero spread or no interval); "
                     "they do not fail the run and show nothing:", False))
-        for nid in inc[:20]:
-            for w in textwrap.wrap(nid.split("::", 1)[-1], width=max(40, width - 6)):
-                out.append((f"    {w}", False))
-        if len(inc) > 20:
-            out.append((f"    ... and {len(inc) - 20} more (--posbias-json lists them)", False))
+        out += _listed([nid.split("::", 1)[-1] for nid in inc], width, "--posbias-json lists them")
     if decision.skipped:
         parts = ", ".join(f"{n} {k}" for k, n in sorted(decision.skipped.items()))
         out.append((f"  skipped gate tests: {parts} (an opt-in gate not opted into does not fail the run; "
                     f"a run in which no gate decided does: exit 6)", None))
+    return out
+
+
+def _listed(names: Sequence[str], width: int, more: str) -> list[tuple[str, bool | None]]:
+    """The first 20 gate names, wrapped and indented, then how many more (``more``: where they are)."""
+    out: list[tuple[str, bool | None]] = [(f"    {w}", False) for n in names[:20]
+                                          for w in textwrap.wrap(n, width=max(40, width - 6))]
+    if len(names) > 20:
+        out.append((f"    ... and {len(names) - 20} more ({more})", False))
     return out
 
 
