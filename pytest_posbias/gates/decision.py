@@ -125,14 +125,10 @@ def _sequential(v: Verdict) -> bool:
 
 
 def gate_p_value(v: Verdict) -> float:
-    """The gate's p-value for the run's multiple test, valid at every level.
-
-    Fixed-sample gates and certify-mode gates (intersection-union, each decided on its own): their
-    own p-value. Group-sequential detect gates: the z-ordering p-value
-    (:func:`sequential_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
-    (a_k = 1 − Φ(c_k), the look's nominal level); 1 for a gate that did not fail and for a
-    reported p of 1 (its nominal p is not recoverable; 1 is the conservative choice).
-    """
+    """The gate's p-value for the run's multiple test, valid at every level: its own for a
+    fixed-sample or certify-mode gate; for a group-sequential detect gate the z-ordering p-value
+    (:func:`sequential_p_value`) from the reported p = min(1, p_k · α / a_k), a_k = 1 − Φ(c_k),
+    and 1 when it did not fail or reported p = 1 (its nominal p is then not recoverable)."""
     p = float(v.p_value)
     if math.isnan(p):
         return 1.0
@@ -357,16 +353,12 @@ def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
 def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str = "holm", alpha: float | None = None,
                  skipped: Sequence[tuple[str, str]] = (), notices: Sequence[str] = (),
                  not_run: Sequence[str] = (), stopped: str = "") -> RunDecision:
-    """The run's decision over ``verdicts`` (node id, verdict) (see the module doc).
+    """The run's decision over ``verdicts`` (node id, verdict) (module docstring).
 
-    ``skipped``: (node id, reason) of gate tests skipped in the run. ``not_run``: node ids of
-    selected gate tests that never ran because the run stopped early (``-x``, ``--maxfail``, an
-    interrupt), with ``stopped`` saying how: they decided nothing. Exit status: 1 when a gate
-    fails after the adjustment; else 6 when a gate did not measure, when a selected gate never ran,
-    or when no gate reached a verdict although gate tests were selected (all skipped: for lack of
-    data, or an opt-in gate not opted into) or every gate was inconclusive; else 0, with the
-    inconclusive detect-mode gates named (``inconclusive``). ``alpha`` defaults to the smallest of the
-    verdicts' α.
+    ``skipped``: (node id, reason) of skipped gate tests; ``not_run``: selected gate tests a stopped
+    run never reached (``stopped`` says how). Exit status 1 when a gate fails after the adjustment;
+    else 6 when a gate did not measure, a selected gate never ran, no gate reached a verdict or
+    every gate was inconclusive; else 0. ``alpha`` defaults to the smallest of the verdicts' α.
     """
     if multiplicity not in MULTIPLICITY:
         raise ConfigError(f"`multiplicity` must be one of {', '.join(MULTIPLICITY)}; got {multiplicity!r}")

@@ -1,29 +1,22 @@
 """Parity gates: the tested deployment against a reference deployment on the same requests
-(``--posbias-parity REFERENCE``; docs/design.md section 5, "Parity").
-
-Both sides answer the requests the suites already build; every gate is paired on the units
-measured on both sides, and a unit lost on either side is a lost unit of the gate.
+(``--posbias-parity REFERENCE``; docs/design.md section 5, "Parity"). Every gate is paired on the
+units measured on both sides; a unit lost on either side is a lost unit of the gate.
 
 * ``parity`` (MCQ items of the phase probe): per item, c_i = 1 when the tested model's consensus
   answer (plurality content over the option orderings at phase 0) differs from the reference's,
-  and f_i = 1 when the reference's own re-run of the same requests (``rerun:0``, as the phase
-  probe measures its re-run floor) changes the reference's consensus answer. The gated quantity
-  is the changed-answer share beyond the floor, δ = P(c = 1) − P(f = 1) = p10 − p01 of the paired
-  outcomes (c_i, f_i); compliant when δ <= threshold. The test is the exact unconditional test
-  for paired proportions (Tango's score, supremum over the nuisance p01;
-  :func:`~pytest_posbias.stats.paired_change_verdict`, exact McNemar at threshold 0). Two runs of
-  one deployment disagree exactly as often as its re-run floor says, so δ = 0 for a deployment
-  that is the reference; a deterministic reference has f_i = 0 and the rule tests the changed
-  share itself (conservatively: the supremum includes p01 = 0, where it is the exact binomial
-  test). The gate does not decide (fail closed: the run is not measured) when the reference's
-  own re-run floor exceeds the threshold (a change of that size cannot be told from its noise) or
-  when the two sides' answers were scored differently (letter log-probabilities against text).
-* ``parity_coverage`` (summaries of the positional probe): d_i = coverage_ref − coverage_test
-  per (group, order) instance, compliant when mean d <= threshold (the coverage drop); cluster
-  bootstrap over groups, or the sign-flip permutation test with ``paired_test = "permutation"``,
-  as a ``--baseline`` coverage comparison.
-* ``parity_repetition`` (clean descriptions of the stressor probe): paired 0/1 repetition
-  flags, δ = RR_test − RR_ref <= threshold, the same exact unconditional paired test.
+  f_i = 1 when the reference's own re-run (``rerun:0``) changes the reference's consensus. The
+  gated quantity is the changed share beyond that floor, δ = P(c = 1) − P(f = 1) = p10 − p01,
+  compliant when δ <= threshold, by the exact unconditional test for paired proportions
+  (Tango's score, supremum over the nuisance p01; :func:`~pytest_posbias.stats.paired_change_verdict`).
+  δ = 0 for a deployment that is the reference; a deterministic reference (f_i = 0) makes it a
+  test of the changed share itself. The gate does not decide (fail closed) when the reference's
+  re-run floor exceeds the threshold, or when the two sides' answers were scored differently
+  (letter log-probabilities against text).
+* ``parity_coverage`` (summaries of the positional probe): d_i = coverage_ref − coverage_test per
+  (group, order) instance, compliant when mean d <= threshold, as a ``--baseline`` coverage
+  comparison (cluster bootstrap over groups, or the sign-flip permutation test).
+* ``parity_repetition`` (clean descriptions of the stressor probe): paired 0/1 repetition flags,
+  δ = RR_test − RR_ref <= threshold, the same exact paired test.
 """
 
 from __future__ import annotations
