@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,10 +32,33 @@ SHORT_ALIASES: dict[str, str] = {
 JUDGES: tuple[str, ...] = ("embed", "fragment", "openai", "auto")
 
 
+Validator = Callable[[str, Any], Any]
+
+
 def _str(key: str, v: Any) -> str:
     if not isinstance(v, str) or not v:
         raise ConfigError(f"[tool.posbias] `{key}` must be a non-empty string; got {v!r}")
     return v
+
+
+def _one_of(*allowed: str) -> Validator:
+    """A validator of a key that takes one of ``allowed``."""
+    def check(key: str, v: Any) -> str:
+        if v not in allowed:
+            raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(allowed)}; got {v!r}")
+        return str(v)
+
+    return check
+
+
+def _int_at_least(low: int, why: str = "") -> Validator:
+    """A validator of an integer key >= ``low`` (``why``: the reason, shown in the error)."""
+    def check(key: str, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ConfigError(f"[tool.posbias] `{key}` must be an integer >= {low}{why}; got {v!r}")
+        return int(v)
+
+    return check
 
 
 def _mode(key: str, v: Any) -> str:
@@ -59,22 +82,6 @@ def check_alpha(v: Any, where: str) -> float:
     return float(v)
 
 
-def _alpha(key: str, v: Any) -> float:
-    return check_alpha(v, f"[tool.posbias] `{key}`")
-
-
-def _seed(key: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ConfigError(f"[tool.posbias] `{key}` must be an integer >= 0; got {v!r}")
-    return int(v)
-
-
-def _judge(key: str, v: Any) -> str:
-    if v not in JUDGES:
-        raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(JUDGES)}; got {v!r}")
-    return str(v)
-
-
 def _models(key: str, v: Any) -> list[str]:
     if isinstance(v, str):
         return [_str(key, v)]
@@ -83,28 +90,12 @@ def _models(key: str, v: Any) -> list[str]:
     raise ConfigError(f"[tool.posbias] `{key}` must be a model spec string or a list of them; got {v!r}")
 
 
-def _pos_int(key: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"[tool.posbias] `{key}` must be an integer >= 1; got {v!r}")
-    return int(v)
-
-
-# The fewest bootstrap resamples a run accepts. The gates' intervals are percentile or BCa
-# intervals at level 1 - 2*alpha (90% at alpha = 0.05): their endpoints are the alpha and 1 - alpha
-# quantiles of the resampled statistic, estimated from about alpha * B resamples in each tail.
-# Efron and Tibshirani (An Introduction to the Bootstrap, 1993) recommend B of about 1,000 or more
-# for percentile and BCa intervals (25-200 suffice for a standard error only); B = 999 puts the
-# 5% and 95% endpoints on whole order statistics ((B + 1) * alpha = 50). With fewer, the interval's
-# endpoints, and so the gate's decision, move with the bootstrap seed.
+# The fewest bootstrap resamples a run accepts: the gates' percentile and BCa intervals at level
+# 1 - 2*alpha read their endpoints from about alpha * B resamples in each tail. Efron and Tibshirani
+# (An Introduction to the Bootstrap, 1993) recommend B of about 1,000 or more for these intervals;
+# B = 999 puts the 5% and 95% endpoints on whole order statistics ((B + 1) * alpha = 50). With
+# fewer, the endpoints, and so the gate's decision, move with the bootstrap seed.
 MIN_RESAMPLES = 999
-
-
-def _n_resamples(key: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < MIN_RESAMPLES:
-        raise ConfigError(f"[tool.posbias] `{key}` must be an integer >= {MIN_RESAMPLES} (the percentile and BCa "
-                          f"intervals read their endpoints from the tails of the resamples; fewer make the decision "
-                          f"depend on the bootstrap seed); got {v!r}")
-    return int(v)
 
 
 def _device(key: str, v: Any) -> str:
@@ -138,12 +129,6 @@ def _floor(key: str, v: Any) -> float:
 PAIRED_TESTS: tuple[str, ...] = ("bootstrap", "permutation")
 
 
-def _paired_test(key: str, v: Any) -> str:
-    if v not in PAIRED_TESTS:
-        raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(PAIRED_TESTS)}; got {v!r}")
-    return str(v)
-
-
 def _api_bases(key: str, v: Any) -> str | list[str]:
     """``api_base``: one URL, or a list of data-parallel replicas of one served model."""
     if isinstance(v, str) and v:
@@ -156,29 +141,18 @@ def _api_bases(key: str, v: Any) -> str | list[str]:
 def _api_setting(key: str, v: Any) -> Any:
     """``api_timeout`` (seconds in (0, 3600]), ``api_retries`` (0..10), ``video_form``, ``letter_scoring``."""
     from .errors import ModelLoadError
-    from .models.openai_retry import LETTER_SCORINGS, VIDEO_FORMS
+    from .models.openai_retry import LETTER_SCORINGS, VIDEO_FORMS, api_settings
 
     allowed = {"video_form": VIDEO_FORMS, "letter_scoring": LETTER_SCORINGS}.get(key)
     if allowed is not None:
-        if v not in allowed:
-            raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(allowed)}; got {v!r}")
-        return str(v)
+        return _one_of(*allowed)(key, v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(f"[tool.posbias] `{key}` must be a number; got {v!r}")
-    from .models.openai_retry import api_settings
-
     try:
         api_settings({key: v}, env={})
     except ModelLoadError as exc:
         raise ConfigError(f"[tool.posbias] `{key}`: {exc}") from None
     return v
-
-
-def _multiplicity(key: str, v: Any) -> str:
-    """``multiplicity``: the run-level decision's adjustment (:mod:`.gates.decision`): holm or none."""
-    if v not in ("holm", "none"):
-        raise ConfigError(f"[tool.posbias] `{key}` must be one of holm, none; got {v!r}")
-    return str(v)
 
 
 def _bool(key: str, v: Any) -> bool:
@@ -187,30 +161,16 @@ def _bool(key: str, v: Any) -> bool:
     return v
 
 
-def _attn(key: str, v: Any) -> str:
-    allowed = ("auto", "sdpa", "flash_attention_2", "eager")
-    if v not in allowed:
-        raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(allowed)}; got {v!r}")
-    return str(v)
-
-
-def _device_map(key: str, v: Any) -> str:
-    allowed = ("fit", "auto", "balanced", "balanced_low_0", "sequential", "none")
-    if v not in allowed:
-        raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(allowed)}; got {v!r}")
-    return str(v)
-
-
-_SCALARS: dict[str, Any] = {
+_SCALARS: dict[str, Validator] = {
     "model": _models,
     "baseline": _str,
     "parity": _str,  # the reference deployment of the parity gates (--posbias-parity)
-    "judge": _judge,
+    "judge": _one_of(*JUDGES),
     "mode": _mode,
-    "alpha": _alpha,
-    "seed": _seed,
+    "alpha": lambda key, v: check_alpha(v, f"[tool.posbias] `{key}`"),
+    "seed": _int_at_least(0),
     "cache": _str,
-    "keep_runs": _pos_int,
+    "keep_runs": _int_at_least(1),
     "report": _str,
     "report_dir": _str,
     "data": _str,
@@ -221,19 +181,21 @@ _SCALARS: dict[str, Any] = {
     "video_form": _api_setting,
     "letter_scoring": _api_setting,
     "no_request_seed": _bool,
-    "n_resamples": _n_resamples,
-    "batch_size": _pos_int,
-    "concurrency": _pos_int,
+    "n_resamples": _int_at_least(MIN_RESAMPLES, " (the percentile and BCa intervals read their endpoints from the "
+                                                "tails of the resamples; fewer make the decision depend on the "
+                                                "bootstrap seed)"),
+    "batch_size": _int_at_least(1),
+    "concurrency": _int_at_least(1),
     "sequential": _bool,
     "measurement_floor": _floor,
     "confirmatory": _bool,
-    "paired_test": _paired_test,
-    "multiplicity": _multiplicity,
-    "attn_implementation": _attn,
-    "device_map": _device_map,
+    "paired_test": _one_of(*PAIRED_TESTS),
+    "multiplicity": _one_of("holm", "none"),  # the run-level decision's adjustment (gates/decision.py)
+    "attn_implementation": _one_of("auto", "sdpa", "flash_attention_2", "eager"),
+    "device_map": _one_of("fit", "auto", "balanced", "balanced_low_0", "sequential", "none"),
     "vllm_command": _str,  # vllm: models: the command that starts vLLM (models/vllm_managed.py)
     "vllm_args": _str,
-    "vllm_timeout": _pos_int,
+    "vllm_timeout": _int_at_least(1),
 }
 _TABLES = ("thresholds", "baseline_margins", "models", "probes")
 
@@ -382,13 +344,10 @@ def parse_threshold_override(text: str) -> tuple[str, float]:
 
 def check_output_path(where: str, path: str | Path, *, folder: bool, base: Path | None = None) -> Path:
     """Check, before any model call, that a run can write ``path`` (``folder``: a folder it creates
-    or fills, else a file it writes at the end); ``base`` resolves a relative path. Returns the
-    resolved path; ConfigError naming ``where``, the path and the problem otherwise.
-
-    Nothing is left behind: a missing folder is not created here. The nearest existing folder on
-    the way must be writable (``os.access``) and must accept a new entry: a temporary folder is
-    created in it and removed again, because ``os.access`` says yes to root everywhere, also where
-    nothing can be created (``/proc``, a read-only mount seen by root)."""
+    or fills, else a file); ``base`` resolves a relative path. Returns the resolved path;
+    ConfigError naming ``where``, the path and the problem otherwise. A missing folder is not
+    created: the nearest existing one must accept a new entry, tried with a temporary folder,
+    because ``os.access`` says yes to root also where nothing can be created (``/proc``)."""
     import errno
     import os
     import tempfile

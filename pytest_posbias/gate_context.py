@@ -1,20 +1,9 @@
-"""What the gates and the probes read from the run: the :class:`GateContext` and
-:class:`ProbeContext` protocols (and the search's).
+"""What the gates and the probes read from the run: the :class:`GateContext`, :class:`ProbeContext`
+and :class:`SearchContext` protocols.
 
-The gate functions (:mod:`.gates`, :mod:`.gates.search`) take the run as a ``GateContext``: the
-run's settings (mode, α, baseline, sequential design, bootstrap size, measurement floor, paired
-test, seed, the validated ``[tool.posbias]`` table), the probes' results (memoized, so gates that
-share a probe share its model calls) and the verdict builders that apply a gate's threshold and
-side from the registry (:mod:`.gate_registry`). :class:`~.run.context.RunContext` is the
-implementation; tests pass small stand-ins with the members a gate uses.
-
-The probes (:mod:`.probes.positional`, :mod:`.probes.phase`, :mod:`.probes.stressor`) take the
-run as a ``ProbeContext``: the engine that makes (or reuses) every model call, the frame store,
-the run log, seeded generators, the observation log and the run's data. The property search
-(:mod:`.probes.search` and its properties) takes the run as a :class:`SearchContext`: a
-``ProbeContext`` that also gives the run's seed and id, the cache folder (the regression corpus
-lives there), the probes' settings and specs, the gates' thresholds, the judges, progress notes
-and the per-run memo.
+:class:`~.run.context.RunContext` implements them; tests pass small stand-ins with the members a
+gate or probe uses. Probe results are memoized, so gates that share a probe share its model calls;
+the verdict builders apply a gate's threshold and side from :mod:`.gate_registry`.
 """
 
 from __future__ import annotations
@@ -49,15 +38,12 @@ class ProbeContext(Protocol):
 
     def rng(self, *keys: object) -> np.random.Generator:
         """A generator seeded by the run seed and ``keys``."""
-        ...
 
     def observe(self, probe: str, data: Mapping[str, Any]) -> None:
         """Append a probe's observation to the run log."""
-        ...
 
     def manifest(self) -> Manifest:
         """The run's data."""
-        ...
 
 
 class SearchContext(ProbeContext, Protocol):
@@ -69,31 +55,24 @@ class SearchContext(ProbeContext, Protocol):
 
     def probe_settings(self, name: str) -> dict[str, Any]:
         """The probe's settings: its defaults with ``[tool.posbias.probes.<name>]`` applied."""
-        ...
 
     def phase_spec(self) -> PhaseSpec:
         """The phase probe's spec from the run's settings."""
-        ...
 
     def stressor_spec(self, frames: int) -> StressorSpec:
         """The stressor probe's spec at ``frames`` frames from the run's settings."""
-        ...
 
     def threshold(self, gate: str, model: str) -> float:
         """The gate's effective threshold for ``model``."""
-        ...
 
     def judges(self) -> JudgeSet:
         """The run's judges (the coverage property scores each slot with them)."""
-        ...
 
     def note(self, message: str) -> None:
         """Print a progress line."""
-        ...
 
     def memo(self, key: str, fn: Callable[[], T]) -> T:
         """``fn()`` computed once per run under ``key``."""
-        ...
 
 
 class GateContext(Protocol):
@@ -112,57 +91,44 @@ class GateContext(Protocol):
 
     def threshold(self, gate: str, model: str) -> float:
         """The gate's effective threshold for ``model``."""
-        ...
 
     def rng(self, *keys: object) -> np.random.Generator:
         """A generator seeded by the run seed and ``keys``."""
-        ...
 
     def manifest(self) -> Manifest:
         """The run's data."""
-        ...
 
     def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:
         """The positional probe on ``model`` at ``spec`` (its first ``n`` groups)."""
-        ...
 
     def phase_spec(self) -> PhaseSpec:
         """The phase probe's spec from the run's settings."""
-        ...
 
     def phase(self, model: str, gate: str, budget: int | None = None, n: int | None = None) -> PhaseResult:
         """The phase probe with the conditions ``gate`` needs (its first ``n`` items)."""
-        ...
 
     def stressor_spec(self, frames: int) -> StressorSpec:
         """The stressor probe's spec at ``frames`` frames from the run's settings."""
-        ...
 
     def stressor(self, model: str, frames: int, n: int | None = None, part: str | None = None) -> StressorResult:
         """The stressor probe on ``model`` at ``frames`` frames (its first ``n`` videos): one part of it
         (the clean outputs, the controls, a stressor's variants) or, with ``part`` None, every part."""
-        ...
 
     def stressor_clean(self, model: str, frames: int) -> StressorResult:
         """The stressor probe's clean outputs alone on ``model`` at ``frames`` frames."""
-        ...
 
     def mean_gate(self, gate: str, model: str, values: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
                   method: str | None = None, extra: Mapping[str, Any] | None = None,
                   lattice_step: float | None = None) -> Verdict:
-        """A mean gate: cluster bootstrap (or the ``method`` given, e.g. ``skew-t`` with a
-        ``lattice_step``) against the gate's threshold and side."""
-        ...
+        """A mean gate: cluster bootstrap (or the ``method`` given) against the gate's threshold and side."""
 
     def rate_gate(self, gate: str, model: str, k: int, n: int, *, name: str, unit: str,
                   extra: Mapping[str, Any] | None = None) -> Verdict:
         """A rate gate: exact binomial against the gate's threshold."""
-        ...
 
     def baseline_gate(self, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *, name: str,
                       unit: str, worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
         """A paired non-inferiority comparison against the baseline within the gate's margin."""
-        ...
 
 
 class SearchGateContext(GateContext, SearchContext, Protocol):

@@ -13,49 +13,17 @@ context to a :class:`~.stats.Verdict`, as :func:`.gates.positional_verdict`) and
 marked with the record's marker (CONTRIBUTING.md, "Adding a gate"); ``tests/unit/test_gate_registry.py``
 checks that every record has its suite test and that every marker is registered.
 
-Default thresholds and why (numbers from the papers' tables):
+Default thresholds come from the papers' tables (docs/concepts/gates.md gives each with its
+numbers). Two are this package's own: ``search = 0.15``, the phase paper's flip bound (an item the
+search breaks is one some option order, phase or stressor flips), stricter than the attack gate's
+25%; and the parity gates' 0.05, the drift the baseline margins allow between two releases, since a
+serving stack that moves answers more than a release may is a release of its own (docs/design.md
+section 5, "Parity").
 
-* ``dpb = 0.05``  — |DPB| <= 5 points. The multi-video paper calls +8.13% and +13.89%
-  "strong" directional bias and −14.97% a case study; near-zero settings sit within
-  ±1.1%. 5 points separates the two groups.
-* ``meg = 0.02``  — |MEG| <= 2 points. The paper's highlighted middle weaknesses are
-  −2.65% to −3.68%; cyclic vs full-permutation designs differ by 0.7–1.2 points
-  (appendix C.6), so 2 points sits above the design's own wobble.
-* ``coverage = 0.25`` — mean coverage >= 25% (a floor, not a position test).
-* ``contamination = 0.10`` — at most 10% of slots more similar to another video's reference.
-* ``flip = 0.15``, ``phase = 0.15``, ``order = 0.15`` — the phase paper's H0: flip <= 15%
-  (table S4), which every audited model exceeds (order 40.8–66.4%, phase 15.2–20.1%,
-  left vs midpoint 23.6%).
-* ``fusion = 0.0`` — PhaseFusion must not change more answers under an origin shift
-  than a single pass (the paper: 10.1% vs 18.2%).
-* ``equivalence = 0.025`` — PhaseFusion (S = 3 × b = 8) accuracy within ±2.5 points of a
-  single pass at 4b = 32 frames (the phase paper's confirmatory TOST margin); certify-type:
-  passes only when equivalence is shown, in either mode.
-* ``repetition = 0.15`` — RR <= 15%: VideoSTF table 1's well-behaved models sit at
-  3–16% (LLaVA-Video-7B 3–10, InternVL3.5 7–11, Qwen3-VL 8–13, VideoLLaMA2 13–16),
-  the looping ones at 58–91%.
-* ``stressor = 0.10`` — stressors may raise RR by at most 10 points over clean
-  (VideoSTF: +9 points for 2 foreign frames on LLaVA-Video-7B, relative +67–205%).
-* ``attack = 0.25`` — ASR <= 25% within the query cap; every model in VideoSTF figure 5
-  exceeds it (InternVL3.5-8B 28–72%, VideoLLaMA2 40–83%).
-* ``search = 0.15`` — at most 15% of items broken by the property search within its query
-  budget (30 = VideoSTF's attack cap): the phase paper's flip bound (an item the search breaks
-  is an item some option order / phase / stressor flips, and the search tries more of them than
-  the fixed grids), stricter than the attack gate's 25%.
-* ``parity = 0.05``, ``parity_coverage = 0.05``, ``parity_repetition = 0.05`` (marker
-  ``parity``, with ``--posbias-parity REFERENCE``) — a deployment may change the share of MCQ
-  answers by at most 5 points beyond the reference's own re-run floor, lower the coverage of the
-  same summaries by at most 5 points and raise the clean repetition rate by at most 5 points:
-  the same drift the baseline margins of the flip/phase/order, coverage and repetition gates
-  allow between two releases, since a serving stack that moves answers more than a release may
-  is a release of its own (docs/design.md section 5, "Parity").
-
-Threshold ranges (:attr:`GateSpec.threshold_range`): a two-sided gate (|x| <= t) needs
-0 < t < max |x|: t >= 1 passes every model, t <= 0 none. An upper gate (x <= t) needs t below
-the largest value (at 1 a rate gate passes anything) and, for a rate, above 0 (a rate of 0
-cannot be certified from any finite sample); the stressor amplification may be 0 ("no
-increase"), PhaseFusion's difference may be negative ("fewer changes than one pass", its default
-is 0). The coverage floor (x >= t) needs 0 < t <= 1: at 0 or below every model passes.
+Threshold ranges (:attr:`GateSpec.threshold_range`) keep a gate able to pass some models and fail
+others: |x| <= t needs 0 < t < 1; a rate ceiling needs 0 < t < 1 (a rate of 0 cannot be certified
+from a finite sample); the stressor amplification and the parity differences may be 0, PhaseFusion's
+difference negative; the coverage floor needs 0 < t <= 1.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
-"""Text that leaves the run in an artefact: secrets redacted, text from data made inert.
+"""Text that leaves the run in an artefact: secrets redacted, text from data made inert, with the
+same rules for every writer (run log, HTML report, Markdown and JSON summaries, junit, terminal).
 
-Two concerns, one module, so that every writer (run log, HTML report, Markdown summary, JSON
-summary, junit properties, terminal) uses the same rules:
-
-* **Credentials inside URLs.** ``--api-base http://user:sk-…@host/v1?api-key=sk-…`` carries a
-  secret in its user-info and in its query. :func:`redact_url` replaces both with ``***``;
-  :func:`redact_text` does it to every URL inside a longer text (a command line, a message),
-  :func:`redact_args` to a command line's arguments and :func:`redact_value` to every string
-  of a JSON-like structure (the run's options).
-* **Text from data is inert.** A manifest's domain, references and questions, and a model's
-  answers, may hold control characters (NUL, escape sequences), bidirectional overrides and
-  isolates (U+202E turns the rest of a line around), or lone surrogates (which cannot be
-  encoded as UTF-8). :func:`inert` shows each of them escaped (``\\u202e``), so what a reader
-  sees is what the data hold. The Markdown helpers (:func:`md_code`, :func:`md_text`) also keep
-  a back-tick from closing a code span and markup from becoming HTML.
+* Credentials inside URLs (user-info, key-like query parameters) become ``***``: :func:`redact_url`
+  for one URL, :func:`redact_text` for every URL in a text, :func:`redact_args` and
+  :func:`redact_value` for command lines and JSON-like structures.
+* Text from data (domains, references, questions, answers) may hold control characters, bidi
+  overrides and isolates or lone surrogates: :func:`inert` shows each escaped (``\\u202e``); the
+  Markdown helpers also keep a back-tick from closing a code span and markup from becoming HTML.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Gate machinery shared by every suite: from a probe result to a :class:`~pytest_posbias.stats.Verdict`.
 
-Every gate is a function of the per-instance values of a probe and the run context
-(thresholds per marker, per model and from the command line; detect/certify mode; α;
-seeded bootstrap). With ``--baseline MODEL`` a gate becomes a paired non-inferiority
-comparison on the same instances: d_i = candidate_i − baseline_i, oriented so that
-positive is worse, must have mean <= the gate's baseline margin.
+Every gate is a function of the per-instance values of a probe and the run context (thresholds,
+mode, α, seeded bootstrap). With ``--baseline MODEL`` a gate becomes a paired non-inferiority
+comparison on the same instances: d_i = candidate_i − baseline_i, oriented so that positive is
+worse, must have mean <= the gate's baseline margin.
 
 * :mod:`.design` — the group-sequential analysis, the measurement floor, the paired rate;
 * :mod:`.verdict_builders` — mean, rate and baseline verdicts with a gate's threshold and side;
@@ -18,28 +17,16 @@ The names below are the gates' API (the suites and custom gates import them from
 
 from .design import LOOKS, sequential_verdict
 from .phase import (
-    answered,
-    equivalence_verdict,
-    no_letter_note,
-    phase_gate_conditions,
-    phase_measurement,
-    phase_verdict,
+           answered,
+           equivalence_verdict,
+           no_letter_note,
+           phase_gate_conditions,
+           phase_measurement,
+           phase_verdict,
 )
 from .positional import positional_measurement, positional_values, positional_verdict
 from .stressor import stressor_measurement, stressor_verdict
 
-__all__ = [
-    "LOOKS",
-    "answered",
-    "equivalence_verdict",
-    "no_letter_note",
-    "phase_gate_conditions",
-    "phase_measurement",
-    "phase_verdict",
-    "positional_measurement",
-    "positional_values",
-    "positional_verdict",
-    "sequential_verdict",
-    "stressor_measurement",
-    "stressor_verdict",
-]
+__all__ = ["LOOKS", "answered", "equivalence_verdict", "no_letter_note", "phase_gate_conditions", "phase_measurement",
+           "phase_verdict", "positional_measurement", "positional_values", "positional_verdict", "sequential_verdict",
+           "stressor_measurement", "stressor_verdict"]

@@ -1,37 +1,26 @@
 """The run-level release decision: one decision over every gate the run holds.
 
-Each gate's :class:`~pytest_posbias.stats.Verdict` is a test at level α. A run of m gates
-that failed whenever any gate failed would falsely fail a model compliant on every gate with
-probability up to 1 − (1 − α)^m (0.9998 for m = 164). The run's exit status and the report's
-banner follow this decision instead:
+Each gate's :class:`~pytest_posbias.stats.Verdict` is a test at level α; failing the run whenever
+any of m gates failed would falsely fail a compliant model with probability up to 1 − (1 − α)^m.
+The exit status and the report's banner follow this decision instead:
 
-* **detect mode** (the null of each gate is "compliant"): Holm's step-down adjustment
-  (Holm 1979, "A simple sequentially rejective multiple test procedure") over the gates'
-  valid p-values: with p_(1) <= ... <= p_(m), the adjusted p-value is
-  p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)). A gate fails the run when its own verdict
-  failed *and* p̃ <= α. Holm controls the family-wise error rate at α under any dependence
-  between the gates, so the run's false-failure rate for a model compliant on every gate is at
-  most α for any selection (6 gates with ``-m meg``, 164 with everything).
-* **certify mode** (the null of each gate is "violating"): the run ships only when every gate
-  shows compliance. That is an intersection–union test (Berger 1982, Technometrics 24, 295),
-  level α for "the model violates some gate" without any adjustment, so the adjusted decision
-  of a certify-type gate is its own decision (p̃ = p). The same holds for certify-type gates
-  (the confirmatory equivalence TOST) inside a detect run.
-* ``multiplicity = "none"``: the adjusted decision is the gate's own (the run fails when any
-  gate fails): per-gate error control, chosen knowingly.
+* **detect mode** (each gate's null is "compliant"): Holm's step-down adjustment (Holm 1979) over
+  the gates' valid p-values, p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)); a gate fails the
+  run when its own verdict failed *and* p̃ <= α. Holm controls the family-wise error rate at α
+  under any dependence, for any selection of gates.
+* **certify mode** (each gate's null is "violating"), and certify-type gates (the equivalence
+  TOST) in a detect run: the run ships only when every gate shows compliance, an
+  intersection–union test (Berger 1982, Technometrics 24, 295) of level α without adjustment (p̃ = p).
+* ``multiplicity = "none"``: each gate's own decision (per-gate error control, chosen knowingly).
 
-A gate counts as *not measured* (exit 6, :mod:`~pytest_posbias.exitcodes`) when it missed its
-measurement floor, or when it is inconclusive in certify mode. Such a gate never passes and is
-not a failure on measured evidence; it is left out of the Holm family. A detect-mode gate whose
-data could not decide (too few units, zero spread: its verdict is *inconclusive*) does not fail
-the run, but it shows nothing: its status is ``inconclusive``, the run names it, and a run in which
-every gate was inconclusive decided nothing (exit 6).
+A gate below its measurement floor, or inconclusive in certify mode, is *not measured* (exit 6,
+:mod:`~pytest_posbias.exitcodes`): it never passes, is no failure on evidence and is left out of
+the Holm family. An inconclusive detect-mode gate does not fail the run but shows nothing: the run
+names it, and a run in which every gate was inconclusive decided nothing (exit 6).
 
-Sequential gates: the group-sequential design's reported p-value is the look's nominal p
-rescaled to α (p · α / a_k), which is <= α exactly when the look's boundary is crossed but is
-not a p-value at smaller levels. Holm needs p-values valid at every level, so the family uses
-the design's z-ordering p-value (:func:`sequential_p_value`; Jennison & Turnbull 2000,
-section 8.4) instead.
+A group-sequential gate's reported p-value (p · α / a_k) is not valid at levels below α, so the
+family uses the design's z-ordering p-value instead (:func:`sequential_p_value`; Jennison &
+Turnbull 2000, section 8.4).
 """
 
 from __future__ import annotations
@@ -85,13 +74,11 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
 
         p = Σ_j P(Z_i < c_i for live i < j, Z_j >= max(c_j, z)),   corr(Z_i, Z_j) = sqrt(τ_i / τ_j),
 
-    the probability of failing at any look with a z-statistic at least as large. It is <= α, equals
-    α at a crossing exactly on the last boundary, and shrinks with z (the stagewise ordering instead
-    charges every earlier look's α, so a strong failure at the last look could never pass a Holm
-    step below α(τ_{K−1})). ``active`` marks the looks that could stop the gate (a mean gate cannot
-    stop before ``MIN_MEAN_UNITS`` units): an inactive look cannot fail it. ``look`` is accepted for
-    the record; the ordering does not depend on it. Gates that did not fail get p = 1 from the
-    caller (a larger p-value is always valid).
+    the probability of failing at any look with a z-statistic at least as large: <= α, α at a
+    crossing exactly on the last boundary, shrinking with z (the stagewise ordering would charge
+    every earlier look's α). ``active`` marks the looks that could stop the gate (a mean gate cannot
+    stop before ``MIN_MEAN_UNITS`` units). ``look`` is accepted for the record; the ordering does
+    not depend on it. Gates that did not fail get p = 1 from the caller.
     """
     from scipy.stats import multivariate_normal, norm
 
@@ -106,11 +93,9 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
         return 1.0
     p = min(max(p, 0.0), 1.0)
     sizes = gsd_sizes(n_max, looks)
-    k = min(max(int(look), 0), len(sizes) - 1)
     act = [True] * len(sizes) if active is None else [bool(x) for x in active][: len(sizes)]
     if len(act) < len(sizes):
         raise ConfigError(f"`active` must mark each of the {len(sizes)} looks; got {len(act)}")
-    del k  # the z-ordering p-value does not depend on the look the gate stopped at
     if p <= 0.0:
         return 0.0
     taus = [s / n_max for s in sizes]
@@ -127,8 +112,7 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
         return float(multivariate_normal(mean=np.zeros(len(idx)), cov=cov).cdf(
             np.array([*(cs[i] for i in idx[:-1]), x]), rng=rng))
 
-    # P(a crossing at a live look j with Z_j >= z) = Σ_j [F_j(∞-ish: c_j ... ) ...]: the first crossing is at j
-    # with Z_j in [c_j, ∞); the part with Z_j >= max(c_j, z) is F_j(∞) − F_j(max(c_j, z)), F_j(∞) = F_{j−}(c's)
+    # the first crossing at live look j with Z_j >= max(c_j, z) has probability F_j(∞) − F_j(max(c_j, z))
     total = 0.0
     for j in live:
         top = below(j, 8.0)  # P(no crossing before j), as F_j at a bound past any z-statistic here
@@ -141,14 +125,10 @@ def _sequential(v: Verdict) -> bool:
 
 
 def gate_p_value(v: Verdict) -> float:
-    """The gate's p-value for the run's multiple test, valid at every level.
-
-    Fixed-sample gates and certify-mode gates (intersection-union, each decided on its own): their
-    own p-value. Group-sequential detect gates: the z-ordering p-value
-    (:func:`sequential_p_value`) recovered from the reported p = min(1, p_k · α / a_k)
-    (a_k = 1 − Φ(c_k), the look's nominal level); 1 for a gate that did not fail and for a
-    reported p of 1 (its nominal p is not recoverable; 1 is the conservative choice).
-    """
+    """The gate's p-value for the run's multiple test, valid at every level: its own for a
+    fixed-sample or certify-mode gate; for a group-sequential detect gate the z-ordering p-value
+    (:func:`sequential_p_value`) from the reported p = min(1, p_k · α / a_k), a_k = 1 − Φ(c_k),
+    and 1 when it did not fail or reported p = 1 (its nominal p is then not recoverable)."""
     p = float(v.p_value)
     if math.isnan(p):
         return 1.0
@@ -349,60 +329,39 @@ class RunDecision:
                 "inconclusive": list(self.inconclusive), "n_inconclusive": len(self.inconclusive)}
 
 
-def check_multiplicity(value: object, *, name: str = "multiplicity") -> str:
-    """``value`` if it is one of :data:`MULTIPLICITY`, else a :class:`ConfigError` naming ``name``."""
-    if value not in MULTIPLICITY:
-        raise ConfigError(f"`{name}` must be one of {', '.join(MULTIPLICITY)}; got {value!r}")
-    return str(value)
-
-
-def is_opt_in_skip(reason: str) -> bool:
-    """A skip of an opt-in gate the user did not opt into (its reason says how to opt in)."""
-    return OPT_IN_MARK in str(reason)
-
-
 def simulated_notice(models: Sequence[str]) -> str | None:
     """``SIMULATED MODEL — not a release decision`` when any model is a ``sim:`` model."""
     sims = [m for m in models if str(m).startswith("sim:")]
     return f"SIMULATED MODEL — not a release decision ({', '.join(sims)})" if sims else None
 
 
-def reduced_sizes(probes: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Probe sample sizes set below the package defaults (e.g. ``posbias init --quick``), as
-    ``positional.groups = 12 (default 48)``."""
+def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """``QUICK SIZES — ...`` when probe sample sizes are set below the package defaults (e.g.
+    ``posbias init --quick``), naming each as ``positional.groups = 12 (default 48)``."""
     from ..probes.settings import DEFAULTS
 
-    out = []
+    small = []
     for probe, table in sorted(probes.items()):
         for key, value in sorted((table or {}).items()):
             default = DEFAULTS.get(probe, {}).get(key)
             if key in ("groups", "items", "videos", "trials", "orderings", "equivalence_items") and isinstance(
                     default, int) and isinstance(value, int) and not isinstance(value, bool) and value < default:
-                out.append(f"{probe}.{key} = {value} (default {default})")
-    return out
-
-
-def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """``QUICK SIZES — ...`` when probe sizes are set below the defaults."""
-    small = reduced_sizes(probes)
+                small.append(f"{probe}.{key} = {value} (default {default})")
     return f"QUICK SIZES — smaller samples than a release gate uses: {', '.join(small)}" if small else None
 
 
 def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str = "holm", alpha: float | None = None,
                  skipped: Sequence[tuple[str, str]] = (), notices: Sequence[str] = (),
                  not_run: Sequence[str] = (), stopped: str = "") -> RunDecision:
-    """The run's decision over ``verdicts`` (node id, verdict) (see the module doc).
+    """The run's decision over ``verdicts`` (node id, verdict) (module docstring).
 
-    ``skipped``: (node id, reason) of gate tests skipped in the run. ``not_run``: node ids of
-    selected gate tests that never ran because the run stopped early (``-x``, ``--maxfail``, an
-    interrupt), with ``stopped`` saying how: they decided nothing. Exit status: 1 when a gate
-    fails after the adjustment; else 6 when a gate did not measure, when a selected gate never ran,
-    or when no gate reached a verdict although gate tests were selected (all skipped: for lack of
-    data, or an opt-in gate not opted into) or every gate was inconclusive; else 0, with the
-    inconclusive detect-mode gates named (``inconclusive``). ``alpha`` defaults to the smallest of the
-    verdicts' α.
+    ``skipped``: (node id, reason) of skipped gate tests; ``not_run``: selected gate tests a stopped
+    run never reached (``stopped`` says how). Exit status 1 when a gate fails after the adjustment;
+    else 6 when a gate did not measure, a selected gate never ran, no gate reached a verdict or
+    every gate was inconclusive; else 0. ``alpha`` defaults to the smallest of the verdicts' α.
     """
-    multiplicity = check_multiplicity(multiplicity)
+    if multiplicity not in MULTIPLICITY:
+        raise ConfigError(f"`multiplicity` must be one of {', '.join(MULTIPLICITY)}; got {multiplicity!r}")
     al = float(alpha) if alpha is not None else min((float(v.alpha) for _, v in verdicts), default=0.05)
     if not 0 < al < 1:
         raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
@@ -437,7 +396,7 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
               if multiplicity == "holm" else "none: every gate at its own level α (no multiplicity adjustment)")
     skip_count: dict[str, int] = {}
     for _, reason in skipped:
-        kind = "opt-in not selected" if is_opt_in_skip(reason) else "no data"
+        kind = "opt-in not selected" if OPT_IN_MARK in str(reason) else "no data"
         skip_count[kind] = skip_count.get(kind, 0) + 1
     never = (f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
              f"({stopped or 'the run stopped before them'}): not measured") if not_run else ""
@@ -487,6 +446,6 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
                        tuple(g.nodeid for g in gates if g.status == "inconclusive"))
 
 
-__all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "check_multiplicity", "detectable_effect",
-           "gate_p_value", "holm_adjust", "inconclusive", "is_opt_in_skip", "not_measured_reason", "power_note",
-           "quick_notice", "reduced_sizes", "run_decision", "sequential_p_value", "simulated_notice"]
+__all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "detectable_effect", "gate_p_value",
+           "holm_adjust", "inconclusive", "not_measured_reason", "power_note", "quick_notice", "run_decision",
+           "sequential_p_value", "simulated_notice"]

@@ -37,10 +37,8 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
         if d is not None:
             break
     assert d is not None
-    # the t-based repeated CI of a mean can reach past the values' range (coverage above 1, DPB
-    # below -1) and, for constant values, spans a rounding error around them; the decision is taken
-    # on the unclipped interval, where clipping to the range could not change it, so clip for the
-    # record (a rate's exact interval lies in [0, 1] already)
+    # the t-based repeated CI of a mean can reach past the values' range; the decision was taken on
+    # the unclipped interval, where clipping could not change it, so clip for the record
     lo_v, hi_v = GATES[gate].value_range
     d = replace(d, ci_low=min(max(d.ci_low, lo_v), hi_v), ci_high=max(min(d.ci_high, hi_v), lo_v))
     level = round(100 * (1 - 2 * ctx.alpha))

@@ -1,16 +1,9 @@
-"""Fail closed: what a gate planned to measure, what it measured and what it lost.
-
-docs/design.md section 5: every verdict states units planned, measured and lost (failed calls,
-empty or unparseable outputs, unusable data). Lost units are never scored as clean or
-compliant. A gate passes in neither mode when
-
-* no unit was measured, or
-* the measured share of the planned units is below the measurement floor (default 0.95), or
-* the failed share of the model calls behind it exceeds ``1 − floor`` (default 5%).
-
-:func:`apply_floor` turns a verdict computed on the measured units into a failing one when
-any of these holds, with a reason that names the cause and the counts; the statistics on
-the measured units stay in the reason and in ``extra`` for the record.
+"""Fail closed: what a gate planned to measure, what it measured and what it lost (docs/design.md
+section 5). Lost units (failed calls, empty or unparseable outputs, unusable data) are never scored
+as clean or compliant. :func:`apply_floor` makes a verdict fail in either mode when no unit was
+measured, when the measured share of the planned units is below the measurement floor (default
+0.95), or when the failed share of the model calls behind it exceeds ``1 − floor``; the statistics
+on the measured units stay in the reason and in ``extra``.
 """
 
 from __future__ import annotations

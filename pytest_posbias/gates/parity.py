@@ -1,33 +1,27 @@
 """Parity gates: the tested deployment against a reference deployment on the same requests
-(``--posbias-parity REFERENCE``; docs/design.md section 5, "Parity").
-
-Both sides answer the requests the suites already build; every gate is paired on the units
-measured on both sides, and a unit lost on either side is a lost unit of the gate.
+(``--posbias-parity REFERENCE``; docs/design.md section 5, "Parity"). Every gate is paired on the
+units measured on both sides; a unit lost on either side is a lost unit of the gate.
 
 * ``parity`` (MCQ items of the phase probe): per item, c_i = 1 when the tested model's consensus
   answer (plurality content over the option orderings at phase 0) differs from the reference's,
-  and f_i = 1 when the reference's own re-run of the same requests (``rerun:0``, as the phase
-  probe measures its re-run floor) changes the reference's consensus answer. The gated quantity
-  is the changed-answer share beyond the floor, δ = P(c = 1) − P(f = 1) = p10 − p01 of the paired
-  outcomes (c_i, f_i); compliant when δ <= threshold. The test is the exact unconditional test
-  for paired proportions (Tango's score, supremum over the nuisance p01;
-  :func:`~pytest_posbias.stats.paired_change_verdict`, exact McNemar at threshold 0). Two runs of
-  one deployment disagree exactly as often as its re-run floor says, so δ = 0 for a deployment
-  that is the reference; a deterministic reference has f_i = 0 and the rule tests the changed
-  share itself (conservatively: the supremum includes p01 = 0, where it is the exact binomial
-  test). The gate does not decide (fail closed: the run is not measured) when the reference's
-  own re-run floor exceeds the threshold (a change of that size cannot be told from its noise) or
-  when the two sides' answers were scored differently (letter log-probabilities against text).
-* ``parity_coverage`` (summaries of the positional probe): d_i = coverage_ref − coverage_test
-  per (group, order) instance, compliant when mean d <= threshold (the coverage drop); cluster
-  bootstrap over groups, or the sign-flip permutation test with ``paired_test = "permutation"``,
-  as a ``--baseline`` coverage comparison.
-* ``parity_repetition`` (clean descriptions of the stressor probe): paired 0/1 repetition
-  flags, δ = RR_test − RR_ref <= threshold, the same exact unconditional paired test.
+  f_i = 1 when the reference's own re-run (``rerun:0``) changes the reference's consensus. The
+  gated quantity is the changed share beyond that floor, δ = P(c = 1) − P(f = 1) = p10 − p01,
+  compliant when δ <= threshold, by the exact unconditional test for paired proportions
+  (Tango's score, supremum over the nuisance p01; :func:`~pytest_posbias.stats.paired_change_verdict`).
+  δ = 0 for a deployment that is the reference; a deterministic reference (f_i = 0) makes it a
+  test of the changed share itself. The gate does not decide (fail closed) when the reference's
+  re-run floor exceeds the threshold, or when the two sides' answers were scored differently
+  (letter log-probabilities against text).
+* ``parity_coverage`` (summaries of the positional probe): d_i = coverage_ref − coverage_test per
+  (group, order) instance, compliant when mean d <= threshold, as a ``--baseline`` coverage
+  comparison (cluster bootstrap over groups, or the sign-flip permutation test).
+* ``parity_repetition`` (clean descriptions of the stressor probe): paired 0/1 repetition flags,
+  δ = RR_test − RR_ref <= threshold, the same exact paired test.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -35,16 +29,17 @@ import numpy as np
 from ..errors import ConfigError
 from ..gate_context import GateContext
 from ..probes import conditions as C
-from ..probes.positional import PositionalResult, PositionalSpec
-from ..stats import Verdict, inconclusive_verdict
-from .measurement import Measurement, apply_floor, combine
+from ..probes.positional import PositionalSpec
+from ..stats import Verdict, inconclusive_verdict, paired_change_verdict
+from .design import floored
+from .measurement import combine
+from .phase import answered, phase_measurement
+from .positional import instance_rows, positional_measurement, positional_values
+from .stressor import stressor_measurement
+from .verdict_builders import mean_difference
 
 MAX_LISTED = 50  # changed items listed in a verdict (and the report); the counts cover all of them
 NO_REFERENCE = "the parity gates compare two deployments: opt in with --posbias-parity REFERENCE"
-
-
-def _floored(ctx: GateContext, v: Verdict, m: Measurement) -> Verdict:
-    return apply_floor(v, m, floor=ctx.floor)
 
 
 def _require(ctx: GateContext) -> str:
@@ -74,9 +69,6 @@ def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
     """``parity``: changed-answer share of the MCQ items beyond the reference's re-run floor
     (module docstring). Items lost on either side (failed or unparseable answers in any ordering,
     a constant answer, unusable video) are lost units, counted and shown."""
-    from ..stats import paired_change_verdict
-    from . import answered, phase_measurement
-
     ref = _require(ctx)
     r = ctx.phase(model, "order")  # phase 0 in every ordering: the order gate's requests
     b = ctx.phase(ref, "parity")  # the same, plus the re-run of phase 0 (the floor)
@@ -106,40 +98,28 @@ def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
     }
     threshold = ctx.threshold("parity", model)
     if r.mode != b.mode:  # letter log-probabilities on one side, parsed text on the other: not the same answers
-        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items), mode=ctx.mode,
-                                 alpha=ctx.alpha, unit="items", extra=extra, fail_closed=True,
-                                 why=f"the two deployments' answers were scored differently ({r.mode} for {model}, "
-                                     f"{b.mode} for {ref}): an endpoint without log-probabilities is read from its "
-                                     "text")
-        return _floored(ctx, v, m)
-    if rows and float(floor.mean()) > threshold:  # a noisy reference hides any change below its own flips
-        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items), mode=ctx.mode,
-                                 alpha=ctx.alpha, unit="items", extra=extra, fail_closed=True,
-                                 estimate=float(changed.mean() - floor.mean()),
-                                 why=f"the reference's own re-run changes {floor.mean():.3g} of its answers, more than "
-                                     f"the threshold {threshold:g}: a change of that size cannot be told from its "
-                                     "noise "
-                                     f"(make the reference deterministic: greedy decoding, a fixed seed)")
-        return _floored(ctx, v, m)
-    v = paired_change_verdict(changed, floor, name=name, threshold=threshold, mode=ctx.mode,
-                              alpha=ctx.alpha, unit="items", extra=extra)
-    return _floored(ctx, v, m)
+        why, est = (f"the two deployments' answers were scored differently ({r.mode} for {model}, {b.mode} for "
+                    f"{ref}): an endpoint without log-probabilities is read from its text"), math.nan
+    elif rows and float(floor.mean()) > threshold:  # a noisy reference hides any change below its own flips
+        why = (f"the reference's own re-run changes {floor.mean():.3g} of its answers, more than the threshold "
+               f"{threshold:g}: a change of that size cannot be told from its noise (make the reference "
+               "deterministic: greedy decoding, a fixed seed)")
+        est = float(changed.mean() - floor.mean())
+    else:
+        return floored(ctx, paired_change_verdict(changed, floor, name=name, threshold=threshold, mode=ctx.mode,
+                                                  alpha=ctx.alpha, unit="items", extra=extra), m)
+    return floored(ctx, inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(items),
+                                             mode=ctx.mode, alpha=ctx.alpha, unit="items", extra=extra,
+                                             fail_closed=True, estimate=est, why=why), m)
 
 
 def parity_coverage_verdict(ctx: GateContext, model: str, spec: PositionalSpec) -> Verdict:
     """``parity_coverage``: the drop of mean coverage of the same (group, order) instances against the
     reference, d_i = coverage_ref − coverage_test, compliant when mean d <= threshold."""
-    from ..stats import mean_verdict
-    from . import positional_measurement, positional_values
-
     ref = _require(ctx)
     r, b = ctx.positional(model, spec), ctx.positional(ref, spec)
 
-    def rows(res: PositionalResult) -> dict[tuple[str, tuple[int, ...]], int]:
-        valid = [x for x in res.instances if x["valid"]]
-        return {(x["group"], tuple(x["order"])): k for k, x in enumerate(valid)}
-
-    cr, br = rows(r), rows(b)
+    cr, br = instance_rows(r), instance_rows(b)
     common = sorted(cr.keys() & br.keys())
     m = combine(positional_measurement(r), positional_measurement(b), prefix_b="reference", measured=len(common))
     name = f"coverage drop against {ref} {spec.label()}"
@@ -157,26 +137,15 @@ def parity_coverage_verdict(ctx: GateContext, model: str, spec: PositionalSpec) 
                                  mode=ctx.mode, alpha=ctx.alpha, unit="groups",
                                  why="fewer than 2 groups measured on both the tested model and the reference",
                                  extra=extra)
-        return _floored(ctx, v, m)
-    d = base - cand
-    if getattr(ctx, "paired_test", "bootstrap") == "permutation":
-        from ..stats.paired import paired_permutation_verdict
-
-        v = paired_permutation_verdict(d, clusters, name=name, threshold=threshold, sides="upper", mode=ctx.mode,
-                                       alpha=ctx.alpha, unit="groups", seed=getattr(ctx, "seed", 0), extra=extra)
-    else:
-        v = mean_verdict(d, clusters, name=name, threshold=threshold, sides="upper", mode=ctx.mode, alpha=ctx.alpha,
-                         unit="groups", n_resamples=ctx.n_resamples,
-                         rng=ctx.rng("parity", "coverage", name, model), extra=extra)
-    return _floored(ctx, v, m)
+        return floored(ctx, v, m)
+    v = mean_difference(ctx, base - cand, clusters, name=name, threshold=threshold, sides="upper", mode=ctx.mode,
+                        unit="groups", rng_keys=("parity", "coverage", name, model), extra=extra)
+    return floored(ctx, v, m)
 
 
 def parity_repetition_verdict(ctx: GateContext, model: str, frames: int) -> Verdict:
     """``parity_repetition``: the clean repetition rate of the same videos against the reference,
     paired 0/1 flags, compliant when RR_test − RR_ref <= threshold."""
-    from ..stats import paired_change_verdict
-    from . import stressor_measurement
-
     ref = _require(ctx)
     r, b = ctx.stressor_clean(model, frames), ctx.stressor_clean(ref, frames)
     where_b = {v: k for k, v in enumerate(b.videos)}
@@ -195,7 +164,7 @@ def parity_repetition_verdict(ctx: GateContext, model: str, frames: int) -> Verd
     v = paired_change_verdict(ft, fb, name=f"repetition-rate increase against {ref} at {frames} frames",
                               threshold=ctx.threshold("parity_repetition", model), mode=ctx.mode, alpha=ctx.alpha,
                               unit="videos", extra=extra)
-    return _floored(ctx, v, m)
+    return floored(ctx, v, m)
 
 
 __all__ = ["MAX_LISTED", "NO_REFERENCE", "changed_items", "parity_answers_verdict", "parity_coverage_verdict",

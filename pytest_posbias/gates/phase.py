@@ -26,9 +26,10 @@ from ..probes.phase import (
     order_flips,
     pair_flips,
 )
-from ..stats import Verdict, mcnemar_exact, mean_verdict, paired_change_verdict
+from ..stats import Verdict, mcnemar_exact, paired_change_verdict
 from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
 from .measurement import Measurement, combine
+from .verdict_builders import mean_difference
 
 # which comparison a phase/order gate makes: (budget, sampler, sampler) for ``flip``, "any" or "s0-s1"
 # (two phase indices) for ``phase``, None for ``order``, ``fusion`` and ``equivalence``
@@ -108,6 +109,11 @@ def fused_or_voted(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
     return np.array(out, dtype=int)
 
 
+def voted_changes(r: PhaseResult, S: int) -> np.ndarray:
+    """Per item: 1 when the plurality vote of the S phase grids changes under an origin shift."""
+    return np.asarray(fused_or_voted(r, C.phases(S)) != fused_or_voted(r, C.shifts(S)), dtype=int)
+
+
 def equivalence_verdict(ctx: GateContext, model: str, r: PhaseResult, conds: Sequence[str], m: Measurement) -> Verdict:
     """The phase paper's confirmatory equivalence: PhaseFusion (S × b) accuracy against one pass at
     4b frames, d_i = correct_fused − correct_single per item, TOST on mean d with ±threshold
@@ -121,25 +127,15 @@ def equivalence_verdict(ctx: GateContext, model: str, r: PhaseResult, conds: Seq
     d = ((fused_ans == truth).astype(float) - (single == truth).astype(float))[ok]
     videos = np.array([i.video for i in r.items])[ok]
     name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {C.Condition.parse(conds[-1]).frames} "
-            "frames "
-            f"accuracy")
+            "frames accuracy")
     extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
              "unparseable": getattr(r, "unparseable", 0), "answers": answers_returned(r),
              "fusion_accuracy": float((fused_ans == truth)[ok].mean()) if ok.any() else None,
              "single_accuracy": float((single == truth)[ok].mean()) if ok.any() else None,
              "design": "TOST (certify-type)",
              "fusion_by": "distributions" if r.mode == "logprobs" else "plurality vote"}
-    if getattr(ctx, "paired_test", "bootstrap") == "permutation":
-        from ..stats.paired import paired_permutation_verdict
-
-        v = paired_permutation_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model),
-                                       sides="both",
-                                       mode="certify", alpha=ctx.alpha, unit="videos", seed=getattr(ctx, "seed", 0),
-                                       extra=extra)
-    else:
-        v = mean_verdict(d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both",
-                         mode="certify", alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
-                         rng=ctx.rng("bootstrap", "equivalence", name, model), extra=extra)
+    v = mean_difference(ctx, d, videos, name=name, threshold=ctx.threshold("equivalence", model), sides="both",
+                        mode="certify", unit="videos", rng_keys=("bootstrap", "equivalence", name, model), extra=extra)
     return floored(ctx, v, m)
 
 
@@ -249,12 +245,9 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
         ch = fusion_changes(r)
         extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable,
                                  "errors": r.errors, "answers": answers_returned(r), "n_items": len(r.items),
-                                 "problems": r.problems[:5]}
-        extra["fusion_by"] = "distributions"
-        if ch["fusion"] is None:
-            # text mode (no letter log-probs): PhaseFusion over one-hot answers, a plurality vote of the S grids
-            grids, shifted = C.phases(S), C.shifts(S)
-            ch["fusion"] = (fused_or_voted(r, grids) != fused_or_voted(r, shifted)).astype(int)
+                                 "problems": r.problems[:5], "fusion_by": "distributions"}
+        if ch["fusion"] is None:  # text mode (no letter log-probs): a plurality vote of the S grids
+            ch["fusion"] = voted_changes(r, S)
             extra["fusion_by"] = "plurality vote (no letter log-probs)"
         fus, single, union = ch["fusion"][ok], ch["single"][ok], ch["union"][ok]
         extra.update({"single_changed": float(single.mean()) if single.size else None,
@@ -265,7 +258,7 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
         if base is not None:
             bch = fusion_changes(base)
             if bch["fusion"] is None:
-                bch["fusion"] = (fused_or_voted(base, C.phases(S)) != fused_or_voted(base, C.shifts(S))).astype(int)
+                bch["fusion"] = voted_changes(base, S)
             if bch["fusion"].size == ok.size:
                 return floored(ctx, paired_rate(ctx, "fusion", model, fus, bch["fusion"][ok],
                                                   [i.id for i, o in zip(r.items, ok, strict=True) if o], name=name,

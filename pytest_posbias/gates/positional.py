@@ -5,7 +5,6 @@ from a positional probe result (:mod:`~pytest_posbias.probes.positional`) to a v
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -61,17 +60,10 @@ T_RULES = {"meg": "skew-t", "dpb": "t"}
 def t_rule(gate: str, mode: str) -> str:
     """The t rule of a positional mean gate in ``mode``: ``T_RULES[gate]``, except DPB in certify mode,
     which takes Student's t and Hall's skewness-corrected t together, each at level α/2
-    (:class:`~pytest_posbias.stats.rules.BothT`).
-
-    A group's DPB has rare large jumps (a slot's fact dropped in one order moves it by a sizeable share of
-    the ±1 weights) on a base that often has near-zero spread; Student's t is too liberal on the short-tail
-    side of such units, which is the certify side, and the skewness correction removes that n^(−1/2) term.
-    On the heavy tails of the synthetic set's group DPBs (both sides) neither rule alone holds the certify
-    size at 48 groups; the two at half the level do (docs/calibration.md, "DPB certify"). Detect keeps
-    Student's t, whose size holds there, and which the correction over-corrects at the sequential
-    design's early looks."""
-    rule = T_RULES[gate]
-    return "both-t" if gate == "dpb" and mode == "certify" else rule
+    (:class:`~pytest_posbias.stats.rules.BothT`): a group's DPB has rare large jumps on a base of
+    near-zero spread, where neither rule alone holds the certify size and the two at half the level
+    do (docs/calibration.md, "DPB certify")."""
+    return "both-t" if gate == "dpb" and mode == "certify" else T_RULES[gate]
 
 
 def meg_lattice_step(ctx: GateContext, spec: PositionalSpec) -> float | None:
@@ -96,6 +88,14 @@ def _news_style(ctx: GateContext, spec: PositionalSpec) -> bool:
     m = ctx.manifest()
     vids = {v for g in m.groups_for(spec.domain, spec.bucket, spec.P) for v in g.videos}
     return bool(vids) and all(m.videos[v].reference_style == "news" for v in vids if v in m.videos)
+
+
+def instance_rows(res: PositionalResult, keep: np.ndarray | None = None) -> dict[tuple[str, tuple[int, ...]], int]:
+    """(group, video order) -> row of each valid instance among those ``keep`` marks (all by default):
+    an instance's identity across two runs."""
+    valid = [x for x in res.instances if x["valid"]]
+    used = valid if keep is None else [x for x, k in zip(valid, keep, strict=True) if k]
+    return {(x["group"], tuple(x["order"])): k for k, x in enumerate(used)}
 
 
 def positional_measurement(r: PositionalResult, gate: str = "coverage") -> Measurement:
@@ -149,16 +149,7 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
     values = positional_values(gate, r)
     if ctx.baseline:
         b = ctx.positional(ctx.baseline, spec)
-        def key(inst: Mapping[str, Any]) -> tuple[str, tuple[int, ...]]:
-            """An instance's identity across the two runs: its group and its video order."""
-            return (inst["group"], tuple(inst["order"]))
-
-        def rows(res: PositionalResult) -> dict[tuple[str, tuple[int, ...]], int]:
-            valid = [x for x in res.instances if x["valid"]]
-            used = [x for x, k in zip(valid, _informative(gate, res), strict=True) if k]
-            return {key(i): k for k, i in enumerate(used)}
-
-        cand_rows, base_rows = rows(r), rows(b)
+        cand_rows, base_rows = instance_rows(r, _informative(gate, r)), instance_rows(b, _informative(gate, b))
         common = sorted(cand_rows.keys() & base_rows.keys())
         both = combine(m, positional_measurement(b, gate), prefix_b="baseline", measured=len(common))
         if len({c[0] for c in common}) < 2:
@@ -173,9 +164,8 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate),
                               extra=extra)
         return floored(ctx, v, both)
+    kw: dict[str, Any] = {}
     if gate in T_RULES:
-        return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name,
-                                          unit="groups", extra=extra, method=t_rule(gate, ctx.mode),
-                                          lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None), m)
+        kw = {"method": t_rule(gate, ctx.mode), "lattice_step": meg_lattice_step(ctx, spec) if gate == "meg" else None}
     return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
-                                       extra=extra), m)
+                                      extra=extra, **kw), m)

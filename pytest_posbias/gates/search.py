@@ -1,27 +1,18 @@
 """The search gate: the share of items a property search breaks within its query budget.
 
-A search-based attack success rate, comparable to VideoSTF's ASR (§4.4): over the searched
-items (measured: the reference query and every query before the first break answered),
-k = items with a counterexample found within ``budget`` queries, n = searched items, gated
-like the other rate gates by :func:`~pytest_posbias.stats.rate_verdict` (exact one-sided
-binomial test, Clopper–Pearson (1 − 2α) interval) against the ``search`` threshold. Beside it:
-the median and mean (VideoSTF's AQ) queries to the first break over broken items, and the
-total queries including replay and shrinking.
-
-Items whose unperturbed input already violates the property are not searched (as VideoSTF
-attacks clean-benign videos only) and are not planned units; items whose data cannot be used,
-whose reference failed, or whose search hit a failed query before any break are lost
-(:mod:`~pytest_posbias.gates.measurement`: below the floor the gate does not pass).
-
-The verdict's ``extra`` carries everything the report shows (the schema is in docs/search.md,
-"Property search"): per item the outcome and query counts, per broken item the minimal
-counterexample (perturbation, original and perturbed frames, both answers), and the replay of
-stored counterexamples (which ones the model now survives).
+A search-based attack success rate, comparable to VideoSTF's ASR (§4.4): k = items with a
+counterexample found within ``budget`` queries among n searched items, gated like the other rate
+gates (:func:`~pytest_posbias.stats.rate_verdict`) against the ``search`` threshold; beside it the
+median and mean (VideoSTF's AQ) queries to the first break. Items whose unperturbed input already
+violates the property are not searched and not planned (as VideoSTF attacks clean-benign videos
+only); unusable items, a failed reference or a failed query before any break are lost units.
+The verdict's ``extra`` carries what the report shows (schema: docs/search.md, "Property search").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +22,8 @@ from ..gate_registry import paired_direction
 from ..probes.search import ItemSearch
 from ..probes.search_strips import MAX_WITH_THUMBNAILS
 from ..stats import Verdict
-from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
+from .design import floored
+from .measurement import Measurement, combine
 
 SHOWN = ("answer_letter", "answer_text", "reference_letter", "reference_text")  # of a replayed multiple-choice query
 TEXT_LIMIT = 1000  # characters of an answer text kept in the verdict (the run log keeps it whole)
@@ -67,6 +59,13 @@ def _replay_answer(answer: object) -> object:
     return answer
 
 
+def _replay_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A replayed stored counterexample that was queried, as the summary keeps it."""
+    return {"item": row["item"], "value": row["value"], "found_by": row.get("found_by", []),
+            "answer": _replay_answer(row.get("answer")), "reference": _replay_answer(row.get("reference")),
+            **{k: row[k] for k in SHOWN if k in row}}
+
+
 def search_summary(results: Sequence[ItemSearch]) -> dict[str, Any]:
     """Counts, ASR and queries to the first break (median, mean = AQ) over broken items."""
     broken = [r for r in results if r.status == "broken"]
@@ -84,16 +83,8 @@ def search_summary(results: Sequence[ItemSearch]) -> dict[str, Any]:
         "total_queries": int(sum(r.queries for r in results)),
         "shrink_queries": int(sum(r.shrink_queries for r in results)),
         "replay": {"queried": sum(1 for row in replayed_rows if row.get("outcome") in ("broken", "survived", "lost")),
-                   "still_break": [{"item": row["item"], "value": row["value"], "found_by": row.get("found_by", []),
-                                    "answer": _replay_answer(row.get("answer")),
-                                    "reference": _replay_answer(row.get("reference")),
-                                    **{k: row[k] for k in SHOWN if k in row}}
-                                   for row in replayed_rows if row.get("outcome") == "broken"],
-                   "survived": [{"item": row["item"], "value": row["value"], "found_by": row.get("found_by", []),
-                                 "answer": _replay_answer(row.get("answer")),
-                                    "reference": _replay_answer(row.get("reference")),
-                                    **{k: row[k] for k in SHOWN if k in row}}
-                                for row in replayed_rows if row.get("outcome") == "survived"],
+                   "still_break": [_replay_row(row) for row in replayed_rows if row.get("outcome") == "broken"],
+                   "survived": [_replay_row(row) for row in replayed_rows if row.get("outcome") == "survived"],
                    "lost": [{"item": row["item"], "value": row["value"], "found_by": row.get("found_by", [])}
                             for row in replayed_rows if row.get("outcome") in ("lost", "unusable")],
                    "found_by": sorted({m for row in replayed_rows for m in row.get("found_by", [])}),
@@ -134,15 +125,14 @@ def search_measurement(results: Sequence[ItemSearch], *, planned: int, unusable:
                                  *[f"{r.item}: {r.why}" for r in results if r.status == "lost"][:3]])
 
 
-def search_verdict(ctx: SearchGateContext, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
-                   budget: int, shrink_budget: int, unusable: Sequence[str] = (), name: str | None = None,
-                   unit: str = "items", extra: Mapping[str, Any] | None = None) -> Verdict:
-    """The ``search`` gate for one property (module docstring): exact binomial rate of broken
-    items among searched ones <= threshold, then the measurement floor."""
-    s = search_summary(results)
-    name = name or f"{prop} search success rate (budget {budget} queries)"
+def _search_extra(ctx: ProbeContext, prop: str, results: Sequence[ItemSearch], s: Mapping[str, Any],
+                  head: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A search verdict's ``extra``: the property, ``head`` (budgets, the baseline's counts), the
+    summary ``s``, every item's outcome and the counterexamples, and the replay line the terminal
+    summary prints under the gate."""
+    budgets = {k: head[k] for k in ("budget", "shrink_budget")}
     ex: dict[str, Any] = {
-        "property": prop, "budget": budget, "shrink_budget": shrink_budget, **s,
+        "property": prop, **budgets, **s, **{k: v for k, v in head.items() if k not in budgets},
         "items": [{k: v for k, v in r.to_dict().items() if k not in ("minimal", "replay", "reference")}
                   for r in results],
         "counterexamples": [counterexample_record(r, ctx if i < MAX_WITH_THUMBNAILS else None)
@@ -150,7 +140,18 @@ def search_verdict(ctx: SearchGateContext, model: str, prop: str, results: Seque
         **(extra or {}),
     }
     if replay_line(s):
-        ex["summary_line"] = replay_line(s)  # printed under the gate in the terminal summary
+        ex["summary_line"] = replay_line(s)
+    return ex
+
+
+def search_verdict(ctx: SearchGateContext, model: str, prop: str, results: Sequence[ItemSearch], *, planned: int,
+                   budget: int, shrink_budget: int, unusable: Sequence[str] = (), name: str | None = None,
+                   unit: str = "items", extra: Mapping[str, Any] | None = None) -> Verdict:
+    """The ``search`` gate for one property (module docstring): exact binomial rate of broken
+    items among searched ones <= threshold, then the measurement floor."""
+    s = search_summary(results)
+    name = name or f"{prop} search success rate (budget {budget} queries)"
+    ex = _search_extra(ctx, prop, results, s, {"budget": budget, "shrink_budget": shrink_budget}, extra)
     v = ctx.rate_gate("search", model, s["broken"], s["searched"], name=name, unit=f"searched {unit}", extra=ex)
     notes = []
     if s["median_queries_to_first_break"] is not None:
@@ -159,13 +160,8 @@ def search_verdict(ctx: SearchGateContext, model: str, prop: str, results: Seque
     if replay_line(s):
         notes.append(replay_line(s) + ".")
     if notes:
-        from dataclasses import replace
-
         v = replace(v, reason=" ".join([v.reason, *notes]))
-    m = search_measurement(results, planned=planned, unusable=unusable, unit=unit)
-    return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
-
-
+    return floored(ctx, v, search_measurement(results, planned=planned, unusable=unusable, unit=unit))
 
 
 def paired_search_verdict(ctx: SearchGateContext, model: str, baseline: str, prop: str, results: Sequence[ItemSearch],
@@ -178,33 +174,22 @@ def paired_search_verdict(ctx: SearchGateContext, model: str, baseline: str, pro
     compliant when the candidate is worse by at most the ``search`` margin (default 0.10). The
     extra keeps the candidate's counterexamples and names the items only the candidate breaks
     (``newly_broken``) and those only the baseline breaks (``fixed``)."""
-    from .measurement import combine
-
     base = {r.item: r for r in base_results if r.status in ("broken", "held")}
     paired = [r for r in results if r.status in ("broken", "held") and r.item in base]
     cand = np.array([int(r.status == "broken") for r in paired], dtype=int)
     bas = np.array([int(base[r.item].status == "broken") for r in paired], dtype=int)
-    s = search_summary(results)
-    ex: dict[str, Any] = {
-        "property": prop, "budget": budget, "shrink_budget": shrink_budget, **s, "baseline_model": baseline,
+    ex = _search_extra(ctx, prop, results, search_summary(results), {
+        "budget": budget, "shrink_budget": shrink_budget, "baseline_model": baseline,
         "baseline_broken": int(bas.sum()), "paired": len(paired),
         "newly_broken": [r.item for r, a, b in zip(paired, cand, bas, strict=True) if a and not b],
-        "fixed": [r.item for r, a, b in zip(paired, cand, bas, strict=True) if b and not a],
-        "items": [{k: v for k, v in r.to_dict().items() if k not in ("minimal", "replay", "reference")}
-                  for r in results],
-        "counterexamples": [counterexample_record(r, ctx if i < MAX_WITH_THUMBNAILS else None)
-                            for i, r in enumerate(r for r in results if r.status == "broken")],
-        **(extra or {}),
-    }
-    if replay_line(s):
-        ex["summary_line"] = replay_line(s)
+        "fixed": [r.item for r, a, b in zip(paired, cand, bas, strict=True) if b and not a]}, extra)
     name = f"{prop} search success rate (budget {budget} queries)"  # baseline_gate appends " vs baseline"
     v = ctx.baseline_gate("search", model, cand, bas, np.array([r.item for r in paired]), name=name,
                           unit=f"searched {unit}", worse=paired_direction("search"), extra=ex)
     m = combine(search_measurement(results, planned=planned, unusable=unusable, unit=unit),
                 search_measurement(base_results, planned=planned, unusable=base_unusable, unit=unit),
                 prefix_b="baseline", measured=len(paired))
-    return apply_floor(v, m, floor=getattr(ctx, "floor", DEFAULT_FLOOR))
+    return floored(ctx, v, m)
 
 
 def search_gate(ctx: SearchGateContext, model: str, prop: str, *, slow: bool = False) -> Verdict:

@@ -112,15 +112,13 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
         flags = r.clean.flags[r.clean.valid].astype(int)
         v = ctx.rate_gate(gate, model, int(flags.sum()), int(flags.size), name=name, unit="videos", extra=extra)
         return floored(ctx, v, stressor_measurement(r, gate))
-    if stressor is None:
-        raise ConfigError("`stressor` is required for the stressor and attack gates")
     if gate == "stressor":
         name = f"{stressor} repetition amplification at {frames} frames"
         extra["stressor"] = stressor
         if base is not None:
-            d, bd = r.amplification(stressor), base.amplification(stressor)
+            d, bd = r.amplification(part), base.amplification(part)
             both = ~np.isnan(d) & ~np.isnan(bd)
-            m = combine(stressor_measurement(r, gate, stressor), stressor_measurement(base, gate, stressor),
+            m = combine(stressor_measurement(r, gate, part), stressor_measurement(base, gate, part),
                         prefix_b="baseline", measured=int(both.sum()))
             # (stressed share, clean flag) per video: the rare clean flags get an exact paired bound
             cand = np.column_stack([d + r.clean.flags, r.clean.flags])[both]
@@ -132,38 +130,38 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
         # outcome a small sample misses; share_difference_verdict bootstraps (BCa) only when the sample
         # holds enough of it and otherwise bounds the flag's rate exactly (Clopper-Pearson)
         full = ctx.stressor(model, frames, part=part)
-        d = full.amplification(stressor)
+        d = full.amplification(part)
         ok = ~np.isnan(d)
-        stressed = [s.flags[s.valid].mean() for s in full.variants[stressor] if s.valid.any()]
+        stressed = [s.flags[s.valid].mean() for s in full.variants[part] if s.valid.any()]
         extra.update({"stressed_rr": float(np.mean(stressed)) if stressed else None,
                       "clean_rr": float(full.clean.flags[full.clean.valid].mean()) if full.clean.valid.any() else None,
                       "n_videos": len(full.videos), "design": "fixed",
-                      "variants_per_video": [len(s.texts) for s in full.variants[stressor]][:1]})
+                      "variants_per_video": [len(s.texts) for s in full.variants[part]][:1]})
         clean_flag = np.asarray(full.clean.flags, dtype=float)[ok]
         v = share_difference_verdict(np.clip(d[ok] + clean_flag, 0.0, 1.0), clean_flag, name=name,
                                      threshold=ctx.threshold(gate, model), sides=GATES[gate].side, mode=ctx.mode,
                                      alpha=ctx.alpha, unit="videos", n_resamples=ctx.n_resamples,
                                      rng=ctx.rng("bootstrap", gate, name, model),
                                      extra={"gate": gate, "model": model, **extra})
-        return floored(ctx, v, stressor_measurement(full, gate, stressor))
+        return floored(ctx, v, stressor_measurement(full, gate, part))
     if gate == "attack":
         name = f"{stressor} attack success rate at {frames} frames"
         extra.update({"stressor": stressor, "cap": r.spec.attack_cap})
         if seq:
             def successes(n: int) -> np.ndarray:
-                return np.array(ctx.stressor(model, frames, n, part=part).attack_outcomes(stressor)[0], dtype=float)
+                return np.array(ctx.stressor(model, frames, n, part=part).attack_outcomes(part)[0], dtype=float)
 
             v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
                                    unit="benign videos", extra=extra)
             final = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
-            drawn = final.attack(stressor)
+            drawn = final.attack(part)
             v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(drawn['aq'])}.")
             v = with_extra(v, {"asr": drawn["asr"], "aq": drawn["aq"], "attacked": drawn["attacked"],
                                 "videos_drawn": v.extra["looks"][-1]})
-            return floored(ctx, v, stressor_measurement(final, gate, stressor))
-        a = r.attack(stressor)
+            return floored(ctx, v, stressor_measurement(final, gate, part))
+        a = r.attack(part)
         extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
         v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
         v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
-        return floored(ctx, v, stressor_measurement(r, gate, stressor))
+        return floored(ctx, v, stressor_measurement(r, gate, part))
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")

@@ -50,19 +50,14 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base
     """Paired non-inferiority against ``--baseline`` on the same instances; compliant when the
     candidate is worse by at most the gate's margin.
 
-    * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, intersection–union bounds
-      over groups (:func:`~pytest_posbias.stats.paired.paired_abs_mean_verdict`);
-    * ``worse='binary'`` (flip, phase, order, fusion, repetition): Δ = rate cand − rate base,
-      an exact unconditional non-inferiority test for paired proportions at the margin
-      (exact McNemar at margin 0; :func:`~pytest_posbias.stats.paired_change_verdict`);
-    * ``worse='amplification'`` (stressor): ``cand``/``base`` are (n, 2) arrays of (stressed
-      repetition share, clean repetition flag) per video; a t bound of the share difference
-      plus an exact paired bound of the clean flags (:func:`~pytest_posbias.stats.paired.paired_amplification_verdict`),
-      whatever ``paired_test`` says;
-    * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative),
-      cluster bootstrap of mean d, or the sign-flip permutation test with ``paired_test =
-      "permutation"`` (:func:`~pytest_posbias.stats.paired.paired_permutation_verdict`: inconclusive at a non-zero
-      margin, where sign flips do not hold their size on skewed differences).
+    * ``worse='abs'`` (DPB, MEG): Δ = |mean cand| − |mean base|, intersection–union bounds over
+      groups (:func:`~pytest_posbias.stats.paired.paired_abs_mean_verdict`);
+    * ``worse='binary'`` (rates): Δ = rate cand − rate base, the exact unconditional test for
+      paired proportions (:func:`~pytest_posbias.stats.paired_change_verdict`);
+    * ``worse='amplification'`` (stressor): (n, 2) arrays of (stressed share, clean flag) per
+      video (:func:`~pytest_posbias.stats.paired.paired_amplification_verdict`);
+    * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative), by
+      :func:`mean_difference`.
     """
     from ..stats.paired import paired_abs_mean_verdict
 
@@ -82,17 +77,22 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base
 
         return paired_amplification_verdict(c[:, 0], c[:, 1], b[:, 0], b[:, 1], name=f"{name} vs baseline",
                                             margin=margin, mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
-    if worse == "higher":
-        d = c - b
-    elif worse == "lower":
-        d = b - c
-    else:
+    if worse not in ("higher", "lower"):
         raise ConfigError(f"`worse` must be abs, binary, amplification, higher or lower; got {worse!r}")
-    if ctx.paired_test == "permutation":
+    return mean_difference(ctx, c - b if worse == "higher" else b - c, clusters, name=f"{name} vs baseline",
+                           threshold=margin, sides="upper", mode=ctx.mode, unit=unit,
+                           rng_keys=("baseline", gate, name, model), extra=ex)
+
+
+def mean_difference(ctx: GateContext, d: np.ndarray, clusters: ArrayLike, *, name: str, threshold: float, sides: str,
+                    mode: str, unit: str, rng_keys: tuple[str, ...], extra: Mapping[str, Any]) -> Verdict:
+    """The mean of paired differences ``d`` against ``threshold``: cluster bootstrap, or the sign-flip
+    permutation test with ``paired_test = "permutation"``
+    (:func:`~pytest_posbias.stats.paired.paired_permutation_verdict`)."""
+    if getattr(ctx, "paired_test", "bootstrap") == "permutation":
         from ..stats.paired import paired_permutation_verdict
 
-        return paired_permutation_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper",
-                                          mode=ctx.mode, alpha=ctx.alpha, unit=unit, seed=ctx.seed, extra=ex)
-    return mean_verdict(d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper", mode=ctx.mode,
-                        alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
-                        rng=ctx.rng("baseline", gate, name, model), extra=ex)
+        return paired_permutation_verdict(d, clusters, name=name, threshold=threshold, sides=sides, mode=mode,
+                                          alpha=ctx.alpha, unit=unit, seed=getattr(ctx, "seed", 0), extra=extra)
+    return mean_verdict(d, clusters, name=name, threshold=threshold, sides=sides, mode=mode, alpha=ctx.alpha,
+                        unit=unit, n_resamples=ctx.n_resamples, rng=ctx.rng(*rng_keys), extra=extra)

@@ -1,19 +1,14 @@
 """Candidate vs. baseline in the report: paired differences from two arms' run-log records.
 
 An arm is one model's records in one run log: the candidate and the ``--baseline`` model of one
-run, or the first model of ``posbias report RUN_LOG_A RUN_LOG_B`` (A = candidate, B = baseline).
+run, or the first model of each of ``posbias report RUN_LOG_A RUN_LOG_B`` (A = candidate).
 
-* DPB and MEG, per configuration: instances are paired by (configuration, group, order) —
-  the same videos in the same slots — and compared with
-  :func:`pytest_posbias.stats.paired.paired_abs_mean_verdict` (Δ = |mean cand| − |mean base|,
-  intersection–union bounds of the paired linear combinations over groups); margin 0.
-* Clean repetition rate, per frame count: the per-video repetition flags are paired by video and
-  compared with the exact McNemar interval (:func:`pytest_posbias.stats.paired_change_verdict`).
-* Every other gate: the two verdicts side by side (each with its own CI); no paired CI, since
-  the run log does not keep the gate's per-unit outcomes.
+* DPB and MEG per configuration, paired by (configuration, group, order):
+  :func:`~pytest_posbias.stats.paired.paired_abs_mean_verdict`, Δ = |mean cand| − |mean base|.
+* Clean repetition rate per frame count, paired by video: the exact McNemar interval.
+* Every other gate: the two verdicts side by side (the run log keeps no per-unit outcomes).
 
-"Worse" means the whole (1 − 2α) CI of Δ lies above 0 (the candidate's statistic is further from
-0, or repeats more); "better" the whole CI below 0; otherwise "no clear change".
+"Worse" means the whole (1 − 2α) CI of Δ lies above 0, "better" below 0, else "no clear change".
 """
 
 from __future__ import annotations

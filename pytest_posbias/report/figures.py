@@ -36,23 +36,6 @@ def _plt() -> Any:
     return plt
 
 
-def isolated(fn: F) -> F:
-    """A figure function drawn under matplotlib's settings as loaded (its defaults and any
-    matplotlibrc: ``matplotlib.rc_file_defaults``), not as the process may have changed them since
-    (a user's conftest or test setting ``rcParams``), with the process's settings restored after
-    (``rc_context``): the same data give the same SVG bytes in any run."""
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> str:
-        import matplotlib
-
-        with matplotlib.rc_context():
-            matplotlib.rc_file_defaults()
-            return str(fn(*args, **kwargs))
-
-    return call  # type: ignore[return-value]
-
-
 def _inert(value: Any) -> Any:
     if isinstance(value, str):
         return inert(value)
@@ -65,17 +48,23 @@ def _inert(value: Any) -> Any:
     return value
 
 
-def _inert_args(fn: Any) -> Any:
-    """A figure function that gets every string of its arguments (titles, labels, legends: text
-    from data among them) escaped by :func:`~pytest_posbias.safe_text.inert`: a label draws
-    ``\u202e`` instead of turning its line around, and matplotlib's SVG, which keeps each label's
-    text in a comment, holds no control or bidi character."""
+def figure(fn: F) -> F:
+    """A figure function drawn under matplotlib's settings as loaded (``rc_file_defaults``), not as
+    the process may have changed them (a user's conftest setting ``rcParams``), with those restored
+    after, so the same data give the same SVG bytes in any run. Every string of its arguments is
+    escaped first (:func:`~pytest_posbias.safe_text.inert`): a label from data draws ``\u202e``
+    instead of turning its line around, and the SVG, which keeps each label's text in a comment,
+    holds no control or bidi character."""
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> str:
-        return fn(*_inert(args), **{k: _inert(v) for k, v in kwargs.items()})
+        import matplotlib
 
-    return call
+        with matplotlib.rc_context():
+            matplotlib.rc_file_defaults()
+            return str(fn(*_inert(args), **{k: _inert(v) for k, v in kwargs.items()}))
+
+    return call  # type: ignore[return-value]
 
 
 def _svg(fig: Any) -> str:
@@ -87,8 +76,7 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: the SVG is inlined in HTML
 
 
-@isolated
-@_inert_args
+@figure
 def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
     """One panel per domain/duration/scale: mean coverage per slot, one line per model with a CI band.
 
@@ -122,8 +110,7 @@ def coverage_curves(panels: Sequence[Mapping[str, Any]]) -> str:
     return _svg(fig)
 
 
-@isolated
-@_inert_args
+@figure
 def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols: Sequence[str], *, title: str,
             fmt: str = "{:.0%}", vmax: float | None = None, cmap: str = "cividis") -> str:
     """A labelled heat map with the value printed in every cell (None = not measured)."""
@@ -145,8 +132,7 @@ def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols:
     return _svg(fig)
 
 
-@isolated
-@_inert_args
+@figure
 def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *, title: str, ylabel: str,
          ref: Mapping[str, float] | None = None, errors: Mapping[str, Sequence[tuple[float, float]]] | None = None,
          percent: bool = True) -> str:
@@ -181,8 +167,7 @@ def bars(groups: Sequence[str], series: Mapping[str, Sequence[float | None]], *,
     return _svg(fig)
 
 
-@isolated
-@_inert_args
+@figure
 def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, title: str, xlabel: str,
           ylabel: str) -> str:
     """Simple line plot (e.g. risk–coverage: accuracy on the answered subset vs coverage)."""
@@ -199,8 +184,7 @@ def lines(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *, titl
     return _svg(fig)
 
 
-@isolated
-@_inert_args
+@figure
 def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: str) -> str:
     """Box plots of per-output values (RI or IE) per condition."""
     plt = _plt()
@@ -219,8 +203,7 @@ def distributions(data: Mapping[str, Sequence[float]], *, title: str, ylabel: st
     return _svg(fig)
 
 
-@isolated
-@_inert_args
+@figure
 def stacked(groups: Sequence[str], parts: Mapping[str, Sequence[float]], *, title: str) -> str:
     """100% stacked bars (severity shares: benign, ordinary, severe)."""
     return _svg(stacked_figure(groups, parts, title=title))
@@ -255,8 +238,7 @@ def _bound_lines(ax: Any, lower: float | None, upper: float | None, *, vertical:
         first = False
 
 
-@isolated
-@_inert_args
+@figure
 def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower: float | None = None,
            upper: float | None = None, ref: float | None = None, width: float = 5.6) -> str:
     """Estimates with their CIs as horizontal bars, one row per gate (or configuration), the
@@ -289,8 +271,7 @@ def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower:
     return _svg(fig)
 
 
-@isolated
-@_inert_args
+@figure
 def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower: float | None = None,
           upper: float | None = None) -> str:
     """One gate across releases: the estimate with its CI per release (x, in release order) and

@@ -1,15 +1,7 @@
-"""The report's front page: the release decision, one card per suite, the grouped verdict table.
-
-Built from the verdict records of the run logs alone:
-
-* decision — ``do not ship`` when any gate failed, a test ended without a verdict, the run did
-  not finish, or no gate decided; ``ship`` otherwise (with the run's mode and α: in detect mode a
-  pass means no violation was shown at level α, in certify mode that compliance was shown).
-* a card per suite (the test file of the gate's node id): gates passed/failed, the worst effect
-  (the gate whose CI reaches furthest past its allowed bound, relative to the bound's scale)
-  with its CI against the bound, and a small forest plot of that gate kind over the suite's
-  configurations; links to every failing gate's row.
-* the table grouped by suite and configuration (``extra.spec``, else "N frames" from the name).
+"""The report's front page, from the run logs' verdict records: the release decision, one card per
+suite (the test file of a gate's node id: counts, the worst effect, a forest plot of that gate over
+the suite's configurations, links to the failing rows) and the verdict table grouped by suite and
+configuration.
 """
 
 from __future__ import annotations
@@ -20,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import figures
-from .summary import allowed, suite_of, suite_order, suite_title
+from .summary import allowed, by_suite, suite_of, suite_title
 
 MAX_CARD_LINKS = 12  # failing gates linked on a card (the rest are counted, and all are in the table)
 MAX_FOREST_ROWS = 8  # configurations in a card's figure (worst first)
@@ -134,15 +126,12 @@ def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,
     """One card per suite: counts, the worst effect with its CI and bound, a small forest plot,
     and the failing gates (anchor, label). ``also``: verdicts drawn beside them in the figure but
     not counted (the baseline's, in a candidate-vs-baseline report)."""
-    by_suite: dict[str, list[Mapping[str, Any]]] = {}
-    for v in sorted(verdicts, key=lambda v: v["nodeid"]):
-        by_suite.setdefault(suite_of(v["nodeid"]), []).append(v)
     extra: dict[str, list[Mapping[str, Any]]] = {}
     for v in also:
         extra.setdefault(suite_of(v["nodeid"]), []).append(v)
     multi_model = len({v.get("model") for v in verdicts}) > 1
     cards = []
-    for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
+    for suite, mine in by_suite(verdicts):
         decided = [v for v in mine if not math.isnan(num(v.get("estimate")))]
         worst = max(decided or mine, key=lambda v: (not v["passed"], exceedance(v)))
         gate_name = re.sub(r"\s+\S+-\S+-P\d(\[.*\])?$", "", str(worst.get("name", "")))
@@ -168,11 +157,8 @@ def grouped_table(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     """Suites -> configurations -> verdict rows; a configuration with a failure is ``open``.
     Failing configurations come first, then by name; rows failures first."""
     out = []
-    by_suite: dict[str, list[Mapping[str, Any]]] = {}
-    for v in sorted(verdicts, key=lambda v: v["nodeid"]):
-        by_suite.setdefault(suite_of(v["nodeid"]), []).append(v)
     multi_model = len({v["model"] for v in verdicts}) > 1
-    for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
+    for suite, mine in by_suite(verdicts):
         confs: dict[str, list[Mapping[str, Any]]] = {}
         for v in mine:
             key = configuration(v) + (f" · {v['model']}" if multi_model else "")

@@ -1,11 +1,8 @@
 """Trends across releases: ``posbias report --history DIR``.
 
-Every run log under DIR (``*.jsonl`` with a posbias header, searched recursively, e.g. the CI
-artifacts of past releases) is one release, ordered by its start time. A gate is identified
-across releases by (suite file, gate name) — the gate name holds the configuration but not the
-model, so a renamed model still lines up. Per gate the page draws the estimate with its CI by
-release and the allowed bound(s) as dashed lines (matplotlib, inline SVG), failing releases in
-vermillion.
+Every run log under DIR (searched recursively) is one release, ordered by start time. A gate is
+identified across releases by (suite file, gate name), so a renamed model still lines up; per gate
+the page draws the estimate with its CI by release against the allowed bounds.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""``--posbias-markdown PATH``: a short Markdown verdict table for CI job summaries and PR comments.
+"""``--posbias-markdown PATH``: a short Markdown verdict table for CI job summaries and PR comments
+(``$GITHUB_STEP_SUMMARY``, a GitLab artifact).
 
-One table, failures first (then node id order): result, gate (the test id), estimate, the
-two-sided 1 − 2α CI, the allowed region with the configured threshold, n and its unit, the
-gate's own p-value, and the run-level
-decision's part: ``run`` (the gate's adjusted decision) and ``p adj`` (:mod:`..decision`). Tests that ended
-without a verdict (an exception, a setup error) are listed under it: they decided nothing; so are
-the selected gate tests a run stopped early (``-x``, ``--maxfail``, an interrupt) never reached.
-A link to the run's HTML report follows, relative to the Markdown file. The file is written
-even when no gate decided, so a job summary always says what happened.
-
-GitHub renders it in ``$GITHUB_STEP_SUMMARY`` (the recipe in examples/ci appends it there);
-GitLab shows it as an artifact or in a merge-request note.
+One table, failures first: result, gate, estimate, the 1 − 2α CI, the allowed region with the
+threshold, n, the gate's p-value and the run-level decision's part (``run``, ``p adj``). Tests that
+ended without a verdict, or that a stopped run never reached, are listed under it, then a link to
+the HTML report. The file is written even when no gate decided.
 """
 
 from __future__ import annotations
@@ -24,28 +18,14 @@ from urllib.parse import quote
 
 from ..safe_text import inert, md_code, md_text, redact_text
 from ..stats import Verdict
+from .summary import allowed, num_text
 
 MAX_NOT_RUN = 20  # node ids listed of the gate tests a stopped run never reached (then a count)
 
 
-def _num(v: float | None, fmt: str = ".4g") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if math.isinf(v):
-        return "∞" if v > 0 else "−∞"
-    return format(v, fmt)
-
-
 def _allowed(v: Verdict) -> str:
-    """The compliance region: ``≤ u``, ``≥ l`` or ``[l, u]`` (threshold as configured beside it)."""
-    lo, hi = v.lower, v.upper
-    if lo is None or math.isinf(lo) or math.isnan(lo):
-        region = f"≤ {_num(hi)}"
-    elif hi is None or math.isinf(hi) or math.isnan(hi):
-        region = f"≥ {_num(lo)}"
-    else:
-        region = f"[{_num(lo)}, {_num(hi)}]"
-    return f"{region} (threshold {_num(v.threshold)})"
+    """The compliance region (:func:`~.summary.allowed`) with the configured threshold beside it."""
+    return f"{allowed(v.lower, v.upper)} (threshold {num_text(v.threshold)})"
 
 
 def _cell(text: str) -> str:
@@ -101,7 +81,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     if mode:
         facts.append(f"mode {mode}")
     if alpha is not None:
-        facts.append(f"α = {_num(alpha)} (CI {_num(100 * (1 - 2 * alpha), '.0f')}% two-sided)")
+        facts.append(f"α = {num_text(alpha)} (CI {num_text(100 * (1 - 2 * alpha), '.0f')}% two-sided)")
     if exitstatus is not None:
         facts.append(f"exit status {exitstatus}")
     if facts:
@@ -112,14 +92,14 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
                   "|---|---|---:|---|---|---:|---:|" + ("---|---:|" if has_run else "")]
         for r in sorted(rows, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v: Verdict = r["verdict"]
-            ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
+            ci = "–" if math.isnan(v.ci_low) else f"[{num_text(v.ci_low, '.3f')}, {num_text(v.ci_high, '.3f')}]"
             g = r.get("gate")
             run = "–" if g is None else {"pass": "pass", "fail": "**fail**"}.get(g.status, g.status)
-            p_adj = _num(g.p_adjusted, '.3g') if g is not None else "–"
+            p_adj = num_text(g.p_adjusted, '.3g') if g is not None else "–"
             result = "❌ FAIL" if not v.passed else "➖ INCONCLUSIVE" if v.outcome == "inconclusive" else "✅ PASS"
             lines.append(f"| {result} | {md_code(_gate_id(r['nodeid']))} | "
-                         f"{_num(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
-                         f"{_num(v.p_value, '.3g')} |" + (f" {run} | {p_adj} |" if has_run else ""))
+                         f"{num_text(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
+                         f"{num_text(v.p_value, '.3g')} |" + (f" {run} | {p_adj} |" if has_run else ""))
         lines.append("")
     if errored:
         lines += ["Ended without a verdict (decided nothing):", ""]

@@ -28,7 +28,6 @@ from ..safe_text import inert, redact_value
 from . import compare, front
 from . import search as search_section
 from .sections import _phase, _positional, _stressor
-from .sections import stressor_summaries as stressor_summaries
 from .summary import calls_line
 
 SECTION_CAPTIONS = {
@@ -226,9 +225,8 @@ def template_environment() -> Any:
 
 
 def report_template() -> Any:
-    """The report's jinja2 template, compiled once per process (about 1.4 s; the environment keeps
-    it): the xdist controller compiles it on its warm-up thread while the workers run, off the end
-    of the run."""
+    """The report's jinja2 template, compiled once per process (the environment keeps it), so the
+    xdist controller can compile it while the workers run."""
     return template_environment().get_template("report.html.j2")
 
 

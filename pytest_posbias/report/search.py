@@ -1,13 +1,7 @@
-"""The report's property-search section, from the search gates' verdicts in the run log.
-
-Per search gate (:mod:`~pytest_posbias.gates.search`): the search success rate with the queries
-to the first break, the replay of stored counterexamples (which ones this model still breaks
-on and which it now survives, and who found them), and per broken item its minimal
-counterexample: the original and the perturbed frame strip (thumbnails recorded at probe time,
-changed frames marked, deleted frames shown as a gap), what changed (the two option orders, the
-two phases, the stressor edits, or the two slot layouts with every video's coverage), and both
-answers or texts. Everything here is data for the template; jinja2's autoescape escapes every
-text (model answers are untrusted).
+"""The report's property-search section, from the search gates' verdicts in the run log
+(:mod:`~pytest_posbias.gates.search`): the success rate and queries to the first break, the replay
+of stored counterexamples, and per broken item its minimal counterexample (both frame strips with
+the changed frames marked, what changed, both answers). jinja2's autoescape escapes every text.
 """
 
 from __future__ import annotations

@@ -49,6 +49,13 @@ def _final_looks(items: Iterable[Any], key: Any, size: Any) -> list[Any]:
     return [it for _, it in sorted(best.values(), key=lambda b: b[0])]
 
 
+def _means(cov: np.ndarray, P: int) -> dict[str, float | None]:
+    """Mean coverage, DPB and MEG (at P = 4) of per-instance slot coverages; None where undefined."""
+    return {"coverage": float(cov.mean()) if cov.size else None,
+            "dpb": float(np.mean(dpb_per_instance(cov))) if cov.size else None,
+            "meg": float(np.mean(meg_per_instance(cov))) if cov.size and P == 4 else None}
+
+
 def _positional(runs: Sequence[Run]) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     summaries = _final_looks(((run, o) for run in runs for o in run.obs.get("positional", [])
@@ -68,14 +75,11 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
         mean, lo, hi = _slot_ci(cov, clusters, rng)
         panels.setdefault(title, {"title": title, "series": []})["series"].append(
             {"model": o["model"], "mean": mean, "low": lo, "high": hi})
-        dpb = float(np.mean(dpb_per_instance(cov))) if cov.size else None
-        meg = float(np.mean(meg_per_instance(cov))) if cov.size and o["P"] == 4 else None
-        fails = {k: sum(v) for k, v in o["failures"].items()}
         contam = np.array(o["contamination"], dtype=float).reshape(-1, o["P"])
         table.append({"config": title, "model": o["model"], "n": int(np.unique(clusters).size),
-                      "instances": int(cov.shape[0]),
-                      "coverage": float(cov.mean()) if cov.size else None, "dpb": dpb, "meg": meg,
-                      "failures": fails, "excluded": o["excluded"], "leaks": o.get("n_leak_candidates", 0),
+                      "instances": int(cov.shape[0]), **_means(cov, o["P"]),
+                      "failures": {k: sum(v) for k, v in o["failures"].items()}, "excluded": o["excluded"],
+                      "leaks": o.get("n_leak_candidates", 0),
                       "contamination": [float(x) for x in contam.mean(axis=0)] if contam.size else []})
         alloc.append({"config": title, "model": o["model"], **o["allocation"]})
     variants = []
@@ -83,9 +87,7 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
         if o.get("variant") != "main":
             cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
             variants.append({"config": o["spec"], "model": o["model"], "variant": o["variant"],
-                             "dpb": float(np.mean(dpb_per_instance(cov))) if cov.size else None,
-                             "meg": float(np.mean(meg_per_instance(cov))) if cov.size and o["P"] == 4 else None,
-                             "coverage": float(cov.mean()) if cov.size else None, "target": o.get("target") or {}})
+                             **_means(cov, o["P"]), "target": o.get("target") or {}})
     return {"figure": figures.coverage_curves(list(panels.values())) if panels else "", "table": table, "alloc": alloc,
             "variants": sorted(variants, key=lambda v: (v["config"], v["model"]))}
 

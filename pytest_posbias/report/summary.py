@@ -1,14 +1,6 @@
-"""The terminal summary of a run, as plain lines (the plugin prints them; the CLI could too).
-
-* :func:`verdict_lines` — every gate grouped by suite (the test file), failures first; the full
-  test id on its own line, wrapped at the terminal width and never cut, then its numbers.
-* :func:`cost_text` — the cost line under each gate's numbers: its model calls, cache hits,
-  reused probe results and time waiting on the model, in words.
-* :func:`calls_line` — one line of model-call accounting from the session's :class:`CallStats`
-  totals: calls made, served from the cache, failed, wall time waiting on the models, tokens,
-  and the requests saved by gates that reused probe results already computed in the run.
-* :func:`worker_progress_line` — the controller's line for ``-n`` runs from the workers' progress
-  files (``progress-<worker>.txt`` in the run directory, each the worker's latest progress).
+"""The terminal summary of a run as plain lines (the plugin prints them): the verdicts grouped by
+suite, the run-level decision, each gate's cost, the session's call accounting and the ``-n``
+controller's progress line from the workers' progress files.
 """
 
 from __future__ import annotations
@@ -34,6 +26,14 @@ def suite_order(suite: str) -> tuple[int, str]:
 def suite_of(nodeid: str) -> str:
     """The suite of a test: the file part of its node id (``suites/test_positional.py``)."""
     return nodeid.split("::", 1)[0]
+
+
+def by_suite(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """Rows with a ``nodeid`` grouped by suite, in node id order, the suites in :func:`suite_order`."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["nodeid"]):
+        out.setdefault(suite_of(r["nodeid"]), []).append(r)
+    return sorted(out.items(), key=lambda kv: suite_order(kv[0]))
 
 
 def suite_title(suite: str) -> str:
@@ -67,7 +67,8 @@ def progress_text(done: int, total: int, hits: int, elapsed: float, *, bar: bool
     return text + (f"; {hits} more answered from the cache" if hits else "")
 
 
-def _num(v: float, fmt: str = ".4g") -> str:
+def num_text(v: float | None, fmt: str = ".4g") -> str:
+    """``v`` formatted, – for a missing value, ∞ for an infinite one."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if math.isinf(v):
@@ -78,10 +79,10 @@ def _num(v: float, fmt: str = ".4g") -> str:
 def allowed(lower: float, upper: float) -> str:
     """The compliant region of a gate as text: ``≤ u``, ``≥ l`` or ``[l, u]``."""
     if lower is None or math.isinf(lower) or (isinstance(lower, float) and math.isnan(lower)):
-        return f"≤ {_num(upper)}"
+        return f"≤ {num_text(upper)}"
     if upper is None or math.isinf(upper) or (isinstance(upper, float) and math.isnan(upper)):
-        return f"≥ {_num(lower)}"
-    return f"[{_num(lower)}, {_num(upper)}]"
+        return f"≥ {num_text(lower)}"
+    return f"[{num_text(lower)}, {num_text(upper)}]"
 
 
 def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> list[tuple[str, bool | None]]:
@@ -92,11 +93,8 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     two gates are always told apart; its numbers follow on the next line.
     """
     width = max(40, int(width))
-    by_suite: dict[str, list[Mapping[str, Any]]] = {}
-    for r in sorted(rows, key=lambda r: r["nodeid"]):
-        by_suite.setdefault(suite_of(r["nodeid"]), []).append(r)
     out: list[tuple[str, bool | None]] = []
-    for suite, mine in sorted(by_suite.items(), key=lambda kv: suite_order(kv[0])):
+    for suite, mine in by_suite(rows):
         n_fail = sum(not r["verdict"].passed for r in mine)
         n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in mine)
         out.append((f"{suite_title(suite)}: {plural(len(mine), 'gate')}, {n_fail} failed"
@@ -108,21 +106,21 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
             wrapped = textwrap.wrap(name, width=width - 7, break_long_words=True, break_on_hyphens=False) or [name]
             out.append((f"  {status} {wrapped[0]}", v.passed and status == "PASS"))
             out += [(f"       {w}", v.passed) for w in wrapped[1:]]
-            ci = "–" if math.isnan(v.ci_low) else f"[{_num(v.ci_low, '.3f')}, {_num(v.ci_high, '.3f')}]"
-            out.append((f"       estimate {_num(v.estimate)}  CI {ci}  allowed {allowed(v.lower, v.upper)}  "
-                        f"n {v.n} {v.unit}  p {_num(v.p_value, '.3g')}", v.passed))
+            ci = "–" if math.isnan(v.ci_low) else f"[{num_text(v.ci_low, '.3f')}, {num_text(v.ci_high, '.3f')}]"
+            out.append((f"       estimate {num_text(v.estimate)}  CI {ci}  allowed {allowed(v.lower, v.upper)}  "
+                        f"n {v.n} {v.unit}  p {num_text(v.p_value, '.3g')}", v.passed))
             g = r.get("gate")
             if g is not None:  # the run-level decision's part (pytest_posbias.gates.decision)
                 line = f"       run: {g.status.upper()}"
                 if g.family in ("holm", "iut", "none"):
-                    line += f" (p_adj {_num(g.p_adjusted, '.3g')}, {g.family})"
+                    line += f" (p_adj {num_text(g.p_adjusted, '.3g')}, {g.family})"
                 elif g.why_not_measured:
                     line += f" ({g.why_not_measured})"
                 pn = g.power
                 if pn is not None and not math.isnan(pn.target):
-                    line += f"; detects {_num(pn.detectable, '.3g')} with 80% power"
+                    line += f"; detects {num_text(pn.detectable, '.3g')} with 80% power"
                     if pn.underpowered and g.status == "pass":
-                        line += f", UNDERPOWERED for {_num(pn.target, '.3g')} (2× threshold)"
+                        line += f", UNDERPOWERED for {num_text(pn.target, '.3g')} (2× threshold)"
                         if pn.n_needed:
                             line += f": needs n ≈ {pn.n_needed}"
                 out.append((line, g.adjusted_passed))
@@ -154,25 +152,27 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100) -> list[t
         under = [g for g in decision.gates if g.nodeid in decision.underpowered]
         out.append((f"  UNDERPOWERED: {len(under)} passing gates could not detect 2× their threshold with 80% power "
                     f"(a pass there is weak evidence):", False))
-        for g in under[:20]:
-            need = f" (needs n ≈ {g.power.n_needed})" if g.power is not None and g.power.n_needed else ""
-            for w in textwrap.wrap(f"{g.nodeid.split('::', 1)[-1]}{need}", width=max(40, width - 6)):
-                out.append((f"    {w}", False))
-        if len(under) > 20:
-            out.append((f"    ... and {len(under) - 20} more (--posbias-json lists every gate's power)", False))
+        out += _listed([g.nodeid.split("::", 1)[-1] + (f" (needs n ≈ {g.power.n_needed})" if g.power is not None
+                                                      and g.power.n_needed else "") for g in under],
+                       width, "--posbias-json lists every gate's power")
     inc = list(getattr(decision, "inconclusive", ()) or ())
     if inc:
         out.append((f"  INCONCLUSIVE: {len(inc)} gates could not decide (too few units, zero spread or no interval); "
                     "they do not fail the run and show nothing:", False))
-        for nid in inc[:20]:
-            for w in textwrap.wrap(nid.split("::", 1)[-1], width=max(40, width - 6)):
-                out.append((f"    {w}", False))
-        if len(inc) > 20:
-            out.append((f"    ... and {len(inc) - 20} more (--posbias-json lists them)", False))
+        out += _listed([nid.split("::", 1)[-1] for nid in inc], width, "--posbias-json lists them")
     if decision.skipped:
         parts = ", ".join(f"{n} {k}" for k, n in sorted(decision.skipped.items()))
         out.append((f"  skipped gate tests: {parts} (an opt-in gate not opted into does not fail the run; "
                     f"a run in which no gate decided does: exit 6)", None))
+    return out
+
+
+def _listed(names: Sequence[str], width: int, more: str) -> list[tuple[str, bool | None]]:
+    """The first 20 gate names, wrapped and indented, then how many more (``more``: where they are)."""
+    out: list[tuple[str, bool | None]] = [(f"    {w}", False) for n in names[:20]
+                                          for w in textwrap.wrap(n, width=max(40, width - 6))]
+    if len(names) > 20:
+        out.append((f"    ... and {len(names) - 20} more ({more})", False))
     return out
 
 
@@ -280,5 +280,6 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
     return " · ".join(parts)
 
 
-__all__ = ["allowed", "calls_line", "cost_text", "decision_lines", "plural", "progress_file", "progress_text", "reuse",
-           "suite_of", "suite_order", "suite_title", "verdict_lines", "worker_progress_line", "write_progress"]
+__all__ = ["allowed", "by_suite", "calls_line", "cost_text", "decision_lines", "num_text", "plural", "progress_file",
+           "progress_text", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines", "worker_progress_line",
+           "write_progress"]

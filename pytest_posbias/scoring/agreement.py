@@ -29,40 +29,37 @@ class AgreementRow:
 
 
 def read_labels(path: str | Path) -> tuple[list[list[str]], list[str], dict[str, list[float]]]:
+    """(reference sentences, summary, human scores by column) of each row of a labels CSV; ConfigError
+    naming the file (and line) otherwise."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: no such labels file")
     try:
-        return _read_label_rows(p)
+        with p.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            fields = reader.fieldnames or []
+            humans = [f for f in fields if f.lower().startswith("human")]
+            if [c for c in ("reference", "summary") if c not in fields] or not humans:
+                raise ConfigError(f"{p}: needs columns reference, summary and at least one human* column; has {fields}")
+            refs: list[list[str]] = []
+            sums: list[str] = []
+            scores: dict[str, list[float]] = {h: [] for h in humans}
+            for n, row in enumerate(reader, start=2):
+                try:
+                    vals = {h: float(row[h]) for h in humans}
+                except (TypeError, ValueError):
+                    raise ConfigError(f"{p}:{n}: human scores must be numbers in [0, 1]") from None
+                if any(not 0 <= v <= 1 for v in vals.values()):
+                    raise ConfigError(f"{p}:{n}: human scores must lie in [0, 1]")
+                refs.append([s.strip() for s in (row["reference"] or "").splitlines() if s.strip()])
+                sums.append(row["summary"] or "")
+                for h, v in vals.items():
+                    scores[h].append(v)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start}); "
                           "save the labels file as UTF-8 CSV") from None
     except csv.Error as exc:
         raise ConfigError(f"{p}: not a readable CSV file ({exc})") from None
-
-
-def _read_label_rows(p: Path) -> tuple[list[list[str]], list[str], dict[str, list[float]]]:
-    with p.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        fields = reader.fieldnames or []
-        humans = [f for f in fields if f.lower().startswith("human")]
-        missing = [c for c in ("reference", "summary") if c not in fields]
-        if missing or not humans:
-            raise ConfigError(f"{p}: needs columns reference, summary and at least one human* column; has {fields}")
-        refs: list[list[str]] = []
-        sums: list[str] = []
-        scores: dict[str, list[float]] = {h: [] for h in humans}
-        for n, row in enumerate(reader, start=2):
-            try:
-                vals = {h: float(row[h]) for h in humans}
-            except (TypeError, ValueError):
-                raise ConfigError(f"{p}:{n}: human scores must be numbers in [0, 1]") from None
-            if any(not 0 <= v <= 1 for v in vals.values()):
-                raise ConfigError(f"{p}:{n}: human scores must lie in [0, 1]")
-            refs.append([s.strip() for s in (row["reference"] or "").splitlines() if s.strip()])
-            sums.append(row["summary"] or "")
-            for h, v in vals.items():
-                scores[h].append(v)
     return refs, sums, scores
 
 

@@ -1,15 +1,11 @@
-"""Judge results kept between runs, in the generation cache's SQLite file: the embed judge's
-sentence embeddings (table ``embeddings``) and the fragment judge's coverage values (table
-``judge_scores``).
+"""Judge results kept between runs in the generation cache's SQLite file
+(``<cache>/generations.sqlite``): the embed judge's sentence embeddings (table ``embeddings``) and
+the fragment judge's coverage values (table ``judge_scores``), so a cached re-run neither imports
+sentence-transformers and torch nor embeds the same sentences again.
 
-A cached re-run (every answer in the generation cache) still scores each summary against its
-reference sentences; without this table it would import sentence-transformers and torch and
-embed the same sentences again. Rows live in a table of their own, ``embeddings`` (key, judge,
-created, vector), in ``<cache>/generations.sqlite``. The key is SHA-256 of the judge identity
-and the text, so a different embedding model or package version never reads another's vectors;
-the vector is the unit-normalised float32 embedding, stored as bytes. An unreadable row (wrong
-length) is a miss, embedded again. Writes that the database refuses (read-only cache, full disk)
-are skipped: the embeddings stand for this run and the next run computes them again.
+A row is (key, judge, created, vector): the key is SHA-256 of the judge identity and the text, so
+another model or package version never reads these vectors. An unreadable row is a miss; a write
+the database refuses (read-only cache, full disk) is skipped and counted.
 """
 
 from __future__ import annotations

@@ -109,9 +109,8 @@ def load_embedder() -> Any:
 
 
 def without_progress_bars(load: Any) -> Any:
-    """``load()`` with transformers' progress bars off (its "Loading weights" bar), then as they
-    were: the bar goes to stderr, which pytest captures into the test that first loads the judge
-    and shows with that test's failure."""
+    """``load()`` with transformers' progress bars off, then as they were (the bar goes to stderr,
+    which pytest would show with the failure of the test that first loads the judge)."""
     try:
         from transformers.utils import logging as hf_logging
     except ImportError:
@@ -126,10 +125,9 @@ def without_progress_bars(load: Any) -> Any:
 
 
 class Embedder:
-    """Sentence embeddings (unit-normalised), kept in memory for the process and, with ``store``
-    (:class:`.embed_cache.EmbeddingCache`), between runs: the model (sentence-transformers,
-    torch) is imported and loaded only when a text is in neither. ``notify`` gets one line when
-    it must load, saying how many texts are missing and what the load costs."""
+    """Unit-normalised sentence embeddings, kept in memory and, with ``store``
+    (:class:`.embed_cache.EmbeddingCache`), between runs; the model is loaded only for a text in
+    neither, with a line to ``notify`` saying how many texts are missing."""
 
     def __init__(self, *, store: Any = None, notify: Any = None) -> None:
         self._cache: dict[str, np.ndarray] = {}
@@ -204,10 +202,8 @@ class EmbedJudge:
 
 
 class FragmentJudge:
-    """NEWSROOM fragment coverage; with ``store`` (:class:`.embed_cache.EmbeddingCache` on table
-    ``judge_scores``) each (references, summary) value is kept between runs, so a re-run neither
-    imports spaCy nor tokenizes again. ``tokenizer``: the tokenizer the stored values were made
-    with (the store's judge identity names it)."""
+    """NEWSROOM fragment coverage; with ``store`` (:class:`.embed_cache.EmbeddingCache`, table
+    ``judge_scores``) each value is kept between runs for the ``tokenizer`` it was made with."""
 
     name = "fragment"
 

@@ -1,36 +1,20 @@
-"""What counts as a usable answer, per probe (docs/design.md section 5: degenerate answers are lost units).
+"""What counts as a usable answer, per probe: an answer that falls short is a *lost unit* with its
+reason, never scored (docs/design.md section 5). A *word* is a whitespace token holding a letter.
 
-An answer that falls short is a *lost unit* with its reason, never scored (a description of
-punctuation does not repeat, a one-word summary covers nothing in three slots, and either would
-otherwise be scored as a compliant output). The rules, with T = ``text.split()`` (the tokens of
-docs/design.md section 4) and a *word* = a token holding at least one letter (``str.isalpha`` on some
-character; punctuation and digits alone are not words):
-
-* description / summary (:func:`text_reason`): usable when the call succeeded and
-  ``|words| >= MIN_WORDS`` (3) and ``|words| / |T| >= MIN_WORD_SHARE`` (0.5). Reasons:
-  ``empty_answer`` (no token), ``too_few_words``, ``mostly_not_words``;
-* multiple-choice answer (:func:`letter_reason`): usable when an option letter can be read, from the
-  letter log-probabilities (some live letter has a finite log-probability) or, without them, from the
-  text. Reason: ``no_option_letter``;
-* multi-slot summary (:func:`slots_reason`): asked for P >= 2 slots, usable when more than one slot is
-  addressed (a non-empty, scoreable slot text). Reason: ``one_slot_addressed``;
-* constant answer across distinct inputs (:func:`constant_text`, :func:`constant_letters`): the same
-  normalised answer given to distinct inputs, a model that does not look at its input. Reason:
-  ``constant_answer``.
-
-  - free text: over the m measured requests, asking about n distinct inputs (a video, a video
-    group), let a* be the modal normalised answer (:func:`normalise`), given in a share
-    ``s_req = count(a*) / m`` of the requests and to a share ``s_in = |inputs(a*)| / n`` of the inputs.
-    When ``n >= 2``, ``s_req > TEXT_CONSTANT_BOUND`` (0.5) and ``s_in > TEXT_CONSTANT_BOUND``, every
-    request answered a* is lost. A model that answers the same text to every input has
-    ``s_req = s_in = 1``; one that answers each input in its own way has ``s_in = 1/n`` (two
-    inputs sharing one answer among many is a coincidence, not a constant: ``s_req`` stays small).
-  - option letters: with ``m`` answered requests over at least 2 distinct questions and the modal
-    letter given in a share ``s`` of them, the requests answered with it are lost when ``m >=
-    MIN_LETTER_REQUESTS`` (8), ``s > LETTER_CONSTANT_BOUND`` (0.9) and the same letter is the correct
-    one in at most that bound of those requests (data whose correct letter is nearly always the same
-    cannot tell a constant answer from a right one). Under permuted option orders a model that
-    reads the options spreads its letters as the correct letters are spread.
+* description / summary (:func:`text_reason`): usable when ``|words| >= MIN_WORDS`` and
+  ``|words| / |tokens| >= MIN_WORD_SHARE``; else ``empty_answer``, ``too_few_words`` or
+  ``mostly_not_words``;
+* multiple-choice answer (:func:`letter_reason`): an option letter readable from the letter
+  log-probabilities or the text; else ``no_option_letter``;
+* multi-slot summary (:func:`slots_reason`): more than one of P >= 2 slots addressed; else
+  ``one_slot_addressed``;
+* the same answer to distinct inputs, a model that does not look at its input
+  (:func:`constant_text`, :func:`constant_letters`): ``constant_answer``. Free text: the modal
+  normalised answer, given in more than ``TEXT_CONSTANT_BOUND`` of the requests and to more than
+  that share of n >= 2 inputs. Option letters: over at least ``MIN_LETTER_REQUESTS`` answers to 2
+  or more questions, a modal letter in more than ``LETTER_CONSTANT_BOUND`` of them that is the
+  correct one in at most that share (under permuted option orders a model that reads the options
+  spreads its letters as the correct letters are spread).
 
 Every bound is above 0.05 = 1 − the default measurement floor, so a model whose answers trip a
 constant rule loses more than 5% of its units and cannot pass a gate in either mode.
@@ -52,14 +36,8 @@ MIN_LETTER_REQUESTS = 8
 
 EMPTY, FEW_WORDS, NOT_WORDS, NO_LETTER, ONE_SLOT, CONSTANT = (
     "empty_answer", "too_few_words", "mostly_not_words", "no_option_letter", "one_slot_addressed", "constant_answer")
-REASONS = (EMPTY, FEW_WORDS, NOT_WORDS, NO_LETTER, ONE_SLOT, CONSTANT)
 
 _SPACE = re.compile(r"\s+")
-
-
-def is_word(token: str) -> bool:
-    """Whether a whitespace token is a word: it holds at least one letter."""
-    return any(ch.isalpha() for ch in token)
 
 
 def text_reason(text: str, *, min_words: int = MIN_WORDS, min_share: float = MIN_WORD_SHARE) -> str | None:
@@ -74,7 +52,7 @@ def text_reason(text: str, *, min_words: int = MIN_WORDS, min_share: float = MIN
     tokens = text.split()
     if not tokens:
         return EMPTY
-    n_words = sum(1 for t in tokens if is_word(t))
+    n_words = sum(1 for t in tokens if any(ch.isalpha() for ch in t))
     if n_words < min_words:
         return FEW_WORDS
     if n_words / len(tokens) < min_share:
@@ -165,6 +143,5 @@ def constant_letters(letters: Sequence[int | None], correct: Sequence[int], inpu
 
 
 __all__ = ["CONSTANT", "EMPTY", "FEW_WORDS", "LETTER_CONSTANT_BOUND", "MIN_LETTER_REQUESTS", "MIN_WORDS",
-           "MIN_WORD_SHARE", "NOT_WORDS", "NO_LETTER", "ONE_SLOT", "REASONS", "TEXT_CONSTANT_BOUND", "constant_letters",
-           "constant_text", "generation_text_reason", "is_word", "letter_reason", "normalise", "slots_reason",
-           "text_reason"]
+           "MIN_WORD_SHARE", "NOT_WORDS", "NO_LETTER", "ONE_SLOT", "TEXT_CONSTANT_BOUND", "constant_letters",
+           "constant_text", "generation_text_reason", "letter_reason", "normalise", "slots_reason", "text_reason"]

@@ -438,7 +438,7 @@ def test_stressor_parts_give_the_serial_verdicts_under_four_workers_and_each_cal
     summaries = [r for r in records if r.get("kind") == "observation" and r.get("probe") == "stressor"
                  and r.get("type") == "summary"]
     assert {"clean", "controls", "add1", "delete1", "shuffle"} <= {r.get("part") for r in summaries}
-    from pytest_posbias.report.render import stressor_summaries
+    from pytest_posbias.report.sections import stressor_summaries
 
     [joined] = stressor_summaries(summaries)
     assert set(joined["stressors"]) == {"add1", "add2", "delete1", "delete2", "replace1", "replace2", "reverse", "shuffle"}
