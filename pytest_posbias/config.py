@@ -165,10 +165,10 @@ def _api_setting(key: str, v: Any) -> Any:
         return str(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(f"[tool.posbias] `{key}` must be a number; got {v!r}")
-    from .models.openai_retry import api_settings
+    from .models.openai_retry import api_number
 
     try:
-        api_settings({key: v}, env={})
+        api_number(key, v)
     except ModelLoadError as exc:
         raise ConfigError(f"[tool.posbias] `{key}`: {exc}") from None
     return v

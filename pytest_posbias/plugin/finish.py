@@ -40,11 +40,11 @@ def run_decision_of(config: pytest.Config) -> Any:
 
     opts = options(config)
     state = plugin_of(config)
-    notices = [simulated_notice(opts["models"] + ([opts["baseline"]] if opts.get("baseline") else [])
-                                + ([opts["parity"]] if opts.get("parity") else [])),
+    notices = [simulated_notice([*opts.models, *([opts.baseline] if opts.baseline else []),
+                                 *([opts.parity] if opts.parity else [])]),
                quick_notice(posbias_config(config).probes)]
-    return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
-                        alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n],
+    return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts.multiplicity,
+                        alpha=float(opts.alpha), skipped=state.skipped, notices=[n for n in notices if n],
                         not_run=([] if config.getoption("--collect-only", False)
                                  else sorted(state.gate_tests - state.ran)),
                         stopped=state.stopped)

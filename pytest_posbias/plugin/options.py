@@ -14,6 +14,7 @@ import pytest
 from ..config import SHORT_ALIASES, parse_threshold_override
 from ..errors import ConfigError
 from ..gate_registry import GATES
+from ..run_options import RunOptions
 from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
 
 
@@ -160,14 +161,12 @@ def _api_number_type(option: str) -> Any:
     """``--posbias-api-timeout`` / ``--posbias-api-retries``: checked by the openai backend's settings helper."""
     def check(value: str) -> float | int:
         from ..errors import ModelLoadError
-        from ..models.openai_retry import api_settings
+        from ..models.openai_retry import api_number
 
-        key = option.removeprefix("--posbias-").replace("-", "_")
         try:
-            got = api_settings({key: value}, env={})
+            return api_number(option.removeprefix("--posbias-").replace("-", "_"), value)
         except ModelLoadError as exc:
             raise pytest.UsageError(str(exc)) from None
-        return got["timeout" if key == "api_timeout" else "retries"]
 
     check.__name__ = option.lstrip("-").replace("-", "_")
     return check
@@ -324,7 +323,7 @@ PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline"
                 "--posbias-json", "--posbias-cache", "--posbias-markdown")
 
 
-def suite_options(config: pytest.Config) -> dict[str, Any]:
+def suite_options(config: pytest.Config) -> RunOptions:
     """The run's options (command line over [tool.posbias]) for the suites' parametrization."""
     return options(config)
 
@@ -338,68 +337,66 @@ def run_identity(config: pytest.Config, run_id: str) -> str:
     """One line naming what a run decides on: ``posbias: models ...; mode, α, multiplicity; design;
     seed; data; cache (mode); run id`` (endpoints are not named: a URL may carry a secret)."""
     o = options(config)
-    models = ", ".join(o["models"]) or "none given"
+    models = ", ".join(o.models) or "none given"
     parts = [f"models {models}"]
-    if o["baseline"]:
-        parts.append(f"baseline {o['baseline']}")
-    if o["parity"]:
-        parts.append(f"parity reference {o['parity']}")
-    parts += [f"mode {o['mode']}, alpha {o['alpha']}, multiplicity {o['multiplicity']}",
-              "sequential design" if o["sequential"] else "fixed design",
-              f"seed {o['seed']}", f"data {o['data'] or 'the synthetic set'}",
-              f"cache {o['cache']} ({o['cache_mode']})", f"run {run_id}"]
+    if o.baseline:
+        parts.append(f"baseline {o.baseline}")
+    if o.parity:
+        parts.append(f"parity reference {o.parity}")
+    parts += [f"mode {o.mode}, alpha {o.alpha}, multiplicity {o.multiplicity}",
+              "sequential design" if o.sequential else "fixed design",
+              f"seed {o.seed}", f"data {o.data or 'the synthetic set'}",
+              f"cache {o.cache} ({o.cache_mode})", f"run {run_id}"]
     return "posbias: " + "; ".join(str(p) for p in parts)
 
 
-def options(config: pytest.Config) -> dict[str, Any]:
+def options(config: pytest.Config) -> RunOptions:
     """Command-line options merged over [tool.posbias] (CLI wins)."""
     pcfg = posbias_config(config)
     models = config.getoption("--posbias-model") or pcfg.get("model") or []  # none: a usage error (require_model)
     if isinstance(models, str):
         models = [models]
-    overrides = dict(config.getoption("--posbias-threshold") or [])
-    return {
-        "models": list(models),
-        "baseline": config.getoption("--posbias-baseline") or pcfg.get("baseline"),
-        "parity": config.getoption("--posbias-parity") or pcfg.get("parity"),
-        "judge": config.getoption("--posbias-judge") or pcfg.get("judge", "auto"),
-        "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
-        "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
-        "seed": (config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None
-                 else pcfg.get("seed", 0)),
-        "cache": config.getoption("--posbias-cache") or pcfg.get("cache", ".posbias"),
-        "cache_mode": config.getoption("--posbias-cache-mode") or "read-write",
-        "cache_repair": config.getoption("--posbias-cache-repair") or "stop",
-        "keep_runs": pcfg.get("keep_runs"),
-        "report": config.getoption("--posbias-report") or pcfg.get("report"),
-        "report_dir": pcfg.get("report_dir", "reports"),
-        "json": config.getoption("--posbias-json"),
-        "data": config.getoption("--posbias-data") or pcfg.get("data"),
-        "device": config.getoption("--posbias-device") or pcfg.get("device", "auto"),
-        "api_base": config.getoption("--posbias-api-base") or pcfg.get("api_base"),
-        "batch_size": config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
-        "concurrency": config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
-        "api_timeout": _first(config.getoption("--posbias-api-timeout"), pcfg.get("api_timeout")),
-        "api_retries": _first(config.getoption("--posbias-api-retries"), pcfg.get("api_retries")),
-        "video_form": config.getoption("--posbias-video-form") or pcfg.get("video_form", "auto"),
-        "letter_scoring": config.getoption("--posbias-letter-scoring") or pcfg.get("letter_scoring", "auto"),
-        "no_request_seed": bool(config.getoption("--posbias-no-request-seed") or pcfg.get("no_request_seed", False)),
-        "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
-        "attn_implementation": config.getoption("--posbias-attn-implementation")
-            or pcfg.get("attn_implementation", "auto"),
-        "device_map": config.getoption("--posbias-device-map") or pcfg.get("device_map", "fit"),
-        "vllm_command": config.getoption("--posbias-vllm-command") or pcfg.get("vllm_command"),
-        "vllm_args": config.getoption("--posbias-vllm-args") or pcfg.get("vllm_args"),
-        "vllm_timeout": config.getoption("--posbias-vllm-timeout") or pcfg.get("vllm_timeout"),
-        "vllm_servers": dict((getattr(config, "workerinput", None) or {}).get(WORKERINPUT_VLLM) or {}),
+    return RunOptions(
+        models=tuple(models),
+        baseline=config.getoption("--posbias-baseline") or pcfg.get("baseline"),
+        parity=config.getoption("--posbias-parity") or pcfg.get("parity"),
+        judge=config.getoption("--posbias-judge") or pcfg.get("judge", "auto"),
+        mode=config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
+        alpha=config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
+        seed=_first(config.getoption("--posbias-seed"), pcfg.get("seed", 0)),
+        cache=config.getoption("--posbias-cache") or pcfg.get("cache", ".posbias"),
+        cache_mode=config.getoption("--posbias-cache-mode") or "read-write",
+        cache_repair=config.getoption("--posbias-cache-repair") or "stop",
+        keep_runs=pcfg.get("keep_runs"),
+        report=config.getoption("--posbias-report") or pcfg.get("report"),
+        report_dir=pcfg.get("report_dir", "reports"),
+        json=config.getoption("--posbias-json"),
+        data=config.getoption("--posbias-data") or pcfg.get("data"),
+        device=config.getoption("--posbias-device") or pcfg.get("device", "auto"),
+        api_base=config.getoption("--posbias-api-base") or pcfg.get("api_base"),
+        batch_size=config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
+        concurrency=config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
+        api_timeout=_first(config.getoption("--posbias-api-timeout"), pcfg.get("api_timeout")),
+        api_retries=_first(config.getoption("--posbias-api-retries"), pcfg.get("api_retries")),
+        video_form=config.getoption("--posbias-video-form") or pcfg.get("video_form", "auto"),
+        letter_scoring=config.getoption("--posbias-letter-scoring") or pcfg.get("letter_scoring", "auto"),
+        no_request_seed=bool(config.getoption("--posbias-no-request-seed") or pcfg.get("no_request_seed", False)),
+        sequential=(not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
+        attn_implementation=config.getoption("--posbias-attn-implementation")
+        or pcfg.get("attn_implementation", "auto"),
+        device_map=config.getoption("--posbias-device-map") or pcfg.get("device_map", "fit"),
+        vllm_command=config.getoption("--posbias-vllm-command") or pcfg.get("vllm_command"),
+        vllm_args=config.getoption("--posbias-vllm-args") or pcfg.get("vllm_args"),
+        vllm_timeout=config.getoption("--posbias-vllm-timeout") or pcfg.get("vllm_timeout"),
+        vllm_servers=(getattr(config, "workerinput", None) or {}).get(WORKERINPUT_VLLM) or {},
         **plan_options(config),
-        "threshold_overrides": overrides,
-        "n_resamples": pcfg.get("n_resamples", 9999),
-        "measurement_floor": config.getoption("--posbias-floor") or pcfg.get("measurement_floor", 0.95),
-        "confirmatory": bool(config.getoption("--posbias-confirmatory") or pcfg.get("confirmatory", False)),
-        "paired_test": config.getoption("--posbias-paired-test") or pcfg.get("paired_test", "bootstrap"),
-        "multiplicity": config.getoption("--posbias-multiplicity") or pcfg.get("multiplicity", "holm"),
-    }
+        threshold_overrides=dict(config.getoption("--posbias-threshold") or []),
+        n_resamples=pcfg.get("n_resamples", 9999),
+        measurement_floor=config.getoption("--posbias-floor") or pcfg.get("measurement_floor", 0.95),
+        confirmatory=bool(config.getoption("--posbias-confirmatory") or pcfg.get("confirmatory", False)),
+        paired_test=config.getoption("--posbias-paired-test") or pcfg.get("paired_test", "bootstrap"),
+        multiplicity=config.getoption("--posbias-multiplicity") or pcfg.get("multiplicity", "holm"),
+    )
 
 
 def plan_options(config: pytest.Config) -> dict[str, Any]:
@@ -418,6 +415,6 @@ def worker_id(config: pytest.Config) -> str:
 
 
 def run_directory(config: pytest.Config) -> Path:
-    cache = Path(str(options(config)["cache"]))
+    cache = Path(str(options(config).cache))
     cache = cache if cache.is_absolute() else Path(str(config.rootpath)) / cache
     return cache / "runs" / plugin_of(config).run_id

@@ -88,12 +88,13 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
     range are a ConfigError naming them.
     """
     import copy
+    import dataclasses
 
     from ..config import validate_thresholds
 
     checked = validate_thresholds("with_thresholds()", thresholds)
     out = copy.copy(run)
-    out.options = {**run.options, "threshold_overrides": {**(run.options.get("threshold_overrides") or {}), **checked}}
+    out.options = dataclasses.replace(run.options, threshold_overrides={**run.options.threshold_overrides, **checked})
     return out
 
 

@@ -13,6 +13,7 @@ import pytest
 from support.suite_project import write_suite_project
 
 from pytest_posbias.report.render import highlight_repeats, render
+from pytest_posbias.run_options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("heavy_modules")
 EVIL = '<script>alert("pwned")</script></textarea><img src=x onerror=alert(1)>'
@@ -363,7 +364,7 @@ def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_b
 
     monkeypatch.setattr(render_module, "write_reports", fake_write_reports)
     assert gc.isenabled()
-    path = finish_run(config_rootdir=tmp_path, options={"cache": ".posbias"}, verdict_rows=[], calls={}, run_id="r1")
+    path = finish_run(config_rootdir=tmp_path, options=RunOptions(cache=".posbias"), verdict_rows=[], calls={}, run_id="r1")
     assert path == run_dir / "run.jsonl" and path.is_file()
     assert seen == [False]
     assert gc.isenabled()
