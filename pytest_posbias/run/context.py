@@ -216,7 +216,7 @@ class RunContext:
         self._last_progress = now
         from ..report.summary import progress_text
 
-        if live:  # the plugin's terminal writer (plugin._progress_writer) takes the bar's keywords
+        if live:  # the plugin's terminal writer (plugin.progress_writer) takes the bar's keywords
             redraw: Any = self._progress
             redraw(progress_text(done, total, hits, elapsed, bar=True), transient=True, final=done >= total)
         else:
@@ -247,13 +247,8 @@ class RunContext:
         return np.random.default_rng(int.from_bytes(h[:8], "little"))
 
     def memo(self, key: str, fn: Callable[[], T]) -> T:
-        """Compute once per process: probes shared by several tests (DPB and MEG of one config).
-
-        The result is kept in memory. Under ``pytest -n N`` each worker keeps its own; the plugin's
-        scheduler (:class:`pytest_posbias.plugin.xdist_scheduler.ProbeGroupScheduling`) sends the tests sharing a probe
-        to one worker, and a group that reads a result another group computes (the stressor
-        probe's clean outputs) starts only once that group has finished, so its requests come from
-        the generation cache, with no model call."""
+        """Compute once per process (in memory): probes shared by several tests. Under ``-n`` each
+        worker keeps its own; :mod:`.plugin.xdist_scheduler` sends the tests sharing a probe to one worker."""
         with self._memo_lock:
             if key in self._memo:
                 # the decision rests on these requests too: count them as shared, not as new calls
@@ -287,9 +282,8 @@ class RunContext:
         return self.memo("judges", self._judge_set)
 
     def _judge_set(self) -> JudgeSet:
-        """The run's judges; the embed judge's sentence embeddings are kept in the cache folder's
-        SQLite file (:mod:`.scoring.embed_cache`), and so are the fragment judge's coverage values,
-        so a re-run loads neither the embedding model nor spaCy."""
+        """The run's judges, their embeddings and coverage values kept in the cache folder's SQLite
+        file (:mod:`.scoring.embed_cache`): a re-run loads neither the embedding model nor spaCy."""
         from ..scoring.embed_cache import (
             EmbeddingCache,
             embed_judge_identity,
@@ -350,13 +344,10 @@ class RunContext:
 
     def stressor(self, model: str, frames: int, n: int | None = None, part: str | None = None) -> StressorResult:
         """The stressor probe at ``frames`` on the first ``n`` videos, in parts (:data:`.probes.stressor.PARTS`):
-        ``part`` "clean" (the clean outputs), "controls", or a stressor's name (its variants, with the
-        clean outputs); None: every part, joined. The clean outputs of every video are one part
-        computed first, once per process, and each other part reads them, so the parts share no
-        other request and the scheduler can send each to its own worker
-        (:func:`.suite_params.probe_group`); under ``-n`` a part on another worker starts once the
-        part that made the clean outputs has finished and reads them from the generation cache
-        (:func:`.suite_params.shared_probes`)."""
+        ``part`` "clean" (the clean outputs), "controls", or a stressor's name (its variants); None:
+        every part, joined. The clean part is computed first, once, and every other part reads it,
+        so the parts share no other request and may run on different workers
+        (:func:`.suite_params.probe_group`)."""
         spec = self.stressor_spec(frames)
         n = min(n or spec.videos, spec.videos)
         if part is not None and part not in STRESSOR_PARTS:
@@ -375,9 +366,7 @@ class RunContext:
         return merge_parts([one(p) for p in STRESSOR_PARTS])
 
     def stressor_clean(self, model: str, frames: int) -> StressorResult:
-        """The clean descriptions of the stressor probe's videos only (no stressed variants, no
-        controls): what the parity repetition gate compares. Its requests are the stressor probe's
-        clean requests: the probe's clean part (:meth:`stressor`), computed once for both."""
+        """The stressor probe's clean part (:meth:`stressor`): what the parity repetition gate compares."""
         return self.stressor(model, frames, part="clean")
 
     def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:

@@ -238,11 +238,11 @@ def test_calls_line_one_cache_count_wall_time_tokens_and_reuse_wording():
 PROGRESS_TESTS = """
 import time
 
-from pytest_posbias.plugin import _progress_writer
+from pytest_posbias.plugin import progress_writer
 
 
 def test_one(request):
-    w = _progress_writer(request.config)
+    w = progress_writer(request.config)
     w("model calls 3/6, ETA 1 s")
     w("model calls 6/6, ETA 0 s")
 
@@ -270,12 +270,12 @@ import time
 
 import pytest
 
-from pytest_posbias.plugin import _progress_writer
+from pytest_posbias.plugin import progress_writer
 
 
 @pytest.mark.parametrize("k", range(4))
 def test_slow(request, k):
-    w = _progress_writer(request.config)
+    w = progress_writer(request.config)
     w(f"model calls {k + 1}/4, ETA 1 s")
     time.sleep(3)
 """
