@@ -206,14 +206,15 @@ def server(args: argparse.Namespace) -> Iterator[tuple[str, str, str]]:
         from pytest_posbias.models.registry import resolve
         from pytest_posbias.models.vllm_managed import start_managed
         from pytest_posbias.models.vllm_plan import MANAGED_FLAGS, without_flags
+        from pytest_posbias.run_options import RunOptions
 
         py = vllm_python()
         if py is None:
             raise SystemExit("--start-vllm: no vLLM venv (run `bash scripts/vllm_env.sh`, or set POSBIAS_VLLM_PYTHON)")
         with tempfile.TemporaryDirectory() as d:
             ckpt = build_vllm_checkpoint(Path(d) / SERVED_NAME)
-            opts = {"vllm_command": shlex.join([str(py), "-m", "vllm.entrypoints.openai.api_server"]),
-                    "vllm_args": shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS))}
+            opts = RunOptions(vllm_command=shlex.join([str(py), "-m", "vllm.entrypoints.openai.api_server"]),
+                              vllm_args=shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS)))
             t0 = time.monotonic()
             managed = start_managed(resolve(f"vllm:{ckpt}"), opts, log_dir=Path(d), progress=print)
             took = time.monotonic() - t0

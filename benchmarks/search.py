@@ -43,6 +43,7 @@ from pytest_posbias.probes.stressor import (
     select_videos,
 )
 from pytest_posbias.run.context import RunContext
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import stressors as ST
 
 
@@ -134,8 +135,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         for model, props in (("sim:letter-bias", ("order",)), ("sim:unbiased", ("order", "stressor")),
                              ("sim:looping", ("stressor",))):
-            opts = {"models": [model], "cache": str(Path(d) / ".posbias"), "seed": args.seed,
-                    **({"data": args.data} if args.data else {})}
+            opts = RunOptions(models=(model,), cache=str(Path(d) / ".posbias"), seed=args.seed, data=args.data or None)
             ctx = RunContext(opts, PosbiasConfig(), rootdir=root, worker="main", run_id=f"bench-{model}")
             if "order" in props:
                 rows += order_rows(ctx, model, args.items, args.budget)

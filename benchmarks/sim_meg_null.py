@@ -38,9 +38,10 @@ from scipy import stats as sps
 def _context(data: str, seed: int, groups: int, tmp: Path) -> Any:
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.run.context import RunContext
+    from pytest_posbias.run_options import RunOptions
 
-    options = {"models": ["sim:unbiased"], "cache": str(tmp / "cache"), "seed": seed, "judge": "auto",
-               "sequential": True, "data": data}
+    options = RunOptions(models=("sim:unbiased",), cache=str(tmp / "cache"), seed=seed, judge="auto", sequential=True,
+                         data=data)
     return RunContext.create(options, PosbiasConfig(probes={"positional": {"groups": groups}}), rootdir=tmp,
                              worker="main", run_id="sim-meg-null")
 

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                        rootdir=Path(tmp))
         try:
             settings = ctx.probe_settings("positional")
-            for domain, bucket, P in positional_configs(ctx.options.get("data"), settings["scales"]):
+            for domain, bucket, P in positional_configs(ctx.options.data, settings["scales"]):
                 if P != 4:
                     continue
                 L = SD.first_loss_for(domain, bucket, P)

@@ -141,7 +141,7 @@ def _api_bases(key: str, v: Any) -> str | list[str]:
 def _api_setting(key: str, v: Any) -> Any:
     """``api_timeout`` (seconds in (0, 3600]), ``api_retries`` (0..10), ``video_form``, ``letter_scoring``."""
     from .errors import ModelLoadError
-    from .models.openai_retry import LETTER_SCORINGS, VIDEO_FORMS, api_settings
+    from .models.openai_retry import LETTER_SCORINGS, VIDEO_FORMS, api_number
 
     allowed = {"video_form": VIDEO_FORMS, "letter_scoring": LETTER_SCORINGS}.get(key)
     if allowed is not None:
@@ -149,7 +149,7 @@ def _api_setting(key: str, v: Any) -> Any:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(f"[tool.posbias] `{key}` must be a number; got {v!r}")
     try:
-        api_settings({key: v}, env={})
+        api_number(key, v)
     except ModelLoadError as exc:
         raise ConfigError(f"[tool.posbias] `{key}`: {exc}") from None
     return v

@@ -207,7 +207,7 @@ def measure_pools(ctx: Any, model: str = "sim:unbiased", gates: Sequence[str] = 
     pools: dict[str, list[float]] = {"dpb": [], "meg": []}
     settings = ctx.probe_settings("positional")
     if {"dpb", "meg"} & set(gates):
-        for domain, bucket, P in positional_configs(ctx.options.get("data"), settings["scales"]):
+        for domain, bucket, P in positional_configs(ctx.options.data, settings["scales"]):
             r = ctx.positional(model, positional_spec(settings, domain, bucket, P))
             if r.coverage.size == 0:
                 continue
@@ -265,12 +265,12 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
     from ..config import PosbiasConfig
     from ..probes.settings import DEFAULTS
     from ..run.context import RunContext
+    from ..run_options import RunOptions
 
     check_run(gates, GATES, reps, 10, alpha, data)  # before the measurement, not after
     t0 = time.perf_counter()
-    options = {"models": ["sim:unbiased"], "cache": cache, "seed": seed, "judge": "auto", "sequential": False}
-    if data:
-        options["data"] = data
+    options = RunOptions(models=("sim:unbiased",), cache=cache, seed=seed, judge="auto", sequential=False,
+                         data=data or None)
     ctx = RunContext.create(options, PosbiasConfig(), rootdir=Path(rootdir), worker="calibration", run_id="calibration")
     try:
         pools, null = measure_pools(ctx, gates=gates)

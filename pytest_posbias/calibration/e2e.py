@@ -134,6 +134,7 @@ def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed:
     ``QUICK_PROBES``; ``probes`` overrides either); prints the table and returns the cells."""
     from ..config import PosbiasConfig
     from ..run.context import RunContext
+    from ..run_options import RunOptions
 
     check_run(gates, E2E_GATES, reps, 1, alpha, data)
     probe_cfg = {k: dict(v) for k, v in (QUICK_PROBES if quick else {}).items()}
@@ -150,10 +151,8 @@ def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed:
              f"x {sizes['trials']} stressed trials" + (" (--quick sizes)" if quick else " (the suites' defaults)"))
     for r in range(reps):
         s = seed + r
-        options: dict[str, Any] = {"models": ["sim:unbiased"], "cache": cache, "seed": s, "judge": "auto",
-                                   "alpha": alpha, "sequential": True}
-        if data:
-            options["data"] = data
+        options = RunOptions(models=("sim:unbiased",), cache=cache, seed=s, judge="auto", alpha=alpha,
+                             sequential=True, data=data or None)
         ctx = RunContext.create(options, pcfg, rootdir=Path(rootdir), worker="calibration-e2e",
                                 run_id=f"calibration-e2e-{s}", quiet=True)
         try:

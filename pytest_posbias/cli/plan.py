@@ -264,6 +264,7 @@ def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> d
     from ..config import PosbiasConfig
     from ..engine import Request
     from ..run.context import RunContext
+    from ..run_options import RunOptions
 
     opts = _run_options(pytest_args)
     by_model: dict[str, dict[str, list[Request]]] = defaultdict(lambda: defaultdict(list))
@@ -272,8 +273,9 @@ def measure(plan: Mapping[str, Any], tmp: Path, pytest_args: Sequence[str]) -> d
         if len(kinds[r["group"]]) < MEASURE_PER_KIND:
             kinds[r["group"]].append(Request.from_log(r["request"]))
     out: dict[str, dict[str, Any]] = {}
-    ctx = RunContext.create({**opts, "models": list(by_model), "cache": str(tmp / "measure-cache")}, PosbiasConfig(),
-                            rootdir=Path.cwd(), worker="main", run_id="plan-measure", quiet=True)
+    options = RunOptions(**opts, models=tuple(by_model), cache=str(tmp / "measure-cache"))
+    ctx = RunContext.create(options, PosbiasConfig(), rootdir=Path.cwd(), worker="main", run_id="plan-measure",
+                            quiet=True)
     try:
         for spec, kinds in by_model.items():
             backend = ctx.backend(spec)
@@ -371,7 +373,8 @@ def _cuda_seconds(fn: Callable[..., object], *args: Any, **kwargs: Any) -> float
 
 
 def _run_options(pytest_args: Sequence[str]) -> dict[str, Any]:
-    """The backend options a run of ``pytest_args`` would use (device, batch size, kernels, endpoint)."""
+    """The backend options a run of ``pytest_args`` would use (device, batch size, kernels, endpoint), as
+    :class:`~pytest_posbias.run_options.RunOptions` keywords."""
     names = ("device", "batch_size", "attn_implementation", "device_map", "api_base", "concurrency", "vllm_command",
              "vllm_args", "vllm_timeout")
     keys = {"--posbias-" + k.replace("_", "-"): k for k in names}

@@ -130,10 +130,9 @@ def _context(model: str, *, seed: int, data: str | None, cache: str, probes: dic
              rootdir: Path) -> Any:
     from ..config import PosbiasConfig
     from ..run.context import RunContext
+    from ..run_options import RunOptions
 
-    options: dict[str, Any] = {"models": [model], "cache": cache, "seed": seed, "judge": "auto", "sequential": False}
-    if data:
-        options["data"] = data
+    options = RunOptions(models=(model,), cache=cache, seed=seed, judge="auto", sequential=False, data=data or None)
     # one process: probe results are kept in memory only (a worker name other than "main" would
     # share them through the run folder, where a later check with the same --cache reads them back)
     return RunContext.create(options, PosbiasConfig(probes=probes), rootdir=rootdir, worker="main",
@@ -169,7 +168,7 @@ def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
 
     settings = ctx.probe_settings("positional")
     out: dict[str, dict[str, dict[Any, float]]] = {g: {} for g in gates}
-    for domain, bucket, P in positional_configs(ctx.options.get("data"), settings["scales"]):
+    for domain, bucket, P in positional_configs(ctx.options.data, settings["scales"]):
         label = f"{domain}-{bucket}-P{P}"
         if configs and f"{domain}-{bucket}" not in configs and label not in configs:
             continue
@@ -374,7 +373,7 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
                        rootdir=Path(rootdir))
         try:
             settings = ctx.probe_settings("positional")
-            for key in positional_configs(ctx.options.get("data"), settings["scales"]):
+            for key in positional_configs(ctx.options.data, settings["scales"]):
                 domain, bucket, P = key
                 spec = positional_spec(settings, domain, bucket, P, groups=groups)
                 u = ctx.positional("sim:unbiased", spec)

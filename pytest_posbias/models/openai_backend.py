@@ -29,6 +29,7 @@ from typing import Any
 
 from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError, PosbiasError
+from ..run_options import RunOptions
 from ..video.frames import FrameStore
 from .openai_encode import FrameEncoder, content, has_video
 from .openai_pool import Replica, ReplicaRouter, send, stream
@@ -63,29 +64,27 @@ def api_bases(value: Any) -> list[str]:
     return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
-def make_backend(resolved: Any, store: FrameStore, options: Mapping[str, Any],
+def make_backend(resolved: Any, store: FrameStore, options: RunOptions,
                  notify: Callable[[str], None] | None = None) -> OpenAIBackend:
     """The backend of an ``openai:`` model from the run's options: ``--api-base`` (else the
     registry entry's URL), :func:`api_settings`, and the input form (the option when it is
     ``video`` or ``images``, else the registry entry's ``video_form``)."""
     entry = getattr(resolved, "entry", None)
-    bases = api_bases(options.get("api_base")) or ([entry.api_base] if entry is not None and entry.api_base else [])
+    bases = api_bases(options.api_base) or ([entry.api_base] if entry is not None and entry.api_base else [])
     kw = api_settings(options)
     if kw.get("video_form", "auto") == "auto" and entry is not None:
         kw["video_form"] = getattr(entry, "video_form", "auto")
     return OpenAIBackend(resolved.target, store, api_base=bases or None, notify=notify, **kw)
 
 
-def check_endpoints(options: Mapping[str, Any]) -> list[dict[str, Any]]:
+def check_endpoints(options: RunOptions) -> list[dict[str, Any]]:
     """Run the start-up check of every ``openai:`` model, baseline, parity reference and LLM judge that ``options``
     (the run's merged options) name, without loading anything else; raises ModelLoadError on the
     first that fails. For the controller of a pytest-xdist run, which loads no models itself."""
     from ..models.registry import resolve
 
-    specs = [*(options.get("models") or []), *([options["baseline"]] if options.get("baseline") else []),
-             *([options["parity"]] if options.get("parity") else [])]
-    judge = judge_spec(options.get("judge"))
-    specs += [judge] if judge else []
+    judge = judge_spec(options.judge)
+    specs = [*options.specs, *([judge] if judge else [])]
     out = []
     for spec in dict.fromkeys(specs):
         r = resolve(spec)

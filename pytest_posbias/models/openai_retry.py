@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import BackendError, ModelLoadError
+from ..run_options import RunOptions
 
 T = TypeVar("T")
 
@@ -196,11 +197,17 @@ _OPTION_KEYS: dict[str, tuple[str, str]] = {
 }
 
 
-def api_settings(options: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def api_number(option: str, value: Any) -> int | float:
+    """The run option ``api_timeout`` or ``api_retries`` checked as its environment variable is;
+    a ModelLoadError naming ``--posbias-<option>`` and the allowed values otherwise."""
+    return _number(value, "--posbias-" + option.replace("_", "-"), _ENV_NUMBERS[_OPTION_KEYS[option][1]])
+
+
+def api_settings(options: RunOptions | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Backend keyword arguments: ``POSBIAS_API_TIMEOUT`` (seconds per attempt, (0, 3600]),
     ``POSBIAS_API_RETRIES`` (0..10), ``POSBIAS_API_BACKOFF`` (first retry delay, [0, 60] s) and
     ``POSBIAS_API_LOGPROBS`` (0: text-mode letter scoring) from the environment, then the run's
-    options over them: ``api_timeout``, ``api_retries``, ``letter_scoring``, ``video_form``,
+    options over them (None: none): ``api_timeout``, ``api_retries``, ``letter_scoring``, ``video_form``,
     ``no_request_seed``, ``concurrency`` (``--posbias-*`` options or ``[tool.posbias]``). A bad
     value is a ModelLoadError naming the variable or option and the allowed values."""
     env = os.environ if env is None else env
@@ -214,21 +221,21 @@ def api_settings(options: Mapping[str, Any] | None = None, env: Mapping[str, str
         if raw.strip().lower() not in ("0", "1", "true", "false"):
             raise ModelLoadError(f"POSBIAS_API_LOGPROBS must be 0 or 1; got {raw!r}")
         out["letter_scoring"] = "auto" if raw.strip().lower() in ("1", "true") else "text"
-    opts = options or {}
-    for opt, (key, env_name) in _OPTION_KEYS.items():
-        if opts.get(opt) is not None:
-            out[key] = _number(opts[opt], "--posbias-" + opt.replace("_", "-"), _ENV_NUMBERS[env_name])
+    if options is None:
+        return out
+    for opt, (key, _env_name) in _OPTION_KEYS.items():
+        value = getattr(options, opt)
+        if value is not None:
+            out[key] = api_number(opt, value)
     for opt, allowed in (("letter_scoring", LETTER_SCORINGS), ("video_form", VIDEO_FORMS)):
-        v = opts.get(opt)
-        if v is not None:
-            if v not in allowed:
-                raise ModelLoadError(f"--posbias-{opt.replace('_', '-')} must be one of {', '.join(allowed)}; "
-                                     f"got {v!r}")
-            out[opt] = str(v)
-    if opts.get("no_request_seed"):
+        v = getattr(options, opt)
+        if v not in allowed:
+            raise ModelLoadError(f"--posbias-{opt.replace('_', '-')} must be one of {', '.join(allowed)}; got {v!r}")
+        out[opt] = str(v)
+    if options.no_request_seed:
         out["request_seed"] = False
-    if opts.get("concurrency"):
-        out["concurrency"] = int(opts["concurrency"])
+    if options.concurrency:
+        out["concurrency"] = int(options.concurrency)
     return out
 
 

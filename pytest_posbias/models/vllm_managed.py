@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ModelLoadError
+from ..run_options import RunOptions
 from .hf_loading import weight_bytes
 from .openai_backend import OpenAIBackend, api_settings
 from .registry import ResolvedModel
@@ -299,23 +300,23 @@ def served_name(resolved: ResolvedModel) -> str:
     return re.sub(r"[^A-Za-z0-9._/-]", "-", model_label(resolved.spec[len("vllm:"):]))
 
 
-def managed_for(resolved: ResolvedModel, options: Mapping[str, Any], *, log_dir: Path,
+def managed_for(resolved: ResolvedModel, options: RunOptions, *, log_dir: Path,
                 env: Mapping[str, str] | None = None) -> ManagedVllm:
     """The (not yet started) servers of a ``vllm:`` model from the run's options."""
     args = extra_args(options)
     gpus, memory = visible_gpus(env)
     plan = plan_servers(weights=weight_bytes(resolved), gpus=gpus, gpu_memory=memory)
-    return ManagedVllm(resolved, vllm_command(options, env), args, plan, log_dir, seed=int(options.get("seed", 0)),
+    return ManagedVllm(resolved, vllm_command(options, env), args, plan, log_dir, seed=options.seed,
                        served=served_name(resolved))
 
 
-def start_managed(resolved: ResolvedModel, options: Mapping[str, Any], *, log_dir: Path,
+def start_managed(resolved: ResolvedModel, options: RunOptions, *, log_dir: Path,
                   progress: Callable[[str], None] | None = None) -> ManagedVllm:
     """:func:`managed_for`, started (``--posbias-vllm-timeout`` seconds at most)."""
     m = managed_for(resolved, options, log_dir=log_dir)
     if progress is not None:
         progress(f"posbias: starting vLLM for {resolved.spec}: {m.plan.reason}; logs in {log_dir}")
-    m.start(timeout=float(options.get("vllm_timeout") or DEFAULT_TIMEOUT_S), progress=progress)
+    m.start(timeout=float(options.vllm_timeout or DEFAULT_TIMEOUT_S), progress=progress)
     return m
 
 
@@ -326,7 +327,7 @@ class ManagedVllmBackend(OpenAIBackend):
     process (the xdist controller) started them."""
 
     def __init__(self, resolved: ResolvedModel, store: Any, *, urls: Sequence[str], server_identity: Mapping[str, Any],
-                 owned: ManagedVllm | None, options: Mapping[str, Any],
+                 owned: ManagedVllm | None, options: RunOptions,
                  notify: Callable[[str], None] | None = None) -> None:
         self.resolved = resolved
         self.server_identity = dict(server_identity)
@@ -360,11 +361,11 @@ class ManagedVllmBackend(OpenAIBackend):
                 self.owned = None
 
 
-def make_backend(resolved: ResolvedModel, store: Any, options: Mapping[str, Any], *, log_dir: Path,
+def make_backend(resolved: ResolvedModel, store: Any, options: RunOptions, *, log_dir: Path,
                  notify: Callable[[str], None] | None = None) -> ManagedVllmBackend:
-    """The backend of a ``vllm:`` model: on the servers the xdist controller started (``options["vllm_servers"]``,
+    """The backend of a ``vllm:`` model: on the servers the xdist controller started (``options.vllm_servers``,
     from ``workerinput``), else on servers started now and stopped when the backend closes."""
-    handed = (options.get("vllm_servers") or {}).get(resolved.spec)
+    handed = options.vllm_servers.get(resolved.spec)
     if handed:
         return ManagedVllmBackend(resolved, store, urls=handed["urls"], server_identity=handed["identity"], owned=None,
                                   options=options, notify=notify)

@@ -17,9 +17,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import ModelLoadError
+from ..run_options import RunOptions
 from .hf_loading import FIT_HEADROOM
 from .hf_loading import _gib as gib
 from .registry import ResolvedModel
@@ -88,14 +88,14 @@ def plan_servers(*, weights: int | None, gpus: Sequence[str], gpu_memory: int | 
                       f"tensor-parallel over {len(gpus)} GPUs")
 
 
-def vllm_command(options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> list[str]:
+def vllm_command(options: RunOptions, env: Mapping[str, str] | None = None) -> list[str]:
     """The command that starts vLLM's OpenAI server, before its arguments: ``--posbias-vllm-command``
     (split with shlex), else ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server``, else
     ``vllm serve``."""
     env = os.environ if env is None else env
-    given = options.get("vllm_command")
+    given = options.vllm_command
     if given:
-        cmd = shlex.split(given) if isinstance(given, str) else [str(c) for c in given]
+        cmd = shlex.split(given)
         if not cmd:
             raise ModelLoadError("--posbias-vllm-command (or [tool.posbias] vllm_command) is empty")
         return cmd
@@ -112,11 +112,11 @@ def vllm_command(options: Mapping[str, Any], env: Mapping[str, str] | None = Non
     return [exe, "serve"]
 
 
-def extra_args(options: Mapping[str, Any]) -> list[str]:
+def extra_args(options: RunOptions) -> list[str]:
     """``--posbias-vllm-args`` (or ``[tool.posbias] vllm_args``) split with shlex; host and port are the run's."""
-    given = options.get("vllm_args") or ""
+    given = options.vllm_args or ""
     try:
-        args = shlex.split(given) if isinstance(given, str) else [str(a) for a in given]
+        args = shlex.split(given)
     except ValueError as exc:
         raise ModelLoadError(f"--posbias-vllm-args {given!r}: {exc}") from None
     for a in args:

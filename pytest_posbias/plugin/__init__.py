@@ -20,7 +20,8 @@ from ..config import load_pyproject
 from ..errors import ConfigError
 from .core import PosbiasPlugin, make_plugin
 from .fixtures import posbias_gate, posbias_run, record_verdict
-from .options import add_options, add_short_aliases, argparse_suppress, suite_options
+from .options import add_options, add_short_aliases
+from .options import options as suite_options  # not `options`: the name of the submodule
 from .state import (
     CALLS_KEY,
     PLUGIN_KEY,
@@ -31,8 +32,6 @@ from .state import (
     posbias_config,
 )
 from .terminal import progress_writer
-
-_progress_writer = progress_writer  # the name the project's own tests of the progress lines import
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,6 +52,6 @@ def pytest_configure(config: pytest.Config) -> None:
     plugin.start()
 
 
-__all__ = ["CALLS_KEY", "VERDICT_KEY", "PosbiasPlugin", "add_short_aliases", "argparse_suppress", "collected_verdicts",
+__all__ = ["CALLS_KEY", "VERDICT_KEY", "PosbiasPlugin", "add_short_aliases", "collected_verdicts",
            "plugin_active", "plugin_of", "posbias_config", "posbias_gate", "posbias_run", "progress_writer",
            "pytest_addoption", "pytest_configure", "record_verdict", "suite_options"]

@@ -115,10 +115,7 @@ def _typed_spelling(config: pytest.Config, spec: str) -> str:
 def as_typed(config: pytest.Config, message: str) -> str:
     """A model error's message (it names ``--posbias-model SPEC``, an option every project accepts)
     with the option, or the ``[tool.posbias]`` key, by which the user gave each of the run's models."""
-    opts = options(config)
-    specs = [*opts["models"], *([opts["baseline"]] if opts["baseline"] else []),
-             *([opts["parity"]] if opts["parity"] else [])]
-    for spec in sorted(set(specs), key=len, reverse=True):  # a longer spec first: one may contain another
+    for spec in sorted(options(config).specs, key=len, reverse=True):  # a longer spec first: one may contain another
         typed = _typed_spelling(config, str(spec))
         if typed != "--posbias-model":
             message = message.replace(f"--posbias-model {spec}", f"{typed} {spec}")
@@ -228,7 +225,7 @@ def check_cache_before_calls(config: pytest.Config) -> None:
     if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
         return
     opts = options(config)
-    folder = Path(str(opts["cache"]))
+    folder = Path(opts.cache)
     folder = folder if folder.is_absolute() else Path(str(config.rootpath)) / folder
     asked = (posbias_asked(config) or config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode")
              or config.getoption("--posbias-cache-repair"))
@@ -237,7 +234,7 @@ def check_cache_before_calls(config: pytest.Config) -> None:
     from ..run.cache_check import check_cache
 
     try:
-        found = check_cache(folder, mode=opts["cache_mode"], repair=opts["cache_repair"])
+        found = check_cache(folder, mode=opts.cache_mode, repair=opts.cache_repair)
     except ConfigError as exc:
         raise pytest.UsageError(f"posbias: {exc}") from None
     tr = config.pluginmanager.get_plugin("terminalreporter")

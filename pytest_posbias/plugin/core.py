@@ -134,8 +134,7 @@ class PosbiasPlugin(PluginState):
 
     @pytest.hookimpl
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        """The run's identity at the top of the terminal (a posbias run only): models, baseline and
-        parity reference, mode, α and the run-level adjustment, design, seed, data, cache and run id."""
+        """The run's identity at the top of the terminal, a posbias run only (:func:`.options.run_identity`)."""
         if not posbias_asked(config):
             return []
         from .options import run_identity
@@ -157,9 +156,7 @@ class PosbiasPlugin(PluginState):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Merge the run log and write the report. First among the implementations: under ``-n N`` the
-        workers have closed their logs when they report finished, and xdist's own sessionfinish then
-        waits for each worker process to exit, which can overlap with this."""
+        """Merge the run log and write the report, first among the implementations (:func:`.finish.session_finish`)."""
         session_finish(session, exitstatus)
 
     @pytest.hookimpl(trylast=True)

@@ -40,11 +40,11 @@ def run_decision_of(config: pytest.Config) -> Any:
 
     opts = options(config)
     state = plugin_of(config)
-    notices = [simulated_notice(opts["models"] + ([opts["baseline"]] if opts.get("baseline") else [])
-                                + ([opts["parity"]] if opts.get("parity") else [])),
+    notices = [simulated_notice([*opts.models, *([opts.baseline] if opts.baseline else []),
+                                 *([opts.parity] if opts.parity else [])]),
                quick_notice(posbias_config(config).probes)]
-    return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts["multiplicity"],
-                        alpha=float(opts["alpha"]), skipped=state.skipped, notices=[n for n in notices if n],
+    return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts.multiplicity,
+                        alpha=float(opts.alpha), skipped=state.skipped, notices=[n for n in notices if n],
                         not_run=([] if config.getoption("--collect-only", False)
                                  else sorted(state.gate_tests - state.ran)),
                         stopped=state.stopped)
@@ -95,17 +95,13 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
     state = plugin_of(config)
     stop_progress(state)
     _problem_summary(terminalreporter, config, state.problems)
+    tr = terminalreporter
+    width = int(getattr(tr, "_screen_width", 0) or 100)
     if rows:
         from ..report.summary import calls_line, verdict_lines
 
-        tr = terminalreporter
         tr.section("posbias verdicts")
-        width = int(getattr(tr, "_screen_width", 0) or 100)
-        for text, passed in verdict_lines(rows, width=width):
-            if passed is None:
-                tr.write_line(text, bold=True)
-            else:
-                tr.write_line(text, red=not passed, green=passed)
+        _write_lines(tr, verdict_lines(rows, width=width), bold=False)
         workers = 1
         if getattr(config.option, "dist", "no") != "no":
             try:
@@ -120,16 +116,19 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
         from ..report.summary import decision_lines
 
         if not rows:
-            terminalreporter.section("posbias verdicts")
-        status = exit_status(int(exitstatus), state)
-        for text, ok in decision_lines(state.decision, exit_code=status,
-                                       width=int(getattr(terminalreporter, "_screen_width", 0) or 100)):
-            if ok is None:
-                terminalreporter.write_line(text, bold=True)
-            else:
-                terminalreporter.write_line(text, red=not ok, green=ok, bold=True)
-    _not_run_line(terminalreporter, state)
+            tr.section("posbias verdicts")
+        _write_lines(tr, decision_lines(state.decision, exit_code=exit_status(int(exitstatus), state), width=width),
+                     bold=True)
+    _not_run_line(tr, state)
 
+
+def _write_lines(tr: Any, lines: Any, *, bold: bool) -> None:
+    """Summary lines: a heading (ok None) in bold, else red or green (bold too with ``bold``)."""
+    for text, ok in lines:
+        if ok is None:
+            tr.write_line(text, bold=True)
+        else:
+            tr.write_line(text, red=not ok, green=ok, bold=bold)
 
 
 def _not_run_line(tr: Any, state: PluginState) -> None:

@@ -4,8 +4,10 @@ options merged over ``[tool.posbias]`` (:func:`options`)."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from ..config import SHORT_ALIASES, parse_threshold_override
 from ..errors import ConfigError
 from ..gate_registry import GATES
+from ..run_options import RunOptions
 from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
 
 
@@ -21,7 +24,13 @@ def _usage(option: str, problem: str) -> pytest.UsageError:
     return pytest.UsageError(f"{option}: {problem}")
 
 
-def _model_option(option: str) -> Any:
+def _named(option: str, check: Callable[[str], Any], name: str = "") -> Callable[[str], Any]:
+    """``check`` named for argparse after ``option`` (``--posbias-batch-size``: ``posbias_batch_size``)."""
+    check.__name__ = name or option.lstrip("-").replace("-", "_")
+    return check
+
+
+def _model_option(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
         value = value.strip()
         if not value:
@@ -29,7 +38,6 @@ def _model_option(option: str) -> Any:
                          "expects a registry alias (see `posbias models`), a checkpoint directory, sim:PROFILE, "
                                  "sim:dose,GATE=VALUE[,...] or openai:NAME; got an empty value")
         if value.startswith("sim:"):
-            from ..errors import ConfigError
             from ..models.sim import check_profile
 
             try:
@@ -38,8 +46,7 @@ def _model_option(option: str) -> Any:
                 raise _usage(option, str(exc)) from None
         return value
 
-    check.__name__ = "model"
-    return check
+    return _named(option, check, "model")
 
 
 def _alpha_type(value: str) -> float:
@@ -51,14 +58,18 @@ def _alpha_type(value: str) -> float:
         raise _usage("--posbias-alpha", f"expects a number in {interval_text(ALPHA_RANGE)}; got {value!r}") from None
 
 
-def _seed_type(value: str) -> int:
-    try:
-        s = int(value)
-    except ValueError:
-        raise _usage("--posbias-seed", f"expects an integer >= 0; got {value!r}") from None
-    if s < 0:
-        raise _usage("--posbias-seed", f"expects an integer >= 0; got {value!r}")
-    return s
+def _int_type(option: str, low: int) -> Callable[[str], Any]:
+    """An integer option of at least ``low``."""
+    def check(value: str) -> int:
+        try:
+            v = int(value)
+        except ValueError:
+            v = low - 1
+        if v < low:
+            raise _usage(option, f"expects an integer >= {low}; got {value!r}")
+        return v
+
+    return _named(option, check)
 
 
 def _mode_type(value: str) -> str:
@@ -67,30 +78,24 @@ def _mode_type(value: str) -> str:
     return value
 
 
-def _judge_option(option: str) -> Any:
+def _judge_option(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
-        return _judge_type(value, option=option)
+        from ..config import JUDGES
 
-    check.__name__ = "judge"
-    return check
+        if value not in JUDGES and not value.startswith("openai:"):
+            raise _usage(option, f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
+        return value
 
-
-def _judge_type(value: str, *, option: str = "--posbias-judge") -> str:
-    from ..config import JUDGES
-
-    if value not in JUDGES and not value.startswith("openai:"):
-        raise _usage(option, f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
-    return value
+    return _named(option, check, "judge")
 
 
-def _path_type(option: str) -> Any:
+def _path_type(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
         if not value.strip():
             raise _usage(option, "expects a path; got an empty value")
         return value
 
-    check.__name__ = option.lstrip("-").replace("-", "_")
-    return check
+    return _named(option, check)
 
 
 def _url_type(value: str) -> str:
@@ -103,7 +108,7 @@ def _url_type(value: str) -> str:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _existing_file_type(option: str) -> Any:
+def _existing_file_type(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
         try:
             found = Path(value).is_file()
@@ -115,15 +120,14 @@ def _existing_file_type(option: str) -> Any:
             raise _usage(option, f"no such file: {value!r}")
         return value
 
-    check.__name__ = option.lstrip("-").replace("-", "_")
-    return check
+    return _named(option, check)
 
 
 def _floor_type(value: str) -> float:
     try:
         f = float(value)
     except ValueError:
-        raise _usage("--posbias-floor", f"expected a number in (0, 1], got {value!r}") from None
+        f = 0.0
     if not 0 < f <= 1:
         raise _usage("--posbias-floor", f"expected a number in (0, 1], got {value!r}")
     return f
@@ -142,35 +146,18 @@ def _device_type(value: str) -> str:
     raise _usage("--posbias-device", f"expects auto, cpu, cuda or cuda:N; got {value!r}")
 
 
-def _int_ge1_type(option: str) -> Any:
-    def check(value: str) -> int:
-        try:
-            v = int(value)
-        except ValueError:
-            raise _usage(option, f"expects an integer >= 1; got {value!r}") from None
-        if v < 1:
-            raise _usage(option, f"expects an integer >= 1; got {value!r}")
-        return v
-
-    check.__name__ = option.lstrip("-").replace("-", "_")
-    return check
-
-
-def _api_number_type(option: str) -> Any:
-    """``--posbias-api-timeout`` / ``--posbias-api-retries``: checked by the openai backend's settings helper."""
+def _api_number_type(option: str) -> Callable[[str], Any]:
+    """``--posbias-api-timeout`` / ``--posbias-api-retries``: checked as the openai backend checks them."""
     def check(value: str) -> float | int:
         from ..errors import ModelLoadError
-        from ..models.openai_retry import api_settings
+        from ..models.openai_retry import api_number
 
-        key = option.removeprefix("--posbias-").replace("-", "_")
         try:
-            got = api_settings({key: value}, env={})
+            return api_number(option.removeprefix("--posbias-").replace("-", "_"), value)
         except ModelLoadError as exc:
             raise pytest.UsageError(str(exc)) from None
-        return got["timeout" if key == "api_timeout" else "retries"]
 
-    check.__name__ = option.lstrip("-").replace("-", "_")
-    return check
+    return _named(option, check)
 
 
 def _aliased_option(name: str) -> dict[str, Any]:
@@ -238,7 +225,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--posbias-cache-repair", choices=("stop", "move-aside"), default=None,
                     help="a damaged generation cache: stop the run at start (default), or move-aside: rename it "
                          "to generations.sqlite.damaged-<UTC time> and start a new cache (its answers are made again)")
-    group.addoption("--posbias-seed", type=_seed_type, default=None, metavar="INT",
+    group.addoption("--posbias-seed", type=_int_type("--posbias-seed", 0), default=None, metavar="INT",
                     help="seed for sampling, orderings, stressors and bootstraps (default 0)")
     group.addoption("--posbias-mode", type=_mode_type, default=None, metavar="detect|certify",
                     help="detect: fail when a violation is shown at level alpha; certify: pass only when compliance is "
@@ -251,9 +238,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
     group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
                     help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
-    group.addoption("--posbias-batch-size", type=_int_ge1_type("--posbias-batch-size"), default=None, metavar="N",
+    group.addoption("--posbias-batch-size", type=_int_type("--posbias-batch-size", 1), default=None, metavar="N",
                     help="requests per backend batch (default: the backend's own)")
-    group.addoption("--posbias-concurrency", type=_int_ge1_type("--posbias-concurrency"), default=None, metavar="N",
+    group.addoption("--posbias-concurrency", type=_int_type("--posbias-concurrency", 1), default=None, metavar="N",
                     help="concurrent requests for API backends (default 4)")
     group.addoption("--posbias-api-timeout", type=_api_number_type("--posbias-api-timeout"), default=None,
                     metavar="SECONDS", help="openai backend: seconds per request attempt, in (0, 3600] "
@@ -302,31 +289,18 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--posbias-vllm-args", default=None, metavar="ARGS",
                     help="vllm:MODEL: more server arguments, one shell-quoted string (e.g. \"--dtype bfloat16 "
                          "--max-model-len 32768\"); host, port, model and served name are the run's")
-    group.addoption("--posbias-vllm-timeout", type=_int_ge1_type("--posbias-vllm-timeout"), default=None,
+    group.addoption("--posbias-vllm-timeout", type=_int_type("--posbias-vllm-timeout", 1), default=None,
                     metavar="SECONDS", help="vllm:MODEL: seconds the servers have to become healthy (default 900)")
     group.addoption("--posbias-parity", type=_model_option("--posbias-parity"), default=None, metavar="REFERENCE",
                     help="run the parity gates (-m parity): the same requests on the tested model and on REFERENCE "
                          "(any model spec: hf id, vllm:, openai:, sim:), gated on changed MCQ answers beyond the "
                          "reference's re-run floor and on the paired change in coverage and repetition. "
                          "Default: [tool.posbias] parity")
-    group.addoption("--posbias-plan", default=None, metavar="DIR", help=argparse_suppress())
-
-
-def argparse_suppress() -> str:
-    """Help text that hides an internal option from ``pytest --help``."""
-    import argparse
-
-    return argparse.SUPPRESS
+    group.addoption("--posbias-plan", default=None, metavar="DIR", help=argparse.SUPPRESS)  # internal
 
 
 PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline", "--posbias-parity", "--posbias-data",
-                "--posbias-report",
-                "--posbias-json", "--posbias-cache", "--posbias-markdown")
-
-
-def suite_options(config: pytest.Config) -> dict[str, Any]:
-    """The run's options (command line over [tool.posbias]) for the suites' parametrization."""
-    return options(config)
+                "--posbias-report", "--posbias-json", "--posbias-cache", "--posbias-markdown")
 
 
 def _first(*values: Any) -> Any:
@@ -338,68 +312,44 @@ def run_identity(config: pytest.Config, run_id: str) -> str:
     """One line naming what a run decides on: ``posbias: models ...; mode, α, multiplicity; design;
     seed; data; cache (mode); run id`` (endpoints are not named: a URL may carry a secret)."""
     o = options(config)
-    models = ", ".join(o["models"]) or "none given"
+    models = ", ".join(o.models) or "none given"
     parts = [f"models {models}"]
-    if o["baseline"]:
-        parts.append(f"baseline {o['baseline']}")
-    if o["parity"]:
-        parts.append(f"parity reference {o['parity']}")
-    parts += [f"mode {o['mode']}, alpha {o['alpha']}, multiplicity {o['multiplicity']}",
-              "sequential design" if o["sequential"] else "fixed design",
-              f"seed {o['seed']}", f"data {o['data'] or 'the synthetic set'}",
-              f"cache {o['cache']} ({o['cache_mode']})", f"run {run_id}"]
+    if o.baseline:
+        parts.append(f"baseline {o.baseline}")
+    if o.parity:
+        parts.append(f"parity reference {o.parity}")
+    parts += [f"mode {o.mode}, alpha {o.alpha}, multiplicity {o.multiplicity}",
+              "sequential design" if o.sequential else "fixed design",
+              f"seed {o.seed}", f"data {o.data or 'the synthetic set'}",
+              f"cache {o.cache} ({o.cache_mode})", f"run {run_id}"]
     return "posbias: " + "; ".join(str(p) for p in parts)
 
 
-def options(config: pytest.Config) -> dict[str, Any]:
-    """Command-line options merged over [tool.posbias] (CLI wins)."""
+_OPTION_OF = {"measurement_floor": "--posbias-floor", "threshold_overrides": "--posbias-threshold"}
+_ZERO_COUNTS = ("seed", "api_timeout", "api_retries")  # an explicit 0 on the command line wins over the table
+
+
+def options(config: pytest.Config) -> RunOptions:
+    """Command-line options merged over [tool.posbias] (CLI wins): each field from its option
+    (``--posbias-<field>``, :data:`_OPTION_OF`), else its ``[tool.posbias]`` key, else its default."""
     pcfg = posbias_config(config)
+    given: dict[str, Any] = {}
+    for f in dataclasses.fields(RunOptions):
+        cli = config.getoption(_OPTION_OF.get(f.name, "--posbias-" + f.name.replace("_", "-")), None)
+        default = None if f.default is dataclasses.MISSING else f.default
+        if f.name in _ZERO_COUNTS:
+            given[f.name] = _first(cli, pcfg.get(f.name), default)
+        else:
+            given[f.name] = cli or pcfg.get(f.name, default)
     models = config.getoption("--posbias-model") or pcfg.get("model") or []  # none: a usage error (require_model)
-    if isinstance(models, str):
-        models = [models]
-    overrides = dict(config.getoption("--posbias-threshold") or [])
-    return {
-        "models": list(models),
-        "baseline": config.getoption("--posbias-baseline") or pcfg.get("baseline"),
-        "parity": config.getoption("--posbias-parity") or pcfg.get("parity"),
-        "judge": config.getoption("--posbias-judge") or pcfg.get("judge", "auto"),
-        "mode": config.getoption("--posbias-mode") or pcfg.get("mode", "detect"),
-        "alpha": config.getoption("--posbias-alpha") or pcfg.get("alpha", 0.05),
-        "seed": (config.getoption("--posbias-seed") if config.getoption("--posbias-seed") is not None
-                 else pcfg.get("seed", 0)),
-        "cache": config.getoption("--posbias-cache") or pcfg.get("cache", ".posbias"),
-        "cache_mode": config.getoption("--posbias-cache-mode") or "read-write",
-        "cache_repair": config.getoption("--posbias-cache-repair") or "stop",
-        "keep_runs": pcfg.get("keep_runs"),
-        "report": config.getoption("--posbias-report") or pcfg.get("report"),
-        "report_dir": pcfg.get("report_dir", "reports"),
-        "json": config.getoption("--posbias-json"),
-        "data": config.getoption("--posbias-data") or pcfg.get("data"),
-        "device": config.getoption("--posbias-device") or pcfg.get("device", "auto"),
-        "api_base": config.getoption("--posbias-api-base") or pcfg.get("api_base"),
-        "batch_size": config.getoption("--posbias-batch-size") or pcfg.get("batch_size"),
-        "concurrency": config.getoption("--posbias-concurrency") or pcfg.get("concurrency", 4),
-        "api_timeout": _first(config.getoption("--posbias-api-timeout"), pcfg.get("api_timeout")),
-        "api_retries": _first(config.getoption("--posbias-api-retries"), pcfg.get("api_retries")),
-        "video_form": config.getoption("--posbias-video-form") or pcfg.get("video_form", "auto"),
-        "letter_scoring": config.getoption("--posbias-letter-scoring") or pcfg.get("letter_scoring", "auto"),
-        "no_request_seed": bool(config.getoption("--posbias-no-request-seed") or pcfg.get("no_request_seed", False)),
+    return RunOptions(**{
+        **given,
+        "models": tuple([models] if isinstance(models, str) else models),
         "sequential": (not config.getoption("--posbias-fixed")) and pcfg.get("sequential", True),
-        "attn_implementation": config.getoption("--posbias-attn-implementation")
-            or pcfg.get("attn_implementation", "auto"),
-        "device_map": config.getoption("--posbias-device-map") or pcfg.get("device_map", "fit"),
-        "vllm_command": config.getoption("--posbias-vllm-command") or pcfg.get("vllm_command"),
-        "vllm_args": config.getoption("--posbias-vllm-args") or pcfg.get("vllm_args"),
-        "vllm_timeout": config.getoption("--posbias-vllm-timeout") or pcfg.get("vllm_timeout"),
-        "vllm_servers": dict((getattr(config, "workerinput", None) or {}).get(WORKERINPUT_VLLM) or {}),
+        "vllm_servers": (getattr(config, "workerinput", None) or {}).get(WORKERINPUT_VLLM) or {},
+        "threshold_overrides": dict(given["threshold_overrides"] or []),
         **plan_options(config),
-        "threshold_overrides": overrides,
-        "n_resamples": pcfg.get("n_resamples", 9999),
-        "measurement_floor": config.getoption("--posbias-floor") or pcfg.get("measurement_floor", 0.95),
-        "confirmatory": bool(config.getoption("--posbias-confirmatory") or pcfg.get("confirmatory", False)),
-        "paired_test": config.getoption("--posbias-paired-test") or pcfg.get("paired_test", "bootstrap"),
-        "multiplicity": config.getoption("--posbias-multiplicity") or pcfg.get("multiplicity", "holm"),
-    }
+    })
 
 
 def plan_options(config: pytest.Config) -> dict[str, Any]:
@@ -418,6 +368,6 @@ def worker_id(config: pytest.Config) -> str:
 
 
 def run_directory(config: pytest.Config) -> Path:
-    cache = Path(str(options(config)["cache"]))
+    cache = Path(str(options(config).cache))
     cache = cache if cache.is_absolute() else Path(str(config.rootpath)) / cache
     return cache / "runs" / plugin_of(config).run_id

@@ -35,15 +35,17 @@ def progress_writer(config: pytest.Config) -> Any:
         return None
 
     capman = config.pluginmanager.get_plugin("capturemanager")
-    # asked with the output capture off: while a test runs, pytest's capture points stdout at a file
-    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+
+    def uncaptured() -> Any:  # while a test runs, pytest's capture points stdout at a file
+        return capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+
+    with uncaptured():
         live = LiveLine(tr, config) if is_terminal(tr) else None
     if live is not None:
         plugin_of(config).live_line = live
 
     def write(line: str, *, transient: bool = False, final: bool = False) -> None:
-        # print past pytest's output capture, on a line of its own (a progress bar: redrawn in place)
-        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+        with uncaptured():  # on a line of its own (a progress bar: redrawn in place)
             if live is not None and transient:
                 live.draw(f"[posbias] {line}", final=final)
                 return
@@ -118,16 +120,10 @@ _WORKER_CALLS = re.compile(r"model calls (\d+)/(\d+) \(\d+%\), ([0-9.e+-]+)/s") 
 
 
 class SharedTerminal:
-    """The xdist controller's terminal, written by pytest (main thread) and by the progress thread.
-
-    It stands in for the file of pytest's terminal writer: every write of pytest's (result letters,
-    xdist's lines, the summary) takes :attr:`lock`, first erases the progress bar if it is shown and
-    puts the cursor back where pytest left it, then writes. The bar is drawn by :meth:`draw` under
-    the same lock, so a bar and a result line are never mixed on the screen. Where pytest's line is
-    empty the bar takes it; where pytest's line holds result letters, the bar goes on the line
-    below (``\n``), and is erased with carriage return, erase-line (``ESC[K``), cursor up
-    (``ESC[A``) and cursor to pytest's column (``ESC[<col>G``). No other control sequence is used.
-    """
+    """The xdist controller's terminal file, written by pytest and by the progress thread under one
+    :attr:`lock`: each write of pytest's first erases the bar and puts the cursor back where pytest
+    left it. The bar takes pytest's line when it is empty, else the line below (``\n``), erased with
+    ``\r``, ``ESC[K``, ``ESC[A`` and ``ESC[<col>G``; no other control sequence is used."""
 
     def __init__(self, file: Any, lock: threading.RLock) -> None:
         self._file = file
@@ -181,11 +177,9 @@ class SharedTerminal:
 
 def combined_progress(run_dir: Path, *, tests_done: int, tests_planned: int) -> tuple[float, str]:
     """The controller's progress under ``-n``: (share of the run done, text). The text sums the
-    workers' current probes (their ``progress-<worker>.txt``, :func:`pytest_posbias.report.summary.write_progress`):
-    ``12/40 tests · model calls 150/480 (31%), 5.0/s, ETA 1 min (2 workers)``; the rate is the
-    workers' rates summed, the ETA the longest of theirs ((planned - done) / rate). The share is
-    (tests done + the done share of each worker's unfinished probe) / tests planned: a probe runs
-    inside one test, which ends when its calls are made."""
+    workers' current probes (``progress-<worker>.txt``): ``12/40 tests · model calls 150/480 (31%),
+    5.0/s, ETA 1 min (2 workers)``, the rates summed, the longest ETA. The share is (tests done + the
+    done share of each unfinished probe) / tests planned."""
     import math
 
     tests = f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"
@@ -213,11 +207,9 @@ def combined_progress(run_dir: Path, *, tests_done: int, tests_planned: int) -> 
 
 
 class ControllerProgress:
-    """xdist controller: the run's progress while the workers run the suites. On a terminal one bar
-    (filled by the tests done, then the workers' model calls) redrawn in place every
-    PROGRESS_REDRAW_S through a :class:`SharedTerminal`; in a CI log a plain line every
-    PROGRESS_POLL_S when it changed. Started by the first report after a worker set this run's
-    folder up (:func:`maybe_start_controller_progress`): a run without the suites starts nothing."""
+    """xdist controller: the run's progress while the workers run the suites, a bar redrawn every
+    PROGRESS_REDRAW_S through a :class:`SharedTerminal` on a terminal, a plain line every
+    PROGRESS_POLL_S when it changed in a CI log (:func:`maybe_start_controller_progress`)."""
 
     def __init__(self, tr: Any, config: pytest.Config, state: PluginState, run_dir: Path, *, live: bool) -> None:
         self.tr, self.config, self.state, self.run_dir = tr, config, state, run_dir

@@ -32,9 +32,9 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
     from .xdist_scheduler import ProbeGroupScheduling
 
     opts = options(config)
-    model_ids = [model_id(m) for m in opts["models"]]
-    baseline_id = model_id(opts["baseline"]) if opts["baseline"] else None
-    parity_id = model_id(opts["parity"]) if opts["parity"] else None
+    model_ids = [model_id(m) for m in opts.models]
+    baseline_id = model_id(opts.baseline) if opts.baseline else None
+    parity_id = model_id(opts.parity) if opts.parity else None
     probes = posbias_config(config).probes
     settings = {name: settings_for(name, probes.get(name)) for name in ("positional", "phase", "stressor")}
     frames = settings["stressor"]["frames"]
@@ -45,7 +45,7 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
                                 shares_of=lambda nodeid: shared_probes(nodeid, model_ids=model_ids,
                                                                        baseline_id=baseline_id, parity_id=parity_id,
                                                                        search_frames=first),
-                                merge_shared=opts.get("cache_mode") == "read-only")
+                                merge_shared=opts.cache_mode == "read-only")
 
 
 
@@ -65,9 +65,7 @@ def start_vllm_for_workers(config: pytest.Config) -> None:
             or config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)):
         return
     opts = options(config)
-    specs = [s for s in dict.fromkeys([*opts["models"], *([opts["baseline"]] if opts["baseline"] else []),
-                                       *([opts["parity"]] if opts["parity"] else [])])
-             if str(s).startswith("vllm:")]
+    specs = [s for s in opts.specs if s.startswith("vllm:")]
     if not specs:
         return
     from ..errors import ModelLoadError
@@ -76,7 +74,7 @@ def start_vllm_for_workers(config: pytest.Config) -> None:
 
     started: list[Any] = []
     plugin_of(config).vllm = started
-    cache = Path(str(opts["cache"]))
+    cache = Path(opts.cache)
     run_dir = (cache if cache.is_absolute() else Path(str(config.rootpath)) / cache) / "runs" / plugin_of(config).run_id
     tr = config.pluginmanager.get_plugin("terminalreporter")
     say = (lambda line: tr.write_line(line)) if tr is not None else None

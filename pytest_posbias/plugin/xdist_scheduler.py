@@ -1,26 +1,17 @@
 """The ``pytest -n N`` scheduler: one probe group at a time to each worker.
 
-xdist's own pattern (``xdist/scheduler/loadgroup.py``): a ``LoadScopeScheduling`` whose
-``_split_scope`` maps each node id to its scope, here the suite test's probe group
-(:func:`~pytest_posbias.run.suite_params.probe_group`). The tests of one group go to one worker
-together, so the probe behind them is computed once and the worker's in-process caches serve
-every gate of the group; a test that shares no probe is a scope of its own. xdist hands the next
-scope to whichever worker runs out; of the scopes left, the heaviest in model calls goes first
-(longest-processing-time-first), not the one with the most tests.
+As xdist's ``loadgroup`` scheduler, a ``LoadScopeScheduling`` whose ``_split_scope`` maps a node
+id to its scope, here its probe group (:func:`~pytest_posbias.run.suite_params.probe_group`): a
+group's tests go to one worker, which computes the probe once; a test that shares no probe is a
+scope of its own. The heaviest scope in model calls goes first (longest-processing-time-first).
 
-Some probe results are read by several groups (``shares_of(nodeid)``,
-:func:`~pytest_posbias.run.suite_params.shared_probes`): every part of the stressor probe reads the
-clean outputs of its model at its frame count, and a baseline's or parity reference's probe is
-read by the groups of every tested model. The first scope handed out that needs such a result
-owns it (it computes it); another scope that needs it goes to a different worker only once every
-test of the owner has completed (xdist reports each: ``mark_test_complete``), when its requests
-are in the generation cache and that scope reads them without a model call; the owner's own
-worker may take it earlier, since a worker runs its scopes one after the other. Meanwhile the
-other scopes keep the workers busy, and owners (the lightest first) go out before the rest, since
-they hold others back; when the owner's worker is down to the owner's last test it takes the
-heaviest scope waiting for it, which no other worker could start sooner. Node ids are left as
-collected, so ``--lf``, junit and the reports read as in a serial run. Imported by the plugin's
-``pytest_xdist_make_scheduler`` only (it imports xdist).
+A result read by several groups (:func:`~pytest_posbias.run.suite_params.shared_probes`: the
+stressor probe's clean outputs, a baseline's or parity reference's probe) is computed by the first
+scope handed out that needs it, its owner. Another scope that needs it goes to a different worker
+only once every test of the owner has completed, and then reads it from the generation cache; the
+owner's worker may take it earlier. Owners (the lightest first) go out before the rest, since they
+hold others back. Node ids are left as collected, so ``--lf``, junit and the reports read as in a
+serial run. Imported by ``pytest_xdist_make_scheduler`` only (it imports xdist).
 """
 
 from __future__ import annotations
@@ -33,13 +24,10 @@ from xdist.scheduler import LoadScopeScheduling
 
 
 class ProbeGroupScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling with the probe group as the scope (``group_of(nodeid)``, None:
-    the test is a scope of its own), the heaviest scope handed out first (``weight_of(scope)``:
-    its model calls, :func:`~pytest_posbias.run.suite_params.group_weight`), and a scope that reads
-    a result another scope computes held back until that scope has finished (``shares_of(nodeid)``:
-    the names of the results a test shares with other groups; module docstring). ``merge_shared``:
-    the groups that share a result are one scope instead (for a cache that stores nothing, where a
-    later group could not read the result)."""
+    """The module's scheduling: ``group_of(nodeid)`` the scope (None: its own), ``weight_of(scope)``
+    its model calls (:func:`~pytest_posbias.run.suite_params.group_weight`), ``shares_of(nodeid)``
+    the results a test shares with other groups. ``merge_shared``: groups that share a result are one
+    scope (a cache that stores nothing cannot pass a result from one group to the next)."""
 
     def __init__(self, config: Any, log: Any = None, *, group_of: Callable[[str], str | None],
                  weight_of: Callable[[str], int] | None = None,
@@ -55,8 +43,7 @@ class ProbeGroupScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         """The scope of ``nodeid``: its probe group, or the node id itself; with ``merge_shared``
-        the first of the groups it shares a result with, directly or through others (a cache that
-        stores nothing cannot pass a result from one group to the next, so they are one scope)."""
+        the first of the groups it shares a result with, directly or through others."""
         group = self._group_of(nodeid) or nodeid
         if not self._merge_shared or self._shares_of is None:
             return group
@@ -89,10 +76,8 @@ class ProbeGroupScheduling(LoadScopeScheduling):
 
     def _reschedule(self, node: Any) -> None:
         """xdist's rescheduling, giving a worker its next scope only when it is down to its last
-        test (a worker runs a test once it knows the next one, so one pending test is the least that
-        keeps it going). xdist gives it when two are left, and at the start gives every worker two
-        scopes: a scope bound early to a busy worker waits there while another worker runs out,
-        which with scopes of two tests and hundreds of calls leaves workers idle at the end. When
+        test (the least that keeps it going), not at two left and two scopes at the start as xdist
+        does: a scope bound early to a busy worker waits there while another worker runs out. When
         every scope left waits on a shared result and no worker can run on, one is handed out
         anyway (:meth:`_unblock`)."""
         if node.shutting_down:
@@ -116,23 +101,14 @@ class ProbeGroupScheduling(LoadScopeScheduling):
                     self._reschedule(other)
 
     def _assign_work_unit(self, node: Any) -> None:
-        """xdist's assignment of the next scope, chosen among those that may start on ``node`` now
-        (:meth:`_may_start`; none: nothing is assigned), by their model calls
-        (``weight_of``; xdist orders the scopes by their number of tests, which says little about
-        their calls: a stressor's two gates share hundreds, a positional configuration's seven
-        gates a few dozen):
+        """xdist's assignment of the next scope among those that may start on ``node`` now
+        (:meth:`_may_start`), by model calls (``weight_of``), not by number of tests as xdist does:
 
-        * a scope that would own a shared result other queued scopes wait for, the lightest first
-          (it holds them back until it has finished);
-        * else the heaviest of the scopes that may start on ``node``, unless another worker has
-          fewer calls left (:meth:`_left_on`): then the heaviest of those waiting for an owner that
-          runs on ``node`` (:meth:`_waits_here`), or if there is none the lightest, and the heavy
-          ones wait for the worker that runs out first (a worker's next scope is bound to it
-          before its current test runs, and would wait there behind it). A scope waiting for the
-          owner on ``node`` can start on no worker before ``node`` is free: ``node`` is down to
-          its last test, the owner's last, and another worker may take the scope only once that
-          test has completed. So the heaviest of them goes to ``node`` (longest first), not to
-          whichever worker runs out after the owner finished, which may be much later."""
+        * a scope that would own a shared result other queued scopes wait for, the lightest first;
+        * else the heaviest that may start on ``node``, unless another worker has fewer calls left
+          (:meth:`_left_on`): then the heaviest of those waiting for an owner on ``node``
+          (:meth:`_waits_here`; no other worker can start them sooner), or if there is none the
+          lightest, and the heavy ones wait for the worker that runs out first."""
         scope = self._next_scope(node)
         if scope is not None:
             self._give(node, scope)
@@ -217,11 +193,9 @@ class ProbeGroupScheduling(LoadScopeScheduling):
         return False
 
     def _unblock(self) -> None:
-        """When scopes are queued but every worker is down to its last test (which it runs only
-        once it knows its next one) and none of them may start anywhere, no test can complete:
-        hand the first queued scope to the worker of an owner it waits for. A shared result it
-        needs from an owner on yet another worker may then be computed twice (its verdicts are the
-        same); it takes a scope that needs results owned on two workers for this to happen."""
+        """When scopes are queued, every worker is down to its last test and none may start
+        anywhere, no test can complete: hand the first queued scope to the worker of an owner it
+        waits for. A result owned on yet another worker may then be computed twice (same verdicts)."""
         live = [n for n in self.nodes if not n.shutting_down]
         if not self.workqueue or not live or any(self._pending_of(self.assigned_work[n]) > 1 for n in live):
             return

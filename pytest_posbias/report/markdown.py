@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..run_options import RunOptions
 from ..safe_text import inert, md_code, md_text, redact_text
 from ..stats import Verdict
 from .summary import allowed, num_text
@@ -120,18 +121,17 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     return "\n".join(lines)
 
 
-def find_report(*, rootdir: Path, options: Mapping[str, Any], run_log: Path | None) -> Path | None:
+def find_report(*, rootdir: Path, options: RunOptions, run_log: Path | None) -> Path | None:
     """The HTML report this run wrote: ``--posbias-report`` when given, else the newest
     ``<report_dir>/*.html`` (other than latest.html) written after the run log; None if none was."""
     if run_log is None or not run_log.is_file():
         return None
     since = run_log.stat().st_mtime - 1.0
-    explicit = options.get("report")
-    if explicit:
-        p = Path(str(explicit))
+    if options.report:
+        p = Path(options.report)
         p = p if p.is_absolute() else rootdir / p
         return p if p.is_file() and p.stat().st_mtime >= since else None
-    d = Path(str(options.get("report_dir", "reports")))
+    d = Path(options.report_dir)
     d = d if d.is_absolute() else rootdir / d
     if not d.is_dir():
         return None
@@ -139,7 +139,7 @@ def find_report(*, rootdir: Path, options: Mapping[str, Any], run_log: Path | No
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
-def write_markdown(path: str | Path, rows: Sequence[Mapping[str, Any]], *, rootdir: Path, options: Mapping[str, Any],
+def write_markdown(path: str | Path, rows: Sequence[Mapping[str, Any]], *, rootdir: Path, options: RunOptions,
                    run_log: Path | None, errored: Sequence[Mapping[str, Any]] = (), exitstatus: int | None = None,
                    decision: Mapping[str, Any] | None = None) -> Path:
     """Write :func:`markdown_summary` to ``path`` (relative paths under the current folder)."""
@@ -149,8 +149,8 @@ def write_markdown(path: str | Path, rows: Sequence[Mapping[str, Any]], *, rootd
     link = None
     if report is not None:
         link = os.path.relpath(report.resolve(), out.resolve().parent).replace(os.sep, "/")
-    text = markdown_summary(rows, errored=errored, models=list(options.get("models") or []),
-                            mode=str(options.get("mode", "")), alpha=options.get("alpha"),
+    text = markdown_summary(rows, errored=errored, models=list(options.models),
+                            mode=options.mode, alpha=options.alpha,
                             exitstatus=exitstatus, report_link=link, decision=decision)
     out.write_text(text, encoding="utf-8")
     return out

@@ -9,29 +9,29 @@ vLLM URLs, the device placement). Each backend module is imported only when its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..engine import Backend
 from ..models.registry import ResolvedModel
+from ..run_options import RunOptions
 from ..video.frames import FrameStore
 
 
-def load_backend(r: ResolvedModel, *, options: Mapping[str, Any], store: FrameStore, worker: str, run_dir: Path,
+def load_backend(r: ResolvedModel, *, options: RunOptions, store: FrameStore, worker: str, run_dir: Path,
                  notify: Callable[[str], None]) -> tuple[Backend, dict[str, Any]]:
     """The loaded backend for ``r`` and the extra facts of its run-log ``model`` record.
 
-    ``options`` are the run's options (``plan``, ``device``, ``batch_size``, ...), ``store`` the
+    ``options`` are the run's options, ``store`` the
     frame store every backend reads frames from, ``worker`` this process's xdist worker name,
     ``run_dir`` the run's folder (a managed vLLM server logs there), ``notify`` prints a line."""
     b: Backend
     extra: dict[str, Any] = {}
-    if options.get("plan"):  # posbias plan: record the requests, call no model
+    if options.plan:  # posbias plan: record the requests, call no model
         from ..models.plan import PlanBackend
 
-        b = PlanBackend(r, store, str(options["plan"]), worker=worker,
-                        output_lengths=options.get("plan_output_lengths"))
+        b = PlanBackend(r, store, options.plan, worker=worker, output_lengths=options.plan_output_lengths)
     elif r.backend == "sim":
         from ..models.sim import SimBackend
 
@@ -60,10 +60,8 @@ def load_backend(r: ResolvedModel, *, options: Mapping[str, Any], store: FrameSt
     else:
         from ..models.hf import HFBackend
 
-        hb = HFBackend(r, store, device=str(options.get("device", "auto")), worker=worker,
-                       batch_size=int(options.get("batch_size") or 4),
-                       attn_implementation=str(options.get("attn_implementation") or "auto"),
-                       device_map=str(options.get("device_map") or "fit"))
+        hb = HFBackend(r, store, device=options.device, worker=worker, batch_size=options.batch_size or 4,
+                       attn_implementation=options.attn_implementation, device_map=options.device_map)
         extra["placement"] = hb.placement_info
         b = hb
     return b, extra

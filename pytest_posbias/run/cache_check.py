@@ -1,22 +1,17 @@
 """The cache folder checked at the start of a run, before any model call.
 
-:func:`check_cache` opens the generation cache (``<cache>/generations.sqlite``) the way a run
-will and says in one line what is wrong with it, naming the file and the choices:
+:func:`check_cache` opens ``<cache>/generations.sqlite`` as a run will and says in one line what is
+wrong, naming the file and the choices:
 
-* a damaged database (truncated, garbage bytes, a failed ``PRAGMA quick_check``, a 0-byte
-  file, which SQLite would silently take for a new empty cache) stops the run, unless
-  ``--posbias-cache-repair=move-aside``: the file (with its ``-wal``/``-shm``) is renamed to
-  ``generations.sqlite.damaged-<UTC time>`` next to it and the run starts a new cache; the
-  answers it held are made again;
-* a cache that cannot be written (a read-only folder, a read-only database file) stops the
-  run, unless ``--posbias-cache-mode=read-only`` with a writable folder (the run logs are
-  written there): the answers cached are used and new ones are made and counted as not stored;
-* cached rows whose payload is not valid JSON are counted (``unreadable``): each is a miss
-  that is made again and replaces its row, and the run says how many there are.
+* a damaged database (truncated, garbage bytes, a failed ``PRAGMA quick_check``, a 0-byte file,
+  which SQLite would take for a new cache) stops the run, unless ``--posbias-cache-repair=move-aside``
+  renames it (with its ``-wal``/``-shm``) to ``generations.sqlite.damaged-<UTC time>``;
+* a cache that cannot be written stops the run, unless ``--posbias-cache-mode=read-only`` with a
+  writable folder (the run logs go there): new answers are then made and counted as not stored;
+* rows whose payload is not valid JSON are counted (``unreadable``): each is made again.
 
-The check reads the whole database once (``quick_check``), so its time grows with the cache
-(on the order of a second per few hundred MB); it writes nothing but a rolled-back
-transaction and a temporary file that is removed at once.
+The check reads the whole database once (``quick_check``: its time grows with the cache) and writes
+nothing but a rolled-back transaction and a temporary file removed at once.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from ..data.manifest import Manifest, load_manifest
 from ..engine import Backend, Engine, GenerationCache, RunLog
 from ..errors import ConfigError
 from ..gates import verdict_builders
-from ..gates.measurement import DEFAULT_FLOOR, check_floor
+from ..gates.measurement import check_floor
 from ..models.registry import ResolvedModel, resolve
 from ..probes import conditions as C
 from ..probes.phase import PhaseResult, PhaseSpec, run_phase
@@ -43,6 +43,7 @@ from ..probes.positional import PositionalResult, PositionalSpec, run_positional
 from ..probes.settings import settings_for
 from ..probes.stressor import PARTS as STRESSOR_PARTS
 from ..probes.stressor import StressorResult, StressorSpec, merge_parts, run_stressor
+from ..run_options import RunOptions, options_record
 from ..safe_text import redact_args, redact_value
 from ..scoring.judges import JudgeSet
 from ..stats import Verdict
@@ -99,40 +100,38 @@ T = TypeVar("T")  # the type of a memoised result
 class RunContext:
     """Models, engine, data, thresholds and seeds for one pytest process (module docstring)."""
 
-    def __init__(self, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str,
+    def __init__(self, options: RunOptions, pcfg: PosbiasConfig, *, rootdir: Path, worker: str,
                  run_id: str, invocation: Sequence[str] = (), quiet: bool = False,
                  progress: Callable[[str], None] | None = None) -> None:
-        self.options = dict(options)
+        self.options = options
         self.pcfg = pcfg
         self.rootdir = rootdir
         self.worker = worker
         self.run_id = run_id
         self.quiet = quiet
         self._progress = progress
-        self.seed = int(self.options.get("seed", 0))
-        self.mode = str(self.options.get("mode", "detect"))
-        self.alpha = float(self.options.get("alpha", 0.05))
-        self.n_resamples = int(self.options.get("n_resamples", 9999))
-        self.sequential = bool(self.options.get("sequential", True))
-        self.floor = check_floor(self.options.get("measurement_floor", DEFAULT_FLOOR))
-        self.paired_test = str(self.options.get("paired_test") or "bootstrap")
+        self.seed = options.seed
+        self.mode = options.mode
+        self.alpha = float(options.alpha)
+        self.n_resamples = options.n_resamples
+        self.sequential = options.sequential
+        self.floor = check_floor(options.measurement_floor)
+        self.paired_test = options.paired_test
         if self.paired_test not in ("bootstrap", "permutation"):
             raise ConfigError(f"`paired_test` must be bootstrap or permutation; got {self.paired_test!r}")
-        cache_dir = Path(self.options.get("cache", ".posbias"))
+        cache_dir = Path(options.cache)
         self.cache_dir = cache_dir if cache_dir.is_absolute() else rootdir / cache_dir
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.models: list[str] = list(self.options.get("models") or ["sim:unbiased"])
-        self.baseline: str | None = self.options.get("baseline")
-        self.parity: str | None = self.options.get("parity")  # the parity gates' reference deployment
-        self.resolved: dict[str, ResolvedModel] = {m: resolve(m, locate=not self.options.get("plan"))
-                                                   for m in dict.fromkeys([*self.models,
-                                                                           *([self.baseline] if self.baseline else []),
-                                                                           *([self.parity] if self.parity else [])])}
+        self.models: list[str] = list(options.models or ["sim:unbiased"])
+        self.baseline = options.baseline
+        self.parity = options.parity  # the parity gates' reference deployment
+        self.resolved: dict[str, ResolvedModel] = {m: resolve(m, locate=not options.plan)
+                                                   for m in dict.fromkeys([*self.models, *options.specs])}
         # an unusable video (empty, not a video, truncated, too short) is logged as a data problem when found
         self.store = FrameStore(disk_dir=self.cache_dir / "frames",
                                 on_problem=lambda p: self.observe("data", {"type": "problem", "problem": p.to_dict()}))
         self.cache = GenerationCache(self.cache_dir / "generations.sqlite",
-                                     read_only=self.options.get("cache_mode") == "read-only", run_id=run_id)
+                                     read_only=options.cache_mode == "read-only", run_id=run_id)
         self.run_dir = self.cache_dir / "runs" / run_id
         header = {
             "run_id": run_id,
@@ -144,9 +143,9 @@ class RunContext:
             "seed": self.seed,
             "mode": self.mode,
             "alpha": self.alpha,
-            "judge": self.options.get("judge"),
+            "judge": options.judge,
             # credentials inside URLs (--api-base user-info, ?api-key=) never reach the log
-            "config": redact_value({k: v for k, v in self.options.items() if k not in ("threshold_overrides",)}),
+            "config": redact_value(options_record(options)),
             "thresholds": {m: self.thresholds(m) for m in self.models},
             "command": ["pytest", *redact_args(invocation)],
             "environment": environment(),
@@ -158,7 +157,7 @@ class RunContext:
         self._memo_lock = threading.Lock()
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
-                             batch_size=self.options.get("batch_size"), progress=self._on_progress)
+                             batch_size=options.batch_size, progress=self._on_progress)
         self.cache.on_unstored = self._unstored
 
     def _unstored(self, n: int, reason: str) -> None:
@@ -170,7 +169,7 @@ class RunContext:
             self.note(f"answers are not stored: {reason}; they are counted and the next run makes them again")
 
     @classmethod
-    def create(cls, options: Mapping[str, Any], pcfg: PosbiasConfig, *, rootdir: Path, worker: str, run_id: str,
+    def create(cls, options: RunOptions, pcfg: PosbiasConfig, *, rootdir: Path, worker: str, run_id: str,
                invocation: Sequence[str] = (), quiet: bool = False,
                progress: Callable[[str], None] | None = None) -> RunContext:
         """A run context for one pytest process (the serial run, an xdist worker) or the CLI."""
@@ -191,11 +190,11 @@ class RunContext:
 
     def judge_model(self) -> str | None:
         """The model spec of an LLM judge (``--judge openai[:MODEL]``), or None for offline judges."""
-        if not str(self.options.get("judge") or "").startswith("openai"):
+        if not self.options.judge.startswith("openai"):
             return None
         from ..models.openai_backend import judge_spec
 
-        return judge_spec(self.options.get("judge"))
+        return judge_spec(self.options.judge)
 
     def load_models(self) -> None:
         """Load every model (and an LLM judge) now so a failure stops the run before any probe (not
@@ -217,7 +216,7 @@ class RunContext:
         self._last_progress = now
         from ..report.summary import progress_text
 
-        if live:  # the plugin's terminal writer (plugin._progress_writer) takes the bar's keywords
+        if live:  # the plugin's terminal writer (plugin.progress_writer) takes the bar's keywords
             redraw: Any = self._progress
             redraw(progress_text(done, total, hits, elapsed, bar=True), transient=True, final=done >= total)
         else:
@@ -232,7 +231,7 @@ class RunContext:
     def thresholds(self, model: str) -> dict[str, float]:
         """Every gate's effective threshold for ``model`` (defaults, ``[tool.posbias]`` tables, the
         command line's overrides)."""
-        return self.pcfg.thresholds_for(model, self.options.get("threshold_overrides"))
+        return self.pcfg.thresholds_for(model, self.options.threshold_overrides)
 
     def threshold(self, gate: str, model: str) -> float:
         """The gate's effective threshold for ``model``."""
@@ -248,13 +247,8 @@ class RunContext:
         return np.random.default_rng(int.from_bytes(h[:8], "little"))
 
     def memo(self, key: str, fn: Callable[[], T]) -> T:
-        """Compute once per process: probes shared by several tests (DPB and MEG of one config).
-
-        The result is kept in memory. Under ``pytest -n N`` each worker keeps its own; the plugin's
-        scheduler (:class:`pytest_posbias.plugin.xdist_scheduler.ProbeGroupScheduling`) sends the tests sharing a probe
-        to one worker, and a group that reads a result another group computes (the stressor
-        probe's clean outputs) starts only once that group has finished, so its requests come from
-        the generation cache, with no model call."""
+        """Compute once per process (in memory): probes shared by several tests. Under ``-n`` each
+        worker keeps its own; :mod:`.plugin.xdist_scheduler` sends the tests sharing a probe to one worker."""
         with self._memo_lock:
             if key in self._memo:
                 # the decision rests on these requests too: count them as shared, not as new calls
@@ -274,7 +268,7 @@ class RunContext:
         return self.memo("manifest", self._load_manifest)
 
     def _load_manifest(self) -> Manifest:
-        data = self.options.get("data")
+        data = self.options.data
         path = Path(data) if data else synthetic_manifest(self.rootdir, progress=self.note)
         m = load_manifest(path)
         for problem in m.problems:
@@ -288,9 +282,8 @@ class RunContext:
         return self.memo("judges", self._judge_set)
 
     def _judge_set(self) -> JudgeSet:
-        """The run's judges; the embed judge's sentence embeddings are kept in the cache folder's
-        SQLite file (:mod:`.scoring.embed_cache`), and so are the fragment judge's coverage values,
-        so a re-run loads neither the embedding model nor spaCy."""
+        """The run's judges, their embeddings and coverage values kept in the cache folder's SQLite
+        file (:mod:`.scoring.embed_cache`): a re-run loads neither the embedding model nor spaCy."""
         from ..scoring.embed_cache import (
             EmbeddingCache,
             embed_judge_identity,
@@ -298,13 +291,13 @@ class RunContext:
         )
         from ..scoring.judges import Embedder, FragmentJudge
 
-        ro = self.options.get("cache_mode") == "read-only"
+        ro = self.options.cache_mode == "read-only"
         store = EmbeddingCache(self.cache.path, judge=embed_judge_identity(), read_only=ro)
         frag_id = fragment_judge_identity()
         scores = EmbeddingCache(self.cache.path, judge=frag_id, read_only=ro, dim=1, dtype="float64",
                                 table="judge_scores")
         self._judge_stores = (store, scores)
-        return JudgeSet(str(self.options.get("judge") or "auto"), engine=self.engine,
+        return JudgeSet(self.options.judge, engine=self.engine,
                         embedder=Embedder(store=store, notify=self.note),
                         fragment=FragmentJudge(store=scores, tokenizer=frag_id.split("|")[1].split("==")[0]))
 
@@ -351,13 +344,10 @@ class RunContext:
 
     def stressor(self, model: str, frames: int, n: int | None = None, part: str | None = None) -> StressorResult:
         """The stressor probe at ``frames`` on the first ``n`` videos, in parts (:data:`.probes.stressor.PARTS`):
-        ``part`` "clean" (the clean outputs), "controls", or a stressor's name (its variants, with the
-        clean outputs); None: every part, joined. The clean outputs of every video are one part
-        computed first, once per process, and each other part reads them, so the parts share no
-        other request and the scheduler can send each to its own worker
-        (:func:`.suite_params.probe_group`); under ``-n`` a part on another worker starts once the
-        part that made the clean outputs has finished and reads them from the generation cache
-        (:func:`.suite_params.shared_probes`)."""
+        ``part`` "clean" (the clean outputs), "controls", or a stressor's name (its variants); None:
+        every part, joined. The clean part is computed first, once, and every other part reads it,
+        so the parts share no other request and may run on different workers
+        (:func:`.suite_params.probe_group`)."""
         spec = self.stressor_spec(frames)
         n = min(n or spec.videos, spec.videos)
         if part is not None and part not in STRESSOR_PARTS:
@@ -376,9 +366,7 @@ class RunContext:
         return merge_parts([one(p) for p in STRESSOR_PARTS])
 
     def stressor_clean(self, model: str, frames: int) -> StressorResult:
-        """The clean descriptions of the stressor probe's videos only (no stressed variants, no
-        controls): what the parity repetition gate compares. Its requests are the stressor probe's
-        clean requests: the probe's clean part (:meth:`stressor`), computed once for both."""
+        """The stressor probe's clean part (:meth:`stressor`): what the parity repetition gate compares."""
         return self.stressor(model, frames, part="clean")
 
     def positional(self, model: str, spec: PositionalSpec, n: int | None = None) -> PositionalResult:

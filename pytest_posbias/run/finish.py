@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import SCHEMA_VERSION
 from ..engine import gc_paused
+from ..run_options import RunOptions
 from ..safe_text import redact_value
 from .merge import merge_run_log_lines
 
@@ -24,7 +25,7 @@ from .merge import merge_run_log_lines
 def finish_run(
     *,
     config_rootdir: Path,
-    options: Mapping[str, Any],
+    options: RunOptions,
     verdict_rows: Sequence[Mapping[str, Any]],
     calls: Mapping[str, Any],
     run_id: str | None,
@@ -34,7 +35,7 @@ def finish_run(
     run_decision: Mapping[str, Any] | None = None,
 ) -> Path | None:
     """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the workers' logs (the
-    merged log is the run's one copy), remove the run folders beyond ``options['keep_runs']``
+    merged log is the run's one copy), remove the run folders beyond ``options.keep_runs``
     (:func:`.run.retention.prune_runs`; never this run's) and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
@@ -46,7 +47,7 @@ def finish_run(
     matplotlib figures, allocating many small objects, would set off collections that walk all of
     them and can free none. The figures' own cycles wait for the next collection.
     """
-    cache_dir = Path(options.get("cache", ".posbias"))
+    cache_dir = Path(options.cache)
     cache_dir = cache_dir if cache_dir.is_absolute() else config_rootdir / cache_dir
     if run_id is None:
         return None
@@ -58,9 +59,8 @@ def finish_run(
         if run_decision is None or run_decision.get("n_gates") or not run_decision.get("skipped"):
             return None
         # gate tests were selected and every one skipped: no decision, and the report says so
-        header: dict[str, Any] = {"run_id": run_id, "models": list(options.get("models") or []),
-                                  "mode": options.get("mode"),
-                  "alpha": options.get("alpha"), "seed": options.get("seed"), "config": {}}
+        header: dict[str, Any] = {"run_id": run_id, "models": list(options.models), "mode": options.mode,
+                                  "alpha": options.alpha, "seed": options.seed, "config": {}}
         header["started"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         pairs: list[tuple[dict[str, Any], str | None]] = []
     else:
@@ -97,19 +97,19 @@ def finish_run(
     del pairs
     if terminal is not None:
         terminal.write_line(f"[posbias] run log: {path}")
-    if options.get("keep_runs"):  # [tool.posbias] keep_runs: the older run folders go (never this run's)
+    if options.keep_runs:  # [tool.posbias] keep_runs: the older run folders go (never this run's)
         from .retention import prune_runs
 
-        pruned = prune_runs(cache_dir, keep_runs=int(options["keep_runs"]), keep=[run_id])
+        pruned = prune_runs(cache_dir, keep_runs=options.keep_runs, keep=[run_id])
         if terminal is not None and pruned.removed:
-            terminal.write_line(f"[posbias] keep_runs = {options['keep_runs']}: {pruned.line()}")
+            terminal.write_line(f"[posbias] keep_runs = {options.keep_runs}: {pruned.line()}")
     try:
         from ..report.render import write_reports
     except ImportError:
         return path
     try:
-        written = write_reports([path], rootdir=config_rootdir, explicit=options.get("report"),
-                                report_dir=options.get("report_dir", "reports"), loaded={path: loaded})
+        written = write_reports([path], rootdir=config_rootdir, explicit=options.report,
+                                report_dir=options.report_dir, loaded={path: loaded})
     except Exception as exc:
         if terminal is not None:
             terminal.write_line(f"[posbias] report not written ({type(exc).__name__}: {exc}); "

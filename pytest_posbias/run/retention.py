@@ -1,15 +1,11 @@
 """Retention of the cache folder: run logs kept by count or age, old answers dropped on request.
 
-Every run writes ``<cache>/runs/<run id>/`` (the workers' logs, the merged ``run.jsonl``), so
-the folder grows by one run folder per run. :func:`prune_runs` removes run folders beyond the
-newest ``keep_runs`` and/or older than ``older_than_days``; it runs at the end of a run when
-``[tool.posbias] keep_runs = N`` is set (the run just finished is always kept) and from the
-command line as ``posbias cache prune``. A run's age is the newest modification time of its
-folder and the files in it, so a run still writing its logs (another run sharing the folder)
-counts as new. ``answers_older_than_days`` (command line only) deletes cached answers made
-before that age from ``generations.sqlite`` and compacts the file; the next run that needs
-them makes them again. The HTML reports (``reports/`` by default) are outside the cache
-folder and are never touched.
+Every run adds ``<cache>/runs/<run id>/``. :func:`prune_runs` removes run folders beyond the newest
+``keep_runs`` and/or older than ``older_than_days``, at the end of a run with ``[tool.posbias]
+keep_runs = N`` (never the run just finished) and as ``posbias cache prune``. A run's age is the
+newest modification time of its folder and its files, so a run still writing counts as new.
+``answers_older_than_days`` (command line only) also deletes older cached answers and compacts the
+database. The HTML reports, outside the cache folder, are never touched.
 """
 
 from __future__ import annotations

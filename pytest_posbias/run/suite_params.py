@@ -88,12 +88,13 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
     range are a ConfigError naming them.
     """
     import copy
+    import dataclasses
 
     from ..config import validate_thresholds
 
     checked = validate_thresholds("with_thresholds()", thresholds)
     out = copy.copy(run)
-    out.options = {**run.options, "threshold_overrides": {**(run.options.get("threshold_overrides") or {}), **checked}}
+    out.options = dataclasses.replace(run.options, threshold_overrides={**run.options.threshold_overrides, **checked})
     return out
 
 
@@ -109,39 +110,22 @@ def model_id(spec: str) -> str:
 
 
 def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | None = None) -> str | None:
-    """The probe group of a suite test, from its node id: the tests that share a probe (or its
-    videos) run on one worker.
+    """The probe group of a suite test, from its node id: under ``-n`` the tests that share a probe
+    (or its videos) run on one worker (:mod:`.plugin.xdist_scheduler`), which computes it once.
 
-    Under ``pytest -n N`` the plugin's scheduler (:class:`.plugin.xdist_scheduler.ProbeGroupScheduling`)
-    hands out one group at a time, so a probe shared by several gates (DPB, MEG, coverage and
-    contamination of one configuration; one stressor's variants behind its amplification and attack
-    gates at a frame count; the phase probe's conditions shared by the order, phase and flip gates)
-    is computed by one worker, once, and the worker's in-process caches (decoded frames, the
-    simulated model's frame analyses, sentence embeddings) serve every gate of the group. Groups:
-
-    * positional: ``(model, domain, bucket)`` -- P = 2 and P = 4 of a configuration show the same
-      videos; a layout variant is a group of its own (its probe shares nothing with the others);
-    * phase / order / flip / fusion: ``(model, "phase")``;
+    * positional: ``(model, domain, bucket)`` (P = 2 and 4 show the same videos); a layout variant
+      is a group of its own;
+    * phase / order / flip / fusion, parity answers, the option-order and sampling-phase searches:
+      ``(model, "phase")``;
     * stressor suite: ``(model, frames, part)``, one group per part of the probe
-      (:data:`.probes.stressor.PARTS`): the amplification and attack gates of one stressor share
-      its variants; the clean repetition gate (with the controls reported beside it) and the
-      re-query remedy share the clean outputs, which every part reads and which are made once
-      (:meth:`.run.context.RunContext.stressor`); a test without a frame count (the remedy) reads the
-      probe at the first frame count ``search_frames``;
-    * parity: the answers gate reads the order gate's requests (phase group), the coverage gate a
-      configuration's positional probe (its positional group), the repetition gate the clean
-      outputs at its frame count (that clean group);
-    * property search: the option-order and sampling-phase searches query the phase probe's items
-      (phase group), the stressor search the clean outputs of the stressor probe's videos at its
-      first frame count ``search_frames`` (that clean group: the clean outputs and decoded frames
-      are reused);
-    * anything else (the slot-coverage search, the decoding sweep, users' own tests): no group
-      (the test is a unit of its own).
+      (:data:`.probes.stressor.PARTS`; :meth:`.run.context.RunContext.stressor`); a test without a
+      frame count (the remedy, the stressor search) is at the first frame count ``search_frames``;
+    * parity coverage: its positional group; parity repetition: the clean group at its frame count;
+    * anything else (the slot-coverage search, the decoding sweep, users' own tests): None.
 
-    The node id is read as the suites' ``pytest_generate_tests`` builds it:
-    ``<dir>/<suite module>.py::<test>[<model id>-<parameter ids>]``; ``model_ids`` are the run's
-    models as they appear there (``suites/conftest.py``). Returns None for a test that shares no
-    probe with another.
+    The node id is read as ``suites/conftest.py`` builds it,
+    ``<dir>/<suite module>.py::<test>[<model id>-<parameter ids>]``, with ``model_ids`` the run's
+    models as they appear there.
     """
     path, _, name = nodeid.partition("::")
     function, _, params = name.partition("[")
@@ -188,25 +172,17 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
 
 def shared_probes(nodeid: str, *, model_ids: Sequence[str], baseline_id: str | None = None,
                   parity_id: str | None = None, search_frames: int | None = None) -> frozenset[str]:
-    """The probe results a suite test computes (or reads) that a test of another probe group may
-    need too, each named ``<kind>|<model id>|<what>``; the scheduler
-    (:class:`.xdist_scheduler.ProbeGroupScheduling`) lets a group that needs one of them start on
-    another worker only once the group that computes it first has finished, so the later group
-    reads its requests from the generation cache. Per test:
+    """The probe results a suite test computes or reads that a test of another probe group may need
+    too, named ``<kind>|<model id>|<what>`` (the scheduler holds a group back until the one
+    computing such a result has finished):
 
-    * stressor suite (and the remedy, the stressor search, the parity repetition gate): the clean
-      outputs of its model at its frame count, ``stressor|<model>|<frames>|clean``, which every
-      part of the probe reads;
-    * positional suite and parity coverage gate: ``positional|<model>|<domain-bucket>`` (a layout
-      variant adds ``|<variant>``); phase suite and parity answers gate: ``phase|<model>``;
-    * with ``--posbias-baseline`` the gates of the three suites also read the baseline's probe
-      (the same names with the baseline's id; a stressor gate the baseline's part too, and the
-      clean repetition gate the baseline's controls), which the groups of every tested model share;
-    * with ``--posbias-parity`` a parity gate reads the reference's side (the same names with the
-      reference's id), shared by every tested model.
+    * a stressor group: the clean outputs ``stressor|<model>|<frames>|clean``, which every part reads;
+    * other groups: ``positional|<model>|<domain-bucket>[|<variant>]`` or ``phase|<model>``;
+    * ``baseline_id`` (for the positional, phase and stressor suites) and ``parity_id`` (for the
+      parity gates): the same names for that model, shared by every tested model; a stressor gate
+      also reads the baseline's part, the clean repetition gate its controls.
 
-    A test of no probe group shares nothing (empty set). ``baseline_id``/``parity_id``: the
-    ``--posbias-baseline``/``--posbias-parity`` specs as :func:`model_id` writes them."""
+    Empty for a test of no probe group. The ids are as :func:`model_id` writes them."""
     group = probe_group(nodeid, model_ids=model_ids, search_frames=search_frames)
     if group is None:
         return frozenset()
@@ -235,10 +211,8 @@ _STRESSOR_CONTROLS = 19
 
 
 def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
-    """The model calls a probe group makes at most (its maximum sample sizes, every condition), from
-    the group name (:func:`probe_group`) and the probe settings: the scheduler hands out the
-    heaviest group first (longest-processing-time-first), so the group that takes longest starts
-    first instead of last. Per group:
+    """The model calls a probe group makes at most (maximum sample sizes, every condition), from its
+    name (:func:`probe_group`) and the probe settings; the scheduler hands out the heaviest first:
 
     * positional: ``groups × (P = 2 and P = 4 orders)`` of a configuration, ``groups × 4`` for a
       layout variant;

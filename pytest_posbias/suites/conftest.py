@@ -41,7 +41,7 @@ def _manifest(config: pytest.Config) -> Any:
     from pytest_posbias.data.manifest import load_manifest
     from pytest_posbias.errors import PosbiasError
 
-    data = suite_options(config)["data"]
+    data = suite_options(config).data
     if not data:
         return None
     p = Path(str(data))
@@ -66,7 +66,7 @@ def _parametrize_or_skip(metafunc: pytest.Metafunc, name: str, values: list[Any]
 def _positional_configs(metafunc: pytest.Metafunc, scales: list[int]) -> list[tuple[str, str, int]]:
     m = _manifest(metafunc.config)
     if m is None:
-        return positional_configs(suite_options(metafunc.config)["data"], scales)
+        return positional_configs(suite_options(metafunc.config).data, scales)
     return [c for c in m.configurations() if c[2] in scales]
 
 
@@ -151,11 +151,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     opts = suite_options(metafunc.config)
     names = metafunc.fixturenames
     if "posbias_model" in names:
-        metafunc.parametrize("posbias_model", opts["models"], ids=[_id(model_label(m)) for m in opts["models"]],
+        metafunc.parametrize("posbias_model", list(opts.models), ids=[_id(model_label(m)) for m in opts.models],
                              scope="session")
     probes = posbias_config(metafunc.config).probes
     scales = settings_for("positional", probes.get("positional"))["scales"]
-    data = opts["data"]
+    data = opts.data
     if "positional_config" in names:
         configs = _positional_configs(metafunc, scales)
         _parametrize_or_skip(metafunc, "positional_config", configs, [f"{d}-{b}-P{P}" for d, b, P in configs],

@@ -47,6 +47,6 @@ def test_phasefusion_under_origin_shift(posbias_run, posbias_model, posbias_gate
 @pytest.mark.fusion
 @pytest.mark.equivalence
 def test_phasefusion_accuracy_equivalent_to_one_pass_at_4b(posbias_run, posbias_model, posbias_gate):
-    if not posbias_run.options.get("confirmatory"):
+    if not posbias_run.options.confirmatory:
         pytest.skip("confirmatory TOST (certify-type, ~240 items): opt in with --posbias-confirmatory")
     _gate(posbias_run, "equivalence", posbias_model, None, posbias_gate)

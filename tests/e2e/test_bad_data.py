@@ -19,6 +19,7 @@ from support.suite_project import write_suite_project
 from pytest_posbias.data.manifest import SCHEMA_PATH, load_manifest, parse_line, require_usable
 from pytest_posbias.data.problems import DataProblem, problems_in_records, summarize_problems
 from pytest_posbias.errors import ConfigError
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import decode as D
 from pytest_posbias.video.frames import FrameSpec, FrameStore
 
@@ -362,8 +363,9 @@ def test_mixed_option_counts_run_the_order_phase_and_fusion_gates(tmp_path, synt
     lines += [mcq_line(f"q{k}", f"v{k % 3}", n_options=5, answer=k % 5) for k in range(5)]
     lines += [mcq_line("q3opt", "v0", n_options=3, answer=1), mcq_line("q2opt", "v1", n_options=2, answer=0)]
     manifest = write_jsonl(tmp_path / "mixed.jsonl", lines)
-    ctx = RunContext.create({"models": ["sim:unbiased"], "data": str(manifest), "cache": str(tmp_path / "cache"),
-                             "sequential": False, "n_resamples": 199}, PosbiasConfig(), rootdir=tmp_path, worker="t",
+    ctx = RunContext.create(RunOptions(models=("sim:unbiased",), data=str(manifest), cache=str(tmp_path / "cache"),
+                                       sequential=False, n_resamples=199),
+                            PosbiasConfig(), rootdir=tmp_path, worker="t",
                             run_id="mixed")
     try:
         r = ctx.phase("sim:unbiased", "fusion")

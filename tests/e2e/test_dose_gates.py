@@ -28,6 +28,7 @@ from pytest_posbias.calibration.e2e import (
 )
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.gate_registry import GATES
+from pytest_posbias.run_options import RunOptions
 
 # small sizes per probe family, each the smallest at which the gate's 3t dose is shown on the small set
 # (fewer orderings: an order-dosed item still changes its answer in one of 3 orderings with
@@ -63,8 +64,9 @@ def contexts(small_set, tmp_path_factory):
         key = "attack" if gate == "attack" else "stressor" if gate in PROBES else "base"
         if key not in made:
             made[key] = RunContext.create(
-                {"models": ["sim:unbiased"], "cache": str(root / "cache"), "seed": 0, "judge": "auto",
-                 "data": str(small_set)}, PosbiasConfig(probes=PROBES.get(gate, BASE)), rootdir=root, worker="test",
+                RunOptions(models=("sim:unbiased",), cache=str(root / "cache"), seed=0, judge="auto",
+                           data=str(small_set)),
+                PosbiasConfig(probes=PROBES.get(gate, BASE)), rootdir=root, worker="test",
                 run_id=f"dose-gates-{key}", quiet=True)
             assert made[key].sequential  # the suites' default design
         return made[key]
@@ -179,8 +181,9 @@ def test_dose_just_past_the_threshold_fails_and_zero_passes(gate, tmp_path):
     from pytest_posbias.run.context import RunContext, synthetic_manifest
 
     data = synthetic_manifest(REPO)  # the full synthetic set (360 questions): built once, reused
-    ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "cache"), "seed": 0, "judge": "auto",
-                             "data": str(data)}, PosbiasConfig(probes={"phase": {"items": NEAR_ITEMS}}),
+    ctx = RunContext.create(RunOptions(models=("sim:unbiased",), cache=str(tmp_path / "cache"), seed=0, judge="auto",
+                                       data=str(data)),
+                            PosbiasConfig(probes={"phase": {"items": NEAR_ITEMS}}),
                             rootdir=tmp_path, worker="test", run_id=f"near-{gate}", quiet=True)
     try:
         t = GATES[gate].threshold

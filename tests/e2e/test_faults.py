@@ -25,6 +25,7 @@ from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, Ru
 from pytest_posbias.errors import ModelLoadError
 from pytest_posbias.models.openai_backend import OpenAIBackend, api_settings
 from pytest_posbias.run.merge import merge_run_logs
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video.compose import TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
 
@@ -522,7 +523,7 @@ def test_load_models_checks_the_openai_judge_too_and_logs_the_check(tmp_path, ap
     from pytest_posbias.run.context import RunContext
 
     with FaultServer(served=("x",)) as srv:
-        opts = {"models": ["openai:x"], "judge": "openai:judge-7", "api_base": srv.url, "cache": str(tmp_path / "c")}
+        opts = RunOptions(models=("openai:x",), judge="openai:judge-7", api_base=srv.url, cache=str(tmp_path / "c"))
         ctx = RunContext.create(opts, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="t")
         with pytest.raises(ModelLoadError, match=r"openai:judge-7: the endpoint .* \(HTTP 404\): The model `judge-7` does not exist"):
             ctx.load_models()

@@ -13,6 +13,7 @@ import pytest
 from support.suite_project import write_suite_project
 
 from pytest_posbias.report.render import highlight_repeats, render
+from pytest_posbias.run_options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("heavy_modules")
 EVIL = '<script>alert("pwned")</script></textarea><img src=x onerror=alert(1)>'
@@ -237,11 +238,11 @@ def test_calls_line_one_cache_count_wall_time_tokens_and_reuse_wording():
 PROGRESS_TESTS = """
 import time
 
-from pytest_posbias.plugin import _progress_writer
+from pytest_posbias.plugin import progress_writer
 
 
 def test_one(request):
-    w = _progress_writer(request.config)
+    w = progress_writer(request.config)
     w("model calls 3/6, ETA 1 s")
     w("model calls 6/6, ETA 0 s")
 
@@ -269,12 +270,12 @@ import time
 
 import pytest
 
-from pytest_posbias.plugin import _progress_writer
+from pytest_posbias.plugin import progress_writer
 
 
 @pytest.mark.parametrize("k", range(4))
 def test_slow(request, k):
-    w = _progress_writer(request.config)
+    w = progress_writer(request.config)
     w(f"model calls {k + 1}/4, ETA 1 s")
     time.sleep(3)
 """
@@ -363,7 +364,7 @@ def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_b
 
     monkeypatch.setattr(render_module, "write_reports", fake_write_reports)
     assert gc.isenabled()
-    path = finish_run(config_rootdir=tmp_path, options={"cache": ".posbias"}, verdict_rows=[], calls={}, run_id="r1")
+    path = finish_run(config_rootdir=tmp_path, options=RunOptions(cache=".posbias"), verdict_rows=[], calls={}, run_id="r1")
     assert path == run_dir / "run.jsonl" and path.is_file()
     assert seen == [False]
     assert gc.isenabled()

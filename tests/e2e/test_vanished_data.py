@@ -17,6 +17,7 @@ from support.suite_project import write_suite_project
 
 from pytest_posbias.data.manifest import load_manifest, require_usable
 from pytest_posbias.errors import ConfigError, VideoNotFoundError
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import decode as D
 
 GONE = ("syn-news-short-00", "syn-news-short-05")  # 2 of the configuration's 6 videos
@@ -40,8 +41,9 @@ def _ctx(tmp_path: Path, manifest: Path):
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.run.context import RunContext
 
-    return RunContext.create({"models": ["sim:middle-weak"], "data": str(manifest), "cache": str(tmp_path / "cache"),
-                              "sequential": False, "n_resamples": 999}, PosbiasConfig(), rootdir=tmp_path, worker="t",
+    return RunContext.create(RunOptions(models=("sim:middle-weak",), data=str(manifest), cache=str(tmp_path / "cache"),
+                                        sequential=False, n_resamples=999),
+                             PosbiasConfig(), rootdir=tmp_path, worker="t",
                              run_id="vanished")
 
 

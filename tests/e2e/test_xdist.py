@@ -16,6 +16,7 @@ from support.suite_project import write_suite_project
 from pytest_posbias.config import PosbiasConfig
 from pytest_posbias.run.context import RunContext
 from pytest_posbias.run.suite_params import XDIST_GROUP_PREFIX, model_id, probe_group, shared_probes
+from pytest_posbias.run_options import RunOptions
 
 
 def _group(nodeid: str, *, frames: int | None = 16) -> str | None:
@@ -699,8 +700,8 @@ def test_the_stressor_parts_share_no_request_and_join_into_the_whole_probe(tmp_p
     from pytest_posbias.probes.stressor import PARTS
     from pytest_posbias.video.stressors import STRESSORS
 
-    opts = {"models": ["sim:looping"], "data": str(small_set), "cache": str(tmp_path / "c"), "seed": 0,
-            "sequential": False}
+    opts = RunOptions(models=("sim:looping",), data=str(small_set), cache=str(tmp_path / "c"), seed=0,
+                      sequential=False)
     ctx = RunContext.create(opts, PosbiasConfig(probes={"stressor": {"videos": 3, "trials": 1, "frames": [4]}}),
                             rootdir=tmp_path, worker="main", run_id="t")
     try:

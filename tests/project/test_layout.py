@@ -16,7 +16,7 @@ import pytest_posbias
 
 PKG = Path(pytest_posbias.__file__).parent
 LAYERS = [  # lowest first; a module may import its own layer or a lower one when it is imported
-    {"", "errors", "exitcodes", "safe_text"},
+    {"", "errors", "exitcodes", "safe_text", "run_options"},
     {"gate_context", "gate_registry", "metrics", "config"},
     {"video", "data", "scoring", "engine", "stats", "strategies"},
     {"models", "probes"},
@@ -26,7 +26,8 @@ LAYERS = [  # lowest first; a module may import its own layer or a lower one whe
     {"plugin"},
     {"cli", "suites"},
 ]
-TOP_LEVEL = {"__init__", "config", "errors", "exitcodes", "gate_context", "gate_registry", "metrics", "safe_text", "strategies"}
+TOP_LEVEL = {"__init__", "config", "errors", "exitcodes", "gate_context", "gate_registry", "metrics", "run_options",
+             "safe_text", "strategies"}
 
 
 def _module(path: Path) -> str:

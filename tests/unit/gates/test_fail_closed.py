@@ -14,6 +14,7 @@ from scipy import stats as st
 
 from pytest_posbias.gates.measurement import Measurement, apply_floor, combine, floor_problem
 from pytest_posbias.probes.stressor import StressorResult, StressorSpec, TextStats
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.stats import rate_verdict
 from pytest_posbias.stats.paired import paired_abs_mean_verdict
 from pytest_posbias.stats.sequential import gsd_decide, violation_alternative
@@ -231,8 +232,9 @@ def _context(tmp_path, manifest, share, *, mode="detect"):
     from pytest_posbias.run.context import RunContext
 
     pcfg = PosbiasConfig(probes={"phase": {"items": 12}, "stressor": {"videos": 6, "trials": 2, "frames": [16]}})
-    ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "cache"), "data": str(manifest),
-                             "sequential": False, "mode": mode, "judge": "auto"}, pcfg, rootdir=tmp_path,
+    ctx = RunContext.create(RunOptions(models=("sim:unbiased",), cache=str(tmp_path / "cache"), data=str(manifest),
+                                       sequential=False, mode=mode, judge="auto"),
+                            pcfg, rootdir=tmp_path,
                             worker="t", run_id=f"flaky-{share}")
     if share:
         ctx._backends["sim:unbiased"] = _Flaky(ctx.backend("sim:unbiased"), share)
@@ -397,8 +399,8 @@ def test_a_model_writing_garbage_does_not_pass_meg_or_dpb(tmp_path, small_set, t
     from pytest_posbias.run.context import RunContext
     from pytest_posbias.run.suite_params import positional_spec
 
-    ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "c"), "data": str(small_set),
-                             "sequential": True, "judge": "auto"},
+    ctx = RunContext.create(RunOptions(models=("sim:unbiased",), cache=str(tmp_path / "c"), data=str(small_set),
+                                       sequential=True, judge="auto"),
                             PosbiasConfig(probes={"positional": {"groups": 8, "scales": [4]}}), rootdir=tmp_path,
                             worker="t", run_id="garbage")
     ctx._backends["sim:unbiased"] = _Garbage(ctx.backend("sim:unbiased"), text)

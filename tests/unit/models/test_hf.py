@@ -18,6 +18,7 @@ from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request
 from pytest_posbias.models.hf import HFBackend
 from pytest_posbias.models.registry import resolve
 from pytest_posbias.models.tiny import FAMILIES
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video.compose import TextPart, VideoPart, compose
 from pytest_posbias.video.frames import FrameSpec, FrameStore
 
@@ -185,8 +186,9 @@ def test_identity_records_attention_and_sampler_and_runlog_records_placement(tin
     from pytest_posbias.run.context import RunContext
 
     spec = str(tiny_checkpoints["qwen2_vl"])
-    ctx = RunContext.create({"models": [spec], "cache": str(tmp_path / "c"), "device": "cpu",
-                             "attn_implementation": "eager"}, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="r")
+    ctx = RunContext.create(RunOptions(models=(spec,), cache=str(tmp_path / "c"), device="cpu",
+                                       attn_implementation="eager"),
+                            PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="r")
     try:
         ident = ctx.backend(spec).identity()
         assert ident["attn_implementation"] == "eager" and ident["sampler"].startswith("gumbel-max")

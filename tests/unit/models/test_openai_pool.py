@@ -23,6 +23,7 @@ from pytest_posbias.gates import no_letter_note
 from pytest_posbias.models.openai_backend import OpenAIBackend, api_settings
 from pytest_posbias.models.openai_encode import FrameEncoder
 from pytest_posbias.models.openai_pool import stream
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video.compose import TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
 
@@ -321,15 +322,17 @@ def test_letter_scoring_text_asks_no_logprobs_and_logprobs_mode_requires_them():
 
 def test_options_override_the_environment_and_bad_values_name_the_option():
     env = {"POSBIAS_API_TIMEOUT": "30", "POSBIAS_API_RETRIES": "2"}
-    got = api_settings({"api_timeout": 7.5, "api_retries": 0, "video_form": "images", "letter_scoring": "text",
-                        "no_request_seed": True, "concurrency": 32}, env)
+    got = api_settings(RunOptions(api_timeout=7.5, api_retries=0, video_form="images", letter_scoring="text",
+                                  no_request_seed=True, concurrency=32), env)
     assert got == {"timeout": 7.5, "retries": 0, "video_form": "images", "letter_scoring": "text",
                    "request_seed": False, "concurrency": 32}
-    assert api_settings({}, env) == {"timeout": 30.0, "retries": 2}
+    assert api_settings(None, env) == {"timeout": 30.0, "retries": 2}
+    assert api_settings(RunOptions(), env) == {"timeout": 30.0, "retries": 2, "video_form": "auto",
+                                               "letter_scoring": "auto", "concurrency": 4}
     with pytest.raises(ModelLoadError, match="--posbias-api-retries must be an integer from 0 to 10"):
-        api_settings({"api_retries": 11}, {})
+        api_settings(RunOptions(api_retries=11), {})
     with pytest.raises(ModelLoadError, match="--posbias-video-form must be one of video, images, auto"):
-        api_settings({"video_form": "mp4"}, {})
+        api_settings(RunOptions(video_form="mp4"), {})
     cfg = parse_config({"api_base": ["http://a/v1", "http://b/v1"], "api_timeout": 60, "video_form": "video",
                         "no_request_seed": True})
     assert cfg.get("api_base") == ["http://a/v1", "http://b/v1"] and cfg.get("api_timeout") == 60

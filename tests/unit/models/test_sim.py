@@ -14,6 +14,7 @@ from pytest_posbias.engine import Decoding, Request
 from pytest_posbias.metrics import repetition_rate
 from pytest_posbias.models.sim import SimBackend
 from pytest_posbias.models.sim_vision import view_video
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import stressors as ST
 from pytest_posbias.video import synthetic as SY
 from pytest_posbias.video.compose import TextPart, VideoPart
@@ -65,8 +66,8 @@ def test_middle_weak_lowers_middle_slot_coverage(tmp_path, small_set):
     from pytest_posbias.probes.positional import PositionalSpec
     from pytest_posbias.run.context import RunContext
 
-    opts = {"models": ["sim:unbiased", "sim:middle-weak"], "data": str(small_set), "cache": str(tmp_path / "c"), "seed": 0,
-            "judge": "auto"}
+    opts = RunOptions(models=("sim:unbiased", "sim:middle-weak"), data=str(small_set), cache=str(tmp_path / "c"), seed=0,
+                      judge="auto")
     ctx = RunContext.create(opts, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="t")
     spec = PositionalSpec("domestic", "short", 4, groups=5)
     un = ctx.positional("sim:unbiased", spec).coverage

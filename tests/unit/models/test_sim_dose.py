@@ -16,6 +16,7 @@ from pytest_posbias.models import sim_dose as SD
 from pytest_posbias.models import sim_draws as SDR
 from pytest_posbias.models.registry import resolve
 from pytest_posbias.models.sim import SimBackend, check_profile
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import stressors as ST
 from pytest_posbias.video.frames import FrameSpec, FrameStore, Source
 from pytest_posbias.video.sampling import frame_indices, polyphase_grids
@@ -314,8 +315,8 @@ def ctx_factory(tmp_path_factory, small_set):
 
     def make(models, **probes):
         tmp = tmp_path_factory.mktemp("dose")
-        opts = {"models": models, "data": str(small_set), "cache": str(tmp / "c"), "seed": 0, "judge": "auto",
-                "sequential": False}
+        opts = RunOptions(models=models, data=str(small_set), cache=str(tmp / "c"), seed=0, judge="auto",
+                          sequential=False)
         ctx = RunContext.create(opts, PosbiasConfig(probes=probes), rootdir=tmp, worker="main", run_id="t")
         made.append(ctx)
         return ctx

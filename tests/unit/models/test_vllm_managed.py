@@ -29,6 +29,7 @@ from support.suite_project import write_suite_project
 from pytest_posbias.errors import ModelLoadError
 from pytest_posbias.models import vllm_managed as vm
 from pytest_posbias.models.registry import model_label, resolve
+from pytest_posbias.run_options import RunOptions
 
 FAKE = TESTS / "support" / "fake_vllm.py"
 FAKE_CMD = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"
@@ -141,23 +142,23 @@ def test_visible_gpus_reads_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch
 
 
 def test_command_and_arguments(ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert vm.vllm_command({"vllm_command": "docker run --gpus all img vllm serve"}) == \
+    assert vm.vllm_command(RunOptions(vllm_command="docker run --gpus all img vllm serve")) == \
         ["docker", "run", "--gpus", "all", "img", "vllm", "serve"]
     py = tmp_path / "python"
     py.write_text("#!/bin/sh\n")
     py.chmod(0o755)
-    assert vm.vllm_command({}, {"POSBIAS_VLLM_PYTHON": str(py)}) == [str(py), "-m", "vllm.entrypoints.openai.api_server"]
+    assert vm.vllm_command(RunOptions(), {"POSBIAS_VLLM_PYTHON": str(py)}) == [str(py), "-m", "vllm.entrypoints.openai.api_server"]
     with pytest.raises(ModelLoadError, match="POSBIAS_VLLM_PYTHON=/nowhere"):
-        vm.vllm_command({}, {"POSBIAS_VLLM_PYTHON": "/nowhere"})
+        vm.vllm_command(RunOptions(), {"POSBIAS_VLLM_PYTHON": "/nowhere"})
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ModelLoadError, match="no `vllm` command"):
-        vm.vllm_command({}, {})
-    assert vm.extra_args({"vllm_args": "--dtype bfloat16 --max-model-len '32768'"}) == \
+        vm.vllm_command(RunOptions(), {})
+    assert vm.extra_args(RunOptions(vllm_args="--dtype bfloat16 --max-model-len '32768'")) == \
         ["--dtype", "bfloat16", "--max-model-len", "32768"]
     with pytest.raises(ModelLoadError, match="--port is set by the run"):
-        vm.extra_args({"vllm_args": "--port=9"})
+        vm.extra_args(RunOptions(vllm_args="--port=9"))
     with pytest.raises(ModelLoadError, match="--posbias-vllm-args"):
-        vm.extra_args({"vllm_args": "--chat-template 'unclosed"})
+        vm.extra_args(RunOptions(vllm_args="--chat-template 'unclosed"))
     args = vm.server_args("M", served="m", port=1234, seed=7, tensor_parallel=4, extra=["--dtype", "half"])
     assert args[args.index("--max-logprobs") + 1] == "20" and args[args.index("--seed") + 1] == "7"
     assert json.loads(args[args.index("--limit-mm-per-prompt") + 1]) == {"image": 64, "video": 8}
@@ -173,7 +174,7 @@ def test_start_one_server_per_gpu_identity_and_stop(ckpt: Path, tmp_path: Path, 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     monkeypatch.setattr(shutil, "which", lambda name: None)
     lines: list[str] = []
-    m = vm.start_managed(resolve(f"vllm:{ckpt}"), {"vllm_command": FAKE_CMD, "vllm_args": "--dtype float32", "seed": 3},
+    m = vm.start_managed(resolve(f"vllm:{ckpt}"), RunOptions(vllm_command=FAKE_CMD, vllm_args="--dtype float32", seed=3),
                          log_dir=tmp_path / "run", progress=lines.append)
     try:
         assert len(m.urls) == 2 and all(_listening(s.port) for s in m.servers)
@@ -197,7 +198,7 @@ def test_failure_to_start_shows_the_last_log_lines(ckpt: Path, tmp_path: Path, r
     monkeypatch.setenv("FAKE_VLLM_MODE", "fail")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(ModelLoadError, match=r"exited before it was healthy[\s\S]*CUDA out of memory") as info:
-        vm.start_managed(resolve(f"vllm:{ckpt}"), {"vllm_command": FAKE_CMD}, log_dir=tmp_path / "run")
+        vm.start_managed(resolve(f"vllm:{ckpt}"), RunOptions(vllm_command=FAKE_CMD), log_dir=tmp_path / "run")
     assert "vllm-0.log" in str(info.value) and "loading shard 4" in str(info.value)
     _gone(record, [], within=5.0)
 
@@ -209,7 +210,7 @@ def test_time_limit_stops_the_server(ckpt: Path, tmp_path: Path, record: Path, m
     lines: list[str] = []
     t0 = time.monotonic()
     with pytest.raises(ModelLoadError, match=r"not healthy within 2 s \(--posbias-vllm-timeout"):
-        vm.start_managed(resolve(f"vllm:{ckpt}"), {"vllm_command": FAKE_CMD, "vllm_timeout": 2},
+        vm.start_managed(resolve(f"vllm:{ckpt}"), RunOptions(vllm_command=FAKE_CMD, vllm_timeout=2),
                          log_dir=tmp_path / "run", progress=lines.append)
     assert time.monotonic() - t0 < 2 + vm.STOP_GRACE_S + 10
     assert any("waiting for 1 of 1 vLLM server(s)" in ln for ln in lines)
@@ -220,7 +221,8 @@ PARENT = textwrap.dedent("""
     import json, sys, time
     from pytest_posbias.models import vllm_managed as vm
     from pytest_posbias.models.registry import resolve
-    m = vm.start_managed(resolve(sys.argv[1]), {"vllm_command": sys.argv[2]}, log_dir=__import__("pathlib").Path(sys.argv[3]))
+    from pytest_posbias.run_options import RunOptions
+    m = vm.start_managed(resolve(sys.argv[1]), RunOptions(vllm_command=sys.argv[2]), log_dir=__import__("pathlib").Path(sys.argv[3]))
     print(json.dumps([s.port for s in m.servers]), flush=True)
     time.sleep(3600)
 """)
@@ -342,13 +344,13 @@ def test_backend_identity_is_vllm_and_never_the_hf_one(ckpt: Path, monkeypatch: 
     monkeypatch.setenv("POSBIAS_API_KEY", "sk-test")
     server = {"backend": "vllm", "vllm_version": "0.9.9", "engine_args": ["--seed", "0"], "dtype": "auto", "revision": "r1"}
     b = vm.ManagedVllmBackend(resolve(f"vllm:{ckpt}"), FrameStore(), urls=["http://127.0.0.1:9/v1"], server_identity=server,
-                              owned=None, options={})
+                              owned=None, options=RunOptions())
     try:
         ident = b.identity()
         assert ident["backend"] == "vllm" and ident["model_id"] == "tiny-ckpt" and ident["vllm_version"] == "0.9.9"
         assert ident["input_form"] == "video" and b.label.startswith(f"vllm:{ckpt} at ")
         b2 = vm.ManagedVllmBackend(resolve(f"vllm:{ckpt}"), FrameStore(), urls=["http://127.0.0.1:9/v1"],
-                                   server_identity={**server, "vllm_version": "0.10.0"}, owned=None, options={})
+                                   server_identity={**server, "vllm_version": "0.10.0"}, owned=None, options=RunOptions())
         assert b2.identity() != ident  # a new vLLM: new cache entries
         b2.close()
     finally:

@@ -18,6 +18,7 @@ from support.suite_project import write_suite_project
 from pytest_posbias import strategies as S
 from pytest_posbias.probes.search import ItemProperty, ItemSearch, Outcome, run_search
 from pytest_posbias.probes.search_corpus import Corpus
+from pytest_posbias.run_options import RunOptions
 
 # --------------------------------------------------------------------------- a fake engine and property
 
@@ -236,7 +237,7 @@ def _ctx(root: Path, manifest: Path, model: str, run_id: str, seed: int = 0) -> 
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.run.context import RunContext
 
-    return RunContext({"models": [model], "data": str(manifest), "cache": str(root / ".posbias"), "seed": seed},
+    return RunContext(RunOptions(models=(model,), data=str(manifest), cache=str(root / ".posbias"), seed=seed),
                       PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)
 
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from pytest_posbias.report.markdown import find_report, markdown_summary, write_markdown
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.stats import Verdict
 
 
@@ -74,7 +75,7 @@ def test_find_report_takes_this_runs_report_only(tmp_path):
     old.write_text("old")
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     log.write_text("{}\n")
-    opts = {"report_dir": "reports", "report": None}
+    opts = RunOptions()  # the default report folder, no explicit report
     assert find_report(rootdir=tmp_path, options=opts, run_log=log) is None  # an older run's report is not linked
     new = reports / "m-20260101T000000Z.html"
     new.write_text("new")

@@ -18,6 +18,7 @@ import pytest
 from pytest_posbias.gates.search import search_verdict
 from pytest_posbias.probes.search import Outcome, run_search
 from pytest_posbias.probes.search_corpus import corpus_for
+from pytest_posbias.run_options import RunOptions
 
 EVIL = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 
@@ -26,7 +27,7 @@ def _ctx(root: Path, manifest: Path, model: str, run_id: str) -> Any:
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.run.context import RunContext
 
-    return RunContext({"models": [model], "data": str(manifest), "cache": str(root / ".posbias"), "seed": 0},
+    return RunContext(RunOptions(models=(model,), data=str(manifest), cache=str(root / ".posbias"), seed=0),
                       PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)
 
 
@@ -240,8 +241,9 @@ def test_baseline_pairs_the_searched_items_with_an_exact_test_and_names_newly_br
     from pytest_posbias.stats.paired import paired_binary_bound, paired_binary_p
 
     cfg = parse_config({"probes": {"search": {"items": 4, "budget": 10}}})
-    ctx = RunContext({"models": ["sim:letter-bias"], "baseline": "sim:unbiased", "data": str(small_set),
-                      "cache": str(tmp_path / ".posbias"), "seed": 0}, cfg, rootdir=tmp_path, worker="main", run_id="b1")
+    ctx = RunContext(RunOptions(models=("sim:letter-bias",), baseline="sim:unbiased", data=str(small_set),
+                                cache=str(tmp_path / ".posbias"), seed=0),
+                     cfg, rootdir=tmp_path, worker="main", run_id="b1")
     v = search_gate(ctx, "sim:letter-bias", "order")
     ctx.close()
     ex = v.extra

@@ -14,6 +14,7 @@ from pytest_posbias.engine import Generation, GenerationCache, RunLog
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.run.finish import finish_run
 from pytest_posbias.run.retention import prune_runs
+from pytest_posbias.run_options import RunOptions
 
 NOW = 1_800_000_000.0
 DAY = 86400.0
@@ -100,8 +101,8 @@ def test_keep_runs_is_applied_at_the_end_of_a_run_keeping_this_one(tmp_path):
     old = time.time() - 400 * DAY  # even when this run's folder looks oldest, it stays
     os.utime(cache / "runs" / this / "log-main.jsonl", (old, old))
     os.utime(cache / "runs" / this, (old, old))
-    path = finish_run(config_rootdir=tmp_path, options={"cache": ".posbias", "keep_runs": 1,
-                                                        "report": str(tmp_path / "r.html")},
+    path = finish_run(config_rootdir=tmp_path, options=RunOptions(cache=".posbias", keep_runs=1,
+                                                                  report=str(tmp_path / "r.html")),
                       verdict_rows=[], calls={}, run_id=this)
     assert path == cache / "runs" / this / "run.jsonl" and path.exists()
     assert left(cache) == [this]

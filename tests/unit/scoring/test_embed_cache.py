@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.scoring import judges
 from pytest_posbias.scoring.embed_cache import EmbeddingCache, embed_judge_identity
 
@@ -81,7 +82,7 @@ def test_the_run_context_keeps_embeddings_in_the_cache_folder(tmp_path, monkeypa
     from pytest_posbias.run.context import RunContext
 
     monkeypatch.setattr(judges, "_EMBEDDER", FakeModel())
-    ctx = RunContext.create({"models": ["sim:unbiased"], "cache": str(tmp_path / "c")}, PosbiasConfig(),
+    ctx = RunContext.create(RunOptions(models=("sim:unbiased",), cache=str(tmp_path / "c")), PosbiasConfig(),
                             rootdir=tmp_path, worker="main", run_id="r")
     try:
         ctx.judges().embedder.encode(["A red ball rolls left."])

@@ -12,6 +12,7 @@ from scipy import stats as st
 from scipy.optimize import minimize_scalar
 
 from pytest_posbias.errors import ConfigError
+from pytest_posbias.run_options import RunOptions
 from pytest_posbias.stats import paired_change_verdict
 from pytest_posbias.stats.paired import abs_bias_bounds, paired_abs_mean_verdict, paired_amplification_verdict
 from pytest_posbias.stats.paired_binary import (
@@ -339,9 +340,9 @@ def test_stressor_gate_against_a_baseline_uses_the_split_rule(tmp_path, small_se
     from pytest_posbias.run.context import RunContext
 
     pcfg = PosbiasConfig(probes={"stressor": {"videos": 6, "trials": 2, "frames": [16]}})
-    ctx = RunContext.create({"models": ["sim:looping"], "baseline": "sim:unbiased", "cache": str(tmp_path / "cache"),
-                             "data": str(small_set), "sequential": False, "mode": "detect", "judge": "auto"}, pcfg,
-                            rootdir=tmp_path, worker="t", run_id="paired-stressor")
+    ctx = RunContext.create(RunOptions(models=("sim:looping",), baseline="sim:unbiased", cache=str(tmp_path / "cache"),
+                                       data=str(small_set), sequential=False, mode="detect", judge="auto"),
+                            pcfg, rootdir=tmp_path, worker="t", run_id="paired-stressor")
     try:
         v = stressor_verdict(ctx, "stressor", "sim:looping", 16, "shuffle")
         d = ctx.stressor("sim:looping", 16).amplification("shuffle")
