@@ -171,11 +171,12 @@ class FrameStore:
     """Decodes frames once: per-frame in-memory LRU (bounded in bytes) + optional PNG disk cache.
 
     ``decodes`` counts decoder calls (one call may fetch many frames of one clip). A decoded frame
-    is written to the disk cache only when decoding cost at least ``disk_write_min_s`` seconds per
-    frame: writing a 448-px PNG and reading it back costs about 5 ms each here, as much as decoding
-    a frame of a short clip (the synthetic set: ~6 ms), so caching those doubled the decode time of
-    a fresh run; a seek into a long HD clip (tens of ms per frame) is still cached. 0 caches every
-    frame. ``disk_writes`` counts the frames written.
+    is written to the disk cache only when decoding cost at least ``disk_write_min_s`` CPU seconds per
+    frame (the process's CPU time: the load of other processes stretches wall time, not CPU time):
+    writing a 448-px PNG and reading it back costs about 5 ms each here, as much as decoding a frame
+    of a short clip (the synthetic set: ~6 ms), so caching those doubled the decode time of a fresh
+    run; a seek into a long HD clip (tens of ms per frame) is still cached. 0 caches every frame.
+    ``disk_writes`` counts the frames written.
     """
 
     def __init__(self, *, max_bytes: int = 1 << 30, disk_dir: str | Path | None = None,
@@ -293,13 +294,13 @@ class FrameStore:
             with self._lock:
                 self.decodes += 1
             info = self.info(path)
-            started = time.perf_counter()
+            started = time.process_time()  # CPU, not wall: a loaded machine must not make decoding look dear
             try:
                 decoded = read_frames(path, missing, size=size, aspect=aspect, info=info)
             except VideoError as exc:
                 self.report(exc)
                 raise
-            worth_storing = (time.perf_counter() - started) / len(missing) >= self.disk_write_min_s
+            worth_storing = (time.process_time() - started) / len(missing) >= self.disk_write_min_s
             with self._lock:  # what this clip's frames decode to: the shape its cached PNGs must have
                 self._shapes[(str(path), size, aspect)] = (int(decoded.shape[1]), int(decoded.shape[2]))
             for i, arr in zip(missing, decoded, strict=True):
@@ -360,7 +361,8 @@ class FrameStore:
                 for k, f in d.items():
                     if f.shape != target:
                         d[k] = resize_frames(f[None], max(target[:2]), "stretch")[0][: target[0], : target[1]]
-        frames = np.stack([decoded[s][i] for s, i in spec.frames]).copy()
+        # np.stack returns a new array, so the ops below never touch the cached frames
+        frames = np.stack([decoded[s][i] for s, i in spec.frames])
         for op in spec.ops:
             frames = apply_pixel_op(frames, op)
         return frames
