@@ -124,10 +124,11 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
     * phase / order / flip / fusion: ``(model, "phase")``;
     * stressor suite: ``(model, frames, part)``, one group per part of the probe
       (:data:`.probes.stressor.PARTS`): the amplification and attack gates of one stressor share
-      its variants; the clean repetition gate (with the controls reported beside it) and the
-      re-query remedy share the clean outputs, which every part reads and which are made once
-      (:meth:`.run.context.RunContext.stressor`); a test without a frame count (the remedy) reads the
-      probe at the first frame count ``search_frames``;
+      its variants; the clean repetition gate and the re-query remedy share the clean outputs,
+      which every part reads and which are made once (:meth:`.run.context.RunContext.stressor`);
+      the controls reported beside the clean repetition rate (``test_stressor_controls``) are the
+      ``controls`` part; a test without a frame count (the remedy) reads the probe at the first
+      frame count ``search_frames``;
     * parity: the answers gate reads the order gate's requests (phase group), the coverage gate a
       configuration's positional probe (its positional group), the repetition gate the clean
       outputs at its frame count (that clean group);
@@ -174,7 +175,7 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
         if function == "test_repetition_under_decoding_setting":  # a decoding sweep setting is a probe of its own
             return None
         m = re.match(r"(\d+)f(?:-(.+))?$", rest)
-        part = m.group(2) if m and m.group(2) else "clean"
+        part = m.group(2) if m and m.group(2) else "controls" if function == "test_stressor_controls" else "clean"
         return group.format("stressor") + f"|{m.group(1) if m else first}|{part}"
     if suite == "test_search":
         prop = {"test_search_option_order": "order", "test_search_sampling_phase": "phase",
@@ -200,8 +201,8 @@ def shared_probes(nodeid: str, *, model_ids: Sequence[str], baseline_id: str | N
     * positional suite and parity coverage gate: ``positional|<model>|<domain-bucket>`` (a layout
       variant adds ``|<variant>``); phase suite and parity answers gate: ``phase|<model>``;
     * with ``--posbias-baseline`` the gates of the three suites also read the baseline's probe
-      (the same names with the baseline's id; a stressor gate the baseline's part too, and the
-      clean repetition gate the baseline's controls), which the groups of every tested model share;
+      (the same names with the baseline's id; a stressor-suite test the baseline's part too),
+      which the groups of every tested model share;
     * with ``--posbias-parity`` a parity gate reads the reference's side (the same names with the
       reference's id), shared by every tested model.
 
@@ -222,15 +223,12 @@ def shared_probes(nodeid: str, *, model_ids: Sequence[str], baseline_id: str | N
         out = {f"stressor|{m}|{frames}|clean" for m in (model, *others)}
         if baseline_id in others and suite == "test_stressors":
             out.add(f"stressor|{baseline_id}|{frames}|{part}")
-            if part == "clean":
-                out.add(f"stressor|{baseline_id}|{frames}|controls")
         return frozenset(out)
     return frozenset("|".join([kind, m, *what]) for m in (model, *others))
 
 
-# requests per video of the stressor probe's parts other than the trial-based stressors: the
-# controls (8 count and pixel controls, 4 visual-input controls, up to 7 genuine-frame counts)
-# and the clean output
+# requests per video of the stressor probe's controls part: 8 count and pixel controls, 4
+# visual-input controls, up to 7 genuine-frame counts
 _STRESSOR_CONTROLS = 19
 
 
@@ -245,7 +243,7 @@ def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
     * phase: ``items × (orderings × (samplers + phases + 1 re-run) + 2 phases + 2)`` (the flip,
       phase and order conditions in every ordering, the fusion conditions in one);
     * stressor part: ``videos ×`` its variants per video (Delete 1: one per frame, Reverse: 1,
-      the others ``trials``; the clean group: the clean output and the controls).
+      the others ``trials``; the clean group: the clean output; the controls group: the controls).
 
     A group of another kind, or a name this does not read, weighs 1 (one test)."""
     name = group.removeprefix(XDIST_GROUP_PREFIX)
@@ -263,7 +261,8 @@ def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
         if kind == "stressor":
             st = settings["stressor"]
             frames, part = int(parts[1]), parts[2]
-            per = {"clean": 1 + _STRESSOR_CONTROLS, "delete1": frames, "reverse": 1}.get(part, int(st["trials"]))
+            per = {"clean": 1, "controls": _STRESSOR_CONTROLS, "delete1": frames,
+                   "reverse": 1}.get(part, int(st["trials"]))
             return int(st["videos"]) * per
     except (KeyError, IndexError, TypeError, ValueError):
         return 1
