@@ -76,11 +76,7 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
     spec = ctx.stressor_spec(frames)
     seq = ctx.sequential and not ctx.baseline
     if gate == "repetition":
-        part = "clean"
-        # the controls (VideoSTF's count, pixel and visual-input controls) are reported beside the
-        # clean repetition rate, on every video; they are a part of the probe of their own
-        for who in (model, *([ctx.baseline] if ctx.baseline else [])):
-            ctx.stressor(who, frames, part="controls")
+        part = "clean"  # the controls reported beside it are a part of their own (suite test_stressor_controls)
     elif stressor is None:
         raise ConfigError("`stressor` is required for the stressor and attack gates")
     else:

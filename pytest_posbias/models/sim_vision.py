@@ -25,6 +25,7 @@ _COLOURS = np.array([PALETTE[n] for n in _NAMES], dtype=np.float32)
 _BACKGROUNDS = {v["bg_name"]: np.array(v["background"], dtype=np.float32) for v in DOMAINS.values()}
 _SCENE_FRACTION = (HEIGHT - BARCODE_ROWS) / HEIGHT
 _MAX_DIST = 70.0
+_COLOURS_SQ = (_COLOURS * _COLOURS).sum(axis=1)
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,14 @@ def view_frame(frame: NDArray[np.uint8]) -> FrameView:
     if mean < 10.0:
         return FrameView((), "blackout", None)
     flat = px.reshape(-1, 3)
-    d = np.linalg.norm(flat[:, None, :] - _COLOURS[None, :, :], axis=2)
-    nearest = d.argmin(axis=1)
-    ok = d[np.arange(d.shape[0]), nearest] < _MAX_DIST
+    # squared distances |x|^2 - 2 x.c + |c|^2, (N, colours), instead of an (N, colours, 3) difference
+    # array and its norm: pixels and palette are integers, so every term and partial sum is an integer
+    # below 2^24 and float32 holds it exactly (the same nearest colour and the same cut at _MAX_DIST).
+    # The products are elementwise: a BLAS matrix product would add its threads' CPU on a busy machine
+    cross = flat[:, 0:1] * _COLOURS[:, 0] + flat[:, 1:2] * _COLOURS[:, 1] + flat[:, 2:3] * _COLOURS[:, 2]
+    d2 = (flat * flat).sum(axis=1)[:, None] - 2.0 * cross + _COLOURS_SQ[None, :]
+    nearest = d2.argmin(axis=1)
+    ok = d2[np.arange(d2.shape[0]), nearest] < _MAX_DIST * _MAX_DIST
     labels = np.where(ok, nearest, -1).reshape(px.shape[:2])
     total = labels.size
     blobs = []

@@ -118,8 +118,10 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
     * phase / order / flip / fusion, parity answers, the option-order and sampling-phase searches:
       ``(model, "phase")``;
     * stressor suite: ``(model, frames, part)``, one group per part of the probe
-      (:data:`.probes.stressor.PARTS`; :meth:`.run.context.RunContext.stressor`); a test without a
-      frame count (the remedy, the stressor search) is at the first frame count ``search_frames``;
+      (:data:`.probes.stressor.PARTS`; :meth:`.run.context.RunContext.stressor`), the controls
+      beside the clean repetition rate (``test_stressor_controls``) the ``controls`` part; a test
+      without a frame count (the remedy, the stressor search) is at the first frame count
+      ``search_frames``;
     * parity coverage: its positional group; parity repetition: the clean group at its frame count;
     * anything else (the slot-coverage search, the decoding sweep, users' own tests): None.
 
@@ -158,7 +160,7 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
         if function == "test_repetition_under_decoding_setting":  # a decoding sweep setting is a probe of its own
             return None
         m = re.match(r"(\d+)f(?:-(.+))?$", rest)
-        part = m.group(2) if m and m.group(2) else "clean"
+        part = m.group(2) if m and m.group(2) else "controls" if function == "test_stressor_controls" else "clean"
         return group.format("stressor") + f"|{m.group(1) if m else first}|{part}"
     if suite == "test_search":
         prop = {"test_search_option_order": "order", "test_search_sampling_phase": "phase",
@@ -179,8 +181,8 @@ def shared_probes(nodeid: str, *, model_ids: Sequence[str], baseline_id: str | N
     * a stressor group: the clean outputs ``stressor|<model>|<frames>|clean``, which every part reads;
     * other groups: ``positional|<model>|<domain-bucket>[|<variant>]`` or ``phase|<model>``;
     * ``baseline_id`` (for the positional, phase and stressor suites) and ``parity_id`` (for the
-      parity gates): the same names for that model, shared by every tested model; a stressor gate
-      also reads the baseline's part, the clean repetition gate its controls.
+      parity gates): the same names for that model, shared by every tested model; a stressor-suite
+      test also reads the baseline's part (its variants, its controls).
 
     Empty for a test of no probe group. The ids are as :func:`model_id` writes them."""
     group = probe_group(nodeid, model_ids=model_ids, search_frames=search_frames)
@@ -198,15 +200,12 @@ def shared_probes(nodeid: str, *, model_ids: Sequence[str], baseline_id: str | N
         out = {f"stressor|{m}|{frames}|clean" for m in (model, *others)}
         if baseline_id in others and suite == "test_stressors":
             out.add(f"stressor|{baseline_id}|{frames}|{part}")
-            if part == "clean":
-                out.add(f"stressor|{baseline_id}|{frames}|controls")
         return frozenset(out)
     return frozenset("|".join([kind, m, *what]) for m in (model, *others))
 
 
-# requests per video of the stressor probe's parts other than the trial-based stressors: the
-# controls (8 count and pixel controls, 4 visual-input controls, up to 7 genuine-frame counts)
-# and the clean output
+# requests per video of the stressor probe's controls part: 8 count and pixel controls, 4
+# visual-input controls, up to 7 genuine-frame counts
 _STRESSOR_CONTROLS = 19
 
 
@@ -219,7 +218,7 @@ def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
     * phase: ``items × (orderings × (samplers + phases + 1 re-run) + 2 phases + 2)`` (the flip,
       phase and order conditions in every ordering, the fusion conditions in one);
     * stressor part: ``videos ×`` its variants per video (Delete 1: one per frame, Reverse: 1,
-      the others ``trials``; the clean group: the clean output and the controls).
+      the others ``trials``; the clean group: the clean output; the controls group: the controls).
 
     A group of another kind, or a name this does not read, weighs 1 (one test)."""
     name = group.removeprefix(XDIST_GROUP_PREFIX)
@@ -237,7 +236,8 @@ def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
         if kind == "stressor":
             st = settings["stressor"]
             frames, part = int(parts[1]), parts[2]
-            per = {"clean": 1 + _STRESSOR_CONTROLS, "delete1": frames, "reverse": 1}.get(part, int(st["trials"]))
+            per = {"clean": 1, "controls": _STRESSOR_CONTROLS, "delete1": frames,
+                   "reverse": 1}.get(part, int(st["trials"]))
             return int(st["videos"]) * per
     except (KeyError, IndexError, TypeError, ValueError):
         return 1

@@ -2,6 +2,9 @@
 
 * ``repetition``: RR (n = 5, τ = 1) on clean videos <= threshold, per frame count (exact
   binomial); with the decoding sweep as a slow parameter;
+* the controls (VideoSTF's count, pixel and visual-input controls, marker ``repetition``): run
+  and reported beside the clean repetition rate, no gate; a test of their own, so under ``-n``
+  they are a probe group of their own, apart from the clean repetition gate's;
 * ``stressor``: the paired amplification of RR under each of the eight stressors
   (Add 1/2, Delete 1/2, Replace 1/2, Reverse, Shuffle) <= threshold (cluster bootstrap over
   videos);
@@ -11,10 +14,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pytest_posbias.gates import stressor_verdict
 from pytest_posbias.gates.measurement import Measurement, apply_floor
+from pytest_posbias.plugin import CALLS_KEY
 
 
 def _gate(run, posbias_gate, *args, **kw):
@@ -25,6 +31,18 @@ def _gate(run, posbias_gate, *args, **kw):
 @pytest.mark.repetition
 def test_clean_repetition(posbias_run, posbias_model, stressor_frames, posbias_gate):
     _gate(posbias_run, posbias_gate, "repetition", posbias_model, stressor_frames)
+
+
+@pytest.mark.repetition
+def test_stressor_controls(posbias_run, posbias_model, stressor_frames, request):
+    """The controls of the stressor probe on every video, for the tested model (and the baseline):
+    its ``controls`` part, logged for the report beside the clean repetition rate; no verdict. Its
+    model calls count in the run's totals (terminal, ``--posbias-json``, report) as a gate's do."""
+    before = posbias_run.calls()
+    for who in (posbias_model, *([posbias_run.baseline] if posbias_run.baseline else [])):
+        posbias_run.stressor(who, stressor_frames, part="controls")
+    calls = posbias_run.engine.stats.since(before)
+    request.node.user_properties.append((CALLS_KEY, json.dumps(calls, sort_keys=True)))
 
 
 @pytest.mark.stressor

@@ -133,9 +133,10 @@ class FrameStore:
     """Decodes frames once: per-frame in-memory LRU (bounded in bytes) + optional PNG disk cache.
 
     A decoded frame goes to the disk cache only when decoding cost at least ``disk_write_min_s``
-    seconds per frame (a PNG round trip costs about as much as decoding a short clip's frame;
-    ``benchmarks/decode.py`` measures both); 0 caches every frame. ``decodes`` counts decoder calls, ``disk_writes``
-    the frames written.
+    CPU seconds per frame (the process's CPU time, which the load of other processes does not
+    stretch): a PNG round trip costs about as much as decoding a short clip's frame, while a seek
+    into a long HD clip costs far more (``benchmarks/decode.py`` measures both); 0 caches every
+    frame. ``decodes`` counts decoder calls, ``disk_writes`` the frames written.
     """
 
     def __init__(self, *, max_bytes: int = 1 << 30, disk_dir: str | Path | None = None,
@@ -250,13 +251,13 @@ class FrameStore:
             with self._lock:
                 self.decodes += 1
             info = self.info(path)
-            started = time.perf_counter()
+            started = time.process_time()  # CPU, not wall: a loaded machine must not make decoding look dear
             try:
                 decoded = read_frames(path, missing, size=size, aspect=aspect, info=info)
             except VideoError as exc:
                 self.report(exc)
                 raise
-            worth_storing = (time.perf_counter() - started) / len(missing) >= self.disk_write_min_s
+            worth_storing = (time.process_time() - started) / len(missing) >= self.disk_write_min_s
             with self._lock:  # what this clip's frames decode to: the shape its cached PNGs must have
                 self._shapes[(str(path), size, aspect)] = (int(decoded.shape[1]), int(decoded.shape[2]))
             for i, arr in zip(missing, decoded, strict=True):
@@ -316,7 +317,8 @@ class FrameStore:
                 for k, f in d.items():
                     if f.shape != target:
                         d[k] = resize_frames(f[None], max(target[:2]), "stretch")[0][: target[0], : target[1]]
-        frames = np.stack([decoded[s][i] for s, i in spec.frames]).copy()
+        # np.stack returns a new array, so the ops below never touch the cached frames
+        frames = np.stack([decoded[s][i] for s, i in spec.frames])
         for op in spec.ops:
             frames = apply_pixel_op(frames, op)
         return frames

@@ -45,7 +45,9 @@ def test_gates_of_one_configuration_share_a_group_and_other_probes_do_not():
     add1 = {_group(st + t) for t in ("test_stressor_amplification[sim:primacy-16f-add1]",
                                      "test_attack_success_rate[sim:primacy-16f-add1]")}
     reverse = _group(st + "test_attack_success_rate[sim:primacy-16f-reverse]")
-    assert len(s16) == len(add1) == 1 and len(s16 | add1 | {reverse}) == 3 and None not in s16 | add1 | {reverse}
+    controls = _group(st + "test_stressor_controls[sim:primacy-16f]")  # a part of their own, not the clean outputs'
+    assert len(s16) == len(add1) == 1 and len(s16 | add1 | {reverse, controls}) == 4
+    assert None not in s16 | add1 | {reverse, controls} and controls.endswith("|16|controls")
     assert _group(st + "test_clean_repetition[sim:primacy-32f]") not in s16
     assert _group(st + "test_attack_success_rate[sim:primacy-32f-add1]") not in add1
     assert _group(st + "test_repetition_under_decoding_setting[sim:primacy-r1.1]") is None  # a probe of its own
@@ -149,7 +151,7 @@ def _suite_ids(models: list[str], frames: tuple[int, ...] = (8, 16)) -> list[str
         out += [f"{pos}test_{g}[{m}-{c}-P{P}]" for c in ("cooking-short", "news-long") for P in (2, 4) for g in ("dpb", "meg")]
         out += [f"{ph}test_order_flip[{m}]", f"{ph}test_phase_flip[{m}-phase-0-1]"]
         for f in frames:
-            out.append(f"{st}test_clean_repetition[{m}-{f}f]")
+            out += [f"{st}test_clean_repetition[{m}-{f}f]", f"{st}test_stressor_controls[{m}-{f}f]"]
             out += [f"{st}test_{g}[{m}-{f}f-{s}]" for s in ("add1", "delete1", "reverse", "shuffle")
                     for g in ("stressor_amplification", "attack_success_rate")]
         out.append(f"{st}test_requery_remedy_recovers_flagged_outputs[{m}]")
@@ -313,8 +315,8 @@ def _main_job() -> tuple[list[str], dict[str, int]]:
              f"{ph}test_sampler_flip[{m}-left-vs-midpoint@8f]", f"{ph}test_order_flip_b[{m}]"]
     ids += phase
     cost.update({phase[1]: 84, phase[2]: 18, phase[6]: 12})
-    ids.append(f"{st}test_clean_repetition[{m}-16f]")
-    cost[ids[-1]] = 129  # the controls
+    ids += [f"{st}test_clean_repetition[{m}-16f]", f"{st}test_stressor_controls[{m}-16f]"]
+    cost[ids[-1]] = 129  # the controls, a test of their own; the clean repetition gate makes only the clean outputs
     for s in ("add1", "add2", "delete1", "delete2", "replace1", "replace2", "reverse", "shuffle"):
         ids += [f"{st}test_{g}[{m}-16f-{s}]" for g in ("stressor_amplification", "attack_success_rate")]
         cost[ids[-2]] = {"delete1": 128, "reverse": 8}.get(s, 16)

@@ -194,9 +194,9 @@ def test_the_disk_cache_keeps_only_frames_that_were_slow_to_decode(tmp_path, mon
     real = F.read_frames
 
     def slow(*args, **kw):
-        t = time.perf_counter()
+        t = time.process_time()
         out = real(*args, **kw)
-        while time.perf_counter() - t < 0.1 * len(out):  # 100 ms per frame, like a seek in a long HD clip
+        while time.process_time() - t < 0.1 * len(out):  # 100 ms of CPU per frame, like a seek in a long HD clip
             pass
         return out
 
@@ -208,6 +208,27 @@ def test_the_disk_cache_keeps_only_frames_that_were_slow_to_decode(tmp_path, mon
     assert np.array_equal(again.materialize(spec), a) and again.decodes == 0 and again.disk_hits == 3
     with pytest.raises(ValueError, match="disk_write_min_s"):
         FrameStore(disk_write_min_s=-1)
+
+
+def test_a_decode_slowed_by_a_loaded_machine_is_not_written_to_the_disk_cache(tmp_path, monkeypatch,
+                                                                              synthetic_clips):
+    """The cost that decides a PNG write is the CPU time of the decode, not its wall time: a decode
+    that waits (other processes holding the cores) costs the same CPU and writes no PNG."""
+    import pytest_posbias.video.frames as F
+
+    clip = synthetic_clips[0]
+    spec = FrameSpec.from_video(clip, [0, 5, 9], info=probe(clip))
+    real = F.read_frames
+
+    def waiting(*args, **kw):
+        out = real(*args, **kw)
+        time.sleep(0.1 * len(out))  # 100 ms of wall time per frame, no CPU
+        return out
+
+    monkeypatch.setattr(F, "read_frames", waiting)
+    store = FrameStore(disk_dir=tmp_path / "frames", disk_write_min_s=0.05)
+    store.materialize(spec)
+    assert store.decodes == 1 and store.disk_writes == 0 and not list((tmp_path / "frames").rglob("*.png"))
 
 
 # --------------------------------------------------------------------------- stressors
