@@ -30,16 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..gate_registry import GATES, gate_of_test
 
 SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model
 SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
-FIXED_GATES = ("stressor", "fusion", "equivalence", "parity", "parity_coverage", "parity_repetition")
-GATE_PROBE = {"dpb": "positional", "meg": "positional", "coverage": "positional", "contamination": "positional",
-              "flip": "phase", "phase": "phase", "order": "phase", "fusion": "phase-fusion",
-              "equivalence": "phase-fusion", "repetition": "stressor", "stressor": "stressor", "attack": "stressor",
-              # the parity gates draw their probe's units at full size (the phase probe's phase-0 orderings, the
-              # positional probe, the stressor probe's clean descriptions), so that probe's gates cannot stop early
-              "parity": "phase", "parity_coverage": "positional", "parity_repetition": "stressor"}
 MEASURE_PER_KIND = 4  # requests of each kind (probe, output, cap, temperature) in the warm-up
 
 
@@ -169,28 +163,24 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
     for g in by_test.values():
         g["gate"] = g["gate"] or _gate_from_nodeid(g["test"])
     # requests are counted once, on the gate that made them; a fixed-design gate that shares a
-    # probe's results (the stressor amplification shares the stressor probe) needs all of them
-    fixed_probes = {GATE_PROBE.get(g["gate"], "") for g in by_test.values()
-                    if g["gate"] in FIXED_GATES and (g["requests"] or g["shared"])}
+    # probe's results (the stressor amplification shares the stressor probe) needs all of them;
+    # the parity gates draw their probe's units at full size, so that probe's gates cannot stop early
+    fixed_probes = {GATES[g["gate"]].probe for g in by_test.values()
+                    if g["gate"] in GATES and GATES[g["gate"]].fixed and (g["requests"] or g["shared"])}
     out = []
     for g in by_test.values():
-        seq = sequential and g["gate"] not in FIXED_GATES and GATE_PROBE.get(g["gate"]) not in fixed_probes
+        spec = GATES.get(g["gate"])
+        seq = sequential and spec is not None and not spec.fixed and spec.probe not in fixed_probes
         out.append({**g, "models": sorted(g["models"]), "sequential_expected": SEQUENTIAL_EXPECTED if seq else 1.0,
                     "sequential_best": SEQUENTIAL_BEST if seq else 1.0})
     return out
 
 
 def _gate_from_nodeid(nodeid: str) -> str:
-    name = nodeid.split("::")[-1].split("[")[0]
-    parity = {"test_parity_answers": "parity", "test_parity_coverage": "parity_coverage",
-              "test_parity_repetition": "parity_repetition"}
-    if name in parity:
-        return parity[name]
-    for gate in ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "fusion", "equivalence",
-                 "repetition", "stressor", "attack"):
-        if gate in name:
-            return gate
-    return "?"
+    """The gate whose verdicts the test of ``nodeid`` gives (its function's name in the registry);
+    empty for a test that gives none."""
+    gate = gate_of_test(nodeid.split("::")[-1].split("[")[0])
+    return gate.name if gate is not None else ""
 
 
 def hours(prompt: float, output: float, tps: Mapping[str, Any]) -> float | None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..gate_registry import suite_of_test
 from ..probes.positional import PositionalSpec
 from .xdist_support import XDIST_GROUP_PREFIX
 
@@ -125,14 +126,17 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
     * parity coverage: its positional group; parity repetition: the clean group at its frame count;
     * anything else (the slot-coverage search, the decoding sweep, users' own tests): None.
 
-    The node id is read as ``suites/conftest.py`` builds it,
-    ``<dir>/<suite module>.py::<test>[<model id>-<parameter ids>]``, with ``model_ids`` the run's
-    models as they appear there.
+    The node id is read as ``suites/conftest.py`` builds it, ``<file>::<test>[<model id>-<parameter
+    ids>]``, with ``model_ids`` the run's models as they appear there; the suite is the one whose
+    test function ``<test>`` is (:func:`.gate_registry.suite_of_test`), whatever the file's name.
     """
-    path, _, name = nodeid.partition("::")
+    _, _, name = nodeid.partition("::")
     function, _, params = name.partition("[")
     params = params[:-1] if params.endswith("]") else params
-    suite = path.rsplit("/", 1)[-1].removesuffix(".py")
+    spec = suite_of_test(function)
+    if spec is None:
+        return None
+    suite = spec.module
     model = max((m for m in model_ids if params == m or params.startswith(m + "-")), key=len, default=None)
     if model is None:
         return None
@@ -189,7 +193,8 @@ def shared_probes(nodeid: str, *, model_ids: Sequence[str], baseline_id: str | N
     if group is None:
         return frozenset()
     kind, model, *what = group.removeprefix(XDIST_GROUP_PREFIX).split("|")
-    suite = nodeid.partition("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    spec = suite_of_test(nodeid.partition("::")[2].partition("[")[0])
+    suite = spec.module if spec is not None else ""
     others: list[str] = []
     if baseline_id and suite in ("test_positional", "test_phase_order", "test_stressors"):
         others.append(baseline_id)

@@ -1,4 +1,4 @@
-"""Bad data never crashes a gate (issue 15): a corpus of broken manifests and videos, written into
+"""Bad data never crashes a gate: a corpus of broken manifests and videos, written into
 tmp_path by the tests, and what each must do instead of a traceback."""
 
 from __future__ import annotations

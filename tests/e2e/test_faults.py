@@ -1,4 +1,4 @@
-"""Fail closed against a real, faulty OpenAI-compatible server (issue 15, endpoint rows).
+"""Fail closed against a real, faulty OpenAI-compatible server.
 
 The server (tests/support/fault_server.py) is a ThreadingHTTPServer on 127.0.0.1 started here; it
 injects 429 with Retry-After, 500, 503, hangs past the client timeout, malformed JSON,
@@ -7,6 +7,7 @@ empty ``choices`` and truncated bodies at seeded rates, and answers correctly ot
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import socket
@@ -218,7 +219,7 @@ def test_server_rejecting_top_logprobs_fails_the_check():
 
 def test_endpoint_rejecting_image_input_fails_the_check():
     """A text-only model behind the endpoint: the check sends one tiny frame, as the probes do, so the
-    run stops at start with the server's message instead of failing every call (review of issue 15)."""
+    run stops at start with the server's message instead of failing every call."""
     for form, sent in (("images", ["image_url"]), ("video", ["video_url"]), ("auto", ["video_url", "image_url"])):
         with FaultServer(reject=lambda p: True, video_only_faults=False) as srv:
             b = backend(srv.url, video_form=form)
@@ -528,7 +529,7 @@ def test_load_models_checks_the_openai_judge_too_and_logs_the_check(tmp_path, ap
         with pytest.raises(ModelLoadError, match=r"openai:judge-7: the endpoint .* \(HTTP 404\): The model `judge-7` does not exist"):
             ctx.load_models()
         ctx.close()
-        ok = RunContext.create({**opts, "judge": "embed"}, PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="u")
+        ok = RunContext.create(dataclasses.replace(opts, judge="embed"), PosbiasConfig(), rootdir=tmp_path, worker="main", run_id="u")
         ok.load_models()
         ok.close()
     _h, records = read_run_log(tmp_path / "c" / "runs" / "u" / "log-main.jsonl")
@@ -538,7 +539,7 @@ def test_load_models_checks_the_openai_judge_too_and_logs_the_check(tmp_path, ap
 
 @pytestmark_suite
 def test_replicas_video_form_and_no_seed_options_reach_the_run_log(pytester, small_set, api_env):
-    """Issue 17 through pytest: two --api-base replicas share the calls, frames go as one video_url,
+    """Through pytest: two --api-base replicas share the calls, frames go as one video_url,
     and --posbias-no-request-seed is in the run log header and the model's identity."""
     make_project(pytester, small_set)
     with FaultServer() as a, FaultServer() as b:
@@ -562,7 +563,7 @@ def test_replicas_video_form_and_no_seed_options_reach_the_run_log(pytester, sma
 @pytest.mark.parametrize("scoring, where", [("logprobs", "among the top-20 logprobs"),
                                              ("text", "parseable from the answer text")])
 def test_answers_without_an_option_letter_are_counted_in_the_verdict_reason(pytester, small_set, api_env, scoring, where):
-    """Issue 17: the share of answers with no option letter is in the verdict's reason (terminal,
+    """The share of answers with no option letter is in the verdict's reason (terminal,
     report), in both scoring modes, not only in the JSON."""
     make_project(pytester, small_set)
     with FaultServer(no_letter=lambda p: _h("no-letter", p) % 4 == 0) as srv:

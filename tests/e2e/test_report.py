@@ -178,7 +178,7 @@ def test_highlight_repeats_marks_only_repeated_5grams():
     assert dict(marks)["x"] is False
 
 
-# --------------------------------------------------------------------------- terminal summary (issue 18)
+# --------------------------------------------------------------------------- terminal summary
 
 
 def _verdict(name: str, *, passed: bool, est: float = 0.1, calls: dict | None = None):
@@ -344,7 +344,7 @@ def test_history_flags_undecided_runs_duplicate_run_ids_and_skipped_files(tmp_pa
 
 
 def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_back_on(tmp_path, monkeypatch):
-    """finish_run merges the log and renders the report with gc off (collections walking the
+    """``finish_run`` merges the log and renders the report with gc off (collections walking the
     merged records took a third of the render), and leaves gc as it found it."""
     import gc
 

@@ -1,4 +1,4 @@
-"""The report's front page, candidate vs. baseline and trends across releases (issue 18).
+"""The report's front page, candidate vs. baseline and trends across releases.
 
 Real run logs at quick sizes: the MEG gates (four-video configurations, 8 groups) against
 sim:middle-weak (drops detail in the middle slots: MEG fails), sim:unbiased, and sim:middle-weak

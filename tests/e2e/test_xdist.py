@@ -57,6 +57,9 @@ def test_gates_of_one_configuration_share_a_group_and_other_probes_do_not():
     assert _group(srch + "test_search_stressor_repetition[sim:primacy]") in s16  # its clean outputs, first frame count
     assert _group(srch + "test_search_slot_coverage[sim:primacy]") is None  # groups of every configuration
     assert _group("tests/test_mine.py::test_x[sim:primacy]") is None
+    # a renamed copy of a suite groups as the suite: the suite is its test functions', not its file's
+    assert _group("checks/test_my_stressors.py::test_clean_repetition[sim:primacy-16f]") in s16
+    assert _group("checks/test_release.py::test_meg[sim:primacy-cooking-short-P4]") == dpb2
     assert _group(pos + "test_dpb[sim:primacy-no-groups]") is None  # the skipped "no groups" param
     assert _group(pos + "test_dpb[other-model-cooking-short-P2]") is None  # not a model of this run
 
@@ -455,10 +458,12 @@ def test_stressor_parts_without_a_clean_test_make_each_call_once_under_two_worke
     part handed out makes the clean outputs every part reads, the parts on the other worker start
     once it has finished and read them from the cache. Serially and with ``-n 2``, each on a fresh
     cache: the same verdicts, the same calls made, each request made once in the merged run log,
-    and the parts ran on both workers."""
+    and the parts ran on both workers. The suite's file is renamed: the groups follow its test
+    functions, not its file name."""
     pytest.importorskip("xdist")
     write_suite_project(pytester.path, small_set, ("test_stressors.py",),
-                        "\n[tool.posbias.probes.stressor]\nvideos = 6\ntrials = 2\nframes = [8]")
+                        "\n[tool.posbias.probes.stressor]\nvideos = 6\ntrials = 2\nframes = [8]",
+                        rename={"test_stressors.py": "test_release_stressors.py"})
     args = ["-v", "-m", "attack and not slow", "--posbias-model", "sim:looping", "-p", "no:randomly",
             "-p", "no:cacheprovider"]
     made = {}

@@ -26,8 +26,10 @@ from pytest_posbias.gate_registry import (
     OTHER_MARKERS,
     SUITE_SPECS,
     SUITES,
+    gate_of_test,
     markers,
     suite_of_module,
+    suite_of_test,
 )
 
 SUITES_DIR = PACKAGE / "suites"
@@ -50,6 +52,22 @@ def test_every_suite_module_has_a_record_and_every_record_a_module():
     assert [s.module for s in SUITE_SPECS] == list(SUITES)
     assert suite_of_module("test_positional") is SUITES["test_positional"]
     assert suite_of_module("test_mine") is None
+
+
+@pytest.mark.parametrize("suite", SUITE_SPECS, ids=[s.module for s in SUITE_SPECS])
+def test_every_suite_test_function_is_known_by_its_name(suite):
+    """Each test function of a suite module is that suite's by name (the -n scheduler and
+    ``posbias plan`` read nothing else), and names the gate whose record lists it, if any; every
+    function a record lists exists in its suite."""
+    tests = _suite_tests(suite.module)
+    for name in tests:
+        assert suite_of_test(name) is suite, name
+        gate = gate_of_test(name)
+        assert (gate is None) == (name in suite.other_tests), name
+        assert gate is None or gate.suite == suite.module, name
+    listed = {t for g in GATE_SPECS if g.suite == suite.module for t in g.tests} | set(suite.other_tests)
+    assert listed == set(tests)
+    assert suite_of_test("test_mine") is None and gate_of_test("test_stressor_controls") is None
 
 
 @pytest.mark.parametrize("gate", GATE_SPECS, ids=[g.name for g in GATE_SPECS])

@@ -81,6 +81,21 @@ def test_aggregate_counts_rows_per_gate_and_sequential_shares():
     assert all(x["sequential_expected"] == 1.0 for x in aggregate(rows, verdicts, sequential=False))
 
 
+def test_aggregate_reads_each_test_s_gate_from_the_registry():
+    """The stressor controls give no verdict and are no gate: they do not make the stressor probe
+    fixed-sample for the clean repetition gate; the search tests are the (fixed-sample) search gate."""
+    row = {"frames": 8, "prompt_tokens": 50, "visual_tokens": 40, "output_tokens": 100, "model": "m"}
+    rows = [{**row, "test": t} for t in ("s/test_x.py::test_clean_repetition[a-8f]",
+                                         "s/test_x.py::test_stressor_controls[a-8f]",
+                                         "s/test_x.py::test_search_stressor_repetition[a]")]
+    g = {x["test"].split("::")[1].split("[")[0]: x for x in aggregate(rows, [], sequential=True)}
+    assert g["test_clean_repetition"]["gate"] == "repetition"
+    assert g["test_clean_repetition"]["sequential_expected"] == 0.5
+    assert g["test_stressor_controls"]["gate"] == ""
+    assert g["test_search_stressor_repetition"]["gate"] == "search"
+    assert g["test_search_stressor_repetition"]["sequential_expected"] == 1.0
+
+
 @pytest.mark.slow
 def test_plan_prints_the_meg_table_for_sim(tmp_path, small_set):
     proj = _project(tmp_path / "p", small_set)

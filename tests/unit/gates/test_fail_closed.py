@@ -37,7 +37,7 @@ def test_the_futility_alternative_always_violates_the_region(lower, upper, est, 
 
 
 def test_coverage_floor_fails_a_violating_model_in_the_sequential_design():
-    """Issue 12, bug 1: true mean 0.13 against the 0.25 floor passed ~90% of the time (futility
+    """True mean 0.13 against the 0.25 floor passed ~90% of the time (futility
     looked for a violation of 0.5, on the compliant side). A fixed one-sided t-test at n = 48 has
     power ~1 here (scipy's noncentral t); the sequential gate must come close."""
     rng = np.random.default_rng(12)
@@ -163,7 +163,7 @@ def test_failed_calls_are_not_clean_outputs():
 
 
 def test_the_attack_walk_stops_at_the_cap_for_delete1_too():
-    """Issue 12, bug 4: Delete-1 walked all T variants; every walk stops at ``attack_cap``."""
+    """Delete-1 walked all T variants; every walk stops at ``attack_cap``."""
     walk = [(PLAIN, True)] * 31 + [(LOOP, True)]  # the first repetitive output is query 32
     r = _result([(PLAIN, True)], [walk], cap=30)
     for s in ("delete1", "shuffle"):
@@ -242,7 +242,7 @@ def _context(tmp_path, manifest, share, *, mode="detect"):
 
 
 def test_every_call_failing_is_no_measurement_not_a_pass(tmp_path, small_set):
-    """Issue 15 row 1: 8/8 failed calls gave order PASS and clean repetition PASS."""
+    """8/8 failed calls gave order PASS and clean repetition PASS."""
     from pytest_posbias.gates import phase_verdict, stressor_verdict
 
     ctx = _context(tmp_path, small_set, 1.0)
@@ -393,7 +393,7 @@ class _Garbage(_Flaky):
 
 @pytest.mark.parametrize("text", ["", "Lorem ipsum dolor sit amet. Consectetur adipiscing elit."])
 def test_a_model_writing_garbage_does_not_pass_meg_or_dpb(tmp_path, small_set, text):
-    """Issue 15: every multi-video output empty or unalignable gave 6 x MEG PASS (MEG = 0, CI ±5e-12)."""
+    """Every multi-video output empty or unalignable gave 6 x MEG PASS (MEG = 0, CI ±5e-12)."""
     from pytest_posbias.config import PosbiasConfig
     from pytest_posbias.gates import positional_verdict
     from pytest_posbias.run.context import RunContext
@@ -449,7 +449,7 @@ def test_permutation_verdict_agrees_with_its_inverted_interval():
 
 
 def test_empty_descriptions_are_lost_not_clean(tmp_path, small_set):
-    """Review of issue 15: a server answering "" to every description gave repetition and attack PASS."""
+    """A server answering "" to every description gave repetition and attack PASS."""
     from pytest_posbias.gates import stressor_verdict
 
     ctx = _context(tmp_path, small_set, 0.0)

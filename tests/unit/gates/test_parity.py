@@ -254,13 +254,14 @@ def test_coverage_and_repetition_parity_fail_on_their_doses_and_pass_at_zero(pyt
 
 
 def test_posbias_plan_counts_the_parity_gates_at_full_size():
-    from pytest_posbias.cli.plan import FIXED_GATES, GATE_PROBE, _gate_from_nodeid
+    from pytest_posbias.cli.plan import _gate_from_nodeid
+    from pytest_posbias.gate_registry import GATES
 
     for name, gate, probe in (("test_parity_answers", "parity", "phase"),
                               ("test_parity_coverage", "parity_coverage", "positional"),
                               ("test_parity_repetition", "parity_repetition", "stressor")):
         assert _gate_from_nodeid(f"suites/test_parity.py::{name}[sim:unbiased-x]") == gate
-        assert gate in FIXED_GATES and GATE_PROBE[gate] == probe
+        assert GATES[gate].fixed and GATES[gate].probe == probe
 
 
 # Just past the threshold: 1.6t = 0.08 on 300 items of the full synthetic set (360 questions); the

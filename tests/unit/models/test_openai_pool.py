@@ -1,4 +1,4 @@
-"""Issue 17: video input form, the streaming pool, replicas, knobs and server hints of the openai
+"""Video input form, the streaming pool, replicas, knobs and server hints of the openai
 backend, against real HTTP servers on 127.0.0.1 (tests/support/fault_server.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review fixes for issue 16: a broken corpus folder and corrupted stored stressor edits.
+"""A broken corpus folder and corrupted stored stressor edits.
 
 Placed with ``probes/search_corpus.py``, the corpus folder's reader."""
 
