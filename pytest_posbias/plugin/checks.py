@@ -20,13 +20,13 @@ NO_MODEL = ("no model to test: give one with --posbias-model MODEL (--model wher
             "of pyproject.toml")
 
 
-def require_model(config: pytest.Config, items: Sequence[pytest.Item]) -> None:
-    """A collection that holds gate tests (they use ``posbias_model`` or ``posbias_run``) with no model given on the
-    command line or in ``[tool.posbias]`` is a usage error (exit 4): no simulator stands in."""
+def model_missing(config: pytest.Config, items: Sequence[pytest.Item]) -> bool:
+    """Whether the collection holds gate tests (they use ``posbias_model`` or ``posbias_run``) with no
+    model given on the command line or in ``[tool.posbias]``: a usage error (exit 4), no simulator
+    stands in. A collection without them (another project's tests) needs no model."""
     if config.getoption("--posbias-model") or posbias_config(config).get("model"):
-        return
-    if any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run")):
-        raise pytest.UsageError(NO_MODEL)
+        return False
+    return any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run"))
 
 
 def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:

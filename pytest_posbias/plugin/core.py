@@ -17,13 +17,13 @@ from .checks import (
     check_endpoints_before_workers,
     check_models,
     check_output_paths,
+    model_missing,
     posbias_asked,
-    require_model,
     warn_unusable_videos,
 )
 from .finish import session_finish, terminal_summary
 from .fixtures import collect_from_report, mark_gate_report
-from .state import GATE_FIXTURE, WORKEROUTPUT_GATE_TESTS, PluginState
+from .state import GATE_FIXTURE, WORKEROUTPUT_GATE_TESTS, WORKEROUTPUT_NO_MODEL, PluginState
 from .terminal import hold_terminal, maybe_start_controller_progress, stop_progress
 from .xdist_hooks import configure_node, make_scheduler, start_vllm_for_workers, stop_vllm
 
@@ -35,16 +35,11 @@ class PosbiasPlugin(PluginState):
 
     def start(self) -> None:
         """The checks of ``pytest_configure`` (before collection, before any worker starts): the
-        models, data and output paths; under ``-n``, a model at all, and the vLLM servers."""
+        models, data and output paths, and under ``-n`` the vLLM servers."""
         config, pcfg = self.config, self.pcfg
         if not config.getoption("--help", False) and not config.getoption("--markers", False):
             check_models(config, pcfg)
             check_output_paths(config, pcfg)
-            if (not self.worker and getattr(config.option, "dist", "no") != "no"
-                    and pcfg.source.endswith("[tool.posbias]") and not config.getoption("--posbias-model")
-                    and not pcfg.get("model") and not config.getoption("--collect-only", False)):
-                # -n: the controller collects nothing; the workers' check would be lost
-                raise pytest.UsageError(NO_MODEL)
             start_vllm_for_workers(config)
         if posbias_asked(config):  # another project's -n workers keep their threads as they are
             configure_xdist(config)
@@ -53,13 +48,21 @@ class PosbiasPlugin(PluginState):
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> Generator[None, None, None]:
         """After every other implementation (``-m``/``-k`` deselection done): record the selected gate
-        tests, told apart from those that ran, and require a model when gate tests were collected."""
+        tests, told apart from those that ran, and require a model when gate tests were collected: a
+        usage error serially; an ``-n`` worker runs nothing and tells the controller, which ends the
+        run with the same error (an exception raised on a worker would be xdist's internal error)."""
         result = yield
         self.gate_tests = {i.nodeid for i in items if GATE_FIXTURE in getattr(i, "fixturenames", ())}
         out = getattr(config, "workeroutput", None)
         if out is not None:  # an xdist worker: the controller collects nothing, and learns the list at node down
             out[WORKEROUTPUT_GATE_TESTS] = sorted(self.gate_tests)
-        require_model(config, items)
+        if model_missing(config, items):
+            if out is None:
+                raise pytest.UsageError(NO_MODEL)
+            out[WORKEROUTPUT_NO_MODEL] = True
+            out[WORKEROUTPUT_GATE_TESTS] = []
+            config.hook.pytest_deselected(items=list(items))
+            items[:] = []
         return result
 
     @pytest.hookimpl(optionalhook=True)
@@ -116,7 +119,9 @@ class PosbiasPlugin(PluginState):
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist controller: the selected gate tests of a worker that finished (the same list on every
         worker), so that the summary can name the ones a stopped run never reached."""
-        self.gate_tests.update((getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_GATE_TESTS) or ())
+        out = getattr(node, "workeroutput", None) or {}
+        self.gate_tests.update(out.get(WORKEROUTPUT_GATE_TESTS) or ())
+        self.no_model = self.no_model or bool(out.get(WORKEROUTPUT_NO_MODEL))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from ..errors import PosbiasError
 from ..safe_text import inert
+from .checks import NO_MODEL
 from .options import options, run_directory
 from .state import PluginState, plugin_of, posbias_config
 from .terminal import fresh_line, stop_progress
@@ -119,7 +120,8 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
             tr.section("posbias verdicts")
         _write_lines(tr, decision_lines(state.decision, exit_code=exit_status(int(exitstatus), state), width=width),
                      bold=True)
-    _not_run_line(tr, state)
+    if not config.getoption("--collect-only", False):  # collected only: no test was meant to run
+        _not_run_line(tr, state)
 
 
 def _write_lines(tr: Any, lines: Any, *, bold: bool) -> None:
@@ -201,6 +203,12 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         return
     state = plugin_of(config)
     stop_progress(state)  # no -n progress after this point (also when what follows raises)
+    if state.no_model:  # -n: the workers collected gate tests with no model and ran nothing
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"ERROR: {NO_MODEL}", red=True)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        return
     state.stopped, state.stopped_by_maxfail = stop_reason(session, int(exitstatus))
     if not posbias_used(config, state):
         return  # a run without the suites or gates: nothing to merge, report or write

@@ -294,6 +294,26 @@ def test_a_scaffolded_folder_with_no_model_exits_4_with_the_message(pytester):
     assert "no model to test" in err and "--posbias-model" in err and "[tool.posbias]" in err
 
 
+def test_minus_n_in_a_scaffolded_project_with_no_model(pytester):
+    """Under ``-n`` the project's unrelated tests run with no model to test (they need none); a
+    selection of gate tests ends with the usage error and its message, not xdist's internal error,
+    and runs nothing."""
+    pytest.importorskip("xdist")
+    from pytest_posbias.cli import scaffold
+
+    scaffold.scaffold(pytester.path)
+    pytester.mkpydir("tests/unit")
+    (pytester.path / "tests" / "unit" / "test_plain.py").write_text("def test_ok():\n    assert True\n")
+    plain = pytester.runpytest_subprocess("-n", "2", "-q", "-p", "no:randomly", "tests/unit")
+    assert plain.ret == 0, plain.stdout.str()[-2000:]
+    plain.assert_outcomes(passed=1)
+    gates = pytester.runpytest_subprocess("-n", "2", "-q", "-p", "no:randomly", "-m", "meg and not slow")
+    out = gates.stdout.str() + gates.stderr.str()
+    assert gates.ret == exitcodes.USAGE_ERROR, out[-2000:]
+    assert "no model to test" in out and "INTERNALERROR" not in out and "did not run" not in out
+    assert "passed" not in out and not (pytester.path / ".posbias").exists()
+
+
 def test_no_decision_renders_a_report_that_says_so(pytester):
     pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\ncache = ".pb"\n')
     pytester.makepyfile(test_gates='''
