@@ -422,3 +422,9 @@ def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> Positio
     if frames in settings and spec.frames is None:
         kw["frames"] = settings[frames] if settings[frames] != _DEFAULTS[frames] else None
     return replace(spec, **kw)
+
+def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: Any) -> PositionalSpec:
+    """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied, and
+    any layout variant's fields (``video_first=True``, ...)."""
+    spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
+    return replace(spec, **variant) if variant else spec

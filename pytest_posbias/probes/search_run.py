@@ -70,7 +70,7 @@ def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
                 unusable.append(f"video {v.id}: {exc}")
         return props, len(videos), unusable, "videos"
     # coverage (``kind`` is checked by property_search)
-    from ..run.suite_params import positional_spec
+    from .positional import positional_spec
     from .search_coverage import CoverageProperty
 
     groups = [g for g in manifest.groups if g.P == 4] or list(manifest.groups)

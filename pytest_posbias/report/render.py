@@ -15,7 +15,7 @@ import functools
 import math
 import re
 import shlex
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from ..models.registry import model_label
 from ..safe_text import inert, redact_value
 from . import compare, front
 from . import search as search_section
-from .sections import _phase, _positional, _stressor
+from .sections import _phase, _positional, _stressor, highlight_repeats
 from .summary import calls_line
 
 SECTION_CAPTIONS = {
@@ -101,16 +101,6 @@ class Run:
                 v["extra"] = {**v["extra"], "model": new(v["extra"]["model"])}
 
 
-def highlight_repeats(text: str, n: int = 5) -> list[tuple[str, bool]]:
-    """Whitespace tokens of ``text`` with a flag for tokens inside a repeated n-gram."""
-    toks = text.split()
-    grams = Counter(tuple(toks[i : i + n]) for i in range(len(toks) - n + 1))
-    marked = [False] * len(toks)
-    for i in range(len(toks) - n + 1):
-        if grams[tuple(toks[i : i + n])] > 1:
-            for k in range(i, i + n):
-                marked[k] = True
-    return list(zip(toks, marked, strict=True))
 
 
 def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:

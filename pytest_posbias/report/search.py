@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .sections import highlight_repeats
+
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 PROPERTY_TITLES = {"order": "option order", "phase": "sampling phase", "stressor": "temporal stressor (repetition)",
                    "coverage": "slot coverage"}
@@ -81,8 +83,6 @@ def _shown(row: Mapping[str, Any], which: str, c: Mapping[str, Any] | None) -> s
 
 def counterexample_view(c: Mapping[str, Any]) -> dict[str, Any]:
     """One minimal counterexample (``extra.counterexamples[i]``) ready for the template."""
-    from .render import highlight_repeats
-
     prop = str(c.get("property"))
     thumbs = dict(c.get("thumbnails") or {})
     frames = c.get("frames") or {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -222,3 +222,14 @@ def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
             if o.get("type") == "decoding":
                 out["decoding"].append(o)
     return out
+
+def highlight_repeats(text: str, n: int = 5) -> list[tuple[str, bool]]:
+    """Whitespace tokens of ``text`` with a flag for tokens inside a repeated n-gram."""
+    toks = text.split()
+    grams = Counter(tuple(toks[i : i + n]) for i in range(len(toks) - n + 1))
+    marked = [False] * len(toks)
+    for i in range(len(toks) - n + 1):
+        if grams[tuple(toks[i : i + n])] > 1:
+            for k in range(i, i + n):
+                marked[k] = True
+    return list(zip(toks, marked, strict=True))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..gate_registry import suite_of_test
-from ..probes.positional import PositionalSpec
+from ..probes.positional import positional_spec as positional_spec  # public here too (docs/custom-gates.md)
 from .xdist_support import XDIST_GROUP_PREFIX
 
 # Robustness variants of the multi-video paper (§4.2–5.3, appendix C.6), run on the P = 4
@@ -51,16 +51,6 @@ def positional_configs(data: str | None, scales: list[int]) -> list[tuple[str, s
     return [(d, b, P) for P in scales for d, b in configurations()]
 
 
-def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: Any) -> PositionalSpec:
-    """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied."""
-    from ..probes.positional import with_overrides
-
-    spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
-    if variant:
-        from dataclasses import replace
-
-        spec = replace(spec, **variant)
-    return spec
 
 
 def sampler_pairs(samplers: list[str], budgets: list[int]) -> list[tuple[int, str, str]]:

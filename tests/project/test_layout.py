@@ -1,8 +1,9 @@
 """The package layout follows the data flow: no import cycle, no layer importing a higher one.
 
-The layers, lowest first, are those of docs/design.md section 1. Only imports that run when a
-module is imported count; an import inside a function or under ``if TYPE_CHECKING:`` runs later
-(or never) and may reach upward.
+The layers, lowest first, are those of docs/design.md section 1. No import that runs when a module
+is imported reaches a higher layer; an import inside a function does only where
+:data:`DEFERRED_UPWARD` lists it with its reason, and one under ``if TYPE_CHECKING:`` (a type hint)
+never runs.
 """
 
 from __future__ import annotations
@@ -91,6 +92,40 @@ def test_top_level_holds_only_cross_cutting_modules():
 def test_no_module_imports_a_higher_layer_when_imported():
     upward = [f"{m} -> {t}" for m, targets in _graph().items() for t in targets if _layer(t) > _layer(m)]
     assert not upward, "\n".join(upward)
+
+
+# Deferred imports (inside a function) that reach a higher layer, each with its reason; any other
+# is an error. ``[tool.posbias]`` is validated when it is read, by the rules of the parts that use
+# its settings: the probes' settings and the openai backend's numbers and choices.
+DEFERRED_UPWARD = {
+    ("pytest_posbias.config", "pytest_posbias.probes.settings"),
+    ("pytest_posbias.config", "pytest_posbias.models.openai_retry"),
+}
+
+
+def _deferred_upward() -> set[tuple[str, str]]:
+    """(module, target) for every import outside ``if TYPE_CHECKING:`` that reaches a higher layer."""
+    out = set()
+    for path in sorted(PKG.rglob("*.py")):
+        module, is_pkg = _module(path), path.name == "__init__.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for b in node.body for n in ast.walk(b)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, ast.ImportFrom | ast.Import):
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = module.split(".") if is_pkg else module.split(".")[:-1]
+                targets = [".".join([*base[: len(base) - node.level + 1], *([node.module] if node.module else [])])]
+            else:
+                targets = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            out.update((module, t) for t in targets
+                       if t.startswith("pytest_posbias.") and _layer(t) > _layer(module))
+    return out
+
+
+def test_no_deferred_import_reaches_a_higher_layer_but_the_listed_ones():
+    assert _deferred_upward() == DEFERRED_UPWARD
 
 
 def test_no_import_cycle():
