@@ -14,10 +14,12 @@ tokens: ``max_new_tokens`` for text (an upper bound), none for letter scoring, u
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ from ..video.compose import ImagePart, TextPart, VideoPart
 from ..video.frames import FrameStore
 from .registry import ResolvedModel
 
-_CURRENT: dict[str, str] = {"test": ""}
+CURRENT_TEST: ContextVar[str] = ContextVar("posbias_plan_test", default="")
+"""The gate test whose requests come next: set around each test's call in plan mode (:func:`current_test`)."""
 ESTIMATE_CHARS_PER_TOKEN = 4.0  # English text in a BPE vocabulary (OpenAI's rule of thumb)
 ESTIMATE_TEMPLATE_TOKENS = 16  # chat-template tokens around one user turn
 ESTIMATE_PATCH = 28  # Qwen2-VL family: 14-px patches merged 2x2 -> one token per 28x28 pixels ...
@@ -34,9 +37,15 @@ ESTIMATE_TEMPORAL = 2  # ... and two frames per temporal patch
 ESTIMATE_NATIVE_SIZE = 448  # frames kept at native size: counted as 448 px
 
 
-def set_current_test(nodeid: str) -> None:
-    """The gate test whose requests come next (set by the plugin around each test in plan mode)."""
-    _CURRENT["test"] = nodeid
+@contextlib.contextmanager
+def current_test(nodeid: str) -> Iterator[None]:
+    """The requests made inside the block belong to the gate test ``nodeid`` (the plugin wraps each
+    test's call in plan mode)."""
+    token = CURRENT_TEST.set(nodeid)
+    try:
+        yield
+    finally:
+        CURRENT_TEST.reset(token)
 
 
 def estimate_prompt_tokens(request: Request) -> tuple[int, int]:
@@ -137,7 +146,7 @@ class PlanBackend:
 
     def _record(self, r: Request, prompt: int, visual: int, output: int) -> None:
         frames = sum(len(p.frames) for p in r.parts if isinstance(p, VideoPart))  # separator images not counted
-        row = {"test": _CURRENT["test"], "model": self.resolved.spec, "probe": r.meta.get("probe", ""),
+        row = {"test": CURRENT_TEST.get(), "model": self.resolved.spec, "probe": r.meta.get("probe", ""),
                "want": r.want, "frames": frames, "prompt_tokens": prompt, "visual_tokens": visual,
                "output_tokens": output, "max_new_tokens": r.decoding.max_new_tokens, "group": output_key(r),
                "token_source": self.counter.source, "request": r.to_log()}

@@ -131,11 +131,13 @@ class PosbiasPlugin(PluginState):
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
         """Plan mode: requests made during a test belong to that gate test."""
-        if item.config.getoption("--posbias-plan", None):
-            from ..models.plan import set_current_test
+        if not item.config.getoption("--posbias-plan", None):
+            yield
+            return
+        from ..models.plan import current_test
 
-            set_current_test(item.nodeid)
-        yield
+        with current_test(item.nodeid):
+            yield
 
     @pytest.hookimpl
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
