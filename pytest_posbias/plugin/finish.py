@@ -118,8 +118,8 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
 
         if not rows:
             tr.section("posbias verdicts")
-        _write_lines(tr, decision_lines(state.decision, exit_code=exit_status(int(exitstatus), state), width=width),
-                     bold=True)
+        _write_lines(tr, decision_lines(state.decision, exit_code=exit_status(int(exitstatus), state), width=width,
+                                        failed_tests=[e["nodeid"] for e in state.errored]), bold=True)
     if not config.getoption("--collect-only", False):  # collected only: no test was meant to run
         _not_run_line(tr, state)
 

@@ -164,6 +164,12 @@ def test_inconclusive_detect_gates_are_named_and_a_run_of_only_them_decided_noth
 
     text = "\n".join(line for line, _ in decision_lines(mixed, exit_code=mixed.exit_code))
     assert "INCONCLUSIVE: 1 gates could not decide" in text and "    a" in text
+    # a plain test that failed sets the status (pytest's 1): the first line says so and names it
+    lines = decision_lines(mixed, exit_code=1, failed_tests=["tests/test_mine.py::test_x"])
+    assert lines[0][0].startswith("RUN DECISION: DO NOT SHIP (exit 1): 1 test failed or errored without a verdict")
+    assert "the gates alone: " + mixed.why in lines[0][0]
+    assert ("    tests/test_mine.py::test_x", False) in lines
+    assert decision_lines(mixed, exit_code=mixed.exit_code, failed_tests=[])[0][0].endswith(mixed.why)
 
 
 def test_certify_failures_say_compliance_was_not_shown_and_keep_their_own_p():
