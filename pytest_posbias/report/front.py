@@ -138,7 +138,8 @@ def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,
         fails = [v for v in mine if not v["passed"]]
         n_inc = sum(bool(v["passed"] and v.get("inconclusive")) for v in mine)
         cards.append({
-            "suite": suite, "title": suite_title(suite).split(" — ", 1)[-1], "file": suite,
+            "suite": suite, "file": suite,
+            "title": suite_title(suite, [str(v["nodeid"]) for v in mine]).split(" — ", 1)[-1],
             "n": len(mine), "n_fail": len(fails), "n_pass": len(mine) - len(fails) - n_inc, "n_inconclusive": n_inc,
             "worst": {"name": worst.get("name"), "model": worst.get("model"), "estimate": num(worst.get("estimate")),
                       "ci_low": num(worst.get("ci_low")), "ci_high": num(worst.get("ci_high")),
@@ -169,7 +170,7 @@ def grouped_table(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                                                                for v in rows),
                    "rows": sorted(rows, key=lambda v: (v["passed"], v["nodeid"]))} for k, rows in confs.items()]
         groups.sort(key=lambda g: (not g["open"], g["config"]))
-        out.append({"suite": suite, "title": suite_title(suite), "groups": groups,
+        out.append({"suite": suite, "title": suite_title(suite, [str(v["nodeid"]) for v in mine]), "groups": groups,
                     "n_fail": sum(int(g["n_fail"]) for g in groups), "n": len(mine)})
     return out
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..gate_registry import SUITE_SPECS
+from ..gate_registry import SUITE_SPECS, suite_of_test
 from ..safe_text import inert
 
 
@@ -36,11 +36,17 @@ def by_suite(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[
     return sorted(out.items(), key=lambda kv: suite_order(kv[0]))
 
 
-def suite_title(suite: str) -> str:
-    """``suites/test_positional.py`` -> ``suites/test_positional.py — positional bias (...)``."""
+def suite_title(suite: str, nodeids: Sequence[str] = ()) -> str:
+    """``suites/test_positional.py`` -> ``suites/test_positional.py — positional bias (...)``: the
+    title of the suite the file is named for, else of the suite whose test functions ``nodeids``
+    (the file's tests) are (a renamed copy of a suite); the file alone for any other."""
     name = suite.rsplit("/", 1)[-1]
     titles = {s.filename: s.title for s in SUITE_SPECS}
-    return f"{suite} — {titles[name]}" if name in titles else suite
+    if name in titles:
+        return f"{suite} — {titles[name]}"
+    titles_of_tests = {getattr(suite_of_test(n.partition("::")[2].partition("[")[0]), "title", None) for n in nodeids}
+    title = titles_of_tests.pop() if len(titles_of_tests) == 1 else None
+    return f"{suite} — {title}" if title else suite
 
 
 def plural(n: int, noun: str) -> str:
@@ -97,7 +103,7 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     for suite, mine in by_suite(rows):
         n_fail = sum(not r["verdict"].passed for r in mine)
         n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in mine)
-        out.append((f"{suite_title(suite)}: {plural(len(mine), 'gate')}, {n_fail} failed"
+        out.append((f"{suite_title(suite, [r['nodeid'] for r in mine])}: {plural(len(mine), 'gate')}, {n_fail} failed"
                     + (f", {n_inc} inconclusive" if n_inc else ""), None))
         for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v = r["verdict"]

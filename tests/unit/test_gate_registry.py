@@ -158,6 +158,10 @@ def test_the_summary_orders_and_titles_suites_by_the_registry():
     assert shown == ["suites/test_positional.py", "suites/test_stressors.py", "suites/test_search.py", "x/test_mine.py"]
     assert suite_title("suites/test_phase_order.py") == f"suites/test_phase_order.py — {SUITES['test_phase_order'].title}"
     assert suite_title("x/test_mine.py") == "x/test_mine.py"
+    # a renamed copy of a suite: the title of the suite its test functions are
+    assert suite_title("x/test_mine.py", ["x/test_mine.py::test_meg[m-c-P4]", "x/test_mine.py::test_dpb[m-c-P2]"]) \
+        == f"x/test_mine.py — {SUITES['test_positional'].title}"
+    assert suite_title("x/test_mine.py", ["x/test_mine.py::test_meg[m]", "x/test_mine.py::test_own"]) == "x/test_mine.py"
 
 
 def test_each_suite_needs_a_kind_of_item_the_manifest_checks(tmp_path):
