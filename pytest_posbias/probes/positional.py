@@ -423,7 +423,7 @@ def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> Positio
         kw["frames"] = settings[frames] if settings[frames] != _DEFAULTS[frames] else None
     return replace(spec, **kw)
 
-def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: Any) -> PositionalSpec:
+def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: object) -> PositionalSpec:
     """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied, and
     any layout variant's fields (``video_first=True``, ...)."""
     spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
