@@ -423,8 +423,10 @@ def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> Positio
         kw["frames"] = settings[frames] if settings[frames] != _DEFAULTS[frames] else None
     return replace(spec, **kw)
 
+
 def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: object) -> PositionalSpec:
     """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied, and
     any layout variant's fields (``video_first=True``, ...)."""
     spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
-    return replace(spec, **variant) if variant else spec
+    fields: dict[str, Any] = dict(variant)  # replace() checks each field's type at run time
+    return replace(spec, **fields) if fields else spec
