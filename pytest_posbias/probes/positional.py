@@ -428,5 +428,5 @@ def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, 
     """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied, and
     any layout variant's fields (``video_first=True``, ...)."""
     spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
-    fields: dict[str, Any] = dict(variant)  # replace() checks each field's type at run time
+    fields: dict[str, Any] = dict(variant)  # the layout variant: PositionalSpec field name -> value
     return replace(spec, **fields) if fields else spec
