@@ -502,13 +502,13 @@ import pytest
 
 @pytest.mark.parametrize("i", range(4))
 @pytest.mark.parametrize("m", ["sim:primacy"])
-def test_probe(m, i):
+def test_phase_flip(m, i):
     time.sleep(0.2)
     assert i != 3
 
 
 @pytest.mark.parametrize("m", ["sim:primacy"])
-def test_probe_plain(m):
+def test_order_flip(m):
     assert 0
 """
 FREE_TESTS = """
@@ -524,9 +524,9 @@ def test_free(i):
 
 
 def _probe_project(pytester) -> None:
-    """Tests whose node ids read as the phase suite's (``test_phase_order.py::test[<model>-...]``):
+    """Tests named as the phase suite's (``test_phase_flip[<model>-...]``, in a file of another name):
     one probe group under ``--model sim:primacy``; and tests of no group."""
-    pytester.makepyfile(test_phase_order=PROBE_TESTS, test_free=FREE_TESTS)
+    pytester.makepyfile(test_release_checks=PROBE_TESTS, test_free=FREE_TESTS)
 
 
 def test_plain_minus_n_schedules_by_probe_group_and_keeps_the_node_ids(pytester):
@@ -541,9 +541,9 @@ def test_plain_minus_n_schedules_by_probe_group_and_keeps_the_node_ids(pytester)
     out = res.stdout.str()
     assert "ProbeGroupScheduling" in out
     workers = _workers_by_test(out)
-    grouped = {k: w for k, w in workers.items() if k.startswith("test_phase_order.py::")}
+    grouped = {k: w for k, w in workers.items() if k.startswith("test_release_checks.py::")}
     assert len(grouped) == 5 and len(set(grouped.values())) == 1, grouped
-    assert "test_phase_order.py::test_probe[sim:primacy-3]" in grouped and not any("@" in k for k in workers)
+    assert "test_release_checks.py::test_phase_flip[sim:primacy-3]" in grouped and not any("@" in k for k in workers)
     free = {k: w for k, w in workers.items() if "::test_free[" in k}
     assert len(free) == 4
     res = pytester.runpytest_subprocess(*args, "--dist", "load", timeout=300)
@@ -621,7 +621,8 @@ def test_last_failed_and_junit_read_as_serially_under_minus_n(pytester):
     pytest.importorskip("xdist")
     _probe_project(pytester)
     args = ("-p", "no:randomly", "-q", "-rf", "--posbias-model", "sim:primacy")
-    expected = ["FAILED test_phase_order.py::test_probe[sim:primacy-3]", "FAILED test_phase_order.py::test_probe_plain[sim:primacy]"]
+    expected = ["FAILED test_release_checks.py::test_order_flip[sim:primacy]",
+                "FAILED test_release_checks.py::test_phase_flip[sim:primacy-3]"]
 
     def cases(name: str) -> list[tuple[str | None, str | None, list[str]]]:
         root = ET.parse(pytester.path / name).getroot()
@@ -642,7 +643,7 @@ def test_last_failed_and_junit_read_as_serially_under_minus_n(pytester):
     rerun.assert_outcomes(failed=2)
     assert _failed_lines(rerun) == expected
     assert cases("par.xml") == cases("serial.xml")
-    assert ("test_phase_order", "test_probe[sim:primacy-3]", ["failure"]) in cases("par.xml")
+    assert ("test_release_checks", "test_phase_flip[sim:primacy-3]", ["failure"]) in cases("par.xml")
 
 
 def test_a_worker_gets_its_share_of_the_cpu_threads_and_blas_is_capped(monkeypatch):
