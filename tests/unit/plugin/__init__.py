@@ -1,0 +1,1 @@
+"""Unit tests of ``pytest_posbias.plugin``, a file per module."""
