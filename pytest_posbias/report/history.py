@@ -92,7 +92,8 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
         low, up = num(last.get("lower")), num(last.get("upper"))
         fig = figures.trend(pts, title=key[1] if len(key[1]) <= 56 else key[1][:55] + "…", ylabel="estimate (CI)",
                             lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None)
-        out.append({"suite": key[0], "suite_title": suite_title(key[0]), "gate": key[1], "figure": fig,
+        title = suite_title(key[0], [str(v["nodeid"]) for v in gates[key] if v])
+        out.append({"suite": key[0], "suite_title": title, "gate": key[1], "figure": fig,
                     "anchor": anchor(f"{key[0]}::{key[1]}"), "points": pts,
                     "failing_last": bool(pts) and pts[-1]["passed"] is False})
     return {"releases": releases, "gates": out, "duplicates": duplicates}

@@ -146,8 +146,8 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100,
     """Lines (text, passed or None) for the run-level decision (:class:`~.gates.decision.RunDecision`):
     the decision and exit status with its reason, the method, the notices (simulated model, quick
     sizes), the gates a SHIP rests on that could not detect 2× their threshold, and skips.
-    ``failed_tests``: node ids of the tests that failed or errored without a verdict; where they,
-    not the gates, set the exit status, the first line says so and names them."""
+    ``failed_tests``: node ids of the tests that failed or errored without a verdict, listed after
+    the first line, which says so where they, not the gates, set the exit status."""
     from ..exitcodes import label as status_label
 
     ok = exit_code == 0
@@ -158,7 +158,9 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100,
         why = (f"{plural(len(failed), 'test')} failed or errored without a verdict (pytest's status stands); "
                f"the gates alone: {why}")
     out: list[tuple[str, bool | None]] = [(f"RUN DECISION: {label} (exit {exit_code}): {why}", ok)]
-    if failed and exit_code != int(decision.exit_code):
+    if failed:
+        if exit_code == int(decision.exit_code):
+            out.append((f"  also {plural(len(failed), 'test')} failed or errored without a verdict:", False))
         out += _listed(failed, width, "pytest's summary lists them")
     scope = "for the whole run" if decision.method.startswith("Holm") else "per gate, not for the whole run"
     out.append((f"  multiplicity: {decision.method}; α = {decision.alpha:g} {scope}", None))

@@ -170,6 +170,11 @@ def test_inconclusive_detect_gates_are_named_and_a_run_of_only_them_decided_noth
     assert "the gates alone: " + mixed.why in lines[0][0]
     assert ("    tests/test_mine.py::test_x", False) in lines
     assert decision_lines(mixed, exit_code=mixed.exit_code, failed_tests=[])[0][0].endswith(mixed.why)
+    failing = run_decision([("b", _v(1e-6))])  # the gates fail too: the same status, the test still named
+    both = decision_lines(failing, exit_code=failing.exit_code, failed_tests=["tests/test_mine.py::test_x"])
+    assert both[0][0].endswith(failing.why)
+    assert ("  also 1 test failed or errored without a verdict:", False) in both
+    assert ("    tests/test_mine.py::test_x", False) in both
 
 
 def test_certify_failures_say_compliance_was_not_shown_and_keep_their_own_p():
