@@ -131,10 +131,12 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
     out = json.loads(js.read_text())
     rows = [json.loads(line) for f in sorted(rec.glob("requests-*.jsonl")) for line in f.read_text().splitlines()
             if line]
-    fixed_by_user = "--posbias-fixed" in pytest_args
+    from ..models.plan import configured_sequential
+
+    fixed = "--posbias-fixed" in pytest_args or not configured_sequential(rec)
     baseline = any(a.partition("=")[0] == "--posbias-baseline" for a in long_options(pytest_args))
     return {"args": list(pytest_args),
-            "gates": aggregate(rows, out.get("verdicts", []), sequential=not (fixed_by_user or baseline)),
+            "gates": aggregate(rows, out.get("verdicts", []), sequential=not (fixed or baseline)),
             "rows": rows, "token_sources": sorted({r["token_source"] for r in rows})}
 
 

@@ -37,6 +37,24 @@ ESTIMATE_TEMPORAL = 2  # ... and two frames per temporal patch
 ESTIMATE_NATIVE_SIZE = 448  # frames kept at native size: counted as 448 px
 
 
+DESIGN_FILE = "design.json"  # in the plan's folder: the design the project configures
+
+
+def write_configured_design(plan_dir: str | Path, *, sequential: bool) -> None:
+    """Record in the plan's folder whether the project's runs use the sequential design: the plan run
+    itself uses the fixed design (every gate at its maximum), and ``posbias plan`` reports the expected
+    share of the configured one (``[tool.posbias] sequential``)."""
+    Path(plan_dir).mkdir(parents=True, exist_ok=True)
+    (Path(plan_dir) / DESIGN_FILE).write_text(json.dumps({"sequential": sequential}))
+
+
+def configured_sequential(plan_dir: str | Path) -> bool:
+    """Whether the planned project's runs use the sequential design (:func:`write_configured_design`;
+    True where the plan run did not record it)."""
+    path = Path(plan_dir) / DESIGN_FILE
+    return bool(json.loads(path.read_text()).get("sequential", True)) if path.is_file() else True
+
+
 @contextlib.contextmanager
 def current_test(nodeid: str) -> Iterator[None]:
     """The requests made inside the block belong to the gate test ``nodeid`` (the plugin wraps each

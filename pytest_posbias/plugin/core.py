@@ -41,6 +41,11 @@ class PosbiasPlugin(PluginState):
             check_models(config, pcfg)
             check_output_paths(config, pcfg)
             start_vllm_for_workers(config)
+            plan = config.getoption("--posbias-plan", None)
+            if plan and not self.worker:
+                from ..models.plan import write_configured_design
+
+                write_configured_design(plan, sequential=bool(pcfg.get("sequential", True)))
         if posbias_asked(config):  # another project's -n workers keep their threads as they are
             configure_xdist(config)
 

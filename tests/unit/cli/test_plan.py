@@ -116,6 +116,13 @@ def test_plan_prints_the_meg_table_for_sim(tmp_path, small_set):
     assert f"{total:,} prompt tokens" in out
     h = (total / 10000 + sum(g["output_tokens"] for g in gates) / 500) / 3600
     assert f"{h:,.2f} GPU-hours" in out
+    assert all(g["sequential_expected"] == 0.5 for g in gates)  # the MEG gate's group-sequential design
+    # a project whose runs use the fixed design: every gate at its maximum
+    pyproject = proj / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.posbias]\n", "[tool.posbias]\nsequential = false\n", 1))
+    res = _posbias(proj, "plan", "-m", "meg and not slow", "--posbias-model", "sim:unbiased", "--plan-json", "f.json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert [g["sequential_expected"] for g in json.loads((proj / "f.json").read_text())["gates"]] == [1.0] * 6
 
 
 @pytest.mark.slow
