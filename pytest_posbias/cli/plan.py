@@ -120,7 +120,7 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
     js = tmp / "plan.json"
     cmd = [sys.executable, "-m", "pytest", *long_options(pytest_args), f"--posbias-plan={rec}", "--posbias-fixed",
            f"--posbias-cache={tmp / 'cache'}", f"--posbias-report={tmp / 'report.html'}", f"--posbias-json={js}",
-           "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+           "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:randomly"]
     if importlib.util.find_spec("xdist") is not None:
         cmd += ["-n", "0"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -137,7 +137,9 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
     baseline = any(a.partition("=")[0] == "--posbias-baseline" for a in long_options(pytest_args))
     return {"args": list(pytest_args),
             "gates": aggregate(rows, out.get("verdicts", []), sequential=not (fixed or baseline)),
-            "rows": rows, "token_sources": sorted({r["token_source"] for r in rows})}
+            "rows": rows, "token_sources": sorted({r["token_source"] for r in rows}),
+            "skipped": [line.removeprefix("SKIPPED ") for line in proc.stdout.splitlines()
+                        if line.startswith("SKIPPED ")]}
 
 
 def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *,
@@ -236,6 +238,10 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
                      f"{tot[pre + 'prompt_tokens']:,.0f} prompt tokens ({tot[pre + 'visual_tokens']:,.0f} visual), "
                      f"{tot[pre + 'output_tokens']:,.0f} output tokens"
                      + ("" if h is None else f", {h:,.2f} GPU-hours"))
+    if not plan["rows"]:
+        skipping = ": the selected tests skip" if plan.get("skipped") else ""
+        lines.append(f"no selected test would call a model{skipping}")
+        lines += [f"  {line}" for line in plan.get("skipped") or []]
     if tot["requests"]:
         lines.append(f"sequential saves {1 - tot['seq_requests'] / tot['requests']:.0%} of the requests expected "
                      f"(at most {1 - tot['best_requests'] / tot['requests']:.0%}); near a threshold it saves little "

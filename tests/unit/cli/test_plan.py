@@ -125,6 +125,17 @@ def test_plan_prints_the_meg_table_for_sim(tmp_path, small_set):
     assert [g["sequential_expected"] for g in json.loads((proj / "f.json").read_text())["gates"]] == [1.0] * 6
 
 
+def test_a_plan_of_skipping_tests_says_why(tmp_path, small_set):
+    """The parity gates without a reference skip: the plan says no test would call a model, with the
+    skip reason, and exits 1."""
+    proj = tmp_path / "p"
+    write_suite_project(proj, small_set, ("test_parity.py",), QUICK, model=None)
+    res = _posbias(proj, "plan", "-m", "parity and not slow", "--posbias-model", "sim:unbiased")
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "no selected test would call a model: the selected tests skip" in res.stdout
+    assert "opt in with --posbias-parity REFERENCE" in res.stdout
+
+
 @pytest.mark.slow
 def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_checkpoints):
     """Prompt tokens from the real processor are exact; output tokens: the cap bounds the run's
