@@ -113,14 +113,16 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
                                  workers=max(1, workers)))
         tr.write_line("p = the gate's own p-value; p_adj = its p in the run-level decision (Holm-adjusted for "
                       "detect gates, its own for certify-type gates)")
-    if state.decision is not None and (rows or state.skipped):
+    collected_only = bool(config.getoption("--collect-only", False))
+    never_ran = bool(state.gate_tests - state.ran) and not collected_only  # stopped before any gate: still decided
+    if state.decision is not None and (rows or state.skipped or never_ran):
         from ..report.summary import decision_lines
 
         if not rows:
             tr.section("posbias verdicts")
         _write_lines(tr, decision_lines(state.decision, exit_code=exit_status(int(exitstatus), state), width=width,
                                         failed_tests=[e["nodeid"] for e in state.errored]), bold=True)
-    if not config.getoption("--collect-only", False):  # collected only: no test was meant to run
+    if not collected_only:  # collected only: no test was meant to run
         _not_run_line(tr, state)
 
 
@@ -181,13 +183,15 @@ def _run_problems(run_log: Path | None) -> list[Any]:
 
 
 def posbias_used(config: pytest.Config, state: PluginState) -> bool:
-    """Whether this run has anything for the end of the run: a gate's verdict, a run directory
-    (a suite test set a run up), or a summary file asked for (``--posbias-json``,
+    """Whether this run has anything for the end of the run: a gate's verdict, a selected gate
+    test that never ran, a run directory (a suite test set a run up), or a summary file asked for (``--posbias-json``,
     ``--posbias-markdown``: written also when no gate decided). A run of other tests has none, and
     its end imports nothing of the package's core."""
     if (state.verdicts or state.skipped or config.getoption("--posbias-json", None)
             or config.getoption("--posbias-markdown", None)):
         return True
+    if state.gate_tests - state.ran and not config.getoption("--collect-only", False):
+        return True  # selected gate tests a stop never reached: the decision says no gate decided
     try:
         return run_directory(config).is_dir()
     except (KeyError, OSError):

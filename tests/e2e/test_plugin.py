@@ -599,6 +599,27 @@ def test_a_stopped_run_is_never_ship_and_its_summaries_name_the_gates_that_never
     assert json.loads((pytester.path / "m.json").read_text())["decision"]["not_run"] == []
 
 
+def test_x_stopping_on_a_plain_test_before_any_gate_still_gives_the_run_decision(pytester: pytest.Pytester):
+    """-x stops on a plain test before any gate ran: pytest's exit 1 stands, and the summary still has
+    the RUN DECISION line, saying the plain test set the status and that no gate decided."""
+    import json
+
+    pytester.makepyfile(test_a_plain="def test_plain():\n    assert False\n", test_gates=VERDICT_TESTS)
+    res = pytester.runpytest("-x", "-p", "no:randomly")  # no summary file asked for: the line still comes
+    assert res.ret == pytest.ExitCode.TESTS_FAILED, res.stdout.str()[-3000:]
+    res.assert_outcomes(failed=1)
+    out = res.stdout.str()
+    line = next((ln for ln in res.stdout.lines if ln.startswith("RUN DECISION:")), None)
+    assert line is not None, out[-3000:]
+    assert "(exit 1)" in line and "1 test failed or errored without a verdict" in line, line
+    assert "4 selected gate tests never ran (stopped by -x after 1 failure)" in line, line
+    assert "test_a_plain.py::test_plain" in out.split(line, 1)[1]
+    assert "4 of 4 selected gate tests did not run" in out
+    assert pytester.runpytest("-x", "-p", "no:randomly", "--posbias-json=x.json").ret == 1
+    dec = json.loads((pytester.path / "x.json").read_text())["decision"]
+    assert dec["exit_code"] == 1 and len(dec["not_run"]) == 4, dec
+
+
 def test_a_gate_failing_before_the_stop_is_do_not_ship(pytester: pytest.Pytester):
     """-x after a gate that fails the run-level decision: exit 1, and the reason also counts the unreached gates."""
     import json
