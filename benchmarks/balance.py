@@ -19,7 +19,8 @@ prints the schedule's own bound: the calls made on the busiest worker × L (from
 worker and each gate's calls in the JSON summary) against the ideal, the ratio the wall time
 would have were the calls the only cost, and the time from the first test's start to the last
 test's end (a root ``conftest.py`` in the run's project records each test's start, end and
-worker), the wall time without start-up, collection and report, and the busiest worker's time in
+worker), the wall time without start-up, collection and report (both printed: the seconds before
+the first test started and after the last one ended), and the busiest worker's time in
 tests against the mean over the workers: how evenly the schedule spread the time the tests took,
 calls and CPU together (on two cores the CPU of some groups, which the call weights do not see,
 decides which worker runs out first, so the calls per worker may differ where the time does not).
@@ -111,24 +112,31 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+LAUNCH: dict[str, tuple[float, float]] = {}  # job tag -> wall clock when pytest started and when it exited
+
+
 def _pytest(tmp: Path, tag: str, args: list[str]) -> tuple[float, dict, str]:
     out = tmp / f"{tag}.json"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
            f"--posbias-cache={tmp / ('cache-' + tag)}", f"--posbias-json={out}", *args]
     t0 = time.perf_counter()
     c0 = _children_cpu()
+    started = time.time()
     proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
+    LAUNCH[tag] = (started, time.time())
     CPU_SECONDS[tag] = _children_cpu() - c0
     if proc.returncode not in (0, 1, 6) or not out.is_file():
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return wall, json.loads(out.read_text()), proc.stdout
 
 
-def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float, float, float, float]:
+def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float, float, float, float,
+                                                                tuple[float, float]]:
     """Wall time, ideal, calls made, the busiest worker's call time, the seconds from the first
-    test's start to the last test's end (the run without its start-up and report), and the
-    busiest worker's time in tests against the mean over the workers (both in seconds)."""
+    test's start to the last test's end (the run without its start-up and report), the busiest
+    worker's time in tests against the mean over the workers (both in seconds), and the seconds
+    before the first test started and after the last one ended."""
     times = tmp / "times.jsonl"
     os.environ["BALANCE_TIMES"] = str(times)
     try:
@@ -149,8 +157,11 @@ def main_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int
         calls = (v.get("extra") or {}).get("calls") or {}
         w = worker_of.get(v["nodeid"], "?")
         per_worker[w] = per_worker.get(w, 0) + int(calls.get("made", 0))
+    started, ended = LAUNCH["main"]
+    edges = (min((t["start"] for t in spans), default=float("nan")) - started,
+             ended - max((t["end"] for t in spans), default=float("nan")))
     return (wall, made * latency / workers, made, max(per_worker.values(), default=0) * latency, tests,
-            max(busy.values(), default=float("nan")), mean_busy)
+            max(busy.values(), default=float("nan")), mean_busy, edges)
 
 
 def openai_job(tmp: Path, workers: int, latency: float) -> tuple[float, float, int, float, float]:
@@ -206,7 +217,7 @@ def main() -> None:
             busiest = tests = busy = mean_busy = None
             edges = None
             if job == "main":
-                wall, ideal, n, busiest, tests, busy, mean_busy = main_job(tmp, args.workers, args.latency)
+                wall, ideal, n, busiest, tests, busy, mean_busy, edges = main_job(tmp, args.workers, args.latency)
                 label = f"main, -n {args.workers}, sim {args.latency:g} s/call"
             else:
                 wall, ideal, n, before, after = openai_job(tmp, args.workers, args.latency)
@@ -220,7 +231,10 @@ def main() -> None:
             if busy is not None and mean_busy is not None:
                 print(f"{'  busiest worker in tests / mean':<34} {'':>6} {busy:>8.1f} {mean_busy:>8.1f} "
                       f"{busy / mean_busy:>6.2f}")
-            if edges is not None:
+            if edges is not None and job == "main":
+                print(f"  (before the first test started {edges[0]:.1f} s: start-up, collection on every worker; "
+                      f"after the last test ended {edges[1]:.1f} s: run log, decision, report, exit)")
+            elif edges is not None:
                 between = wall - edges[0] - edges[1]
                 print(f"{'  first call to last answer':<34} {'':>6} {between:>8.1f} {ideal:>8.1f} {between / ideal:>6.2f}")
                 print(f"  (before the first call {edges[0]:.1f} s: start-up, collection, data; after the last answer "
