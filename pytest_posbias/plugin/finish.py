@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +115,9 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
         tr.write_line("p = the gate's own p-value; p_adj = its p in the run-level decision (Holm-adjusted for "
                       "detect gates, its own for certify-type gates)")
     collected_only = bool(config.getoption("--collect-only", False))
-    never_ran = bool(state.gate_tests - state.ran) and not collected_only  # stopped before any gate: still decided
-    if state.decision is not None and (rows or state.skipped or never_ran):
+    # selected gate tests that never ran (a stop) or ended without a verdict (an error) still get the decision
+    gates_selected = bool(state.gate_tests) and not collected_only
+    if state.decision is not None and (rows or state.skipped or gates_selected):
         from ..report.summary import decision_lines
 
         if not rows:
@@ -184,14 +186,15 @@ def _run_problems(run_log: Path | None) -> list[Any]:
 
 def posbias_used(config: pytest.Config, state: PluginState) -> bool:
     """Whether this run has anything for the end of the run: a gate's verdict, a selected gate
-    test that never ran, a run directory (a suite test set a run up), or a summary file asked for (``--posbias-json``,
+    test (one that never ran or ended without a verdict too), a run directory (a suite test set a
+    run up), or a summary file asked for (``--posbias-json``,
     ``--posbias-markdown``: written also when no gate decided). A run of other tests has none, and
     its end imports nothing of the package's core."""
     if (state.verdicts or state.skipped or config.getoption("--posbias-json", None)
             or config.getoption("--posbias-markdown", None)):
         return True
-    if state.gate_tests - state.ran and not config.getoption("--collect-only", False):
-        return True  # selected gate tests a stop never reached: the decision says no gate decided
+    if state.gate_tests and not config.getoption("--collect-only", False):
+        return True  # selected gate tests that a stop never reached or that errored: the decision says so
     try:
         return run_directory(config).is_dir()
     except (KeyError, OSError):
@@ -226,7 +229,8 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
     status = exit_status(int(exitstatus), state)
     session.exitstatus = status  # pytest returns it after every sessionfinish implementation
     rows = summary_rows(config)
-    _junit_decision(config, state.decision, status)
+    failed = [e["nodeid"] for e in state.errored]
+    _junit_decision(config, state.decision, status, failed)
     run_log = None
     fresh_line(config.pluginmanager.get_plugin("terminalreporter"))
     try:
@@ -236,7 +240,7 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
                              verdict_rows=rows, calls=state.calls, run_id=plugin_of(config).run_id,
                              terminal=config.pluginmanager.get_plugin("terminalreporter"), exitstatus=int(exitstatus),
                              errored=state.errored,
-                             run_decision=decision_record(state.decision, status))
+                             run_decision=decision_record(state.decision, status, failed))
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
@@ -250,7 +254,7 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
             "schema_version": 1,
             "exitstatus": status,
             "pytest_exitstatus": int(exitstatus),
-            "decision": decision_record(state.decision, status),
+            "decision": decision_record(state.decision, status, failed),
             "calls": state.calls,
             "verdicts": [{"nodeid": r["nodeid"], "p_bh": r["p_bh"], **r["verdict"].to_dict(),
                           **(r["gate"].to_dict() if r.get("gate") else {})} for r in rows],
@@ -266,20 +270,25 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         from ..report.markdown import write_markdown
 
         write_markdown(md, rows, rootdir=Path(str(config.rootpath)), options=options(config), run_log=run_log,
-                       errored=state.errored, exitstatus=status, decision=decision_record(state.decision, status))
+                       errored=state.errored, exitstatus=status,
+                       decision=decision_record(state.decision, status, failed))
 
 
 
-def decision_record(decision: Any, status: int) -> dict[str, Any] | None:
-    """The run-level decision as JSON (None when none was taken), with the run's exit status."""
+def decision_record(decision: Any, status: int, failed_tests: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The run-level decision as JSON (None when none was taken), with the run's exit status and its
+    reason (:func:`~pytest_posbias.report.summary.run_why`: the tests that failed without a verdict
+    first where they set the status)."""
     if decision is None:
         return None
     from ..exitcodes import label
+    from ..report.summary import run_why
 
-    return {**decision.to_dict(), "exit_code": status, "label": label(status)}
+    return {**decision.to_dict(), "exit_code": status, "label": label(status),
+            "why": run_why(decision, exit_code=status, failed_tests=failed_tests)}
 
 
-def _junit_decision(config: pytest.Config, decision: Any, status: int) -> None:
+def _junit_decision(config: pytest.Config, decision: Any, status: int, failed_tests: Sequence[str]) -> None:
     """``--junitxml``: the run-level decision and every gate's adjusted decision as global
     properties (``posbias.run_decision``, ``posbias.exit_code``, ``posbias.adjusted``: JSON by node
     id). A test's own properties are written when it finishes, before the run decides."""
@@ -291,8 +300,8 @@ def _junit_decision(config: pytest.Config, decision: Any, status: int) -> None:
         xml = config.stash.get(xml_key, None)
         if xml is None:
             return
-        rec = decision_record(decision, status) or {}
-        xml.add_global_property("posbias.run_decision", f"{rec.get('label')}: {decision.why}")
+        rec = decision_record(decision, status, failed_tests) or {}
+        xml.add_global_property("posbias.run_decision", f"{rec.get('label')}: {rec.get('why')}")
         xml.add_global_property("posbias.exit_code", str(status))
         xml.add_global_property("posbias.multiplicity", decision.method)
         xml.add_global_property("posbias.adjusted", json.dumps({g.nodeid: {"p_adj": g.to_dict()["p_adj"],

@@ -141,6 +141,17 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     return out
 
 
+def run_why(decision: Any, *, exit_code: int, failed_tests: Sequence[str] = ()) -> str:
+    """The reason the run ends with ``exit_code``: the decision's own (:attr:`RunDecision.why`), or,
+    where tests that failed or errored without a verdict set a status other than the decision's,
+    that first, then the gates' reason. The terminal, JSON, Markdown, junit and report all give it."""
+    failed = list(dict.fromkeys(failed_tests))
+    if failed and exit_code != int(decision.exit_code):
+        return (f"{plural(len(failed), 'test')} failed or errored without a verdict (pytest's status stands); "
+                f"the gates alone: {decision.why}")
+    return str(decision.why)
+
+
 def decision_lines(decision: Any, *, exit_code: int, width: int = 100,
                    failed_tests: Sequence[str] = ()) -> list[tuple[str, bool | None]]:
     """Lines (text, passed or None) for the run-level decision (:class:`~.gates.decision.RunDecision`):
@@ -152,11 +163,8 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100,
 
     ok = exit_code == 0
     label = status_label(exit_code)
-    why = decision.why
+    why = run_why(decision, exit_code=exit_code, failed_tests=failed_tests)
     failed = list(dict.fromkeys(failed_tests))
-    if failed and exit_code != int(decision.exit_code):
-        why = (f"{plural(len(failed), 'test')} failed or errored without a verdict (pytest's status stands); "
-               f"the gates alone: {why}")
     out: list[tuple[str, bool | None]] = [(f"RUN DECISION: {label} (exit {exit_code}): {why}", ok)]
     if failed:
         if exit_code == int(decision.exit_code):
@@ -299,5 +307,5 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
 
 
 __all__ = ["allowed", "by_suite", "calls_line", "cost_text", "decision_lines", "num_text", "plural", "progress_file",
-           "progress_text", "reuse", "suite_of", "suite_order", "suite_title", "verdict_lines", "worker_progress_line",
-           "write_progress"]
+           "progress_text", "reuse", "run_why", "suite_of", "suite_order", "suite_title", "verdict_lines",
+           "worker_progress_line", "write_progress"]

@@ -620,6 +620,50 @@ def test_x_stopping_on_a_plain_test_before_any_gate_still_gives_the_run_decision
     assert dec["exit_code"] == 1 and len(dec["not_run"]) == 4, dec
 
 
+ERRORING_GATE_TESTS = textwrap.dedent(
+    """
+    import pytest
+    from pytest_posbias.stats import rate_verdict
+
+    @pytest.mark.option_order
+    @pytest.mark.parametrize("k", [5, 6])
+    def test_order(posbias_gate, k):
+        posbias_gate(rate_verdict(k, 100, name="order flip rate", threshold=0.15))
+
+    @pytest.mark.meg
+    def test_meg_broken(posbias_gate):
+        raise TypeError("a probe crashed")
+    """
+)
+
+
+def test_a_gate_test_ending_without_a_verdict_gives_one_reason_everywhere(pytester: pytest.Pytester):
+    """A gate test that errors sets pytest's exit 1: the terminal's RUN DECISION line, the JSON, the
+    junit property and the Markdown summary give the same reason (the test first, then the gates'),
+    and with every gate test erroring the line is still printed."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    pytester.makepyfile(test_gates=ERRORING_GATE_TESTS)
+    res = pytester.runpytest("-p", "no:randomly", "--posbias-json=r.json", "--junitxml=j.xml", "--posbias-markdown=r.md")
+    assert res.ret == 1, res.stdout.str()[-3000:]
+    line = next(ln for ln in res.stdout.lines if ln.startswith("RUN DECISION:"))
+    why = "1 test failed or errored without a verdict (pytest's status stands); the gates alone: "
+    assert line.startswith(f"RUN DECISION: DO NOT SHIP (exit 1): {why}"), line
+    dec = json.loads((pytester.path / "r.json").read_text())["decision"]
+    assert line == f"RUN DECISION: {dec['label']} (exit {dec['exit_code']}): {dec['why']}", (line, dec)
+    props = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").getroot().iter("property")}
+    assert props["posbias.run_decision"] == f"DO NOT SHIP: {dec['why']}", props
+    assert dec["why"] in (pytester.path / "r.md").read_text()
+
+    alone = pytester.runpytest("-p", "no:randomly", "-k", "broken", "--posbias-json=a.json")
+    assert alone.ret == 1, alone.stdout.str()[-3000:]
+    line = next((ln for ln in alone.stdout.lines if ln.startswith("RUN DECISION:")), None)
+    assert line is not None, alone.stdout.str()[-3000:]
+    assert line == f"RUN DECISION: DO NOT SHIP (exit 1): {why}no gate reached a verdict", line
+    assert json.loads((pytester.path / "a.json").read_text())["decision"]["why"] == line.split("(exit 1): ", 1)[1]
+
+
 def test_a_gate_failing_before_the_stop_is_do_not_ship(pytester: pytest.Pytester):
     """-x after a gate that fails the run-level decision: exit 1, and the reason also counts the unreached gates."""
     import json
