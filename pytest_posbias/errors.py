@@ -37,13 +37,14 @@ class FrameRangeError(VideoError):
 
 
 class ManifestError(PosbiasError):
-    """A manifest line is malformed; ``line`` is its 1-based number."""
+    """A manifest line is malformed; ``line`` is its 1-based number (0: the file as a whole, which
+    the message then names without a line)."""
 
     def __init__(self, path: object, line: int, problem: str) -> None:
         self.path = str(path)
         self.line = line
         self.problem = problem
-        super().__init__(f"{self.path}:{line}: {problem}")
+        super().__init__(f"{self.path}:{line}: {problem}" if line else f"{self.path}: {problem}")
 
 
 class BackendError(PosbiasError):

@@ -125,15 +125,16 @@ def as_typed(config: pytest.Config, message: str) -> str:
 def _check_data(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     """A manifest (--posbias-data or [tool.posbias] data) with no usable item at all is a usage error
     naming the file; one that lacks only some kinds of item runs, and the suites without data skip."""
-    data = config.getoption("--posbias-data") or pcfg.get("data")
+    data = options(config).data  # a relative [tool.posbias] data is the project root's (options.options)
     if not data:
         return
     from ..data.manifest import require_usable
 
+    source = "--posbias-data" if config.getoption("--posbias-data") else f"{pcfg.source} data"
     try:
         plugin_of(config).file_problems = require_usable(str(data)).file_problems
     except PosbiasError as exc:
-        raise pytest.UsageError(f"--posbias-data: {exc}") from None
+        raise pytest.UsageError(f"{source}: {exc}") from None
 
 
 def check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:

@@ -235,7 +235,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--posbias-threshold", type=_threshold_type, action="append", default=None, metavar="GATE=VALUE",
                     help=f"override a gate threshold; gates: {', '.join(GATES)}")
     group.addoption("--posbias-data", type=_existing_file_type("--posbias-data"), default=None, metavar="MANIFEST",
-                    help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/)")
+                    help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/); a "
+                         "relative path is the current folder's, the [tool.posbias] key's the project root's")
     group.addoption("--posbias-device", type=_device_type, default=None, metavar="DEVICE",
                     help="torch device for the hf backend: auto (xdist worker N -> cuda:N), cpu, cuda, cuda:N")
     group.addoption("--posbias-batch-size", type=_int_type("--posbias-batch-size", 1), default=None, metavar="N",
@@ -331,7 +332,9 @@ _ZERO_COUNTS = ("seed", "api_timeout", "api_retries")  # an explicit 0 on the co
 
 def options(config: pytest.Config) -> RunOptions:
     """Command-line options merged over [tool.posbias] (CLI wins): each field from its option
-    (``--posbias-<field>``, :data:`_OPTION_OF`), else its ``[tool.posbias]`` key, else its default."""
+    (``--posbias-<field>``, :data:`_OPTION_OF`), else its ``[tool.posbias]`` key, else its default.
+    A relative ``data`` path from the table is the project root's (as ``cache`` and ``report_dir``
+    are); one from the command line is the current folder's."""
     pcfg = posbias_config(config)
     given: dict[str, Any] = {}
     for f in dataclasses.fields(RunOptions):
@@ -341,6 +344,8 @@ def options(config: pytest.Config) -> RunOptions:
             given[f.name] = _first(cli, pcfg.get(f.name), default)
         else:
             given[f.name] = cli or pcfg.get(f.name, default)
+    if given["data"] and not config.getoption("--posbias-data") and not Path(given["data"]).is_absolute():
+        given["data"] = str(Path(str(config.rootpath)) / given["data"])  # the table's path: the project root's
     models = config.getoption("--posbias-model") or pcfg.get("model") or []  # none: a usage error (require_model)
     return RunOptions(**{
         **given,

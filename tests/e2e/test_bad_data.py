@@ -517,3 +517,25 @@ def test_bad_videos_are_counted_and_named_on_the_terminal_in_json_and_in_the_rep
     for kind in want:
         assert kind in section
     assert "data problems</th><td>7<" in html and "zero.mp4: file is empty (0 bytes)" in section
+
+
+def test_a_relative_data_path_in_the_table_is_the_project_roots_and_its_error_names_the_table(pytester, monkeypatch):
+    """``[tool.posbias] data = "m.jsonl"`` is read at the project root (as ``cache`` is), also when
+    pytest runs from a subfolder, and a problem with it names the table, not ``--posbias-data``."""
+    make_project(pytester, None, ("test_phase_order.py",))
+    with (pytester.path / "pyproject.toml").open("a") as f:
+        f.write('data = "m.jsonl"\n')
+    (pytester.path / "m.jsonl").write_text("\n# only a comment\n")
+    sub = pytester.path / "suites"
+    for cwd in (pytester.path, sub):
+        monkeypatch.chdir(cwd)
+        res = pytester.runpytest("-m", "option_order")
+        assert res.ret == pytest.ExitCode.USAGE_ERROR
+        err = res.stderr.str()
+        table = f"{pytester.path / 'pyproject.toml'} [tool.posbias] data"
+        assert f"{table}: {pytester.path / 'm.jsonl'}: no usable item in the manifest" in err, err
+        assert "--posbias-data" not in err
+    (pytester.path / "m.jsonl").unlink()
+    res = pytester.runpytest("-m", "option_order")
+    assert f"{pytester.path / 'm.jsonl'}: manifest file does not exist" in res.stderr.str(), res.stderr.str()
+    assert ":0:" not in res.stderr.str()
