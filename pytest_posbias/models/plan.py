@@ -29,7 +29,8 @@ from ..video.frames import FrameStore
 from .registry import ResolvedModel
 
 CURRENT_TEST: ContextVar[str] = ContextVar("posbias_plan_test", default="")
-"""The gate test whose requests come next: set around each test's call in plan mode (:func:`current_test`)."""
+"""The suite test whose requests come next: set around each call of a test that uses ``posbias_run``
+(:func:`current_test`); plan mode records requests under it."""
 ESTIMATE_CHARS_PER_TOKEN = 4.0  # English text in a BPE vocabulary (OpenAI's rule of thumb)
 ESTIMATE_TEMPLATE_TOKENS = 16  # chat-template tokens around one user turn
 ESTIMATE_PATCH = 28  # Qwen2-VL family: 14-px patches merged 2x2 -> one token per 28x28 pixels ...
@@ -57,8 +58,8 @@ def configured_sequential(plan_dir: str | Path) -> bool:
 
 @contextlib.contextmanager
 def current_test(nodeid: str) -> Iterator[None]:
-    """The requests made inside the block belong to the gate test ``nodeid`` (the plugin wraps each
-    test's call in plan mode)."""
+    """The requests made inside the block belong to the suite test ``nodeid`` (the plugin wraps each
+    call of a test that uses ``posbias_run``)."""
     token = CURRENT_TEST.set(nodeid)
     try:
         yield

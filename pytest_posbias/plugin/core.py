@@ -135,8 +135,9 @@ class PosbiasPlugin(PluginState):
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        """Plan mode: requests made during a test belong to that gate test."""
-        if not item.config.getoption("--posbias-plan", None):
+        """A suite test's call (one using ``posbias_run``) is its current test: plan mode records its
+        requests under it, and a probe result it reads again counts as its own, not as shared."""
+        if "posbias_run" not in getattr(item, "fixturenames", ()):
             yield
             return
         from ..models.plan import current_test

@@ -36,6 +36,7 @@ from ..engine import Backend, Engine, GenerationCache, RunLog
 from ..errors import ConfigError
 from ..gates import verdict_builders
 from ..gates.measurement import check_floor
+from ..models.plan import CURRENT_TEST
 from ..models.registry import ResolvedModel, resolve
 from ..probes import conditions as C
 from ..probes.phase import PhaseResult, PhaseSpec, run_phase
@@ -154,6 +155,7 @@ class RunContext:
         self._backends: dict[str, Backend] = {}
         self._backend_lock = threading.Lock()
         self._memo: dict[str, Any] = {}
+        self._memo_owner: dict[str, str] = {}  # memo key -> the suite test that computed it ("" outside one)
         self._memo_lock = threading.Lock()
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
@@ -248,14 +250,19 @@ class RunContext:
 
     def memo(self, key: str, fn: Callable[[], T]) -> T:
         """Compute once per process (in memory): probes shared by several tests. Under ``-n`` each
-        worker keeps its own; :mod:`.plugin.xdist_scheduler` sends the tests sharing a probe to one worker."""
+        worker keeps its own; :mod:`.plugin.xdist_scheduler` sends the tests sharing a probe to one worker.
+        A result another test computed counts its requests as shared (the decision rests on them too,
+        and they are no new calls); a test reading again what it computed itself (the sequential
+        design's last look) counts nothing."""
+        test = CURRENT_TEST.get()
         with self._memo_lock:
             if key in self._memo:
-                # the decision rests on these requests too: count them as shared, not as new calls
-                self.engine.stats.shared += _requests_behind(self._memo[key])
+                if not test or self._memo_owner.get(key) != test:
+                    self.engine.stats.shared += _requests_behind(self._memo[key])
                 return self._memo[key]
         value = fn()
         with self._memo_lock:
+            self._memo_owner.setdefault(key, test)
             return self._memo.setdefault(key, value)
 
     def calls(self) -> dict[str, Any]:

@@ -182,3 +182,24 @@ def test_progress_lines_are_whole_lines_and_quiet_mode_drops_them(pytester, smal
     assert done == total > 0
     quiet = pytester.runpytest(*args, "-q", f"--posbias-cache={pytester.path / 'fresh-cache'}").stdout.lines
     assert not any("[posbias] model calls" in ln for ln in quiet)
+
+
+def test_a_gate_reading_its_own_probe_again_reuses_nothing_and_two_gates_on_one_probe_do(pytester, small_set):
+    """The sequential MEG gate reads its last look again for its description: that is its own probe,
+    so no request counts as reused from another gate; DPB at P = 4 after it reads the same probe,
+    which counts as reused (and is no new call)."""
+    make_project(pytester, small_set)
+    one = pytester.runpytest("-m", "meg and not slow", "-k", "cooking-short", "--posbias-model", "sim:unbiased",
+                             "-p", "no:randomly", "--posbias-json=one.json")
+    assert one.ret == 0, one.stdout.str()[-3000:]
+    (meg,) = json.loads((pytester.path / "one.json").read_text())["verdicts"]
+    assert meg["extra"]["calls"]["made"] > 0 and not meg["extra"]["calls"].get("shared"), meg["extra"]["calls"]
+    assert "reused from a probe another gate ran" not in one.stdout.str()
+    both = pytester.runpytest("-m", "(meg or dpb) and not slow", "-k", "cooking-short-P4", "--posbias-model",
+                              "sim:unbiased", "-p", "no:randomly", "--posbias-json=both.json", "--posbias-fixed",
+                              "--posbias-cache=fresh")
+    assert both.ret == 0, both.stdout.str()[-3000:]
+    calls = {v["extra"]["gate"]: v["extra"]["calls"] for v in json.loads((pytester.path / "both.json").read_text())["verdicts"]}
+    assert set(calls) == {"dpb", "meg"}
+    first, second = sorted(calls.values(), key=lambda c: c.get("made", 0), reverse=True)
+    assert first["made"] > 0 and second.get("made", 0) == 0 and second["shared"] == first["made"], calls
