@@ -231,20 +231,38 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
     rows = summary_rows(config)
     failed = [e["nodeid"] for e in state.errored]
     _junit_decision(config, state.decision, status, failed)
-    run_log = None
     fresh_line(config.pluginmanager.get_plugin("terminalreporter"))
+    written: list[Path | None] = []  # the merged run log, once the summaries are written
+
+    def summaries(run_log: Path | None) -> None:
+        """The JSON and Markdown summaries, written once the run log is merged and before the report
+        renders, so that a run interrupted while the report renders still has them."""
+        written.append(run_log)
+        _write_summaries(config, state, rows, status=status, pytest_status=int(exitstatus), failed=failed,
+                         run_log=run_log)
+
+    tr = config.pluginmanager.get_plugin("terminalreporter")
     try:
         from ..run.finish import finish_run
 
-        run_log = finish_run(config_rootdir=Path(str(config.rootpath)), options=options(config),
-                             verdict_rows=rows, calls=state.calls, run_id=plugin_of(config).run_id,
-                             terminal=config.pluginmanager.get_plugin("terminalreporter"), exitstatus=int(exitstatus),
-                             errored=state.errored,
-                             run_decision=decision_record(state.decision, status, failed))
+        finish_run(config_rootdir=Path(str(config.rootpath)), options=options(config), verdict_rows=rows,
+                   calls=state.calls, run_id=plugin_of(config).run_id, terminal=tr, exitstatus=int(exitstatus),
+                   errored=state.errored, run_decision=decision_record(state.decision, status, failed),
+                   on_merged=summaries)
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
-        tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line(f"[posbias] report not written: {exc}", red=True)
+    except KeyboardInterrupt:  # Ctrl-C while the log merges or the report renders: an interrupted run
+        if tr is not None:
+            tr.write_line("[posbias] interrupted while writing the run's files", red=True)
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    if not written:  # no run log (no suite test set the run up), or it failed before the merge ended
+        summaries(None)
+
+
+def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[str, Any]], *, status: int,
+                     pytest_status: int, failed: list[str], run_log: Path | None) -> None:
+    """``--posbias-json`` and ``--posbias-markdown``, and the data problems the run log records."""
     state.problems = _run_problems(run_log)
     path = config.getoption("--posbias-json", None)
     if path:  # written even when no gate decided: a CI job reading it must see that nothing was measured
@@ -253,7 +271,7 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         out = {
             "schema_version": 1,
             "exitstatus": status,
-            "pytest_exitstatus": int(exitstatus),
+            "pytest_exitstatus": pytest_status,
             "decision": decision_record(state.decision, status, failed),
             "calls": state.calls,
             "verdicts": [{"nodeid": r["nodeid"], "p_bh": r["p_bh"], **r["verdict"].to_dict(),
@@ -272,7 +290,6 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         write_markdown(md, rows, rootdir=Path(str(config.rootpath)), options=options(config), run_log=run_log,
                        errored=state.errored, exitstatus=status,
                        decision=decision_record(state.decision, status, failed))
-
 
 
 def decision_record(decision: Any, status: int, failed_tests: Sequence[str] = ()) -> dict[str, Any] | None:

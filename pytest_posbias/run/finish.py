@@ -10,7 +10,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ def finish_run(
     exitstatus: int | None = None,
     errored: Sequence[Mapping[str, Any]] = (),
     run_decision: Mapping[str, Any] | None = None,
+    on_merged: Callable[[Path], None] | None = None,
 ) -> Path | None:
     """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the workers' logs (the
     merged log is the run's one copy), remove the run folders beyond ``options.keep_runs``
@@ -40,7 +41,9 @@ def finish_run(
 
     Returns the run log path, or None when no run context was created in this run.
     ``run_decision``: the run-level decision (:mod:`.gates.decision`), kept in the header; each verdict
-    record carries its gate's part of it (``row["gate"]``).
+    record carries its gate's part of it (``row["gate"]``). ``on_merged`` is called with the run log's
+    path once it is written, before the report renders (the plugin writes its summaries there). A
+    KeyboardInterrupt while the report renders says how to render it later, and propagates.
 
     The cyclic garbage collector is off until it returns: the merged log's records (tens of
     thousands of acyclic dicts, freed by reference counting) are young objects, and the report's
@@ -97,6 +100,8 @@ def finish_run(
     del pairs
     if terminal is not None:
         terminal.write_line(f"[posbias] run log: {path}")
+    if on_merged is not None:
+        on_merged(path)
     if options.keep_runs:  # [tool.posbias] keep_runs: the older run folders go (never this run's)
         from .retention import prune_runs
 
@@ -110,6 +115,11 @@ def finish_run(
     try:
         written = write_reports([path], rootdir=config_rootdir, explicit=options.report,
                                 report_dir=options.report_dir, loaded={path: loaded})
+    except KeyboardInterrupt:
+        if terminal is not None:
+            terminal.write_line(f"[posbias] report not written (interrupted); render it with: posbias report {path} "
+                                "-o report.html", red=True)
+        raise
     except Exception as exc:
         if terminal is not None:
             terminal.write_line(f"[posbias] report not written ({type(exc).__name__}: {exc}); "

@@ -703,3 +703,29 @@ def test_an_interrupted_run_keeps_pytest_status_and_names_the_gates_it_never_ran
     assert res.ret == pytest.ExitCode.INTERRUPTED
     dec = json.loads((pytester.path / "i.json").read_text())["decision"]
     assert dec["stopped"] == "interrupted" and len(dec["not_run"]) == 3  # the interrupted test and the two after it
+
+
+def test_ctrl_c_while_the_report_renders_keeps_the_summaries_and_exits_interrupted(pytester: pytest.Pytester,
+                                                                                    small_set, monkeypatch):
+    """A KeyboardInterrupt while the HTML report renders: the JSON and Markdown summaries are already
+    written (they come before the report), the run ends with pytest's INTERRUPTED (2) and a line
+    saying how to render the report later, not a traceback."""
+    import json
+
+    from pytest_posbias.report import render
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(render, "write_reports", interrupted)
+    pytester.makepyprojecttoml(f'[tool.posbias]\nmodel = "sim:unbiased"\ndata = "{small_set}"\ncache = ".posbias"\n')
+    pytester.makepyfile(test_gates=VERDICT_TESTS + "\n\ndef test_setup(posbias_run):\n    pass\n")
+    res = pytester.runpytest("-p", "no:randomly", "--posbias-json=r.json", "--posbias-markdown=r.md")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert "[posbias] report not written (interrupted); render it with: posbias report " in out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    data = json.loads((pytester.path / "r.json").read_text())
+    assert len(data["verdicts"]) == 4 and data["decision"]["label"] == "DO NOT SHIP"
+    assert (pytester.path / "r.md").is_file()
+    assert list(pytester.path.glob(".posbias/runs/*/run.jsonl"))
