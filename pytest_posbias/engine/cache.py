@@ -17,6 +17,17 @@ from typing import Any
 from .calls import Generation
 
 
+def read_payload(payload: object) -> Generation | None:
+    """The answer a row's ``payload`` holds, or None when the row is unreadable: not JSON (or not text
+    at all: SQLite keeps whatever type was written), or JSON of another shape than a stored answer
+    (:func:`~.calls.generation_problem`). The one reading of a payload, for the run and the check at
+    its start (``run/cache_check.py``), so what one counts unreadable the other makes again."""
+    try:
+        return Generation.from_dict(json.loads(payload))  # type: ignore[arg-type]
+    except (ValueError, TypeError, RecursionError):  # JSONDecodeError is a ValueError; so is a wrong shape
+        return None
+
+
 class GenerationCache:
     """SQLite (WAL) key → Generation; safe for several processes (pytest-xdist workers).
 
@@ -58,10 +69,11 @@ class GenerationCache:
         out: dict[str, Generation] = {}
         with self._lock:
             for k, payload in self._rows("SELECT key, payload FROM generations WHERE key IN ({})", keys):
-                try:
-                    out[k] = Generation.from_dict(json.loads(payload))
-                except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: a miss
+                g = read_payload(payload)
+                if g is None:  # a damaged row: a miss, made again and its row replaced
                     self.unreadable += 1
+                else:
+                    out[k] = g
         return out
 
     def _rows(self, query: str, keys: Iterable[str]) -> Iterator[tuple[Any, ...]]:
@@ -159,8 +171,11 @@ class GenerationCache:
             run = "run" if self._unusable_table() else "''"
             for k, runs, payload, why, by in self._rows(f"SELECT key, runs, payload, reason, {run} FROM unusable "
                                                         "WHERE key IN ({})", keys):
-                out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why),
-                          bool(self.run_id) and by == self.run_id)
+                g = read_payload(payload)
+                if g is None or not isinstance(runs, int) or runs < 1:  # damaged: as if no run had got one
+                    self.unreadable += 1
+                    continue
+                out[k] = (int(runs), g, str(why), bool(self.run_id) and by == self.run_id)
         return out
 
     def close(self) -> None:
