@@ -68,7 +68,7 @@ class CacheCheck:
                        "or not the shape of an answer): each is made again and its row replaced")
         if self.read_only:
             out.append(f"the generation cache {self.path} is used read-only: new answers are made but not stored "
-                       "(counted as not stored; the next run makes them again)")
+                       "(counted as not stored; made once in this run, again by the next run)")
         return out
 
 

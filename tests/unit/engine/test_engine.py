@@ -110,6 +110,56 @@ def test_rerun_makes_zero_backend_calls(tmp_path, synthetic_clips):
     assert (e2.stats.cache_hits, e2.stats.rereads) == (len(reqs), 2)
 
 
+def _file_state(path: Path) -> tuple[bytes, int]:
+    """The database file's bytes and its write-ahead log's size (what a write would change)."""
+    wal = path.with_name(path.name + "-wal")
+    return path.read_bytes(), wal.stat().st_size if wal.exists() else 0
+
+
+def test_read_only_makes_each_request_of_a_run_once_as_read_write_does_and_never_writes_the_file(
+        tmp_path, synthetic_clips):
+    store = FrameStore()
+    reqs = [_req(FrameSpec.from_video(p, [0, 10 + k, 40]), "Describe the video.") for p in synthetic_clips[:2]
+            for k in range(3)]
+    looks = [reqs[:4], reqs, [reqs[0], reqs[0], reqs[5]], reqs[2:]]  # later looks repeat earlier requests
+    seen = {}
+    for mode in ("read-write", "read-only"):
+        path = tmp_path / mode / "generations.sqlite"
+        GenerationCache(path).close()  # a fresh cache file
+        before = _file_state(path)
+        backend = CountingBackend(SimBackend("unbiased", store), batch=2)
+        cache = GenerationCache(path, read_only=mode == "read-only")
+        eng = Engine(cache, backend_for=lambda m, b=backend: b)
+        texts = [[g.text for g in eng.run(look)] for look in looks]
+        stats = eng.stats.snapshot()
+        seen[mode] = (backend.calls, stats["made"], stats["rereads"], stats["cache_hits"], texts)
+        if mode == "read-only":
+            assert (cache.unstored, len(cache)) == (len(reqs), 0)
+            assert _file_state(path) == before
+            # a cached answer the run then rejects is no answer in either mode (the file keeps its row)
+            assert eng.reject([reqs[0]], ["constant"]) == 1 and _file_state(path) == before
+            assert eng.run([reqs[0]])[0].text == texts[0][0] and backend.calls == len(reqs)
+        cache.close()
+    assert seen["read-only"] == seen["read-write"]
+    assert seen["read-write"][:4] == (len(reqs), len(reqs), 10, 0)  # 10 distinct keys asked again per look
+
+
+def test_read_only_with_unusable_answers_and_no_unusable_table_writes_nothing(tmp_path, synthetic_clips):
+    path = tmp_path / "generations.sqlite"
+    GenerationCache(path).close()  # a cache made before the unusable-answer table existed: none in the file
+    before = _file_state(path)
+    backend = CountingBackend(SimBackend("unbiased", FrameStore()))
+    cache = GenerationCache(path, read_only=True)
+    eng = Engine(cache, backend_for=lambda m: backend)
+    reqs = [_req(FrameSpec.from_video(synthetic_clips[0], [0, 10 + k, 40]), "Describe.") for k in range(3)]
+    for _ in range(2):  # asked twice in the run: made once, then served as lost without a call
+        gens = eng.run(reqs, accept=lambda r, g: "rejected by the test")
+    assert all(g.ok for g in gens) and backend.calls == len(reqs)
+    assert (eng.stats.made, eng.stats.unusable, cache.unstored) == (len(reqs), len(reqs), 0)
+    assert _file_state(path) == before
+    cache.close()
+
+
 def test_served_from_the_cache_counts_distinct_keys_not_duplicates_in_a_batch(tmp_path, synthetic_clips):
     store = FrameStore()
     backend = CountingBackend(SimBackend("unbiased", store))

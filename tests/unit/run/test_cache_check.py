@@ -302,3 +302,24 @@ def test_under_xdist_the_controller_checks_once_before_any_worker_starts(pyteste
     # path may hold "gw0" when this test itself runs under xdist
     worker_lines = [ln for ln in out.replace(str(pytester.path), "<project>").splitlines() if "gw0" in ln or "workers" in ln]
     assert "0 bytes" in out and "INTERNALERROR" not in out and not worker_lines, out[-3000:]
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_a_read_only_run_makes_the_calls_a_read_write_run_makes_and_leaves_the_file_unchanged(pytester, small_set):
+    write_suite_project(pytester.path, small_set, ("test_stressors.py",),
+                        "[tool.posbias.probes.stressor]\nvideos = 8\ntrials = 4", model=None)
+    args = ("suites", "-m", "attack and not slow", "-k", "add1", "--posbias-model", "sim:looping", "-p", "no:randomly")
+    res = pytester.runpytest(*args, "--posbias-cache=.rw", "--posbias-json=rw.json")
+    path = pytester.path / ".ro" / "generations.sqlite"
+    GenerationCache(path).close()  # a fresh cache, as the read-write run had
+    checkpointed(path)
+    before = path.read_bytes()
+    res2 = pytester.runpytest(*args, "--posbias-cache=.ro", "--posbias-cache-mode=read-only", "--posbias-json=ro.json")
+    rw, ro = (json.loads((pytester.path / f).read_text())["calls"] for f in ("rw.json", "ro.json"))
+    assert rw["rereads"] > 0 and rw["made"] > 0, res.stdout.str()[-3000:]  # the selection repeats requests
+    assert (ro["made"], ro["rereads"], ro["cache_hits"]) == (rw["made"], rw["rereads"], 0), res2.stdout.str()[-3000:]
+    assert ro["unstored"] == ro["made"] - ro["failed"]
+    assert f"{ro['rereads']} repeated requests answered from this run's own calls" in res2.stdout.str()
+    assert path.read_bytes() == before
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
