@@ -17,14 +17,27 @@ from typing import Any
 from .calls import Generation
 
 
+def read_payload(payload: object) -> Generation | None:
+    """The answer a row's ``payload`` holds, or None when the row is unreadable: not JSON (or not text
+    at all: SQLite keeps whatever type was written), or JSON of another shape than a stored answer
+    (:func:`~.calls.generation_problem`). The one reading of a payload, for the run and the check at
+    its start (``run/cache_check.py``), so what one counts unreadable the other makes again."""
+    try:
+        return Generation.from_dict(json.loads(payload))  # type: ignore[arg-type]
+    except (ValueError, TypeError, RecursionError):  # JSONDecodeError is a ValueError; so is a wrong shape
+        return None
+
+
 class GenerationCache:
     """SQLite (WAL) key → Generation; safe for several processes (pytest-xdist workers).
 
-    ``read_only`` opens an existing database read-only (``--posbias-cache-mode read-only``). An
-    answer that cannot be stored (read only, a refused write) is no error of the run: it is counted
-    in ``unstored`` (first reason in ``unstored_reason``), reported through ``on_unstored(n, reason)``
-    and made again next run. A row that is not a valid Generation is a miss, counted in ``unreadable``.
-    ``run_id`` names the run recording an unusable answer, so its other workers serve it."""
+    ``read_only`` opens an existing database read-only (``--posbias-cache-mode read-only``): nothing
+    is ever written to the file. An answer that cannot be stored (read only, a refused write) is no
+    error of the run: it is counted in ``unstored`` (first reason in ``unstored_reason``), reported
+    through ``on_unstored(n, reason)``, kept in this object's memory so that the rest of the run (this
+    process) reads it like a stored one, consulted after the file, and made again next run. A row that
+    is not a valid Generation is a miss, counted in ``unreadable``. ``run_id`` names the run recording
+    an unusable answer, so its other workers serve it."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False, run_id: str = "") -> None:
         self.path = Path(path)
@@ -35,6 +48,7 @@ class GenerationCache:
         self.unreadable = 0
         self.on_unstored: Callable[[int, str], None] | None = None
         self._lock = threading.Lock()
+        self._kept: dict[str, Generation] = {}  # this run's answers the file does not hold (not stored)
         if self.read_only:
             self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
                                          check_same_thread=False, isolation_level=None)
@@ -54,14 +68,18 @@ class GenerationCache:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
-        """The stored answers for ``keys`` (missing and unreadable keys are absent)."""
+        """The stored answers for ``keys``, then this run's answers the file could not store (missing and
+        unreadable keys are absent)."""
+        keys = list(keys)
         out: dict[str, Generation] = {}
         with self._lock:
             for k, payload in self._rows("SELECT key, payload FROM generations WHERE key IN ({})", keys):
-                try:
-                    out[k] = Generation.from_dict(json.loads(payload))
-                except (ValueError, TypeError, KeyError, AttributeError):  # a damaged row: a miss
+                g = read_payload(payload)
+                if g is None:  # a damaged row: a miss, made again and its row replaced
                     self.unreadable += 1
+                else:
+                    out[k] = g
+            out.update((k, self._kept[k]) for k in keys if k not in out and k in self._kept)
         return out
 
     def _rows(self, query: str, keys: Iterable[str]) -> Iterator[tuple[Any, ...]]:
@@ -73,11 +91,12 @@ class GenerationCache:
 
     def put_many(self, items: Iterable[tuple[str, str, Generation]]) -> None:
         """Store answers in one transaction; what cannot be stored is counted (see the class)."""
+        items = list(items)
         rows = [(k, m, time.time(), json.dumps(g.to_dict(), sort_keys=True)) for k, m, g in items]
         if not rows:
             return
         if self.read_only:
-            self._not_stored(len(rows), f"the cache {self.path} is open read-only (--posbias-cache-mode read-only)")
+            self._not_stored(items, f"the cache {self.path} is open read-only (--posbias-cache-mode read-only)")
             return
         with self._lock:
             try:
@@ -93,14 +112,16 @@ class GenerationCache:
                 reason = f"the cache {self.path} refused the write ({type(exc).__name__}: {exc})"
             else:
                 return
-        self._not_stored(len(rows), reason)
+        self._not_stored(items, reason)
 
-    def _not_stored(self, n: int, reason: str) -> None:
+    def _not_stored(self, items: list[tuple[str, str, Generation]], reason: str) -> None:
+        """Count answers the file did not take and keep them for the rest of the run (:meth:`get_many`)."""
         with self._lock:
-            self.unstored += n
+            self.unstored += len(items)
             self.unstored_reason = self.unstored_reason or reason
+            self._kept.update((k, g) for k, _m, g in items)
         if self.on_unstored is not None:
-            self.on_unstored(n, reason)
+            self.on_unstored(len(items), reason)
 
     def __len__(self) -> int:
         """The number of stored answers."""
@@ -111,9 +132,13 @@ class GenerationCache:
     # for a key adds 1 to its ``runs`` in the ``unusable`` table (with the last answer and reason), and
     # ``run`` names the run that recorded it last, whose other xdist workers read it from here.
 
-    def _unusable_table(self) -> bool:
+    def _unusable_table(self) -> bool | None:
         """Create the table if it is missing (and add the ``run`` column to one made without it);
-        whether the table has that column (a read-only cache cannot add it)."""
+        whether the table has that column (a read-only cache cannot add it); None when a read-only
+        cache has no such table."""
+        if self.read_only and self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                                 "name = 'unusable'").fetchone() is None:
+            return None
         self._conn.execute("CREATE TABLE IF NOT EXISTS unusable (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
                            "runs INTEGER NOT NULL, updated REAL NOT NULL, reason TEXT NOT NULL, payload TEXT NOT NULL, "
                            "run TEXT NOT NULL DEFAULT '')")
@@ -131,10 +156,17 @@ class GenerationCache:
     def record_unusable(self, items: Iterable[tuple[str, str, Generation, str]]) -> None:
         """Count one more run with an unusable answer for each (key, model, generation, reason) (once per
         ``run_id``, however many workers got it), keep the answer and reason, and drop the key from
-        ``generations`` (an answer found unusable after it was stored)."""
+        ``generations`` (an answer found unusable after it was stored). A read-only cache records
+        nothing: the engine serves this run's unusable answers from its own memory, and the next run
+        asks again without counting this one toward the cap."""
         rows = [(k, m, time.time(), why, json.dumps(g.to_dict(), sort_keys=True), self.run_id)
                 for k, m, g, why in items]
         if not rows:
+            return
+        with self._lock:  # never served as an answer again, as the row dropped below
+            for r in rows:
+                self._kept.pop(r[0], None)
+        if self.read_only:
             return
         with self._lock:
             self._unusable_table()
@@ -156,11 +188,17 @@ class GenerationCache:
         ``run_id`` recorded it), for the keys that have any."""
         out: dict[str, tuple[int, Generation, str, bool]] = {}
         with self._lock:
-            run = "run" if self._unusable_table() else "''"
+            has_run = self._unusable_table()
+            if has_run is None:
+                return out
+            run = "run" if has_run else "''"
             for k, runs, payload, why, by in self._rows(f"SELECT key, runs, payload, reason, {run} FROM unusable "
                                                         "WHERE key IN ({})", keys):
-                out[k] = (int(runs), Generation.from_dict(json.loads(payload)), str(why),
-                          bool(self.run_id) and by == self.run_id)
+                g = read_payload(payload)
+                if g is None or not isinstance(runs, int) or runs < 1:  # damaged: as if no run had got one
+                    self.unreadable += 1
+                    continue
+                out[k] = (int(runs), g, str(why), bool(self.run_id) and by == self.run_id)
         return out
 
     def close(self) -> None:

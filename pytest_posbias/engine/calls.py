@@ -147,7 +147,12 @@ class Generation:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Generation:
-        """The answer a cache row or run-log record holds (inverse of :meth:`to_dict`)."""
+        """The answer a cache row or run-log record holds (inverse of :meth:`to_dict`). Raises ValueError
+        naming the field when ``d`` is not the shape :meth:`to_dict` writes (:func:`generation_problem`),
+        so a damaged row is never scored."""
+        problem = generation_problem(d)
+        if problem is not None:
+            raise ValueError(f"not a stored answer: {problem}")
         lp = d.get("letter_logprobs")
         lp2 = None if lp is None else {k: (-math.inf if v is None else float(v)) for k, v in lp.items()}
         pt, vt, ss = (d.get(k) for k in ("prompt_tokens", "visual_tokens", "server_seconds"))
@@ -155,6 +160,68 @@ class Generation:
                    float(d.get("seconds", 0.0)), d.get("error"), int(d.get("attempts", 1)),
                    None if pt is None else int(pt), None if vt is None else int(vt), d.get("input_form"),
                    None if ss is None else float(ss))
+
+
+FINISH_REASONS = ("stop", "length", "error")
+INPUT_FORMS = ("video", "images")
+_REQUIRED = ("text", "n_tokens", "finish_reason")  # what every stored answer has; the rest default when absent
+
+
+def _count(v: object) -> bool:
+    """An integer >= 0 (JSON ``true`` is a bool, not a count)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _finite(v: object) -> bool:
+    """A finite number (Python's JSON reader takes ``NaN`` and ``Infinity``)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _duration(v: object) -> bool:
+    """A finite number of seconds >= 0."""
+    return isinstance(v, int | float) and _finite(v) and v >= 0
+
+
+def generation_problem(d: object) -> str | None:
+    """What makes ``d`` not a stored :class:`Generation` (the dict :meth:`Generation.to_dict` writes), or
+    None when it is one. A cache row is read back from a file anything may have written, so every field
+    is checked for its type and range before the answer reaches a probe: ``text`` a string, ``n_tokens``
+    and ``attempts`` integers >= 0, ``finish_reason`` one of :data:`FINISH_REASONS`, ``letter_logprobs``
+    None or a mapping of letters to finite numbers (None: a log-prob of -inf), ``seconds`` a finite
+    number >= 0, ``error`` None or a string, ``prompt_tokens`` and ``visual_tokens`` None or integers
+    >= 0, ``input_form`` None or one of :data:`INPUT_FORMS`, ``server_seconds`` None or a finite number
+    >= 0; and a failed call carries no text or log-probs (fail closed). Keys it does not know are left
+    alone; of the ones it knows only :data:`_REQUIRED` must be present."""
+    if not isinstance(d, Mapping):
+        return f"a JSON {type(d).__name__}, not an object"
+    missing = [k for k in _REQUIRED if k not in d]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    checks: dict[str, tuple[Callable[[object], bool], str]] = {
+        "text": (lambda v: isinstance(v, str), "a string"),
+        "n_tokens": (_count, "an integer >= 0"),
+        "finish_reason": (lambda v: v in FINISH_REASONS, f"one of {', '.join(FINISH_REASONS)}"),
+        "seconds": (_duration, "a finite number >= 0"),
+        "error": (lambda v: v is None or isinstance(v, str), "null or a string"),
+        "attempts": (_count, "an integer >= 0"),
+        "prompt_tokens": (lambda v: v is None or _count(v), "null or an integer >= 0"),
+        "visual_tokens": (lambda v: v is None or _count(v), "null or an integer >= 0"),
+        "input_form": (lambda v: v is None or v in INPUT_FORMS, f"null or one of {', '.join(INPUT_FORMS)}"),
+        "server_seconds": (lambda v: v is None or _duration(v), "null or a finite number >= 0"),
+    }
+    for name, (ok, what) in checks.items():
+        if name in d and not ok(d[name]):
+            return f"{name} is {d[name]!r}, not {what}"
+    lp = d.get("letter_logprobs")
+    if lp is not None:
+        if not isinstance(lp, Mapping):
+            return f"letter_logprobs is {lp!r}, not null or an object"
+        for k, v in lp.items():
+            if not isinstance(k, str) or not (v is None or _finite(v)):
+                return f"letter_logprobs[{k!r}] is {v!r}, not null or a finite number"
+    if d["finish_reason"] == "error" and (d["text"] or lp is not None):
+        return "a failed call (finish_reason error) that carries text or log-probs"
+    return None
 
 
 class Backend(Protocol):

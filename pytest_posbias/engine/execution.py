@@ -118,6 +118,8 @@ class Engine:
         served: dict[str, tuple[Generation, str]] = {}
         with self._lock:
             served.update((k, self._unusable[k]) for k in keys if k in self._unusable)
+        for k in served:  # rejected in this run: a row a read-only cache could not drop is no answer
+            cached.pop(k, None)
         if accept is not None:
             for k, r in zip(keys, requests, strict=True):
                 if k in cached and accept(r, cached[k]) is not None:  # stored before this rule held: asked again

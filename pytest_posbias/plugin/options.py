@@ -221,7 +221,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help="generation cache and run logs (default .posbias/)")
     group.addoption("--posbias-cache-mode", choices=("read-write", "read-only"), default=None,
                     help="read-write (default), or read-only: use the cached answers of a cache that cannot be "
-                         "written; new answers are made and counted, not stored")
+                         "written, never writing it; new answers are made and counted, not stored, and a request "
+                         "repeated within the run is answered from the run's own answers")
     group.addoption("--posbias-cache-repair", choices=("stop", "move-aside"), default=None,
                     help="a damaged generation cache: stop the run at start (default), or move-aside: rename it "
                          "to generations.sqlite.damaged-<UTC time> and start a new cache (its answers are made again)")

@@ -8,10 +8,12 @@ wrong, naming the file and the choices:
   renames it (with its ``-wal``/``-shm``) to ``generations.sqlite.damaged-<UTC time>``;
 * a cache that cannot be written stops the run, unless ``--posbias-cache-mode=read-only`` with a
   writable folder (the run logs go there): new answers are then made and counted as not stored;
-* rows whose payload is not valid JSON are counted (``unreadable``): each is made again.
+* rows whose payload is not valid JSON, or JSON of another shape than a stored answer, are counted
+  (``unreadable``, read as the run reads them: :func:`pytest_posbias.engine.cache.read_payload`):
+  each is made again.
 
-The check reads the whole database once (``quick_check``: its time grows with the cache) and writes
-nothing but a rolled-back transaction and a temporary file removed at once.
+The check reads the whole database once (``quick_check``), decodes every payload (its time grows with
+the cache) and writes nothing but a rolled-back transaction and a temporary file removed at once.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..engine.cache import read_payload
 from ..errors import ConfigError
 
 CACHE_FILE = "generations.sqlite"
@@ -42,7 +45,7 @@ class CacheError(ConfigError):
 @dataclass(frozen=True)
 class CacheCheck:
     """What :func:`check_cache` found: the database ``path``, whether it ``exists``, its
-    ``rows`` and ``unreadable`` rows (payload not valid JSON), where a damaged file was moved
+    ``rows`` and ``unreadable`` rows (payload not a stored answer), where a damaged file was moved
     (``moved_to``, None when nothing was moved) and why (``damage``), and whether the run opens
     it ``read_only``."""
 
@@ -61,11 +64,11 @@ class CacheCheck:
             out.append(f"the damaged generation cache {self.path} ({self.damage}) was moved aside to {self.moved_to}; "
                        "a new cache starts (the answers it held are made again)")
         if self.unreadable:
-            out.append(f"{self.unreadable} cached answers in {self.path} are unreadable (payload not valid JSON): "
-                       "each is made again and its row replaced")
+            out.append(f"{self.unreadable} cached answers in {self.path} are unreadable (payload not valid JSON, "
+                       "or not the shape of an answer): each is made again and its row replaced")
         if self.read_only:
             out.append(f"the generation cache {self.path} is used read-only: new answers are made but not stored "
-                       "(counted as not stored; the next run makes them again)")
+                       "(counted as not stored; made once in this run, again by the next run)")
         return out
 
 
@@ -157,14 +160,16 @@ def _damage(path: Path) -> str:
 
 
 def _count_rows(path: Path) -> tuple[int, int]:
-    """Rows of the generations table and those whose payload is not valid JSON (0, 0 without the table)."""
+    """Rows of the generations table and those whose payload the run cannot read (0, 0 without the table)."""
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
     try:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'generations'").fetchone() is None:
             return 0, 0
-        rows, bad = conn.execute("SELECT COUNT(*), COALESCE(SUM(json_valid(payload) = 0), 0) "
-                                 "FROM generations").fetchone()
-        return int(rows), int(bad)
+        rows = bad = 0
+        for (payload,) in conn.execute("SELECT payload FROM generations"):
+            rows += 1
+            bad += read_payload(payload) is None
+        return rows, bad
     except sqlite3.Error as exc:
         raise CacheError(f"the generation cache {path} cannot be read ({type(exc).__name__}: {exc}); "
                          f"no model call was made. Choose: --posbias-cache-repair=move-aside, or {_OTHER}") from None

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pytest_posbias.engine import (
     Decoding,
@@ -25,6 +27,8 @@ from pytest_posbias.engine import (
     RunLog,
     read_run_log,
 )
+from pytest_posbias.engine.cache import read_payload
+from pytest_posbias.engine.calls import generation_problem
 from pytest_posbias.models.sim import SimBackend
 from pytest_posbias.video.compose import TextPart, VideoPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore
@@ -104,6 +108,56 @@ def test_rerun_makes_zero_backend_calls(tmp_path, synthetic_clips):
     assert (e3.stats.made, e3.stats.rereads, e3.stats.cache_hits) == (3, 2, 0)
     e2.run(reqs[:2])
     assert (e2.stats.cache_hits, e2.stats.rereads) == (len(reqs), 2)
+
+
+def _file_state(path: Path) -> tuple[bytes, int]:
+    """The database file's bytes and its write-ahead log's size (what a write would change)."""
+    wal = path.with_name(path.name + "-wal")
+    return path.read_bytes(), wal.stat().st_size if wal.exists() else 0
+
+
+def test_read_only_makes_each_request_of_a_run_once_as_read_write_does_and_never_writes_the_file(
+        tmp_path, synthetic_clips):
+    store = FrameStore()
+    reqs = [_req(FrameSpec.from_video(p, [0, 10 + k, 40]), "Describe the video.") for p in synthetic_clips[:2]
+            for k in range(3)]
+    looks = [reqs[:4], reqs, [reqs[0], reqs[0], reqs[5]], reqs[2:]]  # later looks repeat earlier requests
+    seen = {}
+    for mode in ("read-write", "read-only"):
+        path = tmp_path / mode / "generations.sqlite"
+        GenerationCache(path).close()  # a fresh cache file
+        before = _file_state(path)
+        backend = CountingBackend(SimBackend("unbiased", store), batch=2)
+        cache = GenerationCache(path, read_only=mode == "read-only")
+        eng = Engine(cache, backend_for=lambda m, b=backend: b)
+        texts = [[g.text for g in eng.run(look)] for look in looks]
+        stats = eng.stats.snapshot()
+        seen[mode] = (backend.calls, stats["made"], stats["rereads"], stats["cache_hits"], texts)
+        if mode == "read-only":
+            assert (cache.unstored, len(cache)) == (len(reqs), 0)
+            assert _file_state(path) == before
+            # a cached answer the run then rejects is no answer in either mode (the file keeps its row)
+            assert eng.reject([reqs[0]], ["constant"]) == 1 and _file_state(path) == before
+            assert eng.run([reqs[0]])[0].text == texts[0][0] and backend.calls == len(reqs)
+        cache.close()
+    assert seen["read-only"] == seen["read-write"]
+    assert seen["read-write"][:4] == (len(reqs), len(reqs), 10, 0)  # 10 distinct keys asked again per look
+
+
+def test_read_only_with_unusable_answers_and_no_unusable_table_writes_nothing(tmp_path, synthetic_clips):
+    path = tmp_path / "generations.sqlite"
+    GenerationCache(path).close()  # a cache made before the unusable-answer table existed: none in the file
+    before = _file_state(path)
+    backend = CountingBackend(SimBackend("unbiased", FrameStore()))
+    cache = GenerationCache(path, read_only=True)
+    eng = Engine(cache, backend_for=lambda m: backend)
+    reqs = [_req(FrameSpec.from_video(synthetic_clips[0], [0, 10 + k, 40]), "Describe.") for k in range(3)]
+    for _ in range(2):  # asked twice in the run: made once, then served as lost without a call
+        gens = eng.run(reqs, accept=lambda r, g: "rejected by the test")
+    assert all(g.ok for g in gens) and backend.calls == len(reqs)
+    assert (eng.stats.made, eng.stats.unusable, cache.unstored) == (len(reqs), len(reqs), 0)
+    assert _file_state(path) == before
+    cache.close()
 
 
 def test_served_from_the_cache_counts_distinct_keys_not_duplicates_in_a_batch(tmp_path, synthetic_clips):
@@ -341,3 +395,69 @@ def test_workers_opening_a_fresh_cache_at_the_same_moment_all_get_it(tmp_path):
         c = GenerationCache(tmp_path / f"c{i}.sqlite")
         assert len(c) == 0
         c.close()
+
+
+# --------------------------------------------------------------------------- a cache row's payload
+
+_FINITE = st.floats(allow_nan=False, allow_infinity=False, width=64)
+_COUNT = st.integers(min_value=0, max_value=10**9)
+_GENERATIONS = st.one_of(
+    st.builds(Generation, text=st.text(max_size=40), n_tokens=_COUNT, finish_reason=st.sampled_from(["stop", "length"]),
+              letter_logprobs=st.none() | st.dictionaries(st.text(min_size=1, max_size=2),
+                                                          _FINITE | st.just(float("-inf")), max_size=4),
+              seconds=st.floats(min_value=0, max_value=1e6), error=st.none(), attempts=_COUNT,
+              prompt_tokens=st.none() | _COUNT, visual_tokens=st.none() | _COUNT,
+              input_form=st.sampled_from([None, "video", "images"]),
+              server_seconds=st.none() | st.floats(min_value=0, max_value=1e6)),
+    st.builds(Generation, finish_reason=st.just("error"), error=st.text(max_size=20), attempts=_COUNT),
+)
+# a field of a stored answer and a JSON value it can never hold (type or range)
+_BAD_FIELDS = {
+    "text": [5, 1.5, None, True, ["a"], {"a": "b"}],
+    "n_tokens": [-1, 1.5, "3", True, None, [1]],
+    "finish_reason": ["done", "", None, 1, ["stop"]],
+    "letter_logprobs": [[-1.0], "A", 3, {"A": "x"}, {"A": float("nan")}, {"A": float("inf")}, {"A": True},
+                        {"A": [0.0]}, {"A": {"B": 0.0}}],
+    "seconds": [-1.0, float("nan"), float("inf"), "1", None, False],
+    "error": [5, ["x"], {"e": 1}],
+    "attempts": [-1, 1.0, True, "1", None],
+    "prompt_tokens": [-2, "x", 1.5, False],
+    "visual_tokens": [-1, 2.5, "7"],
+    "input_form": ["gif", 1, ["video"]],
+    "server_seconds": [-0.5, float("inf"), "0.1"],
+}
+_BAD_PAYLOADS = st.one_of(
+    st.tuples(_GENERATIONS, st.sampled_from(sorted(_BAD_FIELDS)), st.data()).map(
+        lambda t: {**t[0].to_dict(), t[1]: t[2].draw(st.sampled_from(_BAD_FIELDS[t[1]]))}),
+    st.tuples(_GENERATIONS, st.sets(st.sampled_from(["text", "n_tokens", "finish_reason"]), min_size=1)).map(
+        lambda t: {k: v for k, v in t[0].to_dict().items() if k not in t[1]}),  # a key every answer has, missing
+    st.builds(lambda text, lp: {**Generation(finish_reason="error", error="x").to_dict(), "text": text,
+                                "letter_logprobs": lp},  # a failed call that carries something to score
+              st.text(min_size=1, max_size=5), st.none())
+    | st.just({**Generation(finish_reason="error", error="x").to_dict(), "letter_logprobs": {"A": -1.0}}),
+    st.one_of(st.none(), st.booleans(), st.integers(), _FINITE, st.text(max_size=5),
+              st.lists(st.integers(), max_size=3)),  # JSON that is not an object
+)
+_PROPERTY = settings(max_examples=300, database=None, derandomize=True, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+@_PROPERTY
+@given(_GENERATIONS)
+def test_every_answer_a_backend_can_give_reads_back_from_its_row_unchanged(g):
+    assert generation_problem(g.to_dict()) is None
+    assert read_payload(json.dumps(g.to_dict(), sort_keys=True)) == g
+
+
+@_PROPERTY
+@given(_BAD_PAYLOADS)
+def test_a_payload_of_the_wrong_shape_is_unreadable_never_an_answer(d):
+    assert generation_problem(d) is not None
+    assert read_payload(json.dumps(d)) is None  # NaN and Infinity too: Python's JSON reader takes them
+    with pytest.raises(ValueError, match="not a stored answer"):
+        Generation.from_dict(d)  # type: ignore[arg-type]
+
+
+def test_a_payload_that_is_not_json_or_not_text_is_unreadable():
+    for payload in ["{not json", "", b"\xff\xfe", 5, 2.5, "[" * 100_000]:
+        assert read_payload(payload) is None, payload

@@ -134,6 +134,44 @@ def test_a_row_with_broken_json_is_counted_at_start_and_made_again_as_a_miss(tmp
     assert check_cache(tmp_path / "c").unreadable == 0  # its row was replaced
 
 
+def test_rows_of_valid_json_but_the_wrong_shape_are_unreadable_made_again_and_never_scored(tmp_path, synthetic_clips):
+    from pytest_posbias.probes.stressor import accept_description
+
+    store = FrameStore()
+    backend = SimBackend("unbiased", store)
+    reqs = [Request("sim:unbiased", (TextPart("Describe the video."), VideoPart(FrameSpec.from_video(p, [0, 20, i]))))
+            for p in synthetic_clips[:2] for i in (30, 40, 50)]
+    first = Engine(GenerationCache(tmp_path / "c" / "generations.sqlite"), backend_for=lambda m: backend).run(reqs)
+    good = first[0].to_dict()
+    bad = [{"text": 5}, {**good, "letter_logprobs": {"A": float("nan")}}, {**good, "finish_reason": "done"},
+           {**good, "n_tokens": -3}, ["a list"], {**good, "text": None}]
+    conn = sqlite3.connect(str(tmp_path / "c" / "generations.sqlite"))
+    for rowid, payload in enumerate(bad, start=1):
+        conn.execute("UPDATE generations SET payload = ? WHERE rowid = ?", (json.dumps(payload), rowid))
+    conn.commit()
+    conn.close()
+    found = check_cache(tmp_path / "c")
+    assert (found.rows, found.unreadable) == (6, 6)
+    assert any("6 cached answers" in line and "unreadable" in line for line in found.lines())
+    cache = GenerationCache(tmp_path / "c" / "generations.sqlite")
+    eng = Engine(cache, backend_for=lambda m: backend)
+    gens = eng.run(reqs, accept=accept_description)  # no TypeError in the rule: a damaged row never reaches it
+    assert [g.text for g in gens] == [g.text for g in first]  # made again: none read from a damaged row
+    assert (eng.stats.made, eng.stats.cache_hits, eng.stats.unusable, cache.unreadable) == (6, 0, 0, 6)
+    assert check_cache(tmp_path / "c").unreadable == 0  # every row was replaced
+    cache.close()
+
+
+def test_a_damaged_row_of_unusable_answers_is_as_if_no_run_had_got_one(tmp_path):
+    cache = GenerationCache(tmp_path / "c" / "generations.sqlite", run_id="r1")
+    cache.record_unusable([("k1", "sim:x", Generation("", 0, "stop"), "empty"),
+                           ("k2", "sim:x", Generation("", 0, "stop"), "empty")])
+    cache._conn.execute("UPDATE unusable SET payload = '{\"text\": []}' WHERE key = 'k1'")
+    cache._conn.execute("UPDATE unusable SET runs = 'many' WHERE key = 'k2'")
+    assert cache.unusable(["k1", "k2"]) == {} and cache.unreadable == 2
+    cache.close()
+
+
 def test_a_read_only_cache_folder_stops_the_run_naming_it(tmp_path):
     filled_cache(tmp_path / "c")
     with read_only(tmp_path / "c"):
@@ -264,3 +302,24 @@ def test_under_xdist_the_controller_checks_once_before_any_worker_starts(pyteste
     # path may hold "gw0" when this test itself runs under xdist
     worker_lines = [ln for ln in out.replace(str(pytester.path), "<project>").splitlines() if "gw0" in ln or "workers" in ln]
     assert "0 bytes" in out and "INTERNALERROR" not in out and not worker_lines, out[-3000:]
+
+
+@pytest.mark.usefixtures("heavy_modules")
+def test_a_read_only_run_makes_the_calls_a_read_write_run_makes_and_leaves_the_file_unchanged(pytester, small_set):
+    write_suite_project(pytester.path, small_set, ("test_stressors.py",),
+                        "[tool.posbias.probes.stressor]\nvideos = 8\ntrials = 4", model=None)
+    args = ("suites", "-m", "attack and not slow", "-k", "add1", "--posbias-model", "sim:looping", "-p", "no:randomly")
+    res = pytester.runpytest(*args, "--posbias-cache=.rw", "--posbias-json=rw.json")
+    path = pytester.path / ".ro" / "generations.sqlite"
+    GenerationCache(path).close()  # a fresh cache, as the read-write run had
+    checkpointed(path)
+    before = path.read_bytes()
+    res2 = pytester.runpytest(*args, "--posbias-cache=.ro", "--posbias-cache-mode=read-only", "--posbias-json=ro.json")
+    rw, ro = (json.loads((pytester.path / f).read_text())["calls"] for f in ("rw.json", "ro.json"))
+    assert rw["rereads"] > 0 and rw["made"] > 0, res.stdout.str()[-3000:]  # the selection repeats requests
+    assert (ro["made"], ro["rereads"], ro["cache_hits"]) == (rw["made"], rw["rereads"], 0), res2.stdout.str()[-3000:]
+    assert ro["unstored"] == ro["made"] - ro["failed"]
+    assert f"{ro['rereads']} repeated requests answered from this run's own calls" in res2.stdout.str()
+    assert path.read_bytes() == before
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
