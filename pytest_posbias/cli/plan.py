@@ -10,7 +10,8 @@ frames, prompt (visual) and output tokens and
 beside the sequential design's expected cost: a gate well inside its threshold stops at look 2 of 4
 (the median stop under ``sim:unbiased``, docs/calibration.md), at look 1 at best. Fixed-sample gates,
 ``--baseline`` comparisons, ``--posbias-fixed`` runs and the requests of a probe a fixed-sample gate
-shares stay at their maximum. A request is counted once, on the gate test that made it.
+shares stay at their maximum. A request is counted once, on the gate test that made it. A search gate
+is planned at its budget (:mod:`..probes.search_plan`).
 """
 
 from __future__ import annotations
@@ -238,6 +239,11 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
                      f"{tot[pre + 'prompt_tokens']:,.0f} prompt tokens ({tot[pre + 'visual_tokens']:,.0f} visual), "
                      f"{tot[pre + 'output_tokens']:,.0f} output tokens"
                      + ("" if h is None else f", {h:,.2f} GPU-hours"))
+    if any(g["gate"] == "search" for g in gates):
+        lines.append("search gates: every item at its budget (the reference, budget + shrink_budget distinct "
+                     "queries, fewer where the perturbation space holds fewer); not counted: the stored "
+                     "counterexamples of other models a run replays first (one request each, from the cache's "
+                     "hypothesis/ folder)")
     if not plan["rows"]:
         skipping = ": the selected tests skip" if plan.get("skipped") else ""
         lines.append(f"no selected test would call a model{skipping}")
