@@ -136,6 +136,21 @@ def test_a_plan_of_skipping_tests_says_why(tmp_path, small_set):
     assert "opt in with --posbias-parity REFERENCE" in res.stdout
 
 
+def test_a_plan_without_a_model_is_the_run_s_usage_error(tmp_path, small_set):
+    """No model on the command line nor in [tool.posbias]: the run stops with the usage error "no
+    model to test" (exit 4), and so does the plan, with the same message, not an empty table."""
+    proj = tmp_path / "p"
+    write_suite_project(proj, small_set, ("test_positional.py",), QUICK, model=None)
+    plan = _posbias(proj, "plan", "-m", "meg and not slow")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "meg and not slow", "-q", "-p", "no:randomly"], cwd=proj,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900,
+                         check=False)
+    assert run.returncode == 4 and "no model to test" in run.stderr + run.stdout
+    assert plan.returncode == 4, plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert "posbias plan: error: no model to test: give one with --posbias-model MODEL" in plan.stderr
+    assert "fixed-sample design" not in plan.stdout
+
+
 SEARCH = """
 [tool.posbias.probes.search]
 items = 3
