@@ -10,7 +10,9 @@ frames, prompt (visual) and output tokens and
 beside the sequential design's expected cost: a gate well inside its threshold stops at look 2 of 4
 (the median stop under ``sim:unbiased``, docs/calibration.md), at look 1 at best. Fixed-sample gates,
 ``--baseline`` comparisons, ``--posbias-fixed`` runs and the requests of a probe a fixed-sample gate
-shares stay at their maximum. A request is counted once, on the gate test that made it.
+shares stay at their maximum. A request is counted once, on the gate test that made it. A search gate
+is planned at its budget (:mod:`..probes.search_plan`). A selection the run would refuse with a usage
+error (no model to test, a bad option) is refused with the same message and exit status 4.
 """
 
 from __future__ import annotations
@@ -30,11 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..exitcodes import USAGE_ERROR
 from ..gate_registry import GATES, gate_of_test
 
 SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model
 SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
 MEASURE_PER_KIND = 4  # requests of each kind (probe, output, cap, temperature) in the warm-up
+
+
+class PlanUsageError(ConfigError):
+    """The plan run of the selection stopped with pytest's usage error (exit 4: bad options or settings, no
+    model to test): ``posbias plan`` prints it and exits 4, as the run itself would."""
 
 
 def register(sub: Any, register_fn: Any) -> None:
@@ -91,7 +99,11 @@ def _plan(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{name.replace('_', '-')} must be a number > 0; got {v!r}")
     pytest_args = [a for a in args.pytest_args if a != "--"]
     with tempfile.TemporaryDirectory(prefix="posbias-plan-") as tmp:
-        plan = run_plan(pytest_args, Path(tmp))
+        try:
+            plan = run_plan(pytest_args, Path(tmp))
+        except PlanUsageError as exc:  # the run would stop with the same usage error: the same message and status
+            print(f"posbias plan: error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
         tps = {"prefill": args.prefill_tps, "decode": args.decode_tps, "source": "given"}
         if args.measure:
             measured = measure(plan, Path(tmp), pytest_args)
@@ -124,6 +136,10 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
     if importlib.util.find_spec("xdist") is not None:
         cmd += ["-n", "0"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode == USAGE_ERROR:
+        errors = [line.removeprefix("ERROR: ") for line in (proc.stderr + proc.stdout).splitlines()
+                  if line.startswith("ERROR: ")]
+        raise PlanUsageError("\n".join(errors) or "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:]))
     if not js.is_file():
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise ConfigError(f"the plan run of `pytest {shlex.join(pytest_args)}` did not finish (exit "
@@ -238,6 +254,11 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
                      f"{tot[pre + 'prompt_tokens']:,.0f} prompt tokens ({tot[pre + 'visual_tokens']:,.0f} visual), "
                      f"{tot[pre + 'output_tokens']:,.0f} output tokens"
                      + ("" if h is None else f", {h:,.2f} GPU-hours"))
+    if any(g["gate"] == "search" for g in gates):
+        lines.append("search gates: every item at its budget (the reference, budget + shrink_budget distinct "
+                     "queries, fewer where the perturbation space holds fewer); not counted: the stored "
+                     "counterexamples of other models a run replays first (one request each, from the cache's "
+                     "hypothesis/ folder)")
     if not plan["rows"]:
         skipping = ": the selected tests skip" if plan.get("skipped") else ""
         lines.append(f"no selected test would call a model{skipping}")

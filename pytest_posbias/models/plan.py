@@ -145,6 +145,8 @@ def output_key(request: Request) -> str:
 class PlanBackend:
     """Records requests instead of calling a model (see the module docstring)."""
 
+    plans_only = True  # its answers are no model's: a probe steered by answers plans its longest run instead
+
     def __init__(self, resolved: ResolvedModel, store: FrameStore, out_dir: str | Path, *, worker: str = "main",
                  output_lengths: Mapping[str, float] | None = None) -> None:
         self.resolved = resolved

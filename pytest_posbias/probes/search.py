@@ -18,6 +18,9 @@ describes the steps and budgets:
 
 A failed or unparseable query before the first break makes the item lost (the search cannot go
 on past an answer it does not know, as the attack walk); after it, it counts as "does not fail".
+
+Under ``posbias plan`` the backend answers nothing, so the item's longest search is sent instead
+(:mod:`.search_plan`): the plan prices every search gate at its budget.
 """
 
 from __future__ import annotations
@@ -95,6 +98,11 @@ class ItemProperty(ABC, Generic[V]):
         """How much ``value`` changes (transpositions, phase, stressed frames)."""
 
     smallest_change: float = 0.0  # no perturbation changes less (1 for counts: transpositions, frames)
+
+    def all_values(self) -> Sequence[V] | None:
+        """Every perturbation the strategy can draw, where the space is small enough to list (``posbias plan``
+        sends each once when a run could ask them all); None for a space too large to list."""
+        return None
 
     def searchable(self, reference: Outcome) -> str | None:
         """Why the item cannot be searched given its reference outcome, or None."""
@@ -201,6 +209,10 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
         raise ConfigError(f"`budget` must be an integer >= 1 (queries before the first break); got {budget!r}")
     if isinstance(shrink_budget, bool) or not isinstance(shrink_budget, int) or shrink_budget < 0:
         raise ConfigError(f"`shrink_budget` must be an integer >= 0; got {shrink_budget!r}")
+    if getattr(ctx.engine.backend(prop.model), "plans_only", False):  # posbias plan: answers steer nothing
+        from .search_plan import plan_search
+
+        return plan_search(ctx, prop, budget=budget, shrink_budget=shrink_budget, corpus=corpus, seed=seed)
     res = ItemSearch(prop.property, prop.item_id, prop.model, "held")
     ref_value = prop.reference_value()
     ref_req = prop.request(ref_value)

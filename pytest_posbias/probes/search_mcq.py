@@ -14,6 +14,7 @@ request and comes from the cache when that suite ran. An unparseable answer is a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ..gate_context import ProbeContext
 
 MCQ_PROPERTIES = ("order", "phase")
+MAX_LISTED_OPTIONS = 8  # 8! = 40,320 orderings: listed for posbias plan; more options are drawn instead
 
 # a perturbation: an option ordering (``order``, a permutation of the K option indices) or a
 # sampling phase in [0, 1) (``phase``)
@@ -66,6 +68,12 @@ class McqProperty(ItemProperty[McqValue]):
         if self.property == "order":
             return option_orderings(self.k)
         return sampling_phases(max_denominator=self.max_denominator)
+
+    def all_values(self) -> list[McqValue] | None:
+        """Every ordering of the K options (up to 8 options), or every phase p/q with q <= max_denominator."""
+        if self.property == "order":
+            return list(itertools.permutations(range(self.k))) if self.k <= MAX_LISTED_OPTIONS else None
+        return sorted({Fraction(p, q) for q in range(1, self.max_denominator + 1) for p in range(q)})
 
     def reference_value(self) -> McqValue:
         return tuple(range(self.k)) if self.property == "order" else Fraction(0)

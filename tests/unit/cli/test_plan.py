@@ -136,6 +136,63 @@ def test_a_plan_of_skipping_tests_says_why(tmp_path, small_set):
     assert "opt in with --posbias-parity REFERENCE" in res.stdout
 
 
+def test_a_plan_without_a_model_is_the_run_s_usage_error(tmp_path, small_set):
+    """No model on the command line nor in [tool.posbias]: the run stops with the usage error "no
+    model to test" (exit 4), and so does the plan, with the same message, not an empty table."""
+    proj = tmp_path / "p"
+    write_suite_project(proj, small_set, ("test_positional.py",), QUICK, model=None)
+    plan = _posbias(proj, "plan", "-m", "meg and not slow")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "meg and not slow", "-q", "-p", "no:randomly"], cwd=proj,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900,
+                         check=False)
+    assert run.returncode == 4 and "no model to test" in run.stderr + run.stdout
+    assert plan.returncode == 4, plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert "posbias plan: error: no model to test: give one with --posbias-model MODEL" in plan.stderr
+    assert "fixed-sample design" not in plan.stdout
+
+
+SEARCH = """
+[tool.posbias.probes.search]
+items = 3
+videos = 2
+budget = 4
+shrink_budget = 3
+max_denominator = 3
+"""
+
+
+def test_search_plan_bounds_a_real_run(tmp_path, small_set):
+    """The search gates are planned at their budget: per item the reference and budget + shrink_budget
+    distinct queries, fewer where the space holds fewer (3 phases besides 0 at max_denominator 3), so a
+    real run's calls are at most the plan's for every search gate, for a model the search breaks
+    (sim:letter-bias, shrinking) and one it does not (sim:unbiased, every item at its budget)."""
+    proj = tmp_path / "p"
+    write_suite_project(proj, small_set, ("test_search.py",), SEARCH, model=None)
+    sel = ["-m", "search", "-k", "option_order or stressor_repetition or sampling_phase",
+           "--posbias-model", "sim:letter-bias", "--posbias-model", "sim:unbiased"]
+    res = _posbias(proj, "plan", *sel, "--plan-json", "plan.json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "search gates: every item at its budget" in res.stdout
+    plan = {g["test"]: g["requests"] for g in json.loads((proj / "plan.json").read_text())["gates"]}
+    real = subprocess.run([sys.executable, "-m", "pytest", *sel, "--posbias-json=real.json", "-q", "-p", "no:randomly",
+                           "-p", "no:cacheprovider"], cwd=proj, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                          capture_output=True, text=True, timeout=900, check=False)
+    made = {v["nodeid"]: v["extra"]["calls"]["made"] for v in json.loads((proj / "real.json").read_text())["verdicts"]}
+    assert len(made) == 6 and set(plan) == set(made), real.stdout[-3000:]
+    per_item = 1 + 4 + 3
+    for nodeid, calls in made.items():
+        assert calls <= plan[nodeid], (nodeid, calls, plan[nodeid])
+        if "stressor" in nodeid:
+            assert plan[nodeid] == 2 * per_item  # a space larger than the budget: every video at its maximum
+        elif "option_order" in nodeid:
+            assert plan[nodeid] == 3 * per_item
+        else:
+            assert 3 <= plan[nodeid] <= 3 * (1 + 3)  # the phases 1/3, 1/2, 2/3 at most, per item
+    assert made["suites/test_search.py::test_search_option_order[sim:unbiased]"] == 3 * (1 + 4)  # held: the budget
+    broken = "suites/test_search.py::test_search_option_order[sim:letter-bias]"
+    assert made[broken] > 3, made  # the break was shrunk: more than the reference per item
+
+
 @pytest.mark.slow
 def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_checkpoints):
     """Prompt tokens from the real processor are exact; output tokens: the cap bounds the run's
