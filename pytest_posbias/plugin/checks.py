@@ -23,8 +23,11 @@ NO_MODEL = ("no model to test: give one with --posbias-model MODEL (--model wher
 def model_missing(config: pytest.Config, items: Sequence[pytest.Item]) -> bool:
     """Whether the collection holds gate tests (they use ``posbias_model`` or ``posbias_run``) with no
     model given on the command line or in ``[tool.posbias]``: a usage error (exit 4), no simulator
-    stands in. A collection without them (another project's tests) needs no model."""
+    stands in. A collection without them (another project's tests) needs no model, nor does
+    ``--collect-only`` (it calls none: an editor's test discovery lists the suites' tests)."""
     if config.getoption("--posbias-model") or posbias_config(config).get("model"):
+        return False
+    if config.getoption("--collect-only", False):
         return False
     return any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run"))
 

@@ -296,13 +296,19 @@ def test_no_model_is_a_usage_error_naming_both_ways(pytester):
 
 
 def test_a_scaffolded_folder_with_no_model_exits_4_with_the_message(pytester):
+    """A run of the suites with no model is a usage error; listing them (``--collect-only``, an
+    editor's test discovery) calls no model and needs none."""
     from pytest_posbias.cli import scaffold
 
     scaffold.scaffold(pytester.path)  # the model line of the written table is commented out
-    res = pytester.runpytest_subprocess("-m", "meg and not slow", "--collect-only", "-q", "-p", "no:randomly")
+    res = pytester.runpytest_subprocess("-m", "meg and not slow", "-q", "-p", "no:randomly")
     assert res.ret == exitcodes.USAGE_ERROR, res.stdout.str()[-2000:]
     err = res.stderr.str()
     assert "no model to test" in err and "--posbias-model" in err and "[tool.posbias]" in err
+    assert not (pytester.path / ".posbias").exists()
+    listed = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:randomly")
+    assert listed.ret == 0, listed.stdout.str()[-2000:] + listed.stderr.str()
+    assert "test_meg" in listed.stdout.str() and "no model to test" not in listed.stderr.str()
 
 
 def test_minus_n_in_a_scaffolded_project_with_no_model(pytester):
