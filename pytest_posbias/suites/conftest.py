@@ -102,9 +102,10 @@ def _skip_without_plugin(config: pytest.Config, items: list[pytest.Item]) -> Non
         tr.write_line(f"posbias: {len(mine)} tests skipped: {PLUGIN_OFF}", yellow=True)
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: the count on the terminal is of selected tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip, with the reason, every suite test whose kind of data the manifest does not hold
-    (every suite test when the plugin is disabled)."""
+    """Skip, with the reason, every selected suite test whose kind of data the manifest does not
+    hold (every suite test when the plugin is disabled)."""
     if not plugin_active(config):
         _skip_without_plugin(config, items)
         return

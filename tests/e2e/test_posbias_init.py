@@ -217,6 +217,7 @@ def test_plugin_disabled_in_a_scaffolded_folder_skips_the_suites_with_one_line(p
     assert len(lines) == 1, out[-2000:]
     outcomes = res.parseoutcomes()
     assert outcomes["passed"] == 1 and outcomes["skipped"] >= 1
+    assert lines[0].startswith(f"posbias: {outcomes['skipped']} tests skipped"), (lines, outcomes)  # selected ones only
 
 
 @pytest.mark.parametrize("model", ["C:\\models\\qwen", 'say "hi"', "tab\there", "del\x7f", "Qwen/Qwen3-VL-8B-Instruct"])
