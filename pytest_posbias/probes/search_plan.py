@@ -24,10 +24,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from random import Random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .search import ItemSearch, _Stop, item_seed
+from .search import ItemSearch, V, _Stop, item_seed
 
 if TYPE_CHECKING:
     from ..gate_context import SearchContext
@@ -38,7 +38,7 @@ DRAWS_PER_QUERY = 20  # hypothesis draws per planned query of a space the proper
 MIN_DRAWS = 2000  # gives a new request at almost every draw, a small one is drawn through many times
 
 
-def plan_search(ctx: SearchContext, prop: ItemProperty[Any], *, budget: int, shrink_budget: int,
+def plan_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int, shrink_budget: int,
                 corpus: Corpus | None, seed: int) -> ItemSearch:
     """Send the requests of the longest search of ``prop`` (module docstring); the item is ``held``,
     with ``queries`` the distinct perturbed requests sent."""
@@ -47,7 +47,7 @@ def plan_search(ctx: SearchContext, prop: ItemProperty[Any], *, budget: int, shr
     ctx.engine.run([ref_req], probe="search")
     seen = {str(ctx.engine.keys([ref_req])[0])}
 
-    def ask(value: Any) -> bool:
+    def ask(value: V) -> bool:
         req = prop.request(value)
         key = str(ctx.engine.keys([req])[0])
         if key in seen:
@@ -64,7 +64,7 @@ def plan_search(ctx: SearchContext, prop: ItemProperty[Any], *, budget: int, shr
         res.replay_queries += int(ask(value))
     cap = budget + shrink_budget
 
-    def condition(value: Any) -> bool:
+    def condition(value: V) -> bool:
         if res.search_queries >= cap:
             raise _Stop
         res.search_queries += int(ask(value))
@@ -85,7 +85,7 @@ def plan_search(ctx: SearchContext, prop: ItemProperty[Any], *, budget: int, shr
     return res
 
 
-def _draw(prop: ItemProperty[Any], condition: Callable[[Any], bool], cap: int, seed: int) -> None:
+def _draw(prop: ItemProperty[V], condition: Callable[[V], bool], cap: int, seed: int) -> None:
     """Draw from the property's strategy, seeded per item, until ``condition`` stops it or the draws run out."""
     from hypothesis import Phase, Verbosity, find, settings
     from hypothesis.errors import NoSuchExample

@@ -507,9 +507,13 @@ def test_a_minus_n_run_of_another_project_keeps_xdists_scheduler_and_imports_not
 def test_the_search_suite_without_hypothesis_is_a_usage_error(pytester: pytest.Pytester, monkeypatch):
     """hypothesis is the ``search`` extra: selecting the property search without it stops before
     any model call, naming the extra; the other suites run without it."""
+    import importlib
+
     from support.suite_project import write_suite_project
 
-    from pytest_posbias.suites import conftest as suite_hooks
+    # the module the run will use: an earlier in-process pytester run may have dropped it from
+    # sys.modules while the package's `conftest` attribute still names the old module object
+    suite_hooks = importlib.import_module("pytest_posbias.suites.conftest")
 
     write_suite_project(pytester.path, None, ("test_search.py", "test_phase_order.py"),
                         rename={"test_search.py": "test_search_suite.py"})  # a basename no test of this repository has
