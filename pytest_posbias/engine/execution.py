@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, PosbiasError
+from ..safe_text import redact_text
 from .cache import GenerationCache
 from .calls import Accept, Backend, Generation, Request
 from .run_log import RunLog
@@ -245,7 +246,7 @@ class Engine:
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
         except PosbiasError as exc:  # a broken stream: every request it did not answer is a failed call
-            why = f"{type(exc).__name__}: {exc}"
+            why = redact_text(f"{type(exc).__name__}: {exc}")
         else:
             why = "the backend's stream ended without answering this request"
         finally:
@@ -278,7 +279,7 @@ class Engine:
         except PosbiasError as exc:  # endpoint errors, unreadable videos: recorded per request, the run goes on
             if len(batch) > 1:  # isolate the failing request: retry one by one
                 return [self._call(backend, [r])[0] for r in batch]
-            return [Generation(finish_reason="error", error=f"{type(exc).__name__}: {exc}")]
+            return [Generation(finish_reason="error", error=redact_text(f"{type(exc).__name__}: {exc}"))]
 
     @staticmethod
     def _checked(batch: Sequence[Request], gens: Sequence[Generation]) -> list[Generation]:

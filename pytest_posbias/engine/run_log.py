@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import SCHEMA_VERSION
 from ..errors import ConfigError
+from ..safe_text import redact_text
 
 
 def _json_default(o: Any) -> Any:
@@ -65,11 +66,14 @@ class RunLog:
             self.write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append one record as a line of strict JSON (NaN/inf become null)."""
+        """Append one record as a line of strict JSON (NaN/inf become null), credentials inside any URL
+        it quotes redacted (an error message naming the request URL with its user-info)."""
         try:  # the common case has no NaN/inf: serialised directly, without a recursive cleaned copy
             line = json.dumps(record, sort_keys=True, default=_json_default, allow_nan=False)
         except (ValueError, TypeError):  # NaN/inf; a dict mixing int and str keys (sort_keys cannot order it)
             line = json.dumps(_clean(dict(record)), sort_keys=True, default=_json_default, allow_nan=False)
+        if "://" in line:  # a URL ends at a quote, so each is redacted inside its JSON string
+            line = redact_text(line)
         with self._lock:
             self._fh.write(line + "\n")
             self._fh.flush()

@@ -30,6 +30,7 @@ from typing import Any
 from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError, PosbiasError
 from ..run_options import RunOptions
+from ..safe_text import redact_text
 from ..video.frames import FrameStore
 from .openai_encode import FrameEncoder, content, has_video
 from .openai_pool import Replica, ReplicaRouter, send, stream
@@ -353,7 +354,7 @@ class OpenAIBackend:
         def fail(i: int, exc: BaseException) -> Generation:
             if not isinstance(exc, Exception):
                 raise exc
-            return Generation(finish_reason="error", error=f"{type(exc).__name__}: {exc}", attempts=0,
+            return Generation(finish_reason="error", error=redact_text(f"{type(exc).__name__}: {exc}"), attempts=0,
                               input_form=self.input_form if has_video(reqs[i]) else None)
 
         return stream(len(reqs), lambda i: self.messages(reqs[i]), lambda i, m: self._one(reqs[i], m), fail,

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import BackendError, ModelLoadError
 from ..run_options import RunOptions
+from ..safe_text import redact_text
 
 T = TypeVar("T")
 
@@ -42,6 +43,9 @@ def sanitize_url(url: str) -> str:
 
 
 def _redact(text: str, secret: str) -> str:
+    """``text`` without the API key and without credentials inside any URL it quotes (the client's
+    exceptions name the request URL, user-info included)."""
+    text = redact_text(text)
     return text.replace(secret, "<redacted>") if secret and secret != "EMPTY" else text
 
 

@@ -577,3 +577,25 @@ def test_answers_without_an_option_letter_are_counted_in_the_verdict_reason(pyte
     note = f"{n_bad} of 32 answers ({n_bad / 32:.1%}) had no option letter {where}"
     assert note in v["reason"] and v["extra"]["no_option_letter"]["without_letter"] == n_bad
     assert note in res.stdout.str()  # the failing gate's reason is printed
+
+
+@pytestmark_suite
+def test_a_password_in_the_api_base_reaches_no_output(pytester, small_set, api_env, monkeypatch):
+    """``--posbias-api-base http://user:password@host/v1``: the client's own error messages quote the
+    request URL; neither the terminal nor any file the run writes holds the password, when calls fail
+    mid-run and when the endpoint fails the start-up check."""
+    monkeypatch.setenv("POSBIAS_API_RETRIES", "1")  # a fault twice in a row is a failed call
+    make_project(pytester, small_set)
+    rates = {"500": 0.3, "malformed": 0.2}
+    with FaultServer(seed=3, rates=rates, max_faults_per_request=9) as srv:
+        res, data = run_order(pytester, srv.url.replace("http://", "http://admin:hunter2PW@"), "faulty",
+                              "--junitxml=j.xml", "--posbias-markdown=s.md")
+    assert data is not None and data["calls"]["failed"] > 0, res.stdout.str()[-3000:]
+    with FaultServer(status=(500, "boom")) as srv:
+        down, _ = run_order(pytester, srv.url.replace("http://", "http://admin:hunter2PW@"), "down")
+    assert down.ret == pytest.ExitCode.USAGE_ERROR, down.stdout.str()[-3000:]
+    assert "cannot be reached or does not answer" in down.stderr.str() + down.stdout.str()
+    for out in (res.stdout.str(), res.stderr.str(), down.stdout.str(), down.stderr.str()):
+        assert "hunter2PW" not in out
+    leaked = [p for p in pytester.path.rglob("*") if p.is_file() and b"hunter2PW" in p.read_bytes()]
+    assert not leaked, leaked
