@@ -42,7 +42,8 @@ SECTION_CAPTIONS = {
     "risk": "Accuracy on the answered items as low-margin items are abstained on. A useful margin makes the curve rise "
             "as coverage falls.",
     "repetition": "Repetition rate (share of outputs with a repeated 5-gram) on clean and stressed frames per frame "
-                  "count. A stable model is low in every cell and no stressor row is darker than the clean row.",
+                  "count (dark: low, light: high). A stable model is dark in every cell and no stressor row is "
+                  "lighter than the clean row.",
     "ri": "Repetition intensity (1 − distinct unigrams / unigrams) per output. Lower and tighter is better.",
     "ie": "Normalised unigram entropy per output. Higher is better (more distinct words).",
     "severity": "Share of outputs that are benign (no repeated 5-gram), ordinary (2–4 repeats) or severe (> 4 or token "

@@ -160,6 +160,11 @@ def test_meg_baseline_fails_a_worse_candidate_and_passes_a_better_one(pytester, 
     worse = pytester.runpytest(*sel, "--posbias-model", "sim:dose,meg=-0.08", "--posbias-baseline", "sim:unbiased")
     assert worse.ret == 1, worse.stdout.str()[-3000:]
     assert worse.parseoutcomes().get("failed", 0) >= 1
+    # the run's report compares the two models on the paired differences (the baseline has no gates of its own)
+    html = (pytester.path / "reports" / "latest.html").read_text()
+    assert "nothing can be compared" not in html
+    worse_list = html[html.index('<span class="worse-list">'):html.index('<span class="better-list">')]
+    assert "MEG" in worse_list, worse_list
     better = pytester.runpytest(*sel, "--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:dose,meg=-0.08")
     assert better.ret == 0, better.stdout.str()[-3000:]
     better.assert_outcomes(passed=6)
