@@ -7,12 +7,16 @@ same rules for every writer (run log, HTML report, Markdown and JSON summaries, 
 * Text from data (domains, references, questions, answers) may hold control characters, bidi
   overrides and isolates or lone surrogates: :func:`inert` shows each escaped (``\\u202e``); the
   Markdown helpers also keep a back-tick from closing a code span and markup from becoming HTML.
+* JSON is strict (no ``NaN`` or ``Infinity``, which JavaScript's ``JSON.parse`` and most dashboards
+  reject): :func:`json_finite` turns non-finite floats into null, :func:`strict_json` writes with it.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -137,5 +141,25 @@ def md_text(text: str) -> str:
     return _MD_PUNCT.sub(r"\\\1", body)
 
 
-__all__ = ["REDACTED", "SECRET_PARAMS", "inert", "is_inert", "md_code", "md_text", "redact_args", "redact_text",
-           "redact_url", "redact_value"]
+__all__ = ["REDACTED", "SECRET_PARAMS", "inert", "is_inert", "json_finite", "md_code", "md_text", "redact_args",
+           "redact_text", "redact_url", "redact_value", "strict_json"]
+
+
+def json_finite(o: Any, default: Callable[[Any], Any] | None = None) -> Any:
+    """``o`` with NaN/inf floats replaced by None (strict JSON), recursively, and a dict's non-string keys by the
+    JSON text of them (``1`` -> ``"1"``, written with ``default``): ``sort_keys`` cannot order mixed keys, nor take
+    numpy ones."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {(k if isinstance(k, str) else json.dumps(k, default=default)): json_finite(v, default)
+                for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_finite(v, default) for v in o]
+    return o
+
+
+def strict_json(o: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of ``o`` as strict JSON: non-finite floats written as null (:func:`json_finite`), and any that
+    still reach the encoder (through ``default``) an error rather than a bare ``NaN`` a reader rejects."""
+    return json.dumps(json_finite(o, kwargs.get("default")), allow_nan=False, **kwargs)

@@ -115,8 +115,9 @@ def _gates(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    import json
     import os
+
+    from ..safe_text import strict_json
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     allowed: tuple[str, ...]
@@ -150,7 +151,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     else:
         result = run_calibration(reps=args.reps or (200 if args.quick else 1000), **common)
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=float))
+        Path(args.json).write_text(strict_json(result, indent=2, default=float))
     return 0
 
 
@@ -243,11 +244,10 @@ def read_captions(path: str) -> list[str]:
 
 
 def _text_audit(args: argparse.Namespace) -> int:
-    import json
-
     import numpy as np
 
     from ..metrics import information_entropy, length_matched_repetition_rate, repetition_intensity, repetition_rate
+    from ..safe_text import strict_json
 
     texts = read_captions(args.file)
     if not texts:
@@ -264,7 +264,7 @@ def _text_audit(args: argparse.Namespace) -> int:
         rr, kept = length_matched_repetition_rate(texts, words=w, n=args.n, tau=args.tau)
         result["length_matched"][str(w)] = {"rr": None if rr != rr else rr, "kept": kept}
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(strict_json(result, indent=2))
         return 0
     print(f"captions {result['n']}, mean words {result['mean_words']:.1f}")
     print(f"RR (n={args.n}, tau={args.tau}) {result['rr']:.4f}   RI (n=1) {result['ri']:.4f}   IE (n=1) "

@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..exitcodes import USAGE_ERROR
 from ..gate_registry import GATES, gate_of_test
+from ..safe_text import strict_json
 
 SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model
 SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
@@ -118,7 +119,7 @@ def _plan(args: argparse.Namespace) -> int:
     for line in format_plan(plan):
         print(line)
     if args.plan_json:
-        Path(args.plan_json).write_text(json.dumps(plan, indent=2, sort_keys=True, default=str))
+        Path(args.plan_json).write_text(strict_json(plan, indent=2, sort_keys=True, default=str))
     return 0 if plan["rows"] else 1
 
 

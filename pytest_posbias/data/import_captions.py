@@ -123,7 +123,7 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
                       "duration": dur, "references": refs, "reference_style": "sentences", "source": "activitynet"})
         ids_by_config[(domain, bucket)].append(key)
     groups_lines = sample_groups(ids_by_config, groups=groups, seed=seed)
-    _finish(rep, out, lines + groups_lines)
+    _finish(rep, out, lines + groups_lines, annotations=annotations)
     return rep
 
 
@@ -167,5 +167,5 @@ def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27,
                       "bucket": bucket, "duration": dur, "references": refs, "reference_style": "news",
                       "source": "news"})
         ids_by_config[("news", bucket)].append(f"news-{vid}")
-    _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed))
+    _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed), annotations=annotations)
     return rep

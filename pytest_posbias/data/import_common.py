@@ -113,8 +113,17 @@ def _load_json(path: Path, option: str = "--annotations") -> Any:
         raise ConfigError(f"{option} {path}: not valid JSON (nested too deeply)") from None
 
 
-def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]]) -> None:
+def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]], *, annotations: Path) -> None:
+    """Write the manifest and its ``.import.json`` summary; an import with no usable entry is an error that names the
+    annotations and the first reasons entries were skipped, and writes nothing (a run on an empty manifest would
+    only stop later, further from the cause)."""
     lines = list(lines)
+    if not lines:
+        skipped = sum(rep.skipped.values())
+        reasons = "; ".join(f"{n} {reason} (e.g. {', '.join(rep.examples[reason][:3])})"
+                            for reason, n in rep.skipped.most_common(3))
+        why = f"all {skipped} entries skipped: {reasons}" if skipped else "no entries found"
+        raise ConfigError(f"--annotations {annotations}: no usable {rep.format} entry ({why}); {out} not written")
     rep.written.update(line["type"] for line in lines)
     write_manifest(out, lines)
     summary = out.with_suffix(out.suffix + ".import.json")

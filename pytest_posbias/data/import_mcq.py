@@ -68,7 +68,7 @@ def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | 
                 continue
             items.append(_mcq(qid, index.relative(path, out.parent), q, cands, cands.index(ans),
                               source=f"mvbench/{task}", start=_num(e.get("start")), end=_num(e.get("end")), kind=task))
-    _finish(rep, out, _sample(rep, items, sample, seed))
+    _finish(rep, out, _sample(rep, items, sample, seed), annotations=annotations)
     return rep
 
 
@@ -129,7 +129,7 @@ def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int |
         tags = [str(e.get(t)) for t in ("duration", "domain", "sub_category", "task_type") if e.get(t)]
         items.append(_mcq(f"videomme-{qid}", index.relative(path, out.parent), q, clean, ord(ans.strip()) - 65,
                           source="videomme", kind=str(e.get("task_type", "")), tags=tags))
-    _finish(rep, out, _sample(rep, items, sample, seed))
+    _finish(rep, out, _sample(rep, items, sample, seed), annotations=annotations)
     return rep
 
 
@@ -168,7 +168,7 @@ def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Pat
             continue
         items.append(_mcq(f"egoschema-{uid}", index.relative(path, out.parent), e["question"], [str(o) for o in opts],
                           a, source="egoschema"))
-    _finish(rep, out, _sample(rep, items, sample, seed))
+    _finish(rep, out, _sample(rep, items, sample, seed), annotations=annotations)
     return rep
 
 
@@ -206,6 +206,6 @@ def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | N
                 continue
             items.append(_mcq(qid, index.relative(path, out.parent), row["question"].strip(), [o.strip() for o in opts],
                               a, source="nextqa", kind=str(row.get("type", ""))))
-    _finish(rep, out, _sample(rep, items, sample, seed))
+    _finish(rep, out, _sample(rep, items, sample, seed), annotations=annotations)
     return rep
 

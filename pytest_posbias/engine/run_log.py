@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import SCHEMA_VERSION
 from ..errors import ConfigError
-from ..safe_text import redact_text
+from ..safe_text import json_finite, redact_text
 
 
 def _json_default(o: Any) -> Any:
@@ -41,15 +41,8 @@ def _json_default(o: Any) -> Any:
 
 
 def _clean(o: Any) -> Any:
-    """NaN/inf floats replaced by None (strict JSON), recursively, and a dict's non-string keys by the
-    JSON text of them (``1`` -> ``"1"``): ``sort_keys`` cannot order mixed keys, nor take numpy ones."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {(k if isinstance(k, str) else json.dumps(k, default=_json_default)): _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    return o
+    """``o`` as strict JSON data (:func:`~pytest_posbias.safe_text.json_finite`), numpy keys and values included."""
+    return json_finite(o, _json_default)
 
 
 class RunLog:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ..errors import PosbiasError
-from ..safe_text import inert
+from ..safe_text import inert, strict_json
 from .checks import NO_MODEL
 from .options import options, run_directory
 from .state import PluginState, plugin_of, posbias_config
@@ -282,7 +282,7 @@ def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         from ..safe_text import redact_value
 
-        Path(path).write_text(json.dumps(redact_value(out), indent=2, sort_keys=True))
+        Path(path).write_text(strict_json(redact_value(out), indent=2, sort_keys=True))
     md = config.getoption("--posbias-markdown", None)
     if md:  # also written when no gate decided (the job summary says so)
         from ..report.markdown import write_markdown
@@ -321,7 +321,7 @@ def _junit_decision(config: pytest.Config, decision: Any, status: int, failed_te
         xml.add_global_property("posbias.run_decision", f"{rec.get('label')}: {rec.get('why')}")
         xml.add_global_property("posbias.exit_code", str(status))
         xml.add_global_property("posbias.multiplicity", decision.method)
-        xml.add_global_property("posbias.adjusted", json.dumps({g.nodeid: {"p_adj": g.to_dict()["p_adj"],
-                                                                           "adjusted_passed": g.adjusted_passed,
-                                                                           "run_status": g.status}
-                                                                for g in decision.gates}, sort_keys=True))
+        xml.add_global_property("posbias.adjusted", strict_json({g.nodeid: {"p_adj": g.to_dict()["p_adj"],
+                                                                            "adjusted_passed": g.adjusted_passed,
+                                                                            "run_status": g.status}
+                                                                 for g in decision.gates}, sort_keys=True))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..safe_text import inert
+from ..safe_text import inert, strict_json
 from .checks import as_typed
 from .options import options, worker_id
 from .state import (
@@ -85,11 +85,11 @@ def posbias_gate(request: pytest.FixtureRequest) -> Any:
 def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any] | None = None) -> None:
     """Attach a verdict (JSON plus flat properties for --junitxml) to a test's report."""
     d = verdict.to_dict()
-    item.user_properties.append((VERDICT_KEY, json.dumps(d, sort_keys=True)))
+    item.user_properties.append((VERDICT_KEY, strict_json(d, sort_keys=True)))
     for key in ("name", "estimate", "ci_low", "ci_high", "threshold", "n", "p_value", "passed", "mode"):
         item.user_properties.append((f"posbias.{key}", inert(d[key]) if isinstance(d[key], str) else d[key]))
     if calls:
-        item.user_properties.append((CALLS_KEY, json.dumps(calls, sort_keys=True)))
+        item.user_properties.append((CALLS_KEY, strict_json(calls, sort_keys=True)))
 
 
 def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:

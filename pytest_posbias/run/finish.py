@@ -17,7 +17,7 @@ from typing import Any
 from .. import SCHEMA_VERSION
 from ..engine import gc_paused
 from ..run_options import RunOptions
-from ..safe_text import redact_value
+from ..safe_text import redact_value, strict_json
 from .merge import merge_run_log_lines
 
 
@@ -78,14 +78,14 @@ def finish_run(
         header["run_decision"] = dict(run_decision)
     path = run_dir / "run.jsonl"
     tmp = path.with_name(f"run.jsonl.{os.getpid()}.tmp")  # unique per process, then an atomic rename
-    head_line = json.dumps({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True)
-    verdict_lines = [json.dumps({"kind": "verdict", "nodeid": row["nodeid"], "p_bh": row["p_bh"],
+    head_line = strict_json({**header, "kind": "header", "schema_version": SCHEMA_VERSION}, sort_keys=True)
+    verdict_lines = [strict_json({"kind": "verdict", "nodeid": row["nodeid"], "p_bh": row["p_bh"],
                                  **row["verdict"].to_dict(), **(row["gate"].to_dict() if row.get("gate") else {})},
                                 sort_keys=True) for row in verdict_rows]
     with tmp.open("w", encoding="utf-8") as fh:
         fh.write(head_line + "\n")
         for r, line in pairs:
-            fh.write((line if line is not None else json.dumps(r, sort_keys=True)) + "\n")
+            fh.write((line if line is not None else strict_json(r, sort_keys=True)) + "\n")
         for line in verdict_lines:
             fh.write(line + "\n")
     tmp.replace(path)

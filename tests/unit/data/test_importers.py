@@ -282,3 +282,18 @@ def test_import_then_flip_suite_end_to_end(tmp_path, pytester, small_set):
     # sequential design (the default): at most the 40 imported questions, stopping at a planned look
     assert len(data["verdicts"]) == 6
     assert all(v["extra"]["n_max"] == 40 and v["n"] in (10, 20, 30, 40) for v in data["verdicts"])
+
+
+def test_an_import_with_no_usable_entry_is_an_error_that_writes_nothing(tmp_path, capsys):
+    """Every entry skipped: the command names the annotations and why, exits 2 and leaves no empty manifest."""
+    from pytest_posbias.cli import main
+
+    ann = tmp_path / "ann.json"
+    ann.write_text(json.dumps([{"video": "a.mp4"}, {"video": "b.mp4"}]))
+    out = tmp_path / "m.jsonl"
+    assert main(["data", "import", "mvbench", "--annotations", str(ann), "--videos", str(tmp_path),
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--annotations {ann}: no usable mvbench entry" in err
+    assert "all 2 entries skipped: 2 missing 'question' or 'video' string" in err
+    assert not out.exists() and not out.with_suffix(".jsonl.import.json").exists()

@@ -344,3 +344,49 @@ def test_order(posbias_gate):
     assert res.ret == exitcodes.NOT_MEASURED
     html = (pytester.path / "r.html").read_text()
     assert "Not measured" in html and "no gate reached a verdict" in html and "SIMULATED MODEL" in html
+
+
+_NAN_GATES = """
+import math
+from dataclasses import replace
+
+from pytest_posbias.stats import rate_verdict
+
+def _v(k, name):
+    return rate_verdict(k, 40, name=name, threshold=0.15, mode="detect", alpha=0.05, unit="items")
+
+def test_no_successes(posbias_gate):
+    v = _v(0, "no attack succeeded")
+    posbias_gate(replace(v, extra={"aq": math.nan, "ratio": math.inf, "by": {1: -math.inf}}), calls={"made": 3})
+
+def test_failing(posbias_gate):
+    posbias_gate(replace(_v(30, "often"), extra={"aq": math.nan}))
+"""
+
+
+def _strict(text: str):
+    """``text`` parsed as strict JSON: ``NaN``, ``Infinity`` and ``-Infinity`` are errors, as in ``JSON.parse``."""
+    def reject(constant: str):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def test_json_summary_and_junit_properties_are_strict_json(pytester):
+    """Non-finite numbers in a verdict (an attack gate's average queries with no success) are written as null: a
+    dashboard's ``JSON.parse`` or GitHub's ``fromJSON`` reads the JSON summary and the junit properties."""
+    import xml.etree.ElementTree as ET
+
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\ncache = ".pb"\n')
+    pytester.makepyfile(test_gates=_NAN_GATES)
+    res = pytester.runpytest("-p", "no:randomly", "--posbias-json=s.json", "--junitxml=j.xml")
+    assert res.ret == exitcodes.DO_NOT_SHIP, res.stdout.str()[-3000:]
+    data = _strict((pytester.path / "s.json").read_text())
+    row = next(v for v in data["verdicts"] if v["nodeid"].endswith("test_no_successes"))
+    assert row["extra"]["aq"] is None and row["extra"]["ratio"] is None and row["extra"]["by"] == {"1": None}
+    props = {(p.get("name"), p.get("value")) for p in ET.parse(pytester.path / "j.xml").iter("property")}
+    json_props = [v for k, v in props if k in ("posbias_verdict", "posbias_calls", "posbias.adjusted")]
+    assert len(json_props) >= 4, props
+    for value in json_props:
+        _strict(value)
+    assert {k for k, _ in props} >= {"posbias_verdict", "posbias_calls", "posbias.adjusted"}
