@@ -112,8 +112,8 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
                 workers = 1
         tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
                                  workers=max(1, workers)))
-        tr.write_line("p = the gate's own p-value; p_adj = its p in the run-level decision (Holm-adjusted for "
-                      "detect gates, its own for certify-type gates)")
+        tr.write_line("p = the gate's own p-value; p_adj = its run-level p (p_run in --posbias-json: a sequential "
+                      "gate's stage-wise p) Holm-adjusted over the detect gates; a certify-type gate's own p")
     collected_only = bool(config.getoption("--collect-only", False))
     # selected gate tests that never ran (a stop) or ended without a verdict (an error) still get the decision
     gates_selected = bool(state.gate_tests) and not collected_only
