@@ -123,8 +123,9 @@ def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, 
 
 def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,
                 also: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
-    """One card per suite: counts, the worst effect with its CI and bound, a small forest plot,
-    and the failing gates (anchor, label). ``also``: verdicts drawn beside them in the figure but
+    """One card per suite: counts (``n_fail`` by the gates' own verdicts, ``n_fail_run`` by the
+    run-level decision where every verdict carries it), the worst effect with its CI and bound, a
+    small forest plot, and the failing gates (anchor, label). ``also``: verdicts drawn beside them in the figure but
     not counted (the baseline's, in a candidate-vs-baseline report)."""
     extra: dict[str, list[Mapping[str, Any]]] = {}
     for v in also:
@@ -137,10 +138,12 @@ def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,
         gate_name = re.sub(r"\s+\S+-\S+-P\d(\[.*\])?$", "", str(worst.get("name", "")))
         fails = [v for v in mine if not v["passed"]]
         n_inc = sum(bool(v["passed"] and v.get("inconclusive")) for v in mine)
+        adjusted = [v["adjusted_passed"] for v in mine if v.get("adjusted_passed") is not None]
         cards.append({
             "suite": suite, "file": suite,
             "title": suite_title(suite, [str(v["nodeid"]) for v in mine]).split(" — ", 1)[-1],
             "n": len(mine), "n_fail": len(fails), "n_pass": len(mine) - len(fails) - n_inc, "n_inconclusive": n_inc,
+            "n_fail_run": adjusted.count(False) if len(adjusted) == len(mine) else None,
             "worst": {"name": worst.get("name"), "model": worst.get("model"), "estimate": num(worst.get("estimate")),
                       "ci_low": num(worst.get("ci_low")), "ci_high": num(worst.get("ci_high")),
                       "allowed": allowed(num(worst.get("lower")), num(worst.get("upper"))), "passed": worst["passed"],

@@ -54,7 +54,9 @@ def _release_label(header: dict[str, Any], path: Path) -> str:
 
 
 def history(runs: Sequence[Any]) -> dict[str, Any]:
-    """Releases (in start order) and per gate the points and the trend figure.
+    """Releases (in start order) and per gate the points and the trend figure. A release's failures
+    and a gate failing in the latest release are the run-level decision's (``adjusted_passed``; a
+    gate's own verdict in a log without it); the points show each gate's own verdict.
 
     A run log whose run id an earlier file already had (a copied artifact) is left out and
     listed in ``duplicates``; a run with no verdict is a release marked "no gate decided"."""
@@ -71,7 +73,7 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
         kept.append(r)
     runs = kept
     releases = [{"label": _release_label(r.header, r.path), "path": str(r.path), "run_id": r.header.get("run_id"),
-                 "n_fail": sum(not v["passed"] for v in r.verdicts), "n": len(r.verdicts),
+                 "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in r.verdicts), "n": len(r.verdicts),
                  "undecided": not r.verdicts} for r in runs]
     gates: dict[tuple[str, str], list[dict[str, Any] | None]] = {}
     meta: dict[tuple[str, str], dict[str, Any]] = {}
@@ -93,9 +95,10 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
         fig = figures.trend(pts, title=key[1] if len(key[1]) <= 56 else key[1][:55] + "…", ylabel="estimate (CI)",
                             lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None)
         title = suite_title(key[0], [str(v["nodeid"]) for v in gates[key] if v])
+        latest = gates[key][-1]  # failing in the latest release: by the run-level decision where the log has it
         out.append({"suite": key[0], "suite_title": title, "gate": key[1], "figure": fig,
                     "anchor": anchor(f"{key[0]}::{key[1]}"), "points": pts,
-                    "failing_last": bool(pts) and pts[-1]["passed"] is False})
+                    "failing_last": latest is not None and not latest.get("adjusted_passed", latest["passed"])})
     return {"releases": releases, "gates": out, "duplicates": duplicates}
 
 

@@ -395,3 +395,28 @@ def test_each_gate_has_a_cost_line_in_words():
     lines = [t for t, _ in verdict_lines([{"nodeid": "suites/test_phase_order.py::test_order_flip[m]", "verdict": v,
                                            "p_bh": 0.5}])]
     assert "       cost: 0 model calls made, 216 answered from the cache of earlier runs" in lines
+
+
+def test_a_gate_failing_alone_but_passing_the_run_decision_is_counted_apart(tmp_path):
+    """A gate whose own verdict fails but whose run-level (Holm) decision passes: the history counts
+    a release's failures and "fails in the latest release" by the run-level decision; the suite card
+    gives both counts."""
+    from pytest_posbias.report.front import suite_cards
+    from pytest_posbias.report.history import history
+    from pytest_posbias.report.render import Run
+
+    log = tmp_path / "r1" / "run.jsonl"
+    _tiny_run_log(log, "a", "2026-01-01T00:00:00", [("MEG cooking", -0.05, False), ("MEG leisure", -0.06, False)])
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    for r, adjusted in zip([r for r in records if r["kind"] == "verdict"], (True, False), strict=True):
+        r["adjusted_passed"] = adjusted  # cooking fails alone, passes after Holm; leisure fails both
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    run = Run(log)
+    data = history([run])
+    assert data["releases"][0]["n_fail"] == 1
+    assert {g["gate"]: g["failing_last"] for g in data["gates"]} == {"MEG cooking": False, "MEG leisure": True}
+    (card,) = suite_cards(run.verdicts)
+    assert card["n_fail"] == 2 and card["n_fail_run"] == 1
+    records = [{k: v for k, v in r.items() if k != "adjusted_passed"} for r in records]  # a log without the field
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert history([Run(log)])["releases"][0]["n_fail"] == 2 and suite_cards(Run(log).verdicts)[0]["n_fail_run"] is None
