@@ -137,6 +137,7 @@ def test_client_errors_are_not_retried(backend, server, two_videos):
 
 
 def test_backoff_delays_grow_with_jitter():
+    import httpx
     import openai
 
     delays: list[float] = []
@@ -144,7 +145,7 @@ def test_backoff_delays_grow_with_jitter():
 
     def fail():
         calls["n"] += 1
-        raise openai.APIConnectionError(request=None)  # type: ignore[arg-type]
+        raise openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
 
     with pytest.raises(BackendError, match="after 5 attempts"):
         with_retries(fail, retries=4, base_delay=1.0, max_delay=5.0, rng=random.Random(3), sleep=delays.append)
