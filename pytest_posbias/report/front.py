@@ -33,11 +33,13 @@ def anchor(nodeid: str) -> str:
 
 
 def configuration(v: Mapping[str, Any]) -> str:
-    """The configuration a verdict belongs to: the positional spec, else ``N frames`` from its
-    name, else its gate kind."""
+    """The configuration a verdict belongs to: the positional spec, else the searched property,
+    else ``N frames`` from its name, else its gate kind."""
     ex = v.get("extra") or {}
     if ex.get("spec"):
         return str(ex["spec"])
+    if ex.get("property"):
+        return str(ex["property"])
     m = re.search(r"at (\d+) frames", str(v.get("name", "")))
     if m:
         return f"{m.group(1)} frames"
