@@ -27,13 +27,15 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
     """A gate under the group-sequential design (:mod:`~pytest_posbias.stats.sequential`): the probe draws the
     first quarter of the maximum sample, then a quarter more at each look while the decision is open
     (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.stats.sequential.gsd_step`; ``rule``
-    and ``lattice_step`` choose a mean gate's test there)."""
+    and ``lattice_step`` choose a mean gate's test there, and the gate's registered value range decides
+    a zero-spread sample on the exact worst-case floor, as in the fixed design)."""
     threshold = ctx.threshold(gate, model)
     lower, upper = _bounds(threshold, GATES[gate].side)
     d = None
     for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
         d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
-                     alpha=ctx.alpha, kind=kind, rule=rule, lattice_step=lattice_step)
+                     alpha=ctx.alpha, kind=kind, rule=rule, lattice_step=lattice_step,
+                     value_range=GATES[gate].value_range if kind == "mean" else None)
         if d is not None:
             break
     assert d is not None
@@ -50,6 +52,8 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
     if kind == "mean":
         ex["rule"] = RULE_NAMES[rule] + (
             f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")
+    if d.inconclusive:
+        ex["inconclusive_why"] = d.reason.removeprefix("inconclusive: ")
     est = d.estimate if math.isfinite(d.estimate) else math.nan
     return Verdict(name=name, estimate=est, ci_low=d.ci_low, ci_high=d.ci_high, threshold=threshold, n=d.stopped_at,
                    p_value=d.p_value, passed=d.passed, mode=ctx.mode, reason=reason, alpha=ctx.alpha, lower=lower,

@@ -20,7 +20,7 @@ from scipy.optimize import brentq
 from ..errors import ConfigError
 from .intervals import binomial_test, exact_interval
 from .rules import MIN_T_UNITS, T_METHODS, lattice_floor, t_statistic
-from .verdicts import region_p
+from .verdicts import region_p, zero_spread_interval
 
 
 def violation_alternative(lower: float, upper: float, estimate: float) -> float:
@@ -115,14 +115,20 @@ def gsd_sizes(n_max: int, looks: int) -> list[int]:
 
 def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: float, upper: float, mode: str,
              alpha: float, kind: str, futility: float = 0.10, theta1: float | None = None,
-             null_variance: bool = False, rule: str = "t",
-             lattice_step: float | None = None) -> SequentialDecision | None:
+             null_variance: bool = False, rule: str = "t", lattice_step: float | None = None,
+             value_range: tuple[float, float] | None = None) -> SequentialDecision | None:
     """One analysis of the group-sequential design on the units ``x`` gathered so far.
 
     Returns the decision when this look stops the gate (always at the last look), else None.
     ``kind``: ``rate`` (0/1 units: exact binomial tests at the look's nominal level 1 − Φ(c_k)) or
     ``mean`` (the t ``rule`` of :func:`~.rules.t_statistic` at the same levels; ``null_variance``, for
     Student's t only: :func:`~.rules.null_variance_interval`, benchmarked and not used by the gates).
+    A mean sample with zero spread (every unit equal) has no variance for a t interval: with the
+    units' ``value_range`` it is decided at the look's level on the exact worst-case floor of
+    :func:`~.verdicts.zero_spread_interval` (a flat sample at look k has probability q^{n_k} < a_k
+    under any null the floor excludes, and a sample flat at a later look was flat at the earlier
+    ones, so these decisions keep the design's size under max a_k <= α); without it the gate is
+    inconclusive.
     Early FAIL in detect mode needs the look's one-sided test of "compliant" to reject at its spent
     level, so the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies
     inside the region or when the conditional power to show a violation of size θ1 (default:
@@ -153,7 +159,7 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     # drawn); a detect-mode sample whose every unit lies past a bound still fails (fail closed)
     flat = (kind == "mean" and n_k > 1 and float(np.ptp(xs)) == 0.0
             and not (mode == "detect" and (xs[0] > upper or xs[0] < lower)))
-    if n_k == 0 or (kind == "mean" and n_k < MIN_MEAN_UNITS) or flat:
+    if n_k == 0 or (kind == "mean" and n_k < MIN_MEAN_UNITS) or (flat and value_range is None):
         if not last:
             return None
         what = "no violation can be shown" if mode == "detect" else "compliance cannot be certified"
@@ -168,7 +174,13 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     if theta1 is None:
         theta1 = violation_alternative(lower, upper, est)
     floor = max(lattice_floor(b, lattice_step) for b in (lower, upper)) if kind == "mean" and rule != "t" else 0.0
-    if kind == "rate":
+    if flat:  # with the value range: the exact worst-case floor at the look's level
+        assert value_range is not None
+        L, U, p_det, p_cert = zero_spread_interval(est, n_k, lower=lower, upper=upper, alpha=a_k,
+                                                   value_range=value_range)
+        sd = 0.0
+        method += ", zero spread: exact worst-case floor"
+    elif kind == "rate":
         succ = round(float(xs.sum()))
         L, U = exact_interval(succ, n_k, confidence_level=1 - 2 * a_k)
 
@@ -246,13 +258,14 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
 
 def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
                kind: str, futility: float = 0.10, theta1: float | None = None,
-               null_variance: bool = False, rule: str = "t", lattice_step: float | None = None) -> SequentialDecision:
+               null_variance: bool = False, rule: str = "t", lattice_step: float | None = None,
+               value_range: tuple[float, float] | None = None) -> SequentialDecision:
     """Run :func:`gsd_step` at each planned look over the units ``x`` (in arrival order)."""
     xs = np.asarray(x, dtype=float)
     for k, n_k in enumerate(gsd_sizes(n_max, looks)):
         d = gsd_step(xs[: min(n_k, xs.size)], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
                      alpha=alpha, kind=kind, futility=futility, theta1=theta1, null_variance=null_variance,
-                     rule=rule, lattice_step=lattice_step)
+                     rule=rule, lattice_step=lattice_step, value_range=value_range)
         if d is not None:
             return d
     raise AssertionError("unreachable: the last look always decides")  # pragma: no cover

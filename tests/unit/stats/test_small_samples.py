@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as st
 
 from pytest_posbias import stats as S
-from pytest_posbias.stats.sequential import gsd_decide, gsd_step, violation_alternative
+from pytest_posbias.stats.sequential import gsd_boundaries, gsd_decide, gsd_sizes, gsd_step, violation_alternative
 
 
 def _stressor_units(rng: np.random.Generator, n: int, theta: float, p_clean: float = 0.10, trials: int = 30
@@ -123,6 +123,29 @@ def test_the_sequential_mean_design_does_not_certify_zero_spread():
     assert not d.passed and d.inconclusive
 
 
+def test_the_sequential_mean_design_decides_zero_spread_on_the_exact_floor_with_a_value_range():
+    # 40 groups, every contamination rate 0: the floor at the last look's level is inside <= 0.10
+    sizes = gsd_sizes(40, 4)
+    a_last = float(st.norm.sf(gsd_boundaries([s / 40 for s in sizes], 0.05)[-1]))
+    d = gsd_decide(np.zeros(40), n_max=40, looks=4, lower=-math.inf, upper=0.10, mode="certify", alpha=0.05,
+                   kind="mean", value_range=(0.0, 1.0))
+    assert d.passed and not d.inconclusive and d.stopped_at == 40
+    assert d.ci_high == pytest.approx(1 - a_last ** (1 / 40))
+    assert d.p_value == pytest.approx(0.9**40 * 0.05 / a_last)  # the worst case: mass 0.9 at 0, the rest at 1
+    # just past what 40 flat units can certify: an upper bound under the floor is not shown
+    assert not gsd_decide(np.zeros(40), n_max=40, looks=4, lower=-math.inf, upper=0.99 * d.ci_high, mode="certify",
+                          alpha=0.05, kind="mean", value_range=(0.0, 1.0)).passed
+    # 20 flat units cannot certify 0.10 (1 − a^(1/20) > 0.10): a decision, not an inconclusive one
+    d20 = gsd_decide(np.zeros(20), n_max=20, looks=4, lower=-math.inf, upper=0.10, mode="certify", alpha=0.05,
+                     kind="mean", value_range=(0.0, 1.0))
+    assert not d20.passed and not d20.inconclusive
+    # flat at the bound itself never certifies; flat past it in detect mode fails
+    assert not gsd_decide(np.full(40, 0.10), n_max=40, looks=4, lower=-math.inf, upper=0.10, mode="certify",
+                          alpha=0.05, kind="mean", value_range=(0.0, 1.0)).passed
+    assert not gsd_decide(np.full(40, 0.12), n_max=40, looks=4, lower=-math.inf, upper=0.10, mode="detect",
+                          alpha=0.05, kind="mean", value_range=(0.0, 1.0)).passed
+
+
 def test_zero_spread_past_the_bound_still_fails_in_detect_mode():
     d = gsd_decide(np.zeros(8), n_max=8, looks=4, lower=0.25, upper=math.inf, mode="detect", alpha=0.05, kind="mean")
     assert not d.passed and not d.inconclusive
@@ -202,7 +225,10 @@ def test_the_run_level_decision_reads_the_inconclusive_state():
     from pytest_posbias.gates import decision as D
 
     few = S.mean_verdict([0.1, 0.2, 0.3], None, name="MEG", threshold=0.02, mode="certify", rng=np.random.default_rng(0))
-    assert D.inconclusive(few) and D.not_measured_reason(few)
+    assert D.not_measured_reason(few) == "inconclusive (fewer than 5 independent units for a cluster bootstrap)"
+    flat = S.mean_verdict(np.full(12, 0.3), None, name="MEG", threshold=0.02, mode="certify",
+                          rng=np.random.default_rng(0))
+    assert D.not_measured_reason(flat) == "inconclusive (zero spread)"  # the why, not "too few units"
     nan = S.mean_verdict(np.r_[np.zeros(9), np.nan], None, name="MEG", threshold=0.02, rng=np.random.default_rng(0))
     assert not nan.passed and D.not_measured_reason(nan) == "inconclusive (unit values not measured)"
     ok = S.mean_verdict(np.linspace(-0.01, 0.01, 20), None, name="MEG", threshold=0.02, rng=np.random.default_rng(0),
