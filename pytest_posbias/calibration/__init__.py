@@ -98,7 +98,7 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
         flag = (x < 0).astype(float)
         return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
-    if g.name in T_RULES:  # the positional DPB/MEG gates' rule (gates.positional_verdict)
+    if g.name in T_RULES or t_rule(g.name, mode) == "both-t":  # the positional gates' t rules (gates.positional)
         return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
                             rng=rng, method=t_rule(g.name, mode),
                             lattice_step=MEG_STEP if g.name == "meg" else None).passed
@@ -116,8 +116,9 @@ def sequential_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float) ->
     design with O'Brien–Fleming spending: passed, units used."""
     lower, upper = _bounds(g.threshold, g.sides)
     d = gsd_decide(x, n_max=x.size, looks=SEQUENTIAL_LOOKS, lower=lower, upper=upper, mode=mode, alpha=alpha,
-                   kind="rate" if g.kind == "rate" else "mean", rule=t_rule(g.name, mode) if g.name in T_RULES else "t",
-                   lattice_step=MEG_STEP if g.name == "meg" else None)
+                   kind="rate" if g.kind == "rate" else "mean", rule=t_rule(g.name, mode),
+                   lattice_step=MEG_STEP if g.name == "meg" else None,
+                   value_range=GATE_SPECS[g.name].value_range if GATE_SPECS[g.name].probe == "positional" else None)
     return d.passed, d.stopped_at
 
 

@@ -55,15 +55,21 @@ def positional_values(gate: str, r: PositionalResult) -> np.ndarray:
 # positional mean gates decided by t statistics over groups, not the bootstrap (docs/design.md section 5):
 # MEG by the skewness-corrected t with the lattice floor, DPB by Student's t in detect mode (see t_rule)
 T_RULES = {"meg": "skew-t", "dpb": "t"}
+BOTH_T_CERTIFY = ("dpb", "contamination")
+# the fewest groups from which a gate certifies: below 24, the t rules certified 0.06-0.08 of
+# right-skewed contamination samples at the boundary (docs/calibration.md, "Contamination certify")
+CERTIFY_MIN_GROUPS = {"contamination": 24}
 
 
 def t_rule(gate: str, mode: str) -> str:
-    """The t rule of a positional mean gate in ``mode``: ``T_RULES[gate]``, except DPB in certify mode,
-    which takes Student's t and Hall's skewness-corrected t together, each at level α/2
-    (:class:`~pytest_posbias.stats.rules.BothT`): a group's DPB has rare large jumps on a base of
-    near-zero spread, where neither rule alone holds the certify size and the two at half the level
-    do (docs/calibration.md, "DPB certify")."""
-    return "both-t" if gate == "dpb" and mode == "certify" else T_RULES[gate]
+    """The t rule of a positional mean gate in ``mode``: ``T_RULES[gate]`` (Student's t for a gate
+    not listed), except DPB and contamination in certify mode, which take Student's t and Hall's
+    skewness-corrected t together, each at level α/2 (:class:`~pytest_posbias.stats.rules.BothT`):
+    a group's DPB has rare large jumps on a base of near-zero spread, and a group's contamination
+    rate is right-skewed near 0 (most groups clean, a few contaminated in most slots); on both,
+    Student's t (and the percentile bootstrap) certify past the size and the two t rules at half the
+    level hold it (docs/calibration.md, "DPB certify" and "Contamination certify")."""
+    return "both-t" if gate in BOTH_T_CERTIFY and mode == "certify" else T_RULES.get(gate, "t")
 
 
 def meg_lattice_step(ctx: GateContext, spec: PositionalSpec) -> float | None:
@@ -110,6 +116,19 @@ def positional_measurement(r: PositionalResult, gate: str = "coverage") -> Measu
     return Measurement("instances (group x order)", max(r.planned, measured), measured, lost, examples=examples[:5])
 
 
+def _too_few_to_certify(ctx: GateContext, gate: str, model: str, name: str, r: PositionalResult, n: int, how: str,
+                        extra: dict[str, Any]) -> Verdict:
+    """Inconclusive: fewer groups (``n``, ``how``: planned or measured) than the gate's
+    :data:`CERTIFY_MIN_GROUPS` to certify on."""
+    values = positional_values(gate, r)
+    return inconclusive_verdict(
+        name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=n,
+        mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=float(np.mean(values)) if len(values) else math.nan,
+        extra={**extra, "gate": gate, "model": model},
+        why=f"fewer than {CERTIFY_MIN_GROUPS[gate]} groups ({n} {how}), too few to certify a right-skewed rate "
+            "with a t rule")
+
+
 def positional_verdict(ctx: GateContext, gate: str, model: str, spec: PositionalSpec) -> Verdict:
     """DPB / MEG / coverage / contamination gate for one configuration (paired with the
     baseline on the same (group, order) instances when ``--baseline`` is set: DPB and MEG on
@@ -132,6 +151,11 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
             why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
                 "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
         return floored(ctx, v, positional_measurement(r, gate))
+    need = CERTIFY_MIN_GROUPS.get(gate, 0) if ctx.mode == "certify" and not ctx.baseline else 0
+    if need and spec.groups < need:
+        r = ctx.positional(model, spec)
+        return floored(ctx, _too_few_to_certify(ctx, gate, model, name, r, spec.groups, "planned", describe(r)),
+                       positional_measurement(r, gate))
     if ctx.sequential and not ctx.baseline:
         def at(n: int) -> np.ndarray:
             rr = ctx.positional(model, spec, n)
@@ -139,7 +163,7 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
                     else np.zeros(0))
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
-                               extra={}, rule=t_rule(gate, ctx.mode) if gate in T_RULES else "t",
+                               extra={}, rule=t_rule(gate, ctx.mode),
                                lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None)
         final = ctx.positional(model, spec, v.extra["looks"][-1])
         return floored(ctx, with_extra(v, describe(final)), positional_measurement(final, gate))
@@ -164,8 +188,11 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         v = ctx.baseline_gate(gate, model, cand, base, clusters, name=name, unit="groups", worse=paired_direction(gate),
                               extra=extra)
         return floored(ctx, v, both)
+    groups = len(set(r.clusters[_informative(gate, r)].tolist()))
+    if need and groups < need:
+        return floored(ctx, _too_few_to_certify(ctx, gate, model, name, r, groups, "measured", extra), m)
     kw: dict[str, Any] = {}
-    if gate in T_RULES:
+    if gate in T_RULES or t_rule(gate, ctx.mode) == "both-t":
         kw = {"method": t_rule(gate, ctx.mode), "lattice_step": meg_lattice_step(ctx, spec) if gate == "meg" else None}
     return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
                                       extra=extra, **kw), m)

@@ -203,3 +203,21 @@ def test_a_gate_reading_its_own_probe_again_reuses_nothing_and_two_gates_on_one_
     assert set(calls) == {"dpb", "meg"}
     first, second = sorted(calls.values(), key=lambda c: c.get("made", 0), reverse=True)
     assert first["made"] > 0 and second.get("made", 0) == 0 and second["shared"] == first["made"], calls
+
+
+def test_contamination_is_not_certified_from_fewer_than_24_groups(pytester, small_set):
+    """In certify mode the contamination gate does not decide from 12 groups (the t rules certify
+    right-skewed group rates past α below 24): not measured, exit 6, with the reason on its run line;
+    in detect mode the same groups decide."""
+    make_project(pytester, small_set)
+    cert = pytester.runpytest("-m", "contamination and not slow", "--posbias-model", "sim:unbiased", "-p", "no:randomly",
+                              "--posbias-mode", "certify", "--posbias-json=cert.json")
+    out = cert.stdout.str()
+    assert cert.ret == 6, out[-3000:]
+    other = [v for v in json.loads((pytester.path / "cert.json").read_text())["verdicts"]
+             if v["name"].startswith("contaminated-slot rate") and "news-" not in v["name"]]
+    assert other and all(v["inconclusive"] and not v["passed"] and "fewer than 24 groups (12 planned)" in v["reason"]
+                         for v in other)
+    assert "NOT MEASURED (inconclusive (fewer than 24 groups))" in out
+    detect = pytester.runpytest("-m", "contamination and not slow", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
+    assert detect.ret == 0, detect.stdout.str()[-3000:]

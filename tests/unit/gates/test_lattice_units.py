@@ -274,3 +274,24 @@ def test_dpb_certifies_with_both_t_rules_at_half_the_level() -> None:
     skew_alone = sum(certify(v, "skew-t") for v in heavy)
     both = sum(certify(v, t_rule("dpb", "certify")) for v in heavy)
     assert both <= 0.05 * reps < skew_alone
+
+
+def test_contamination_certifies_with_both_t_rules_at_half_the_level() -> None:
+    """A group's contamination rate is right-skewed near 0: most groups clean, a few contaminated in
+    most slots. At the boundary (mean 0.10) Student's t alone certified about a fifth of such samples at
+    24 groups; the certify rule (Student's and the skewness-corrected t at α/2 each) stays near α.
+    Detect keeps Student's t."""
+    from pytest_posbias.gates.positional import t_rule
+
+    assert t_rule("contamination", "certify") == "both-t" and t_rule("contamination", "detect") == "t"
+    assert t_rule("coverage", "certify") == "t"
+    rng = np.random.default_rng(7)
+    units = rng.binomial(4, rng.beta(0.2, 1.8, (400, 24))) / 4  # 4 slots a group, mean 0.10
+
+    def certified(method: str) -> int:
+        return sum(S.mean_verdict(v, None, name="contamination", threshold=0.10, sides="upper", mode="certify",
+                                  unit="groups", rng=rng, method=method, value_range=(0.0, 1.0)).passed for v in units)
+
+    bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
+    assert certified("t") > bound  # the rule the gate does not use: past the size
+    assert certified(t_rule("contamination", "certify")) <= bound
