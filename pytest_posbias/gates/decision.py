@@ -26,6 +26,7 @@ Turnbull 2000, section 8.4).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,14 +170,17 @@ def inconclusive(v: Verdict) -> bool:
 def not_measured_reason(v: Verdict) -> str | None:
     """Why a gate did not measure (it neither passes nor fails on evidence), or None.
 
-    Below the measurement floor (either mode), inconclusive in certify mode, or inconclusive and
-    not passed in detect mode (non-finite unit values: lost units, never a measured failure).
+    Below the measurement floor (either mode), inconclusive in certify mode (with the first clause
+    of the verdict's ``inconclusive_why``: too few units, zero spread, references that cannot show
+    the effect), or inconclusive and not passed in detect mode (non-finite unit values: lost units,
+    never a measured failure).
     """
     m = (v.extra or {}).get("measurement") or {}
     if m and not m.get("floor_met", True):
         return "below its measurement floor"
     if v.mode == "certify" and not v.passed and inconclusive(v):
-        return "inconclusive (too few units to certify)"
+        why = str((v.extra or {}).get("inconclusive_why") or "the data cannot certify compliance")
+        return f"inconclusive ({re.split(r'[,:(]', why, maxsplit=1)[0].strip()})"
     if not v.passed and getattr(v, "inconclusive", False):
         return "inconclusive (unit values not measured)"
     return None
@@ -350,6 +354,21 @@ def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
     return f"QUICK SIZES — smaller samples than a release gate uses: {', '.join(small)}" if small else None
 
 
+def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha: float) -> str | None:
+    """A notice when bootstrap gates in Holm's family cannot fail the run on their own: a bootstrap
+    p-value is at least 1/(B + 1) for B resamples, and Holm's first level is α/m over m gates, so
+    where 1/(B + 1) > α/m such a gate is rejected only after others. None when no gate is affected."""
+    floors = [int(b) for v in family_verdicts if (b := (v.extra or {}).get("n_resamples"))]
+    low = [b for b in floors if 1.0 / (b + 1) > alpha / max(family, 1)]
+    if not low:
+        return None
+    need = math.ceil(family / alpha)
+    return (f"{len(low)} bootstrap gate{'s' if len(low) != 1 else ''} cannot fail the run on "
+            f"{'their' if len(low) != 1 else 'its'} own: a bootstrap p-value is at least 1/(n_resamples + 1) = "
+            f"{1.0 / (min(low) + 1):.2g}, above Holm's first level α/m = {alpha / max(family, 1):.2g} over {family} "
+            f"gates; n_resamples >= {need} ([tool.posbias] n_resamples) lets each fail alone")
+
+
 def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str = "holm", alpha: float | None = None,
                  skipped: Sequence[tuple[str, str]] = (), notices: Sequence[str] = (),
                  not_run: Sequence[str] = (), stopped: str = "") -> RunDecision:
@@ -374,6 +393,10 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     family_ps = [ps[i] for i in holm_idx] + [1.0] * len(not_run)
     adj = (dict(zip(holm_idx, holm_adjust(family_ps)[: len(holm_idx)], strict=True))
            if multiplicity == "holm" else {})
+    resampling = (resampling_notice([verdicts[i][1] for i in holm_idx], family=len(family_ps), alpha=al)
+                  if multiplicity == "holm" else None)
+    if resampling:
+        notices = (*notices, resampling)
     gates = []
     for i, (nid, v) in enumerate(verdicts):
         pn = power_note(v)
@@ -447,5 +470,6 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
 
 
 __all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "detectable_effect", "gate_p_value",
-           "holm_adjust", "inconclusive", "not_measured_reason", "power_note", "quick_notice", "run_decision",
+           "holm_adjust", "inconclusive", "not_measured_reason", "power_note", "quick_notice", "resampling_notice",
+           "run_decision",
            "sequential_p_value", "simulated_notice"]

@@ -390,3 +390,23 @@ def test_json_summary_and_junit_properties_are_strict_json(pytester):
     for value in json_props:
         _strict(value)
     assert {k for k, _ in props} >= {"posbias_verdict", "posbias_calls", "posbias.adjusted"}
+
+
+def test_a_bootstrap_gate_that_cannot_fail_the_run_alone_is_named_in_a_notice():
+    """A percentile-bootstrap p-value is at least 1/(B + 1); with B = 999 and 100 gates in Holm's
+    family (first level 0.0005) a blatant violation is never the first rejection, and the decision
+    says so. With the default B = 9999 it can."""
+    from pytest_posbias.stats import mean_verdict
+
+    blatant = {b: mean_verdict(np.linspace(0.15, 0.25, 40), None, name="coverage drop", threshold=0.05, sides="upper",
+                               n_resamples=b, rng=np.random.default_rng(0)) for b in (999, 9999)}
+    assert blatant[999].p_value >= 1 / 1000 and blatant[9999].p_value < 1 / 2000
+    clean = [(f"t::g{i}", _v(0.5)) for i in range(99)]
+    low = run_decision([("t::cov", blatant[999]), *clean])
+    (notice,) = [n for n in low.notices if "bootstrap" in n]
+    assert "1 bootstrap gate cannot fail the run on its own" in notice and "0.001" in notice and "100 gates" in notice
+    assert "n_resamples >= 2000" in notice
+    assert low.exit_code == 0  # the violation does not fail the run: the reason the notice exists
+    high = run_decision([("t::cov", blatant[9999]), *clean])
+    assert not [n for n in high.notices if "bootstrap" in n] and high.exit_code == 1
+    assert not [n for n in run_decision([("t::cov", blatant[999])], multiplicity="none").notices if "bootstrap" in n]
