@@ -8,6 +8,7 @@ protocol).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from numpy.typing import ArrayLike
 from ..errors import ConfigError
 from ..gate_context import GateContext
 from ..gate_registry import GATES
-from ..stats import Verdict, mean_verdict, paired_change_verdict, rate_verdict
+from ..stats import Verdict, inconclusive_verdict, mean_verdict, paired_change_verdict, rate_verdict
 
 
 def mean_gate(ctx: GateContext, gate: str, model: str, values: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
@@ -45,6 +46,14 @@ def rate_gate(ctx: GateContext, gate: str, model: str, k: int, n: int, *, name: 
                         unit=unit, extra={"gate": gate, "model": model, **(extra or {})})
 
 
+# paired mean differences a gate certifies with Student's and the skewness-corrected t at α/2 each,
+# and the fewest groups it certifies from: a contamination rise (candidate − baseline slot rates,
+# right-skewed rare events) certified 0.17 of boundary samples at 12 groups and 0.10 at 48 with the
+# percentile bootstrap, and 0.108 / 0.065 at 12 / 24 with the two t rules, which hold from 40 groups on
+# (benchmarks/decision_paired_mean.py; docs/calibration.md, "Contamination certify")
+PAIRED_CERTIFY_MIN_GROUPS = {"contamination": 40}
+
+
 def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base: ArrayLike, clusters: ArrayLike, *,
                   name: str, unit: str, worse: str, extra: Mapping[str, Any] | None = None) -> Verdict:
     """Paired non-inferiority against ``--baseline`` on the same instances; compliant when the
@@ -57,7 +66,9 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base
     * ``worse='amplification'`` (stressor): (n, 2) arrays of (stressed share, clean flag) per
       video (:func:`~pytest_posbias.stats.paired.paired_amplification_verdict`);
     * ``worse='higher'``/``'lower'`` (means): d_i = cand_i − base_i (or its negative), by
-      :func:`mean_difference`.
+      :func:`mean_difference`; in certify mode a gate in :data:`PAIRED_CERTIFY_MIN_GROUPS`
+      (contamination) by Student's and the skewness-corrected t at α/2 each, and only from that
+      many groups (inconclusive below).
     """
     from ..stats.paired import paired_abs_mean_verdict
 
@@ -79,15 +90,26 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base
                                             margin=margin, mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
     if worse not in ("higher", "lower"):
         raise ConfigError(f"`worse` must be abs, binary, amplification, higher or lower; got {worse!r}")
-    return mean_difference(ctx, c - b if worse == "higher" else b - c, clusters, name=f"{name} vs baseline",
-                           threshold=margin, sides="upper", mode=ctx.mode, unit=unit,
-                           rng_keys=("baseline", gate, name, model), extra=ex)
+    d = c - b if worse == "higher" else b - c
+    need = PAIRED_CERTIFY_MIN_GROUPS.get(gate, 0) if ctx.mode == "certify" else 0
+    n_groups = int(np.unique(np.asarray(clusters)).size)
+    if need and n_groups < need:
+        return inconclusive_verdict(name=f"{name} vs baseline", threshold=margin, sides="upper", n=n_groups,
+                                    mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex,
+                                    estimate=float(d.mean()) if d.size else math.nan,
+                                    why=f"fewer than {need} groups ({n_groups} on both sides), too few to certify a "
+                                        "right-skewed rate difference with a t rule")
+    return mean_difference(ctx, d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper",
+                           mode=ctx.mode, unit=unit, rng_keys=("baseline", gate, name, model), extra=ex,
+                           method="both-t" if need else "percentile")
 
 
 def mean_difference(ctx: GateContext, d: np.ndarray, clusters: ArrayLike, *, name: str, threshold: float, sides: str,
-                    mode: str, unit: str, rng_keys: tuple[str, ...], extra: Mapping[str, Any]) -> Verdict:
-    """The mean of paired differences ``d`` against ``threshold``: cluster bootstrap, or the sign-flip
-    permutation test with ``paired_test = "permutation"``
+                    mode: str, unit: str, rng_keys: tuple[str, ...], extra: Mapping[str, Any],
+                    method: str = "percentile") -> Verdict:
+    """The mean of paired differences ``d`` against ``threshold``: ``method`` (the cluster bootstrap's
+    expanded percentile, or a t rule of :func:`~pytest_posbias.stats.mean_verdict` on the clusters'
+    linearized means), or the sign-flip permutation test with ``paired_test = "permutation"``
     (:func:`~pytest_posbias.stats.paired.paired_permutation_verdict`)."""
     if getattr(ctx, "paired_test", "bootstrap") == "permutation":
         from ..stats.paired import paired_permutation_verdict
@@ -95,4 +117,4 @@ def mean_difference(ctx: GateContext, d: np.ndarray, clusters: ArrayLike, *, nam
         return paired_permutation_verdict(d, clusters, name=name, threshold=threshold, sides=sides, mode=mode,
                                           alpha=ctx.alpha, unit=unit, seed=getattr(ctx, "seed", 0), extra=extra)
     return mean_verdict(d, clusters, name=name, threshold=threshold, sides=sides, mode=mode, alpha=ctx.alpha,
-                        unit=unit, n_resamples=ctx.n_resamples, rng=ctx.rng(*rng_keys), extra=extra)
+                        unit=unit, n_resamples=ctx.n_resamples, rng=ctx.rng(*rng_keys), extra=extra, method=method)
