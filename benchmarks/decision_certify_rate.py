@@ -42,9 +42,10 @@ import os
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from decision import clopper_pearson  # this folder is on the path of a script run from it
 
 from pytest_posbias.gate_registry import GATES
 from pytest_posbias.gates import LOOKS
@@ -68,10 +69,6 @@ UNIT_TYPES: dict[str, Units] = {
     "zero variance": lambda rng, n, mu: np.full(n, mu),
 }
 
-
-def _cp(k: int, n: int) -> tuple[float, float]:
-    ci = st.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
-    return float(ci.low), float(ci.high)
 
 
 def passes(units: Units, n: int, mu: float, replicates: int, rng: np.random.Generator, *,
@@ -121,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             rng = np.random.default_rng([args.seed, j, i])
             k, f0 = passes(units, n, THRESHOLD, args.replicates, rng, rule=args.rule, design=args.design)
             kp, f1 = passes(units, n, THRESHOLD / 2, args.replicates, rng, rule=args.rule, design=args.design)
-            lo, hi = _cp(k, args.replicates)
-            plo, phi = _cp(kp, args.replicates)
+            lo, hi = clopper_pearson(k, args.replicates)
+            plo, phi = clopper_pearson(kp, args.replicates)
             below = n < MIN_GROUPS
             worst = worst if below else max(worst, lo)
             print(f"{name:<14} {n:>3}  {k / args.replicates:.4f} [{lo:.4f}, {hi:.4f}]   {f0:>5}  "

@@ -33,9 +33,10 @@ import os
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from decision import clopper_pearson  # this folder is on the path of a script run from it
 
 from pytest_posbias.gate_registry import GATES
 from pytest_posbias.stats import mean_verdict
@@ -68,10 +69,6 @@ UNIT_TYPES: dict[str, Units] = {
     "zero variance": lambda rng, groups, delta: np.full(groups * ORDERS, 0.0 if delta < MARGIN else delta),
 }
 
-
-def _cp(k: int, n: int) -> tuple[float, float]:
-    ci = st.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
-    return float(ci.low), float(ci.high)
 
 
 def rate(units: Units, groups: int, delta: float, mode: str, replicates: int, rng: np.random.Generator,
@@ -118,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                 k, inc = rate(units, groups, MARGIN, mode, args.replicates, rng, args.n_resamples, rules[mode])
                 kp, _ = rate(units, groups, 2 * MARGIN if mode == "detect" else 0.0, mode, args.replicates, rng,
                              args.n_resamples, rules[mode])
-                lo, hi = _cp(k, args.replicates)
-                plo, phi = _cp(kp, args.replicates)
+                lo, hi = clopper_pearson(k, args.replicates)
+                plo, phi = clopper_pearson(kp, args.replicates)
                 worst = max(worst, lo)
                 print(f"{name:<14} {groups:>6}  {mode:<7} {k / args.replicates:.4f} [{lo:.4f}, {hi:.4f}]{'':<6} "
                       f"{kp / args.replicates:.3f} [{plo:.3f}, {phi:.3f}]{'':<4} {inc:>8}", flush=True)
