@@ -23,19 +23,20 @@ LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all o
 
 def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Callable[[int], np.ndarray], n_max: int,
                        kind: str, name: str, unit: str, extra: dict[str, Any], rule: str = "t",
-                       lattice_step: float | None = None) -> Verdict:
+                       lattice_step: float | None = None, certify_from: int = 0) -> Verdict:
     """A gate under the group-sequential design (:mod:`~pytest_posbias.stats.sequential`): the probe draws the
     first quarter of the maximum sample, then a quarter more at each look while the decision is open
     (LOOKS = 4 analyses, O'Brien–Fleming spending: :func:`~pytest_posbias.stats.sequential.gsd_step`; ``rule``
     and ``lattice_step`` choose a mean gate's test there, and the gate's registered value range decides
-    a zero-spread sample on the exact worst-case floor, as in the fixed design)."""
+    a zero-spread sample on the exact worst-case floor, as in the fixed design; in certify mode no look
+    with fewer than ``certify_from`` units passes)."""
     threshold = ctx.threshold(gate, model)
     lower, upper = _bounds(threshold, GATES[gate].side)
     d = None
     for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
         d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
                      alpha=ctx.alpha, kind=kind, rule=rule, lattice_step=lattice_step,
-                     value_range=GATES[gate].value_range if kind == "mean" else None)
+                     value_range=GATES[gate].value_range if kind == "mean" else None, certify_from=certify_from)
         if d is not None:
             break
     assert d is not None

@@ -164,8 +164,12 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
                                extra={}, rule=t_rule(gate, ctx.mode),
-                               lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None)
+                               lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None,
+                               certify_from=need)
         final = ctx.positional(model, spec, v.extra["looks"][-1])
+        groups = len(set(final.clusters[_informative(gate, final)].tolist()))
+        if need and not v.passed and groups < need and "wholly outside" not in v.reason:  # groups lost: too few
+            v = _too_few_to_certify(ctx, gate, model, name, final, groups, "measured", {})
         return floored(ctx, with_extra(v, describe(final)), positional_measurement(final, gate))
     r = ctx.positional(model, spec)
     extra = describe(r)

@@ -205,6 +205,14 @@ class BothT:
         return min(l1, l2), max(h1, h2)
 
 
+def flat(values: ArrayLike) -> bool:
+    """Zero spread: every value equal up to floating-point rounding (a spread within 1e-12 of the
+    values' magnitude), so a sample that differs only by rounding is not read as a tiny variance
+    that a t rule would certify on."""
+    x = np.asarray(values, dtype=float)
+    return bool(x.size) and float(np.ptp(x)) <= 1e-12 * max(1.0, float(np.max(np.abs(x))))
+
+
 def t_statistic(units: ArrayLike, *, floor: float = 0.0, rule: str) -> SkewT | BothT:
     """The statistic of a t ``rule`` (:data:`T_METHODS`) on independent unit values: ``t`` Student's t,
     ``skew-t`` Hall's skewness-corrected t (:func:`skew_t`), ``both-t`` the two at half the level
@@ -267,7 +275,7 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
                                     estimate=float(v.mean()) if v.size else math.nan, extra=extra)
     _, inv = np.unique(np.arange(v.size) if clusters_arr is None else clusters_arr, return_inverse=True)
     cmeans = np.bincount(inv, weights=v) / np.bincount(inv)
-    if np.ptp(cmeans) == 0.0:
+    if flat(cmeans):
         est = float(v.mean())
         outside = est > upper or est < lower
         if value_range is None and not (mode == "detect" and outside):

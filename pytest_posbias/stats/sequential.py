@@ -20,6 +20,7 @@ from scipy.optimize import brentq
 from ..errors import ConfigError
 from .intervals import binomial_test, exact_interval
 from .rules import MIN_T_UNITS, T_METHODS, lattice_floor, t_statistic
+from .rules import flat as is_flat
 from .verdicts import region_p, zero_spread_interval
 
 
@@ -116,7 +117,7 @@ def gsd_sizes(n_max: int, looks: int) -> list[int]:
 def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: float, upper: float, mode: str,
              alpha: float, kind: str, futility: float = 0.10, theta1: float | None = None,
              null_variance: bool = False, rule: str = "t", lattice_step: float | None = None,
-             value_range: tuple[float, float] | None = None) -> SequentialDecision | None:
+             value_range: tuple[float, float] | None = None, certify_from: int = 0) -> SequentialDecision | None:
     """One analysis of the group-sequential design on the units ``x`` gathered so far.
 
     Returns the decision when this look stops the gate (always at the last look), else None.
@@ -127,8 +128,10 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     units' ``value_range`` it is decided at the look's level on the exact worst-case floor of
     :func:`~.verdicts.zero_spread_interval` (a flat sample at look k has probability q^{n_k} < a_k
     under any null the floor excludes, and a sample flat at a later look was flat at the earlier
-    ones, so these decisions keep the design's size under max a_k <= α); without it the gate is
-    inconclusive.
+    ones, so these decisions keep the design's size under max a_k <= α, in either mode); without it
+    a certify-mode gate is inconclusive and a detect-mode sample wholly past a bound fails.
+    ``certify_from``: in certify mode no look with fewer units passes (a gate whose rule does not
+    hold its size on smaller samples); at the last look below it the gate does not pass.
     Early FAIL in detect mode needs the look's one-sided test of "compliant" to reject at its spent
     level, so the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies
     inside the region or when the conditional power to show a violation of size θ1 (default:
@@ -155,10 +158,11 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
                                   f"inconclusive: {bad} of {n_k} unit values are not finite (NaN or inf), and a unit "
                                   "that was not measured is never scored, so the gate does not pass in either mode",
                                   sizes[: k + 1], method, inconclusive=True)
-    # zero spread never shows compliance (a zero-width interval says nothing about the units not
-    # drawn); a detect-mode sample whose every unit lies past a bound still fails (fail closed)
-    flat = (kind == "mean" and n_k > 1 and float(np.ptp(xs)) == 0.0
-            and not (mode == "detect" and (xs[0] > upper or xs[0] < lower)))
+    # zero spread: with the value range, decided on the exact worst-case floor (in both modes, as the
+    # fixed design does); without it it never shows compliance (a zero-width interval says nothing
+    # about the units not drawn), and a detect-mode sample whose every unit lies past a bound fails
+    flat = (kind == "mean" and n_k > 1 and is_flat(xs)
+            and (value_range is not None or not (mode == "detect" and (xs[0] > upper or xs[0] < lower))))
     if n_k == 0 or (kind == "mean" and n_k < MIN_MEAN_UNITS) or (flat and value_range is None):
         if not last:
             return None
@@ -223,7 +227,9 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         # certify: the other tail of the same statistic
         p_cert = max((1 - p_up) if math.isfinite(upper) else 0.0, (1 - p_lo) if math.isfinite(lower) else 0.0)
     outside = upper < L or lower > U
-    inside = lower < L and upper > U
+    # certify mode: no look with fewer than ``certify_from`` units shows compliance (the gate's rule
+    # does not hold its size below that sample)
+    inside = lower < L and upper > U and not (mode == "certify" and n_k < certify_from)
     futile = False
     if mode == "detect" and not outside and not inside and not last and 0 < sd < math.inf:
         # conditional power: P(the last look's CI ends outside the region | data so far, mean θ1), normal
@@ -259,13 +265,13 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
 def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper: float, mode: str, alpha: float,
                kind: str, futility: float = 0.10, theta1: float | None = None,
                null_variance: bool = False, rule: str = "t", lattice_step: float | None = None,
-               value_range: tuple[float, float] | None = None) -> SequentialDecision:
+               value_range: tuple[float, float] | None = None, certify_from: int = 0) -> SequentialDecision:
     """Run :func:`gsd_step` at each planned look over the units ``x`` (in arrival order)."""
     xs = np.asarray(x, dtype=float)
     for k, n_k in enumerate(gsd_sizes(n_max, looks)):
         d = gsd_step(xs[: min(n_k, xs.size)], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
                      alpha=alpha, kind=kind, futility=futility, theta1=theta1, null_variance=null_variance,
-                     rule=rule, lattice_step=lattice_step, value_range=value_range)
+                     rule=rule, lattice_step=lattice_step, value_range=value_range, certify_from=certify_from)
         if d is not None:
             return d
     raise AssertionError("unreachable: the last look always decides")  # pragma: no cover

@@ -279,3 +279,38 @@ def test_a_t_rule_never_certifies_from_fewer_than_eight_units():
     eight = np.array([0.0] * 7 + [0.001])
     assert mean_verdict(eight, None, name="DPB", threshold=0.05, sides="both", mode="certify", alpha=0.05,
                         rng=np.random.default_rng(0), method="both-t").passed
+
+
+def test_a_sample_flat_up_to_rounding_is_zero_spread_not_a_tiny_variance():
+    # 24 groups at 0.08, one a rounding step higher: a t rule would read sd ≈ 1e-17 and certify
+    x = np.full(24, 0.08)
+    x[0] = np.nextafter(0.08, 1.0)
+    v = S.mean_verdict(x, None, name="c", threshold=0.10, sides="upper", mode="certify", method="both-t",
+                       rng=np.random.default_rng(0), value_range=(0.0, 1.0))
+    assert not v.passed and "zero spread" in v.extra["method"]
+    d = gsd_decide(x, n_max=24, looks=4, lower=-math.inf, upper=0.10, mode="certify", alpha=0.05, kind="mean",
+                   rule="both-t", value_range=(0.0, 1.0))
+    assert not d.passed and "zero spread" in d.method
+
+
+def test_the_sequential_detect_design_decides_a_flat_sample_past_the_bound_on_the_floor():
+    # every one of 12 groups at 0.12 against <= 0.10: a null with mass 0.83 at 0.12 and the rest at 0
+    # gives this sample 11% of the time, so the floor does not fail it (the fixed design agrees); at 40
+    # groups it fails
+    kw = {"looks": 4, "lower": -math.inf, "upper": 0.10, "mode": "detect", "alpha": 0.05, "kind": "mean",
+          "value_range": (0.0, 1.0)}
+    assert gsd_decide(np.full(12, 0.12), n_max=12, **kw).passed
+    assert S.mean_verdict(np.full(12, 0.12), None, name="c", threshold=0.10, sides="upper",
+                          rng=np.random.default_rng(0), value_range=(0.0, 1.0)).passed
+    assert not gsd_decide(np.full(40, 0.12), n_max=40, **kw).passed
+
+
+def test_no_look_under_the_certify_minimum_passes():
+    # a sample that certifies at the 12-group look of a 48-group design when any look may pass
+    x = np.r_[np.full(11, 1 / 16), 0.0, np.full(36, 0.3)]
+    kw = {"n_max": 48, "looks": 4, "lower": -math.inf, "upper": 0.10, "mode": "certify", "alpha": 0.05,
+          "kind": "mean", "rule": "both-t", "value_range": (0.0, 1.0)}
+    early = gsd_decide(x, **kw)
+    assert early.passed and early.stopped_at == 12
+    late = gsd_decide(x, certify_from=24, **kw)
+    assert not late.passed and late.stopped_at > 12  # the later groups show the rate past 0.10
