@@ -354,19 +354,47 @@ def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
     return f"QUICK SIZES — smaller samples than a release gate uses: {', '.join(small)}" if small else None
 
 
+def percentile_p_floor(n_resamples: int, n_clusters: int) -> float:
+    """The smallest p-value the expanded percentile bootstrap gives: the tail share 1/(B + 1) of B
+    resamples through the small-sample expansion (:class:`~pytest_posbias.stats.BootstrapResult`),
+    T_{g−1}(Φ⁻¹(1/(B + 1)) / sqrt(g/(g − 1))) over g clusters."""
+    from scipy.stats import norm
+    from scipy.stats import t as t_dist
+
+    q = 1.0 / (int(n_resamples) + 1)
+    g = int(n_clusters)
+    return q if g < 3 else float(t_dist.cdf(norm.ppf(q) / math.sqrt(g / (g - 1)), g - 1))
+
+
 def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha: float) -> str | None:
-    """A notice when bootstrap gates in Holm's family cannot fail the run on their own: a bootstrap
-    p-value is at least 1/(B + 1) for B resamples, and Holm's first level is α/m over m gates, so
-    where 1/(B + 1) > α/m such a gate is rejected only after others. None when no gate is affected."""
-    floors = [int(b) for v in family_verdicts if (b := (v.extra or {}).get("n_resamples"))]
-    low = [b for b in floors if 1.0 / (b + 1) > alpha / max(family, 1)]
+    """A notice when expanded-percentile bootstrap gates in Holm's family cannot fail the run on
+    their own: their p-value cannot go below :func:`percentile_p_floor`, and Holm's first level is
+    α/m over m gates, so where the floor lies above α/m such a gate is rejected only after others.
+    Says which ``n_resamples`` lets each fail alone, or that none does (too few groups). None when no
+    gate is affected. (A BCa p-value has no such floor: its acceleration moves it below 1/(B + 1).)"""
+    from scipy.stats import norm
+    from scipy.stats import t as t_dist
+
+    level = alpha / max(family, 1)
+    low = [(int(b), int(v.n)) for v in family_verdicts
+           if (b := (v.extra or {}).get("n_resamples")) and "expanded percentile" in str((v.extra or {}).get("method"))
+           and percentile_p_floor(int(b), int(v.n)) > level]
     if not low:
         return None
-    need = math.ceil(family / alpha)
-    return (f"{len(low)} bootstrap gate{'s' if len(low) != 1 else ''} cannot fail the run on "
-            f"{'their' if len(low) != 1 else 'its'} own: a bootstrap p-value is at least 1/(n_resamples + 1) = "
-            f"{1.0 / (min(low) + 1):.2g}, above Holm's first level α/m = {alpha / max(family, 1):.2g} over {family} "
-            f"gates; n_resamples >= {need} ([tool.posbias] n_resamples) lets each fail alone")
+    floor = min(percentile_p_floor(b, g) for b, g in low)
+    needs = [1.0 / float(norm.cdf(math.sqrt(g / (g - 1)) * t_dist.ppf(level, g - 1))) - 1.0 if g >= 3
+             else 1.0 / level - 1.0 for _, g in low]
+    fixable = [n for n in needs if n <= 1e7]
+    text = (f"{len(low)} bootstrap gate{'s' if len(low) != 1 else ''} cannot fail the run on "
+            f"{'their' if len(low) != 1 else 'its'} own: a p-value of the expanded percentile bootstrap cannot go "
+            f"below {floor:.2g} with its resamples and groups, above Holm's first level α/m = {level:.2g} over "
+            f"{family} gates")
+    if fixable:
+        text += f"; n_resamples >= {math.ceil(max(fixable))} ([tool.posbias] n_resamples) lets "
+        text += "each fail alone" if len(fixable) == len(low) else f"{len(fixable)} of them fail alone"
+    if len(fixable) < len(low):
+        text += f"; {len(low) - len(fixable)} have too few groups for any n_resamples"
+    return text
 
 
 def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str = "holm", alpha: float | None = None,
@@ -470,6 +498,7 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
 
 
 __all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "detectable_effect", "gate_p_value",
-           "holm_adjust", "inconclusive", "not_measured_reason", "power_note", "quick_notice", "resampling_notice",
+           "holm_adjust", "inconclusive", "not_measured_reason", "percentile_p_floor", "power_note", "quick_notice",
+           "resampling_notice",
            "run_decision",
            "sequential_p_value", "simulated_notice"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -348,6 +349,7 @@ def test_order(posbias_gate):
 
 _NAN_GATES = """
 import math
+import re
 from dataclasses import replace
 
 from pytest_posbias.stats import rate_verdict
@@ -393,20 +395,31 @@ def test_json_summary_and_junit_properties_are_strict_json(pytester):
 
 
 def test_a_bootstrap_gate_that_cannot_fail_the_run_alone_is_named_in_a_notice():
-    """A percentile-bootstrap p-value is at least 1/(B + 1); with B = 999 and 100 gates in Holm's
-    family (first level 0.0005) a blatant violation is never the first rejection, and the decision
-    says so. With the default B = 9999 it can."""
+    """An expanded-percentile p-value cannot go below the share 1/(B + 1) through the small-sample
+    expansion; with B = 999 and 100 gates in Holm's family (first level 0.0005) a blatant violation
+    is never the first rejection, and the decision says so, with the B that lets it fail alone."""
+    from pytest_posbias.gates.decision import percentile_p_floor
     from pytest_posbias.stats import mean_verdict
 
-    blatant = {b: mean_verdict(np.linspace(0.15, 0.25, 40), None, name="coverage drop", threshold=0.05, sides="upper",
-                               n_resamples=b, rng=np.random.default_rng(0)) for b in (999, 9999)}
-    assert blatant[999].p_value >= 1 / 1000 and blatant[9999].p_value < 1 / 2000
+    def blatant(b: int, groups: int = 40, method: str = "percentile") -> Verdict:
+        return mean_verdict(np.linspace(0.15, 0.25, groups), None, name="coverage drop", threshold=0.05,
+                            sides="upper", n_resamples=b, method=method, rng=np.random.default_rng(0))
+
+    assert blatant(999).p_value == pytest.approx(percentile_p_floor(999, 40)) and percentile_p_floor(999, 40) > 1e-3
     clean = [(f"t::g{i}", _v(0.5)) for i in range(99)]
-    low = run_decision([("t::cov", blatant[999]), *clean])
+    low = run_decision([("t::cov", blatant(999)), *clean])
     (notice,) = [n for n in low.notices if "bootstrap" in n]
-    assert "1 bootstrap gate cannot fail the run on its own" in notice and "0.001" in notice and "100 gates" in notice
-    assert "n_resamples >= 2000" in notice
+    assert "1 bootstrap gate cannot fail the run on its own" in notice and "100 gates" in notice
+    need = int(re.search(r"n_resamples >= (\d+)", notice).group(1))
+    assert percentile_p_floor(need, 40) <= 0.05 / 100 < percentile_p_floor(need - 1, 40)
     assert low.exit_code == 0  # the violation does not fail the run: the reason the notice exists
-    high = run_decision([("t::cov", blatant[9999]), *clean])
+    high = run_decision([("t::cov", blatant(need)), *clean])
     assert not [n for n in high.notices if "bootstrap" in n] and high.exit_code == 1
-    assert not [n for n in run_decision([("t::cov", blatant[999])], multiplicity="none").notices if "bootstrap" in n]
+    # 12 groups at the default B = 9999 in a 30-gate run: the expansion puts the floor at 0.002
+    few = run_decision([("t::cov", blatant(9999, 12)), *clean[:29]])
+    assert any("bootstrap gate cannot fail" in n for n in few.notices) and few.exit_code == 0
+    # 5 groups: no B lets it; BCa p-values have no such floor and are not named
+    assert any("too few groups for any n_resamples" in n for n in
+               run_decision([("t::cov", blatant(999, 5)), *clean]).notices)
+    assert not [n for n in run_decision([("t::cov", blatant(999, method="bca")), *clean]).notices if "bootstrap" in n]
+    assert not [n for n in run_decision([("t::cov", blatant(999))], multiplicity="none").notices if "bootstrap" in n]
