@@ -100,10 +100,11 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
     if g.name in T_RULES or t_rule(g.name, mode) == "both-t":  # the positional gates' t rules (gates.positional)
         return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                            rng=rng, method=t_rule(g.name, mode),
+                            rng=rng, method=t_rule(g.name, mode), value_range=GATE_SPECS[g.name].value_range,
                             lattice_step=MEG_STEP if g.name == "meg" else None).passed
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                        n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap).passed
+                        n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap,
+                        value_range=GATE_SPECS[g.name].value_range).passed
 
 
 SEQUENTIAL_LOOKS = 4

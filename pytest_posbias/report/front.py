@@ -33,13 +33,13 @@ def anchor(nodeid: str) -> str:
 
 
 def configuration(v: Mapping[str, Any]) -> str:
-    """The configuration a verdict belongs to: the positional spec, else the searched property,
-    else ``N frames`` from its name, else its gate kind."""
+    """The configuration a verdict belongs to: the positional spec, else the searched property and
+    its query budget, else ``N frames`` from its name, else its gate kind."""
     ex = v.get("extra") or {}
     if ex.get("spec"):
         return str(ex["spec"])
-    if ex.get("property"):
-        return str(ex["property"])
+    if ex.get("property"):  # the same property searched at two budgets (the heavy variant): two rows
+        return str(ex["property"]) + (f", budget {ex['budget']}" if ex.get("budget") else "")
     m = re.search(r"at (\d+) frames", str(v.get("name", "")))
     if m:
         return f"{m.group(1)} frames"
