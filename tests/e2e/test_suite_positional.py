@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from support import REPO
 from support.suite_project import write_suite_project
 
 pytestmark = pytest.mark.usefixtures("heavy_modules")
@@ -221,3 +222,21 @@ def test_contamination_is_not_certified_from_fewer_than_24_groups(pytester, smal
     assert "NOT MEASURED (inconclusive (fewer than 24 groups))" in out
     detect = pytester.runpytest("-m", "contamination and not slow", "--posbias-model", "sim:unbiased", "-p", "no:randomly")
     assert detect.ret == 0, detect.stdout.str()[-3000:]
+
+
+def test_contamination_certifies_at_dose_zero_and_not_just_past_its_threshold(pytester):
+    """Certify mode, the contamination gate on one configuration: a dose of 0 (every group's rate 0,
+    zero spread) certifies on the exact floor; a dose of 0.12, just past the 0.10 threshold, does not.
+    The full synthetic set: 40 groups of that configuration (the small set has 12, too few to certify)."""
+    from pytest_posbias.run.context import synthetic_manifest
+
+    make_project(pytester, synthetic_manifest(REPO), positional="groups = 40")
+    outcomes = {}
+    for dose in ("0", "0.12"):
+        res = pytester.runpytest("-m", "contamination and not slow", "-k", "domestic-short-P2", "--posbias-model",
+                                 f"sim:dose,contamination={dose}", "--posbias-mode", "certify", "-p", "no:randomly",
+                                 f"--posbias-json=d{dose}.json")
+        (v,) = json.loads((pytester.path / f"d{dose}.json").read_text())["verdicts"]
+        outcomes[dose] = (res.ret, v["passed"], v["n"], v["estimate"])
+    assert outcomes["0"][:2] == (0, True) and outcomes["0"][2] >= 24 and outcomes["0"][3] == 0, outcomes
+    assert outcomes["0.12"][:2] == (1, False) and outcomes["0.12"][3] > 0.10, outcomes
