@@ -168,7 +168,8 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
                                certify_from=need)
         final = ctx.positional(model, spec, v.extra["looks"][-1])
         groups = len(set(final.clusters[_informative(gate, final)].tolist()))
-        if need and not v.passed and groups < need and "wholly outside" not in v.reason:  # groups lost: too few
+        outside = v.ci_low > v.upper or v.ci_high < v.lower  # a failure on evidence stays one
+        if need and not v.passed and groups < need and not outside:  # groups lost: too few left to certify on
             v = _too_few_to_certify(ctx, gate, model, name, final, groups, "measured", {})
         return floored(ctx, with_extra(v, describe(final)), positional_measurement(final, gate))
     r = ctx.positional(model, spec)
