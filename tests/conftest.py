@@ -114,7 +114,7 @@ def heavy_modules() -> None:
 # The longest test files (minutes each in CI: a real vLLM server, the front page, a wheel install,
 # plan on a tiny checkpoint, the xdist agreement runs) start first, so under `-n 2 --dist loadfile`
 # they overlap with the many short files instead of running alone at the end.
-_LONG_FILES = ("test_vllm_server.py", "test_report_front.py", "test_packaging.py", "test_plan.py", "test_xdist.py")
+_LONG_FILES = ("test_vllm_server.py", "test_vllm_managed.py", "test_report_front.py", "test_packaging.py", "test_plan.py", "test_xdist.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

