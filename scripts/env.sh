@@ -18,14 +18,22 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 stamp="$VENV/.posbias-installed"
 want="$(cat pyproject.toml scripts/env.sh | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  # uv installs the ~170 packages (torch and its CUDA libraries among them) in parallel: about a
+  # minute from a cold cache, where pip takes several; it reads no pip configuration, so pip's
+  # find-links directory is passed on
+  python -m pip install -q "uv==0.13.9"
+  links=()
+  for d in ${PIP_FIND_LINKS:-$([ -d /opt/wheels ] && echo /opt/wheels)}; do links+=(--find-links "$d"); done
+  uv_install() { "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "${links[@]}" "$@"; }
   TORCH_SPEC="${POSBIAS_TORCH_SPEC-torch==2.14.1 torchvision==0.29.1}"
-  if [ -n "$TORCH_SPEC" ] && ! python -c "import torch, torchvision" 2>/dev/null; then
-    # shellcheck disable=SC2086
-    python -m pip install -q $TORCH_SPEC
+  if [ -n "$TORCH_SPEC" ] && python -c "import torch, torchvision" 2>/dev/null; then
+    TORCH_SPEC=""  # the environment's own torch stays
   fi
-  python -m pip install -q -e ".[all,dev,test,docs]"
+  # the torch pins and the package in one resolution, so nothing the package needs moves torch
+  # shellcheck disable=SC2086
+  uv_install $TORCH_SPEC -e ".[all,dev,test,docs]"
   # lmms-eval 0.7.3 for tests/unit/video/test_samplers_upstream.py: one module (load_video.py) is imported,
   # so none of its heavy dependencies (which would pull a newer torch) are installed
-  python -m pip install -q --no-deps "lmms-eval==0.7.3"
+  uv_install --no-deps "lmms-eval==0.7.3"
   echo "$want" > "$stamp"
 fi

@@ -32,6 +32,8 @@ from pathlib import Path
 import pytest
 from support import REPO
 
+from pytest_posbias.cli.scaffold import QUICK_SET
+
 yaml = pytest.importorskip("yaml")
 jsonschema = pytest.importorskip("jsonschema")
 CI = REPO / "examples" / "ci"
@@ -162,8 +164,12 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
-def _scratch(tmp_path: Path, venv: Path) -> tuple[Path, dict[str, str]]:
-    """A project made by ``posbias init --quick`` and the environment the recipe's shell gets."""
+def _scratch(tmp_path: Path, venv: Path, quick_set: Path) -> tuple[Path, dict[str, str]]:
+    """A project made by ``posbias init --quick`` and the environment the recipe's shell gets.
+
+    The quick set is the session's rendered copy (``quick_set``, the manifest of the same 6 clips
+    per configuration and 12 groups), which ``init`` keeps; tests/project/test_packaging.py
+    renders it from the installed wheel."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
@@ -173,10 +179,12 @@ def _scratch(tmp_path: Path, venv: Path) -> tuple[Path, dict[str, str]]:
                PIP_DISABLE_PIP_VERSION_CHECK="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                HF_HOME=str(tmp_path / "hf-home"), HF_TOKEN="")
     project = tmp_path / "project"
-    project.mkdir(exist_ok=True)
+    (project / QUICK_SET).parent.mkdir(parents=True, exist_ok=True)
+    (project / QUICK_SET).symlink_to(quick_set.parent.resolve())
     res = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "init", "--quick"], cwd=project, env=env,
                          capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 0 and f"kept        {QUICK_SET}/manifest.jsonl" in res.stdout, \
+        res.stdout + res.stderr
     synthetic = REPO / "fixtures" / "synthetic"
     if synthetic.is_dir() and not (project / "fixtures" / "synthetic").exists():  # the rendered set, not rendered again
         (project / "fixtures").mkdir(exist_ok=True)
@@ -197,11 +205,11 @@ def _check_run(project: Path, out: str) -> None:
 
 
 @pytest.mark.slow
-def test_github_recipe_commands_run_in_order(wheel, tmp_path):
+def test_github_recipe_commands_run_in_order(wheel, small_set, tmp_path):
     doc = _load("github-actions.yml")
     temp = tmp_path / "runner-temp"
     temp.mkdir()
-    project, env = _scratch(tmp_path, temp / "posbias-venv")
+    project, env = _scratch(tmp_path, temp / "posbias-venv", small_set)
     files = {k: tmp_path / k.lower() for k in ("GITHUB_PATH", "GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT", "GITHUB_ENV")}
     for f in files.values():
         f.write_text("")
@@ -236,13 +244,13 @@ def test_github_recipe_commands_run_in_order(wheel, tmp_path):
 
 
 @pytest.mark.slow
-def test_gitlab_recipe_commands_run_in_order(wheel, tmp_path):
+def test_gitlab_recipe_commands_run_in_order(wheel, small_set, tmp_path):
     job = _load("gitlab-ci.yml")["posbias"]
     venv = tmp_path / "project" / ".venv-posbias"
     variables = {k: str(v) for k, v in job["variables"].items()}
     variables.update(MODEL="sim-middle-weak", MODEL_ID="sim:middle-weak", MARKERS="meg", POSBIAS_PACKAGE=str(wheel),
                      VENV=str(venv))
-    project, env = _scratch(tmp_path, venv)
+    project, env = _scratch(tmp_path, venv, small_set)
     env.update(variables, CI_PROJECT_DIR=str(project), HF_HOME=env["HF_HOME"])
     # before_script and script share one shell, after_script runs in a new one (GitLab's runner)
     main = _bash("\n".join([*job["before_script"], *job["script"]]), project, env)

@@ -34,6 +34,7 @@ import pytest
 from support import REPO
 
 import pytest_posbias
+from pytest_posbias.cli.scaffold import QUICK_SET
 
 pytestmark = pytest.mark.slow
 
@@ -172,7 +173,7 @@ def _outcome(res: subprocess.CompletedProcess[str]) -> str:
     return re.sub(r" in [\d.]+s", "", _tail(res)).strip("= ")
 
 
-def test_wheel_is_a_guest_in_a_project_with_its_own_model_option(dist, tmp_path):
+def test_wheel_is_a_guest_in_a_project_with_its_own_model_option(dist, small_set, tmp_path):
     [wheel] = dist.glob("*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
@@ -185,7 +186,10 @@ def test_wheel_is_a_guest_in_a_project_with_its_own_model_option(dist, tmp_path)
     res = _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], tmp_path, env)
     assert res.returncode == 0, res.stderr[-3000:]
     project = tmp_path / "guest"
-    project.mkdir()
+    # the quick set the session rendered (the same 6 clips per configuration and 12 groups), which init keeps:
+    # the test above renders it from the installed wheel
+    (project / QUICK_SET).parent.mkdir(parents=True)
+    (project / QUICK_SET).symlink_to(small_set.parent.resolve())
     (project / "conftest.py").write_text(GUEST_CONFTEST)
     (project / "test_own.py").write_text(GUEST_TESTS)
     pytest_cmd = [str(py), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly"]
@@ -199,7 +203,7 @@ def test_wheel_is_a_guest_in_a_project_with_its_own_model_option(dist, tmp_path)
 
     res = _run([str(venv / "bin" / "posbias"), "init", "--quick"], project, env)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "merged      conftest.py" in res.stdout, res.stdout
+    assert "merged      conftest.py" in res.stdout and f"kept        {QUICK_SET}/manifest.jsonl" in res.stdout, res.stdout
     assert "--model left out: this project's conftest.py defines it (use --posbias-model)" in res.stdout
     assert (project / "conftest.py").read_text().startswith(GUEST_CONFTEST)
     own = _run([*pytest_cmd, "test_own.py", "--model", "given"], project, env)
