@@ -23,9 +23,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from support.processes import group_members, groups_naming
 from support.vllm_support import (
     IN_PROCESS_ARGS,
     IN_PROCESS_ENV,
@@ -46,35 +46,6 @@ pytestmark = pytest.mark.slow
 VLLM_ARGS = shlex.join(without_flags(SERVE_ARGS, MANAGED_FLAGS))
 
 
-def _pgids_serving(ckpt: Path) -> set[int]:
-    """Process groups of the live processes whose command line names ``ckpt`` (the vLLM API servers)."""
-    out = set()
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            cmd = (p / "cmdline").read_bytes().split(b"\0")
-            stat = (p / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if str(ckpt).encode() in cmd and stat[0] != "Z":
-            out.add(int(stat[2]))
-    return out
-
-
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                stat = (p / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[2]) == pgid and stat[0] != "Z":
-                members.append(int(p.name))
-    return members
-
-
 def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, vllm_checkpoint, small_set, tmp_path,
                                                                      capsys):
     """``--model vllm:CKPT``: the run serves the tiny checkpoint itself; pytest SIGKILLed mid-run
@@ -91,7 +62,7 @@ def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, vll
     groups: set[int] = set()
     done = 0
     while proc.poll() is None and time.monotonic() - t0 < RUN_TIMEOUT:
-        groups |= _pgids_serving(ckpt)
+        groups |= groups_naming(ckpt)
         done = answered_calls(project)
         if done >= KILL_AFTER:
             proc.kill()
@@ -103,10 +74,10 @@ def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, vll
     assert len(logs) == 1
     port = int(logs[0].read_text().split("--port ", 1)[1].split()[0])
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (any(_group_members(g) for g in groups) or _pgids_serving(ckpt)):
+    while time.monotonic() < deadline and (any(group_members(g) for g in groups) or groups_naming(ckpt)):
         time.sleep(0.5)
-    assert not any(_group_members(g) for g in groups) and not _pgids_serving(ckpt), \
-        {g: _group_members(g) for g in groups}
+    assert not any(group_members(g) for g in groups) and not groups_naming(ckpt), \
+        {g: group_members(g) for g in groups}
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still served"
     recs1 = [r for log in project.glob(".posbias/runs/*/log-*.jsonl") for r in records(log, "request") if not r["cache_hit"]]
@@ -131,7 +102,7 @@ def test_gates_through_vllm_managed_with_pytest_killed_and_a_resume(vllm_py, vll
     data2 = json.loads((project / "second.json").read_text())
     gates = Counter(v["extra"].get("gate") for v in data2["verdicts"])
     assert gates["order"] >= 1 and gates["meg"] >= 1 and gates["repetition"] >= 1, gates
-    assert not _pgids_serving(ckpt)  # the second run stopped its server at its end
+    assert not groups_naming(ckpt)  # the second run stopped its server at its end
     with capsys.disabled():
         print(f"\n[vLLM managed] pytest SIGKILLed after {done} calls ({killed_after:.0f} s); no vLLM process or port "
               f"left; rerun sent {len(sent2)} ({len(unusable1)} unusable before), {len(hits2)} from the cache, 0 stored "

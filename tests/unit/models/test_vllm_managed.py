@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, TESTS
+from support.processes import group_members
 from support.suite_project import write_suite_project
 
 from pytest_posbias.errors import ModelLoadError
@@ -64,18 +65,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _group_alive(pgid: int) -> bool:
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                stat = (p / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[2]) == pgid and stat[0] != "Z":
-                return True
-    return False
-
-
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -91,11 +80,11 @@ def _gone(rec: Path, ports: list[int], *, within: float = 30.0) -> None:
     recs = _records(rec)
     assert recs
     while time.monotonic() < deadline:
-        if not any(_alive(r["pid"]) or _alive(r["child"]) or _group_alive(r["pgid"]) for r in recs) \
+        if not any(_alive(r["pid"]) or _alive(r["child"]) or bool(group_members(r["pgid"])) for r in recs) \
                 and not any(_listening(p) for p in ports):
             return
         time.sleep(0.2)
-    left = [(r["pid"], _alive(r["pid"]), r["child"], _alive(r["child"]), _group_alive(r["pgid"])) for r in recs]
+    left = [(r["pid"], _alive(r["pid"]), r["child"], _alive(r["child"]), bool(group_members(r["pgid"]))) for r in recs]
     raise AssertionError(f"vLLM processes left after {within} s: {left}; ports {[p for p in ports if _listening(p)]}")
 
 
