@@ -18,7 +18,7 @@ from scipy import stats as _st
 from scipy.optimize import brentq
 
 from ..errors import ConfigError
-from .intervals import binomial_test, exact_interval
+from .intervals import MIN_CLUSTERS, _check_alpha, binomial_test, exact_interval
 from .rules import MIN_T_UNITS, T_METHODS, lattice_floor, t_statistic
 from .rules import flat as is_flat
 from .verdicts import region_p, zero_spread_interval
@@ -139,6 +139,10 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     certify mode a PASS needs the repeated CI wholly inside the region.
     """
     xs = np.asarray(x, dtype=float)
+    alpha = _check_alpha(alpha)
+    for name, v in (("n_max", n_max), ("looks", looks)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"`{name}` must be an integer >= 1; got {v!r}")
     if mode not in ("detect", "certify"):
         raise ConfigError(f"`mode` must be 'detect' or 'certify'; got {mode!r}")
     if kind not in ("rate", "mean"):
@@ -163,14 +167,18 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     # about the units not drawn), and a detect-mode sample whose every unit lies past a bound fails
     flat = (kind == "mean" and n_k > 1 and is_flat(xs)
             and (value_range is not None or not (mode == "detect" and (xs[0] > upper or xs[0] < lower))))
-    if n_k == 0 or (kind == "mean" and n_k < MIN_MEAN_UNITS) or (flat and value_range is None):
+    # the floor is exact at any size, so a flat sample with a value range needs only the fixed
+    # design's minimum of independent units, not the t interval's
+    need = MIN_CLUSTERS if flat and value_range is not None else MIN_MEAN_UNITS
+    if n_k == 0 or (kind == "mean" and n_k < need) or (flat and value_range is None):
         if not last:
             return None
         what = "no violation can be shown" if mode == "detect" else "compliance cannot be certified"
         why = ("inconclusive: no units to decide on" if n_k == 0 else
                f"inconclusive: zero spread (every unit equals {xs[0]:.4g}), and an interval of zero width says "
-               f"nothing about the units not drawn, so {what}" if flat else
-               f"inconclusive: fewer than {MIN_MEAN_UNITS} units, too few for a t-based interval, so {what}")
+               f"nothing about the units not drawn, so {what}" if flat and value_range is None else
+               f"inconclusive: fewer than {need} units, too few for an interval, so {what}" if flat else
+               f"inconclusive: fewer than {need} units, too few for a t-based interval, so {what}")
         est0 = float(xs.mean()) if n_k else math.nan
         return SequentialDecision(mode == "detect", n_k, n_max, math.nan, math.nan, est0, 1.0, why, sizes[: k + 1],
                                   method, inconclusive=True)

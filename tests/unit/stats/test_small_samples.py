@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as st
 
 from pytest_posbias import stats as S
+from pytest_posbias.errors import ConfigError
 from pytest_posbias.stats.sequential import gsd_boundaries, gsd_decide, gsd_sizes, gsd_step, violation_alternative
 
 
@@ -314,3 +315,28 @@ def test_no_look_under_the_certify_minimum_passes():
     assert early.passed and early.stopped_at == 12
     late = gsd_decide(x, certify_from=24, **kw)
     assert not late.passed and late.stopped_at > 12  # the later groups show the rate past 0.10
+
+
+def test_a_flat_sample_is_decided_on_the_floor_from_the_fixed_designs_minimum_in_both_designs():
+    # 6 groups at 0.9 against <= 0.10: under any null the floor excludes, six equal units at 0.9 have
+    # probability <= (1/9)^6; the exact floor needs no t interval's 8 units, only MIN_CLUSTERS
+    kw = {"looks": 4, "lower": -math.inf, "upper": 0.10, "mode": "detect", "alpha": 0.05, "kind": "mean",
+          "value_range": (0.0, 1.0)}
+    seq = gsd_decide(np.full(6, 0.9), n_max=6, **kw)
+    fixed = S.mean_verdict(np.full(6, 0.9), None, name="c", threshold=0.10, sides="upper",
+                           rng=np.random.default_rng(0), value_range=(0.0, 1.0))
+    assert not seq.passed and not seq.inconclusive
+    assert not fixed.passed and not fixed.inconclusive
+    # under the fixed design's minimum both say so instead of deciding
+    few = gsd_decide(np.full(4, 0.9), n_max=4, **kw)
+    assert few.inconclusive and "fewer than 5 units" in few.reason
+    assert S.mean_verdict(np.full(4, 0.9), None, name="c", threshold=0.10, sides="upper",
+                          rng=np.random.default_rng(0), value_range=(0.0, 1.0)).inconclusive
+
+
+@pytest.mark.parametrize(("option", "value"), [("alpha", 1.5), ("alpha", 0.0), ("n_max", 0), ("looks", 0)])
+def test_gsd_step_names_the_bad_option(option, value):
+    kw = {"look": 0, "n_max": 12, "looks": 4, "lower": -math.inf, "upper": 0.10, "mode": "detect", "alpha": 0.05,
+          "kind": "mean", option: value}
+    with pytest.raises(ConfigError, match=f"`{option}`"):
+        gsd_step(np.zeros(3), **kw)
