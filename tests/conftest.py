@@ -111,13 +111,26 @@ def heavy_modules() -> None:
         load_embedder()
 
 
-# The longest test files (minutes each in CI: a real vLLM server, the front page, a wheel install,
-# plan on a tiny checkpoint, the xdist agreement runs) start first, so under `-n 2 --dist loadfile`
-# they overlap with the many short files instead of running alone at the end.
-_LONG_FILES = ("test_vllm_server.py", "test_vllm_managed.py", "test_report_front.py", "test_packaging.py", "test_plan.py", "test_xdist.py")
+# The longest test files, longest first (worker-seconds each in a CI run on two cores: the real
+# vLLM servers, the xdist agreement runs, plan on a tiny checkpoint, the dose calibrations, a wheel
+# install, the front page). Under `-n 2 --dist loadfile --no-loadscope-reorder` (scripts/test) they
+# start first and the many short files fill in around them, instead of one worker running them
+# alone at the end (xdist's default order puts the files with the most tests first).
+_LONG_FILES = ("e2e/test_vllm_managed.py", "e2e/test_xdist.py", "e2e/test_vllm_server.py", "unit/cli/test_plan.py",
+               "unit/models/test_sim_dose.py", "project/test_packaging.py", "e2e/test_report_front.py",
+               "project/test_ci_recipes.py", "e2e/test_report.py", "e2e/test_suite_positional.py",
+               "e2e/test_plugin.py", "unit/models/test_vllm_managed.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Move the items of ``_LONG_FILES`` to the front, in that order (stable otherwise)."""
     rank = {name: k for k, name in enumerate(_LONG_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    here = Path(__file__).parent
+
+    def key(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(here).as_posix(), len(rank))
+        except ValueError:  # a file outside tests/ (pytester's own projects)
+            return len(rank)
+
+    items.sort(key=key)

@@ -67,11 +67,6 @@ class PluginState:
 
 
 
-def find_plugin(config: pytest.Config) -> PluginState | None:
-    """The run's plugin object, None where the plugin did not configure the run."""
-    return config.stash.get(PLUGIN_KEY, None)
-
-
 def plugin_of(config: pytest.Config) -> PluginState:
     """The run's plugin object (the plugin configured the run)."""
     return config.stash[PLUGIN_KEY]

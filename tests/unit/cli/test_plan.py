@@ -199,7 +199,9 @@ def test_tiny_checkpoint_plan_agrees_with_a_real_run(tmp_path, small_set, tiny_c
     from above, and --measure's warm-up predicts them within 10%."""
     proj = _project(tmp_path / "p", small_set)
     model = str(tiny_checkpoints["qwen2_vl"])
-    sel = ["-m", "(meg or option_order) and not slow", "-k", "domestic-short or order", f"--posbias-model={model}", "--posbias-device", "cpu"]
+    # the fragment judge: the embedding judge makes no model call either, and would load a second model per process
+    sel = ["-m", "(meg or option_order) and not slow", "-k", "domestic-short or order", f"--posbias-model={model}",
+           "--posbias-device", "cpu", "--posbias-judge", "fragment"]
     plain = _posbias(proj, "plan", *sel, "--plan-json", "plain.json")
     assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
     assert "prompt tokens from: processor" in plain.stdout and "test_meg[qwen2_vl-domestic-short-P4]" in plain.stdout
