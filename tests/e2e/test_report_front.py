@@ -76,8 +76,10 @@ def screenshot(html_path: Path, tmp: Path, *, size: str, name: str) -> np.ndarra
 
 def _run(root: Path, small_set: Path, model: str, *extra: str) -> Path:
     write_suite_project(root, small_set, ("test_positional.py",), "[tool.posbias.probes.positional]\ngroups = 8", model=None)
+    # the fragment judge: the page is the subject, and the embedding judge would load a second model per run
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "meg and not slow", "--posbias-model", model, "-p", "no:randomly",
-                           "-p", "no:cacheprovider", *extra], cwd=root, capture_output=True, text=True, timeout=1200)
+                           "-p", "no:cacheprovider", "--posbias-judge", "fragment", *extra], cwd=root, capture_output=True,
+                          text=True, timeout=1200)
     logs = list((root / ".posbias" / "runs").glob("*/run.jsonl"))
     assert len(logs) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     return logs[0]
