@@ -28,3 +28,11 @@ def group_members(pgid: int) -> list[int]:
 def groups_naming(path: Path) -> set[int]:
     """The process groups of the live processes whose command line names ``path``."""
     return {int(stat[2]) for _, cmd, stat in _live() if str(path).encode() in cmd}
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is live (not gone, not a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, TESTS
-from support.processes import group_members
+from support.processes import alive, group_members
 from support.suite_project import write_suite_project
 
 from pytest_posbias.errors import ModelLoadError
@@ -53,18 +53,6 @@ def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return rec
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead: its parent (the guard, or init) has not reaped it yet
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -80,11 +68,11 @@ def _gone(rec: Path, ports: list[int], *, within: float = 30.0) -> None:
     recs = _records(rec)
     assert recs
     while time.monotonic() < deadline:
-        if not any(_alive(r["pid"]) or _alive(r["child"]) or bool(group_members(r["pgid"])) for r in recs) \
+        if not any(alive(r["pid"]) or alive(r["child"]) or bool(group_members(r["pgid"])) for r in recs) \
                 and not any(_listening(p) for p in ports):
             return
         time.sleep(0.2)
-    left = [(r["pid"], _alive(r["pid"]), r["child"], _alive(r["child"]), bool(group_members(r["pgid"]))) for r in recs]
+    left = [(r["pid"], alive(r["pid"]), r["child"], alive(r["child"]), bool(group_members(r["pgid"]))) for r in recs]
     raise AssertionError(f"vLLM processes left after {within} s: {left}; ports {[p for p in ports if _listening(p)]}")
 
 
