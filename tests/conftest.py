@@ -111,15 +111,16 @@ def heavy_modules() -> None:
         load_embedder()
 
 
-# The longest test files, longest first (worker-seconds each in a CI run on two cores: the real
-# vLLM servers, the xdist agreement runs, plan on a tiny checkpoint, the dose calibrations, a wheel
-# install, the front page). Under `-n 2 --dist loadfile --no-loadscope-reorder` (scripts/test) they
-# start first and the many short files fill in around them, instead of one worker running them
-# alone at the end (xdist's default order puts the files with the most tests first).
-_LONG_FILES = ("e2e/test_vllm_managed.py", "e2e/test_xdist.py", "e2e/test_vllm_server.py", "unit/cli/test_plan.py",
-               "unit/models/test_sim_dose.py", "project/test_packaging.py", "e2e/test_report_front.py",
-               "project/test_ci_recipes.py", "e2e/test_report.py", "e2e/test_suite_positional.py",
-               "e2e/test_plugin.py", "unit/models/test_vllm_managed.py")
+# The longest test files, longest first (worker-seconds each in a CI run: the xdist agreement runs,
+# the real vLLM servers, a wheel install, plan on a tiny checkpoint, the report runs, the dose
+# calibrations). Under `-n 2 --dist loadfile --no-loadscope-reorder` (scripts/test) they start
+# first and the many short files fill in around them, instead of one worker running them alone at
+# the end (xdist's default order puts the files with the most tests first).
+_LONG_FILES = ("e2e/test_xdist.py", "e2e/test_vllm_managed.py", "project/test_packaging.py", "unit/cli/test_plan.py",
+               "e2e/test_report.py", "e2e/test_vllm_server.py", "e2e/test_suite_positional.py",
+               "project/test_ci_recipes.py", "e2e/test_faults.py", "e2e/test_dose_gates.py",
+               "unit/models/test_vllm_managed.py", "e2e/test_report_front.py", "unit/models/test_sim_dose.py",
+               "e2e/test_plugin.py", "e2e/test_progress.py", "unit/cli/test_sim_check.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

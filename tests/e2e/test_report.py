@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from support.suite_project import write_suite_project
 
-from pytest_posbias.report.render import highlight_repeats, render
+from pytest_posbias.report.render import render
 from pytest_posbias.run_options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("heavy_modules")
+
+
 EVIL = '<script>alert("pwned")</script></textarea><img src=x onerror=alert(1)>'
 
 
@@ -172,69 +174,6 @@ def test_report_opens_in_headless_chromium_without_errors(run_dir, tmp_path):
     shutil.copy(tmp_path / "front.png", run_dir / "reports" / "front.png")
 
 
-def test_highlight_repeats_marks_only_repeated_5grams():
-    marks = highlight_repeats("a b c d e x a b c d e y")
-    assert [t for t, m in marks if m] == ["a", "b", "c", "d", "e", "a", "b", "c", "d", "e"]
-    assert dict(marks)["x"] is False
-
-
-# --------------------------------------------------------------------------- terminal summary
-
-
-def _verdict(name: str, *, passed: bool, est: float = 0.1, calls: dict | None = None):
-    from pytest_posbias.stats import Verdict
-
-    return Verdict(name=name, estimate=est, ci_low=est - 0.05, ci_high=est + 0.05, threshold=0.1, n=12, p_value=0.01,
-                   passed=passed, mode="detect", reason="r", lower=-0.1, upper=0.1, unit="groups",
-                   extra={"calls": calls or {}})
-
-
-def test_terminal_summary_keeps_full_gate_ids_grouped_by_suite():
-    from pytest_posbias.report.summary import verdict_lines
-
-    long = "test_meg[sim:middle-weak-cooking-short-P4-with-a-very-long-configuration-name-that-goes-on-and-on-"
-    ids = [f"suites/test_positional.py::{long}{k}]" for k in range(3)] + ["suites/test_stressors.py::test_rr[8]"]
-    rows = [{"nodeid": n, "verdict": _verdict(n, passed=k != 1), "p_bh": 0.02} for k, n in enumerate(ids)]
-    lines = verdict_lines(rows, width=60)
-    assert all(len(t) <= 60 for t, p in lines if p is not None and not t.lstrip().startswith("estimate"))
-    heads = [t for t, p in lines if p is None]
-    assert heads == ["suites/test_positional.py — positional bias (DPB, MEG, coverage): 3 gates, 1 failed",
-                     "suites/test_stressors.py — temporal stressors and repetition: 1 gate, 0 failed"]
-    # every gate's full id can be read back from its wrapped lines (never cut), the failure first
-    names, cur = [], None
-    for t, p in lines:
-        if p is None:
-            continue
-        if t.startswith(("  PASS ", "  FAIL ")):
-            cur = [t[7:]]
-            names.append(cur)
-        elif not t.lstrip().startswith("estimate"):
-            cur.append(t.strip())
-    got = ["".join(parts) for parts in names]
-    assert got == [ids[1].split("::")[1], ids[0].split("::")[1], ids[2].split("::")[1], "test_rr[8]"]
-    assert len(set(got)) == 4
-
-
-def test_calls_line_one_cache_count_wall_time_tokens_and_reuse_wording():
-    from pytest_posbias.report.summary import calls_line
-
-    calls = {"made": 120, "cache_hits": 30, "failed": 2, "retries": 1, "model_seconds": 99.0, "wall_seconds": 12.34,
-             "prompt_tokens": 50_000, "visual_tokens": 40_000, "output_tokens": 7_000, "shared": 40}
-    one = calls_line(calls, verdict_calls=[{"shared": 40}])
-    assert one.startswith("model calls: 120 made, 30 served from the cache, 2 failed (1 retries of transient errors)")
-    assert "wall time 12.3 s" in one and "99" not in one  # wall time, not the summed client time
-    assert "tokens 50k in (40k visual), 7000 out" in one
-    assert "tokens 900 out" in calls_line({"made": 3, "output_tokens": 900})  # an unreported count is left out
-    assert "reused" not in one and "shared" not in one  # a single gate cannot share between gates
-    two = calls_line(calls, verdict_calls=[{"shared": 0}, {"shared": 25}, {"shared": 15}], workers=2)
-    assert "2 gates reused probe results already computed in this run, saving 40 requests" in two
-    assert "summed over 2 workers" in two
-    assert two.count("cache") == 1
-    three = calls_line({"made": 216, "cache_hits": 0, "rereads": 216, "failed": 0})
-    assert three.startswith("model calls: 216 made, 0 served from the cache, 0 failed")  # a cold cache reads as cold
-    assert "216 repeated requests answered from this run's own calls" in three
-
-
 PROGRESS_TESTS = """
 import time
 
@@ -293,56 +232,6 @@ def test_xdist_controller_prints_the_workers_progress(pytester):
     assert any(re.search(r"\d/4 tests · gw[01]: model calls \d/4, ETA 1 s", ln) for ln in lines), lines
 
 
-def test_severity_legend_does_not_cover_the_bars():
-    from pytest_posbias.report.figures import stacked_figure
-
-    fig = stacked_figure(["clean", "Delete", "Insert", "Replace", "Reverse", "Shuffle"],
-                         {"benign": [0.5, 0.2, 0.1, 0.0, 0.3, 0.9], "ordinary": [0.3, 0.3, 0.1, 0.2, 0.3, 0.1],
-                          "severe": [0.2, 0.5, 0.8, 0.8, 0.4, 0.0]}, title="severity shares")
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    ax = fig.axes[0]
-    legend = ax.get_legend().get_window_extent(renderer)
-    bars = [p.get_window_extent(renderer) for p in ax.patches]
-    assert len(bars) == 18
-    assert not any(legend.overlaps(b) for b in bars)
-    assert legend.x0 >= ax.get_window_extent(renderer).x1  # right of the axes
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-
-
-def _tiny_run_log(path, run_id, started, verdicts):
-    from pytest_posbias.engine import SCHEMA_VERSION
-
-    lines = [{"kind": "header", "schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started,
-              "models": ["sim:unbiased"]}]
-    for name, est, passed in verdicts:
-        lines.append({"kind": "verdict", "nodeid": f"suites/test_positional.py::test_meg[{name}]", "name": name,
-                      "estimate": est, "ci_low": est - 0.01, "ci_high": est + 0.01, "lower": -0.02, "upper": 0.02,
-                      "passed": passed})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-
-
-def test_history_flags_undecided_runs_duplicate_run_ids_and_skipped_files(tmp_path):
-    from pytest_posbias.report.history import find_run_logs, history
-    from pytest_posbias.report.render import Run
-
-    _tiny_run_log(tmp_path / "r1" / "run.jsonl", "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, True)])
-    _tiny_run_log(tmp_path / "r2" / "run.jsonl", "b", "2026-02-01T00:00:00", [])  # a crashed run: no verdict
-    _tiny_run_log(tmp_path / "r3" / "copy.jsonl", "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, True)])
-    (tmp_path / "junk.jsonl").write_text('{"not": "a run log"}\n')
-    skipped: list[str] = []
-    paths = find_run_logs(tmp_path, skipped)
-    assert len(paths) == 3 and skipped == [f"{tmp_path / 'junk.jsonl'}: not a posbias run log (no run-log header on its first line)"]
-    data = history([Run(p) for p in paths])
-    assert [r["run_id"] for r in data["releases"]] == ["a", "b"]  # the copy of run a is not a release
-    assert data["duplicates"] == [{"path": str(tmp_path / "r3" / "copy.jsonl"), "run_id": "a",
-                                   "same_as": str(tmp_path / "r1" / "run.jsonl")}]
-    assert [r["undecided"] for r in data["releases"]] == [False, True]
-
-
 def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_back_on(tmp_path, monkeypatch):
     """``finish_run`` merges the log and renders the report with gc off (collections walking the
     merged records took a third of the render), and leaves gc as it found it."""
@@ -368,55 +257,3 @@ def test_the_end_of_the_run_renders_with_the_cyclic_collector_off_and_turns_it_b
     assert path == run_dir / "run.jsonl" and path.is_file()
     assert seen == [False]
     assert gc.isenabled()
-
-
-def test_progress_text_rate_eta_and_cache_in_words():
-    from pytest_posbias.report.summary import plural, progress_text
-
-    assert progress_text(120, 216, 30, 30.0) == "model calls 120/216 (55%), 4/s, ETA 24 s; 30 more answered from the cache"
-    assert progress_text(216, 216, 0, 54.0) == "model calls 216/216 (100%), 4/s, ETA 0 s"
-    assert progress_text(0, 10, 0, 0.0) == "model calls 0/10 (0%), 0/s, ETA –"  # no rate yet: no made-up ETA
-    assert progress_text(10, 1000, 0, 10.0).endswith("ETA 16 min")
-    assert (plural(1, "gate"), plural(0, "gate"), plural(2, "gate")) == ("1 gate", "0 gates", "2 gates")
-
-
-def test_each_gate_has_a_cost_line_in_words():
-    import dataclasses
-
-    from pytest_posbias.report.summary import cost_text, verdict_lines
-    from pytest_posbias.stats import rate_verdict
-
-    assert cost_text({"made": 1}) == "1 model call made"
-    assert cost_text({"made": 12, "failed": 1, "cache_hits": 30, "shared": 40, "wall_seconds": 8.24}) == (
-        "12 model calls made (1 failed), 30 answered from the cache of earlier runs, "
-        "40 reused from a probe another gate ran; 8.2 s waiting on the model")
-    v = rate_verdict(5, 100, name="order flip rate", threshold=0.15)
-    v = dataclasses.replace(v, extra={**v.extra, "calls": {"made": 0, "cache_hits": 216}})
-    lines = [t for t, _ in verdict_lines([{"nodeid": "suites/test_phase_order.py::test_order_flip[m]", "verdict": v,
-                                           "p_bh": 0.5}])]
-    assert "       cost: 0 model calls made, 216 answered from the cache of earlier runs" in lines
-
-
-def test_a_gate_failing_alone_but_passing_the_run_decision_is_counted_apart(tmp_path):
-    """A gate whose own verdict fails but whose run-level (Holm) decision passes: the history counts
-    a release's failures and "fails in the latest release" by the run-level decision; the suite card
-    gives both counts."""
-    from pytest_posbias.report.front import suite_cards
-    from pytest_posbias.report.history import history
-    from pytest_posbias.report.render import Run
-
-    log = tmp_path / "r1" / "run.jsonl"
-    _tiny_run_log(log, "a", "2026-01-01T00:00:00", [("MEG cooking", -0.05, False), ("MEG leisure", -0.06, False)])
-    records = [json.loads(x) for x in log.read_text().splitlines()]
-    for r, adjusted in zip([r for r in records if r["kind"] == "verdict"], (True, False), strict=True):
-        r["adjusted_passed"] = adjusted  # cooking fails alone, passes after Holm; leisure fails both
-    log.write_text("".join(json.dumps(r) + "\n" for r in records))
-    run = Run(log)
-    data = history([run])
-    assert data["releases"][0]["n_fail"] == 1
-    assert {g["gate"]: g["failing_last"] for g in data["gates"]} == {"MEG cooking": False, "MEG leisure": True}
-    (card,) = suite_cards(run.verdicts)
-    assert card["n_fail"] == 2 and card["n_fail_run"] == 1
-    records = [{k: v for k, v in r.items() if k != "adjusted_passed"} for r in records]  # a log without the field
-    log.write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert history([Run(log)])["releases"][0]["n_fail"] == 2 and suite_cards(Run(log).verdicts)[0]["n_fail_run"] is None

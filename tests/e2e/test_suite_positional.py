@@ -59,7 +59,7 @@ def test_dpb_fails_on_primacy_and_passes_on_unbiased(pytester, small_set):
     assert all(0.0 <= v["ci_low"] <= v["estimate"] <= v["ci_high"] <= 1.0 for v in other if v["ci_low"] is not None)
 
 
-@pytest.mark.slow  # three end-to-end runs (serial, cached, -n 2): ~3 min on two cores
+@pytest.mark.slow  # three end-to-end runs: serial, cached, -n 2
 def test_second_run_makes_zero_calls_and_xdist_gives_the_same_verdicts(pytester, small_set):
     make_project(pytester, small_set)
     args = ["-m", "(meg or dpb or coverage) and not slow", "--posbias-model", "sim:middle-weak", "-p", "no:randomly"]

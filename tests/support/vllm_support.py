@@ -45,7 +45,7 @@ SERVE_ARGS = ["--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization
               "--max-num-batched-tokens", "8192", "--no-enable-chunked-prefill", "--max-model-len", "4096",
               "--max-logprobs", "20", "--limit-mm-per-prompt", json.dumps({"image": 64, "video": 8}), "--seed", "0"]
 # The engine in the API server's own process (vLLM's single-process executor): one Python start
-# instead of three (API server, engine core, worker), about 40 s less per server start on two cores.
+# instead of three (API server, engine core, worker) at each server start.
 # For the tests whose subject is the harness's side of the HTTP connection; the managed kill test
 # keeps vLLM's default process tree, since its subject is that no process of it outlives the run.
 IN_PROCESS_ARGS = ["--distributed-executor-backend", "uni"]

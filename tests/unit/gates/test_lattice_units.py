@@ -10,7 +10,6 @@ Placed with the gates' decision (``gates/decision.py``); the rules are ``stats/`
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -23,7 +22,10 @@ from pytest_posbias.gates.decision import gate_p_value, holm_adjust
 from pytest_posbias.stats.sequential import gsd_decide
 
 STEP = 1 / 32  # one judged fact of a four-sentence reference at P = 4, four cyclic orders: 1/(2·4·4)
+
+
 T = 0.02  # the MEG threshold
+
 
 # sim:unbiased, equal-attention prompt, leisure-short P = 4 on the quick set (12 groups, seed 0):
 # 8 of the 12 group MEGs are exactly -1/32; the population MEG of the simulator is 0
@@ -57,28 +59,6 @@ def _seq(values: np.ndarray, mode: str = "detect", rule: str = "skew-t") -> S.Ve
 def _sparse(rng: np.random.Generator, reps: int, n: int, meg: float) -> np.ndarray:
     """The benchmark's sparse lattice: (X − Y)/32, X ~ Poisson(0.05), Y ~ Poisson(0.05 + 32·|meg|)."""
     return (rng.poisson(0.05, (reps, n)) - rng.poisson(0.05 + abs(meg) / STEP, (reps, n))) * STEP
-
-
-def test_skew_t_interval_inverts_its_test() -> None:
-    x = np.random.default_rng(2).gamma(2.0, 0.02, 20) - 0.03
-    for floor in (0.0, T * STEP):
-        st = S.skew_t(x, floor=floor)
-        lo, hi = st.interval(0.05)
-        assert st.p_greater(lo) == pytest.approx(0.05, abs=1e-9)
-        assert st.p_less(hi) == pytest.approx(0.05, abs=1e-9)
-        assert lo < float(x.mean()) < hi
-    # no skewness and no floor: the Student t interval
-    sym = np.array([-2.0, -1.0, 0.0, 1.0, 2.0]) / 32
-    st = S.skew_t(sym)
-    q = 2.131846786326649  # t_{0.95, 4}
-    assert st.interval(0.05) == pytest.approx((-q * sym.std(ddof=1) / math.sqrt(5), q * sym.std(ddof=1) / math.sqrt(5)))
-
-
-def test_lattice_floor_is_the_variance_of_net_lattice_events_at_the_bound() -> None:
-    assert S.lattice_floor(-T, STEP) == pytest.approx(T * STEP)
-    assert S.lattice_floor(T, None) == 0.0
-    st = S.skew_t(np.array([0.0] * 11 + [-STEP]), floor=S.lattice_floor(T, STEP))
-    assert st.floored and st.sd == pytest.approx(math.sqrt(T * STEP))
 
 
 def test_certify_size_held_on_the_sparse_lattice_where_the_plain_rules_exceed_it() -> None:
@@ -152,16 +132,6 @@ def test_the_equal_attention_sample_is_a_per_gate_failure_but_not_a_run_failure_
     assert _verdict(EQUAL_ATTENTION_QUICK, null_variance=True).passed
 
 
-def test_null_variance_interval_inverts_its_test() -> None:
-    lo, hi = S.null_variance_interval(EQUAL_ATTENTION_QUICK, alpha=0.05)
-    assert S.null_variance_p(EQUAL_ATTENTION_QUICK, hi, "less") == pytest.approx(0.05, abs=1e-9)
-    assert S.null_variance_p(EQUAL_ATTENTION_QUICK, lo, "greater") == pytest.approx(0.05, abs=1e-9)
-    # the t interval widened by sqrt(n / (n - c^2))
-    n, c = EQUAL_ATTENTION_QUICK.size, 1.7958848187036691
-    s = EQUAL_ATTENTION_QUICK.std(ddof=1)
-    assert hi - lo == pytest.approx(2 * c * s / math.sqrt(n - c * c), rel=1e-6)
-
-
 def test_hull_never_certifies_what_the_bootstrap_does_not() -> None:
     rng = np.random.default_rng(5)
     for _ in range(20):
@@ -203,31 +173,6 @@ def _big_jump(rng: np.random.Generator, reps: int, n: int, shift: float, jump: f
     return np.clip(base + rng.poisson(abs(shift) / abs(jump), (reps, n)) * jump, -1.0, 1.0)
 
 
-def test_the_floor_only_removes_rejections() -> None:
-    """The floored SD shrinks γ = m₃/s_eff³; each p-value is the larger of the floored and unfloored
-    statistics', so no sample is rejected with the floor that is not rejected without it."""
-    rng = np.random.default_rng(4)
-    shrunk = 0
-    for _ in range(300):
-        n = int(rng.integers(5, 30))
-        lam = rng.uniform(0.02, 3.0)
-        x = (rng.poisson(lam, n) - rng.poisson(lam + rng.uniform(0, 2), n)) / 32
-        if np.ptp(x) == 0:
-            continue
-        floor = T / 32 * rng.uniform(0.5, 20)
-        raw, fl = S.skew_t(x), S.skew_t(x, floor=floor)
-        for b in (-T, T):
-            assert fl.p_greater(b) >= raw.p_greater(b) - 1e-12
-            assert fl.p_less(b) >= raw.p_less(b) - 1e-12
-        lo, hi = fl.interval(0.05)
-        rlo, rhi = raw.interval(0.05)
-        assert lo <= rlo + 1e-12 and hi >= rhi - 1e-12
-        if fl.unfloored is not None:
-            alone = dataclasses.replace(fl, unfloored=None)
-            shrunk += any(alone.p_less(b) < raw.p_less(b) or alone.p_greater(b) < raw.p_greater(b) for b in (-T, T))
-    assert shrunk > 0  # the floored statistic alone does reject where the unfloored one does not
-
-
 def test_certify_size_held_on_sparse_lattice_with_rare_big_jumps() -> None:
     """At MEG = −t, 12 groups, jumps of −1/8 on a sparse lattice: the floored statistic alone certified
     about 0.10 (benchmark); with the hull the fixed and sequential designs stay within two Monte Carlo
@@ -236,62 +181,3 @@ def test_certify_size_held_on_sparse_lattice_with_rare_big_jumps() -> None:
     bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
     assert sum(_gate(v, "certify").passed for v in x) <= bound
     assert sum(_seq(v, "certify").passed for v in x) <= bound
-
-
-def test_dpb_certifies_with_both_t_rules_at_half_the_level() -> None:
-    """DPB: Student's t certified |DPB| <= 0.05 from 7 groups at 0 and one at 1/16, and certified
-    about 0.145 of samples at the boundary with rare jumps of 1/8 on a sparse base at 8 groups; the
-    skewness-corrected t holds there but certified about 0.07 of boundary samples on heavy-tailed units
-    on both sides (like sim:unbiased's group DPBs) at 48 groups. The certify rule (both at α/2) holds
-    both. Detect keeps Student's t."""
-    from pytest_posbias.gates.positional import t_rule
-
-    assert t_rule("dpb", "certify") == "both-t" and t_rule("dpb", "detect") == "t" and t_rule("meg", "detect") == "skew-t"
-    t_dpb = 0.05
-
-    def certify(v: np.ndarray, method: str) -> bool:
-        d = S.mean_verdict(v, None, name="DPB", threshold=t_dpb, sides="both", mode="certify", alpha=0.05,
-                           unit="groups", rng=np.random.default_rng(0), method=method, value_range=(-1.0, 1.0))
-        return d.passed and not d.inconclusive
-
-    five = np.array([0.0, 0.0, 0.0, 0.0, STEP])
-    assert not certify(five, "t") and not certify(five, t_rule("dpb", "certify"))  # fewer than 8 units: no t rule
-    eight = np.array([0.0] * 7 + [2 * STEP])  # one group at 1/16 among eight
-    assert certify(eight, "t") and not certify(eight, t_rule("dpb", "certify"))
-    x = _big_jump(np.random.default_rng(14), 400, 8, t_dpb, 0.125)
-    bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
-    assert sum(certify(v, "t") for v in x) > bound  # Student's t alone
-    assert sum(certify(v, t_rule("dpb", "certify")) for v in x) <= bound
-    seq = sum(gsd_decide(v, n_max=8, looks=LOOKS, lower=-t_dpb, upper=t_dpb, mode="certify", alpha=0.05, kind="mean",
-                         rule=t_rule("dpb", "certify")).passed for v in x)
-    assert seq <= bound
-    # heavy tails on both sides at 48 groups: a normal core (SD 0.03) with rare +0.15 and −0.10 jumps
-    rng = np.random.default_rng(15)
-    reps = 1000
-    core = 0.03 * rng.standard_normal((reps, 48))
-    heavy = core + 0.15 * (rng.random((reps, 48)) < 0.04) - 0.10 * (rng.random((reps, 48)) < 0.03)
-    heavy = heavy - (0.15 * 0.04 - 0.10 * 0.03) + t_dpb
-    skew_alone = sum(certify(v, "skew-t") for v in heavy)
-    both = sum(certify(v, t_rule("dpb", "certify")) for v in heavy)
-    assert both <= 0.05 * reps < skew_alone
-
-
-def test_contamination_certifies_with_both_t_rules_at_half_the_level() -> None:
-    """A group's contamination rate is right-skewed near 0: most groups clean, a few contaminated in
-    most slots. At the boundary (mean 0.10) Student's t alone certified about a fifth of such samples at
-    24 groups; the certify rule (Student's and the skewness-corrected t at α/2 each) stays near α.
-    Detect keeps Student's t."""
-    from pytest_posbias.gates.positional import t_rule
-
-    assert t_rule("contamination", "certify") == "both-t" and t_rule("contamination", "detect") == "t"
-    assert t_rule("coverage", "certify") == "t"
-    rng = np.random.default_rng(7)
-    units = rng.binomial(4, rng.beta(0.2, 1.8, (400, 24))) / 4  # 4 slots a group, mean 0.10
-
-    def certified(method: str) -> int:
-        return sum(S.mean_verdict(v, None, name="contamination", threshold=0.10, sides="upper", mode="certify",
-                                  unit="groups", rng=rng, method=method, value_range=(0.0, 1.0)).passed for v in units)
-
-    bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
-    assert certified("t") > bound  # the rule the gate does not use: past the size
-    assert certified(t_rule("contamination", "certify")) <= bound

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,8 +12,7 @@ import pytest
 pytest.importorskip("openai")
 
 from pytest_posbias.engine import Decoding, Engine, GenerationCache, Request, RunLog
-from pytest_posbias.errors import BackendError
-from pytest_posbias.models.openai_backend import OpenAIBackend, sanitize_url, with_retries
+from pytest_posbias.models.openai_backend import OpenAIBackend
 from pytest_posbias.video.compose import VideoPart, compose
 from pytest_posbias.video.frames import FrameSpec, FrameStore
 
@@ -136,25 +134,6 @@ def test_client_errors_are_not_retried(backend, server, two_videos):
     assert len(server.requests) == 1
 
 
-def test_backoff_delays_grow_with_jitter():
-    import httpx
-    import openai
-
-    delays: list[float] = []
-    calls = {"n": 0}
-
-    def fail():
-        calls["n"] += 1
-        raise openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
-
-    with pytest.raises(BackendError, match="after 5 attempts"):
-        with_retries(fail, retries=4, base_delay=1.0, max_delay=5.0, rng=random.Random(3), sleep=delays.append)
-    assert calls["n"] == 5 and len(delays) == 4
-    for k, d in enumerate(delays):
-        nominal = min(5.0, 2.0**k)
-        assert 0.5 * nominal <= d <= 1.5 * nominal
-
-
 def test_letter_scores_from_top_logprobs(backend, server, two_videos):
     letters = ("A", "B", "C", "D")
     r = Request("openai:test-model", (two_videos[0],), Decoding(1), want="letters", letters=letters)
@@ -188,7 +167,3 @@ def test_the_key_is_never_written_anywhere(backend, server, two_videos, tmp_path
         if f.is_file():
             assert SECRET.encode() not in f.read_bytes(), f
     assert SECRET not in json.dumps(backend.identity())
-
-
-def test_sanitize_url_drops_credentials():
-    assert sanitize_url("https://user:pw@host.example:8443/v1?key=abc#x") == "https://host.example:8443/v1"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import REPO
+from support.group_manifest import group_manifest
 
 from pytest_posbias.errors import ConfigError, ModelLoadError
 from pytest_posbias.models import sim_dose as SD
@@ -20,8 +20,6 @@ from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import stressors as ST
 from pytest_posbias.video.frames import FrameSpec, FrameStore, Source
 from pytest_posbias.video.sampling import frame_indices, polyphase_grids
-
-# --------------------------------------------------------------------------- parsing
 
 
 def test_parse_orders_the_gates_and_gives_a_canonical_string():
@@ -72,9 +70,6 @@ def test_the_revision_carries_the_dose_so_the_cache_never_mixes_doses():
     assert a == a2
     assert a["revision"] != b["revision"] and a["revision"].endswith("-dose,meg=-0.05")
     assert a["model_id"] == "sim:dose,meg=-0.05" and u["revision"] != a["revision"]
-
-
-# --------------------------------------------------------------------------- formulas
 
 
 def test_expected_dpb_matches_a_direct_enumeration_and_the_p2_closed_form():
@@ -146,44 +141,6 @@ def test_one_positional_dose_combines_with_the_other_probes(profile):
     assert SD.parse_dose(d.canonical()) == d
 
 
-def _manifest(tmp_path, groups):
-    """A manifest of one P-configuration's groups beside a ``videos`` folder (no video files: the
-    slot decisions need only the paths)."""
-    import json
-
-    (tmp_path / "videos").mkdir(exist_ok=True)
-    rows = [{"type": "group", "id": f"syn-leisure-short-P{len(g)}-g{k:02d}", "domain": "leisure", "bucket": "short",
-             "P": len(g), "videos": list(g)} for k, g in enumerate(groups)]
-    (tmp_path / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return [[str(tmp_path / "videos" / f"{v}.mp4") for v in g] for g in groups]
-
-
-@pytest.mark.parametrize(("dose", "P"), [("dose,meg=-0.02", 4), ("dose,meg=0.05", 4), ("dose,coverage=0.3", 2),
-                                         ("dose,coverage=0.25", 4), ("dose,dpb=0.05", 2)])
-def test_set_strata_drop_round_m_x_cells_over_every_prefix_of_the_set(tmp_path, dose, P):
-    rng = np.random.default_rng(0)
-    groups = [tuple(f"syn-leisure-short-{c:02d}" for c in rng.choice(10, P, replace=False)) for _ in range(40)]
-    groups = list({tuple(sorted(g)): g for g in reversed(groups)}.values())[::-1]  # distinct sets, as build_set
-    paths = _manifest(tmp_path, groups)
-    w = SD.slot_keep(SD.parse_dose(dose), P, 0.85)
-    drops = np.zeros(P)
-    for k, g in enumerate(paths, start=1):
-        for j in range(P):
-            order = g[j:] + g[:j]
-            assert SDR.set_position(order) == (k - 1, (k - 1) * P + j)
-            u = SDR.set_strata(order, w, 0.0)
-            drops += [u(s, "keep") >= w[s] for s in range(P)]
-        slope = len(set(w)) == P  # a DPB slope: whole drop patterns in their shares (quota method)
-        for cls in {round(x, 12) for x in w}:  # the slots of equal w are one systematic sample
-            slots = [s for s in range(P) if round(w[s], 12) == cls]
-            planned = k * P * len(slots) * (1 - cls)
-            assert abs(drops[slots].sum() - planned) <= (0.999 if slope else 0.5 + 1e-9), (k, slots, planned)
-    # not a cyclic order of a listed group, or not in the manifest: the per-group strata instead
-    assert SDR.set_position([paths[0][0], paths[0][0]]) is None
-    assert SDR.set_strata([str(tmp_path / "videos" / "syn-leisure-short-98.mp4"), paths[0][0]], w[:2], 0.0) is None
-    assert SDR.set_position(["/elsewhere/a.mp4", "/elsewhere/b.mp4"]) is None
-
-
 @pytest.mark.parametrize("target", [0.05, -0.1])
 def test_dpb_slope_takes_every_drop_pattern_in_its_independent_share(tmp_path, target):
     # DPB is not linear in the drops: the formula averages over independent slots, two slots
@@ -193,7 +150,7 @@ def test_dpb_slope_takes_every_drop_pattern_in_its_independent_share(tmp_path, t
     rng = np.random.default_rng(1)
     groups = [tuple(f"syn-leisure-short-{c:02d}" for c in rng.choice(12, P, replace=False)) for _ in range(60)]
     groups = list({tuple(sorted(g)): g for g in reversed(groups)}.values())[::-1][:40]
-    paths = _manifest(tmp_path, groups)
+    paths = group_manifest(tmp_path, groups)
     w = SD.slot_keep(SD.parse_dose(f"dose,dpb={target}"), P, 0.85)
     probs = dict(SDR.drop_patterns(w))
     seen: dict[tuple[bool, ...], int] = {}
@@ -214,14 +171,6 @@ def test_dpb_slope_takes_every_drop_pattern_in_its_independent_share(tmp_path, t
     assert abs(np.mean(dpb) - SD.expected_dpb(w)) <= 0.1 * abs(target)
 
 
-def test_set_strata_confuse_round_m_q_slots(tmp_path):
-    paths = _manifest(tmp_path, [("a", "b", "c", "d"), ("a", "c", "e", "f"), ("b", "d", "e", "f")])
-    q = 0.3
-    confused = sum(SDR.set_strata(g[j:] + g[:j], [1.0] * 4, q)(s, "confuse") < q
-                   for g in paths for j in range(4) for s in range(4))
-    assert confused == round(3 * 16 * q)
-
-
 @pytest.mark.parametrize("dose", ["dose,stressor=0.25,attack=0.5", "dose,stressor=0.1,attack=0.9,repetition=0.2",
                                   "dose,attack=0.5", "dose,stressor=0.3", "dose,repetition=0.4"])
 def test_stressor_parameters_satisfy_both_equations(dose):
@@ -238,27 +187,6 @@ def test_stressor_parameters_satisfy_both_equations(dose):
     if d.get("stressor") is None and d.get("attack") is None:
         assert p.sigma == 0.0
     assert 0 <= p.sigma <= 1 and 0 <= p.rho <= 1
-
-
-def test_unit_uniforms_put_the_dose_share_of_the_synthetic_set_below_the_dose():
-    from pytest_posbias.video.synthetic import configurations, make_scene, questions
-
-    names = [f"syn-{d}-{b}-{k:02d}" for d, b in configurations() for k in range(10)]
-    vids = [SDR.unit_index(f"/x/videos/{n}.mp4") for n in names]
-    assert None not in vids and len(set(vids)) == len(names) == 60
-    for stream in ("repetition", "susceptible"):
-        for share in (0.1, 0.25, 0.5):
-            got = np.mean([SDR.unit_uniform(stream, i, "") < share for i in vids])
-            assert abs(got - share) <= 3 / 60  # equidistributed, not a binomial draw (sd 0.056 at 60)
-    qs = [q.question for q in questions(make_scene("s", "cooking", "short", seed=3))]
-    items = [SDR.unit_index(f"/x/{n}.mp4", q) for n in names for q in qs]
-    assert len(set(items)) == 360
-    for stream in ("flip", "phase", "order"):
-        got = np.mean([SDR.unit_uniform(stream, i, "") < 0.3 for i in items])
-        assert abs(got - 0.3) <= 3 / 360
-    assert SDR.unit_index("/x/my-video.mp4") is None and SDR.unit_index(f"/x/{names[0]}.mp4", "Is it red?") is None
-    u = SDR.unit_uniform("flip", None, "abc")
-    assert 0 <= u < 1 and u == SDR.unit_uniform("flip", None, "abc") != SDR.unit_uniform("flip", None, "abd")
 
 
 def _spec(T: int, idx, sources=1) -> FrameSpec:
@@ -303,9 +231,6 @@ def test_order_hit_is_the_chance_that_ten_orderings_put_the_answer_in_the_last_t
     assert SD.dosed_share(SD.parse_dose("dose,meg=0.1"), "phase") == 0.0
 
 
-# --------------------------------------------------------------------------- through the real probes
-
-
 @pytest.fixture(scope="module")
 def ctx_factory(tmp_path_factory, small_set):
     from pytest_posbias.config import PosbiasConfig
@@ -329,10 +254,12 @@ def ctx_factory(tmp_path_factory, small_set):
 # every gate at its no-effect value 0 (coverage has none: coverage=0 asks for zero coverage); one
 # positional gate per dose, so the other two positional zeros are doses of their own
 ZERO = "sim:dose," + ",".join(f"{g}=0" for g in SD.DOSE_GATES if g not in ("coverage", "dpb", "contamination"))
+
+
 ZERO_POSITIONAL = ("sim:dose,dpb=0", "sim:dose,contamination=0")
 
 
-@pytest.mark.slow  # through the real probes (about a minute each on two cores)
+@pytest.mark.slow  # through the real probes
 def test_dose_zero_writes_exactly_what_unbiased_writes(ctx_factory):
     from pytest_posbias.probes.positional import PositionalSpec
 
@@ -361,34 +288,6 @@ def _check(small_set, tmp_path, model, **kw):
     return {a.gate: a for a in got.achieved}
 
 
-@pytest.mark.slow  # through the real probes (one configuration each, about a minute on two cores)
-@pytest.mark.parametrize(("dose", "gate", "config"), [
-    ("meg=-0.3", "meg", "domestic-short-P4"),  # above FIRST_LOSS: whole summaries dropped, scaled by μ
-    ("meg=0.25", "meg", "leisure-short-P4"),
-    ("dpb=-0.25", "dpb", "leisure-short-P4"),
-    ("dpb=0.5", "dpb", "cooking-short-P2"),
-    ("coverage=0.3", "coverage", "domestic-long-P2"),  # below μ/2: answers with both slots dropped
-    ("coverage=0.15", "coverage", "leisure-short-P4"),
-    ("contamination=0.3", "contamination", "cooking-short-P4"),
-])
-def test_positional_doses_land_within_tolerance_through_the_probe_and_judge(small_set, tmp_path, dose, gate, config):
-    from pytest_posbias.cli.sim_check import run_check, tolerance
-
-    kw = {"data": str(small_set), "cache": str(tmp_path / "c"), "rootdir": tmp_path, "groups": 12, "configs": [config]}
-    got = run_check(f"sim:dose,{dose}", **kw)
-    (row,) = got.configurations
-    assert (row.gate, row.config, row.groups) == (gate, config, 12)
-    assert row.tolerance == tolerance(gate, row.target)
-    # the dose is calibrated on the synthetic set (MU); on this smaller set, whose unbiased mean slot
-    # coverage is mu_here, a MEG or coverage dose realises target·mu_here/MU (DPB is a ratio: target)
-    domain, bucket, p = config.split("-")
-    mu_here = run_check("sim:unbiased", gates=["coverage"], **kw).achieved[0].estimate
-    scale = mu_here / SD.mu_for(domain, bucket, int(p[1:])) if gate in ("meg", "coverage") else 1.0
-    assert abs(row.compared - row.target * scale) <= row.tolerance, (row, scale)
-    assert not got.missed or abs(scale - 1) > 0.05  # on the set it was calibrated for, the row itself lands
-    assert abs(row.realised - row.unbiased) > 2 * row.tolerance  # the dose made the difference
-
-
 def test_small_meg_doses_thin_slots_by_their_first_sentence_with_the_calibrated_loss():
     """|m| <= FIRST_LOSS: a dosed slot loses its first written sentence with probability |m|/L (the
     middle pair for m < 0, the edge pair for m > 0); beyond, whole summaries with |m|/μ."""
@@ -411,7 +310,7 @@ def test_thinning_doses_thin_every_clip_in_its_share_of_its_appearances(tmp_path
     P = 4
     groups = [tuple(f"syn-leisure-short-{c:02d}" for c in rng.choice(10, P, replace=False)) for _ in range(80)]
     groups = list({tuple(sorted(g)): g for g in reversed(groups)}.values())[::-1][:40]
-    paths = _manifest(tmp_path, groups)
+    paths = group_manifest(tmp_path, groups)
     w = SD.slot_keep(SD.parse_dose("dose,meg=-0.02"), P, 0.2)
     x = 1 - w[1]
     seen: dict[str, int] = {}
@@ -487,7 +386,7 @@ def test_thinning_dpb_doses_thin_every_clip_in_its_share_of_its_first_slot_appea
     P = 2
     pairs = list(itertools.combinations(range(10), P))  # 45 distinct groups of 10 clips
     groups = [tuple(f"syn-leisure-short-{c:02d}" for c in rng.permutation(pairs[k])) for k in rng.permutation(45)[:40]]
-    paths = _manifest(tmp_path, groups)
+    paths = group_manifest(tmp_path, groups)
     w = SD.slot_keep(SD.parse_dose("dose,dpb=0.05"), P, 0.15, thin=True)
     x = 1 - w[0]
     seen: dict[str, int] = {}
@@ -506,35 +405,7 @@ def test_thinning_dpb_doses_thin_every_clip_in_its_share_of_its_first_slot_appea
     assert abs(sum(hit.values()) - 2 * len(groups) * x) <= 0.5 + 1e-9
 
 
-@pytest.mark.slow  # through the real probes on the synthetic set: 2 configurations x 40 groups, two models
-def test_dpb_005_lands_on_every_p2_configuration_it_missed(tmp_path):
-    """On 40 groups a DPB dose of 0.05 that dropped whole first slots realised 0.042 (leisure-short)
-    and 0.044 (leisure-long) at P = 2, outside ±10%."""
-    from pytest_posbias.cli.sim_check import run_check
-    from pytest_posbias.run.context import synthetic_manifest
-
-    data = synthetic_manifest(REPO)
-    got = run_check("sim:dose,dpb=0.05", data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=40,
-                    configs=["leisure-short-P2", "leisure-long-P2"])
-    assert [c.config for c in got.configurations] == ["leisure-short-P2", "leisure-long-P2"]
-    assert not got.missed, [(c.config, c.compared) for c in got.missed]
-
-
-@pytest.mark.slow  # through the real probes on the synthetic set: 3 configurations x 40 groups, two models
-def test_meg_minus_002_lands_on_every_p4_configuration_it_missed(tmp_path):
-    """On 40 groups a MEG dose of −0.02 that dropped whole middle summaries realised −0.018 to
-    −0.023 (three P = 4 configurations outside ±10%)."""
-    from pytest_posbias.cli.sim_check import run_check
-    from pytest_posbias.run.context import synthetic_manifest
-
-    data = synthetic_manifest(REPO)
-    got = run_check("sim:dose,meg=-0.02", data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=40,
-                    configs=["domestic-short-P4", "domestic-long-P4", "leisure-short-P4"])
-    assert len(got.configurations) == 3
-    assert not got.missed, [(c.config, c.compared) for c in got.missed]
-
-
-@pytest.mark.slow  # through the real probes (about a minute each on two cores)
+@pytest.mark.slow  # through the real probes
 @pytest.mark.parametrize("dose", ["flip=0.5,order=0.3", "phase=0.4"])
 def test_answer_stability_doses_reach_the_target_through_the_phase_probe(small_set, tmp_path, dose):
     got = _check(small_set, tmp_path, f"sim:dose,{dose}", items=120)
@@ -545,7 +416,7 @@ def test_answer_stability_doses_reach_the_target_through_the_phase_probe(small_s
             assert all(abs(v - a.estimate) <= 0.12 for v in a.parts.values()), a.parts
 
 
-@pytest.mark.slow  # through the real probes (about a minute each on two cores)
+@pytest.mark.slow  # through the real probes
 def test_description_doses_reach_their_targets_through_the_stressor_probe(small_set, tmp_path):
     got = _check(small_set, tmp_path, "sim:dose,repetition=0.25,stressor=0.3,attack=0.6", videos=24)
     rep, amp, att = got["repetition"], got["stressor"], got["attack"]
@@ -579,69 +450,3 @@ def test_same_request_same_output(small_set):
     assert [(g.text, g.finish_reason, g.letter_logprobs) for g in a] == [(g.text, g.finish_reason, g.letter_logprobs) for g in b]
     u = SimBackend("unbiased", store).generate([r_mcq])
     assert u[0].letter_logprobs != a[0].letter_logprobs  # flip=1: the midpoint grid moves every item's answer
-
-
-@pytest.mark.slow  # through the real probes (about a minute each on two cores)
-def test_posbias_sim_check_prints_target_achieved_and_interval(small_set, tmp_path):
-    import subprocess
-    import sys
-
-    run = [sys.executable, "-m", "pytest_posbias.cli", "sim", "check"]
-    proc = subprocess.run([*run, "sim:dose,order=0.5", "--items", "20", "--data", str(small_set), "--cache",
-                           str(tmp_path / "c")], capture_output=True, text=True, cwd=tmp_path, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("order"))
-    target, achieved = (float(v) for v in line.split()[1:3])
-    assert target == 0.5 and 0.2 <= achieved <= 0.8 and "20  items" in line
-    bad = subprocess.run([*run, "sim:dose,bogus=1"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert bad.returncode == 2 and "unknown gate 'bogus'" in bad.stderr
-    none = subprocess.run([*run, "sim:unbiased"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert none.returncode == 2 and "name the gates to measure" in none.stderr
-
-
-def test_config_checks_compare_the_paired_effect_for_dpb_meg_and_the_level_otherwise():
-    from pytest_posbias.cli.sim_check import CheckResult, config_checks, format_configs, tolerance
-
-    unb = {"a-short-P4": {k: 0.01 * (k % 3 - 1) for k in range(8)}, "b-long-P4": {k: -0.013 for k in range(8)}}
-    dosed = {"a-short-P4": {k: v - 0.02 for k, v in unb["a-short-P4"].items()},
-             "b-long-P4": {k: -0.013 - 0.035 for k in range(8)}}
-    rows = config_checks("meg", -0.02, dosed, unb, seed=0)
-    assert [r.config for r in rows] == ["a-short-P4", "b-long-P4"]
-    assert rows[0].compared == pytest.approx(-0.02) and rows[0].lands
-    assert rows[1].realised == pytest.approx(-0.048) and rows[1].compared == pytest.approx(-0.035)
-    # MEG's absolute floor 0.003 (the spread of a thinning dose's cells at 40 groups) is above 10% of 0.02
-    assert not rows[1].lands and rows[1].tolerance == tolerance("meg", -0.02) == pytest.approx(0.003)
-    assert tolerance("meg", -0.04) == pytest.approx(0.004)
-    lines = format_configs(rows)
-    assert lines[1] == "tolerance: max(10% of |target|, the gate's absolute floor: meg 0.003)"
-    assert "0.0030" in lines[3] and lines[-1].endswith("missed meg b-long-P4")
-    cov = config_checks("coverage", 0.25, {"c-P2": {0: 0.26, 1: 0.23}}, {"c-P2": {0: 0.8, 1: 0.8}}, seed=0)
-    assert cov[0].compared == pytest.approx(0.245) and cov[0].lands  # the level itself, tolerance 0.025
-    assert tolerance("coverage", 0.0) == 0.01 and tolerance("dpb", 0.5) == pytest.approx(0.05)
-    with pytest.raises(ConfigError, match="`gate` must be one of"):
-        tolerance("flip", 0.1)
-    nan = config_checks("meg", -0.02, {"x": {0: math.nan}}, {"x": {0: 0.0}}, seed=0)
-    assert not nan[0].lands  # NaN never lands
-    result = CheckResult((), (*rows, *cov))
-    assert result.missed == (rows[1],)
-    text = "\n".join(format_configs(result.configurations))
-    assert "NO: outside the tolerance" in text and "2 of 3 configurations land" in text
-    assert "missed meg b-long-P4" in text
-
-
-def test_posbias_sim_check_exits_1_when_a_configuration_misses(monkeypatch):
-    import argparse
-
-    from pytest_posbias.cli import sim_check
-    from pytest_posbias.cli.sim_check import CheckResult, ConfigCheck
-
-    def fake(compared):
-        row = ConfigCheck("meg", "d-short-P4", -0.02, compared, 0.0, compared, compared, compared, 40, 0.002)
-        return lambda *a, **k: CheckResult((), (row,))
-
-    args = argparse.Namespace(action="check", model="sim:dose,meg=-0.02", gates=None, groups=40, items=60, videos=32,
-                              seed=0, data=None, cache=None, configs=None)
-    monkeypatch.setattr(sim_check, "run_check", fake(-0.035))
-    assert sim_check._cli(args) == 1
-    monkeypatch.setattr(sim_check, "run_check", fake(-0.0195))
-    assert sim_check._cli(args) == 0

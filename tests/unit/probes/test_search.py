@@ -10,17 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from scipy import stats as sst
 from support.suite_project import write_suite_project
 
 from pytest_posbias import strategies as S
 from pytest_posbias.probes.search import ItemProperty, ItemSearch, Outcome, run_search
 from pytest_posbias.probes.search_corpus import Corpus
 from pytest_posbias.run_options import RunOptions
-
-# --------------------------------------------------------------------------- a fake engine and property
 
 
 class FakeBackend:
@@ -160,53 +156,6 @@ def test_corpus_replays_other_models_first_and_keeps_what_they_survive(tmp_path)
     assert same_run.replay == []
 
 
-# --------------------------------------------------------------------------- the gate
-
-
-def _item(status: str, q: int | None = None, queries: int = 0, failed: int = 0, why: str = "") -> ItemSearch:
-    return ItemSearch("order", "i", "m", status, why=why, queries_to_first_break=q, queries=queries, failed_queries=failed)
-
-
-class GateCtx:
-    floor = 0.95
-    mode = "detect"
-    alpha = 0.05
-
-    def rate_gate(self, gate: str, model: str, k: int, n: int, **kw: Any) -> Any:
-        from pytest_posbias.stats import rate_verdict
-
-        return rate_verdict(k, n, threshold=0.25, mode=self.mode, alpha=self.alpha, **kw)
-
-
-def test_gate_is_the_exact_binomial_rate_of_broken_items():
-    from pytest_posbias.gates.search import search_verdict
-
-    results = [_item("broken", q, queries=q + 3) for q in (1, 2, 5, 9, 1, 3)] + [_item("held", None, 30)] * 6 + [
-        _item("excluded")] * 2
-    v = search_verdict(GateCtx(), "m", "order", results, planned=14, budget=30, shrink_budget=60)
-    ci = sst.binomtest(6, 12).proportion_ci(confidence_level=0.90, method="exact")
-    assert v.estimate == pytest.approx(0.5) and v.n == 12
-    assert (v.ci_low, v.ci_high) == pytest.approx((ci.low, ci.high))
-    assert v.p_value == pytest.approx(sst.binomtest(6, 12, 0.25, alternative="greater").pvalue)
-    assert v.extra["median_queries_to_first_break"] == float(np.median([1, 2, 5, 9, 1, 3]))
-    assert v.extra["mean_queries_to_first_break"] == pytest.approx(np.mean([1, 2, 5, 9, 1, 3]))
-    m = v.extra["measurement"]
-    assert m["planned"] == 12 and m["measured"] == 12 and m["floor_met"]  # excluded items are not planned
-    json.dumps(v.to_dict())
-
-
-def test_gate_fails_closed_when_searches_are_lost():
-    from pytest_posbias.gates.search import search_verdict
-
-    results = [_item("held", None, 30)] * 8 + [_item("lost", why="reference query lost: x", failed=0)] * 2
-    v = search_verdict(GateCtx(), "m", "order", results, planned=10, budget=30, shrink_budget=60)
-    assert not v.passed and "measurement floor not met" in v.reason
-    assert v.extra["measurement"]["lost"] == {"reference_lost": 2}
-
-
-# --------------------------------------------------------------------------- stressor edits on frames
-
-
 def test_apply_edits_semantics():
     from pytest_posbias.probes.search_stressor import apply_edits
     from pytest_posbias.video.frames import FrameSpec
@@ -228,9 +177,6 @@ def test_apply_edits_semantics():
     assert spec.indices == [4, 1, 0, 3, 2, 5]
     spec, strip = apply_edits(clean, (E("foreign", (2,), (4,)),), foreign)
     assert spec.frames[2] == (1, 4) and spec.sources[1] == foreign.sources[0] and strip[2]["source"] == "foreign"
-
-
-# --------------------------------------------------------------------------- the sim profiles, through the engine
 
 
 def _ctx(root: Path, manifest: Path, model: str, run_id: str, seed: int = 0) -> Any:
@@ -321,9 +267,6 @@ def test_looping_breaks_with_one_stressed_frame(tmp_path, small_set):
         assert max_ngram_count(again.text, 5) > 1 and again.text.startswith(m["answer_text"][:200])
         assert sum(f["changed"] or f["gap_before"] for f in m["frames"]["perturbed"]) >= 1
     ctx.close()
-
-
-# --------------------------------------------------------------------------- the suite as a user runs it
 
 
 def _project(pytester: Any, manifest: Path) -> None:

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as st
 
 from pytest_posbias.stats.sequential import (
     gsd_boundaries,
@@ -13,6 +14,7 @@ from pytest_posbias.stats.sequential import (
     gsd_sizes,
     gsd_step,
     obf_spending,
+    violation_alternative,
 )
 
 
@@ -88,3 +90,39 @@ def test_certify_p_value_agrees_with_the_decision_for_the_t_rules(rule, step):
         assert (d.p_value <= 0.05) == d.passed, (d.p_value, d.passed, d.reason)
         if not d.passed:
             assert d.p_value > 0.05
+
+
+@pytest.mark.parametrize(("lower", "upper", "est", "side"), [
+    (0.25, math.inf, 0.3, "below"),   # a floor: the alternative lies below it
+    (-math.inf, 0.15, 0.0, "above"),  # a rate ceiling: above it
+    (-0.02, 0.02, 0.01, "above"),     # two-sided, estimate positive: above +t
+    (-0.02, 0.02, -0.01, "below"),    # two-sided, estimate negative: below −t
+])
+def test_the_futility_alternative_always_violates_the_region(lower, upper, est, side):
+    th1 = violation_alternative(lower, upper, est)
+    assert (th1 < lower) if side == "below" else (th1 > upper)
+
+
+def test_coverage_floor_fails_a_violating_model_in_the_sequential_design():
+    """True mean 0.13 against the 0.25 floor passed ~90% of the time (futility
+    looked for a violation of 0.5, on the compliant side). A fixed one-sided t-test at n = 48 has
+    power ~1 here (scipy's noncentral t); the sequential gate must come close."""
+    rng = np.random.default_rng(12)
+    n, sd, mu, floor = 48, 0.12, 0.13, 0.25
+    ncp = (floor - mu) / (sd / math.sqrt(n))
+    power_fixed = float(st.nct.sf(st.t.isf(0.05, n - 1), n - 1, ncp))
+    assert power_fixed > 0.99
+    fails = sum(not gsd_decide(np.clip(rng.normal(mu, sd, n), 0, 1), n_max=n, looks=4, lower=floor, upper=math.inf,
+                               mode="detect", alpha=0.05, kind="mean").passed for _ in range(200))
+    assert fails / 200 >= 0.95
+    # and a compliant model (mean 0.5) is not failed
+    fp = sum(not gsd_decide(np.clip(rng.normal(0.5, sd, n), 0, 1), n_max=n, looks=4, lower=floor, upper=math.inf,
+                            mode="detect", alpha=0.05, kind="mean").passed for _ in range(200))
+    assert fp == 0
+
+
+def test_coverage_floor_futility_still_stops_a_clearly_compliant_model_early():
+    rng = np.random.default_rng(3)
+    d = gsd_decide(np.clip(rng.normal(0.6, 0.1, 48), 0, 1), n_max=48, looks=4, lower=0.25, upper=math.inf,
+                   mode="detect", alpha=0.05, kind="mean")
+    assert d.passed and d.stopped_at < 48

@@ -1,18 +1,14 @@
-"""Alignment of multi-video answers, the coverage judges and the slot diagnostics.
-
-The tests of several ``scoring`` modules together: ``alignment.py``, ``judges.py``, ``slots.py``,
-``text.py``."""
+"""The coverage judges (scoring.judges): the fragment judge against the metric, the embedding judge on
+paraphrases, the OpenAI judge's strict JSON and retries, and the judge chosen by reference style."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-import numpy as np
 import pytest
 
 from pytest_posbias.errors import JudgeError
-from pytest_posbias.scoring.alignment import align, find_markers, is_placeholder
 from pytest_posbias.scoring.judges import (
     EmbedJudge,
     FragmentJudge,
@@ -20,79 +16,11 @@ from pytest_posbias.scoring.judges import (
     OpenAIJudge,
     validate_judge_json,
 )
-from pytest_posbias.scoring.slots import (
-    allocation,
-    leakage_candidates,
-    slot_similarity,
-    target_check,
-)
-from pytest_posbias.scoring.text import sentences, tfidf_cosine
 
 REFS = [
     ["A red circle moves to the right.", "The background is cream."],
     ["A blue square stays still.", "A white flash fills the screen."],
 ]
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "[video0] A red circle. [video1] A blue square.",
-        "[Video0] A red circle.\n[VIDEO1] A blue square.",
-        "[ video 0 ]: A red circle. [ video 1 ]: A blue square.",
-        "**[video0]** A red circle.\n**[video1]** A blue square.",
-        "**Video 0:** A red circle.\n**Video 1:** A blue square.",
-        "[video_0] A red circle. [video-1] A blue square.",
-    ],
-)
-def test_tolerant_marker_parsing(text):
-    al = align(text, 2)
-    assert al.mode == "markers" and al.status == ("ok", "ok")
-    assert al.summaries[0].startswith("A red circle") and al.summaries[1].startswith("A blue square")
-
-
-def test_one_indexed_answer_to_zero_indexed_request_is_shifted():
-    al = align("[Video 1] A red circle. [Video 2] A blue square.", 2)
-    assert al.one_indexed_shift and al.status == ("ok", "ok")
-    assert al.summaries == ("A red circle.", "A blue square.")
-    # a one-indexed request keeps its labels
-    al1 = align("[video1] A. [video2] B.", 2, label_base=1)
-    assert not al1.one_indexed_shift and al1.summaries == ("A.", "B.")
-
-
-def test_missing_slot_is_a_marker_failure_for_that_slot_only():
-    al = align("[video0] A red circle moves. [video2] stray text", 2)
-    assert al.status == ("ok", "marker_failure")
-    assert al.extra_markers == (2,)
-
-
-def test_placeholder_only_output_scores_zero():
-    al = align("[video0] summary [video1] summary", 2)
-    assert al.status == ("placeholder", "placeholder")
-    assert not al.scoreable(0)
-    assert is_placeholder("...") and is_placeholder(" summary ") and not is_placeholder("A red circle.")
-
-
-def test_fallback_assigns_sentences_to_the_most_similar_reference():
-    text = "A blue square stays still in the middle. Then a red circle moves to the right. A flash fills the screen."
-    al = align(text, 2, references=REFS)
-    assert al.mode == "fallback" and al.status == ("fallback", "fallback")
-    assert "red circle" in al.summaries[0]
-    assert "blue square" in al.summaries[1] and "flash" in al.summaries[1]
-
-
-def test_empty_output():
-    assert align("   ", 2).status == ("empty", "empty")
-
-
-def test_find_markers_positions():
-    assert [m[0] for m in find_markers("x [video3] y [Video 1]: z")] == [3, 1]
-
-
-def test_sentences_and_tfidf():
-    assert sentences("One thing. Two things! Three? four.") == ["One thing.", "Two things!", "Three? four."]
-    sims = tfidf_cosine("red circle moves right", ["a red circle moves to the right", "a blue square stays"])
-    assert sims[0] > 0.8 and sims[1] == 0.0
 
 
 def test_fragment_judge_matches_metric():
@@ -167,37 +95,6 @@ def test_judge_set_picks_by_reference_style():
     assert JudgeSet("fragment").for_style("sentences").name == "fragment"
     llm = JudgeSet("openai:gpt-x", engine=ScriptedEngine([]))
     assert llm.for_style("sentences").name == "openai:gpt-x" and llm.for_style("news").name == "fragment"
-
-
-def test_allocation_and_exact_budget():
-    a = allocation("One sentence here. Two sentences here. Three!", requested=2)
-    assert (a.words, a.sentences, a.over, a.exact) == (7, 3, True, False)
-
-
-def test_contamination_flags_a_slot_closer_to_another_reference():
-    refs = ["red circle rolls across a kitchen table", "blue square bounces on a trampoline outside"]
-    own = slot_similarity("a red circle rolls on the kitchen table", refs, 0)
-    leak = slot_similarity("a blue square bounces on the trampoline", refs, 0)
-    assert not own.contaminated and leak.contaminated and leak.best_other_slot == 1
-
-
-def test_target_check_hit_and_margin_confusion():
-    refs = ["red circle kitchen table", "blue square trampoline garden", "green triangle street car"]
-    hit = target_check("the red circle on the kitchen table", refs, 0)
-    miss = target_check("the green triangle near a street car", refs, 0)
-    assert hit.hit and not hit.margin_confusion
-    assert not miss.hit and miss.margin_confusion and miss.best_slot == 2
-
-
-def test_leakage_candidate_miner_paper_example():
-    # the paper's figure 10: a reindeer drinking coffee, summarised with the other video's ice cream
-    target = "A big green garbage can is pushed against a brick wall and a reindeer jumps out drinking from a coffee cup."
-    source = "A little boy is filling an ice cream cone with ice cream. He licks the ice cream cone."
-    summary = "An animated deer climbs out of a green dumpster. The deer tries to enjoy its ice cream cone."
-    cands = leakage_candidates(summary, [target, source], 0)
-    assert len(cands) == 1 and cands[0].source_slot == 1
-    assert set(cands[0].anchors) >= {"cream", "cone", "ice"}
-    assert np.isclose(cands[0].support_target, 0.0)
 
 
 def test_the_embed_judge_loads_without_progress_bars(monkeypatch):

@@ -1,0 +1,135 @@
+"""posbias sim-check (cli.sim_check): each dose lands within its tolerance through the real probes and
+judge, the command prints the target, what was achieved and its interval, compares the paired effect
+for DPB and MEG, and exits 1 when a configuration misses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from support import REPO
+
+from pytest_posbias.errors import ConfigError
+from pytest_posbias.models import sim_dose as SD
+
+
+@pytest.mark.slow  # through the real probes and judge, one configuration each
+@pytest.mark.parametrize(("dose", "gate", "config"), [
+    ("meg=-0.3", "meg", "domestic-short-P4"),  # above FIRST_LOSS: whole summaries dropped, scaled by μ
+    ("meg=0.25", "meg", "leisure-short-P4"),
+    ("dpb=-0.25", "dpb", "leisure-short-P4"),
+    ("dpb=0.5", "dpb", "cooking-short-P2"),
+    ("coverage=0.3", "coverage", "domestic-long-P2"),  # below μ/2: answers with both slots dropped
+    ("coverage=0.15", "coverage", "leisure-short-P4"),
+    ("contamination=0.3", "contamination", "cooking-short-P4"),
+])
+def test_positional_doses_land_within_tolerance_through_the_probe_and_judge(small_set, tmp_path, dose, gate, config):
+    from pytest_posbias.cli.sim_check import run_check, tolerance
+
+    kw = {"data": str(small_set), "cache": str(tmp_path / "c"), "rootdir": tmp_path, "groups": 12, "configs": [config]}
+    got = run_check(f"sim:dose,{dose}", **kw)
+    (row,) = got.configurations
+    assert (row.gate, row.config, row.groups) == (gate, config, 12)
+    assert row.tolerance == tolerance(gate, row.target)
+    # the dose is calibrated on the synthetic set (MU); on this smaller set, whose unbiased mean slot
+    # coverage is mu_here, a MEG or coverage dose realises target·mu_here/MU (DPB is a ratio: target)
+    domain, bucket, p = config.split("-")
+    mu_here = run_check("sim:unbiased", gates=["coverage"], **kw).achieved[0].estimate
+    scale = mu_here / SD.mu_for(domain, bucket, int(p[1:])) if gate in ("meg", "coverage") else 1.0
+    assert abs(row.compared - row.target * scale) <= row.tolerance, (row, scale)
+    assert not got.missed or abs(scale - 1) > 0.05  # on the set it was calibrated for, the row itself lands
+    assert abs(row.realised - row.unbiased) > 2 * row.tolerance  # the dose made the difference
+
+
+@pytest.mark.slow  # through the real probes on the synthetic set: 2 configurations x 40 groups, two models
+def test_dpb_005_lands_on_every_p2_configuration_it_missed(tmp_path):
+    """On 40 groups a DPB dose of 0.05 that dropped whole first slots realised 0.042 (leisure-short)
+    and 0.044 (leisure-long) at P = 2, outside ±10%."""
+    from pytest_posbias.cli.sim_check import run_check
+    from pytest_posbias.run.context import synthetic_manifest
+
+    data = synthetic_manifest(REPO)
+    got = run_check("sim:dose,dpb=0.05", data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=40,
+                    configs=["leisure-short-P2", "leisure-long-P2"])
+    assert [c.config for c in got.configurations] == ["leisure-short-P2", "leisure-long-P2"]
+    assert not got.missed, [(c.config, c.compared) for c in got.missed]
+
+
+@pytest.mark.slow  # through the real probes on the synthetic set: 3 configurations x 40 groups, two models
+def test_meg_minus_002_lands_on_every_p4_configuration_it_missed(tmp_path):
+    """On 40 groups a MEG dose of −0.02 that dropped whole middle summaries realised −0.018 to
+    −0.023 (three P = 4 configurations outside ±10%)."""
+    from pytest_posbias.cli.sim_check import run_check
+    from pytest_posbias.run.context import synthetic_manifest
+
+    data = synthetic_manifest(REPO)
+    got = run_check("sim:dose,meg=-0.02", data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path, groups=40,
+                    configs=["domestic-short-P4", "domestic-long-P4", "leisure-short-P4"])
+    assert len(got.configurations) == 3
+    assert not got.missed, [(c.config, c.compared) for c in got.missed]
+
+
+@pytest.mark.slow  # through the real probes
+def test_posbias_sim_check_prints_target_achieved_and_interval(small_set, tmp_path):
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-m", "pytest_posbias.cli", "sim", "check"]
+    proc = subprocess.run([*run, "sim:dose,order=0.5", "--items", "20", "--data", str(small_set), "--cache",
+                           str(tmp_path / "c")], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("order"))
+    target, achieved = (float(v) for v in line.split()[1:3])
+    assert target == 0.5 and 0.2 <= achieved <= 0.8 and "20  items" in line
+    bad = subprocess.run([*run, "sim:dose,bogus=1"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert bad.returncode == 2 and "unknown gate 'bogus'" in bad.stderr
+    none = subprocess.run([*run, "sim:unbiased"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert none.returncode == 2 and "name the gates to measure" in none.stderr
+
+
+def test_config_checks_compare_the_paired_effect_for_dpb_meg_and_the_level_otherwise():
+    from pytest_posbias.cli.sim_check import CheckResult, config_checks, format_configs, tolerance
+
+    unb = {"a-short-P4": {k: 0.01 * (k % 3 - 1) for k in range(8)}, "b-long-P4": {k: -0.013 for k in range(8)}}
+    dosed = {"a-short-P4": {k: v - 0.02 for k, v in unb["a-short-P4"].items()},
+             "b-long-P4": {k: -0.013 - 0.035 for k in range(8)}}
+    rows = config_checks("meg", -0.02, dosed, unb, seed=0)
+    assert [r.config for r in rows] == ["a-short-P4", "b-long-P4"]
+    assert rows[0].compared == pytest.approx(-0.02) and rows[0].lands
+    assert rows[1].realised == pytest.approx(-0.048) and rows[1].compared == pytest.approx(-0.035)
+    # MEG's absolute floor 0.003 (the spread of a thinning dose's cells at 40 groups) is above 10% of 0.02
+    assert not rows[1].lands and rows[1].tolerance == tolerance("meg", -0.02) == pytest.approx(0.003)
+    assert tolerance("meg", -0.04) == pytest.approx(0.004)
+    lines = format_configs(rows)
+    assert lines[1] == "tolerance: max(10% of |target|, the gate's absolute floor: meg 0.003)"
+    assert "0.0030" in lines[3] and lines[-1].endswith("missed meg b-long-P4")
+    cov = config_checks("coverage", 0.25, {"c-P2": {0: 0.26, 1: 0.23}}, {"c-P2": {0: 0.8, 1: 0.8}}, seed=0)
+    assert cov[0].compared == pytest.approx(0.245) and cov[0].lands  # the level itself, tolerance 0.025
+    assert tolerance("coverage", 0.0) == 0.01 and tolerance("dpb", 0.5) == pytest.approx(0.05)
+    with pytest.raises(ConfigError, match="`gate` must be one of"):
+        tolerance("flip", 0.1)
+    nan = config_checks("meg", -0.02, {"x": {0: math.nan}}, {"x": {0: 0.0}}, seed=0)
+    assert not nan[0].lands  # NaN never lands
+    result = CheckResult((), (*rows, *cov))
+    assert result.missed == (rows[1],)
+    text = "\n".join(format_configs(result.configurations))
+    assert "NO: outside the tolerance" in text and "2 of 3 configurations land" in text
+    assert "missed meg b-long-P4" in text
+
+
+def test_posbias_sim_check_exits_1_when_a_configuration_misses(monkeypatch):
+    import argparse
+
+    from pytest_posbias.cli import sim_check
+    from pytest_posbias.cli.sim_check import CheckResult, ConfigCheck
+
+    def fake(compared):
+        row = ConfigCheck("meg", "d-short-P4", -0.02, compared, 0.0, compared, compared, compared, 40, 0.002)
+        return lambda *a, **k: CheckResult((), (row,))
+
+    args = argparse.Namespace(action="check", model="sim:dose,meg=-0.02", gates=None, groups=40, items=60, videos=32,
+                              seed=0, data=None, cache=None, configs=None)
+    monkeypatch.setattr(sim_check, "run_check", fake(-0.035))
+    assert sim_check._cli(args) == 1
+    monkeypatch.setattr(sim_check, "run_check", fake(-0.0195))
+    assert sim_check._cli(args) == 0

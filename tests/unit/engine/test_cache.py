@@ -1,0 +1,151 @@
+"""The SQLite generation cache (engine.cache): workers sharing and creating it at once, and every
+answer a backend can give reading back unchanged while a row of the wrong shape is unreadable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_posbias.engine import (
+    Generation,
+    GenerationCache,
+)
+from pytest_posbias.engine.cache import read_payload
+from pytest_posbias.engine.calls import generation_problem
+
+CONCURRENT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    from support.counting_backend import CountingBackend, request_of
+    from pytest_posbias.engine import Engine, GenerationCache
+    from pytest_posbias.models.sim import SimBackend
+    from pytest_posbias.video.frames import FrameSpec, FrameStore
+    reqs = [request_of(FrameSpec.from_video({clip!r}, [0, 3 + k, 40]), "Please describe this video in detail.") for k in range(30)]
+    b = CountingBackend(SimBackend("unbiased", FrameStore()), delay=0.01, batch=2)
+    e = Engine(GenerationCache({cache!r}), backend_for=lambda m: b)
+    out = e.run(reqs)
+    print("ok", len(out), sum(g.ok for g in out))
+    """
+)
+
+
+def test_concurrent_workers_share_the_cache_safely(tmp_path, synthetic_clips):
+    cache = tmp_path / "shared.sqlite"
+    script = CONCURRENT.format(tests=str(Path(__file__).parents[2]), clip=str(synthetic_clips[1]), cache=str(cache))
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        assert out.strip() == "ok 30 30"
+    assert len(GenerationCache(cache)) == 30
+
+
+OPEN_AT_ONCE = """
+import sys, time
+from pathlib import Path
+from pytest_posbias.engine import GenerationCache
+start, root = float(sys.argv[1]), Path(sys.argv[2])
+for i in range(15):  # fifteen fresh caches, each opened by every process at the same instant
+    while time.time() < start + 0.25 * i:
+        pass
+    GenerationCache(root / f"c{{i}}.sqlite").close()
+print("ok")
+"""
+
+
+def test_workers_opening_a_fresh_cache_at_the_same_moment_all_get_it(tmp_path):
+    """Switching a new SQLite file to WAL takes a lock SQLite does not wait for: two xdist workers
+    opening a fresh cache at once got ``database is locked`` (seen under ``pytest -n 2``)."""
+    start = time.time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE.format(), str(start), str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
+    for i in range(15):
+        c = GenerationCache(tmp_path / f"c{i}.sqlite")
+        assert len(c) == 0
+        c.close()
+
+
+_FINITE = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+_COUNT = st.integers(min_value=0, max_value=10**9)
+
+
+_GENERATIONS = st.one_of(
+    st.builds(Generation, text=st.text(max_size=40), n_tokens=_COUNT, finish_reason=st.sampled_from(["stop", "length"]),
+              letter_logprobs=st.none() | st.dictionaries(st.text(min_size=1, max_size=2),
+                                                          _FINITE | st.just(float("-inf")), max_size=4),
+              seconds=st.floats(min_value=0, max_value=1e6), error=st.none(), attempts=_COUNT,
+              prompt_tokens=st.none() | _COUNT, visual_tokens=st.none() | _COUNT,
+              input_form=st.sampled_from([None, "video", "images"]),
+              server_seconds=st.none() | st.floats(min_value=0, max_value=1e6)),
+    st.builds(Generation, finish_reason=st.just("error"), error=st.text(max_size=20), attempts=_COUNT),
+)
+
+
+# a field of a stored answer and a JSON value it can never hold (type or range)
+_BAD_FIELDS = {
+    "text": [5, 1.5, None, True, ["a"], {"a": "b"}],
+    "n_tokens": [-1, 1.5, "3", True, None, [1]],
+    "finish_reason": ["done", "", None, 1, ["stop"]],
+    "letter_logprobs": [[-1.0], "A", 3, {"A": "x"}, {"A": float("nan")}, {"A": float("inf")}, {"A": True},
+                        {"A": [0.0]}, {"A": {"B": 0.0}}],
+    "seconds": [-1.0, float("nan"), float("inf"), "1", None, False],
+    "error": [5, ["x"], {"e": 1}],
+    "attempts": [-1, 1.0, True, "1", None],
+    "prompt_tokens": [-2, "x", 1.5, False],
+    "visual_tokens": [-1, 2.5, "7"],
+    "input_form": ["gif", 1, ["video"]],
+    "server_seconds": [-0.5, float("inf"), "0.1"],
+}
+
+
+_BAD_PAYLOADS = st.one_of(
+    st.tuples(_GENERATIONS, st.sampled_from(sorted(_BAD_FIELDS)), st.data()).map(
+        lambda t: {**t[0].to_dict(), t[1]: t[2].draw(st.sampled_from(_BAD_FIELDS[t[1]]))}),
+    st.tuples(_GENERATIONS, st.sets(st.sampled_from(["text", "n_tokens", "finish_reason"]), min_size=1)).map(
+        lambda t: {k: v for k, v in t[0].to_dict().items() if k not in t[1]}),  # a key every answer has, missing
+    st.builds(lambda text, lp: {**Generation(finish_reason="error", error="x").to_dict(), "text": text,
+                                "letter_logprobs": lp},  # a failed call that carries something to score
+              st.text(min_size=1, max_size=5), st.none())
+    | st.just({**Generation(finish_reason="error", error="x").to_dict(), "letter_logprobs": {"A": -1.0}}),
+    st.one_of(st.none(), st.booleans(), st.integers(), _FINITE, st.text(max_size=5),
+              st.lists(st.integers(), max_size=3)),  # JSON that is not an object
+)
+
+
+_PROPERTY = settings(max_examples=300, database=None, derandomize=True, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+@_PROPERTY
+@given(_GENERATIONS)
+def test_every_answer_a_backend_can_give_reads_back_from_its_row_unchanged(g):
+    assert generation_problem(g.to_dict()) is None
+    assert read_payload(json.dumps(g.to_dict(), sort_keys=True)) == g
+
+
+@_PROPERTY
+@given(_BAD_PAYLOADS)
+def test_a_payload_of_the_wrong_shape_is_unreadable_never_an_answer(d):
+    assert generation_problem(d) is not None
+    assert read_payload(json.dumps(d)) is None  # NaN and Infinity too: Python's JSON reader takes them
+    with pytest.raises(ValueError, match="not a stored answer"):
+        Generation.from_dict(d)  # type: ignore[arg-type]
+
+
+def test_a_payload_that_is_not_json_or_not_text_is_unreadable():
+    for payload in ["{not json", "", b"\xff\xfe", 5, 2.5, "[" * 100_000]:
+        assert read_payload(payload) is None, payload

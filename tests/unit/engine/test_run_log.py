@@ -1,0 +1,73 @@
+"""The run log (engine.run_log): versioned, strict JSON, robust to a torn line and to numpy keys and
+values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_posbias.engine import (
+    Generation,
+    RunLog,
+    read_run_log,
+)
+
+
+def test_run_log_is_versioned_and_survives_a_torn_line(tmp_path):
+    log = RunLog(tmp_path / "log.jsonl", {"run_id": "r1", "seed": 0})
+    log.write({"kind": "request", "key": "k1", "generation": Generation("hi").to_dict(), "cache_hit": False})
+    log.write({"kind": "observation", "probe": "p", "value": float("nan")})
+    log.close()
+    with (tmp_path / "log.jsonl").open("a") as fh:
+        fh.write('{"kind": "request", "key": "k2", "gen')  # a crash in the middle of a line
+    header, records = read_run_log(tmp_path / "log.jsonl")
+    first = json.loads((tmp_path / "log.jsonl").read_text().splitlines()[0])
+    assert first["kind"] == "header" and first["schema_version"] == 1
+    assert header["run_id"] == "r1"
+    assert [r["kind"] for r in records] == ["request", "observation"]
+    assert records[1]["value"] is None  # strict JSON: NaN becomes null
+
+
+def test_run_log_nan_inside_numpy_values_is_strict_json(tmp_path):
+    """NaN held by a numpy float32 (not a float subclass), an array or a tuple is null too:
+    the write must neither raise nor emit a bare NaN token."""
+    import numpy as np
+
+    log = RunLog(tmp_path / "log.jsonl", {"run_id": "r1"})
+    values = [np.float32("nan"), np.array([np.nan, 0.5]), (float("inf"), np.float32(0.25)), np.float64("-inf")]
+    for v in values:
+        log.write({"kind": "observation", "probe": "p", "value": v})
+    log.close()
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()[1:]
+    parsed = [json.loads(line, parse_constant=lambda c: pytest.fail(f"non-strict JSON token {c}")) for line in lines]
+    assert [r["value"] for r in parsed] == [None, [None, 0.5], [None, 0.25], None]
+
+
+def test_run_log_writes_a_dict_mixing_int_and_str_keys(tmp_path):
+    """A record whose dict mixes int and str keys (a per-slot table keyed 1..P beside a "total")
+    is written with the keys JSON gives them, not a TypeError from ``sort_keys`` that ends the run;
+    NaN inside it is still null."""
+    log = RunLog(tmp_path / "log.jsonl", {"run_id": "r1"})
+    log.write({"kind": "observation", "probe": "p", "by_slot": {1: 0.5, 2: float("nan"), "total": 3, None: "x"}})
+    log.close()
+    [line] = (tmp_path / "log.jsonl").read_text().splitlines()[1:]
+    # json's own names for those keys, one type at a time: "1", "null"
+    assert json.dumps({1: 0, None: 0}) == '{"1": 0, "null": 0}'
+    assert json.loads(line)["by_slot"] == {"1": 0.5, "2": None, "total": 3, "null": "x"}
+
+
+def test_run_log_writes_a_dict_keyed_by_numpy_scalars(tmp_path):
+    """Counts keyed by numpy integers (``dict(zip(*np.unique(x, return_counts=True)))``), alone or
+    beside string keys, are written with the keys JSON gives the equal Python numbers."""
+    import numpy as np
+
+    log = RunLog(tmp_path / "log.jsonl", {"run_id": "r1"})
+    slots, counts = np.unique(np.array([2, 1, 2, 3]), return_counts=True)
+    log.write({"kind": "observation", "by_slot": dict(zip(slots, counts, strict=True))})
+    log.write({"kind": "observation", "by_slot": {np.int64(1): np.float32("nan"), "total": 3, np.float64(0.5): 1}})
+    log.close()
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()[1:]
+    expected = {json.dumps(int(k)): int(c) for k, c in zip(slots.tolist(), counts.tolist(), strict=True)}
+    assert json.loads(lines[0])["by_slot"] == expected == {"1": 1, "2": 2, "3": 1}
+    assert json.loads(lines[1])["by_slot"] == {"1": None, "total": 3, "0.5": 1}

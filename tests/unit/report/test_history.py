@@ -1,0 +1,62 @@
+"""The history page (report.history): undecided runs flagged, duplicate run ids and files that are not
+run logs skipped, and a release's failures counted by the run-level decision."""
+
+from __future__ import annotations
+
+import json
+
+
+def _tiny_run_log(path, run_id, started, verdicts):
+    from pytest_posbias.engine import SCHEMA_VERSION
+
+    lines = [{"kind": "header", "schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started,
+              "models": ["sim:unbiased"]}]
+    for name, est, passed in verdicts:
+        lines.append({"kind": "verdict", "nodeid": f"suites/test_positional.py::test_meg[{name}]", "name": name,
+                      "estimate": est, "ci_low": est - 0.01, "ci_high": est + 0.01, "lower": -0.02, "upper": 0.02,
+                      "passed": passed})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_history_flags_undecided_runs_duplicate_run_ids_and_skipped_files(tmp_path):
+    from pytest_posbias.report.history import find_run_logs, history
+    from pytest_posbias.report.render import Run
+
+    _tiny_run_log(tmp_path / "r1" / "run.jsonl", "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, True)])
+    _tiny_run_log(tmp_path / "r2" / "run.jsonl", "b", "2026-02-01T00:00:00", [])  # a crashed run: no verdict
+    _tiny_run_log(tmp_path / "r3" / "copy.jsonl", "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, True)])
+    (tmp_path / "junk.jsonl").write_text('{"not": "a run log"}\n')
+    skipped: list[str] = []
+    paths = find_run_logs(tmp_path, skipped)
+    assert len(paths) == 3 and skipped == [f"{tmp_path / 'junk.jsonl'}: not a posbias run log (no run-log header on its first line)"]
+    data = history([Run(p) for p in paths])
+    assert [r["run_id"] for r in data["releases"]] == ["a", "b"]  # the copy of run a is not a release
+    assert data["duplicates"] == [{"path": str(tmp_path / "r3" / "copy.jsonl"), "run_id": "a",
+                                   "same_as": str(tmp_path / "r1" / "run.jsonl")}]
+    assert [r["undecided"] for r in data["releases"]] == [False, True]
+
+
+def test_a_gate_failing_alone_but_passing_the_run_decision_is_counted_apart(tmp_path):
+    """A gate whose own verdict fails but whose run-level (Holm) decision passes: the history counts
+    a release's failures and "fails in the latest release" by the run-level decision; the suite card
+    gives both counts."""
+    from pytest_posbias.report.front import suite_cards
+    from pytest_posbias.report.history import history
+    from pytest_posbias.report.render import Run
+
+    log = tmp_path / "r1" / "run.jsonl"
+    _tiny_run_log(log, "a", "2026-01-01T00:00:00", [("MEG cooking", -0.05, False), ("MEG leisure", -0.06, False)])
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    for r, adjusted in zip([r for r in records if r["kind"] == "verdict"], (True, False), strict=True):
+        r["adjusted_passed"] = adjusted  # cooking fails alone, passes after Holm; leisure fails both
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    run = Run(log)
+    data = history([run])
+    assert data["releases"][0]["n_fail"] == 1
+    assert {g["gate"]: g["failing_last"] for g in data["gates"]} == {"MEG cooking": False, "MEG leisure": True}
+    (card,) = suite_cards(run.verdicts)
+    assert card["n_fail"] == 2 and card["n_fail_run"] == 1
+    records = [{k: v for k, v in r.items() if k != "adjusted_passed"} for r in records]  # a log without the field
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert history([Run(log)])["releases"][0]["n_fail"] == 2 and suite_cards(Run(log).verdicts)[0]["n_fail_run"] is None

@@ -1,0 +1,107 @@
+"""Decoding (video.decode): a video's frame count, fps and duration, exactly the requested indices,
+resizing that keeps the frame barcode, and named errors for bad inputs and truncated files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.synthetic_frames import read_barcode
+
+from pytest_posbias.errors import FrameRangeError, VideoDecodeError, VideoError, VideoNotFoundError
+from pytest_posbias.video import synthetic as SY
+from pytest_posbias.video.decode import content_hash, probe, read_frames
+from pytest_posbias.video.sampling import frame_indices
+
+
+def test_probe_reports_count_fps_duration(clip):
+    path, scene = clip
+    info = probe(path)
+    assert info.frame_count == scene.frame_count
+    assert info.fps == pytest.approx(SY.FPS)
+    assert info.duration == pytest.approx(scene.frame_count / SY.FPS)
+    assert (info.width, info.height) == (SY.WIDTH, SY.HEIGHT)
+    assert info.sha256 == content_hash(path) and len(info.sha256) == 64
+
+
+@pytest.mark.parametrize("backend", ["decord", "av"])
+def test_decoding_returns_exactly_the_requested_indices(clip, backend):
+    path, scene = clip
+    idx = sorted({0, 1, 7, 57, 58, scene.frame_count // 2, scene.frame_count - 1})
+    frames = read_frames(path, idx, size=None, aspect="none", backend=backend)
+    assert [read_barcode(f) for f in frames] == idx
+    # out of order and repeated indices come back in the order asked
+    order = [idx[3], idx[0], idx[3]]
+    again = read_frames(path, order, size=None, aspect="none", backend=backend)
+    assert [read_barcode(f) for f in again] == order
+
+
+def test_resized_frames_keep_their_barcode(clip):
+    path, scene = clip
+    idx = frame_indices(scene.frame_count, 16, convention="left")
+    frames = read_frames(path, idx)  # default 448×448 stretch
+    assert frames.shape == (16, 448, 448, 3) and frames.dtype == np.uint8
+    assert [read_barcode(f) for f in frames] == idx
+    pad = read_frames(path, idx[:2], size=448, aspect="pad")
+    assert pad.shape == (2, 448, 448, 3) and pad[:, :20].max() == 0  # letterbox rows are black
+    small = read_frames(path, idx[:2], size=128, aspect="max-side")
+    assert small.shape == (2, 96, 128, 3)
+    same = read_frames(path, idx[:2], size=360, aspect="max-side")  # never upscales
+    assert same.shape == (2, SY.HEIGHT, SY.WIDTH, 3)
+
+
+def test_bad_inputs_give_named_errors(tmp_path, clip):
+    path, scene = clip
+    with pytest.raises(VideoNotFoundError, match="missing.mp4: file does not exist"):
+        probe(tmp_path / "missing.mp4")
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    with pytest.raises(VideoDecodeError, match=r"empty.mp4: file is empty \(0 bytes\)"):
+        probe(empty)
+    text = tmp_path / "notes.mp4"
+    text.write_text("this is not a video\n" * 10)
+    with pytest.raises(VideoDecodeError, match="notes.mp4: not a readable video"):
+        probe(text)
+    data = path.read_bytes()
+    trunc = tmp_path / "truncated.mp4"
+    trunc.write_bytes(data[: len(data) // 2])
+    with pytest.raises(VideoDecodeError, match="truncated.mp4"):
+        probe(trunc)
+    with pytest.raises(FrameRangeError, match=rf"clip has {scene.frame_count} frames"):
+        read_frames(path, [0, scene.frame_count + 5])
+    with pytest.raises(FrameRangeError, match="window start 500.0 s lies after the clip's end"):
+        frame_indices(scene.frame_count, 8, convention="left", fps=SY.FPS, start=500.0, end=600.0)
+    assert issubclass(VideoDecodeError, VideoError)
+
+
+def test_truncated_faststart_file_is_an_error_not_a_crash(tmp_path):
+    import av
+
+    src = tmp_path / "fs.mp4"
+    with av.open(str(src), "w", options={"movflags": "faststart"}) as c:
+        s = c.add_stream("libx264", rate=6)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        for i in range(120):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), i, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    data = src.read_bytes()
+    bad = tmp_path / "fs_trunc.mp4"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(VideoError, match="fs_trunc.mp4"):
+        info = probe(bad)  # may succeed from the header ...
+        read_frames(bad, [0, info.frame_count - 1], info=info)  # ... but the tail cannot be decoded
+
+
+def test_resized_shape_is_the_shape_resize_frames_gives():
+    from pytest_posbias.video.decode import ASPECTS, resize_frames, resized_shape
+
+    for h, w in ((30, 50), (50, 30), (40, 40), (7, 300)):
+        frames = np.zeros((1, h, w, 3), dtype=np.uint8)
+        for size in (None, 16, 40, 64, 333):
+            for aspect in ASPECTS:
+                assert resized_shape(h, w, size, aspect) == resize_frames(frames, size, aspect).shape[1:3], (h, w, size, aspect)
+    with pytest.raises(VideoError, match="aspect"):
+        resized_shape(10, 10, 8, "crop")
+
+

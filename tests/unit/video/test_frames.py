@@ -1,0 +1,113 @@
+"""The frame store (video.frames): each video decoded once in a cyclic probe, a cached frame of another
+size decoded again, and the disk cache keeping only frames that were slow to decode."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from pytest_posbias.metrics import cyclic_orders
+from pytest_posbias.video import synthetic as SY
+from pytest_posbias.video.decode import probe, read_frames
+from pytest_posbias.video.frames import FrameSpec, FrameStore
+from pytest_posbias.video.sampling import frame_indices
+
+
+def test_frame_store_decodes_each_video_once_in_a_cyclic_probe(tmp_path):
+    paths = []
+    for k in range(4):
+        scene = SY.make_scene(f"c{k}", "cooking", "short", seed=100 + k)
+        paths.append(SY.render_clip(scene, tmp_path / f"c{k}.mp4"))
+    store = FrameStore()
+    specs = [FrameSpec.from_video(p, frame_indices(probe(p).frame_count, 16, convention="left"), info=store.info(p)) for p in paths]
+    for order in cyclic_orders(4):
+        for slot in order:
+            store.materialize(specs[slot])
+    assert store.decodes == 4  # not 16
+    # the on-disk cache: a new process (new store) decodes nothing
+    disk = tmp_path / "frames"
+    first = FrameStore(disk_dir=disk, disk_write_min_s=0)
+    a = first.materialize(specs[0])
+    second = FrameStore(disk_dir=disk)
+    b = second.materialize(specs[0])
+    assert first.disk_writes == 16 and second.decodes == 0 and second.disk_hits == 16
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize(("size", "aspect"), [(64, "stretch"), (48, "max-side"), (None, "none")])
+def test_a_cached_frame_of_another_size_is_a_miss_decoded_again_and_rewritten(tmp_path, synthetic_clips, size, aspect):
+    """A PNG in the frame cache that decodes but has another resolution (an older cache, a copied
+    folder) is not served: the frame is decoded again, has the size the spec names, and the file is
+    rewritten, so the next store reads it from disk. A damaged PNG is rewritten the same way."""
+    from PIL import Image
+
+    clip = synthetic_clips[1]
+    spec = FrameSpec.from_video(clip, [0, 4, 8], size=size, aspect=aspect, info=probe(clip))
+    expected = read_frames(clip, [0, 4, 8], size=size, aspect=aspect)  # decoded without any cache
+    disk = tmp_path / "frames"
+    FrameStore(disk_dir=disk, disk_write_min_s=0).materialize(spec)
+    pngs = sorted(disk.rglob("*.png"), key=lambda q: int(q.stem))
+    assert len(pngs) == 3
+    h, w = expected.shape[1:3]
+    Image.new("RGB", (w + 7, h + 3), (200, 10, 10)).save(pngs[0])  # another resolution
+    pngs[2].write_bytes(pngs[2].read_bytes()[:40])  # truncated: does not decode
+    store = FrameStore(disk_dir=disk, disk_write_min_s=60.0)  # writes nothing it was not asked to repair
+    got = store.materialize(spec)
+    assert got.shape == expected.shape and np.array_equal(got, expected)
+    assert store.decodes == 1 and store.disk_hits == 1 and store.disk_writes == 2
+    assert np.asarray(Image.open(pngs[0])).shape == (h, w, 3)
+    again = FrameStore(disk_dir=disk)
+    assert np.array_equal(again.materialize(spec), expected) and again.decodes == 0 and again.disk_hits == 3
+
+
+def test_the_disk_cache_keeps_only_frames_that_were_slow_to_decode(tmp_path, monkeypatch, synthetic_clips):
+    """A frame goes to the PNG cache only when decoding it cost at least ``disk_write_min_s``: a
+    short clip decodes faster than its PNG is written and read back, a seek into a long HD clip
+    does not (``benchmarks/decode.py``)."""
+    import pytest_posbias.video.frames as F
+
+    clip = synthetic_clips[0]
+    spec = FrameSpec.from_video(clip, [0, 5, 9], info=probe(clip))
+    fast = FrameStore(disk_dir=tmp_path / "fast", disk_write_min_s=60.0)  # no decode takes a minute per frame
+    fast.materialize(spec)
+    assert fast.decodes == 1 and fast.disk_writes == 0 and not list((tmp_path / "fast").rglob("*.png"))
+    real = F.read_frames
+
+    def slow(*args, **kw):
+        t = time.process_time()
+        out = real(*args, **kw)
+        while time.process_time() - t < 0.1 * len(out):  # 100 ms of CPU per frame, like a seek in a long HD clip
+            pass
+        return out
+
+    monkeypatch.setattr(F, "read_frames", slow)
+    kept = FrameStore(disk_dir=tmp_path / "slow", disk_write_min_s=0.05)
+    a = kept.materialize(spec)
+    assert kept.disk_writes == 3 and len(list((tmp_path / "slow").rglob("*.png"))) == 3
+    again = FrameStore(disk_dir=tmp_path / "slow")
+    assert np.array_equal(again.materialize(spec), a) and again.decodes == 0 and again.disk_hits == 3
+    with pytest.raises(ValueError, match="disk_write_min_s"):
+        FrameStore(disk_write_min_s=-1)
+
+
+def test_a_decode_slowed_by_a_loaded_machine_is_not_written_to_the_disk_cache(tmp_path, monkeypatch,
+                                                                              synthetic_clips):
+    """The cost that decides a PNG write is the CPU time of the decode, not its wall time: a decode
+    that waits (other processes holding the cores) costs the same CPU and writes no PNG."""
+    import pytest_posbias.video.frames as F
+
+    clip = synthetic_clips[0]
+    spec = FrameSpec.from_video(clip, [0, 5, 9], info=probe(clip))
+    real = F.read_frames
+
+    def waiting(*args, **kw):
+        out = real(*args, **kw)
+        time.sleep(0.1 * len(out))  # 100 ms of wall time per frame, no CPU
+        return out
+
+    monkeypatch.setattr(F, "read_frames", waiting)
+    store = FrameStore(disk_dir=tmp_path / "frames", disk_write_min_s=0.05)
+    store.materialize(spec)
+    assert store.decodes == 1 and store.disk_writes == 0 and not list((tmp_path / "frames").rglob("*.png"))
