@@ -13,79 +13,6 @@ from pathlib import Path
 import pytest
 from support.suite_project import write_suite_project
 
-from pytest_posbias.safe_text import (
-    inert,
-    is_inert,
-    md_code,
-    md_text,
-    redact_args,
-    redact_text,
-    redact_url,
-    redact_value,
-)
-
-# --------------------------------------------------------------------------- redaction
-
-
-@pytest.mark.parametrize(("url", "expected"), [
-    ("http://user:sk-123@host:8000/v1", "http://***@host:8000/v1"),
-    ("http://sk-123@host/v1", "http://***@host/v1"),
-    ("http://host/v1?api-key=sk-123", "http://host/v1?api-key=***"),
-    ("http://host/v1?api_key=sk-1&model=m&token=t", "http://host/v1?api_key=***&model=m&token=***"),
-    ("https://h/v1?sig=s&signature=s&password=p&secret=s&access_token=a&key=k",
-     "https://h/v1?sig=***&signature=***&password=***&secret=***&access_token=***&key=***"),
-    ("https://h/v1?X-Amz-Signature=abc&page=2", "https://h/v1?X-Amz-Signature=***&page=2"),
-    ("https://u:p@[::1]:9/v1?my_api_key=z#frag", "https://***@[::1]:9/v1?my_api_key=***#frag"),
-    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
-])
-def test_redact_url_removes_user_info_and_key_like_parameters(url, expected):
-    assert redact_url(url) == expected
-
-
-def test_redaction_in_texts_command_lines_and_structures():
-    secret = "sk-live-0123456789"
-    args = ["-m", "meg", f"--posbias-api-base=http://me:{secret}@h/v1", "--posbias-api-base", f"http://h/v1?api-key={secret}"]
-    assert not any(secret in a for a in redact_args(args))
-    assert redact_args(args)[:2] == ["-m", "meg"]
-    assert redact_text(f"endpoint http://me:{secret}@h/v1 failed; see https://docs.x/y") == \
-        "endpoint http://***@h/v1 failed; see https://docs.x/y"
-    nested = {"api_base": [f"http://h/v1?token={secret}"], "n": 3, "ok": None, f"http://a:{secret}@k": "v"}
-    assert secret not in json.dumps(redact_value(nested)) and redact_value(nested)["n"] == 3
-    assert redact_text("no url here: user:pass@host") == "no url here: user:pass@host"  # only URLs are rewritten
-
-
-# --------------------------------------------------------------------------- inert text
-
-
-def test_inert_escapes_controls_bidi_nul_and_lone_surrogates_and_keeps_the_rest():
-    hostile = "a\u202eb\x00c\x1b[31md\u2066e\u200ff\x85g\ud800h\tok\nline é 中"
-    out = inert(hostile)
-    assert out == "a\\u202eb\\x00c\\x1b[31md\\u2066e\\u200ff\\x85g\\ud800h\tok\nline é 中"
-    assert is_inert(out) and not is_inert(hostile)
-    out.encode("utf-8")  # a lone surrogate could not be written to a file
-    assert inert("x\ty\nz", newlines=False) == "x\\ty\\nz"
-
-
-@pytest.mark.parametrize("text", ["a`b", "``x``", "`", "a```b`", "x|y", "<img src=x onerror=alert(1)>", "a\u202eb"])
-def test_md_code_cannot_be_closed_from_inside(text):
-    span = md_code(text)
-    fence = len(span) - len(span.lstrip("`"))
-    inner = span[fence:-fence]
-    assert span.startswith("`" * fence) and span.endswith("`" * fence)
-    assert "`" * fence not in inner  # no back-tick run inside as long as the fence: nothing closes it early
-    assert "|" not in inner.replace("\\|", "")  # a table cell is not split
-    assert is_inert(inner)
-
-
-def test_md_text_opens_no_tag_span_or_link():
-    out = md_text("<img src=x onerror=alert(1)> `code` *em* [l](javascript:x) a|b & \u202e\nnext")
-    assert "<" not in out and ">" not in out and "&lt;img" in out and "&amp;" in out
-    assert "\\`code\\`" in out and "\\*em\\*" in out and "\\[l\\]" in out and "a\\|b" in out
-    assert "\\u202e" in out and "\n" not in out
-
-
-# --------------------------------------------------------------------------- real runs: every artefact read back
-
 
 def _artefacts(root: Path) -> dict[str, bytes]:
     """Every file a run left under ``root`` (run logs, report, Markdown, JSON, junit), by relative path;
@@ -133,6 +60,8 @@ orderings = 2
 
 
 HOSTILE = "x`y``<img src=x onerror=alert(1)>|\u202e\u2066\u200f\x1b[31m\x00\x85"
+
+
 UNSAFE_CHARS = ("\u202e", "\u2066", "\u200f", "\x1b", "\x00", "\x85")
 
 
@@ -198,32 +127,6 @@ orderings = 2
         assert fence >= 3 and cell.endswith("`" * fence) and "`" * fence not in cell[fence:-fence], cell
         outside = outside.replace(cell, "")
     assert "<img" in md and "<" not in outside  # the tag is text inside a code span, nowhere else
-
-
-# --------------------------------------------------------------------------- run-log growth
-
-
-def test_a_reference_text_is_written_once_per_log_and_once_in_the_merge(tmp_path):
-    from pytest_posbias.engine import RunLog, read_run_log, reference_id, run_log_references
-    from pytest_posbias.run.merge import merge_run_logs
-
-    refs = ["A red circle moves. " * 500, "It stops."]
-    run_dir = tmp_path / "runs" / "r"
-    for w in ("gw0", "gw1"):
-        log = RunLog(run_dir / f"log-{w}.jsonl", {"run_id": "r", "worker": w, "started": "2026-01-01T00:00:00"})
-        for i in range(5):  # five observations of the same videos name the texts, they do not copy them
-            rid = log.reference(refs)
-            log.write({"kind": "observation", "probe": "positional", "type": "instance", "i": i, "w": w,
-                       "slots": [{"references_id": rid}]})
-        log.close()
-        _h, recs = read_run_log(run_dir / f"log-{w}.jsonl")
-        assert sum(r["kind"] == "reference" for r in recs) == 1
-        assert (run_dir / f"log-{w}.jsonl").stat().st_size < len(json.dumps(refs)) + 2000
-    _header, merged = merge_run_logs(run_dir)
-    assert [r["id"] for r in merged if r["kind"] == "reference"] == [reference_id(refs)]
-    assert run_log_references(merged) == {reference_id(refs): refs}
-    assert sum(r["kind"] == "observation" for r in merged) == 10
-    assert reference_id(refs) != reference_id([*refs, "x"]) and reference_id(["a\ud800"])  # any text has an id
 
 
 def test_the_report_shows_a_slots_references_from_the_reference_record(tmp_path):

@@ -71,3 +71,26 @@ def test_run_log_writes_a_dict_keyed_by_numpy_scalars(tmp_path):
     expected = {json.dumps(int(k)): int(c) for k, c in zip(slots.tolist(), counts.tolist(), strict=True)}
     assert json.loads(lines[0])["by_slot"] == expected == {"1": 1, "2": 2, "3": 1}
     assert json.loads(lines[1])["by_slot"] == {"1": None, "total": 3, "0.5": 1}
+
+
+def test_a_reference_text_is_written_once_per_log_and_once_in_the_merge(tmp_path):
+    from pytest_posbias.engine import RunLog, read_run_log, reference_id, run_log_references
+    from pytest_posbias.run.merge import merge_run_logs
+
+    refs = ["A red circle moves. " * 500, "It stops."]
+    run_dir = tmp_path / "runs" / "r"
+    for w in ("gw0", "gw1"):
+        log = RunLog(run_dir / f"log-{w}.jsonl", {"run_id": "r", "worker": w, "started": "2026-01-01T00:00:00"})
+        for i in range(5):  # five observations of the same videos name the texts, they do not copy them
+            rid = log.reference(refs)
+            log.write({"kind": "observation", "probe": "positional", "type": "instance", "i": i, "w": w,
+                       "slots": [{"references_id": rid}]})
+        log.close()
+        _h, recs = read_run_log(run_dir / f"log-{w}.jsonl")
+        assert sum(r["kind"] == "reference" for r in recs) == 1
+        assert (run_dir / f"log-{w}.jsonl").stat().st_size < len(json.dumps(refs)) + 2000
+    _header, merged = merge_run_logs(run_dir)
+    assert [r["id"] for r in merged if r["kind"] == "reference"] == [reference_id(refs)]
+    assert run_log_references(merged) == {reference_id(refs): refs}
+    assert sum(r["kind"] == "observation" for r in merged) == 10
+    assert reference_id(refs) != reference_id([*refs, "x"]) and reference_id(["a\ud800"])  # any text has an id
