@@ -14,10 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_posbias.engine import (
-    Generation,
-    GenerationCache,
-)
+from pytest_posbias.engine import Generation, GenerationCache
 from pytest_posbias.engine.cache import read_payload
 from pytest_posbias.engine.calls import generation_problem
 

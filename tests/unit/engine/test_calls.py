@@ -6,10 +6,7 @@ from __future__ import annotations
 import pytest
 from support.counting_backend import request_of
 
-from pytest_posbias.engine import (
-    Decoding,
-    Request,
-)
+from pytest_posbias.engine import Decoding, Request
 from pytest_posbias.video.frames import FrameSpec
 
 

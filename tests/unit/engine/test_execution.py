@@ -12,12 +12,7 @@ from pathlib import Path
 
 from support.counting_backend import CountingBackend, request_of
 
-from pytest_posbias.engine import (
-    Engine,
-    Generation,
-    GenerationCache,
-    Request,
-)
+from pytest_posbias.engine import Engine, Generation, GenerationCache, Request
 from pytest_posbias.models.sim import SimBackend
 from pytest_posbias.video.compose import TextPart
 from pytest_posbias.video.frames import FrameSpec, FrameStore

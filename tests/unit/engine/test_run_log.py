@@ -7,11 +7,7 @@ import json
 
 import pytest
 
-from pytest_posbias.engine import (
-    Generation,
-    RunLog,
-    read_run_log,
-)
+from pytest_posbias.engine import Generation, RunLog, read_run_log
 
 
 def test_run_log_is_versioned_and_survives_a_torn_line(tmp_path):

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_posbias.scoring.slots import (
-    allocation,
-    leakage_candidates,
-    slot_similarity,
-    target_check,
-)
+from pytest_posbias.scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 
 
 def test_allocation_and_exact_budget():

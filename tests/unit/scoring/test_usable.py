@@ -23,12 +23,7 @@ from hypothesis import strategies as st
 
 from pytest_posbias.engine import Decoding, Engine, Generation, GenerationCache, Request
 from pytest_posbias.probes.phase import parse_letter
-from pytest_posbias.probes.positional import (
-    accept_summary,
-    addressed_slots,
-    placeholder_only,
-    summary_text,
-)
+from pytest_posbias.probes.positional import accept_summary, addressed_slots, placeholder_only, summary_text
 from pytest_posbias.scoring import usable
 from pytest_posbias.scoring.alignment import align
 from pytest_posbias.video.compose import TextPart
