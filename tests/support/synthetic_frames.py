@@ -4,6 +4,7 @@ scene's brief event."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,11 @@ def scene_from_dict(d: dict[str, Any]) -> SceneSpec:
     evs = tuple(EventSpec(e["kind"], e["frame"], e.get("length", EVENT_FRAMES)) for e in d.get("events", []))
     return SceneSpec(d["id"], d["domain"], d["bucket"], d["duration"], d["fps"], d["frame_count"], objs, evs,
                      d.get("seed", 0))
+
+
+def scene_of(item: Any) -> SceneSpec:
+    """The scene of a video of the set: its ``<id>.json`` beside the clip (``item`` a manifest video)."""
+    return scene_from_dict(json.loads((item.path.parent / f"{item.id}.json").read_text()))
 
 
 def read_barcode(frame: NDArray[np.uint8]) -> int | None:

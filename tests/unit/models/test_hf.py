@@ -22,12 +22,7 @@ from pytest_posbias.models.registry import resolve
 from pytest_posbias.models.tiny import FAMILIES
 from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video.compose import TextPart, VideoPart, compose
-from pytest_posbias.video.frames import FrameSpec, FrameStore
-
-
-@pytest.fixture(scope="module")
-def store() -> FrameStore:
-    return FrameStore()
+from pytest_posbias.video.frames import FrameSpec
 
 
 @pytest.fixture(scope="module")

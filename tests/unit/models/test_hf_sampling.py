@@ -20,7 +20,7 @@ from pytest_posbias.models.hf_sampling import gumbel_noise, make_processor, step
 from pytest_posbias.models.registry import resolve
 from pytest_posbias.models.tiny import FAMILIES
 from pytest_posbias.video.compose import TextPart, VideoPart
-from pytest_posbias.video.frames import FrameSpec, FrameStore
+from pytest_posbias.video.frames import FrameSpec
 
 PROMPTS = ["Describe.", "Summarize each video in 4 sentences.", "What colour is the circle?",
            "A red circle moves from left to right. Please describe this video in detail.",
@@ -28,11 +28,6 @@ PROMPTS = ["Describe.", "Summarize each video in 4 sentences.", "What colour is 
            "The green triangle turns yellow. The screen goes black for a moment. Describe it."]
 OTHERS = ["Hi.", "A white flash fills the screen. A blue square stays still in the middle. Summarize the video now.",
           "Video 0: 8 uniformly sampled frames"]
-
-
-@pytest.fixture(scope="module")
-def store() -> FrameStore:
-    return FrameStore()
 
 
 # qwen2_vl (mrope position ids under left padding) in the quick pass, every other family marked slow (CI runs them)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import zlib
 
 import numpy as np
 import pytest
-from support.synthetic_frames import brief_event_grid_hits, scene_from_dict
+from support.synthetic_frames import brief_event_grid_hits, scene_of
 
-from pytest_posbias.data.manifest import load_manifest
 from pytest_posbias.engine import Decoding, Request
 from pytest_posbias.metrics import repetition_rate
 from pytest_posbias.models.sim import SimBackend
@@ -17,22 +15,8 @@ from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import stressors as ST
 from pytest_posbias.video import synthetic as SY
 from pytest_posbias.video.compose import TextPart, VideoPart
-from pytest_posbias.video.frames import FrameSpec, FrameStore
+from pytest_posbias.video.frames import FrameSpec
 from pytest_posbias.video.sampling import frame_indices, polyphase_grids
-
-
-@pytest.fixture(scope="module")
-def manifest(small_set):
-    return load_manifest(small_set)
-
-
-@pytest.fixture(scope="module")
-def store():
-    return FrameStore()
-
-
-def _scene(item):
-    return scene_from_dict(json.loads((item.path.parent / f"{item.id}.json").read_text()))
 
 
 def test_middle_weak_lowers_middle_slot_coverage(tmp_path, small_set):
@@ -90,7 +74,7 @@ def test_a_missed_brief_event_changes_the_answer_a_seen_one_does_not(manifest, s
         if "brief-event" not in q.tags:
             continue
         item = manifest.videos[q.video]
-        scene = _scene(item)
+        scene = scene_of(item)
         info = store.info(item.path)
         answers = []
         hits = []

@@ -3,38 +3,20 @@ pixel classed by its nearest palette colour, and reversed frames reversing the p
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
-import pytest
-from support.synthetic_frames import scene_from_dict
+from support.synthetic_frames import scene_of
 
-from pytest_posbias.data.manifest import load_manifest
 from pytest_posbias.models import sim_vision as SV
 from pytest_posbias.models.sim_vision import view_frame, view_video
 from pytest_posbias.video import stressors as ST
-from pytest_posbias.video.frames import FrameSpec, FrameStore
+from pytest_posbias.video.frames import FrameSpec
 from pytest_posbias.video.sampling import frame_indices
-
-
-@pytest.fixture(scope="module")
-def manifest(small_set):
-    return load_manifest(small_set)
-
-
-@pytest.fixture(scope="module")
-def store():
-    return FrameStore()
-
-
-def _scene(item):
-    return scene_from_dict(json.loads((item.path.parent / f"{item.id}.json").read_text()))
 
 
 def test_perception_reads_the_scene_from_pixels(manifest, store):
     right = total = 0
     for item in manifest.videos.values():
-        scene = _scene(item)
+        scene = scene_of(item)
         info = store.info(item.path)
         view = view_video(store.materialize(FrameSpec.from_video(item.path, frame_indices(info.frame_count, 16, convention="left"), info=info)))
         truth = sorted((o.shape, o.colour, o.motion, o.change_to or o.colour) for o in scene.objects)
@@ -82,7 +64,7 @@ def test_a_frame_view_classifies_every_pixel_by_its_nearest_palette_colour(manif
 
 
 def test_reversed_frames_reverse_the_perceived_motion(manifest, store):
-    item = next(v for v in manifest.videos.values() if any(o.motion == "left-to-right" for o in _scene(v).objects))
+    item = next(v for v in manifest.videos.values() if any(o.motion == "left-to-right" for o in scene_of(v).objects))
     info = store.info(item.path)
     spec = FrameSpec.from_video(item.path, frame_indices(info.frame_count, 16, convention="left"), info=info)
     fwd = {o.shape: o.motion for o in view_video(store.materialize(spec)).objects}

@@ -39,14 +39,6 @@ FAKE_CMD = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"
 
 
 @pytest.fixture
-def ckpt(tmp_path: Path) -> Path:
-    d = tmp_path / "tiny-ckpt"
-    d.mkdir()
-    (d / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}))
-    return d
-
-
-@pytest.fixture
 def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     rec = tmp_path / "record"
     monkeypatch.setenv("FAKE_VLLM_RECORD", str(rec))

@@ -14,14 +14,6 @@ from pytest_posbias.models import vllm_managed as vm
 from pytest_posbias.run_options import RunOptions
 
 
-@pytest.fixture
-def ckpt(tmp_path: Path) -> Path:
-    d = tmp_path / "tiny-ckpt"
-    d.mkdir()
-    (d / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}))
-    return d
-
-
 def test_plan_servers_follows_the_fit_rule() -> None:
     gib = 2**30
     fits = vm.plan_servers(weights=16 * gib, gpus=["0", "1", "2", "3"], gpu_memory=80 * gib)
