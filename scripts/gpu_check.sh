@@ -11,28 +11,32 @@
 #                          dependencies (default python3); PyAV is needed to render the clips
 #   POSBIAS_GPU_DEVICE     device (default cuda:0)
 #   POSBIAS_GPU_FAMILIES   families to check (default: every family of pytest_posbias.models.tiny)
+#   POSBIAS_GPU_RUN_TIMEOUT  seconds each family's pytest run may take (default 1800)
 #
 # Per family it prints the run's exit status (a random-weight model's answers are mostly unusable,
 # so 1 or 6 is expected: the subject is that the run decides on the GPU, not the verdicts), the
-# model record of the run log (dtype, device, attention kernel), the calls made and their tokens.
+# model record of the run log (dtype, device, attention kernel), the calls made and their tokens,
+# and "ok" where the run decided with the model in bf16 on the GPU (float32 with
+# POSBIAS_GPU_DEVICE=cpu); the script exits 1 if any family is not ok.
 # OUT_DIR holds each run's output, JSON summary and run log, and the benchmark's table.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="$(mkdir -p "${1:-gpu-check}" && cd "${1:-gpu-check}" && pwd)"
+OUT="$(mkdir -p "${1:-gpu-check}" && cd "${1:-gpu-check}" && pwd)" || exit 1
 PY="${PYTHON:-python3}"
 case "$PY" in */*) PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")" ;; esac  # the runs change folder
 DEVICE="${POSBIAS_GPU_DEVICE:-cuda:0}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-work="$(mktemp -d)"
+work="$(mktemp -d)" || exit 1
 trap 'rm -rf "$work"' EXIT
 
-# The package from this checkout: installed (editable, no dependency resolved or fetched) where pip
-# can build it, else imported from the checkout and its pytest plugin loaded by name.
+# The package is imported from this checkout; nothing is installed into the interpreter's
+# environment. Its pytest plugin is loaded by module name where no pytest-posbias is installed
+# there (an installed one registers it through its entry point, which then imports the
+# checkout's plugin, first on the path).
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 plugin=()
-if ! "$PY" -m pip install -q --no-deps --no-build-isolation --no-index -e "$ROOT" >"$OUT/install.log" 2>&1; then
-  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+if ! "$PY" -c 'import importlib.metadata as m, sys; sys.exit(not m.entry_points(group="pytest11", name="posbias"))'; then
   plugin=(-p pytest_posbias.plugin)
-  echo "editable install failed (see install.log): the plugin is loaded with -p pytest_posbias.plugin"
 fi
 posbias=("$PY" -m pytest_posbias.cli)
 
@@ -69,19 +73,20 @@ status=0
 for family in $families; do
   # one positional configuration and the option-order gate: a prompt of four videos and one of
   # several-choice questions, generated and scored through the GPU
-  (cd "$work/project" && "$PY" -m pytest "${plugin[@]}" -p no:cacheprovider -p no:randomly \
+  (cd "$work/project" && timeout "${POSBIAS_GPU_RUN_TIMEOUT:-1800}" "$PY" -m pytest "${plugin[@]}" -p no:cacheprovider -p no:randomly \
       -m "(meg or option_order) and not slow" -k "domestic-short or order" --posbias-fixed \
       --posbias-model="$work/ckpt/$family" --posbias-device "$DEVICE" --posbias-judge fragment \
       --posbias-json="$OUT/$family.json" >"$OUT/$family.log" 2>&1)
   rc=$?
   cp "$work"/project/.posbias/runs/*/run.jsonl "$OUT/$family.run.jsonl" 2>/dev/null
   rm -rf "$work"/project/.posbias/runs
-  "$PY" - "$family" "$rc" "$OUT" <<'PY' || status=1
+  "$PY" - "$family" "$rc" "$OUT" "$DEVICE" <<'PY' || status=1
 import json
 import sys
 from pathlib import Path
 
-family, rc, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+family, rc, out, device = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+want = ("cuda", "bfloat16") if device.startswith("cuda") else (device.split(":")[0], "float32")
 log = out / f"{family}.run.jsonl"
 records = [json.loads(x) for x in log.read_text().splitlines()] if log.is_file() else []
 models = [r for r in records if r.get("kind") == "model"]
@@ -91,7 +96,7 @@ decided = "RUN DECISION" in (out / f"{family}.log").read_text()
 ok = rc in (0, 1, 6) and decided and bool(models) and calls.get("made", 0) > 0
 for m in models:
     ident, place = m.get("identity", {}), m.get("placement", {})
-    ok = ok and ident.get("device_type") == "cuda" and ident.get("dtype") == "bfloat16"
+    ok = ok and (ident.get("device_type"), ident.get("dtype")) == want
     print(f"{family}: exit {rc}; {ident.get('dtype')} on {place.get('device')} ({ident.get('attn_implementation')}); "
           f"{calls.get('made', 0)} calls, {calls.get('failed', 0)} failed, {calls.get('prompt_tokens', 0)} prompt "
           f"({calls.get('visual_tokens', 0)} visual) and {calls.get('output_tokens', 0)} output tokens")

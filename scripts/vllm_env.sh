@@ -36,8 +36,8 @@ rm -rf "$VENV"
 "${POSBIAS_PYTHON:-python3}" -m venv "$VENV"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 py="$VENV/bin/python"
-# uv resolves and installs the ~150 packages in about a minute here (pip: about ten, most of it
-# byte-compiling); its cache (~/.cache/uv) makes a rebuild take seconds. --compile-bytecode writes
+# uv resolves and installs the ~150 packages in parallel; its cache (~/.cache/uv) makes a rebuild
+# fast. --compile-bytecode writes
 # the .pyc files at install (pip's default, not uv's): where PYTHONDONTWRITEBYTECODE is set, the
 # server and its engine process would otherwise compile torch, transformers and vLLM at each start.
 "$py" -m pip install -q "uv==0.13.9" >&2

@@ -77,8 +77,10 @@ class Request:
         return "\n".join(p.text for p in self.parts if p.kind == "text")  # type: ignore[union-attr]
 
     def key(self, identity: Mapping[str, Any]) -> str:
-        """SHA-256 of everything that can change the output: the model identity, the parts, the decoding,
-        the seed when sampling, the wanted output and letters, and a re-run's replicate number."""
+        """SHA-256 of what the request asks: the model identity, the parts, the decoding, the seed when
+        sampling, the wanted output and letters, and a re-run's replicate number. Not the batch it runs
+        in: in bf16 a batch of another shape can flip a near-tied greedy token (docs/gpus.md), and
+        either answer is the model's, so a cached one is served whatever the batch size."""
         blob = json.dumps({
             "v": SCHEMA_VERSION,
             "model": dict(identity),

@@ -150,7 +150,7 @@ def _project(pytester: pytest.Pytester, manifest: Path) -> None:
     write_suite_project(pytester.path, manifest, ("test_positional.py",), "\n[tool.posbias.probes.positional]\ngroups = 12")
 
 
-@pytest.mark.slow  # about 85 s: six configurations, two models, two runs
+@pytest.mark.slow  # six configurations, two models, two runs
 @pytest.mark.usefixtures("heavy_modules")
 def test_meg_baseline_fails_a_worse_candidate_and_passes_a_better_one(pytester, small_set):
     _project(pytester, small_set)

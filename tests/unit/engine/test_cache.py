@@ -8,11 +8,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import TESTS
 
 from pytest_posbias.engine import Generation, GenerationCache
 from pytest_posbias.engine.cache import read_payload
@@ -37,7 +37,7 @@ CONCURRENT = textwrap.dedent(
 
 def test_concurrent_workers_share_the_cache_safely(tmp_path, synthetic_clips):
     cache = tmp_path / "shared.sqlite"
-    script = CONCURRENT.format(tests=str(Path(__file__).parents[2]), clip=str(synthetic_clips[1]), cache=str(cache))
+    script = CONCURRENT.format(tests=str(TESTS), clip=str(synthetic_clips[1]), cache=str(cache))
     procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outs, strict=True):

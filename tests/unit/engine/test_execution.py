@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from support import TESTS
 from support.counting_backend import CountingBackend, request_of
 
 from pytest_posbias.engine import Engine, Generation, GenerationCache, Request
@@ -147,7 +148,7 @@ KILL_SCRIPT = textwrap.dedent(
 
 def test_a_run_killed_midway_resumes_without_repeating_finished_calls(tmp_path, synthetic_clips):
     cache = tmp_path / "c.sqlite"
-    script = KILL_SCRIPT.format(tests=str(Path(__file__).parents[2]), clip=str(synthetic_clips[0]), cache=str(cache))
+    script = KILL_SCRIPT.format(tests=str(TESTS), clip=str(synthetic_clips[0]), cache=str(cache))
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
     done = 0
     assert proc.stdout is not None

@@ -1,5 +1,5 @@
 """The run log (engine.run_log): versioned, strict JSON, robust to a torn line and to numpy keys and
-values."""
+values, and a reference text written once per log and once in the merged log."""
 
 from __future__ import annotations
 

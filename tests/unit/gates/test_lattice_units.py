@@ -1,12 +1,11 @@
 """The positional mean gates on lattice-valued units: a group's MEG on four-sentence references is a
 multiple of 1/32, and a sample piled on one lattice point has a small sample variance exactly where
 its mean is far out. The gates decide MEG with Hall's skewness-corrected t, its variance floored at
-|bound|·δ (the floor only removes rejections: the larger of the floored and unfloored p-values), and
-DPB with Student's t in detect mode and in certify mode with Student's and the skewness-corrected t together,
-each at α/2 (docs/design.md section 5); the operating characteristics over 10,000 replicates are in
-``benchmarks/decision_lattice.py``.
-
-Placed with the gates' decision (``gates/decision.py``); the rules are ``stats/``'s."""
+|bound|·δ (the floor only removes rejections: the larger of the floored and unfloored p-values)
+(docs/design.md section 5): seeded size and power at the boundary, the run decision under Holm, and
+the lattice step read from the references; the operating characteristics over 10,000 replicates
+are in ``benchmarks/decision_lattice.py``. The intervals' own inversions are in
+``stats/test_rules.py``, DPB's and contamination's certify rules in ``gates/test_positional.py``."""
 
 from __future__ import annotations
 
@@ -15,21 +14,12 @@ import math
 import numpy as np
 import pytest
 from support import SYNTHETIC
+from support.lattice_units import EQUAL_ATTENTION_QUICK, STEP, T, big_jump
 
 from pytest_posbias import stats as S
 from pytest_posbias.gates import LOOKS
 from pytest_posbias.gates.decision import gate_p_value, holm_adjust
 from pytest_posbias.stats.sequential import gsd_decide
-
-STEP = 1 / 32  # one judged fact of a four-sentence reference at P = 4, four cyclic orders: 1/(2·4·4)
-
-
-T = 0.02  # the MEG threshold
-
-
-# sim:unbiased, equal-attention prompt, leisure-short P = 4 on the quick set (12 groups, seed 0):
-# 8 of the 12 group MEGs are exactly -1/32; the population MEG of the simulator is 0
-EQUAL_ATTENTION_QUICK = np.array([-3, -2] + [-1] * 8 + [0, 0]) / 32
 
 
 def _verdict(values: np.ndarray, *, null_variance: bool = False, mode: str = "detect", threshold: float = T,
@@ -166,18 +156,11 @@ def test_meg_lattice_step_comes_from_the_references() -> None:
     assert meg_lattice_step(Ctx(), full) == pytest.approx(1 / (2 * 24 * 4))  # type: ignore[arg-type]
 
 
-def _big_jump(rng: np.random.Generator, reps: int, n: int, shift: float, jump: float) -> np.ndarray:
-    """A sparse lattice (λ = 0.05 per side, step 1/32) plus Poisson(|shift|/|jump|) jumps of ``jump`` per group
-    (benchmarks/decision_lattice.py ``big-jump``: one slot's fact dropped in one of four orders, −1/8)."""
-    base = (rng.poisson(0.05, (reps, n)) - rng.poisson(0.05, (reps, n))) * STEP
-    return np.clip(base + rng.poisson(abs(shift) / abs(jump), (reps, n)) * jump, -1.0, 1.0)
-
-
 def test_certify_size_held_on_sparse_lattice_with_rare_big_jumps() -> None:
     """At MEG = −t, 12 groups, jumps of −1/8 on a sparse lattice: the floored statistic alone certified
     about 0.10 (benchmark); with the hull the fixed and sequential designs stay within two Monte Carlo
     SDs of α."""
-    x = _big_jump(np.random.default_rng(13), 400, 12, -T, -0.125)
+    x = big_jump(np.random.default_rng(13), 400, 12, -T, -0.125)
     bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
     assert sum(_gate(v, "certify").passed for v in x) <= bound
     assert sum(_seq(v, "certify").passed for v in x) <= bound

@@ -6,19 +6,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from support.lattice_units import STEP, big_jump
 
 from pytest_posbias import stats as S
 from pytest_posbias.gates import LOOKS
 from pytest_posbias.stats.sequential import gsd_decide
-
-STEP = 1 / 32  # one judged fact of a four-sentence reference at P = 4, four cyclic orders: 1/(2·4·4)
-
-
-def _big_jump(rng: np.random.Generator, reps: int, n: int, shift: float, jump: float) -> np.ndarray:
-    """A sparse lattice (λ = 0.05 per side, step 1/32) plus Poisson(|shift|/|jump|) jumps of ``jump`` per group
-    (benchmarks/decision_lattice.py ``big-jump``: one slot's fact dropped in one of four orders, −1/8)."""
-    base = (rng.poisson(0.05, (reps, n)) - rng.poisson(0.05, (reps, n))) * STEP
-    return np.clip(base + rng.poisson(abs(shift) / abs(jump), (reps, n)) * jump, -1.0, 1.0)
 
 
 def test_dpb_certifies_with_both_t_rules_at_half_the_level() -> None:
@@ -41,7 +33,7 @@ def test_dpb_certifies_with_both_t_rules_at_half_the_level() -> None:
     assert not certify(five, "t") and not certify(five, t_rule("dpb", "certify"))  # fewer than 8 units: no t rule
     eight = np.array([0.0] * 7 + [2 * STEP])  # one group at 1/16 among eight
     assert certify(eight, "t") and not certify(eight, t_rule("dpb", "certify"))
-    x = _big_jump(np.random.default_rng(14), 400, 8, t_dpb, 0.125)
+    x = big_jump(np.random.default_rng(14), 400, 8, t_dpb, 0.125)
     bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
     assert sum(certify(v, "t") for v in x) > bound  # Student's t alone
     assert sum(certify(v, t_rule("dpb", "certify")) for v in x) <= bound

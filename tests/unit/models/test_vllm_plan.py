@@ -39,7 +39,7 @@ def test_visible_gpus_reads_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch
         vm.visible_gpus({"POSBIAS_VLLM_GPU_MEMORY_GIB": "lots"})
 
 
-def test_command_and_arguments(ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_command_and_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert vm.vllm_command(RunOptions(vllm_command="docker run --gpus all img vllm serve")) == \
         ["docker", "run", "--gpus", "all", "img", "vllm", "serve"]
     py = tmp_path / "python"

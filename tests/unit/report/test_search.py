@@ -231,7 +231,7 @@ def test_perturbation_in_words(prop, value, text):
     assert perturbation_text(prop, value) == text
 
 
-@pytest.mark.slow  # about 30 s (two models searched through the suite's settings)
+@pytest.mark.slow  # two models searched through the suite's settings
 def test_baseline_pairs_the_searched_items_with_an_exact_test_and_names_newly_broken_ones(tmp_path, small_set):
     """``--baseline``: both models searched on the same items, Δ = broken share (candidate) − (baseline)."""
     from pytest_posbias.config import parse_config

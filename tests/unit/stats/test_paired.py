@@ -1,8 +1,9 @@
 """Paired comparisons against a baseline hold their size at the margin (docs/design.md section 5).
 
 Each rule is checked at the boundary of its null where the previous rule broke: the kink of
-|μc| − |μb| at μb = 0, one-directional discordance of paired binary outcomes, and the rare ±1
-clean-flag component of the stressor amplification difference."""
+|μc| − |μb| at μb = 0 and the rare ±1 clean-flag component of the stressor amplification
+difference; the paired binary verdict's margins and McNemar case. The exact test of paired binary
+outcomes itself is in test_paired_binary.py."""
 
 from __future__ import annotations
 

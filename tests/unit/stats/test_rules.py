@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats as st
+from support.lattice_units import EQUAL_ATTENTION_QUICK, STEP, T
 
 from pytest_posbias import stats as S
 
@@ -81,17 +82,6 @@ def test_inconclusive_verdict_semantics():
     assert v.passed and v.mode == "detect" and "fewer than 5 independent units" in v.reason
     c = S.mean_verdict([0.1], None, name="DPB", threshold=0.05, mode="certify", rng=np.random.default_rng(0))
     assert not c.passed
-
-
-STEP = 1 / 32  # one judged fact of a four-sentence reference at P = 4, four cyclic orders: 1/(2·4·4)
-
-
-T = 0.02  # the MEG threshold
-
-
-# sim:unbiased, equal-attention prompt, leisure-short P = 4 on the quick set (12 groups, seed 0):
-# 8 of the 12 group MEGs are exactly -1/32; the population MEG of the simulator is 0
-EQUAL_ATTENTION_QUICK = np.array([-3, -2] + [-1] * 8 + [0, 0]) / 32
 
 
 def test_skew_t_interval_inverts_its_test() -> None:

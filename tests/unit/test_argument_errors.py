@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from pytest_posbias import metrics as M
 from pytest_posbias import stats as S
 
 ERRORS = [
@@ -30,7 +31,6 @@ ERRORS = [
     (lambda: S.rate_verdict(1, 10, name="x", threshold=1.5), "`threshold` must lie in [0, 1] for a rate"),
 ]
 
-from pytest_posbias import metrics as M  # noqa: E402
 
 ERRORS += [
     (lambda: M.dpb([1, 2, 3]), "`coverage` must be a 2-D (N, P) array"),
