@@ -8,7 +8,7 @@ import random
 import pytest
 
 from pytest_posbias.errors import BackendError
-from pytest_posbias.models.openai_backend import sanitize_url, with_retries
+from pytest_posbias.models.openai_retry import sanitize_url, with_retries
 
 
 def test_backoff_delays_grow_with_jitter():

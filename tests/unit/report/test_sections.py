@@ -3,7 +3,7 @@ nothing else."""
 
 from __future__ import annotations
 
-from pytest_posbias.report.render import highlight_repeats
+from pytest_posbias.report.sections import highlight_repeats
 
 
 def test_highlight_repeats_marks_only_repeated_5grams():
