@@ -19,9 +19,10 @@ stamp="$VENV/.posbias-installed"
 want="$(cat pyproject.toml scripts/env.sh | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # uv installs the ~170 packages (torch and its CUDA libraries among them) in parallel; it reads no
-  # pip configuration, so pip's find-links directory is passed on. --compile-bytecode writes the .pyc files at install, as pip
-  # does by default and uv does not: where PYTHONDONTWRITEBYTECODE is set, every interpreter the
-  # tests start would otherwise compile scipy, torch and transformers from source again.
+  # pip configuration, so pip's find-links directory is passed on. --compile-bytecode writes the
+  # .pyc files at install, as pip does by default and uv does not: where PYTHONDONTWRITEBYTECODE
+  # is set, every interpreter the tests start would otherwise compile scipy, torch and
+  # transformers from source again.
   python -m pip install -q "uv==0.13.9"
   links=()
   for d in ${PIP_FIND_LINKS:-$([ -d /opt/wheels ] && echo /opt/wheels)}; do links+=(--find-links "$d"); done

@@ -107,8 +107,10 @@ sys.exit(0 if ok else 1)
 PY
 done
 
-# batched against one at a time on the GPU, greedy and sampled, and whether they give the same tokens
-# shellcheck disable=SC2086
-"$PY" "$ROOT/benchmarks/hf_backend.py" --device "$DEVICE" --family $families 2>&1 | tee "$OUT/hf_backend.txt"
+# batched against one at a time on the GPU, greedy and sampled, and whether they give the same
+# tokens, on the checkpoints built above
+bench=()
+for family in $families; do bench+=(--model "$work/ckpt/$family"); done
+"$PY" "$ROOT/benchmarks/hf_backend.py" --device "$DEVICE" "${bench[@]}" 2>&1 | tee "$OUT/hf_backend.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 exit "$status"

@@ -37,9 +37,9 @@ rm -rf "$VENV"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 py="$VENV/bin/python"
 # uv resolves and installs the ~150 packages in parallel; its cache (~/.cache/uv) makes a rebuild
-# fast. --compile-bytecode writes
-# the .pyc files at install (pip's default, not uv's): where PYTHONDONTWRITEBYTECODE is set, the
-# server and its engine process would otherwise compile torch, transformers and vLLM at each start.
+# fast. --compile-bytecode writes the .pyc files at install (pip's default, not uv's): where
+# PYTHONDONTWRITEBYTECODE is set, the server and its engine process would otherwise compile
+# torch, transformers and vLLM at each start.
 "$py" -m pip install -q "uv==0.13.9" >&2
 links="${PIP_FIND_LINKS:-}"
 if [ -z "$links" ] && [ -d /opt/wheels ]; then links=/opt/wheels; fi

@@ -126,9 +126,10 @@ def paired_binary_pvalues(n: int, delta0: float, *, alternative: str,
 def _tail_bounds(n: int, delta0: float, z_obs: float, alternative: str) -> NDArray[np.int64]:
     """Per n01 = y (0..n), the tail {n10 : Z(n10, y) ≤ z_obs} ('less') or {Z ≥ z_obs} ('greater')
     as one end of a run in n10 ∈ [0, n − y]. Tango's Z is non-decreasing in n10 and non-increasing
-    in n01 (Barnard's convexity; checked over every outcome in tests/unit/stats/test_paired_binary.py), so the
-    'less' tail of a row is {n10 <= k(y)} (k = −1: empty) and the 'greater' tail {n10 >= k(y)}
-    (k = n − y + 1: empty); k found by a bisection over all rows at once (log2 n steps)."""
+    in n01 (Barnard's convexity; checked over every outcome in tests/unit/stats/test_paired_binary.py),
+    so the 'less' tail of a row is {n10 <= k(y)} (k = −1: empty) and the 'greater' tail
+    {n10 >= k(y)} (k = n − y + 1: empty); k found by a bisection over all rows at once (log2 n
+    steps)."""
     y = np.arange(n + 1)
     if alternative == "less":  # largest n10 in [-1, n - y] with Z <= z_obs (-1 stands for none)
         lo, hi = np.full(n + 1, -1), n - y
