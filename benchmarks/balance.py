@@ -3,7 +3,9 @@
 Each model call takes a fixed wall time without using the CPU (a stand-in for a GPU-bound call),
 so two cores can show how well the calls are spread, whatever the machine:
 
-* ``main``: the main job (the three suites, ``-m "not slow"``, small probe settings) on
+* ``main``: the main job (the three suites, ``-m "not slow"``; ``--sizes small``: small probe
+  settings, a few minutes; ``--sizes default``: the suites' default sizes, what a release run makes,
+  where start-up and the report weigh what they weigh on a runner) on
   ``sim:unbiased,latency=L`` under ``pytest -n W`` (the plugin's probe-group scheduler). A batch
   of B requests holds B × L (:mod:`pytest_posbias.models.sim`), so the run's total call time is
   ``made × L`` and the ideal wall time ``made × L / W``;
@@ -33,7 +35,7 @@ seconds before (start-up, collection, the data) and after (report, exit).
 The coverage judge is ``fragment`` in both (the ``embed`` judge's torch work would be CPU time
 on the two cores, not call time).
 
-Run: python benchmarks/balance.py [--jobs main,openai] [--workers 4] [--latency 0.2]
+Run: python benchmarks/balance.py [--jobs main,openai] [--workers 4] [--latency 0.2] [--sizes small|default]
 """
 
 from __future__ import annotations
@@ -201,42 +203,44 @@ def main() -> None:
     ap.add_argument("--jobs", default="main,openai")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--latency", type=float, default=0.2)
+    ap.add_argument("--sizes", choices=("small", "default"), default="small",
+                    help="the main job's probe sizes: small settings, or the suites' defaults")
     args = ap.parse_args()
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
     if any(j not in ("main", "openai") for j in jobs) or args.workers < 1 or args.latency <= 0:
         raise SystemExit("--jobs from main, openai; --workers >= 1; --latency > 0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     cores = len(os.sched_getaffinity(0))
-    print(f"{'job':<34} {'calls':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'CPU s':>7}   (load average "
+    print(f"{'job':<38} {'calls':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'CPU s':>7}   (load average "
           f"{os.getloadavg()[0]:.1f} on {cores} cores at the start)")
     with tempfile.TemporaryDirectory() as d:
         for job in jobs:
             tmp = Path(d) / job
             tmp.mkdir()
-            _project(tmp, SETTINGS if job == "main" else OPENAI_SETTINGS)
+            _project(tmp, OPENAI_SETTINGS if job == "openai" else SETTINGS if args.sizes == "small" else "")
             busiest = tests = busy = mean_busy = None
             edges = None
             if job == "main":
                 wall, ideal, n, busiest, tests, busy, mean_busy, edges = main_job(tmp, args.workers, args.latency)
-                label = f"main, -n {args.workers}, sim {args.latency:g} s/call"
+                label = f"main ({args.sizes}), -n {args.workers}, sim {args.latency:g} s/call"
             else:
                 wall, ideal, n, before, after = openai_job(tmp, args.workers, args.latency)
                 edges = (before, after)
                 label = f"openai, {args.workers} replicas, {args.latency:g} s/call"
-            print(f"{label:<34} {n:>6d} {wall:>8.1f} {ideal:>8.1f} {wall / ideal:>6.2f} {CPU_SECONDS[job]:>7.1f}",
+            print(f"{label:<38} {n:>6d} {wall:>8.1f} {ideal:>8.1f} {wall / ideal:>6.2f} {CPU_SECONDS[job]:>7.1f}",
                   flush=True)
             if busiest is not None and tests is not None:
-                print(f"{'  first test start to last end':<34} {'':>6} {tests:>8.1f} {ideal:>8.1f} {tests / ideal:>6.2f}")
-                print(f"{'  busiest worker, calls only':<34} {'':>6} {busiest:>8.1f} {ideal:>8.1f} {busiest / ideal:>6.2f}")
+                print(f"{'  first test start to last end':<38} {'':>6} {tests:>8.1f} {ideal:>8.1f} {tests / ideal:>6.2f}")
+                print(f"{'  busiest worker, calls only':<38} {'':>6} {busiest:>8.1f} {ideal:>8.1f} {busiest / ideal:>6.2f}")
             if busy is not None and mean_busy is not None:
-                print(f"{'  busiest worker in tests / mean':<34} {'':>6} {busy:>8.1f} {mean_busy:>8.1f} "
+                print(f"{'  busiest worker in tests / mean':<38} {'':>6} {busy:>8.1f} {mean_busy:>8.1f} "
                       f"{busy / mean_busy:>6.2f}")
             if edges is not None and job == "main":
                 print(f"  (before the first test started {edges[0]:.1f} s: start-up, collection on every worker; "
                       f"after the last test ended {edges[1]:.1f} s: run log, decision, report, exit)")
             elif edges is not None:
                 between = wall - edges[0] - edges[1]
-                print(f"{'  first call to last answer':<34} {'':>6} {between:>8.1f} {ideal:>8.1f} {between / ideal:>6.2f}")
+                print(f"{'  first call to last answer':<38} {'':>6} {between:>8.1f} {ideal:>8.1f} {between / ideal:>6.2f}")
                 print(f"  (before the first call {edges[0]:.1f} s: start-up, collection, data; after the last answer "
                       f"{edges[1]:.1f} s: report, exit)")
 
