@@ -351,9 +351,8 @@ def check_output_path(where: str, path: str | Path, *, folder: bool, base: Path 
     what = "folder" if folder else "file"
 
     def fail(problem: str) -> ConfigError:
-        shown = (str(path)
-                 if len(str(path)) <= 200
-                 else f"{str(path)[:80]}[... {len(str(path)) - 160} characters ...]{str(path)[-80:]}")
+        text = str(path)
+        shown = text if len(text) <= 200 else f"{text[:80]}[... {len(text) - 160} characters ...]{text[-80:]}"
         return ConfigError(f"{where}: cannot write the {what} {shown}: {problem}; give a path in a writable folder")
 
     target = p if folder else p.parent

@@ -1,10 +1,6 @@
-"""The backend factory: a loaded model backend for a resolved model spec.
-
-:func:`load_backend` picks the backend the spec names (``sim:``, ``openai:``, ``vllm:``, a
-Hugging Face checkpoint, or the plan recorder under ``posbias plan``), loads it, checks an
-endpoint at once (a failure names the URL and the server's message), and returns it with the
-facts the run log's ``model`` record carries beside its identity (the endpoint check, the
-vLLM URLs, the device placement). Each backend module is imported only when its kind is used.
+"""The backend factory: :func:`load_backend` loads the backend a resolved model spec names (``sim:``,
+``openai:``, ``vllm:``, a Hugging Face checkpoint, or the plan recorder under ``posbias plan``);
+each backend module is imported only when its kind is used.
 """
 
 from __future__ import annotations
@@ -24,11 +20,13 @@ if TYPE_CHECKING:
 
 def load_backend(r: ResolvedModel, *, options: RunOptions, store: FrameStore, worker: str, run_dir: Path,
                  notify: Callable[[str], None]) -> tuple[Backend, dict[str, Any]]:
-    """The loaded backend for ``r`` and the extra facts of its run-log ``model`` record.
+    """The loaded backend for ``r`` and the facts its run-log ``model`` record carries beside its
+    identity (the endpoint check, the vLLM URLs, the device placement).
 
     ``store`` is the frame store every backend reads frames from, ``worker`` this process's xdist
     worker name, ``run_dir`` the run's folder (a managed vLLM server logs there), ``notify`` prints a
-    line. An endpoint that fails its check is closed and the error propagates."""
+    line. An endpoint is checked at once: a failure (naming the URL and the server's message) closes
+    the backend and propagates."""
     if options.plan:  # posbias plan: record the requests, call no model
         from ..models.plan import PlanBackend
 

@@ -147,11 +147,8 @@ def _damage(path: Path) -> str:
     if head != SQLITE_MAGIC:
         return "not an SQLite database: its first bytes are not the SQLite header"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
-        try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)) as conn:
             result = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)")]
-        finally:
-            conn.close()
     except sqlite3.Error as exc:
         return f"{type(exc).__name__}: {exc}"
     if result != ["ok"]:
@@ -180,19 +177,14 @@ def _count_rows(path: Path) -> tuple[int, int]:
 def _write_refused(path: Path) -> str:
     """Why SQLite refuses to write ``path`` ('' when a write transaction, rolled back, goes through)."""
     try:
-        conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None)
+        with contextlib.closing(sqlite3.connect(str(path), timeout=10.0, isolation_level=None)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE posbias_write_check (x INTEGER)")
+            finally:
+                conn.execute("ROLLBACK")
     except sqlite3.Error as exc:
         return f"{type(exc).__name__}: {exc}"
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("CREATE TABLE posbias_write_check (x INTEGER)")
-        finally:
-            conn.execute("ROLLBACK")
-    except sqlite3.Error as exc:
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        conn.close()
     return ""
 
 

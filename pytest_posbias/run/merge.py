@@ -1,9 +1,6 @@
-"""One run log from the workers' logs of a run (``<cache>/runs/<run id>/log-*.jsonl``).
-
-Each pytest process of a run (the serial process, or each xdist worker) appends its records to
-its own log. At the end the controller merges them into ``run.jsonl`` in a deterministic order
-(:func:`merge_run_log_lines`), so that a serial run and an ``-n N`` run of the same gates give the
-same log.
+"""One run log from the workers' logs of a run (``<cache>/runs/<run id>/log-*.jsonl``), merged in a
+deterministic order (:func:`merge_run_log_lines`) so that a serial run and an ``-n N`` run of the
+same gates give the same ``run.jsonl``.
 """
 
 from __future__ import annotations
