@@ -1,16 +1,12 @@
 """The cache folder checked at the start of a run, before any model call.
 
 :func:`check_cache` opens ``<cache>/generations.sqlite`` as a run will and says in one line what is
-wrong, naming the file and the choices:
-
-* a damaged database (truncated, garbage bytes, a failed ``PRAGMA quick_check``, a 0-byte file,
-  which SQLite would take for a new cache) stops the run, unless ``--posbias-cache-repair=move-aside``
-  renames it (with its ``-wal``/``-shm``) to ``generations.sqlite.damaged-<UTC time>``;
-* a cache that cannot be written stops the run, unless ``--posbias-cache-mode=read-only`` with a
-  writable folder (the run logs go there): new answers are then made and counted as not stored;
-* rows whose payload is not valid JSON, or JSON of another shape than a stored answer, are counted
-  (``unreadable``, read as the run reads them: :func:`pytest_posbias.engine.cache.read_payload`):
-  each is made again.
+wrong, naming the file and the choices: a damaged database (truncated, garbage bytes, a failed
+``PRAGMA quick_check``, a 0-byte file SQLite would take for a new cache) stops the run unless
+``--posbias-cache-repair=move-aside`` renames it (with its ``-wal``/``-shm``) to
+``generations.sqlite.damaged-<UTC time>``; a cache that cannot be written stops it unless
+``--posbias-cache-mode=read-only`` with a writable folder (the run logs go there); rows whose payload
+the run cannot read (:func:`pytest_posbias.engine.cache.read_payload`) are counted and made again.
 
 The check reads the whole database once (``quick_check``), decodes every payload (its time grows with
 the cache) and writes nothing but a rolled-back transaction and a temporary file removed at once.

@@ -318,23 +318,21 @@ class RunContext:
         b = budget or spec.budget
         conds: list[str] = []
         ident: list[str] = []
-        rerun = False
-        if gate == "order":
+        if gate in ("order", "parity"):
             conds = [C.phase(0)]
-        elif gate == "parity":
-            conds, rerun = [C.phase(0)], True
         elif gate == "phase":
-            conds, rerun = C.phases(S), True
+            conds = C.phases(S)
         elif gate == "flip":
             conds = [C.sampler_at(s, b, spec.budget) for s in spec.samplers]
         elif gate == "fusion":
             ident = C.fusion_conditions(S)
         elif gate == "equivalence":
             ident = C.equivalence_conditions(S, b)
+            # a confirmatory TOST needs far more items than a flip rate
+            spec = dataclasses.replace(spec, items=int(self.probe_settings("phase")["equivalence_items"]))
         else:
             raise ConfigError(f"`gate` must be order, parity, phase, flip, fusion or equivalence; got {gate!r}")
-        if gate == "equivalence":  # a confirmatory TOST needs far more items than a flip rate
-            spec = dataclasses.replace(spec, items=int(self.probe_settings("phase")["equivalence_items"]))
+        rerun = gate in ("parity", "phase")  # the re-run of phase 0: the run-to-run floor
         n = min(n or spec.items, spec.items)
         key = f"phase|{model}|{spec.key()}|{gate}|{b}|{n}"
         return self.memo(key, lambda: run_phase(self, model, spec, self.manifest(), conditions=conds, identity=ident,
