@@ -263,17 +263,11 @@ class PosbiasConfig:
 
     def thresholds_for(self, model: str | None, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
         """Effective thresholds: defaults < [tool.posbias.thresholds] < per-model < command line."""
-        out = {g.name: g.threshold for g in GATES.values()}
-        out.update(self.thresholds)
-        if model is not None and model in self.model_thresholds:
-            out.update(self.model_thresholds[model])
-        out.update(overrides or {})
-        return out
+        per_model = self.model_thresholds.get(model, {}) if model is not None else {}
+        return {**{g.name: g.threshold for g in GATES.values()}, **self.thresholds, **per_model, **(overrides or {})}
 
     def margins(self) -> dict[str, float]:
-        out = {g.name: g.margin for g in GATES.values()}
-        out.update(self.baseline_margins)
-        return out
+        return {**{g.name: g.margin for g in GATES.values()}, **self.baseline_margins}
 
 
 def parse_config(table: Mapping[str, Any], *, source: str = "[tool.posbias]") -> PosbiasConfig:
@@ -357,9 +351,8 @@ def check_output_path(where: str, path: str | Path, *, folder: bool, base: Path 
     what = "folder" if folder else "file"
 
     def fail(problem: str) -> ConfigError:
-        shown = (str(path)
-                 if len(str(path)) <= 200
-                 else f"{str(path)[:80]}[... {len(str(path)) - 160} characters ...]{str(path)[-80:]}")
+        text = str(path)
+        shown = text if len(text) <= 200 else f"{text[:80]}[... {len(text) - 160} characters ...]{text[-80:]}"
         return ConfigError(f"{where}: cannot write the {what} {shown}: {problem}; give a path in a writable folder")
 
     target = p if folder else p.parent
@@ -372,9 +365,7 @@ def check_output_path(where: str, path: str | Path, *, folder: bool, base: Path 
                 raise fail("it is a folder, not a file")
             if not folder and not os.access(p, os.W_OK):
                 raise fail("the file exists and cannot be written (permission denied)")
-        while not existing.exists():
-            if existing.parent == existing:
-                break
+        while not existing.exists() and existing.parent != existing:
             existing = existing.parent
         if not existing.is_dir():
             raise fail(f"{existing} is a file, so the folder {target} cannot be created")

@@ -14,26 +14,15 @@ from types import MappingProxyType
 from typing import Any
 
 
-def _frozen(value: Any) -> Any:
-    """``value`` with every list made a tuple and every mapping a read-only copy (recursively)."""
+def _frozen(value: Any, *, plain: bool = False) -> Any:
+    """``value`` with every list made a tuple and every mapping a read-only copy (recursively);
+    ``plain``: the inverse, for JSON (mappings become dicts, tuples lists)."""
     if isinstance(value, Mapping):
-        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+        d = {k: _frozen(v, plain=plain) for k, v in value.items()}
+        return d if plain else MappingProxyType(d)
     if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
+        return (list if plain else tuple)(_frozen(v, plain=plain) for v in value)
     return value
-
-
-def _plain(value: Any) -> Any:
-    """The inverse of :func:`_frozen` for JSON: mappings become dicts, tuples lists."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _empty() -> Mapping[str, Any]:
-    return MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +74,7 @@ class RunOptions:
     vllm_command: str | None = None
     vllm_args: str | None = None
     vllm_timeout: int | None = None
-    vllm_servers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=_empty)
+    vllm_servers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     # `posbias plan` (internal --posbias-plan DIR): the folder the requests are recorded in, and the
     # measured output lengths from DIR/output_lengths.json (None when not measured).
     plan: str | None = None
@@ -93,7 +82,7 @@ class RunOptions:
     # The gates: --posbias-threshold GATE=VALUE overrides, [tool.posbias] n_resamples (bootstrap
     # resamples), --posbias-floor (measurement floor), --posbias-confirmatory, --posbias-paired-test,
     # --posbias-multiplicity (the run-level decision).
-    threshold_overrides: Mapping[str, float] = dataclasses.field(default_factory=_empty)
+    threshold_overrides: Mapping[str, float] = dataclasses.field(default_factory=dict)
     n_resamples: int = 9999
     measurement_floor: float = 0.95
     confirmatory: bool = False
@@ -109,14 +98,13 @@ class RunOptions:
     @property
     def specs(self) -> tuple[str, ...]:
         """Every model spec the run loads: the models, then the baseline and the parity reference, each once."""
-        return tuple(dict.fromkeys([*self.models, *([self.baseline] if self.baseline else []),
-                                    *([self.parity] if self.parity else [])]))
+        return tuple(dict.fromkeys([*self.models, *(s for s in (self.baseline, self.parity) if s)]))
 
 
 def options_record(options: RunOptions) -> dict[str, Any]:
     """``options`` as the run log's ``config`` (JSON types): every option but the threshold
     overrides (the header's ``thresholds`` holds their effect), the plan keys only in plan mode."""
-    out = {f.name: _plain(getattr(options, f.name)) for f in dataclasses.fields(options)}
+    out = {f.name: _frozen(getattr(options, f.name), plain=True) for f in dataclasses.fields(options)}
     del out["threshold_overrides"]
     if options.plan is None:
         del out["plan"], out["plan_output_lengths"]

@@ -5,21 +5,11 @@
 
 from .. import SCHEMA_VERSION
 from .cache import GenerationCache
-from .calls import WANTS, Accept, Backend, Decoding, Generation, Request
-from .execution import UNUSABLE_RUNS, CallStats, Engine
-from .run_log import (
-    RunLog,
-    RunLogLines,
-    gc_paused,
-    read_run_header,
-    read_run_log,
-    read_run_log_lines,
-    reference_id,
-    run_log_references,
-)
+from .calls import Backend, Decoding, Generation, Request
+from .execution import CallStats, Engine
+from .run_log import RunLog, RunLogLines, gc_paused, read_run_header, read_run_log, reference_id, run_log_references
 
 __all__ = [
-    "SCHEMA_VERSION", "UNUSABLE_RUNS", "WANTS", "Accept", "Backend", "CallStats", "Decoding", "Engine", "Generation",
-    "GenerationCache", "Request", "RunLog", "RunLogLines", "gc_paused", "read_run_header", "read_run_log",
-    "read_run_log_lines", "reference_id", "run_log_references",
+    "SCHEMA_VERSION", "Backend", "CallStats", "Decoding", "Engine", "Generation", "GenerationCache", "Request",
+    "RunLog", "RunLogLines", "gc_paused", "read_run_header", "read_run_log", "reference_id", "run_log_references",
 ]

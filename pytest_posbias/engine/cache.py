@@ -58,14 +58,11 @@ class GenerationCache:
         # Switching a new database to WAL takes an exclusive lock SQLite does not wait for, so workers
         # opening a fresh cache at once make the switch and the schema under a flock on a sidecar file.
         with open(self.path.with_name(self.path.name + ".open-lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.execute("CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                                   "created REAL NOT NULL, payload TEXT NOT NULL)")
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                               "created REAL NOT NULL, payload TEXT NOT NULL)")
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
         """The stored answers for ``keys``, then this run's answers the file could not store (missing and
@@ -163,12 +160,11 @@ class GenerationCache:
                 for k, m, g, why in items]
         if not rows:
             return
-        with self._lock:  # never served as an answer again, as the row dropped below
-            for r in rows:
-                self._kept.pop(r[0], None)
-        if self.read_only:
-            return
         with self._lock:
+            for r in rows:  # never served as an answer again, as the row dropped below
+                self._kept.pop(r[0], None)
+            if self.read_only:
+                return
             self._unusable_table()
             self._conn.execute("BEGIN IMMEDIATE")
             try:

@@ -9,7 +9,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from .. import SCHEMA_VERSION
 from ..errors import ConfigError
@@ -174,26 +174,22 @@ def _count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def _finite(v: object) -> bool:
+def _finite(v: object) -> TypeGuard[int | float]:
     """A finite number (Python's JSON reader takes ``NaN`` and ``Infinity``)."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _duration(v: object) -> bool:
     """A finite number of seconds >= 0."""
-    return isinstance(v, int | float) and _finite(v) and v >= 0
+    return _finite(v) and v >= 0
 
 
 def generation_problem(d: object) -> str | None:
     """What makes ``d`` not a stored :class:`Generation` (the dict :meth:`Generation.to_dict` writes), or
     None when it is one. A cache row is read back from a file anything may have written, so every field
-    is checked for its type and range before the answer reaches a probe: ``text`` a string, ``n_tokens``
-    and ``attempts`` integers >= 0, ``finish_reason`` one of :data:`FINISH_REASONS`, ``letter_logprobs``
-    None or a mapping of letters to finite numbers (None: a log-prob of -inf), ``seconds`` a finite
-    number >= 0, ``error`` None or a string, ``prompt_tokens`` and ``visual_tokens`` None or integers
-    >= 0, ``input_form`` None or one of :data:`INPUT_FORMS`, ``server_seconds`` None or a finite number
-    >= 0; and a failed call carries no text or log-probs (fail closed). Keys it does not know are left
-    alone; of the ones it knows only :data:`_REQUIRED` must be present."""
+    is checked for its type and range (the table below; ``letter_logprobs`` None or letters to finite
+    numbers or None) before the answer reaches a probe, and a failed call must carry no text or
+    log-probs (fail closed). Unknown keys are left alone; only :data:`_REQUIRED` must be present."""
     if not isinstance(d, Mapping):
         return f"a JSON {type(d).__name__}, not an object"
     missing = [k for k in _REQUIRED if k not in d]

@@ -52,10 +52,7 @@ class CallStats:
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a dict (seconds rounded to microseconds)."""
-        out = asdict(self)
-        for k in ("model_seconds", "wall_seconds", "server_seconds"):
-            out[k] = round(out[k], 6)
-        return out
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
     def add_calls(self, gens: Sequence[Generation], *, wall: float) -> None:
         """Count a finished batch of calls (caller holds the engine lock)."""
@@ -129,12 +126,11 @@ class Engine:
             for k, (runs, g, why, this_run) in self.cache.unusable(missing).items():
                 if runs >= self.unusable_runs or this_run:  # capped, or another worker of this run got it
                     served[k] = (g, why)
-        results: dict[str, Generation] = dict(cached)
-        results.update((k, g) for k, (g, _why) in served.items())
+        results = {**cached, **{k: g for k, (g, _why) in served.items()}}
         todo: dict[str, Request] = {}
         for k, r in zip(keys, requests, strict=True):
-            if k not in results and k not in todo:
-                todo[k] = r
+            if k not in results:
+                todo.setdefault(k, r)
         found = [k for k in dict.fromkeys(keys) if k in cached]  # distinct: a key asked twice is one request
         hits = len(found)
         with self._lock:
@@ -164,7 +160,10 @@ class Engine:
                 continue
             size = max(1, self.batch_size or backend.max_batch_size)
             for chunk in (items[i : i + size] for i in range(0, len(items), size)):
-                self._make(backend, model, chunk, results, probe=probe, accept=accept)
+                t_call = time.perf_counter()
+                gens = self._call(backend, [r for _, r in chunk])
+                self._settle(model, chunk, gens, results, probe=probe, accept=accept, put=self.cache.put_many,
+                             wall=time.perf_counter() - t_call)
                 done += len(chunk)
                 if self.progress:
                     self.progress(done, total, hits, time.perf_counter() - t_start)
@@ -196,14 +195,6 @@ class Engine:
             for k, (_r, why) in new.items():
                 self.runlog.write({"kind": "rejected", "probe": probe, "key": k, "reason": why})
         return len(new)
-
-    def _make(self, backend: Backend, model: str, chunk: Sequence[tuple[str, Request]], results: dict[str, Generation],
-              *, probe: str, accept: Accept | None = None) -> None:
-        """Make one batch and settle its answers (:meth:`_settle`)."""
-        t_call = time.perf_counter()
-        gens = self._call(backend, [r for _, r in chunk])
-        self._settle(model, chunk, gens, results, probe=probe, accept=accept, put=self.cache.put_many,
-                     wall=time.perf_counter() - t_call)
 
     def _settle(self, model: str, items: Sequence[tuple[str, Request]], gens: Sequence[Generation],
                 results: dict[str, Generation], *, probe: str, accept: Accept | None,

@@ -13,7 +13,6 @@ import contextlib
 import gc
 import hashlib
 import json
-import math
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -35,8 +34,6 @@ def _json_default(o: Any) -> Any:
         return _clean(list(o))
     if isinstance(o, (np.generic, np.ndarray)):
         return _clean(o.tolist())
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
     raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
 
@@ -115,8 +112,12 @@ def gc_paused() -> Iterator[None]:
 
 
 def read_run_log(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Header and records of a run log; a line that is not JSON (a torn last line) is skipped."""
-    header, pairs = read_run_log_lines(path)
+    """Header and records of a run log; a line that is not UTF-8 or not JSON (a torn last line) is
+    skipped; ConfigError when there is no header or its schema is not this one."""
+    lines = RunLogLines(path)
+    with Path(path).open("rb") as fh, gc_paused():
+        lines.feed(fh)
+    header, pairs = lines.result()
     return header, [r for r, _ in pairs]
 
 
@@ -124,16 +125,11 @@ def read_run_header(path: str | Path) -> dict[str, Any]:
     """The header of a run log (its first line), without parsing the records; a log whose first
     line is not a supported header is read whole, so it fails as :func:`read_run_log` does."""
     with Path(path).open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    break
-                if (isinstance(rec, dict) and rec.get("kind") == "header"
-                        and rec.get("schema_version") == SCHEMA_VERSION):
-                    return rec
-                break
+        first = next((line for line in fh if line.strip()), "")
+    with contextlib.suppress(json.JSONDecodeError):
+        rec = json.loads(first)
+        if isinstance(rec, dict) and rec.get("kind") == "header" and rec.get("schema_version") == SCHEMA_VERSION:
+            return rec
     return read_run_log(path)[0]
 
 
@@ -149,17 +145,10 @@ class RunLogLines:
     def feed(self, lines: Iterable[str | bytes]) -> None:
         """Take the next lines of the log (see the class)."""
         for raw in lines:
-            if isinstance(raw, bytes):
-                try:
-                    raw = raw.decode("utf-8")
-                except UnicodeDecodeError:  # a damaged line: skipped as one that is not JSON is
-                    continue
-            line = raw.strip()
-            if not line:
-                continue
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
+                line = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).strip()
+                rec = json.loads(line) if line else None
+            except (UnicodeDecodeError, json.JSONDecodeError):  # a damaged or torn line
                 continue
             if not isinstance(rec, dict):
                 continue
@@ -177,11 +166,3 @@ class RunLogLines:
                               f"supported (expected {SCHEMA_VERSION})")
         return self.header, self.records
 
-
-def read_run_log_lines(path: str | Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
-    """:func:`read_run_log` with each record's line as written (the merge copies unchanged lines
-    instead of serialising the records again)."""
-    lines = RunLogLines(path)
-    with Path(path).open("rb") as fh, gc_paused():  # bytes: a line that is not UTF-8 is skipped, not fatal
-        lines.feed(fh)
-    return lines.result()

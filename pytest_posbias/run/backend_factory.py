@@ -1,67 +1,56 @@
-"""The backend factory: a loaded model backend for a resolved model spec.
-
-:func:`load_backend` picks the backend the spec names (``sim:``, ``openai:``, ``vllm:``, a
-Hugging Face checkpoint, or the plan recorder under ``posbias plan``), loads it, checks an
-endpoint at once (a failure names the URL and the server's message), and returns it with the
-facts the run log's ``model`` record carries beside its identity (the endpoint check, the
-vLLM URLs, the device placement). Each backend module is imported only when its kind is used.
+"""The backend factory: :func:`load_backend` loads the backend a resolved model spec names (``sim:``,
+``openai:``, ``vllm:``, a Hugging Face checkpoint, or the plan recorder under ``posbias plan``);
+each backend module is imported only when its kind is used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine import Backend
 from ..models.registry import ResolvedModel
 from ..run_options import RunOptions
 from ..video.frames import FrameStore
 
+if TYPE_CHECKING:
+    from ..models.openai_backend import OpenAIBackend
+
 
 def load_backend(r: ResolvedModel, *, options: RunOptions, store: FrameStore, worker: str, run_dir: Path,
                  notify: Callable[[str], None]) -> tuple[Backend, dict[str, Any]]:
-    """The loaded backend for ``r`` and the extra facts of its run-log ``model`` record.
+    """The loaded backend for ``r`` and the facts its run-log ``model`` record carries beside its
+    identity (the endpoint check, the vLLM URLs, the device placement).
 
-    ``options`` are the run's options, ``store`` the
-    frame store every backend reads frames from, ``worker`` this process's xdist worker name,
-    ``run_dir`` the run's folder (a managed vLLM server logs there), ``notify`` prints a line."""
-    b: Backend
-    extra: dict[str, Any] = {}
+    ``store`` is the frame store every backend reads frames from, ``worker`` this process's xdist
+    worker name, ``run_dir`` the run's folder (a managed vLLM server logs there), ``notify`` prints a
+    line. An endpoint is checked at once: a failure (naming the URL and the server's message) closes
+    the backend and propagates."""
     if options.plan:  # posbias plan: record the requests, call no model
         from ..models.plan import PlanBackend
 
-        b = PlanBackend(r, store, options.plan, worker=worker, output_lengths=options.plan_output_lengths)
-    elif r.backend == "sim":
+        return PlanBackend(r, store, options.plan, worker=worker, output_lengths=options.plan_output_lengths), {}
+    if r.backend == "sim":
         from ..models.sim import SimBackend
 
-        b = SimBackend(r.target, store)
-    elif r.backend == "openai":
+        return SimBackend(r.target, store), {}
+    if r.backend == "openai":
         from ..models.openai_backend import make_backend
 
-        ob = make_backend(r, store, options, notify=notify)
-        try:  # fail at start, naming the URL and the server's message
-            extra["check"] = ob.check()
-        except BaseException:
-            ob.close()
-            raise
-        b = ob
+        b: OpenAIBackend = make_backend(r, store, options, notify=notify)
     elif r.backend == "vllm":  # served with vLLM for the run (or by the xdist controller)
         from ..models.vllm_managed import make_backend as make_vllm_backend
 
-        vb = make_vllm_backend(r, store, options, log_dir=run_dir, notify=notify)
-        try:
-            extra["check"] = vb.check()
-            extra["vllm_urls"] = vb.url
-        except BaseException:
-            vb.close()
-            raise
-        b = vb
+        b = make_vllm_backend(r, store, options, log_dir=run_dir, notify=notify)
     else:
         from ..models.hf import HFBackend
 
         hb = HFBackend(r, store, device=options.device, worker=worker, batch_size=options.batch_size or 4,
                        attn_implementation=options.attn_implementation, device_map=options.device_map)
-        extra["placement"] = hb.placement_info
-        b = hb
-    return b, extra
+        return hb, {"placement": hb.placement_info}
+    try:  # fail at start, naming the URL and the server's message
+        return b, {"check": b.check(), **({"vllm_urls": b.url} if r.backend == "vllm" else {})}
+    except BaseException:
+        b.close()
+        raise

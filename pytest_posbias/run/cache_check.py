@@ -1,16 +1,12 @@
 """The cache folder checked at the start of a run, before any model call.
 
 :func:`check_cache` opens ``<cache>/generations.sqlite`` as a run will and says in one line what is
-wrong, naming the file and the choices:
-
-* a damaged database (truncated, garbage bytes, a failed ``PRAGMA quick_check``, a 0-byte file,
-  which SQLite would take for a new cache) stops the run, unless ``--posbias-cache-repair=move-aside``
-  renames it (with its ``-wal``/``-shm``) to ``generations.sqlite.damaged-<UTC time>``;
-* a cache that cannot be written stops the run, unless ``--posbias-cache-mode=read-only`` with a
-  writable folder (the run logs go there): new answers are then made and counted as not stored;
-* rows whose payload is not valid JSON, or JSON of another shape than a stored answer, are counted
-  (``unreadable``, read as the run reads them: :func:`pytest_posbias.engine.cache.read_payload`):
-  each is made again.
+wrong, naming the file and the choices: a damaged database (truncated, garbage bytes, a failed
+``PRAGMA quick_check``, a 0-byte file SQLite would take for a new cache) stops the run unless
+``--posbias-cache-repair=move-aside`` renames it (with its ``-wal``/``-shm``) to
+``generations.sqlite.damaged-<UTC time>``; a cache that cannot be written stops it unless
+``--posbias-cache-mode=read-only`` with a writable folder (the run logs go there); rows whose payload
+the run cannot read (:func:`pytest_posbias.engine.cache.read_payload`) are counted and made again.
 
 The check reads the whole database once (``quick_check``), decodes every payload (its time grows with
 the cache) and writes nothing but a rolled-back transaction and a temporary file removed at once.
@@ -147,11 +143,8 @@ def _damage(path: Path) -> str:
     if head != SQLITE_MAGIC:
         return "not an SQLite database: its first bytes are not the SQLite header"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
-        try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)) as conn:
             result = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)")]
-        finally:
-            conn.close()
     except sqlite3.Error as exc:
         return f"{type(exc).__name__}: {exc}"
     if result != ["ok"]:
@@ -180,19 +173,14 @@ def _count_rows(path: Path) -> tuple[int, int]:
 def _write_refused(path: Path) -> str:
     """Why SQLite refuses to write ``path`` ('' when a write transaction, rolled back, goes through)."""
     try:
-        conn = sqlite3.connect(str(path), timeout=10.0, isolation_level=None)
+        with contextlib.closing(sqlite3.connect(str(path), timeout=10.0, isolation_level=None)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE posbias_write_check (x INTEGER)")
+            finally:
+                conn.execute("ROLLBACK")
     except sqlite3.Error as exc:
         return f"{type(exc).__name__}: {exc}"
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("CREATE TABLE posbias_write_check (x INTEGER)")
-        finally:
-            conn.execute("ROLLBACK")
-    except sqlite3.Error as exc:
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        conn.close()
     return ""
 
 

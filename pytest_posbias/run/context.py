@@ -88,8 +88,7 @@ def _requests_behind(result: Any) -> int:
     calls = getattr(result, "calls", None)
     if not isinstance(calls, dict):
         return 0
-    return (int(calls.get("made", 0)) + int(calls.get("cache_hits", 0)) + int(calls.get("rereads", 0))
-            + int(calls.get("shared", 0)))
+    return sum(int(calls.get(k, 0)) for k in ("made", "cache_hits", "rereads", "shared"))
 
 
 PROGRESS_AFTER_S = 2.0  # a probe's model calls get a progress line once they have run this long
@@ -120,8 +119,7 @@ class RunContext:
         self.paired_test = options.paired_test
         if self.paired_test not in ("bootstrap", "permutation"):
             raise ConfigError(f"`paired_test` must be bootstrap or permutation; got {self.paired_test!r}")
-        cache_dir = Path(options.cache)
-        self.cache_dir = cache_dir if cache_dir.is_absolute() else rootdir / cache_dir
+        self.cache_dir = Path(rootdir) / options.cache  # an absolute cache path replaces rootdir
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.models: list[str] = list(options.models or ["sim:unbiased"])
         self.baseline = options.baseline
@@ -190,19 +188,16 @@ class RunContext:
                 self.runlog.write({"kind": "model", "spec": spec, "identity": dict(b.identity()), **extra})
             return self._backends[spec]
 
-    def judge_model(self) -> str | None:
-        """The model spec of an LLM judge (``--judge openai[:MODEL]``), or None for offline judges."""
-        if not self.options.judge.startswith("openai"):
-            return None
-        from ..models.openai_backend import judge_spec
-
-        return judge_spec(self.options.judge)
-
     def load_models(self) -> None:
-        """Load every model (and an LLM judge) now so a failure stops the run before any probe (not
-        midway): endpoints are checked here (raises ModelLoadError naming the URL and the cause)."""
-        judge = self.judge_model()
-        for spec in [*self.resolved, *([judge] if judge and judge not in self.resolved else [])]:
+        """Load every model (and an LLM judge, ``--judge openai[:MODEL]``) now so a failure stops the run
+        before any probe (not midway): endpoints are checked here (raises ModelLoadError naming the URL
+        and the cause)."""
+        judge = None
+        if self.options.judge.startswith("openai"):
+            from ..models.openai_backend import judge_spec
+
+            judge = judge_spec(self.options.judge)
+        for spec in dict.fromkeys([*self.resolved, *([judge] if judge else [])]):
             self.backend(spec)
 
     # -- progress
@@ -323,23 +318,21 @@ class RunContext:
         b = budget or spec.budget
         conds: list[str] = []
         ident: list[str] = []
-        rerun = False
-        if gate == "order":
+        if gate in ("order", "parity"):
             conds = [C.phase(0)]
-        elif gate == "parity":
-            conds, rerun = [C.phase(0)], True
         elif gate == "phase":
-            conds, rerun = C.phases(S), True
+            conds = C.phases(S)
         elif gate == "flip":
             conds = [C.sampler_at(s, b, spec.budget) for s in spec.samplers]
         elif gate == "fusion":
             ident = C.fusion_conditions(S)
         elif gate == "equivalence":
             ident = C.equivalence_conditions(S, b)
+            # a confirmatory TOST needs far more items than a flip rate
+            spec = dataclasses.replace(spec, items=int(self.probe_settings("phase")["equivalence_items"]))
         else:
             raise ConfigError(f"`gate` must be order, parity, phase, flip, fusion or equivalence; got {gate!r}")
-        if gate == "equivalence":  # a confirmatory TOST needs far more items than a flip rate
-            spec = dataclasses.replace(spec, items=int(self.probe_settings("phase")["equivalence_items"]))
+        rerun = gate in ("parity", "phase")  # the re-run of phase 0: the run-to-run floor
         n = min(n or spec.items, spec.items)
         key = f"phase|{model}|{spec.key()}|{gate}|{b}|{n}"
         return self.memo(key, lambda: run_phase(self, model, spec, self.manifest(), conditions=conds, identity=ident,
@@ -425,13 +418,10 @@ def synthetic_manifest(rootdir: Path, *, progress: Callable[[str], None] | None 
     out.mkdir(parents=True, exist_ok=True)
     manifest = out / "manifest.jsonl"
     with (out / ".build.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if progress:
-                progress(f"checking the synthetic set in {out} (built once, then reused)")
-            build_set(out, progress=progress)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if progress:
+            progress(f"checking the synthetic set in {out} (built once, then reused)")
+        build_set(out, progress=progress)
     return manifest
 
 

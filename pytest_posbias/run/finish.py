@@ -1,7 +1,6 @@
-"""What happens when a run finishes: :func:`finish_run` runs on the controller at the end of
-the session. It merges the workers' logs into one run log (header first, deterministic order:
-:mod:`.run.merge`), appends the verdicts (with their Benjamini–Hochberg p-values, kept in the log
-for reference), prunes old run folders, and renders the report from that log alone.
+"""The end of a run: :func:`finish_run`, on the controller at the end of the session, merges the
+workers' logs into one run log (:mod:`.run.merge`), appends the verdicts, prunes old run folders
+and renders the report from that log alone.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from ..safe_text import redact_value, strict_json
 from .merge import merge_run_log_lines
 
 
-@gc_paused()  # the whole end of the run: see the docstring
+@gc_paused()  # the whole end of the run (see the docstring)
 def finish_run(
     *,
     config_rootdir: Path,
@@ -35,9 +34,9 @@ def finish_run(
     run_decision: Mapping[str, Any] | None = None,
     on_merged: Callable[[Path], None] | None = None,
 ) -> Path | None:
-    """Merge the workers' logs into ``run.jsonl`` (+ verdicts), remove the workers' logs (the
-    merged log is the run's one copy), remove the run folders beyond ``options.keep_runs``
-    (:func:`.run.retention.prune_runs`; never this run's) and render the report.
+    """Merge the workers' logs into ``run.jsonl`` (+ verdicts, with their Benjamini–Hochberg ``p_bh``),
+    remove the workers' logs (the merged log is the run's one copy), remove the run folders beyond
+    ``options.keep_runs`` (:func:`.run.retention.prune_runs`; never this run's) and render the report.
 
     Returns the run log path, or None when no run context was created in this run.
     ``run_decision``: the run-level decision (:mod:`.gates.decision`), kept in the header; each verdict
@@ -45,16 +44,14 @@ def finish_run(
     path once it is written, before the report renders (the plugin writes its summaries there). A
     KeyboardInterrupt while the report renders says how to render it later, and propagates.
 
-    The cyclic garbage collector is off until it returns: the merged log's records (tens of
-    thousands of acyclic dicts, freed by reference counting) are young objects, and the report's
-    matplotlib figures, allocating many small objects, would set off collections that walk all of
-    them and can free none. The figures' own cycles wait for the next collection.
+    The cyclic garbage collector is off until it returns: the report's figures would otherwise set
+    off collections that walk the merged log's many acyclic records and can free none of them.
     """
-    cache_dir = Path(options.cache)
-    cache_dir = cache_dir if cache_dir.is_absolute() else config_rootdir / cache_dir
+    cache_dir = Path(config_rootdir) / options.cache  # an absolute cache path replaces the rootdir
     if run_id is None:
         return None
     run_dir = cache_dir / "runs" / run_id
+    say = terminal.write_line if terminal is not None else lambda *_a, **_k: None
     if not run_dir.is_dir() or not any(run_dir.glob("log-*.jsonl")):
         for empty in (run_dir, run_dir.parent, cache_dir):  # no suite test set the run up: leave no
             with contextlib.suppress(OSError):               # empty folder behind
@@ -63,8 +60,8 @@ def finish_run(
             return None
         # gate tests were selected and every one skipped: no decision, and the report says so
         header: dict[str, Any] = {"run_id": run_id, "models": list(options.models), "mode": options.mode,
-                                  "alpha": options.alpha, "seed": options.seed, "config": {}}
-        header["started"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+                                  "alpha": options.alpha, "seed": options.seed, "config": {},
+                                  "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
         pairs: list[tuple[dict[str, Any], str | None]] = []
     else:
         header, pairs = merge_run_log_lines(run_dir)
@@ -98,16 +95,15 @@ def finish_run(
     # handed over instead of parsed a second time (header and verdicts go through their lines).
     loaded = (json.loads(head_line), [r for r, _ in pairs] + [json.loads(line) for line in verdict_lines])
     del pairs
-    if terminal is not None:
-        terminal.write_line(f"[posbias] run log: {path}")
+    say(f"[posbias] run log: {path}")
     if on_merged is not None:
         on_merged(path)
     if options.keep_runs:  # [tool.posbias] keep_runs: the older run folders go (never this run's)
         from .retention import prune_runs
 
         pruned = prune_runs(cache_dir, keep_runs=options.keep_runs, keep=[run_id])
-        if terminal is not None and pruned.removed:
-            terminal.write_line(f"[posbias] keep_runs = {options.keep_runs}: {pruned.line()}")
+        if pruned.removed:
+            say(f"[posbias] keep_runs = {options.keep_runs}: {pruned.line()}")
     try:
         from ..report.render import write_reports
     except ImportError:
@@ -116,18 +112,15 @@ def finish_run(
         written = write_reports([path], rootdir=config_rootdir, explicit=options.report,
                                 report_dir=options.report_dir, loaded={path: loaded})
     except KeyboardInterrupt:
-        if terminal is not None:
-            terminal.write_line(f"[posbias] report not written (interrupted); render it with: posbias report {path} "
-                                "-o report.html", red=True)
+        say(f"[posbias] report not written (interrupted); render it with: posbias report {path} -o report.html",
+            red=True)
         raise
     except Exception as exc:
-        if terminal is not None:
-            terminal.write_line(f"[posbias] report not written ({type(exc).__name__}: {exc}); "
-                                f"re-render with: posbias report {path} -o report.html", red=True)
+        say(f"[posbias] report not written ({type(exc).__name__}: {exc}); "
+            f"re-render with: posbias report {path} -o report.html", red=True)
         return path
-    if terminal is not None:
-        for w in written:
-            terminal.write_line(f"[posbias] report: {w}")
+    for w in written:
+        say(f"[posbias] report: {w}")
     return path
 
 

@@ -1,14 +1,10 @@
-"""One run log from the workers' logs of a run (``<cache>/runs/<run id>/log-*.jsonl``).
-
-Each pytest process of a run (the serial process, or each xdist worker) appends its records to
-its own log. At the end the controller merges them into ``run.jsonl`` in a deterministic order
-(:func:`merge_run_log_lines`), so that a serial run and an ``-n N`` run of the same gates give the
-same log.
+"""One run log from the workers' logs of a run (``<cache>/runs/<run id>/log-*.jsonl``), merged in a
+deterministic order (:func:`merge_run_log_lines`) so that a serial run and an ``-n N`` run of the
+same gates give the same ``run.jsonl``.
 """
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +14,19 @@ from ..errors import ConfigError
 Record = dict[str, Any]
 
 
+def _prefix(r: Record) -> tuple[Any, ...]:
+    rank = {"model": 0, "request": 1, "attempt": 1, "observation": 2}.get(r.get("kind", ""), 3)
+    # a key's answer and its re-reads tie on the rest
+    hit = {False: 0, True: 1}.get(r.get("cache_hit"), 2)  # type: ignore[arg-type]
+    return (rank, r.get("spec", ""), r.get("probe", ""), r.get("key", ""), hit)
+
+
+def _failed(r: Record) -> bool:
+    """A send that gave no usable answer: a failed call, or an answer the probe's rule rejected."""
+    g = r.get("generation") or {}
+    return g.get("finish_reason") == "error" or bool(g.get("error")) or bool(r.get("unusable"))
+
+
 def merge_run_logs(run_dir: Path) -> tuple[Record, list[Record]]:
     """Headers and records of every worker log of one run, in a deterministic order: see
     :func:`merge_run_log_lines`."""
@@ -25,6 +34,7 @@ def merge_run_logs(run_dir: Path) -> tuple[Record, list[Record]]:
     return header, [r for r, _ in pairs]
 
 
+@gc_paused()  # the parsed records are acyclic: the cyclic collector's passes over them cost more than the parse
 def merge_run_log_lines(run_dir: Path) -> tuple[Record, list[tuple[Record, str | None]]]:
     """Headers and records of every worker log of one run, in a deterministic order.
 
@@ -45,50 +55,22 @@ def merge_run_log_lines(run_dir: Path) -> tuple[Record, list[tuple[Record, str |
     when the merge changed the record (its kind); the merged log copies the unchanged lines.
     """
     logs = []
-    # the parsed records are acyclic: the cyclic collector's passes over them cost more than the parse
-    with gc_paused():
-        for path in sorted(Path(run_dir).glob("log-*.jsonl")):
-            lines = RunLogLines(path)
-            with path.open("rb") as fh:
-                lines.feed(fh)
-            logs.append(lines.result())
-        return _merge(logs, Path(run_dir))
-
-
-def _started(h: Record) -> str:
-    return str(h.get("started", ""))
-
-
-def _prefix(r: Record) -> tuple[Any, ...]:
-    rank = {"model": 0, "request": 1, "attempt": 1, "observation": 2}.get(r.get("kind", ""), 3)
-    # a key's answer and its re-reads tie on the rest
-    hit = {False: 0, True: 1}.get(r.get("cache_hit"), 2)  # type: ignore[arg-type]
-    return (rank, r.get("spec", ""), r.get("probe", ""), r.get("key", ""), hit)
-
-
-def _failed(r: Record) -> bool:
-    """A send that gave no usable answer: a failed call, or an answer the probe's rule rejected."""
-    g = r.get("generation") or {}
-    return g.get("finish_reason") == "error" or bool(g.get("error")) or bool(r.get("unusable"))
-
-
-def _merge(logs: list[tuple[Record, list[tuple[Record, str]]]],
-           run_dir: Path) -> tuple[Record, list[tuple[Record, str | None]]]:
+    for path in sorted(Path(run_dir).glob("log-*.jsonl")):
+        lines = RunLogLines(path)
+        with path.open("rb") as fh:
+            lines.feed(fh)
+        logs.append(lines.result())
     if not logs:
         raise ConfigError(f"{run_dir}: no run logs to merge")
     headers = [h for h, _ in logs]
-    first: Record = min(headers, key=_started)
+    first: Record = min(headers, key=lambda h: str(h.get("started", "")))
     header = dict(first)
     header["workers"] = sorted(h.get("worker", "?") for h in headers)
     header.pop("worker", None)
     pairs = [pair for _, recs in logs for pair in recs]
 
     # sorted by prefix; records whose prefix ties (a key sent twice, observations) by their line
-    keyed = sorted(((_prefix(r), (r, line)) for r, line in pairs), key=lambda kp: kp[0])
-    ordered: list[tuple[Record, str]] = []
-    for _, tied in itertools.groupby(keyed, key=lambda kp: kp[0]):
-        run = [pair for _, pair in tied]
-        ordered += sorted(run, key=lambda p: p[1]) if len(run) > 1 else run
+    ordered = sorted(pairs, key=lambda p: (_prefix(p[0]), p[1]))
 
     chosen: dict[tuple[str, bool], Record] = {}  # per (key, cache hit): the record that stays the request
     for r, _ in ordered:

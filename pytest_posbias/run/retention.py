@@ -1,16 +1,13 @@
-"""Retention of the cache folder: run logs kept by count or age, old answers dropped on request.
-
-Every run adds ``<cache>/runs/<run id>/``. :func:`prune_runs` removes run folders beyond the newest
-``keep_runs`` and/or older than ``older_than_days``, at the end of a run with ``[tool.posbias]
-keep_runs = N`` (never the run just finished) and as ``posbias cache prune``. A run's age is the
-newest modification time of its folder and its files, so a run still writing counts as new.
-``answers_older_than_days`` (command line only) also deletes older cached answers and compacts the
-database. The HTML reports, outside the cache folder, are never touched.
+"""Retention of the cache folder: :func:`prune_runs` removes run folders (``<cache>/runs/<run id>/``)
+by count or age, and old cached answers on request, at the end of a run with ``[tool.posbias]
+keep_runs = N`` and as ``posbias cache prune``. A run's age is the newest modification time of its
+folder and its files, so a run still writing counts as new. The HTML reports are never touched.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sqlite3
 import sys
@@ -50,10 +47,8 @@ def _age_key(run: Path) -> float:
     """The newest modification time of ``run`` and the files directly in it."""
     times = [run.stat().st_mtime]
     for p in run.iterdir():
-        try:
+        with contextlib.suppress(OSError):  # removed meanwhile
             times.append(p.stat().st_mtime)
-        except OSError:  # removed meanwhile
-            continue
     return max(times)
 
 
@@ -79,14 +74,9 @@ def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_tha
     runs = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
     ages = {p: _age_key(p) for p in runs}
     runs.sort(key=lambda p: (p.name in keep, ages[p], p.name), reverse=True)  # those to keep, then newest first
-    doomed = []
-    for rank, run in enumerate(runs):
-        if run.name in keep:
-            continue
-        too_many = keep_runs is not None and rank >= keep_runs
-        too_old = older_than_days is not None and now - ages[run] > older_than_days * DAY_S
-        if too_many or too_old:
-            doomed.append(run)
+    doomed = [run for rank, run in enumerate(runs) if run.name not in keep and (
+        (keep_runs is not None and rank >= keep_runs)  # too many
+        or (older_than_days is not None and now - ages[run] > older_than_days * DAY_S))]  # too old
     freed = sum(_size(r) for r in doomed)
     if not dry_run:
         for run in doomed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -31,39 +32,31 @@ POSITIONAL_VARIANTS: dict[str, dict[str, Any]] = {
 def positional_configs(data: str | None, scales: list[int]) -> list[tuple[str, str, int]]:
     """(domain, bucket, P) to test: the synthetic set's, or the groups of ``--posbias-data``."""
     if data:
-        out: list[tuple[str, str, int]] = []
         try:
             lines = Path(data).read_text(encoding="utf-8").splitlines()
         except OSError:
-            return out
+            return []
+        out: list[tuple[str, str, int]] = []
         for line in lines:
             try:
                 d = json.loads(line)
             except json.JSONDecodeError:
                 continue
             if isinstance(d, dict) and d.get("type") == "group" and d.get("P") in scales:
-                key = (str(d.get("domain")), str(d.get("bucket")), int(d["P"]))
-                if key not in out:
-                    out.append(key)
-        return out
+                out.append((str(d.get("domain")), str(d.get("bucket")), int(d["P"])))
+        return list(dict.fromkeys(out))
     from ..video.synthetic import configurations
 
     return [(d, b, P) for P in scales for d, b in configurations()]
 
 
-
-
 def sampler_pairs(samplers: list[str], budgets: list[int]) -> list[tuple[int, str, str]]:
     """(budget, sampler a, sampler b) for every pair of the configured samplers."""
-    import itertools
-
     return [(b, x, y) for b in budgets for x, y in itertools.combinations(samplers, 2)]
 
 
 def phase_pairs(S: int) -> list[str]:
     """"s-t" for every pair of the S phases, then "any" (the consensus changes under some phase)."""
-    import itertools
-
     return [f"{a}-{b}" for a, b in itertools.combinations(range(S), 2)] + ["any"]
 
 
