@@ -305,11 +305,6 @@ PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline"
                 "--posbias-report", "--posbias-json", "--posbias-cache", "--posbias-markdown")
 
 
-def _first(*values: Any) -> Any:
-    """The first value that is not None (an explicit 0 counts)."""
-    return next((v for v in values if v is not None), None)
-
-
 def run_identity(config: pytest.Config, run_id: str) -> str:
     """One line naming what a run decides on: ``posbias: models ...; mode, α, multiplicity; design;
     seed; data; cache (mode); run id`` (endpoints are not named: a URL may carry a secret)."""
@@ -341,8 +336,8 @@ def options(config: pytest.Config) -> RunOptions:
     for f in dataclasses.fields(RunOptions):
         cli = config.getoption(_OPTION_OF.get(f.name, "--posbias-" + f.name.replace("_", "-")), None)
         default = None if f.default is dataclasses.MISSING else f.default
-        if f.name in _ZERO_COUNTS:
-            given[f.name] = _first(cli, pcfg.get(f.name), default)
+        if f.name in _ZERO_COUNTS:  # the first value that is not None
+            given[f.name] = next((v for v in (cli, pcfg.get(f.name), default) if v is not None), None)
         else:
             given[f.name] = cli or pcfg.get(f.name, default)
     if given["data"] and not config.getoption("--posbias-data") and not Path(given["data"]).is_absolute():

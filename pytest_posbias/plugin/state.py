@@ -66,7 +66,6 @@ class PluginState:
         return self._calls
 
 
-
 def plugin_of(config: pytest.Config) -> PluginState:
     """The run's plugin object (the plugin configured the run)."""
     return config.stash[PLUGIN_KEY]

@@ -290,9 +290,7 @@ def stop_progress(state: PluginState) -> None:
 def hold_terminal(state: PluginState) -> Any:
     """The terminal's lock while the controller's progress thread runs (its writes and pytest's
     never interleave; pytest's line state is not changed under it), else nothing to hold."""
-    if state.progress is None:
-        return contextlib.nullcontext()
-    return state.terminal_lock
+    return contextlib.nullcontext() if state.progress is None else state.terminal_lock
 
 
 def fresh_line(tr: Any) -> None:
