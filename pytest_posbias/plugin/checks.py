@@ -26,11 +26,10 @@ def model_missing(config: pytest.Config, items: Sequence[pytest.Item]) -> bool:
     model given on the command line or in ``[tool.posbias]``: a usage error (exit 4), no simulator
     stands in. A collection without them (another project's tests) needs no model, nor does
     ``--collect-only`` (it calls none: an editor's test discovery lists the suites' tests)."""
-    if config.getoption("--posbias-model") or posbias_config(config).get("model"):
+    if config.getoption("--posbias-model") or config.getoption("--collect-only", False):
         return False
-    if config.getoption("--collect-only", False):
-        return False
-    return any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run"))
+    return not posbias_config(config).get("model") and any(
+        f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run"))
 
 
 def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:

@@ -113,9 +113,8 @@ class PosbiasPlugin(PluginState):
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> None:
         """Before pytest writes a test's result letter: end the progress bar's line, if one is open."""
-        live = self.live_line
-        if live is not None and live.open:
-            live.close()
+        if self.live_line is not None:
+            self.live_line.close()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

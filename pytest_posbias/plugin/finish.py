@@ -88,15 +88,14 @@ def exit_status(pytest_status: int, state: PluginState) -> int:
     return int(state.decision.exit_code)
 
 
-def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def terminal_summary(tr: Any, exitstatus: int, config: pytest.Config) -> None:
     """The posbias sections of the terminal summary: data problems, verdicts, the run decision."""
     if getattr(config, "workerinput", None) is not None:
         return
     rows = summary_rows(config)
     state = plugin_of(config)
     stop_progress(state)
-    _problem_summary(terminalreporter, config, state.problems)
-    tr = terminalreporter
+    _problem_summary(tr, config, state.problems)
     width = int(getattr(tr, "_screen_width", 0) or 100)
     if rows:
         from ..report.summary import calls_line, verdict_lines

@@ -141,7 +141,7 @@ def _threshold_type(value: str) -> tuple[str, float]:
 
 
 def _device_type(value: str) -> str:
-    if value in ("auto", "cpu") or value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit()):
+    if value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
         return value
     raise _usage("--posbias-device", f"expects auto, cpu, cuda or cuda:N; got {value!r}")
 

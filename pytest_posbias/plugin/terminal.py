@@ -221,9 +221,6 @@ class ControllerProgress:
             tw._file = self.terminal
         self.thread = threading.Thread(target=self._loop, name="posbias-progress", daemon=True)
 
-    def start(self) -> None:
-        self.thread.start()
-
     def stop(self) -> None:
         """End the thread and take the bar off the screen, handing pytest its own file back."""
         self.state.stop.set()
@@ -277,7 +274,7 @@ def maybe_start_controller_progress(config: pytest.Config, state: PluginState) -
     if not run_dir.is_dir():  # no suite test has set up a run: another project's -n run, say nothing
         return
     state.progress = ControllerProgress(tr, config, state, run_dir, live=is_terminal(tr))
-    state.progress.start()
+    state.progress.thread.start()
 
 
 def stop_progress(state: PluginState) -> None:

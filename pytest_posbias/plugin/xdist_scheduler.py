@@ -1,17 +1,13 @@
-"""The ``pytest -n N`` scheduler: one probe group at a time to each worker.
+"""The ``pytest -n N`` scheduler: one probe group at a time to each worker (docs/design.md,
+section 9).
 
-As xdist's ``loadgroup`` scheduler, a ``LoadScopeScheduling`` whose ``_split_scope`` maps a node
-id to its scope, here its probe group (:func:`~pytest_posbias.run.suite_params.probe_group`): a
-group's tests go to one worker, which computes the probe once; a test that shares no probe is a
-scope of its own. The heaviest scope in model calls goes first (longest-processing-time-first).
-
-A result read by several groups (:func:`~pytest_posbias.run.suite_params.shared_probes`: the
-stressor probe's clean outputs, a baseline's or parity reference's probe) is computed by the first
-scope handed out that needs it, its owner. Another scope that needs it goes to a different worker
-only once every test of the owner has completed, and then reads it from the generation cache; the
-owner's worker may take it earlier. Owners (the lightest first) go out before the rest, since they
-hold others back. Node ids are left as collected, so ``--lf``, junit and the reports read as in a
-serial run. Imported by ``pytest_xdist_make_scheduler`` only (it imports xdist).
+As xdist's ``loadgroup`` scheduler, a ``LoadScopeScheduling`` whose scope is a test's probe group
+(:func:`~pytest_posbias.run.suite_params.probe_group`; a test that shares no probe is a scope of its
+own), the heaviest in model calls first. A result several groups read
+(:func:`~pytest_posbias.run.suite_params.shared_probes`) is computed by the first scope handed out
+that needs it, its owner; another worker gets a scope that needs it only once the owner completed.
+Node ids are left as collected, so ``--lf``, junit and the reports read as in a serial run.
+Imported by ``pytest_xdist_make_scheduler`` only (it imports xdist).
 """
 
 from __future__ import annotations
