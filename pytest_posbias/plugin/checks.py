@@ -5,6 +5,7 @@ usage error (exit 4) with one line naming the option or ``[tool.posbias]`` key a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -25,64 +26,54 @@ def model_missing(config: pytest.Config, items: Sequence[pytest.Item]) -> bool:
     model given on the command line or in ``[tool.posbias]``: a usage error (exit 4), no simulator
     stands in. A collection without them (another project's tests) needs no model, nor does
     ``--collect-only`` (it calls none: an editor's test discovery lists the suites' tests)."""
-    if config.getoption("--posbias-model") or posbias_config(config).get("model"):
+    if config.getoption("--posbias-model") or config.getoption("--collect-only", False):
         return False
-    if config.getoption("--collect-only", False):
-        return False
-    return any(f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run"))
+    return not posbias_config(config).get("model") and any(
+        f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run"))
 
 
 def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     """Resolve every --model/--baseline/--posbias-parity now: a model that cannot be loaded fails at start."""
-    specs = list(config.getoption("--posbias-model") or [])
-    if config.getoption("--posbias-baseline"):
-        specs.append(config.getoption("--posbias-baseline"))
+    models = list(config.getoption("--posbias-model") or [])
+    baseline = config.getoption("--posbias-baseline")
     parity = config.getoption("--posbias-parity") or pcfg.get("parity")
-    if parity:
-        specs.append(parity)
-    plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
-    if specs:  # the registry is imported only when a model was named
+    resolved = {}
+    if models or baseline or parity:  # the registry is imported only when a model was named
         from ..errors import ModelLoadError
         from ..models.registry import resolve
-    resolved = {}
-    for spec in specs:
-        try:
-            resolved[spec] = resolve(spec, locate=not plan)
-        except ModelLoadError as exc:
-            raise pytest.UsageError(as_typed(config, str(exc))) from None
-    def same_as_tested(other: str) -> list[str]:
-        ref = resolved[other]
-        return [m for m in config.getoption("--posbias-model") or []
-                if (resolved[m].backend, resolved[m].target, resolved[m].revision)
-                == (ref.backend, ref.target, ref.revision)]
+
+        plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
+        for spec in [*models, *[s for s in (baseline, parity) if s]]:
+            try:
+                resolved[spec] = resolve(spec, locate=not plan)
+            except ModelLoadError as exc:
+                raise pytest.UsageError(as_typed(config, str(exc))) from None
+
+    def same_as_tested(other: str) -> str | None:
+        key = {m: (r.backend, r.target, r.revision) for m, r in resolved.items()}
+        return next((m for m in models if key[m] == key[other]), None)
 
     # a model compared with itself shares its cache entries: every paired difference would be 0 and
     # the comparison would certify or pass on nothing
-    baseline = config.getoption("--posbias-baseline")
-    if baseline and same_as_tested(baseline):
+    if baseline and (same := same_as_tested(baseline)):
         raise pytest.UsageError(f"--posbias-baseline {baseline}: the baseline is the tested model "
-                                f"{same_as_tested(baseline)[0]} itself; name the release it is compared with")
-    if parity and same_as_tested(parity):
+                                f"{same} itself; name the release it is compared with")
+    if parity and (same := same_as_tested(parity)):
         given = "--posbias-parity" if config.getoption("--posbias-parity") else f"{pcfg.source} `parity` ="
         raise pytest.UsageError(f"{given} {parity}: the parity reference is the tested model "
-                                f"{same_as_tested(parity)[0]} itself; name another deployment (a served build, "
-                                "another precision)")
+                                f"{same} itself; name another deployment (a served build, another precision)")
     _check_data(config, pcfg)
     # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
     # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and
     # may root the run elsewhere, missing the project's configuration (thresholds, probe
     # settings, testpaths, markers). Say so rather than run the wrong setup.
-    args = list(config.invocation_params.args)
-    here = Path(str(config.invocation_params.dir)).resolve()
-    expected = _expected_inifile(here)
-    for i, a in enumerate(args[:-1]):
-        if a in PATH_OPTIONS and _exists(args[i + 1]):
-            got = Path(str(config.inipath)).resolve() if config.inipath else None
+    got = Path(str(config.inipath)).resolve() if config.inipath else None
+    for a, value in pairwise(config.invocation_params.args):
+        if a in PATH_OPTIONS and _exists(value):
+            expected = _expected_inifile(Path(str(config.invocation_params.dir)).resolve())
             if got != expected:
-                raise pytest.UsageError(
-                    f"pytest took {args[i + 1]} (the value of {a}) for a test path, so it did not use "
-                    f"{expected or 'the project configuration'}; write {a}={args[i + 1]} (with '=')"
-                )
+                raise pytest.UsageError(f"pytest took {value} (the value of {a}) for a test path, so it did not use "
+                                        f"{expected or 'the project configuration'}; write {a}={value} (with '=')")
 
 
 def _typed_spelling(config: pytest.Config, spec: str) -> str:
@@ -93,26 +84,26 @@ def _typed_spelling(config: pytest.Config, spec: str) -> str:
     typed = None
     for i, a in enumerate(args):
         name, eq, value = a.partition("=")
-        if name in ("--posbias-model", "--posbias-baseline", *SHORT_ALIASES):
+        if SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline"):
             given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-            if given.strip() == spec and SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline"):
+            if given.strip() == spec:
                 typed = name
     if typed is not None:
         return typed
     pcfg = posbias_config(config)
-    if spec == pcfg.get("baseline") and spec != config.getoption("--posbias-baseline"):
+    cli_models, cli_baseline = config.getoption("--posbias-model") or [], config.getoption("--posbias-baseline")
+    if spec == pcfg.get("baseline") and spec != cli_baseline:
         return f"{pcfg.source} `baseline` ="
     models = pcfg.get("model")
-    if not config.getoption("--posbias-model") and spec in ([models] if isinstance(models, str) else models or []):
+    if not cli_models and spec in ([models] if isinstance(models, str) else models or []):
         return f"{pcfg.source} `model` ="
-    if spec == config.getoption("--posbias-baseline") and spec not in (config.getoption("--posbias-model") or []):
+    if spec in cli_models:
+        return "--posbias-model"
+    if spec == cli_baseline:
         return "--posbias-baseline"
-    if spec not in (config.getoption("--posbias-model") or []) and spec != config.getoption("--posbias-baseline"):
-        if spec == config.getoption("--posbias-parity"):
-            return "--posbias-parity"
-        if spec == pcfg.get("parity"):
-            return f"{pcfg.source} `parity` ="
-    return "--posbias-model"
+    if spec == config.getoption("--posbias-parity"):
+        return "--posbias-parity"
+    return f"{pcfg.source} `parity` =" if spec == pcfg.get("parity") else "--posbias-model"
 
 
 def as_typed(config: pytest.Config, message: str) -> str:
@@ -151,18 +142,16 @@ def check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
         return
     root, here = Path(str(config.rootpath)), Path(str(config.invocation_params.dir))
     src = pcfg.source
-    checks = [("--posbias-cache", config.getoption("--posbias-cache"), True, root),
-              (f"{src} `cache`", pcfg.get("cache"), True, root),
-              ("--posbias-report", config.getoption("--posbias-report"), False, root),
-              (f"{src} `report`", pcfg.get("report"), False, root),
+    cache, report = config.getoption("--posbias-cache"), config.getoption("--posbias-report")
+    checks = [("--posbias-cache", cache, True, root),  # a table key the option overrides is not checked
+              (f"{src} `cache`", not cache and pcfg.get("cache"), True, root),
+              ("--posbias-report", report, False, root),
+              (f"{src} `report`", not report and pcfg.get("report"), False, root),
               ("--posbias-json", config.getoption("--posbias-json"), False, here),
-              ("--posbias-markdown", config.getoption("--posbias-markdown"), False, here)]
-    if not (config.getoption("--posbias-report") or pcfg.get("report")):
-        checks.append((f"{src} `report_dir`", pcfg.get("report_dir"), True, root))
-    overridden = {"cache": bool(config.getoption("--posbias-cache")),
-                  "report": bool(config.getoption("--posbias-report"))}
+              ("--posbias-markdown", config.getoption("--posbias-markdown"), False, here),
+              (f"{src} `report_dir`", not (report or pcfg.get("report")) and pcfg.get("report_dir"), True, root)]
     for where, value, folder, base in checks:
-        if not value or any(where.endswith(f"`{k}`") and v for k, v in overridden.items()):
+        if not value:
             continue
         try:
             check_output_path(where, str(value), folder=folder, base=base)

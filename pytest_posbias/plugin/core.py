@@ -82,15 +82,12 @@ class PosbiasPlugin(PluginState):
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Generator[None, None, None]:
-        """xdist controller: pytest's writes of a test's start hold the terminal (:func:`.terminal.hold_terminal`)."""
+        """xdist controller: pytest's writes of a test's start, and as ``pytest_runtest_logfinish`` its
+        progress percentage, hold the terminal (:func:`.terminal.hold_terminal`)."""
         with hold_terminal(self):
             return (yield)
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Generator[None, None, None]:
-        """xdist controller: pytest's progress percentage holds the terminal (:func:`.terminal.hold_terminal`)."""
-        with hold_terminal(self):
-            return (yield)
+    pytest_runtest_logfinish = pytest_runtest_logstart
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
@@ -116,9 +113,8 @@ class PosbiasPlugin(PluginState):
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> None:
         """Before pytest writes a test's result letter: end the progress bar's line, if one is open."""
-        live = self.live_line
-        if live is not None and live.open:
-            live.close()
+        if self.live_line is not None:
+            self.live_line.close()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

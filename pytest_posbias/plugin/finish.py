@@ -42,8 +42,7 @@ def run_decision_of(config: pytest.Config) -> Any:
 
     opts = options(config)
     state = plugin_of(config)
-    notices = [simulated_notice([*opts.models, *([opts.baseline] if opts.baseline else []),
-                                 *([opts.parity] if opts.parity else [])]),
+    notices = [simulated_notice([*opts.models, *(s for s in (opts.baseline, opts.parity) if s)]),
                quick_notice(posbias_config(config).probes)]
     return run_decision(sorted(state.verdicts, key=lambda x: x[0]), multiplicity=opts.multiplicity,
                         alpha=float(opts.alpha), skipped=state.skipped, notices=[n for n in notices if n],
@@ -89,15 +88,14 @@ def exit_status(pytest_status: int, state: PluginState) -> int:
     return int(state.decision.exit_code)
 
 
-def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def terminal_summary(tr: Any, exitstatus: int, config: pytest.Config) -> None:
     """The posbias sections of the terminal summary: data problems, verdicts, the run decision."""
     if getattr(config, "workerinput", None) is not None:
         return
     rows = summary_rows(config)
     state = plugin_of(config)
     stop_progress(state)
-    _problem_summary(terminalreporter, config, state.problems)
-    tr = terminalreporter
+    _problem_summary(tr, config, state.problems)
     width = int(getattr(tr, "_screen_width", 0) or 100)
     if rows:
         from ..report.summary import calls_line, verdict_lines
@@ -210,8 +208,8 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         return
     state = plugin_of(config)
     stop_progress(state)  # no -n progress after this point (also when what follows raises)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
     if state.no_model:  # -n: the workers collected gate tests with no model and ran nothing
-        tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line(f"ERROR: {NO_MODEL}", red=True)
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -223,32 +221,28 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         state.decision = run_decision_of(config)
     except PosbiasError as exc:  # a bad setting reaching here (e.g. multiplicity): pytest's status stands
         state.decision = None
-        tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line(f"[posbias] no run-level decision: {exc}", red=True)
     status = exit_status(int(exitstatus), state)
     session.exitstatus = status  # pytest returns it after every sessionfinish implementation
     rows = summary_rows(config)
-    failed = [e["nodeid"] for e in state.errored]
-    _junit_decision(config, state.decision, status, failed)
-    fresh_line(config.pluginmanager.get_plugin("terminalreporter"))
+    record = decision_record(state.decision, status, [e["nodeid"] for e in state.errored])
+    _junit_decision(config, state.decision, record)
+    fresh_line(tr)
     written: list[Path | None] = []  # the merged run log, once the summaries are written
 
     def summaries(run_log: Path | None) -> None:
         """The JSON and Markdown summaries, written once the run log is merged and before the report
         renders, so that a run interrupted while the report renders still has them."""
         written.append(run_log)
-        _write_summaries(config, state, rows, status=status, pytest_status=int(exitstatus), failed=failed,
-                         run_log=run_log)
+        _write_summaries(config, state, rows, record, status=status, pytest_status=int(exitstatus), run_log=run_log)
 
-    tr = config.pluginmanager.get_plugin("terminalreporter")
     try:
         from ..run.finish import finish_run
 
         finish_run(config_rootdir=Path(str(config.rootpath)), options=options(config), verdict_rows=rows,
-                   calls=state.calls, run_id=plugin_of(config).run_id, terminal=tr, exitstatus=int(exitstatus),
-                   errored=state.errored, run_decision=decision_record(state.decision, status, failed),
-                   on_merged=summaries)
+                   calls=state.calls, run_id=state.run_id, terminal=tr, exitstatus=int(exitstatus),
+                   errored=state.errored, run_decision=record, on_merged=summaries)
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         if tr is not None:
             tr.write_line(f"[posbias] report not written: {exc}", red=True)
@@ -260,9 +254,10 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         summaries(None)
 
 
-def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[str, Any]], *, status: int,
-                     pytest_status: int, failed: list[str], run_log: Path | None) -> None:
-    """``--posbias-json`` and ``--posbias-markdown``, and the data problems the run log records."""
+def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[str, Any]],
+                     record: dict[str, Any] | None, *, status: int, pytest_status: int, run_log: Path | None) -> None:
+    """``--posbias-json`` and ``--posbias-markdown``, and the data problems the run log records
+    (``record``: :func:`decision_record`)."""
     state.problems = _run_problems(run_log)
     path = config.getoption("--posbias-json", None)
     if path:  # written even when no gate decided: a CI job reading it must see that nothing was measured
@@ -272,7 +267,7 @@ def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[
             "schema_version": 1,
             "exitstatus": status,
             "pytest_exitstatus": pytest_status,
-            "decision": decision_record(state.decision, status, failed),
+            "decision": record,
             "calls": state.calls,
             "verdicts": [{"nodeid": r["nodeid"], "p_bh": r["p_bh"], **r["verdict"].to_dict(),
                           **(r["gate"].to_dict() if r.get("gate") else {})} for r in rows],
@@ -288,8 +283,7 @@ def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[
         from ..report.markdown import write_markdown
 
         write_markdown(md, rows, rootdir=Path(str(config.rootpath)), options=options(config), run_log=run_log,
-                       errored=state.errored, exitstatus=status,
-                       decision=decision_record(state.decision, status, failed))
+                       errored=state.errored, exitstatus=status, decision=record)
 
 
 def decision_record(decision: Any, status: int, failed_tests: Sequence[str] = ()) -> dict[str, Any] | None:
@@ -305,11 +299,12 @@ def decision_record(decision: Any, status: int, failed_tests: Sequence[str] = ()
             "why": run_why(decision, exit_code=status, failed_tests=failed_tests)}
 
 
-def _junit_decision(config: pytest.Config, decision: Any, status: int, failed_tests: Sequence[str]) -> None:
+def _junit_decision(config: pytest.Config, decision: Any, rec: dict[str, Any] | None) -> None:
     """``--junitxml``: the run-level decision and every gate's adjusted decision as global
     properties (``posbias.run_decision``, ``posbias.exit_code``, ``posbias.adjusted``: JSON by node
-    id). A test's own properties are written when it finishes, before the run decides."""
-    if decision is None:
+    id; ``rec``: :func:`decision_record`). A test's own properties are written when it finishes,
+    before the run decides."""
+    if decision is None or rec is None:
         return
     with contextlib.suppress(ImportError):
         from _pytest.junitxml import xml_key
@@ -317,9 +312,8 @@ def _junit_decision(config: pytest.Config, decision: Any, status: int, failed_te
         xml = config.stash.get(xml_key, None)
         if xml is None:
             return
-        rec = decision_record(decision, status, failed_tests) or {}
         xml.add_global_property("posbias.run_decision", f"{rec.get('label')}: {rec.get('why')}")
-        xml.add_global_property("posbias.exit_code", str(status))
+        xml.add_global_property("posbias.exit_code", str(rec["exit_code"]))
         xml.add_global_property("posbias.multiplicity", decision.method)
         xml.add_global_property("posbias.adjusted", strict_json({g.nodeid: {"p_adj": g.to_dict()["p_adj"],
                                                                             "adjusted_passed": g.adjusted_passed,

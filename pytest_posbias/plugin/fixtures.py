@@ -94,7 +94,6 @@ def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any]
 
 def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:
     props = getattr(report, "user_properties", [])
-    state.reported.add(report.nodeid)
     if report.when == "call" or (report.when == "setup" and not report.passed):
         state.ran.add(report.nodeid)
     if report.failed and not any(k == VERDICT_KEY for k, _ in props):

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ..config import SHORT_ALIASES, parse_threshold_override
-from ..errors import ConfigError
+from ..config import SHORT_ALIASES, check_url, parse_threshold_override
+from ..errors import ConfigError, PosbiasError
 from ..gate_registry import GATES
 from ..run_options import RunOptions
 from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
@@ -98,16 +98,6 @@ def _path_type(option: str) -> Callable[[str], Any]:
     return _named(option, check)
 
 
-def _url_type(value: str) -> str:
-    """``--posbias-api-base``: an http:// or https:// URL with a host (config.check_url)."""
-    from ..config import check_url
-
-    try:
-        return check_url("--posbias-api-base", value.strip())
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
 def _existing_file_type(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
         try:
@@ -133,15 +123,19 @@ def _floor_type(value: str) -> float:
     return f
 
 
-def _threshold_type(value: str) -> tuple[str, float]:
-    try:
-        return parse_threshold_override(value)
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+def _as_usage(check: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``check`` with the error it raises (a ConfigError or ModelLoadError naming the option) as a usage error."""
+    def usage_checked(value: str) -> Any:
+        try:
+            return check(value)
+        except PosbiasError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    return usage_checked
 
 
 def _device_type(value: str) -> str:
-    if value in ("auto", "cpu") or value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit()):
+    if value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
         return value
     raise _usage("--posbias-device", f"expects auto, cpu, cuda or cuda:N; got {value!r}")
 
@@ -149,15 +143,11 @@ def _device_type(value: str) -> str:
 def _api_number_type(option: str) -> Callable[[str], Any]:
     """``--posbias-api-timeout`` / ``--posbias-api-retries``: checked as the openai backend checks them."""
     def check(value: str) -> float | int:
-        from ..errors import ModelLoadError
         from ..models.openai_retry import api_number
 
-        try:
-            return api_number(option.removeprefix("--posbias-").replace("-", "_"), value)
-        except ModelLoadError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        return api_number(option.removeprefix("--posbias-").replace("-", "_"), value)
 
-    return _named(option, check)
+    return _named(option, _as_usage(check))
 
 
 def _aliased_option(name: str) -> dict[str, Any]:
@@ -178,7 +168,8 @@ def _aliased_option(name: str) -> dict[str, Any]:
         return {"dest": dest, "type": _judge_option(name), "default": None, "metavar": "JUDGE",
                 "help": "coverage judge: embed (offline default), fragment, openai[:MODEL], auto"}
     if long == "--posbias-api-base":
-        return {"dest": dest, "action": "append", "type": _url_type, "default": None, "metavar": "URL",
+        return {"dest": dest, "action": "append", "default": None, "metavar": "URL",
+                "type": _as_usage(lambda v: check_url("--posbias-api-base", v.strip())),
                 "help": "base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
                         "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)"}
     raise ValueError(f"name: {name!r} is not an option with a short alias ({', '.join(SHORT_ALIASES)})")
@@ -233,7 +224,8 @@ def add_options(parser: pytest.Parser) -> None:
                          "shown")
     group.addoption("--posbias-alpha", type=_alpha_type, default=None, metavar="FLOAT",
                     help="per-gate level alpha in (0, 0.5) (default 0.05; CIs are 1-2*alpha two-sided)")
-    group.addoption("--posbias-threshold", type=_threshold_type, action="append", default=None, metavar="GATE=VALUE",
+    group.addoption("--posbias-threshold", type=_as_usage(parse_threshold_override), action="append", default=None,
+                    metavar="GATE=VALUE",
                     help=f"override a gate threshold; gates: {', '.join(GATES)}")
     group.addoption("--posbias-data", type=_existing_file_type("--posbias-data"), default=None, metavar="MANIFEST",
                     help="manifest JSONL to run the suites on (default: the synthetic set in fixtures/); a "
@@ -305,11 +297,6 @@ PATH_OPTIONS = ("--posbias-model", "--model", "--posbias-baseline", "--baseline"
                 "--posbias-report", "--posbias-json", "--posbias-cache", "--posbias-markdown")
 
 
-def _first(*values: Any) -> Any:
-    """The first value that is not None (an explicit 0 counts)."""
-    return next((v for v in values if v is not None), None)
-
-
 def run_identity(config: pytest.Config, run_id: str) -> str:
     """One line naming what a run decides on: ``posbias: models ...; mode, α, multiplicity; design;
     seed; data; cache (mode); run id`` (endpoints are not named: a URL may carry a secret)."""
@@ -341,8 +328,8 @@ def options(config: pytest.Config) -> RunOptions:
     for f in dataclasses.fields(RunOptions):
         cli = config.getoption(_OPTION_OF.get(f.name, "--posbias-" + f.name.replace("_", "-")), None)
         default = None if f.default is dataclasses.MISSING else f.default
-        if f.name in _ZERO_COUNTS:
-            given[f.name] = _first(cli, pcfg.get(f.name), default)
+        if f.name in _ZERO_COUNTS:  # the first value that is not None
+            given[f.name] = next((v for v in (cli, pcfg.get(f.name), default) if v is not None), None)
         else:
             given[f.name] = cli or pcfg.get(f.name, default)
     if given["data"] and not config.getoption("--posbias-data") and not Path(given["data"]).is_absolute():

@@ -43,7 +43,6 @@ class PluginState:
         self.decision: Any = None  # the run-level decision (decision.RunDecision), set at session finish
         self._calls: dict[str, float] | None = None
         self.gate_tests: set[str] = set()  # node ids of the selected tests that use posbias_gate (-n: the workers')
-        self.reported: set[str] = set()  # node ids of the tests that reported (any phase)
         self.ran: set[str] = set()  # node ids of the tests that ended: a call report, or a setup that did not pass
         self.stopped = ""  # how the run stopped early (-x, --maxfail, an interrupt), "" when it did not
         self.stopped_by_maxfail = False
@@ -64,7 +63,6 @@ class PluginState:
 
             self._calls = dict.fromkeys(CallStats().snapshot(), 0)
         return self._calls
-
 
 
 def plugin_of(config: pytest.Config) -> PluginState:

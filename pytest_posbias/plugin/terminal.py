@@ -221,9 +221,6 @@ class ControllerProgress:
             tw._file = self.terminal
         self.thread = threading.Thread(target=self._loop, name="posbias-progress", daemon=True)
 
-    def start(self) -> None:
-        self.thread.start()
-
     def stop(self) -> None:
         """End the thread and take the bar off the screen, handing pytest its own file back."""
         self.state.stop.set()
@@ -277,7 +274,7 @@ def maybe_start_controller_progress(config: pytest.Config, state: PluginState) -
     if not run_dir.is_dir():  # no suite test has set up a run: another project's -n run, say nothing
         return
     state.progress = ControllerProgress(tr, config, state, run_dir, live=is_terminal(tr))
-    state.progress.start()
+    state.progress.thread.start()
 
 
 def stop_progress(state: PluginState) -> None:
@@ -290,9 +287,7 @@ def stop_progress(state: PluginState) -> None:
 def hold_terminal(state: PluginState) -> Any:
     """The terminal's lock while the controller's progress thread runs (its writes and pytest's
     never interleave; pytest's line state is not changed under it), else nothing to hold."""
-    if state.progress is None:
-        return contextlib.nullcontext()
-    return state.terminal_lock
+    return contextlib.nullcontext() if state.progress is None else state.terminal_lock
 
 
 def fresh_line(tr: Any) -> None:

@@ -3,14 +3,13 @@ id and vLLM servers handed to each worker, and the vLLM servers started once for
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..run.xdist_support import dist_given
 from .checks import as_typed, posbias_asked
-from .options import options
+from .options import options, run_directory
 from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
 
 
@@ -48,13 +47,11 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
                                 merge_shared=opts.cache_mode == "read-only")
 
 
-
 def configure_node(node: Any) -> None:
     """xdist: every worker writes into the controller's run directory."""
     node.workerinput["posbias_run_id"] = plugin_of(node.config).run_id
     node.workerinput[WORKERINPUT_VLLM] = {m.resolved.spec: {"urls": m.urls, "identity": m.identity()}
                                           for m in plugin_of(node.config).vllm}
-
 
 
 def start_vllm_for_workers(config: pytest.Config) -> None:
@@ -74,13 +71,11 @@ def start_vllm_for_workers(config: pytest.Config) -> None:
 
     started: list[Any] = []
     plugin_of(config).vllm = started
-    cache = Path(opts.cache)
-    run_dir = (cache if cache.is_absolute() else Path(str(config.rootpath)) / cache) / "runs" / plugin_of(config).run_id
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    say = (lambda line: tr.write_line(line)) if tr is not None else None
     try:
         for spec in specs:
-            started.append(start_managed(resolve(spec), opts, log_dir=run_dir, progress=say))
+            started.append(start_managed(resolve(spec), opts, log_dir=run_directory(config),
+                                         progress=tr.write_line if tr is not None else None))
     except ModelLoadError as exc:
         stop_vllm(config)
         raise pytest.UsageError(as_typed(config, str(exc))) from None

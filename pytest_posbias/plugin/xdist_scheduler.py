@@ -1,22 +1,18 @@
-"""The ``pytest -n N`` scheduler: one probe group at a time to each worker.
+"""The ``pytest -n N`` scheduler: one probe group at a time to each worker (docs/design.md,
+section 9).
 
-As xdist's ``loadgroup`` scheduler, a ``LoadScopeScheduling`` whose ``_split_scope`` maps a node
-id to its scope, here its probe group (:func:`~pytest_posbias.run.suite_params.probe_group`): a
-group's tests go to one worker, which computes the probe once; a test that shares no probe is a
-scope of its own. The heaviest scope in model calls goes first (longest-processing-time-first).
-
-A result read by several groups (:func:`~pytest_posbias.run.suite_params.shared_probes`: the
-stressor probe's clean outputs, a baseline's or parity reference's probe) is computed by the first
-scope handed out that needs it, its owner. Another scope that needs it goes to a different worker
-only once every test of the owner has completed, and then reads it from the generation cache; the
-owner's worker may take it earlier. Owners (the lightest first) go out before the rest, since they
-hold others back. Node ids are left as collected, so ``--lf``, junit and the reports read as in a
-serial run. Imported by ``pytest_xdist_make_scheduler`` only (it imports xdist).
+As xdist's ``loadgroup`` scheduler, a ``LoadScopeScheduling`` whose scope is a test's probe group
+(:func:`~pytest_posbias.run.suite_params.probe_group`; a test that shares no probe is a scope of its
+own), the heaviest in model calls first. A result several groups read
+(:func:`~pytest_posbias.run.suite_params.shared_probes`) is computed by the first scope handed out
+that needs it, its owner; another worker gets a scope that needs it only once the owner completed.
+Node ids are left as collected, so ``--lf``, junit and the reports read as in a serial run.
+Imported by ``pytest_xdist_make_scheduler`` only (it imports xdist).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -118,7 +114,7 @@ class ProbeGroupScheduling(LoadScopeScheduling):
         is the first to need (or whose owner's worker went down)."""
         self.workqueue.move_to_end(scope, last=False)
         for name in self._shares_for(scope):
-            if name not in self._owner or self._owner_gone(name):
+            if self._live_owner(name) is None:
                 self._owner[name] = (node, scope)
         super()._assign_work_unit(node)
 
@@ -132,37 +128,31 @@ class ProbeGroupScheduling(LoadScopeScheduling):
             self._shares[scope] = frozenset(names)
         return self._shares[scope]
 
-    def _owner_gone(self, name: str) -> bool:
-        """Whether the owner of ``name`` is no longer assigned (its worker went down and xdist put
-        its scope back in the queue)."""
-        node, scope = self._owner[name]
-        return scope not in self.assigned_work.get(node, {})
+    def _live_owner(self, name: str) -> tuple[Any, str] | None:
+        """The (node, scope) that owns ``name``, None when no scope does or its owner is no longer
+        assigned (its worker went down and xdist put its scope back in the queue)."""
+        owner = self._owner.get(name)
+        return owner if owner is not None and owner[1] in self.assigned_work.get(owner[0], {}) else None
 
-    def _in_flight_elsewhere(self, name: str, node: Any) -> bool:
-        """Whether ``name`` is being computed by a scope on another worker than ``node``."""
-        if name not in self._owner or self._owner_gone(name):
-            return False
-        owner_node, scope = self._owner[name]
-        return owner_node is not node and not all(self.assigned_work[owner_node][scope].values())
+    def _computing(self, name: str) -> Any:
+        """The node whose unfinished scope is computing ``name``, or None."""
+        owner = self._live_owner(name)
+        return owner[0] if owner is not None and not all(self.assigned_work[owner[0]][owner[1]].values()) else None
 
     def _may_start(self, scope: str, node: Any) -> bool:
         """Whether ``scope`` may go to ``node`` now: no shared result it needs is being computed on
         another worker."""
-        return not any(self._in_flight_elsewhere(name, node) for name in self._shares_for(scope))
+        return all(self._computing(name) in (None, node) for name in self._shares_for(scope))
 
     def _next_scope(self, node: Any) -> str | None:
         """The scope ``node`` gets next (class docstring of :meth:`_assign_work_unit`), or None."""
         ready = [s for s in self.workqueue if self._may_start(s, node)]
         if not ready:
             return None
-        waited_for = {name for s in self.workqueue for name in self._shares_for(s)
-                      if name not in self._owner or self._owner_gone(name)}
-        counts: dict[str, int] = {}
-        for s in self.workqueue:
-            for name in self._shares_for(s) & waited_for:
-                counts[name] = counts.get(name, 0) + 1
+        counts = Counter(name for s in self.workqueue for name in self._shares_for(s)
+                         if self._live_owner(name) is None)  # results not owned yet: how many scopes wait
         weight = self._weight_of or (lambda _s: 1)
-        owners = [s for s in ready if any(counts.get(name, 0) > 1 for name in self._shares_for(s) & waited_for)]
+        owners = [s for s in ready if any(counts[name] > 1 for name in self._shares_for(s))]
         if owners:
             return min(owners, key=weight)  # the first of equal weights: the queue's order
         here = [s for s in ready if self._waits_here(s, node)]  # no other worker may start these sooner
@@ -185,12 +175,7 @@ class ProbeGroupScheduling(LoadScopeScheduling):
     def _waits_here(self, scope: str, node: Any) -> bool:
         """Whether ``scope`` needs a result an unfinished scope on ``node`` is making (it may go to
         ``node``, where it runs after that scope, but would be bound there while it waits)."""
-        for name in self._shares_for(scope):
-            if name in self._owner and not self._owner_gone(name):
-                owner_node, owner = self._owner[name]
-                if owner_node is node and not all(self.assigned_work[node][owner].values()):
-                    return True
-        return False
+        return any(self._computing(name) is node for name in self._shares_for(scope))
 
     def _unblock(self) -> None:
         """When scopes are queued, every worker is down to its last test and none may start
@@ -205,8 +190,7 @@ class ProbeGroupScheduling(LoadScopeScheduling):
                 self._give(n, ready)
                 return
         scope = next(iter(self.workqueue))
-        owners = [self._owner[name][0] for name in sorted(self._shares_for(scope))
-                  if self._in_flight_elsewhere(name, None)]
+        owners = [self._computing(name) for name in sorted(self._shares_for(scope))]
         node = next((n for n in owners if n in live), live[0])
         self._give(node, scope)
 

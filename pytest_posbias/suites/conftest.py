@@ -4,10 +4,7 @@ The one copy of the suites' hooks: pytest loads it as a conftest when it collect
 (``pytest --pyargs pytest_posbias.suites``); a folder made by ``posbias init`` (and this repository's
 ``suites/``) re-exports the four hooks from its own ``conftest.py``. The suites' markers are
 registered here, where the suites are collected, so a project without the suites keeps its own
-marker set under ``--strict-markers``. With ``-p no:posbias`` the suite tests are skipped, with one
-line saying that they need the plugin; with ``--posbias-data`` a suite whose kind of item the
-validated manifest lacks is skipped with a reason naming the file (a manifest with no usable item
-stops the run with a usage error at configure time).
+marker set under ``--strict-markers``.
 """
 
 from __future__ import annotations
