@@ -58,11 +58,8 @@ def is_placeholder(text: str) -> bool:
 
 def find_markers(text: str) -> list[tuple[int, int, int]]:
     """(label, start, end) of every marker in the text, in order."""
-    out = []
-    for m in _MARKER.finditer(text):
-        label = m.group(1) if m.group(1) is not None else m.group(2)
-        out.append((int(label), m.start(), m.end()))
-    return out
+    return [(int(m.group(1) if m.group(1) is not None else m.group(2)), m.start(), m.end())
+            for m in _MARKER.finditer(text)]
 
 
 def align(
@@ -79,7 +76,7 @@ def align(
     ``similarity(sentences, docs)`` returns an (n_sentences, n_docs) matrix, TF-IDF by default.
     """
     if not text.strip():
-        return Alignment(tuple("" for _ in range(P)), tuple(SLOT_EMPTY for _ in range(P)), "empty")
+        return Alignment(("",) * P, (SLOT_EMPTY,) * P, "empty")
     markers = find_markers(text)
     if not markers:
         return _fallback(text, P, references, similarity)
@@ -112,12 +109,10 @@ def _fallback(text: str, P: int, references: Sequence[Sequence[str]] | None,
               similarity: Callable[[Sequence[str], Sequence[str]], np.ndarray] | None) -> Alignment:
     sents = sentences(text)
     if references is None or len(references) != P or not sents:
-        return Alignment(tuple("" for _ in range(P)), tuple(SLOT_MISSING for _ in range(P)), "fallback")
+        return Alignment(("",) * P, (SLOT_MISSING,) * P, "fallback")
     docs = [" ".join(r) for r in references]
-    if similarity is None:
-        sim = np.array([tfidf_cosine(s, docs) for s in sents])
-    else:
-        sim = np.asarray(similarity(sents, docs))
+    sim = (np.array([tfidf_cosine(s, docs) for s in sents]) if similarity is None
+           else np.asarray(similarity(sents, docs)))
     assigned: list[list[str]] = [[] for _ in range(P)]
     for s, row in zip(sents, sim, strict=True):
         assigned[int(np.argmax(row))].append(s)
