@@ -151,10 +151,8 @@ def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int |
         used: list[int] = []
         for _ in range(reps):
             x = g.draw(rng, size, theta)
-            if design == "fixed":
-                passed, k = fixed_decision(g, x, mode, alpha, rng, n_resamples), size
-            else:
-                passed, k = sequential_decision(g, x, mode, alpha)
+            passed, k = ((fixed_decision(g, x, mode, alpha, rng, n_resamples), size) if design == "fixed" else
+                         sequential_decision(g, x, mode, alpha))
             fails += (not passed) if mode == "detect" else passed
             used.append(k)
         return fails / reps, float(np.median(used))
@@ -184,10 +182,8 @@ def n_for_power(g: GateModel, *, target: float = 0.8, alpha: float, seed: int, r
         hits = 0
         for _ in range(reps):
             x = g.draw(rng, n, multiple * g.threshold)
-            if design == "fixed":
-                hits += not fixed_decision(g, x, "detect", alpha, rng, 499)
-            else:
-                hits += not sequential_decision(g, x, "detect", alpha)[0]
+            hits += not (fixed_decision(g, x, "detect", alpha, rng, 499) if design == "fixed" else
+                         sequential_decision(g, x, "detect", alpha)[0])
         if hits / reps >= target:
             return int(n)
     return None

@@ -67,18 +67,15 @@ def paired_abs_mean_verdict(cand: ArrayLike, base: ArrayLike, clusters: ArrayLik
                             extra: Mapping[str, Any] | None = None) -> Verdict:
     """Non-inferiority of a two-sided statistic: compliant when Δ = |μc| − |μb| <= ``margin``.
 
-    ĉ, b̂ are instance means (Σ_g S_g / Σ_g n_g over the clusters g) of the same instances. Δ is
-    not smooth at μc = 0 or μb = 0, where a bootstrap of |ĉ| − |b̂| is not a valid test; the bounds
-    are intersection–union bounds instead (:func:`abs_bias_bounds`): one-sided t bounds of the four
-    paired linear combinations ±μc ∓ μb, with CR1 cluster-robust standard errors of c − b and
-    c + b over the G clusters, t_{1−α/2, G−1} (Bonferroni over the two combinations that can miss).
-    The CI is [L, U], each a one-sided (1 − α) bound. Detect fails when L > ``margin``; certify
-    passes when U < ``margin``. The p-values invert the same bounds:
+    ĉ, b̂ are instance means (Σ_g S_g / Σ_g n_g) of the same instances; the CI [L, U] is
+    :func:`abs_bias_bounds` with CR1 cluster-robust standard errors of c − b and c + b over the G
+    clusters and q = t_{1−α/2, G−1}. Detect fails when L > ``margin``; certify passes when
+    U < ``margin``. The p-values invert the same bounds:
     p_detect = 2·t_sf(max_s min_s′ (s·ĉ − s′·b̂ − margin)/SE(s, s′)) and
     p_certify = 2·t_sf(min_s max_s′ (margin − s·ĉ + s′·b̂)/SE(s, s′)), capped at 1, so p < α
-    exactly when the CI rule decides. Fewer than ``MIN_CLUSTERS`` clusters, or no variation of
-    either arm across clusters, is inconclusive; so is certify mode when c − b (or c + b) does not
-    vary across clusters (its zero standard error would read as an exact bound).
+    exactly when the CI rule decides. Inconclusive below ``MIN_CLUSTERS`` clusters, when neither arm
+    varies across clusters, and in certify mode when c − b or c + b does not (its zero standard
+    error would read as an exact bound).
     """
     a = _check_alpha(alpha)
     c = np.asarray(cand, dtype=float)
