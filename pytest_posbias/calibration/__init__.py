@@ -18,6 +18,7 @@ the median units a decision used over a range of true effects.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,19 +72,18 @@ def gate_models(pools: dict[str, np.ndarray], null_rates: dict[str, float],
                 defaults: dict[str, int]) -> list[GateModel]:
     """The calibrated gates' unit models; threshold, side and value range are the gates' registry records."""
 
-    def model(name: str, kind: str, unit: str, null: float, n: int,
-              draw: Callable[[np.random.Generator, int, float], np.ndarray]) -> GateModel:
+    def model(name: str, kind: str, unit: str, size: str,
+              draw: Callable[[np.random.Generator, int, float], np.ndarray] = _rate_draw) -> GateModel:
         g = GATE_SPECS[name]
-        return GateModel(name, kind, g.threshold, g.side, unit, null, n, draw)
+        null = null_rates.get(name, 0.0) if kind == "rate" else 0.0
+        return GateModel(name, kind, g.threshold, g.side, unit, null, defaults[size], draw)
 
-    out = [model(g, "mean", "groups", 0.0, defaults["groups"], _mean_draw(pools[g], *GATE_SPECS[g].value_range))
-           for g in ("dpb", "meg")]
-    for g in ("flip", "phase", "order"):
-        out.append(model(g, "rate", "items", null_rates.get(g, 0.0), defaults["items"], _rate_draw))
-    out.append(model("repetition", "rate", "videos", null_rates.get("repetition", 0.0), defaults["videos"], _rate_draw))
-    out.append(model("stressor", "mean", "videos", 0.0, defaults["videos"], _stressor_draw))
-    out.append(model("attack", "rate", "benign videos", null_rates.get("attack", 0.0), defaults["videos"], _rate_draw))
-    return out
+    return [*(model(g, "mean", "groups", "groups", _mean_draw(pools[g], *GATE_SPECS[g].value_range))
+              for g in ("dpb", "meg")),
+            *(model(g, "rate", "items", "items") for g in ("flip", "phase", "order")),
+            model("repetition", "rate", "videos", "videos"),
+            model("stressor", "mean", "videos", "videos", _stressor_draw),
+            model("attack", "rate", "benign videos", "videos")]
 
 
 def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np.random.Generator,
@@ -98,13 +98,11 @@ def fixed_decision(g: GateModel, x: np.ndarray, mode: str, alpha: float, rng: np
         flag = (x < 0).astype(float)
         return share_difference_verdict(np.clip(x + flag, 0.0, 1.0), flag, name=g.name, threshold=g.threshold,
                                         sides=g.sides, mode=mode, alpha=alpha, n_resamples=n_resamples, rng=rng).passed
-    if g.name in T_RULES or t_rule(g.name, mode) == "both-t":  # the positional gates' t rules (gates.positional)
-        return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                            rng=rng, method=t_rule(g.name, mode), value_range=GATE_SPECS[g.name].value_range,
-                            lattice_step=MEG_STEP if g.name == "meg" else None).passed
+    t_based = g.name in T_RULES or t_rule(g.name, mode) == "both-t"  # the positional gates' t rules (gates.positional)
     return mean_verdict(x, None, name=g.name, threshold=g.threshold, sides=g.sides, mode=mode, alpha=alpha,
-                        n_resamples=n_resamples, rng=rng, method=GATE_SPECS[g.name].bootstrap,
-                        value_range=GATE_SPECS[g.name].value_range).passed
+                        n_resamples=n_resamples, rng=rng, method=t_rule(g.name, mode) if t_based else
+                        GATE_SPECS[g.name].bootstrap, value_range=GATE_SPECS[g.name].value_range,
+                        lattice_step=MEG_STEP if g.name == "meg" else None).passed
 
 
 SEQUENTIAL_LOOKS = 4
@@ -153,10 +151,8 @@ def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int |
         used: list[int] = []
         for _ in range(reps):
             x = g.draw(rng, size, theta)
-            if design == "fixed":
-                passed, k = fixed_decision(g, x, mode, alpha, rng, n_resamples), size
-            else:
-                passed, k = sequential_decision(g, x, mode, alpha)
+            passed, k = ((fixed_decision(g, x, mode, alpha, rng, n_resamples), size) if design == "fixed" else
+                         sequential_decision(g, x, mode, alpha))
             fails += (not passed) if mode == "detect" else passed
             used.append(k)
         return fails / reps, float(np.median(used))
@@ -186,10 +182,8 @@ def n_for_power(g: GateModel, *, target: float = 0.8, alpha: float, seed: int, r
         hits = 0
         for _ in range(reps):
             x = g.draw(rng, n, multiple * g.threshold)
-            if design == "fixed":
-                hits += not fixed_decision(g, x, "detect", alpha, rng, 499)
-            else:
-                hits += not sequential_decision(g, x, "detect", alpha)[0]
+            hits += not (fixed_decision(g, x, "detect", alpha, rng, 499) if design == "fixed" else
+                         sequential_decision(g, x, "detect", alpha)[0])
         if hits / reps >= target:
             return int(n)
     return None
@@ -202,9 +196,9 @@ def measure_pools(ctx: Any, model: str = "sim:unbiased", gates: Sequence[str] = 
                   ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """Per-group DPB/MEG residuals and null rates of ``sim:unbiased`` through the real probes
     (run the context with the fixed design, so a null rate uses every unit)."""
-    from ..gates import phase_verdict, stressor_verdict
     from ..metrics import dpb_per_instance, meg_per_instance
     from ..run.suite_params import positional_configs, positional_spec
+    from .e2e import gate_verdict
 
     pools: dict[str, list[float]] = {"dpb": [], "meg": []}
     settings = ctx.probe_settings("positional")
@@ -225,17 +219,9 @@ def measure_pools(ctx: Any, model: str = "sim:unbiased", gates: Sequence[str] = 
     def rate_of(v: Any) -> float:
         return float(v.estimate) if v.n and math.isfinite(v.estimate) else 0.0
 
-    for gate, which in (("order", None), ("phase", "0-1")):
+    for gate in ("order", "phase", "flip", "repetition", "attack"):  # the suites' verdicts (e2e.gate_verdict)
         if gate in gates:
-            null[gate] = rate_of(phase_verdict(ctx, gate, model, which))
-    if "flip" in gates:
-        spec = ctx.phase_spec()
-        null["flip"] = rate_of(phase_verdict(ctx, "flip", model, (spec.budget, "left", "midpoint")))
-    frames = ctx.probe_settings("stressor")["frames"][0]
-    if "repetition" in gates:
-        null["repetition"] = rate_of(stressor_verdict(ctx, "repetition", model, frames))
-    if "attack" in gates:
-        null["attack"] = rate_of(stressor_verdict(ctx, "attack", model, frames, "shuffle"))
+            null[gate] = rate_of(gate_verdict(ctx, gate, model))
     return {k: np.array(v) for k, v in pools.items()}, null
 
 
@@ -262,8 +248,6 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
                     print_fn: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Measure ``sim:unbiased`` on the synthetic set (or ``data``), then calibrate each gate of
     ``gates`` at the suites' default sample sizes; prints the table and returns its rows."""
-    import time
-
     from ..config import PosbiasConfig
     from ..probes.settings import DEFAULTS
     from ..run.context import RunContext
@@ -279,8 +263,8 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
     finally:
         ctx.close()
     print_fn(f"measured sim:unbiased in {time.perf_counter() - t0:.0f} s: {len(pools['meg'])} MEG and "
-             f"{len(pools['dpb'])} "
-             "DPB group residuals; null rates " + ", ".join(f"{k} {v:.3f}" for k, v in null.items()))
+             f"{len(pools['dpb'])} DPB group residuals; null rates "
+             + ", ".join(f"{k} {v:.3f}" for k, v in null.items()))
     defaults = {"groups": DEFAULTS["positional"]["groups"], "items": DEFAULTS["phase"]["items"],
                 "videos": DEFAULTS["stressor"]["videos"]}
     rows = []

@@ -77,12 +77,9 @@ def gate_verdict(ctx: Any, gate: str, model: str, config: tuple[str, str] = DEFA
     if gate in POSITIONAL:
         P = 4 if gate == "meg" else 2
         return positional_verdict(ctx, gate, model, positional_spec(ctx.probe_settings("positional"), *config, P))
-    if gate == "flip":
-        return phase_verdict(ctx, "flip", model, (ctx.phase_spec().budget, "left", "midpoint"))
-    if gate == "phase":
-        return phase_verdict(ctx, "phase", model, "0-1")
-    if gate == "order":
-        return phase_verdict(ctx, "order", model, None)
+    if gate in ("flip", "phase", "order"):
+        which = {"flip": (ctx.phase_spec().budget, "left", "midpoint"), "phase": "0-1", "order": None}[gate]
+        return phase_verdict(ctx, gate, model, which)
     frames = ctx.probe_settings("stressor")["frames"][0]
     if gate == "repetition":
         return stressor_verdict(ctx, "repetition", model, frames)

@@ -58,11 +58,8 @@ def is_placeholder(text: str) -> bool:
 
 def find_markers(text: str) -> list[tuple[int, int, int]]:
     """(label, start, end) of every marker in the text, in order."""
-    out = []
-    for m in _MARKER.finditer(text):
-        label = m.group(1) if m.group(1) is not None else m.group(2)
-        out.append((int(label), m.start(), m.end()))
-    return out
+    return [(int(m.group(1) if m.group(1) is not None else m.group(2)), m.start(), m.end())
+            for m in _MARKER.finditer(text)]
 
 
 def align(
@@ -79,32 +76,23 @@ def align(
     ``similarity(sentences, docs)`` returns an (n_sentences, n_docs) matrix, TF-IDF by default.
     """
     if not text.strip():
-        return Alignment(tuple("" for _ in range(P)), tuple(SLOT_EMPTY for _ in range(P)), "empty")
+        return Alignment(("",) * P, (SLOT_EMPTY,) * P, "empty")
     markers = find_markers(text)
     if not markers:
         return _fallback(text, P, references, similarity)
     labels = [m[0] for m in markers]
-    wanted = set(range(label_base, label_base + P))
-    shift = False
-    if label_base == 0 and 0 not in labels and set(labels) <= set(range(1, P + 1)) and P in labels:
-        shift = True  # answered [video1]..[videoP] to a zero-indexed request
+    shift = label_base == 0 and 0 not in labels and set(labels) <= set(range(1, P + 1)) and P in labels
+    if shift:  # answered [video1]..[videoP] to a zero-indexed request
         markers = [(lab - 1, s, e) for lab, s, e in markers]
         labels = [m[0] for m in markers]
     segments: dict[int, list[str]] = {}
     for i, (lab, _, end) in enumerate(markers):
         stop = markers[i + 1][1] if i + 1 < len(markers) else len(text)
         segments.setdefault(lab, []).append(text[end:stop].strip())
-    summaries, status = [], []
-    for k in range(P):
-        lab = label_base + k
-        if lab not in segments:
-            summaries.append("")
-            status.append(SLOT_MISSING)
-            continue
-        seg = " ".join(s for s in segments[lab] if s).strip()
-        summaries.append(seg)
-        status.append(SLOT_EMPTY if not seg else SLOT_PLACEHOLDER if is_placeholder(seg) else SLOT_OK)
-    extra = tuple(sorted({lab for lab in labels if lab not in wanted}))
+    summaries = [" ".join(s for s in segments.get(label_base + k, []) if s).strip() for k in range(P)]
+    status = [SLOT_MISSING if label_base + k not in segments else SLOT_EMPTY if not seg else
+              SLOT_PLACEHOLDER if is_placeholder(seg) else SLOT_OK for k, seg in enumerate(summaries)]
+    extra = tuple(sorted({lab for lab in labels if not label_base <= lab < label_base + P}))
     return Alignment(tuple(summaries), tuple(status), "markers", shift, extra)
 
 
@@ -112,12 +100,10 @@ def _fallback(text: str, P: int, references: Sequence[Sequence[str]] | None,
               similarity: Callable[[Sequence[str], Sequence[str]], np.ndarray] | None) -> Alignment:
     sents = sentences(text)
     if references is None or len(references) != P or not sents:
-        return Alignment(tuple("" for _ in range(P)), tuple(SLOT_MISSING for _ in range(P)), "fallback")
+        return Alignment(("",) * P, (SLOT_MISSING,) * P, "fallback")
     docs = [" ".join(r) for r in references]
-    if similarity is None:
-        sim = np.array([tfidf_cosine(s, docs) for s in sents])
-    else:
-        sim = np.asarray(similarity(sents, docs))
+    sim = (np.array([tfidf_cosine(s, docs) for s in sents]) if similarity is None
+           else np.asarray(similarity(sents, docs)))
     assigned: list[list[str]] = [[] for _ in range(P)]
     for s, row in zip(sents, sim, strict=True):
         assigned[int(np.argmax(row))].append(s)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from importlib import metadata
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +41,6 @@ def embed_judge_identity() -> str:
 def fragment_judge_identity() -> str:
     """The fragment judge's identity: its tokenizer, spaCy's version when spaCy is installed
     (found without importing it, as :func:`..metrics.fragment_tokenizer` would choose), else regex."""
-    from importlib.util import find_spec
-
     if find_spec("spacy") is None:
         return "fragment|regex"
     return f"fragment|spacy=={metadata.version('spacy')}"

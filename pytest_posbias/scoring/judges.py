@@ -284,13 +284,10 @@ class OpenAIJudge:
             gens = self.engine.run(reqs, probe="judge")
             still = []
             for i, g in zip(pending, gens, strict=True):
-                refs = items[i][0]
-                if not g.ok:
-                    last_error[i] = f"judge call failed: {g.error}"
-                    still.append(i)
-                    continue
                 try:
-                    covered, reasons = validate_judge_json(g.text, len(refs))
+                    if not g.ok:
+                        raise JudgeError(f"judge call failed: {g.error}")
+                    covered, reasons = validate_judge_json(g.text, len(items[i][0]))
                 except JudgeError as exc:
                     last_error[i] = str(exc)
                     still.append(i)
@@ -322,10 +319,6 @@ class JudgeSet:
             self._llm = OpenAIJudge(engine, f"openai:{model}")
 
     def for_style(self, style: str) -> Judge:
-        if self.spec == "fragment":
-            return self._fragment
-        if self.spec == "embed":
-            return self._embed
-        if style == "news":
+        if self.spec == "fragment" or (style == "news" and self.spec != "embed"):
             return self._fragment
         return self._llm if self._llm is not None else self._embed

@@ -37,9 +37,7 @@ def tfidf_cosine(query: str, documents: Sequence[str]) -> list[float]:
     docs = [Counter(content_words(d)) for d in documents]
     q = Counter(content_words(query))
     n = len(docs)
-    df: Counter[str] = Counter()
-    for d in docs:
-        df.update(d.keys())
+    df = Counter(t for d in docs for t in d)
     idf = {t: math.log((1 + n) / (1 + df.get(t, 0))) + 1 for t in set(df) | set(q)}
 
     def vec(c: Counter[str]) -> dict[str, float]:

@@ -63,9 +63,7 @@ def text_reason(text: str, *, min_words: int = MIN_WORDS, min_share: float = MIN
 def generation_text_reason(gen: Any) -> str | None:
     """:func:`text_reason` of a generation's text; None for a failed call (a failed call is counted
     as a generation error, not as an unusable answer)."""
-    if not gen.ok:
-        return None
-    return text_reason(gen.text)
+    return text_reason(gen.text) if gen.ok else None
 
 
 def letter_reason(gen: Any, letters: Sequence[str], parse: Any) -> str | None:
@@ -140,6 +138,7 @@ def constant_letters(letters: Sequence[int | None], correct: Sequence[int], inpu
     if sum(1 for j in measured if correct[j] == modal) / len(measured) > bound:
         return [False] * len(letters)
     return [x is not None and x == modal for x in letters]
+
 
 
 __all__ = ["CONSTANT", "EMPTY", "FEW_WORDS", "LETTER_CONSTANT_BOUND", "MIN_LETTER_REQUESTS", "MIN_WORDS",

@@ -1,11 +1,8 @@
 """Statistics core: intervals, tests and the gate verdict (docs/design.md section 5).
 
-The code lives in :mod:`.intervals` (intervals and tests), :mod:`.verdicts` (the verdict and the
-decision), :mod:`.rules` (mean and rate rules), :mod:`.share_rule` (the share-minus-indicator rule)
-and :mod:`.power` (detectable effects); this module re-exports their names and holds the paired
-binary rule. :mod:`.paired` (paired comparisons against a baseline), :mod:`.paired_binary` (exact
-tests for paired 0/1 outcomes) and :mod:`.sequential` (the group-sequential design) are imported
-from their own modules.
+This module re-exports the names of :mod:`.intervals`, :mod:`.verdicts`, :mod:`.rules`,
+:mod:`.share_rule` and :mod:`.power`, and holds the paired binary rule; :mod:`.paired`,
+:mod:`.paired_binary` and :mod:`.sequential` are imported from their own modules.
 
 Conventions (stated once, used everywhere):
 
@@ -56,7 +53,6 @@ from .share_rule import share_difference_bounds as share_difference_bounds
 from .share_rule import share_difference_min_sample as share_difference_min_sample
 from .share_rule import share_difference_rule as share_difference_rule
 from .share_rule import share_difference_verdict as share_difference_verdict
-from .verdicts import MODES as MODES
 from .verdicts import Verdict as Verdict
 from .verdicts import _bounds as _bounds
 from .verdicts import _decide
@@ -101,22 +97,20 @@ def paired_change_verdict(a: ArrayLike, b: ArrayLike, *, name: str, threshold: f
     for nm, v in (("a", xf), ("b", yf)):
         if not np.all((v == 0) | (v == 1)):
             raise ConfigError(f"`{nm}` must hold 0/1 outcomes; got {sorted(set(v[(v != 0) & (v != 1)].tolist()))[:5]}")
-    x = xf.astype(int)
-    y = yf.astype(int)
-    n = int(x.size)
+    n = int(xf.size)
     if n == 0:
         return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=0, mode=mode, alpha=al, unit=unit,
                                     why="no paired observations", extra=extra)
-    n10 = int(np.sum((x == 1) & (y == 0)))
-    n01 = int(np.sum((x == 0) & (y == 1)))
+    n10 = int(np.sum((xf == 1) & (yf == 0)))
+    n01 = int(np.sum((xf == 0) & (yf == 1)))
     m = n10 + n01
     delta = (n10 - n01) / n
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 < float(threshold) < 1.0:
         raise ConfigError(f"`threshold` must be a number in (-1, 1) for a difference of paired rates; "
                           f"got {threshold!r}")
-    ex = {"n10": n10, "n01": n01, "rate_a": float(x.mean()), "rate_b": float(y.mean()),
-          "mcnemar_two_sided_p": mcnemar_exact(n10, n01), "method": "exact conditional (McNemar)"}
-    ex.update(extra or {})
+    ex = {"n10": n10, "n01": n01, "rate_a": float(xf.mean()), "rate_b": float(yf.mean()),
+          "mcnemar_two_sided_p": mcnemar_exact(n10, n01), "method": "exact conditional (McNemar)",
+          **(extra or {})}
     if threshold != 0.0:
         t = float(threshold)
         ex["method"] = ("exact unconditional non-inferiority test (Tango score, supremum over the nuisance)"

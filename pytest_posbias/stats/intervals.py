@@ -46,13 +46,6 @@ def _check_alternative(alternative: str) -> None:
         raise ConfigError(f"`alternative` must be 'greater', 'less' or 'two-sided'; got {alternative!r}")
 
 
-def _check_rng(rng: object) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise ConfigError("`rng` must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)); got "
-                          f"{type(rng).__name__}")
-    return rng
-
-
 def exact_interval(k: int, n: int, *, confidence_level: float = 0.95) -> tuple[float, float]:
     """Clopper–Pearson (exact) two-sided interval for a binomial rate k/n."""
     _check_counts(k, n)
@@ -94,9 +87,7 @@ def mcnemar_exact(b: int, c: int, *, alternative: str = "two-sided") -> float:
     _check_count("b", b)
     _check_count("c", c)
     _check_alternative(alternative)
-    if b + c == 0:
-        return 1.0
-    return float(_st.binomtest(int(b), int(b + c), 0.5, alternative=alternative).pvalue)
+    return _binomtest_p(int(b), int(b + c), 0.5, alternative) if b + c else 1.0
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> NDArray[np.float64]:
@@ -188,7 +179,9 @@ def cluster_bootstrap(values: ArrayLike, clusters: ArrayLike | None = None, *, c
         raise ConfigError(f"`values` must be a non-empty 1-D array; got shape {v.shape}")
     if not np.all(np.isfinite(v)):
         raise ConfigError("`values` must be finite; found NaN or inf")
-    _check_rng(rng)
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError("`rng` must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)); got "
+                          f"{type(rng).__name__}")
     level = _check_confidence(confidence_level)
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 99:
         raise ConfigError(f"`n_resamples` must be an integer >= 99; got {n_resamples!r}")
@@ -206,11 +199,6 @@ def cluster_bootstrap(values: ArrayLike, clusters: ArrayLike | None = None, *, c
     if sums.size < 2:
         raise ConfigError(f"`clusters` must hold at least 2 distinct clusters to bootstrap; got {sums.size}")
     estimate = float(v.mean())
-
-    def ratio(s: NDArray[np.float64], n: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
-        out: NDArray[np.float64] = s.sum(axis=axis) / n.sum(axis=axis)
-        return out
-
     if np.allclose(sums / counts, estimate, rtol=0, atol=1e-15):
         dist = np.full(int(n_resamples), estimate)
         return BootstrapResult(estimate, estimate, estimate, level, v.size, sums.size, dist, expanded=False)
@@ -220,9 +208,9 @@ def cluster_bootstrap(values: ArrayLike, clusters: ArrayLike | None = None, *, c
     tail = (1 - level) / 2
     if expanded:
         tail = float(_st.norm.cdf(-math.sqrt(g / (g - 1)) * _st.t.ppf(1 - tail, g - 1)))
-    res = _st.bootstrap((sums, counts), ratio, paired=True, vectorized=True, n_resamples=int(n_resamples),
-                        confidence_level=level if bca else 1 - 2 * tail, method="BCa" if bca else "percentile",
-                        rng=rng)
+    res = _st.bootstrap((sums, counts), lambda s, n, axis=-1: s.sum(axis=axis) / n.sum(axis=axis), paired=True,
+                        vectorized=True, n_resamples=int(n_resamples), confidence_level=level if bca else 1 - 2 * tail,
+                        method="BCa" if bca else "percentile", rng=rng)
     dist = np.asarray(res.bootstrap_distribution, dtype=float)
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not bca:

@@ -13,6 +13,7 @@ unbiased but noisier candidate would fail and a biased but steadier one would pa
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -66,18 +67,15 @@ def paired_abs_mean_verdict(cand: ArrayLike, base: ArrayLike, clusters: ArrayLik
                             extra: Mapping[str, Any] | None = None) -> Verdict:
     """Non-inferiority of a two-sided statistic: compliant when Δ = |μc| − |μb| <= ``margin``.
 
-    ĉ, b̂ are instance means (Σ_g S_g / Σ_g n_g over the clusters g) of the same instances. Δ is
-    not smooth at μc = 0 or μb = 0, where a bootstrap of |ĉ| − |b̂| is not a valid test; the bounds
-    are intersection–union bounds instead (:func:`abs_bias_bounds`): one-sided t bounds of the four
-    paired linear combinations ±μc ∓ μb, with CR1 cluster-robust standard errors of c − b and
-    c + b over the G clusters, t_{1−α/2, G−1} (Bonferroni over the two combinations that can miss).
-    The CI is [L, U], each a one-sided (1 − α) bound. Detect fails when L > ``margin``; certify
-    passes when U < ``margin``. The p-values invert the same bounds:
+    ĉ, b̂ are instance means (Σ_g S_g / Σ_g n_g) of the same instances; the CI [L, U] is
+    :func:`abs_bias_bounds` with CR1 cluster-robust standard errors of c − b and c + b over the G
+    clusters and q = t_{1−α/2, G−1}. Detect fails when L > ``margin``; certify passes when
+    U < ``margin``. The p-values invert the same bounds:
     p_detect = 2·t_sf(max_s min_s′ (s·ĉ − s′·b̂ − margin)/SE(s, s′)) and
     p_certify = 2·t_sf(min_s max_s′ (margin − s·ĉ + s′·b̂)/SE(s, s′)), capped at 1, so p < α
-    exactly when the CI rule decides. Fewer than ``MIN_CLUSTERS`` clusters, or no variation of
-    either arm across clusters, is inconclusive; so is certify mode when c − b (or c + b) does not
-    vary across clusters (its zero standard error would read as an exact bound).
+    exactly when the CI rule decides. Inconclusive below ``MIN_CLUSTERS`` clusters, when neither arm
+    varies across clusters, and in certify mode when c − b or c + b does not (its zero standard
+    error would read as an exact bound).
     """
     a = _check_alpha(alpha)
     c = np.asarray(cand, dtype=float)
@@ -94,27 +92,23 @@ def paired_abs_mean_verdict(cand: ArrayLike, base: ArrayLike, clusters: ArrayLik
     ex: dict[str, Any] = {"cand_mean": float(c.mean()) if c.size else None,
                           "base_mean": float(b.mean()) if b.size else None, "n_instances": int(c.size),
                           "statistic": "|mean candidate| - |mean baseline|",
-                          "method": "intersection-union t bounds of ±cand ∓ base (cluster-robust SE, Bonferroni)"}
-    ex.update(extra or {})
+                          "method": "intersection-union t bounds of ±cand ∓ base (cluster-robust SE, Bonferroni)",
+                          **(extra or {})}
     estimate = float(abs(c.mean()) - abs(b.mean())) if c.size else math.nan
+    inconclusive = functools.partial(inconclusive_verdict, name=name, threshold=margin, sides="upper", n=n_clusters,
+                                     mode=mode, alpha=a, unit=unit, estimate=estimate, extra=ex)
     if n_clusters < MIN_CLUSTERS:
-        return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=n_clusters, mode=mode, alpha=a,
-                                    unit=unit, why=f"fewer than {MIN_CLUSTERS} groups with both candidate and baseline",
-                                    estimate=estimate, extra=ex)
+        return inconclusive(why=f"fewer than {MIN_CLUSTERS} groups with both candidate and baseline")
     _, inv = np.unique(g_ids, return_inverse=True)
     g = n_clusters
     se_diff, se_sum = _cluster_se(c - b, inv, g), _cluster_se(c + b, inv, g)
     if se_diff == 0 and se_sum == 0:
-        return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=g, mode=mode, alpha=a, unit=unit,
-                                    why="neither the candidate's nor the baseline's values vary across groups",
-                                    estimate=estimate, extra=ex)
+        return inconclusive(why="neither the candidate's nor the baseline's values vary across groups")
     if mode == "certify" and (se_diff == 0 or se_sum == 0):
         # a zero standard error would be read as an exact bound: the groups not drawn could differ
         which = "candidate − baseline" if se_diff == 0 else "candidate + baseline"
-        return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=g, mode=mode, alpha=a, unit=unit,
-                                    why=f"{which} does not vary across the {g} groups, and a zero-width bound says "
-                                        "nothing about the groups not drawn, so compliance cannot be certified",
-                                    estimate=estimate, extra=ex)
+        return inconclusive(why=f"{which} does not vary across the {g} groups, and a zero-width bound says nothing "
+                                "about the groups not drawn, so compliance cannot be certified")
     cm, bm = float(c.mean()), float(b.mean())
     df = g - 1
     q = float(_st.t.ppf(1 - a / 2, df))
@@ -190,18 +184,16 @@ def paired_permutation_verdict(d: ArrayLike, clusters: ArrayLike, *, name: str, 
     n_clusters = int(np.unique(g).size) if g.size else 0
     ex = {"method": f"paired sign-flip permutation test ({n_resamples} seeded flips, clusters as units)",
           "n_instances": int(x.size), **(extra or {})}
+    inconclusive = functools.partial(inconclusive_verdict, name=name, threshold=threshold, sides=sides, n=n_clusters,
+                                     mode=mode, alpha=a, unit=unit, estimate=float(x.mean()) if x.size else math.nan,
+                                     extra=ex)
     if n_clusters < MIN_CLUSTERS:
-        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=n_clusters, mode=mode, alpha=a,
-                                    unit=unit,
-                                    why=f"fewer than {MIN_CLUSTERS} independent units for a permutation test",
-                                    estimate=float(x.mean()) if x.size else math.nan, extra=ex)
+        return inconclusive(why=f"fewer than {MIN_CLUSTERS} independent units for a permutation test")
     if threshold != 0:
-        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=n_clusters, mode=mode, alpha=a,
-                                    unit=unit,
-                                    why=(f"the sign-flip permutation test does not hold its size at a non-zero "
-                                         f"margin ({threshold:g}) for skewed or rare-event differences; "
-                                         f"the default paired test (paired_test = \"bootstrap\") decides it"),
-                                    estimate=float(x.mean()) if x.size else math.nan, extra=ex, fail_closed=True)
+        return inconclusive(fail_closed=True,
+                            why=f"the sign-flip permutation test does not hold its size at a non-zero margin "
+                                f"({threshold:g}) for skewed or rare-event differences; the default paired test "
+                                "(paired_test = \"bootstrap\") decides it")
     if np.ptp(x) == 0:
         lo_ci = hi_ci = float(x[0])
     else:
@@ -261,15 +253,14 @@ def paired_amplification_verdict(cand_share: ArrayLike, cand_clean: ArrayLike, b
                           "stressed_share_difference": float(ds.mean()) if n else None,
                           "method": "Bonferroni split: t bound of the stressed-share difference + exact unconditional "
                                     "bound of the clean-flag difference", **(extra or {})}
+    inconclusive = functools.partial(inconclusive_verdict, name=name, threshold=margin, sides="upper", n=n, mode=mode,
+                                     alpha=a, unit=unit, estimate=estimate, extra=ex)
     if n < MIN_CLUSTERS:
-        return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=n, mode=mode, alpha=a, unit=unit,
-                                    why=f"fewer than {MIN_CLUSTERS} videos with both candidate and baseline",
-                                    estimate=estimate, extra=ex)
+        return inconclusive(why=f"fewer than {MIN_CLUSTERS} videos with both candidate and baseline")
     se = float(ds.std(ddof=1)) / math.sqrt(n)
     if se == 0:
-        return inconclusive_verdict(name=name, threshold=margin, sides="upper", n=n, mode=mode, alpha=a, unit=unit,
-                                    why="the stressed repetition shares of candidate and baseline differ by the same "
-                                        "amount on every video", estimate=estimate, extra=ex)
+        return inconclusive(why="the stressed repetition shares of candidate and baseline differ by the same amount "
+                                "on every video")
     df = n - 1
     mean_s = float(ds.mean())
     q = float(_st.t.ppf(1 - a / 2, df))

@@ -1,12 +1,8 @@
 """Exact tests for paired binary outcomes: H0: p10 − p01 = δ0 on n pairs (docs/design.md section 5).
 
-Tango's score statistic (:func:`tango_score`) referred to its exact unconditional distribution:
-the p-value is the supremum over the nuisance parameter p01 of the probability, under H0, of a
-score at least as extreme as the observed one (:func:`paired_binary_p`), above ``EXACT_MAX_N``
-pairs the normal distribution. :func:`paired_binary_critical` gives the rejection region of a
-level, :func:`paired_binary_bound` a one-sided confidence bound of p10 − p01 by test inversion.
-Used by the non-inferiority form of ``stats.paired_change_verdict`` and by the clean-flag part
-of ``paired.paired_amplification_verdict``.
+Tango's score (:func:`tango_score`) referred to its exact unconditional distribution, maximised
+over the nuisance p01 (:func:`paired_binary_p`); :func:`paired_binary_critical` gives a level's
+rejection region, :func:`paired_binary_bound` a confidence bound of p10 − p01 by test inversion.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as _st
+from scipy.special import bdtr, bdtrc, gammaln, xlog1py, xlogy
 
 from ..errors import ConfigError
 
@@ -60,8 +57,6 @@ def _outcomes(n: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
 def _log_pmf(x: NDArray[np.int64], y: NDArray[np.int64], n: int, p10: NDArray[np.float64],
              p01: NDArray[np.float64]) -> NDArray[np.float64]:
     """log multinomial probabilities of the outcomes (rows: nuisance values, columns: outcomes)."""
-    from scipy.special import gammaln, xlogy
-
     rest = n - x - y
     coef = gammaln(n + 1) - gammaln(x + 1) - gammaln(y + 1) - gammaln(rest + 1)
     pc = np.clip(1 - p10 - p01, 0.0, 1.0)
@@ -98,13 +93,11 @@ def paired_binary_pvalues(n: int, delta0: float, *, alternative: str,
     ``alternative='less'`` tests H0: δ >= δ0 (non-inferiority: reject for small Z),
     ``'greater'`` H0: δ <= δ0. The outcomes are ordered by Tango's score Z (:func:`tango_score`) and
     p = sup over the nuisance p01 on the boundary δ = δ0 of P(Z ≤ z_obs) (resp. P(Z ≥ z_obs)) under
-    the trinomial (n10, n01, rest) ~ Multinomial(n; p01 + δ0, p01, 1 − 2·p01 − δ0), the supremum
-    taken over ``grid`` values of p01 in [max(0, −δ0), (1 − δ0)/2], both ends included, equally
-    spaced in the arcsine scale (:func:`_nuisance`) (Chan 1998, Statistics in Medicine
-    17:1403–1413: exact unconditional tests maximised over the nuisance parameter). The size at
-    the margin is at most α for every p01 on the grid, including one-directional discordance
-    (p01 = 0). This enumerates all (n + 1)(n + 2)/2 outcomes at every grid value (a table for
-    benchmarks and tests); one outcome's p-value is :func:`paired_binary_p`, which agrees with it."""
+    the trinomial (n10, n01, rest) ~ Multinomial(n; p01 + δ0, p01, 1 − 2·p01 − δ0), over the
+    ``grid`` values of p01 of :func:`_nuisance` (Chan 1998, Statistics in Medicine 17:1403–1413).
+    The size at the margin is at most α for every p01 on the grid, including p01 = 0. Enumerates
+    all (n + 1)(n + 2)/2 outcomes (a table for benchmarks and tests; :func:`paired_binary_p` gives
+    one outcome's p-value and agrees with it)."""
     _check_test(delta0, alternative)
     x, y = _outcomes(n)
     z = _z(x, y, n, delta0)
@@ -128,24 +121,17 @@ def _tail_bounds(n: int, delta0: float, z_obs: float, alternative: str) -> NDArr
     as one end of a run in n10 ∈ [0, n − y]. Tango's Z is non-decreasing in n10 and non-increasing
     in n01 (Barnard's convexity; checked over every outcome in tests/unit/stats/test_paired_binary.py),
     so the 'less' tail of a row is {n10 <= k(y)} (k = −1: empty) and the 'greater' tail
-    {n10 >= k(y)} (k = n − y + 1: empty); k found by a bisection over all rows at once (log2 n
-    steps)."""
+    {n10 >= k(y)} (k = n − y + 1: empty); one bisection over all rows at once (log2 n steps) finds
+    the largest n10 with Z <= z_obs ('less': k) or Z < z_obs ('greater': k − 1)."""
     y = np.arange(n + 1)
-    if alternative == "less":  # largest n10 in [-1, n - y] with Z <= z_obs (-1 stands for none)
-        lo, hi = np.full(n + 1, -1), n - y
-        while np.any(hi > lo):
-            mid = (lo + hi + 1) // 2
-            act = hi > lo
-            ok = _z(np.maximum(mid, 0), y, n, delta0) <= z_obs
-            lo, hi = np.where(act & ok, mid, lo), np.where(act & ~ok, mid - 1, hi)
-        return lo
-    lo, hi = np.zeros(n + 1, dtype=np.int64), n - y + 1  # smallest n10 in [0, n - y + 1] with Z >= z_obs
+    lo, hi = np.full(n + 1, -1), n - y  # the largest n10 in [-1, n - y] on the near side of z_obs (-1: none)
     while np.any(hi > lo):
-        mid = (lo + hi) // 2
+        mid = (lo + hi + 1) // 2
         act = hi > lo
-        ok = _z(np.minimum(mid, n - y), y, n, delta0) >= z_obs
-        lo, hi = np.where(act & ~ok, mid + 1, lo), np.where(act & ok, mid, hi)
-    return lo
+        z = _z(np.maximum(mid, 0), y, n, delta0)
+        ok = z <= z_obs if alternative == "less" else z < z_obs
+        lo, hi = np.where(act & ok, mid, lo), np.where(act & ~ok, mid - 1, hi)
+    return lo if alternative == "less" else lo + 1
 
 
 def _staircase_tail(n: int, delta0: float, k: NDArray[np.int64], alternative: str,
@@ -155,8 +141,6 @@ def _staircase_tail(n: int, delta0: float, k: NDArray[np.int64], alternative: st
     and, given N01 = y, N10 ~ Bin(n − y, p10/(1 − p01)) (the trinomial factorised), so the cost is
     O(n) per nuisance value, not O(n²). Rows with P(N01 = y) below ``TAIL_EPS`` on either side
     (binomial quantiles) are left out and their mass, at most 2·``TAIL_EPS``, is added back."""
-    from scipy.special import bdtr, bdtrc, gammaln, xlog1py, xlogy
-
     p01 = np.asarray(p01, dtype=float)
     rows_lo = _st.binom.ppf(TAIL_EPS, n, p01).astype(np.int64)
     rows_hi = _st.binom.isf(TAIL_EPS, n, p01).astype(np.int64)
@@ -209,10 +193,8 @@ def paired_binary_critical(n: int, delta0: float, alpha: float, *, alternative: 
     if alternative == "greater":
         levels = levels[::-1]
 
-    def rejects(i: int) -> bool:
-        z = float(levels[i])
-        # the p-value of a level: any outcome on it (the tail depends on z only)
-        return _p_at_level(n, float(delta0), z, alternative, grid) < alpha
+    def rejects(i: int) -> bool:  # the p-value of a level: any outcome on it (the tail depends on z only)
+        return _p_at_level(n, float(delta0), float(levels[i]), alternative, grid) < alpha
 
     if not rejects(0):
         return -math.inf if alternative == "less" else math.inf

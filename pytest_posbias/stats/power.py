@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 from scipy import stats as _st
+from scipy.optimize import brentq
 
 from ..errors import ConfigError
 from .intervals import _check_alpha, _check_count
@@ -35,8 +36,6 @@ def detectable_effect(*, kind: str, n: int, threshold: float, sides: str = "uppe
     _check_count("n", n)
     if isinstance(power, bool) or not isinstance(power, (int, float)) or not a < float(power) < 1.0:
         raise ConfigError(f"`power` must be a number in (alpha, 1); got {power!r}")
-    from scipy.optimize import brentq
-
     if kind == "rate":
         if sides != "upper":
             raise ConfigError(f"`sides` must be 'upper' for a rate; got {sides!r}")

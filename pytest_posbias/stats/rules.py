@@ -4,13 +4,14 @@ t with the lattice floor, Student's t, the null-variance t) and the exact binomi
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 from scipy import stats as _st
 
 from ..errors import ConfigError
@@ -261,49 +262,56 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
     lower, upper = _bounds(threshold, sides)
     v = np.asarray(values, dtype=float)
     clusters_arr = None if clusters is None else np.asarray(clusters)
-    n_clusters = v.size if clusters_arr is None else np.unique(clusters_arr).size
+    n_clusters = int(v.size if clusters_arr is None else np.unique(clusters_arr).size)
+    inconclusive = functools.partial(inconclusive_verdict, name=name, threshold=threshold, sides=sides, n=n_clusters,
+                                     mode=mode, alpha=a, unit=unit, extra=extra)
     if v.size and not np.all(np.isfinite(v)):
         bad = int(np.count_nonzero(~np.isfinite(v)))
-        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
-                                    alpha=a, unit=unit, fail_closed=True, extra=extra,
-                                    why=f"{bad} of {v.size} unit values are not finite (NaN or inf), and a unit that "
-                                        "was not measured is never scored")
+        return inconclusive(fail_closed=True, why=f"{bad} of {v.size} unit values are not finite (NaN or inf), and a "
+                                                  "unit that was not measured is never scored")
     if v.size == 0 or n_clusters < MIN_CLUSTERS:
-        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
-                                    alpha=a, unit=unit,
-                                    why=f"fewer than {MIN_CLUSTERS} independent units for a cluster bootstrap",
-                                    estimate=float(v.mean()) if v.size else math.nan, extra=extra)
+        return inconclusive(why=f"fewer than {MIN_CLUSTERS} independent units for a cluster bootstrap",
+                            estimate=float(v.mean()) if v.size else math.nan)
     _, inv = np.unique(np.arange(v.size) if clusters_arr is None else clusters_arr, return_inverse=True)
-    cmeans = np.bincount(inv, weights=v) / np.bincount(inv)
+    sums, counts = np.bincount(inv, weights=v), np.bincount(inv).astype(float)
+    cmeans = sums / counts
     if flat(cmeans):
         est = float(v.mean())
         outside = est > upper or est < lower
         if value_range is None and not (mode == "detect" and outside):
-            return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
-                                        alpha=a, unit=unit, estimate=est, extra=extra,
-                                        why=f"zero spread: every independent unit has the value {_fmt(est)}, and an "
-                                            "interval of zero width says nothing about the units not drawn")
+            return inconclusive(estimate=est, why=f"zero spread: every independent unit has the value {_fmt(est)}, and "
+                                                  "an interval of zero width says nothing about the units not drawn")
         if value_range is None:  # detect, every unit past the bound: the violation is in every unit
-            zlo = zhi = est
-            p_det, p_cert = 0.0, 1.0
+            zlo, zhi, p_det, p_cert = est, est, 0.0, 1.0
             how = "zero spread, every unit past the bound"
         else:
-            zlo, zhi, p_det, p_cert = zero_spread_interval(est, int(n_clusters), lower=lower, upper=upper, alpha=a,
+            zlo, zhi, p_det, p_cert = zero_spread_interval(est, n_clusters, lower=lower, upper=upper, alpha=a,
                                                            value_range=value_range)
             how = "zero spread: exact worst-case floor on the interval"
-        ex0 = {"n_instances": int(v.size), "method": how}
-        ex0.update(extra or {})
+        ex0 = {"n_instances": int(v.size), "method": how, **(extra or {})}
         return _decide(name=name, estimate=est, ci_low=zlo, ci_high=zhi, lower=lower, upper=upper, threshold=threshold,
-                       n=int(n_clusters), unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex0)
+                       n=n_clusters, unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex0)
     if method in T_METHODS and mode == "certify" and n_clusters < MIN_T_UNITS:
-        return inconclusive_verdict(name=name, threshold=threshold, sides=sides, n=int(n_clusters), mode=mode,
-                                    alpha=a, unit=unit, estimate=float(v.mean()), extra=extra,
-                                    why=f"fewer than {MIN_T_UNITS} independent units for a t-based certification")
-    if method in T_METHODS:
-        return _t_verdict(v, inv, name=name, threshold=threshold, lower=lower, upper=upper, mode=mode, alpha=a,
-                          unit=unit, extra=extra, lattice_step=lattice_step, rule=method)
+        return inconclusive(estimate=float(v.mean()),
+                            why=f"fewer than {MIN_T_UNITS} independent units for a t-based certification")
+    if method in T_METHODS:  # the clusters' linearized means, each rule's statistic on them
+        est = float(v.mean())
+        units = est + (sums - est * counts) / counts.mean()
+        st_ = t_statistic(units, floor=max(lattice_floor(b, lattice_step) for b in (lower, upper)), rule=method)
+        ci_low, ci_high = st_.interval(a)
+        p_detect, p_certify = region_p(st_.p_greater, st_.p_less, lower, upper)
+        ex: dict[str, Any] = {"n_instances": int(v.size), "skewness": st_.gamma, "sd": st_.sd,
+                              "method": RULE_NAMES[method] + (
+                                  f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")}
+        if lattice_step:
+            ex["lattice_step"] = float(lattice_step)
+            ex["variance_floor_applied"] = st_.floored
+        ex.update(extra or {})
+        return _decide(name=name, estimate=est, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
+                       threshold=threshold, n=int(units.size), unit=unit, mode=mode, alpha=a,
+                       p_detect=p_detect, p_certify=p_certify, extra=ex)
     bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng, method=method)
-    ex: dict[str, Any] = {"n_instances": int(v.size), "n_resamples": int(n_resamples),
+    ex = {"n_instances": int(v.size), "n_resamples": int(n_resamples),
                           "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
                                      "cluster bootstrap (expanded percentile)")}
     ci_low, ci_high = bs.ci_low, bs.ci_high
@@ -323,31 +331,6 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
 
 RULE_NAMES = {"t": "Student t", "skew-t": "skewness-corrected t (Hall 1992)",
               "both-t": "Student t and skewness-corrected t (Hall 1992), each at level α/2"}
-
-
-def _t_verdict(v: NDArray[np.float64], inv: NDArray[np.intp], *, name: str, threshold: float, lower: float,
-               upper: float, mode: str, alpha: float, unit: str, extra: Mapping[str, Any] | None,
-               lattice_step: float | None, rule: str) -> Verdict:
-    """The t branch of :func:`mean_verdict` (``inv``: each value's cluster index; ``rule`` one of
-    :data:`T_METHODS`)."""
-    sums = np.bincount(inv, weights=v)
-    counts = np.bincount(inv).astype(float)
-    est = float(v.mean())
-    units = est + (sums - est * counts) / counts.mean()
-    floor = max(lattice_floor(b, lattice_step) for b in (lower, upper))
-    st_ = t_statistic(units, floor=floor, rule=rule)
-    ci_low, ci_high = st_.interval(alpha)
-    p_detect, p_certify = region_p(st_.p_greater, st_.p_less, lower, upper)
-    ex: dict[str, Any] = {"n_instances": int(v.size), "skewness": st_.gamma, "sd": st_.sd,
-                          "method": RULE_NAMES[rule] + (
-                              f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")}
-    if lattice_step:
-        ex["lattice_step"] = float(lattice_step)
-        ex["variance_floor_applied"] = st_.floored
-    ex.update(extra or {})
-    return _decide(name=name, estimate=est, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
-                   threshold=threshold, n=int(units.size), unit=unit, mode=mode, alpha=alpha,
-                   p_detect=p_detect, p_certify=p_certify, extra=ex)
 
 
 def rate_min_sample(*, threshold: float, mode: str, alpha: float) -> int:
@@ -392,8 +375,7 @@ def rate_verdict(k: int, n: int, *, name: str, threshold: float, mode: str = "de
     lo, hi = exact_interval(k, n, confidence_level=1 - 2 * a)
     p_detect = binomial_test(k, n, threshold, alternative="greater") if threshold < 1 else 1.0
     p_certify = binomial_test(k, n, threshold, alternative="less") if threshold > 0 else 1.0
-    ex = {"k": int(k), "method": "exact binomial (Clopper-Pearson)"}
-    ex.update(extra or {})
+    ex = {"k": int(k), "method": "exact binomial (Clopper-Pearson)", **(extra or {})}
     # Clopper-Pearson bounds invert the exact test, so the CI rule and p < α agree.
     return _decide(name=name, estimate=k / n, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(threshold),
                    threshold=threshold, n=n, unit=unit, mode=mode, alpha=a,

@@ -72,11 +72,8 @@ def share_difference_rule(share: ArrayLike, indicator: ArrayLike, *, lower: floa
     the verdict's own).
     """
     lo, hi = share_difference_bounds(share, indicator, alpha=alpha)
-    if mode == "detect":
-        outside = (lo > upper) | (hi < lower)
-        return np.ones_like(outside), ~outside
-    inside = (lo > lower) & (hi < upper)
-    return np.ones_like(inside), inside
+    passed = ~((lo > upper) | (hi < lower)) if mode == "detect" else (lo > lower) & (hi < upper)
+    return np.ones_like(passed), passed
 
 
 def share_difference_min_sample(*, lower: float, upper: float, mode: str, alpha: float, n_max: int = 10_000) -> int:
@@ -86,18 +83,13 @@ def share_difference_min_sample(*, lower: float, upper: float, mode: str, alpha:
     indicator 1 (and the mirror images for a lower bound). Below it the verdict is inconclusive.
     """
     for n in range(2, n_max + 1):
+        one, zero = np.ones(n), np.zeros(n)
         if mode == "detect":
-            hit = False
-            if math.isfinite(upper):
-                lo, _ = share_difference_bounds(np.ones(n), np.zeros(n), alpha=alpha)
-                hit = hit or bool(lo[0] > upper)
-            if math.isfinite(lower):
-                _, hi = share_difference_bounds(np.zeros(n), np.ones(n), alpha=alpha)
-                hit = hit or bool(hi[0] < lower)
+            hit = ((math.isfinite(upper) and share_difference_bounds(one, zero, alpha=alpha)[0][0] > upper)
+                   or (math.isfinite(lower) and share_difference_bounds(zero, one, alpha=alpha)[1][0] < lower))
         else:
             mid = (max(lower, -1.0) + min(upper, 1.0)) / 2
-            best = np.full(n, max(0.0, mid)), np.full(n, 1.0 if mid < 0 else 0.0)
-            lo, hi = share_difference_bounds(*best, alpha=alpha)
+            lo, hi = share_difference_bounds(one * max(0.0, mid), one if mid < 0 else zero, alpha=alpha)
             hit = bool(lo[0] > lower and hi[0] < upper)
         if hit:
             return n
@@ -163,8 +155,7 @@ def share_difference_verdict(share: ArrayLike, indicator: ArrayLike, *, name: st
     p_det, p_cert = region_p(lambda b: p_of("lower", b), lambda b: p_of("upper", b), lower, upper)
     ex = {"n_instances": n, "rare_count": rare, "min_sample": n_min,
           "method": f"decomposed: t bound of the share + exact Clopper-Pearson bound of the 0/1 indicator "
-                    f"(fewer than {RARE_MIN_COUNT} of the rarer outcome for a bootstrap)"}
-    ex.update(extra or {})
+                    f"(fewer than {RARE_MIN_COUNT} of the rarer outcome for a bootstrap)", **(extra or {})}
     return _decide(name=name, estimate=est, ci_low=lo, ci_high=hi, lower=lower, upper=upper, threshold=threshold, n=n,
                    unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex)
 

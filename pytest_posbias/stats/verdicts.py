@@ -65,9 +65,8 @@ class Verdict:
         d = asdict(self)
         for k in _NUMBERS:
             v = d[k]
-            d[k] = None if v is None or (isinstance(v, float) and math.isnan(v)) else (
-                "inf" if v == math.inf else "-inf" if v == -math.inf else v
-            )
+            d[k] = (None if v is None or (isinstance(v, float) and math.isnan(v)) else
+                    "inf" if v == math.inf else "-inf" if v == -math.inf else v)
         d["extra"] = dict(self.extra)
         return d
 
@@ -109,32 +108,18 @@ def _decide(*, name: str, estimate: float, ci_low: float, ci_high: float, lower:
             n: int, unit: str, mode: str, alpha: float, p_detect: float, p_certify: float,
             extra: Mapping[str, Any] | None) -> Verdict:
     _check_mode(mode)
-    region = _region(lower, upper)
-    level = round(100 * (1 - 2 * alpha))
-    nums = (
-        f"{name} = {_fmt(estimate)} ({level}% CI [{_fmt(ci_low)}, {_fmt(ci_high)}], "
-        f"threshold {region}, n = {n} {unit}"
-    )
+    at = f"at α = {alpha:g}"
     if mode == "detect":
-        violated_above = ci_low > upper
-        violated_below = ci_high < lower
-        passed = not (violated_above or violated_below)
-        p = p_detect
-        if passed:
-            reason = f"{nums}, p = {_fmt(p)}): no violation shown at α = {alpha:g} (detect mode)."
-        else:
-            side = "above" if violated_above else "below"
-            reason = (f"{nums}, p = {_fmt(p)}): the whole CI lies {side} the allowed region, a violation at "
-                      f"α = {alpha:g} (detect mode).")
+        above, below = ci_low > upper, ci_high < lower
+        passed, p = not (above or below), p_detect
+        what = (f"no violation shown {at} (detect mode)" if passed else
+                f"the whole CI lies {'above' if above else 'below'} the allowed region, a violation {at} (detect mode)")
     else:
-        passed = ci_low > lower and ci_high < upper
-        p = p_certify
-        if passed:
-            reason = (f"{nums}, p = {_fmt(p)}): the whole CI lies inside the allowed region, compliance certified at "
-                      f"α = {alpha:g}.")
-        else:
-            reason = (f"{nums}, p = {_fmt(p)}): the CI is not wholly inside the allowed region, so compliance is not "
-                      f"certified at α = {alpha:g} (certify mode).")
+        passed, p = ci_low > lower and ci_high < upper, p_certify
+        what = (f"the whole CI lies inside the allowed region, compliance certified {at}" if passed else
+                f"the CI is not wholly inside the allowed region, so compliance is not certified {at} (certify mode)")
+    reason = (f"{name} = {_fmt(estimate)} ({round(100 * (1 - 2 * alpha))}% CI [{_fmt(ci_low)}, {_fmt(ci_high)}], "
+              f"threshold {_region(lower, upper)}, n = {n} {unit}, p = {_fmt(p)}): {what}.")
     return Verdict(name=name, estimate=float(estimate), ci_low=float(ci_low), ci_high=float(ci_high),
                    threshold=float(threshold), n=int(n), p_value=float(min(1.0, max(0.0, p))), passed=bool(passed),
                    mode=mode, reason=reason, alpha=alpha, lower=float(lower), upper=float(upper), unit=unit,
