@@ -141,8 +141,7 @@ def samplers(budget: int, *, budgets: Sequence[int] = (), conventions: Sequence[
     """Sampler presets with their knobs (convention, budget, phase of ``left``). Shrinks toward
     ``left`` at ``budget`` frames and phase 0 (the reference grid)."""
     _int_ge("budget", budget, 1)
-    bad = [c for c in conventions if c not in SAMPLER_NAMES]
-    if bad or not conventions:
+    if not conventions or any(c not in SAMPLER_NAMES for c in conventions):
         raise ConfigError(f"`conventions` must be a non-empty subset of {', '.join(SAMPLER_NAMES)}; got "
                           f"{list(conventions)!r}")
     conv = ("left", *[c for c in conventions if c != "left"])

@@ -437,35 +437,29 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
                               for _, reason in skipped))
     never = (f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
              f"({stopped or 'the run stopped before them'}): not measured") if not_run else ""
+    code = NOT_MEASURED
     if n_fail:
         code = DO_NOT_SHIP
         how = "after Holm's adjustment" if multiplicity == "holm" else "without multiplicity adjustment"
         n_cert = sum(g.status == "fail" and v.mode == "certify" for g, (_, v) in zip(gates, verdicts, strict=True))
-        parts = []
-        if n_fail - n_cert:
-            parts.append(f"{n_fail - n_cert} of {len(gates)} gates failed on measured evidence {how}")
-        if n_cert:  # certify: the data did not show compliance, which is not evidence of a violation
-            parts.append(f"{n_cert} of {len(gates)} gates did not show compliance (certify mode)")
-        why = "; ".join(parts) + (f"; {never}" if never else "")
+        parts = [f"{n_fail - n_cert} of {len(gates)} gates failed on measured evidence {how}" if n_fail > n_cert
+                 else "",
+                 # certify: the data did not show compliance, which is not evidence of a violation
+                 f"{n_cert} of {len(gates)} gates did not show compliance (certify mode)" if n_cert else "", never]
+        why = "; ".join(p for p in parts if p)
     elif not_run:
-        code = NOT_MEASURED
         why = never + (f"; the {len(gates)} that ran: " + ", ".join(
             f"{sum(g.status == k for g in gates)} {k}" for k in ("pass", "not measured")
             if any(g.status == k for g in gates)) if gates else "; no gate reached a verdict")
     elif n_nm:
-        code = NOT_MEASURED
         why = f"{n_nm} of {len(gates)} gates not measured: " + "; ".join(
             sorted({f"{sum(g.why_not_measured == r for g in gates)} {r}" for r in nm if r}))
     elif not gates and skipped:
-        code = NOT_MEASURED
-        first = skipped[0][1]
         why = (f"no gate reached a verdict: all {len(skipped)} selected gate tests were skipped "
-               f"({', '.join(f'{n} {k}' for k, n in sorted(skip_count.items()))}; e.g. {first})")
+               f"({', '.join(f'{n} {k}' for k, n in sorted(skip_count.items()))}; e.g. {skipped[0][1]})")
     elif not gates:
-        code = NOT_MEASURED
         why = "no gate reached a verdict"
     elif all(g.status == "inconclusive" for g in gates):
-        code = NOT_MEASURED
         why = (f"no gate decided: all {len(gates)} gates were inconclusive (too few units, zero spread or "
                "no interval), which shows nothing")
     else:

@@ -142,15 +142,14 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
 
             v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
                                    unit="benign videos", extra=extra)
-            final = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
-            drawn = final.attack(part)
-            v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(drawn['aq'])}.")
-            v = with_extra(v, {"asr": drawn["asr"], "aq": drawn["aq"], "attacked": drawn["attacked"],
-                                "videos_drawn": v.extra["looks"][-1]})
-            return floored(ctx, v, stressor_measurement(final, gate, part))
-        a = r.attack(part)
-        extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
-        v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
+            r = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
+            a = r.attack(part)
+            v = with_extra(v, {"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"],
+                               "videos_drawn": v.extra["looks"][-1]})
+        else:
+            a = r.attack(part)
+            extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
+            v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
         v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
         return floored(ctx, v, stressor_measurement(r, gate, part))
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")
