@@ -15,17 +15,12 @@ context to a :class:`~.stats.Verdict`, as :func:`.gates.positional_verdict`) and
 marked with the record's marker (CONTRIBUTING.md, "Adding a gate"); ``tests/unit/test_gate_registry.py``
 checks that every record has its suite test and that every marker is registered.
 
-Default thresholds come from the papers' tables (docs/concepts/gates.md gives each with its
-numbers). Two are this package's own: ``search = 0.15``, the phase paper's flip bound (an item the
-search breaks is one some option order, phase or stressor flips), stricter than the attack gate's
-25%; and the parity gates' 0.05, the drift the baseline margins allow between two releases, since a
-serving stack that moves answers more than a release may is a release of its own (docs/design.md
-section 5, "Parity").
-
-Threshold ranges (:attr:`GateSpec.threshold_range`) keep a gate able to pass some models and fail
-others: |x| <= t needs 0 < t < 1; a rate ceiling needs 0 < t < 1 (a rate of 0 cannot be certified
-from a finite sample); the stressor amplification and the parity differences may be 0, PhaseFusion's
-difference negative; the coverage floor needs 0 < t <= 1.
+Default thresholds come from the papers' tables (docs/concepts/gates.md). Two are this package's
+own: ``search = 0.15``, the phase paper's flip bound (an item the search breaks is one some option
+order, phase or stressor flips), stricter than the attack gate's 25%; and the parity gates' 0.05, the
+drift the baseline margins allow between two releases (docs/design.md section 5, "Parity").
+:attr:`GateSpec.threshold_range` keeps a gate able to pass some models and fail others (a rate
+ceiling of 0 cannot be certified from a finite sample).
 """
 
 from __future__ import annotations
@@ -198,9 +193,7 @@ OTHER_MARKERS: Mapping[str, str] = MappingProxyType(
 def markers() -> dict[str, str]:
     """Every marker the suites register (``-m NAME``) with its help line: the gates' markers in
     :data:`GATE_SPECS` order, then :data:`OTHER_MARKERS`."""
-    out = {g.marker: g.description for g in GATE_SPECS}
-    out.update(OTHER_MARKERS)
-    return out
+    return {**{g.marker: g.description for g in GATE_SPECS}, **OTHER_MARKERS}
 
 
 def paired_direction(gate: str) -> Worse:

@@ -196,8 +196,7 @@ def fragments(reference: str, summary: str, *, tokenizer: str = "auto") -> list[
     matches: list[FragmentMatch] = []
     a_start = 0
     while a_start < len(a):
-        best: FragmentMatch | None = None
-        best_len = 0
+        best = FragmentMatch(a_start, 0, 0)
         b_start = 0
         while b_start < len(b):
             if a[a_start] == b[b_start]:
@@ -205,18 +204,14 @@ def fragments(reference: str, summary: str, *, tokenizer: str = "auto") -> list[
                 while a_end < len(a) and b_end < len(b) and b[b_end] == a[a_end]:
                     a_end += 1
                     b_end += 1
-                length = a_end - a_start
-                if length > best_len:
-                    best = FragmentMatch(a_start, b_start, length)
-                    best_len = length
+                if a_end - a_start > best.length:
+                    best = FragmentMatch(a_start, b_start, a_end - a_start)
                 b_start = b_end
             else:
                 b_start += 1
-        if best is not None:
+        if best.length:
             matches.append(best)
-            a_start += best_len
-        else:
-            a_start += 1
+        a_start += max(best.length, 1)
     return matches
 
 
@@ -362,11 +357,9 @@ def _answers_matrix(answers: ArrayLike) -> NDArray[np.int64]:
     if arr.shape[0] == 0 or arr.shape[1] < 2:
         raise ConfigError("`answers` must have at least one row and at least 2 columns (conditions); got shape "
                           f"{arr.shape}")
-    if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ConfigError(f"`answers` must hold integer content indices; got dtype {arr.dtype}")
+    integral = np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
+    if not (np.issubdtype(arr.dtype, np.integer) or integral):
+        raise ConfigError(f"`answers` must hold integer content indices; got dtype {arr.dtype}")
     return arr.astype(np.int64)
 
 

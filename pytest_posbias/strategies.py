@@ -129,8 +129,7 @@ class SamplerChoice:
 
 
 @st.composite
-def _sampler(draw: Any, budget: int, budgets: tuple[int, ...], conventions: tuple[str, ...],
-             max_denominator: int) -> SamplerChoice:
+def _sampler(draw: Any, budgets: tuple[int, ...], conventions: tuple[str, ...], max_denominator: int) -> SamplerChoice:
     conv = draw(st.sampled_from(conventions))
     b = draw(st.sampled_from(budgets))
     phase = draw(sampling_phases(max_denominator=max_denominator))  # drawn always: the same shape for every
@@ -142,13 +141,12 @@ def samplers(budget: int, *, budgets: Sequence[int] = (), conventions: Sequence[
     """Sampler presets with their knobs (convention, budget, phase of ``left``). Shrinks toward
     ``left`` at ``budget`` frames and phase 0 (the reference grid)."""
     _int_ge("budget", budget, 1)
-    bad = [c for c in conventions if c not in SAMPLER_NAMES]
-    if bad or not conventions:
+    if not conventions or any(c not in SAMPLER_NAMES for c in conventions):
         raise ConfigError(f"`conventions` must be a non-empty subset of {', '.join(SAMPLER_NAMES)}; got "
                           f"{list(conventions)!r}")
     conv = ("left", *[c for c in conventions if c != "left"])
     bud = (budget, *[_int_ge("budgets", b, 1) for b in budgets if b != budget])
-    return _sampler(budget, bud, conv, max_denominator)
+    return _sampler(bud, conv, max_denominator)
 
 
 # --------------------------------------------------------------------------- multi-video layouts
@@ -253,8 +251,7 @@ def stressor_edits(T: int, *, max_frames: int = 4,
     _int_ge("max_frames", max_frames, 1)
     if not kinds or any(k not in STRESSOR_KINDS for k in kinds):
         raise ConfigError(f"`kinds` must be a non-empty subset of {', '.join(STRESSOR_KINDS)}; got {list(kinds)!r}")
-    ordered = tuple(k for k in STRESSOR_KINDS if k in kinds)
-    return _edit(T, max_frames, ordered)
+    return _edit(T, max_frames, tuple(k for k in STRESSOR_KINDS if k in kinds))
 
 
 def stressor_compositions(T: int, *, max_edits: int = 2, max_frames: int = 4,

@@ -1,8 +1,6 @@
-"""The run-level release decision: one decision over every gate the run holds.
-
-Each gate's :class:`~pytest_posbias.stats.Verdict` is a test at level α; failing the run whenever
-any of m gates failed would falsely fail a compliant model with probability up to 1 − (1 − α)^m.
-The exit status and the report's banner follow this decision instead:
+"""The run-level release decision over every gate the run holds (docs/concepts/statistics.md): each
+gate is a test at level α, and failing on any of m gates would falsely fail a compliant model with
+probability up to 1 − (1 − α)^m, so the exit status and the report's banner follow this decision:
 
 * **detect mode** (each gate's null is "compliant"): Holm's step-down adjustment (Holm 1979) over
   the gates' valid p-values, p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)); a gate fails the
@@ -27,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +51,6 @@ def holm_adjust(p_values: ArrayLike) -> NDArray[np.float64]:
     A NaN p-value counts as 1.
     """
     p = np.asarray(p_values, dtype=float).ravel()
-    if p.size == 0:
-        return p.copy()
     p = np.where(np.isnan(p), 1.0, np.clip(p, 0.0, 1.0))
     order = np.argsort(p, kind="stable")
     m = p.size
@@ -121,10 +118,6 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
     return float(min(1.0, max(0.0, total)))
 
 
-def _sequential(v: Verdict) -> bool:
-    return str((v.extra or {}).get("design", "")).startswith("group-sequential")
-
-
 def gate_p_value(v: Verdict) -> float:
     """The gate's p-value for the run's multiple test, valid at every level: its own for a
     fixed-sample or certify-mode gate; for a group-sequential detect gate the z-ordering p-value
@@ -133,24 +126,21 @@ def gate_p_value(v: Verdict) -> float:
     p = float(v.p_value)
     if math.isnan(p):
         return 1.0
-    if not _sequential(v) or v.mode == "certify":  # a certify-type gate's repeated p decides it on its own (IUT)
-        return min(max(p, 0.0), 1.0)
-    from scipy.stats import norm
-
-    from ..stats.sequential import gsd_boundaries, gsd_sizes
-
     ex = v.extra or {}
+    # a certify-type gate's repeated p decides it on its own (IUT)
+    if not str(ex.get("design", "")).startswith("group-sequential") or v.mode == "certify":
+        return min(max(p, 0.0), 1.0)
     n_max = int(ex.get("n_max") or 0)
     done = list(ex.get("looks") or [])
-    if n_max < 1 or not done or p >= 1.0:
+    if v.passed or n_max < 1 or not done or p >= 1.0:  # no crossing: the z-ordering p-value counts failures only
         return 1.0
-    sizes = gsd_sizes(n_max, SEQUENTIAL_LOOKS)
-    k = min(len(done) - 1, len(sizes) - 1)
-    if v.passed:  # no crossing: the z-ordering p-value counts failures only
-        return 1.0
-    a_k = float(norm.sf(gsd_boundaries([s / n_max for s in sizes], v.alpha)[k]))
-    from ..stats.sequential import MIN_MEAN_UNITS
+    from scipy.stats import norm
 
+    from ..stats.sequential import MIN_MEAN_UNITS, gsd_boundaries, gsd_sizes
+
+    sizes = gsd_sizes(n_max, SEQUENTIAL_LOOKS)
+    k = min(len(done), len(sizes)) - 1
+    a_k = float(norm.sf(gsd_boundaries([s / n_max for s in sizes], v.alpha)[k]))
     active = [ex.get("kind") != "mean" or s >= MIN_MEAN_UNITS for s in sizes]  # unknown kind: every look counts
     return sequential_p_value(nominal_p=p * a_k / v.alpha, look=k, n_max=n_max, alpha=v.alpha, active=active)
 
@@ -230,6 +220,11 @@ def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
     return float((za + norm.ppf(power)) * se)
 
 
+def _num(x: float) -> Any:
+    """``x`` for JSON: None for NaN, an infinity as ``"inf"``/``"-inf"``."""
+    return None if math.isnan(x) else ("inf" if x == math.inf else "-inf" if x == -math.inf else x)
+
+
 @dataclass(frozen=True)
 class PowerNote:
     """What a verdict could detect: the smallest violating value detected with 80% power
@@ -244,10 +239,7 @@ class PowerNote:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (infinite values as strings)."""
-        def num(x: float) -> Any:
-            return None if math.isnan(x) else ("inf" if x == math.inf else "-inf" if x == -math.inf else x)
-
-        return {"detectable": num(self.detectable), "target": num(self.target), "underpowered": self.underpowered,
+        return {"detectable": _num(self.detectable), "target": _num(self.target), "underpowered": self.underpowered,
                 "n_needed": self.n_needed}
 
 
@@ -288,10 +280,7 @@ class GateDecision:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (``p_adj``, ``adjusted_passed``, ``run_status``, ``power``)."""
-        def num(x: float) -> Any:
-            return None if math.isnan(x) else x
-
-        return {"p_run": num(self.p_value), "p_adj": num(self.p_adjusted), "adjusted_passed": self.adjusted_passed,
+        return {"p_run": _num(self.p_value), "p_adj": _num(self.p_adjusted), "adjusted_passed": self.adjusted_passed,
                 "run_status": self.status, "family": self.family, "not_measured": self.why_not_measured,
                 "power": self.power.to_dict() if self.power else None}
 
@@ -419,12 +408,11 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     # p-value: otherwise -x, which stops at the first gate failing on its own, would adjust that gate
     # within the few gates that ran and fail true-null runs far more often than α
     family_ps = [ps[i] for i in holm_idx] + [1.0] * len(not_run)
-    adj = (dict(zip(holm_idx, holm_adjust(family_ps)[: len(holm_idx)], strict=True))
-           if multiplicity == "holm" else {})
-    resampling = (resampling_notice([verdicts[i][1] for i in holm_idx], family=len(family_ps), alpha=al)
-                  if multiplicity == "holm" else None)
-    if resampling:
-        notices = (*notices, resampling)
+    adj: dict[int, float] = {}
+    if multiplicity == "holm":
+        adj = dict(zip(holm_idx, holm_adjust(family_ps)[: len(holm_idx)].tolist(), strict=True))
+        notices = (*notices, resampling_notice([verdicts[i][1] for i in holm_idx], family=len(family_ps),
+                                               alpha=al) or "")
     gates = []
     for i, (nid, v) in enumerate(verdicts):
         pn = power_note(v)
@@ -432,7 +420,7 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
             gates.append(GateDecision(nid, v.passed, ps[i], math.nan, False, "not measured", "-", nm[i], pn))
             continue
         if i in adj:
-            p_adj = float(adj[i])
+            p_adj = adj[i]
             ok = v.passed or p_adj > al
             family = "holm"
         else:
@@ -445,41 +433,33 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     own_fail = sum(not g.own_passed for g in gates)
     method = ("Holm step-down over the detect gates' p-values (certify-type gates: intersection-union, unadjusted)"
               if multiplicity == "holm" else "none: every gate at its own level α (no multiplicity adjustment)")
-    skip_count: dict[str, int] = {}
-    for _, reason in skipped:
-        kind = "opt-in not selected" if OPT_IN_MARK in str(reason) else "no data"
-        skip_count[kind] = skip_count.get(kind, 0) + 1
+    skip_count = dict(Counter("opt-in not selected" if OPT_IN_MARK in str(reason) else "no data"
+                              for _, reason in skipped))
     never = (f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
              f"({stopped or 'the run stopped before them'}): not measured") if not_run else ""
+    code = NOT_MEASURED
     if n_fail:
         code = DO_NOT_SHIP
         how = "after Holm's adjustment" if multiplicity == "holm" else "without multiplicity adjustment"
         n_cert = sum(g.status == "fail" and v.mode == "certify" for g, (_, v) in zip(gates, verdicts, strict=True))
-        parts = []
-        if n_fail - n_cert:
-            parts.append(f"{n_fail - n_cert} of {len(gates)} gates failed on measured evidence {how}")
-        if n_cert:  # certify: the data did not show compliance, which is not evidence of a violation
-            parts.append(f"{n_cert} of {len(gates)} gates did not show compliance (certify mode)")
-        why = "; ".join(parts) + (f"; {never}" if never else "")
+        parts = [f"{n_fail - n_cert} of {len(gates)} gates failed on measured evidence {how}" if n_fail > n_cert
+                 else "",
+                 # certify: the data did not show compliance, which is not evidence of a violation
+                 f"{n_cert} of {len(gates)} gates did not show compliance (certify mode)" if n_cert else "", never]
+        why = "; ".join(p for p in parts if p)
     elif not_run:
-        code = NOT_MEASURED
         why = never + (f"; the {len(gates)} that ran: " + ", ".join(
             f"{sum(g.status == k for g in gates)} {k}" for k in ("pass", "not measured")
             if any(g.status == k for g in gates)) if gates else "; no gate reached a verdict")
     elif n_nm:
-        code = NOT_MEASURED
         why = f"{n_nm} of {len(gates)} gates not measured: " + "; ".join(
             sorted({f"{sum(g.why_not_measured == r for g in gates)} {r}" for r in nm if r}))
     elif not gates and skipped:
-        code = NOT_MEASURED
-        first = skipped[0][1]
         why = (f"no gate reached a verdict: all {len(skipped)} selected gate tests were skipped "
-               f"({', '.join(f'{n} {k}' for k, n in sorted(skip_count.items()))}; e.g. {first})")
+               f"({', '.join(f'{n} {k}' for k, n in sorted(skip_count.items()))}; e.g. {skipped[0][1]})")
     elif not gates:
-        code = NOT_MEASURED
         why = "no gate reached a verdict"
     elif all(g.status == "inconclusive" for g in gates):
-        code = NOT_MEASURED
         why = (f"no gate decided: all {len(gates)} gates were inconclusive (too few units, zero spread or "
                "no interval), which shows nothing")
     else:
@@ -499,6 +479,4 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
 
 __all__ = ["MULTIPLICITY", "GateDecision", "PowerNote", "RunDecision", "detectable_effect", "gate_p_value",
            "holm_adjust", "inconclusive", "not_measured_reason", "percentile_p_floor", "power_note", "quick_notice",
-           "resampling_notice",
-           "run_decision",
-           "sequential_p_value", "simulated_notice"]
+           "resampling_notice", "run_decision", "sequential_p_value", "simulated_notice"]

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..gate_context import GateContext
-from ..gate_registry import GATES, paired_direction
+from ..gate_registry import GATES
 from ..stats import Verdict, _bounds, _fmt, _region
 from ..stats.rules import RULE_NAMES
 from ..stats.sequential import gsd_sizes, gsd_step
@@ -70,11 +70,3 @@ def floored(ctx: GateContext, v: Verdict, m: Measurement) -> Verdict:
 def with_extra(v: Verdict, more: dict[str, Any]) -> Verdict:
     """``v`` with ``more`` added to its ``extra``."""
     return replace(v, extra={**v.extra, **more})
-
-
-def paired_rate(ctx: GateContext, gate: str, model: str, cand: np.ndarray, base: np.ndarray, ids: list[str], *,
-                name: str,
-                 unit: str, extra: dict[str, Any]) -> Verdict:
-    """Binary outcomes of candidate and baseline on the same units: exact McNemar."""
-    return ctx.baseline_gate(gate, model, cand, base, np.array(ids), name=name, unit=unit, worse=paired_direction(gate),
-                             extra=extra)

@@ -57,8 +57,7 @@ class Measurement:
 
     def lost_text(self) -> str:
         """``generation errors 3, unusable data 1`` (causes with a non-zero count)."""
-        parts = [f"{k.replace('_', ' ')} {v}" for k, v in self.lost.items() if v]
-        return ", ".join(parts) or "none"
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in self.lost.items() if v) or "none"
 
     def to_dict(self) -> dict[str, Any]:
         return {"unit": self.unit, "planned": self.planned, "measured": self.measured,

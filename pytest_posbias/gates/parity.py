@@ -80,8 +80,7 @@ def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
                 prefix_b="reference", measured=len(rows))
     name = f"changed-answer share against {ref} minus its re-run floor"
     cons_r, cons_b, cons_b2 = r.consensus(C.phase(0)), b.consensus(C.phase(0)), b.consensus(C.rerun(0))
-    ia = np.array([i for i, _ in rows], dtype=int)
-    ib = np.array([j for _, j in rows], dtype=int)
+    ia, ib = np.array(rows, dtype=int).reshape(-1, 2).T
     test, base, again = cons_r[ia], cons_b[ib], cons_b2[ib]
     changed = (test != base).astype(int)
     floor = (base != again).astype(int)
@@ -118,7 +117,6 @@ def parity_coverage_verdict(ctx: GateContext, model: str, spec: PositionalSpec) 
     reference, d_i = coverage_ref − coverage_test, compliant when mean d <= threshold."""
     ref = _require(ctx)
     r, b = ctx.positional(model, spec), ctx.positional(ref, spec)
-
     cr, br = instance_rows(r), instance_rows(b)
     common = sorted(cr.keys() & br.keys())
     m = combine(positional_measurement(r), positional_measurement(b), prefix_b="reference", measured=len(common))
@@ -153,8 +151,7 @@ def parity_repetition_verdict(ctx: GateContext, model: str, frames: int) -> Verd
             if v in where_b and r.clean.valid[i] and b.clean.valid[where_b[v]]]
     m = combine(stressor_measurement(r, "repetition"), stressor_measurement(b, "repetition"), prefix_b="reference",
                 measured=len(rows))
-    ia = np.array([i for i, _ in rows], dtype=int)
-    ib = np.array([j for _, j in rows], dtype=int)
+    ia, ib = np.array(rows, dtype=int).reshape(-1, 2).T
     ft = np.asarray(r.clean.flags, dtype=int)[ia]
     fb = np.asarray(b.clean.flags, dtype=int)[ib]
     extra: dict[str, Any] = {"gate": "parity_repetition", "model": model, "reference": ref, "probe": "stressor",

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..gate_context import GateContext
+from ..gate_registry import paired_direction
 from ..probes import conditions as C
 from ..probes.phase import (
     PhaseResult,
@@ -27,7 +28,7 @@ from ..probes.phase import (
     pair_flips,
 )
 from ..stats import Verdict, mcnemar_exact, paired_change_verdict
-from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
+from .design import LOOKS, floored, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 from .verdict_builders import mean_difference
 
@@ -208,6 +209,9 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
         return C.sampler_at(sampler, spec.budget if budget is None else budget, spec.budget)
 
     conds = phase_gate_conditions(gate, which, spec, cond)
+    m = phase_measurement(r, conds)
+    if gate == "equivalence":
+        return equivalence_verdict(ctx, model, r, conds, m)
 
     def all_flips(res: PhaseResult) -> np.ndarray:
         """Per item (all items of ``res``): 1 when the gate's answers differ."""
@@ -217,10 +221,6 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
             return np.asarray(any_flips(res, conds))
         return np.asarray(order_flips(res))
 
-    def ref(res: PhaseResult) -> np.ndarray:
-        """Flips over the measured items only."""
-        return all_flips(res)[answered(res, conds)] if res.items else np.zeros(0, dtype=int)
-
     if pair is not None:  # the flip gate
         name = f"{pair[1]} vs {pair[2]} sampler flip rate at {budget} frames"
     elif gate == "phase":
@@ -229,18 +229,14 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
                 f"({S}x{spec.budget})")
     elif gate == "order":
         name = f"option-order flip rate ({spec.orderings} orderings)"
-    elif gate == "equivalence":
-        name = "equivalence"
     else:
         name = f"PhaseFusion minus single-pass changed-answer rate under an origin shift ({S}x{spec.budget})"
-    m = phase_measurement(r, conds)
-    if gate == "equivalence":
-        return equivalence_verdict(ctx, model, r, conds, m)
     ok = answered(r, conds)
     if base is not None:
         ok_b = answered(base, conds)
         ok = ok & ok_b if ok_b.size == ok.size else np.zeros_like(ok)  # different item sets: nothing paired
         m = combine(m, phase_measurement(base, conds), prefix_b="baseline", measured=int(ok.sum()))
+        ids = np.array([i.id for i in r.items])
     if gate == "fusion":
         ch = fusion_changes(r)
         extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable,
@@ -260,20 +256,20 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
             if bch["fusion"] is None:
                 bch["fusion"] = voted_changes(base, S)
             if bch["fusion"].size == ok.size:
-                return floored(ctx, paired_rate(ctx, "fusion", model, fus, bch["fusion"][ok],
-                                                  [i.id for i, o in zip(r.items, ok, strict=True) if o], name=name,
-                                                  unit="items", extra=extra), m)
+                return floored(ctx, ctx.baseline_gate("fusion", model, fus, bch["fusion"][ok], ids[ok], name=name,
+                                                      unit="items", worse=paired_direction("fusion"), extra=extra), m)
         v = paired_change_verdict(fus, single, name=name, threshold=ctx.threshold("fusion", model), mode=ctx.mode,
                                   alpha=ctx.alpha, unit="items", extra={"gate": "fusion", "model": model, **extra})
         return floored(ctx, v, m)
     if base is not None:
-        flips, bflips = all_flips(r)[ok], all_flips(base)[ok]
-        extra = _phase_extra(r, flips, ok, gate)
-        ids = [i.id for i, o in zip(r.items, ok, strict=True) if o]
-        return floored(ctx, paired_rate(ctx, gate, model, flips, bflips, ids, name=name, unit="items", extra=extra), m)
+        flips = all_flips(r)[ok]
+        v = ctx.baseline_gate(gate, model, flips, all_flips(base)[ok], ids[ok], name=name, unit="items",
+                              worse=paired_direction(gate), extra=_phase_extra(r, flips, ok, gate))
+        return floored(ctx, v, m)
     if seq:
-        def at(n: int) -> np.ndarray:
-            return np.asarray(ref(ctx.phase(model, gate, budget, n=n)), dtype=float)
+        def at(n: int) -> np.ndarray:  # flips over the measured items only
+            res = ctx.phase(model, gate, budget, n=n)
+            return np.asarray(all_flips(res)[answered(res, conds)] if res.items else np.zeros(0), dtype=float)
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.items, kind="rate", name=name, unit="items",
                                extra={})
@@ -282,6 +278,6 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
         v = with_extra(v, _phase_extra(final, all_flips(final)[ok_f], ok_f, gate))
         return floored(ctx, v, phase_measurement(final, conds))
     flips = all_flips(r)[ok]
-    extra = _phase_extra(r, flips, ok, gate)
-    v = ctx.rate_gate(gate, model, int(flips.sum()), int(flips.size), name=name, unit="items", extra=extra)
+    v = ctx.rate_gate(gate, model, int(flips.sum()), int(flips.size), name=name, unit="items",
+                      extra=_phase_extra(r, flips, ok, gate))
     return floored(ctx, v, m)

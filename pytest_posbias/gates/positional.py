@@ -64,11 +64,10 @@ CERTIFY_MIN_GROUPS = {"contamination": 24}
 def t_rule(gate: str, mode: str) -> str:
     """The t rule of a positional mean gate in ``mode``: ``T_RULES[gate]`` (Student's t for a gate
     not listed), except DPB and contamination in certify mode, which take Student's t and Hall's
-    skewness-corrected t together, each at level α/2 (:class:`~pytest_posbias.stats.rules.BothT`):
-    a group's DPB has rare large jumps on a base of near-zero spread, and a group's contamination
-    rate is right-skewed near 0 (most groups clean, a few contaminated in most slots); on both,
-    Student's t (and the percentile bootstrap) certify past the size and the two t rules at half the
-    level hold it (docs/calibration.md, "DPB certify" and "Contamination certify")."""
+    skewness-corrected t together, each at level α/2 (:class:`~pytest_posbias.stats.rules.BothT`): on
+    a group's DPB (rare large jumps on near-zero spread) and contamination rate (right-skewed near 0),
+    Student's t and the percentile bootstrap certify past the size (docs/calibration.md, "DPB certify"
+    and "Contamination certify")."""
     return "both-t" if gate in BOTH_T_CERTIFY and mode == "certify" else T_RULES.get(gate, "t")
 
 
@@ -116,17 +115,22 @@ def positional_measurement(r: PositionalResult, gate: str = "coverage") -> Measu
     return Measurement("instances (group x order)", max(r.planned, measured), measured, lost, examples=examples[:5])
 
 
+def _inconclusive(ctx: GateContext, gate: str, model: str, name: str, n: int, estimate: float, extra: dict[str, Any],
+                  why: str) -> Verdict:
+    """An inconclusive verdict on ``n`` groups against the gate's threshold and side."""
+    return inconclusive_verdict(name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=n,
+                                mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=estimate,
+                                extra={**extra, "gate": gate, "model": model}, why=why)
+
+
 def _too_few_to_certify(ctx: GateContext, gate: str, model: str, name: str, r: PositionalResult, n: int, how: str,
                         extra: dict[str, Any]) -> Verdict:
     """Inconclusive: fewer groups (``n``, ``how``: planned or measured) than the gate's
     :data:`CERTIFY_MIN_GROUPS` to certify on."""
     values = positional_values(gate, r)
-    return inconclusive_verdict(
-        name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=n,
-        mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=float(np.mean(values)) if len(values) else math.nan,
-        extra={**extra, "gate": gate, "model": model},
-        why=f"fewer than {CERTIFY_MIN_GROUPS[gate]} groups ({n} {how}), too few to certify a right-skewed rate "
-            "with a t rule")
+    return _inconclusive(ctx, gate, model, name, n, float(np.mean(values)) if len(values) else math.nan, extra,
+                         f"fewer than {CERTIFY_MIN_GROUPS[gate]} groups ({n} {how}), too few to certify a "
+                         "right-skewed rate with a t rule")
 
 
 def positional_verdict(ctx: GateContext, gate: str, model: str, spec: PositionalSpec) -> Verdict:
@@ -144,12 +148,10 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
     if gate == "contamination" and _news_style(ctx, spec):
         r = ctx.positional(model, spec)
         est = float(r.contamination.mean()) if r.contamination.size else math.nan
-        v = inconclusive_verdict(
-            name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=len(set(r.clusters.tolist())),
-            mode=ctx.mode, alpha=ctx.alpha, unit="groups", estimate=est,
-                                 extra={**describe(r), "gate": gate, "model": model},
-            why="the references are news descriptions, which mention only part of what a clip shows, so a summary "
-                "closer to another clip's description is no evidence of leakage (the rate is reported, not gated)")
+        v = _inconclusive(ctx, gate, model, name, len(set(r.clusters.tolist())), est, describe(r),
+                          "the references are news descriptions, which mention only part of what a clip shows, so a "
+                          "summary closer to another clip's description is no evidence of leakage (the rate is "
+                          "reported, not gated)")
         return floored(ctx, v, positional_measurement(r, gate))
     need = CERTIFY_MIN_GROUPS.get(gate, 0) if ctx.mode == "certify" and not ctx.baseline else 0
     if need and spec.groups < need:

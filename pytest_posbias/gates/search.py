@@ -1,12 +1,8 @@
-"""The search gate: the share of items a property search breaks within its query budget.
-
-A search-based attack success rate, comparable to VideoSTF's ASR (§4.4): k = items with a
-counterexample found within ``budget`` queries among n searched items, gated like the other rate
-gates (:func:`~pytest_posbias.stats.rate_verdict`) against the ``search`` threshold; beside it the
-median and mean (VideoSTF's AQ) queries to the first break. Items whose unperturbed input already
-violates the property are not searched and not planned (as VideoSTF attacks clean-benign videos
-only); unusable items, a failed reference or a failed query before any break are lost units.
-The verdict's ``extra`` carries what the report shows (schema: docs/search.md, "Property search").
+"""The search gate: the share of items a property search breaks within its query budget, a
+search-based attack success rate (VideoSTF's ASR, §4.4) gated like the other rate gates, with the
+median and mean (AQ) queries to the first break beside it (docs/search.md, also for the schema of
+the verdict's ``extra``). Items that violate the property unperturbed are not searched nor planned;
+unusable items, a failed reference or a failed query before any break are lost units.
 """
 
 from __future__ import annotations

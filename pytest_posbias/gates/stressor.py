@@ -14,7 +14,7 @@ from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..probes.stressor import StressorResult
 from ..stats import Verdict, _fmt, share_difference_verdict
-from .design import LOOKS, floored, paired_rate, sequential_verdict, with_extra
+from .design import LOOKS, floored, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 
 
@@ -43,24 +43,17 @@ def stressor_measurement(r: StressorResult, gate: str, stressor: str | None = No
     repetitive_clean = int((r.clean.flags & clean_ok).sum())  # not attacked by design: not lost
     if gate == "stressor":
         d = r.amplification(stressor)
-        eligible = [v for v in range(len(r.videos)) if clean_ok[v]]
-        no_variant = sum(1 for v in eligible if not variants[v].valid.any())
+        no_variant = [r.videos[v] for v in range(len(r.videos)) if clean_ok[v] and not variants[v].valid.any()]
         calls = len(clean_ok) + sum(len(s.ok) for s in variants)
         failed = clean_failed + sum(s.failed for s in variants)
         return Measurement("videos", planned, int((~np.isnan(d)).sum()),
-                           {"clean_output_lost": clean_failed, "every_variant_lost": no_variant,
-                            "unusable_data": unusable},
-                           calls=calls, failed_calls=failed,
-                           examples=[r.videos[v] for v in eligible if not variants[v].valid.any()][:5])
+                           {"clean_output_lost": clean_failed, "every_variant_lost": len(no_variant),
+                            "unusable_data": unusable}, calls=calls, failed_calls=failed, examples=no_variant[:5])
     if gate == "attack":
         outcomes, walk_lost = r.attack_outcomes(stressor)
-        calls = clean_failed
-        failed = clean_failed
-        for v in range(len(r.videos)):
-            if clean_ok[v] and not r.clean.flags[v]:
-                _, ok = r.walk(stressor, v)
-                calls += len(ok)
-                failed += int((~ok).sum())
+        walks = [r.walk(stressor, v)[1] for v in range(len(r.videos)) if clean_ok[v] and not r.clean.flags[v]]
+        calls = clean_failed + sum(len(ok) for ok in walks)
+        failed = clean_failed + sum(int((~ok).sum()) for ok in walks)
         return Measurement("clean-benign videos", planned - repetitive_clean, len(outcomes),
                            {"clean_output_lost": clean_failed, "walk_hit_a_lost_output": walk_lost,
                             "unusable_data": unusable}, calls=calls, failed_calls=failed)
@@ -92,9 +85,9 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
             both = r.clean.valid & base.clean.valid
             m = combine(stressor_measurement(r, gate), stressor_measurement(base, gate), prefix_b="baseline",
                         measured=int(both.sum()))
-            v = paired_rate(ctx, gate, model, r.clean.flags[both].astype(int), base.clean.flags[both].astype(int),
-                             [x for x, o in zip(r.videos, both, strict=True) if o], name=name, unit="videos",
-                            extra=extra)
+            v = ctx.baseline_gate(gate, model, r.clean.flags[both].astype(int), base.clean.flags[both].astype(int),
+                                  np.array(r.videos)[both], name=name, unit="videos", worse=paired_direction(gate),
+                                  extra=extra)
             return floored(ctx, v, m)
         if seq:
             def rep_at(n: int) -> np.ndarray:
@@ -149,15 +142,14 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
 
             v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
                                    unit="benign videos", extra=extra)
-            final = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
-            drawn = final.attack(part)
-            v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(drawn['aq'])}.")
-            v = with_extra(v, {"asr": drawn["asr"], "aq": drawn["aq"], "attacked": drawn["attacked"],
-                                "videos_drawn": v.extra["looks"][-1]})
-            return floored(ctx, v, stressor_measurement(final, gate, part))
-        a = r.attack(part)
-        extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
-        v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
+            r = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
+            a = r.attack(part)
+            v = with_extra(v, {"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"],
+                               "videos_drawn": v.extra["looks"][-1]})
+        else:
+            a = r.attack(part)
+            extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
+            v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
         v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
         return floored(ctx, v, stressor_measurement(r, gate, part))
     raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")

@@ -32,8 +32,7 @@ def mean_gate(ctx: GateContext, gate: str, model: str, values: ArrayLike, cluste
     spec = GATES[gate]
     return mean_verdict(values, clusters, name=name, threshold=ctx.threshold(gate, model), sides=spec.side,
                         mode=ctx.mode, alpha=ctx.alpha, unit=unit, n_resamples=ctx.n_resamples,
-                        method=method or spec.bootstrap, lattice_step=lattice_step,
-                        value_range=spec.value_range,
+                        method=method or spec.bootstrap, lattice_step=lattice_step, value_range=spec.value_range,
                         rng=ctx.rng("bootstrap", gate, name, model),
                         extra={"gate": gate, "model": model, **(extra or {})})
 
@@ -46,11 +45,9 @@ def rate_gate(ctx: GateContext, gate: str, model: str, k: int, n: int, *, name: 
                         unit=unit, extra={"gate": gate, "model": model, **(extra or {})})
 
 
-# paired mean differences a gate certifies with Student's and the skewness-corrected t at α/2 each,
-# and the fewest groups it certifies from: a contamination rise (candidate − baseline slot rates,
-# right-skewed rare events) certified 0.17 of boundary samples at 12 groups and 0.10 at 48 with the
-# percentile bootstrap, and 0.108 / 0.065 at 12 / 24 with the two t rules, which hold from 40 groups on
-# (benchmarks/decision_paired_mean.py; docs/calibration.md, "Contamination certify")
+# paired mean differences a gate certifies with Student's and the skewness-corrected t at α/2 each, and the
+# fewest groups it certifies from: on a right-skewed contamination rise the percentile bootstrap, and the two
+# t rules below 40 groups, certify past the size (benchmarks/decision_paired_mean.py; docs/calibration.md)
 PAIRED_CERTIFY_MIN_GROUPS = {"contamination": 40}
 
 
@@ -70,36 +67,35 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base
       (contamination) by Student's and the skewness-corrected t at α/2 each, and only from that
       many groups (inconclusive below).
     """
-    from ..stats.paired import paired_abs_mean_verdict
+    from ..stats.paired import paired_abs_mean_verdict, paired_amplification_verdict
 
     c = np.asarray(cand, dtype=float)
     b = np.asarray(base, dtype=float)
+    label = f"{name} vs baseline"  # the rng keys take the gate's own name
     margin = ctx.pcfg.margins()[gate]
     ex = {"gate": gate, "model": model, "baseline": ctx.baseline, "comparison": "non-inferiority",
           "margin": margin, **(extra or {})}
     if worse == "abs":
-        return paired_abs_mean_verdict(c, b, clusters, name=f"{name} vs baseline", margin=margin, mode=ctx.mode,
-                                       alpha=ctx.alpha, unit=unit, extra=ex)
+        return paired_abs_mean_verdict(c, b, clusters, name=label, margin=margin, mode=ctx.mode, alpha=ctx.alpha,
+                                       unit=unit, extra=ex)
     if worse == "binary":
-        return paired_change_verdict(c, b, name=f"{name} vs baseline", threshold=margin,
-                                     mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
+        return paired_change_verdict(c, b, name=label, threshold=margin, mode=ctx.mode, alpha=ctx.alpha, unit=unit,
+                                     extra=ex)
     if worse == "amplification":
-        from ..stats.paired import paired_amplification_verdict
-
-        return paired_amplification_verdict(c[:, 0], c[:, 1], b[:, 0], b[:, 1], name=f"{name} vs baseline",
-                                            margin=margin, mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
+        return paired_amplification_verdict(c[:, 0], c[:, 1], b[:, 0], b[:, 1], name=label, margin=margin,
+                                            mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex)
     if worse not in ("higher", "lower"):
         raise ConfigError(f"`worse` must be abs, binary, amplification, higher or lower; got {worse!r}")
     d = c - b if worse == "higher" else b - c
     need = PAIRED_CERTIFY_MIN_GROUPS.get(gate, 0) if ctx.mode == "certify" else 0
     n_groups = int(np.unique(np.asarray(clusters)).size)
     if need and n_groups < need:
-        return inconclusive_verdict(name=f"{name} vs baseline", threshold=margin, sides="upper", n=n_groups,
+        return inconclusive_verdict(name=label, threshold=margin, sides="upper", n=n_groups,
                                     mode=ctx.mode, alpha=ctx.alpha, unit=unit, extra=ex,
                                     estimate=float(d.mean()) if d.size else math.nan,
                                     why=f"fewer than {need} groups ({n_groups} on both sides), too few to certify a "
                                         "right-skewed rate difference with a t rule")
-    return mean_difference(ctx, d, clusters, name=f"{name} vs baseline", threshold=margin, sides="upper",
+    return mean_difference(ctx, d, clusters, name=label, threshold=margin, sides="upper",
                            mode=ctx.mode, unit=unit, rng_keys=("baseline", gate, name, model), extra=ex,
                            method="both-t" if need else "percentile")
 
