@@ -148,17 +148,11 @@ def _parity(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     reference, the changed share beside the reference's re-run floor, and the items whose consensus
     answer changed with both answers (option texts from the data, chosen by the models: the
     template escapes them, as every model text)."""
-    out = []
-    for v in verdicts:
-        ex = v.get("extra") or {}
-        if ex.get("gate") != "parity":
-            continue
-        out.append({"model": v.get("model"), "reference": ex.get("reference"), "anchor": v.get("anchor"),
-                    "passed": v.get("passed"), "name": v.get("name"), "estimate": v.get("estimate"),
-                    "changed": ex.get("changed"), "n_items": ex.get("n_items"),
-                    "changed_share": ex.get("changed_share"), "floor": ex.get("reference_rerun_floor"),
-                    "rows": list(ex.get("changed_items") or []), "total": ex.get("changed_items_total", 0)})
-    return out
+    return [{**{k: v.get(k) for k in ("model", "anchor", "passed", "name", "estimate")},
+             **{k: ex.get(k) for k in ("reference", "changed", "n_items", "changed_share")},
+             "floor": ex.get("reference_rerun_floor"), "rows": list(ex.get("changed_items") or []),
+             "total": ex.get("changed_items_total", 0)}
+            for v in verdicts if (ex := v.get("extra") or {}).get("gate") == "parity"]
 
 
 def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -168,16 +162,15 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
         env = h.get("environment", {})
         problems = problems_in_records(run.obs.get("data", []))
         gate_calls = [dict((v.get("extra") or {}).get("calls") or {}) for v in run.verdicts]
-        out.append({"path": run.path.name, "run_id": h.get("run_id"),
+        out.append({"path": run.path.name,
+                    **{k: h.get(k) for k in ("run_id", "started", "finished", "seed", "mode", "alpha", "judge")},
                     "calls_line": calls_line(h.get("calls") or {}, verdict_calls=gate_calls,
-                                             workers=max(1, len(h.get("workers") or []))), "started": h.get("started"),
-                    "finished": h.get("finished"),
-                    "seed": h.get("seed"), "mode": h.get("mode"), "alpha": h.get("alpha"), "judge": h.get("judge"),
+                                             workers=max(1, len(h.get("workers") or []))),
                     "command": shlex.join(str(a) for a in h.get("command", [])), "workers": h.get("workers", []),
                     "models": [{"spec": s, **i} for s, i in run.models.items()], "calls": h.get("calls", {}),
                     "requests": run.requests, "packages": {k: v for k, v in env.get("packages", {}).items() if v},
-                    "python": env.get("python"), "platform": env.get("platform"), "cuda": env.get("cuda"),
-                    "gpus": env.get("gpus", []), "git_commit": env.get("git_commit"),
+                    **{k: env.get(k) for k in ("python", "platform", "cuda", "git_commit")},
+                    "gpus": env.get("gpus", []),
                     "problems": [str(p) for p in problems[:MAX_LISTED_PROBLEMS]], "n_problems": len(problems),
                     "problem_kinds": summarize_problems(problems)})
     return out

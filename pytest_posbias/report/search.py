@@ -91,8 +91,7 @@ def counterexample_view(c: Mapping[str, Any]) -> dict[str, Any]:
                          **{k: c.get(k) for k in ("size", "queries_to_first_break", "queries", "shrink_queries")},
                          "perturbation": perturbation_text(prop, c.get("perturbation")),
                          "original": _frames(frames.get("original", []), thumbs),
-                         "perturbed": _frames(frames.get("perturbed", []), thumbs),
-                         "has_thumbs": bool(thumbs)}
+                         "perturbed": _frames(frames.get("perturbed", []), thumbs)}
     v["n_changed"] = sum(f["changed"] for f in v["perturbed"])
     v["n_gaps"] = sum(f["gap_before"] for f in v["perturbed"])
     if prop in ("order", "phase"):
@@ -162,7 +161,6 @@ def search_gates(verdicts: Sequence[Mapping[str, Any]], anchor: Callable[[Mappin
                     "mean_q": ex.get("mean_queries_to_first_break"),
                     "replay_line": ex.get("summary_line", ""), "replay_rows": replay_rows,
                     "replay_survived": len(rp.get("survived") or []), "replay_still": len(rp.get("still_break") or []),
-                    "broken_by_replay": rp.get("broken_by_replay", 0),
                     "newly_broken": list(ex.get("newly_broken") or []), "fixed": list(ex.get("fixed") or []),
                     "counterexamples": [counterexample_view(c) for c in cx]})
     return out
