@@ -238,14 +238,15 @@ def _bound_lines(ax: Any, lower: float | None, upper: float | None, *, vertical:
 def _estimate(ax: Any, pos: Any, p: Mapping[str, Any], est: Any, *, vertical: bool) -> None:
     """One estimate at ``pos`` with its CI (``p``'s low/high, where both are finite): failing
     (``passed`` False) in vermillion with a filled diamond, else in blue with an open circle."""
+    def at(values: list[Any]) -> tuple[list[Any], list[Any]]:  # (x, y): values along the estimate's axis
+        return ([pos] * len(values), values) if vertical else (values, [pos] * len(values))
+
     bad = p.get("passed") is False
     c = OKABE_ITO[3] if bad else OKABE_ITO[0]
     lo, hi = p.get("low"), p.get("high")
     if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi):
-        ax.plot(*(([pos, pos], [lo, hi]) if vertical else ([lo, hi], [pos, pos])), color=c, linewidth=2,
-                **({} if vertical else {"solid_capstyle": "butt"}))
-    ax.plot(*(([pos], [est]) if vertical else ([est], [pos])), marker="D" if bad else "o", color=c, markersize=5,
-            markerfacecolor=c if bad else "white")
+        ax.plot(*at([lo, hi]), color=c, linewidth=2, **({} if vertical else {"solid_capstyle": "butt"}))
+    ax.plot(*at([est]), marker="D" if bad else "o", color=c, markersize=5, markerfacecolor=c if bad else "white")
 
 
 @figure

@@ -163,11 +163,10 @@ def grouped_table(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         for v in mine:
             key = configuration(v) + (f" · {v['model']}" if multi_model else "")
             confs.setdefault(key, []).append(v)
-        groups: list[dict[str, Any]] = [{"config": k, "open": any(not v["passed"] for v in rows),
-                                         "n_fail": sum(not v["passed"] for v in rows),
-                                         "n_inconclusive": sum(bool(v["passed"] and v.get("inconclusive"))
-                                                               for v in rows),
-                   "rows": sorted(rows, key=lambda v: (v["passed"], v["nodeid"]))} for k, rows in confs.items()]
+        groups: list[dict[str, Any]] = [
+            {"config": k, "open": any(not v["passed"] for v in rows), "n_fail": sum(not v["passed"] for v in rows),
+             "n_inconclusive": sum(bool(v["passed"] and v.get("inconclusive")) for v in rows),
+             "rows": sorted(rows, key=lambda v: (v["passed"], v["nodeid"]))} for k, rows in confs.items()]
         groups.sort(key=lambda g: (not g["open"], g["config"]))
         out.append({"suite": suite, "title": suite_title(suite, [str(v["nodeid"]) for v in mine]), "groups": groups,
                     "n_fail": sum(int(g["n_fail"]) for g in groups), "n": len(mine)})
