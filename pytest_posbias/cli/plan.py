@@ -3,16 +3,9 @@
 It runs ``pytest ARGS --posbias-plan DIR --posbias-fixed`` in a subprocess, so the probes' own request
 builders plan every request (:mod:`.models.plan`); ``--measure`` first warms up each model
 (:func:`measure`) and plans again with the measured output lengths. Per gate test it prints requests,
-frames, prompt (visual) and output tokens and
-
-    GPU-hours = (prompt tokens / prefill tok/s + output tokens / decode tok/s) / 3600,
-
-beside the sequential design's expected cost: a gate well inside its threshold stops at look 2 of 4
-(the median stop under ``sim:unbiased``, docs/calibration.md), at look 1 at best. Fixed-sample gates,
-``--baseline`` comparisons, ``--posbias-fixed`` runs and the requests of a probe a fixed-sample gate
-shares stay at their maximum. A request is counted once, on the gate test that made it. A search gate
-is planned at its budget (:mod:`..probes.search_plan`). A selection the run would refuse with a usage
-error (no model to test, a bad option) is refused with the same message and exit status 4.
+frames, prompt (visual) and output tokens and GPU-hours = (prompt tokens / prefill tok/s + output
+tokens / decode tok/s) / 3600, beside the sequential design's expected cost (:func:`aggregate`). A
+selection the run would refuse with a usage error is refused with the same message and exit status 4.
 """
 
 from __future__ import annotations
@@ -162,7 +155,8 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
 def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *,
               sequential: bool) -> list[dict[str, Any]]:
     """Per gate test (in run order): new requests, frames and tokens from the recorded rows,
-    shared requests and the gate from its verdict, and the sequential design's expected share."""
+    shared requests and the gate from its verdict, and the sequential design's expected share (1 for
+    a fixed-sample gate, a probe one shares, or a run that is not ``sequential``)."""
     by_test: dict[str, dict[str, Any]] = {}
 
     def entry(test: str) -> dict[str, Any]:

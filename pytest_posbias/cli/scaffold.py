@@ -1,18 +1,13 @@
-"""``posbias init [DIR]``: scaffold a robustness test folder in the user's repository.
+"""``posbias init [DIR]``: scaffold a robustness test folder in the user's repository (docs/getting-started.md).
 
-It writes (never over an existing file without ``--force``; every path is printed with what was done):
-
-* ``<DIR>/<tests-dir>/conftest.py``, re-exporting the suites' hooks from ``pytest_posbias.suites.conftest``;
-  one ``test_<suite>.py`` per shipped suite, each ``from pytest_posbias.suites.test_<suite> import *`` (the
-  suites' code stays in the package); a README with the commands;
-* ``<DIR>/conftest.py``: the suites' short options (``--model``, ...: aliases of the plugin's ``--posbias-*``
-  options), appended to the project's own root conftest, leaving out an alias it already defines;
-* ``<DIR>/pyproject.toml``: a ``[tool.posbias]`` table appended (the rest kept byte for byte) or in a new
-  file; an existing table is kept, or with ``--force`` replaced with its sub-tables and nothing else;
-* with ``--quick``, small probe sizes and a small synthetic set under ``<DIR>/fixtures/synthetic-quick/``.
-
-The plugin reads ``[tool.posbias]`` from the pyproject.toml of pytest's rootdir, so ``DIR`` is the
-project's root, where ``pytest`` is run.
+It writes, never over an existing file without ``--force``, and prints every path with what was done:
+``<DIR>/<tests-dir>/`` (a ``conftest.py`` re-exporting the suites' hooks, one ``test_<suite>.py`` per
+shipped suite importing it, a README); the suites' short options in ``<DIR>/conftest.py``, appended to
+the project's own, leaving out an alias it already defines; the ``[tool.posbias]`` table in
+``<DIR>/pyproject.toml``, appended (the rest kept byte for byte) or in a new file, an existing table
+kept or with ``--force`` replaced; with ``--quick``, small probe sizes and a small synthetic set under
+``<DIR>/fixtures/synthetic-quick/``. ``DIR`` is the project's root, where ``pytest`` is run: the plugin
+reads ``[tool.posbias]`` from the pyproject.toml of pytest's rootdir.
 """
 
 from __future__ import annotations
@@ -240,7 +235,7 @@ def replaced_values(old: str, new: str) -> list[str]:
     """``key: old -> new`` for every ``[tool.posbias]`` value ``--force`` changed or removed (both texts valid TOML)."""
     was = _flatten(tomllib.loads(old).get("tool", {}).get("posbias", {}))
     now = _flatten(tomllib.loads(new).get("tool", {}).get("posbias", {}))
-    return [f"{key}: {was[key]!r} -> {now[key]!r}" if key in now else f"{key}: {was[key]!r} -> (removed)"
+    return [f"{key}: {was[key]!r} -> {repr(now[key]) if key in now else '(removed)'}"
             for key in was if now.get(key, object()) != was[key]]
 
 
@@ -273,13 +268,9 @@ def merge_pyproject(existing: str | None, table: str, *, force: bool) -> tuple[s
     had = "posbias" in before.get("tool", {})
     if had and not force:
         return None, "kept"
-    replaced = _replace_posbias_tables(existing, table) if had else None
-    if replaced is not None:
-        new = replaced
-    else:
-        base = existing
-        if base and not base.endswith("\n"):
-            base += nl
+    new = _replace_posbias_tables(existing, table) if had else None
+    if new is None:  # appended, on a line of its own, after a blank line when the file has text
+        base = existing if not existing or existing.endswith("\n") else existing + nl
         new = base + (nl if base.strip() else "") + table
     cannot = ConfigError("pyproject.toml defines tool.posbias in a form posbias init cannot replace "
                          "(dotted keys or an inline table); remove it by hand, then run posbias init again")

@@ -318,22 +318,10 @@ def format_rows(model: str, rows: Sequence[Achieved]) -> list[str]:
         tgt = f"{a.target:.3f}" if a.target is not None else "-"
         parts = ", ".join(f"{k} {v:.3f}" for k, v in a.parts.items())
         lines.append(f"{a.gate:<14} {tgt:>8} {a.estimate:>9.3f} [{a.ci_low:>7.3f}, {a.ci_high:>6.3f}] {a.n:>5}  "
-                     f"{a.unit}"
-                     + (f"; {parts}" if parts else ""))
+                     f"{a.unit}" + (f"; {parts}" if parts else ""))
     lines.append("achieved: the dosed model's own value; for dpb/meg a dose lands on its effect (dosed - "
                  "sim:unbiased on the same groups), per configuration below")
     return lines
-
-
-@contextlib.contextmanager
-def _confusion_always() -> Iterator[None]:
-    """Within the block, ``contamination=1`` makes every kept slot describe another slot's video
-    (the calibration of κ); the module's constants are restored afterwards."""
-    from ..models import sim_dose
-
-    with (mock.patch.dict(sim_dose.CONTAMINATION, clear=True),
-          mock.patch.dict(sim_dose.DOSE_RANGE, {"contamination": (0.0, 1.0)})):
-        yield
 
 
 @contextlib.contextmanager
@@ -361,14 +349,17 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
     DPB when every first slot drops its first written sentence minus sim:unbiased's) per
     configuration, and print them as the Python that ``models/sim_dose.py`` stores."""
     from ..metrics import dpb_per_instance
+    from ..models import sim_dose
     from ..run.suite_params import positional_configs, positional_spec
 
     mu: dict[Key, float] = {}
     contam: dict[Key, tuple[float, float]] = {}
     loss: dict[Key, float] = {}
     first_dpb: dict[Key, float] = {}
-    with (tempfile.TemporaryDirectory(prefix="posbias-sim-calibrate-") as tmp, _confusion_always(),
-          _thin_always()):
+    # contamination=1 makes every kept slot describe another slot's video (the calibration of κ)
+    with (tempfile.TemporaryDirectory(prefix="posbias-sim-calibrate-") as tmp, _thin_always(),
+          mock.patch.dict(sim_dose.CONTAMINATION, clear=True),
+          mock.patch.dict(sim_dose.DOSE_RANGE, {"contamination": (0.0, 1.0)})):
         ctx = _context("sim:unbiased", seed=seed, data=data, cache=tmp, probes={"positional": {"groups": groups}},
                        rootdir=Path(rootdir))
         try:

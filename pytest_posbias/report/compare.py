@@ -40,9 +40,8 @@ class Arm:
         sequential look wins."""
         out: dict[tuple[str, int], dict[tuple[str, tuple[Any, ...]], list[float]]] = {}
         for o in self.run.obs.get("positional", []):
-            if o.get("type") != "instance" or o.get("model") != self.model or o.get("variant", "main") != "main":
-                continue
-            if not o.get("valid", True):
+            if (o.get("type") != "instance" or o.get("model") != self.model or o.get("variant", "main") != "main"
+                    or not o.get("valid", True)):
                 continue
             cov = [s.get("coverage") for s in o.get("slots", [])]
             if len(cov) != o["P"] or any(c is None for c in cov) or not any(cov):
@@ -186,19 +185,18 @@ def arms_for(runs: Sequence[Any]) -> tuple[Arm, Arm] | None:
     """The candidate and baseline arms: a run with ``--baseline`` compares its model with its
     baseline; two run logs compare the first model of A (candidate) with that of B (baseline)."""
     if len(runs) == 1:
-        h = runs[0].header
+        run, h = runs[0], runs[0].header
         if h.get("baseline") and h.get("models"):
-            return Arm(runs[0], h["models"][0], f"{h['models'][0]}"), Arm(runs[0], h["baseline"],
-                                                                          f"{h['baseline']} (baseline)")
+            return Arm(run, h["models"][0], f"{h['models'][0]}"), Arm(run, h["baseline"], f"{h['baseline']} (baseline)")
         return None
-    if len(runs) == 2:
-        a, b = runs
-        ma, mb = (a.header.get("models") or ["?"])[0], (b.header.get("models") or ["?"])[0]
-        if ma == mb:  # two releases under one name: tell them apart by their run ids
-            return Arm(a, ma, f"{ma} (A, run {a.header.get('run_id')})"), Arm(b, mb,
-                                                                              f"{mb} (B, run {b.header.get('run_id')})")
-        return Arm(a, ma, ma), Arm(b, mb, mb)
-    return None
+    if len(runs) != 2:
+        return None
+    a, b = runs
+    ma, mb = (a.header.get("models") or ["?"])[0], (b.header.get("models") or ["?"])[0]
+    la, lb = ma, mb
+    if ma == mb:  # two releases under one name: tell them apart by their run ids
+        la, lb = f"{ma} (A, run {a.header.get('run_id')})", f"{mb} (B, run {b.header.get('run_id')})"
+    return Arm(a, ma, la), Arm(b, mb, lb)
 
 
 __all__ = ["Arm", "arms_for", "compare", "positional_differences", "repetition_differences", "side_by_side"]

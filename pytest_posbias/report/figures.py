@@ -228,14 +228,25 @@ def stacked_figure(groups: Sequence[str], parts: Mapping[str, Sequence[float]], 
 
 
 def _bound_lines(ax: Any, lower: float | None, upper: float | None, *, vertical: bool) -> None:
-    """Dashed lines at the finite bounds of the compliant region (labelled 'allowed')."""
-    first = True
-    for b in (lower, upper):
-        if b is None or not np.isfinite(b):
-            continue
+    """Dashed lines at the finite bounds of the compliant region (the first labelled 'allowed bound')."""
+    finite = [b for b in (lower, upper) if b is not None and np.isfinite(b)]
+    for i, b in enumerate(finite):
         line = ax.axvline if vertical else ax.axhline
-        line(b, color="black", linestyle="--", linewidth=1, label="allowed bound" if first else None)
-        first = False
+        line(b, color="black", linestyle="--", linewidth=1, label=None if i else "allowed bound")
+
+
+def _estimate(ax: Any, pos: Any, p: Mapping[str, Any], est: Any, *, vertical: bool) -> None:
+    """One estimate at ``pos`` with its CI (``p``'s low/high, where both are finite): failing
+    (``passed`` False) in vermillion with a filled diamond, else in blue with an open circle."""
+    def at(values: list[Any]) -> tuple[list[Any], list[Any]]:  # (x, y): values along the estimate's axis
+        return ([pos] * len(values), values) if vertical else (values, [pos] * len(values))
+
+    bad = p.get("passed") is False
+    c = OKABE_ITO[3] if bad else OKABE_ITO[0]
+    lo, hi = p.get("low"), p.get("high")
+    if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi):
+        ax.plot(*at([lo, hi]), color=c, linewidth=2, **({} if vertical else {"solid_capstyle": "butt"}))
+    ax.plot(*at([est]), marker="D" if bad else "o", color=c, markersize=5, markerfacecolor=c if bad else "white")
 
 
 @figure
@@ -252,14 +263,8 @@ def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower:
     ys = np.arange(len(rows))[::-1]
     for y, r in zip(ys, rows, strict=True):
         est = r.get("estimate")
-        if est is None or not np.isfinite(est):
-            continue
-        bad = r.get("passed") is False
-        c = OKABE_ITO[3] if bad else OKABE_ITO[0]
-        lo, hi = r.get("low"), r.get("high")
-        if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi):
-            ax.plot([lo, hi], [y, y], color=c, linewidth=2, solid_capstyle="butt")
-        ax.plot([est], [y], marker="D" if bad else "o", color=c, markersize=5, markerfacecolor=c if bad else "white")
+        if est is not None and np.isfinite(est):
+            _estimate(ax, y, r, est, vertical=False)
     _bound_lines(ax, lower, upper, vertical=True)
     if ref is not None:
         ax.axvline(ref, color="#555555", linewidth=0.8)
@@ -283,14 +288,8 @@ def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower
     est = np.array([np.nan if p.get("estimate") is None else p["estimate"] for p in points], dtype=float)
     ax.plot(xs, est, color=OKABE_ITO[0], linewidth=1, alpha=0.6)
     for x, p, e in zip(xs, points, est, strict=True):
-        if not np.isfinite(e):
-            continue
-        bad = p.get("passed") is False
-        c = OKABE_ITO[3] if bad else OKABE_ITO[0]
-        lo, hi = p.get("low"), p.get("high")
-        if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi):
-            ax.plot([x, x], [lo, hi], color=c, linewidth=2)
-        ax.plot([x], [e], marker="D" if bad else "o", color=c, markersize=5, markerfacecolor=c if bad else "white")
+        if np.isfinite(e):
+            _estimate(ax, x, p, e, vertical=True)
     _bound_lines(ax, lower, upper, vertical=False)
     ax.set_xticks(xs, labels=[str(p["release"]) for p in points], fontsize=7)
     ax.set_xlim(-0.5, len(points) - 0.5)

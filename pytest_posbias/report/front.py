@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import figures
-from .summary import allowed, by_suite, suite_of, suite_title
+from .summary import allowed, by_suite, plural, suite_of, suite_title
 
 MAX_CARD_LINKS = 12  # failing gates linked on a card (the rest are counted, and all are in the table)
 MAX_FOREST_ROWS = 8  # configurations in a card's figure (worst first)
@@ -20,11 +20,7 @@ MAX_FOREST_ROWS = 8  # configurations in a card's figure (worst first)
 
 def num(v: Any) -> float:
     """A verdict field as a float (``"inf"``/``"-inf"`` strings, None -> nan)."""
-    if v is None:
-        return math.nan
-    if v in ("inf", "-inf"):
-        return math.inf if v == "inf" else -math.inf
-    return float(v)
+    return math.nan if v is None else float(v)
 
 
 def anchor(nodeid: str) -> str:
@@ -73,12 +69,11 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
     the selected gate tests a stopped run never reached (``not_run``) count against shipping in either case.
     """
     if run is not None and not unfinished:
-        label = str(run.get("label", ""))
-        ship = run.get("exit_code") == 0 and not errored
         run_why = str(run.get("why", ""))
         if errored:
             run_why += f"; {len(errored)} tests ended without a verdict"
-        return {"ship": ship, "why": run_why, "label": label, "n": len(verdicts),
+        return {"ship": run.get("exit_code") == 0 and not errored, "why": run_why, "label": str(run.get("label", "")),
+                "n": len(verdicts),
                 "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in verdicts),
                 "notices": list(run.get("notices") or []), "underpowered": list(run.get("underpowered") or []),
                 "inconclusive": list(run.get("inconclusive") or []),
@@ -89,7 +84,7 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
         why.append(f"the run did not finish (pytest exit {', '.join(map(str, unfinished))})")
     not_run = list((run or {}).get("not_run") or [])
     if not_run:
-        why.append(f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
+        why.append(f"{plural(len(not_run), 'selected gate test')} never ran "
                    f"({(run or {}).get('stopped') or 'the run stopped before them'})")
     if errored:
         why.append(f"{len(errored)} tests ended without a verdict")
@@ -97,8 +92,7 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
         why.append("no gate decided")
     if n_fail:
         why.append(f"{n_fail} of {len(verdicts)} gates failed")
-    ship = not why
-    return {"ship": ship, "why": "; ".join(why) if why else f"all {len(verdicts)} gates passed",
+    return {"ship": not why, "why": "; ".join(why) if why else f"all {len(verdicts)} gates passed",
             "n_fail": n_fail, "n": len(verdicts)}
 
 
@@ -169,11 +163,10 @@ def grouped_table(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         for v in mine:
             key = configuration(v) + (f" · {v['model']}" if multi_model else "")
             confs.setdefault(key, []).append(v)
-        groups: list[dict[str, Any]] = [{"config": k, "open": any(not v["passed"] for v in rows),
-                                         "n_fail": sum(not v["passed"] for v in rows),
-                                         "n_inconclusive": sum(bool(v["passed"] and v.get("inconclusive"))
-                                                               for v in rows),
-                   "rows": sorted(rows, key=lambda v: (v["passed"], v["nodeid"]))} for k, rows in confs.items()]
+        groups: list[dict[str, Any]] = [
+            {"config": k, "open": any(not v["passed"] for v in rows), "n_fail": sum(not v["passed"] for v in rows),
+             "n_inconclusive": sum(bool(v["passed"] and v.get("inconclusive")) for v in rows),
+             "rows": sorted(rows, key=lambda v: (v["passed"], v["nodeid"]))} for k, rows in confs.items()]
         groups.sort(key=lambda g: (not g["open"], g["config"]))
         out.append({"suite": suite, "title": suite_title(suite, [str(v["nodeid"]) for v in mine]), "groups": groups,
                     "n_fail": sum(int(g["n_fail"]) for g in groups), "n": len(mine)})

@@ -76,21 +76,15 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
                  "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in r.verdicts), "n": len(r.verdicts),
                  "undecided": not r.verdicts} for r in runs]
     gates: dict[tuple[str, str], list[dict[str, Any] | None]] = {}
-    meta: dict[tuple[str, str], dict[str, Any]] = {}
     for i, r in enumerate(runs):
         for v in r.verdicts:
-            key = (suite_of(v["nodeid"]), str(v.get("name")))
-            gates.setdefault(key, [None] * len(runs))[i] = v
-            meta[key] = v
+            gates.setdefault((suite_of(v["nodeid"]), str(v.get("name"))), [None] * len(runs))[i] = v
     out = []
     for key in sorted(gates, key=lambda k: (suite_order(k[0]), k[1])):
-        pts = []
-        for i, v in enumerate(gates[key]):
-            if v is None:
-                continue
-            pts.append({"release": f"#{i + 1}", "label": releases[i]["label"], "estimate": num(v.get("estimate")),
-                        "low": num(v.get("ci_low")), "high": num(v.get("ci_high")), "passed": v["passed"]})
-        last = meta[key]
+        pts = [{"release": f"#{i + 1}", "label": releases[i]["label"], "estimate": num(v.get("estimate")),
+                "low": num(v.get("ci_low")), "high": num(v.get("ci_high")), "passed": v["passed"]}
+               for i, v in enumerate(gates[key]) if v is not None]
+        last = next(v for v in reversed(gates[key]) if v is not None)
         low, up = num(last.get("lower")), num(last.get("upper"))
         fig = figures.trend(pts, title=key[1] if len(key[1]) <= 56 else key[1][:55] + "…", ylabel="estimate (CI)",
                             lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None)

@@ -19,14 +19,9 @@ from urllib.parse import quote
 from ..run_options import RunOptions
 from ..safe_text import inert, md_code, md_text, redact_text
 from ..stats import Verdict
-from .summary import allowed, num_text
+from .summary import allowed, num_text, plural
 
 MAX_NOT_RUN = 20  # node ids listed of the gate tests a stopped run never reached (then a count)
-
-
-def _allowed(v: Verdict) -> str:
-    """The compliance region (:func:`~.summary.allowed`) with the configured threshold beside it."""
-    return f"{allowed(v.lower, v.upper)} (threshold {num_text(v.threshold)})"
 
 
 def _cell(text: str) -> str:
@@ -34,10 +29,6 @@ def _cell(text: str) -> str:
     pipes escaped, control and bidi characters escaped. Text from data goes through
     :func:`~pytest_posbias.safe_text.md_text` or :func:`~pytest_posbias.safe_text.md_code`."""
     return " ".join(inert(str(text)).replace("|", "\\|").split())
-
-
-def _gate_id(nodeid: str) -> str:
-    return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
 
 
 def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Mapping[str, Any]] = (),
@@ -61,7 +52,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
         title += f", {len(errored)} tests ended without a verdict"
     not_run = list((decision or {}).get("not_run") or [])
     if not_run:
-        title += f", {len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran"
+        title += f", {plural(len(not_run), 'selected gate test')} never ran"
     icon = "❌" if failed or errored or n == 0 else "✅"
     if decision is not None:
         icon = "✅" if decision.get("exit_code") == 0 else "❌" if decision.get("exit_code") == 1 else "⚠️"
@@ -74,7 +65,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
         under = list(decision.get("underpowered") or [])
         if under:
             lines += [f"**UNDERPOWERED:** {len(under)} passing gates could not detect 2× their threshold with 80% "
-                      f"power: " + ", ".join(md_code(_gate_id(u)) for u in under[:10])
+                      f"power: " + ", ".join(md_code(u.split("::", 1)[-1]) for u in under[:10])
                       + (f" and {len(under) - 10} more" if len(under) > 10 else ""), ""]
     facts = []
     if models:
@@ -98,8 +89,9 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
             run = "–" if g is None else {"pass": "pass", "fail": "**fail**"}.get(g.status, g.status)
             p_adj = num_text(g.p_adjusted, '.3g') if g is not None else "–"
             result = "❌ FAIL" if not v.passed else "➖ INCONCLUSIVE" if v.outcome == "inconclusive" else "✅ PASS"
-            lines.append(f"| {result} | {md_code(_gate_id(r['nodeid']))} | "
-                         f"{num_text(v.estimate)} | {ci} | {_cell(_allowed(v))} | {v.n} {_cell(v.unit)} | "
+            region = _cell(f"{allowed(v.lower, v.upper)} (threshold {num_text(v.threshold)})")
+            lines.append(f"| {result} | {md_code(r['nodeid'].split('::', 1)[-1])} | "
+                         f"{num_text(v.estimate)} | {ci} | {region} | {v.n} {_cell(v.unit)} | "
                          f"{num_text(v.p_value, '.3g')} |" + (f" {run} | {p_adj} |" if has_run else ""))
         lines.append("")
     if errored:
@@ -128,11 +120,9 @@ def find_report(*, rootdir: Path, options: RunOptions, run_log: Path | None) -> 
         return None
     since = run_log.stat().st_mtime - 1.0
     if options.report:
-        p = Path(options.report)
-        p = p if p.is_absolute() else rootdir / p
+        p = rootdir / options.report  # an absolute path stays as it is
         return p if p.is_file() and p.stat().st_mtime >= since else None
-    d = Path(options.report_dir)
-    d = d if d.is_absolute() else rootdir / d
+    d = rootdir / options.report_dir
     if not d.is_dir():
         return None
     found = [p for p in d.glob("*.html") if p.name != "latest.html" and p.stat().st_mtime >= since]

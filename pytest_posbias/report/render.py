@@ -102,8 +102,6 @@ class Run:
                 v["extra"] = {**v["extra"], "model": new(v["extra"]["model"])}
 
 
-
-
 def _examples(runs: Sequence[Run], failing: set[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"positional": [], "stressor": [], "phase": []}
     for run in runs:
@@ -150,17 +148,11 @@ def _parity(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     reference, the changed share beside the reference's re-run floor, and the items whose consensus
     answer changed with both answers (option texts from the data, chosen by the models: the
     template escapes them, as every model text)."""
-    out = []
-    for v in verdicts:
-        ex = v.get("extra") or {}
-        if ex.get("gate") != "parity":
-            continue
-        out.append({"model": v.get("model"), "reference": ex.get("reference"), "anchor": v.get("anchor"),
-                    "passed": v.get("passed"), "name": v.get("name"), "estimate": v.get("estimate"),
-                    "changed": ex.get("changed"), "n_items": ex.get("n_items"),
-                    "changed_share": ex.get("changed_share"), "floor": ex.get("reference_rerun_floor"),
-                    "rows": list(ex.get("changed_items") or []), "total": ex.get("changed_items_total", 0)})
-    return out
+    return [{**{k: v.get(k) for k in ("model", "anchor", "passed", "name", "estimate")},
+             **{k: ex.get(k) for k in ("reference", "changed", "n_items", "changed_share")},
+             "floor": ex.get("reference_rerun_floor"), "rows": list(ex.get("changed_items") or []),
+             "total": ex.get("changed_items_total", 0)}
+            for v in verdicts if (ex := v.get("extra") or {}).get("gate") == "parity"]
 
 
 def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -170,16 +162,15 @@ def _details(runs: Sequence[Run]) -> list[dict[str, Any]]:
         env = h.get("environment", {})
         problems = problems_in_records(run.obs.get("data", []))
         gate_calls = [dict((v.get("extra") or {}).get("calls") or {}) for v in run.verdicts]
-        out.append({"path": run.path.name, "run_id": h.get("run_id"),
+        out.append({"path": run.path.name,
+                    **{k: h.get(k) for k in ("run_id", "started", "finished", "seed", "mode", "alpha", "judge")},
                     "calls_line": calls_line(h.get("calls") or {}, verdict_calls=gate_calls,
-                                             workers=max(1, len(h.get("workers") or []))), "started": h.get("started"),
-                    "finished": h.get("finished"),
-                    "seed": h.get("seed"), "mode": h.get("mode"), "alpha": h.get("alpha"), "judge": h.get("judge"),
+                                             workers=max(1, len(h.get("workers") or []))),
                     "command": shlex.join(str(a) for a in h.get("command", [])), "workers": h.get("workers", []),
                     "models": [{"spec": s, **i} for s, i in run.models.items()], "calls": h.get("calls", {}),
                     "requests": run.requests, "packages": {k: v for k, v in env.get("packages", {}).items() if v},
-                    "python": env.get("python"), "platform": env.get("platform"), "cuda": env.get("cuda"),
-                    "gpus": env.get("gpus", []), "git_commit": env.get("git_commit"),
+                    **{k: env.get(k) for k in ("python", "platform", "cuda", "git_commit")},
+                    "gpus": env.get("gpus", []),
                     "problems": [str(p) for p in problems[:MAX_LISTED_PROBLEMS]], "n_problems": len(problems),
                     "problem_kinds": summarize_problems(problems)})
     return out
@@ -215,12 +206,6 @@ def template_environment() -> Any:
     return env
 
 
-def report_template() -> Any:
-    """The report's jinja2 template, compiled once per process (the environment keeps it), so the
-    xdist controller can compile it while the workers run."""
-    return template_environment().get_template("report.html.j2")
-
-
 def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
            loaded: Mapping[Path, tuple[dict[str, Any], list[dict[str, Any]]]] | None = None) -> str:
     """The report for one or more run logs (``loaded``: some of them already parsed, by path)."""
@@ -228,14 +213,10 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
     if len(runs) == 2 and set(runs[0].header.get("models") or []) & set(runs[1].header.get("models") or []):
         for run, tag in zip(runs, ("A", "B"), strict=True):  # two releases of one model: keep them apart
             run.relabel(f"({tag})")
-    verdicts = []
-    for run in runs:
-        for v in run.verdicts:
-            verdicts.append({**v, "model": v.get("extra", {}).get("model") or (run.header.get("models") or ["?"])[0],
-                             "anchor": front.anchor(f"{run.header.get('run_id')}-{v['nodeid']}" if len(runs) > 1
-                                                    else v["nodeid"]),
-                             "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None
-                             else "–"})
+    verdicts = [{**v, "model": v.get("extra", {}).get("model") or (run.header.get("models") or ["?"])[0],
+                 "anchor": front.anchor(f"{run.header.get('run_id')}-{v['nodeid']}" if len(runs) > 1 else v["nodeid"]),
+                 "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None else "–"}
+                for run in runs for v in run.verdicts]
     verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
     unfinished = [int(x) for run in runs if (x := run.header.get("exitstatus")) not in (None, 0, 1)]
     errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]
@@ -248,9 +229,8 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
     decided = [v for v in verdicts if v["model"] == arms[0].model] if arms else verdicts
     failing = {v.get("extra", {}).get("spec") for v in verdicts if not v["passed"]} | {
         v["model"] for v in verdicts if not v["passed"] and v.get("extra", {}).get("probe") == "stressor"}
-    tmpl = report_template()
     models = sorted({m for run in runs for m in (run.header.get("models") or [])})
-    html = tmpl.render(
+    html = template_environment().get_template("report.html.j2").render(
         title="pytest-posbias robustness report: " + ", ".join(models),
         version=__version__,
         rendered_at=rendered_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -290,19 +270,16 @@ def write_reports(paths: Sequence[str | Path], *, rootdir: Path, explicit: str |
     """Write the report: to ``explicit``, or to reports/<model>-<UTC timestamp>.html plus reports/latest.html."""
     html = render(paths, loaded=loaded)
     if explicit:
-        out = Path(explicit)
-        out = out if out.is_absolute() else rootdir / out
+        out = rootdir / explicit  # an absolute path stays as it is
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(html, encoding="utf-8")
         return [out]
-    d = Path(report_dir)
-    d = d if d.is_absolute() else rootdir / d
+    d = rootdir / report_dir
     d.mkdir(parents=True, exist_ok=True)
     header = read_run_header(paths[0])  # the name needs the header only, not the whole log again
     models = "+".join(_slug(model_label(m)) for m in header.get("models") or ["model"])
     stamp = str(header.get("started", "")).replace(":", "").replace("-", "").replace("+0000", "Z") or "run"
-    main = d / f"{_slug(models)}-{_slug(stamp)}.html"
-    main.write_text(html, encoding="utf-8")
-    latest = d / "latest.html"
-    latest.write_text(html, encoding="utf-8")
-    return [main, latest]
+    written = [d / f"{_slug(models)}-{_slug(stamp)}.html", d / "latest.html"]
+    for out in written:
+        out.write_text(html, encoding="utf-8")
+    return written

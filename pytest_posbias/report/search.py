@@ -87,29 +87,25 @@ def counterexample_view(c: Mapping[str, Any]) -> dict[str, Any]:
     thumbs = dict(c.get("thumbnails") or {})
     frames = c.get("frames") or {}
     v: dict[str, Any] = {"item": c.get("item"), "property": prop, "replayed": bool(c.get("replayed")),
-                         "found_by": list(c.get("found_by") or []), "size": c.get("size"),
-                         "queries_to_first_break": c.get("queries_to_first_break"), "queries": c.get("queries"),
-                         "shrink_queries": c.get("shrink_queries"),
+                         "found_by": list(c.get("found_by") or []),
+                         **{k: c.get(k) for k in ("size", "queries_to_first_break", "queries", "shrink_queries")},
                          "perturbation": perturbation_text(prop, c.get("perturbation")),
                          "original": _frames(frames.get("original", []), thumbs),
-                         "perturbed": _frames(frames.get("perturbed", []), thumbs),
-                         "has_thumbs": bool(thumbs)}
+                         "perturbed": _frames(frames.get("perturbed", []), thumbs)}
     v["n_changed"] = sum(f["changed"] for f in v["perturbed"])
     v["n_gaps"] = sum(f["gap_before"] for f in v["perturbed"])
     if prop in ("order", "phase"):
-        k = len(c.get("options") or [])
-        v.update(question=c.get("question", ""), video=c.get("video"),
-                 original_options=_options(c, list(range(k))),
-                 perturbed_options=_options(c, c.get("option_order") or range(k)),
-                 reference_letter=c.get("reference_letter"), reference_text=c.get("reference_text"),
-                 answer_letter=c.get("answer_letter"), answer_text=c.get("answer_text"),
+        n = len(c.get("options") or [])
+        v.update({k: c.get(k) for k in ("video", "reference_letter", "reference_text", "answer_letter", "answer_text",
+                                        "transpositions")},
+                 question=c.get("question", ""), original_options=_options(c, list(range(n))),
+                 perturbed_options=_options(c, c.get("option_order") or range(n)),
                  reference_correct=c.get("reference_answer") == c.get("correct"),
-                 answer_correct=c.get("answer") == c.get("correct"),
-                 transpositions=c.get("transpositions"), phase=c.get("phase", "0"),
+                 answer_correct=c.get("answer") == c.get("correct"), phase=c.get("phase", "0"),
                  same_frames=[f["index"] for f in v["original"]] == [f["index"] for f in v["perturbed"]])
     elif prop == "stressor":
-        v.update(video=c.get("video"), foreign_video=c.get("foreign_video"), stressed_frames=c.get("stressed_frames"),
-                 edits=[edit_text(e) for e in c.get("edits") or []], finish_reason=c.get("finish_reason"),
+        v.update({k: c.get(k) for k in ("video", "foreign_video", "stressed_frames", "finish_reason")},
+                 edits=[edit_text(e) for e in c.get("edits") or []],
                  reference_tokens=highlight_repeats(str(c.get("reference_text", ""))),
                  answer_tokens=highlight_repeats(str(c.get("answer_text", ""))))
     elif prop == "coverage":
@@ -157,20 +153,15 @@ def search_gates(verdicts: Sequence[Mapping[str, Any]], anchor: Callable[[Mappin
         out.append({"name": v.get("name"), "model": v.get("model") or ex.get("model"), "passed": bool(v.get("passed")),
                     "anchor": anchor(v) if anchor else "", "property": prop, "unit": v.get("unit") or "searched items",
                     "title": PROPERTY_TITLES.get(prop, prop),
-                    "estimate": v.get("estimate"), "ci_low": v.get("ci_low"), "ci_high": v.get("ci_high"),
-                    "threshold": v.get("threshold"), "budget": ex.get("budget"),
-                    "shrink_budget": ex.get("shrink_budget"),
-                    "searched": ex.get("searched"), "broken": ex.get("broken"), "held": ex.get("held"),
-                    "excluded": ex.get("excluded"), "lost": ex.get("lost"),
+                    **{k: v.get(k) for k in ("estimate", "ci_low", "ci_high", "threshold")},
+                    **{k: ex.get(k) for k in ("budget", "shrink_budget", "searched", "broken", "held", "excluded",
+                                              "lost", "total_queries", "shrink_queries", "baseline_model",
+                                              "baseline_broken", "paired")},
                     "median_q": ex.get("median_queries_to_first_break"),
                     "mean_q": ex.get("mean_queries_to_first_break"),
-                    "total_queries": ex.get("total_queries"), "shrink_queries": ex.get("shrink_queries"),
                     "replay_line": ex.get("summary_line", ""), "replay_rows": replay_rows,
                     "replay_survived": len(rp.get("survived") or []), "replay_still": len(rp.get("still_break") or []),
-                    "broken_by_replay": rp.get("broken_by_replay", 0),
-                    "baseline_model": ex.get("baseline_model"), "baseline_broken": ex.get("baseline_broken"),
-                    "paired": ex.get("paired"), "newly_broken": list(ex.get("newly_broken") or []),
-                    "fixed": list(ex.get("fixed") or []),
+                    "newly_broken": list(ex.get("newly_broken") or []), "fixed": list(ex.get("fixed") or []),
                     "counterexamples": [counterexample_view(c) for c in cx]})
     return out
 

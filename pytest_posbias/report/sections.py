@@ -127,11 +127,10 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
                                           ref={**thr, **dict(list(floors.items())[:1])})
     fusion = [v for v in verdicts if v["extra"].get("gate") == "fusion" and "single_changed" in v["extra"]]
     if fusion:
-        models = [v["extra"]["model"] for v in fusion]
         out["fusion_figure"] = figures.bars(
             ["single pass", "union pass", "PhaseFusion"],
-            {m: [v["extra"]["single_changed"], v["extra"]["union_changed"], v["extra"]["fusion_changed"]]
-             for m, v in zip(models, fusion, strict=True)},
+            {v["extra"]["model"]: [v["extra"]["single_changed"], v["extra"]["union_changed"],
+                                   v["extra"]["fusion_changed"]] for v in fusion},
             title="Answers changed by an origin shift", ylabel="share of items")
     order = [v for v in verdicts if v["extra"].get("gate") == "order"]
     curves = {}
@@ -153,12 +152,16 @@ def _settings_key(o: Mapping[str, Any]) -> tuple[str, str]:
     return o["model"], json.dumps({k: v for k, v in o["settings"].items() if k != "videos"}, sort_keys=True)
 
 
-def _joined_parts(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One stressor summary per (model, settings): the probe is computed in parts (the clean
-    outputs, the controls, each stressor's variants), each logging its own summary; their
-    stressors, controls and per-condition values are joined, the clean outputs are the first's."""
+_PART_FIELDS = ("stressors", "controls", "ri_values", "ie_values", "severity")
+
+
+def stressor_summaries(observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The stressor probe's summary per (model, settings). The probe is computed in parts (the clean
+    outputs, the controls, each stressor's variants), each logging its own summary: of each part's
+    final look, the stressors, controls and per-condition values are joined, the clean outputs are the first's."""
     joined: dict[tuple[str, str], dict[str, Any]] = {}
-    for o in summaries:
+    for o in _final_looks((o for o in observations if o.get("type") == "summary"),
+                          key=lambda o: (*_settings_key(o), o.get("part")), size=lambda o: len(o["videos"])):
         k = _settings_key(o)
         if k not in joined:
             joined[k] = {**o, **{f: dict(o.get(f) or {}) for f in _PART_FIELDS}}
@@ -166,16 +169,6 @@ def _joined_parts(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
         for f in _PART_FIELDS:
             joined[k][f].update({n: x for n, x in (o.get(f) or {}).items() if n not in joined[k][f]})
     return list(joined.values())
-
-
-_PART_FIELDS = ("stressors", "controls", "ri_values", "ie_values", "severity")
-
-
-def stressor_summaries(observations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The stressor probe's summary per (model, settings): each part's final look, joined."""
-    return _joined_parts(_final_looks((o for o in observations if o.get("type") == "summary"),
-                                      key=lambda o: (*_settings_key(o), o.get("part")),
-                                      size=lambda o: len(o["videos"])))
 
 
 def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
@@ -193,12 +186,10 @@ def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
         out["heatmaps"].append(figures.heatmap(matrix, names, [f"{f} frames" for f in frames],
                                                title=f"{model}: repetition rate", vmax=1.0, cmap="magma"))
         last = mine[-1]
-        out["ri"].append(figures.distributions(last.get("ri_values", {}),
-                                               title=f"{model}: RI at {last['settings']['frames']} frames",
-                                               ylabel="repetition intensity"))
-        out["ie"].append(figures.distributions(last.get("ie_values", {}),
-                                               title=f"{model}: IE at {last['settings']['frames']} frames",
-                                               ylabel="information entropy"))
+        at = f"at {last['settings']['frames']} frames"
+        for key, ylabel in (("ri", "repetition intensity"), ("ie", "information entropy")):
+            out[key].append(figures.distributions(last.get(f"{key}_values", {}), title=f"{model}: {key.upper()} {at}",
+                                                  ylabel=ylabel))
         sev = last.get("severity", {})
         if sev:
             conds = list(sev)
@@ -222,6 +213,7 @@ def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
             if o.get("type") == "decoding":
                 out["decoding"].append(o)
     return out
+
 
 def highlight_repeats(text: str, n: int = 5) -> list[tuple[str, bool]]:
     """Whitespace tokens of ``text`` with a flag for tokens inside a repeated n-gram."""

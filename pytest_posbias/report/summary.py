@@ -75,7 +75,7 @@ def progress_text(done: int, total: int, hits: int, elapsed: float, *, bar: bool
 
 def num_text(v: float | None, fmt: str = ".4g") -> str:
     """``v`` formatted, – for a missing value, ∞ for an infinite one."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if v is None or math.isnan(v):
         return "–"
     if math.isinf(v):
         return "∞" if v > 0 else "−∞"
@@ -84,9 +84,9 @@ def num_text(v: float | None, fmt: str = ".4g") -> str:
 
 def allowed(lower: float, upper: float) -> str:
     """The compliant region of a gate as text: ``≤ u``, ``≥ l`` or ``[l, u]``."""
-    if lower is None or math.isinf(lower) or (isinstance(lower, float) and math.isnan(lower)):
+    if lower is None or not math.isfinite(lower):
         return f"≤ {num_text(upper)}"
-    if upper is None or math.isinf(upper) or (isinstance(upper, float) and math.isnan(upper)):
+    if upper is None or not math.isfinite(upper):
         return f"≥ {num_text(lower)}"
     return f"[{num_text(lower)}, {num_text(upper)}]"
 
@@ -108,7 +108,7 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
         for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v = r["verdict"]
             status = "FAIL" if not v.passed else v.outcome.upper()  # a passed verdict: PASS or INCONCLUSIVE
-            name = inert(r["nodeid"].split("::", 1)[1] if "::" in r["nodeid"] else r["nodeid"], newlines=False)
+            name = inert(r["nodeid"].split("::", 1)[-1], newlines=False)
             wrapped = textwrap.wrap(name, width=width - 7, break_long_words=True, break_on_hyphens=False) or [name]
             out.append((f"  {status} {wrapped[0]}", v.passed and status == "PASS"))
             out += [(f"       {w}", v.passed) for w in wrapped[1:]]
@@ -132,14 +132,12 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
                         if pn.n_needed:
                             line += f": needs n ≈ {pn.n_needed}"
                 out.append((line, g.adjusted_passed))
-            calls = (getattr(v, "extra", None) or {}).get("calls")
-            if calls:
-                out.append((f"       cost: {cost_text(calls)}", v.passed))
-            note = (getattr(v, "extra", None)
-                    or {}).get("summary_line")  # e.g. the search's replay of stored counterexamples
-            if note:
-                note = inert(str(note), newlines=False)
-                out += [(f"       {w}", v.passed) for w in textwrap.wrap(str(note), width=width - 7) or [str(note)]]
+            extra = getattr(v, "extra", None) or {}
+            if extra.get("calls"):
+                out.append((f"       cost: {cost_text(extra['calls'])}", v.passed))
+            if extra.get("summary_line"):  # e.g. the search's replay of stored counterexamples
+                note = inert(str(extra["summary_line"]), newlines=False)
+                out += [(f"       {w}", v.passed) for w in textwrap.wrap(note, width=width - 7) or [note]]
     return out
 
 
@@ -163,19 +161,17 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100,
     the first line, which says so where they, not the gates, set the exit status."""
     from ..exitcodes import label as status_label
 
-    ok = exit_code == 0
-    label = status_label(exit_code)
     why = run_why(decision, exit_code=exit_code, failed_tests=failed_tests)
     failed = list(dict.fromkeys(failed_tests))
-    out: list[tuple[str, bool | None]] = [(f"RUN DECISION: {label} (exit {exit_code}): {why}", ok)]
+    out: list[tuple[str, bool | None]] = [(f"RUN DECISION: {status_label(exit_code)} (exit {exit_code}): {why}",
+                                           exit_code == 0)]
     if failed:
         if exit_code == int(decision.exit_code):
             out.append((f"  also {plural(len(failed), 'test')} failed or errored without a verdict:", False))
         out += _listed(failed, width, "pytest's summary lists them")
     scope = "for the whole run" if decision.method.startswith("Holm") else "per gate, not for the whole run"
     out.append((f"  multiplicity: {decision.method}; α = {decision.alpha:g} {scope}", None))
-    for n in decision.notices:
-        out.append((f"  {n}", False))
+    out += [(f"  {n}", False) for n in decision.notices]
     if decision.underpowered:
         under = [g for g in decision.gates if g.nodeid in decision.underpowered]
         out.append((f"  UNDERPOWERED: {len(under)} passing gates could not detect 2× their threshold with 80% power "
@@ -210,14 +206,16 @@ def cost_text(calls: Mapping[str, Any]) -> str:
     gate's :class:`~pytest_posbias.engine.CallStats` counters (parts that are zero are left out)."""
     made, failed = int(calls.get("made", 0) or 0), int(calls.get("failed", 0) or 0)
     parts = [f"{plural(made, 'model call')} made" + (f" ({failed} failed)" if failed else "")]
-    for key, words in (("cache_hits", "answered from the cache of earlier runs"),
-                       ("rereads", "repeats answered from this run's own calls"),
-                       ("shared", "reused from a probe another gate ran")):
-        n = int(calls.get(key, 0) or 0)
-        if n:
-            parts.append(f"{n} {words}")
+    parts += _counted(calls, (("cache_hits", "answered from the cache of earlier runs"),
+                              ("rereads", "repeats answered from this run's own calls"),
+                              ("shared", "reused from a probe another gate ran")))
     wall = float(calls.get("wall_seconds", 0) or 0)
     return ", ".join(parts) + (f"; {wall:.1f} s waiting on the model" if wall >= 0.05 else "")
+
+
+def _counted(calls: Mapping[str, Any], words: Sequence[tuple[str, str]]) -> list[str]:
+    """``N words`` for every call counter of ``words`` (key, words) that is not zero, in that order."""
+    return [f"{n} {text}" for key, text in words if (n := int(calls.get(key, 0) or 0))]
 
 
 def _count(n: float) -> str:
@@ -250,15 +248,11 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
     if calls.get("retries"):
         parts[-1] += f" ({int(calls['retries'])} retries of transient errors)"
-    unstored = int(calls.get("unstored", 0) or 0)
-    if unstored:  # a read-only cache, or writes the database refused: the next run makes them again
-        parts.append(f"{unstored} answers not stored in the cache")
-    unusable = int(calls.get("unusable", 0) or 0)
-    if unusable:  # degenerate answers (scoring/usable.py): lost units, never cached as successes
-        parts.append(f"{unusable} unusable answers (lost units, never cached as answers)")
-    rereads = int(calls.get("rereads", 0) or 0)
-    if rereads:  # not cache hits of an earlier run: this run's own answers asked for again (later looks)
-        parts.append(f"{rereads} repeated requests answered from this run's own calls")
+    # unstored: a read-only cache, or writes the database refused (the next run makes them again);
+    # unusable: degenerate answers (scoring/usable.py); rereads: this run's own answers asked for again
+    parts += _counted(calls, (("unstored", "answers not stored in the cache"),
+                              ("unusable", "unusable answers (lost units, never cached as answers)"),
+                              ("rereads", "repeated requests answered from this run's own calls")))
     wall = float(calls.get("wall_seconds", 0) or 0)
     parts.append(f"wall time {wall:.1f} s" + (f" (summed over {workers} workers)" if workers > 1 else ""))
     prompt, visual, output = (int(calls.get(k, 0) or 0) for k in ("prompt_tokens", "visual_tokens", "output_tokens"))
