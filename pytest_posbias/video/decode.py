@@ -155,13 +155,13 @@ def _decord_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
-def _with_decord(path: Path, use: Callable[[Any], _T]) -> _T | None:
-    """``use`` applied to a decord reader of ``path``; None when decord is missing or refuses the file."""
+def _with_decord(path: Path, use: Callable[..., _T], *args: Any) -> _T | None:
+    """``use(reader, *args)`` with a decord reader of ``path``; None when decord is missing or refuses the file."""
     decord = _optional("decord")
     if decord is None:
         return None
     try:
-        return use(decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1))
+        return use(decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1), *args)
     except _decord_errors():
         return None
 
@@ -319,13 +319,10 @@ def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> N
     return out
 
 
-def _decord_batch(indices: list[int]) -> Callable[[Any], NDArray[np.uint8] | None]:
-    def read(vr: Any) -> NDArray[np.uint8] | None:
-        if max(indices) >= len(vr):
-            return None
-        return np.ascontiguousarray(vr.get_batch(indices).asnumpy(), dtype=np.uint8)
-
-    return read
+def _decord_batch(vr: Any, indices: list[int]) -> NDArray[np.uint8] | None:
+    if max(indices) >= len(vr):
+        return None
+    return np.ascontiguousarray(vr.get_batch(indices).asnumpy(), dtype=np.uint8)
 
 
 def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
@@ -397,7 +394,7 @@ def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ..
         if len({a.shape for a in imgs}) > 1:
             imgs = [resize_frames(a[None], max(imgs[0].shape[:2]), "stretch")[0] for a in imgs]
         return resize_frames(np.stack(imgs), size, aspect)
-    frames = None if backend == "av" else _with_decord(p, _decord_batch(idx))
+    frames = None if backend == "av" else _with_decord(p, _decord_batch, idx)
     if frames is None:
         if backend == "decord":
             raise VideoDecodeError(p, "decord could not decode the requested frames")

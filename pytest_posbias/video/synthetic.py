@@ -164,10 +164,7 @@ def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float
 
 
 def event_at(scene: SceneSpec, index: int) -> str | None:
-    for e in scene.events:
-        if e.frame <= index < e.frame + e.length:
-            return e.kind
-    return None
+    return next((e.kind for e in scene.events if e.frame <= index < e.frame + e.length), None)
 
 
 def draw_barcode(frame: NDArray[np.uint8], index: int) -> None:
@@ -195,8 +192,7 @@ def render_frame(scene: SceneSpec, index: int, *, yy: NDArray[np.float32] | None
     for obj in scene.objects:
         cx = (obj.start[0] + (obj.end[0] - obj.start[0]) * t) * WIDTH
         cy = (obj.start[1] + (obj.end[1] - obj.start[1]) * t) * SCENE_ROWS
-        changed = obj.change_to is not None and obj.change_at is not None and t >= obj.change_at
-        colour = obj.change_to if changed and obj.change_to else obj.colour
+        colour = obj.change_to if obj.change_to and obj.change_at is not None and t >= obj.change_at else obj.colour
         scene_area[_shape_mask(obj.shape, cx, cy, obj.radius, yy, xx)] = PALETTE[colour]
     ev = event_at(scene, index)
     if ev == "flash":
