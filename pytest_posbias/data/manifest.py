@@ -252,10 +252,9 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
         try:
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            problems.append(DataProblem(
-                "encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset "
-                                         f"{offset + exc.start} "
-                f"cannot be decoded (save the manifest as UTF-8)", str(p), n))
+            problems.append(DataProblem("encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte "
+                                        f"offset {offset + exc.start} cannot be decoded (save the manifest as UTF-8)",
+                                        str(p), n))
         offset += len(raw) + 1
 
 
@@ -294,8 +293,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
         first = first_line.setdefault((what, item_id), n)
         if first != n:
             problem("duplicate-id", f"{what} {item_id!r}", n,
-                    f"duplicate {what} id {item_id!r} (first on line {first}, "
-                    f"again on line {n}); line {n} skipped")
+                    f"duplicate {what} id {item_id!r} (first on line {first}, again on line {n}); line {n} skipped")
             return True
         return False
 

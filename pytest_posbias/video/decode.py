@@ -270,11 +270,8 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
             raise VideoDecodeError(files[0], f"not a readable image ({exc})") from None
         return VideoInfo(str(p), sha, len(files), fps, len(files) / fps, w, h, "frames")
     got = _with_decord(p, _decord_info)
-    backend = "decord"
-    if got is None:
-        got = _probe_av(p)
-        backend = "av"
-    n, fps, w, h = got
+    backend = "av" if got is None else "decord"
+    n, fps, w, h = _probe_av(p) if got is None else got
     if n <= 0:
         raise VideoDecodeError(p, "video stream has no frames")
     if fps <= 0:
