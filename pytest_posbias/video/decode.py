@@ -82,10 +82,8 @@ FRAME_FOLDER_FPS = 3.0  # MVBench stores some tasks as JPEG frames at 3 fps; ove
 
 def frame_files(folder: Path) -> list[Path]:
     """Image files of a frame folder, in natural order (frame 2 before frame 10)."""
-    def key(p: Path) -> tuple[Any, ...]:
-        return tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", p.name))
-
-    return sorted((f for f in folder.iterdir() if f.suffix.lower() in IMAGE_EXTS), key=key)
+    return sorted((f for f in folder.iterdir() if f.suffix.lower() in IMAGE_EXTS),
+                  key=lambda p: tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", p.name)))
 
 _hash_lock = threading.Lock()
 _hash_memo: dict[tuple[str, int, int], str] = {}

@@ -39,8 +39,7 @@ def _emulated_linspace_f32(start: float, end: float, steps: int) -> np.ndarray:
     half end − step·(steps − 1 − i). torch's vectorised kernel can differ by one float32 ulp."""
     if steps == 1:
         return np.array([start], dtype=np.float32)
-    s = np.float32(start)
-    e = np.float32(end)
+    s, e = np.float32(start), np.float32(end)
     step = np.float32((e - s) / np.float32(steps - 1))
     i = np.arange(steps)
     half = steps // 2
