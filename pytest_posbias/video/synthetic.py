@@ -126,8 +126,7 @@ def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_prob
         lane_y = (i + 0.5) / n_obj
         if vertical_slot and i == n_obj - 1:
             motion = rng.choice(("top-to-bottom", "bottom-to-top"))
-            x = 0.9
-            start, end = ((x, 0.15), (x, 0.85)) if motion == "top-to-bottom" else ((x, 0.85), (x, 0.15))
+            start, end = ((0.9, 0.15), (0.9, 0.85)) if motion == "top-to-bottom" else ((0.9, 0.85), (0.9, 0.15))
         else:
             motion = rng.choice(("left-to-right", "right-to-left", "static"))
             if motion == "left-to-right":
@@ -338,10 +337,9 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
                 if progress:
                     progress(f"rendered {vid} ({scene.frame_count} frames)")
             ids.append(vid)
-            style = DOMAINS[domain]["style"]
             lines.append({"type": "video", "id": vid, "path": f"videos/{vid}.mp4", "domain": domain, "bucket": bucket,
-                          "duration": scene.duration, "references": references(scene), "reference_style": style,
-                          "scene": f"videos/{vid}.json"})
+                          "duration": scene.duration, "references": references(scene),
+                          "reference_style": DOMAINS[domain]["style"], "scene": f"videos/{vid}.json"})
             for q in questions(scene):
                 lines.append({"type": "mcq", "id": q.id, "video": vid, "question": q.question,
                               "options": list(q.options), "answer": q.answer, "kind": q.kind, "tags": list(q.tags)})
