@@ -33,9 +33,8 @@ def sample_groups(ids_by_config: Mapping[tuple[str, str], Sequence[str]], *, gro
 
 
 OUTSIDE_BUCKETS = "duration outside the buckets (0-60 s, 60-120 s)"
-COOKING = ("eating and drinking", "food", "cook", "drink")
-DOMESTIC = ("household",)
-LEISURE = ("socializing", "relaxing", "leisure", "sports", "exercise", "recreation")
+DOMAIN_WORDS = {"cooking": ("eating and drinking", "food", "cook", "drink"), "domestic": ("household",),
+                "leisure": ("socializing", "relaxing", "leisure", "sports", "exercise", "recreation")}
 
 
 def activitynet_domains(classes: Path) -> dict[str, str]:
@@ -58,13 +57,7 @@ def activitynet_domains(classes: Path) -> dict[str, str]:
             name = nodes[name].get("parentName")
         chain.append(label.lower())
         text = " | ".join(chain)
-        if any(k in text for k in COOKING):
-            return "cooking"
-        if any(k in text for k in DOMESTIC):
-            return "domestic"
-        if any(k in text for k in LEISURE):
-            return "leisure"
-        return None
+        return next((d for d, words in DOMAIN_WORDS.items() if any(k in text for k in words)), None)
 
     out = {}
     for vid, entry in data["database"].items():
@@ -119,11 +112,10 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
             continue
         refs = [s.strip() for s in sents if s.strip()]
         lines.append({"type": "video", "id": key, "path": index.relative(path, out.parent), "domain": domain,
-                      "bucket": bucket,
-                      "duration": dur, "references": refs, "reference_style": "sentences", "source": "activitynet"})
+                      "bucket": bucket, "duration": dur, "references": refs, "reference_style": "sentences",
+                      "source": "activitynet"})
         ids_by_config[(domain, bucket)].append(key)
-    groups_lines = sample_groups(ids_by_config, groups=groups, seed=seed)
-    _finish(rep, out, lines + groups_lines, annotations=annotations)
+    _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed), annotations=annotations)
     return rep
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, ManifestError
-from ..video.decode import short_path
+from ..errors import ConfigError, ManifestError, VideoError
+from ..video.decode import check_video_path, problem_kind, short_path
+from ..video.frames import atomic_write_bytes
 from .problems import DataProblem
 
 SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
@@ -135,12 +136,11 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _need(d: Mapping[str, Any], key: str, types: type | tuple[type, ...], what: str) -> Any:
+def _need(d: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
     if key not in d:
         raise ValueError(f"missing field {key!r}")
     v = d[key]
-    if not isinstance(v, types) or (isinstance(v, bool)
-                                    and bool not in (types if isinstance(types, tuple) else (types,))):
+    if not isinstance(v, kind) or isinstance(v, bool):
         raise ValueError(f"field {key!r} must be {what}; got {type(v).__name__}")
     return v
 
@@ -252,10 +252,9 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
         try:
             yield n, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            problems.append(DataProblem(
-                "encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte offset "
-                                         f"{offset + exc.start} "
-                f"cannot be decoded (save the manifest as UTF-8)", str(p), n))
+            problems.append(DataProblem("encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte "
+                                        f"offset {offset + exc.start} cannot be decoded (save the manifest as UTF-8)",
+                                        str(p), n))
         offset += len(raw) + 1
 
 
@@ -278,29 +277,23 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     def problem(kind: str, item: str, n: int, message: str) -> None:
         m.problems.append(DataProblem(kind, item, message, str(p), n))
 
-    checked: dict[str, DataProblem | None] = {}
+    checked: set[str] = set()
 
     def check(item: str, video: Path, n: int, *, note: str = "") -> None:
-        from ..errors import VideoError
-        from ..video.decode import check_video_path, problem_kind
-
-        key = str(video)
-        if key not in checked:
-            try:
-                check_video_path(video)
-                checked[key] = None
-            except VideoError as exc:
-                found = DataProblem(problem_kind(exc), item, f"{exc.problem}{note} (manifest line {n}); its units "
-                                    "are planned and count as lost", key)
-                checked[key] = found
-                m.file_problems.append(found)
+        if str(video) in checked:
+            return
+        checked.add(str(video))
+        try:
+            check_video_path(video)
+        except VideoError as exc:
+            m.file_problems.append(DataProblem(problem_kind(exc), item, f"{exc.problem}{note} (manifest line {n}); its "
+                                               "units are planned and count as lost", str(video)))
 
     def duplicate(what: str, item_id: str, n: int) -> bool:
         first = first_line.setdefault((what, item_id), n)
         if first != n:
             problem("duplicate-id", f"{what} {item_id!r}", n,
-                    f"duplicate {what} id {item_id!r} (first on line {first}, "
-                    f"again on line {n}); line {n} skipped")
+                    f"duplicate {what} id {item_id!r} (first on line {first}, again on line {n}); line {n} skipped")
             return True
         return False
 
@@ -344,8 +337,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             m.groups.append(g)
     for n, q in pending_mcq:
         if q.video in m.videos:
-            q = McqItem(q.id, q.video, m.videos[q.video].path, q.question, q.options, q.answer, q.start, q.end, q.tags,
-                        q.kind, q.source)
+            q = replace(q, path=m.videos[q.video].path)
         elif check_files:
             check(f"mcq {q.id!r}", q.path, n, note=f" (video {q.video!r} is not a video id of the manifest either)")
         m.mcq.append(q)
@@ -354,8 +346,6 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
 
 def write_manifest(path: str | Path, lines: Sequence[Mapping[str, Any]]) -> Path:
     """Write manifest lines atomically (sorted keys, one JSON object per line)."""
-    from ..video.frames import atomic_write_bytes
-
     out = Path(path)
     atomic_write_bytes(out, "".join(json.dumps(dict(x), sort_keys=True) + "\n" for x in lines).encode("utf-8"))
     return out

@@ -96,13 +96,10 @@ def compose(
     size = videos[0].frames.size or 448
     for slot, v in enumerate(videos):
         k = slot + label_base
-        body.append(TextPart(video_label(k, len(v.frames))))
-        body.append(VideoPart(v.frames, label=f"Video {k}", video_id=v.video_id))
+        body += [TextPart(video_label(k, len(v.frames))), VideoPart(v.frames, label=f"Video {k}", video_id=v.video_id)]
         if slot < len(videos) - 1:
-            if boundary == "black":
-                body.append(ImagePart("black-separator", size))
-            else:
-                body.append(TextPart(f"--- Text separator: end of Video {k}; next is Video {k + 1}. ---"))
+            body.append(ImagePart("black-separator", size) if boundary == "black"
+                        else TextPart(f"--- Text separator: end of Video {k}; next is Video {k + 1}. ---"))
     task = TextPart(prompt)
     return [task, *body] if placement == "prompt-first" else [*body, task]
 

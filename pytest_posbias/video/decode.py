@@ -82,10 +82,8 @@ FRAME_FOLDER_FPS = 3.0  # MVBench stores some tasks as JPEG frames at 3 fps; ove
 
 def frame_files(folder: Path) -> list[Path]:
     """Image files of a frame folder, in natural order (frame 2 before frame 10)."""
-    def key(p: Path) -> tuple[Any, ...]:
-        return tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", p.name))
-
-    return sorted((f for f in folder.iterdir() if f.suffix.lower() in IMAGE_EXTS), key=key)
+    return sorted((f for f in folder.iterdir() if f.suffix.lower() in IMAGE_EXTS),
+                  key=lambda p: tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", p.name)))
 
 _hash_lock = threading.Lock()
 _hash_memo: dict[tuple[str, int, int], str] = {}
@@ -155,13 +153,13 @@ def _decord_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
-def _with_decord(path: Path, use: Callable[[Any], _T]) -> _T | None:
-    """``use`` applied to a decord reader of ``path``; None when decord is missing or refuses the file."""
+def _with_decord(path: Path, use: Callable[..., _T], *args: Any) -> _T | None:
+    """``use(reader, *args)`` with a decord reader of ``path``; None when decord is missing or refuses the file."""
     decord = _optional("decord")
     if decord is None:
         return None
     try:
-        return use(decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1))
+        return use(decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1), *args)
     except _decord_errors():
         return None
 
@@ -270,11 +268,8 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
             raise VideoDecodeError(files[0], f"not a readable image ({exc})") from None
         return VideoInfo(str(p), sha, len(files), fps, len(files) / fps, w, h, "frames")
     got = _with_decord(p, _decord_info)
-    backend = "decord"
-    if got is None:
-        got = _probe_av(p)
-        backend = "av"
-    n, fps, w, h = got
+    backend = "av" if got is None else "decord"
+    n, fps, w, h = _probe_av(p) if got is None else got
     if n <= 0:
         raise VideoDecodeError(p, "video stream has no frames")
     if fps <= 0:
@@ -319,13 +314,10 @@ def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> N
     return out
 
 
-def _decord_batch(indices: list[int]) -> Callable[[Any], NDArray[np.uint8] | None]:
-    def read(vr: Any) -> NDArray[np.uint8] | None:
-        if max(indices) >= len(vr):
-            return None
-        return np.ascontiguousarray(vr.get_batch(indices).asnumpy(), dtype=np.uint8)
-
-    return read
+def _decord_batch(vr: Any, indices: list[int]) -> NDArray[np.uint8] | None:
+    if max(indices) >= len(vr):
+        return None
+    return np.ascontiguousarray(vr.get_batch(indices).asnumpy(), dtype=np.uint8)
 
 
 def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
@@ -397,7 +389,7 @@ def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ..
         if len({a.shape for a in imgs}) > 1:
             imgs = [resize_frames(a[None], max(imgs[0].shape[:2]), "stretch")[0] for a in imgs]
         return resize_frames(np.stack(imgs), size, aspect)
-    frames = None if backend == "av" else _with_decord(p, _decord_batch(idx))
+    frames = None if backend == "av" else _with_decord(p, _decord_batch, idx)
     if frames is None:
         if backend == "decord":
             raise VideoDecodeError(p, "decord could not decode the requested frames")

@@ -10,6 +10,7 @@ and writers can share (:func:`atomic_write_bytes`), and records every unusable v
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import tempfile
@@ -26,7 +27,7 @@ from numpy.typing import NDArray
 
 from ..data.problems import DataProblem
 from ..errors import VideoError
-from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames, resized_shape
+from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames, resize_frames, resized_shape
 from .pixel_ops import PixelOp, apply_pixel_op
 
 
@@ -219,8 +220,7 @@ class FrameStore:
 
         out: dict[int, NDArray[np.uint8]] = {}
         missing: list[int] = []
-        shape: tuple[int, int] | None = None  # the frames' (H, W) (None: unknown), looked up on the first disk hit
-        shape_looked_up = False
+        shape = functools.cache(lambda: self._frame_shape(path, size, aspect))  # (H, W) on disk; None: unknown
         stale: set[int] = set()  # cached PNGs to decode again and rewrite
         for i in dict.fromkeys(int(x) for x in indices):
             key = (sha, i, size, aspect)
@@ -237,9 +237,7 @@ class FrameStore:
                     arr = np.asarray(Image.open(dp).convert("RGB"), dtype=np.uint8)
                 except OSError:
                     arr = None  # damaged cache file: decode again (and rewrite it)
-                if not shape_looked_up:
-                    shape, shape_looked_up = self._frame_shape(path, size, aspect), True
-                if arr is not None and (shape is None or arr.shape[:2] == shape):
+                if arr is not None and (shape() is None or arr.shape[:2] == shape()):
                     with self._lock:
                         self.disk_hits += 1
                     self._remember(key, arr)
@@ -307,18 +305,12 @@ class FrameStore:
                 decoded[s] = dict(zip(idx, arr, strict=True))
             else:
                 decoded[s] = {i: _synthetic_frame(src, i, spec.size or 448) for i in idx}
-        shapes = {f.shape for d in decoded.values() for f in d.values()}
-        if len(shapes) > 1:
-            # mixing clips of different aspect under max-side/none: bring all to the first shape
-            from .decode import resize_frames
-
-            target = next(iter(decoded[spec.frames[0][0]].values())).shape
-            for d in decoded.values():
-                for k, f in d.items():
-                    if f.shape != target:
-                        d[k] = resize_frames(f[None], max(target[:2]), "stretch")[0][: target[0], : target[1]]
-        # np.stack returns a new array, so the ops below never touch the cached frames
-        frames = np.stack([decoded[s][i] for s, i in spec.frames])
+        out = [decoded[s][i] for s, i in spec.frames]
+        target = out[0].shape  # clips of different aspect under max-side/none: brought to the first frame's shape
+        for j, f in enumerate(out):
+            if f.shape != target:
+                out[j] = resize_frames(f[None], max(target[:2]), "stretch")[0][: target[0], : target[1]]
+        frames = np.stack(out)  # a new array: the ops below never touch the cached frames
         for op in spec.ops:
             frames = apply_pixel_op(frames, op)
         return frames

@@ -58,9 +58,7 @@ def apply_pixel_op(frames: NDArray[np.uint8], op: PixelOp) -> NDArray[np.uint8]:
             side = max(1, round(op.param("fraction", 0.25) * min(h, w)))
             y = int(r.integers(0, h - side + 1))
             x = int(r.integers(0, w - side + 1))
-            g = f.copy()
-            g[y : y + side, x : x + side] = 0
-            out[p] = g
+            out[p, y : y + side, x : x + side] = 0
         else:
             raise ConfigError(f"unknown pixel operation {op.name!r}")
     return out

@@ -27,23 +27,17 @@ ALL = CONVENTIONS + PRESETS
 def as_fraction(x: float | Fraction | str, *, name: str = "phase") -> Fraction:
     """Exact rational of a phase: Fraction, "p/q" string, or float (limit_denominator(10**6))."""
     try:
-        if isinstance(x, Fraction):
-            f = x
-        elif isinstance(x, str):
-            f = Fraction(x)
-        elif isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool):
-            if not math.isfinite(float(x)):
-                raise ValueError
-            f = Fraction(float(x)).limit_denominator(10**6)
-        else:
-            raise ValueError
+        if isinstance(x, (Fraction, str)):
+            return Fraction(x)
+        if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x):
+            return Fraction(float(x)).limit_denominator(10**6)
     except (ValueError, ZeroDivisionError):
-        raise ConfigError(f"`{name}` must be a finite number, a Fraction or a 'p/q' string; got {x!r}") from None
-    return f
+        pass
+    raise ConfigError(f"`{name}` must be a finite number, a Fraction or a 'p/q' string; got {x!r}")
 
 
-def _check_tb(T: int, b: int) -> None:
-    for name, v in (("T", T), ("b", b)):
+def _check_counts(**counts: int) -> None:
+    for name, v in counts.items():
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ConfigError(f"`{name}` must be an integer >= 1; got {v!r}")
 
@@ -74,7 +68,7 @@ def frame_indices(T: int, b: int, *, convention: str, phase: float | Fraction | 
     ``start``/``end`` (seconds, needs ``fps``) restrict sampling to a window; indices
     stay absolute. ``phase`` applies to ``left`` only (midpoint is phase ½).
     """
-    _check_tb(T, b)
+    _check_counts(T=T, b=b)
     if not isinstance(convention, str) or (convention not in CONVENTIONS and not is_preset_spec(convention)):
         raise ConfigError(f"`convention` must be one of {', '.join(ALL)} (a preset may add ':knob=value,...'); "
                           f"got {convention!r}")
@@ -116,9 +110,7 @@ def polyphase_grids(T: int, b: int, S: int, *, origin: float | Fraction | str = 
     reproducibility test uses half the spacing between adjacent phases, 1/(2S)).
     Indices past the last frame are clipped to T − 1.
     """
-    _check_tb(T, b)
-    if isinstance(S, bool) or not isinstance(S, (int, np.integer)) or S < 1:
-        raise ConfigError(f"`S` must be an integer >= 1; got {S!r}")
+    _check_counts(T=T, b=b, S=S)
     o = as_fraction(origin, name="origin")
     if not 0 <= o < 1:
         raise ConfigError(f"`origin` must lie in [0, 1) grid steps; got {origin!r}")

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from ..errors import ConfigError
 from .frames import FrameSpec
 from .pixel_ops import PixelOp, apply_pixel_op
-from .sampling import frame_indices
+from .sampling import _check_counts, frame_indices
 
 Frames = NDArray[np.uint8] | FrameSpec
 
@@ -49,8 +49,7 @@ def _length(frames: Frames) -> int:
 
 
 def _check_k(k: int, T: int, *, name: str, need: int = 0) -> None:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"`k` must be an integer >= 1; got {k!r}")
+    _check_counts(k=k)
     if k > T - need:
         raise ConfigError(f"`k` = {k} is too large for {name} on {T} frames")
 
@@ -59,21 +58,17 @@ def _gather(frames: Frames, order: Sequence[int | tuple[str, int]], foreign: Fra
             record: dict[str, Any]) -> StressResult:
     """Output frame j = frames[order[j]] or foreign[q] for order[j] = ("foreign", q)."""
     if isinstance(frames, FrameSpec):
-        sources = frames.sources
+        if foreign is not None and not isinstance(foreign, FrameSpec):
+            raise ConfigError("`foreign` must be a FrameSpec when `frames` is a FrameSpec")
         out: list[tuple[int, int]] = []
-        offset = None
-        if foreign is not None:
-            if not isinstance(foreign, FrameSpec):
-                raise ConfigError("`foreign` must be a FrameSpec when `frames` is a FrameSpec")
-            offset = len(sources)
-            sources = sources + foreign.sources
         for o in order:
             if isinstance(o, tuple):
-                assert foreign is not None and isinstance(foreign, FrameSpec) and offset is not None
+                assert isinstance(foreign, FrameSpec)
                 s, i = foreign.frames[o[1]]
-                out.append((s + offset, i))
+                out.append((s + len(frames.sources), i))
             else:
                 out.append(frames.frames[o])
+        sources = frames.sources + (foreign.sources if isinstance(foreign, FrameSpec) else ())
         return StressResult(frames.with_frames(out, sources=sources, record=record), record)
     arr = np.asarray(frames)
     far = None if foreign is None else np.asarray(foreign)
@@ -146,19 +141,16 @@ def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.G
     T = _length(frames)
     F = _length(foreign)
     _check_k(k, T, name="replace_foreign")
-    targets = (sorted(int(p) for p in positions)
-               if positions is not None else sorted(int(x) for x in rng.choice(T, size=k, replace=False)))
+    targets = sorted(int(p) for p in (rng.choice(T, size=k, replace=False) if positions is None else positions))
     if len(targets) != k or any(not 0 <= p < T for p in targets):
         raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
     order: list[int | tuple[str, int]] = list(range(T))
-    used = []
-    for t in targets:
-        q = int(rng.integers(0, F))
+    used = [int(rng.integers(0, F)) for _ in targets]
+    for t, q in zip(targets, used, strict=True):
         order[t] = ("foreign", q)
-        used.append(q)
-    return _gather(frames, order,
-                   foreign, {"stressor": "foreign", "k": k, "positions": targets, "foreign_positions": used,
-                                            "order": [o if isinstance(o, int) else f"foreign:{o[1]}" for o in order]})
+    rec = {"stressor": "foreign", "k": k, "positions": targets, "foreign_positions": used,
+           "order": [o if isinstance(o, int) else f"foreign:{o[1]}" for o in order]}
+    return _gather(frames, order, foreign, rec)
 
 
 def reverse(frames: Frames) -> StressResult:
@@ -257,12 +249,9 @@ def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int 
         return [reverse(frames)]
     if name == "delete1":
         return delete_all(frames)
-    if name in ("add1", "add2"):
-        return [add(frames, int(name[-1]), rng=rng) for _ in range(count)]
-    if name == "delete2":
-        return [delete(frames, 2, rng=rng) for _ in range(count)]
-    if name in ("replace1", "replace2"):
-        return [replace(frames, int(name[-1]), rng=rng) for _ in range(count)]
+    if name in ("add1", "add2", "delete2", "replace1", "replace2"):
+        stressor = {"add": add, "delete": delete, "replace": replace}[name[:-1]]
+        return [stressor(frames, int(name[-1]), rng=rng) for _ in range(count)]
     if name == "shuffle":
         return [shuffle(frames, rng=rng) for _ in range(count)]
     if name == "foreign":

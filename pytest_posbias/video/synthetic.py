@@ -126,8 +126,7 @@ def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_prob
         lane_y = (i + 0.5) / n_obj
         if vertical_slot and i == n_obj - 1:
             motion = rng.choice(("top-to-bottom", "bottom-to-top"))
-            x = 0.9
-            start, end = ((x, 0.15), (x, 0.85)) if motion == "top-to-bottom" else ((x, 0.85), (x, 0.15))
+            start, end = ((0.9, 0.15), (0.9, 0.85)) if motion == "top-to-bottom" else ((0.9, 0.85), (0.9, 0.15))
         else:
             motion = rng.choice(("left-to-right", "right-to-left", "static"))
             if motion == "left-to-right":
@@ -164,10 +163,7 @@ def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float
 
 
 def event_at(scene: SceneSpec, index: int) -> str | None:
-    for e in scene.events:
-        if e.frame <= index < e.frame + e.length:
-            return e.kind
-    return None
+    return next((e.kind for e in scene.events if e.frame <= index < e.frame + e.length), None)
 
 
 def draw_barcode(frame: NDArray[np.uint8], index: int) -> None:
@@ -195,8 +191,7 @@ def render_frame(scene: SceneSpec, index: int, *, yy: NDArray[np.float32] | None
     for obj in scene.objects:
         cx = (obj.start[0] + (obj.end[0] - obj.start[0]) * t) * WIDTH
         cy = (obj.start[1] + (obj.end[1] - obj.start[1]) * t) * SCENE_ROWS
-        changed = obj.change_to is not None and obj.change_at is not None and t >= obj.change_at
-        colour = obj.change_to if changed and obj.change_to else obj.colour
+        colour = obj.change_to if obj.change_to and obj.change_at is not None and t >= obj.change_at else obj.colour
         scene_area[_shape_mask(obj.shape, cx, cy, obj.radius, yy, xx)] = PALETTE[colour]
     ev = event_at(scene, index)
     if ev == "flash":
@@ -342,10 +337,9 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
                 if progress:
                     progress(f"rendered {vid} ({scene.frame_count} frames)")
             ids.append(vid)
-            style = DOMAINS[domain]["style"]
             lines.append({"type": "video", "id": vid, "path": f"videos/{vid}.mp4", "domain": domain, "bucket": bucket,
-                          "duration": scene.duration, "references": references(scene), "reference_style": style,
-                          "scene": f"videos/{vid}.json"})
+                          "duration": scene.duration, "references": references(scene),
+                          "reference_style": DOMAINS[domain]["style"], "scene": f"videos/{vid}.json"})
             for q in questions(scene):
                 lines.append({"type": "mcq", "id": q.id, "video": vid, "question": q.question,
                               "options": list(q.options), "answer": q.answer, "kind": q.kind, "tags": list(q.tags)})

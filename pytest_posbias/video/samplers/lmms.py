@@ -27,29 +27,19 @@ def _linspace_int(a: int, b: int, n: int) -> list[int]:
     return [int(v) for v in np.linspace(a, b, n, dtype=int)]
 
 
-def _pyav(T: int, n: int, clip_fps: float | None, fps: float | None, force: bool) -> list[int]:
-    # load_video_stream; any exception there makes read_video decode every frame instead
-    if fps is not None:
-        assert clip_fps is not None
-        n = min(n, int(T / clip_fps * fps))
+def _stream(T: int, n: int, clip_fps: float | None, fps: float | None, force: bool, backend: str) -> list[int]:
+    # pyav load_video_stream / torchcodec: k = min(T, n, int(duration·fps)), unique indices in order;
+    # k = 0 makes pyav (its exception path) decode every frame and torchcodec take one frame
     k = min(T, n)
-    if k <= 0:
-        return list(range(T))  # empty index list -> upstream falls back to all frames
+    if fps is not None and clip_fps:
+        k = min(k, int(T / clip_fps * fps))
+    if k <= 0 and backend == "pyav":
+        return list(range(T))
+    k = max(1, k)
     idx = _linspace_int(0, T - 1, k)
     if force and T - 1 not in idx:
         idx = [*_linspace_int(0, T - 2, k - 1), T - 1]
     return sorted(set(idx))  # frames are kept when their decode position is in the index set
-
-
-def _torchcodec(T: int, n: int, clip_fps: float | None, fps: float | None, force: bool) -> list[int]:
-    k = min(T, n)
-    if fps is not None and clip_fps:
-        k = min(k, int(T / clip_fps * fps))
-    k = max(1, k)
-    idx = _linspace_int(0, T - 1, k)
-    if force and T - 1 not in idx:
-        idx = [T - 1] if k <= 1 else [*_linspace_int(0, max(0, T - 2), k - 1), T - 1]
-    return sorted(set(idx))
 
 
 def lmms_indices(T: int, b: int, *, fps: float | None, start: float | None, end: float | None,
@@ -77,11 +67,5 @@ def lmms_indices(T: int, b: int, *, fps: float | None, start: float | None, end:
         raise ConfigError(f"sampler {NAME!r}: knob `fps` needs the clip's `fps` (> 0)")
     lo, hi = window(T, fps, start, end)
     n = hi - lo + 1
-    if backend == "decord":
-        rel = _linspace_int(0, n - 1, b)
-    elif backend == "torchcodec":
-        rel = _torchcodec(n, b, fps, sfps, force)
-    else:
-        rel = _pyav(n, b, fps, sfps, force)
-    rec = {"sampler": NAME, "knobs": dict(knobs), "upstream": UPSTREAM}
-    return SampledIndices([lo + r for r in rel], rec)
+    rel = _linspace_int(0, n - 1, b) if backend == "decord" else _stream(n, b, fps, sfps, force, backend)
+    return SampledIndices([lo + r for r in rel], {"sampler": NAME, "knobs": dict(knobs), "upstream": UPSTREAM})

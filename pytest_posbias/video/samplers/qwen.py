@@ -39,8 +39,7 @@ def _emulated_linspace_f32(start: float, end: float, steps: int) -> np.ndarray:
     half end − step·(steps − 1 − i). torch's vectorised kernel can differ by one float32 ulp."""
     if steps == 1:
         return np.array([start], dtype=np.float32)
-    s = np.float32(start)
-    e = np.float32(end)
+    s, e = np.float32(start), np.float32(end)
     step = np.float32((e - s) / np.float32(steps - 1))
     i = np.arange(steps)
     half = steps // 2
@@ -105,7 +104,7 @@ def _nframes(b: int, total: int, video_fps: float | None, knobs: dict[str, Any])
 
 
 def qwen_indices(T: int, b: int, *, fps: float | None, start: float | None, end: float | None,
-                 knobs: dict[str, Any], backend: str = "auto") -> SampledIndices:
+                 knobs: dict[str, Any]) -> SampledIndices:
     """Indices qwen-vl-utils 0.0.14 ``_read_video_decord`` requests from a ``T``-frame clip.
 
     Window (``calculate_video_frame_range``): start = ⌈clamp(video_start)·fps⌉,
@@ -120,6 +119,6 @@ def qwen_indices(T: int, b: int, *, fps: float | None, start: float | None, end:
     """
     s, e, total = _frame_range(T, fps, start, end)
     n = _nframes(b, total, fps, knobs)
-    idx, how = linspace_round(s, e, n, backend=backend)
+    idx, how = linspace_round(s, e, n)
     return SampledIndices(idx, {"sampler": NAME, "knobs": dict(knobs), "upstream": UPSTREAM, "arithmetic": how,
                                 "frames_requested": n})

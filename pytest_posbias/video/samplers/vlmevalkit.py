@@ -43,8 +43,7 @@ def vlmevalkit_indices(T: int, b: int, *, fps: float | None, start: float | None
     if "fps" in knobs:
         if fps is None or fps <= 0:
             raise ConfigError(f"sampler {NAME!r}: knob `fps` needs the clip's `fps` (> 0)")
-        total_duration = n / fps
-        required = int(total_duration * knobs["fps"])
+        required = int(n / fps * knobs["fps"])  # int(total_duration·fps)
         step = fps / knobs["fps"]
         rel = [int(i * step) for i in range(required)]
         if not rel:
