@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..engine import Generation, Request
 from ..errors import ConfigError
+from .settings import _int_ge
 
 if TYPE_CHECKING:  # annotations only: importing this module does not import hypothesis
     from hypothesis.strategies import SearchStrategy
@@ -166,6 +167,21 @@ def item_seed(run_seed: int, *keys: object) -> int:
     return int.from_bytes(h[:8], "little")
 
 
+def _find(prop: ItemProperty[V], condition: Callable[[V], bool], max_examples: int, seed: int, *keys: object,
+          shrink: bool) -> None:
+    """``hypothesis.find`` of ``condition`` over the property's strategy (quiet, no database, shrinking
+    only with ``shrink``), seeded by (run seed, ``keys``, corpus key, model); a :class:`_Stop` or no
+    failing example ends it quietly."""
+    from hypothesis import Phase, Verbosity, find, settings
+    from hypothesis.errors import NoSuchExample
+
+    cfg = settings(max_examples=max_examples, database=None, deadline=None, derandomize=False, print_blob=False,
+                   phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate], verbosity=Verbosity.quiet)
+    with contextlib.suppress(_Stop, NoSuchExample):
+        find(prop.strategy(), condition, settings=cfg,
+             random=Random(item_seed(seed, *keys, prop.corpus_key(), prop.model)))
+
+
 class _Runner(Generic[V]):
     """Counts queries by request key and enforces the budgets (one instance per item search)."""
 
@@ -202,13 +218,8 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
     """Search one item (module docstring): reference, replay of the corpus, hypothesis search
     with shrinking. ``corpus`` (:class:`~.search_corpus.Corpus`) is read for replay and gets the
     new minimal counterexample."""
-    from hypothesis import Phase, Verbosity, find, settings
-    from hypothesis.errors import NoSuchExample
-
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ConfigError(f"`budget` must be an integer >= 1 (queries before the first break); got {budget!r}")
-    if isinstance(shrink_budget, bool) or not isinstance(shrink_budget, int) or shrink_budget < 0:
-        raise ConfigError(f"`shrink_budget` must be an integer >= 0; got {shrink_budget!r}")
+    _int_ge(1, "queries before the first break")("`budget`", budget)
+    _int_ge(0)("`shrink_budget`", shrink_budget)
     if getattr(ctx.engine.backend(prop.model), "plans_only", False):  # posbias plan: answers steer nothing
         from .search_plan import plan_search
 
@@ -268,11 +279,7 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
                 runner.last = (value, out)
             return out.broken
 
-        cfg = settings(max_examples=max(4 * budget, 100), database=None, deadline=None, derandomize=False,
-                       phases=[Phase.generate, Phase.shrink], verbosity=Verbosity.quiet, print_blob=False)
-        with contextlib.suppress(_Stop, NoSuchExample):
-            find(prop.strategy(), condition, settings=cfg,
-                 random=Random(item_seed(seed, "search", prop.corpus_key(), prop.model)))
+        _find(prop, condition, max(4 * budget, 100), seed, "search", shrink=True)
         # refine: hypothesis's shrinker is local, and on a model whose answers flip at random per input it can
         # stop at a counterexample larger than needed; search again for a strictly smaller one (only smaller
         # examples are queried) until none is found or the shrink budget is spent
@@ -287,9 +294,7 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
             def smaller(value: V, best: float = best) -> bool:
                 return prop.size(value) < best and condition(value)
 
-            with contextlib.suppress(_Stop, NoSuchExample):
-                find(prop.strategy(), smaller, settings=cfg,
-                     random=Random(item_seed(seed, "refine", rounds, prop.corpus_key(), prop.model)))
+            _find(prop, smaller, max(4 * budget, 100), seed, "refine", rounds, shrink=True)
             if prop.size(runner.last[0]) >= best or len(runner.order) == before:
                 break
         if runner.first_break is None:
@@ -308,22 +313,17 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
                 corpus.add(prop, ctx, prop.encode(failing))
     res.queries = len(runner.order)
     res.failed_queries = runner.failed
-    if runner.first_break is not None:
-        res.queries_to_first_break = runner.first_break
+    res.queries_to_first_break = runner.first_break
     return res
 
 
 def search_items(ctx: SearchContext, props: Sequence[ItemProperty[Any]], *, budget: int, shrink_budget: int,
-                 corpus: Corpus | None,
-                 progress: Callable[[str], None] | None = None) -> list[ItemSearch]:
+                 corpus: Corpus | None) -> list[ItemSearch]:
     """:func:`run_search` over items in turn, each observed in the run log (``search`` probe)."""
     out = []
-    for i, p in enumerate(props):
-        r = run_search(ctx, p, budget=budget, shrink_budget=shrink_budget, corpus=corpus, seed=ctx.seed)
-        out.append(r)
-        ctx.observe("search", {"type": "item", **r.to_dict()})
-        if progress:
-            progress(f"search {p.property}: item {i + 1}/{len(props)} {r.status}")
+    for p in props:
+        out.append(run_search(ctx, p, budget=budget, shrink_budget=shrink_budget, corpus=corpus, seed=ctx.seed))
+        ctx.observe("search", {"type": "item", **out[-1].to_dict()})
     return out
 
 
