@@ -427,6 +427,5 @@ def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> Positio
 def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: object) -> PositionalSpec:
     """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied, and
     any layout variant's fields (``video_first=True``, ...)."""
-    spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
     fields: dict[str, Any] = dict(variant)  # the layout variant: PositionalSpec field name -> value
-    return replace(spec, **fields) if fields else spec
+    return replace(with_overrides(PositionalSpec(domain, bucket, P), settings), **fields)

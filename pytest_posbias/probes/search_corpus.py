@@ -49,9 +49,6 @@ class Corpus:
         except OSError as exc:  # e.g. a file where the folder should be, or no permission
             raise ConfigError(f"the search corpus folder {str(self.root)!r} (under `cache`, --posbias-cache) "
                               f"is not a usable directory: {exc.strerror or exc}; remove or fix it") from None
-        if not self.root.is_dir():
-            raise ConfigError(f"the search corpus folder {str(self.root)!r} (under `cache`, --posbias-cache) is not a "
-                              "directory")
         self.db = DirectoryBasedExampleDatabase(str(self.root))
 
     @staticmethod

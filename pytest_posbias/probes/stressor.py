@@ -316,16 +316,14 @@ def _log(ctx: ProbeContext, res: StressorResult, part: str | None = None, *, exa
                 "ri": per_video_mean(ri_of, measured[n]), "ie": per_video_mean(ie_of, measured[n]),
                 "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
 
-    clean_texts = res.clean.measured().texts
+    texts = {"clean": res.clean.measured().texts, **{n: p.texts for n, p in pooled.items()}}
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
                              **({"part": part} if part else {}),
                              "clean": clean, "clean_flags": res.clean.flags.tolist(),
                              "stressors": {n: stressor_summary(n, sts) for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
-                             "ri_values": {"clean": [ri_of(t) for t in clean_texts],
-                                           **{n: [ri_of(t) for t in p.texts] for n, p in pooled.items()}},
-                             "ie_values": {"clean": [ie_of(t) for t in clean_texts],
-                                           **{n: [ie_of(t) for t in p.texts] for n, p in pooled.items()}},
+                             "ri_values": {n: [ri_of(t) for t in ts] for n, ts in texts.items()},
+                             "ie_values": {n: [ie_of(t) for t in ts] for n, ts in texts.items()},
                              "severity": {"clean": clean.get("severity", {}),
                                           **{n: p.summary().get("severity", {}) for n, p in pooled.items()}},
                              "errors": res.errors, "problems": res.problems, "calls": res.calls})

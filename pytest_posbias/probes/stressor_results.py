@@ -114,7 +114,7 @@ class TextStats:
     @property
     def empty(self) -> int:
         """Outputs whose call succeeded but returned no usable text (a lost unit, counted apart from errors)."""
-        return int(sum(1 for ok, f in zip(self.ok, self.finish, strict=True) if not ok and f != "error"))
+        return sum(self.unusable().values())
 
     @property
     def flags(self) -> np.ndarray:
@@ -124,8 +124,7 @@ class TextStats:
     def measured(self) -> TextStats:
         """The ok outputs only."""
         keep = [i for i, ok in enumerate(self.ok) if ok]
-        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep], [True] * len(keep),
-                         [None] * len(keep))
+        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep])
 
     def summary(self) -> dict[str, Any]:
         """Over the measured outputs: n, failed, RR (share repeating), mean RI and IE (n = 1),
