@@ -1,26 +1,21 @@
 """Property search: the least change that breaks a model, found by hypothesis, per item.
 
 For one item and one property (:class:`ItemProperty`: option order, sampling phase, stressor
-repetition, slot coverage), every query through the engine (cached and counted); docs/search.md
-describes the steps and budgets:
+repetition, slot coverage), every query goes through the engine (cached and counted);
+docs/search.md describes the budgets. The steps:
 
-1. **reference** — the unperturbed input, queried once and not counted (as VideoSTF's AQ does
-   not count the clean query). A lost reference makes the item lost; one that already violates
-   the property is not searchable (like VideoSTF's clean-repetitive videos).
+1. **reference** — the unperturbed input, queried once and not counted. A lost reference makes
+   the item lost; one that already violates the property is not searchable.
 2. **replay** — the regression corpus's (:mod:`.search_corpus`) counterexamples, in a fixed
    order; the first that still breaks the item ends the search (``replayed``).
 3. **search** — ``hypothesis.find`` over the property's strategy, seeded by (run seed, property,
-   item), explain/explicit/database phases off. A query is a distinct perturbed request (a repeat
-   costs nothing). At most ``budget`` queries before the first break, then ``shrink_budget`` for
-   shrinking; as hypothesis's shrinker is local (and a model's answers may change at random), the
-   search then looks again, in the same budget, for a failing example of strictly smaller
-   :meth:`ItemProperty.size` until it finds none.
+   item): at most ``budget`` distinct queries before the first break, then ``shrink_budget``; as
+   hypothesis's shrinker is local, the search then looks again, in the same budget, for a failing
+   example of strictly smaller :meth:`ItemProperty.size` until it finds none.
 
-A failed or unparseable query before the first break makes the item lost (the search cannot go
-on past an answer it does not know, as the attack walk); after it, it counts as "does not fail".
-
-Under ``posbias plan`` the backend answers nothing, so the item's longest search is sent instead
-(:mod:`.search_plan`): the plan prices every search gate at its budget.
+A failed or unparseable query before the first break makes the item lost (fail closed); after it,
+it counts as "does not fail". Under ``posbias plan`` the item's longest search is sent instead
+(:mod:`.search_plan`).
 """
 
 from __future__ import annotations
@@ -149,12 +144,8 @@ class ItemSearch:
 def _shown(out: Outcome, reference: Outcome) -> dict[str, Any]:
     """What the report shows of a replayed query beside its answer: the chosen option's letter and
     text here and unperturbed (multiple-choice properties; empty for the others)."""
-    d: dict[str, Any] = {}
-    for name, o in (("answer", out), ("reference", reference)):
-        for k in ("letter", "text"):
-            if f"answer_{k}" in o.detail:
-                d[f"{name}_{k}"] = o.detail[f"answer_{k}"]
-    return d
+    return {f"{name}_{k}": o.detail[f"answer_{k}"] for name, o in (("answer", out), ("reference", reference))
+            for k in ("letter", "text") if f"answer_{k}" in o.detail}
 
 
 class _Stop(BaseException):
@@ -251,7 +242,7 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
         row = {**entry, "answer": out.answer,
                "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived"), **_shown(out, reference)}
         res.replay.append(row)
-        if out.ok and out.broken and runner.first_break is None:
+        if out.ok and out.broken:
             runner.first_break = max(1, len(runner.order))
             res.replayed = True
             res.minimal = prop.describe(value, out, reference)
@@ -280,11 +271,9 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
             return out.broken
 
         _find(prop, condition, max(4 * budget, 100), seed, "search", shrink=True)
-        # refine: hypothesis's shrinker is local, and on a model whose answers flip at random per input it can
-        # stop at a counterexample larger than needed; search again for a strictly smaller one (only smaller
-        # examples are queried) until none is found or the shrink budget is spent
+        # refine (module docstring): only strictly smaller examples are queried, within the shrink budget
         rounds = 0
-        while runner.first_break is not None and runner.last is not None and not runner.lost:
+        while runner.last is not None:  # a break was found (a lost query ends the search before any)
             best = prop.size(runner.last[0])
             if best <= prop.smallest_change:
                 break

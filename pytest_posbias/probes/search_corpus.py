@@ -78,13 +78,9 @@ class Corpus:
             g["found_by"].add(str(e.get("model", "?")))
             g["identities"].add(str(e.get("identity", "")))
             g["runs"].add(str(e.get("run", "")))
-        out = []
-        for k in sorted(groups):
-            g = groups[k]
-            if mine in g["identities"] or getattr(ctx, "run_id", None) in g["runs"]:
-                continue
-            out.append({"value": g["value"], "found_by": sorted(g["found_by"]), "runs": sorted(g["runs"])})
-        return out
+        run = getattr(ctx, "run_id", None)
+        return [{"value": g["value"], "found_by": sorted(g["found_by"]), "runs": sorted(g["runs"])}
+                for _k, g in sorted(groups.items()) if mine not in g["identities"] and run not in g["runs"]]
 
     def add(self, prop: ItemProperty[Any], ctx: SearchContext, value: dict[str, Any]) -> None:
         """Store a minimal counterexample found on ``prop.model`` in this run."""

@@ -251,7 +251,6 @@ def _controls(ctx: ProbeContext, item: VideoItem, clean: FrameSpec, foreign: Fra
 def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifest) -> dict[str, Any]:
     """Re-query flagged clean outputs with alternative temporal views, in cascade order."""
     flagged = [v for v, f in enumerate(res.clean.flags) if f]
-    recovered = 0
     queries: list[int] = []
     by_view = dict.fromkeys(REMEDY_CASCADE, 0)
     for v in flagged:
@@ -265,12 +264,12 @@ def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifes
                                          {"video": item.id, "condition": f"remedy:{name}"})],
                                probe="stressor", accept=accept_description)[0]
             if measured_output(g) and not repeats(g.text):
-                recovered += 1
                 queries.append(q)
                 by_view[name] += 1
                 break
         else:
             queries.append(len(REMEDY_CASCADE))
+    recovered = sum(by_view.values())
     out = {"flagged": len(flagged), "recovered": recovered,
            "recovery_rate": recovered / len(flagged) if flagged else float("nan"),
            "mean_queries": float(np.mean(queries)) if queries else float("nan"), "recovered_by_view": by_view}
