@@ -371,30 +371,30 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
     result = PositionalResult(spec, model, cov, clusters, instances, failures, excluded, contam, alloc, leaks, target,
                               problems, ctx.engine.stats.since(before), planned=len(groups) * n_orders, lost=lost,
                               groups_planned=len(groups))
-    _log(ctx, result, gens)
+    _log(ctx, result)
     return result
 
 
-def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> None:
+def _log(ctx: ProbeContext, r: PositionalResult) -> None:
     """Observations for the report: one per instance plus a summary; thumbnails for the worst."""
     def mean_coverage(i: int) -> float:
         vals = [s["coverage"] for s in r.instances[i]["slots"] if s["coverage"] is not None]
         return float(np.mean(vals)) if vals else math.inf  # lost instances are not "worst" examples
 
     worst = sorted(range(len(r.instances)), key=mean_coverage)[:2]
+    config = {"model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
+              "P": r.spec.P, "variant": r.spec.variant()}
     for i, inst in enumerate(r.instances):
         # a slot names its video's reference texts by id (one reference record per log), not a copy
         slots = [{**{k: v for k, v in s.items() if k != "references"},
                   "references_id": ctx.runlog.reference(s["references"])}
                  for s in inst["slots"]]
-        rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain,
-               "bucket": r.spec.bucket, "P": r.spec.P, "variant": r.spec.variant(), **inst, "slots": slots}
+        rec = {"type": "instance", **config, **inst, "slots": slots}
         if i in worst:
             rec["thumbnails"] = [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
         ctx.observe("positional", rec)
     ctx.observe("positional", {
-        "type": "summary", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
-        "P": r.spec.P, "variant": r.spec.variant(), "settings": asdict(r.spec), "coverage": r.coverage.tolist(),
+        "type": "summary", **config, "settings": asdict(r.spec), "coverage": r.coverage.tolist(),
         "clusters": r.clusters.tolist(), "failures": r.failures, "excluded": r.excluded,
         "contamination": r.contamination.tolist(), "allocation": r.allocation, "target": r.target,
         "n_leak_candidates": len(r.leakage), "problems": r.problems, "calls": r.calls,

@@ -168,14 +168,9 @@ class StressorResult:
         request the stressed RR of those videos exceeds their clean RR of 0 by regression to the mean,
         a spurious amplification (sim:looping under Delete and Reverse). A model that loops
         everywhere shows no amplification here; the repetition gate fails it."""
-        out = []
-        for v, s in enumerate(self.variants[stressor]):
-            ok = s.valid
-            if not self.clean.ok[v] or not ok.any():
-                out.append(np.nan)
-            else:
-                out.append(float(s.flags[ok].mean()) - float(self.clean.flags[v]))
-        return np.array(out, dtype=float)
+        clean = self.clean.flags
+        return np.array([float(s.flags[s.valid].mean()) - float(clean[v]) if self.clean.ok[v] and s.valid.any()
+                         else np.nan for v, s in enumerate(self.variants[stressor])], dtype=float)
 
     def walk(self, stressor: str, v: int) -> tuple[np.ndarray, np.ndarray]:
         """The attack walk of video ``v``: (RR flags, ok) of its first ``attack_cap`` variants
