@@ -177,9 +177,7 @@ class _Runner(Generic[V]):
     """Counts queries by request key and enforces the budgets (one instance per item search)."""
 
     def __init__(self, ctx: SearchContext, prop: ItemProperty[V], reference: Outcome, ref_key: str) -> None:
-        self.ctx = ctx
-        self.prop = prop
-        self.reference = reference
+        self.ctx, self.prop, self.reference = ctx, prop, reference
         self.seen: dict[str, Outcome] = {ref_key: reference}
         self.order: list[str] = []  # query keys in the order they were first asked
         self.failed = 0
