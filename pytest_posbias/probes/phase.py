@@ -137,31 +137,23 @@ class PhaseResult:
         return np.array([it.answer for it in self.items], dtype=int)
 
 
-def _needed(condition: str, spec: PhaseSpec) -> int:
-    """Frames a condition shows: the budget, or S x budget for the union passes."""
-    c = C.Condition.parse(condition)
-    if c.frames is not None:
-        return c.frames
-    return spec.phases * spec.budget if c.kind in ("union", "union-shift") else spec.budget
-
-
 def _grid(ctx: ProbeContext, item: McqItem, condition: str, spec: PhaseSpec) -> list[int]:
-    """Frame indices of a condition (:mod:`.conditions`)."""
+    """Frame indices of a condition (:mod:`.conditions`); TooShortError (reported to the store) when
+    the item's window holds fewer frames than the condition shows (S x budget for the union passes)."""
     info = ctx.store.info(item.path)
     T, fps = info.frame_count, info.fps
     c = C.Condition.parse(condition)
     kind = c.kind
-    if item.start is not None or item.end is not None:
-        lo = max(0, round((item.start or 0) * fps))
-        hi = min(T - 1, round(item.end * fps)) if item.end is not None else T - 1
-    else:
-        lo, hi = 0, T - 1
+    windowed = item.start is not None or item.end is not None
+    lo = max(0, round((item.start or 0) * fps)) if windowed else 0
+    hi = min(T - 1, round(item.end * fps)) if item.end is not None else T - 1
     n = hi - lo + 1
     S, b = spec.phases, spec.budget
-    if n < _needed(condition, spec):
+    needed = c.frames if c.frames is not None else S * b if kind in ("union", "union-shift") else b
+    if n < needed:
         where = (f"item {item.id}'s window {item.start}-{item.end} s holds {max(n, 0)} of the clip's {T} frames"
-                 if item.start is not None or item.end is not None else f"the clip has {T}")
-        exc = TooShortError(item.path, f"too short for {_needed(condition, spec)} frames: {where}")
+                 if windowed else f"the clip has {T}")
+        exc = TooShortError(item.path, f"too short for {needed} frames: {where}")
         ctx.store.report(exc)
         raise exc
     if kind in ("sampler", "budget"):
@@ -206,8 +198,7 @@ def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
         p = np.exp(arr - arr.max())
         p /= p.sum()
         content = np.zeros(n)
-        for j, c in enumerate(perm):
-            content[c] = p[j]
+        content[list(perm)] = p
         return Answer(int(perm[int(np.argmax(p))]), content, spr_margin(lp))
     parsed = parse_letter(gen.text, letters)
     return Answer(-1 if parsed is None else int(perm[parsed]), None, None)
@@ -371,11 +362,8 @@ def margin_auroc(res: PhaseResult, condition: str = C.phase(0)) -> dict[str, Any
         out["auroc"] = float(u / (flips.sum() * (~flips).sum()))
     correct = (identity_answer(res, condition)[ok] == res.correct()[ok])
     order = np.argsort(-m, kind="stable")
-    points = []
-    for cov in (0.2, 0.4, 0.6, 0.8, 1.0):
-        k = max(1, round(cov * m.size))
-        points.append({"coverage": cov, "accuracy": float(correct[order[:k]].mean()) if m.size else None})
-    out["risk_coverage"] = points
+    out["risk_coverage"] = [{"coverage": cov, "accuracy": float(correct[order[:max(1, round(cov * m.size))]].mean())
+                             if m.size else None} for cov in (0.2, 0.4, 0.6, 0.8, 1.0)]
     return out
 
 

@@ -90,26 +90,15 @@ class PositionalSpec:
 
     def variant(self) -> str:
         """Short name of what differs from the paper's main setting."""
-        parts = []
-        if self.boundary != _DEFAULTS["boundary"]:
-            parts.append("text-boundary")
-        if self.placement != _DEFAULTS["placement"]:
-            parts.append("video-first")
-        if self.budget != _DEFAULTS["budget"]:
-            parts.append(f"budget-{self.budget}")
-        if self.equal_attention:
-            parts.append("equal-attention")
-        if self.single_target:
-            parts.append(f"single-target-{'one' if self.label_base else 'zero'}-indexed")
-        elif self.label_base:
-            parts.append("one-indexed")
-        if self.frames is not None:
-            parts.append(f"{self.frames}f")
-        if self.resolution != _DEFAULTS["resolution"]:
-            parts.append(f"{self.resolution}px")
-        if self.orders != _DEFAULTS["orders"]:
-            parts.append("full-permutations")
-        return "+".join(parts) or "main"
+        d = _DEFAULTS
+        parts = [("text-boundary", self.boundary != d["boundary"]), ("video-first", self.placement != d["placement"]),
+                 (f"budget-{self.budget}", self.budget != d["budget"]), ("equal-attention", self.equal_attention),
+                 (f"single-target-{'one' if self.label_base else 'zero'}-indexed", self.single_target),
+                 ("one-indexed", bool(self.label_base) and not self.single_target),
+                 (f"{self.frames}f", self.frames is not None),
+                 (f"{self.resolution}px", self.resolution != d["resolution"]),
+                 ("full-permutations", self.orders != d["orders"])]
+        return "+".join(name for name, differs in parts if differs) or "main"
 
     def label(self) -> str:
         v = self.variant()
@@ -304,8 +293,7 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
                 items.setdefault(style, []).append((row["refs"][k], al.summaries[k]))
     scores: dict[tuple[int, int], Any] = {}
     for style, where in to_judge.items():
-        for (ri, k), scored in zip(where, judges.for_style(style).score(items[style]), strict=True):
-            scores[(ri, k)] = scored
+        scores.update(zip(where, judges.for_style(style).score(items[style]), strict=True))
 
     failures = {m: [0] * P for m in FAILURE_MODES}
     # assemble instance rows: joint generation -> one row per answer; single-target -> one row per (group, order)
@@ -342,17 +330,15 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
                 else:
                     slot.update(coverage=judged.value, judge=judged.judge, covered=judged.covered,
                                 reasons=judged.reasons)
-                a = allocation(al.summaries[k], pl["sentences"])
+                summary = al.summaries[k]
+                a = allocation(summary, pl["sentences"])
                 slot.update(words=a.words, sentences=a.sentences, over=a.over, exact=a.exact)
                 group_refs = [" ".join(r) for r in row["refs"]]
-                sim = slot_similarity(al.summaries[k], group_refs, k) if al.summaries[k] else None
-                slot["contaminated"] = bool(sim.contaminated) if sim else False
-                slot["leaks"] = ([asdict(c) for c in leakage_candidates(al.summaries[k], group_refs, k)]
-                                 if al.summaries[k] else [])
-                if pl["target"] is not None:
-                    tc = target_check(gen.text, group_refs, k) if gen.ok else None
-                    slot["target_hit"] = bool(tc.hit) if tc else False
-                    slot["margin_confusion"] = bool(tc.margin_confusion) if tc else False
+                slot["contaminated"] = bool(summary) and bool(slot_similarity(summary, group_refs, k).contaminated)
+                slot["leaks"] = [asdict(c) for c in leakage_candidates(summary, group_refs, k)] if summary else []
+                if pl["target"] is not None:  # an aligned answer is a succeeded call
+                    tc = target_check(gen.text, group_refs, k)
+                    slot.update(target_hit=bool(tc.hit), margin_confusion=bool(tc.margin_confusion))
             inst["slots"][k] = slot
 
     instances = [inst for inst in rows.values() if all(s is not None for s in inst["slots"])]
@@ -385,30 +371,30 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
     result = PositionalResult(spec, model, cov, clusters, instances, failures, excluded, contam, alloc, leaks, target,
                               problems, ctx.engine.stats.since(before), planned=len(groups) * n_orders, lost=lost,
                               groups_planned=len(groups))
-    _log(ctx, result, gens)
+    _log(ctx, result)
     return result
 
 
-def _log(ctx: ProbeContext, r: PositionalResult, gens: Sequence[Generation]) -> None:
+def _log(ctx: ProbeContext, r: PositionalResult) -> None:
     """Observations for the report: one per instance plus a summary; thumbnails for the worst."""
     def mean_coverage(i: int) -> float:
         vals = [s["coverage"] for s in r.instances[i]["slots"] if s["coverage"] is not None]
         return float(np.mean(vals)) if vals else math.inf  # lost instances are not "worst" examples
 
     worst = sorted(range(len(r.instances)), key=mean_coverage)[:2]
+    config = {"model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
+              "P": r.spec.P, "variant": r.spec.variant()}
     for i, inst in enumerate(r.instances):
         # a slot names its video's reference texts by id (one reference record per log), not a copy
         slots = [{**{k: v for k, v in s.items() if k != "references"},
                   "references_id": ctx.runlog.reference(s["references"])}
                  for s in inst["slots"]]
-        rec = {"type": "instance", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain,
-               "bucket": r.spec.bucket, "P": r.spec.P, "variant": r.spec.variant(), **inst, "slots": slots}
+        rec = {"type": "instance", **config, **inst, "slots": slots}
         if i in worst:
             rec["thumbnails"] = [video_thumbnails(ctx, vid)[0] for vid in inst["videos"]]
         ctx.observe("positional", rec)
     ctx.observe("positional", {
-        "type": "summary", "model": r.model, "spec": r.spec.label(), "domain": r.spec.domain, "bucket": r.spec.bucket,
-        "P": r.spec.P, "variant": r.spec.variant(), "settings": asdict(r.spec), "coverage": r.coverage.tolist(),
+        "type": "summary", **config, "settings": asdict(r.spec), "coverage": r.coverage.tolist(),
         "clusters": r.clusters.tolist(), "failures": r.failures, "excluded": r.excluded,
         "contamination": r.contamination.tolist(), "allocation": r.allocation, "target": r.target,
         "n_leak_candidates": len(r.leakage), "problems": r.problems, "calls": r.calls,
@@ -427,6 +413,5 @@ def with_overrides(spec: PositionalSpec, settings: Mapping[str, Any]) -> Positio
 def positional_spec(settings: dict[str, Any], domain: str, bucket: str, P: int, **variant: object) -> PositionalSpec:
     """The spec of a configuration with ``[tool.posbias.probes.positional]`` settings applied, and
     any layout variant's fields (``video_first=True``, ...)."""
-    spec = with_overrides(PositionalSpec(domain, bucket, P), settings)
     fields: dict[str, Any] = dict(variant)  # the layout variant: PositionalSpec field name -> value
-    return replace(spec, **fields) if fields else spec
+    return replace(with_overrides(PositionalSpec(domain, bucket, P), settings), **fields)

@@ -1,26 +1,21 @@
 """Property search: the least change that breaks a model, found by hypothesis, per item.
 
 For one item and one property (:class:`ItemProperty`: option order, sampling phase, stressor
-repetition, slot coverage), every query through the engine (cached and counted); docs/search.md
-describes the steps and budgets:
+repetition, slot coverage), every query goes through the engine (cached and counted);
+docs/search.md describes the budgets. The steps:
 
-1. **reference** — the unperturbed input, queried once and not counted (as VideoSTF's AQ does
-   not count the clean query). A lost reference makes the item lost; one that already violates
-   the property is not searchable (like VideoSTF's clean-repetitive videos).
+1. **reference** — the unperturbed input, queried once and not counted. A lost reference makes
+   the item lost; one that already violates the property is not searchable.
 2. **replay** — the regression corpus's (:mod:`.search_corpus`) counterexamples, in a fixed
    order; the first that still breaks the item ends the search (``replayed``).
 3. **search** — ``hypothesis.find`` over the property's strategy, seeded by (run seed, property,
-   item), explain/explicit/database phases off. A query is a distinct perturbed request (a repeat
-   costs nothing). At most ``budget`` queries before the first break, then ``shrink_budget`` for
-   shrinking; as hypothesis's shrinker is local (and a model's answers may change at random), the
-   search then looks again, in the same budget, for a failing example of strictly smaller
-   :meth:`ItemProperty.size` until it finds none.
+   item): at most ``budget`` distinct queries before the first break, then ``shrink_budget``; as
+   hypothesis's shrinker is local, the search then looks again, in the same budget, for a failing
+   example of strictly smaller :meth:`ItemProperty.size` until it finds none.
 
-A failed or unparseable query before the first break makes the item lost (the search cannot go
-on past an answer it does not know, as the attack walk); after it, it counts as "does not fail".
-
-Under ``posbias plan`` the backend answers nothing, so the item's longest search is sent instead
-(:mod:`.search_plan`): the plan prices every search gate at its budget.
+A failed or unparseable query before the first break makes the item lost (fail closed); after it,
+it counts as "does not fail". Under ``posbias plan`` the item's longest search is sent instead
+(:mod:`.search_plan`).
 """
 
 from __future__ import annotations
@@ -36,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..engine import Generation, Request
 from ..errors import ConfigError
+from .settings import _int_ge
 
 if TYPE_CHECKING:  # annotations only: importing this module does not import hypothesis
     from hypothesis.strategies import SearchStrategy
@@ -148,12 +144,8 @@ class ItemSearch:
 def _shown(out: Outcome, reference: Outcome) -> dict[str, Any]:
     """What the report shows of a replayed query beside its answer: the chosen option's letter and
     text here and unperturbed (multiple-choice properties; empty for the others)."""
-    d: dict[str, Any] = {}
-    for name, o in (("answer", out), ("reference", reference)):
-        for k in ("letter", "text"):
-            if f"answer_{k}" in o.detail:
-                d[f"{name}_{k}"] = o.detail[f"answer_{k}"]
-    return d
+    return {f"{name}_{k}": o.detail[f"answer_{k}"] for name, o in (("answer", out), ("reference", reference))
+            for k in ("letter", "text") if f"answer_{k}" in o.detail}
 
 
 class _Stop(BaseException):
@@ -166,13 +158,26 @@ def item_seed(run_seed: int, *keys: object) -> int:
     return int.from_bytes(h[:8], "little")
 
 
+def _find(prop: ItemProperty[V], condition: Callable[[V], bool], max_examples: int, seed: int, *keys: object,
+          shrink: bool) -> None:
+    """``hypothesis.find`` of ``condition`` over the property's strategy (quiet, no database, shrinking
+    only with ``shrink``), seeded by (run seed, ``keys``, corpus key, model); a :class:`_Stop` or no
+    failing example ends it quietly."""
+    from hypothesis import Phase, Verbosity, find, settings
+    from hypothesis.errors import NoSuchExample
+
+    cfg = settings(max_examples=max_examples, database=None, deadline=None, derandomize=False, print_blob=False,
+                   phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate], verbosity=Verbosity.quiet)
+    with contextlib.suppress(_Stop, NoSuchExample):
+        find(prop.strategy(), condition, settings=cfg,
+             random=Random(item_seed(seed, *keys, prop.corpus_key(), prop.model)))
+
+
 class _Runner(Generic[V]):
     """Counts queries by request key and enforces the budgets (one instance per item search)."""
 
     def __init__(self, ctx: SearchContext, prop: ItemProperty[V], reference: Outcome, ref_key: str) -> None:
-        self.ctx = ctx
-        self.prop = prop
-        self.reference = reference
+        self.ctx, self.prop, self.reference = ctx, prop, reference
         self.seen: dict[str, Outcome] = {ref_key: reference}
         self.order: list[str] = []  # query keys in the order they were first asked
         self.failed = 0
@@ -202,13 +207,8 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
     """Search one item (module docstring): reference, replay of the corpus, hypothesis search
     with shrinking. ``corpus`` (:class:`~.search_corpus.Corpus`) is read for replay and gets the
     new minimal counterexample."""
-    from hypothesis import Phase, Verbosity, find, settings
-    from hypothesis.errors import NoSuchExample
-
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ConfigError(f"`budget` must be an integer >= 1 (queries before the first break); got {budget!r}")
-    if isinstance(shrink_budget, bool) or not isinstance(shrink_budget, int) or shrink_budget < 0:
-        raise ConfigError(f"`shrink_budget` must be an integer >= 0; got {shrink_budget!r}")
+    _int_ge(1, "queries before the first break")("`budget`", budget)
+    _int_ge(0)("`shrink_budget`", shrink_budget)
     if getattr(ctx.engine.backend(prop.model), "plans_only", False):  # posbias plan: answers steer nothing
         from .search_plan import plan_search
 
@@ -240,7 +240,7 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
         row = {**entry, "answer": out.answer,
                "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived"), **_shown(out, reference)}
         res.replay.append(row)
-        if out.ok and out.broken and runner.first_break is None:
+        if out.ok and out.broken:
             runner.first_break = max(1, len(runner.order))
             res.replayed = True
             res.minimal = prop.describe(value, out, reference)
@@ -268,16 +268,10 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
                 runner.last = (value, out)
             return out.broken
 
-        cfg = settings(max_examples=max(4 * budget, 100), database=None, deadline=None, derandomize=False,
-                       phases=[Phase.generate, Phase.shrink], verbosity=Verbosity.quiet, print_blob=False)
-        with contextlib.suppress(_Stop, NoSuchExample):
-            find(prop.strategy(), condition, settings=cfg,
-                 random=Random(item_seed(seed, "search", prop.corpus_key(), prop.model)))
-        # refine: hypothesis's shrinker is local, and on a model whose answers flip at random per input it can
-        # stop at a counterexample larger than needed; search again for a strictly smaller one (only smaller
-        # examples are queried) until none is found or the shrink budget is spent
+        _find(prop, condition, max(4 * budget, 100), seed, "search", shrink=True)
+        # refine (module docstring): only strictly smaller examples are queried, within the shrink budget
         rounds = 0
-        while runner.first_break is not None and runner.last is not None and not runner.lost:
+        while runner.last is not None:  # a break was found (a lost query ends the search before any)
             best = prop.size(runner.last[0])
             if best <= prop.smallest_change:
                 break
@@ -287,9 +281,7 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
             def smaller(value: V, best: float = best) -> bool:
                 return prop.size(value) < best and condition(value)
 
-            with contextlib.suppress(_Stop, NoSuchExample):
-                find(prop.strategy(), smaller, settings=cfg,
-                     random=Random(item_seed(seed, "refine", rounds, prop.corpus_key(), prop.model)))
+            _find(prop, smaller, max(4 * budget, 100), seed, "refine", rounds, shrink=True)
             if prop.size(runner.last[0]) >= best or len(runner.order) == before:
                 break
         if runner.first_break is None:
@@ -308,22 +300,17 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
                 corpus.add(prop, ctx, prop.encode(failing))
     res.queries = len(runner.order)
     res.failed_queries = runner.failed
-    if runner.first_break is not None:
-        res.queries_to_first_break = runner.first_break
+    res.queries_to_first_break = runner.first_break
     return res
 
 
 def search_items(ctx: SearchContext, props: Sequence[ItemProperty[Any]], *, budget: int, shrink_budget: int,
-                 corpus: Corpus | None,
-                 progress: Callable[[str], None] | None = None) -> list[ItemSearch]:
+                 corpus: Corpus | None) -> list[ItemSearch]:
     """:func:`run_search` over items in turn, each observed in the run log (``search`` probe)."""
     out = []
-    for i, p in enumerate(props):
-        r = run_search(ctx, p, budget=budget, shrink_budget=shrink_budget, corpus=corpus, seed=ctx.seed)
-        out.append(r)
-        ctx.observe("search", {"type": "item", **r.to_dict()})
-        if progress:
-            progress(f"search {p.property}: item {i + 1}/{len(props)} {r.status}")
+    for p in props:
+        out.append(run_search(ctx, p, budget=budget, shrink_budget=shrink_budget, corpus=corpus, seed=ctx.seed))
+        ctx.observe("search", {"type": "item", **out[-1].to_dict()})
     return out
 
 

@@ -49,9 +49,6 @@ class Corpus:
         except OSError as exc:  # e.g. a file where the folder should be, or no permission
             raise ConfigError(f"the search corpus folder {str(self.root)!r} (under `cache`, --posbias-cache) "
                               f"is not a usable directory: {exc.strerror or exc}; remove or fix it") from None
-        if not self.root.is_dir():
-            raise ConfigError(f"the search corpus folder {str(self.root)!r} (under `cache`, --posbias-cache) is not a "
-                              "directory")
         self.db = DirectoryBasedExampleDatabase(str(self.root))
 
     @staticmethod
@@ -81,13 +78,9 @@ class Corpus:
             g["found_by"].add(str(e.get("model", "?")))
             g["identities"].add(str(e.get("identity", "")))
             g["runs"].add(str(e.get("run", "")))
-        out = []
-        for k in sorted(groups):
-            g = groups[k]
-            if mine in g["identities"] or getattr(ctx, "run_id", None) in g["runs"]:
-                continue
-            out.append({"value": g["value"], "found_by": sorted(g["found_by"]), "runs": sorted(g["runs"])})
-        return out
+        run = getattr(ctx, "run_id", None)
+        return [{"value": g["value"], "found_by": sorted(g["found_by"]), "runs": sorted(g["runs"])}
+                for _k, g in sorted(groups.items()) if mine not in g["identities"] and run not in g["runs"]]
 
     def add(self, prop: ItemProperty[Any], ctx: SearchContext, value: dict[str, Any]) -> None:
         """Store a minimal counterexample found on ``prop.model`` in this run."""

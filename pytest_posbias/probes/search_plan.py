@@ -22,12 +22,10 @@ whose search holds without a break on a space larger than ``budget``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from random import Random
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .search import ItemSearch, V, _Stop, item_seed
+from .search import ItemSearch, V, _find, _Stop
 
 if TYPE_CHECKING:
     from ..gate_context import SearchContext
@@ -77,24 +75,12 @@ def plan_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int, shrin
         with contextlib.suppress(_Stop):
             for value in listed:
                 condition(value)
-    else:
-        _draw(prop, condition, cap, seed)
+    else:  # drawn from the property's strategy, seeded per item, until the cap or the draws run out
+        _find(prop, condition, max(DRAWS_PER_QUERY * cap, MIN_DRAWS), seed, "plan", shrink=False)
     drawn = res.search_queries
     res.search_queries, res.shrink_queries = min(drawn, budget), max(0, drawn - budget)
     res.queries = res.replay_queries + drawn
     return res
-
-
-def _draw(prop: ItemProperty[V], condition: Callable[[V], bool], cap: int, seed: int) -> None:
-    """Draw from the property's strategy, seeded per item, until ``condition`` stops it or the draws run out."""
-    from hypothesis import Phase, Verbosity, find, settings
-    from hypothesis.errors import NoSuchExample
-
-    cfg = settings(max_examples=max(DRAWS_PER_QUERY * cap, MIN_DRAWS), database=None, deadline=None,
-                   derandomize=False, phases=[Phase.generate], verbosity=Verbosity.quiet, print_blob=False)
-    with contextlib.suppress(_Stop, NoSuchExample):
-        find(prop.strategy(), condition, settings=cfg,
-             random=Random(item_seed(seed, "plan", prop.corpus_key(), prop.model)))
 
 
 __all__ = ["plan_search"]

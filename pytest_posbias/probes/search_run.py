@@ -39,7 +39,7 @@ class PropertySearch:
 
 
 def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
-           ) -> tuple[list[ItemProperty[Any]], int, list[str], str]:
+           ) -> tuple[list[ItemProperty[Any]], int, list[str]]:
     manifest = ctx.manifest()
     props: list[ItemProperty[Any]] = []
     unusable: list[str] = []
@@ -53,7 +53,7 @@ def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
                 props.append(McqProperty(ctx, model, it, kind, ctx.phase_spec(), max_denominator=st["max_denominator"]))
             except PosbiasError as exc:
                 unusable.append(f"item {it.id}: {exc}")
-        return props, len(items), unusable, "items"
+        return props, len(items), unusable
     if kind == "stressor":
         from .search_stressor import StressorProperty
         from .stressor import select_videos
@@ -68,7 +68,7 @@ def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
                                               max_frames=st["max_frames"]))
             except PosbiasError as exc:
                 unusable.append(f"video {v.id}: {exc}")
-        return props, len(videos), unusable, "videos"
+        return props, len(videos), unusable
     # coverage (``kind`` is checked by property_search)
     from .positional import positional_spec
     from .search_coverage import CoverageProperty
@@ -83,7 +83,7 @@ def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
             props.append(CoverageProperty(ctx, model, g, manifest, pspec, floor=ctx.threshold("coverage", model)))
         except PosbiasError as exc:
             unusable.append(f"group {g.id}: {exc}")
-    return props, len(chosen), unusable, "groups"
+    return props, len(chosen), unusable
 
 
 def _note(ctx: SearchContext, ps: PropertySearch) -> None:
@@ -106,13 +106,13 @@ def property_search(ctx: SearchContext, model: str, kind: str, *, slow: bool = F
         raise ConfigError(f"`property` must be one of {', '.join(PROPERTIES)}; got {kind!r}")
     st = ctx.probe_settings("search")
     budget = st["slow_budget"] if slow else st["budget"]
-    per = {"order": "items", "phase": "items", "stressor": "videos", "coverage": "groups"}[kind]
-    n = st[per] * (2 if slow else 1)
+    unit = {"order": "items", "phase": "items", "stressor": "videos", "coverage": "groups"}[kind]  # and its size key
+    n = st[unit] * (2 if slow else 1)
 
     def run() -> PropertySearch:
         before = ctx.engine.stats.snapshot()
         corpus = corpus_for(ctx)  # an unusable corpus folder stops the gate here, naming it (not once per item)
-        props, planned, unusable, unit = _props(ctx, model, kind, n, st)
+        props, planned, unusable = _props(ctx, model, kind, n, st)
         results: list[ItemSearch] = []
         for p in props:
             try:

@@ -1,13 +1,7 @@
-"""Frame thumbnails of a minimal counterexample, recorded when the search gate decides.
-
-The report is rendered from the run log alone, so what it shows of a counterexample's frames
-is recorded here: small JPEG data URIs (:func:`~.thumbnails.frame_thumbnails`, 64 px on the
-long side) keyed ``"<source>:<frame index>"``, one per distinct frame of the original and the
-perturbed strip (``source`` is ``clip`` for the item's own video, ``foreign`` for the other
-video a ``foreign`` stressor edit draws from), or ``"video:<id>"`` (the middle frame) for the
-videos of a slot-coverage group. Only the minimal counterexample of each broken item gets
-thumbnails, at most :data:`MAX_WITH_THUMBNAILS` per gate; an unreadable clip gives no image
-(the report still lists the frame indices).
+"""Frame thumbnails of a minimal counterexample, recorded when the search gate decides, as the
+report reads the run log alone (docs/search.md): only the minimal counterexample of each broken
+item, at most :data:`MAX_WITH_THUMBNAILS` per gate; an unreadable clip gives no image (the report
+still lists the frame indices).
 """
 
 from __future__ import annotations
@@ -25,8 +19,11 @@ MAX_WITH_THUMBNAILS = 24  # counterexamples per gate that carry thumbnails (the 
 
 
 def strip_thumbnails(ctx: ProbeContext, minimal: Mapping[str, Any], *, width: int = THUMB_WIDTH) -> dict[str, str]:
-    """``{"clip:<i>" | "foreign:<i>" | "video:<id>": data URI}`` for the frames of ``minimal``
-    (a ``describe()`` record of :mod:`.search_mcq`, :mod:`.search_stressor` or :mod:`.search_coverage`)."""
+    """``{"<source>:<frame index>" | "video:<id>": JPEG data URI}`` (``width`` px on the long side) for
+    ``minimal``, a ``describe()`` record of :mod:`.search_mcq`, :mod:`.search_stressor` or
+    :mod:`.search_coverage`: one per distinct frame of its original and perturbed strip (``source``:
+    ``clip``, the item's own video, or ``foreign``, the video a ``foreign`` edit draws from), and the
+    middle frame of each video of a slot-coverage group."""
     out: dict[str, str] = {}
     frames = minimal.get("frames")
     if isinstance(frames, Mapping):

@@ -53,25 +53,15 @@ def _choice(*allowed: T) -> Callable[[str, object], T]:
     return check
 
 
-def _int_list(allowed: tuple[int, ...] | None = None, lo: int = 1, why: str = "") -> Callable[[str, object], list[int]]:
+def _int_list(allowed: tuple[int, ...], why: str = "") -> Callable[[str, object], list[int]]:
+    """A non-empty list of integers >= 1 among ``allowed``; ``why`` says what the range is for (for the message)."""
     def check(where: str, v: object) -> list[int]:
-        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x >= lo
+        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
                                                        for x in v):
-            raise ConfigError(f"{where} must be a non-empty list of integers >= {lo}; got {v!r}")
-        if allowed is not None and any(x not in allowed for x in v):
+            raise ConfigError(f"{where} must be a non-empty list of integers >= 1; got {v!r}")
+        if any(x not in allowed for x in v):
             raise ConfigError(f"{where} values must be among {allowed}{f' ({why})' if why else ''}; got {v!r}")
         return [int(x) for x in v]
-
-    return check
-
-
-def _str_list(allowed: tuple[str, ...] | None = None) -> Callable[[str, object], list[str]]:
-    def check(where: str, v: object) -> list[str]:
-        if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
-            raise ConfigError(f"{where} must be a non-empty list of strings; got {v!r}")
-        if allowed is not None and any(x not in allowed for x in v):
-            raise ConfigError(f"{where} values must be among {', '.join(allowed)}; got {v!r}")
-        return list(v)
 
     return check
 
@@ -80,32 +70,29 @@ SAMPLERS = ("left", "midpoint", "endpoint", "fps")
 PRESETS = ("qwen-vl-utils", "lmms-eval", "videostf", "internvl", "vlmevalkit")
 
 
-def _sampler_list() -> Callable[[str, object], list[str]]:
+def _samplers(where: str, v: object) -> list[str]:
     """Conventions, or preset specs ``"name"`` / ``"name:knob=value,..."`` (checked by the preset);
     at least two distinct ones: the flip gate counts answers that change between samplers, and with
     one sampler nothing can change (a flip rate of 0 by construction)."""
-    names = _str_list()
+    from ..video.samplers import is_preset_spec, parse_spec
 
-    def check(where: str, v: object) -> list[str]:
-        from ..video.samplers import is_preset_spec, parse_spec
+    if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
+        raise ConfigError(f"{where} must be a non-empty list of strings; got {v!r}")
+    if len(set(v)) < 2:
+        raise ConfigError(f"{where} must list at least 2 distinct samplers (the flip gate compares answers between "
+                          f"them; with one, nothing can flip); got {v!r}")
+    for x in v:
+        if x in SAMPLERS:
+            continue
+        if not is_preset_spec(x):
+            raise ConfigError(f"{where} values must be among {', '.join(SAMPLERS + PRESETS)} "
+                              f"(a preset may add ':knob=value,...'); got {x!r}")
+        try:
+            parse_spec(x)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return list(v)
 
-        out = names(where, v)
-        if len(set(out)) < 2:
-            raise ConfigError(f"{where} must list at least 2 distinct samplers (the flip gate compares answers between "
-                              f"them; with one, nothing can flip); got {v!r}")
-        for x in out:
-            if x in SAMPLERS:
-                continue
-            if not is_preset_spec(x):
-                raise ConfigError(f"{where} values must be among {', '.join(SAMPLERS + PRESETS)} "
-                                  f"(a preset may add ':knob=value,...'); got {x!r}")
-            try:
-                parse_spec(x)
-            except ConfigError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
-        return out
-
-    return check
 
 SCHEMA: dict[str, dict[str, Callable[[str, object], Any]]] = {
     "positional": {
@@ -133,7 +120,7 @@ SCHEMA: dict[str, dict[str, Callable[[str, object], Any]]] = {
         "budget": _int_ge(1),
         "orderings": _int_ge(2, "the order gate counts answers that change between option orderings: with one "
                                 "ordering nothing can change, a flip rate of 0 by construction"),
-        "samplers": _sampler_list(),
+        "samplers": _samplers,
         "resolution": _int_ge(16),
         "max_new_tokens": _int_ge(1),
     },
@@ -204,6 +191,4 @@ def spec_kwargs(probe: str, spec_type: type[DataclassInstance], settings: Mappin
 
 def settings_for(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Defaults of probe ``name`` updated with validated overrides."""
-    out = dict(DEFAULTS[name])
-    out.update(overrides or {})
-    return out
+    return {**DEFAULTS[name], **(overrides or {})}

@@ -116,10 +116,10 @@ def accept_description(_req: Request, g: Generation) -> str | None:
     return usable.generation_text_reason(g)
 
 
-def _stats(gens: Sequence[Generation], reasons: Sequence[str | None] | None = None) -> TextStats:
-    why = list(reasons) if reasons is not None else [usable.generation_text_reason(g) for g in gens]
-    return TextStats([g.text if g.ok else "" for g in gens], [g.finish_reason for g in gens],
-                     [bool(g.ok) and w is None for g, w in zip(gens, why, strict=True)], why)
+def _stats(answers: Sequence[tuple[Generation, str | None]]) -> TextStats:
+    """One condition's outputs from (generation, why it is unusable or None) pairs."""
+    return TextStats([g.text if g.ok else "" for g, _w in answers], [g.finish_reason for g, _w in answers],
+                     [bool(g.ok) and w is None for g, w in answers], [w for _g, w in answers])
 
 
 def _reasons(ctx: ProbeContext, reqs: Sequence[Request], gens: Sequence[Generation], inputs: Sequence[Hashable | None],
@@ -202,20 +202,17 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
     context = [(t, v) for v, (t, ok) in enumerate(zip(res.clean.texts, res.clean.ok, strict=True)) if ok]
     why = _reasons(ctx, reqs, gens, [v if name == "clean" or name in stressors else None for name, v in plan],
                    context=context)
-    per: dict[str, list[list[Generation]]] = {}
-    per_why: dict[str, list[list[str | None]]] = {}
+    per: dict[str, list[list[tuple[Generation, str | None]]]] = {}  # condition -> per video: (answer, why unusable)
     for (name, v), g, w in zip(plan, gens, why, strict=True):
         res.errors += int(not g.ok)
-        per.setdefault(name, [[] for _ in kept])[v].append(g)
-        per_why.setdefault(name, [[] for _ in kept])[v].append(w)
+        per.setdefault(name, [[] for _ in kept])[v].append((g, w))
     if clean is None:
-        res.clean = _stats([gs[0] for gs in per.get("clean", [])], [ws[0] for ws in per_why.get("clean", [])])
+        res.clean = _stats([answers[0] for answers in per.get("clean", [])])
     for name in stressors:
-        res.variants[name] = [_stats(gs, ws) for gs, ws in zip(per.get(name, [[] for _ in kept]),
-                                                                per_why.get(name, [[] for _ in kept]), strict=True)]
+        res.variants[name] = [_stats(answers) for answers in per.get(name, [[] for _ in kept])]
     for name in [*CONTROL_NAMES, *INPUT_CONTROLS]:
         if name in per:
-            res.controls[name] = _stats([g for gs in per[name] for g in gs], [w for ws in per_why[name] for w in ws])
+            res.controls[name] = _stats([a for answers in per[name] for a in answers])
     res.calls = ctx.engine.stats.since(before)
     if reqs:  # a slice of the clean part asks nothing and logs nothing
         _log(ctx, res, part, examples=clean is None)
@@ -251,7 +248,6 @@ def _controls(ctx: ProbeContext, item: VideoItem, clean: FrameSpec, foreign: Fra
 def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifest) -> dict[str, Any]:
     """Re-query flagged clean outputs with alternative temporal views, in cascade order."""
     flagged = [v for v, f in enumerate(res.clean.flags) if f]
-    recovered = 0
     queries: list[int] = []
     by_view = dict.fromkeys(REMEDY_CASCADE, 0)
     for v in flagged:
@@ -265,12 +261,12 @@ def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifes
                                          {"video": item.id, "condition": f"remedy:{name}"})],
                                probe="stressor", accept=accept_description)[0]
             if measured_output(g) and not repeats(g.text):
-                recovered += 1
                 queries.append(q)
                 by_view[name] += 1
                 break
         else:
             queries.append(len(REMEDY_CASCADE))
+    recovered = sum(by_view.values())
     out = {"flagged": len(flagged), "recovered": recovered,
            "recovery_rate": recovered / len(flagged) if flagged else float("nan"),
            "mean_queries": float(np.mean(queries)) if queries else float("nan"), "recovered_by_view": by_view}
@@ -290,7 +286,8 @@ def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: 
         seed = int(ctx.rng("decoding", item.id, setting).integers(1 << 30))
         reqs.append(_request(model, clean, spec, {"video": item.id, "condition": f"decoding:{setting}", "seed": seed},
                              **kw))
-    stats = _stats(ctx.engine.run(reqs, probe="stressor", accept=accept_description))
+    gens = ctx.engine.run(reqs, probe="stressor", accept=accept_description)
+    stats = _stats([(g, usable.generation_text_reason(g)) for g in gens])
     ctx.observe("stressor", {"type": "decoding", "model": model, "setting": setting, **stats.summary()})
     return stats
 
@@ -316,16 +313,14 @@ def _log(ctx: ProbeContext, res: StressorResult, part: str | None = None, *, exa
                 "ri": per_video_mean(ri_of, measured[n]), "ie": per_video_mean(ie_of, measured[n]),
                 "attack": {k: v for k, v in res.attack(n).items() if k != "queries"}}
 
-    clean_texts = res.clean.measured().texts
+    texts = {"clean": res.clean.measured().texts, **{n: p.texts for n, p in pooled.items()}}
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
                              **({"part": part} if part else {}),
                              "clean": clean, "clean_flags": res.clean.flags.tolist(),
                              "stressors": {n: stressor_summary(n, sts) for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
-                             "ri_values": {"clean": [ri_of(t) for t in clean_texts],
-                                           **{n: [ri_of(t) for t in p.texts] for n, p in pooled.items()}},
-                             "ie_values": {"clean": [ie_of(t) for t in clean_texts],
-                                           **{n: [ie_of(t) for t in p.texts] for n, p in pooled.items()}},
+                             "ri_values": {n: [ri_of(t) for t in ts] for n, ts in texts.items()},
+                             "ie_values": {n: [ie_of(t) for t in ts] for n, ts in texts.items()},
                              "severity": {"clean": clean.get("severity", {}),
                                           **{n: p.summary().get("severity", {}) for n, p in pooled.items()}},
                              "errors": res.errors, "problems": res.problems, "calls": res.calls})

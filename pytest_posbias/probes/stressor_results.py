@@ -114,7 +114,7 @@ class TextStats:
     @property
     def empty(self) -> int:
         """Outputs whose call succeeded but returned no usable text (a lost unit, counted apart from errors)."""
-        return int(sum(1 for ok, f in zip(self.ok, self.finish, strict=True) if not ok and f != "error"))
+        return sum(self.unusable().values())
 
     @property
     def flags(self) -> np.ndarray:
@@ -124,8 +124,7 @@ class TextStats:
     def measured(self) -> TextStats:
         """The ok outputs only."""
         keep = [i for i, ok in enumerate(self.ok) if ok]
-        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep], [True] * len(keep),
-                         [None] * len(keep))
+        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep])
 
     def summary(self) -> dict[str, Any]:
         """Over the measured outputs: n, failed, RR (share repeating), mean RI and IE (n = 1),
@@ -169,14 +168,9 @@ class StressorResult:
         request the stressed RR of those videos exceeds their clean RR of 0 by regression to the mean,
         a spurious amplification (sim:looping under Delete and Reverse). A model that loops
         everywhere shows no amplification here; the repetition gate fails it."""
-        out = []
-        for v, s in enumerate(self.variants[stressor]):
-            ok = s.valid
-            if not self.clean.ok[v] or not ok.any():
-                out.append(np.nan)
-            else:
-                out.append(float(s.flags[ok].mean()) - float(self.clean.flags[v]))
-        return np.array(out, dtype=float)
+        clean = self.clean.flags
+        return np.array([float(s.flags[s.valid].mean()) - float(clean[v]) if self.clean.ok[v] and s.valid.any()
+                         else np.nan for v, s in enumerate(self.variants[stressor])], dtype=float)
 
     def walk(self, stressor: str, v: int) -> tuple[np.ndarray, np.ndarray]:
         """The attack walk of video ``v``: (RR flags, ok) of its first ``attack_cap`` variants
