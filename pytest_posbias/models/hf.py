@@ -133,13 +133,11 @@ class HFBackend(InputBuilder):
         of some families stack videos) and, for generation, one decoding setting (greedy or
         sampled alike: sampled rows are seeded per row, see :mod:`.hf_sampling`)."""
         groups: dict[Any, list[int]] = {}
-        out: list[list[int]] = []
         for i, r in enumerate(requests):
             key = self._signature(r) if forward_only else (self._signature(r), r.decoding, r.want == "both")
             groups.setdefault(key, []).append(i)
-        for idx in groups.values():
-            out += [idx[k : k + self.max_batch_size] for k in range(0, len(idx), self.max_batch_size)]
-        return sorted(out)
+        n = self.max_batch_size
+        return sorted(idx[k : k + n] for idx in groups.values() for k in range(0, len(idx), n))
 
     def letter_ids(self, letters: Sequence[str]) -> list[int]:
         out = []
@@ -185,7 +183,7 @@ class HFBackend(InputBuilder):
             for row, (i, r) in enumerate(zip(idx, batch, strict=True)):
                 toks = seqs[row]
                 n = next((k for k, t in enumerate(toks) if t in self.eos_ids), None)
-                finish = "stop" if n is not None else ("length" if len(toks) >= dec.max_new_tokens else "stop")
+                finish = "length" if n is None and len(toks) >= dec.max_new_tokens else "stop"
                 body = toks if n is None else toks[:n]
                 body = [t for t in body if t != self.pad_id]
                 text = _THINK.sub("", self.tokenizer.decode(body, skip_special_tokens=True)).strip()

@@ -67,9 +67,8 @@ class InputBuilder:
         self.processor = processor
         self.device = device
         self.dtype = dtype
-        tok = processor.tokenizer
-        tok.padding_side = "left"
-        self.tokenizer = tok
+        self.tokenizer = processor.tokenizer
+        self.tokenizer.padding_side = "left"
         self.video_token = getattr(processor, "video_token", None) or self.adapter.default_video_token
         self.image_token = getattr(processor, "image_token", None) or self.adapter.default_image_token
 
@@ -90,10 +89,9 @@ class InputBuilder:
                 frames = self.store.materialize(p.frames)
                 videos.append(frames)
                 spec = p.frames
-                fps = spec.fps if spec.fps > 0 else 1.0
-                metas.append(VideoMetadata(total_num_frames=max(spec.frame_count, len(spec)), fps=fps,
-                                           frames_indices=spec.indices, duration=max(spec.frame_count, len(spec)) / fps,
-                                           width=int(frames.shape[2]), height=int(frames.shape[1])))
+                fps, total = (spec.fps if spec.fps > 0 else 1.0), max(spec.frame_count, len(spec))
+                metas.append(VideoMetadata(total_num_frames=total, fps=fps, frames_indices=spec.indices,
+                                           duration=total / fps, width=frames.shape[2], height=frames.shape[1]))
                 body.append(self.adapter.video.format(video=self.video_token))
             elif isinstance(p, ImagePart) and self.adapter.separator_as_video:
                 videos.append(np.zeros((2, p.size, p.size, 3), dtype=np.uint8))
@@ -135,15 +133,6 @@ class InputBuilder:
         inputs.pop("video_metadata", None)
         return inputs.to(self.device, dtype=self.dtype) if self.dtype is not None else inputs
 
-    def _media_ids(self) -> set[int]:
-        """Token ids of the image and video placeholders (what the processor expands per frame/patch)."""
-        ids = set()
-        for t in (self.video_token, self.image_token):
-            i = self.tokenizer.convert_tokens_to_ids(t)
-            if isinstance(i, int) and i >= 0 and i != self.tokenizer.unk_token_id:
-                ids.add(int(i))
-        return ids
-
     def token_counts(self, inputs: Any) -> list[tuple[int, int]]:
         """(prompt tokens, visual tokens) of each row of a processed batch: the non-padding
         tokens (attention mask) and, of those, the image/video placeholder tokens."""
@@ -153,8 +142,10 @@ class InputBuilder:
         mask = inputs.get("attention_mask")
         mask = torch.ones_like(ids) if mask is None else mask
         media = torch.zeros_like(ids, dtype=torch.bool)
-        for m in self._media_ids():
-            media |= ids == m
+        for t in (self.video_token, self.image_token):  # the placeholders the processor expands per frame/patch
+            m = self.tokenizer.convert_tokens_to_ids(t)
+            if isinstance(m, int) and m >= 0 and m != self.tokenizer.unk_token_id:
+                media |= ids == m
         prompt = mask.sum(dim=1).tolist()
         visual = (media & mask.bool()).sum(dim=1).tolist()
         return [(int(p), int(v)) for p, v in zip(prompt, visual, strict=True)]

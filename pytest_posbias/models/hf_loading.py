@@ -1,14 +1,6 @@
-"""Where and how the ``hf`` backend loads a checkpoint: device, sharding, attention kernel.
-
-* Device (``--posbias-device``): ``auto`` → cuda:(N mod device count) for xdist worker gwN,
-  cuda:0 serially, cpu without CUDA.
-* Sharding (``--posbias-device-map``): ``fit`` (default) loads on one device when the bf16
-  weights (a directory's safetensors bytes, else the registry's parameters × 2) times
-  :data:`FIT_HEADROOM` fit its memory, else shards over every visible GPU with transformers'
-  ``device_map="auto"``; ``auto``/``balanced``/``balanced_low_0``/``sequential`` always shard
-  with that strategy; ``none`` never shards. A sharded model cannot run beside xdist workers.
-* Attention (``--posbias-attn-implementation``): ``auto`` → ``flash_attention_2`` on CUDA with
-  ``flash_attn`` installed, else ``sdpa``; or ``sdpa``, ``flash_attention_2``, ``eager``.
+"""Where and how the ``hf`` backend loads a checkpoint: the device (:func:`pick_device`), one device or
+a shard over the node's GPUs (:func:`plan_placement`) and the attention kernel
+(:func:`pick_attn_implementation`). docs/gpus.md explains the options.
 """
 
 from __future__ import annotations
@@ -79,7 +71,12 @@ class Placement:
 
 
 def plan_placement(resolved: ResolvedModel, *, device: str, option: str, worker: str) -> Placement:
-    """Decide one device or a shard over the node's GPUs (see the module docstring)."""
+    """One device or a shard over the node's GPUs (``--posbias-device-map``): ``fit`` loads on one device
+    when the bf16 weights (:func:`weight_bytes`) × FIT_HEADROOM fit its memory (or are unknown), else
+    shards with transformers' ``device_map="auto"``, as it does for a registry entry marked ``shard``;
+    ``auto``/``balanced``/``balanced_low_0``/``sequential`` always shard with that strategy; ``none``
+    never shards. ModelLoadError for an unknown option, sharding without CUDA, or a sharded model in
+    an xdist worker."""
     if option not in DEVICE_MAP_CHOICES:
         raise ModelLoadError(f"--posbias-device-map must be one of {', '.join(DEVICE_MAP_CHOICES)}; got {option!r}")
     if option == "fit" and resolved.entry is not None and resolved.entry.shard:
@@ -128,6 +125,4 @@ def load_model(resolved: ResolvedModel, placement: Placement, *, dtype: Any, att
 
 def input_device(model: Any, placement: Placement) -> str:
     """Where inputs go: the device of the input embeddings (the first shard when sharded)."""
-    if not placement.sharded:
-        return placement.device
-    return str(model.get_input_embeddings().weight.device)
+    return str(model.get_input_embeddings().weight.device) if placement.sharded else placement.device

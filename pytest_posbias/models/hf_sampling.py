@@ -41,8 +41,7 @@ def gumbel_noise(seed: int, step: int, n: int, *, device: Any = "cpu") -> Any:
     g = torch.Generator(device=device)
     g.manual_seed(step_seed(seed, step))
     u = torch.rand(n, generator=g, device=device, dtype=torch.float64)
-    tiny = torch.finfo(torch.float64).tiny
-    u = u.clamp(min=tiny, max=1.0 - 1e-16)
+    u = u.clamp(min=torch.finfo(torch.float64).tiny, max=1.0 - 1e-16)
     return -torch.log(-torch.log(u))
 
 

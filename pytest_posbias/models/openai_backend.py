@@ -1,19 +1,14 @@
-"""OpenAI-compatible endpoints (vLLM server, OpenAI, Gemini's compatible API) via the official client.
+"""OpenAI-compatible endpoints (vLLM server, OpenAI, Gemini's compatible API) via the official client
+(docs/vllm.md).
 
-Frames go as one ``video_url`` per video or as ``image_url`` parts, interleaved with the text
-in the probe's order (:mod:`.openai_encode`); ``--posbias-video-form video|images|auto`` picks
-the form (``auto``: the registry entry's, else video when the start-up check finds the endpoint
-accepts it), and the identity carries it. Letters are scored from the first token's
-``top_logprobs`` (``--posbias-letter-scoring logprobs``) or parsed from a greedy answer
-(``text``; ``auto``: text when the endpoint returns no logprobs).
-
-Requests stream through :func:`.openai_pool.stream` (frames encoded ahead of the network, up to
-``concurrency`` calls in flight, each answer yielded as it completes); several ``--api-base``
-URLs are replicas of one served model (:class:`.openai_pool.ReplicaRouter`). Fail closed: the
-start-up check (:mod:`.openai_check`), bounded retries (:func:`.openai_retry.with_retries`), a
-circuit breaker, and every request ending in a ``Generation`` (a failed one ``ok=False`` with the
-error and attempts). The API key (``POSBIAS_API_KEY``, else ``OPENAI_API_KEY``) is never written
-to the cache, the run log or the report.
+Frames go in the input form ``--posbias-video-form`` picks (:mod:`.openai_encode`; ``auto``: the
+registry entry's, else what the start-up check finds the endpoint accepts), interleaved with the text
+in the probe's order. Letters are scored from the first token's ``top_logprobs`` or parsed from a
+greedy answer (``--posbias-letter-scoring``). Requests stream through :func:`.openai_pool.stream`
+over the replicas of ``--api-base``. Fail closed: the start-up check (:mod:`.openai_check`),
+bounded retries (:func:`.openai_retry.with_retries`), a circuit breaker, and every request ending
+in a ``Generation`` (a failed one ``ok=False`` with the error and attempts). The API key is never
+written to the cache, the run log or the report.
 """
 
 from __future__ import annotations
@@ -46,6 +41,7 @@ from .openai_retry import (
     validate,
     with_retries,
 )
+from .registry import resolve
 
 
 def judge_spec(judge: str | None) -> str | None:
@@ -82,8 +78,6 @@ def check_endpoints(options: RunOptions) -> list[dict[str, Any]]:
     """Run the start-up check of every ``openai:`` model, baseline, parity reference and LLM judge that ``options``
     (the run's merged options) name, without loading anything else; raises ModelLoadError on the
     first that fails. For the controller of a pytest-xdist run, which loads no models itself."""
-    from ..models.registry import resolve
-
     judge = judge_spec(options.judge)
     specs = [*options.specs, *([judge] if judge else [])]
     out = []
@@ -238,10 +232,6 @@ class OpenAIBackend:
         return (f"the endpoint's circuit breaker is open: {self.breaker_after} consecutive requests failed after "
                 f"their retries (last: {self._last_failure}); {again}")
 
-    def _retry_wait(self, delay: float) -> None:
-        """Sleep ``delay`` seconds before a retry, waking at once when the breaker opens."""
-        self._breaker_opened.wait(delay)
-
     def _breaker_admits(self) -> bool:
         """False while the breaker is open, except for one trial request per ``breaker_probe_s``
         (never, when that is None)."""
@@ -285,7 +275,8 @@ class OpenAIBackend:
             return send(self.router, kwargs, validate=validate)
 
         resp, server = with_retries(call, retries=self.retries, base_delay=self.base_delay, max_delay=self.max_delay,
-                                    rng=rng, secret=self._key, context=self.label, sleep=self._retry_wait,
+                                    rng=rng, secret=self._key, context=self.label,
+                                    sleep=self._breaker_opened.wait,  # woken at once when the breaker opens
                                     abort=self._breaker_reason)
         return resp, attempts["n"], server
 
@@ -304,11 +295,7 @@ class OpenAIBackend:
             if want_lp and not self.supports_letter_logprobs:
                 raise BackendError(f"{self.label}: letter log-probabilities asked for, but this endpoint is scored "
                                    "from text (it returns no logprobs, or --posbias-letter-scoring text)")
-            try:
-                resp, attempts, server = self._complete(request, messages)
-            except EndpointError as exc:
-                attempts = exc.attempts
-                raise
+            resp, attempts, server = self._complete(request, messages)
             choice = resp.choices[0]
             lp = self._letters_from(choice, request.letters) if want_lp else None
             self._record(ok=True, attempts=attempts, transient_failure=False)
@@ -322,6 +309,7 @@ class OpenAIBackend:
                               prompt_tokens=prompt if isinstance(prompt, int) else None, input_form=form,
                               server_seconds=server)
         except PosbiasError as exc:
+            attempts = exc.attempts if isinstance(exc, EndpointError) else attempts
             transient = isinstance(exc, EndpointError) and exc.transient
             error = str(exc)
             hint = server_hint(error, seeded=not request.decoding.greedy and self.request_seed)

@@ -64,8 +64,7 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
             backend.scoring = "text"
             result["fallback"] = ("the endpoint returned no logprobs for a request asking for "
                                   f"top_logprobs={TOP_LOGPROBS}: answers are scored from text")
-    result["scoring"] = backend.scoring
-    result["request_seed"] = backend.request_seed
+    result.update(scoring=backend.scoring, request_seed=backend.request_seed)
     if len(backend.router.replicas) > 1:
         result["replicas"] = [r.url for r in backend.router.replicas]
     result["seconds"] = round(time.monotonic() - t0, 3)
@@ -100,8 +99,8 @@ def _check_message(backend: OpenAIBackend, exc: EndpointError, rep: Replica, for
         return head + f"cannot be reached or does not answer ({exc}); is the server running at this URL?"
     msg = head + f"refused the start-up request (HTTP {exc.status}): {exc.server_message}"
     if exc.status == 404:
-        served = _served_models(rep.client)
-        if served is not None:
+        with contextlib.suppress(Exception):  # the names the endpoint lists (GET /models), when it says
+            served = sorted(str(m.id) for m in rep.client.models.list())[:20]
             msg += f"; models served there: {', '.join(served) or '(none)'}"
     elif exc.status in (401, 403):
         msg += "; set POSBIAS_API_KEY (or OPENAI_API_KEY) to a key this endpoint accepts"
@@ -112,9 +111,3 @@ def _check_message(backend: OpenAIBackend, exc: EndpointError, rep: Replica, for
         msg += ("; the frames were sent as one video_url (--posbias-video-form video): use images for image-only "
                 "endpoints")
     return msg
-
-def _served_models(client: Any) -> list[str] | None:
-    """The model names the endpoint lists (GET /models), or None when it does not say."""
-    with contextlib.suppress(Exception):
-        return sorted(str(m.id) for m in client.models.list())[:20]
-    return None

@@ -178,8 +178,7 @@ def send(router: ReplicaRouter, kwargs: Mapping[str, Any], *,
             router.release(rep, ok=None)
             raise
         except openai.APIConnectionError as exc:
-            refused = _refused(exc)
-            out = router.release(rep, ok=False, down=refused, error=_short(exc))
+            out = router.release(rep, ok=False, down=_refused(exc), error=_short(exc))
             tried.append(rep)
             if out and router.has_alive(exclude=tried):
                 continue

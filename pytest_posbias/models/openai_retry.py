@@ -1,10 +1,7 @@
-"""Errors, retries and settings of the OpenAI-compatible backend.
-
-* :func:`with_retries`: the retry policy (bounded exponential backoff with jitter, Retry-After
-  honoured, permanent errors not retried) and :class:`EndpointError`, its final error;
-* :func:`api_settings`: the backend's settings from the environment (``POSBIAS_API_*``) with
-  the run's options over them (``--posbias-api-timeout`` and friends, ``[tool.posbias]``);
-* :func:`server_hint`: a known server failure recognised in an error text, with its workaround.
+"""Errors, retries and settings of the OpenAI-compatible backend: the retry policy
+(:func:`with_retries`, its final error :class:`EndpointError`), the backend's settings from the
+environment and the run's options (:func:`api_settings`), and known server failures with their
+workaround (:func:`server_hint`).
 """
 
 from __future__ import annotations
@@ -101,7 +98,7 @@ def _server_message(exc: Any) -> str:
 
 
 def with_retries(fn: Callable[[], T], *, retries: int = 5, base_delay: float = 0.5, max_delay: float = 20.0,
-                 rng: random.Random | None = None, sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None, sleep: Callable[[float], object] = time.sleep,
                  secret: str = "", deadline: float | None = None, context: str = "",
                  abort: Callable[[], str | None] | None = None) -> T:
     """Call ``fn``; retry transient endpoint failures up to ``retries`` times.
@@ -164,12 +161,11 @@ def _describe(exc: BaseException | None) -> str:
         return "no attempt made"
     text = f"{type(exc).__name__}: {_server_message(exc) if hasattr(exc, 'status_code') else exc}"
     cause = exc.__cause__ or exc.__context__
-    seen = 0
-    while cause is not None and seen < 5:
-        inner = cause.__cause__ or cause.__context__
+    for _ in range(5):  # the root of the chain, at most five links further down
+        inner = None if cause is None else cause.__cause__ or cause.__context__
         if inner is None:
             break
-        cause, seen = inner, seen + 1
+        cause = inner
     if cause is not None and str(cause) and str(cause) not in text:
         text += f" ({type(cause).__name__}: {cause})"
     return text

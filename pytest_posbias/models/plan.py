@@ -175,18 +175,12 @@ class PlanBackend:
             self._fh.write(json.dumps(row, sort_keys=True, default=str) + "\n")
             self._fh.flush()
 
-    def _expected_output(self, r: Request) -> int:
-        if r.want == "letters":
-            return 0
-        k = output_key(r)
-        return round(self.output_lengths[k]) if k in self.output_lengths else r.decoding.max_new_tokens
-
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         """Records each request; an empty answer with the planned token counts."""
         out = []
         for r in requests:
             p, v = self.counter.count(r)
-            n = self._expected_output(r)
+            n = 0 if r.want == "letters" else round(self.output_lengths.get(output_key(r), r.decoding.max_new_tokens))
             self._record(r, p, v, n)
             lp = {letter: -math.log(len(r.letters)) for letter in r.letters} if r.want == "both" else None
             out.append(Generation("", n, "length", lp, 0.0, prompt_tokens=p, visual_tokens=v))

@@ -101,13 +101,13 @@ def split_latency(profile: str) -> tuple[str, float]:
         return profile, 0.0
     if len(lat) > 1:
         raise ConfigError(f"sim:{profile}: `latency` given {len(lat)} times; give it once")
+    raw = lat[0].removeprefix("latency=")
     try:
-        seconds = float(lat[0].removeprefix("latency="))
+        seconds = float(raw)
     except ValueError:
         seconds = math.nan
     if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigError(f"sim:{profile}: `latency` must be a number of seconds >= 0; got "
-                          f"{lat[0].removeprefix('latency=')!r}")
+        raise ConfigError(f"sim:{profile}: `latency` must be a number of seconds >= 0; got {raw!r}")
     return ",".join(p for p in parts if not p.startswith("latency=")), seconds
 
 

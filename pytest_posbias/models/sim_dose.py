@@ -347,11 +347,6 @@ def first_loss_for(domain: str | None, bucket: str | None, P: int) -> float:
     return FIRST_LOSS.get((domain or "", bucket or "", P), FIRST_LOSS_DEFAULT)
 
 
-def first_dpb_for(domain: str | None, bucket: str | None) -> float:
-    """The mean P = 2 DPB effect of thinning every first slot by its first sentence (``FIRST_DPB``)."""
-    return FIRST_DPB.get((domain or "", bucket or "", 2), FIRST_DPB_DEFAULT)
-
-
 def thin_scale(dose: Dose, P: int, domain: str | None, bucket: str | None) -> float:
     """The effect of thinning every dosed slot by its first written sentence on this configuration:
     ``FIRST_LOSS`` for a ``meg`` dose at P = 4, ``FIRST_DPB`` for a ``dpb`` dose at P = 2, 0 for any
@@ -359,7 +354,7 @@ def thin_scale(dose: Dose, P: int, domain: str | None, bucket: str | None) -> fl
     if dose.get("meg") is not None and P == 4:
         return first_loss_for(domain, bucket, P)
     if dose.get("dpb") is not None and P == 2:
-        return first_dpb_for(domain, bucket)
+        return FIRST_DPB.get((domain or "", bucket or "", 2), FIRST_DPB_DEFAULT)
     return 0.0
 
 

@@ -115,9 +115,8 @@ def view_frame(frame: NDArray[np.uint8]) -> FrameView:
     return FrameView(tuple(blobs), None, background)
 
 
-def _motion(xs: list[float], ys: list[float]) -> str:
-    dx = xs[-1] - xs[0]
-    dy = ys[-1] - ys[0]
+def _motion(first: Blob, last: Blob) -> str:
+    dx, dy = last.x - first.x, last.y - first.y
     if max(abs(dx), abs(dy)) < 0.12:
         return "static"
     if abs(dx) >= abs(dy):
@@ -141,9 +140,8 @@ def summarize(views: list[FrameView]) -> VideoView:
     for shape, obs in tracks.items():
         if len(obs) < max(2, int(0.25 * scene_frames)):
             continue  # a shape seen in one or two frames only (a foreign frame) is not an object of the video
-        xs = [b.x for _, b in obs]
-        ys = [b.y for _, b in obs]
-        objects.append(ObjectTrack(shape, obs[0][1].colour, obs[-1][1].colour, _motion(xs, ys)))
+        first, last = obs[0][1], obs[-1][1]
+        objects.append(ObjectTrack(shape, first.colour, last.colour, _motion(first, last)))
     objects.sort(key=lambda o: (o.shape != "circle", o.shape != "square", o.shape))
     events = tuple(sorted({v.event for v in views if v.event}))
     bgs = [v.background for v in views if v.background]
@@ -163,19 +161,16 @@ def _discontinuity(views: list[FrameView]) -> float:
             steps.setdefault(s, []).append((p1[s][0] - p0[s][0], p1[s][1] - p0[s][1]))
     med = {s: (float(np.median([d[0] for d in v])), float(np.median([d[1] for d in v]))) for s, v in steps.items()}
     bad = 0
-    for i in range(len(views) - 1):
-        a, b = views[i], views[i + 1]
+    for (a, b), (p0, p1) in zip(itertools.pairwise(views), itertools.pairwise(pos), strict=True):
         if a.event or b.event:
             continue
         if a.background != b.background or {x.shape for x in a.blobs} != {x.shape for x in b.blobs}:
             bad += 1
             continue
-        for s in pos[i].keys() & pos[i + 1].keys():
-            dx = pos[i + 1][s][0] - pos[i][s][0]
-            dy = pos[i + 1][s][1] - pos[i][s][1]
+        for s in p0.keys() & p1.keys():
             mx, my = med.get(s, (0.0, 0.0))
             tol = max(0.04, 2.5 * max(abs(mx), abs(my)))
-            if abs(dx - mx) > tol or abs(dy - my) > tol:
+            if abs(p1[s][0] - p0[s][0] - mx) > tol or abs(p1[s][1] - p0[s][1] - my) > tol:
                 bad += 1
                 break
     return bad / (len(views) - 1)

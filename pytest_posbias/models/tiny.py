@@ -9,6 +9,7 @@ renders all media before the text. ``posbias models tiny FAMILY DIR`` builds one
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,19 +26,18 @@ _CORPUS = [
     "Please describe this video in detail.", "<0.5 seconds> <1.2 seconds> Frame1: Frame2:",
 ]
 
-_CHATML_QWEN = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
-    "{% else %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
-    "{% elif c['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>{% endif %}{% endfor %}{% endif %}"
-    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-_CHATML_INTERNVL = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
-    "{% else %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
-    "{% elif c['type'] == 'video' %}<video>\n{% elif c['type'] == 'image' %}<IMG_CONTEXT>\n{% endif %}{% endfor %}{% "
-    "endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+def _template(video: str, image: str, *, head: str = "<|im_start|>{{ m['role'] }}\n", end: str = "<|im_end|>\n",
+              reply: str = "<|im_start|>assistant\n", prefix: str = "") -> str:
+    """A chat template writing each message's parts in order, a video as ``video``, an image as ``image``."""
+    return (prefix + "{% for m in messages %}" + head + "{% if m['content'] is string %}{{ m['content'] }}"
+            "{% else %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
+            "{% elif c['type'] == 'video' %}" + video + "{% elif c['type'] == 'image' %}" + image
+            + "{% endif %}{% endfor %}{% endif %}" + end + "{% endfor %}{% if add_generation_prompt %}" + reply
+            + "{% endif %}")
+
+
+_CHATML_QWEN = _template("<|vision_start|><|video_pad|><|vision_end|>", "<|vision_start|><|image_pad|><|vision_end|>")
+_CHATML_INTERNVL = _template("<video>\n", "<IMG_CONTEXT>\n")
 # Like llava-hf's template: images first, then videos, then the text of the message.
 _LLAVA_OV_MEDIA_FIRST = (
     "{% for m in messages %}<|im_start|>{{ m['role'] + ' ' }}{% if m['content'] is string %}{{ m['content'] }}{% else "
@@ -46,17 +46,11 @@ _LLAVA_OV_MEDIA_FIRST = (
     "{% for c in m['content'] | selectattr('type', 'equalto', 'text') %}{{ c['text'] }}{% endfor %}{% endif %}"
     "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-_GLM4V = (
-    "[gMASK]<sop>{% for m in messages %}<|{{ m['role'] }}|>\n{% if m['content'] is string %}{{ m['content'] }}"
-    "{% else %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
-    "{% elif c['type'] == 'video' %}<|begin_of_video|><|video|><|end_of_video|>"
-    "{% elif c['type'] == 'image' %}<|begin_of_image|><|image|><|end_of_image|>{% endif %}{% endfor %}{% endif %}"
-    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
+_GLM4V = _template("<|begin_of_video|><|video|><|end_of_video|>", "<|begin_of_image|><|image|><|end_of_image|>",
+                   head="<|{{ m['role'] }}|>\n", end="", reply="<|assistant|>\n", prefix="[gMASK]<sop>")
 
 
-def _tokenizer(specials: list[str], extra_named: dict[str, str] | None = None, *, eos: str, pad: str,
-               bos: str | None = None, vocab_size: int = 480) -> Any:
+def _tokenizer(specials: list[str], extra_named: dict[str, str] | None = None, *, eos: str = "<|im_end|>") -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -64,15 +58,11 @@ def _tokenizer(specials: list[str], extra_named: dict[str, str] | None = None, *
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     letters = [chr(c) for c in range(ord("A"), ord("Z") + 1)]
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+    trainer = trainers.BpeTrainer(vocab_size=480, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(_CORPUS * 10 + letters, trainer)
-    kwargs: dict[str, Any] = {"tokenizer_object": tok, "eos_token": eos, "pad_token": pad}
-    if bos:
-        kwargs["bos_token"] = bos
-    if extra_named:
-        kwargs["extra_special_tokens"] = extra_named
-    fast = PreTrainedTokenizerFast(**kwargs)
+    named = {"extra_special_tokens": extra_named} if extra_named else {}
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token="<|endoftext|>", **named)
     fast.padding_side = "left"
     return fast
 
@@ -96,17 +86,16 @@ def _text_cfg(tok: Any, ids: dict[str, int], **extra: Any) -> dict[str, Any]:
 def _build_qwen(family: str) -> tuple[Any, Any]:
     import transformers as tf
 
-    tok = _tokenizer(list(_QWEN_SPECIALS), eos="<|im_end|>", pad="<|endoftext|>")
+    tok = _tokenizer(list(_QWEN_SPECIALS))
     ids = _ids(tok, _QWEN_SPECIALS)
     common: dict[str, Any] = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
                                   vision_start_token_id=ids["<|vision_start|>"],
                                   vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True)
     vision: dict[str, Any]
     if family in ("qwen2_vl", "qwen2_5_vl"):
-        ip = tf.Qwen2VLImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28,
-                                      max_pixels=56 * 56)
-        vp = tf.Qwen2VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28,
-                                      max_pixels=56 * 56)
+        px: dict[str, Any] = dict(patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28,
+                                  max_pixels=56 * 56)
+        ip, vp = tf.Qwen2VLImageProcessor(**px), tf.Qwen2VLVideoProcessor(**px)
         text = _text_cfg(tok, ids, rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
                                                     "rope_theta": 10000.0})
         if family == "qwen2_vl":
@@ -140,7 +129,7 @@ def _build_internvl() -> tuple[Any, Any]:
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"]
     named = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
              "video_token": "<video>"}
-    tok = _tokenizer(specials, named, eos="<|im_end|>", pad="<|endoftext|>")
+    tok = _tokenizer(specials, named)
     ids = _ids(tok, specials)
     ip = tf.GotOcr2ImageProcessor(size={"height": 28, "width": 28}, crop_to_patches=False)
     vp = tf.InternVLVideoProcessor(size={"height": 28, "width": 28})
@@ -158,8 +147,7 @@ def _build_llava_onevision() -> tuple[Any, Any]:
     import transformers as tf
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"]
-    tok = _tokenizer(specials, {"image_token": "<image>", "video_token": "<video>"}, eos="<|im_end|>",
-                     pad="<|endoftext|>")
+    tok = _tokenizer(specials, {"image_token": "<image>", "video_token": "<video>"})
     ids = _ids(tok, specials)
     ip = tf.LlavaOnevisionImageProcessor(size={"height": 28, "width": 28}, image_grid_pinpoints=[[28, 28]], do_pad=True)
     vp = tf.LlavaOnevisionVideoProcessor(size={"height": 28, "width": 28})
@@ -169,9 +157,8 @@ def _build_llava_onevision() -> tuple[Any, Any]:
     config = tf.LlavaOnevisionConfig(vision_config=vision, text_config=text, image_token_index=ids["<image>"],
                                      video_token_index=ids["<video>"], image_grid_pinpoints=[[28, 28]],
                                      vision_feature_layer=-1, tie_word_embeddings=True)
-    num_image_tokens = (28 // 14) ** 2
     proc = tf.LlavaOnevisionProcessor(image_processor=ip, tokenizer=tok, video_processor=vp,
-                                      num_image_tokens=num_image_tokens,
+                                      num_image_tokens=(28 // 14) ** 2,
                                       vision_feature_select_strategy="full", chat_template=_LLAVA_OV_MEDIA_FIRST)
     return config, proc
 
@@ -182,7 +169,7 @@ def _build_glm4v() -> tuple[Any, Any]:
     specials = ["<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|system|>", "<|begin_of_image|>",
                 "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>", "<|video|>", "<think>",
                 "</think>"]
-    tok = _tokenizer(specials, eos="<|endoftext|>", pad="<|endoftext|>")
+    tok = _tokenizer(specials, eos="<|endoftext|>")
     ids = _ids(tok, specials)
     ip = tf.Glm4vImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2,
                                 size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56})
@@ -203,10 +190,7 @@ def _build_glm4v() -> tuple[Any, Any]:
 
 
 _BUILDERS: dict[str, Callable[[], tuple[Any, Any]]] = {
-    "qwen2_vl": lambda: _build_qwen("qwen2_vl"),
-    "qwen2_5_vl": lambda: _build_qwen("qwen2_5_vl"),
-    "qwen3_vl": lambda: _build_qwen("qwen3_vl"),
-    "qwen3_vl_moe": lambda: _build_qwen("qwen3_vl_moe"),
+    **{f: functools.partial(_build_qwen, f) for f in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")},
     "internvl": _build_internvl,
     "llava_onevision": _build_llava_onevision,
     "glm4v": _build_glm4v,

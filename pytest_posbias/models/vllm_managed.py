@@ -1,19 +1,12 @@
-"""``--model vllm:SPEC``: serve the model with vLLM for the run and test it through the ``openai:`` pool.
+"""``--model vllm:SPEC``: serve the model with vLLM for the run and test it through the ``openai:`` pool
+(docs/vllm.md).
 
-SPEC is a registry alias, a checkpoint directory or a Hub id. Placement, flags and command come
-from :mod:`.vllm_plan`; the servers listen on free loopback ports and are replicas of one
-:class:`.openai_backend.OpenAIBackend` (docs/vllm.md).
-
-* Lifetime (:class:`ManagedVllm`): started once per run (the xdist controller under ``-n``),
-  each server under a guard process (:data:`GUARD`) that leads its own process group and ends it
-  (SIGTERM, then SIGKILL after a grace period) when pytest dies (``prctl(PR_SET_PDEATHSIG)`` and
-  a parent-pid poll) or when told to stop, so the servers never outlive pytest. Healthy means
-  ``GET /health`` answers 200 and ``GET /v1/models`` lists the served name, within
-  ``--posbias-vllm-timeout``; a server that exits or times out first is reported with the last
-  lines of its log.
-* Identity (:meth:`ManagedVllm.identity`): backend ``vllm``, the vLLM version, the engine
-  arguments (without host and port), the dtype and the checkpoint revision, so ``vllm:X`` and
-  ``hf:X`` never share cache entries.
+Placement, flags and command come from :mod:`.vllm_plan`; the servers listen on free loopback ports
+and are replicas of one :class:`.openai_backend.OpenAIBackend`. Each runs under a guard process
+(:data:`GUARD`), so it never outlives pytest; healthy means ``GET /health`` answers 200 and
+``GET /v1/models`` lists the served name. The identity (:meth:`ManagedVllm.identity`) holds the vLLM
+version, engine arguments, dtype and checkpoint revision, so ``vllm:X`` and ``hf:X`` never share
+cache entries.
 """
 
 from __future__ import annotations
@@ -117,10 +110,6 @@ class _Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def label(self) -> str:
-        pin = f", CUDA_VISIBLE_DEVICES={self.gpus}" if self.gpus is not None else ""
-        return f"vLLM server on port {self.port}{pin}"
-
 
 @dataclass
 class ManagedVllm:
@@ -133,7 +122,6 @@ class ManagedVllm:
     log_dir: Path
     seed: int = 0
     served: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
     servers: list[_Server] = field(default_factory=list)
     version: str = "unknown"
 
@@ -160,7 +148,7 @@ class ManagedVllm:
         ModelLoadError with the failing server's last log lines."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         base_env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-                    "VLLM_HOST_IP": "127.0.0.1", "VLLM_LOOPBACK_IP": "127.0.0.1", **self.env}
+                    "VLLM_HOST_IP": "127.0.0.1", "VLLM_LOOPBACK_IP": "127.0.0.1"}
         base_env.pop("VIRTUAL_ENV", None)  # another environment's interpreter finds its own packages
         try:
             for i, gpus in enumerate(self.plan.gpus):
@@ -168,9 +156,7 @@ class ManagedVllm:
                 cmd = [*self.command, *server_args(self.resolved.target, served=self.served, port=port, seed=self.seed,
                                                    tensor_parallel=self.plan.tensor_parallel, extra=self.args)]
                 srv = _Server(port, gpus, self.log_dir / f"vllm-{i}.log")
-                env = dict(base_env)
-                if gpus is not None:
-                    env["CUDA_VISIBLE_DEVICES"] = gpus
+                env = {**base_env, **({"CUDA_VISIBLE_DEVICES": gpus} if gpus is not None else {})}
                 srv.log = srv.log_path.open("ab")
                 srv.log.write(f"=== {shlex.join(cmd)}\n".encode())
                 srv.log.flush()
@@ -236,26 +222,21 @@ class ManagedVllm:
 
     def _healthy(self, srv: _Server) -> bool:
         try:
-            base = srv.url.removesuffix("/v1")
-            with urllib.request.urlopen(base + "/health", timeout=5) as r:
+            with urllib.request.urlopen(srv.url.removesuffix("/v1") + "/health", timeout=5) as r:
                 if r.status != 200:
                     return False
-            data = _get_json(srv.url + "/models")
-            return any(m.get("id") == self.served for m in data.get("data", []))
+            return any(m.get("id") == self.served for m in _get_json(srv.url + "/models").get("data", []))
         except (OSError, urllib.error.URLError, ValueError, AttributeError):
             return False
 
     def _failed(self, srv: _Server, what: str) -> ModelLoadError:
-        """The start-up error of ``srv`` (``what`` follows its label), with its log's last lines."""
-        return ModelLoadError(f"--posbias-model {self.resolved.spec}: the {srv.label()}{what}; its last lines:\n"
-                              f"{self.log_tail(srv)}")
-
-    @staticmethod
-    def log_tail(srv: _Server, n: int = LOG_TAIL_LINES) -> str:
-        """The last ``n`` lines of a server's log."""
+        """The start-up error of ``srv`` (``what`` follows its port and GPUs), with its log's last lines."""
+        pin = f", CUDA_VISIBLE_DEVICES={srv.gpus}" if srv.gpus is not None else ""
+        tail = ""
         with contextlib.suppress(OSError):
-            return "\n".join(srv.log_path.read_text(errors="replace").splitlines()[-n:])
-        return ""
+            tail = "\n".join(srv.log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+        return ModelLoadError(f"--posbias-model {self.resolved.spec}: the vLLM server on port {srv.port}{pin}{what}; "
+                              f"its last lines:\n{tail}")
 
     def stop(self) -> None:
         """SIGTERM every server's process group, SIGKILL what is left after the grace period; waits
@@ -300,20 +281,15 @@ def served_name(resolved: ResolvedModel) -> str:
     return re.sub(r"[^A-Za-z0-9._/-]", "-", model_label(resolved.spec[len("vllm:"):]))
 
 
-def managed_for(resolved: ResolvedModel, options: RunOptions, *, log_dir: Path,
-                env: Mapping[str, str] | None = None) -> ManagedVllm:
-    """The (not yet started) servers of a ``vllm:`` model from the run's options."""
-    args = extra_args(options)
-    gpus, memory = visible_gpus(env)
-    plan = plan_servers(weights=weight_bytes(resolved), gpus=gpus, gpu_memory=memory)
-    return ManagedVllm(resolved, vllm_command(options, env), args, plan, log_dir, seed=options.seed,
-                       served=served_name(resolved))
-
-
 def start_managed(resolved: ResolvedModel, options: RunOptions, *, log_dir: Path,
                   progress: Callable[[str], None] | None = None) -> ManagedVllm:
-    """:func:`managed_for`, started (``--posbias-vllm-timeout`` seconds at most)."""
-    m = managed_for(resolved, options, log_dir=log_dir)
+    """The servers of a ``vllm:`` model from the run's options, started (``--posbias-vllm-timeout``
+    seconds at most); ModelLoadError when the options are wrong or a server does not start."""
+    args = extra_args(options)
+    gpus, memory = visible_gpus()
+    plan = plan_servers(weights=weight_bytes(resolved), gpus=gpus, gpu_memory=memory)
+    m = ManagedVllm(resolved, vllm_command(options), args, plan, log_dir, seed=options.seed,
+                    served=served_name(resolved))
     if progress is not None:
         progress(f"posbias: starting vLLM for {resolved.spec}: {m.plan.reason}; logs in {log_dir}")
     m.start(timeout=float(options.vllm_timeout or DEFAULT_TIMEOUT_S), progress=progress)

@@ -91,11 +91,10 @@ def plan_servers(*, weights: int | None, gpus: Sequence[str], gpu_memory: int | 
 def vllm_command(options: RunOptions, env: Mapping[str, str] | None = None) -> list[str]:
     """The command that starts vLLM's OpenAI server, before its arguments: ``--posbias-vllm-command``
     (split with shlex), else ``$POSBIAS_VLLM_PYTHON -m vllm.entrypoints.openai.api_server``, else
-    ``vllm serve``."""
+    ``vllm serve``; ModelLoadError when the one named is empty or not executable, or none is found."""
     env = os.environ if env is None else env
-    given = options.vllm_command
-    if given:
-        cmd = shlex.split(given)
+    if options.vllm_command:
+        cmd = shlex.split(options.vllm_command)
         if not cmd:
             raise ModelLoadError("--posbias-vllm-command (or [tool.posbias] vllm_command) is empty")
         return cmd
