@@ -58,11 +58,14 @@ class GenerationCache:
         # Switching a new database to WAL takes an exclusive lock SQLite does not wait for, so workers
         # opening a fresh cache at once make the switch and the schema under a flock on a sidecar file.
         with open(self.path.with_name(self.path.name + ".open-lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                               "created REAL NOT NULL, payload TEXT NOT NULL)")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("CREATE TABLE IF NOT EXISTS generations (key TEXT PRIMARY KEY, model TEXT NOT "
+                                   "NULL, created REAL NOT NULL, payload TEXT NOT NULL)")
+            finally:  # explicitly: a process forked meanwhile shares the open file, and closing ours would not unlock
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
         """The stored answers for ``keys``, then this run's answers the file could not store (missing and

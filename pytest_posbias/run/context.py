@@ -418,10 +418,13 @@ def synthetic_manifest(rootdir: Path, *, progress: Callable[[str], None] | None 
     out.mkdir(parents=True, exist_ok=True)
     manifest = out / "manifest.jsonl"
     with (out / ".build.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if progress:
-            progress(f"checking the synthetic set in {out} (built once, then reused)")
-        build_set(out, progress=progress)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if progress:
+                progress(f"checking the synthetic set in {out} (built once, then reused)")
+            build_set(out, progress=progress)
+        finally:  # explicitly: a process forked meanwhile shares the open file, and closing ours would not unlock
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return manifest
 
 
