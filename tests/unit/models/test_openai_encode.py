@@ -1,7 +1,8 @@
 """Chat content for OpenAI-compatible endpoints (``models.openai_encode``): the probe's parts in
 their order in one user message; a video as one ``video/jpeg`` data URL of its frames joined by
-``,`` (the form vLLM's ``VideoMediaIO.load_base64`` splits) or as one image per frame; the blank
-separator a black JPEG of its size; each frame encoded once per spec and quality."""
+``,`` (split here on ``,`` as the module describes vLLM reading it; vLLM itself is not called) or
+as one image per frame; the blank separator a black JPEG of its size; each frame encoded once per
+spec and quality."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_video_form_keeps_the_parts_in_order_one_video_url_per_clip(store, reque
     for part, spec in ((got[1], a.frames), (got[4], b.frames)):
         url = part["video_url"]["url"]
         assert url == video_data_url(enc.frames(spec))
-        pieces = url.removeprefix("data:video/jpeg;base64,").split(",")  # as vLLM splits it
+        pieces = url.removeprefix("data:video/jpeg;base64,").split(",")  # split on "," as the module says vLLM does (not vLLM itself)
         want = store.materialize(spec)
         assert len(pieces) == len(want)
         for piece, frame in zip(pieces, want, strict=True):  # lossy JPEG: close to its frame
