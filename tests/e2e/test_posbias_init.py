@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from support import REPO
@@ -125,23 +124,6 @@ def test_this_repositorys_suites_folder_is_what_init_writes(tmp_path):
     assert ours == made
     assert {f"{s}.py" for s in _suites()} <= set(ours)
     assert (REPO / "conftest.py").read_text() == (tmp_path / "conftest.py").read_text()  # the short options
-
-
-def test_suite_of_follows_the_defining_module_not_the_file_name():
-    from pytest_posbias.gate_registry import SUITES
-    from pytest_posbias.suites import conftest as hooks
-    from pytest_posbias.suites import test_phase_order, test_positional
-
-    item = SimpleNamespace(function=test_positional.test_meg, path=Path("tests/robustness/test_gates_we_like.py"))
-    assert hooks.suite_of(item) is SUITES["test_positional"]
-    item = SimpleNamespace(function=test_phase_order.test_order_flip, path=Path("x/test_positional.py"))
-    assert hooks.suite_of(item) is SUITES["test_phase_order"]
-
-    def test_own():  # a user's own gate: by its file name
-        pass
-
-    assert hooks.suite_of(SimpleNamespace(function=test_own, path=Path("r/test_stressors.py"))) is SUITES["test_stressors"]
-    assert hooks.suite_of(SimpleNamespace(function=test_own, path=Path("r/test_mine.py"))) is None
 
 
 @pytest.mark.usefixtures("heavy_modules")
