@@ -177,3 +177,48 @@ def test_controller_progress_starts_only_for_an_n_run_that_set_a_run_up(fake_con
         maybe_start_controller_progress(config, plugin_of(config))
         assert plugin_of(config).progress is None
     assert not any(t.name == "posbias-progress" for t in threading.enumerate())
+
+
+class _Writer:
+    """A terminal writer as LiveLine uses it: raw writes, line(), the current line's width, the screen's width."""
+
+    def __init__(self, fullwidth: int = 80) -> None:
+        self.out = ""
+        self.fullwidth = fullwidth
+
+    @property
+    def width_of_current_line(self) -> int:
+        return len(re.split(r"[\r\n]", self.out)[-1])
+
+    def write_raw(self, text: str, *, flush: bool = False) -> None:
+        self.out += text
+
+    def line(self) -> None:
+        self.out += "\n"
+
+
+def test_the_live_line_is_redrawn_in_place_below_pytests_letters(fake_config):
+    """LiveLine: the bar starts on a fresh line after the result letters, each update replaces the
+    last, the final one ends the line, and pytest's file prefix is restored (no repeated header)."""
+    from pytest_posbias.plugin.terminal import LiveLine
+
+    tw = _Writer()
+    tw.out = "test_a.py .."
+    tr = SimpleNamespace(_tw=tw, currentfspath="test_a.py")
+    live = LiveLine(tr, fake_config())
+    for k in (1, 2):
+        live.draw(f"[posbias] model calls {k}/3", final=False)
+    tr.currentfspath = None  # pytest forgets it while the line is open
+    live.draw("[posbias] model calls 3/3", final=True)
+    assert _screen(tw.out) == ["test_a.py ..", "[posbias] model calls 3/3"]
+    assert tw.out.endswith("\n") and not live.open and tr.currentfspath == "test_a.py"
+
+
+def test_the_live_line_is_cut_to_the_terminals_width(fake_config):
+    """A bar longer than the terminal is cut to its width less one column (no wrap onto a second line)."""
+    from pytest_posbias.plugin.terminal import LiveLine
+
+    tw = _Writer(fullwidth=30)
+    live = LiveLine(SimpleNamespace(_tw=tw, currentfspath=None), fake_config())
+    live.draw("[posbias] " + "x" * 100, final=True)
+    assert _screen(tw.out) == ["[posbias] " + "x" * 19]
