@@ -147,3 +147,28 @@ def test_posbias_gate_fails_its_test_on_a_failing_verdict_with_the_verdicts_mess
     verdicts = {v["nodeid"]: v for v in json.loads((pytester.path / "v.json").read_text())["verdicts"]}
     assert verdicts["test_gates.py::test_biased"]["extra"]["calls"] == {"made": 4}
     assert verdicts["test_gates.py::test_clean"]["passed"] is True
+
+
+def test_a_model_that_cannot_load_stops_a_serial_run_as_a_usage_error(pytester: pytest.Pytester, monkeypatch):
+    """posbias_run: a ModelLoadError while loading the models closes the run context and ends the
+    run with exit 4 and the error as the user typed the model; no gate test runs on without a model."""
+    from pytest_posbias.errors import ModelLoadError
+    from pytest_posbias.run import context
+
+    closed: list[bool] = []
+
+    class Broken:
+        def load_models(self) -> None:
+            raise ModelLoadError("--posbias-model sim:unbiased: the weights are damaged")
+
+        def close(self) -> None:
+            closed.append(True)
+
+    monkeypatch.setattr(context.RunContext, "create", classmethod(lambda cls, *a, **k: Broken()))
+    pytester.makepyfile(test_g="def test_a(posbias_run):\n    raise AssertionError('GATE BODY RAN')\n\n"
+                               "def test_b(posbias_run):\n    pass\n")
+    res = pytester.runpytest("-p", "no:randomly", "--posbias-model", "sim:unbiased")
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:]
+    assert "posbias: --posbias-model sim:unbiased: the weights are damaged" in out
+    assert "GATE BODY RAN" not in out and closed == [True]
