@@ -194,3 +194,37 @@ def test_a_worker_leaves_the_end_of_the_run_to_the_controller(fake_config):
     session = _session(config)
     session_finish(session, 0)  # type: ignore[arg-type]
     assert session.exitstatus == 0 and plugin_of(config).decision is None
+
+
+class Summary(Lines):
+    """A terminal reporter's summary: sections and lines."""
+
+    def section(self, title: str, **markup: object) -> None:
+        self.lines.append(f"== {title} ==")
+
+
+def test_the_summary_counts_the_selected_gates_that_never_ran(fake_config):
+    """terminal_summary: 3 selected gate tests, 1 ran before -x stopped the run: "2 of 3 ... did not
+    run", with how it stopped and the 1 the summary covers; under --collect-only no such line."""
+    from pytest_posbias.plugin.finish import terminal_summary
+
+    for collect_only in (False, True):
+        config = fake_config({"--collect-only": collect_only})
+        state = plugin_of(config)
+        state.gate_tests, state.ran, state.stopped = {"t.py::a", "t.py::b", "t.py::c"}, {"t.py::a"}, "stopped by -x"
+        tr = Summary()
+        terminal_summary(tr, 1, config)  # type: ignore[arg-type]
+        expected = [] if collect_only else [
+            "2 of 3 selected gate tests did not run (stopped by -x): they decided nothing; the summary above "
+            "covers the 1 that ran"]
+        assert tr.lines == expected
+
+
+def test_the_summary_says_nothing_on_a_worker_or_in_a_guest_run(fake_config):
+    """terminal_summary: an xdist worker's summary and a run without gates get no posbias lines."""
+    from pytest_posbias.plugin.finish import terminal_summary
+
+    for config in (fake_config(workerinput={"workerid": "gw0"}), fake_config()):
+        tr = Summary()
+        terminal_summary(tr, 0, config)  # type: ignore[arg-type]
+        assert tr.lines == []
