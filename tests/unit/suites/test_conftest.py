@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -78,6 +79,38 @@ def test_the_fixtures_are_parametrized_from_the_models_and_the_probe_settings(py
     assert ids["test_phases"] == ["phase-0-1", "phase-0-2", "phase-1-2", "phase-any"]
     assert ids["test_samplers"] == [f"{a}-vs-{b}@{budget}f" for budget in (8, 16)
                                     for a, b in (("left", "fps"), ("left", "midpoint"), ("fps", "midpoint"))]
+
+
+def _groups_only_manifest(folder: Path) -> Path:
+    """A manifest of 4 leisure-short videos (files present) in one group of 4, and no multiple-choice item."""
+    rows = []
+    for v in "abcd":
+        (folder / f"{v}.mp4").write_bytes(b"\0" * 64)
+        rows.append({"type": "video", "id": v, "path": str(folder / f"{v}.mp4"), "domain": "leisure",
+                     "bucket": "short", "references": ["x"]})
+    rows.append({"type": "group", "id": "g0", "domain": "leisure", "bucket": "short", "P": 4, "videos": list("abcd")})
+    manifest = folder / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return manifest
+
+
+def test_a_manifest_drives_the_configurations_and_skips_the_suites_it_has_no_data_for(pytester: pytest.Pytester):
+    """With --posbias-data: the positional tests run on the manifest's configurations only (one
+    leisure-short group of 4: one MEG test), and the multiple-choice suite, with no item to ask, is
+    skipped with a reason naming the file and what it lacks."""
+    from support.suite_project import write_suite_project
+
+    data = pytester.mkdir("data")
+    manifest = _groups_only_manifest(data)
+    write_suite_project(pytester.path, manifest, ("test_phase_order.py", "test_positional.py"))
+    items, _ = pytester.inline_genitems("-m", "(option_order or meg) and not slow", "-p", "no:randomly")
+    meg = [i for i in items if i.originalname == "test_meg"]
+    order = [i for i in items if i.originalname == "test_order_flip"]
+    assert [i.callspec.id for i in meg] == ["sim:unbiased-leisure-short-P4"]
+    assert all(i.get_closest_marker("skip") is None for i in meg)
+    assert len(order) == 1
+    reason = order[0].get_closest_marker("skip").kwargs["reason"]
+    assert reason.startswith(f"{manifest} has no usable multiple-choice items"), reason
 
 
 def test_with_the_plugin_disabled_the_suite_tests_are_skipped_with_one_line(pytester: pytest.Pytester):
