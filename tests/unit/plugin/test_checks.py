@@ -150,3 +150,19 @@ def test_a_model_error_names_the_option_as_typed_or_the_tables_key(fake_config):
     table = fake_config({}, {"model": "ckpt/a"})
     assert as_typed(table, "--posbias-model ckpt/a: no such checkpoint") == \
         f"{plugin_of(table).pcfg.source} `model` = ckpt/a: no such checkpoint"
+
+
+def test_a_path_value_given_with_a_space_that_reroots_the_run_is_refused(pytester: pytest.Pytester, tmp_path_factory):
+    """pytest fixes its rootdir before the plugin's options exist, so ``--posbias-json FILE`` (a space)
+    outside the project makes it take FILE for a test path and miss the project's configuration: a
+    usage error naming the option and the '=' spelling; with '=' the run uses the project's file."""
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nmarkers = ["x: y"]\n\n[tool.posbias]\n')
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "summary.json"
+    elsewhere.write_text("{}")
+    with pytest.raises(pytest.UsageError) as err:
+        pytester.parseconfigure("--posbias-json", str(elsewhere))
+    assert str(err.value) == (f"pytest took {elsewhere} (the value of --posbias-json) for a test path, so it did not "
+                              f"use {(pytester.path / 'pyproject.toml').resolve()}; write --posbias-json={elsewhere} "
+                              "(with '=')")
+    config = pytester.parseconfigure(f"--posbias-json={elsewhere}")
+    assert config.inipath == pytester.path / "pyproject.toml"
