@@ -143,3 +143,10 @@ def test_the_run_identity_names_what_the_run_decides_on_and_no_endpoint(fake_con
     assert line == ("posbias: models sim:unbiased; baseline sim:primacy; mode detect, alpha 0.01, multiplicity holm; "
                     "fixed design; seed 3; data the synthetic set; cache .posbias (read-write); run r-9")
     assert "s3cret" not in line
+
+
+def test_a_data_path_the_file_system_cannot_look_up_is_named_not_raised(pytester: pytest.Pytester):
+    """--posbias-data with a name too long for the file system: a usage error naming the option and
+    the OS's reason, instead of an OSError traceback."""
+    with pytest.raises(pytest.UsageError, match=r"^--posbias-data: cannot open '.*': File name too long"):
+        pytester.parseconfig("--posbias-data", "m" * 5000 + ".jsonl")
