@@ -172,56 +172,6 @@ def test_the_run_identity_is_in_the_report_header(pytester: pytest.Pytester):
     assert "s3cret" not in res.stdout.str()
 
 
-def test_short_aliases_helper(pytester: pytest.Pytester):
-    """add_short_aliases: dest aliases of the long options; one this project already defines is left out."""
-    pytester.makeconftest(GUEST_CONFTEST + """
-from pytest_posbias.plugin import add_short_aliases
-
-@pytest.hookimpl(specname="pytest_addoption", trylast=True)
-def pytest_addoption_posbias(parser):
-    print("ALIASES", add_short_aliases(parser))
-""")
-    pytester.makepyfile(test_v="""
-def test_v(request):
-    o = request.config.option
-    assert (o.posbias_judge, o.posbias_api_base) == ("fragment", ["http://a/v1", "http://b/v1"])
-    assert request.config.getoption("--model") == "given"
-""")
-    res = pytester.runpytest("-s", "--model", "given", "--judge", "fragment", "--api-base", "http://a/v1",
-                             "--posbias-api-base", "http://b/v1", "-p", "no:randomly")
-    assert res.ret == 0, res.stdout.str()
-    assert "ALIASES ['--judge', '--api-base']" in res.stdout.str()  # --model, --baseline: the project's own
-    bad = pytester.runpytest("--judge", "bert")
-    assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--judge: expects one of embed, fragment" in bad.stderr.str()  # the spelling the user typed
-
-
-@pytest.mark.parametrize(
-    ("args", "expected"),
-    [
-        (["--posbias-alpha", "2"], "--posbias-alpha: expects a number in (0, 0.5); got '2'"),
-        (["--posbias-alpha", "x"], "--posbias-alpha: expects a number in (0, 0.5); got 'x'"),
-        (["--posbias-seed", "-3"], "--posbias-seed: expects an integer >= 0; got '-3'"),
-        (["--posbias-seed", "x"], "--posbias-seed: expects an integer >= 0; got 'x'"),
-        (["--posbias-batch-size", "0"], "--posbias-batch-size: expects an integer >= 1; got '0'"),
-        (["--posbias-floor", "x"], "--posbias-floor: expected a number in (0, 1], got 'x'"),
-        (["--posbias-api-retries", "11"], "--posbias-api-retries must be an integer from 0 to 10; got '11'"),
-        (["--posbias-mode", "strict"], "--posbias-mode: expects 'detect' or 'certify'; got 'strict'"),
-        (["--posbias-model", "sim:nonsense"], "--posbias-model: unknown sim profile 'nonsense'; allowed: sim:unbiased"),
-        (["--posbias-model", ""], "--posbias-model: expects a registry alias"),
-        (["--posbias-judge", "bert"], "--posbias-judge: expects one of embed, fragment, openai, auto or openai:MODEL; got 'bert'"),
-        (["--posbias-threshold", "mg=0.1"], "unknown gate 'mg'; known gates: dpb, meg"),
-        (["--posbias-threshold", "meg"], "--posbias-threshold expects GATE=VALUE"),
-        (["--posbias-data", "/no/such/manifest.jsonl"], "--posbias-data: no such file: '/no/such/manifest.jsonl'"),
-        (["--posbias-device", "tpu"], "--posbias-device: expects auto, cpu, cuda or cuda:N; got 'tpu'"),
-    ],
-)
-def test_bad_option_values_are_usage_errors_naming_the_option(pytester: pytest.Pytester, args, expected):
-    res = pytester.runpytest(*args)
-    assert res.ret == pytest.ExitCode.USAGE_ERROR
-    assert expected in res.stderr.str()
-
-
 def test_pyproject_unknown_key_is_a_clear_error(pytester: pytest.Pytester):
     pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\nthreshold = 0.1\n')
     res = pytester.runpytest()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from support import REPO
@@ -86,19 +85,6 @@ def test_init_never_overwrites_without_force(tmp_path, capsys):
     assert tomllib.loads(py.read_text())["tool"]["posbias"]["mode"] == "detect"
 
 
-def test_force_replaces_only_the_posbias_tables(tmp_path):
-    text = EXISTING + '\n[tool.posbias]\nmode = "certify"\n\n[tool.posbias.thresholds]\nmeg = 0.5\n\n[tool.black]\nline-length = 88\n'
-    new, action = scaffold.merge_pyproject(text, scaffold.posbias_table(quick=True), force=True)
-    assert action == "replaced" and new is not None
-    cfg = tomllib.loads(new)
-    assert cfg["tool"]["black"] == {"line-length": 88} and cfg["tool"]["ruff"] == {"line-length": 120}
-    assert cfg["tool"]["posbias"]["mode"] == "detect" and "meg" not in cfg["tool"]["posbias"].get("thresholds", {})
-    assert cfg["tool"]["posbias"]["probes"]["positional"] == scaffold.QUICK_PROBES["positional"]
-    # a table the text merge cannot remove is refused, naming the problem
-    with pytest.raises(ConfigError, match="dotted keys or an inline table"):
-        scaffold.merge_pyproject('[tool]\nposbias = { mode = "certify" }\n', scaffold.posbias_table(), force=True)
-
-
 def test_init_errors_name_the_problem(tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text("[project\nname = 1\n")
     assert main(["init", str(tmp_path)]) == 2
@@ -125,23 +111,6 @@ def test_this_repositorys_suites_folder_is_what_init_writes(tmp_path):
     assert ours == made
     assert {f"{s}.py" for s in _suites()} <= set(ours)
     assert (REPO / "conftest.py").read_text() == (tmp_path / "conftest.py").read_text()  # the short options
-
-
-def test_suite_of_follows_the_defining_module_not_the_file_name():
-    from pytest_posbias.gate_registry import SUITES
-    from pytest_posbias.suites import conftest as hooks
-    from pytest_posbias.suites import test_phase_order, test_positional
-
-    item = SimpleNamespace(function=test_positional.test_meg, path=Path("tests/robustness/test_gates_we_like.py"))
-    assert hooks.suite_of(item) is SUITES["test_positional"]
-    item = SimpleNamespace(function=test_phase_order.test_order_flip, path=Path("x/test_positional.py"))
-    assert hooks.suite_of(item) is SUITES["test_phase_order"]
-
-    def test_own():  # a user's own gate: by its file name
-        pass
-
-    assert hooks.suite_of(SimpleNamespace(function=test_own, path=Path("r/test_stressors.py"))) is SUITES["test_stressors"]
-    assert hooks.suite_of(SimpleNamespace(function=test_own, path=Path("r/test_mine.py"))) is None
 
 
 @pytest.mark.usefixtures("heavy_modules")
@@ -297,15 +266,3 @@ def test_quick_announces_the_rendering_and_hints_the_sim_command(tmp_path, capsy
     assert main(["init", str(tmp_path)]) == 0  # without --quick: the registry-model hint
     out = capsys.readouterr().out
     assert "next: pytest -m meg --model qwen3vl8b" in out and "rendering" not in out
-
-
-def test_scaffolded_probe_tables_validate_and_name_the_search_budget():
-    """Every `[tool.posbias.probes.*]` table `posbias init --quick` writes passes the probes' own
-    validation, and the search suite's sizes and query budget are there for a user to find."""
-    from pytest_posbias.probes.settings import validate_probe_settings
-
-    probes = tomllib.loads(scaffold.posbias_table(quick=True))["tool"]["posbias"]["probes"]
-    for name, table in probes.items():
-        assert validate_probe_settings(name, table, where=f"probes.{name}") == table
-    assert probes["search"]["budget"] == 30
-    assert "# budget = 30" in scaffold.posbias_table(quick=False)
