@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +15,9 @@ from ..config import SHORT_ALIASES, PosbiasConfig
 from ..errors import ConfigError, PosbiasError
 from .options import PATH_OPTIONS, options
 from .state import plugin_of, posbias_config
+
+if TYPE_CHECKING:
+    from ..models.registry import ResolvedModel
 
 NO_MODEL = ("no model to test: give one with --posbias-model MODEL (--model where the suites' conftest.py "
             "registers the short options; e.g. --posbias-model qwen3vl8b, --posbias-model openai:NAME, "
@@ -33,11 +37,13 @@ def model_missing(config: pytest.Config, items: Sequence[pytest.Item]) -> bool:
 
 
 def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
-    """Resolve every --model/--baseline/--posbias-parity now: a model that cannot be loaded fails at start."""
+    """Resolve every --model/--baseline/--posbias-parity (and the table's baseline and parity) now: a
+    model that cannot be loaded fails at start. A baseline or parity reference that is the tested
+    model, from the command line or the table, is refused."""
     models = list(config.getoption("--posbias-model") or [])
-    baseline = config.getoption("--posbias-baseline")
+    baseline = config.getoption("--posbias-baseline") or pcfg.get("baseline")
     parity = config.getoption("--posbias-parity") or pcfg.get("parity")
-    resolved = {}
+    resolved: dict[str, ResolvedModel] = {}
     if models or baseline or parity:  # the registry is imported only when a model was named
         from ..errors import ModelLoadError
         from ..models.registry import resolve
@@ -48,15 +54,17 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
                 resolved[spec] = resolve(spec, locate=not plan)
             except ModelLoadError as exc:
                 raise pytest.UsageError(as_typed(config, str(exc))) from None
+    table_models = pcfg.get("model")
+    tested = models or ([table_models] if isinstance(table_models, str) else list(table_models or []))
 
     def same_as_tested(other: str) -> str | None:
-        key = {m: (r.backend, r.target, r.revision) for m, r in resolved.items()}
-        return next((m for m in models if key[m] == key[other]), None)
+        return next((m for m in tested if _same_model(m, other, resolved)), None)
 
     # a model compared with itself shares its cache entries: every paired difference would be 0 and
     # the comparison would certify or pass on nothing
     if baseline and (same := same_as_tested(baseline)):
-        raise pytest.UsageError(f"--posbias-baseline {baseline}: the baseline is the tested model "
+        given = "--posbias-baseline" if config.getoption("--posbias-baseline") else f"{pcfg.source} `baseline` ="
+        raise pytest.UsageError(f"{given} {baseline}: the baseline is the tested model "
                                 f"{same} itself; name the release it is compared with")
     if parity and (same := same_as_tested(parity)):
         given = "--posbias-parity" if config.getoption("--posbias-parity") else f"{pcfg.source} `parity` ="
@@ -74,6 +82,24 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
             if got != expected:
                 raise pytest.UsageError(f"pytest took {value} (the value of {a}) for a test path, so it did not use "
                                         f"{expected or 'the project configuration'}; write {a}={value} (with '=')")
+
+
+def _same_model(a: str, b: str, resolved: dict[str, ResolvedModel]) -> bool:
+    """Whether two model specs name one model: the same backend, target and revision once located in
+    the local cache (both resolved at start), or before any lookup (a table's tested model is resolved
+    when its run starts, so an alias and its Hub id compare by id)."""
+    from ..errors import ModelLoadError
+    from ..models.registry import resolve
+
+    def key(r: ResolvedModel) -> tuple[str, str, str]:
+        return (r.backend, r.target, r.revision)
+
+    if a in resolved and b in resolved and key(resolved[a]) == key(resolved[b]):
+        return True
+    try:
+        return key(resolve(a, locate=False)) == key(resolve(b, locate=False))
+    except ModelLoadError:  # an unresolvable spec is refused where it is resolved, naming its option
+        return False
 
 
 def _typed_spelling(config: pytest.Config, spec: str) -> str:

@@ -49,10 +49,6 @@ def test_a_parity_reference_from_the_table_is_named_by_its_key(pytester: pytest.
         in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason="check_models compares the baseline and the parity reference only with the "
-                                       "models given by --posbias-model: a model set by [tool.posbias] `model` (and a "
-                                       "baseline set by the table) is never compared, so a run whose tested model is "
-                                       "its own parity reference or baseline starts and gates on zero differences")
 @pytest.mark.parametrize(("table", "args"), [
     ('model = "sim:unbiased"\nparity = "sim:unbiased"\n', ()),
     ('model = "sim:unbiased"\n', ("--posbias-baseline", "sim:unbiased")),
@@ -63,6 +59,22 @@ def test_a_model_from_the_table_compared_with_itself_is_refused(pytester: pytest
     pytester.makepyprojecttoml(f"[tool.posbias]\n{table}")
     with pytest.raises(pytest.UsageError, match="is the tested model sim:unbiased itself"):
         pytester.parseconfigure(*args)
+
+
+def test_a_table_model_compared_with_another_release_starts(pytester: pytest.Pytester):
+    """The table's model against a different baseline (table or command line) and a different parity reference: no refusal;
+    a command-line model replaces the table's, so the table's model as the baseline is then a release, not itself."""
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\nbaseline = "sim:primacy"\nparity = "sim:recency"\n')
+    pytester.parseconfigure()
+    pytester.parseconfigure("--posbias-baseline", "sim:recency")
+    pytester.parseconfigure("--posbias-model", "sim:primacy", "--posbias-baseline", "sim:unbiased")
+
+
+def test_a_table_baseline_that_cannot_be_resolved_stops_at_start_naming_its_key(pytester: pytest.Pytester):
+    """A baseline set only in [tool.posbias] is resolved at start like one on the command line: the error names the key."""
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\nbaseline = "sim:no-such-profile"\n')
+    with pytest.raises(pytest.UsageError, match=r"\[tool\.posbias\] `baseline` = sim:no-such-profile"):
+        pytester.parseconfigure()
 
 
 def test_model_missing_only_for_gate_tests_without_any_model(fake_config):
