@@ -1,0 +1,65 @@
+"""Fixtures of the probe tests: a run context on the small synthetic set, and a scripted backend
+that answers each request as a test says and records what it was asked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_posbias.engine import Generation, Request
+
+
+class ScriptedBackend:
+    """A backend whose answer to a request is ``answer(request)``; ``asked`` holds every request sent.
+    ``letters``: whether it reports option-letter log-probabilities (the logprobs mode of the
+    multiple-choice probes) or only text."""
+
+    max_batch_size = 64
+
+    def __init__(self, answer: Callable[[Request], Generation], *, letters: bool = False, tag: str = "scripted") -> None:
+        self.answer, self.supports_letter_logprobs, self.tag = answer, letters, tag
+        self.name = "scripted"
+        self.asked: list[Request] = []
+
+    def identity(self) -> dict[str, str]:
+        return {"model": self.tag}
+
+    def generate(self, reqs: list[Request]) -> list[Generation]:
+        self.asked.extend(reqs)
+        return [self.answer(r) for r in reqs]
+
+    score_generations = generate
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def run_context(tmp_path, small_set, monkeypatch) -> Callable[..., Any]:
+    """``run_context(model, probes=..., backend=..., **options)``: a RunContext on the small set with
+    its own cache under tmp_path; ``backend`` (a ScriptedBackend) answers for every model spec. Closed
+    at the end of the test."""
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.run import context as context_module
+    from pytest_posbias.run.context import RunContext
+    from pytest_posbias.run_options import RunOptions
+
+    made: list[Any] = []
+
+    def make(model: str = "sim:unbiased", *, probes: dict[str, Any] | None = None, backend: Any = None,
+             run_id: str = "r1", cache: Path | None = None, **options: Any) -> Any:
+        if backend is not None:
+            monkeypatch.setattr(context_module, "load_backend", lambda *_a, **_k: (backend, {}))
+        opts = {"sequential": False, **options}
+        ctx = RunContext.create(RunOptions(models=(model,), data=str(small_set), cache=str(cache or tmp_path / "cache"),
+                                           **opts),
+                                PosbiasConfig(probes=probes or {}), rootdir=tmp_path, worker="main", run_id=run_id)
+        made.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in made:
+        ctx.close()
