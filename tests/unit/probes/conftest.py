@@ -63,3 +63,14 @@ def run_context(tmp_path, small_set, monkeypatch) -> Callable[..., Any]:
     yield make
     for ctx in made:
         ctx.close()
+
+
+def open_context(root: Path, manifest: Path, model: str, run_id: str, seed: int = 0) -> Any:
+    """A RunContext on ``manifest`` with its cache in ``root/.posbias`` and the default settings (the
+    caller closes it: a later context on the same root reads the same cache and corpus)."""
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.run.context import RunContext
+    from pytest_posbias.run_options import RunOptions
+
+    return RunContext(RunOptions(models=(model,), data=str(manifest), cache=str(root / ".posbias"), seed=seed),
+                      PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)
