@@ -266,3 +266,49 @@ def test_margin_auroc_is_the_probability_a_flip_has_the_lower_margin():
     out = margin_auroc(r)
     assert out["auroc"] == pytest.approx(want) and out["n"] == n
     assert out["risk_coverage"][-1]["accuracy"] == pytest.approx(np.mean(answers[:, 0] == r.correct()))
+
+
+def _windowed(ctx, start, end):
+    """The first multiple-choice item of the small set restricted to [start, end] seconds, alone in a manifest."""
+    import dataclasses
+
+    from pytest_posbias.data.manifest import Manifest
+
+    m = ctx.manifest()
+    item = dataclasses.replace(m.mcq[0], id="windowed", start=start, end=end)
+    return item, Manifest(m.path, videos=m.videos, mcq=[item])
+
+
+def test_a_windowed_item_samples_its_grids_inside_the_window(run_context):
+    """With [start, end] seconds the grids cover frames lo..hi only (lo = round(start·fps),
+    hi = round(end·fps)): phase s shows lo + ⌊(i + s/S)·n/b⌋, n = hi − lo + 1; the multiple-choice
+    search's reference (``search_mcq``) is that very request."""
+    from pytest_posbias.probes.search_mcq import McqProperty
+
+    backend = _text_answers(lambda _i, _p: "A")
+    ctx = run_context(backend=backend, probes={"phase": {"items": 1, "orderings": 1}})
+    item, manifest = _windowed(ctx, 2.0, 9.0)
+    info = ctx.store.info(item.path)
+    lo, hi = round(2.0 * info.fps), round(9.0 * info.fps)
+    n, spec = hi - lo + 1, ctx.phase_spec()
+    res = run_phase(ctx, "sim:unbiased", spec, manifest, conditions=C.phases(spec.phases))
+    assert [it.id for it in res.items] == ["windowed"] and res.problems == []
+    for req in backend.asked:
+        s = C.Condition.parse(req.meta["condition"]).phase
+        want = [lo + math.floor((i + Fraction(s, spec.phases)) * n / spec.budget) for i in range(spec.budget)]
+        assert list(req.parts[0].frames.indices) == want
+    phase0 = next(r for r in backend.asked if r.meta["condition"] == C.phase(0))
+    prop = McqProperty(ctx, "sim:unbiased", item, "phase", spec)
+    assert ctx.engine.keys([prop.request(prop.reference_value())]) == ctx.engine.keys([phase0])
+
+
+def test_an_item_whose_window_is_too_short_is_named_and_not_asked(run_context):
+    """A window with fewer frames than the grid needs: the item is dropped from the measured items,
+    named in the problems with its window, still counted as planned, and no request is sent for it."""
+    backend = _text_answers(lambda _i, _p: "A")
+    ctx = run_context(backend=backend, probes={"phase": {"items": 1, "orderings": 2}})
+    _, manifest = _windowed(ctx, 1.0, 1.1)
+    res = run_phase(ctx, "sim:unbiased", ctx.phase_spec(), manifest, conditions=[C.phase(0)])
+    assert res.items == [] and res.planned == 1 and backend.asked == []
+    (problem,) = res.problems
+    assert problem.startswith("item windowed:") and "1.0-1.1 s" in problem
