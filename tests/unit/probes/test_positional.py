@@ -136,3 +136,53 @@ def test_frames_follow_the_bucket_and_an_override_only_when_it_differs():
     assert other.frames == 8 and other.n_frames == 8 and "8f" in other.variant()
     assert positional_spec({"groups": 5}, "news", "long", 4, boundary="text").groups == 5
     assert positional_spec({}, "news", "long", 4, boundary="text").boundary == "text"
+
+
+class WordJudge:
+    """Scores a slot's summary by its words: ``good`` 0.9, ``bad`` 0.1, ``judge-error`` no value."""
+
+    spec = "fragment"  # no embedding similarity for the alignment
+    embedder = None
+
+    def for_style(self, style):
+        return self
+
+    def score(self, items):
+        from types import SimpleNamespace
+
+        def one(summary):
+            if "judge-error" in summary:
+                return SimpleNamespace(value=None, judge="word", error="judge down", covered=None, reasons=None)
+            return SimpleNamespace(value=0.9 if "good" in summary else 0.1, judge="word", error=None, covered=[],
+                                   reasons=[])
+        return [one(summary) for _refs, summary in items]
+
+
+def _judged(run_context, words):
+    """Two groups of P = 2 in both cyclic orders; slot k's summary carries ``words(order)[k]`` (and
+    its group's id, so no two groups get the same answer)."""
+    def answer(req):
+        w = words(tuple(req.meta["order"]))
+        g = req.meta["group"]
+        return Generation(f"[video0] A {w[0]} account of the first clip in {g} with a circle. "
+                          f"[video1] A {w[1]} account of the second clip in {g} with a square.")
+
+    ctx = run_context(backend=ScriptedBackend(answer))
+    spec = PositionalSpec("cooking", "short", 2, frames=2, resolution=64)
+    return run_positional(ctx, "sim:unbiased", spec, ctx.manifest(), WordJudge(), n_groups=2)
+
+
+def test_coverage_rows_are_slots_in_order_clustered_by_group(run_context):
+    """Each instance is a row of coverage at slots 1..P: a model that covers slot 1 well and slot 2
+    badly has rows [0.9, 0.1] whatever the order; each row's cluster is its group's index."""
+    res = _judged(run_context, lambda order: ("good", "bad"))
+    assert res.coverage.shape == (4, 2) and res.excluded == 0 and sum(res.lost.values()) == 0
+    assert res.coverage.tolist() == [[0.9, 0.1]] * 4
+    assert sorted(res.clusters.tolist()) == [0, 0, 1, 1] and res.n_groups == 2
+
+
+def test_a_judge_failure_loses_the_instance(run_context):
+    """A slot the judge could not score makes its instance lost (judge failure), never a 0 coverage."""
+    res = _judged(run_context, lambda order: ("good", "judge-error") if order == (0, 1) else ("good", "bad"))
+    assert res.lost["judge_failure"] == 2 and res.coverage.shape == (2, 2) and res.excluded == 2
+    assert res.failures["judge_failure"] == [0, 2]
