@@ -186,3 +186,17 @@ def test_a_judge_failure_loses_the_instance(run_context):
     res = _judged(run_context, lambda order: ("good", "judge-error") if order == (0, 1) else ("good", "bad"))
     assert res.lost["judge_failure"] == 2 and res.coverage.shape == (2, 2) and res.excluded == 2
     assert res.failures["judge_failure"] == [0, 2]
+
+
+def test_a_missing_slot_marker_scores_zero_and_keeps_the_instance(run_context):
+    """P = 4, an answer with markers for slots 1-3 only: slot 4 is a marker failure scored 0
+    (appendix C.1), counted at that slot, and the instance stays measured."""
+    def answer(req):
+        g = req.meta["group"]
+        return Generation(" ".join(f"[video{k}] A good account of clip {k} in {g} with shapes." for k in range(3)))
+
+    ctx = run_context(backend=ScriptedBackend(answer))
+    spec = PositionalSpec("cooking", "short", 4, frames=2, resolution=64)
+    res = run_positional(ctx, "sim:unbiased", spec, ctx.manifest(), WordJudge(), n_groups=1)
+    assert res.coverage.tolist() == [[0.9, 0.9, 0.9, 0.0]] * 4 and sum(res.lost.values()) == 0
+    assert res.failures["marker_failure"] == [0, 0, 0, 4]
