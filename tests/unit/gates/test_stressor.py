@@ -103,3 +103,38 @@ def test_an_unknown_gate_is_refused_naming_it():
     r = _result([(PLAIN, True)], [[(PLAIN, True)]])
     with pytest.raises(ConfigError, match="'controls'"):
         stressor_measurement(r, "controls", "shuffle")
+
+
+def _context(tmp_path, manifest, monkeypatch, describe):
+    """A run context on ``manifest`` whose model answers each stressor request with ``describe(meta)``."""
+    from support.scripted_backend import ScriptedBackend
+
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.engine import Generation
+    from pytest_posbias.run import context as context_module
+    from pytest_posbias.run.context import RunContext
+    from pytest_posbias.run_options import RunOptions
+
+    backend = ScriptedBackend(lambda r: Generation(describe(r.meta)))
+    monkeypatch.setattr(context_module, "load_backend", lambda *_a, **_k: (backend, {}))
+    pcfg = PosbiasConfig(probes={"stressor": {"videos": 6, "trials": 2, "frames": [8]}})
+    return RunContext.create(RunOptions(models=("sim:unbiased",), data=str(manifest), cache=str(tmp_path / "cache"),
+                                        sequential=False), pcfg, rootdir=tmp_path, worker="main", run_id="r1")
+
+
+@pytest.mark.parametrize("loops, passed", [(False, True), (True, False)])
+def test_the_repetition_gate_fails_a_model_whose_clean_descriptions_loop(tmp_path, small_set, monkeypatch, loops,
+                                                                         passed):
+    """Clean RR over 6 videos: 0/6 repeating passes, 6/6 fails; every video measured, no call failed."""
+    def describe(meta):
+        text = f"a description of video {meta['video']} with a red circle and a blue square moving"
+        return f"{text} {LOOP}" if loops else text
+
+    ctx = _context(tmp_path, small_set, monkeypatch, describe)
+    try:
+        v = stressor_verdict(ctx, "repetition", "sim:unbiased", 8)
+    finally:
+        ctx.close()
+    assert v.passed is passed, v.reason
+    assert v.extra["measurement"]["measured"] == 6 and v.extra["measurement"]["failed_calls"] == 0
+    assert v.extra["rr"] == (1.0 if loops else 0.0)

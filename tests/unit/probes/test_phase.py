@@ -2,7 +2,7 @@
 that shows them, the letter parser, the phase paper's frame grids in the requests, failed and
 unparseable answers as lost units, and the derived measures (flips, accuracy swing, CircularEval,
 PhaseFusion, the margin's AUROC) against hand-worked cases. The run checks use the small synthetic
-set and a scripted backend (``conftest.ScriptedBackend``)."""
+set and a scripted backend (``support.scripted_backend``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.scripted_backend import ScriptedBackend
 
 from pytest_posbias.data.manifest import McqItem
 from pytest_posbias.engine import Generation
@@ -34,8 +35,6 @@ from pytest_posbias.probes.phase import (
     parse_letter,
     run_phase,
 )
-
-from .conftest import ScriptedBackend
 
 
 def _item(qid: str = "q1", n: int = 5, answer: int = 0) -> McqItem:

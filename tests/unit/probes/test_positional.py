@@ -2,13 +2,14 @@
 which video sits in which slot of each request, one seed per instance, the single-target and
 full-permutation variants, lost instances (failed calls, empty and constant answers) counted
 by cause and never scored, and the spec's labels and settings. The run checks use the small
-synthetic set and a scripted backend (``conftest.ScriptedBackend``)."""
+synthetic set and a scripted backend (``support.scripted_backend``)."""
 
 from __future__ import annotations
 
 import itertools
 
 import pytest
+from support.scripted_backend import ScriptedBackend
 
 from pytest_posbias.engine import Generation
 from pytest_posbias.probes.positional import (
@@ -22,8 +23,6 @@ from pytest_posbias.probes.positional import (
 )
 from pytest_posbias.scoring import usable
 from pytest_posbias.video.compose import VideoPart
-
-from .conftest import ScriptedBackend
 
 
 def _videos_shown(req):

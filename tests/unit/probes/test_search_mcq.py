@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from support.scripted_backend import ScriptedBackend
 
 from pytest_posbias import strategies as S
 from pytest_posbias.engine import Generation
@@ -20,7 +21,7 @@ from pytest_posbias.probes.phase import LETTERS, run_phase
 from pytest_posbias.probes.search import ItemSearch, run_search
 from pytest_posbias.probes.search_mcq import McqProperty
 
-from .conftest import ScriptedBackend, open_context
+from .conftest import open_context
 
 
 def _order_search(ctx: Any, model: str, n: int) -> list[ItemSearch]:

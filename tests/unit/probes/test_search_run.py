@@ -6,14 +6,13 @@ every item lost when the model errs, and the progress line. Runs on the small sy
 from __future__ import annotations
 
 import pytest
+from support.scripted_backend import ScriptedBackend
 
 from pytest_posbias.engine import Generation
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.probes.phase import item_order
 from pytest_posbias.probes.search_run import PROPERTIES, property_search
 from pytest_posbias.probes.stressor import select_videos
-
-from .conftest import ScriptedBackend
 
 SMALL = {"search": {"items": 3, "videos": 2, "groups": 2, "budget": 4, "shrink_budget": 2, "slow_budget": 6}}
 
