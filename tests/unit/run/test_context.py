@@ -117,7 +117,7 @@ def test_refused_arguments_name_what_is_allowed(make):
 def test_each_phase_gate_asks_for_its_conditions(make, small_set, gate, ordered, identity):
     """Order: phase 0 in every ordering; parity and phase: with the re-run of phase 0 (the floor);
     fusion: the S phases, their shifted grids and the unions in the identity ordering only."""
-    ctx = make(small_set, probes={"phase": {"items": 2, "orderings": 3}})
+    ctx = make(small_set, probes={"phase": {"items": 2, "orderings": 3, "resolution": 64}})
     res = ctx.phase("sim:unbiased", gate)
     assert set(res.condition_answers) == {*ordered, *identity}
     for c in ordered:
@@ -133,7 +133,7 @@ def test_stressor_parts_share_one_clean_part(make, small_set):
     part is memoised (no new call)."""
     from pytest_posbias.video.stressors import STRESSORS
 
-    ctx = make(small_set, probes={"stressor": {"videos": 2, "trials": 1, "frames": [8]}})
+    ctx = make(small_set, probes={"stressor": {"videos": 2, "trials": 1, "frames": [8], "resolution": 64}})
     clean = ctx.stressor("sim:unbiased", 8, part="clean")
     after_clean = ctx.engine.stats.made
     shuffle = ctx.stressor("sim:unbiased", 8, part="shuffle")
