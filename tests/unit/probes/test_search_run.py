@@ -65,3 +65,22 @@ def test_the_progress_line_counts_broken_items(run_context, monkeypatch):
     broken = sum(r.status == "broken" for r in ps.results)
     searched = sum(r.status in ("broken", "held") for r in ps.results)
     assert f"search order on sim:letter-bias: {broken}/{searched} items broken within 4 queries" in lines
+
+
+def test_an_item_whose_video_cannot_be_read_is_lost_and_named(run_context, monkeypatch, tmp_path):
+    """A multiple-choice item whose video file is missing is no search: it is named among the
+    unusable items with the problem, still planned, and the other items are searched."""
+    import dataclasses
+
+    from pytest_posbias.data.manifest import Manifest
+
+    ctx = run_context("sim:letter-bias", probes=SMALL)
+    m = ctx.manifest()
+    first = item_order(ctx, m)[0]
+    broken = dataclasses.replace(first, path=tmp_path / "gone.mp4")
+    bad = Manifest(m.path, videos=m.videos, mcq=[broken if it.id == first.id else it for it in m.mcq])
+    monkeypatch.setattr(ctx, "manifest", lambda: bad)
+    ps = property_search(ctx, "sim:letter-bias", "order")
+    assert ps.planned == 3 and len(ps.results) == 2 and first.id not in [r.item for r in ps.results]
+    (why,) = ps.unusable
+    assert why.startswith(f"item {first.id}:") and "gone.mp4" in why

@@ -166,3 +166,9 @@ def test_spec_from_settings_takes_the_frame_count_given():
     spec = StressorSpec.from_settings({"trials": 7, "frames": [8, 32]}, 32)
     assert spec.frames == 32 and spec.trials == 7 and spec.attack_cap == StressorSpec().attack_cap
     assert spec.key() != StressorSpec.from_settings({"trials": 7}, 8).key()
+
+
+def test_a_condition_with_nothing_measured_reports_no_rate():
+    """Every call failed: n = 0 and the failures, no RR (not a rate of 0)."""
+    t = TextStats(["", ""], ["error", "error"], [False, False])
+    assert t.summary() == {"n": 0, "failed": 2} and t.empty == 0
