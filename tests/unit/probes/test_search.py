@@ -1,4 +1,4 @@
-"""The property search: budgets, shrinking, the regression corpus, the gate, and the sim profiles.
+"""The property search: budgets, shrinking, the regression corpus and the gate.
 
 Placed with ``probes/search.py``, its main subject; the gate's checks run the search suite through
 pytester."""
@@ -14,9 +14,8 @@ import pytest
 from support.suite_project import write_suite_project
 
 from pytest_posbias import strategies as S
-from pytest_posbias.probes.search import ItemProperty, ItemSearch, Outcome, run_search
+from pytest_posbias.probes.search import ItemProperty, Outcome, run_search
 from pytest_posbias.probes.search_corpus import Corpus
-from pytest_posbias.run_options import RunOptions
 
 
 class FakeBackend:
@@ -154,119 +153,6 @@ def test_corpus_replays_other_models_first_and_keeps_what_they_survive(tmp_path)
     # entries written in this run are not replayed in it (the same result serially and with -n 2)
     same_run = run_search(FakeCtx("run-1"), PermProperty(5, breaks, model="m4"), corpus=corpus, budget=30)
     assert same_run.replay == []
-
-
-def test_apply_edits_semantics():
-    from pytest_posbias.probes.search_stressor import apply_edits
-    from pytest_posbias.video.frames import FrameSpec
-
-    clean = FrameSpec.synthetic("noise", 6, seed=1)
-    foreign = FrameSpec.synthetic("black", 6)
-    E = S.StressorEdit
-    same, strip = apply_edits(clean, (E("reverse", (2,)), E("delete", ())), foreign)
-    assert same is clean and not any(s["changed"] for s in strip)
-    spec, strip = apply_edits(clean, (E("replace", (0, 3), (1, 5)),), foreign)
-    assert spec.indices == [1, 1, 2, 5, 4, 5] and [s["changed"] for s in strip] == [1, 0, 0, 1, 0, 0]
-    spec, strip = apply_edits(clean, (E("delete", (1, 4)),))
-    assert spec.indices == [0, 2, 3, 5] and [s["gap_before"] for s in strip] == [0, 1, 0, 1]
-    spec, strip = apply_edits(clean, (E("add", (0, 6), (5, 2)),))
-    assert spec.indices == [5, 0, 1, 2, 3, 4, 5, 2] and [s["changed"] for s in strip] == [1, 0, 0, 0, 0, 0, 0, 1]
-    spec, strip = apply_edits(clean, (E("reverse", (1, 2, 3)),))
-    assert spec.indices == [0, 3, 2, 1, 4, 5] and [s["changed"] for s in strip] == [0, 1, 0, 1, 0, 0]
-    spec, strip = apply_edits(clean, (E("shuffle", (0, 2, 4)),))
-    assert spec.indices == [4, 1, 0, 3, 2, 5]
-    spec, strip = apply_edits(clean, (E("foreign", (2,), (4,)),), foreign)
-    assert spec.frames[2] == (1, 4) and spec.sources[1] == foreign.sources[0] and strip[2]["source"] == "foreign"
-
-
-def _ctx(root: Path, manifest: Path, model: str, run_id: str, seed: int = 0) -> Any:
-    from pytest_posbias.config import PosbiasConfig
-    from pytest_posbias.run.context import RunContext
-
-    return RunContext(RunOptions(models=(model,), data=str(manifest), cache=str(root / ".posbias"), seed=seed),
-                      PosbiasConfig(), rootdir=root, worker="main", run_id=run_id)
-
-
-def _order_search(ctx: Any, model: str, n: int) -> list[ItemSearch]:
-    from pytest_posbias.probes.phase import item_order
-    from pytest_posbias.probes.search_corpus import corpus_for
-    from pytest_posbias.probes.search_mcq import McqProperty
-
-    items = item_order(ctx, ctx.manifest())[:n]
-    return [run_search(ctx, McqProperty(ctx, model, it, "order", ctx.phase_spec()), corpus=corpus_for(ctx), seed=ctx.seed)
-            for it in items]
-
-
-def test_letter_bias_breaks_by_one_transposition_unbiased_holds_and_replays(tmp_path, small_set):
-    from pytest_posbias.engine import Decoding, Request
-    from pytest_posbias.probes.phase import LETTERS, _answer, mcq_prompt
-    from pytest_posbias.video.compose import TextPart, VideoPart
-
-    ctx = _ctx(tmp_path, small_set, "sim:letter-bias", "r1")
-    res = _order_search(ctx, "sim:letter-bias", 10)
-    broken = [r for r in res if r.status == "broken"]
-    assert broken and all(r.status in ("broken", "held") for r in res)
-    items = {it.id: it for it in ctx.manifest().mcq}
-    spec = ctx.phase_spec()
-    for r in broken:
-        m = r.minimal
-        assert m is not None and m["transpositions"] == 1 and S.cayley_distance(m["option_order"]) == 1
-        # independently: the identity and the minimal ordering give different contents
-        it = items[r.item]
-        frames = ctx.store.clip(it.path, [f["index"] for f in m["frames"]["original"]],
-                                size=spec.resolution, aspect="max-side")
-        answers = []
-        for perm in (tuple(range(len(it.options))), tuple(m["option_order"])):
-            req = Request("sim:letter-bias", (VideoPart(frames, video_id=it.video), TextPart(mcq_prompt(it, perm))),
-                          Decoding(max_new_tokens=spec.max_new_tokens), want="letters",
-                          letters=tuple(LETTERS[: len(it.options)]))
-            answers.append(_answer(ctx.engine.run([req])[0], perm).content)
-        assert answers[0] != answers[1] and answers == [m["reference_answer"], m["answer"]]
-    made = ctx.engine.stats.made
-    ctx.close()
-
-    # a second run on the same model: the same searches, 0 model calls
-    ctx2 = _ctx(tmp_path, small_set, "sim:letter-bias", "r2")
-    assert [r.to_dict() for r in _order_search(ctx2, "sim:letter-bias", 10)] == [r.to_dict() for r in res]
-    assert ctx2.engine.stats.made == 0 and made > 0
-    ctx2.close()
-
-    # another model replays the stored counterexamples first; sim:unbiased survives every one and holds
-    ctx3 = _ctx(tmp_path, small_set, "sim:unbiased", "r3")
-    res3 = _order_search(ctx3, "sim:unbiased", 10)
-    ctx3.close()
-    assert all(r.status == "held" for r in res3)
-    replayed = {r.item: r.replay for r in res3 if r.replay}
-    assert set(replayed) == {r.item for r in broken}
-    for r in broken:
-        (row,) = replayed[r.item]
-        assert row["outcome"] == "survived" and row["found_by"] == ["sim:letter-bias"]
-        assert row["value"] == r.minimal["perturbation"]  # type: ignore[index]
-    assert all(r.queries == r.replay_queries + 30 for r in res3)  # replay first, then the full budget
-
-
-def test_looping_breaks_with_one_stressed_frame(tmp_path, small_set):
-    from pytest_posbias.metrics import max_ngram_count
-    from pytest_posbias.probes.search_corpus import corpus_for
-    from pytest_posbias.probes.search_stressor import StressorProperty
-    from pytest_posbias.probes.stressor import select_videos
-
-    ctx = _ctx(tmp_path, small_set, "sim:looping", "r1")
-    videos = select_videos(ctx, ctx.manifest(), 10)
-    spec = ctx.stressor_spec(16)
-    props = [StressorProperty(ctx, "sim:looping", v, videos[(i + 1) % 10], spec) for i, v in enumerate(videos)]
-    res = [run_search(ctx, p, corpus=corpus_for(ctx), seed=0) for p in props]
-    broken = [(p, r) for p, r in zip(props, res, strict=True) if r.status == "broken"]
-    assert len(broken) >= 3 and all(r.status in ("broken", "excluded") for r in res)
-    for p, r in broken:
-        m = r.minimal
-        assert m is not None and m["stressed_frames"] == 1  # the clean frames (0 stressed) do not loop, so 1 is the fewest
-        assert max_ngram_count(m["reference_text"], 5) <= 1
-        edits = tuple(S.StressorEdit.from_json(e) for e in m["edits"])
-        again = ctx.engine.run([p.request(edits)])[0]  # the same request, from the cache: it loops
-        assert max_ngram_count(again.text, 5) > 1 and again.text.startswith(m["answer_text"][:200])
-        assert sum(f["changed"] or f["gap_before"] for f in m["frames"]["perturbed"]) >= 1
-    ctx.close()
 
 
 def _project(pytester: Any, manifest: Path) -> None:
