@@ -176,3 +176,39 @@ def test_reports_go_to_the_named_file_or_to_a_stamped_file_and_latest(one_run, t
     assert latest == tmp_path / "reports" / "latest.html"
     strip = lambda s: re.sub(r"rendered [^<]*", "", s)  # noqa: E731
     assert strip(stamped.read_text()) == strip(latest.read_text())
+
+
+def _decision(html: str) -> tuple[str, str]:
+    m = re.search(r'<div class="decision (\w+)" id="decision">\s*<span class="verdict-word">([^<]+)</span>\s*'
+                  r'<span class="why">([^<]*)</span>', html)
+    return m.group(1), m.group(3)
+
+
+def test_a_run_that_did_not_finish_is_not_shipped_however_its_gates_did(write_run_log):
+    """Every gate passed but pytest exited 2: no ship, the exit status said on the front page and in the badge."""
+    log = write_run_log("cut", header={"models": [CAND], "exitstatus": 2},
+                        records=[_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate")])
+    html = render([log], rendered_at=STAMP)
+    cls, why = _decision(html)
+    assert cls == "noship" and "the run did not finish (pytest exit 2)" in why
+    assert "RUN DID NOT FINISH (pytest exit 2)" in html and "ALL PASSED" not in html
+
+
+def test_tests_that_ended_without_a_verdict_are_counted_and_listed_escaped(write_run_log):
+    """An errored gate test is a lost gate: no ship, counted, listed with its node id and message (escaped)."""
+    errored = [{"nodeid": "suites/test_positional.py::test_meg[x]", "when": "call", "message": [f"boom {EVIL}"]}]
+    log = write_run_log("err", header={"models": [CAND], "errored_tests": errored},
+                        records=[_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate")])
+    html = render([log], rendered_at=STAMP)
+    cls, why = _decision(html)
+    assert cls == "noship" and "1 tests ended without a verdict" in why
+    assert "1 TESTS ENDED WITHOUT A VERDICT" in html
+    assert "<li>suites/test_positional.py::test_meg[x] (call): boom &lt;script&gt;" in html
+
+
+def test_a_run_with_no_verdict_is_not_a_pass(write_run_log):
+    """No gate decided: no ship and 'NO GATE DECIDED', never 'ALL PASSED'."""
+    html = render([write_run_log("empty", header={"models": [CAND]})], rendered_at=STAMP)
+    cls, why = _decision(html)
+    assert cls == "noship" and "no gate decided" in why
+    assert "NO GATE DECIDED" in html and "ALL PASSED" not in html
