@@ -151,3 +151,21 @@ def test_token_counter_of_an_unloadable_checkpoint_falls_back_to_the_estimate(ck
     assert counter.source == "estimate" and str(ckpt) in counter.why
     r = _request(TextPart("Hello"), _video(8, 224))
     assert counter.count(r) == estimate_prompt_tokens(r)
+
+
+def test_token_counter_with_a_loadable_processor_counts_as_a_run_would(tiny_checkpoints):
+    """A tiny checkpoint's processor: counts equal the input builder's own, and pixel values do not change them."""
+    from transformers import AutoProcessor
+
+    from pytest_posbias.models.hf_inputs import InputBuilder
+
+    store = FrameStore()
+    resolved = resolve(str(tiny_checkpoints["qwen2_vl"]))
+    counter = TokenCounter(resolved, store)
+    assert (counter.source, counter.why) == ("processor", "")
+    black = _request(TextPart("Describe."), _video(4, 56))
+    noise = _request(TextPart("Describe."), VideoPart(FrameSpec.synthetic("noise", 4, size=56, seed=3)))
+    builder = InputBuilder(resolved, store, AutoProcessor.from_pretrained(tiny_checkpoints["qwen2_vl"]))
+    want = builder.token_counts(builder._inputs([black]))[0]
+    assert counter.count(black) == want and want[1] == 8  # 4 frames of 56 px: 2 temporal patches of 2x2 tokens
+    assert counter.count(noise) == want and counter.count(black, prefill="A") == (want[0] + 1, want[1])
