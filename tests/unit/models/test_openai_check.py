@@ -173,3 +173,15 @@ def test_replicas_that_all_take_the_form_are_listed():
         b.close()
     assert result["replicas"] == [first.url, second.url] and result["attempts"] == 2
     assert len(first.bodies) == len(second.bodies) == 1
+
+
+@pytest.mark.xfail(strict=True, reason="check() looks for logprobs only in the last replica's answer: a first "
+                   "replica that returns none passes the check with --posbias-letter-scoring logprobs, although "
+                   "every request routed to it will come back without the logprobs the letters are scored from")
+def test_a_replica_without_logprobs_fails_the_check_when_logprobs_are_demanded():
+    """letter_scoring logprobs and one of two replicas answering without logprobs: ModelLoadError naming it."""
+    with FaultServer(logprobs=False) as first, FaultServer() as second:
+        b = _backend([first.url, second.url], letter_scoring="logprobs")
+        with pytest.raises(ModelLoadError, match=r"returned no logprobs"):
+            check(b)
+        b.close()
