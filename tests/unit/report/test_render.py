@@ -212,3 +212,19 @@ def test_a_run_with_no_verdict_is_not_a_pass(write_run_log):
     cls, why = _decision(html)
     assert cls == "noship" and "no gate decided" in why
     assert "NO GATE DECIDED" in html and "ALL PASSED" not in html
+
+
+def test_a_configuration_name_from_the_log_cannot_close_a_figures_comment(write_run_log):
+    """A spec that tries to end matplotlib's XML comment and open a script stays text, in the figure and the table."""
+    evil_spec = "x --><script>alert(1)</script><!-- "
+    rng = np.random.default_rng(0)
+    recs = []
+    for model, tilt in ((CAND, 0.3), (BASE, 0.0)):
+        for g in range(12):
+            cov = [0.6 + tilt + rng.uniform(-0.05, 0.05), 0.6 - tilt + rng.uniform(-0.05, 0.05)]
+            recs.append({**_instance(model, f"g{g:02d}", cov), "spec": evil_spec, "thumbnails": []})
+    html = render([write_run_log("evil", header={"models": [CAND], "baseline": BASE}, records=recs)],
+                  rendered_at=STAMP)
+    comparison = _section(html, "comparison")
+    assert "<svg" in comparison and "alert(1)" in comparison  # the label is drawn, as text
+    assert "<script>" not in html and "--><script" not in html
