@@ -205,3 +205,14 @@ def test_a_baseline_in_the_same_run_is_marked_same_run_and_two_logs_are_not(writ
     assert compare(Arm(run, CAND, "a"), Arm(run, CAND, "b"), alpha=0.05)["same_run"] is True
     other = Run(write_run_log("t", header={"models": [CAND]}))
     assert compare(Arm(run, CAND, "a"), Arm(other, CAND, "b"), alpha=0.05)["same_run"] is False
+
+
+def test_too_few_groups_claim_no_change_however_large_the_difference(write_run_log):
+    """Below MIN_CLUSTERS paired groups the interval is undecided: a large Δ is still 'no clear change'."""
+    from pytest_posbias.stats.intervals import MIN_CLUSTERS
+
+    cand, base, _ = _positional_arms(write_run_log, np.random.default_rng(6), cand_tilt=0.35, base_tilt=0.0,
+                                     groups=MIN_CLUSTERS - 1)
+    [row] = positional_differences(cand, base, alpha=0.05)
+    assert row["delta"] > 0.3 and row["n_groups"] == MIN_CLUSTERS - 1
+    assert row["direction"] == "no clear change"
