@@ -103,9 +103,11 @@ class InputBuilder:
                 body.append(self.adapter.image.format(image=self.image_token))
         text = "".join(body).rstrip("\n")
         messages = [{"role": "user", "content": [{"type": "text", "text": _SENTINEL}]}]
+        from jinja2 import TemplateError  # a template refuses a conversation with raise_exception()
+
         try:
             rendered = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, TemplateError) as exc:
             raise BackendError(f"chat template of {self.resolved.spec} failed: {exc}") from None
         if isinstance(rendered, list):
             rendered = rendered[0]

@@ -49,21 +49,21 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
                     continue
                 raise ModelLoadError(_check_message(backend, exc, rep, form)) from None
         forms = [form]  # every replica must take the form the first one took
-    backend.input_form = forms[0]
-    result["input_form"] = backend.input_form
-    if backend.supports_letter_logprobs:
-        lp = getattr(resp.choices[0], "logprobs", None)
-        if not getattr(lp, "content", None):
+        logprobs = getattr(resp.choices[0], "logprobs", None)
+        if backend.supports_letter_logprobs and not getattr(logprobs, "content", None):
+            # every replica must return logprobs: a request routed to one that does not has no letter scores
             if backend.letter_scoring == "logprobs":
-                raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the endpoint {backend.url} "
+                raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the endpoint {rep.url} "
                                      "returned no logprobs "
                                      f"for a request asking for top_logprobs={TOP_LOGPROBS}, and "
                                      "--posbias-letter-scoring logprobs was asked for; use --posbias-letter-scoring "
                                      "text (or auto) to score answers from text")
             backend.supports_letter_logprobs = False
             backend.scoring = "text"
-            result["fallback"] = ("the endpoint returned no logprobs for a request asking for "
+            result["fallback"] = (f"the endpoint {rep.url} returned no logprobs for a request asking for "
                                   f"top_logprobs={TOP_LOGPROBS}: answers are scored from text")
+    backend.input_form = forms[0]
+    result["input_form"] = backend.input_form
     result.update(scoring=backend.scoring, request_seed=backend.request_seed)
     if len(backend.router.replicas) > 1:
         result["replicas"] = [r.url for r in backend.router.replicas]

@@ -89,10 +89,6 @@ def test_a_template_that_drops_the_user_text_is_an_error_naming_the_model(tiny_c
         b.render(_request(TextPart("hello")))
 
 
-@pytest.mark.xfail(strict=True, reason="InputBuilder.render catches ValueError, TypeError and KeyError from "
-                   "apply_chat_template, but a template's raise_exception() (how real chat templates refuse a "
-                   "conversation) raises jinja2.TemplateError, which escapes as itself instead of a BackendError "
-                   "naming the model")
 def test_a_template_that_raises_is_an_error_naming_the_model(tiny_checkpoints, store):
     """A template that raises (jinja's raise_exception): BackendError naming the model and the template's words."""
     b = _builder(tiny_checkpoints, store, "qwen2_vl")

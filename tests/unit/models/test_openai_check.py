@@ -4,6 +4,7 @@ name the URL, the model and the server's own words."""
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -175,13 +176,21 @@ def test_replicas_that_all_take_the_form_are_listed():
     assert len(first.bodies) == len(second.bodies) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="check() looks for logprobs only in the last replica's answer: a first "
-                   "replica that returns none passes the check with --posbias-letter-scoring logprobs, although "
-                   "every request routed to it will come back without the logprobs the letters are scored from")
 def test_a_replica_without_logprobs_fails_the_check_when_logprobs_are_demanded():
     """letter_scoring logprobs and one of two replicas answering without logprobs: ModelLoadError naming it."""
     with FaultServer(logprobs=False) as first, FaultServer() as second:
         b = _backend([first.url, second.url], letter_scoring="logprobs")
-        with pytest.raises(ModelLoadError, match=r"returned no logprobs"):
+        with pytest.raises(ModelLoadError, match=rf"the endpoint {re.escape(first.url)} returned no logprobs"):
             check(b)
+        b.close()
+
+
+def test_auto_scoring_falls_back_to_text_when_any_replica_lacks_logprobs():
+    """letter_scoring auto and the second of two replicas answering without logprobs: every answer is scored from text
+    (requests routed to that replica would carry no letter scores), and the run log names the replica."""
+    with FaultServer() as first, FaultServer(logprobs=False) as second:
+        b = _backend([first.url, second.url], letter_scoring="auto")
+        found = check(b)
+        assert b.scoring == "text" and not b.supports_letter_logprobs
+        assert second.url in found["fallback"] and first.url not in found["fallback"]
         b.close()
