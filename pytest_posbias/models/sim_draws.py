@@ -195,11 +195,8 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
             dropped = pattern_at(keep, i)[slot]
         else:
             same = [p for p in range(P) if keep[p] == w]
-            cell = _clip_cell(video_paths, n, i, same, slot) if by_clip else None
-            if cell is not None:  # one systematic sample over the cells listed clip by clip
-                dropped = systematic(cell, 1.0 - w)
-            else:
-                dropped = systematic(i * len(same) + same.index(slot), 1.0 - w)
+            cell = _clip_cell(video_paths, n, i, same, slot) if by_clip else None  # the cells listed clip by clip
+            dropped = systematic(i * len(same) + same.index(slot) if cell is None else cell, 1.0 - w)
         return w + 0.5 * (1.0 - w) if dropped else 0.5 * w  # >= w exactly when the cell is dropped
 
     return u
