@@ -350,10 +350,8 @@ class OpenAIBackend:
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         """One Generation per request, in order (``want='letters'`` ones carry only letter log-probs)."""
-        out: list[Generation | None] = [None] * len(requests)
-        for i, g in self.generate_stream(requests):
-            out[i] = g
-        return [g for g in out if g is not None]
+        out = dict(self.generate_stream(requests))  # every index exactly once
+        return [out[i] for i in range(len(requests))]
 
     def score_generations(self, requests: Sequence[Request]) -> list[Generation]:
         """Letter scores as Generations, so one failed request fails alone (the engine prefers this)."""

@@ -90,10 +90,9 @@ def _server_message(exc: Any) -> str:
         err = body.get("error", body)
         if isinstance(err, dict) and err.get("message"):
             return str(err["message"])
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-        if isinstance(body.get("detail"), str):
-            return str(body["detail"])
+        for key in ("message", "detail"):
+            if isinstance(body.get(key), str):
+                return str(body[key])
     return str(getattr(exc, "message", "") or exc)
 
 

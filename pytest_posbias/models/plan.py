@@ -175,26 +175,22 @@ class PlanBackend:
             self._fh.write(json.dumps(row, sort_keys=True, default=str) + "\n")
             self._fh.flush()
 
+    def _answer(self, r: Request, *, scoring: bool) -> Generation:
+        """Record ``r``; an empty answer with its planned token counts (uniform letter log-probs where asked)."""
+        p, v = self.counter.count(r, prefill=self.resolved.prefill if scoring else "")
+        planned = self.output_lengths.get(output_key(r), r.decoding.max_new_tokens)
+        n = 0 if scoring or r.want == "letters" else round(planned)
+        self._record(r, p, v, n)
+        lp = {letter: -math.log(len(r.letters)) for letter in r.letters} if scoring or r.want == "both" else None
+        return Generation("", n, "stop" if scoring else "length", lp, 0.0, prompt_tokens=p, visual_tokens=v)
+
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         """Records each request; an empty answer with the planned token counts."""
-        out = []
-        for r in requests:
-            p, v = self.counter.count(r)
-            n = 0 if r.want == "letters" else round(self.output_lengths.get(output_key(r), r.decoding.max_new_tokens))
-            self._record(r, p, v, n)
-            lp = {letter: -math.log(len(r.letters)) for letter in r.letters} if r.want == "both" else None
-            out.append(Generation("", n, "length", lp, 0.0, prompt_tokens=p, visual_tokens=v))
-        return out
+        return [self._answer(r, scoring=False) for r in requests]
 
     def score_generations(self, requests: Sequence[Request]) -> list[Generation]:
         """Records each letter-scoring request; uniform letter log-probs with its token counts."""
-        out = []
-        for r in requests:
-            p, v = self.counter.count(r, prefill=self.resolved.prefill)
-            self._record(r, p, v, 0)
-            lp = {letter: -math.log(len(r.letters)) for letter in r.letters}
-            out.append(Generation("", 0, "stop", lp, 0.0, prompt_tokens=p, visual_tokens=v))
-        return out
+        return [self._answer(r, scoring=True) for r in requests]
 
     def score_options(self, requests: Sequence[Request], letters: Sequence[str]) -> list[dict[str, float]]:
         """:meth:`score_generations`' letter log-probs."""

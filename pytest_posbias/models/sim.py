@@ -50,7 +50,7 @@ import numpy as np
 from ..engine import Generation, Request
 from ..errors import ConfigError
 from ..video.compose import TextPart, VideoPart
-from ..video.frames import FrameSpec, FrameStore
+from ..video.frames import FrameStore
 from ..video.synthetic import MOTION_PHRASE
 from .sim_dose import (
     Dose,
@@ -163,11 +163,6 @@ _VIDEO_VIEWS: _BoundedCache[str, VideoView] = _BoundedCache(200_000)
 _FRAME_VIEWS: _BoundedCache[tuple[str, int, int | None, str], FrameView] = _BoundedCache(500_000)
 
 
-def _spec_digest(spec: FrameSpec) -> str:
-    """SHA-256 of a spec's pixel key (``FrameSpec.key``, JSON with sorted keys)."""
-    return hashlib.sha256(json.dumps(spec.key(), sort_keys=True).encode()).hexdigest()
-
-
 def _videos(r: Request) -> list[VideoPart]:
     return [p for p in r.parts if isinstance(p, VideoPart)]
 
@@ -207,7 +202,7 @@ class SimBackend:
     def _view(self, part: VideoPart) -> VideoView:
         """The video's view; each frame is read once per process (variants reuse frames)."""
         spec = part.frames
-        key = _spec_digest(spec)
+        key = hashlib.sha256(json.dumps(spec.key(), sort_keys=True).encode()).hexdigest()  # the pixels' content
         hit = _VIDEO_VIEWS.get(key)
         if hit is not None:
             return hit
@@ -403,11 +398,9 @@ class SimBackend:
         index = unit_index(src.path)
         if unit_uniform("repetition", index, src.key()) < self._stress.r:
             return True
-        if unit_uniform("susceptible", index, src.key()) >= self._stress.sigma:
-            return False
-        if not temporally_irregular(spec.indices, spec.frame_count, len(spec.sources)):
-            return False
-        return bool(self._request_rng(r, "dose-stress").random() < self._stress.rho)
+        return (unit_uniform("susceptible", index, src.key()) < self._stress.sigma
+                and temporally_irregular(spec.indices, spec.frame_count, len(spec.sources))
+                and bool(self._request_rng(r, "dose-stress").random() < self._stress.rho))
 
     def _content_probs(self, r: Request) -> dict[str, float]:
         """Probability of each option *text* (independent of the letters it sits under), a

@@ -68,10 +68,11 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise, product
+from itertools import pairwise
 from typing import Any
 
 from ..errors import ConfigError
+from .sim_draws import drop_patterns
 
 # Measured on sim:unbiased on the synthetic set (default layout, seed 0) with
 #   posbias sim calibrate            (40 groups per configuration, seed 0; prints these tables)
@@ -262,17 +263,12 @@ def expected_dpb(w: Sequence[float]) -> float:
     """E[Σ α_p B_p / Σ B_p] over independent B_p ~ Bernoulli(w_p), an all-dropped draw replaced
     by one rescued slot (:func:`rescued`): the DPB of slots that keep their summary with
     probability w_p and equal coverage."""
-    P = len(w)
-    a = alphas(P)
+    a = alphas(len(w))
+    res = rescued(w)
     total = 0.0
-    for bits in product((0, 1), repeat=P):
-        k = sum(bits)
-        prob = math.prod(wp if b else 1.0 - wp for wp, b in zip(w, bits, strict=True))
-        if k == 0:
-            res = rescued(w)
-            total += prob * sum(a[p] for p in res) / len(res)
-            continue
-        total += prob * sum(ap for ap, b in zip(a, bits, strict=True) if b) / k
+    for dropped, prob in reversed(drop_patterns(w)):  # patterns of probability 0 add nothing
+        kept = [ap for ap, b in zip(a, dropped, strict=True) if not b] or [a[p] for p in res]
+        total += prob * sum(kept) / len(kept)
     return total
 
 
@@ -332,12 +328,12 @@ def _slot_keep(dose: Dose, P: int, mu: float, thin: bool) -> tuple[float, ...]:
             return expected_dpb([b * s for b, s in zip(base, _slope(P, g), strict=True)])
 
         lo, hi = (0.0, 1.0) if d > 0 else (-1.0, 0.0)
-        for _ in range(60):
+        for _ in range(60):  # E[DPB] rises with γ
             mid_g = (lo + hi) / 2
-            if (f(mid_g) < d) == (d > 0):
-                lo, hi = (mid_g, hi) if d > 0 else (lo, mid_g)
+            if f(mid_g) < d:
+                lo = mid_g
             else:
-                lo, hi = (lo, mid_g) if d > 0 else (mid_g, hi)
+                hi = mid_g
         w = [b * s for b, s in zip(base, _slope(P, (lo + hi) / 2), strict=True)]
     return tuple(w)
 

@@ -195,11 +195,8 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
             dropped = pattern_at(keep, i)[slot]
         else:
             same = [p for p in range(P) if keep[p] == w]
-            cell = _clip_cell(video_paths, n, i, same, slot) if by_clip else None
-            if cell is not None:  # one systematic sample over the cells listed clip by clip
-                dropped = systematic(cell, 1.0 - w)
-            else:
-                dropped = systematic(i * len(same) + same.index(slot), 1.0 - w)
+            cell = _clip_cell(video_paths, n, i, same, slot) if by_clip else None  # the cells listed clip by clip
+            dropped = systematic(i * len(same) + same.index(slot) if cell is None else cell, 1.0 - w)
         return w + 0.5 * (1.0 - w) if dropped else 0.5 * w  # >= w exactly when the cell is dropped
 
     return u
@@ -217,19 +214,23 @@ _SYN = re.compile(r"syn-([a-z]+)-(short|long)-(\d+)$")
 _QUESTION_KINDS = ("what colour", "in which direction", "how many", "what brief event", "why does", "what will")
 
 
+def _synthetic_clip(video_path: str, cfgs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], int] | None:
+    """(configuration, clip number) of a synthetic-set video named ``syn-DOMAIN-BUCKET-N``; None otherwise."""
+    m = _SYN.fullmatch(PurePath(video_path).stem)
+    return ((m[1], m[2]), int(m[3])) if m and (m[1], m[2]) in cfgs else None
+
+
 def unit_index(video_path: str, question: str | None = None) -> int | None:
     """An integer index of a synthetic-set video, n = clip number · configurations + configuration
     (consecutive over the set for any clips per configuration), or of one of its questions,
     n·6 + question kind; None outside the synthetic set's naming and question kinds."""
     from ..video.synthetic import configurations
 
-    m = _SYN.fullmatch(PurePath(video_path).stem)
-    if not m:
-        return None
     cfgs = configurations()
-    if (m.group(1), m.group(2)) not in cfgs:
+    clip = _synthetic_clip(video_path, cfgs)
+    if clip is None:
         return None
-    n = int(m.group(3)) * len(cfgs) + cfgs.index((m.group(1), m.group(2)))
+    n = clip[1] * len(cfgs) + cfgs.index(clip[0])
     if question is None:
         return n
     q = question.lower()
@@ -246,18 +247,13 @@ def group_rank(video_paths: Sequence[str]) -> int | None:
     from ..video.synthetic import configurations
 
     cfgs = configurations()
-    clips: list[int] = []
-    cfg: tuple[str, str] | None = None
-    for path in video_paths:
-        m = _SYN.fullmatch(PurePath(path).stem)
-        if not m or (m.group(1), m.group(2)) not in cfgs or (cfg is not None and cfg != (m.group(1), m.group(2))):
-            return None
-        cfg = (m.group(1), m.group(2))
-        clips.append(int(m.group(3)))
-    if cfg is None or len(set(clips)) != len(clips):
+    found = [_synthetic_clip(path, cfgs) for path in video_paths]
+    cells = [c for c in found if c is not None]
+    clips = [c[1] for c in cells]
+    if not cells or len(cells) < len(found) or len({c[0] for c in cells}) > 1 or len(set(clips)) != len(clips):
         return None
     rank = sum(math.comb(c, i + 1) for i, c in enumerate(sorted(clips)))
-    return rank * len(cfgs) + cfgs.index(cfg)
+    return rank * len(cfgs) + cfgs.index(cells[0][0])
 
 
 def group_uniform(what: str, rank: int | None, fallback: str) -> float:

@@ -44,16 +44,14 @@ def perceived(question: str, view: VideoView | None) -> str | None:
     if view is None:
         return None
     q = question.lower()
+    by_shape = {o.shape: o for o in view.objects}  # one track per shape (``sim_vision.summarize``)
     if q.startswith("what colour is the"):
         m = re.search(r"what colour is the (\w+)", q)
-        shape = m.group(1) if m else ""
-        o = next((o for o in view.objects if o.shape == shape), None)
+        o = by_shape.get(m.group(1) if m else "")
         return o.first_colour if o else None
     if q.startswith("in which direction does the"):
         m = re.search(r"does the (\w+) (\w+) move", q)
-        if not m:
-            return None
-        o = next((o for o in view.objects if o.shape == m.group(2)), None)
+        o = by_shape.get(m.group(2)) if m else None
         return MOTION_PHRASE[o.motion] if o else None
     if q.startswith("how many coloured shapes"):
         return str(len(view.objects))

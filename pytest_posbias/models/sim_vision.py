@@ -67,14 +67,6 @@ class VideoView:
     discontinuity: float  # share of adjacent frame pairs with a jump the motion does not explain
 
 
-def _shape(fill: float) -> str:
-    if fill > 0.9:
-        return "square"
-    if fill > 0.64:
-        return "circle"
-    return "triangle"
-
-
 def view_frame(frame: NDArray[np.uint8]) -> FrameView:
     """Read one RGB frame (any size) of the synthetic set."""
     h, w = frame.shape[:2]
@@ -105,7 +97,8 @@ def view_frame(frame: NDArray[np.uint8]) -> FrameView:
         bw = xs.max() - xs.min() + 1
         bh = ys.max() - ys.min() + 1
         fill = ys.size / float(bw * bh)
-        blobs.append(Blob(name, _shape(fill), float(xs.mean() / px.shape[1]), float(ys.mean() / px.shape[0])))
+        shape = "square" if fill > 0.9 else "circle" if fill > 0.64 else "triangle"
+        blobs.append(Blob(name, shape, float(xs.mean() / px.shape[1]), float(ys.mean() / px.shape[0])))
     bg = flat[~ok]
     background = None
     if bg.shape[0]:

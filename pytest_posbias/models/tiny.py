@@ -50,7 +50,8 @@ _GLM4V = _template("<|begin_of_video|><|video|><|end_of_video|>", "<|begin_of_im
                    head="<|{{ m['role'] }}|>\n", end="", reply="<|assistant|>\n", prefix="[gMASK]<sop>")
 
 
-def _tokenizer(specials: list[str], extra_named: dict[str, str] | None = None, *, eos: str = "<|im_end|>") -> Any:
+def _tokenizer(specials: list[str], extra_named: dict[str, str] | None = None, *,
+               eos: str = "<|im_end|>") -> tuple[Any, dict[str, int]]:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -64,11 +65,7 @@ def _tokenizer(specials: list[str], extra_named: dict[str, str] | None = None, *
     named = {"extra_special_tokens": extra_named} if extra_named else {}
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token="<|endoftext|>", **named)
     fast.padding_side = "left"
-    return fast
-
-
-def _ids(tok: Any, names: list[str]) -> dict[str, int]:
-    return {n: int(tok.convert_tokens_to_ids(n)) for n in names}
+    return fast, {n: int(fast.convert_tokens_to_ids(n)) for n in specials}
 
 
 _QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -86,8 +83,7 @@ def _text_cfg(tok: Any, ids: dict[str, int], **extra: Any) -> dict[str, Any]:
 def _build_qwen(family: str) -> tuple[Any, Any]:
     import transformers as tf
 
-    tok = _tokenizer(list(_QWEN_SPECIALS))
-    ids = _ids(tok, _QWEN_SPECIALS)
+    tok, ids = _tokenizer(list(_QWEN_SPECIALS))
     common: dict[str, Any] = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
                                   vision_start_token_id=ids["<|vision_start|>"],
                                   vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True)
@@ -129,8 +125,7 @@ def _build_internvl() -> tuple[Any, Any]:
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"]
     named = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
              "video_token": "<video>"}
-    tok = _tokenizer(specials, named)
-    ids = _ids(tok, specials)
+    tok, ids = _tokenizer(specials, named)
     ip = tf.GotOcr2ImageProcessor(size={"height": 28, "width": 28}, crop_to_patches=False)
     vp = tf.InternVLVideoProcessor(size={"height": 28, "width": 28})
     vision = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, image_size=[28, 28],
@@ -147,8 +142,7 @@ def _build_llava_onevision() -> tuple[Any, Any]:
     import transformers as tf
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"]
-    tok = _tokenizer(specials, {"image_token": "<image>", "video_token": "<video>"})
-    ids = _ids(tok, specials)
+    tok, ids = _tokenizer(specials, {"image_token": "<image>", "video_token": "<video>"})
     ip = tf.LlavaOnevisionImageProcessor(size={"height": 28, "width": 28}, image_grid_pinpoints=[[28, 28]], do_pad=True)
     vp = tf.LlavaOnevisionVideoProcessor(size={"height": 28, "width": 28})
     vision = dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
@@ -169,8 +163,7 @@ def _build_glm4v() -> tuple[Any, Any]:
     specials = ["<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|system|>", "<|begin_of_image|>",
                 "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>", "<|video|>", "<think>",
                 "</think>"]
-    tok = _tokenizer(specials, eos="<|endoftext|>")
-    ids = _ids(tok, specials)
+    tok, ids = _tokenizer(specials, eos="<|endoftext|>")
     ip = tf.Glm4vImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2,
                                 size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56})
     vp = tf.Glm4vVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2,
