@@ -67,10 +67,7 @@ class PhaseSpec:
     def from_settings(cls, settings: Mapping[str, Any]) -> PhaseSpec:
         """The spec of validated ``[tool.posbias.probes.phase]`` settings (:func:`~.settings.settings_for`);
         a key they lack keeps its default."""
-        kw = spec_kwargs("phase", cls, settings)
-        if "samplers" in kw:
-            kw["samplers"] = tuple(kw["samplers"])
-        return cls(**kw)
+        return cls(**spec_kwargs("phase", cls, settings))
 
     def key(self) -> str:
         return repr(asdict(self))
@@ -215,8 +212,7 @@ def item_order(ctx: ProbeContext, manifest: Manifest) -> list[McqItem]:
     """The multiple-choice pool in a seeded random order; a sample of n is its first n items, so a
     sequential gate that draws more items extends the sample it already has."""
     pool = list(manifest.mcq)
-    perm = ctx.rng("phase-items").permutation(len(pool)) if pool else np.arange(0)
-    return [pool[int(i)] for i in perm]
+    return [pool[int(i)] for i in ctx.rng("phase-items").permutation(len(pool))]
 
 
 def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest, *, conditions: Sequence[str] = (),

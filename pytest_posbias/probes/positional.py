@@ -188,11 +188,8 @@ def _alignment(text: str, target: int | None, refs: list[list[str]], why: str | 
         one_slot = usable.slots_reason(addressed_slots(al), spec.P)
         return (None, one_slot) if one_slot is not None else (al, None)
     if al.mode == "fallback":  # single-target: an unmarked answer is the target's summary as a whole
-        summaries = ["" for _ in range(spec.P)]
-        summaries[target] = text.strip()
-        status = ["marker_failure" for _ in range(spec.P)]
-        status[target] = SLOT_FALLBACK
-        al = Alignment(tuple(summaries), tuple(status), "fallback")
+        al = Alignment(tuple(text.strip() if k == target else "" for k in range(spec.P)),
+                       tuple(SLOT_FALLBACK if k == target else "marker_failure" for k in range(spec.P)), "fallback")
     return al, None
 
 
@@ -279,8 +276,7 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
     ctx.engine.reject(reqs, [w if w in (usable.ONE_SLOT, usable.CONSTANT) else None for w in why], probe="positional")
 
     # judge all scoreable slots, one batch per reference style
-    to_judge: dict[str, list[tuple[int, int]]] = {}
-    items: dict[str, list[tuple[list[str], str]]] = {}
+    to_judge: dict[str, list[tuple[tuple[int, int], tuple[list[str], str]]]] = {}
     for ri, row in enumerate(slot_rows):
         al = row["alignment"]
         if al is None:
@@ -289,11 +285,10 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
         for k in slots:
             if al.scoreable(k):
                 style = manifest.videos[row["plan"]["videos"][k]].reference_style
-                to_judge.setdefault(style, []).append((ri, k))
-                items.setdefault(style, []).append((row["refs"][k], al.summaries[k]))
+                to_judge.setdefault(style, []).append(((ri, k), (row["refs"][k], al.summaries[k])))
     scores: dict[tuple[int, int], Any] = {}
-    for style, where in to_judge.items():
-        scores.update(zip(where, judges.for_style(style).score(items[style]), strict=True))
+    for style, batch in to_judge.items():
+        scores.update(zip([at for at, _ in batch], judges.for_style(style).score([it for _, it in batch]), strict=True))
 
     failures = {m: [0] * P for m in FAILURE_MODES}
     # assemble instance rows: joint generation -> one row per answer; single-target -> one row per (group, order)

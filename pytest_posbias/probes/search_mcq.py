@@ -119,9 +119,7 @@ class McqProperty(ItemProperty[McqValue]):
 
     def encode(self, value: McqValue) -> dict[str, Any]:
         perm, phase = self._perm_phase(value)
-        if self.property == "order":
-            return {"order": [int(x) for x in perm]}
-        return {"phase": str(phase)}
+        return {"order": [int(x) for x in perm]} if self.property == "order" else {"phase": str(phase)}
 
     def decode(self, data: Mapping[str, Any]) -> McqValue:
         if self.property == "order":

@@ -74,8 +74,7 @@ def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
     from .search_coverage import CoverageProperty
 
     groups = [g for g in manifest.groups if g.P == 4] or list(manifest.groups)
-    order = [int(i) for i in ctx.rng("search-groups").permutation(len(groups))] if groups else []
-    chosen = [groups[i] for i in order[:n]]
+    chosen = [groups[int(i)] for i in ctx.rng("search-groups").permutation(len(groups))[:n]]
     pos = ctx.probe_settings("positional")
     for g in chosen:
         try:

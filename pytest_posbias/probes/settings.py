@@ -185,8 +185,9 @@ def validate_probe_settings(name: str, table: object, *, where: str) -> dict[str
 
 def spec_kwargs(probe: str, spec_type: type[DataclassInstance], settings: Mapping[str, Any]) -> dict[str, Any]:
     """The settings of ``probe`` (its :data:`SCHEMA` keys) that are fields of its spec dataclass
-    ``spec_type``; a field the settings lack keeps its default."""
-    return {f.name: settings[f.name] for f in fields(spec_type) if f.name in settings and f.name in SCHEMA[probe]}
+    ``spec_type``, a list as a tuple (the specs are frozen); a field the settings lack keeps its default."""
+    return {f.name: tuple(v) if isinstance(v := settings[f.name], list) else v for f in fields(spec_type)
+            if f.name in settings and f.name in SCHEMA[probe]}
 
 
 def settings_for(name: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

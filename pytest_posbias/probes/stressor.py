@@ -99,8 +99,7 @@ def select_videos(ctx: ProbeContext, manifest: Manifest, n: int) -> list[VideoIt
     """The first n videos of a seeded random order of the manifest's videos (a prefix, so a
     sequential gate that draws more videos extends the sample it already has)."""
     pool = sorted(manifest.videos)
-    perm = ctx.rng("stressor-videos").permutation(len(pool)) if pool else np.arange(0)
-    return [manifest.videos[pool[int(i)]] for i in perm[: min(n, len(pool))]]
+    return [manifest.videos[pool[int(i)]] for i in ctx.rng("stressor-videos").permutation(len(pool))[:n]]
 
 
 def measured_output(g: Generation) -> bool:
@@ -173,9 +172,7 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
             res.problems.append(f"video {item.id}: {exc}")
     kept = [manifest.videos[v] for v in res.videos]
     if clean is not None:
-        given = [at[v] for v in res.videos]
-        res.clean = TextStats([clean.clean.texts[i] for i in given], [clean.clean.finish[i] for i in given],
-                              [clean.clean.ok[i] for i in given], [clean.clean.reasons[i] for i in given])
+        res.clean = clean.clean.take([at[v] for v in res.videos])
         res.errors = sum(1 for f in res.clean.finish if f == "error")
     # plan every request, run them in one engine call
     plan: list[tuple[str, int]] = []

@@ -10,6 +10,7 @@ amplification (:meth:`StressorResult.amplification`) and the black-box attack re
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -95,11 +96,8 @@ class TextStats:
 
     def unusable(self) -> dict[str, int]:
         """Unusable outputs of succeeded calls, by reason (``scoring/usable.py``)."""
-        out: dict[str, int] = {}
-        for ok, f, why in zip(self.ok, self.finish, self.reasons, strict=True):
-            if not ok and f != "error":
-                out[why or usable.EMPTY] = out.get(why or usable.EMPTY, 0) + 1
-        return out
+        return dict(Counter(why or usable.EMPTY for ok, f, why in zip(self.ok, self.finish, self.reasons, strict=True)
+                            if not ok and f != "error"))
 
     @property
     def valid(self) -> np.ndarray:
@@ -123,8 +121,12 @@ class TextStats:
 
     def measured(self) -> TextStats:
         """The ok outputs only."""
-        keep = [i for i, ok in enumerate(self.ok) if ok]
-        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep])
+        return self.take([i for i, ok in enumerate(self.ok) if ok])
+
+    def take(self, keep: Sequence[int]) -> TextStats:
+        """The outputs at indices ``keep``, in that order."""
+        return TextStats([self.texts[i] for i in keep], [self.finish[i] for i in keep], [self.ok[i] for i in keep],
+                         [self.reasons[i] for i in keep])
 
     def summary(self) -> dict[str, Any]:
         """Over the measured outputs: n, failed, RR (share repeating), mean RI and IE (n = 1),

@@ -16,8 +16,6 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import fcntl
-import hashlib
-import json
 import platform
 import subprocess
 import sys
@@ -41,6 +39,7 @@ from ..models.registry import ResolvedModel, resolve
 from ..probes import conditions as C
 from ..probes.phase import PhaseResult, PhaseSpec, run_phase
 from ..probes.positional import PositionalResult, PositionalSpec, run_positional
+from ..probes.search import item_seed
 from ..probes.settings import settings_for
 from ..probes.stressor import PARTS as STRESSOR_PARTS
 from ..probes.stressor import StressorResult, StressorSpec, merge_parts, run_stressor
@@ -240,8 +239,7 @@ class RunContext:
 
     def rng(self, *keys: Any) -> np.random.Generator:
         """A generator seeded by the run seed and ``keys`` (never the global one)."""
-        h = hashlib.sha256(json.dumps([self.seed, *map(str, keys)]).encode()).digest()
-        return np.random.default_rng(int.from_bytes(h[:8], "little"))
+        return np.random.default_rng(item_seed(self.seed, *keys))
 
     def memo(self, key: str, fn: Callable[[], T]) -> T:
         """Compute once per process (in memory): probes shared by several tests. Under ``-n`` each
