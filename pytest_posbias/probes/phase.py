@@ -94,7 +94,7 @@ def mcq_prompt(item: McqItem, perm: Sequence[int]) -> str:
 def parse_letter(text: str, letters: str) -> int | None:
     """Index of the first standalone option letter in a generated answer, or None."""
     t = text.strip().lstrip("(").strip()
-    if t[:1] in letters and (len(t) == 1 or not t[1:2].isalpha()):
+    if t and t[0] in letters and not t[1:2].isalpha():  # "" is in every string: an empty answer has no letter
         return letters.index(t[0])
     for m in _LETTER_RE.finditer(text):
         if m.group(1) in letters:

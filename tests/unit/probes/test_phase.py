@@ -82,10 +82,20 @@ def test_prompt_shows_content_perm_j_at_letter_j():
     ("Apple", "ABCDE", None),  # a word starting with a letter is no letter
     ("E", "ABC", None),  # a letter past the item's options
     ("no idea", "ABCDE", None),
+    ("", "ABCDE", None),  # an empty answer, all spaces or a lone bracket holds no letter (and does not crash)
+    ("   ", "ABCDE", None),
+    ("(", "ABCDE", None),
 ])
 def test_parse_letter_finds_the_first_live_standalone_letter(text, letters, expected):
     """The first standalone letter among the item's live letters, or None."""
     assert parse_letter(text, letters) == expected
+
+
+@given(text=st.text(max_size=12), n=st.integers(1, 10))
+def test_parse_letter_never_raises_and_names_a_live_letter(text, n):
+    """Any answer text: None or the index of one of the item's n letters, never an exception."""
+    got = parse_letter(text, "ABCDEFGHIJ"[:n])
+    assert got is None or 0 <= got < n
 
 
 def test_accept_letter_rejects_an_answer_without_an_option_letter():
@@ -101,6 +111,8 @@ def test_accept_letter_rejects_an_answer_without_an_option_letter():
     assert accept_letter(req, Generation("", letter_logprobs={"A": -math.inf, "D": -0.1})) == NO_LETTER
     assert accept_letter(req, Generation("", letter_logprobs={"B": -3.0})) is None
     assert accept_letter(req, Generation(finish_reason="error", error="HTTP 503")) is None
+    for empty in ("", "  \n", "("):  # a successful call with an empty answer is a lost unit, not a crash
+        assert accept_letter(req, Generation(empty)) == NO_LETTER
 
 
 # --------------------------------------------------------------------------- the run
