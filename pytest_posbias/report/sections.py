@@ -206,12 +206,9 @@ def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
             for n, c in sorted(o.get("controls", {}).items()):
                 out["controls"].append({"model": model, "frames": o["settings"]["frames"], "control": n,
                                         "rr": c.get("rr"), "ri": c.get("ri"), "n": c.get("n")})
-    for run in runs:
-        for o in run.obs.get("stressor", []):
-            if o.get("type") == "remedy":
-                out["remedy"].append(o)
-            if o.get("type") == "decoding":
-                out["decoding"].append(o)
+    for o in (o for run in runs for o in run.obs.get("stressor", [])):
+        if o.get("type") in ("remedy", "decoding"):
+            out[o["type"]].append(o)
     return out
 
 
