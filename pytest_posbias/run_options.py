@@ -27,64 +27,51 @@ def _frozen(value: Any, *, plain: bool = False) -> Any:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
-    """The run's options; every field defaults to the value a run without the option uses
-    (docs/reference/options.md, docs/reference/config.md). Fields are in the order the run log's
-    ``config`` lists them."""
+    """The run's options; every field defaults to the value a run without the option uses and is
+    set by ``--posbias-<field>`` (docs/reference/options.md) or, where the table has one, the
+    ``[tool.posbias]`` key of its name (docs/reference/config.md), unless a comment says otherwise.
+    Fields are in the order the run log's ``config`` lists them."""
 
-    # What is tested: --posbias-model (repeatable; [tool.posbias] model), --posbias-baseline, --posbias-parity
-    # (the parity gates' reference), --posbias-judge (embed, fragment, openai[:MODEL], auto).
+    # models: --posbias-model (repeatable; [tool.posbias] model)
     models: tuple[str, ...] = ()
     baseline: str | None = None
     parity: str | None = None
     judge: str = "auto"
-    # The decision: --posbias-mode (detect | certify), --posbias-alpha, --posbias-seed.
     mode: str = "detect"
     alpha: float = 0.05
     seed: int = 0
-    # Files: --posbias-cache (generation cache and run logs), --posbias-cache-mode, --posbias-cache-repair,
-    # [tool.posbias] keep_runs (run folders kept), --posbias-report and [tool.posbias] report_dir (HTML
-    # report), --posbias-json (JSON summary), --posbias-data (manifest; None: the synthetic set).
     cache: str = ".posbias"
     cache_mode: str = "read-write"
     cache_repair: str = "stop"
-    keep_runs: int | None = None
+    keep_runs: int | None = None  # [tool.posbias] only: run folders kept
     report: str | None = None
-    report_dir: str = "reports"
+    report_dir: str = "reports"  # [tool.posbias] only
     json: str | None = None
-    data: str | None = None
-    # Backends: --posbias-device (hf), --posbias-api-base (one URL or replicas), --posbias-batch-size,
-    # --posbias-concurrency, --posbias-api-timeout and --posbias-api-retries (None: the environment's or
-    # the backend's default), --posbias-video-form, --posbias-letter-scoring, --posbias-no-request-seed.
+    data: str | None = None  # None: the synthetic set
     device: str = "auto"
     api_base: str | tuple[str, ...] | None = None
     batch_size: int | None = None
     concurrency: int = 4
-    api_timeout: float | None = None
+    api_timeout: float | None = None  # None (and api_retries): the environment's or the backend's default
     api_retries: int | None = None
     video_form: str = "auto"
     letter_scoring: str = "auto"
     no_request_seed: bool = False
-    # The design: --posbias-fixed (sequential False).
-    sequential: bool = True
-    # hf models: --posbias-attn-implementation, --posbias-device-map.
+    sequential: bool = True  # False: --posbias-fixed
     attn_implementation: str = "auto"
     device_map: str = "fit"
-    # vllm: models: --posbias-vllm-command, --posbias-vllm-args, --posbias-vllm-timeout, and the servers the
-    # xdist controller started (model spec -> {"urls": [...], "identity": {...}}, from workerinput).
     vllm_command: str | None = None
     vllm_args: str | None = None
     vllm_timeout: int | None = None
+    # the servers the xdist controller started (model spec -> {"urls": [...], "identity": {...}}, from workerinput)
     vllm_servers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     # `posbias plan` (internal --posbias-plan DIR): the folder the requests are recorded in, and the
     # measured output lengths from DIR/output_lengths.json (None when not measured).
     plan: str | None = None
     plan_output_lengths: Mapping[str, Any] | None = None
-    # The gates: --posbias-threshold GATE=VALUE overrides, [tool.posbias] n_resamples (bootstrap
-    # resamples), --posbias-floor (measurement floor), --posbias-confirmatory, --posbias-paired-test,
-    # --posbias-multiplicity (the run-level decision).
-    threshold_overrides: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    n_resamples: int = 9999
-    measurement_floor: float = 0.95
+    threshold_overrides: Mapping[str, float] = dataclasses.field(default_factory=dict)  # --posbias-threshold
+    n_resamples: int = 9999  # [tool.posbias] only: bootstrap resamples
+    measurement_floor: float = 0.95  # --posbias-floor
     confirmatory: bool = False
     paired_test: str = "bootstrap"
     multiplicity: str = "holm"

@@ -1,14 +1,7 @@
-"""Text that leaves the run in an artefact: secrets redacted, text from data made inert, with the
-same rules for every writer (run log, HTML report, Markdown and JSON summaries, junit, terminal).
-
-* Credentials inside URLs (user-info, key-like query parameters) become ``***``: :func:`redact_url`
-  for one URL, :func:`redact_text` for every URL in a text, :func:`redact_args` and
-  :func:`redact_value` for command lines and JSON-like structures.
-* Text from data (domains, references, questions, answers) may hold control characters, bidi
-  overrides and isolates or lone surrogates: :func:`inert` shows each escaped (``\\u202e``); the
-  Markdown helpers also keep a back-tick from closing a code span and markup from becoming HTML.
-* JSON is strict (no ``NaN`` or ``Infinity``, which JavaScript's ``JSON.parse`` and most dashboards
-  reject): :func:`json_finite` turns non-finite floats into null, :func:`strict_json` writes with it.
+"""Text that leaves the run in an artefact, with the same rules for every writer (run log, HTML
+report, Markdown and JSON summaries, junit, terminal): credentials inside URLs redacted
+(:func:`redact_url` and the helpers built on it), text from data made inert (:func:`inert`, the
+Markdown helpers :func:`md_code` and :func:`md_text`) and JSON written strict (:func:`strict_json`).
 """
 
 from __future__ import annotations
@@ -86,9 +79,7 @@ def redact_value(value: Any) -> Any:
     return value
 
 
-# C0 controls but tab and newline, DEL, C1 controls, the Arabic letter mark, LRM/RLM, the bidi
-# embeddings/overrides U+202A–U+202E and isolates U+2066–U+2069, line/paragraph separators, and
-# lone surrogates (not encodable as UTF-8)
+# what :func:`inert` escapes (lone surrogates: not encodable as UTF-8)
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
                      "\ud800-\udfff]")
 

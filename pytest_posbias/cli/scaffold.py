@@ -107,9 +107,9 @@ _README = """# Robustness gates (pytest-posbias)
 
 Scaffolded by `posbias init`. The test modules here import the ready-made suites shipped in
 the `pytest-posbias` package (`pytest_posbias/suites/`); settings live in the `[tool.posbias]`
-table of `{pyproject}`.
+table of `pyproject.toml`.
 
-Run from the project root (`{root}`):
+Run from the project root (`.`):
 
 ```bash
 pytest -m meg --model qwen3vl8b             # Middle-Edge Gap gate on a registry model
@@ -316,7 +316,7 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
     from ..gate_registry import GATE_SPECS
 
     markers = ", ".join(dict.fromkeys(f"`{g.marker}`" for g in GATE_SPECS))
-    files[folder / "README.md"] = _README.format(pyproject="pyproject.toml", root=".", markers=markers)
+    files[folder / "README.md"] = _README.format(markers=markers)
     # pyproject first (validation): read as bytes so its own line endings survive
     existing = pyproject.read_bytes().decode("utf-8") if pyproject.exists() else None
     new, py_action = merge_pyproject(existing, posbias_table(model=model, quick=quick), force=force)

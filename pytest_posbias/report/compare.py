@@ -23,6 +23,7 @@ from ..metrics import dpb_per_instance, meg_per_instance
 from ..stats import paired_change_verdict
 from ..stats.paired import paired_abs_mean_verdict
 from . import figures
+from .sections import _final_looks
 
 
 class Arm:
@@ -52,16 +53,11 @@ class Arm:
 
     def clean_flags(self) -> dict[int, dict[str, int]]:
         """frames -> {video: clean repetition flag} from the final look of each stressor summary."""
-        best: dict[int, Mapping[str, Any]] = {}
-        for o in self.run.obs.get("stressor", []):
-            if o.get("type") != "summary" or o.get("model") != self.model:
-                continue
-            f = int(o["settings"]["frames"])
-            if f not in best or len(o.get("videos", [])) >= len(best[f].get("videos", [])):
-                best[f] = o
         out = {}
-        for f, o in best.items():
-            vids, flags = o.get("videos") or [], o.get("clean_flags") or []
+        for o in _final_looks((o for o in self.run.obs.get("stressor", [])
+                               if o.get("type") == "summary" and o.get("model") == self.model),
+                              key=lambda o: int(o["settings"]["frames"]), size=lambda o: len(o.get("videos", []))):
+            f, vids, flags = int(o["settings"]["frames"]), o.get("videos") or [], o.get("clean_flags") or []
             if len(vids) == len(flags):
                 out[f] = {str(v): int(bool(x)) for v, x in zip(vids, flags, strict=True)}
         return out

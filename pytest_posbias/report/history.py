@@ -68,8 +68,7 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
         if rid is not None and rid in seen:
             duplicates.append({"path": str(r.path), "run_id": rid, "same_as": seen[rid]})
             continue
-        if rid is not None:
-            seen[rid] = str(r.path)
+        seen[rid] = str(r.path)  # a run id of None is never looked up
         kept.append(r)
     runs = kept
     releases = [{"label": _release_label(r.header, r.path), "path": str(r.path), "run_id": r.header.get("run_id"),

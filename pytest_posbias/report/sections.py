@@ -41,12 +41,12 @@ def _slot_ci(cov: np.ndarray, clusters: np.ndarray,
 def _final_looks(items: Iterable[Any], key: Any, size: Any) -> list[Any]:
     """A sequential gate runs its probe on growing prefixes of the instances and each run logs a
     summary; keep, per ``key``, the largest one (the look the decision stopped at), in log order."""
-    best: dict[Any, tuple[int, Any]] = {}
-    for pos, it in enumerate(items):
+    best: dict[Any, Any] = {}  # a key keeps its first place when a larger look replaces its item
+    for it in items:
         k = key(it)
-        if k not in best or size(it) >= size(best[k][1]):
-            best[k] = (best[k][0] if k in best else pos, it)
-    return [it for _, it in sorted(best.values(), key=lambda b: b[0])]
+        if k not in best or size(it) >= size(best[k]):
+            best[k] = it
+    return list(best.values())
 
 
 def _means(cov: np.ndarray, P: int) -> dict[str, float | None]:
@@ -206,22 +206,16 @@ def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
             for n, c in sorted(o.get("controls", {}).items()):
                 out["controls"].append({"model": model, "frames": o["settings"]["frames"], "control": n,
                                         "rr": c.get("rr"), "ri": c.get("ri"), "n": c.get("n")})
-    for run in runs:
-        for o in run.obs.get("stressor", []):
-            if o.get("type") == "remedy":
-                out["remedy"].append(o)
-            if o.get("type") == "decoding":
-                out["decoding"].append(o)
+    for o in (o for run in runs for o in run.obs.get("stressor", [])):
+        if o.get("type") in ("remedy", "decoding"):
+            out[o["type"]].append(o)
     return out
 
 
 def highlight_repeats(text: str, n: int = 5) -> list[tuple[str, bool]]:
     """Whitespace tokens of ``text`` with a flag for tokens inside a repeated n-gram."""
     toks = text.split()
-    grams = Counter(tuple(toks[i : i + n]) for i in range(len(toks) - n + 1))
-    marked = [False] * len(toks)
-    for i in range(len(toks) - n + 1):
-        if grams[tuple(toks[i : i + n])] > 1:
-            for k in range(i, i + n):
-                marked[k] = True
-    return list(zip(toks, marked, strict=True))
+    starts = range(len(toks) - n + 1)
+    grams = Counter(tuple(toks[i : i + n]) for i in starts)
+    marked = {k for i in starts if grams[tuple(toks[i : i + n])] > 1 for k in range(i, i + n)}
+    return [(t, k in marked) for k, t in enumerate(toks)]
