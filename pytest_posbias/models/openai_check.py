@@ -70,6 +70,7 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
     result["seconds"] = round(time.monotonic() - t0, 3)
     return result
 
+
 def _check_one(backend: OpenAIBackend, rep: Replica, form: str, *, timeout: float, deadline: float) -> tuple[Any, int]:
     client = rep.client.with_options(timeout=min(timeout, backend.timeout), max_retries=0)
     frame = np.zeros((32, 32, 3), np.uint8)
@@ -92,6 +93,7 @@ def _check_one(backend: OpenAIBackend, rep: Replica, form: str, *, timeout: floa
     resp = with_retries(call, retries=2, base_delay=0.5, max_delay=2.0, deadline=deadline,
                         rng=random.Random(1), secret=backend._key)
     return resp, attempts["n"]
+
 
 def _check_message(backend: OpenAIBackend, exc: EndpointError, rep: Replica, form: str) -> str:
     head = f"--posbias-model openai:{backend.model_name}: the endpoint {rep.url} "

@@ -26,6 +26,7 @@ _CORPUS = [
     "Please describe this video in detail.", "<0.5 seconds> <1.2 seconds> Frame1: Frame2:",
 ]
 
+
 def _template(video: str, image: str, *, head: str = "<|im_start|>{{ m['role'] }}\n", end: str = "<|im_end|>\n",
               reply: str = "<|im_start|>assistant\n", prefix: str = "") -> str:
     """A chat template writing each message's parts in order, a video as ``video``, an image as ``image``."""
