@@ -115,8 +115,7 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
                       "bucket": bucket, "duration": dur, "references": refs, "reference_style": "sentences",
                       "source": "activitynet"})
         ids_by_config[(domain, bucket)].append(key)
-    _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed), annotations=annotations)
-    return rep
+    return _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed), annotations=annotations)
 
 
 def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27, seed: int = 42) -> ImportReport:
@@ -159,5 +158,4 @@ def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27,
                       "bucket": bucket, "duration": dur, "references": refs, "reference_style": "news",
                       "source": "news"})
         ids_by_config[("news", bucket)].append(f"news-{vid}")
-    _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed), annotations=annotations)
-    return rep
+    return _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed), annotations=annotations)
