@@ -257,8 +257,7 @@ class Engine:
         """The backend's Generations for ``batch``, a backend error recorded per request; letter scoring
         uses ``score_generations`` (per-request outcomes) where the backend has it, else ``score_options``."""
         try:
-            want_letters = [r for r in batch if r.want == "letters"]
-            if len(want_letters) == len(batch):
+            if all(r.want == "letters" for r in batch):
                 per_request = getattr(backend, "score_generations", None)
                 if per_request is not None:
                     return self._checked(batch, per_request(batch))
