@@ -113,9 +113,8 @@ class Engine:
             return []
         keys = self.keys(requests)
         cached = self.cache.get_many(keys)
-        served: dict[str, tuple[Generation, str]] = {}
         with self._lock:
-            served.update((k, self._unusable[k]) for k in keys if k in self._unusable)
+            served = {k: self._unusable[k] for k in keys if k in self._unusable}
         for k in served:  # rejected in this run: a row a read-only cache could not drop is no answer
             cached.pop(k, None)
         if accept is not None:
