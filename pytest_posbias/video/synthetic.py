@@ -252,12 +252,10 @@ def references(scene: SceneSpec) -> list[str]:
             return [first]
         return [first, second]
     sents = [motion_sentence_ref(o) for o in scene.objects]
-    for o in scene.objects:
-        if o.change_to:
-            sents.append(f"Partway through, the {o.shape} changes its colour from {o.colour} to {o.change_to}.")
-    for e in scene.events:
-        sents.append("At one moment a bright white flash lights up the whole frame." if e.kind == "flash"
-                     else "For an instant the whole screen goes completely dark.")
+    sents += [f"Partway through, the {o.shape} changes its colour from {o.colour} to {o.change_to}."
+              for o in scene.objects if o.change_to]
+    sents += ["At one moment a bright white flash lights up the whole frame." if e.kind == "flash"
+              else "For an instant the whole screen goes completely dark." for e in scene.events]
     sents.append(f"The shapes are shown against a plain {style['bg_name']} background.")
     rng = random.Random(scene.seed + 1)
     while len(sents) > 4:  # keep the event and colour-change sentences, drop an object or the background
