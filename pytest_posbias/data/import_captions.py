@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +16,16 @@ from ..scoring.text import sentences
 from .import_common import ImportReport, VideoIndex, _finish, _load_json, _num, bucket_of
 
 
-def sample_groups(ids_by_config: Mapping[tuple[str, str], Sequence[str]], *, groups: int, seed: int,
-                  scales: Sequence[int] = (2, 4)) -> list[dict[str, Any]]:
-    """Per (domain, bucket): up to ``groups`` groups of P videos, non-overlapping within the
-    configuration for each P (pairs may reuse the four-video groups' videos), drawn with ``random.Random``."""
+def sample_groups(videos: Iterable[Mapping[str, Any]], *, groups: int, seed: int) -> list[dict[str, Any]]:
+    """Per (domain, bucket) of the ``videos`` manifest lines: up to ``groups`` groups of P = 2 and 4 videos,
+    non-overlapping within the configuration for each P (pairs may reuse the four-video groups' videos), drawn
+    with ``random.Random``."""
+    ids_by_config: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for v in videos:
+        ids_by_config[(v["domain"], v["bucket"])].append(v["id"])
     out = []
     for (domain, bucket), ids in sorted(ids_by_config.items()):
-        for P in scales:
+        for P in (2, 4):
             rng = random.Random(f"{seed}|{domain}|{bucket}|{P}")
             pool = sorted(ids)
             rng.shuffle(pool)
@@ -82,7 +85,6 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
     index = VideoIndex(videos)
     domains = activitynet_domains(classes) if classes else None
     lines: list[dict[str, Any]] = []
-    ids_by_config: dict[tuple[str, str], list[str]] = defaultdict(list)
     for key, e in data.items():
         if not isinstance(e, dict):
             rep.skip(key, "entry is not an object")
@@ -114,9 +116,7 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
         lines.append({"type": "video", "id": key, "path": index.relative(path, out.parent), "domain": domain,
                       "bucket": bucket, "duration": dur, "references": refs, "reference_style": "sentences",
                       "source": "activitynet"})
-        ids_by_config[(domain, bucket)].append(key)
-    _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed), annotations=annotations)
-    return rep
+    return _finish(rep, out, lines + sample_groups(lines, groups=groups, seed=seed), annotations=annotations)
 
 
 def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27, seed: int = 42) -> ImportReport:
@@ -127,7 +127,6 @@ def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27,
         raise ConfigError(f"--annotations {annotations}: expected the directory holding the vid.<id>.info.json files")
     index = VideoIndex(videos)
     lines: list[dict[str, Any]] = []
-    ids_by_config: dict[tuple[str, str], list[str]] = defaultdict(list)
     for f in sorted(annotations.glob("vid.*.info.json")):
         vid = f.name[len("vid.") : -len(".info.json")]
         try:
@@ -158,6 +157,4 @@ def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27,
         lines.append({"type": "video", "id": f"news-{vid}", "path": index.relative(path, out.parent), "domain": "news",
                       "bucket": bucket, "duration": dur, "references": refs, "reference_style": "news",
                       "source": "news"})
-        ids_by_config[("news", bucket)].append(f"news-{vid}")
-    _finish(rep, out, lines + sample_groups(ids_by_config, groups=groups, seed=seed), annotations=annotations)
-    return rep
+    return _finish(rep, out, lines + sample_groups(lines, groups=groups, seed=seed), annotations=annotations)

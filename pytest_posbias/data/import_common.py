@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -113,11 +114,16 @@ def _load_json(path: Path, option: str = "--annotations") -> Any:
         raise ConfigError(f"{option} {path}: not valid JSON (nested too deeply)") from None
 
 
-def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]], *, annotations: Path) -> None:
-    """Write the manifest and its ``.import.json`` summary; an import with no usable entry is an error that names the
-    annotations and the first reasons entries were skipped, and writes nothing (a run on an empty manifest would
-    only stop later, further from the cause)."""
+def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]], *, annotations: Path,
+            sample: int | None = None, seed: int = 42) -> ImportReport:
+    """Keep ``random.Random(seed).sample`` of ``sample`` lines (all when ``sample`` is None or not smaller), then
+    write the manifest and its ``.import.json`` summary and return ``rep``; an import with no usable entry is an
+    error that names the annotations and the first reasons entries were skipped, and writes nothing (a run on an
+    empty manifest would only stop later, further from the cause)."""
     lines = list(lines)
+    if sample is not None and sample < len(lines):
+        rep.skipped[f"not in the --sample {sample} subset (seed {seed})"] += len(lines) - sample
+        lines = random.Random(seed).sample(lines, sample)
     if not lines:
         skipped = sum(rep.skipped.values())
         reasons = "; ".join(f"{n} {reason} (e.g. {', '.join(rep.examples[reason][:3])})"
@@ -128,4 +134,5 @@ def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]], *, an
     write_manifest(out, lines)
     summary = out.with_suffix(out.suffix + ".import.json")
     summary.write_text(json.dumps(rep.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
+    return rep
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import random
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,14 +21,6 @@ def _mcq(qid: str, video: str, question: str, options: Sequence[str], answer: in
          tags: Sequence[str] = ()) -> dict[str, Any]:
     return {"type": "mcq", "id": qid, "video": video, "question": question, "options": list(options), "answer": answer,
             "start": start, "end": end, "kind": kind, "tags": list(tags), "source": source}
-
-
-def _sample(rep: ImportReport, items: list[dict[str, Any]], sample: int | None, seed: int) -> list[dict[str, Any]]:
-    if sample is None or sample >= len(items):
-        return items
-    keep = random.Random(seed).sample(items, sample)
-    rep.skipped[f"not in the --sample {sample} subset (seed {seed})"] += len(items) - sample
-    return keep
 
 
 def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | None = None,
@@ -68,8 +59,7 @@ def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | 
                 continue
             items.append(_mcq(qid, index.relative(path, out.parent), q, cands, cands.index(ans),
                               source=f"mvbench/{task}", start=_num(e.get("start")), end=_num(e.get("end")), kind=task))
-    _finish(rep, out, _sample(rep, items, sample, seed), annotations=annotations)
-    return rep
+    return _finish(rep, out, items, annotations=annotations, sample=sample, seed=seed)
 
 
 def _letter_options(opts: Sequence[str]) -> list[str] | None:
@@ -129,8 +119,7 @@ def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int |
         tags = [str(e.get(t)) for t in ("duration", "domain", "sub_category", "task_type") if e.get(t)]
         items.append(_mcq(f"videomme-{qid}", index.relative(path, out.parent), q, clean, ord(ans.strip()) - 65,
                           source="videomme", kind=str(e.get("task_type", "")), tags=tags))
-    _finish(rep, out, _sample(rep, items, sample, seed), annotations=annotations)
-    return rep
+    return _finish(rep, out, items, annotations=annotations, sample=sample, seed=seed)
 
 
 def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Path | None = None,
@@ -168,8 +157,7 @@ def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Pat
             continue
         items.append(_mcq(f"egoschema-{uid}", index.relative(path, out.parent), e["question"], [str(o) for o in opts],
                           a, source="egoschema"))
-    _finish(rep, out, _sample(rep, items, sample, seed), annotations=annotations)
-    return rep
+    return _finish(rep, out, items, annotations=annotations, sample=sample, seed=seed)
 
 
 def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | None = None,
@@ -206,6 +194,5 @@ def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | N
                 continue
             items.append(_mcq(qid, index.relative(path, out.parent), row["question"].strip(), [o.strip() for o in opts],
                               a, source="nextqa", kind=str(row.get("type", ""))))
-    _finish(rep, out, _sample(rep, items, sample, seed), annotations=annotations)
-    return rep
+    return _finish(rep, out, items, annotations=annotations, sample=sample, seed=seed)
 

@@ -30,10 +30,7 @@ def run_import(fmt: str, *, videos: str, annotations: str, out: str, classes: st
         return import_activitynet(v, a, o, classes=Path(classes) if classes else None, groups=groups, seed=seed)
     if fmt == "news":
         return import_news(v, a, o, groups=groups, seed=seed)
-    if fmt == "mvbench":
-        return import_mvbench(v, a, o, sample=sample, seed=seed)
-    if fmt == "videomme":
-        return import_videomme(v, a, o, sample=sample, seed=seed)
     if fmt == "egoschema":
         return import_egoschema(v, a, o, answers=Path(answers) if answers else None, sample=sample, seed=seed)
-    return import_nextqa(v, a, o, sample=sample, seed=seed)
+    mcq = {"mvbench": import_mvbench, "videomme": import_videomme, "nextqa": import_nextqa}[fmt]
+    return mcq(v, a, o, sample=sample, seed=seed)

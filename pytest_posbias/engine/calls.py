@@ -142,10 +142,7 @@ class Generation:
         """The answer as strict JSON (a log-prob of -inf becomes None): cache rows and run-log records."""
         lp = None if self.letter_logprobs is None else {k: (None if v == -math.inf else v)
                                                         for k, v in self.letter_logprobs.items()}
-        return {"text": self.text, "n_tokens": self.n_tokens, "finish_reason": self.finish_reason,
-                "letter_logprobs": lp, "seconds": self.seconds, "error": self.error, "attempts": self.attempts,
-                "prompt_tokens": self.prompt_tokens, "visual_tokens": self.visual_tokens,
-                "input_form": self.input_form, "server_seconds": self.server_seconds}
+        return {**vars(self), "letter_logprobs": lp}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Generation:

@@ -113,9 +113,8 @@ class Engine:
             return []
         keys = self.keys(requests)
         cached = self.cache.get_many(keys)
-        served: dict[str, tuple[Generation, str]] = {}
         with self._lock:
-            served.update((k, self._unusable[k]) for k in keys if k in self._unusable)
+            served = {k: self._unusable[k] for k in keys if k in self._unusable}
         for k in served:  # rejected in this run: a row a read-only cache could not drop is no answer
             cached.pop(k, None)
         if accept is not None:
@@ -257,8 +256,7 @@ class Engine:
         """The backend's Generations for ``batch``, a backend error recorded per request; letter scoring
         uses ``score_generations`` (per-request outcomes) where the backend has it, else ``score_options``."""
         try:
-            want_letters = [r for r in batch if r.want == "letters"]
-            if len(want_letters) == len(batch):
+            if all(r.want == "letters" for r in batch):
                 per_request = getattr(backend, "score_generations", None)
                 if per_request is not None:
                     return self._checked(batch, per_request(batch))

@@ -141,18 +141,6 @@ def _optional(name: str) -> Any | None:
         return None
 
 
-def _decord_errors() -> tuple[type[BaseException], ...]:
-    """What decord raises for a file it cannot read (its ``DECORDError`` is no RuntimeError)."""
-    errs: list[type[BaseException]] = [RuntimeError, OSError, ValueError, IndexError]
-    try:
-        from decord._ffi.base import DECORDError
-
-        errs.append(DECORDError)
-    except ImportError:  # pragma: no cover - depends on decord version
-        pass
-    return tuple(errs)
-
-
 def _with_decord(path: Path, use: Callable[..., _T], *args: Any) -> _T | None:
     """``use(reader, *args)`` with a decord reader of ``path``; None when decord is missing or refuses the file."""
     decord = _optional("decord")
@@ -160,8 +148,8 @@ def _with_decord(path: Path, use: Callable[..., _T], *args: Any) -> _T | None:
         return None
     try:
         return use(decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=1), *args)
-    except _decord_errors():
-        return None
+    except (RuntimeError, OSError, ValueError, IndexError, getattr(decord, "DECORDError", RuntimeError)):
+        return None  # what decord raises for a file it cannot read (its DECORDError is no RuntimeError)
 
 
 LONG_PATH = 200  # characters of a path shown whole in a message; a longer one is shortened (:func:`short_path`)

@@ -252,12 +252,10 @@ def references(scene: SceneSpec) -> list[str]:
             return [first]
         return [first, second]
     sents = [motion_sentence_ref(o) for o in scene.objects]
-    for o in scene.objects:
-        if o.change_to:
-            sents.append(f"Partway through, the {o.shape} changes its colour from {o.colour} to {o.change_to}.")
-    for e in scene.events:
-        sents.append("At one moment a bright white flash lights up the whole frame." if e.kind == "flash"
-                     else "For an instant the whole screen goes completely dark.")
+    sents += [f"Partway through, the {o.shape} changes its colour from {o.colour} to {o.change_to}."
+              for o in scene.objects if o.change_to]
+    sents += ["At one moment a bright white flash lights up the whole frame." if e.kind == "flash"
+              else "For an instant the whole screen goes completely dark." for e in scene.events]
     sents.append(f"The shapes are shown against a plain {style['bg_name']} background.")
     rng = random.Random(scene.seed + 1)
     while len(sents) > 4:  # keep the event and colour-change sentences, drop an object or the background
@@ -345,18 +343,15 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
                               "options": list(q.options), "answer": q.answer, "kind": q.kind, "tags": list(q.tags)})
         for P in scales:
             rng = random.Random(seed * 7919 + ci * 31 + P)
-            seen: set[tuple[str, ...]] = set()
-            g = 0
-            tries = 0
-            while g < groups_per_config and tries < 20000:
-                tries += 1
-                members = tuple(rng.sample(ids, P))
-                if tuple(sorted(members)) in seen:
-                    continue
-                seen.add(tuple(sorted(members)))
-                lines.append({"type": "group", "id": f"syn-{domain}-{bucket}-P{P}-g{g:02d}", "domain": domain,
-                              "bucket": bucket, "P": P, "videos": list(members)})
-                g += 1
+            seen: set[tuple[str, ...]] = set()  # member sets drawn so far: group g is the g-th new one
+            for _ in range(20000):
+                if len(seen) >= groups_per_config:
+                    break
+                members = rng.sample(ids, P)
+                if tuple(sorted(members)) not in seen:
+                    lines.append({"type": "group", "id": f"syn-{domain}-{bucket}-P{P}-g{len(seen):02d}",
+                                  "domain": domain, "bucket": bucket, "P": P, "videos": members})
+                    seen.add(tuple(sorted(members)))
     from ..data.manifest import write_manifest
 
     return write_manifest(root / "manifest.jsonl", lines)
