@@ -121,11 +121,16 @@ ids_by_config = st.dictionaries(
     st.lists(st.from_regex(r"[a-z]{1,4}[0-9]{0,2}", fullmatch=True), unique=True, max_size=30), max_size=4)
 
 
+def video_lines(configs):
+    """The manifest's video lines holding each configuration's ids."""
+    return [{"type": "video", "id": i, "domain": d, "bucket": b} for (d, b), ids in configs.items() for i in ids]
+
+
 @settings(max_examples=60, deadline=None)
 @given(ids_by_config, st.integers(0, 8), st.integers(0, 10**6))
 def test_sampled_groups_are_disjoint_full_and_as_many_as_the_videos_allow(configs, groups, seed):
     """Per configuration and scale P: min(groups, n // P) groups of P distinct ids of that configuration, no id twice."""
-    out = sample_groups(configs, groups=groups, seed=seed)
+    out = sample_groups(video_lines(configs), groups=groups, seed=seed)
     for (domain, bucket), ids in configs.items():
         for P in (2, 4):
             mine = [g for g in out if (g["domain"], g["bucket"], g["P"]) == (domain, bucket, P)]
@@ -140,14 +145,15 @@ def test_sampled_groups_are_disjoint_full_and_as_many_as_the_videos_allow(config
 @given(ids_by_config, st.integers(0, 10**6), st.randoms())
 def test_sampled_groups_do_not_depend_on_the_order_of_the_ids(configs, seed, rnd):
     """The groups are a function of the seed and the set of ids: the annotations' order does not change them."""
-    shuffled = {k: rnd.sample(v, len(v)) for k, v in configs.items()}
-    assert sample_groups(configs, groups=5, seed=seed) == sample_groups(shuffled, groups=5, seed=seed)
+    lines = video_lines(configs)
+    shuffled = rnd.sample(lines, len(lines))
+    assert sample_groups(lines, groups=5, seed=seed) == sample_groups(shuffled, groups=5, seed=seed)
 
 
 def test_sampled_groups_change_with_the_seed():
     """Two seeds draw different groups from the same videos (the seed is used, not ignored)."""
-    ids = {("news", "short"): [f"v{k:02d}" for k in range(40)]}
-    assert sample_groups(ids, groups=5, seed=1) != sample_groups(ids, groups=5, seed=2)
+    lines = video_lines({("news", "short"): [f"v{k:02d}" for k in range(40)]})
+    assert sample_groups(lines, groups=5, seed=1) != sample_groups(lines, groups=5, seed=2)
 
 
 def _classes(tmp_path, taxonomy, database):
