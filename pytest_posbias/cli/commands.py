@@ -33,6 +33,17 @@ def read_text_file(path: str, what: str) -> str:
                           f"expected {what}") from None
 
 
+def _count(value: str) -> int:
+    """A count of at least 1 (``--groups``, ``--sample``): 0 would import a manifest a suite cannot use."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1; got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {n}")
+    return n
+
+
 def register(sub: Any, register: Register) -> None:
     """Add every subcommand to the parser."""
     register(sub, "gates", _gates, "list the gates, their default thresholds and compliance regions")
@@ -50,9 +61,9 @@ def register(sub: Any, register: Register) -> None:
     p.add_argument("--out", help="manifest to write (JSONL); with validate: the manifest to check")
     p.add_argument("--classes", help="activitynet: activity_net.v1-3.min.json, to map activities to domains")
     p.add_argument("--answers", help="egoschema: subset_answers.json (default: beside questions.json)")
-    p.add_argument("--groups", type=int, default=27,
+    p.add_argument("--groups", type=_count, default=27,
                    help="summarization groups per domain x duration and scale (default 27)")
-    p.add_argument("--sample", type=int, default=None,
+    p.add_argument("--sample", type=_count, default=None,
                    help="multiple choice: keep a random.Random(seed).sample of N items")
     p.add_argument("--seed", type=int, default=42, help="seed for --sample and group sampling (default 42)")
 

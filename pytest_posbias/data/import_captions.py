@@ -45,7 +45,8 @@ def activitynet_domains(classes: Path) -> dict[str, str]:
     (Cooking = eating and drinking, cooking; Domestic = household; Leisure = socializing, relaxing,
     sports and exercise)."""
     data = _load_json(classes, "--classes")
-    if not isinstance(data, dict) or "taxonomy" not in data or "database" not in data:
+    if not isinstance(data, dict) or not isinstance(data.get("taxonomy"), list) \
+            or not isinstance(data.get("database"), dict):
         raise ConfigError(f"--classes {classes}: expected ActivityNet's activity_net.v1-3.min.json (keys 'taxonomy', "
                           "'database')")
     nodes = {n["nodeName"]: n for n in data["taxonomy"] if isinstance(n, dict) and "nodeName" in n}
@@ -64,7 +65,9 @@ def activitynet_domains(classes: Path) -> dict[str, str]:
 
     out = {}
     for vid, entry in data["database"].items():
-        labels = [a.get("label") for a in entry.get("annotations", []) if isinstance(a, dict)]
+        found = entry.get("annotations") if isinstance(entry, dict) else None
+        labels = [a.get("label") for a in (found if isinstance(found, list) else [])
+                  if isinstance(a, dict) and isinstance(a.get("label"), str)]
         dom = next((d for d in (domain(lbl) for lbl in labels if lbl) if d), None)
         if dom:
             out[vid.removeprefix("v_")] = dom
@@ -94,7 +97,8 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
         if dur is None:
             rep.skip(key, "missing or non-numeric 'duration'")
             continue
-        if not isinstance(sents, list) or not sents or not all(isinstance(s, str) for s in sents):
+        if not isinstance(sents, list) or not all(isinstance(s, str) for s in sents) \
+                or not any(s.strip() for s in sents):  # blank sentences are no references
             rep.skip(key, "missing 'sentences' (a non-empty list of strings)")
             continue
         bucket = bucket_of(dur)
@@ -131,7 +135,7 @@ def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27,
         vid = f.name[len("vid.") : -len(".info.json")]
         try:
             e = json.loads(f.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply
             rep.skip(f.name, "not valid JSON")
             continue
         if not isinstance(e, dict):

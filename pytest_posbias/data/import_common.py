@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .manifest import write_manifest
+from .manifest import parse_line, write_manifest
 
 VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v")
 BUCKETS = (("short", 0.0, 60.0), ("long", 60.0, 120.0))
@@ -120,13 +121,14 @@ def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]], *, an
     write the manifest and its ``.import.json`` summary and return ``rep``; an import with no usable entry is an
     error that names the annotations and the first reasons entries were skipped, and writes nothing (a run on an
     empty manifest would only stop later, further from the cause)."""
-    lines = list(lines)
+    lines = _loadable(rep, lines, out.parent)
     if sample is not None and sample < len(lines):
         rep.skipped[f"not in the --sample {sample} subset (seed {seed})"] += len(lines) - sample
         lines = random.Random(seed).sample(lines, sample)
     if not lines:
         skipped = sum(rep.skipped.values())
-        reasons = "; ".join(f"{n} {reason} (e.g. {', '.join(rep.examples[reason][:3])})"
+        reasons = "; ".join(f"{n} {reason}" + (f" (e.g. {', '.join(rep.examples[reason][:3])})"
+                                                 if rep.examples.get(reason) else "")
                             for reason, n in rep.skipped.most_common(3))
         why = f"all {skipped} entries skipped: {reasons}" if skipped else "no entries found"
         raise ConfigError(f"--annotations {annotations}: no usable {rep.format} entry ({why}); {out} not written")
@@ -136,3 +138,24 @@ def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]], *, an
     summary.write_text(json.dumps(rep.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
     return rep
 
+
+def _loadable(rep: ImportReport, lines: Iterable[dict[str, Any]], base: Path) -> list[dict[str, Any]]:
+    """The lines the manifest loader accepts (:func:`~.manifest.parse_line`); every other line is skipped with
+    the field the loader rejects, and a group is skipped with a member video that was, so every written line
+    loads and no group names a video the manifest lacks."""
+    kept, dropped = [], set()
+    for line in lines:
+        if line.get("type") == "group" and dropped.intersection(line.get("videos", ())):
+            rep.skip(str(line.get("id")), "a member video is not a valid manifest line")
+            continue
+        try:
+            parse_line(line, base)
+        except ValueError as exc:
+            field_name = re.match(r"fields? ('[^']+'(?:/'[^']+')?)", str(exc))
+            rep.skip(str(line.get("id")), "rejected by the manifest loader ("
+                     + (f"field {field_name.group(1)}" if field_name else str(exc)) + ")")
+            if line.get("type") == "video":
+                dropped.add(line.get("id"))
+            continue
+        kept.append(line)
+    return kept

@@ -44,3 +44,19 @@ def test_cli_judge_agreement_names_a_labels_file_that_is_not_utf8(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert f"{path}: not UTF-8 text (byte b'\\xe9' at offset" in out.stderr and "save the labels file as UTF-8" in out.stderr
+
+
+def test_data_import_refuses_a_count_below_one(tmp_path, capsys):
+    """--sample 0 or --groups 0 would write a manifest no suite can use: argparse refuses it (exit 2) naming the option."""
+    from pytest_posbias.cli import main
+
+    for option, value in (("--sample", "0"), ("--groups", "-1"), ("--sample", "two")):
+        args = ["data", "import", "mvbench", "--videos", str(tmp_path), "--annotations", str(tmp_path),
+                "--out", str(tmp_path / "m.jsonl"), option, value]
+        try:
+            main(args)
+        except SystemExit as exc:
+            assert exc.code == 2 and f"argument {option}:" in capsys.readouterr().err
+        else:
+            raise AssertionError(f"{option} {value} was accepted")
+    assert not (tmp_path / "m.jsonl").exists()

@@ -222,10 +222,6 @@ def test_news_annotations_must_be_a_folder(tmp_path):
         import_news(tmp_path, ann, tmp_path / "m.jsonl")
 
 
-@pytest.mark.xfail(strict=True, reason="import_activitynet accepts 'sentences' that are all blank and writes a video "
-                   "line with references [] which load_manifest rejects ('references' must be a non-empty list), so "
-                   "the groups drawn with that video are dropped too; the entry should be skipped with the "
-                   "missing-'sentences' reason")
 def test_an_entry_whose_sentences_are_all_blank_is_skipped_not_written(tmp_path):
     """Blank sentences are no references: the entry is skipped, and every written line loads without a problem."""
     (tmp_path / "videos").mkdir()
@@ -241,10 +237,6 @@ def test_an_entry_whose_sentences_are_all_blank_is_skipped_not_written(tmp_path)
     assert not load_manifest(out, check_files=False).problems
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="activitynet_domains checks only that 'taxonomy' and 'database' are keys: a 'database' that "
-                   "is a list (or an entry that is not an object) raises AttributeError instead of a ConfigError "
-                   "naming --classes")
 def test_a_classes_file_whose_database_is_not_a_dict_names_the_option(tmp_path):
     """--classes with 'database' a list: a ConfigError naming --classes, not a crash."""
     path = _classes(tmp_path, [], [])
@@ -252,10 +244,6 @@ def test_a_classes_file_whose_database_is_not_a_dict_names_the_option(tmp_path):
         activitynet_domains(path)
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="import_news parses each info file with json.loads catching only JSONDecodeError and "
-                   "UnicodeDecodeError: a deeply nested file raises RecursionError and stops the import, where the "
-                   "other importers report 'nested too deeply' and the importers skip a bad entry")
 def test_a_deeply_nested_news_info_file_is_skipped_not_fatal(tmp_path):
     """One hostile info file among good ones: skipped as not valid JSON, the others imported."""
     (tmp_path / "videos").mkdir()

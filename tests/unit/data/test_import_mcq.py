@@ -275,10 +275,6 @@ def test_sample_is_the_seeded_random_sample_of_the_usable_items(n, sample, seed)
         assert sum(rep.skipped.values()) == max(0, n - sample)
 
 
-@pytest.mark.xfail(strict=True, reason="import_mvbench checks that 'candidates' are at least 2 strings and 'answer' "
-                   "is one of them, but not what load_manifest requires of an item: it writes options that are the "
-                   "same text up to case, a blank option, and start >= end, which the loader then rejects as data "
-                   "problems, while the import reports nothing skipped")
 @pytest.mark.parametrize("entry", [
     {"candidates": ["yes", "Yes"], "answer": "yes"},
     {"candidates": ["", "x"], "answer": "x"},

@@ -73,7 +73,7 @@ def test_each_format_reaches_its_own_importer(tmp_path, fmt):
             "mvbench": [{"video": "a.mp4", "question": "q?", "candidates": ["x", "y"], "answer": "x"}],
             "videomme": [{"videoID": "a", "question_id": "1", "question": "q?", "options": ["A. x", "B. y"],
                           "answer": "A"}],
-            "egoschema": [{"q_uid": "a", "question": "q?", **{f"option {i}": "o" for i in range(5)}}],
+            "egoschema": [{"q_uid": "a", "question": "q?", **{f"option {i}": f"o{i}" for i in range(5)}}],
         }[fmt]))
         if fmt == "egoschema":
             (tmp_path / "answers.json").write_text(json.dumps({"a": 2}))
