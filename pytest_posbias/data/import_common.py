@@ -143,7 +143,8 @@ def _loadable(rep: ImportReport, lines: Iterable[dict[str, Any]], base: Path) ->
     """The lines the manifest loader accepts (:func:`~.manifest.parse_line`); every other line is skipped with
     the field the loader rejects, and a group is skipped with a member video that was, so every written line
     loads and no group names a video the manifest lacks."""
-    kept, dropped = [], set()
+    kept: list[dict[str, Any]] = []
+    dropped: set[Any] = set()
     for line in lines:
         if line.get("type") == "group" and dropped.intersection(line.get("videos", ())):
             rep.skip(str(line.get("id")), "a member video is not a valid manifest line")
