@@ -39,3 +39,84 @@ def test_manifest_loader_reports_bad_lines_with_numbers(tmp_path, synthetic_clip
         f"{path}:5: group 'g': unknown videos ['zz'] (no valid video line has these ids)",
     ]
     assert list(m.videos) == ["a"]
+
+
+def _video_line(**over):
+    line = {"type": "video", "id": "v1", "path": "v1.mp4", "domain": "cooking", "bucket": "short",
+            "references": ["A man cuts onions."]}
+    return {**line, **over}
+
+
+def _load_lines(tmp_path, *lines):
+    import json
+
+    from pytest_posbias.data.manifest import load_manifest
+
+    p = tmp_path / "m.jsonl"
+    p.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8")
+    return load_manifest(p, check_files=False)
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError,
+                   reason="_opt_num calls math.isfinite on a JSON integer too large for a float: OverflowError "
+                          "(no ValueError) escapes load_manifest instead of a bad-line problem")
+def test_a_duration_integer_too_large_for_a_float_is_a_bad_line(tmp_path):
+    """A duration written as a 400-digit integer is a bad line naming 'duration', and the loader goes on."""
+    huge = ('{"type": "video", "id": "v1", "path": "v1.mp4", "domain": "d", "bucket": "short", "references": ["a"], '
+            '"duration": 1' + "0" * 400 + "}")
+    m = _load_lines(tmp_path, huge, _video_line(id="v2"))
+    assert list(m.videos) == ["v2"]
+    assert any("duration" in str(x) for x in m.problems), [str(x) for x in m.problems]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="parse_line accepts references that are all blank: the sentence judge drops blank "
+                          "sentences and scores every slot of the video 0 coverage (as if the model left it out), "
+                          "so DPB/MEG are biased by a data error instead of the unit being lost or the line rejected")
+def test_a_video_whose_references_are_all_blank_is_a_bad_line(tmp_path):
+    """A video line whose reference sentences are all empty or whitespace is rejected naming 'references'."""
+    m = _load_lines(tmp_path, _video_line(references=["", "  "]), _video_line(id="v2"))
+    assert list(m.videos) == ["v2"]
+    assert any("references" in str(x) for x in m.problems), [str(x) for x in m.problems]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="parse_line checks only start < end: an mcq whose window ends before 0 s is accepted, and "
+                          "its window is empty for every clip, so each of its units is lost at run time (FrameRangeError) "
+                          "for a fault the loader could name")
+def test_an_mcq_window_that_ends_before_zero_seconds_is_a_bad_line(tmp_path):
+    """An mcq line with ``end`` < 0 (an empty window for any clip) is rejected naming 'end'."""
+    mcq = {"type": "mcq", "id": "q1", "video": "v1", "question": "What?", "options": ["a", "b"], "answer": 0}
+    m = _load_lines(tmp_path, _video_line(), {**mcq, "end": -1}, {**mcq, "id": "q2", "start": -5, "end": -2},
+                    {**mcq, "id": "q3"})
+    assert [q.id for q in m.mcq] == ["q3"]
+    assert sum("end" in str(x) for x in m.problems) == 2, [str(x) for x in m.problems]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="write_manifest serialises with json.dumps' default allow_nan=True: a NaN or inf field is "
+                          "written as a bare NaN token (not JSON) that load_manifest then rejects; the writer "
+                          "should refuse it naming the field")
+def test_write_manifest_refuses_a_non_finite_number(tmp_path):
+    """write_manifest raises ValueError for a NaN duration instead of writing a line its own loader rejects."""
+    from pytest_posbias.data.manifest import write_manifest
+
+    out = tmp_path / "w.jsonl"
+    with pytest.raises(ValueError):
+        write_manifest(out, [_video_line(duration=float("nan"))])
+    assert not out.exists()
+
+
+def test_duplicate_keys_bools_and_nan_are_bad_lines(tmp_path):
+    """A repeated key, a bool where a number goes and a NaN duration are each a bad line naming the field."""
+    m = _load_lines(tmp_path, '{"type": "video", "id": "v1", "id": "v9", "path": "p", "domain": "d", "bucket": '
+                    '"short", "references": ["a"]}',
+                    _video_line(id="v2", duration=True), '{"type": "video", "id": "v3", "path": "p", "domain": "d", '
+                    '"bucket": "short", "references": ["a"], "duration": NaN}',
+                    {"type": "group", "id": "g", "domain": "d", "bucket": "short", "P": True, "videos": ["a", "b"]},
+                    {"type": "mcq", "id": "q", "video": "v", "question": "?", "options": ["a", "b"], "answer": False})
+    assert not m.videos and not m.groups and not m.mcq
+    text = [str(x) for x in m.problems]
+    assert len(text) == 5, text
+    for needle, t in zip(["'id' appears twice", "'duration'", "'duration'", "'P'", "'answer'"], text, strict=True):
+        assert needle in t, t
