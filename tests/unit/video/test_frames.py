@@ -111,3 +111,56 @@ def test_a_decode_slowed_by_a_loaded_machine_is_not_written_to_the_disk_cache(tm
     store = FrameStore(disk_dir=tmp_path / "frames", disk_write_min_s=0.05)
     store.materialize(spec)
     assert store.decodes == 1 and store.disk_writes == 0 and not list((tmp_path / "frames").rglob("*.png"))
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="FrameStore.frames decodes whatever file is at the spec's path now and keys the frames (memory, "
+                          "PNG cache) and so the request by the content hash recorded earlier: a clip replaced at the "
+                          "same path is served as the old one, and its answer cached under the old content's key")
+def test_a_clip_replaced_after_its_spec_was_made_is_not_served_as_the_old_content(tmp_path, synthetic_clips):
+    """Materialising a spec whose clip file now holds other content raises a VideoError instead of serving new pixels."""
+    import shutil
+
+    from pytest_posbias.errors import VideoError
+
+    path = shutil.copy(synthetic_clips[0], tmp_path / "clip.mp4")
+    spec = FrameStore().clip(path, [0, 5, 10], size=32)
+    shutil.copy(synthetic_clips[1], path)
+    store = FrameStore(disk_dir=tmp_path / "frames", disk_write_min_s=0)
+    with pytest.raises(VideoError, match="clip.mp4"):
+        store.materialize(spec)
+
+
+@pytest.mark.xfail(strict=True, raises=IndexError,
+                   reason="FrameStore.frames -> read_frames indexes the folder's current frame files with the probed "
+                          "count: a frame folder that lost frames mid-run raises IndexError, which the store neither "
+                          "reports as a data problem nor turns into a VideoError")
+def test_a_frame_folder_that_loses_frames_mid_run_is_a_reported_problem(tmp_path):
+    """A frame folder that loses frames after its spec was made is a VideoError recorded once in ``problems``."""
+    from PIL import Image
+
+    from pytest_posbias.errors import VideoError
+
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i in range(4):
+        Image.fromarray(np.full((8, 8, 3), 10 * i, np.uint8)).save(folder / f"{i}.png")
+    store = FrameStore()
+    spec = store.clip(folder, [0, 3], size=8)
+    (folder / "3.png").unlink()
+    with pytest.raises(VideoError):
+        store.materialize(spec)
+    assert len(store.problems) == 1
+
+
+def test_a_damaged_png_in_the_disk_cache_is_decoded_again_and_rewritten(tmp_path, synthetic_clips):
+    """A cached frame PNG cut short is a miss: the frame is decoded again, equal to a fresh decode, and its file rewritten."""
+    first = FrameStore(disk_dir=tmp_path / "frames", disk_write_min_s=0)
+    spec = first.clip(synthetic_clips[0], [0, 7], size=32)
+    want = first.materialize(spec)
+    pngs = sorted((tmp_path / "frames").rglob("*.png"))
+    assert len(pngs) == 2
+    pngs[0].write_bytes(pngs[0].read_bytes()[:40])
+    again = FrameStore(disk_dir=tmp_path / "frames", disk_write_min_s=0)
+    assert np.array_equal(again.materialize(spec), want)
+    assert again.decodes == 1 and again.disk_hits == 1 and len(pngs[0].read_bytes()) > 40
