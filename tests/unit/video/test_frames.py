@@ -179,3 +179,25 @@ def test_a_clip_with_fewer_seconds_than_frames_asked_under_fps_sampling_is_too_s
     assert len(set(idx)) < len(idx)  # the sampler itself repeats frames here
     with pytest.raises(TooShortError):
         FrameStore().clip(synthetic_clips[0], idx, size=32)
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="content_hash of a frame folder covers the frame files only and FrameSpec.key leaves out fps "
+                          "and frame_count, yet the backends send them (timestamps, seconds): the same frames at 3 fps "
+                          "and at 8 fps (fps.txt) share one request key, so one's cached answer is served for the other")
+def test_a_frame_folder_at_another_frame_rate_is_another_request_key(tmp_path):
+    """Two frame folders with the same images but different fps.txt give FrameSpecs with different keys."""
+    import json
+
+    from PIL import Image
+
+    keys = []
+    for name, fps in (("a", "3"), ("b", "8")):
+        folder = tmp_path / name
+        folder.mkdir()
+        for i in range(4):
+            Image.fromarray(np.full((8, 8, 3), 10 * i, np.uint8)).save(folder / f"{i}.png")
+        (folder / "fps.txt").write_text(fps)
+        spec = FrameStore().clip(folder, [0, 2], size=8)
+        keys.append(json.dumps(spec.key(), sort_keys=True))
+    assert keys[0] != keys[1]
