@@ -120,3 +120,24 @@ def test_duplicate_keys_bools_and_nan_are_bad_lines(tmp_path):
     assert len(text) == 5, text
     for needle, t in zip(["'id' appears twice", "'duration'", "'duration'", "'P'", "'answer'"], text, strict=True):
         assert needle in t, t
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="check_video_path stats the path unguarded against ValueError: a path with a NUL character "
+                          "(the JSON escape \\u0000) raises 'embedded null byte' out of load_manifest, naming neither "
+                          "the manifest nor the line, and every other line is lost with it")
+@pytest.mark.parametrize("line", [
+    _video_line(path="clip\u0000.mp4"),
+    {"type": "mcq", "id": "q1", "video": "clip\u0000.mp4", "question": "?", "options": ["a", "b"], "answer": 0},
+], ids=["video-path", "mcq-video"])
+def test_a_path_with_a_nul_character_is_a_problem_naming_the_line(tmp_path, line):
+    """A video path holding a NUL character is a data problem naming the item and line; the loader goes on."""
+    import json
+
+    from pytest_posbias.data.manifest import load_manifest
+
+    p = tmp_path / "m.jsonl"
+    p.write_text(json.dumps(line) + "\n" + json.dumps(_video_line(id="v2")) + "\n", encoding="utf-8")
+    m = load_manifest(p)
+    assert "v2" in m.videos
+    assert any(x.line == 1 or "line 1" in x.message for x in [*m.problems, *m.file_problems])

@@ -177,3 +177,12 @@ def test_a_video_deleted_after_its_probe_is_reported_missing(tmp_path, clip):
     with pytest.raises(VideoError) as exc:
         read_frames(path, [0, 1], info=info)
     assert problem_kind(exc.value) == "missing-video", exc.value
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="check_video_path catches OSError only: os.stat of a path holding a NUL character raises "
+                          "ValueError ('embedded null byte'), which escapes instead of a VideoError naming the path")
+def test_a_path_with_a_nul_character_is_a_video_error():
+    """probe of a path holding a NUL character raises a VideoError, the kind a unit is lost with."""
+    with pytest.raises(VideoError):
+        probe("clip\x00.mp4")
