@@ -4,6 +4,7 @@ answer a backend can give reading back unchanged while a row of the wrong shape 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -193,5 +194,37 @@ def test_an_unusable_table_of_another_shape_is_not_an_error_in_the_middle_of_a_r
             cache.record_unusable([("k1", "m", Generation("", 0, "stop"), "empty")])
         except sqlite3.Error as exc:
             pytest.fail(f"a damaged unusable table raised mid-run: {exc}")
+    finally:
+        cache.close()
+
+
+def _refusing(cache: GenerationCache) -> GenerationCache:
+    """``cache`` with its connection refusing every write (as a file made read-only or a full disk would)."""
+    cache._conn.execute("PRAGMA query_only = 1")
+    return cache
+
+
+def test_an_answer_the_database_refuses_is_counted_unstored_and_kept_for_the_run(tmp_path):
+    """put_many on a database that refuses the write counts the answer unstored and serves it for the rest of the run."""
+    cache = _refusing(GenerationCache(tmp_path / "generations.sqlite"))
+    try:
+        cache.put_many([("k1", "m", Generation("a"))])
+        assert cache.unstored == 1 and "refused the write" in cache.unstored_reason
+        assert cache.get_many(["k1"]) == {"k1": Generation("a")}
+    finally:
+        cache.close()
+
+
+@pytest.mark.xfail(strict=True, raises=sqlite3.OperationalError,
+                   reason="record_unusable runs its INSERT unguarded: where put_many counts a refused write (read-only "
+                          "file, full disk) as not stored, recording an unusable answer raises sqlite3.OperationalError "
+                          "out of the engine in the middle of the run")
+def test_an_unusable_answer_the_database_refuses_is_not_an_error_of_the_run(tmp_path):
+    """record_unusable on a database that refuses writes raises nothing (the answer is unusable for this run either way)."""
+    cache = GenerationCache(tmp_path / "generations.sqlite", run_id="r1")
+    cache.unusable(["k0"])  # the table exists, as after an earlier run
+    _refusing(cache)
+    try:
+        cache.record_unusable([("k1", "m", Generation("", 0, "stop"), "empty answer")])
     finally:
         cache.close()
