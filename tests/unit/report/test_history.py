@@ -133,3 +133,36 @@ def test_releases_are_ordered_by_start_time_not_by_path(tmp_path):
     assert [r["run_id"] for r in data["releases"]] == ["early", "late"]
     (gate,) = data["gates"]
     assert [p["passed"] for p in gate["points"]] == [True, False] and gate["failing_last"]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="history() decides a verdict by the truthiness of adjusted_passed/passed: a damaged or "
+                          "foreign log whose verdict says \"false\" (a string) counts as a pass, the release shows 0 "
+                          "failures and the gate is not flagged as failing in the latest release")
+@pytest.mark.parametrize("value", ["false", "no"])
+def test_a_verdict_whose_passed_is_not_a_boolean_is_never_a_pass(tmp_path, value):
+    """A verdict whose ``passed`` is not true/false counts as a failure of its release (no decision is no pass)."""
+    from pytest_posbias.report.history import history
+    from pytest_posbias.report.render import Run
+
+    log = tmp_path / "r1" / "run.jsonl"
+    _tiny_run_log(log, "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, value)])
+    data = history([Run(log)])
+    assert data["releases"][0]["n_fail"] == 1 and data["gates"][0]["failing_last"]
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="history() converts estimate/ci_low/ci_high/lower/upper with front.num (float()): a verdict "
+                          "field holding text that is not a number raises a bare ValueError and no history page is drawn")
+def test_a_verdict_with_a_non_numeric_estimate_does_not_stop_the_history(tmp_path):
+    """A verdict whose estimate is text that is not a number is drawn without a point (NaN), not raised."""
+    from pytest_posbias.report.history import history
+    from pytest_posbias.report.render import Run
+
+    log = tmp_path / "r1" / "run.jsonl"
+    _tiny_run_log(log, "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, False)])
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    records[1]["estimate"] = "n/a"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    data = history([Run(log)])
+    assert data["releases"][0]["n_fail"] == 1
