@@ -168,3 +168,18 @@ def test_an_mcq_item_repeating_another_under_a_new_id_is_a_duplicate(tmp_path):
     m = _load_lines(tmp_path, _video_line(), mcq, {**mcq, "id": "q2"})
     assert [q.id for q in m.mcq] == ["q1"]
     assert any("q2" in str(x) for x in m.problems), [str(x) for x in m.problems]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="parse_line checks that a group's video ids are distinct, not its videos: two ids naming one "
+                          "file put the same clip at two positions of every ordering, so the positional measures "
+                          "compare a video with itself")
+def test_a_group_listing_one_file_under_two_ids_is_a_bad_group(tmp_path):
+    """A group whose video ids resolve to the same file is reported naming the group and skipped."""
+    vids = [_video_line(id="v0", path="same.mp4"), _video_line(id="v1", path="same.mp4"),
+            _video_line(id="v2", path="v2.mp4"), _video_line(id="v3", path="v3.mp4")]
+    group = {"type": "group", "id": "g1", "domain": "cooking", "bucket": "short", "P": 4,
+             "videos": ["v0", "v1", "v2", "v3"]}
+    m = _load_lines(tmp_path, *vids, group)
+    assert m.groups == []
+    assert any("g1" in str(x) for x in m.problems), [str(x) for x in m.problems]
