@@ -183,3 +183,16 @@ def test_a_group_listing_one_file_under_two_ids_is_a_bad_group(tmp_path):
     m = _load_lines(tmp_path, *vids, group)
     assert m.groups == []
     assert any("g1" in str(x) for x in m.problems), [str(x) for x in m.problems]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="load_manifest never compares an mcq window with its video's declared duration: a window "
+                          "starting after the video ends is accepted and every unit of the item is lost at run time "
+                          "(FrameRangeError) for a fault the manifest itself shows")
+def test_an_mcq_window_after_its_videos_declared_end_is_a_problem(tmp_path):
+    """An mcq whose start lies past its manifest video's declared duration is reported naming the item and skipped."""
+    mcq = {"type": "mcq", "id": "q1", "video": "v1", "question": "What?", "options": ["a", "b"], "answer": 0,
+           "start": 50.0, "end": 55.0}
+    m = _load_lines(tmp_path, _video_line(duration=42.0), mcq, {**mcq, "id": "q2", "start": 10.0, "end": 20.0})
+    assert [q.id for q in m.mcq] == ["q2"]
+    assert any("q1" in str(x) for x in m.problems), [str(x) for x in m.problems]
