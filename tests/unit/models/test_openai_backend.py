@@ -185,8 +185,8 @@ def test_a_content_filtered_answer_is_not_a_clean_stop(backend, server, two_vide
 
 @pytest.mark.xfail(strict=True, reason="OpenAIBackend._letters_from copies top_logprobs values unchecked: a 200 "
                                        "body with a positive or infinite log-probability becomes an ok letter score "
-                                       "(an inf turns the phase probe's renormalised distribution into NaN); a NaN "
-                                       "one is dropped to -inf, so another letter wins")
+                                       "(a +inf then stops the phase probe with a ConfigError from spr_margin); a "
+                                       "NaN one is dropped to -inf, so another letter wins")
 @pytest.mark.parametrize("bad", [float("inf"), 2.5, float("nan")])
 def test_a_letter_log_probability_that_is_not_one_is_a_failed_call(backend, server, two_videos, bad):
     """A top log-probability that is NaN, +inf or above 0 makes the letter request a failed call."""

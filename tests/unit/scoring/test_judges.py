@@ -162,3 +162,27 @@ def test_malformed_judge_replies_are_judge_errors(reply):
     """Fenced, string-typed, float-indexed, NaN, null-reason, duplicated, wrong-shape and empty replies are JudgeErrors."""
     with pytest.raises(JudgeError):
         validate_judge_json(reply, 1)
+
+
+class _BrokenEmbedder:
+    """An embedder whose similarities are NaN (a model that returned non-finite embeddings)."""
+
+    def similarity(self, a, b):
+        import numpy as np
+
+        return np.full((len(a), len(b)), np.nan)
+
+
+@pytest.mark.xfail(strict=True, reason="EmbedJudge.score compares NaN similarities with the threshold (False), so a "
+                                       "judge whose embeddings are not finite reports coverage 0.0, a clean zero, "
+                                       "instead of a recorded judge failure")
+def test_non_finite_embedding_similarities_are_a_judge_failure():
+    """NaN similarities from the embedder give no coverage value (a judge failure), not 0.0."""
+    [cov] = EmbedJudge(_BrokenEmbedder()).score([(REFS[0], "A red circle moves to the right.")])
+    assert cov.value is None and cov.error
+
+
+def test_the_embed_judge_scores_an_empty_or_blank_summary_zero_without_embedding():
+    """A blank summary covers nothing (0.0, one reason per reference) and embeds nothing."""
+    [cov] = EmbedJudge(_BrokenEmbedder()).score([(REFS[0], "  \n ")])
+    assert cov.value == 0.0 and cov.covered == (False, False) and cov.reasons == ("no summary", "no summary")
