@@ -98,11 +98,23 @@ def test_unmarked_placeholder_answer_without_references_is_not_scoreable():
                                        "answer with a long run of blank lines takes super-linear time (about 1 s for "
                                        "10k newlines, 20 s for 40k)")
 def test_marker_search_is_fast_on_a_long_run_of_blank_lines():
-    """Finding markers in a degenerate answer of 12,000 blank lines takes well under a second."""
+    """Finding markers in a degenerate answer of 8,000 blank lines takes well under a second."""
     import time
 
-    text = "[video0] A red circle." + "\n" * 12_000 + "[video1] A blue square."
+    text = "[video0] A red circle." + "\n" * 8_000 + "[video1] A blue square."
     t0 = time.perf_counter()
     al = align(text, 2)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.perf_counter() - t0 < 0.2
     assert al.status == ("ok", "ok")
+
+
+@pytest.mark.xfail(strict=True, reason="_PLACEHOLDER '^\\W*(...)?\\W*$' re-scans a run of non-word characters with "
+                                       "its second \\W* for every split of the first: a slot of 10k dashes before a "
+                                       "word takes quadratic time (about 1.5 s; 5 s for 20k)")
+def test_placeholder_check_is_fast_on_a_long_run_of_punctuation():
+    """is_placeholder on a degenerate slot of 6,000 dashes and a word answers well under a second."""
+    import time
+
+    t0 = time.perf_counter()
+    assert not is_placeholder("-" * 6_000 + "x")
+    assert time.perf_counter() - t0 < 0.1
