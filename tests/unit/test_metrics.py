@@ -240,6 +240,7 @@ def test_spr_margin_names_a_non_numeric_log_probability(bad):
 
 @pytest.mark.xfail(strict=True, reason="dpb_per_instance accepts eps = 0; an all-zero coverage row (nothing covered) "
                                        "is then 0/0 = NaN and dpb() returns NaN with only a RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_dpb_with_zero_eps_is_finite_or_refused_for_an_uncovered_row():
     """eps = 0 with an all-zero row either is refused as a ConfigError or gives a finite DPB."""
     from pytest_posbias.errors import ConfigError
