@@ -260,3 +260,14 @@ def test_repetition_metrics_on_degenerate_answers():
     one_word = "no " * 40
     assert M.max_ngram_count(one_word, 5) == 36 and M.severity(one_word) == "severe"
     assert M.repetition_intensity(one_word) == pytest.approx(1 - 1 / 40) and M.information_entropy(one_word) == 0.0
+
+
+@pytest.mark.xfail(strict=True, reason="_coverage_matrix checks coverage >= 0 but not <= 1: a share of 7.5 (e.g. a "
+                                       "damaged cached judge score) passes into MEG and DPB unnoticed")
+@pytest.mark.parametrize("metric", [M.meg, M.dpb])
+def test_coverage_above_one_is_refused(metric):
+    """Coverage is a share of the reference: a value above 1 is a ConfigError naming `coverage`."""
+    from pytest_posbias.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="coverage"):
+        metric([[0.2, 7.5, 0.1, 0.3]])
