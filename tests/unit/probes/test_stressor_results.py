@@ -172,3 +172,21 @@ def test_a_condition_with_nothing_measured_reports_no_rate():
     """Every call failed: n = 0 and the failures, no RR (not a rate of 0)."""
     t = TextStats(["", ""], ["error", "error"], [False, False])
     assert t.summary() == {"n": 0, "failed": 2} and t.empty == 0
+
+
+@pytest.mark.xfail(strict=True, reason="_walks takes an empty walk (no variant of the video was run) as a walk that "
+                                       "ended without a repetitive output (0), so attack() counts the video as "
+                                       "attacked and resisted (ASR 0) where amplification() counts it lost (nan)")
+def test_a_video_without_variants_is_lost_not_a_resisted_attack():
+    """A clean-benign video with no variant outputs is a lost unit of the attack, not a defence."""
+    r = _result([(PLAIN, True)], [[]])
+    assert math.isnan(r.amplification("shuffle")[0])
+    a = r.attack("shuffle")
+    assert a["attacked"] == 0 and a["lost"] == 1
+
+
+def test_a_walk_cut_by_the_cap_before_a_failed_call_is_a_defence():
+    """A walk whose failed call lies past the attack cap ends at the cap: attacked, no success, not lost."""
+    r = _result([(PLAIN, True)], [[(PLAIN, True)] * 3 + [("", False)]], cap=3)
+    a = r.attack("shuffle")
+    assert a["attacked"] == 1 and a["successes"] == 0 and a["lost"] == 0

@@ -119,3 +119,44 @@ def test_fragment_scores_are_kept_and_a_rerun_does_not_tokenize(tmp_path, monkey
         judges.FragmentJudge(store=store(), tokenizer=tok).score([(["A."], "B.")])
     with pytest.raises(ValueError, match="`table` must be one of"):
         EmbeddingCache(db, judge="x", table="generations")
+
+
+@pytest.mark.xfail(strict=True, reason="EmbeddingCache.get_many checks only the length and finiteness of a stored "
+                                       "row; a judge_scores row holding 7.5 is read back and FragmentJudge reports "
+                                       "coverage 7.5, outside [0, 1]")
+def test_a_cached_fragment_score_outside_the_unit_interval_is_a_miss(tmp_path):
+    """A damaged judge_scores row whose coverage lies outside [0, 1] is recomputed, not reported."""
+    from pytest_posbias.scoring.embed_cache import fragment_judge_identity
+
+    ident = fragment_judge_identity()
+    tok = ident.split("|")[1].split("==")[0]
+    db = tmp_path / "generations.sqlite"
+    items = [(["The mayor opened the bridge on Monday."], "The mayor spoke about a bridge.")]
+    store = EmbeddingCache(db, judge=ident, dim=1, dtype="float64", table="judge_scores")
+    key = judges.json.dumps([list(items[0][0]), items[0][1]])
+    store.put_many({key: np.array([7.5])})
+    [cov] = judges.FragmentJudge(store=store, tokenizer=tok).score(items)
+    assert 0.0 <= cov.value <= 1.0
+
+
+def test_a_truncated_cache_file_is_all_misses(tmp_path):
+    """A generations.sqlite cut short (not a database) reads as misses and counts refused writes."""
+    db = tmp_path / "generations.sqlite"
+    good = EmbeddingCache(db, judge="m")
+    good.put_many({"t": np.ones(384, dtype=np.float32)})
+    good.close()
+    db.write_bytes(db.read_bytes()[:100])
+    c = EmbeddingCache(db, judge="m")
+    assert c.get_many(["t"]) == {}
+    c.put_many({"u": np.ones(384, dtype=np.float32)})
+    assert c.unstored == 1
+
+
+@pytest.mark.xfail(strict=True, reason="EmbeddingCache.get_many accepts any finite row of the right length: a "
+                                       "zero-filled embedding (a zeroed page) is read back although the judge stores "
+                                       "unit vectors, and every similarity to it is 0 (nothing covered)")
+def test_a_zero_filled_embedding_row_is_a_miss(tmp_path):
+    """A stored embedding that is not unit-normalised (here all zeros) is a miss, so it is embedded again."""
+    c = EmbeddingCache(tmp_path / "generations.sqlite", judge=embed_judge_identity())
+    c.put_many({"A red circle.": np.zeros(384, dtype=np.float32)})
+    assert c.get_many(["A red circle."]) == {}
