@@ -64,9 +64,7 @@ class Verdict:
         """The verdict as JSON-ready data: NaN as None, infinities as "inf"/"-inf"."""
         d = asdict(self)
         for k in _NUMBERS:
-            v = d[k]
-            d[k] = (None if v is None or (isinstance(v, float) and math.isnan(v)) else
-                    "inf" if v == math.inf else "-inf" if v == -math.inf else v)
+            d[k] = _num(d[k])
         d["extra"] = dict(self.extra)
         return d
 
@@ -79,6 +77,12 @@ class Verdict:
                 kw[k] = math.nan if kw[k] is None else float(kw[k])
         kw["extra"] = dict(kw.get("extra") or {})
         return cls(**kw)
+
+
+def _num(v: Any) -> Any:
+    """``v`` for JSON: None for None or NaN, an infinity as ``"inf"``/``"-inf"``."""
+    return (None if v is None or (isinstance(v, float) and math.isnan(v)) else
+            "inf" if v == math.inf else "-inf" if v == -math.inf else v)
 
 
 def _check_mode(mode: str) -> None:
