@@ -9,10 +9,8 @@ Each gate is run many times on seeded simulated data and the outcomes are counte
 * stressor amplification: per video, the share of ``trials`` stressed outputs that repeat (rate
   p0 + θ) minus the clean indicator (rate p0 = 0.10, a well-behaved model in VideoSTF table 1).
 
-Per gate and design (fixed, sequential): the false-failure rate under ``sim:unbiased`` and at the
-boundary θ = t (detect), the false-pass rate at the boundary (certify), each with its
-Clopper–Pearson 95% interval; the power at θ = 2t; the smallest sample with 80% power at 2t; and
-the median units a decision used over a range of true effects.
+Per gate and design (fixed, sequential) :func:`calibrate_gate` counts the error rates, power and units
+used, :func:`n_for_power` the sample for 80% power; docs/calibration.md reads the table.
 """
 
 from __future__ import annotations
