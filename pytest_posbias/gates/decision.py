@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..errors import ConfigError
 from ..exitcodes import DO_NOT_SHIP, LABELS, NOT_MEASURED, SHIP
 from ..stats import Verdict
+from ..stats.intervals import _expanded_p
 from ..stats.verdicts import _num
 
 MULTIPLICITY: tuple[str, ...] = ("holm", "none")
@@ -337,12 +338,7 @@ def percentile_p_floor(n_resamples: int, n_clusters: int) -> float:
     """The smallest p-value the expanded percentile bootstrap gives: the tail share 1/(B + 1) of B
     resamples through the small-sample expansion (:class:`~pytest_posbias.stats.BootstrapResult`),
     T_{g−1}(Φ⁻¹(1/(B + 1)) / sqrt(g/(g − 1))) over g clusters."""
-    from scipy.stats import norm
-    from scipy.stats import t as t_dist
-
-    q = 1.0 / (int(n_resamples) + 1)
-    g = int(n_clusters)
-    return q if g < 3 else float(t_dist.cdf(norm.ppf(q) / math.sqrt(g / (g - 1)), g - 1))
+    return _expanded_p(1.0 / (int(n_resamples) + 1), int(n_clusters))
 
 
 def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha: float) -> str | None:
