@@ -177,14 +177,10 @@ def zero_spread_interval(value: float, n: int, *, lower: float, upper: float, al
     ci_low, ci_high = value - shrink * (value - lo), value + shrink * (hi - value)
 
     def p_at_least(mu: float) -> float:  # H0: mean >= mu, observed all equal to value
-        if mu <= value:
-            return 1.0
-        return 0.0 if mu >= hi else ((hi - mu) / (hi - value)) ** n
+        return 1.0 if mu <= value else 0.0 if mu >= hi else ((hi - mu) / (hi - value)) ** n
 
     def p_at_most(mu: float) -> float:  # H0: mean <= mu
-        if mu >= value:
-            return 1.0
-        return 0.0 if mu <= lo else ((mu - lo) / (value - lo)) ** n
+        return 1.0 if mu >= value else 0.0 if mu <= lo else ((mu - lo) / (value - lo)) ** n
 
     return ci_low, ci_high, *region_p(p_at_most, p_at_least, lower, upper)
 
