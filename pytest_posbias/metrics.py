@@ -295,11 +295,7 @@ def severity(text: str, finish_reason: str | None = None) -> str:
     if finish_reason is not None and finish_reason not in ("stop", "length"):
         raise ConfigError(f"`finish_reason` must be None, 'stop' or 'length'; got {finish_reason!r}")
     r = max_ngram_count(text, 5)
-    if finish_reason == "length" or r > 4:
-        return "severe"
-    if r >= 2:
-        return "ordinary"
-    return "benign"
+    return "severe" if finish_reason == "length" or r > 4 else "ordinary" if r >= 2 else "benign"
 
 
 # A fixed English stop-word list (the NLTK list), so information density is reproducible.

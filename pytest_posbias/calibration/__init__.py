@@ -9,10 +9,8 @@ Each gate is run many times on seeded simulated data and the outcomes are counte
 * stressor amplification: per video, the share of ``trials`` stressed outputs that repeat (rate
   p0 + θ) minus the clean indicator (rate p0 = 0.10, a well-behaved model in VideoSTF table 1).
 
-Per gate and design (fixed, sequential): the false-failure rate under ``sim:unbiased`` and at the
-boundary θ = t (detect), the false-pass rate at the boundary (certify), each with its
-Clopper–Pearson 95% interval; the power at θ = 2t; the smallest sample with 80% power at 2t; and
-the median units a decision used over a range of true effects.
+Per gate and design (fixed, sequential) :func:`calibrate_gate` counts the error rates, power and units
+used, :func:`n_for_power` the sample for 80% power; docs/calibration.md reads the table.
 """
 
 from __future__ import annotations
@@ -127,6 +125,7 @@ def rate_ci(k: int, n: int) -> tuple[float, float]:
 
 
 POWER_MULTIPLES = (0.5, 1.0, 1.5, 2.0, 3.0)  # true effects as multiples of the threshold t (plus the null)
+ERROR_RATES = ("false_failure_null", "false_failure_boundary", "false_pass_boundary")  # each with its "_ci"
 
 
 def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int | None = None,
@@ -161,14 +160,11 @@ def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int |
         curve = [run(theta, "detect", design, size) for theta in thetas]
         fpr_b, _ = run(t, "certify", design, size)
         fail = [c[0] for c in curve]
-        out[design] = {
-            "false_failure_null": fail[0], "false_failure_null_ci": rate_ci(round(fail[0] * reps), reps),
-            "false_failure_boundary": fail[2], "false_failure_boundary_ci": rate_ci(round(fail[2] * reps), reps),
-            "false_pass_boundary": fpr_b, "false_pass_boundary_ci": rate_ci(round(fpr_b * reps), reps),
-            "power_2t": fail[thetas.index(2 * t)],
-            "fail_rate_curve": fail,
-            "median_units": [c[1] for c in curve],
-        }
+        rates: dict[str, Any] = {}
+        for name, r in zip(ERROR_RATES, (fail[0], fail[2], fpr_b), strict=True):
+            rates.update({name: r, f"{name}_ci": rate_ci(round(r * reps), reps)})
+        out[design] = {**rates, "power_2t": fail[thetas.index(2 * t)], "fail_rate_curve": fail,
+                       "median_units": [c[1] for c in curve]}
     return out
 
 
@@ -207,21 +203,15 @@ def measure_pools(ctx: Any, model: str = "sim:unbiased", gates: Sequence[str] = 
             r = ctx.positional(model, positional_spec(settings, domain, bucket, P))
             if r.coverage.size == 0:
                 continue
-            for name, fn, keep in (("dpb", dpb_per_instance, True), ("meg", meg_per_instance, P == 4)):
-                if not keep:
-                    continue
+            for name, fn in (("dpb", dpb_per_instance), ("meg", meg_per_instance))[: 2 if P == 4 else 1]:
                 vals = fn(r.coverage)
                 groups = np.unique(r.clusters)
                 means = np.array([vals[r.clusters == gidx].mean() for gidx in groups])
                 pools[name].extend((means - means.mean()).tolist())
     null: dict[str, float] = {}
-
-    def rate_of(v: Any) -> float:
-        return float(v.estimate) if v.n and math.isfinite(v.estimate) else 0.0
-
-    for gate in ("order", "phase", "flip", "repetition", "attack"):  # the suites' verdicts (e2e.gate_verdict)
-        if gate in gates:
-            null[gate] = rate_of(gate_verdict(ctx, gate, model))
+    for gate in (g for g in ("order", "phase", "flip", "repetition", "attack") if g in gates):
+        v = gate_verdict(ctx, gate, model)  # the suites' verdicts
+        null[gate] = float(v.estimate) if v.n and math.isfinite(v.estimate) else 0.0
     return {k: np.array(v) for k, v in pools.items()}, null
 
 
@@ -307,11 +297,8 @@ def format_table(rows: Sequence[dict[str, Any]], *, alpha: float, reps: int) -> 
             curve = " ".join(f"{x:.2f}" for x in d["fail_rate_curve"])
             units = " ".join(f"{u:.0f}" for u in d["median_units"])
             size = r["n"] if design == "fixed" else r["n_seq"]
-            lines.append(f"{r['gate']:<11} {design:<10} {size:>4} "
-                         f"{cell(d['false_failure_null'], d['false_failure_null_ci']):>20} "
-                         f"{cell(d['false_failure_boundary'], d['false_failure_boundary_ci']):>20} "
-                         f"{cell(d['false_pass_boundary'], d['false_pass_boundary_ci']):>20} {n80:>9} | {curve} | "
-                         f"{units}")
+            rates = " ".join(f"{cell(d[k], d[f'{k}_ci']):>20}" for k in ERROR_RATES)
+            lines.append(f"{r['gate']:<11} {design:<10} {size:>4} {rates} {n80:>9} | {curve} | {units}")
         saved = [1 - s / f for s, f in zip(r["sequential"]["median_units"], r["fixed"]["median_units"], strict=True)]
         note = "  (the suites keep the fixed design for this gate)" if r["gate"] == "stressor" else ""
         lines.append(f"{'':<11} sequential saves " + ", ".join(f"{100 * x:.0f}%"

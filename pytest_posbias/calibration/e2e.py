@@ -12,10 +12,7 @@ so its ``t`` dose is f and its violating dose f − ``COVERAGE_SHORTFALL`` (``3f
 compliant side).
 
 Repetition r uses the run seed s = seed + r, which changes which units the probes draw and every
-generation seed. Per gate and dose the fail rate k/R (a detect-mode verdict that does not pass)
-is given with its Clopper–Pearson 95% interval [B(α/2; k, R − k + 1), B(1 − α/2; k + 1, R − k)]
-(:func:`~.stats.exact_interval`), and the median units a decision used. Targets: fail rate <= α
-at 0 and at t (the interval's lower end <= α), and >= 0.8 at 3t.
+generation seed. The table and its targets: :func:`format_e2e`, :func:`verdict_notes`, docs/calibration.md.
 """
 
 from __future__ import annotations

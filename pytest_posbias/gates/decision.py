@@ -36,6 +36,8 @@ from numpy.typing import ArrayLike, NDArray
 from ..errors import ConfigError
 from ..exitcodes import DO_NOT_SHIP, LABELS, NOT_MEASURED, SHIP
 from ..stats import Verdict
+from ..stats.intervals import _expanded_p
+from ..stats.verdicts import _num
 
 MULTIPLICITY: tuple[str, ...] = ("holm", "none")
 POWER = 0.80  # the power at which a verdict states its smallest detectable violation
@@ -180,18 +182,12 @@ def _violation_at_2t(v: Verdict) -> tuple[float, float]:
     """(the violating value a gate should detect, its distance past the bound): twice the threshold
     past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a
     two-sided region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
+    from ..stats.sequential import _violation
+
     lower, upper = float(v.lower), float(v.upper)
-    up_f, lo_f = math.isfinite(upper), math.isfinite(lower)
-    if not (up_f or lo_f):
+    if not (math.isfinite(upper) or math.isfinite(lower)):
         return math.nan, math.nan
-    est = v.estimate if math.isfinite(v.estimate) else math.nan
-    use_upper = up_f and (not lo_f or not est < (lower + upper) / 2)
-    if use_upper:
-        dist = abs(upper) if upper != 0 else 0.05
-        return upper + dist, dist
-    # two-sided region, estimate on the lower side: twice the threshold below; lower-only: half the bound
-    dist = 0.05 if lower == 0 else (abs(lower) if up_f else abs(lower) / 2)
-    return lower - dist, dist
+    return _violation(lower, upper, above=not (math.isfinite(v.estimate) and v.estimate < (lower + upper) / 2))
 
 
 def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
@@ -218,11 +214,6 @@ def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
     za = float(norm.isf(v.alpha))
     se = max(hi - lo, 0.0) / (2 * za)
     return float((za + norm.ppf(power)) * se)
-
-
-def _num(x: float) -> Any:
-    """``x`` for JSON: None for NaN, an infinity as ``"inf"``/``"-inf"``."""
-    return None if math.isnan(x) else ("inf" if x == math.inf else "-inf" if x == -math.inf else x)
 
 
 @dataclass(frozen=True)
@@ -347,12 +338,7 @@ def percentile_p_floor(n_resamples: int, n_clusters: int) -> float:
     """The smallest p-value the expanded percentile bootstrap gives: the tail share 1/(B + 1) of B
     resamples through the small-sample expansion (:class:`~pytest_posbias.stats.BootstrapResult`),
     T_{g−1}(Φ⁻¹(1/(B + 1)) / sqrt(g/(g − 1))) over g clusters."""
-    from scipy.stats import norm
-    from scipy.stats import t as t_dist
-
-    q = 1.0 / (int(n_resamples) + 1)
-    g = int(n_clusters)
-    return q if g < 3 else float(t_dist.cdf(norm.ppf(q) / math.sqrt(g / (g - 1)), g - 1))
+    return _expanded_p(1.0 / (int(n_resamples) + 1), int(n_clusters))
 
 
 def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha: float) -> str | None:

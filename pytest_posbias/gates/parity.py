@@ -130,14 +130,14 @@ def parity_coverage_verdict(ctx: GateContext, model: str, spec: PositionalSpec) 
                              "spec": spec.label(), "comparison": "parity", "n_instances": len(common),
                              "coverage_model": float(cand.mean()) if cand.size else None,
                              "coverage_reference": float(base.mean()) if base.size else None}
-    if len(set(clusters.tolist())) < 2:
-        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=len(set(clusters.tolist())),
-                                 mode=ctx.mode, alpha=ctx.alpha, unit="groups",
-                                 why="fewer than 2 groups measured on both the tested model and the reference",
-                                 extra=extra)
-        return floored(ctx, v, m)
-    v = mean_difference(ctx, base - cand, clusters, name=name, threshold=threshold, sides="upper", mode=ctx.mode,
-                        unit="groups", rng_keys=("parity", "coverage", name, model), extra=extra)
+    groups = len(set(clusters.tolist()))
+    if groups < 2:
+        v = inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=groups, mode=ctx.mode,
+                                 alpha=ctx.alpha, unit="groups", extra=extra,
+                                 why="fewer than 2 groups measured on both the tested model and the reference")
+    else:
+        v = mean_difference(ctx, base - cand, clusters, name=name, threshold=threshold, sides="upper", mode=ctx.mode,
+                            unit="groups", rng_keys=("parity", "coverage", name, model), extra=extra)
     return floored(ctx, v, m)
 
 

@@ -103,11 +103,7 @@ def fused_or_voted(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
     if f is not None:
         return f
     votes = np.stack([identity_answer(r, c) for c in conditions], axis=1)
-    out = []
-    for row in votes:
-        vals = row[row >= 0]
-        out.append(int(np.bincount(vals).argmax()) if vals.size else -1)
-    return np.array(out, dtype=int)
+    return np.array([np.bincount(row[row >= 0]).argmax() if (row >= 0).any() else -1 for row in votes], dtype=int)
 
 
 def voted_changes(r: PhaseResult, S: int) -> np.ndarray:

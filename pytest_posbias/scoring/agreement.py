@@ -68,14 +68,11 @@ def agreement(path: str | Path, judge: Judge) -> list[AgreementRow]:
     refs, sums, scores = read_labels(path)
     judged = judge.score(list(zip(refs, sums, strict=True)))
     j = np.array([np.nan if c.value is None else c.value for c in judged])
-    rows: list[AgreementRow] = []
-    for a, b in itertools.combinations(scores, 2):
-        x, y = np.array(scores[a]), np.array(scores[b])
-        rows.append(AgreementRow(f"{a} vs {b}", len(x), float(st.pearsonr(x, y).statistic),
-                                 float(st.spearmanr(x, y).statistic)))
+
+    def row(pair: str, x: np.ndarray, y: np.ndarray) -> AgreementRow:
+        return AgreementRow(pair, len(x), float(st.pearsonr(x, y).statistic), float(st.spearmanr(x, y).statistic))
+
+    rows = [row(f"{a} vs {b}", np.array(scores[a]), np.array(scores[b])) for a, b in itertools.combinations(scores, 2)]
     mean_h = np.mean([scores[h] for h in scores], axis=0)
     ok = ~np.isnan(j)
-    rows.append(AgreementRow(f"{judge.name} judge vs mean human", int(ok.sum()),
-                             float(st.pearsonr(j[ok], mean_h[ok]).statistic),
-                             float(st.spearmanr(j[ok], mean_h[ok]).statistic)))
-    return rows
+    return [*rows, row(f"{judge.name} judge vs mean human", j[ok], mean_h[ok])]

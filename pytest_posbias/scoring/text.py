@@ -7,10 +7,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ..metrics import STOPWORDS
+from ..metrics import _WORD, STOPWORDS
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9*])")
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 def sentences(text: str) -> list[str]:

@@ -17,8 +17,8 @@ from ..config import check_alpha
 from ..errors import ConfigError
 
 
-def _check_alpha(alpha: float, *, name: str = "alpha") -> float:
-    return check_alpha(alpha, f"`{name}`")
+def _check_alpha(alpha: float) -> float:
+    return check_alpha(alpha, "`alpha`")
 
 
 def _check_confidence(level: float) -> float:
@@ -103,6 +103,14 @@ def benjamini_hochberg(p_values: Sequence[float]) -> NDArray[np.float64]:
     return out
 
 
+def _expanded_p(p: float, g: int) -> float:
+    """A bootstrap tail share ``p`` over ``g`` clusters through the expanded percentile interval's
+    normal-to-t correction (:func:`cluster_bootstrap`): T_{g−1}(Φ⁻¹(p) / sqrt(g/(g − 1))), ``p`` below 3 clusters."""
+    if g < 3:
+        return p
+    return float(_st.t.cdf(float(_st.norm.ppf(min(max(p, 1e-300), 1.0))) / math.sqrt(g / (g - 1)), g - 1))
+
+
 @dataclass(frozen=True)
 class BootstrapResult:
     """A cluster-bootstrap estimate of a mean: the instance mean, the percentile CI
@@ -138,11 +146,7 @@ class BootstrapResult:
             if denom <= 0:
                 return 1.0 if w > 0 else 0.0
             return float(_st.norm.cdf(w / denom - z0))
-        if not self.expanded or self.n_clusters < 3:
-            return p
-        g = self.n_clusters
-        z = float(_st.norm.ppf(min(max(p, 1e-300), 1.0)))
-        return float(_st.t.cdf(z / math.sqrt(g / (g - 1)), g - 1))
+        return _expanded_p(p, self.n_clusters) if self.expanded else p
 
     def p_greater(self, value: float) -> float:
         """Bootstrap p-value of H0: θ <= value (share of θ* <= value, +1 corrected)."""

@@ -63,7 +63,5 @@ def detectable_effect(*, kind: str, n: int, threshold: float, sides: str = "uppe
     while short(hi) < 0:
         hi *= 2
     delta = float(brentq(short, 0.0, hi, xtol=1e-12))
-    if sides == "lower":
-        return lower - delta
-    return upper + delta
+    return lower - delta if sides == "lower" else upper + delta
 

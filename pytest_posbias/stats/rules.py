@@ -312,8 +312,7 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
                        p_detect=p_detect, p_certify=p_certify, extra=ex)
     bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng, method=method)
     ex = {"n_instances": int(v.size), "n_resamples": int(n_resamples),
-                          "method": ("cluster bootstrap (BCa)" if bs.method == "bca" else
-                                     "cluster bootstrap (expanded percentile)")}
+          "method": f"cluster bootstrap ({'BCa' if bs.method == 'bca' else 'expanded percentile'})"}
     ci_low, ci_high = bs.ci_low, bs.ci_high
     p_detect, p_certify = region_p(bs.p_greater, bs.p_less, lower, upper)
     if null_variance:  # the hull: each bound the outer one, each p-value the larger of the two rules'
@@ -376,7 +375,6 @@ def rate_verdict(k: int, n: int, *, name: str, threshold: float, mode: str = "de
     p_detect = binomial_test(k, n, threshold, alternative="greater") if threshold < 1 else 1.0
     p_certify = binomial_test(k, n, threshold, alternative="less") if threshold > 0 else 1.0
     ex = {"k": int(k), "method": "exact binomial (Clopper-Pearson)", **(extra or {})}
-    # Clopper-Pearson bounds invert the exact test, so the CI rule and p < α agree.
     return _decide(name=name, estimate=k / n, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(threshold),
                    threshold=threshold, n=n, unit=unit, mode=mode, alpha=a,
                    p_detect=p_detect, p_certify=p_certify, extra=ex)

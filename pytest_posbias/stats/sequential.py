@@ -36,15 +36,20 @@ def violation_alternative(lower: float, upper: float, estimate: float) -> float:
     Futility stops a detect gate with PASS only when even θ1 could no longer be shown by the last
     look, so θ1 must violate the region.
     """
-    up, lo = math.isfinite(upper), math.isfinite(lower)
-    if up and lo:
-        above = estimate >= (lower + upper) / 2
-        return upper + (abs(upper) or 0.05) if above else lower - (abs(lower) or 0.05)
-    if up:
-        return upper + (abs(upper) if upper != 0 else 0.05)
-    if lo:
-        return lower - (abs(lower) / 2 if lower != 0 else 0.05)
-    raise ConfigError("a region with no finite bound has no violation to look for")
+    if not (math.isfinite(upper) or math.isfinite(lower)):
+        raise ConfigError("a region with no finite bound has no violation to look for")
+    return _violation(lower, upper, above=estimate >= (lower + upper) / 2)[0]
+
+
+def _violation(lower: float, upper: float, *, above: bool) -> tuple[float, float]:
+    """θ1 of :func:`violation_alternative` and its distance past the violated bound (a finite bound
+    given); ``above`` picks the side of a two-sided region."""
+    up = math.isfinite(upper)
+    if up and (above or not math.isfinite(lower)):
+        dist = abs(upper) or 0.05
+        return upper + dist, dist
+    dist = (abs(lower) if up else abs(lower) / 2) if lower != 0 else 0.05
+    return lower - dist, dist
 
 
 @dataclass

@@ -64,9 +64,7 @@ class Verdict:
         """The verdict as JSON-ready data: NaN as None, infinities as "inf"/"-inf"."""
         d = asdict(self)
         for k in _NUMBERS:
-            v = d[k]
-            d[k] = (None if v is None or (isinstance(v, float) and math.isnan(v)) else
-                    "inf" if v == math.inf else "-inf" if v == -math.inf else v)
+            d[k] = _num(d[k])
         d["extra"] = dict(self.extra)
         return d
 
@@ -79,6 +77,12 @@ class Verdict:
                 kw[k] = math.nan if kw[k] is None else float(kw[k])
         kw["extra"] = dict(kw.get("extra") or {})
         return cls(**kw)
+
+
+def _num(v: Any) -> Any:
+    """``v`` for JSON: None for None or NaN, an infinity as ``"inf"``/``"-inf"``."""
+    return (None if v is None or (isinstance(v, float) and math.isnan(v)) else
+            "inf" if v == math.inf else "-inf" if v == -math.inf else v)
 
 
 def _check_mode(mode: str) -> None:
@@ -173,14 +177,10 @@ def zero_spread_interval(value: float, n: int, *, lower: float, upper: float, al
     ci_low, ci_high = value - shrink * (value - lo), value + shrink * (hi - value)
 
     def p_at_least(mu: float) -> float:  # H0: mean >= mu, observed all equal to value
-        if mu <= value:
-            return 1.0
-        return 0.0 if mu >= hi else ((hi - mu) / (hi - value)) ** n
+        return 1.0 if mu <= value else 0.0 if mu >= hi else ((hi - mu) / (hi - value)) ** n
 
     def p_at_most(mu: float) -> float:  # H0: mean <= mu
-        if mu >= value:
-            return 1.0
-        return 0.0 if mu <= lo else ((mu - lo) / (value - lo)) ** n
+        return 1.0 if mu >= value else 0.0 if mu <= lo else ((mu - lo) / (value - lo)) ** n
 
     return ci_low, ci_high, *region_p(p_at_most, p_at_least, lower, upper)
 
