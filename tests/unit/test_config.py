@@ -189,3 +189,44 @@ def test_alpha_is_checked_in_one_place_for_every_entry_point(where):
         share_difference_bounds([0.1, 0.2], [0, 1], alpha=0.5)
     with pytest.raises(ConfigError, match=r"\[tool.posbias\] `alpha` must be a number in \(0, 0.5\); got 0.5"):
         parse_config({"alpha": 0.5})
+
+
+# --------------------------------------------------------------------------- load_pyproject: a damaged file
+
+
+@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
+                   reason="config.load_pyproject converts tomllib.TOMLDecodeError but not the UnicodeDecodeError "
+                          "tomllib.load raises on bytes that are not UTF-8, so the run stops with a traceback that "
+                          "names neither the file nor [tool.posbias]")
+def test_a_pyproject_that_is_not_utf8_is_a_config_error_naming_the_file(tmp_path):
+    """A pyproject.toml holding bytes that are not UTF-8 is a ConfigError naming the file."""
+    from pytest_posbias.config import load_pyproject
+
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(b'[tool.posbias]\nmodel = "\xff\xfe"\n')
+    with pytest.raises(ConfigError, match=re.escape(str(path))):
+        load_pyproject(path)
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError,
+                   reason="config.load_pyproject calls data.get('tool', {}).get('posbias') without checking that "
+                          "`tool` is a table: `tool = 1` raises AttributeError ('int' object has no attribute "
+                          "'get') instead of a ConfigError")
+def test_a_tool_key_that_is_not_a_table_is_a_config_error(tmp_path):
+    """``tool = 1`` in pyproject.toml is a ConfigError naming the file, not an AttributeError."""
+    from pytest_posbias.config import load_pyproject
+
+    path = tmp_path / "pyproject.toml"
+    path.write_text("tool = 1\n")
+    with pytest.raises(ConfigError, match=re.escape(str(path))):
+        load_pyproject(path)
+
+
+def test_a_posbias_key_that_is_not_a_table_is_a_config_error(tmp_path):
+    """``[tool] posbias = 1`` is a ConfigError naming the file and that the table must be a table."""
+    from pytest_posbias.config import load_pyproject
+
+    path = tmp_path / "pyproject.toml"
+    path.write_text("[tool]\nposbias = 1\n")
+    with pytest.raises(ConfigError, match=r"\[tool\.posbias\] must be a table"):
+        load_pyproject(path)
