@@ -242,3 +242,20 @@ def test_plan_echo_is_shell_quoted_and_short_options_become_long():
                          "--posbias-seed", "3", "-k", "--modelx"]) == [
         "-m", "meg", "--posbias-model", "a", "--posbias-baseline=b", "--posbias-judge", "fragment",
         "--posbias-api-base=http://x/v1", "--posbias-seed", "3", "-k", "--modelx"]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="cli.plan.run_plan takes a run as fixed-design under a baseline only when "
+                          "--posbias-baseline is on the command line; a [tool.posbias] baseline also makes every gate "
+                          "fixed-sample (gates/positional.py: ctx.sequential and not ctx.baseline), yet the plan "
+                          "reports the sequential design's expected share 0.5, half the run's cost")
+def test_a_baseline_from_the_table_plans_the_fixed_design(tmp_path, small_set):
+    """``[tool.posbias] baseline`` makes the plan report every gate at its maximum, as --posbias-baseline does."""
+    proj = _project(tmp_path / "p", small_set)
+    pyproject = proj / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.posbias]\n",
+                                                       '[tool.posbias]\nbaseline = "sim:middle-weak"\n', 1))
+    res = _posbias(proj, "plan", "-m", "meg and not slow", "--posbias-model", "sim:unbiased", "--plan-json", "b.json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    gates = json.loads((proj / "b.json").read_text())["gates"]
+    assert gates and all(g["sequential_expected"] == 1.0 for g in gates)
