@@ -244,3 +244,34 @@ def test_a_sample_size_too_small_for_its_gate_to_fail_stops_pytest_at_start(pyte
     res = pytester.runpytest()
     assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str()[-2000:]
     assert "items" in res.stderr.str() and "order" in res.stderr.str()
+
+
+SECRET_URLS = ["htps://user:sk-SECRET@host/v1", "http://user:sk-SECRET@/v1", "localhost:8000/v1?api_key=sk-SECRET",
+               "ftp://host/v1?access_token=sk-SECRET"]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="config.check_url rejects a malformed endpoint URL with `got {v!r}`: the whole URL, "
+                          "its user-info password or key-like query value included, goes into the ConfigError and "
+                          "so into pytest's usage error on the terminal and the CI log")
+@pytest.mark.parametrize("url", SECRET_URLS)
+def test_a_rejected_endpoint_url_is_named_without_its_secret(url):
+    """The error naming a malformed endpoint URL leaves out its password and key-like query values."""
+    with pytest.raises(ConfigError, match="must be an http:// or https:// URL") as info:
+        check_url("--posbias-api-base", url)
+    assert "sk-SECRET" not in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        parse_config({"api_base": ["http://ok:8000/v1", url]})
+    assert "sk-SECRET" not in str(info.value)
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="plugin.options passes check_url's ConfigError, which holds the whole URL, to "
+                          "pytest.UsageError unredacted: `pytest --posbias-api-base htps://user:sk-SECRET@host/v1` "
+                          "prints the password on stderr")
+def test_a_rejected_endpoint_url_on_the_command_line_keeps_its_secret_off_the_terminal(pytester):
+    """Exit 4 for a malformed --posbias-api-base, with no password on the terminal."""
+    pytester.makepyfile(test_x="def test_a():\n    raise AssertionError('a test ran')\n")
+    res = pytester.runpytest("--posbias-api-base", SECRET_URLS[0])
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "sk-SECRET" not in res.stdout.str() + res.stderr.str()
