@@ -259,3 +259,39 @@ def test_a_baseline_from_the_table_plans_the_fixed_design(tmp_path, small_set):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     gates = json.loads((proj / "b.json").read_text())["gates"]
     assert gates and all(g["sequential_expected"] == 1.0 for g in gates)
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError,
+                   reason="cli.plan._plan checks `not v > 0` only, so --prefill-tps inf (or --decode-tps inf) is "
+                          "accepted and the plan reports 0 GPU-hours for that side of the cost")
+@pytest.mark.parametrize("option", ["prefill_tps", "decode_tps"])
+def test_an_infinite_throughput_is_refused_before_the_plan_runs(monkeypatch, option):
+    """``--prefill-tps inf`` / ``--decode-tps inf`` is a ConfigError naming the option, before the plan run."""
+    import argparse
+
+    from pytest_posbias.cli import plan as plan_mod
+    from pytest_posbias.errors import ConfigError
+
+    def planned(*args, **kwargs):
+        raise RuntimeError("the plan ran")
+
+    monkeypatch.setattr(plan_mod, "run_plan", planned)
+    args = argparse.Namespace(prefill_tps=1000.0, decode_tps=100.0, measure=False, plan_json=None, pytest_args=[])
+    setattr(args, option, float("inf"))
+    with pytest.raises(ConfigError, match=option.replace("_", "-")):
+        plan_mod._plan(args)
+
+
+def test_a_throughput_of_zero_or_nan_is_refused_before_the_plan_runs(monkeypatch):
+    """``--prefill-tps 0`` and ``--decode-tps nan`` are ConfigErrors naming the option."""
+    import argparse
+
+    from pytest_posbias.cli import plan as plan_mod
+    from pytest_posbias.errors import ConfigError
+
+    monkeypatch.setattr(plan_mod, "run_plan", lambda *a, **k: pytest.fail("the plan ran"))
+    for option, value in (("prefill_tps", 0.0), ("decode_tps", float("nan")), ("decode_tps", -5.0)):
+        args = argparse.Namespace(prefill_tps=1000.0, decode_tps=100.0, measure=False, plan_json=None, pytest_args=[])
+        setattr(args, option, value)
+        with pytest.raises(ConfigError, match=option.replace("_", "-")):
+            plan_mod._plan(args)
