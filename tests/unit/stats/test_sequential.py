@@ -149,3 +149,24 @@ def test_a_rate_gate_that_can_fail_fails_when_every_unit_violates():
     """At the smallest sample that can show a violation, every unit violating fails the gate."""
     d = gsd_decide(np.ones(3), n_max=3, looks=4, lower=-math.inf, upper=0.25, mode="detect", alpha=0.05, kind="rate")
     assert not d.passed and not d.inconclusive
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="stats.sequential._gsd_boundaries solves each later boundary with brentq on [0, 8]; at an "
+                          "α that config.check_alpha accepts (1e-9, inside (0, 0.5)) the spent α per look is below "
+                          "the QMC normal CDF's resolution, f(0) and f(8) share a sign, and brentq raises "
+                          "ValueError: every sequential gate crashes after its model calls")
+def test_the_design_decides_at_every_alpha_the_settings_accept():
+    """At α = 1e-9 (accepted by [tool.posbias] alpha) the group-sequential design still decides."""
+    from pytest_posbias.config import check_alpha
+
+    assert check_alpha(1e-9, "alpha") == 1e-9
+    d = gsd_decide(np.zeros(40), n_max=40, looks=4, lower=-math.inf, upper=0.15, mode="detect", alpha=1e-9,
+                   kind="rate")
+    assert d.passed and not d.inconclusive
+
+
+def test_the_boundaries_at_a_small_alpha_decrease_and_stay_finite():
+    """At α = 0.001 the four OBF boundaries are finite, decreasing and above z_{1−α}."""
+    cs = gsd_boundaries([0.25, 0.5, 0.75, 1.0], 0.001)
+    assert all(math.isfinite(c) for c in cs) and cs == sorted(cs, reverse=True) and cs[-1] > st.norm.isf(0.001)
