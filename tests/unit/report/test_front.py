@@ -42,23 +42,26 @@ def _banner(html: str) -> tuple[str, str, str]:
 
 
 @pytest.mark.xfail(strict=True,
-                   reason="report.render counts every exit status but 0 and 1 as 'unfinished', so front.decision "
-                          "ignores the run-level decision of a finished NOT MEASURED run (exit 6): the banner says "
-                          "'Do not ship: the run did not finish (pytest exit 6)' where the terminal says NOT MEASURED "
-                          "and names the gate below its measurement floor")
-def test_a_not_measured_run_shows_its_own_decision_on_the_banner(write_run_log):
-    """A run that ended NOT MEASURED (exit 6) shows that label and the decision's reason, not 'did not finish'."""
+                   reason="report.render counts every pytest status but 0 and 1 as 'unfinished', so front.decision "
+                          "drops the recorded run-level decision of a -n -x run (xdist ends it as 2, which "
+                          "plugin.finish.exit_status reads as the serial run's 1: exit 6 NOT MEASURED, the selected "
+                          "gates that never ran named): the banner says 'Do not ship: the run did not finish (pytest "
+                          "exit 2)', where the same run without -n gets the NOT MEASURED banner")
+def test_a_run_stopped_by_maxfail_under_xdist_shows_its_own_decision(write_run_log):
+    """A -n -x run (pytest's status 2, decision NOT MEASURED) shows the decision's label and reason, as without -n."""
     from pytest_posbias.exitcodes import LABELS, NOT_MEASURED
     from pytest_posbias.report.render import render
 
-    why = "1 of 1 gates not measured: 1 below its measurement floor"
-    rd = {"exit_code": NOT_MEASURED, "label": LABELS[NOT_MEASURED], "why": why, "method": "Holm", "alpha": 0.05}
-    log = write_run_log("nm", header={"models": ["sim:a"], "exitstatus": NOT_MEASURED, "run_decision": rd},
-                        records=[_record("suites/test_phase_order.py::test_sampler_flip[x]", passed=True,
-                                         model="sim:a")])
-    cls, word, reason = _banner(render([log], rendered_at="2026-01-01T00:00:00+00:00"))
-    assert cls == "noship"
-    assert word.lower() == LABELS[NOT_MEASURED].lower() and why in reason and "did not finish" not in reason
+    why = "1 selected gate test never ran (-x stopped the run after the first failure): not measured"
+    rd = {"exit_code": NOT_MEASURED, "label": LABELS[NOT_MEASURED], "why": why, "method": "Holm", "alpha": 0.05,
+          "not_run": ["suites/test_positional.py::test_meg[x]"], "stopped": "-x stopped the run after the first failure"}
+    rec = _record("suites/test_phase_order.py::test_sampler_flip[x]", passed=True, model="sim:a")
+    serial = write_run_log("serial", header={"models": ["sim:a"], "exitstatus": 1, "run_decision": rd}, records=[rec])
+    xdist = write_run_log("xdist", header={"models": ["sim:a"], "exitstatus": 2, "run_decision": rd}, records=[rec])
+    stamp = "2026-01-01T00:00:00+00:00"
+    assert _banner(render([serial], rendered_at=stamp))[1].lower() == LABELS[NOT_MEASURED].lower()
+    cls, word, reason = _banner(render([xdist], rendered_at=stamp))
+    assert cls == "noship" and word.lower() == LABELS[NOT_MEASURED].lower() and why in reason
 
 
 @pytest.mark.xfail(strict=True,
@@ -96,22 +99,19 @@ def test_the_banner_follows_the_recorded_decision_of_a_finished_run():
     assert not decision([], unfinished=[], errored=[])["ship"]
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="front.decision keeps the run-level decision's label ('SHIP') when tests ended without a "
-                          "verdict, and only clears `ship`: the banner reads 'Ship' on a no-ship background for a run "
-                          "that exited 1, where the terminal says DO NOT SHIP (pytest's status stands)")
-def test_a_run_with_a_test_that_errored_is_not_labelled_ship(write_run_log):
-    """Gates that passed beside a gate test that errored: the banner's word is not 'Ship'."""
-    from pytest_posbias.exitcodes import LABELS, SHIP
+def test_a_run_with_a_test_that_errored_is_not_shipped(write_run_log):
+    """Gates that passed beside a gate test that errored: the recorded status (pytest's 1) and the banner say no ship."""
+    from pytest_posbias.exitcodes import DO_NOT_SHIP, LABELS
     from pytest_posbias.report.render import render
 
-    rd = {"exit_code": SHIP, "label": LABELS[SHIP], "why": "all 1 gates passed the run-level decision",
-          "method": "Holm", "alpha": 0.05}
+    rd = {"exit_code": DO_NOT_SHIP, "label": LABELS[DO_NOT_SHIP], "method": "Holm", "alpha": 0.05,
+          "why": "1 test failed or errored without a verdict (pytest's status stands); the gates alone: all 1 gates "
+                 "passed the run-level decision"}
     errored = [{"nodeid": "suites/test_positional.py::test_meg[x]", "when": "call", "message": ["boom"]}]
     log = write_run_log("err", header={"models": ["sim:a"], "exitstatus": 1, "run_decision": rd,
                                        "errored_tests": errored},
                         records=[_record("suites/test_phase_order.py::test_sampler_flip[x]", passed=True,
                                          model="sim:a")])
     cls, word, reason = _banner(render([log], rendered_at="2026-01-01T00:00:00+00:00"))
-    assert cls == "noship" and "1 tests ended without a verdict" in reason
-    assert word.strip().lower() != "ship"
+    assert cls == "noship" and word.strip().lower() == LABELS[DO_NOT_SHIP].lower()
+    assert "1 tests ended without a verdict" in reason
