@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
+
+import pytest
 
 
 def test_cli_models_lists_the_registry():
@@ -60,3 +63,34 @@ def test_data_import_refuses_a_count_below_one(tmp_path, capsys):
         else:
             raise AssertionError(f"{option} {value} was accepted")
     assert not (tmp_path / "m.jsonl").exists()
+
+
+@pytest.mark.xfail(strict=True, raises=RecursionError,
+                   reason="cli.commands.read_captions catches json.JSONDecodeError only; json.loads of a deeply "
+                          "nested line raises RecursionError, which escapes untyped instead of a ConfigError naming "
+                          "the file and line")
+def test_a_deeply_nested_caption_line_is_a_config_error_naming_the_line(tmp_path):
+    """A JSONL caption line nested past the recursion limit is a ConfigError naming the file and line."""
+    from pytest_posbias.cli.commands import read_captions
+    from pytest_posbias.errors import ConfigError
+
+    path = tmp_path / "captions.jsonl"
+    path.write_text('{"text": "ok"}\n{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}:2")):
+        read_captions(str(path))
+
+
+def test_read_captions_takes_text_caption_or_output_and_names_a_bad_line(tmp_path):
+    """JSONL lines give their text, caption or output string; a broken JSON line is a ConfigError naming its line."""
+    from pytest_posbias.cli.commands import read_captions
+    from pytest_posbias.errors import ConfigError
+
+    path = tmp_path / "captions.jsonl"
+    path.write_text('{"caption": "a b"}\n\nplain line\n{"output": "c", "text": 3}\n')
+    assert read_captions(str(path)) == ["a b", "plain line", "c"]
+    path.write_text('{"text": "a"}\n{"text": NaN}\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{path}:2")):
+        read_captions(str(path))
+    path.write_text('{"text": "a"}\n{broken\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{path}:2")):
+        read_captions(str(path))

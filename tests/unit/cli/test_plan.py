@@ -242,3 +242,56 @@ def test_plan_echo_is_shell_quoted_and_short_options_become_long():
                          "--posbias-seed", "3", "-k", "--modelx"]) == [
         "-m", "meg", "--posbias-model", "a", "--posbias-baseline=b", "--posbias-judge", "fragment",
         "--posbias-api-base=http://x/v1", "--posbias-seed", "3", "-k", "--modelx"]
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="cli.plan.run_plan takes a run as fixed-design under a baseline only when "
+                          "--posbias-baseline is on the command line; a [tool.posbias] baseline also makes every gate "
+                          "fixed-sample (gates/positional.py: ctx.sequential and not ctx.baseline), yet the plan "
+                          "reports the sequential design's expected share 0.5, half the run's cost")
+def test_a_baseline_from_the_table_plans_the_fixed_design(tmp_path, small_set):
+    """``[tool.posbias] baseline`` makes the plan report every gate at its maximum, as --posbias-baseline does."""
+    proj = _project(tmp_path / "p", small_set)
+    pyproject = proj / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.posbias]\n",
+                                                       '[tool.posbias]\nbaseline = "sim:middle-weak"\n', 1))
+    res = _posbias(proj, "plan", "-m", "meg and not slow", "--posbias-model", "sim:unbiased", "--plan-json", "b.json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    gates = json.loads((proj / "b.json").read_text())["gates"]
+    assert gates and all(g["sequential_expected"] == 1.0 for g in gates)
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError,
+                   reason="cli.plan._plan checks `not v > 0` only, so --prefill-tps inf (or --decode-tps inf) is "
+                          "accepted and the plan reports 0 GPU-hours for that side of the cost")
+@pytest.mark.parametrize("option", ["prefill_tps", "decode_tps"])
+def test_an_infinite_throughput_is_refused_before_the_plan_runs(monkeypatch, option):
+    """``--prefill-tps inf`` / ``--decode-tps inf`` is a ConfigError naming the option, before the plan run."""
+    import argparse
+
+    from pytest_posbias.cli import plan as plan_mod
+    from pytest_posbias.errors import ConfigError
+
+    def planned(*args, **kwargs):
+        raise RuntimeError("the plan ran")
+
+    monkeypatch.setattr(plan_mod, "run_plan", planned)
+    args = argparse.Namespace(prefill_tps=1000.0, decode_tps=100.0, measure=False, plan_json=None, pytest_args=[])
+    setattr(args, option, float("inf"))
+    with pytest.raises(ConfigError, match=option.replace("_", "-")):
+        plan_mod._plan(args)
+
+
+def test_a_throughput_of_zero_or_nan_is_refused_before_the_plan_runs(monkeypatch):
+    """``--prefill-tps 0`` and ``--decode-tps nan`` are ConfigErrors naming the option."""
+    import argparse
+
+    from pytest_posbias.cli import plan as plan_mod
+    from pytest_posbias.errors import ConfigError
+
+    monkeypatch.setattr(plan_mod, "run_plan", lambda *a, **k: pytest.fail("the plan ran"))
+    for option, value in (("prefill_tps", 0.0), ("decode_tps", float("nan")), ("decode_tps", -5.0)):
+        args = argparse.Namespace(prefill_tps=1000.0, decode_tps=100.0, measure=False, plan_json=None, pytest_args=[])
+        setattr(args, option, value)
+        with pytest.raises(ConfigError, match=option.replace("_", "-")):
+            plan_mod._plan(args)

@@ -64,3 +64,31 @@ def test_every_positional_setting_that_the_table_accepts_reaches_the_spec():
     spec = PositionalSpec(P=2, bucket="short", domain="domestic")
     changed = with_overrides(spec, settings_for("positional", {"label_base": 1, "boundary": "text", "placement": "video-first"}))
     assert (changed.label_base, changed.boundary, changed.placement) == (1, "text", "video-first")
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="probes.settings._samplers counts distinct strings (len(set(v)) < 2), not distinct "
+                          "samplers: two spellings of one preset spec ('fps=2' and 'fps=2.0', or the same knobs in "
+                          "another order) pass as two samplers, so the flip gate compares a sampler with itself and "
+                          "its flip rate is 0 by construction")
+@pytest.mark.parametrize("samplers", [["qwen-vl-utils:fps=2", "qwen-vl-utils:fps=2.0"],
+                                      ["qwen-vl-utils:fps=2,min_frames=4", "qwen-vl-utils:min_frames=4,fps=2"]])
+def test_two_spellings_of_one_sampler_are_not_two_samplers(samplers):
+    """Sampler specs that parse to the same preset and knobs count as one: fewer than 2 samplers is a ConfigError."""
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.probes.settings import validate_probe_settings
+    from pytest_posbias.video.samplers import parse_spec
+
+    (p1, k1), (p2, k2) = (parse_spec(s) for s in samplers)
+    assert p1 is p2 and k1 == k2  # the same sampler
+    with pytest.raises(ConfigError, match="at least 2 distinct samplers"):
+        validate_probe_settings("phase", {"samplers": samplers}, where="[tool.posbias.probes.phase]")
+
+
+def test_one_sampler_listed_twice_is_refused():
+    """The same sampler string twice is a ConfigError: the flip gate needs two samplers to compare."""
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.probes.settings import validate_probe_settings
+
+    with pytest.raises(ConfigError, match="at least 2 distinct samplers"):
+        validate_probe_settings("phase", {"samplers": ["left", "left"]}, where="[tool.posbias.probes.phase]")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from pytest_posbias.report.front import configuration
 
 
@@ -15,3 +19,99 @@ def test_a_row_names_the_positional_spec_the_searched_property_or_the_frame_coun
     assert rows == ["order, budget 32", "phase, budget 32", "order, budget 256"]
     assert configuration({"name": "flip rate at 16 frames", "extra": {"gate": "phase"}}) == "16 frames"
     assert configuration({"name": "attack success rate", "extra": {"gate": "attack"}}) == "attack"
+
+
+def _record(nodeid: str, *, passed: bool, model: str, adjusted: bool | None = None) -> dict:
+    """A verdict record of a rate gate as the run log holds it (with its run-level part when ``adjusted`` is given)."""
+    rec = {"kind": "verdict", "nodeid": nodeid, "name": "flip rate", "estimate": 0.3 if not passed else 0.05,
+           "ci_low": 0.2 if not passed else 0.01, "ci_high": 0.4 if not passed else 0.12, "threshold": 0.15, "n": 60,
+           "p_value": 0.01 if not passed else 0.9, "passed": passed, "mode": "detect", "reason": "r", "alpha": 0.05,
+           "lower": "-inf", "upper": 0.15, "unit": "items", "extra": {"model": model, "gate": "flip"}}
+    if adjusted is not None:
+        rec.update(adjusted_passed=adjusted, run_status="pass" if adjusted else "fail", p_run=0.01,
+                   p_adj=0.06 if adjusted else 0.01, family="holm", power=None, not_measured=None)
+    return rec
+
+
+def _banner(html: str) -> tuple[str, str, str]:
+    """(class, word, reason) of the report's decision banner."""
+    m = re.search(r'<div class="decision (\w+)" id="decision">\s*<span class="verdict-word">([^<]+)</span>\s*'
+                  r'<span class="why">([^<]*)</span>', html)
+    assert m is not None
+    return m.group(1), m.group(2), m.group(3)
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="report.render counts every pytest status but 0 and 1 as 'unfinished', so front.decision "
+                          "drops the recorded run-level decision of a -n -x run (xdist ends it as 2, which "
+                          "plugin.finish.exit_status reads as the serial run's 1: exit 6 NOT MEASURED, the selected "
+                          "gates that never ran named): the banner says 'Do not ship: the run did not finish (pytest "
+                          "exit 2)', where the same run without -n gets the NOT MEASURED banner")
+def test_a_run_stopped_by_maxfail_under_xdist_shows_its_own_decision(write_run_log):
+    """A -n -x run (pytest's status 2, decision NOT MEASURED) shows the decision's label and reason, as without -n."""
+    from pytest_posbias.exitcodes import LABELS, NOT_MEASURED
+    from pytest_posbias.report.render import render
+
+    why = "1 selected gate test never ran (-x stopped the run after the first failure): not measured"
+    rd = {"exit_code": NOT_MEASURED, "label": LABELS[NOT_MEASURED], "why": why, "method": "Holm", "alpha": 0.05,
+          "not_run": ["suites/test_positional.py::test_meg[x]"], "stopped": "-x stopped the run after the first failure"}
+    rec = _record("suites/test_phase_order.py::test_sampler_flip[x]", passed=True, model="sim:a")
+    serial = write_run_log("serial", header={"models": ["sim:a"], "exitstatus": 1, "run_decision": rd}, records=[rec])
+    xdist = write_run_log("xdist", header={"models": ["sim:a"], "exitstatus": 2, "run_decision": rd}, records=[rec])
+    stamp = "2026-01-01T00:00:00+00:00"
+    assert _banner(render([serial], rendered_at=stamp))[1].lower() == LABELS[NOT_MEASURED].lower()
+    cls, word, reason = _banner(render([xdist], rendered_at=stamp))
+    assert cls == "noship" and word.lower() == LABELS[NOT_MEASURED].lower() and why in reason
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="report.render passes run=None to front.decision for two run logs, and front.decision's "
+                          "fallback counts the verdicts' own `passed`, not `adjusted_passed`: a candidate whose run "
+                          "shipped (exit 0; its one own failure passed Holm's adjustment) is shown 'Do not ship: 1 "
+                          "of 1 gates failed' in the candidate-vs-baseline report")
+def test_a_comparison_report_shows_the_candidates_run_level_decision(write_run_log):
+    """Candidate vs baseline: the banner follows the candidate's recorded run-level decision (here SHIP)."""
+    from pytest_posbias.exitcodes import LABELS, SHIP
+    from pytest_posbias.report.render import render
+
+    nid = "suites/test_phase_order.py::test_sampler_flip[x]"
+    rd = {"exit_code": SHIP, "label": LABELS[SHIP], "method": "Holm", "alpha": 0.05,
+          "why": "all 1 gates passed the run-level decision (1 failed on their own at α = 0.05 but not after the "
+                 "Holm adjustment over 3 gates)"}
+    cand = write_run_log("cand", header={"models": ["sim:cand"], "exitstatus": SHIP, "run_decision": rd},
+                         records=[_record(nid, passed=False, adjusted=True, model="sim:cand")])
+    base = write_run_log("base", header={"models": ["sim:base"], "exitstatus": SHIP, "run_decision": rd},
+                         records=[_record(nid, passed=True, adjusted=True, model="sim:base")])
+    cls, _, reason = _banner(render([cand, base], rendered_at="2026-01-01T00:00:00+00:00"))
+    assert cls == "ship" and "failed" not in reason.split(":", 1)[-1].split("(")[0]
+
+
+def test_the_banner_follows_the_recorded_decision_of_a_finished_run():
+    """With the run-level record, a gate that failed on its own but passed Holm ships, and an errored test does not."""
+    from pytest_posbias.report.front import decision
+
+    rows = [{"passed": False, "adjusted_passed": True}, {"passed": True, "adjusted_passed": True}]
+    run = {"exit_code": 0, "label": "SHIP", "why": "all 2 gates passed the run-level decision"}
+    d = decision(rows, unfinished=[], errored=[], run=run)
+    assert d["ship"] and d["n_fail"] == 0 and d["label"] == "SHIP"
+    d = decision(rows, unfinished=[], errored=[{"nodeid": "t"}], run=run)
+    assert not d["ship"] and "1 tests ended without a verdict" in d["why"]
+    assert not decision([], unfinished=[], errored=[])["ship"]
+
+
+def test_a_run_with_a_test_that_errored_is_not_shipped(write_run_log):
+    """Gates that passed beside a gate test that errored: the recorded status (pytest's 1) and the banner say no ship."""
+    from pytest_posbias.exitcodes import DO_NOT_SHIP, LABELS
+    from pytest_posbias.report.render import render
+
+    rd = {"exit_code": DO_NOT_SHIP, "label": LABELS[DO_NOT_SHIP], "method": "Holm", "alpha": 0.05,
+          "why": "1 test failed or errored without a verdict (pytest's status stands); the gates alone: all 1 gates "
+                 "passed the run-level decision"}
+    errored = [{"nodeid": "suites/test_positional.py::test_meg[x]", "when": "call", "message": ["boom"]}]
+    log = write_run_log("err", header={"models": ["sim:a"], "exitstatus": 1, "run_decision": rd,
+                                       "errored_tests": errored},
+                        records=[_record("suites/test_phase_order.py::test_sampler_flip[x]", passed=True,
+                                         model="sim:a")])
+    cls, word, reason = _banner(render([log], rendered_at="2026-01-01T00:00:00+00:00"))
+    assert cls == "noship" and word.strip().lower() == LABELS[DO_NOT_SHIP].lower()
+    assert "1 tests ended without a verdict" in reason

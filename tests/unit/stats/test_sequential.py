@@ -126,3 +126,47 @@ def test_coverage_floor_futility_still_stops_a_clearly_compliant_model_early():
     d = gsd_decide(np.clip(rng.normal(0.6, 0.1, 48), 0, 1), n_max=48, looks=4, lower=0.25, upper=math.inf,
                    mode="detect", alpha=0.05, kind="mean")
     assert d.passed and d.stopped_at < 48
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="stats.sequential.gsd_step has no minimum sample for a rate: at a maximum sample below "
+                          "rate_min_sample (2 videos at the attack gate's 0.25, p = 0.25² > α) even every unit "
+                          "violating ends 'no violation shown at the last look' with passed=True and "
+                          "inconclusive=False, where the fixed design's rate_verdict is inconclusive")
+@pytest.mark.parametrize(("n_max", "threshold"), [(2, 0.25), (4, 0.5), (60, 0.99)])
+def test_a_rate_gate_too_small_to_ever_fail_is_inconclusive_not_a_pass(n_max, threshold):
+    """A sequential rate gate whose maximum sample cannot show any violation is inconclusive, as the fixed design's."""
+    from pytest_posbias.stats import rate_min_sample, rate_verdict
+
+    assert n_max < rate_min_sample(threshold=threshold, mode="detect", alpha=0.05)
+    assert rate_verdict(n_max, n_max, name="r", threshold=threshold).inconclusive  # the fixed design
+    d = gsd_decide(np.ones(n_max), n_max=n_max, looks=4, lower=-math.inf, upper=threshold, mode="detect",
+                   alpha=0.05, kind="rate")
+    assert d.inconclusive
+
+
+def test_a_rate_gate_that_can_fail_fails_when_every_unit_violates():
+    """At the smallest sample that can show a violation, every unit violating fails the gate."""
+    d = gsd_decide(np.ones(3), n_max=3, looks=4, lower=-math.inf, upper=0.25, mode="detect", alpha=0.05, kind="rate")
+    assert not d.passed and not d.inconclusive
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="stats.sequential._gsd_boundaries solves each later boundary with brentq on [0, 8]; at an "
+                          "α that config.check_alpha accepts (1e-9, inside (0, 0.5)) the spent α per look is below "
+                          "the QMC normal CDF's resolution, f(0) and f(8) share a sign, and brentq raises "
+                          "ValueError: every sequential gate crashes after its model calls")
+def test_the_design_decides_at_every_alpha_the_settings_accept():
+    """At α = 1e-9 (accepted by [tool.posbias] alpha) the group-sequential design still decides."""
+    from pytest_posbias.config import check_alpha
+
+    assert check_alpha(1e-9, "alpha") == 1e-9
+    d = gsd_decide(np.zeros(40), n_max=40, looks=4, lower=-math.inf, upper=0.15, mode="detect", alpha=1e-9,
+                   kind="rate")
+    assert d.passed and not d.inconclusive
+
+
+def test_the_boundaries_at_a_small_alpha_decrease_and_stay_finite():
+    """At α = 0.001 the four OBF boundaries are finite, decreasing and above z_{1−α}."""
+    cs = gsd_boundaries([0.25, 0.5, 0.75, 1.0], 0.001)
+    assert all(math.isfinite(c) for c in cs) and cs == sorted(cs, reverse=True) and cs[-1] > st.norm.isf(0.001)
