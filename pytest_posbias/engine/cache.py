@@ -217,7 +217,8 @@ class GenerationCache:
 
     def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str, bool]]:
         """key -> (runs that got an unusable answer, the last one, its reason, whether this cache's
-        ``run_id`` recorded it), for the keys that have any."""
+        ``run_id`` recorded it), for the keys that have any; none from a table of another shape (its
+        keys are asked again, never served from it)."""
         out: dict[str, tuple[int, Generation, str, bool]] = {}
         with self._lock:
             has_run = self._unusable_table()
