@@ -21,11 +21,22 @@ def read_payload(payload: object) -> Generation | None:
     """The answer a row's ``payload`` holds, or None when the row is unreadable: not JSON (or not text
     at all: SQLite keeps whatever type was written), or JSON of another shape than a stored answer
     (:func:`~.calls.generation_problem`). The one reading of a payload, for the run and the check at
-    its start (``run/cache_check.py``), so what one counts unreadable the other makes again."""
+    its start (``run/cache_check.py``), so what one counts unreadable the other makes again. A JSON
+    integer too large for a float (OverflowError where a number is checked finite) is unreadable too."""
     try:
         return Generation.from_dict(json.loads(payload))  # type: ignore[arg-type]
-    except (ValueError, TypeError, RecursionError):  # JSONDecodeError is a ValueError; so is a wrong shape
+    except (ValueError, TypeError, RecursionError, OverflowError):  # JSONDecodeError is a ValueError; so is a shape
         return None
+
+
+UNUSABLE_COLUMNS = ("key", "model", "runs", "updated", "reason", "payload")  # what a run reads and writes (and ``run``)
+
+
+def unusable_shape_problem(columns: Iterable[str]) -> str:
+    """Why an ``unusable`` table with these columns cannot be used ('' when it can): a damaged or foreign
+    cache. A missing ``run`` column is no problem (a cache made before it; the run adds it)."""
+    missing = [c for c in UNUSABLE_COLUMNS if c not in set(columns)]
+    return f"its unusable table lacks the column{'s' * (len(missing) > 1)} {', '.join(missing)}" if missing else ""
 
 
 class GenerationCache:
@@ -135,14 +146,19 @@ class GenerationCache:
     def _unusable_table(self) -> bool | None:
         """Create the table if it is missing (and add the ``run`` column to one made without it);
         whether the table has that column (a read-only cache cannot add it); None when a read-only
-        cache has no such table."""
+        cache has no such table, or the table is of another shape (:func:`unusable_shape_problem`,
+        which the check at the start of a run names before any model call)."""
         if self.read_only and self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
                                                  "name = 'unusable'").fetchone() is None:
             return None
-        self._conn.execute("CREATE TABLE IF NOT EXISTS unusable (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                           "runs INTEGER NOT NULL, updated REAL NOT NULL, reason TEXT NOT NULL, payload TEXT NOT NULL, "
-                           "run TEXT NOT NULL DEFAULT '')")
-        if any(row[1] == "run" for row in self._conn.execute("PRAGMA table_info(unusable)")):
+        if not self.read_only:
+            self._conn.execute("CREATE TABLE IF NOT EXISTS unusable (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                               "runs INTEGER NOT NULL, updated REAL NOT NULL, reason TEXT NOT NULL, payload TEXT NOT "
+                               "NULL, run TEXT NOT NULL DEFAULT '')")
+        columns = [str(row[1]) for row in self._conn.execute("PRAGMA table_info(unusable)")]
+        if unusable_shape_problem(columns):
+            return None
+        if "run" in columns:
             return True
         if self.read_only:
             return False
@@ -158,7 +174,9 @@ class GenerationCache:
         ``run_id``, however many workers got it), keep the answer and reason, and drop the key from
         ``generations`` (an answer found unusable after it was stored). A read-only cache records
         nothing: the engine serves this run's unusable answers from its own memory, and the next run
-        asks again without counting this one toward the cap."""
+        asks again without counting this one toward the cap. A write the database refuses, or an
+        ``unusable`` table of another shape, records nothing either: counted in ``unstored`` and
+        reported through ``on_unstored`` as :meth:`put_many` does."""
         rows = [(k, m, time.time(), why, json.dumps(g.to_dict(), sort_keys=True), self.run_id)
                 for k, m, g, why in items]
         if not rows:
@@ -168,23 +186,39 @@ class GenerationCache:
                 self._kept.pop(r[0], None)
             if self.read_only:
                 return
-            self._unusable_table()
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.executemany(
-                    "INSERT INTO unusable (key, model, runs, updated, reason, payload, run) VALUES (?, ?, 1, ?, ?, ?, "
-                    "?) ON CONFLICT(key) DO UPDATE SET runs = runs + (excluded.run = '' OR run != excluded.run), "
-                    "model = excluded.model, updated = excluded.updated, reason = excluded.reason, "
-                    "payload = excluded.payload, run = excluded.run", rows)
-                self._conn.executemany("DELETE FROM generations WHERE key = ?", [(r[0],) for r in rows])
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+                if self._unusable_table() is None:
+                    reason = f"the cache {self.path} cannot record unusable answers ({self._unusable_problem()})"
+                else:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        self._conn.executemany(
+                            "INSERT INTO unusable (key, model, runs, updated, reason, payload, run) VALUES (?, ?, 1, "
+                            "?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET runs = runs + (excluded.run = '' OR run != "
+                            "excluded.run), model = excluded.model, updated = excluded.updated, reason = "
+                            "excluded.reason, payload = excluded.payload, run = excluded.run", rows)
+                        self._conn.executemany("DELETE FROM generations WHERE key = ?", [(r[0],) for r in rows])
+                        self._conn.execute("COMMIT")
+                    except BaseException:
+                        with contextlib.suppress(sqlite3.Error):
+                            self._conn.execute("ROLLBACK")
+                        raise
+                    return
+            except sqlite3.Error as exc:  # read-only file, full disk, I/O error: unusable this run all the same
+                reason = f"the cache {self.path} refused the write ({type(exc).__name__}: {exc})"
+            self.unstored += len(rows)
+            self.unstored_reason = self.unstored_reason or reason
+        if self.on_unstored is not None:
+            self.on_unstored(len(rows), reason)
+
+    def _unusable_problem(self) -> str:
+        """Why the ``unusable`` table cannot be used (caller holds the lock)."""
+        return unusable_shape_problem(str(row[1]) for row in self._conn.execute("PRAGMA table_info(unusable)"))
 
     def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str, bool]]:
         """key -> (runs that got an unusable answer, the last one, its reason, whether this cache's
-        ``run_id`` recorded it), for the keys that have any."""
+        ``run_id`` recorded it), for the keys that have any; none from a table of another shape (its
+        keys are asked again, never served from it)."""
         out: dict[str, tuple[int, Generation, str, bool]] = {}
         with self._lock:
             has_run = self._unusable_table()

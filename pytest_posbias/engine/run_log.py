@@ -124,10 +124,10 @@ def read_run_log(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
 def read_run_header(path: str | Path) -> dict[str, Any]:
     """The header of a run log (its first line), without parsing the records; a log whose first
     line is not a supported header is read whole, so it fails as :func:`read_run_log` does."""
-    with Path(path).open(encoding="utf-8") as fh:
-        first = next((line for line in fh if line.strip()), "")
-    with contextlib.suppress(json.JSONDecodeError):
-        rec = json.loads(first)
+    with Path(path).open("rb") as fh:  # bytes: a later line that is not UTF-8 is no concern of the header's
+        first = next((line for line in fh if line.strip()), b"")
+    with contextlib.suppress(UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        rec = json.loads(first.decode("utf-8"))
         if isinstance(rec, dict) and rec.get("kind") == "header" and rec.get("schema_version") == SCHEMA_VERSION:
             return rec
     return read_run_log(path)[0]
@@ -135,7 +135,8 @@ def read_run_header(path: str | Path) -> dict[str, Any]:
 
 class RunLogLines:
     """A run log's header and records from its lines fed in order (str or bytes): an empty line, one
-    that is not UTF-8 or not JSON (a torn or damaged line) is skipped; the first header is the header."""
+    that is not UTF-8 or not JSON (a torn or damaged line, or one nested too deeply to parse) is
+    skipped; the first header is the header."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -148,8 +149,8 @@ class RunLogLines:
             try:
                 line = (raw.decode("utf-8") if isinstance(raw, bytes) else raw).strip()
                 rec = json.loads(line) if line else None
-            except (UnicodeDecodeError, json.JSONDecodeError):  # a damaged or torn line
-                continue
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # a damaged or torn line (or one
+                continue  # nested too deeply for the parser)
             if not isinstance(rec, dict):
                 continue
             if rec.get("kind") == "header" and self.header is None:

@@ -22,9 +22,12 @@ from .summary import suite_of, suite_order, suite_title
 
 def find_run_logs(directory: str | Path, skipped: list[str] | None = None) -> list[Path]:
     """Run logs under ``directory`` (recursively): ``*.jsonl`` files whose first line is a posbias
-    run-log header. Worker logs (``log-*.jsonl``) beside a merged ``run.jsonl`` are skipped
-    silently; any other ``*.jsonl`` that is not a run log is appended to ``skipped`` with why."""
+    run-log header of this schema version. Worker logs (``log-*.jsonl``) beside a merged ``run.jsonl``
+    are skipped silently; any other ``*.jsonl`` that is not a run log this version reads (unreadable,
+    nested too deeply to parse, no header, another schema version) is appended to ``skipped`` with why."""
     import json
+
+    from ..engine import SCHEMA_VERSION
 
     root = Path(directory)
     if not root.is_dir():
@@ -34,17 +37,39 @@ def find_run_logs(directory: str | Path, skipped: list[str] | None = None) -> li
         if p.name.startswith("log-") and (p.parent / "run.jsonl").is_file():
             continue
         try:
-            with p.open(encoding="utf-8") as fh:
-                first = json.loads(fh.readline() or "{}")
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            with p.open("rb") as fh:  # bytes: a later line that is not UTF-8 is no concern of the header's
+                first = json.loads(fh.readline().decode("utf-8") or "{}")
+        except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             if skipped is not None:
                 skipped.append(f"{p}: unreadable ({type(exc).__name__})")
             continue
-        if isinstance(first, dict) and first.get("kind") == "header" and "schema_version" in first:
+        if isinstance(first, dict) and first.get("kind") == "header" and first.get("schema_version") == SCHEMA_VERSION:
             out.append(p)
+        elif isinstance(first, dict) and first.get("kind") == "header" and "schema_version" in first:
+            if skipped is not None:
+                skipped.append(f"{p}: run log schema version {first['schema_version']!r} is not supported "
+                               f"(expected {SCHEMA_VERSION})")
         elif skipped is not None:
             skipped.append(f"{p}: not a posbias run log (no run-log header on its first line)")
     return out
+
+
+def _number(v: Any) -> float:
+    """A verdict's numeric field as :func:`~.front.num` reads it; NaN (no point drawn) for a value
+    that is no number (text, a list: a damaged or foreign log)."""
+    try:
+        return num(v)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
+def _passed(v: dict[str, Any], *, run_level: bool) -> bool:
+    """Whether a verdict passed: ``adjusted_passed`` (the run-level decision, ``run_level``; where the
+    log has it) else ``passed``. Only JSON ``true`` is a pass: a missing or non-boolean value (the
+    string ``"false"``) or a verdict without its node id is a damaged record, a failure (no decision
+    is no pass)."""
+    decision = v["adjusted_passed"] if run_level and "adjusted_passed" in v else v.get("passed")
+    return decision is True and isinstance(v.get("nodeid"), str)
 
 
 def _release_label(header: dict[str, Any], path: Path) -> str:
@@ -72,26 +97,27 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
         kept.append(r)
     runs = kept
     releases = [{"label": _release_label(r.header, r.path), "path": str(r.path), "run_id": r.header.get("run_id"),
-                 "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in r.verdicts), "n": len(r.verdicts),
+                 "n_fail": sum(not _passed(v, run_level=True) for v in r.verdicts), "n": len(r.verdicts),
                  "undecided": not r.verdicts} for r in runs]
     gates: dict[tuple[str, str], list[dict[str, Any] | None]] = {}
     for i, r in enumerate(runs):
         for v in r.verdicts:
-            gates.setdefault((suite_of(v["nodeid"]), str(v.get("name"))), [None] * len(runs))[i] = v
+            gates.setdefault((suite_of(str(v.get("nodeid") or "")), str(v.get("name"))), [None] * len(runs))[i] = v
     out = []
     for key in sorted(gates, key=lambda k: (suite_order(k[0]), k[1])):
-        pts = [{"release": f"#{i + 1}", "label": releases[i]["label"], "estimate": num(v.get("estimate")),
-                "low": num(v.get("ci_low")), "high": num(v.get("ci_high")), "passed": v["passed"]}
+        pts = [{"release": f"#{i + 1}", "label": releases[i]["label"], "estimate": _number(v.get("estimate")),
+                "low": _number(v.get("ci_low")), "high": _number(v.get("ci_high")),
+                "passed": _passed(v, run_level=False)}
                for i, v in enumerate(gates[key]) if v is not None]
         last = next(v for v in reversed(gates[key]) if v is not None)
-        low, up = num(last.get("lower")), num(last.get("upper"))
+        low, up = _number(last.get("lower")), _number(last.get("upper"))
         fig = figures.trend(pts, title=key[1] if len(key[1]) <= 56 else key[1][:55] + "…", ylabel="estimate (CI)",
                             lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None)
-        title = suite_title(key[0], [str(v["nodeid"]) for v in gates[key] if v])
+        title = suite_title(key[0], [str(v.get("nodeid") or "") for v in gates[key] if v])
         latest = gates[key][-1]  # failing in the latest release: by the run-level decision where the log has it
         out.append({"suite": key[0], "suite_title": title, "gate": key[1], "figure": fig,
                     "anchor": anchor(f"{key[0]}::{key[1]}"), "points": pts,
-                    "failing_last": latest is not None and not latest.get("adjusted_passed", latest["passed"])})
+                    "failing_last": latest is not None and not _passed(latest, run_level=True)})
     return {"releases": releases, "gates": out, "duplicates": duplicates}
 
 

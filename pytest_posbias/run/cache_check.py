@@ -4,7 +4,8 @@
 wrong, naming the file and the choices: a damaged database (truncated, garbage bytes, a failed
 ``PRAGMA quick_check``, a 0-byte file SQLite would take for a new cache) stops the run unless
 ``--posbias-cache-repair=move-aside`` renames it (with its ``-wal``/``-shm``) to
-``generations.sqlite.damaged-<UTC time>``; a cache that cannot be written stops it unless
+``generations.sqlite.damaged-<UTC time>`` (an ``unusable`` table lacking the columns a run reads is
+damage too); a cache that cannot be written stops it unless
 ``--posbias-cache-mode=read-only`` with a writable folder (the run logs go there); rows whose payload
 the run cannot read (:func:`pytest_posbias.engine.cache.read_payload`) are counted and made again.
 
@@ -22,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.cache import read_payload
+from ..engine.cache import read_payload, unusable_shape_problem
 from ..errors import ConfigError
 
 CACHE_FILE = "generations.sqlite"
@@ -145,11 +146,12 @@ def _damage(path: Path) -> str:
     try:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)) as conn:
             result = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)")]
+            unusable = [str(r[1]) for r in conn.execute("PRAGMA table_info(unusable)")]
     except sqlite3.Error as exc:
         return f"{type(exc).__name__}: {exc}"
     if result != ["ok"]:
         return "PRAGMA quick_check: " + "; ".join(result)
-    return ""
+    return unusable_shape_problem(unusable) if unusable else ""
 
 
 def _count_rows(path: Path) -> tuple[int, int]:

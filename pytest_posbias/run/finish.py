@@ -102,7 +102,7 @@ def finish_run(
         from .retention import prune_runs
 
         pruned = prune_runs(cache_dir, keep_runs=options.keep_runs, keep=[run_id])
-        if pruned.removed:
+        if pruned.removed or pruned.not_removed:
             say(f"[posbias] keep_runs = {options.keep_runs}: {pruned.line()}")
     try:
         from ..report.render import write_reports

@@ -25,28 +25,37 @@ DAY_S = 86400.0
 @dataclass(frozen=True)
 class PruneResult:
     """What :func:`prune_runs` removed (or would remove, ``dry_run``): run folders, their bytes,
-    answers deleted from the cache, and the run folders kept."""
+    answers deleted from the cache, the run folders kept, and those it was to remove but could not
+    (``not_removed``: still on disk, a symbolic link or a folder it may not delete; counted as kept)."""
 
     removed: tuple[Path, ...]
     freed_bytes: int
     kept: int
     answers_removed: int = 0
     dry_run: bool = False
+    not_removed: tuple[Path, ...] = ()
 
     def line(self) -> str:
         """One line: what was removed and what was kept."""
         verb = "would remove" if self.dry_run else "removed"
         text = (f"{verb} {len(self.removed)} run folders ({self.freed_bytes / 1e6:.1f} MB), "
                 f"kept {self.kept}")
+        if self.not_removed:
+            text += f"; could not remove {len(self.not_removed)} run folders: {', '.join(map(str, self.not_removed))}"
         if self.answers_removed:
             text += f"; {verb} {self.answers_removed} cached answers"
         return text
 
 
-def _age_key(run: Path) -> float:
-    """The newest modification time of ``run`` and the files directly in it."""
-    times = [run.stat().st_mtime]
-    for p in run.iterdir():
+def _age_key(run: Path) -> float | None:
+    """The newest modification time of ``run`` and the files directly in it; None when ``run`` is gone
+    (removed meanwhile by another run pruning the same cache)."""
+    try:
+        times = [run.stat().st_mtime]
+        entries = list(run.iterdir())
+    except FileNotFoundError:
+        return None
+    for p in entries:
         with contextlib.suppress(OSError):  # removed meanwhile
             times.append(p.stat().st_mtime)
     return max(times)
@@ -71,21 +80,27 @@ def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_tha
             raise ConfigError(f"{name} must be a number of days > 0; got {value!r}")
     now = time.time() if now is None else float(now)
     runs_dir = Path(cache_dir) / "runs"
-    runs = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
-    ages = {p: _age_key(p) for p in runs}
+    listed = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
+    ages = {p: age for p in listed if (age := _age_key(p)) is not None}  # a folder gone meanwhile is no run
+    runs = list(ages)
     runs.sort(key=lambda p: (p.name in keep, ages[p], p.name), reverse=True)  # those to keep, then newest first
     doomed = [run for rank, run in enumerate(runs) if run.name not in keep and (
         (keep_runs is not None and rank >= keep_runs)  # too many
         or (older_than_days is not None and now - ages[run] > older_than_days * DAY_S))]  # too old
-    freed = sum(_size(r) for r in doomed)
+    sizes = {r: _size(r) for r in doomed}
+    failed: list[Path] = []
     if not dry_run:
         for run in doomed:
             shutil.rmtree(run, ignore_errors=True)
+            if run.exists() or run.is_symlink():  # rmtree refuses a link, or a file it may not delete stays
+                failed.append(run)
+    removed = [r for r in doomed if r not in failed]
     answers = 0
     if answers_older_than_days is not None:
         answers = _prune_answers(Path(cache_dir) / "generations.sqlite", now - answers_older_than_days * DAY_S,
                                  dry_run=dry_run)
-    return PruneResult(tuple(doomed), freed, len(runs) - len(doomed), answers, dry_run)
+    return PruneResult(tuple(removed), sum(sizes[r] for r in removed), len(runs) - len(removed), answers, dry_run,
+                       tuple(failed))
 
 
 def _prune_answers(path: Path, cutoff: float, *, dry_run: bool) -> int:
@@ -127,6 +142,10 @@ def _cache_command(args: argparse.Namespace) -> int:
     print(f"posbias cache prune: {folder}: {result.line()}")
     for run in result.removed:
         print(f"  {run.name}")
+    if result.not_removed:  # asked to go, still on disk: the command did not do what it was asked
+        print(f"posbias cache prune: error: could not remove {', '.join(map(str, result.not_removed))}",
+              file=sys.stderr)
+        return 1
     return 0
 
 

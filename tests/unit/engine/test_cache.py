@@ -4,7 +4,6 @@ answer a backend can give reading back unchanged while a row of the wrong shape 
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -152,10 +151,6 @@ def test_a_payload_that_is_not_json_or_not_text_is_unreadable():
 _HUGE = "1" + "0" * 400  # a JSON integer too large for a float
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="read_payload catches ValueError, TypeError and RecursionError: generation_problem's "
-                          "math.isfinite on a JSON integer too large for a float (seconds, server_seconds, a letter "
-                          "log-prob) raises OverflowError, so a damaged row stops the run instead of being a miss")
 @pytest.mark.parametrize("field", ['"seconds": {}', '"server_seconds": {}', '"letter_logprobs": {{"A": {}}}'])
 def test_a_payload_with_an_integer_too_large_for_a_float_is_unreadable(field):
     """A row whose numeric field is an integer beyond float range is unreadable (None), never an exception."""
@@ -163,9 +158,6 @@ def test_a_payload_with_an_integer_too_large_for_a_float_is_unreadable(field):
     assert read_payload(payload) is None
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="get_many reads rows with read_payload, which lets OverflowError out (a seconds field "
-                          "beyond float range): the damaged row crashes the lookup instead of counting unreadable")
 def test_get_many_counts_a_row_with_an_integer_too_large_for_a_float_as_unreadable(tmp_path):
     """get_many skips a row whose payload holds an integer beyond float range and counts it unreadable."""
     cache = GenerationCache(tmp_path / "generations.sqlite")
@@ -178,10 +170,6 @@ def test_get_many_counts_a_row_with_an_integer_too_large_for_a_float_as_unreadab
         cache.close()
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="_unusable_table adds only a missing `run` column: an `unusable` table of another shape "
-                          "(a damaged or foreign cache) makes unusable() and record_unusable() raise "
-                          "sqlite3.OperationalError in the middle of the run, after model calls")
 def test_an_unusable_table_of_another_shape_is_not_an_error_in_the_middle_of_a_run(tmp_path):
     """With an ``unusable`` table lacking its columns, lookups count it unreadable and recording raises no SQLite error."""
     import sqlite3
@@ -215,10 +203,6 @@ def test_an_answer_the_database_refuses_is_counted_unstored_and_kept_for_the_run
         cache.close()
 
 
-@pytest.mark.xfail(strict=True, raises=sqlite3.OperationalError,
-                   reason="record_unusable runs its INSERT unguarded: where put_many counts a refused write (read-only "
-                          "file, full disk) as not stored, recording an unusable answer raises sqlite3.OperationalError "
-                          "out of the engine in the middle of the run")
 def test_an_unusable_answer_the_database_refuses_is_not_an_error_of_the_run(tmp_path):
     """record_unusable on a database that refuses writes raises nothing (the answer is unusable for this run either way)."""
     cache = GenerationCache(tmp_path / "generations.sqlite", run_id="r1")

@@ -325,10 +325,6 @@ def test_a_read_only_run_makes_the_calls_a_read_write_run_makes_and_leaves_the_f
     assert not wal.exists() or wal.stat().st_size == 0
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="_count_rows decodes every payload with read_payload, which lets OverflowError out for a "
-                          "JSON integer beyond float range: the start-of-run check crashes instead of counting the "
-                          "row unreadable")
 def test_a_row_with_an_integer_too_large_for_a_float_is_counted_unreadable_at_start(tmp_path):
     """check_cache counts a row whose seconds is a 400-digit integer as unreadable."""
     path = filled_cache(tmp_path, n=3)
@@ -341,10 +337,6 @@ def test_a_row_with_an_integer_too_large_for_a_float_is_counted_unreadable_at_st
     assert (got.rows, got.unreadable) == (3, 1)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="check_cache checks the generations table only: an `unusable` table lacking the columns the "
-                          "run reads passes the check, and the run later fails with sqlite3.OperationalError "
-                          "(no such column: runs) after model calls")
 def test_an_unusable_table_of_another_shape_is_named_before_any_model_call(tmp_path):
     """A cache whose ``unusable`` table lacks its columns is a CacheError at start naming the file and the table."""
     path = filled_cache(tmp_path, n=2)
