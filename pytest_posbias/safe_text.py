@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "***"
 
@@ -23,43 +23,102 @@ SECRET_PARAMS = frozenset({
     "session_token", "private_token", "bearer",
 })
 
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
+# the scheme characters before "://" (RFC 3986: a letter, then letters, digits, "+", "." or "-") and a URL's tail
+_SCHEME_CHARS = re.compile(r"[A-Za-z0-9+.\-]*")
+_LETTER = re.compile(r"[A-Za-z]")
+_URL_TAIL = re.compile(r"[^\s\"'<>`]+")
 
 
 def _secret_param(name: str) -> bool:
-    n = name.strip().lower().replace("-", "_")
+    n = unquote_plus(name).strip().lower().replace("-", "_")
     return n in SECRET_PARAMS or n.endswith(("_key", "_token", "_secret", "_password", "_signature"))
 
 
+def _redact_params(text: str) -> str:
+    """``text`` (a query or a fragment) with the values of its key-like ``name=value`` parameters
+    replaced by ``***``; parameters are separated by ``&`` or ``;`` and everything else is kept as written."""
+    if "=" not in text:
+        return text
+    pieces = re.split(r"([&;])", text)
+    for i in range(0, len(pieces), 2):
+        name, eq, _value = pieces[i].partition("=")
+        if eq and _secret_param(name):
+            pieces[i] = f"{name}={REDACTED}"
+    return "".join(pieces)
+
+
+def _redact_loose(url: str) -> str:
+    """:func:`redact_url` for a URL that ``urlsplit`` cannot read (a port that is not a number, an
+    unclosed IPv6 bracket): the user-info, up to the last ``@`` of the authority, and the key-like
+    parameters of the query and the fragment, found by their delimiters."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, tail = rest[:end], rest[end:]
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
+    tail, hash_, fragment = tail.partition("#")
+    path, qmark, query = tail.partition("?")
+    return f"{scheme}://{netloc}{path}{qmark}{_redact_params(query)}{hash_}{_redact_params(fragment)}"
+
+
 def redact_url(url: str) -> str:
-    """``url`` with its user-info (``user:password@``) and the values of key-like query parameters
+    """``url`` with its user-info (``user:password@``) and the values of key-like parameters
     (:data:`SECRET_PARAMS`, and names ending in ``_key``, ``_token``, ``_secret``, ``_password``,
-    ``_signature``) replaced by ``***``; scheme, host, port, path, the other parameters and the
-    fragment are kept. A text that does not parse as a URL is returned unchanged."""
+    ``_signature``) in its query and its fragment (``#access_token=...``), separated by ``&`` or
+    ``;``, replaced by ``***``; scheme, host, port, path and the other parameters are kept. A URL
+    whose port or host does not parse is redacted by its delimiters; a text without a URL's parts
+    is returned unchanged."""
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError:  # e.g. a port that is not a number: no URL to redact structurally
-        return re.sub(r"(?<=://)[^/@\s]*@", f"{REDACTED}@", url)
+    except ValueError:  # a port that is not a number, an unclosed IPv6 bracket
+        return _redact_loose(url)
     netloc = parts.netloc
     if "@" in netloc:
         host = parts.hostname or ""
         if ":" in host:  # IPv6 literal
             host = f"[{host}]"
         netloc = f"{REDACTED}@{host}" + (f":{port}" if port is not None else "")
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(_secret_param(k) for k, _ in pairs):
-            query = urlencode([(k, REDACTED if _secret_param(k) else v) for k, v in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, _redact_params(parts.query), _redact_params(parts.fragment)))
+
+
+def _urls(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` spans of the URLs in ``text``: a scheme (a letter, then letters, digits,
+    ``+``, ``.``, ``-``), ``://`` and a run of characters that are not white space, quotes, ``<``,
+    ``>`` or a back-tick; leftmost first, not overlapping. Found from each ``://`` outwards, so the
+    time is linear in the text's length (a regular expression trying a scheme at every letter is
+    quadratic on a long word)."""
+    spans: list[tuple[int, int]] = []
+    rev = text[::-1]
+    n = len(text)
+    last = 0  # the end of the previous URL: the next one starts at or after it
+    at = text.find("://")
+    while at >= 0:
+        run = _SCHEME_CHARS.match(rev, n - at)
+        lo = max(last, at - (run.end() - run.start() if run else 0))
+        letter = _LETTER.search(text, lo, at)
+        tail = _URL_TAIL.match(text, at + 3)
+        if letter is None or tail is None:
+            at = text.find("://", at + 1)
+            continue
+        spans.append((letter.start(), tail.end()))
+        last = tail.end()
+        at = text.find("://", last)
+    return spans
 
 
 def redact_text(text: str) -> str:
     """``text`` with every URL in it redacted by :func:`redact_url` (a command line, a message)."""
     if "://" not in text:
         return text
-    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+    out, pos = [], 0
+    for start, end in _urls(text):
+        out += [text[pos:start], redact_url(text[start:end])]
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact_args(args: Sequence[Any]) -> list[str]:

@@ -297,6 +297,9 @@ class OpenAIBackend:
                                    "from text (it returns no logprobs, or --posbias-letter-scoring text)")
             resp, attempts, server = self._complete(request, messages)
             choice = resp.choices[0]
+            if choice.finish_reason == "content_filter":  # withheld or cut by the provider: no answer to score
+                raise BackendError(f"{self.label}: the endpoint's content filter withheld or cut the answer "
+                                   "(finish_reason content_filter)")
             lp = self._letters_from(choice, request.letters) if want_lp else None
             self._record(ok=True, attempts=attempts, transient_failure=False)
             usage = getattr(resp, "usage", None)
@@ -329,9 +332,13 @@ class OpenAIBackend:
                                "text")
         out = {letter: -math.inf for letter in letters}
         for top in content_lp[0].top_logprobs or []:
+            value = float(top.logprob)
+            if not (math.isfinite(value) and value <= 0.0):  # not the log of a probability: the body is broken
+                raise BackendError(f"{self.label}: the endpoint returned a top log-probability of {value!r} for the "
+                                   f"token {top.token!r}; a log-probability is a finite number at most 0")
             tok = top.token.strip().rstrip(".)").strip()
-            if tok in out and top.logprob > out[tok]:
-                out[tok] = float(top.logprob)
+            if tok in out and value > out[tok]:
+                out[tok] = value
         return out
 
     def generate_stream(self, requests: Sequence[Request]) -> Iterator[tuple[int, Generation]]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -162,9 +163,9 @@ PROCESSING_MS_HEADER = "openai-processing-ms"  # server-side time of a call (Ope
 def send(router: ReplicaRouter, kwargs: Mapping[str, Any], *,
          validate: Callable[[Any], None]) -> tuple[Any, float | None]:
     """One attempt: the validated response and the server's time (seconds, from OpenAI's
-    ``openai-processing-ms`` header; None when absent, as on vLLM), from the replica with the
-    fewest requests in flight; a refused connection or a replica taken out sends the request at
-    once to another live replica (not counted as a retry)."""
+    ``openai-processing-ms`` header; None when absent, as on vLLM, or not a finite number at least
+    0), from the replica with the fewest requests in flight; a refused connection or a replica
+    taken out sends the request at once to another live replica (not counted as a retry)."""
     import openai
 
     tried: list[Replica] = []
@@ -198,6 +199,8 @@ def send(router: ReplicaRouter, kwargs: Mapping[str, Any], *,
         try:
             server = float(ms) / 1000.0 if ms is not None else None
         except ValueError:
+            server = None
+        if server is not None and not (math.isfinite(server) and server >= 0.0):  # nan, inf, negative: no time
             server = None
         return resp, server
 

@@ -26,24 +26,42 @@ LETTER_SCORINGS = ("logprobs", "text", "auto")
 
 
 def api_key() -> str:
-    """The key from the environment (``POSBIAS_API_KEY`` or ``OPENAI_API_KEY``); 'EMPTY' for open servers."""
-    return os.environ.get("POSBIAS_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+    """The key from the environment (``POSBIAS_API_KEY`` or ``OPENAI_API_KEY``), without the white
+    space around it (a key read from a file keeps its line break, which the HTTP client refuses in
+    a header, quoting the header, key included, in its error); 'EMPTY' for open servers."""
+    for name in ("POSBIAS_API_KEY", "OPENAI_API_KEY"):
+        key = (os.environ.get(name) or "").strip()
+        if key:
+            return key
+    return "EMPTY"
 
 
 def sanitize_url(url: str) -> str:
-    """The base URL without credentials, query or fragment (safe to log)."""
-    parts = urlsplit(url)
+    """The base URL without credentials, query or fragment (safe to log); an IPv6 host keeps its
+    brackets. A URL whose host or port does not parse is a ModelLoadError naming it, redacted."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ModelLoadError(f"the API base URL {redact_text(url)} cannot be used: {exc} (expected "
+                             "http://HOST[:PORT]/PATH, a port from 0 to 65535)") from None
     host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if port is not None:
+        host = f"{host}:{port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def _redact(text: str, secret: str) -> str:
-    """``text`` without the API key and without credentials inside any URL it quotes (the client's
-    exceptions name the request URL, user-info included)."""
+    """``text`` without the API key (as given and without its surrounding white space) and without
+    credentials inside any URL it quotes (the client's exceptions name the request URL, user-info
+    included)."""
     text = redact_text(text)
-    return text.replace(secret, "<redacted>") if secret and secret != "EMPTY" else text
+    for s in dict.fromkeys((secret, secret.strip())):
+        if s and s != "EMPTY":
+            text = text.replace(s, "<redacted>")
+    return text
 
 
 class EndpointError(BackendError):

@@ -185,12 +185,16 @@ class StressorResult:
         """Per attacked (clean-benign, measured) video in order: the 1-based query of the first
         repetitive output of its capped walk before any failed call, 0 when the walk ends without
         one, None when a failed call came first (the walk cannot go on past a query whose answer is
-        unknown: the video is lost)."""
+        unknown: the video is lost) or the walk is empty (no variant of the video was run: a planned
+        unit lost, as in :meth:`amplification`)."""
         out: list[int | None] = []
         for v, flag in enumerate(self.clean.flags):
             if flag or not self.clean.ok[v]:
                 continue  # only videos whose clean output is measured and benign are attacked
             flags, ok = self.walk(stressor, v)
+            if not ok.size:
+                out.append(None)
+                continue
             first_fail = int(np.argmin(ok)) if not ok.all() else len(ok)
             hit = np.flatnonzero(flags[:first_fail])
             out.append(int(hit[0]) + 1 if hit.size else (None if first_fail < len(ok) else 0))

@@ -173,9 +173,6 @@ def test_the_key_is_never_written_anywhere(backend, server, two_videos, tmp_path
     assert SECRET not in json.dumps(backend.identity())
 
 
-@pytest.mark.xfail(strict=True, reason="OpenAIBackend._one maps every finish_reason but 'length' to 'stop', so a "
-                                       "200 answer withheld or cut by the provider's content filter is a clean, "
-                                       "ok Generation")
 def test_a_content_filtered_answer_is_not_a_clean_stop(backend, server, two_videos):
     """An answer whose finish reason is content_filter is a failed (lost) generation, not a clean stop."""
     server.text, server.finish = "The video shows", "content_filter"
@@ -183,10 +180,6 @@ def test_a_content_filtered_answer_is_not_a_clean_stop(backend, server, two_vide
     assert not gen.ok
 
 
-@pytest.mark.xfail(strict=True, reason="OpenAIBackend._letters_from copies top_logprobs values unchecked: a 200 "
-                                       "body with a positive or infinite log-probability becomes an ok letter score "
-                                       "(a +inf then stops the phase probe with a ConfigError from spr_margin); a "
-                                       "NaN one is dropped to -inf, so another letter wins")
 @pytest.mark.parametrize("bad", [float("inf"), 2.5, float("nan")])
 def test_a_letter_log_probability_that_is_not_one_is_a_failed_call(backend, server, two_videos, bad):
     """A top log-probability that is NaN, +inf or above 0 makes the letter request a failed call."""
@@ -204,10 +197,6 @@ def test_a_200_without_choices_is_retried_then_a_recorded_failure(backend, serve
     assert not gen.ok and "no choices" in gen.error and gen.attempts == 4
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="sanitize_url reads urlsplit(url).port unguarded: an --api-base (or OPENAI_BASE_URL) "
-                          "with a non-numeric or out-of-range port passes config.check_url and then crashes "
-                          "OpenAIBackend() with a bare ValueError instead of a ModelLoadError naming the URL")
 @pytest.mark.parametrize("url", ["http://user:PW-SECRET@127.0.0.1:abc/v1", "http://127.0.0.1:99999/v1"])
 def test_an_api_base_with_a_bad_port_is_a_model_load_error(monkeypatch, url):
     """A base URL whose port is not a port is a ModelLoadError that does not show the URL's password."""
@@ -219,10 +208,6 @@ def test_an_api_base_with_a_bad_port_is_a_model_load_error(monkeypatch, url):
     assert "PW-SECRET" not in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="api_key() passes the environment value on unstripped; httpx refuses the "
-                                       "header with LocalProtocolError quoting b'Bearer <key>\\r', and _redact "
-                                       "replaces only the exact key (with its '\\r'), so the key itself reaches "
-                                       "Generation.error, the run log and the report")
 @pytest.mark.parametrize("tail", ["\r", "\n"])
 def test_a_key_with_a_trailing_line_break_never_reaches_an_error(server, monkeypatch, tail):
     """An API key read with a trailing line break is never quoted in a request's error."""

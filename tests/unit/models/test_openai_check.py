@@ -90,6 +90,23 @@ def test_a_refused_key_names_the_variables_to_set_and_never_the_key():
     assert KEY not in str(err.value)
 
 
+@pytest.mark.parametrize("tail", ["\r", "\n", "\r\n "])
+def test_a_key_with_a_trailing_line_break_is_sent_stripped_and_never_quoted(monkeypatch, tail):
+    """A key read with its line break passes the check (the header carries the bare key), and a refusal quoting the
+    key does not show it."""
+    monkeypatch.setenv("POSBIAS_API_KEY", KEY + tail)
+    with FaultServer() as srv:
+        b = _backend(srv.url)
+        assert check(b)["attempts"] == 1
+        b.close()
+    with FaultServer(status=(401, f"Incorrect API key provided: {KEY}")) as srv:
+        b = _backend(srv.url)
+        with pytest.raises(ModelLoadError) as err:
+            check(b)
+        b.close()
+    assert "(HTTP 401)" in str(err.value) and KEY not in str(err.value)
+
+
 def test_a_server_refusing_top_logprobs_stops_the_run_with_the_max_logprobs_hint_not_an_images_fallback():
     """HTTP 400 about logprobs in auto form: no retry with images (the form is not the problem); the hint names
     vLLM's --max-logprobs and text scoring."""

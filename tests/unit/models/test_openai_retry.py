@@ -34,8 +34,6 @@ def test_sanitize_url_drops_credentials():
     assert sanitize_url("https://user:pw@host.example:8443/v1?key=abc#x") == "https://host.example:8443/v1"
 
 
-@pytest.mark.xfail(strict=True, reason="sanitize_url rebuilds the netloc from parts.hostname, which drops an IPv6 "
-                                       "literal's brackets: http://[::1]:8000/v1 is shown as http://::1:8000/v1")
 def test_sanitize_url_keeps_an_ipv6_literal_bracketed():
     """An IPv6 base URL keeps its brackets, so the logged URL still names the host and port."""
     assert sanitize_url("http://user:pw@[::1]:8000/v1?token=t") == "http://[::1]:8000/v1"
@@ -53,3 +51,26 @@ def test_a_malformed_body_is_retried_and_the_final_error_hides_the_key():
         with_retries(fn, retries=2, base_delay=0.0, sleep=lambda s: None, secret="sk-KEY", context="openai:m")
     assert len(calls) == 3 and "sk-KEY" not in str(info.value) and "after 3 attempts" in str(info.value)
     assert "sk-KEY" not in info.value.server_message
+
+
+def test_the_final_error_hides_the_key_given_with_a_line_break():
+    """A key handed over with its trailing line break is redacted also where an error quotes it bare."""
+    def fn():
+        raise ValueError("Illegal header value b'Bearer sk-KEY\\r' (key sk-KEY)")
+
+    with pytest.raises(BackendError) as info:
+        with_retries(fn, retries=0, sleep=lambda s: None, secret="sk-KEY\r")
+    assert "sk-KEY" not in str(info.value) and "sk-KEY" not in info.value.server_message
+
+
+def test_a_key_is_read_without_the_white_space_around_it(monkeypatch):
+    """POSBIAS_API_KEY with a line break is the bare key; a blank one falls back to OPENAI_API_KEY, then 'EMPTY'."""
+    from pytest_posbias.models.openai_retry import api_key
+
+    monkeypatch.setenv("POSBIAS_API_KEY", " sk-KEY\r\n")
+    assert api_key() == "sk-KEY"
+    monkeypatch.setenv("POSBIAS_API_KEY", " \n")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-OTHER\n")
+    assert api_key() == "sk-OTHER"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert api_key() == "EMPTY"

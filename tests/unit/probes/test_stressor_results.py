@@ -174,9 +174,6 @@ def test_a_condition_with_nothing_measured_reports_no_rate():
     assert t.summary() == {"n": 0, "failed": 2} and t.empty == 0
 
 
-@pytest.mark.xfail(strict=True, reason="_walks takes an empty walk (no variant of the video was run) as a walk that "
-                                       "ended without a repetitive output (0), so attack() counts the video as "
-                                       "attacked and resisted (ASR 0) where amplification() counts it lost (nan)")
 def test_a_video_without_variants_is_lost_not_a_resisted_attack():
     """A clean-benign video with no variant outputs is a lost unit of the attack, not a defence."""
     r = _result([(PLAIN, True)], [[]])
