@@ -9,9 +9,11 @@ groups and multiple-choice items, validated line by line against ``manifest.sche
 
 The loader enforces the schema's constraints by hand (``jsonschema`` is a development dependency;
 a test checks that the two agree) plus what a schema cannot say: ``answer`` indexes the options, a
-group lists ``P`` distinct known videos, ``start < end``, ids are unique per line type. A bad line
-is a :class:`~pytest_posbias.data.problems.DataProblem` and is skipped; an item whose video file
-cannot be used stays in the plan (:class:`Manifest`). Paths are relative to the manifest's folder.
+group lists ``P`` distinct known videos of distinct files, ``start < end``, an mcq window starts
+before its manifest video's declared ``duration``, ids are unique per line type, and no group or
+mcq item repeats another's content under a new id (the same instances twice would inflate n). A
+bad line is a :class:`~pytest_posbias.data.problems.DataProblem` and is skipped; an item whose video
+file cannot be used stays in the plan (:class:`Manifest`). Paths are relative to the manifest's folder.
 """
 
 from __future__ import annotations
@@ -157,6 +159,15 @@ def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bo
     return str(v)
 
 
+def _file_name(d: Mapping[str, Any], key: str) -> str:
+    """A non-empty string naming a file (schema: no NUL character): no file name holds a NUL, and
+    ``os.stat`` raises ValueError rather than OSError on one."""
+    v = _text(d, key, nonempty=True)
+    if "\0" in v:
+        raise ValueError(f"field {key!r} holds a NUL character (\\0), which no file name can hold; got {v!r}")
+    return v
+
+
 def _strings(v: Any, key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
     if not isinstance(v, list) or (not v and not allow_empty) or not all(isinstance(x, str) for x in v):
         raise ValueError(f"field {key!r} must be a {'' if allow_empty else 'non-empty '}list of strings")
@@ -167,7 +178,14 @@ def _opt_num(d: Mapping[str, Any], key: str, *, minimum: float | None = None) ->
     v = d.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"field {key!r} must be a number or null; got {v!r}")
+    try:
+        finite = math.isfinite(v)
+    except OverflowError:  # a JSON integer too large for a float
+        raise ValueError(f"field {key!r} must be a number or null; got an integer too large for "
+                         "a float") from None
+    if not finite:
         raise ValueError(f"field {key!r} must be a number or null; got {v!r}")
     if minimum is not None and v < minimum:
         raise ValueError(f"field {key!r} must be >= {minimum:g}; got {v!r}")
@@ -182,7 +200,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
     kind = d.get("type")
     if kind == "video":
         vid = _text(d, "id", nonempty=True)
-        path = Path(_text(d, "path", nonempty=True))
+        path = Path(_file_name(d, "path"))
         domain = _text(d, "domain", nonempty=True)
         bucket = _need(d, "bucket", str, "'short' or 'long'")
         if bucket not in ("short", "long"):
@@ -192,6 +210,9 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
             raise ValueError(f"field 'reference_style' must be 'sentences' or 'news'; got {style!r}")
         duration = _opt_num(d, "duration", minimum=0)
         references = _strings(_need(d, "references", list, "a list"), "references")
+        if not any(r.strip() for r in references):
+            raise ValueError("field 'references' must hold a non-blank sentence; every one is empty or whitespace "
+                             "(the judge would score every slot of the video 0)")
         _text(d, "source", required=False)
         known = {"type", "id", "path", "domain", "bucket", "duration", "references", "reference_style"}
         return VideoItem(vid, path if path.is_absolute() else base / path, domain, bucket, duration, references, style,
@@ -222,9 +243,9 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
         answer = _need(d, "answer", int, "an integer index")
         if not 0 <= answer < len(options):
             raise ValueError(f"field 'answer' must index the options (0..{len(options) - 1}); got {answer}")
-        video = _text(d, "video", nonempty=True)
+        video = _file_name(d, "video")
         question = _text(d, "question")
-        start, end = _opt_num(d, "start"), _opt_num(d, "end")
+        start, end = _opt_num(d, "start"), _opt_num(d, "end", minimum=0)  # end < 0: no frame of any clip
         if start is not None and end is not None and end <= start:
             raise ValueError(f"fields 'start'/'end' must satisfy start < end; got {start}, {end}")
         tags = _strings(d.get("tags", []), "tags", allow_empty=True)
@@ -256,6 +277,18 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
                                         f"offset {offset + exc.start} cannot be decoded (save the manifest as UTF-8)",
                                         str(p), n))
         offset += len(raw) + 1
+
+
+def _same_file(group: GroupItem, videos: Mapping[str, VideoItem]) -> tuple[str, str] | None:
+    """Two ids of ``group`` whose videos are one file (the clip would hold two positions of every
+    ordering), or None when its files are distinct."""
+    first: dict[Path, str] = {}
+    for v in group.videos:
+        path = videos[v].path
+        if path in first:
+            return first[path], v
+        first[path] = v
+    return None
 
 
 def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
@@ -328,24 +361,65 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                 pending_groups.append((n, item))
         elif not duplicate("mcq", item.id, n):
             pending_mcq.append((n, item))
+    # the same instances planned twice would inflate n: a group of the same files in one configuration (in any
+    # order), an mcq item of the same clip, window, question, options and answer, each under another id
+    same: dict[tuple[Any, ...], tuple[str, int]] = {}
+
+    def repeated(what: str, item_id: str, n: int, key: tuple[Any, ...], content: str) -> bool:
+        first_id, first = same.setdefault((what, *key), (item_id, n))
+        if first != n:
+            problem("duplicate-id", f"{what} {item_id!r}", n, f"{what} {item_id!r} repeats {what} {first_id!r} (line "
+                    f"{first}) under another id: {content}; line {n} skipped")
+            return True
+        return False
+
     for n, g in pending_groups:
         missing = [v for v in g.videos if v not in m.videos]
         if missing:
             problem("unknown-video", f"group {g.id!r}", n, f"group {g.id!r}: unknown videos {missing} (no valid video "
                     "line has these ids)")
-        else:
+            continue
+        twice = _same_file(g, m.videos)
+        if twice:
+            a, b = twice
+            problem("bad-line", f"group {g.id!r}", n, f"group {g.id!r}: videos {a!r} and {b!r} are the same file "
+                    f"({short_path(m.videos[a].path)}); a group needs {g.P} distinct videos")
+        elif not repeated("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(m.videos[v].path for v in g.videos)),
+                          f"the same videos in configuration {g.domain}/{g.bucket}/P={g.P}"):
             m.groups.append(g)
     for n, q in pending_mcq:
-        if q.video in m.videos:
-            q = replace(q, path=m.videos[q.video].path)
-        elif check_files:
+        video = m.videos.get(q.video)
+        if video is not None:
+            q = replace(q, path=video.path)
+            if video.duration is not None and q.start is not None and q.start >= video.duration:
+                problem("bad-line", f"mcq {q.id!r}", n, f"mcq {q.id!r}: field 'start' ({q.start:g} s) is not before "
+                        f"the end of video {q.video!r} (declared duration {video.duration:g} s); its window holds "
+                        "no frame")
+                continue
+        if repeated("mcq", q.id, n, (q.path, q.start, q.end, q.question, q.options, q.answer),
+                    "the same clip, window, question, options and answer"):
+            continue
+        if video is None and check_files:
             check(f"mcq {q.id!r}", q.path, n, note=f" (video {q.video!r} is not a video id of the manifest either)")
         m.mcq.append(q)
     return m
 
 
+def _json_line(n: int, line: Mapping[str, Any]) -> str:
+    """One manifest line as JSON; ValueError naming the line and the field for a NaN or infinity, which
+    JSON cannot hold (``json.dumps`` would write a bare ``NaN`` token the loader rejects)."""
+    try:
+        return json.dumps(dict(line), sort_keys=True, allow_nan=False)
+    except ValueError:
+        bad = next((k for k, v in line.items() if isinstance(v, float) and not math.isfinite(v)), None)
+        what = f"field {bad!r} is {line[bad]!r}" if bad is not None else "a nested field holds NaN or infinity"
+        raise ValueError(f"manifest line {n} ({line.get('type')} {line.get('id')!r}): {what}, which JSON "
+                         "cannot hold; give a finite number or null") from None
+
+
 def write_manifest(path: str | Path, lines: Sequence[Mapping[str, Any]]) -> Path:
-    """Write manifest lines atomically (sorted keys, one JSON object per line)."""
+    """Write manifest lines atomically (sorted keys, one JSON object per line); ValueError, writing
+    nothing, when a line holds a NaN or infinity."""
     out = Path(path)
-    atomic_write_bytes(out, "".join(json.dumps(dict(x), sort_keys=True) + "\n" for x in lines).encode("utf-8"))
+    atomic_write_bytes(out, "".join(_json_line(n, x) + "\n" for n, x in enumerate(lines, start=1)).encode("utf-8"))
     return out

@@ -15,7 +15,7 @@ from ..video.decode import short_path
 PROBLEM_KINDS = {
     "encoding": "manifest line not UTF-8",
     "bad-line": "malformed manifest line",
-    "duplicate-id": "duplicate id",
+    "duplicate-id": "duplicate id, or an item repeated under another id",
     "unknown-video": "reference to an unknown video id",
     "missing-video": "video file not found",
     "inaccessible-video": "video path cannot be opened (permission, link loop, name too long)",

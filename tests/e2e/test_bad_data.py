@@ -145,6 +145,12 @@ SCHEMA_REJECTS = [
     ("kind not a string", mcq_line("q", "v") | {"kind": 3}, "'kind'"),
     ("question not a string", mcq_line("q", "v") | {"question": None}, "'question'"),
     ("start not a number", mcq_line("q", "v") | {"start": "0"}, "'start'"),
+    ("window ending before 0 s", mcq_line("q", "v") | {"start": -5, "end": -2}, "'end' must be >= 0"),
+    ("references all blank", {"type": "video", "id": "v", "path": "a.mp4", "domain": "d", "bucket": "short",
+                              "references": ["", " \t"]}, "'references' must hold a non-blank sentence"),
+    ("NUL in a video path", {"type": "video", "id": "v", "path": "a\0.mp4", "domain": "d", "bucket": "short",
+                             "references": ["x"]}, "'path' holds a NUL character"),
+    ("NUL in an mcq video", mcq_line("q", "v\0.mp4"), "'video' holds a NUL character"),
 ]
 # what a JSON Schema cannot say, which the loader checks on top (valid for the schema, rejected by the loader)
 LOADER_ONLY = [
