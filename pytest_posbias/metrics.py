@@ -60,6 +60,14 @@ def _check_text(text: object, *, name: str = "text") -> str:
     return text
 
 
+def _is_float(value: object) -> bool:
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
@@ -80,13 +88,15 @@ def dpb_per_instance(coverage: ArrayLike, *, eps: float = 1e-8) -> NDArray[np.fl
     """Per-instance Directional Positional Bias (multi-video paper eq. 4).
 
     DPB_i = Σ_p α_p C_{i,p} / (Σ_p C_{i,p} + ε), α_p = (2p − P − 1)/(P − 1).
-    Negative = earlier slots covered better (primacy), positive = recency.
+    Negative = earlier slots covered better (primacy), positive = recency. With ε = 0 an
+    all-zero row is 0, the paper's value for every ε > 0 (and its limit as ε → 0), not 0/0.
     """
     cov = _coverage_matrix(coverage)
     if not (isinstance(eps, (int, float)) and eps >= 0 and math.isfinite(eps)):
         raise ConfigError(f"`eps` must be a finite float >= 0; got {eps!r}")
     alpha = position_weights(cov.shape[1])
-    out: NDArray[np.float64] = (cov @ alpha) / (cov.sum(axis=1) + eps)
+    num, den = cov @ alpha, cov.sum(axis=1) + eps
+    out: NDArray[np.float64] = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
     return out
 
 
@@ -99,11 +109,15 @@ def meg_per_instance(coverage: ArrayLike) -> NDArray[np.float64]:
     """Per-instance Middle-Edge Gap, P = 4 only (multi-video paper eq. 6).
 
     MEG_i = (C_{i,2} + C_{i,3})/2 − (C_{i,1} + C_{i,4})/2. Negative = middle slots weaker.
+    A difference of shares, so coverage must lie in [0, 1] (DPB, a ratio, is scale-free).
     """
     cov = _coverage_matrix(coverage)
     if cov.shape[1] != 4:
         raise ConfigError("`coverage` must have P = 4 columns for MEG (defined for four-video inputs only); got P = "
                           f"{cov.shape[1]}")
+    if np.any(cov > 1):
+        raise ConfigError(f"`coverage` must lie in [0, 1] for MEG (a share of reference content); found "
+                          f"{float(cov.max())!r}")
     out: NDArray[np.float64] = (cov[:, 1] + cov[:, 2]) / 2 - (cov[:, 0] + cov[:, 3]) / 2
     return out
 
@@ -333,6 +347,10 @@ def length_matched_repetition_rate(texts: Iterable[str], *, words: int, n: int =
     RR is NaN when no text reaches the length.
     """
     _check_n(words, name="words")
+    _check_n(n)
+    _check_n(tau, name="tau", lo=0)
+    if isinstance(texts, str):
+        raise ConfigError("`texts` must be a sequence of strings, not a single str")
     kept = [" ".join(t.split()[:words]) for t in texts if len(_check_text(t, name="texts[i]").split()) >= words]
     if not kept:
         return float("nan"), 0
@@ -388,7 +406,11 @@ def spr_margin(letter_logprobs: Mapping[str, float]) -> float:
     """
     if not isinstance(letter_logprobs, Mapping) or not letter_logprobs:
         raise ConfigError("`letter_logprobs` must be a non-empty mapping letter -> log-probability")
-    lp = np.array([float(v) for v in letter_logprobs.values()], dtype=float)
+    try:
+        lp = np.array([float(v) for v in letter_logprobs.values()], dtype=float)
+    except (TypeError, ValueError):
+        bad = next(f"{k!r}: {v!r}" for k, v in letter_logprobs.items() if not _is_float(v))
+        raise ConfigError(f"`letter_logprobs` values must be numbers (log-probabilities); got {bad}") from None
     if np.any(np.isnan(lp)) or np.any(lp == np.inf):
         raise ConfigError("`letter_logprobs` values must be log-probabilities (finite or -inf); found NaN or +inf")
     if np.all(lp == -np.inf):

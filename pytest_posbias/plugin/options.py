@@ -82,7 +82,7 @@ def _judge_option(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
         from ..config import JUDGES
 
-        if value not in JUDGES and not value.startswith("openai:"):
+        if value not in JUDGES and not (value.startswith("openai:") and value[len("openai:"):].strip()):
             raise _usage(option, f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
         return value
 

@@ -23,15 +23,20 @@ import numpy as np
 
 from .text import sentences, tfidf_cosine
 
+# Each optional piece carries the whitespace after it ("\s*(?:X\s*)?", not "\s*X?\s*") and a
+# line-start marker skips only the blanks of its own line, so no run of spaces or blank lines can be
+# split two ways: matching is linear in the answer's length.
 _MARKER = re.compile(
     # [video0], [ Video 1 ], **[video2]**
-    r"(?:\*\*|__)?\[\s*(?:\*\*)?\s*video\s*[_-]?\s*(\d+)\s*(?:\*\*)?\s*\](?:\*\*|__)?\s*:?"
+    r"(?:\*\*|__)?\[\s*(?:\*\*\s*)?video\s*(?:[_-]\s*)?(\d+)\s*(?:\*\*\s*)?\](?:\*\*|__)?\s*:?"
     # **Video 1:** / ## Video 1 at line start
-    r"|(?m:^)\s*(?:\*\*|__|#+\s*)\s*video\s*[_-]?\s*(\d+)\s*:?\s*(?:\*\*|__)?\s*:?",
+    r"|(?m:^)[^\S\n]*(?:\*\*|__|#+)\s*video\s*(?:[_-]\s*)?(\d+)\s*:?\s*(?:\*\*|__)?\s*:?",
     re.IGNORECASE,
 )
-_PLACEHOLDER = re.compile(r"^\W*(summary|summaries|\.\.\.|…|n/?a|none|tbd|\[?video\s*\d*\]?\s*summary)?\W*$",
-                          re.IGNORECASE)
+# Filler around the word is any run of non-word characters or underscores (``...``, ``…``, ``___``,
+# a leading ``[``); the leading run is possessive, so a long run before a word is scanned once.
+_PLACEHOLDER = re.compile(r"^[\W_]*+(?:summary|summaries|n/?a|none|tbd|video\s*(?:\d+\]?\s*|\]\s*)?summary)?"
+                          r"[\W_]*+$", re.IGNORECASE)
 
 SLOT_OK, SLOT_MISSING, SLOT_EMPTY = "ok", "marker_failure", "empty"
 SLOT_PLACEHOLDER, SLOT_FALLBACK = "placeholder", "fallback"

@@ -4,8 +4,10 @@ the fragment judge's coverage values (table ``judge_scores``), so a cached re-ru
 sentence-transformers and torch nor embeds the same sentences again.
 
 A row is (key, judge, created, vector): the key is SHA-256 of the judge identity and the text, so
-another model or package version never reads these vectors. An unreadable row is a miss; a write
-the database refuses (read-only cache, full disk) is skipped and counted.
+another model or package version never reads these vectors. An unreadable row is a miss, and so
+is a row the judge cannot have written (a coverage outside [0, 1], a zero or, for normalised
+embeddings, non-unit vector); a write the database refuses (read-only cache, full disk) is skipped
+and counted.
 """
 
 from __future__ import annotations
@@ -108,9 +110,20 @@ class EmbeddingCache:
                     return out
                 for k, blob in rows:
                     vec = np.frombuffer(blob, dtype=self.dtype)
-                    if vec.shape == (self.dim,) and np.all(np.isfinite(vec)):
+                    if self._valid(vec):
                         out[by_key[k]] = vec.copy()
         return out
+
+    def _valid(self, vec: np.ndarray) -> bool:
+        """Whether a stored row can be what the judge wrote: ``dim`` finite values; a coverage value
+        in [0, 1]; an embedding of non-zero length, of unit length for a judge whose identity says
+        ``normalized`` (a zeroed page would otherwise read as a sentence similar to nothing)."""
+        if vec.shape != (self.dim,) or not np.all(np.isfinite(vec)):
+            return False
+        if self.table == "judge_scores":
+            return bool(np.all((vec >= 0.0) & (vec <= 1.0)))
+        norm = float(np.linalg.norm(vec))
+        return norm > 0.0 and (not self.judge.endswith("|normalized") or abs(norm - 1.0) < 1e-3)
 
     def put_many(self, vectors: Mapping[str, np.ndarray]) -> None:
         """Store embeddings in one transaction; a refused write is counted in ``unstored``."""

@@ -192,6 +192,10 @@ class EmbedJudge:
                 out.append(Coverage(0.0, self.name, tuple(False for _ in refs), tuple("no summary" for _ in refs)))
                 continue
             sim = self.embedder.similarity(refs, sents)
+            if not np.all(np.isfinite(sim)):
+                out.append(Coverage(None, self.name, error="the embedder returned non-finite similarities "
+                                                            "(NaN or infinite embeddings)"))
+                continue
             best = sim.max(axis=1)
             arg = sim.argmax(axis=1)
             covered = tuple(bool(b >= self.threshold) for b in best)
@@ -232,6 +236,8 @@ def validate_judge_json(text: str, n: int) -> tuple[tuple[bool, ...], tuple[str,
         data = json.loads(text.strip())
     except json.JSONDecodeError as exc:
         raise JudgeError(f"judge reply is not JSON ({exc.msg} at char {exc.pos}): {text[:80]!r}") from None
+    except RecursionError:
+        raise JudgeError(f"judge reply is nested too deeply to parse: {text[:80]!r}") from None
     if not isinstance(data, dict) or not isinstance(data.get("sentence_scores"), list):
         raise JudgeError("judge reply lacks the 'sentence_scores' list")
     by_index: dict[int, tuple[bool, str]] = {}
@@ -314,6 +320,8 @@ class JudgeSet:
         self._llm: OpenAIJudge | None = None
         if spec.startswith("openai"):
             model = spec.split(":", 1)[1] if ":" in spec else JUDGE_MODEL_DEFAULT
+            if not model.strip():
+                raise ConfigError(f"--posbias-judge {spec!r} names no model; use openai or openai:MODEL")
             if engine is None:
                 raise ConfigError("the openai judge needs the engine")
             self._llm = OpenAIJudge(engine, f"openai:{model}")

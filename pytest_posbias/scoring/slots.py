@@ -7,7 +7,7 @@
   similar by more than ``CONTAMINATION_MARGIN`` = 0.10 ("substantially", §4.4 — a proxy,
   not a verified leak);
 * target addressing for single-target prompting: a *hit* when the target's reference is
-  the most similar, a *margin confusion* when another beats it by more than 0.05 (§5.2);
+  the most similar (alone, and above zero), a *margin confusion* when another beats it by more than 0.05 (§5.2);
 * leakage candidates (§5.3): a generated sentence whose concrete anchor words are weakly
   supported by the claimed target's reference but better supported by another video's.
 """
@@ -70,12 +70,17 @@ def slot_similarity(summary: str, references: Sequence[str], slot: int) -> SlotS
 class TargetCheck:
     hit: bool
     margin_confusion: bool
-    best_slot: int
+    best_slot: int | None  # None when no reference is similar, or several are equally most similar
 
 
 def target_check(summary: str, references: Sequence[str], target: int) -> TargetCheck:
+    """Whether ``summary`` is most similar to the target's reference. An answer similar to no
+    reference, or tied between several, addresses no slot: taking the first maximum would make it
+    a hit for slot 0 only (a primacy artefact)."""
     sims = tfidf_cosine(summary, references)
-    best = max(range(len(sims)), key=lambda k: sims[k])
+    top = max(sims, default=0.0)
+    tied = [k for k, s in enumerate(sims) if s == top]
+    best = tied[0] if top > 0 and len(tied) == 1 else None
     others = [s for k, s in enumerate(sims) if k != target]
     return TargetCheck(best == target, bool(others) and max(others) - sims[target] > TARGET_MARGIN, best)
 
