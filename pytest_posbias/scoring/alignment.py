@@ -111,7 +111,8 @@ def _fallback(text: str, P: int, references: Sequence[Sequence[str]] | None,
            else np.asarray(similarity(sents, docs)))
     assigned: list[list[str]] = [[] for _ in range(P)]
     for s, row in zip(sents, sim, strict=True):
-        assigned[int(np.argmax(row))].append(s)
+        if np.max(row) > 0:  # a sentence similar to no reference (a refusal) belongs to no slot, not to slot 0
+            assigned[int(np.argmax(row))].append(s)
     summaries = tuple(" ".join(a) for a in assigned)
     status = tuple(SLOT_FALLBACK if s else SLOT_EMPTY for s in summaries)
     return Alignment(summaries, status, "fallback")

@@ -117,7 +117,8 @@ def test_slot_rules_and_markers_are_not_words():
     assert accept_summary(None, Generation("[video0] ... [video1] ... [video2] ... [video3] ...")) is None
     assert accept_summary(None, Generation("[video0] A [video1] A")) == usable.FEW_WORDS
     refs = [["A red disc spins."], ["A blue square slides."]]
-    assert addressed_slots(align("A", 2, references=refs)) == 1  # the fallback puts the one word in one slot
+    assert addressed_slots(align("A", 2, references=refs)) == 0  # a word similar to no reference addresses no slot
+    assert addressed_slots(align("A red disc.", 2, references=refs)) == 1  # the fallback puts it in its slot
     assert addressed_slots(align("[video0] A red disc spins. [video1] ...", 2, references=refs)) == 2
     assert addressed_slots(align("[video0] A red disc spins.", 2, references=refs)) == 1
 
