@@ -131,10 +131,6 @@ def test_a_clip_replaced_after_its_spec_was_made_is_not_served_as_the_old_conten
         store.materialize(spec)
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="FrameStore.frames -> read_frames indexes the folder's current frame files with the probed "
-                          "count: a frame folder that lost frames mid-run raises IndexError, which the store neither "
-                          "reports as a data problem nor turns into a VideoError")
 def test_a_frame_folder_that_loses_frames_mid_run_is_a_reported_problem(tmp_path):
     """A frame folder that loses frames after its spec was made is a VideoError recorded once in ``problems``."""
     from PIL import Image
