@@ -27,7 +27,16 @@ from numpy.typing import NDArray
 
 from ..data.problems import DataProblem
 from ..errors import VideoError
-from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames, resize_frames, resized_shape
+from .decode import (
+    ChangedVideoError,
+    TooShortError,
+    VideoInfo,
+    probe,
+    problem_kind,
+    read_frames,
+    resize_frames,
+    resized_shape,
+)
 from .pixel_ops import PixelOp, apply_pixel_op
 
 
@@ -251,6 +260,9 @@ class FrameStore:
             info = self.info(path)
             started = time.process_time()  # CPU, not wall: a loaded machine must not make decoding look dear
             try:
+                if info.sha256 != sha:
+                    raise ChangedVideoError(path, "changed after its frame request was made: the file now has "
+                                                  "another content hash than the one the request names")
                 decoded = read_frames(path, missing, size=size, aspect=aspect, info=info)
             except VideoError as exc:
                 self.report(exc)

@@ -113,10 +113,6 @@ def test_a_decode_slowed_by_a_loaded_machine_is_not_written_to_the_disk_cache(tm
     assert store.decodes == 1 and store.disk_writes == 0 and not list((tmp_path / "frames").rglob("*.png"))
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="FrameStore.frames decodes whatever file is at the spec's path now and keys the frames (memory, "
-                          "PNG cache) and so the request by the content hash recorded earlier: a clip replaced at the "
-                          "same path is served as the old one, and its answer cached under the old content's key")
 def test_a_clip_replaced_after_its_spec_was_made_is_not_served_as_the_old_content(tmp_path, synthetic_clips):
     """Materialising a spec whose clip file now holds other content raises a VideoError instead of serving new pixels."""
     import shutil
