@@ -158,10 +158,6 @@ def test_a_damaged_png_in_the_disk_cache_is_decoded_again_and_rewritten(tmp_path
     assert again.decodes == 1 and again.disk_hits == 1 and len(pngs[0].read_bytes()) > 40
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="the 'fps' sampler spreads b frames over the clip's whole seconds with endpoint rounding, so "
-                          "a clip of fewer whole seconds than b gets repeated indices; FrameSpec.from_video checks only "
-                          "len(indices) against the clip's frame count and accepts the padded request")
 def test_a_clip_with_fewer_seconds_than_frames_asked_under_fps_sampling_is_too_short(synthetic_clips):
     """Asking the 1-frame-per-second sampler for more frames than the clip has seconds is a TooShortError, not padding."""
     from pytest_posbias.video.decode import TooShortError
