@@ -123,7 +123,8 @@ _hash_memo: dict[tuple[object, ...], str] = {}
 
 def content_hash(path: str | os.PathLike[str]) -> str:
     """SHA-256 of the file's bytes (hex), memoised per (absolute path, size, mtime): a video's
-    identity in cache keys and run logs. A frame folder hashes its frames' names and bytes,
+    identity in cache keys and run logs. A frame folder hashes its frames' names and bytes and,
+    when it is not the default :data:`FRAME_FOLDER_FPS`, its frame rate (the model is sent it),
     memoised per the frames' names, sizes and mtimes."""
     p = Path(path)
     try:
@@ -151,6 +152,8 @@ def content_hash(path: str | os.PathLike[str]) -> str:
                 h.update(f.read_bytes())
         except OSError as exc:
             raise VideoDecodeError(p, f"cannot read a frame image ({exc})") from None
+        if fps != FRAME_FOLDER_FPS:
+            h.update(f"fps={fps!r}".encode())
         with _hash_lock:
             _hash_memo[key] = h.hexdigest()
         return _hash_memo[key]

@@ -169,10 +169,6 @@ def test_a_clip_with_fewer_seconds_than_frames_asked_under_fps_sampling_is_too_s
         FrameStore().clip(synthetic_clips[0], idx, size=32)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="content_hash of a frame folder covers the frame files only and FrameSpec.key leaves out fps "
-                          "and frame_count, yet the backends send them (timestamps, seconds): the same frames at 3 fps "
-                          "and at 8 fps (fps.txt) share one request key, so one's cached answer is served for the other")
 def test_a_frame_folder_at_another_frame_rate_is_another_request_key(tmp_path):
     """Two frame folders with the same images but different fps.txt give FrameSpecs with different keys."""
     import json
