@@ -22,6 +22,7 @@ PROBLEM_KINDS = {
     "empty-video": "empty video file (0 bytes)",
     "unreadable-video": "not a readable video",
     "truncated-video": "truncated or damaged video",
+    "changed-video": "video changed after it was probed",
     "too-short": "video too short for the frames asked for",
     "other": "other data problem",
 }

@@ -35,8 +35,10 @@ def video_thumbnails(ctx: ProbeContext, video_id: str, positions: Sequence[float
         item = ctx.manifest().videos[video_id]
         info = ctx.store.info(item.path)
         idx = [min(info.frame_count - 1, int(p * info.frame_count)) for p in positions]
-        spec = FrameSpec.from_video(item.path, idx, size=160, info=info)
-        return [thumbnail(f, width) for f in ctx.store.materialize(spec)]
+        distinct = sorted(set(idx))  # positions of a clip shorter than their count share frames (a spec never repeats)
+        spec = FrameSpec.from_video(item.path, distinct, size=160, info=info)
+        thumbs = {i: thumbnail(f, width) for i, f in zip(distinct, ctx.store.materialize(spec), strict=True)}
+        return [thumbs[i] for i in idx]
     except (PosbiasError, KeyError):
         return ["" for _ in positions]
 

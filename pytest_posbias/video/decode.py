@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import importlib
+import math
 import os
 import re
 import stat
@@ -44,6 +45,10 @@ class InaccessibleVideoError(VideoDecodeError):
     """The path cannot be opened: permission denied, a symbolic link loop, a name too long for the file system."""
 
 
+class ChangedVideoError(VideoDecodeError):
+    """The file (or frame folder) at a clip's path no longer holds the content it was probed and hashed with."""
+
+
 class TooShortError(FrameRangeError):
     """The clip has fewer frames than a request asks for (docs/design.md section 8: never padded with repeats)."""
 
@@ -52,7 +57,8 @@ def problem_kind(exc: VideoError) -> str:
     """The data-problem kind of a video error (see :data:`pytest_posbias.data.problems.PROBLEM_KINDS`)."""
     for cls, kind in ((VideoNotFoundError, "missing-video"), (EmptyVideoError, "empty-video"),
                       (InaccessibleVideoError, "inaccessible-video"),
-                      (TruncatedVideoError, "truncated-video"), (TooShortError, "too-short"),
+                      (TruncatedVideoError, "truncated-video"), (ChangedVideoError, "changed-video"),
+                      (TooShortError, "too-short"),
                       (VideoDecodeError, "unreadable-video")):
         if isinstance(exc, cls):
             return kind
@@ -85,27 +91,72 @@ def frame_files(folder: Path) -> list[Path]:
     return sorted((f for f in folder.iterdir() if f.suffix.lower() in IMAGE_EXTS),
                   key=lambda p: tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", p.name)))
 
+def folder_fps(folder: Path) -> float:
+    """A frame folder's frame rate: the number in its ``fps.txt``, else :data:`FRAME_FOLDER_FPS`; an
+    ``fps.txt`` that is not a positive finite number is a :class:`VideoDecodeError` naming it."""
+    fps_file = folder / "fps.txt"
+    if not fps_file.is_file():
+        return FRAME_FOLDER_FPS
+    try:
+        text = fps_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VideoDecodeError(fps_file, f"cannot read the frame folder's frame rate ({exc})") from None
+    try:
+        fps = float(text)
+    except ValueError:
+        fps = math.nan
+    if not (math.isfinite(fps) and fps > 0):
+        raise VideoDecodeError(fps_file, f"must hold the frame folder's frame rate, a positive finite number of "
+                                         f"frames per second; got {text!r}")
+    return fps
+
+
+def _nul_problem(path: Path) -> VideoError:
+    """The error for a path holding a NUL character, which no file system accepts (shown escaped)."""
+    return InaccessibleVideoError(str(path).replace("\x00", "\\x00"),
+                                  "cannot be opened: the path holds a NUL character (\\x00)")
+
+
 _hash_lock = threading.Lock()
-_hash_memo: dict[tuple[str, int, int], str] = {}
+_hash_memo: dict[tuple[object, ...], str] = {}
 
 
 def content_hash(path: str | os.PathLike[str]) -> str:
     """SHA-256 of the file's bytes (hex), memoised per (absolute path, size, mtime): a video's
-    identity in cache keys and run logs (a frame folder hashes its frames' names and bytes)."""
+    identity in cache keys and run logs. A frame folder hashes its frames' names and bytes and,
+    when it is not the default :data:`FRAME_FOLDER_FPS`, its frame rate (the model is sent it),
+    memoised per the frames' names, sizes and mtimes."""
     p = Path(path)
     try:
         st = p.stat()
+        if p.is_dir():
+            fps = folder_fps(p)
+            files = frame_files(p)
+            key: tuple[object, ...] = (str(p.resolve()), fps, *((f.name, *_size_mtime(f)) for f in files))
+        else:
+            key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
     except FileNotFoundError:
         raise VideoNotFoundError(p, "file does not exist") from None
     except OSError as exc:
         raise VideoDecodeError(p, f"cannot stat file ({exc})") from None
+    except ValueError:
+        raise _nul_problem(p) from None
     if p.is_dir():
+        with _hash_lock:
+            if key in _hash_memo:
+                return _hash_memo[key]
         h = hashlib.sha256(b"frame-folder")
-        for f in frame_files(p):
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
-        return h.hexdigest()
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+        try:
+            for f in files:
+                h.update(f.name.encode())
+                h.update(f.read_bytes())
+        except OSError as exc:
+            raise VideoDecodeError(p, f"cannot read a frame image ({exc})") from None
+        if fps != FRAME_FOLDER_FPS:
+            h.update(f"fps={fps!r}".encode())
+        with _hash_lock:
+            _hash_memo[key] = h.hexdigest()
+        return _hash_memo[key]
     with _hash_lock:
         if key in _hash_memo:
             return _hash_memo[key]
@@ -117,6 +168,11 @@ def content_hash(path: str | os.PathLike[str]) -> str:
     with _hash_lock:
         _hash_memo[key] = digest
     return digest
+
+
+def _size_mtime(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
 
 
 @dataclass(frozen=True)
@@ -207,6 +263,8 @@ def check_video_path(path: str | os.PathLike[str]) -> None:
             raise PermissionError(errno.EACCES, "permission denied")
     except OSError as exc:
         raise _os_problem(exc, p) from None
+    except ValueError:  # os.stat of a path holding a NUL character
+        raise _nul_problem(p) from None
 
 
 def _decord_info(vr: Any) -> tuple[int, float, int, int]:
@@ -248,8 +306,7 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
         from PIL import Image
 
         files = frame_files(p)
-        fps_file = p / "fps.txt"
-        fps = float(fps_file.read_text().strip()) if fps_file.is_file() else FRAME_FOLDER_FPS
+        fps = folder_fps(p)
         try:
             w, h = Image.open(files[0]).size
         except OSError as exc:
@@ -342,6 +399,7 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
                         break
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if not got:
+            check_video_path(path)  # a file deleted, emptied or locked meanwhile is that problem, not a truncation
             raise TruncatedVideoError(path, f"truncated or damaged: decoding failed ({type(exc).__name__}: "
                                             f"{exc})") from None
     missing = [i for i in wanted if i not in got]
@@ -361,7 +419,11 @@ def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ..
     idx = [int(i) for i in indices]
     if not idx:
         raise FrameRangeError(p, "no frame indices requested")
-    info = info or probe(p)
+    if info is None:
+        info = probe(p)
+    elif content_hash(p) != info.sha256:  # cheap: memoised per size and mtime
+        raise ChangedVideoError(p, "changed since it was probed: its content no longer has the content hash the "
+                                   "frame request names")
     bad = [i for i in idx if i < 0 or i >= info.frame_count]
     if bad:
         raise FrameRangeError(p, f"clip has {info.frame_count} frames; requested indices outside [0, "
@@ -370,6 +432,9 @@ def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ..
         from PIL import Image
 
         files = frame_files(p)
+        if len(files) != info.frame_count:
+            raise ChangedVideoError(p, f"changed since it was probed: the folder holds {len(files)} frame images, "
+                                       f"{info.frame_count} when probed")
         try:
             imgs = [np.asarray(Image.open(files[i]).convert("RGB"), dtype=np.uint8) for i in idx]
         except OSError as exc:

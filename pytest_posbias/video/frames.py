@@ -27,7 +27,16 @@ from numpy.typing import NDArray
 
 from ..data.problems import DataProblem
 from ..errors import VideoError
-from .decode import TooShortError, VideoInfo, probe, problem_kind, read_frames, resize_frames, resized_shape
+from .decode import (
+    ChangedVideoError,
+    TooShortError,
+    VideoInfo,
+    probe,
+    problem_kind,
+    read_frames,
+    resize_frames,
+    resized_shape,
+)
 from .pixel_ops import PixelOp, apply_pixel_op
 
 
@@ -68,11 +77,17 @@ class FrameSpec:
     @classmethod
     def from_video(cls, path: str | Path, indices: Sequence[int], *, size: int | None = 448,
                    aspect: str = "stretch", info: VideoInfo | None = None) -> FrameSpec:
-        """The spec of ``indices`` of one clip; a clip shorter than the request raises :class:`TooShortError`."""
+        """The spec of ``indices`` of one clip; a clip (or window) shorter than the request, which would
+        repeat frames, raises :class:`TooShortError`."""
         info = info or probe(path)
         if len(indices) > info.frame_count:
             raise TooShortError(path, f"too short for {len(indices)} frames: the clip has {info.frame_count} "
                                       f"(a short clip is not padded with repeated frames)")
+        distinct = len(set(indices))
+        if distinct < len(indices):  # e.g. 1 frame per second asked for more frames than the clip has seconds
+            raise TooShortError(path, f"too short for {len(indices)} frames: the sampler found {distinct} distinct "
+                                      f"frames of the clip's {info.frame_count} and repeats the others (a short clip "
+                                      f"or window is not padded with repeated frames)")
         src = Source("video", info.sha256, str(path))
         # a harness preset's provenance record goes into the run log, not into request keys
         rec = getattr(indices, "record", None)
@@ -251,6 +266,9 @@ class FrameStore:
             info = self.info(path)
             started = time.process_time()  # CPU, not wall: a loaded machine must not make decoding look dear
             try:
+                if info.sha256 != sha:
+                    raise ChangedVideoError(path, "changed after its frame request was made: the file now has "
+                                                  "another content hash than the one the request names")
                 decoded = read_frames(path, missing, size=size, aspect=aspect, info=info)
             except VideoError as exc:
                 self.report(exc)

@@ -113,10 +113,6 @@ def test_a_decode_slowed_by_a_loaded_machine_is_not_written_to_the_disk_cache(tm
     assert store.decodes == 1 and store.disk_writes == 0 and not list((tmp_path / "frames").rglob("*.png"))
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="FrameStore.frames decodes whatever file is at the spec's path now and keys the frames (memory, "
-                          "PNG cache) and so the request by the content hash recorded earlier: a clip replaced at the "
-                          "same path is served as the old one, and its answer cached under the old content's key")
 def test_a_clip_replaced_after_its_spec_was_made_is_not_served_as_the_old_content(tmp_path, synthetic_clips):
     """Materialising a spec whose clip file now holds other content raises a VideoError instead of serving new pixels."""
     import shutil
@@ -131,10 +127,6 @@ def test_a_clip_replaced_after_its_spec_was_made_is_not_served_as_the_old_conten
         store.materialize(spec)
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="FrameStore.frames -> read_frames indexes the folder's current frame files with the probed "
-                          "count: a frame folder that lost frames mid-run raises IndexError, which the store neither "
-                          "reports as a data problem nor turns into a VideoError")
 def test_a_frame_folder_that_loses_frames_mid_run_is_a_reported_problem(tmp_path):
     """A frame folder that loses frames after its spec was made is a VideoError recorded once in ``problems``."""
     from PIL import Image
@@ -166,10 +158,6 @@ def test_a_damaged_png_in_the_disk_cache_is_decoded_again_and_rewritten(tmp_path
     assert again.decodes == 1 and again.disk_hits == 1 and len(pngs[0].read_bytes()) > 40
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="the 'fps' sampler spreads b frames over the clip's whole seconds with endpoint rounding, so "
-                          "a clip of fewer whole seconds than b gets repeated indices; FrameSpec.from_video checks only "
-                          "len(indices) against the clip's frame count and accepts the padded request")
 def test_a_clip_with_fewer_seconds_than_frames_asked_under_fps_sampling_is_too_short(synthetic_clips):
     """Asking the 1-frame-per-second sampler for more frames than the clip has seconds is a TooShortError, not padding."""
     from pytest_posbias.video.decode import TooShortError
@@ -181,10 +169,6 @@ def test_a_clip_with_fewer_seconds_than_frames_asked_under_fps_sampling_is_too_s
         FrameStore().clip(synthetic_clips[0], idx, size=32)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="content_hash of a frame folder covers the frame files only and FrameSpec.key leaves out fps "
-                          "and frame_count, yet the backends send them (timestamps, seconds): the same frames at 3 fps "
-                          "and at 8 fps (fps.txt) share one request key, so one's cached answer is served for the other")
 def test_a_frame_folder_at_another_frame_rate_is_another_request_key(tmp_path):
     """Two frame folders with the same images but different fps.txt give FrameSpecs with different keys."""
     import json
