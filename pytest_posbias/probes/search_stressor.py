@@ -7,7 +7,8 @@ already repeats is not searchable (VideoSTF attacks clean-benign videos only). P
 are compositions of temporal stressors (:func:`~pytest_posbias.strategies.stressor_compositions`)
 applied to the sampled frame list by :func:`apply_edits`; the shrinker minimises the number of
 stressed frames. The foreign source of ``foreign`` edits is the next video of the probe's
-seeded video order (as the stressor probe's Replace-foreign control).
+seeded video order (as the stressor probe's Replace-foreign control). A failed call or an
+unusable description (the stressor probe's rule, an echo of the prompt included) is a lost query.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..errors import ConfigError
 from ..strategies import STRESSOR_KINDS, StressorEdit, stressed_frames, stressor_compositions
 from ..video.frames import FrameSpec
 from .search import ItemProperty, Outcome
-from .stressor import StressorSpec, _clean_spec, _request, measured_output, repeats
+from .stressor import StressorSpec, _clean_spec, _request, accept_description, repeats
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -121,8 +122,11 @@ class StressorProperty(ItemProperty[Edits]):
         return _request(self.model, frames, self.spec, meta)
 
     def score(self, value: Edits, gen: Generation, reference: Outcome | None) -> Outcome:
-        if not measured_output(gen):
-            return Outcome(False, False, None, why_lost=gen.error or "empty output")
+        if not gen.ok:
+            return Outcome(False, False, None, why_lost=gen.error or "failed call")
+        why = accept_description(self.request(value), gen)  # the probe's rule: an echoed prompt is no description
+        if why is not None:
+            return Outcome(False, False, None, why_lost=f"unusable description: {why}")
         flag = repeats(gen.text)
         return Outcome(True, flag, {"text": gen.text, "finish_reason": gen.finish_reason, "repeats": flag})
 

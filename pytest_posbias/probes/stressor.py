@@ -102,17 +102,18 @@ def select_videos(ctx: ProbeContext, manifest: Manifest, n: int) -> list[VideoIt
     return [manifest.videos[pool[int(i)]] for i in ctx.rng("stressor-videos").permutation(len(pool))[:n]]
 
 
-def measured_output(g: Generation) -> bool:
-    """A description is measured when the call succeeded and the text is a usable description
-    (:func:`~..scoring.usable.text_reason`: at least 3 words, at least half of the tokens words): an
-    empty or punctuation-only answer is a lost unit (docs/design.md section 8), never a clean,
-    non-repeating output."""
-    return bool(g.ok) and usable.text_reason(g.text) is None
+def measured_output(g: Generation, prompt: str = PROMPT) -> bool:
+    """A description is measured when the call succeeded and the text is a usable description of
+    ``prompt``'s request (:func:`~..scoring.usable.description_reason`: at least 3 words, at least
+    half of the tokens words, not an echo of the prompt): an empty, punctuation-only or echoed answer
+    is a lost unit (docs/design.md section 8), never a clean, non-repeating output."""
+    return bool(g.ok) and usable.description_reason(g.text, prompt) is None
 
 
-def accept_description(_req: Request, g: Generation) -> str | None:
-    """The engine's ``accept`` rule for a description request: None when usable, else the reason."""
-    return usable.generation_text_reason(g)
+def accept_description(req: Request, g: Generation) -> str | None:
+    """The engine's ``accept`` rule for a description request: None when usable, else the reason
+    (an echo of the request's own prompt included)."""
+    return usable.generation_text_reason(g, req.prompt_text)
 
 
 def _stats(answers: Sequence[tuple[Generation, str | None]]) -> TextStats:
@@ -129,7 +130,7 @@ def _reasons(ctx: ProbeContext, reqs: Sequence[Request], gens: Sequence[Generati
     lost as ``constant_answer`` and withdrawn from the cache (:meth:`~..engine.Engine.reject`).
     ``context``: (text, video) of measured answers the rule weighs but never flags here (the clean
     outputs behind a stressor's variants, decided by the clean part)."""
-    why = [usable.generation_text_reason(g) for g in gens]
+    why = [accept_description(r, g) for r, g in zip(reqs, gens, strict=True)]
     pick = [j for j, i in enumerate(inputs) if i is not None]
     flags = usable.constant_text([gens[j].text if gens[j].ok and why[j] is None else None for j in pick]
                                  + [t for t, _v in context], [inputs[j] for j in pick] + [v for _t, v in context])
@@ -284,7 +285,7 @@ def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: 
         reqs.append(_request(model, clean, spec, {"video": item.id, "condition": f"decoding:{setting}", "seed": seed},
                              **kw))
     gens = ctx.engine.run(reqs, probe="stressor", accept=accept_description)
-    stats = _stats([(g, usable.generation_text_reason(g)) for g in gens])
+    stats = _stats([(g, accept_description(r, g)) for r, g in zip(reqs, gens, strict=True)])
     ctx.observe("stressor", {"type": "decoding", "model": model, "setting": setting, **stats.summary()})
     return stats
 

@@ -79,9 +79,9 @@ class StressorSpec:
 class TextStats:
     """Outputs of one condition, in request order. ``ok[i]`` is False for a failed call (backend
     error, timeout, empty or malformed response) and for an unusable description (``reasons[i]``:
-    too few words, not words, a constant answer: ``scoring/usable.py``): such an output is a lost
-    unit, never a clean one, so every rate below is computed over the ok outputs only and the
-    failures are counted."""
+    too few words, not words, an echo of the prompt, a constant answer: ``scoring/usable.py``): such
+    an output is a lost unit, never a clean one, so every rate below is computed over the ok outputs
+    only and the failures are counted."""
 
     texts: list[str]
     finish: list[str]

@@ -36,8 +36,10 @@ MIN_LETTER_REQUESTS = 8
 
 EMPTY, FEW_WORDS, NOT_WORDS, NO_LETTER, ONE_SLOT, CONSTANT = (
     "empty_answer", "too_few_words", "mostly_not_words", "no_option_letter", "one_slot_addressed", "constant_answer")
+PROMPT_ECHO = "prompt_echo"
 
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[^\W_]+")  # a run of letters and digits
 
 
 def text_reason(text: str, *, min_words: int = MIN_WORDS, min_share: float = MIN_WORD_SHARE) -> str | None:
@@ -60,10 +62,38 @@ def text_reason(text: str, *, min_words: int = MIN_WORDS, min_share: float = MIN
     return None
 
 
-def generation_text_reason(gen: Any) -> str | None:
-    """:func:`text_reason` of a generation's text; None for a failed call (a failed call is counted
-    as a generation error, not as an unusable answer)."""
-    return text_reason(gen.text) if gen.ok else None
+def echo_words(text: str) -> list[str]:
+    """The normalised word sequence compared by :func:`echo_reason`: the lower-cased (case-folded)
+    runs of letters and digits, in order (punctuation, markup and spacing dropped)."""
+    return _WORD.findall(text.casefold())
+
+
+def echo_reason(text: str, prompt: str) -> str | None:
+    """``prompt_echo`` when an answer only repeats its prompt, else None.
+
+    With A = :func:`echo_words` of ``text`` and Q that of ``prompt`` (the request's text parts):
+    ``prompt_echo`` when A is non-empty and occurs contiguously in Q (A = Q[i : i + |A|] for some i),
+    the whole instruction or a run of it. An answer that shares words with the prompt but says
+    anything the prompt does not ("The video shows a man ...") stays usable; an answer with no word
+    is :func:`text_reason`'s case."""
+    a, q = echo_words(text), echo_words(prompt)
+    if not a or len(a) > len(q):
+        return None
+    n = len(a)
+    return PROMPT_ECHO if any(q[i : i + n] == a for i in range(len(q) - n + 1)) else None
+
+
+def description_reason(text: str, prompt: str) -> str | None:
+    """Why a description or summary asked by ``prompt`` is not usable, or None when it is:
+    :func:`text_reason`, then :func:`echo_reason`."""
+    return text_reason(text) or echo_reason(text, prompt)
+
+
+def generation_text_reason(gen: Any, prompt: str = "") -> str | None:
+    """:func:`description_reason` of a generation's text under ``prompt`` (the request's text
+    parts; with none given only :func:`text_reason` applies); None for a failed call (a failed call
+    is counted as a generation error, not as an unusable answer)."""
+    return description_reason(gen.text, prompt) if gen.ok else None
 
 
 def letter_reason(gen: Any, letters: Sequence[str], parse: Any) -> str | None:
@@ -142,5 +172,6 @@ def constant_letters(letters: Sequence[int | None], correct: Sequence[int], inpu
 
 
 __all__ = ["CONSTANT", "EMPTY", "FEW_WORDS", "LETTER_CONSTANT_BOUND", "MIN_LETTER_REQUESTS", "MIN_WORDS",
-           "MIN_WORD_SHARE", "NOT_WORDS", "NO_LETTER", "ONE_SLOT", "TEXT_CONSTANT_BOUND", "constant_letters",
-           "constant_text", "generation_text_reason", "letter_reason", "normalise", "slots_reason", "text_reason"]
+           "MIN_WORD_SHARE", "NOT_WORDS", "NO_LETTER", "ONE_SLOT", "PROMPT_ECHO", "TEXT_CONSTANT_BOUND",
+           "constant_letters", "constant_text", "description_reason", "echo_reason", "echo_words",
+           "generation_text_reason", "letter_reason", "normalise", "slots_reason", "text_reason"]

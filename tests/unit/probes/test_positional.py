@@ -111,6 +111,30 @@ def test_the_same_summary_to_distinct_groups_is_lost_as_constant(run_context):
     assert res.lost[usable.CONSTANT] == res.planned == 6 and res.coverage.shape[0] == 0
 
 
+def test_a_summary_that_echoes_the_prompt_is_lost_and_not_cached(run_context):
+    """A summary that only repeats the request's instruction (whole, or a run of it under slot
+    markers) is lost as ``prompt_echo``, counted, never judged, and not a row of the cache; a real
+    summary in the same run is scored."""
+    def answer(r):
+        if r.meta["group"] == first:
+            return Generation(r.prompt_text if r.meta["order"][0] == 0 else "[video0] Different videos in the input "
+                                                                            "[video1] are separated by black frames.")
+        return Generation(f"[video0] A cook in group {r.meta['group']} chops onions on a board. "
+                          f"[video1] A cook in order {r.meta['order'][0]} stirs a pot of soup.")
+
+    backend = ScriptedBackend(answer)
+    ctx = run_context(backend=backend)
+    spec = PositionalSpec("cooking", "short", 2, frames=2, resolution=64)
+    first = ctx.manifest().groups_for("cooking", "short", 2)[0].id
+    res = run_positional(ctx, "sim:unbiased", spec, ctx.manifest(), ctx.judges(), n_groups=2)
+    assert res.planned == 4 and res.lost[usable.PROMPT_ECHO] == 2 and sum(res.lost.values()) == 2
+    assert res.coverage.shape[0] == 2 and res.failures[usable.PROMPT_ECHO] == [2, 2]
+    echoed = [r for r in backend.asked if r.meta["group"] == first]
+    keys = ctx.engine.keys(echoed)
+    assert ctx.engine.cache.get_many(keys) == {}
+    assert {why for _runs, _g, why, _this in ctx.engine.cache.unusable(keys).values()} == {usable.PROMPT_ECHO}
+
+
 def test_summary_text_drops_the_slot_markers():
     """A marker is not a word of the summary."""
     assert summary_text("[video0] A cat sits. [video1] A dog runs.").split() == "A cat sits. A dog runs.".split()

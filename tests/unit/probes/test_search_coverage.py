@@ -91,6 +91,20 @@ def test_failed_calls_unalignable_answers_and_judge_failures_are_lost(run_contex
     assert judge.why_lost == f"judge failure on {group.videos[0]}"
 
 
+def test_an_answer_that_echoes_the_prompt_is_a_lost_query(run_context, monkeypatch):
+    """The positional probe's rule: a summary that only repeats the instruction (whole, or a run of it
+    under slot markers) is no summary, a lost query saying ``prompt_echo``, never a coverage; a real
+    summary that shares the prompt's words is scored."""
+    _, prop = _prop(run_context(), monkeypatch)
+    lay = prop.reference_value()
+    whole = prop.score(lay, Generation(prop.request(lay).prompt_text), None)
+    part = prop.score(lay, Generation("[video0] Different videos in the input [video1] are separated by black frames."),
+                      None)
+    assert [o.ok for o in (whole, part)] == [False, False]
+    assert "prompt_echo" in whole.why_lost and "prompt_echo" in part.why_lost
+    assert prop.score(lay, _answer("good", "good"), None).ok
+
+
 def test_every_layout_is_decoded_with_the_groups_seed_and_shows_its_order(run_context, monkeypatch):
     """Only the layout changes between a group's requests: the seed is the group's; the prompt shows
     the videos in the layout's order."""

@@ -121,6 +121,16 @@ def test_failed_calls_and_unusable_descriptions_are_lost_queries(run_context):
     assert prop.score((), Generation(finish_reason="error", error="HTTP 503"), None).why_lost == "HTTP 503"
 
 
+def test_a_description_that_echoes_the_prompt_is_a_lost_query(run_context):
+    """The stressor probe's rule: the prompt (or a run of it) given back is no description, a lost query
+    saying ``prompt_echo``, never a clean one; a description sharing the prompt's words holds."""
+    prop = _prop(run_context())
+    for text in ("Please describe this video in detail.", "Describe this video in detail."):
+        out = prop.score((), Generation(text, 1, "stop"), None)
+        assert not out.ok and not out.broken and "prompt_echo" in out.why_lost
+    assert prop.score((), Generation("The video shows in detail a red disc moving left.", 1, "stop"), None).ok
+
+
 def test_a_repetitive_description_breaks_the_property(run_context):
     """The property breaks on VideoSTF's repetition flag; a benign description holds."""
     prop = _prop(run_context())

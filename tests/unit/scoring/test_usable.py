@@ -68,6 +68,61 @@ def test_text_reason_names_a_bad_parameter():
         usable.text_reason("a b c", min_share=1.5)
 
 
+_DESCRIBE = "Please describe this video in detail."
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("Please describe this video in detail.", usable.PROMPT_ECHO),  # the whole prompt
+    ("Describe this video in detail.", usable.PROMPT_ECHO),  # a contiguous run of it
+    ("  describe THIS video -- in detail!! ", usable.PROMPT_ECHO),  # case, punctuation and spacing dropped
+    ("this video in", usable.PROMPT_ECHO),
+    ("Please describe this video in detail. Please", None),  # longer than the prompt
+    ("Describe this video in great detail.", None),  # a word the prompt does not have
+    ("Describe video this in detail.", None),  # the prompt's words, not in its order
+    ("The video shows a person describing this recipe in detail.", None),  # shares words, says more
+    ("A red disc moves left across the frame.", None),
+    ("", None),  # no word: text_reason's case (empty_answer), not an echo
+    ("...!!!", None),
+])
+def test_echo_reason(text, reason):
+    assert usable.echo_reason(text, _DESCRIBE) == reason
+
+
+def test_echo_words_are_lower_cased_letter_and_digit_runs():
+    assert usable.echo_words("Video 1: 16 uniformly-sampled FRAMES.") == ["video", "1", "16", "uniformly", "sampled",
+                                                                          "frames"]
+    # digits are words here: "video 2" does not occur in a prompt that names only video 1
+    assert usable.echo_reason("Video 2: 16 frames", "Video 1: 16 frames") is None
+    assert usable.echo_reason("Video 1: 16 frames", "Video 1: 16 frames\nSummarize each video.") == usable.PROMPT_ECHO
+
+
+def test_description_reason_applies_the_word_rules_then_the_echo_rule():
+    assert usable.description_reason("", _DESCRIBE) == usable.EMPTY
+    assert usable.description_reason("this video", _DESCRIBE) == usable.FEW_WORDS  # too few words first
+    assert usable.description_reason("describe this video", _DESCRIBE) == usable.PROMPT_ECHO
+    assert usable.description_reason("A red disc moves.", _DESCRIBE) is None
+    # without a prompt only the word rules apply; a failed call is not judged
+    assert usable.generation_text_reason(Generation("describe this video")) is None
+    assert usable.generation_text_reason(Generation("describe this video"), _DESCRIBE) == usable.PROMPT_ECHO
+    assert usable.generation_text_reason(Generation(finish_reason="error", error="x"), _DESCRIBE) is None
+
+
+def test_the_engine_rules_see_the_requests_prompt():
+    """The stressor and positional accept rules judge the answer against the request's own text parts."""
+    from pytest_posbias.probes.stressor import accept_description
+
+    req = Request("fake", (TextPart(_DESCRIBE),), Decoding(16))
+    assert accept_description(req, Generation("Describe this video in detail.")) == usable.PROMPT_ECHO
+    assert accept_description(req, Generation("A person slices onions on a board.")) is None
+    ask = "Summarize each video in 2 sentences. Use exactly this format: [video0] summary [video1] summary"
+    summ = Request("fake", (TextPart(ask), TextPart("Video 0: 4 frames")), Decoding(16))
+    assert accept_summary(summ, Generation("Summarize each video in 2 sentences.")) == usable.PROMPT_ECHO
+    assert accept_summary(summ, Generation("[video0] Summarize each video [video1] in 2 sentences")) == usable.PROMPT_ECHO
+    assert accept_summary(summ, Generation(summ.prompt_text)) == usable.PROMPT_ECHO  # markers are words on neither side
+    assert accept_summary(summ, Generation("[video0] summary [video1] summary")) is None  # a placeholder output
+    assert accept_summary(summ, Generation("[video0] A cat sits. [video1] A dog runs.")) is None
+
+
 def test_letter_reason_from_logprobs_and_text():
     ok = Generation("", letter_logprobs={"A": -0.1, "B": -2.0})
     none = Generation("", letter_logprobs={"A": float("-inf"), "B": float("-inf")})

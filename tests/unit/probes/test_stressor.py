@@ -1,0 +1,56 @@
+"""The stressor probe (``probes.stressor``) on a scripted backend: a description that only echoes
+the probe's prompt is a lost unit (``prompt_echo``, ``scoring/usable.py``), counted with its reason,
+never a clean non-repeating output, and never cached as an answer; a real description that shares
+words with the prompt stays measured."""
+
+from __future__ import annotations
+
+from support.scripted_backend import ScriptedBackend
+
+from pytest_posbias.engine import Generation
+from pytest_posbias.probes.stressor import PROMPT, measured_output, run_stressor
+from pytest_posbias.scoring import usable
+
+ECHO = "Describe this video in detail."  # a run of the probe's prompt, "Please describe this video in detail."
+
+
+def _description(req):
+    return f"The video {req.meta['video']} shows in detail a red disc that moves to the left."
+
+
+def _run(run_context, answer, n=2):
+    backend = ScriptedBackend(lambda r: Generation(answer(r), 1, "stop"))
+    ctx = run_context(backend=backend)
+    res = run_stressor(ctx, "sim:unbiased", ctx.stressor_spec(4), ctx.manifest(), stressors=("reverse",),
+                       controls=False, n_videos=n)
+    return ctx, res, backend
+
+
+def test_an_echoed_prompt_is_a_lost_clean_output_and_is_not_cached(run_context):
+    """Every clean call answered with the prompt: each clean output lost as ``prompt_echo`` (not
+    measured, not a non-repeating output), the variants' real descriptions measured; no echo is a
+    row of the cache, each is recorded as an unusable answer."""
+    ctx, res, backend = _run(run_context, lambda r: ECHO if r.meta["condition"] == "clean" else _description(r))
+    n = len(res.videos)
+    assert n == 2
+    assert res.clean.ok == [False] * n and res.clean.reasons == [usable.PROMPT_ECHO] * n
+    assert res.clean.unusable() == {usable.PROMPT_ECHO: n} and not res.clean.valid.any()
+    assert all(s.valid.all() for s in res.variants["reverse"])
+    echoed = [r for r in backend.asked if r.meta["condition"] == "clean"]
+    keys = ctx.engine.keys(echoed)
+    assert ctx.engine.cache.get_many(keys) == {}
+    assert {why for _runs, _g, why, _this in ctx.engine.cache.unusable(keys).values()} == {usable.PROMPT_ECHO}
+    others = [r for r in backend.asked if r.meta["condition"] != "clean"]
+    assert len(ctx.engine.cache.get_many(ctx.engine.keys(others))) == len(others)
+
+
+def test_the_whole_prompt_echoed_by_a_variant_is_lost_there(run_context):
+    """The echo rule holds for every request of the probe, not only the clean ones."""
+    _ctx, res, _ = _run(run_context, lambda r: PROMPT if r.meta["condition"] == "reverse" else _description(r))
+    assert all(s.ok == [False] and s.reasons == [usable.PROMPT_ECHO] for s in res.variants["reverse"])
+    assert res.clean.ok == [True] * len(res.videos)
+
+
+def test_measured_output_refuses_an_echo_of_the_prompt():
+    assert not measured_output(Generation(ECHO, 1, "stop"))
+    assert measured_output(Generation("A person describes this video's recipe in detail.", 1, "stop"))
