@@ -175,7 +175,9 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     level, so the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies
     inside the region or when the conditional power to show a violation of size θ1 (default:
     :func:`violation_alternative`) by the last look drops below ``futility`` (non-binding). In
-    certify mode a PASS needs the repeated CI wholly inside the region.
+    certify mode a PASS needs the repeated CI wholly inside the region. A rate ceiling whose maximum
+    sample is below :func:`~.rules.rate_min_sample` at the last look's level, where no outcome could
+    decide, is inconclusive at its last look (as the fixed design below its minimum sample).
     """
     xs = np.asarray(x, dtype=float)
     alpha = _check_alpha(alpha)
