@@ -11,7 +11,8 @@ probability up to 1 − (1 − α)^m, so the exit status and the report's banner
   intersection–union test (Berger 1982, Technometrics 24, 295) of level α without adjustment (p̃ = p).
 * ``multiplicity = "none"``: each gate's own decision (per-gate error control, chosen knowingly).
 
-A gate below its measurement floor, or inconclusive in certify mode, is *not measured* (exit 6,
+A detect gate that failed on its own without a valid (NaN) p-value cannot be adjusted and fails
+the run. A gate below its measurement floor, or inconclusive in certify mode, is *not measured* (exit 6,
 :mod:`~pytest_posbias.exitcodes`): it never passes, is no failure on evidence and is left out of
 the Holm family. An inconclusive detect-mode gate does not fail the run but shows nothing: the run
 names it, and a run in which every gate was inconclusive decided nothing (exit 6).
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..config import check_alpha
 from ..errors import ConfigError
 from ..exitcodes import DO_NOT_SHIP, LABELS, NOT_MEASURED, SHIP
 from ..stats import Verdict
@@ -384,9 +386,8 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     """
     if multiplicity not in MULTIPLICITY:
         raise ConfigError(f"`multiplicity` must be one of {', '.join(MULTIPLICITY)}; got {multiplicity!r}")
-    al = float(alpha) if alpha is not None else min((float(v.alpha) for _, v in verdicts), default=0.05)
-    if not 0 < al < 1:
-        raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
+    al = check_alpha(alpha if alpha is not None else min((float(v.alpha) for _, v in verdicts), default=0.05),
+                     "`alpha`")
     nm = [not_measured_reason(v) for _, v in verdicts]
     ps = [gate_p_value(v) for _, v in verdicts]
     holm_idx = [i for i, (_, v) in enumerate(verdicts) if nm[i] is None and v.mode == "detect"]
@@ -406,7 +407,8 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
             gates.append(GateDecision(nid, v.passed, ps[i], math.nan, False, "not measured", "-", nm[i], pn))
             continue
         if i in adj:
-            p_adj = adj[i]
+            # a gate that failed on its own without a valid p-value has no adjusted one: it fails the run
+            p_adj = math.nan if not v.passed and math.isnan(float(v.p_value)) else adj[i]
             ok = v.passed or p_adj > al
             family = "holm"
         else:

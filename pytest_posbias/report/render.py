@@ -23,6 +23,7 @@ from typing import Any
 from .. import __version__
 from ..data.problems import problems_in_records, summarize_problems
 from ..engine import read_run_header, read_run_log, run_log_references
+from ..exitcodes import DO_NOT_SHIP, NOT_MEASURED, SHIP
 from ..models.registry import model_label
 from ..safe_text import inert, redact_value
 from . import compare, front
@@ -206,6 +207,16 @@ def template_environment() -> Any:
     return env
 
 
+def _unfinished(header: Mapping[str, Any]) -> int | None:
+    """pytest's status of a run that did not finish (an interrupt, an internal or usage error), or
+    None. A status the run-level decision replaced is no such run: under ``-n`` xdist ends a run
+    stopped by ``-x``/``--maxfail`` as 2, and the decision recorded its own status for it."""
+    x = header.get("exitstatus")
+    if x in (None, 0, 1) or (header.get("run_decision") or {}).get("exit_code") in (SHIP, DO_NOT_SHIP, NOT_MEASURED):
+        return None
+    return int(x)
+
+
 def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
            loaded: Mapping[Path, tuple[dict[str, Any], list[dict[str, Any]]]] | None = None) -> str:
     """The report for one or more run logs (``loaded``: some of them already parsed, by path)."""
@@ -218,7 +229,7 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
                  "ci": f"[{_fmt(v['ci_low'])}, {_fmt(v['ci_high'])}]" if v.get("ci_low") is not None else "–"}
                 for run in runs for v in run.verdicts]
     verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
-    unfinished = [int(x) for run in runs if (x := run.header.get("exitstatus")) not in (None, 0, 1)]
+    unfinished = [x for run in runs if (x := _unfinished(run.header)) is not None]
     errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]
     stops = [run.header.get("run_decision") or {} for run in runs]
     not_run = [n for d in stops for n in (d.get("not_run") or [])]  # selected gates a stopped run never reached
@@ -241,7 +252,8 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
         not_run=not_run,
         stopped=stopped,
         decision=front.decision(decided, unfinished=unfinished, errored=errored,
-                                run=runs[0].header.get("run_decision") if len(runs) == 1 else None),
+                                run=(arms[0].run if arms else runs[0]).header.get("run_decision")
+                                if arms or len(runs) == 1 else None),
         decided_for=arms[0].label if arms else None,
         cards=front.suite_cards(decided, also=[v for v in verdicts if v not in decided]),
         table=front.grouped_table(verdicts),

@@ -19,7 +19,7 @@ from scipy.optimize import brentq
 
 from ..errors import ConfigError
 from .intervals import MIN_CLUSTERS, _check_alpha, binomial_test, exact_interval
-from .rules import MIN_T_UNITS, T_METHODS, lattice_floor, t_statistic
+from .rules import MIN_T_UNITS, T_METHODS, lattice_floor, rate_min_sample, t_statistic
 from .rules import flat as is_flat
 from .verdicts import region_p, zero_spread_interval
 
@@ -84,15 +84,50 @@ def gsd_boundaries(fractions: Sequence[float], alpha: float) -> list[float]:
     return list(_gsd_boundaries(tuple(round(float(f), 12) for f in fractions), float(alpha)))
 
 
+# Below this α spent at a look, the quasi-Monte Carlo normal CDF (absolute error about 1e-5) cannot
+# resolve it, and the boundary is solved by recursive numerical integration instead.
+QMC_RESOLUTION = 1e-5
+
+
+def _crossing_probability(taus: Sequence[float], cs: Sequence[float], c: float, points: int = 1201) -> float:
+    """P(Z_1 < c_1, …, Z_{k−1} < c_{k−1}, Z_k >= c) under H0, k = len(cs) + 1, by recursive numerical
+    integration of Z's sub-density over the continuation region (Armitage, McPherson & Rowe 1969;
+    Jennison & Turnbull 2000, ch. 19): given Z_{i−1} = z, Z_i·sqrt(τ_i) = z·sqrt(τ_{i−1}) + N(0, τ_i − τ_{i−1}).
+    The normal tail is taken directly, so the probability keeps its relative precision at any size."""
+    z = np.linspace(-10.0, cs[0], points)
+    dens = _st.norm.pdf(z)
+    for i in range(1, len(cs) + 1):
+        root_d = math.sqrt(taus[i] - taus[i - 1])
+        if i == len(cs):
+            tail = _st.norm.sf((c * math.sqrt(taus[i]) - z * math.sqrt(taus[i - 1])) / root_d)
+            return float(np.trapezoid(dens * tail, z))
+        y = np.linspace(-10.0, cs[i], points)
+        kern = _st.norm.pdf((y[:, None] * math.sqrt(taus[i]) - z[None, :] * math.sqrt(taus[i - 1])) / root_d)
+        dens = np.trapezoid(kern * dens[None, :], z, axis=1) * math.sqrt(taus[i]) / root_d
+        z = y
+    raise AssertionError("unreachable: the last look returns")  # pragma: no cover
+
+
 @functools.lru_cache(maxsize=256)
 def _gsd_boundaries(taus: tuple[float, ...], alpha: float) -> tuple[float, ...]:
-    """:func:`gsd_boundaries`, cached: the boundaries depend only on the design."""
+    """:func:`gsd_boundaries`, cached: the boundaries depend only on the design. The α spent at a
+    look is solved with the QMC normal CDF where it resolves it, else (a small α) with
+    :func:`_crossing_probability`, from the spending's normal tail taken directly."""
     cs: list[float] = []
-    spent = 0.0
+    spent = spent_tail = 0.0
     for k, tau in enumerate(taus):
         target = obf_spending(tau, alpha) - spent
+        # the same spending from the normal tail: 2 − 2Φ(x) underflows to 0 at a small α
+        tail = 2 * float(_st.norm.sf(_st.norm.isf(alpha / 2) / math.sqrt(min(1.0, tau)))) - spent_tail
+        spent += target
+        spent_tail += tail
         if k == 0:
-            c = float(_st.norm.isf(max(target, 1e-12)))
+            c = float(_st.norm.isf(target if target >= 1e-12 else tail))
+        elif target < QMC_RESOLUTION:
+            def g(c: float, tail: float = tail, head: tuple[float, ...] = taus[: k + 1]) -> float:
+                return math.log(max(_crossing_probability(head, cs, c), 1e-300)) - math.log(tail)
+
+            c = float(brentq(g, 0.0, 40.0, xtol=1e-6))
         else:
             idx = list(range(k + 1))
             cov = np.array([[math.sqrt(min(taus[i], taus[j]) / max(taus[i], taus[j])) for j in idx] for i in idx])
@@ -107,7 +142,6 @@ def _gsd_boundaries(taus: tuple[float, ...], alpha: float) -> tuple[float, ...]:
 
             c = float(brentq(f, 0.0, 8.0, xtol=1e-6))
         cs.append(c)
-        spent += target
     return tuple(cs)
 
 
@@ -141,7 +175,9 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     level, so the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies
     inside the region or when the conditional power to show a violation of size θ1 (default:
     :func:`violation_alternative`) by the last look drops below ``futility`` (non-binding). In
-    certify mode a PASS needs the repeated CI wholly inside the region.
+    certify mode a PASS needs the repeated CI wholly inside the region. A rate ceiling whose maximum
+    sample is below :func:`~.rules.rate_min_sample` at the last look's level, where no outcome could
+    decide, is inconclusive at its last look (as the fixed design below its minimum sample).
     """
     xs = np.asarray(x, dtype=float)
     alpha = _check_alpha(alpha)
@@ -167,6 +203,19 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
                                   f"inconclusive: {bad} of {n_k} unit values are not finite (NaN or inf), and a unit "
                                   "that was not measured is never scored, so the gate does not pass in either mode",
                                   sizes[: k + 1], method, inconclusive=True)
+    # a rate ceiling too low for its maximum sample: no outcome at the last look's level crosses (the
+    # fixed design's rate_min_sample at a_K, where the design decides most easily), so no look decides
+    if kind == "rate" and math.isfinite(upper) and not lower > 0:
+        n_min = rate_min_sample(threshold=min(max(upper, 0.0), 1.0), mode=mode, alpha=float(_st.norm.sf(cs[-1])))
+        if sizes[-1] < n_min:
+            if not last:
+                return None
+            what = "show a violation" if mode == "detect" else "certify compliance"
+            return SequentialDecision(mode == "detect", n_k, n_max, math.nan, math.nan,
+                                      float(xs.mean()) if n_k else math.nan, 1.0,
+                                      f"inconclusive: at most {sizes[-1]} units, fewer than the {n_min} below "
+                                      f"which no outcome could {what} at the last look's level",
+                                      sizes[: k + 1], method, inconclusive=True)
     # zero spread: with the value range, decided on the exact worst-case floor (in both modes, as the
     # fixed design does); without it it never shows compliance (a zero-width interval says nothing
     # about the units not drawn), and a detect-mode sample whose every unit lies past a bound fails
@@ -199,7 +248,11 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         method += ", zero spread: exact worst-case floor"
     elif kind == "rate":
         succ = round(float(xs.sum()))
-        L, U = exact_interval(succ, n_k, confidence_level=1 - 2 * a_k)
+        if 1 - 2 * a_k < 1.0:
+            L, U = exact_interval(succ, n_k, confidence_level=1 - 2 * a_k)
+        else:  # a level 1 − 2a_k that rounds to 1 (a small α): the Clopper–Pearson bounds from the beta tails
+            L = float(_st.beta.ppf(a_k, succ, n_k - succ + 1)) if succ > 0 else 0.0
+            U = float(_st.beta.isf(a_k, succ + 1, n_k - succ)) if succ < n_k else 1.0
 
         def binom_p(alternative: str) -> Callable[[float], float]:
             return lambda b: binomial_test(succ, n_k, min(max(b, 0.0), 1.0), alternative=alternative)

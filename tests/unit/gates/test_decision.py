@@ -425,11 +425,6 @@ def test_a_bootstrap_gate_that_cannot_fail_the_run_alone_is_named_in_a_notice():
     assert not [n for n in run_decision([("t::cov", blatant(999))], multiplicity="none").notices if "bootstrap" in n]
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="gates.decision.run_decision: gate_p_value maps a NaN p-value to 1, so Holm's adjusted p "
-                          "is 1 > α and `ok = v.passed or p_adj > al` turns the one gate that failed on its own into a "
-                          "pass: exit 0 SHIP with 'failed on their own ... but not after the Holm adjustment over 1 "
-                          "gates', although Holm over one gate is that gate's own test")
 def test_a_failed_gate_without_a_valid_p_value_never_ships():
     """A detect gate whose own verdict failed but whose p-value is NaN does not ship the run."""
     d = run_decision([("t::meg", _v(math.nan, passed=False, est=0.08, half=0.02))])
@@ -443,10 +438,6 @@ def test_a_single_failed_gate_with_a_valid_p_value_fails_the_run():
     assert d.exit_code == exitcodes.DO_NOT_SHIP and d.gates[0].status == "fail" and d.gates[0].p_adjusted == 0.01
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="gates.decision.run_decision checks alpha against (0, 1), not config.check_alpha's "
-                          "(0, 0.5) ('the one check of α for every entry point'): alpha = 0.75 is accepted and "
-                          "Holm rejects at p̃ <= 0.75")
 def test_run_decision_checks_alpha_as_every_other_entry_point():
     """``run_decision(alpha=0.75)`` is a ConfigError, as ``[tool.posbias] alpha = 0.75`` is."""
     with pytest.raises(ConfigError, match="alpha"):

@@ -4,7 +4,6 @@ over its value range."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 
 def test_a_zero_spread_mean_gate_is_decided_on_the_exact_floor_in_the_sequential_design():
@@ -28,10 +27,6 @@ def test_a_zero_spread_mean_gate_is_decided_on_the_exact_floor_in_the_sequential
     assert not at.passed
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="gates.design.sequential_verdict writes the interval's level as round(100 * (1 - 2α)): at "
-                          "α = 0.001 (accepted by [tool.posbias] alpha) the reason says '100% repeated CI' for a 99.8% "
-                          "interval, a level no finite interval has")
 def test_the_reason_states_the_interval_level_it_used():
     """At α = 0.001 the verdict's reason names a 99.8% repeated CI, not 100%."""
     from types import SimpleNamespace

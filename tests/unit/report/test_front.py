@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from pytest_posbias.report.front import configuration
 
 
@@ -41,12 +39,6 @@ def _banner(html: str) -> tuple[str, str, str]:
     return m.group(1), m.group(2), m.group(3)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="report.render counts every pytest status but 0 and 1 as 'unfinished', so front.decision "
-                          "drops the recorded run-level decision of a -n -x run (xdist ends it as 2, which "
-                          "plugin.finish.exit_status reads as the serial run's 1: exit 6 NOT MEASURED, the selected "
-                          "gates that never ran named): the banner says 'Do not ship: the run did not finish (pytest "
-                          "exit 2)', where the same run without -n gets the NOT MEASURED banner")
 def test_a_run_stopped_by_maxfail_under_xdist_shows_its_own_decision(write_run_log):
     """A -n -x run (pytest's status 2, decision NOT MEASURED) shows the decision's label and reason, as without -n."""
     from pytest_posbias.exitcodes import LABELS, NOT_MEASURED
@@ -64,11 +56,6 @@ def test_a_run_stopped_by_maxfail_under_xdist_shows_its_own_decision(write_run_l
     assert cls == "noship" and word.lower() == LABELS[NOT_MEASURED].lower() and why in reason
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="report.render passes run=None to front.decision for two run logs, and front.decision's "
-                          "fallback counts the verdicts' own `passed`, not `adjusted_passed`: a candidate whose run "
-                          "shipped (exit 0; its one own failure passed Holm's adjustment) is shown 'Do not ship: 1 "
-                          "of 1 gates failed' in the candidate-vs-baseline report")
 def test_a_comparison_report_shows_the_candidates_run_level_decision(write_run_log):
     """Candidate vs baseline: the banner follows the candidate's recorded run-level decision (here SHIP)."""
     from pytest_posbias.exitcodes import LABELS, SHIP
