@@ -60,6 +60,14 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     def same_as_tested(other: str) -> str | None:
         return next((m for m in tested if _same_model(m, other, resolved)), None)
 
+    # a model tested twice runs every gate twice and doubles the run-level Holm family, which
+    # weakens the adjustment of every gate in the run
+    for i, m in enumerate(tested):
+        if (first := next((t for t in tested[:i] if _same_model(t, m, resolved)), None)) is not None:
+            given = "--posbias-model" if models else f"{pcfg.source} `model` ="
+            twice = f"{first} and {m} name one model" if first != m else f"{m} is given twice"
+            raise pytest.UsageError(f"{given} {m}: {twice}; test each model once")
+
     # a model compared with itself shares its cache entries: every paired difference would be 0 and
     # the comparison would certify or pass on nothing
     if baseline and (same := same_as_tested(baseline)):
