@@ -45,7 +45,9 @@ class PosbiasPlugin(PluginState):
             if plan and not self.worker:
                 from ..models.plan import write_configured_design
 
-                write_configured_design(plan, sequential=bool(pcfg.get("sequential", True)))
+                # a run against a baseline decides every gate on the fixed design, whichever sets the baseline
+                baseline = config.getoption("--posbias-baseline") or pcfg.get("baseline")
+                write_configured_design(plan, sequential=bool(pcfg.get("sequential", True)) and not baseline)
         if posbias_asked(config):  # another project's -n workers keep their threads as they are
             configure_xdist(config)
 
