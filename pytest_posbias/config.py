@@ -108,7 +108,8 @@ MAX_RESAMPLES = 1_000_000
 
 
 def _resamples(key: str, v: Any) -> int:
-    """``n_resamples``: an integer in [MIN_RESAMPLES, MAX_RESAMPLES]."""
+    """bootstrap resamples of the gates' intervals (default 9999): an integer from 999 (fewer make the decision
+    depend on the bootstrap seed) to 1,000,000 (the bootstrap holds resamples x groups values in memory at once)"""
     n = _int_at_least(MIN_RESAMPLES, " (the percentile and BCa intervals read their endpoints from the tails of the "
                                      "resamples; fewer make the decision depend on the bootstrap seed)")(key, v)
     if n > MAX_RESAMPLES:

@@ -17,6 +17,7 @@ from .checks import (
     check_endpoints_before_workers,
     check_models,
     check_output_paths,
+    check_sample_sizes,
     model_missing,
     posbias_asked,
     warn_unusable_videos,
@@ -40,6 +41,7 @@ class PosbiasPlugin(PluginState):
         if not config.getoption("--help", False) and not config.getoption("--markers", False):
             check_models(config, pcfg)
             check_output_paths(config, pcfg)
+            check_sample_sizes(config, pcfg)
             start_vllm_for_workers(config)
             plan = config.getoption("--posbias-plan", None)
             if plan and not self.worker:

@@ -224,11 +224,6 @@ def test_a_posbias_key_that_is_not_a_table_is_a_config_error(tmp_path):
         load_pyproject(path)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="the start-of-run checks take each probe size and threshold alone: "
-                          "[tool.posbias.probes.phase] items = 4 with thresholds.order = 0.5 is accepted, although "
-                          "the exact binomial test needs 5 items to show any violation (0.5^4 > α), so the order gate "
-                          "can fail no model; the run goes on to the model calls")
 def test_a_sample_size_too_small_for_its_gate_to_fail_stops_pytest_at_start(pytester):
     """A probe size below the smallest sample at which its gate's threshold can fail is a usage error at start."""
     pytester.makepyprojecttoml("[tool.posbias.thresholds]\norder = 0.5\n\n[tool.posbias.probes.phase]\nitems = 4\n")
