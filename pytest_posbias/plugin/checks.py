@@ -202,7 +202,10 @@ def check_sample_sizes(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     show a violation (:func:`~pytest_posbias.stats.rate_min_sample`, at the gate's threshold for each
     tested model and the run's α) passes every model: a usage error naming the size and the
     threshold. Detect mode without a baseline only: in certify mode such a gate never passes, and
-    under a baseline the gates are paired comparisons."""
+    under a baseline the gates are paired comparisons. Another project's run (not :func:`posbias_asked`)
+    is left alone: it imports no statistics."""
+    if not posbias_asked(config):
+        return
     opts = options(config)
     if opts.mode != "detect" or opts.baseline:
         return
