@@ -64,7 +64,7 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     # weakens the adjustment of every gate in the run
     for i, m in enumerate(tested):
         if (first := next((t for t in tested[:i] if _same_model(t, m, resolved)), None)) is not None:
-            given = "--posbias-model" if models else f"{pcfg.source} `model` ="
+            given = _typed_spelling(config, m)
             twice = f"{first} and {m} name one model" if first != m else f"{m} is given twice"
             raise pytest.UsageError(f"{given} {m}: {twice}; test each model once")
 

@@ -78,6 +78,7 @@ def _samplers(where: str, v: object) -> list[str]:
 
     if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
         raise ConfigError(f"{where} must be a non-empty list of strings; got {v!r}")
+
     def too_few() -> ConfigError:
         return ConfigError(f"{where} must list at least 2 distinct samplers (the flip gate compares answers between "
                            f"them; with one, nothing can flip); got {v!r}")
