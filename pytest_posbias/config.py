@@ -12,6 +12,7 @@ against them.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -86,6 +87,10 @@ def _models(key: str, v: Any) -> list[str]:
     if isinstance(v, str):
         return [_str(key, v)]
     if isinstance(v, list) and v and all(isinstance(x, str) and x for x in v):
+        # a model listed twice runs every gate twice and doubles the run-level Holm family, which
+        # weakens the adjustment of every gate in the run
+        if repeated := next((x for i, x in enumerate(v) if x.strip() in (y.strip() for y in v[:i])), None):
+            raise ConfigError(f"[tool.posbias] `{key}` lists the model {repeated!r} twice; list each model once")
         return list(v)
     raise ConfigError(f"[tool.posbias] `{key}` must be a model spec string or a list of them; got {v!r}")
 
@@ -96,6 +101,21 @@ def _models(key: str, v: Any) -> list[str]:
 # B = 999 puts the 5% and 95% endpoints on whole order statistics ((B + 1) * alpha = 50). With
 # fewer, the endpoints, and so the gate's decision, move with the bootstrap seed.
 MIN_RESAMPLES = 999
+# The most: the bootstrap holds resamples x groups indices and sums at once (about 24 bytes each:
+# 1.2 GB at 48 groups), so a count past this fails with MemoryError after the model calls. At this
+# count the percentile p-value floor 1/(B + 1) lies below Holm's first level of any realistic run.
+MAX_RESAMPLES = 1_000_000
+
+
+def _resamples(key: str, v: Any) -> int:
+    """bootstrap resamples of the gates' intervals (default 9999): an integer from 999 (fewer make the decision
+    depend on the bootstrap seed) to 1,000,000 (the bootstrap holds resamples x groups values in memory at once)"""
+    n = _int_at_least(MIN_RESAMPLES, " (the percentile and BCa intervals read their endpoints from the tails of the "
+                                     "resamples; fewer make the decision depend on the bootstrap seed)")(key, v)
+    if n > MAX_RESAMPLES:
+        raise ConfigError(f"[tool.posbias] `{key}` must be an integer <= {MAX_RESAMPLES} (the bootstrap holds "
+                          f"resamples x groups values in memory at once); got {v!r}")
+    return n
 
 
 def _device(key: str, v: Any) -> str:
@@ -115,8 +135,19 @@ def check_url(where: str, v: Any) -> str:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{where} must be an http:// or https:// URL with a host (e.g. http://localhost:8000/v1); "
-                          f"got {v!r}")
+                          f"got {_redacted(v)}")
     return str(v)
+
+
+def _redacted(v: Any) -> str:
+    """``repr`` of a rejected URL setting without its credentials: user-info and key-like query
+    values (:func:`.safe_text.redact_url`), also where the text does not parse as a URL."""
+    from .safe_text import REDACTED, redact_url, redact_value
+
+    if not isinstance(v, str):
+        return repr(redact_value(v))
+    shown = re.sub(r"^((?:[A-Za-z][A-Za-z0-9+.\-]*:)?/*)[^/?#]*@", rf"\1{REDACTED}@", redact_url(v))
+    return repr(shown)
 
 
 def _floor(key: str, v: Any) -> float:
@@ -181,9 +212,7 @@ _SCALARS: dict[str, Validator] = {
     "video_form": _api_setting,
     "letter_scoring": _api_setting,
     "no_request_seed": _bool,
-    "n_resamples": _int_at_least(MIN_RESAMPLES, " (the percentile and BCa intervals read their endpoints from the "
-                                                "tails of the resamples; fewer make the decision depend on the "
-                                                "bootstrap seed)"),
+    "n_resamples": _resamples,
     "batch_size": _int_at_least(1),
     "concurrency": _int_at_least(1),
     "sequential": _bool,
@@ -284,6 +313,10 @@ def parse_config(table: Mapping[str, Any], *, source: str = "[tool.posbias]") ->
         values[k] = _SCALARS[k](k, v)
     thresholds = validate_thresholds(f"{source}.thresholds", table.get("thresholds", {}))
     margins = validate_thresholds(f"{source}.baseline_margins", table.get("baseline_margins", {}), margins=True)
+    if unpaired := next((g for g in margins if GATES[g].worse is None), None):
+        raise ConfigError(f"{source}.baseline_margins.{unpaired}: the {unpaired} gate has no paired comparison "
+                          "against a baseline (under a baseline it keeps its absolute threshold), so a margin would "
+                          "go unused; remove it")
     per_model: dict[str, dict[str, float]] = {}
     models_tbl = table.get("models", {})
     if not isinstance(models_tbl, Mapping):
@@ -314,7 +347,13 @@ def load_pyproject(path: Path) -> PosbiasConfig:
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
-    table = data.get("tool", {}).get("posbias")
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib decodes the whole file first
+        raise ConfigError(f"{path}: not valid TOML (not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start})") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table ([tool.posbias] is read from it); got {tool!r}")
+    table = tool.get("posbias")
     if table is None:
         return PosbiasConfig(source=str(path))
     return parse_config(table, source=f"{path} [tool.posbias]")
@@ -351,10 +390,12 @@ def check_output_path(where: str, path: str | Path, *, folder: bool, base: Path 
     what = "folder" if folder else "file"
 
     def fail(problem: str) -> ConfigError:
-        text = str(path)
+        text = str(path).replace("\x00", "\\x00")
         shown = text if len(text) <= 200 else f"{text[:80]}[... {len(text) - 160} characters ...]{text[-80:]}"
         return ConfigError(f"{where}: cannot write the {what} {shown}: {problem}; give a path in a writable folder")
 
+    if "\x00" in str(p):  # Path.exists() answers False for it; writing it raises ValueError after the model calls
+        raise fail("the path holds a NUL byte, which no file system accepts")
     target = p if folder else p.parent
     existing = target  # the nearest folder on the way that exists
     try:

@@ -245,6 +245,9 @@ def read_captions(path: str) -> list[str]:
                 d = json.loads(line)
             except json.JSONDecodeError:
                 raise ConfigError(f"{p}:{n}: a line that starts with '{{' must be a JSON object") from None
+            except RecursionError:
+                raise ConfigError(f"{p}:{n}: a line that starts with '{{' must be a JSON object; this one is not "
+                                  "valid JSON (nested too deeply)") from None
             text = next((d[k] for k in ("text", "caption", "output") if isinstance(d.get(k), str)), None)
             if text is None:
                 raise ConfigError(f"{p}:{n}: JSON line has no text, caption or output string field")

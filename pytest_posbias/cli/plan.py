@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -89,8 +90,8 @@ def long_options(args: Sequence[str]) -> list[str]:
 def _plan(args: argparse.Namespace) -> int:
     for name in ("prefill_tps", "decode_tps"):
         v = getattr(args, name)
-        if v is not None and not v > 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be a number > 0; got {v!r}")
+        if v is not None and not 0 < v < math.inf:  # inf would plan 0 GPU-hours for its side of the cost
+            raise ConfigError(f"--{name.replace('_', '-')} must be a finite number > 0; got {v!r}")
     pytest_args = [a for a in args.pytest_args if a != "--"]
     with tempfile.TemporaryDirectory(prefix="posbias-plan-") as tmp:
         try:
@@ -143,10 +144,10 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
             if line]
     from ..models.plan import configured_sequential
 
+    # the plan run records the design the project's run would use (a baseline, given either way, fixes it)
     fixed = "--posbias-fixed" in pytest_args or not configured_sequential(rec)
-    baseline = any(a.partition("=")[0] == "--posbias-baseline" for a in long_options(pytest_args))
     return {"args": list(pytest_args),
-            "gates": aggregate(rows, out.get("verdicts", []), sequential=not (fixed or baseline)),
+            "gates": aggregate(rows, out.get("verdicts", []), sequential=not fixed),
             "rows": rows, "token_sources": sorted({r["token_source"] for r in rows}),
             "skipped": [line.removeprefix("SKIPPED ") for line in proc.stdout.splitlines()
                         if line.startswith("SKIPPED ")]}

@@ -361,7 +361,9 @@ def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha:
     floor = min(percentile_p_floor(b, g) for b, g in low)
     needs = [1.0 / float(norm.cdf(math.sqrt(g / (g - 1)) * t_dist.ppf(level, g - 1))) - 1.0 if g >= 3
              else 1.0 / level - 1.0 for _, g in low]
-    fixable = [n for n in needs if n <= 1e7]
+    from ..config import MAX_RESAMPLES  # the most [tool.posbias] n_resamples accepts
+
+    fixable = [n for n in needs if n <= MAX_RESAMPLES]
     text = (f"{len(low)} bootstrap gate{'s' if len(low) != 1 else ''} cannot fail the run on "
             f"{'their' if len(low) != 1 else 'its'} own: a p-value of the expanded percentile bootstrap cannot go "
             f"below {floor:.2g} with its resamples and groups, above Holm's first level α/m = {level:.2g} over "

@@ -44,7 +44,8 @@ DESIGN_FILE = "design.json"  # in the plan's folder: the design the project conf
 def write_configured_design(plan_dir: str | Path, *, sequential: bool) -> None:
     """Record in the plan's folder whether the project's runs use the sequential design: the plan run
     itself uses the fixed design (every gate at its maximum), and ``posbias plan`` reports the expected
-    share of the configured one (``[tool.posbias] sequential``)."""
+    share of the configured one (``[tool.posbias] sequential``, and fixed under a baseline from the
+    command line or ``[tool.posbias] baseline``)."""
     Path(plan_dir).mkdir(parents=True, exist_ok=True)
     (Path(plan_dir) / DESIGN_FILE).write_text(json.dumps({"sequential": sequential}))
 

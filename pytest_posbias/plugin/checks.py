@@ -60,6 +60,14 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     def same_as_tested(other: str) -> str | None:
         return next((m for m in tested if _same_model(m, other, resolved)), None)
 
+    # a model tested twice runs every gate twice and doubles the run-level Holm family, which
+    # weakens the adjustment of every gate in the run
+    for i, m in enumerate(tested):
+        if (first := next((t for t in tested[:i] if _same_model(t, m, resolved)), None)) is not None:
+            given = _typed_spelling(config, m)
+            twice = f"{first} and {m} name one model" if first != m else f"{m} is given twice"
+            raise pytest.UsageError(f"{given} {m}: {twice}; test each model once")
+
     # a model compared with itself shares its cache entries: every paired difference would be 0 and
     # the comparison would certify or pass on nothing
     if baseline and (same := same_as_tested(baseline)):
@@ -183,6 +191,40 @@ def check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
             check_output_path(where, str(value), folder=folder, base=base)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+
+# the rate gates decided by the exact binomial rule on a probe's units: (probe, its size key, gates)
+RATE_GATE_SIZES = (("phase", "items", ("flip", "phase", "order")), ("stressor", "videos", ("repetition", "attack")))
+
+
+def check_sample_sizes(config: pytest.Config, pcfg: PosbiasConfig) -> None:
+    """A rate gate whose probe size lies below the fewest units at which its exact binomial rule can
+    show a violation (:func:`~pytest_posbias.stats.rate_min_sample`, at the gate's threshold for each
+    tested model and the run's α) passes every model: a usage error naming the size and the
+    threshold. Detect mode without a baseline only: in certify mode such a gate never passes, and
+    under a baseline the gates are paired comparisons. Another project's run (not :func:`posbias_asked`)
+    is left alone: it imports no statistics."""
+    if not posbias_asked(config):
+        return
+    opts = options(config)
+    if opts.mode != "detect" or opts.baseline:
+        return
+    from ..probes.settings import settings_for
+    from ..stats import rate_min_sample
+
+    for probe, key, gates in RATE_GATE_SIZES:
+        size = settings_for(probe, pcfg.probes.get(probe))[key]
+        given = key in pcfg.probes.get(probe, {})
+        for model in opts.models or (None,):
+            thresholds = pcfg.thresholds_for(model, opts.threshold_overrides)
+            for gate in gates:
+                need = rate_min_sample(threshold=thresholds[gate], mode="detect", alpha=opts.alpha)
+                if size < need:
+                    where = f"{pcfg.source}.probes.{probe}.{key}" if given else f"the default {probe} {key}"
+                    raise pytest.UsageError(
+                        f"{where} = {size} is too small for the {gate} gate to fail any model: its exact binomial "
+                        f"test at threshold {gate} = {thresholds[gate]:g} and alpha {opts.alpha:g} shows a violation "
+                        f"from {need} {key} on; give {key} >= {need} or a lower {gate} threshold")
 
 
 def warn_unusable_videos(config: pytest.Config) -> None:

@@ -17,6 +17,7 @@ from .checks import (
     check_endpoints_before_workers,
     check_models,
     check_output_paths,
+    check_sample_sizes,
     model_missing,
     posbias_asked,
     warn_unusable_videos,
@@ -40,12 +41,15 @@ class PosbiasPlugin(PluginState):
         if not config.getoption("--help", False) and not config.getoption("--markers", False):
             check_models(config, pcfg)
             check_output_paths(config, pcfg)
+            check_sample_sizes(config, pcfg)
             start_vllm_for_workers(config)
             plan = config.getoption("--posbias-plan", None)
             if plan and not self.worker:
                 from ..models.plan import write_configured_design
 
-                write_configured_design(plan, sequential=bool(pcfg.get("sequential", True)))
+                # a run against a baseline decides every gate on the fixed design, whichever sets the baseline
+                baseline = config.getoption("--posbias-baseline") or pcfg.get("baseline")
+                write_configured_design(plan, sequential=bool(pcfg.get("sequential", True)) and not baseline)
         if posbias_asked(config):  # another project's -n workers keep their threads as they are
             configure_xdist(config)
 

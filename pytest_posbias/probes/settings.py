@@ -78,19 +78,29 @@ def _samplers(where: str, v: object) -> list[str]:
 
     if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
         raise ConfigError(f"{where} must be a non-empty list of strings; got {v!r}")
+
+    def too_few() -> ConfigError:
+        return ConfigError(f"{where} must list at least 2 distinct samplers (the flip gate compares answers between "
+                           f"them; with one, nothing can flip); got {v!r}")
+
     if len(set(v)) < 2:
-        raise ConfigError(f"{where} must list at least 2 distinct samplers (the flip gate compares answers between "
-                          f"them; with one, nothing can flip); got {v!r}")
+        raise too_few()
+    # a sampler is its preset and knob values: 'fps=2' and 'fps=2.0', or knobs in another order, are one sampler
+    distinct: set[tuple[str, str]] = set()
     for x in v:
         if x in SAMPLERS:
+            distinct.add((x, ""))
             continue
         if not is_preset_spec(x):
             raise ConfigError(f"{where} values must be among {', '.join(SAMPLERS + PRESETS)} "
                               f"(a preset may add ':knob=value,...'); got {x!r}")
         try:
-            parse_spec(x)
+            preset, knobs = parse_spec(x)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        distinct.add((preset.name, repr(sorted(knobs.items()))))
+    if len(distinct) < 2:
+        raise too_few()
     return list(v)
 
 

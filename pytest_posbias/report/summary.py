@@ -5,6 +5,7 @@ controller's progress line from the workers' progress files.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import textwrap
@@ -278,24 +279,27 @@ def progress_file(run_dir: Path, worker: str) -> Path:
 
 
 def write_progress(path: Path, message: str) -> None:
-    """Replace the worker's progress file atomically (a reader never sees half a line)."""
+    """Replace the worker's progress file atomically (a reader never sees half a line). Best effort:
+    it never raises, a character UTF-8 cannot encode (a lone surrogate from a file name) is written
+    replaced, and a temporary file it could not move into place is removed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(message, encoding="utf-8")
+        tmp.write_text(message, encoding="utf-8", errors="replace")
         tmp.replace(path)
     except OSError:  # progress is best-effort: a full disk never fails a run
-        pass
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) -> str:
     """``12/40 tests · gw0: model calls 30/120 (25%), 2.5/s, ETA 36 s · gw1: ...`` from the
-    workers' progress files (missing or unreadable files are left out)."""
+    workers' progress files (missing, unreadable or damaged files are left out)."""
     parts = [f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"]
     for f in sorted(run_dir.glob("progress-*.txt")):
         try:
             msg = f.read_text(encoding="utf-8").strip()
-        except OSError:
+        except (OSError, UnicodeDecodeError):  # a damaged file is left out of the line
             continue
         if msg:
             parts.append(f"{f.stem.removeprefix('progress-')}: {msg}")

@@ -194,10 +194,6 @@ def test_alpha_is_checked_in_one_place_for_every_entry_point(where):
 # --------------------------------------------------------------------------- load_pyproject: a damaged file
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
-                   reason="config.load_pyproject converts tomllib.TOMLDecodeError but not the UnicodeDecodeError "
-                          "tomllib.load raises on bytes that are not UTF-8, so the run stops with a traceback that "
-                          "names neither the file nor [tool.posbias]")
 def test_a_pyproject_that_is_not_utf8_is_a_config_error_naming_the_file(tmp_path):
     """A pyproject.toml holding bytes that are not UTF-8 is a ConfigError naming the file."""
     from pytest_posbias.config import load_pyproject
@@ -208,10 +204,6 @@ def test_a_pyproject_that_is_not_utf8_is_a_config_error_naming_the_file(tmp_path
         load_pyproject(path)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="config.load_pyproject calls data.get('tool', {}).get('posbias') without checking that "
-                          "`tool` is a table: `tool = 1` raises AttributeError ('int' object has no attribute "
-                          "'get') instead of a ConfigError")
 def test_a_tool_key_that_is_not_a_table_is_a_config_error(tmp_path):
     """``tool = 1`` in pyproject.toml is a ConfigError naming the file, not an AttributeError."""
     from pytest_posbias.config import load_pyproject
@@ -232,11 +224,6 @@ def test_a_posbias_key_that_is_not_a_table_is_a_config_error(tmp_path):
         load_pyproject(path)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="the start-of-run checks take each probe size and threshold alone: "
-                          "[tool.posbias.probes.phase] items = 4 with thresholds.order = 0.5 is accepted, although "
-                          "the exact binomial test needs 5 items to show any violation (0.5^4 > α), so the order gate "
-                          "can fail no model; the run goes on to the model calls")
 def test_a_sample_size_too_small_for_its_gate_to_fail_stops_pytest_at_start(pytester):
     """A probe size below the smallest sample at which its gate's threshold can fail is a usage error at start."""
     pytester.makepyprojecttoml("[tool.posbias.thresholds]\norder = 0.5\n\n[tool.posbias.probes.phase]\nitems = 4\n")
@@ -250,10 +237,6 @@ SECRET_URLS = ["htps://user:sk-SECRET@host/v1", "http://user:sk-SECRET@/v1", "lo
                "ftp://host/v1?access_token=sk-SECRET"]
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="config.check_url rejects a malformed endpoint URL with `got {v!r}`: the whole URL, "
-                          "its user-info password or key-like query value included, goes into the ConfigError and "
-                          "so into pytest's usage error on the terminal and the CI log")
 @pytest.mark.parametrize("url", SECRET_URLS)
 def test_a_rejected_endpoint_url_is_named_without_its_secret(url):
     """The error naming a malformed endpoint URL leaves out its password and key-like query values."""
@@ -265,10 +248,6 @@ def test_a_rejected_endpoint_url_is_named_without_its_secret(url):
     assert "sk-SECRET" not in str(info.value)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="plugin.options passes check_url's ConfigError, which holds the whole URL, to "
-                          "pytest.UsageError unredacted: `pytest --posbias-api-base htps://user:sk-SECRET@host/v1` "
-                          "prints the password on stderr")
 def test_a_rejected_endpoint_url_on_the_command_line_keeps_its_secret_off_the_terminal(pytester):
     """Exit 4 for a malformed --posbias-api-base, with no password on the terminal."""
     pytester.makepyfile(test_x="def test_a():\n    raise AssertionError('a test ran')\n")
@@ -277,21 +256,12 @@ def test_a_rejected_endpoint_url_on_the_command_line_keeps_its_secret_off_the_te
     assert "sk-SECRET" not in res.stdout.str() + res.stderr.str()
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="config's n_resamples validator has a lower bound only: 10^11 resamples pass the start "
-                          "checks, and after the model calls every bootstrap gate raises MemoryError (scipy's "
-                          "bootstrap allocates resamples x clusters: 34.9 TiB at 48 groups)")
 def test_a_resample_count_no_machine_can_hold_is_a_config_error():
     """``n_resamples`` so large that the bootstrap cannot allocate it is a ConfigError at start."""
     with pytest.raises(ConfigError, match="n_resamples"):
         parse_config({"n_resamples": 10**11})
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="config.check_output_path walks up with Path.exists(), which answers False for a path "
-                          "holding a NUL byte (TOML's \\u0000), and tries a temporary folder in the nearest existing "
-                          "one: the path is accepted at start, and writing the report after the model calls raises "
-                          "ValueError (embedded null byte)")
 @pytest.mark.parametrize("folder", [False, True])
 def test_an_output_path_with_a_nul_byte_is_refused_at_start(tmp_path, folder):
     """A report, JSON or cache path holding a NUL byte is a ConfigError naming the setting."""
@@ -299,11 +269,6 @@ def test_an_output_path_with_a_nul_byte_is_refused_at_start(tmp_path, folder):
         check_output_path("[tool.posbias] `report`", "r\x00.html", folder=folder, base=tmp_path)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="config.validate_thresholds(margins=True) accepts a margin for every gate, also for "
-                          "attack and equivalence, which have no paired comparison (gate_registry worse=None: under "
-                          "--posbias-baseline they keep their absolute threshold); the margin is silently unused "
-                          "while docs/concepts/gates.md says each gate becomes a non-inferiority comparison within it")
 @pytest.mark.parametrize("gate", ["attack", "equivalence"])
 def test_a_baseline_margin_for_a_gate_without_a_baseline_form_is_refused(gate):
     """``[tool.posbias.baseline_margins]`` for a gate with no paired comparison is a ConfigError naming the gate."""
@@ -322,10 +287,6 @@ def test_a_baseline_margin_outside_zero_to_one_is_refused():
     assert parse_config({"baseline_margins": {"dpb": 0.0}}).margins()["dpb"] == 0.0
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="config._models accepts a model listed twice; the suites then run every gate twice for it "
-                          "and the run-level decision adjusts over the doubled family: a gate at p = 0.015 that fails "
-                          "Holm over 3 gates (exit 1) passes it over the 6 (exit 0)")
 def test_a_model_listed_twice_is_a_config_error():
     """``model = ["sim:a", "sim:a"]`` is a ConfigError naming the repeated model."""
     with pytest.raises(ConfigError, match="sim:a"):

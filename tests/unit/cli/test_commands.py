@@ -65,10 +65,6 @@ def test_data_import_refuses_a_count_below_one(tmp_path, capsys):
     assert not (tmp_path / "m.jsonl").exists()
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="cli.commands.read_captions catches json.JSONDecodeError only; json.loads of a deeply "
-                          "nested line raises RecursionError, which escapes untyped instead of a ConfigError naming "
-                          "the file and line")
 def test_a_deeply_nested_caption_line_is_a_config_error_naming_the_line(tmp_path):
     """A JSONL caption line nested past the recursion limit is a ConfigError naming the file and line."""
     from pytest_posbias.cli.commands import read_captions

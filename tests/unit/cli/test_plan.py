@@ -244,11 +244,6 @@ def test_plan_echo_is_shell_quoted_and_short_options_become_long():
         "--posbias-api-base=http://x/v1", "--posbias-seed", "3", "-k", "--modelx"]
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="cli.plan.run_plan takes a run as fixed-design under a baseline only when "
-                          "--posbias-baseline is on the command line; a [tool.posbias] baseline also makes every gate "
-                          "fixed-sample (gates/positional.py: ctx.sequential and not ctx.baseline), yet the plan "
-                          "reports the sequential design's expected share 0.5, half the run's cost")
 def test_a_baseline_from_the_table_plans_the_fixed_design(tmp_path, small_set):
     """``[tool.posbias] baseline`` makes the plan report every gate at its maximum, as --posbias-baseline does."""
     proj = _project(tmp_path / "p", small_set)
@@ -261,9 +256,6 @@ def test_a_baseline_from_the_table_plans_the_fixed_design(tmp_path, small_set):
     assert gates and all(g["sequential_expected"] == 1.0 for g in gates)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="cli.plan._plan checks `not v > 0` only, so --prefill-tps inf (or --decode-tps inf) is "
-                          "accepted and the plan reports 0 GPU-hours for that side of the cost")
 @pytest.mark.parametrize("option", ["prefill_tps", "decode_tps"])
 def test_an_infinite_throughput_is_refused_before_the_plan_runs(monkeypatch, option):
     """``--prefill-tps inf`` / ``--decode-tps inf`` is a ConfigError naming the option, before the plan run."""

@@ -152,10 +152,6 @@ def test_a_data_path_the_file_system_cannot_look_up_is_named_not_raised(pytester
         pytester.parseconfig("--posbias-data", "m" * 5000 + ".jsonl")
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="plugin.options takes --posbias-model as given: the same model twice runs every gate twice "
-                          "and doubles the run-level Holm family (a failing gate can pass the adjustment), with no "
-                          "usage error at start")
 def test_the_same_model_given_twice_is_a_usage_error(pytester: pytest.Pytester):
     """``--posbias-model sim:unbiased --posbias-model sim:unbiased`` stops pytest at start with exit 4."""
     pytester.makepyfile(test_x="def test_a():\n    raise AssertionError('a test ran')\n")

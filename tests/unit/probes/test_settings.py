@@ -66,11 +66,6 @@ def test_every_positional_setting_that_the_table_accepts_reaches_the_spec():
     assert (changed.label_base, changed.boundary, changed.placement) == (1, "text", "video-first")
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="probes.settings._samplers counts distinct strings (len(set(v)) < 2), not distinct "
-                          "samplers: two spellings of one preset spec ('fps=2' and 'fps=2.0', or the same knobs in "
-                          "another order) pass as two samplers, so the flip gate compares a sampler with itself and "
-                          "its flip rate is 0 by construction")
 @pytest.mark.parametrize("samplers", [["qwen-vl-utils:fps=2", "qwen-vl-utils:fps=2.0"],
                                       ["qwen-vl-utils:fps=2,min_frames=4", "qwen-vl-utils:min_frames=4,fps=2"]])
 def test_two_spellings_of_one_sampler_are_not_two_samplers(samplers):
