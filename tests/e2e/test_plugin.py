@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.guest_project import GUEST_CONFTEST
 
 import pytest_posbias
 
@@ -102,17 +103,6 @@ def test_markers_are_registered_only_where_the_suites_are_collected(pytester: py
     assert "@pytest.mark.order:" not in text  # pytest-order's marker name stays free
 
 
-GUEST_CONFTEST = """
-import pytest
-
-def pytest_addoption(parser):
-    parser.addoption("--model", default="mine")
-    parser.addoption("--baseline", default="base")
-
-@pytest.fixture
-def own(request):
-    return request.config.getoption("--model"), request.config.getoption("--baseline")
-"""
 GUEST_TESTS = """
 import pytest
 
@@ -380,6 +370,7 @@ def test_a_projects_own_tests_in_a_folder_named_like_a_gate_are_not_gate_tests(p
 
 GATE_SKIPPED_AT_SETUP = """
 import pytest
+
 
 pytestmark = pytest.mark.skip(reason="m.jsonl: no usable multiple-choice item")
 

@@ -7,22 +7,10 @@ from pathlib import Path
 
 import pytest
 from support import REPO
+from support.guest_project import EXISTING_PYPROJECT as EXISTING
 
 from pytest_posbias.cli import main, scaffold
 from pytest_posbias.errors import ConfigError
-
-EXISTING = """# my project
-[project]
-name = "acme-vlm"   # keep this comment
-version = "1.2.3"
-
-[tool.pytest.ini_options]
-testpaths = ["tests"]
-markers = ["gpu: needs a GPU"]
-
-[tool.ruff]
-line-length = 120
-"""
 
 
 def _suites() -> list[str]:

@@ -13,23 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support import PACKAGE
+from support.guest_project import EXISTING_PYPROJECT as EXISTING
 
 from pytest_posbias.cli import scaffold
 from pytest_posbias.config import SHORT_ALIASES, parse_config
 from pytest_posbias.errors import ConfigError
-
-EXISTING = """# my project
-[project]
-name = "acme-vlm"   # keep this comment
-version = "1.2.3"
-
-[tool.pytest.ini_options]
-testpaths = ["tests"]
-markers = ["gpu: needs a GPU"]
-
-[tool.ruff]
-line-length = 120
-"""
 
 
 @given(st.text(st.characters(exclude_categories=("Cs",))))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.manifest_lines import check_schema, lines_of
 
 from pytest_posbias.data.import_captions import (
     OUTSIDE_BUCKETS,
@@ -18,19 +19,8 @@ from pytest_posbias.data.import_captions import (
     sample_groups,
 )
 from pytest_posbias.data.importers import run_import
-from pytest_posbias.data.manifest import SCHEMA_PATH, load_manifest
+from pytest_posbias.data.manifest import load_manifest
 from pytest_posbias.errors import ConfigError
-
-
-def lines_of(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text().splitlines()]
-
-
-def check_schema(path: Path) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads(SCHEMA_PATH.read_text())
-    for line in lines_of(path):
-        jsonschema.validate(line, schema)
 
 
 def test_activitynet_with_taxonomy_domains_buckets_and_groups(tmp_path, vids):

@@ -5,27 +5,17 @@ aliases write the long options' destinations, and :func:`options` merges the com
 from __future__ import annotations
 
 import pytest
+from support.guest_project import GUEST_CONFTEST
 
 from pytest_posbias.plugin.options import add_short_aliases, options, run_directory, run_identity
 from pytest_posbias.run_options import RunOptions
-
-GUEST_CONFTEST = """
-import pytest
-
-def pytest_addoption(parser):
-    parser.addoption("--model", default="mine")
-    parser.addoption("--baseline", default="base")
-
-@pytest.fixture
-def own(request):
-    return request.config.getoption("--model"), request.config.getoption("--baseline")
-"""
 
 
 def test_short_aliases_helper(pytester: pytest.Pytester):
     """add_short_aliases: dest aliases of the long options; one this project already defines is left out."""
     pytester.makeconftest(GUEST_CONFTEST + """
 from pytest_posbias.plugin import add_short_aliases
+
 
 @pytest.hookimpl(specname="pytest_addoption", trylast=True)
 def pytest_addoption_posbias(parser):
