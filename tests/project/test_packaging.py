@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO
+from support.guest_project import GUEST_CONFTEST
 
 import pytest_posbias
 from pytest_posbias.cli.scaffold import QUICK_SET
@@ -134,18 +135,6 @@ def test_wheel_installs_and_runs_the_suites_in_an_empty_folder(dist, tmp_path):
     assert (project / "reports" / "latest.html").is_file()  # the report template came with the wheel
 
 
-GUEST_CONFTEST = """import pytest
-
-
-def pytest_addoption(parser):
-    parser.addoption("--model", default="mine")
-    parser.addoption("--baseline", default="base")
-
-
-@pytest.fixture
-def own(request):
-    return request.config.getoption("--model"), request.config.getoption("--baseline")
-"""
 GUEST_TESTS = """import pytest
 
 
