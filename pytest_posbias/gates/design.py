@@ -16,7 +16,7 @@ from ..gate_registry import GATES
 from ..stats import Verdict, _bounds, _fmt, _region
 from ..stats.rules import RULE_NAMES
 from ..stats.sequential import gsd_sizes, gsd_step
-from ..stats.verdicts import _level
+from ..stats.verdicts import interval_level
 from .measurement import DEFAULT_FLOOR, Measurement, apply_floor
 
 LOOKS = 4  # analyses of the group-sequential design (at 1/4, 1/2, 3/4 and all of the maximum sample)
@@ -45,7 +45,7 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
     # the unclipped interval, where clipping could not change it, so clip for the record
     lo_v, hi_v = GATES[gate].value_range
     d = replace(d, ci_low=min(max(d.ci_low, lo_v), hi_v), ci_high=max(min(d.ci_high, hi_v), lo_v))
-    level = _level(ctx.alpha)
+    level = interval_level(ctx.alpha)
     reason = (f"{name} = {_fmt(d.estimate)} ({level}% repeated CI [{_fmt(d.ci_low)}, {_fmt(d.ci_high)}], threshold "
               f"{_region(lower, upper)}, n = {d.stopped_at} of at most {n_max} {unit}, p = {_fmt(d.p_value)}): "
               f"{d.reason} ({ctx.mode} mode, group-sequential, α = {ctx.alpha:g}).")

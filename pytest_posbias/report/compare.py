@@ -22,6 +22,7 @@ import numpy as np
 from ..metrics import dpb_per_instance, meg_per_instance
 from ..stats import paired_change_verdict
 from ..stats.paired import paired_abs_mean_verdict
+from ..stats.verdicts import interval_level
 from . import figures
 from .sections import _final_looks
 
@@ -159,15 +160,14 @@ def compare(cand: Arm, base: Arm, *, alpha: float) -> dict[str, Any]:
         mine = [d for d in diffs if d["stat"] == stat]
         figs.append(figures.forest([{"label": d["config"], "estimate": d["delta"], "low": d["low"], "high": d["high"],
                                      "passed": None if d["direction"] != "worse" else False} for d in mine],
-                                   title=f"{stat}: {cand.label} − {base.label} (paired, {100 * (1 - 2 * alpha):.0f}% "
-                                         "CI)",
+                                   title=f"{stat}: {cand.label} − {base.label} (paired, {interval_level(alpha)}% CI)",
                                    xlabel="Δ (> 0: candidate worse)", ref=0.0, width=5.6))
     gates = side_by_side(cand, base)
     worse = _changes(diffs, gates, direction="worse", change="now fails")
     better = _changes(diffs, gates, direction="better", change="now passes")
     both = sum(1 for g in gates if g["cand"] is not None and g["base"] is not None)
     return {"cand": cand.label, "base": base.label, "diffs": diffs, "figures": figs, "gates": gates,
-            "worse": worse, "better": better, "alpha": alpha, "common": both,
+            "worse": worse, "better": better, "alpha": alpha, "level": interval_level(alpha), "common": both,
             "only_cand": sum(1 for g in gates if g["base"] is None),
             "only_base": sum(1 for g in gates if g["cand"] is None),
             "same_run": cand.model == base.model and _run_id(cand) is not None and _run_id(cand) == _run_id(base)}

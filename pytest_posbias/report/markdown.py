@@ -19,6 +19,7 @@ from urllib.parse import quote
 from ..run_options import RunOptions
 from ..safe_text import inert, md_code, md_text, redact_text
 from ..stats import Verdict
+from ..stats.verdicts import interval_level
 from .summary import allowed, num_text, plural
 
 MAX_NOT_RUN = 20  # node ids listed of the gate tests a stopped run never reached (then a count)
@@ -73,7 +74,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     if mode:
         facts.append(f"mode {mode}")
     if alpha is not None:
-        facts.append(f"α = {num_text(alpha)} (CI {num_text(100 * (1 - 2 * alpha), '.0f')}% two-sided)")
+        facts.append(f"α = {num_text(alpha)} (CI {interval_level(alpha)}% two-sided)")
     if exitstatus is not None:
         facts.append(f"exit status {exitstatus}")
     if facts:

@@ -98,7 +98,7 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
-def _level(alpha: float) -> str:
+def interval_level(alpha: float) -> str:
     """The interval level 100(1 − 2α) in percent, with as many digits as it has (99.8 at α = 0.001),
     never rounded up to 100, which no finite interval reaches."""
     pct = 100 * (1 - 2 * alpha)
@@ -133,7 +133,7 @@ def _decide(*, name: str, estimate: float, ci_low: float, ci_high: float, lower:
         passed, p = ci_low > lower and ci_high < upper, p_certify
         what = (f"the whole CI lies inside the allowed region, compliance certified {at}" if passed else
                 f"the CI is not wholly inside the allowed region, so compliance is not certified {at} (certify mode)")
-    reason = (f"{name} = {_fmt(estimate)} ({_level(alpha)}% CI [{_fmt(ci_low)}, {_fmt(ci_high)}], "
+    reason = (f"{name} = {_fmt(estimate)} ({interval_level(alpha)}% CI [{_fmt(ci_low)}, {_fmt(ci_high)}], "
               f"threshold {_region(lower, upper)}, n = {n} {unit}, p = {_fmt(p)}): {what}.")
     return Verdict(name=name, estimate=float(estimate), ci_low=float(ci_low), ci_high=float(ci_high),
                    threshold=float(threshold), n=int(n), p_value=float(min(1.0, max(0.0, p))), passed=bool(passed),

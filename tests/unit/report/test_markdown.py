@@ -126,3 +126,10 @@ def test_markdown_path_must_not_be_empty(pytester):
     res = pytester.runpytest("--posbias-markdown=")
     assert res.ret != 0
     assert "--posbias-markdown: expects a path" in res.stderr.str()
+
+
+@pytest.mark.parametrize(("alpha", "level"), [(0.05, "90"), (0.025, "95"), (0.0125, "97.5"), (0.001, "99.8")])
+def test_the_interval_level_is_stated_with_its_digits_never_rounded_to_100(alpha, level):
+    """α = 0.001 gives a 99.8% interval: the summary says so, not "100%" (no finite interval reaches 100%)."""
+    text = markdown_summary([], models=["sim:unbiased"], mode="detect", alpha=alpha, exitstatus=0)
+    assert f"α = {alpha:g} (CI {level}% two-sided)" in text
