@@ -19,7 +19,6 @@ from typing import Any
 from hypothesis import strategies as st
 
 from .errors import ConfigError
-from .probes.settings import _int_ge as int_ge
 from .video.compose import BOUNDARIES, PLACEMENTS
 from .video.sampling import ALL as SAMPLER_NAMES
 
@@ -34,7 +33,9 @@ __all__ = [
 
 
 def _int_ge(name: str, v: Any, lo: int) -> int:
-    return int_ge(lo)(f"`{name}`", v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ConfigError(f"`{name}` must be an integer >= {lo}; got {v!r}")
+    return int(v)
 
 
 # --------------------------------------------------------------------------- orderings

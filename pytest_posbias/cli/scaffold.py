@@ -44,7 +44,6 @@ from pytest_posbias.plugin import add_short_aliases{noqa}
 """
 ALIAS_HOOK = """
 
-
 @pytest.hookimpl(specname="pytest_addoption", trylast=True)
 def pytest_addoption_posbias(parser):
     add_short_aliases(parser{skip_arg})
