@@ -38,20 +38,24 @@ def model_missing(config: pytest.Config, items: Sequence[pytest.Item]) -> bool:
 
 def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     """Resolve every --model/--baseline/--posbias-parity (and the table's baseline and parity) now: a
-    model that cannot be loaded fails at start. A baseline or parity reference that is the tested
+    model that cannot be loaded fails at start. A model named on the command line is also looked up
+    in the local cache; one from the table is not (a project's other tests run on machines without
+    its weights, as with the table's ``model``). A baseline or parity reference that is the tested
     model, from the command line or the table, is refused."""
     models = list(config.getoption("--posbias-model") or [])
-    baseline = config.getoption("--posbias-baseline") or pcfg.get("baseline")
-    parity = config.getoption("--posbias-parity") or pcfg.get("parity")
+    cli_baseline, cli_parity = config.getoption("--posbias-baseline"), config.getoption("--posbias-parity")
+    baseline = cli_baseline or pcfg.get("baseline")
+    parity = cli_parity or pcfg.get("parity")
     resolved: dict[str, ResolvedModel] = {}
     if models or baseline or parity:  # the registry is imported only when a model was named
         from ..errors import ModelLoadError
         from ..models.registry import resolve
 
         plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
+        typed = {*models, cli_baseline, cli_parity}
         for spec in [*models, *[s for s in (baseline, parity) if s]]:
             try:
-                resolved[spec] = resolve(spec, locate=not plan)
+                resolved[spec] = resolve(spec, locate=not plan and spec in typed)
             except ModelLoadError as exc:
                 raise pytest.UsageError(as_typed(config, str(exc))) from None
     table_models = pcfg.get("model")

@@ -203,18 +203,18 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
                                   f"inconclusive: {bad} of {n_k} unit values are not finite (NaN or inf), and a unit "
                                   "that was not measured is never scored, so the gate does not pass in either mode",
                                   sizes[: k + 1], method, inconclusive=True)
-    # a rate ceiling too low for its maximum sample: no outcome at the last look's level crosses (the
-    # fixed design's rate_min_sample at a_K, where the design decides most easily), so no look decides
-    if kind == "rate" and math.isfinite(upper) and not lower > 0:
+    # detect mode, a rate ceiling too low for its maximum sample: no outcome at the last look's level
+    # shows a violation (the fixed design's rate_min_sample at a_K, where the design decides most
+    # easily), so the gate could pass every model; it is inconclusive. In certify mode such a gate
+    # cannot show compliance either and fails as before, a violation shown early included.
+    if kind == "rate" and mode == "detect" and math.isfinite(upper) and not lower > 0:
         n_min = rate_min_sample(threshold=min(max(upper, 0.0), 1.0), mode=mode, alpha=float(_st.norm.sf(cs[-1])))
         if sizes[-1] < n_min:
             if not last:
                 return None
-            what = "show a violation" if mode == "detect" else "certify compliance"
-            return SequentialDecision(mode == "detect", n_k, n_max, math.nan, math.nan,
-                                      float(xs.mean()) if n_k else math.nan, 1.0,
-                                      f"inconclusive: at most {sizes[-1]} units, fewer than the {n_min} below "
-                                      f"which no outcome could {what} at the last look's level",
+            return SequentialDecision(True, n_k, n_max, math.nan, math.nan, float(xs.mean()) if n_k else math.nan,
+                                      1.0, f"inconclusive: at most {sizes[-1]} units, fewer than the {n_min} below "
+                                           "which no outcome could show a violation at the last look's level",
                                       sizes[: k + 1], method, inconclusive=True)
     # zero spread: with the value range, decided on the exact worst-case floor (in both modes, as the
     # fixed design does); without it it never shows compliance (a zero-width interval says nothing

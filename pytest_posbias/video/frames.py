@@ -77,17 +77,14 @@ class FrameSpec:
     @classmethod
     def from_video(cls, path: str | Path, indices: Sequence[int], *, size: int | None = 448,
                    aspect: str = "stretch", info: VideoInfo | None = None) -> FrameSpec:
-        """The spec of ``indices`` of one clip; a clip (or window) shorter than the request, which would
-        repeat frames, raises :class:`TooShortError`."""
+        """The spec of ``indices`` of one clip; a clip with fewer frames than the request raises
+        :class:`TooShortError`. Indices a sampler repeats by its definition (``fps`` over a clip or
+        window shorter than the budget in seconds: decimated to 1 per second, then ``endpoint`` over
+        those) are kept, as the harness it reproduces sends them."""
         info = info or probe(path)
         if len(indices) > info.frame_count:
             raise TooShortError(path, f"too short for {len(indices)} frames: the clip has {info.frame_count} "
                                       f"(a short clip is not padded with repeated frames)")
-        distinct = len(set(indices))
-        if distinct < len(indices):  # e.g. 1 frame per second asked for more frames than the clip has seconds
-            raise TooShortError(path, f"too short for {len(indices)} frames: the sampler found {distinct} distinct "
-                                      f"frames of the clip's {info.frame_count} and repeats the others (a short clip "
-                                      f"or window is not padded with repeated frames)")
         src = Source("video", info.sha256, str(path))
         # a harness preset's provenance record goes into the run log, not into request keys
         rec = getattr(indices, "record", None)

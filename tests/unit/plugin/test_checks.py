@@ -77,6 +77,15 @@ def test_a_table_baseline_that_cannot_be_resolved_stops_at_start_naming_its_key(
         pytester.parseconfigure()
 
 
+def test_a_table_baseline_whose_weights_are_not_here_does_not_stop_the_projects_other_runs(pytester: pytest.Pytester):
+    """A Hub id set as the table's baseline is not looked up in the local cache at start (as the table's model is not):
+    the project's unrelated tests still run on a machine without those weights; on the command line it is looked up."""
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "sim:unbiased"\nbaseline = "acme-nonexistent/vlm-7b"\n')
+    pytester.parseconfigure()
+    with pytest.raises(pytest.UsageError, match="acme-nonexistent/vlm-7b"):
+        pytester.parseconfigure("--posbias-baseline", "acme-nonexistent/vlm-7b")
+
+
 def test_model_missing_only_for_gate_tests_without_any_model(fake_config):
     """Gate tests (posbias_run or posbias_model) with no model anywhere: missing; a model on the
     command line or in the table, --collect-only, or a collection of other tests: not."""

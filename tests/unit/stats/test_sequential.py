@@ -140,6 +140,13 @@ def test_a_rate_gate_too_small_to_ever_fail_is_inconclusive_not_a_pass(n_max, th
     assert d.inconclusive
 
 
+def test_in_certify_mode_a_small_rate_gate_still_fails_on_a_shown_violation():
+    """Certify mode at a size too small to certify: every unit violating is a FAIL (exit 1), not an inconclusive
+    NOT MEASURED; the inconclusive rule guards detect mode, where such a gate would pass every model."""
+    d = gsd_decide(np.ones(8), n_max=8, looks=3, lower=-math.inf, upper=0.15, mode="certify", alpha=0.05, kind="rate")
+    assert not d.passed and not d.inconclusive
+
+
 def test_a_rate_gate_that_can_fail_fails_when_every_unit_violates():
     """At the smallest sample that can show a violation, every unit violating fails the gate."""
     d = gsd_decide(np.ones(3), n_max=3, looks=4, lower=-math.inf, upper=0.25, mode="detect", alpha=0.05, kind="rate")

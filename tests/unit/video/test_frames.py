@@ -158,15 +158,19 @@ def test_a_damaged_png_in_the_disk_cache_is_decoded_again_and_rewritten(tmp_path
     assert again.decodes == 1 and again.disk_hits == 1 and len(pngs[0].read_bytes()) > 40
 
 
-def test_a_clip_with_fewer_seconds_than_frames_asked_under_fps_sampling_is_too_short(synthetic_clips):
-    """Asking the 1-frame-per-second sampler for more frames than the clip has seconds is a TooShortError, not padding."""
+def test_fps_sampling_on_a_clip_shorter_than_its_budget_in_seconds_keeps_its_repeats(synthetic_clips):
+    """The ``fps`` convention (1 frame per second, then ``endpoint`` over those) repeats frames on a clip with fewer
+    whole seconds than frames asked: the unit is measured with those indices, as the convention defines it; a clip
+    with fewer frames than asked is still too short."""
     from pytest_posbias.video.decode import TooShortError
 
     info = probe(synthetic_clips[0])
     idx = frame_indices(info.frame_count, int(info.duration) + 4, convention="fps", fps=info.fps)
     assert len(set(idx)) < len(idx)  # the sampler itself repeats frames here
+    spec = FrameStore().clip(synthetic_clips[0], idx, size=32)
+    assert [i for _src, i in spec.frames] == [int(i) for i in idx]
     with pytest.raises(TooShortError):
-        FrameStore().clip(synthetic_clips[0], idx, size=32)
+        FrameStore().clip(synthetic_clips[0], list(range(info.frame_count + 1)), size=32)
 
 
 def test_a_frame_folder_at_another_frame_rate_is_another_request_key(tmp_path):
