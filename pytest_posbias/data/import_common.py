@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .manifest import parse_line, write_manifest
+from .manifest import McqItem, parse_line, write_manifest
 
 VIDEO_EXTS = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v")
 BUCKETS = (("short", 0.0, 60.0), ("long", 60.0, 120.0))
@@ -142,15 +142,18 @@ def _finish(rep: ImportReport, out: Path, lines: Iterable[dict[str, Any]], *, an
 def _loadable(rep: ImportReport, lines: Iterable[dict[str, Any]], base: Path) -> list[dict[str, Any]]:
     """The lines the manifest loader accepts (:func:`~.manifest.parse_line`); every other line is skipped with
     the field the loader rejects, and a group is skipped with a member video that was, so every written line
-    loads and no group names a video the manifest lacks."""
+    loads and no group names a video the manifest lacks. A multiple-choice item repeating an earlier one
+    under another id (the same clip, window, question, options and answer: the loader's duplicate rule) is
+    skipped too, so the loader finds no problem in an imported manifest."""
     kept: list[dict[str, Any]] = []
     dropped: set[Any] = set()
+    seen: set[tuple[Any, ...]] = set()
     for line in lines:
         if line.get("type") == "group" and dropped.intersection(line.get("videos", ())):
             rep.skip(str(line.get("id")), "a member video is not a valid manifest line")
             continue
         try:
-            parse_line(line, base)
+            item = parse_line(line, base)
         except ValueError as exc:
             field_name = re.match(r"fields? ('[^']+'(?:/'[^']+')?)", str(exc))
             rep.skip(str(line.get("id")), "rejected by the manifest loader ("
@@ -158,5 +161,11 @@ def _loadable(rep: ImportReport, lines: Iterable[dict[str, Any]], base: Path) ->
             if line.get("type") == "video":
                 dropped.add(line.get("id"))
             continue
+        if isinstance(item, McqItem):
+            key = (item.path, item.start, item.end, item.question, item.options, item.answer)
+            if key in seen:
+                rep.skip(item.id, "repeats an earlier item under another id")
+                continue
+            seen.add(key)
         kept.append(line)
     return kept

@@ -147,7 +147,7 @@ def _videos(tmp_path, *names):
 
 
 def _vmme_row(qid, options, answer="B"):
-    return {"videoID": "vm", "question_id": qid, "question": "Which?", "options": options, "answer": answer,
+    return {"videoID": "vm", "question_id": qid, "question": f"Which {qid}?", "options": options, "answer": answer,
             "task_type": "Counting Problem"}
 
 
@@ -269,7 +269,8 @@ def test_sample_is_the_seeded_random_sample_of_the_usable_items(n, sample, seed)
     {"candidates": ["yes", "Yes"], "answer": "yes"},
     {"candidates": ["", "x"], "answer": "x"},
     {"candidates": ["x", "y"], "answer": "x", "start": 5, "end": 2},
-], ids=["same-text-options", "blank-option", "start-after-end"])
+    {"candidates": ["x", "y"], "answer": "y"},  # the first item again, under another id
+], ids=["same-text-options", "blank-option", "start-after-end", "repeated-item"])
 def test_mvbench_skips_an_item_the_manifest_loader_would_reject(tmp_path, entry):
     """An MVBench entry the manifest cannot hold is skipped with its reason: every written item loads cleanly."""
     tasks = tmp_path / "json"
