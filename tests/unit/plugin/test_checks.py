@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from support.terminal_lines import Lines
 
 from pytest_posbias.plugin.checks import (
     NO_MODEL,
@@ -20,16 +21,6 @@ from pytest_posbias.plugin.checks import (
     warn_unusable_videos,
 )
 from pytest_posbias.plugin.state import plugin_of
-
-
-class Lines:
-    """A terminal reporter that keeps the lines written to it."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def write_line(self, line: str, **markup: object) -> None:
-        self.lines.append(line)
 
 
 def test_a_baseline_that_is_the_tested_model_is_refused(pytester: pytest.Pytester):

@@ -12,6 +12,7 @@ import pytest
 import scipy.stats
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.terminal_lines import Lines
 
 from pytest_posbias.exitcodes import label
 from pytest_posbias.plugin.checks import NO_MODEL
@@ -26,16 +27,6 @@ from pytest_posbias.plugin.finish import (
 )
 from pytest_posbias.plugin.state import plugin_of
 from pytest_posbias.stats import rate_verdict
-
-
-class Lines:
-    """A terminal reporter that keeps the lines written to it."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def write_line(self, line: str, **markup: object) -> None:
-        self.lines.append(line)
 
 
 def _session(config, *, shouldfail: object = False, shouldstop: object = False):
