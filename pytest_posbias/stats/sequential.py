@@ -174,7 +174,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     Early FAIL in detect mode needs the look's one-sided test of "compliant" to reject at its spent
     level, so the false-failure rate stays <= α; a PASS may stop early when the repeated CI lies
     inside the region or when the conditional power to show a violation of size θ1 (default:
-    :func:`violation_alternative`) by the last look drops below ``futility`` (non-binding). In
+    :func:`violation_alternative`) by the last look drops below ``futility`` (non-binding) while the
+    estimate so far lies inside the region (never on data past a bound). In
     certify mode a PASS needs the repeated CI wholly inside the region. A rate ceiling whose maximum
     sample is below :func:`~.rules.rate_min_sample` at the last look's level, where no outcome could
     decide, is inconclusive at its last look (as the fixed design below its minimum sample).
@@ -297,7 +298,10 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     # does not hold its size below that sample)
     inside = lower < L and upper > U and not (mode == "certify" and n_k < certify_from)
     futile = False
-    if mode == "detect" and not outside and not inside and not last and 0 < sd < math.inf:
+    # futility stops only while the estimate lies inside the region: past a bound the data already
+    # point at a violation, and θ1 can lie nearer the bound than they do (a small threshold), where a
+    # conditional power computed at θ1 would pass a model whose units are violating
+    if mode == "detect" and not outside and not inside and not last and lower <= est <= upper and 0 < sd < math.inf:
         # conditional power: P(the last look's CI ends outside the region | data so far, mean θ1), normal
         m = max(sizes[-1] - n_k, 0)
         mean_final = (n_k * est + m * theta1) / sizes[-1]

@@ -121,6 +121,37 @@ def test_coverage_floor_fails_a_violating_model_in_the_sequential_design():
     assert fp == 0
 
 
+@pytest.mark.parametrize(("units", "n_max", "upper", "alpha", "kind"), [
+    ([0, 0, 0, 1, 0, 1, 0], 10, 0.15, 0.05, "rate"),  # 2/7 = 0.29 over a 0.15 ceiling, θ1 = 0.3
+    ([1, 0, 1, 1], 10, 0.02, 1e-9, "rate"),           # 3/4 over a 0.02 ceiling, θ1 = 0.04 at a tiny α
+    ([0.07, -0.02, 0.02, 0.04, 0.0, -0.09, -0.02, 0.03, 0.07, 0.0, 0.02, 0.0, 0.99, 1.0], 20, 0.1, 0.05, "mean"),
+])
+def test_futility_never_stops_a_detect_gate_whose_estimate_is_past_the_bound(units, n_max, upper, alpha, kind):
+    """The conditional power at θ1 can be small while the data already violate (θ1 nearer the bound
+    than the estimate, or a last look too small for θ1): such a look goes on instead of passing."""
+    x = np.asarray(units, dtype=float)
+    assert x.mean() > upper
+    looks = gsd_sizes(n_max, 3)
+    k = looks.index(x.size)
+    assert k < len(looks) - 1
+    assert gsd_step(x, look=k, n_max=n_max, lower=0.0, upper=upper, mode="detect", alpha=alpha, kind=kind) is None
+
+
+def test_every_futility_stop_has_its_estimate_inside_the_region():
+    rng = np.random.default_rng(0)
+    stops = 0
+    for alpha in (0.05, 1e-3, 1e-9):
+        for upper in (0.02, 0.1, 0.2, 0.4):
+            for p in (0.0, 0.05, 0.3, 0.7):
+                for n in (10, 40, 100):
+                    x = (rng.random(n) < p).astype(float)
+                    d = gsd_decide(x, n_max=n, lower=0.0, upper=upper, mode="detect", alpha=alpha, kind="rate")
+                    if "futility" in d.reason:
+                        stops += 1
+                        assert d.estimate <= upper, (alpha, upper, p, n, d)
+    assert stops > 0
+
+
 def test_coverage_floor_futility_still_stops_a_clearly_compliant_model_early():
     rng = np.random.default_rng(3)
     d = gsd_decide(np.clip(rng.normal(0.6, 0.1, 48), 0, 1), n_max=48, looks=4, lower=0.25, upper=math.inf,
