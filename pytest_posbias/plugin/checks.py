@@ -14,7 +14,7 @@ import pytest
 from ..config import SHORT_ALIASES, PosbiasConfig
 from ..errors import ConfigError, PosbiasError
 from .options import PATH_OPTIONS, options
-from .state import plugin_of, posbias_config
+from .state import GATE_FIXTURE, plugin_of, posbias_config
 
 if TYPE_CHECKING:
     from ..models.registry import ResolvedModel
@@ -201,34 +201,52 @@ def check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
 RATE_GATE_SIZES = (("phase", "items", ("flip", "phase", "order")), ("stressor", "videos", ("repetition", "attack")))
 
 
-def check_sample_sizes(config: pytest.Config, pcfg: PosbiasConfig) -> None:
-    """A rate gate whose probe size lies below the fewest units at which its exact binomial rule can
-    show a violation (:func:`~pytest_posbias.stats.rate_min_sample`, at the gate's threshold for each
-    tested model and the run's α) passes every model: a usage error naming the size and the
-    threshold. Detect mode without a baseline only: in certify mode such a gate never passes, and
-    under a baseline the gates are paired comparisons. Another project's run (not :func:`posbias_asked`)
+def sample_size_problem(config: pytest.Config, pcfg: PosbiasConfig, gates: set[str]) -> str | None:
+    """The usage error for a selected rate gate (among ``gates``) whose probe size lies below the
+    fewest units at which its exact binomial rule can show a violation
+    (:func:`~pytest_posbias.stats.rate_min_sample`, at the gate's threshold for each tested model
+    and the run's α): such a gate passes every model. None when every selected rate gate can fail.
+    Detect mode without a baseline only: in certify mode such a gate never passes, and under a
+    baseline the gates are paired comparisons. Another project's run (not :func:`posbias_asked`)
     is left alone: it imports no statistics."""
-    if not posbias_asked(config):
-        return
+    if not gates or not posbias_asked(config):
+        return None
     opts = options(config)
     if opts.mode != "detect" or opts.baseline:
-        return
+        return None
     from ..probes.settings import settings_for
     from ..stats import rate_min_sample
 
-    for probe, key, gates in RATE_GATE_SIZES:
+    for probe, key, probe_gates in RATE_GATE_SIZES:
         size = settings_for(probe, pcfg.probes.get(probe))[key]
         given = key in pcfg.probes.get(probe, {})
         for model in opts.models or (None,):
             thresholds = pcfg.thresholds_for(model, opts.threshold_overrides)
-            for gate in gates:
+            for gate in (g for g in probe_gates if g in gates):
                 need = rate_min_sample(threshold=thresholds[gate], mode="detect", alpha=opts.alpha)
                 if size < need:
                     where = f"{pcfg.source}.probes.{probe}.{key}" if given else f"the default {probe} {key}"
-                    raise pytest.UsageError(
-                        f"{where} = {size} is too small for the {gate} gate to fail any model: its exact binomial "
-                        f"test at threshold {gate} = {thresholds[gate]:g} and alpha {opts.alpha:g} shows a violation "
-                        f"from {need} {key} on; give {key} >= {need} or a lower {gate} threshold")
+                    return (f"{where} = {size} is too small for the {gate} gate to fail any model: its exact binomial "
+                            f"test at threshold {gate} = {thresholds[gate]:g} and alpha {opts.alpha:g} shows a "
+                            f"violation from {need} {key} on; give {key} >= {need} or a lower {gate} threshold")
+    return None
+
+
+def collection_problem(config: pytest.Config, pcfg: PosbiasConfig, items: Sequence[pytest.Item]) -> str | None:
+    """The usage error the selected tests show before any model call, or None: gate tests with no
+    model (:data:`NO_MODEL`, :func:`model_missing`), or a selected rate gate too small to fail any
+    model (:func:`sample_size_problem`; ``--collect-only`` calls no model and is not checked). Only
+    the gates whose tests survived ``-m``/``-k`` and the paths given are checked: a smoke run of
+    one suite is not stopped by another suite's sizes."""
+    if model_missing(config, items):
+        return NO_MODEL
+    if config.getoption("--collect-only", False):
+        return None
+    from ..gate_registry import gate_of_test
+
+    specs = (gate_of_test(getattr(i, "originalname", i.name)) for i in items
+             if GATE_FIXTURE in getattr(i, "fixturenames", ()))
+    return sample_size_problem(config, pcfg, {g.name for g in specs if g is not None})
 
 
 def warn_unusable_videos(config: pytest.Config) -> None:

@@ -12,19 +12,17 @@ import pytest
 from ..config import PosbiasConfig
 from ..run.xdist_support import configure_xdist
 from .checks import (
-    NO_MODEL,
     check_cache_before_calls,
     check_endpoints_before_workers,
     check_models,
     check_output_paths,
-    check_sample_sizes,
-    model_missing,
+    collection_problem,
     posbias_asked,
     warn_unusable_videos,
 )
 from .finish import session_finish, terminal_summary
 from .fixtures import collect_from_report, mark_gate_report
-from .state import GATE_FIXTURE, WORKEROUTPUT_GATE_TESTS, WORKEROUTPUT_NO_MODEL, PluginState
+from .state import GATE_FIXTURE, WORKEROUTPUT_GATE_TESTS, WORKEROUTPUT_USAGE_ERROR, PluginState
 from .terminal import hold_terminal, maybe_start_controller_progress, stop_progress
 from .xdist_hooks import configure_node, make_scheduler, start_vllm_for_workers, stop_vllm
 
@@ -41,7 +39,6 @@ class PosbiasPlugin(PluginState):
         if not config.getoption("--help", False) and not config.getoption("--markers", False):
             check_models(config, pcfg)
             check_output_paths(config, pcfg)
-            check_sample_sizes(config, pcfg)
             start_vllm_for_workers(config)
             plan = config.getoption("--posbias-plan", None)
             if plan and not self.worker:
@@ -57,18 +54,22 @@ class PosbiasPlugin(PluginState):
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> Generator[None, None, None]:
         """After every other implementation (``-m``/``-k`` deselection done): record the selected gate
-        tests, told apart from those that ran, and require a model when gate tests were collected: a
-        usage error serially; an ``-n`` worker runs nothing and tells the controller, which ends the
-        run with the same error (an exception raised on a worker would be xdist's internal error)."""
+        tests, told apart from those that ran, and check what only the selection tells
+        (:func:`.checks.collection_problem`: a model when gate tests were collected, the selected rate
+        gates' sizes): a usage error serially; an ``-n`` worker runs nothing and tells the controller,
+        which ends the run with the same error (an exception raised on a worker would be xdist's
+        internal error)."""
         result = yield
         self.gate_tests = {i.nodeid for i in items if GATE_FIXTURE in getattr(i, "fixturenames", ())}
         out = getattr(config, "workeroutput", None)
         if out is not None:  # an xdist worker: the controller collects nothing, and learns the list at node down
             out[WORKEROUTPUT_GATE_TESTS] = sorted(self.gate_tests)
-        if model_missing(config, items):
+        problem = collection_problem(config, self.pcfg, items)
+        if problem:  # nothing runs, so no selected gate test is left to name as never run
+            self.gate_tests = set()
             if out is None:
-                raise pytest.UsageError(NO_MODEL)
-            out[WORKEROUTPUT_NO_MODEL] = True
+                raise pytest.UsageError(problem)
+            out[WORKEROUTPUT_USAGE_ERROR] = problem
             out[WORKEROUTPUT_GATE_TESTS] = []
             config.hook.pytest_deselected(items=list(items))
             items[:] = []
@@ -126,7 +127,7 @@ class PosbiasPlugin(PluginState):
         worker), so that the summary can name the ones a stopped run never reached."""
         out = getattr(node, "workeroutput", None) or {}
         self.gate_tests.update(out.get(WORKEROUTPUT_GATE_TESTS) or ())
-        self.no_model = self.no_model or bool(out.get(WORKEROUTPUT_NO_MODEL))
+        self.usage_error = self.usage_error or str(out.get(WORKEROUTPUT_USAGE_ERROR) or "")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:

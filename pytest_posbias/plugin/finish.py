@@ -14,7 +14,6 @@ import pytest
 
 from ..errors import PosbiasError
 from ..safe_text import inert, strict_json
-from .checks import NO_MODEL
 from .options import options, run_directory
 from .state import PluginState, plugin_of, posbias_config
 from .terminal import fresh_line, stop_progress
@@ -209,9 +208,9 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
     state = plugin_of(config)
     stop_progress(state)  # no -n progress after this point (also when what follows raises)
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    if state.no_model:  # -n: the workers collected gate tests with no model and ran nothing
+    if state.usage_error:  # -n: the workers' selection showed a usage error, and they ran nothing
         if tr is not None:
-            tr.write_line(f"ERROR: {NO_MODEL}", red=True)
+            tr.write_line(f"ERROR: {state.usage_error}", red=True)
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         return
     state.stopped, state.stopped_by_maxfail = stop_reason(session, int(exitstatus))

@@ -19,7 +19,7 @@ CALLS_KEY = "posbias_calls"  # user property: the gate's model-call counts as JS
 GATE_TEST_KEY = "posbias_gate_test"  # user property on a gate test's setup and call reports (fixtures.mark_gate_report)
 GATE_FIXTURE = "posbias_gate"  # the fixture that makes a test a gate test
 WORKEROUTPUT_GATE_TESTS = "posbias_gate_tests"  # workeroutput key: the worker's selected gate tests (node ids)
-WORKEROUTPUT_NO_MODEL = "posbias_no_model"  # workeroutput key: gate tests were collected with no model to test
+WORKEROUTPUT_USAGE_ERROR = "posbias_usage_error"  # workeroutput key: the usage error the worker's selection showed
 WORKERINPUT_VLLM = "posbias_vllm"  # workerinput key: {spec: {"urls": [...], "identity": {...}}}
 PLUGIN_KEY = pytest.StashKey["PluginState"]()  # the run's plugin object (core.PosbiasPlugin)
 
@@ -46,7 +46,7 @@ class PluginState:
         self.ran: set[str] = set()  # node ids of the tests that ended: a call report, or a setup that did not pass
         self.stopped = ""  # how the run stopped early (-x, --maxfail, an interrupt), "" when it did not
         self.stopped_by_maxfail = False
-        self.no_model = False  # -n: a worker collected gate tests with no model (a usage error, told at the end)
+        self.usage_error = ""  # -n: the usage error a worker's selection showed (no model, ...), told at the end
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0

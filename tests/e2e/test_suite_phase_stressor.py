@@ -152,3 +152,23 @@ def test_after_x_the_report_and_summary_name_the_suite_gates_that_never_ran(pyte
     assert "test_phasefusion_under_origin_shift" in html.split('id="not-run"', 1)[1]
     md = (pytester.path / "x.md").read_text()
     assert "Not run (stopped by -x after 1 failure; they decided nothing):" in md and "test_phasefusion_under_origin_shift" in md
+
+
+def test_a_selected_rate_gate_too_small_to_fail_stops_the_run_and_another_suites_run_goes_on(pytester, small_set):
+    """phase items = 4 at an order threshold of 0.5: the exact binomial test shows a violation from 5
+    items on, so the order gate would pass every model. Selecting it is a usage error before any
+    model call, serially and under ``-n`` (the workers' selection is told by the controller); a run
+    that selects only the stressor suite's gate is not stopped by the phase suite's size."""
+    pytest.importorskip("xdist")
+    settings = SETTINGS.replace("items = 60", "items = 4") + "\n[tool.posbias.thresholds]\norder = 0.5\n"
+    make_project(pytester, small_set, settings)
+    words = "pyproject.toml [tool.posbias].probes.phase.items = 4 is too small for the order gate to fail any model"
+    for extra in ((), ("-n", "2")):
+        res = pytester.runpytest_subprocess("-m", "option_order", "-p", "no:randomly", *extra)
+        out = res.stdout.str() + res.stderr.str()
+        assert res.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:]
+        assert words in out and "shows a violation from 5 items on" in out, out[-2000:]
+        assert "INTERNALERROR" not in out and "model calls:" not in out and not (pytester.path / ".posbias").exists()
+    other = pytester.runpytest_subprocess("-m", "repetition", "-k", "test_clean_repetition", "-p", "no:randomly")
+    assert other.ret == 0, (other.stdout.str() + other.stderr.str())[-2000:]
+    assert "model calls:" in other.stdout.str()

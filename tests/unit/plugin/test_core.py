@@ -13,14 +13,14 @@ import pytest
 from pytest_posbias.plugin.checks import NO_MODEL
 from pytest_posbias.plugin.core import PosbiasPlugin, make_plugin
 from pytest_posbias.plugin.options import run_identity
-from pytest_posbias.plugin.state import WORKEROUTPUT_GATE_TESTS, WORKEROUTPUT_NO_MODEL, plugin_of
+from pytest_posbias.plugin.state import WORKEROUTPUT_GATE_TESTS, WORKEROUTPUT_USAGE_ERROR, plugin_of
 
 GATE = ("request", "posbias_gate", "posbias_run")
 PLAIN = ("request",)
 
 
 def _items(*specs: tuple[str, tuple[str, ...]]) -> list[SimpleNamespace]:
-    return [SimpleNamespace(nodeid=nid, fixturenames=names) for nid, names in specs]
+    return [SimpleNamespace(nodeid=nid, name=nid.split("::")[-1], fixturenames=names) for nid, names in specs]
 
 
 def _collect(plugin: PosbiasPlugin, config, items) -> None:
@@ -72,7 +72,7 @@ def test_serially_gate_tests_without_a_model_are_a_usage_error(fake_config):
 
 def test_a_worker_without_a_model_runs_nothing_and_tells_the_controller(fake_config):
     """On a worker an exception would be xdist's internal error: the items are deselected, none is
-    left, and workeroutput says no model (and no gate test selected)."""
+    left, and workeroutput gives the no-model error (and no gate test selected)."""
     deselected: list[list] = []
     config = fake_config(workerinput={"workerid": "gw0"})
     config.workeroutput = {}
@@ -81,19 +81,19 @@ def test_a_worker_without_a_model_runs_nothing_and_tells_the_controller(fake_con
     items = _items(("t.py::a", GATE), ("t.py::p", PLAIN))
     _collect(plugin, config, items)
     assert items == [] and [[i.nodeid for i in d] for d in deselected] == [["t.py::a", "t.py::p"]]
-    assert config.workeroutput[WORKEROUTPUT_NO_MODEL] is True and config.workeroutput[WORKEROUTPUT_GATE_TESTS] == []
+    assert config.workeroutput[WORKEROUTPUT_USAGE_ERROR] == NO_MODEL and config.workeroutput[WORKEROUTPUT_GATE_TESTS] == []
 
 
 def test_the_controller_merges_what_the_workers_report(fake_config):
-    """pytest_testnodedown: the union of the workers' gate tests and any worker's no-model flag;
+    """pytest_testnodedown: the union of the workers' gate tests and any worker's usage error;
     node_collection_finished: the tests planned (every worker collects all of them)."""
     config = fake_config()
     plugin = PosbiasPlugin(config, plugin_of(config).pcfg, "r")
     plugin.pytest_testnodedown(SimpleNamespace(workeroutput={WORKEROUTPUT_GATE_TESTS: ["t.py::a"]}), None)
     plugin.pytest_testnodedown(SimpleNamespace(workeroutput={WORKEROUTPUT_GATE_TESTS: ["t.py::b"],
-                                                             WORKEROUTPUT_NO_MODEL: True}), None)
+                                                             WORKEROUTPUT_USAGE_ERROR: NO_MODEL}), None)
     plugin.pytest_testnodedown(SimpleNamespace(), "worker crashed")  # a node that died has no workeroutput
-    assert plugin.gate_tests == {"t.py::a", "t.py::b"} and plugin.no_model
+    assert plugin.gate_tests == {"t.py::a", "t.py::b"} and plugin.usage_error == NO_MODEL
     for ids in (["x"] * 5, ["x"] * 3):
         plugin.pytest_xdist_node_collection_finished(None, ids)
     assert plugin.tests_planned == 5

@@ -171,7 +171,7 @@ def test_workers_that_found_no_model_end_the_run_as_a_usage_error(fake_config):
     """-n: a worker collected gate tests without a model; the controller's end says why, with exit 4."""
     tr = Lines()
     config = fake_config(plugins={"terminalreporter": tr})
-    plugin_of(config).no_model = True
+    plugin_of(config).usage_error = NO_MODEL
     session = _session(config)
     session_finish(session, 0)  # type: ignore[arg-type]
     assert session.exitstatus == pytest.ExitCode.USAGE_ERROR
@@ -181,7 +181,7 @@ def test_workers_that_found_no_model_end_the_run_as_a_usage_error(fake_config):
 def test_a_worker_leaves_the_end_of_the_run_to_the_controller(fake_config):
     """session_finish on an xdist worker: nothing decided, the status as pytest left it."""
     config = fake_config(workerinput={"workerid": "gw0"})
-    plugin_of(config).no_model = True
+    plugin_of(config).usage_error = NO_MODEL
     session = _session(config)
     session_finish(session, 0)  # type: ignore[arg-type]
     assert session.exitstatus == 0 and plugin_of(config).decision is None
