@@ -187,6 +187,10 @@ def paired_permutation_verdict(d: ArrayLike, clusters: ArrayLike, *, name: str, 
     inconclusive = functools.partial(inconclusive_verdict, name=name, threshold=threshold, sides=sides, n=n_clusters,
                                      mode=mode, alpha=a, unit=unit, estimate=float(x.mean()) if x.size else math.nan,
                                      extra=ex)
+    if x.size and not np.all(np.isfinite(x)):  # a lost unit: a NaN CI would read as "no violation shown"
+        return inconclusive(fail_closed=True, why=f"{int(np.count_nonzero(~np.isfinite(x)))} of {x.size} differences "
+                                                  "are not finite (NaN or inf), and a unit that was not measured is "
+                                                  "never scored")
     if n_clusters < MIN_CLUSTERS:
         return inconclusive(why=f"fewer than {MIN_CLUSTERS} independent units for a permutation test")
     if threshold != 0:

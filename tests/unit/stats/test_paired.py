@@ -326,3 +326,14 @@ def test_permutation_verdict_agrees_with_its_inverted_interval():
     means = d.reshape(30, 4).mean(axis=1)
     t_lo = means.mean() - st.t.ppf(0.95, 29) * means.std(ddof=1) / math.sqrt(30)
     assert v.ci_low < v.estimate < v.ci_high and v.ci_low == pytest.approx(t_lo, abs=0.01)
+
+
+@pytest.mark.parametrize("mode", ["detect", "certify"])
+def test_permutation_verdict_counts_a_nan_difference_as_a_lost_unit(mode):
+    """A NaN paired difference is a lost unit: the sign-flip verdict is inconclusive and passes in neither mode."""
+    from pytest_posbias.stats.paired import paired_permutation_verdict
+
+    d = np.array([0.1, -0.2, 0.05, np.nan, 0.3, -0.1, 0.2, 0.0])
+    v = paired_permutation_verdict(d, np.arange(8), name="Δ", threshold=0.0, mode=mode, n_resamples=999)
+    assert v.inconclusive and not v.passed and v.p_value == 1.0
+    assert "1 of 8" in v.reason
