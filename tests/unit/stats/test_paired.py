@@ -337,3 +337,14 @@ def test_permutation_verdict_counts_a_nan_difference_as_a_lost_unit(mode):
     v = paired_permutation_verdict(d, np.arange(8), name="Δ", threshold=0.0, mode=mode, n_resamples=999)
     assert v.inconclusive and not v.passed and v.p_value == 1.0
     assert "1 of 8" in v.reason
+
+
+@pytest.mark.parametrize(("n", "threshold"), [(4, 0.0), (2, 0.05)])
+def test_paired_change_below_the_sample_that_could_decide_is_inconclusive(n, threshold):
+    """Too few pairs for even the most extreme outcome to decide: inconclusive in both modes, not a silent detect pass."""
+    ones, zeros = np.ones(n), np.zeros(n)
+    det = paired_change_verdict(ones, zeros, name="x", threshold=threshold, mode="detect")
+    cert = paired_change_verdict(zeros, ones, name="x", threshold=threshold, mode="certify")
+    assert det.inconclusive and cert.inconclusive and not cert.passed
+    assert "too few for any outcome to show a violation" in det.reason
+    assert not paired_change_verdict(np.ones(5), np.zeros(5), name="x", mode="detect").passed  # 5/5 at margin 0 fails
