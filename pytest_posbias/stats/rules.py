@@ -363,7 +363,7 @@ def rate_verdict(k: int, n: int, *, name: str, threshold: float, mode: str = "de
         return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=0, mode=mode, alpha=a,
                                     unit=unit, why="no observations", extra=extra)
     _check_counts(k, n)
-    if not 0.0 <= threshold <= 1.0:
+    if isinstance(threshold, bool) or not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"`threshold` must lie in [0, 1] for a rate; got {threshold!r}")
     n_min = rate_min_sample(threshold=threshold, mode=mode, alpha=a)
     if n < n_min:
