@@ -262,6 +262,8 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
     lower, upper = _bounds(threshold, sides)
     v = np.asarray(values, dtype=float)
     clusters_arr = None if clusters is None else np.asarray(clusters)
+    if clusters_arr is not None and clusters_arr.shape != v.shape:
+        raise ConfigError(f"`clusters` must have the same shape as `values`; got {clusters_arr.shape} vs {v.shape}")
     n_clusters = int(v.size if clusters_arr is None else np.unique(clusters_arr).size)
     inconclusive = functools.partial(inconclusive_verdict, name=name, threshold=threshold, sides=sides, n=n_clusters,
                                      mode=mode, alpha=a, unit=unit, extra=extra)

@@ -139,3 +139,11 @@ def test_the_floor_only_removes_rejections() -> None:
             alone = dataclasses.replace(fl, unfloored=None)
             shrunk += any(alone.p_less(b) < raw.p_less(b) or alone.p_greater(b) < raw.p_greater(b) for b in (-T, T))
     assert shrunk > 0  # the floored statistic alone does reject where the unfloored one does not
+
+
+def test_clusters_of_another_length_name_the_argument() -> None:
+    """`clusters` shorter than `values` is a ConfigError naming both shapes, not numpy's bincount ValueError."""
+    from pytest_posbias.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="`clusters` must have the same shape as `values`"):
+        S.mean_verdict(np.arange(6.0), np.arange(5), name="m", threshold=1.0, rng=np.random.default_rng(0))
