@@ -324,6 +324,14 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
                                        lambda b: max(bs.p_less(b), null_variance_p(cmeans, b, "less")), lower, upper)
         ex["method"] = f"{ex['method']} and null-variance t (hull)"
         ex["null_variance_interval"] = [t_low, t_high]
+    # resamples too few for α: a p-value cannot go below the tail share of one resample, 1/(B + 1), and the
+    # interval's end is then read at the extreme resamples, narrower than its level: no decision at α
+    floor = min(bs._adjust(1 / (n_resamples + 1), upper_tail=tail) for tail in (False, True))
+    decided = (ci_low > upper or ci_high < lower) if mode == "detect" else (ci_low > lower and ci_high < upper)
+    if decided and floor >= a and (p_detect if mode == "detect" else p_certify) >= a:
+        return inconclusive(estimate=bs.estimate, why=f"{n_resamples} bootstrap resamples cannot resolve α = {a:g}: "
+                                                      f"no p-value below {_fmt(floor)} (about {math.ceil(10 / a)} "
+                                                      "resamples resolve it)")
     ex.update(extra or {})
     return _decide(name=name, estimate=bs.estimate, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
                    threshold=threshold, n=bs.n_clusters, unit=unit, mode=mode, alpha=a,
