@@ -348,3 +348,16 @@ def test_paired_change_below_the_sample_that_could_decide_is_inconclusive(n, thr
     assert det.inconclusive and cert.inconclusive and not cert.passed
     assert "too few for any outcome to show a violation" in det.reason
     assert not paired_change_verdict(np.ones(5), np.zeros(5), name="x", mode="detect").passed  # 5/5 at margin 0 fails
+
+
+@pytest.mark.parametrize("mode", ["detect", "certify"])
+def test_permutation_verdict_with_too_few_groups_for_alpha_is_inconclusive(mode):
+    """5 groups give no sign-flip p-value below 1/32: at α = 0.01 the verdict is inconclusive, not decided on the data's range."""
+    from pytest_posbias.stats.paired import paired_permutation_verdict
+
+    d = np.array([0.05, 0.2, 0.1, 0.3, 0.15]) * (1 if mode == "detect" else -1)
+    v = paired_permutation_verdict(d, np.arange(5), name="Δ", threshold=0.0, mode=mode, alpha=0.01)
+    assert v.inconclusive and not (mode == "certify" and v.passed)
+    assert "0.03125" in v.reason
+    at_05 = paired_permutation_verdict(d, np.arange(5), name="Δ", threshold=0.0, mode=mode, alpha=0.05)
+    assert not at_05.inconclusive and at_05.passed == (mode == "certify") and at_05.p_value < 0.05
