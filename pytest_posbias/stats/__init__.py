@@ -55,7 +55,7 @@ from .share_rule import share_difference_rule as share_difference_rule
 from .share_rule import share_difference_verdict as share_difference_verdict
 from .verdicts import Verdict as Verdict
 from .verdicts import _bounds as _bounds
-from .verdicts import _decide
+from .verdicts import _check_mode, _decide
 from .verdicts import _fmt as _fmt
 from .verdicts import _region as _region
 from .verdicts import inconclusive_verdict as inconclusive_verdict
@@ -108,6 +108,16 @@ def paired_change_verdict(a: ArrayLike, b: ArrayLike, *, name: str, threshold: f
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not -1.0 < float(threshold) < 1.0:
         raise ConfigError(f"`threshold` must be a number in (-1, 1) for a difference of paired rates; "
                           f"got {threshold!r}")
+    # the mode's most extreme outcome (every pair discordant towards a violation, resp. compliance): when even
+    # it cannot decide, no outcome can, and the gate is inconclusive (as rate_verdict below its minimum sample)
+    _check_mode(mode)
+    alt, x10 = ("greater", n) if mode == "detect" else ("less", 0)
+    if (binomial_test(x10, n, 0.5, alternative=alt) if threshold == 0.0 else
+            paired_binary_p(x10, n - x10, n, float(threshold), alternative=alt)) >= al:
+        return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=n, mode=mode, alpha=al, unit=unit,
+                                    estimate=delta, extra={"n10": n10, "n01": n01, **(extra or {})},
+                                    why=f"{n} pairs, too few for any outcome to "
+                                        + ("show a violation" if mode == "detect" else "certify compliance"))
     ex = {"n10": n10, "n01": n01, "rate_a": float(xf.mean()), "rate_b": float(yf.mean()),
           "mcnemar_two_sided_p": mcnemar_exact(n10, n01), "method": "exact conditional (McNemar)",
           **(extra or {})}

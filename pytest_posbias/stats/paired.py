@@ -187,6 +187,10 @@ def paired_permutation_verdict(d: ArrayLike, clusters: ArrayLike, *, name: str, 
     inconclusive = functools.partial(inconclusive_verdict, name=name, threshold=threshold, sides=sides, n=n_clusters,
                                      mode=mode, alpha=a, unit=unit, estimate=float(x.mean()) if x.size else math.nan,
                                      extra=ex)
+    if x.size and not np.all(np.isfinite(x)):  # a lost unit: a NaN CI would read as "no violation shown"
+        return inconclusive(fail_closed=True, why=f"{int(np.count_nonzero(~np.isfinite(x)))} of {x.size} differences "
+                                                  "are not finite (NaN or inf), and a unit that was not measured is "
+                                                  "never scored")
     if n_clusters < MIN_CLUSTERS:
         return inconclusive(why=f"fewer than {MIN_CLUSTERS} independent units for a permutation test")
     if threshold != 0:
@@ -194,6 +198,10 @@ def paired_permutation_verdict(d: ArrayLike, clusters: ArrayLike, *, name: str, 
                             why=f"the sign-flip permutation test does not hold its size at a non-zero margin "
                                 f"({threshold:g}) for skewed or rare-event differences; the default paired test "
                                 "(paired_test = \"bootstrap\") decides it")
+    floor = max(2.0 ** -n_clusters, 1.0 / (n_resamples + 1))  # the smallest p-value of the sign flips
+    if floor >= a:  # no outcome rejects: the inverted bounds would stop at the data's range and decide on it
+        return inconclusive(why=f"{n_clusters} groups and {n_resamples} sign flips give no p-value below "
+                                f"{floor:.4g}, so none below α = {a:g}")
     if np.ptp(x) == 0:
         lo_ci = hi_ci = float(x[0])
     else:

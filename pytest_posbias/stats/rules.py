@@ -262,6 +262,8 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
     lower, upper = _bounds(threshold, sides)
     v = np.asarray(values, dtype=float)
     clusters_arr = None if clusters is None else np.asarray(clusters)
+    if clusters_arr is not None and clusters_arr.shape != v.shape:
+        raise ConfigError(f"`clusters` must have the same shape as `values`; got {clusters_arr.shape} vs {v.shape}")
     n_clusters = int(v.size if clusters_arr is None else np.unique(clusters_arr).size)
     inconclusive = functools.partial(inconclusive_verdict, name=name, threshold=threshold, sides=sides, n=n_clusters,
                                      mode=mode, alpha=a, unit=unit, extra=extra)
@@ -322,6 +324,14 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
                                        lambda b: max(bs.p_less(b), null_variance_p(cmeans, b, "less")), lower, upper)
         ex["method"] = f"{ex['method']} and null-variance t (hull)"
         ex["null_variance_interval"] = [t_low, t_high]
+    # resamples too few for α: a p-value cannot go below the tail share of one resample, 1/(B + 1), and the
+    # interval's end is then read at the extreme resamples, narrower than its level: no decision at α
+    floor = min(bs._adjust(1 / (n_resamples + 1), upper_tail=tail) for tail in (False, True))
+    decided = (ci_low > upper or ci_high < lower) if mode == "detect" else (ci_low > lower and ci_high < upper)
+    if decided and floor >= a and (p_detect if mode == "detect" else p_certify) >= a:
+        return inconclusive(estimate=bs.estimate, why=f"{n_resamples} bootstrap resamples cannot resolve α = {a:g}: "
+                                                      f"no p-value below {_fmt(floor)} (about {math.ceil(10 / a)} "
+                                                      "resamples resolve it)")
     ex.update(extra or {})
     return _decide(name=name, estimate=bs.estimate, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
                    threshold=threshold, n=bs.n_clusters, unit=unit, mode=mode, alpha=a,
@@ -363,7 +373,7 @@ def rate_verdict(k: int, n: int, *, name: str, threshold: float, mode: str = "de
         return inconclusive_verdict(name=name, threshold=threshold, sides="upper", n=0, mode=mode, alpha=a,
                                     unit=unit, why="no observations", extra=extra)
     _check_counts(k, n)
-    if not 0.0 <= threshold <= 1.0:
+    if isinstance(threshold, bool) or not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"`threshold` must lie in [0, 1] for a rate; got {threshold!r}")
     n_min = rate_min_sample(threshold=threshold, mode=mode, alpha=a)
     if n < n_min:

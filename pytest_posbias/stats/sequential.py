@@ -177,8 +177,9 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
     :func:`violation_alternative`) by the last look drops below ``futility`` (non-binding) while the
     estimate so far lies inside the region (never on data past a bound). In
     certify mode a PASS needs the repeated CI wholly inside the region. A rate ceiling whose maximum
-    sample is below :func:`~.rules.rate_min_sample` at the last look's level, where no outcome could
-    decide, is inconclusive at its last look (as the fixed design below its minimum sample).
+    sample (or the units measured at its last look, lost units left out) is below
+    :func:`~.rules.rate_min_sample` at the last look's level, where no outcome could decide, is
+    inconclusive at its last look (as the fixed design below its minimum sample).
     """
     xs = np.asarray(x, dtype=float)
     alpha = _check_alpha(alpha)
@@ -204,17 +205,19 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
                                   f"inconclusive: {bad} of {n_k} unit values are not finite (NaN or inf), and a unit "
                                   "that was not measured is never scored, so the gate does not pass in either mode",
                                   sizes[: k + 1], method, inconclusive=True)
-    # detect mode, a rate ceiling too low for its maximum sample: no outcome at the last look's level
+    # detect mode, a rate ceiling too low for its maximum (or measured) sample: no outcome at the last look's level
     # shows a violation (the fixed design's rate_min_sample at a_K, where the design decides most
     # easily), so the gate could pass every model; it is inconclusive. In certify mode such a gate
     # cannot show compliance either and fails as before, a violation shown early included.
     if kind == "rate" and mode == "detect" and math.isfinite(upper) and not lower > 0:
         n_min = rate_min_sample(threshold=min(max(upper, 0.0), 1.0), mode=mode, alpha=float(_st.norm.sf(cs[-1])))
-        if sizes[-1] < n_min:
+        # the units measured at the last look count, not those planned: lost units leave fewer
+        if sizes[-1] < n_min or (last and 0 < n_k < n_min):
             if not last:
                 return None
+            many = f"at most {sizes[-1]}" if sizes[-1] < n_min else f"{n_k}"
             return SequentialDecision(True, n_k, n_max, math.nan, math.nan, float(xs.mean()) if n_k else math.nan,
-                                      1.0, f"inconclusive: at most {sizes[-1]} units, fewer than the {n_min} below "
+                                      1.0, f"inconclusive: {many} units, fewer than the {n_min} below "
                                            "which no outcome could show a violation at the last look's level",
                                       sizes[: k + 1], method, inconclusive=True)
     # zero spread: with the value range, decided on the exact worst-case floor (in both modes, as the

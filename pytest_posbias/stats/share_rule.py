@@ -43,10 +43,7 @@ def share_difference_bounds(share: ArrayLike, indicator: ArrayLike, *, alpha: fl
     if sh.shape != ind.shape or sh.shape[-1] < 2:
         raise ConfigError(f"`share` and `indicator` must have the same shape with at least 2 units; got {sh.shape} "
                           f"and {ind.shape}")
-    if not (np.all(np.isfinite(sh)) and np.all((sh >= 0) & (sh <= 1))):
-        raise ConfigError("`share` must hold finite values in [0, 1]")
-    if not np.all((ind == 0) | (ind == 1)):
-        raise ConfigError("`indicator` must hold only 0 and 1")
+    _check_units(sh, ind)
     a_s = SHARE_ALPHA_FRACTION * a
     a_c = a - a_s
     n = sh.shape[-1]
@@ -62,6 +59,13 @@ def share_difference_bounds(share: ArrayLike, indicator: ArrayLike, *, alpha: fl
     c_hi = np.where(k < n, _st.beta.isf(a_c, k + 1, np.maximum(n - k, 1)), 1.0)
     c_lo = np.where(k > 0, _st.beta.ppf(a_c, np.maximum(k, 1), n - k + 1), 0.0)
     return np.asarray(s_lo - c_hi, dtype=float), np.asarray(s_hi - c_lo, dtype=float)
+
+
+def _check_units(sh: NDArray[np.float64], ind: NDArray[np.float64]) -> None:
+    if not (np.all(np.isfinite(sh)) and np.all((sh >= 0) & (sh <= 1))):
+        raise ConfigError("`share` must hold finite values in [0, 1]")
+    if not np.all((ind == 0) | (ind == 1)):
+        raise ConfigError("`indicator` must hold only 0 and 1")
 
 
 def share_difference_rule(share: ArrayLike, indicator: ArrayLike, *, lower: float, upper: float, mode: str,
@@ -124,6 +128,7 @@ def share_difference_verdict(share: ArrayLike, indicator: ArrayLike, *, name: st
                                     fail_closed=True, extra=extra,
                                     why=f"{bad} of {n} units have non-finite values (NaN or inf), and a unit that was "
                                         "not measured is never scored")
+    _check_units(sh, ind)  # before the branch: the bootstrap would decide on out-of-range units as on any others
     n_min = max(MIN_CLUSTERS, share_difference_min_sample(lower=lower, upper=upper, mode=mode, alpha=a))
     d = sh - ind
     est = float(d.mean()) if n else math.nan

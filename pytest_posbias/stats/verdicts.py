@@ -152,7 +152,7 @@ def region_p(p_greater: Callable[[float], float], p_less: Callable[[float], floa
 
 
 def _bounds(threshold: float, sides: str) -> tuple[float, float]:
-    if not (isinstance(threshold, (int, float)) and math.isfinite(threshold)):
+    if isinstance(threshold, bool) or not (isinstance(threshold, (int, float)) and math.isfinite(threshold)):
         raise ConfigError(f"`threshold` must be a finite number; got {threshold!r}")
     if sides == "both":
         if threshold < 0:

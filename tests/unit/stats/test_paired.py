@@ -326,3 +326,38 @@ def test_permutation_verdict_agrees_with_its_inverted_interval():
     means = d.reshape(30, 4).mean(axis=1)
     t_lo = means.mean() - st.t.ppf(0.95, 29) * means.std(ddof=1) / math.sqrt(30)
     assert v.ci_low < v.estimate < v.ci_high and v.ci_low == pytest.approx(t_lo, abs=0.01)
+
+
+@pytest.mark.parametrize("mode", ["detect", "certify"])
+def test_permutation_verdict_counts_a_nan_difference_as_a_lost_unit(mode):
+    """A NaN paired difference is a lost unit: the sign-flip verdict is inconclusive and passes in neither mode."""
+    from pytest_posbias.stats.paired import paired_permutation_verdict
+
+    d = np.array([0.1, -0.2, 0.05, np.nan, 0.3, -0.1, 0.2, 0.0])
+    v = paired_permutation_verdict(d, np.arange(8), name="Δ", threshold=0.0, mode=mode, n_resamples=999)
+    assert v.inconclusive and not v.passed and v.p_value == 1.0
+    assert "1 of 8" in v.reason
+
+
+@pytest.mark.parametrize(("n", "threshold"), [(4, 0.0), (2, 0.05)])
+def test_paired_change_below_the_sample_that_could_decide_is_inconclusive(n, threshold):
+    """Too few pairs for even the most extreme outcome to decide: inconclusive in both modes, not a silent detect pass."""
+    ones, zeros = np.ones(n), np.zeros(n)
+    det = paired_change_verdict(ones, zeros, name="x", threshold=threshold, mode="detect")
+    cert = paired_change_verdict(zeros, ones, name="x", threshold=threshold, mode="certify")
+    assert det.inconclusive and cert.inconclusive and not cert.passed
+    assert "too few for any outcome to show a violation" in det.reason
+    assert not paired_change_verdict(np.ones(5), np.zeros(5), name="x", mode="detect").passed  # 5/5 at margin 0 fails
+
+
+@pytest.mark.parametrize("mode", ["detect", "certify"])
+def test_permutation_verdict_with_too_few_groups_for_alpha_is_inconclusive(mode):
+    """5 groups give no sign-flip p-value below 1/32: at α = 0.01 the verdict is inconclusive, not decided on the data's range."""
+    from pytest_posbias.stats.paired import paired_permutation_verdict
+
+    d = np.array([0.05, 0.2, 0.1, 0.3, 0.15]) * (1 if mode == "detect" else -1)
+    v = paired_permutation_verdict(d, np.arange(5), name="Δ", threshold=0.0, mode=mode, alpha=0.01)
+    assert v.inconclusive and not (mode == "certify" and v.passed)
+    assert "0.03125" in v.reason
+    at_05 = paired_permutation_verdict(d, np.arange(5), name="Δ", threshold=0.0, mode=mode, alpha=0.05)
+    assert not at_05.inconclusive and at_05.passed == (mode == "certify") and at_05.p_value < 0.05

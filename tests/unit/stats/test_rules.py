@@ -139,3 +139,24 @@ def test_the_floor_only_removes_rejections() -> None:
             alone = dataclasses.replace(fl, unfloored=None)
             shrunk += any(alone.p_less(b) < raw.p_less(b) or alone.p_greater(b) < raw.p_greater(b) for b in (-T, T))
     assert shrunk > 0  # the floored statistic alone does reject where the unfloored one does not
+
+
+def test_clusters_of_another_length_name_the_argument() -> None:
+    """`clusters` shorter than `values` is a ConfigError naming both shapes, not numpy's bincount ValueError."""
+    from pytest_posbias.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="`clusters` must have the same shape as `values`"):
+        S.mean_verdict(np.arange(6.0), np.arange(5), name="m", threshold=1.0, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+@pytest.mark.parametrize("mode", ["detect", "certify"])
+def test_a_bootstrap_too_coarse_for_alpha_does_not_decide(method: str, mode: str) -> None:
+    """At α = 1e-5 with 9,999 resamples the interval is the extreme resample and p >= 1e-4: inconclusive, not decided."""
+    x = np.random.default_rng(1).normal(0.5, 0.1, 40)
+    threshold = 0.1 if mode == "detect" else 0.9
+    kw = {"name": "m", "threshold": threshold, "mode": mode, "method": method, "n_resamples": 9999}
+    v = S.mean_verdict(x, None, alpha=1e-5, rng=np.random.default_rng(0), **kw)
+    assert v.inconclusive and not (mode == "certify" and v.passed) and "resamples" in v.reason
+    ok = S.mean_verdict(x, None, alpha=1e-3, rng=np.random.default_rng(0), **kw)  # 9,999 resolve α = 0.001
+    assert not ok.inconclusive and ok.passed == (mode == "certify") and ok.p_value < 1e-3

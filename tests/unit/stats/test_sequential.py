@@ -198,3 +198,16 @@ def test_the_boundaries_at_a_small_alpha_decrease_and_stay_finite():
     """At α = 0.001 the four OBF boundaries are finite, decreasing and above z_{1−α}."""
     cs = gsd_boundaries([0.25, 0.5, 0.75, 1.0], 0.001)
     assert all(math.isfinite(c) for c in cs) and cs == sorted(cs, reverse=True) and cs[-1] > st.norm.isf(0.001)
+
+
+def test_a_rate_ceiling_whose_measured_last_look_is_too_small_to_fail_is_inconclusive():
+    """61 of 64 planned units measured, every one violating a 0.95 ceiling: below the 62 the last look needs, inconclusive."""
+    from pytest_posbias.stats.sequential import gsd_sizes, gsd_step
+
+    sizes = gsd_sizes(64, 4)
+    d = gsd_step(np.ones(61), look=len(sizes) - 1, n_max=64, looks=4, lower=-math.inf, upper=0.95, mode="detect",
+                 alpha=0.05, kind="rate")
+    assert d is not None and d.inconclusive and "61 units" in d.reason and "62" in d.reason
+    full = gsd_step(np.ones(64), look=len(sizes) - 1, n_max=64, looks=4, lower=-math.inf, upper=0.95, mode="detect",
+                    alpha=0.05, kind="rate")
+    assert full is not None and not full.passed and not full.inconclusive  # 64 of 64 shows the violation

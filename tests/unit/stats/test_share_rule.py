@@ -80,3 +80,15 @@ def test_the_vectorised_rule_matches_the_verdict_on_its_decomposed_branch():
         v = S.share_difference_verdict(shares[i], flags[i], name="amp", threshold=0.10, rng=rng)
         assert v.extra["rare_count"] < S.RARE_MIN_COUNT and v.passed == bool(passed[i])
     assert passed.any() and not passed.all()
+
+
+@pytest.mark.parametrize(("share", "flag", "what"), [(1.5, 0.0, "share"), (0.5, 0.5, "indicator")])
+def test_out_of_range_units_are_refused_on_the_bootstrap_branch_too(share, flag, what):
+    """A share outside [0, 1] or a non-0/1 flag is a ConfigError naming the array, whichever branch would decide."""
+    from pytest_posbias.errors import ConfigError
+
+    sh = np.linspace(0.1, 0.9, 40)
+    ind = np.tile([0.0, 1.0], 20)
+    sh[3], ind[3] = share, flag
+    with pytest.raises(ConfigError, match=f"`{what}`"):
+        S.share_difference_verdict(sh, ind, name="amp", threshold=0.1, rng=np.random.default_rng(0), n_resamples=999)
