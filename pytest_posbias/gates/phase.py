@@ -5,6 +5,7 @@ a verdict.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeAlias
@@ -38,9 +39,11 @@ PhaseWhich: TypeAlias = tuple[int, str, str] | str | None
 
 
 def _sampler_pair(which: PhaseWhich) -> tuple[int, str, str]:
-    """The flip gate's ``which``: (budget, sampler a, sampler b); a ConfigError for anything else."""
-    if not isinstance(which, (tuple, list)) or len(which) != 3:
-        raise ConfigError(f"the flip gate's `which` must be (budget, sampler, sampler); got {which!r}")
+    """The flip gate's ``which``: (budget, sampler a, sampler b), two different samplers (a sampler
+    against itself has no flip to find); a ConfigError for anything else."""
+    if not isinstance(which, (tuple, list)) or len(which) != 3 or str(which[1]) == str(which[2]):
+        raise ConfigError(f"the flip gate's `which` must be (budget, sampler, sampler); got {which!r} (two different "
+                          "samplers: a sampler against itself never flips)")
     budget, a, b = which
     return int(budget), str(a), str(b)
 
@@ -94,8 +97,11 @@ def phase_gate_conditions(gate: str, which: PhaseWhich, spec: PhaseSpec, cond: C
     if gate == "phase":
         if which == "any":
             return C.phases(S)
-        s0, s1 = (int(x) for x in str(which).split("-"))
-        return [C.phase(s0), C.phase(s1)]
+        pair = re.fullmatch(r"(\d+)-(\d+)", str(which))
+        if not pair or int(pair[1]) == int(pair[2]) or max(int(pair[1]), int(pair[2])) >= S:  # itself: never flips
+            raise ConfigError(f"the phase gate's `which` must be \"any\" or two different phase indices below {S} "
+                              f"(\"0-1\"); got {which!r}")
+        return [C.phase(int(pair[1])), C.phase(int(pair[2]))]
     if gate == "order":
         return [C.phase(0)]
     if gate == "fusion":
@@ -209,14 +215,14 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
     pair = _sampler_pair(which) if gate == "flip" else None
     budget = pair[0] if pair is not None else None
     seq = ctx.sequential and not ctx.baseline and gate not in ("fusion", "equivalence")
-    r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
-    base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
     S = spec.phases
 
     def cond(sampler: str) -> str:
         return C.sampler_at(sampler, spec.budget if budget is None else budget, spec.budget)
 
-    conds = phase_gate_conditions(gate, which, spec, cond)
+    conds = phase_gate_conditions(gate, which, spec, cond)  # a bad comparison is refused before any model call
+    r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
+    base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
     m = phase_measurement(r, conds)
     if gate == "equivalence":
         return equivalence_verdict(ctx, model, r, conds, m)

@@ -85,3 +85,20 @@ def test_phase_gates_with_every_video_unusable_are_not_measured(tmp_path, small_
             assert run_decision([("t::g", v)]).exit_code == 6
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("gate, which", [("phase", "0-0"), ("phase", "2-2"), ("phase", "0-3"), ("phase", "first"),
+                                         ("phase", None), ("flip", (8, "left", "left"))])
+def test_a_condition_compared_with_itself_is_refused_before_any_call(gate, which):
+    """phase "0-0" or a flip of a sampler against itself compared identical answers: 0 flips, a vacuous pass."""
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.gates import phase_verdict
+
+    class Ctx(_Ctx):
+        sequential, baseline = False, None
+
+        def phase(self, *a, **k):
+            raise AssertionError("a model call before the comparison was checked")
+
+    with pytest.raises(ConfigError, match="`which`"):
+        phase_verdict(Ctx(), gate, "m", which)
