@@ -442,3 +442,14 @@ def test_run_decision_checks_alpha_as_every_other_entry_point():
     """``run_decision(alpha=0.75)`` is a ConfigError, as ``[tool.posbias] alpha = 0.75`` is."""
     with pytest.raises(ConfigError, match="alpha"):
         run_decision([("t::meg", _v(0.5))], alpha=0.75)
+
+
+@pytest.mark.parametrize("p", [1.5, math.inf, -math.inf, -0.2])
+def test_a_p_value_outside_0_1_is_no_valid_p_value(p):
+    """p = 1.5 or inf on a failed gate was clipped to 1 and shipped; p = -0.2 on a passing gate was clipped to 0."""
+    d = run_decision([("t::meg", _v(p, passed=False, est=0.08, half=0.02))])
+    assert d.exit_code == exitcodes.DO_NOT_SHIP and d.gates[0].status == "fail" and math.isnan(d.gates[0].p_adjusted)
+    # on a passing gate it counts as 1 (no evidence), as NaN does: it lowers no other gate's adjusted p-value
+    assert holm_adjust([p, 0.03]).tolist() == [1.0, 0.06]
+    d = run_decision([("t::a", _v(p, passed=True)), ("t::b", _v(0.03))])
+    assert d.exit_code == exitcodes.SHIP and d.gate("t::b").p_adjusted == pytest.approx(0.06)
