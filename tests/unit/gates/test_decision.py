@@ -464,3 +464,14 @@ def test_a_gate_skipped_for_missing_data_beside_passing_gates_does_not_ship():
     d = run_decision([("a", _v(0.5))], skipped=[("t", "manifest.jsonl has no usable multiple-choice items (60 data "
                                                       "problems)")])
     assert d.exit_code == exitcodes.NOT_MEASURED
+
+
+@pytest.mark.xfail(strict=True, reason="a verdict whose own rule failed at α while its p-value lies above α (the "
+                   "bootstrap's interval and p-value disagree near the bound: BCa and expanded-percentile rows at "
+                   "B = 499) is adjusted on its p-value alone; letting the own decision fail the last gate standing "
+                   "in Holm's step-down is valid by closed testing but changes the run rule's operating "
+                   "characteristics (benchmarks/decision_power.py, stopped_runs.py): left to the rule's owners")
+def test_the_only_gate_failing_on_its_own_fails_the_run_whatever_its_p_value():
+    """One detect gate whose CI lies wholly past the bound but whose p-value is 0.053 gave SHIP."""
+    d = run_decision([("t::stressor", _v(0.053, passed=False, est=0.08, half=0.02))])
+    assert d.exit_code == exitcodes.DO_NOT_SHIP
