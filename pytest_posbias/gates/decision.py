@@ -164,7 +164,8 @@ def inconclusive(v: Verdict) -> bool:
 def not_measured_reason(v: Verdict) -> str | None:
     """Why a gate did not measure (it neither passes nor fails on evidence), or None.
 
-    Below the measurement floor (either mode), inconclusive in certify mode (with the first clause
+    Below the measurement floor or with no unit measured (n = 0, also for a verdict that never went
+    through the floor), either mode; inconclusive in certify mode (with the first clause
     of the verdict's ``inconclusive_why``: too few units, zero spread, references that cannot show
     the effect), or inconclusive and not passed in detect mode (non-finite unit values: lost units,
     never a measured failure).
@@ -172,6 +173,8 @@ def not_measured_reason(v: Verdict) -> str | None:
     m = (v.extra or {}).get("measurement") or {}
     if m and not m.get("floor_met", True):
         return "below its measurement floor"
+    if not v.n >= 1:
+        return "no unit measured"
     if v.mode == "certify" and not v.passed and inconclusive(v):
         why = str((v.extra or {}).get("inconclusive_why") or "the data cannot certify compliance")
         return f"inconclusive ({re.split(r'[,:(]', why, maxsplit=1)[0].strip()})"

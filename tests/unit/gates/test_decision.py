@@ -475,3 +475,14 @@ def test_the_only_gate_failing_on_its_own_fails_the_run_whatever_its_p_value():
     """One detect gate whose CI lies wholly past the bound but whose p-value is 0.053 gave SHIP."""
     d = run_decision([("t::stressor", _v(0.053, passed=False, est=0.08, half=0.02))])
     assert d.exit_code == exitcodes.DO_NOT_SHIP
+
+
+def test_a_gate_with_no_unit_measured_is_not_measured_even_without_a_floor():
+    """A custom gate's rate_verdict(0, 0) (no apply_floor) beside a passing gate gave SHIP."""
+    from pytest_posbias.stats import rate_verdict
+
+    empty = rate_verdict(0, 0, name="my rate", threshold=0.15, mode="detect", alpha=0.05, unit="items")
+    ok = rate_verdict(0, 60, name="flip rate", threshold=0.15, mode="detect", alpha=0.05, unit="items")
+    d = run_decision([("t::mine", empty), ("t::flip", ok)])
+    assert d.exit_code == exitcodes.NOT_MEASURED and d.gate("t::mine").status == "not measured"
+    assert "no unit measured" in d.why and d.gate("t::flip").status == "pass"
