@@ -11,10 +11,10 @@ probability up to 1 − (1 − α)^m, so the exit status and the report's banner
   intersection–union test (Berger 1982, Technometrics 24, 295) of level α without adjustment (p̃ = p).
 * ``multiplicity = "none"``: each gate's own decision (per-gate error control, chosen knowingly).
 
-A detect gate that failed on its own without a valid (NaN) p-value cannot be adjusted and fails
-the run. A gate below its measurement floor, or inconclusive in certify mode, is *not measured* (exit 6,
-:mod:`~pytest_posbias.exitcodes`): it never passes, is no failure on evidence and is left out of
-the Holm family. An inconclusive detect-mode gate does not fail the run but shows nothing: the run
+A detect gate that failed on its own without a valid p-value (NaN, or outside [0, 1]) cannot be
+adjusted and fails the run. A gate below its measurement floor, or inconclusive in certify mode, is
+*not measured* (exit 6, :mod:`~pytest_posbias.exitcodes`): it never passes, is no failure on evidence
+and is left out of the Holm family. An inconclusive detect-mode gate does not fail the run but shows nothing: the run
 names it, and a run in which every gate was inconclusive decided nothing (exit 6).
 
 A group-sequential gate's reported p-value (p · α / a_k) is not valid at levels below α, so the
@@ -52,10 +52,10 @@ def holm_adjust(p_values: ArrayLike) -> NDArray[np.float64]:
 
     p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)) for the ascending order p_(1) <= ... <= p_(m)
     (Holm 1979). Rejecting every hypothesis with p̃ <= α controls the family-wise error rate at α.
-    A NaN p-value counts as 1.
+    A p-value that is NaN or outside [0, 1] is no evidence and counts as 1.
     """
     p = np.asarray(p_values, dtype=float).ravel()
-    p = np.where(np.isnan(p), 1.0, np.clip(p, 0.0, 1.0))
+    p = np.where((p >= 0.0) & (p <= 1.0), p, 1.0)
     order = np.argsort(p, kind="stable")
     m = p.size
     steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
@@ -128,12 +128,12 @@ def gate_p_value(v: Verdict) -> float:
     (:func:`sequential_p_value`) from the reported p = min(1, p_k · α / a_k), a_k = 1 − Φ(c_k),
     and 1 when it did not fail or reported p = 1 (its nominal p is then not recoverable)."""
     p = float(v.p_value)
-    if math.isnan(p):
+    if not 0.0 <= p <= 1.0:  # NaN or out of range: no valid p-value
         return 1.0
     ex = v.extra or {}
     # a certify-type gate's repeated p decides it on its own (IUT)
     if not str(ex.get("design", "")).startswith("group-sequential") or v.mode == "certify":
-        return min(max(p, 0.0), 1.0)
+        return p
     n_max = int(ex.get("n_max") or 0)
     done = list(ex.get("looks") or [])
     if v.passed or n_max < 1 or not done or p >= 1.0:  # no crossing: the z-ordering p-value counts failures only
@@ -164,7 +164,8 @@ def inconclusive(v: Verdict) -> bool:
 def not_measured_reason(v: Verdict) -> str | None:
     """Why a gate did not measure (it neither passes nor fails on evidence), or None.
 
-    Below the measurement floor (either mode), inconclusive in certify mode (with the first clause
+    Below the measurement floor or with no unit measured (n = 0, also for a verdict that never went
+    through the floor), either mode; inconclusive in certify mode (with the first clause
     of the verdict's ``inconclusive_why``: too few units, zero spread, references that cannot show
     the effect), or inconclusive and not passed in detect mode (non-finite unit values: lost units,
     never a measured failure).
@@ -172,6 +173,8 @@ def not_measured_reason(v: Verdict) -> str | None:
     m = (v.extra or {}).get("measurement") or {}
     if m and not m.get("floor_met", True):
         return "below its measurement floor"
+    if not v.n >= 1:
+        return "no unit measured"
     if v.mode == "certify" and not v.passed and inconclusive(v):
         why = str((v.extra or {}).get("inconclusive_why") or "the data cannot certify compliance")
         return f"inconclusive ({re.split(r'[,:(]', why, maxsplit=1)[0].strip()})"
@@ -410,7 +413,7 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
             continue
         if i in adj:
             # a gate that failed on its own without a valid p-value has no adjusted one: it fails the run
-            p_adj = math.nan if not v.passed and math.isnan(float(v.p_value)) else adj[i]
+            p_adj = math.nan if not v.passed and not 0.0 <= float(v.p_value) <= 1.0 else adj[i]
             ok = v.passed or p_adj > al
             family = "holm"
         else:

@@ -33,7 +33,7 @@ from ..probes.positional import PositionalSpec
 from ..stats import Verdict, inconclusive_verdict, paired_change_verdict
 from .design import floored
 from .measurement import combine
-from .phase import answered, phase_measurement
+from .phase import answered, no_item_verdict, phase_measurement
 from .positional import instance_rows, positional_measurement, positional_values
 from .stressor import stressor_measurement
 from .verdict_builders import mean_difference
@@ -79,6 +79,8 @@ def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
     m = combine(phase_measurement(r, [C.phase(0)]), phase_measurement(b, [C.phase(0), C.rerun(0)]),
                 prefix_b="reference", measured=len(rows))
     name = f"changed-answer share against {ref} minus its re-run floor"
+    if not (r.items and b.items):
+        return no_item_verdict(ctx, "parity", model, name, m)
     cons_r, cons_b, cons_b2 = r.consensus(C.phase(0)), b.consensus(C.phase(0)), b.consensus(C.rerun(0))
     ia, ib = np.array(rows, dtype=int).reshape(-1, 2).T
     test, base, again = cons_r[ia], cons_b[ib], cons_b2[ib]

@@ -5,6 +5,7 @@ a verdict.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeAlias
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..gate_context import GateContext
-from ..gate_registry import paired_direction
+from ..gate_registry import GATES, paired_direction
 from ..probes import conditions as C
 from ..probes.phase import (
     PhaseResult,
@@ -27,7 +28,7 @@ from ..probes.phase import (
     order_flips,
     pair_flips,
 )
-from ..stats import Verdict, mcnemar_exact, paired_change_verdict
+from ..stats import Verdict, inconclusive_verdict, mcnemar_exact, paired_change_verdict
 from .design import LOOKS, floored, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 from .verdict_builders import mean_difference
@@ -38,9 +39,11 @@ PhaseWhich: TypeAlias = tuple[int, str, str] | str | None
 
 
 def _sampler_pair(which: PhaseWhich) -> tuple[int, str, str]:
-    """The flip gate's ``which``: (budget, sampler a, sampler b); a ConfigError for anything else."""
-    if not isinstance(which, (tuple, list)) or len(which) != 3:
-        raise ConfigError(f"the flip gate's `which` must be (budget, sampler, sampler); got {which!r}")
+    """The flip gate's ``which``: (budget, sampler a, sampler b), two different samplers (a sampler
+    against itself has no flip to find); a ConfigError for anything else."""
+    if not isinstance(which, (tuple, list)) or len(which) != 3 or str(which[1]) == str(which[2]):
+        raise ConfigError(f"the flip gate's `which` must be (budget, sampler, sampler); got {which!r} (two different "
+                          "samplers: a sampler against itself never flips)")
     budget, a, b = which
     return int(budget), str(a), str(b)
 
@@ -75,6 +78,16 @@ def phase_measurement(r: PhaseResult, conditions: Sequence[str]) -> Measurement:
                        examples=[i.id for i, o in zip(r.items, ok, strict=True) if not o][:5])
 
 
+def no_item_verdict(ctx: GateContext, gate: str, model: str, name: str, m: Measurement) -> Verdict:
+    """Not measured: no drawn item could be used (every video unusable), so the result holds no
+    answer to compare; every planned item is a lost unit of ``m`` and the gate does not pass."""
+    v = inconclusive_verdict(name=name, threshold=ctx.threshold(gate, model), sides=GATES[gate].side, n=0,
+                             mode="certify" if gate == "equivalence" else ctx.mode, alpha=ctx.alpha, unit="items",
+                             why="no usable item", fail_closed=True,
+                             extra={"gate": gate, "model": model, "probe": "phase"})
+    return floored(ctx, v, m)
+
+
 def phase_gate_conditions(gate: str, which: PhaseWhich, spec: PhaseSpec, cond: Callable[[str], str]) -> list[str]:
     """The conditions a phase/order gate compares (:mod:`~pytest_posbias.probes.conditions`)."""
     S = spec.phases
@@ -84,8 +97,11 @@ def phase_gate_conditions(gate: str, which: PhaseWhich, spec: PhaseSpec, cond: C
     if gate == "phase":
         if which == "any":
             return C.phases(S)
-        s0, s1 = (int(x) for x in str(which).split("-"))
-        return [C.phase(s0), C.phase(s1)]
+        pair = re.fullmatch(r"(\d+)-(\d+)", str(which))
+        if not pair or int(pair[1]) == int(pair[2]) or max(int(pair[1]), int(pair[2])) >= S:  # itself: never flips
+            raise ConfigError(f"the phase gate's `which` must be \"any\" or two different phase indices below {S} "
+                              f"(\"0-1\"); got {which!r}")
+        return [C.phase(int(pair[1])), C.phase(int(pair[2]))]
     if gate == "order":
         return [C.phase(0)]
     if gate == "fusion":
@@ -117,14 +133,16 @@ def equivalence_verdict(ctx: GateContext, model: str, r: PhaseResult, conds: Seq
     (default 2.5 points), cluster bootstrap over videos. Certify-type in either mode: it passes
     only when the whole (1 − 2α) CI lies inside ±threshold."""
     spec = ctx.phase_spec()
+    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {C.Condition.parse(conds[-1]).frames} "
+            "frames accuracy")
+    if not r.items:
+        return no_item_verdict(ctx, "equivalence", model, name, m)
     ok = answered(r, conds)
     truth = r.correct()
     fused_ans = fused_or_voted(r, conds[:-1])
     single = identity_answer(r, conds[-1])
     d = ((fused_ans == truth).astype(float) - (single == truth).astype(float))[ok]
     videos = np.array([i.video for i in r.items])[ok]
-    name = (f"PhaseFusion ({spec.phases}x{spec.budget}) minus single pass at {C.Condition.parse(conds[-1]).frames} "
-            "frames accuracy")
     extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
              "unparseable": getattr(r, "unparseable", 0), "answers": answers_returned(r),
              "fusion_accuracy": float((fused_ans == truth)[ok].mean()) if ok.any() else None,
@@ -197,20 +215,22 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
     pair = _sampler_pair(which) if gate == "flip" else None
     budget = pair[0] if pair is not None else None
     seq = ctx.sequential and not ctx.baseline and gate not in ("fusion", "equivalence")
-    r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
-    base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
     S = spec.phases
 
     def cond(sampler: str) -> str:
         return C.sampler_at(sampler, spec.budget if budget is None else budget, spec.budget)
 
-    conds = phase_gate_conditions(gate, which, spec, cond)
+    conds = phase_gate_conditions(gate, which, spec, cond)  # a bad comparison is refused before any model call
+    r = ctx.phase(model, gate, budget, n=max(1, spec.items // LOOKS) if seq else None)
+    base = ctx.phase(ctx.baseline, gate, budget) if ctx.baseline else None
     m = phase_measurement(r, conds)
     if gate == "equivalence":
         return equivalence_verdict(ctx, model, r, conds, m)
 
     def all_flips(res: PhaseResult) -> np.ndarray:
         """Per item (all items of ``res``): 1 when the gate's answers differ."""
+        if not res.items:  # no usable item: no answers to compare
+            return np.zeros(0, dtype=int)
         if gate == "flip" or (gate == "phase" and which != "any"):
             return np.asarray(pair_flips(res, conds[0], conds[1]))
         if gate == "phase":
@@ -233,6 +253,8 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
         ok = ok & ok_b if ok_b.size == ok.size else np.zeros_like(ok)  # different item sets: nothing paired
         m = combine(m, phase_measurement(base, conds), prefix_b="baseline", measured=int(ok.sum()))
         ids = np.array([i.id for i in r.items])
+    if not seq and not (r.items and (base is None or base.items)):
+        return no_item_verdict(ctx, gate, model, name, m)
     if gate == "fusion":
         ch = fusion_changes(r)
         extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable,

@@ -139,6 +139,8 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
     |mean candidate| − |mean baseline|, coverage and contamination on the mean difference).
     Lost instances (failed calls, judge failures, unalignable answers, unreadable videos) are
     never scored; below the measurement floor the gate does not pass."""
+    if gate not in ("dpb", "meg", "coverage", "contamination"):  # checked before any model call
+        raise ConfigError(f"`gate` must be dpb, meg, coverage or contamination; got {gate!r}")
     name = f"{GATES[gate].statistic} {spec.label()}"
 
     def describe(res: PositionalResult) -> dict[str, Any]:

@@ -65,7 +65,12 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
 
     Failed calls are lost units, never clean outputs: excluded from numerator and denominator,
     counted, and above the failure share (1 − measurement floor, default 5%) or below the floor of
-    measured videos the gate does not pass in either mode. Every attack walk stops at the cap."""
+    measured videos the gate does not pass in either mode. Every attack walk stops at the cap. An
+    unknown gate or a frame count that is not a whole number >= 1 is refused before any model call."""
+    if gate not in ("repetition", "stressor", "attack"):
+        raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")
+    if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 1:
+        raise ConfigError(f"`frames` must be a whole number of frames >= 1; got {frames!r}")
     spec = ctx.stressor_spec(frames)
     seq = ctx.sequential and not ctx.baseline
     if gate == "repetition":

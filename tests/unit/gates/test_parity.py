@@ -149,6 +149,18 @@ def test_an_item_lost_on_either_side_is_a_lost_unit():
     assert not v.passed and "no measurement" in v.reason
 
 
+def test_no_usable_item_on_either_side_is_no_measurement():
+    """A side with no usable item (every video gone) loses every planned item, not a KeyError."""
+    from pytest_posbias.gates.parity import parity_answers_verdict
+
+    ref = np.zeros(N_ITEMS, dtype=int)
+    empty = {m: PhaseResult(m, PhaseSpec(items=N_ITEMS, orderings=2), [], "logprobs", planned=N_ITEMS)
+             for m in ("m", "ref")}
+    for pair in ((_result("m", ref), empty["ref"]), (empty["m"], _result("ref", ref, rerun=ref))):
+        v = parity_answers_verdict(_ctx(*pair), "m")
+        assert not v.passed and "no measurement" in v.reason and v.extra["measurement"]["measured"] == 0, v.reason
+
+
 def test_no_reference_is_a_usage_error_of_the_verdict():
     from pytest_posbias.gates.parity import parity_answers_verdict
 

@@ -58,3 +58,47 @@ def test_equivalence_is_certified_only_when_shown_in_either_mode():
     v = equivalence_verdict(ctx, "m", worse, conds, phase_measurement(worse, conds))
     assert not v.passed and v.estimate == pytest.approx(-12 / 240)
     assert v.extra["fusion_by"] == "plurality vote" and v.n == 48  # clustered by video
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_phase_gates_with_every_video_unusable_are_not_measured(tmp_path, small_set, sequential):
+    """No drawn item usable (every video gone) is a gate not measured, every planned item lost, not a KeyError."""
+    import shutil
+
+    from pytest_posbias.config import PosbiasConfig
+    from pytest_posbias.gates import phase_verdict
+    from pytest_posbias.gates.decision import run_decision
+    from pytest_posbias.run.context import RunContext
+    from pytest_posbias.run_options import RunOptions
+
+    shutil.copy(small_set, tmp_path / "manifest.jsonl")  # the videos stay behind: none can be read
+    ctx = RunContext.create(RunOptions(models=("sim:unbiased",), cache=str(tmp_path / "c"),
+                                       data=str(tmp_path / "manifest.jsonl"), sequential=sequential, judge="auto"),
+                            PosbiasConfig(probes={"phase": {"items": 12}}), rootdir=tmp_path, worker="t", run_id="gone")
+    try:
+        for gate, which in (("order", None), ("flip", (8, "left", "midpoint")), ("phase", "any"), ("phase", "0-1"),
+                            ("fusion", None), ("equivalence", None)):
+            v = phase_verdict(ctx, gate, "sim:unbiased", which)
+            m = v.extra["measurement"]
+            assert not v.passed and "no measurement" in v.reason, v.reason
+            assert m["measured"] == 0 and m["planned"] == m["lost"]["unusable_data"] > 0
+            assert run_decision([("t::g", v)]).exit_code == 6
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("gate, which", [("phase", "0-0"), ("phase", "2-2"), ("phase", "0-3"), ("phase", "first"),
+                                         ("phase", None), ("flip", (8, "left", "left"))])
+def test_a_condition_compared_with_itself_is_refused_before_any_call(gate, which):
+    """phase "0-0" or a flip of a sampler against itself compared identical answers: 0 flips, a vacuous pass."""
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.gates import phase_verdict
+
+    class Ctx(_Ctx):
+        sequential, baseline = False, None
+
+        def phase(self, *a, **k):
+            raise AssertionError("a model call before the comparison was checked")
+
+    with pytest.raises(ConfigError, match="`which`"):
+        phase_verdict(Ctx(), gate, "m", which)

@@ -70,3 +70,23 @@ def test_contamination_certifies_with_both_t_rules_at_half_the_level() -> None:
     bound = 0.05 * 400 + 2 * math.sqrt(0.05 * 0.95 * 400)
     assert certified("t") > bound  # the rule the gate does not use: past the size
     assert certified(t_rule("contamination", "certify")) <= bound
+
+
+def test_a_gate_that_is_not_positional_is_refused_before_any_call() -> None:
+    """positional_verdict(..., "bogus") raised a bare KeyError, and "flip" a ConfigError only after the probe's calls."""
+    import pytest
+
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.gates import positional_verdict
+
+    class Ctx:
+        mode, baseline, sequential = "detect", None, False
+
+        def positional(self, *a, **k):
+            raise AssertionError("a model call before the gate was checked")
+
+        manifest = positional
+
+    for gate in ("bogus", "flip"):
+        with pytest.raises(ConfigError, match=repr(gate)):
+            positional_verdict(Ctx(), gate, "m", None)  # type: ignore[arg-type]

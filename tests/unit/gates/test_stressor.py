@@ -105,6 +105,24 @@ def test_an_unknown_gate_is_refused_naming_it():
         stressor_measurement(r, "controls", "shuffle")
 
 
+
+@pytest.mark.parametrize("gate, frames", [("controls", 16), ("bogus", 16), ("repetition", 0), ("repetition", -8),
+                                          ("repetition", True), ("attack", 16.5)])
+def test_a_bad_gate_or_frame_count_is_refused_before_any_call(gate, frames):
+    """An unknown gate ran the probe's model calls first; frames = 0 lost every video instead of an error."""
+
+    class Ctx:
+        sequential, baseline = False, None
+
+        def stressor_spec(self, frames):
+            return StressorSpec(frames=16)
+
+        def stressor(self, *a, **k):
+            raise AssertionError("a model call before the arguments were checked")
+
+    with pytest.raises(ConfigError, match=repr(gate) if gate in ("controls", "bogus") else "`frames`"):
+        stressor_verdict(Ctx(), gate, "m", frames, "shuffle")  # type: ignore[arg-type]
+
 def _context(tmp_path, manifest, monkeypatch, describe):
     """A run context on ``manifest`` whose model answers each stressor request with ``describe(meta)``."""
     from support.scripted_backend import ScriptedBackend
