@@ -182,6 +182,22 @@ def mcq_request(model: str, item: McqItem, frames: FrameSpec, perm: Sequence[int
                    replicate=replicate, meta=meta)
 
 
+def _distinct_frames(ctx: ProbeContext, item: McqItem, item_reqs: Sequence[tuple[str, int, Any, Request]]) -> None:
+    """TooShortError (reported to the store) when two of the compared conditions show ``item`` the same
+    frames: a window too short for their grids to differ (phase 0 and 1 of 8 frames in 16) cannot
+    change an answer, a flip of 0 by construction, so the item is lost, not measured as stable."""
+    seen: dict[Any, str] = {}
+    for name, oi, _perm, r in item_reqs:
+        if oi == 0 and not r.replicate:  # the re-run asks the same frames on purpose
+            frames = r.parts[0].frames.frames  # type: ignore[union-attr]
+            if frames in seen:
+                exc = TooShortError(item.path, f"too short for distinct grids: {seen[frames]} and {name} show item "
+                                               f"{item.id} the same frames")
+                ctx.store.report(exc)
+                raise exc
+            seen[frames] = name
+
+
 def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
     n = len(perm)
     letters = LETTERS[:n]
@@ -240,6 +256,7 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
             asks += [(c, perms[:1], 0, c) for c in identity_only]
             item_reqs = [(name, oi, tuple(ps[oi]), r) for cond, ps, replicate, name in asks
                          for oi, r in enumerate(_requests(ctx, model, item, cond, ps, spec, want, replicate))]
+            _distinct_frames(ctx, item, item_reqs)
         except PosbiasError as exc:
             res.problems.append(f"item {item.id}: {exc}")
             continue

@@ -323,3 +323,20 @@ def test_an_item_whose_window_is_too_short_is_named_and_not_asked(run_context):
     assert res.items == [] and res.planned == 1 and backend.asked == []
     (problem,) = res.problems
     assert problem.startswith("item windowed:") and "1.0-1.1 s" in problem
+
+
+def test_an_item_whose_window_shows_two_compared_conditions_the_same_frames_is_lost(run_context):
+    """A window of 2b frames makes phase 0 and phase 1 the same grid (a flip of 0 by construction):
+    the item is named in the problems and counted planned, not measured as a non-flip."""
+    backend = _text_answers(lambda _i, _p: "A")
+    ctx = run_context(backend=backend, probes={"phase": {"items": 1, "orderings": 2}})
+    spec = ctx.phase_spec()
+    fps = ctx.store.info(ctx.manifest().mcq[0].path).fps
+    _, manifest = _windowed(ctx, 0.0, (2 * spec.budget - 1) / fps)  # n = 2b frames: phase 0 == phase 1 at S = 3
+    res = run_phase(ctx, "sim:unbiased", spec, manifest, conditions=C.phases(spec.phases))
+    assert res.items == [] and res.planned == 1 and backend.asked == []
+    (problem,) = res.problems
+    assert problem.startswith("item windowed:") and "phase:0" in problem and "phase:1" in problem
+    # one condition alone (the order gate) compares nothing across frames: the item is measured
+    res = run_phase(ctx, "sim:unbiased", spec, manifest, conditions=[C.phase(0)])
+    assert [it.id for it in res.items] == ["windowed"] and res.problems == []
