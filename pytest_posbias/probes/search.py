@@ -14,8 +14,8 @@ docs/search.md describes the budgets. The steps:
    example of strictly smaller :meth:`ItemProperty.size` until it finds none.
 
 A failed or unparseable query before the first break makes the item lost (fail closed); after it,
-it counts as "does not fail". Under ``posbias plan`` the item's longest search is sent instead
-(:mod:`.search_plan`).
+it counts as "does not fail". An item no perturbation changes (no query made) is lost, never held.
+Under ``posbias plan`` the item's longest search is sent instead (:mod:`.search_plan`).
 """
 
 from __future__ import annotations
@@ -288,6 +288,9 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
             res.search_queries = len(runner.order) - res.replay_queries
             if runner.lost:
                 res.status, res.why = "lost", f"query {len(runner.order)} lost before any break: {runner.lost}"
+            elif not runner.order:  # every value drawn was the reference request: nothing was tested
+                res.status, res.why = "lost", ("no perturbation changes the model's input (a window too short for "
+                                               "its phases to differ)")
             else:
                 res.why = f"no counterexample within {budget} queries"
         else:

@@ -92,6 +92,21 @@ def test_no_break_spends_exactly_the_budget():
     assert ctx.engine.runs == 1 + 7  # the reference, then the budget (6! = 720 orderings, so never exhausted)
 
 
+class SameInputProperty(PermProperty):
+    """Every perturbation shows the model the unperturbed input (a window too short for phases to differ)."""
+
+    def request(self, value: Any) -> Any:
+        return ["perm", list(range(self.k))]
+
+
+def test_an_item_no_perturbation_changes_is_lost_not_held():
+    """An item whose every perturbation is the reference request makes no query: lost, never a held unit."""
+    ctx = FakeCtx()
+    r = run_search(ctx, SameInputProperty(4, lambda p: False), budget=7, shrink_budget=50)
+    assert r.status == "lost" and r.queries == 0 and "no perturbation" in r.why
+    assert ctx.engine.runs == 1  # the reference only
+
+
 def test_break_is_shrunk_to_the_fewest_transpositions():
     three_cycle = lambda p: p[:3] == (1, 2, 0)  # noqa: E731 - needs 2 transpositions, no fewer
     ctx = FakeCtx()
