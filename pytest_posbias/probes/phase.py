@@ -117,7 +117,8 @@ class PhaseResult:
     mode: str  # "logprobs" | "text"
     condition_answers: dict[str, np.ndarray] = field(default_factory=dict)  # condition -> (N, K) content indices
     # condition -> one (K, n_opt) array per item (identity conditions: K = 1; n_opt differs between items when the
-    # manifest mixes 3- and 5-option questions); "margin:<condition>" -> one (K,) array of single-pass margins per item
+    # manifest mixes 3- and 5-option questions; NaN rows: lost answers; logprobs mode only); "margin:<condition>" ->
+    # one (K,) array of single-pass margins per item
     condition_probs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     unparseable: int = 0
     errors: int = 0
@@ -295,9 +296,10 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
             margins[cond][ii, oi] = a.margin
     res.condition_answers = answers
     for cond, rows in probs.items():
-        if all(p is not None for row in rows for p in row) and rows:
+        if any(p is not None for row in rows for p in row):  # logprobs mode: a lost answer's distribution is NaN
             # per item: its questions may have different option counts, so no (N, K, n_opt) stack
-            res.condition_probs[cond] = [np.array(row, dtype=float) for row in rows]
+            res.condition_probs[cond] = [np.array([np.full(len(kept[i].options), np.nan) if p is None else p
+                                                   for p in row], dtype=float) for i, row in enumerate(rows)]
     res.condition_probs.update({f"margin:{c}": list(m) for c, m in margins.items()})
     res.calls = ctx.engine.stats.since(before)
     _log(ctx, res)
@@ -332,12 +334,13 @@ def order_accuracy(res: PhaseResult, condition: str = C.phase(0)) -> dict[str, f
 
 
 def fused(res: PhaseResult, conditions: Sequence[str]) -> np.ndarray | None:
-    """PhaseFusion answers: argmax of the mean content-space distribution over the S grids (identity ordering)."""
+    """PhaseFusion answers: argmax of the mean content-space distribution over the S grids (identity
+    ordering); -1 for an item with a lost answer among them (its distribution is NaN)."""
     if not all(c in res.condition_probs for c in conditions):
         return None
     # per item (option counts may differ between items): mean of the S identity-ordering distributions
-    return np.array([int(np.argmax(np.mean([res.condition_probs[c][i][0] for c in conditions], axis=0)))
-                     for i in range(len(res.items))], dtype=int)
+    means = [np.mean([res.condition_probs[c][i][0] for c in conditions], axis=0) for i in range(len(res.items))]
+    return np.array([int(np.argmax(m)) if np.isfinite(m).all() else -1 for m in means], dtype=int)
 
 
 def identity_answer(res: PhaseResult, condition: str) -> np.ndarray:

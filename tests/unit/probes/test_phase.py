@@ -340,3 +340,28 @@ def test_an_item_whose_window_shows_two_compared_conditions_the_same_frames_is_l
     # one condition alone (the order gate) compares nothing across frames: the item is measured
     res = run_phase(ctx, "sim:unbiased", spec, manifest, conditions=[C.phase(0)])
     assert [it.id for it in res.items] == ["windowed"] and res.problems == []
+
+
+def test_one_lost_answer_leaves_phasefusion_on_distributions_for_the_other_items(run_context):
+    """In logprobs mode a failed call on one item's phase makes that item's fused answer -1 (lost);
+    the other items keep PhaseFusion on their distributions, never a switch of every item to a vote."""
+    from pytest_posbias.engine import Request
+
+    lost_item: list[str] = []
+
+    def answer(req: Request) -> Generation:
+        if not lost_item:
+            lost_item.append(req.meta["item"])
+        if req.meta["item"] == lost_item[0] and req.meta["condition"] == C.phase(1):
+            return Generation(finish_reason="error", error="HTTP 503")
+        strong = {C.phase(0): "A", C.phase(1): "B", C.phase(2): "B"}[req.meta["condition"]]
+        return Generation("", letter_logprobs={k: (-0.1 if k == strong else -3.0) for k in req.letters})
+
+    ctx = run_context(backend=ScriptedBackend(answer, letters=True), probes={"phase": {"items": 3, "orderings": 2}})
+    S = ctx.phase_spec().phases
+    res = run_phase(ctx, "sim:unbiased", ctx.phase_spec(), ctx.manifest(), identity=C.phases(S))
+    assert res.mode == "logprobs" and res.errors == 1
+    lost = [it.id for it in res.items].index(lost_item[0])
+    f = fused(res, C.phases(S))
+    assert f is not None and f[lost] == -1
+    assert all(f[i] == 1 for i in range(len(res.items)) if i != lost)  # mean of (A, B, B): content 1 (B)
