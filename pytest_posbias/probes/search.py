@@ -95,6 +95,11 @@ class ItemProperty(ABC, Generic[V]):
 
     smallest_change: float = 0.0  # no perturbation changes less (1 for counts: transpositions, frames)
 
+    def accept(self, req: Request, gen: Generation) -> str | None:
+        """The engine's ``accept`` rule for the property's requests (the probe's own): None when usable;
+        an unusable answer is not cached as an answer, so a later run asks again."""
+        return None
+
     def all_values(self) -> Sequence[V] | None:
         """Every perturbation the strategy can draw, where the space is small enough to list (``posbias plan``
         sends each once when a run could ask them all); None for a space too large to list."""
@@ -194,7 +199,7 @@ class _Runner(Generic[V]):
         k = self.key(req)
         if k in self.seen:
             return self.seen[k], False
-        gen = self.ctx.engine.run([req], probe="search")[0]
+        gen = self.ctx.engine.run([req], probe="search", accept=self.prop.accept)[0]
         out = self.prop.score(value, gen, self.reference)
         self.seen[k] = out
         self.order.append(k)
@@ -216,7 +221,7 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
     res = ItemSearch(prop.property, prop.item_id, prop.model, "held")
     ref_value = prop.reference_value()
     ref_req = prop.request(ref_value)
-    ref_gen = ctx.engine.run([ref_req], probe="search")[0]
+    ref_gen = ctx.engine.run([ref_req], probe="search", accept=prop.accept)[0]
     reference = prop.score(ref_value, ref_gen, None)
     res.reference = reference.answer
     if not reference.ok:

@@ -74,6 +74,9 @@ class CoverageProperty(ItemProperty[Layout]):
                        seed=self.seed, meta={"probe": "search", "property": "coverage", "group": self.group.id,
                                              "layout": lay.to_json()})
 
+    def accept(self, req: Request, gen: Generation) -> str | None:
+        return accept_summary(req, gen)
+
     def score(self, lay: Layout, gen: Generation, reference: Outcome | None) -> Outcome:
         if not gen.ok:
             return Outcome(False, False, None, why_lost=gen.error or "failed call")

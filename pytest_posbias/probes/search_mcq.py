@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from ..strategies import cayley_distance, option_orderings, sampling_phases
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
-from .phase import LETTERS, PhaseSpec, _answer, mcq_request
+from .phase import LETTERS, PhaseSpec, _answer, accept_letter, mcq_request
 from .search import ItemProperty, Outcome
 
 if TYPE_CHECKING:
@@ -103,6 +103,9 @@ class McqProperty(ItemProperty[McqValue]):
         return mcq_request(self.model, self.item, self._clip(phase), perm, self.spec, self.want,
                            {"probe": "search", "property": self.property, "item": self.item.id, "perm": list(perm),
                             "phase": str(phase)})
+
+    def accept(self, req: Request, gen: Generation) -> str | None:
+        return accept_letter(req, gen)
 
     def score(self, value: McqValue, gen: Generation, reference: Outcome | None) -> Outcome:
         perm, phase = self._perm_phase(value)

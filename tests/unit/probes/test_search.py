@@ -35,7 +35,7 @@ class FakeEngine:
     def keys(self, reqs: list[Any]) -> list[str]:
         return [json.dumps(r) for r in reqs]
 
-    def run(self, reqs: list[Any], probe: str = "") -> list[Any]:
+    def run(self, reqs: list[Any], probe: str = "", accept: Any = None) -> list[Any]:
         self.runs += len(reqs)
         return list(reqs)
 
