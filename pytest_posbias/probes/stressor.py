@@ -274,7 +274,8 @@ def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifes
 
 def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Manifest, setting: str) -> TextStats:
     """Clean outputs under one decoding setting of the VideoSTF sweep (seeded when sampling); a video
-    that cannot be used is a failed output naming it (planned and lost)."""
+    that cannot be used is a failed output naming it (planned and lost), and one description given
+    to distinct videos is lost as ``constant_answer``, as in the probe's clean part."""
     kw = DECODING_SWEEP[setting]
     reqs = []
     lost: list[tuple[Generation, str | None]] = []
@@ -288,7 +289,8 @@ def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: 
         reqs.append(_request(model, clean, spec, {"video": item.id, "condition": f"decoding:{setting}", "seed": seed},
                              **kw))
     gens = ctx.engine.run(reqs, probe="stressor", accept=accept_description)
-    stats = _stats([(g, accept_description(r, g)) for r, g in zip(reqs, gens, strict=True)] + lost)
+    why = _reasons(ctx, reqs, gens, [r.meta["video"] for r in reqs])  # the probe's rules, a constant answer included
+    stats = _stats([*zip(gens, why, strict=True), *lost])
     ctx.observe("stressor", {"type": "decoding", "model": model, "setting": setting, **stats.summary()})
     return stats
 

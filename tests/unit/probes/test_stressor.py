@@ -73,3 +73,15 @@ def test_a_video_the_decoding_sweep_cannot_read_is_a_planned_lost_unit(run_conte
     stats = decoding_sweep(ctx, "sim:unbiased", ctx.stressor_spec(4), manifest, "greedy")
     assert len(stats.ok) == 2 and stats.ok.count(True) == 1 and stats.failed == 1
     assert len(backend.asked) == 1
+
+
+def test_the_same_description_of_every_video_in_the_decoding_sweep_is_lost_as_constant(run_context):
+    """A model that gives every video one description does not look at them: each output of the sweep
+    is lost as ``constant_answer`` (as in the probe's clean part), never a measured non-repeating one."""
+    from pytest_posbias.probes.stressor import decoding_sweep
+
+    backend = ScriptedBackend(lambda r: Generation("A red disc moves slowly to the left of the frame.", 1, "stop"))
+    ctx = run_context(backend=backend)
+    stats = decoding_sweep(ctx, "sim:unbiased", ctx.stressor_spec(4), ctx.manifest(), "greedy")
+    assert len(stats.ok) >= 2 and not any(stats.ok)
+    assert set(stats.reasons) == {usable.CONSTANT}
