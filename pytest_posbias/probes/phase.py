@@ -184,12 +184,13 @@ def mcq_request(model: str, item: McqItem, frames: FrameSpec, perm: Sequence[int
 
 
 def _distinct_frames(ctx: ProbeContext, item: McqItem, item_reqs: Sequence[tuple[str, int, Any, Request]]) -> None:
-    """TooShortError (reported to the store) when two of the compared conditions show ``item`` the same
-    frames: a window too short for their grids to differ (phase 0 and 1 of 8 frames in 16) cannot
+    """TooShortError (reported to the store) when two phase grids (phase, shift, union) show ``item`` the
+    same frames: a window shorter than the S x b design (phase 0 and 1 of 8 frames in 16) cannot
     change an answer, a flip of 0 by construction, so the item is lost, not measured as stable."""
     seen: dict[Any, str] = {}
     for name, oi, _perm, r in item_reqs:
-        if oi == 0 and not r.replicate:  # the re-run asks the same frames on purpose
+        # the re-run asks the same frames on purpose; samplers are compared in pairs the probe does not know
+        if oi == 0 and not r.replicate and C.Condition.parse(name).kind in ("phase", "shift", "union", "union-shift"):
             frames = r.parts[0].frames.frames  # type: ignore[union-attr]
             if frames in seen:
                 exc = TooShortError(item.path, f"too short for distinct grids: {seen[frames]} and {name} show item "

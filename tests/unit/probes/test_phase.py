@@ -365,3 +365,16 @@ def test_one_lost_answer_leaves_phasefusion_on_distributions_for_the_other_items
     f = fused(res, C.phases(S))
     assert f is not None and f[lost] == -1
     assert all(f[i] == 1 for i in range(len(res.items)) if i != lost)  # mean of (A, B, B): content 1 (B)
+
+
+@pytest.mark.xfail(strict=True, reason="two samplers that coincide on a short window (left and midpoint of b frames "
+                   "in b) flip 0 by construction; losing the item for that pair only needs the gate to know the pair")
+def test_an_item_whose_window_makes_two_compared_samplers_coincide_is_lost(run_context):
+    """Left and midpoint of b frames in a b-frame window are the same frames: the item cannot flip."""
+    backend = _text_answers(lambda _i, _p: "A")
+    ctx = run_context(backend=backend, probes={"phase": {"items": 1, "orderings": 2}})
+    spec = ctx.phase_spec()
+    fps = ctx.store.info(ctx.manifest().mcq[0].path).fps
+    _, manifest = _windowed(ctx, 0.0, (spec.budget - 1) / fps)  # n = b frames
+    res = run_phase(ctx, "sim:unbiased", spec, manifest, conditions=[C.sampler("left"), C.sampler("midpoint")])
+    assert res.items == []
