@@ -7,7 +7,8 @@ docs/search.md describes the budgets. The steps:
 1. **reference** — the unperturbed input, queried once and not counted. A lost reference makes
    the item lost; one that already violates the property is not searchable.
 2. **replay** — the regression corpus's (:mod:`.search_corpus`) counterexamples, in a fixed
-   order; the first that still breaks the item ends the search (``replayed``).
+   order; the first that still breaks the item ends the search (``replayed``), and one lost
+   (failed or unparseable) makes the item lost.
 3. **search** — ``hypothesis.find`` over the property's strategy, seeded by (run seed, property,
    item): at most ``budget`` distinct queries before the first break, then ``shrink_budget``; as
    hypothesis's shrinker is local, the search then looks again, in the same budget, for a failing
@@ -245,13 +246,18 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
         row = {**entry, "answer": out.answer,
                "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived"), **_shown(out, reference)}
         res.replay.append(row)
-        if out.ok and out.broken:
+        if not out.ok:  # its outcome is unknown: lost, as a search query lost before any break
+            runner.lost = out.why_lost or "failed call"
+            break
+        if out.broken:
             runner.first_break = max(1, len(runner.order))
             res.replayed = True
             res.minimal = prop.describe(value, out, reference)
             break
     if res.replayed:
         res.status = "broken"
+    elif runner.lost:
+        res.status, res.why = "lost", f"replayed query {len(runner.order)} lost before any break: {runner.lost}"
     else:
         # 3. hypothesis search + shrinking under the budgets
         def condition(value: V) -> bool:

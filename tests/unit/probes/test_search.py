@@ -170,6 +170,18 @@ def test_corpus_replays_other_models_first_and_keeps_what_they_survive(tmp_path)
     assert same_run.replay == []
 
 
+def test_a_replayed_query_lost_before_any_break_loses_the_item(tmp_path):
+    """A stored counterexample whose query fails for this model leaves its outcome unknown: the item
+    is lost (as a lost search query before any break), never searched on and counted held."""
+    corpus = Corpus(tmp_path / "hypothesis")
+    first = run_search(FakeCtx("run-1"), PermProperty(5, lambda p: p[4] == 0, model="m1"), corpus=corpus, budget=30)
+    stored = tuple(first.minimal["perturbation"]["order"])  # type: ignore[index]
+    other = run_search(FakeCtx("run-2"), PermProperty(5, lambda p: False, fails=lambda p: p == stored, model="m2"),
+                       corpus=corpus, budget=10)
+    assert other.replay[0]["outcome"] == "lost"
+    assert other.status == "lost" and "boom" in other.why and other.queries == 1 and other.failed_queries == 1
+
+
 def _project(pytester: Any, manifest: Path) -> None:
     # a basename no test of this repository has: pytest imports the suite into this process
     write_suite_project(pytester.path, manifest, ("test_search.py",), rename={"test_search.py": "test_search_suite.py"})
