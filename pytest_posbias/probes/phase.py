@@ -286,6 +286,8 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
             probs[cond] = [[None] * n_orders for _ in range(N)]
             margins[cond] = np.full((N, n_orders), np.nan)
         a = _answer(g, perm)
+        if mode == "logprobs" and a.probs is None and a.content >= 0:  # a text letter where log-probs were asked
+            a = Answer(-1, None, None)
         res.errors += int(not g.ok)
         res.unparseable += int(g.ok and a.content < 0)
         if constant:

@@ -378,3 +378,18 @@ def test_an_item_whose_window_makes_two_compared_samplers_coincide_is_lost(run_c
     _, manifest = _windowed(ctx, 0.0, (spec.budget - 1) / fps)  # n = b frames
     res = run_phase(ctx, "sim:unbiased", spec, manifest, conditions=[C.sampler("left"), C.sampler("midpoint")])
     assert res.items == []
+
+
+def test_a_letter_scored_answer_without_log_probabilities_is_unparseable(run_context):
+    """In logprobs mode an answer with a letter in its text but no letter log-probabilities (a malformed
+    or foreign row) is unparseable, never a measured answer without the distribution fusion reads."""
+    def answer(req):
+        if req.meta["condition"] == C.phase(1):
+            return Generation("B")
+        return Generation("", letter_logprobs={k: (-0.1 if k == "A" else -3.0) for k in req.letters})
+
+    ctx = run_context(backend=ScriptedBackend(answer, letters=True), probes={"phase": {"items": 2, "orderings": 2}})
+    S = ctx.phase_spec().phases
+    res = run_phase(ctx, "sim:unbiased", ctx.phase_spec(), ctx.manifest(), identity=C.phases(S))
+    assert (res.condition_answers[C.phase(1)] == -1).all() and res.unparseable == len(res.items)
+    assert (res.condition_answers[C.phase(0)] == 0).all()
