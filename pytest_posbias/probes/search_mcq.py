@@ -25,7 +25,8 @@ from ..errors import ConfigError
 from ..strategies import cayley_distance, option_orderings, sampling_phases
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
-from .phase import LETTERS, PhaseSpec, _answer, accept_letter, mcq_request
+from . import conditions as C
+from .phase import LETTERS, PhaseSpec, _answer, _grid, accept_letter, mcq_request
 from .search import ItemProperty, Outcome
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class McqProperty(ItemProperty[McqValue]):
         self.want = "letters" if getattr(backend, "supports_letter_logprobs", False) else "text"
         info = ctx.store.info(item.path)
         self.T, self.fps = info.frame_count, info.fps
+        _grid(ctx, item, C.phase(0), spec)  # a window shorter than the budget: TooShortError, as in the phase probe
         self._clips: dict[Fraction, FrameSpec] = {}
 
     def corpus_key(self) -> str:
