@@ -80,13 +80,13 @@ class GenerationCache:
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
         """The stored answers for ``keys``, then this run's answers the file could not store (missing and
-        unreadable keys are absent)."""
+        unreadable keys are absent; a failed call in the table is unreadable: only usable answers are stored)."""
         keys = list(keys)
         out: dict[str, Generation] = {}
         with self._lock:
             for k, payload in self._rows("SELECT key, payload FROM generations WHERE key IN ({})", keys):
                 g = read_payload(payload)
-                if g is None:  # a damaged row: a miss, made again and its row replaced
+                if g is None or not g.ok:  # a damaged row (a failed call is never stored): a miss, made again
                     self.unreadable += 1
                 else:
                     out[k] = g

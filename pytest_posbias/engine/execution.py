@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ConfigError, PosbiasError
 from ..safe_text import redact_text
 from .cache import GenerationCache
-from .calls import Accept, Backend, Generation, Request
+from .calls import Accept, Backend, Generation, Request, generation_problem
 from .run_log import RunLog
 
 # runs that ask again for a key whose answer was unusable; from then on its last unusable answer is
@@ -263,7 +263,7 @@ class Engine:
                 t0 = time.perf_counter()
                 scores = backend.score_options(batch, batch[0].letters)
                 dt = (time.perf_counter() - t0) / max(1, len(batch))
-                return [Generation("", 0, "stop", dict(s), dt) for s in scores]
+                return self._checked(batch, [Generation("", 0, "stop", dict(s), dt) for s in scores])
             return self._checked(batch, backend.generate(batch))
         except PosbiasError as exc:  # endpoint errors, unreadable videos: recorded per request, the run goes on
             if len(batch) > 1:  # isolate the failing request: retry one by one
@@ -272,12 +272,18 @@ class Engine:
 
     @staticmethod
     def _checked(batch: Sequence[Request], gens: Sequence[Generation]) -> list[Generation]:
-        """The backend's answers, made fail-closed: one per request, and a failed one carries no text."""
+        """The backend's answers, made fail-closed: one per request, a failed one carries no text, and an
+        answer its cache row could not hold (:func:`~.calls.generation_problem`: a NaN or +inf log-prob,
+        a negative time) is a failed call, never scored."""
         if len(gens) != len(batch):
             raise PosbiasError(f"backend returned {len(gens)} generations for {len(batch)} requests")
         out = []
         for g in gens:
-            if not g.ok and (g.text or g.letter_logprobs):
+            problem = generation_problem(g.to_dict()) if g.ok else None
+            if problem is not None:
+                g = replace(g, text="", letter_logprobs=None, finish_reason="error",
+                            error=f"the backend's answer is malformed: {problem}")
+            elif not g.ok and (g.text or g.letter_logprobs):
                 g = replace(g, text="", letter_logprobs=None, error=g.error or "failed call")
             elif not g.ok and not g.error:
                 g = replace(g, error="failed call (the backend gave no reason)")

@@ -117,7 +117,8 @@ class PhaseResult:
     mode: str  # "logprobs" | "text"
     condition_answers: dict[str, np.ndarray] = field(default_factory=dict)  # condition -> (N, K) content indices
     # condition -> one (K, n_opt) array per item (identity conditions: K = 1; n_opt differs between items when the
-    # manifest mixes 3- and 5-option questions); "margin:<condition>" -> one (K,) array of single-pass margins per item
+    # manifest mixes 3- and 5-option questions; NaN rows: lost answers; logprobs mode only); "margin:<condition>" ->
+    # one (K,) array of single-pass margins per item
     condition_probs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     unparseable: int = 0
     errors: int = 0
@@ -182,6 +183,23 @@ def mcq_request(model: str, item: McqItem, frames: FrameSpec, perm: Sequence[int
                    replicate=replicate, meta=meta)
 
 
+def _distinct_frames(ctx: ProbeContext, item: McqItem, item_reqs: Sequence[tuple[str, int, Any, Request]]) -> None:
+    """TooShortError (reported to the store) when two phase grids (phase, shift, union) show ``item`` the
+    same frames: a window shorter than the S x b design (phase 0 and 1 of 8 frames in 16) cannot
+    change an answer, a flip of 0 by construction, so the item is lost, not measured as stable."""
+    seen: dict[Any, str] = {}
+    for name, oi, _perm, r in item_reqs:
+        # the re-run asks the same frames on purpose; samplers are compared in pairs the probe does not know
+        if oi == 0 and not r.replicate and C.Condition.parse(name).kind in ("phase", "shift", "union", "union-shift"):
+            frames = r.parts[0].frames.frames  # type: ignore[union-attr]
+            if frames in seen:
+                exc = TooShortError(item.path, f"too short for distinct grids: {seen[frames]} and {name} show item "
+                                               f"{item.id} the same frames")
+                ctx.store.report(exc)
+                raise exc
+            seen[frames] = name
+
+
 def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
     n = len(perm)
     letters = LETTERS[:n]
@@ -240,6 +258,7 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
             asks += [(c, perms[:1], 0, c) for c in identity_only]
             item_reqs = [(name, oi, tuple(ps[oi]), r) for cond, ps, replicate, name in asks
                          for oi, r in enumerate(_requests(ctx, model, item, cond, ps, spec, want, replicate))]
+            _distinct_frames(ctx, item, item_reqs)
         except PosbiasError as exc:
             res.problems.append(f"item {item.id}: {exc}")
             continue
@@ -267,6 +286,8 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
             probs[cond] = [[None] * n_orders for _ in range(N)]
             margins[cond] = np.full((N, n_orders), np.nan)
         a = _answer(g, perm)
+        if mode == "logprobs" and a.probs is None and a.content >= 0:  # a text letter where log-probs were asked
+            a = Answer(-1, None, None)
         res.errors += int(not g.ok)
         res.unparseable += int(g.ok and a.content < 0)
         if constant:
@@ -278,9 +299,10 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
             margins[cond][ii, oi] = a.margin
     res.condition_answers = answers
     for cond, rows in probs.items():
-        if all(p is not None for row in rows for p in row) and rows:
+        if any(p is not None for row in rows for p in row):  # logprobs mode: a lost answer's distribution is NaN
             # per item: its questions may have different option counts, so no (N, K, n_opt) stack
-            res.condition_probs[cond] = [np.array(row, dtype=float) for row in rows]
+            res.condition_probs[cond] = [np.array([np.full(len(kept[i].options), np.nan) if p is None else p
+                                                   for p in row], dtype=float) for i, row in enumerate(rows)]
     res.condition_probs.update({f"margin:{c}": list(m) for c, m in margins.items()})
     res.calls = ctx.engine.stats.since(before)
     _log(ctx, res)
@@ -315,12 +337,13 @@ def order_accuracy(res: PhaseResult, condition: str = C.phase(0)) -> dict[str, f
 
 
 def fused(res: PhaseResult, conditions: Sequence[str]) -> np.ndarray | None:
-    """PhaseFusion answers: argmax of the mean content-space distribution over the S grids (identity ordering)."""
+    """PhaseFusion answers: argmax of the mean content-space distribution over the S grids (identity
+    ordering); -1 for an item with a lost answer among them (its distribution is NaN)."""
     if not all(c in res.condition_probs for c in conditions):
         return None
     # per item (option counts may differ between items): mean of the S identity-ordering distributions
-    return np.array([int(np.argmax(np.mean([res.condition_probs[c][i][0] for c in conditions], axis=0)))
-                     for i in range(len(res.items))], dtype=int)
+    means = [np.mean([res.condition_probs[c][i][0] for c in conditions], axis=0) for i in range(len(res.items))]
+    return np.array([int(np.argmax(m)) if np.isfinite(m).all() else -1 for m in means], dtype=int)
 
 
 def identity_answer(res: PhaseResult, condition: str) -> np.ndarray:

@@ -7,15 +7,16 @@ docs/search.md describes the budgets. The steps:
 1. **reference** — the unperturbed input, queried once and not counted. A lost reference makes
    the item lost; one that already violates the property is not searchable.
 2. **replay** — the regression corpus's (:mod:`.search_corpus`) counterexamples, in a fixed
-   order; the first that still breaks the item ends the search (``replayed``).
+   order; the first that still breaks the item ends the search (``replayed``), and one lost
+   (failed or unparseable) makes the item lost.
 3. **search** — ``hypothesis.find`` over the property's strategy, seeded by (run seed, property,
    item): at most ``budget`` distinct queries before the first break, then ``shrink_budget``; as
    hypothesis's shrinker is local, the search then looks again, in the same budget, for a failing
    example of strictly smaller :meth:`ItemProperty.size` until it finds none.
 
 A failed or unparseable query before the first break makes the item lost (fail closed); after it,
-it counts as "does not fail". Under ``posbias plan`` the item's longest search is sent instead
-(:mod:`.search_plan`).
+it counts as "does not fail". An item no perturbation changes (no query made) is lost, never held.
+Under ``posbias plan`` the item's longest search is sent instead (:mod:`.search_plan`).
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ class ItemProperty(ABC, Generic[V]):
         """How much ``value`` changes (transpositions, phase, stressed frames)."""
 
     smallest_change: float = 0.0  # no perturbation changes less (1 for counts: transpositions, frames)
+
+    def accept(self, req: Request, gen: Generation) -> str | None:
+        """The engine's ``accept`` rule for the property's requests (the probe's own): None when usable;
+        an unusable answer is not cached as an answer, so a later run asks again."""
+        return None
 
     def all_values(self) -> Sequence[V] | None:
         """Every perturbation the strategy can draw, where the space is small enough to list (``posbias plan``
@@ -194,7 +200,7 @@ class _Runner(Generic[V]):
         k = self.key(req)
         if k in self.seen:
             return self.seen[k], False
-        gen = self.ctx.engine.run([req], probe="search")[0]
+        gen = self.ctx.engine.run([req], probe="search", accept=self.prop.accept)[0]
         out = self.prop.score(value, gen, self.reference)
         self.seen[k] = out
         self.order.append(k)
@@ -216,7 +222,7 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
     res = ItemSearch(prop.property, prop.item_id, prop.model, "held")
     ref_value = prop.reference_value()
     ref_req = prop.request(ref_value)
-    ref_gen = ctx.engine.run([ref_req], probe="search")[0]
+    ref_gen = ctx.engine.run([ref_req], probe="search", accept=prop.accept)[0]
     reference = prop.score(ref_value, ref_gen, None)
     res.reference = reference.answer
     if not reference.ok:
@@ -240,13 +246,18 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
         row = {**entry, "answer": out.answer,
                "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived"), **_shown(out, reference)}
         res.replay.append(row)
-        if out.ok and out.broken:
+        if not out.ok:  # its outcome is unknown: lost, as a search query lost before any break
+            runner.lost = out.why_lost or "failed call"
+            break
+        if out.broken:
             runner.first_break = max(1, len(runner.order))
             res.replayed = True
             res.minimal = prop.describe(value, out, reference)
             break
     if res.replayed:
         res.status = "broken"
+    elif runner.lost:
+        res.status, res.why = "lost", f"replayed query {len(runner.order)} lost before any break: {runner.lost}"
     else:
         # 3. hypothesis search + shrinking under the budgets
         def condition(value: V) -> bool:
@@ -288,6 +299,9 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
             res.search_queries = len(runner.order) - res.replay_queries
             if runner.lost:
                 res.status, res.why = "lost", f"query {len(runner.order)} lost before any break: {runner.lost}"
+            elif not runner.order:  # every value drawn was the reference request: nothing was tested
+                res.status, res.why = "lost", ("no perturbation changes the model's input (a window too short for "
+                                               "its phases to differ)")
             else:
                 res.why = f"no counterexample within {budget} queries"
         else:

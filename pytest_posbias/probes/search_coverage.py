@@ -9,8 +9,9 @@ Each answer is aligned to per-slot summaries and every slot is scored by the run
 coverage of video v is the coverage of the slot that shows it (0 for a slot without a usable
 summary, as the positional probe). The property breaks when a video covered at or above the
 floor in the identity layout falls below it; a group whose every video is below the floor
-unperturbed is not searchable. A failed call, an answer that only repeats the prompt
-(``prompt_echo``), an unalignable answer or a judge failure is a lost query.
+unperturbed is not searchable. A failed call, an answer the positional probe loses (too few words,
+mostly not words, only repeating the prompt, one slot addressed), an unalignable answer or a judge
+failure is a lost query.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..scoring import usable
 from ..scoring.alignment import align
 from ..strategies import Layout, change_size, multi_video_layouts
 from ..video.compose import compose, summary_prompt
-from .positional import BUDGET_SENTENCES, PositionalSpec, placeholder_only, summary_text, video_parts
+from .positional import BUDGET_SENTENCES, PositionalSpec, accept_summary, addressed_slots, video_parts
 from .search import ItemProperty, Outcome
 
 if TYPE_CHECKING:
@@ -73,18 +74,21 @@ class CoverageProperty(ItemProperty[Layout]):
                        seed=self.seed, meta={"probe": "search", "property": "coverage", "group": self.group.id,
                                              "layout": lay.to_json()})
 
+    def accept(self, req: Request, gen: Generation) -> str | None:
+        return accept_summary(req, gen)
+
     def score(self, lay: Layout, gen: Generation, reference: Outcome | None) -> Outcome:
         if not gen.ok:
             return Outcome(False, False, None, why_lost=gen.error or "failed call")
-        if not placeholder_only(gen.text):  # the positional probe's rule: an echoed instruction is no summary
-            echo = usable.echo_reason(summary_text(gen.text), summary_text(self.request(lay).prompt_text))
-            if echo is not None:
-                return Outcome(False, False, None, why_lost=f"unusable summary: {echo}")
         vids = [self.group.videos[k] for k in lay.order]
         refs = [list(self.manifest.videos[v].references) for v in vids]
         al = align(gen.text, self.P, label_base=lay.label_base, references=refs)
         if al.mode == "empty" or all(s == "marker_failure" for s in al.status):
             return Outcome(False, False, None, why_lost="unalignable answer")
+        # the positional probe's rules: too few words, mostly not words, an echo, one slot addressed
+        why = accept_summary(self.request(lay), gen) or usable.slots_reason(addressed_slots(al), self.P)
+        if why is not None:
+            return Outcome(False, False, None, why_lost=f"unusable summary: {why}")
         judges = self.ctx.judges()
         cov: dict[str, float] = {}
         for slot, vid in enumerate(vids):

@@ -25,7 +25,8 @@ from ..errors import ConfigError
 from ..strategies import cayley_distance, option_orderings, sampling_phases
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
-from .phase import LETTERS, PhaseSpec, _answer, mcq_request
+from . import conditions as C
+from .phase import LETTERS, PhaseSpec, _answer, _grid, accept_letter, mcq_request
 from .search import ItemProperty, Outcome
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class McqProperty(ItemProperty[McqValue]):
         self.want = "letters" if getattr(backend, "supports_letter_logprobs", False) else "text"
         info = ctx.store.info(item.path)
         self.T, self.fps = info.frame_count, info.fps
+        _grid(ctx, item, C.phase(0), spec)  # a window shorter than the budget: TooShortError, as in the phase probe
         self._clips: dict[Fraction, FrameSpec] = {}
 
     def corpus_key(self) -> str:
@@ -103,6 +105,9 @@ class McqProperty(ItemProperty[McqValue]):
         return mcq_request(self.model, self.item, self._clip(phase), perm, self.spec, self.want,
                            {"probe": "search", "property": self.property, "item": self.item.id, "perm": list(perm),
                             "phase": str(phase)})
+
+    def accept(self, req: Request, gen: Generation) -> str | None:
+        return accept_letter(req, gen)
 
     def score(self, value: McqValue, gen: Generation, reference: Outcome | None) -> Outcome:
         perm, phase = self._perm_phase(value)

@@ -121,6 +121,9 @@ class StressorProperty(ItemProperty[Edits]):
             meta["edits"] = [e.to_json() for e in value]
         return _request(self.model, frames, self.spec, meta)
 
+    def accept(self, req: Request, gen: Generation) -> str | None:
+        return accept_description(req, gen)
+
     def score(self, value: Edits, gen: Generation, reference: Outcome | None) -> Outcome:
         if not gen.ok:
             return Outcome(False, False, None, why_lost=gen.error or "failed call")

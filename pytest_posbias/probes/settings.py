@@ -154,7 +154,8 @@ SCHEMA: dict[str, dict[str, Callable[[str, object], Any]]] = {
         "slow_budget": _int_ge(1),
         "max_edits": _int_ge(1),
         "max_frames": _int_ge(1),
-        "max_denominator": _int_ge(1),
+        "max_denominator": _int_ge(2, "phases p/q with q <= 1 are phase 0 alone, the unperturbed reference: "
+                                      "the phase search would have nothing to perturb"),
     },
 }
 

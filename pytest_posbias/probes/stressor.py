@@ -273,19 +273,24 @@ def remedy(ctx: ProbeContext, model: str, res: StressorResult, manifest: Manifes
 
 
 def decoding_sweep(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Manifest, setting: str) -> TextStats:
-    """Clean outputs under one decoding setting of the VideoSTF sweep (seeded when sampling)."""
+    """Clean outputs under one decoding setting of the VideoSTF sweep (seeded when sampling); a video
+    that cannot be used is a failed output naming it (planned and lost), and one description given
+    to distinct videos is lost as ``constant_answer``, as in the probe's clean part."""
     kw = DECODING_SWEEP[setting]
     reqs = []
+    lost: list[tuple[Generation, str | None]] = []
     for item in select_videos(ctx, manifest, spec.videos):
         try:
             clean = _clean_spec(ctx, item, spec.frames, spec)
-        except PosbiasError:
+        except PosbiasError as exc:
+            lost.append((Generation(finish_reason="error", error=f"video {item.id}: {exc}", attempts=0), None))
             continue
         seed = int(ctx.rng("decoding", item.id, setting).integers(1 << 30))
         reqs.append(_request(model, clean, spec, {"video": item.id, "condition": f"decoding:{setting}", "seed": seed},
                              **kw))
     gens = ctx.engine.run(reqs, probe="stressor", accept=accept_description)
-    stats = _stats([(g, accept_description(r, g)) for r, g in zip(reqs, gens, strict=True)])
+    why = _reasons(ctx, reqs, gens, [r.meta["video"] for r in reqs])  # the probe's rules, a constant answer included
+    stats = _stats([*zip(gens, why, strict=True), *lost])
     ctx.observe("stressor", {"type": "decoding", "model": model, "setting": setting, **stats.summary()})
     return stats
 

@@ -30,7 +30,8 @@ def thumbnail(frame: np.ndarray, width: int = 96) -> str:
 def video_thumbnails(ctx: ProbeContext, video_id: str, positions: Sequence[float] = (0.5,), *,
                      width: int = 96) -> list[str]:
     """Thumbnails of a manifest video at relative ``positions`` in [0, 1) of its frames; an
-    unreadable video gives empty strings (the report then shows no image, the run goes on)."""
+    unreadable video, or a frame store that cannot write its disk cache, gives empty strings (the
+    report then shows no image, the run goes on)."""
     try:
         item = ctx.manifest().videos[video_id]
         info = ctx.store.info(item.path)
@@ -39,7 +40,7 @@ def video_thumbnails(ctx: ProbeContext, video_id: str, positions: Sequence[float
         spec = FrameSpec.from_video(item.path, distinct, size=160, info=info)
         thumbs = {i: thumbnail(f, width) for i, f in zip(distinct, ctx.store.materialize(spec), strict=True)}
         return [thumbs[i] for i in idx]
-    except (PosbiasError, KeyError):
+    except (PosbiasError, KeyError, OSError, ValueError):
         return ["" for _ in positions]
 
 

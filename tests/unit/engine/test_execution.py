@@ -202,3 +202,54 @@ def test_a_failed_generation_never_carries_text_and_retries_are_counted(tmp_path
     assert eng.stats.failed == 1 and eng.stats.retries == 1 + 2 + 1  # attempts beyond the first, all requests
     assert len(eng.cache) == 2
     assert Generation.from_dict(gens[0].to_dict()).attempts == 2
+
+
+class LetterBackend:
+    """A letter-scoring backend (``score_options`` only) whose scores are given per prompt."""
+
+    name = "letters"
+    supports_letter_logprobs = True
+    max_batch_size = 8
+
+    def __init__(self, scores):
+        self.scores = scores
+        self.calls = 0
+
+    def identity(self):
+        return {"backend": "letters"}
+
+    def generate(self, requests):
+        raise AssertionError("not used")
+
+    def score_options(self, requests, letters):
+        self.calls += len(requests)
+        return [dict(self.scores[r.prompt_text]) for r in requests]
+
+    def close(self):
+        pass
+
+
+def _letter_request(prompt):
+    return Request("letters", (TextPart(prompt),), want="letters", letters=("A", "B"))
+
+
+def test_letter_scores_that_are_not_finite_log_probabilities_are_a_failed_call(tmp_path):
+    """A score_options answer with a NaN or +inf log-probability is a failed call, never scored nor cached."""
+    backend = LetterBackend({"nan": {"A": float("nan"), "B": -0.1}, "inf": {"A": float("inf"), "B": -0.1},
+                             "ok": {"A": -0.1, "B": -2.0}})
+    eng = Engine(GenerationCache(tmp_path / "c.sqlite"), backend_for=lambda m: backend)
+    gens = eng.run([_letter_request(p) for p in ("nan", "inf", "ok")])
+    assert [g.ok for g in gens] == [False, False, True]
+    assert all(g.letter_logprobs is None and g.error for g in gens[:2])
+    assert eng.stats.failed == 2 and len(eng.cache) == 1
+
+
+def test_a_failed_call_found_among_the_cached_answers_is_asked_again(tmp_path):
+    """A failed call stored as an answer (a foreign or damaged cache) is a miss counted unreadable, not a cache hit."""
+    backend = LetterBackend({"ok": {"A": -0.1, "B": -2.0}})
+    cache = GenerationCache(tmp_path / "c.sqlite")
+    eng = Engine(cache, backend_for=lambda m: backend)
+    req = _letter_request("ok")
+    cache.put_many([(eng.keys([req])[0], "letters", Generation(finish_reason="error", error="timeout"))])
+    (g,) = eng.run([req])
+    assert g.ok and backend.calls == 1 and eng.stats.cache_hits == 0 and cache.unreadable == 1

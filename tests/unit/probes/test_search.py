@@ -35,7 +35,7 @@ class FakeEngine:
     def keys(self, reqs: list[Any]) -> list[str]:
         return [json.dumps(r) for r in reqs]
 
-    def run(self, reqs: list[Any], probe: str = "") -> list[Any]:
+    def run(self, reqs: list[Any], probe: str = "", accept: Any = None) -> list[Any]:
         self.runs += len(reqs)
         return list(reqs)
 
@@ -90,6 +90,21 @@ def test_no_break_spends_exactly_the_budget():
     r = run_search(ctx, PermProperty(6, lambda p: False), budget=7, shrink_budget=50)
     assert r.status == "held" and r.queries == 7 and r.search_queries == 7 and r.queries_to_first_break is None
     assert ctx.engine.runs == 1 + 7  # the reference, then the budget (6! = 720 orderings, so never exhausted)
+
+
+class SameInputProperty(PermProperty):
+    """Every perturbation shows the model the unperturbed input (a window too short for phases to differ)."""
+
+    def request(self, value: Any) -> Any:
+        return ["perm", list(range(self.k))]
+
+
+def test_an_item_no_perturbation_changes_is_lost_not_held():
+    """An item whose every perturbation is the reference request makes no query: lost, never a held unit."""
+    ctx = FakeCtx()
+    r = run_search(ctx, SameInputProperty(4, lambda p: False), budget=7, shrink_budget=50)
+    assert r.status == "lost" and r.queries == 0 and "no perturbation" in r.why
+    assert ctx.engine.runs == 1  # the reference only
 
 
 def test_break_is_shrunk_to_the_fewest_transpositions():
@@ -153,6 +168,18 @@ def test_corpus_replays_other_models_first_and_keeps_what_they_survive(tmp_path)
     # entries written in this run are not replayed in it (the same result serially and with -n 2)
     same_run = run_search(FakeCtx("run-1"), PermProperty(5, breaks, model="m4"), corpus=corpus, budget=30)
     assert same_run.replay == []
+
+
+def test_a_replayed_query_lost_before_any_break_loses_the_item(tmp_path):
+    """A stored counterexample whose query fails for this model leaves its outcome unknown: the item
+    is lost (as a lost search query before any break), never searched on and counted held."""
+    corpus = Corpus(tmp_path / "hypothesis")
+    first = run_search(FakeCtx("run-1"), PermProperty(5, lambda p: p[4] == 0, model="m1"), corpus=corpus, budget=30)
+    stored = tuple(first.minimal["perturbation"]["order"])  # type: ignore[index]
+    other = run_search(FakeCtx("run-2"), PermProperty(5, lambda p: False, fails=lambda p: p == stored, model="m2"),
+                       corpus=corpus, budget=10)
+    assert other.replay[0]["outcome"] == "lost"
+    assert other.status == "lost" and "boom" in other.why and other.queries == 1 and other.failed_queries == 1
 
 
 def _project(pytester: Any, manifest: Path) -> None:

@@ -122,3 +122,16 @@ def test_stored_layouts_are_checked_on_decoding(run_context, monkeypatch):
     assert prop.decode(prop.encode(lay)) == lay
     with pytest.raises(ConfigError, match="not an order of 2 videos"):
         prop.decode({"order": [0, 1, 2]})
+
+
+def test_a_degenerate_summary_is_a_lost_query_as_in_the_positional_probe(run_context, monkeypatch):
+    """A summary of too few words, mostly not words, or addressing one slot of two is lost (the positional
+    probe's rules), never coverage 0 that makes the group unsearchable or a perturbed query a break."""
+    _, prop = _prop(run_context(), monkeypatch)
+    lay = prop.reference_value()
+    few = prop.score(lay, Generation("Nice."), None)
+    symbols = prop.score(lay, Generation("Good good good 1 2 3 4 5 6 7 8 9 # % &"), None)
+    one_slot = prop.score(lay, Generation("[video0] A good summary of what the first video shows in detail."), None)
+    assert [o.ok for o in (few, symbols, one_slot)] == [False, False, False]
+    assert "too_few_words" in few.why_lost and "mostly_not_words" in symbols.why_lost
+    assert "one_slot_addressed" in one_slot.why_lost

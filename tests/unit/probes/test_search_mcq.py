@@ -172,3 +172,28 @@ def test_stored_values_are_checked_on_decoding(run_context):
         phase.decode({"phase": "1"})
     with pytest.raises(ConfigError, match=item.id):
         order.request(Fraction(1, 2))
+
+
+def test_an_unusable_answer_to_a_search_query_is_not_cached_as_an_answer(run_context):
+    """A reference answer without an option letter is a lost query now and asked again by a later run
+    (the probe's accept rule), never stored as the item's answer and served lost to every later run."""
+    backend = ScriptedBackend(lambda r: Generation("I cannot tell"))
+    ctx = run_context(backend=backend, probes={"phase": {"items": 1, "orderings": 1}})
+    prop = McqProperty(ctx, "sim:unbiased", ctx.manifest().mcq[0], "order", ctx.phase_spec())
+    res = run_search(ctx, prop, budget=3, shrink_budget=0)
+    assert res.status == "lost" and "unparseable" in res.why
+    assert ctx.engine.cache.get_many(ctx.engine.keys([prop.request(prop.reference_value())])) == {}
+
+
+@pytest.mark.parametrize("kind", ["order", "phase"])
+def test_an_item_whose_window_is_too_short_for_the_grid_is_not_searched_on_repeated_frames(run_context, kind):
+    """A window with fewer frames than the budget is too short, as in the phase probe (TooShortError
+    naming the item's window: a lost unit), never searched on a grid padded with repeated frames."""
+    import dataclasses
+
+    from pytest_posbias.video.decode import TooShortError
+
+    ctx = run_context()
+    item = dataclasses.replace(ctx.manifest().mcq[0], id="windowed", start=1.0, end=1.5)
+    with pytest.raises(TooShortError, match="1.0-1.5 s"):
+        McqProperty(ctx, "sim:unbiased", item, kind, ctx.phase_spec())

@@ -26,7 +26,7 @@ class Engine:
     def keys(self, reqs: list[Any]) -> list[str]:
         return [json.dumps(r) for r in reqs]
 
-    def run(self, reqs: list[Any], probe: str = "") -> list[Any]:
+    def run(self, reqs: list[Any], probe: str = "", accept: Any = None) -> list[Any]:
         self.sent.extend(json.dumps(r) for r in reqs)
         return list(reqs)
 

@@ -87,3 +87,13 @@ def test_one_sampler_listed_twice_is_refused():
 
     with pytest.raises(ConfigError, match="at least 2 distinct samplers"):
         validate_probe_settings("phase", {"samplers": ["left", "left"]}, where="[tool.posbias.probes.phase]")
+
+
+def test_a_phase_search_space_of_phase_0_only_is_refused():
+    """max_denominator = 1 leaves phase 0 alone (the reference): a ConfigError before any model call,
+    not a phase search with nothing to perturb."""
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.probes.settings import validate_probe_settings
+
+    with pytest.raises(ConfigError, match="max_denominator must be an integer >= 2"):
+        validate_probe_settings("search", {"max_denominator": 1}, where="[tool.posbias.probes.search]")

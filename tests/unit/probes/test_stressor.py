@@ -54,3 +54,34 @@ def test_the_whole_prompt_echoed_by_a_variant_is_lost_there(run_context):
 def test_measured_output_refuses_an_echo_of_the_prompt():
     assert not measured_output(Generation(ECHO, 1, "stop"))
     assert measured_output(Generation("A person describes this video's recipe in detail.", 1, "stop"))
+
+
+def test_a_video_the_decoding_sweep_cannot_read_is_a_planned_lost_unit(run_context, tmp_path):
+    """A selected video whose file is gone is an output of the sweep that failed (planned, lost, named),
+    never left out of the measurement's planned count."""
+    import dataclasses
+
+    from pytest_posbias.data.manifest import Manifest
+    from pytest_posbias.probes.stressor import decoding_sweep
+
+    backend = ScriptedBackend(lambda r: Generation(_description(r), 1, "stop"))
+    ctx = run_context(backend=backend)
+    m = ctx.manifest()
+    a, b = sorted(m.videos)[:2]
+    gone = dataclasses.replace(m.videos[b], path=tmp_path / "vanished.mp4")
+    manifest = Manifest(m.path, videos={a: m.videos[a], b: gone})
+    stats = decoding_sweep(ctx, "sim:unbiased", ctx.stressor_spec(4), manifest, "greedy")
+    assert len(stats.ok) == 2 and stats.ok.count(True) == 1 and stats.failed == 1
+    assert len(backend.asked) == 1
+
+
+def test_the_same_description_of_every_video_in_the_decoding_sweep_is_lost_as_constant(run_context):
+    """A model that gives every video one description does not look at them: each output of the sweep
+    is lost as ``constant_answer`` (as in the probe's clean part), never a measured non-repeating one."""
+    from pytest_posbias.probes.stressor import decoding_sweep
+
+    backend = ScriptedBackend(lambda r: Generation("A red disc moves slowly to the left of the frame.", 1, "stop"))
+    ctx = run_context(backend=backend)
+    stats = decoding_sweep(ctx, "sim:unbiased", ctx.stressor_spec(4), ctx.manifest(), "greedy")
+    assert len(stats.ok) >= 2 and not any(stats.ok)
+    assert set(stats.reasons) == {usable.CONSTANT}

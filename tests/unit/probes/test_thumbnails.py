@@ -49,3 +49,16 @@ def test_video_thumbnails_of_a_manifest_video_and_none_for_an_unknown_one(small_
     uris = video_thumbnails(ctx, vid, (0.0, 0.5), width=48)
     assert len(uris) == 2 and all(max(_image(u).size) <= 48 for u in uris)
     assert video_thumbnails(ctx, "no-such-video", (0.0, 0.5)) == ["", ""]
+
+
+def test_video_thumbnails_of_a_frame_store_that_cannot_write_give_no_image(small_set):
+    """A frame store whose disk write fails (OSError: a full disk) gives no image, as an unreadable
+    clip does, instead of failing the probe after every model call was made."""
+    manifest = load_manifest(small_set)
+
+    class FullDisk(FrameStore):
+        def materialize(self, spec):
+            raise OSError(28, "No space left on device")
+
+    ctx = types.SimpleNamespace(store=FullDisk(), manifest=lambda: manifest)
+    assert video_thumbnails(ctx, next(iter(manifest.videos)), (0.0, 0.5)) == ["", ""]
