@@ -399,7 +399,11 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     # a selected gate that never ran (the run stopped early) stays in Holm's family with p = 1, a valid
     # p-value: otherwise -x, which stops at the first gate failing on its own, would adjust that gate
     # within the few gates that ran and fail true-null runs far more often than α
-    family_ps = [ps[i] for i in holm_idx] + [1.0] * len(not_run)
+    # a detect gate that failed on its own rejected at α, so its own test's p-value is at most α: a valid
+    # p reported above α (a bootstrap tail share's +1 correction beside the interpolated interval end)
+    # enters the family at α, and a family of one follows the gate's own decision
+    family_ps = [min(ps[i], al) if not verdicts[i][1].passed and 0.0 <= float(verdicts[i][1].p_value) <= 1.0
+                 else ps[i] for i in holm_idx] + [1.0] * len(not_run)
     adj: dict[int, float] = {}
     if multiplicity == "holm":
         adj = dict(zip(holm_idx, holm_adjust(family_ps)[: len(holm_idx)].tolist(), strict=True))
@@ -430,6 +434,11 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
                               for _, reason in skipped))
     never = (f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
              f"({stopped or 'the run stopped before them'}): not measured") if not_run else ""
+    # a selected gate skipped because the data hold none of its items measured nothing (an opt-in
+    # gate not opted into was not asked for)
+    no_data = [str(r) for _, r in skipped if OPT_IN_MARK not in str(r)]
+    no_data_why = (f"{len(no_data)} selected gate test{'s' if len(no_data) != 1 else ''} skipped for missing data "
+                   f"(e.g. {no_data[0]}): not measured") if no_data else ""
     code = NOT_MEASURED
     if n_fail:
         code = DO_NOT_SHIP
@@ -447,6 +456,11 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     elif n_nm:
         why = f"{n_nm} of {len(gates)} gates not measured: " + "; ".join(
             sorted({f"{sum(g.why_not_measured == r for g in gates)} {r}" for r in nm if r}))
+        why += f"; {no_data_why}" if no_data else ""
+    elif no_data and gates:
+        why = f"{no_data_why}; the {len(gates)} that ran: " + ", ".join(
+            f"{sum(g.status == k for g in gates)} {k}" for k in ("pass", "inconclusive")
+            if any(g.status == k for g in gates))
     elif not gates and skipped:
         why = (f"no gate reached a verdict: all {len(skipped)} selected gate tests were skipped "
                f"({', '.join(f'{n} {k}' for k, n in sorted(skip_count.items()))}; e.g. {skipped[0][1]})")

@@ -455,10 +455,6 @@ def test_a_p_value_outside_0_1_is_no_valid_p_value(p):
     assert d.exit_code == exitcodes.SHIP and d.gate("t::b").p_adjusted == pytest.approx(0.06)
 
 
-@pytest.mark.xfail(strict=True, reason="a selected gate test skipped because the manifest holds none of its data (every "
-                   "multiple-choice line malformed, say) did not decide, and exit 0 reads 'every selected gate decided' "
-                   "(docs/design.md); making such a skip exit 6 beside passing gates changes what runs on data without "
-                   "every suite's kind (positional-only sets, no short P = 4 group) exit with: a contract decision")
 def test_a_gate_skipped_for_missing_data_beside_passing_gates_does_not_ship():
     """A 'no data' skip (not asked for with -m/-k or an opt-in) beside passing gates gave SHIP."""
     d = run_decision([("a", _v(0.5))], skipped=[("t", "manifest.jsonl has no usable multiple-choice items (60 data "
@@ -466,11 +462,6 @@ def test_a_gate_skipped_for_missing_data_beside_passing_gates_does_not_ship():
     assert d.exit_code == exitcodes.NOT_MEASURED
 
 
-@pytest.mark.xfail(strict=True, reason="a verdict whose own rule failed at α while its p-value lies above α (the "
-                   "bootstrap's interval and p-value disagree near the bound: BCa and expanded-percentile rows at "
-                   "B = 499) is adjusted on its p-value alone; letting the own decision fail the last gate standing "
-                   "in Holm's step-down is valid by closed testing but changes the run rule's operating "
-                   "characteristics (benchmarks/decision_power.py, stopped_runs.py): left to the rule's owners")
 def test_the_only_gate_failing_on_its_own_fails_the_run_whatever_its_p_value():
     """One detect gate whose CI lies wholly past the bound but whose p-value is 0.053 gave SHIP."""
     d = run_decision([("t::stressor", _v(0.053, passed=False, est=0.08, half=0.02))])
@@ -486,3 +477,25 @@ def test_a_gate_with_no_unit_measured_is_not_measured_even_without_a_floor():
     d = run_decision([("t::mine", empty), ("t::flip", ok)])
     assert d.exit_code == exitcodes.NOT_MEASURED and d.gate("t::mine").status == "not measured"
     assert "no unit measured" in d.why and d.gate("t::flip").status == "pass"
+
+
+def test_a_gate_failing_on_its_own_with_p_above_alpha_enters_holm_at_alpha():
+    """Its own rule rejected at α, so it counts at α: it fails as the last gate left in the step-down,
+    and is adjusted like any p = α beside a gate that does not reject."""
+    own = _v(0.053, passed=False, est=0.08, half=0.02)
+    d = run_decision([("t::own", own), ("t::strong", _v(0.001))])
+    assert d.exit_code == exitcodes.DO_NOT_SHIP and d.gate("t::own").p_adjusted == pytest.approx(0.05)
+    assert d.gate("t::own").p_value == pytest.approx(0.053)  # the reported p-value is shown as it is
+    d = run_decision([("t::own", own), ("t::clean", _v(0.5))])
+    assert d.exit_code == exitcodes.SHIP and d.gate("t::own").p_adjusted == pytest.approx(0.1)
+
+
+def test_an_opt_in_skip_is_not_a_missing_measurement_but_a_no_data_skip_is():
+    """Skips the user asked for leave SHIP; a skip for missing data is NOT MEASURED unless a gate fails."""
+    opt_in = [("t::tost", "confirmatory TOST (certify-type, ~240 items): opt in with --posbias-confirmatory")]
+    no_data = [("t::flip", "data.jsonl: no usable multiple-choice item")]
+    assert run_decision([("a", _v(0.5))], skipped=opt_in).exit_code == exitcodes.SHIP
+    d = run_decision([("a", _v(0.5))], skipped=[*opt_in, *no_data])
+    assert d.exit_code == exitcodes.NOT_MEASURED
+    assert "1 selected gate test skipped for missing data (e.g. data.jsonl: no usable" in d.why and "1 pass" in d.why
+    assert run_decision([("a", _v(0.001))], skipped=no_data).exit_code == exitcodes.DO_NOT_SHIP

@@ -240,7 +240,8 @@ def test_baseline_pairs_the_searched_items_with_an_exact_test_and_names_newly_br
     from pytest_posbias.run.context import RunContext
     from pytest_posbias.stats.paired import paired_binary_bound, paired_binary_p
 
-    cfg = parse_config({"probes": {"search": {"items": 4, "budget": 10}}})
+    # 6 pairs: the fewest at margin 0.10 where some outcome (every pair newly broken) shows a violation
+    cfg = parse_config({"probes": {"search": {"items": 6, "budget": 10}}})
     ctx = RunContext(RunOptions(models=("sim:letter-bias",), baseline="sim:unbiased", data=str(small_set),
                                 cache=str(tmp_path / ".posbias"), seed=0),
                      cfg, rootdir=tmp_path, worker="main", run_id="b1")
@@ -248,18 +249,18 @@ def test_baseline_pairs_the_searched_items_with_an_exact_test_and_names_newly_br
     ctx.close()
     ex = v.extra
     items = {r["item"]: r["status"] for r in ex["items"]}
-    assert ex["paired"] == sum(s in ("broken", "held") for s in items.values()) == v.n == 4
+    assert ex["paired"] == sum(s in ("broken", "held") for s in items.values()) == v.n == 6
     n10 = len(ex["newly_broken"])
     n01 = len(ex["fixed"])
     assert ex["newly_broken"] == [i for i, s in items.items() if s == "broken"] and ex["baseline_broken"] == n01 == 0
-    assert n10 == ex["broken"] > 0 and v.estimate == pytest.approx((n10 - n01) / 4)
+    assert n10 == ex["broken"] > 0 and v.estimate == pytest.approx((n10 - n01) / 6)
     # margin 0.10: the exact unconditional non-inferiority test, each CI bound inverting it at the margin
-    assert (v.ci_low, v.ci_high) == pytest.approx((paired_binary_bound(n10, n01, 4, 0.05, side="lower", anchor=0.10),
-                                                   paired_binary_bound(n10, n01, 4, 0.05, side="upper", anchor=0.10)))
-    assert v.p_value == pytest.approx(paired_binary_p(n10, n01, 4, 0.10, alternative="greater"))
+    assert (v.ci_low, v.ci_high) == pytest.approx((paired_binary_bound(n10, n01, 6, 0.05, side="lower", anchor=0.10),
+                                                   paired_binary_bound(n10, n01, 6, 0.05, side="upper", anchor=0.10)))
+    assert v.p_value == pytest.approx(paired_binary_p(n10, n01, 6, 0.10, alternative="greater"))
     assert "exact unconditional" in ex["method"]
     assert v.threshold == pytest.approx(0.10) and ex["baseline_model"] == "sim:unbiased" and ex["budget"] == 10
     html = render([_log(tmp_path / "b.jsonl", "sim:letter-bias", [v])])
-    assert "Against the baseline sim:unbiased on the 4 items searched for both" in html
+    assert "Against the baseline sim:unbiased on the 6 items searched for both" in html
     assert "Newly broken: " + ", ".join(ex["newly_broken"]) in html and "Fixed: none" in html
     assert set(_cards(html)) == set(ex["newly_broken"])
