@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ def summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
         return []
     from ..stats import benjamini_hochberg
 
-    adj = benjamini_hochberg([min(1.0, max(0.0, v.p_value)) for _, v in rows])
+    # a gate without a p-value (NaN) counts as 1, as in Holm's family: never as evidence (max(0, nan) is 0)
+    adj = benjamini_hochberg([1.0 if math.isnan(v.p_value) else min(1.0, max(0.0, v.p_value)) for _, v in rows])
     dec = state.decision
     return [{"nodeid": nid, "verdict": v, "p_bh": float(p), "gate": dec.gate(nid) if dec is not None else None}
             for (nid, v), p in zip(rows, adj, strict=True)]

@@ -5,6 +5,8 @@ left as pytest ends it. The functions are called on a stand-in config (``conftes
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -48,6 +50,18 @@ def test_summary_rows_are_in_node_id_order_with_scipys_bh_p_values(fake_config, 
     np.testing.assert_allclose([r["p_bh"] for r in rows], scipy.stats.false_discovery_control(ps, method="bh"),
                                rtol=1e-12)
     assert all(r["gate"] is None for r in rows)  # no run-level decision taken yet
+
+
+def test_a_gate_without_a_p_value_gets_no_benjamini_hochberg_evidence(fake_config):
+    """A NaN p-value counts as 1 in the BH adjustment (as in Holm's): never p_bh = 0, and it lends
+    no rank to the other gates."""
+    config = fake_config()
+    state = plugin_of(config)
+    v = rate_verdict(20, 100, name="r", threshold=0.15)
+    state.verdicts = [("t.py::a", dataclasses.replace(v, p_value=math.nan, passed=False)), ("t.py::b", v)]
+    rows = summary_rows(config)
+    expected = scipy.stats.false_discovery_control([1.0, v.p_value], method="bh")
+    np.testing.assert_allclose([r["p_bh"] for r in rows], expected, rtol=1e-12)
 
 
 def test_no_verdict_no_rows(fake_config):
