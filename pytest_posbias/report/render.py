@@ -231,6 +231,9 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
     verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
     unfinished = [x for run in runs if (x := _unfinished(run.header)) is not None]
     errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]
+    # the verdict lines come last in a run log: a log cut short keeps its header's decision over gates it lost
+    counted = [(len(run.verdicts), n) for run in runs
+               if type(n := (run.header.get("run_decision") or {}).get("n_gates")) is int and n > len(run.verdicts)]
     stops = [run.header.get("run_decision") or {} for run in runs]
     not_run = [n for d in stops for n in (d.get("not_run") or [])]  # selected gates a stopped run never reached
     stopped = "; ".join(sorted({str(d["stopped"]) for d in stops if d.get("not_run") and d.get("stopped")}))
@@ -251,7 +254,7 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
         errored=errored,
         not_run=not_run,
         stopped=stopped,
-        decision=front.decision(decided, unfinished=unfinished, errored=errored,
+        decision=front.decision(decided, unfinished=unfinished, errored=errored, cut=counted,
                                 run=(arms[0].run if arms else runs[0]).header.get("run_decision")
                                 if arms or len(runs) == 1 else None),
         decided_for=arms[0].label if arms else None,

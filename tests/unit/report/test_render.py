@@ -228,3 +228,16 @@ def test_a_configuration_name_from_the_log_cannot_close_a_figures_comment(write_
     comparison = _section(html, "comparison")
     assert "<svg" in comparison and "alert(1)" in comparison  # the label is drawn, as text
     assert "<script>" not in html and "--><script" not in html
+
+
+def test_a_run_log_missing_verdicts_its_decision_counted_is_not_shipped(write_run_log):
+    """A run log cut after its records (the verdict lines come last) keeps a SHIP decision over 2 gates in its
+    header but holds 1 verdict: no ship, and the report says how many verdicts are missing, never ALL PASSED."""
+    run = {"exit_code": 0, "label": "SHIP", "why": "all 2 gates passed the run-level decision", "n_gates": 2}
+    for kept in (1, 0):
+        recs = [_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate")][:kept]
+        html = render([write_run_log(f"cut{kept}", header={"models": [CAND], "run_decision": run}, records=recs)],
+                      rendered_at=STAMP)
+        cls, why = _decision(html)
+        assert cls == "noship" and f"holds {kept} of the 2 verdicts" in why
+        assert "ALL PASSED" not in html and ">Ship<" not in html
