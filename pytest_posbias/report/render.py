@@ -77,7 +77,8 @@ class Run:
         self.header = redact_value(header)  # credentials inside URLs are never shown, also from an older log
         self.models = {r["spec"]: r.get("identity", {}) for r in records if r.get("kind") == "model"}
         self.references = run_log_references(records)  # a slot's reference texts, by id
-        self.verdicts = [r for r in records if r.get("kind") == "verdict"]
+        # only JSON true is a pass: a missing or non-boolean ``passed`` (a damaged log) is a failure
+        self.verdicts = [{**r, "passed": r.get("passed") is True} for r in records if r.get("kind") == "verdict"]
         self.obs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.requests = 0  # distinct request records in the log (calls are counted from the header's totals)
         for r in records:

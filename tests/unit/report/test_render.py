@@ -241,3 +241,21 @@ def test_a_run_log_missing_verdicts_its_decision_counted_is_not_shipped(write_ru
         cls, why = _decision(html)
         assert cls == "noship" and f"holds {kept} of the 2 verdicts" in why
         assert "ALL PASSED" not in html and ">Ship<" not in html
+
+
+@pytest.mark.parametrize("value", ["false", "no", 1, None])
+def test_a_verdict_whose_passed_is_not_a_boolean_is_never_a_pass_in_the_report(write_run_log, value):
+    """A verdict record whose ``passed`` is not JSON true (a damaged or foreign log) is a failure in the banner,
+    the counts and its row, as in the history page: no decision is no pass."""
+    rec = {**_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate"), "passed": value}
+    html = render([write_run_log("odd", header={"models": [CAND]}, records=[rec])], rendered_at=STAMP)
+    cls, _ = _decision(html)
+    assert cls == "noship" and "ALL PASSED" not in html and "1 FAILED" in html
+
+
+def test_a_verdict_without_its_passed_field_is_a_failure_not_a_crash(write_run_log):
+    """A verdict record lacking ``passed`` renders as a failure instead of raising KeyError."""
+    rec = _verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate")
+    del rec["passed"]
+    html = render([write_run_log("nopass", header={"models": [CAND]}, records=[rec])], rendered_at=STAMP)
+    assert _decision(html)[0] == "noship" and "1 FAILED" in html
