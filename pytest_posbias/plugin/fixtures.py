@@ -96,9 +96,11 @@ def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:
     props = getattr(report, "user_properties", [])
     if report.when == "call" or (report.when == "setup" and not report.passed):
         state.ran.add(report.nodeid)
-    if report.failed and not any(k == VERDICT_KEY for k, _ in props):
-        # a gate test that ended without a verdict (an exception, a setup error) decided nothing:
-        # the report must not read "ALL PASSED" for the gates that did
+    # a failure only a failing verdict of the call explains; a test that ended without a verdict (an
+    # exception, a setup error), or failed after a passing one (an assertion after the gate, its
+    # teardown), decided nothing: the report must not read "ALL PASSED" for the gates that did
+    explained = report.when == "call" and any(k == VERDICT_KEY and not json.loads(v).get("passed") for k, v in props)
+    if report.failed and not explained:
         state.errored.append({"nodeid": report.nodeid, "when": report.when,
                               "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
     if report.when == "teardown":

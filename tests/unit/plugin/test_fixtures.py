@@ -80,6 +80,22 @@ def test_a_test_failing_without_a_verdict_is_an_error_naming_its_last_line(when)
     assert state.verdicts == [] and state.ran == {"t.py::test_g"}
 
 
+@pytest.mark.parametrize("when", ["call", "teardown"])
+def test_a_failure_a_passing_verdict_does_not_explain_is_an_error(when):
+    """A gate test that recorded a passing verdict and then failed (an assertion after the gate, or its
+    teardown) is errored: its verdict does not explain the failure, and the run must not read SHIP
+    (exit 0) over pytest's failure."""
+    v = rate_verdict(5, 100, name="order flip rate", threshold=0.15)
+    assert v.passed
+    state = _state()
+    collect_from_report(state, _report("setup", props=()))
+    if when == "teardown":
+        collect_from_report(state, _report("call", props=_recorded(v)))
+    collect_from_report(state, _report(when, "failed", props=_recorded(v), longrepr="OSError: disk full"))
+    assert state.errored == [{"nodeid": "t.py::test_g", "when": when, "message": ["OSError: disk full"]}]
+    assert len(state.verdicts) == 1
+
+
 def test_a_failing_verdict_is_not_an_error():
     """A gate failing on its own verdict decided something: it is a verdict, not an errored test."""
     v = rate_verdict(60, 100, name="order flip rate", threshold=0.15)
