@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from ..errors import PosbiasError
+from ..exitcodes import NOT_MEASURED
 from ..safe_text import inert, strict_json
 from .options import options, run_directory
 from .state import PluginState, plugin_of, posbias_config
@@ -77,11 +78,14 @@ def stop_reason(session: pytest.Session, exitstatus: int) -> tuple[str, bool]:
 def exit_status(pytest_status: int, state: PluginState) -> int:
     """The run's exit status (:mod:`.exitcodes`): pytest's own unless the run held gate tests and
     pytest ended normally (0, or 1 from gate tests failing on their own verdicts), then the
-    run-level decision's. A test that failed without a verdict keeps pytest's 1. A run stopped by
+    run-level decision's. A test that failed without a verdict keeps pytest's 1; a gate test that
+    passed without one makes a passing pytest run NOT MEASURED (6). A run stopped by
     ``-x``/``--maxfail`` before some selected gates ran is never 0
     (:func:`pytest_posbias.gates.decision.run_decision`)."""
     if state.stopped_by_maxfail and pytest_status == pytest.ExitCode.INTERRUPTED:
         pytest_status = int(pytest.ExitCode.TESTS_FAILED)  # xdist's -x: as the serial run ends it
+    if state.errored and pytest_status == 0:  # a gate test passed without a verdict: it decided nothing
+        return NOT_MEASURED
     if state.decision is None or pytest_status not in (0, 1) or state.errored:
         return pytest_status
     if not state.verdicts and not state.skipped:

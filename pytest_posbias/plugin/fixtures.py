@@ -103,6 +103,11 @@ def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:
     if report.failed and not explained:
         state.errored.append({"nodeid": report.nodeid, "when": report.when,
                               "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
+    elif report.when == "call" and report.passed and _is_gate_report(report) and not any(k == VERDICT_KEY
+                                                                                       for k, _ in props):
+        # a gate test that returned without giving posbias_gate a verdict decided nothing: never a silent pass
+        state.errored.append({"nodeid": report.nodeid, "when": "call",
+                              "message": ["the gate test passed without a verdict (posbias_gate was never called)"]})
     if report.when == "teardown":
         state.tests_done += 1
     if report.skipped and report.when in ("setup", "call") and _is_gate_report(report):

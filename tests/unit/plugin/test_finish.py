@@ -121,6 +121,14 @@ def test_a_test_failing_without_a_verdict_keeps_pytests_1(fake_config):
     assert exit_status(1, state) == 1
 
 
+def test_a_gate_test_without_a_verdict_in_a_passing_pytest_run_is_not_measured(fake_config):
+    """pytest ended 0 but a gate test ended without a verdict (it passed without calling the gate): the run
+    decided nothing there, so the status is NOT MEASURED (6), never SHIP, with or without other verdicts."""
+    errored = [{"nodeid": "t.py::x", "when": "call", "message": ["passed without a verdict"]}]
+    assert exit_status(0, _decided(fake_config, 0, errored=errored)) == 6
+    assert exit_status(0, _decided(fake_config, 6, verdicts=[], errored=errored)) == 6
+
+
 def test_a_run_without_gates_keeps_pytests_status(fake_config):
     """No verdict and no skipped gate: the plugin is a guest and pytest's status is the run's."""
     assert exit_status(1, _decided(fake_config, 6, verdicts=[])) == 1
