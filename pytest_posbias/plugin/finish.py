@@ -257,6 +257,8 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.INTERRUPTED
     if not written:  # no run log (no suite test set the run up), or it failed before the merge ended
         summaries(None)
+    elif written[0] is not None and session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        _write_markdown(config, state, rows, record, status=status, run_log=written[0])  # now it links the report
 
 
 def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[str, Any]],
@@ -283,8 +285,15 @@ def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[
         from ..safe_text import redact_value
 
         Path(path).write_text(strict_json(redact_value(out), indent=2, sort_keys=True))
+    _write_markdown(config, state, rows, record, status=status, run_log=run_log)
+
+
+def _write_markdown(config: pytest.Config, state: PluginState, rows: list[dict[str, Any]],
+                    record: dict[str, Any] | None, *, status: int, run_log: Path | None) -> None:
+    """``--posbias-markdown``, also when no gate decided (the job summary says so); written again
+    once the report is, which it links."""
     md = config.getoption("--posbias-markdown", None)
-    if md:  # also written when no gate decided (the job summary says so)
+    if md:
         from ..report.markdown import write_markdown
 
         write_markdown(md, rows, rootdir=Path(str(config.rootpath)), options=options(config), run_log=run_log,
