@@ -148,3 +148,16 @@ def test_low(posbias_run, posbias_gate):
     assert res.ret == 0, res.stdout.str()[-2000:]
     [report] = [p for p in (pytester.path / "reports").glob("*.html") if p.name != "latest.html"]
     assert f"[HTML report](../reports/{report.name})" in (pytester.path / "ci" / "summary.md").read_text()
+
+
+def test_inconclusive_gates_are_never_titled_passed():
+    """Gates that could not decide are counted as inconclusive in the title, never 'all N gates passed', and
+    without the run's decision the icon is not ✅ when every gate was inconclusive."""
+    inc = [{"nodeid": f"t.py::test_{k}", "verdict": _v(k, 0.0, math.nan, math.nan, passed=True, p=1.0,
+                                                        inconclusive=True), "p_bh": 1.0} for k in "ab"]
+    ok = {"nodeid": "t.py::test_c", "verdict": _v("c", 0.0, -0.01, 0.01, passed=True), "p_bh": 1.0}
+    assert markdown_summary(inc).splitlines()[0] == "## ⚠️ pytest-posbias: no gate failed, 2 of 2 inconclusive"
+    six = {"exit_code": 6, "label": "NOT MEASURED", "why": "no gate decided"}
+    assert markdown_summary(inc, decision=six).splitlines()[0] == (
+        "## ⚠️ pytest-posbias: NOT MEASURED (exit 6): no gate failed, 2 of 2 inconclusive")
+    assert markdown_summary([*inc, ok]).splitlines()[0] == "## ✅ pytest-posbias: no gate failed, 2 of 3 inconclusive"
