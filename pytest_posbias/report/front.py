@@ -97,12 +97,18 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
         why.append(f"{len(errored)} tests ended without a verdict")
     if lost:
         why.append(lost)
+    n_inc = sum(bool(v["passed"] and v.get("inconclusive")) for v in verdicts)  # passed, deciding nothing
     if not verdicts:
         why.append("no gate decided")
+    elif n_inc == len(verdicts):
+        why.append(f"no gate decided: all {n_inc} gates were inconclusive")
     if n_fail:
         why.append(f"{n_fail} of {len(verdicts)} gates failed")
-    return {"ship": not why, "why": "; ".join(why) if why else f"all {len(verdicts)} gates passed",
-            "n_fail": n_fail, "n": len(verdicts), "cut": bool(lost)}
+    passed = f"all {len(verdicts)} gates passed" if not n_inc else (
+        f"{len(verdicts) - n_inc} of {len(verdicts)} gates passed and {n_inc} inconclusive")
+    return {"ship": not why, "why": "; ".join(why) if why else passed,
+            "n_fail": n_fail, "n": len(verdicts), "cut": bool(lost),
+            "inconclusive": [str(v.get("nodeid", "")) for v in verdicts if v["passed"] and v.get("inconclusive")]}
 
 
 def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, title: str) -> str:

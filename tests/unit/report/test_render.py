@@ -259,3 +259,10 @@ def test_a_verdict_without_its_passed_field_is_a_failure_not_a_crash(write_run_l
     del rec["passed"]
     html = render([write_run_log("nopass", header={"models": [CAND]}, records=[rec])], rendered_at=STAMP)
     assert _decision(html)[0] == "noship" and "1 FAILED" in html
+
+
+def test_without_a_recorded_decision_inconclusive_gates_never_read_all_passed(write_run_log):
+    """A log without the run-level record whose gates were all inconclusive renders no ship and never ALL PASSED."""
+    rec = {**_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate"), "inconclusive": True}
+    html = render([write_run_log("inc", header={"models": [CAND]}, records=[rec])], rendered_at=STAMP)
+    assert _decision(html)[0] == "noship" and "ALL PASSED" not in html and "INCONCLUSIVE" in html
