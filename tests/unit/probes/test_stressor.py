@@ -54,3 +54,15 @@ def test_the_whole_prompt_echoed_by_a_variant_is_lost_there(run_context):
 def test_measured_output_refuses_an_echo_of_the_prompt():
     assert not measured_output(Generation(ECHO, 1, "stop"))
     assert measured_output(Generation("A person describes this video's recipe in detail.", 1, "stop"))
+
+
+def test_the_summary_logs_which_clean_outputs_were_measured(run_context):
+    """The stressor summary logs ``clean_valid`` beside ``clean_flags`` (a lost output's flag reads 0): the
+    report's paired comparison leaves the lost outputs out instead of comparing them as clean."""
+    import json
+
+    ctx, _, _ = _run(run_context, lambda r: ECHO if r.meta["condition"] == "clean" else _description(r))
+    ctx.runlog.close()
+    logged = [json.loads(line) for p in ctx.run_dir.glob("log-*.jsonl") for line in p.read_text().splitlines()]
+    [summary] = [r for r in logged if r.get("probe") == "stressor" and r.get("type") == "summary"]
+    assert summary["clean_flags"] == [False, False] and summary["clean_valid"] == [False, False]
