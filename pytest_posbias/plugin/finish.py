@@ -224,11 +224,13 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         return  # a run without the suites or gates: nothing to merge, report or write
     try:
         state.decision = run_decision_of(config)
-    except PosbiasError as exc:  # a bad setting reaching here (e.g. multiplicity): pytest's status stands
-        state.decision = None
+    except PosbiasError as exc:  # a bad setting reaching here (e.g. multiplicity): pytest's failing status stands,
+        state.decision = None    # and a passing one is a usage error: gates without a decision never ship
         if tr is not None:
             tr.write_line(f"[posbias] no run-level decision: {exc}", red=True)
     status = exit_status(int(exitstatus), state)
+    if state.decision is None and status == 0:
+        status = int(pytest.ExitCode.USAGE_ERROR)
     session.exitstatus = status  # pytest returns it after every sessionfinish implementation
     rows = summary_rows(config)
     record = decision_record(state.decision, status, [e["nodeid"] for e in state.errored])

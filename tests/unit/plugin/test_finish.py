@@ -200,6 +200,25 @@ def test_workers_that_found_no_model_end_the_run_as_a_usage_error(fake_config):
     assert tr.lines == [f"ERROR: {NO_MODEL}"]
 
 
+def test_gates_that_got_no_run_level_decision_never_end_the_run_as_a_pass(fake_config, monkeypatch):
+    """A setting the run-level decision rejects (a ConfigError there) leaves the gates undecided: pytest's 0
+    becomes a usage error (4), never SHIP; the line says why."""
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.plugin import finish
+
+    def refuse(config):
+        raise ConfigError("`multiplicity` must be one of holm, none; got 'bogus'")
+
+    monkeypatch.setattr(finish, "run_decision_of", refuse)
+    tr = Lines()
+    config = fake_config(plugins={"terminalreporter": tr})
+    plugin_of(config).verdicts = [("t.py::a", rate_verdict(5, 100, name="r", threshold=0.15))]
+    session = _session(config)
+    session_finish(session, 0)  # type: ignore[arg-type]
+    assert session.exitstatus == pytest.ExitCode.USAGE_ERROR
+    assert any("no run-level decision" in line for line in tr.lines)
+
+
 def test_a_worker_leaves_the_end_of_the_run_to_the_controller(fake_config):
     """session_finish on an xdist worker: nothing decided, the status as pytest left it."""
     config = fake_config(workerinput={"workerid": "gw0"})
