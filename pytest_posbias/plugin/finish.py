@@ -33,8 +33,13 @@ def summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
     # a gate without a p-value (NaN) counts as 1, as in Holm's family: never as evidence (max(0, nan) is 0)
     adj = benjamini_hochberg([1.0 if math.isnan(v.p_value) else min(1.0, max(0.0, v.p_value)) for _, v in rows])
     dec = state.decision
-    return [{"nodeid": nid, "verdict": v, "p_bh": float(p), "gate": dec.gate(nid) if dec is not None else None}
-            for (nid, v), p in zip(rows, adj, strict=True)]
+    # the decision's gates come in this order (run_decision_of): by position, so a node id reported twice
+    # (a re-run plugin) keeps each verdict's own part
+    gates = list(getattr(dec, "gates", ()))
+    if len(gates) != len(rows):
+        gates = [dec.gate(nid) if dec is not None else None for nid, _ in rows]
+    return [{"nodeid": nid, "verdict": v, "p_bh": float(p), "gate": g}
+            for (nid, v), p, g in zip(rows, adj, gates, strict=True)]
 
 
 def run_decision_of(config: pytest.Config) -> Any:

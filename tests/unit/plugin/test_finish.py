@@ -64,6 +64,18 @@ def test_a_gate_without_a_p_value_gets_no_benjamini_hochberg_evidence(fake_confi
     np.testing.assert_allclose([r["p_bh"] for r in rows], expected, rtol=1e-12)
 
 
+def test_a_node_id_reported_twice_keeps_each_verdicts_own_run_level_part(fake_config):
+    """A gate test that reported twice (a re-run plugin re-running a failed test under its node id): each row
+    carries its own verdict's run-level part, not the first one's for both."""
+    config = fake_config()
+    state = plugin_of(config)
+    state.verdicts = [("t.py::g", rate_verdict(60, 100, name="r", threshold=0.15)),
+                      ("t.py::g", rate_verdict(5, 100, name="r", threshold=0.15))]
+    state.decision = run_decision_of(config)
+    rows = summary_rows(config)
+    assert [r["gate"].own_passed for r in rows] == [r["verdict"].passed for r in rows] == [False, True]
+
+
 def test_no_verdict_no_rows(fake_config):
     """A run without verdicts has no summary rows (and imports no statistics for them)."""
     assert summary_rows(fake_config()) == []
