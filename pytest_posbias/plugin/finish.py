@@ -253,7 +253,8 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         from ..run.finish import finish_run
 
         finish_run(config_rootdir=Path(str(config.rootpath)), options=options(config), verdict_rows=rows,
-                   calls=state.calls, run_id=state.run_id, terminal=tr, exitstatus=int(exitstatus),
+                   calls=state.calls, run_id=state.run_id, terminal=tr,
+                   exitstatus=int(exitstatus) if state.decision is not None else status,  # none: the run's own
                    errored=state.errored, run_decision=record, on_merged=summaries)
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         if tr is not None:

@@ -221,7 +221,11 @@ def test_gates_that_got_no_run_level_decision_never_end_the_run_as_a_pass(fake_c
     def refuse(config):
         raise ConfigError("`multiplicity` must be one of holm, none; got 'bogus'")
 
+    import pytest_posbias.run.finish as run_finish
+
+    logged: dict[str, object] = {}
     monkeypatch.setattr(finish, "run_decision_of", refuse)
+    monkeypatch.setattr(run_finish, "finish_run", lambda **kw: logged.update(kw))
     tr = Lines()
     config = fake_config(plugins={"terminalreporter": tr})
     plugin_of(config).verdicts = [("t.py::a", rate_verdict(5, 100, name="r", threshold=0.15))]
@@ -229,6 +233,8 @@ def test_gates_that_got_no_run_level_decision_never_end_the_run_as_a_pass(fake_c
     session_finish(session, 0)  # type: ignore[arg-type]
     assert session.exitstatus == pytest.ExitCode.USAGE_ERROR
     assert any("no run-level decision" in line for line in tr.lines)
+    # the run log records the run's status, so its report does not read Ship either
+    assert logged["exitstatus"] == pytest.ExitCode.USAGE_ERROR and logged["run_decision"] is None
 
 
 def test_a_worker_leaves_the_end_of_the_run_to_the_controller(fake_config):
