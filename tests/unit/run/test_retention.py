@@ -161,3 +161,20 @@ def test_keep_runs_never_removes_a_concurrent_run_still_writing(tmp_path):
     os.utime(busy / "log-gw0.jsonl", (NOW, NOW))
     prune_runs(tmp_path, keep_runs=1, keep=["this"], now=NOW)
     assert left(tmp_path) == ["other", "this"]
+
+
+def test_a_file_removed_by_a_concurrent_prune_while_sized_is_no_error(tmp_path, monkeypatch):
+    """A run folder's file that another process's prune deletes while this one sums the folder's bytes is
+    skipped: the prune (and the end of the run that called it, before its report) does not raise."""
+    runs(tmp_path, {"a": 3, "b": 1})
+    real_is_file = Path.is_file
+
+    def is_file_then_removed(self: Path) -> bool:
+        found = real_is_file(self)
+        if found and self.parent.name == "a":
+            self.unlink()  # the other prune, between this one's listing and its stat
+        return found
+
+    monkeypatch.setattr(Path, "is_file", is_file_then_removed)
+    result = prune_runs(tmp_path, keep_runs=1, now=NOW)
+    assert [p.name for p in result.removed] == ["a"] and left(tmp_path) == ["b"]
