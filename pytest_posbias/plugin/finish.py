@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from ..errors import PosbiasError
+from ..exitcodes import NOT_MEASURED
 from ..safe_text import inert, strict_json
 from .options import options, run_directory
 from .state import PluginState, plugin_of, posbias_config
@@ -28,10 +30,16 @@ def summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
         return []
     from ..stats import benjamini_hochberg
 
-    adj = benjamini_hochberg([min(1.0, max(0.0, v.p_value)) for _, v in rows])
+    # a gate without a p-value (NaN) counts as 1, as in Holm's family: never as evidence (max(0, nan) is 0)
+    adj = benjamini_hochberg([1.0 if math.isnan(v.p_value) else min(1.0, max(0.0, v.p_value)) for _, v in rows])
     dec = state.decision
-    return [{"nodeid": nid, "verdict": v, "p_bh": float(p), "gate": dec.gate(nid) if dec is not None else None}
-            for (nid, v), p in zip(rows, adj, strict=True)]
+    # the decision's gates come in this order (run_decision_of): by position, so a node id reported twice
+    # (a re-run plugin) keeps each verdict's own part
+    gates = list(getattr(dec, "gates", ()))
+    if len(gates) != len(rows):
+        gates = [dec.gate(nid) if dec is not None else None for nid, _ in rows]
+    return [{"nodeid": nid, "verdict": v, "p_bh": float(p), "gate": g}
+            for (nid, v), p, g in zip(rows, adj, gates, strict=True)]
 
 
 def run_decision_of(config: pytest.Config) -> Any:
@@ -75,11 +83,14 @@ def stop_reason(session: pytest.Session, exitstatus: int) -> tuple[str, bool]:
 def exit_status(pytest_status: int, state: PluginState) -> int:
     """The run's exit status (:mod:`.exitcodes`): pytest's own unless the run held gate tests and
     pytest ended normally (0, or 1 from gate tests failing on their own verdicts), then the
-    run-level decision's. A test that failed without a verdict keeps pytest's 1. A run stopped by
+    run-level decision's. A test that failed without a verdict keeps pytest's 1; a gate test that
+    passed without one makes a passing pytest run NOT MEASURED (6). A run stopped by
     ``-x``/``--maxfail`` before some selected gates ran is never 0
     (:func:`pytest_posbias.gates.decision.run_decision`)."""
     if state.stopped_by_maxfail and pytest_status == pytest.ExitCode.INTERRUPTED:
         pytest_status = int(pytest.ExitCode.TESTS_FAILED)  # xdist's -x: as the serial run ends it
+    if state.errored and pytest_status == 0:  # a gate test passed without a verdict: it decided nothing
+        return NOT_MEASURED
     if state.decision is None or pytest_status not in (0, 1) or state.errored:
         return pytest_status
     if not state.verdicts and not state.skipped:
@@ -218,11 +229,13 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         return  # a run without the suites or gates: nothing to merge, report or write
     try:
         state.decision = run_decision_of(config)
-    except PosbiasError as exc:  # a bad setting reaching here (e.g. multiplicity): pytest's status stands
-        state.decision = None
+    except PosbiasError as exc:  # a bad setting reaching here (e.g. multiplicity): pytest's failing status stands,
+        state.decision = None    # and a passing one is a usage error: gates without a decision never ship
         if tr is not None:
             tr.write_line(f"[posbias] no run-level decision: {exc}", red=True)
     status = exit_status(int(exitstatus), state)
+    if state.decision is None and status == 0:
+        status = int(pytest.ExitCode.USAGE_ERROR)
     session.exitstatus = status  # pytest returns it after every sessionfinish implementation
     rows = summary_rows(config)
     record = decision_record(state.decision, status, [e["nodeid"] for e in state.errored])
@@ -240,7 +253,8 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         from ..run.finish import finish_run
 
         finish_run(config_rootdir=Path(str(config.rootpath)), options=options(config), verdict_rows=rows,
-                   calls=state.calls, run_id=state.run_id, terminal=tr, exitstatus=int(exitstatus),
+                   calls=state.calls, run_id=state.run_id, terminal=tr,
+                   exitstatus=int(exitstatus) if state.decision is not None else status,  # none: the run's own
                    errored=state.errored, run_decision=record, on_merged=summaries)
     except PosbiasError as exc:  # the report must never turn a finished run into a crash
         if tr is not None:
@@ -251,6 +265,8 @@ def session_finish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.INTERRUPTED
     if not written:  # no run log (no suite test set the run up), or it failed before the merge ended
         summaries(None)
+    elif written[0] is not None and session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        _write_markdown(config, state, rows, record, status=status, run_log=written[0])  # now it links the report
 
 
 def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[str, Any]],
@@ -277,8 +293,15 @@ def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[
         from ..safe_text import redact_value
 
         Path(path).write_text(strict_json(redact_value(out), indent=2, sort_keys=True))
+    _write_markdown(config, state, rows, record, status=status, run_log=run_log)
+
+
+def _write_markdown(config: pytest.Config, state: PluginState, rows: list[dict[str, Any]],
+                    record: dict[str, Any] | None, *, status: int, run_log: Path | None) -> None:
+    """``--posbias-markdown``, also when no gate decided (the job summary says so); written again
+    once the report is, which it links."""
     md = config.getoption("--posbias-markdown", None)
-    if md:  # also written when no gate decided (the job summary says so)
+    if md:
         from ..report.markdown import write_markdown
 
         write_markdown(md, rows, rootdir=Path(str(config.rootpath)), options=options(config), run_log=run_log,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ..safe_text import inert
 from .options import run_directory, worker_id
 from .state import PluginState, plugin_of
 
@@ -29,7 +30,7 @@ def progress_writer(config: pytest.Config) -> Any:
         from ..report.summary import progress_file, write_progress
 
         path = progress_file(run_directory(config), worker_id(config))
-        return lambda line: write_progress(path, line)
+        return lambda line: write_progress(path, inert(line, newlines=False))  # the controller prints it
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None:
         return None
@@ -45,6 +46,7 @@ def progress_writer(config: pytest.Config) -> Any:
         plugin_of(config).live_line = live
 
     def write(line: str, *, transient: bool = False, final: bool = False) -> None:
+        line = inert(line, newlines=False)  # a line may quote data (a file name): no control character reaches the tty
         with uncaptured():  # on a line of its own (a progress bar: redrawn in place)
             if live is not None and transient:
                 live.draw(f"[posbias] {line}", final=final)

@@ -320,6 +320,7 @@ def _log(ctx: ProbeContext, res: StressorResult, part: str | None = None, *, exa
     ctx.observe("stressor", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "videos": res.videos,
                              **({"part": part} if part else {}),
                              "clean": clean, "clean_flags": res.clean.flags.tolist(),
+                             "clean_valid": res.clean.valid.tolist(),  # a lost output's flag reads 0: not clean
                              "stressors": {n: stressor_summary(n, sts) for n, sts in res.variants.items()},
                              "controls": {n: s.summary() for n, s in res.controls.items()},
                              "ri_values": {n: [ri_of(t) for t in ts] for n, ts in texts.items()},

@@ -53,14 +53,16 @@ class Arm:
         return out
 
     def clean_flags(self) -> dict[int, dict[str, int]]:
-        """frames -> {video: clean repetition flag} from the final look of each stressor summary."""
+        """frames -> {video: clean repetition flag} from the final look of each stressor summary, over the
+        videos whose clean output was measured (``clean_valid``: a lost output's flag reads 0, no clean answer)."""
         out = {}
         for o in _final_looks((o for o in self.run.obs.get("stressor", [])
                                if o.get("type") == "summary" and o.get("model") == self.model),
                               key=lambda o: int(o["settings"]["frames"]), size=lambda o: len(o.get("videos", []))):
             f, vids, flags = int(o["settings"]["frames"]), o.get("videos") or [], o.get("clean_flags") or []
-            if len(vids) == len(flags):
-                out[f] = {str(v): int(bool(x)) for v, x in zip(vids, flags, strict=True)}
+            valid = o.get("clean_valid") or [True] * len(flags)  # a log written without it: every output
+            if len(vids) == len(flags) == len(valid):
+                out[f] = {str(v): int(bool(x)) for v, x, ok in zip(vids, flags, valid, strict=True) if ok is True}
         return out
 
     def verdicts(self) -> dict[tuple[str, str], Mapping[str, Any]]:

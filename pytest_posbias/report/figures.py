@@ -21,6 +21,14 @@ OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "
 F = TypeVar("F", bound=Callable[..., str])
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+# values beyond this magnitude are not drawn (the tables give them): an axis over two of them, with
+# matplotlib's margins, spans more than a float holds and its transforms fail
+MAX_DRAWN = 1e300
+
+
+def _drawn(v: Any) -> bool:
+    """Whether a figure draws the value ``v``: a finite number within :data:`MAX_DRAWN`."""
+    return v is not None and bool(np.isfinite(v)) and abs(float(v)) <= MAX_DRAWN
 
 
 def _plt() -> Any:
@@ -229,7 +237,7 @@ def stacked_figure(groups: Sequence[str], parts: Mapping[str, Sequence[float]], 
 
 def _bound_lines(ax: Any, lower: float | None, upper: float | None, *, vertical: bool) -> None:
     """Dashed lines at the finite bounds of the compliant region (the first labelled 'allowed bound')."""
-    finite = [b for b in (lower, upper) if b is not None and np.isfinite(b)]
+    finite = [b for b in (lower, upper) if _drawn(b)]
     for i, b in enumerate(finite):
         line = ax.axvline if vertical else ax.axhline
         line(b, color="black", linestyle="--", linewidth=1, label=None if i else "allowed bound")
@@ -244,7 +252,7 @@ def _estimate(ax: Any, pos: Any, p: Mapping[str, Any], est: Any, *, vertical: bo
     bad = p.get("passed") is False
     c = OKABE_ITO[3] if bad else OKABE_ITO[0]
     lo, hi = p.get("low"), p.get("high")
-    if lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi):
+    if _drawn(lo) and _drawn(hi):
         ax.plot(*at([lo, hi]), color=c, linewidth=2, **({} if vertical else {"solid_capstyle": "butt"}))
     ax.plot(*at([est]), marker="D" if bad else "o", color=c, markersize=5, markerfacecolor=c if bad else "white")
 
@@ -263,7 +271,7 @@ def forest(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str, lower:
     ys = np.arange(len(rows))[::-1]
     for y, r in zip(ys, rows, strict=True):
         est = r.get("estimate")
-        if est is not None and np.isfinite(est):
+        if _drawn(est):
             _estimate(ax, y, r, est, vertical=False)
     _bound_lines(ax, lower, upper, vertical=True)
     if ref is not None:
@@ -285,7 +293,7 @@ def trend(points: Sequence[Mapping[str, Any]], *, title: str, ylabel: str, lower
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(2.9, 1.6 + 0.35 * len(points)), 1.9))
     xs = np.arange(len(points))
-    est = np.array([np.nan if p.get("estimate") is None else p["estimate"] for p in points], dtype=float)
+    est = np.array([p["estimate"] if _drawn(p.get("estimate")) else np.nan for p in points], dtype=float)
     ax.plot(xs, est, color=OKABE_ITO[0], linewidth=1, alpha=0.6)
     for x, p, e in zip(xs, points, est, strict=True):
         if np.isfinite(e):

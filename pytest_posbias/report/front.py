@@ -60,19 +60,26 @@ def exceedance(v: Mapping[str, Any]) -> float:
 
 
 def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int], errored: Sequence[Any],
-             run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+             run: Mapping[str, Any] | None = None, cut: Sequence[tuple[int, int]] = ()) -> dict[str, Any]:
     """``{"ship": bool, "why": str, ...}``: ship only when every gate decided and passed in a finished run.
 
     ``run``: the run-level decision recorded in the run log's header (:mod:`..decision`); when
     given, a gate counts as failed by its adjusted decision (``adjusted_passed``), the banner
     carries its label, reason, notices (simulated model, quick sizes) and the underpowered gates;
     the selected gate tests a stopped run never reached (``not_run``) count against shipping in either case.
+    ``cut``: (verdicts held, gates decided) of each run log holding fewer verdicts than its decision
+    counted (cut short or damaged): no ship, and the label is no longer the log's.
     """
+    lost = "; ".join(f"the run log holds {have} of the {n} verdicts its decision counted (cut short or damaged)"
+                     for have, n in cut)
     if run is not None and not unfinished:
         run_why = str(run.get("why", ""))
         if errored:
             run_why += f"; {len(errored)} tests ended without a verdict"
-        return {"ship": run.get("exit_code") == 0 and not errored, "why": run_why, "label": str(run.get("label", "")),
+        if lost:
+            run_why = f"{lost}; the log's decision: {run_why}"
+        return {"ship": run.get("exit_code") == 0 and not errored and not lost, "why": run_why,
+                "label": "" if lost else str(run.get("label", "")), "cut": bool(lost),
                 "n": len(verdicts),
                 "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in verdicts),
                 "notices": list(run.get("notices") or []), "underpowered": list(run.get("underpowered") or []),
@@ -88,12 +95,20 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
                    f"({(run or {}).get('stopped') or 'the run stopped before them'})")
     if errored:
         why.append(f"{len(errored)} tests ended without a verdict")
+    if lost:
+        why.append(lost)
+    n_inc = sum(bool(v["passed"] and v.get("inconclusive")) for v in verdicts)  # passed, deciding nothing
     if not verdicts:
         why.append("no gate decided")
+    elif n_inc == len(verdicts):
+        why.append(f"no gate decided: all {n_inc} gates were inconclusive")
     if n_fail:
         why.append(f"{n_fail} of {len(verdicts)} gates failed")
-    return {"ship": not why, "why": "; ".join(why) if why else f"all {len(verdicts)} gates passed",
-            "n_fail": n_fail, "n": len(verdicts)}
+    passed = f"all {len(verdicts)} gates passed" if not n_inc else (
+        f"{len(verdicts) - n_inc} of {len(verdicts)} gates passed and {n_inc} inconclusive")
+    return {"ship": not why, "why": "; ".join(why) if why else passed,
+            "n_fail": n_fail, "n": len(verdicts), "cut": bool(lost),
+            "inconclusive": [str(v.get("nodeid", "")) for v in verdicts if v["passed"] and v.get("inconclusive")]}
 
 
 def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, title: str) -> str:

@@ -72,6 +72,13 @@ def _passed(v: dict[str, Any], *, run_level: bool) -> bool:
     return decision is True and isinstance(v.get("nodeid"), str)
 
 
+def _missing(run: Any) -> int:
+    """Verdicts the run's recorded decision counted that its log does not hold (the verdict lines come
+    last: a log cut short loses them first); 0 for a whole log or one without the record."""
+    n = (run.header.get("run_decision") or {}).get("n_gates")
+    return max(0, n - len(run.verdicts)) if type(n) is int else 0
+
+
 def _release_label(header: dict[str, Any], path: Path) -> str:
     models = "+".join(header.get("models") or ["?"])
     started = str(header.get("started") or "")[:16].replace("T", " ")
@@ -84,7 +91,8 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
     gate's own verdict in a log without it); the points show each gate's own verdict.
 
     A run log whose run id an earlier file already had (a copied artifact) is left out and
-    listed in ``duplicates``; a run with no verdict is a release marked "no gate decided"."""
+    listed in ``duplicates``; a run with no verdict is a release marked "no gate decided", one whose log
+    lost verdicts its decision counted says how many (``missing``)."""
     runs = sorted(runs, key=lambda r: (str(r.header.get("started") or ""), str(r.path)))
     seen: dict[str, str] = {}
     kept, duplicates = [], []
@@ -98,7 +106,7 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
     runs = kept
     releases = [{"label": _release_label(r.header, r.path), "path": str(r.path), "run_id": r.header.get("run_id"),
                  "n_fail": sum(not _passed(v, run_level=True) for v in r.verdicts), "n": len(r.verdicts),
-                 "undecided": not r.verdicts} for r in runs]
+                 "undecided": not r.verdicts, "missing": _missing(r)} for r in runs]
     gates: dict[tuple[str, str], list[dict[str, Any] | None]] = {}
     for i, r in enumerate(runs):
         for v in r.verdicts:

@@ -43,10 +43,13 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     adjusted decision in the ``run`` column."""
     n = len(rows)
     failed = sum(not r["verdict"].passed for r in rows)
+    n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in rows)  # decided nothing
     if n == 0:
         title = "no gate decided"
     elif failed:
         title = f"{failed} of {n} gates failed"
+    elif n_inc:
+        title = f"no gate failed, {n_inc} of {n} inconclusive"
     else:
         title = f"all {n} gates passed"
     if errored:
@@ -54,7 +57,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     not_run = list((decision or {}).get("not_run") or [])
     if not_run:
         title += f", {plural(len(not_run), 'selected gate test')} never ran"
-    icon = "❌" if failed or errored or n == 0 else "✅"
+    icon = "❌" if failed or errored or n == 0 else "⚠️" if n_inc == n else "✅"
     if decision is not None:
         icon = "✅" if decision.get("exit_code") == 0 else "❌" if decision.get("exit_code") == 1 else "⚠️"
         title = f"{decision.get('label')} (exit {decision.get('exit_code')}): {title}"

@@ -77,7 +77,8 @@ class Run:
         self.header = redact_value(header)  # credentials inside URLs are never shown, also from an older log
         self.models = {r["spec"]: r.get("identity", {}) for r in records if r.get("kind") == "model"}
         self.references = run_log_references(records)  # a slot's reference texts, by id
-        self.verdicts = [r for r in records if r.get("kind") == "verdict"]
+        # only JSON true is a pass: a missing or non-boolean ``passed`` (a damaged log) is a failure
+        self.verdicts = [{**r, "passed": r.get("passed") is True} for r in records if r.get("kind") == "verdict"]
         self.obs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.requests = 0  # distinct request records in the log (calls are counted from the header's totals)
         for r in records:
@@ -231,6 +232,9 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
     verdicts.sort(key=lambda v: (v["passed"], v["model"], v["nodeid"]))
     unfinished = [x for run in runs if (x := _unfinished(run.header)) is not None]
     errored = [e for run in runs for e in (run.header.get("errored_tests") or [])]
+    # the verdict lines come last in a run log: a log cut short keeps its header's decision over gates it lost
+    counted = [(len(run.verdicts), n) for run in runs
+               if type(n := (run.header.get("run_decision") or {}).get("n_gates")) is int and n > len(run.verdicts)]
     stops = [run.header.get("run_decision") or {} for run in runs]
     not_run = [n for d in stops for n in (d.get("not_run") or [])]  # selected gates a stopped run never reached
     stopped = "; ".join(sorted({str(d["stopped"]) for d in stops if d.get("not_run") and d.get("stopped")}))
@@ -251,7 +255,7 @@ def render(paths: Iterable[str | Path], *, rendered_at: str | None = None,
         errored=errored,
         not_run=not_run,
         stopped=stopped,
-        decision=front.decision(decided, unfinished=unfinished, errored=errored,
+        decision=front.decision(decided, unfinished=unfinished, errored=errored, cut=counted,
                                 run=(arms[0].run if arms else runs[0]).header.get("run_decision")
                                 if arms or len(runs) == 1 else None),
         decided_for=arms[0].label if arms else None,

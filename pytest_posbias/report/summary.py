@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..exitcodes import NOT_MEASURED
 from ..gate_registry import SUITE_SPECS, suite_of_test
 from ..safe_text import inert
 
@@ -148,7 +149,8 @@ def run_why(decision: Any, *, exit_code: int, failed_tests: Sequence[str] = ()) 
     that first, then the gates' reason. The terminal, JSON, Markdown, junit and report all give it."""
     failed = list(dict.fromkeys(failed_tests))
     if failed and exit_code != int(decision.exit_code):
-        return (f"{plural(len(failed), 'test')} failed or errored without a verdict (pytest's status stands); "
+        how = "not measured" if exit_code == NOT_MEASURED else "pytest's status stands"
+        return (f"{plural(len(failed), 'test')} failed or errored without a verdict ({how}); "
                 f"the gates alone: {decision.why}")
     return str(decision.why)
 

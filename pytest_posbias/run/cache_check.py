@@ -4,8 +4,8 @@
 wrong, naming the file and the choices: a damaged database (truncated, garbage bytes, a failed
 ``PRAGMA quick_check``, a 0-byte file SQLite would take for a new cache) stops the run unless
 ``--posbias-cache-repair=move-aside`` renames it (with its ``-wal``/``-shm``) to
-``generations.sqlite.damaged-<UTC time>`` (an ``unusable`` table lacking the columns a run reads is
-damage too); a cache that cannot be written stops it unless
+``generations.sqlite.damaged-<UTC time>`` (an ``unusable`` or ``generations`` table lacking the columns a
+run reads or writes is damage too); a cache that cannot be written stops it unless
 ``--posbias-cache-mode=read-only`` with a writable folder (the run logs go there); rows whose payload
 the run cannot read (:func:`pytest_posbias.engine.cache.read_payload`) are counted and made again.
 
@@ -89,6 +89,15 @@ def check_cache(cache_dir: str | Path, *, mode: str = "read-write", repair: str 
                              f"drop the option to start one, or use {_OTHER}")
         return CacheCheck(path, exists=False, rows=0, unreadable=0, read_only=False)
     damage = _damage(path)
+    counted = None
+    if not damage:
+        try:
+            counted = _count_rows(path)
+        except sqlite3.Error as exc:  # a table the run cannot read: move-aside repairs it as any damage
+            damage = f"{type(exc).__name__}: {exc}"
+            if repair != "move-aside":
+                raise CacheError(f"the generation cache {path} cannot be read ({damage}); no model call was made. "
+                                 f"Choose: --posbias-cache-repair=move-aside, or {_OTHER}") from None
     if damage:
         if repair != "move-aside":
             raise CacheError(f"the generation cache {path} is damaged ({damage}); no model call was made. Choose: "
@@ -96,7 +105,8 @@ def check_cache(cache_dir: str | Path, *, mode: str = "read-write", repair: str 
                              f"and starts a new cache; its answers are made again), or {_OTHER}")
         moved = _move_aside(path, now or _dt.datetime.now(_dt.UTC))
         return CacheCheck(path, exists=False, rows=0, unreadable=0, read_only=False, moved_to=moved, damage=damage)
-    rows, unreadable = _count_rows(path)
+    assert counted is not None
+    rows, unreadable = counted
     if mode == "read-write":
         refused = _write_refused(path)
         if refused:
@@ -155,7 +165,8 @@ def _damage(path: Path) -> str:
 
 
 def _count_rows(path: Path) -> tuple[int, int]:
-    """Rows of the generations table and those whose payload the run cannot read (0, 0 without the table)."""
+    """Rows of the generations table and those whose payload the run cannot read (0, 0 without the table);
+    sqlite3.Error when the table cannot be read."""
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
     try:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'generations'").fetchone() is None:
@@ -164,10 +175,13 @@ def _count_rows(path: Path) -> tuple[int, int]:
         for (payload,) in conn.execute("SELECT payload FROM generations"):
             rows += 1
             bad += read_payload(payload) is None
+        # the other columns every stored answer needs: without them no answer of the run is stored
+        columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(generations)")}
+        missing = [c for c in ("key", "model", "created") if c not in columns]
+        if missing:
+            raise sqlite3.DatabaseError(f"its generations table lacks the column{'s' * (len(missing) > 1)} "
+                                        f"{', '.join(missing)}")
         return rows, bad
-    except sqlite3.Error as exc:
-        raise CacheError(f"the generation cache {path} cannot be read ({type(exc).__name__}: {exc}); "
-                         f"no model call was made. Choose: --posbias-cache-repair=move-aside, or {_OTHER}") from None
     finally:
         conn.close()
 

@@ -101,9 +101,13 @@ def finish_run(
     if options.keep_runs:  # [tool.posbias] keep_runs: the older run folders go (never this run's)
         from .retention import prune_runs
 
-        pruned = prune_runs(cache_dir, keep_runs=options.keep_runs, keep=[run_id])
-        if pruned.removed or pruned.not_removed:
-            say(f"[posbias] keep_runs = {options.keep_runs}: {pruned.line()}")
+        try:
+            pruned = prune_runs(cache_dir, keep_runs=options.keep_runs, keep=[run_id])
+        except OSError as exc:  # the cache folder refused: the run's report still renders
+            say(f"[posbias] keep_runs = {options.keep_runs}: nothing pruned ({type(exc).__name__}: {exc})", red=True)
+        else:
+            if pruned.removed or pruned.not_removed:
+                say(f"[posbias] keep_runs = {options.keep_runs}: {pruned.line()}")
     try:
         from ..report.render import write_reports
     except ImportError:

@@ -42,6 +42,8 @@ def merge_run_log_lines(run_dir: Path) -> tuple[Record, list[tuple[Record, str |
     probe, key, cache hit) and, where those tie, by the record's canonical JSON (the line as its
     writer wrote it: sorted keys).
 
+    A worker log holding no whole line (a worker killed while opening it) is skipped.
+
     References: one ``reference`` record per id (every worker that used a reference text wrote it).
 
     Requests: one ``request`` record per (key, cache hit or not). A key sent more than once
@@ -59,6 +61,8 @@ def merge_run_log_lines(run_dir: Path) -> tuple[Record, list[tuple[Record, str |
         lines = RunLogLines(path)
         with path.open("rb") as fh:
             lines.feed(fh)
+        if lines.header is None and not lines.records:
+            continue  # a worker killed while opening its log (empty, or a torn header): nothing in it to keep
         logs.append(lines.result())
     if not logs:
         raise ConfigError(f"{run_dir}: no run logs to merge")

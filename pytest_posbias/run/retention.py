@@ -62,7 +62,12 @@ def _age_key(run: Path) -> float | None:
 
 
 def _size(run: Path) -> int:
-    return sum(p.stat().st_size for p in run.rglob("*") if p.is_file())
+    """The bytes of the files under ``run``; a file removed meanwhile (another run pruning the same cache) counts 0."""
+    total = 0
+    for p in run.rglob("*"):
+        with contextlib.suppress(OSError):
+            total += p.stat().st_size if p.is_file() else 0
+    return total
 
 
 def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_than_days: float | None = None,

@@ -5,6 +5,8 @@ left as pytest ends it. The functions are called on a stand-in config (``conftes
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -48,6 +50,30 @@ def test_summary_rows_are_in_node_id_order_with_scipys_bh_p_values(fake_config, 
     np.testing.assert_allclose([r["p_bh"] for r in rows], scipy.stats.false_discovery_control(ps, method="bh"),
                                rtol=1e-12)
     assert all(r["gate"] is None for r in rows)  # no run-level decision taken yet
+
+
+def test_a_gate_without_a_p_value_gets_no_benjamini_hochberg_evidence(fake_config):
+    """A NaN p-value counts as 1 in the BH adjustment (as in Holm's): never p_bh = 0, and it lends
+    no rank to the other gates."""
+    config = fake_config()
+    state = plugin_of(config)
+    v = rate_verdict(20, 100, name="r", threshold=0.15)
+    state.verdicts = [("t.py::a", dataclasses.replace(v, p_value=math.nan, passed=False)), ("t.py::b", v)]
+    rows = summary_rows(config)
+    expected = scipy.stats.false_discovery_control([1.0, v.p_value], method="bh")
+    np.testing.assert_allclose([r["p_bh"] for r in rows], expected, rtol=1e-12)
+
+
+def test_a_node_id_reported_twice_keeps_each_verdicts_own_run_level_part(fake_config):
+    """A gate test that reported twice (a re-run plugin re-running a failed test under its node id): each row
+    carries its own verdict's run-level part, not the first one's for both."""
+    config = fake_config()
+    state = plugin_of(config)
+    state.verdicts = [("t.py::g", rate_verdict(60, 100, name="r", threshold=0.15)),
+                      ("t.py::g", rate_verdict(5, 100, name="r", threshold=0.15))]
+    state.decision = run_decision_of(config)
+    rows = summary_rows(config)
+    assert [r["gate"].own_passed for r in rows] == [r["verdict"].passed for r in rows] == [False, True]
 
 
 def test_no_verdict_no_rows(fake_config):
@@ -105,6 +131,14 @@ def test_a_test_failing_without_a_verdict_keeps_pytests_1(fake_config):
     """Fail-closed: an errored test decided nothing, so the decision cannot turn the run into a pass."""
     state = _decided(fake_config, 0, errored=[{"nodeid": "t.py::x", "when": "call", "message": ["boom"]}])
     assert exit_status(1, state) == 1
+
+
+def test_a_gate_test_without_a_verdict_in_a_passing_pytest_run_is_not_measured(fake_config):
+    """pytest ended 0 but a gate test ended without a verdict (it passed without calling the gate): the run
+    decided nothing there, so the status is NOT MEASURED (6), never SHIP, with or without other verdicts."""
+    errored = [{"nodeid": "t.py::x", "when": "call", "message": ["passed without a verdict"]}]
+    assert exit_status(0, _decided(fake_config, 0, errored=errored)) == 6
+    assert exit_status(0, _decided(fake_config, 6, verdicts=[], errored=errored)) == 6
 
 
 def test_a_run_without_gates_keeps_pytests_status(fake_config):
@@ -176,6 +210,31 @@ def test_workers_that_found_no_model_end_the_run_as_a_usage_error(fake_config):
     session_finish(session, 0)  # type: ignore[arg-type]
     assert session.exitstatus == pytest.ExitCode.USAGE_ERROR
     assert tr.lines == [f"ERROR: {NO_MODEL}"]
+
+
+def test_gates_that_got_no_run_level_decision_never_end_the_run_as_a_pass(fake_config, monkeypatch):
+    """A setting the run-level decision rejects (a ConfigError there) leaves the gates undecided: pytest's 0
+    becomes a usage error (4), never SHIP; the line says why."""
+    from pytest_posbias.errors import ConfigError
+    from pytest_posbias.plugin import finish
+
+    def refuse(config):
+        raise ConfigError("`multiplicity` must be one of holm, none; got 'bogus'")
+
+    import pytest_posbias.run.finish as run_finish
+
+    logged: dict[str, object] = {}
+    monkeypatch.setattr(finish, "run_decision_of", refuse)
+    monkeypatch.setattr(run_finish, "finish_run", lambda **kw: logged.update(kw))
+    tr = Lines()
+    config = fake_config(plugins={"terminalreporter": tr})
+    plugin_of(config).verdicts = [("t.py::a", rate_verdict(5, 100, name="r", threshold=0.15))]
+    session = _session(config)
+    session_finish(session, 0)  # type: ignore[arg-type]
+    assert session.exitstatus == pytest.ExitCode.USAGE_ERROR
+    assert any("no run-level decision" in line for line in tr.lines)
+    # the run log records the run's status, so its report does not read Ship either
+    assert logged["exitstatus"] == pytest.ExitCode.USAGE_ERROR and logged["run_decision"] is None
 
 
 def test_a_worker_leaves_the_end_of_the_run_to_the_controller(fake_config):

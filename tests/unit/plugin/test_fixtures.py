@@ -13,7 +13,7 @@ import pytest
 
 from pytest_posbias.config import PosbiasConfig
 from pytest_posbias.plugin.fixtures import collect_from_report, mark_gate_report, record_verdict
-from pytest_posbias.plugin.state import CALLS_KEY, VERDICT_KEY, PluginState
+from pytest_posbias.plugin.state import CALLS_KEY, GATE_TEST_KEY, VERDICT_KEY, PluginState
 from pytest_posbias.stats import rate_verdict
 
 
@@ -78,6 +78,36 @@ def test_a_test_failing_without_a_verdict_is_an_error_naming_its_last_line(when)
     collect_from_report(state, _report(when, "failed", longrepr="Traceback ...\nTypeError: a probe crashed"))
     assert state.errored == [{"nodeid": "t.py::test_g", "when": when, "message": ["TypeError: a probe crashed"]}]
     assert state.verdicts == [] and state.ran == {"t.py::test_g"}
+
+
+@pytest.mark.parametrize("when", ["call", "teardown"])
+def test_a_failure_a_passing_verdict_does_not_explain_is_an_error(when):
+    """A gate test that recorded a passing verdict and then failed (an assertion after the gate, or its
+    teardown) is errored: its verdict does not explain the failure, and the run must not read SHIP
+    (exit 0) over pytest's failure."""
+    v = rate_verdict(5, 100, name="order flip rate", threshold=0.15)
+    assert v.passed
+    state = _state()
+    collect_from_report(state, _report("setup", props=()))
+    if when == "teardown":
+        collect_from_report(state, _report("call", props=_recorded(v)))
+    collect_from_report(state, _report(when, "failed", props=_recorded(v), longrepr="OSError: disk full"))
+    assert state.errored == [{"nodeid": "t.py::test_g", "when": when, "message": ["OSError: disk full"]}]
+    assert len(state.verdicts) == 1
+
+
+def test_a_gate_test_passing_without_a_verdict_is_an_error():
+    """A gate test (tagged by mark_gate_report) whose call passed without recording a verdict decided
+    nothing: it is errored, never a silent pass beside the gates that decided."""
+    state = _state()
+    tag = [(GATE_TEST_KEY, 1)]
+    for when in ("setup", "call", "teardown"):
+        collect_from_report(state, _report(when, props=tag if when != "teardown" else ()))
+    assert [e["nodeid"] for e in state.errored] == ["t.py::test_g"] and "without a verdict" in state.errored[0][
+        "message"][0]
+    other = _state()  # a passing test that is no gate test is none of the plugin's business
+    collect_from_report(other, _report("call"))
+    assert other.errored == []
 
 
 def test_a_failing_verdict_is_not_an_error():

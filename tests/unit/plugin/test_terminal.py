@@ -222,3 +222,20 @@ def test_the_live_line_is_cut_to_the_terminals_width(fake_config):
     live = LiveLine(SimpleNamespace(_tw=tw, currentfspath=None), fake_config())
     live.draw("[posbias] " + "x" * 100, final=True)
     assert _screen(tw.out) == ["[posbias] " + "x" * 19]
+
+
+def test_a_progress_line_quoting_data_is_inert_on_the_terminal_and_in_the_workers_file(fake_config, tmp_path):
+    """A line the run prints through the progress writer (e.g. ``manifest: <item>: ... (skipped)`` naming a file
+    from the data) shows control characters escaped: an escape sequence from a file name never reaches the
+    terminal, serially or through an -n worker's progress file."""
+    from support.terminal_lines import Lines
+
+    evil = "manifest: clip\x1b[2J\x1b]0;pwned\x07.mp4: not a video (skipped)"
+    tr = Lines()
+    tr._tw = SimpleNamespace(_file=io.StringIO(), width_of_current_line=0)
+    progress_writer(fake_config(plugins={"terminalreporter": tr}))(evil)
+    assert tr.lines and "\x1b" not in tr.lines[-1] and "\x07" not in tr.lines[-1] and "\\x1b[2J" in tr.lines[-1]
+    config = fake_config(run_id="r9", workerinput={"workerid": "gw0"})
+    progress_writer(config)(evil)
+    text = (tmp_path / ".posbias" / "runs" / "r9" / "progress-gw0.txt").read_text()
+    assert "\x1b" not in text and "\\x1b[2J" in text

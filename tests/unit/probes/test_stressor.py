@@ -85,3 +85,15 @@ def test_the_same_description_of_every_video_in_the_decoding_sweep_is_lost_as_co
     stats = decoding_sweep(ctx, "sim:unbiased", ctx.stressor_spec(4), ctx.manifest(), "greedy")
     assert len(stats.ok) >= 2 and not any(stats.ok)
     assert set(stats.reasons) == {usable.CONSTANT}
+
+
+def test_the_summary_logs_which_clean_outputs_were_measured(run_context):
+    """The stressor summary logs ``clean_valid`` beside ``clean_flags`` (a lost output's flag reads 0): the
+    report's paired comparison leaves the lost outputs out instead of comparing them as clean."""
+    import json
+
+    ctx, _, _ = _run(run_context, lambda r: ECHO if r.meta["condition"] == "clean" else _description(r))
+    ctx.runlog.close()
+    logged = [json.loads(line) for p in ctx.run_dir.glob("log-*.jsonl") for line in p.read_text().splitlines()]
+    [summary] = [r for r in logged if r.get("probe") == "stressor" and r.get("type") == "summary"]
+    assert summary["clean_flags"] == [False, False] and summary["clean_valid"] == [False, False]

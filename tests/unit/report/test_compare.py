@@ -216,3 +216,10 @@ def test_too_few_groups_claim_no_change_however_large_the_difference(write_run_l
     [row] = positional_differences(cand, base, alpha=0.05)
     assert row["delta"] > 0.3 and row["n_groups"] == MIN_CLUSTERS - 1
     assert row["direction"] == "no clear change"
+
+
+def test_a_video_whose_clean_call_failed_is_not_compared_as_a_clean_output(write_run_log):
+    """A video whose clean output was lost (``clean_valid`` false: a failed call, whose flag reads 0) is left out of
+    the paired repetition comparison, never counted as a non-repeating output; a log without the field as before."""
+    lost = {**_summary(CAND, 8, ["a", "b", "c"], [1, 0, 0]), "clean_valid": [True, True, False]}
+    assert _arm(write_run_log, [lost]).clean_flags() == {8: {"a": 1, "b": 0}}

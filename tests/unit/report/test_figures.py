@@ -20,3 +20,15 @@ def test_severity_legend_does_not_cover_the_bars():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_estimates_and_intervals_near_the_float_limit_draw_without_crashing():
+    """A CI spanning ±1e308 (or such estimates on one axis) renders the forest and trend figures:
+    matplotlib's axis span overflowed and the report was lost; such values stay in the tables."""
+    from pytest_posbias.report.figures import forest, trend
+
+    for rows in ([{"label": "a", "estimate": 1e308, "low": -1e308, "high": 1e308, "passed": False}],
+                 [{"label": "a", "estimate": 8e307, "low": None, "high": None, "passed": False},
+                  {"label": "b", "estimate": -8e307, "low": None, "high": None, "passed": True}]):
+        assert forest(rows, title="t", xlabel="x", upper=0.15).startswith("<svg")
+        assert trend([{**r, "release": r["label"]} for r in rows], title="t", ylabel="x", upper=0.15).startswith("<svg")

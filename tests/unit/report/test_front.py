@@ -102,3 +102,15 @@ def test_a_run_with_a_test_that_errored_is_not_shipped(write_run_log):
     cls, word, reason = _banner(render([log], rendered_at="2026-01-01T00:00:00+00:00"))
     assert cls == "noship" and word.strip().lower() == LABELS[DO_NOT_SHIP].lower()
     assert "1 tests ended without a verdict" in reason
+
+
+def test_without_a_recorded_decision_gates_that_all_could_not_decide_do_not_ship():
+    """Without the run-level record (a log written without it, or three logs side by side), every gate
+    inconclusive is no decision: not shipped, and the reason says so instead of 'all N gates passed'."""
+    from pytest_posbias.report.front import decision
+
+    rows = [{"passed": True, "inconclusive": True}, {"passed": True, "inconclusive": True}]
+    d = decision(rows, unfinished=[], errored=[])
+    assert not d["ship"] and "inconclusive" in d["why"] and "passed" not in d["why"]
+    d = decision([*rows, {"passed": True}], unfinished=[], errored=[])
+    assert d["ship"] and "2 inconclusive" in d["why"]

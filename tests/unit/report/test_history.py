@@ -147,3 +147,19 @@ def test_a_verdict_with_a_non_numeric_estimate_does_not_stop_the_history(tmp_pat
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     data = history([Run(log)])
     assert data["releases"][0]["n_fail"] == 1
+
+
+def test_a_release_whose_log_lost_verdicts_its_decision_counted_is_flagged(tmp_path):
+    """A run log holding fewer verdicts than its recorded decision counted (cut short: the verdict lines come last)
+    is flagged in the releases table with how many are missing, never a clean release with 0 failed."""
+    from pytest_posbias.report.history import history, render_history
+    from pytest_posbias.report.render import Run
+
+    log = tmp_path / "r1" / "run.jsonl"
+    _tiny_run_log(log, "a", "2026-01-01T00:00:00", [("MEG cooking", 0.0, True)])
+    lines = log.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["run_decision"] = {"exit_code": 0, "label": "SHIP", "n_gates": 3}
+    log.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    assert history([Run(log)])["releases"][0]["missing"] == 2
+    assert "2 verdicts missing" in render_history(tmp_path)

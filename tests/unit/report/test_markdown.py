@@ -133,3 +133,31 @@ def test_the_interval_level_is_stated_with_its_digits_never_rounded_to_100(alpha
     """α = 0.001 gives a 99.8% interval: the summary says so, not "100%" (no finite interval reaches 100%)."""
     text = markdown_summary([], models=["sim:unbiased"], mode="detect", alpha=alpha, exitstatus=0)
     assert f"α = {alpha:g} (CI {level}% two-sided)" in text
+
+
+def test_the_summary_of_a_run_links_the_report_that_run_wrote(pytester):
+    """A run writing its report links it from --posbias-markdown: the Markdown was written before the report
+    rendered, so it linked no report (or another run's, written just before)."""
+    pytester.makepyfile(test_gates="""
+from pytest_posbias.stats import rate_verdict
+
+def test_low(posbias_run, posbias_gate):
+    posbias_gate(rate_verdict(1, 40, name="low rate", threshold=0.15, unit="items"))
+""")
+    res = pytester.runpytest("-p", "no:randomly", "--posbias-model=sim:unbiased", "--posbias-markdown=ci/summary.md")
+    assert res.ret == 0, res.stdout.str()[-2000:]
+    [report] = [p for p in (pytester.path / "reports").glob("*.html") if p.name != "latest.html"]
+    assert f"[HTML report](../reports/{report.name})" in (pytester.path / "ci" / "summary.md").read_text()
+
+
+def test_inconclusive_gates_are_never_titled_passed():
+    """Gates that could not decide are counted as inconclusive in the title, never 'all N gates passed', and
+    without the run's decision the icon is not ✅ when every gate was inconclusive."""
+    inc = [{"nodeid": f"t.py::test_{k}", "verdict": _v(k, 0.0, math.nan, math.nan, passed=True, p=1.0,
+                                                        inconclusive=True), "p_bh": 1.0} for k in "ab"]
+    ok = {"nodeid": "t.py::test_c", "verdict": _v("c", 0.0, -0.01, 0.01, passed=True), "p_bh": 1.0}
+    assert markdown_summary(inc).splitlines()[0] == "## ⚠️ pytest-posbias: no gate failed, 2 of 2 inconclusive"
+    six = {"exit_code": 6, "label": "NOT MEASURED", "why": "no gate decided"}
+    assert markdown_summary(inc, decision=six).splitlines()[0] == (
+        "## ⚠️ pytest-posbias: NOT MEASURED (exit 6): no gate failed, 2 of 2 inconclusive")
+    assert markdown_summary([*inc, ok]).splitlines()[0] == "## ✅ pytest-posbias: no gate failed, 2 of 3 inconclusive"

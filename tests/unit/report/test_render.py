@@ -228,3 +228,41 @@ def test_a_configuration_name_from_the_log_cannot_close_a_figures_comment(write_
     comparison = _section(html, "comparison")
     assert "<svg" in comparison and "alert(1)" in comparison  # the label is drawn, as text
     assert "<script>" not in html and "--><script" not in html
+
+
+def test_a_run_log_missing_verdicts_its_decision_counted_is_not_shipped(write_run_log):
+    """A run log cut after its records (the verdict lines come last) keeps a SHIP decision over 2 gates in its
+    header but holds 1 verdict: no ship, and the report says how many verdicts are missing, never ALL PASSED."""
+    run = {"exit_code": 0, "label": "SHIP", "why": "all 2 gates passed the run-level decision", "n_gates": 2}
+    for kept in (1, 0):
+        recs = [_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate")][:kept]
+        html = render([write_run_log(f"cut{kept}", header={"models": [CAND], "run_decision": run}, records=recs)],
+                      rendered_at=STAMP)
+        cls, why = _decision(html)
+        assert cls == "noship" and f"holds {kept} of the 2 verdicts" in why
+        assert "ALL PASSED" not in html and ">Ship<" not in html
+
+
+@pytest.mark.parametrize("value", ["false", "no", 1, None])
+def test_a_verdict_whose_passed_is_not_a_boolean_is_never_a_pass_in_the_report(write_run_log, value):
+    """A verdict record whose ``passed`` is not JSON true (a damaged or foreign log) is a failure in the banner,
+    the counts and its row, as in the history page: no decision is no pass."""
+    rec = {**_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate"), "passed": value}
+    html = render([write_run_log("odd", header={"models": [CAND]}, records=[rec])], rendered_at=STAMP)
+    cls, _ = _decision(html)
+    assert cls == "noship" and "ALL PASSED" not in html and "1 FAILED" in html
+
+
+def test_a_verdict_without_its_passed_field_is_a_failure_not_a_crash(write_run_log):
+    """A verdict record lacking ``passed`` renders as a failure instead of raising KeyError."""
+    rec = _verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate")
+    del rec["passed"]
+    html = render([write_run_log("nopass", header={"models": [CAND]}, records=[rec])], rendered_at=STAMP)
+    assert _decision(html)[0] == "noship" and "1 FAILED" in html
+
+
+def test_without_a_recorded_decision_inconclusive_gates_never_read_all_passed(write_run_log):
+    """A log without the run-level record whose gates were all inconclusive renders no ship and never ALL PASSED."""
+    rec = {**_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate"), "inconclusive": True}
+    html = render([write_run_log("inc", header={"models": [CAND]}, records=[rec])], rendered_at=STAMP)
+    assert _decision(html)[0] == "noship" and "ALL PASSED" not in html and "INCONCLUSIVE" in html

@@ -357,3 +357,18 @@ def test_a_generations_table_without_a_payload_column_is_named_at_start(tmp_path
     conn.close()
     with pytest.raises(CacheError, match="generations.sqlite cannot be read"):
         check_cache(tmp_path)
+
+
+@pytest.mark.parametrize("columns", ["key TEXT PRIMARY KEY, answer TEXT", "key TEXT PRIMARY KEY, payload TEXT"])
+def test_a_generations_table_of_another_shape_is_damage_that_move_aside_repairs(tmp_path, columns):
+    """A generations table lacking the columns a run reads or writes (payload; model and created, which every
+    stored answer needs) is damage: named at start, and moved aside when asked (it was refused, or passed)."""
+    path = tmp_path / "generations.sqlite"
+    conn = sqlite3.connect(str(path))
+    conn.execute(f"CREATE TABLE generations ({columns})")
+    conn.commit()
+    conn.close()
+    with pytest.raises(CacheError, match="generations.sqlite"):
+        check_cache(tmp_path)
+    found = check_cache(tmp_path, repair="move-aside", now=_dt.datetime(2026, 1, 2, tzinfo=_dt.UTC))
+    assert found.moved_to is not None and found.moved_to.exists() and not path.exists()

@@ -143,3 +143,19 @@ def test_an_interrupted_report_says_how_to_render_it_and_propagates(tmp_path, mo
         _finish(tmp_path, terminal=term)
     path = tmp_path / ".posbias" / "runs" / RUN / "run.jsonl"
     assert path.exists() and any("interrupted" in line and f"posbias report {path}" in line for line in term.lines)
+
+
+def test_a_prune_that_cannot_read_the_cache_folder_still_renders_the_report(tmp_path, reports, monkeypatch):
+    """keep_runs whose prune fails on the file system (a runs folder it may not list) is said in one line; the
+    run's report is still rendered (it raised out of the run's end before the report, an internal error)."""
+    from pytest_posbias.run import retention
+
+    def refused(*_a, **_k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(retention, "prune_runs", refused)
+    _worker_logs(tmp_path, ("main",))
+    term = Terminal()
+    path = _finish(tmp_path, terminal=term, options=RunOptions(models=("sim:unbiased",), keep_runs=2))
+    assert path is not None and path.exists() and len(reports) == 1
+    assert any("keep_runs" in line and "Permission denied" in line for line in term.lines)

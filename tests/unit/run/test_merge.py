@@ -72,6 +72,18 @@ def test_a_torn_last_line_is_skipped_and_a_log_without_a_header_is_an_error(tmp_
         merge_run_log_lines(run_dir)
 
 
+@pytest.mark.parametrize("left", [b"", b'{"kind": "header", "schema_ver'])
+def test_a_worker_log_holding_no_line_is_skipped_not_the_whole_merge(tmp_path, left):
+    """A worker killed while opening its log (an empty file, or only a torn header) holds nothing to keep:
+    the other workers' logs still merge into the run log and report, instead of a 'no header line' error."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "log-gw0.jsonl").write_bytes(_lines("gw0", random.Random(1)))
+    (run_dir / "log-gw1.jsonl").write_bytes(left)
+    header, pairs = merge_run_log_lines(run_dir)
+    assert header["workers"] == ["gw0"] and pairs
+
+
 def test_lines_that_are_json_but_not_records_are_skipped(tmp_path):
     p = Path(tmp_path / "log-main.jsonl")
     p.write_text(json.dumps({"kind": "header", "schema_version": SCHEMA_VERSION}) + "\n[1, 2]\n\"text\"\n{\"kind\": \"x\"}\n")
