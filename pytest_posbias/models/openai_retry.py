@@ -277,8 +277,12 @@ def server_hint(message: str, *, seeded: bool) -> str | None:
     return None
 
 
+ABORTED_FINISH = ("abort", "error")  # vLLM's finish reasons of a request cut by the server: a partial answer
+
+
 def validate(resp: Any) -> None:
-    """Raise ValueError (a malformed answer: retried) unless ``resp`` has a usable first choice."""
+    """Raise ValueError (a malformed answer: retried) unless ``resp`` has a usable first choice: one
+    with a message of text (or none) that the server did not abort (:data:`ABORTED_FINISH`)."""
     choices = getattr(resp, "choices", None)
     if not choices:
         raise ValueError("the response has no choices")
@@ -289,3 +293,6 @@ def validate(resp: Any) -> None:
     text = getattr(message, "content", None)
     if text is not None and not isinstance(text, str):
         raise ValueError(f"the response's message content is {type(text).__name__}, not text")
+    finish = getattr(choice, "finish_reason", None)
+    if finish in ABORTED_FINISH:
+        raise ValueError(f"the server ended the answer with finish_reason {finish} (cut, not finished)")

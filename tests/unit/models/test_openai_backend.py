@@ -180,6 +180,16 @@ def test_a_content_filtered_answer_is_not_a_clean_stop(backend, server, two_vide
     assert not gen.ok
 
 
+@pytest.mark.parametrize("finish", ["abort", "error"])
+def test_an_answer_the_server_aborted_is_a_failed_call_not_a_clean_stop(backend, server, two_videos, finish):
+    """A 200 whose finish reason is vLLM's abort or error (a cut, partial answer) is retried, then a failed call."""
+    server.text, server.finish = "The video shows", finish
+    [gen] = backend.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
+    assert not gen.ok and f"finish_reason {finish}" in gen.error and gen.attempts == 4
+    letters = Request("openai:test-model", (two_videos[0],), Decoding(1), want="letters", letters=("A", "B"))
+    assert not backend.generate([letters])[0].ok
+
+
 @pytest.mark.parametrize("bad", [float("inf"), 2.5, float("nan")])
 def test_a_letter_log_probability_that_is_not_one_is_a_failed_call(backend, server, two_videos, bad):
     """A top log-probability that is NaN, +inf or above 0 makes the letter request a failed call."""
