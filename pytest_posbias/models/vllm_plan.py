@@ -171,10 +171,18 @@ def arg_value(args: Sequence[str], name: str) -> str | None:
 
 def checkpoint_revision(resolved: ResolvedModel, args: Sequence[str]) -> str:
     """A local directory's content revision (config, tokenizer files, safetensors headers, as on
-    ``hf``); a Hub id's ``--revision`` when given, else ``main`` (what vLLM loads)."""
+    ``hf``); a Hub id's commit: that of the snapshot its ``--revision`` (else ``main``, what vLLM
+    loads) names in the local Hugging Face cache, so a branch that moved is a new cache key; the
+    name itself when this machine's cache does not hold it (a server with its own cache)."""
     path = Path(resolved.target)
     if path.is_dir():
         from .hf import _dir_revision
 
         return _dir_revision(path)
-    return arg_value(args, "--revision") or "main"
+    rev = arg_value(args, "--revision")
+    try:
+        from .registry import locate_hub_snapshot
+
+        return locate_hub_snapshot(resolved.target, rev, spec=resolved.spec)[1]
+    except (ModelLoadError, ImportError):
+        return rev or "main"
