@@ -35,19 +35,25 @@ from .registry import ResolvedModel
 
 
 def _dir_revision(path: Path) -> str:
-    """Content revision of a local checkpoint: config.json and the safetensors headers."""
+    """Content revision of a local checkpoint: config.json, tokenizer files, the safetensors
+    headers, and each weight file's size and modification time. A header fixes shapes, not values:
+    a fine-tune saved over the directory keeps header and size, and its new time makes it a new
+    revision (reading every weight byte would take minutes on a large checkpoint). A move keeps the
+    times; a copy without them is a new revision, whose answers are made again, never stale."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
         if (f.name == "config.json" or (f.suffix in (".json", ".jinja") and "token" in f.name)
                 or f.name == "chat_template.jinja"):
             h.update(f.name.encode())
             h.update(f.read_bytes())
-        elif f.suffix == ".safetensors":
+        elif f.suffix in (".safetensors", ".bin", ".pt", ".pth"):
             h.update(f.name.encode())
-            with f.open("rb") as fh:
-                n = int.from_bytes(fh.read(8), "little")
-                h.update(fh.read(min(n, 1 << 24)))
-            h.update(str(f.stat().st_size).encode())
+            if f.suffix == ".safetensors":
+                with f.open("rb") as fh:
+                    n = int.from_bytes(fh.read(8), "little")
+                    h.update(fh.read(min(n, 1 << 24)))
+            st = f.stat()
+            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()[:16]
 
 

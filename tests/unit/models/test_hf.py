@@ -184,3 +184,22 @@ def test_letter_scores_carry_prompt_and_visual_tokens(backend, clip_specs):
         assert g.prompt_tokens == len(ids)
         assert g.visual_tokens == sum(1 for t in ids if t in (vid, img)) > 0
         assert set(g.letter_logprobs) == set(letters)
+
+
+@pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin"])
+def test_weights_rewritten_in_place_change_the_directory_revision(tmp_path, weights):
+    """New weights saved over a checkpoint directory (same config, header and size) are a new revision."""
+    import json
+    import os
+
+    from pytest_posbias.models.hf import _dir_revision
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}))
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    f = tmp_path / weights
+    f.write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 16)
+    os.utime(f, ns=(1_000_000_000, 1_000_000_000))
+    before = _dir_revision(tmp_path)
+    f.write_bytes(len(header).to_bytes(8, "little") + header + b"\1" * 16)  # a fine-tune saved to the same place
+    os.utime(f, ns=(2_000_000_000, 2_000_000_000))
+    assert _dir_revision(tmp_path) != before
