@@ -35,15 +35,16 @@ from .registry import ResolvedModel
 
 
 def _dir_revision(path: Path) -> str:
-    """Content revision of a local checkpoint: config.json, tokenizer files, the safetensors
-    headers, and each weight file's size and modification time. A header fixes shapes, not values:
-    a fine-tune saved over the directory keeps header and size, and its new time makes it a new
-    revision (reading every weight byte would take minutes on a large checkpoint). A move keeps the
-    times; a copy without them is a new revision, whose answers are made again, never stale."""
+    """Content revision of a local checkpoint: its small files that shape an input or an output
+    (config, processor, generation and tokenizer files: ``.json``, ``.jinja``, ``.txt``, ``.model``,
+    ``.tiktoken``), the safetensors headers, and each weight file's size and modification time.
+    A header fixes shapes, not values: a fine-tune saved over the directory keeps header and size,
+    and its new time makes it a new revision (reading every weight byte would take minutes on a
+    large checkpoint). A move keeps the times; a copy without them is a new revision, whose
+    answers are made again, never stale."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
-        if (f.name == "config.json" or (f.suffix in (".json", ".jinja") and "token" in f.name)
-                or f.name == "chat_template.jinja"):
+        if f.suffix in (".json", ".jinja", ".txt", ".model", ".tiktoken") and f.is_file():
             h.update(f.name.encode())
             h.update(f.read_bytes())
         elif f.suffix in (".safetensors", ".bin", ".pt", ".pth"):

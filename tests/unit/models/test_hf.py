@@ -203,3 +203,16 @@ def test_weights_rewritten_in_place_change_the_directory_revision(tmp_path, weig
     f.write_bytes(len(header).to_bytes(8, "little") + header + b"\1" * 16)  # a fine-tune saved to the same place
     os.utime(f, ns=(2_000_000_000, 2_000_000_000))
     assert _dir_revision(tmp_path) != before
+
+
+@pytest.mark.parametrize("name", ["preprocessor_config.json", "video_preprocessor_config.json", "generation_config.json",
+                                  "vocab.json", "merges.txt"])
+def test_an_edited_processor_tokenizer_or_generation_file_changes_the_directory_revision(tmp_path, name):
+    """The frames' resolution, the vocabulary and the stop tokens are part of a checkpoint directory's revision."""
+    from pytest_posbias.models.hf import _dir_revision
+
+    (tmp_path / "config.json").write_text('{"model_type": "qwen2_vl"}')
+    (tmp_path / name).write_text('{"max_pixels": 200704}')
+    before = _dir_revision(tmp_path)
+    (tmp_path / name).write_text('{"max_pixels": 50176}')
+    assert _dir_revision(tmp_path) != before
