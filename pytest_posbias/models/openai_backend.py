@@ -27,6 +27,7 @@ from ..errors import BackendError, ModelLoadError, PosbiasError
 from ..run_options import RunOptions
 from ..safe_text import redact_text
 from ..video.frames import FrameStore
+from .hf_inputs import strip_think
 from .openai_encode import FrameEncoder, content, has_video
 from .openai_pool import Replica, ReplicaRouter, send, stream
 from .openai_retry import (
@@ -305,7 +306,7 @@ class OpenAIBackend:
             usage = getattr(resp, "usage", None)
             prompt = getattr(usage, "prompt_tokens", None)
             n = getattr(usage, "completion_tokens", None)
-            text = "" if letters_only else (choice.message.content or "").strip()
+            text = "" if letters_only else strip_think(choice.message.content or "")
             finish = "length" if choice.finish_reason == "length" and not letters_only else "stop"
             n = int(n) if isinstance(n, int) else (1 if letters_only else len(text.split()))
             return Generation(text, n, finish, lp, time.perf_counter() - t0, attempts=attempts,

@@ -180,6 +180,17 @@ def test_a_content_filtered_answer_is_not_a_clean_stop(backend, server, two_vide
     assert not gen.ok
 
 
+@pytest.mark.parametrize(("raw", "finish", "text"), [
+    ("<think>Option A looks wrong; C maybe.</think>\n\nB", "stop", "B"),
+    ("<think>Option A looks wrong; C maybe", "length", ""),  # cut inside the reasoning: no answer at all
+])
+def test_a_reasoning_block_is_not_part_of_the_answer(backend, server, two_videos, raw, finish, text):
+    """A served reasoning model's think block is removed from the text; one cut by the token limit leaves no answer."""
+    server.text, server.finish = raw, finish
+    [gen] = backend.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
+    assert gen.ok and gen.text == text
+
+
 @pytest.mark.parametrize("finish", ["abort", "error"])
 def test_an_answer_the_server_aborted_is_a_failed_call_not_a_clean_stop(backend, server, two_videos, finish):
     """A 200 whose finish reason is vLLM's abort or error (a cut, partial answer) is retried, then a failed call."""
