@@ -331,8 +331,12 @@ class OpenAIBackend:
             raise BackendError(f"{self.label}: the endpoint returned no logprobs; letter scoring needs logprobs "
                                "(vLLM: --max-logprobs 20), or score answers from text with --posbias-letter-scoring "
                                "text")
+        tops = getattr(content_lp[0], "top_logprobs", None)
+        if not tops:  # the server ignored top_logprobs: its missing data, not a model's answer without a letter
+            raise BackendError(f"{self.label}: the endpoint returned logprobs without the top_logprobs asked for "
+                               f"(top_logprobs={TOP_LOGPROBS}); letter scoring needs them")
         out = {letter: -math.inf for letter in letters}
-        for top in content_lp[0].top_logprobs or []:
+        for top in tops:
             value = float(top.logprob)
             if not (math.isfinite(value) and value <= 0.0):  # not the log of a probability: the body is broken
                 raise BackendError(f"{self.label}: the endpoint returned a top log-probability of {value!r} for the "

@@ -57,8 +57,8 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
             raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the replicas serve different models ("
                                  + ", ".join(f"{u} answers as {m!r}" for u, m in answers_as.items())
                                  + "); every --posbias-api-base must serve the same model")
-        logprobs = getattr(resp.choices[0], "logprobs", None)
-        if backend.supports_letter_logprobs and not getattr(logprobs, "content", None):
+        tokens = getattr(getattr(resp.choices[0], "logprobs", None), "content", None)
+        if backend.supports_letter_logprobs and not (tokens and getattr(tokens[0], "top_logprobs", None)):
             # every replica must return logprobs: a request routed to one that does not has no letter scores
             if backend.letter_scoring == "logprobs":
                 raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the endpoint {rep.url} "

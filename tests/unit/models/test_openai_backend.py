@@ -191,6 +191,22 @@ def test_a_reasoning_block_is_not_part_of_the_answer(backend, server, two_videos
     assert gen.ok and gen.text == text
 
 
+def test_logprobs_without_top_logprobs_are_a_failed_call_not_an_answer_without_a_letter(backend, server, two_videos,
+                                                                                        monkeypatch):
+    """A letter answer whose logprobs carry no top_logprobs (the server ignored them) fails, never reads as no letter."""
+    full = _completion
+
+    def bare(text, top, finish="stop"):
+        body = full(text, top, finish)
+        body["choices"][0]["logprobs"]["content"][0]["top_logprobs"] = []
+        return body
+
+    monkeypatch.setitem(globals(), "_completion", bare)
+    r = Request("openai:test-model", (two_videos[0],), Decoding(1), want="letters", letters=("A", "B"))
+    [gen] = backend.generate([r])
+    assert not gen.ok and "top_logprobs" in gen.error
+
+
 @pytest.mark.parametrize("finish", ["abort", "error"])
 def test_an_answer_the_server_aborted_is_a_failed_call_not_a_clean_stop(backend, server, two_videos, finish):
     """A 200 whose finish reason is vLLM's abort or error (a cut, partial answer) is retried, then a failed call."""

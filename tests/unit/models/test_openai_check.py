@@ -193,6 +193,26 @@ def test_replicas_that_all_take_the_form_are_listed():
     assert len(first.bodies) == len(second.bodies) == 1
 
 
+def test_logprobs_without_top_logprobs_switch_auto_scoring_to_text(monkeypatch):
+    """A server that answers logprobs but ignores top_logprobs cannot score letters: auto scoring falls back to text."""
+    import support.fault_server as fs
+
+    full = fs.completion
+
+    def bare(body):
+        out = full(body)
+        for tok in (out["choices"][0]["logprobs"] or {}).get("content") or []:
+            tok["top_logprobs"] = []
+        return out
+
+    monkeypatch.setattr(fs, "completion", bare)
+    with FaultServer() as srv:
+        b = _backend(srv.url, letter_scoring="auto")
+        found = check(b)
+        b.close()
+    assert b.scoring == "text" and not b.supports_letter_logprobs and "fallback" in found
+
+
 class _AnswersAs(FaultServer):
     """A server that takes any model name and answers as the one it serves (LM Studio-like)."""
 
