@@ -28,9 +28,14 @@ LETTER_SCORINGS = ("logprobs", "text", "auto")
 def api_key() -> str:
     """The key from the environment (``POSBIAS_API_KEY`` or ``OPENAI_API_KEY``), without the white
     space around it (a key read from a file keeps its line break, which the HTTP client refuses in
-    a header, quoting the header, key included, in its error); 'EMPTY' for open servers."""
+    a header, quoting the header, key included, in its error); 'EMPTY' for open servers. A control
+    character inside the key (a file of two lines) is a ModelLoadError naming the variable, never
+    the key."""
     for name in ("POSBIAS_API_KEY", "OPENAI_API_KEY"):
         key = (os.environ.get(name) or "").strip()
+        if any(ord(c) < 32 or ord(c) == 127 for c in key):
+            raise ModelLoadError(f"{name} holds a line break or another control character inside the key; an "
+                                 "HTTP header cannot carry it: set it to the key alone")
         if key:
             return key
     return "EMPTY"
