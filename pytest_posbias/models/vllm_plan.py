@@ -112,7 +112,8 @@ def vllm_command(options: RunOptions, env: Mapping[str, str] | None = None) -> l
 
 
 def extra_args(options: RunOptions) -> list[str]:
-    """``--posbias-vllm-args`` (or ``[tool.posbias] vllm_args``) split with shlex; host and port are the run's."""
+    """``--posbias-vllm-args`` (or ``[tool.posbias] vllm_args``) split with shlex; host and port are the
+    run's, and ``--api-key`` is refused (it would be logged)."""
     given = options.vllm_args or ""
     try:
         args = shlex.split(given)
@@ -121,6 +122,9 @@ def extra_args(options: RunOptions) -> list[str]:
     for a in args:
         if a.split("=")[0] in ("--host", "--port", "--served-model-name", "--model"):
             raise ModelLoadError(f"--posbias-vllm-args: {a.split('=')[0]} is set by the run; leave it out")
+        if a.split("=")[0] == "--api-key":  # vLLM logs its arguments, and they are the server's identity
+            raise ModelLoadError("--posbias-vllm-args: --api-key would be written to the server's log, the run log "
+                                 "and the report; the run's servers listen on 127.0.0.1 only: leave it out")
     return args
 
 
