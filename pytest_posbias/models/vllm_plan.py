@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -113,7 +114,7 @@ def vllm_command(options: RunOptions, env: Mapping[str, str] | None = None) -> l
 
 def extra_args(options: RunOptions) -> list[str]:
     """``--posbias-vllm-args`` (or ``[tool.posbias] vllm_args``) split with shlex; host and port are the
-    run's, and ``--api-key`` is refused (it would be logged)."""
+    run's, and a secret flag (``--api-key``, ``--hf-token``) is refused (it would be logged)."""
     given = options.vllm_args or ""
     try:
         args = shlex.split(given)
@@ -122,9 +123,12 @@ def extra_args(options: RunOptions) -> list[str]:
     for a in args:
         if a.split("=")[0] in ("--host", "--port", "--served-model-name", "--model"):
             raise ModelLoadError(f"--posbias-vllm-args: {a.split('=')[0]} is set by the run; leave it out")
-        if a.split("=")[0] == "--api-key":  # vLLM logs its arguments, and they are the server's identity
-            raise ModelLoadError("--posbias-vllm-args: --api-key would be written to the server's log, the run log "
-                                 "and the report; the run's servers listen on 127.0.0.1 only: leave it out")
+        flag = a.split("=")[0]
+        if flag.startswith("--") and re.search(r"(token|key|secret|password)$", flag, re.I):
+            # vLLM logs its arguments, and they are the server's identity (run log, report)
+            raise ModelLoadError(f"--posbias-vllm-args: {flag} would be written to the server's log, the run log and "
+                                 "the report; leave it out (the run's servers listen on 127.0.0.1 only; a Hub token "
+                                 "goes in the HF_TOKEN environment variable)")
     return args
 
 
