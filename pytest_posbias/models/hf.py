@@ -12,6 +12,7 @@ prompt tokens (non-padding tokens of its row), of which visual (media placeholde
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -226,6 +227,11 @@ class HFBackend(InputBuilder):
                 counts = self.token_counts(inputs)
                 for row, i in enumerate(sub):
                     lp = {letter: float(logits[row, tid]) for letter, tid in zip(letters, ids, strict=True)}
+                    if any(math.isnan(v) or v > 0.0 for v in lp.values()):  # NaN logits (bf16 overflow): no scores
+                        results[i] = Generation(finish_reason="error", seconds=dt, input_form="video",
+                                                error=f"{self.resolved.spec}: the letter log-probabilities are not "
+                                                      f"finite log-probabilities ({lp}): the forward pass overflowed")
+                        continue
                     results[i] = Generation("", 0, "stop", lp, dt, prompt_tokens=counts[row][0],
                                             visual_tokens=counts[row][1], input_form="video")
         return [g for g in results if g is not None]

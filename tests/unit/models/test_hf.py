@@ -216,3 +216,25 @@ def test_an_edited_processor_tokenizer_or_generation_file_changes_the_directory_
     before = _dir_revision(tmp_path)
     (tmp_path / name).write_text('{"max_pixels": 50176}')
     assert _dir_revision(tmp_path) != before
+
+
+def test_non_finite_letter_logits_are_a_failed_call_not_an_answer(tiny_checkpoints, store, clip_specs):
+    """A forward pass whose logits are NaN (bf16 overflow) fails the request; it never reads as letter scores."""
+    import torch
+
+    b = HFBackend(resolve(str(tiny_checkpoints["qwen2_vl"])), store, device="cpu", batch_size=4)
+    real = b.model
+
+    class Broken:
+        def __call__(self, **inputs):
+            out = real(**inputs)
+            out.logits = torch.full_like(out.logits, float("nan"))
+            return out
+
+    b.model = Broken()
+    r = Request("hf:x", (VideoPart(clip_specs[0], video_id="v"), TextPart("Which? A. x B. y")), Decoding(1),
+                want="letters", letters=("A", "B"))
+    [gen] = b.score_generations([r])
+    b.model = real
+    b.close()
+    assert not gen.ok and gen.letter_logprobs is None and "not finite" in gen.error
