@@ -168,6 +168,7 @@ class ManagedVllm:
         base_env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                     "VLLM_HOST_IP": "127.0.0.1", "VLLM_LOOPBACK_IP": "127.0.0.1"}
         base_env.pop("VIRTUAL_ENV", None)  # another environment's interpreter finds its own packages
+        base_env.pop("VLLM_API_KEY", None)  # a key for other servers: vLLM would refuse the run's health check
         try:
             for i, gpus in enumerate(self.plan.gpus):
                 port = free_port()

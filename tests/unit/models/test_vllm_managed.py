@@ -132,6 +132,18 @@ def test_a_token_in_the_vllm_command_never_reaches_the_log_or_the_start_up_error
     _gone(record, [], within=5.0)
 
 
+def test_a_vllm_api_key_in_the_environment_does_not_reach_the_run_s_servers(ckpt: Path, tmp_path: Path, record: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """VLLM_API_KEY exported for other servers would make vLLM refuse the run's health check until the time limit."""
+    monkeypatch.setenv("VLLM_API_KEY", "sk-elsewhere")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    m = vm.start_managed(resolve(f"vllm:{ckpt}"), RunOptions(vllm_command=FAKE_CMD), log_dir=tmp_path / "run")
+    ports = [s.port for s in m.servers]
+    m.stop()
+    assert [r["vllm_api_key"] for r in _records(record)] == [False]
+    _gone(record, ports, within=5.0)
+
+
 def test_time_limit_stops_the_server(ckpt: Path, tmp_path: Path, record: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_VLLM_MODE", "hang")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
