@@ -128,3 +128,10 @@ def test_strip_think_removes_reasoning_and_an_unclosed_block_leaves_no_answer():
     assert strip_think("<think>\n\n</think>\n\nThe video shows a red circle.") == "The video shows a red circle."
     assert strip_think("<think>Option A looks") == ""
     assert strip_think("  C ") == "C"
+
+
+def test_strip_think_drops_reasoning_whose_opening_tag_the_chat_template_wrote():
+    """A template that opens the think block in the prompt leaves only its closing tag in the answer: what precedes it goes."""
+    from pytest_posbias.models.hf_inputs import strip_think
+
+    assert strip_think("Option A looks wrong, C maybe.\n</think>\n\nB") == "B"
