@@ -12,6 +12,7 @@ prompt tokens (non-padding tokens of its row), of which visual (media placeholde
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -22,7 +23,7 @@ from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError
 from ..video.compose import ImagePart, VideoPart
 from ..video.frames import FrameStore
-from .hf_inputs import _THINK, ADAPTERS, InputBuilder
+from .hf_inputs import ADAPTERS, InputBuilder, strip_think
 from .hf_loading import (
     input_device,
     load_model,
@@ -35,19 +36,26 @@ from .registry import ResolvedModel
 
 
 def _dir_revision(path: Path) -> str:
-    """Content revision of a local checkpoint: config.json and the safetensors headers."""
+    """Content revision of a local checkpoint: its small files that shape an input or an output
+    (config, processor, generation and tokenizer files: ``.json``, ``.jinja``, ``.txt``, ``.model``,
+    ``.tiktoken``), the safetensors headers, and each weight file's size and modification time.
+    A header fixes shapes, not values: a fine-tune saved over the directory keeps header and size,
+    and its new time makes it a new revision (reading every weight byte would take minutes on a
+    large checkpoint). A move keeps the times; a copy without them is a new revision, whose
+    answers are made again, never stale."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
-        if (f.name == "config.json" or (f.suffix in (".json", ".jinja") and "token" in f.name)
-                or f.name == "chat_template.jinja"):
+        if f.suffix in (".json", ".jinja", ".txt", ".model", ".tiktoken") and f.is_file():
             h.update(f.name.encode())
             h.update(f.read_bytes())
-        elif f.suffix == ".safetensors":
+        elif f.suffix in (".safetensors", ".bin", ".pt", ".pth"):
             h.update(f.name.encode())
-            with f.open("rb") as fh:
-                n = int.from_bytes(fh.read(8), "little")
-                h.update(fh.read(min(n, 1 << 24)))
-            h.update(str(f.stat().st_size).encode())
+            if f.suffix == ".safetensors":
+                with f.open("rb") as fh:
+                    n = int.from_bytes(fh.read(8), "little")
+                    h.update(fh.read(min(n, 1 << 24)))
+            st = f.stat()
+            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()[:16]
 
 
@@ -186,7 +194,7 @@ class HFBackend(InputBuilder):
                 finish = "length" if n is None and len(toks) >= dec.max_new_tokens else "stop"
                 body = toks if n is None else toks[:n]
                 body = [t for t in body if t != self.pad_id]
-                text = _THINK.sub("", self.tokenizer.decode(body, skip_special_tokens=True)).strip()
+                text = strip_think(self.tokenizer.decode(body, skip_special_tokens=True))
                 lp = None
                 if r.want == "both" and first_logits is not None:
                     ids = self.letter_ids(r.letters)
@@ -219,6 +227,11 @@ class HFBackend(InputBuilder):
                 counts = self.token_counts(inputs)
                 for row, i in enumerate(sub):
                     lp = {letter: float(logits[row, tid]) for letter, tid in zip(letters, ids, strict=True)}
+                    if any(math.isnan(v) or v > 0.0 for v in lp.values()):  # NaN logits (bf16 overflow): no scores
+                        results[i] = Generation(finish_reason="error", seconds=dt, input_form="video",
+                                                error=f"{self.resolved.spec}: the letter log-probabilities are not "
+                                                      f"finite log-probabilities ({lp}): the forward pass overflowed")
+                        continue
                     results[i] = Generation("", 0, "stop", lp, dt, prompt_tokens=counts[row][0],
                                             visual_tokens=counts[row][1], input_form="video")
         return [g for g in results if g is not None]

@@ -28,6 +28,14 @@ _SENTINEL = "\u0000POSBIAS_BODY\u0000"
 _THINK = re.compile(r"<think>.*?</think>\s*", re.S)
 
 
+def strip_think(text: str) -> str:
+    """A reasoning model's answer without its reasoning: complete ``<think>…</think>`` blocks
+    removed, all before a closing tag whose opening one the chat template wrote in the prompt, and
+    an unclosed block (cut by the token limit) with all after it, since the answer never came; the
+    reasoning names options it rejects, so scoring it would score a wrong answer."""
+    return _THINK.sub("", text).rpartition("</think>")[2].partition("<think>")[0].strip()
+
+
 @dataclass(frozen=True)
 class FamilyAdapter:
     """How one family writes a video or an image into the user turn of its template."""

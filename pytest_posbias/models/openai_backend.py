@@ -27,6 +27,7 @@ from ..errors import BackendError, ModelLoadError, PosbiasError
 from ..run_options import RunOptions
 from ..safe_text import redact_text
 from ..video.frames import FrameStore
+from .hf_inputs import strip_think
 from .openai_encode import FrameEncoder, content, has_video
 from .openai_pool import Replica, ReplicaRouter, send, stream
 from .openai_retry import (
@@ -305,7 +306,7 @@ class OpenAIBackend:
             usage = getattr(resp, "usage", None)
             prompt = getattr(usage, "prompt_tokens", None)
             n = getattr(usage, "completion_tokens", None)
-            text = "" if letters_only else (choice.message.content or "").strip()
+            text = "" if letters_only else strip_think(choice.message.content or "")
             finish = "length" if choice.finish_reason == "length" and not letters_only else "stop"
             n = int(n) if isinstance(n, int) else (1 if letters_only else len(text.split()))
             return Generation(text, n, finish, lp, time.perf_counter() - t0, attempts=attempts,
@@ -330,8 +331,12 @@ class OpenAIBackend:
             raise BackendError(f"{self.label}: the endpoint returned no logprobs; letter scoring needs logprobs "
                                "(vLLM: --max-logprobs 20), or score answers from text with --posbias-letter-scoring "
                                "text")
+        tops = getattr(content_lp[0], "top_logprobs", None)
+        if not tops:  # the server ignored top_logprobs: its missing data, not a model's answer without a letter
+            raise BackendError(f"{self.label}: the endpoint returned logprobs without the top_logprobs asked for "
+                               f"(top_logprobs={TOP_LOGPROBS}); letter scoring needs them")
         out = {letter: -math.inf for letter in letters}
-        for top in content_lp[0].top_logprobs or []:
+        for top in tops:
             value = float(top.logprob)
             if not (math.isfinite(value) and value <= 0.0):  # not the log of a probability: the body is broken
                 raise BackendError(f"{self.label}: the endpoint returned a top log-probability of {value!r} for the "

@@ -29,12 +29,14 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
     here), each attempt within ``timeout`` and all within ``budget_s``; transient failures are
     retried twice, permanent ones stop at once. ``video_form='auto'`` tries the video form, then
     images when refused. No logprobs in the answer: text scoring (``letter_scoring='auto'``) or a
-    failed check (``'logprobs'``). Returns what was found, for the run log.
+    failed check (``'logprobs'``). Replicas whose answers name different models stop the run. Returns what was
+    found, for the run log.
     """
     t0 = time.monotonic()
     result: dict[str, Any] = {"url": backend.url, "model": backend.model_name, "attempts": 0}
     forms = ["video", "images"] if backend.video_form == "auto" else [backend.video_form]
     resp: Any = None
+    answers_as: dict[str, str] = {}  # replica URL -> the model its answer names
     for rep in backend.router.replicas:
         for k, form in enumerate(forms):
             try:
@@ -49,8 +51,14 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
                     continue
                 raise ModelLoadError(_check_message(backend, exc, rep, form)) from None
         forms = [form]  # every replica must take the form the first one took
-        logprobs = getattr(resp.choices[0], "logprobs", None)
-        if backend.supports_letter_logprobs and not getattr(logprobs, "content", None):
+        if getattr(resp, "model", None):
+            answers_as[rep.url] = str(resp.model)
+        if len(set(answers_as.values())) > 1:  # replicas share the cache key: they must serve one model
+            raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the replicas serve different models ("
+                                 + ", ".join(f"{u} answers as {m!r}" for u, m in answers_as.items())
+                                 + "); every --posbias-api-base must serve the same model")
+        tokens = getattr(getattr(resp.choices[0], "logprobs", None), "content", None)
+        if backend.supports_letter_logprobs and not (tokens and getattr(tokens[0], "top_logprobs", None)):
             # every replica must return logprobs: a request routed to one that does not has no letter scores
             if backend.letter_scoring == "logprobs":
                 raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the endpoint {rep.url} "

@@ -28,9 +28,14 @@ LETTER_SCORINGS = ("logprobs", "text", "auto")
 def api_key() -> str:
     """The key from the environment (``POSBIAS_API_KEY`` or ``OPENAI_API_KEY``), without the white
     space around it (a key read from a file keeps its line break, which the HTTP client refuses in
-    a header, quoting the header, key included, in its error); 'EMPTY' for open servers."""
+    a header, quoting the header, key included, in its error); 'EMPTY' for open servers. A control
+    character inside the key (a file of two lines) is a ModelLoadError naming the variable, never
+    the key."""
     for name in ("POSBIAS_API_KEY", "OPENAI_API_KEY"):
         key = (os.environ.get(name) or "").strip()
+        if any(ord(c) < 32 or ord(c) == 127 for c in key):
+            raise ModelLoadError(f"{name} holds a line break or another control character inside the key; an "
+                                 "HTTP header cannot carry it: set it to the key alone")
         if key:
             return key
     return "EMPTY"
@@ -277,8 +282,12 @@ def server_hint(message: str, *, seeded: bool) -> str | None:
     return None
 
 
+ABORTED_FINISH = ("abort", "error")  # vLLM's finish reasons of a request cut by the server: a partial answer
+
+
 def validate(resp: Any) -> None:
-    """Raise ValueError (a malformed answer: retried) unless ``resp`` has a usable first choice."""
+    """Raise ValueError (a malformed answer: retried) unless ``resp`` has a usable first choice: one
+    with a message of text (or none) that the server did not abort (:data:`ABORTED_FINISH`)."""
     choices = getattr(resp, "choices", None)
     if not choices:
         raise ValueError("the response has no choices")
@@ -289,3 +298,6 @@ def validate(resp: Any) -> None:
     text = getattr(message, "content", None)
     if text is not None and not isinstance(text, str):
         raise ValueError(f"the response's message content is {type(text).__name__}, not text")
+    finish = getattr(choice, "finish_reason", None)
+    if finish in ABORTED_FINISH:
+        raise ValueError(f"the server ended the answer with finish_reason {finish} (cut, not finished)")

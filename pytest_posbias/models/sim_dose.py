@@ -448,14 +448,14 @@ def stressor_params(dose: Dose) -> StressorParams:
     if not s and not a:
         return StressorParams(r, 0.0, 0.0)
     m = (s or 0.0) / (1.0 - r)
-    if s and not a:
+    if s and a is None:
         if m > 1.0:
             raise ConfigError(f"sim:dose: stressor={s:g} with repetition={r:g} needs more than every benign video to "
                               "loop")
         return StressorParams(r, m, 1.0)
     assert a is not None
     hit = 1.0 - (1.0 - ATTACK_ONLY_RHO) ** K
-    if not s:
+    if s is None:
         if a > hit:
             raise ConfigError(f"sim:dose: attack={a:g} above {hit:.3f} needs the stressor gate too (e.g. stressor=0.5)")
         return StressorParams(r, a / hit, ATTACK_ONLY_RHO)
@@ -464,7 +464,8 @@ def stressor_params(dose: Dose) -> StressorParams:
     def g(rho: float) -> float:
         return (1.0 - (1.0 - rho) ** K) / rho
 
-    ratio = a / m
+    # a named target of 0 beside a non-zero other (m or a is 0) cannot hold: sigma*rho > 0 makes both positive
+    ratio = a / m if m > 0 else math.inf
     if not (1.0 <= ratio <= g(max(m, 1e-9))):
         raise ConfigError(f"sim:dose: stressor={s:g} and attack={a:g} cannot hold together: the attack rate must lie "
                           f"between stressor/(1 - repetition) = {m:.3f} and 1 - (1 - that)^{K} = "

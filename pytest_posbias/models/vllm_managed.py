@@ -84,6 +84,24 @@ os.killpg(0, signal.SIGKILL)
 """  # noqa: E501 (a script run by its own interpreter: kept as it is)
 
 
+# a secret's name: NAME=VALUE (docker -e HF_TOKEN=..., env AWS_SECRET_ACCESS_KEY=...) or --flag VALUE / --flag=VALUE
+_SECRET_NAME = re.compile(r"(token|key|secret|password)$", re.I)
+
+
+def masked_command(cmd: Sequence[str]) -> str:
+    """``cmd`` as one shell line with the values of secret-named assignments and flags as ``***``
+    (the line goes to the server's log, whose last lines a start-up error shows)."""
+    out: list[str] = []
+    for i, a in enumerate(cmd):
+        name, eq, _value = a.partition("=")
+        if eq and _SECRET_NAME.search(name) and re.fullmatch(r"-{0,2}[A-Za-z_][\w-]*", name):
+            a = f"{name}=***"
+        elif i and cmd[i - 1].startswith("--") and "=" not in cmd[i - 1] and _SECRET_NAME.search(cmd[i - 1]):
+            a = "***"
+        out.append(a)
+    return shlex.join(out)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -150,6 +168,7 @@ class ManagedVllm:
         base_env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                     "VLLM_HOST_IP": "127.0.0.1", "VLLM_LOOPBACK_IP": "127.0.0.1"}
         base_env.pop("VIRTUAL_ENV", None)  # another environment's interpreter finds its own packages
+        base_env.pop("VLLM_API_KEY", None)  # a key for other servers: vLLM would refuse the run's health check
         try:
             for i, gpus in enumerate(self.plan.gpus):
                 port = free_port()
@@ -158,7 +177,7 @@ class ManagedVllm:
                 srv = _Server(port, gpus, self.log_dir / f"vllm-{i}.log")
                 env = {**base_env, **({"CUDA_VISIBLE_DEVICES": gpus} if gpus is not None else {})}
                 srv.log = srv.log_path.open("ab")
-                srv.log.write(f"=== {shlex.join(cmd)}\n".encode())
+                srv.log.write(f"=== {masked_command(cmd)}\n".encode())
                 srv.log.flush()
                 srv.proc = subprocess.Popen(
                     [sys.executable, "-c", GUARD, str(os.getpid()), str(STOP_GRACE_S), *cmd], stdout=srv.log,

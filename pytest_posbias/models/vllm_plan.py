@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -112,7 +113,8 @@ def vllm_command(options: RunOptions, env: Mapping[str, str] | None = None) -> l
 
 
 def extra_args(options: RunOptions) -> list[str]:
-    """``--posbias-vllm-args`` (or ``[tool.posbias] vllm_args``) split with shlex; host and port are the run's."""
+    """``--posbias-vllm-args`` (or ``[tool.posbias] vllm_args``) split with shlex; host and port are the
+    run's, and a secret flag (``--api-key``, ``--hf-token``) is refused (it would be logged)."""
     given = options.vllm_args or ""
     try:
         args = shlex.split(given)
@@ -121,6 +123,12 @@ def extra_args(options: RunOptions) -> list[str]:
     for a in args:
         if a.split("=")[0] in ("--host", "--port", "--served-model-name", "--model"):
             raise ModelLoadError(f"--posbias-vllm-args: {a.split('=')[0]} is set by the run; leave it out")
+        flag = a.split("=")[0]
+        if flag.startswith("--") and re.search(r"(token|key|secret|password)$", flag, re.I):
+            # vLLM logs its arguments, and they are the server's identity (run log, report)
+            raise ModelLoadError(f"--posbias-vllm-args: {flag} would be written to the server's log, the run log and "
+                                 "the report; leave it out (the run's servers listen on 127.0.0.1 only; a Hub token "
+                                 "goes in the HF_TOKEN environment variable)")
     return args
 
 
@@ -171,10 +179,18 @@ def arg_value(args: Sequence[str], name: str) -> str | None:
 
 def checkpoint_revision(resolved: ResolvedModel, args: Sequence[str]) -> str:
     """A local directory's content revision (config, tokenizer files, safetensors headers, as on
-    ``hf``); a Hub id's ``--revision`` when given, else ``main`` (what vLLM loads)."""
+    ``hf``); a Hub id's commit: that of the snapshot its ``--revision`` (else ``main``, what vLLM
+    loads) names in the local Hugging Face cache, so a branch that moved is a new cache key; the
+    name itself when this machine's cache does not hold it (a server with its own cache)."""
     path = Path(resolved.target)
     if path.is_dir():
         from .hf import _dir_revision
 
         return _dir_revision(path)
-    return arg_value(args, "--revision") or "main"
+    rev = arg_value(args, "--revision")
+    try:
+        from .registry import locate_hub_snapshot
+
+        return locate_hub_snapshot(resolved.target, rev, spec=resolved.spec)[1]
+    except (ModelLoadError, ImportError):
+        return rev or "main"

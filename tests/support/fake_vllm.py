@@ -3,7 +3,8 @@
 It serves ``/health``, ``/version``, ``/v1/models`` and the fault server's completions
 (tests/support/fault_server.py) on 127.0.0.1:P, and starts one child process that sleeps (as vLLM's
 engine core does), in its own process group. ``FAKE_VLLM_RECORD`` (a directory) gets one JSON
-file per start: pid, child pid, argv and ``CUDA_VISIBLE_DEVICES``. ``FAKE_VLLM_MODE``:
+file per start: pid, child pid, argv, ``CUDA_VISIBLE_DEVICES`` and whether ``VLLM_API_KEY`` is set
+(vLLM then refuses unauthenticated ``/v1`` requests). ``FAKE_VLLM_MODE``:
 
 * ``ok`` (default): healthy after ``FAKE_VLLM_DELAY_S`` seconds (default 0);
 * ``fail``: prints a few lines, the last ``fake-vllm: CUDA out of memory``, and exits 1;
@@ -39,7 +40,7 @@ def main() -> None:
         Path(record).mkdir(parents=True, exist_ok=True)
         (Path(record) / f"{os.getpid()}.json").write_text(json.dumps(
             {"pid": os.getpid(), "child": child.pid, "argv": sys.argv[1:], "pgid": os.getpgid(0),
-             "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+             "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "vllm_api_key": "VLLM_API_KEY" in os.environ}))
     print(f"fake-vllm: serving {args.model} as {args.served_model_name} on port {args.port}", flush=True)
     if mode == "fail":
         for i in range(5):

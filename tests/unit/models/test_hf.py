@@ -184,3 +184,57 @@ def test_letter_scores_carry_prompt_and_visual_tokens(backend, clip_specs):
         assert g.prompt_tokens == len(ids)
         assert g.visual_tokens == sum(1 for t in ids if t in (vid, img)) > 0
         assert set(g.letter_logprobs) == set(letters)
+
+
+@pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin"])
+def test_weights_rewritten_in_place_change_the_directory_revision(tmp_path, weights):
+    """New weights saved over a checkpoint directory (same config, header and size) are a new revision."""
+    import json
+    import os
+
+    from pytest_posbias.models.hf import _dir_revision
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}))
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    f = tmp_path / weights
+    f.write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 16)
+    os.utime(f, ns=(1_000_000_000, 1_000_000_000))
+    before = _dir_revision(tmp_path)
+    f.write_bytes(len(header).to_bytes(8, "little") + header + b"\1" * 16)  # a fine-tune saved to the same place
+    os.utime(f, ns=(2_000_000_000, 2_000_000_000))
+    assert _dir_revision(tmp_path) != before
+
+
+@pytest.mark.parametrize("name", ["preprocessor_config.json", "video_preprocessor_config.json", "generation_config.json",
+                                  "vocab.json", "merges.txt"])
+def test_an_edited_processor_tokenizer_or_generation_file_changes_the_directory_revision(tmp_path, name):
+    """The frames' resolution, the vocabulary and the stop tokens are part of a checkpoint directory's revision."""
+    from pytest_posbias.models.hf import _dir_revision
+
+    (tmp_path / "config.json").write_text('{"model_type": "qwen2_vl"}')
+    (tmp_path / name).write_text('{"max_pixels": 200704}')
+    before = _dir_revision(tmp_path)
+    (tmp_path / name).write_text('{"max_pixels": 50176}')
+    assert _dir_revision(tmp_path) != before
+
+
+def test_non_finite_letter_logits_are_a_failed_call_not_an_answer(tiny_checkpoints, store, clip_specs):
+    """A forward pass whose logits are NaN (bf16 overflow) fails the request; it never reads as letter scores."""
+    import torch
+
+    b = HFBackend(resolve(str(tiny_checkpoints["qwen2_vl"])), store, device="cpu", batch_size=4)
+    real = b.model
+
+    class Broken:
+        def __call__(self, **inputs):
+            out = real(**inputs)
+            out.logits = torch.full_like(out.logits, float("nan"))
+            return out
+
+    b.model = Broken()
+    r = Request("hf:x", (VideoPart(clip_specs[0], video_id="v"), TextPart("Which? A. x B. y")), Decoding(1),
+                want="letters", letters=("A", "B"))
+    [gen] = b.score_generations([r])
+    b.model = real
+    b.close()
+    assert not gen.ok and gen.letter_logprobs is None and "not finite" in gen.error

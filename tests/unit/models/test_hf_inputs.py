@@ -118,3 +118,20 @@ def test_a_processor_that_rejects_the_input_is_an_error_naming_the_model(tiny_ch
     req = _request(TextPart(f"{b.video_token} sneaked in"), _black(2))
     with pytest.raises(BackendError, match=r"processor of .*qwen2_vl rejected the input"):
         b._inputs([req])
+
+
+def test_strip_think_removes_reasoning_and_an_unclosed_block_leaves_no_answer():
+    """Complete think blocks go; a block cut by the token limit is reasoning without an answer: nothing is left."""
+    from pytest_posbias.models.hf_inputs import strip_think
+
+    assert strip_think("<think>A is wrong</think>\n\nB") == "B"
+    assert strip_think("<think>\n\n</think>\n\nThe video shows a red circle.") == "The video shows a red circle."
+    assert strip_think("<think>Option A looks") == ""
+    assert strip_think("  C ") == "C"
+
+
+def test_strip_think_drops_reasoning_whose_opening_tag_the_chat_template_wrote():
+    """A template that opens the think block in the prompt leaves only its closing tag in the answer: what precedes it goes."""
+    from pytest_posbias.models.hf_inputs import strip_think
+
+    assert strip_think("Option A looks wrong, C maybe.\n</think>\n\nB") == "B"

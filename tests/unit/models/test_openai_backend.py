@@ -180,6 +180,43 @@ def test_a_content_filtered_answer_is_not_a_clean_stop(backend, server, two_vide
     assert not gen.ok
 
 
+@pytest.mark.parametrize(("raw", "finish", "text"), [
+    ("<think>Option A looks wrong; C maybe.</think>\n\nB", "stop", "B"),
+    ("<think>Option A looks wrong; C maybe", "length", ""),  # cut inside the reasoning: no answer at all
+])
+def test_a_reasoning_block_is_not_part_of_the_answer(backend, server, two_videos, raw, finish, text):
+    """A served reasoning model's think block is removed from the text; one cut by the token limit leaves no answer."""
+    server.text, server.finish = raw, finish
+    [gen] = backend.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
+    assert gen.ok and gen.text == text
+
+
+def test_logprobs_without_top_logprobs_are_a_failed_call_not_an_answer_without_a_letter(backend, server, two_videos,
+                                                                                        monkeypatch):
+    """A letter answer whose logprobs carry no top_logprobs (the server ignored them) fails, never reads as no letter."""
+    full = _completion
+
+    def bare(text, top, finish="stop"):
+        body = full(text, top, finish)
+        body["choices"][0]["logprobs"]["content"][0]["top_logprobs"] = []
+        return body
+
+    monkeypatch.setitem(globals(), "_completion", bare)
+    r = Request("openai:test-model", (two_videos[0],), Decoding(1), want="letters", letters=("A", "B"))
+    [gen] = backend.generate([r])
+    assert not gen.ok and "top_logprobs" in gen.error
+
+
+@pytest.mark.parametrize("finish", ["abort", "error"])
+def test_an_answer_the_server_aborted_is_a_failed_call_not_a_clean_stop(backend, server, two_videos, finish):
+    """A 200 whose finish reason is vLLM's abort or error (a cut, partial answer) is retried, then a failed call."""
+    server.text, server.finish = "The video shows", finish
+    [gen] = backend.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
+    assert not gen.ok and f"finish_reason {finish}" in gen.error and gen.attempts == 4
+    letters = Request("openai:test-model", (two_videos[0],), Decoding(1), want="letters", letters=("A", "B"))
+    assert not backend.generate([letters])[0].ok
+
+
 @pytest.mark.parametrize("bad", [float("inf"), 2.5, float("nan")])
 def test_a_letter_log_probability_that_is_not_one_is_a_failed_call(backend, server, two_videos, bad):
     """A top log-probability that is NaN, +inf or above 0 makes the letter request a failed call."""

@@ -193,6 +193,44 @@ def test_replicas_that_all_take_the_form_are_listed():
     assert len(first.bodies) == len(second.bodies) == 1
 
 
+def test_logprobs_without_top_logprobs_switch_auto_scoring_to_text(monkeypatch):
+    """A server that answers logprobs but ignores top_logprobs cannot score letters: auto scoring falls back to text."""
+    import support.fault_server as fs
+
+    full = fs.completion
+
+    def bare(body):
+        out = full(body)
+        for tok in (out["choices"][0]["logprobs"] or {}).get("content") or []:
+            tok["top_logprobs"] = []
+        return out
+
+    monkeypatch.setattr(fs, "completion", bare)
+    with FaultServer() as srv:
+        b = _backend(srv.url, letter_scoring="auto")
+        found = check(b)
+        b.close()
+    assert b.scoring == "text" and not b.supports_letter_logprobs and "fallback" in found
+
+
+class _AnswersAs(FaultServer):
+    """A server that takes any model name and answers as the one it serves (LM Studio-like)."""
+
+    def handle(self, h, body):
+        return super().handle(h, {**body, "model": self.served[0]})
+
+
+def test_a_replica_answering_as_another_model_stops_the_run_naming_both():
+    """Two replicas whose answers name different models: ModelLoadError naming each URL and model, no run."""
+    with FaultServer() as first, _AnswersAs(served=("other-model",)) as second:
+        b = _backend([first.url, second.url])
+        with pytest.raises(ModelLoadError) as err:
+            check(b)
+        b.close()
+    msg = str(err.value)
+    assert f"{first.url} answers as 'x'" in msg and f"{second.url} answers as 'other-model'" in msg
+
+
 def test_a_replica_without_logprobs_fails_the_check_when_logprobs_are_demanded():
     """letter_scoring logprobs and one of two replicas answering without logprobs: ModelLoadError naming it."""
     with FaultServer(logprobs=False) as first, FaultServer() as second:

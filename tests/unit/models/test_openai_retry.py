@@ -63,6 +63,18 @@ def test_the_final_error_hides_the_key_given_with_a_line_break():
     assert "sk-KEY" not in str(info.value) and "sk-KEY" not in info.value.server_message
 
 
+@pytest.mark.parametrize("key", ["sk-SECRET-one\nsk-SECRET-two", "sk-SECRET\rx", "sk-SECRET\x1bx"])
+def test_a_key_with_a_control_character_inside_is_a_model_load_error_that_never_quotes_it(monkeypatch, key):
+    """A key with a line break inside (two lines of a file) stops the run at start; the HTTP client's error quoted it."""
+    from pytest_posbias.errors import ModelLoadError
+    from pytest_posbias.models.openai_retry import api_key
+
+    monkeypatch.setenv("POSBIAS_API_KEY", key)
+    with pytest.raises(ModelLoadError, match="POSBIAS_API_KEY") as info:
+        api_key()
+    assert "SECRET" not in str(info.value)
+
+
 def test_a_key_is_read_without_the_white_space_around_it(monkeypatch):
     """POSBIAS_API_KEY with a line break is the bare key; a blank one falls back to OPENAI_API_KEY, then 'EMPTY'."""
     from pytest_posbias.models.openai_retry import api_key

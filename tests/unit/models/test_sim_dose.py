@@ -189,6 +189,14 @@ def test_stressor_parameters_satisfy_both_equations(dose):
     assert 0 <= p.sigma <= 1 and 0 <= p.rho <= 1
 
 
+@pytest.mark.parametrize("profile", ["dose,stressor=0.3,attack=0", "dose,stressor=0,attack=0.3",
+                                     "dose,stressor=0.2,attack=0.0,repetition=0.5"])
+def test_a_zero_stressor_or_attack_target_beside_a_nonzero_other_is_refused_not_ignored(profile):
+    """A named target of 0 is a target: no (r, sigma, rho) gives amplification 0 with ASR > 0, or the reverse."""
+    with pytest.raises(ConfigError, match="cannot hold together"):
+        SD.parse_dose(profile)
+
+
 def _spec(T: int, idx, sources=1) -> FrameSpec:
     src = tuple(Source("video", f"h{k}", f"/x/v{k}.mp4") for k in range(sources))
     return FrameSpec(src, tuple((0, int(i)) for i in idx), fps=6.0, frame_count=T)

@@ -118,6 +118,32 @@ def test_failure_to_start_shows_the_last_log_lines(ckpt: Path, tmp_path: Path, r
     _gone(record, [], within=5.0)
 
 
+def test_a_token_in_the_vllm_command_never_reaches_the_log_or_the_start_up_error(ckpt: Path, tmp_path: Path,
+                                                                                record: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret NAME=VALUE in --posbias-vllm-command (docker run -e HF_TOKEN=...) is masked in the log and the error."""
+    monkeypatch.setenv("FAKE_VLLM_MODE", "fail")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    cmd = f"env HF_TOKEN=hf_SECRET9 HUGGING_FACE_HUB_TOKEN=hf_SECRET8 {FAKE_CMD}"
+    with pytest.raises(ModelLoadError, match="CUDA out of memory") as info:
+        vm.start_managed(resolve(f"vllm:{ckpt}"), RunOptions(vllm_command=cmd), log_dir=tmp_path / "run")
+    log = (tmp_path / "run" / "vllm-0.log").read_text()
+    assert "HF_TOKEN=***" in log and "SECRET" not in log and "SECRET" not in str(info.value)
+    _gone(record, [], within=5.0)
+
+
+def test_a_vllm_api_key_in_the_environment_does_not_reach_the_run_s_servers(ckpt: Path, tmp_path: Path, record: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """VLLM_API_KEY exported for other servers would make vLLM refuse the run's health check until the time limit."""
+    monkeypatch.setenv("VLLM_API_KEY", "sk-elsewhere")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    m = vm.start_managed(resolve(f"vllm:{ckpt}"), RunOptions(vllm_command=FAKE_CMD), log_dir=tmp_path / "run")
+    ports = [s.port for s in m.servers]
+    m.stop()
+    assert [r["vllm_api_key"] for r in _records(record)] == [False]
+    _gone(record, ports, within=5.0)
+
+
 def test_time_limit_stops_the_server(ckpt: Path, tmp_path: Path, record: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_VLLM_MODE", "hang")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

@@ -62,3 +62,39 @@ def test_command_and_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert json.loads(args[args.index("--limit-mm-per-prompt") + 1]) == {"image": 64, "video": 8}
     assert args[args.index("--tensor-parallel-size") + 1] == "4" and args[-2:] == ["--dtype", "half"]
     assert "1234" not in vp.engine_args(args) and "--host" not in vp.engine_args(args)
+
+
+def test_a_hub_id_revision_is_the_cached_snapshot_commit_so_a_moved_main_is_a_new_cache_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hub id's revision is the commit of the snapshot its branch names in the local cache, not the name ``main``."""
+    from pytest_posbias.models.registry import resolve
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    repo = "Qwen/Qwen3-VL-8B-Instruct"
+    folder = cache / "models--Qwen--Qwen3-VL-8B-Instruct"
+    COMMIT_A, COMMIT_B = "a" * 40, "b" * 40
+
+    def snapshot(commit: str) -> None:  # the Hub cache's layout: snapshots/<commit>/, refs/main naming it
+        (folder / "snapshots" / commit).mkdir(parents=True)
+        (folder / "snapshots" / commit / "config.json").write_text('{"model_type": "qwen3_vl"}')
+        (folder / "refs").mkdir(exist_ok=True)
+        (folder / "refs" / "main").write_text(commit)
+
+    r = resolve(f"vllm:{repo}")
+    assert vp.checkpoint_revision(r, []) == "main"  # not in this machine's cache: the name vLLM was given
+    snapshot(COMMIT_A)
+    assert vp.checkpoint_revision(r, []) == COMMIT_A
+    snapshot(COMMIT_B)  # main moved
+    assert vp.checkpoint_revision(r, []) == COMMIT_B
+    assert vp.checkpoint_revision(r, ["--revision", COMMIT_A]) == COMMIT_A
+    assert vp.checkpoint_revision(r, ["--revision=v9"]) == "v9"
+
+
+@pytest.mark.parametrize("given", ["--api-key sk-SECRET-9", "--api-key=sk-SECRET-9", "--hf-token hf_SECRET-9"])
+def test_an_api_key_in_the_vllm_args_is_refused_without_quoting_it(given: str) -> None:
+    """--api-key in --posbias-vllm-args would reach the server log, the identity and the run log: refused at start."""
+    with pytest.raises(ModelLoadError, match=given.split()[0].split("=")[0]) as info:
+        vp.extra_args(RunOptions(vllm_args=given))
+    assert "SECRET" not in str(info.value)
