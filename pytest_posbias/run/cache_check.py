@@ -174,7 +174,8 @@ def _count_rows(path: Path) -> tuple[int, int]:
         rows = bad = 0
         for (payload,) in conn.execute("SELECT payload FROM generations"):
             rows += 1
-            bad += read_payload(payload) is None
+            g = read_payload(payload)
+            bad += g is None or not g.ok  # a failed call is never stored: the run asks it again, as a damaged row
         # the other columns every stored answer needs: without them no answer of the run is stored
         columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(generations)")}
         missing = [c for c in ("key", "model", "created") if c not in columns]

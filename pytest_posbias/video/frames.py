@@ -10,6 +10,7 @@ and writers can share (:func:`atomic_write_bytes`), and records every unusable v
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
@@ -283,7 +284,8 @@ class FrameStore:
                         self.disk_writes += 1
                     buf = io.BytesIO()
                     Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
-                    atomic_write_bytes(dp, buf.getvalue())
+                    with contextlib.suppress(OSError):  # a cache that cannot be written (a full disk) costs a decode
+                        atomic_write_bytes(dp, buf.getvalue())
         return np.stack([out[int(i)] for i in indices])
 
     def _frame_shape(self, path: str | Path, size: int | None, aspect: str) -> tuple[int, int] | None:

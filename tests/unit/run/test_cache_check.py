@@ -372,3 +372,15 @@ def test_a_generations_table_of_another_shape_is_damage_that_move_aside_repairs(
         check_cache(tmp_path)
     found = check_cache(tmp_path, repair="move-aside", now=_dt.datetime(2026, 1, 2, tzinfo=_dt.UTC))
     assert found.moved_to is not None and found.moved_to.exists() and not path.exists()
+
+
+def test_a_failed_call_stored_in_the_cache_is_counted_unreadable_at_start(tmp_path):
+    """check_cache counts a stored failed call as unreadable, as the run's lookup does (it asks it again)."""
+    path = filled_cache(tmp_path, n=3)
+    conn = sqlite3.connect(str(path))
+    conn.execute("UPDATE generations SET payload = ? WHERE key = 'k0001'",
+                 (json.dumps(Generation("", 0, "error", error="timeout").to_dict()),))
+    conn.commit()
+    conn.close()
+    got = check_cache(tmp_path)
+    assert (got.rows, got.unreadable) == (3, 1)

@@ -189,3 +189,19 @@ def test_a_frame_folder_at_another_frame_rate_is_another_request_key(tmp_path):
         spec = FrameStore().clip(folder, [0, 2], size=8)
         keys.append(json.dumps(spec.key(), sort_keys=True))
     assert keys[0] != keys[1]
+
+
+def test_a_disk_cache_that_cannot_be_written_costs_a_decode_not_the_frames(tmp_path, monkeypatch, synthetic_clips):
+    """A full disk under the PNG cache (OSError on write) leaves the decoded frames served, not an error."""
+    import pytest_posbias.video.frames as F
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(F, "atomic_write_bytes", full)
+    clip = synthetic_clips[0]
+    spec = FrameSpec.from_video(clip, [0, 5, 9], info=probe(clip))
+    store = FrameStore(disk_dir=tmp_path / "png", disk_write_min_s=0.0)
+    frames = store.materialize(spec)
+    assert frames.shape[0] == 3 and store.decodes == 1
+    assert np.array_equal(frames, FrameStore().materialize(spec))
