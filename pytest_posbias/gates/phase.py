@@ -48,11 +48,23 @@ def _sampler_pair(which: PhaseWhich) -> tuple[int, str, str]:
     return int(budget), str(a), str(b)
 
 
+def same_frames(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
+    """Per item: True when the gate compares two samplers that show the item the same frames (left and
+    midpoint of b frames in a b-frame window; fps and endpoint on a 1 fps source): a flip of 0 by
+    construction, so the item is lost for this pair only, never a stable answer. The probe asks every
+    sampler at once and cannot drop it for one pair; it keeps the phase grids distinct itself."""
+    shown = getattr(r, "condition_frames", {})
+    if len(conditions) != 2 or any(C.Condition.parse(c).kind not in ("sampler", "budget") or c not in shown
+                                   for c in conditions):
+        return np.zeros(len(r.items), dtype=bool)
+    return np.array([a == b for a, b in zip(shown[conditions[0]], shown[conditions[1]], strict=True)], dtype=bool)
+
+
 def answered(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
     """Per item: True when every answer the gate uses (each condition, each ordering) was measured:
-    the call succeeded and the answer parsed. Other items are lost units, never counted as flips
-    or as stable answers."""
-    ok = np.ones(len(r.items), dtype=bool)
+    the call succeeded and the answer parsed, and the two samplers compared show it different frames
+    (:func:`same_frames`). Other items are lost units, never counted as flips or as stable answers."""
+    ok = ~same_frames(r, conditions)
     for c in conditions:
         a = r.condition_answers.get(c)
         if a is None:
@@ -64,15 +76,18 @@ def answered(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
 
 def phase_measurement(r: PhaseResult, conditions: Sequence[str]) -> Measurement:
     """Items planned, measured and lost (failed or unparseable answers, a constant answer across
-    distinct questions, unusable videos)."""
+    distinct questions, two compared samplers showing the same frames, unusable videos)."""
     ok = answered(r, conditions)
+    same = same_frames(r, conditions)
     planned = max(int(getattr(r, "planned", 0)), len(r.items))
     constant = np.zeros(len(r.items), dtype=bool)
     for c in conditions:
         a = r.condition_answers.get(c)
         if a is not None:
             constant |= np.any(np.asarray(a).reshape(len(r.items), -1) == -2, axis=1)
-    lost = {"failed_or_unparseable_answers": int((~ok & ~constant).sum()), "constant_answer": int(constant.sum()),
+    constant &= ~same  # an item is lost for one cause, counted once
+    lost = {"failed_or_unparseable_answers": int((~ok & ~constant & ~same).sum()),
+            "constant_answer": int(constant.sum()), "same_frames_in_both_samplers": int(same.sum()),
             "unusable_data": planned - len(r.items)}
     return Measurement("items", planned, int(ok.sum()), lost,
                        examples=[i.id for i, o in zip(r.items, ok, strict=True) if not o][:5])

@@ -127,6 +127,9 @@ class PhaseResult:
     problems: list[str] = field(default_factory=list)
     calls: dict[str, Any] = field(default_factory=dict)
     planned: int = 0  # items drawn for this run (kept + those whose video could not be used)
+    # condition -> per item, the frame indices its identity-ordering request showed: the flip gate loses an item for
+    # a pair of samplers that show it the same frames (the probe asks every sampler at once, so it cannot drop it)
+    condition_frames: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
 
     def consensus(self, condition: str) -> np.ndarray:
         return np.array([consensus(row) for row in self.condition_answers[condition]], dtype=int)
@@ -250,6 +253,7 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
     plan: list[tuple[int, str, int, tuple[int, ...]]] = []
     reqs: list[Request] = []
     kept: list[McqItem] = []
+    shown: list[dict[str, tuple[int, ...]]] = []  # per kept item: condition -> frame indices
     for item in items:
         try:
             perms = orderings(item, spec.orderings)
@@ -264,10 +268,13 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
             continue
         ii = len(kept)
         kept.append(item)
+        shown.append({name: tuple(i for _src, i in r.parts[0].frames.frames)  # type: ignore[union-attr]
+                      for name, oi, _perm, r in item_reqs if oi == 0 and not r.replicate})
         for cond, oi, perm, r in item_reqs:
             plan.append((ii, cond, oi, perm))
             reqs.append(r)
     res.items = kept
+    res.condition_frames = {c: [f[c] for f in shown] for c in (shown[0] if shown else {})}
     gens = ctx.engine.run(reqs, probe="phase", accept=accept_letter)
     N = len(kept)
     # the same option letter (position) to distinct questions: lost, and withdrawn from the cache

@@ -367,17 +367,40 @@ def test_one_lost_answer_leaves_phasefusion_on_distributions_for_the_other_items
     assert all(f[i] == 1 for i in range(len(res.items)) if i != lost)  # mean of (A, B, B): content 1 (B)
 
 
-@pytest.mark.xfail(strict=True, reason="two samplers that coincide on a short window (left and midpoint of b frames "
-                   "in b) flip 0 by construction; losing the item for that pair only needs the gate to know the pair")
-def test_an_item_whose_window_makes_two_compared_samplers_coincide_is_lost(run_context):
-    """Left and midpoint of b frames in a b-frame window are the same frames: the item cannot flip."""
+def _flip_on_a_window_of_budget_frames(run_context, monkeypatch, pair):
+    """The flip gate on ``pair`` of samplers over one item whose window holds exactly b frames, every
+    sampler asked in one run as the suite asks them: (verdict, the run's phase result)."""
+    from pytest_posbias.gates import phase_verdict
+
     backend = _text_answers(lambda _i, _p: "A")
     ctx = run_context(backend=backend, probes={"phase": {"items": 1, "orderings": 2}})
     spec = ctx.phase_spec()
     fps = ctx.store.info(ctx.manifest().mcq[0].path).fps
     _, manifest = _windowed(ctx, 0.0, (spec.budget - 1) / fps)  # n = b frames
-    res = run_phase(ctx, "sim:unbiased", spec, manifest, conditions=[C.sampler("left"), C.sampler("midpoint")])
-    assert res.items == []
+    monkeypatch.setattr(ctx, "manifest", lambda: manifest)
+    v = phase_verdict(ctx, "flip", "sim:unbiased", (spec.budget, *pair))
+    return v, ctx.phase("sim:unbiased", "flip", spec.budget), spec
+
+
+def test_an_item_whose_window_makes_two_compared_samplers_coincide_is_lost(run_context, monkeypatch):
+    """Left and midpoint of b frames in a b-frame window are the same frames: the item cannot flip, so
+    the left-vs-midpoint flip gate counts it lost with its reason, never a measured stable answer."""
+    v, res, spec = _flip_on_a_window_of_budget_frames(run_context, monkeypatch, ("left", "midpoint"))
+    assert [it.id for it in res.items] == ["windowed"]  # the probe keeps it: other pairs can use it
+    assert res.condition_frames[C.sampler("left")] == [tuple(range(spec.budget))]
+    m = v.extra["measurement"]
+    assert (m["planned"], m["measured"]) == (1, 0) and m["lost"] == {"same_frames_in_both_samplers": 1}
+    assert not v.passed and "same frames in both samplers 1" in v.reason
+
+
+def test_an_item_lost_for_two_coinciding_samplers_is_kept_by_another_pair(run_context, monkeypatch):
+    """The same run's left-vs-fps pair (fps decimates the under-a-second window to one frame per
+    second) shows the item different frames, so that pair measures it."""
+    v, res, _spec = _flip_on_a_window_of_budget_frames(run_context, monkeypatch, ("left", "fps"))
+    assert res.condition_frames[C.sampler("left")] != res.condition_frames[C.sampler("fps")]
+    m = v.extra["measurement"]
+    assert (m["planned"], m["measured"]) == (1, 1) and m["lost"] == {}
+    assert v.n == 1 and v.estimate == 0.0
 
 
 def test_a_letter_scored_answer_without_log_probabilities_is_unparseable(run_context):
