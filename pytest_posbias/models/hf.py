@@ -34,28 +34,39 @@ from .hf_loading import (
 from .hf_sampling import GUMBEL_SAMPLER, make_processor
 from .registry import ResolvedModel
 
+WEIGHT_SAMPLES = 256  # evenly spaced chunks of each weight file read into its revision
+WEIGHT_CHUNK = 1 << 16
+
 
 def _dir_revision(path: Path) -> str:
     """Content revision of a local checkpoint: its small files that shape an input or an output
     (config, processor, generation and tokenizer files: ``.json``, ``.jinja``, ``.txt``, ``.model``,
-    ``.tiktoken``), the safetensors headers, and each weight file's size and modification time.
-    A header fixes shapes, not values: a fine-tune saved over the directory keeps header and size,
-    and its new time makes it a new revision (reading every weight byte would take minutes on a
-    large checkpoint). A move keeps the times; a copy without them is a new revision, whose
-    answers are made again, never stale."""
+    ``.tiktoken``), the safetensors headers, and each weight file's size and bytes: whole up to
+    ``WEIGHT_SAMPLES`` x ``WEIGHT_CHUNK`` (16 MiB), else that many evenly spaced 64 KiB chunks. A
+    header fixes shapes, not values; the chunks see new values of any tensor larger than the spacing
+    (a 5 GB shard: 20 MB, smaller than one attention projection of a 7B model), so a fine-tune saved
+    over the directory is a new revision, and a byte-identical copy (a per-job download, without the
+    file times) keeps it. Reading every weight byte would take minutes on a large checkpoint."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
         if f.suffix in (".json", ".jinja", ".txt", ".model", ".tiktoken") and f.is_file():
             h.update(f.name.encode())
             h.update(f.read_bytes())
         elif f.suffix in (".safetensors", ".bin", ".pt", ".pth"):
-            h.update(f.name.encode())
-            if f.suffix == ".safetensors":
-                with f.open("rb") as fh:
+            size = f.stat().st_size
+            h.update(f"{f.name}:{size}".encode())
+            with f.open("rb") as fh:
+                if f.suffix == ".safetensors":
                     n = int.from_bytes(fh.read(8), "little")
                     h.update(fh.read(min(n, 1 << 24)))
-            st = f.stat()
-            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+                if size <= WEIGHT_SAMPLES * WEIGHT_CHUNK:
+                    fh.seek(0)
+                    h.update(fh.read())
+                    continue
+                step = (size - WEIGHT_CHUNK) // (WEIGHT_SAMPLES - 1)
+                for k in range(WEIGHT_SAMPLES):
+                    fh.seek(k * step)
+                    h.update(fh.read(WEIGHT_CHUNK))
     return h.hexdigest()[:16]
 
 

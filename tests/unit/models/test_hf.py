@@ -240,11 +240,6 @@ def test_non_finite_letter_logits_are_a_failed_call_not_an_answer(tiny_checkpoin
     assert not gen.ok and gen.letter_logprobs is None and "not finite" in gen.error
 
 
-@pytest.mark.xfail(strict=True, reason="a weight file's modification time is part of a checkpoint directory's revision "
-                   "(it catches a fine-tune saved over the directory), so a byte-identical copy without its times (a "
-                   "CI job that downloads or syncs its checkpoint directory afresh) is a new revision and every answer "
-                   "is made again; keeping the key needs a content rule for the weights (hash or sample their bytes), "
-                   "a choice between start-up cost and which fine-tunes it detects")
 def test_a_byte_identical_copy_of_a_checkpoint_directory_keeps_its_revision(tmp_path):
     """A checkpoint directory copied byte for byte without its times (a per-job download) keeps its revision."""
     import json
@@ -264,3 +259,21 @@ def test_a_byte_identical_copy_of_a_checkpoint_directory_keeps_its_revision(tmp_
     for f in src.iterdir():
         shutil.copyfile(f, dst / f.name)  # the bytes, not the times: what a fresh download writes
     assert _dir_revision(dst) == _dir_revision(src)
+
+
+def test_a_large_weight_file_is_revised_by_sampled_bytes_whatever_its_times(tmp_path):
+    """Past 16 MiB the revision reads evenly spaced chunks: a 1 MiB tensor rewritten in the middle of a
+    20 MiB shard is a new revision; the same bytes with other file times are not."""
+    import os
+
+    from pytest_posbias.models.hf import _dir_revision
+
+    f = tmp_path / "model-00001-of-00002.bin"
+    data = bytearray(20 << 20)
+    f.write_bytes(bytes(data))
+    before = _dir_revision(tmp_path)
+    os.utime(f, ns=(3_000_000_000, 3_000_000_000))
+    assert _dir_revision(tmp_path) == before
+    data[10 << 20: 11 << 20] = b"\x07" * (1 << 20)
+    f.write_bytes(bytes(data))
+    assert _dir_revision(tmp_path) != before
