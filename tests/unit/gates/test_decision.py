@@ -499,3 +499,14 @@ def test_an_opt_in_skip_is_not_a_missing_measurement_but_a_no_data_skip_is():
     assert d.exit_code == exitcodes.NOT_MEASURED
     assert "1 selected gate test skipped for missing data (e.g. data.jsonl: no usable" in d.why and "1 pass" in d.why
     assert run_decision([("a", _v(0.001))], skipped=no_data).exit_code == exitcodes.DO_NOT_SHIP
+
+
+def test_a_gate_failing_on_its_own_at_a_looser_alpha_enters_holm_at_its_own_alpha():
+    """A custom gate failing at its own α = 0.10 with p = 0.08 is no evidence at the run's α = 0.05."""
+    from dataclasses import replace
+
+    loose = replace(_v(0.08, passed=False, est=0.08, half=0.02), alpha=0.10)
+    d = run_decision([("t::loose", loose)], alpha=0.05)
+    assert d.exit_code == exitcodes.SHIP and d.gate("t::loose").p_adjusted == pytest.approx(0.08)
+    d = run_decision([("t::loose", loose), ("t::clean", _v(0.5))], alpha=0.05)
+    assert d.exit_code == exitcodes.SHIP and d.gate("t::loose").p_adjusted == pytest.approx(0.16)
