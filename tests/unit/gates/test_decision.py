@@ -510,3 +510,13 @@ def test_a_gate_failing_on_its_own_at_a_looser_alpha_enters_holm_at_its_own_alph
     assert d.exit_code == exitcodes.SHIP and d.gate("t::loose").p_adjusted == pytest.approx(0.08)
     d = run_decision([("t::loose", loose), ("t::clean", _v(0.5))], alpha=0.05)
     assert d.exit_code == exitcodes.SHIP and d.gate("t::loose").p_adjusted == pytest.approx(0.16)
+
+
+def test_the_skipped_gates_line_says_a_skip_for_missing_data_is_not_measured():
+    """The terminal's skip line said only a run with no decision exits 6, beside a no-data skip's exit 6."""
+    from pytest_posbias.report.summary import decision_lines
+
+    d = run_decision([("a", _v(0.5))], skipped=[("t::flip", "data.jsonl: no usable multiple-choice item")])
+    assert d.exit_code == exitcodes.NOT_MEASURED
+    line = next(text for text, _ in decision_lines(d, exit_code=d.exit_code) if "skipped gate tests" in text)
+    assert "missing data" in line and "exit 6" in line
