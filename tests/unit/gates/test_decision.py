@@ -520,3 +520,14 @@ def test_the_skipped_gates_line_says_a_skip_for_missing_data_is_not_measured():
     assert d.exit_code == exitcodes.NOT_MEASURED
     line = next(text for text, _ in decision_lines(d, exit_code=d.exit_code) if "skipped gate tests" in text)
     assert "missing data" in line and "exit 6" in line
+
+
+@pytest.mark.xfail(strict=True, reason="every skip that is not an opt-in reads as missing data: a user's own "
+                   "@pytest.mark.skip on a custom gate test (a skip the user asked for, which README.md and "
+                   "docs/design.md say does not by itself make exit 6) makes the run NOT MEASURED and is named 'skipped "
+                   "for missing data'; telling the package's no-data skips from the user's needs a rule for which skips "
+                   "are asked for (a user's skip mark, skipif, importorskip): a contract decision")
+def test_a_users_own_skip_mark_beside_passing_gates_ships():
+    """A skip the user wrote on a gate test is asked for, not missing data: SHIP beside passing gates."""
+    d = run_decision([("a", _v(0.5))], skipped=[("t::mine", "flaky on the CI runner")])
+    assert d.exit_code == exitcodes.SHIP
