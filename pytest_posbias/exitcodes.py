@@ -8,8 +8,8 @@
   here, also under ``-n`` (where xdist ends it so): its status is the decision's.
 * ``NOT_MEASURED`` (6): no measured failure, but the run could not decide: a gate below its
   measurement floor, an endpoint unreachable mid-run, a gate inconclusive in certify mode, no
-  gate reached a verdict, a gate test passed without one, or a selected gate never ran
-  (``-x``/``--maxfail`` stopped the run).
+  gate reached a verdict, a gate test passed without one, a selected gate skipped because the data
+  hold none of its items, or a selected gate never ran (``-x``/``--maxfail`` stopped the run).
   SHIP needs every selected gate to have run. A skip the user asked for (``-m``, ``-k``, an opt-in gate not opted
   into) is reported but does not by itself make this status while other gates decided.
 """

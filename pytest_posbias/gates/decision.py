@@ -399,10 +399,12 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     # a selected gate that never ran (the run stopped early) stays in Holm's family with p = 1, a valid
     # p-value: otherwise -x, which stops at the first gate failing on its own, would adjust that gate
     # within the few gates that ran and fail true-null runs far more often than α
-    # a detect gate that failed on its own rejected at α, so its own test's p-value is at most α: a valid
-    # p reported above α (a bootstrap tail share's +1 correction beside the interpolated interval end)
-    # enters the family at α, and a family of one follows the gate's own decision
-    family_ps = [min(ps[i], al) if not verdicts[i][1].passed and 0.0 <= float(verdicts[i][1].p_value) <= 1.0
+    # a detect gate that failed on its own rejected at its own α, so its own test's p-value is at most that α:
+    # a valid p reported above it (a bootstrap tail share's +1 correction beside the interpolated interval end)
+    # enters the family at the gate's α, never at the run's when that is smaller (a custom gate at α = 0.10 is
+    # no evidence at 0.05), and a family of one at the run's α follows the gate's own decision
+    family_ps = [min(ps[i], float(verdicts[i][1].alpha))
+                 if not verdicts[i][1].passed and 0.0 <= float(verdicts[i][1].p_value) <= 1.0
                  else ps[i] for i in holm_idx] + [1.0] * len(not_run)
     adj: dict[int, float] = {}
     if multiplicity == "holm":

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,9 @@ def summary_rows(config: pytest.Config) -> list[dict[str, Any]]:
         return []
     from ..stats import benjamini_hochberg
 
-    # a gate without a p-value (NaN) counts as 1, as in Holm's family: never as evidence (max(0, nan) is 0)
-    adj = benjamini_hochberg([1.0 if math.isnan(v.p_value) else min(1.0, max(0.0, v.p_value)) for _, v in rows])
+    # a gate without a valid p-value (NaN, or outside [0, 1]) counts as 1, as in Holm's family: never as
+    # evidence (max(0, nan) and max(0, -0.2) are 0)
+    adj = benjamini_hochberg([float(v.p_value) if 0.0 <= v.p_value <= 1.0 else 1.0 for _, v in rows])
     dec = state.decision
     # the decision's gates come in this order (run_decision_of): by position, so a node id reported twice
     # (a re-run plugin) keeps each verdict's own part

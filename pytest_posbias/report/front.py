@@ -84,7 +84,7 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
                 "n_fail": sum(not v.get("adjusted_passed", v["passed"]) for v in verdicts),
                 "notices": list(run.get("notices") or []), "underpowered": list(run.get("underpowered") or []),
                 "inconclusive": list(run.get("inconclusive") or []),
-                "method": str(run.get("method", ""))}
+                "method": str(run.get("method", "")), "no_data": _no_data(run)}
     n_fail = sum(not v["passed"] for v in verdicts)
     why = []
     if unfinished:
@@ -107,8 +107,16 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
     passed = f"all {len(verdicts)} gates passed" if not n_inc else (
         f"{len(verdicts) - n_inc} of {len(verdicts)} gates passed and {n_inc} inconclusive")
     return {"ship": not why, "why": "; ".join(why) if why else passed,
-            "n_fail": n_fail, "n": len(verdicts), "cut": bool(lost),
+            "n_fail": n_fail, "n": len(verdicts), "cut": bool(lost), "no_data": _no_data(run or {}),
             "inconclusive": [str(v.get("nodeid", "")) for v in verdicts if v["passed"] and v.get("inconclusive")]}
+
+
+def _no_data(run: Mapping[str, Any]) -> int:
+    """Selected gate tests the recorded decision counts as skipped for missing data (not measured: the
+    verdicts shown are not all the selected gates); 0 without the record."""
+    skipped = run.get("skipped")
+    n = skipped.get("no data", 0) if isinstance(skipped, dict) else 0
+    return n if type(n) is int and n > 0 else 0
 
 
 def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, title: str) -> str:

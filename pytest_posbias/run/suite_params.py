@@ -51,8 +51,9 @@ def positional_configs(data: str | None, scales: list[int]) -> list[tuple[str, s
 
 
 def sampler_pairs(samplers: list[str], budgets: list[int]) -> list[tuple[int, str, str]]:
-    """(budget, sampler a, sampler b) for every pair of the configured samplers."""
-    return [(b, x, y) for b in budgets for x, y in itertools.combinations(samplers, 2)]
+    """(budget, sampler a, sampler b) for every pair of the configured samplers; a sampler listed twice
+    counts once (with itself it has no flip to find, and the flip gate refuses that pair)."""
+    return [(b, x, y) for b in budgets for x, y in itertools.combinations(dict.fromkeys(samplers), 2)]
 
 
 def phase_pairs(S: int) -> list[str]:

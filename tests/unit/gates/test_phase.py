@@ -102,3 +102,16 @@ def test_a_condition_compared_with_itself_is_refused_before_any_call(gate, which
 
     with pytest.raises(ConfigError, match="`which`"):
         phase_verdict(Ctx(), gate, "m", which)
+
+
+def test_a_sampler_listed_twice_is_never_paired_with_itself():
+    """Settings accept a sampler listed twice beside another; its pair with itself made the flip gate a ConfigError."""
+    from pytest_posbias.gates.phase import _sampler_pair
+    from pytest_posbias.probes.settings import settings_for
+    from pytest_posbias.run.suite_params import sampler_pairs
+
+    ph = settings_for("phase", {"samplers": ["left", "left", "midpoint"], "budgets": [8]})
+    pairs = sampler_pairs(ph["samplers"], ph["budgets"])
+    assert pairs == [(8, "left", "midpoint")]
+    for pair in pairs:
+        _sampler_pair(pair)

@@ -76,6 +76,18 @@ def test_a_node_id_reported_twice_keeps_each_verdicts_own_run_level_part(fake_co
     assert [r["gate"].own_passed for r in rows] == [r["verdict"].passed for r in rows] == [False, True]
 
 
+@pytest.mark.parametrize("p", [-0.2, 1.5, math.inf])
+def test_a_p_value_outside_0_1_gets_no_benjamini_hochberg_evidence(fake_config, p):
+    """A p-value outside [0, 1] counts as 1 in the BH adjustment, as in Holm's family: -0.2 gave p_bh = 0."""
+    config = fake_config()
+    state = plugin_of(config)
+    v = rate_verdict(20, 100, name="r", threshold=0.15)
+    state.verdicts = [("t.py::a", dataclasses.replace(v, p_value=p, passed=False)), ("t.py::b", v)]
+    rows = summary_rows(config)
+    expected = scipy.stats.false_discovery_control([1.0, v.p_value], method="bh")
+    np.testing.assert_allclose([r["p_bh"] for r in rows], expected, rtol=1e-12)
+
+
 def test_no_verdict_no_rows(fake_config):
     """A run without verdicts has no summary rows (and imports no statistics for them)."""
     assert summary_rows(fake_config()) == []

@@ -144,7 +144,10 @@ from pytest_posbias.stats import rate_verdict
 def test_low(posbias_run, posbias_gate):
     posbias_gate(rate_verdict(1, 40, name="low rate", threshold=0.15, unit="items"))
 """)
-    res = pytester.runpytest("-p", "no:randomly", "--posbias-model=sim:unbiased", "--posbias-markdown=ci/summary.md")
+    # in a subprocess: an in-process run drops the modules it first imported (pytester restores sys.modules),
+    # and a later test patching pytest_posbias.run.context would patch a module the plugin no longer uses
+    res = pytester.runpytest_subprocess("-p", "no:randomly", "--posbias-model=sim:unbiased",
+                                        "--posbias-markdown=ci/summary.md")
     assert res.ret == 0, res.stdout.str()[-2000:]
     [report] = [p for p in (pytester.path / "reports").glob("*.html") if p.name != "latest.html"]
     assert f"[HTML report](../reports/{report.name})" in (pytester.path / "ci" / "summary.md").read_text()

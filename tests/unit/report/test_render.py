@@ -266,3 +266,16 @@ def test_without_a_recorded_decision_inconclusive_gates_never_read_all_passed(wr
     rec = {**_verdict("suites/test_phase.py::test_flip[x]", fails=False, name="flip rate"), "inconclusive": True}
     html = render([write_run_log("inc", header={"models": [CAND]}, records=[rec])], rendered_at=STAMP)
     assert _decision(html)[0] == "noship" and "ALL PASSED" not in html and "INCONCLUSIVE" in html
+
+
+def test_a_run_not_measured_for_a_gate_skipped_for_missing_data_never_reads_all_passed(write_run_log):
+    """A NOT MEASURED decision over a selected gate skipped for missing data read ALL PASSED beside it."""
+    run = {"exit_code": 6, "label": "NOT MEASURED", "n_gates": 1, "skipped": {"no data": 1},
+           "why": "1 selected gate test skipped for missing data (e.g. data.jsonl: no usable multiple-choice item): "
+                  "not measured; the 1 that ran: 1 pass"}
+    recs = [_verdict("suites/test_positional.py::test_meg[x]", fails=False, name="MEG")]
+    html = render([write_run_log("nodata", header={"models": [CAND], "run_decision": run}, records=recs)],
+                  rendered_at=STAMP)
+    cls, why = _decision(html)
+    assert cls == "noship" and "skipped for missing data" in why
+    assert "ALL PASSED" not in html
