@@ -45,6 +45,15 @@ MULTIPLICITY: tuple[str, ...] = ("holm", "none")
 POWER = 0.80  # the power at which a verdict states its smallest detectable violation
 SEQUENTIAL_LOOKS = 4  # gates.LOOKS: analyses of the group-sequential design the suites use
 OPT_IN_MARK = "opt in with"  # a skip reason with these words is an opt-in gate the user did not opt into
+NO_DATA_MARK = "no usable"  # the suites' skip of a gate whose data hold none of its items (Manifest.missing)
+
+
+def skip_kind(reason: object) -> str:
+    """What a gate test's skip was: ``opt-in not selected``, ``no data`` (the suites' skip for data
+    holding none of the gate's items: the gate was selected and measured nothing) or ``skipped by
+    the test`` (a skip mark, ``skipif`` or ``importorskip`` the user wrote: asked for)."""
+    r = str(reason)
+    return "opt-in not selected" if OPT_IN_MARK in r else "no data" if NO_DATA_MARK in r else "skipped by the test"
 
 
 def holm_adjust(p_values: ArrayLike) -> NDArray[np.float64]:
@@ -432,13 +441,12 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     own_fail = sum(not g.own_passed for g in gates)
     method = ("Holm step-down over the detect gates' p-values (certify-type gates: intersection-union, unadjusted)"
               if multiplicity == "holm" else "none: every gate at its own level α (no multiplicity adjustment)")
-    skip_count = dict(Counter("opt-in not selected" if OPT_IN_MARK in str(reason) else "no data"
-                              for _, reason in skipped))
+    skip_count = dict(Counter(skip_kind(reason) for _, reason in skipped))
     never = (f"{len(not_run)} selected gate test{'s' if len(not_run) != 1 else ''} never ran "
              f"({stopped or 'the run stopped before them'}): not measured") if not_run else ""
     # a selected gate skipped because the data hold none of its items measured nothing (an opt-in
     # gate not opted into was not asked for)
-    no_data = [str(r) for _, r in skipped if OPT_IN_MARK not in str(r)]
+    no_data = [str(r) for _, r in skipped if skip_kind(r) == "no data"]
     no_data_why = (f"{len(no_data)} selected gate test{'s' if len(no_data) != 1 else ''} skipped for missing data "
                    f"(e.g. {no_data[0]}): not measured") if no_data else ""
     code = NOT_MEASURED

@@ -522,12 +522,20 @@ def test_the_skipped_gates_line_says_a_skip_for_missing_data_is_not_measured():
     assert "missing data" in line and "exit 6" in line
 
 
-@pytest.mark.xfail(strict=True, reason="every skip that is not an opt-in reads as missing data: a user's own "
-                   "@pytest.mark.skip on a custom gate test (a skip the user asked for, which README.md and "
-                   "docs/design.md say does not by itself make exit 6) makes the run NOT MEASURED and is named 'skipped "
-                   "for missing data'; telling the package's no-data skips from the user's needs a rule for which skips "
-                   "are asked for (a user's skip mark, skipif, importorskip): a contract decision")
 def test_a_users_own_skip_mark_beside_passing_gates_ships():
     """A skip the user wrote on a gate test is asked for, not missing data: SHIP beside passing gates."""
     d = run_decision([("a", _v(0.5))], skipped=[("t::mine", "flaky on the CI runner")])
     assert d.exit_code == exitcodes.SHIP
+
+
+def test_skips_are_told_apart_by_what_asked_for_them():
+    """The suites' no-data skips, opt-ins not taken and the user's own skips are counted apart."""
+    from pytest_posbias.gates.decision import skip_kind
+
+    assert skip_kind("m.jsonl has no usable multiple-choice items (0 items; 3 data problems)") == "no data"
+    assert skip_kind("d: no usable group of 4 videos (MEG needs P = 4)") == "no data"
+    assert skip_kind("confirmatory TOST (certify-type, ~240 items): opt in with --posbias-confirmatory") == \
+        "opt-in not selected"
+    assert skip_kind("flaky on the CI runner") == "skipped by the test"
+    d = run_decision([("a", _v(0.5))], skipped=[("t::mine", "flaky"), ("t::m", "m: no usable videos")])
+    assert d.exit_code == exitcodes.NOT_MEASURED and dict(d.skipped) == {"skipped by the test": 1, "no data": 1}
