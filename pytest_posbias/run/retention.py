@@ -1,7 +1,8 @@
 """Retention of the cache folder: :func:`prune_runs` removes run folders (``<cache>/runs/<run id>/``)
 by count or age, and old cached answers on request, at the end of a run with ``[tool.posbias]
 keep_runs = N`` and as ``posbias cache prune``. A run's age is the newest modification time of its
-folder and its files, so a run still writing counts as new. The HTML reports are never touched.
+folder and its files, so a run still writing counts as new; a run without its merged log written
+within a day (another run sharing the cache) is not removed by count. The HTML reports are never touched.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from ..errors import ConfigError
 
 DAY_S = 86400.0
+LIVE_S = DAY_S  # a run folder without its merged log (``run.jsonl``) written this recently is a run still writing
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,11 @@ def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_tha
     ages = {p: age for p in listed if (age := _age_key(p)) is not None}  # a folder gone meanwhile is no run
     runs = list(ages)
     runs.sort(key=lambda p: (p.name in keep, ages[p], p.name), reverse=True)  # those to keep, then newest first
+    # a run still writing (no merged log yet, written within LIVE_S: another run sharing the cache) is never
+    # removed by count; an interrupted run's folder is, once that long idle
+    live = {r for r in runs if now - ages[r] < LIVE_S and not (r / "run.jsonl").exists()}
     doomed = [run for rank, run in enumerate(runs) if run.name not in keep and (
-        (keep_runs is not None and rank >= keep_runs)  # too many
+        (keep_runs is not None and rank >= keep_runs and run not in live)  # too many
         or (older_than_days is not None and now - ages[run] > older_than_days * DAY_S))]  # too old
     sizes = {r: _size(r) for r in doomed}
     failed: list[Path] = []
