@@ -74,7 +74,7 @@ def _samplers(where: str, v: object) -> list[str]:
     """Conventions, or preset specs ``"name"`` / ``"name:knob=value,..."`` (checked by the preset);
     at least two distinct ones: the flip gate counts answers that change between samplers, and with
     one sampler nothing can change (a flip rate of 0 by construction)."""
-    from ..video.samplers import is_preset_spec, parse_spec
+    from ..video.samplers import is_preset_spec, sampler_key
 
     if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
         raise ConfigError(f"{where} must be a non-empty list of strings; got {v!r}")
@@ -95,10 +95,9 @@ def _samplers(where: str, v: object) -> list[str]:
             raise ConfigError(f"{where} values must be among {', '.join(SAMPLERS + PRESETS)} "
                               f"(a preset may add ':knob=value,...'); got {x!r}")
         try:
-            preset, knobs = parse_spec(x)
+            distinct.add(sampler_key(x))
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        distinct.add((preset.name, repr(sorted(knobs.items()))))
     if len(distinct) < 2:
         raise too_few()
     return list(v)

@@ -51,9 +51,15 @@ def positional_configs(data: str | None, scales: list[int]) -> list[tuple[str, s
 
 
 def sampler_pairs(samplers: list[str], budgets: list[int]) -> list[tuple[int, str, str]]:
-    """(budget, sampler a, sampler b) for every pair of the configured samplers; a sampler listed twice
-    counts once (with itself it has no flip to find, and the flip gate refuses that pair)."""
-    return [(b, x, y) for b in budgets for x, y in itertools.combinations(dict.fromkeys(samplers), 2)]
+    """(budget, sampler a, sampler b) for every pair of the configured samplers; a sampler listed twice,
+    or under two spellings (``fps=2``, ``fps=2.0``), counts once, as first written (with itself it has
+    no flip to find, and the flip gate refuses that pair)."""
+    from ..video.samplers import sampler_key
+
+    unique: dict[tuple[str, str], str] = {}
+    for s in samplers:
+        unique.setdefault(sampler_key(s), s)
+    return [(b, x, y) for b in budgets for x, y in itertools.combinations(unique.values(), 2)]
 
 
 def phase_pairs(S: int) -> list[str]:

@@ -63,6 +63,15 @@ def parse_spec(spec: str) -> tuple[Preset, dict[str, Any]]:
     return preset, knobs
 
 
+def sampler_key(spec: str) -> tuple[str, str]:
+    """One key per sampler however it is spelled: a convention's name, or a preset with its knob
+    values (``fps=2`` and ``fps=2.0``, knobs in any order, are one sampler)."""
+    if not is_preset_spec(spec):
+        return spec, ""
+    preset, knobs = parse_spec(spec)
+    return preset.name, repr(sorted(knobs.items()))
+
+
 def is_preset_spec(spec: str) -> bool:
     """Whether ``spec`` names a preset (its knobs are not checked here)."""
     return isinstance(spec, str) and spec.partition(":")[0] in PRESETS

@@ -48,3 +48,11 @@ def test_gates_of_one_configuration_share_a_group_and_other_probes_do_not():
     assert _group("checks/test_release.py::test_meg[sim:primacy-cooking-short-P4]") == dpb2
     assert _group(pos + "test_dpb[sim:primacy-no-groups]") is None  # the skipped "no groups" param
     assert _group(pos + "test_dpb[other-model-cooking-short-P2]") is None  # not a model of this run
+
+
+def test_two_spellings_of_one_preset_sampler_are_paired_once():
+    """``lmms-eval:fps=2`` and ``lmms-eval:fps=2.0`` are one sampler: never a pair (its flips are 0 by construction)."""
+    from pytest_posbias.run.suite_params import sampler_pairs
+
+    pairs = sampler_pairs(["left", "lmms-eval:fps=2", "lmms-eval:fps=2.0", "midpoint"], [8])
+    assert pairs == [(8, "left", "lmms-eval:fps=2"), (8, "left", "midpoint"), (8, "lmms-eval:fps=2", "midpoint")]
