@@ -71,6 +71,12 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
             given = _typed_spelling(config, m)
             twice = f"{first} and {m} name one model" if first != m else f"{m} is given twice"
             raise pytest.UsageError(f"{given} {m}: {twice}; test each model once")
+    # the gates look a per-model table up by the spec as given: one keyed by another spelling of a
+    # tested model (its alias, its Hub id) would leave that model on the looser thresholds unseen
+    for name in pcfg.model_thresholds:
+        if name not in tested and (same := same_as_tested(name)) and same not in pcfg.model_thresholds:
+            raise pytest.UsageError(f"{pcfg.source}.models.{name!r}: the tested model {same} under another name; its "
+                                    f"thresholds apply only to a model given as {name}: name the table \"{same}\"")
 
     # a model compared with itself shares its cache entries: every paired difference would be 0 and
     # the comparison would certify or pass on nothing
