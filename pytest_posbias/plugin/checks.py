@@ -71,6 +71,12 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
             given = _typed_spelling(config, m)
             twice = f"{first} and {m} name one model" if first != m else f"{m} is given twice"
             raise pytest.UsageError(f"{given} {m}: {twice}; test each model once")
+    # the gates look a per-model table up by the spec as given: one keyed by another spelling of a
+    # tested model (its alias, its Hub id) would leave that model on the looser thresholds unseen
+    for name in pcfg.model_thresholds:
+        if name not in tested and (same := same_as_tested(name)) and same not in pcfg.model_thresholds:
+            raise pytest.UsageError(f"{pcfg.source}.models.{name!r}: the tested model {same} under another name; its "
+                                    f"thresholds apply only to a model given as {name}: name the table \"{same}\"")
 
     # a model compared with itself shares its cache entries: every paired difference would be 0 and
     # the comparison would certify or pass on nothing
@@ -89,11 +95,22 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     # settings, testpaths, markers). Say so rather than run the wrong setup.
     got = Path(str(config.inipath)).resolve() if config.inipath else None
     for a, value in pairwise(config.invocation_params.args):
-        if a in PATH_OPTIONS and _exists(value):
+        if a in PATH_OPTIONS and _exists(value) and _posbias_value(config, a, value):
             expected = _expected_inifile(Path(str(config.invocation_params.dir)).resolve())
             if got != expected:
                 raise pytest.UsageError(f"pytest took {value} (the value of {a}) for a test path, so it did not use "
                                         f"{expected or 'the project configuration'}; write {a}={value} (with '=')")
+
+
+def _posbias_value(config: pytest.Config, option: str, value: str) -> bool:
+    """Whether ``value`` after ``option`` on the command line is the plugin's: a ``--posbias-*``
+    option, or a short alias (``--model``) that set its long option; another project's own
+    ``--model`` is left to it."""
+    long = SHORT_ALIASES.get(option)
+    if long is None:
+        return True
+    got = config.getoption(long)
+    return value.strip() in got if isinstance(got, list) else got == value.strip()
 
 
 def _same_model(a: str, b: str, resolved: dict[str, ResolvedModel]) -> bool:

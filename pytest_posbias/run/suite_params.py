@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,21 +29,16 @@ POSITIONAL_VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def positional_configs(data: str | None, scales: list[int]) -> list[tuple[str, str, int]]:
-    """(domain, bucket, P) to test: the synthetic set's, or the groups of ``--posbias-data``."""
+    """(domain, bucket, P) to test: the synthetic set's, or the groups of ``--posbias-data`` as the
+    manifest loader reads them (a leading BOM, a line that is not UTF-8), as the suites do."""
     if data:
+        from ..data.manifest import load_manifest
+        from ..errors import PosbiasError
+
         try:
-            lines = Path(data).read_text(encoding="utf-8").splitlines()
-        except OSError:
+            return [c for c in load_manifest(Path(data)).configurations() if c[2] in scales]
+        except (OSError, PosbiasError):  # a manifest with no usable item: refused where its run starts
             return []
-        out: list[tuple[str, str, int]] = []
-        for line in lines:
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(d, dict) and d.get("type") == "group" and d.get("P") in scales:
-                out.append((str(d.get("domain")), str(d.get("bucket")), int(d["P"])))
-        return list(dict.fromkeys(out))
     from ..video.synthetic import configurations
 
     return [(d, b, P) for P in scales for d, b in configurations()]

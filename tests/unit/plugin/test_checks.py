@@ -178,3 +178,28 @@ def test_a_path_value_given_with_a_space_that_reroots_the_run_is_refused(pyteste
                               "(with '=')")
     config = pytester.parseconfigure(f"--posbias-json={elsewhere}")
     assert config.inipath == pytester.path / "pyproject.toml"
+
+
+def test_a_per_model_table_under_another_spelling_of_the_tested_model_is_refused(pytester: pytest.Pytester):
+    """A per-model thresholds table keyed by the alias while the run names its Hub id (or the reverse) stops the run."""
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "Qwen/Qwen3-VL-8B-Instruct"\n'
+                               '[tool.posbias.models."qwen3vl8b".thresholds]\ndpb = 0.01\n')
+    with pytest.raises(pytest.UsageError, match=r"\.models\.'qwen3vl8b': the tested model Qwen/Qwen3-VL-8B-Instruct "
+                                                 r"under another name"):
+        pytester.parseconfigure()
+    pytester.makepyprojecttoml('[tool.posbias]\nmodel = "Qwen/Qwen3-VL-8B-Instruct"\n'
+                               '[tool.posbias.models."Qwen/Qwen3-VL-8B-Instruct".thresholds]\ndpb = 0.01\n'
+                               '[tool.posbias.models."qwen3vl8b".thresholds]\ndpb = 0.02\n'
+                               '[tool.posbias.models."sim:primacy".thresholds]\ndpb = 0.02\n')
+    pytester.parseconfigure()  # the tested spelling has its own table; another model's table is left alone
+
+
+def test_another_projects_own_short_option_with_a_path_is_left_to_it(pytester: pytest.Pytester, tmp_path_factory):
+    """A project without [tool.posbias] whose own plugin defines --model: its run with `--model PATH` is not stopped."""
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nmarkers = ["x: y"]\n')
+    pytester.makepyfile(own_plugin="def pytest_addoption(parser):\n    parser.addoption('--model')\n")
+    pytester.syspathinsert()
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "weights.bin"
+    elsewhere.write_text("")
+    config = pytester.parseconfigure("-p", "own_plugin", "--model", str(elsewhere))
+    assert config.getoption("--model") == str(elsewhere)

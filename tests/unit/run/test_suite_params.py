@@ -56,3 +56,19 @@ def test_two_spellings_of_one_preset_sampler_are_paired_once():
 
     pairs = sampler_pairs(["left", "lmms-eval:fps=2", "lmms-eval:fps=2.0", "midpoint"], [8])
     assert pairs == [(8, "left", "lmms-eval:fps=2"), (8, "left", "midpoint"), (8, "lmms-eval:fps=2", "midpoint")]
+
+
+def test_positional_configs_read_the_manifest_as_the_loader_does(tmp_path):
+    """A manifest saved with a BOM (its first line a group) keeps that group's configuration, as the manifest loader does."""
+    import json
+
+    from pytest_posbias.run.suite_params import positional_configs
+
+    rows = [{"type": "group", "id": "g0", "domain": "leisure", "bucket": "short", "P": 4, "videos": list("abcd")}]
+    for v in "abcd":
+        (tmp_path / f"{v}.mp4").write_bytes(b"\0" * 64)
+        rows.append({"type": "video", "id": v, "path": str(tmp_path / f"{v}.mp4"), "domain": "leisure",
+                     "bucket": "short", "references": ["x"]})
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(r) + "\n" for r in rows).encode())
+    assert positional_configs(str(manifest), [2, 4]) == [("leisure", "short", 4)]
