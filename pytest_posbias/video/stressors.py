@@ -141,7 +141,10 @@ def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.G
     T = _length(frames)
     F = _length(foreign)
     _check_k(k, T, name="replace_foreign")
-    targets = sorted(int(p) for p in (rng.choice(T, size=k, replace=False) if positions is None else positions))
+    given = rng.choice(T, size=k, replace=False) if positions is None else list(positions)
+    if any(isinstance(p, bool) or not isinstance(p, (int, np.integer)) for p in given):
+        raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
+    targets = sorted({int(p) for p in given})
     if len(targets) != k or any(not 0 <= p < T for p in targets):
         raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
     order: list[int | tuple[str, int]] = list(range(T))

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_posbias.errors import ConfigError
 from pytest_posbias.video import stressors as ST
 from pytest_posbias.video import synthetic as SY
 from pytest_posbias.video.decode import probe
@@ -69,6 +70,14 @@ def test_replace_foreign_uses_only_the_other_videos_frames(frames):
     changed = [i for i in range(16) if out[i] != i]
     assert changed == r.record["positions"]
     assert all(out[i] >= 200 for i in changed)
+
+
+@pytest.mark.parametrize("positions", [[3, 3], [True, 2]])
+def test_replace_foreign_positions_must_be_distinct_ints(frames, positions):
+    """Given positions that repeat or are bools are a ConfigError, never fewer replacements than k."""
+    foreign = np.stack([np.full((8, 8, 3), 200 + t, np.uint8) for t in range(4)])
+    with pytest.raises(ConfigError, match="distinct positions"):
+        ST.replace_foreign(frames, foreign, 2, rng=np.random.default_rng(0), positions=positions)
 
 
 def test_stressors_are_reproducible_for_a_seed(frames):
