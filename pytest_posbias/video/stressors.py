@@ -68,12 +68,24 @@ def _gather(frames: Frames, order: Sequence[int | tuple[str, int]], foreign: Fra
                 out.append((s + len(frames.sources), i))
             else:
                 out.append(frames.frames[o])
-        sources = frames.sources + (foreign.sources if isinstance(foreign, FrameSpec) else ())
-        return StressResult(frames.with_frames(out, sources=sources, record=record), record)
+        fspec = foreign if isinstance(foreign, FrameSpec) else None
+        sources = frames.sources + (fspec.sources if fspec is not None else ())
+        ops = _follow(frames.ops, order, False) + (_follow(fspec.ops, order, True) if fspec is not None else ())
+        return StressResult(frames.with_frames(out, sources=sources, ops=ops, record=record), record)
     arr = np.asarray(frames)
     far = None if foreign is None else np.asarray(foreign)
     pieces = [far[o[1]] if isinstance(o, tuple) else arr[o] for o in order]  # type: ignore[index]
     return StressResult(np.stack(pieces).astype(np.uint8), record)
+
+
+def _follow(ops: tuple[PixelOp, ...], order: Sequence[int | tuple[str, int]], foreign: bool) -> tuple[PixelOp, ...]:
+    """A spec's pixel operations re-pointed at the output positions that now show the frames they touched
+    (as the array path, which applied them before the frames moved; seeded noise and cutout draw their pattern
+    from the new position); one left with no frame is dropped."""
+    moved = (PixelOp(op.name, tuple(j for j, o in enumerate(order) if isinstance(o, tuple) == foreign
+                                    and (o[1] if isinstance(o, tuple) else o) in op.positions), op.params)
+             for op in ops)
+    return tuple(op for op in moved if op.positions)
 
 
 def add(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:

@@ -120,6 +120,21 @@ def test_spec_and_array_paths_agree(clip, other_clip):
     assert FrameSpec.from_dict(json.loads(json.dumps(sf.frames.to_dict()))) == sf.frames
 
 
+def test_a_temporal_stressor_after_a_pixel_operation_moves_it_with_its_frame(clip, other_clip):
+    """On a spec, blur then delete/reverse/add/foreign blurs the frame it blurred in the array path, never a crash."""
+    path, scene = clip
+    store = FrameStore()
+    spec = ST.blur(FrameSpec.from_video(path, frame_indices(scene.frame_count, 8, convention="left"), size=64),
+                   [1, 6]).frames
+    foreign = ST.jpeg(FrameSpec.from_video(other_clip, [0, 5, 9], size=64), [0, 1, 2]).frames
+    arr, farr = store.materialize(spec), store.materialize(foreign)
+    for fn in ((lambda f, g, h: ST.delete(f, 2, rng=g)), (lambda f, g, h: ST.reverse(f)),
+               (lambda f, g, h: ST.add(f, 2, rng=g)), (lambda f, g, h: ST.replace_foreign(f, h, 2, rng=g))):
+        s = fn(spec, np.random.default_rng(3), foreign)
+        a = fn(arr, np.random.default_rng(3), farr)
+        assert np.array_equal(store.materialize(s.frames), a.frames), s.record
+
+
 def test_resample_and_speed_controls(clip):
     path, scene = clip
     spec = FrameSpec.from_video(path, frame_indices(scene.frame_count, 16, convention="videostf"))
