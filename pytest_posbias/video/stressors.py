@@ -9,6 +9,7 @@ function's docstring states the decision taken.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -223,7 +224,18 @@ def _pixel(frames: Frames, op: PixelOp) -> StressResult:
     return StressResult(apply_pixel_op(np.asarray(frames).copy(), op), rec)
 
 
+def _param(name: str, value: Any, *, hi: float = math.inf) -> float:
+    """A pixel operation's parameter: a finite number in (0, ``hi``], checked before anything is decoded."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating))
+            or not math.isfinite(value) or not 0 < value <= hi):
+        raise ConfigError(f"`{name}` must be a finite number > 0{f' and <= {hi}' if hi < math.inf else ''}; "
+                          f"got {value!r}")
+    return float(value)
+
+
 def _positions(positions: Sequence[int]) -> tuple[int, ...]:
+    if any(isinstance(p, bool) or not isinstance(p, (int, np.integer)) for p in positions):
+        raise ConfigError(f"`positions` must be integer frame positions; got {list(positions)!r}")
     pos = tuple(sorted({int(p) for p in positions}))
     if not pos:
         raise ConfigError("`positions` must name at least one frame position")
@@ -232,18 +244,18 @@ def _positions(positions: Sequence[int]) -> tuple[int, ...]:
 
 def blur(frames: Frames, positions: Sequence[int], *, sigma: float = 2.0) -> StressResult:
     """Gaussian blur (radius ``sigma`` px) on the frames at ``positions``."""
-    return _pixel(frames, PixelOp("blur", _positions(positions), (("sigma", float(sigma)),)))
+    return _pixel(frames, PixelOp("blur", _positions(positions), (("sigma", _param("sigma", sigma)),)))
 
 
 def noise(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator, std: float = 25.0) -> StressResult:
     """Additive Gaussian noise (σ = ``std`` grey levels, seeded) on the frames at ``positions``."""
-    seed = int(_check_rng(rng).integers(0, 2**31 - 1))
-    return _pixel(frames, PixelOp("noise", _positions(positions), (("seed", seed), ("std", float(std)))))
+    seed, std = int(_check_rng(rng).integers(0, 2**31 - 1)), _param("std", std)
+    return _pixel(frames, PixelOp("noise", _positions(positions), (("seed", seed), ("std", std))))
 
 
 def jpeg(frames: Frames, positions: Sequence[int], *, quality: int = 10) -> StressResult:
     """JPEG re-compression at ``quality`` (VideoSTF: 10) of the frames at ``positions``."""
-    if not 1 <= int(quality) <= 95:
+    if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) or not 1 <= quality <= 95:
         raise ConfigError(f"`quality` must be in [1, 95]; got {quality!r}")
     return _pixel(frames, PixelOp("jpeg", _positions(positions), (("quality", int(quality)),)))
 
@@ -251,8 +263,8 @@ def jpeg(frames: Frames, positions: Sequence[int], *, quality: int = 10) -> Stre
 def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator,
            fraction: float = 0.25) -> StressResult:
     """Cutout (DeVries & Taylor 2017): a random square of side ``fraction``·min(H, W) zeroed."""
-    seed = int(_check_rng(rng).integers(0, 2**31 - 1))
-    return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", float(fraction)), ("seed", seed))))
+    seed, fraction = int(_check_rng(rng).integers(0, 2**31 - 1)), _param("fraction", fraction, hi=1.0)
+    return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", fraction), ("seed", seed))))
 
 
 def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int = 30,

@@ -135,6 +135,18 @@ def test_a_temporal_stressor_after_a_pixel_operation_moves_it_with_its_frame(cli
         assert np.array_equal(store.materialize(s.frames), a.frames), s.record
 
 
+@pytest.mark.parametrize("make", [
+    lambda s, g: ST.noise(s, [1], rng=g, std=-1.0), lambda s, g: ST.noise(s, [1], rng=g, std=float("inf")),
+    lambda s, g: ST.cutout(s, [1], rng=g, fraction=2.0), lambda s, g: ST.cutout(s, [1], rng=g, fraction=float("nan")),
+    lambda s, g: ST.cutout(s, [1], rng=g, fraction=0.0), lambda s, g: ST.blur(s, [1], sigma=float("nan")),
+    lambda s, g: ST.blur(s, [1], sigma=-2.0), lambda s, g: ST.blur(s, [True]), lambda s, g: ST.jpeg(s, [1], quality=True),
+])
+def test_pixel_operation_parameters_are_checked_when_the_spec_is_made(make):
+    """A negative, non-finite or out-of-range pixel parameter is a ConfigError at once, not a crash when decoded."""
+    with pytest.raises(ConfigError, match="must be"):
+        make(FrameSpec.synthetic("noise", 4, size=8), np.random.default_rng(0))
+
+
 def test_resample_and_speed_controls(clip):
     path, scene = clip
     spec = FrameSpec.from_video(path, frame_indices(scene.frame_count, 16, convention="videostf"))
