@@ -272,6 +272,7 @@ def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int 
     """Seeded variants of one stressor for the attack and the stress test: Delete 1 is exhaustive (T
     variants), Reverse has one, the others ``count`` random trials."""
     _check_rng(rng)
+    _check_counts(count=count)
     if name == "reverse":
         return [reverse(frames)]
     if name == "delete1":

@@ -147,6 +147,13 @@ def test_pixel_operation_parameters_are_checked_when_the_spec_is_made(make):
         make(FrameSpec.synthetic("noise", 4, size=8), np.random.default_rng(0))
 
 
+@pytest.mark.parametrize("count", [0, -3, True, 2.5])
+def test_variants_count_must_be_a_positive_integer(frames, count):
+    """A count that is not an integer >= 1 is a ConfigError, never an empty variant list that nothing can fail."""
+    with pytest.raises(ConfigError, match="`count` must be an integer >= 1"):
+        ST.variants(frames, "shuffle", rng=np.random.default_rng(0), count=count)
+
+
 def test_resample_and_speed_controls(clip):
     path, scene = clip
     spec = FrameSpec.from_video(path, frame_indices(scene.frame_count, 16, convention="videostf"))
