@@ -374,6 +374,9 @@ def _answers_matrix(answers: ArrayLike) -> NDArray[np.int64]:
     integral = np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
     if not (np.issubdtype(arr.dtype, np.integer) or integral):
         raise ConfigError(f"`answers` must hold integer content indices; got dtype {arr.dtype}")
+    if np.any(arr < 0):  # a lost answer is a lost unit, counted apart: a row of them would read as stable
+        raise ConfigError("`answers` must hold content indices >= 0; a negative code (no parseable answer) is a lost "
+                          "unit, not an answer")
     return arr.astype(np.int64)
 
 

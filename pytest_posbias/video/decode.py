@@ -366,7 +366,11 @@ def _decord_batch(vr: Any, indices: list[int]) -> NDArray[np.uint8] | None:
 
 
 def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
-    """Exact frame indices with PyAV: sequential decode, seeking to a keyframe for long gaps."""
+    """Exact frame indices with PyAV: sequential decode, seeking to a keyframe for long gaps.
+
+    Frame k is the k-th frame in presentation order (as decord and the probe's count have it), found
+    by its packet timestamp, never by ``k / fps``: on a variable-frame-rate clip that names another frame.
+    """
     av = _optional("av")
     if av is None:
         raise VideoDecodeError(path, "decord could not read the file and PyAV is not installed")
@@ -376,22 +380,21 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
-            tb = float(stream.time_base)
-            start = float(stream.start_time or 0) * tb
+            stamps = [pkt.pts for pkt in container.demux(stream) if pkt.size]
+            # presentation timestamp -> frame index; without timestamps, count frames from the start
+            order = {} if None in stamps else {t: k for k, t in enumerate(sorted(stamps))}
+            pts = sorted(order)
             idx = -1
             it = None
             for target in wanted:
-                if it is None or target - idx > 2 * max(1, int(fps * 2)):
+                if it is None or (order and target < len(pts) and target - idx > 2 * max(1, int(fps * 2))):
                     # seek to the keyframe at or before the target and decode forward
-                    ts = int((start + target / fps) / tb)
-                    container.seek(max(0, ts), stream=stream, backward=True, any_frame=False)
+                    ts = pts[target] if order and target < len(pts) else 0
+                    container.seek(ts, stream=stream, backward=True, any_frame=False)
                     it = container.decode(stream)
                     idx = -1
                 for frame in it:
-                    if frame.pts is None:
-                        idx += 1
-                    else:
-                        idx = round((frame.pts * tb - start) * fps)
+                    idx = idx + 1 if not order else order.get(frame.pts, -1)
                     if idx == target:
                         got[target] = frame.to_ndarray(format="rgb24")
                         break

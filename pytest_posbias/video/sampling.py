@@ -79,6 +79,10 @@ def frame_indices(T: int, b: int, *, convention: str, phase: float | Fraction | 
         raise ConfigError(f"`phase` applies to the 'left' convention only; got phase {phase!r} with {convention!r}")
     if fps is not None and (not math.isfinite(fps) or fps <= 0):
         raise ConfigError(f"`fps` must be a positive number; got {fps!r}")
+    for name, sec in (("start", start), ("end", end)):
+        if sec is not None and (isinstance(sec, bool) or not isinstance(sec, (int, float, np.integer, np.floating))
+                                or not math.isfinite(sec)):
+            raise ConfigError(f"`{name}` must be a finite number of seconds; got {sec!r}")
     if convention not in CONVENTIONS:
         return preset_indices(convention, int(T), int(b), fps=fps, start=start, end=end)
 

@@ -9,6 +9,7 @@ function's docstring states the decision taken.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,12 +69,24 @@ def _gather(frames: Frames, order: Sequence[int | tuple[str, int]], foreign: Fra
                 out.append((s + len(frames.sources), i))
             else:
                 out.append(frames.frames[o])
-        sources = frames.sources + (foreign.sources if isinstance(foreign, FrameSpec) else ())
-        return StressResult(frames.with_frames(out, sources=sources, record=record), record)
+        fspec = foreign if isinstance(foreign, FrameSpec) else None
+        sources = frames.sources + (fspec.sources if fspec is not None else ())
+        ops = _follow(frames.ops, order, False) + (_follow(fspec.ops, order, True) if fspec is not None else ())
+        return StressResult(frames.with_frames(out, sources=sources, ops=ops, record=record), record)
     arr = np.asarray(frames)
     far = None if foreign is None else np.asarray(foreign)
     pieces = [far[o[1]] if isinstance(o, tuple) else arr[o] for o in order]  # type: ignore[index]
     return StressResult(np.stack(pieces).astype(np.uint8), record)
+
+
+def _follow(ops: tuple[PixelOp, ...], order: Sequence[int | tuple[str, int]], foreign: bool) -> tuple[PixelOp, ...]:
+    """A spec's pixel operations re-pointed at the output positions that now show the frames they touched
+    (as the array path, which applied them before the frames moved; seeded noise and cutout draw their pattern
+    from the new position); one left with no frame is dropped."""
+    moved = (PixelOp(op.name, tuple(j for j, o in enumerate(order) if isinstance(o, tuple) == foreign
+                                    and (o[1] if isinstance(o, tuple) else o) in op.positions), op.params)
+             for op in ops)
+    return tuple(op for op in moved if op.positions)
 
 
 def add(frames: Frames, k: int, *, rng: np.random.Generator) -> StressResult:
@@ -141,7 +154,10 @@ def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.G
     T = _length(frames)
     F = _length(foreign)
     _check_k(k, T, name="replace_foreign")
-    targets = sorted(int(p) for p in (rng.choice(T, size=k, replace=False) if positions is None else positions))
+    given = rng.choice(T, size=k, replace=False) if positions is None else list(positions)
+    if any(isinstance(p, bool) or not isinstance(p, (int, np.integer)) for p in given):
+        raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
+    targets = sorted({int(p) for p in given})
     if len(targets) != k or any(not 0 <= p < T for p in targets):
         raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
     order: list[int | tuple[str, int]] = list(range(T))
@@ -208,7 +224,18 @@ def _pixel(frames: Frames, op: PixelOp) -> StressResult:
     return StressResult(apply_pixel_op(np.asarray(frames).copy(), op), rec)
 
 
+def _param(name: str, value: Any, *, hi: float = math.inf) -> float:
+    """A pixel operation's parameter: a finite number in (0, ``hi``], checked before anything is decoded."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating))
+            or not math.isfinite(value) or not 0 < value <= hi):
+        raise ConfigError(f"`{name}` must be a finite number > 0{f' and <= {hi}' if hi < math.inf else ''}; "
+                          f"got {value!r}")
+    return float(value)
+
+
 def _positions(positions: Sequence[int]) -> tuple[int, ...]:
+    if any(isinstance(p, bool) or not isinstance(p, (int, np.integer)) for p in positions):
+        raise ConfigError(f"`positions` must be integer frame positions; got {list(positions)!r}")
     pos = tuple(sorted({int(p) for p in positions}))
     if not pos:
         raise ConfigError("`positions` must name at least one frame position")
@@ -217,18 +244,18 @@ def _positions(positions: Sequence[int]) -> tuple[int, ...]:
 
 def blur(frames: Frames, positions: Sequence[int], *, sigma: float = 2.0) -> StressResult:
     """Gaussian blur (radius ``sigma`` px) on the frames at ``positions``."""
-    return _pixel(frames, PixelOp("blur", _positions(positions), (("sigma", float(sigma)),)))
+    return _pixel(frames, PixelOp("blur", _positions(positions), (("sigma", _param("sigma", sigma)),)))
 
 
 def noise(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator, std: float = 25.0) -> StressResult:
     """Additive Gaussian noise (σ = ``std`` grey levels, seeded) on the frames at ``positions``."""
-    seed = int(_check_rng(rng).integers(0, 2**31 - 1))
-    return _pixel(frames, PixelOp("noise", _positions(positions), (("seed", seed), ("std", float(std)))))
+    seed, std = int(_check_rng(rng).integers(0, 2**31 - 1)), _param("std", std)
+    return _pixel(frames, PixelOp("noise", _positions(positions), (("seed", seed), ("std", std))))
 
 
 def jpeg(frames: Frames, positions: Sequence[int], *, quality: int = 10) -> StressResult:
     """JPEG re-compression at ``quality`` (VideoSTF: 10) of the frames at ``positions``."""
-    if not 1 <= int(quality) <= 95:
+    if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) or not 1 <= quality <= 95:
         raise ConfigError(f"`quality` must be in [1, 95]; got {quality!r}")
     return _pixel(frames, PixelOp("jpeg", _positions(positions), (("quality", int(quality)),)))
 
@@ -236,8 +263,8 @@ def jpeg(frames: Frames, positions: Sequence[int], *, quality: int = 10) -> Stre
 def cutout(frames: Frames, positions: Sequence[int], *, rng: np.random.Generator,
            fraction: float = 0.25) -> StressResult:
     """Cutout (DeVries & Taylor 2017): a random square of side ``fraction``·min(H, W) zeroed."""
-    seed = int(_check_rng(rng).integers(0, 2**31 - 1))
-    return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", float(fraction)), ("seed", seed))))
+    seed, fraction = int(_check_rng(rng).integers(0, 2**31 - 1)), _param("fraction", fraction, hi=1.0)
+    return _pixel(frames, PixelOp("cutout", _positions(positions), (("fraction", fraction), ("seed", seed))))
 
 
 def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int = 30,
@@ -245,6 +272,7 @@ def variants(frames: Frames, name: str, *, rng: np.random.Generator, count: int 
     """Seeded variants of one stressor for the attack and the stress test: Delete 1 is exhaustive (T
     variants), Reverse has one, the others ``count`` random trials."""
     _check_rng(rng)
+    _check_counts(count=count)
     if name == "reverse":
         return [reverse(frames)]
     if name == "delete1":

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from pytest_posbias import metrics as M
+from pytest_posbias.errors import ConfigError
 
 PUPPIES = (
     "The puppies sit in the corner, facing each other, with the bowl now empty. One puppy starts to move "
@@ -94,6 +95,12 @@ def test_orders():
         assert sorted(np.argwhere(slots == v)[:, 1].tolist()) == [0, 1, 2, 3]
     assert len(M.full_orders(4)) == 24
     assert M.full_orders(2) == [(0, 1), (1, 0)]
+
+
+def test_flip_rate_refuses_unparsed_answers():
+    """A negative ("no parseable answer") code is a ConfigError: a row of lost answers is not a stable item."""
+    with pytest.raises(ConfigError, match="no parseable answer"):
+        M.flip_rate([[-1, -1], [0, 0]])
 
 
 def test_flip_rate_and_consensus_ties():

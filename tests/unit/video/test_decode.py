@@ -161,3 +161,28 @@ def test_a_path_with_a_nul_character_is_a_video_error():
     """probe of a path holding a NUL character raises a VideoError, the kind a unit is lost with."""
     with pytest.raises(VideoError):
         probe("clip\x00.mp4")
+
+
+def test_pyav_reads_the_kth_frame_of_a_variable_frame_rate_clip(tmp_path):
+    """PyAV's frame k is the k-th frame shown, as decord's, not the frame at time k / average fps."""
+    import fractions
+
+    import av
+
+    path = tmp_path / "vfr.mp4"
+    tb = fractions.Fraction(1, 1000)
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=10)
+        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"crf": "0"}
+        s.codec_context.time_base = tb
+        for i in range(30):  # 20 fps for 15 frames, then about 6.7 fps
+            f = av.VideoFrame.from_ndarray(np.full((64, 64, 3), i * 8, np.uint8), format="rgb24")
+            f.pts, f.time_base = 50 * min(i, 15) + 150 * max(0, i - 15), tb
+            for p in s.encode(f):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    info = probe(path)
+    for idx in ([0, 3, 6, 9], list(range(30))):
+        frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=info)
+        assert [round(int(f[0, 0, 0]) / 8) for f in frames] == idx

@@ -128,6 +128,15 @@ def test_start_end_window_mvbench_bounds():
     assert iv == [int(60 + seg / 2 + np.round(seg * i)) for i in range(8)]
 
 
+@pytest.mark.parametrize("convention", ["left", "fps", "videostf", "internvl", "qwen-vl-utils", "vlmevalkit"])
+@pytest.mark.parametrize("bad", [{"start": float("nan")}, {"end": float("inf")}, {"start": float("-inf")},
+                                 {"end": True}, {"start": "2"}])
+def test_window_seconds_must_be_finite_numbers(convention, bad):
+    """A NaN, infinite or non-numeric window bound is a ConfigError, never a crash or the whole clip."""
+    with pytest.raises(ConfigError, match="`(start|end)` must be a finite number"):
+        frame_indices(300, 8, convention=convention, fps=30.0, **bad)
+
+
 def test_window_outside_clip_and_bad_arguments():
     with pytest.raises(FrameRangeError, match="lies after the clip's end"):
         frame_indices(300, 8, convention="left", fps=30, start=20.0, end=25.0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_posbias.errors import ConfigError
 from pytest_posbias.video import stressors as ST
 from pytest_posbias.video import synthetic as SY
 from pytest_posbias.video.decode import probe
@@ -71,6 +72,14 @@ def test_replace_foreign_uses_only_the_other_videos_frames(frames):
     assert all(out[i] >= 200 for i in changed)
 
 
+@pytest.mark.parametrize("positions", [[3, 3], [True, 2]])
+def test_replace_foreign_positions_must_be_distinct_ints(frames, positions):
+    """Given positions that repeat or are bools are a ConfigError, never fewer replacements than k."""
+    foreign = np.stack([np.full((8, 8, 3), 200 + t, np.uint8) for t in range(4)])
+    with pytest.raises(ConfigError, match="distinct positions"):
+        ST.replace_foreign(frames, foreign, 2, rng=np.random.default_rng(0), positions=positions)
+
+
 def test_stressors_are_reproducible_for_a_seed(frames):
     for fn in (lambda g: ST.add(frames, 1, rng=g), lambda g: ST.shuffle(frames, rng=g),
                lambda g: ST.replace(frames, 2, rng=g), lambda g: ST.delete(frames, 2, rng=g)):
@@ -109,6 +118,40 @@ def test_spec_and_array_paths_agree(clip, other_clip):
     assert sf.frames.key() != spec.key()
     json.dumps(sf.frames.to_dict())  # records are JSON-serialisable for the run log
     assert FrameSpec.from_dict(json.loads(json.dumps(sf.frames.to_dict()))) == sf.frames
+
+
+def test_a_temporal_stressor_after_a_pixel_operation_moves_it_with_its_frame(clip, other_clip):
+    """On a spec, blur then delete/reverse/add/foreign blurs the frame it blurred in the array path, never a crash."""
+    path, scene = clip
+    store = FrameStore()
+    spec = ST.blur(FrameSpec.from_video(path, frame_indices(scene.frame_count, 8, convention="left"), size=64),
+                   [1, 6]).frames
+    foreign = ST.jpeg(FrameSpec.from_video(other_clip, [0, 5, 9], size=64), [0, 1, 2]).frames
+    arr, farr = store.materialize(spec), store.materialize(foreign)
+    for fn in ((lambda f, g, h: ST.delete(f, 2, rng=g)), (lambda f, g, h: ST.reverse(f)),
+               (lambda f, g, h: ST.add(f, 2, rng=g)), (lambda f, g, h: ST.replace_foreign(f, h, 2, rng=g))):
+        s = fn(spec, np.random.default_rng(3), foreign)
+        a = fn(arr, np.random.default_rng(3), farr)
+        assert np.array_equal(store.materialize(s.frames), a.frames), s.record
+
+
+@pytest.mark.parametrize("make", [
+    lambda s, g: ST.noise(s, [1], rng=g, std=-1.0), lambda s, g: ST.noise(s, [1], rng=g, std=float("inf")),
+    lambda s, g: ST.cutout(s, [1], rng=g, fraction=2.0), lambda s, g: ST.cutout(s, [1], rng=g, fraction=float("nan")),
+    lambda s, g: ST.cutout(s, [1], rng=g, fraction=0.0), lambda s, g: ST.blur(s, [1], sigma=float("nan")),
+    lambda s, g: ST.blur(s, [1], sigma=-2.0), lambda s, g: ST.blur(s, [True]), lambda s, g: ST.jpeg(s, [1], quality=True),
+])
+def test_pixel_operation_parameters_are_checked_when_the_spec_is_made(make):
+    """A negative, non-finite or out-of-range pixel parameter is a ConfigError at once, not a crash when decoded."""
+    with pytest.raises(ConfigError, match="must be"):
+        make(FrameSpec.synthetic("noise", 4, size=8), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("count", [0, -3, True, 2.5])
+def test_variants_count_must_be_a_positive_integer(frames, count):
+    """A count that is not an integer >= 1 is a ConfigError, never an empty variant list that nothing can fail."""
+    with pytest.raises(ConfigError, match="`count` must be an integer >= 1"):
+        ST.variants(frames, "shuffle", rng=np.random.default_rng(0), count=count)
 
 
 def test_resample_and_speed_controls(clip):
