@@ -168,7 +168,13 @@ def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
 
     settings = ctx.probe_settings("positional")
     out: dict[str, dict[str, dict[Any, float]]] = {g: {} for g in gates}
-    for domain, bucket, P in positional_configs(ctx.options.data, settings["scales"]):
+    keys = positional_configs(ctx.options.data, settings["scales"])
+    known = {f"{d}-{b}" for d, b, _ in keys} | {f"{d}-{b}-P{P}" for d, b, P in keys}
+    unknown = [c for c in configs or () if c not in known]
+    if unknown:  # a misspelt configuration would check nothing, and nothing checked is no pass
+        raise ConfigError(f"--configs: {', '.join(unknown)}: no such positional configuration in this set; "
+                          f"it has {', '.join(sorted(known)) or 'none'}")
+    for domain, bucket, P in keys:
         label = f"{domain}-{bucket}-P{P}"
         if configs and f"{domain}-{bucket}" not in configs and label not in configs:
             continue
@@ -234,7 +240,12 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
             dosed = [g for g in pos if targets.get(g) is not None]
             base = positional_by_group(ctx, "sim:unbiased", dosed, groups, configs) if dosed else {}
             for g in dosed:
-                rows += config_checks(g, targets[g], by_group[g], base[g], seed=seed)
+                checked = config_checks(g, targets[g], by_group[g], base[g], seed=seed)
+                if not checked:  # a dose checked on no configuration has not been shown to land
+                    raise ConfigError(f"{g}: no positional configuration of this set"
+                                      + (f" among --configs {','.join(configs)}" if configs else "")
+                                      + " to check the dose on" + (" (MEG needs P = 4)" if g == "meg" else ""))
+                rows += checked
             for g in pos:
                 vals = {k: np.array(list(v.values())) for k, v in by_group[g].items()}
                 allv = np.concatenate(list(vals.values())) if vals else np.zeros(0)

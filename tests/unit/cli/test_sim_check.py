@@ -133,3 +133,25 @@ def test_posbias_sim_check_exits_1_when_a_configuration_misses(monkeypatch):
     assert sim_check._cli(args) == 1
     monkeypatch.setattr(sim_check, "run_check", fake(-0.0195))
     assert sim_check._cli(args) == 0
+
+
+def _group_manifest(tmp_path, P):
+    import json
+
+    m = tmp_path / "m.jsonl"
+    m.write_text(json.dumps({"type": "group", "domain": "cooking", "bucket": "short", "P": P, "id": "g1",
+                             "videos": [f"v{i}" for i in range(P)]}) + "\n")
+    return m
+
+
+@pytest.mark.parametrize(("P", "configs", "message"), [
+    (4, ["cooking-shrt"], "--configs: cooking-shrt: no such positional configuration"),
+    (2, ["cooking-short"], "meg: no positional configuration of this set among --configs cooking-short"),
+])
+def test_sim_check_that_checks_no_configuration_is_an_error_not_a_pass(tmp_path, P, configs, message):
+    """A misspelt --configs, or a MEG dose on a set without P = 4, checked nothing and exited 0."""
+    from pytest_posbias.cli.sim_check import run_check
+
+    with pytest.raises(ConfigError, match=message.replace("-", r"\-")):
+        run_check("sim:dose,meg=-0.05", data=str(_group_manifest(tmp_path, P)), cache=str(tmp_path / "c"),
+                  rootdir=tmp_path, configs=configs)
