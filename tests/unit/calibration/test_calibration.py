@@ -101,3 +101,19 @@ def test_posbias_calibrate_end_to_end_checks_its_arguments_before_running(tmp_pa
     zero = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "calibrate", "--end-to-end", "--reps", "0"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert zero.returncode != 0 and "--reps must be an integer >= 1; got 0" in zero.stderr + zero.stdout
+
+
+@pytest.mark.parametrize("gates", [["order"], ["meg"]])
+def test_a_null_sim_unbiased_gave_no_units_for_is_an_error_not_zero(monkeypatch, tmp_path, gates):
+    """measure_pools: a null rate measured on no units was taken as 0 (the kindest null), and an empty
+    DPB/MEG residual pool crashed later in rng.choice; both are a ConfigError naming the gate."""
+    from types import SimpleNamespace
+
+    from pytest_posbias.calibration import e2e, measure_pools
+
+    empty = tmp_path / "m.jsonl"
+    empty.write_text("")
+    ctx = SimpleNamespace(options=SimpleNamespace(data=str(empty)), probe_settings=lambda _: {"scales": [2, 4]})
+    monkeypatch.setattr(e2e, "gate_verdict", lambda *a: SimpleNamespace(n=0, estimate=float("nan")))
+    with pytest.raises(ConfigError, match=f"{gates[0]}: sim:unbiased gave no units"):
+        measure_pools(ctx, gates=gates)
