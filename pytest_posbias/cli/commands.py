@@ -305,6 +305,8 @@ def _report(args: argparse.Namespace) -> int:
             if not Path(log).is_file():
                 raise ConfigError(f"{log}: no such run log (expected a run.jsonl under .posbias/runs/)")
             read_text_file(log, "a run log (run.jsonl)")  # binary or not UTF-8: one line naming the file
+            if Path(args.output).exists() and Path(args.output).samefile(log):  # the HTML would replace the log
+                raise ConfigError(f"-o {args.output}: is the run log {log}; name another file for the HTML report")
         html = render(args.run_logs)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)

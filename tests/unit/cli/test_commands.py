@@ -90,3 +90,18 @@ def test_read_captions_takes_text_caption_or_output_and_names_a_bad_line(tmp_pat
     path.write_text('{"text": "a"}\n{broken\n')
     with pytest.raises(ConfigError, match=re.escape(f"{path}:2")):
         read_captions(str(path))
+
+
+@pytest.mark.parametrize("same", ["path", "link"])
+def test_report_output_that_is_one_of_its_run_logs_is_refused_and_the_log_kept(tmp_path, capsys, same):
+    """posbias report RUN_LOG -o RUN_LOG (or a link to it) wrote the HTML over the run log it read; now exit 2 naming -o."""
+    from pytest_posbias.cli import main
+
+    log = tmp_path / "run.jsonl"
+    log.write_text('{"kind": "header", "schema_version": 1}\n')
+    out = tmp_path / "out.html"
+    if same == "link":
+        out.symlink_to(log)
+    target = log if same == "path" else out
+    assert main(["report", str(log), "-o", str(target)]) == 2
+    assert "-o" in capsys.readouterr().err and log.read_text() == '{"kind": "header", "schema_version": 1}\n'
