@@ -333,6 +333,10 @@ def _data(args: argparse.Namespace) -> int:
     missing = [n for n in ("format", "videos", "annotations", "out") if not getattr(args, n)]
     if missing:
         raise ConfigError("import needs " + ", ".join(f"--{n}" if n != "format" else "FORMAT" for n in missing))
+    for n in ("annotations", "classes", "answers"):  # the manifest would be written over the dataset's own file
+        given = getattr(args, n)
+        if given and Path(args.out).exists() and Path(given).exists() and Path(args.out).samefile(given):
+            raise ConfigError(f"--out {args.out}: is the --{n} file; name another file for the manifest")
     rep = run_import(args.format, videos=args.videos, annotations=args.annotations, out=args.out, classes=args.classes,
                      answers=args.answers, groups=args.groups, sample=args.sample, seed=args.seed)
     for line in rep.lines():

@@ -105,3 +105,17 @@ def test_report_output_that_is_one_of_its_run_logs_is_refused_and_the_log_kept(t
     target = log if same == "path" else out
     assert main(["report", str(log), "-o", str(target)]) == 2
     assert "-o" in capsys.readouterr().err and log.read_text() == '{"kind": "header", "schema_version": 1}\n'
+
+
+def test_data_import_out_that_is_its_annotations_is_refused_and_the_file_kept(tmp_path, capsys):
+    """posbias data import --out ANNOTATIONS wrote the manifest over the dataset's annotation file; now exit 2 naming --out."""
+    from pytest_posbias.cli import main
+
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "v1.mp4").write_bytes(b"x")
+    ann = tmp_path / "ann.csv"
+    text = "video,question,answer,a0,a1,a2,a3,a4\nv1,What?,0,a,b,c,d,e\n"
+    ann.write_text(text)
+    argv = ["data", "import", "nextqa", "--videos", str(tmp_path / "v"), "--annotations", str(ann), "--out", str(ann)]
+    assert main(argv) == 2
+    assert "--out" in capsys.readouterr().err and ann.read_text() == text
