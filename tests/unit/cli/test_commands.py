@@ -119,3 +119,14 @@ def test_data_import_out_that_is_its_annotations_is_refused_and_the_file_kept(tm
     argv = ["data", "import", "nextqa", "--videos", str(tmp_path / "v"), "--annotations", str(ann), "--out", str(ann)]
     assert main(argv) == 2
     assert "--out" in capsys.readouterr().err and ann.read_text() == text
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_fixtures_build_refuses_groups_below_one(tmp_path, capsys, value):
+    """posbias fixtures build --groups 0 (or -3) rendered a set with no group and exited 0; argparse now refuses it naming --groups."""
+    from pytest_posbias.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["fixtures", "build", "--groups", value, "--out", str(tmp_path / "set")])
+    assert exc.value.code == 2 and "argument --groups:" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()
