@@ -418,7 +418,7 @@ def register(sub: Any, register_fn: Callable[..., argparse.ArgumentParser]) -> N
     p.add_argument("model", nargs="?",
                    help="with check: sim:dose,GATE=VALUE[,GATE=VALUE...] (or sim:PROFILE with --gates)")
     p.add_argument("--gates", default=None, help="comma-separated gates to measure (default: the gates the dose names)")
-    p.add_argument("--groups", type=int, default=12,
+    p.add_argument("--groups", type=int, default=None,
                    help="positional groups per configuration (default 12; calibrate 40)")
     p.add_argument("--items", type=int, default=60, help="multiple-choice items (default 60)")
     p.add_argument("--videos", type=int, default=32, help="videos of the stressor probe (default 32)")
@@ -431,11 +431,12 @@ def register(sub: Any, register_fn: Callable[..., argparse.ArgumentParser]) -> N
 
 def _cli(args: argparse.Namespace) -> int:
     if args.action == "calibrate":
-        calibrate(groups=args.groups if args.groups != 12 else 40, seed=args.seed, data=args.data)
+        calibrate(groups=40 if args.groups is None else args.groups, seed=args.seed, data=args.data)
         return 0
     if not args.model:
         raise ConfigError("posbias sim check needs the model, e.g. posbias sim check sim:dose,meg=-0.05")
-    result = run_check(args.model, gates=args.gates.split(",") if args.gates else None, groups=args.groups,
+    result = run_check(args.model, gates=args.gates.split(",") if args.gates else None,
+                       groups=12 if args.groups is None else args.groups,
                        items=args.items, videos=args.videos, seed=args.seed, data=args.data, cache=args.cache,
                        configs=args.configs.split(",") if args.configs else None, print_fn=print)
     return 1 if result.missed else 0  # a configuration where the dose does not land fails the check

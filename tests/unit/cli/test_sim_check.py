@@ -155,3 +155,13 @@ def test_sim_check_that_checks_no_configuration_is_an_error_not_a_pass(tmp_path,
     with pytest.raises(ConfigError, match=message.replace("-", r"\-")):
         run_check("sim:dose,meg=-0.05", data=str(_group_manifest(tmp_path, P)), cache=str(tmp_path / "c"),
                   rootdir=tmp_path, configs=configs)
+
+
+@pytest.mark.parametrize(("argv", "groups"), [([], 40), (["--groups", "12"], 12), (["--groups", "24"], 24)])
+def test_sim_calibrate_measures_on_the_groups_asked_for(monkeypatch, argv, groups):
+    """posbias sim calibrate --groups 12 measured on 40 groups (12 was taken for the unset default)."""
+    from pytest_posbias.cli import main, sim_check
+
+    seen = {}
+    monkeypatch.setattr(sim_check, "calibrate", lambda **kw: seen.update(kw))
+    assert main(["sim", "calibrate", *argv]) == 0 and seen["groups"] == groups
