@@ -363,6 +363,8 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
     from ..models import sim_dose
     from ..run.suite_params import positional_configs, positional_spec
 
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2:
+        raise ConfigError(f"`groups` must be an integer >= 2; got {groups!r}")
     mu: dict[Key, float] = {}
     contam: dict[Key, tuple[float, float]] = {}
     loss: dict[Key, float] = {}
@@ -396,6 +398,9 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
                                            4)
         finally:
             ctx.close()
+    if not mu:  # empty tables would replace the stored constants with nothing
+        raise ConfigError("sim calibrate: no positional configuration of this set was measured (no group gave a "
+                          "scored instance); check --data")
     print_fn(f"# posbias sim calibrate --groups {groups} --seed {seed}")
     for name, kind, table in (("MU", "float", mu), ("CONTAMINATION", "tuple[float, float]", contam),
                               ("FIRST_LOSS", "float", loss), ("FIRST_DPB", "float", first_dpb)):

@@ -165,3 +165,14 @@ def test_sim_calibrate_measures_on_the_groups_asked_for(monkeypatch, argv, group
     seen = {}
     monkeypatch.setattr(sim_check, "calibrate", lambda **kw: seen.update(kw))
     assert main(["sim", "calibrate", *argv]) == 0 and seen["groups"] == groups
+
+
+@pytest.mark.parametrize(("groups", "message"), [(0, "`groups` must be an integer >= 2; got 0"),
+                                                 (12, "no positional configuration of this set was measured")])
+def test_sim_calibrate_that_measures_nothing_is_an_error(tmp_path, groups, message):
+    """sim calibrate with --groups 0, or on a set whose groups give no scored instance, printed empty constant
+    tables and exited 0; now a ConfigError."""
+    from pytest_posbias.cli.sim_check import calibrate
+
+    with pytest.raises(ConfigError, match=message.replace("`", ".")):
+        calibrate(groups=groups, data=str(_group_manifest(tmp_path, 4)), rootdir=tmp_path, print_fn=lambda _: None)
