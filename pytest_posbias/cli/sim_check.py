@@ -182,7 +182,10 @@ def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
             continue
         spec = positional_spec(settings, domain, bucket, P, groups=groups)
         r = ctx.positional(model, spec)
-        if r.coverage.size == 0:
+        if r.coverage.size == 0:  # no scored instance: the configuration is lost, checked as missed, not left out
+            for g in gates:
+                if g != "meg" or P == 4:
+                    out[g][label] = {}
             continue
         news = all(ctx.manifest().videos[v].reference_style == "news"
                    for g in ctx.manifest().groups_for(domain, bucket, P)
@@ -249,7 +252,8 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
             for g in pos:
                 vals = {k: np.array(list(v.values())) for k, v in by_group[g].items()}
                 allv = np.concatenate(list(vals.values())) if vals else np.zeros(0)
-                add(g, _mean_ci(allv, seed), int(allv.size), "groups", {k: float(v.mean()) for k, v in vals.items()})
+                add(g, _mean_ci(allv, seed), int(allv.size), "groups",
+                    {k: float(v.mean()) if v.size else math.nan for k, v in vals.items()})
         if {"flip", "phase", "order"} & set(gates):
             from ..probes.phase import order_flips, pair_flips
 

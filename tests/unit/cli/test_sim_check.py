@@ -176,3 +176,14 @@ def test_sim_calibrate_that_measures_nothing_is_an_error(tmp_path, groups, messa
 
     with pytest.raises(ConfigError, match=message.replace("`", ".")):
         calibrate(groups=groups, data=str(_group_manifest(tmp_path, 4)), rootdir=tmp_path, print_fn=lambda _: None)
+
+
+def test_sim_check_counts_a_configuration_that_scored_nothing_as_missed(tmp_path):
+    """A configuration whose groups gave no scored instance was left out of the check (not a row, not missed);
+    now its row has 0 groups and misses, so the check exits 1."""
+    from pytest_posbias.cli.sim_check import run_check
+
+    got = run_check("sim:dose,meg=-0.05", data=str(_group_manifest(tmp_path, 4)), cache=str(tmp_path / "c"),
+                    rootdir=tmp_path)
+    assert [(c.config, c.groups) for c in got.missed] == [("cooking-short-P4", 0)]
+    assert math.isnan(got.achieved[0].estimate) and got.achieved[0].n == 0
