@@ -152,6 +152,10 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--data: no such manifest file: {args.data}")
     if args.json and not Path(args.json).parent.is_dir():
         raise ConfigError(f"--json: the folder of {args.json} does not exist")
+    if args.json and Path(args.json).is_dir():
+        raise ConfigError(f"--json {args.json}: is a folder; name a JSON file")
+    if args.json and args.data and Path(args.json).exists() and Path(args.json).samefile(args.data):
+        raise ConfigError(f"--json {args.json}: is the --data manifest; name another file for the numbers")
     common: dict[str, Any] = {"alpha": args.alpha, "seed": args.seed, "gates": gates, "data": args.data,
                               "cache": args.cache, "rootdir": Path.cwd(), "print_fn": lambda m: print(m, flush=True)}
     result: Any

@@ -117,3 +117,17 @@ def test_a_null_sim_unbiased_gave_no_units_for_is_an_error_not_zero(monkeypatch,
     monkeypatch.setattr(e2e, "gate_verdict", lambda *a: SimpleNamespace(n=0, estimate=float("nan")))
     with pytest.raises(ConfigError, match=f"{gates[0]}: sim:unbiased gave no units"):
         measure_pools(ctx, gates=gates)
+
+
+@pytest.mark.parametrize("where", ["a-folder", "the-data"])
+def test_calibrate_json_that_is_a_folder_or_the_manifest_is_refused_before_running(monkeypatch, tmp_path, where):
+    """posbias calibrate --json naming a folder failed after the measurement; naming --data wrote over the manifest."""
+    import pytest_posbias.calibration as cal
+    from pytest_posbias.cli import main
+
+    data = tmp_path / "m.jsonl"
+    data.write_text("")
+    monkeypatch.setattr(cal, "run_calibration", lambda **kw: pytest.fail("the calibration ran"))
+    target = tmp_path if where == "a-folder" else data
+    assert main(["calibrate", "--gates", "flip", "--data", str(data), "--json", str(target)]) == 2
+    assert data.read_text() == ""
