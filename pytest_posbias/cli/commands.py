@@ -195,6 +195,8 @@ def _models(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown family {args.family!r}; families: {', '.join(FAMILIES)}")
         if Path(args.out).exists() and not Path(args.out).is_dir():
             raise ConfigError(f"{args.out}: exists and is not a directory")
+        if Path(args.out).is_dir() and any(Path(args.out).iterdir()):  # random weights would replace a checkpoint's
+            raise ConfigError(f"{args.out}: folder is not empty; name a new or empty folder for the tiny checkpoint")
         print(build_tiny_checkpoint(args.family, args.out))
         return 0
     print(f"{'alias':<20} {'backend/family':<18} {'checkpoint':<40} notes")

@@ -130,3 +130,14 @@ def test_fixtures_build_refuses_groups_below_one(tmp_path, capsys, value):
         main(["fixtures", "build", "--groups", value, "--out", str(tmp_path / "set")])
     assert exc.value.code == 2 and "argument --groups:" in capsys.readouterr().err
     assert not (tmp_path / "set").exists()
+
+
+def test_models_tiny_into_a_folder_with_files_is_refused_and_the_files_kept(tmp_path, capsys):
+    """posbias models tiny FAMILY DIR wrote random weights and a config over what DIR held (a real checkpoint's
+    config.json); a non-empty DIR is now refused with exit 2 naming it."""
+    from pytest_posbias.cli import main
+
+    (tmp_path / "config.json").write_text('{"mine": true}')
+    assert main(["models", "tiny", "qwen2_vl", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err and (tmp_path / "config.json").read_text() == '{"mine": true}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
