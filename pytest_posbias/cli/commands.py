@@ -228,8 +228,7 @@ def _judge_agreement(args: argparse.Namespace) -> int:
         engine = Engine(GenerationCache(Path(args.cache) / "generations.sqlite"), backend_for=lambda m: backend)
         judge = OpenAIJudge(engine, args.judge)
     else:
-        print(f"posbias judge-agreement: --judge must be embed, fragment or openai:MODEL; got {args.judge!r}")
-        return 2
+        raise ConfigError(f"--judge must be embed, fragment or openai:MODEL; got {args.judge!r}")
     rows = agreement(args.labels, judge)
     print(f"{'pair':<40} {'n':>5} {'Pearson':>9} {'Spearman':>9}")
     for r in rows:

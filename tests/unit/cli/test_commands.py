@@ -141,3 +141,12 @@ def test_models_tiny_into_a_folder_with_files_is_refused_and_the_files_kept(tmp_
     assert main(["models", "tiny", "qwen2_vl", str(tmp_path)]) == 2
     assert "not empty" in capsys.readouterr().err and (tmp_path / "config.json").read_text() == '{"mine": true}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+def test_judge_agreement_names_an_unknown_judge_on_stderr(tmp_path, capsys):
+    """An unknown --judge was reported on stdout (where the table goes); it is an error on stderr naming --judge, exit 2."""
+    from pytest_posbias.cli import main
+
+    assert main(["judge-agreement", str(tmp_path / "labels.csv"), "--judge", "gpt4"]) == 2
+    out, err = capsys.readouterr()
+    assert "--judge must be embed, fragment or openai:MODEL; got 'gpt4'" in err and not out
