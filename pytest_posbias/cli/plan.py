@@ -66,8 +66,9 @@ def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         name = a.partition("=")[0]
         if name in OWN_VALUE_OPTIONS:
             own.append(a)
-            if "=" not in a:
-                own.append(next(it, ""))
+            value = next(it, None) if "=" not in a else None
+            if value is not None:  # none left: argparse names the option that lacks its value
+                own.append(value)
         elif a in ("--measure", "-h", "--help"):
             own.append(a)
         else:
