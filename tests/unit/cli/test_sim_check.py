@@ -187,3 +187,20 @@ def test_sim_check_counts_a_configuration_that_scored_nothing_as_missed(tmp_path
                     rootdir=tmp_path)
     assert [(c.config, c.groups) for c in got.missed] == [("cooking-short-P4", 0)]
     assert math.isnan(got.achieved[0].estimate) and got.achieved[0].n == 0
+
+
+@pytest.mark.xfail(strict=True, reason="only positional doses have a landing rule (tolerance per configuration); "
+                   "a rule for rate and stressor doses (target inside the interval? a tolerance?) is a contract "
+                   "decision, docs/simulated-models.md")
+def test_sim_check_fails_a_rate_dose_that_does_not_land(monkeypatch):
+    """A flip dose of 0.3 measured at 0.0 [0, 0.06] on 60 items passes the check: nothing compares it to its target."""
+    import argparse
+
+    from pytest_posbias.cli import sim_check
+    from pytest_posbias.cli.sim_check import Achieved, CheckResult
+
+    row = Achieved("flip", 0.3, 0.0, 0.0, 0.06, 60, "items", {})
+    monkeypatch.setattr(sim_check, "run_check", lambda *a, **k: CheckResult((row,), ()))
+    args = argparse.Namespace(action="check", model="sim:dose,flip=0.3", gates=None, groups=None, items=60, videos=32,
+                              seed=0, data=None, cache=None, configs=None)
+    assert sim_check._cli(args) == 1
