@@ -312,6 +312,10 @@ def _report(args: argparse.Namespace) -> int:
             read_text_file(log, "a run log (run.jsonl)")  # binary or not UTF-8: one line naming the file
             if Path(args.output).exists() and Path(args.output).samefile(log):  # the HTML would replace the log
                 raise ConfigError(f"-o {args.output}: is the run log {log}; name another file for the HTML report")
+        for i, log in enumerate(args.run_logs):  # a run beside itself would be its own baseline: every difference 0
+            twice = next((o for o in args.run_logs[:i] if Path(o).samefile(log)), None)
+            if twice is not None:
+                raise ConfigError(f"{log}: the run log {twice} given twice; give each run once")
         html = render(args.run_logs)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -150,3 +150,15 @@ def test_judge_agreement_names_an_unknown_judge_on_stderr(tmp_path, capsys):
     assert main(["judge-agreement", str(tmp_path / "labels.csv"), "--judge", "gpt4"]) == 2
     out, err = capsys.readouterr()
     assert "--judge must be embed, fragment or openai:MODEL; got 'gpt4'" in err and not out
+
+
+def test_report_refuses_a_run_log_given_twice(tmp_path, capsys):
+    """posbias report LOG LOG rendered the run as its own baseline (every paired difference 0); now exit 2 naming the log."""
+    from pytest_posbias.cli import main
+
+    log = tmp_path / "run.jsonl"
+    log.write_text('{"kind": "header", "schema_version": 1}\n')
+    link = tmp_path / "same.jsonl"
+    link.symlink_to(log)
+    assert main(["report", str(log), str(link), "-o", str(tmp_path / "r.html")]) == 2
+    assert "given twice" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
