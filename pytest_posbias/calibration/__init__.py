@@ -208,10 +208,18 @@ def measure_pools(ctx: Any, model: str = "sim:unbiased", gates: Sequence[str] = 
                 groups = np.unique(r.clusters)
                 means = np.array([vals[r.clusters == gidx].mean() for gidx in groups])
                 pools[name].extend((means - means.mean()).tolist())
+    # a null measured on no units is unknown, not 0 (the kindest null: the false-failure rates would be understated)
+    lost = [g for g in ("dpb", "meg") if g in gates and not pools[g]]
     null: dict[str, float] = {}
-    for gate in (g for g in ("order", "phase", "flip", "repetition", "attack") if g in gates):
+    for gate in (g for g in ("order", "phase", "flip", "repetition", "attack") if g in gates and not lost):
         v = gate_verdict(ctx, gate, model)  # the suites' verdicts
-        null[gate] = float(v.estimate) if v.n and math.isfinite(v.estimate) else 0.0
+        if not (v.n and math.isfinite(v.estimate)):
+            lost.append(gate)
+            break
+        null[gate] = float(v.estimate)
+    if lost:
+        raise ConfigError(f"{lost[0]}: {model} gave no units on this data (MEG needs P = 4 groups), so the gate's "
+                          "null cannot be measured; pick a manifest with its items, or leave the gate out of --gates")
     return {k: np.array(v) for k, v in pools.items()}, null
 
 

@@ -155,6 +155,9 @@ def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed:
                 for lv in LEVELS:
                     c = cells[g][lv]
                     v = gate_verdict(ctx, g, c.model, config)
+                    if not v.n:  # not a decision on data: counted as a failure it would read as power at 3t
+                        raise ConfigError(f"{g}: {c.model} gave no units on {config[0]}-{config[1]} of this data; "
+                                          "calibrate on a manifest that has them, or leave the gate out of --gates")
                     c.failed.append(not v.passed)
                     c.units.append(int(v.n))
                     c.below_floor += not bool(v.extra.get("measurement", {}).get("floor_met", True))

@@ -107,7 +107,7 @@ def register(sub: Any, register: Register) -> None:
     p.add_argument("action", choices=["build"], help="what to do")
     p.add_argument("--out", default="fixtures/synthetic", help="output directory (default fixtures/synthetic)")
     p.add_argument("--count", type=int, default=10, help="clips per domain x bucket configuration (default 10)")
-    p.add_argument("--groups", type=int, default=40, help="groups per configuration and scale (default 40)")
+    p.add_argument("--groups", type=_count, default=40, help="groups per configuration and scale (default 40)")
     p.add_argument("--scales", type=int, nargs="+", default=[2, 4], choices=[2, 4], help="group sizes P (default 2 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the whole set (default 0)")
     p.add_argument("--overwrite", action="store_true", help="re-render clips even when unchanged")
@@ -152,6 +152,10 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--data: no such manifest file: {args.data}")
     if args.json and not Path(args.json).parent.is_dir():
         raise ConfigError(f"--json: the folder of {args.json} does not exist")
+    if args.json and Path(args.json).is_dir():
+        raise ConfigError(f"--json {args.json}: is a folder; name a JSON file")
+    if args.json and args.data and Path(args.json).exists() and Path(args.json).samefile(args.data):
+        raise ConfigError(f"--json {args.json}: is the --data manifest; name another file for the numbers")
     common: dict[str, Any] = {"alpha": args.alpha, "seed": args.seed, "gates": gates, "data": args.data,
                               "cache": args.cache, "rootdir": Path.cwd(), "print_fn": lambda m: print(m, flush=True)}
     result: Any
@@ -191,6 +195,8 @@ def _models(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown family {args.family!r}; families: {', '.join(FAMILIES)}")
         if Path(args.out).exists() and not Path(args.out).is_dir():
             raise ConfigError(f"{args.out}: exists and is not a directory")
+        if Path(args.out).is_dir() and any(Path(args.out).iterdir()):  # random weights would replace a checkpoint's
+            raise ConfigError(f"{args.out}: folder is not empty; name a new or empty folder for the tiny checkpoint")
         print(build_tiny_checkpoint(args.family, args.out))
         return 0
     print(f"{'alias':<20} {'backend/family':<18} {'checkpoint':<40} notes")
@@ -222,8 +228,7 @@ def _judge_agreement(args: argparse.Namespace) -> int:
         engine = Engine(GenerationCache(Path(args.cache) / "generations.sqlite"), backend_for=lambda m: backend)
         judge = OpenAIJudge(engine, args.judge)
     else:
-        print(f"posbias judge-agreement: --judge must be embed, fragment or openai:MODEL; got {args.judge!r}")
-        return 2
+        raise ConfigError(f"--judge must be embed, fragment or openai:MODEL; got {args.judge!r}")
     rows = agreement(args.labels, judge)
     print(f"{'pair':<40} {'n':>5} {'Pearson':>9} {'Spearman':>9}")
     for r in rows:
@@ -305,6 +310,12 @@ def _report(args: argparse.Namespace) -> int:
             if not Path(log).is_file():
                 raise ConfigError(f"{log}: no such run log (expected a run.jsonl under .posbias/runs/)")
             read_text_file(log, "a run log (run.jsonl)")  # binary or not UTF-8: one line naming the file
+            if Path(args.output).exists() and Path(args.output).samefile(log):  # the HTML would replace the log
+                raise ConfigError(f"-o {args.output}: is the run log {log}; name another file for the HTML report")
+        for i, log in enumerate(args.run_logs):  # a run beside itself would be its own baseline: every difference 0
+            twice = next((o for o in args.run_logs[:i] if Path(o).samefile(log)), None)
+            if twice is not None:
+                raise ConfigError(f"{log}: the run log {twice} given twice; give each run once")
         html = render(args.run_logs)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -331,6 +342,10 @@ def _data(args: argparse.Namespace) -> int:
     missing = [n for n in ("format", "videos", "annotations", "out") if not getattr(args, n)]
     if missing:
         raise ConfigError("import needs " + ", ".join(f"--{n}" if n != "format" else "FORMAT" for n in missing))
+    for n in ("annotations", "classes", "answers"):  # the manifest would be written over the dataset's own file
+        given = getattr(args, n)
+        if given and Path(args.out).exists() and Path(given).exists() and Path(args.out).samefile(given):
+            raise ConfigError(f"--out {args.out}: is the --{n} file; name another file for the manifest")
     rep = run_import(args.format, videos=args.videos, annotations=args.annotations, out=args.out, classes=args.classes,
                      answers=args.answers, groups=args.groups, sample=args.sample, seed=args.seed)
     for line in rep.lines():

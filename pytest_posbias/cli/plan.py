@@ -66,8 +66,9 @@ def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         name = a.partition("=")[0]
         if name in OWN_VALUE_OPTIONS:
             own.append(a)
-            if "=" not in a:
-                own.append(next(it, ""))
+            value = next(it, None) if "=" not in a else None
+            if value is not None:  # none left: argparse names the option that lacks its value
+                own.append(value)
         elif a in ("--measure", "-h", "--help"):
             own.append(a)
         else:
@@ -92,6 +93,9 @@ def _plan(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v is not None and not 0 < v < math.inf:  # inf would plan 0 GPU-hours for its side of the cost
             raise ConfigError(f"--{name.replace('_', '-')} must be a finite number > 0; got {v!r}")
+    if args.plan_json and (Path(args.plan_json).is_dir() or not Path(args.plan_json).parent.is_dir()):
+        raise ConfigError(f"--plan-json {args.plan_json}: " + ("is a folder" if Path(args.plan_json).is_dir() else
+                                                                "its folder does not exist") + "; name a JSON file")
     pytest_args = [a for a in args.pytest_args if a != "--"]
     with tempfile.TemporaryDirectory(prefix="posbias-plan-") as tmp:
         try:

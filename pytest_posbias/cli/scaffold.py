@@ -317,9 +317,10 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
 
     markers = ", ".join(dict.fromkeys(f"`{g.marker}`" for g in GATE_SPECS))
     files[folder / "README.md"] = _README.format(markers=markers)
-    # pyproject first (validation): read as bytes so its own line endings survive
-    existing = pyproject.read_bytes().decode("utf-8") if pyproject.exists() else None
+    # the project's own files first (validation): read as bytes so their line endings survive
+    existing = _project_text(pyproject)
     new, py_action = merge_pyproject(existing, posbias_table(model=model, quick=quick), force=force)
+    own_conftest = _project_text(root / "conftest.py")
     out: list[Written] = []
     folder.mkdir(parents=True, exist_ok=True)
     for path, text in files.items():
@@ -335,7 +336,7 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
             details = tuple(replaced_values(existing, new))
         pyproject.write_bytes(new.encode("utf-8"))
     out.append(Written(pyproject, py_action, details))
-    out.append(_write_root_conftest(root))
+    out.append(_write_root_conftest(root, own_conftest))
     if quick:
         manifest = root / QUICK_SET / "manifest.jsonl"
         if manifest.is_file() and not force:
@@ -351,13 +352,27 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
     return out
 
 
-def _write_root_conftest(root: Path) -> Written:
+def _project_text(path: Path) -> str | None:
+    """The exact text of a project file ``posbias init`` merges into (None when absent); ConfigError
+    naming it when it is not a regular UTF-8 file, raised before anything is written."""
+    if not path.exists():
+        return None
+    if not path.is_file():
+        raise ConfigError(f"{path}: not a regular file; posbias init merges into it")
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte offset {exc.start}); "
+                          "posbias init merges into it: save it as UTF-8, then run posbias init again") from None
+
+
+def _write_root_conftest(root: Path, existing: str | None) -> Written:
     """Create the root ``conftest.py`` with the short options, or append them to the project's own
-    (leaving out those it defines, :func:`alias_conftest`); kept when it already has them."""
+    ``existing`` text (leaving out those it defines, :func:`alias_conftest`); kept when it already has them."""
     from ..config import SHORT_ALIASES
 
     path = root / "conftest.py"
-    existing = path.read_bytes().decode("utf-8") if path.exists() else None
     text, skip = alias_conftest(existing)
     if text is None:
         return Written(path, "kept")

@@ -168,7 +168,13 @@ def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
 
     settings = ctx.probe_settings("positional")
     out: dict[str, dict[str, dict[Any, float]]] = {g: {} for g in gates}
-    for domain, bucket, P in positional_configs(ctx.options.data, settings["scales"]):
+    keys = positional_configs(ctx.options.data, settings["scales"])
+    known = {f"{d}-{b}" for d, b, _ in keys} | {f"{d}-{b}-P{P}" for d, b, P in keys}
+    unknown = [c for c in configs or () if c not in known]
+    if unknown:  # a misspelt configuration would check nothing, and nothing checked is no pass
+        raise ConfigError(f"--configs: {', '.join(unknown)}: no such positional configuration in this set; "
+                          f"it has {', '.join(sorted(known)) or 'none'}")
+    for domain, bucket, P in keys:
         label = f"{domain}-{bucket}-P{P}"
         if configs and f"{domain}-{bucket}" not in configs and label not in configs:
             continue
@@ -176,7 +182,10 @@ def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
             continue
         spec = positional_spec(settings, domain, bucket, P, groups=groups)
         r = ctx.positional(model, spec)
-        if r.coverage.size == 0:
+        if r.coverage.size == 0:  # no scored instance: the configuration is lost, checked as missed, not left out
+            for g in gates:
+                if g != "meg" or P == 4:
+                    out[g][label] = {}
             continue
         news = all(ctx.manifest().videos[v].reference_style == "news"
                    for g in ctx.manifest().groups_for(domain, bucket, P)
@@ -234,11 +243,17 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
             dosed = [g for g in pos if targets.get(g) is not None]
             base = positional_by_group(ctx, "sim:unbiased", dosed, groups, configs) if dosed else {}
             for g in dosed:
-                rows += config_checks(g, targets[g], by_group[g], base[g], seed=seed)
+                checked = config_checks(g, targets[g], by_group[g], base[g], seed=seed)
+                if not checked:  # a dose checked on no configuration has not been shown to land
+                    raise ConfigError(f"{g}: no positional configuration of this set"
+                                      + (f" among --configs {','.join(configs)}" if configs else "")
+                                      + " to check the dose on" + (" (MEG needs P = 4)" if g == "meg" else ""))
+                rows += checked
             for g in pos:
                 vals = {k: np.array(list(v.values())) for k, v in by_group[g].items()}
                 allv = np.concatenate(list(vals.values())) if vals else np.zeros(0)
-                add(g, _mean_ci(allv, seed), int(allv.size), "groups", {k: float(v.mean()) for k, v in vals.items()})
+                add(g, _mean_ci(allv, seed), int(allv.size), "groups",
+                    {k: float(v.mean()) if v.size else math.nan for k, v in vals.items()})
         if {"flip", "phase", "order"} & set(gates):
             from ..probes.phase import order_flips, pair_flips
 
@@ -352,6 +367,8 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
     from ..models import sim_dose
     from ..run.suite_params import positional_configs, positional_spec
 
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2:
+        raise ConfigError(f"`groups` must be an integer >= 2; got {groups!r}")
     mu: dict[Key, float] = {}
     contam: dict[Key, tuple[float, float]] = {}
     loss: dict[Key, float] = {}
@@ -385,6 +402,9 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
                                            4)
         finally:
             ctx.close()
+    if not mu:  # empty tables would replace the stored constants with nothing
+        raise ConfigError("sim calibrate: no positional configuration of this set was measured (no group gave a "
+                          "scored instance); check --data")
     print_fn(f"# posbias sim calibrate --groups {groups} --seed {seed}")
     for name, kind, table in (("MU", "float", mu), ("CONTAMINATION", "tuple[float, float]", contam),
                               ("FIRST_LOSS", "float", loss), ("FIRST_DPB", "float", first_dpb)):
@@ -407,7 +427,7 @@ def register(sub: Any, register_fn: Callable[..., argparse.ArgumentParser]) -> N
     p.add_argument("model", nargs="?",
                    help="with check: sim:dose,GATE=VALUE[,GATE=VALUE...] (or sim:PROFILE with --gates)")
     p.add_argument("--gates", default=None, help="comma-separated gates to measure (default: the gates the dose names)")
-    p.add_argument("--groups", type=int, default=12,
+    p.add_argument("--groups", type=int, default=None,
                    help="positional groups per configuration (default 12; calibrate 40)")
     p.add_argument("--items", type=int, default=60, help="multiple-choice items (default 60)")
     p.add_argument("--videos", type=int, default=32, help="videos of the stressor probe (default 32)")
@@ -420,11 +440,12 @@ def register(sub: Any, register_fn: Callable[..., argparse.ArgumentParser]) -> N
 
 def _cli(args: argparse.Namespace) -> int:
     if args.action == "calibrate":
-        calibrate(groups=args.groups if args.groups != 12 else 40, seed=args.seed, data=args.data)
+        calibrate(groups=40 if args.groups is None else args.groups, seed=args.seed, data=args.data)
         return 0
     if not args.model:
         raise ConfigError("posbias sim check needs the model, e.g. posbias sim check sim:dose,meg=-0.05")
-    result = run_check(args.model, gates=args.gates.split(",") if args.gates else None, groups=args.groups,
+    result = run_check(args.model, gates=args.gates.split(",") if args.gates else None,
+                       groups=12 if args.groups is None else args.groups,
                        items=args.items, videos=args.videos, seed=args.seed, data=args.data, cache=args.cache,
                        configs=args.configs.split(",") if args.configs else None, print_fn=print)
     return 1 if result.missed else 0  # a configuration where the dose does not land fails the check

@@ -101,3 +101,33 @@ def test_posbias_calibrate_end_to_end_checks_its_arguments_before_running(tmp_pa
     zero = subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "calibrate", "--end-to-end", "--reps", "0"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert zero.returncode != 0 and "--reps must be an integer >= 1; got 0" in zero.stderr + zero.stdout
+
+
+@pytest.mark.parametrize("gates", [["order"], ["meg"]])
+def test_a_null_sim_unbiased_gave_no_units_for_is_an_error_not_zero(monkeypatch, tmp_path, gates):
+    """measure_pools: a null rate measured on no units was taken as 0 (the kindest null), and an empty
+    DPB/MEG residual pool crashed later in rng.choice; both are a ConfigError naming the gate."""
+    from types import SimpleNamespace
+
+    from pytest_posbias.calibration import e2e, measure_pools
+
+    empty = tmp_path / "m.jsonl"
+    empty.write_text("")
+    ctx = SimpleNamespace(options=SimpleNamespace(data=str(empty)), probe_settings=lambda _: {"scales": [2, 4]})
+    monkeypatch.setattr(e2e, "gate_verdict", lambda *a: SimpleNamespace(n=0, estimate=float("nan")))
+    with pytest.raises(ConfigError, match=f"{gates[0]}: sim:unbiased gave no units"):
+        measure_pools(ctx, gates=gates)
+
+
+@pytest.mark.parametrize("where", ["a-folder", "the-data"])
+def test_calibrate_json_that_is_a_folder_or_the_manifest_is_refused_before_running(monkeypatch, tmp_path, where):
+    """posbias calibrate --json naming a folder failed after the measurement; naming --data wrote over the manifest."""
+    import pytest_posbias.calibration as cal
+    from pytest_posbias.cli import main
+
+    data = tmp_path / "m.jsonl"
+    data.write_text("")
+    monkeypatch.setattr(cal, "run_calibration", lambda **kw: pytest.fail("the calibration ran"))
+    target = tmp_path if where == "a-folder" else data
+    assert main(["calibrate", "--gates", "flip", "--data", str(data), "--json", str(target)]) == 2
+    assert data.read_text() == ""

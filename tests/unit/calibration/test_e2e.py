@@ -12,6 +12,7 @@ the code checked is ``models/sim.py``'s and ``probes/stressor.py``'s.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pytest_posbias.data.manifest import load_manifest
 from pytest_posbias.metrics import (
@@ -69,3 +70,19 @@ def test_memoized_text_metrics_equal_the_metrics():
         for finish in ("stop", "length", None):
             assert SR.severity_of(t, finish) == severity(t, finish)
     assert [SP.repeats(t) for t in texts] == [False, True, False, True]
+
+
+def test_a_verdict_on_no_units_is_an_error_not_a_detection(monkeypatch, tmp_path):
+    """run_end_to_end counted a verdict on no units (the calibrated configuration absent from --data) as a
+    failure, so the 3t column read as 100% power; it is now a ConfigError naming the gate and configuration."""
+    from types import SimpleNamespace
+
+    from pytest_posbias.calibration import e2e
+    from pytest_posbias.errors import ConfigError
+
+    data = tmp_path / "m.jsonl"
+    data.write_text("")
+    monkeypatch.setattr(e2e, "gate_verdict", lambda *a: SimpleNamespace(n=0, passed=False, extra={}))
+    with pytest.raises(ConfigError, match="order: sim:unbiased gave no units"):
+        e2e.run_end_to_end(reps=1, gates=["order"], data=str(data), cache=str(tmp_path / "c"), rootdir=tmp_path,
+                           print_fn=lambda _: None)

@@ -90,3 +90,75 @@ def test_read_captions_takes_text_caption_or_output_and_names_a_bad_line(tmp_pat
     path.write_text('{"text": "a"}\n{broken\n')
     with pytest.raises(ConfigError, match=re.escape(f"{path}:2")):
         read_captions(str(path))
+
+
+@pytest.mark.parametrize("same", ["path", "link"])
+def test_report_output_that_is_one_of_its_run_logs_is_refused_and_the_log_kept(tmp_path, capsys, same):
+    """posbias report RUN_LOG -o RUN_LOG (or a link to it) wrote the HTML over the run log it read; now exit 2 naming -o."""
+    from pytest_posbias.cli import main
+
+    log = tmp_path / "run.jsonl"
+    log.write_text('{"kind": "header", "schema_version": 1}\n')
+    out = tmp_path / "out.html"
+    if same == "link":
+        out.symlink_to(log)
+    target = log if same == "path" else out
+    assert main(["report", str(log), "-o", str(target)]) == 2
+    assert "-o" in capsys.readouterr().err and log.read_text() == '{"kind": "header", "schema_version": 1}\n'
+
+
+def test_data_import_out_that_is_its_annotations_is_refused_and_the_file_kept(tmp_path, capsys):
+    """posbias data import --out ANNOTATIONS wrote the manifest over the dataset's annotation file; now exit 2 naming --out."""
+    from pytest_posbias.cli import main
+
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "v1.mp4").write_bytes(b"x")
+    ann = tmp_path / "ann.csv"
+    text = "video,question,answer,a0,a1,a2,a3,a4\nv1,What?,0,a,b,c,d,e\n"
+    ann.write_text(text)
+    argv = ["data", "import", "nextqa", "--videos", str(tmp_path / "v"), "--annotations", str(ann), "--out", str(ann)]
+    assert main(argv) == 2
+    assert "--out" in capsys.readouterr().err and ann.read_text() == text
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_fixtures_build_refuses_groups_below_one(tmp_path, capsys, value):
+    """posbias fixtures build --groups 0 (or -3) rendered a set with no group and exited 0; argparse now refuses it naming --groups."""
+    from pytest_posbias.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["fixtures", "build", "--groups", value, "--out", str(tmp_path / "set")])
+    assert exc.value.code == 2 and "argument --groups:" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()
+
+
+def test_models_tiny_into_a_folder_with_files_is_refused_and_the_files_kept(tmp_path, capsys):
+    """posbias models tiny FAMILY DIR wrote random weights and a config over what DIR held (a real checkpoint's
+    config.json); a non-empty DIR is now refused with exit 2 naming it."""
+    from pytest_posbias.cli import main
+
+    (tmp_path / "config.json").write_text('{"mine": true}')
+    assert main(["models", "tiny", "qwen2_vl", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err and (tmp_path / "config.json").read_text() == '{"mine": true}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+def test_judge_agreement_names_an_unknown_judge_on_stderr(tmp_path, capsys):
+    """An unknown --judge was reported on stdout (where the table goes); it is an error on stderr naming --judge, exit 2."""
+    from pytest_posbias.cli import main
+
+    assert main(["judge-agreement", str(tmp_path / "labels.csv"), "--judge", "gpt4"]) == 2
+    out, err = capsys.readouterr()
+    assert "--judge must be embed, fragment or openai:MODEL; got 'gpt4'" in err and not out
+
+
+def test_report_refuses_a_run_log_given_twice(tmp_path, capsys):
+    """posbias report LOG LOG rendered the run as its own baseline (every paired difference 0); now exit 2 naming the log."""
+    from pytest_posbias.cli import main
+
+    log = tmp_path / "run.jsonl"
+    log.write_text('{"kind": "header", "schema_version": 1}\n')
+    link = tmp_path / "same.jsonl"
+    link.symlink_to(log)
+    assert main(["report", str(log), str(link), "-o", str(tmp_path / "r.html")]) == 2
+    assert "given twice" in capsys.readouterr().err and not (tmp_path / "r.html").exists()

@@ -287,3 +287,30 @@ def test_a_throughput_of_zero_or_nan_is_refused_before_the_plan_runs(monkeypatch
         setattr(args, option, value)
         with pytest.raises(ConfigError, match=option.replace("_", "-")):
             plan_mod._plan(args)
+
+
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder"])
+def test_a_plan_json_that_cannot_be_written_is_refused_before_the_plan_runs(monkeypatch, tmp_path, where):
+    """``--plan-json`` in a missing folder, or naming a folder, failed only after the plan run (and --measure's model calls)."""
+    import argparse
+
+    from pytest_posbias.cli import plan as plan_mod
+    from pytest_posbias.errors import ConfigError
+
+    monkeypatch.setattr(plan_mod, "run_plan", lambda *a, **k: pytest.fail("the plan ran"))
+    target = tmp_path / "no" / "p.json" if where == "missing-folder" else tmp_path
+    args = argparse.Namespace(prefill_tps=None, decode_tps=None, measure=True, plan_json=str(target), pytest_args=[])
+    with pytest.raises(ConfigError, match="--plan-json"):
+        plan_mod._plan(args)
+
+
+@pytest.mark.parametrize("option", ["--plan-json", "--prefill-tps"])
+def test_an_own_option_without_its_value_is_argparse_s_error(monkeypatch, capsys, option):
+    """``posbias plan -m meg --plan-json`` took an empty path, planned, and wrote no JSON; now exit 2 naming the option."""
+    from pytest_posbias.cli import main
+    from pytest_posbias.cli import plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "run_plan", lambda *a, **k: pytest.fail("the plan ran"))
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "-m", "meg", option])
+    assert exc.value.code == 2 and f"argument {option}: expected one argument" in capsys.readouterr().err

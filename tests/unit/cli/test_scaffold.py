@@ -179,6 +179,17 @@ def test_a_root_that_is_a_file_or_an_invalid_pyproject_writes_nothing(tmp_path):
     assert (tmp_path / "pyproject.toml").read_text() == "[project\n"
 
 
+@pytest.mark.parametrize("name", ["conftest.py", "pyproject.toml"])
+def test_a_project_file_that_is_not_utf8_is_an_error_naming_it_and_nothing_written(tmp_path, name):
+    """scaffold: a root conftest.py or pyproject.toml that is not UTF-8 raised UnicodeDecodeError (the
+    conftest's after the folder and pyproject.toml were written); now a ConfigError naming it, nothing written."""
+    (tmp_path / name).write_bytes(b'x = "\xe9"\n')
+    with pytest.raises(ConfigError, match=f"{name}: not UTF-8 text"):
+        scaffold.scaffold(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    assert (tmp_path / name).read_bytes() == b'x = "\xe9"\n'
+
+
 @pytest.mark.parametrize(("pyproject", "hint"), [
     (None, False),
     ("[project]\nname = 'x'\n", False),
