@@ -148,9 +148,13 @@ def _group_manifest(tmp_path, P):
     (4, ["cooking-shrt"], "--configs: cooking-shrt: no such positional configuration"),
     (2, ["cooking-short"], "meg: no positional configuration of this set among --configs cooking-short"),
 ])
-def test_sim_check_that_checks_no_configuration_is_an_error_not_a_pass(tmp_path, P, configs, message):
+def test_sim_check_that_checks_no_configuration_is_an_error_not_a_pass(tmp_path, monkeypatch, P, configs, message):
     """A misspelt --configs, or a MEG dose on a set without P = 4, checked nothing and exited 0."""
     from pytest_posbias.cli.sim_check import run_check
+    from pytest_posbias.run import suite_params
+
+    # the set's configuration as listed (its videos need not load: the check is on the configurations)
+    monkeypatch.setattr(suite_params, "positional_configs", lambda data, scales: [("cooking", "short", P)])
 
     with pytest.raises(ConfigError, match=message.replace("-", r"\-")):
         run_check("sim:dose,meg=-0.05", data=str(_group_manifest(tmp_path, P)), cache=str(tmp_path / "c"),
@@ -178,10 +182,14 @@ def test_sim_calibrate_that_measures_nothing_is_an_error(tmp_path, groups, messa
         calibrate(groups=groups, data=str(_group_manifest(tmp_path, 4)), rootdir=tmp_path, print_fn=lambda _: None)
 
 
-def test_sim_check_counts_a_configuration_that_scored_nothing_as_missed(tmp_path):
+def test_sim_check_counts_a_configuration_that_scored_nothing_as_missed(tmp_path, monkeypatch):
     """A configuration whose groups gave no scored instance was left out of the check (not a row, not missed);
     now its row has 0 groups and misses, so the check exits 1."""
     from pytest_posbias.cli.sim_check import run_check
+    from pytest_posbias.run import suite_params
+
+    # listed as a configuration, while its videos cannot be read: every instance is lost
+    monkeypatch.setattr(suite_params, "positional_configs", lambda data, scales: [("cooking", "short", 4)])
 
     got = run_check("sim:dose,meg=-0.05", data=str(_group_manifest(tmp_path, 4)), cache=str(tmp_path / "c"),
                     rootdir=tmp_path)
