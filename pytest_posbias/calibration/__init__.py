@@ -218,8 +218,9 @@ def measure_pools(ctx: Any, model: str = "sim:unbiased", gates: Sequence[str] = 
             break
         null[gate] = float(v.estimate)
     if lost:
-        raise ConfigError(f"{lost[0]}: {model} gave no units on this data (MEG needs P = 4 groups), so the gate's "
-                          "null cannot be measured; pick a manifest with its items, or leave the gate out of --gates")
+        why = {"dpb": " (DPB needs groups)", "meg": " (MEG needs P = 4 groups)"}.get(lost[0], "")
+        raise ConfigError(f"{lost[0]}: {model} gave no units on this data{why}, so the gate's null cannot be "
+                          "measured; pick a manifest with its items, or leave the gate out of --gates")
     return {k: np.array(v) for k, v in pools.items()}, null
 
 

@@ -380,7 +380,8 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
-            stamps = [pkt.pts for pkt in container.demux(stream) if pkt.size]
+            # the frames shown: a packet an edit list hides (a stream-copy cut's lead-in) is decoded, never shown
+            stamps = [pkt.pts for pkt in container.demux(stream) if pkt.size and not getattr(pkt, "is_discard", False)]
             # presentation timestamp -> frame index; without timestamps, count frames from the start
             order = {} if None in stamps else {t: k for k, t in enumerate(sorted(stamps))}
             pts = sorted(order)

@@ -131,3 +131,18 @@ def test_calibrate_json_that_is_a_folder_or_the_manifest_is_refused_before_runni
     target = tmp_path if where == "a-folder" else data
     assert main(["calibrate", "--gates", "flip", "--data", str(data), "--json", str(target)]) == 2
     assert data.read_text() == ""
+
+
+def test_a_rate_gate_without_a_null_is_not_told_it_needs_p4_groups(monkeypatch, tmp_path):
+    """measure_pools names why a rate gate's null is missing without the MEG-only reason (P = 4 groups)."""
+    from types import SimpleNamespace
+
+    from pytest_posbias.calibration import e2e, measure_pools
+
+    empty = tmp_path / "m.jsonl"
+    empty.write_text("")
+    ctx = SimpleNamespace(options=SimpleNamespace(data=str(empty)), probe_settings=lambda _: {"scales": [2, 4]})
+    monkeypatch.setattr(e2e, "gate_verdict", lambda *a: SimpleNamespace(n=0, estimate=float("nan")))
+    with pytest.raises(ConfigError) as err:
+        measure_pools(ctx, gates=["order"])
+    assert "P = 4" not in str(err.value) and str(err.value).startswith("order: sim:unbiased gave no units on this data")

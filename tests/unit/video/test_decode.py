@@ -186,3 +186,30 @@ def test_pyav_reads_the_kth_frame_of_a_variable_frame_rate_clip(tmp_path):
     for idx in ([0, 3, 6, 9], list(range(30))):
         frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=info)
         assert [round(int(f[0, 0, 0]) / 8) for f in frames] == idx
+
+
+def test_pyav_counts_only_the_frames_shown_of_a_clip_with_an_edit_list(tmp_path):
+    """PyAV's frame k of an MP4 whose edit list hides its first packets is the k-th frame shown, not lost or shifted."""
+    import fractions
+
+    import av
+
+    path = tmp_path / "cut.mp4"
+    tb = fractions.Fraction(1, 1000)
+    with av.open(str(path), "w") as c:  # pts below 0: the muxer's edit list hides the first 5 frames (a stream-copy cut)
+        s = c.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"crf": "0", "bf": "0"}
+        s.codec_context.time_base = tb
+        for i in range(40):
+            f = av.VideoFrame.from_ndarray(np.full((64, 64, 3), i * 6, np.uint8), format="rgb24")
+            f.pts, f.time_base = (i - 5) * 40, tb
+            for p in s.encode(f):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    with av.open(str(path)) as c:
+        shown = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    assert len(shown) == 35
+    idx = [0, 3, 10, 20, 34]
+    frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=probe(path))
+    assert [int(f[0, 0, 0]) for f in frames] == [int(shown[k][0, 0, 0]) for k in idx]
