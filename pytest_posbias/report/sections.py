@@ -82,12 +82,9 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
                       "leaks": o.get("n_leak_candidates", 0),
                       "contamination": [float(x) for x in contam.mean(axis=0)] if contam.size else []})
         alloc.append({"config": title, "model": o["model"], **o["allocation"]})
-    variants = []
-    for _run, o in summaries:
-        if o.get("variant") != "main":
-            cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
-            variants.append({"config": o["spec"], "model": o["model"], "variant": o["variant"],
-                             **_means(cov, o["P"]), "target": o.get("target") or {}})
+    variants = [{"config": o["spec"], "model": o["model"], "variant": o["variant"],
+                 **_means(np.array(o["coverage"], dtype=float).reshape(-1, o["P"]), o["P"]),
+                 "target": o.get("target") or {}} for _run, o in summaries if o.get("variant") != "main"]
     return {"figure": figures.coverage_curves(list(panels.values())) if panels else "", "table": table, "alloc": alloc,
             "variants": sorted(variants, key=lambda v: (v["config"], v["model"]))}
 

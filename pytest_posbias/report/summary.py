@@ -6,6 +6,7 @@ controller's progress line from the workers' progress files.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import textwrap
@@ -32,10 +33,8 @@ def suite_of(nodeid: str) -> str:
 
 def by_suite(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
     """Rows with a ``nodeid`` grouped by suite, in node id order, the suites in :func:`suite_order`."""
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for r in sorted(rows, key=lambda r: r["nodeid"]):
-        out.setdefault(suite_of(r["nodeid"]), []).append(r)
-    return sorted(out.items(), key=lambda kv: suite_order(kv[0]))
+    groups = itertools.groupby(sorted(rows, key=lambda r: r["nodeid"]), key=lambda r: suite_of(r["nodeid"]))
+    return sorted(((suite, list(mine)) for suite, mine in groups), key=lambda kv: suite_order(kv[0]))
 
 
 def suite_title(suite: str, nodeids: Sequence[str] = ()) -> str:
@@ -253,8 +252,6 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
     if calls.get("retries"):
         parts[-1] += f" ({int(calls['retries'])} retries of transient errors)"
-    # unstored: a read-only cache, or writes the database refused (the next run makes them again);
-    # unusable: degenerate answers (scoring/usable.py); rereads: this run's own answers asked for again
     parts += _counted(calls, (("unstored", "answers not stored in the cache"),
                               ("unusable", "unusable answers (lost units, never cached as answers)"),
                               ("rereads", "repeated requests answered from this run's own calls")))

@@ -1,20 +1,14 @@
 """What counts as a usable answer, per probe: an answer that falls short is a *lost unit* with its
 reason, never scored (docs/design.md section 5). A *word* is a whitespace token holding a letter.
+Each rule is a function whose docstring gives its formula:
 
-* description / summary (:func:`text_reason`): usable when ``|words| >= MIN_WORDS`` and
-  ``|words| / |tokens| >= MIN_WORD_SHARE``; else ``empty_answer``, ``too_few_words`` or
-  ``mostly_not_words``;
-* multiple-choice answer (:func:`letter_reason`): an option letter readable from the letter
-  log-probabilities or the text; else ``no_option_letter``;
-* multi-slot summary (:func:`slots_reason`): more than one of P >= 2 slots addressed; else
-  ``one_slot_addressed``;
-* the same answer to distinct inputs, a model that does not look at its input
-  (:func:`constant_text`, :func:`constant_letters`): ``constant_answer``. Free text: the modal
-  normalised answer, given in more than ``TEXT_CONSTANT_BOUND`` of the requests and to more than
-  that share of n >= 2 inputs. Option letters: over at least ``MIN_LETTER_REQUESTS`` answers to 2
-  or more questions, a modal letter in more than ``LETTER_CONSTANT_BOUND`` of them that is the
-  correct one in at most that share (under permuted option orders a model that reads the options
-  spreads its letters as the correct letters are spread).
+* description / summary: :func:`text_reason` (``empty_answer``, ``too_few_words``,
+  ``mostly_not_words``) and :func:`echo_reason` (``prompt_echo``);
+* multiple-choice answer: :func:`letter_reason` (``no_option_letter``);
+* multi-slot summary: :func:`slots_reason` (``one_slot_addressed``);
+* the same answer to distinct inputs, a model that does not look at its input: :func:`constant_text`
+  and :func:`constant_letters` (``constant_answer``; under permuted option orders a model that reads
+  the options spreads its letters as the correct letters are spread).
 
 Every bound is above 0.05 = 1 − the default measurement floor, so a model whose answers trip a
 constant rule loses more than 5% of its units and cannot pass a gate in either mode.
@@ -168,7 +162,6 @@ def constant_letters(letters: Sequence[int | None], correct: Sequence[int], inpu
     if sum(1 for j in measured if correct[j] == modal) / len(measured) > bound:
         return [False] * len(letters)
     return [x is not None and x == modal for x in letters]
-
 
 
 __all__ = ["CONSTANT", "EMPTY", "FEW_WORDS", "LETTER_CONSTANT_BOUND", "MIN_LETTER_REQUESTS", "MIN_WORDS",
