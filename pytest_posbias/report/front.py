@@ -126,13 +126,12 @@ def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, 
     for v in same:
         by_conf.setdefault(configuration(v), []).append(v)
     confs = sorted(by_conf, key=lambda c: max(exceedance(v) for v in by_conf[c]), reverse=True)
-    confs = confs[:max(1, MAX_FOREST_ROWS // len(models))] if len(models) > 1 else confs[:MAX_FOREST_ROWS]
+    confs = confs[:max(1, MAX_FOREST_ROWS // len(models))]  # MAX_FOREST_ROWS rows, one per model in each
     rows = [{"label": (configuration(v) + (f" · {v['model']}" if len(models) > 1 else ""))[:44],
              "estimate": num(v.get("estimate")), "low": num(v.get("ci_low")), "high": num(v.get("ci_high")),
              "passed": v["passed"]} for c in confs for v in sorted(by_conf[c], key=lambda v: str(v.get("model")))]
-    low, up = num(worst.get("lower")), num(worst.get("upper"))
     return figures.forest(rows, title=title, xlabel="estimate with its (1 − 2α) CI; dashed: allowed bound",
-                          lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None, width=5.2)
+                          lower=num(worst.get("lower")), upper=num(worst.get("upper")), width=5.2)
 
 
 def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,

@@ -117,9 +117,8 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
                 "passed": _passed(v, run_level=False)}
                for i, v in enumerate(gates[key]) if v is not None]
         last = next(v for v in reversed(gates[key]) if v is not None)
-        low, up = _number(last.get("lower")), _number(last.get("upper"))
         fig = figures.trend(pts, title=key[1] if len(key[1]) <= 56 else key[1][:55] + "…", ylabel="estimate (CI)",
-                            lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None)
+                            lower=_number(last.get("lower")), upper=_number(last.get("upper")))
         title = suite_title(key[0], [str(v.get("nodeid") or "") for v in gates[key] if v])
         latest = gates[key][-1]  # failing in the latest release: by the run-level decision where the log has it
         out.append({"suite": key[0], "suite_title": title, "gate": key[1], "figure": fig,

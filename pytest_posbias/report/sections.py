@@ -92,9 +92,8 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
 def _phase(runs: Sequence[Run]) -> dict[str, Any]:
     out: dict[str, Any] = {"heatmaps": [], "flip_figure": "", "fusion_figure": "", "risk_figure": "", "margins": []}
     for run in runs:
-        items = [o for o in run.obs.get("phase", []) if o.get("type") == "item"]
         by_model: dict[str, dict[str, dict[str, list[int]]]] = defaultdict(dict)
-        for it in items:
+        for it in (o for o in run.obs.get("phase", []) if o.get("type") == "item"):
             by_model[it["model"]].setdefault(it["item"], {}).update(it["answers"])
         for model, answers in sorted(by_model.items()):
             samplers = sorted({c for a in answers.values() for c in a if c.startswith("sampler:")})

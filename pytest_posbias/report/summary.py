@@ -190,8 +190,7 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100,
         parts = ", ".join(f"{n} {k}" for k, n in sorted(decision.skipped.items()))
         out.append((f"  skipped gate tests: {parts} (an opt-in gate not opted into does not fail the run; "
                     f"a gate skipped for missing data, or a run in which no gate decided, is not measured: exit 6 "
-                    "unless a gate fails)",
-                    None))
+                    "unless a gate fails)", None))
     return out
 
 

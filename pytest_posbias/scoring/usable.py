@@ -123,20 +123,12 @@ def constant_text(answers: Sequence[str | None], inputs: Sequence[Hashable], *,
     answer: flagged when n >= 2, count(a*) / m > ``bound`` and |inputs(a*)| / n > ``bound``."""
     if len(answers) != len(inputs):
         raise ValueError(f"`answers` and `inputs` must have the same length; got {len(answers)} and {len(inputs)}")
-    by_answer: dict[str, set[Hashable]] = {}
-    counts: Counter[str] = Counter()
-    seen: set[Hashable] = set()
-    for a, i in zip(answers, inputs, strict=True):
-        if a is None:
-            continue
-        seen.add(i)
-        norm = normalise(a)
-        counts[norm] += 1
-        by_answer.setdefault(norm, set()).add(i)
-    if len(seen) < 2 or not counts:
+    measured = [(normalise(a), i) for a, i in zip(answers, inputs, strict=True) if a is not None]
+    seen = {i for _, i in measured}
+    if len(seen) < 2:
         return [False] * len(answers)
-    modal, k = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
-    if k / sum(counts.values()) <= bound or len(by_answer[modal]) / len(seen) <= bound:
+    modal, k = max(Counter(a for a, _ in measured).items(), key=lambda kv: (kv[1], kv[0]))
+    if k / len(measured) <= bound or len({i for a, i in measured if a == modal}) / len(seen) <= bound:
         return [False] * len(answers)
     return [a is not None and normalise(a) == modal for a in answers]
 
