@@ -230,15 +230,6 @@ def _count(n: float) -> str:
     return str(n)
 
 
-def reuse(verdict_calls: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-    """(gates that reused a probe result already computed in this run, requests that saved).
-
-    ``verdict_calls`` are the per-gate call counters (``shared`` = requests behind a reused
-    probe result, served from memory instead of being requested again)."""
-    gates = [c for c in verdict_calls if int(c.get("shared", 0) or 0) > 0]
-    return len(gates), int(sum(int(c.get("shared", 0) or 0) for c in gates))
-
-
 def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str, Any]] = (), workers: int = 1) -> str:
     """One line: calls made, served from the cache, failed (+ retries), wall time, tokens, reuse.
 
@@ -264,8 +255,9 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
         tokens.append(f"{_count(output)} out")
     if tokens:
         parts.append("tokens " + ", ".join(tokens))
-    n_gates, saved = reuse(verdict_calls)
-    if n_gates and len(verdict_calls) > 1 and saved:
+    shared = [n for c in verdict_calls if (n := int(c.get("shared", 0) or 0)) > 0]  # requests served from memory
+    n_gates, saved = len(shared), sum(shared)
+    if n_gates and len(verdict_calls) > 1:
         parts.append(f"{n_gates} gates reused probe results already computed in this run, saving {saved} requests")
     return "; ".join(parts)
 
@@ -307,5 +299,5 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
 
 
 __all__ = ["allowed", "by_suite", "calls_line", "cost_text", "decision_lines", "num_text", "plural", "progress_file",
-           "progress_text", "reuse", "run_why", "suite_of", "suite_order", "suite_title", "verdict_lines",
+           "progress_text", "run_why", "suite_of", "suite_order", "suite_title", "verdict_lines",
            "worker_progress_line", "write_progress"]
