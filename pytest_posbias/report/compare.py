@@ -157,13 +157,12 @@ def compare(cand: Arm, base: Arm, *, alpha: float) -> dict[str, Any]:
     """The comparison section: paired differences, their figure, the side-by-side verdicts and
     the front page's better/worse lists."""
     diffs = positional_differences(cand, base, alpha=alpha) + repetition_differences(cand, base, alpha=alpha)
-    figs = []
-    for stat in sorted({d["stat"] for d in diffs}):
-        mine = [d for d in diffs if d["stat"] == stat]
-        figs.append(figures.forest([{"label": d["config"], "estimate": d["delta"], "low": d["low"], "high": d["high"],
-                                     "passed": None if d["direction"] != "worse" else False} for d in mine],
-                                   title=f"{stat}: {cand.label} − {base.label} (paired, {interval_level(alpha)}% CI)",
-                                   xlabel="Δ (> 0: candidate worse)", ref=0.0, width=5.6))
+    figs = [figures.forest([{"label": d["config"], "estimate": d["delta"], "low": d["low"], "high": d["high"],
+                             "passed": None if d["direction"] != "worse" else False}
+                            for d in diffs if d["stat"] == stat],
+                           title=f"{stat}: {cand.label} − {base.label} (paired, {interval_level(alpha)}% CI)",
+                           xlabel="Δ (> 0: candidate worse)", ref=0.0, width=5.6)
+            for stat in sorted({d["stat"] for d in diffs})]
     gates = side_by_side(cand, base)
     worse = _changes(diffs, gates, direction="worse", change="now fails")
     better = _changes(diffs, gates, direction="better", change="now passes")

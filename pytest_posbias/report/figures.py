@@ -129,12 +129,10 @@ def heatmap(matrix: Sequence[Sequence[float | None]], rows: Sequence[str], cols:
     im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=0, vmax=top, aspect="auto")
     ax.set_xticks(range(len(cols)), labels=list(cols), rotation=30, ha="right")
     ax.set_yticks(range(len(rows)), labels=list(rows))
-    for i in range(m.shape[0]):
-        for j in range(m.shape[1]):
-            v = m[i, j]
-            txt = "–" if np.isnan(v) else fmt.format(v)
-            shade = 0 if np.isnan(v) else v / top
-            ax.text(j, i, txt, ha="center", va="center", fontsize=8, color="white" if shade < 0.55 else "black")
+    for (i, j), v in np.ndenumerate(m):
+        txt = "–" if np.isnan(v) else fmt.format(v)
+        shade = 0 if np.isnan(v) else v / top
+        ax.text(j, i, txt, ha="center", va="center", fontsize=8, color="white" if shade < 0.55 else "black")
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return _svg(fig)

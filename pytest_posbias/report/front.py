@@ -46,17 +46,12 @@ def exceedance(v: Mapping[str, Any]) -> float:
     """How far the CI reaches past the allowed region, relative to the bound's magnitude
     (max over the finite bounds of (ci_high − upper) or (lower − ci_low), divided by
     max(|bound|, 0.01)); larger is worse, negative means the CI lies inside the region."""
-    lo, hi = num(v.get("ci_low")), num(v.get("ci_high"))
     est = num(v.get("estimate"))
-    lo = est if math.isnan(lo) else lo
-    hi = est if math.isnan(hi) else hi
-    worst = -math.inf
+    lo, hi = (est if math.isnan(x) else x for x in (num(v.get("ci_low")), num(v.get("ci_high"))))
     up, low = num(v.get("upper")), num(v.get("lower"))
-    if math.isfinite(up) and not math.isnan(hi):
-        worst = max(worst, (hi - up) / max(abs(up), 0.01))
-    if math.isfinite(low) and not math.isnan(lo):
-        worst = max(worst, (low - lo) / max(abs(low), 0.01))
-    return worst
+    gaps = [(hi - up) / max(abs(up), 0.01)] if math.isfinite(up) and not math.isnan(hi) else []
+    gaps += [(low - lo) / max(abs(low), 0.01)] if math.isfinite(low) and not math.isnan(lo) else []
+    return max(gaps, default=-math.inf)
 
 
 def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int], errored: Sequence[Any],
@@ -131,13 +126,12 @@ def _forest_for(mine: Sequence[Mapping[str, Any]], worst: Mapping[str, Any], *, 
     for v in same:
         by_conf.setdefault(configuration(v), []).append(v)
     confs = sorted(by_conf, key=lambda c: max(exceedance(v) for v in by_conf[c]), reverse=True)
-    confs = confs[:max(1, MAX_FOREST_ROWS // len(models))] if len(models) > 1 else confs[:MAX_FOREST_ROWS]
+    confs = confs[:max(1, MAX_FOREST_ROWS // len(models))]  # MAX_FOREST_ROWS rows, one per model in each
     rows = [{"label": (configuration(v) + (f" · {v['model']}" if len(models) > 1 else ""))[:44],
              "estimate": num(v.get("estimate")), "low": num(v.get("ci_low")), "high": num(v.get("ci_high")),
              "passed": v["passed"]} for c in confs for v in sorted(by_conf[c], key=lambda v: str(v.get("model")))]
-    low, up = num(worst.get("lower")), num(worst.get("upper"))
     return figures.forest(rows, title=title, xlabel="estimate with its (1 − 2α) CI; dashed: allowed bound",
-                          lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None, width=5.2)
+                          lower=num(worst.get("lower")), upper=num(worst.get("upper")), width=5.2)
 
 
 def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,
@@ -184,8 +178,7 @@ def grouped_table(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     for suite, mine in by_suite(verdicts):
         confs: dict[str, list[Mapping[str, Any]]] = {}
         for v in mine:
-            key = configuration(v) + (f" · {v['model']}" if multi_model else "")
-            confs.setdefault(key, []).append(v)
+            confs.setdefault(configuration(v) + (f" · {v['model']}" if multi_model else ""), []).append(v)
         groups: list[dict[str, Any]] = [
             {"config": k, "open": any(not v["passed"] for v in rows), "n_fail": sum(not v["passed"] for v in rows),
              "n_inconclusive": sum(bool(v["passed"] and v.get("inconclusive")) for v in rows),

@@ -32,6 +32,7 @@ def find_run_logs(directory: str | Path, skipped: list[str] | None = None) -> li
     root = Path(directory)
     if not root.is_dir():
         raise ConfigError(f"--history: {directory}: not a directory")
+    skipped = [] if skipped is None else skipped
     out = []
     for p in sorted(root.rglob("*.jsonl")):
         if p.name.startswith("log-") and (p.parent / "run.jsonl").is_file():
@@ -40,16 +41,14 @@ def find_run_logs(directory: str | Path, skipped: list[str] | None = None) -> li
             with p.open("rb") as fh:  # bytes: a later line that is not UTF-8 is no concern of the header's
                 first = json.loads(fh.readline().decode("utf-8") or "{}")
         except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-            if skipped is not None:
-                skipped.append(f"{p}: unreadable ({type(exc).__name__})")
+            skipped.append(f"{p}: unreadable ({type(exc).__name__})")
             continue
         if isinstance(first, dict) and first.get("kind") == "header" and first.get("schema_version") == SCHEMA_VERSION:
             out.append(p)
         elif isinstance(first, dict) and first.get("kind") == "header" and "schema_version" in first:
-            if skipped is not None:
-                skipped.append(f"{p}: run log schema version {first['schema_version']!r} is not supported "
-                               f"(expected {SCHEMA_VERSION})")
-        elif skipped is not None:
+            skipped.append(f"{p}: run log schema version {first['schema_version']!r} is not supported "
+                           f"(expected {SCHEMA_VERSION})")
+        else:
             skipped.append(f"{p}: not a posbias run log (no run-log header on its first line)")
     return out
 
@@ -100,9 +99,9 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
         rid = r.header.get("run_id")
         if rid is not None and rid in seen:
             duplicates.append({"path": str(r.path), "run_id": rid, "same_as": seen[rid]})
-            continue
-        seen[rid] = str(r.path)  # a run id of None is never looked up
-        kept.append(r)
+        else:
+            seen[rid] = str(r.path)  # a run id of None is never looked up
+            kept.append(r)
     runs = kept
     releases = [{"label": _release_label(r.header, r.path), "path": str(r.path), "run_id": r.header.get("run_id"),
                  "n_fail": sum(not _passed(v, run_level=True) for v in r.verdicts), "n": len(r.verdicts),
@@ -118,9 +117,8 @@ def history(runs: Sequence[Any]) -> dict[str, Any]:
                 "passed": _passed(v, run_level=False)}
                for i, v in enumerate(gates[key]) if v is not None]
         last = next(v for v in reversed(gates[key]) if v is not None)
-        low, up = _number(last.get("lower")), _number(last.get("upper"))
         fig = figures.trend(pts, title=key[1] if len(key[1]) <= 56 else key[1][:55] + "…", ylabel="estimate (CI)",
-                            lower=low if math.isfinite(low) else None, upper=up if math.isfinite(up) else None)
+                            lower=_number(last.get("lower")), upper=_number(last.get("upper")))
         title = suite_title(key[0], [str(v.get("nodeid") or "") for v in gates[key] if v])
         latest = gates[key][-1]  # failing in the latest release: by the run-level decision where the log has it
         out.append({"suite": key[0], "suite_title": title, "gate": key[1], "figure": fig,

@@ -140,9 +140,7 @@ def write_markdown(path: str | Path, rows: Sequence[Mapping[str, Any]], *, rootd
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     report = find_report(rootdir=rootdir, options=options, run_log=run_log)
-    link = None
-    if report is not None:
-        link = os.path.relpath(report.resolve(), out.resolve().parent).replace(os.sep, "/")
+    link = None if report is None else os.path.relpath(report.resolve(), out.resolve().parent).replace(os.sep, "/")
     text = markdown_summary(rows, errored=errored, models=list(options.models),
                             mode=options.mode, alpha=options.alpha,
                             exitstatus=exitstatus, report_link=link, decision=decision)

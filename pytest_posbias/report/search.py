@@ -111,10 +111,9 @@ def counterexample_view(c: Mapping[str, Any]) -> dict[str, Any]:
     elif prop == "coverage":
         videos = list(c.get("videos") or [])
         ref_cov, cov = list(c.get("reference_coverage") or []), list(c.get("coverage") or [])
-        fell, floor = set(c.get("fell_below") or []), c.get("floor")
+        fell = set(c.get("fell_below") or [])
         by_vid = {vid: (ref_cov[i] if i < len(ref_cov) else None, cov[i] if i < len(cov) else None)
                   for i, vid in enumerate(videos)}
-        lay = dict(c.get("layout") or {})
 
         def slots(order: Sequence[str], which: int) -> list[dict[str, Any]]:
             return [{"slot": s + 1, "video": vid, "thumb": thumbs.get(f"video:{vid}", ""),
@@ -122,7 +121,7 @@ def counterexample_view(c: Mapping[str, Any]) -> dict[str, Any]:
                      "fell": vid in fell and which == 1, "moved": order[s] != videos[s] if s < len(videos) else False}
                     for s, vid in enumerate(order)]
 
-        v.update(floor=floor, layout=lay, original_slots=slots(videos, 0),
+        v.update(floor=c.get("floor"), layout=dict(c.get("layout") or {}), original_slots=slots(videos, 0),
                  perturbed_slots=slots(list(c.get("slots") or []), 1),
                  fell_below=sorted(fell), reference_text=c.get("reference_text", ""),
                  answer_text=c.get("answer_text", ""))

@@ -82,12 +82,9 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
                       "leaks": o.get("n_leak_candidates", 0),
                       "contamination": [float(x) for x in contam.mean(axis=0)] if contam.size else []})
         alloc.append({"config": title, "model": o["model"], **o["allocation"]})
-    variants = []
-    for _run, o in summaries:
-        if o.get("variant") != "main":
-            cov = np.array(o["coverage"], dtype=float).reshape(-1, o["P"])
-            variants.append({"config": o["spec"], "model": o["model"], "variant": o["variant"],
-                             **_means(cov, o["P"]), "target": o.get("target") or {}})
+    variants = [{"config": o["spec"], "model": o["model"], "variant": o["variant"],
+                 **_means(np.array(o["coverage"], dtype=float).reshape(-1, o["P"]), o["P"]),
+                 "target": o.get("target") or {}} for _run, o in summaries if o.get("variant") != "main"]
     return {"figure": figures.coverage_curves(list(panels.values())) if panels else "", "table": table, "alloc": alloc,
             "variants": sorted(variants, key=lambda v: (v["config"], v["model"]))}
 
@@ -95,9 +92,8 @@ def _positional(runs: Sequence[Run]) -> dict[str, Any]:
 def _phase(runs: Sequence[Run]) -> dict[str, Any]:
     out: dict[str, Any] = {"heatmaps": [], "flip_figure": "", "fusion_figure": "", "risk_figure": "", "margins": []}
     for run in runs:
-        items = [o for o in run.obs.get("phase", []) if o.get("type") == "item"]
         by_model: dict[str, dict[str, dict[str, list[int]]]] = defaultdict(dict)
-        for it in items:
+        for it in (o for o in run.obs.get("phase", []) if o.get("type") == "item"):
             by_model[it["model"]].setdefault(it["item"], {}).update(it["answers"])
         for model, answers in sorted(by_model.items()):
             samplers = sorted({c for a in answers.values() for c in a if c.startswith("sampler:")})

@@ -6,6 +6,7 @@ controller's progress line from the workers' progress files.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import textwrap
@@ -32,10 +33,8 @@ def suite_of(nodeid: str) -> str:
 
 def by_suite(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
     """Rows with a ``nodeid`` grouped by suite, in node id order, the suites in :func:`suite_order`."""
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for r in sorted(rows, key=lambda r: r["nodeid"]):
-        out.setdefault(suite_of(r["nodeid"]), []).append(r)
-    return sorted(out.items(), key=lambda kv: suite_order(kv[0]))
+    groups = itertools.groupby(sorted(rows, key=lambda r: r["nodeid"]), key=lambda r: suite_of(r["nodeid"]))
+    return sorted(((suite, list(mine)) for suite, mine in groups), key=lambda kv: suite_order(kv[0]))
 
 
 def suite_title(suite: str, nodeids: Sequence[str] = ()) -> str:
@@ -191,8 +190,7 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100,
         parts = ", ".join(f"{n} {k}" for k, n in sorted(decision.skipped.items()))
         out.append((f"  skipped gate tests: {parts} (an opt-in gate not opted into does not fail the run; "
                     f"a gate skipped for missing data, or a run in which no gate decided, is not measured: exit 6 "
-                    "unless a gate fails)",
-                    None))
+                    "unless a gate fails)", None))
     return out
 
 
@@ -232,15 +230,6 @@ def _count(n: float) -> str:
     return str(n)
 
 
-def reuse(verdict_calls: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-    """(gates that reused a probe result already computed in this run, requests that saved).
-
-    ``verdict_calls`` are the per-gate call counters (``shared`` = requests behind a reused
-    probe result, served from memory instead of being requested again)."""
-    gates = [c for c in verdict_calls if int(c.get("shared", 0) or 0) > 0]
-    return len(gates), int(sum(int(c.get("shared", 0) or 0) for c in gates))
-
-
 def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str, Any]] = (), workers: int = 1) -> str:
     """One line: calls made, served from the cache, failed (+ retries), wall time, tokens, reuse.
 
@@ -253,8 +242,6 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
     parts = [f"model calls: {made} made, {hits} served from the cache, {failed} failed"]
     if calls.get("retries"):
         parts[-1] += f" ({int(calls['retries'])} retries of transient errors)"
-    # unstored: a read-only cache, or writes the database refused (the next run makes them again);
-    # unusable: degenerate answers (scoring/usable.py); rereads: this run's own answers asked for again
     parts += _counted(calls, (("unstored", "answers not stored in the cache"),
                               ("unusable", "unusable answers (lost units, never cached as answers)"),
                               ("rereads", "repeated requests answered from this run's own calls")))
@@ -268,8 +255,9 @@ def calls_line(calls: Mapping[str, Any], *, verdict_calls: Sequence[Mapping[str,
         tokens.append(f"{_count(output)} out")
     if tokens:
         parts.append("tokens " + ", ".join(tokens))
-    n_gates, saved = reuse(verdict_calls)
-    if n_gates and len(verdict_calls) > 1 and saved:
+    shared = [n for c in verdict_calls if (n := int(c.get("shared", 0) or 0)) > 0]  # requests served from memory
+    n_gates, saved = len(shared), sum(shared)
+    if n_gates and len(verdict_calls) > 1:
         parts.append(f"{n_gates} gates reused probe results already computed in this run, saving {saved} requests")
     return "; ".join(parts)
 
@@ -311,5 +299,5 @@ def worker_progress_line(run_dir: Path, *, tests_done: int, tests_planned: int) 
 
 
 __all__ = ["allowed", "by_suite", "calls_line", "cost_text", "decision_lines", "num_text", "plural", "progress_file",
-           "progress_text", "reuse", "run_why", "suite_of", "suite_order", "suite_title", "verdict_lines",
+           "progress_text", "run_why", "suite_of", "suite_order", "suite_title", "verdict_lines",
            "worker_progress_line", "write_progress"]

@@ -89,10 +89,9 @@ def check_cache(cache_dir: str | Path, *, mode: str = "read-write", repair: str 
                              f"drop the option to start one, or use {_OTHER}")
         return CacheCheck(path, exists=False, rows=0, unreadable=0, read_only=False)
     damage = _damage(path)
-    counted = None
     if not damage:
         try:
-            counted = _count_rows(path)
+            rows, unreadable = _count_rows(path)
         except sqlite3.Error as exc:  # a table the run cannot read: move-aside repairs it as any damage
             damage = f"{type(exc).__name__}: {exc}"
             if repair != "move-aside":
@@ -105,8 +104,6 @@ def check_cache(cache_dir: str | Path, *, mode: str = "read-write", repair: str 
                              f"and starts a new cache; its answers are made again), or {_OTHER}")
         moved = _move_aside(path, now or _dt.datetime.now(_dt.UTC))
         return CacheCheck(path, exists=False, rows=0, unreadable=0, read_only=False, moved_to=moved, damage=damage)
-    assert counted is not None
-    rows, unreadable = counted
     if mode == "read-write":
         refused = _write_refused(path)
         if refused:

@@ -201,9 +201,7 @@ class RunContext:
 
     # -- progress
     def _on_progress(self, done: int, total: int, hits: int, elapsed: float) -> None:
-        if self._progress is None or total == 0:
-            return
-        if elapsed < PROGRESS_AFTER_S:  # a short batch prints nothing: lines only where a wait needs explaining
+        if self._progress is None or total == 0 or elapsed < PROGRESS_AFTER_S:  # a short batch prints nothing
             return
         live = bool(getattr(self._progress, "live", False))  # one line redrawn in place on a terminal
         now = time.monotonic()

@@ -1,7 +1,5 @@
-"""The end of a run: :func:`finish_run`, on the controller at the end of the session, merges the
-workers' logs into one run log (:mod:`.run.merge`), appends the verdicts, prunes old run folders
-and renders the report from that log alone.
-"""
+"""The end of a run: :func:`finish_run`, on the controller at the end of the session (the report
+renders from the merged log alone)."""
 
 from __future__ import annotations
 

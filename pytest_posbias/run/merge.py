@@ -67,10 +67,8 @@ def merge_run_log_lines(run_dir: Path) -> tuple[Record, list[tuple[Record, str |
     if not logs:
         raise ConfigError(f"{run_dir}: no run logs to merge")
     headers = [h for h, _ in logs]
-    first: Record = min(headers, key=lambda h: str(h.get("started", "")))
-    header = dict(first)
+    header = {k: v for k, v in min(headers, key=lambda h: str(h.get("started", ""))).items() if k != "worker"}
     header["workers"] = sorted(h.get("worker", "?") for h in headers)
-    header.pop("worker", None)
     pairs = [pair for _, recs in logs for pair in recs]
 
     # sorted by prefix; records whose prefix ties (a key sent twice, observations) by their line

@@ -89,10 +89,7 @@ def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_tha
     runs_dir = Path(cache_dir) / "runs"
     listed = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
     ages = {p: age for p in listed if (age := _age_key(p)) is not None}  # a folder gone meanwhile is no run
-    runs = list(ages)
-    runs.sort(key=lambda p: (p.name in keep, ages[p], p.name), reverse=True)  # those to keep, then newest first
-    # a run still writing (no merged log yet, written within LIVE_S: another run sharing the cache) is never
-    # removed by count; an interrupted run's folder is, once that long idle
+    runs = sorted(ages, key=lambda p: (p.name in keep, ages[p], p.name), reverse=True)  # kept ones, then newest first
     live = {r for r in runs if now - ages[r] < LIVE_S and not (r / "run.jsonl").exists()}
     doomed = [run for rank, run in enumerate(runs) if run.name not in keep and (
         (keep_runs is not None and rank >= keep_runs and run not in live)  # too many
@@ -135,15 +132,12 @@ def _prune_answers(path: Path, cutoff: float, *, dry_run: bool) -> int:
 
 def _cache_command(args: argparse.Namespace) -> int:
     """``posbias cache prune``."""
-    if args.keep_runs is None and args.older_than is None and args.answers_older_than is None:
-        print("posbias cache prune: error: give --keep-runs N, --older-than DAYS and/or --answers-older-than DAYS",
-              file=sys.stderr)
-        return 2
     folder = Path(args.cache)
-    if not folder.is_dir():
-        print(f"posbias cache prune: error: --cache {folder}: no such folder", file=sys.stderr)
-        return 2
     try:
+        if args.keep_runs is None and args.older_than is None and args.answers_older_than is None:
+            raise ConfigError("give --keep-runs N, --older-than DAYS and/or --answers-older-than DAYS")
+        if not folder.is_dir():
+            raise ConfigError(f"--cache {folder}: no such folder")
         result = prune_runs(folder, keep_runs=args.keep_runs, older_than_days=args.older_than,
                             answers_older_than_days=args.answers_older_than, dry_run=args.dry_run)
     except ConfigError as exc:

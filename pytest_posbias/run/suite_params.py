@@ -116,7 +116,7 @@ def probe_group(nodeid: str, *, model_ids: Sequence[str], search_frames: int | N
     """
     _, _, name = nodeid.partition("::")
     function, _, params = name.partition("[")
-    params = params[:-1] if params.endswith("]") else params
+    params = params.removesuffix("]")
     spec = suite_of_test(function)
     if spec is None:
         return None

@@ -89,7 +89,6 @@ def align(
     shift = label_base == 0 and 0 not in labels and set(labels) <= set(range(1, P + 1)) and P in labels
     if shift:  # answered [video1]..[videoP] to a zero-indexed request
         markers = [(lab - 1, s, e) for lab, s, e in markers]
-        labels = [m[0] for m in markers]
     segments: dict[int, list[str]] = {}
     for i, (lab, _, end) in enumerate(markers):
         stop = markers[i + 1][1] if i + 1 < len(markers) else len(text)
@@ -97,7 +96,7 @@ def align(
     summaries = [" ".join(s for s in segments.get(label_base + k, []) if s).strip() for k in range(P)]
     status = [SLOT_MISSING if label_base + k not in segments else SLOT_EMPTY if not seg else
               SLOT_PLACEHOLDER if is_placeholder(seg) else SLOT_OK for k, seg in enumerate(summaries)]
-    extra = tuple(sorted({lab for lab in labels if not label_base <= lab < label_base + P}))
+    extra = tuple(sorted(lab for lab in segments if not label_base <= lab < label_base + P))
     return Alignment(tuple(summaries), tuple(status), "markers", shift, extra)
 
 

@@ -1,20 +1,14 @@
 """What counts as a usable answer, per probe: an answer that falls short is a *lost unit* with its
 reason, never scored (docs/design.md section 5). A *word* is a whitespace token holding a letter.
+Each rule is a function whose docstring gives its formula:
 
-* description / summary (:func:`text_reason`): usable when ``|words| >= MIN_WORDS`` and
-  ``|words| / |tokens| >= MIN_WORD_SHARE``; else ``empty_answer``, ``too_few_words`` or
-  ``mostly_not_words``;
-* multiple-choice answer (:func:`letter_reason`): an option letter readable from the letter
-  log-probabilities or the text; else ``no_option_letter``;
-* multi-slot summary (:func:`slots_reason`): more than one of P >= 2 slots addressed; else
-  ``one_slot_addressed``;
-* the same answer to distinct inputs, a model that does not look at its input
-  (:func:`constant_text`, :func:`constant_letters`): ``constant_answer``. Free text: the modal
-  normalised answer, given in more than ``TEXT_CONSTANT_BOUND`` of the requests and to more than
-  that share of n >= 2 inputs. Option letters: over at least ``MIN_LETTER_REQUESTS`` answers to 2
-  or more questions, a modal letter in more than ``LETTER_CONSTANT_BOUND`` of them that is the
-  correct one in at most that share (under permuted option orders a model that reads the options
-  spreads its letters as the correct letters are spread).
+* description / summary: :func:`text_reason` (``empty_answer``, ``too_few_words``,
+  ``mostly_not_words``) and :func:`echo_reason` (``prompt_echo``);
+* multiple-choice answer: :func:`letter_reason` (``no_option_letter``);
+* multi-slot summary: :func:`slots_reason` (``one_slot_addressed``);
+* the same answer to distinct inputs, a model that does not look at its input: :func:`constant_text`
+  and :func:`constant_letters` (``constant_answer``; under permuted option orders a model that reads
+  the options spreads its letters as the correct letters are spread).
 
 Every bound is above 0.05 = 1 − the default measurement floor, so a model whose answers trip a
 constant rule loses more than 5% of its units and cannot pass a gate in either mode.
@@ -129,20 +123,12 @@ def constant_text(answers: Sequence[str | None], inputs: Sequence[Hashable], *,
     answer: flagged when n >= 2, count(a*) / m > ``bound`` and |inputs(a*)| / n > ``bound``."""
     if len(answers) != len(inputs):
         raise ValueError(f"`answers` and `inputs` must have the same length; got {len(answers)} and {len(inputs)}")
-    by_answer: dict[str, set[Hashable]] = {}
-    counts: Counter[str] = Counter()
-    seen: set[Hashable] = set()
-    for a, i in zip(answers, inputs, strict=True):
-        if a is None:
-            continue
-        seen.add(i)
-        norm = normalise(a)
-        counts[norm] += 1
-        by_answer.setdefault(norm, set()).add(i)
-    if len(seen) < 2 or not counts:
+    measured = [(normalise(a), i) for a, i in zip(answers, inputs, strict=True) if a is not None]
+    seen = {i for _, i in measured}
+    if len(seen) < 2:
         return [False] * len(answers)
-    modal, k = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
-    if k / sum(counts.values()) <= bound or len(by_answer[modal]) / len(seen) <= bound:
+    modal, k = max(Counter(a for a, _ in measured).items(), key=lambda kv: (kv[1], kv[0]))
+    if k / len(measured) <= bound or len({i for a, i in measured if a == modal}) / len(seen) <= bound:
         return [False] * len(answers)
     return [a is not None and normalise(a) == modal for a in answers]
 
@@ -168,7 +154,6 @@ def constant_letters(letters: Sequence[int | None], correct: Sequence[int], inpu
     if sum(1 for j in measured if correct[j] == modal) / len(measured) > bound:
         return [False] * len(letters)
     return [x is not None and x == modal for x in letters]
-
 
 
 __all__ = ["CONSTANT", "EMPTY", "FEW_WORDS", "LETTER_CONSTANT_BOUND", "MIN_LETTER_REQUESTS", "MIN_WORDS",
