@@ -135,12 +135,12 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
     if importlib.util.find_spec("xdist") is not None:
         cmd += ["-n", "0"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
     if proc.returncode == USAGE_ERROR:
         errors = [line.removeprefix("ERROR: ") for line in (proc.stderr + proc.stdout).splitlines()
                   if line.startswith("ERROR: ")]
-        raise PlanUsageError("\n".join(errors) or "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:]))
+        raise PlanUsageError("\n".join(errors) or tail)
     if not js.is_file():
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise ConfigError(f"the plan run of `pytest {shlex.join(pytest_args)}` did not finish (exit "
                           f"{proc.returncode}):\n{tail}")
     out = json.loads(js.read_text())

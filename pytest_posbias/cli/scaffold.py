@@ -177,34 +177,28 @@ def _replace_posbias_tables(text: str, table: str) -> str | None:
     gives the same bytes. None when ``text`` has no posbias header (dotted keys, inline table).
     """
     nl = _newline(text)
+    sections: list[list[str]] = [[]]  # the lines before the first header, then one section per header
+    for line in text.splitlines(keepends=True):
+        if _HEADER.match(line):
+            sections.append([])
+        sections[-1].append(line)
+
+    def posbias(section: list[str]) -> bool:
+        m = _HEADER.match(section[0]) if section else None
+        names = [p.strip().strip('"').strip("'") for p in m.group(1).split(".")] if m else []
+        return names[:2] == ["tool", "posbias"]
+
     out: list[str] = []
     insert_at: int | None = None
-    pending: list[str] | None = None  # the lines of the posbias section being skipped
-
-    def close(next_is_other_table: bool) -> None:
-        if pending is None:
-            return
-        blanks = [i for i, ln in enumerate(pending) if not ln.strip()]
-        tail = pending[blanks[-1] + 1:] if blanks else []
-        if next_is_other_table and tail and all(ln.strip().startswith("#") for ln in tail):
-            out.extend(tail)
-
-    for line in text.splitlines(keepends=True):
-        m = _HEADER.match(line)
-        if m:
-            posbias = [p.strip().strip('"').strip("'") for p in m.group(1).split(".")][:2] == ["tool", "posbias"]
-            close(next_is_other_table=not posbias)
-            pending = None
-            if posbias:
-                if insert_at is None:
-                    insert_at = len(out)
-                pending = [line]
-                continue
-        if pending is not None:
-            pending.append(line)
-        else:
-            out.append(line)
-    close(next_is_other_table=False)
+    for i, section in enumerate(sections):
+        if not posbias(section):
+            out += section
+            continue
+        insert_at = len(out) if insert_at is None else insert_at
+        blanks = [j for j, ln in enumerate(section) if not ln.strip()]
+        tail = section[blanks[-1] + 1:] if blanks else []
+        if i + 1 < len(sections) and not posbias(sections[i + 1]) and all(ln.strip().startswith("#") for ln in tail):
+            out += tail  # a comment block of the next table stays with it
     if insert_at is None:
         return None
     before, after = out[:insert_at], out[insert_at:]

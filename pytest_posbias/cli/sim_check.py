@@ -415,9 +415,6 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
     return {"mu": mu, "contamination": contam, "first_loss": loss, "first_dpb": first_dpb}
 
 
-# --------------------------------------------------------------------------- CLI
-
-
 def register(sub: Any, register_fn: Callable[..., argparse.ArgumentParser]) -> None:
     """Add the ``sim`` subcommand (``check`` and ``calibrate``) to the ``posbias`` parser."""
     p = register_fn(sub, "sim", _cli,
