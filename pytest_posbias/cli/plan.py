@@ -2,10 +2,7 @@
 
 It runs ``pytest ARGS --posbias-plan DIR --posbias-fixed`` in a subprocess, so the probes' own request
 builders plan every request (:mod:`.models.plan`); ``--measure`` first warms up each model
-(:func:`measure`) and plans again with the measured output lengths. Per gate test it prints requests,
-frames, prompt (visual) and output tokens and GPU-hours (:func:`hours`), beside the sequential design's
-expected cost (:func:`aggregate`). A selection the run would refuse with a usage error is refused with
-the same message and exit status 4.
+(:func:`measure`) and plans again with the measured output lengths.
 """
 
 from __future__ import annotations

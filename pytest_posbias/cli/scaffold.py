@@ -1,13 +1,6 @@
-"""``posbias init [DIR]``: scaffold a robustness test folder in the user's repository (docs/getting-started.md).
-
-It writes, never over an existing file without ``--force``, and prints every path with what was done:
-``<DIR>/<tests-dir>/`` (a ``conftest.py`` re-exporting the suites' hooks, one ``test_<suite>.py`` per
-shipped suite importing it, a README); the suites' short options in ``<DIR>/conftest.py``, appended to
-the project's own, leaving out an alias it already defines; the ``[tool.posbias]`` table in
-``<DIR>/pyproject.toml``, appended (the rest kept byte for byte) or in a new file, an existing table
-kept or with ``--force`` replaced; with ``--quick``, small probe sizes and a small synthetic set under
-``<DIR>/fixtures/synthetic-quick/``. ``DIR`` is the project's root, where ``pytest`` is run: the plugin
-reads ``[tool.posbias]`` from the pyproject.toml of pytest's rootdir.
+"""``posbias init [DIR]``: scaffold a robustness test folder, the suites' short options and the
+``[tool.posbias]`` table in the project rooted at ``DIR``, never over an existing file without ``--force``
+(what it writes, and why: docs/getting-started.md).
 """
 
 from __future__ import annotations
@@ -289,7 +282,13 @@ class Written:
 def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str | None = None,
              quick: bool = False, force: bool = False,
              progress: Callable[[str], None] | None = None) -> list[Written]:
-    """Write the robustness folder and the ``[tool.posbias]`` table under ``root`` (see module doc).
+    """Write, under the project root ``root``, never over an existing file without ``force``:
+    ``<tests_dir>/`` (a ``conftest.py`` re-exporting the suites' hooks, one ``test_<suite>.py`` per
+    shipped suite importing it, a README); the short options in the root ``conftest.py``, appended to
+    the project's own, leaving out an alias it defines; the ``[tool.posbias]`` table in
+    ``pyproject.toml``, appended (the rest kept byte for byte) or in a new file, an existing table kept
+    or with ``force`` replaced; with ``quick``, small probe sizes and a small synthetic set under
+    ``fixtures/synthetic-quick/``. Returns what was done with each path.
 
     Everything is validated before anything is written: an invalid pyproject.toml (or a table
     the merge cannot place) raises ConfigError with the folder untouched. ``progress`` gets a

@@ -15,9 +15,7 @@ set (or ``--data``), and prints per gate the target, the achieved value and its 
 * stressor: mean per-video amplification pooled over the stressors walked to the cap, cluster
   bootstrap over videos.
 
-Each positional gate the dose names is also checked per configuration (domain × bucket × P) against
-:func:`tolerance`; the check exits 1 when a configuration is outside. ``posbias sim calibrate``
-measures the constants ``models/sim_dose.py`` stores and prints them as Python.
+The per-configuration check (:func:`tolerance`) and ``posbias sim calibrate``: docs/simulated-models.md.
 """
 
 from __future__ import annotations
