@@ -29,10 +29,7 @@ from .state import (
 )
 from .terminal import progress_writer
 
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register the ``--posbias-*`` options (:func:`.options.add_options`)."""
-    add_options(parser)
+pytest_addoption = add_options  # the hook: every ``--posbias-*`` option
 
 
 def pytest_configure(config: pytest.Config) -> None:
