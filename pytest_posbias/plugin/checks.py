@@ -135,15 +135,12 @@ def _typed_spelling(config: pytest.Config, spec: str) -> str:
     ``--posbias-model``, ``--baseline``, ``--posbias-baseline``, the last one carrying it), else the
     ``[tool.posbias]`` key that set it (``model``, ``baseline``); ``--posbias-model`` when neither says."""
     args = [str(a) for a in config.invocation_params.args]
-    typed = None
-    for i, a in enumerate(args):
-        name, eq, value = a.partition("=")
-        if SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline"):
-            given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-            if given.strip() == spec:
-                typed = name
-    if typed is not None:
-        return typed
+    pairs = zip((a.partition("=") for a in args), [*args[1:], ""], strict=False)  # each argument and the next
+    typed = [name for (name, eq, value), following in pairs
+             if SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline")
+             and (value if eq else following).strip() == spec]
+    if typed:
+        return typed[-1]
     pcfg = posbias_config(config)
     cli_models, cli_baseline = config.getoption("--posbias-model") or [], config.getoption("--posbias-baseline")
     if spec == pcfg.get("baseline") and spec != cli_baseline:
