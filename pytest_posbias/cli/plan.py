@@ -396,9 +396,8 @@ def _run_options(pytest_args: Sequence[str]) -> dict[str, Any]:
     keys = {"--posbias-" + k.replace("_", "-"): k for k in names}
     opts: dict[str, Any] = {}
     args = long_options(pytest_args)
-    for i, a in enumerate(args):
-        name, eq, val = a.partition("=")
+    for (name, eq, val), following in zip((a.partition("=") for a in args), [*args[1:], ""], strict=False):
         if name in keys:
-            v = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+            v = val if eq else following
             opts[keys[name]] = int(v) if keys[name] in ("batch_size", "concurrency", "vllm_timeout") else v
     return opts
