@@ -163,8 +163,8 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
 
     def entry(test: str) -> dict[str, Any]:
         return by_test.setdefault(test, {"test": test, "requests": 0, "frames": 0, "prompt_tokens": 0,
-                                         "visual_tokens": 0, "output_tokens": 0, "models": set(), "gate": "",
-                                         "shared": 0})
+                                         "visual_tokens": 0, "output_tokens": 0, "models": set(),
+                                         "gate": _gate_from_nodeid(test), "shared": 0})
 
     for r in rows:
         g = entry(r["test"])
@@ -175,10 +175,8 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
     for v in verdicts:
         g = entry(v["nodeid"])
         extra = v.get("extra") or {}
-        g["gate"] = extra.get("gate", "")
+        g["gate"] = extra.get("gate", "") or _gate_from_nodeid(g["test"])
         g["shared"] = int((extra.get("calls") or {}).get("shared", 0))
-    for g in by_test.values():
-        g["gate"] = g["gate"] or _gate_from_nodeid(g["test"])
     # requests are counted once, on the gate that made them; a fixed-design gate that shares a
     # probe's results (the stressor amplification shares the stressor probe) needs all of them;
     # the parity gates draw their probe's units at full size, so that probe's gates cannot stop early

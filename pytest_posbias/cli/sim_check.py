@@ -235,8 +235,7 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
         cache_dir = cache or stack.enter_context(tempfile.TemporaryDirectory(prefix="posbias-sim-check-"))
         ctx = _context(model, seed=seed, data=data, cache=cache_dir, probes=probes, rootdir=Path(rootdir))
         stack.callback(ctx.close)
-        pos = [g for g in gates if g in ("dpb", "meg", "coverage", "contamination")]
-        if pos:
+        if pos := [g for g in gates if g in ("dpb", "meg", "coverage", "contamination")]:
             by_group = positional_by_group(ctx, model, pos, groups, configs)
             dosed = [g for g in pos if targets.get(g) is not None]
             base = positional_by_group(ctx, "sim:unbiased", dosed, groups, configs) if dosed else {}
@@ -252,13 +251,11 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                 allv = np.concatenate(list(vals.values())) if vals else np.zeros(0)
                 add(g, _mean_ci(allv, seed), int(allv.size), "groups",
                     {k: float(v.mean()) if v.size else math.nan for k, v in vals.items()})
-        if {"flip", "phase", "order"} & set(gates):
+        if phase_gates := [g for g in ("flip", "phase", "order") if g in gates]:
             from ..probes.phase import order_flips, pair_flips
 
             spec = ctx.phase_spec()
-            for g in ("flip", "phase", "order"):
-                if g not in gates:
-                    continue
+            for g in phase_gates:
                 r = ctx.phase(model, g, spec.budget if g == "flip" else None)
                 parts: dict[str, float] = {}
                 if g == "order":

@@ -34,9 +34,8 @@ def _model_option(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
         value = value.strip()
         if not value:
-            raise _usage(option,
-                         "expects a registry alias (see `posbias models`), a checkpoint directory, sim:PROFILE, "
-                                 "sim:dose,GATE=VALUE[,...] or openai:NAME; got an empty value")
+            raise _usage(option, "expects a registry alias (see `posbias models`), a checkpoint directory, "
+                                 "sim:PROFILE, sim:dose,GATE=VALUE[,...] or openai:NAME; got an empty value")
         if value.startswith("sim:"):
             from ..models.sim import check_profile
 
