@@ -160,9 +160,8 @@ def _calibrate(args: argparse.Namespace) -> int:
                               "cache": args.cache, "rootdir": Path.cwd(), "print_fn": lambda m: print(m, flush=True)}
     result: Any
     if args.end_to_end:
-        cells = run_end_to_end(reps=args.reps or (QUICK_REPS if args.quick else DEFAULT_REPS), quick=args.quick,
-                               **common)
-        result = cells_to_json(cells)
+        result = cells_to_json(run_end_to_end(reps=args.reps or (QUICK_REPS if args.quick else DEFAULT_REPS),
+                                              quick=args.quick, **common))
     else:
         result = run_calibration(reps=args.reps or (200 if args.quick else 1000), **common)
     if args.json:

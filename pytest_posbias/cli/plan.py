@@ -2,10 +2,7 @@
 
 It runs ``pytest ARGS --posbias-plan DIR --posbias-fixed`` in a subprocess, so the probes' own request
 builders plan every request (:mod:`.models.plan`); ``--measure`` first warms up each model
-(:func:`measure`) and plans again with the measured output lengths. Per gate test it prints requests,
-frames, prompt (visual) and output tokens and GPU-hours (:func:`hours`), beside the sequential design's
-expected cost (:func:`aggregate`). A selection the run would refuse with a usage error is refused with
-the same message and exit status 4.
+(:func:`measure`) and plans again with the measured output lengths.
 """
 
 from __future__ import annotations
@@ -135,12 +132,12 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
     if importlib.util.find_spec("xdist") is not None:
         cmd += ["-n", "0"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
     if proc.returncode == USAGE_ERROR:
         errors = [line.removeprefix("ERROR: ") for line in (proc.stderr + proc.stdout).splitlines()
                   if line.startswith("ERROR: ")]
-        raise PlanUsageError("\n".join(errors) or "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:]))
+        raise PlanUsageError("\n".join(errors) or tail)
     if not js.is_file():
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise ConfigError(f"the plan run of `pytest {shlex.join(pytest_args)}` did not finish (exit "
                           f"{proc.returncode}):\n{tail}")
     out = json.loads(js.read_text())
@@ -166,8 +163,8 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
 
     def entry(test: str) -> dict[str, Any]:
         return by_test.setdefault(test, {"test": test, "requests": 0, "frames": 0, "prompt_tokens": 0,
-                                         "visual_tokens": 0, "output_tokens": 0, "models": set(), "gate": "",
-                                         "shared": 0})
+                                         "visual_tokens": 0, "output_tokens": 0, "models": set(),
+                                         "gate": _gate_from_nodeid(test), "shared": 0})
 
     for r in rows:
         g = entry(r["test"])
@@ -178,10 +175,8 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
     for v in verdicts:
         g = entry(v["nodeid"])
         extra = v.get("extra") or {}
-        g["gate"] = extra.get("gate", "")
+        g["gate"] = extra.get("gate", "") or _gate_from_nodeid(g["test"])
         g["shared"] = int((extra.get("calls") or {}).get("shared", 0))
-    for g in by_test.values():
-        g["gate"] = g["gate"] or _gate_from_nodeid(g["test"])
     # requests are counted once, on the gate that made them; a fixed-design gate that shares a
     # probe's results (the stressor amplification shares the stressor probe) needs all of them;
     # the parity gates draw their probe's units at full size, so that probe's gates cannot stop early
@@ -399,9 +394,8 @@ def _run_options(pytest_args: Sequence[str]) -> dict[str, Any]:
     keys = {"--posbias-" + k.replace("_", "-"): k for k in names}
     opts: dict[str, Any] = {}
     args = long_options(pytest_args)
-    for i, a in enumerate(args):
-        name, eq, val = a.partition("=")
+    for (name, eq, val), following in zip((a.partition("=") for a in args), [*args[1:], ""], strict=False):
         if name in keys:
-            v = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+            v = val if eq else following
             opts[keys[name]] = int(v) if keys[name] in ("batch_size", "concurrency", "vllm_timeout") else v
     return opts

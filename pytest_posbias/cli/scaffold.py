@@ -1,13 +1,6 @@
-"""``posbias init [DIR]``: scaffold a robustness test folder in the user's repository (docs/getting-started.md).
-
-It writes, never over an existing file without ``--force``, and prints every path with what was done:
-``<DIR>/<tests-dir>/`` (a ``conftest.py`` re-exporting the suites' hooks, one ``test_<suite>.py`` per
-shipped suite importing it, a README); the suites' short options in ``<DIR>/conftest.py``, appended to
-the project's own, leaving out an alias it already defines; the ``[tool.posbias]`` table in
-``<DIR>/pyproject.toml``, appended (the rest kept byte for byte) or in a new file, an existing table
-kept or with ``--force`` replaced; with ``--quick``, small probe sizes and a small synthetic set under
-``<DIR>/fixtures/synthetic-quick/``. ``DIR`` is the project's root, where ``pytest`` is run: the plugin
-reads ``[tool.posbias]`` from the pyproject.toml of pytest's rootdir.
+"""``posbias init [DIR]``: scaffold a robustness test folder, the suites' short options and the
+``[tool.posbias]`` table in the project rooted at ``DIR``, never over an existing file without ``--force``
+(what it writes, and why: docs/getting-started.md).
 """
 
 from __future__ import annotations
@@ -177,34 +170,28 @@ def _replace_posbias_tables(text: str, table: str) -> str | None:
     gives the same bytes. None when ``text`` has no posbias header (dotted keys, inline table).
     """
     nl = _newline(text)
+    sections: list[list[str]] = [[]]  # the lines before the first header, then one section per header
+    for line in text.splitlines(keepends=True):
+        if _HEADER.match(line):
+            sections.append([])
+        sections[-1].append(line)
+
+    def posbias(section: list[str]) -> bool:
+        m = _HEADER.match(section[0]) if section else None
+        names = [p.strip().strip('"').strip("'") for p in m.group(1).split(".")] if m else []
+        return names[:2] == ["tool", "posbias"]
+
     out: list[str] = []
     insert_at: int | None = None
-    pending: list[str] | None = None  # the lines of the posbias section being skipped
-
-    def close(next_is_other_table: bool) -> None:
-        if pending is None:
-            return
-        blanks = [i for i, ln in enumerate(pending) if not ln.strip()]
-        tail = pending[blanks[-1] + 1:] if blanks else []
-        if next_is_other_table and tail and all(ln.strip().startswith("#") for ln in tail):
-            out.extend(tail)
-
-    for line in text.splitlines(keepends=True):
-        m = _HEADER.match(line)
-        if m:
-            posbias = [p.strip().strip('"').strip("'") for p in m.group(1).split(".")][:2] == ["tool", "posbias"]
-            close(next_is_other_table=not posbias)
-            pending = None
-            if posbias:
-                if insert_at is None:
-                    insert_at = len(out)
-                pending = [line]
-                continue
-        if pending is not None:
-            pending.append(line)
-        else:
-            out.append(line)
-    close(next_is_other_table=False)
+    for i, section in enumerate(sections):
+        if not posbias(section):
+            out += section
+            continue
+        insert_at = len(out) if insert_at is None else insert_at
+        blanks = [j for j, ln in enumerate(section) if not ln.strip()]
+        tail = section[blanks[-1] + 1:] if blanks else []
+        if i + 1 < len(sections) and not posbias(sections[i + 1]) and all(ln.strip().startswith("#") for ln in tail):
+            out += tail  # a comment block of the next table stays with it
     if insert_at is None:
         return None
     before, after = out[:insert_at], out[insert_at:]
@@ -295,7 +282,13 @@ class Written:
 def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str | None = None,
              quick: bool = False, force: bool = False,
              progress: Callable[[str], None] | None = None) -> list[Written]:
-    """Write the robustness folder and the ``[tool.posbias]`` table under ``root`` (see module doc).
+    """Write, under the project root ``root``, never over an existing file without ``force``:
+    ``<tests_dir>/`` (a ``conftest.py`` re-exporting the suites' hooks, one ``test_<suite>.py`` per
+    shipped suite importing it, a README); the short options in the root ``conftest.py``, appended to
+    the project's own, leaving out an alias it defines; the ``[tool.posbias]`` table in
+    ``pyproject.toml``, appended (the rest kept byte for byte) or in a new file, an existing table kept
+    or with ``force`` replaced; with ``quick``, small probe sizes and a small synthetic set under
+    ``fixtures/synthetic-quick/``. Returns what was done with each path.
 
     Everything is validated before anything is written: an invalid pyproject.toml (or a table
     the merge cannot place) raises ConfigError with the folder untouched. ``progress`` gets a

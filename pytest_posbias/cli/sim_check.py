@@ -15,9 +15,7 @@ set (or ``--data``), and prints per gate the target, the achieved value and its 
 * stressor: mean per-video amplification pooled over the stressors walked to the cap, cluster
   bootstrap over videos.
 
-Each positional gate the dose names is also checked per configuration (domain × bucket × P) against
-:func:`tolerance`; the check exits 1 when a configuration is outside. ``posbias sim calibrate``
-measures the constants ``models/sim_dose.py`` stores and prints them as Python.
+The per-configuration check (:func:`tolerance`) and ``posbias sim calibrate``: docs/simulated-models.md.
 """
 
 from __future__ import annotations
@@ -237,8 +235,7 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
         cache_dir = cache or stack.enter_context(tempfile.TemporaryDirectory(prefix="posbias-sim-check-"))
         ctx = _context(model, seed=seed, data=data, cache=cache_dir, probes=probes, rootdir=Path(rootdir))
         stack.callback(ctx.close)
-        pos = [g for g in gates if g in ("dpb", "meg", "coverage", "contamination")]
-        if pos:
+        if pos := [g for g in gates if g in ("dpb", "meg", "coverage", "contamination")]:
             by_group = positional_by_group(ctx, model, pos, groups, configs)
             dosed = [g for g in pos if targets.get(g) is not None]
             base = positional_by_group(ctx, "sim:unbiased", dosed, groups, configs) if dosed else {}
@@ -254,13 +251,11 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                 allv = np.concatenate(list(vals.values())) if vals else np.zeros(0)
                 add(g, _mean_ci(allv, seed), int(allv.size), "groups",
                     {k: float(v.mean()) if v.size else math.nan for k, v in vals.items()})
-        if {"flip", "phase", "order"} & set(gates):
+        if phase_gates := [g for g in ("flip", "phase", "order") if g in gates]:
             from ..probes.phase import order_flips, pair_flips
 
             spec = ctx.phase_spec()
-            for g in ("flip", "phase", "order"):
-                if g not in gates:
-                    continue
+            for g in phase_gates:
                 r = ctx.phase(model, g, spec.budget if g == "flip" else None)
                 parts: dict[str, float] = {}
                 if g == "order":
@@ -413,9 +408,6 @@ def calibrate(*, groups: int = 40, seed: int = 0, data: str | None = None, rootd
             print_fn(f"    {k!r}: {v},")
         print_fn("}")
     return {"mu": mu, "contamination": contam, "first_loss": loss, "first_dpb": first_dpb}
-
-
-# --------------------------------------------------------------------------- CLI
 
 
 def register(sub: Any, register_fn: Callable[..., argparse.ArgumentParser]) -> None:

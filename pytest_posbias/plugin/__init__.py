@@ -1,13 +1,9 @@
 """The pytest plugin (entry point ``posbias = pytest_posbias.plugin``): options, the suites'
 fixtures, verdict transport, progress on the terminal, the run-level decision and summary.
 
-This package is the only code outside the suites that imports pytest. Its modules by job:
-:mod:`.options` (the ``--posbias-*`` options and the run's merged options), :mod:`.checks` (start
-of the run), :mod:`.terminal` (progress and the plugin's lines), :mod:`.xdist_hooks` (``-n``)
-with :mod:`.xdist_scheduler` (one probe group per worker),
-:mod:`.fixtures` (``posbias_run``, ``posbias_gate``), :mod:`.finish` (decision, exit status,
-summary, report) and :mod:`.core` (the plugin object that holds the run's state and implements
-the hooks). Everything else is delegated to core modules that also run from the CLI.
+This package is the only code outside the suites that imports pytest; :mod:`.core` holds the plugin
+object, whose hooks hand each job to its module. Everything else is delegated to core modules that
+also run from the CLI.
 """
 
 from __future__ import annotations
@@ -33,10 +29,7 @@ from .state import (
 )
 from .terminal import progress_writer
 
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register the ``--posbias-*`` options (:func:`.options.add_options`)."""
-    add_options(parser)
+pytest_addoption = add_options  # the hook: every ``--posbias-*`` option
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -80,14 +80,13 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
 
     # a model compared with itself shares its cache entries: every paired difference would be 0 and
     # the comparison would certify or pass on nothing
-    if baseline and (same := same_as_tested(baseline)):
-        given = "--posbias-baseline" if config.getoption("--posbias-baseline") else f"{pcfg.source} `baseline` ="
-        raise pytest.UsageError(f"{given} {baseline}: the baseline is the tested model "
-                                f"{same} itself; name the release it is compared with")
-    if parity and (same := same_as_tested(parity)):
-        given = "--posbias-parity" if config.getoption("--posbias-parity") else f"{pcfg.source} `parity` ="
-        raise pytest.UsageError(f"{given} {parity}: the parity reference is the tested model "
-                                f"{same} itself; name another deployment (a served build, another precision)")
+    for key, spec, cli, role, instead in (
+            ("baseline", baseline, cli_baseline, "baseline", "the release it is compared with"),
+            ("parity", parity, cli_parity, "parity reference",
+             "another deployment (a served build, another precision)")):
+        if spec and (same := same_as_tested(spec)):
+            given = f"--posbias-{key}" if cli else f"{pcfg.source} `{key}` ="
+            raise pytest.UsageError(f"{given} {spec}: the {role} is the tested model {same} itself; name {instead}")
     _check_data(config, pcfg)
     # pytest fixes its rootdir before plugins add their options, so in `--model /ckpt` or
     # `--posbias-data /data/manifest.jsonl` (with a space) it takes the path for a test path and
@@ -136,15 +135,12 @@ def _typed_spelling(config: pytest.Config, spec: str) -> str:
     ``--posbias-model``, ``--baseline``, ``--posbias-baseline``, the last one carrying it), else the
     ``[tool.posbias]`` key that set it (``model``, ``baseline``); ``--posbias-model`` when neither says."""
     args = [str(a) for a in config.invocation_params.args]
-    typed = None
-    for i, a in enumerate(args):
-        name, eq, value = a.partition("=")
-        if SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline"):
-            given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-            if given.strip() == spec:
-                typed = name
-    if typed is not None:
-        return typed
+    pairs = zip((a.partition("=") for a in args), [*args[1:], ""], strict=False)  # each argument and the next
+    typed = [name for (name, eq, value), following in pairs
+             if SHORT_ALIASES.get(name, name) in ("--posbias-model", "--posbias-baseline")
+             and (value if eq else following).strip() == spec]
+    if typed:
+        return typed[-1]
     pcfg = posbias_config(config)
     cli_models, cli_baseline = config.getoption("--posbias-model") or [], config.getoption("--posbias-baseline")
     if spec == pcfg.get("baseline") and spec != cli_baseline:

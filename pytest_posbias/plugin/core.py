@@ -102,8 +102,7 @@ class PosbiasPlugin(PluginState):
         with hold_terminal(self):
             result = yield
         collect_from_report(self, report)
-        if self.progress is None and not self.worker:
-            maybe_start_controller_progress(self.config, self)
+        maybe_start_controller_progress(self.config, self)  # once, on the controller
         return result
 
     @pytest.hookimpl(wrapper=True)

@@ -113,11 +113,9 @@ def terminal_summary(tr: Any, exitstatus: int, config: pytest.Config) -> None:
         tr.section("posbias verdicts")
         _write_lines(tr, verdict_lines(rows, width=width), bold=False)
         workers = 1
-        if getattr(config.option, "dist", "no") != "no":
-            try:
+        with contextlib.suppress(TypeError, ValueError):  # not a number: one worker
+            if getattr(config.option, "dist", "no") != "no":
                 workers = int(getattr(config.option, "numprocesses", 1) or 1)
-            except (TypeError, ValueError):
-                workers = 1
         tr.write_line(calls_line(state.calls, verdict_calls=[dict(r["verdict"].extra.get("calls") or {}) for r in rows],
                                  workers=max(1, workers)))
         tr.write_line("p = the gate's own p-value; p_adj = its run-level p (p_run in --posbias-json: a sequential "

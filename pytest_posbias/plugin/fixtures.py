@@ -96,15 +96,14 @@ def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:
     props = getattr(report, "user_properties", [])
     if report.when == "call" or (report.when == "setup" and not report.passed):
         state.ran.add(report.nodeid)
+    verdicts = [json.loads(v) for k, v in props if k == VERDICT_KEY] if report.when == "call" else []
     # a failure only a failing verdict of the call explains; a test that ended without a verdict (an
     # exception, a setup error), or failed after a passing one (an assertion after the gate, its
     # teardown), decided nothing: the report must not read "ALL PASSED" for the gates that did
-    explained = report.when == "call" and any(k == VERDICT_KEY and not json.loads(v).get("passed") for k, v in props)
-    if report.failed and not explained:
+    if report.failed and not any(not v.get("passed") for v in verdicts):
         state.errored.append({"nodeid": report.nodeid, "when": report.when,
                               "message": str(getattr(report, "longrepr", "") or "").strip().splitlines()[-1:] or [""]})
-    elif report.when == "call" and report.passed and _is_gate_report(report) and not any(k == VERDICT_KEY
-                                                                                       for k, _ in props):
+    elif report.when == "call" and report.passed and not verdicts and _is_gate_report(report):
         # a gate test that returned without giving posbias_gate a verdict decided nothing: never a silent pass
         state.errored.append({"nodeid": report.nodeid, "when": "call",
                               "message": ["the gate test passed without a verdict (posbias_gate was never called)"]})

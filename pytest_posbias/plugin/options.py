@@ -34,9 +34,8 @@ def _model_option(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
         value = value.strip()
         if not value:
-            raise _usage(option,
-                         "expects a registry alias (see `posbias models`), a checkpoint directory, sim:PROFILE, "
-                                 "sim:dose,GATE=VALUE[,...] or openai:NAME; got an empty value")
+            raise _usage(option, "expects a registry alias (see `posbias models`), a checkpoint directory, "
+                                 "sim:PROFILE, sim:dose,GATE=VALUE[,...] or openai:NAME; got an empty value")
         if value.startswith("sim:"):
             from ..models.sim import check_profile
 
@@ -155,24 +154,23 @@ def _aliased_option(name: str) -> dict[str, Any]:
     (its long ``--posbias-*`` name or the short alias): both write the long option's destination,
     and a bad value names the spelling the user typed."""
     long = SHORT_ALIASES.get(name, name)
-    dest = long.removeprefix("--").replace("-", "_")
-    if long == "--posbias-model":
-        return {"dest": dest, "action": "append", "type": _model_option(name), "default": None, "metavar": "MODEL",
-                "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, Hub id "
-                        "ORG/NAME[@REV], sim:PROFILE, openai:NAME, or vllm:SPEC (served with vLLM for the run); "
-                        "repeatable. Default: [tool.posbias] model."}
-    if long == "--posbias-baseline":
-        return {"dest": dest, "type": _model_option(name), "default": None, "metavar": "MODEL",
-                "help": "previous release: every gate becomes a paired non-inferiority comparison against it"}
-    if long == "--posbias-judge":
-        return {"dest": dest, "type": _judge_option(name), "default": None, "metavar": "JUDGE",
-                "help": "coverage judge: embed (offline default), fragment, openai[:MODEL], auto"}
-    if long == "--posbias-api-base":
-        return {"dest": dest, "action": "append", "default": None, "metavar": "URL",
-                "type": _as_usage(lambda v: check_url("--posbias-api-base", v.strip())),
-                "help": "base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; repeatable: "
-                        "data-parallel replicas of one served model (least outstanding requests, a dead one taken out)"}
-    raise ValueError(f"name: {name!r} is not an option with a short alias ({', '.join(SHORT_ALIASES)})")
+    own: dict[str, dict[str, Any]] = {
+        "--posbias-model": {"action": "append", "type": _model_option(name), "metavar": "MODEL",
+                            "help": "model under test: registry alias (qwen3vl8b, ...), checkpoint directory, Hub id "
+                                    "ORG/NAME[@REV], sim:PROFILE, openai:NAME, or vllm:SPEC (served with vLLM for the "
+                                    "run); repeatable. Default: [tool.posbias] model."},
+        "--posbias-baseline": {"type": _model_option(name), "metavar": "MODEL", "help": "previous release: every gate "
+                               "becomes a paired non-inferiority comparison against it"},
+        "--posbias-judge": {"type": _judge_option(name), "metavar": "JUDGE",
+                            "help": "coverage judge: embed (offline default), fragment, openai[:MODEL], auto"},
+        "--posbias-api-base": {"action": "append", "metavar": "URL",
+                               "type": _as_usage(lambda v: check_url("--posbias-api-base", v.strip())),
+                               "help": "base URL of an OpenAI-compatible endpoint for openai:NAME models and judges; "
+                                       "repeatable: data-parallel replicas of one served model (least outstanding "
+                                       "requests, a dead one taken out)"}}
+    if long not in own:
+        raise ValueError(f"name: {name!r} is not an option with a short alias ({', '.join(SHORT_ALIASES)})")
+    return {"dest": long.removeprefix("--").replace("-", "_"), "default": None, **own[long]}
 
 
 def add_short_aliases(parser: pytest.Parser, *, skip: Sequence[str] = ()) -> list[str]:

@@ -15,15 +15,10 @@ from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``pytest -n N`` without ``--dist``: schedule by probe group
-    (:class:`pytest_posbias.plugin.xdist_scheduler.ProbeGroupScheduling`), so that the gates sharing
-    a probe run on one worker and the probe is computed once, the groups with the most model calls
-    first, and a group that reads a result another group computes (the stressor probe's clean
-    outputs, a baseline's or parity reference's probe:
-    :func:`pytest_posbias.run.suite_params.shared_probes`) starts elsewhere only once that group
-    has finished and reads it from the generation cache; with ``--posbias-cache-mode read-only``
-    (nothing is stored) the groups sharing a result are one scope. A ``--dist`` mode the user gave
-    is xdist's own, and so is the scheduling of a run that is not a posbias run
-    (:func:`.checks.posbias_asked`): another project's ``-n`` run is left to xdist."""
+    (:class:`pytest_posbias.plugin.xdist_scheduler.ProbeGroupScheduling`, its module says how); with
+    ``--posbias-cache-mode read-only`` (nothing is stored) the groups sharing a result are one scope. A
+    ``--dist`` mode the user gave is xdist's own, and so is the scheduling of a run that is not a posbias
+    run (:func:`.checks.posbias_asked`): another project's ``-n`` run is left to xdist."""
     if dist_given(config) or not posbias_asked(config):
         return None
     from ..probes.settings import settings_for

@@ -121,11 +121,8 @@ class ProbeGroupScheduling(LoadScopeScheduling):
     def _shares_for(self, scope: str) -> frozenset[str]:
         """The shared results the queued ``scope``'s tests need (kept once read)."""
         if scope not in self._shares:
-            names: set[str] = set()
-            if self._shares_of is not None:
-                for nodeid in self.workqueue.get(scope, {}):
-                    names.update(self._shares_of(nodeid))
-            self._shares[scope] = frozenset(names)
+            shares_of = self._shares_of or (lambda _n: ())
+            self._shares[scope] = frozenset(name for n in self.workqueue.get(scope, {}) for name in shares_of(n))
         return self._shares[scope]
 
     def _live_owner(self, name: str) -> tuple[Any, str] | None:

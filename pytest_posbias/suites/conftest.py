@@ -29,10 +29,6 @@ from pytest_posbias.run.suite_params import (
 _MANIFESTS: dict[tuple[str, int, int], Any] = {}
 
 
-def _id(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.:-]+", "-", text)
-
-
 def _manifest(config: pytest.Config) -> Any:
     """The validated ``--posbias-data`` manifest (loaded once per file version), or None for the synthetic set."""
     from pytest_posbias.data.manifest import load_manifest
@@ -149,8 +145,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     opts = suite_options(metafunc.config)
     names = metafunc.fixturenames
     if "posbias_model" in names:
-        metafunc.parametrize("posbias_model", list(opts.models), ids=[_id(model_label(m)) for m in opts.models],
-                             scope="session")
+        metafunc.parametrize("posbias_model", list(opts.models), scope="session",
+                             ids=[re.sub(r"[^A-Za-z0-9_.:-]+", "-", model_label(m)) for m in opts.models])
     probes = posbias_config(metafunc.config).probes
     scales = settings_for("positional", probes.get("positional"))["scales"]
     data = opts.data
