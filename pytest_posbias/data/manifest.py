@@ -200,7 +200,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
     kind = d.get("type")
     if kind == "video":
         vid = _text(d, "id", nonempty=True)
-        path = Path(_file_name(d, "path"))
+        path = base / _file_name(d, "path")  # an absolute path stays as it is
         domain = _text(d, "domain", nonempty=True)
         bucket = _need(d, "bucket", str, "'short' or 'long'")
         if bucket not in ("short", "long"):
@@ -215,7 +215,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
                              "(the judge would score every slot of the video 0)")
         _text(d, "source", required=False)
         known = {"type", "id", "path", "domain", "bucket", "duration", "references", "reference_style"}
-        return VideoItem(vid, path if path.is_absolute() else base / path, domain, bucket, duration, references, style,
+        return VideoItem(vid, path, domain, bucket, duration, references, style,
                          {k: v for k, v in d.items() if k not in known})
     if kind == "group":
         gid = _text(d, "id", nonempty=True)
@@ -250,9 +250,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
             raise ValueError(f"fields 'start'/'end' must satisfy start < end; got {start}, {end}")
         tags = _strings(d.get("tags", []), "tags", allow_empty=True)
         item_kind, source = _text(d, "kind", required=False), _text(d, "source", required=False)
-        p = Path(video)
-        return McqItem(qid, video, p if p.is_absolute() else base / p, question, options, answer, start, end, tags,
-                       item_kind, source)
+        return McqItem(qid, video, base / video, question, options, answer, start, end, tags, item_kind, source)
     raise ValueError(f"field 'type' must be 'video', 'group' or 'mcq'; got {kind!r}")
 
 
@@ -337,18 +335,11 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             obj = json.loads(line, object_pairs_hook=_no_duplicate_keys)
             json.dumps(obj, ensure_ascii=False).encode("utf-8")  # a lone surrogate (\ud800) is not text
             item = parse_line(obj, base)
-        except json.JSONDecodeError as exc:
-            problem("bad-line", f"line {n}", n, f"not valid JSON ({exc.msg})")
-            continue
-        except RecursionError:
-            problem("bad-line", f"line {n}", n, "not valid JSON (nested too deeply)")
-            continue
-        except UnicodeEncodeError as exc:
-            problem("bad-line", f"line {n}", n, f"a string holds {exc.object[exc.start:exc.end]!r}, which is not "
-                    "valid Unicode text (a lone surrogate escape)")
-            continue
-        except ValueError as exc:
-            problem("bad-line", f"line {n}", n, str(exc))
+        except (ValueError, RecursionError) as exc:
+            problem("bad-line", f"line {n}", n, f"not valid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError)
+                    else "not valid JSON (nested too deeply)" if isinstance(exc, RecursionError)
+                    else f"a string holds {exc.object[exc.start:exc.end]!r}, which is not valid Unicode text (a lone "
+                    "surrogate escape)" if isinstance(exc, UnicodeEncodeError) else str(exc))
             continue
         if isinstance(item, VideoItem):
             if duplicate("video", item.id, n):

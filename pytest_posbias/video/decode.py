@@ -141,10 +141,10 @@ def content_hash(path: str | os.PathLike[str]) -> str:
         raise VideoDecodeError(p, f"cannot stat file ({exc})") from None
     except ValueError:
         raise _nul_problem(p) from None
+    with _hash_lock:
+        if key in _hash_memo:
+            return _hash_memo[key]
     if p.is_dir():
-        with _hash_lock:
-            if key in _hash_memo:
-                return _hash_memo[key]
         h = hashlib.sha256(b"frame-folder")
         try:
             for f in files:
@@ -154,17 +154,13 @@ def content_hash(path: str | os.PathLike[str]) -> str:
             raise VideoDecodeError(p, f"cannot read a frame image ({exc})") from None
         if fps != FRAME_FOLDER_FPS:
             h.update(f"fps={fps!r}".encode())
-        with _hash_lock:
-            _hash_memo[key] = h.hexdigest()
-        return _hash_memo[key]
-    with _hash_lock:
-        if key in _hash_memo:
-            return _hash_memo[key]
-    try:
-        with p.open("rb") as fh:
-            digest = hashlib.file_digest(fh, "sha256").hexdigest()
-    except OSError as exc:
-        raise VideoDecodeError(p, f"cannot read file ({exc})") from None
+        digest = h.hexdigest()
+    else:
+        try:
+            with p.open("rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        except OSError as exc:
+            raise VideoDecodeError(p, f"cannot read file ({exc})") from None
     with _hash_lock:
         _hash_memo[key] = digest
     return digest
