@@ -224,15 +224,10 @@ def render_clip(scene: SceneSpec, path: str | Path, *, crf: int = 18, gop: int =
     return out
 
 
-def _article(word: str) -> str:
-    return "An" if word[0] in "aeiou" else "A"
-
-
 def motion_sentence_ref(obj: ObjectSpec) -> str:
-    c, s = obj.colour, obj.shape
-    if obj.motion == "static":
-        return f"{_article(c)} {c} {s} sits still in the same spot the whole time."
-    return f"{_article(c)} {c} {s} slides across the screen {MOTION_PHRASE[obj.motion]}."
+    does = ("sits still in the same spot the whole time" if obj.motion == "static"
+            else f"slides across the screen {MOTION_PHRASE[obj.motion]}")
+    return f"{'An' if obj.colour[0] in 'aeiou' else 'A'} {obj.colour} {obj.shape} {does}."
 
 
 def references(scene: SceneSpec) -> list[str]:
