@@ -303,7 +303,10 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     base = p.parent
     pending_groups: list[tuple[int, GroupItem]] = []
     pending_mcq: list[tuple[int, McqItem]] = []
-    first_line: dict[tuple[str, str], int] = {}
+    # (kind, id) or (kind, content) -> the first line's id and number: the same instances planned twice would
+    # inflate n, so a repeated id is skipped, and so is a group of the same files in one configuration (in any
+    # order) or an mcq item of the same clip, window, question, options and answer under another id
+    first_seen: dict[tuple[Any, ...], tuple[str, int]] = {}
 
     def problem(kind: str, item: str, n: int, message: str) -> None:
         m.problems.append(DataProblem(kind, item, message, str(p), n))
@@ -320,10 +323,12 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             m.file_problems.append(DataProblem(problem_kind(exc), item, f"{exc.problem}{note} (manifest line {n}); its "
                                                "units are planned and count as lost", str(video)))
 
-    def duplicate(what: str, item_id: str, n: int) -> bool:
-        first = first_line.setdefault((what, item_id), n)
+    def duplicate(what: str, item_id: str, n: int, key: tuple[Any, ...] = (), content: str = "") -> bool:
+        """Whether an earlier line has this id or, with ``key``, this content (``content`` in words)."""
+        first_id, first = first_seen.setdefault((what, key or item_id), (item_id, n))
         if first != n:
-            problem("duplicate-id", f"{what} {item_id!r}", n,
+            problem("duplicate-id", f"{what} {item_id!r}", n, f"{what} {item_id!r} repeats {what} {first_id!r} (line "
+                    f"{first}) under another id: {content}; line {n} skipped" if key else
                     f"duplicate {what} id {item_id!r} (first on line {first}, again on line {n}); line {n} skipped")
             return True
         return False
@@ -352,18 +357,6 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                 pending_groups.append((n, item))
         elif not duplicate("mcq", item.id, n):
             pending_mcq.append((n, item))
-    # the same instances planned twice would inflate n: a group of the same files in one configuration (in any
-    # order), an mcq item of the same clip, window, question, options and answer, each under another id
-    same: dict[tuple[Any, ...], tuple[str, int]] = {}
-
-    def repeated(what: str, item_id: str, n: int, key: tuple[Any, ...], content: str) -> bool:
-        first_id, first = same.setdefault((what, *key), (item_id, n))
-        if first != n:
-            problem("duplicate-id", f"{what} {item_id!r}", n, f"{what} {item_id!r} repeats {what} {first_id!r} (line "
-                    f"{first}) under another id: {content}; line {n} skipped")
-            return True
-        return False
-
     for n, g in pending_groups:
         missing = [v for v in g.videos if v not in m.videos]
         if missing:
@@ -375,8 +368,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             a, b = twice
             problem("bad-line", f"group {g.id!r}", n, f"group {g.id!r}: videos {a!r} and {b!r} are the same file "
                     f"({short_path(m.videos[a].path)}); a group needs {g.P} distinct videos")
-        elif not repeated("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(m.videos[v].path for v in g.videos)),
-                          f"the same videos in configuration {g.domain}/{g.bucket}/P={g.P}"):
+        elif not duplicate("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(m.videos[v].path for v in g.videos)),
+                           f"the same videos in configuration {g.domain}/{g.bucket}/P={g.P}"):
             m.groups.append(g)
     for n, q in pending_mcq:
         video = m.videos.get(q.video)
@@ -387,7 +380,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                         f"the end of video {q.video!r} (declared duration {video.duration:g} s); its window holds "
                         "no frame")
                 continue
-        if repeated("mcq", q.id, n, (q.path, q.start, q.end, q.question, q.options, q.answer),
+        if duplicate("mcq", q.id, n, (q.path, q.start, q.end, q.question, q.options, q.answer),
                     "the same clip, window, question, options and answer"):
             continue
         if video is None and check_files:
