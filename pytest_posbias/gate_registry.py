@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from .errors import ConfigError
+
 Side = Literal["both", "upper", "lower"]
 """Which values pass: ``both`` |x| <= t, ``upper`` x <= t, ``lower`` x >= t."""
 Worse = Literal["abs", "higher", "lower", "binary", "amplification"]
@@ -199,8 +201,6 @@ def markers() -> dict[str, str]:
 def paired_direction(gate: str) -> Worse:
     """The gate's paired comparison against the baseline (:attr:`GateSpec.worse`); ConfigError
     for an unknown gate or one that has none."""
-    from .errors import ConfigError
-
     if gate not in GATES:
         raise ConfigError(f"unknown gate {gate!r}; known gates: {', '.join(GATES)}")
     worse = GATES[gate].worse
