@@ -1,14 +1,9 @@
 """The gate registry: what each gate is, one :class:`GateSpec` record per gate, in one place.
 
-A gate is a decision on one statistic of one probe: its pytest marker, the suite whose tests
-carry that marker, the side of the threshold that passes, the default threshold and baseline
-margin, the statistic's name and range, the thresholds under which it still measures
-something, its cluster-bootstrap interval and the direction of "worse" in a paired comparison
-against ``--posbias-baseline``, the suite test functions that give its verdicts, the probe whose
-units it draws and whether its design is fixed-sample. Everything else derives from these
-records: the ``[tool.posbias]`` validation (:mod:`.config`), the markers the suites register, the
-terminal summary's suite titles, the ``-n`` scheduler's probe groups (:mod:`.run.suite_params`),
-``posbias plan``, the reference pages and ``posbias gates``.
+A gate is a decision on one statistic of one probe, described in full by its record (the fields of
+:class:`GateSpec`). Everything else derives from these records: the ``[tool.posbias]`` validation
+(:mod:`.config`), the markers the suites register, the terminal summary's suite titles, the ``-n``
+scheduler's probe groups (:mod:`.run.suite_params`), ``posbias plan``, the reference pages and ``posbias gates``.
 
 Adding a gate is one record in :data:`GATE_SPECS`, one probe hook (a function from the run
 context to a :class:`~.stats.Verdict`, as :func:`.gates.positional_verdict`) and one suite test

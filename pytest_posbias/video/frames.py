@@ -1,11 +1,8 @@
 """Frame specs and the frame store: what a model sees, named exactly and decoded once.
 
-A :class:`FrameSpec` names every output frame (source clip by content hash, frame index), the
-resize policy and any seeded pixel operation; it goes into the request key and the run log, so a
-request whose generation is cached needs no decoding. The :class:`FrameStore` decodes on demand
-into an in-memory LRU per frame plus an optional lossless PNG disk cache that concurrent readers
-and writers can share (:func:`atomic_write_bytes`), and records every unusable video as a
-:class:`~pytest_posbias.data.problems.DataProblem`.
+A :class:`FrameSpec` goes into the request key and the run log, so a request whose generation is
+cached needs no decoding; the :class:`FrameStore` decodes on demand, caches (:func:`atomic_write_bytes`
+for its PNG files) and records every unusable video as a :class:`~pytest_posbias.data.problems.DataProblem`.
 """
 
 from __future__ import annotations
