@@ -147,8 +147,9 @@ def _need(d: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
     return v
 
 
-def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bool = False) -> str:
-    """A string field (schema ``"type": "string"``, with ``"minLength": 1`` when ``nonempty``)."""
+def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bool = False, file: bool = False) -> str:
+    """A string field (schema ``"type": "string"``, with ``"minLength": 1`` when ``nonempty``); a ``file``
+    name holds no NUL character (schema too): no file name can, and ``os.stat`` raises ValueError on one."""
     if key not in d and not required:
         return ""
     v = _need(d, key, str, "a non-empty string" if nonempty else "a string")
@@ -156,16 +157,9 @@ def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bo
         raise ValueError(f"field {key!r} must be a non-empty string; got {v!r}")
     if key == "id" and v != v.strip():
         raise ValueError(f"field 'id' must not begin or end with whitespace; got {v!r}")
-    return str(v)
-
-
-def _file_name(d: Mapping[str, Any], key: str) -> str:
-    """A non-empty string naming a file (schema: no NUL character): no file name holds a NUL, and
-    ``os.stat`` raises ValueError rather than OSError on one."""
-    v = _text(d, key, nonempty=True)
-    if "\0" in v:
+    if file and "\0" in v:
         raise ValueError(f"field {key!r} holds a NUL character (\\0), which no file name can hold; got {v!r}")
-    return v
+    return str(v)
 
 
 def _strings(v: Any, key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
@@ -200,7 +194,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
     kind = d.get("type")
     if kind == "video":
         vid = _text(d, "id", nonempty=True)
-        path = base / _file_name(d, "path")  # an absolute path stays as it is
+        path = base / _text(d, "path", nonempty=True, file=True)  # an absolute path stays as it is
         domain = _text(d, "domain", nonempty=True)
         bucket = _need(d, "bucket", str, "'short' or 'long'")
         if bucket not in ("short", "long"):
@@ -243,7 +237,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
         answer = _need(d, "answer", int, "an integer index")
         if not 0 <= answer < len(options):
             raise ValueError(f"field 'answer' must index the options (0..{len(options) - 1}); got {answer}")
-        video = _file_name(d, "video")
+        video = _text(d, "video", nonempty=True, file=True)
         question = _text(d, "question")
         start, end = _opt_num(d, "start"), _opt_num(d, "end", minimum=0)  # end < 0: no frame of any clip
         if start is not None and end is not None and end <= start:
