@@ -53,14 +53,11 @@ def activitynet_domains(classes: Path) -> dict[str, str]:
 
     def domain(label: str) -> str | None:
         name: str | None = label
-        chain = []
-        seen = set()
-        while name and name in nodes and name not in seen:
-            seen.add(name)
-            chain.append(name.lower())
+        chain: list[str] = []  # the label's node and its ancestors, up to the root or a cycle
+        while name and name in nodes and name not in chain:
+            chain.append(name)
             name = nodes[name].get("parentName")
-        chain.append(label.lower())
-        text = " | ".join(chain)
+        text = " | ".join(n.lower() for n in [*chain, label])
         return next((d for d, words in DOMAIN_WORDS.items() if any(k in text for k in words)), None)
 
     out = {}

@@ -88,10 +88,8 @@ def frame_indices(T: int, b: int, *, convention: str, phase: float | Fraction | 
     lo, hi = window(T, fps, start, end)
     n = hi - lo + 1
 
-    if convention == "left":
-        rel = _left(n, b, ph)
-    elif convention == "midpoint":
-        rel = _left(n, b, Fraction(1, 2))
+    if convention in ("left", "midpoint"):
+        rel = _left(n, b, ph if convention == "left" else Fraction(1, 2))
     elif convention == "endpoint":
         rel = _endpoint(n, b)
     else:  # fps
