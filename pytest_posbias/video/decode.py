@@ -283,8 +283,6 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
             if n == 0:  # container without a frame count: count packets (no decoding)
                 n = sum(1 for pkt in container.demux(stream) if pkt.size)
             return n, fps, int(stream.codec_context.width), int(stream.codec_context.height)
-    except VideoError:
-        raise
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if has_container_signature(path):
             raise TruncatedVideoError(path, f"truncated or damaged: the file starts like a video container but cannot "

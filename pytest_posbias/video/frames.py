@@ -156,7 +156,6 @@ class FrameStore:
         if not disk_write_min_s >= 0:
             raise ValueError(f"`disk_write_min_s` must be >= 0 seconds per frame; got {disk_write_min_s!r}")
         self.disk_write_min_s = float(disk_write_min_s)
-        self.disk_writes = 0
         self.max_bytes = int(max_bytes)
         self.on_problem = on_problem
         self.problems: dict[tuple[str, str], DataProblem] = {}  # (kind, path) -> the first problem of that kind
@@ -166,9 +165,7 @@ class FrameStore:
         self._lock = threading.RLock()
         self._info: dict[str, VideoInfo] = {}
         self._shapes: dict[tuple[str, int | None, str], tuple[int, int]] = {}  # (path, size, aspect) -> decoded (H, W)
-        self.decodes = 0
-        self.memory_hits = 0
-        self.disk_hits = 0
+        self.decodes = self.memory_hits = self.disk_hits = self.disk_writes = 0
 
     def report(self, exc: VideoError) -> None:
         """Record an unusable video once per (kind, file) and pass it to ``on_problem``."""
