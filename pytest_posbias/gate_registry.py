@@ -207,8 +207,7 @@ def paired_direction(gate: str) -> Worse:
 def suite_of_test(function: str) -> SuiteSpec | None:
     """The ready-made suite whose test function is named ``function`` (a gate's test or one of
     :attr:`SuiteSpec.other_tests`), whatever file collects it; None for any other test."""
-    gate = gate_of_test(function)
-    if gate is not None:
+    if (gate := gate_of_test(function)) is not None:
         return SUITES[gate.suite]
     return next((s for s in SUITE_SPECS if function in s.other_tests), None)
 

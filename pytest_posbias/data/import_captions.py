@@ -103,12 +103,10 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
             rep.skip(key, OUTSIDE_BUCKETS)
             continue
         yid = key.removeprefix("v_")
-        domain = "activitynet"
-        if domains is not None:
-            domain = domains.get(yid) or ""
-            if not domain:
-                rep.skip(key, "activity not in Cooking/Domestic/Leisure")
-                continue
+        domain = "activitynet" if domains is None else domains.get(yid)
+        if not domain:
+            rep.skip(key, "activity not in Cooking/Domestic/Leisure")
+            continue
         path = index.find(key, yid)
         if path is None:
             rep.skip(key, "video not found under --videos")

@@ -11,9 +11,8 @@ The loader enforces the schema's constraints by hand (``jsonschema`` is a develo
 a test checks that the two agree) plus what a schema cannot say: ``answer`` indexes the options, a
 group lists ``P`` distinct known videos of distinct files, ``start < end``, an mcq window starts
 before its manifest video's declared ``duration``, ids are unique per line type, and no group or
-mcq item repeats another's content under a new id (the same instances twice would inflate n). A
-bad line is a :class:`~pytest_posbias.data.problems.DataProblem` and is skipped; an item whose video
-file cannot be used stays in the plan (:class:`Manifest`). Paths are relative to the manifest's folder.
+mcq item repeats another's content under a new id (the same instances twice would inflate n); see
+:class:`Manifest` for what happens to bad lines and unusable files. Paths are relative to the manifest's folder.
 """
 
 from __future__ import annotations
