@@ -270,18 +270,6 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
         offset += len(raw) + 1
 
 
-def _same_file(group: GroupItem, videos: Mapping[str, VideoItem]) -> tuple[str, str] | None:
-    """Two ids of ``group`` whose videos are one file (the clip would hold two positions of every
-    ordering), or None when its files are distinct."""
-    first: dict[Path, str] = {}
-    for v in group.videos:
-        path = videos[v].path
-        if path in first:
-            return first[path], v
-        first[path] = v
-    return None
-
-
 def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     """Read and validate a manifest; bad lines are recorded in ``problems`` and skipped. With
     ``check_files``, each video file's problem goes to ``file_problems`` once (see :class:`Manifest`)."""
@@ -356,12 +344,12 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             problem("unknown-video", f"group {g.id!r}", n, f"group {g.id!r}: unknown videos {missing} (no valid video "
                     "line has these ids)")
             continue
-        twice = _same_file(g, m.videos)
-        if twice:
-            a, b = twice
-            problem("bad-line", f"group {g.id!r}", n, f"group {g.id!r}: videos {a!r} and {b!r} are the same file "
-                    f"({short_path(m.videos[a].path)}); a group needs {g.P} distinct videos")
-        elif not duplicate("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(m.videos[v].path for v in g.videos)),
+        paths = [m.videos[v].path for v in g.videos]
+        # the first video whose file an earlier one has: the clip would hold two positions of every ordering
+        if (j := next((j for j, f in enumerate(paths) if f in paths[:j]), None)) is not None:
+            problem("bad-line", f"group {g.id!r}", n, f"group {g.id!r}: videos {g.videos[paths.index(paths[j])]!r} and "
+                    f"{g.videos[j]!r} are the same file ({short_path(paths[j])}); a group needs {g.P} distinct videos")
+        elif not duplicate("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(paths)),
                            f"the same videos in configuration {g.domain}/{g.bucket}/P={g.P}"):
             m.groups.append(g)
     for n, q in pending_mcq:

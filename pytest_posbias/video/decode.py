@@ -342,9 +342,7 @@ def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> N
     if resized_shape(h, w, size, aspect) == (h, w) or size is None or n == 0:
         return frames
     th, tw = _scaled_shape(h, w, size, aspect)
-    out = np.empty((n, th, tw, 3), dtype=np.uint8)
-    for i in range(n):
-        out[i] = np.asarray(Image.fromarray(frames[i]).resize((tw, th), Image.Resampling.BILINEAR))
+    out = np.stack([np.asarray(Image.fromarray(f).resize((tw, th), Image.Resampling.BILINEAR)) for f in frames])
     if aspect == "pad":
         canvas = np.zeros((n, size, size, 3), dtype=np.uint8)
         y0, x0 = (size - th) // 2, (size - tw) // 2
