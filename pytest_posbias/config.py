@@ -400,10 +400,8 @@ def check_output_path(where: str, path: str | Path, *, folder: bool, base: Path 
     existing = target  # the nearest folder on the way that exists
     try:
         if p.exists():
-            if folder and not p.is_dir():
-                raise fail("it is a file, not a folder")
-            if not folder and p.is_dir():
-                raise fail("it is a folder, not a file")
+            if folder != p.is_dir():
+                raise fail("it is a file, not a folder" if folder else "it is a folder, not a file")
             if not folder and not os.access(p, os.W_OK):
                 raise fail("the file exists and cannot be written (permission denied)")
         while not existing.exists() and existing.parent != existing:

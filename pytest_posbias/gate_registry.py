@@ -1,14 +1,9 @@
 """The gate registry: what each gate is, one :class:`GateSpec` record per gate, in one place.
 
-A gate is a decision on one statistic of one probe: its pytest marker, the suite whose tests
-carry that marker, the side of the threshold that passes, the default threshold and baseline
-margin, the statistic's name and range, the thresholds under which it still measures
-something, its cluster-bootstrap interval and the direction of "worse" in a paired comparison
-against ``--posbias-baseline``, the suite test functions that give its verdicts, the probe whose
-units it draws and whether its design is fixed-sample. Everything else derives from these
-records: the ``[tool.posbias]`` validation (:mod:`.config`), the markers the suites register, the
-terminal summary's suite titles, the ``-n`` scheduler's probe groups (:mod:`.run.suite_params`),
-``posbias plan``, the reference pages and ``posbias gates``.
+A gate is a decision on one statistic of one probe, described in full by its record (the fields of
+:class:`GateSpec`). Everything else derives from these records: the ``[tool.posbias]`` validation
+(:mod:`.config`), the markers the suites register, the terminal summary's suite titles, the ``-n``
+scheduler's probe groups (:mod:`.run.suite_params`), ``posbias plan``, the reference pages and ``posbias gates``.
 
 Adding a gate is one record in :data:`GATE_SPECS`, one probe hook (a function from the run
 context to a :class:`~.stats.Verdict`, as :func:`.gates.positional_verdict`) and one suite test
@@ -29,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
+
+from .errors import ConfigError
 
 Side = Literal["both", "upper", "lower"]
 """Which values pass: ``both`` |x| <= t, ``upper`` x <= t, ``lower`` x >= t."""
@@ -199,8 +196,6 @@ def markers() -> dict[str, str]:
 def paired_direction(gate: str) -> Worse:
     """The gate's paired comparison against the baseline (:attr:`GateSpec.worse`); ConfigError
     for an unknown gate or one that has none."""
-    from .errors import ConfigError
-
     if gate not in GATES:
         raise ConfigError(f"unknown gate {gate!r}; known gates: {', '.join(GATES)}")
     worse = GATES[gate].worse
@@ -212,8 +207,7 @@ def paired_direction(gate: str) -> Worse:
 def suite_of_test(function: str) -> SuiteSpec | None:
     """The ready-made suite whose test function is named ``function`` (a gate's test or one of
     :attr:`SuiteSpec.other_tests`), whatever file collects it; None for any other test."""
-    gate = gate_of_test(function)
-    if gate is not None:
+    if (gate := gate_of_test(function)) is not None:
         return SUITES[gate.suite]
     return next((s for s in SUITE_SPECS if function in s.other_tests), None)
 

@@ -60,14 +60,6 @@ def _check_text(text: object, *, name: str = "text") -> str:
     return text
 
 
-def _is_float(value: object) -> bool:
-    try:
-        float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def _ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
@@ -409,11 +401,13 @@ def spr_margin(letter_logprobs: Mapping[str, float]) -> float:
     """
     if not isinstance(letter_logprobs, Mapping) or not letter_logprobs:
         raise ConfigError("`letter_logprobs` must be a non-empty mapping letter -> log-probability")
-    try:
-        lp = np.array([float(v) for v in letter_logprobs.values()], dtype=float)
-    except (TypeError, ValueError):
-        bad = next(f"{k!r}: {v!r}" for k, v in letter_logprobs.items() if not _is_float(v))
-        raise ConfigError(f"`letter_logprobs` values must be numbers (log-probabilities); got {bad}") from None
+    lp = np.empty(len(letter_logprobs))
+    for j, (k, v) in enumerate(letter_logprobs.items()):
+        try:
+            lp[j] = float(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"`letter_logprobs` values must be numbers (log-probabilities); got {k!r}: "
+                              f"{v!r}") from None
     if np.any(np.isnan(lp)) or np.any(lp == np.inf):
         raise ConfigError("`letter_logprobs` values must be log-probabilities (finite or -inf); found NaN or +inf")
     if np.all(lp == -np.inf):

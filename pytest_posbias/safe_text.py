@@ -29,11 +29,6 @@ _LETTER = re.compile(r"[A-Za-z]")
 _URL_TAIL = re.compile(r"[^\s\"'<>`]+")
 
 
-def _secret_param(name: str) -> bool:
-    n = unquote_plus(name).strip().lower().replace("-", "_")
-    return n in SECRET_PARAMS or n.endswith(("_key", "_token", "_secret", "_password", "_signature"))
-
-
 def _redact_params(text: str) -> str:
     """``text`` (a query or a fragment) with the values of its key-like ``name=value`` parameters
     replaced by ``***``; parameters are separated by ``&`` or ``;`` and everything else is kept as written."""
@@ -42,7 +37,8 @@ def _redact_params(text: str) -> str:
     pieces = re.split(r"([&;])", text)
     for i in range(0, len(pieces), 2):
         name, eq, _value = pieces[i].partition("=")
-        if eq and _secret_param(name):
+        key = unquote_plus(name).strip().lower().replace("-", "_")
+        if eq and (key in SECRET_PARAMS or key.endswith(("_key", "_token", "_secret", "_password", "_signature"))):
             pieces[i] = f"{name}={REDACTED}"
     return "".join(pieces)
 

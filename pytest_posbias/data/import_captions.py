@@ -53,14 +53,11 @@ def activitynet_domains(classes: Path) -> dict[str, str]:
 
     def domain(label: str) -> str | None:
         name: str | None = label
-        chain = []
-        seen = set()
-        while name and name in nodes and name not in seen:
-            seen.add(name)
-            chain.append(name.lower())
+        chain: list[str] = []  # the label's node and its ancestors, up to the root or a cycle
+        while name and name in nodes and name not in chain:
+            chain.append(name)
             name = nodes[name].get("parentName")
-        chain.append(label.lower())
-        text = " | ".join(chain)
+        text = " | ".join(n.lower() for n in [*chain, label])
         return next((d for d, words in DOMAIN_WORDS.items() if any(k in text for k in words)), None)
 
     out = {}
@@ -106,12 +103,10 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
             rep.skip(key, OUTSIDE_BUCKETS)
             continue
         yid = key.removeprefix("v_")
-        domain = "activitynet"
-        if domains is not None:
-            domain = domains.get(yid) or ""
-            if not domain:
-                rep.skip(key, "activity not in Cooking/Domestic/Leisure")
-                continue
+        domain = "activitynet" if domains is None else domains.get(yid)
+        if not domain:
+            rep.skip(key, "activity not in Cooking/Domestic/Leisure")
+            continue
         path = index.find(key, yid)
         if path is None:
             rep.skip(key, "video not found under --videos")

@@ -39,11 +39,10 @@ class ImportReport:
             self.missing_videos += 1
 
     def lines(self) -> list[str]:
-        out = [f"{self.format}: wrote " + ", ".join(f"{n} {k} lines" for k, n in sorted(self.written.items()))]
-        out.append(f"skipped {sum(self.skipped.values())} entries; videos missing: {self.missing_videos}")
-        for reason, n in self.skipped.most_common():
-            out.append(f"  {n:>6} {reason} (e.g. {', '.join(self.examples[reason])})")
-        return out
+        return [f"{self.format}: wrote " + ", ".join(f"{n} {k} lines" for k, n in sorted(self.written.items())),
+                f"skipped {sum(self.skipped.values())} entries; videos missing: {self.missing_videos}",
+                *(f"  {n:>6} {reason} (e.g. {', '.join(self.examples[reason])})"
+                  for reason, n in self.skipped.most_common())]
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "written": dict(self.written), "skipped": dict(self.skipped),

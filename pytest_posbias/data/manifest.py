@@ -11,9 +11,8 @@ The loader enforces the schema's constraints by hand (``jsonschema`` is a develo
 a test checks that the two agree) plus what a schema cannot say: ``answer`` indexes the options, a
 group lists ``P`` distinct known videos of distinct files, ``start < end``, an mcq window starts
 before its manifest video's declared ``duration``, ids are unique per line type, and no group or
-mcq item repeats another's content under a new id (the same instances twice would inflate n). A
-bad line is a :class:`~pytest_posbias.data.problems.DataProblem` and is skipped; an item whose video
-file cannot be used stays in the plan (:class:`Manifest`). Paths are relative to the manifest's folder.
+mcq item repeats another's content under a new id (the same instances twice would inflate n); see
+:class:`Manifest` for what happens to bad lines and unusable files. Paths are relative to the manifest's folder.
 """
 
 from __future__ import annotations
@@ -147,8 +146,9 @@ def _need(d: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
     return v
 
 
-def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bool = False) -> str:
-    """A string field (schema ``"type": "string"``, with ``"minLength": 1`` when ``nonempty``)."""
+def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bool = False, file: bool = False) -> str:
+    """A string field (schema ``"type": "string"``, with ``"minLength": 1`` when ``nonempty``); a ``file``
+    name holds no NUL character (schema too): no file name can, and ``os.stat`` raises ValueError on one."""
     if key not in d and not required:
         return ""
     v = _need(d, key, str, "a non-empty string" if nonempty else "a string")
@@ -156,16 +156,9 @@ def _text(d: Mapping[str, Any], key: str, *, required: bool = True, nonempty: bo
         raise ValueError(f"field {key!r} must be a non-empty string; got {v!r}")
     if key == "id" and v != v.strip():
         raise ValueError(f"field 'id' must not begin or end with whitespace; got {v!r}")
-    return str(v)
-
-
-def _file_name(d: Mapping[str, Any], key: str) -> str:
-    """A non-empty string naming a file (schema: no NUL character): no file name holds a NUL, and
-    ``os.stat`` raises ValueError rather than OSError on one."""
-    v = _text(d, key, nonempty=True)
-    if "\0" in v:
+    if file and "\0" in v:
         raise ValueError(f"field {key!r} holds a NUL character (\\0), which no file name can hold; got {v!r}")
-    return v
+    return str(v)
 
 
 def _strings(v: Any, key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
@@ -200,7 +193,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
     kind = d.get("type")
     if kind == "video":
         vid = _text(d, "id", nonempty=True)
-        path = Path(_file_name(d, "path"))
+        path = base / _text(d, "path", nonempty=True, file=True)  # an absolute path stays as it is
         domain = _text(d, "domain", nonempty=True)
         bucket = _need(d, "bucket", str, "'short' or 'long'")
         if bucket not in ("short", "long"):
@@ -215,7 +208,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
                              "(the judge would score every slot of the video 0)")
         _text(d, "source", required=False)
         known = {"type", "id", "path", "domain", "bucket", "duration", "references", "reference_style"}
-        return VideoItem(vid, path if path.is_absolute() else base / path, domain, bucket, duration, references, style,
+        return VideoItem(vid, path, domain, bucket, duration, references, style,
                          {k: v for k, v in d.items() if k not in known})
     if kind == "group":
         gid = _text(d, "id", nonempty=True)
@@ -243,16 +236,14 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
         answer = _need(d, "answer", int, "an integer index")
         if not 0 <= answer < len(options):
             raise ValueError(f"field 'answer' must index the options (0..{len(options) - 1}); got {answer}")
-        video = _file_name(d, "video")
+        video = _text(d, "video", nonempty=True, file=True)
         question = _text(d, "question")
         start, end = _opt_num(d, "start"), _opt_num(d, "end", minimum=0)  # end < 0: no frame of any clip
         if start is not None and end is not None and end <= start:
             raise ValueError(f"fields 'start'/'end' must satisfy start < end; got {start}, {end}")
         tags = _strings(d.get("tags", []), "tags", allow_empty=True)
         item_kind, source = _text(d, "kind", required=False), _text(d, "source", required=False)
-        p = Path(video)
-        return McqItem(qid, video, p if p.is_absolute() else base / p, question, options, answer, start, end, tags,
-                       item_kind, source)
+        return McqItem(qid, video, base / video, question, options, answer, start, end, tags, item_kind, source)
     raise ValueError(f"field 'type' must be 'video', 'group' or 'mcq'; got {kind!r}")
 
 
@@ -279,18 +270,6 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
         offset += len(raw) + 1
 
 
-def _same_file(group: GroupItem, videos: Mapping[str, VideoItem]) -> tuple[str, str] | None:
-    """Two ids of ``group`` whose videos are one file (the clip would hold two positions of every
-    ordering), or None when its files are distinct."""
-    first: dict[Path, str] = {}
-    for v in group.videos:
-        path = videos[v].path
-        if path in first:
-            return first[path], v
-        first[path] = v
-    return None
-
-
 def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     """Read and validate a manifest; bad lines are recorded in ``problems`` and skipped. With
     ``check_files``, each video file's problem goes to ``file_problems`` once (see :class:`Manifest`)."""
@@ -305,7 +284,10 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     base = p.parent
     pending_groups: list[tuple[int, GroupItem]] = []
     pending_mcq: list[tuple[int, McqItem]] = []
-    first_line: dict[tuple[str, str], int] = {}
+    # (kind, id) or (kind, content) -> the first line's id and number: the same instances planned twice would
+    # inflate n, so a repeated id is skipped, and so is a group of the same files in one configuration (in any
+    # order) or an mcq item of the same clip, window, question, options and answer under another id
+    first_seen: dict[tuple[Any, ...], tuple[str, int]] = {}
 
     def problem(kind: str, item: str, n: int, message: str) -> None:
         m.problems.append(DataProblem(kind, item, message, str(p), n))
@@ -322,10 +304,12 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             m.file_problems.append(DataProblem(problem_kind(exc), item, f"{exc.problem}{note} (manifest line {n}); its "
                                                "units are planned and count as lost", str(video)))
 
-    def duplicate(what: str, item_id: str, n: int) -> bool:
-        first = first_line.setdefault((what, item_id), n)
+    def duplicate(what: str, item_id: str, n: int, key: tuple[Any, ...] = (), content: str = "") -> bool:
+        """Whether an earlier line has this id or, with ``key``, this content (``content`` in words)."""
+        first_id, first = first_seen.setdefault((what, key or item_id), (item_id, n))
         if first != n:
-            problem("duplicate-id", f"{what} {item_id!r}", n,
+            problem("duplicate-id", f"{what} {item_id!r}", n, f"{what} {item_id!r} repeats {what} {first_id!r} (line "
+                    f"{first}) under another id: {content}; line {n} skipped" if key else
                     f"duplicate {what} id {item_id!r} (first on line {first}, again on line {n}); line {n} skipped")
             return True
         return False
@@ -337,18 +321,11 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             obj = json.loads(line, object_pairs_hook=_no_duplicate_keys)
             json.dumps(obj, ensure_ascii=False).encode("utf-8")  # a lone surrogate (\ud800) is not text
             item = parse_line(obj, base)
-        except json.JSONDecodeError as exc:
-            problem("bad-line", f"line {n}", n, f"not valid JSON ({exc.msg})")
-            continue
-        except RecursionError:
-            problem("bad-line", f"line {n}", n, "not valid JSON (nested too deeply)")
-            continue
-        except UnicodeEncodeError as exc:
-            problem("bad-line", f"line {n}", n, f"a string holds {exc.object[exc.start:exc.end]!r}, which is not "
-                    "valid Unicode text (a lone surrogate escape)")
-            continue
-        except ValueError as exc:
-            problem("bad-line", f"line {n}", n, str(exc))
+        except (ValueError, RecursionError) as exc:
+            problem("bad-line", f"line {n}", n, f"not valid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError)
+                    else "not valid JSON (nested too deeply)" if isinstance(exc, RecursionError)
+                    else f"a string holds {exc.object[exc.start:exc.end]!r}, which is not valid Unicode text (a lone "
+                    "surrogate escape)" if isinstance(exc, UnicodeEncodeError) else str(exc))
             continue
         if isinstance(item, VideoItem):
             if duplicate("video", item.id, n):
@@ -361,31 +338,19 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                 pending_groups.append((n, item))
         elif not duplicate("mcq", item.id, n):
             pending_mcq.append((n, item))
-    # the same instances planned twice would inflate n: a group of the same files in one configuration (in any
-    # order), an mcq item of the same clip, window, question, options and answer, each under another id
-    same: dict[tuple[Any, ...], tuple[str, int]] = {}
-
-    def repeated(what: str, item_id: str, n: int, key: tuple[Any, ...], content: str) -> bool:
-        first_id, first = same.setdefault((what, *key), (item_id, n))
-        if first != n:
-            problem("duplicate-id", f"{what} {item_id!r}", n, f"{what} {item_id!r} repeats {what} {first_id!r} (line "
-                    f"{first}) under another id: {content}; line {n} skipped")
-            return True
-        return False
-
     for n, g in pending_groups:
         missing = [v for v in g.videos if v not in m.videos]
         if missing:
             problem("unknown-video", f"group {g.id!r}", n, f"group {g.id!r}: unknown videos {missing} (no valid video "
                     "line has these ids)")
             continue
-        twice = _same_file(g, m.videos)
-        if twice:
-            a, b = twice
-            problem("bad-line", f"group {g.id!r}", n, f"group {g.id!r}: videos {a!r} and {b!r} are the same file "
-                    f"({short_path(m.videos[a].path)}); a group needs {g.P} distinct videos")
-        elif not repeated("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(m.videos[v].path for v in g.videos)),
-                          f"the same videos in configuration {g.domain}/{g.bucket}/P={g.P}"):
+        paths = [m.videos[v].path for v in g.videos]
+        # the first video whose file an earlier one has: the clip would hold two positions of every ordering
+        if (j := next((j for j, f in enumerate(paths) if f in paths[:j]), None)) is not None:
+            problem("bad-line", f"group {g.id!r}", n, f"group {g.id!r}: videos {g.videos[paths.index(paths[j])]!r} and "
+                    f"{g.videos[j]!r} are the same file ({short_path(paths[j])}); a group needs {g.P} distinct videos")
+        elif not duplicate("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(paths)),
+                           f"the same videos in configuration {g.domain}/{g.bucket}/P={g.P}"):
             m.groups.append(g)
     for n, q in pending_mcq:
         video = m.videos.get(q.video)
@@ -396,7 +361,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                         f"the end of video {q.video!r} (declared duration {video.duration:g} s); its window holds "
                         "no frame")
                 continue
-        if repeated("mcq", q.id, n, (q.path, q.start, q.end, q.question, q.options, q.answer),
+        if duplicate("mcq", q.id, n, (q.path, q.start, q.end, q.question, q.options, q.answer),
                     "the same clip, window, question, options and answer"):
             continue
         if video is None and check_files:

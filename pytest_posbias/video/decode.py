@@ -141,10 +141,10 @@ def content_hash(path: str | os.PathLike[str]) -> str:
         raise VideoDecodeError(p, f"cannot stat file ({exc})") from None
     except ValueError:
         raise _nul_problem(p) from None
+    with _hash_lock:
+        if key in _hash_memo:
+            return _hash_memo[key]
     if p.is_dir():
-        with _hash_lock:
-            if key in _hash_memo:
-                return _hash_memo[key]
         h = hashlib.sha256(b"frame-folder")
         try:
             for f in files:
@@ -154,17 +154,13 @@ def content_hash(path: str | os.PathLike[str]) -> str:
             raise VideoDecodeError(p, f"cannot read a frame image ({exc})") from None
         if fps != FRAME_FOLDER_FPS:
             h.update(f"fps={fps!r}".encode())
-        with _hash_lock:
-            _hash_memo[key] = h.hexdigest()
-        return _hash_memo[key]
-    with _hash_lock:
-        if key in _hash_memo:
-            return _hash_memo[key]
-    try:
-        with p.open("rb") as fh:
-            digest = hashlib.file_digest(fh, "sha256").hexdigest()
-    except OSError as exc:
-        raise VideoDecodeError(p, f"cannot read file ({exc})") from None
+        digest = h.hexdigest()
+    else:
+        try:
+            with p.open("rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        except OSError as exc:
+            raise VideoDecodeError(p, f"cannot read file ({exc})") from None
     with _hash_lock:
         _hash_memo[key] = digest
     return digest
@@ -287,8 +283,6 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
             if n == 0:  # container without a frame count: count packets (no decoding)
                 n = sum(1 for pkt in container.demux(stream) if pkt.size)
             return n, fps, int(stream.codec_context.width), int(stream.codec_context.height)
-    except VideoError:
-        raise
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if has_container_signature(path):
             raise TruncatedVideoError(path, f"truncated or damaged: the file starts like a video container but cannot "
@@ -348,9 +342,7 @@ def resize_frames(frames: NDArray[np.uint8], size: int | None, aspect: str) -> N
     if resized_shape(h, w, size, aspect) == (h, w) or size is None or n == 0:
         return frames
     th, tw = _scaled_shape(h, w, size, aspect)
-    out = np.empty((n, th, tw, 3), dtype=np.uint8)
-    for i in range(n):
-        out[i] = np.asarray(Image.fromarray(frames[i]).resize((tw, th), Image.Resampling.BILINEAR))
+    out = np.stack([np.asarray(Image.fromarray(f).resize((tw, th), Image.Resampling.BILINEAR)) for f in frames])
     if aspect == "pad":
         canvas = np.zeros((n, size, size, 3), dtype=np.uint8)
         y0, x0 = (size - th) // 2, (size - tw) // 2

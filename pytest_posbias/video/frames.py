@@ -1,11 +1,8 @@
 """Frame specs and the frame store: what a model sees, named exactly and decoded once.
 
-A :class:`FrameSpec` names every output frame (source clip by content hash, frame index), the
-resize policy and any seeded pixel operation; it goes into the request key and the run log, so a
-request whose generation is cached needs no decoding. The :class:`FrameStore` decodes on demand
-into an in-memory LRU per frame plus an optional lossless PNG disk cache that concurrent readers
-and writers can share (:func:`atomic_write_bytes`), and records every unusable video as a
-:class:`~pytest_posbias.data.problems.DataProblem`.
+A :class:`FrameSpec` goes into the request key and the run log, so a request whose generation is
+cached needs no decoding; the :class:`FrameStore` decodes on demand, caches (:func:`atomic_write_bytes`
+for its PNG files) and records every unusable video as a :class:`~pytest_posbias.data.problems.DataProblem`.
 """
 
 from __future__ import annotations
@@ -159,7 +156,6 @@ class FrameStore:
         if not disk_write_min_s >= 0:
             raise ValueError(f"`disk_write_min_s` must be >= 0 seconds per frame; got {disk_write_min_s!r}")
         self.disk_write_min_s = float(disk_write_min_s)
-        self.disk_writes = 0
         self.max_bytes = int(max_bytes)
         self.on_problem = on_problem
         self.problems: dict[tuple[str, str], DataProblem] = {}  # (kind, path) -> the first problem of that kind
@@ -169,9 +165,7 @@ class FrameStore:
         self._lock = threading.RLock()
         self._info: dict[str, VideoInfo] = {}
         self._shapes: dict[tuple[str, int | None, str], tuple[int, int]] = {}  # (path, size, aspect) -> decoded (H, W)
-        self.decodes = 0
-        self.memory_hits = 0
-        self.disk_hits = 0
+        self.decodes = self.memory_hits = self.disk_hits = self.disk_writes = 0
 
     def report(self, exc: VideoError) -> None:
         """Record an unusable video once per (kind, file) and pass it to ``on_problem``."""

@@ -2,9 +2,8 @@
 that reproduce deployed code exactly (:mod:`pytest_posbias.video.samplers`), and the
 polyphase grids of PhaseFusion.
 
-Indices are always returned as a list of ints and recorded by the caller. Phases are
-exact rationals: a float phase is read as ``Fraction(phase).limit_denominator(10**6)``
-(so 1/3 given as 0.3333… is exactly 1/3) and the grid is computed in integers.
+Indices are returned as a list of ints and recorded by the caller. Phases are exact rationals
+(:func:`as_fraction`: 1/3 given as 0.3333… is exactly 1/3), so grids are computed in integers.
 """
 
 from __future__ import annotations
@@ -89,10 +88,8 @@ def frame_indices(T: int, b: int, *, convention: str, phase: float | Fraction | 
     lo, hi = window(T, fps, start, end)
     n = hi - lo + 1
 
-    if convention == "left":
-        rel = _left(n, b, ph)
-    elif convention == "midpoint":
-        rel = _left(n, b, Fraction(1, 2))
+    if convention in ("left", "midpoint"):
+        rel = _left(n, b, ph if convention == "left" else Fraction(1, 2))
     elif convention == "endpoint":
         rel = _endpoint(n, b)
     else:  # fps

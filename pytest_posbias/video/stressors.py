@@ -61,15 +61,9 @@ def _gather(frames: Frames, order: Sequence[int | tuple[str, int]], foreign: Fra
     if isinstance(frames, FrameSpec):
         if foreign is not None and not isinstance(foreign, FrameSpec):
             raise ConfigError("`foreign` must be a FrameSpec when `frames` is a FrameSpec")
-        out: list[tuple[int, int]] = []
-        for o in order:
-            if isinstance(o, tuple):
-                assert isinstance(foreign, FrameSpec)
-                s, i = foreign.frames[o[1]]
-                out.append((s + len(frames.sources), i))
-            else:
-                out.append(frames.frames[o])
         fspec = foreign if isinstance(foreign, FrameSpec) else None
+        shifted = [] if fspec is None else [(s + len(frames.sources), i) for s, i in fspec.frames]
+        out = [shifted[o[1]] if isinstance(o, tuple) else frames.frames[o] for o in order]
         sources = frames.sources + (fspec.sources if fspec is not None else ())
         ops = _follow(frames.ops, order, False) + (_follow(fspec.ops, order, True) if fspec is not None else ())
         return StressResult(frames.with_frames(out, sources=sources, ops=ops, record=record), record)

@@ -140,12 +140,9 @@ def make_scene(scene_id: str, domain: str, bucket: str, *, seed: int, event_prob
         change_to = colours[-1] if change_obj == i else None
         change_at = round(rng.uniform(0.35, 0.65), 3) if change_to else None
         objects.append(ObjectSpec(shape, colour, round(radius, 2), motion, start, end, change_to, change_at))
-    events: list[EventSpec] = []
-    if rng.random() < event_probability:
-        kind = rng.choice(EVENTS)
-        frame = rng.randrange(int(0.15 * frame_count), int(0.85 * frame_count))
-        events.append(EventSpec(kind, frame, EVENT_FRAMES))
-    return SceneSpec(scene_id, domain, bucket, duration, FPS, frame_count, tuple(objects), tuple(events), seed)
+    events = ((EventSpec(rng.choice(EVENTS), rng.randrange(int(0.15 * frame_count), int(0.85 * frame_count))),)
+              if rng.random() < event_probability else ())
+    return SceneSpec(scene_id, domain, bucket, duration, FPS, frame_count, tuple(objects), events, seed)
 
 
 def _shape_mask(shape: str, cx: float, cy: float, r: float, yy: NDArray[np.float32],
@@ -224,15 +221,10 @@ def render_clip(scene: SceneSpec, path: str | Path, *, crf: int = 18, gop: int =
     return out
 
 
-def _article(word: str) -> str:
-    return "An" if word[0] in "aeiou" else "A"
-
-
 def motion_sentence_ref(obj: ObjectSpec) -> str:
-    c, s = obj.colour, obj.shape
-    if obj.motion == "static":
-        return f"{_article(c)} {c} {s} sits still in the same spot the whole time."
-    return f"{_article(c)} {c} {s} slides across the screen {MOTION_PHRASE[obj.motion]}."
+    does = ("sits still in the same spot the whole time" if obj.motion == "static"
+            else f"slides across the screen {MOTION_PHRASE[obj.motion]}")
+    return f"{'An' if obj.colour[0] in 'aeiou' else 'A'} {obj.colour} {obj.shape} {does}."
 
 
 def references(scene: SceneSpec) -> list[str]:

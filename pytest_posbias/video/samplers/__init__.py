@@ -59,8 +59,7 @@ def parse_spec(spec: str) -> tuple[Preset, dict[str, Any]]:
     if name not in PRESETS:
         raise ConfigError(f"unknown sampler preset {name!r}; presets: {', '.join(PRESETS)}")
     preset = PRESETS[name]
-    knobs = parse_knobs(name, rest, preset.knobs) if colon else {}
-    return preset, knobs
+    return preset, (parse_knobs(name, rest, preset.knobs) if colon else {})
 
 
 def sampler_key(spec: str) -> tuple[str, str]:
