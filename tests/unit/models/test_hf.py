@@ -262,8 +262,8 @@ def test_a_byte_identical_copy_of_a_checkpoint_directory_keeps_its_revision(tmp_
 
 
 def test_a_large_weight_file_is_revised_by_sampled_bytes_whatever_its_times(tmp_path):
-    """Past 16 MiB the revision reads evenly spaced chunks: a 1 MiB tensor rewritten in the middle of a
-    20 MiB shard is a new revision; the same bytes with other file times are not."""
+    """A 1 MiB tensor rewritten in the middle of a 20 MiB shard is a new revision; the same bytes with
+    other file times are not."""
     import os
 
     from pytest_posbias.models.hf import _dir_revision
@@ -275,5 +275,21 @@ def test_a_large_weight_file_is_revised_by_sampled_bytes_whatever_its_times(tmp_
     os.utime(f, ns=(3_000_000_000, 3_000_000_000))
     assert _dir_revision(tmp_path) == before
     data[10 << 20: 11 << 20] = b"\x07" * (1 << 20)
+    f.write_bytes(bytes(data))
+    assert _dir_revision(tmp_path) != before
+
+
+def test_one_byte_of_a_small_tensor_in_a_large_weight_file_is_a_new_revision(tmp_path):
+    """Every byte of every weight file is in the revision: one byte of a small tensor (a norm, a bias)
+    changed in the middle of a shard larger than 16 MiB, between any sampled chunks, is a new revision."""
+    from pytest_posbias.models.hf import _dir_revision
+
+    f = tmp_path / "model.safetensors"
+    header = b'{"w": {"dtype": "U8", "shape": [20971520], "data_offsets": [0, 20971520]}}'
+    data = bytearray(len(header).to_bytes(8, "little") + header + bytes(20 << 20))
+    f.write_bytes(bytes(data))
+    before = _dir_revision(tmp_path)
+    step = (len(data) - (1 << 16)) // 255  # 256 evenly spaced 64 KiB chunks: the gaps a sample never reads
+    data[128 * step + (1 << 16) + (step - (1 << 16)) // 2] = 1  # mid-file, in the gap after the 129th chunk
     f.write_bytes(bytes(data))
     assert _dir_revision(tmp_path) != before
