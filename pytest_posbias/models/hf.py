@@ -23,7 +23,7 @@ from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError
 from ..video.compose import ImagePart, VideoPart
 from ..video.frames import FrameStore
-from .hf_inputs import ADAPTERS, InputBuilder, strip_think
+from .hf_inputs import ADAPTERS, InputBuilder
 from .hf_loading import (
     input_device,
     load_model,
@@ -195,7 +195,7 @@ class HFBackend(InputBuilder):
                 finish = "length" if n is None and len(toks) >= dec.max_new_tokens else "stop"
                 body = toks if n is None else toks[:n]
                 body = [t for t in body if t != self.pad_id]
-                text = strip_think(self.tokenizer.decode(body, skip_special_tokens=True))
+                text = self.answer_text(body)
                 lp = None
                 if r.want == "both" and first_logits is not None:
                     ids = self.letter_ids(r.letters)

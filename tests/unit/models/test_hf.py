@@ -293,3 +293,35 @@ def test_one_byte_of_a_small_tensor_in_a_large_weight_file_is_a_new_revision(tmp
     data[128 * step + (1 << 16) + (step - (1 << 16)) // 2] = 1  # mid-file, in the gap after the 129th chunk
     f.write_bytes(bytes(data))
     assert _dir_revision(tmp_path) != before
+
+
+@pytest.mark.parametrize(("opened", "said", "expected"), [
+    (False, "<think>Option A looks wrong, the answer is B", ""),  # the model opened the block, cut by the limit
+    (True, "Option A looks wrong, the answer is B", ""),  # the chat template opened it, cut by the limit
+    (True, "Option A looks wrong.</think>\n\nB", "B"),
+    (False, "<think>Option A looks wrong.</think>\n\nB", "B"),
+])
+def test_an_answer_cut_off_inside_the_reasoning_is_no_answer(tiny_checkpoints, store, clip_specs, opened, said,
+                                                             expected):
+    """A reasoning model's output cut off by the token limit inside its think block, opened by the model (a
+    special token of its tokenizer) or by the chat template, leaves an empty answer (a lost unit), never the
+    reasoning's words or letters scored as the answer; a closed block leaves the answer after it."""
+    import torch
+
+    b = HFBackend(resolve(str(tiny_checkpoints["qwen2_vl"])), store, device="cpu", batch_size=4)
+    if opened:
+        b.processor.chat_template += "{% if add_generation_prompt %}<think>\n{% endif %}"
+    body = b.tokenizer.encode(said, add_special_tokens=False)
+
+    class Scripted:
+        def generate(self, input_ids, **_kw):
+            out = torch.tensor([body], dtype=input_ids.dtype).expand(input_ids.shape[0], -1)
+            return type("Out", (), {"sequences": torch.cat([input_ids, out], dim=1), "logits": None})()
+
+    real, b.model = b.model, Scripted()
+    r = Request("hf:x", (VideoPart(clip_specs[0], video_id="v"), TextPart("Which? A. x B. y")),
+                Decoding(max_new_tokens=len(body) if expected == "" else len(body) + 1))
+    [gen] = b.generate([r])
+    b.model = real
+    b.close()
+    assert gen.ok and gen.text == expected
