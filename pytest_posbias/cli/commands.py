@@ -107,7 +107,9 @@ def register(sub: Any, register: Register) -> None:
     p.add_argument("action", choices=["build"], help="what to do")
     p.add_argument("--out", default="fixtures/synthetic", help="output directory (default fixtures/synthetic)")
     p.add_argument("--count", type=int, default=10, help="clips per domain x bucket configuration (default 10)")
-    p.add_argument("--groups", type=_count, default=40, help="groups per configuration and scale (default 40)")
+    p.add_argument("--groups", type=_count, default=40,
+                   help="groups per configuration and scale (default 40; at most the distinct groups --count clips "
+                        "make, else an error)")
     p.add_argument("--scales", type=int, nargs="+", default=[2, 4], choices=[2, 4], help="group sizes P (default 2 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the whole set (default 0)")
     p.add_argument("--overwrite", action="store_true", help="re-render clips even when unchanged")

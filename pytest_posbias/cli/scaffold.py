@@ -421,7 +421,12 @@ def _init(args: argparse.Namespace) -> int:
     hint = testpaths_hint(Path(args.dir), args.tests_dir)
     if hint:
         print(hint)
-    if args.quick:
+    kept_table = any(w.action == "kept" and w.path.name == "pyproject.toml" for w in written)
+    if args.quick and kept_table:  # the quick set was rendered, but the table neither reads it nor has quick sizes
+        print(f"note: --quick left your [tool.posbias] table as it is: it does not read the quick set or use the "
+              f'quick probe sizes. To use them, set data = "{QUICK_SET}/manifest.jsonl" and the sizes under '
+              f"[tool.posbias.probes.*] yourself, or run `posbias init --quick --force` to replace the table")
+    elif args.quick:
         print('next: pytest -m "meg and not slow" --model sim:middle-weak   (from the project root; a smoke run '
               "on the quick set; `posbias gates` lists the gates)")
     else:

@@ -26,7 +26,7 @@ import itertools
 import math
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -46,6 +46,9 @@ TOLERANCE_ABS = {"dpb": 0.005, "meg": 0.003, "coverage": 0.01, "contamination": 
 # model's population value is 0, so its value on a finite set is noise the dose does not make; coverage
 # and contamination are absolute levels (the stored MU and x0 are part of the dose), compared as realised
 PAIRED_GATES = ("dpb", "meg")
+# a rate (or stressor) dose is exact on the set up to one or two units (docs/simulated-models.md): its
+# tolerance is max(10% of the target, RATE_UNITS / n)
+RATE_UNITS = 2
 Key = tuple[str, str, int]  # a positional configuration: (domain, bucket, P)
 
 
@@ -68,6 +71,28 @@ class Achieved:
     n: int
     unit: str
     parts: dict[str, float]
+    unbiased: float | None = None  # sim:unbiased's value on the same units (a dosed rate gate's)
+
+    @property
+    def goal(self) -> float | None:
+        """What a dose of a gate without a per-configuration rule can reach on these units: max(target,
+        sim:unbiased's value), since a target below the unbiased model's own rate leaves the model unbiased
+        (as the positional rule compares a dose's effect against sim:unbiased); None without a target."""
+        if self.target is None or self.gate in TOLERANCE_ABS:
+            return None
+        return self.target if self.unbiased is None or math.isnan(self.unbiased) else max(self.target, self.unbiased)
+
+    @property
+    def lands(self) -> bool:
+        """A dose without a per-configuration rule lands when its 95% interval holds :attr:`goal` or
+        |achieved − goal| <= max(10% of |goal|, ``RATE_UNITS`` / n); no unit or NaN never lands."""
+        goal = self.goal
+        if goal is None:
+            return True
+        if not self.n or math.isnan(self.estimate):
+            return False
+        return bool(self.ci_low <= goal <= self.ci_high
+                    or abs(self.estimate - goal) <= max(TOLERANCE_REL * abs(goal), RATE_UNITS / self.n))
 
 
 @dataclass(frozen=True)
@@ -105,6 +130,11 @@ class CheckResult:
     def missed(self) -> tuple[ConfigCheck, ...]:
         """The configurations whose compared value is outside the tolerance."""
         return tuple(c for c in self.configurations if not c.lands)
+
+    @property
+    def missed_rates(self) -> tuple[Achieved, ...]:
+        """The rate and stressor doses that do not land (:attr:`Achieved.lands`)."""
+        return tuple(a for a in self.achieved if not a.lands)
 
 
 def config_checks(gate: str, target: float, dosed: dict[str, dict[Any, float]], unbiased: dict[str, dict[Any, float]],
@@ -288,6 +318,12 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
                 a = r.attack("shuffle")
                 add("attack", _rate_ci(int(a["successes"]), int(a["attacked"])), int(a["attacked"]), "benign videos",
                     {s: float(r.attack(s)["asr"]) for s in r.variants})
+        rated = [g for g in gates if g not in TOLERANCE_ABS and targets.get(g) is not None]
+        if rated:  # sim:unbiased on the same units: the rate a dose below it leaves
+            ub = {a.gate: a.estimate for a in run_check("sim:unbiased", gates=rated, groups=groups, items=items,
+                                                        videos=videos, seed=seed, data=data, cache=cache_dir,
+                                                        configs=configs, rootdir=rootdir).achieved}
+            out = [replace(a, unbiased=ub.get(a.gate)) for a in out]
     if print_fn is not None:
         for line in [*format_rows(model, out), *(format_configs(rows) if rows else [])]:
             print_fn(line)
@@ -327,10 +363,13 @@ def format_rows(model: str, rows: Sequence[Achieved]) -> list[str]:
     for a in rows:
         tgt = f"{a.target:.3f}" if a.target is not None else "-"
         parts = ", ".join(f"{k} {v:.3f}" for k, v in a.parts.items())
+        lands = "" if a.goal is None else (f"; lands on {a.goal:.3f}" if a.lands else f"; NO: misses {a.goal:.3f}")
         lines.append(f"{a.gate:<14} {tgt:>8} {a.estimate:>9.3f} [{a.ci_low:>7.3f}, {a.ci_high:>6.3f}] {a.n:>5}  "
-                     f"{a.unit}" + (f"; {parts}" if parts else ""))
+                     f"{a.unit}" + (f"; {parts}" if parts else "") + lands)
     lines.append("achieved: the dosed model's own value; for dpb/meg a dose lands on its effect (dosed - "
-                 "sim:unbiased on the same groups), per configuration below")
+                 "sim:unbiased on the same groups), per configuration below; another dose lands on max(target, "
+                 f"sim:unbiased on the same units) when its interval holds it or it is within max({TOLERANCE_REL:.0%},"
+                 f" {RATE_UNITS}/n)")
     return lines
 
 
@@ -440,4 +479,4 @@ def _cli(args: argparse.Namespace) -> int:
                        groups=12 if args.groups is None else args.groups,
                        items=args.items, videos=args.videos, seed=args.seed, data=args.data, cache=args.cache,
                        configs=args.configs.split(",") if args.configs else None, print_fn=print)
-    return 1 if result.missed else 0  # a configuration where the dose does not land fails the check
+    return 1 if result.missed or result.missed_rates else 0  # a dose that does not land fails the check

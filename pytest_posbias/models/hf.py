@@ -23,7 +23,7 @@ from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError
 from ..video.compose import ImagePart, VideoPart
 from ..video.frames import FrameStore
-from .hf_inputs import ADAPTERS, InputBuilder, strip_think
+from .hf_inputs import ADAPTERS, InputBuilder
 from .hf_loading import (
     input_device,
     load_model,
@@ -34,39 +34,29 @@ from .hf_loading import (
 from .hf_sampling import GUMBEL_SAMPLER, make_processor
 from .registry import ResolvedModel
 
-WEIGHT_SAMPLES = 256  # evenly spaced chunks of each weight file read into its revision
-WEIGHT_CHUNK = 1 << 16
-
 
 def _dir_revision(path: Path) -> str:
     """Content revision of a local checkpoint: its small files that shape an input or an output
     (config, processor, generation and tokenizer files: ``.json``, ``.jinja``, ``.txt``, ``.model``,
-    ``.tiktoken``), the safetensors headers, and each weight file's size and bytes: whole up to
-    ``WEIGHT_SAMPLES`` x ``WEIGHT_CHUNK`` (16 MiB), else that many evenly spaced 64 KiB chunks. A
-    header fixes shapes, not values; the chunks see new values of any tensor larger than the spacing
-    (a 5 GB shard: 20 MB, smaller than one attention projection of a 7B model), so a fine-tune saved
-    over the directory is a new revision, and a byte-identical copy (a per-job download, without the
-    file times) keeps it. Reading every weight byte would take minutes on a large checkpoint."""
+    ``.tiktoken``), the safetensors headers, and each weight file's size and every byte (SHA-256,
+    streamed). A header fixes shapes, not values, and a fine-tune may change only small tensors (norms,
+    biases, a few embedding rows) that no sample of the file would see: hashing every byte makes any
+    new weights saved over the directory a new revision, and a byte-identical copy (a per-job download,
+    without the file times) keeps it. The cost is one read of the weights per worker per run, small
+    beside the model calls it keys."""
     h = hashlib.sha256()
     for f in sorted(path.iterdir()):
         if f.suffix in (".json", ".jinja", ".txt", ".model", ".tiktoken") and f.is_file():
             h.update(f.name.encode())
             h.update(f.read_bytes())
         elif f.suffix in (".safetensors", ".bin", ".pt", ".pth"):
-            size = f.stat().st_size
-            h.update(f"{f.name}:{size}".encode())
+            h.update(f"{f.name}:{f.stat().st_size}".encode())
             with f.open("rb") as fh:
                 if f.suffix == ".safetensors":
                     n = int.from_bytes(fh.read(8), "little")
                     h.update(fh.read(min(n, 1 << 24)))
-                if size <= WEIGHT_SAMPLES * WEIGHT_CHUNK:
                     fh.seek(0)
-                    h.update(fh.read())
-                    continue
-                step = (size - WEIGHT_CHUNK) // (WEIGHT_SAMPLES - 1)
-                for k in range(WEIGHT_SAMPLES):
-                    fh.seek(k * step)
-                    h.update(fh.read(WEIGHT_CHUNK))
+                h.update(hashlib.file_digest(fh, "sha256").digest())
     return h.hexdigest()[:16]
 
 
@@ -205,7 +195,7 @@ class HFBackend(InputBuilder):
                 finish = "length" if n is None and len(toks) >= dec.max_new_tokens else "stop"
                 body = toks if n is None else toks[:n]
                 body = [t for t in body if t != self.pad_id]
-                text = strip_think(self.tokenizer.decode(body, skip_special_tokens=True))
+                text = self.answer_text(body)
                 lp = None
                 if r.want == "both" and first_logits is not None:
                     ids = self.letter_ids(r.letters)

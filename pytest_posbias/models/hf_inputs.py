@@ -110,6 +110,10 @@ class InputBuilder:
                 images.append(np.zeros((p.size, p.size, 3), dtype=np.uint8))
                 body.append(self.adapter.image.format(image=self.image_token))
         text = "".join(body).rstrip("\n")
+        return self._template().replace(_SENTINEL, text) + prefill, videos, metas, images
+
+    def _template(self) -> str:
+        """The chat template's rendering of one user message holding ``_SENTINEL``, generation prompt included."""
         messages = [{"role": "user", "content": [{"type": "text", "text": _SENTINEL}]}]
         from jinja2 import TemplateError  # a template refuses a conversation with raise_exception()
 
@@ -121,7 +125,26 @@ class InputBuilder:
             rendered = rendered[0]
         if _SENTINEL not in rendered:
             raise BackendError(f"chat template of {self.resolved.spec} does not render user text verbatim")
-        return rendered.replace(_SENTINEL, text) + prefill, videos, metas, images
+        return str(rendered)
+
+    def answer_text(self, body: Sequence[int]) -> str:
+        """The answer in generated tokens ``body`` (:func:`strip_think`): decoded without special tokens but
+        with the think tags, which some tokenizers mark special (skipping them would leave the reasoning
+        as the answer), and with the block the chat template opens in the prompt, whose reasoning the
+        output continues (cut by the token limit before its closing tag, it is no answer)."""
+        tags = {i: t for t in ("<think>", "</think>") if isinstance(i := self.tokenizer.convert_tokens_to_ids(t), int)
+                and i != self.tokenizer.unk_token_id}
+        opened = "<think>" in self._template().rpartition(_SENTINEL)[2].rpartition("</think>")[2]
+        parts = ["<think>" if opened else ""]
+        seg: list[int] = []
+        for t in body:
+            if t in tags:
+                parts += [self.tokenizer.decode(seg, skip_special_tokens=True), tags[t]]
+                seg = []
+            else:
+                seg.append(t)
+        parts.append(self.tokenizer.decode(seg, skip_special_tokens=True))
+        return strip_think("".join(parts))
 
     def _inputs(self, batch: Sequence[Request], *, prefill: str = "") -> Any:
         texts, videos, metas, images = [], [], [], []

@@ -179,7 +179,7 @@ def arg_value(args: Sequence[str], name: str) -> str | None:
 
 def checkpoint_revision(resolved: ResolvedModel, args: Sequence[str]) -> str:
     """A local directory's content revision (its config, processor, generation and tokenizer files,
-    safetensors headers, weight sizes and sampled weight bytes: ``hf``'s); a Hub id's commit: that of
+    safetensors headers, weight sizes and every weight byte: ``hf``'s); a Hub id's commit: that of
     the snapshot its ``--revision`` (else ``main``, what vLLM loads) names in the local Hugging Face
     cache, so a branch that moved is a new cache key; the name itself when this machine's cache
     does not hold it (a server with its own cache)."""

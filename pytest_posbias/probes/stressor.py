@@ -54,6 +54,10 @@ CONTROL_NAMES = ("resample+2", "resample-2", "blur", "noise", "jpeg", "cutout", 
 INPUT_CONTROLS = ("text-only", "black", "noise-frames", "static", "genuine-1", "genuine-2", "genuine-4", "genuine-8",
                   "genuine-16", "genuine-24", "genuine-32")
 REMEDY_CASCADE = ("shuffle", "reverse", "speed2", "delete2")
+UNCHANGED, NO_FOREIGN = "stressed_input_unchanged", "no_other_video"  # a stress that is none: a lost unit
+_NO_STRESS = {UNCHANGED: "the stressed frames are the clean frames (same video, frame indices and pixels)",
+              NO_FOREIGN: "no other video to take foreign frames from (the set holds one clip, or the other "
+                          "item is the same clip)"}
 
 
 class DecodingChange(TypedDict, total=False):
@@ -93,6 +97,18 @@ def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dic
     parts: tuple[Any, ...] = (TextPart(PROMPT),) if frames is None else (VideoPart(frames), TextPart(PROMPT))
     return Request(model, parts, Decoding(max_new_tokens=spec.max_new_tokens, **decoding),
                    seed=int(meta.get("seed", 0)), meta={"probe": "stressor", **meta})
+
+
+def _no_stress(name: str, clean: FrameSpec, stressed: FrameSpec | None, foreign: FrameSpec) -> str | None:
+    """Why a stressor variant or temporal control is no stress (None when it is one): its frames (source
+    video, frame index, pixel operations) are the clean input's, or it shows "another video" that is the
+    clean one (a one-video set, or two items of the same clip). The model would answer the clean input
+    again and the unit would read as robust, so it is a lost unit and never sent."""
+    if name == "foreign" and foreign.primary.key() == clean.primary.key():
+        return NO_FOREIGN
+    def seen(f: FrameSpec) -> tuple[Any, ...]:
+        return tuple((f.sources[s].key(), i) for s, i in f.frames), f.ops
+    return UNCHANGED if stressed is not None and seen(stressed) == seen(clean) else None
 
 
 def select_videos(ctx: ProbeContext, manifest: Manifest, n: int) -> list[VideoItem]:
@@ -178,6 +194,7 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
     # plan every request, run them in one engine call
     plan: list[tuple[str, int]] = []
     reqs: list[Request] = []
+    vacuous: dict[int, str] = {}  # request index -> why its input is no stress (:func:`_no_stress`)
     for v, (item, clean_frames) in enumerate(zip(kept, cleans, strict=True)):
         if clean is None:
             plan.append(("clean", v))
@@ -188,18 +205,29 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
             variants = ST.variants(clean_frames, name, rng=ctx.rng("variants", item.id, name, spec.frames),
                                    count=spec.trials, foreign=foreign)
             for k, var in enumerate(variants):
+                if w := _no_stress(name, clean_frames, _fs(var), foreign):
+                    vacuous[len(reqs)] = w
                 plan.append((name, v))
                 reqs.append(_request(model, _fs(var), spec, {"video": item.id, "condition": name, "variant": k,
                                                                "record": var.record}))
         if controls:
             for name, frames in _controls(ctx, item, clean_frames, foreign, spec):
+                if name in CONTROL_NAMES and (w := _no_stress(name, clean_frames, frames, foreign)):
+                    vacuous[len(reqs)] = w
                 plan.append((name, v))
                 reqs.append(_request(model, frames, spec, {"video": item.id, "condition": name}))
-    gens = ctx.engine.run(reqs, probe="stressor", accept=accept_description)
+    sent = iter(ctx.engine.run([r for j, r in enumerate(reqs) if j not in vacuous], probe="stressor",
+                               accept=accept_description))
+    gens = [Generation(attempts=0) if j in vacuous else next(sent) for j in range(len(reqs))]
     # the clean and stressed frames of one video are one input of the constant-answer rule
     context = [(t, v) for v, (t, ok) in enumerate(zip(res.clean.texts, res.clean.ok, strict=True)) if ok]
     why = _reasons(ctx, reqs, gens, [v if name == "clean" or name in stressors else None for name, v in plan],
                    context=context)
+    for j, w in vacuous.items():
+        why[j] = w
+        name, v = plan[j]
+        res.problems.append(f"video {kept[v].id}: {name}: {_NO_STRESS[w]}, a lost unit")
+    res.problems = list(dict.fromkeys(res.problems))  # one line per video, condition and reason
     per: dict[str, list[list[tuple[Generation, str | None]]]] = {}  # condition -> per video: (answer, why unusable)
     for (name, v), g, w in zip(plan, gens, why, strict=True):
         res.errors += int(not g.ok)

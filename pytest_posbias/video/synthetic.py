@@ -16,6 +16,7 @@ can be verified.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -306,10 +307,15 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
 
     Incremental and deterministic for a seed: a clip whose spec is unchanged is kept. Groups of P
     videos are drawn per configuration with a seeded ``random.Random``; a video may be in several
-    groups but never twice in one.
+    groups but never twice in one, and no two groups of a scale have the same videos: asking for more
+    groups than that allows is refused before anything is rendered.
     """
     if videos_per_config < max(scales):
         raise ConfigError(f"`videos_per_config` must be >= the largest scale ({max(scales)}); got {videos_per_config}")
+    for P in scales:
+        if groups_per_config > (most := math.comb(videos_per_config, P)):
+            raise ConfigError(f"`groups_per_config` = {groups_per_config} is more than {videos_per_config} videos per "
+                              f"configuration allow: at most {most} distinct groups of P = {P}")
     root = Path(out_dir)
     (root / "videos").mkdir(parents=True, exist_ok=True)
     lines: list[dict[str, Any]] = []
@@ -336,9 +342,7 @@ def build_set(out_dir: str | Path, *, videos_per_config: int = 10, groups_per_co
         for P in scales:
             rng = random.Random(seed * 7919 + ci * 31 + P)
             seen: set[tuple[str, ...]] = set()  # member sets drawn so far: group g is the g-th new one
-            for _ in range(20000):
-                if len(seen) >= groups_per_config:
-                    break
+            while len(seen) < groups_per_config:  # ends: at most comb(videos, P) groups are asked
                 members = rng.sample(ids, P)
                 if tuple(sorted(members)) not in seen:
                     lines.append({"type": "group", "id": f"syn-{domain}-{bucket}-P{P}-g{len(seen):02d}",

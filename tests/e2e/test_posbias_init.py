@@ -254,3 +254,23 @@ def test_quick_announces_the_rendering_and_hints_the_sim_command(tmp_path, capsy
     assert main(["init", str(tmp_path)]) == 0  # without --quick: the registry-model hint
     out = capsys.readouterr().out
     assert "next: pytest -m meg --model qwen3vl8b" in out and "rendering" not in out
+
+
+def test_quick_on_a_project_with_a_posbias_table_says_the_table_was_left_as_it_is(tmp_path, capsys, monkeypatch):
+    """--quick beside an existing [tool.posbias] table leaves the table as it is and says so, with how to use the
+    quick set and sizes; it never announces a smoke run on the quick set that the table does not point at."""
+    from pytest_posbias.video import synthetic
+
+    def fake_build_set(dest, *, videos_per_config, groups_per_config):
+        Path(dest).mkdir(parents=True)
+        (Path(dest) / "manifest.jsonl").write_text("")
+
+    monkeypatch.setattr(synthetic, "build_set", fake_build_set)
+    own = '[tool.posbias]\nmodel = "qwen3vl8b"\n'
+    (tmp_path / "pyproject.toml").write_text(own)
+    assert main(["init", str(tmp_path), "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "pyproject.toml").read_text() == own
+    assert "a smoke run on the quick set" not in out
+    assert "left your [tool.posbias] table as it is" in out
+    assert f'data = "{scaffold.QUICK_SET}/manifest.jsonl"' in out and "--quick --force" in out

@@ -197,11 +197,8 @@ def test_sim_check_counts_a_configuration_that_scored_nothing_as_missed(tmp_path
     assert math.isnan(got.achieved[0].estimate) and got.achieved[0].n == 0
 
 
-@pytest.mark.xfail(strict=True, reason="only positional doses have a landing rule (tolerance per configuration); "
-                   "a rule for rate and stressor doses (target inside the interval? a tolerance?) is a contract "
-                   "decision, docs/simulated-models.md")
 def test_sim_check_fails_a_rate_dose_that_does_not_land(monkeypatch):
-    """A flip dose of 0.3 measured at 0.0 [0, 0.06] on 60 items passes the check: nothing compares it to its target."""
+    """A flip dose of 0.3 measured at 0.0 [0, 0.06] on 60 items fails the check: it is compared to its target."""
     import argparse
 
     from pytest_posbias.cli import sim_check
@@ -212,3 +209,24 @@ def test_sim_check_fails_a_rate_dose_that_does_not_land(monkeypatch):
     args = argparse.Namespace(action="check", model="sim:dose,flip=0.3", gates=None, groups=None, items=60, videos=32,
                               seed=0, data=None, cache=None, configs=None)
     assert sim_check._cli(args) == 1
+
+
+def test_a_rate_dose_lands_on_its_target_or_on_the_unbiased_models_own_rate():
+    """A rate dose lands when its interval holds max(target, sim:unbiased's rate on the same units) or it is within
+    max(10%, 2/n) of it: a phase dose of 0 measured at sim:unbiased's own 0.017 lands, the same value against an
+    unbiased rate of 0 does not; a positional row and a row without a target have no rate rule."""
+    from pytest_posbias.cli.sim_check import Achieved, CheckResult, format_rows
+
+    zero = Achieved("phase", 0.0, 0.017, 0.008, 0.036, 360, "items", {}, unbiased=0.017)
+    assert zero.goal == pytest.approx(0.017) and zero.lands
+    assert not Achieved("phase", 0.0, 0.017, 0.008, 0.036, 360, "items", {}, unbiased=0.0).lands
+    assert Achieved("flip", 0.3, 0.28, 0.235, 0.327, 360, "items", {}, unbiased=0.0).lands  # the interval holds it
+    assert Achieved("flip", 0.3, 0.275, 0.26, 0.29, 360, "items", {}, unbiased=0.0).lands  # within 10% of it
+    assert not Achieved("flip", 0.3, 0.25, 0.2, 0.29, 360, "items", {}, unbiased=0.0).lands
+    assert not Achieved("flip", 0.3, math.nan, math.nan, math.nan, 0, "items", {}).lands  # no unit never lands
+    assert Achieved("meg", -0.02, 0.5, 0.4, 0.6, 48, "groups", {}).lands  # held per configuration instead
+    assert Achieved("flip", None, 0.5, 0.4, 0.6, 60, "items", {}).lands
+    missed = Achieved("flip", 0.3, 0.0, 0.0, 0.06, 60, "items", {}, unbiased=0.0)
+    assert CheckResult((zero, missed), ()).missed_rates == (missed,)
+    lines = format_rows("sim:dose,phase=0", [zero, missed])
+    assert lines[2].endswith("lands on 0.017") and lines[3].endswith("NO: misses 0.300")

@@ -262,8 +262,8 @@ def test_a_byte_identical_copy_of_a_checkpoint_directory_keeps_its_revision(tmp_
 
 
 def test_a_large_weight_file_is_revised_by_sampled_bytes_whatever_its_times(tmp_path):
-    """Past 16 MiB the revision reads evenly spaced chunks: a 1 MiB tensor rewritten in the middle of a
-    20 MiB shard is a new revision; the same bytes with other file times are not."""
+    """A 1 MiB tensor rewritten in the middle of a 20 MiB shard is a new revision; the same bytes with
+    other file times are not."""
     import os
 
     from pytest_posbias.models.hf import _dir_revision
@@ -277,3 +277,51 @@ def test_a_large_weight_file_is_revised_by_sampled_bytes_whatever_its_times(tmp_
     data[10 << 20: 11 << 20] = b"\x07" * (1 << 20)
     f.write_bytes(bytes(data))
     assert _dir_revision(tmp_path) != before
+
+
+def test_one_byte_of_a_small_tensor_in_a_large_weight_file_is_a_new_revision(tmp_path):
+    """Every byte of every weight file is in the revision: one byte of a small tensor (a norm, a bias)
+    changed in the middle of a shard larger than 16 MiB, between any sampled chunks, is a new revision."""
+    from pytest_posbias.models.hf import _dir_revision
+
+    f = tmp_path / "model.safetensors"
+    header = b'{"w": {"dtype": "U8", "shape": [20971520], "data_offsets": [0, 20971520]}}'
+    data = bytearray(len(header).to_bytes(8, "little") + header + bytes(20 << 20))
+    f.write_bytes(bytes(data))
+    before = _dir_revision(tmp_path)
+    step = (len(data) - (1 << 16)) // 255  # 256 evenly spaced 64 KiB chunks: the gaps a sample never reads
+    data[128 * step + (1 << 16) + (step - (1 << 16)) // 2] = 1  # mid-file, in the gap after the 129th chunk
+    f.write_bytes(bytes(data))
+    assert _dir_revision(tmp_path) != before
+
+
+@pytest.mark.parametrize(("opened", "said", "expected"), [
+    (False, "<think>Option A looks wrong, the answer is B", ""),  # the model opened the block, cut by the limit
+    (True, "Option A looks wrong, the answer is B", ""),  # the chat template opened it, cut by the limit
+    (True, "Option A looks wrong.</think>\n\nB", "B"),
+    (False, "<think>Option A looks wrong.</think>\n\nB", "B"),
+])
+def test_an_answer_cut_off_inside_the_reasoning_is_no_answer(tiny_checkpoints, store, clip_specs, opened, said,
+                                                             expected):
+    """A reasoning model's output cut off by the token limit inside its think block, opened by the model (a
+    special token of its tokenizer) or by the chat template, leaves an empty answer (a lost unit), never the
+    reasoning's words or letters scored as the answer; a closed block leaves the answer after it."""
+    import torch
+
+    b = HFBackend(resolve(str(tiny_checkpoints["qwen2_vl"])), store, device="cpu", batch_size=4)
+    if opened:
+        b.processor.chat_template += "{% if add_generation_prompt %}<think>\n{% endif %}"
+    body = b.tokenizer.encode(said, add_special_tokens=False)
+
+    class Scripted:
+        def generate(self, input_ids, **_kw):
+            out = torch.tensor([body], dtype=input_ids.dtype).expand(input_ids.shape[0], -1)
+            return type("Out", (), {"sequences": torch.cat([input_ids, out], dim=1), "logits": None})()
+
+    real, b.model = b.model, Scripted()
+    r = Request("hf:x", (VideoPart(clip_specs[0], video_id="v"), TextPart("Which? A. x B. y")),
+                Decoding(max_new_tokens=len(body) if expected == "" else len(body) + 1))
+    [gen] = b.generate([r])
+    b.model = real
+    b.close()
+    assert gen.ok and gen.text == expected

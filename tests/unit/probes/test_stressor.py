@@ -5,6 +5,7 @@ words with the prompt stays measured."""
 
 from __future__ import annotations
 
+import numpy as np
 from support.scripted_backend import ScriptedBackend
 
 from pytest_posbias.engine import Generation
@@ -97,3 +98,60 @@ def test_the_summary_logs_which_clean_outputs_were_measured(run_context):
     logged = [json.loads(line) for p in ctx.run_dir.glob("log-*.jsonl") for line in p.read_text().splitlines()]
     [summary] = [r for r in logged if r.get("probe") == "stressor" and r.get("type") == "summary"]
     assert summary["clean_flags"] == [False, False] and summary["clean_valid"] == [False, False]
+
+
+def _one_video(ctx):
+    from pytest_posbias.data.manifest import Manifest
+
+    m = ctx.manifest()
+    a = sorted(m.videos)[0]
+    return Manifest(m.path, videos={a: m.videos[a]}), a
+
+
+def test_a_foreign_control_on_a_one_video_set_is_a_lost_unit_never_sent(run_context):
+    """With one video there is no other video to take foreign frames from: the foreign control is lost as
+    ``no_other_video`` with a problem naming the video, and the model is never asked for it."""
+    from pytest_posbias.probes.stressor import NO_FOREIGN
+
+    backend = ScriptedBackend(lambda r: Generation(_description(r), 1, "stop"))
+    ctx = run_context(backend=backend)
+    manifest, vid = _one_video(ctx)
+    res = run_stressor(ctx, "sim:unbiased", ctx.stressor_spec(4), manifest, stressors=("reverse",))
+    assert res.controls["foreign"].ok == [False] and res.controls["foreign"].unusable() == {NO_FOREIGN: 1}
+    assert not [r for r in backend.asked if r.meta["condition"] == "foreign"]
+    assert any(p.startswith(f"video {vid}: foreign: no other video") for p in res.problems)
+    assert res.controls["blur"].ok == [True] and all(s.valid.all() for s in res.variants["reverse"])
+
+
+def test_a_stressor_that_leaves_the_frames_unchanged_is_a_lost_unit(run_context):
+    """Reverse and Shuffle of one sampled frame, and the count-matched re-sample at fewer frames, show the
+    clean input again: each is lost as ``stressed_input_unchanged`` (never a robust unit), never sent."""
+    import dataclasses
+
+    from pytest_posbias.probes.stressor import UNCHANGED
+
+    backend = ScriptedBackend(lambda r: Generation(_description(r), 1, "stop"))
+    ctx = run_context(backend=backend)
+    spec = dataclasses.replace(ctx.stressor_spec(4), frames=1, trials=3)
+    res = run_stressor(ctx, "sim:unbiased", spec, ctx.manifest(), stressors=("reverse", "shuffle"), n_videos=2)
+    assert len(res.videos) == 2 and res.clean.ok == [True, True]
+    for name in ("reverse", "shuffle"):
+        assert all(not s.valid.any() and set(s.reasons) == {UNCHANGED} for s in res.variants[name])
+        assert np.isnan(res.amplification(name)).all()  # every variant lost: the video is lost, not robust
+    assert res.controls["resample-2"].unusable() == {UNCHANGED: 2}
+    assert {r.meta["condition"] for r in backend.asked}.isdisjoint({"reverse", "shuffle", "resample-2"})
+
+
+def test_a_clip_shorter_than_the_frame_count_is_a_planned_lost_video(run_context):
+    """A clip with fewer frames than the probe samples is never padded with repeated frames (whose reversal
+    or shuffle could equal the clean input): the video is refused, named and planned, and nothing is sent."""
+    import dataclasses
+
+    backend = ScriptedBackend(lambda r: Generation(_description(r), 1, "stop"))
+    ctx = run_context(backend=backend)
+    manifest, vid = _one_video(ctx)
+    count = ctx.store.info(manifest.videos[vid].path).frame_count
+    spec = dataclasses.replace(ctx.stressor_spec(4), frames=count + 1)
+    res = run_stressor(ctx, "sim:unbiased", spec, manifest, stressors=("reverse", "shuffle"))
+    assert res.videos == [] and res.planned == 1 and backend.asked == []
+    assert len(res.problems) == 1 and res.problems[0].startswith(f"video {vid}:") and "too short" in res.problems[0]

@@ -12,7 +12,7 @@ from pytest_posbias.video.sampling import polyphase_grids
 
 
 def test_synthetic_set_small_build(tmp_path):
-    manifest = SY.build_set(tmp_path, videos_per_config=4, groups_per_config=2, scales=(4,))
+    manifest = SY.build_set(tmp_path, videos_per_config=4, groups_per_config=1, scales=(4,))
     lines = [json.loads(x) for x in manifest.read_text().splitlines()]
     videos = [x for x in lines if x["type"] == "video"]
     assert len(videos) == 4 * len(SY.configurations())
@@ -30,7 +30,7 @@ def test_synthetic_set_small_build(tmp_path):
     assert all(len(set(g["videos"])) == 4 for g in groups)
     # deterministic and incremental: a second build renders nothing and writes the same manifest
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "videos").glob("*.mp4")}
-    SY.build_set(tmp_path, videos_per_config=4, groups_per_config=2, scales=(4,))
+    SY.build_set(tmp_path, videos_per_config=4, groups_per_config=1, scales=(4,))
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "videos").glob("*.mp4")} == before
     assert manifest.read_text() == "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines)
 
@@ -55,3 +55,15 @@ def test_cli_fixtures_build(tmp_path):
     assert "wrote" in out.stdout and (tmp_path / "s" / "manifest.jsonl").is_file()
     n_videos = sum(1 for line in (tmp_path / "s" / "manifest.jsonl").read_text().splitlines() if '"type": "video"' in line)
     assert n_videos == 2 * len(SY.configurations())
+
+
+def test_more_groups_than_the_videos_allow_is_refused_before_rendering(tmp_path):
+    """4 videos make one distinct group of 4: asking for 2 is a ConfigError naming the parameter, the number
+    asked and the number possible, raised before any clip is rendered (never a set with fewer groups)."""
+    import pytest
+
+    from pytest_posbias.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"`groups_per_config` = 2 .* at most 1 .*P = 4"):
+        SY.build_set(tmp_path, videos_per_config=4, groups_per_config=2, scales=(4,))
+    assert not list(tmp_path.rglob("*.mp4")) and not (tmp_path / "manifest.jsonl").exists()
