@@ -33,12 +33,16 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.stats import multivariate_normal, norm
+from scipy.stats import t as t_dist
 
-from ..config import check_alpha
+from ..config import MAX_RESAMPLES, check_alpha
 from ..errors import ConfigError
 from ..exitcodes import DO_NOT_SHIP, LABELS, NOT_MEASURED, SHIP
 from ..stats import Verdict
 from ..stats.intervals import _expanded_p
+from ..stats.power import detectable_effect as rate_detectable_effect
+from ..stats.sequential import MIN_MEAN_UNITS, _violation, gsd_boundaries, gsd_sizes
 from ..stats.verdicts import _num
 
 MULTIPLICITY: tuple[str, ...] = ("holm", "none")
@@ -91,10 +95,6 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
     stop before ``MIN_MEAN_UNITS`` units). ``look`` is accepted for the record; the ordering does
     not depend on it. Gates that did not fail get p = 1 from the caller.
     """
-    from scipy.stats import multivariate_normal, norm
-
-    from ..stats.sequential import gsd_boundaries, gsd_sizes
-
     if not 0 < alpha < 1:
         raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
     if n_max < 1:
@@ -147,10 +147,6 @@ def gate_p_value(v: Verdict) -> float:
     done = list(ex.get("looks") or [])
     if v.passed or n_max < 1 or not done or p >= 1.0:  # no crossing: the z-ordering p-value counts failures only
         return 1.0
-    from scipy.stats import norm
-
-    from ..stats.sequential import MIN_MEAN_UNITS, gsd_boundaries, gsd_sizes
-
     sizes = gsd_sizes(n_max, SEQUENTIAL_LOOKS)
     k = min(len(done), len(sizes)) - 1
     a_k = float(norm.sf(gsd_boundaries([s / n_max for s in sizes], v.alpha)[k]))
@@ -192,18 +188,6 @@ def not_measured_reason(v: Verdict) -> str | None:
     return None
 
 
-def _violation_at_2t(v: Verdict) -> tuple[float, float]:
-    """(the violating value a gate should detect, its distance past the bound): twice the threshold
-    past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a
-    two-sided region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
-    from ..stats.sequential import _violation
-
-    lower, upper = float(v.lower), float(v.upper)
-    if not (math.isfinite(upper) or math.isfinite(lower)):
-        return math.nan, math.nan
-    return _violation(lower, upper, above=not (math.isfinite(v.estimate) and v.estimate < (lower + upper) / 2))
-
-
 def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
     """Distance past the nearest bound that the gate detects with probability ``power`` at its n
     and observed variance (one-sided test at α): d = (z_{1−α} + z_{power}) · se, with
@@ -211,16 +195,12 @@ def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
     approximation). Infinite when the verdict has no interval. For an exact binomial rate gate
     (a ceiling) the exact figure of :func:`pytest_posbias.stats.detectable_effect` (``kind='rate'``)
     at the verdict's n instead."""
-    from scipy.stats import norm
-
     if not 0 < power < 1:
         raise ConfigError(f"`power` must be in (0, 1); got {power!r}")
     method = str((v.extra or {}).get("method", ""))
     if (method.startswith("exact binomial") and math.isinf(v.lower) and 0.0 <= v.upper < 1.0 and v.n >= 1
             and power > v.alpha):
-        from ..stats import detectable_effect as stats_detectable_effect
-
-        return stats_detectable_effect(kind="rate", n=int(v.n), threshold=float(v.upper), alpha=float(v.alpha),
+        return rate_detectable_effect(kind="rate", n=int(v.n), threshold=float(v.upper), alpha=float(v.alpha),
                                        power=float(power)) - float(v.upper)
     lo, hi = float(v.ci_low), float(v.ci_high)
     if not (math.isfinite(lo) and math.isfinite(hi)):
@@ -249,11 +229,14 @@ class PowerNote:
 
 
 def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
-    """The verdict's :class:`PowerNote` (see :func:`detectable_effect`)."""
-    target, dist = _violation_at_2t(v)
+    """The verdict's :class:`PowerNote` (see :func:`detectable_effect`). The target lies twice the threshold
+    past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a two-sided
+    region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
+    lower, upper = float(v.lower), float(v.upper)
     d = detectable_effect(v, power=power)
-    if math.isnan(dist):
+    if not (math.isfinite(upper) or math.isfinite(lower)):
         return PowerNote(math.nan, math.nan, False, None)
+    target, dist = _violation(lower, upper, above=not (math.isfinite(v.estimate) and v.estimate < (lower + upper) / 2))
     side_up = math.isfinite(v.upper) and target > v.upper
     detectable = (v.upper + d) if side_up else (v.lower - d)
     under = not d <= dist
@@ -361,9 +344,6 @@ def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha:
     α/m over m gates, so where the floor lies above α/m such a gate is rejected only after others.
     Says which ``n_resamples`` lets each fail alone, or that none does (too few groups). None when no
     gate is affected. (A BCa p-value has no such floor: its acceleration moves it below 1/(B + 1).)"""
-    from scipy.stats import norm
-    from scipy.stats import t as t_dist
-
     level = alpha / max(family, 1)
     low = [(int(b), int(v.n)) for v in family_verdicts
            if (b := (v.extra or {}).get("n_resamples")) and "expanded percentile" in str((v.extra or {}).get("method"))
@@ -373,9 +353,7 @@ def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha:
     floor = min(percentile_p_floor(b, g) for b, g in low)
     needs = [1.0 / float(norm.cdf(math.sqrt(g / (g - 1)) * t_dist.ppf(level, g - 1))) - 1.0 if g >= 3
              else 1.0 / level - 1.0 for _, g in low]
-    from ..config import MAX_RESAMPLES  # the most [tool.posbias] n_resamples accepts
-
-    fixable = [n for n in needs if n <= MAX_RESAMPLES]
+    fixable = [n for n in needs if n <= MAX_RESAMPLES]  # the most [tool.posbias] n_resamples accepts
     text = (f"{len(low)} bootstrap gate{'s' if len(low) != 1 else ''} cannot fail the run on "
             f"{'their' if len(low) != 1 else 'its'} own: a p-value of the expanded percentile bootstrap cannot go "
             f"below {floor:.2g} with its resamples and groups, above Holm's first level α/m = {level:.2g} over "
