@@ -1,25 +1,16 @@
-"""The run-level release decision over every gate the run holds (docs/concepts/statistics.md): each
-gate is a test at level α, and failing on any of m gates would falsely fail a compliant model with
-probability up to 1 − (1 − α)^m, so the exit status and the report's banner follow this decision:
+"""The run-level release decision over every gate the run holds (docs/concepts/statistics.md, "The
+run-level decision", for the rules and the exit statuses):
 
-* **detect mode** (each gate's null is "compliant"): Holm's step-down adjustment (Holm 1979) over
-  the gates' valid p-values, p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)); a gate fails the
-  run when its own verdict failed *and* p̃ <= α. Holm controls the family-wise error rate at α
-  under any dependence, for any selection of gates.
-* **certify mode** (each gate's null is "violating"), and certify-type gates (the equivalence
-  TOST) in a detect run: the run ships only when every gate shows compliance, an
-  intersection–union test (Berger 1982, Technometrics 24, 295) of level α without adjustment (p̃ = p).
-* ``multiplicity = "none"``: each gate's own decision (per-gate error control, chosen knowingly).
+* **detect mode**: Holm's step-down adjustment (Holm 1979) over the gates' valid p-values,
+  p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)); a gate fails the run when its own verdict
+  failed *and* p̃ <= α, which controls the family-wise error rate at α under any dependence;
+* **certify mode**, and certify-type gates (the equivalence TOST) in a detect run: an
+  intersection–union test (Berger 1982, Technometrics 24, 295) of level α, p̃ = p;
+* ``multiplicity = "none"``: each gate's own decision.
 
-A detect gate that failed on its own without a valid p-value (NaN, or outside [0, 1]) cannot be
-adjusted and fails the run. A gate below its measurement floor, or inconclusive in certify mode, is
-*not measured* (exit 6, :mod:`~pytest_posbias.exitcodes`): it never passes, is no failure on evidence
-and is left out of the Holm family. An inconclusive detect-mode gate does not fail the run but shows nothing: the run
-names it, and a run in which every gate was inconclusive decided nothing (exit 6).
-
-A group-sequential gate's reported p-value (p · α / a_k) is not valid at levels below α, so the
-family uses the design's z-ordering p-value instead (:func:`sequential_p_value`; Jennison &
-Turnbull 2000, section 8.4).
+A gate below its measurement floor, or inconclusive in certify mode, is *not measured* (exit 6,
+:mod:`~pytest_posbias.exitcodes`) and left out of the Holm family; a group-sequential gate enters it
+with the design's z-ordering p-value (:func:`sequential_p_value`; Jennison & Turnbull 2000, section 8.4).
 """
 
 from __future__ import annotations
@@ -386,10 +377,7 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     # a selected gate that never ran (the run stopped early) stays in Holm's family with p = 1, a valid
     # p-value: otherwise -x, which stops at the first gate failing on its own, would adjust that gate
     # within the few gates that ran and fail true-null runs far more often than α
-    # a detect gate that failed on its own rejected at its own α, so its own test's p-value is at most that α:
-    # a valid p reported above it (a bootstrap tail share's +1 correction beside the interpolated interval end)
-    # enters the family at the gate's α, never at the run's when that is smaller (a custom gate at α = 0.10 is
-    # no evidence at 0.05), and a family of one at the run's α follows the gate's own decision
+    # a detect gate that failed on its own enters at most at its own α (docs/concepts/statistics.md)
     family_ps = [min(ps[i], float(verdicts[i][1].alpha))
                  if not verdicts[i][1].passed and 0.0 <= float(verdicts[i][1].p_value) <= 1.0
                  else ps[i] for i in holm_idx] + [1.0] * len(not_run)
