@@ -50,9 +50,8 @@ def abs_bias_bounds(c_mean: float, b_mean: float, se_diff: float, se_sum: float,
     (−, sign μb): two one-sided bounds each, so q = t_{1−α/2} (Bonferroni over the pair) makes
     each bound a (1 − α) bound for every (μc, μb), also at μc = 0 or μb = 0 where |·| has its kink.
     """
-    se = {(1, 1): se_diff, (1, -1): se_sum, (-1, 1): se_sum, (-1, -1): se_diff}
-    lo = max(min(s * c_mean - t * b_mean - q * se[s, t] for t in (1, -1)) for s in (1, -1))
-    hi = max(min(s * c_mean - t * b_mean + q * se[s, t] for t in (1, -1)) for s in (1, -1))
+    lo = max(min(s * c_mean - t * b_mean - q * (se_diff if s == t else se_sum) for t in (1, -1)) for s in (1, -1))
+    hi = max(min(s * c_mean - t * b_mean + q * (se_diff if s == t else se_sum) for t in (1, -1)) for s in (1, -1))
     return float(lo), float(hi)
 
 
@@ -196,8 +195,7 @@ def paired_permutation_verdict(d: ArrayLike, clusters: ArrayLike, *, name: str, 
     if np.ptp(x) == 0:
         lo_ci = hi_ci = float(x[0])
     else:
-        lo_ci = _invert(x, g, a, side="lower", n_resamples=n_resamples, seed=seed)
-        hi_ci = _invert(x, g, a, side="upper", n_resamples=n_resamples, seed=seed)
+        lo_ci, hi_ci = (_invert(x, g, a, side=side, n_resamples=n_resamples, seed=seed) for side in ("lower", "upper"))
 
     def p(delta0: float, alt: str) -> float:
         if np.ptp(x) == 0:  # constant differences: the test is degenerate, decide on the value itself

@@ -330,11 +330,9 @@ def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper:
                null_variance: bool = False, rule: str = "t", lattice_step: float | None = None,
                value_range: tuple[float, float] | None = None, certify_from: int = 0) -> SequentialDecision:
     """Run :func:`gsd_step` at each planned look over the units ``x`` (in arrival order)."""
-    xs = np.asarray(x, dtype=float)
-    for k, n_k in enumerate(gsd_sizes(n_max, looks)):
-        d = gsd_step(xs[: min(n_k, xs.size)], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
-                     alpha=alpha, kind=kind, futility=futility, theta1=theta1, null_variance=null_variance,
-                     rule=rule, lattice_step=lattice_step, value_range=value_range, certify_from=certify_from)
-        if d is not None:
-            return d
-    raise AssertionError("unreachable: the last look always decides")  # pragma: no cover
+    xs = np.asarray(x, dtype=float)  # the last look always decides
+    return next(filter(None, (gsd_step(xs[:n_k], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
+                                       alpha=alpha, kind=kind, futility=futility, theta1=theta1,
+                                       null_variance=null_variance, rule=rule, lattice_step=lattice_step,
+                                       value_range=value_range, certify_from=certify_from)
+                              for k, n_k in enumerate(gsd_sizes(n_max, looks)))))
