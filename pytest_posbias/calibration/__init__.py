@@ -24,10 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from ..config import check_alpha
+from ..config import PosbiasConfig, check_alpha
 from ..errors import ConfigError
 from ..gate_registry import GATES as GATE_SPECS
 from ..gates.positional import T_RULES, t_rule
+from ..metrics import dpb_per_instance, meg_per_instance
+from ..probes.settings import DEFAULTS
+from ..run.suite_params import positional_configs, positional_spec
 from ..stats import _bounds, exact_interval, mean_verdict, rate_verdict, share_difference_verdict
 from ..stats.sequential import gsd_decide
 
@@ -192,8 +195,6 @@ def measure_pools(ctx: Any, model: str = "sim:unbiased", gates: Sequence[str] = 
                   ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """Per-group DPB/MEG residuals and null rates of ``sim:unbiased`` through the real probes
     (run the context with the fixed design, so a null rate uses every unit)."""
-    from ..metrics import dpb_per_instance, meg_per_instance
-    from ..run.suite_params import positional_configs, positional_spec
     from .e2e import gate_verdict
 
     pools: dict[str, list[float]] = {"dpb": [], "meg": []}
@@ -247,8 +248,6 @@ def run_calibration(*, reps: int, alpha: float = 0.05, seed: int = 0, gates: Seq
                     print_fn: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Measure ``sim:unbiased`` on the synthetic set (or ``data``), then calibrate each gate of
     ``gates`` at the suites' default sample sizes; prints the table and returns its rows."""
-    from ..config import PosbiasConfig
-    from ..probes.settings import DEFAULTS
     from ..run.context import RunContext
     from ..run_options import RunOptions
 

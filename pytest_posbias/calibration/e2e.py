@@ -26,8 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from ..config import PosbiasConfig
 from ..errors import ConfigError
 from ..gate_registry import GATES
+from ..gates import phase_verdict, positional_verdict, stressor_verdict
+from ..probes.settings import settings_for
+from ..run.suite_params import positional_spec
 from . import check_run, rate_ci
 
 E2E_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack")
@@ -68,9 +72,6 @@ def dose_model(gate: str, level: str, threshold: float | None = None) -> str:
 
 def gate_verdict(ctx: Any, gate: str, model: str, config: tuple[str, str] = DEFAULT_CONFIG) -> Any:
     """The suites' verdict of ``gate`` for ``model`` (the code path of suites/test_*.py)."""
-    from ..gates import phase_verdict, positional_verdict, stressor_verdict
-    from ..run.suite_params import positional_spec
-
     if gate in POSITIONAL:
         P = 4 if gate == "meg" else 2
         return positional_verdict(ctx, gate, model, positional_spec(ctx.probe_settings("positional"), *config, P))
@@ -126,7 +127,6 @@ def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed:
     """Run every gate of ``gates`` at doses 0, t and 3t over ``reps`` run seeds (seed, seed + 1, …)
     through a RunContext with the suites' defaults (``quick``: the smaller probe sizes of
     ``QUICK_PROBES``; ``probes`` overrides either); prints the table and returns the cells."""
-    from ..config import PosbiasConfig
     from ..run.context import RunContext
     from ..run_options import RunOptions
 
@@ -137,8 +137,8 @@ def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed:
     pcfg = PosbiasConfig(probes=probe_cfg)
     cells = {g: {lv: Cell(dose_model(g, lv)) for lv in LEVELS} for g in gates}
     t0 = time.perf_counter()
-    sizes = {"groups": _size(pcfg, "positional", "groups"), "items": _size(pcfg, "phase", "items"),
-             "videos": _size(pcfg, "stressor", "videos"), "trials": _size(pcfg, "stressor", "trials")}
+    sizes = {key: int(settings_for(probe, pcfg.probes.get(probe))[key]) for probe, key in
+             (("positional", "groups"), ("phase", "items"), ("stressor", "videos"), ("stressor", "trials"))}
     print_fn(f"end-to-end calibration: {reps} run seeds ({seed}..{seed + reps - 1}), alpha = {alpha:g}, detect mode, "
              f"group-sequential design; maximum sizes: {sizes['groups']} groups per configuration "
              f"({config[0]}-{config[1]}; P = 4 for meg, 2 otherwise), {sizes['items']} items, {sizes['videos']} videos "
@@ -171,12 +171,6 @@ def run_end_to_end(*, reps: int, quick: bool = False, alpha: float = 0.05, seed:
         print_fn(line)
     print_fn(f"total {time.perf_counter() - t0:.0f} s")
     return cells
-
-
-def _size(pcfg: Any, probe: str, key: str) -> int:
-    from ..probes.settings import settings_for
-
-    return int(settings_for(probe, pcfg.probes.get(probe))[key])
 
 
 def verdict_notes(cells: dict[str, Cell], *, alpha: float) -> list[str]:

@@ -1,12 +1,11 @@
 """Gate machinery shared by every suite: from a probe result to a :class:`~pytest_posbias.stats.Verdict`.
 
 Every gate is a function of the per-instance values of a probe and the run context (thresholds,
-mode, α, seeded bootstrap). With ``--baseline MODEL`` a gate becomes a paired non-inferiority
-comparison on the same instances: d_i = candidate_i − baseline_i, oriented so that positive is
-worse, must have mean <= the gate's baseline margin.
+mode, α, seeded bootstrap):
 
 * :mod:`.design` — the group-sequential analysis, the measurement floor, the paired rate;
-* :mod:`.verdict_builders` — mean, rate and baseline verdicts with a gate's threshold and side;
+* :mod:`.verdict_builders` — mean, rate and ``--baseline`` (paired non-inferiority) verdicts with a
+  gate's threshold and side;
 * :mod:`.positional`, :mod:`.phase`, :mod:`.stressor` — each suite's gates;
 * :mod:`.search`, :mod:`.parity` — the search gate and the parity gates (imported from there);
 * :mod:`.measurement` — planned, measured and lost units and the measurement floor;

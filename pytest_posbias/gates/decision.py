@@ -1,25 +1,16 @@
-"""The run-level release decision over every gate the run holds (docs/concepts/statistics.md): each
-gate is a test at level α, and failing on any of m gates would falsely fail a compliant model with
-probability up to 1 − (1 − α)^m, so the exit status and the report's banner follow this decision:
+"""The run-level release decision over every gate the run holds (docs/concepts/statistics.md, "The
+run-level decision", for the rules and the exit statuses):
 
-* **detect mode** (each gate's null is "compliant"): Holm's step-down adjustment (Holm 1979) over
-  the gates' valid p-values, p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)); a gate fails the
-  run when its own verdict failed *and* p̃ <= α. Holm controls the family-wise error rate at α
-  under any dependence, for any selection of gates.
-* **certify mode** (each gate's null is "violating"), and certify-type gates (the equivalence
-  TOST) in a detect run: the run ships only when every gate shows compliance, an
-  intersection–union test (Berger 1982, Technometrics 24, 295) of level α without adjustment (p̃ = p).
-* ``multiplicity = "none"``: each gate's own decision (per-gate error control, chosen knowingly).
+* **detect mode**: Holm's step-down adjustment (Holm 1979) over the gates' valid p-values,
+  p̃_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)); a gate fails the run when its own verdict
+  failed *and* p̃ <= α, which controls the family-wise error rate at α under any dependence;
+* **certify mode**, and certify-type gates (the equivalence TOST) in a detect run: an
+  intersection–union test (Berger 1982, Technometrics 24, 295) of level α, p̃ = p;
+* ``multiplicity = "none"``: each gate's own decision.
 
-A detect gate that failed on its own without a valid p-value (NaN, or outside [0, 1]) cannot be
-adjusted and fails the run. A gate below its measurement floor, or inconclusive in certify mode, is
-*not measured* (exit 6, :mod:`~pytest_posbias.exitcodes`): it never passes, is no failure on evidence
-and is left out of the Holm family. An inconclusive detect-mode gate does not fail the run but shows nothing: the run
-names it, and a run in which every gate was inconclusive decided nothing (exit 6).
-
-A group-sequential gate's reported p-value (p · α / a_k) is not valid at levels below α, so the
-family uses the design's z-ordering p-value instead (:func:`sequential_p_value`; Jennison &
-Turnbull 2000, section 8.4).
+A gate below its measurement floor, or inconclusive in certify mode, is *not measured* (exit 6,
+:mod:`~pytest_posbias.exitcodes`) and left out of the Holm family; a group-sequential gate enters it
+with the design's z-ordering p-value (:func:`sequential_p_value`; Jennison & Turnbull 2000, section 8.4).
 """
 
 from __future__ import annotations
@@ -33,12 +24,16 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.stats import multivariate_normal, norm
+from scipy.stats import t as t_dist
 
-from ..config import check_alpha
+from ..config import MAX_RESAMPLES, check_alpha
 from ..errors import ConfigError
 from ..exitcodes import DO_NOT_SHIP, LABELS, NOT_MEASURED, SHIP
 from ..stats import Verdict
 from ..stats.intervals import _expanded_p
+from ..stats.power import detectable_effect as rate_detectable_effect
+from ..stats.sequential import MIN_MEAN_UNITS, _violation, gsd_boundaries, gsd_sizes
 from ..stats.verdicts import _num
 
 MULTIPLICITY: tuple[str, ...] = ("holm", "none")
@@ -91,10 +86,6 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
     stop before ``MIN_MEAN_UNITS`` units). ``look`` is accepted for the record; the ordering does
     not depend on it. Gates that did not fail get p = 1 from the caller.
     """
-    from scipy.stats import multivariate_normal, norm
-
-    from ..stats.sequential import gsd_boundaries, gsd_sizes
-
     if not 0 < alpha < 1:
         raise ConfigError(f"`alpha` must be in (0, 1); got {alpha!r}")
     if n_max < 1:
@@ -147,10 +138,6 @@ def gate_p_value(v: Verdict) -> float:
     done = list(ex.get("looks") or [])
     if v.passed or n_max < 1 or not done or p >= 1.0:  # no crossing: the z-ordering p-value counts failures only
         return 1.0
-    from scipy.stats import norm
-
-    from ..stats.sequential import MIN_MEAN_UNITS, gsd_boundaries, gsd_sizes
-
     sizes = gsd_sizes(n_max, SEQUENTIAL_LOOKS)
     k = min(len(done), len(sizes)) - 1
     a_k = float(norm.sf(gsd_boundaries([s / n_max for s in sizes], v.alpha)[k]))
@@ -192,18 +179,6 @@ def not_measured_reason(v: Verdict) -> str | None:
     return None
 
 
-def _violation_at_2t(v: Verdict) -> tuple[float, float]:
-    """(the violating value a gate should detect, its distance past the bound): twice the threshold
-    past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a
-    two-sided region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
-    from ..stats.sequential import _violation
-
-    lower, upper = float(v.lower), float(v.upper)
-    if not (math.isfinite(upper) or math.isfinite(lower)):
-        return math.nan, math.nan
-    return _violation(lower, upper, above=not (math.isfinite(v.estimate) and v.estimate < (lower + upper) / 2))
-
-
 def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
     """Distance past the nearest bound that the gate detects with probability ``power`` at its n
     and observed variance (one-sided test at α): d = (z_{1−α} + z_{power}) · se, with
@@ -211,16 +186,12 @@ def detectable_effect(v: Verdict, *, power: float = POWER) -> float:
     approximation). Infinite when the verdict has no interval. For an exact binomial rate gate
     (a ceiling) the exact figure of :func:`pytest_posbias.stats.detectable_effect` (``kind='rate'``)
     at the verdict's n instead."""
-    from scipy.stats import norm
-
     if not 0 < power < 1:
         raise ConfigError(f"`power` must be in (0, 1); got {power!r}")
     method = str((v.extra or {}).get("method", ""))
     if (method.startswith("exact binomial") and math.isinf(v.lower) and 0.0 <= v.upper < 1.0 and v.n >= 1
             and power > v.alpha):
-        from ..stats import detectable_effect as stats_detectable_effect
-
-        return stats_detectable_effect(kind="rate", n=int(v.n), threshold=float(v.upper), alpha=float(v.alpha),
+        return rate_detectable_effect(kind="rate", n=int(v.n), threshold=float(v.upper), alpha=float(v.alpha),
                                        power=float(power)) - float(v.upper)
     lo, hi = float(v.ci_low), float(v.ci_high)
     if not (math.isfinite(lo) and math.isfinite(hi)):
@@ -249,11 +220,14 @@ class PowerNote:
 
 
 def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
-    """The verdict's :class:`PowerNote` (see :func:`detectable_effect`)."""
-    target, dist = _violation_at_2t(v)
+    """The verdict's :class:`PowerNote` (see :func:`detectable_effect`). The target lies twice the threshold
+    past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a two-sided
+    region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
+    lower, upper = float(v.lower), float(v.upper)
     d = detectable_effect(v, power=power)
-    if math.isnan(dist):
+    if not (math.isfinite(upper) or math.isfinite(lower)):
         return PowerNote(math.nan, math.nan, False, None)
+    target, dist = _violation(lower, upper, above=not (math.isfinite(v.estimate) and v.estimate < (lower + upper) / 2))
     side_up = math.isfinite(v.upper) and target > v.upper
     detectable = (v.upper + d) if side_up else (v.lower - d)
     under = not d <= dist
@@ -361,9 +335,6 @@ def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha:
     α/m over m gates, so where the floor lies above α/m such a gate is rejected only after others.
     Says which ``n_resamples`` lets each fail alone, or that none does (too few groups). None when no
     gate is affected. (A BCa p-value has no such floor: its acceleration moves it below 1/(B + 1).)"""
-    from scipy.stats import norm
-    from scipy.stats import t as t_dist
-
     level = alpha / max(family, 1)
     low = [(int(b), int(v.n)) for v in family_verdicts
            if (b := (v.extra or {}).get("n_resamples")) and "expanded percentile" in str((v.extra or {}).get("method"))
@@ -373,9 +344,7 @@ def resampling_notice(family_verdicts: Sequence[Verdict], *, family: int, alpha:
     floor = min(percentile_p_floor(b, g) for b, g in low)
     needs = [1.0 / float(norm.cdf(math.sqrt(g / (g - 1)) * t_dist.ppf(level, g - 1))) - 1.0 if g >= 3
              else 1.0 / level - 1.0 for _, g in low]
-    from ..config import MAX_RESAMPLES  # the most [tool.posbias] n_resamples accepts
-
-    fixable = [n for n in needs if n <= MAX_RESAMPLES]
+    fixable = [n for n in needs if n <= MAX_RESAMPLES]  # the most [tool.posbias] n_resamples accepts
     text = (f"{len(low)} bootstrap gate{'s' if len(low) != 1 else ''} cannot fail the run on "
             f"{'their' if len(low) != 1 else 'its'} own: a p-value of the expanded percentile bootstrap cannot go "
             f"below {floor:.2g} with its resamples and groups, above Holm's first level α/m = {level:.2g} over "
@@ -408,10 +377,7 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
     # a selected gate that never ran (the run stopped early) stays in Holm's family with p = 1, a valid
     # p-value: otherwise -x, which stops at the first gate failing on its own, would adjust that gate
     # within the few gates that ran and fail true-null runs far more often than α
-    # a detect gate that failed on its own rejected at its own α, so its own test's p-value is at most that α:
-    # a valid p reported above it (a bootstrap tail share's +1 correction beside the interpolated interval end)
-    # enters the family at the gate's α, never at the run's when that is smaller (a custom gate at α = 0.10 is
-    # no evidence at 0.05), and a family of one at the run's α follows the gate's own decision
+    # a detect gate that failed on its own enters at most at its own α (docs/concepts/statistics.md)
     family_ps = [min(ps[i], float(verdicts[i][1].alpha))
                  if not verdicts[i][1].passed and 0.0 <= float(verdicts[i][1].p_value) <= 1.0
                  else ps[i] for i in holm_idx] + [1.0] * len(not_run)

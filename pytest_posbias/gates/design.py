@@ -33,14 +33,11 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
     with fewer than ``certify_from`` units passes)."""
     threshold = ctx.threshold(gate, model)
     lower, upper = _bounds(threshold, GATES[gate].side)
-    d = None
-    for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)):
-        d = gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper, mode=ctx.mode,
-                     alpha=ctx.alpha, kind=kind, rule=rule, lattice_step=lattice_step,
-                     value_range=GATES[gate].value_range if kind == "mean" else None, certify_from=certify_from)
-        if d is not None:
-            break
-    assert d is not None
+    d = next(filter(None, (gsd_step(values_at(n_k), look=k, n_max=n_max, looks=LOOKS, lower=lower, upper=upper,
+                                    mode=ctx.mode, alpha=ctx.alpha, kind=kind, rule=rule, lattice_step=lattice_step,
+                                    value_range=GATES[gate].value_range if kind == "mean" else None,
+                                    certify_from=certify_from)
+                           for k, n_k in enumerate(gsd_sizes(n_max, LOOKS)))))
     # the t-based repeated CI of a mean can reach past the values' range; the decision was taken on
     # the unclipped interval, where clipping could not change it, so clip for the record
     lo_v, hi_v = GATES[gate].value_range

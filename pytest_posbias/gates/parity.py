@@ -1,22 +1,6 @@
 """Parity gates: the tested deployment against a reference deployment on the same requests
-(``--posbias-parity REFERENCE``; docs/design.md section 5, "Parity"). Every gate is paired on the
-units measured on both sides; a unit lost on either side is a lost unit of the gate.
-
-* ``parity`` (MCQ items of the phase probe): per item, c_i = 1 when the tested model's consensus
-  answer (plurality content over the option orderings at phase 0) differs from the reference's,
-  f_i = 1 when the reference's own re-run (``rerun:0``) changes the reference's consensus. The
-  gated quantity is the changed share beyond that floor, δ = P(c = 1) − P(f = 1) = p10 − p01,
-  compliant when δ <= threshold, by the exact unconditional test for paired proportions
-  (Tango's score, supremum over the nuisance p01; :func:`~pytest_posbias.stats.paired_change_verdict`).
-  δ = 0 for a deployment that is the reference; a deterministic reference (f_i = 0) makes it a
-  test of the changed share itself. The gate does not decide (fail closed) when the reference's
-  re-run floor exceeds the threshold, or when the two sides' answers were scored differently
-  (letter log-probabilities against text).
-* ``parity_coverage`` (summaries of the positional probe): d_i = coverage_ref − coverage_test per
-  (group, order) instance, compliant when mean d <= threshold, as a ``--baseline`` coverage
-  comparison (cluster bootstrap over groups, or the sign-flip permutation test).
-* ``parity_repetition`` (clean descriptions of the stressor probe): paired 0/1 repetition flags,
-  δ = RR_test − RR_ref <= threshold, the same exact paired test.
+(``--posbias-parity REFERENCE``; docs/design.md section 5, "Parity", gives the rules and their sizes).
+Every gate is paired on the units measured on both sides; a unit lost on either side is a lost unit of the gate.
 """
 
 from __future__ import annotations
@@ -66,9 +50,13 @@ def changed_items(items: list[Any], test: np.ndarray, ref: np.ndarray, floor: np
 
 
 def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
-    """``parity``: changed-answer share of the MCQ items beyond the reference's re-run floor
-    (module docstring). Items lost on either side (failed or unparseable answers in any ordering,
-    a constant answer, unusable video) are lost units, counted and shown."""
+    """``parity``: per MCQ item, c_i = 1 when the tested model's consensus answer (plurality content over
+    the option orderings at phase 0) differs from the reference's, f_i = 1 when the reference's own re-run
+    (``rerun:0``) changes its consensus; compliant when δ = P(c = 1) − P(f = 1) <= threshold, by the exact
+    unconditional test for paired proportions (:func:`~pytest_posbias.stats.paired_change_verdict`). It
+    does not decide (fail closed) when the reference's re-run floor exceeds the threshold or the two sides'
+    answers were scored differently. Items lost on either side (failed or unparseable answers in any
+    ordering, a constant answer, unusable video) are lost units, counted and shown."""
     ref = _require(ctx)
     r = ctx.phase(model, "order")  # phase 0 in every ordering: the order gate's requests
     b = ctx.phase(ref, "parity")  # the same, plus the re-run of phase 0 (the floor)

@@ -77,14 +77,12 @@ def meg_lattice_step(ctx: GateContext, spec: PositionalSpec) -> float | None:
     of its video's m reference sentences judged covered, MEG_i = (C2 + C3)/2 − (C1 + C4)/2, and a
     group's MEG is the mean over its orders). The variance floor of the MEG gate
     (:func:`~pytest_posbias.stats.lattice_floor`) uses it; None when the configuration's videos are unknown."""
-    from math import factorial
-
     m = ctx.manifest()
     counts = [len(m.videos[v].references) for g in m.groups_for(spec.domain, spec.bucket, spec.P) for v in g.videos
               if v in m.videos]
     if not counts or max(counts) < 1:
         return None
-    orders = spec.P if spec.orders == "cyclic" else factorial(spec.P)
+    orders = spec.P if spec.orders == "cyclic" else math.factorial(spec.P)
     return 1.0 / (2 * orders * max(counts))
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..gate_context import ProbeContext, SearchGateContext
 from ..gate_registry import paired_direction
 from ..probes.search import ItemSearch
-from ..probes.search_strips import MAX_WITH_THUMBNAILS
+from ..probes.search_strips import MAX_WITH_THUMBNAILS, strip_thumbnails
 from ..stats import Verdict
 from .design import floored
 from .measurement import Measurement, combine
@@ -42,8 +42,6 @@ def counterexample_record(r: ItemSearch, ctx: ProbeContext | None = None) -> dic
     if r.replayed:
         rec["found_by"] = next((row.get("found_by", []) for row in r.replay if row.get("outcome") == "broken"), [])
     if ctx is not None and r.minimal:
-        from ..probes.search_strips import strip_thumbnails
-
         rec["thumbnails"] = strip_thumbnails(ctx, r.minimal)
     return rec
 

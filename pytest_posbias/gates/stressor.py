@@ -73,12 +73,10 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
         raise ConfigError(f"`frames` must be a whole number of frames >= 1; got {frames!r}")
     spec = ctx.stressor_spec(frames)
     seq = ctx.sequential and not ctx.baseline
-    if gate == "repetition":
-        part = "clean"  # the controls reported beside it are a part of their own (suite test_stressor_controls)
-    elif stressor is None:
+    if gate != "repetition" and stressor is None:
         raise ConfigError("`stressor` is required for the stressor and attack gates")
-    else:
-        part = stressor
+    # the repetition gate's controls reported beside it are a part of their own (suite test_stressor_controls)
+    part = "clean" if gate == "repetition" else str(stressor)
     r = ctx.stressor(model, frames, max(1, spec.videos // LOOKS) if seq else None, part=part)
     base = ctx.stressor(ctx.baseline, frames, part=part) if ctx.baseline else None
     extra: dict[str, Any] = {"probe": "stressor", "frames": frames, "errors": r.errors, "n_videos": len(r.videos),
@@ -138,23 +136,21 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
                                      rng=ctx.rng("bootstrap", gate, name, model),
                                      extra={"gate": gate, "model": model, **extra})
         return floored(ctx, v, stressor_measurement(full, gate, part))
-    if gate == "attack":
-        name = f"{stressor} attack success rate at {frames} frames"
-        extra.update({"stressor": stressor, "cap": r.spec.attack_cap})
-        if seq:
-            def successes(n: int) -> np.ndarray:
-                return np.array(ctx.stressor(model, frames, n, part=part).attack_outcomes(part)[0], dtype=float)
+    name = f"{stressor} attack success rate at {frames} frames"
+    extra.update({"stressor": stressor, "cap": r.spec.attack_cap})
+    if seq:
+        def successes(n: int) -> np.ndarray:
+            return np.array(ctx.stressor(model, frames, n, part=part).attack_outcomes(part)[0], dtype=float)
 
-            v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
-                                   unit="benign videos", extra=extra)
-            r = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
-            a = r.attack(part)
-            v = with_extra(v, {"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"],
-                               "videos_drawn": v.extra["looks"][-1]})
-        else:
-            a = r.attack(part)
-            extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
-            v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
-        v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
-        return floored(ctx, v, stressor_measurement(r, gate, part))
-    raise ConfigError(f"`gate` must be repetition, stressor or attack; got {gate!r}")
+        v = sequential_verdict(ctx, gate, model, values_at=successes, n_max=spec.videos, kind="rate", name=name,
+                               unit="benign videos", extra=extra)
+        r = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
+        a = r.attack(part)
+        v = with_extra(v, {"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"],
+                           "videos_drawn": v.extra["looks"][-1]})
+    else:
+        a = r.attack(part)
+        extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
+        v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
+    v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
+    return floored(ctx, v, stressor_measurement(r, gate, part))

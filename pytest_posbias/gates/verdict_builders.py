@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..gate_context import GateContext
 from ..gate_registry import GATES
 from ..stats import Verdict, inconclusive_verdict, mean_verdict, paired_change_verdict, rate_verdict
+from ..stats.paired import paired_abs_mean_verdict, paired_amplification_verdict, paired_permutation_verdict
 
 
 def mean_gate(ctx: GateContext, gate: str, model: str, values: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,
@@ -67,8 +68,6 @@ def baseline_gate(ctx: GateContext, gate: str, model: str, cand: ArrayLike, base
       (contamination) by Student's and the skewness-corrected t at α/2 each, and only from that
       many groups (inconclusive below).
     """
-    from ..stats.paired import paired_abs_mean_verdict, paired_amplification_verdict
-
     c = np.asarray(cand, dtype=float)
     b = np.asarray(base, dtype=float)
     label = f"{name} vs baseline"  # the rng keys take the gate's own name
@@ -108,8 +107,6 @@ def mean_difference(ctx: GateContext, d: np.ndarray, clusters: ArrayLike, *, nam
     linearized means), or the sign-flip permutation test with ``paired_test = "permutation"``
     (:func:`~pytest_posbias.stats.paired.paired_permutation_verdict`)."""
     if getattr(ctx, "paired_test", "bootstrap") == "permutation":
-        from ..stats.paired import paired_permutation_verdict
-
         return paired_permutation_verdict(d, clusters, name=name, threshold=threshold, sides=sides, mode=mode,
                                           alpha=ctx.alpha, unit=unit, seed=getattr(ctx, "seed", 0), extra=extra)
     return mean_verdict(d, clusters, name=name, threshold=threshold, sides=sides, mode=mode, alpha=ctx.alpha,

@@ -125,18 +125,15 @@ def paired_change_verdict(a: ArrayLike, b: ArrayLike, *, name: str, threshold: f
         t = float(threshold)
         ex["method"] = ("exact unconditional non-inferiority test (Tango score, supremum over the nuisance)"
                         if n <= EXACT_MAX_N else "Tango score test (normal)")
-        lo = paired_binary_bound(n10, n01, n, al, side="lower", anchor=t)
-        hi = paired_binary_bound(n10, n01, n, al, side="upper", anchor=t)
-        p_detect = paired_binary_p(n10, n01, n, t, alternative="greater")
-        p_certify = paired_binary_p(n10, n01, n, t, alternative="less")
+        lo, hi = (paired_binary_bound(n10, n01, n, al, side=side, anchor=t) for side in ("lower", "upper"))
+        p_detect, p_certify = (paired_binary_p(n10, n01, n, t, alternative=tail) for tail in ("greater", "less"))
     elif m == 0:  # margin 0 and no discordant pair: nothing to test
         lo = hi = 0.0
         p_detect = p_certify = 1.0
     else:
         tlo, thi = exact_interval(n10, m, confidence_level=1 - 2 * al)
         lo, hi = (2 * tlo - 1) * m / n, (2 * thi - 1) * m / n
-        p_detect = binomial_test(n10, m, 0.5, alternative="greater")
-        p_certify = binomial_test(n10, m, 0.5, alternative="less")
+        p_detect, p_certify = (binomial_test(n10, m, 0.5, alternative=tail) for tail in ("greater", "less"))
     return _decide(name=name, estimate=delta, ci_low=lo, ci_high=hi, lower=-math.inf, upper=float(threshold),
                    threshold=threshold, n=n, unit=unit, mode=mode, alpha=al, p_detect=p_detect, p_certify=p_certify,
                    extra=ex)

@@ -1,14 +1,8 @@
-"""Paired comparisons of a candidate against a baseline on the same units (``--baseline``).
-
-docs/design.md section 5: DPB and MEG are compared on the gate statistic itself,
-Δ = |μ_cand| − |μ_base| over the same (group, order) instances. Δ has a kink where either mean
-is 0, so a bootstrap of |ĉ| − |b̂| does not hold its size there; :func:`paired_abs_mean_verdict`
-uses intersection–union bounds of the paired linear combinations ±μ_cand ∓ μ_base instead.
-Binary outcomes use :func:`~pytest_posbias.stats.paired_change_verdict` (exact McNemar at margin
-0, otherwise the exact unconditional non-inferiority test of :mod:`.paired_binary`).
-
-Comparing mean |x_i| instead would measure the per-instance spread, not the bias: an
-unbiased but noisier candidate would fail and a biased but steadier one would pass.
+"""Paired comparisons of a candidate against a baseline on the same units (``--baseline``; docs/design.md
+section 5, docs/concepts/statistics.md): DPB and MEG on Δ = |μ_cand| − |μ_base|
+(:func:`paired_abs_mean_verdict`), mean differences by sign flips (:func:`paired_permutation_verdict`),
+the stressor amplification (:func:`paired_amplification_verdict`); binary outcomes use
+:func:`~pytest_posbias.stats.paired_change_verdict`.
 """
 
 from __future__ import annotations
@@ -56,9 +50,8 @@ def abs_bias_bounds(c_mean: float, b_mean: float, se_diff: float, se_sum: float,
     (−, sign μb): two one-sided bounds each, so q = t_{1−α/2} (Bonferroni over the pair) makes
     each bound a (1 − α) bound for every (μc, μb), also at μc = 0 or μb = 0 where |·| has its kink.
     """
-    se = {(1, 1): se_diff, (1, -1): se_sum, (-1, 1): se_sum, (-1, -1): se_diff}
-    lo = max(min(s * c_mean - t * b_mean - q * se[s, t] for t in (1, -1)) for s in (1, -1))
-    hi = max(min(s * c_mean - t * b_mean + q * se[s, t] for t in (1, -1)) for s in (1, -1))
+    lo = max(min(s * c_mean - t * b_mean - q * (se_diff if s == t else se_sum) for t in (1, -1)) for s in (1, -1))
+    hi = max(min(s * c_mean - t * b_mean + q * (se_diff if s == t else se_sum) for t in (1, -1)) for s in (1, -1))
     return float(lo), float(hi)
 
 
@@ -153,10 +146,7 @@ def _invert(d: NDArray[np.float64], clusters: ArrayLike, alpha: float, *, side: 
     for _ in range(18):  # the bracket shrinks 2^18-fold: far below any reported digit
         mid = (lo + hi) / 2
         rejects = sign_flip_p(d, clusters, mid, alternative=alt, n_resamples=n_resamples, seed=seed) <= alpha
-        if side == "lower":
-            lo, hi = (mid, hi) if rejects else (lo, mid)
-        else:
-            lo, hi = (lo, mid) if rejects else (mid, hi)
+        lo, hi = (mid, hi) if rejects == (side == "lower") else (lo, mid)
     return (lo + hi) / 2
 
 
@@ -205,8 +195,7 @@ def paired_permutation_verdict(d: ArrayLike, clusters: ArrayLike, *, name: str, 
     if np.ptp(x) == 0:
         lo_ci = hi_ci = float(x[0])
     else:
-        lo_ci = _invert(x, g, a, side="lower", n_resamples=n_resamples, seed=seed)
-        hi_ci = _invert(x, g, a, side="upper", n_resamples=n_resamples, seed=seed)
+        lo_ci, hi_ci = (_invert(x, g, a, side=side, n_resamples=n_resamples, seed=seed) for side in ("lower", "upper"))
 
     def p(delta0: float, alt: str) -> float:
         if np.ptp(x) == 0:  # constant differences: the test is degenerate, decide on the value itself
@@ -291,11 +280,7 @@ def paired_amplification_verdict(cand_share: ArrayLike, cand_clean: ArrayLike, b
         lo_x, hi_x = -1.0, 1.0
         for _ in range(20):
             mid = (lo_x + hi_x) / 2
-            ps, pf = p_s(margin + mid), p_f(mid)
-            if (ps < pf) == detect:
-                lo_x = mid
-            else:
-                hi_x = mid
+            lo_x, hi_x = (mid, hi_x) if (p_s(margin + mid) < p_f(mid)) == detect else (lo_x, mid)
         mid = (lo_x + hi_x) / 2
         return min(1.0, 2 * max(p_s(margin + mid), p_f(mid)))
 

@@ -224,15 +224,9 @@ def paired_binary_bound(n10: int, n01: int, n: int, alpha: float, *, side: str, 
     alt = "greater" if side == "lower" else "less"
     eps = 1e-9
     rejects_at_anchor = paired_binary_p(n10, n01, n, anchor, alternative=alt) < alpha
-    if side == "lower":
-        lo, hi = (anchor, 1 - eps) if rejects_at_anchor else (-1 + eps, anchor)
-    else:
-        lo, hi = (-1 + eps, anchor) if rejects_at_anchor else (anchor, 1 - eps)
+    lo, hi = (anchor, 1 - eps) if rejects_at_anchor == (side == "lower") else (-1 + eps, anchor)
     while hi - lo > 1e-4:
         mid = (lo + hi) / 2
         rej = paired_binary_p(n10, n01, n, mid, alternative=alt, grid=NUISANCE_GRID // 4) < alpha
-        if side == "lower":
-            lo, hi = (mid, hi) if rej else (lo, mid)
-        else:
-            lo, hi = (lo, mid) if rej else (mid, hi)
+        lo, hi = (mid, hi) if rej == (side == "lower") else (lo, mid)
     return (lo + hi) / 2

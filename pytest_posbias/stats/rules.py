@@ -284,59 +284,58 @@ def mean_verdict(values: ArrayLike, clusters: ArrayLike | None = None, *, name: 
             return inconclusive(estimate=est, why=f"zero spread: every independent unit has the value {_fmt(est)}, and "
                                                   "an interval of zero width says nothing about the units not drawn")
         if value_range is None:  # detect, every unit past the bound: the violation is in every unit
-            zlo, zhi, p_det, p_cert = est, est, 0.0, 1.0
+            ci_low, ci_high, p_detect, p_certify = est, est, 0.0, 1.0
             how = "zero spread, every unit past the bound"
         else:
-            zlo, zhi, p_det, p_cert = zero_spread_interval(est, n_clusters, lower=lower, upper=upper, alpha=a,
-                                                           value_range=value_range)
+            ci_low, ci_high, p_detect, p_certify = zero_spread_interval(est, n_clusters, lower=lower, upper=upper,
+                                                                        alpha=a, value_range=value_range)
             how = "zero spread: exact worst-case floor on the interval"
-        ex0 = {"n_instances": int(v.size), "method": how, **(extra or {})}
-        return _decide(name=name, estimate=est, ci_low=zlo, ci_high=zhi, lower=lower, upper=upper, threshold=threshold,
-                       n=n_clusters, unit=unit, mode=mode, alpha=a, p_detect=p_det, p_certify=p_cert, extra=ex0)
-    if method in T_METHODS and mode == "certify" and n_clusters < MIN_T_UNITS:
+        n = n_clusters
+        ex: dict[str, Any] = {"n_instances": int(v.size), "method": how}
+    elif method in T_METHODS and mode == "certify" and n_clusters < MIN_T_UNITS:
         return inconclusive(estimate=float(v.mean()),
                             why=f"fewer than {MIN_T_UNITS} independent units for a t-based certification")
-    if method in T_METHODS:  # the clusters' linearized means, each rule's statistic on them
+    elif method in T_METHODS:  # the clusters' linearized means, each rule's statistic on them
         est = float(v.mean())
         units = est + (sums - est * counts) / counts.mean()
         st_ = t_statistic(units, floor=max(lattice_floor(b, lattice_step) for b in (lower, upper)), rule=method)
         ci_low, ci_high = st_.interval(a)
         p_detect, p_certify = region_p(st_.p_greater, st_.p_less, lower, upper)
-        ex: dict[str, Any] = {"n_instances": int(v.size), "skewness": st_.gamma, "sd": st_.sd,
-                              "method": RULE_NAMES[method] + (
-                                  f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")}
+        n = int(units.size)
+        ex = {"n_instances": int(v.size), "skewness": st_.gamma, "sd": st_.sd,
+              "method": RULE_NAMES[method] + (
+                  f", variance floored at |bound|·δ, δ = {_fmt(lattice_step)}" if lattice_step else "")}
         if lattice_step:
             ex["lattice_step"] = float(lattice_step)
             ex["variance_floor_applied"] = st_.floored
-        ex.update(extra or {})
-        return _decide(name=name, estimate=est, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
-                       threshold=threshold, n=int(units.size), unit=unit, mode=mode, alpha=a,
-                       p_detect=p_detect, p_certify=p_certify, extra=ex)
-    bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng, method=method)
-    ex = {"n_instances": int(v.size), "n_resamples": int(n_resamples),
-          "method": f"cluster bootstrap ({'BCa' if bs.method == 'bca' else 'expanded percentile'})"}
-    ci_low, ci_high = bs.ci_low, bs.ci_high
-    p_detect, p_certify = region_p(bs.p_greater, bs.p_less, lower, upper)
-    if null_variance:  # the hull: each bound the outer one, each p-value the larger of the two rules'
-        t_low, t_high = null_variance_interval(cmeans, alpha=a)
-        ci_low, ci_high = min(ci_low, t_low), max(ci_high, t_high)
-        p_detect, p_certify = region_p(lambda b: max(bs.p_greater(b), null_variance_p(cmeans, b, "greater")),
-                                       lambda b: max(bs.p_less(b), null_variance_p(cmeans, b, "less")), lower, upper)
-        ex["method"] = f"{ex['method']} and null-variance t (hull)"
-        ex["null_variance_interval"] = [t_low, t_high]
-    # resamples too few for α: a p-value cannot go below the tail share of one resample, 1/(B + 1), and the
-    # interval's end is then read at the extreme resamples, narrower than its level: no decision at α
-    floor = min(bs._adjust(1 / (n_resamples + 1), upper_tail=tail) for tail in (False, True))
-    decided = (ci_low > upper or ci_high < lower) if mode == "detect" else (ci_low > lower and ci_high < upper)
-    if decided and floor >= a and (p_detect if mode == "detect" else p_certify) >= a:
-        return inconclusive(estimate=bs.estimate, why=f"{n_resamples} bootstrap resamples cannot resolve α = {a:g}: "
-                                                      f"no p-value below {_fmt(floor)} (about {math.ceil(10 / a)} "
-                                                      "resamples resolve it)")
+    else:
+        bs = cluster_bootstrap(v, clusters_arr, confidence_level=1 - 2 * a, n_resamples=n_resamples, rng=rng,
+                               method=method)
+        est, n = bs.estimate, bs.n_clusters
+        ex = {"n_instances": int(v.size), "n_resamples": int(n_resamples),
+              "method": f"cluster bootstrap ({'BCa' if bs.method == 'bca' else 'expanded percentile'})"}
+        ci_low, ci_high = bs.ci_low, bs.ci_high
+        p_detect, p_certify = region_p(bs.p_greater, bs.p_less, lower, upper)
+        if null_variance:  # the hull: each bound the outer one, each p-value the larger of the two rules'
+            t_low, t_high = null_variance_interval(cmeans, alpha=a)
+            ci_low, ci_high = min(ci_low, t_low), max(ci_high, t_high)
+            p_detect, p_certify = region_p(lambda b: max(bs.p_greater(b), null_variance_p(cmeans, b, "greater")),
+                                           lambda b: max(bs.p_less(b), null_variance_p(cmeans, b, "less")), lower,
+                                           upper)
+            ex["method"] = f"{ex['method']} and null-variance t (hull)"
+            ex["null_variance_interval"] = [t_low, t_high]
+        # resamples too few for α: a p-value cannot go below the tail share of one resample, 1/(B + 1), and the
+        # interval's end is then read at the extreme resamples, narrower than its level: no decision at α
+        floor = min(bs._adjust(1 / (n_resamples + 1), upper_tail=tail) for tail in (False, True))
+        decided = (ci_low > upper or ci_high < lower) if mode == "detect" else (ci_low > lower and ci_high < upper)
+        if decided and floor >= a and (p_detect if mode == "detect" else p_certify) >= a:
+            return inconclusive(estimate=bs.estimate, why=f"{n_resamples} bootstrap resamples cannot resolve "
+                                                          f"α = {a:g}: no p-value below {_fmt(floor)} (about "
+                                                          f"{math.ceil(10 / a)} resamples resolve it)")
     ex.update(extra or {})
-    return _decide(name=name, estimate=bs.estimate, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
-                   threshold=threshold, n=bs.n_clusters, unit=unit, mode=mode, alpha=a,
-                   p_detect=p_detect, p_certify=p_certify, extra=ex)
-
+    return _decide(name=name, estimate=est, ci_low=ci_low, ci_high=ci_high, lower=lower, upper=upper,
+                   threshold=threshold, n=n, unit=unit, mode=mode, alpha=a, p_detect=p_detect, p_certify=p_certify,
+                   extra=ex)
 
 RULE_NAMES = {"t": "Student t", "skew-t": "skewness-corrected t (Hall 1992)",
               "both-t": "Student t and skewness-corrected t (Hall 1992), each at level α/2"}

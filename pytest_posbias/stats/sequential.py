@@ -205,13 +205,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
                                   f"inconclusive: {bad} of {n_k} unit values are not finite (NaN or inf), and a unit "
                                   "that was not measured is never scored, so the gate does not pass in either mode",
                                   sizes[: k + 1], method, inconclusive=True)
-    # detect mode, a rate ceiling too low for its maximum (or measured) sample: no outcome at the last look's level
-    # shows a violation (the fixed design's rate_min_sample at a_K, where the design decides most
-    # easily), so the gate could pass every model; it is inconclusive. In certify mode such a gate
-    # cannot show compliance either and fails as before, a violation shown early included.
     if kind == "rate" and mode == "detect" and math.isfinite(upper) and not lower > 0:
         n_min = rate_min_sample(threshold=min(max(upper, 0.0), 1.0), mode=mode, alpha=float(_st.norm.sf(cs[-1])))
-        # the units measured at the last look count, not those planned: lost units leave fewer
         if sizes[-1] < n_min or (last and 0 < n_k < n_min):
             if not last:
                 return None
@@ -220,9 +215,6 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
                                       1.0, f"inconclusive: {many} units, fewer than the {n_min} below "
                                            "which no outcome could show a violation at the last look's level",
                                       sizes[: k + 1], method, inconclusive=True)
-    # zero spread: with the value range, decided on the exact worst-case floor (in both modes, as the
-    # fixed design does); without it it never shows compliance (a zero-width interval says nothing
-    # about the units not drawn), and a detect-mode sample whose every unit lies past a bound fails
     flat = (kind == "mean" and n_k > 1 and is_flat(xs)
             and (value_range is not None or not (mode == "detect" and (xs[0] > upper or xs[0] < lower))))
     # the floor is exact at any size, so a flat sample with a value range needs only the fixed
@@ -297,8 +289,6 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         # certify: the other tail of the same statistic
         p_cert = max((1 - p_up) if math.isfinite(upper) else 0.0, (1 - p_lo) if math.isfinite(lower) else 0.0)
     outside = upper < L or lower > U
-    # certify mode: no look with fewer than ``certify_from`` units shows compliance (the gate's rule
-    # does not hold its size below that sample)
     inside = lower < L and upper > U and not (mode == "certify" and n_k < certify_from)
     futile = False
     # futility stops only while the estimate lies inside the region: past a bound the data already
@@ -340,11 +330,9 @@ def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper:
                null_variance: bool = False, rule: str = "t", lattice_step: float | None = None,
                value_range: tuple[float, float] | None = None, certify_from: int = 0) -> SequentialDecision:
     """Run :func:`gsd_step` at each planned look over the units ``x`` (in arrival order)."""
-    xs = np.asarray(x, dtype=float)
-    for k, n_k in enumerate(gsd_sizes(n_max, looks)):
-        d = gsd_step(xs[: min(n_k, xs.size)], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
-                     alpha=alpha, kind=kind, futility=futility, theta1=theta1, null_variance=null_variance,
-                     rule=rule, lattice_step=lattice_step, value_range=value_range, certify_from=certify_from)
-        if d is not None:
-            return d
-    raise AssertionError("unreachable: the last look always decides")  # pragma: no cover
+    xs = np.asarray(x, dtype=float)  # the last look always decides
+    return next(filter(None, (gsd_step(xs[:n_k], look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode,
+                                       alpha=alpha, kind=kind, futility=futility, theta1=theta1,
+                                       null_variance=null_variance, rule=rule, lattice_step=lattice_step,
+                                       value_range=value_range, certify_from=certify_from)
+                              for k, n_k in enumerate(gsd_sizes(n_max, looks)))))
