@@ -23,7 +23,7 @@ from ..engine import Generation, Request
 from ..errors import BackendError, ModelLoadError
 from ..video.compose import ImagePart, VideoPart
 from ..video.frames import FrameStore
-from .hf_inputs import ADAPTERS, InputBuilder
+from .hf_inputs import ADAPTERS, ANSWER_TEXT, InputBuilder
 from .hf_loading import (
     input_device,
     load_model,
@@ -112,6 +112,7 @@ class HFBackend(InputBuilder):
             "prefill": resolved.prefill,
             "attn_implementation": self.attn_implementation,
             "sampler": GUMBEL_SAMPLER,
+            "answer_text": ANSWER_TEXT,
         }
         # how the weights were placed: in the run log's model record, not in the cache key (it does not change outputs)
         self.placement_info = {"device": self.placement.device, "sharded": self.placement.sharded,

@@ -61,6 +61,11 @@ ADAPTERS: dict[str, FamilyAdapter] = {
 }
 
 
+# how generated tokens become the answer text: in the backend identity (cache key), since the cache
+# stores that text
+ANSWER_TEXT = "think-tags-kept/v1"
+
+
 class InputBuilder:
     """The processor side of the ``hf`` backend: prompts, processed batches, token counts."""
 

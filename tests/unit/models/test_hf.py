@@ -164,6 +164,7 @@ def test_identity_records_attention_and_sampler_and_runlog_records_placement(tin
     try:
         ident = ctx.backend(spec).identity()
         assert ident["attn_implementation"] == "eager" and ident["sampler"].startswith("gumbel-max")
+        assert ident["answer_text"] == "think-tags-kept/v1"  # answers stored by another decoding are not served
         assert ctx.backend(spec).model.config._attn_implementation == "eager"
     finally:
         ctx.close()
