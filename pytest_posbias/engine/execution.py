@@ -141,10 +141,8 @@ class Engine:
             self.stats.unusable += len(fresh)
             self._unusable.update((k, served[k]) for k in fresh)
         for k, r in zip(keys, requests, strict=True):
-            if k in cached:
-                self._log(probe, k, r, cached[k], cache_hit=True)
-            elif k in served:
-                self._log(probe, k, r, served[k][0], cache_hit=True, unusable=served[k][1])
+            if k in results:  # a cached answer, or an unusable one served as lost
+                self._log(probe, k, r, results[k], cache_hit=True, unusable=served[k][1] if k in served else None)
         total = len(todo)
         done = 0
         t_start = time.perf_counter()

@@ -144,26 +144,24 @@ def _grid(ctx: ProbeContext, item: McqItem, condition: str, spec: PhaseSpec) -> 
     info = ctx.store.info(item.path)
     T, fps = info.frame_count, info.fps
     c = C.Condition.parse(condition)
-    kind = c.kind
     windowed = item.start is not None or item.end is not None
     lo = max(0, round((item.start or 0) * fps)) if windowed else 0
     hi = min(T - 1, round(item.end * fps)) if item.end is not None else T - 1
     n = hi - lo + 1
     S, b = spec.phases, spec.budget
-    needed = c.frames if c.frames is not None else S * b if kind in ("union", "union-shift") else b
+    needed = c.frames if c.frames is not None else S * b if c.kind in ("union", "union-shift") else b
     if n < needed:
         where = (f"item {item.id}'s window {item.start}-{item.end} s holds {max(n, 0)} of the clip's {T} frames"
                  if windowed else f"the clip has {T}")
         exc = TooShortError(item.path, f"too short for {needed} frames: {where}")
         ctx.store.report(exc)
         raise exc
-    if kind in ("sampler", "budget"):
+    if c.kind in ("sampler", "budget"):
         return frame_indices(T, c.frames or b, convention=c.arg, fps=fps, start=item.start, end=item.end)
-    origin = Fraction(1, 2 * S) if kind in ("shift", "union-shift") else Fraction(0)
-    if kind in ("phase", "shift"):
-        return [lo + i for i in polyphase_grids(n, b, S, origin=origin)[c.phase]]
-    if kind in ("union", "union-shift"):
-        grids = polyphase_grids(n, b, S, origin=origin)
+    grids = polyphase_grids(n, b, S, origin=Fraction(1, 2 * S) if c.kind in ("shift", "union-shift") else Fraction(0))
+    if c.kind in ("phase", "shift"):
+        return [lo + i for i in grids[c.phase]]
+    if c.kind in ("union", "union-shift"):
         return [lo + grids[k % S][k // S] for k in range(S * b)]
     raise ValueError(f"unknown condition {condition!r}")
 
