@@ -36,8 +36,7 @@ class CallStats:
 
     made: int = 0
     cache_hits: int = 0  # distinct keys first found in the cache in this run (made by an earlier run or another worker)
-    # distinct keys asked again within this run (a later sequential look), answered from this run's own answers
-    rereads: int = 0
+    rereads: int = 0  # distinct keys asked again within this run (a later sequential look): this run's answers
     failed: int = 0
     model_seconds: float = 0.0
     shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)

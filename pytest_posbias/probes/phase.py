@@ -17,6 +17,7 @@ of 1/(2S) grid step; the single-pass margin (SPR) as an order-flip predictor.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -75,8 +76,6 @@ class PhaseSpec:
 
 def orderings(item: McqItem, k: int) -> list[tuple[int, ...]]:
     """Identity plus k − 1 permutations, each from a generator seeded by (question id, index)."""
-    import hashlib
-
     n = len(item.options)
     out = [tuple(range(n))]
     for j in range(1, k):
@@ -87,8 +86,7 @@ def orderings(item: McqItem, k: int) -> list[tuple[int, ...]]:
 
 def mcq_prompt(item: McqItem, perm: Sequence[int]) -> str:
     """Question, options in the permuted order (position j shows content perm[j]), instruction."""
-    lines = [item.question, *[f"{LETTERS[j]}. {item.options[c]}" for j, c in enumerate(perm)], INSTRUCTION]
-    return "\n".join(lines)
+    return "\n".join([item.question, *[f"{LETTERS[j]}. {item.options[c]}" for j, c in enumerate(perm)], INSTRUCTION])
 
 
 def parse_letter(text: str, letters: str) -> int | None:
@@ -264,13 +262,11 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
         except PosbiasError as exc:
             res.problems.append(f"item {item.id}: {exc}")
             continue
-        ii = len(kept)
+        plan += [(len(kept), cond, oi, perm) for cond, oi, perm, _r in item_reqs]
+        reqs += [r for _c, _oi, _perm, r in item_reqs]
         kept.append(item)
         shown.append({name: tuple(i for _src, i in r.parts[0].frames.frames)  # type: ignore[union-attr]
                       for name, oi, _perm, r in item_reqs if oi == 0 and not r.replicate})
-        for cond, oi, perm, r in item_reqs:
-            plan.append((ii, cond, oi, perm))
-            reqs.append(r)
     res.items = kept
     res.condition_frames = {c: [f[c] for f in shown] for c in (shown[0] if shown else {})}
     gens = ctx.engine.run(reqs, probe="phase", accept=accept_letter)
@@ -305,16 +301,12 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
     res.condition_answers = answers
     for cond, rows in probs.items():
         if any(p is not None for row in rows for p in row):  # logprobs mode: a lost answer's distribution is NaN
-            # per item: its questions may have different option counts, so no (N, K, n_opt) stack
             res.condition_probs[cond] = [np.array([np.full(len(kept[i].options), np.nan) if p is None else p
                                                    for p in row], dtype=float) for i, row in enumerate(rows)]
     res.condition_probs.update({f"margin:{c}": list(m) for c, m in margins.items()})
     res.calls = ctx.engine.stats.since(before)
     _log(ctx, res)
     return res
-
-
-# --------------------------------------------------------------------------- derived measures
 
 
 def pair_flips(res: PhaseResult, a: str, b: str) -> np.ndarray:
@@ -346,7 +338,6 @@ def fused(res: PhaseResult, conditions: Sequence[str]) -> np.ndarray | None:
     ordering); -1 for an item with a lost answer among them (its distribution is NaN)."""
     if not all(c in res.condition_probs for c in conditions):
         return None
-    # per item (option counts may differ between items): mean of the S identity-ordering distributions
     means = [np.mean([res.condition_probs[c][i][0] for c in conditions], axis=0) for i in range(len(res.items))]
     return np.array([int(np.argmax(m)) if np.isfinite(m).all() else -1 for m in means], dtype=int)
 

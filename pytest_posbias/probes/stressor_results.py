@@ -32,8 +32,6 @@ def repeats(text: str) -> bool:
     return max_ngram_count(text, 5) > 1
 
 
-# :mod:`~..metrics` repetition intensity and information entropy (n = 1), information density and
-# severity (on text, finish reason), memoized
 ri_of = functools.lru_cache(maxsize=_TEXT_CACHE)(repetition_intensity)
 ie_of = functools.lru_cache(maxsize=_TEXT_CACHE)(information_entropy)
 density_of = functools.lru_cache(maxsize=_TEXT_CACHE)(information_density)
