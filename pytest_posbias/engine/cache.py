@@ -107,41 +107,43 @@ class GenerationCache:
         if not rows:
             return
         if self.read_only:
-            self._not_stored(items, f"the cache {self.path} is open read-only (--posbias-cache-mode read-only)")
-            return
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
+            reason = f"the cache {self.path} is open read-only (--posbias-cache-mode read-only)"
+        else:
+            with self._lock:
                 try:
-                    self._conn.executemany("INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?)", rows)
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:  # read-only file, full disk, I/O error: the answers stand, unstored
-                reason = f"the cache {self.path} refused the write ({type(exc).__name__}: {exc})"
-            else:
-                return
-        self._not_stored(items, reason)
+                    with self._transaction():
+                        self._conn.executemany("INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?)", rows)
+                except sqlite3.Error as exc:  # read-only file, full disk, I/O error: the answers stand, unstored
+                    reason = f"the cache {self.path} refused the write ({type(exc).__name__}: {exc})"
+                else:
+                    return
+        self._not_stored(len(rows), reason, items)
 
-    def _not_stored(self, items: list[tuple[str, str, Generation]], reason: str) -> None:
-        """Count answers the file did not take and keep them for the rest of the run (:meth:`get_many`)."""
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction, rolled back on any error (caller holds the lock)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise
+
+    def _not_stored(self, n: int, reason: str, kept: Iterable[tuple[str, str, Generation]] = ()) -> None:
+        """Count ``n`` answers the file did not take, keeping ``kept`` for the rest of the run (:meth:`get_many`)."""
         with self._lock:
-            self.unstored += len(items)
+            self.unstored += n
             self.unstored_reason = self.unstored_reason or reason
-            self._kept.update((k, g) for k, _m, g in items)
+            self._kept.update((k, g) for k, _m, g in kept)
         if self.on_unstored is not None:
-            self.on_unstored(len(items), reason)
+            self.on_unstored(n, reason)
 
     def __len__(self) -> int:
         """The number of stored answers."""
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
-
-    # Unusable answers (``scoring/usable.py``) are never rows of ``generations``: each run that got one
-    # for a key adds 1 to its ``runs`` in the ``unusable`` table (with the last answer and reason), and
-    # ``run`` names the run that recorded it last, whose other xdist workers read it from here.
 
     def _unusable_table(self) -> bool | None:
         """Create the table if it is missing (and add the ``run`` column to one made without it);
@@ -188,32 +190,20 @@ class GenerationCache:
                 return
             try:
                 if self._unusable_table() is None:
-                    reason = f"the cache {self.path} cannot record unusable answers ({self._unusable_problem()})"
+                    problem = unusable_shape_problem(r[1] for r in self._conn.execute("PRAGMA table_info(unusable)"))
+                    reason = f"the cache {self.path} cannot record unusable answers ({problem})"
                 else:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                    try:
+                    with self._transaction():
                         self._conn.executemany(
                             "INSERT INTO unusable (key, model, runs, updated, reason, payload, run) VALUES (?, ?, 1, "
                             "?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET runs = runs + (excluded.run = '' OR run != "
                             "excluded.run), model = excluded.model, updated = excluded.updated, reason = "
                             "excluded.reason, payload = excluded.payload, run = excluded.run", rows)
                         self._conn.executemany("DELETE FROM generations WHERE key = ?", [(r[0],) for r in rows])
-                        self._conn.execute("COMMIT")
-                    except BaseException:
-                        with contextlib.suppress(sqlite3.Error):
-                            self._conn.execute("ROLLBACK")
-                        raise
                     return
             except sqlite3.Error as exc:  # read-only file, full disk, I/O error: unusable this run all the same
                 reason = f"the cache {self.path} refused the write ({type(exc).__name__}: {exc})"
-            self.unstored += len(rows)
-            self.unstored_reason = self.unstored_reason or reason
-        if self.on_unstored is not None:
-            self.on_unstored(len(rows), reason)
-
-    def _unusable_problem(self) -> str:
-        """Why the ``unusable`` table cannot be used (caller holds the lock)."""
-        return unusable_shape_problem(str(row[1]) for row in self._conn.execute("PRAGMA table_info(unusable)"))
+        self._not_stored(len(rows), reason)
 
     def unusable(self, keys: Iterable[str]) -> dict[str, tuple[int, Generation, str, bool]]:
         """key -> (runs that got an unusable answer, the last one, its reason, whether this cache's

@@ -30,16 +30,13 @@ class Decoding:
     repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ConfigError(f"`max_new_tokens` must be an integer >= 1; got {self.max_new_tokens!r}")
-        if not (0.0 <= self.temperature <= 5.0):
-            raise ConfigError(f"`temperature` must lie in [0, 5]; got {self.temperature!r}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise ConfigError(f"`top_p` must lie in (0, 1]; got {self.top_p!r}")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ConfigError(f"`top_k` must be an integer >= 0; got {self.top_k!r}")
-        if not (0.5 <= self.repetition_penalty <= 3.0):
-            raise ConfigError(f"`repetition_penalty` must lie in [0.5, 3]; got {self.repetition_penalty!r}")
+        for name, ok, what in (("max_new_tokens", lambda v: isinstance(v, int) and v >= 1, "be an integer >= 1"),
+                               ("temperature", lambda v: 0.0 <= v <= 5.0, "lie in [0, 5]"),
+                               ("top_p", lambda v: 0.0 < v <= 1.0, "lie in (0, 1]"),
+                               ("top_k", lambda v: isinstance(v, int) and v >= 0, "be an integer >= 0"),
+                               ("repetition_penalty", lambda v: 0.5 <= v <= 3.0, "lie in [0.5, 3]")):
+            if not ok(getattr(self, name)):
+                raise ConfigError(f"`{name}` must {what}; got {getattr(self, name)!r}")
 
     @property
     def greedy(self) -> bool:

@@ -36,8 +36,7 @@ class CallStats:
 
     made: int = 0
     cache_hits: int = 0  # distinct keys first found in the cache in this run (made by an earlier run or another worker)
-    # distinct keys asked again within this run (a later sequential look), answered from this run's own answers
-    rereads: int = 0
+    rereads: int = 0  # distinct keys asked again within this run (a later sequential look): this run's answers
     failed: int = 0
     model_seconds: float = 0.0
     shared: int = 0  # requests behind a probe result another gate of this run computed (served from memory)
@@ -141,10 +140,8 @@ class Engine:
             self.stats.unusable += len(fresh)
             self._unusable.update((k, served[k]) for k in fresh)
         for k, r in zip(keys, requests, strict=True):
-            if k in cached:
-                self._log(probe, k, r, cached[k], cache_hit=True)
-            elif k in served:
-                self._log(probe, k, r, served[k][0], cache_hit=True, unusable=served[k][1])
+            if k in results:  # a cached answer, or an unusable one served as lost
+                self._log(probe, k, r, results[k], cache_hit=True, unusable=served[k][1] if k in served else None)
         total = len(todo)
         done = 0
         t_start = time.perf_counter()

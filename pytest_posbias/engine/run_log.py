@@ -1,10 +1,6 @@
 """The run log: a versioned JSONL file, a header first, then one record per request (frames,
 composition, generation, cache hit or miss), probe observations and verdicts. The report is
 rendered from it alone (docs/design.md section 2).
-
-:class:`RunLog` writes one process's log; :func:`read_run_log`, :func:`read_run_header` and
-:class:`RunLogLines` read one back (a torn or damaged line is skipped, a missing header or
-another schema version is an error).
 """
 
 from __future__ import annotations

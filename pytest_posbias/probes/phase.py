@@ -17,6 +17,7 @@ of 1/(2S) grid step; the single-pass margin (SPR) as an order-flip predictor.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -75,8 +76,6 @@ class PhaseSpec:
 
 def orderings(item: McqItem, k: int) -> list[tuple[int, ...]]:
     """Identity plus k − 1 permutations, each from a generator seeded by (question id, index)."""
-    import hashlib
-
     n = len(item.options)
     out = [tuple(range(n))]
     for j in range(1, k):
@@ -87,8 +86,7 @@ def orderings(item: McqItem, k: int) -> list[tuple[int, ...]]:
 
 def mcq_prompt(item: McqItem, perm: Sequence[int]) -> str:
     """Question, options in the permuted order (position j shows content perm[j]), instruction."""
-    lines = [item.question, *[f"{LETTERS[j]}. {item.options[c]}" for j, c in enumerate(perm)], INSTRUCTION]
-    return "\n".join(lines)
+    return "\n".join([item.question, *[f"{LETTERS[j]}. {item.options[c]}" for j, c in enumerate(perm)], INSTRUCTION])
 
 
 def parse_letter(text: str, letters: str) -> int | None:
@@ -144,26 +142,24 @@ def _grid(ctx: ProbeContext, item: McqItem, condition: str, spec: PhaseSpec) -> 
     info = ctx.store.info(item.path)
     T, fps = info.frame_count, info.fps
     c = C.Condition.parse(condition)
-    kind = c.kind
     windowed = item.start is not None or item.end is not None
     lo = max(0, round((item.start or 0) * fps)) if windowed else 0
     hi = min(T - 1, round(item.end * fps)) if item.end is not None else T - 1
     n = hi - lo + 1
     S, b = spec.phases, spec.budget
-    needed = c.frames if c.frames is not None else S * b if kind in ("union", "union-shift") else b
+    needed = c.frames if c.frames is not None else S * b if c.kind in ("union", "union-shift") else b
     if n < needed:
         where = (f"item {item.id}'s window {item.start}-{item.end} s holds {max(n, 0)} of the clip's {T} frames"
                  if windowed else f"the clip has {T}")
         exc = TooShortError(item.path, f"too short for {needed} frames: {where}")
         ctx.store.report(exc)
         raise exc
-    if kind in ("sampler", "budget"):
+    if c.kind in ("sampler", "budget"):
         return frame_indices(T, c.frames or b, convention=c.arg, fps=fps, start=item.start, end=item.end)
-    origin = Fraction(1, 2 * S) if kind in ("shift", "union-shift") else Fraction(0)
-    if kind in ("phase", "shift"):
-        return [lo + i for i in polyphase_grids(n, b, S, origin=origin)[c.phase]]
-    if kind in ("union", "union-shift"):
-        grids = polyphase_grids(n, b, S, origin=origin)
+    grids = polyphase_grids(n, b, S, origin=Fraction(1, 2 * S) if c.kind in ("shift", "union-shift") else Fraction(0))
+    if c.kind in ("phase", "shift"):
+        return [lo + i for i in grids[c.phase]]
+    if c.kind in ("union", "union-shift"):
         return [lo + grids[k % S][k // S] for k in range(S * b)]
     raise ValueError(f"unknown condition {condition!r}")
 
@@ -266,13 +262,11 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
         except PosbiasError as exc:
             res.problems.append(f"item {item.id}: {exc}")
             continue
-        ii = len(kept)
+        plan += [(len(kept), cond, oi, perm) for cond, oi, perm, _r in item_reqs]
+        reqs += [r for _c, _oi, _perm, r in item_reqs]
         kept.append(item)
         shown.append({name: tuple(i for _src, i in r.parts[0].frames.frames)  # type: ignore[union-attr]
                       for name, oi, _perm, r in item_reqs if oi == 0 and not r.replicate})
-        for cond, oi, perm, r in item_reqs:
-            plan.append((ii, cond, oi, perm))
-            reqs.append(r)
     res.items = kept
     res.condition_frames = {c: [f[c] for f in shown] for c in (shown[0] if shown else {})}
     gens = ctx.engine.run(reqs, probe="phase", accept=accept_letter)
@@ -307,16 +301,12 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
     res.condition_answers = answers
     for cond, rows in probs.items():
         if any(p is not None for row in rows for p in row):  # logprobs mode: a lost answer's distribution is NaN
-            # per item: its questions may have different option counts, so no (N, K, n_opt) stack
             res.condition_probs[cond] = [np.array([np.full(len(kept[i].options), np.nan) if p is None else p
                                                    for p in row], dtype=float) for i, row in enumerate(rows)]
     res.condition_probs.update({f"margin:{c}": list(m) for c, m in margins.items()})
     res.calls = ctx.engine.stats.since(before)
     _log(ctx, res)
     return res
-
-
-# --------------------------------------------------------------------------- derived measures
 
 
 def pair_flips(res: PhaseResult, a: str, b: str) -> np.ndarray:
@@ -348,7 +338,6 @@ def fused(res: PhaseResult, conditions: Sequence[str]) -> np.ndarray | None:
     ordering); -1 for an item with a lost answer among them (its distribution is NaN)."""
     if not all(c in res.condition_probs for c in conditions):
         return None
-    # per item (option counts may differ between items): mean of the S identity-ordering distributions
     means = [np.mean([res.condition_probs[c][i][0] for c in conditions], axis=0) for i in range(len(res.items))]
     return np.array([int(np.argmax(m)) if np.isfinite(m).all() else -1 for m in means], dtype=int)
 

@@ -272,7 +272,9 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
         refs = [list(manifest.videos[v].references) for v in pl["videos"]]
         al, cause = (None, None) if not gen.ok else _alignment(gen.text, pl["target"], refs, why[j], spec, embed_sim)
         why[j] = cause or why[j]
-        slot_rows.append({"plan": pl, "gen": gen, "alignment": al, "refs": refs, **({"cause": cause} if cause else {})})
+        slots = [pl["target"]] if pl["target"] is not None else list(range(P))  # the slots this answer fills
+        slot_rows.append({"plan": pl, "gen": gen, "alignment": al, "refs": refs, "slots": slots,
+                          **({"cause": cause} if cause else {})})
 
     # answers found unusable only now (one slot addressed, a constant answer) leave the cache
     ctx.engine.reject(reqs, [w if w in (usable.ONE_SLOT, usable.CONSTANT) else None for w in why], probe="positional")
@@ -280,14 +282,10 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
     # judge all scoreable slots, one batch per reference style
     to_judge: dict[str, list[tuple[tuple[int, int], tuple[list[str], str]]]] = {}
     for ri, row in enumerate(slot_rows):
-        al = row["alignment"]
-        if al is None:
-            continue
-        slots = [row["plan"]["target"]] if row["plan"]["target"] is not None else range(P)
-        for k in slots:
-            if al.scoreable(k):
+        for k in row["slots"] if row["alignment"] is not None else ():
+            if row["alignment"].scoreable(k):
                 style = manifest.videos[row["plan"]["videos"][k]].reference_style
-                to_judge.setdefault(style, []).append(((ri, k), (row["refs"][k], al.summaries[k])))
+                to_judge.setdefault(style, []).append(((ri, k), (row["refs"][k], row["alignment"].summaries[k])))
     scores: dict[tuple[int, int], Any] = {}
     for style, batch in to_judge.items():
         scores.update(zip([at for at, _ in batch], judges.for_style(style).score([it for _, it in batch]), strict=True))
@@ -300,9 +298,8 @@ def run_positional(ctx: ProbeContext, model: str, spec: PositionalSpec, manifest
         key = (pl["group"], tuple(pl["order"]))
         inst = rows.setdefault(key, {"group": pl["group"], "group_index": pl["group_index"], "order": pl["order"],
                                      "videos": pl["videos"], "slots": [None] * P, "valid": True, "text": []})
-        slots = [pl["target"]] if pl["target"] is not None else list(range(P))
         inst["text"].append(gen.text if gen.ok else f"<error: {gen.error}>")
-        for k in slots:
+        for k in row["slots"]:
             slot: dict[str, Any] = {"video": pl["videos"][k], "references": row["refs"][k],
                                     "requested": pl["sentences"]}
             if al is None:

@@ -228,8 +228,7 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
     if not reference.ok:
         res.status, res.why = "lost", f"reference query lost: {reference.why_lost or 'failed call'}"
         return res
-    why = prop.searchable(reference)
-    if why:
+    if why := prop.searchable(reference):
         res.status, res.why = "excluded", why
         return res
     runner = _Runner(ctx, prop, reference, str(ctx.engine.keys([ref_req])[0]))
@@ -243,9 +242,8 @@ def run_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int = DEFAU
             continue
         out, new = runner.query(value)
         res.replay_queries += int(new)
-        row = {**entry, "answer": out.answer,
-               "outcome": "lost" if not out.ok else ("broken" if out.broken else "survived"), **_shown(out, reference)}
-        res.replay.append(row)
+        result = "lost" if not out.ok else ("broken" if out.broken else "survived")
+        res.replay.append({**entry, "answer": out.answer, "outcome": result, **_shown(out, reference)})
         if not out.ok:  # its outcome is unknown: lost, as a search query lost before any break
             runner.lost = out.why_lost or "failed call"
             break

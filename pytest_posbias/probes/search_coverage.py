@@ -40,6 +40,7 @@ class CoverageProperty(ItemProperty[Layout]):
 
     property = "coverage"
     smallest_change = 1.0  # one transposition of two videos, or one layout switch
+    accept = staticmethod(accept_summary)  # the probe's own rule
 
     def __init__(self, ctx: SearchContext, model: str, group: GroupItem, manifest: Manifest, spec: PositionalSpec, *,
                  floor: float) -> None:
@@ -73,9 +74,6 @@ class CoverageProperty(ItemProperty[Layout]):
                        Decoding(self.spec.max_new_tokens, self.spec.temperature, self.spec.top_p),
                        seed=self.seed, meta={"probe": "search", "property": "coverage", "group": self.group.id,
                                              "layout": lay.to_json()})
-
-    def accept(self, req: Request, gen: Generation) -> str | None:
-        return accept_summary(req, gen)
 
     def score(self, lay: Layout, gen: Generation, reference: Outcome | None) -> Outcome:
         if not gen.ok:

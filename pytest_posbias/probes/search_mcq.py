@@ -45,6 +45,8 @@ McqValue: TypeAlias = tuple[int, ...] | Fraction
 class McqProperty(ItemProperty[McqValue]):
     """``order`` or ``phase`` invariance of one multiple-choice item (module docstring)."""
 
+    accept = staticmethod(accept_letter)  # the phase probe's rule
+
     def __init__(self, ctx: ProbeContext, model: str, item: McqItem, kind: str, spec: PhaseSpec, *,
                  max_denominator: int = 12) -> None:
         if kind not in MCQ_PROPERTIES:
@@ -105,9 +107,6 @@ class McqProperty(ItemProperty[McqValue]):
         return mcq_request(self.model, self.item, self._clip(phase), perm, self.spec, self.want,
                            {"probe": "search", "property": self.property, "item": self.item.id, "perm": list(perm),
                             "phase": str(phase)})
-
-    def accept(self, req: Request, gen: Generation) -> str | None:
-        return accept_letter(req, gen)
 
     def score(self, value: McqValue, gen: Generation, reference: Outcome | None) -> Outcome:
         perm, phase = self._perm_phase(value)

@@ -62,9 +62,7 @@ def plan_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int, shrin
         res.replay_queries += int(ask(value))
     cap = budget + shrink_budget
 
-    def condition(value: V) -> bool:
-        if res.search_queries >= cap:
-            raise _Stop
+    def condition(value: V) -> bool:  # cap >= 1 (run_search checks the budgets): it stops at the cap
         res.search_queries += int(ask(value))
         if res.search_queries >= cap:
             raise _Stop

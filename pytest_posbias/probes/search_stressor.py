@@ -90,6 +90,7 @@ class StressorProperty(ItemProperty[Edits]):
 
     property = "stressor"
     smallest_change = 1.0  # one stressed frame
+    accept = staticmethod(accept_description)  # the probe's own rule
 
     def __init__(self, ctx: ProbeContext, model: str, item: VideoItem, foreign: VideoItem | None, spec: StressorSpec, *,
                  max_edits: int = 2, max_frames: int = 4) -> None:
@@ -120,9 +121,6 @@ class StressorProperty(ItemProperty[Edits]):
         if value:
             meta["edits"] = [e.to_json() for e in value]
         return _request(self.model, frames, self.spec, meta)
-
-    def accept(self, req: Request, gen: Generation) -> str | None:
-        return accept_description(req, gen)
 
     def score(self, value: Edits, gen: Generation, reference: Outcome | None) -> Outcome:
         if not gen.ok:

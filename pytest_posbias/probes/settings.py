@@ -103,80 +103,65 @@ def _samplers(where: str, v: object) -> list[str]:
     return list(v)
 
 
-SCHEMA: dict[str, dict[str, Callable[[str, object], Any]]] = {
+Check = Callable[[str, object], Any]
+
+# probe -> setting -> (default, check)
+_SETTINGS: dict[str, dict[str, tuple[Any, Check]]] = {
     "positional": {
-        "groups": _int_ge(2),
-        "scales": _int_list((2, 4)),
-        "frames_short": _int_ge(1),
-        "frames_long": _int_ge(1),
-        "resolution": _int_ge(16),
-        "temperature": _float_in(0.0, 2.0, why="0 is greedy; OpenAI-compatible servers accept at most 2"),
-        "top_p": _float_in(0.0, 1.0, lo_open=True, why="nucleus sampling keeps the smallest set of tokens whose "
-                           "probability reaches top_p: 0 keeps none, and the backends reject it"),
-        "max_new_tokens": _int_ge(8),
-        "boundary": _choice("black", "text"),
-        "placement": _choice("prompt-first", "video-first"),
-        "budget": _choice("short", "base", "long"),
-        "orders": _choice("cyclic", "full"),
-        "label_base": _choice(0, 1),
+        "groups": (48, _int_ge(2)),
+        "scales": ([2, 4], _int_list((2, 4))),
+        "frames_short": (16, _int_ge(1)),
+        "frames_long": (24, _int_ge(1)),
+        "resolution": (448, _int_ge(16)),
+        "temperature": (0.9, _float_in(0.0, 2.0, why="0 is greedy; OpenAI-compatible servers accept at most 2")),
+        "top_p": (1.0, _float_in(0.0, 1.0, lo_open=True, why="nucleus sampling keeps the smallest set of tokens whose "
+                                 "probability reaches top_p: 0 keeps none, and the backends reject it")),
+        "max_new_tokens": (512, _int_ge(8)),
+        "boundary": ("black", _choice("black", "text")),
+        "placement": ("prompt-first", _choice("prompt-first", "video-first")),
+        "budget": ("base", _choice("short", "base", "long")),
+        "orders": ("cyclic", _choice("cyclic", "full")),
+        "label_base": (0, _choice(0, 1)),
     },
     "phase": {
-        "items": _int_ge(2),
-        "equivalence_items": _int_ge(2),
-        "budgets": _int_list((4, 8, 16, 32)),
-        "phases": _int_ge(2, "the phase gate counts answers that change between sampling phases: with one phase "
-                            "nothing can change"),
-        "budget": _int_ge(1),
-        "orderings": _int_ge(2, "the order gate counts answers that change between option orderings: with one "
-                                "ordering nothing can change, a flip rate of 0 by construction"),
-        "samplers": _samplers,
-        "resolution": _int_ge(16),
-        "max_new_tokens": _int_ge(1),
+        "items": (60, _int_ge(2)),
+        "equivalence_items": (240, _int_ge(2)),
+        "budgets": ([8], _int_list((4, 8, 16, 32))),
+        "phases": (3, _int_ge(2, "the phase gate counts answers that change between sampling phases: with one phase "
+                                 "nothing can change")),
+        "budget": (8, _int_ge(1)),
+        "orderings": (10, _int_ge(2, "the order gate counts answers that change between option orderings: with one "
+                                     "ordering nothing can change, a flip rate of 0 by construction")),
+        "samplers": (list(SAMPLERS), _samplers),
+        "resolution": (360, _int_ge(16)),
+        "max_new_tokens": (4, _int_ge(1)),
     },
     "stressor": {
-        "videos": _int_ge(2),
-        "frames": _int_list((4, 8, 16, 24, 32), why="Replace 2 copies 2 frames over 2 others and Delete 2 must "
-                            "leave frames to show: fewer than 4 frames stop the probe, and Reverse or Shuffle of 1 "
-                            "frame changes nothing"),
-        "trials": _int_ge(1),
-        "attack_cap": _int_ge(1),
-        "max_new_tokens": _int_ge(8),
-        "resolution": _int_ge(16),
+        "videos": (64, _int_ge(2)),
+        "frames": ([16], _int_list((4, 8, 16, 24, 32), why="Replace 2 copies 2 frames over 2 others and Delete 2 "
+                                   "must leave frames to show: fewer than 4 frames stop the probe, and Reverse or "
+                                   "Shuffle of 1 frame changes nothing")),
+        "trials": (30, _int_ge(1)),
+        "attack_cap": (30, _int_ge(1)),
+        "max_new_tokens": (500, _int_ge(8)),
+        "resolution": (448, _int_ge(16)),
     },
     # property search: items per property, query budgets, the stressor space
     "search": {
-        "items": _int_ge(1),
-        "videos": _int_ge(2),
-        "groups": _int_ge(1),
-        "budget": _int_ge(1),
-        "shrink_budget": _int_ge(0),
-        "slow_budget": _int_ge(1),
-        "max_edits": _int_ge(1),
-        "max_frames": _int_ge(1),
-        "max_denominator": _int_ge(2, "phases p/q with q <= 1 are phase 0 alone, the unperturbed reference: "
-                                      "the phase search would have nothing to perturb"),
+        "items": (24, _int_ge(1)),
+        "videos": (8, _int_ge(2)),
+        "groups": (4, _int_ge(1)),
+        "budget": (30, _int_ge(1)),
+        "shrink_budget": (60, _int_ge(0)),
+        "slow_budget": (100, _int_ge(1)),
+        "max_edits": (2, _int_ge(1)),
+        "max_frames": (4, _int_ge(1)),
+        "max_denominator": (12, _int_ge(2, "phases p/q with q <= 1 are phase 0 alone, the unperturbed reference: "
+                                           "the phase search would have nothing to perturb")),
     },
 }
-
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "positional": {
-        "groups": 48, "scales": [2, 4], "frames_short": 16, "frames_long": 24, "resolution": 448,
-        "temperature": 0.9, "top_p": 1.0, "max_new_tokens": 512, "boundary": "black",
-        "placement": "prompt-first", "budget": "base", "orders": "cyclic", "label_base": 0,
-    },
-    "phase": {
-        "items": 60, "equivalence_items": 240, "budgets": [8], "phases": 3, "budget": 8, "orderings": 10,
-        "samplers": list(SAMPLERS), "resolution": 360, "max_new_tokens": 4,
-    },
-    "stressor": {
-        "videos": 64, "frames": [16], "trials": 30, "attack_cap": 30, "max_new_tokens": 500,
-        "resolution": 448,
-    },
-    "search": {
-        "items": 24, "videos": 8, "groups": 4, "budget": 30, "shrink_budget": 60, "slow_budget": 100,
-        "max_edits": 2, "max_frames": 4, "max_denominator": 12,
-    },
-}
+SCHEMA: dict[str, dict[str, Check]] = {p: {k: c for k, (_d, c) in t.items()} for p, t in _SETTINGS.items()}
+DEFAULTS: dict[str, dict[str, Any]] = {p: {k: d for k, (d, _c) in t.items()} for p, t in _SETTINGS.items()}
 
 
 def validate_probe_settings(name: str, table: object, *, where: str) -> dict[str, Any]:

@@ -126,10 +126,10 @@ def measured_output(g: Generation, prompt: str = PROMPT) -> bool:
     return bool(g.ok) and usable.description_reason(g.text, prompt) is None
 
 
-def accept_description(req: Request, g: Generation) -> str | None:
+def accept_description(req: Request, gen: Generation) -> str | None:
     """The engine's ``accept`` rule for a description request: None when usable, else the reason
     (an echo of the request's own prompt included)."""
-    return usable.generation_text_reason(g, req.prompt_text)
+    return usable.generation_text_reason(gen, req.prompt_text)
 
 
 def _stats(answers: Sequence[tuple[Generation, str | None]]) -> TextStats:

@@ -1,11 +1,4 @@
-"""What the temporal-stressor probe measured (VideoSTF §4), and the rates read from it.
-
-:class:`StressorSpec` is the probe's parameters at one frame count; :class:`TextStats` the
-outputs of one condition with their repetition flags and text metrics; :class:`StressorResult`
-one model's clean outputs, stressor variants and controls, from which the per-video
-amplification (:meth:`StressorResult.amplification`) and the black-box attack replay
-(:meth:`StressorResult.attack`) are computed. ``stressor`` runs the probe that fills them.
-"""
+"""What the temporal-stressor probe (:mod:`.stressor`) measured (VideoSTF §4), and the rates read from it."""
 
 from __future__ import annotations
 
@@ -28,9 +21,8 @@ from ..metrics import (
 from ..scoring import usable
 from .settings import DEFAULTS, spec_kwargs
 
-# The text metrics below are pure functions of the text; a run scores the same texts many times
-# (each sequential look re-reads earlier videos, the attack replays the variants, several doses
-# share a description), so each is memoized on the text (a bounded LRU, same values).
+# The text metrics below are pure functions of the text that a run scores many times (sequential looks,
+# the attack replay, doses sharing a description): each is memoized on the text (a bounded LRU, same values).
 _TEXT_CACHE = 1 << 16
 
 
@@ -40,8 +32,6 @@ def repeats(text: str) -> bool:
     return max_ngram_count(text, 5) > 1
 
 
-# :mod:`~..metrics` repetition intensity and information entropy (n = 1), information density and
-# severity (on text, finish reason), memoized
 ri_of = functools.lru_cache(maxsize=_TEXT_CACHE)(repetition_intensity)
 ie_of = functools.lru_cache(maxsize=_TEXT_CACHE)(information_entropy)
 density_of = functools.lru_cache(maxsize=_TEXT_CACHE)(information_density)
