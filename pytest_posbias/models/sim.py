@@ -275,9 +275,8 @@ class SimBackend:
         videos = _videos(r)
         prompt = r.prompt_text
         if OPTION_LINE.search(prompt) and re.search(r"option", prompt, re.I):
-            probs = self._content_probs(r)
             letters = r.letters or tuple(m.group(1) for m in OPTION_LINE.finditer(prompt))
-            lp = self._letters(r, probs)
+            lp = self._letters(r)
             return max(letters, key=lambda k: lp.get(k, -math.inf)), "stop"
         if len(videos) <= 1 and ("[video" not in prompt):
             return self._describe(r, videos[0] if videos else None)
@@ -402,26 +401,21 @@ class SimBackend:
                 and temporally_irregular(spec.indices, spec.frame_count, len(spec.sources))
                 and bool(self._request_rng(r, "dose-stress").random() < self._stress.rho))
 
-    def _content_probs(self, r: Request) -> dict[str, float]:
-        """Probability of each option *text* (independent of the letters it sits under), a
-        flip/phase/parity dose applied (``sim_mcq.content_probs`` / ``dose_shift``)."""
+    def _letters(self, r: Request) -> dict[str, float]:
+        """Log-probability per letter (``sim_mcq.letter_logprobs``) from the probability of each
+        option *text* (``sim_mcq.content_probs``, independent of the letters the texts sit under)
+        after a flip/phase/parity dose (``dose_shift``) and an order dose (``dose_order``)."""
         question, opts = parse_mcq(r.prompt_text)
         videos = _videos(r)
+        video = videos[0] if videos else None
         texts = [t for _, t in opts]
-        if not texts:
-            return {}
-        believed = perceived(question, self._view(videos[0]) if videos else None)
-        probs = content_probs(self._rng_profile, question, texts, believed)
-        return dose_shift(self.dose, question, videos[0] if videos else None, probs)
-
-    def _letters(self, r: Request, probs: dict[str, float] | None = None) -> dict[str, float]:
-        """Log-probability per letter (``sim_mcq.letter_logprobs``) after an order dose."""
-        question, opts = parse_mcq(r.prompt_text)
-        probs = self._content_probs(r) if probs is None else probs
+        probs: dict[str, float] = {}
+        if texts:
+            believed = perceived(question, self._view(video) if video is not None else None)
+            probs = dose_shift(self.dose, question, video, content_probs(self._rng_profile, question, texts, believed))
         letters = list(r.letters) or [k for k, _ in opts]
         by_letter = dict(opts)
-        videos = _videos(r)
-        probs = dose_order(self.dose, question, videos[0] if videos else None, probs, letters, by_letter)
+        probs = dose_order(self.dose, question, video, probs, letters, by_letter)
         return letter_logprobs(probs, letters, by_letter, letter_bias=self.profile == "letter-bias")
 
 
