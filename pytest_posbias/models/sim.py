@@ -24,11 +24,9 @@ GPU-bound model. A batch of ``B`` requests then takes ``B × SECONDS`` of wall t
 what the simulation's own work has not used (a compute-bound GPU decodes a batch in about the
 time of its items one after another). Outputs and cache keys are the profile's without it.
 
-Every profile answers multiple-choice questions from what it perceived (sure: 0.85 on the
-perceived option), and is unsure on questions the frames cannot answer (their content
-distribution depends on the options' text only, so it is the same in every ordering).
-Randomness comes from a hash of the request (and its seed when sampling), never from a
-global generator, so a request always gets the same output.
+Every profile answers multiple-choice questions as ``sim_mcq`` says. Randomness comes from a hash
+of the request (and its seed when sampling), never from a global generator, so a request always
+gets the same output.
 """
 
 from __future__ import annotations
