@@ -24,13 +24,7 @@ from ..errors import BackendError, ModelLoadError
 from ..video.compose import ImagePart, VideoPart
 from ..video.frames import FrameStore
 from .hf_inputs import ADAPTERS, ANSWER_TEXT, InputBuilder
-from .hf_loading import (
-    input_device,
-    load_model,
-    pick_attn_implementation,
-    pick_device,
-    plan_placement,
-)
+from .hf_loading import load_model, pick_attn_implementation, pick_device, plan_placement
 from .hf_sampling import GUMBEL_SAMPLER, make_processor
 from .registry import ResolvedModel
 
@@ -88,7 +82,8 @@ class HFBackend(InputBuilder):
         except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
             raise ModelLoadError(f"--posbias-model {resolved.spec}: transformers could not load {resolved.target} "
                                  f"({type(exc).__name__}: {exc})") from None
-        super().__init__(resolved, store, processor, device=input_device(self.model, self.placement), dtype=dtype)
+        embed = self.model.get_input_embeddings().weight.device if self.placement.sharded else self.placement.device
+        super().__init__(resolved, store, processor, device=str(embed), dtype=dtype)  # sharded: the first shard
         tok = self.tokenizer
         gc = self.model.generation_config
         eos = gc.eos_token_id if gc.eos_token_id is not None else tok.eos_token_id
@@ -194,8 +189,7 @@ class HFBackend(InputBuilder):
                 toks = seqs[row]
                 n = next((k for k, t in enumerate(toks) if t in self.eos_ids), None)
                 finish = "length" if n is None and len(toks) >= dec.max_new_tokens else "stop"
-                body = toks if n is None else toks[:n]
-                body = [t for t in body if t != self.pad_id]
+                body = [t for t in toks[:n] if t != self.pad_id]  # n None: no end of sequence, all of it
                 text = self.answer_text(body)
                 lp = None
                 if r.want == "both" and first_logits is not None:

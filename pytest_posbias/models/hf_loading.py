@@ -101,8 +101,7 @@ def plan_placement(resolved: ResolvedModel, *, device: str, option: str, worker:
         return Placement(device, {"": device}, False, reason)
     if worker.startswith("gw"):
         raise ModelLoadError(f"--posbias-model {resolved.spec}: sharded over every GPU ({reason}), so it cannot run in "
-                             "xdist "
-                             f"worker {worker}; run without -n (one process drives the whole node)")
+                             f"xdist worker {worker}; run without -n (one process drives the whole node)")
     return Placement("cuda:0", option, True, reason)
 
 
@@ -121,8 +120,3 @@ def load_model(resolved: ResolvedModel, placement: Placement, *, dtype: Any, att
     if placement.device_map is None:
         model = model.to(placement.device)
     return model.eval()
-
-
-def input_device(model: Any, placement: Placement) -> str:
-    """Where inputs go: the device of the input embeddings (the first shard when sharded)."""
-    return str(model.get_input_embeddings().weight.device) if placement.sharded else placement.device

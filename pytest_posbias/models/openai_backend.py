@@ -263,24 +263,6 @@ class OpenAIBackend:
                     self._breaker_last_trial = time.monotonic()
                     self._breaker_opened.set()
 
-    def _complete(self, request: Request,
-                  messages: list[dict[str, Any]] | None = None) -> tuple[Any, int, float | None]:
-        """The validated response, the number of attempts it took and the server's time (raises EndpointError)."""
-        kwargs = self.request_kwargs(request, messages)
-        with self._lock:
-            rng = random.Random(self._rng.random())
-        attempts = {"n": 0}
-
-        def call() -> tuple[Any, float | None]:
-            attempts["n"] += 1
-            return send(self.router, kwargs, validate=validate)
-
-        resp, server = with_retries(call, retries=self.retries, base_delay=self.base_delay, max_delay=self.max_delay,
-                                    rng=rng, secret=self._key, context=self.label,
-                                    sleep=self._breaker_opened.wait,  # woken at once when the breaker opens
-                                    abort=self._breaker_reason)
-        return resp, attempts["n"], server
-
     def _one(self, request: Request, messages: list[dict[str, Any]] | None = None) -> Generation:
         """One request, as a Generation; every failure is ``ok=False`` with the error and attempts."""
         t0 = time.perf_counter()
@@ -296,7 +278,20 @@ class OpenAIBackend:
             if want_lp and not self.supports_letter_logprobs:
                 raise BackendError(f"{self.label}: letter log-probabilities asked for, but this endpoint is scored "
                                    "from text (it returns no logprobs, or --posbias-letter-scoring text)")
-            resp, attempts, server = self._complete(request, messages)
+            kwargs = self.request_kwargs(request, messages)
+            with self._lock:
+                rng = random.Random(self._rng.random())
+            calls = [0]
+
+            def call() -> tuple[Any, float | None]:
+                calls[0] += 1
+                return send(self.router, kwargs, validate=validate)
+
+            resp, server = with_retries(call, retries=self.retries, base_delay=self.base_delay,
+                                        max_delay=self.max_delay, rng=rng, secret=self._key, context=self.label,
+                                        sleep=self._breaker_opened.wait,  # woken at once when the breaker opens
+                                        abort=self._breaker_reason)
+            attempts = calls[0]
             choice = resp.choices[0]
             if choice.finish_reason == "content_filter":  # withheld or cut by the provider: no answer to score
                 raise BackendError(f"{self.label}: the endpoint's content filter withheld or cut the answer "

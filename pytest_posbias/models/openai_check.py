@@ -60,19 +60,16 @@ def check(backend: OpenAIBackend, *, timeout: float = 8.0, budget_s: float = 25.
         tokens = getattr(getattr(resp.choices[0], "logprobs", None), "content", None)
         if backend.supports_letter_logprobs and not (tokens and getattr(tokens[0], "top_logprobs", None)):
             # every replica must return logprobs: a request routed to one that does not has no letter scores
+            gap = f"the endpoint {rep.url} returned no logprobs for a request asking for top_logprobs={TOP_LOGPROBS}"
             if backend.letter_scoring == "logprobs":
-                raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: the endpoint {rep.url} "
-                                     "returned no logprobs "
-                                     f"for a request asking for top_logprobs={TOP_LOGPROBS}, and "
+                raise ModelLoadError(f"--posbias-model openai:{backend.model_name}: {gap}, and "
                                      "--posbias-letter-scoring logprobs was asked for; use --posbias-letter-scoring "
                                      "text (or auto) to score answers from text")
             backend.supports_letter_logprobs = False
             backend.scoring = "text"
-            result["fallback"] = (f"the endpoint {rep.url} returned no logprobs for a request asking for "
-                                  f"top_logprobs={TOP_LOGPROBS}: answers are scored from text")
+            result["fallback"] = f"{gap}: answers are scored from text"
     backend.input_form = forms[0]
-    result["input_form"] = backend.input_form
-    result.update(scoring=backend.scoring, request_seed=backend.request_seed)
+    result.update(input_form=backend.input_form, scoring=backend.scoring, request_seed=backend.request_seed)
     if len(backend.router.replicas) > 1:
         result["replicas"] = [r.url for r in backend.router.replicas]
     result["seconds"] = round(time.monotonic() - t0, 3)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import threading
@@ -195,14 +196,11 @@ def send(router: ReplicaRouter, kwargs: Mapping[str, Any], *,
             router.release(rep, ok=None)
             raise
         router.release(rep, ok=True)
-        ms = raw.headers.get(PROCESSING_MS_HEADER)
-        try:
-            server = float(ms) / 1000.0 if ms is not None else None
-        except ValueError:
-            server = None
-        if server is not None and not (math.isfinite(server) and server >= 0.0):  # nan, inf, negative: no time
-            server = None
-        return resp, server
+        with contextlib.suppress(TypeError, ValueError):  # no header (None), or not a number: no server time
+            server = float(raw.headers.get(PROCESSING_MS_HEADER)) / 1000.0
+            if math.isfinite(server) and server >= 0.0:  # nan, inf, negative: no server time
+                return resp, server
+        return resp, None
 
 
 def _refused(exc: BaseException) -> bool:

@@ -212,17 +212,13 @@ _ENV_NUMBERS: dict[str, tuple[str, float, float, bool, str]] = {
     "POSBIAS_API_RETRIES": ("retries", 0, 10, True, "an integer from 0 to 10"),
     "POSBIAS_API_BACKOFF": ("base_delay", 0.0, 60.0, False, "the first retry's delay in seconds, in [0, 60]"),
 }
-# run option -> (backend keyword, environment variable it overrides)
-_OPTION_KEYS: dict[str, tuple[str, str]] = {
-    "api_timeout": ("timeout", "POSBIAS_API_TIMEOUT"),
-    "api_retries": ("retries", "POSBIAS_API_RETRIES"),
-}
+_OPTION_ENV = {"api_timeout": "POSBIAS_API_TIMEOUT", "api_retries": "POSBIAS_API_RETRIES"}  # option -> its variable
 
 
 def api_number(option: str, value: Any) -> int | float:
     """The run option ``api_timeout`` or ``api_retries`` checked as its environment variable is;
     a ModelLoadError naming ``--posbias-<option>`` and the allowed values otherwise."""
-    return _number(value, "--posbias-" + option.replace("_", "-"), _ENV_NUMBERS[_OPTION_KEYS[option][1]])
+    return _number(value, "--posbias-" + option.replace("_", "-"), _ENV_NUMBERS[_OPTION_ENV[option]])
 
 
 def api_settings(options: RunOptions | None = None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -245,10 +241,10 @@ def api_settings(options: RunOptions | None = None, env: Mapping[str, str] | Non
         out["letter_scoring"] = "auto" if raw.strip().lower() in ("1", "true") else "text"
     if options is None:
         return out
-    for opt, (key, _env_name) in _OPTION_KEYS.items():
+    for opt, env_name in _OPTION_ENV.items():
         value = getattr(options, opt)
         if value is not None:
-            out[key] = api_number(opt, value)
+            out[_ENV_NUMBERS[env_name][0]] = api_number(opt, value)
     for opt, allowed in (("letter_scoring", LETTER_SCORINGS), ("video_form", VIDEO_FORMS)):
         v = getattr(options, opt)
         if v not in allowed:

@@ -180,11 +180,9 @@ def model_label(spec: str) -> str:
     directory's last path component, anything else as given."""
     if spec.startswith("vllm:"):
         return "vllm:" + model_label(spec[5:])
-    if spec.startswith(("sim:", "openai:")) or spec in REGISTRY:
+    if spec.startswith(("sim:", "openai:")) or spec in REGISTRY or not ("/" in spec or spec.startswith((".", "~"))):
         return spec
-    if "/" in spec or spec.startswith((".", "~")):
-        return Path(spec).expanduser().name or spec
-    return spec
+    return Path(spec).expanduser().name or spec
 
 
 def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:

@@ -24,11 +24,9 @@ GPU-bound model. A batch of ``B`` requests then takes ``B × SECONDS`` of wall t
 what the simulation's own work has not used (a compute-bound GPU decodes a batch in about the
 time of its items one after another). Outputs and cache keys are the profile's without it.
 
-Every profile answers multiple-choice questions from what it perceived (sure: 0.85 on the
-perceived option), and is unsure on questions the frames cannot answer (their content
-distribution depends on the options' text only, so it is the same in every ordering).
-Randomness comes from a hash of the request (and its seed when sampling), never from a
-global generator, so a request always gets the same output.
+Every profile answers multiple-choice questions as ``sim_mcq`` says. Randomness comes from a hash
+of the request (and its seed when sampling), never from a global generator, so a request always
+gets the same output.
 """
 
 from __future__ import annotations
@@ -275,9 +273,8 @@ class SimBackend:
         videos = _videos(r)
         prompt = r.prompt_text
         if OPTION_LINE.search(prompt) and re.search(r"option", prompt, re.I):
-            probs = self._content_probs(r)
             letters = r.letters or tuple(m.group(1) for m in OPTION_LINE.finditer(prompt))
-            lp = self._letters(r, probs)
+            lp = self._letters(r)
             return max(letters, key=lambda k: lp.get(k, -math.inf)), "stop"
         if len(videos) <= 1 and ("[video" not in prompt):
             return self._describe(r, videos[0] if videos else None)
@@ -402,26 +399,21 @@ class SimBackend:
                 and temporally_irregular(spec.indices, spec.frame_count, len(spec.sources))
                 and bool(self._request_rng(r, "dose-stress").random() < self._stress.rho))
 
-    def _content_probs(self, r: Request) -> dict[str, float]:
-        """Probability of each option *text* (independent of the letters it sits under), a
-        flip/phase/parity dose applied (``sim_mcq.content_probs`` / ``dose_shift``)."""
+    def _letters(self, r: Request) -> dict[str, float]:
+        """Log-probability per letter (``sim_mcq.letter_logprobs``) from the probability of each
+        option *text* (``sim_mcq.content_probs``, independent of the letters the texts sit under)
+        after a flip/phase/parity dose (``dose_shift``) and an order dose (``dose_order``)."""
         question, opts = parse_mcq(r.prompt_text)
         videos = _videos(r)
+        video = videos[0] if videos else None
         texts = [t for _, t in opts]
-        if not texts:
-            return {}
-        believed = perceived(question, self._view(videos[0]) if videos else None)
-        probs = content_probs(self._rng_profile, question, texts, believed)
-        return dose_shift(self.dose, question, videos[0] if videos else None, probs)
-
-    def _letters(self, r: Request, probs: dict[str, float] | None = None) -> dict[str, float]:
-        """Log-probability per letter (``sim_mcq.letter_logprobs``) after an order dose."""
-        question, opts = parse_mcq(r.prompt_text)
-        probs = self._content_probs(r) if probs is None else probs
+        probs: dict[str, float] = {}
+        if texts:
+            believed = perceived(question, self._view(video) if video is not None else None)
+            probs = dose_shift(self.dose, question, video, content_probs(self._rng_profile, question, texts, believed))
         letters = list(r.letters) or [k for k, _ in opts]
         by_letter = dict(opts)
-        videos = _videos(r)
-        probs = dose_order(self.dose, question, videos[0] if videos else None, probs, letters, by_letter)
+        probs = dose_order(self.dose, question, video, probs, letters, by_letter)
         return letter_logprobs(probs, letters, by_letter, letter_bias=self.profile == "letter-bias")
 
 

@@ -146,15 +146,14 @@ SAMPLER_SHIFT = ("left", "midpoint", "endpoint", "fps")
 PHASES = 3
 
 
-DOSE_GATES = ("dpb", "meg", "coverage", "contamination", "flip", "phase", "order", "repetition", "stressor", "attack",
-              "parity")
-POSITIONAL_GATES = ("dpb", "meg", "coverage", "contamination")
 # allowed targets (inclusive); the positional limits keep every keep-probability in [0, 1]
 DOSE_RANGE: dict[str, tuple[float, float]] = {
     "dpb": (-0.6, 0.6), "meg": (-0.4, 0.4), "coverage": (0.0, 0.47), "contamination": (0.0, 0.5),
     "flip": (0.0, 1.0), "phase": (0.0, 1.0), "order": (0.0, 0.99), "repetition": (0.0, 0.95),
     "stressor": (0.0, 0.95), "attack": (0.0, 1.0), "parity": (0.0, 1.0),
 }
+DOSE_GATES = tuple(DOSE_RANGE)
+POSITIONAL_GATES = ("dpb", "meg", "coverage", "contamination")
 _SHARES = "both set the per-slot keep shares w_p"
 _CONFUSED = "a confused slot covers little of its own video, so the contamination dose"
 # why two positional doses cannot both land (parse_dose refuses every pair)
@@ -311,10 +310,7 @@ def _slot_keep(dose: Dose, P: int, mu: float, thin: bool) -> tuple[float, ...]:
     w = [1.0] * P
     meg, cov = dose.get("meg"), dose.get("coverage")
     if P == 4 and meg is not None:  # parse_dose refuses meg with coverage (one positional gate per dose)
-        if meg < 0:
-            mid, edge = 1.0 + meg / mu, 1.0
-        else:
-            mid, edge = 1.0, 1.0 - meg / mu
+        mid, edge = (1.0 + meg / mu, 1.0) if meg < 0 else (1.0, 1.0 - meg / mu)
         w = [edge, mid, mid, edge]
     elif cov is not None:
         w = [cov / mu] * P
@@ -356,14 +352,9 @@ def thin_scale(dose: Dose, P: int, domain: str | None, bucket: str | None) -> fl
 
 def sentence_drops(dose: Dose, P: int, scale: float) -> bool:
     """Whether a dose thins its dosed slots by their first written sentence instead of dropping
-    whole summaries; ``scale`` is the effect of thinning every dosed slot (:func:`thin_scale`).
-
-    A ``meg`` dose m at P = 4 with |m| <= L (``FIRST_LOSS``): MEG is linear in the slot coverages,
-    so thinning a dosed slot with probability x = |m|/L lowers E[C_p] by |m|. A ``dpb`` dose d at
-    P = 2 with |d| <= D·``DPB_THIN_SHARE`` (D = ``FIRST_DPB``): an instance's DPB depends on its own
-    slots only, so thinning the first slot (the second for d < 0) with probability |d|/D moves
-    E[DPB] by d. Thinning spreads a small effect over many alike units instead of a few whole
-    summaries; larger doses keep the whole-summary drops (why: docs/simulated-models.md)."""
+    whole summaries (formulas in the module docstring, why in docs/simulated-models.md): a ``meg``
+    dose m at P = 4 with |m| <= L, a ``dpb`` dose d at P = 2 with |d| <= D·``DPB_THIN_SHARE``, where
+    ``scale`` (:func:`thin_scale`) is L (``FIRST_LOSS``) or D (``FIRST_DPB``)."""
     m = dose.get("meg")
     if m is not None and P == 4:
         return abs(m) <= scale

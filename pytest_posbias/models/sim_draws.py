@@ -1,18 +1,8 @@
-"""Where a dose's random decisions come from (docs/design.md section 7).
-
-A dose (``sim_dose``) sets probabilities; this module supplies the uniforms its decisions are
-drawn with, so that on the synthetic set the realised share of a decision is the dose's share
-up to about one unit rather than a binomial draw around it:
-
-* multi-video slots on the synthetic set (:func:`set_strata`): in manifest order (the probe
-  takes a prefix of a configuration's groups) the set's cells are dropped by systematic
-  sampling, so any prefix of M cells holds round(M·x) dropped cells (x = 1 − w_p);
-* multi-video slots elsewhere (:func:`rotation_strata`): stratified over the cyclic orders of
-  one group;
-* items and videos (:func:`unit_uniform`): Weyl sequences over the synthetic set's unit index
-  (:func:`unit_index`), a hash of the unit anywhere else.
-
-Nothing here reads a dose: the functions take the probabilities they stratify.
+"""Where a dose's random decisions come from (docs/design.md section 7): uniforms stratified so
+that on the synthetic set the realised share of a decision is the dose's share up to about one
+unit rather than a binomial draw around it (multi-video slots: :func:`set_strata`, elsewhere
+:func:`rotation_strata`; items and videos: :func:`unit_uniform`). Nothing here reads a dose: the
+functions take the probabilities they stratify.
 """
 
 from __future__ import annotations
@@ -208,8 +198,8 @@ def set_strata(video_paths: Sequence[str], keep: Sequence[float], confuse: float
 _WEYL = {"flip": (math.sqrt(2) - 1, 0.11), "phase": (math.sqrt(3) - 1, 0.37), "order": ((math.sqrt(5) - 1) / 2, 0.73),
          "parity": (math.sqrt(7) - 2, 0.61),
          "repetition": ((math.sqrt(5) - 1) / 2, 0.19), "susceptible": (math.sqrt(3) - 1, 0.53)}
-# steps of the group streams (jointly stratified keep / confusion decisions of a group)
-_GROUP_STEPS = {"keep": math.sqrt(2) - 1, "confuse": (math.sqrt(5) - 1) / 2}
+# step θ and offset β of the group streams (jointly stratified keep / confusion decisions of a group)
+_GROUP_STEPS = {"keep": (math.sqrt(2) - 1, 0.5), "confuse": ((math.sqrt(5) - 1) / 2, 0.25)}
 _SYN = re.compile(r"syn-([a-z]+)-(short|long)-(\d+)$")
 _QUESTION_KINDS = ("what colour", "in which direction", "how many", "what brief event", "why does", "what will")
 
@@ -256,16 +246,6 @@ def group_rank(video_paths: Sequence[str]) -> int | None:
     return rank * len(cfgs) + cfgs.index(cells[0][0])
 
 
-def group_uniform(what: str, rank: int | None, fallback: str) -> float:
-    """V(group) = frac(rank·θ + β) for the ``keep`` or ``confuse`` decisions of a group (θ from
-    ``_GROUP_STEPS``, β = 0.5 / 0.25): over consecutive ranks the values are equidistributed; a
-    SHA-256 hash of ``fallback`` when the group has no rank (not synthetic clips)."""
-    step = _GROUP_STEPS.get(what)
-    if rank is not None and step is not None:
-        return (rank * step + (0.5 if what == "keep" else 0.25)) % 1.0
-    return _hash_uniform(fallback)
-
-
 def unit_uniform(stream: str, index: int | None, fallback: str) -> float:
     """A uniform in [0, 1) per unit: the Weyl sequence frac(n·θ + β) of the stream over the
     synthetic set's unit index n (equidistributed, so the share below a dose on the set is the
@@ -276,7 +256,6 @@ def unit_uniform(stream: str, index: int | None, fallback: str) -> float:
     return _hash_uniform(f"{stream}|{fallback}")
 
 
-
 def rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) -> Any:
     """Stratified uniforms for a dose's slot decisions over the cyclic orders of one group.
 
@@ -285,8 +264,10 @@ def rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) ->
     rotations, V_p a hash per (group, slot), independent across slots (as the DPB/MEG formulas
     assume). Where only the marginals matter (the confusion draw; the keep draw when every slot
     has the same w, ``joint_keep``) the P² cells are stratified jointly,
-    u(p, j) = frac(V(group) + j/P + p/P²), V(group) a Weyl value of the group's rank
-    (:func:`group_uniform`). None when the videos are not P distinct clips."""
+    u(p, j) = frac(V(group) + j/P + p/P²), V(group) = frac(rank·θ + β) over the group's rank
+    (:func:`group_rank`; θ, β per decision from ``_GROUP_STEPS``), equidistributed over consecutive
+    ranks; a SHA-256 hash of the group when it has no rank. None when the videos are not P distinct
+    clips."""
     keys = [p.frames.primary.key() for p in videos]
     P = len(keys)
     if P < 2 or len(set(keys)) != P:
@@ -297,7 +278,8 @@ def rotation_strata(videos: Sequence[VideoPart], *, joint_keep: bool = False) ->
 
     def u(slot: int, what: str) -> float:
         if what == "confuse" or joint_keep:
-            v = group_uniform(what, rank, f"dose-strata|{what}|{group}")
+            step, offset = _GROUP_STEPS[what]
+            v = (rank * step + offset) % 1.0 if rank is not None else _hash_uniform(f"dose-strata|{what}|{group}")
             return (v + j / P + slot / P**2) % 1.0
         return (_hash_uniform(f"dose-strata|{what}|{group}|{slot}") + j / P) % 1.0
 

@@ -1,12 +1,7 @@
-"""How the simulated model answers a multiple-choice question (docs/design.md section 7).
-
-The answer distribution lives in content space, over the options' texts, so it is the same in
-every option order: sure (``SURE_PROB`` on the option the frames show, :func:`perceived`) when
-the frames answer the question, a near-flat Dirichlet seeded by the options' texts otherwise
-(:func:`content_probs`). A dose then moves the answer (:func:`dose_shift` for flip, phase and
-parity doses, :func:`dose_order` for order doses; formulas in ``sim_dose``), and
-:func:`letter_logprobs` maps the texts onto the letters they sit under, with the
-``letter-bias`` profile's pull towards early letters when unsure.
+"""How the simulated model answers a multiple-choice question (docs/design.md section 7): a
+distribution over the options' texts, so the same in every option order (:func:`content_probs`),
+moved by a dose (:func:`dose_shift`, :func:`dose_order`; formulas in ``sim_dose``) and mapped onto
+the letters the texts sit under (:func:`letter_logprobs`).
 """
 
 from __future__ import annotations

@@ -74,11 +74,9 @@ _QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start
 
 
 def _text_cfg(tok: Any, ids: dict[str, int], **extra: Any) -> dict[str, Any]:
-    cfg = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-               vocab_size=len(tok), max_position_embeddings=4096, eos_token_id=ids[tok.eos_token],
-               pad_token_id=ids[tok.pad_token], bos_token_id=None)
-    cfg.update(extra)
-    return cfg
+    return dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                vocab_size=len(tok), max_position_embeddings=4096, eos_token_id=ids[tok.eos_token],
+                pad_token_id=ids[tok.pad_token], bos_token_id=None) | extra
 
 
 def _build_qwen(family: str) -> tuple[Any, Any]:
@@ -134,9 +132,8 @@ def _build_internvl() -> tuple[Any, Any]:
     text = _text_cfg(tok, ids, model_type="qwen2", rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     config = tf.InternVLConfig(vision_config=vision, text_config=text, image_token_id=ids["<IMG_CONTEXT>"],
                                image_seq_length=1, downsample_ratio=0.5, tie_word_embeddings=True)
-    proc = tf.InternVLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, image_seq_length=1,
-                                chat_template=_CHATML_INTERNVL)
-    return config, proc
+    return config, tf.InternVLProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, image_seq_length=1,
+                                        chat_template=_CHATML_INTERNVL)
 
 
 def _build_llava_onevision() -> tuple[Any, Any]:
@@ -152,10 +149,9 @@ def _build_llava_onevision() -> tuple[Any, Any]:
     config = tf.LlavaOnevisionConfig(vision_config=vision, text_config=text, image_token_index=ids["<image>"],
                                      video_token_index=ids["<video>"], image_grid_pinpoints=[[28, 28]],
                                      vision_feature_layer=-1, tie_word_embeddings=True)
-    proc = tf.LlavaOnevisionProcessor(image_processor=ip, tokenizer=tok, video_processor=vp,
-                                      num_image_tokens=(28 // 14) ** 2,
-                                      vision_feature_select_strategy="full", chat_template=_LLAVA_OV_MEDIA_FIRST)
-    return config, proc
+    return config, tf.LlavaOnevisionProcessor(image_processor=ip, tokenizer=tok, video_processor=vp,
+                                              num_image_tokens=(28 // 14) ** 2, vision_feature_select_strategy="full",
+                                              chat_template=_LLAVA_OV_MEDIA_FIRST)
 
 
 def _build_glm4v() -> tuple[Any, Any]:
@@ -179,8 +175,7 @@ def _build_glm4v() -> tuple[Any, Any]:
                             image_start_token_id=ids["<|begin_of_image|>"], image_end_token_id=ids["<|end_of_image|>"],
                             video_start_token_id=ids["<|begin_of_video|>"], video_end_token_id=ids["<|end_of_video|>"],
                             tie_word_embeddings=True)
-    proc = tf.Glm4vProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, chat_template=_GLM4V)
-    return config, proc
+    return config, tf.Glm4vProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, chat_template=_GLM4V)
 
 
 _BUILDERS: dict[str, Callable[[], tuple[Any, Any]]] = {

@@ -35,6 +35,7 @@ from .openai_backend import OpenAIBackend, api_settings
 from .registry import ResolvedModel
 from .vllm_plan import (
     MAX_LOGPROBS,
+    SECRET_NAME,
     ServerPlan,
     arg_value,
     checkpoint_revision,
@@ -84,19 +85,16 @@ os.killpg(0, signal.SIGKILL)
 """  # noqa: E501 (a script run by its own interpreter: kept as it is)
 
 
-# a secret's name: NAME=VALUE (docker -e HF_TOKEN=..., env AWS_SECRET_ACCESS_KEY=...) or --flag VALUE / --flag=VALUE
-_SECRET_NAME = re.compile(r"(token|key|secret|password)$", re.I)
-
-
 def masked_command(cmd: Sequence[str]) -> str:
-    """``cmd`` as one shell line with the values of secret-named assignments and flags as ``***``
-    (the line goes to the server's log, whose last lines a start-up error shows)."""
+    """``cmd`` as one shell line with the values of secret-named (``SECRET_NAME``) assignments
+    (``-e HF_TOKEN=...``) and flags (``--hf-token V``, ``--hf-token=V``) as ``***`` (the line goes to
+    the server's log, whose last lines a start-up error shows)."""
     out: list[str] = []
     for i, a in enumerate(cmd):
         name, eq, _value = a.partition("=")
-        if eq and _SECRET_NAME.search(name) and re.fullmatch(r"-{0,2}[A-Za-z_][\w-]*", name):
+        if eq and SECRET_NAME.search(name) and re.fullmatch(r"-{0,2}[A-Za-z_][\w-]*", name):
             a = f"{name}=***"
-        elif i and cmd[i - 1].startswith("--") and "=" not in cmd[i - 1] and _SECRET_NAME.search(cmd[i - 1]):
+        elif i and cmd[i - 1].startswith("--") and "=" not in cmd[i - 1] and SECRET_NAME.search(cmd[i - 1]):
             a = "***"
         out.append(a)
     return shlex.join(out)

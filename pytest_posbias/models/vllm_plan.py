@@ -27,6 +27,7 @@ from .registry import ResolvedModel
 
 MAX_LOGPROBS = 20  # the openai backend asks for the top 20 logprobs of the first token
 MM_LIMITS = {"image": 64, "video": 8}  # the most images / videos one probe prompt carries
+SECRET_NAME = re.compile(r"(token|key|secret|password)$", re.I)  # a secret's flag or variable name
 
 
 @dataclass(frozen=True)
@@ -121,10 +122,10 @@ def extra_args(options: RunOptions) -> list[str]:
     except ValueError as exc:
         raise ModelLoadError(f"--posbias-vllm-args {given!r}: {exc}") from None
     for a in args:
-        if a.split("=")[0] in ("--host", "--port", "--served-model-name", "--model"):
-            raise ModelLoadError(f"--posbias-vllm-args: {a.split('=')[0]} is set by the run; leave it out")
         flag = a.split("=")[0]
-        if flag.startswith("--") and re.search(r"(token|key|secret|password)$", flag, re.I):
+        if flag in ("--host", "--port", "--served-model-name", "--model"):
+            raise ModelLoadError(f"--posbias-vllm-args: {flag} is set by the run; leave it out")
+        if flag.startswith("--") and SECRET_NAME.search(flag):
             # vLLM logs its arguments, and they are the server's identity (run log, report)
             raise ModelLoadError(f"--posbias-vllm-args: {flag} would be written to the server's log, the run log and "
                                  "the report; leave it out (the run's servers listen on 127.0.0.1 only; a Hub token "
