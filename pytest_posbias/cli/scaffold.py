@@ -406,6 +406,16 @@ def register(sub: Any, register_command: Any) -> None:
                    help="overwrite existing scaffold files and replace an existing [tool.posbias] table")
 
 
+def _reads_quick(pyproject: Path) -> bool:
+    """Whether a kept ``[tool.posbias]`` table reads the quick set at the quick probe sizes (as the table an
+    earlier ``--quick`` wrote does)."""
+    table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("posbias", {})
+    probes = table.get("probes", {})
+    return table.get("data") == f"{QUICK_SET}/manifest.jsonl" and all(
+        isinstance(probes.get(probe), dict) and probes[probe].get(key) == value
+        for probe, sizes in QUICK_PROBES.items() for key, value in sizes.items())
+
+
 def _init(args: argparse.Namespace) -> int:
     written = scaffold(args.dir, tests_dir=args.tests_dir, model=args.model, quick=args.quick, force=args.force,
                        progress=lambda line: print(line, flush=True))
@@ -421,8 +431,8 @@ def _init(args: argparse.Namespace) -> int:
     hint = testpaths_hint(Path(args.dir), args.tests_dir)
     if hint:
         print(hint)
-    kept_table = any(w.action == "kept" and w.path.name == "pyproject.toml" for w in written)
-    if args.quick and kept_table:  # the quick set was rendered, but the table neither reads it nor has quick sizes
+    kept = next((w.path for w in written if w.action == "kept" and w.path.name == "pyproject.toml"), None)
+    if args.quick and kept and not _reads_quick(kept):  # the quick set was rendered, but the table does not use it
         print(f"note: --quick left your [tool.posbias] table as it is: it does not read the quick set or use the "
               f'quick probe sizes. To use them, set data = "{QUICK_SET}/manifest.jsonl" and the sizes under '
               f"[tool.posbias.probes.*] yourself, or run `posbias init --quick --force` to replace the table")

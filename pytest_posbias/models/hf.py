@@ -107,8 +107,13 @@ class HFBackend(InputBuilder):
             "prefill": resolved.prefill,
             "attn_implementation": self.attn_implementation,
             "sampler": GUMBEL_SAMPLER,
-            "answer_text": ANSWER_TEXT,
         }
+        try:  # the think tags change the answer text only where the tokenizer or the template has some
+            think = any(self.think_tags())
+        except BackendError:  # a chat template that fails fails every request: nothing is cached under this key
+            think = True
+        if think:
+            self._identity["answer_text"] = ANSWER_TEXT
         # how the weights were placed: in the run log's model record, not in the cache key (it does not change outputs)
         self.placement_info = {"device": self.placement.device, "sharded": self.placement.sharded,
                                "device_map": (self.placement.device_map if isinstance(self.placement.device_map, str)

@@ -62,7 +62,8 @@ ADAPTERS: dict[str, FamilyAdapter] = {
 
 
 # how generated tokens become the answer text: in the backend identity (cache key), since the cache
-# stores that text
+# stores that text; only where it can differ from one plain decode (InputBuilder.think_tags), so the
+# answers cached for a model without think tags are still served
 ANSWER_TEXT = "think-tags-kept/v1"
 
 
@@ -132,14 +133,19 @@ class InputBuilder:
             raise BackendError(f"chat template of {self.resolved.spec} does not render user text verbatim")
         return str(rendered)
 
+    def think_tags(self) -> tuple[dict[int, str], bool]:
+        """The think tags the tokenizer has as tokens (token id -> tag) and whether the chat template opens a
+        think block in the prompt: with neither, :meth:`answer_text` is one plain decode of the tokens."""
+        tags = {i: t for t in ("<think>", "</think>") if isinstance(i := self.tokenizer.convert_tokens_to_ids(t), int)
+                and i != self.tokenizer.unk_token_id}
+        return tags, "<think>" in self._template().rpartition(_SENTINEL)[2].rpartition("</think>")[2]
+
     def answer_text(self, body: Sequence[int]) -> str:
         """The answer in generated tokens ``body`` (:func:`strip_think`): decoded without special tokens but
         with the think tags, which some tokenizers mark special (skipping them would leave the reasoning
         as the answer), and with the block the chat template opens in the prompt, whose reasoning the
         output continues (cut by the token limit before its closing tag, it is no answer)."""
-        tags = {i: t for t in ("<think>", "</think>") if isinstance(i := self.tokenizer.convert_tokens_to_ids(t), int)
-                and i != self.tokenizer.unk_token_id}
-        opened = "<think>" in self._template().rpartition(_SENTINEL)[2].rpartition("</think>")[2]
+        tags, opened = self.think_tags()
         parts = ["<think>" if opened else ""]
         seg: list[int] = []
         for t in body:

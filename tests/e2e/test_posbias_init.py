@@ -274,3 +274,20 @@ def test_quick_on_a_project_with_a_posbias_table_says_the_table_was_left_as_it_i
     assert "a smoke run on the quick set" not in out
     assert "left your [tool.posbias] table as it is" in out
     assert f'data = "{scaffold.QUICK_SET}/manifest.jsonl"' in out and "--quick --force" in out
+
+
+def test_quick_again_on_the_table_quick_wrote_hints_the_smoke_run(tmp_path, capsys, monkeypatch):
+    """A second --quick keeps the table the first wrote, which reads the quick set at quick sizes: the smoke-run hint."""
+    from pytest_posbias.video import synthetic
+
+    def fake_build_set(dest, *, videos_per_config, groups_per_config):
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        (Path(dest) / "manifest.jsonl").write_text("")
+
+    monkeypatch.setattr(synthetic, "build_set", fake_build_set)
+    assert main(["init", str(tmp_path), "--quick"]) == 0
+    capsys.readouterr()
+    assert main(["init", str(tmp_path), "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "left your [tool.posbias] table as it is" not in out
+    assert 'next: pytest -m "meg and not slow" --model sim:middle-weak' in out

@@ -326,3 +326,17 @@ def test_an_answer_cut_off_inside_the_reasoning_is_no_answer(tiny_checkpoints, s
     b.model = real
     b.close()
     assert gen.ok and gen.text == expected
+
+
+@pytest.mark.parametrize("family", ["llava_onevision", "internvl"])
+def test_a_model_without_think_tags_keeps_its_cache_key(tiny_checkpoints, store, family):
+    """Without think tags in the tokenizer or the chat template the answer is one plain decode: no answer_text in
+    the backend identity (cache key), so the answers cached for the model are still served."""
+    b = HFBackend(resolve(str(tiny_checkpoints[family])), store, device="cpu", batch_size=4)
+    try:
+        assert "answer_text" not in b.identity()
+        assert b.think_tags() == ({}, False)
+        body = b.tokenizer.encode("Option A looks wrong, the answer is B", add_special_tokens=False)
+        assert b.answer_text(body) == b.tokenizer.decode(body, skip_special_tokens=True).strip()
+    finally:
+        b.close()
