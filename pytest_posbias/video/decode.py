@@ -279,9 +279,9 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
                 raise VideoDecodeError(path, "file has no video stream")
             stream = container.streams.video[0]
             fps = float(stream.average_rate or stream.guessed_rate or 0.0)
-            n = int(stream.frames or 0)
-            if n == 0:  # container without a frame count: count packets (no decoding)
-                n = sum(1 for pkt in container.demux(stream) if pkt.size)
+            # the frames shown, counted as _read_av indexes them (no decoding): the container's frame count
+            # includes the packets an edit list hides (a stream-copy cut), which are never shown
+            n = sum(1 for pkt in container.demux(stream) if pkt.size and not getattr(pkt, "is_discard", False))
             return n, fps, int(stream.codec_context.width), int(stream.codec_context.height)
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if has_container_signature(path):

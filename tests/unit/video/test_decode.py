@@ -188,15 +188,14 @@ def test_pyav_reads_the_kth_frame_of_a_variable_frame_rate_clip(tmp_path):
         assert [round(int(f[0, 0, 0]) / 8) for f in frames] == idx
 
 
-def test_pyav_counts_only_the_frames_shown_of_a_clip_with_an_edit_list(tmp_path):
-    """PyAV's frame k of an MP4 whose edit list hides its first packets is the k-th frame shown, not lost or shifted."""
+def _edit_list_clip(path):
+    """A 40-frame MP4 (frame i has value 6i) whose edit list hides its first 5 frames, as a stream-copy cut does."""
     import fractions
 
     import av
 
-    path = tmp_path / "cut.mp4"
     tb = fractions.Fraction(1, 1000)
-    with av.open(str(path), "w") as c:  # pts below 0: the muxer's edit list hides the first 5 frames (a stream-copy cut)
+    with av.open(str(path), "w") as c:  # pts below 0: the muxer writes an edit list that hides those frames
         s = c.add_stream("libx264", rate=25)
         s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"crf": "0", "bf": "0"}
         s.codec_context.time_base = tb
@@ -207,9 +206,29 @@ def test_pyav_counts_only_the_frames_shown_of_a_clip_with_an_edit_list(tmp_path)
                 c.mux(p)
         for p in s.encode():
             c.mux(p)
+    return path
+
+
+def test_pyav_counts_only_the_frames_shown_of_a_clip_with_an_edit_list(tmp_path):
+    """PyAV's frame k of an MP4 whose edit list hides its first packets is the k-th frame shown, not lost or shifted."""
+    import av
+
+    path = _edit_list_clip(tmp_path / "cut.mp4")
     with av.open(str(path)) as c:
         shown = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
     assert len(shown) == 35
     idx = [0, 3, 10, 20, 34]
     frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=probe(path))
     assert [int(f[0, 0, 0]) for f in frames] == [int(shown[k][0, 0, 0]) for k in idx]
+
+
+def test_pyav_probe_counts_the_frames_an_edit_list_shows(tmp_path, monkeypatch):
+    """Without decord, the frame count of an MP4 whose edit list hides its first packets is the frames shown."""
+    from pytest_posbias.video import decode
+
+    path = _edit_list_clip(tmp_path / "cut.mp4")
+    monkeypatch.setattr(decode, "_with_decord", lambda *a, **k: None)
+    info = probe(path)
+    assert (info.backend, info.frame_count) == ("av", 35)
+    last = read_frames(path, [info.frame_count - 1], size=None, aspect="none", backend="av", info=info)
+    assert int(last[0, 0, 0, 0]) == 39 * 6
