@@ -357,6 +357,19 @@ def _decord_batch(vr: Any, indices: list[int]) -> NDArray[np.uint8] | None:
     return np.ascontiguousarray(vr.get_batch(indices).asnumpy(), dtype=np.uint8)
 
 
+def _decode_to(frames: Any, idx: int, target: int, order: dict[int, int]) -> tuple[int, NDArray[np.uint8] | None]:
+    """Decode on from ``frames`` (index ``idx`` last seen) to frame ``target``: the last index seen and the
+    target as RGB, or None when the decoder passed it or ended. A frame's index is its timestamp's place in
+    ``order``, or one more than the last without timestamps."""
+    for frame in frames:
+        idx = idx + 1 if not order else order.get(frame.pts, -1)
+        if idx == target:
+            return idx, frame.to_ndarray(format="rgb24")
+        if idx > target:
+            break
+    return idx, None
+
+
 def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
     """Exact frame indices with PyAV: sequential decode, seeking to a keyframe for long gaps.
 
@@ -373,26 +386,36 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             # the frames shown: a packet an edit list hides (a stream-copy cut's lead-in) is decoded, never shown
-            stamps = [pkt.pts for pkt in container.demux(stream) if pkt.size and not getattr(pkt, "is_discard", False)]
+            shown = [(pkt.pts, pkt.is_keyframe) for pkt in container.demux(stream)
+                     if pkt.size and not getattr(pkt, "is_discard", False)]
             # presentation timestamp -> frame index; without timestamps, count frames from the start
-            order = {} if None in stamps else {t: k for k, t in enumerate(sorted(stamps))}
+            order = {} if any(t is None for t, _ in shown) else {t: k for k, (t, _) in enumerate(sorted(shown))}
             pts = sorted(order)
-            idx = -1
-            it = None
+            keys = sorted(t for t, key in shown if key) if order else []
+
+            def landing(target: int) -> int:
+                """Where to seek for ``target``: the last keyframe at or before it. A seek to the frame's own
+                timestamp lands after it where the demuxer searches by byte position (MPEG-TS) or past its
+                last index entry (FLV)."""
+                if not order or target >= len(pts):
+                    return 0
+                return max((t for t in keys if t <= pts[target]), default=pts[0])
+
+            def decode_from(ts: int) -> Any:
+                container.seek(ts, stream=stream, backward=True, any_frame=False)
+                return container.decode(stream)
+
+            idx, it = -1, None
             for target in wanted:
-                if it is None or (order and target < len(pts) and target - idx > 2 * max(1, int(fps * 2))):
-                    # seek to the keyframe at or before the target and decode forward
-                    ts = pts[target] if order and target < len(pts) else 0
-                    container.seek(ts, stream=stream, backward=True, any_frame=False)
-                    it = container.decode(stream)
-                    idx = -1
-                for frame in it:
-                    idx = idx + 1 if not order else order.get(frame.pts, -1)
-                    if idx == target:
-                        got[target] = frame.to_ndarray(format="rgb24")
-                        break
-                    if idx > target:
-                        break
+                sought = it is None or bool(order and target < len(pts) and target - idx > 2 * max(1, int(fps * 2)))
+                if sought:  # seek to a keyframe before the target and decode forward
+                    idx, it = -1, decode_from(landing(target))
+                idx, frame = _decode_to(it, idx, target, order)
+                if frame is None and sought and order:  # the seek landed past the target: decode from the start
+                    idx, it = -1, decode_from(landing(0))
+                    idx, frame = _decode_to(it, idx, target, order)
+                if frame is not None:
+                    got[target] = frame
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if not got:
             check_video_path(path)  # a file deleted, emptied or locked meanwhile is that problem, not a truncation

@@ -232,3 +232,26 @@ def test_pyav_probe_counts_the_frames_an_edit_list_shows(tmp_path, monkeypatch):
     assert (info.backend, info.frame_count) == ("av", 35)
     last = read_frames(path, [info.frame_count - 1], size=None, aspect="none", backend="av", info=info)
     assert int(last[0, 0, 0, 0]) == 39 * 6
+
+
+@pytest.mark.parametrize("fmt", ["mpegts", "flv"])
+def test_pyav_reads_any_frame_of_a_clip_whose_demuxer_seeks_past_timestamps(tmp_path, fmt):
+    """PyAV reads every frame of an MPEG-TS or FLV clip, where a seek to a frame's own timestamp lands after it."""
+    import av
+
+    path = tmp_path / f"clip.{fmt}"
+    with av.open(str(path), "w", format=fmt) as c:
+        s = c.add_stream("libx264", rate=30)
+        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"crf": "0", "g": "30", "sc_threshold": "0"}
+        for i in range(120):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), i * 2, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    with av.open(str(path)) as c:
+        shown = [int(f.to_ndarray(format="rgb24")[0, 0, 0]) for f in c.decode(video=0)]
+    info = probe(path)
+    assert info.frame_count == len(shown) == 120
+    for idx in ([4], [75, 76], [9, 28, 119], [119]):
+        frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=info)
+        assert [int(f[0, 0, 0]) for f in frames] == [shown[k] for k in idx]
