@@ -291,8 +291,27 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
                                      f"({type(exc).__name__}: {exc})") from None
 
 
+def _decord_misreads(path: Path, count: int) -> bool:
+    """Whether decord would not give this clip's frames shown, as measured against PyAV: it counts the packets
+    an edit list hides (a stream-copy cut) as frames, and its seeks land on other frames in AVI and in MPEG-4
+    Part 2 with B-frames. Such a clip is read with PyAV; a clip PyAV cannot open stays with decord."""
+    av = _optional("av")
+    if av is None:
+        return False
+    try:
+        with av.open(str(path)) as container:
+            codec = container.streams.video[0].codec_context if container.streams.video else None
+            if codec is None:
+                return False
+            if "avi" in container.format.name.split(",") or (codec.name == "mpeg4" and codec.has_b_frames):
+                return True
+        return _probe_av(path)[0] != count
+    except (av.error.FFmpegError, OSError, ValueError, VideoError):
+        return False
+
+
 def probe(path: str | os.PathLike[str]) -> VideoInfo:
-    """Frame count, fps, duration and size of a clip (decord, else PyAV)."""
+    """Frame count, fps, duration and size of a clip (decord, else PyAV; PyAV where decord misreads it)."""
     p = Path(path)
     check_video_path(p)
     sha = content_hash(p)
@@ -307,6 +326,8 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
             raise VideoDecodeError(files[0], f"not a readable image ({exc})") from None
         return VideoInfo(str(p), sha, len(files), fps, len(files) / fps, w, h, "frames")
     got = _with_decord(p, _decord_info)
+    if got is not None and _decord_misreads(p, got[0]):
+        got = None
     backend = "av" if got is None else "decord"
     n, fps, w, h = _probe_av(p) if got is None else got
     if n <= 0:
@@ -431,7 +452,7 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
 def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ...], *, size: int | None = DEFAULT_SIZE,
                 aspect: str = "stretch", info: VideoInfo | None = None, backend: str = "auto") -> NDArray[np.uint8]:
     """Frames at exactly ``indices`` as (N, H, W, 3) uint8, resized by ``aspect``/``size``. ``backend``:
-    ``auto`` (decord, PyAV when decord is missing or refuses), ``decord`` or ``av``."""
+    ``auto`` (decord, PyAV when decord is missing or refuses or ``info`` names PyAV), ``decord`` or ``av``."""
     p = Path(path)
     if backend not in ("auto", "decord", "av"):
         raise VideoError(p, f"`backend` must be 'auto', 'decord' or 'av'; got {backend!r}")
@@ -461,7 +482,8 @@ def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ..
         if len({a.shape for a in imgs}) > 1:
             imgs = [resize_frames(a[None], max(imgs[0].shape[:2]), "stretch")[0] for a in imgs]
         return resize_frames(np.stack(imgs), size, aspect)
-    frames = None if backend == "av" else _with_decord(p, _decord_batch, idx)
+    use_av = backend == "av" or (backend == "auto" and info.backend == "av")  # a clip decord misreads too
+    frames = None if use_av else _with_decord(p, _decord_batch, idx)
     if frames is None:
         if backend == "decord":
             raise VideoDecodeError(p, "decord could not decode the requested frames")

@@ -255,3 +255,38 @@ def test_pyav_reads_any_frame_of_a_clip_whose_demuxer_seeks_past_timestamps(tmp_
     for idx in ([4], [75, 76], [9, 28, 119], [119]):
         frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=info)
         assert [int(f[0, 0, 0]) for f in frames] == [shown[k] for k in idx]
+
+
+def _encoded_clip(path, codec, options):
+    """A 90-frame clip at 30 fps (frame i has value 2i) encoded with ``codec``; the container from the suffix."""
+    import av
+
+    with av.open(str(path), "w") as c:
+        s = c.add_stream(codec, rate=30)
+        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", options
+        for i in range(90):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), i * 2, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return path
+
+
+@pytest.mark.parametrize("name", ["cut.mp4", "mpeg4-bframes.mp4", "mpeg4-bframes.mkv", "h264.avi"])
+def test_the_default_backend_reads_the_frames_shown_where_decord_seeks_wrong(tmp_path, name):
+    """probe and read_frames' default backend give the frames shown of an edit-list cut, MPEG-4 Part 2 with B-frames, AVI."""
+    import av
+
+    if name == "cut.mp4":
+        path = _edit_list_clip(tmp_path / name)
+    elif name == "h264.avi":
+        path = _encoded_clip(tmp_path / name, "libx264", {"crf": "0", "g": "30"})
+    else:
+        path = _encoded_clip(tmp_path / name, "mpeg4", {"qscale": "2", "bf": "2"})
+    with av.open(str(path)) as c:
+        shown = [int(f.to_ndarray(format="rgb24")[0, 0, 0]) for f in c.decode(video=0)]
+    info = probe(path)
+    assert info.frame_count == len(shown)
+    for idx in ([len(shown) - 1], [len(shown) // 2, len(shown) // 2 + 1], [3, 17, 31]):
+        frames = read_frames(path, idx, size=None, aspect="none", info=info)
+        assert [int(f[0, 0, 0]) for f in frames] == [shown[k] for k in idx]
