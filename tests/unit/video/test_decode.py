@@ -25,6 +25,8 @@ def test_probe_reports_count_fps_duration(clip):
 
 @pytest.mark.parametrize("backend", ["decord", "av"])
 def test_decoding_returns_exactly_the_requested_indices(clip, backend):
+    if backend == "decord":
+        pytest.importorskip("decord")  # installed on x86_64 only: an ARM machine reads with PyAV
     path, scene = clip
     idx = sorted({0, 1, 7, 57, 58, scene.frame_count // 2, scene.frame_count - 1})
     frames = read_frames(path, idx, size=None, aspect="none", backend=backend)
