@@ -281,7 +281,10 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
             fps = float(stream.average_rate or stream.guessed_rate or 0.0)
             # the frames shown, counted as _read_av indexes them (no decoding): the container's frame count
             # includes the packets an edit list hides (a stream-copy cut), which are never shown
-            n = sum(1 for pkt in container.demux(stream) if pkt.size and not getattr(pkt, "is_discard", False))
+            hidden = [bool(getattr(pkt, "is_discard", False)) for pkt in container.demux(stream) if pkt.size]
+            # a file cut short after its index: the demuxer stops where the data ends; the frames the index lists
+            # beyond it are counted, so a request for them fails as truncated, not as a shorter clip
+            n = hidden.count(False) + max(0, stream.frames - len(hidden))
             return n, fps, int(stream.codec_context.width), int(stream.codec_context.height)
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if has_container_signature(path):

@@ -292,3 +292,29 @@ def test_the_default_backend_reads_the_frames_shown_where_decord_seeks_wrong(tmp
     for idx in ([len(shown) - 1], [len(shown) // 2, len(shown) // 2 + 1], [3, 17, 31]):
         frames = read_frames(path, idx, size=None, aspect="none", info=info)
         assert [int(f[0, 0, 0]) for f in frames] == [shown[k] for k in idx]
+
+
+def test_pyav_probe_of_an_mp4_cut_short_after_its_header_is_a_truncation(tmp_path, monkeypatch):
+    """Without decord, an MP4 cut short after its index has the frames the index lists; the lost ones fail as truncated."""
+    import av
+
+    from pytest_posbias.video import decode
+
+    whole = tmp_path / "whole.mp4"
+    with av.open(str(whole), "w", options={"movflags": "faststart"}) as c:  # the index first, then the frames
+        s = c.add_stream("libx264", rate=30)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        for i in range(90):
+            noise = np.random.default_rng(i).integers(0, 256, (64, 64, 3), np.uint8)
+            for p in s.encode(av.VideoFrame.from_ndarray(noise, format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 6 // 10])
+    monkeypatch.setattr(decode, "_with_decord", lambda *a, **k: None)
+    info = probe(cut)
+    assert (info.backend, info.frame_count) == ("av", 90)
+    assert read_frames(cut, [0], size=None, aspect="none", info=info).shape == (1, 64, 64, 3)
+    with pytest.raises(decode.TruncatedVideoError, match="truncated"):
+        read_frames(cut, [0, 45, 89], size=None, aspect="none", info=info)
