@@ -281,7 +281,10 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
             fps = float(stream.average_rate or stream.guessed_rate or 0.0)
             # the frames shown, counted as _read_av indexes them (no decoding): the container's frame count
             # includes the packets an edit list hides (a stream-copy cut), which are never shown
-            n = sum(1 for pkt in container.demux(stream) if pkt.size and not getattr(pkt, "is_discard", False))
+            hidden = [bool(getattr(pkt, "is_discard", False)) for pkt in container.demux(stream) if pkt.size]
+            # a file cut short after its index: the demuxer stops where the data ends; the frames the index lists
+            # beyond it are counted, so a request for them fails as truncated, not as a shorter clip
+            n = hidden.count(False) + max(0, stream.frames - len(hidden))
             return n, fps, int(stream.codec_context.width), int(stream.codec_context.height)
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if has_container_signature(path):
@@ -291,8 +294,27 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
                                      f"({type(exc).__name__}: {exc})") from None
 
 
+def _decord_misreads(path: Path, count: int) -> bool:
+    """Whether decord would not give this clip's frames shown, as measured against PyAV: it counts the packets
+    an edit list hides (a stream-copy cut) as frames, and its seeks land on other frames in AVI and in MPEG-4
+    Part 2 with B-frames. Such a clip is read with PyAV; a clip PyAV cannot open stays with decord."""
+    av = _optional("av")
+    if av is None:
+        return False
+    try:
+        with av.open(str(path)) as container:
+            codec = container.streams.video[0].codec_context if container.streams.video else None
+            if codec is None:
+                return False
+            if "avi" in container.format.name.split(",") or (codec.name == "mpeg4" and codec.has_b_frames):
+                return True
+        return _probe_av(path)[0] != count
+    except (av.error.FFmpegError, OSError, ValueError, VideoError):
+        return False
+
+
 def probe(path: str | os.PathLike[str]) -> VideoInfo:
-    """Frame count, fps, duration and size of a clip (decord, else PyAV)."""
+    """Frame count, fps, duration and size of a clip (decord, else PyAV; PyAV where decord misreads it)."""
     p = Path(path)
     check_video_path(p)
     sha = content_hash(p)
@@ -307,6 +329,8 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
             raise VideoDecodeError(files[0], f"not a readable image ({exc})") from None
         return VideoInfo(str(p), sha, len(files), fps, len(files) / fps, w, h, "frames")
     got = _with_decord(p, _decord_info)
+    if got is not None and _decord_misreads(p, got[0]):
+        got = None
     backend = "av" if got is None else "decord"
     n, fps, w, h = _probe_av(p) if got is None else got
     if n <= 0:
@@ -357,6 +381,19 @@ def _decord_batch(vr: Any, indices: list[int]) -> NDArray[np.uint8] | None:
     return np.ascontiguousarray(vr.get_batch(indices).asnumpy(), dtype=np.uint8)
 
 
+def _decode_to(frames: Any, idx: int, target: int, order: dict[int, int]) -> tuple[int, NDArray[np.uint8] | None]:
+    """Decode on from ``frames`` (index ``idx`` last seen) to frame ``target``: the last index seen and the
+    target as RGB, or None when the decoder passed it or ended. A frame's index is its timestamp's place in
+    ``order``, or one more than the last without timestamps."""
+    for frame in frames:
+        idx = idx + 1 if not order else order.get(frame.pts, -1)
+        if idx == target:
+            return idx, frame.to_ndarray(format="rgb24")
+        if idx > target:
+            break
+    return idx, None
+
+
 def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
     """Exact frame indices with PyAV: sequential decode, seeking to a keyframe for long gaps.
 
@@ -373,26 +410,36 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             # the frames shown: a packet an edit list hides (a stream-copy cut's lead-in) is decoded, never shown
-            stamps = [pkt.pts for pkt in container.demux(stream) if pkt.size and not getattr(pkt, "is_discard", False)]
+            shown = [(pkt.pts, pkt.is_keyframe) for pkt in container.demux(stream)
+                     if pkt.size and not getattr(pkt, "is_discard", False)]
             # presentation timestamp -> frame index; without timestamps, count frames from the start
-            order = {} if None in stamps else {t: k for k, t in enumerate(sorted(stamps))}
+            order = {} if any(t is None for t, _ in shown) else {t: k for k, (t, _) in enumerate(sorted(shown))}
             pts = sorted(order)
-            idx = -1
-            it = None
+            keys = sorted(t for t, key in shown if key) if order else []
+
+            def landing(target: int) -> int:
+                """Where to seek for ``target``: the last keyframe at or before it. A seek to the frame's own
+                timestamp lands after it where the demuxer searches by byte position (MPEG-TS) or past its
+                last index entry (FLV)."""
+                if not order or target >= len(pts):
+                    return 0
+                return max((t for t in keys if t <= pts[target]), default=pts[0])
+
+            def decode_from(ts: int) -> Any:
+                container.seek(ts, stream=stream, backward=True, any_frame=False)
+                return container.decode(stream)
+
+            idx, it = -1, None
             for target in wanted:
-                if it is None or (order and target < len(pts) and target - idx > 2 * max(1, int(fps * 2))):
-                    # seek to the keyframe at or before the target and decode forward
-                    ts = pts[target] if order and target < len(pts) else 0
-                    container.seek(ts, stream=stream, backward=True, any_frame=False)
-                    it = container.decode(stream)
-                    idx = -1
-                for frame in it:
-                    idx = idx + 1 if not order else order.get(frame.pts, -1)
-                    if idx == target:
-                        got[target] = frame.to_ndarray(format="rgb24")
-                        break
-                    if idx > target:
-                        break
+                sought = it is None or bool(order and target < len(pts) and target - idx > 2 * max(1, int(fps * 2)))
+                if sought:  # seek to a keyframe before the target and decode forward
+                    idx, it = -1, decode_from(landing(target))
+                idx, frame = _decode_to(it, idx, target, order)
+                if frame is None and sought and order:  # the seek landed past the target: decode from the start
+                    idx, it = -1, decode_from(landing(0))
+                    idx, frame = _decode_to(it, idx, target, order)
+                if frame is not None:
+                    got[target] = frame
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         if not got:
             check_video_path(path)  # a file deleted, emptied or locked meanwhile is that problem, not a truncation
@@ -408,7 +455,7 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
 def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ...], *, size: int | None = DEFAULT_SIZE,
                 aspect: str = "stretch", info: VideoInfo | None = None, backend: str = "auto") -> NDArray[np.uint8]:
     """Frames at exactly ``indices`` as (N, H, W, 3) uint8, resized by ``aspect``/``size``. ``backend``:
-    ``auto`` (decord, PyAV when decord is missing or refuses), ``decord`` or ``av``."""
+    ``auto`` (decord, PyAV when decord is missing or refuses or ``info`` names PyAV), ``decord`` or ``av``."""
     p = Path(path)
     if backend not in ("auto", "decord", "av"):
         raise VideoError(p, f"`backend` must be 'auto', 'decord' or 'av'; got {backend!r}")
@@ -438,7 +485,8 @@ def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ..
         if len({a.shape for a in imgs}) > 1:
             imgs = [resize_frames(a[None], max(imgs[0].shape[:2]), "stretch")[0] for a in imgs]
         return resize_frames(np.stack(imgs), size, aspect)
-    frames = None if backend == "av" else _with_decord(p, _decord_batch, idx)
+    use_av = backend == "av" or (backend == "auto" and info.backend == "av")  # a clip decord misreads too
+    frames = None if use_av else _with_decord(p, _decord_batch, idx)
     if frames is None:
         if backend == "decord":
             raise VideoDecodeError(p, "decord could not decode the requested frames")
