@@ -2,6 +2,9 @@
 
 * time to fetch 16 uniformly spaced frames from a 60 s 1280x720 clip (keyframe interval
   250) with decord (where installed: x86_64 only), PyAV and the cached path (in-memory LRU, on-disk PNG cache);
+* PyAV's time for 16 and 64 uniformly spaced frames of a 10-minute 30 fps clip whose keyframes are
+  3,000 frames apart (a long GOP: each frame far from the last one decoded but before the next
+  keyframe is decoded forward, not sought again from the same keyframe);
 * the number of decoder calls for a P = 4 cyclic probe over 4 videos (must be 4, not 16).
 
 Run: python benchmarks/decode.py
@@ -24,13 +27,16 @@ from pytest_posbias.video.frames import FrameSpec, FrameStore
 from pytest_posbias.video.sampling import frame_indices
 
 
-def make_hd_clip(path: Path, seconds: int = 60, fps: int = 30) -> Path:
+def make_hd_clip(path: Path, seconds: int = 60, fps: int = 30, *, size: tuple[int, int] = (1280, 720),
+                 gop: int = 250) -> Path:
     rng = np.random.default_rng(0)
-    base = rng.integers(0, 255, size=(720, 1280, 3), dtype=np.uint8)
+    base = rng.integers(0, 255, size=(size[1], size[0], 3), dtype=np.uint8)
     with av.open(str(path), "w") as c:
         s = c.add_stream("libx264", rate=fps)
-        s.width, s.height, s.pix_fmt = 1280, 720, "yuv420p"
-        s.options = {"g": "250", "preset": "ultrafast", "crf": "23"}
+        s.width, s.height, s.pix_fmt = size[0], size[1], "yuv420p"
+        s.options = {"g": str(gop), "preset": "ultrafast", "crf": "23"}
+        if gop > 250:  # keyframes exactly gop apart: no scene-cut or minimum-interval keyframes in between
+            s.options = {**s.options, "keyint_min": str(gop), "sc_threshold": "0"}
         for i in range(seconds * fps):
             frame = np.roll(base, i * 4, axis=1)
             for p in s.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
@@ -77,6 +83,16 @@ def main() -> None:
         for name, t in [*rows, ("PyAV (seek + decode)", t_av), ("store, first fetch (+PNG write)", t_first),
                         ("store, in-memory LRU hit", t_mem), ("store, on-disk cache (new process)", t_disk)]:
             print(f"{name:<38} {t:>9.4f} {t / ref:>9.2f}x")
+
+        print()
+        print("rendering a 600 s 64x64 clip (keyframe interval 3000) ...", flush=True)
+        sparse = make_hd_clip(tmp / "sparse.mp4", 600, size=(64, 64), gop=3000)
+        sinfo = probe(sparse)
+        print(f"PyAV, {sinfo.frame_count}-frame 64x64 clip, keyframe interval 3000 (best of 3)")
+        for n in (16, 64):
+            sidx = frame_indices(sinfo.frame_count, n, convention="left")
+            t = best_of(lambda sidx=sidx: read_frames(sparse, sidx, info=sinfo, backend="av"))
+            print(f"{f'{n} uniform frames':<38} {t:>9.4f}")
 
         paths = []
         for k in range(4):

@@ -431,7 +431,10 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
 
             idx, it = -1, None
             for target in wanted:
-                sought = it is None or bool(order and target < len(pts) and target - idx > 2 * max(1, int(fps * 2)))
+                # a long gap is sought only across a keyframe: seeking to the keyframe already passed would
+                # decode again the frames between it and the one last decoded
+                sought = it is None or bool(order and target < len(pts) and target - idx > 2 * max(1, int(fps * 2))
+                                            and (idx < 0 or landing(target) > pts[idx]))
                 if sought:  # seek to a keyframe before the target and decode forward
                     idx, it = -1, decode_from(landing(target))
                 idx, frame = _decode_to(it, idx, target, order)

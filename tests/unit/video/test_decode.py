@@ -318,3 +318,50 @@ def test_pyav_probe_of_an_mp4_cut_short_after_its_header_is_a_truncation(tmp_pat
     assert read_frames(cut, [0], size=None, aspect="none", info=info).shape == (1, 64, 64, 3)
     with pytest.raises(decode.TruncatedVideoError, match="truncated"):
         read_frames(cut, [0, 45, 89], size=None, aspect="none", info=info)
+
+
+def test_pyav_decodes_forward_within_a_long_gop_and_seeks_across_keyframes(tmp_path, monkeypatch):
+    """Far-apart frames with no keyframe between them are decoded on from the last one (one seek), while a
+    frame past a later keyframe is sought; the frames read are the frames shown either way."""
+    import av
+
+    path = tmp_path / "long-gop.mp4"
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=30)
+        s.width, s.height, s.pix_fmt = 32, 32, "yuv420p"
+        s.options = {"crf": "0", "g": "300", "keyint_min": "300", "sc_threshold": "0"}
+        for i in range(600):  # keyframes at 0 and 300
+            for p in s.encode(av.VideoFrame.from_ndarray(np.full((32, 32, 3), i % 250, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    with av.open(str(path)) as c:
+        shown = [int(f.to_ndarray(format="rgb24")[0, 0, 0]) for f in c.decode(video=0)]
+    info = probe(path)
+    seeks: list[int] = []
+    real_open = av.open
+
+    class Counting:
+        def __init__(self, container):
+            self._c = container
+
+        def __enter__(self):
+            self._c.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self._c.__exit__(*exc)
+
+        def __getattr__(self, name):
+            return getattr(self._c, name)
+
+        def seek(self, ts, **kw):
+            seeks.append(ts)
+            return self._c.seek(ts, **kw)
+
+    monkeypatch.setattr(av, "open", lambda *a, **kw: Counting(real_open(*a, **kw)))
+    for idx, n_seeks in (([10, 150, 290], 1), ([10, 290, 450], 2)):
+        seeks.clear()
+        frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=info)
+        assert [int(f[0, 0, 0]) for f in frames] == [shown[k] for k in idx]
+        assert len(seeks) == n_seeks, (idx, seeks)
