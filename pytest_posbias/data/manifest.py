@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ManifestError, VideoError
-from ..video.decode import check_video_path, problem_kind, short_path
+from ..video.files import check_video_path, problem_kind, short_path
 from ..video.frames import atomic_write_bytes
 from .problems import DataProblem
 
@@ -73,7 +73,7 @@ class Manifest:
     """A loaded manifest: its items and what is wrong with it.
 
     ``problems`` are the skipped lines (not part of the plan). ``file_problems`` are items whose
-    video file cannot be used (:func:`~pytest_posbias.video.decode.check_video_path`): they stay in
+    video file cannot be used (:func:`~pytest_posbias.video.files.check_video_path`): they stay in
     the plan and their units are lost with that reason (docs/design.md section 5).
     """
 

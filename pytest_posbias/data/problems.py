@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..video.decode import short_path
+from ..video.files import short_path
 
 # Kinds of data problem, in the order the summaries list them.
 PROBLEM_KINDS = {

@@ -102,7 +102,7 @@ def _existing_file_type(option: str) -> Callable[[str], Any]:
         try:
             found = Path(value).is_file()
         except OSError as exc:  # a path too long for the file system, a symbolic link loop, ...
-            from ..video.decode import short_path
+            from ..video.files import short_path
 
             raise _usage(option, f"cannot open {short_path(value)!r}: {exc.strerror or exc}") from None
         if not found:

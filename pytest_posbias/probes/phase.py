@@ -33,7 +33,7 @@ from ..errors import PosbiasError
 from ..metrics import consensus, spr_margin
 from ..scoring import usable
 from ..video.compose import TextPart, VideoPart
-from ..video.decode import TooShortError
+from ..video.files import TooShortError
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices, polyphase_grids
 from . import conditions as C

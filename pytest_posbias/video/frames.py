@@ -25,16 +25,8 @@ from numpy.typing import NDArray
 
 from ..data.problems import DataProblem
 from ..errors import VideoError
-from .decode import (
-    ChangedVideoError,
-    TooShortError,
-    VideoInfo,
-    probe,
-    problem_kind,
-    read_frames,
-    resize_frames,
-    resized_shape,
-)
+from .decode import VideoInfo, probe, read_frames, resize_frames, resized_shape
+from .files import ChangedVideoError, TooShortError, problem_kind
 from .pixel_ops import PixelOp, apply_pixel_op
 
 

@@ -21,6 +21,7 @@ from pytest_posbias.data.problems import DataProblem, problems_in_records, summa
 from pytest_posbias.errors import ConfigError
 from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import decode as D
+from pytest_posbias.video import files as F
 from pytest_posbias.video.frames import FrameSpec, FrameStore
 
 # --------------------------------------------------------------------------- the corpus
@@ -229,15 +230,15 @@ def test_manifest_without_any_usable_item_names_the_file(tmp_path):
 
 
 @pytest.mark.parametrize(("name", "kind", "error", "words"), [
-    ("zero", "empty-video", D.EmptyVideoError, "file is empty (0 bytes)"),
+    ("zero", "empty-video", F.EmptyVideoError, "file is empty (0 bytes)"),
     ("text", "unreadable-video", D.VideoDecodeError, "no known container signature"),
-    ("cut", "truncated-video", D.TruncatedVideoError, "truncated or damaged"),
+    ("cut", "truncated-video", F.TruncatedVideoError, "truncated or damaged"),
 ])
 def test_unusable_videos_are_named_and_classified(corpus, name, kind, error, words):
     store = FrameStore()
     with pytest.raises(error) as info:
         store.info(corpus[name])
-    assert D.problem_kind(info.value) == kind and words in str(info.value) and str(corpus[name]) in str(info.value)
+    assert F.problem_kind(info.value) == kind and words in str(info.value) and str(corpus[name]) in str(info.value)
     (p,) = store.problems.values()
     assert (p.kind, p.file) == (kind, str(corpus[name]))
 
@@ -249,7 +250,7 @@ def test_video_truncated_after_its_header_is_found_when_decoded(corpus, tmp_path
     assert info.frame_count == 60 and store.problems == {}
     spec = store.clip(corpus["cut-late"], [0, 20, 40, 59], size=32)
     for _ in range(2):  # reported once, however often it fails
-        with pytest.raises(D.TruncatedVideoError, match="truncated or damaged"):
+        with pytest.raises(F.TruncatedVideoError, match="truncated or damaged"):
             store.materialize(spec)
     assert [(p.kind, p.file) for p in seen] == [("truncated-video", str(corpus["cut-late"]))]
 
@@ -257,9 +258,9 @@ def test_video_truncated_after_its_header_is_found_when_decoded(corpus, tmp_path
 def test_one_frame_video_is_too_short_not_sixteen_copies(corpus):
     store = FrameStore()
     assert store.info(corpus["one"]).frame_count == 1
-    with pytest.raises(D.TooShortError, match=r"too short for 16 frames: the clip has 1"):
+    with pytest.raises(F.TooShortError, match=r"too short for 16 frames: the clip has 1"):
         store.clip(corpus["one"], [0] * 16)
-    with pytest.raises(D.TooShortError):
+    with pytest.raises(F.TooShortError):
         FrameSpec.from_video(corpus["one"], [0, 0])
     assert [p.kind for p in store.problems.values()] == ["too-short"]
     assert len(store.clip(corpus["one"], [0])) == 1  # a request for one frame is fine
@@ -271,7 +272,7 @@ def test_container_signatures(tmp_path):
                                       (b"\x89PNG\r\n\x1a\n", False)]):
         f = tmp_path / f"{k}.mp4"
         f.write_bytes(head + b" " * 300)
-        assert D.has_container_signature(f) is want, head
+        assert F.has_container_signature(f) is want, head
 
 
 def test_problems_are_grouped_by_kind_with_count_and_example():

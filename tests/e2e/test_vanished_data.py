@@ -19,6 +19,7 @@ from pytest_posbias.data.manifest import load_manifest, require_usable
 from pytest_posbias.errors import ConfigError, VideoNotFoundError
 from pytest_posbias.run_options import RunOptions
 from pytest_posbias.video import decode as D
+from pytest_posbias.video import files as F
 
 GONE = ("syn-news-short-00", "syn-news-short-05")  # 2 of the configuration's 6 videos
 
@@ -113,7 +114,7 @@ def test_every_kind_of_vanished_file_is_kept_and_named_like_an_empty_one(tmp_pat
     for k in ("loop", "long", "dangling"):
         with pytest.raises(D.VideoError) as info:
             D.probe(paths[k])
-        assert D.problem_kind(info.value) == by_item[f"video {k!r}"].kind
+        assert F.problem_kind(info.value) == by_item[f"video {k!r}"].kind
 
 
 def test_permission_denied_is_an_inaccessible_video(tmp_path, monkeypatch):
@@ -128,17 +129,17 @@ def test_permission_denied_is_an_inaccessible_video(tmp_path, monkeypatch):
         return real(self, *a, **kw)
 
     monkeypatch.setattr(Path, "stat", stat)
-    with pytest.raises(D.InaccessibleVideoError, match="permission denied"):
-        D.check_video_path(f)
+    with pytest.raises(F.InaccessibleVideoError, match="permission denied"):
+        F.check_video_path(f)
     monkeypatch.setattr(Path, "stat", real)
     monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != f)
-    with pytest.raises(D.InaccessibleVideoError, match="permission denied"):
-        D.check_video_path(f)
+    with pytest.raises(F.InaccessibleVideoError, match="permission denied"):
+        F.check_video_path(f)
 
 
 def test_missing_file_is_still_a_not_found_error(tmp_path):
     with pytest.raises(VideoNotFoundError, match="file does not exist"):
-        D.check_video_path(tmp_path / "none.mp4")
+        F.check_video_path(tmp_path / "none.mp4")
 
 
 def test_a_manifest_whose_every_video_is_gone_is_a_usage_error(tmp_path):

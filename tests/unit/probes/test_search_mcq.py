@@ -191,7 +191,7 @@ def test_an_item_whose_window_is_too_short_for_the_grid_is_not_searched_on_repea
     naming the item's window: a lost unit), never searched on a grid padded with repeated frames."""
     import dataclasses
 
-    from pytest_posbias.video.decode import TooShortError
+    from pytest_posbias.video.files import TooShortError
 
     ctx = run_context()
     item = dataclasses.replace(ctx.manifest().mcq[0], id="windowed", start=1.0, end=1.5)

@@ -8,6 +8,7 @@ import pytest
 from support.synthetic_frames import read_barcode
 
 from pytest_posbias.errors import FrameRangeError, VideoDecodeError, VideoError, VideoNotFoundError
+from pytest_posbias.video import files
 from pytest_posbias.video import synthetic as SY
 from pytest_posbias.video.decode import content_hash, probe, read_frames
 from pytest_posbias.video.sampling import frame_indices
@@ -149,7 +150,7 @@ def test_a_video_deleted_after_its_probe_is_reported_missing(tmp_path, clip):
     """A clip removed after it was probed is a VideoNotFoundError (kind missing-video), not a truncated file."""
     import shutil
 
-    from pytest_posbias.video.decode import problem_kind
+    from pytest_posbias.video.files import problem_kind
 
     path = shutil.copy(clip[0], tmp_path / "gone.mp4")
     info = probe(path)
@@ -316,7 +317,7 @@ def test_pyav_probe_of_an_mp4_cut_short_after_its_header_is_a_truncation(tmp_pat
     info = probe(cut)
     assert (info.backend, info.frame_count) == ("av", 90)
     assert read_frames(cut, [0], size=None, aspect="none", info=info).shape == (1, 64, 64, 3)
-    with pytest.raises(decode.TruncatedVideoError, match="truncated"):
+    with pytest.raises(files.TruncatedVideoError, match="truncated"):
         read_frames(cut, [0, 45, 89], size=None, aspect="none", info=info)
 
 
@@ -365,3 +366,51 @@ def test_pyav_decodes_forward_within_a_long_gop_and_seeks_across_keyframes(tmp_p
         frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=info)
         assert [int(f[0, 0, 0]) for f in frames] == [shown[k] for k in idx]
         assert len(seeks) == n_seeks, (idx, seeks)
+
+
+def _clip_with_audio(path, video_codec, audio_codec, audio_seconds):
+    """3 s of 30 fps video (frame i has value 2i) and ``audio_seconds`` of mono noise, interleaved as muxed."""
+    import av
+
+    with av.open(str(path), "w") as c:
+        v = c.add_stream(video_codec, rate=30)
+        v.width, v.height, v.pix_fmt = 64, 64, "yuv420p"
+        a = c.add_stream(audio_codec, rate=48000)
+        for i in range(90):
+            for p in v.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), i * 2, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in v.encode():
+            c.mux(p)
+        step = a.codec_context.frame_size or 1024
+        for k in range(0, int(audio_seconds * 48000), step):
+            samples = (np.random.default_rng(k).standard_normal((1, step)) * 0.1).astype(np.float32)
+            frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 48000, k
+            for p in a.encode(frame):
+                c.mux(p)
+        for p in a.encode():
+            c.mux(p)
+    return path
+
+
+@pytest.mark.parametrize("decord", [True, False], ids=["default", "without-decord"])
+@pytest.mark.parametrize(("name", "video_codec", "audio_codec"),
+                         [("clip.mkv", "libx264", "aac"), ("clip.webm", "libvpx-vp9", "libopus"),
+                          ("clip.flv", "libx264", "aac")])
+def test_a_matroska_or_flv_file_cut_short_is_truncated_not_a_shorter_clip(tmp_path, monkeypatch, name, video_codec,
+                                                                           audio_codec, decord):
+    """Matroska, WebM and FLV keep no frame count: a file whose packets end before the duration its header gives
+    is lost as truncated (it probed as a shorter clip); a whole file whose audio outlasts its video is not."""
+    from pytest_posbias.video import decode
+
+    if not decord:
+        monkeypatch.setattr(decode, "_with_decord", lambda *a, **k: None)
+    whole = _clip_with_audio(tmp_path / name, video_codec, audio_codec, 3.7)
+    assert probe(whole).frame_count == 90
+    data = whole.read_bytes()
+    for keep in (0.6, 0.95):  # at 0.95 every video frame is left, the audio's last 0.2 s is not
+        cut = tmp_path / f"cut-{keep}-{name}"
+        cut.write_bytes(data[: int(len(data) * keep)])
+        with pytest.raises(files.TruncatedVideoError, match=r"its data ends at [\d.]+ s, before the 3\.7\d s") as exc:
+            probe(cut)
+        assert files.problem_kind(exc.value) == "truncated-video"

@@ -162,7 +162,7 @@ def test_fps_sampling_on_a_clip_shorter_than_its_budget_in_seconds_keeps_its_rep
     """The ``fps`` convention (1 frame per second, then ``endpoint`` over those) repeats frames on a clip with fewer
     whole seconds than frames asked: the unit is measured with those indices, as the convention defines it; a clip
     with fewer frames than asked is still too short."""
-    from pytest_posbias.video.decode import TooShortError
+    from pytest_posbias.video.files import TooShortError
 
     info = probe(synthetic_clips[0])
     idx = frame_indices(info.frame_count, int(info.duration) + 4, convention="fps", fps=info.fps)
