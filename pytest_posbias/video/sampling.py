@@ -42,7 +42,6 @@ def _check_counts(**counts: int) -> None:
 
 
 def _endpoint(T: int, b: int) -> list[int]:
-    # np.linspace(0, T-1, b) rounded half to even (np.round)
     return [int(v) for v in np.round(np.linspace(0, T - 1, b))]
 
 
