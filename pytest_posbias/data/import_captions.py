@@ -65,8 +65,7 @@ def activitynet_domains(classes: Path) -> dict[str, str]:
         found = entry.get("annotations") if isinstance(entry, dict) else None
         labels = [a.get("label") for a in (found if isinstance(found, list) else [])
                   if isinstance(a, dict) and isinstance(a.get("label"), str)]
-        dom = next((d for d in (domain(lbl) for lbl in labels if lbl) if d), None)
-        if dom:
+        if dom := next((d for d in (domain(lbl) for lbl in labels if lbl) if d), None):
             out[vid.removeprefix("v_")] = dom
     return out
 

@@ -103,9 +103,8 @@ class Manifest:
         if suite not in need:
             raise ValueError(f"`suite` must be positional, phase or stressor; got {suite!r}")
         items, what = need[suite]
-        if items:
-            return None
-        return f"{self.path} has no usable {what} ({self.counts()}; {len(self.problems)} data problems)"
+        return None if items else (f"{self.path} has no usable {what} ({self.counts()}; "
+                                   f"{len(self.problems)} data problems)")
 
 
 def require_usable(path: str | Path) -> Manifest:
@@ -224,8 +223,7 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
         options = _strings(_need(d, "options", list, "a list"), "options")
         if not 2 <= len(options) <= 26:
             raise ValueError(f"field 'options' must hold 2 to 26 options; got {len(options)}")
-        blank = [i for i, o in enumerate(options) if not o.strip()]
-        if blank:
+        if blank := [i for i, o in enumerate(options) if not o.strip()]:
             raise ValueError(f"field 'options': option {blank[0]} is empty (an unanswerable choice)")
         seen: dict[str, int] = {}
         for i, o in enumerate(options):
@@ -339,8 +337,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
         elif not duplicate("mcq", item.id, n):
             pending_mcq.append((n, item))
     for n, g in pending_groups:
-        missing = [v for v in g.videos if v not in m.videos]
-        if missing:
+        if missing := [v for v in g.videos if v not in m.videos]:
             problem("unknown-video", f"group {g.id!r}", n, f"group {g.id!r}: unknown videos {missing} (no valid video "
                     "line has these ids)")
             continue

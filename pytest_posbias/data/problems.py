@@ -100,10 +100,6 @@ def problems_in_records(records: Iterable[Mapping[str, Any]]) -> list[DataProble
     later in the run (``data`` observations of type ``problem``), without repeats."""
     found: list[Any] = []
     for r in records:
-        if r.get("kind") != "observation" or r.get("probe") != "data":
-            continue
-        if r.get("type") == "problem":
-            found.append(r.get("problem") or {})
-        else:
-            found.extend(r.get("problems") or [])
+        if r.get("kind") == "observation" and r.get("probe") == "data":
+            found.extend([r.get("problem") or {}] if r.get("type") == "problem" else r.get("problems") or [])
     return unique_problems(found)

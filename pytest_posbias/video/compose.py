@@ -112,13 +112,11 @@ def _separated_by(boundary: str) -> str:
 def summary_prompt(P: int, *, sentences: int, boundary: str = "black", news: bool = False,
                    label_base: int = 0, equal_attention: bool = False) -> str:
     """The per-video summarization prompt of the multi-video paper, appendix A.1."""
-    first = _separated_by(boundary)
     what = "each news video" if news else "each video"
     markers = " ".join(f"[video{k}] summary" for k in range(label_base, label_base + min(P, 2)))
-    last = f"[video{label_base + P - 1}] summary"
-    fmt = f"{markers} ... {last}" if P > 2 else markers
-    text = (f"{first} Summarize {what} in {sentences} sentences. Use exactly this format, including the square "
-            f"brackets: {fmt}")
+    fmt = f"{markers} ... [video{label_base + P - 1}] summary" if P > 2 else markers
+    text = (f"{_separated_by(boundary)} Summarize {what} in {sentences} sentences. Use exactly this format, "
+            f"including the square brackets: {fmt}")
     if equal_attention:
         text += " Pay equal attention to every video, whatever its position in the input."
     return text
@@ -127,8 +125,7 @@ def summary_prompt(P: int, *, sentences: int, boundary: str = "black", news: boo
 def single_target_prompt(P: int, target: int, *, sentences: int, boundary: str = "black",
                          news: bool = False, label_base: int = 0) -> str:
     """Single-target prompting (paper §5.2): ask for the summary of one labelled video only."""
-    first = _separated_by(boundary)
     what = "news video" if news else "video"
     label = target + label_base
-    return (f"{first} Summarize only the {what} labelled Video {label} in {sentences} sentences. "
+    return (f"{_separated_by(boundary)} Summarize only the {what} labelled Video {label} in {sentences} sentences. "
             f"Use exactly this format, including the square brackets: [video{label}] summary")

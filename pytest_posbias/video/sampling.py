@@ -41,14 +41,7 @@ def _check_counts(**counts: int) -> None:
             raise ConfigError(f"`{name}` must be an integer >= 1; got {v!r}")
 
 
-def _left(T: int, b: int, phase: Fraction) -> list[int]:
-    # ⌊(i + p/q)·T/b⌋ = ⌊(i·q + p)·T / (q·b)⌋ in integers
-    p, q = phase.numerator, phase.denominator
-    return [min(T - 1, ((i * q + p) * T) // (q * b)) for i in range(b)]
-
-
 def _endpoint(T: int, b: int) -> list[int]:
-    # np.linspace(0, T-1, b) rounded half to even (np.round)
     return [int(v) for v in np.round(np.linspace(0, T - 1, b))]
 
 
@@ -88,8 +81,9 @@ def frame_indices(T: int, b: int, *, convention: str, phase: float | Fraction | 
     lo, hi = window(T, fps, start, end)
     n = hi - lo + 1
 
-    if convention in ("left", "midpoint"):
-        rel = _left(n, b, ph if convention == "left" else Fraction(1, 2))
+    if convention in ("left", "midpoint"):  # ⌊(i + p/q)·n/b⌋ = ⌊(i·q + p)·n / (q·b)⌋ in integers
+        p, q = (ph if convention == "left" else Fraction(1, 2)).as_integer_ratio()
+        rel = [min(n - 1, ((i * q + p) * n) // (q * b)) for i in range(b)]
     elif convention == "endpoint":
         rel = _endpoint(n, b)
     else:  # fps

@@ -149,9 +149,8 @@ def replace_foreign(frames: Frames, foreign: Frames, k: int, *, rng: np.random.G
     F = _length(foreign)
     _check_k(k, T, name="replace_foreign")
     given = rng.choice(T, size=k, replace=False) if positions is None else list(positions)
-    if any(isinstance(p, bool) or not isinstance(p, (int, np.integer)) for p in given):
-        raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
-    targets = sorted({int(p) for p in given})
+    ints = all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in given)
+    targets = sorted({int(p) for p in given}) if ints else []  # k >= 1: non-integers fail the count
     if len(targets) != k or any(not 0 <= p < T for p in targets):
         raise ConfigError(f"`positions` must be {k} distinct positions in [0, {T - 1}]; got {positions!r}")
     order: list[int | tuple[str, int]] = list(range(T))

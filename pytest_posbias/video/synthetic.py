@@ -214,10 +214,8 @@ def render_clip(scene: SceneSpec, path: str | Path, *, crf: int = 18, gop: int =
         stream.options = {"crf": str(crf), "preset": "ultrafast", "g": str(gop), "tune": "animation"}
         for i in range(scene.frame_count):
             frame = av.VideoFrame.from_ndarray(render_frame(scene, i, yy=yy, xx=xx), format="rgb24")
-            for pkt in stream.encode(frame):
-                container.mux(pkt)
-        for pkt in stream.encode():
-            container.mux(pkt)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
     tmp.replace(out)
     return out
 

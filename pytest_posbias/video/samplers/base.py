@@ -73,8 +73,7 @@ def parse_knobs(preset: str, text: str, knobs: Mapping[str, Knob]) -> dict[str, 
         if not eq or not k or not v.strip():
             raise ConfigError(f"sampler {preset!r}: knob {part!r} must read knob=value")
         if k not in knobs:
-            allowed = ", ".join(knobs) or "none"
-            raise ConfigError(f"sampler {preset!r}: unknown knob {k!r}; allowed knobs: {allowed}")
+            raise ConfigError(f"sampler {preset!r}: unknown knob {k!r}; allowed knobs: {', '.join(knobs) or 'none'}")
         if k in out:
             raise ConfigError(f"sampler {preset!r}: knob {k!r} given twice")
         out[k] = knobs[k].parse(preset, v.strip())

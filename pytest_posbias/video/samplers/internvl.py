@@ -42,8 +42,7 @@ def internvl_indices(T: int, b: int, *, fps: float | None, start: float | None, 
         e_idx = min(round(e * fps), T - 1)
     seg = float(e_idx - s_idx) / b
     idx = [int(s_idx + seg / 2 + np.round(seg * i)) for i in range(b)]
-    bad = [i for i in idx if not 0 <= i <= T - 1]
-    if bad:
+    if bad := [i for i in idx if not 0 <= i <= T - 1]:
         raise FrameRangeError("<clip>", f"sampler {NAME!r}: window start={start}, end={end} s gives frame "
                                         f"{bad[0]} outside the clip's 0..{T - 1} (upstream get_index would read past "
                                         "the clip)")

@@ -92,9 +92,7 @@ def _nframes(b: int, total: int, video_fps: float | None, knobs: dict[str, Any])
         fps = knobs.get("fps", FPS)
         lo = math.ceil(knobs.get("min_frames", FPS_MIN_FRAMES) / FRAME_FACTOR) * FRAME_FACTOR
         hi = math.floor(knobs.get("max_frames", min(FPS_MAX_FRAMES, total)) / FRAME_FACTOR) * FRAME_FACTOR
-        n: float = total / video_fps * fps
-        n = min(min(max(n, lo), hi), total)
-        nf = math.floor(n / FRAME_FACTOR) * FRAME_FACTOR
+        nf = math.floor(min(max(total / video_fps * fps, lo), hi, total) / FRAME_FACTOR) * FRAME_FACTOR
     else:
         nf = round(knobs.get("nframes", b) / FRAME_FACTOR) * FRAME_FACTOR
     if not FRAME_FACTOR <= nf <= total:
