@@ -29,14 +29,7 @@ from ..engine import Decoding, Generation, Request
 from ..errors import PosbiasError
 from ..metrics import cyclic_orders, full_orders
 from ..scoring import usable
-from ..scoring.alignment import (
-    SLOT_FALLBACK,
-    SLOT_MISSING,
-    Alignment,
-    align,
-    find_markers,
-    is_placeholder,
-)
+from ..scoring.alignment import SLOT_FALLBACK, SLOT_MISSING, Alignment, align, find_markers, is_placeholder
 from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt

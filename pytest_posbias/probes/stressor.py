@@ -29,15 +29,7 @@ from ..video import stressors as ST
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
-from .stressor_results import (
-    StressorResult,
-    StressorSpec,
-    TextStats,
-    ie_of,
-    merge_parts,
-    repeats,
-    ri_of,
-)
+from .stressor_results import StressorResult, StressorSpec, TextStats, ie_of, merge_parts, repeats, ri_of
 from .thumbnails import video_thumbnails
 
 __all__ = [  # the probe's entry points, and the result types callers reach through this module
