@@ -254,8 +254,7 @@ class Engine:
         uses ``score_generations`` (per-request outcomes) where the backend has it, else ``score_options``."""
         try:
             if all(r.want == "letters" for r in batch):
-                per_request = getattr(backend, "score_generations", None)
-                if per_request is not None:
+                if (per_request := getattr(backend, "score_generations", None)) is not None:
                     return self._checked(batch, per_request(batch))
                 t0 = time.perf_counter()
                 scores = backend.score_options(batch, batch[0].letters)

@@ -127,12 +127,8 @@ class PositionalResult:
 
 def summary_text(text: str) -> str:
     """The answer without its ``[videoK]`` slot markers (a marker is not a word of the summary)."""
-    out, at = [], 0
-    for _label, start, end in find_markers(text):
-        out.append(text[at:start])
-        at = end
-    out.append(text[at:])
-    return " ".join(out)
+    bounds = [0, *(i for _label, start, end in find_markers(text) for i in (start, end)), len(text)]
+    return " ".join(text[a:b] for a, b in zip(bounds[::2], bounds[1::2], strict=True))
 
 
 def placeholder_only(text: str) -> bool:
