@@ -218,8 +218,7 @@ def build_requests(ctx: ProbeContext, model: str, spec: PositionalSpec, groups: 
         sentences = news_n if news else anet_n
         for oi, order in enumerate(_orders(spec)):
             videos = [parts_by_video[g.videos[k]] for k in order]
-            targets = list(range(spec.P)) if spec.single_target else [None]
-            for t in targets:
+            for t in range(spec.P) if spec.single_target else [None]:
                 if t is None:
                     prompt = summary_prompt(spec.P, sentences=sentences, boundary=spec.boundary, news=news,
                                             label_base=spec.label_base, equal_attention=spec.equal_attention)
