@@ -146,8 +146,7 @@ class Generation:
         """The answer a cache row or run-log record holds (inverse of :meth:`to_dict`). Raises ValueError
         naming the field when ``d`` is not the shape :meth:`to_dict` writes (:func:`generation_problem`),
         so a damaged row is never scored."""
-        problem = generation_problem(d)
-        if problem is not None:
+        if (problem := generation_problem(d)) is not None:
             raise ValueError(f"not a stored answer: {problem}")
         lp = d.get("letter_logprobs")
         lp2 = None if lp is None else {k: (-math.inf if v is None else float(v)) for k, v in lp.items()}
@@ -186,8 +185,7 @@ def generation_problem(d: object) -> str | None:
     log-probs (fail closed). Unknown keys are left alone; only :data:`_REQUIRED` must be present."""
     if not isinstance(d, Mapping):
         return f"a JSON {type(d).__name__}, not an object"
-    missing = [k for k in _REQUIRED if k not in d]
-    if missing:
+    if missing := [k for k in _REQUIRED if k not in d]:
         return f"missing {', '.join(missing)}"
     checks: dict[str, tuple[Callable[[object], bool], str]] = {
         "text": (lambda v: isinstance(v, str), "a string"),

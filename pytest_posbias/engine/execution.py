@@ -125,10 +125,6 @@ class Engine:
                 if runs >= self.unusable_runs or this_run:  # capped, or another worker of this run got it
                     served[k] = (g, why)
         results = {**cached, **{k: g for k, (g, _why) in served.items()}}
-        todo: dict[str, Request] = {}
-        for k, r in zip(keys, requests, strict=True):
-            if k not in results:
-                todo.setdefault(k, r)
         found = [k for k in dict.fromkeys(keys) if k in cached]  # distinct: a key asked twice is one request
         hits = len(found)
         with self._lock:
@@ -139,9 +135,12 @@ class Engine:
             fresh = [k for k in dict.fromkeys(keys) if k in served and k not in self._unusable]
             self.stats.unusable += len(fresh)
             self._unusable.update((k, served[k]) for k in fresh)
+        todo: dict[str, Request] = {}  # each key still to ask, with its first request
         for k, r in zip(keys, requests, strict=True):
             if k in results:  # a cached answer, or an unusable one served as lost
                 self._log(probe, k, r, results[k], cache_hit=True, unusable=served[k][1] if k in served else None)
+            else:
+                todo.setdefault(k, r)
         total = len(todo)
         done = 0
         t_start = time.perf_counter()
@@ -254,8 +253,7 @@ class Engine:
         uses ``score_generations`` (per-request outcomes) where the backend has it, else ``score_options``."""
         try:
             if all(r.want == "letters" for r in batch):
-                per_request = getattr(backend, "score_generations", None)
-                if per_request is not None:
+                if (per_request := getattr(backend, "score_generations", None)) is not None:
                     return self._checked(batch, per_request(batch))
                 t0 = time.perf_counter()
                 scores = backend.score_options(batch, batch[0].letters)

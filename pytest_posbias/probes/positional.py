@@ -29,14 +29,7 @@ from ..engine import Decoding, Generation, Request
 from ..errors import PosbiasError
 from ..metrics import cyclic_orders, full_orders
 from ..scoring import usable
-from ..scoring.alignment import (
-    SLOT_FALLBACK,
-    SLOT_MISSING,
-    Alignment,
-    align,
-    find_markers,
-    is_placeholder,
-)
+from ..scoring.alignment import SLOT_FALLBACK, SLOT_MISSING, Alignment, align, find_markers, is_placeholder
 from ..scoring.judges import JudgeSet
 from ..scoring.slots import allocation, leakage_candidates, slot_similarity, target_check
 from ..video.compose import VideoPart, compose, single_target_prompt, summary_prompt
@@ -134,12 +127,8 @@ class PositionalResult:
 
 def summary_text(text: str) -> str:
     """The answer without its ``[videoK]`` slot markers (a marker is not a word of the summary)."""
-    out, at = [], 0
-    for _label, start, end in find_markers(text):
-        out.append(text[at:start])
-        at = end
-    out.append(text[at:])
-    return " ".join(out)
+    bounds = [0, *(i for _label, start, end in find_markers(text) for i in (start, end)), len(text)]
+    return " ".join(text[a:b] for a, b in zip(bounds[::2], bounds[1::2], strict=True))
 
 
 def placeholder_only(text: str) -> bool:
@@ -229,8 +218,7 @@ def build_requests(ctx: ProbeContext, model: str, spec: PositionalSpec, groups: 
         sentences = news_n if news else anet_n
         for oi, order in enumerate(_orders(spec)):
             videos = [parts_by_video[g.videos[k]] for k in order]
-            targets = list(range(spec.P)) if spec.single_target else [None]
-            for t in targets:
+            for t in range(spec.P) if spec.single_target else [None]:
                 if t is None:
                     prompt = summary_prompt(spec.P, sentences=sentences, boundary=spec.boundary, news=news,
                                             label_base=spec.label_base, equal_attention=spec.equal_attention)

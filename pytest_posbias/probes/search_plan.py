@@ -68,8 +68,7 @@ def plan_search(ctx: SearchContext, prop: ItemProperty[V], *, budget: int, shrin
             raise _Stop
         return False
 
-    listed = prop.all_values()
-    if listed is not None:  # a small space: every perturbation a run could ask, each once, up to the cap
+    if (listed := prop.all_values()) is not None:  # a small space: each perturbation a run may ask, once, up to the cap
         with contextlib.suppress(_Stop):
             for value in listed:
                 condition(value)

@@ -115,8 +115,7 @@ def property_search(ctx: SearchContext, model: str, kind: str, *, slow: bool = F
         results: list[ItemSearch] = []
         for p in props:
             try:
-                results.extend(search_items(ctx, [p], budget=budget, shrink_budget=st["shrink_budget"],
-                                            corpus=corpus))
+                results.extend(search_items(ctx, [p], budget=budget, shrink_budget=st["shrink_budget"], corpus=corpus))
             except PosbiasError as exc:
                 unusable.append(f"{p.item_id}: {exc}")
         out = PropertySearch(kind, model, results, planned, budget, st["shrink_budget"], unusable, unit,

@@ -125,8 +125,7 @@ class StressorProperty(ItemProperty[Edits]):
     def score(self, value: Edits, gen: Generation, reference: Outcome | None) -> Outcome:
         if not gen.ok:
             return Outcome(False, False, None, why_lost=gen.error or "failed call")
-        why = accept_description(self.request(value), gen)  # the probe's rule: an echoed prompt is no description
-        if why is not None:
+        if (why := accept_description(self.request(value), gen)) is not None:  # the probe's rule, an echo included
             return Outcome(False, False, None, why_lost=f"unusable description: {why}")
         flag = repeats(gen.text)
         return Outcome(True, flag, {"text": gen.text, "finish_reason": gen.finish_reason, "repeats": flag})

@@ -32,13 +32,11 @@ def strip_thumbnails(ctx: ProbeContext, minimal: Mapping[str, Any], *, width: in
             wanted.setdefault(str(f.get("source", "clip")), set()).add(int(f["index"]))
         paths = {"clip": minimal.get("video_path"), "foreign": minimal.get("foreign_path")}
         for source, idx in sorted(wanted.items()):
-            path = paths.get(source)
-            if path:
+            if path := paths.get(source):
                 out.update({f"{source}:{i}": uri for i, uri in frame_thumbnails(ctx, str(path), sorted(idx),
                                                                                  width=width).items()})
     for vid in minimal.get("videos") or []:
-        uri = video_thumbnails(ctx, str(vid), (0.5,), width=width)[0]
-        if uri:
+        if uri := video_thumbnails(ctx, str(vid), (0.5,), width=width)[0]:
             out[f"video:{vid}"] = uri
     return out
 

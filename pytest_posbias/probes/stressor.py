@@ -29,15 +29,7 @@ from ..video import stressors as ST
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
-from .stressor_results import (
-    StressorResult,
-    StressorSpec,
-    TextStats,
-    ie_of,
-    merge_parts,
-    repeats,
-    ri_of,
-)
+from .stressor_results import StressorResult, StressorSpec, TextStats, ie_of, merge_parts, repeats, ri_of
 from .thumbnails import video_thumbnails
 
 __all__ = [  # the probe's entry points, and the result types callers reach through this module
@@ -236,9 +228,8 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
         res.clean = _stats([answers[0] for answers in per.get("clean", [])])
     for name in stressors:
         res.variants[name] = [_stats(answers) for answers in per.get(name, [[] for _ in kept])]
-    for name in [*CONTROL_NAMES, *INPUT_CONTROLS]:
-        if name in per:
-            res.controls[name] = _stats([a for answers in per[name] for a in answers])
+    res.controls.update({name: _stats([a for answers in per[name] for a in answers])
+                         for name in [*CONTROL_NAMES, *INPUT_CONTROLS] if name in per})
     res.calls = ctx.engine.stats.since(before)
     if reqs:  # a slice of the clean part asks nothing and logs nothing
         _log(ctx, res, part, examples=clean is None)

@@ -11,13 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PosbiasError
-from ..metrics import (
-    information_density,
-    information_entropy,
-    max_ngram_count,
-    repetition_intensity,
-    severity,
-)
+from ..metrics import information_density, information_entropy, max_ngram_count, repetition_intensity, severity
 from ..scoring import usable
 from .settings import DEFAULTS, spec_kwargs
 
