@@ -48,8 +48,7 @@ INPUT_CONTROLS = ("text-only", "black", "noise-frames", "static", "genuine-1", "
 REMEDY_CASCADE = ("shuffle", "reverse", "speed2", "delete2")
 UNCHANGED, NO_FOREIGN = "stressed_input_unchanged", "no_other_video"  # a stress that is none: a lost unit
 _NO_STRESS = {UNCHANGED: "the stressed frames are the clean frames (same video, frame indices and pixels)",
-              NO_FOREIGN: "no other video to take foreign frames from (the set holds one clip, or the other "
-                          "item is the same clip)"}
+              NO_FOREIGN: "no other video to take foreign frames from (every item of the set shows this clip)"}
 
 
 class DecodingChange(TypedDict, total=False):
@@ -94,7 +93,7 @@ def _request(model: str, frames: FrameSpec | None, spec: StressorSpec, meta: dic
 def _no_stress(name: str, clean: FrameSpec, stressed: FrameSpec | None, foreign: FrameSpec) -> str | None:
     """Why a stressor variant or temporal control is no stress (None when it is one): its frames (source
     video, frame index, pixel operations) are the clean input's, or it shows "another video" that is the
-    clean one (a one-video set, or two items of the same clip). The model would answer the clean input
+    clean one (every item of the set shows the clip). The model would answer the clean input
     again and the unit would read as robust, so it is a lost unit and never sent."""
     if name == "foreign" and foreign.primary.key() == clean.primary.key():
         return NO_FOREIGN
@@ -192,7 +191,9 @@ def run_stressor(ctx: ProbeContext, model: str, spec: StressorSpec, manifest: Ma
             plan.append(("clean", v))
             reqs.append(_request(model, clean_frames, spec,
                                  {"video": item.id, "condition": "clean", "frames": spec.frames}))
-        foreign = cleans[(v + 1) % len(cleans)] if len(cleans) > 1 else clean_frames
+        # the next item in the set showing another clip (an item of the same clip would be no foreign frames)
+        foreign = next((f for f in cleans[v + 1:] + cleans[:v] if f.primary.key() != clean_frames.primary.key()),
+                       clean_frames)
         for name in stressors:
             variants = ST.variants(clean_frames, name, rng=ctx.rng("variants", item.id, name, spec.frames),
                                    count=spec.trials, foreign=foreign)

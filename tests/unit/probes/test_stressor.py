@@ -123,6 +123,26 @@ def test_a_foreign_control_on_a_one_video_set_is_a_lost_unit_never_sent(run_cont
     assert res.controls["blur"].ok == [True] and all(s.valid.all() for s in res.variants["reverse"])
 
 
+def test_the_foreign_control_takes_frames_of_another_clip_past_an_item_of_the_same_clip(run_context):
+    """Two items of one clip beside a third clip: each of the pair takes its foreign frames from the third
+    clip, never from its twin (which would be no foreign frames and lose the unit); only a set whose every
+    item shows the same clip loses the control as ``no_other_video``."""
+    import dataclasses
+
+    from pytest_posbias.data.manifest import Manifest
+
+    backend = ScriptedBackend(lambda r: Generation(_description(r), 1, "stop"))
+    ctx = run_context(backend=backend)
+    m = ctx.manifest()
+    a, b = sorted(m.videos)[:2]
+    twin = dataclasses.replace(m.videos[a], id=f"{a}-again")
+    manifest = Manifest(m.path, videos={a: m.videos[a], twin.id: twin, b: m.videos[b]})
+    res = run_stressor(ctx, "sim:unbiased", ctx.stressor_spec(4), manifest, stressors=("reverse",))
+    assert res.controls["foreign"].ok == [True, True, True], res.problems
+    asked = [r for r in backend.asked if r.meta["condition"] == "foreign"]
+    assert len(asked) == 3
+
+
 def test_a_stressor_that_leaves_the_frames_unchanged_is_a_lost_unit(run_context):
     """Reverse and Shuffle of one sampled frame, and the count-matched re-sample at fewer frames, show the
     clean input again: each is lost as ``stressed_input_unchanged`` (never a robust unit), never sent."""
