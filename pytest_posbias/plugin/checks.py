@@ -321,8 +321,7 @@ def check_cache_before_calls(config: pytest.Config) -> None:
     if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
         return
     opts = options(config)
-    folder = Path(opts.cache)
-    folder = folder if folder.is_absolute() else Path(str(config.rootpath)) / folder
+    folder = Path(str(config.rootpath)) / opts.cache  # an absolute cache path replaces the project root
     asked = (posbias_asked(config) or config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode")
              or config.getoption("--posbias-cache-repair"))
     if not asked and not folder.exists():

@@ -359,6 +359,5 @@ def worker_id(config: pytest.Config) -> str:
 
 
 def run_directory(config: pytest.Config) -> Path:
-    cache = Path(str(options(config).cache))
-    cache = cache if cache.is_absolute() else Path(str(config.rootpath)) / cache
-    return cache / "runs" / plugin_of(config).run_id
+    # an absolute cache path replaces the project root
+    return Path(str(config.rootpath)) / str(options(config).cache) / "runs" / plugin_of(config).run_id
