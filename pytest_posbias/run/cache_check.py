@@ -164,8 +164,7 @@ def _damage(path: Path) -> str:
 def _count_rows(path: Path) -> tuple[int, int]:
     """Rows of the generations table and those whose payload the run cannot read (0, 0 without the table);
     sqlite3.Error when the table cannot be read."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
-    try:
+    with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)) as conn:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'generations'").fetchone() is None:
             return 0, 0
         rows = bad = 0
@@ -180,8 +179,6 @@ def _count_rows(path: Path) -> tuple[int, int]:
             raise sqlite3.DatabaseError(f"its generations table lacks the column{'s' * (len(missing) > 1)} "
                                         f"{', '.join(missing)}")
         return rows, bad
-    finally:
-        conn.close()
 
 
 def _write_refused(path: Path) -> str:
