@@ -210,9 +210,7 @@ def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
       the others ``trials``; the clean group: the clean output; the controls group: the controls).
 
     A group of another kind, or a name this does not read, weighs 1 (one test)."""
-    name = group.removeprefix(XDIST_GROUP_PREFIX)
-    kind, _, rest = name.partition("|")
-    parts = rest.split("|")
+    kind, *parts = group.removeprefix(XDIST_GROUP_PREFIX).split("|")
     try:
         if kind == "positional":
             st = settings["positional"]
