@@ -104,12 +104,10 @@ def check_cache(cache_dir: str | Path, *, mode: str = "read-write", repair: str 
                              f"and starts a new cache; its answers are made again), or {_OTHER}")
         moved = _move_aside(path, now or _dt.datetime.now(_dt.UTC))
         return CacheCheck(path, exists=False, rows=0, unreadable=0, read_only=False, moved_to=moved, damage=damage)
-    if mode == "read-write":
-        refused = _write_refused(path)
-        if refused:
-            raise CacheError(f"the generation cache {path} cannot be written ({refused}); no model call was made. "
-                             "Choose: --posbias-cache-mode=read-only (use its answers; new ones are made, counted "
-                             f"and not stored), make it writable, or {_OTHER}")
+    if mode == "read-write" and (refused := _write_refused(path)):
+        raise CacheError(f"the generation cache {path} cannot be written ({refused}); no model call was made. "
+                         "Choose: --posbias-cache-mode=read-only (use its answers; new ones are made, counted "
+                         f"and not stored), make it writable, or {_OTHER}")
     return CacheCheck(path, exists=True, rows=rows, unreadable=unreadable, read_only=mode == "read-only")
 
 

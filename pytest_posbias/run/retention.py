@@ -102,10 +102,8 @@ def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_tha
             if run.exists() or run.is_symlink():  # rmtree refuses a link, or a file it may not delete stays
                 failed.append(run)
     removed = [r for r in doomed if r not in failed]
-    answers = 0
-    if answers_older_than_days is not None:
-        answers = _prune_answers(Path(cache_dir) / "generations.sqlite", now - answers_older_than_days * DAY_S,
-                                 dry_run=dry_run)
+    answers = 0 if answers_older_than_days is None else _prune_answers(
+        Path(cache_dir) / "generations.sqlite", now - answers_older_than_days * DAY_S, dry_run=dry_run)
     return PruneResult(tuple(removed), sum(sizes[r] for r in removed), len(runs) - len(removed), answers, dry_run,
                        tuple(failed))
 
