@@ -34,19 +34,12 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
     from ..run.context import RunContext
 
     config = request.config
-    opts = options(config)
     ctx, load_error = None, None
     try:
-        ctx = RunContext.create(
-            opts,
-            posbias_config(config),
-            rootdir=Path(str(config.rootpath)),
-            worker=worker_id(config),
-            run_id=plugin_of(config).run_id,
-            invocation=list(config.invocation_params.args),
-            quiet=config.get_verbosity() < 0,
-            progress=progress_writer(config),
-        )
+        ctx = RunContext.create(options(config), posbias_config(config), rootdir=Path(str(config.rootpath)),
+                                worker=worker_id(config), run_id=plugin_of(config).run_id,
+                                invocation=list(config.invocation_params.args), quiet=config.get_verbosity() < 0,
+                                progress=progress_writer(config))
         ctx.load_models()
     except ModelLoadError as exc:
         load_error = as_typed(config, str(exc))
