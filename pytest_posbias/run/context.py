@@ -357,9 +357,7 @@ class RunContext:
                 self, model, spec, self.manifest(), stressors=(p,) if p in STRESSORS else (), controls=p == "controls",
                 n_videos=n, clean=clean, part=p))
 
-        if part is not None:
-            return one(part)
-        return merge_parts([one(p) for p in STRESSOR_PARTS])
+        return one(part) if part is not None else merge_parts([one(p) for p in STRESSOR_PARTS])
 
     def stressor_clean(self, model: str, frames: int) -> StressorResult:
         """The stressor probe's clean part (:meth:`stressor`): what the parity repetition gate compares."""
