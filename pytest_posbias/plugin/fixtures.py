@@ -12,15 +12,7 @@ import pytest
 from ..safe_text import inert, strict_json
 from .checks import as_typed
 from .options import options, worker_id
-from .state import (
-    CALLS_KEY,
-    GATE_FIXTURE,
-    GATE_TEST_KEY,
-    VERDICT_KEY,
-    PluginState,
-    plugin_of,
-    posbias_config,
-)
+from .state import CALLS_KEY, GATE_FIXTURE, GATE_TEST_KEY, VERDICT_KEY, PluginState, plugin_of, posbias_config
 from .terminal import progress_writer
 
 if TYPE_CHECKING:

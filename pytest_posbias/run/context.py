@@ -282,11 +282,7 @@ class RunContext:
     def _judge_set(self) -> JudgeSet:
         """The run's judges, their embeddings and coverage values kept in the cache folder's SQLite
         file (:mod:`.scoring.embed_cache`): a re-run loads neither the embedding model nor spaCy."""
-        from ..scoring.embed_cache import (
-            EmbeddingCache,
-            embed_judge_identity,
-            fragment_judge_identity,
-        )
+        from ..scoring.embed_cache import EmbeddingCache, embed_judge_identity, fragment_judge_identity
         from ..scoring.judges import Embedder, FragmentJudge
 
         ro = self.options.cache_mode == "read-only"
