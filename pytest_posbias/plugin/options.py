@@ -299,8 +299,7 @@ def run_identity(config: pytest.Config, run_id: str) -> str:
     """One line naming what a run decides on: ``posbias: models ...; mode, α, multiplicity; design;
     seed; data; cache (mode); run id`` (endpoints are not named: a URL may carry a secret)."""
     o = options(config)
-    models = ", ".join(o.models) or "none given"
-    parts = [f"models {models}"]
+    parts = [f"models {', '.join(o.models) or 'none given'}"]
     if o.baseline:
         parts.append(f"baseline {o.baseline}")
     if o.parity:

@@ -40,8 +40,7 @@ class PruneResult:
     def line(self) -> str:
         """One line: what was removed and what was kept."""
         verb = "would remove" if self.dry_run else "removed"
-        text = (f"{verb} {len(self.removed)} run folders ({self.freed_bytes / 1e6:.1f} MB), "
-                f"kept {self.kept}")
+        text = f"{verb} {len(self.removed)} run folders ({self.freed_bytes / 1e6:.1f} MB), kept {self.kept}"
         if self.not_removed:
             text += f"; could not remove {len(self.not_removed)} run folders: {', '.join(map(str, self.not_removed))}"
         if self.answers_removed:
