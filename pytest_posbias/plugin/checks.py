@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..config import SHORT_ALIASES, PosbiasConfig
-from ..errors import ConfigError, PosbiasError
+from ..config import SHORT_ALIASES, PosbiasConfig, check_output_path
+from ..errors import ConfigError, ModelLoadError, PosbiasError
 from .options import PATH_OPTIONS, options
 from .state import GATE_FIXTURE, plugin_of, posbias_config
 
@@ -48,7 +48,6 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     parity = cli_parity or pcfg.get("parity")
     resolved: dict[str, ResolvedModel] = {}
     if models or baseline or parity:  # the registry is imported only when a model was named
-        from ..errors import ModelLoadError
         from ..models.registry import resolve
 
         plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
@@ -116,7 +115,6 @@ def _same_model(a: str, b: str, resolved: dict[str, ResolvedModel]) -> bool:
     """Whether two model specs name one model: the same backend, target and revision once located in
     the local cache (both resolved at start), or before any lookup (a table's tested model is resolved
     when its run starts, so an alias and its Hub id compare by id)."""
-    from ..errors import ModelLoadError
     from ..models.registry import resolve
 
     def key(r: ResolvedModel) -> tuple[str, str, str]:
@@ -187,8 +185,6 @@ def check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     and Markdown summaries) can be written, before any model call (config.check_output_path): a
     usage error naming the option or key otherwise. The defaults under the project root are left to
     the run itself, so an unrelated pytest run never touches them. Checked on the controller only."""
-    from ..config import check_output_path
-
     if getattr(config, "workerinput", None) is not None or config.getoption("--posbias-plan", None):
         return
     root, here = Path(str(config.rootpath)), Path(str(config.invocation_params.dir))
@@ -347,7 +343,6 @@ def check_endpoints_before_workers(config: pytest.Config) -> None:
     if (config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)
             or not posbias_asked(config)):
         return
-    from ..errors import ModelLoadError
     from ..models.openai_backend import check_endpoints
 
     try:

@@ -4,6 +4,7 @@ its report) and the collection of those verdicts from the reports."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +56,6 @@ def posbias_gate(request: pytest.FixtureRequest) -> Any:
 
     def gate(verdict: Verdict, *, calls: dict[str, Any] | None = None) -> Verdict:
         if calls is not None:  # the decision's cost travels with the verdict (JSON summary, report)
-            from dataclasses import replace
-
             verdict = replace(verdict, extra={**verdict.extra, "calls": dict(calls)})
         record_verdict(request.node, verdict, calls=calls)
         # text from data (a domain in the gate's name) shown escaped on the terminal and in junit

@@ -6,6 +6,7 @@ placed so that pytest's result letters and file headers stay as pytest writes th
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import threading
@@ -182,8 +183,6 @@ def combined_progress(run_dir: Path, *, tests_done: int, tests_planned: int) -> 
     workers' current probes (``progress-<worker>.txt``): ``12/40 tests · model calls 150/480 (31%),
     5.0/s, ETA 1 min (2 workers)``, the rates summed, the longest ETA. The share is (tests done + the
     done share of each unfinished probe) / tests planned."""
-    import math
-
     tests = f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"
     running = 0.0  # the done share of the probes still making calls
     done = total = 0

@@ -45,7 +45,7 @@ from ..probes.stressor import PARTS as STRESSOR_PARTS
 from ..probes.stressor import StressorResult, StressorSpec, merge_parts, run_stressor
 from ..run_options import RunOptions, options_record
 from ..safe_text import redact_args, redact_value
-from ..scoring.judges import JudgeSet
+from ..scoring.judges import Embedder, FragmentJudge, JudgeSet
 from ..stats import Verdict
 from ..video.frames import FrameStore
 from ..video.stressors import STRESSORS
@@ -283,7 +283,6 @@ class RunContext:
         """The run's judges, their embeddings and coverage values kept in the cache folder's SQLite
         file (:mod:`.scoring.embed_cache`): a re-run loads neither the embedding model nor spaCy."""
         from ..scoring.embed_cache import EmbeddingCache, embed_judge_identity, fragment_judge_identity
-        from ..scoring.judges import Embedder, FragmentJudge
 
         ro = self.options.cache_mode == "read-only"
         store = EmbeddingCache(self.cache.path, judge=embed_judge_identity(), read_only=ro)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -72,9 +74,6 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
     ``--posbias-threshold`` (config.PosbiasConfig.thresholds_for). Unknown gates or values out of
     range are a ConfigError naming them.
     """
-    import copy
-    import dataclasses
-
     from ..config import validate_thresholds
 
     checked = validate_thresholds("with_thresholds()", thresholds)

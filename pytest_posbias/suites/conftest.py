@@ -9,6 +9,7 @@ marker set under ``--strict-markers``.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,6 @@ SEARCH_NEEDS = ("the property search (-m search) needs hypothesis, an optional e
 
 def hypothesis_installed() -> bool:
     """Whether hypothesis (the ``search`` extra) can be imported; it is not imported here."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec("hypothesis") is not None
     except (ImportError, ValueError):
