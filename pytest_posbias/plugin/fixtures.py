@@ -99,15 +99,13 @@ def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:
         state.skipped.append((report.nodeid, reason.removeprefix("Skipped: ")))
     if report.when != "call":  # user properties ride on every phase's report; count them once
         return
-    for key, value in props:
-        if key == VERDICT_KEY:
-            from ..stats import Verdict
+    if verdicts:
+        from ..stats import Verdict
 
-            state.verdicts.append((report.nodeid, Verdict.from_dict(json.loads(value))))
-        elif key == CALLS_KEY:
-            c = json.loads(value)
-            for k in state.calls:
-                state.calls[k] += c.get(k, 0)
+        state.verdicts += [(report.nodeid, Verdict.from_dict(v)) for v in verdicts]
+    for c in (json.loads(v) for k, v in props if k == CALLS_KEY):
+        for k in state.calls:
+            state.calls[k] += c.get(k, 0)
 
 
 def mark_gate_report(item: pytest.Item, report: pytest.TestReport) -> None:
