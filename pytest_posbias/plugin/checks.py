@@ -312,9 +312,8 @@ def check_cache_before_calls(config: pytest.Config) -> None:
     its database (:func:`pytest_posbias.run.cache_check.check_cache`); a damaged or unwritable cache is a usage error
     with one line naming the file and the choices. Skipped for a project that uses no cache (no
     ``[tool.posbias]``, no posbias option, no cache folder yet) and where no model is called."""
-    if getattr(config, "workerinput", None) is not None:
-        return
-    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
+    if (getattr(config, "workerinput", None) is not None or config.getoption("--collect-only", False)
+            or config.getoption("--posbias-plan", None)):
         return
     opts = options(config)
     folder = Path(str(config.rootpath)) / opts.cache  # an absolute cache path replaces the project root
@@ -338,9 +337,8 @@ def check_endpoints_before_workers(config: pytest.Config) -> None:
     """xdist controller of a posbias run (:func:`posbias_asked`): check openai endpoints before any
     worker starts (a worker's failure would be lost as a crash); serial runs check them in the
     ``posbias_run`` fixture."""
-    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
-        return
-    if (config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)
+    if (getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no"
+            or config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)
             or not posbias_asked(config)):
         return
     from ..models.openai_backend import check_endpoints

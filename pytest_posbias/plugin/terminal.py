@@ -264,9 +264,8 @@ def maybe_start_controller_progress(config: pytest.Config, state: PluginState) -
     """xdist controller, at a test's report: start :class:`ControllerProgress` once a worker has set
     this run's folder up (a suite test ran its ``posbias_run`` fixture, or wrote progress). Not in
     a serial run, under ``-q`` (as a serial run shows no progress then) or on a worker."""
-    if state.progress is not None or state.worker or state.stop.is_set():
-        return
-    if getattr(config.option, "dist", "no") == "no" or config.get_verbosity() < 0:
+    if (state.progress is not None or state.worker or state.stop.is_set()
+            or getattr(config.option, "dist", "no") == "no" or config.get_verbosity() < 0):
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None or getattr(tr, "_tw", None) is None:
