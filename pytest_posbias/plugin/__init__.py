@@ -18,15 +18,7 @@ from .core import PosbiasPlugin, make_plugin
 from .fixtures import posbias_gate, posbias_run, record_verdict
 from .options import add_options, add_short_aliases
 from .options import options as suite_options  # not `options`: the name of the submodule
-from .state import (
-    CALLS_KEY,
-    PLUGIN_KEY,
-    VERDICT_KEY,
-    collected_verdicts,
-    plugin_active,
-    plugin_of,
-    posbias_config,
-)
+from .state import CALLS_KEY, PLUGIN_KEY, VERDICT_KEY, collected_verdicts, plugin_active, plugin_of, posbias_config
 from .terminal import progress_writer
 
 pytest_addoption = add_options  # the hook: every ``--posbias-*`` option

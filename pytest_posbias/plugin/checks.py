@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..config import SHORT_ALIASES, PosbiasConfig
-from ..errors import ConfigError, PosbiasError
+from ..config import SHORT_ALIASES, PosbiasConfig, check_output_path
+from ..errors import ConfigError, ModelLoadError, PosbiasError
 from .options import PATH_OPTIONS, options
 from .state import GATE_FIXTURE, plugin_of, posbias_config
 
@@ -48,7 +48,6 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     parity = cli_parity or pcfg.get("parity")
     resolved: dict[str, ResolvedModel] = {}
     if models or baseline or parity:  # the registry is imported only when a model was named
-        from ..errors import ModelLoadError
         from ..models.registry import resolve
 
         plan = bool(config.getoption("--posbias-plan", None))  # posbias plan loads no weights: no cache lookup
@@ -116,7 +115,6 @@ def _same_model(a: str, b: str, resolved: dict[str, ResolvedModel]) -> bool:
     """Whether two model specs name one model: the same backend, target and revision once located in
     the local cache (both resolved at start), or before any lookup (a table's tested model is resolved
     when its run starts, so an alias and its Hub id compare by id)."""
-    from ..errors import ModelLoadError
     from ..models.registry import resolve
 
     def key(r: ResolvedModel) -> tuple[str, str, str]:
@@ -187,8 +185,6 @@ def check_output_paths(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     and Markdown summaries) can be written, before any model call (config.check_output_path): a
     usage error naming the option or key otherwise. The defaults under the project root are left to
     the run itself, so an unrelated pytest run never touches them. Checked on the controller only."""
-    from ..config import check_output_path
-
     if getattr(config, "workerinput", None) is not None or config.getoption("--posbias-plan", None):
         return
     root, here = Path(str(config.rootpath)), Path(str(config.invocation_params.dir))
@@ -316,13 +312,11 @@ def check_cache_before_calls(config: pytest.Config) -> None:
     its database (:func:`pytest_posbias.run.cache_check.check_cache`); a damaged or unwritable cache is a usage error
     with one line naming the file and the choices. Skipped for a project that uses no cache (no
     ``[tool.posbias]``, no posbias option, no cache folder yet) and where no model is called."""
-    if getattr(config, "workerinput", None) is not None:
-        return
-    if config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None):
+    if (getattr(config, "workerinput", None) is not None or config.getoption("--collect-only", False)
+            or config.getoption("--posbias-plan", None)):
         return
     opts = options(config)
-    folder = Path(opts.cache)
-    folder = folder if folder.is_absolute() else Path(str(config.rootpath)) / folder
+    folder = Path(str(config.rootpath)) / opts.cache  # an absolute cache path replaces the project root
     asked = (posbias_asked(config) or config.getoption("--posbias-cache") or config.getoption("--posbias-cache-mode")
              or config.getoption("--posbias-cache-repair"))
     if not asked and not folder.exists():
@@ -343,12 +337,10 @@ def check_endpoints_before_workers(config: pytest.Config) -> None:
     """xdist controller of a posbias run (:func:`posbias_asked`): check openai endpoints before any
     worker starts (a worker's failure would be lost as a crash); serial runs check them in the
     ``posbias_run`` fixture."""
-    if getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no":
-        return
-    if (config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)
+    if (getattr(config, "workerinput", None) is not None or getattr(config.option, "dist", "no") == "no"
+            or config.getoption("--collect-only", False) or config.getoption("--posbias-plan", None)
             or not posbias_asked(config)):
         return
-    from ..errors import ModelLoadError
     from ..models.openai_backend import check_endpoints
 
     try:

@@ -22,6 +22,7 @@ from .checks import (
 )
 from .finish import session_finish, terminal_summary
 from .fixtures import collect_from_report, mark_gate_report
+from .options import run_identity
 from .state import GATE_FIXTURE, WORKEROUTPUT_GATE_TESTS, WORKEROUTPUT_USAGE_ERROR, PluginState
 from .terminal import hold_terminal, maybe_start_controller_progress, stop_progress
 from .xdist_hooks import configure_node, make_scheduler, start_vllm_for_workers, stop_vllm
@@ -148,11 +149,7 @@ class PosbiasPlugin(PluginState):
     @pytest.hookimpl
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         """The run's identity at the top of the terminal, a posbias run only (:func:`.options.run_identity`)."""
-        if not posbias_asked(config):
-            return []
-        from .options import run_identity
-
-        return [run_identity(config, self.run_id)]
+        return [run_identity(config, self.run_id)] if posbias_asked(config) else []
 
     @pytest.hookimpl
     def pytest_sessionstart(self, session: pytest.Session) -> None:

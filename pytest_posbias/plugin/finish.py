@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,8 @@ from typing import Any
 import pytest
 
 from ..errors import PosbiasError
-from ..exitcodes import NOT_MEASURED
-from ..safe_text import inert, strict_json
+from ..exitcodes import NOT_MEASURED, label
+from ..safe_text import inert, redact_value, strict_json
 from .options import options, run_directory
 from .state import PluginState, plugin_of, posbias_config
 from .terminal import fresh_line, stop_progress
@@ -63,8 +64,6 @@ def stop_reason(session: pytest.Session, exitstatus: int) -> tuple[str, bool]:
     ``-x``/``--maxfail`` (then a gate failure stopped it, and the decision, not pytest's
     "interrupted", gives the exit status: under ``-n`` xdist ends such a run as interrupted).
     ``("", False)`` for a run that went to its end."""
-    import re
-
     dsession = session.config.pluginmanager.get_plugin("dsession")  # the xdist controller's own stop flag
     said = session.shouldfail or session.shouldstop or getattr(dsession, "shouldstop", False)
     m = re.fullmatch(r"stopping after (\d+) failures?", str(said or ""))
@@ -288,8 +287,6 @@ def _write_summaries(config: pytest.Config, state: PluginState, rows: list[dict[
                               "problems": [p.to_dict() for p in state.problems]},
         }
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        from ..safe_text import redact_value
-
         Path(path).write_text(strict_json(redact_value(out), indent=2, sort_keys=True))
     _write_markdown(config, state, rows, record, status=status, run_log=run_log)
 
@@ -312,7 +309,6 @@ def decision_record(decision: Any, status: int, failed_tests: Sequence[str] = ()
     first where they set the status)."""
     if decision is None:
         return None
-    from ..exitcodes import label
     from ..report.summary import run_why
 
     return {**decision.to_dict(), "exit_code": status, "label": label(status),

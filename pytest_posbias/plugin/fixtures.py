@@ -4,6 +4,7 @@ its report) and the collection of those verdicts from the reports."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,15 +13,7 @@ import pytest
 from ..safe_text import inert, strict_json
 from .checks import as_typed
 from .options import options, worker_id
-from .state import (
-    CALLS_KEY,
-    GATE_FIXTURE,
-    GATE_TEST_KEY,
-    VERDICT_KEY,
-    PluginState,
-    plugin_of,
-    posbias_config,
-)
+from .state import CALLS_KEY, GATE_FIXTURE, GATE_TEST_KEY, VERDICT_KEY, PluginState, plugin_of, posbias_config
 from .terminal import progress_writer
 
 if TYPE_CHECKING:
@@ -34,19 +27,12 @@ def posbias_run(request: pytest.FixtureRequest) -> Any:
     from ..run.context import RunContext
 
     config = request.config
-    opts = options(config)
     ctx, load_error = None, None
     try:
-        ctx = RunContext.create(
-            opts,
-            posbias_config(config),
-            rootdir=Path(str(config.rootpath)),
-            worker=worker_id(config),
-            run_id=plugin_of(config).run_id,
-            invocation=list(config.invocation_params.args),
-            quiet=config.get_verbosity() < 0,
-            progress=progress_writer(config),
-        )
+        ctx = RunContext.create(options(config), posbias_config(config), rootdir=Path(str(config.rootpath)),
+                                worker=worker_id(config), run_id=plugin_of(config).run_id,
+                                invocation=list(config.invocation_params.args), quiet=config.get_verbosity() < 0,
+                                progress=progress_writer(config))
         ctx.load_models()
     except ModelLoadError as exc:
         load_error = as_typed(config, str(exc))
@@ -70,8 +56,6 @@ def posbias_gate(request: pytest.FixtureRequest) -> Any:
 
     def gate(verdict: Verdict, *, calls: dict[str, Any] | None = None) -> Verdict:
         if calls is not None:  # the decision's cost travels with the verdict (JSON summary, report)
-            from dataclasses import replace
-
             verdict = replace(verdict, extra={**verdict.extra, "calls": dict(calls)})
         record_verdict(request.node, verdict, calls=calls)
         # text from data (a domain in the gate's name) shown escaped on the terminal and in junit
@@ -115,15 +99,13 @@ def collect_from_report(state: PluginState, report: pytest.TestReport) -> None:
         state.skipped.append((report.nodeid, reason.removeprefix("Skipped: ")))
     if report.when != "call":  # user properties ride on every phase's report; count them once
         return
-    for key, value in props:
-        if key == VERDICT_KEY:
-            from ..stats import Verdict
+    if verdicts:
+        from ..stats import Verdict
 
-            state.verdicts.append((report.nodeid, Verdict.from_dict(json.loads(value))))
-        elif key == CALLS_KEY:
-            c = json.loads(value)
-            for k in state.calls:
-                state.calls[k] += c.get(k, 0)
+        state.verdicts += [(report.nodeid, Verdict.from_dict(v)) for v in verdicts]
+    for c in (json.loads(v) for k, v in props if k == CALLS_KEY):
+        for k in state.calls:
+            state.calls[k] += c.get(k, 0)
 
 
 def mark_gate_report(item: pytest.Item, report: pytest.TestReport) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..config import SHORT_ALIASES, check_url, parse_threshold_override
+from ..config import ALPHA_RANGE, JUDGES, SHORT_ALIASES, check_alpha, check_url, interval_text, parse_threshold_override
 from ..errors import ConfigError, PosbiasError
 from ..gate_registry import GATES
 from ..run_options import RunOptions
@@ -49,8 +49,6 @@ def _model_option(option: str) -> Callable[[str], Any]:
 
 
 def _alpha_type(value: str) -> float:
-    from ..config import ALPHA_RANGE, check_alpha, interval_text
-
     try:
         return check_alpha(float(value), "--posbias-alpha")
     except (ValueError, ConfigError):
@@ -79,8 +77,6 @@ def _mode_type(value: str) -> str:
 
 def _judge_option(option: str) -> Callable[[str], Any]:
     def check(value: str) -> str:
-        from ..config import JUDGES
-
         if value not in JUDGES and not (value.startswith("openai:") and value[len("openai:"):].strip()):
             raise _usage(option, f"expects one of {', '.join(JUDGES)} or openai:MODEL; got {value!r}")
         return value
@@ -299,8 +295,7 @@ def run_identity(config: pytest.Config, run_id: str) -> str:
     """One line naming what a run decides on: ``posbias: models ...; mode, α, multiplicity; design;
     seed; data; cache (mode); run id`` (endpoints are not named: a URL may carry a secret)."""
     o = options(config)
-    models = ", ".join(o.models) or "none given"
-    parts = [f"models {models}"]
+    parts = [f"models {', '.join(o.models) or 'none given'}"]
     if o.baseline:
         parts.append(f"baseline {o.baseline}")
     if o.parity:
@@ -359,6 +354,5 @@ def worker_id(config: pytest.Config) -> str:
 
 
 def run_directory(config: pytest.Config) -> Path:
-    cache = Path(str(options(config).cache))
-    cache = cache if cache.is_absolute() else Path(str(config.rootpath)) / cache
-    return cache / "runs" / plugin_of(config).run_id
+    # an absolute cache path replaces the project root
+    return Path(str(config.rootpath)) / str(options(config).cache) / "runs" / plugin_of(config).run_id

@@ -6,6 +6,7 @@ placed so that pytest's result letters and file headers stay as pytest writes th
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import threading
@@ -182,8 +183,6 @@ def combined_progress(run_dir: Path, *, tests_done: int, tests_planned: int) -> 
     workers' current probes (``progress-<worker>.txt``): ``12/40 tests · model calls 150/480 (31%),
     5.0/s, ETA 1 min (2 workers)``, the rates summed, the longest ETA. The share is (tests done + the
     done share of each unfinished probe) / tests planned."""
-    import math
-
     tests = f"{tests_done}/{tests_planned} tests" if tests_planned else f"{tests_done} tests done"
     running = 0.0  # the done share of the probes still making calls
     done = total = 0
@@ -265,9 +264,8 @@ def maybe_start_controller_progress(config: pytest.Config, state: PluginState) -
     """xdist controller, at a test's report: start :class:`ControllerProgress` once a worker has set
     this run's folder up (a suite test ran its ``posbias_run`` fixture, or wrote progress). Not in
     a serial run, under ``-q`` (as a serial run shows no progress then) or on a worker."""
-    if state.progress is not None or state.worker or state.stop.is_set():
-        return
-    if getattr(config.option, "dist", "no") == "no" or config.get_verbosity() < 0:
+    if (state.progress is not None or state.worker or state.stop.is_set()
+            or getattr(config.option, "dist", "no") == "no" or config.get_verbosity() < 0):
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None or getattr(tr, "_tw", None) is None:

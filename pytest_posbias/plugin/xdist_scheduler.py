@@ -157,11 +157,7 @@ class ProbeGroupScheduling(LoadScopeScheduling):
         mine = self._left_on(node, weight)
         sooner = any(self._left_on(n, weight) < mine for n in self.nodes if n is not node and not n.shutting_down)
         pool = here if sooner else ready  # another worker runs out first: the heavy free scopes wait for it
-        if not pool:
-            return min(free, key=weight)
-        queue: OrderedDict[str, Any] = OrderedDict((s, None) for s in pool)
-        heaviest_first(queue, weight)
-        return next(iter(queue))
+        return max(pool, key=weight) if pool else min(free, key=weight)  # the first of equal weights
 
     def _left_on(self, node: Any, weight: Callable[[str], int]) -> float:
         """The model calls ``node`` has left, as its scopes' weights share out over their tests not

@@ -104,12 +104,10 @@ def check_cache(cache_dir: str | Path, *, mode: str = "read-write", repair: str 
                              f"and starts a new cache; its answers are made again), or {_OTHER}")
         moved = _move_aside(path, now or _dt.datetime.now(_dt.UTC))
         return CacheCheck(path, exists=False, rows=0, unreadable=0, read_only=False, moved_to=moved, damage=damage)
-    if mode == "read-write":
-        refused = _write_refused(path)
-        if refused:
-            raise CacheError(f"the generation cache {path} cannot be written ({refused}); no model call was made. "
-                             "Choose: --posbias-cache-mode=read-only (use its answers; new ones are made, counted "
-                             f"and not stored), make it writable, or {_OTHER}")
+    if mode == "read-write" and (refused := _write_refused(path)):
+        raise CacheError(f"the generation cache {path} cannot be written ({refused}); no model call was made. "
+                         "Choose: --posbias-cache-mode=read-only (use its answers; new ones are made, counted "
+                         f"and not stored), make it writable, or {_OTHER}")
     return CacheCheck(path, exists=True, rows=rows, unreadable=unreadable, read_only=mode == "read-only")
 
 
@@ -164,8 +162,7 @@ def _damage(path: Path) -> str:
 def _count_rows(path: Path) -> tuple[int, int]:
     """Rows of the generations table and those whose payload the run cannot read (0, 0 without the table);
     sqlite3.Error when the table cannot be read."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
-    try:
+    with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)) as conn:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'generations'").fetchone() is None:
             return 0, 0
         rows = bad = 0
@@ -180,8 +177,6 @@ def _count_rows(path: Path) -> tuple[int, int]:
             raise sqlite3.DatabaseError(f"its generations table lacks the column{'s' * (len(missing) > 1)} "
                                         f"{', '.join(missing)}")
         return rows, bad
-    finally:
-        conn.close()
 
 
 def _write_refused(path: Path) -> str:

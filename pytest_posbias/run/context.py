@@ -45,7 +45,7 @@ from ..probes.stressor import PARTS as STRESSOR_PARTS
 from ..probes.stressor import StressorResult, StressorSpec, merge_parts, run_stressor
 from ..run_options import RunOptions, options_record
 from ..safe_text import redact_args, redact_value
-from ..scoring.judges import JudgeSet
+from ..scoring.judges import Embedder, FragmentJudge, JudgeSet
 from ..stats import Verdict
 from ..video.frames import FrameStore
 from ..video.stressors import STRESSORS
@@ -282,12 +282,7 @@ class RunContext:
     def _judge_set(self) -> JudgeSet:
         """The run's judges, their embeddings and coverage values kept in the cache folder's SQLite
         file (:mod:`.scoring.embed_cache`): a re-run loads neither the embedding model nor spaCy."""
-        from ..scoring.embed_cache import (
-            EmbeddingCache,
-            embed_judge_identity,
-            fragment_judge_identity,
-        )
-        from ..scoring.judges import Embedder, FragmentJudge
+        from ..scoring.embed_cache import EmbeddingCache, embed_judge_identity, fragment_judge_identity
 
         ro = self.options.cache_mode == "read-only"
         store = EmbeddingCache(self.cache.path, judge=embed_judge_identity(), read_only=ro)
@@ -357,9 +352,7 @@ class RunContext:
                 self, model, spec, self.manifest(), stressors=(p,) if p in STRESSORS else (), controls=p == "controls",
                 n_videos=n, clean=clean, part=p))
 
-        if part is not None:
-            return one(part)
-        return merge_parts([one(p) for p in STRESSOR_PARTS])
+        return one(part) if part is not None else merge_parts([one(p) for p in STRESSOR_PARTS])
 
     def stressor_clean(self, model: str, frames: int) -> StressorResult:
         """The stressor probe's clean part (:meth:`stressor`): what the parity repetition gate compares."""

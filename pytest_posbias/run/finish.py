@@ -81,8 +81,7 @@ def finish_run(
         fh.write(head_line + "\n")
         for r, line in pairs:
             fh.write((line if line is not None else strict_json(r, sort_keys=True)) + "\n")
-        for line in verdict_lines:
-            fh.write(line + "\n")
+        fh.writelines(line + "\n" for line in verdict_lines)
     tmp.replace(path)
     # one copy of the run's log: the workers' logs are in run.jsonl now (an interrupted run that
     # never got here keeps them, and `posbias report` / the history read them there)

@@ -40,8 +40,7 @@ class PruneResult:
     def line(self) -> str:
         """One line: what was removed and what was kept."""
         verb = "would remove" if self.dry_run else "removed"
-        text = (f"{verb} {len(self.removed)} run folders ({self.freed_bytes / 1e6:.1f} MB), "
-                f"kept {self.kept}")
+        text = f"{verb} {len(self.removed)} run folders ({self.freed_bytes / 1e6:.1f} MB), kept {self.kept}"
         if self.not_removed:
             text += f"; could not remove {len(self.not_removed)} run folders: {', '.join(map(str, self.not_removed))}"
         if self.answers_removed:
@@ -102,10 +101,8 @@ def prune_runs(cache_dir: str | Path, *, keep_runs: int | None = None, older_tha
             if run.exists() or run.is_symlink():  # rmtree refuses a link, or a file it may not delete stays
                 failed.append(run)
     removed = [r for r in doomed if r not in failed]
-    answers = 0
-    if answers_older_than_days is not None:
-        answers = _prune_answers(Path(cache_dir) / "generations.sqlite", now - answers_older_than_days * DAY_S,
-                                 dry_run=dry_run)
+    answers = 0 if answers_older_than_days is None else _prune_answers(
+        Path(cache_dir) / "generations.sqlite", now - answers_older_than_days * DAY_S, dry_run=dry_run)
     return PruneResult(tuple(removed), sum(sizes[r] for r in removed), len(runs) - len(removed), answers, dry_run,
                        tuple(failed))
 

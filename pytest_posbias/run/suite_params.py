@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -72,9 +74,6 @@ def with_thresholds(run: Any, **thresholds: float) -> Any:
     ``--posbias-threshold`` (config.PosbiasConfig.thresholds_for). Unknown gates or values out of
     range are a ConfigError naming them.
     """
-    import copy
-    import dataclasses
-
     from ..config import validate_thresholds
 
     checked = validate_thresholds("with_thresholds()", thresholds)
@@ -210,9 +209,7 @@ def group_weight(group: str, settings: Mapping[str, Mapping[str, Any]]) -> int:
       the others ``trials``; the clean group: the clean output; the controls group: the controls).
 
     A group of another kind, or a name this does not read, weighs 1 (one test)."""
-    name = group.removeprefix(XDIST_GROUP_PREFIX)
-    kind, _, rest = name.partition("|")
-    parts = rest.split("|")
+    kind, *parts = group.removeprefix(XDIST_GROUP_PREFIX).split("|")
     try:
         if kind == "positional":
             st = settings["positional"]

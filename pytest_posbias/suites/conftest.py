@@ -9,18 +9,18 @@ marker set under ``--strict-markers``.
 
 from __future__ import annotations
 
-import re
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_posbias.gate_registry import SuiteSpec, markers, suite_of_module
-from pytest_posbias.models.registry import model_label
 from pytest_posbias.plugin import plugin_active, posbias_config, suite_options
 from pytest_posbias.probes.settings import settings_for
 from pytest_posbias.run.suite_params import (
     POSITIONAL_VARIANTS,
+    model_id,
     phase_pairs,
     positional_configs,
     sampler_pairs,
@@ -119,8 +119,6 @@ SEARCH_NEEDS = ("the property search (-m search) needs hypothesis, an optional e
 
 def hypothesis_installed() -> bool:
     """Whether hypothesis (the ``search`` extra) can be imported; it is not imported here."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec("hypothesis") is not None
     except (ImportError, ValueError):
@@ -145,8 +143,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     opts = suite_options(metafunc.config)
     names = metafunc.fixturenames
     if "posbias_model" in names:
-        metafunc.parametrize("posbias_model", list(opts.models), scope="session",
-                             ids=[re.sub(r"[^A-Za-z0-9_.:-]+", "-", model_label(m)) for m in opts.models])
+        metafunc.parametrize("posbias_model", list(opts.models), scope="session", ids=list(map(model_id, opts.models)))
     probes = posbias_config(metafunc.config).probes
     scales = settings_for("positional", probes.get("positional"))["scales"]
     data = opts.data

@@ -23,8 +23,7 @@ from pytest_posbias.run.suite_params import POSITIONAL_VARIANTS, positional_spec
 def _gate(run, gate, model, config, posbias_gate, **variant):
     before = run.calls()
     spec = positional_spec(run.probe_settings("positional"), *config, **variant)
-    verdict = positional_verdict(run, gate, model, spec)
-    posbias_gate(verdict, calls=run.engine.stats.since(before))
+    posbias_gate(positional_verdict(run, gate, model, spec), calls=run.engine.stats.since(before))
 
 
 @pytest.mark.dpb
