@@ -142,10 +142,8 @@ def _staircase_tail(n: int, delta0: float, k: NDArray[np.int64], alternative: st
     O(n) per nuisance value, not O(n²). Rows with P(N01 = y) below ``TAIL_EPS`` on either side
     (binomial quantiles) are left out and their mass, at most 2·``TAIL_EPS``, is added back."""
     p01 = np.asarray(p01, dtype=float)
-    rows_lo = _st.binom.ppf(TAIL_EPS, n, p01).astype(np.int64)
-    rows_hi = _st.binom.isf(TAIL_EPS, n, p01).astype(np.int64)
-    rows_lo = np.clip(np.nan_to_num(rows_lo, nan=0) - 1, 0, n)
-    rows_hi = np.clip(np.nan_to_num(rows_hi, nan=n) + 1, 0, n)
+    rows_lo = np.clip(_st.binom.ppf(TAIL_EPS, n, p01).astype(np.int64) - 1, 0, n)
+    rows_hi = np.clip(_st.binom.isf(TAIL_EPS, n, p01).astype(np.int64) + 1, 0, n)
     width = int(np.max(rows_hi - rows_lo)) + 1
     y = np.minimum(rows_lo[:, None] + np.arange(width)[None, :], n)
     inside = (rows_lo[:, None] + np.arange(width)[None, :]) <= rows_hi[:, None]
