@@ -231,9 +231,7 @@ def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
     side_up = math.isfinite(v.upper) and target > v.upper
     detectable = (v.upper + d) if side_up else (v.lower - d)
     under = not d <= dist
-    need = None
-    if under and math.isfinite(d) and dist > 0 and v.n > 0:
-        need = math.ceil(v.n * (d / dist) ** 2)
+    need = math.ceil(v.n * (d / dist) ** 2) if under and math.isfinite(d) and dist > 0 and v.n > 0 else None
     return PowerNote(detectable, target, under, need)
 
 
