@@ -194,8 +194,7 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
     groups = len(set(r.clusters[_informative(gate, r)].tolist()))
     if need and groups < need:
         return floored(ctx, _too_few_to_certify(ctx, gate, model, name, r, groups, "measured", extra), m)
-    kw: dict[str, Any] = {}
-    if gate in T_RULES or t_rule(gate, ctx.mode) == "both-t":
-        kw = {"method": t_rule(gate, ctx.mode), "lattice_step": meg_lattice_step(ctx, spec) if gate == "meg" else None}
+    rule = t_rule(gate, ctx.mode) if gate in T_RULES or t_rule(gate, ctx.mode) == "both-t" else None  # else bootstrap
     return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
-                                      extra=extra, **kw), m)
+                                      extra=extra, method=rule,
+                                      lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None), m)
