@@ -85,8 +85,7 @@ def _check_test(delta0: float, alternative: str) -> None:
         raise ConfigError(f"`delta0` must lie in (-1, 1); got {delta0!r}")
 
 
-def paired_binary_pvalues(n: int, delta0: float, *, alternative: str,
-                          grid: int = NUISANCE_GRID) -> NDArray[np.float64]:
+def paired_binary_pvalues(n: int, delta0: float, *, alternative: str, grid: int = NUISANCE_GRID) -> NDArray[np.float64]:
     """Exact unconditional p-values of H0 on the difference δ = p10 − p01 of paired proportions for
     every outcome (n10, n01) of n pairs: an (n + 1, n + 1) array (nan where n10 + n01 > n).
 
@@ -161,8 +160,7 @@ def _staircase_tail(n: int, delta0: float, k: NDArray[np.int64], alternative: st
     return out
 
 
-def paired_binary_p(n10: int, n01: int, n: int, delta0: float, *, alternative: str,
-                    grid: int = NUISANCE_GRID) -> float:
+def paired_binary_p(n10: int, n01: int, n: int, delta0: float, *, alternative: str, grid: int = NUISANCE_GRID) -> float:
     """The p-value of :func:`paired_binary_pvalues` for one observed outcome (n10, n01), computed
     without enumerating the outcomes: the tail {Z ≤ z_obs} is a staircase over n01
     (:func:`_tail_bounds`) and its probability a sum of binomial terms (:func:`_staircase_tail`),
