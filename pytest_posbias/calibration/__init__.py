@@ -309,6 +309,5 @@ def format_table(rows: Sequence[dict[str, Any]], *, alpha: float, reps: int) -> 
             lines.append(f"{r['gate']:<11} {design:<10} {size:>4} {rates} {n80:>9} | {curve} | {units}")
         saved = [1 - s / f for s, f in zip(r["sequential"]["median_units"], r["fixed"]["median_units"], strict=True)]
         note = "  (the suites keep the fixed design for this gate)" if r["gate"] == "stressor" else ""
-        lines.append(f"{'':<11} sequential saves " + ", ".join(f"{100 * x:.0f}%"
-                                                               for x in saved) + " of the units" + note)
+        lines.append(f"{'':<11} sequential saves {', '.join(f'{100 * x:.0f}%' for x in saved)} of the units{note}")
     return lines

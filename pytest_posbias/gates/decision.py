@@ -231,9 +231,7 @@ def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
     side_up = math.isfinite(v.upper) and target > v.upper
     detectable = (v.upper + d) if side_up else (v.lower - d)
     under = not d <= dist
-    need = None
-    if under and math.isfinite(d) and dist > 0 and v.n > 0:
-        need = math.ceil(v.n * (d / dist) ** 2)
+    need = math.ceil(v.n * (d / dist) ** 2) if under and math.isfinite(d) and dist > 0 and v.n > 0 else None
     return PowerNote(detectable, target, under, need)
 
 
@@ -402,8 +400,8 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
             family = "none" if multiplicity == "none" else "iut"
         status = "fail" if not ok else "inconclusive" if inconclusive(v) else "pass"
         gates.append(GateDecision(nid, v.passed, ps[i], p_adj, ok, status, family, None, pn))
-    n_fail = sum(g.status == "fail" for g in gates)
-    n_nm = sum(g.status == "not measured" for g in gates)
+    status_count = Counter(g.status for g in gates)
+    n_fail, n_nm = status_count["fail"], status_count["not measured"]
     own_fail = sum(not g.own_passed for g in gates)
     method = ("Holm step-down over the detect gates' p-values (certify-type gates: intersection-union, unadjusted)"
               if multiplicity == "holm" else "none: every gate at its own level α (no multiplicity adjustment)")
@@ -426,17 +424,15 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
                  f"{n_cert} of {len(gates)} gates did not show compliance (certify mode)" if n_cert else "", never]
         why = "; ".join(p for p in parts if p)
     elif not_run:
-        why = never + (f"; the {len(gates)} that ran: " + ", ".join(
-            f"{sum(g.status == k for g in gates)} {k}" for k in ("pass", "not measured")
-            if any(g.status == k for g in gates)) if gates else "; no gate reached a verdict")
+        ran = ", ".join(f"{status_count[k]} {k}" for k in ("pass", "not measured") if status_count[k])
+        why = never + (f"; the {len(gates)} that ran: {ran}" if gates else "; no gate reached a verdict")
     elif n_nm:
         why = f"{n_nm} of {len(gates)} gates not measured: " + "; ".join(
             sorted({f"{sum(g.why_not_measured == r for g in gates)} {r}" for r in nm if r}))
         why += f"; {no_data_why}" if no_data else ""
     elif no_data and gates:
         why = f"{no_data_why}; the {len(gates)} that ran: " + ", ".join(
-            f"{sum(g.status == k for g in gates)} {k}" for k in ("pass", "inconclusive")
-            if any(g.status == k for g in gates))
+            f"{status_count[k]} {k}" for k in ("pass", "inconclusive") if status_count[k])
     elif not gates and skipped:
         why = (f"no gate reached a verdict: all {len(skipped)} selected gate tests were skipped "
                f"({', '.join(f'{n} {k}' for k, n in sorted(skip_count.items()))}; e.g. {skipped[0][1]})")
@@ -447,7 +443,7 @@ def run_decision(verdicts: Sequence[tuple[str, Verdict]], *, multiplicity: str =
                "no interval), which shows nothing")
     else:
         code = SHIP
-        n_inc = sum(g.status == "inconclusive" for g in gates)
+        n_inc = status_count["inconclusive"]
         why = (f"all {len(gates)} gates passed the run-level decision" if not n_inc else
                f"{len(gates) - n_inc} of {len(gates)} gates passed the run-level decision and {n_inc} were "
                "inconclusive (they show nothing; named on the report's first screen)")

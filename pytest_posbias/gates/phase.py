@@ -285,11 +285,10 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
                       "fusion_vs_union_mcnemar_p": mcnemar_exact(
                           int(np.sum((fus == 1) & (union == 0))), int(np.sum((fus == 0) & (union == 1))))})
         if base is not None:
-            bch = fusion_changes(base)
-            if bch["fusion"] is None:
-                bch["fusion"] = voted_changes(base, S)
-            if bch["fusion"].size == ok.size:
-                return floored(ctx, ctx.baseline_gate("fusion", model, fus, bch["fusion"][ok], ids[ok], name=name,
+            b_fus = fusion_changes(base)["fusion"]
+            b_fus = voted_changes(base, S) if b_fus is None else b_fus
+            if b_fus.size == ok.size:
+                return floored(ctx, ctx.baseline_gate("fusion", model, fus, b_fus[ok], ids[ok], name=name,
                                                       unit="items", worse=paired_direction("fusion"), extra=extra), m)
         v = paired_change_verdict(fus, single, name=name, threshold=ctx.threshold("fusion", model), mode=ctx.mode,
                                   alpha=ctx.alpha, unit="items", extra={"gate": "fusion", "model": model, **extra})

@@ -19,12 +19,6 @@ from .design import floored, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 
 
-def _group_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
-    """Per-group mean of per-instance values, groups in order of first appearance."""
-    order = list(dict.fromkeys(clusters.tolist()))
-    return np.array([values[clusters == g].mean() for g in order], dtype=float)
-
-
 def _informative(gate: str, r: PositionalResult) -> np.ndarray:
     """Which measured instances a gate can use. DPB and MEG compare slots, so an instance with zero
     coverage in every slot carries no positional information (DPB = 0/(0 + ε), MEG = 0 by
@@ -159,10 +153,12 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         return floored(ctx, _too_few_to_certify(ctx, gate, model, name, r, spec.groups, "planned", describe(r)),
                        positional_measurement(r, gate))
     if ctx.sequential and not ctx.baseline:
-        def at(n: int) -> np.ndarray:
+        def at(n: int) -> np.ndarray:  # per group, in order of first appearance: the mean of its values
             rr = ctx.positional(model, spec, n)
-            return (_group_means(positional_values(gate, rr), rr.clusters[_informative(gate, rr)]) if rr.coverage.size
-                    else np.zeros(0))
+            if not rr.coverage.size:
+                return np.zeros(0)
+            vals, cl = positional_values(gate, rr), rr.clusters[_informative(gate, rr)]
+            return np.array([vals[cl == g].mean() for g in dict.fromkeys(cl.tolist())], dtype=float)
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
                                extra={}, rule=t_rule(gate, ctx.mode),
@@ -198,8 +194,7 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
     groups = len(set(r.clusters[_informative(gate, r)].tolist()))
     if need and groups < need:
         return floored(ctx, _too_few_to_certify(ctx, gate, model, name, r, groups, "measured", extra), m)
-    kw: dict[str, Any] = {}
-    if gate in T_RULES or t_rule(gate, ctx.mode) == "both-t":
-        kw = {"method": t_rule(gate, ctx.mode), "lattice_step": meg_lattice_step(ctx, spec) if gate == "meg" else None}
+    rule = t_rule(gate, ctx.mode) if gate in T_RULES or t_rule(gate, ctx.mode) == "both-t" else None  # else bootstrap
     return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
-                                      extra=extra, **kw), m)
+                                      extra=extra, method=rule,
+                                      lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None), m)

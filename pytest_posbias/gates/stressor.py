@@ -118,9 +118,7 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
             v = ctx.baseline_gate(gate, model, cand, bas, np.array(r.videos)[both], name=name, unit="videos",
                                   worse=paired_direction(gate), extra=extra)
             return floored(ctx, v, m)
-        # fixed design: the per-video amplification is a share minus a rare 0/1 clean flag, whose rare
-        # outcome a small sample misses; share_difference_verdict bootstraps (BCa) only when the sample
-        # holds enough of it and otherwise bounds the flag's rate exactly (Clopper-Pearson)
+        # fixed design: a share minus a rare 0/1 clean flag per video (share_difference_verdict)
         full = ctx.stressor(model, frames, part=part)
         d = full.amplification(part)
         ok = ~np.isnan(d)

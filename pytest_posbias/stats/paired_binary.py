@@ -85,8 +85,7 @@ def _check_test(delta0: float, alternative: str) -> None:
         raise ConfigError(f"`delta0` must lie in (-1, 1); got {delta0!r}")
 
 
-def paired_binary_pvalues(n: int, delta0: float, *, alternative: str,
-                          grid: int = NUISANCE_GRID) -> NDArray[np.float64]:
+def paired_binary_pvalues(n: int, delta0: float, *, alternative: str, grid: int = NUISANCE_GRID) -> NDArray[np.float64]:
     """Exact unconditional p-values of H0 on the difference δ = p10 − p01 of paired proportions for
     every outcome (n10, n01) of n pairs: an (n + 1, n + 1) array (nan where n10 + n01 > n).
 
@@ -142,10 +141,8 @@ def _staircase_tail(n: int, delta0: float, k: NDArray[np.int64], alternative: st
     O(n) per nuisance value, not O(n²). Rows with P(N01 = y) below ``TAIL_EPS`` on either side
     (binomial quantiles) are left out and their mass, at most 2·``TAIL_EPS``, is added back."""
     p01 = np.asarray(p01, dtype=float)
-    rows_lo = _st.binom.ppf(TAIL_EPS, n, p01).astype(np.int64)
-    rows_hi = _st.binom.isf(TAIL_EPS, n, p01).astype(np.int64)
-    rows_lo = np.clip(np.nan_to_num(rows_lo, nan=0) - 1, 0, n)
-    rows_hi = np.clip(np.nan_to_num(rows_hi, nan=n) + 1, 0, n)
+    rows_lo = np.clip(_st.binom.ppf(TAIL_EPS, n, p01).astype(np.int64) - 1, 0, n)
+    rows_hi = np.clip(_st.binom.isf(TAIL_EPS, n, p01).astype(np.int64) + 1, 0, n)
     width = int(np.max(rows_hi - rows_lo)) + 1
     y = np.minimum(rows_lo[:, None] + np.arange(width)[None, :], n)
     inside = (rows_lo[:, None] + np.arange(width)[None, :]) <= rows_hi[:, None]
@@ -163,8 +160,7 @@ def _staircase_tail(n: int, delta0: float, k: NDArray[np.int64], alternative: st
     return out
 
 
-def paired_binary_p(n10: int, n01: int, n: int, delta0: float, *, alternative: str,
-                    grid: int = NUISANCE_GRID) -> float:
+def paired_binary_p(n10: int, n01: int, n: int, delta0: float, *, alternative: str, grid: int = NUISANCE_GRID) -> float:
     """The p-value of :func:`paired_binary_pvalues` for one observed outcome (n10, n01), computed
     without enumerating the outcomes: the tail {Z ≤ z_obs} is a staircase over n01
     (:func:`_tail_bounds`) and its probability a sum of binomial terms (:func:`_staircase_tail`),

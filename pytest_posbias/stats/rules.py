@@ -31,10 +31,8 @@ def null_variance_interval(means: ArrayLike, *, alpha: float) -> tuple[float, fl
     """
     x = np.asarray(means, dtype=float)
     n = x.size
-    if n < 2:
-        return -math.inf, math.inf
-    c = float(_st.t.ppf(1.0 - alpha, n - 1))
-    if n <= c * c:
+    c = float(_st.t.ppf(1.0 - alpha, n - 1)) if n >= 2 else math.inf
+    if n <= c * c:  # also every n < 2
         return -math.inf, math.inf
     half = c * float(x.std(ddof=1)) / math.sqrt(n - c * c)
     m = float(x.mean())

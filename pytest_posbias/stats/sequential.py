@@ -300,11 +300,8 @@ def gsd_step(x: ArrayLike, *, look: int, n_max: int, looks: int = 3, lower: floa
         mean_final = (n_k * est + m * theta1) / sizes[-1]
         sd_final = max(sd * math.sqrt(m) / sizes[-1], 1e-12)
         half = cs[-1] * sd / math.sqrt(sizes[-1])
-        cp = 0.0
-        if math.isfinite(upper):
-            cp += float(_st.norm.sf((upper + half - mean_final) / sd_final))
-        if math.isfinite(lower):
-            cp += float(_st.norm.cdf((lower - half - mean_final) / sd_final))
+        cp = ((float(_st.norm.sf((upper + half - mean_final) / sd_final)) if math.isfinite(upper) else 0.0)
+              + (float(_st.norm.cdf((lower - half - mean_final) / sd_final)) if math.isfinite(lower) else 0.0))
         futile = cp < futility
     if not (outside or inside or futile or last):
         return None

@@ -90,11 +90,7 @@ def _check_mode(mode: str) -> None:
         raise ConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
 
 
-def _fmt(x: float) -> str:
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
+def _fmt(x: float) -> str:  # nan, inf and -inf format as themselves in either branch
     return f"{x:.4g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
