@@ -67,12 +67,8 @@ class Arm:
 
     def verdicts(self) -> dict[tuple[str, str], Mapping[str, Any]]:
         """(test function, gate name) -> verdict, for this arm's model."""
-        out = {}
-        for v in self.run.verdicts:
-            if (v.get("extra") or {}).get("model", self.model) == self.model:
-                func = v["nodeid"].split("::", 1)[-1].split("[", 1)[0]
-                out[(func, str(v.get("name")))] = v
-        return out
+        return {(v["nodeid"].split("::", 1)[-1].split("[", 1)[0], str(v.get("name"))): v for v in self.run.verdicts
+                if (v.get("extra") or {}).get("model", self.model) == self.model}
 
 
 def _direction(lo: float, hi: float) -> str:
@@ -131,14 +127,10 @@ def repetition_differences(cand: Arm, base: Arm, *, alpha: float) -> list[dict[s
 def side_by_side(cand: Arm, base: Arm) -> list[dict[str, Any]]:
     """Every gate both arms decided: the two verdicts (estimate, CI, pass/fail) side by side."""
     cv, bv = cand.verdicts(), base.verdicts()
-    out = []
-    for key in sorted(set(cv) | set(bv)):
-        c, b = cv.get(key), bv.get(key)
-        out.append({"gate": key[1], "test": key[0], "cand": c, "base": b,
-                    "change": None if c is None or b is None else ("now fails" if b["passed"] and not c["passed"] else
-                                                                  "now passes" if c["passed"] and not b["passed"] else
-                                                                  "")})
-    return out
+    return [{"gate": key[1], "test": key[0], "cand": (c := cv.get(key)), "base": (b := bv.get(key)),
+             "change": None if c is None or b is None else ("now fails" if b["passed"] and not c["passed"] else
+                                                           "now passes" if c["passed"] and not b["passed"] else "")}
+            for key in sorted(set(cv) | set(bv))]
 
 
 def _changes(diffs: Sequence[Mapping[str, Any]], gates: Sequence[Mapping[str, Any]], *, direction: str,
