@@ -66,8 +66,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
         lines += [_cell(str(decision.get("why", ""))) + f" · {_cell(str(decision.get('method', '')))}", ""]
         for notice in decision.get("notices") or []:
             lines += [f"**{_cell(notice)}**", ""]
-        under = list(decision.get("underpowered") or [])
-        if under:
+        if under := list(decision.get("underpowered") or []):
             lines += [f"**UNDERPOWERED:** {len(under)} passing gates could not detect 2× their threshold with 80% "
                       f"power: " + ", ".join(md_code(u.split("::", 1)[-1]) for u in under[:10])
                       + (f" and {len(under) - 10} more" if len(under) > 10 else ""), ""]
