@@ -92,8 +92,7 @@ def positional_differences(cand: Arm, base: Arm, *, alpha: float) -> list[dict[s
         c = np.array([ci[key][k] for k in common], dtype=float)
         b = np.array([bi[key][k] for k in common], dtype=float)
         groups = np.array([k[0] for k in common])
-        stats = [("DPB", dpb_per_instance)] + ([("MEG", meg_per_instance)] if P == 4 else [])
-        for stat, fn in stats:
+        for stat, fn in [("DPB", dpb_per_instance)] + ([("MEG", meg_per_instance)] if P == 4 else []):
             xc, xb = fn(c), fn(b)
             v = paired_abs_mean_verdict(xc, xb, groups, name=f"{stat} {spec}", margin=0.0, alpha=alpha, unit="groups")
             rows.append({"config": spec, "stat": stat, "cand": float(xc.mean()), "base": float(xb.mean()),
