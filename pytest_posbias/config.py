@@ -108,8 +108,7 @@ MAX_RESAMPLES = 1_000_000
 
 
 def _resamples(key: str, v: Any) -> int:
-    """bootstrap resamples of the gates' intervals (default 9999): an integer from 999 (fewer make the decision
-    depend on the bootstrap seed) to 1,000,000 (the bootstrap holds resamples x groups values in memory at once)"""
+    """Bootstrap resamples of the gates' intervals: an integer in [MIN_RESAMPLES, MAX_RESAMPLES]."""
     n = _int_at_least(MIN_RESAMPLES, " (the percentile and BCa intervals read their endpoints from the tails of the "
                                      "resamples; fewer make the decision depend on the bootstrap seed)")(key, v)
     if n > MAX_RESAMPLES:

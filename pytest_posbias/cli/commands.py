@@ -147,8 +147,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     check_alpha(args.alpha, "--alpha")
     if args.reps is not None and args.reps < min_reps:
         raise ConfigError(f"--reps must be an integer >= {min_reps}; got {args.reps}")
-    unknown = [g for g in gates if g not in allowed]
-    if unknown:
+    if unknown := [g for g in gates if g not in allowed]:
         raise ConfigError(f"--gates: unknown gates {unknown}; allowed: {', '.join(allowed)}")
     if args.data and not Path(args.data).is_file():
         raise ConfigError(f"--data: no such manifest file: {args.data}")
@@ -314,8 +313,7 @@ def _report(args: argparse.Namespace) -> int:
             if Path(args.output).exists() and Path(args.output).samefile(log):  # the HTML would replace the log
                 raise ConfigError(f"-o {args.output}: is the run log {log}; name another file for the HTML report")
         for i, log in enumerate(args.run_logs):  # a run beside itself would be its own baseline: every difference 0
-            twice = next((o for o in args.run_logs[:i] if Path(o).samefile(log)), None)
-            if twice is not None:
+            if (twice := next((o for o in args.run_logs[:i] if Path(o).samefile(log)), None)) is not None:
                 raise ConfigError(f"{log}: the run log {twice} given twice; give each run once")
         html = render(args.run_logs)
     out = Path(args.output)
@@ -340,8 +338,7 @@ def _data(args: argparse.Namespace) -> int:
         return 1 if m.problems or m.file_problems or not (m.videos or m.groups or m.mcq) else 0
     from ..data.importers import run_import
 
-    missing = [n for n in ("format", "videos", "annotations", "out") if not getattr(args, n)]
-    if missing:
+    if missing := [n for n in ("format", "videos", "annotations", "out") if not getattr(args, n)]:
         raise ConfigError("import needs " + ", ".join(f"--{n}" if n != "format" else "FORMAT" for n in missing))
     for n in ("annotations", "classes", "answers"):  # the manifest would be written over the dataset's own file
         given = getattr(args, n)

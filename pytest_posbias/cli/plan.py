@@ -78,11 +78,8 @@ def long_options(args: Sequence[str]) -> list[str]:
     plugin's own ``--posbias-*`` options (config.SHORT_ALIASES), which every project accepts."""
     from ..config import SHORT_ALIASES
 
-    out = []
-    for a in args:
-        name, eq, value = a.partition("=")
-        out.append(SHORT_ALIASES[name] + eq + value if name in SHORT_ALIASES else a)
-    return out
+    return [SHORT_ALIASES[name] + a[len(name):] if (name := a.partition("=")[0]) in SHORT_ALIASES else a
+            for a in args]
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -216,8 +213,7 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
                                              "= ceil(s/28)^2 / 2 tokens, Qwen2-VL-style)"),
              "output tokens: " + ("measured mean per request kind (--measure)" if plan.get("measured") else
                                   "the decoding cap max_new_tokens per text request (an upper bound); none for letter "
-                                  "scoring"),
-             ]
+                                  "scoring")]
     if hours(1, 1, tps) is not None:
         lines.append(f"throughput ({tps.get('source')}): prefill {float(tps['prefill']):,.0f} tok/s, decode "
                      f"{float(tps['decode']):,.0f} tok/s")

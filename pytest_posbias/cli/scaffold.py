@@ -210,11 +210,7 @@ def _newline(text: str) -> str:
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in table.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
+        out.update(_flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
     return out
 
 
@@ -428,8 +424,7 @@ def _init(args: argparse.Namespace) -> int:
         print(f"{w.action:<11} {w.path}{note}")
         for detail in w.details:
             print(f"            {detail}" if w.path.name == "conftest.py" else f"            was {detail}")
-    hint = testpaths_hint(Path(args.dir), args.tests_dir)
-    if hint:
+    if hint := testpaths_hint(Path(args.dir), args.tests_dir):
         print(hint)
     kept = next((w.path for w in written if w.action == "kept" and w.path.name == "pyproject.toml"), None)
     if args.quick and kept and not _reads_quick(kept):  # the quick set was rendered, but the table does not use it

@@ -247,8 +247,7 @@ def run_check(model: str, *, gates: Sequence[str] | None = None, groups: int = 1
     gates = list(gates or targets)
     if not gates:
         raise ConfigError(f"{model}: name the gates to measure (a dose names them: sim:dose,GATE=VALUE)")
-    bad = [g for g in gates if g not in DOSE_GATES]
-    if bad:
+    if bad := [g for g in gates if g not in DOSE_GATES]:
         raise ConfigError(f"unknown gates {bad}; allowed: {', '.join(DOSE_GATES)}")
     for name, v in (("groups", groups), ("items", items), ("videos", videos)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 2:

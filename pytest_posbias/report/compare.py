@@ -67,12 +67,8 @@ class Arm:
 
     def verdicts(self) -> dict[tuple[str, str], Mapping[str, Any]]:
         """(test function, gate name) -> verdict, for this arm's model."""
-        out = {}
-        for v in self.run.verdicts:
-            if (v.get("extra") or {}).get("model", self.model) == self.model:
-                func = v["nodeid"].split("::", 1)[-1].split("[", 1)[0]
-                out[(func, str(v.get("name")))] = v
-        return out
+        return {(v["nodeid"].split("::", 1)[-1].split("[", 1)[0], str(v.get("name"))): v for v in self.run.verdicts
+                if (v.get("extra") or {}).get("model", self.model) == self.model}
 
 
 def _direction(lo: float, hi: float) -> str:
@@ -96,8 +92,7 @@ def positional_differences(cand: Arm, base: Arm, *, alpha: float) -> list[dict[s
         c = np.array([ci[key][k] for k in common], dtype=float)
         b = np.array([bi[key][k] for k in common], dtype=float)
         groups = np.array([k[0] for k in common])
-        stats = [("DPB", dpb_per_instance)] + ([("MEG", meg_per_instance)] if P == 4 else [])
-        for stat, fn in stats:
+        for stat, fn in [("DPB", dpb_per_instance)] + ([("MEG", meg_per_instance)] if P == 4 else []):
             xc, xb = fn(c), fn(b)
             v = paired_abs_mean_verdict(xc, xb, groups, name=f"{stat} {spec}", margin=0.0, alpha=alpha, unit="groups")
             rows.append({"config": spec, "stat": stat, "cand": float(xc.mean()), "base": float(xb.mean()),
@@ -131,14 +126,10 @@ def repetition_differences(cand: Arm, base: Arm, *, alpha: float) -> list[dict[s
 def side_by_side(cand: Arm, base: Arm) -> list[dict[str, Any]]:
     """Every gate both arms decided: the two verdicts (estimate, CI, pass/fail) side by side."""
     cv, bv = cand.verdicts(), base.verdicts()
-    out = []
-    for key in sorted(set(cv) | set(bv)):
-        c, b = cv.get(key), bv.get(key)
-        out.append({"gate": key[1], "test": key[0], "cand": c, "base": b,
-                    "change": None if c is None or b is None else ("now fails" if b["passed"] and not c["passed"] else
-                                                                  "now passes" if c["passed"] and not b["passed"] else
-                                                                  "")})
-    return out
+    return [{"gate": key[1], "test": key[0], "cand": (c := cv.get(key)), "base": (b := bv.get(key)),
+             "change": None if c is None or b is None else ("now fails" if b["passed"] and not c["passed"] else
+                                                           "now passes" if c["passed"] and not b["passed"] else "")}
+            for key in sorted(set(cv) | set(bv))]
 
 
 def _changes(diffs: Sequence[Mapping[str, Any]], gates: Sequence[Mapping[str, Any]], *, direction: str,

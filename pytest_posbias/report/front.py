@@ -36,8 +36,7 @@ def configuration(v: Mapping[str, Any]) -> str:
         return str(ex["spec"])
     if ex.get("property"):  # the same property searched at two budgets (the heavy variant): two rows
         return str(ex["property"]) + (f", budget {ex['budget']}" if ex.get("budget") else "")
-    m = re.search(r"at (\d+) frames", str(v.get("name", "")))
-    if m:
+    if m := re.search(r"at (\d+) frames", str(v.get("name", ""))):
         return f"{m.group(1)} frames"
     return str(ex.get("gate") or v.get("name") or "other")
 
@@ -84,8 +83,7 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
     why = []
     if unfinished:
         why.append(f"the run did not finish (pytest exit {', '.join(map(str, unfinished))})")
-    not_run = list((run or {}).get("not_run") or [])
-    if not_run:
+    if not_run := list((run or {}).get("not_run") or []):
         why.append(f"{plural(len(not_run), 'selected gate test')} never ran "
                    f"({(run or {}).get('stopped') or 'the run stopped before them'})")
     if errored:

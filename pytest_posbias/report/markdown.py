@@ -44,14 +44,8 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     n = len(rows)
     failed = sum(not r["verdict"].passed for r in rows)
     n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in rows)  # decided nothing
-    if n == 0:
-        title = "no gate decided"
-    elif failed:
-        title = f"{failed} of {n} gates failed"
-    elif n_inc:
-        title = f"no gate failed, {n_inc} of {n} inconclusive"
-    else:
-        title = f"all {n} gates passed"
+    title = ("no gate decided" if n == 0 else f"{failed} of {n} gates failed" if failed
+             else f"no gate failed, {n_inc} of {n} inconclusive" if n_inc else f"all {n} gates passed")
     if errored:
         title += f", {len(errored)} tests ended without a verdict"
     not_run = list((decision or {}).get("not_run") or [])
@@ -66,8 +60,7 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
         lines += [_cell(str(decision.get("why", ""))) + f" · {_cell(str(decision.get('method', '')))}", ""]
         for notice in decision.get("notices") or []:
             lines += [f"**{_cell(notice)}**", ""]
-        under = list(decision.get("underpowered") or [])
-        if under:
+        if under := list(decision.get("underpowered") or []):
             lines += [f"**UNDERPOWERED:** {len(under)} passing gates could not detect 2× their threshold with 80% "
                       f"power: " + ", ".join(md_code(u.split("::", 1)[-1]) for u in under[:10])
                       + (f" and {len(under) - 10} more" if len(under) > 10 else ""), ""]

@@ -29,7 +29,7 @@ from ..safe_text import inert, redact_value
 from . import compare, front
 from . import search as search_section
 from .sections import _phase, _positional, _stressor, highlight_repeats
-from .summary import calls_line
+from .summary import calls_line, num_text
 
 SECTION_CAPTIONS = {
     "coverage": "Mean coverage at each slot position, with a 90% cluster-bootstrap band over video groups. "
@@ -61,9 +61,7 @@ def _fmt(v: Any, digits: int = 3) -> str:
     if isinstance(v, str):
         return {"inf": "∞", "-inf": "−∞"}.get(v, v)
     if isinstance(v, float):
-        if math.isinf(v):
-            return "∞" if v > 0 else "−∞"
-        return f"{v:.{digits}g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.2e}"
+        return num_text(v, f".{digits}g" if abs(v) >= 1e-3 or v == 0 else ".2e")
     return str(v)
 
 

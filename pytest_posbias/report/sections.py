@@ -108,8 +108,7 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
                     m[i, j] = float(np.mean([x != y for x, y in pairs]))
             out["heatmaps"].append(figures.heatmap(m.tolist(), names, names, title=f"{model}: sampler disagreement"))
     verdicts = [v for run in runs for v in run.verdicts if v.get("extra", {}).get("probe") == "phase"]
-    flips = [v for v in verdicts if v["extra"].get("gate") in ("flip", "phase", "order")]
-    if flips:
+    if flips := [v for v in verdicts if v["extra"].get("gate") in ("flip", "phase", "order")]:
         models = sorted({v["extra"]["model"] for v in flips})
         groups = sorted({v["name"] for v in flips})
         series = {m: [next((v["estimate"] for v in flips if v["name"] == g and v["extra"]["model"] == m), None)
@@ -121,8 +120,7 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
         out["flip_figure"] = figures.bars([re.sub(r" \(.*\)", "", g).replace(" flip rate", "") for g in groups], series,
                                           title="Flip rates", ylabel="share of items",
                                           ref={**thr, **dict(list(floors.items())[:1])})
-    fusion = [v for v in verdicts if v["extra"].get("gate") == "fusion" and "single_changed" in v["extra"]]
-    if fusion:
+    if fusion := [v for v in verdicts if v["extra"].get("gate") == "fusion" and "single_changed" in v["extra"]]:
         out["fusion_figure"] = figures.bars(
             ["single pass", "union pass", "PhaseFusion"],
             {v["extra"]["model"]: [v["extra"]["single_changed"], v["extra"]["union_changed"],
@@ -135,8 +133,7 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
         out["margins"].append({"model": v["extra"]["model"], "auroc": mg.get("auroc"), "n": mg.get("n"),
                                "swing": v["extra"].get("swing"), "unanimity": v["extra"].get("circular_unanimity"),
                                "accuracy": v["extra"].get("accuracy_identity")})
-        pts = mg.get("risk_coverage") or []
-        if pts:
+        if pts := mg.get("risk_coverage") or []:
             curves[v["extra"]["model"]] = ([p["coverage"] for p in pts], [p["accuracy"] for p in pts])
     if curves:
         out["risk_figure"] = figures.lines(curves, title="Risk–coverage of the one-pass margin",
@@ -186,8 +183,7 @@ def _stressor(runs: Sequence[Run]) -> dict[str, Any]:
         for key, ylabel in (("ri", "repetition intensity"), ("ie", "information entropy")):
             out[key].append(figures.distributions(last.get(f"{key}_values", {}), title=f"{model}: {key.upper()} {at}",
                                                   ylabel=ylabel))
-        sev = last.get("severity", {})
-        if sev:
+        if sev := last.get("severity", {}):
             conds = list(sev)
             out["severity"].append(figures.stacked(conds, {k: [sev[c].get(k, 0.0) for c in conds]
                                                            for k in ("benign", "ordinary", "severe")},

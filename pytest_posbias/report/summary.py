@@ -181,8 +181,7 @@ def decision_lines(decision: Any, *, exit_code: int, width: int = 100,
         out += _listed([g.nodeid.split("::", 1)[-1] + (f" (needs n ≈ {g.power.n_needed})" if g.power is not None
                                                       and g.power.n_needed else "") for g in under],
                        width, "--posbias-json lists every gate's power")
-    inc = list(getattr(decision, "inconclusive", ()) or ())
-    if inc:
+    if inc := list(getattr(decision, "inconclusive", ()) or ()):
         out.append((f"  INCONCLUSIVE: {len(inc)} gates could not decide (too few units, zero spread or no interval); "
                     "they do not fail the run and show nothing:", False))
         out += _listed([nid.split("::", 1)[-1] for nid in inc], width, "--posbias-json lists them")

@@ -149,9 +149,7 @@ def constant_letters(letters: Sequence[int | None], correct: Sequence[int], inpu
         return [False] * len(letters)
     counts = Counter(letters[j] for j in measured)
     modal, k = max(counts.items(), key=lambda kv: (kv[1], -int(kv[0] or 0)))
-    if k / len(measured) <= bound:
-        return [False] * len(letters)
-    if sum(1 for j in measured if correct[j] == modal) / len(measured) > bound:
+    if k / len(measured) <= bound or sum(1 for j in measured if correct[j] == modal) / len(measured) > bound:
         return [False] * len(letters)
     return [x is not None and x == modal for x in letters]
 
