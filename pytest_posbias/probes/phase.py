@@ -220,7 +220,8 @@ def _answer(gen: Generation, perm: Sequence[int]) -> Answer:
 
 def accept_letter(req: Request, gen: Generation) -> str | None:
     """The engine's ``accept`` rule for a multiple-choice request: ``no_option_letter`` when neither
-    the letter log-probabilities nor the text give one of the request's option letters."""
+    the letter log-probabilities nor the text give one of the request's option letters (``answer_cut_off``
+    when the text is empty at the token limit: :func:`~..scoring.usable.letter_reason`)."""
     n = len(req.meta.get("perm", ())) or len(req.letters)
     return usable.letter_reason(gen, LETTERS[:n], parse_letter)
 

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 # requested sentences per video: (News style, ActivityNet style) — paper §4.3
 BUDGET_SENTENCES = {"short": (1, 2), "base": (2, 4), "long": (3, 6)}
 # answers that are not usable summaries (``scoring/usable.py``)
-UNUSABLE = (usable.EMPTY, usable.FEW_WORDS, usable.NOT_WORDS, usable.PROMPT_ECHO, usable.ONE_SLOT, usable.CONSTANT)
+UNUSABLE = (usable.CUT_OFF, usable.EMPTY, usable.FEW_WORDS, usable.NOT_WORDS, usable.PROMPT_ECHO, usable.ONE_SLOT,
+            usable.CONSTANT)
 FAILURE_MODES = ("marker_failure", "fallback", "placeholder", "empty", "generation_error", "judge_failure",
                  "unalignable", *UNUSABLE)
 # causes that make an instance a lost unit: a failed call or judge, an answer with nothing to align,
@@ -144,14 +145,16 @@ def placeholder_only(text: str) -> bool:
 
 
 def accept_summary(req: Request, gen: Generation) -> str | None:
-    """The engine's ``accept`` rule for a summary request: :func:`~..scoring.usable.description_reason`
+    """The engine's ``accept`` rule for a summary request: ``answer_cut_off`` for no answer within the token
+    limit (:func:`~..scoring.usable.cut_off_reason`), else :func:`~..scoring.usable.description_reason`
     of the answer without its slot markers under the request's prompt (its text parts, the format's
     markers dropped alike), so an answer that only repeats the instruction is ``prompt_echo`` (None
     when usable, or a placeholder output: :func:`placeholder_only`; a failed call is not judged here)."""
     if not gen.ok or placeholder_only(gen.text):
         return None
     text = summary_text(gen.text)
-    return usable.text_reason(text) or usable.echo_reason(text, summary_text(req.prompt_text))
+    return (usable.cut_off_reason(gen) or usable.text_reason(text)
+            or usable.echo_reason(text, summary_text(req.prompt_text)))
 
 
 def addressed_slots(al: Alignment) -> int:

@@ -4,6 +4,8 @@ Each rule is a function whose docstring gives its formula:
 
 * description / summary: :func:`text_reason` (``empty_answer``, ``too_few_words``,
   ``mostly_not_words``) and :func:`echo_reason` (``prompt_echo``);
+* any generated answer: :func:`cut_off_reason` (``answer_cut_off``: no answer text within the token
+  limit, as when a reasoning model's thinking uses it up);
 * multiple-choice answer: :func:`letter_reason` (``no_option_letter``);
 * multi-slot summary: :func:`slots_reason` (``one_slot_addressed``);
 * the same answer to distinct inputs, a model that does not look at its input: :func:`constant_text`
@@ -30,7 +32,7 @@ MIN_LETTER_REQUESTS = 8
 
 EMPTY, FEW_WORDS, NOT_WORDS, NO_LETTER, ONE_SLOT, CONSTANT = (
     "empty_answer", "too_few_words", "mostly_not_words", "no_option_letter", "one_slot_addressed", "constant_answer")
-PROMPT_ECHO = "prompt_echo"
+PROMPT_ECHO, CUT_OFF = "prompt_echo", "answer_cut_off"
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[^\W_]+")  # a run of letters and digits
@@ -83,25 +85,33 @@ def description_reason(text: str, prompt: str) -> str | None:
     return text_reason(text) or echo_reason(text, prompt)
 
 
+def cut_off_reason(gen: Any) -> str | None:
+    """``answer_cut_off`` when a succeeded generation stopped at its token limit (``finish_reason``
+    ``length``) with no answer text: a reasoning model whose thinking used the whole ``max_new_tokens``
+    (its unclosed think block is never the answer), which a larger limit may cure; else None."""
+    return CUT_OFF if gen.ok and gen.finish_reason == "length" and not gen.text.strip() else None
+
+
 def generation_text_reason(gen: Any, prompt: str = "") -> str | None:
-    """:func:`description_reason` of a generation's text under ``prompt`` (the request's text
-    parts; with none given only :func:`text_reason` applies); None for a failed call (a failed call
-    is counted as a generation error, not as an unusable answer)."""
-    return description_reason(gen.text, prompt) if gen.ok else None
+    """:func:`cut_off_reason`, then :func:`description_reason` of a generation's text under ``prompt``
+    (the request's text parts; with none given only :func:`text_reason` applies); None for a failed
+    call (a failed call is counted as a generation error, not as an unusable answer)."""
+    return (cut_off_reason(gen) or description_reason(gen.text, prompt)) if gen.ok else None
 
 
 def letter_reason(gen: Any, letters: Sequence[str], parse: Any) -> str | None:
     """Why a multiple-choice answer is not usable (``no_option_letter``), or None when it is.
 
     With letter log-probabilities: usable when some letter of ``letters`` has a finite one; else
-    ``parse(text, letters)`` (the probe's parser) must find a letter. None for a failed call."""
+    ``parse(text, letters)`` (the probe's parser) must find a letter, an empty text at the token limit
+    being :func:`cut_off_reason`'s ``answer_cut_off``. None for a failed call."""
     if not gen.ok:
         return None
     lp: Mapping[str, float] | None = gen.letter_logprobs
     if lp:
         live = [v for k, v in lp.items() if k in letters and v is not None and v > -math.inf]
         return None if live else NO_LETTER
-    return None if parse(gen.text, "".join(letters)) is not None else NO_LETTER
+    return None if parse(gen.text, "".join(letters)) is not None else cut_off_reason(gen) or NO_LETTER
 
 
 def slots_reason(addressed: int, P: int) -> str | None:
@@ -154,7 +164,7 @@ def constant_letters(letters: Sequence[int | None], correct: Sequence[int], inpu
     return [x is not None and x == modal for x in letters]
 
 
-__all__ = ["CONSTANT", "EMPTY", "FEW_WORDS", "LETTER_CONSTANT_BOUND", "MIN_LETTER_REQUESTS", "MIN_WORDS",
+__all__ = ["CONSTANT", "CUT_OFF", "EMPTY", "FEW_WORDS", "LETTER_CONSTANT_BOUND", "MIN_LETTER_REQUESTS", "MIN_WORDS",
            "MIN_WORD_SHARE", "NOT_WORDS", "NO_LETTER", "ONE_SLOT", "PROMPT_ECHO", "TEXT_CONSTANT_BOUND",
-           "constant_letters", "constant_text", "description_reason", "echo_reason", "echo_words",
+           "constant_letters", "constant_text", "cut_off_reason", "description_reason", "echo_reason", "echo_words",
            "generation_text_reason", "letter_reason", "normalise", "slots_reason", "text_reason"]

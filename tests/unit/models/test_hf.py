@@ -21,6 +21,7 @@ from pytest_posbias.models.hf import HFBackend
 from pytest_posbias.models.registry import resolve
 from pytest_posbias.models.tiny import FAMILIES
 from pytest_posbias.run_options import RunOptions
+from pytest_posbias.scoring import usable
 from pytest_posbias.video.compose import TextPart, VideoPart, compose
 from pytest_posbias.video.frames import FrameSpec
 
@@ -326,6 +327,8 @@ def test_an_answer_cut_off_inside_the_reasoning_is_no_answer(tiny_checkpoints, s
     b.model = real
     b.close()
     assert gen.ok and gen.text == expected
+    # lost as answer_cut_off (a larger max_new_tokens may cure it), not as an empty answer
+    assert usable.generation_text_reason(gen) == (usable.CUT_OFF if expected == "" else usable.FEW_WORDS)
 
 
 @pytest.mark.parametrize("family", ["llava_onevision", "internvl"])

@@ -104,6 +104,18 @@ def test_empty_answers_are_lost_as_unusable(run_context):
     assert res.lost[usable.EMPTY] == res.planned == 4 and res.coverage.shape[0] == 0
 
 
+def test_a_summary_cut_off_at_the_token_limit_with_no_text_is_lost_as_cut_off(run_context):
+    """No answer text at the token limit (a reasoning model's thinking used it up) is lost as answer_cut_off,
+    told apart from an empty answer."""
+    res, _ = _run(run_context, lambda r: Generation("", 512, "length"))
+    assert res.lost[usable.CUT_OFF] == res.planned == 4 and res.lost[usable.EMPTY] == 0
+
+
+def test_a_summary_with_text_at_the_token_limit_is_judged_as_any_other(run_context):
+    res, _ = _run(run_context, lambda r: Generation("[video0] A", 512, "length"))
+    assert res.lost[usable.CUT_OFF] == 0 and res.lost[usable.FEW_WORDS] == res.planned == 4
+
+
 def test_the_same_summary_to_distinct_groups_is_lost_as_constant(run_context):
     """A model that writes one summary whatever the videos does not look at them: lost as constant."""
     text = "[video0] A person is doing something in a room. [video1] A person is doing something outside."

@@ -133,6 +133,21 @@ def test_letter_reason_from_logprobs_and_text():
     assert usable.letter_reason(Generation(finish_reason="error", error="x"), "ABC", parse_letter) is None  # a failed call
 
 
+def test_no_answer_text_at_the_token_limit_is_cut_off():
+    """An empty (or blank) text with finish_reason length is answer_cut_off for descriptions and multiple
+    choice alike; an empty text that stopped on its own, text at the limit and a failed call are not."""
+    cut = Generation(" \n", 512, "length")
+    assert usable.cut_off_reason(cut) == usable.CUT_OFF
+    assert usable.generation_text_reason(cut, "Describe the video.") == usable.CUT_OFF
+    assert usable.letter_reason(cut, "ABC", parse_letter) == usable.CUT_OFF
+    assert usable.generation_text_reason(Generation("", 3, "stop")) == usable.EMPTY
+    assert usable.letter_reason(Generation("", 3, "stop"), "ABC", parse_letter) == usable.NO_LETTER
+    assert usable.cut_off_reason(Generation("The person", 512, "length")) is None
+    assert usable.letter_reason(Generation("The answer is", 512, "length"), "ABC", parse_letter) == usable.NO_LETTER
+    assert usable.cut_off_reason(Generation(finish_reason="error", error="x")) is None
+    assert usable.generation_text_reason(Generation(finish_reason="error", error="x")) is None
+
+
 def test_constant_text_flags_one_answer_to_every_input_only():
     same = ["The video shows a person."] * 6
     assert usable.constant_text(same, [0, 0, 1, 1, 2, 2]) == [True] * 6
