@@ -166,7 +166,6 @@ def _videos(r: Request) -> list[VideoPart]:
 
 
 _SENTENCES = re.compile(r"in (\d+) sentences?")
-_MARKER = re.compile(r"\[video(\d+)\]")
 _LABEL = re.compile(r"^Video (\d+):")
 _TARGET = re.compile(r"labelled Video (\d+)")
 
@@ -304,8 +303,7 @@ class SimBackend:
         keep_slot, confuse, thin = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
         strata = (set_strata([p.frames.primary.path for p in videos], keep_slot, confuse, by_clip=thin)
-                  if self.dose is not None
-                  else None) or rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
+                  if self.dose is not None else None) or rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
         draws = [(drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))) for _ in range(P)]
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
@@ -322,9 +320,7 @@ class SimBackend:
                 fs = facts(self._view(videos[[k for k in range(P) if k != slot][pick]]))
             keep = self._slot_keep(slot, P, r.decoding.temperature)
             kept = [f for f in fs if rng.random() < keep]
-            sents = [(f.news_text if news else f.text) for f in kept][:n_sent]
-            if not sents:
-                sents = [_GENERIC]
+            sents = [(f.news_text if news else f.text) for f in kept][:n_sent] or [_GENERIC]
             if dropped[slot] and thin:  # a thinning dose drops the slot's first written sentence only
                 sents = sents[1:] if len(sents) > 1 and sents[0] != _GENERIC else ["..."]
             elif dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)

@@ -96,12 +96,9 @@ _PATTERN_SEQ: dict[tuple[float, ...], tuple[list[tuple[bool, ...]], list[int]]] 
 def drop_patterns(keep: Sequence[float]) -> list[tuple[tuple[bool, ...], float]]:
     """Every drop pattern of the slots (True = dropped) with its probability under independent
     slots, ∏ (1 − w_p if dropped else w_p), in a fixed order; patterns of probability 0 left out."""
-    out = []
-    for bits in product((False, True), repeat=len(keep)):
-        pr = math.prod((1.0 - w) if b else w for w, b in zip(keep, bits, strict=True))
-        if pr > 0.0:
-            out.append((bits, pr))
-    return out
+    probs = ((bits, math.prod((1.0 - w) if b else w for w, b in zip(keep, bits, strict=True)))
+             for bits in product((False, True), repeat=len(keep)))
+    return [(bits, pr) for bits, pr in probs if pr > 0.0]
 
 
 def pattern_at(keep: Sequence[float], i: int) -> tuple[bool, ...]:
