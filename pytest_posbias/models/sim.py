@@ -49,7 +49,8 @@ from ..engine import Generation, Request
 from ..errors import ConfigError
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameStore
-from ..video.synthetic import MOTION_PHRASE
+from ..video.synthetic import DOMAINS, MOTION_PHRASE
+from . import sim_dose, sim_draws, sim_mcq, sim_vision
 from .sim_dose import (
     Dose,
     confusion_prob,
@@ -124,8 +125,6 @@ def check_profile(profile: str) -> None:
 def _code_digest() -> str:
     """Digest of the simulator's source modules: part of the revision, so the generation cache
     never serves outputs of an older simulator."""
-    from . import sim_dose, sim_draws, sim_mcq, sim_vision
-
     h = hashlib.sha256()
     for mod in (__file__, sim_vision.__file__, sim_dose.__file__, sim_draws.__file__, sim_mcq.__file__):
         h.update(Path(mod).read_bytes())
@@ -348,8 +347,6 @@ class SimBackend:
 
     def _config(self, videos: list[VideoPart]) -> tuple[str | None, str]:
         """(domain, bucket) of a multi-video input, from its first video's background and length."""
-        from ..video.synthetic import DOMAINS
-
         view = self._view(videos[0])
         domain = next((d for d, v in DOMAINS.items() if v["bg_name"] == view.background), None)
         spec = videos[0].frames

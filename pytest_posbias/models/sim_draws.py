@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..video.synthetic import configurations
+
 if TYPE_CHECKING:
     from ..video.compose import VideoPart
 
@@ -211,8 +213,6 @@ def unit_index(video_path: str, question: str | None = None) -> int | None:
     """An integer index of a synthetic-set video, n = clip number · configurations + configuration
     (consecutive over the set for any clips per configuration), or of one of its questions,
     n·6 + question kind; None outside the synthetic set's naming and question kinds."""
-    from ..video.synthetic import configurations
-
     cfgs = configurations()
     clip = _synthetic_clip(video_path, cfgs)
     if clip is None:
@@ -231,8 +231,6 @@ def group_rank(video_paths: Sequence[str]) -> int | None:
     numbers c_0 < c_1 < …, so ranks are consecutive over every possible group; times the number
     of configurations plus the configuration, so configurations do not share a rank. None when a
     video is not a synthetic clip or the clips come from different configurations."""
-    from ..video.synthetic import configurations
-
     cfgs = configurations()
     found = [_synthetic_clip(path, cfgs) for path in video_paths]
     cells = [c for c in found if c is not None]
