@@ -66,15 +66,7 @@ from .sim_dose import (
     uses_rescue,
 )
 from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
-from .sim_mcq import (
-    OPTION_LINE,
-    content_probs,
-    dose_order,
-    dose_shift,
-    letter_logprobs,
-    parse_mcq,
-    perceived,
-)
+from .sim_mcq import OPTION_LINE, content_probs, dose_order, dose_shift, letter_logprobs, parse_mcq, perceived
 from .sim_vision import FrameView, VideoView, facts, summarize, view_frame
 
 PROFILES: dict[str, str] = {
