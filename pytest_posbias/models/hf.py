@@ -92,22 +92,15 @@ class HFBackend(InputBuilder):
         path = Path(resolved.target)
         if resolved.hub_id and resolved.revision:  # a snapshot of the Hugging Face cache: its id and commit hash
             model_id, revision = resolved.hub_id, resolved.revision
+        elif path.is_dir():
+            model_id, revision = path.name, _dir_revision(path)
         else:
-            revision = (_dir_revision(path)
-                        if path.is_dir() else str(getattr(self.model.config, "_commit_hash", None) or "unknown"))
-            model_id = (resolved.entry.hf_id
-                        if resolved.entry and not path.is_dir() else (path.name if path.is_dir() else resolved.target))
-        self._identity = {
-            "backend": "hf",
-            "model_id": model_id,
-            "revision": revision,
-            "family": self.family,
-            "dtype": str(self.dtype).replace("torch.", ""),
-            "device_type": self.device.split(":")[0],
-            "prefill": resolved.prefill,
-            "attn_implementation": self.attn_implementation,
-            "sampler": GUMBEL_SAMPLER,
-        }
+            model_id = resolved.entry.hf_id if resolved.entry else resolved.target
+            revision = str(getattr(self.model.config, "_commit_hash", None) or "unknown")
+        self._identity = {"backend": "hf", "model_id": model_id, "revision": revision, "family": self.family,
+                          "dtype": str(self.dtype).replace("torch.", ""), "device_type": self.device.split(":")[0],
+                          "prefill": resolved.prefill, "attn_implementation": self.attn_implementation,
+                          "sampler": GUMBEL_SAMPLER}
         try:  # the think tags change the answer text only where the tokenizer or the template has some
             think = any(self.think_tags())
         except BackendError:  # a chat template that fails fails every request: nothing is cached under this key
@@ -150,7 +143,6 @@ class HFBackend(InputBuilder):
         return sorted(idx[k : k + n] for idx in groups.values() for k in range(0, len(idx), n))
 
     def letter_ids(self, letters: Sequence[str]) -> list[int]:
-        out = []
         for letter in letters:
             if letter not in self._letter_ids:
                 ids = self.tokenizer.encode(letter, add_special_tokens=False)
@@ -158,8 +150,7 @@ class HFBackend(InputBuilder):
                     raise BackendError(f"option letter {letter!r} is not a single token for {self.resolved.spec} "
                                        f"({ids}); letter scoring needs single-token letters")
                 self._letter_ids[letter] = int(ids[0])
-            out.append(self._letter_ids[letter])
-        return out
+        return [self._letter_ids[letter] for letter in letters]
 
     # -- protocol
     def generate(self, requests: Sequence[Request]) -> list[Generation]:

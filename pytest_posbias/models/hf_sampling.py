@@ -50,12 +50,7 @@ def make_processor(seeds: Sequence[int], prompt_len: int, *, temperature: float,
     """A transformers ``LogitsProcessor`` that turns greedy decoding into seeded sampling, one
     seed per batch row (see the module docstring). ``prompt_len`` is the padded prompt length:
     step t = current length - prompt_len."""
-    from transformers import (
-        LogitsProcessor,
-        TemperatureLogitsWarper,
-        TopKLogitsWarper,
-        TopPLogitsWarper,
-    )
+    from transformers import LogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
     if temperature <= 0:
         raise ValueError(f"`temperature` must be > 0 for sampling; got {temperature!r}")

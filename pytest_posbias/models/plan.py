@@ -77,8 +77,7 @@ def estimate_prompt_tokens(request: Request) -> tuple[int, int]:
     for p in request.parts:
         if isinstance(p, VideoPart):
             side = p.frames.size or ESTIMATE_NATIVE_SIZE
-            per_pair = math.ceil(side / ESTIMATE_PATCH) ** 2
-            visual += per_pair * math.ceil(len(p.frames) / ESTIMATE_TEMPORAL)
+            visual += math.ceil(side / ESTIMATE_PATCH) ** 2 * math.ceil(len(p.frames) / ESTIMATE_TEMPORAL)
         elif isinstance(p, ImagePart):
             visual += math.ceil(p.size / ESTIMATE_PATCH) ** 2
     text = math.ceil(chars / ESTIMATE_CHARS_PER_TOKEN) + ESTIMATE_TEMPLATE_TOKENS

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ModelLoadError
+from ..errors import ConfigError, ModelLoadError
 
 # model_type in config.json → adapter family (its own, except glm4v_moe, which writes media as glm4v)
 _OWN_FAMILY = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "internvl", "llava_onevision", "llava_next_video",
@@ -192,7 +192,6 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
     (the target is the snapshot folder, ``revision`` its commit); False leaves them as Hub ids,
     for what needs no weights (``posbias plan``)."""
     if spec.startswith("sim:"):
-        from ..errors import ConfigError
         from .sim import check_profile
 
         profile = spec[4:]

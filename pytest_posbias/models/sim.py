@@ -49,7 +49,8 @@ from ..engine import Generation, Request
 from ..errors import ConfigError
 from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameStore
-from ..video.synthetic import MOTION_PHRASE
+from ..video.synthetic import DOMAINS, MOTION_PHRASE
+from . import sim_dose, sim_draws, sim_mcq, sim_vision
 from .sim_dose import (
     Dose,
     confusion_prob,
@@ -65,15 +66,7 @@ from .sim_dose import (
     uses_rescue,
 )
 from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
-from .sim_mcq import (
-    OPTION_LINE,
-    content_probs,
-    dose_order,
-    dose_shift,
-    letter_logprobs,
-    parse_mcq,
-    perceived,
-)
+from .sim_mcq import OPTION_LINE, content_probs, dose_order, dose_shift, letter_logprobs, parse_mcq, perceived
 from .sim_vision import FrameView, VideoView, facts, summarize, view_frame
 
 PROFILES: dict[str, str] = {
@@ -124,8 +117,6 @@ def check_profile(profile: str) -> None:
 def _code_digest() -> str:
     """Digest of the simulator's source modules: part of the revision, so the generation cache
     never serves outputs of an older simulator."""
-    from . import sim_dose, sim_draws, sim_mcq, sim_vision
-
     h = hashlib.sha256()
     for mod in (__file__, sim_vision.__file__, sim_dose.__file__, sim_draws.__file__, sim_mcq.__file__):
         h.update(Path(mod).read_bytes())
@@ -166,7 +157,6 @@ def _videos(r: Request) -> list[VideoPart]:
 
 
 _SENTENCES = re.compile(r"in (\d+) sentences?")
-_MARKER = re.compile(r"\[video(\d+)\]")
 _LABEL = re.compile(r"^Video (\d+):")
 _TARGET = re.compile(r"labelled Video (\d+)")
 
@@ -304,8 +294,7 @@ class SimBackend:
         keep_slot, confuse, thin = self._dose_slots(videos)
         drng = self._request_rng(r, "dose-slots")
         strata = (set_strata([p.frames.primary.path for p in videos], keep_slot, confuse, by_clip=thin)
-                  if self.dose is not None
-                  else None) or rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
+                  if self.dose is not None else None) or rotation_strata(videos, joint_keep=len(set(keep_slot)) == 1)
         draws = [(drng.random(), drng.random(), int(drng.integers(max(1, P - 1)))) for _ in range(P)]
         if strata is not None:
             draws = [(strata(k, "keep"), strata(k, "confuse"), d[2]) for k, d in enumerate(draws)]
@@ -322,9 +311,7 @@ class SimBackend:
                 fs = facts(self._view(videos[[k for k in range(P) if k != slot][pick]]))
             keep = self._slot_keep(slot, P, r.decoding.temperature)
             kept = [f for f in fs if rng.random() < keep]
-            sents = [(f.news_text if news else f.text) for f in kept][:n_sent]
-            if not sents:
-                sents = [_GENERIC]
+            sents = [(f.news_text if news else f.text) for f in kept][:n_sent] or [_GENERIC]
             if dropped[slot] and thin:  # a thinning dose drops the slot's first written sentence only
                 sents = sents[1:] if len(sents) > 1 and sents[0] != _GENERIC else ["..."]
             elif dropped[slot]:  # the slot's detail is dropped entirely: a placeholder (no coverage)
@@ -352,8 +339,6 @@ class SimBackend:
 
     def _config(self, videos: list[VideoPart]) -> tuple[str | None, str]:
         """(domain, bucket) of a multi-video input, from its first video's background and length."""
-        from ..video.synthetic import DOMAINS
-
         view = self._view(videos[0])
         domain = next((d for d, v in DOMAINS.items() if v["bg_name"] == view.background), None)
         spec = videos[0].frames

@@ -318,19 +318,12 @@ def _slot_keep(dose: Dose, P: int, mu: float, thin: bool) -> tuple[float, ...]:
     if uses_rescue(dose, P):
         w = _solve_rescue(w)  # infeasible (kept share below 1/P) stays at the lowest share, w = 0
     if d is not None and P > 1 and d != 0.0:
-        base = list(w)
-
-        def f(g: float) -> float:
-            return expected_dpb([b * s for b, s in zip(base, _slope(P, g), strict=True)])
-
         lo, hi = (0.0, 1.0) if d > 0 else (-1.0, 0.0)
         for _ in range(60):  # E[DPB] rises with γ
             mid_g = (lo + hi) / 2
-            if f(mid_g) < d:
-                lo = mid_g
-            else:
-                hi = mid_g
-        w = [b * s for b, s in zip(base, _slope(P, (lo + hi) / 2), strict=True)]
+            sloped = [b * s for b, s in zip(w, _slope(P, mid_g), strict=True)]
+            lo, hi = (mid_g, hi) if expected_dpb(sloped) < d else (lo, mid_g)
+        w = [b * s for b, s in zip(w, _slope(P, (lo + hi) / 2), strict=True)]
     return tuple(w)
 
 
@@ -464,10 +457,7 @@ def stressor_params(dose: Dose) -> StressorParams:
     lo, hi = max(m, 1e-9), 1.0
     for _ in range(80):
         mid = (lo + hi) / 2
-        if g(mid) > ratio:
-            lo = mid
-        else:
-            hi = mid
+        lo, hi = (mid, hi) if g(mid) > ratio else (lo, mid)
     rho = (lo + hi) / 2
     return StressorParams(r, min(1.0, m / rho), rho)
 

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..video.synthetic import configurations
+
 if TYPE_CHECKING:
     from ..video.compose import VideoPart
 
@@ -96,12 +98,9 @@ _PATTERN_SEQ: dict[tuple[float, ...], tuple[list[tuple[bool, ...]], list[int]]] 
 def drop_patterns(keep: Sequence[float]) -> list[tuple[tuple[bool, ...], float]]:
     """Every drop pattern of the slots (True = dropped) with its probability under independent
     slots, ∏ (1 − w_p if dropped else w_p), in a fixed order; patterns of probability 0 left out."""
-    out = []
-    for bits in product((False, True), repeat=len(keep)):
-        pr = math.prod((1.0 - w) if b else w for w, b in zip(keep, bits, strict=True))
-        if pr > 0.0:
-            out.append((bits, pr))
-    return out
+    probs = ((bits, math.prod((1.0 - w) if b else w for w, b in zip(keep, bits, strict=True)))
+             for bits in product((False, True), repeat=len(keep)))
+    return [(bits, pr) for bits, pr in probs if pr > 0.0]
 
 
 def pattern_at(keep: Sequence[float], i: int) -> tuple[bool, ...]:
@@ -214,8 +213,6 @@ def unit_index(video_path: str, question: str | None = None) -> int | None:
     """An integer index of a synthetic-set video, n = clip number · configurations + configuration
     (consecutive over the set for any clips per configuration), or of one of its questions,
     n·6 + question kind; None outside the synthetic set's naming and question kinds."""
-    from ..video.synthetic import configurations
-
     cfgs = configurations()
     clip = _synthetic_clip(video_path, cfgs)
     if clip is None:
@@ -234,8 +231,6 @@ def group_rank(video_paths: Sequence[str]) -> int | None:
     numbers c_0 < c_1 < …, so ranks are consecutive over every possible group; times the number
     of configurations plus the configuration, so configurations do not share a rank. None when a
     video is not a synthetic clip or the clips come from different configurations."""
-    from ..video.synthetic import configurations
-
     cfgs = configurations()
     found = [_synthetic_clip(path, cfgs) for path in video_paths]
     cells = [c for c in found if c is not None]

@@ -119,15 +119,11 @@ def letter_logprobs(probs: dict[str, float], letters: Sequence[str], by_letter: 
     """Log-probability of each letter: log p(text under the letter) (−30 for none), plus
     ``LETTER_BIAS``·(K − 1 − k) on the k-th of K letters when ``letter_bias`` and the model is
     unsure (no option at ``SURE_PROB``), normalised by log-sum-exp."""
-    logits = []
     sure = max(probs.values(), default=0.0) >= SURE_PROB - 1e-9
-    for k, letter in enumerate(letters):
-        p = probs.get(by_letter.get(letter, ""), 0.0)
-        z = math.log(p) if p > 0 else -30.0
-        if letter_bias and not sure:
-            z += LETTER_BIAS * (len(letters) - 1 - k)
-        logits.append(z)
-    arr = np.array(logits)
+    ps = [probs.get(by_letter.get(letter, ""), 0.0) for letter in letters]
+    arr = np.array([math.log(p) if p > 0 else -30.0 for p in ps])
+    if letter_bias and not sure:
+        arr += [LETTER_BIAS * (len(letters) - 1 - k) for k in range(len(letters))]
     arr = arr - arr.max()
     lse = math.log(float(np.exp(arr).sum()))
     return {letter: float(v - lse) for letter, v in zip(letters, arr, strict=True)}

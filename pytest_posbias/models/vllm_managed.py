@@ -28,11 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
 from ..errors import ModelLoadError
 from ..run_options import RunOptions
 from .hf_loading import weight_bytes
 from .openai_backend import OpenAIBackend, api_settings
-from .registry import ResolvedModel
+from .openai_encode import jpeg_b64, video_data_url
+from .registry import ResolvedModel, model_label
 from .vllm_plan import (
     MAX_LOGPROBS,
     SECRET_NAME,
@@ -217,10 +220,6 @@ class ManagedVllm:
         """One chat request with a 2-frame video and the top-20 logprobs, waited for: a fresh server's
         first multimodal request loads the processor and kernels, longer than the backend's start-up
         check gives an endpoint per attempt. ModelLoadError (with the log's last lines) when it fails."""
-        import numpy as np
-
-        from .openai_encode import jpeg_b64, video_data_url
-
         frame = jpeg_b64(np.full((56, 56, 3), 128, dtype=np.uint8))
         body = {"model": self.served, "max_tokens": 1, "temperature": 0.0, "logprobs": True,
                 "top_logprobs": MAX_LOGPROBS, "messages": [{"role": "user", "content": [
@@ -293,8 +292,6 @@ def _group_alive(pgid: int) -> bool:
 
 def served_name(resolved: ResolvedModel) -> str:
     """The served model name: the spec after ``vllm:``, a directory by its last path component."""
-    from .registry import model_label
-
     return re.sub(r"[^A-Za-z0-9._/-]", "-", model_label(resolved.spec[len("vllm:"):]))
 
 

@@ -23,7 +23,7 @@ from ..errors import ModelLoadError
 from ..run_options import RunOptions
 from .hf_loading import FIT_HEADROOM
 from .hf_loading import _gib as gib
-from .registry import ResolvedModel
+from .registry import ResolvedModel, locate_hub_snapshot
 
 MAX_LOGPROBS = 20  # the openai backend asks for the top 20 logprobs of the first token
 MM_LIMITS = {"image": 64, "video": 8}  # the most images / videos one probe prompt carries
@@ -191,8 +191,6 @@ def checkpoint_revision(resolved: ResolvedModel, args: Sequence[str]) -> str:
         return _dir_revision(path)
     rev = arg_value(args, "--revision")
     try:
-        from .registry import locate_hub_snapshot
-
         return locate_hub_snapshot(resolved.target, rev, spec=resolved.spec)[1]
     except (ModelLoadError, ImportError):
         return rev or "main"
