@@ -395,12 +395,14 @@ def _clip_with_audio(path, video_codec, audio_codec, audio_seconds):
 
 @pytest.mark.parametrize("decord", [True, False], ids=["default", "without-decord"])
 @pytest.mark.parametrize(("name", "video_codec", "audio_codec"),
-                         [("clip.mkv", "libx264", "aac"), ("clip.webm", "libvpx-vp9", "libopus"),
+                         [("clip.mkv", "libx264", "aac"), ("clip.mkv", "mpeg4", "libopus"),
                           ("clip.flv", "libx264", "aac")])
 def test_a_matroska_or_flv_file_cut_short_is_truncated_not_a_shorter_clip(tmp_path, monkeypatch, name, video_codec,
                                                                            audio_codec, decord):
     """Matroska, WebM and FLV keep no frame count: a file whose packets end before the duration its header gives
-    is lost as truncated (it probed as a shorter clip); a whole file whose audio outlasts its video is not."""
+    is lost as truncated (it probed as a shorter clip); a whole file whose audio outlasts its video is not.
+    WebM is read by the Matroska demuxer the check keys on; it is not written here, as libvpx cannot open
+    in a process that has loaded decord (decord bundles its own FFmpeg libraries)."""
     from pytest_posbias.video import decode
 
     if not decord:
