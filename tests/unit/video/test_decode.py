@@ -237,20 +237,30 @@ def test_pyav_probe_counts_the_frames_an_edit_list_shows(tmp_path, monkeypatch):
     assert int(last[0, 0, 0, 0]) == 39 * 6
 
 
+def _encoded_clip(path, codec, options, *, frames=90, size=64, fmt=None):
+    """A clip of ``frames`` frames at 30 fps (frame i has value 2i mod 250) encoded with ``codec``; the
+    container ``fmt``, else from the suffix."""
+    import av
+
+    with av.open(str(path), "w", format=fmt) as c:
+        s = c.add_stream(codec, rate=30)
+        s.width, s.height, s.pix_fmt, s.options = size, size, "yuv420p", options
+        for i in range(frames):
+            pixels = np.full((size, size, 3), i * 2 % 250, np.uint8)
+            for p in s.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return path
+
+
 @pytest.mark.parametrize("fmt", ["mpegts", "flv"])
 def test_pyav_reads_any_frame_of_a_clip_whose_demuxer_seeks_past_timestamps(tmp_path, fmt):
     """PyAV reads every frame of an MPEG-TS or FLV clip, where a seek to a frame's own timestamp lands after it."""
     import av
 
-    path = tmp_path / f"clip.{fmt}"
-    with av.open(str(path), "w", format=fmt) as c:
-        s = c.add_stream("libx264", rate=30)
-        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"crf": "0", "g": "30", "sc_threshold": "0"}
-        for i in range(120):
-            for p in s.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), i * 2, np.uint8), format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
+    path = _encoded_clip(tmp_path / f"clip.{fmt}", "libx264", {"crf": "0", "g": "30", "sc_threshold": "0"},
+                         frames=120, fmt=fmt)
     with av.open(str(path)) as c:
         shown = [int(f.to_ndarray(format="rgb24")[0, 0, 0]) for f in c.decode(video=0)]
     info = probe(path)
@@ -258,21 +268,6 @@ def test_pyav_reads_any_frame_of_a_clip_whose_demuxer_seeks_past_timestamps(tmp_
     for idx in ([4], [75, 76], [9, 28, 119], [119]):
         frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=info)
         assert [int(f[0, 0, 0]) for f in frames] == [shown[k] for k in idx]
-
-
-def _encoded_clip(path, codec, options):
-    """A 90-frame clip at 30 fps (frame i has value 2i) encoded with ``codec``; the container from the suffix."""
-    import av
-
-    with av.open(str(path), "w") as c:
-        s = c.add_stream(codec, rate=30)
-        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", options
-        for i in range(90):
-            for p in s.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), i * 2, np.uint8), format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
-    return path
 
 
 @pytest.mark.parametrize("name", ["cut.mp4", "mpeg4-bframes.mp4", "mpeg4-bframes.mkv", "h264.avi"])
@@ -326,16 +321,8 @@ def test_pyav_decodes_forward_within_a_long_gop_and_seeks_across_keyframes(tmp_p
     frame past a later keyframe is sought; the frames read are the frames shown either way."""
     import av
 
-    path = tmp_path / "long-gop.mp4"
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("libx264", rate=30)
-        s.width, s.height, s.pix_fmt = 32, 32, "yuv420p"
-        s.options = {"crf": "0", "g": "300", "keyint_min": "300", "sc_threshold": "0"}
-        for i in range(600):  # keyframes at 0 and 300
-            for p in s.encode(av.VideoFrame.from_ndarray(np.full((32, 32, 3), i % 250, np.uint8), format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
+    path = _encoded_clip(tmp_path / "long-gop.mp4", "libx264",  # keyframes at 0 and 300
+                         {"crf": "0", "g": "300", "keyint_min": "300", "sc_threshold": "0"}, frames=600, size=32)
     with av.open(str(path)) as c:
         shown = [int(f.to_ndarray(format="rgb24")[0, 0, 0]) for f in c.decode(video=0)]
     info = probe(path)
