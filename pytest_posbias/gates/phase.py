@@ -17,6 +17,8 @@ from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..probes import conditions as C
 from ..probes.phase import (
+    CONSTANT,
+    CUT_OFF,
     PhaseResult,
     PhaseSpec,
     any_flips,
@@ -80,15 +82,17 @@ def phase_measurement(r: PhaseResult, conditions: Sequence[str]) -> Measurement:
     ok = answered(r, conditions)
     same = same_frames(r, conditions)
     planned = max(int(getattr(r, "planned", 0)), len(r.items))
-    constant = np.zeros(len(r.items), dtype=bool)
+    constant, cut = np.zeros(len(r.items), dtype=bool), np.zeros(len(r.items), dtype=bool)
     for c in conditions:
         a = r.condition_answers.get(c)
         if a is not None:
-            constant |= np.any(np.asarray(a).reshape(len(r.items), -1) == -2, axis=1)
+            constant |= np.any(np.asarray(a).reshape(len(r.items), -1) == CONSTANT, axis=1)
+            cut |= np.any(np.asarray(a).reshape(len(r.items), -1) == CUT_OFF, axis=1)
     constant &= ~same  # an item is lost for one cause, counted once
-    lost = {"failed_or_unparseable_answers": int((~ok & ~constant & ~same).sum()),
-            "constant_answer": int(constant.sum()), "same_frames_in_both_samplers": int(same.sum()),
-            "unusable_data": planned - len(r.items)}
+    cut &= ~same & ~constant
+    lost = {"failed_or_unparseable_answers": int((~ok & ~constant & ~same & ~cut).sum()),
+            "answer_cut_off": int(cut.sum()), "constant_answer": int(constant.sum()),
+            "same_frames_in_both_samplers": int(same.sum()), "unusable_data": planned - len(r.items)}
     return Measurement("items", planned, int(ok.sum()), lost,
                        examples=[i.id for i, o in zip(r.items, ok, strict=True) if not o][:5])
 

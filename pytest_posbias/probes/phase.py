@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 INSTRUCTION = "Answer with the option's letter from the given choices directly."
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 CONSTANT = -2  # an answer index: lost as a constant answer (``scoring/usable.py``); -1: failed or no letter
+CUT_OFF = -3  # an answer index: lost with no answer text at the token limit (``usable.cut_off_reason``)
 _LETTER_RE = re.compile(r"\b([A-Z])\b")
 
 
@@ -119,6 +120,7 @@ class PhaseResult:
     # one (K,) array of single-pass margins per item
     condition_probs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     unparseable: int = 0
+    cut_off: int = 0  # answers lost with no text at the token limit (counted apart from ``unparseable``)
     errors: int = 0
     constant: int = 0  # answers lost as the same letter to distinct questions (``usable.constant_letters``)
     deterministic_backend: bool = False
@@ -290,8 +292,11 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
         a = _answer(g, perm)
         if mode == "logprobs" and a.probs is None and a.content >= 0:  # a text letter where log-probs were asked
             a = Answer(-1, None, None)
+        if a.content < 0 and usable.cut_off_reason(g):
+            a = Answer(CUT_OFF, None, None)
+            res.cut_off += 1
         res.errors += int(not g.ok)
-        res.unparseable += int(g.ok and a.content < 0)
+        res.unparseable += int(g.ok and a.content == -1)
         if constant:
             a = Answer(CONSTANT, None, None)
             res.constant += 1
@@ -389,6 +394,7 @@ def _log(ctx: ProbeContext, res: PhaseResult) -> None:
                               "kind": item.kind, "tags": list(item.tags), "answer": item.answer,
                               "answers": {c: a[i].tolist() for c, a in res.condition_answers.items()}})
     ctx.observe("phase", {"type": "summary", "model": res.model, "settings": asdict(res.spec), "mode": res.mode,
-                          "n_items": len(res.items), "unparseable": res.unparseable, "errors": res.errors,
+                          "n_items": len(res.items), "unparseable": res.unparseable, "cut_off": res.cut_off,
+                          "errors": res.errors,
                           "deterministic_backend": res.deterministic_backend, "problems": res.problems,
                           "calls": res.calls})

@@ -206,6 +206,32 @@ def test_failed_and_unparseable_answers_are_lost_and_counted(run_context):
     assert (ans[:, 0] == 1).all() and (ans[:, 1:] == -1).all()
 
 
+def test_no_answer_text_at_the_token_limit_is_lost_as_cut_off_not_unparseable(run_context):
+    """A reasoning model whose thinking used the whole token limit (empty text, finish_reason length) leaves
+    the answer at CUT_OFF, counted apart from unparseable answers, and the gate's measurement names it."""
+    from pytest_posbias.gates.phase import phase_measurement
+    from pytest_posbias.probes.phase import CUT_OFF
+
+    def script(iid, perm):
+        if perm == tuple(range(len(perm))):
+            return "B"
+        return Generation("", 64, "length") if _odd(perm) else "no idea"
+
+    backend = _text_answers(script)
+    ctx = run_context(backend=backend, probes={"phase": {"items": 3, "orderings": 4}})
+    res = run_phase(ctx, "sim:unbiased", ctx.phase_spec(), ctx.manifest(), conditions=[C.phase(0)])
+    cut = sum(1 for r in backend.asked if tuple(r.meta["perm"]) != tuple(sorted(r.meta["perm"]))
+              and _odd(tuple(r.meta["perm"])))
+    others = sum(1 for r in backend.asked if tuple(r.meta["perm"]) != tuple(sorted(r.meta["perm"])))
+    assert cut > 0 and res.cut_off == cut and res.unparseable == others - cut and res.errors == 0
+    ans = res.condition_answers[C.phase(0)]
+    assert int((ans == CUT_OFF).sum()) == cut and (ans[:, 0] == 1).all()
+    lost = phase_measurement(res, [C.phase(0)]).lost
+    items_cut = int(np.any(ans == CUT_OFF, axis=1).sum())
+    assert lost["answer_cut_off"] == items_cut > 0
+    assert lost["answer_cut_off"] + lost["failed_or_unparseable_answers"] == len(res.items)
+
+
 def test_a_constant_letter_to_distinct_questions_is_lost_not_answered(run_context):
     """A model that answers "A" to every question whatever its content (and "A" rarely correct) is
     not measured: its answers are lost as constant (answer index CONSTANT), counted."""
