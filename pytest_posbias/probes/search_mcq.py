@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from ..data.manifest import McqItem
 from ..engine import Generation, Request
 from ..errors import ConfigError
+from ..scoring import usable
 from ..strategies import cayley_distance, option_orderings, sampling_phases
 from ..video.frames import FrameSpec
 from ..video.sampling import frame_indices
@@ -112,7 +113,8 @@ class McqProperty(ItemProperty[McqValue]):
         perm, phase = self._perm_phase(value)
         a = _answer(gen, perm)
         if not gen.ok or a.content < 0:
-            why = gen.error or "failed call" if not gen.ok else f"unparseable answer {gen.text[:40]!r}"
+            why = (gen.error or "failed call" if not gen.ok
+                   else usable.cut_off_reason(gen) or f"unparseable answer {gen.text[:40]!r}")
             return Outcome(False, False, None, why_lost=why)
         broken = reference is not None and a.content != reference.answer
         pos = list(perm).index(a.content)

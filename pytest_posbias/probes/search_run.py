@@ -10,10 +10,12 @@ queries, twice the items). An item whose data cannot be used is a lost unit, nam
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, PosbiasError
+from ..errors import ConfigError, PosbiasError, VideoError
+from ..video.decode import content_hash
 from .search import ItemProperty, ItemSearch, search_items
 from .search_corpus import corpus_for
 
@@ -36,6 +38,14 @@ class PropertySearch:
     unusable: list[str] = field(default_factory=list)
     unit: str = "items"
     calls: dict[str, Any] = field(default_factory=dict)
+
+
+def _clip(path: str | os.PathLike[str]) -> str:
+    """A video's content hash (its path when it cannot be read: the property then reports the problem)."""
+    try:
+        return content_hash(path)
+    except VideoError:
+        return str(path)
 
 
 def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
@@ -61,8 +71,11 @@ def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
         frames = ctx.probe_settings("stressor")["frames"][0]
         spec = ctx.stressor_spec(frames)
         videos = select_videos(ctx, manifest, n)
+        clips = [_clip(v.path) for v in videos]
         for i, v in enumerate(videos):
-            foreign = videos[(i + 1) % len(videos)] if len(videos) > 1 else None
+            # the next video showing another clip (another item of the same clip would be no foreign frames)
+            foreign = next((f for f, c in zip(videos[i + 1:] + videos[:i], clips[i + 1:] + clips[:i], strict=True)
+                            if c != clips[i]), None)
             try:
                 props.append(StressorProperty(ctx, model, v, foreign, spec, max_edits=st["max_edits"],
                                               max_frames=st["max_frames"]))

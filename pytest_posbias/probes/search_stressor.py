@@ -7,7 +7,7 @@ already repeats is not searchable (VideoSTF attacks clean-benign videos only). P
 are compositions of temporal stressors (:func:`~pytest_posbias.strategies.stressor_compositions`)
 applied to the sampled frame list by :func:`apply_edits`; the shrinker minimises the number of
 stressed frames. The foreign source of ``foreign`` edits is the next video of the probe's
-seeded video order (as the stressor probe's Replace-foreign control). A failed call or an
+seeded video order showing another clip (as the stressor probe's Replace-foreign control). A failed call or an
 unusable description (the stressor probe's rule, an echo of the prompt included) is a lost query.
 """
 

@@ -102,8 +102,8 @@ def _phase(runs: Sequence[Run]) -> dict[str, Any]:
             names = [s.split(":", 1)[1] for s in samplers]
             m = np.full((len(samplers), len(samplers)), np.nan)
             for i, j in itertools.product(range(len(samplers)), repeat=2):
-                pairs = [(consensus(a[samplers[i]]), consensus(a[samplers[j]])) for a in answers.values()
-                         if samplers[i] in a and samplers[j] in a]
+                pairs = [(x, y) for a in answers.values() if samplers[i] in a and samplers[j] in a
+                         if (x := consensus(a[samplers[i]])) >= 0 and (y := consensus(a[samplers[j]])) >= 0]
                 if pairs:
                     m[i, j] = float(np.mean([x != y for x, y in pairs]))
             out["heatmaps"].append(figures.heatmap(m.tolist(), names, names, title=f"{model}: sampler disagreement"))

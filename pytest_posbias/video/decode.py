@@ -146,14 +146,8 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
             fps = float(stream.average_rate or stream.guessed_rate or 0.0)
             # the frames shown, counted as _read_av indexes them (no decoding): the container's frame count
             # includes the packets an edit list hides (a stream-copy cut), which are never shown
-            hidden: list[bool] = []
-            ends: dict[int, int] = {}  # stream index -> the latest end timestamp of its packets
-            for pkt in container.demux():
-                if pkt.size and pkt.pts is not None:
-                    ends[pkt.stream_index] = max(ends.get(pkt.stream_index, 0), pkt.pts + (pkt.duration or 0))
-                if pkt.size and pkt.stream_index == stream.index:
-                    hidden.append(bool(getattr(pkt, "is_discard", False)))
-            _check_data_end(path, container, ends, fps)
+            hidden = [bool(getattr(pkt, "is_discard", False)) for pkt in container.demux(stream) if pkt.size]
+            _check_whole(path, container.format.name)
             # a file cut short after its index: the demuxer stops where the data ends; the frames the index lists
             # beyond it are counted, so a request for them fails as truncated, not as a shorter clip
             n = hidden.count(False) + max(0, stream.frames - len(hidden))
@@ -167,20 +161,48 @@ def _probe_av(path: Path) -> tuple[int, float, int, int]:
 
 
 class _EndsEarly(TruncatedVideoError):
-    """The file's packets end before the duration its header gives."""
+    """The file ends inside the structure its own headers declare."""
 
 
-def _check_data_end(path: Path, container: Any, ends: dict[int, int], fps: float) -> None:
-    """Raise :class:`TruncatedVideoError` when a Matroska/WebM or FLV file's packets (every stream's) end more
-    than max(0.1 s, 2 frames) before the duration its header gives. These containers keep no frame count, so
-    a file cut short would otherwise probe as a shorter clip; which frames were lost cannot be told, so the
-    whole clip is lost. A file whose header gives no duration (a live recording) is not checked."""
-    if not container.duration or not {"matroska", "flv"} & set(container.format.name.split(",")):
-        return
-    header = container.duration / 1_000_000  # AV_TIME_BASE
-    end = max((float(t * container.streams[i].time_base) for i, t in ends.items()), default=0.0)
-    if header - end > max(0.1, 2 / fps if fps > 0 else 0.0):
-        raise _EndsEarly(path, f"truncated: its data ends at {end:.2f} s, before the {header:.2f} s its header gives")
+def _ebml_number(fh: Any, *, keep_marker: bool) -> tuple[int, int]:
+    """An EBML variable-length number at the file position: (value, its length in bytes); an element ID keeps
+    its length marker bit, a size does not. (-1, 0) at the end of the file."""
+    first = fh.read(1)
+    if not first or first[0] == 0:
+        return -1, 0
+    n = 9 - first[0].bit_length()
+    value = int.from_bytes(first + fh.read(n - 1), "big")
+    return (value if keep_marker else value & ((1 << (7 * n)) - 1)), n
+
+
+def _check_whole(path: Path, format_name: str) -> None:
+    """Raise :class:`TruncatedVideoError` when a Matroska/WebM or FLV file ends inside its own structure: a
+    Matroska Segment that declares more bytes than the file holds, or an FLV whose tags do not end exactly at
+    the end of the file. These containers keep no frame count, so a file cut short would otherwise probe as a
+    shorter clip; which frames were lost cannot be told, so the whole clip is lost. A Matroska Segment of
+    unknown size (a live recording) is not checked."""
+    names = set(format_name.split(","))
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        if "matroska" in names:
+            for want in (0x1A45DFA3, 0x18538067):  # the EBML header, then the Segment
+                ident, _ = _ebml_number(fh, keep_marker=True)
+                length, n = _ebml_number(fh, keep_marker=False)
+                if ident != want or n == 0 or length == (1 << (7 * n)) - 1:
+                    return  # not the layout checked here, or a Segment of unknown size
+                if want == 0x1A45DFA3:
+                    fh.seek(length, os.SEEK_CUR)
+            if fh.tell() + length > size:
+                raise _EndsEarly(path, f"truncated: its Segment declares {fh.tell() + length} bytes, the file holds "
+                                       f"{size}")
+        elif "flv" in names:
+            header = fh.read(9)
+            at = int.from_bytes(header[5:9], "big") + 4 if len(header) == 9 else size
+            while at + 11 <= size:  # each tag: 11 header bytes (its data size in bytes 1-3), data, 4-byte size
+                fh.seek(at)
+                at += 11 + int.from_bytes(fh.read(4)[1:4], "big") + 4
+            if at != size:
+                raise _EndsEarly(path, f"truncated: its last tag ends at byte {at}, the file holds {size}")
 
 
 def _decord_misreads(path: Path, count: int) -> bool:

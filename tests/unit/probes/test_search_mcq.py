@@ -139,6 +139,8 @@ def test_failed_and_unparseable_answers_are_lost_queries(run_context):
     assert not failed.ok and failed.why_lost == "HTTP 503"
     garbled = prop.score(ref, Generation("I cannot tell"), None)
     assert not garbled.ok and "unparseable" in garbled.why_lost and "I cannot tell" in garbled.why_lost
+    cut = prop.score(ref, Generation("", 64, "length"), None)  # no answer text within the token limit
+    assert not cut.ok and cut.why_lost == "answer_cut_off"
 
 
 def test_a_break_is_another_content_not_another_letter(run_context):

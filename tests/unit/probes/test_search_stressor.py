@@ -164,3 +164,26 @@ def test_stored_counterexamples_are_checked_on_decoding(run_context):
     broken = {"edits": [{**edits[0].to_json(), "sources": []}]}
     with pytest.raises((ConfigError, ValueError)):
         with_foreign.decode(broken)
+
+
+def test_foreign_edits_take_another_clip_never_a_second_item_of_the_same_clip(run_context, monkeypatch):
+    """Two items of one clip beside a third clip: both take their foreign frames from the third; alone with its
+    twin, an item has no foreign video and no foreign edit (its own frames would be no foreign frames)."""
+    import dataclasses
+
+    from pytest_posbias.data.manifest import Manifest
+    from pytest_posbias.probes.search_run import _props
+
+    ctx = run_context()
+    m = ctx.manifest()
+    a, b = sorted(m.videos)[:2]
+    twin = dataclasses.replace(m.videos[a], id=f"{a}-again")
+    settings = {"max_edits": 2, "max_frames": 2}
+    for videos, other in (({a: m.videos[a], twin.id: twin, b: m.videos[b]}, m.videos[b].path),
+                          ({a: m.videos[a], twin.id: twin}, None)):
+        monkeypatch.setattr(ctx, "manifest", lambda videos=videos: Manifest(m.path, videos=videos))
+        props, n, unusable = _props(ctx, "sim:unbiased", "stressor", len(videos), settings)
+        assert n == len(videos) and not unusable
+        for p in props:
+            if p.item.id in (a, twin.id):
+                assert (p.foreign_item.path if p.foreign_item is not None else None) == other, p.item.id
