@@ -12,6 +12,7 @@ Resizing policy (recorded with every frame request):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -319,7 +320,7 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
     wanted = sorted(set(indices))
     got: dict[int, NDArray[np.uint8]] = {}
     try:
-        with av.open(str(path)) as container:
+        with av.open(str(path)) as container, contextlib.ExitStack() as reopened:
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             # the frames shown: a packet an edit list hides (a stream-copy cut's lead-in) is decoded, never shown
@@ -352,7 +353,8 @@ def _read_av(path: Path, indices: list[int], fps: float) -> NDArray[np.uint8]:
                     idx, it = -1, decode_from(landing(target))
                 idx, frame = _decode_to(it, idx, target, order)
                 if frame is None and sought and order:  # the seek landed past the target: decode from the start
-                    idx, it = -1, decode_from(landing(0))
+                    # of a new reader, as a seek to the first keyframe can land past it too (MPEG-TS)
+                    idx, it = -1, reopened.enter_context(av.open(str(path))).decode(video=0)
                     idx, frame = _decode_to(it, idx, target, order)
                 if frame is not None:
                     got[target] = frame

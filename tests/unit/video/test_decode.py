@@ -316,6 +316,21 @@ def test_pyav_probe_of_an_mp4_cut_short_after_its_header_is_a_truncation(tmp_pat
         read_frames(cut, [0, 45, 89], size=None, aspect="none", info=info)
 
 
+def test_pyav_reads_the_first_frames_of_an_mpeg2_transport_stream(tmp_path):
+    """A seek to the first keyframe of an MPEG-TS file lands past it: the reader then decodes from the start of
+    the file, so the first frames are read, not lost as truncated."""
+    import av
+
+    path = _encoded_clip(tmp_path / "m2.ts", "mpeg2video", {"g": "300", "bf": "2", "qscale": "2"}, frames=400,
+                         fmt="mpegts")
+    with av.open(str(path)) as c:
+        shown = [int(f.to_ndarray(format="rgb24")[0, 0, 0]) for f in c.decode(video=0)]
+    info = probe(path)
+    for idx in ([0], [5], [0, 5, 200, 399]):
+        frames = read_frames(path, idx, size=None, aspect="none", backend="av", info=info)
+        assert [int(f[0, 0, 0]) for f in frames] == [shown[k] for k in idx]
+
+
 def test_pyav_decodes_forward_within_a_long_gop_and_seeks_across_keyframes(tmp_path, monkeypatch):
     """Far-apart frames with no keyframe between them are decoded on from the last one (one seek), while a
     frame past a later keyframe is sought; the frames read are the frames shown either way."""
