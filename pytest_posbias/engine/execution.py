@@ -121,9 +121,12 @@ class Engine:
                 if k in cached and accept(r, cached[k]) is not None:  # stored before this rule held: asked again
                     del cached[k]
             missing = [k for k in dict.fromkeys(keys) if k not in cached and k not in served]
+            request_of = dict(zip(keys, requests, strict=True))
             for k, (runs, g, why, this_run) in self.cache.unusable(missing).items():
                 if runs >= self.unusable_runs or this_run:  # capped, or another worker of this run got it
-                    served[k] = (g, why)
+                    # named by the rule as it is now (a reason stored under an older rule is kept only where
+                    # the answer passes it: a batch rule such as a constant answer rejected it)
+                    served[k] = (g, accept(request_of[k], g) or why)
         results = {**cached, **{k: g for k, (g, _why) in served.items()}}
         found = [k for k in dict.fromkeys(keys) if k in cached]  # distinct: a key asked twice is one request
         hits = len(found)

@@ -93,6 +93,34 @@ def test_read_only_with_unusable_answers_and_no_unusable_table_writes_nothing(tm
     cache.close()
 
 
+def test_an_answer_served_as_lost_after_the_cap_is_named_by_the_rule_as_it_is_now(tmp_path, synthetic_clips):
+    """Earlier runs recorded an answer unusable under an older reason; once the re-ask cap serves it without a
+    call, the run log names the reason the probe's rule gives now, and a batch rule's reason (one the
+    answer alone passes) is kept."""
+    import json
+
+    from pytest_posbias.engine.run_log import RunLog
+    from pytest_posbias.probes.stressor import accept_description
+
+    req = request_of(FrameSpec.from_video(synthetic_clips[0], [0, 10, 40]), "Please describe this video.")
+    other = request_of(FrameSpec.from_video(synthetic_clips[0], [0, 11, 40]), "Please describe this video.")
+    cut = Generation("", 64, "length")  # no answer text within the token limit
+    said = Generation("A red disc moves slowly to the left of the frame.", 12, "stop")
+    backend = CountingBackend(SimBackend("unbiased", FrameStore()))
+    keys = Engine(GenerationCache(tmp_path / "c.sqlite"), backend_for=lambda m: backend).keys([req, other])
+    for run in range(3):  # three earlier runs, the cap
+        old = GenerationCache(tmp_path / "c.sqlite", run_id=f"old{run}")
+        old.record_unusable([(keys[0], req.model, cut, "empty_answer"), (keys[1], other.model, said, "constant_answer")])
+        old.close()
+    log = RunLog(tmp_path / "run.jsonl", {"run": "new"})
+    eng = Engine(GenerationCache(tmp_path / "c.sqlite", run_id="new"), backend_for=lambda m: backend, runlog=log)
+    eng.run([req, other], probe="stressor", accept=accept_description)
+    log.close()
+    logged = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert [r.get("unusable") for r in logged if r.get("kind") == "request"] == ["answer_cut_off", "constant_answer"]
+    assert backend.calls == 0
+
+
 def test_served_from_the_cache_counts_distinct_keys_not_duplicates_in_a_batch(tmp_path, synthetic_clips):
     store = FrameStore()
     backend = CountingBackend(SimBackend("unbiased", store))
