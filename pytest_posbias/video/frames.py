@@ -32,22 +32,31 @@ from .pixel_ops import PixelOp, apply_pixel_op
 
 @dataclass(frozen=True)
 class Source:
-    """A frame source: a clip (path + content hash) or a synthetic one (black / noise)."""
+    """A frame source: a clip (path + content hash) or a synthetic one (black / noise).
+
+    ``decoder`` is the decoder the probe chose for the clip (``decord``, ``av`` or ``frames`` for an image
+    folder; empty when unknown), recorded in the run log. It is not part of the request key: decord and
+    PyAV can differ by a few pixel levels (10-bit video), and an answer cached for the clip is the model's
+    either way, as for the batch shape (:meth:`~pytest_posbias.engine.calls.Request.key`); the frame
+    cache, which holds pixels, is kept per decoder (:meth:`FrameStore.frames`)."""
 
     kind: str  # "video" | "black" | "noise"
     sha256: str
     path: str = ""
     seed: int = 0
+    decoder: str = field(default="", compare=False)
 
     def key(self) -> str:
         return self.sha256 if self.kind == "video" else f"{self.kind}:{self.seed}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "sha256": self.sha256, "path": self.path, "seed": self.seed}
+        return {"kind": self.kind, "sha256": self.sha256, "path": self.path, "seed": self.seed,
+                **({"decoder": self.decoder} if self.decoder else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Source:
-        return cls(str(d["kind"]), str(d["sha256"]), str(d.get("path", "")), int(d.get("seed", 0)))
+        return cls(str(d["kind"]), str(d["sha256"]), str(d.get("path", "")), int(d.get("seed", 0)),
+                   str(d.get("decoder", "")))
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ class FrameSpec:
         if len(indices) > info.frame_count:
             raise TooShortError(path, f"too short for {len(indices)} frames: the clip has {info.frame_count} "
                                       f"(a short clip is not padded with repeated frames)")
-        src = Source("video", info.sha256, str(path))
+        src = Source("video", info.sha256, str(path), decoder=info.backend)
         # a harness preset's provenance record goes into the run log, not into request keys
         rec = getattr(indices, "record", None)
         recs = (dict(rec),) if isinstance(rec, Mapping) else ()
@@ -129,6 +138,7 @@ class FrameSpec:
                    int(d.get("frame_count", 0)), tuple(d.get("records", [])))
 
 
+_FrameKey = tuple[str, int, "int | None", str, str]  # content hash, frame index, size, aspect, decoder
 DISK_WRITE_MIN_SECONDS = 0.02  # per decoded frame: below it the PNG cache costs more than it saves
 
 
@@ -152,7 +162,7 @@ class FrameStore:
         self.on_problem = on_problem
         self.problems: dict[tuple[str, str], DataProblem] = {}  # (kind, path) -> the first problem of that kind
         self.disk_dir = Path(disk_dir) if disk_dir else None
-        self._lru: OrderedDict[tuple[str, int, int | None, str], NDArray[np.uint8]] = OrderedDict()
+        self._lru: OrderedDict[_FrameKey, NDArray[np.uint8]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.RLock()
         self._info: dict[str, VideoInfo] = {}
@@ -195,13 +205,13 @@ class FrameStore:
             self.report(exc)
             raise
 
-    def _disk_path(self, key: tuple[str, int, int | None, str]) -> Path | None:
+    def _disk_path(self, key: _FrameKey) -> Path | None:
         if self.disk_dir is None:
             return None
-        sha, idx, size, aspect = key
-        return self.disk_dir / sha[:2] / sha / f"{size}-{aspect}" / f"{idx}.png"
+        sha, idx, size, aspect, decoder = key
+        return self.disk_dir / sha[:2] / sha / f"{size}-{aspect}-{decoder}" / f"{idx}.png"
 
-    def _remember(self, key: tuple[str, int, int | None, str], frame: NDArray[np.uint8]) -> None:
+    def _remember(self, key: _FrameKey, frame: NDArray[np.uint8]) -> None:
         with self._lock:
             if key in self._lru:
                 self._lru.move_to_end(key)
@@ -214,15 +224,19 @@ class FrameStore:
 
     def frames(self, path: str | Path, sha: str, indices: Sequence[int], *, size: int | None,
                aspect: str) -> NDArray[np.uint8]:
-        """Frames of one clip at ``indices`` (any order, repeats allowed)."""
+        """Frames of one clip at ``indices`` (any order, repeats allowed). Cached frames are kept per decoder
+        (the one this store's probe chooses for the clip), so a cache shared by environments with and
+        without decord never serves one decoder's pixels to the other."""
         from PIL import Image
+
+        decoder = self.info(path).backend
 
         out: dict[int, NDArray[np.uint8]] = {}
         missing: list[int] = []
         shape = functools.cache(lambda: self._frame_shape(path, size, aspect))  # (H, W) on disk; None: unknown
         stale: set[int] = set()  # cached PNGs to decode again and rewrite
         for i in dict.fromkeys(int(x) for x in indices):
-            key = (sha, i, size, aspect)
+            key = (sha, i, size, aspect, decoder)
             with self._lock:
                 hit = self._lru.get(key)
                 if hit is not None:
@@ -261,7 +275,7 @@ class FrameStore:
             with self._lock:  # what this clip's frames decode to: the shape its cached PNGs must have
                 self._shapes[(str(path), size, aspect)] = (int(decoded.shape[1]), int(decoded.shape[2]))
             for i, arr in zip(missing, decoded, strict=True):
-                key = (sha, i, size, aspect)
+                key = (sha, i, size, aspect, decoder)
                 self._remember(key, arr)
                 out[i] = arr
                 dp = self._disk_path(key) if worth_storing or i in stale else None

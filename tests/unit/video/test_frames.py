@@ -205,3 +205,24 @@ def test_a_disk_cache_that_cannot_be_written_costs_a_decode_not_the_frames(tmp_p
     frames = store.materialize(spec)
     assert frames.shape[0] == 3 and store.decodes == 1
     assert np.array_equal(frames, FrameStore().materialize(spec))
+
+
+def test_the_disk_cache_keeps_each_decoders_frames_apart(tmp_path, monkeypatch, synthetic_clips):
+    """A frame cache shared by an environment with decord and one without (an x86 and an ARM runner) never
+    serves one decoder's pixels to the other: decord and PyAV can differ by a few levels (10-bit video).
+    The clip's decoder is recorded in the spec, which the run log holds."""
+    pytest.importorskip("decord")
+    from pytest_posbias.video import decode
+
+    clip = synthetic_clips[0]
+    disk = tmp_path / "frames"
+    with_decord = FrameSpec.from_video(clip, [0, 5, 9], size=32, info=probe(clip))
+    assert with_decord.primary.decoder == "decord" and with_decord.to_dict()["sources"][0]["decoder"] == "decord"
+    FrameStore(disk_dir=disk, disk_write_min_s=0).materialize(with_decord)
+    monkeypatch.setattr(decode, "_with_decord", lambda *a, **k: None)  # as where decord is not installed
+    without = FrameSpec.from_video(clip, [0, 5, 9], size=32, info=probe(clip))
+    assert without.primary.decoder == "av" and without.key() == with_decord.key()  # the request key: content
+    store = FrameStore(disk_dir=disk, disk_write_min_s=0)
+    assert np.array_equal(store.materialize(without), read_frames(clip, [0, 5, 9], size=32, backend="av"))
+    assert (store.decodes, store.disk_hits, store.disk_writes) == (1, 0, 3)
+    assert sorted(p.parent.name for p in disk.rglob("*.png")) == ["32-stretch-av"] * 3 + ["32-stretch-decord"] * 3
