@@ -36,36 +36,29 @@ JUDGES: tuple[str, ...] = ("embed", "fragment", "openai", "auto")
 Validator = Callable[[str, Any], Any]
 
 
-def _str(key: str, v: Any) -> str:
-    if not isinstance(v, str) or not v:
-        raise ConfigError(f"[tool.posbias] `{key}` must be a non-empty string; got {v!r}")
-    return v
+def _rule(ok: Callable[[Any], bool], what: str, cast: Callable[[Any], Any] = lambda v: v) -> Validator:
+    """A validator: ``cast(v)`` where ``ok(v)``, else a ConfigError saying the key must be ``what``."""
+    def check(key: str, v: Any) -> Any:
+        if not ok(v):
+            raise ConfigError(f"[tool.posbias] `{key}` must be {what}; got {v!r}")
+        return cast(v)
+
+    return check
 
 
 def _one_of(*allowed: str) -> Validator:
     """A validator of a key that takes one of ``allowed``."""
-    def check(key: str, v: Any) -> str:
-        if v not in allowed:
-            raise ConfigError(f"[tool.posbias] `{key}` must be one of {', '.join(allowed)}; got {v!r}")
-        return str(v)
-
-    return check
+    return _rule(lambda v: v in allowed, f"one of {', '.join(allowed)}", str)
 
 
 def _int_at_least(low: int, why: str = "") -> Validator:
     """A validator of an integer key >= ``low`` (``why``: the reason, shown in the error)."""
-    def check(key: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ConfigError(f"[tool.posbias] `{key}` must be an integer >= {low}{why}; got {v!r}")
-        return int(v)
-
-    return check
+    return _rule(lambda v: not isinstance(v, bool) and isinstance(v, int) and v >= low, f"an integer >= {low}{why}",
+                 int)
 
 
-def _mode(key: str, v: Any) -> str:
-    if v not in ("detect", "certify"):
-        raise ConfigError(f"[tool.posbias] `{key}` must be 'detect' or 'certify'; got {v!r}")
-    return str(v)
+_str = _rule(lambda v: isinstance(v, str) and bool(v), "a non-empty string")
+_bool = _rule(lambda v: isinstance(v, bool), "true or false")
 
 
 # The per-gate level α: a gate's interval is the two-sided 1 − 2α interval, so α below 0.5 keeps
@@ -117,13 +110,6 @@ def _resamples(key: str, v: Any) -> int:
     return n
 
 
-def _device(key: str, v: Any) -> str:
-    """``device``: auto, cpu, cuda or cuda:N (as ``--posbias-device``)."""
-    if isinstance(v, str) and (v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit())):
-        return v
-    raise ConfigError(f"[tool.posbias] `{key}` must be auto, cpu, cuda or cuda:N; got {v!r}")
-
-
 def check_url(where: str, v: Any) -> str:
     """An endpoint base URL: http or https with a host; ConfigError naming ``where`` otherwise."""
     from urllib.parse import urlsplit
@@ -147,16 +133,6 @@ def _redacted(v: Any) -> str:
         return repr(redact_value(v))
     shown = re.sub(r"^((?:[A-Za-z][A-Za-z0-9+.\-]*:)?/*)[^/?#]*@", rf"\1{REDACTED}@", redact_url(v))
     return repr(shown)
-
-
-def _floor(key: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) <= 1:
-        raise ConfigError(f"[tool.posbias] `{key}` must be a number in (0, 1] (the share of planned units a gate "
-                          f"must measure); got {v!r}")
-    return float(v)
-
-
-PAIRED_TESTS: tuple[str, ...] = ("bootstrap", "permutation")
 
 
 def _api_bases(key: str, v: Any) -> str | list[str]:
@@ -185,18 +161,12 @@ def _api_setting(key: str, v: Any) -> Any:
     return v
 
 
-def _bool(key: str, v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise ConfigError(f"[tool.posbias] `{key}` must be true or false; got {v!r}")
-    return v
-
-
 _SCALARS: dict[str, Validator] = {
     "model": _models,
     "baseline": _str,
     "parity": _str,  # the reference deployment of the parity gates (--posbias-parity)
     "judge": _one_of(*JUDGES),
-    "mode": _mode,
+    "mode": _rule(lambda v: v in ("detect", "certify"), "'detect' or 'certify'", str),
     "alpha": lambda key, v: check_alpha(v, f"[tool.posbias] `{key}`"),
     "seed": _int_at_least(0),
     "cache": _str,
@@ -204,7 +174,9 @@ _SCALARS: dict[str, Validator] = {
     "report": _str,
     "report_dir": _str,
     "data": _str,
-    "device": _device,
+    "device": _rule(lambda v: isinstance(v, str) and (v in ("auto", "cpu", "cuda")
+                                                   or (v.startswith("cuda:") and v[5:].isdigit())),
+                    "auto, cpu, cuda or cuda:N"),
     "api_base": _api_bases,
     "api_timeout": _api_setting,
     "api_retries": _api_setting,
@@ -215,9 +187,10 @@ _SCALARS: dict[str, Validator] = {
     "batch_size": _int_at_least(1),
     "concurrency": _int_at_least(1),
     "sequential": _bool,
-    "measurement_floor": _floor,
+    "measurement_floor": _rule(lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and 0 < float(v) <= 1,
+                               "a number in (0, 1] (the share of planned units a gate must measure)", float),
     "confirmatory": _bool,
-    "paired_test": _one_of(*PAIRED_TESTS),
+    "paired_test": _one_of("bootstrap", "permutation"),
     "multiplicity": _one_of("holm", "none"),  # the run-level decision's adjustment (gates/decision.py)
     "attn_implementation": _one_of("auto", "sdpa", "flash_attention_2", "eager"),
     "device_map": _one_of("fit", "auto", "balanced", "balanced_low_0", "sequential", "none"),
@@ -323,9 +296,8 @@ def parse_config(table: Mapping[str, Any], *, source: str = "[tool.posbias]") ->
     for name, sub in models_tbl.items():
         if not isinstance(sub, Mapping):
             raise ConfigError(f"{source}.models.{name!r} must be a table")
-        for sk in sub:
-            if sk != "thresholds":
-                raise ConfigError(f"{source}.models.{name!r}: unknown key {sk!r}; known keys: thresholds")
+        if extra := [sk for sk in sub if sk != "thresholds"]:
+            raise ConfigError(f"{source}.models.{name!r}: unknown key {extra[0]!r}; known keys: thresholds")
         per_model[name] = validate_thresholds(f"{source}.models.{name!r}.thresholds", sub.get("thresholds", {}))
     probes = table.get("probes", {})
     if not isinstance(probes, Mapping):

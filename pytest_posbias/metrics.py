@@ -12,7 +12,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -60,7 +60,10 @@ def _check_text(text: object, *, name: str = "text") -> str:
     return text
 
 
-def _ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+def _ngrams(text: str, n: int) -> list[tuple[str, ...]]:
+    """The n-grams of ``text.split()``, after checking ``text`` and ``n``."""
+    tokens = _check_text(text).split()
+    _check_n(n)
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
@@ -224,9 +227,7 @@ def fragments(reference: str, summary: str, *, tokenizer: str = "auto") -> list[
 def _fragment_sum(reference: str, summary: str, tokenizer: str, *, power: int) -> float:
     """Σ|f|^power / |reference tokens| over the greedy fragments f; 0 for an empty reference."""
     n_ref = len(fragment_tokens(_check_text(reference, name="reference"), tokenizer=tokenizer))
-    if n_ref == 0:
-        return 0.0
-    return sum(m.length ** power for m in fragments(reference, summary, tokenizer=tokenizer)) / n_ref
+    return sum(m.length ** power for m in fragments(reference, summary, tokenizer=tokenizer)) / n_ref if n_ref else 0.0
 
 
 def fragment_coverage(reference: str, summary: str, *, tokenizer: str = "auto") -> float:
@@ -246,9 +247,7 @@ def fragment_density(reference: str, summary: str, *, tokenizer: str = "auto") -
 
 def max_ngram_count(text: str, n: int = 5) -> int:
     """Largest count of any n-gram of ``text.split()``; 0 when there are fewer than n tokens (VideoSTF §3.1, R(Y))."""
-    _check_text(text)
-    _check_n(n)
-    return max(Counter(_ngrams(text.split(), n)).values(), default=0)
+    return max(Counter(_ngrams(text, n)).values(), default=0)
 
 
 def repetition_rate(texts: Iterable[str], *, n: int = 5, tau: int = 1) -> float:
@@ -266,13 +265,8 @@ def repetition_rate(texts: Iterable[str], *, n: int = 5, tau: int = 1) -> float:
 
 def repetition_intensity(text: str, *, n: int = 1) -> float:
     """RI = Rep-n = 1 − |unique n-grams| / (M − n + 1); 0 when M < n (VideoSTF §3.1, default n = 1)."""
-    _check_text(text)
-    _check_n(n)
-    tokens = text.split()
-    total = len(tokens) - n + 1
-    if total <= 0:
-        return 0.0
-    return 1.0 - len(set(_ngrams(tokens, n))) / total
+    grams = _ngrams(text, n)
+    return 1.0 - len(set(grams)) / len(grams) if grams else 0.0
 
 
 def information_entropy(text: str, *, n: int = 1) -> float:
@@ -280,9 +274,7 @@ def information_entropy(text: str, *, n: int = 1) -> float:
 
     0 when there are no n-grams or only one. Lies in [0, 1]; 1 = every n-gram distinct.
     """
-    _check_text(text)
-    _check_n(n)
-    grams = _ngrams(text.split(), n)
+    grams = _ngrams(text, n)
     total = len(grams)
     if total <= 1:
         return 0.0
@@ -414,7 +406,5 @@ def spr_margin(letter_logprobs: Mapping[str, float]) -> float:
         raise ConfigError("`letter_logprobs` must give at least one letter a finite log-probability")
     p = np.exp(lp - lp.max())
     p /= p.sum()
-    if p.size == 1:
-        return 1.0
     top = np.sort(p)[::-1]
-    return float(top[0] - top[1])
+    return 1.0 if p.size == 1 else float(top[0] - top[1])

@@ -32,8 +32,6 @@ _URL_TAIL = re.compile(r"[^\s\"'<>`]+")
 def _redact_params(text: str) -> str:
     """``text`` (a query or a fragment) with the values of its key-like ``name=value`` parameters
     replaced by ``***``; parameters are separated by ``&`` or ``;`` and everything else is kept as written."""
-    if "=" not in text:
-        return text
     pieces = re.split(r"([&;])", text)
     for i in range(0, len(pieces), 2):
         name, eq, _value = pieces[i].partition("=")
