@@ -177,11 +177,12 @@ def _ebml_number(fh: Any, *, keep_marker: bool) -> tuple[int, int]:
 
 
 def _check_whole(path: Path, format_name: str) -> None:
-    """Raise :class:`TruncatedVideoError` when a Matroska/WebM or FLV file ends inside its own structure: a
-    Matroska Segment that declares more bytes than the file holds, or an FLV whose tags do not end exactly at
-    the end of the file. These containers keep no frame count, so a file cut short would otherwise probe as a
-    shorter clip; which frames were lost cannot be told, so the whole clip is lost. A Matroska Segment of
-    unknown size (a live recording) is not checked."""
+    """Raise :class:`TruncatedVideoError` when a Matroska/WebM, FLV or MPEG-TS file ends inside its own
+    structure: a Matroska Segment that declares more bytes than the file holds, an FLV whose tags do not end
+    exactly at the end of the file, or a transport stream whose last packet is cut short. These containers
+    keep no frame count, so a file cut short would otherwise probe as a shorter clip; which frames were lost
+    cannot be told, so the whole clip is lost. A Matroska Segment of unknown size (a live recording) is not
+    checked, and an FLV or MPEG-TS file cut exactly at a tag or packet boundary cannot be told from a whole one."""
     names = set(format_name.split(","))
     size = path.stat().st_size
     with path.open("rb") as fh:
@@ -204,6 +205,14 @@ def _check_whole(path: Path, format_name: str) -> None:
                 at += 11 + int.from_bytes(fh.read(4)[1:4], "big") + 4
             if at != size:
                 raise _EndsEarly(path, f"truncated: its last tag ends at byte {at}, the file holds {size}")
+        elif "mpegts" in names:
+            head = fh.read(197)
+            # 188-byte transport packets, or 192 (M2TS: a 4-byte timestamp first), each with its sync byte 0x47 (b"G")
+            packet = next((n for n, at in ((188, 0), (192, 4)) if head[at:at + 1] == head[at + n:at + n + 1] == b"G"),
+                          0)
+            if packet and size % packet:
+                raise _EndsEarly(path, f"truncated: its last {packet}-byte transport packet ends at byte "
+                                       f"{size + packet - size % packet}, the file holds {size}")
 
 
 def _decord_misreads(path: Path, count: int) -> bool:

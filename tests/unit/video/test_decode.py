@@ -398,12 +398,14 @@ def _clip_with_audio(path, video_codec, audio_codec, audio_seconds):
 @pytest.mark.parametrize("decord", [True, False], ids=["default", "without-decord"])
 @pytest.mark.parametrize(("name", "video_codec", "audio_codec"),
                          [("clip.mkv", "libx264", "aac"), ("clip.mkv", "mpeg4", "libopus"),
-                          ("clip.flv", "libx264", "aac")])
-def test_a_matroska_or_flv_file_cut_short_is_truncated_not_a_shorter_clip(tmp_path, monkeypatch, name, video_codec,
-                                                                           audio_codec, decord):
-    """Matroska, WebM and FLV keep no frame count: a file that ends inside its own structure (a Matroska Segment
-    declaring more bytes than the file holds, an FLV tag cut short) is lost as truncated, however few bytes are
-    missing (it probed as a shorter clip); a whole file whose audio outlasts its video is not.
+                          ("clip.flv", "libx264", "aac"), ("clip.ts", "libx264", "aac"),
+                          ("clip.ts", "mpeg2video", "mp2")])
+def test_a_matroska_flv_or_mpegts_file_cut_short_is_truncated_not_a_shorter_clip(tmp_path, monkeypatch, name,
+                                                                                   video_codec, audio_codec, decord):
+    """Matroska, WebM, FLV and MPEG-TS keep no frame count: a file that ends inside its own structure (a Matroska
+    Segment declaring more bytes than the file holds, an FLV tag or a transport packet cut short) is lost as
+    truncated, however few bytes are missing (it probed as a shorter clip); a whole file whose audio outlasts
+    its video is not.
     WebM is read by the Matroska demuxer the check keys on; it is not written here, as libvpx cannot open
     in a process that has loaded decord (decord bundles its own FFmpeg libraries)."""
     from pytest_posbias.video import decode
@@ -413,10 +415,11 @@ def test_a_matroska_or_flv_file_cut_short_is_truncated_not_a_shorter_clip(tmp_pa
     whole = _clip_with_audio(tmp_path / name, video_codec, audio_codec, 3.7)
     assert probe(whole).frame_count == 90
     data = whole.read_bytes()
-    for cut_bytes in (len(data) * 4 // 10, len(data) // 20, 5):  # at 5% every video frame is left, not the audio
+    for cut_bytes in (len(data) * 4 // 10 + 3, len(data) // 20, 5):  # at 5% every video frame is left, not the audio
         cut = tmp_path / f"cut-{cut_bytes}-{name}"
         cut.write_bytes(data[:-cut_bytes])
-        with pytest.raises(files.TruncatedVideoError, match=r"truncated: its (Segment declares \d+ bytes|last tag ends "
-                                                           rf"at byte \d+), the file holds {len(data) - cut_bytes}$") as exc:
+        with pytest.raises(files.TruncatedVideoError, match=r"truncated: its (Segment declares \d+ bytes|last (tag|"
+                                                           r"188-byte transport packet) ends at byte \d+), the file holds"
+                                                           rf" {len(data) - cut_bytes}$") as exc:
             probe(cut)
         assert files.problem_kind(exc.value) == "truncated-video"
