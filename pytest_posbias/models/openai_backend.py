@@ -72,7 +72,8 @@ def make_backend(resolved: Any, store: FrameStore, options: RunOptions,
     kw = api_settings(options)
     if kw.get("video_form", "auto") == "auto" and entry is not None:
         kw["video_form"] = getattr(entry, "video_form", "auto")
-    return OpenAIBackend(resolved.target, store, api_base=bases or None, notify=notify, **kw)
+    return OpenAIBackend(resolved.target, store, api_base=bases or None, notify=notify, thinks=bool(resolved.prefill),
+                         **kw)
 
 
 def check_endpoints(options: RunOptions) -> list[dict[str, Any]]:
@@ -92,6 +93,10 @@ def check_endpoints(options: RunOptions) -> list[dict[str, Any]]:
         finally:
             b.close()
     return out
+
+
+# in the identity of a reasoning model's backend: its answers are read by the rule of OpenAIBackend._answer
+REASONING_ANSWER = "think-separated/v1"
 
 
 class OpenAIBackend:
@@ -114,7 +119,7 @@ class OpenAIBackend:
                  retries: int = 5, timeout: float = 120.0, letter_scoring: str = "auto", video_form: str = "auto",
                  request_seed: bool = True, base_delay: float = 0.5, max_delay: float = 20.0, breaker_after: int = 8,
                  breaker_probe_s: float | None = None, replica_fail_after: int = 3, replica_revive_s: float = 30.0,
-                 notify: Callable[[str], None] | None = None) -> None:
+                 thinks: bool = False, notify: Callable[[str], None] | None = None) -> None:
         try:
             import openai
         except ImportError as exc:
@@ -145,6 +150,7 @@ class OpenAIBackend:
         self.video_form = video_form
         self.input_form = "images" if video_form == "auto" else video_form  # auto: decided by check()
         self.request_seed = bool(request_seed)
+        self.thinks = bool(thinks)
         self.encoder = FrameEncoder(store)
         self.notify = notify
         self.notices: list[str] = []
@@ -168,7 +174,7 @@ class OpenAIBackend:
         requests carry seeds. Not the URL: replicas serve the same model, and a resume against
         another replica (or a moved server) reuses the cache."""
         return {"backend": "openai", "model_id": self.model_name, "input_form": self.input_form,
-                "request_seed": self.request_seed}
+                "request_seed": self.request_seed, **({"answer_text": REASONING_ANSWER} if self.thinks else {})}
 
     def close(self) -> None:
         for r in self.router.replicas:
@@ -296,12 +302,12 @@ class OpenAIBackend:
             if choice.finish_reason == "content_filter":  # withheld or cut by the provider: no answer to score
                 raise BackendError(f"{self.label}: the endpoint's content filter withheld or cut the answer "
                                    "(finish_reason content_filter)")
+            text = "" if letters_only else self._answer(choice)
             lp = self._letters_from(choice, request.letters) if want_lp else None
             self._record(ok=True, attempts=attempts, transient_failure=False)
             usage = getattr(resp, "usage", None)
             prompt = getattr(usage, "prompt_tokens", None)
             n = getattr(usage, "completion_tokens", None)
-            text = "" if letters_only else strip_think(choice.message.content or "")
             finish = "length" if choice.finish_reason == "length" and not letters_only else "stop"
             n = int(n) if isinstance(n, int) else (1 if letters_only else len(text.split()))
             return Generation(text, n, finish, lp, time.perf_counter() - t0, attempts=attempts,
@@ -318,6 +324,23 @@ class OpenAIBackend:
             self._record(ok=False, attempts=attempts, transient_failure=transient, error=str(exc))
             return Generation(finish_reason="error", error=error, seconds=time.perf_counter() - t0, attempts=attempts,
                               input_form=form)
+
+    def _answer(self, choice: Any) -> str:
+        """The answer in a choice's text (:func:`strip_think`). A reasoning model's (``thinks``: a registry entry
+        with a think-block prefill) needs its reasoning told apart: by the server's reasoning parser (vLLM's
+        ``reasoning`` field, ``reasoning_content`` before it) or by ``</think>`` in the text. With neither, a chat
+        template that opens the think block in the prompt leaves bare reasoning: cut by the token limit it is no
+        answer (``answer_cut_off``); otherwise the call fails rather than score reasoning as the answer."""
+        message = choice.message
+        content = message.content or ""
+        separated = getattr(message, "reasoning", None) or getattr(message, "reasoning_content", None)
+        if self.thinks and not separated and "</think>" not in content:
+            if choice.finish_reason == "length":
+                return ""
+            raise BackendError(f"{self.label}: the reasoning model's answer has no `</think>` and the server sent no "
+                               "separate reasoning, so its reasoning cannot be told from its answer; serve it with a "
+                               "reasoning parser (vLLM: --reasoning-parser, in --posbias-vllm-args for vllm: models)")
+        return strip_think(content)
 
     def _letters_from(self, choice: Any, letters: Sequence[str]) -> dict[str, float]:
         lp = getattr(choice, "logprobs", None)

@@ -326,7 +326,8 @@ class ManagedVllmBackend(OpenAIBackend):
         kw = api_settings(options)
         if kw.get("video_form", "auto") == "auto":
             kw["video_form"] = "video"  # vLLM takes a video_url frame list
-        super().__init__(served_name(resolved), store, api_base=list(urls), notify=notify, **kw)
+        super().__init__(served_name(resolved), store, api_base=list(urls), notify=notify,
+                         thinks=bool(resolved.prefill), **kw)
 
     @property
     def label(self) -> str:

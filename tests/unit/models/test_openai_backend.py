@@ -19,13 +19,14 @@ from pytest_posbias.video.frames import FrameSpec, FrameStore
 SECRET = "sk-test-SECRET-4f9a1c"
 
 
-def _completion(text: str, top: list[tuple[str, float]] | None, finish: str = "stop") -> dict:
+def _completion(text: str, top: list[tuple[str, float]] | None, finish: str = "stop", reasoning: str | None = None) -> dict:
     lp = None
     if top is not None:
         lp = {"content": [{"token": top[0][0], "logprob": top[0][1], "bytes": None,
                            "top_logprobs": [{"token": t, "logprob": v, "bytes": None} for t, v in top]}], "refusal": None}
     return {"id": "cmpl-1", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish, "logprobs": lp}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
+                                                         **({"reasoning": reasoning} if reasoning else {})}, "finish_reason": finish, "logprobs": lp}],
             "usage": {"prompt_tokens": 5, "completion_tokens": len(text.split()), "total_tokens": 5 + len(text.split())}}
 
 
@@ -39,6 +40,7 @@ class Server:
         self.lock = threading.Lock()
         self.text = "B"
         self.finish = "stop"
+        self.reasoning: str | None = None  # a reasoning parser's separate field (vLLM's `reasoning`)
         self.top: list[tuple[str, float]] | None = [("B", -0.2), (" A", -1.9), ("C", -3.0)]
         server = self
 
@@ -66,7 +68,7 @@ class Server:
                     self.send_response(200)
                 else:
                     top = None if action == "nologprobs" else server.top
-                    payload = json.dumps(_completion(server.text, top, server.finish)).encode()
+                    payload = json.dumps(_completion(server.text, top, server.finish, server.reasoning)).encode()
                     self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -189,6 +191,41 @@ def test_a_reasoning_block_is_not_part_of_the_answer(backend, server, two_videos
     server.text, server.finish = raw, finish
     [gen] = backend.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
     assert gen.ok and gen.text == text
+
+
+@pytest.mark.parametrize(("raw", "reasoning", "finish", "text"), [
+    ("Option A looks wrong; C maybe.\n</think>\n\nB", None, "stop", "B"),  # the template opened the block
+    ("Option A looks wrong; C maybe", None, "length", ""),  # bare reasoning cut by the limit: answer_cut_off
+    ("B", "Option A looks wrong; C maybe.", "stop", "B"),  # the server's reasoning parser separated it
+    ("", "Option A looks wrong; C maybe", "length", ""),
+    ("Option A looks wrong; so B", None, "stop", None),  # cannot be told apart: a failed call
+])
+def test_a_reasoning_models_answer_is_never_its_reasoning(server, two_videos, monkeypatch, raw, reasoning, finish, text):
+    """A registry reasoning model (a think-block prefill) whose chat template opens the think block in the prompt,
+    served without a reasoning parser, sends bare reasoning: cut by the token limit it is no answer, and text with
+    neither `</think>` nor a separate reasoning field fails the call instead of being scored as the answer. Another
+    model's text is taken as it comes, and its cache key is unchanged."""
+    from pytest_posbias.models.openai_backend import make_backend
+    from pytest_posbias.models.registry import resolve
+    from pytest_posbias.run_options import RunOptions
+
+    monkeypatch.setenv("POSBIAS_API_KEY", SECRET)
+    server.text, server.reasoning, server.finish = raw, reasoning, finish
+    thinking = make_backend(resolve("openai:glm41v-9b-thinking"), FrameStore(), RunOptions(api_base=server.url))
+    plain = make_backend(resolve("openai:test-model"), FrameStore(), RunOptions(api_base=server.url))
+    try:
+        assert thinking.thinks and not plain.thinks
+        assert thinking.identity()["answer_text"] == "think-separated/v1" and "answer_text" not in plain.identity()
+        [gen] = thinking.generate([Request("openai:glm41v-9b-thinking", (two_videos[0],), Decoding(8))])
+        if text is None:
+            assert not gen.ok and "reasoning parser" in gen.error and "--reasoning-parser" in gen.error
+        else:
+            assert gen.ok and gen.text == text and gen.finish_reason == finish
+        [other] = plain.generate([Request("openai:test-model", (two_videos[0],), Decoding(8))])
+        assert other.ok and other.text == (raw.rpartition("</think>")[2].strip())
+    finally:
+        thinking.close()
+        plain.close()
 
 
 def test_logprobs_without_top_logprobs_are_a_failed_call_not_an_answer_without_a_letter(backend, server, two_videos,
