@@ -106,17 +106,15 @@ class GenerationCache:
         rows = [(k, m, time.time(), json.dumps(g.to_dict(), sort_keys=True)) for k, m, g in items]
         if not rows:
             return
-        if self.read_only:
-            reason = f"the cache {self.path} is open read-only (--posbias-cache-mode read-only)"
-        else:
+        reason = f"the cache {self.path} is open read-only (--posbias-cache-mode read-only)"
+        if not self.read_only:
             with self._lock:
                 try:
                     with self._transaction():
                         self._conn.executemany("INSERT OR REPLACE INTO generations VALUES (?, ?, ?, ?)", rows)
+                    return
                 except sqlite3.Error as exc:  # read-only file, full disk, I/O error: the answers stand, unstored
                     reason = f"the cache {self.path} refused the write ({type(exc).__name__}: {exc})"
-                else:
-                    return
         self._not_stored(len(rows), reason, items)
 
     @contextlib.contextmanager

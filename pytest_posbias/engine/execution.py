@@ -243,13 +243,9 @@ class Engine:
             with self._lock:
                 self.stats.add_calls([], wall=time.perf_counter() - t_call)
         unseen = [items[i] for i in range(len(items)) if i not in seen]
-        lost = [Generation(finish_reason="error", error=why, attempts=0) for _ in unseen]
-        with self._lock:
-            self.stats.add_calls(lost, wall=0.0)
-        for (k, r), g in zip(unseen, lost, strict=True):
-            results[k] = g
-            self._log(probe, k, r, g, cache_hit=False)
-        return done + len(lost)
+        self._settle(model, unseen, [Generation(finish_reason="error", error=why, attempts=0) for _ in unseen], results,
+                     probe=probe, accept=None, put=self.cache.put_many, wall=0.0)
+        return done + len(unseen)
 
     def _call(self, backend: Backend, batch: list[Request]) -> list[Generation]:
         """The backend's Generations for ``batch``, a backend error recorded per request; letter scoring
@@ -340,8 +336,5 @@ class _GroupCommit:
             self._closed = True
             self._cond.notify()
         self._thread.join()
-        if self._items and self._error is None:  # the writer stopped early: commit here
-            self.cache.put_many(self._items)
-            self._items = []
         if self._error is not None:
             raise self._error

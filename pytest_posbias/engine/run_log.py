@@ -19,23 +19,19 @@ import numpy as np
 
 from .. import SCHEMA_VERSION
 from ..errors import ConfigError
-from ..safe_text import json_finite, redact_text
+from ..safe_text import json_finite, redact_text, strict_json
 
 
 def _json_default(o: Any) -> Any:
-    """A JSON value for ``o`` (``to_dict()``, sets, numpy values), cleaned by :func:`_clean`."""
+    """A JSON value for ``o`` (``to_dict()``, sets, numpy values) as strict JSON data
+    (:func:`~pytest_posbias.safe_text.json_finite`), numpy keys and values included."""
     if hasattr(o, "to_dict"):
-        return _clean(o.to_dict())
+        return json_finite(o.to_dict(), _json_default)
     if isinstance(o, (set, frozenset, tuple)):
-        return _clean(list(o))
+        return json_finite(list(o), _json_default)
     if isinstance(o, (np.generic, np.ndarray)):
-        return _clean(o.tolist())
+        return json_finite(o.tolist(), _json_default)
     raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
-
-
-def _clean(o: Any) -> Any:
-    """``o`` as strict JSON data (:func:`~pytest_posbias.safe_text.json_finite`), numpy keys and values included."""
-    return json_finite(o, _json_default)
 
 
 class RunLog:
@@ -57,7 +53,7 @@ class RunLog:
         try:  # the common case has no NaN/inf: serialised directly, without a recursive cleaned copy
             line = json.dumps(record, sort_keys=True, default=_json_default, allow_nan=False)
         except (ValueError, TypeError):  # NaN/inf; a dict mixing int and str keys (sort_keys cannot order it)
-            line = json.dumps(_clean(dict(record)), sort_keys=True, default=_json_default, allow_nan=False)
+            line = strict_json(dict(record), sort_keys=True, default=_json_default)
         if "://" in line:  # a URL ends at a quote, so each is redacted inside its JSON string
             line = redact_text(line)
         with self._lock:
