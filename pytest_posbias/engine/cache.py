@@ -35,7 +35,8 @@ UNUSABLE_COLUMNS = ("key", "model", "runs", "updated", "reason", "payload")  # w
 def unusable_shape_problem(columns: Iterable[str]) -> str:
     """Why an ``unusable`` table with these columns cannot be used ('' when it can): a damaged or foreign
     cache. A missing ``run`` column is no problem (a cache made before it; the run adds it)."""
-    missing = [c for c in UNUSABLE_COLUMNS if c not in set(columns)]
+    have = set(columns)  # once: ``columns`` may be a generator
+    missing = [c for c in UNUSABLE_COLUMNS if c not in have]
     return f"its unusable table lacks the column{'s' * (len(missing) > 1)} {', '.join(missing)}" if missing else ""
 
 

@@ -212,3 +212,14 @@ def test_an_unusable_answer_the_database_refuses_is_not_an_error_of_the_run(tmp_
         cache.record_unusable([("k1", "m", Generation("", 0, "stop"), "empty answer")])
     finally:
         cache.close()
+
+
+def test_an_unusable_table_names_only_the_columns_it_lacks_whatever_iterable_lists_its_columns():
+    """The shape check names the missing columns alone, given the columns as a list or as a one-pass generator
+    (as the cache passes them from ``PRAGMA table_info``)."""
+    from pytest_posbias.engine.cache import UNUSABLE_COLUMNS, unusable_shape_problem
+
+    present = [c for c in UNUSABLE_COLUMNS if c != "payload"]
+    for columns in (present, iter(present), (c for c in present)):
+        assert unusable_shape_problem(columns) == "its unusable table lacks the column payload"
+    assert unusable_shape_problem(c for c in UNUSABLE_COLUMNS) == ""
