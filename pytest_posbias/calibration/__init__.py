@@ -233,8 +233,7 @@ RATE_GRID = (10, 20, 30, 40, 60, 80, 120, 160, 240, 320)
 def check_run(gates: Sequence[str], allowed: Sequence[str], reps: int, min_reps: int, alpha: float,
               data: str | None) -> None:
     """Validate a calibration run's arguments (``allowed``: its gates; ``min_reps``: its fewest repetitions)."""
-    unknown = sorted(set(gates) - set(allowed))
-    if unknown:
+    if unknown := sorted(set(gates) - set(allowed)):
         raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(allowed)}")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < min_reps:
         raise ConfigError(f"`reps` must be an integer >= {min_reps}; got {reps!r}")

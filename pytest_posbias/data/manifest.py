@@ -167,8 +167,7 @@ def _strings(v: Any, key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
 
 
 def _opt_num(d: Mapping[str, Any], key: str, *, minimum: float | None = None) -> float | None:
-    v = d.get(key)
-    if v is None:
+    if (v := d.get(key)) is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"field {key!r} must be a number or null; got {v!r}")

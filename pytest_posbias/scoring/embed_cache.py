@@ -136,8 +136,7 @@ class EmbeddingCache:
         rows = [(_key(self.judge, t), self.judge, now, np.asarray(v, dtype=self.dtype).tobytes())
                 for t, v in vectors.items()]
         with self._lock:
-            conn = self._connect()
-            if conn is None:
+            if (conn := self._connect()) is None:
                 self.unstored += len(rows)
                 return
             try:

@@ -187,8 +187,7 @@ class EmbedJudge:
             if not refs:
                 out.append(Coverage(0.0, self.name, (), ()))
                 continue
-            sents = sentences(summary)
-            if not sents:
+            if not (sents := sentences(summary)):
                 out.append(Coverage(0.0, self.name, tuple(False for _ in refs), tuple("no summary" for _ in refs)))
                 continue
             sim = self.embedder.similarity(refs, sents)

@@ -47,8 +47,7 @@ def text_reason(text: str, *, min_words: int = MIN_WORDS, min_share: float = MIN
         raise ValueError(f"`min_words` must be an integer >= 1; got {min_words!r}")
     if not 0.0 <= min_share <= 1.0:
         raise ValueError(f"`min_share` must lie in [0, 1]; got {min_share!r}")
-    tokens = text.split()
-    if not tokens:
+    if not (tokens := text.split()):
         return EMPTY
     n_words = sum(1 for t in tokens if any(ch.isalpha() for ch in t))
     if n_words < min_words:
