@@ -135,10 +135,9 @@ def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int |
                    n_max_seq: int | None = None, n_resamples: int = 999) -> dict[str, Any]:
     """Error rates, power curve and cost of one gate at sample size n (fixed) and n_max_seq (sequential).
 
-    For each design and each true effect θ of the curve (the null of ``sim:unbiased``, then
-    ``POWER_MULTIPLES`` × t) the detect-mode failure rate over ``reps`` seeded repetitions
-    (a false-failure rate for θ <= t, power beyond it) and the median units a decision used;
-    plus the certify-mode false-pass rate at the boundary θ = t.
+    For each design and each true effect θ of the curve (the null of ``sim:unbiased``, then ``POWER_MULTIPLES`` × t) the
+    detect-mode failure rate over ``reps`` seeded repetitions (a false-failure rate for θ <= t, power beyond it) and the
+    median units a decision used; plus the certify-mode false-pass rate at the boundary θ = t.
     """
     n = n or g.n_default
     n_seq = n_max_seq or n

@@ -41,9 +41,8 @@ DOMAIN_WORDS = {"cooking": ("eating and drinking", "food", "cook", "drink"), "do
 
 
 def activitynet_domains(classes: Path) -> dict[str, str]:
-    """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy
-    (Cooking = eating and drinking, cooking; Domestic = household; Leisure = socializing, relaxing,
-    sports and exercise)."""
+    """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy (Cooking = eating and
+    drinking, cooking; Domestic = household; Leisure = socializing, relaxing, sports and exercise)."""
     data = _load_json(classes, "--classes")
     if not isinstance(data, dict) or not isinstance(data.get("taxonomy"), list) \
             or not isinstance(data.get("database"), dict):

@@ -66,11 +66,10 @@ def echo_words(text: str) -> list[str]:
 def echo_reason(text: str, prompt: str) -> str | None:
     """``prompt_echo`` when an answer only repeats its prompt, else None.
 
-    With A = :func:`echo_words` of ``text`` and Q that of ``prompt`` (the request's text parts):
-    ``prompt_echo`` when A is non-empty and occurs contiguously in Q (A = Q[i : i + |A|] for some i),
-    the whole instruction or a run of it. An answer that shares words with the prompt but says
-    anything the prompt does not ("The video shows a man ...") stays usable; an answer with no word
-    is :func:`text_reason`'s case."""
+    With A = :func:`echo_words` of ``text`` and Q that of ``prompt`` (the request's text parts): ``prompt_echo`` when A
+    is non-empty and occurs contiguously in Q (A = Q[i : i + |A|] for some i), the whole instruction or a run of it. An
+    answer that shares words with the prompt but says anything the prompt does not ("The video shows a man ...") stays
+    usable; an answer with no word is :func:`text_reason`'s case."""
     a, q = echo_words(text), echo_words(prompt)
     if not a or len(a) > len(q):
         return None
