@@ -135,10 +135,9 @@ def calibrate_gate(g: GateModel, *, reps: int, alpha: float, seed: int, n: int |
                    n_max_seq: int | None = None, n_resamples: int = 999) -> dict[str, Any]:
     """Error rates, power curve and cost of one gate at sample size n (fixed) and n_max_seq (sequential).
 
-    For each design and each true effect θ of the curve (the null of ``sim:unbiased``, then
-    ``POWER_MULTIPLES`` × t) the detect-mode failure rate over ``reps`` seeded repetitions
-    (a false-failure rate for θ <= t, power beyond it) and the median units a decision used;
-    plus the certify-mode false-pass rate at the boundary θ = t.
+    For each design and each true effect θ of the curve (the null of ``sim:unbiased``, then ``POWER_MULTIPLES`` × t) the
+    detect-mode failure rate over ``reps`` seeded repetitions (a false-failure rate for θ <= t, power beyond it) and the
+    median units a decision used; plus the certify-mode false-pass rate at the boundary θ = t.
     """
     n = n or g.n_default
     n_seq = n_max_seq or n
@@ -233,8 +232,7 @@ RATE_GRID = (10, 20, 30, 40, 60, 80, 120, 160, 240, 320)
 def check_run(gates: Sequence[str], allowed: Sequence[str], reps: int, min_reps: int, alpha: float,
               data: str | None) -> None:
     """Validate a calibration run's arguments (``allowed``: its gates; ``min_reps``: its fewest repetitions)."""
-    unknown = sorted(set(gates) - set(allowed))
-    if unknown:
+    if unknown := sorted(set(gates) - set(allowed)):
         raise ConfigError(f"`gates` holds unknown gates {unknown}; allowed: {', '.join(allowed)}")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < min_reps:
         raise ConfigError(f"`reps` must be an integer >= {min_reps}; got {reps!r}")

@@ -1,18 +1,16 @@
 """End-to-end calibration: the real gates against dose-controlled simulated models.
 
-Where :mod:`~.calibration` simulates each gate's statistic from resampled residuals, this
-module runs the suites' own code path: a :class:`~.run.context.RunContext` with the default
-group-sequential design, the probes on the synthetic set (or ``--data``), the simulated model
-``sim:dose,GATE=VALUE`` (docs/design.md section 7) and the gate functions of :mod:`~.gates`.
-Each gate is run at three true effects: ``0`` (``sim:unbiased``, shared by every gate of a seed),
-``t`` (the dose at the gate's threshold, the worst compliant model) and ``3t`` (a clear violation).
+Where :mod:`~.calibration` simulates each gate's statistic from resampled residuals, this module runs the suites' own
+code path: a :class:`~.run.context.RunContext` with the default group-sequential design, the probes on the synthetic set
+(or ``--data``), the simulated model ``sim:dose,GATE=VALUE`` (docs/design.md section 7) and the gate functions of
+:mod:`~.gates`. Each gate is run at three true effects: ``0`` (``sim:unbiased``, shared by every gate of a seed), ``t``
+(the dose at the gate's threshold, the worst compliant model) and ``3t`` (a clear violation).
 
-MEG is dosed negative (middle slots weak), every other gate positive; ``coverage`` is a floor f,
-so its ``t`` dose is f and its violating dose f − ``COVERAGE_SHORTFALL`` (``3f`` would lie on the
-compliant side).
+MEG is dosed negative (middle slots weak), every other gate positive; ``coverage`` is a floor f, so its ``t`` dose is f
+and its violating dose f − ``COVERAGE_SHORTFALL`` (``3f`` would lie on the compliant side).
 
-Repetition r uses the run seed s = seed + r, which changes which units the probes draw and every
-generation seed. The table and its targets: :func:`format_e2e`, :func:`verdict_notes`, docs/calibration.md.
+Repetition r uses the run seed s = seed + r, which changes which units the probes draw and every generation seed. The
+table and its targets: :func:`format_e2e`, :func:`verdict_notes`, docs/calibration.md.
 """
 
 from __future__ import annotations

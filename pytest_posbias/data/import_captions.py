@@ -41,9 +41,8 @@ DOMAIN_WORDS = {"cooking": ("eating and drinking", "food", "cook", "drink"), "do
 
 
 def activitynet_domains(classes: Path) -> dict[str, str]:
-    """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy
-    (Cooking = eating and drinking, cooking; Domestic = household; Leisure = socializing, relaxing,
-    sports and exercise)."""
+    """video id (without ``v_``) → Cooking/Domestic/Leisure from ActivityNet's database + taxonomy (Cooking = eating and
+    drinking, cooking; Domestic = household; Leisure = socializing, relaxing, sports and exercise)."""
     data = _load_json(classes, "--classes")
     if not isinstance(data, dict) or not isinstance(data.get("taxonomy"), list) \
             or not isinstance(data.get("database"), dict):
@@ -97,8 +96,7 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
                 or not any(s.strip() for s in sents):  # blank sentences are no references
             rep.skip(key, "missing 'sentences' (a non-empty list of strings)")
             continue
-        bucket = bucket_of(dur)
-        if bucket is None:
+        if (bucket := bucket_of(dur)) is None:
             rep.skip(key, OUTSIDE_BUCKETS)
             continue
         yid = key.removeprefix("v_")
@@ -106,8 +104,7 @@ def import_activitynet(videos: Path, annotations: Path, out: Path, *, classes: P
         if not domain:
             rep.skip(key, "activity not in Cooking/Domestic/Leisure")
             continue
-        path = index.find(key, yid)
-        if path is None:
+        if (path := index.find(key, yid)) is None:
             rep.skip(key, "video not found under --videos")
             continue
         refs = [s.strip() for s in sents if s.strip()]
@@ -139,16 +136,13 @@ def import_news(videos: Path, annotations: Path, out: Path, *, groups: int = 27,
         if not isinstance(desc, str) or not desc.strip():
             rep.skip(f.name, "missing 'description' (the reference)")
             continue
-        dur = _num(e.get("duration"))
-        if dur is None:
+        if (dur := _num(e.get("duration"))) is None:
             rep.skip(f.name, "missing or non-numeric 'duration'")
             continue
-        bucket = bucket_of(dur)
-        if bucket is None:
+        if (bucket := bucket_of(dur)) is None:
             rep.skip(f.name, OUTSIDE_BUCKETS)
             continue
-        path = index.find(f"vid.{vid}", vid, str(e.get("id", "")))
-        if path is None:
+        if (path := index.find(f"vid.{vid}", vid, str(e.get("id", "")))) is None:
             rep.skip(f.name, "video not found under --videos")
             continue
         refs = sentences(desc) or [desc.strip()]

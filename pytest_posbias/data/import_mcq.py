@@ -53,8 +53,7 @@ def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | 
                 rep.skip(qid, "'answer' is not one of the candidates")
                 continue
             stem = os.path.splitext(os.path.basename(v.rstrip("/")))[0]
-            path = index.find(stem, os.path.basename(v.rstrip("/")))
-            if path is None:
+            if (path := index.find(stem, os.path.basename(v.rstrip("/")))) is None:
                 rep.skip(qid, "video not found under --videos")
                 continue
             items.append(_mcq(qid, index.relative(path, out.parent), q, cands, cands.index(ans),
@@ -100,8 +99,7 @@ def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int |
         if not isinstance(opts, list) or len(opts) < 2 or not all(isinstance(o, str) for o in opts):
             rep.skip(qid, "missing 'options' (a list of strings)")
             continue
-        clean = _letter_options(opts)
-        if clean is None:
+        if (clean := _letter_options(opts)) is None:
             rep.skip(qid, "'options' are not letter-prefixed A., B., ...")
             continue
         ans = e.get("answer")
@@ -112,8 +110,7 @@ def import_videomme(videos: Path, annotations: Path, out: Path, *, sample: int |
         if not isinstance(vid, str) or not isinstance(q, str):
             rep.skip(qid, "missing 'videoID' or 'question' string")
             continue
-        path = index.find(vid)
-        if path is None:
+        if (path := index.find(vid)) is None:
             rep.skip(qid, "video not found under --videos")
             continue
         tags = [str(e.get(t)) for t in ("duration", "domain", "sub_category", "task_type") if e.get(t)]
@@ -151,8 +148,7 @@ def import_egoschema(videos: Path, annotations: Path, out: Path, *, answers: Pat
         if not isinstance(a, int) or isinstance(a, bool) or not 0 <= a < 5:
             rep.skip(uid, "no answer in subset_answers.json")
             continue
-        path = index.find(uid)
-        if path is None:
+        if (path := index.find(uid)) is None:
             rep.skip(uid, "video not found under --videos")
             continue
         items.append(_mcq(f"egoschema-{uid}", index.relative(path, out.parent), e["question"], [str(o) for o in opts],
@@ -188,8 +184,7 @@ def import_nextqa(videos: Path, annotations: Path, out: Path, *, sample: int | N
             if not 0 <= a < 5:
                 rep.skip(qid, "'answer' outside 0..4")
                 continue
-            path = index.find(str(row["video"]))
-            if path is None:
+            if (path := index.find(str(row["video"]))) is None:
                 rep.skip(qid, "video not found under --videos")
                 continue
             items.append(_mcq(qid, index.relative(path, out.parent), row["question"].strip(), [o.strip() for o in opts],

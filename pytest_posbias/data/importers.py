@@ -1,10 +1,9 @@
 """Importers: users' local copies of the papers' datasets → manifests (docs/design.md section 6).
 
-``posbias data import FORMAT --videos DIR --annotations FILE --out manifest.jsonl``: every importer
-validates each entry, writes the items it can use and reports what it skipped and why; nothing is
-fatal except an unreadable annotations file. ``--sample N --seed 42`` keeps
-``random.Random(seed).sample`` of the multiple-choice items (the phase paper's subsets). The
-importers are in :mod:`.import_captions` (ActivityNet, News) and :mod:`.import_mcq` (MVBench,
+``posbias data import FORMAT --videos DIR --annotations FILE --out manifest.jsonl``: every importer validates each
+entry, writes the items it can use and reports what it skipped and why; nothing is fatal except an unreadable
+annotations file. ``--sample N --seed 42`` keeps ``random.Random(seed).sample`` of the multiple-choice items (the phase
+paper's subsets). The importers are in :mod:`.import_captions` (ActivityNet, News) and :mod:`.import_mcq` (MVBench,
 Video-MME, EgoSchema, NExT-QA); each one's docstring names the files it reads.
 """
 

@@ -7,12 +7,11 @@ groups and multiple-choice items, validated line by line against ``manifest.sche
     {"type": "mcq", "id": ..., "video": video id or path, "question": ..., "options": [...],
      "answer": index, "start": seconds|null, "end": seconds|null, "tags": [...]}
 
-The loader enforces the schema's constraints by hand (``jsonschema`` is a development dependency;
-a test checks that the two agree) plus what a schema cannot say: ``answer`` indexes the options, a
-group lists ``P`` distinct known videos of distinct files, ``start < end``, an mcq window starts
-before its manifest video's declared ``duration``, ids are unique per line type, and no group or
-mcq item repeats another's content under a new id (the same instances twice would inflate n); see
-:class:`Manifest` for what happens to bad lines and unusable files. Paths are relative to the manifest's folder.
+The loader enforces the schema's constraints by hand (``jsonschema`` is a development dependency; a test checks that the
+two agree) plus what a schema cannot say: ``answer`` indexes the options, a group lists ``P`` distinct known videos of
+distinct files, ``start < end``, an mcq window starts before its manifest video's declared ``duration``, ids are unique
+per line type, and no group or mcq item repeats another's content under a new id (the same instances twice would inflate
+n); see :class:`Manifest` for what happens to bad lines and unusable files. Paths are relative to the manifest's folder.
 """
 
 from __future__ import annotations
@@ -167,16 +166,14 @@ def _strings(v: Any, key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
 
 
 def _opt_num(d: Mapping[str, Any], key: str, *, minimum: float | None = None) -> float | None:
-    v = d.get(key)
-    if v is None:
+    if (v := d.get(key)) is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"field {key!r} must be a number or null; got {v!r}")
     try:
         finite = math.isfinite(v)
     except OverflowError:  # a JSON integer too large for a float
-        raise ValueError(f"field {key!r} must be a number or null; got an integer too large for "
-                         "a float") from None
+        raise ValueError(f"field {key!r} must be a number or null; got an integer too large for a float") from None
     if not finite:
         raise ValueError(f"field {key!r} must be a number or null; got {v!r}")
     if minimum is not None and v < minimum:

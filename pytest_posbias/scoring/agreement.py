@@ -1,9 +1,8 @@
 """Judge agreement with human coverage labels (multi-video paper appendix A.3, table 7).
 
-Input: a CSV with a ``reference`` column (reference sentences, one per line inside the
-cell), a ``summary`` column and one or more human columns named ``human*`` holding each
-annotator's coverage score in [0, 1]. Output: Pearson and Spearman correlations of each
-pair of annotators, and of the judge with the mean human score (scipy.stats).
+Input: a CSV with a ``reference`` column (reference sentences, one per line inside the cell), a ``summary`` column and
+one or more human columns named ``human*`` holding each annotator's coverage score in [0, 1]. Output: Pearson and
+Spearman correlations of each pair of annotators, and of the judge with the mean human score (scipy.stats).
 """
 
 from __future__ import annotations

@@ -82,8 +82,7 @@ def align(
     """
     if not text.strip():
         return Alignment(("",) * P, (SLOT_EMPTY,) * P, "empty")
-    markers = find_markers(text)
-    if not markers:
+    if not (markers := find_markers(text)):
         return _fallback(text, P, references, similarity)
     labels = [m[0] for m in markers]
     shift = label_base == 0 and 0 not in labels and set(labels) <= set(range(1, P + 1)) and P in labels

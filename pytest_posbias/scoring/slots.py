@@ -1,15 +1,14 @@
 """Per-slot diagnostics of a multi-video answer (multi-video paper §4.1 table 2, §4.4, §5.2, §5.3).
 
-* allocation: words and sentences per slot, over-rate against the requested count, and
-  whether the slot is in the exact-budget subset (sentence count equals the request);
-* contamination: TF-IDF content-token similarity of a slot summary to its own reference
-  and to the other references of the group; flagged when another reference is more
-  similar by more than ``CONTAMINATION_MARGIN`` = 0.10 ("substantially", §4.4 — a proxy,
-  not a verified leak);
-* target addressing for single-target prompting: a *hit* when the target's reference is
-  the most similar (alone, and above zero), a *margin confusion* when another beats it by more than 0.05 (§5.2);
-* leakage candidates (§5.3): a generated sentence whose concrete anchor words are weakly
-  supported by the claimed target's reference but better supported by another video's.
+* allocation: words and sentences per slot, over-rate against the requested count, and whether the slot is in the
+  exact-budget subset (sentence count equals the request);
+* contamination: TF-IDF content-token similarity of a slot summary to its own reference and to the other references of
+  the group; flagged when another reference is more similar by more than ``CONTAMINATION_MARGIN`` = 0.10
+  ("substantially", §4.4 — a proxy, not a verified leak);
+* target addressing for single-target prompting: a *hit* when the target's reference is the most similar (alone, and
+  above zero), a *margin confusion* when another beats it by more than 0.05 (§5.2);
+* leakage candidates (§5.3): a generated sentence whose concrete anchor words are weakly supported by the claimed
+  target's reference but better supported by another video's.
 """
 
 from __future__ import annotations
@@ -74,9 +73,8 @@ class TargetCheck:
 
 
 def target_check(summary: str, references: Sequence[str], target: int) -> TargetCheck:
-    """Whether ``summary`` is most similar to the target's reference. An answer similar to no
-    reference, or tied between several, addresses no slot: taking the first maximum would make it
-    a hit for slot 0 only (a primacy artefact)."""
+    """Whether ``summary`` is most similar to the target's reference. An answer similar to no reference, or tied between
+    several, addresses no slot: taking the first maximum would make it a hit for slot 0 only (a primacy artefact)."""
     sims = tfidf_cosine(summary, references)
     top = max(sims, default=0.0)
     tied = [k for k, s in enumerate(sims) if s == top]

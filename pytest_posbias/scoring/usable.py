@@ -47,8 +47,7 @@ def text_reason(text: str, *, min_words: int = MIN_WORDS, min_share: float = MIN
         raise ValueError(f"`min_words` must be an integer >= 1; got {min_words!r}")
     if not 0.0 <= min_share <= 1.0:
         raise ValueError(f"`min_share` must lie in [0, 1]; got {min_share!r}")
-    tokens = text.split()
-    if not tokens:
+    if not (tokens := text.split()):
         return EMPTY
     n_words = sum(1 for t in tokens if any(ch.isalpha() for ch in t))
     if n_words < min_words:
@@ -67,11 +66,10 @@ def echo_words(text: str) -> list[str]:
 def echo_reason(text: str, prompt: str) -> str | None:
     """``prompt_echo`` when an answer only repeats its prompt, else None.
 
-    With A = :func:`echo_words` of ``text`` and Q that of ``prompt`` (the request's text parts):
-    ``prompt_echo`` when A is non-empty and occurs contiguously in Q (A = Q[i : i + |A|] for some i),
-    the whole instruction or a run of it. An answer that shares words with the prompt but says
-    anything the prompt does not ("The video shows a man ...") stays usable; an answer with no word
-    is :func:`text_reason`'s case."""
+    With A = :func:`echo_words` of ``text`` and Q that of ``prompt`` (the request's text parts): ``prompt_echo`` when A
+    is non-empty and occurs contiguously in Q (A = Q[i : i + |A|] for some i), the whole instruction or a run of it. An
+    answer that shares words with the prompt but says anything the prompt does not ("The video shows a man ...") stays
+    usable; an answer with no word is :func:`text_reason`'s case."""
     a, q = echo_words(text), echo_words(prompt)
     if not a or len(a) > len(q):
         return None
