@@ -114,11 +114,9 @@ def sequential_p_value(*, nominal_p: float, look: int, n_max: int, alpha: float,
         return float(multivariate_normal(mean=np.zeros(len(idx)), cov=cov).cdf(
             np.array([*(cs[i] for i in idx[:-1]), x]), rng=rng))
 
-    # the first crossing at live look j with Z_j >= max(c_j, z) has probability F_j(∞) − F_j(max(c_j, z))
-    total = 0.0
-    for j in live:
-        top = below(j, 8.0)  # P(no crossing before j), as F_j at a bound past any z-statistic here
-        total += top - below(j, max(cs[j], z))
+    # the first crossing at live look j with Z_j >= max(c_j, z) has probability F_j(∞) − F_j(max(c_j, z)),
+    # F_j(∞) = P(no crossing before j) taken as F_j at 8, a bound past any z-statistic here
+    total = sum(below(j, 8.0) - below(j, max(cs[j], z)) for j in live)
     return float(min(1.0, max(0.0, total)))
 
 
@@ -310,13 +308,11 @@ def quick_notice(probes: Mapping[str, Mapping[str, Any]]) -> str | None:
     ``posbias init --quick``), naming each as ``positional.groups = 12 (default 48)``."""
     from ..probes.settings import DEFAULTS
 
-    small = []
-    for probe, table in sorted(probes.items()):
-        for key, value in sorted((table or {}).items()):
-            default = DEFAULTS.get(probe, {}).get(key)
-            if key in ("groups", "items", "videos", "trials", "orderings", "equivalence_items") and isinstance(
-                    default, int) and isinstance(value, int) and not isinstance(value, bool) and value < default:
-                small.append(f"{probe}.{key} = {value} (default {default})")
+    sizes = ("groups", "items", "videos", "trials", "orderings", "equivalence_items")
+    small = [f"{probe}.{key} = {value} (default {default})" for probe, table in sorted(probes.items())
+             for key, value in sorted((table or {}).items())
+             if key in sizes and isinstance(default := DEFAULTS.get(probe, {}).get(key), int)
+             and isinstance(value, int) and not isinstance(value, bool) and value < default]
     return f"QUICK SIZES — smaller samples than a release gate uses: {', '.join(small)}" if small else None
 
 

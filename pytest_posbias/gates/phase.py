@@ -16,20 +16,8 @@ from ..errors import ConfigError
 from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..probes import conditions as C
-from ..probes.phase import (
-    CONSTANT,
-    CUT_OFF,
-    PhaseResult,
-    PhaseSpec,
-    any_flips,
-    fused,
-    fusion_changes,
-    identity_answer,
-    margin_auroc,
-    order_accuracy,
-    order_flips,
-    pair_flips,
-)
+from ..probes import phase as ph
+from ..probes.phase import PhaseResult, PhaseSpec
 from ..stats import Verdict, inconclusive_verdict, mcnemar_exact, paired_change_verdict
 from .design import LOOKS, floored, sequential_verdict, with_extra
 from .measurement import Measurement, combine
@@ -69,10 +57,7 @@ def answered(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
     ok = ~same_frames(r, conditions)
     for c in conditions:
         a = r.condition_answers.get(c)
-        if a is None:
-            ok[:] = False
-            continue
-        ok &= np.all(np.asarray(a).reshape(len(r.items), -1) >= 0, axis=1)
+        ok &= a is not None and np.all(np.asarray(a).reshape(len(r.items), -1) >= 0, axis=1)
     return ok
 
 
@@ -86,8 +71,8 @@ def phase_measurement(r: PhaseResult, conditions: Sequence[str]) -> Measurement:
     for c in conditions:
         a = r.condition_answers.get(c)
         if a is not None:
-            constant |= np.any(np.asarray(a).reshape(len(r.items), -1) == CONSTANT, axis=1)
-            cut |= np.any(np.asarray(a).reshape(len(r.items), -1) == CUT_OFF, axis=1)
+            constant |= np.any(np.asarray(a).reshape(len(r.items), -1) == ph.CONSTANT, axis=1)
+            cut |= np.any(np.asarray(a).reshape(len(r.items), -1) == ph.CUT_OFF, axis=1)
     constant &= ~same  # an item is lost for one cause, counted once
     cut &= ~same & ~constant
     lost = {"failed_or_unparseable_answers": int((~ok & ~constant & ~same & ~cut).sum()),
@@ -134,10 +119,9 @@ def fused_or_voted(r: PhaseResult, conditions: Sequence[str]) -> np.ndarray:
     """PhaseFusion answers over ``conditions`` (identity ordering): the argmax of the mean
     content-space distribution (phase paper); in text mode, where no distribution is given, the
     mean of one-hot answers (a plurality vote, ties to the lowest content index)."""
-    f = fused(r, conditions)
-    if f is not None:
+    if (f := ph.fused(r, conditions)) is not None:
         return f
-    votes = np.stack([identity_answer(r, c) for c in conditions], axis=1)
+    votes = np.stack([ph.identity_answer(r, c) for c in conditions], axis=1)
     return np.array([np.bincount(row[row >= 0]).argmax() if (row >= 0).any() else -1 for row in votes], dtype=int)
 
 
@@ -159,7 +143,7 @@ def equivalence_verdict(ctx: GateContext, model: str, r: PhaseResult, conds: Seq
     ok = answered(r, conds)
     truth = r.correct()
     fused_ans = fused_or_voted(r, conds[:-1])
-    single = identity_answer(r, conds[-1])
+    single = ph.identity_answer(r, conds[-1])
     d = ((fused_ans == truth).astype(float) - (single == truth).astype(float))[ok]
     videos = np.array([i.video for i in r.items])[ok]
     extra = {"gate": "equivalence", "model": model, "probe": "phase", "mode_scoring": r.mode,
@@ -178,11 +162,11 @@ def _phase_extra(r: PhaseResult, flips: np.ndarray, ok: np.ndarray, gate: str) -
     extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable, "errors": r.errors,
                              "answers": answers_returned(r), "deterministic_backend": r.deterministic_backend,
                              "n_items": len(r.items), "problems": r.problems[:5],
-                             "rerun_floor": float(pair_flips(r, C.phase(0), C.rerun(0)).mean())
+                             "rerun_floor": float(ph.pair_flips(r, C.phase(0), C.rerun(0)).mean())
                              if C.rerun(0) in r.condition_answers and r.items else None}
     if gate == "order" and r.items:
-        extra.update(order_accuracy(r))
-        extra["margin"] = margin_auroc(r)
+        extra.update(ph.order_accuracy(r))
+        extra["margin"] = ph.margin_auroc(r)
     items = [i for i, o in zip(r.items, ok, strict=True) if o]
     brief = np.array(["brief-event" in i.tags for i in items], dtype=bool)
     if brief.size and len(flips) == brief.size:
@@ -251,10 +235,10 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
         if not res.items:  # no usable item: no answers to compare
             return np.zeros(0, dtype=int)
         if gate == "flip" or (gate == "phase" and which != "any"):
-            return np.asarray(pair_flips(res, conds[0], conds[1]))
+            return np.asarray(ph.pair_flips(res, conds[0], conds[1]))
         if gate == "phase":
-            return np.asarray(any_flips(res, conds))
-        return np.asarray(order_flips(res))
+            return np.asarray(ph.any_flips(res, conds))
+        return np.asarray(ph.order_flips(res))
 
     if pair is not None:  # the flip gate
         name = f"{pair[1]} vs {pair[2]} sampler flip rate at {budget} frames"
@@ -275,7 +259,7 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
     if not seq and not (r.items and (base is None or base.items)):
         return no_item_verdict(ctx, gate, model, name, m)
     if gate == "fusion":
-        ch = fusion_changes(r)
+        ch = ph.fusion_changes(r)
         extra: dict[str, Any] = {"probe": "phase", "mode_scoring": r.mode, "unparseable": r.unparseable,
                                  "errors": r.errors, "answers": answers_returned(r), "n_items": len(r.items),
                                  "problems": r.problems[:5], "fusion_by": "distributions"}
@@ -289,7 +273,7 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
                       "fusion_vs_union_mcnemar_p": mcnemar_exact(
                           int(np.sum((fus == 1) & (union == 0))), int(np.sum((fus == 0) & (union == 1))))})
         if base is not None:
-            b_fus = fusion_changes(base)["fusion"]
+            b_fus = ph.fusion_changes(base)["fusion"]
             b_fus = voted_changes(base, S) if b_fus is None else b_fus
             if b_fus.size == ok.size:
                 return floored(ctx, ctx.baseline_gate("fusion", model, fus, b_fus[ok], ids[ok], name=name,

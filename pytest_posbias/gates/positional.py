@@ -162,8 +162,7 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
 
         v = sequential_verdict(ctx, gate, model, values_at=at, n_max=spec.groups, kind="mean", name=name, unit="groups",
                                extra={}, rule=t_rule(gate, ctx.mode),
-                               lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None,
-                               certify_from=need)
+                               lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None, certify_from=need)
         final = ctx.positional(model, spec, v.extra["looks"][-1])
         groups = len(set(final.clusters[_informative(gate, final)].tolist()))
         outside = v.ci_low > v.upper or v.ci_high < v.lower  # a failure on evidence stays one

@@ -26,9 +26,7 @@ TEXT_LIMIT = 1000  # characters of an answer text kept in the verdict (the run l
 
 
 def _short(x: object) -> object:
-    if isinstance(x, str) and len(x) > TEXT_LIMIT:
-        return x[:TEXT_LIMIT] + "…"
-    return x
+    return x[:TEXT_LIMIT] + "…" if isinstance(x, str) and len(x) > TEXT_LIMIT else x
 
 
 def counterexample_record(r: ItemSearch, ctx: ProbeContext | None = None) -> dict[str, Any]:
@@ -48,9 +46,7 @@ def counterexample_record(r: ItemSearch, ctx: ProbeContext | None = None) -> dic
 
 def _replay_answer(answer: object) -> object:
     """What the summary keeps of a replayed query's answer: a content index as is, a text cut short."""
-    if isinstance(answer, Mapping):
-        return {k: _short(v) for k, v in answer.items()}
-    return answer
+    return {k: _short(v) for k, v in answer.items()} if isinstance(answer, Mapping) else answer
 
 
 def _replay_row(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,8 +129,8 @@ def _search_extra(ctx: ProbeContext, prop: str, results: Sequence[ItemSearch], s
                             for i, r in enumerate(r for r in results if r.status == "broken")],
         **(extra or {}),
     }
-    if replay_line(s):
-        ex["summary_line"] = replay_line(s)
+    if line := replay_line(s):
+        ex["summary_line"] = line
     return ex
 
 
@@ -147,12 +143,10 @@ def search_verdict(ctx: SearchGateContext, model: str, prop: str, results: Seque
     name = name or f"{prop} search success rate (budget {budget} queries)"
     ex = _search_extra(ctx, prop, results, s, {"budget": budget, "shrink_budget": shrink_budget}, extra)
     v = ctx.rate_gate("search", model, s["broken"], s["searched"], name=name, unit=f"searched {unit}", extra=ex)
-    notes = []
-    if s["median_queries_to_first_break"] is not None:
-        notes.append(f"Median queries to the first break {s['median_queries_to_first_break']:g} "
-                     f"(AQ {s['mean_queries_to_first_break']:.3g}).")
-    if replay_line(s):
-        notes.append(replay_line(s) + ".")
+    notes = [f"Median queries to the first break {s['median_queries_to_first_break']:g} "
+             f"(AQ {s['mean_queries_to_first_break']:.3g})."] if s["median_queries_to_first_break"] is not None else []
+    if line := replay_line(s):
+        notes.append(line + ".")
     if notes:
         v = replace(v, reason=" ".join([v.reason, *notes]))
     return floored(ctx, v, search_measurement(results, planned=planned, unusable=unusable, unit=unit))
@@ -199,8 +193,7 @@ def search_gate(ctx: SearchGateContext, model: str, prop: str, *, slow: bool = F
                                      budget=ps.budget, shrink_budget=ps.shrink_budget, unusable=ps.unusable,
                                      base_unusable=bs.unusable, unit=ps.unit, extra={"slow": slow})
     return search_verdict(ctx, model, prop, ps.results, planned=ps.planned, budget=ps.budget,
-                          shrink_budget=ps.shrink_budget, unusable=ps.unusable, unit=ps.unit,
-                          extra={"slow": slow})
+                          shrink_budget=ps.shrink_budget, unusable=ps.unusable, unit=ps.unit, extra={"slow": slow})
 
 
 __all__ = ["counterexample_record", "paired_search_verdict", "replay_line", "search_gate", "search_measurement",

@@ -34,8 +34,7 @@ def stressor_measurement(r: StressorResult, gate: str, stressor: str | None = No
     if gate == "repetition":
         return Measurement("videos", planned, int(clean_ok.sum()),
                            {"generation_errors": clean_failed - r.clean.empty, **r.clean.unusable(),
-                            "unusable_data": unusable}, calls=len(clean_ok),
-                           failed_calls=clean_failed,
+                            "unusable_data": unusable}, calls=len(clean_ok), failed_calls=clean_failed,
                            examples=[v for v, o in zip(r.videos, clean_ok, strict=True) if not o][:5])
     if stressor is None:
         raise ConfigError("`stressor` is required for the stressor and attack gates")
