@@ -51,20 +51,7 @@ from ..video.compose import TextPart, VideoPart
 from ..video.frames import FrameStore
 from ..video.synthetic import DOMAINS, MOTION_PHRASE
 from . import sim_dose, sim_draws, sim_mcq, sim_vision
-from .sim_dose import (
-    Dose,
-    confusion_prob,
-    is_dose,
-    mu_for,
-    parse_dose,
-    rescued,
-    sentence_drops,
-    slot_keep,
-    stressor_params,
-    temporally_irregular,
-    thin_scale,
-    uses_rescue,
-)
+from .sim_dose import Dose, is_dose, parse_dose, rescued, stressor_params, temporally_irregular, uses_rescue
 from .sim_draws import rotation_strata, seeded_rng, set_strata, unit_index, unit_uniform
 from .sim_mcq import OPTION_LINE, content_probs, dose_order, dose_shift, letter_logprobs, parse_mcq, perceived
 from .sim_vision import FrameView, VideoView, facts, summarize, view_frame
@@ -109,7 +96,7 @@ def check_profile(profile: str) -> None:
     profile, _ = split_latency(profile)
     if is_dose(profile):
         parse_dose(profile)
-    elif profile not in PROFILES or profile.startswith("dose"):
+    elif profile not in PROFILES:
         raise ConfigError(f"unknown sim profile {profile!r}; allowed: {', '.join('sim:' + p for p in PROFILES)}")
 
 
@@ -272,10 +259,8 @@ class SimBackend:
 
     def _slot_keep(self, slot: int, P: int, temperature: float) -> float:
         base = 1.0 - UNBIASED_DROP_PER_TEMPERATURE * temperature
-        if self.profile == "primacy" and P > 1:
-            return base * (1.0 - PRIMACY_SLOPE * slot / (P - 1))
-        if self.profile == "recency" and P > 1:
-            return base * (1.0 - PRIMACY_SLOPE * (P - 1 - slot) / (P - 1))
+        if self.profile in ("primacy", "recency") and P > 1:
+            return base * (1.0 - PRIMACY_SLOPE * (slot if self.profile == "primacy" else P - 1 - slot) / (P - 1))
         if self.profile == "middle-weak" and P == 4 and slot in (1, 2):
             return base * MIDDLE_KEEP
         return base
@@ -305,10 +290,8 @@ class SimBackend:
         for slot, (label, part) in enumerate(zip(labels, videos, strict=True)):
             if target and int(target.group(1)) != label:
                 continue
-            _u_keep, u_conf, pick = draws[slot]
-            fs = facts(self._view(part))
-            if u_conf < confuse:  # the slot describes another slot's video
-                fs = facts(self._view(videos[[k for k in range(P) if k != slot][pick]]))
+            _u_keep, u_conf, pick = draws[slot]  # u_conf < q: the slot describes another slot's video
+            fs = facts(self._view(videos[[k for k in range(P) if k != slot][pick]] if u_conf < confuse else part))
             keep = self._slot_keep(slot, P, r.decoding.temperature)
             kept = [f for f in fs if rng.random() < keep]
             sents = [(f.news_text if news else f.text) for f in kept][:n_sent] or [_GENERIC]
@@ -327,23 +310,19 @@ class SimBackend:
     def _dose_slots(self, videos: list[VideoPart]) -> tuple[list[float], float, bool]:
         """Per-slot keep-probabilities w_p, the confusion probability q of a dose and whether a
         "dropped" slot loses only its first written sentence (``sim_dose.slot_keep`` /
-        ``confusion_prob`` / ``sentence_drops``; all 1, 0 and False without a dose)."""
+        ``confusion_prob`` / ``sentence_drops``; all 1, 0 and False without a dose), on the input's
+        domain and bucket (its first video's background and length)."""
         P = len(videos)
         if self.dose is None or not videos:
             return [1.0] * P, 0.0, False
-        domain, bucket = self._config(videos)
-        scale = thin_scale(self.dose, P, domain, bucket)
-        thin = sentence_drops(self.dose, P, scale)
-        keep = slot_keep(self.dose, P, scale if thin else mu_for(domain, bucket, P), thin=thin)
-        return keep, confusion_prob(self.dose, domain, bucket, P), thin
-
-    def _config(self, videos: list[VideoPart]) -> tuple[str | None, str]:
-        """(domain, bucket) of a multi-video input, from its first video's background and length."""
-        view = self._view(videos[0])
-        domain = next((d for d, v in DOMAINS.items() if v["bg_name"] == view.background), None)
+        background = self._view(videos[0]).background
+        domain = next((d for d, v in DOMAINS.items() if v["bg_name"] == background), None)
         spec = videos[0].frames
-        seconds = spec.frame_count / spec.fps if spec.fps > 0 else 0.0
-        return domain, "long" if seconds > 60.0 else "short"
+        bucket = "long" if spec.fps > 0 and spec.frame_count / spec.fps > 60.0 else "short"
+        scale = sim_dose.thin_scale(self.dose, P, domain, bucket)
+        thin = sim_dose.sentence_drops(self.dose, P, scale)
+        keep = sim_dose.slot_keep(self.dose, P, scale if thin else sim_dose.mu_for(domain, bucket, P), thin=thin)
+        return keep, sim_dose.confusion_prob(self.dose, domain, bucket, P), thin
 
     def _describe(self, r: Request, video: VideoPart | None) -> tuple[str, str]:
         if video is None:
@@ -354,8 +333,7 @@ class SimBackend:
         rng = self._request_rng(r, "loop")
         looping = self.profile == "looping"
         p_loop = min(0.95, LOOP_BASE + LOOP_PER_DISCONTINUITY * view.discontinuity) if looping else 0.0
-        dosed = self._dose_loops(r, video)
-        if not dosed and (rng.random() >= p_loop or not view.objects):
+        if not self._dose_loops(r, video) and (rng.random() >= p_loop or not view.objects):
             return " ".join(sents), "stop"
         if view.objects:
             o = view.objects[int(rng.integers(len(view.objects)))]

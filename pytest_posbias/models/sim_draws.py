@@ -111,10 +111,8 @@ def pattern_at(keep: Sequence[float], i: int) -> tuple[bool, ...]:
     independent joint law ``sim_dose.expected_dpb`` averages over (per-slot systematic samples
     would never drop two slots of one instance together)."""
     key = tuple(float(w) for w in keep)
-    seq, counts = _PATTERN_SEQ.setdefault(key, ([], []))
     pats = drop_patterns(key)
-    if not counts:
-        counts.extend([0] * len(pats))
+    seq, counts = _PATTERN_SEQ.setdefault(key, ([], [0] * len(pats)))
     while len(seq) <= i:
         t = len(seq)
         k = max(range(len(pats)), key=lambda j: ((t + 1) * pats[j][1] - counts[j], -j))

@@ -79,10 +79,8 @@ def view_frame(frame: NDArray[np.uint8]) -> FrameView:
     if mean < 10.0:
         return FrameView((), "blackout", None)
     flat = px.reshape(-1, 3)
-    # squared distances |x|^2 - 2 x.c + |c|^2, (N, colours), instead of an (N, colours, 3) difference
-    # array and its norm: pixels and palette are integers, so every term and partial sum is an integer
-    # below 2^24 and float32 holds it exactly (the same nearest colour and the same cut at _MAX_DIST).
-    # The products are elementwise: a BLAS matrix product would add its threads' CPU on a busy machine
+    # squared distances |x|^2 - 2 x.c + |c|^2, (N, colours): pixels and palette are integers, so every term
+    # and partial sum is an integer below 2^24, exact in float32; elementwise (a BLAS product adds threads)
     cross = flat[:, 0:1] * _COLOURS[:, 0] + flat[:, 1:2] * _COLOURS[:, 1] + flat[:, 2:3] * _COLOURS[:, 2]
     d2 = (flat * flat).sum(axis=1)[:, None] - 2.0 * cross + _COLOURS_SQ[None, :]
     nearest = d2.argmin(axis=1)
@@ -94,9 +92,7 @@ def view_frame(frame: NDArray[np.uint8]) -> FrameView:
         ys, xs = np.nonzero(labels == ci)
         if ys.size < max(6, total // 2000):
             continue
-        bw = xs.max() - xs.min() + 1
-        bh = ys.max() - ys.min() + 1
-        fill = ys.size / float(bw * bh)
+        fill = ys.size / float((xs.max() - xs.min() + 1) * (ys.max() - ys.min() + 1))
         shape = "square" if fill > 0.9 else "circle" if fill > 0.64 else "triangle"
         blobs.append(Blob(name, shape, float(xs.mean() / px.shape[1]), float(ys.mean() / px.shape[0])))
     bg = flat[~ok]
