@@ -130,6 +130,10 @@ class OpenAIBackend:
                                  f"{letter_scoring!r}")
         if video_form not in VIDEO_FORMS:
             raise ModelLoadError(f"--posbias-video-form must be one of {', '.join(VIDEO_FORMS)}; got {video_form!r}")
+        if thinks and letter_scoring == "logprobs":
+            raise ModelLoadError(f"--posbias-model openai:{model_name} is a reasoning model: the first token it writes "
+                                 "opens its reasoning, so its letter log-probabilities are not its answer; use "
+                                 "--posbias-letter-scoring text (or auto)")
         self.model_name = model_name
         self.store = store
         bases = api_bases(api_base) or [os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"]
@@ -145,7 +149,9 @@ class OpenAIBackend:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.letter_scoring = letter_scoring
-        self.supports_letter_logprobs = letter_scoring != "text"
+        # a reasoning model's first token opens its reasoning (no think-block prefill goes to an endpoint): its
+        # letters come from the answer after the reasoning
+        self.supports_letter_logprobs = letter_scoring != "text" and not thinks
         self.scoring = "logprobs" if self.supports_letter_logprobs else "text"
         self.video_form = video_form
         self.input_form = "images" if video_form == "auto" else video_form  # auto: decided by check()
@@ -257,9 +263,10 @@ class OpenAIBackend:
             self.counters["requests"] += 1
             self.counters["attempts"] += attempts
             self.counters["retries"] += max(0, attempts - 1)
-            if ok:
+            if ok or (attempts and not transient_failure):  # the endpoint answered: the failed run is broken
                 self._consecutive_failures = 0
                 self._breaker_opened.clear()
+            if ok:
                 return
             self.counters["failed"] += 1
             if transient_failure:
@@ -328,12 +335,13 @@ class OpenAIBackend:
     def _answer(self, choice: Any) -> str:
         """The answer in a choice's text (:func:`strip_think`). A reasoning model's (``thinks``: a registry entry
         with a think-block prefill) needs its reasoning told apart: by the server's reasoning parser (vLLM's
-        ``reasoning`` field, ``reasoning_content`` before it) or by ``</think>`` in the text. With neither, a chat
-        template that opens the think block in the prompt leaves bare reasoning: cut by the token limit it is no
-        answer (``answer_cut_off``); otherwise the call fails rather than score reasoning as the answer."""
+        ``reasoning`` field, ``reasoning_content`` before it, even empty) or by ``</think>`` in the text. With
+        neither, a chat template that opens the think block in the prompt leaves bare reasoning: cut by the token
+        limit it is no answer (``answer_cut_off``); otherwise the call fails rather than score reasoning as the
+        answer. Such a model's letters are read from this answer too, never from log-probabilities."""
         message = choice.message
         content = message.content or ""
-        separated = getattr(message, "reasoning", None) or getattr(message, "reasoning_content", None)
+        separated = any(getattr(message, f, None) is not None for f in ("reasoning", "reasoning_content"))
         if self.thinks and not separated and "</think>" not in content:
             if choice.finish_reason == "length":
                 return ""

@@ -204,7 +204,7 @@ def resolve(spec: str, *, locate: bool = True) -> ResolvedModel:
         name = spec[7:]
         if not name:
             raise ModelLoadError("--posbias-model openai:NAME needs the endpoint's model name after the colon")
-        entry = REGISTRY.get(name)
+        entry = REGISTRY.get(name) or _by_hf_id(name)  # vLLM serves a model under its Hub id by default
         return ResolvedModel(spec, "openai", entry.hf_id if entry and entry.family == "openai" else name, "openai",
                              entry)
     if spec.startswith("vllm:"):

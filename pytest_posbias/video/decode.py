@@ -206,13 +206,26 @@ def _check_whole(path: Path, format_name: str) -> None:
             if at != size:
                 raise _EndsEarly(path, f"truncated: its last tag ends at byte {at}, the file holds {size}")
         elif "mpegts" in names:
-            head = fh.read(197)
-            # 188-byte transport packets, or 192 (M2TS: a 4-byte timestamp first), each with its sync byte 0x47 (b"G")
-            packet = next((n for n, at in ((188, 0), (192, 4)) if head[at:at + 1] == head[at + n:at + n + 1] == b"G"),
-                          0)
-            if packet and size % packet:
-                raise _EndsEarly(path, f"truncated: its last {packet}-byte transport packet ends at byte "
-                                       f"{size + packet - size % packet}, the file holds {size}")
+            _check_transport_stream(path, fh, size)
+
+
+def _check_transport_stream(path: Path, fh: Any, size: int) -> None:
+    """Raise :class:`TruncatedVideoError` when the last packet of an MPEG-TS file is cut short: 188-byte packets,
+    or 192 in M2TS (a 4-byte timestamp before each), found where their sync bytes (0x47) repeat, from a file that
+    may start mid-packet. Bytes after the last whole packet that do not start a packet (padding) are no cut."""
+    head = fh.read(4 * 192)
+    found = next(((n, at) for at in range(192) for n in (188, 192)
+                  if all(head[at + k * n:at + k * n + 1] == b"\x47" for k in range(3))), None)
+    if found is None:
+        return  # not a layout checked here (too short, or no repeating sync bytes)
+    n, at = found
+    tail = (size - (at - (n - 188))) % n  # bytes after the last whole packet
+    sync = size - tail + n - 188  # where a packet cut among them has its sync byte
+    if tail:
+        fh.seek(min(sync, size - 1))
+        if sync >= size or fh.read(1) == b"\x47":
+            raise _EndsEarly(path, f"truncated: its last {n}-byte transport packet ends at byte {size - tail + n}, the "
+                                   f"file holds {size}")
 
 
 def _decord_misreads(path: Path, count: int) -> bool:
@@ -383,6 +396,14 @@ def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ..
                 aspect: str = "stretch", info: VideoInfo | None = None, backend: str = "auto") -> NDArray[np.uint8]:
     """Frames at exactly ``indices`` as (N, H, W, 3) uint8, resized by ``aspect``/``size``. ``backend``:
     ``auto`` (decord, PyAV when decord is missing or refuses or ``info`` names PyAV), ``decord`` or ``av``."""
+    return read_frames_by(path, indices, size=size, aspect=aspect, info=info, backend=backend)[0]
+
+
+def read_frames_by(path: str | os.PathLike[str], indices: list[int] | tuple[int, ...], *,
+                   size: int | None = DEFAULT_SIZE, aspect: str = "stretch", info: VideoInfo | None = None,
+                   backend: str = "auto") -> tuple[NDArray[np.uint8], str]:
+    """:func:`read_frames` and the decoder that read them (``decord``, ``av`` or ``frames``): under ``auto``,
+    PyAV where decord refuses frames of a clip it probed."""
     p = Path(path)
     if backend not in ("auto", "decord", "av"):
         raise VideoError(p, f"`backend` must be 'auto', 'decord' or 'av'; got {backend!r}")
@@ -411,11 +432,11 @@ def read_frames(path: str | os.PathLike[str], indices: list[int] | tuple[int, ..
             raise VideoDecodeError(p, f"a frame image is not readable ({exc})") from None
         if len({a.shape for a in imgs}) > 1:
             imgs = [resize_frames(a[None], max(imgs[0].shape[:2]), "stretch")[0] for a in imgs]
-        return resize_frames(np.stack(imgs), size, aspect)
+        return resize_frames(np.stack(imgs), size, aspect), "frames"
     use_av = backend == "av" or (backend == "auto" and info.backend == "av")  # a clip decord misreads too
     frames = None if use_av else _with_decord(p, _decord_batch, idx)
-    if frames is None:
-        if backend == "decord":
-            raise VideoDecodeError(p, "decord could not decode the requested frames")
-        frames = _read_av(p, idx, info.fps)
-    return resize_frames(frames, size, aspect)
+    if frames is not None:
+        return resize_frames(frames, size, aspect), "decord"
+    if backend == "decord":
+        raise VideoDecodeError(p, "decord could not decode the requested frames")
+    return resize_frames(_read_av(p, idx, info.fps), size, aspect), "av"

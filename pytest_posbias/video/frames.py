@@ -8,7 +8,6 @@ for its PNG files) and records every unusable video as a :class:`~pytest_posbias
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import os
 import tempfile
@@ -25,7 +24,7 @@ from numpy.typing import NDArray
 
 from ..data.problems import DataProblem
 from ..errors import VideoError
-from .decode import VideoInfo, probe, read_frames, resize_frames, resized_shape
+from .decode import VideoInfo, probe, read_frames_by, resize_frames, resized_shape
 from .files import ChangedVideoError, TooShortError, problem_kind
 from .pixel_ops import PixelOp, apply_pixel_op
 
@@ -35,7 +34,8 @@ class Source:
     """A frame source: a clip (path + content hash) or a synthetic one (black / noise).
 
     ``decoder`` is the decoder the probe chose for the clip (``decord``, ``av`` or ``frames`` for an image
-    folder; empty when unknown), recorded in the run log. It is not part of the request key: decord and
+    folder; empty when unknown), recorded in the run log; frames decord then refuses are read by PyAV and
+    cached as PyAV's. It is not part of the request key: decord and
     PyAV can differ by a few pixel levels (10-bit video), and an answer cached for the clip is the model's
     either way, as for the batch shape (:meth:`~pytest_posbias.engine.calls.Request.key`); the frame
     cache, which holds pixels, is kept per decoder (:meth:`FrameStore.frames`)."""
@@ -225,15 +225,21 @@ class FrameStore:
     def frames(self, path: str | Path, sha: str, indices: Sequence[int], *, size: int | None,
                aspect: str) -> NDArray[np.uint8]:
         """Frames of one clip at ``indices`` (any order, repeats allowed). Cached frames are kept per decoder
-        (the one this store's probe chooses for the clip), so a cache shared by environments with and
-        without decord never serves one decoder's pixels to the other."""
+        (the one this store's probe chooses for the clip, or the one that read them), so a cache shared by
+        environments with and without decord never serves one decoder's pixels to the other. The clip is
+        probed first: one deleted or changed since its frames were cached is reported, not served."""
         from PIL import Image
 
-        decoder = self.info(path).backend
-
+        info = self.info(path)
+        if info.sha256 != sha:
+            exc = ChangedVideoError(path, "changed after its frame request was made: the file now has another "
+                                          "content hash than the one the request names")
+            self.report(exc)
+            raise exc
+        decoder = info.backend
         out: dict[int, NDArray[np.uint8]] = {}
         missing: list[int] = []
-        shape = functools.cache(lambda: self._frame_shape(path, size, aspect))  # (H, W) on disk; None: unknown
+        shape = self._frame_shape(path, info, size, aspect)  # (H, W) its cached PNGs must have
         stale: set[int] = set()  # cached PNGs to decode again and rewrite
         for i in dict.fromkeys(int(x) for x in indices):
             key = (sha, i, size, aspect, decoder)
@@ -250,7 +256,7 @@ class FrameStore:
                     arr = np.asarray(Image.open(dp).convert("RGB"), dtype=np.uint8)
                 except OSError:
                     arr = None  # damaged cache file: decode again (and rewrite it)
-                if arr is not None and (shape() is None or arr.shape[:2] == shape()):
+                if arr is not None and arr.shape[:2] == shape:
                     with self._lock:
                         self.disk_hits += 1
                     self._remember(key, arr)
@@ -261,13 +267,9 @@ class FrameStore:
         if missing:
             with self._lock:
                 self.decodes += 1
-            info = self.info(path)
             started = time.process_time()  # CPU, not wall: a loaded machine must not make decoding look dear
             try:
-                if info.sha256 != sha:
-                    raise ChangedVideoError(path, "changed after its frame request was made: the file now has "
-                                                  "another content hash than the one the request names")
-                decoded = read_frames(path, missing, size=size, aspect=aspect, info=info)
+                decoded, decoder = read_frames_by(path, missing, size=size, aspect=aspect, info=info)
             except VideoError as exc:
                 self.report(exc)
                 raise
@@ -288,24 +290,13 @@ class FrameStore:
                         atomic_write_bytes(dp, buf.getvalue())
         return np.stack([out[int(i)] for i in indices])
 
-    def _frame_shape(self, path: str | Path, size: int | None, aspect: str) -> tuple[int, int] | None:
-        """(H, W) a cached PNG of the clip must have: as decoded in this store, else from its probed
-        size; None when the clip cannot be probed (its cached frames are served unchecked)."""
+    def _frame_shape(self, path: str | Path, info: VideoInfo, size: int | None, aspect: str) -> tuple[int, int]:
+        """(H, W) a cached PNG of the clip must have: as decoded in this store, else from its probed size."""
         if size is not None and aspect in ("stretch", "pad"):
             return size, size
         with self._lock:
             seen = self._shapes.get((str(path), size, aspect))
-            info = self._info.get(str(path))
-        if seen is not None:
-            return seen
-        if info is None:
-            try:
-                info = probe(path)
-            except VideoError:
-                return None
-            with self._lock:
-                info = self._info.setdefault(str(path), info)
-        return resized_shape(info.height, info.width, size, aspect)
+        return seen if seen is not None else resized_shape(info.height, info.width, size, aspect)
 
     def materialize(self, spec: FrameSpec) -> NDArray[np.uint8]:
         """The exact (N, H, W, 3) uint8 frames a spec names."""

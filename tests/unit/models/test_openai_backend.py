@@ -26,7 +26,7 @@ def _completion(text: str, top: list[tuple[str, float]] | None, finish: str = "s
                            "top_logprobs": [{"token": t, "logprob": v, "bytes": None} for t, v in top]}], "refusal": None}
     return {"id": "cmpl-1", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
-                                                         **({"reasoning": reasoning} if reasoning else {})}, "finish_reason": finish, "logprobs": lp}],
+                                                         **({"reasoning": reasoning} if reasoning is not None else {})}, "finish_reason": finish, "logprobs": lp}],
             "usage": {"prompt_tokens": 5, "completion_tokens": len(text.split()), "total_tokens": 5 + len(text.split())}}
 
 
@@ -198,6 +198,7 @@ def test_a_reasoning_block_is_not_part_of_the_answer(backend, server, two_videos
     ("Option A looks wrong; C maybe", None, "length", ""),  # bare reasoning cut by the limit: answer_cut_off
     ("B", "Option A looks wrong; C maybe.", "stop", "B"),  # the server's reasoning parser separated it
     ("", "Option A looks wrong; C maybe", "length", ""),
+    ("B", "", "stop", "B"),  # an empty think block, separated by the parser
     ("Option A looks wrong; so B", None, "stop", None),  # cannot be told apart: a failed call
 ])
 def test_a_reasoning_models_answer_is_never_its_reasoning(server, two_videos, monkeypatch, raw, reasoning, finish, text):
@@ -213,8 +214,12 @@ def test_a_reasoning_models_answer_is_never_its_reasoning(server, two_videos, mo
     server.text, server.reasoning, server.finish = raw, reasoning, finish
     thinking = make_backend(resolve("openai:glm41v-9b-thinking"), FrameStore(), RunOptions(api_base=server.url))
     plain = make_backend(resolve("openai:test-model"), FrameStore(), RunOptions(api_base=server.url))
+    by_hub_id = make_backend(resolve("openai:zai-org/GLM-4.1V-9B-Thinking"), FrameStore(), RunOptions(api_base=server.url))
+    by_hub_id.close()
     try:
-        assert thinking.thinks and not plain.thinks
+        assert thinking.thinks and by_hub_id.thinks and not plain.thinks
+        # its letters come from its answer: the first token it writes opens its reasoning
+        assert (thinking.supports_letter_logprobs, thinking.scoring) == (False, "text") and plain.scoring == "logprobs"
         assert thinking.identity()["answer_text"] == "think-separated/v1" and "answer_text" not in plain.identity()
         [gen] = thinking.generate([Request("openai:glm41v-9b-thinking", (two_videos[0],), Decoding(8))])
         if text is None:
@@ -228,12 +233,35 @@ def test_a_reasoning_models_answer_is_never_its_reasoning(server, two_videos, mo
         plain.close()
 
 
+def test_a_reasoning_model_is_never_scored_by_letter_log_probabilities(server, monkeypatch):
+    from pytest_posbias.errors import ModelLoadError
+
+    monkeypatch.setenv("POSBIAS_API_KEY", SECRET)
+    with pytest.raises(ModelLoadError, match="is a reasoning model.*--posbias-letter-scoring text"):
+        OpenAIBackend("glm", FrameStore(), api_base=server.url, letter_scoring="logprobs", thinks=True)
+
+
+def test_an_answer_the_endpoint_sent_ends_a_run_of_failed_sends(server, two_videos, monkeypatch):
+    """The circuit breaker opens on consecutive failed sends: a reply that came back, though no answer to score
+    (a reasoning model's bare reasoning), shows the endpoint alive and ends the run."""
+    monkeypatch.setenv("POSBIAS_API_KEY", SECRET)
+    b = OpenAIBackend("glm", FrameStore(), api_base=server.url, concurrency=1, retries=0, breaker_after=3,
+                      base_delay=0.01, thinks=True)
+    server.text, server.script = "Option A looks wrong; so B", ["500", "500", "ok", "ok", "ok", "500", "ok"]
+    try:
+        gens = [b.generate([Request("openai:glm", (two_videos[0],), Decoding(8))])[0] for _ in range(7)]
+    finally:
+        b.close()
+    assert not any(g.ok for g in gens) and all("reasoning parser" in g.error for g in gens[2:5] + gens[6:])
+    assert len(server.requests) == 7 and b.counters["breaker_rejected"] == 0
+
+
 def test_logprobs_without_top_logprobs_are_a_failed_call_not_an_answer_without_a_letter(backend, server, two_videos,
                                                                                         monkeypatch):
     """A letter answer whose logprobs carry no top_logprobs (the server ignored them) fails, never reads as no letter."""
     full = _completion
 
-    def bare(text, top, finish="stop"):
+    def bare(text, top, finish="stop", reasoning=None):
         body = full(text, top, finish)
         body["choices"][0]["logprobs"]["content"][0]["top_logprobs"] = []
         return body

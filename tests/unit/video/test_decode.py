@@ -423,3 +423,28 @@ def test_a_matroska_flv_or_mpegts_file_cut_short_is_truncated_not_a_shorter_clip
                                                            rf" {len(data) - cut_bytes}$") as exc:
             probe(cut)
         assert files.problem_kind(exc.value) == "truncated-video"
+
+
+@pytest.mark.parametrize("decord", [True, False], ids=["default", "without-decord"])
+def test_a_transport_stream_is_checked_from_its_first_sync_byte_and_padding_is_no_cut(tmp_path, monkeypatch, decord):
+    """A whole MPEG-TS file followed by padding (bytes that start no packet) is read whole; one that starts
+    mid-packet (a capture cut at its start) and is cut short at its end is truncated; M2TS has 192-byte packets."""
+    from pytest_posbias.video import decode
+
+    if not decord:
+        monkeypatch.setattr(decode, "_with_decord", lambda *a, **k: None)
+    for name in ("clip.ts", "clip.m2ts"):
+        data = _clip_with_audio(tmp_path / name, "libx264", "aac", 3.7).read_bytes()
+        n = 192 if name.endswith("m2ts") else 188
+        padded = tmp_path / f"padded-{name}"
+        padded.write_bytes(data + bytes(2048 - len(data) % 2048))
+        assert probe(padded).frame_count == 90
+        late = tmp_path / f"late-{name}"
+        late.write_bytes(data[100:-50])
+        with pytest.raises(files.TruncatedVideoError, match=rf"its last {n}-byte transport packet ends at byte "
+                                                            rf"{len(data) - 100}, the file holds {len(data) - 150}$"):
+            probe(late)
+        cut = tmp_path / f"cut-{name}"
+        cut.write_bytes(data[:-2])  # M2TS: what is left of the last packet holds its sync byte
+        with pytest.raises(files.TruncatedVideoError):
+            probe(cut)

@@ -73,16 +73,16 @@ def test_the_disk_cache_keeps_only_frames_that_were_slow_to_decode(tmp_path, mon
     fast = FrameStore(disk_dir=tmp_path / "fast", disk_write_min_s=60.0)  # no decode takes a minute per frame
     fast.materialize(spec)
     assert fast.decodes == 1 and fast.disk_writes == 0 and not list((tmp_path / "fast").rglob("*.png"))
-    real = F.read_frames
+    real = F.read_frames_by
 
     def slow(*args, **kw):
         t = time.process_time()
         out = real(*args, **kw)
-        while time.process_time() - t < 0.1 * len(out):  # 100 ms of CPU per frame, like a seek in a long HD clip
+        while time.process_time() - t < 0.1 * len(out[0]):  # 100 ms of CPU per frame, like a seek in a long HD clip
             pass
         return out
 
-    monkeypatch.setattr(F, "read_frames", slow)
+    monkeypatch.setattr(F, "read_frames_by", slow)
     kept = FrameStore(disk_dir=tmp_path / "slow", disk_write_min_s=0.05)
     a = kept.materialize(spec)
     assert kept.disk_writes == 3 and len(list((tmp_path / "slow").rglob("*.png"))) == 3
@@ -100,14 +100,14 @@ def test_a_decode_slowed_by_a_loaded_machine_is_not_written_to_the_disk_cache(tm
 
     clip = synthetic_clips[0]
     spec = FrameSpec.from_video(clip, [0, 5, 9], info=probe(clip))
-    real = F.read_frames
+    real = F.read_frames_by
 
     def waiting(*args, **kw):
         out = real(*args, **kw)
-        time.sleep(0.1 * len(out))  # 100 ms of wall time per frame, no CPU
+        time.sleep(0.1 * len(out[0]))  # 100 ms of wall time per frame, no CPU
         return out
 
-    monkeypatch.setattr(F, "read_frames", waiting)
+    monkeypatch.setattr(F, "read_frames_by", waiting)
     store = FrameStore(disk_dir=tmp_path / "frames", disk_write_min_s=0.05)
     store.materialize(spec)
     assert store.decodes == 1 and store.disk_writes == 0 and not list((tmp_path / "frames").rglob("*.png"))
@@ -226,3 +226,46 @@ def test_the_disk_cache_keeps_each_decoders_frames_apart(tmp_path, monkeypatch, 
     assert np.array_equal(store.materialize(without), read_frames(clip, [0, 5, 9], size=32, backend="av"))
     assert (store.decodes, store.disk_hits, store.disk_writes) == (1, 0, 3)
     assert sorted(p.parent.name for p in disk.rglob("*.png")) == ["32-stretch-av"] * 3 + ["32-stretch-decord"] * 3
+
+
+def test_frames_decord_refuses_are_cached_as_pyavs(tmp_path, monkeypatch, synthetic_clips):
+    """A clip decord probed whose frames it then refuses is read by PyAV: those frames are cached as PyAV's, so an
+    environment where decord reads the clip decodes its own."""
+    pytest.importorskip("decord")
+    from pytest_posbias.video import decode
+
+    clip = synthetic_clips[0]
+    spec = FrameSpec.from_video(clip, [0, 5, 9], size=32, info=probe(clip))
+    assert spec.primary.decoder == "decord"
+    disk = tmp_path / "frames"
+    with monkeypatch.context() as m:
+        m.setattr(decode, "_decord_batch", lambda *a: (_ for _ in ()).throw(RuntimeError("refused")))
+        FrameStore(disk_dir=disk, disk_write_min_s=0).materialize(spec)
+    assert {p.parent.name for p in disk.rglob("*.png")} == {"32-stretch-av"}
+    store = FrameStore(disk_dir=disk, disk_write_min_s=0)
+    assert np.array_equal(store.materialize(spec), read_frames(clip, [0, 5, 9], size=32, backend="decord"))
+    assert (store.decodes, store.disk_hits) == (1, 0)
+
+
+@pytest.mark.parametrize("change", ["replaced", "deleted"])
+def test_cached_frames_of_a_clip_changed_since_its_request_are_not_served(tmp_path, synthetic_clips, change):
+    """The frame cache is read only for the content the request names: a clip replaced or deleted since is
+    reported (changed-video, missing-video) and its frames are not served from the cache."""
+    import shutil
+
+    from pytest_posbias.errors import VideoError
+
+    clip = tmp_path / "clip.mp4"
+    shutil.copy(synthetic_clips[0], clip)
+    spec = FrameSpec.from_video(clip, [0, 5, 9], size=32, info=probe(clip))
+    disk = tmp_path / "frames"
+    FrameStore(disk_dir=disk, disk_write_min_s=0).materialize(spec)
+    if change == "replaced":
+        shutil.copy(synthetic_clips[1], clip)
+    else:
+        clip.unlink()
+    store = FrameStore(disk_dir=disk)
+    with pytest.raises(VideoError):
+        store.materialize(spec)
+    assert [k for k, _ in store.problems] == [{"replaced": "changed-video", "deleted": "missing-video"}[change]]
+    assert store.disk_hits == 0
