@@ -179,12 +179,9 @@ def _mean_ci(values: np.ndarray, seed: int) -> tuple[float, float, float]:
 
 
 def _rate_ci(k: int, n: int) -> tuple[float, float, float]:
-    from ..stats import exact_interval
+    from ..calibration import rate_ci
 
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    lo, hi = exact_interval(k, n, confidence_level=0.95)
-    return k / n, float(lo), float(hi)
+    return (k / n if n else math.nan, *rate_ci(k, n))
 
 
 def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
