@@ -366,8 +366,7 @@ def _write_root_conftest(root: Path, existing: str | None) -> Written:
     if text is None:
         return Written(path, "kept")
     path.write_bytes(text.encode("utf-8"))
-    left_out = tuple(f"{a} left out: this project's conftest.py defines it (use {SHORT_ALIASES[a]})"
-                     for a in skip)
+    left_out = tuple(f"{a} left out: this project's conftest.py defines it (use {SHORT_ALIASES[a]})" for a in skip)
     return Written(path, "created" if existing is None else "merged", left_out)
 
 

@@ -163,8 +163,7 @@ def _context(model: str, *, seed: int, data: str | None, cache: str, probes: dic
     options = RunOptions(models=(model,), cache=cache, seed=seed, judge="auto", sequential=False, data=data or None)
     # one process: probe results are kept in memory only (a worker name other than "main" would
     # share them through the run folder, where a later check with the same --cache reads them back)
-    return RunContext.create(options, PosbiasConfig(probes=probes), rootdir=rootdir, worker="main",
-                             run_id="sim-check")
+    return RunContext.create(options, PosbiasConfig(probes=probes), rootdir=rootdir, worker="main", run_id="sim-check")
 
 
 def _mean_ci(values: np.ndarray, seed: int) -> tuple[float, float, float]:
