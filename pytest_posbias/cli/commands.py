@@ -201,7 +201,7 @@ def _models(args: argparse.Namespace) -> int:
         return 0
     print(f"{'alias':<20} {'backend/family':<18} {'checkpoint':<40} notes")
     for e in REGISTRY.values():
-        fam = "openai" if e.family == "openai" else ("NOT NATIVE" if e.family == "unsupported" else e.family)
+        fam = "NOT NATIVE" if e.family == "unsupported" else e.family
         print(f"{e.alias:<20} {fam:<18} {e.hf_id:<40} {e.note}")
     from ..models.sim import PROFILES
 

@@ -78,8 +78,7 @@ def long_options(args: Sequence[str]) -> list[str]:
     plugin's own ``--posbias-*`` options (config.SHORT_ALIASES), which every project accepts."""
     from ..config import SHORT_ALIASES
 
-    return [SHORT_ALIASES[name] + a[len(name):] if (name := a.partition("=")[0]) in SHORT_ALIASES else a
-            for a in args]
+    return [SHORT_ALIASES[name] + a[len(name):] if (name := a.partition("=")[0]) in SHORT_ALIASES else a for a in args]
 
 
 def _plan(args: argparse.Namespace) -> int:

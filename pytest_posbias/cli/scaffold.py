@@ -302,6 +302,7 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
     suites = resources.files("pytest_posbias.suites").iterdir()
     for name in sorted(p.name[:-3] for p in suites if p.name.startswith("test_") and p.name.endswith(".py")):
         files[folder / f"{name}.py"] = _TEST_MODULE.format(name=name)
+    from ..config import SHORT_ALIASES
     from ..gate_registry import GATE_SPECS
 
     markers = ", ".join(dict.fromkeys(f"`{g.marker}`" for g in GATE_SPECS))
@@ -325,7 +326,15 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
             details = tuple(replaced_values(existing, new))
         pyproject.write_bytes(new.encode("utf-8"))
     out.append(Written(pyproject, py_action, details))
-    out.append(_write_root_conftest(root, own_conftest))
+    # the root conftest.py: created with the short options, or they are appended (less those it defines)
+    aliases, skip = alias_conftest(own_conftest)
+    if aliases is None:
+        out.append(Written(root / "conftest.py", "kept"))
+    else:
+        (root / "conftest.py").write_bytes(aliases.encode("utf-8"))
+        out.append(Written(root / "conftest.py", "created" if own_conftest is None else "merged",
+                           tuple(f"{a} left out: this project's conftest.py defines it (use {SHORT_ALIASES[a]})"
+                                 for a in skip)))
     if quick:
         manifest = root / QUICK_SET / "manifest.jsonl"
         if manifest.is_file() and not force:
@@ -354,21 +363,6 @@ def _project_text(path: Path) -> str | None:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte offset {exc.start}); "
                           "posbias init merges into it: save it as UTF-8, then run posbias init again") from None
-
-
-def _write_root_conftest(root: Path, existing: str | None) -> Written:
-    """Create the root ``conftest.py`` with the short options, or append them to the project's own
-    ``existing`` text (leaving out those it defines, :func:`alias_conftest`); kept when it already has them."""
-    from ..config import SHORT_ALIASES
-
-    path = root / "conftest.py"
-    text, skip = alias_conftest(existing)
-    if text is None:
-        return Written(path, "kept")
-    path.write_bytes(text.encode("utf-8"))
-    left_out = tuple(f"{a} left out: this project's conftest.py defines it (use {SHORT_ALIASES[a]})"
-                     for a in skip)
-    return Written(path, "created" if existing is None else "merged", left_out)
 
 
 def testpaths_hint(root: Path, tests_dir: str) -> str | None:

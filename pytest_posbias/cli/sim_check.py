@@ -163,8 +163,7 @@ def _context(model: str, *, seed: int, data: str | None, cache: str, probes: dic
     options = RunOptions(models=(model,), cache=cache, seed=seed, judge="auto", sequential=False, data=data or None)
     # one process: probe results are kept in memory only (a worker name other than "main" would
     # share them through the run folder, where a later check with the same --cache reads them back)
-    return RunContext.create(options, PosbiasConfig(probes=probes), rootdir=rootdir, worker="main",
-                             run_id="sim-check")
+    return RunContext.create(options, PosbiasConfig(probes=probes), rootdir=rootdir, worker="main", run_id="sim-check")
 
 
 def _mean_ci(values: np.ndarray, seed: int) -> tuple[float, float, float]:
@@ -179,12 +178,9 @@ def _mean_ci(values: np.ndarray, seed: int) -> tuple[float, float, float]:
 
 
 def _rate_ci(k: int, n: int) -> tuple[float, float, float]:
-    from ..stats import exact_interval
+    from ..calibration import rate_ci
 
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    lo, hi = exact_interval(k, n, confidence_level=0.95)
-    return k / n, float(lo), float(hi)
+    return (k / n if n else math.nan, *rate_ci(k, n))
 
 
 def positional_by_group(ctx: Any, model: str, gates: Sequence[str], groups: int,
