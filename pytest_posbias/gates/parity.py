@@ -88,7 +88,8 @@ def parity_answers_verdict(ctx: GateContext, model: str) -> Verdict:
     threshold = ctx.threshold("parity", model)
     if r.mode != b.mode:  # letter log-probabilities on one side, parsed text on the other: not the same answers
         why, est = (f"the two deployments' answers were scored differently ({r.mode} for {model}, {b.mode} for "
-                    f"{ref}): an endpoint without log-probabilities is read from its text"), math.nan
+                    f"{ref}): an endpoint without log-probabilities, or serving a reasoning model, is read from its "
+                    "text"), math.nan
     elif rows and float(floor.mean()) > threshold:  # a noisy reference hides any change below its own flips
         why = (f"the reference's own re-run changes {floor.mean():.3g} of its answers, more than the threshold "
                f"{threshold:g}: a change of that size cannot be told from its noise (make the reference "
