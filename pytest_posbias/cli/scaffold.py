@@ -106,7 +106,7 @@ Run from the project root (`.`):
 
 ```bash
 pytest -m meg --model qwen3vl8b             # Middle-Edge Gap gate on a registry model
-pytest -m "dpb or meg" --model /path/to/checkpoint
+pytest -m "dpb or meg" --model=/path/to/checkpoint
 pytest -m "option_order or flip" --model openai:my-model --api-base http://localhost:8000/v1
 pytest -m "not slow" --model qwen3vl8b --posbias-markdown reports/summary.md
 ```

@@ -282,9 +282,12 @@ def _exists(path: str) -> bool:
 
 
 def _expected_inifile(start: Path) -> Path | None:
-    """The pytest configuration file pytest would find from ``start`` (pytest's own search order)."""
+    """The configuration file pytest would find from ``start`` (pytest's own search order): the first file
+    holding pytest settings, else the first ``pyproject.toml`` (pytest takes it without a ``[tool.pytest]``
+    table, as in a project ``posbias init`` made, whose ``[tool.posbias]`` table it then holds)."""
+    first_pyproject = None
     for d in (start, *start.parents):
-        for name in ("pytest.ini", ".pytest.ini"):
+        for name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini"):
             if (d / name).is_file():
                 return (d / name).resolve()
         for name, marker in (("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
@@ -295,7 +298,9 @@ def _expected_inifile(start: Path) -> Path | None:
                     return f.resolve()
             except OSError:
                 continue
-    return None
+            if name == "pyproject.toml" and first_pyproject is None and f.is_file():
+                first_pyproject = f.resolve()
+    return first_pyproject
 
 
 def posbias_asked(config: pytest.Config) -> bool:

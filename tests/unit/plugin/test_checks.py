@@ -164,11 +164,15 @@ def test_a_model_error_names_the_option_as_typed_or_the_tables_key(fake_config):
         f"{plugin_of(table).pcfg.source} `model` = ckpt/a: no such checkpoint"
 
 
-def test_a_path_value_given_with_a_space_that_reroots_the_run_is_refused(pytester: pytest.Pytester, tmp_path_factory):
+@pytest.mark.parametrize("pytest_table", ['[tool.pytest.ini_options]\nmarkers = ["x: y"]\n\n', ""],
+                         ids=["with-pytest-table", "as-posbias-init-writes"])
+def test_a_path_value_given_with_a_space_that_reroots_the_run_is_refused(pytester: pytest.Pytester, tmp_path_factory,
+                                                                         pytest_table):
     """pytest fixes its rootdir before the plugin's options exist, so ``--posbias-json FILE`` (a space)
     outside the project makes it take FILE for a test path and miss the project's configuration: a
-    usage error naming the option and the '=' spelling; with '=' the run uses the project's file."""
-    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nmarkers = ["x: y"]\n\n[tool.posbias]\n')
+    usage error naming the option and the '=' spelling; with '=' the run uses the project's file. A
+    pyproject.toml without a pytest table (as ``posbias init`` writes it) is the project's file too."""
+    pytester.makepyprojecttoml(pytest_table + '[tool.posbias]\nseed = 3\n')
     elsewhere = tmp_path_factory.mktemp("elsewhere") / "summary.json"
     elsewhere.write_text("{}")
     with pytest.raises(pytest.UsageError) as err:
