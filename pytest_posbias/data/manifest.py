@@ -71,9 +71,11 @@ class McqItem:
 class Manifest:
     """A loaded manifest: its items and what is wrong with it.
 
-    ``problems`` are the skipped lines (not part of the plan). ``file_problems`` are items whose
-    video file cannot be used (:func:`~pytest_posbias.video.files.check_video_path`): they stay in
-    the plan and their units are lost with that reason (docs/design.md section 5).
+    ``problems`` are the skipped lines. ``file_problems`` are items whose video file cannot be used
+    (:func:`~pytest_posbias.video.files.check_video_path`): they stay in the plan and their units are
+    lost with that reason (docs/design.md section 5). ``bad_mcq`` are the problems of the lines meant as
+    multiple-choice items (``"type": "mcq"``) that were rejected, a repeat apart: the phase probes draw
+    them with the items, and one drawn is a planned item lost as unusable data.
     """
 
     path: Path
@@ -82,6 +84,7 @@ class Manifest:
     mcq: list[McqItem] = field(default_factory=list)
     problems: list[DataProblem] = field(default_factory=list)
     file_problems: list[DataProblem] = field(default_factory=list)
+    bad_mcq: list[DataProblem] = field(default_factory=list)
 
     def configurations(self, P: int | None = None) -> list[tuple[str, str, int]]:
         """(domain, bucket, P) of the groups, in first-seen order."""
@@ -312,6 +315,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
     for n, line in _decoded_lines(p, m.problems):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
+        obj = None
         try:
             obj = json.loads(line, object_pairs_hook=_no_duplicate_keys)
             json.dumps(obj, ensure_ascii=False).encode("utf-8")  # a lone surrogate (\ud800) is not text
@@ -321,6 +325,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                     else "not valid JSON (nested too deeply)" if isinstance(exc, RecursionError)
                     else f"a string holds {exc.object[exc.start:exc.end]!r}, which is not valid Unicode text (a lone "
                     "surrogate escape)" if isinstance(exc, UnicodeEncodeError) else str(exc))
+            if isinstance(obj, dict) and obj.get("type") == "mcq":
+                m.bad_mcq.append(m.problems[-1])
             continue
         if isinstance(item, VideoItem):
             if duplicate("video", item.id, n):
@@ -354,6 +360,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                 problem("bad-line", f"mcq {q.id!r}", n, f"mcq {q.id!r}: field 'start' ({q.start:g} s) is not before "
                         f"the end of video {q.video!r} (declared duration {video.duration:g} s); its window holds "
                         "no frame")
+                m.bad_mcq.append(m.problems[-1])
                 continue
         if duplicate("mcq", q.id, n, (q.path, q.start, q.end, q.question, q.options, q.answer),
                     "the same clip, window, question, options and answer"):

@@ -162,7 +162,8 @@ def _problem_summary(tr: Any, config: pytest.Config, problems: list[Any]) -> Non
     from ..data.problems import summarize_problems
 
     tr.section("posbias data problems")
-    tr.write_line(f"{len(problems)} data problems; the units that need them are not measured and count as lost:")
+    tr.write_line(f"{len(problems)} data problems; an unusable video's units, and a rejected multiple-choice item "
+                  "drawn into a sample, count as lost; other bad lines are left out:")
     for g in summarize_problems(problems):
         tr.write_line(inert(f"  {g['label']} [{g['kind']}]: {g['count']}, e.g. {g['example']}", newlines=False),
                       yellow=True)

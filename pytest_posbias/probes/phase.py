@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..data.manifest import Manifest, McqItem
+from ..data.problems import DataProblem
 from ..engine import Decoding, Generation, Request
 from ..errors import PosbiasError
 from ..metrics import consensus, spr_margin
@@ -228,10 +229,11 @@ def accept_letter(req: Request, gen: Generation) -> str | None:
     return usable.letter_reason(gen, LETTERS[:n], parse_letter)
 
 
-def item_order(ctx: ProbeContext, manifest: Manifest) -> list[McqItem]:
+def item_order(ctx: ProbeContext, manifest: Manifest) -> list[McqItem | DataProblem]:
     """The multiple-choice pool in a seeded random order; a sample of n is its first n items, so a
-    sequential gate that draws more items extends the sample it already has."""
-    pool = list(manifest.mcq)
+    sequential gate that draws more items extends the sample it already has. The pool holds the rejected
+    multiple-choice lines too (:attr:`Manifest.bad_mcq`): one drawn is a planned item, lost as unusable data."""
+    pool: list[McqItem | DataProblem] = [*manifest.mcq, *manifest.bad_mcq]
     return [pool[int(i)] for i in ctx.rng("phase-items").permutation(len(pool))]
 
 
@@ -254,6 +256,9 @@ def run_phase(ctx: ProbeContext, model: str, spec: PhaseSpec, manifest: Manifest
     kept: list[McqItem] = []
     shown: list[dict[str, tuple[int, ...]]] = []  # per kept item: condition -> frame indices
     for item in items:
+        if isinstance(item, DataProblem):
+            res.problems.append(f"{item.item}: {item.message}")
+            continue
         try:
             perms = orderings(item, spec.orderings)
             # (condition asked, its orderings, replicate, name its answers are kept under)

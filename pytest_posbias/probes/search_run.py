@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..data.problems import DataProblem
 from ..errors import ConfigError, PosbiasError, VideoError
 from ..video.decode import content_hash
 from .search import ItemProperty, ItemSearch, search_items
@@ -59,6 +60,9 @@ def _props(ctx: SearchContext, model: str, kind: str, n: int, st: dict[str, Any]
 
         items = item_order(ctx, manifest)[:n]
         for it in items:
+            if isinstance(it, DataProblem):
+                unusable.append(f"{it.item}: {it.message}")
+                continue
             try:
                 props.append(McqProperty(ctx, model, it, kind, ctx.phase_spec(), max_denominator=st["max_denominator"]))
             except PosbiasError as exc:

@@ -442,3 +442,33 @@ def test_a_letter_scored_answer_without_log_probabilities_is_unparseable(run_con
     res = run_phase(ctx, "sim:unbiased", ctx.phase_spec(), ctx.manifest(), identity=C.phases(S))
     assert (res.condition_answers[C.phase(1)] == -1).all() and res.unparseable == len(res.items)
     assert (res.condition_answers[C.phase(0)] == 0).all()
+
+
+def test_a_rejected_multiple_choice_line_drawn_into_the_sample_is_a_lost_item(run_context, tmp_path):
+    """A line meant as a multiple-choice item that fails validation is drawn with the valid items: one drawn is
+    a planned item lost as unusable data, never replaced by another item, so a mostly broken manifest cannot
+    pass on the few good lines it has."""
+    import json
+
+    from pytest_posbias.data.manifest import load_manifest
+    from pytest_posbias.gates.phase import phase_measurement
+
+    ctx = run_context(probes={"phase": {"items": 8, "orderings": 2}})
+    src = ctx.manifest().path
+    lines, broken = [], 0
+    for line in src.read_text().splitlines():
+        d = json.loads(line) if line.strip() else None
+        if isinstance(d, dict) and d.get("type") == "mcq" and broken < 2 * sum(1 for x in lines if '"mcq"' in x):
+            d["answer"], broken = 99, broken + 1  # two of every three items
+            line = json.dumps(d)
+        lines.append(line)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    m = load_manifest(bad)
+    assert len(m.bad_mcq) == broken > 0 and all(p.kind == "bad-line" for p in m.bad_mcq)
+    res = run_phase(ctx, "sim:unbiased", ctx.phase_spec(), m, conditions=[C.phase(0)])
+    lost = 8 - len(res.items)
+    assert res.planned == 8 and lost > 0 and len(res.problems) == lost
+    assert all("field 'answer'" in p for p in res.problems)
+    meas = phase_measurement(res, [C.phase(0)])
+    assert (meas.planned, meas.lost["unusable_data"], meas.measured) == (8, lost, 8 - lost)
