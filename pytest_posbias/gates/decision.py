@@ -30,6 +30,7 @@ from scipy.stats import t as t_dist
 from ..config import MAX_RESAMPLES, check_alpha
 from ..errors import ConfigError
 from ..exitcodes import DO_NOT_SHIP, LABELS, NOT_MEASURED, SHIP
+from ..gate_registry import GATES
 from ..stats import Verdict
 from ..stats.intervals import _expanded_p
 from ..stats.power import detectable_effect as rate_detectable_effect
@@ -204,23 +205,26 @@ class PowerNote:
     """What a verdict could detect: the smallest violating value detected with 80% power
     (``detectable``), the violating value at 2× the threshold (``target``), whether the gate
     could not detect the target (``underpowered``) and the units that would (``n_needed``,
-    from se ∝ 1/sqrt(n))."""
+    from se ∝ 1/sqrt(n)); ``why_none`` says why ``detectable`` is infinite."""
 
     detectable: float
     target: float
     underpowered: bool
     n_needed: int | None
+    why_none: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (infinite values as strings)."""
         return {"detectable": _num(self.detectable), "target": _num(self.target), "underpowered": self.underpowered,
-                "n_needed": self.n_needed}
+                "n_needed": self.n_needed, **({"why_none": self.why_none} if self.why_none else {})}
 
 
 def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
     """The verdict's :class:`PowerNote` (see :func:`detectable_effect`). The target lies twice the threshold
     past an upper bound (u + |u|: |MEG| = 0.04 for t = 0.02; the side of the estimate for a two-sided
-    region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0."""
+    region), half the bound past a lower-only bound (l − |l|/2), 0.05 past a bound at 0. A detectable value
+    outside the gate's value range (:attr:`~pytest_posbias.gate_registry.GateSpec.value_range`) is no
+    violation the metric can take: nothing inside it is detected."""
     lower, upper = float(v.lower), float(v.upper)
     d = detectable_effect(v, power=power)
     if not (math.isfinite(upper) or math.isfinite(lower)):
@@ -230,6 +234,13 @@ def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
     detectable = (v.upper + d) if side_up else (v.lower - d)
     under = not d <= dist
     need = math.ceil(v.n * (d / dist) ** 2) if under and math.isfinite(d) and dist > 0 and v.n > 0 else None
+    if not math.isfinite(d):
+        return PowerNote(math.inf, target, under, need, "no interval, so no power to detect a violation")
+    spec = GATES.get(str((v.extra or {}).get("gate", "")))
+    if spec is not None and not spec.value_range[0] <= detectable <= spec.value_range[1]:
+        lo, hi = spec.value_range
+        return PowerNote(math.inf, target, True, need, f"no violation inside the metric's range [{lo:g}, {hi:g}] "
+                                                       "is detected with 80% power")
     return PowerNote(detectable, target, under, need)
 
 

@@ -125,7 +125,7 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
                     line += f" ({g.why_not_measured})"
                 pn = g.power
                 if pn is not None and not math.isnan(pn.target) and math.isinf(pn.detectable):
-                    line += "; no interval, so no power to detect a violation"
+                    line += f"; {pn.why_none or 'no interval, so no power to detect a violation'}"
                 elif pn is not None and not math.isnan(pn.target):
                     line += f"; detects {num_text(pn.detectable, '.3g')} with 80% power"
                     if pn.underpowered and g.status == "pass":

@@ -32,8 +32,8 @@ def share_difference_bounds(share: ArrayLike, indicator: ArrayLike, *, alpha: fl
 
         L = L_t(share; α_s) − U_CP(indicator; α_c),   U = U_t(share; α_s) − L_CP(indicator; α_c)
 
-    where L_t/U_t are Student-t bounds of the share's mean (with the exact zero-spread floor of
-    :func:`zero_spread_interval` on [0, 1] when every share is equal) and L_CP/U_CP are the exact
+    where L_t/U_t are Student-t bounds of the share's mean, kept in [0, 1] where its mean lies (with the exact
+    zero-spread floor of :func:`zero_spread_interval` on [0, 1] when every share is equal) and L_CP/U_CP are the exact
     Clopper–Pearson bounds of the indicator's rate. Each bound holds at level α whatever the rate of
     the indicator, also when it is rare and the sample holds none of it.
     """
@@ -53,8 +53,8 @@ def share_difference_bounds(share: ArrayLike, indicator: ArrayLike, *, alpha: fl
     shrink = 1.0 - a_s ** (1.0 / n)
     flat = sd == 0
     half = np.where(flat, 0.0, q * sd / math.sqrt(n))
-    s_lo = np.where(flat, mean - shrink * mean, mean - half)
-    s_hi = np.where(flat, mean + shrink * (1 - mean), mean + half)
+    s_lo = np.where(flat, mean - shrink * mean, np.maximum(mean - half, 0.0))  # E[share] lies in [0, 1]
+    s_hi = np.where(flat, mean + shrink * (1 - mean), np.minimum(mean + half, 1.0))
     k = ind.sum(axis=-1)
     c_hi = np.where(k < n, _st.beta.isf(a_c, k + 1, np.maximum(n - k, 1)), 1.0)
     c_lo = np.where(k > 0, _st.beta.ppf(a_c, np.maximum(k, 1), n - k + 1), 0.0)

@@ -539,3 +539,17 @@ def test_skips_are_told_apart_by_what_asked_for_them():
     assert skip_kind("flaky on the CI runner") == "skipped by the test"
     d = run_decision([("a", _v(0.5))], skipped=[("t::mine", "flaky"), ("t::m", "m: no usable videos")])
     assert d.exit_code == exitcodes.NOT_MEASURED and dict(d.skipped) == {"skipped by the test": 1, "no data": 1}
+
+
+def test_a_detectable_value_outside_the_metrics_range_is_no_power():
+    """A gate whose smallest detectable violation lies outside the values its metric can take (an amplification
+    past 1 over a few videos) detects no violation at all: its note says so, infinite and underpowered, instead
+    of a figure no model could reach; one inside the range keeps its figure."""
+    extra = {"gate": "stressor"}
+    wide = _v(0.5, half=0.9, extra=extra)
+    note = power_note(wide)
+    assert math.isinf(note.detectable) and note.underpowered
+    assert note.why_none == "no violation inside the metric's range [-1, 1] is detected with 80% power"
+    assert note.to_dict()["why_none"] == note.why_none
+    assert math.isfinite(power_note(_v(0.5, half=0.05, extra=extra)).detectable)
+    assert "why_none" not in power_note(_v(0.5, half=0.05, extra=extra)).to_dict()

@@ -92,3 +92,26 @@ def test_out_of_range_units_are_refused_on_the_bootstrap_branch_too(share, flag,
     sh[3], ind[3] = share, flag
     with pytest.raises(ConfigError, match=f"`{what}`"):
         S.share_difference_verdict(sh, ind, name="amp", threshold=0.1, rng=np.random.default_rng(0), n_resamples=999)
+
+
+def test_the_share_bounds_stay_in_the_unit_interval_and_the_rule_keeps_its_size():
+    """A share's mean lies in [0, 1], so its t bounds are kept there: the amplification's interval stays in
+    [-1, 1] (a looping model's all-or-nothing shares over 8 videos gave a lower bound of -1.14), and the rule
+    still holds its size at the boundary on such skewed units (2,000 seeded samples per size, Clopper-Pearson)."""
+    share = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+    flag = np.array([1, 1, 1, 0, 0, 0, 0, 0], dtype=float)
+    lo, hi = S.share_difference_bounds(share, flag, alpha=0.05)
+    a_s, a_c = 0.05 * S.SHARE_ALPHA_FRACTION, 0.05 * (1 - S.SHARE_ALPHA_FRACTION)
+    t_half = st.t.isf(a_s, 7) * share.std(ddof=1) / math.sqrt(8)
+    cp = st.binomtest(3, 8).proportion_ci(confidence_level=1 - 2 * a_c, method="exact")
+    assert share.mean() - t_half < 0 and lo[0] == pytest.approx(0.0 - cp.high) and -1 <= lo[0] < hi[0] <= 1
+    assert hi[0] == pytest.approx(min(share.mean() + t_half, 1.0) - cp.low)
+    rng = np.random.default_rng(20261206)
+    for n in (8, 16):
+        reps = 2000
+        flags = (rng.random((reps, n)) < 0.10).astype(float)
+        shares = (rng.random((reps, n)) < 0.20).astype(float)  # all-or-nothing shares: E[d] = 0.20 - 0.10
+        decided, passed = S.share_difference_rule(shares, flags, lower=-math.inf, upper=0.10, mode="detect",
+                                                  alpha=0.05)
+        fails = int((decided & ~passed).sum())
+        assert st.binomtest(fails, reps).proportion_ci(confidence_level=0.95, method="exact").high < 0.05
