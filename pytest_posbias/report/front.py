@@ -30,14 +30,14 @@ def anchor(nodeid: str) -> str:
 
 def configuration(v: Mapping[str, Any]) -> str:
     """The configuration a verdict belongs to: the positional spec, else the searched property and
-    its query budget, else ``N frames`` from its name, else its gate kind."""
+    its query budget, else the stressor and ``N frames`` from its name, else its gate kind."""
     ex = v.get("extra") or {}
     if ex.get("spec"):
         return str(ex["spec"])
     if ex.get("property"):  # the same property searched at two budgets (the heavy variant): two rows
         return str(ex["property"]) + (f", budget {ex['budget']}" if ex.get("budget") else "")
     if m := re.search(r"at (\d+) frames", str(v.get("name", ""))):
-        return f"{m.group(1)} frames"
+        return (f"{ex['stressor']}, " if ex.get("stressor") else "") + f"{m.group(1)} frames"
     return str(ex.get("gate") or v.get("name") or "other")
 
 
@@ -147,6 +147,8 @@ def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,
         decided = [v for v in mine if not math.isnan(num(v.get("estimate")))]
         worst = max(decided or mine, key=lambda v: (not v["passed"], exceedance(v)))
         gate_name = re.sub(r"\s+\S+-\S+-P\d(\[.*\])?$", "", str(worst.get("name", "")))
+        if stressor := (worst.get("extra") or {}).get("stressor"):  # the kind, not the worst one's configuration
+            gate_name = re.sub(rf"^{re.escape(str(stressor))} | at \d+ frames$", "", gate_name)
         fails = [v for v in mine if not v["passed"]]
         n_inc = sum(bool(v["passed"] and v.get("inconclusive")) for v in mine)
         adjusted = [v["adjusted_passed"] for v in mine if v.get("adjusted_passed") is not None]

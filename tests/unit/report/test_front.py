@@ -17,6 +17,26 @@ def test_a_row_names_the_positional_spec_the_searched_property_or_the_frame_coun
     assert rows == ["order, budget 32", "phase, budget 32", "order, budget 256"]
     assert configuration({"name": "flip rate at 16 frames", "extra": {"gate": "phase"}}) == "16 frames"
     assert configuration({"name": "attack success rate", "extra": {"gate": "attack"}}) == "attack"
+    # the stressor gates: one row per stressor, not "16 frames" for each of them
+    assert configuration({"name": "add2 repetition amplification at 16 frames",
+                          "extra": {"gate": "stressor", "stressor": "add2"}}) == "add2, 16 frames"
+
+
+def test_the_stressor_cards_figure_names_each_stressor_and_the_gate_kind(monkeypatch):
+    """The stressor suite's card: its forest plot has a row per stressor and a title naming the gate's kind,
+    not the worst stressor's name above rows all labelled with the frame count."""
+    from pytest_posbias.report import figures, front
+
+    drawn = {}
+    monkeypatch.setattr(figures, "forest", lambda rows, **kw: drawn.update(rows=rows, **kw) or "<svg/>")
+    verdicts = [{**_record(f"tests/robustness/test_stressors.py::test_stressor_amplification[{s}]", passed=True,
+                           model="sim:looping"),
+                 "name": f"{s} repetition amplification at 16 frames", "estimate": e, "ci_high": e + 0.3,
+                 "ci_low": e - 0.3, "upper": 0.1, "extra": {"gate": "stressor", "stressor": s, "model": "sim:looping"}}
+                for s, e in (("add2", 0.05), ("shuffle", 0.02), ("reverse", -0.1))]
+    (card,) = front.suite_cards(verdicts)
+    assert drawn["title"] == "repetition amplification: worst configurations"
+    assert [r["label"] for r in drawn["rows"]] == ["add2, 16 frames", "shuffle, 16 frames", "reverse, 16 frames"]
 
 
 def _record(nodeid: str, *, passed: bool, model: str, adjusted: bool | None = None) -> dict:
