@@ -42,16 +42,20 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     ``underpowered``): it titles the summary, and each row with a ``gate`` part shows its
     adjusted decision in the ``run`` column."""
     n = len(rows)
-    failed = sum(not r["verdict"].passed for r in rows)
+    # a gate below its measurement floor is not measured, by the run-level decision's part where rows carry it
+    unmeasured = sum(getattr(r.get("gate"), "status", "") == "not measured" for r in rows)
+    failed = sum(not r["verdict"].passed for r in rows) - unmeasured
     n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in rows)  # decided nothing
     title = ("no gate decided" if n == 0 else f"{failed} of {n} gates failed" if failed
              else f"no gate failed, {n_inc} of {n} inconclusive" if n_inc else f"all {n} gates passed")
+    if unmeasured:
+        title = (f"{failed} of {n} gates failed, " if failed else "") + f"{unmeasured} of {n} gates not measured"
     if errored:
         title += f", {len(errored)} tests ended without a verdict"
     not_run = list((decision or {}).get("not_run") or [])
     if not_run:
         title += f", {plural(len(not_run), 'selected gate test')} never ran"
-    icon = "❌" if failed or errored or n == 0 else "⚠️" if n_inc == n else "✅"
+    icon = "❌" if failed or errored or n == 0 else "⚠️" if n_inc == n or unmeasured else "✅"
     if decision is not None:
         icon = "✅" if decision.get("exit_code") == 0 else "❌" if decision.get("exit_code") == 1 else "⚠️"
         title = f"{decision.get('label')} (exit {decision.get('exit_code')}): {title}"
@@ -85,7 +89,8 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
             g = r.get("gate")
             run = "–" if g is None else {"pass": "pass", "fail": "**fail**"}.get(g.status, g.status)
             p_adj = num_text(g.p_adjusted, '.3g') if g is not None else "–"
-            result = "❌ FAIL" if not v.passed else "➖ INCONCLUSIVE" if v.outcome == "inconclusive" else "✅ PASS"
+            result = ("⚠️ NOT MEASURED" if g is not None and g.status == "not measured" else "❌ FAIL" if not v.passed
+                      else "➖ INCONCLUSIVE" if v.outcome == "inconclusive" else "✅ PASS")
             region = _cell(f"{allowed(v.lower, v.upper)} (threshold {num_text(v.threshold)})")
             lines.append(f"| {result} | {md_code(r['nodeid'].split('::', 1)[-1])} | "
                          f"{num_text(v.estimate)} | {ci} | {region} | {v.n} {_cell(v.unit)} | "

@@ -102,13 +102,15 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     width = max(40, int(width))
     out: list[tuple[str, bool | None]] = []
     for suite, mine in by_suite(rows):
-        n_fail = sum(not r["verdict"].passed for r in mine)
+        n_nm = sum(getattr(r.get("gate"), "status", "") == "not measured" for r in mine)
+        n_fail = sum(not r["verdict"].passed for r in mine) - n_nm
         n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in mine)
         out.append((f"{suite_title(suite, [r['nodeid'] for r in mine])}: {plural(len(mine), 'gate')}, {n_fail} failed"
-                    + (f", {n_inc} inconclusive" if n_inc else ""), None))
+                    + (f", {n_nm} not measured" if n_nm else "") + (f", {n_inc} inconclusive" if n_inc else ""), None))
         for r in sorted(mine, key=lambda r: (r["verdict"].passed, r["nodeid"])):
             v = r["verdict"]
-            status = "FAIL" if not v.passed else v.outcome.upper()  # a passed verdict: PASS or INCONCLUSIVE
+            status = ("NOT MEASURED" if getattr(r.get("gate"), "status", "") == "not measured" else "FAIL"
+                      if not v.passed else v.outcome.upper())  # a passed verdict: PASS or INCONCLUSIVE
             name = inert(r["nodeid"].split("::", 1)[-1], newlines=False)
             wrapped = textwrap.wrap(name, width=width - 7, break_long_words=True, break_on_hyphens=False) or [name]
             out.append((f"  {status} {wrapped[0]}", v.passed and status == "PASS"))

@@ -164,3 +164,17 @@ def test_inconclusive_gates_are_never_titled_passed():
     assert markdown_summary(inc, decision=six).splitlines()[0] == (
         "## ⚠️ pytest-posbias: NOT MEASURED (exit 6): no gate failed, 2 of 2 inconclusive")
     assert markdown_summary([*inc, ok]).splitlines()[0] == "## ✅ pytest-posbias: no gate failed, 2 of 3 inconclusive"
+
+
+def test_a_gate_below_its_measurement_floor_is_not_measured_not_failed():
+    """A gate the run-level decision counts as not measured is named so in the title and its row, not as failed."""
+    from pytest_posbias.gates.decision import GateDecision
+
+    rows = [{"nodeid": "t.py::test_x", "verdict": _v("x", 0.0, -0.01, 0.01, passed=False), "p_bh": 1.0,
+             "gate": GateDecision("t.py::test_x", False, 1.0, 1.0, False, "not measured", "-", "12 of 48 measured")},
+            {"nodeid": "t.py::test_y", "verdict": _v("y", 0.0, -0.01, 0.01, passed=True), "p_bh": 1.0,
+             "gate": GateDecision("t.py::test_y", True, 0.9, 0.9, True, "pass", "holm")}]
+    text = markdown_summary(rows, decision={"label": "NOT MEASURED", "exit_code": 6, "why": "w"})
+    assert text.splitlines()[0] == "## ⚠️ pytest-posbias: NOT MEASURED (exit 6): 1 of 2 gates not measured"
+    assert [r[0] for r in _table(text)] == ["⚠️ NOT MEASURED", "✅ PASS"]
+    assert markdown_summary(rows).splitlines()[0] == "## ⚠️ pytest-posbias: 1 of 2 gates not measured"
