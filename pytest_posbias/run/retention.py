@@ -135,6 +135,9 @@ def _cache_command(args: argparse.Namespace) -> int:
             raise ConfigError("give --keep-runs N, --older-than DAYS and/or --answers-older-than DAYS")
         if not folder.is_dir():
             raise ConfigError(f"--cache {folder}: no such folder")
+        if not ((folder / "generations.sqlite").is_file() or (folder / "runs").is_dir()):
+            raise ConfigError(f"--cache {folder}: not a posbias cache folder (it holds neither generations.sqlite "
+                              "nor runs/)")
         result = prune_runs(folder, keep_runs=args.keep_runs, older_than_days=args.older_than,
                             answers_older_than_days=args.answers_older_than, dry_run=args.dry_run)
     except ConfigError as exc:

@@ -90,6 +90,9 @@ def test_the_command_prunes_and_says_what_it_removed(tmp_path, capsys):
     assert main(["cache", "prune", "--cache", str(tmp_path / ".posbias")]) == 2
     assert "--keep-runs" in capsys.readouterr().err
     assert main(["cache", "prune", "--cache", str(tmp_path / "nope"), "--keep-runs", "1"]) == 2
+    (tmp_path / "reports").mkdir()  # a folder that is no cache: named, not "removed 0, kept 0"
+    assert main(["cache", "prune", "--cache", str(tmp_path / "reports"), "--keep-runs", "1"]) == 2
+    assert "not a posbias cache folder" in capsys.readouterr().err
 
 
 def test_keep_runs_is_applied_at_the_end_of_a_run_keeping_this_one(tmp_path):
