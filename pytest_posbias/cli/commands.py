@@ -122,7 +122,8 @@ def _gates(args: argparse.Namespace) -> int:
     print(f"{'gate':<{w}} {'threshold':>9}  {'region':<12} {'baseline margin':>15}  description")
     for g in GATE_SPECS:
         region = {"both": "|x| <= t", "upper": "x <= t", "lower": "x >= t"}[g.side]
-        print(f"{g.name:<{w}} {g.threshold:>9g}  {region:<12} {g.margin:>15g}  {g.description}"
+        margin = "-" if g.worse is None else f"{g.margin:g}"  # no paired form: the absolute threshold stays
+        print(f"{g.name:<{w}} {g.threshold:>9g}  {region:<12} {margin:>15}  {g.description}"
               + (f" (-m {g.marker})" if g.marker != g.name else ""))
     return 0
 

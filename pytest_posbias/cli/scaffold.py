@@ -115,8 +115,7 @@ The short options (`--model`, `--baseline`, `--judge`, `--api-base`) come from t
 `conftest.py`; the plugin's own names (`--posbias-model`, ...) work in every project.
 Markers: {markers}. `posbias gates` lists every gate and its threshold; `posbias models`
 the registry. Reports go to `reports/` (HTML), the generation cache to `.posbias/`.
-Without `--posbias-data` the suites run on the synthetic video set, built once under
-`fixtures/synthetic/`.
+{data}
 """
 
 
@@ -306,7 +305,10 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
     from ..gate_registry import GATE_SPECS
 
     markers = ", ".join(dict.fromkeys(f"`{g.marker}`" for g in GATE_SPECS))
-    files[folder / "README.md"] = _README.format(markers=markers)
+    data = (f"The `data` key reads the small synthetic set under `{QUICK_SET}/` (quick probe sizes: a smoke\n"
+            "run, not a release decision)." if quick else "Without `--posbias-data` the suites run on the synthetic "
+            "video set, built once under\n`fixtures/synthetic/`.")
+    files[folder / "README.md"] = _README.format(markers=markers, data=data)
     # the project's own files first (validation): read as bytes so their line endings survive
     existing = _project_text(pyproject)
     new, py_action = merge_pyproject(existing, posbias_table(model=model, quick=quick), force=force)

@@ -162,3 +162,18 @@ def test_report_refuses_a_run_log_given_twice(tmp_path, capsys):
     link.symlink_to(log)
     assert main(["report", str(log), str(link), "-o", str(tmp_path / "r.html")]) == 2
     assert "given twice" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
+
+
+def test_cli_gates_shows_no_baseline_margin_for_a_gate_without_a_paired_form(capsys):
+    """The attack, equivalence and parity gates keep their absolute threshold against a baseline: no margin."""
+    from pytest_posbias.cli import main
+    from pytest_posbias.gate_registry import GATES
+
+    assert main(["gates"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    end = header.index("baseline margin") + len("baseline margin")  # the column is right-aligned under its title
+    rows = {line.split()[0]: line[:end].split()[-1] for line in lines}
+    assert rows.keys() == GATES.keys()
+    assert {g for g, m in rows.items() if m == "-"} == {g for g, s in GATES.items() if s.worse is None} == {
+        "attack", "equivalence", "parity", "parity_coverage", "parity_repetition"}
+    assert rows["meg"] == "0.01"

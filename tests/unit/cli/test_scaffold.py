@@ -206,3 +206,16 @@ def test_testpaths_hint_only_when_pytest_would_not_collect_the_folder(tmp_path, 
     assert (got is not None) == hint
     if hint:
         assert "does not include tests/robustness" in got and "pytest tests/robustness" in got
+
+
+def test_the_scaffolded_readme_names_the_data_the_table_reads(tmp_path):
+    """The README says which synthetic set a run reads: the quick set where ``--quick`` wrote its table."""
+    plain = scaffold.scaffold(tmp_path / "a") and (tmp_path / "a" / scaffold.DEFAULT_TESTS_DIR / "README.md").read_text()
+    assert "built once under\n`fixtures/synthetic/`" in plain and "synthetic-quick" not in plain
+    kept = tmp_path / "b" / scaffold.QUICK_SET / "manifest.jsonl"  # already rendered: kept, nothing rendered here
+    kept.parent.mkdir(parents=True)
+    kept.write_text("")
+    scaffold.scaffold(tmp_path / "b", quick=True)
+    quick = (tmp_path / "b" / scaffold.DEFAULT_TESTS_DIR / "README.md").read_text()
+    assert f"`{scaffold.QUICK_SET}/`" in quick and "`fixtures/synthetic/`" not in quick
+    assert "--model=/path/to/checkpoint" in quick

@@ -35,6 +35,7 @@ def test_the_stressor_cards_figure_names_each_stressor_and_the_gate_kind(monkeyp
                  "ci_low": e - 0.3, "upper": 0.1, "extra": {"gate": "stressor", "stressor": s, "model": "sim:looping"}}
                 for s, e in (("add2", 0.05), ("shuffle", 0.02), ("reverse", -0.1))]
     (card,) = front.suite_cards(verdicts)
+    assert card["n"] == 3 and card["worst"]["name"] == "add2 repetition amplification at 16 frames"
     assert drawn["title"] == "repetition amplification: worst configurations"
     assert [r["label"] for r in drawn["rows"]] == ["add2, 16 frames", "shuffle, 16 frames", "reverse, 16 frames"]
 
