@@ -166,6 +166,7 @@ class FrameStore:
         self._bytes = 0
         self._lock = threading.RLock()
         self._info: dict[str, VideoInfo] = {}
+        self._unusable: dict[str, VideoError] = {}  # path -> why its probe failed
         self._shapes: dict[tuple[str, int | None, str], tuple[int, int]] = {}  # (path, size, aspect) -> decoded (H, W)
         self.decodes = self.memory_hits = self.disk_hits = self.disk_writes = 0
 
@@ -181,15 +182,22 @@ class FrameStore:
             self.on_problem(problem)
 
     def info(self, path: str | Path) -> VideoInfo:
-        """Frame count, fps and content hash of a clip (probed once); an unusable clip is reported and raises."""
+        """Frame count, fps and content hash of a clip (probed once); an unusable clip is reported and raises,
+        the same error again at each later call without opening the file again (a decoder's complaints about
+        it are printed once)."""
         key = str(path)
         with self._lock:
             if key in self._info:
                 return self._info[key]
+            failed = self._unusable.get(key)
+        if failed is not None:
+            raise failed.with_traceback(None)
         try:
             got = probe(path)
         except VideoError as exc:
             self.report(exc)
+            with self._lock:
+                self._unusable[key] = exc
             raise
         with self._lock:
             return self._info.setdefault(key, got)

@@ -110,6 +110,27 @@ def test_data_validate_names_the_file_and_offset_of_a_latin1_manifest(tmp_path, 
     assert "no usable item" in res.stderr
 
 
+def test_data_validate_opens_each_video_as_a_run_will(tmp_path, synthetic_clips):
+    """`posbias data validate` names a video file that passes the file-system checks but cannot be read (text
+    named .mp4, an MP4 cut short) and exits 1; a manifest whose videos all read exits 0."""
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video at all\n" * 20)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(synthetic_clips[1].read_bytes()[:3000])
+    good = write_jsonl(tmp_path / "good.jsonl", [video_line("v0", synthetic_clips[0])])
+    bad = write_jsonl(tmp_path / "bad.jsonl", [video_line("v0", synthetic_clips[0]), video_line("t", text),
+                                               video_line("c", cut)])
+
+    def validate(path):
+        return subprocess.run([sys.executable, "-m", "pytest_posbias.cli", "data", "validate", "--out", str(path)],
+                              capture_output=True, text=True, timeout=120)
+
+    ok, res = validate(good), validate(bad)
+    assert ok.returncode == 0 and "0 unusable video files" in ok.stdout
+    assert res.returncode == 1 and "2 unusable video files" in res.stdout and "Traceback" not in res.stderr
+    assert "video 't'" in res.stdout and "video 'c'" in res.stdout and "truncated" in res.stdout
+
+
 def test_duplicate_ids_are_data_problems_with_both_line_numbers(tmp_path, synthetic_clips):
     a, b = synthetic_clips[:2]
     lines = [video_line("v0", a), video_line("v1", b), video_line("v0", b),

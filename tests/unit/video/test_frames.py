@@ -269,3 +269,21 @@ def test_cached_frames_of_a_clip_changed_since_its_request_are_not_served(tmp_pa
         store.materialize(spec)
     assert [k for k, _ in store.problems] == [{"replaced": "changed-video", "deleted": "missing-video"}[change]]
     assert store.disk_hits == 0
+
+
+def test_an_unusable_clip_is_probed_once_and_its_error_raised_again(tmp_path, monkeypatch):
+    """A clip that cannot be read is opened once per store: every later request for it raises the same error,
+    reported once, without the decoder opening (and complaining about) the file again."""
+    import pytest_posbias.video.frames as F
+    from pytest_posbias.errors import VideoError
+
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("not a video\n" * 20)
+    opened = []
+    real = F.probe
+    monkeypatch.setattr(F, "probe", lambda p: opened.append(p) or real(p))
+    store = FrameStore()
+    for _ in range(3):
+        with pytest.raises(VideoError, match="notes.mp4"):
+            store.info(bad)
+    assert len(opened) == 1 and len(store.problems) == 1
