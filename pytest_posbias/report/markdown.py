@@ -43,13 +43,14 @@ def markdown_summary(rows: Sequence[Mapping[str, Any]], *, errored: Sequence[Map
     adjusted decision in the ``run`` column."""
     n = len(rows)
     # a gate below its measurement floor is not measured, by the run-level decision's part where rows carry it
-    unmeasured = sum(getattr(r.get("gate"), "status", "") == "not measured" for r in rows)
-    failed = sum(not r["verdict"].passed for r in rows) - unmeasured
-    n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in rows)  # decided nothing
-    title = ("no gate decided" if n == 0 else f"{failed} of {n} gates failed" if failed
+    measured = [r for r in rows if getattr(r.get("gate"), "status", "") != "not measured"]
+    unmeasured = n - len(measured)
+    failed = sum(not r["verdict"].passed for r in measured)
+    n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in measured)  # decided nothing
+    parts = [f"{failed} of {n} gates failed" if failed else "", f"{unmeasured} of {n} gates not measured" if unmeasured
+             else "", f"{n_inc} of {n} inconclusive" if n_inc and (failed or unmeasured) else ""]
+    title = ("no gate decided" if n == 0 else ", ".join(p for p in parts if p) if failed or unmeasured
              else f"no gate failed, {n_inc} of {n} inconclusive" if n_inc else f"all {n} gates passed")
-    if unmeasured:
-        title = (f"{failed} of {n} gates failed, " if failed else "") + f"{unmeasured} of {n} gates not measured"
     if errored:
         title += f", {len(errored)} tests ended without a verdict"
     not_run = list((decision or {}).get("not_run") or [])

@@ -102,8 +102,9 @@ def verdict_lines(rows: Sequence[Mapping[str, Any]], *, width: int = 100) -> lis
     width = max(40, int(width))
     out: list[tuple[str, bool | None]] = []
     for suite, mine in by_suite(rows):
-        n_nm = sum(getattr(r.get("gate"), "status", "") == "not measured" for r in mine)
-        n_fail = sum(not r["verdict"].passed for r in mine) - n_nm
+        unmeasured = [getattr(r.get("gate"), "status", "") == "not measured" for r in mine]
+        n_nm = sum(unmeasured)
+        n_fail = sum(not r["verdict"].passed and not nm for r, nm in zip(mine, unmeasured, strict=True))
         n_inc = sum(r["verdict"].passed and r["verdict"].outcome == "inconclusive" for r in mine)
         out.append((f"{suite_title(suite, [r['nodeid'] for r in mine])}: {plural(len(mine), 'gate')}, {n_fail} failed"
                     + (f", {n_nm} not measured" if n_nm else "") + (f", {n_inc} inconclusive" if n_inc else ""), None))

@@ -45,7 +45,7 @@ def test_failures_first_with_estimate_ci_region_threshold_n_and_p():
     ]
     text = markdown_summary(rows, models=["sim:middle-weak"], mode="detect", alpha=0.05, exitstatus=1,
                             report_link="../reports/run 1.html")
-    assert text.splitlines()[0] == "## ❌ pytest-posbias: 2 of 4 gates failed"
+    assert text.splitlines()[0] == "## ❌ pytest-posbias: 2 of 4 gates failed, 1 of 4 inconclusive"
     assert "model `sim:middle-weak` · mode detect · α = 0.05 (CI 90% two-sided) · exit status 1" in text
     body = _table(text)
     assert [r[0] for r in body] == ["❌ FAIL", "❌ FAIL", "✅ PASS", "➖ INCONCLUSIVE"]
@@ -178,3 +178,12 @@ def test_a_gate_below_its_measurement_floor_is_not_measured_not_failed():
     assert text.splitlines()[0] == "## ⚠️ pytest-posbias: NOT MEASURED (exit 6): 1 of 2 gates not measured"
     assert [r[0] for r in _table(text)] == ["⚠️ NOT MEASURED", "✅ PASS"]
     assert markdown_summary(rows).splitlines()[0] == "## ⚠️ pytest-posbias: 1 of 2 gates not measured"
+    # a not-measured gate whose own verdict passed (n = 0) leaves a real failure counted, and the inconclusive one
+    rows[0]["verdict"] = _v("x", 0.0, math.nan, math.nan, passed=True, p=1.0)
+    rows += [{"nodeid": "t.py::test_z", "verdict": _v("z", 0.3, 0.2, 0.4, passed=False, p=0.001), "p_bh": 1.0,
+              "gate": GateDecision("t.py::test_z", False, 0.001, 0.002, False, "fail", "holm")},
+             {"nodeid": "t.py::test_w", "verdict": _v("w", 0.0, math.nan, math.nan, passed=True, p=1.0,
+                                                       inconclusive=True), "p_bh": 1.0,
+              "gate": GateDecision("t.py::test_w", True, 1.0, 1.0, True, "inconclusive", "holm")}]
+    assert markdown_summary(rows).splitlines()[0] == ("## ❌ pytest-posbias: 1 of 4 gates failed, 1 of 4 gates not "
+                                                      "measured, 1 of 4 inconclusive")
