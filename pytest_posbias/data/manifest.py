@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,9 @@ class Manifest:
     ``problems`` are the skipped lines. ``file_problems`` are items whose video file cannot be used
     (:func:`~pytest_posbias.video.files.check_video_path`): they stay in the plan and their units are
     lost with that reason (docs/design.md section 5). ``bad_mcq`` are the problems of the lines meant as
-    multiple-choice items (``"type": "mcq"``) that were rejected, a repeat apart: the phase probes draw
-    them with the items, and one drawn is a planned item lost as unusable data.
+    multiple-choice items (``"type": "mcq"``, read from the text of a line that is no JSON object or not
+    UTF-8) that were rejected, once per id and not for a valid item's id: the phase probes draw them with
+    the items, and one drawn is a planned item lost as unusable data.
     """
 
     path: Path
@@ -248,9 +250,16 @@ def parse_line(d: Any, base: Path) -> VideoItem | GroupItem | McqItem:
 BOM = b"\xef\xbb\xbf"
 
 
-def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, str]]:
+# a line meant as a multiple-choice item, read from its text where it is no JSON object (or not UTF-8)
+_MCQ_TYPE = re.compile(r'"type"\s*:\s*"mcq"')
+_ID = re.compile(r'"id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _decoded_lines(p: Path, problems: list[DataProblem], *,
+                   on_undecodable: Callable[[str, DataProblem], None]) -> Iterator[tuple[int, str]]:
     """(line number, text) of a UTF-8 file read as bytes; a leading BOM is dropped, and a line with
-    bytes that are not UTF-8 is reported (with the file's byte offset of the first bad byte) and skipped."""
+    bytes that are not UTF-8 is reported (with the file's byte offset of the first bad byte) and skipped,
+    its text (bad bytes replaced) and problem passed to ``on_undecodable``."""
     try:
         data = p.read_bytes()
     except OSError as exc:
@@ -265,6 +274,7 @@ def _decoded_lines(p: Path, problems: list[DataProblem]) -> Iterator[tuple[int, 
             problems.append(DataProblem("encoding", f"line {n}", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at byte "
                                         f"offset {offset + exc.start} cannot be decoded (save the manifest as UTF-8)",
                                         str(p), n))
+            on_undecodable(raw.decode("utf-8", errors="replace"), problems[-1])
         offset += len(raw) + 1
 
 
@@ -312,7 +322,22 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
             return True
         return False
 
-    for n, line in _decoded_lines(p, m.problems):
+    bad_mcq: dict[tuple[str, str], DataProblem] = {}  # (id, or the line's text) -> its first problem
+
+    def rejected_mcq(obj: Any, line: str, problem: DataProblem) -> None:
+        """Keep a rejected line meant as a multiple-choice item (its ``type``, or its text where it is no
+        JSON object), once per id."""
+        if isinstance(obj, dict):
+            if obj.get("type") != "mcq":
+                return
+            item_id = obj.get("id")
+        elif _MCQ_TYPE.search(line):
+            item_id = named.group(1) if (named := _ID.search(line)) else None
+        else:
+            return
+        bad_mcq.setdefault(("id", item_id) if isinstance(item_id, str) else ("line", line.strip()), problem)
+
+    for n, line in _decoded_lines(p, m.problems, on_undecodable=lambda text, pr: rejected_mcq(None, text, pr)):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         obj = None
@@ -325,8 +350,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                     else "not valid JSON (nested too deeply)" if isinstance(exc, RecursionError)
                     else f"a string holds {exc.object[exc.start:exc.end]!r}, which is not valid Unicode text (a lone "
                     "surrogate escape)" if isinstance(exc, UnicodeEncodeError) else str(exc))
-            if isinstance(obj, dict) and obj.get("type") == "mcq":
-                m.bad_mcq.append(m.problems[-1])
+            rejected_mcq(obj, line, m.problems[-1])
             continue
         if isinstance(item, VideoItem):
             if duplicate("video", item.id, n):
@@ -360,7 +384,7 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
                 problem("bad-line", f"mcq {q.id!r}", n, f"mcq {q.id!r}: field 'start' ({q.start:g} s) is not before "
                         f"the end of video {q.video!r} (declared duration {video.duration:g} s); its window holds "
                         "no frame")
-                m.bad_mcq.append(m.problems[-1])
+                bad_mcq.setdefault(("id", q.id), m.problems[-1])
                 continue
         if duplicate("mcq", q.id, n, (q.path, q.start, q.end, q.question, q.options, q.answer),
                     "the same clip, window, question, options and answer"):
@@ -368,6 +392,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
         if video is None and check_files:
             check(f"mcq {q.id!r}", q.path, n, note=f" (video {q.video!r} is not a video id of the manifest either)")
         m.mcq.append(q)
+    valid = {q.id for q in m.mcq}  # a broken repeat of a valid item's id is a duplicate, not another item
+    m.bad_mcq = [pr for (kind, key), pr in bad_mcq.items() if not (kind == "id" and key in valid)]
     return m
 
 

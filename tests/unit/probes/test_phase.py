@@ -472,3 +472,31 @@ def test_a_rejected_multiple_choice_line_drawn_into_the_sample_is_a_lost_item(ru
     assert all("field 'answer'" in p for p in res.problems)
     meas = phase_measurement(res, [C.phase(0)])
     assert (meas.planned, meas.lost["unusable_data"], meas.measured) == (8, lost, 8 - lost)
+
+
+@pytest.mark.parametrize("damage", ["schema", "json", "encoding"])
+def test_every_kind_of_broken_multiple_choice_line_is_drawn_once_per_id(tmp_path, damage):
+    """A line meant as a multiple-choice item counts as a rejected item whether its schema, its JSON or its
+    encoding is broken; repeats of one broken id, and a broken repeat of a valid item's id, are duplicates."""
+    import json
+
+    from pytest_posbias.data.manifest import load_manifest
+
+    clip = tmp_path / "v.mp4"
+    clip.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(64))
+    video = {"type": "video", "id": "v", "path": "v.mp4", "domain": "d", "bucket": "short", "references": ["a b"]}
+
+    def mcq(i, **kw):
+        return {"type": "mcq", "id": f"q{i}", "video": "v", "question": "What?", "options": ["a", "b"], "answer": 0,
+                **kw}
+
+    def broken(i):
+        line = json.dumps(mcq(i, answer=99))
+        return {"schema": line, "json": line[:-1], "encoding": line.replace("What?", "Wh\u00e9t?")}[damage]
+
+    lines = [json.dumps(video), json.dumps(mcq(0)), *(broken(i) for i in (1, 2, 2, 2, 0))]
+    data = "\n".join(lines).encode("latin-1" if damage == "encoding" else "utf-8")
+    (tmp_path / "m.jsonl").write_bytes(data)
+    m = load_manifest(tmp_path / "m.jsonl", check_files=False)
+    assert [q.id for q in m.mcq] == ["q0"] and len(m.bad_mcq) == 2  # q1 and q2; q2's repeats and q0's are not
+    assert {p.line for p in m.bad_mcq} == {3, 4}
