@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -92,12 +92,42 @@ def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     # may root the run elsewhere, missing the project's configuration (thresholds, probe
     # settings, testpaths, markers). Say so rather than run the wrong setup.
     got = Path(str(config.inipath)).resolve() if config.inipath else None
-    for a, value in pairwise(config.invocation_params.args):
-        if a in PATH_OPTIONS and _exists(value) and _posbias_value(config, a, value):
-            expected = _expected_inifile(Path(str(config.invocation_params.dir)).resolve())
+    args = list(config.invocation_params.args)
+    if not config.getoption("inifilename", None):  # with -c the file is the one asked for
+        taken = [value for a, value in pairwise(args)
+                 if a in PATH_OPTIONS and _exists(value) and _posbias_value(config, a, value)]
+        if taken:
+            # the file pytest would have found from its other positional arguments (its own search)
+            rest = [x for x in args if not x.startswith("-") and x not in taken]
+            here = Path(str(config.invocation_params.dir)).resolve()
+            starts = [(here / x).resolve() for x in rest] or [here]
+            expected = next(filter(None, (_expected_inifile(d, fallback=False) for d in starts)),
+                            None) or next(filter(None, map(_expected_inifile, starts)), None)
             if got != expected:
-                raise pytest.UsageError(f"pytest took {value} (the value of {a}) for a test path, so it did not use "
-                                        f"{expected or 'the project configuration'}; write {a}={value} (with '=')")
+                a = next(a for a, value in pairwise(args) if value == taken[0])
+                raise pytest.UsageError(f"pytest took {taken[0]} (the value of {a}) for a test path, so it did not use "
+                                        f"{expected or 'the project configuration'}; write {a}={taken[0]} (with '=')")
+    if models or cli_baseline or cli_parity:
+        _check_nearer_table(config)
+
+
+def _check_nearer_table(config: pytest.Config) -> None:
+    """A posbias run started inside a project whose own pyproject.toml holds a ``[tool.posbias]`` table, below
+    the folder pytest rooted the run at (a repository whose pytest settings sit higher up): that table would
+    not be read (the run's settings come from the rootdir's), so its data, sizes and thresholds would be
+    silently dropped. A usage error naming the table and the ``-c`` that reads it."""
+    root = Path(str(config.rootpath)).resolve()
+    here = Path(str(config.invocation_params.dir)).resolve()
+    if root == here or root not in here.parents:
+        return
+    for d in (here, *here.parents):
+        if d == root:
+            return
+        if _toml_tables(d / "pyproject.toml").get("posbias") is not None:
+            f = d / "pyproject.toml"
+            raise pytest.UsageError(f"{f} holds a [tool.posbias] table, but pytest rooted the run at {root} (the "
+                                    f"nearest pytest configuration), whose settings the run reads instead; run "
+                                    f"pytest with -c {f} to use the project's table")
 
 
 def _posbias_value(config: pytest.Config, option: str, value: str) -> bool:
@@ -281,7 +311,7 @@ def _exists(path: str) -> bool:
         return False
 
 
-def _expected_inifile(start: Path) -> Path | None:
+def _expected_inifile(start: Path, *, fallback: bool = True) -> Path | None:
     """The configuration file pytest would find from ``start`` (pytest's own search order): the first file
     holding pytest settings, else the first ``pyproject.toml`` (pytest takes it without a ``[tool.pytest]``
     table, as in a project ``posbias init`` made, whose ``[tool.posbias]`` table it then holds)."""
@@ -290,17 +320,29 @@ def _expected_inifile(start: Path) -> Path | None:
         for name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini"):
             if (d / name).is_file():
                 return (d / name).resolve()
-        for name, marker in (("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
-                             ("setup.cfg", "[tool:pytest]")):
+        if _toml_tables(d / "pyproject.toml").get("pytest") is not None:
+            return (d / "pyproject.toml").resolve()
+        for name, marker in (("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]")):
             f = d / name
             try:
                 if f.is_file() and marker in f.read_text(errors="replace"):
                     return f.resolve()
             except OSError:
                 continue
-            if name == "pyproject.toml" and first_pyproject is None and f.is_file():
-                first_pyproject = f.resolve()
+        if fallback and first_pyproject is None and (d / "pyproject.toml").is_file():
+            first_pyproject = (d / "pyproject.toml").resolve()
     return first_pyproject
+
+
+def _toml_tables(path: Path) -> dict[str, Any]:
+    """The ``[tool]`` tables of a pyproject.toml (empty when it is missing or not TOML)."""
+    import tomllib
+
+    try:
+        tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    return tool if isinstance(tool, dict) else {}
 
 
 def posbias_asked(config: pytest.Config) -> bool:

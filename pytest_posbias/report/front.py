@@ -148,7 +148,7 @@ def suite_cards(verdicts: Sequence[Mapping[str, Any]], *,
         worst = max(decided or mine, key=lambda v: (not v["passed"], exceedance(v)))
         gate_name = re.sub(r"\s+\S+-\S+-P\d(\[.*\])?$", "", str(worst.get("name", "")))
         if stressor := (worst.get("extra") or {}).get("stressor"):  # the kind, not the worst one's configuration
-            gate_name = re.sub(rf"^{re.escape(str(stressor))} | at \d+ frames$", "", gate_name)
+            gate_name = re.sub(rf"^{re.escape(str(stressor))} | at \d+ frames\b", "", gate_name)
         fails = [v for v in mine if not v["passed"]]
         n_inc = sum(bool(v["passed"] and v.get("inconclusive")) for v in mine)
         adjusted = [v["adjusted_passed"] for v in mine if v.get("adjusted_passed") is not None]

@@ -207,3 +207,42 @@ def test_another_projects_own_short_option_with_a_path_is_left_to_it(pytester: p
     elsewhere.write_text("")
     config = pytester.parseconfigure("-p", "own_plugin", "--model", str(elsewhere))
     assert config.getoption("--model") == str(elsewhere)
+
+
+def test_the_path_guard_follows_pytests_own_search(pytester: pytest.Pytester, tmp_path_factory, monkeypatch):
+    """No usage error where pytest used the file it would have used anyway: a `-c` file; an explicit test path
+    whose folder holds the configuration, run from outside it; a pyproject.toml whose only table named like
+    pytest's is another tool's (`[tool.pytest_env]`), beside the folder's tox.ini."""
+    outside = tmp_path_factory.mktemp("outside") / "summary.json"
+    outside.write_text("{}")
+    pytester.makeini("[pytest]\nmarkers =\n    x: y\n")
+    (pytester.path / "ci.ini").write_text("[pytest]\nmarkers =\n    x: y\n")
+    pytester.parseconfigure("-c", "ci.ini", "--posbias-json", str(pytester.path / "ci.ini"))
+    monkeypatch.chdir(outside.parent)
+    tests = pytester.mkdir("tests")
+    config = pytester.parseconfigure(str(tests), "--posbias-json", str(pytester.path / "ci.ini"))
+    assert config.inipath == pytester.path / "tox.ini"
+    sub = pytester.mkdir("sub")
+    (sub / "pyproject.toml").write_text("[tool.pytest_env]\nA = '1'\n")
+    monkeypatch.chdir(sub)
+    config = pytester.parseconfigure("--posbias-json", str(pytester.path / "ci.ini"))
+    assert config.inipath == pytester.path / "tox.ini"
+
+
+def test_a_projects_table_below_the_runs_rootdir_is_refused_not_dropped(pytester: pytest.Pytester, monkeypatch):
+    """A posbias project inside a repository whose pytest settings sit higher up: pytest roots the run at the
+    repository and reads its settings, so the project's [tool.posbias] table (data, sizes, thresholds) would be
+    dropped. A posbias run started there is a usage error naming the table and the -c that reads it; with -c it
+    runs on the project's table."""
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nmarkers = ["x: y"]\n')
+    evals = pytester.mkdir("evals")
+    (evals / "pyproject.toml").write_text("[tool.posbias]\nseed = 3\n")
+    monkeypatch.chdir(evals)
+    with pytest.raises(pytest.UsageError) as err:
+        pytester.parseconfigure("--posbias-model=sim:unbiased")
+    assert str(err.value) == (f"{evals / 'pyproject.toml'} holds a [tool.posbias] table, but pytest rooted the run "
+                              f"at {pytester.path} (the nearest pytest configuration), whose settings the run reads "
+                              f"instead; run pytest with -c {evals / 'pyproject.toml'} to use the project's table")
+    config = pytester.parseconfigure("-c", str(evals / "pyproject.toml"), "--posbias-model=sim:unbiased")
+    assert config.rootpath == evals
+    pytester.parseconfigure()  # not a posbias run (no model named): another test suite of the folder runs

@@ -38,6 +38,10 @@ def test_the_stressor_cards_figure_names_each_stressor_and_the_gate_kind(monkeyp
     assert card["n"] == 3 and card["worst"]["name"] == "add2 repetition amplification at 16 frames"
     assert drawn["title"] == "repetition amplification: worst configurations"
     assert [r["label"] for r in drawn["rows"]] == ["add2, 16 frames", "shuffle, 16 frames", "reverse, 16 frames"]
+    for v in verdicts:  # a run against a baseline names its comparisons "... vs baseline"
+        v["name"] += " vs baseline"
+    front.suite_cards(verdicts)
+    assert drawn["title"] == "repetition amplification vs baseline: worst configurations"
 
 
 def _record(nodeid: str, *, passed: bool, model: str, adjusted: bool | None = None) -> dict:
