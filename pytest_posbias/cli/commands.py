@@ -324,36 +324,13 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _probe_videos(m: Any) -> None:
-    """Open every video file the manifest names that passed the file-system checks, as a run will
-    (:func:`~pytest_posbias.video.decode.probe`), and add each one that cannot be read (not a video,
-    truncated, no frames) to ``m.file_problems``."""
-    from ..data.problems import DataProblem
-    from ..errors import VideoError
-    from ..video.decode import probe
-    from ..video.files import problem_kind
-
-    bad = {p.file for p in m.file_problems}
-    items = [(f"video {v.id!r}", v.path) for v in m.videos.values()] + [(f"mcq {q.id!r}", q.path) for q in m.mcq]
-    for item, path in items:
-        if str(path) in bad:
-            continue
-        bad.add(str(path))
-        try:
-            probe(path)
-        except VideoError as exc:
-            m.file_problems.append(DataProblem(problem_kind(exc), item, f"{exc.problem}; its units are planned and "
-                                               "count as lost", str(path)))
-
-
 def _data(args: argparse.Namespace) -> int:
     from ..data.manifest import load_manifest
 
     if args.action == "validate":
         if not args.out:
             raise ConfigError("usage: posbias data validate --out MANIFEST")
-        m = load_manifest(args.out)
-        _probe_videos(m)
+        m = load_manifest(args.out, open_videos=True)
         print(f"{args.out}: {m.counts()}; {len(m.problems)} bad lines; {len(m.file_problems)} unusable video files")
         for p in [*m.problems, *m.file_problems]:
             print(f"  {p}")

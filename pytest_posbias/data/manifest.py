@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ManifestError, VideoError
+from ..video.decode import probe
 from ..video.files import check_video_path, problem_kind, short_path
 from ..video.frames import atomic_write_bytes
 from .problems import DataProblem
@@ -278,9 +279,11 @@ def _decoded_lines(p: Path, problems: list[DataProblem], *,
         offset += len(raw) + 1
 
 
-def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
+def load_manifest(path: str | Path, *, check_files: bool = True, open_videos: bool = False) -> Manifest:
     """Read and validate a manifest; bad lines are recorded in ``problems`` and skipped. With
-    ``check_files``, each video file's problem goes to ``file_problems`` once (see :class:`Manifest`)."""
+    ``check_files``, each video file's problem goes to ``file_problems`` once (see :class:`Manifest`):
+    from the file system alone, or with ``open_videos`` as a run opens it
+    (:func:`~pytest_posbias.video.decode.probe`: not a video, truncated, no frames)."""
     p = Path(path)
     try:
         found = p.is_file()
@@ -308,6 +311,8 @@ def load_manifest(path: str | Path, *, check_files: bool = True) -> Manifest:
         checked.add(str(video))
         try:
             check_video_path(video)
+            if open_videos:
+                probe(video)
         except VideoError as exc:
             m.file_problems.append(DataProblem(problem_kind(exc), item, f"{exc.problem}{note} (manifest line {n}); its "
                                                "units are planned and count as lost", str(video)))
