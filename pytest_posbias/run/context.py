@@ -153,6 +153,7 @@ class RunContext:
         self._backend_lock = threading.Lock()
         self._memo: dict[str, Any] = {}
         self._memo_owner: dict[str, str] = {}  # memo key -> the suite test that computed it ("" outside one)
+        self._shared_seen: dict[tuple[str, str], int] = {}  # (test, memo family) -> shared requests counted
         self._memo_lock = threading.Lock()
         self._last_progress = 0.0
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
@@ -239,17 +240,21 @@ class RunContext:
         """A generator seeded by the run seed and ``keys`` (never the global one)."""
         return np.random.default_rng(item_seed(self.seed, *keys))
 
-    def memo(self, key: str, fn: Callable[[], T]) -> T:
+    def memo(self, key: str, fn: Callable[[], T], *, family: str | None = None) -> T:
         """Compute once per process (in memory): probes shared by several tests. Under ``-n`` each
         worker keeps its own; :mod:`.plugin.xdist_scheduler` sends the tests sharing a probe to one worker.
         A result another test computed counts its requests as shared (the decision rests on them too,
-        and they are no new calls); a test reading again what it computed itself (the sequential
-        design's last look) counts nothing."""
+        and they are no new calls), once per test and ``family`` (the key without its sample size: a
+        sequential design's looks are nested samples of one probe, so the largest look read counts); a
+        test reading again what it computed itself counts nothing."""
         test = CURRENT_TEST.get()
         with self._memo_lock:
             if key in self._memo:
                 if not test or self._memo_owner.get(key) != test:
-                    self.engine.stats.shared += _requests_behind(self._memo[key])
+                    behind = _requests_behind(self._memo[key])
+                    seen = (test, family or key)
+                    self.engine.stats.shared += max(0, behind - self._shared_seen.get(seen, 0))
+                    self._shared_seen[seen] = max(behind, self._shared_seen.get(seen, 0))
                 return self._memo[key]
         value = fn()
         with self._memo_lock:
@@ -325,9 +330,9 @@ class RunContext:
             raise ConfigError(f"`gate` must be order, parity, phase, flip, fusion or equivalence; got {gate!r}")
         rerun = gate in ("parity", "phase")  # the re-run of phase 0: the run-to-run floor
         n = min(n or spec.items, spec.items)
-        key = f"phase|{model}|{spec.key()}|{gate}|{b}|{n}"
-        return self.memo(key, lambda: run_phase(self, model, spec, self.manifest(), conditions=conds, identity=ident,
-                                                rerun=rerun, n_items=n))
+        family = f"phase|{model}|{spec.key()}|{gate}|{b}"
+        return self.memo(f"{family}|{n}", lambda: run_phase(self, model, spec, self.manifest(), conditions=conds,
+                                                            identity=ident, rerun=rerun, n_items=n), family=family)
 
     def stressor_spec(self, frames: int) -> StressorSpec:
         """The stressor probe's spec at ``frames`` frames from the run's settings."""
@@ -350,7 +355,7 @@ class RunContext:
         def one(p: str) -> StressorResult:
             return self.memo(f"{base}|{n}|{p}", lambda: run_stressor(
                 self, model, spec, self.manifest(), stressors=(p,) if p in STRESSORS else (), controls=p == "controls",
-                n_videos=n, clean=clean, part=p))
+                n_videos=n, clean=clean, part=p), family=f"{base}|{p}")
 
         return one(part) if part is not None else merge_parts([one(p) for p in STRESSOR_PARTS])
 
@@ -362,7 +367,8 @@ class RunContext:
         """The positional probe on ``model`` at ``spec`` (its first ``n`` groups), run once per key."""
         n = min(n or spec.groups, spec.groups)
         return self.memo(f"positional|{model}|{spec.key()}|{n}",
-                         lambda: run_positional(self, model, spec, self.manifest(), self.judges(), n_groups=n))
+                         lambda: run_positional(self, model, spec, self.manifest(), self.judges(), n_groups=n),
+                         family=f"positional|{model}|{spec.key()}")
 
     # -- verdicts
     def mean_gate(self, gate: str, model: str, values: ArrayLike, clusters: ArrayLike, *, name: str, unit: str,

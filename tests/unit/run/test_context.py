@@ -190,3 +190,29 @@ def test_environment_names_python_and_the_packages():
 
     env = environment()
     assert env["python"] == sys.version.split()[0] and "pytest-posbias" in env["packages"]
+
+
+def test_a_test_reading_another_tests_probe_counts_its_requests_once_per_probe(make):
+    """A sequential gate reads the looks of a probe another gate computed, each look a nested sample of the same
+    probe and each read at two of its own looks: it rests on the largest look's requests, counted once (the
+    sum over reads counted a 192-request probe as 576)."""
+    ctx = make()
+
+    def result(n):
+        return lambda: SimpleNamespace(calls={"made": n, "cache_hits": 0})
+
+    token = CURRENT_TEST.set("t.py::a")
+    try:
+        ctx.memo("p|12", result(96), family="p")
+        ctx.memo("p|24", result(192), family="p")
+        ctx.memo("q|24", result(40), family="q")
+    finally:
+        CURRENT_TEST.reset(token)
+    for test in ("t.py::b", "t.py::c"):
+        token = CURRENT_TEST.set(test)
+        try:
+            for key in ("p|12", "p|12", "p|24", "p|24", "q|24"):
+                ctx.memo(key, result(0), family=key.split("|")[0])
+        finally:
+            CURRENT_TEST.reset(token)
+    assert ctx.engine.stats.shared == 2 * (192 + 40)
