@@ -28,7 +28,7 @@ from ..gate_registry import GATES, gate_of_test
 from ..safe_text import strict_json
 
 SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model
-SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks (a mean gate: its first look of MIN_MEAN_UNITS units)
+SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
 MEASURE_PER_KIND = 4  # requests of each kind (probe, output, cap, temperature) in the warm-up
 
 
@@ -153,19 +153,14 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
 def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *,
               sequential: bool) -> list[dict[str, Any]]:
     """Per gate test (in run order): new requests, frames and tokens from the recorded rows,
-    shared requests and the gate from its verdict, and the sequential design's expected and best shares (1 for
-    a fixed-sample gate, a probe one shares, or a run that is not ``sequential``). A mean gate cannot stop
-    before :data:`~pytest_posbias.stats.sequential.MIN_MEAN_UNITS` units: its best share is its first look
-    of that many (its last look where none is), and its expected share no smaller."""
-    from ..gates.design import LOOKS
-    from ..stats.sequential import MIN_MEAN_UNITS, gsd_sizes
-
+    shared requests and the gate from its verdict, and the sequential design's expected share (1 for
+    a fixed-sample gate, a probe one shares, or a run that is not ``sequential``)."""
     by_test: dict[str, dict[str, Any]] = {}
 
     def entry(test: str) -> dict[str, Any]:
         return by_test.setdefault(test, {"test": test, "requests": 0, "frames": 0, "prompt_tokens": 0,
                                          "visual_tokens": 0, "output_tokens": 0, "models": set(),
-                                         "gate": _gate_from_nodeid(test), "shared": 0, "first_stop": None})
+                                         "gate": _gate_from_nodeid(test), "shared": 0})
 
     for r in rows:
         g = entry(r["test"])
@@ -178,9 +173,6 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
         extra = v.get("extra") or {}
         g["gate"] = extra.get("gate", "") or _gate_from_nodeid(g["test"])
         g["shared"] = int((extra.get("calls") or {}).get("shared", 0))
-        if extra.get("kind") == "mean" and isinstance(n_max := extra.get("n_max"), int) and n_max > 0:
-            sizes = gsd_sizes(n_max, LOOKS)
-            g["first_stop"] = next((k for k in sizes if k >= MIN_MEAN_UNITS), sizes[-1]) / n_max
     # requests are counted once, on the gate that made them; a fixed-design gate that shares a
     # probe's results (the stressor amplification shares the stressor probe) needs all of them;
     # the parity gates draw their probe's units at full size, so that probe's gates cannot stop early
@@ -190,10 +182,8 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
     for g in by_test.values():
         spec = GATES.get(g["gate"])
         seq = sequential and spec is not None and not spec.fixed and spec.probe not in fixed_probes
-        first = g.pop("first_stop") or 0.0
-        best = max(SEQUENTIAL_BEST, first) if seq else 1.0
-        out.append({**g, "models": sorted(g["models"]), "sequential_expected": max(SEQUENTIAL_EXPECTED, best) if seq
-                    else 1.0, "sequential_best": best})
+        out.append({**g, "models": sorted(g["models"]), "sequential_expected": SEQUENTIAL_EXPECTED if seq else 1.0,
+                    "sequential_best": SEQUENTIAL_BEST if seq else 1.0})
     return out
 
 
@@ -248,8 +238,7 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
     lines.append("-" * len(head))
     for label, pre in (("fixed-sample design (every gate at its maximum)", ""),
                        ("sequential design, expected (model well inside the thresholds)", "seq_"),
-                       ("sequential design, best case (every gate stops at its first look that can decide)",
-                        "best_")):
+                       ("sequential design, best case (every gate stops at look 1)", "best_")):
         h = hours(tot[pre + "prompt_tokens"], tot[pre + "output_tokens"], tps)
         lines.append(f"{label}: {tot[pre + 'requests']:,.0f} requests, {tot[pre + 'frames']:,.0f} frames, "
                      f"{tot[pre + 'prompt_tokens']:,.0f} prompt tokens ({tot[pre + 'visual_tokens']:,.0f} visual), "
