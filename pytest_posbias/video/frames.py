@@ -35,10 +35,10 @@ class Source:
 
     ``decoder`` is the decoder the probe chose for the clip (``decord``, ``av`` or ``frames`` for an image
     folder; empty when unknown), recorded in the run log; frames decord then refuses are read by PyAV and
-    cached as PyAV's. It is not part of the request key: decord and
-    PyAV can differ by a few pixel levels (10-bit video), and an answer cached for the clip is the model's
-    either way, as for the batch shape (:meth:`~pytest_posbias.engine.calls.Request.key`); the frame
-    cache, which holds pixels, is kept per decoder (:meth:`FrameStore.frames`)."""
+    cached as PyAV's. It is not part of the request key: decord and PyAV can differ by a few pixel levels
+    (10-bit video), and an answer cached for the clip is the model's either way, as for the batch shape
+    (:meth:`~pytest_posbias.engine.calls.Request.key`); the frame cache, which holds pixels, is kept per
+    decoder (:meth:`FrameStore.frames`)."""
 
     kind: str  # "video" | "black" | "noise"
     sha256: str
@@ -167,6 +167,7 @@ class FrameStore:
         self._lock = threading.RLock()
         self._info: dict[str, VideoInfo] = {}
         self._unusable: dict[str, VideoError] = {}  # path -> why its probe failed
+        self._read_by: dict[str, str] = {}  # path -> the decoder that read it, where not the probe's choice
         self._shapes: dict[tuple[str, int | None, str], tuple[int, int]] = {}  # (path, size, aspect) -> decoded (H, W)
         self.decodes = self.memory_hits = self.disk_hits = self.disk_writes = 0
 
@@ -244,7 +245,8 @@ class FrameStore:
                                           "content hash than the one the request names")
             self.report(exc)
             raise exc
-        decoder = info.backend
+        with self._lock:
+            decoder = self._read_by.get(str(path), info.backend)
         out: dict[int, NDArray[np.uint8]] = {}
         missing: list[int] = []
         shape = self._frame_shape(path, info, size, aspect)  # (H, W) its cached PNGs must have
@@ -284,6 +286,8 @@ class FrameStore:
             worth_storing = (time.process_time() - started) / len(missing) >= self.disk_write_min_s
             with self._lock:  # what this clip's frames decode to: the shape its cached PNGs must have
                 self._shapes[(str(path), size, aspect)] = (int(decoded.shape[1]), int(decoded.shape[2]))
+                if decoder != info.backend:  # decord refused them: later requests look among PyAV's frames
+                    self._read_by[str(path)] = decoder
             for i, arr in zip(missing, decoded, strict=True):
                 key = (sha, i, size, aspect, decoder)
                 self._remember(key, arr)

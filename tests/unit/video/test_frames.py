@@ -240,7 +240,10 @@ def test_frames_decord_refuses_are_cached_as_pyavs(tmp_path, monkeypatch, synthe
     disk = tmp_path / "frames"
     with monkeypatch.context() as m:
         m.setattr(decode, "_decord_batch", lambda *a: (_ for _ in ()).throw(RuntimeError("refused")))
-        FrameStore(disk_dir=disk, disk_write_min_s=0).materialize(spec)
+        refused = FrameStore(disk_dir=disk, disk_write_min_s=0)
+        first = refused.materialize(spec)
+        assert np.array_equal(refused.materialize(spec), first)  # from memory, not decoded again
+        assert (refused.decodes, refused.memory_hits) == (1, 3)
     assert {p.parent.name for p in disk.rglob("*.png")} == {"32-stretch-av"}
     store = FrameStore(disk_dir=disk, disk_write_min_s=0)
     assert np.array_equal(store.materialize(spec), read_frames(clip, [0, 5, 9], size=32, backend="decord"))
