@@ -4,6 +4,7 @@ usage error (exit 4) with one line naming the option or ``[tool.posbias]`` key a
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -336,8 +337,6 @@ def _expected_inifile(start: Path, *, fallback: bool = True) -> Path | None:
 
 def _toml_tables(path: Path) -> dict[str, Any]:
     """The ``[tool]`` tables of a pyproject.toml (empty when it is missing or not TOML)."""
-    import tomllib
-
     try:
         tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool")
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

@@ -49,15 +49,21 @@ def test_the_stressor_rule_bootstraps_when_the_rare_outcome_is_well_represented_
     assert w.p_value < 0.05
 
 
+def _parts(share: np.ndarray, flag: np.ndarray, alpha: float = 0.05) -> tuple[float, float, float]:
+    """By hand: the share's Student-t half-width at α_s and the flag's exact Clopper-Pearson bounds at α_c."""
+    a_s, a_c = alpha * S.SHARE_ALPHA_FRACTION, alpha * (1 - S.SHARE_ALPHA_FRACTION)
+    n = share.size
+    cp = st.binomtest(int(flag.sum()), n).proportion_ci(confidence_level=1 - 2 * a_c, method="exact")
+    return st.t.isf(a_s, n - 1) * share.std(ddof=1) / math.sqrt(n), cp.low, cp.high
+
+
 def test_the_decomposed_bounds_are_exact_for_the_flag_and_t_for_the_share():
     share = np.array([0.1, 0.2, 0.3, 0.2, 0.1, 0.4, 0.2, 0.3])
     flag = np.array([0, 1, 0, 0, 0, 0, 0, 0], dtype=float)
     lo, hi = S.share_difference_bounds(share, flag, alpha=0.05)
-    a_s, a_c = 0.05 * S.SHARE_ALPHA_FRACTION, 0.05 * (1 - S.SHARE_ALPHA_FRACTION)
-    t_half = st.t.isf(a_s, 7) * share.std(ddof=1) / math.sqrt(8)
-    cp = st.binomtest(1, 8).proportion_ci(confidence_level=1 - 2 * a_c, method="exact")
-    assert lo[0] == pytest.approx(share.mean() - t_half - cp.high)
-    assert hi[0] == pytest.approx(share.mean() + t_half - cp.low)
+    t_half, cp_low, cp_high = _parts(share, flag)
+    assert lo[0] == pytest.approx(share.mean() - t_half - cp_high)
+    assert hi[0] == pytest.approx(share.mean() + t_half - cp_low)
 
 
 def test_a_stressor_sample_too_small_to_ever_show_a_violation_is_inconclusive():
@@ -101,11 +107,9 @@ def test_the_share_bounds_stay_in_the_unit_interval_and_the_rule_keeps_its_size(
     share = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0])
     flag = np.array([1, 1, 1, 0, 0, 0, 0, 0], dtype=float)
     lo, hi = S.share_difference_bounds(share, flag, alpha=0.05)
-    a_s, a_c = 0.05 * S.SHARE_ALPHA_FRACTION, 0.05 * (1 - S.SHARE_ALPHA_FRACTION)
-    t_half = st.t.isf(a_s, 7) * share.std(ddof=1) / math.sqrt(8)
-    cp = st.binomtest(3, 8).proportion_ci(confidence_level=1 - 2 * a_c, method="exact")
-    assert share.mean() - t_half < 0 and lo[0] == pytest.approx(0.0 - cp.high) and -1 <= lo[0] < hi[0] <= 1
-    assert hi[0] == pytest.approx(min(share.mean() + t_half, 1.0) - cp.low)
+    t_half, cp_low, cp_high = _parts(share, flag)
+    assert share.mean() - t_half < 0 and lo[0] == pytest.approx(0.0 - cp_high) and -1 <= lo[0] < hi[0] <= 1
+    assert hi[0] == pytest.approx(min(share.mean() + t_half, 1.0) - cp_low)
     rng = np.random.default_rng(20261206)
     for n in (8, 16):
         reps = 2000
