@@ -27,8 +27,7 @@ from ..exitcodes import USAGE_ERROR
 from ..gate_registry import GATES, gate_of_test
 from ..safe_text import strict_json
 
-SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model
-SEQUENTIAL_BEST = 0.25  # a stop at the first of four looks
+SEQUENTIAL_EXPECTED = 0.5  # share of the maximum sample at the median stop under a compliant model (calibration)
 MEASURE_PER_KIND = 4  # requests of each kind (probe, output, cap, temperature) in the warm-up
 
 
@@ -153,14 +152,15 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
 def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *,
               sequential: bool) -> list[dict[str, Any]]:
     """Per gate test (in run order): new requests, frames and tokens from the recorded rows,
-    shared requests and the gate from its verdict, and the sequential design's expected share (1 for
-    a fixed-sample gate, a probe one shares, or a run that is not ``sequential``)."""
+    shared requests and the gate from its verdict, and the sequential design's shares of its cost
+    (:func:`sequential_shares`; 1 for a test decided under the fixed design in a sequential run too,
+    a probe one shares, or a run that is not ``sequential``)."""
     by_test: dict[str, dict[str, Any]] = {}
 
     def entry(test: str) -> dict[str, Any]:
         return by_test.setdefault(test, {"test": test, "requests": 0, "frames": 0, "prompt_tokens": 0,
                                          "visual_tokens": 0, "output_tokens": 0, "models": set(),
-                                         "gate": _gate_from_nodeid(test), "shared": 0})
+                                         "gate": _gate_from_nodeid(test), "shared": 0, "verdict": None})
 
     for r in rows:
         g = entry(r["test"])
@@ -173,6 +173,7 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
         extra = v.get("extra") or {}
         g["gate"] = extra.get("gate", "") or _gate_from_nodeid(g["test"])
         g["shared"] = int((extra.get("calls") or {}).get("shared", 0))
+        g["verdict"] = v
     # requests are counted once, on the gate that made them; a fixed-design gate that shares a
     # probe's results (the stressor amplification shares the stressor probe) needs all of them;
     # the parity gates draw their probe's units at full size, so that probe's gates cannot stop early
@@ -180,11 +181,37 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
                     if g["gate"] in GATES and GATES[g["gate"]].fixed and (g["requests"] or g["shared"])}
     out = []
     for g in by_test.values():
+        v = g.pop("verdict")
         spec = GATES.get(g["gate"])
-        seq = sequential and spec is not None and not spec.fixed and spec.probe not in fixed_probes
-        out.append({**g, "models": sorted(g["models"]), "sequential_expected": SEQUENTIAL_EXPECTED if seq else 1.0,
-                    "sequential_best": SEQUENTIAL_BEST if seq else 1.0})
+        seq = sequential and v is not None and spec is not None and spec.probe not in fixed_probes
+        expected, best = sequential_shares(v, spec.value_range) if seq and spec is not None else (1.0, 1.0)
+        out.append({**g, "models": sorted(g["models"]), "sequential_expected": expected, "sequential_best": best})
     return out
+
+
+def sequential_shares(verdict: Mapping[str, Any], value_range: tuple[float, float]) -> tuple[float, float]:
+    """(expected, best) share of a gate test's fixed-design cost under the sequential design, from the
+    ``sequential_form`` of its plan verdict (:func:`pytest_posbias.gates.design.sequential_form`; (1, 1)
+    without one: the test decides under the fixed design in a sequential run too).
+
+    Best: the look at which a model with no effect at all stops the gate
+    (:func:`~pytest_posbias.stats.sequential.gsd_best_stop`: no look before it can stop, so a mean gate
+    needing 8 groups cannot stop at look 1 of 12). Expected: the calibration's median stop for a model
+    well inside its threshold, half the maximum sample (docs/calibration.md), at the first look from
+    there, and not before the best case."""
+    from ..gates.design import LOOKS
+    from ..stats.sequential import gsd_best_stop, gsd_sizes
+
+    form = (verdict.get("extra") or {}).get("sequential_form")
+    if not form:
+        return 1.0, 1.0
+    n_max = int(form["n_max"])
+    best = gsd_best_stop(n_max=n_max, looks=LOOKS, kind=form["kind"], lower=float(verdict["lower"]),
+                         upper=float(verdict["upper"]), mode=verdict["mode"], alpha=float(verdict["alpha"]),
+                         value_range=value_range, rule=form["rule"], lattice_step=form["lattice_step"],
+                         certify_from=int(form["certify_from"]))
+    expected = next(n for n in gsd_sizes(n_max, LOOKS) if n >= max(best, n_max * SEQUENTIAL_EXPECTED))
+    return expected / n_max, best / n_max
 
 
 def _gate_from_nodeid(nodeid: str) -> str:
@@ -238,7 +265,7 @@ def format_plan(plan: Mapping[str, Any]) -> list[str]:
     lines.append("-" * len(head))
     for label, pre in (("fixed-sample design (every gate at its maximum)", ""),
                        ("sequential design, expected (model well inside the thresholds)", "seq_"),
-                       ("sequential design, best case (every gate stops at look 1)", "best_")):
+                       ("sequential design, best case (every gate passes at its earliest look)", "best_")):
         h = hours(tot[pre + "prompt_tokens"], tot[pre + "output_tokens"], tps)
         lines.append(f"{label}: {tot[pre + 'requests']:,.0f} requests, {tot[pre + 'frames']:,.0f} frames, "
                      f"{tot[pre + 'prompt_tokens']:,.0f} prompt tokens ({tot[pre + 'visual_tokens']:,.0f} visual), "

@@ -59,6 +59,15 @@ def sequential_verdict(ctx: GateContext, gate: str, model: str, *, values_at: Ca
                    upper=upper, unit=unit, extra=ex, inconclusive=d.inconclusive)
 
 
+def sequential_form(n_max: int, kind: str, *, rule: str = "t", lattice_step: float | None = None,
+                    certify_from: int = 0) -> dict[str, Any]:
+    """The ``extra`` of a gate decided under the fixed design that :func:`sequential_verdict` would decide
+    in the sequential one: the arguments it would take (``posbias plan``, whose run uses the fixed
+    design, sizes the sequential cost from them with :func:`~pytest_posbias.stats.sequential.gsd_best_stop`)."""
+    return {"sequential_form": {"n_max": n_max, "kind": kind, "rule": rule, "lattice_step": lattice_step,
+                                "certify_from": certify_from}}
+
+
 def floored(ctx: GateContext, v: Verdict, m: Measurement) -> Verdict:
     """``v`` with its measurement ``m`` applied: below the run's measurement floor it does not
     pass (:func:`~pytest_posbias.gates.measurement.apply_floor`)."""

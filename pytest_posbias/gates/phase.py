@@ -19,7 +19,7 @@ from ..probes import conditions as C
 from ..probes import phase as ph
 from ..probes.phase import PhaseResult, PhaseSpec
 from ..stats import Verdict, inconclusive_verdict, mcnemar_exact, paired_change_verdict
-from .design import LOOKS, floored, sequential_verdict, with_extra
+from .design import LOOKS, floored, sequential_form, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 from .verdict_builders import mean_difference
 
@@ -299,5 +299,5 @@ def phase_verdict_core(ctx: GateContext, gate: str, model: str, which: PhaseWhic
         return floored(ctx, v, phase_measurement(final, conds))
     flips = all_flips(r)[ok]
     v = ctx.rate_gate(gate, model, int(flips.sum()), int(flips.size), name=name, unit="items",
-                      extra=_phase_extra(r, flips, ok, gate))
+                      extra={**_phase_extra(r, flips, ok, gate), **sequential_form(spec.items, "rate")})
     return floored(ctx, v, m)

@@ -15,7 +15,7 @@ from ..gate_registry import GATES, paired_direction
 from ..metrics import dpb_per_instance, meg_per_instance
 from ..probes.positional import PositionalResult, PositionalSpec
 from ..stats import Verdict, inconclusive_verdict
-from .design import floored, sequential_verdict, with_extra
+from .design import floored, sequential_form, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 
 
@@ -170,7 +170,9 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
             v = _too_few_to_certify(ctx, gate, model, name, final, groups, "measured", {})
         return floored(ctx, with_extra(v, describe(final)), positional_measurement(final, gate))
     r = ctx.positional(model, spec)
-    extra = describe(r)
+    extra = describe(r) if ctx.baseline else {
+        **describe(r), **sequential_form(spec.groups, "mean", rule=t_rule(gate, ctx.mode), certify_from=need,
+                                         lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None)}
     m = positional_measurement(r, gate)
     values = positional_values(gate, r)
     if ctx.baseline:

@@ -14,7 +14,7 @@ from ..gate_context import GateContext
 from ..gate_registry import GATES, paired_direction
 from ..probes.stressor import StressorResult
 from ..stats import Verdict, _fmt, share_difference_verdict
-from .design import LOOKS, floored, sequential_verdict, with_extra
+from .design import LOOKS, floored, sequential_form, sequential_verdict, with_extra
 from .measurement import Measurement, combine
 
 
@@ -101,7 +101,8 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
             final = ctx.stressor(model, frames, v.extra["looks"][-1], part=part)
             return floored(ctx, with_extra(v, final.clean.summary()), stressor_measurement(final, gate))
         flags = r.clean.flags[r.clean.valid].astype(int)
-        v = ctx.rate_gate(gate, model, int(flags.sum()), int(flags.size), name=name, unit="videos", extra=extra)
+        v = ctx.rate_gate(gate, model, int(flags.sum()), int(flags.size), name=name, unit="videos",
+                          extra={**extra, **sequential_form(spec.videos, "rate")})
         return floored(ctx, v, stressor_measurement(r, gate))
     if gate == "stressor":
         name = f"{stressor} repetition amplification at {frames} frames"
@@ -147,7 +148,8 @@ def stressor_verdict(ctx: GateContext, gate: str, model: str, frames: int, stres
                            "videos_drawn": v.extra["looks"][-1]})
     else:
         a = r.attack(part)
-        extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"]})
+        extra.update({"asr": a["asr"], "aq": a["aq"], "attacked": a["attacked"],
+                      **sequential_form(spec.videos, "rate")})
         v = ctx.rate_gate(gate, model, a["successes"], a["attacked"], name=name, unit="benign videos", extra=extra)
     v = replace(v, reason=f"{v.reason[:-1]}; average queries AQ = {_fmt(a['aq'])}.")
     return floored(ctx, v, stressor_measurement(r, gate, part))

@@ -333,3 +333,37 @@ def gsd_decide(x: ArrayLike, *, n_max: int, looks: int = 3, lower: float, upper:
                                        null_variance=null_variance, rule=rule, lattice_step=lattice_step,
                                        value_range=value_range, certify_from=certify_from)
                               for k, n_k in enumerate(gsd_sizes(n_max, looks)))))
+
+
+def gsd_best_stop(*, n_max: int, looks: int, kind: str, lower: float, upper: float, mode: str, alpha: float,
+                  value_range: tuple[float, float], rule: str = "t", lattice_step: float | None = None,
+                  certify_from: int = 0) -> int:
+    """The fewest units on which the design passes the gate (:func:`gsd_step` at each look):
+    ``posbias plan``'s best case.
+
+    It is the earliest look that passes one of the samples most favourable to a pass, built afresh at
+    each look's size: 0/1 units all 0 under a rate ceiling (all 1 above a floor); mean units all at the
+    allowed value farthest from the bounds (a zero-spread sample, decided on the exact floor), or at the
+    middle of the allowed region ± 1e-6 of the value range (the repeated CI at its narrowest) or ± as
+    much as the range allows (the futility stop at its earliest: the more spread, the less power left
+    to show a violation), half the units on each side and an odd one at the middle, so the mean is the
+    middle at every look. A sample past a bound can stop earlier, with a failure."""
+    lo_r, hi_r = value_range
+    lo, hi = max(lower, lo_r), min(upper, hi_r)
+    mid = (lo + hi) / 2
+    far = mid if math.isfinite(lower) == math.isfinite(upper) else hi_r if math.isfinite(lower) else lo_r
+
+    def samples(n: int) -> list[np.ndarray]:
+        if kind == "rate":
+            return [np.full(n, 0.0 if math.isfinite(upper) else 1.0)]
+        sign = np.r_[np.tile([1.0, -1.0], n // 2), np.zeros(n % 2)]
+        return [np.full(n, far), *(mid + h * sign for h in (1e-6 * (hi_r - lo_r), min(mid - lo_r, hi_r - mid)))]
+
+    for k, n_k in enumerate(gsd_sizes(n_max, looks)):
+        for x in samples(n_k):
+            d = gsd_step(x, look=k, n_max=n_max, looks=looks, lower=lower, upper=upper, mode=mode, alpha=alpha,
+                         kind=kind, rule=rule, lattice_step=lattice_step,
+                         value_range=value_range if kind == "mean" else None, certify_from=certify_from)
+            if d is not None and d.passed and not d.inconclusive:
+                return n_k
+    return n_max

@@ -67,30 +67,50 @@ def test_estimate_and_hours_follow_their_formulas(synthetic_clips):
     assert hours(1, 1, {"prefill": None, "decode": 10.0}) is None
 
 
+def _plan_verdict(nodeid, gate, form=None, **extra):
+    """A plan run's verdict as its JSON holds it; ``form``: (n_max, kind, rule, lattice_step) of the
+    gate's sequential form."""
+    ex = {"gate": gate, **extra}
+    if form:
+        ex["sequential_form"] = dict(zip(("n_max", "kind", "rule", "lattice_step"), form, strict=True), certify_from=0)
+    lower, upper = {"meg": (-0.02, 0.02), "repetition": (-math.inf, 0.15)}.get(gate, (-math.inf, 0.1))
+    return {"nodeid": nodeid, "mode": "detect", "alpha": 0.05, "lower": lower, "upper": upper, "extra": ex}
+
+
 def test_aggregate_counts_rows_per_gate_and_sequential_shares():
     rows = [{"test": "t::test_meg[a]", "frames": 16, "prompt_tokens": 100, "visual_tokens": 60, "output_tokens": 24, "model": "m"},
             {"test": "t::test_meg[a]", "frames": 16, "prompt_tokens": 110, "visual_tokens": 60, "output_tokens": 20, "model": "m"},
             {"test": "t::test_stressor_amplification[a]", "frames": 8, "prompt_tokens": 50, "visual_tokens": 40,
              "output_tokens": 500, "model": "m"}]
-    verdicts = [{"nodeid": "t::test_dpb[a]", "extra": {"gate": "dpb", "calls": {"shared": 2}}}]
+    verdicts = [_plan_verdict("t::test_dpb[a]", "dpb", calls={"shared": 2}),
+                _plan_verdict("t::test_meg[a]", "meg", (48, "mean", "skew-t", 0.03125)),
+                _plan_verdict("t::test_meg[b]", "meg", (12, "mean", "skew-t", 0.03125)),
+                _plan_verdict("t::test_stressor_amplification[a]", "stressor")]
     g = {x["test"]: x for x in aggregate(rows, verdicts, sequential=True)}
     assert (g["t::test_meg[a]"]["requests"], g["t::test_meg[a]"]["prompt_tokens"], g["t::test_meg[a]"]["output_tokens"]) == (2, 210, 44)
-    assert g["t::test_meg[a]"]["sequential_expected"] == 0.5
+    # the default MEG design passes from its first look (12 of 48 groups); the calibration's median is half
+    assert (g["t::test_meg[a]"]["sequential_expected"], g["t::test_meg[a]"]["sequential_best"]) == (0.5, 0.25)
+    # the quick design of 12 groups: a mean gate needs 8 units, so no pass before the look at 9
+    assert (g["t::test_meg[b]"]["sequential_expected"], g["t::test_meg[b]"]["sequential_best"]) == (0.75, 0.75)
     assert g["t::test_stressor_amplification[a]"]["sequential_expected"] == 1.0  # the fixed-design gate
     assert g["t::test_dpb[a]"]["requests"] == 0 and g["t::test_dpb[a]"]["shared"] == 2
+    assert g["t::test_dpb[a]"]["sequential_expected"] == 1.0  # decided without a sequential form
     assert all(x["sequential_expected"] == 1.0 for x in aggregate(rows, verdicts, sequential=False))
 
 
 def test_aggregate_reads_each_test_s_gate_from_the_registry():
     """The stressor controls give no verdict and are no gate: they do not make the stressor probe
-    fixed-sample for the clean repetition gate; the search tests are the (fixed-sample) search gate."""
+    fixed-sample for the clean repetition gate; the search tests are the (fixed-sample) search gate; a
+    repetition test decided under the fixed design in every run (no sequential form) stays at its maximum."""
     row = {"frames": 8, "prompt_tokens": 50, "visual_tokens": 40, "output_tokens": 100, "model": "m"}
-    rows = [{**row, "test": t} for t in ("s/test_x.py::test_clean_repetition[a-8f]",
-                                         "s/test_x.py::test_stressor_controls[a-8f]",
-                                         "s/test_x.py::test_search_stressor_repetition[a]")]
-    g = {x["test"].split("::")[1].split("[")[0]: x for x in aggregate(rows, [], sequential=True)}
+    tests = ("s/test_x.py::test_clean_repetition[a-8f]", "s/test_x.py::test_stressor_controls[a-8f]",
+             "s/test_x.py::test_search_stressor_repetition[a]", "s/test_x.py::test_repetition_under_decoding_setting[a]")
+    rows = [{**row, "test": t} for t in tests]
+    verdicts = [_plan_verdict(tests[0], "repetition", (64, "rate", "t", None)), _plan_verdict(tests[3], "repetition")]
+    g = {x["test"].split("::")[1].split("[")[0]: x for x in aggregate(rows, verdicts, sequential=True)}
     assert g["test_clean_repetition"]["gate"] == "repetition"
-    assert g["test_clean_repetition"]["sequential_expected"] == 0.5
+    assert (g["test_clean_repetition"]["sequential_expected"], g["test_clean_repetition"]["sequential_best"]) == (0.5, 0.5)
+    assert g["test_repetition_under_decoding_setting"]["sequential_expected"] == 1.0
     assert g["test_stressor_controls"]["gate"] == ""
     assert g["test_search_stressor_repetition"]["gate"] == "search"
     assert g["test_search_stressor_repetition"]["sequential_expected"] == 1.0
@@ -116,13 +136,38 @@ def test_plan_prints_the_meg_table_for_sim(tmp_path, small_set):
     assert f"{total:,} prompt tokens" in out
     h = (total / 10000 + sum(g["output_tokens"] for g in gates) / 500) / 3600
     assert f"{h:,.2f} GPU-hours" in out
-    assert all(g["sequential_expected"] == 0.5 for g in gates)  # the MEG gate's group-sequential design
+    # 2 groups: too few for a mean gate to stop before its maximum, sequential or not
+    assert all(g["sequential_expected"] == g["sequential_best"] == 1.0 for g in gates)
     # a project whose runs use the fixed design: every gate at its maximum
     pyproject = proj / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace("[tool.posbias]\n", "[tool.posbias]\nsequential = false\n", 1))
     res = _posbias(proj, "plan", "-m", "meg and not slow", "--posbias-model", "sim:unbiased", "--plan-json", "f.json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert [g["sequential_expected"] for g in json.loads((proj / "f.json").read_text())["gates"]] == [1.0] * 6
+
+
+@pytest.mark.slow
+def test_the_plan_s_sequential_cost_matches_a_run_at_quick_sizes(tmp_path):
+    """On the quick project (``posbias init --quick``), the plan's sequential figures bracket the requests
+    a sequential run makes and its expected figure is within 10% of them: the quick MEG design cannot
+    stop before 9 of 12 groups, the decoding-setting tests decide under the fixed design, and the rate
+    gates stop where their all-zero samples do."""
+    from pytest_posbias.cli import main
+
+    assert main(["init", str(tmp_path), "--quick", "--model", "sim:unbiased"]) == 0
+    sel = "flip or option_order or repetition or attack or (meg and not slow)"
+    res = _posbias(tmp_path, "plan", "-m", sel, "--plan-json", "plan.json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    gates = json.loads((tmp_path / "plan.json").read_text())["gates"]
+    fixed, expected, best = (sum(g["requests"] * g[k] for g in gates) if k else sum(g["requests"] for g in gates)
+                             for k in ("", "sequential_expected", "sequential_best"))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", sel, "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                          "--posbias-json=run.json"], cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    made = json.loads((tmp_path / "run.json").read_text())["calls"]["made"]
+    assert best <= made <= fixed, (best, made, fixed)
+    assert abs(expected - made) <= 0.1 * made, (expected, made)
 
 
 def test_a_plan_of_skipping_tests_says_why(tmp_path, small_set):

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as st
 
 from pytest_posbias.stats.sequential import (
+    gsd_best_stop,
     gsd_boundaries,
     gsd_decide,
     gsd_sizes,
@@ -211,3 +212,57 @@ def test_a_rate_ceiling_whose_measured_last_look_is_too_small_to_fail_is_inconcl
     full = gsd_step(np.ones(64), look=len(sizes) - 1, n_max=64, looks=4, lower=-math.inf, upper=0.95, mode="detect",
                     alpha=0.05, kind="rate")
     assert full is not None and not full.passed and not full.inconclusive  # 64 of 64 shows the violation
+
+
+# the suites' sequential gates: MEG (skew-t, variance floored on the coverage lattice), DPB-like two-sided
+# means, the coverage floor, a rate ceiling
+_BEST_STOP_CASES = [dict(kind="rate", lower=-math.inf, upper=0.15, value_range=(0.0, 1.0)),
+                    dict(kind="mean", lower=-0.02, upper=0.02, value_range=(-1.0, 1.0), rule="skew-t",
+                         lattice_step=0.03125),
+                    dict(kind="mean", lower=-0.05, upper=0.05, value_range=(-1.0, 1.0)),
+                    dict(kind="mean", lower=0.25, upper=math.inf, value_range=(0.0, 1.0))]
+
+
+def _best_stop_sample(rng, case, n):
+    """Units of the kinds the suites produce: rare events, skewed, zero-spread and few-cluster means."""
+    if case["kind"] == "rate":
+        return (rng.random(n) < rng.choice([0.0, 0.01, 0.05, 0.15, 0.3])).astype(float)
+    lo, hi = case["value_range"]
+    centre = rng.uniform(max(case["lower"], lo), min(case["upper"], hi))
+    shape = rng.integers(3)
+    if shape == 0:  # zero spread
+        return np.full(n, centre)
+    if shape == 1:  # skewed: a few large units among small ones
+        x = centre + rng.exponential(rng.choice([0.01, 0.1, 0.5]), n) * rng.choice([-1, 1])
+    else:
+        x = rng.normal(centre, rng.choice([1e-4, 0.01, 0.1, 0.3, 1.0]), n)
+    return np.clip(x, lo, hi)
+
+
+@pytest.mark.parametrize("mode", ["detect", "certify"])
+def test_no_sample_passes_before_the_best_stop(mode):
+    """gsd_best_stop is the fewest units any sample passes on: 1,000 samples per design (250 per maximum
+    size), none passes earlier; the next test pins the stops themselves, so the bound is not vacuous."""
+    rng = np.random.default_rng(7)
+    for case in _BEST_STOP_CASES:
+        for n_max in (8, 12, 48, 60):
+            best = gsd_best_stop(n_max=n_max, looks=4, mode=mode, alpha=0.05, **case)
+            assert best in gsd_sizes(n_max, 4)
+            stops = [gsd_decide(_best_stop_sample(rng, case, n_max), n_max=n_max, looks=4, mode=mode, alpha=0.05,
+                                **{k: v for k, v in case.items() if k != "value_range"},
+                                value_range=case["value_range"] if case["kind"] == "mean" else None)
+                     for _ in range(250)]
+            early = [d for d in stops if d.passed and not d.inconclusive and d.stopped_at < best]
+            assert not early, (case, n_max, best, early[0])
+
+
+def test_the_best_stop_follows_the_rule_s_minimum_sample():
+    """A mean gate passes from 8 units on (the quick MEG design of 12 groups cannot stop at 3 or 6), a
+    certify gate not before its ``certify_from``; the suites' default MEG design at its first look (12 of 48
+    groups), the flip rate at its second (an all-zero sample of 15 items is no futility stop yet)."""
+    meg = _BEST_STOP_CASES[1]
+    assert gsd_best_stop(n_max=12, looks=4, mode="detect", alpha=0.05, **meg) == 9
+    assert gsd_best_stop(n_max=48, looks=4, mode="detect", alpha=0.05, **meg) == 12
+    assert gsd_best_stop(n_max=48, looks=4, mode="certify", alpha=0.05, certify_from=24,
+                         **_BEST_STOP_CASES[2]) == 24
+    assert gsd_best_stop(n_max=60, looks=4, mode="detect", alpha=0.05, **_BEST_STOP_CASES[0]) == 30
