@@ -279,6 +279,15 @@ def _decoded_lines(p: Path, problems: list[DataProblem], *,
         offset += len(raw) + 1
 
 
+def _file_key(path: Path) -> str:
+    """The file ``path`` names, whatever its spelling (``sub/../a.mp4``, a link): its resolved path, or
+    the path as written where it cannot be resolved (a link loop; the file checks name the problem)."""
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):
+        return str(path)
+
+
 def load_manifest(path: str | Path, *, check_files: bool = True, open_videos: bool = False) -> Manifest:
     """Read and validate a manifest; bad lines are recorded in ``problems`` and skipped. With
     ``check_files``, each video file's problem goes to ``file_problems`` once (see :class:`Manifest`):
@@ -306,9 +315,9 @@ def load_manifest(path: str | Path, *, check_files: bool = True, open_videos: bo
     checked: set[str] = set()
 
     def check(item: str, video: Path, n: int, *, note: str = "") -> None:
-        if str(video) in checked:
+        if (key := _file_key(video)) in checked:  # one file under two spellings is checked and reported once
             return
-        checked.add(str(video))
+        checked.add(key)
         try:
             check_video_path(video)
             if open_videos:
@@ -374,11 +383,12 @@ def load_manifest(path: str | Path, *, check_files: bool = True, open_videos: bo
                     "line has these ids)")
             continue
         paths = [m.videos[v].path for v in g.videos]
+        files = [_file_key(f) for f in paths]
         # the first video whose file an earlier one has: the clip would hold two positions of every ordering
-        if (j := next((j for j, f in enumerate(paths) if f in paths[:j]), None)) is not None:
-            problem("bad-line", f"group {g.id!r}", n, f"group {g.id!r}: videos {g.videos[paths.index(paths[j])]!r} and "
+        if (j := next((j for j, f in enumerate(files) if f in files[:j]), None)) is not None:
+            problem("bad-line", f"group {g.id!r}", n, f"group {g.id!r}: videos {g.videos[files.index(files[j])]!r} and "
                     f"{g.videos[j]!r} are the same file ({short_path(paths[j])}); a group needs {g.P} distinct videos")
-        elif not duplicate("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(paths)),
+        elif not duplicate("group", g.id, n, (g.domain, g.bucket, g.P, frozenset(files)),
                            f"the same videos in configuration {g.domain}/{g.bucket}/P={g.P}"):
             m.groups.append(g)
     for n, q in pending_mcq:

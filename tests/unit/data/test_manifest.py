@@ -154,6 +154,25 @@ def test_a_group_listing_one_file_under_two_ids_is_a_bad_group(tmp_path):
     assert any("g1" in str(x) for x in m.problems), [str(x) for x in m.problems]
 
 
+def test_one_file_under_two_spellings_is_one_file(tmp_path):
+    """``sub/../same.mp4`` and a link to ``same.mp4`` name ``same.mp4``: a group holding two of them is a bad
+    group (the clip would take two positions of every ordering), and the file's problem is reported once."""
+    from pytest_posbias.data.manifest import load_manifest
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "same.mp4").write_text("not a video")
+    (tmp_path / "link.mp4").symlink_to(tmp_path / "same.mp4")
+    vids = [_video_line(id="v0", path="same.mp4"), _video_line(id="v1", path="sub/../same.mp4"),
+            _video_line(id="v2", path="link.mp4"), _video_line(id="v3", path="v3.mp4")]
+    group = {"type": "group", "id": "g1", "domain": "cooking", "bucket": "short", "P": 4,
+             "videos": ["v0", "v1", "v2", "v3"]}
+    m = _load_lines(tmp_path, *vids, group)
+    assert m.groups == []
+    assert any("'v0' and 'v1' are the same file" in str(x) for x in m.problems), [str(x) for x in m.problems]
+    m = load_manifest(tmp_path / "m.jsonl", open_videos=True)
+    assert sorted(x.item for x in m.file_problems) == ["video 'v0'", "video 'v3'"], [str(x) for x in m.file_problems]
+
+
 def test_an_mcq_window_after_its_videos_declared_end_is_a_problem(tmp_path):
     """An mcq whose start lies past its manifest video's declared duration is reported naming the item and skipped."""
     mcq = {"type": "mcq", "id": "q1", "video": "v1", "question": "What?", "options": ["a", "b"], "answer": 0,
