@@ -170,9 +170,9 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
             v = _too_few_to_certify(ctx, gate, model, name, final, groups, "measured", {})
         return floored(ctx, with_extra(v, describe(final)), positional_measurement(final, gate))
     r = ctx.positional(model, spec)
-    extra = describe(r) if ctx.baseline else {
-        **describe(r), **sequential_form(spec.groups, "mean", rule=t_rule(gate, ctx.mode), certify_from=need,
-                                         lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None)}
+    lattice = meg_lattice_step(ctx, spec) if gate == "meg" else None
+    extra = describe(r) if ctx.baseline else {**describe(r), **sequential_form(
+        spec.groups, "mean", rule=t_rule(gate, ctx.mode), lattice_step=lattice, certify_from=need)}
     m = positional_measurement(r, gate)
     values = positional_values(gate, r)
     if ctx.baseline:
@@ -197,5 +197,4 @@ def positional_verdict(ctx: GateContext, gate: str, model: str, spec: Positional
         return floored(ctx, _too_few_to_certify(ctx, gate, model, name, r, groups, "measured", extra), m)
     rule = t_rule(gate, ctx.mode) if gate in T_RULES or t_rule(gate, ctx.mode) == "both-t" else None  # else bootstrap
     return floored(ctx, ctx.mean_gate(gate, model, values, r.clusters[_informative(gate, r)], name=name, unit="groups",
-                                      extra=extra, method=rule,
-                                      lattice_step=meg_lattice_step(ctx, spec) if gate == "meg" else None), m)
+                                      extra=extra, method=rule, lattice_step=lattice), m)
