@@ -109,7 +109,11 @@ class SkewT:
         g = self.gamma
         if g == 0.0:
             return y
-        return 3.0 / g * (float(np.cbrt(1.0 + g * (y - g / (6 * self.n)))) - 1.0)
+        u = g * (y - g / (6 * self.n))
+        # ∛(1 + u) − 1 as expm1(log1p(u)/3): the plain difference loses every digit when |γ| is tiny (a
+        # sample symmetric up to rounding), which collapsed the interval to a point
+        root = math.expm1(math.log1p(u) / 3) if u > -1.0 else float(np.cbrt(1.0 + u)) - 1.0
+        return 3.0 / g * root
 
     def statistic(self, mu0: float) -> float:
         """T(μ0) (see the class docstring)."""

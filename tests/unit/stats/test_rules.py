@@ -99,6 +99,27 @@ def test_skew_t_interval_inverts_its_test() -> None:
     assert st.interval(0.05) == pytest.approx((-q * sym.std(ddof=1) / math.sqrt(5), q * sym.std(ddof=1) / math.sqrt(5)))
 
 
+def test_skew_t_interval_is_continuous_in_a_vanishing_skewness() -> None:
+    """A skewness of rounding size (a sample symmetric about a mean that floats cannot hold) gives the
+    Student t interval, not a point: ∛(1 + u) − 1 loses every digit there unless computed as
+    expm1(log1p(u)/3); and the inverse inverts g across skewness and level."""
+    t0 = S.SkewT(0.0, 1.0, 0.0, 10, False).interval(0.005)
+    for g in (1e-300, 1e-16, -1e-16, 1e-12, 1e-8):
+        assert S.SkewT(0.0, 1.0, g, 10, False).interval(0.005) == pytest.approx(t0, rel=1e-6)
+    for g in (-2.0, -0.3, -1e-9, 1e-9, 0.3, 2.0):
+        st_ = S.SkewT(0.0, 1.0, g, 12, False)
+        for y in np.linspace(-1.5, 1.5, 13):
+            assert st_._g(st_._g_inv(float(y))) == pytest.approx(y, abs=1e-9)
+    # MEG units on a 1/40 lattice, symmetric up to rounding, SD three times the 0.02 threshold: the
+    # interval was [-0.0125, -0.0125] and certified compliance with p = 0.342
+    x = np.array([-0.0125, 0.037500000000000006, -0.0625, 0.08750000000000001, 0.06250000000000001, -0.0625,
+                  -0.037500000000000006, -0.1125, 0.0125, 0.037500000000000006, -0.0125, -0.08750000000000001])
+    v = S.mean_verdict(x, np.arange(12), name="MEG", threshold=0.02, sides="both", mode="certify", alpha=0.05,
+                       unit="groups", rng=np.random.default_rng(0), method="skew-t", value_range=(-1, 1),
+                       lattice_step=1 / 40)
+    assert not v.passed and v.ci_high - v.ci_low > 0.05, v.reason
+
+
 def test_lattice_floor_is_the_variance_of_net_lattice_events_at_the_bound() -> None:
     assert S.lattice_floor(-T, STEP) == pytest.approx(T * STEP)
     assert S.lattice_floor(T, None) == 0.0
