@@ -306,6 +306,6 @@ def format_table(rows: Sequence[dict[str, Any]], *, alpha: float, reps: int) -> 
             rates = " ".join(f"{cell(d[k], d[f'{k}_ci']):>20}" for k in ERROR_RATES)
             lines.append(f"{r['gate']:<11} {design:<10} {size:>4} {rates} {n80:>9} | {curve} | {units}")
         saved = [1 - s / f for s, f in zip(r["sequential"]["median_units"], r["fixed"]["median_units"], strict=True)]
-        note = "  (the suites keep the fixed design for this gate)" if r["gate"] == "stressor" else ""
+        note = "  (the suites keep the fixed design for this gate)" if r["gate"] in ("stressor", "repetition") else ""
         lines.append(f"{'':<11} sequential saves {', '.join(f'{100 * x:.0f}%' for x in saved)} of the units{note}")
     return lines

@@ -73,7 +73,7 @@ def _plan_verdict(nodeid, gate, form=None, **extra):
     ex = {"gate": gate, **extra}
     if form:
         ex["sequential_form"] = dict(zip(("n_max", "kind", "rule", "lattice_step"), form, strict=True), certify_from=0)
-    lower, upper = {"meg": (-0.02, 0.02), "repetition": (-math.inf, 0.15)}.get(gate, (-math.inf, 0.1))
+    lower, upper = {"meg": (-0.02, 0.02), "attack": (-math.inf, 0.25)}.get(gate, (-math.inf, 0.1))
     return {"nodeid": nodeid, "mode": "detect", "alpha": 0.05, "lower": lower, "upper": upper, "extra": ex}
 
 
@@ -100,17 +100,19 @@ def test_aggregate_counts_rows_per_gate_and_sequential_shares():
 
 def test_aggregate_reads_each_test_s_gate_from_the_registry():
     """The stressor controls give no verdict and are no gate: they do not make the stressor probe
-    fixed-sample for the clean repetition gate; the search tests are the (fixed-sample) search gate; a
-    repetition test decided under the fixed design in every run (no sequential form) stays at its maximum."""
+    fixed-sample for the attack gate; the search tests are the (fixed-sample) search gate; the repetition
+    tests, decided under the fixed design in every run (no sequential form), stay at their maximum."""
     row = {"frames": 8, "prompt_tokens": 50, "visual_tokens": 40, "output_tokens": 100, "model": "m"}
-    tests = ("s/test_x.py::test_clean_repetition[a-8f]", "s/test_x.py::test_stressor_controls[a-8f]",
-             "s/test_x.py::test_search_stressor_repetition[a]", "s/test_x.py::test_repetition_under_decoding_setting[a]")
+    tests = ("s/test_x.py::test_attack_success_rate[a-8f]", "s/test_x.py::test_stressor_controls[a-8f]",
+             "s/test_x.py::test_search_stressor_repetition[a]", "s/test_x.py::test_clean_repetition[a-8f]")
     rows = [{**row, "test": t} for t in tests]
-    verdicts = [_plan_verdict(tests[0], "repetition", (64, "rate", "t", None)), _plan_verdict(tests[3], "repetition")]
+    verdicts = [_plan_verdict(tests[0], "attack", (64, "rate", "t", None)), _plan_verdict(tests[3], "repetition")]
     g = {x["test"].split("::")[1].split("[")[0]: x for x in aggregate(rows, verdicts, sequential=True)}
+    assert g["test_attack_success_rate"]["gate"] == "attack"
+    assert (g["test_attack_success_rate"]["sequential_expected"], g["test_attack_success_rate"]["sequential_best"]) \
+        == (0.5, 0.5)
     assert g["test_clean_repetition"]["gate"] == "repetition"
-    assert (g["test_clean_repetition"]["sequential_expected"], g["test_clean_repetition"]["sequential_best"]) == (0.5, 0.5)
-    assert g["test_repetition_under_decoding_setting"]["sequential_expected"] == 1.0
+    assert g["test_clean_repetition"]["sequential_expected"] == 1.0
     assert g["test_stressor_controls"]["gate"] == ""
     assert g["test_search_stressor_repetition"]["gate"] == "search"
     assert g["test_search_stressor_repetition"]["sequential_expected"] == 1.0
@@ -150,8 +152,8 @@ def test_plan_prints_the_meg_table_for_sim(tmp_path, small_set):
 def test_the_plan_s_sequential_cost_matches_a_run_at_quick_sizes(tmp_path):
     """On the quick project (``posbias init --quick``), the plan's sequential figures bracket the requests
     a sequential run makes and its expected figure is within 10% of them: the quick MEG design cannot
-    stop before 9 of 12 groups, the decoding-setting tests decide under the fixed design, and the rate
-    gates stop where their all-zero samples do."""
+    stop before 9 of 12 groups, the repetition tests decide under the fixed design, and the rate gates
+    stop where their all-zero samples do."""
     from pytest_posbias.cli import main
 
     assert main(["init", str(tmp_path), "--quick", "--model", "sim:unbiased"]) == 0
