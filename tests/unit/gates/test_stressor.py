@@ -123,7 +123,7 @@ def test_a_bad_gate_or_frame_count_is_refused_before_any_call(gate, frames):
     with pytest.raises(ConfigError, match=repr(gate) if gate in ("controls", "bogus") else "`frames`"):
         stressor_verdict(Ctx(), gate, "m", frames, "shuffle")  # type: ignore[arg-type]
 
-def _context(tmp_path, manifest, monkeypatch, describe):
+def _context(tmp_path, manifest, monkeypatch, describe, *, sequential=False):
     """A run context on ``manifest`` whose model answers each stressor request with ``describe(meta)``."""
     from support.scripted_backend import ScriptedBackend
 
@@ -137,7 +137,7 @@ def _context(tmp_path, manifest, monkeypatch, describe):
     monkeypatch.setattr(context_module, "load_backend", lambda *_a, **_k: (backend, {}))
     pcfg = PosbiasConfig(probes={"stressor": {"videos": 6, "trials": 2, "frames": [8]}})
     return RunContext.create(RunOptions(models=("sim:unbiased",), data=str(manifest), cache=str(tmp_path / "cache"),
-                                        sequential=False), pcfg, rootdir=tmp_path, worker="main", run_id="r1")
+                                        sequential=sequential), pcfg, rootdir=tmp_path, worker="main", run_id="r1")
 
 
 @pytest.mark.parametrize("loops, passed", [(False, True), (True, False)])
@@ -156,3 +156,23 @@ def test_the_repetition_gate_fails_a_model_whose_clean_descriptions_loop(tmp_pat
     assert v.passed is passed, v.reason
     assert v.extra["measurement"]["measured"] == 6 and v.extra["measurement"]["failed_calls"] == 0
     assert v.extra["rr"] == (1.0 if loops else 0.0)
+
+
+def test_the_repetition_gate_decides_on_every_clean_output_in_the_sequential_design(tmp_path, small_set, monkeypatch):
+    """The stressors draw every video's clean output whatever the look, so the repetition gate decides on all
+    of them in the sequential design too (it stopped at 2 of 6 measured videos by futility, and shipped a
+    model whose later outputs looped): the same verdict as the fixed design's on the same outputs."""
+    def describe(meta):
+        text = f"a description of video {meta['video']} with a red circle and a blue square moving"
+        return f"{text} {LOOP}" if int(meta["video"][-1]) % 3 else text
+
+    verdicts = []
+    for sequential in (True, False):
+        ctx = _context(tmp_path / str(sequential), small_set, monkeypatch, describe, sequential=sequential)
+        try:
+            verdicts.append(stressor_verdict(ctx, "repetition", "sim:unbiased", 8))
+        finally:
+            ctx.close()
+    seq, fixed = verdicts
+    assert seq.n == seq.extra["measurement"]["measured"] == 6, seq.reason
+    assert (seq.passed, seq.estimate, seq.p_value) == (fixed.passed, fixed.estimate, fixed.p_value)
