@@ -143,18 +143,23 @@ def run_plan(pytest_args: Sequence[str], tmp: Path, *,
     # the plan run records the design the project's run would use (a baseline, given either way, fixes it)
     fixed = "--posbias-fixed" in pytest_args or not configured_sequential(rec)
     return {"args": list(pytest_args),
-            "gates": aggregate(rows, out.get("verdicts", []), sequential=not fixed),
+            "gates": aggregate(rows, out.get("verdicts", []), sequential=not fixed,
+                               reads=[json.loads(line) for f in sorted(rec.glob("reads-*.jsonl"))
+                                      for line in f.read_text().splitlines() if line]),
             "rows": rows, "token_sources": sorted({r["token_source"] for r in rows}),
             "skipped": [line.removeprefix("SKIPPED ") for line in proc.stdout.splitlines()
                         if line.startswith("SKIPPED ")]}
 
 
 def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]], *,
-              sequential: bool) -> list[dict[str, Any]]:
+              sequential: bool, reads: Sequence[Mapping[str, str]] = ()) -> list[dict[str, Any]]:
     """Per gate test (in run order): new requests, frames and tokens from the recorded rows,
     shared requests and the gate from its verdict, and the sequential design's shares of its cost
     (:func:`sequential_shares`; 1 for a test decided under the fixed design in a sequential run too,
-    a probe one shares, or a run that is not ``sequential``)."""
+    a probe one shares, or a run that is not ``sequential``). A test whose probe results other tests
+    read (``reads``: :func:`pytest_posbias.models.plan.record_read`) makes its requests up to the
+    furthest look any of them reaches: a request of a probe result (its row's ``family``) counts at the
+    largest share among the tests that read it, a test's shares are the mean over its requests."""
     by_test: dict[str, dict[str, Any]] = {}
 
     def entry(test: str) -> dict[str, Any]:
@@ -186,6 +191,17 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
         seq = sequential and v is not None and spec is not None and spec.probe not in fixed_probes
         expected, best = sequential_shares(v, spec.value_range) if seq and spec is not None else (1.0, 1.0)
         out.append({**g, "models": sorted(g["models"]), "sequential_expected": expected, "sequential_best": best})
+    share = {g["test"]: (g["sequential_expected"], g["sequential_best"]) for g in out}
+    family: dict[str, tuple[float, float]] = {}
+    for r in reads:
+        if r["test"] in share:
+            family[r["family"]] = max(family.get(r["family"], (0.0, 0.0)), share[r["test"]])
+    per_row: defaultdict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in rows:
+        per_row[r["test"]].append(family.get(r.get("family", ""), share[r["test"]]))
+    for g in out:
+        if rs := per_row[g["test"]]:
+            g["sequential_expected"], g["sequential_best"] = (sum(x) / len(rs) for x in zip(*rs, strict=True))
     return out
 
 

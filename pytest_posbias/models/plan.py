@@ -31,6 +31,9 @@ from .registry import ResolvedModel
 CURRENT_TEST: ContextVar[str] = ContextVar("posbias_plan_test", default="")
 """The suite test whose requests come next: set around each call of a test that uses ``posbias_run``
 (:func:`current_test`); plan mode records requests under it."""
+CURRENT_FAMILY: ContextVar[str] = ContextVar("posbias_plan_family", default="")
+"""The probe result (a probe at one setting, its looks together) whose requests come next: set while
+the run context computes one; plan mode records it with each request."""
 ESTIMATE_CHARS_PER_TOKEN = 4.0  # English text in a BPE vocabulary (OpenAI's rule of thumb)
 ESTIMATE_TEMPLATE_TOKENS = 16  # chat-template tokens around one user turn
 ESTIMATE_PATCH = 28  # Qwen2-VL family: 14-px patches merged 2x2 -> one token per 28x28 pixels ...
@@ -55,6 +58,17 @@ def configured_sequential(plan_dir: str | Path) -> bool:
     True where the plan run did not record it)."""
     path = Path(plan_dir) / DESIGN_FILE
     return bool(json.loads(path.read_text()).get("sequential", True)) if path.is_file() else True
+
+
+READS_FILE = "reads-{worker}.jsonl"  # in the plan's folder: which test read which probe result
+
+
+def record_read(plan_dir: str | Path, *, worker: str, test: str, family: str) -> None:
+    """Record that the suite test ``test`` read (or computed) a probe result of ``family``: ``posbias plan``
+    sizes the requests of a family by the furthest look any of its readers reaches
+    (:func:`pytest_posbias.cli.plan.aggregate`)."""
+    with (Path(plan_dir) / READS_FILE.format(worker=worker)).open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"test": test, "family": family}) + "\n")
 
 
 @contextlib.contextmanager
@@ -167,7 +181,8 @@ class PlanBackend:
 
     def _record(self, r: Request, prompt: int, visual: int, output: int) -> None:
         frames = sum(len(p.frames) for p in r.parts if isinstance(p, VideoPart))  # separator images not counted
-        row = {"test": CURRENT_TEST.get(), "model": self.resolved.spec, "probe": r.meta.get("probe", ""),
+        row = {"test": CURRENT_TEST.get(), "family": CURRENT_FAMILY.get(), "model": self.resolved.spec,
+               "probe": r.meta.get("probe", ""),
                "want": r.want, "frames": frames, "prompt_tokens": prompt, "visual_tokens": visual,
                "output_tokens": output, "max_new_tokens": r.decoding.max_new_tokens, "group": output_key(r),
                "token_source": self.counter.source, "request": r.to_log()}

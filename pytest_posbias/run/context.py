@@ -34,7 +34,7 @@ from ..engine import Backend, Engine, GenerationCache, RunLog
 from ..errors import ConfigError
 from ..gates import verdict_builders
 from ..gates.measurement import check_floor
-from ..models.plan import CURRENT_TEST
+from ..models.plan import CURRENT_FAMILY, CURRENT_TEST, record_read
 from ..models.registry import ResolvedModel, resolve
 from ..probes import conditions as C
 from ..probes.phase import PhaseResult, PhaseSpec, run_phase
@@ -255,8 +255,18 @@ class RunContext:
                     seen = (test, family or key)
                     self.engine.stats.shared += max(0, behind - self._shared_seen.get(seen, 0))
                     self._shared_seen[seen] = max(behind, self._shared_seen.get(seen, 0))
+                if self.options.plan:
+                    record_read(self.options.plan, worker=self.worker, test=test, family=family or key)
                 return self._memo[key]
-        value = fn()
+        if not self.options.plan:
+            value = fn()
+        else:  # the plan sizes a probe result's requests by the furthest look its readers reach
+            record_read(self.options.plan, worker=self.worker, test=test, family=family or key)
+            token = CURRENT_FAMILY.set(family or key)
+            try:
+                value = fn()
+            finally:
+                CURRENT_FAMILY.reset(token)
         with self._memo_lock:
             self._memo_owner.setdefault(key, test)
             return self._memo.setdefault(key, value)

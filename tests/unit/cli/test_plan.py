@@ -98,6 +98,23 @@ def test_aggregate_counts_rows_per_gate_and_sequential_shares():
     assert all(x["sequential_expected"] == 1.0 for x in aggregate(rows, verdicts, sequential=False))
 
 
+def test_a_probe_result_counts_at_the_furthest_look_of_the_tests_reading_it():
+    """Four MEG requests of one positional result, made by the MEG test and read by a contamination test
+    that decides under the fixed design (too few groups to certify): the sequential run draws all of
+    them, so they count at share 1; a request of a result only MEG reads keeps MEG's share."""
+    row = {"frames": 4, "prompt_tokens": 10, "visual_tokens": 8, "output_tokens": 2, "model": "m"}
+    meg, cont = "t::test_meg[a]", "t::test_contamination[a]"
+    rows = [{**row, "test": meg, "family": "positional|a"}] * 4 + [{**row, "test": meg, "family": "positional|b"}] * 4
+    verdicts = [_plan_verdict(meg, "meg", (48, "mean", "skew-t", 0.03125)), _plan_verdict(cont, "contamination")]
+    reads = [{"test": meg, "family": "positional|a"}, {"test": cont, "family": "positional|a"},
+             {"test": meg, "family": "positional|b"}]
+    g = {x["test"]: x for x in aggregate(rows, verdicts, sequential=True, reads=reads)}
+    assert g[meg]["sequential_expected"] == (4 * 1.0 + 4 * 0.5) / 8 and g[meg]["sequential_best"] == (4 + 4 * 0.25) / 8
+    assert g[cont]["requests"] == 0 and g[cont]["sequential_expected"] == 1.0
+    alone = {x["test"]: x for x in aggregate(rows, verdicts, sequential=True, reads=reads[:1] + reads[2:])}
+    assert alone[meg]["sequential_expected"] == 0.5
+
+
 def test_aggregate_reads_each_test_s_gate_from_the_registry():
     """The stressor controls give no verdict and are no gate: they do not make the stressor probe
     fixed-sample for the attack gate; the search tests are the (fixed-sample) search gate; the repetition
