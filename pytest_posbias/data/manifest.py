@@ -288,6 +288,11 @@ def _file_key(path: Path) -> str:
         return str(path)
 
 
+def _text_key(text: str) -> str:
+    """``text`` up to case and whitespace: what a duplicate check compares."""
+    return " ".join(text.split()).casefold()
+
+
 def load_manifest(path: str | Path, *, check_files: bool = True, open_videos: bool = False) -> Manifest:
     """Read and validate a manifest; bad lines are recorded in ``problems`` and skipped. With
     ``check_files``, each video file's problem goes to ``file_problems`` once (see :class:`Manifest`):
@@ -401,8 +406,11 @@ def load_manifest(path: str | Path, *, check_files: bool = True, open_videos: bo
                         "no frame")
                 bad_mcq.setdefault(("id", q.id), m.problems[-1])
                 continue
-        if duplicate("mcq", q.id, n, (q.path, q.start, q.end, q.question, q.options, q.answer),
-                    "the same clip, window, question, options and answer"):
+        # the same file under any spelling, the same question and options up to case, spacing and the options'
+        # order (the option-order gate permutes them itself), the same answer
+        if duplicate("mcq", q.id, n, (_file_key(q.path), q.start, q.end, _text_key(q.question),
+                                      frozenset(map(_text_key, q.options)), _text_key(q.options[q.answer])),
+                     "the same clip, window, question, options and answer"):
             continue
         if video is None and check_files:
             check(f"mcq {q.id!r}", q.path, n, note=f" (video {q.video!r} is not a video id of the manifest either)")

@@ -143,6 +143,22 @@ def test_an_mcq_item_repeating_another_under_a_new_id_is_a_duplicate(tmp_path):
     assert any("q2" in str(x) for x in m.problems), [str(x) for x in m.problems]
 
 
+def test_an_mcq_item_repeated_under_another_spelling_is_a_duplicate(tmp_path):
+    """The same clip under another path spelling and video id, the question in other case and spacing, the
+    options permuted with the answer following them: the same item, counted once (it was counted twice,
+    and a certify run shipped on the doubled sample)."""
+    (tmp_path / "videos").mkdir()
+    mcq = {"type": "mcq", "id": "q1", "video": "v1", "question": "What is cut?", "options": ["onions", "bread"],
+           "answer": 0}
+    copy = {**mcq, "id": "q2", "video": "v2", "question": "  what IS  cut? ", "options": ["bread", "Onions"],
+            "answer": 1}
+    other = {**copy, "id": "q3", "answer": 0}  # another answer: another item
+    m = _load_lines(tmp_path, _video_line(path="videos/v1.mp4"), _video_line(id="v2", path="videos/../videos/v1.mp4"),
+                    mcq, copy, other)
+    assert [q.id for q in m.mcq] == ["q1", "q3"]
+    assert any("q2" in str(x) and "repeats" in str(x) for x in m.problems), [str(x) for x in m.problems]
+
+
 def test_a_group_listing_one_file_under_two_ids_is_a_bad_group(tmp_path):
     """A group whose video ids resolve to the same file is reported naming the group and skipped."""
     vids = [_video_line(id="v0", path="same.mp4"), _video_line(id="v1", path="same.mp4"),
