@@ -9,7 +9,7 @@ import argparse
 import json
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -69,10 +69,12 @@ __all__ = ["pytest_collection_finish", "pytest_collection_modifyitems", "pytest_
 _OPTION_NAME = re.compile(r"""["'](--[A-Za-z0-9][-A-Za-z0-9_]*)["']""")
 
 
-def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
+def alias_conftest(existing: str | None, taken_elsewhere: Iterable[str] = ()) -> tuple[str | None, tuple[str, ...]]:
     """The root ``conftest.py`` text that registers the short options, and the short options left
     out because ``existing`` (the project's own root conftest, None when there is none) already
-    names them as options (a quoted ``"--model"``, ...). Returns ``(None, ...)`` when ``existing``
+    names them as options (a quoted ``"--model"``, ...) or they are in ``taken_elsewhere`` (named by
+    the project's other conftest files: pytest loads the root one first, and a later registration of
+    the same option would stop every run of the project). Returns ``(None, ...)`` when ``existing``
     already calls ``add_short_aliases``. The hook is appended under its own name
     (``specname="pytest_addoption"``), so an existing ``pytest_addoption`` is kept as it is and
     runs first."""
@@ -80,7 +82,7 @@ def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
 
     if existing is not None and "add_short_aliases" in existing:
         return None, ()
-    taken = set(_OPTION_NAME.findall(existing or ""))
+    taken = set(_OPTION_NAME.findall(existing or "")) | set(taken_elsewhere)
     skip = tuple(a for a in SHORT_ALIASES if a in taken)
     note = f"; {', '.join(skip)} left out: this project defines them" if skip else ""
     comment = _ALIAS_COMMENT.format(skip_note=note)
@@ -89,6 +91,25 @@ def alias_conftest(existing: str | None) -> tuple[str | None, tuple[str, ...]]:
         return _ALIAS_CONFTEST_HEAD + "\n" + comment.lstrip("\n") + ALIAS_IMPORTS.format(noqa="") + hook, skip
     base = existing if existing.endswith("\n") or not existing else existing + "\n"
     return base + "\n" + comment + ALIAS_IMPORTS.format(noqa="  # noqa: E402") + hook, skip
+
+
+_NOT_PROJECT = frozenset({".git", ".hg", ".venv", "venv", "env", "node_modules", "site-packages", "__pycache__",
+                          ".tox", ".nox", "build", "dist"})
+
+
+def options_of_conftests(root: Path, *, skip: Iterable[Path] = ()) -> dict[str, str]:
+    """The options the project's conftest.py files below ``root`` name (a quoted ``"--model"``, ...), each
+    with the first file naming it (relative to ``root``); virtual environments, build folders and ``skip`` left
+    out."""
+    skipped = {p.resolve() for p in skip}
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("conftest.py")):
+        rel = path.relative_to(root)
+        if path.resolve() in skipped or _NOT_PROJECT & set(rel.parts[:-1]):
+            continue
+        for name in _OPTION_NAME.findall(path.read_text(encoding="utf-8", errors="replace")):
+            out.setdefault(name, rel.as_posix())
+    return out
 
 
 _TEST_MODULE = '''"""The ready-made suite ``pytest_posbias.suites.{name}`` (its code lives in the package)."""
@@ -328,15 +349,16 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
             details = tuple(replaced_values(existing, new))
         pyproject.write_bytes(new.encode("utf-8"))
     out.append(Written(pyproject, py_action, details))
-    # the root conftest.py: created with the short options, or they are appended (less those it defines)
-    aliases, skip = alias_conftest(own_conftest)
+    # the root conftest.py: created with the short options, or they are appended (less those the project defines)
+    elsewhere = options_of_conftests(root, skip=(root / "conftest.py", folder / "conftest.py"))
+    aliases, skip = alias_conftest(own_conftest, elsewhere)
     if aliases is None:
         out.append(Written(root / "conftest.py", "kept"))
     else:
         (root / "conftest.py").write_bytes(aliases.encode("utf-8"))
+        where = {a: elsewhere.get(a, "this project's conftest.py") for a in skip}
         out.append(Written(root / "conftest.py", "created" if own_conftest is None else "merged",
-                           tuple(f"{a} left out: this project's conftest.py defines it (use {SHORT_ALIASES[a]})"
-                                 for a in skip)))
+                           tuple(f"{a} left out: {where[a]} defines it (use {SHORT_ALIASES[a]})" for a in skip)))
     if quick:
         manifest = root / QUICK_SET / "manifest.jsonl"
         if manifest.is_file() and not force:

@@ -33,8 +33,12 @@ def model_missing(config: pytest.Config, items: Sequence[pytest.Item]) -> bool:
     ``--collect-only`` (it calls none: an editor's test discovery lists the suites' tests)."""
     if config.getoption("--posbias-model") or config.getoption("--collect-only", False):
         return False
-    return not posbias_config(config).get("model") and any(
-        f in getattr(item, "fixturenames", ()) for item in items for f in ("posbias_model", "posbias_run"))
+    return not posbias_config(config).get("model") and any(map(uses_model, items))
+
+
+def uses_model(item: pytest.Item) -> bool:
+    """Whether the test ``item`` calls a model: it uses ``posbias_model`` or ``posbias_run`` (a gate test)."""
+    return any(f in getattr(item, "fixturenames", ()) for f in ("posbias_model", "posbias_run"))
 
 
 def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:

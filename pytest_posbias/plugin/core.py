@@ -17,13 +17,15 @@ from .checks import (
     check_models,
     check_output_paths,
     collection_problem,
+    model_missing,
     posbias_asked,
+    uses_model,
     warn_unusable_videos,
 )
 from .finish import session_finish, terminal_summary
 from .fixtures import collect_from_report, mark_gate_report
 from .options import run_identity
-from .state import GATE_FIXTURE, WORKEROUTPUT_GATE_TESTS, WORKEROUTPUT_USAGE_ERROR, PluginState
+from .state import GATE_FIXTURE, WORKEROUTPUT_GATE_TESTS, WORKEROUTPUT_LEFT_OUT, WORKEROUTPUT_USAGE_ERROR, PluginState
 from .terminal import hold_terminal, maybe_start_controller_progress, stop_progress
 from .xdist_hooks import configure_node, make_scheduler, start_vllm_for_workers, stop_vllm
 
@@ -61,8 +63,17 @@ class PosbiasPlugin(PluginState):
         which ends the run with the same error (an exception raised on a worker would be xdist's
         internal error)."""
         result = yield
-        self.gate_tests = {i.nodeid for i in items if GATE_FIXTURE in getattr(i, "fixturenames", ())}
         out = getattr(config, "workeroutput", None)
+        if model_missing(config, items) and not all(map(uses_model, items)):
+            # a project's own run that collected the suites beside its tests, no model named: the suites
+            # are left out and the summary says so; a run of gate tests alone stays a usage error
+            left = [i for i in items if uses_model(i)]
+            config.hook.pytest_deselected(items=left)
+            items[:] = [i for i in items if not uses_model(i)]
+            self.left_out = len(left)
+            if out is not None:
+                out[WORKEROUTPUT_LEFT_OUT] = len(left)
+        self.gate_tests = {i.nodeid for i in items if GATE_FIXTURE in getattr(i, "fixturenames", ())}
         if out is not None:  # an xdist worker: the controller collects nothing, and learns the list at node down
             out[WORKEROUTPUT_GATE_TESTS] = sorted(self.gate_tests)
         problem = collection_problem(config, self.pcfg, items)
@@ -128,6 +139,7 @@ class PosbiasPlugin(PluginState):
         out = getattr(node, "workeroutput", None) or {}
         self.gate_tests.update(out.get(WORKEROUTPUT_GATE_TESTS) or ())
         self.usage_error = self.usage_error or str(out.get(WORKEROUTPUT_USAGE_ERROR) or "")
+        self.left_out = max(self.left_out, int(out.get(WORKEROUTPUT_LEFT_OUT) or 0))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:

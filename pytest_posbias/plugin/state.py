@@ -20,6 +20,7 @@ GATE_TEST_KEY = "posbias_gate_test"  # user property on a gate test's setup and 
 GATE_FIXTURE = "posbias_gate"  # the fixture that makes a test a gate test
 WORKEROUTPUT_GATE_TESTS = "posbias_gate_tests"  # workeroutput key: the worker's selected gate tests (node ids)
 WORKEROUTPUT_USAGE_ERROR = "posbias_usage_error"  # workeroutput key: the usage error the worker's selection showed
+WORKEROUTPUT_LEFT_OUT = "posbias_left_out"  # workeroutput key: the gate tests the worker left out (no model named)
 WORKERINPUT_VLLM = "posbias_vllm"  # workerinput key: {spec: {"urls": [...], "identity": {...}}}
 PLUGIN_KEY = pytest.StashKey["PluginState"]()  # the run's plugin object (core.PosbiasPlugin)
 
@@ -47,6 +48,7 @@ class PluginState:
         self.stopped = ""  # how the run stopped early (-x, --maxfail, an interrupt), "" when it did not
         self.stopped_by_maxfail = False
         self.usage_error = ""  # -n: the usage error a worker's selection showed (no model, ...), told at the end
+        self.left_out = 0  # gate tests left out of a run of other tests too that named no model
         self.problems: list[Any] = []  # DataProblem records of the run (filled at session finish)
         self.tests_planned = 0  # -n progress (controller)
         self.tests_done = 0

@@ -162,6 +162,27 @@ def test_init_next_to_a_project_that_defines_model_keeps_its_options(pytester, c
 
 
 @pytest.mark.usefixtures("heavy_modules")
+def test_init_in_a_repository_whose_tests_define_model_leaves_its_own_run_as_it_was(pytester, capsys):
+    """A model repository: ``tests/conftest.py`` defines --model and its testpaths hold the suites' folder.
+    init leaves --model out of the root conftest, naming the file (pytest loads the root conftest first, and
+    the second registration stopped every run of the project); the project's plain ``pytest`` runs its own
+    tests and leaves the gate tests out, saying so (it was a usage error, no model named), serially and under
+    ``-n 2``; the gate tests alone without a model stay a usage error."""
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "conftest.py").write_text(OWN_CONFTEST)
+    (pytester.path / "tests" / "test_own.py").write_text("def test_own(own):\n    assert own == 'mine'\n")
+    assert main(["init", str(pytester.path)]) == 0
+    assert "--model left out: tests/conftest.py defines it (use --posbias-model)" in capsys.readouterr().out
+    for extra in ((), ("-n", "2")):
+        res = pytester.runpytest_subprocess("-p", "no:randomly", *extra)
+        assert res.ret == 0, res.stdout.str()[-2000:]
+        res.assert_outcomes(passed=1)
+        assert "robustness gate tests left out: no model named" in res.stdout.str()
+    alone = pytester.runpytest_subprocess("tests/robustness", "-p", "no:randomly")
+    assert alone.ret == 4 and "no model to test" in alone.stderr.str() + alone.stdout.str()
+
+
 def test_plugin_disabled_in_a_scaffolded_folder_skips_the_suites_with_one_line(pytester):
     scaffold.scaffold(pytester.path)
     pytester.makepyfile(test_own="def test_own():\n    pass\n")
