@@ -233,7 +233,9 @@ def power_note(v: Verdict, *, power: float = POWER) -> PowerNote:
     side_up = math.isfinite(v.upper) and target > v.upper
     detectable = (v.upper + d) if side_up else (v.lower - d)
     under = not d <= dist
-    need = math.ceil(v.n * (d / dist) ** 2) if under and math.isfinite(d) and dist > 0 and v.n > 0 else None
+    ratio = d / dist if dist > 0 else math.inf
+    need_f = v.n * ratio * ratio  # a product overflows to inf (a power would raise) at a threshold near 0
+    need = math.ceil(need_f) if under and math.isfinite(need_f) and v.n > 0 else None
     if not math.isfinite(d):
         return PowerNote(math.inf, target, under, need, "no interval, so no power to detect a violation")
     spec = GATES.get(str((v.extra or {}).get("gate", "")))

@@ -5,6 +5,7 @@ through pytester runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -204,6 +205,11 @@ def test_power_note_flags_a_gate_that_cannot_detect_twice_its_threshold():
     assert not power_note(_v(0.5, half=0.005)).underpowered
     d = run_decision([("wide", _v(0.5, half=0.05)), ("ok", _v(0.5, half=0.005))])
     assert d.exit_code == exitcodes.SHIP and d.underpowered == ("wide",)
+    # a threshold the settings accept near 0 (1e-300): no units would do, and the note says so (the
+    # squared ratio overflowed and ended the run without a decision)
+    tiny = dataclasses.replace(_v(0.5, half=0.05), threshold=1e-300, lower=-1e-300, upper=1e-300)
+    note = power_note(tiny)
+    assert note.underpowered and note.n_needed is None
 
 
 def test_notices_for_simulated_models_and_quick_sizes():
