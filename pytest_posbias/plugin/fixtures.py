@@ -70,7 +70,7 @@ def record_verdict(item: pytest.Item, verdict: Verdict, *, calls: dict[str, Any]
     """Attach a verdict (JSON plus flat properties for --junitxml) to a test's report."""
     d = verdict.to_dict()
     item.user_properties.append((VERDICT_KEY, strict_json(d, sort_keys=True)))
-    for key in ("name", "estimate", "ci_low", "ci_high", "threshold", "n", "p_value", "passed", "mode"):
+    for key in ("name", "estimate", "ci_low", "ci_high", "threshold", "n", "p_value", "passed", "inconclusive", "mode"):
         item.user_properties.append((f"posbias.{key}", inert(d[key]) if isinstance(d[key], str) else d[key]))
     if calls:
         item.user_properties.append((CALLS_KEY, strict_json(calls, sort_keys=True)))

@@ -255,6 +255,7 @@ def test_verdicts_reach_the_summary_junitxml_and_json_same_with_xdist(pytester: 
         assert key in p
     assert float(p["posbias.estimate"]) == pytest.approx(0.6)
     assert p["posbias.n"] == "100"
+    assert p["posbias.inconclusive"] == "False"  # a detect gate that could not decide passes its test: told apart
 
 
 def test_a_run_nested_in_a_test_leaves_the_enclosing_run_its_verdicts(pytester: pytest.Pytester):
