@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -52,12 +53,17 @@ def import_mvbench(videos: Path, annotations: Path, out: Path, *, sample: int | 
             if not isinstance(ans, str) or ans not in cands:
                 rep.skip(qid, "'answer' is not one of the candidates")
                 continue
+            window = {k: _num(e[k]) for k in ("start", "end") if e.get(k) is not None}
+            if bad := [k for k, x in window.items() if x is None or not math.isfinite(x)]:
+                # the item's window would be dropped and the whole clip asked about
+                rep.skip(qid, f"'{bad[0]}' is not a finite number of seconds")
+                continue
             stem = os.path.splitext(os.path.basename(v.rstrip("/")))[0]
             if (path := index.find(stem, os.path.basename(v.rstrip("/")))) is None:
                 rep.skip(qid, "video not found under --videos")
                 continue
             items.append(_mcq(qid, index.relative(path, out.parent), q, cands, cands.index(ans),
-                              source=f"mvbench/{task}", start=_num(e.get("start")), end=_num(e.get("end")), kind=task))
+                              source=f"mvbench/{task}", start=window.get("start"), end=window.get("end"), kind=task))
     return _finish(rep, out, items, annotations=annotations, sample=sample, seed=seed)
 
 

@@ -282,3 +282,18 @@ def test_mvbench_skips_an_item_the_manifest_loader_would_reject(tmp_path, entry)
     problems = [str(p) for p in load_manifest(out, check_files=False).problems]
     assert not problems, problems
     assert sum(rep.skipped.values()) == 1
+
+
+@pytest.mark.parametrize("window", [{"start": "abc", "end": 2}, {"start": "5.0"}, {"end": [2]}, {"start": True}],
+                         ids=["text", "numeric-text", "list", "bool"])
+def test_mvbench_skips_an_item_whose_window_is_not_a_number(tmp_path, window):
+    """A window bound that is not a number skips the item naming it: it was written without its window, so the
+    whole clip was asked about."""
+    tasks = tmp_path / "json"
+    tasks.mkdir()
+    good = {"video": "a.mp4", "question": "Q?", "candidates": ["x", "y"], "answer": "y", "start": 1, "end": 2}
+    (tasks / "task.json").write_text(json.dumps([good, {**good, "question": "Other?", **window}]))
+    out = tmp_path / "m.jsonl"
+    rep = import_mvbench(_videos(tmp_path, "a.mp4"), tasks, out)
+    assert [(i["start"], i["end"]) for i in lines_of(out)] == [(1.0, 2.0)]
+    assert rep.skipped == {f"{next(iter(window))!r} is not a finite number of seconds": 1}, rep.skipped
