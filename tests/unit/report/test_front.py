@@ -139,3 +139,16 @@ def test_without_a_recorded_decision_gates_that_all_could_not_decide_do_not_ship
     assert not d["ship"] and "inconclusive" in d["why"] and "passed" not in d["why"]
     d = decision([*rows, {"passed": True}], unfinished=[], errored=[])
     assert d["ship"] and "2 inconclusive" in d["why"]
+
+
+def test_a_run_that_did_not_finish_is_named_so_not_do_not_ship():
+    """An interrupted run's banner carries its own label (the terminal's INTERRUPTED), a run that ended
+    without a decision "not finished": DO NOT SHIP is a failure on measured evidence."""
+    from pytest_posbias.report.front import decision
+
+    rows = [{"passed": True, "nodeid": "t"}]
+    d = decision(rows, unfinished=[2], errored=[], run={"label": "INTERRUPTED", "exit_code": 2, "not_run": ["u"]})
+    assert not d["ship"] and d["label"] == "INTERRUPTED"
+    d = decision(rows, unfinished=[3], errored=[])
+    assert not d["ship"] and d["label"] == "not finished"
+    assert decision([{"passed": False, "nodeid": "t"}], unfinished=[], errored=[])["label"] == ""
