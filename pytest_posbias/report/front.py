@@ -42,11 +42,16 @@ def configuration(v: Mapping[str, Any]) -> str:
 
 
 def exceedance(v: Mapping[str, Any]) -> float:
-    """How far the CI reaches past the allowed region, relative to the bound's magnitude
-    (max over the finite bounds of (ci_high − upper) or (lower − ci_low), divided by
-    max(|bound|, 0.01)); larger is worse, negative means the CI lies inside the region."""
+    """How far the verdict stands past what fails it, relative to the bound's magnitude (divided by
+    max(|bound|, 0.01)); larger is worse, negative is the distance still to go. A detect-mode gate fails
+    when its CI lies wholly past a bound, so its nearer end counts ((ci_low − upper) or (lower − ci_high)):
+    a wide CI around the middle is far from failing. A certify-mode gate fails when its CI reaches past a
+    bound, so its farther end counts ((ci_high − upper) or (lower − ci_low)). The largest over the finite
+    bounds."""
     est = num(v.get("estimate"))
     lo, hi = (est if math.isnan(x) else x for x in (num(v.get("ci_low")), num(v.get("ci_high"))))
+    if v.get("mode") == "detect":
+        lo, hi = hi, lo
     up, low = num(v.get("upper")), num(v.get("lower"))
     gaps = [(hi - up) / max(abs(up), 0.01)] if math.isfinite(up) and not math.isnan(hi) else []
     gaps += [(low - lo) / max(abs(low), 0.01)] if math.isfinite(low) and not math.isnan(lo) else []

@@ -152,3 +152,22 @@ def test_a_run_that_did_not_finish_is_named_so_not_do_not_ship():
     d = decision(rows, unfinished=[3], errored=[])
     assert not d["ship"] and d["label"] == "not finished"
     assert decision([{"passed": False, "nodeid": "t"}], unfinished=[], errored=[])["label"] == ""
+
+
+def test_the_card_names_the_passing_gate_nearest_to_failing_in_its_mode(monkeypatch):
+    """Detect mode fails a gate when its CI lies wholly past a bound: of two passing MEG verdicts, the one
+    whose interval nearly clears -0.02 is closest to failing, not the one with the widest interval (it was
+    named, rewarding imprecision). Certify mode fails a gate whose CI reaches past a bound: the widest then."""
+    from pytest_posbias.report import figures, front
+
+    monkeypatch.setattr(figures, "forest", lambda rows, **kw: "<svg/>")
+
+    def meg(conf, est, lo, hi, mode):
+        return {**_record(f"tests/robustness/test_positional.py::test_meg[sim:unbiased-{conf}]", passed=True,
+                          model="sim:unbiased"), "name": f"MEG {conf}", "estimate": est, "ci_low": lo, "ci_high": hi,
+                "lower": -0.02, "upper": 0.02, "mode": mode, "extra": {"gate": "meg", "spec": conf}}
+
+    for mode, worst in (("detect", "MEG domestic-short-P4"), ("certify", "MEG domestic-long-P4")):
+        (card,) = front.suite_cards([meg("domestic-long-P4", -0.0069, -0.052, 0.049, mode),
+                                     meg("domestic-short-P4", -0.026, -0.051, -0.003, mode)])
+        assert card["worst"]["name"] == worst, mode
