@@ -158,8 +158,9 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
     (:func:`sequential_shares`; 1 for a test decided under the fixed design in a sequential run too,
     a probe one shares, or a run that is not ``sequential``). A test whose probe results other tests
     read (``reads``: :func:`pytest_posbias.models.plan.record_read`) makes its requests up to the
-    furthest look any of them reaches: a request of a probe result (its row's ``family``) counts at the
-    largest share among the tests that read it, a test's shares are the mean over its requests."""
+    furthest look any of them reaches: a request counts at the largest share among the tests that read
+    its probe result (its row's ``family``) or asked for it (its ``key``: a probe of another gate sharing
+    requests through the cache), a test's shares are the mean over its requests."""
     by_test: dict[str, dict[str, Any]] = {}
 
     def entry(test: str) -> dict[str, Any]:
@@ -192,13 +193,16 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
         expected, best = sequential_shares(v, spec.value_range) if seq and spec is not None else (1.0, 1.0)
         out.append({**g, "models": sorted(g["models"]), "sequential_expected": expected, "sequential_best": best})
     share = {g["test"]: (g["sequential_expected"], g["sequential_best"]) for g in out}
-    family: dict[str, tuple[float, float]] = {}
+    read: dict[str, tuple[float, float]] = {}  # a probe result's family or a request's key -> its largest share
     for r in reads:
         if r["test"] in share:
-            family[r["family"]] = max(family.get(r["family"], (0.0, 0.0)), share[r["test"]])
+            for name in [r.get("family") or "", *(r.get("keys") or ())]:
+                if name:
+                    read[name] = max(read.get(name, (0.0, 0.0)), share[r["test"]])
     per_row: defaultdict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in rows:
-        per_row[r["test"]].append(family.get(r.get("family", ""), share[r["test"]]))
+        found = [read[n] for n in (r.get("family"), r.get("key")) if n in read]
+        per_row[r["test"]].append(max(found) if found else share[r["test"]])
     for g in out:
         if rs := per_row[g["test"]]:
             g["sequential_expected"], g["sequential_best"] = (sum(x) / len(rs) for x in zip(*rs, strict=True))

@@ -73,12 +73,14 @@ class CallStats:
 
 class Engine:
     """Deduplicates against the cache, batches by backend, calls, caches, logs. ``backend_for`` resolves
-    a model spec to a loaded backend; ``progress(done, total, hits, elapsed)`` follows each batch."""
+    a model spec to a loaded backend; ``progress(done, total, hits, elapsed)`` follows each batch;
+    ``on_keys(keys)`` sees the cache keys of every :meth:`run`, answered from the cache or not
+    (``posbias plan`` records which test asked for which request)."""
 
     def __init__(self, cache: GenerationCache, *, backend_for: Callable[[str], Backend],
                  runlog: RunLog | None = None, batch_size: int | None = None,
                  progress: Callable[[int, int, int, float], None] | None = None,
-                 unusable_runs: int = UNUSABLE_RUNS) -> None:
+                 unusable_runs: int = UNUSABLE_RUNS, on_keys: Callable[[list[str]], None] | None = None) -> None:
         if isinstance(unusable_runs, bool) or not isinstance(unusable_runs, int) or unusable_runs < 1:
             raise ConfigError(f"`unusable_runs` must be an integer >= 1 (runs that ask again for an unusable answer); "
                               f"got {unusable_runs!r}")
@@ -88,6 +90,7 @@ class Engine:
         self.runlog = runlog
         self.batch_size = batch_size
         self.progress = progress
+        self.on_keys = on_keys
         self.stats = CallStats()
         self._lock = threading.Lock()
         self._answered: set[str] = set()  # keys this engine already answered in this run (made or read)
@@ -111,6 +114,8 @@ class Engine:
         if not requests:
             return []
         keys = self.keys(requests)
+        if self.on_keys is not None:
+            self.on_keys(keys)
         cached = self.cache.get_many(keys)
         with self._lock:
             served = {k: self._unusable[k] for k in keys if k in self._unusable}

@@ -63,12 +63,13 @@ def configured_sequential(plan_dir: str | Path) -> bool:
 READS_FILE = "reads-{worker}.jsonl"  # in the plan's folder: which test read which probe result
 
 
-def record_read(plan_dir: str | Path, *, worker: str, test: str, family: str) -> None:
-    """Record that the suite test ``test`` read (or computed) a probe result of ``family``: ``posbias plan``
-    sizes the requests of a family by the furthest look any of its readers reaches
-    (:func:`pytest_posbias.cli.plan.aggregate`)."""
+def record_read(plan_dir: str | Path, *, worker: str, test: str, family: str = "",
+                keys: Sequence[str] = ()) -> None:
+    """Record that the suite test ``test`` read (or computed) a probe result of ``family``, or asked for the
+    requests of cache ``keys``: ``posbias plan`` sizes a request by the furthest look of the tests that
+    read it (:func:`pytest_posbias.cli.plan.aggregate`)."""
     with (Path(plan_dir) / READS_FILE.format(worker=worker)).open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"test": test, "family": family}) + "\n")
+        fh.write(json.dumps({"test": test, "family": family, "keys": list(keys)}) + "\n")
 
 
 @contextlib.contextmanager
@@ -181,7 +182,8 @@ class PlanBackend:
 
     def _record(self, r: Request, prompt: int, visual: int, output: int) -> None:
         frames = sum(len(p.frames) for p in r.parts if isinstance(p, VideoPart))  # separator images not counted
-        row = {"test": CURRENT_TEST.get(), "family": CURRENT_FAMILY.get(), "model": self.resolved.spec,
+        row = {"test": CURRENT_TEST.get(), "family": CURRENT_FAMILY.get(), "key": r.key(self._identity),
+               "model": self.resolved.spec,
                "probe": r.meta.get("probe", ""),
                "want": r.want, "frames": frames, "prompt_tokens": prompt, "visual_tokens": visual,
                "output_tokens": output, "max_new_tokens": r.decoding.max_new_tokens, "group": output_key(r),

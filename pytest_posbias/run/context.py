@@ -156,8 +156,11 @@ class RunContext:
         self._shared_seen: dict[tuple[str, str], int] = {}  # (test, memo family) -> shared requests counted
         self._memo_lock = threading.Lock()
         self._last_progress = 0.0
+        plan = options.plan
         self.engine = Engine(self.cache, backend_for=self.backend, runlog=self.runlog,
-                             batch_size=options.batch_size, progress=self._on_progress)
+                             batch_size=options.batch_size, progress=self._on_progress,
+                             on_keys=None if plan is None else lambda keys: record_read(
+                                 plan, worker=self.worker, test=CURRENT_TEST.get(), keys=keys))
         self.cache.on_unstored = self._unstored
 
     def _unstored(self, n: int, reason: str) -> None:

@@ -115,6 +115,20 @@ def test_a_probe_result_counts_at_the_furthest_look_of_the_tests_reading_it():
     assert alone[meg]["sequential_expected"] == 0.5
 
 
+def test_a_request_another_gate_asks_for_counts_at_its_furthest_look():
+    """Phase grids the phase gate makes and the fixed-design fusion gate asks for again through the cache:
+    the fusion gate needs all of them, so they count at share 1 (the plan said 312 requests for a quick
+    phase and fusion run that made 348; now 348)."""
+    row = {"frames": 4, "prompt_tokens": 10, "visual_tokens": 8, "output_tokens": 0, "model": "m"}
+    phase, fusion = "t::test_phase_flip[a]", "t::test_phasefusion_under_origin_shift[a]"
+    rows = [{**row, "test": phase, "key": f"k{i}"} for i in range(4)]
+    verdicts = [{**_plan_verdict(phase, "phase", (60, "rate", "t", None)), "upper": 0.15},
+                _plan_verdict(fusion, "fusion")]
+    reads = [{"test": phase, "keys": ["k0", "k1", "k2", "k3"]}, {"test": fusion, "keys": ["k0", "k1"]}]
+    g = {x["test"]: x for x in aggregate(rows, verdicts, sequential=True, reads=reads)}
+    assert g[phase]["sequential_expected"] == (2 * 1.0 + 2 * 0.5) / 4
+
+
 def test_aggregate_reads_each_test_s_gate_from_the_registry():
     """The stressor controls give no verdict and are no gate: they do not make the stressor probe
     fixed-sample for the attack gate; the search tests are the (fixed-sample) search gate; the repetition
