@@ -41,6 +41,16 @@ def uses_model(item: pytest.Item) -> bool:
     return any(f in getattr(item, "fixturenames", ()) for f in ("posbias_model", "posbias_run"))
 
 
+def check_threshold_overrides(config: pytest.Config) -> None:
+    """A gate given two different values by ``--posbias-threshold`` is a usage error: the later one would
+    win silently (a looser threshold given by a CI template's default after the engineer's)."""
+    pairs = config.getoption("--posbias-threshold") or []
+    if twice := sorted({n for n, v in pairs if any(m == n and w != v for m, w in pairs)}):
+        values = ", ".join(f"{n}={v:g}" for n, v in pairs if n in twice)
+        raise pytest.UsageError(f"--posbias-threshold gives {', '.join(twice)} more than once with different "
+                                f"values ({values}); give each gate once")
+
+
 def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:
     """Resolve every --model/--baseline/--posbias-parity (and the table's baseline and parity) now: a
     model that cannot be loaded fails at start. A model named on the command line is also looked up

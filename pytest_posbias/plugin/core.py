@@ -16,6 +16,7 @@ from .checks import (
     check_endpoints_before_workers,
     check_models,
     check_output_paths,
+    check_threshold_overrides,
     collection_problem,
     model_missing,
     posbias_asked,
@@ -40,6 +41,7 @@ class PosbiasPlugin(PluginState):
         models, data and output paths, and under ``-n`` the vLLM servers."""
         config, pcfg = self.config, self.pcfg
         if not config.getoption("--help", False) and not config.getoption("--markers", False):
+            check_threshold_overrides(config)
             check_models(config, pcfg)
             check_output_paths(config, pcfg)
             start_vllm_for_workers(config)

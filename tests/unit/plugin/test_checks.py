@@ -31,6 +31,17 @@ def test_a_baseline_that_is_the_tested_model_is_refused(pytester: pytest.Pyteste
     pytester.parseconfigure("--posbias-model", "sim:unbiased", "--posbias-baseline", "sim:primacy")  # a release: runs
 
 
+def test_a_gate_given_two_thresholds_is_refused(pytester: pytest.Pytester):
+    """Two different --posbias-threshold values for one gate: the later one won silently; the same value twice
+    runs."""
+    with pytest.raises(pytest.UsageError, match=r"^--posbias-threshold gives order more than once with different "
+                                                 r"values \(order=0.2, order=0.3\); give each gate once$"):
+        pytester.parseconfigure("--posbias-model", "sim:unbiased", "--posbias-threshold", "order=0.2",
+                                "--posbias-threshold", "order=0.3")
+    pytester.parseconfigure("--posbias-model", "sim:unbiased", "--posbias-threshold", "order=0.2",
+                            "--posbias-threshold", "order=0.2", "--posbias-threshold", "flip=0.1")
+
+
 def test_a_parity_reference_from_the_table_is_named_by_its_key(pytester: pytest.Pytester):
     """The parity reference set in [tool.posbias] and equal to the model: the error names the table's key, not an option."""
     pytester.makepyprojecttoml('[tool.posbias]\nparity = "sim:unbiased"\n')
