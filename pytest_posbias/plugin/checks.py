@@ -15,7 +15,7 @@ import pytest
 from ..config import SHORT_ALIASES, PosbiasConfig, check_output_path
 from ..errors import ConfigError, ModelLoadError, PosbiasError
 from .options import PATH_OPTIONS, options
-from .state import GATE_FIXTURE, plugin_of, posbias_config
+from .state import GATE_FIXTURE, WORKERINPUT_GATES_ASKED, plugin_of, posbias_config
 
 if TYPE_CHECKING:
     from ..models.registry import ResolvedModel
@@ -49,6 +49,20 @@ def check_threshold_overrides(config: pytest.Config) -> None:
         values = ", ".join(f"{n}={v:g}" for n, v in pairs if n in twice)
         raise pytest.UsageError(f"--posbias-threshold gives {', '.join(twice)} more than once with different "
                                 f"values ({values}); give each gate once")
+
+
+def gates_asked(config: pytest.Config) -> bool:
+    """Whether the command line asks for gate tests: test paths given, a ``-m`` or ``-k`` selection, or a
+    posbias option (its own ``--posbias-*`` or a short alias). Without any of these, a run is the project's
+    own (its testpaths, its ini options): gate tests it collects with no model named are left out rather than
+    stopping it. An xdist worker reads the controller's answer (its own arguments are rebuilt)."""
+    from ..config import SHORT_ALIASES
+
+    if (given := getattr(config, "workerinput", None)) is not None:
+        return bool(given.get(WORKERINPUT_GATES_ASKED, True))
+    args = [str(a) for a in config.invocation_params.args]
+    return config.args_source == pytest.Config.ArgsSource.ARGS or any(
+        a.startswith(("--posbias-", "-m", "-k")) or a.partition("=")[0] in SHORT_ALIASES for a in args)
 
 
 def check_models(config: pytest.Config, pcfg: PosbiasConfig) -> None:

@@ -18,6 +18,7 @@ from .checks import (
     check_output_paths,
     check_threshold_overrides,
     collection_problem,
+    gates_asked,
     model_missing,
     posbias_asked,
     uses_model,
@@ -66,9 +67,10 @@ class PosbiasPlugin(PluginState):
         internal error)."""
         result = yield
         out = getattr(config, "workeroutput", None)
-        if model_missing(config, items) and not all(map(uses_model, items)):
-            # a project's own run that collected the suites beside its tests, no model named: the suites
-            # are left out and the summary says so; a run of gate tests alone stays a usage error
+        if model_missing(config, items) and not all(map(uses_model, items)) and not gates_asked(config):
+            # a project's own run (no test paths, -m, -k or posbias option on the command line) that collected
+            # the suites beside its tests, no model named: the suites are left out and the summary says so; a
+            # run that asks for gate tests stays a usage error
             left = [i for i in items if uses_model(i)]
             config.hook.pytest_deselected(items=left)
             items[:] = [i for i in items if not uses_model(i)]

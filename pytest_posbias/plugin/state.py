@@ -22,6 +22,7 @@ WORKEROUTPUT_GATE_TESTS = "posbias_gate_tests"  # workeroutput key: the worker's
 WORKEROUTPUT_USAGE_ERROR = "posbias_usage_error"  # workeroutput key: the usage error the worker's selection showed
 WORKEROUTPUT_LEFT_OUT = "posbias_left_out"  # workeroutput key: the gate tests the worker left out (no model named)
 WORKERINPUT_VLLM = "posbias_vllm"  # workerinput key: {spec: {"urls": [...], "identity": {...}}}
+WORKERINPUT_GATES_ASKED = "posbias_gates_asked"  # workerinput key: the command line asks for gate tests
 PLUGIN_KEY = pytest.StashKey["PluginState"]()  # the run's plugin object (core.PosbiasPlugin)
 
 

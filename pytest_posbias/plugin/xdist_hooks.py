@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from ..run.xdist_support import dist_given
-from .checks import as_typed, posbias_asked
+from .checks import as_typed, gates_asked, posbias_asked
 from .options import options, run_directory
-from .state import WORKERINPUT_VLLM, plugin_of, posbias_config
+from .state import WORKERINPUT_GATES_ASKED, WORKERINPUT_VLLM, plugin_of, posbias_config
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -45,6 +45,7 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
 def configure_node(node: Any) -> None:
     """xdist: every worker writes into the controller's run directory."""
     node.workerinput["posbias_run_id"] = plugin_of(node.config).run_id
+    node.workerinput[WORKERINPUT_GATES_ASKED] = gates_asked(node.config)
     node.workerinput[WORKERINPUT_VLLM] = {m.resolved.spec: {"urls": m.urls, "identity": m.identity()}
                                           for m in plugin_of(node.config).vllm}
 

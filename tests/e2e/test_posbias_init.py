@@ -167,7 +167,7 @@ def test_init_in_a_repository_whose_tests_define_model_leaves_its_own_run_as_it_
     init leaves --model out of the root conftest, naming the file (pytest loads the root conftest first, and
     the second registration stopped every run of the project); the project's plain ``pytest`` runs its own
     tests and leaves the gate tests out, saying so (it was a usage error, no model named), serially and under
-    ``-n 2``; the gate tests alone without a model stay a usage error."""
+    ``-n 2``; a command line that asks for gate tests stays a usage error."""
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "conftest.py").write_text(OWN_CONFTEST)
@@ -179,8 +179,11 @@ def test_init_in_a_repository_whose_tests_define_model_leaves_its_own_run_as_it_
         assert res.ret == 0, res.stdout.str()[-2000:]
         res.assert_outcomes(passed=1)
         assert "robustness gate tests left out: no model named" in res.stdout.str()
-    alone = pytester.runpytest_subprocess("tests/robustness", "-p", "no:randomly")
-    assert alone.ret == 4 and "no model to test" in alone.stderr.str() + alone.stdout.str()
+    # a command line that asks for gate tests (their paths, a marker selection, a posbias option) stays a
+    # usage error, even where the project's own tests are selected too
+    for asks in (("tests/robustness",), ("tests",), ("-m", "meg or not meg"), ("--posbias-mode", "certify")):
+        res = pytester.runpytest_subprocess(*asks, "-p", "no:randomly")
+        assert res.ret == 4 and "no model to test" in res.stderr.str() + res.stdout.str(), asks
 
 
 def test_plugin_disabled_in_a_scaffolded_folder_skips_the_suites_with_one_line(pytester):
