@@ -104,8 +104,13 @@ def decision(verdicts: Sequence[Mapping[str, Any]], *, unfinished: Sequence[int]
         why.append(f"{n_fail} of {len(verdicts)} gates failed")
     passed = f"all {len(verdicts)} gates passed" if not n_inc else (
         f"{len(verdicts) - n_inc} of {len(verdicts)} gates passed and {n_inc} inconclusive")
-    # a run that did not finish is no DO NOT SHIP (that is a failure on measured evidence): its own label
-    label = str((run or {}).get("label") or "not finished") if unfinished and not lost else ""
+    # a run that did not finish is no DO NOT SHIP (that is a failure on measured evidence): its own label where
+    # ``run`` is that run (an interrupted run's INTERRUPTED), else "not finished" (in a comparison ``run`` is the
+    # candidate's, which may have finished while the other log did not)
+    label = ""
+    if unfinished and not lost:
+        own = run is not None and run.get("exit_code") in unfinished
+        label = str(run.get("label") or "not finished") if own and run is not None else "not finished"
     return {"ship": not why, "why": "; ".join(why) if why else passed, "label": label,
             "n_fail": n_fail, "n": len(verdicts), "cut": bool(lost), "no_data": _no_data(run or {}),
             "inconclusive": [str(v.get("nodeid", "")) for v in verdicts if v["passed"] and v.get("inconclusive")]}

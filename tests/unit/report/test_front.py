@@ -151,6 +151,9 @@ def test_a_run_that_did_not_finish_is_named_so_not_do_not_ship():
     assert not d["ship"] and d["label"] == "INTERRUPTED"
     d = decision(rows, unfinished=[3], errored=[])
     assert not d["ship"] and d["label"] == "not finished"
+    # a comparison: the candidate's run finished (SHIP), the other log was interrupted
+    d = decision(rows, unfinished=[2], errored=[], run={"label": "SHIP", "exit_code": 0})
+    assert not d["ship"] and d["label"] == "not finished"
     assert decision([{"passed": False, "nodeid": "t"}], unfinished=[], errored=[])["label"] == ""
 
 
