@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -280,17 +281,19 @@ def _decoded_lines(p: Path, problems: list[DataProblem], *,
 
 
 def _file_key(path: Path) -> str:
-    """The file ``path`` names, whatever its spelling (``sub/../a.mp4``, a link): its resolved path, or
-    the path as written where it cannot be resolved (a link loop; the file checks name the problem)."""
+    """The file ``path`` names, whatever its spelling (``sub/../a.mp4``, a link): its resolved path where it
+    exists, else the path as written (``missing/../a.mp4`` opens no file on POSIX, a link loop: the file checks
+    name the problem)."""
     try:
-        return str(path.resolve())
+        return str(path.resolve(strict=True))
     except (OSError, RuntimeError):
         return str(path)
 
 
 def _text_key(text: str) -> str:
-    """``text`` up to case and whitespace: what a duplicate check compares."""
-    return " ".join(text.split()).casefold()
+    """``text`` up to Unicode normal form (NFKC), letter case and whitespace: what a duplicate check compares
+    (``lower``, not ``casefold``: "Maße" and "Masse" are different words)."""
+    return " ".join(unicodedata.normalize("NFKC", text).split()).lower()
 
 
 def load_manifest(path: str | Path, *, check_files: bool = True, open_videos: bool = False) -> Manifest:

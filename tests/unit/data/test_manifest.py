@@ -146,16 +146,21 @@ def test_an_mcq_item_repeating_another_under_a_new_id_is_a_duplicate(tmp_path):
 def test_an_mcq_item_repeated_under_another_spelling_is_a_duplicate(tmp_path):
     """The same clip under another path spelling and video id, the question in other case and spacing, the
     options permuted with the answer following them: the same item, counted once (it was counted twice,
-    and a certify run shipped on the doubled sample)."""
+    and a certify run shipped on the doubled sample). One text in two Unicode normal forms is one question;
+    "Masse" and "Maße" are two."""
     (tmp_path / "videos").mkdir()
+    (tmp_path / "videos" / "v1.mp4").write_bytes(b"a clip")
     mcq = {"type": "mcq", "id": "q1", "video": "v1", "question": "What is cut?", "options": ["onions", "bread"],
            "answer": 0}
     copy = {**mcq, "id": "q2", "video": "v2", "question": "  what IS  cut? ", "options": ["bread", "Onions"],
             "answer": 1}
     other = {**copy, "id": "q3", "answer": 0}  # another answer: another item
+    composed = {**mcq, "id": "q6", "question": "Caf\u00e9?"}
+    decomposed = {**mcq, "id": "q7", "question": "Cafe\u0301?"}  # the same text in NFD
+    words = {**mcq, "id": "q8", "question": "Masse?"}, {**mcq, "id": "q9", "question": "Maße?"}  # two words
     m = _load_lines(tmp_path, _video_line(path="videos/v1.mp4"), _video_line(id="v2", path="videos/../videos/v1.mp4"),
-                    mcq, copy, other)
-    assert [q.id for q in m.mcq] == ["q1", "q3"]
+                    mcq, copy, other, composed, decomposed, *words)
+    assert [q.id for q in m.mcq] == ["q1", "q3", "q6", "q8", "q9"]
     assert any("q2" in str(x) and "repeats" in str(x) for x in m.problems), [str(x) for x in m.problems]
 
 
@@ -187,6 +192,10 @@ def test_one_file_under_two_spellings_is_one_file(tmp_path):
     assert any("'v0' and 'v1' are the same file" in str(x) for x in m.problems), [str(x) for x in m.problems]
     m = load_manifest(tmp_path / "m.jsonl", open_videos=True)
     assert sorted(x.item for x in m.file_problems) == ["video 'v0'", "video 'v3'"], [str(x) for x in m.file_problems]
+    # through a folder that does not exist, the path opens no file: its own problem, not the file's it spells
+    m = _load_lines(tmp_path, _video_line(id="v0", path="same.mp4"), _video_line(id="v1", path="nope/../same.mp4"))
+    m = load_manifest(tmp_path / "m.jsonl")
+    assert sorted(x.item for x in m.file_problems) == ["video 'v1'"], [str(x) for x in m.file_problems]
 
 
 def test_an_mcq_window_after_its_videos_declared_end_is_a_problem(tmp_path):
