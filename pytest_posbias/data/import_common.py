@@ -5,6 +5,7 @@ reading annotation files (errors name the option and the file) and writing the m
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -84,7 +85,13 @@ def bucket_of(duration: float) -> str | None:
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    """A JSON number as a float (an integer too large for one: infinity, which no check passes); None otherwise."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf
 
 
 def _read_text(path: Path, option: str = "--annotations") -> str:

@@ -284,8 +284,8 @@ def test_mvbench_skips_an_item_the_manifest_loader_would_reject(tmp_path, entry)
     assert sum(rep.skipped.values()) == 1
 
 
-@pytest.mark.parametrize("window", [{"start": "abc", "end": 2}, {"start": "5.0"}, {"end": [2]}, {"start": True}],
-                         ids=["text", "numeric-text", "list", "bool"])
+@pytest.mark.parametrize("window", [{"start": "abc", "end": 2}, {"start": "5.0"}, {"end": [2]}, {"start": True},
+                                    {"start": 10 ** 400}], ids=["text", "numeric-text", "list", "bool", "huge"])
 def test_mvbench_skips_an_item_whose_window_is_not_a_number(tmp_path, window):
     """A window bound that is not a number skips the item naming it: it was written without its window, so the
     whole clip was asked about."""
