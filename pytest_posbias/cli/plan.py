@@ -198,15 +198,20 @@ def aggregate(rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str,
         if r["test"] in share:
             for name in [r.get("family") or "", *(r.get("keys") or ())]:
                 if name:
-                    read[name] = max(read.get(name, (0.0, 0.0)), share[r["test"]])
+                    read[name] = _larger(read.get(name, (0.0, 0.0)), share[r["test"]])
     per_row: defaultdict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in rows:
         found = [read[n] for n in (r.get("family"), r.get("key")) if n in read]
-        per_row[r["test"]].append(max(found) if found else share[r["test"]])
+        per_row[r["test"]].append(_larger(*found) if found else share[r["test"]])
     for g in out:
         if rs := per_row[g["test"]]:
             g["sequential_expected"], g["sequential_best"] = (sum(x) / len(rs) for x in zip(*rs, strict=True))
     return out
+
+
+def _larger(*shares: tuple[float, float]) -> tuple[float, float]:
+    """The larger (expected, best) share of each kind (a tuple's ``max`` would compare them in order)."""
+    return max(e for e, _ in shares), max(b for _, b in shares)
 
 
 def sequential_shares(verdict: Mapping[str, Any], value_range: tuple[float, float]) -> tuple[float, float]:

@@ -127,6 +127,10 @@ def test_a_request_another_gate_asks_for_counts_at_its_furthest_look():
     reads = [{"test": phase, "keys": ["k0", "k1", "k2", "k3"]}, {"test": fusion, "keys": ["k0", "k1"]}]
     g = {x["test"]: x for x in aggregate(rows, verdicts, sequential=True, reads=reads)}
     assert g[phase]["sequential_expected"] == (2 * 1.0 + 2 * 0.5) / 4
+    # each share is the largest of its kind: a reader expecting more but able to stop earlier keeps the other's best
+    from pytest_posbias.cli.plan import _larger
+
+    assert _larger((0.75, 0.25), (0.5, 0.5)) == (0.75, 0.5)
 
 
 def test_aggregate_reads_each_test_s_gate_from_the_registry():
