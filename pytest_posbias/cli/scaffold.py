@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
+import sys
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -110,6 +112,18 @@ def options_of_conftests(root: Path, *, skip: Iterable[Path] = ()) -> dict[str, 
         for name in _OPTION_NAME.findall(path.read_text(encoding="utf-8", errors="replace")):
             out.setdefault(name, rel.as_posix())
     return out
+
+
+def options_pytest_knows(root: Path) -> set[str]:
+    """The options ``pytest --help`` lists in the project at ``root`` (installed plugins, ``-p`` and
+    ``pytest_plugins`` modules, the conftest files pytest loads first); empty where it does not run."""
+    try:
+        res = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=root,
+                             capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    listed = re.findall(r"(?m)^\s+(?:-\w,\s+)?(--[A-Za-z0-9][-A-Za-z0-9_]*)", res.stdout)
+    return set(listed) if res.returncode == 0 else set()
 
 
 _TEST_MODULE = '''"""The ready-made suite ``pytest_posbias.suites.{name}`` (its code lives in the package)."""
@@ -350,13 +364,16 @@ def scaffold(root: str | Path, *, tests_dir: str = DEFAULT_TESTS_DIR, model: str
         pyproject.write_bytes(new.encode("utf-8"))
     out.append(Written(pyproject, py_action, details))
     # the root conftest.py: created with the short options, or they are appended (less those the project defines)
-    elsewhere = options_of_conftests(root, skip=(root / "conftest.py", folder / "conftest.py"))
+    known = "an installed pytest plugin or the project's pytest settings"
+    elsewhere = {**{a: known for a in options_pytest_knows(root)},
+                 **options_of_conftests(root, skip=(root / "conftest.py", folder / "conftest.py"))}
     aliases, skip = alias_conftest(own_conftest, elsewhere)
     if aliases is None:
         out.append(Written(root / "conftest.py", "kept"))
     else:
         (root / "conftest.py").write_bytes(aliases.encode("utf-8"))
-        where = {a: elsewhere.get(a, "this project's conftest.py") for a in skip}
+        own = set(_OPTION_NAME.findall(own_conftest or ""))
+        where = {a: "this project's conftest.py" if a in own else elsewhere[a] for a in skip}
         out.append(Written(root / "conftest.py", "created" if own_conftest is None else "merged",
                            tuple(f"{a} left out: {where[a]} defines it (use {SHORT_ALIASES[a]})" for a in skip)))
     if quick:

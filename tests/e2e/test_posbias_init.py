@@ -186,6 +186,25 @@ def test_init_in_a_repository_whose_tests_define_model_leaves_its_own_run_as_it_
         assert res.ret == 4 and "no model to test" in res.stderr.str() + res.stdout.str(), asks
 
 
+def test_init_leaves_out_a_short_option_a_pytest_plugins_module_defines(pytester, capsys):
+    """--model registered by a module the project's conftest loads through ``pytest_plugins`` (no conftest names
+    it): init asks pytest which options it knows and leaves --model out (the project's runs stopped with pytest's
+    duplicate-option error)."""
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "__init__.py").write_text("")
+    (pytester.path / "tests" / "conftest.py").write_text('pytest_plugins = ["tests.plugin_opts"]\n')
+    (pytester.path / "tests" / "plugin_opts.py").write_text(
+        'def pytest_addoption(parser):\n    parser.addoption("--model", default="mine")\n')
+    (pytester.path / "tests" / "test_own.py").write_text("def test_own():\n    pass\n")
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    assert main(["init", str(pytester.path)]) == 0
+    assert "--model left out: an installed pytest plugin or the project's pytest settings defines it" \
+        in capsys.readouterr().out
+    res = pytester.runpytest_subprocess("-p", "no:randomly")
+    assert res.ret == 0, res.stdout.str()[-2000:] + res.stderr.str()[-2000:]
+    res.assert_outcomes(passed=1)
+
+
 def test_plugin_disabled_in_a_scaffolded_folder_skips_the_suites_with_one_line(pytester):
     scaffold.scaffold(pytester.path)
     pytester.makepyfile(test_own="def test_own():\n    pass\n")
