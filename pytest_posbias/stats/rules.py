@@ -111,7 +111,7 @@ class SkewT:
             return y
         u = g * (y - g / (6 * self.n))
         # ∛(1 + u) − 1 as expm1(log1p(u)/3): the plain difference loses every digit when |γ| is tiny (a
-        # sample symmetric up to rounding), which collapsed the interval to a point
+        # sample symmetric up to rounding), and the interval would collapse to a point
         root = math.expm1(math.log1p(u) / 3) if u > -1.0 else float(np.cbrt(1.0 + u)) - 1.0
         return 3.0 / g * root
 

@@ -164,10 +164,10 @@ def test_init_next_to_a_project_that_defines_model_keeps_its_options(pytester, c
 @pytest.mark.usefixtures("heavy_modules")
 def test_init_in_a_repository_whose_tests_define_model_leaves_its_own_run_as_it_was(pytester, capsys):
     """A model repository: ``tests/conftest.py`` defines --model and its testpaths hold the suites' folder.
-    init leaves --model out of the root conftest, naming the file (pytest loads the root conftest first, and
-    the second registration stopped every run of the project); the project's plain ``pytest`` runs its own
-    tests and leaves the gate tests out, saying so (it was a usage error, no model named), serially and under
-    ``-n 2``; a command line that asks for gate tests stays a usage error."""
+    init leaves --model out of the root conftest, naming the file (pytest loads the root conftest first, and a
+    second registration of the option would stop every run of the project); the project's plain ``pytest``
+    runs its own tests and leaves the gate tests out, saying so, serially and under ``-n 2``; a command line
+    that asks for gate tests stays a usage error."""
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "conftest.py").write_text(OWN_CONFTEST)
@@ -188,8 +188,8 @@ def test_init_in_a_repository_whose_tests_define_model_leaves_its_own_run_as_it_
 
 def test_init_leaves_out_a_short_option_a_pytest_plugins_module_defines(pytester, capsys):
     """--model registered by a module the project's conftest loads through ``pytest_plugins`` (no conftest names
-    it): init asks pytest which options it knows and leaves --model out (the project's runs stopped with pytest's
-    duplicate-option error)."""
+    it): init asks pytest which options it knows and leaves --model out (registered twice, it would stop the
+    project's runs with pytest's duplicate-option error)."""
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "__init__.py").write_text("")
     (pytester.path / "tests" / "conftest.py").write_text('pytest_plugins = ["tests.plugin_opts"]\n')

@@ -117,8 +117,7 @@ def test_a_probe_result_counts_at_the_furthest_look_of_the_tests_reading_it():
 
 def test_a_request_another_gate_asks_for_counts_at_its_furthest_look():
     """Phase grids the phase gate makes and the fixed-design fusion gate asks for again through the cache:
-    the fusion gate needs all of them, so they count at share 1 (the plan said 312 requests for a quick
-    phase and fusion run that made 348; now 348)."""
+    the fusion gate needs all of them, so they count at share 1."""
     row = {"frames": 4, "prompt_tokens": 10, "visual_tokens": 8, "output_tokens": 0, "model": "m"}
     phase, fusion = "t::test_phase_flip[a]", "t::test_phasefusion_under_origin_shift[a]"
     rows = [{**row, "test": phase, "key": f"k{i}"} for i in range(4)]

@@ -287,8 +287,8 @@ def test_mvbench_skips_an_item_the_manifest_loader_would_reject(tmp_path, entry)
 @pytest.mark.parametrize("window", [{"start": "abc", "end": 2}, {"start": "5.0"}, {"end": [2]}, {"start": True},
                                     {"start": 10 ** 400}], ids=["text", "numeric-text", "list", "bool", "huge"])
 def test_mvbench_skips_an_item_whose_window_is_not_a_number(tmp_path, window):
-    """A window bound that is not a number skips the item naming it: it was written without its window, so the
-    whole clip was asked about."""
+    """A window bound that is not a number skips the item naming it: written without its window, the item
+    would ask about the whole clip."""
     tasks = tmp_path / "json"
     tasks.mkdir()
     good = {"video": "a.mp4", "question": "Q?", "candidates": ["x", "y"], "answer": "y", "start": 1, "end": 2}

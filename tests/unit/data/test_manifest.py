@@ -145,8 +145,8 @@ def test_an_mcq_item_repeating_another_under_a_new_id_is_a_duplicate(tmp_path):
 
 def test_an_mcq_item_repeated_under_another_spelling_is_a_duplicate(tmp_path):
     """The same clip under another path spelling and video id, the question in other case and spacing, the
-    options permuted with the answer following them: the same item, counted once (it was counted twice,
-    and a certify run shipped on the doubled sample). One text in two Unicode normal forms is one question;
+    options permuted with the answer following them: the same item, counted once (counted twice, it would
+    double the sample a certify run decides on). One text in two Unicode normal forms is one question;
     "Masse" and "Maße" are two."""
     (tmp_path / "videos").mkdir()
     (tmp_path / "videos" / "v1.mp4").write_bytes(b"a clip")

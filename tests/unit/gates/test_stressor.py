@@ -160,8 +160,8 @@ def test_the_repetition_gate_fails_a_model_whose_clean_descriptions_loop(tmp_pat
 
 def test_the_repetition_gate_decides_on_every_clean_output_in_the_sequential_design(tmp_path, small_set, monkeypatch):
     """The stressors draw every video's clean output whatever the look, so the repetition gate decides on all
-    of them in the sequential design too (it stopped at 2 of 6 measured videos by futility, and shipped a
-    model whose later outputs looped): the same verdict as the fixed design's on the same outputs."""
+    of them in the sequential design too (a futility stop at 2 of 6 measured videos would leave the later,
+    looping outputs out): the same verdict as the fixed design's on the same outputs."""
     def describe(meta):
         text = f"a description of video {meta['video']} with a red circle and a blue square moving"
         return f"{text} {LOOP}" if int(meta["video"][-1]) % 3 else text

@@ -159,8 +159,8 @@ def test_a_run_that_did_not_finish_is_named_so_not_do_not_ship():
 
 def test_the_card_names_the_passing_gate_nearest_to_failing_in_its_mode(monkeypatch):
     """Detect mode fails a gate when its CI lies wholly past a bound: of two passing MEG verdicts, the one
-    whose interval nearly clears -0.02 is closest to failing, not the one with the widest interval (it was
-    named, rewarding imprecision). Certify mode fails a gate whose CI reaches past a bound: the widest then."""
+    whose interval nearly clears -0.02 is closest to failing, not the one with the widest interval (ranking by
+    the far end would reward imprecision). Certify mode fails a gate whose CI reaches past a bound: the widest then."""
     from pytest_posbias.report import figures, front
 
     monkeypatch.setattr(figures, "forest", lambda rows, **kw: "<svg/>")
