@@ -16,7 +16,7 @@ from pytest_posbias.plugin.state import PLUGIN_KEY, PluginState
 
 class FakeConfig:
     """What the plugin reads of a ``pytest.Config``: ``getoption`` (the given options, else the
-    default), ``stash`` holding the run's :class:`PluginState`, ``rootpath``, ``invocation_params``,
+    default), ``stash`` holding the run's :class:`PluginState`, ``rootpath``, ``invocation_params``, ``args_source``,
     ``option`` (``dist``, ``maxfail``, ...), ``pluginmanager.get_plugin`` and the verbosity."""
 
     def __init__(self, root: Path, options: dict[str, Any], table: dict[str, Any] | None, run_id: str,
@@ -25,6 +25,7 @@ class FakeConfig:
         self.rootpath = root
         self.inipath = None
         self.invocation_params = SimpleNamespace(args=(), dir=root)
+        self.args_source = pytest.Config.ArgsSource.INVOCATION_DIR  # no test path given
         self.option = SimpleNamespace(**{"dist": "no", "maxfail": 0, **option_attrs})
         self.pluginmanager = SimpleNamespace(get_plugin=plugins.get)
         self.stash = pytest.Stash()

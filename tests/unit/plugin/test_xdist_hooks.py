@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_posbias.errors import ModelLoadError
-from pytest_posbias.plugin.state import WORKERINPUT_VLLM, plugin_of
+from pytest_posbias.plugin.state import WORKERINPUT_GATES_ASKED, WORKERINPUT_VLLM, plugin_of
 from pytest_posbias.plugin.xdist_hooks import configure_node, make_scheduler, start_vllm_for_workers, stop_vllm
 from pytest_posbias.plugin.xdist_scheduler import ProbeGroupScheduling
 
@@ -53,6 +53,7 @@ def test_each_worker_gets_the_run_id_and_the_servers(fake_config):
     node = SimpleNamespace(config=config, workerinput={"workerid": "gw0"})
     configure_node(node)
     assert node.workerinput["posbias_run_id"] == "r-ctl"
+    assert node.workerinput[WORKERINPUT_GATES_ASKED] is False  # no test path, -m, -k or posbias option given
     assert node.workerinput[WORKERINPUT_VLLM] == {"vllm:m": {"urls": ["http://127.0.0.1:8001/v1",
                                                                        "http://127.0.0.1:8002/v1"],
                                                               "identity": {"served": "vllm:m"}}}
