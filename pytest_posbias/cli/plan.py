@@ -219,9 +219,9 @@ def sequential_shares(verdict: Mapping[str, Any], value_range: tuple[float, floa
     ``sequential_form`` of its plan verdict (:func:`pytest_posbias.gates.design.sequential_form`; (1, 1)
     without one: the test decides under the fixed design in a sequential run too).
 
-    Best: the look at which a model with no effect at all stops the gate
-    (:func:`~pytest_posbias.stats.sequential.gsd_best_stop`: no look before it can stop, so a mean gate
-    needing 8 groups cannot stop at look 1 of 12). Expected: the calibration's median stop for a model
+    Best: the fewest units on which the gate can pass
+    (:func:`~pytest_posbias.stats.sequential.gsd_best_stop`: a mean gate needing 8 groups cannot pass at
+    look 1 or 2 of a 12-group design). Expected: the calibration's median stop for a model
     well inside its threshold, half the maximum sample (docs/calibration.md), at the first look from
     there, and not before the best case."""
     from ..gates.design import LOOKS

@@ -56,8 +56,6 @@ def gates_asked(config: pytest.Config) -> bool:
     posbias option (its own ``--posbias-*`` or a short alias). Without any of these, a run is the project's
     own (its testpaths, its ini options): gate tests it collects with no model named are left out rather than
     stopping it. An xdist worker reads the controller's answer (its own arguments are rebuilt)."""
-    from ..config import SHORT_ALIASES
-
     if (given := getattr(config, "workerinput", None)) is not None:
         return bool(given.get(WORKERINPUT_GATES_ASKED, True))
     args = [str(a) for a in config.invocation_params.args]

@@ -106,7 +106,8 @@ def terminal_summary(tr: Any, exitstatus: int, config: pytest.Config) -> None:
     stop_progress(state)
     if state.left_out:
         tr.write_line(f"pytest-posbias: {state.left_out} robustness gate tests left out: no model named (give "
-                      "--posbias-model MODEL, or select the gate tests alone, to run them)", yellow=True)
+                      "--posbias-model MODEL, or --model where the suites' conftest registers it, to run them)",
+                      yellow=True)
     _problem_summary(tr, config, state.problems)
     width = int(getattr(tr, "_screen_width", 0) or 100)
     if rows:

@@ -251,6 +251,8 @@ class RunContext:
         sequential design's looks are nested samples of one probe, so the largest look read counts); a
         test reading again what it computed itself counts nothing."""
         test = CURRENT_TEST.get()
+        if self.options.plan:  # the plan sizes a probe result's requests by the furthest look its readers reach
+            record_read(self.options.plan, worker=self.worker, test=test, family=family or key)
         with self._memo_lock:
             if key in self._memo:
                 if not test or self._memo_owner.get(key) != test:
@@ -258,18 +260,12 @@ class RunContext:
                     seen = (test, family or key)
                     self.engine.stats.shared += max(0, behind - self._shared_seen.get(seen, 0))
                     self._shared_seen[seen] = max(behind, self._shared_seen.get(seen, 0))
-                if self.options.plan:
-                    record_read(self.options.plan, worker=self.worker, test=test, family=family or key)
                 return self._memo[key]
-        if not self.options.plan:
+        token = CURRENT_FAMILY.set(family or key)  # the requests it makes belong to this result (plan mode)
+        try:
             value = fn()
-        else:  # the plan sizes a probe result's requests by the furthest look its readers reach
-            record_read(self.options.plan, worker=self.worker, test=test, family=family or key)
-            token = CURRENT_FAMILY.set(family or key)
-            try:
-                value = fn()
-            finally:
-                CURRENT_FAMILY.reset(token)
+        finally:
+            CURRENT_FAMILY.reset(token)
         with self._memo_lock:
             self._memo_owner.setdefault(key, test)
             return self._memo.setdefault(key, value)
